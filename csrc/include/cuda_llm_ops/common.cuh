@@ -1,0 +1,98 @@
+// Core types and helpers shared by every kernel. No torch here: launchers take
+// raw pointers, plain sizes and a cudaStream_t, so .cu files compile fast and
+// can be compile-checked on a machine without torch's CUDA headers.
+#pragma once
+
+#include <cuda_runtime.h>
+#include <cuda_fp16.h>
+#include <cuda_bf16.h>
+#include <cstdint>
+
+#define CLO_HOST_DEVICE __host__ __device__ __forceinline__
+#define CLO_DEVICE __device__ __forceinline__
+
+namespace cuda_llm_ops {
+
+// Element type of a tensor handed to a launcher. The binding layer maps torch's
+// ScalarType onto this; kernels dispatch on it with dispatch_float_dtype below.
+enum class DType : int { kFloat32 = 0, kFloat16 = 1, kBFloat16 = 2, kInt8 = 3, kInt32 = 4 };
+
+enum class Precision { FP32, FP16, BF16, INT8 };
+enum class MatrixLayout { RowMajor, ColMajor, RowMajorPadded };
+
+inline const char* dtype_name(DType t) {
+  switch (t) {
+    case DType::kFloat32: return "float32";
+    case DType::kFloat16: return "float16";
+    case DType::kBFloat16: return "bfloat16";
+    case DType::kInt8: return "int8";
+    case DType::kInt32: return "int32";
+  }
+  return "unknown";
+}
+
+template <typename T>
+CLO_HOST_DEVICE constexpr T div_ceil(T a, T b) { return (a + b - 1) / b; }
+
+inline bool is_tensor_core_aligned(int dim, int alignment = 16) { return dim % alignment == 0; }
+
+// Scalar conversions through float, the accumulation type of every kernel.
+template <typename T> CLO_DEVICE float to_float(T x);
+template <> CLO_DEVICE float to_float<float>(float x) { return x; }
+template <> CLO_DEVICE float to_float<__half>(__half x) { return __half2float(x); }
+template <> CLO_DEVICE float to_float<__nv_bfloat16>(__nv_bfloat16 x) { return __bfloat162float(x); }
+
+template <typename T> CLO_DEVICE T from_float(float x);
+template <> CLO_DEVICE float from_float<float>(float x) { return x; }
+template <> CLO_DEVICE __half from_float<__half>(float x) { return __float2half_rn(x); }
+template <> CLO_DEVICE __nv_bfloat16 from_float<__nv_bfloat16>(float x) { return __float2bfloat16_rn(x); }
+
+// Two floats packed into the 32-bit register pair type the tensor cores take.
+template <typename T> CLO_DEVICE uint32_t pack_float2(float lo, float hi);
+template <> CLO_DEVICE uint32_t pack_float2<__half>(float lo, float hi) {
+  __half2 h = __floats2half2_rn(lo, hi);
+  return *reinterpret_cast<uint32_t*>(&h);
+}
+template <> CLO_DEVICE uint32_t pack_float2<__nv_bfloat16>(float lo, float hi) {
+  __nv_bfloat162 h = __floats2bfloat162_rn(lo, hi);
+  return *reinterpret_cast<uint32_t*>(&h);
+}
+
+// Runs `body.template operator()<T>()` with T the C++ type of a float dtype.
+// Returns cudaErrorInvalidValue for a dtype the caller does not support, so a
+// launcher never silently reinterprets memory.
+template <typename F>
+inline cudaError_t dispatch_float_dtype(DType dtype, F&& body) {
+  switch (dtype) {
+    case DType::kFloat32: return body.template operator()<float>();
+    case DType::kFloat16: return body.template operator()<__half>();
+    case DType::kBFloat16: return body.template operator()<__nv_bfloat16>();
+    default: return cudaErrorInvalidValue;
+  }
+}
+
+// Raises a kernel's dynamic shared-memory limit when it needs more than the
+// 48 KB default (Hopper allows up to 227 KB per block, Ampere 163 KB).
+template <typename Kernel>
+inline cudaError_t set_dynamic_smem(Kernel kernel, size_t bytes) {
+  if (bytes <= 48 * 1024) return cudaSuccess;
+  return cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                              static_cast<int>(bytes));
+}
+
+// Multiprocessor count of the current device, cached per device: split
+// heuristics need it on every call and cudaGetDeviceProperties is slow.
+inline int device_sm_count() {
+  static int cached[64] = {0};
+  int dev = 0;
+  cudaGetDevice(&dev);
+  if (dev < 0 || dev >= 64) dev = 0;
+  if (cached[dev] == 0) {
+    int n = 0;
+    cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev);
+    cached[dev] = n > 0 ? n : 1;
+  }
+  return cached[dev];
+}
+
+}  // namespace cuda_llm_ops

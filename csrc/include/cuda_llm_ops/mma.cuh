@@ -1,0 +1,70 @@
+// Tensor-core building blocks for Ampere-style kernels (also run on Hopper):
+// ldmatrix loads of 8x8 tiles from shared memory and mma.sync m16n8k16
+// (fp16/bf16 -> fp32) and m16n8k32 (s8 -> s32). Fragment layouts follow the PTX
+// ISA "Matrix Fragments for mma.m16n8k16" tables; kernels index them as
+//   A: a[0..3] = rows (g, g+8) x k-halves (0-7, 8-15), g = lane / 4
+//   B: b[0..1] = k-halves (0-7, 8-15), column n = lane / 4
+//   C: c[0..3] = (row g, cols 2t, 2t+1), (row g+8, cols 2t, 2t+1), t = lane % 4
+#pragma once
+
+#include "common.cuh"
+#include "pipeline.cuh"
+
+namespace cuda_llm_ops {
+
+CLO_DEVICE void ldmatrix_x4(uint32_t (&r)[4], const void* smem_row_ptr) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(smem_u32addr(smem_row_ptr)));
+}
+
+CLO_DEVICE void ldmatrix_x4_trans(uint32_t (&r)[4], const void* smem_row_ptr) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(smem_u32addr(smem_row_ptr)));
+}
+
+CLO_DEVICE void ldmatrix_x2(uint32_t (&r)[2], const void* smem_row_ptr) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x2.shared.b16 {%0,%1}, [%2];\n"
+               : "=r"(r[0]), "=r"(r[1])
+               : "r"(smem_u32addr(smem_row_ptr)));
+}
+
+CLO_DEVICE void ldmatrix_x2_trans(uint32_t (&r)[2], const void* smem_row_ptr) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x2.trans.shared.b16 {%0,%1}, [%2];\n"
+               : "=r"(r[0]), "=r"(r[1])
+               : "r"(smem_u32addr(smem_row_ptr)));
+}
+
+template <typename T> struct MmaF16Kind;
+template <> struct MmaF16Kind<__half> { static constexpr bool kIsBf16 = false; };
+template <> struct MmaF16Kind<__nv_bfloat16> { static constexpr bool kIsBf16 = true; };
+
+// D = A * B + D, A 16x16 (row), B 16x8 (col), fp32 accumulators.
+template <typename T>
+CLO_DEVICE void mma_m16n8k16(float (&d)[4], const uint32_t (&a)[4], const uint32_t (&b)[2]) {
+  if constexpr (MmaF16Kind<T>::kIsBf16) {
+    asm volatile(
+        "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+        "{%0,%1,%2,%3};\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+  } else {
+    asm volatile(
+        "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+        "{%0,%1,%2,%3};\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+  }
+}
+
+// D = A * B + D for int8: A 16x32 (row), B 32x8 (col), int32 accumulators.
+CLO_DEVICE void mma_m16n8k32_s8(int32_t (&d)[4], const uint32_t (&a)[4], const uint32_t (&b)[2]) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+      "{%0,%1,%2,%3};\n"
+      : "+r"(d[0]), "+r"(d[1]), "+r"(d[2]), "+r"(d[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+}
+
+}  // namespace cuda_llm_ops

@@ -1,0 +1,44 @@
+// Asynchronous global->shared copies (cp.async, sm_80+) for multi-stage
+// pipelines. The zero-fill forms let edge tiles load "out of bounds" rows as
+// zeros without a branch around the copy and without touching the memory.
+#pragma once
+
+#include "common.cuh"
+
+namespace cuda_llm_ops {
+
+CLO_DEVICE uint32_t smem_u32addr(const void* ptr) {
+  return static_cast<uint32_t>(__cvta_generic_to_shared(ptr));
+}
+
+// 16-byte copy; when `valid` is false the destination is filled with zeros and
+// the source is not read (src-size operand 0).
+CLO_DEVICE void cp_async_16(void* smem_dst, const void* gmem_src, bool valid = true) {
+  const uint32_t dst = smem_u32addr(smem_dst);
+  const int src_bytes = valid ? 16 : 0;
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(gmem_src), "r"(src_bytes));
+}
+
+// 16-byte copy that stays in L1 as well (.ca): for data re-read by the block.
+CLO_DEVICE void cp_async_16_ca(void* smem_dst, const void* gmem_src, bool valid = true) {
+  const uint32_t dst = smem_u32addr(smem_dst);
+  const int src_bytes = valid ? 16 : 0;
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(gmem_src), "r"(src_bytes));
+}
+
+// 4-byte copy for layouts that cannot be read 16 bytes at a time.
+CLO_DEVICE void cp_async_4(void* smem_dst, const void* gmem_src, bool valid = true) {
+  const uint32_t dst = smem_u32addr(smem_dst);
+  const int src_bytes = valid ? 4 : 0;
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(dst), "l"(gmem_src), "r"(src_bytes));
+}
+
+CLO_DEVICE void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+
+// Wait until at most N committed groups are still in flight.
+template <int N>
+CLO_DEVICE void cp_async_wait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(N)); }
+
+CLO_DEVICE void cp_async_wait_all() { asm volatile("cp.async.wait_all;\n" ::); }
+
+}  // namespace cuda_llm_ops

@@ -1,0 +1,71 @@
+// Warp- and block-level reductions. The butterfly (xor) form leaves the result
+// in every lane, which is what softmax and norm code wants: no broadcast after.
+#pragma once
+
+#include "common.cuh"
+
+namespace cuda_llm_ops {
+
+constexpr unsigned kFullMask = 0xffffffffu;
+
+template <typename T>
+CLO_DEVICE T warp_reduce_sum(T val) {
+#pragma unroll
+  for (int offset = 16; offset > 0; offset >>= 1) val += __shfl_xor_sync(kFullMask, val, offset);
+  return val;
+}
+
+template <typename T>
+CLO_DEVICE T warp_reduce_max(T val) {
+#pragma unroll
+  for (int offset = 16; offset > 0; offset >>= 1) val = max(val, __shfl_xor_sync(kFullMask, val, offset));
+  return val;
+}
+
+// Reduction over a group of `Width` consecutive lanes (Width a power of two <= 32),
+// e.g. the 4 lanes that share an accumulator row in an mma.sync fragment.
+template <int Width, typename T>
+CLO_DEVICE T group_reduce_sum(T val) {
+#pragma unroll
+  for (int offset = Width / 2; offset > 0; offset >>= 1) val += __shfl_xor_sync(kFullMask, val, offset);
+  return val;
+}
+
+template <int Width, typename T>
+CLO_DEVICE T group_reduce_max(T val) {
+#pragma unroll
+  for (int offset = Width / 2; offset > 0; offset >>= 1) val = max(val, __shfl_xor_sync(kFullMask, val, offset));
+  return val;
+}
+
+// Block reductions: every thread gets the result. `smem` needs BlockSize/32
+// elements. The trailing barrier lets the caller reuse `smem` right away.
+template <typename T, int BlockSize>
+CLO_DEVICE T block_reduce_sum(T val, T* smem) {
+  static_assert(BlockSize % 32 == 0 && BlockSize <= 1024, "block size must be a multiple of 32");
+  constexpr int kWarps = BlockSize / 32;
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  val = warp_reduce_sum(val);
+  if (lane == 0) smem[warp] = val;
+  __syncthreads();
+  T total = lane < kWarps ? smem[lane] : T(0);
+  total = warp_reduce_sum(total);
+  __syncthreads();
+  return total;
+}
+
+template <typename T, int BlockSize>
+CLO_DEVICE T block_reduce_max(T val, T* smem, T identity) {
+  static_assert(BlockSize % 32 == 0 && BlockSize <= 1024, "block size must be a multiple of 32");
+  constexpr int kWarps = BlockSize / 32;
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  val = warp_reduce_max(val);
+  if (lane == 0) smem[warp] = val;
+  __syncthreads();
+  T total = lane < kWarps ? smem[lane] : identity;
+  total = warp_reduce_max(total);
+  __syncthreads();
+  return total;
+}
+
+}  // namespace cuda_llm_ops

@@ -1,0 +1,50 @@
+"""Helpers for tests and correctness checks: poisoned outputs, fresh random
+inputs and dtype-aware comparison against a higher-precision reference."""
+from __future__ import annotations
+
+import torch
+
+# Relative Frobenius error allowed against a float32/float64 reference, by the
+# dtype the kernel computed in (fp32 accumulation everywhere).
+REL_TOL = {torch.float32: 2e-5, torch.float16: 2e-3, torch.bfloat16: 1.6e-2}
+
+
+def poison_(t: torch.Tensor) -> torch.Tensor:
+    """Fill `t` with NaN (floats) or an unlikely sentinel (ints) so unwritten outputs fail."""
+    if t.is_floating_point():
+        return t.fill_(float("nan"))
+    return t.fill_(-0x5A5A5A5A if t.dtype == torch.int32 else -77)
+
+
+def rel_error(out: torch.Tensor, ref: torch.Tensor) -> float:
+    """||out - ref|| / ||ref|| in float64 (inf when out holds NaN/inf)."""
+    o, r = out.double(), ref.double()
+    if not torch.isfinite(o).all():
+        return float("inf")
+    denom = r.norm().item()
+    diff = (o - r).norm().item()
+    return diff / denom if denom > 0 else diff
+
+
+def assert_close(out: torch.Tensor, ref: torch.Tensor, dtype: torch.dtype | None = None, rel_tol: float | None = None,
+                 what: str = "output") -> None:
+    """Assert shape equality, no NaN/inf, and relative error within the dtype's tolerance.
+
+    Also bounds the worst element against the reference's scale, so one wrong
+    row cannot hide inside a small average error.
+    """
+    dtype = dtype or out.dtype
+    tol = rel_tol if rel_tol is not None else REL_TOL[dtype]
+    assert tuple(out.shape) == tuple(ref.shape), f"{what}: shape {tuple(out.shape)} != reference {tuple(ref.shape)}"
+    assert torch.isfinite(out).all(), f"{what}: contains NaN/inf (unwritten or overflowed elements)"
+    err = rel_error(out, ref)
+    assert err <= tol, f"{what}: relative error {err:.3e} > tolerance {tol:.1e} for {dtype}"
+    scale = ref.double().abs().max().item() + 1e-6
+    worst = (out.double() - ref.double()).abs().max().item()
+    assert worst <= 50 * tol * scale + 1e-6, (
+        f"{what}: worst element error {worst:.3e} exceeds {50 * tol:.1e} x max|ref| ({scale:.3e})")
+
+
+def randn(*shape, dtype=torch.float16, device="cuda", generator=None, scale: float = 1.0) -> torch.Tensor:
+    """Fresh standard-normal data (never zeros), made in float32 then cast."""
+    return (torch.randn(*shape, device=device, generator=generator) * scale).to(dtype)

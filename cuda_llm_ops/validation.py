@@ -1,0 +1,116 @@
+"""Input checks shared by every op. Each failure names the argument, what was
+expected and what was given; none needs a host synchronisation."""
+from __future__ import annotations
+
+import torch
+
+FLOAT_DTYPES = (torch.float32, torch.float16, torch.bfloat16)
+ATTENTION_MAX_HEAD_DIM = 256
+
+
+def _dt(d: torch.dtype) -> str:
+    return str(d).replace("torch.", "")
+
+
+def check_tensor(t, name: str) -> None:
+    if not isinstance(t, torch.Tensor):
+        raise TypeError(f"{name} must be a torch.Tensor, got {type(t).__name__}")
+
+
+def check_rank(t: torch.Tensor, name: str, rank: int, layout: str) -> None:
+    if t.dim() != rank:
+        raise ValueError(f"{name} must be {rank}-D {layout}, got {t.dim()}-D with shape {tuple(t.shape)}")
+
+
+def check_cuda(t: torch.Tensor, name: str) -> None:
+    if t.device.type != "cuda":
+        raise ValueError(f"{name} must be a CUDA tensor, got device '{t.device}'")
+
+
+def check_same_device(t: torch.Tensor, name: str, ref: torch.Tensor, ref_name: str) -> None:
+    if t.device != ref.device:
+        raise ValueError(f"{name} must be on the same device as {ref_name} ({ref.device}), got {t.device}")
+
+
+def check_dtype(t: torch.Tensor, name: str, allowed) -> None:
+    allowed = tuple(allowed) if isinstance(allowed, (tuple, list)) else (allowed,)
+    if t.dtype not in allowed:
+        want = " or ".join(_dt(d) for d in allowed)
+        raise ValueError(f"{name} must have dtype {want}, got {_dt(t.dtype)}")
+
+
+def check_same_dtype(t: torch.Tensor, name: str, ref: torch.Tensor, ref_name: str) -> None:
+    if t.dtype != ref.dtype:
+        raise ValueError(f"{name} must have the same dtype as {ref_name} ({_dt(ref.dtype)}), got {_dt(t.dtype)}")
+
+
+def check_nonempty(t: torch.Tensor, name: str, dims: str) -> None:
+    if t.numel() == 0:
+        raise ValueError(f"{name} must have no empty dimension ({dims}), got shape {tuple(t.shape)}")
+
+
+def check_contiguous(t: torch.Tensor, name: str) -> None:
+    if not t.is_contiguous():
+        raise ValueError(
+            f"{name} must be contiguous, got shape {tuple(t.shape)} with strides {t.stride()}; call .contiguous()"
+        )
+
+
+def check_last_dim_contiguous(t: torch.Tensor, name: str) -> None:
+    """Rows must be dense and 16-byte aligned (kernels load 16 bytes at a time);
+    the outer dimensions may have any stride (e.g. a transposed [B, N, H, D] view)."""
+    elem = t.element_size()
+    aligned = (t.data_ptr() % 16 == 0) and all((s * elem) % 16 == 0 for s in t.stride()[:-1])
+    if t.stride(-1) != 1 or not aligned:
+        raise ValueError(
+            f"{name} must have a contiguous last dimension and 16-byte aligned rows, got strides {t.stride()} "
+            f"(element size {elem} bytes, data_ptr % 16 = {t.data_ptr() % 16}); call .contiguous()"
+        )
+
+
+def validate_attention_inputs(q, k, v) -> None:
+    """Check q `[B, Hq, Nq, D]`, k and v `[B, Hkv, Nk, D]` for the attention ops.
+
+    Accepted: CUDA tensors of one dtype (float32, float16 or bfloat16) on one device;
+    Hq a multiple of Hkv (GQA/MQA); D a multiple of 8 up to 256; every dimension >= 1.
+    Strided inputs are accepted when the last dimension is contiguous and rows are
+    16-byte aligned (e.g. `x.transpose(1, 2)` of a contiguous `[B, N, H, D]`);
+    anything else raises a ValueError asking for `.contiguous()`.
+    Raises TypeError/ValueError naming the argument, the expected and the actual value.
+    """
+    for t, name in ((q, "q"), (k, "k"), (v, "v")):
+        check_tensor(t, name)
+    check_rank(q, "q", 4, "[batch, num_q_heads, seq_len_q, head_dim]")
+    check_rank(k, "k", 4, "[batch, num_kv_heads, seq_len_k, head_dim]")
+    check_rank(v, "v", 4, "[batch, num_kv_heads, seq_len_k, head_dim]")
+    check_dtype(q, "q", FLOAT_DTYPES)
+    check_same_dtype(k, "k", q, "q")
+    check_same_dtype(v, "v", q, "q")
+    check_cuda(q, "q")
+    check_same_device(k, "k", q, "q")
+    check_same_device(v, "v", q, "q")
+    for t, name in ((q, "q"), (k, "k"), (v, "v")):
+        check_nonempty(t, name, "batch, heads, seq_len, head_dim")
+    if tuple(k.shape) != tuple(v.shape):
+        raise ValueError(f"k and v must have the same shape, got k {tuple(k.shape)} and v {tuple(v.shape)}")
+    if k.shape[0] != q.shape[0]:
+        raise ValueError(f"k batch size (dim 0) must match q's ({q.shape[0]}), got {k.shape[0]}")
+    if k.shape[3] != q.shape[3]:
+        raise ValueError(f"k head_dim (dim 3) must match q's ({q.shape[3]}), got {k.shape[3]}")
+    hq, hkv = q.shape[1], k.shape[1]
+    if hq % hkv != 0:
+        raise ValueError(
+            f"q's number of heads ({hq}) must be a multiple of k/v's number of heads, got num_kv_heads={hkv}"
+        )
+    d = q.shape[3]
+    if d % 8 != 0 or d > ATTENTION_MAX_HEAD_DIM:
+        raise ValueError(f"head_dim must be a multiple of 8 between 8 and {ATTENTION_MAX_HEAD_DIM}, got {d}")
+    for t, name in ((q, "q"), (k, "k"), (v, "v")):
+        check_last_dim_contiguous(t, name)
+
+
+def resolve_scale(scale: float, head_dim: int) -> float:
+    """`scale == 0` means the usual 1/sqrt(head_dim)."""
+    if scale != scale or scale < 0:  # NaN or negative
+        raise ValueError(f"scale must be >= 0 (0 means 1/sqrt(head_dim)), got {scale}")
+    return scale if scale > 0 else head_dim ** -0.5

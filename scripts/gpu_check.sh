@@ -1,0 +1,57 @@
+#!/usr/bin/env bash
+# One call on the GPU machine: build, GPU tests, CPU tests, benchmark, summary.
+#   bash scripts/gpu_check.sh                      # everything
+# Knobs (environment):
+#   CUDA_LLM_OPS_AREAS=attention,gemm   build only these kernel areas (faster)
+#   TESTS="tests/test_attention.py"      pytest paths/args for the cuda tests (default: tests)
+#   BENCH="--quick"                      run `llm-speed bench $BENCH` (unset: no bench)
+#   SLOW=1                               also run the `slow` sweeps, last
+#   EXTRA="python3 some_script.py"       extra command after the tests (output to $OUT/extra.log)
+# Logs and JSON go to $OUT (./out when unset); a short summary is printed last.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+OUT=${OUT:-$PWD/out}
+mkdir -p "$OUT"
+export PYTHONUNBUFFERED=1 MAX_JOBS=${MAX_JOBS:-16} TORCH_CUDA_ARCH_LIST=${TORCH_CUDA_ARCH_LIST:-9.0a}
+TESTS=${TESTS:-tests}
+summary=()
+nvidia-smi --query-gpu=name,clocks.sm,clocks.mem,temperature.gpu,utilization.gpu --format=csv,noheader || true
+
+t0=$(date +%s)
+python3 -m pip install --no-build-isolation --no-deps -v -e . >"$OUT/build.log" 2>&1
+rc=$?
+t1=$(date +%s)
+summary+=("build: rc=$rc in $((t1 - t0)) s (areas=${CUDA_LLM_OPS_AREAS:-all}, arch=$TORCH_CUDA_ARCH_LIST)")
+if [ $rc -ne 0 ]; then
+  grep -E "error|Error" "$OUT/build.log" | head -40
+  tail -30 "$OUT/build.log"
+  printf '%s\n' "${summary[@]}"
+  exit 1
+fi
+python3 -c "import cuda_llm_ops as c; print('kernels:', c.kernels_available(), c.build_info())"
+
+python3 -m pytest -q -m "cuda and not slow" $TESTS -p no:cacheprovider --durations=15 2>&1 | tee "$OUT/test_cuda.log" >/dev/null
+summary+=("cuda tests: $(tail -1 "$OUT/test_cuda.log")")
+python3 -m pytest -q -m "not cuda" tests -p no:cacheprovider 2>&1 | tee "$OUT/test_cpu.log" >/dev/null
+summary+=("cpu tests:  $(tail -1 "$OUT/test_cpu.log")")
+t2=$(date +%s)
+summary+=("tests took $((t2 - t1)) s")
+
+if [ -n "${EXTRA:-}" ]; then
+  bash -c "$EXTRA" 2>&1 | tee "$OUT/extra.log" | tail -40
+fi
+if [ -n "${BENCH+x}" ]; then
+  mkdir -p "$OUT/plots"
+  llm-speed bench $BENCH --json "$OUT/bench.json" --plot "$OUT/plots" 2>&1 | tee "$OUT/bench.log" | tail -60
+  summary+=("bench: rc=${PIPESTATUS[0]} ($(( $(date +%s) - t2 )) s)")
+  (cd "$OUT" && tar cf plots.tar plots && rm -rf plots)
+fi
+if [ "${SLOW:-0}" = "1" ]; then
+  python3 -m pytest -q -m "slow" tests -p no:cacheprovider 2>&1 | tee "$OUT/test_slow.log" >/dev/null
+  summary+=("slow tests: $(tail -1 "$OUT/test_slow.log")")
+fi
+
+echo "---- failures ----"
+grep -E "^(FAILED|ERROR)" "$OUT/test_cuda.log" "$OUT/test_cpu.log" 2>/dev/null | head -30
+echo "---- summary ----"
+printf '%s\n' "${summary[@]}"

@@ -1,0 +1,23 @@
+import pytest
+import torch
+
+import cuda_llm_ops
+from cuda_llm_ops import _ops
+
+HAS_GPU = torch.cuda.is_available()
+
+
+def pytest_collection_modifyitems(config, items):
+    if HAS_GPU and _ops.kernels_available():
+        return
+    why = "no CUDA GPU" if not HAS_GPU else f"kernels not built ({cuda_llm_ops.build_info()})"
+    skip = pytest.mark.skip(reason=f"cuda test: {why}")
+    for item in items:
+        if "cuda" in item.keywords:
+            item.add_marker(skip)
+
+
+def require_op(name: str):
+    """Skip (a partial dev build) when the op's area was not built."""
+    if not _ops.has_op(name):
+        pytest.skip(f"op {name} not in this build ({cuda_llm_ops.build_info()})")
