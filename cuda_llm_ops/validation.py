@@ -60,7 +60,10 @@ def check_last_dim_contiguous(t: torch.Tensor, name: str) -> None:
     """Rows must be dense and 16-byte aligned (kernels load 16 bytes at a time);
     the outer dimensions may have any stride (e.g. a transposed [B, N, H, D] view)."""
     elem = t.element_size()
-    aligned = (t.data_ptr() % 16 == 0) and all((s * elem) % 16 == 0 for s in t.stride()[:-1])
+    # Under torch.compile tensors are fakes without a data pointer; the op's C++
+    # check still refuses a misaligned pointer at run time.
+    ptr_ok = torch.compiler.is_compiling() or t.data_ptr() % 16 == 0
+    aligned = ptr_ok and all((s * elem) % 16 == 0 for s in t.stride()[:-1])
     if t.stride(-1) != 1 or not aligned:
         raise ValueError(
             f"{name} must have a contiguous last dimension and 16-byte aligned rows, got strides {t.stride()} "

@@ -1,0 +1,33 @@
+// Dispatch of flash attention: fp16/bf16 to the tensor-core kernel of the
+// smallest head-dim bucket that holds D (columns past D are zero-filled in
+// shared memory and never stored), fp32 to the CUDA-core flash kernel.
+#include "attention/attention.h"
+
+namespace cuda_llm_ops {
+
+namespace {
+template <typename T>
+cudaError_t dispatch_head_dim(const AttentionParams& p, cudaStream_t stream) {
+  const int d = p.head_dim;
+  if (d <= 32) return launch_flash_attention_mma<T, 32>(p, stream);
+  if (d <= 64) return launch_flash_attention_mma<T, 64>(p, stream);
+  if (d <= 96) return launch_flash_attention_mma<T, 96>(p, stream);
+  if (d <= 128) return launch_flash_attention_mma<T, 128>(p, stream);
+  if (d <= 160) return launch_flash_attention_mma<T, 160>(p, stream);
+  if (d <= 192) return launch_flash_attention_mma<T, 192>(p, stream);
+  if (d <= 224) return launch_flash_attention_mma<T, 224>(p, stream);
+  return launch_flash_attention_mma<T, 256>(p, stream);
+}
+}  // namespace
+
+cudaError_t launch_flash_attention(const AttentionParams& p, cudaStream_t stream) {
+  if (!attention_params_valid(p)) return cudaErrorInvalidValue;
+  switch (p.dtype) {
+    case DType::kFloat32: return launch_flash_attention_fp32(p, stream);
+    case DType::kFloat16: return dispatch_head_dim<__half>(p, stream);
+    case DType::kBFloat16: return dispatch_head_dim<__nv_bfloat16>(p, stream);
+    default: return cudaErrorInvalidValue;
+  }
+}
+
+}  // namespace cuda_llm_ops

@@ -1,0 +1,110 @@
+"""Dev timing of the attention kernels next to SDPA, in one process.
+
+    python3 scripts/bench_attention_dev.py
+
+Prints median ms and TFLOP/s (non-causal FLOPs = 4*B*H*Nq*Nk*D, causal half)
+for flash_attention vs F.scaled_dot_product_attention (flash and cuDNN
+backends), and tiled/naive at a small N. Warm L2 (compute-bound op).
+"""
+from __future__ import annotations
+
+import os
+
+import torch
+import torch.nn.functional as F
+from torch.nn.attention import SDPBackend, sdpa_kernel
+
+import cuda_llm_ops as llm
+from cuda_llm_ops.testing import rel_error
+from cuda_llm_ops.timing import benchmark
+
+
+def flops(b, h, n, d, causal):
+    f = 4.0 * b * h * n * n * d
+    return f / 2 if causal else f
+
+
+def sdpa(backend):
+    def run(q, k, v, causal):
+        with sdpa_kernel(backend):
+            return F.scaled_dot_product_attention(q, k, v, is_causal=causal)
+    return run
+
+
+def row(name, t, f, base_ms=None):
+    tf = f / (t.median_ms * 1e-3) / 1e12
+    rel = f"  x{base_ms / t.median_ms:5.2f} of ours" if base_ms else ""
+    print(f"  {name:<22} {t.median_ms:8.3f} ms  (p20 {t.p20_ms:.3f}, p80 {t.p80_ms:.3f})  {tf:7.1f} TFLOP/s{rel}")
+    return t.median_ms
+
+
+def compare(b, h, n, d, dtype, causal, peers=True, ours=("flash",), iters=30):
+    g = torch.Generator(device="cuda").manual_seed(0)
+    q, k, v = (torch.randn(b, h, n, d, device="cuda", generator=g).to(dtype) for _ in range(3))
+    f = flops(b, h, n, d, causal)
+    print(f"B={b} H={h} N={n} D={d} {str(dtype).replace('torch.', '')} causal={causal}")
+    impls = {"flash": llm.flash_attention, "tiled": llm.tiled_attention, "naive": llm.naive_attention}
+    ref = F.scaled_dot_product_attention(q, k, v, is_causal=causal)
+    ours_ms = None
+    for name in ours:
+        fn = impls[name]
+        out = fn(q, k, v, is_causal=causal)
+        err = rel_error(out.float(), ref.float())
+        t = benchmark(lambda: fn(q, k, v, is_causal=causal), warmup=5, iterations=iters)
+        ms = row(f"cuda_llm_ops.{name}", t, f)
+        print(f"    rel err vs SDPA {err:.2e}")
+        ours_ms = ours_ms or ms
+    if peers:
+        for pname, backend in (("sdpa-flash", SDPBackend.FLASH_ATTENTION), ("sdpa-cudnn", SDPBackend.CUDNN_ATTENTION),
+                               ("sdpa-efficient", SDPBackend.EFFICIENT_ATTENTION)):
+            if dtype == torch.float32 and backend != SDPBackend.EFFICIENT_ATTENTION:
+                continue
+            fn = sdpa(backend)
+            try:
+                fn(q, k, v, causal)
+            except RuntimeError as exc:
+                print(f"  {pname:<22} unavailable: {str(exc).splitlines()[0][:80]}")
+                continue
+            t = benchmark(lambda: fn(q, k, v, causal), warmup=5, iterations=iters)
+            ms = row(pname, t, f)
+            if ours_ms:
+                print(f"    ours / {pname}: {ms / ours_ms * 100:5.1f}% of its speed")
+
+
+def tile_variants(b, h, n, d, dtype, causal):
+    """The D=128 tile shapes compiled for comparison (CUDA_LLM_OPS_FLASH_TILES, dev only)."""
+    g = torch.Generator(device="cuda").manual_seed(0)
+    q, k, v = (torch.randn(b, h, n, d, device="cuda", generator=g).to(dtype) for _ in range(3))
+    f = flops(b, h, n, d, causal)
+    ref = F.scaled_dot_product_attention(q, k, v, is_causal=causal)
+    print(f"tile variants, B={b} H={h} N={n} D={d} {str(dtype).replace('torch.', '')} causal={causal}")
+    for tiles in ("default", "16x64", "32x64", "32x32"):
+        if tiles == "default":
+            os.environ.pop("CUDA_LLM_OPS_FLASH_TILES", None)
+        else:
+            os.environ["CUDA_LLM_OPS_FLASH_TILES"] = tiles
+        out = llm.flash_attention(q, k, v, is_causal=causal)
+        err = rel_error(out.float(), ref.float())
+        t = benchmark(lambda: llm.flash_attention(q, k, v, is_causal=causal), warmup=5, iterations=30)
+        row(f"flash tiles={tiles}", t, f)
+        print(f"    rel err vs SDPA {err:.2e}")
+    os.environ.pop("CUDA_LLM_OPS_FLASH_TILES", None)
+
+
+def main():
+    torch.backends.cuda.matmul.allow_tf32 = False
+    print(torch.cuda.get_device_name(), torch.__version__, llm.build_info())
+    for causal in (False, True):
+        compare(4, 16, 4096, 128, torch.float16, causal)
+    for causal in (False, True):
+        tile_variants(4, 16, 4096, 128, torch.float16, causal)
+    compare(4, 16, 4096, 128, torch.bfloat16, False)
+    compare(4, 32, 4096, 64, torch.float16, False)
+    compare(1, 16, 16384, 128, torch.float16, True, iters=10)
+    compare(1, 16, 2048, 128, torch.float32, False, iters=10)
+    compare(1, 16, 1024, 64, torch.float16, False, ours=("flash", "tiled", "naive"), peers=False, iters=10)
+    compare(1, 16, 1024, 64, torch.float32, False, ours=("flash", "tiled", "naive"), peers=False, iters=10)
+
+
+if __name__ == "__main__":
+    main()
