@@ -78,7 +78,9 @@ def _extensions():
         include_dirs=include,
         define_macros=define,
         extra_compile_args={
-            "cxx": ["-O3", "-std=c++17"],
+            # no -std here: torch picks the standard its headers were built for (C++20 in 2.10+);
+            # a different one changes c10::Error's layout and a TORCH_CHECK crashes the process.
+            "cxx": ["-O3"],
             "nvcc": ["-O3", "-std=c++20", "-lineinfo", "--expt-relaxed-constexpr", "-Xptxas=-v" if
                      os.environ.get("CUDA_LLM_OPS_PTXAS_VERBOSE") == "1" else "-Xptxas=-O3",
                      "-U__CUDA_NO_HALF_OPERATORS__", "-U__CUDA_NO_HALF_CONVERSIONS__",

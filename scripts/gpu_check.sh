@@ -4,9 +4,11 @@
 # Knobs (environment):
 #   CUDA_LLM_OPS_AREAS=attention,gemm   build only these kernel areas (faster)
 #   TESTS="tests/test_attention.py"      pytest paths/args for the cuda tests (default: tests)
-#   BENCH="--quick"                      run `llm-speed bench $BENCH` (unset: no bench)
+#   BENCH="--quick"                      run `llm-speed bench $BENCH` (unset: no bench; BENCH_TIMEOUT=300 s)
 #   SLOW=1                               also run the `slow` sweeps, last
 #   EXTRA="python3 some_script.py"       extra command after the tests (output to $OUT/extra.log)
+#   SKIP_BUILD=1                         reuse the extension built by the previous call (warm machine)
+#   SKIP_TESTS=1                         no pytest (e.g. a bench-only second call)
 # Logs and JSON go to $OUT (./out when unset); a short summary is printed last.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -18,8 +20,12 @@ summary=()
 nvidia-smi --query-gpu=name,clocks.sm,clocks.mem,temperature.gpu,utilization.gpu --format=csv,noheader || true
 
 t0=$(date +%s)
-python3 -m pip install --no-build-isolation --no-deps -v -e . >"$OUT/build.log" 2>&1
-rc=$?
+if [ "${SKIP_BUILD:-0}" = "1" ] && ls cuda_llm_ops/_C*.so >/dev/null 2>&1; then
+  rc=0; echo "reusing the extension of the previous call" >"$OUT/build.log"
+else
+  python3 -m pip install --no-build-isolation --no-deps -v -e . >"$OUT/build.log" 2>&1
+  rc=$?
+fi
 t1=$(date +%s)
 summary+=("build: rc=$rc in $((t1 - t0)) s (areas=${CUDA_LLM_OPS_AREAS:-all}, arch=$TORCH_CUDA_ARCH_LIST)")
 if [ $rc -ne 0 ]; then
@@ -30,20 +36,28 @@ if [ $rc -ne 0 ]; then
 fi
 python3 -c "import cuda_llm_ops as c; print('kernels:', c.kernels_available(), c.build_info())"
 
+if [ "${SKIP_TESTS:-0}" != "1" ]; then
 python3 -m pytest -q -m "cuda and not slow" $TESTS -p no:cacheprovider --durations=15 2>&1 | tee "$OUT/test_cuda.log" >/dev/null
 summary+=("cuda tests: $(tail -1 "$OUT/test_cuda.log")")
 python3 -m pytest -q -m "not cuda" tests -p no:cacheprovider 2>&1 | tee "$OUT/test_cpu.log" >/dev/null
 summary+=("cpu tests:  $(tail -1 "$OUT/test_cpu.log")")
 t2=$(date +%s)
 summary+=("tests took $((t2 - t1)) s")
+fi
+t2=$(date +%s)
 
 if [ -n "${EXTRA:-}" ]; then
   bash -c "$EXTRA" 2>&1 | tee "$OUT/extra.log" | tail -40
 fi
 if [ -n "${BENCH+x}" ]; then
+  # BENCH_TIMEOUT (s, default 300): on expiry the bench is interrupted (SIGINT) and still prints
+  # and saves what it measured, so the summary below always comes back.
   mkdir -p "$OUT/plots"
-  llm-speed bench $BENCH --json "$OUT/bench.json" --plot "$OUT/plots" 2>&1 | tee "$OUT/bench.log" | tail -60
-  summary+=("bench: rc=${PIPESTATUS[0]} ($(( $(date +%s) - t2 )) s)")
+  tb=$(date +%s)
+  timeout --signal=INT --kill-after=30 "${BENCH_TIMEOUT:-300}" \
+    python3 -m cuda_llm_ops bench $BENCH --no-progress --json "$OUT/bench.json" --plot "$OUT/plots" 2>&1 \
+    | tee "$OUT/bench.log" | tail -${BENCH_TAIL:-60}
+  summary+=("bench: rc=${PIPESTATUS[0]} ($(( $(date +%s) - tb )) s; 0 ok, 1 an impl FAILED, 124 timed out: partial results)")
   (cd "$OUT" && tar cf plots.tar plots && rm -rf plots)
 fi
 if [ "${SLOW:-0}" = "1" ]; then
