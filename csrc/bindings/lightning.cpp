@@ -1,0 +1,146 @@
+// Torch binding of the lightning attention decode kernel: schema, checks,
+// launcher call. Two ops share one launcher:
+//   lightning_attention_decode(q, k, v, kv, slope, out!, new_kv!)  kv is read only
+//   lightning_attention_decode_inplace(q, k, v, kv!, slope, out!)   kv is updated
+// so each schema says truthfully which tensors are written (torch.compile and
+// opcheck rely on it). The Python wrapper picks one and allocates outputs.
+//
+// Error messages are built from strings only (std::to_string for numbers) and
+// only when a check fails: on the GPU build machine a TORCH_CHECK whose message
+// streams an integer through std::ostream crashed the process (a libstdc++
+// locale mismatch between the extension and torch, seen 2026-11-22), while
+// string-only messages raised cleanly; and a decode step must not pay for
+// message formatting on the success path.
+#include <ATen/core/Tensor.h>
+#include <c10/cuda/CUDAGuard.h>
+#include <torch/library.h>
+
+#include <c10/macros/Macros.h>
+
+#include <cstdint>
+#include <initializer_list>
+#include <string>
+
+#include "bindings/checks.h"
+#include "lightning/lightning.h"
+
+namespace cuda_llm_ops::binding {
+namespace {
+
+constexpr int kMaxDim = cuda_llm_ops::lightning::kMaxHeadDim;
+
+[[noreturn]] void fail(const std::string& msg) { TORCH_CHECK(false, "lightning_attention_decode: " + msg); }
+
+std::string sizes_str(c10::IntArrayRef s) {
+  std::string r = "[";
+  for (size_t i = 0; i < s.size(); ++i) r += (i ? ", " : "") + std::to_string(s[i]);
+  return r + "]";
+}
+
+std::string dtype_str(at::ScalarType t) { return c10::toString(t); }
+
+// The message expression is evaluated only when the check fails.
+#define LIGHTNING_REQUIRE(cond, name, what)                            \
+  do {                                                                 \
+    if (C10_UNLIKELY(!(cond))) fail(std::string(name) + " " + (what)); \
+  } while (0)
+
+void require_shape(const at::Tensor& t, const char* name, std::initializer_list<int64_t> want, const char* layout) {
+  if (C10_UNLIKELY(t.sizes() != c10::IntArrayRef(want))) {
+    fail(std::string(name) + " must have shape " + sizes_str(c10::IntArrayRef(want)) + " = " + layout + ", got " +
+         sizes_str(t.sizes()));
+  }
+}
+
+bool ranges_overlap(const at::Tensor& a, const at::Tensor& b) {
+  const auto* pa = static_cast<const char*>(a.data_ptr());
+  const auto* pb = static_cast<const char*>(b.data_ptr());
+  const auto na = static_cast<int64_t>(a.nbytes()), nb = static_cast<int64_t>(b.nbytes());
+  return pa < pb + nb && pb < pa + na;
+}
+
+// Checks every argument and launches; new_kv may be kv itself (the in-place op).
+void lightning_decode_checked(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& kv,
+                              const at::Tensor& slope, at::Tensor& out, at::Tensor& new_kv) {
+  const at::Tensor* all[] = {&q, &k, &v, &kv, &slope, &out, &new_kv};
+  const char* names[] = {"q", "k", "v", "kv", "slope", "out", "new_kv"};
+  for (int i = 0; i < 7; ++i) {
+    const at::Tensor& t = *all[i];
+    LIGHTNING_REQUIRE(t.is_cuda(), names[i], "must be a CUDA tensor, got device " + t.device().str());
+    LIGHTNING_REQUIRE(t.device() == q.device(), names[i],
+                      "must be on q's device " + q.device().str() + ", got " + t.device().str());
+    LIGHTNING_REQUIRE(t.is_contiguous(), names[i], "must be contiguous; call .contiguous() first");
+  }
+  const auto qt = q.scalar_type();
+  LIGHTNING_REQUIRE(qt == at::kFloat || qt == at::kHalf || qt == at::kBFloat16, "q",
+                    "must be float32, float16 or bfloat16, got " + dtype_str(qt));
+  LIGHTNING_REQUIRE(k.scalar_type() == qt && v.scalar_type() == qt && out.scalar_type() == qt, "k, v and out",
+                    "must have q's dtype " + dtype_str(qt) + ", got " + dtype_str(k.scalar_type()) + ", " +
+                        dtype_str(v.scalar_type()) + ", " + dtype_str(out.scalar_type()));
+  LIGHTNING_REQUIRE(kv.scalar_type() == at::kFloat, "kv",
+                    "must have dtype Float, got " + dtype_str(kv.scalar_type()));
+  LIGHTNING_REQUIRE(new_kv.scalar_type() == at::kFloat, "new_kv",
+                    "must have dtype Float, got " + dtype_str(new_kv.scalar_type()));
+  LIGHTNING_REQUIRE(slope.scalar_type() == at::kFloat, "slope",
+                    "must have dtype Float, got " + dtype_str(slope.scalar_type()));
+  LIGHTNING_REQUIRE(q.dim() == 4, "q", "must be 4-D [batch, heads, n, d], got shape " + sizes_str(q.sizes()));
+  LIGHTNING_REQUIRE(v.dim() == 4, "v", "must be 4-D [batch, heads, n, e], got shape " + sizes_str(v.sizes()));
+  const int64_t b = q.size(0), h = q.size(1), n = q.size(2), d = q.size(3), e = v.size(3);
+  LIGHTNING_REQUIRE(b >= 1 && h >= 1 && n >= 1 && d >= 1 && e >= 1, "q and v",
+                    "must have no empty dimension, got " + sizes_str(q.sizes()) + " and " + sizes_str(v.sizes()));
+  LIGHTNING_REQUIRE(d <= kMaxDim && e <= kMaxDim, "d and e",
+                    "must be <= " + std::to_string(kMaxDim) + ", got d=" + std::to_string(d) +
+                        " e=" + std::to_string(e));
+  require_shape(k, "k", {b, h, n, d}, "[batch, heads, n, d]");
+  require_shape(v, "v", {b, h, n, e}, "[batch, heads, n, e]");
+  require_shape(out, "out", {b, h, n, e}, "[batch, heads, n, e]");
+  require_shape(kv, "kv", {b, h, d, e}, "[batch, heads, d, e]");
+  require_shape(new_kv, "new_kv", {b, h, d, e}, "[batch, heads, d, e]");
+  const bool slope_ok =
+      slope.numel() == h && (slope.dim() == 1 || (slope.dim() == 3 && slope.size(1) == 1 && slope.size(2) == 1));
+  LIGHTNING_REQUIRE(slope_ok, "slope",
+                    "must have shape [" + std::to_string(h) + ", 1, 1] or [" + std::to_string(h) + "], got " +
+                        sizes_str(slope.sizes()));
+  for (int i = 0; i < 5; ++i) {
+    LIGHTNING_REQUIRE(!ranges_overlap(out, *all[i]), "out", std::string("must not overlap ") + names[i]);
+  }
+  LIGHTNING_REQUIRE(!ranges_overlap(out, new_kv), "out", "must not overlap new_kv");
+  for (int i : {0, 1, 2, 4}) {
+    LIGHTNING_REQUIRE(!ranges_overlap(new_kv, *all[i]), "new_kv", std::string("must not overlap ") + names[i]);
+  }
+  LIGHTNING_REQUIRE(new_kv.data_ptr() == kv.data_ptr() || !ranges_overlap(new_kv, kv), "new_kv",
+                    "must be kv itself or not overlap it");
+
+  const c10::cuda::CUDAGuard guard(q.device());
+  const cudaError_t err = cuda_llm_ops::lightning::launch_lightning_attention_decode(
+      q.data_ptr(), k.data_ptr(), v.data_ptr(), kv.data_ptr<float>(), slope.data_ptr<float>(), out.data_ptr(),
+      new_kv.data_ptr<float>(), b, h, n, static_cast<int>(d), static_cast<int>(e), to_dtype(qt), current_stream(q));
+  if (C10_UNLIKELY(err != cudaSuccess)) fail(std::string("CUDA launch failed: ") + cudaGetErrorString(err));
+}
+
+void lightning_attention_decode(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& kv,
+                                const at::Tensor& slope, at::Tensor& out, at::Tensor& new_kv) {
+  lightning_decode_checked(q, k, v, kv, slope, out, new_kv);
+}
+
+void lightning_attention_decode_inplace(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, at::Tensor& kv,
+                                        const at::Tensor& slope, at::Tensor& out) {
+  lightning_decode_checked(q, k, v, kv, slope, out, kv);
+}
+
+}  // namespace
+}  // namespace cuda_llm_ops::binding
+
+TORCH_LIBRARY_FRAGMENT(cuda_llm_ops, m) {
+  m.def(
+      "lightning_attention_decode(Tensor q, Tensor k, Tensor v, Tensor kv, Tensor slope, Tensor(a!) out, "
+      "Tensor(b!) new_kv) -> ()");
+  m.def(
+      "lightning_attention_decode_inplace(Tensor q, Tensor k, Tensor v, Tensor(a!) kv, Tensor slope, "
+      "Tensor(b!) out) -> ()");
+}
+
+TORCH_LIBRARY_IMPL(cuda_llm_ops, CUDA, m) {
+  m.impl("lightning_attention_decode", &cuda_llm_ops::binding::lightning_attention_decode);
+  m.impl("lightning_attention_decode_inplace", &cuda_llm_ops::binding::lightning_attention_decode_inplace);
+}
