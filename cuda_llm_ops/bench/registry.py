@@ -44,14 +44,38 @@ class BenchCase:
     cold_l2: bool = False  # memory-bound: flush/rotate L2 between runs
     cuda_graph: bool = False  # launch-bound: time graph replays
     label: str = ""  # short text for tables and plot x axes (e.g. "N=4096")
+    # Optional: the shape key plotted on the x axis by `llm-speed bench --plot` (e.g. "N", "M");
+    # empty: the numeric shape key with the most distinct values among the op's cases.
+    x_key: str = ""
 
+
+# Model shapes the presets stand for (`llm-speed bench --preset NAME`). "square" means square
+# GEMMs (M = N = K); "all" (the default) means every preset a group has.
+PRESETS: dict[str, dict[str, int]] = {
+    "llama-7b": {"hidden": 4096, "heads": 32, "kv_heads": 32, "head_dim": 128, "intermediate": 11008},
+    "llama-8b": {"hidden": 4096, "heads": 32, "kv_heads": 8, "head_dim": 128, "intermediate": 14336},
+    "llama-70b": {"hidden": 8192, "heads": 64, "kv_heads": 8, "head_dim": 128, "intermediate": 28672},
+    "square": {},
+}
+PRESET_NAMES = ("all", *PRESETS)
 
 # op group name -> function(dtype, preset, quick) -> list[BenchCase]
 _GROUPS: dict[str, Callable[..., list[BenchCase]]] = {}
 
 
 def register(group: str):
-    """Decorator for a case generator `fn(dtype: torch.dtype, preset: str, quick: bool) -> list[BenchCase]`."""
+    """Decorator for a case generator `fn(dtype: torch.dtype, preset: str, quick: bool) -> list[BenchCase]`.
+
+    - `dtype`: the dtype asked for (`--dtype`, default float16; also float32, bfloat16, int8);
+      return [] when the group does not bench that dtype.
+    - `preset`: "all" or a key of `PRESETS`; return [] for a preset that does not apply.
+    - `quick`: a handful of shapes for a smoke run (`--quick`, seconds, not minutes).
+    Generating cases must not touch the GPU (`llm-speed roofline` lists them on any machine).
+    The runner runs `make_inputs` under a fixed seed once per implementation, so an op that
+    updates its inputs in place cannot disturb the next implementation's check. For a
+    `cold_l2` case it also calls `make_inputs` and `build` once more per rotated input copy
+    (copies spanning 3x the L2, see `cuda_llm_ops.timing`), so `build` must not assume it runs once.
+    """
 
     def wrap(fn):
         _GROUPS[group] = fn

@@ -1,0 +1,306 @@
+"""Tables, JSON files and plots from benchmark records (the dicts of `runner.to_record`).
+
+Everything here works on plain records, so a committed result file can be re-tabled
+and re-plotted on any machine (`llm-speed plot FILE --out DIR`).
+"""
+from __future__ import annotations
+
+import json
+import math
+import os
+import re
+from collections import OrderedDict
+from typing import Any, Iterable
+
+from .. import roofline as rl
+
+
+def shape_label(shape: dict) -> str:
+    """Compact text of a shape dict: `B=4 H=32 N=4096 D=128 causal=yes`."""
+    parts = []
+    for k, v in shape.items():
+        if isinstance(v, bool):
+            v = "yes" if v else "no"
+        elif isinstance(v, float):
+            v = f"{v:g}"
+        elif isinstance(v, (list, tuple)):
+            v = ",".join(str(x) for x in v) if len(v) <= 4 else f"{v[0]}..{v[-1]}({len(v)})"
+        parts.append(f"{k}={v}")
+    return " ".join(parts)
+
+
+def case_key(rec: dict) -> tuple:
+    return rec["op"], rec["dtype"], json.dumps(rec["shape"], sort_keys=True)
+
+
+def group_cases(records: Iterable[dict]) -> "OrderedDict[tuple, list[dict]]":
+    groups: OrderedDict[tuple, list[dict]] = OrderedDict()
+    for r in records:
+        groups.setdefault(case_key(r), []).append(r)
+    return groups
+
+
+def timed(rec: dict) -> bool:
+    return rec.get("status") in ("ok", "unchecked") and rec.get("median_ms")
+
+
+def best_peer_ms(recs: list[dict]) -> float | None:
+    peers = [r["median_ms"] for r in recs if r["is_peer"] and timed(r)]
+    return min(peers) if peers else None
+
+
+def _num(v: Any, fmt: str) -> str:
+    return "-" if v is None or (isinstance(v, float) and not math.isfinite(v)) else format(v, fmt)
+
+
+def _rate(v: float | None) -> str:
+    if v is None:
+        return "-"
+    return f"{v:.0f}" if v >= 100 else (f"{v:.1f}" if v >= 10 else f"{v:.2f}")
+
+
+def _ms(v: float | None) -> str:
+    if v is None:
+        return "-"
+    return f"{v:.4f}" if v < 1 else (f"{v:.3f}" if v < 100 else f"{v:.1f}")
+
+
+def table_rows(records: list[dict]) -> list[list[str]]:
+    """Rows of the bench table: one per (case, implementation), cases in run order."""
+    rows = []
+    for (op, dtype, _), recs in group_cases(records).items():
+        best = best_peer_ms(recs)
+        first = True
+        for r in recs:
+            name = r["impl"] + ("" if r["is_peer"] else " *")
+            head = [op, dtype, shape_label(r["shape"])] if first else ["", "", ""]
+            first = False
+            note = (r.get("error") or "")[:120]
+            if timed(r):
+                ratio = f"{best / r['median_ms']:.2f}x" if best else "-"
+                if r["status"] == "unchecked":
+                    note = "UNCHECKED: " + note
+                rows.append(head + [name, _ms(r["median_ms"]), _rate(r["tflops"]), _num(r["tbps"], ".2f"),
+                                    _num(r["pct_of_roofline"], ".1f"), r["bottleneck"] or "-", ratio, note])
+            else:
+                what = "FAILED" if r["status"] == "failed" else "unavailable"
+                rows.append(head + [name, what, "", "", "", "", "", note])
+    return rows
+
+
+TABLE_HEADERS = ["op", "dtype", "shape", "impl", "median ms", "TFLOP/s", "TB/s", "% roof", "bottleneck",
+                 "vs best peer", "note"]
+
+
+def format_table(records: list[dict]) -> str:
+    rows = table_rows(records)
+    if not rows:
+        return "(no benchmark cases selected)"
+    w = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(TABLE_HEADERS)]
+    left = {0, 1, 2, 3, 8, 10}
+
+    def line(cells):
+        return "  ".join(c.ljust(w[i]) if i in left else c.rjust(w[i]) for i, c in enumerate(cells)).rstrip()
+
+    out = [line(TABLE_HEADERS), line(["-" * x for x in w])]
+    out += [line(r) for r in rows]
+    out.append("* ours. vs best peer: best peer's median time / this median time (> 1: faster than every peer). "
+               "% roof: roofline time / median time.")
+    return "\n".join(out)
+
+
+def record_key(rec: dict) -> tuple:
+    return case_key(rec) + (rec["impl"],)
+
+
+def merge_records(old: list[dict], new: list[dict]) -> list[dict]:
+    """`old` with every record that `new` measures again replaced in place; new ones appended."""
+    fresh = {record_key(r): r for r in new}
+    out = [fresh.pop(record_key(r), r) for r in old]
+    return out + [r for r in new if record_key(r) in fresh]
+
+
+def write_json(records: list[dict], path: str) -> None:
+    d = os.path.dirname(os.path.abspath(path))
+    os.makedirs(d, exist_ok=True)
+    with open(path, "w") as f:
+        json.dump(records, f, indent=1)
+        f.write("\n")
+
+
+def read_json(path: str) -> list[dict]:
+    from .runner import validate_record
+
+    with open(path) as f:
+        data = json.load(f)
+    if not isinstance(data, list):
+        raise ValueError(f"{path}: expected a JSON list of benchmark records, got {type(data).__name__}")
+    for i, rec in enumerate(data):
+        try:
+            validate_record(rec)
+        except ValueError as exc:
+            raise ValueError(f"{path}: record {i}: {exc}") from None
+    return data
+
+
+# --------------------------------------------------------------------------- plots
+
+
+def _slug(s: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_.-]+", "_", s).strip("_")
+
+
+_X_PREFERENCE = ("N", "seq_len", "context", "L", "M", "K", "B")
+
+
+def _x_key(recs: list[dict]) -> str | None:
+    """The numeric shape key with the most distinct values among an op's records (ties: sequence
+    length before sizes before batch)."""
+    best, score = None, (1, 0)
+    keys: list[str] = []
+    for r in recs:
+        keys += [k for k in r["shape"] if k not in keys]
+    for k in keys:
+        vals = {r["shape"].get(k) for r in recs}
+        if not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in vals):
+            continue
+        pref = len(_X_PREFERENCE) - _X_PREFERENCE.index(k) if k in _X_PREFERENCE else 0
+        if (len(vals), pref) > score:
+            best, score = k, (len(vals), pref)
+    return best
+
+
+def _dependent_keys(recs: list[dict], xk: str | None) -> set[str]:
+    """Shape keys that vary, but only with the x key (e.g. B = 16384 // N): one panel, not one per value."""
+    if not xk:
+        return set()
+    out = set()
+    keys = {k for r in recs for k in r["shape"]} - {xk}
+    for k in keys:
+        seen: dict[Any, set] = {}
+        for r in recs:
+            seen.setdefault(json.dumps(r["shape"].get(xk)), set()).add(json.dumps(r["shape"].get(k)))
+        if all(len(v) == 1 for v in seen.values()) and len({json.dumps(r["shape"].get(k)) for r in recs}) > 1:
+            out.add(k)
+    return out
+
+
+def plot_records(records: list[dict], outdir: str, x_keys: dict[str, str] | None = None) -> list[str]:
+    """Per (op, dtype): throughput against the sweep dimension, one line per implementation,
+    one panel per remaining shape combination; plus `roofline.png` with every timed case.
+    Returns the PNG paths written."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    os.makedirs(outdir, exist_ok=True)
+    paths = []
+    by_op: OrderedDict[tuple[str, str], list[dict]] = OrderedDict()
+    for r in records:
+        if timed(r):
+            by_op.setdefault((r["op"], r["dtype"]), []).append(r)
+    for (op, dtype), recs in by_op.items():
+        xk = (x_keys or {}).get(op) or _x_key(recs)
+        compute_like = sum(r["bottleneck"] == "compute_bound" for r in recs)
+        memory_like = sum(r["bottleneck"] == "memory_bound" for r in recs)
+        metric, ylabel = ("tflops", "TFLOP/s") if compute_like >= memory_like else ("tbps", "TB/s")
+        dependent = _dependent_keys(recs, xk)
+        panels: OrderedDict[str, list[dict]] = OrderedDict()
+        for r in recs:
+            rest = {k: v for k, v in r["shape"].items() if k != xk and k not in dependent}
+            panels.setdefault(shape_label(rest), []).append(r)
+        n = len(panels)
+        ncols = min(3, n)
+        nrows = math.ceil(n / ncols)
+        fig, axes = plt.subplots(nrows, ncols, figsize=(max(7.0, 5.2 * ncols), 3.8 * nrows + 0.4), squeeze=False)
+        for ax, (title, prs) in zip(axes.flat, panels.items()):
+            impls: OrderedDict[str, list[dict]] = OrderedDict()
+            for r in prs:
+                impls.setdefault(r["impl"], []).append(r)
+            for name, irs in impls.items():
+                if xk:
+                    irs = sorted(irs, key=lambda r: r["shape"][xk])
+                    xs = [r["shape"][xk] for r in irs]
+                else:
+                    xs = list(range(len(irs)))
+                ys = [r[metric] for r in irs]
+                peer = irs[0]["is_peer"]
+                ax.plot(xs, ys, marker="o" if not peer else "x", linestyle="-" if not peer else "--",
+                        linewidth=2.2 if not peer else 1.3, label=name + ("" if peer else " (ours)"))
+            if xk and len({r["shape"][xk] for r in prs}) > 2:
+                ax.set_xscale("log", base=2)
+            ax.set_xlabel(xk or "case")
+            ax.set_ylabel(ylabel)
+            ax.set_title(title or op, fontsize=8)
+            ax.grid(True, alpha=0.3)
+            ax.legend(fontsize=7)
+        for ax in list(axes.flat)[n:]:
+            ax.axis("off")
+        gpu = recs[0]["gpu"]
+        fig.suptitle(f"{op} ({dtype}) on {gpu}: {ylabel}, higher is better", fontsize=10)
+        fig.tight_layout()
+        path = os.path.join(outdir, f"{_slug(op)}_{_slug(dtype)}.png")
+        fig.savefig(path, dpi=110)
+        plt.close(fig)
+        paths.append(path)
+    paths.append(plot_roofline(records, os.path.join(outdir, "roofline.png")))
+    return paths
+
+
+_ROOF_KINDS = (("fp32", "FP32"), ("fp16_tc", "FP16/BF16 tensor"), ("int8_tc", "INT8 tensor (TOPS)"))
+
+
+def plot_roofline(records: list[dict], path: str) -> str:
+    """Log-log roofline: every timed record at (FLOP/byte, TFLOP/s); the roofs of its GPU when known."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    pts = [r for r in records if timed(r) and r.get("tflops") and r.get("tbps")]
+    fig, ax = plt.subplots(figsize=(8.5, 6))
+    ais = [r["tflops"] / r["tbps"] for r in pts] or [0.1, 1000]
+    lo, hi = max(min(ais) / 3, 1e-3), max(max(ais) * 3, 10)
+    gpu = pts[0]["gpu"] if pts else "h100"
+    try:
+        ceil = rl.ceilings_for(gpu, calibrations={})
+    except ValueError:
+        ceil = None
+    if ceil:
+        for kind, label in _ROOF_KINDS:
+            try:
+                peak = ceil.peak(kind)
+            except ValueError:
+                continue
+            xs = [lo * (hi / lo) ** (i / 200) for i in range(201)]
+            ax.plot(xs, [min(peak, x * ceil.bandwidth_tbps) for x in xs], linewidth=1, color="gray",
+                    linestyle={"fp32": ":", "fp16_tc": "-", "int8_tc": "-."}[kind])
+            ax.text(hi, peak, f" {label} {peak:g}", fontsize=7, va="bottom", ha="right", color="dimgray")
+        ax.text(lo * 1.1, lo * ceil.bandwidth_tbps * 1.3, f"{ceil.bandwidth_tbps:.2f} TB/s", fontsize=7,
+                color="dimgray", rotation=30)
+    ops = list(OrderedDict.fromkeys(r["op"] for r in pts))
+    cmap = plt.get_cmap("tab10")
+    for i, op in enumerate(ops):
+        color = cmap(i % 10)
+        for peer in (False, True):
+            sel = [r for r in pts if r["op"] == op and r["is_peer"] == peer]
+            if not sel:
+                continue
+            ax.scatter([r["tflops"] / r["tbps"] for r in sel], [r["tflops"] for r in sel], s=28 if not peer else 18,
+                       marker="o" if not peer else "x", color=color, alpha=0.85,
+                       label=f"{op} ({'peers' if peer else 'ours'})")
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel("arithmetic intensity (FLOP/byte)")
+    ax.set_ylabel("TFLOP/s (TOPS for int8)")
+    ax.set_title(f"Roofline: every measured case on {gpu}" + (f" ({ceil.bandwidth_source})" if ceil else ""),
+                 fontsize=9)
+    ax.grid(True, which="both", alpha=0.25)
+    if pts:
+        ax.legend(fontsize=7, loc="lower right")
+    fig.tight_layout()
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path

@@ -1,0 +1,470 @@
+"""CPU tests of `llm-speed`: case loading and selection, the check-before-timing logic,
+the JSON schema, the table, plots from a fixture result file, the CLI and the README script."""
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+import torch
+
+from cuda_llm_ops import cli
+from cuda_llm_ops.bench import registry, report, runner
+from cuda_llm_ops.bench.registry import BenchCase, BenchImpl
+from cuda_llm_ops.timing import Timing
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ISSUE_FIELDS = ["op", "impl", "is_peer", "dtype", "shape", "median_ms", "p20_ms", "p80_ms", "tflops", "tbps",
+                "pct_of_roofline", "bottleneck", "cold_l2", "cuda_graph", "gpu", "torch", "cuda", "git_sha",
+                "timestamp"]
+ENV = {"gpu": "NVIDIA H100 80GB HBM3", "torch": "2.11.0+cu130", "cuda": "13.0", "git_sha": "abc1234"}
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _cases_loaded():
+    runner.load_case_modules()
+
+
+# --------------------------------------------------------------------------- case modules and selection
+
+
+def test_every_case_module_is_loaded():
+    names = runner.load_case_modules()
+    files = sorted(f[:-3] for f in os.listdir(os.path.join(ROOT, "cuda_llm_ops", "bench"))
+                   if f.startswith("cases_") and f.endswith(".py"))
+    assert [n.rsplit(".", 1)[1] for n in names] == files
+    assert "attention" in registry.groups()
+
+
+def test_a_broken_case_module_fails_loudly(monkeypatch):
+    import importlib
+    import pkgutil
+
+    real_iter, real_import = pkgutil.iter_modules, importlib.import_module
+    monkeypatch.setattr(pkgutil, "iter_modules",
+                        lambda path=None: list(real_iter(path)) + [pkgutil.ModuleInfo(None, "cases_broken", False)])
+
+    def fake_import(name, package=None):
+        if name.endswith("cases_broken"):
+            raise SyntaxError("invalid syntax (cases_broken.py, line 3)")
+        return real_import(name, package)
+
+    monkeypatch.setattr(importlib, "import_module", fake_import)
+    with pytest.raises(runner.CaseModuleError, match="cases_broken failed to import: SyntaxError"):
+        runner.load_case_modules()
+
+
+def test_cases_describe_shapes_without_a_gpu():
+    for dt in runner.ALL_DTYPES:
+        for preset in registry.PRESET_NAMES:
+            for quick in (False, True):
+                for gname, gen in registry.groups().items():
+                    for c in gen(dt, preset, quick):
+                        assert isinstance(c, BenchCase)
+                        assert c.flops >= 0 and c.bytes > 0, (gname, c.shape)
+                        assert c.compute in ("fp32", "tf32", "fp16_tc", "bf16_tc", "int8_tc", "fp8_tc")
+                        assert c.impls and any(not i.is_peer for i in c.impls), (gname, c.op)
+                        assert len({i.name for i in c.impls}) == len(c.impls), (gname, c.op)
+
+
+def test_attention_cases():
+    gen = registry.groups()["attention"]
+    full = gen(torch.float16, "all", False)
+    main = [c for c in full if c.op == "attention_prefill"]
+    assert len(main) == 3 * 2 * 5  # presets x causal x N
+    assert {c.shape["N"] for c in main} == {512, 1024, 2048, 4096, 8192}
+    assert all(c.shape["B"] * c.shape["N"] == 16384 for c in main)
+    assert {(c.shape["Hq"], c.shape["Hkv"]) for c in main} == {(32, 32), (32, 8), (64, 8)}
+    names = {i.name for i in main[0].impls}
+    assert {"flash_attention", "sdpa-flash", "sdpa-cudnn", "sdpa-efficient", "sdpa-math"} <= names
+    assert "naive_attention" not in names
+    small = [c for c in full if c.op == "attention_prefill_b1"]
+    assert small and all(c.shape["B"] == 1 and c.shape["N"] <= 1024 for c in small)
+    assert {"naive_attention", "tiled_attention", "flash_attention"} <= {i.name for i in small[0].impls}
+    quick = gen(torch.float16, "all", True)
+    assert 0 < len(quick) <= 8
+    assert gen(torch.int8, "all", False) == []
+    assert gen(torch.float16, "square", False) == []
+    assert {c.shape["Hq"] for c in gen(torch.float16, "llama-70b", False)} == {64}
+    assert max(c.shape["N"] for c in gen(torch.float32, "all", False)) <= 2048
+    c = main[0]
+    assert c.flops == 4 * c.shape["B"] * c.shape["Hq"] * c.shape["N"] ** 2 * c.shape["D"]
+
+
+def test_select_by_group_op_and_our_function():
+    by_group = runner.select_cases(["attention"], [torch.float16], "all", True)
+    assert by_group and all(s.group == "attention" for s in by_group)
+    by_op = runner.select_cases(["attention_prefill_b1"], [torch.float16], "all", True)
+    assert by_op and all(s.case.op == "attention_prefill_b1" for s in by_op)
+    by_impl = runner.select_cases(["naive_attention"], [torch.float16], "all", True)
+    assert by_impl and all(s.case.op == "attention_prefill_b1" for s in by_impl)
+    for s in by_impl:  # the named function and every peer, not our other functions
+        assert [i.name for i in s.impls if not i.is_peer] == ["naive_attention"]
+        assert any(i.is_peer for i in s.impls)
+    with pytest.raises(ValueError, match=r"unknown op\(s\) \['nope'\].*groups"):
+        runner.select_cases(["nope"], [torch.float16], "all", True)
+    with pytest.raises(ValueError, match="preset"):
+        runner.select_cases([], [torch.float16], "llama-3b", True)
+    # a known name with nothing for this dtype is an empty selection, not an error
+    assert runner.select_cases(["attention"], [torch.int8], "all", True) == []
+
+
+def test_shape_filters():
+    f = runner.parse_shape_filters(["N=1024,4096", "causal=1"])
+    assert f == {"N": {"1024", "4096"}, "causal": {"true"}}
+    sel = runner.select_cases(["attention_prefill"], [torch.float16], "all", False, f)
+    assert sel and all(s.case.shape["N"] in (1024, 4096) and s.case.shape["causal"] for s in sel)
+    assert runner.select_cases(["attention"], [torch.float16], "all", False, {"Q": {"1"}}) == []
+    with pytest.raises(ValueError, match="KEY=VALUE"):
+        runner.parse_shape_filters(["N"])
+    with pytest.raises(ValueError, match="KEY=VALUE"):
+        runner.parse_shape_filters(["N="])
+
+
+def test_parse_dtypes():
+    assert runner.parse_dtypes(None) == [torch.float16]
+    assert runner.parse_dtypes(["bf16", "float32", "fp16", "bf16"]) == [torch.bfloat16, torch.float32, torch.float16]
+    assert set(runner.parse_dtypes(["all"])) == {torch.float16, torch.bfloat16, torch.float32, torch.int8}
+    with pytest.raises(ValueError, match="unknown dtype 'fp64'"):
+        runner.parse_dtypes(["fp64"])
+
+
+# --------------------------------------------------------------------------- check before timing (mocked GPU)
+
+
+def _fake_case(timed_names):
+    x = torch.randn(64)
+
+    def impl(name, fn, is_peer=False, unavailable=None):
+        return BenchImpl(name, is_peer, lambda inp: (lambda: fn(inp["x"])), unavailable)
+
+    def missing(_x):
+        raise RuntimeError("cuda_llm_ops.foo: the package was installed without its CUDA kernels (no _C)")
+
+    def crash(_x):
+        raise ValueError("q must be 4-D")
+
+    impls = [
+        impl("peer", lambda t: t * 2, is_peer=True),
+        impl("good", lambda t: t * 2 + 1e-6),
+        impl("wrong", lambda t: t * 2 + 1),
+        impl("nan", lambda t: t * float("nan")),
+        impl("shape", lambda t: (t * 2)[:10]),
+        impl("gone", lambda t: t, unavailable=lambda inp: "needs sm_90"),
+        impl("missing", missing),
+        impl("crash", crash),
+        impl("tuple", lambda t: (t * 2, t)),
+    ]
+    return BenchCase(op="fake", dtype=torch.float32, shape={"N": 64}, flops=128.0, bytes=512.0, compute="fp32",
+                     make_inputs=lambda: {"x": x.clone()}, impls=impls, rel_tol=1e-3)
+
+
+def test_every_impl_is_checked_before_it_is_timed(monkeypatch):
+    timed_names = []
+
+    def fake_time(case, impl, fn, seed, iterations, budget_ms, notes):
+        timed_names.append(impl.name)
+        return Timing(1.0, 0.9, 1.1, 5, False, False)
+
+    monkeypatch.setattr(runner, "_time_impl", fake_time)
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda *a, **k: None)
+    case = _fake_case(timed_names)
+    from cuda_llm_ops import roofline as rl
+
+    results = runner.run_cases([runner.Selected("fake", case, case.impls)], rl.ceilings_for("h100", {}),
+                               progress=False)
+    status = {r.impl.name: (r.status, r.error or "") for r in results}
+    assert status["peer"][0] == "ok" and status["good"][0] == "ok" and status["tuple"][0] == "ok"
+    assert status["wrong"][0] == "failed" and "relative error" in status["wrong"][1] and "vs peer" in status["wrong"][1]
+    assert status["nan"] == ("failed", "output holds NaN/inf (vs peer)")
+    assert status["shape"][0] == "failed" and "shape (10,) != reference (64,)" in status["shape"][1]
+    assert status["gone"] == ("unavailable", "needs sm_90")
+    assert status["missing"][0] == "unavailable" and "without its CUDA kernels" in status["missing"][1]
+    assert status["crash"] == ("failed", "ValueError: q must be 4-D")
+    assert timed_names == ["peer", "good", "tuple"]  # nothing that failed or could not run was timed
+    records = [runner.to_record(r, ENV, "2026-11-22T09:00:00Z") for r in results]
+    for rec in records:
+        runner.validate_record(rec)
+    by = {r["impl"]: r for r in records}
+    assert by["wrong"]["median_ms"] is None and by["wrong"]["status"] == "failed"
+    assert by["good"]["tflops"] == pytest.approx(128.0 / 1e-3 / 1e12)
+    assert by["good"]["bottleneck"] == "latency_bound"  # 1 ms for a few bytes
+
+
+def test_reference_first_then_peers_then_unchecked(monkeypatch):
+    monkeypatch.setattr(runner, "_time_impl", lambda *a: Timing(1.0, 0.9, 1.1, 5, False, False))
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda *a, **k: None)
+    x = torch.randn(32)
+
+    def case(reference, impls):
+        return BenchCase(op="f", dtype=torch.float32, shape={"N": 32}, flops=1.0, bytes=4.0, compute="fp32",
+                         make_inputs=lambda: {"x": x.clone()}, impls=impls, reference=reference, rel_tol=1e-4)
+
+    ours = BenchImpl("ours", False, lambda inp: (lambda: inp["x"] + 1))
+    wrong_peer = BenchImpl("peer", True, lambda inp: (lambda: inp["x"] * 0 + 5))
+
+    def broken(inp):
+        raise MemoryError("reference too large")
+
+    def run(c):
+        return {r.impl.name: r for r in runner.run_cases([runner.Selected("g", c, c.impls)], None, progress=False)}
+
+    # the case's reference wins over a (wrong) peer
+    res = run(case(lambda inp: inp["x"] + 1, [wrong_peer, ours]))
+    assert res["ours"].status == "ok" and res["peer"].status == "failed" and "vs reference" in res["peer"].error
+    # a failing reference falls back to the first peer
+    res = run(case(broken, [wrong_peer, ours]))
+    assert res["peer"].status == "ok" and res["ours"].status == "failed"
+    # nothing to check against: timed, but marked unchecked, with the reason
+    res = run(case(broken, [ours]))
+    assert res["ours"].status == "unchecked" and "reference failed (MemoryError" in res["ours"].error
+    assert res["ours"].timing is not None
+
+
+@pytest.mark.parametrize("nbytes,graph,sets,flush", [
+    (400e6, False, 1, False),  # one call sweeps the L2 3x: no copies needed
+    (20e6, False, 8, False),  # 3 x 50 MiB / 20 MB -> 8 rotated copies
+    (20e6, True, 8, False),  # graphs rotate too
+    (1e5, False, 0, True),  # too small for 64 copies to span the L2: flush
+    (1e5, True, 64, False),  # ... unless graphed: 64 copies, noted as partly warm
+])
+def test_cold_l2_policy(monkeypatch, nbytes, graph, sets, flush):
+    seen = {}
+
+    def fake_benchmark(fn, **kw):
+        seen.update(kw)
+        return Timing(1.0, 1.0, 1.0, 5, kw.get("cold_l2", False), kw.get("cuda_graph", False))
+
+    monkeypatch.setattr(runner, "benchmark", fake_benchmark)
+    monkeypatch.setattr(runner, "_estimate_ms", lambda fn: 1.0)
+    monkeypatch.setattr(runner, "rotation_count",
+                        lambda b, max_sets=64: __import__("cuda_llm_ops.timing", fromlist=["x"]).rotation_count(
+                            b, 50 * 2**20, max_sets))
+    built = []
+    impl = BenchImpl("ours", False, lambda inp: built.append(inp) or (lambda: None))
+    case = BenchCase(op="f", dtype=torch.float16, shape={}, flops=1.0, bytes=nbytes, compute="fp16_tc",
+                     make_inputs=lambda: {}, impls=[impl], cold_l2=True, cuda_graph=graph)
+    notes = []
+    runner._time_impl(case, impl, lambda: None, 0, 100, 300.0, notes)
+    assert seen["cold_l2"] is True and seen.get("cuda_graph", False) is graph
+    if flush:
+        assert "fn_sets" not in seen
+    else:
+        assert len(seen["fn_sets"]) == sets and len(built) == sets - 1
+    assert bool(notes) is (sets == 64)
+
+
+# --------------------------------------------------------------------------- records, table, plots
+
+
+def fixture_records() -> list[dict]:
+    """A small result file: two attention shapes and a decode case, with a FAILED and an unavailable row."""
+    recs = []
+
+    def add(op, impl, is_peer, shape, ms, flops, nbytes, bound, status="ok", error=None, cold=False, dtype="float16"):
+        sec = ms * 1e-3 if ms else None
+        recs.append({
+            "op": op, "impl": impl, "is_peer": is_peer, "dtype": dtype, "shape": shape,
+            "median_ms": ms, "p20_ms": ms * 0.98 if ms else None, "p80_ms": ms * 1.03 if ms else None,
+            "tflops": flops / sec / 1e12 if ms else None, "tbps": nbytes / sec / 1e12 if ms else None,
+            "pct_of_roofline": (max(flops / 989.4e12, nbytes / 3e12) / sec * 100) if ms else None,
+            "bottleneck": bound if ms else None, "cold_l2": cold, "cuda_graph": False, **ENV,
+            "timestamp": "2026-11-22T09:00:00Z", "status": status, "error": error})
+
+    for n, b in ((1024, 16), (4096, 4)):
+        shape = {"B": b, "Hq": 32, "Hkv": 8, "N": n, "D": 128, "causal": False}
+        fl = 4.0 * b * 32 * n * n * 128
+        by = 2.0 * (2 * b * 32 * n * 128 + 2 * b * 8 * n * 128)
+        add("attention_prefill", "sdpa-flash", True, shape, fl / 340e12 * 1e3, fl, by, "compute_bound")
+        add("attention_prefill", "sdpa-cudnn", True, shape, fl / 600e12 * 1e3, fl, by, "compute_bound")
+        add("attention_prefill", "sdpa-math", True, shape, None, fl, by, None, "unavailable",
+            "math backend materialises the N x N scores: run only up to N=2048")
+        add("attention_prefill", "flash_attention", False, shape, fl / 300e12 * 1e3, fl, by, "compute_bound")
+    shape = {"B": 64, "Hq": 32, "Hkv": 8, "N": 4096, "D": 128, "block_size": 16}
+    add("paged_attention", "cuda_llm_ops", False, shape, None, 1e9, 1e9, None, "failed",
+        "relative error 3.1e-01 > tolerance 1.0e-02 (vs sdpa-cudnn)", cold=True)
+    add("paged_attention", "sdpa-cudnn", True, shape, 0.5, 4.3e9, 1.08e9, "memory_bound", cold=True)
+    return recs
+
+
+def test_json_schema_of_fixture_and_errors(tmp_path):
+    recs = fixture_records()
+    assert list(runner.RECORD_FIELDS[:len(ISSUE_FIELDS)]) == ISSUE_FIELDS
+    assert list(runner.RECORD_FIELDS[len(ISSUE_FIELDS):]) == ["status", "error"]
+    path = tmp_path / "r.json"
+    report.write_json(recs, str(path))
+    assert report.read_json(str(path)) == recs
+    bad = dict(recs[0])
+    del bad["git_sha"]
+    with pytest.raises(ValueError, match="missing \\['git_sha'\\]"):
+        runner.validate_record(bad)
+    with pytest.raises(ValueError, match="median_ms must be a positive number"):
+        runner.validate_record({**recs[0], "median_ms": None})
+    with pytest.raises(ValueError, match="must be null for a failed row"):
+        runner.validate_record({**recs[-2], "median_ms": 1.0})
+    with pytest.raises(ValueError, match="status must be one of"):
+        runner.validate_record({**recs[0], "status": "great"})
+    with pytest.raises(ValueError, match="bottleneck must be one of"):
+        runner.validate_record({**recs[0], "bottleneck": "fast"})
+    with pytest.raises(ValueError, match="p20 <= median <= p80"):
+        runner.validate_record({**recs[0], "p20_ms": recs[0]["median_ms"] * 2})
+    with pytest.raises(ValueError, match="must say why"):
+        runner.validate_record({**recs[2], "error": None})
+    (tmp_path / "bad.json").write_text(json.dumps([bad]))
+    with pytest.raises(ValueError, match="record 0"):
+        report.read_json(str(tmp_path / "bad.json"))
+
+
+def test_merge_records_replaces_remeasured_rows():
+    old = fixture_records()
+    again = dict(old[1], median_ms=old[1]["median_ms"] / 2, timestamp="later")
+    extra = dict(old[0], op="gemm", shape={"M": 8, "N": 8, "K": 8})
+    merged = report.merge_records(old, [again, extra])
+    assert len(merged) == len(old) + 1
+    assert merged[1] is again and merged[-1] is extra and merged[0] is old[0]
+
+
+def test_table_lists_failed_rows_and_ratios():
+    text = report.format_table(fixture_records())
+    lines = text.splitlines()
+    assert lines[0].split() == ["op", "dtype", "shape", "impl", "median", "ms", "TFLOP/s", "TB/s", "%", "roof",
+                                "bottleneck", "vs", "best", "peer", "note"]
+    ours = [ln for ln in lines if "flash_attention *" in ln]
+    assert len(ours) == 2 and all("0.50x" in ln for ln in ours)  # 300 vs the best peer's 600 TFLOP/s
+    assert any("sdpa-cudnn" in ln and "1.00x" in ln for ln in lines)
+    failed = [ln for ln in lines if "cuda_llm_ops *" in ln]
+    assert failed and "FAILED" in failed[0] and "relative error" in failed[0]
+    assert any("sdpa-math" in ln and "unavailable" in ln for ln in lines)
+    assert report.format_table([]) == "(no benchmark cases selected)"
+
+
+def test_plots_from_a_fixture_result_file(tmp_path):
+    pytest.importorskip("matplotlib")
+    path = tmp_path / "results.json"
+    report.write_json(fixture_records(), str(path))
+    paths = report.plot_records(report.read_json(str(path)), str(tmp_path / "plots"))
+    names = sorted(os.path.basename(p) for p in paths)
+    assert names == ["attention_prefill_float16.png", "paged_attention_float16.png", "roofline.png"]
+    for p in paths:
+        with open(p, "rb") as f:
+            assert f.read(8) == b"\x89PNG\r\n\x1a\n"
+        assert os.path.getsize(p) > 5000
+
+
+def test_dependent_shape_keys_share_a_panel():
+    recs = [r for r in fixture_records() if r["op"] == "attention_prefill"]
+    assert report._x_key(recs) == "N"
+    assert report._dependent_keys(recs, "N") == {"B"}  # B = 16384 // N: one line over N, not one panel per B
+
+
+# --------------------------------------------------------------------------- CLI
+
+
+def test_cli_parsing():
+    p = cli.build_parser()
+    a = p.parse_args(["bench", "flash_attention", "gemm", "--dtype", "fp16", "bf16", "--preset", "llama-70b",
+                      "--shapes", "N=4096", "--json", "x.json", "--plot", "d", "--quick"])
+    assert (a.command, a.ops, a.dtype, a.preset, a.shapes, a.json, a.plot, a.quick) == (
+        "bench", ["flash_attention", "gemm"], ["fp16", "bf16"], "llama-70b", ["N=4096"], "x.json", "d", True)
+    a = p.parse_args(["roofline", "--gpu", "a100"])
+    assert (a.command, a.gpu, a.ops, a.preset) == ("roofline", "a100", [], "all")
+    with pytest.raises(SystemExit):
+        p.parse_args(["bench", "--preset", "gpt-5"])
+    help_text = p.format_help()
+    for word in ("bench", "roofline", "calibrate", "plot"):
+        assert word in help_text
+
+
+def test_bench_without_gpu_says_so_in_one_line(monkeypatch, capsys):
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    rc = cli.main(["bench", "--quick"])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert rc == 2
+    assert len(err) == 1 and "no CUDA GPU" in err[0] and "llm-speed roofline" in err[0]
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    assert cli.main(["calibrate"]) == 2
+    assert "no CUDA GPU" in capsys.readouterr().err
+
+
+def test_bench_usage_errors(monkeypatch, capsys):
+    assert cli.main(["bench", "no_such_op"]) == 2
+    assert "unknown op(s) ['no_such_op']" in capsys.readouterr().err
+    assert cli.main(["bench", "--dtype", "fp8"]) == 2
+    assert "unknown dtype 'fp8'" in capsys.readouterr().err
+    assert cli.main(["bench", "--shapes", "N"]) == 2
+
+
+def test_bench_list_needs_no_gpu(monkeypatch, capsys):
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    assert cli.main(["bench", "attention", "--quick", "--list"]) == 0
+    out = capsys.readouterr().out
+    assert "attention_prefill" in out and "flash_attention*" in out and "sdpa-cudnn" in out
+
+
+def test_roofline_command(capsys):
+    assert cli.main(["roofline", "attention_prefill", "--quick", "--gpu", "h100", "--shapes", "N=4096",
+                     "causal=0"]) == 0
+    out = capsys.readouterr().out
+    assert "NVIDIA H100 SXM5" in out and "3.00 TB/s" in out
+    row = [ln for ln in out.splitlines() if ln.startswith("attention_prefill ")]
+    assert len(row) == 1
+    cells = row[0].split()
+    # B=4 Hq=32 Hkv=8 N=4096 D=128: 1099.51 GFLOP at 989.4 TFLOP/s = 1111.29 us; 335.54 MB at 3 TB/s
+    assert "1099.51" in cells and "335.54" in cells and "1111.29" in cells and "111.85" in cells
+    assert cells[-1] == "compute_bound"
+    assert cli.main(["roofline", "--gpu", "no-such-gpu"]) == 2
+
+
+def test_python_dash_m_runs_the_cli():
+    r = subprocess.run([sys.executable, "-m", "cuda_llm_ops", "roofline", "--help"], capture_output=True, text=True,
+                       cwd=ROOT, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert "usage: python -m cuda_llm_ops roofline" in r.stdout
+
+
+def test_plot_command(tmp_path, capsys):
+    pytest.importorskip("matplotlib")
+    path = tmp_path / "r.json"
+    report.write_json(fixture_records(), str(path))
+    assert cli.main(["plot", str(path), "--out", str(tmp_path / "p")]) == 0
+    out = capsys.readouterr().out
+    assert "flash_attention *" in out and "wrote 3 plots" in out
+    assert cli.main(["plot", str(tmp_path / "missing.json")]) == 2
+
+
+# --------------------------------------------------------------------------- README table
+
+
+def _readme_table():
+    spec = importlib.util.spec_from_file_location("readme_table", os.path.join(ROOT, "scripts", "readme_table.py"))
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_readme_table_from_fixture(tmp_path):
+    mod = _readme_table()
+    results = tmp_path / "h100.json"
+    report.write_json(fixture_records(), str(results))
+    readme = tmp_path / "README.md"
+    readme.write_text(f"# x\n\n## Results\n\n{mod.BEGIN}\nold\n{mod.END}\n\ntail\n")
+    assert mod.main([str(results), "--readme", str(readme), "--check"]) == 1
+    assert mod.main([str(results), "--readme", str(readme)]) == 0
+    text = readme.read_text()
+    assert "old" not in text and text.endswith("\n\ntail\n")
+    rows = [ln for ln in text.splitlines() if ln.startswith("| attention_prefill") or ln.startswith("| paged")]
+    assert len(rows) == 3  # one per (case, our implementation); peers are in the JSON only
+    assert "`flash_attention`" in rows[0] and "sdpa-cudnn" in rows[0] and "0.50x" in rows[0]
+    assert "FAILED" in rows[2]
+    assert mod.main([str(results), "--readme", str(readme), "--check"]) == 0
+    readme.write_text("no markers")
+    with pytest.raises(ValueError, match="bench:begin"):
+        mod.main([str(results), "--readme", str(readme)])
+
+
+def test_repo_readme_has_the_markers():
+    text = open(os.path.join(ROOT, "README.md")).read()
+    assert text.count("<!-- bench:begin -->") == 1 and text.count("<!-- bench:end -->") == 1
