@@ -1,0 +1,167 @@
+// GEMM ops: schemas, input checks, output allocation; kernels in csrc/gemm.
+//
+//   gemm(a, b, alpha, beta, trans_a, trans_b, c?)      fp32/fp16/bf16 -> input dtype
+//   tensor_core_gemm(a, b, alpha, beta, c?)             fp16/bf16 -> fp32
+//   tensor_core_gemm_int8(a, b)                         int8 -> int32 (b row-major [K,N] or b.t() of [N,K])
+//   _gemm_variant(a, b, variant, out_fp32)              benchmark/test only: a [M,K] @ b [K,N] with a chosen
+//        kernel: 0 auto, 1 large-tile pipelined, 2 large-tile unpipelined twin, 3 small tile, 4 generic,
+//        5/6 alternative tiles (see cuda_llm_ops.gemm._gemm_variant)
+#include <ATen/ATen.h>
+#include <c10/cuda/CUDAGuard.h>
+#include <torch/library.h>
+
+#include <climits>
+#include <cstdint>
+#include <optional>
+
+#include "bindings/checks.h"
+#include "gemm/gemm.h"
+
+namespace cuda_llm_ops::binding {
+namespace {
+
+using gemm::GemmProblem;
+using gemm::GemmVariant;
+
+void check_matrix(const at::Tensor& t, const char* name, const char* layout) {
+  check_cuda(t, name);
+  check_dim(t, 2, name, layout);
+  TORCH_CHECK(t.size(0) > 0 && t.size(1) > 0, name, " must have no empty dimension, got shape ", t.sizes());
+  TORCH_CHECK(t.size(0) <= INT32_MAX && t.size(1) <= INT32_MAX, name, " dimensions must be < 2^31, got ",
+              t.sizes());
+}
+
+int compute_capability(const at::Tensor& t) {
+  int major = 0, minor = 0;
+  const int dev = t.device().index();
+  cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev);
+  cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev);
+  return major * 10 + minor;
+}
+
+// Shared by gemm and tensor_core_gemm: checks, output allocation, launch.
+at::Tensor run_float_gemm(const char* op, const at::Tensor& a, const at::Tensor& b, double alpha, double beta,
+                          bool trans_a, bool trans_b, const std::optional<at::Tensor>& c, at::ScalarType out_type,
+                          GemmVariant variant) {
+  check_matrix(a, "a", trans_a ? "[K, M]" : "[M, K]");
+  check_matrix(b, "b", trans_b ? "[N, K]" : "[K, N]");
+  check_same_device(a, b, "a", "b");
+  check_float_dtype(a, "a");
+  check_dtype(b, a.scalar_type(), "b");
+  check_contiguous(a, "a");
+  check_contiguous(b, "b");
+  const int64_t M = trans_a ? a.size(1) : a.size(0), K = trans_a ? a.size(0) : a.size(1);
+  const int64_t Kb = trans_b ? b.size(1) : b.size(0), N = trans_b ? b.size(0) : b.size(1);
+  TORCH_CHECK(K == Kb, op, ": inner dimensions differ: op(a) is [", M, ", ", K, "] and op(b) is [", Kb, ", ", N,
+              "] (a ", a.sizes(), " trans_a=", trans_a, ", b ", b.sizes(), " trans_b=", trans_b, ")");
+  c10::cuda::CUDAGuard guard(a.device());
+  if (c.has_value()) {
+    check_cuda(*c, "c");
+    check_same_device(*c, a, "c", "a");
+    check_dtype(*c, out_type, "c");
+    TORCH_CHECK(c->dim() == 2 && c->size(0) == M && c->size(1) == N, "c must have shape [", M, ", ", N, "], got ",
+                c->sizes());
+    check_contiguous(*c, "c");
+  }
+  at::Tensor d = at::empty({M, N}, a.options().dtype(out_type));
+  GemmProblem p;
+  p.a = a.data_ptr();
+  p.b = b.data_ptr();
+  p.c = c.has_value() ? c->data_ptr() : nullptr;
+  p.d = d.data_ptr();
+  p.M = static_cast<int>(M);
+  p.N = static_cast<int>(N);
+  p.K = static_cast<int>(K);
+  p.lda = a.size(1);
+  p.ldb = b.size(1);
+  p.ldc = N;
+  p.ldd = N;
+  p.trans_a = trans_a;
+  p.trans_b = trans_b;
+  p.alpha = static_cast<float>(alpha);
+  p.beta = static_cast<float>(beta);
+  p.in_dtype = to_dtype(a.scalar_type());
+  p.out_dtype = to_dtype(out_type);
+  if (variant != GemmVariant::kAuto && variant != GemmVariant::kGeneric) {
+    TORCH_CHECK(gemm::gemm_vectorizable(p), op, ": the tile kernels need 16-byte aligned rows (K and N multiples "
+                "of ", 16 / a.element_size(), " elements), got a ", a.sizes(), " and b ", b.sizes(),
+                "; use variant 0 (auto) or 4 (generic)");
+  }
+  check_launch(gemm::launch_gemm(p, variant, current_stream(a)), op);
+  return d;
+}
+
+at::Tensor gemm_cuda(const at::Tensor& a, const at::Tensor& b, double alpha, double beta, bool trans_a, bool trans_b,
+                     const std::optional<at::Tensor>& c) {
+  return run_float_gemm("gemm", a, b, alpha, beta, trans_a, trans_b, c, a.scalar_type(), GemmVariant::kAuto);
+}
+
+at::Tensor tensor_core_gemm_cuda(const at::Tensor& a, const at::Tensor& b, double alpha, double beta,
+                                 const std::optional<at::Tensor>& c) {
+  TORCH_CHECK(a.scalar_type() == at::kHalf || a.scalar_type() == at::kBFloat16,
+              "tensor_core_gemm: a must be float16 or bfloat16, got ", a.scalar_type());
+  return run_float_gemm("tensor_core_gemm", a, b, alpha, beta, false, false, c, at::kFloat, GemmVariant::kAuto);
+}
+
+at::Tensor tensor_core_gemm_int8_cuda(const at::Tensor& a, const at::Tensor& b) {
+  check_matrix(a, "a", "[M, K]");
+  check_matrix(b, "b", "[K, N]");
+  check_same_device(a, b, "a", "b");
+  check_dtype(a, at::kChar, "a");
+  check_dtype(b, at::kChar, "b");
+  check_contiguous(a, "a");
+  const int64_t M = a.size(0), K = a.size(1), N = b.size(1);
+  TORCH_CHECK(b.size(0) == K, "tensor_core_gemm_int8: inner dimensions differ: a is ", a.sizes(), " and b is ",
+              b.sizes());
+  // b row-major [K, N], or column-major (b = w.t() of a contiguous [N, K] w).
+  const bool b_row_major = b.is_contiguous();
+  TORCH_CHECK(b_row_major || b.t().is_contiguous(),
+              "b must be contiguous [K, N] or the transpose of a contiguous [N, K], got strides ", b.strides(),
+              " for shape ", b.sizes());
+  c10::cuda::CUDAGuard guard(a.device());
+  const int cc = compute_capability(a);
+  TORCH_CHECK(cc >= 80, "tensor_core_gemm_int8 needs int8 tensor cores with mma.sync m16n8k32 "
+              "(compute capability >= 8.0), got compute capability ", cc / 10, ".", cc % 10);
+  at::Tensor d = at::empty({M, N}, a.options().dtype(at::kInt));
+  GemmProblem p;
+  p.a = a.data_ptr();
+  p.b = b.data_ptr();
+  p.d = d.data_ptr();
+  p.M = static_cast<int>(M);
+  p.N = static_cast<int>(N);
+  p.K = static_cast<int>(K);
+  p.lda = K;
+  p.trans_b = !b_row_major;  // stored [N, K]
+  p.ldb = b_row_major ? N : K;
+  p.ldd = N;
+  p.in_dtype = DType::kInt8;
+  p.out_dtype = DType::kInt32;
+  check_launch(gemm::launch_gemm(p, GemmVariant::kAuto, current_stream(a)), "tensor_core_gemm_int8");
+  return d;
+}
+
+at::Tensor gemm_variant_cuda(const at::Tensor& a, const at::Tensor& b, int64_t variant, bool out_fp32) {
+  TORCH_CHECK(variant >= 0 && variant <= 6, "_gemm_variant: variant must be 0 (auto), 1 (pipelined), 2 (unpipelined), "
+              "3 (small tile), 4 (generic), 5 (alt_a) or 6 (alt_b), got ", variant);
+  check_float_dtype(a, "a");
+  const auto out_type = out_fp32 ? at::kFloat : a.scalar_type();
+  return run_float_gemm("_gemm_variant", a, b, 1.0, 0.0, false, false, std::nullopt, out_type,
+                        static_cast<GemmVariant>(variant));
+}
+
+}  // namespace
+}  // namespace cuda_llm_ops::binding
+
+TORCH_LIBRARY_FRAGMENT(cuda_llm_ops, m) {
+  m.def("gemm(Tensor a, Tensor b, float alpha, float beta, bool trans_a, bool trans_b, Tensor? c) -> Tensor");
+  m.def("tensor_core_gemm(Tensor a, Tensor b, float alpha, float beta, Tensor? c) -> Tensor");
+  m.def("tensor_core_gemm_int8(Tensor a, Tensor b) -> Tensor");
+  m.def("_gemm_variant(Tensor a, Tensor b, int variant, bool out_fp32) -> Tensor");
+}
+
+TORCH_LIBRARY_IMPL(cuda_llm_ops, CUDA, m) {
+  m.impl("gemm", &cuda_llm_ops::binding::gemm_cuda);
+  m.impl("tensor_core_gemm", &cuda_llm_ops::binding::tensor_core_gemm_cuda);
+  m.impl("tensor_core_gemm_int8", &cuda_llm_ops::binding::tensor_core_gemm_int8_cuda);
+  m.impl("_gemm_variant", &cuda_llm_ops::binding::gemm_variant_cuda);
+}

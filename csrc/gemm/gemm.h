@@ -1,0 +1,94 @@
+// GEMM launchers: D = alpha * op(A) @ op(B) + beta * C, plain parameters, no torch.
+//
+// Families (one .cu file each, so ninja compiles them in parallel):
+//   gemm_fp32.cu          SIMT register-tiled SGEMM (cp.async multi-stage pipeline)
+//   gemm_f16.cu/_bf16.cu  tensor-core mma.sync m16n8k16 + ldmatrix, fp32 accumulation
+//   gemm_int8.cu          tensor-core mma.sync m16n8k32 s8 -> s32 (exact)
+//   gemm_generic.cu       any strides / alignment (fallback when 16-byte loads are impossible)
+//   gemm_dispatch.cu      picks a family per dtype and device (a Hopper wgmma family slots in there)
+#pragma once
+
+#include <cstdint>
+
+#include "cuda_llm_ops/common.cuh"
+
+namespace cuda_llm_ops::gemm {
+
+// Which kernel of a family to run. kAuto picks by shape; the others exist so the
+// benchmark can show what the pipeline and the tile shape are worth.
+enum class GemmVariant : int {
+  kAuto = 0,
+  kPipelined = 1,    // large tile, multi-stage cp.async pipeline
+  kUnpipelined = 2,  // the same large-tile kernel with one stage: load, wait, compute (NN only)
+  kSmallTile = 3,    // small tile, pipelined (small or skinny problems)
+  kGeneric = 4,      // the fallback (any strides), for tests
+  kAltA = 5,         // benchmark-only alternative tile (NN; per family, see its launcher)
+  kAltB = 6,         // a second one
+};
+
+// Stored matrices: A is [M, K] (or [K, M] with trans_a), B is [K, N] (or [N, K]
+// with trans_b); lda/ldb are the row strides (elements) of the stored matrices,
+// whose rows are contiguous. C (optional, beta) and D are [M, N] with row strides
+// ldc/ldd, in out_dtype. Without c, beta is ignored.
+struct GemmProblem {
+  const void* a = nullptr;
+  const void* b = nullptr;
+  const void* c = nullptr;
+  void* d = nullptr;
+  int M = 0, N = 0, K = 0;
+  int64_t lda = 0, ldb = 0, ldc = 0, ldd = 0;
+  bool trans_a = false, trans_b = false;
+  float alpha = 1.f, beta = 0.f;
+  DType in_dtype = DType::kFloat32;
+  DType out_dtype = DType::kFloat32;  // fp32 in -> fp32; fp16/bf16 in -> same or fp32; int8 -> int32
+};
+
+// Kernel-side view of a problem (passed by value to every kernel).
+struct GemmKernelArgs {
+  const void* a;
+  const void* b;
+  const void* c;
+  void* d;
+  int M, N, K;
+  long long lda, ldb, ldc, ldd;
+  float alpha, beta;
+  int has_c;
+  int out_f32;  // tensor-core fp16/bf16 kernels: write fp32 (1) or the input type (0)
+  int pair_ok;  // 2-element vector stores/loads of D and C are aligned
+};
+
+inline GemmKernelArgs make_kernel_args(const GemmProblem& p) {
+  GemmKernelArgs k{};
+  k.a = p.a; k.b = p.b; k.c = p.c; k.d = p.d;
+  k.M = p.M; k.N = p.N; k.K = p.K;
+  k.lda = p.lda; k.ldb = p.ldb; k.ldc = p.ldc; k.ldd = p.ldd;
+  k.alpha = p.alpha; k.beta = p.beta;
+  k.has_c = p.c != nullptr;
+  k.out_f32 = p.out_dtype == DType::kFloat32;
+  const size_t out_elem = (p.out_dtype == DType::kFloat16 || p.out_dtype == DType::kBFloat16) ? 2 : 4;
+  const bool d_ok = p.ldd % 2 == 0 && reinterpret_cast<uintptr_t>(p.d) % (2 * out_elem) == 0;
+  const bool c_ok = p.c == nullptr || (p.ldc % 2 == 0 && reinterpret_cast<uintptr_t>(p.c) % (2 * out_elem) == 0);
+  k.pair_ok = d_ok && c_ok;
+  return k;
+}
+
+// True when every row of A and B can be read 16 bytes at a time (aligned base
+// pointers and row strides): the condition of the cp.async tile kernels. Edges
+// in M, N, K are handled inside those kernels; this is about alignment only.
+bool gemm_vectorizable(const GemmProblem& p);
+
+// The entry point: validates nothing torch-level (the binding did), picks a
+// family and a kernel, launches on `stream`. Returns cudaErrorInvalidValue for
+// a combination no kernel supports (e.g. kUnpipelined with a transposed input),
+// otherwise the launch status.
+cudaError_t launch_gemm(const GemmProblem& p, GemmVariant variant, cudaStream_t stream);
+
+// Families (called by launch_gemm; each returns cudaErrorInvalidValue when the
+// problem is outside what it handles).
+cudaError_t launch_gemm_fp32(const GemmProblem& p, GemmVariant variant, cudaStream_t stream);
+cudaError_t launch_gemm_f16(const GemmProblem& p, GemmVariant variant, cudaStream_t stream);
+cudaError_t launch_gemm_bf16(const GemmProblem& p, GemmVariant variant, cudaStream_t stream);
+cudaError_t launch_gemm_int8(const GemmProblem& p, GemmVariant variant, cudaStream_t stream);
+cudaError_t launch_gemm_generic(const GemmProblem& p, cudaStream_t stream);
+
+}  // namespace cuda_llm_ops::gemm

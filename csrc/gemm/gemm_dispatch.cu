@@ -1,0 +1,65 @@
+// Family selection for every GEMM entry point. Today: SIMT fp32, mma.sync
+// fp16/bf16 and int8 (Ampere-style, sm_80+, also run on Hopper), and the
+// generic kernel for rows that cannot be read 16 bytes at a time. A Hopper
+// wgmma/TMA family slots in as one more case in select_family (cc 9.0 with the
+// sm_90a build) without touching the others.
+#include <cstdint>
+
+#include "gemm/gemm.h"
+
+namespace cuda_llm_ops::gemm {
+namespace {
+
+enum class Family { kSimtFp32, kMmaF16, kMmaBf16, kMmaInt8, kGeneric };
+
+size_t elem_size(DType t) {
+  switch (t) {
+    case DType::kFloat16:
+    case DType::kBFloat16: return 2;
+    case DType::kInt8: return 1;
+    default: return 4;
+  }
+}
+
+Family select_family(const GemmProblem& p, GemmVariant variant) {
+  if (variant == GemmVariant::kGeneric || !gemm_vectorizable(p)) return Family::kGeneric;
+  switch (p.in_dtype) {
+    case DType::kFloat32: return Family::kSimtFp32;
+    case DType::kFloat16: return Family::kMmaF16;
+    case DType::kBFloat16: return Family::kMmaBf16;
+    case DType::kInt8: return Family::kMmaInt8;
+    default: return Family::kGeneric;
+  }
+}
+
+}  // namespace
+
+bool gemm_vectorizable(const GemmProblem& p) {
+  const size_t elem = elem_size(p.in_dtype);
+  const int64_t per_chunk = static_cast<int64_t>(16 / elem);
+  const bool ptrs = reinterpret_cast<uintptr_t>(p.a) % 16 == 0 && reinterpret_cast<uintptr_t>(p.b) % 16 == 0;
+  // Contiguous extents of the stored rows must be whole 16-byte chunks, so a
+  // chunk at an edge is entirely inside or entirely outside the matrix.
+  const int64_t a_row = p.trans_a ? p.M : p.K;
+  const int64_t b_row = p.trans_b ? p.K : p.N;
+  return ptrs && p.lda % per_chunk == 0 && p.ldb % per_chunk == 0 && a_row % per_chunk == 0 &&
+         b_row % per_chunk == 0;
+}
+
+cudaError_t launch_gemm(const GemmProblem& p, GemmVariant variant, cudaStream_t stream) {
+  if (p.M <= 0 || p.N <= 0 || p.K <= 0) return cudaErrorInvalidValue;
+  // An explicitly chosen tile kernel is never silently replaced by the generic one.
+  if (variant != GemmVariant::kAuto && variant != GemmVariant::kGeneric && !gemm_vectorizable(p)) {
+    return cudaErrorInvalidValue;
+  }
+  switch (select_family(p, variant)) {
+    case Family::kSimtFp32: return launch_gemm_fp32(p, variant, stream);
+    case Family::kMmaF16: return launch_gemm_f16(p, variant, stream);
+    case Family::kMmaBf16: return launch_gemm_bf16(p, variant, stream);
+    case Family::kMmaInt8: return launch_gemm_int8(p, variant, stream);
+    case Family::kGeneric: return launch_gemm_generic(p, stream);
+  }
+  return cudaErrorInvalidValue;
+}
+
+}  // namespace cuda_llm_ops::gemm

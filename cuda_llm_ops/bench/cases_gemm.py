@@ -1,0 +1,161 @@
+"""Benchmark cases of the GEMM family against cuBLAS (`torch.matmul`, TF32 off for fp32)
+and `torch._int_mm`.
+
+Op `gemm`: `gemm` (and, for fp16/bf16, `tensor_core_gemm`, fp32 out) vs cuBLAS at
+square 1024/2048/4096, the Llama-style projection 4096x12288x4096 and the decode-skinny
+1x12288x4096 and 16x12288x4096. Op `gemm_pipeline`: the large-tile kernel with its
+multi-stage cp.async pipeline vs its one-stage twin at 4096^3 (the >= 20% claim).
+Op `gemm_int8` (dtype int8): ours on row-major B (the API's layout) and on column-major B
+vs `torch._int_mm` on both. Compute-bound: warm L2; the skinny cases are memory-bound and
+run with cold L2.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from .. import _ops
+from ..roofline import compute_kind, gemm_int8_work, gemm_work
+from .registry import BenchCase, BenchImpl, register
+
+SQUARE = (1024, 2048, 4096)
+PROJECTION = ((4096, 12288, 4096),)
+SKINNY = ((1, 12288, 4096), (16, 12288, 4096))
+
+
+def _has(name: str):
+    def unavailable(_inp) -> str | None:
+        return None if _ops.has_op(name) else f"op {name} not in this build ({_ops.build_info()})"
+
+    return unavailable
+
+
+def _make_float(M: int, N: int, K: int, dtype: torch.dtype):
+    def make() -> dict[str, Any]:
+        return {"a": torch.randn(M, K, device="cuda").to(dtype), "b": torch.randn(K, N, device="cuda").to(dtype)}
+
+    return make
+
+
+def _cublas(out_fp32: bool = False) -> BenchImpl:
+    def build(inp):
+        a, b = inp["a"], inp["b"]
+        if a.dtype == torch.float32:
+            torch.backends.cuda.matmul.allow_tf32 = False  # the fp32 peer on CUDA cores, as ours
+        if out_fp32:
+            return lambda: torch.matmul(a, b).float()
+        return lambda: torch.matmul(a, b)
+
+    return BenchImpl("cublas", True, build)
+
+
+def _ours_gemm() -> BenchImpl:
+    def build(inp):
+        from ..gemm import gemm
+        a, b = inp["a"], inp["b"]
+        return lambda: gemm(a, b)
+
+    return BenchImpl("cuda_llm_ops.gemm", False, build, _has("gemm"))
+
+
+def _ours_tc() -> BenchImpl:
+    def build(inp):
+        from ..gemm import tensor_core_gemm
+        a, b = inp["a"], inp["b"]
+        return lambda: tensor_core_gemm(a, b)
+
+    return BenchImpl("cuda_llm_ops.tensor_core_gemm", False, build, _has("tensor_core_gemm"))
+
+
+def _variant(variant: str) -> BenchImpl:
+    def build(inp):
+        from ..gemm import _gemm_variant
+        a, b = inp["a"], inp["b"]
+        return lambda: _gemm_variant(a, b, variant)
+
+    names = {"alt_a": "large-128x256-pipelined", "alt_b": "large-128x256-unpipelined"}
+    return BenchImpl(f"cuda_llm_ops.{names.get(variant, variant)}", variant != "pipelined", build,
+                     _has("_gemm_variant"))
+
+
+def float_case(M: int, N: int, K: int, dtype: torch.dtype, op: str = "gemm") -> BenchCase:
+    eb = torch.empty((), dtype=dtype).element_size()
+    w = gemm_work(M, N, K, in_bytes=eb)
+    skinny = M <= 64
+    if op == "gemm_pipeline":
+        impls = [_variant("pipelined"), _variant("unpipelined")]
+        if dtype != torch.float32:  # the 128x256 tile and its one-stage twin
+            impls += [_variant("alt_a"), _variant("alt_b")]
+    else:
+        impls = [_cublas(), _ours_gemm()]
+    tol = {torch.float32: 1e-4, torch.float16: 5e-3, torch.bfloat16: 2e-2}[dtype]
+    return BenchCase(op=op, dtype=dtype, shape={"M": M, "N": N, "K": K}, flops=w.flops, bytes=w.bytes,
+                     compute=compute_kind(dtype), make_inputs=_make_float(M, N, K, dtype), impls=impls,
+                     rel_tol=tol, cold_l2=skinny, label=f"{M}x{N}x{K}", x_key="M")
+
+
+def tensor_core_case(M: int, N: int, K: int, dtype: torch.dtype) -> BenchCase:
+    w = gemm_work(M, N, K, in_bytes=2, out_bytes=4)
+    return BenchCase(op="tensor_core_gemm", dtype=dtype, shape={"M": M, "N": N, "K": K}, flops=w.flops,
+                     bytes=w.bytes, compute=compute_kind(dtype), make_inputs=_make_float(M, N, K, dtype),
+                     impls=[_cublas(out_fp32=True), _ours_tc()], rel_tol=1e-2, cold_l2=M <= 64,
+                     label=f"{M}x{N}x{K}", x_key="M")
+
+
+def int8_case(M: int, N: int, K: int) -> BenchCase:
+    w = gemm_int8_work(M, N, K)
+
+    def make() -> dict[str, Any]:
+        a = torch.randint(-128, 128, (M, K), dtype=torch.int8, device="cuda")
+        b = torch.randint(-128, 128, (K, N), dtype=torch.int8, device="cuda")
+        return {"a": a, "b": b, "b_col": b.t().contiguous().t()}
+
+    def ours(key: str) -> BenchImpl:
+        def build(inp):
+            from ..gemm import tensor_core_gemm_int8
+            a, b = inp["a"], inp[key]
+            return lambda: tensor_core_gemm_int8(a, b)
+
+        return BenchImpl(f"cuda_llm_ops.int8[{'row' if key == 'b' else 'col'}-major B]", False, build,
+                         _has("tensor_core_gemm_int8"))
+
+    def int_mm(key: str) -> BenchImpl:
+        def build(inp):
+            a, b = inp["a"], inp[key]
+            return lambda: torch._int_mm(a, b)
+
+        def unavailable(inp) -> str | None:
+            return None if hasattr(torch, "_int_mm") else "torch has no _int_mm"
+
+        return BenchImpl(f"torch._int_mm[{'row' if key == 'b' else 'col'}-major B]", True, build, unavailable)
+
+    def reference(inp):
+        from ..reference import int8_gemm_reference
+        return int8_gemm_reference(inp["a"], inp["b"])
+
+    return BenchCase(op="gemm_int8", dtype=torch.int8, shape={"M": M, "N": N, "K": K}, flops=w.flops,
+                     bytes=w.bytes, compute="int8_tc", make_inputs=make,
+                     impls=[int_mm("b"), int_mm("b_col"), ours("b"), ours("b_col")], reference=reference,
+                     rel_tol=0.0, label=f"{M}x{N}x{K}", x_key="M")
+
+
+@register("gemm")
+def gemm_cases(dtype: torch.dtype, preset: str, quick: bool) -> list[BenchCase]:
+    if preset not in ("all", "square", "llama-7b", "llama-8b"):
+        return []
+    square = (1024, 4096) if quick else SQUARE
+    shapes = [(n, n, n) for n in square] if preset in ("all", "square") else []
+    if preset != "square":
+        shapes += list(PROJECTION) + ([SKINNY[-1]] if quick else list(SKINNY))
+    if dtype == torch.int8:
+        return [int8_case(4096, 4096, 4096)] + ([] if quick else [int8_case(2048, 2048, 2048)])
+    if dtype not in (torch.float32, torch.float16, torch.bfloat16):
+        return []
+    if dtype == torch.float32:  # fp32 on CUDA cores: the projection shape would take ~8 ms a call
+        shapes = [s for s in shapes if s[0] * s[1] * s[2] <= 4096 ** 3]
+    cases = [float_case(M, N, K, dtype) for M, N, K in shapes]
+    if dtype != torch.float32:
+        cases += [tensor_core_case(M, N, K, dtype) for M, N, K in shapes if M >= 1024]
+    cases.append(float_case(4096, 4096, 4096, dtype, op="gemm_pipeline"))
+    return cases

@@ -1,0 +1,188 @@
+"""GEMM: fp32 SIMT, tensor-core fp16/bf16 and int8, any M, N, K >= 1.
+
+`gemm` computes `alpha * op(a) @ op(b) + beta * c` with fp32 accumulation and
+returns the input dtype; `tensor_core_gemm` returns fp32; `tensor_core_gemm_int8`
+is exact (int32). Transposed layouts are read in place (no copies).
+
+Fast paths need the stored rows readable 16 bytes at a time (contiguous extents
+a multiple of 4 fp32 / 8 fp16-bf16 / 16 int8 elements); other shapes run on a
+general (slower, still exact-to-fp32) kernel.
+"""
+from __future__ import annotations
+
+import torch
+
+from . import _ops
+from .validation import FLOAT_DTYPES, check_cuda, check_dtype, check_rank, check_same_device, check_tensor, _dt
+
+TENSOR_CORE_DTYPES = (torch.float16, torch.bfloat16)
+INT8_MIN_CAPABILITY = (8, 0)
+
+
+def _op_shapes(a: torch.Tensor, b: torch.Tensor, trans_a: bool, trans_b: bool):
+    m, k = (a.shape[1], a.shape[0]) if trans_a else (a.shape[0], a.shape[1])
+    kb, n = (b.shape[1], b.shape[0]) if trans_b else (b.shape[0], b.shape[1])
+    return m, k, kb, n
+
+
+def validate_gemm_inputs(a, b, trans_a: bool = False, trans_b: bool = False, c=None, *,
+                         dtypes=FLOAT_DTYPES, c_dtype: torch.dtype | None = None,
+                         allow_b_transposed_view: bool = False) -> tuple[int, int, int]:
+    """Check the operands of a GEMM and return `(M, N, K)`.
+
+    a is `[M, K]` (stored `[K, M]` when `trans_a`), b is `[K, N]` (stored `[N, K]`
+    when `trans_b`); both 2-D, of one dtype in `dtypes`, non-empty, on one CUDA
+    device, contiguous (with `allow_b_transposed_view`, b may also be the
+    transpose view of a contiguous `[N, K]`). `c`, when given, must be `[M, N]`,
+    contiguous, of dtype `c_dtype` (default: a's dtype), on a's device.
+    Raises TypeError/ValueError naming the argument, the expected and the actual value;
+    the device is checked after the shapes, so CPU tensors get shape errors first.
+    """
+    check_tensor(a, "a")
+    check_tensor(b, "b")
+    check_rank(a, "a", 2, "[K, M]" if trans_a else "[M, K]")
+    check_rank(b, "b", 2, "[N, K]" if trans_b else "[K, N]")
+    check_dtype(a, "a", dtypes)
+    if b.dtype != a.dtype:
+        raise ValueError(f"b must have the same dtype as a ({_dt(a.dtype)}), got {_dt(b.dtype)}")
+    m, k, kb, n = _op_shapes(a, b, trans_a, trans_b)
+    if k != kb:
+        raise ValueError(
+            f"inner dimensions differ: op(a) is [{m}, {k}] and op(b) is [{kb}, {n}] "
+            f"(a {tuple(a.shape)} with trans_a={trans_a}, b {tuple(b.shape)} with trans_b={trans_b})")
+    for t, name in ((a, "a"), (b, "b")):
+        if t.numel() == 0:
+            raise ValueError(f"{name} must have no empty dimension (M, N, K >= 1), got shape {tuple(t.shape)}")
+    if c is not None:
+        check_tensor(c, "c")
+        want = c_dtype if c_dtype is not None else a.dtype
+        if tuple(c.shape) != (m, n):
+            raise ValueError(f"c must have shape [M, N] = [{m}, {n}], got {tuple(c.shape)}")
+        if c.dtype != want:
+            raise ValueError(f"c must have dtype {_dt(want)}, got {_dt(c.dtype)}")
+    check_cuda(a, "a")
+    check_same_device(b, "b", a, "a")
+    if c is not None:
+        check_same_device(c, "c", a, "a")
+    if not a.is_contiguous():
+        raise ValueError(f"a must be contiguous, got shape {tuple(a.shape)} with strides {a.stride()}; "
+                         "use trans_a for a transposed operand or call .contiguous()")
+    if not (b.is_contiguous() or (allow_b_transposed_view and b.t().is_contiguous())):
+        what = "contiguous or the transpose of a contiguous [N, K]" if allow_b_transposed_view else "contiguous"
+        raise ValueError(f"b must be {what}, got shape {tuple(b.shape)} with strides {b.stride()}; "
+                         "call .contiguous()")
+    if c is not None and not c.is_contiguous():
+        raise ValueError(f"c must be contiguous, got strides {c.stride()}; call .contiguous()")
+    return m, n, k
+
+
+def gemm(a: torch.Tensor, b: torch.Tensor, alpha: float = 1.0, beta: float = 0.0, trans_a: bool = False,
+         trans_b: bool = False, c: torch.Tensor | None = None) -> torch.Tensor:
+    """`alpha * op(a) @ op(b) + beta * c`, fp32 accumulation, output in the input dtype.
+
+    Args:
+        a: `[M, K]`, or `[K, M]` with `trans_a` (op(a) = a.T, read in place);
+            float32, float16 or bfloat16, contiguous, CUDA.
+        b: `[K, N]`, or `[N, K]` with `trans_b`; same dtype and device as a.
+        alpha: scale of the product (default 1).
+        beta: scale of `c`; ignored when `c` is None (default 0).
+        trans_a, trans_b: layouts as above (NN, NT, TN, TT all supported).
+        c: optional `[M, N]` addend in a's dtype.
+
+    fp32 runs on a SIMT register-tiled kernel (no TF32); fp16/bf16 on tensor cores.
+    Any M, N, K >= 1. Returns a new contiguous `[M, N]` tensor in a's dtype.
+    """
+    kernel = _ops.op("gemm")  # first, so a build without kernels says so
+    validate_gemm_inputs(a, b, trans_a, trans_b, c)
+    return kernel(a, b, float(alpha), float(beta), bool(trans_a), bool(trans_b), c)
+
+
+def tensor_core_gemm(a: torch.Tensor, b: torch.Tensor, alpha: float = 1.0, beta: float = 0.0,
+                     c: torch.Tensor | None = None) -> torch.Tensor:
+    """`alpha * a @ b + beta * c` on tensor cores, fp16/bf16 in, float32 out.
+
+    Args:
+        a: `[M, K]` float16 or bfloat16, contiguous, CUDA.
+        b: `[K, N]`, same dtype and device.
+        alpha, beta: scales; beta is ignored when `c` is None.
+        c: optional `[M, N]` float32 addend.
+
+    Any M, N, K >= 1 (K and N multiples of 8 take the mma.sync path; others a
+    general kernel). Returns a new `[M, N]` float32 tensor.
+    """
+    kernel = _ops.op("tensor_core_gemm")
+    validate_gemm_inputs(a, b, c=c, dtypes=TENSOR_CORE_DTYPES, c_dtype=torch.float32)
+    return kernel(a, b, float(alpha), float(beta), c)
+
+
+def _check_int8_device(a: torch.Tensor) -> None:
+    if torch.compiler.is_compiling():
+        return  # the op itself checks again on the device
+    cap = torch.cuda.get_device_capability(a.device)
+    if cap < INT8_MIN_CAPABILITY:
+        raise RuntimeError(
+            f"tensor_core_gemm_int8 needs int8 tensor cores (mma.sync m16n8k32, compute capability >= "
+            f"{INT8_MIN_CAPABILITY[0]}.{INT8_MIN_CAPABILITY[1]}); {torch.cuda.get_device_name(a.device)} has "
+            f"{cap[0]}.{cap[1]}")
+
+
+def tensor_core_gemm_int8(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """Exact int8 GEMM on tensor cores: int8 `[M, K]` @ int8 `[K, N]` -> int32 `[M, N]`.
+
+    Args:
+        a: `[M, K]` int8, contiguous, CUDA.
+        b: `[K, N]` int8: contiguous (row-major), or the transpose view `w.t()` of a
+            contiguous `[N, K]` w (column-major, the layout of `torch._int_mm`'s fast path).
+
+    Needs compute capability >= 8.0 (RuntimeError otherwise). Any M, N, K >= 1
+    (K and N multiples of 16 take the tensor-core path). Returns a new int32 tensor.
+    """
+    kernel = _ops.op("tensor_core_gemm_int8")
+    validate_gemm_inputs(a, b, dtypes=(torch.int8,), allow_b_transposed_view=True)
+    _check_int8_device(a)
+    return kernel(a, b)
+
+
+# Fake (meta) kernels: shapes and dtypes only, for torch.compile and opcheck.
+@_ops.register_fake("gemm")
+def _gemm_fake(a, b, alpha, beta, trans_a, trans_b, c):
+    m = a.shape[1] if trans_a else a.shape[0]
+    n = b.shape[0] if trans_b else b.shape[1]
+    return a.new_empty((m, n))
+
+
+@_ops.register_fake("tensor_core_gemm")
+def _tensor_core_gemm_fake(a, b, alpha, beta, c):
+    return a.new_empty((a.shape[0], b.shape[1]), dtype=torch.float32)
+
+
+@_ops.register_fake("tensor_core_gemm_int8")
+def _tensor_core_gemm_int8_fake(a, b):
+    return a.new_empty((a.shape[0], b.shape[1]), dtype=torch.int32)
+
+
+@_ops.register_fake("_gemm_variant")
+def _gemm_variant_fake(a, b, variant, out_fp32):
+    return a.new_empty((a.shape[0], b.shape[1]), dtype=torch.float32 if out_fp32 else a.dtype)
+
+
+GEMM_VARIANTS = {"auto": 0, "pipelined": 1, "unpipelined": 2, "small_tile": 3, "generic": 4, "alt_a": 5, "alt_b": 6}
+
+
+def _gemm_variant(a: torch.Tensor, b: torch.Tensor, variant: str = "auto", out_fp32: bool = False) -> torch.Tensor:
+    """Benchmark/test hook: `a [M, K] @ b [K, N]` (alpha 1, no c) with a chosen kernel.
+
+    variant: "pipelined" (the default tile for large problems, multi-stage cp.async:
+    fp16/bf16 128x128x64 x 3 stages, 4 warps; fp32 128x128x16 x 3 stages, 256 threads),
+    "unpipelined" (its one-stage twin), "small_tile", "generic", "auto", and two
+    kept for comparison: fp16/bf16 "alt_a" = 128x256x64 x 3 stages (8 warps) and
+    "alt_b" = its one-stage twin; fp32 "alt_a" = the default tile at one block per
+    SM, "alt_b" = 128x128x8 x 4 stages.
+    `out_fp32` picks fp32 output for fp16/bf16 (the tensor_core_gemm epilogue).
+    Tile variants need 16-byte aligned rows (RuntimeError otherwise).
+    """
+    kernel = _ops.op("_gemm_variant")
+    if variant not in GEMM_VARIANTS:
+        raise ValueError(f"variant must be one of {sorted(GEMM_VARIANTS)}, got {variant!r}")
+    validate_gemm_inputs(a, b)
+    return kernel(a, b, GEMM_VARIANTS[variant], bool(out_fp32))

@@ -1,0 +1,115 @@
+"""Dev benchmark of the GEMM family: ours vs cuBLAS / torch._int_mm side by side in one process,
+CUDA events, median (cuda_llm_ops.timing.benchmark). Prints a table; JSON to $OUT/gemm_dev.json
+when OUT is set. Kernel variants (tile configs, the unpipelined twin) go through the
+benchmark-only op `_gemm_variant`.
+
+  python3 scripts/bench_gemm_dev.py
+"""
+from __future__ import annotations
+
+import json
+import os
+
+import torch
+
+import cuda_llm_ops as llm
+from cuda_llm_ops.gemm import _gemm_variant
+from cuda_llm_ops.testing import rel_error
+from cuda_llm_ops.timing import benchmark
+
+torch.backends.cuda.matmul.allow_tf32 = False  # the fp32 peer on CUDA cores, as ours
+rows: list[dict] = []
+
+
+def ms_of(fn, iters=30, cold=False):
+    return benchmark(fn, warmup=5, iterations=iters, cold_l2=cold).median_ms
+
+
+def row(kind, shape, dtype, name, ms, flops, peer_name, peer_ms, note=""):
+    tf = flops / (ms * 1e-3) / 1e12
+    ptf = flops / (peer_ms * 1e-3) / 1e12
+    rec = dict(kind=kind, shape=shape, dtype=str(dtype).replace("torch.", ""), impl=name, ms=ms, tflops=tf,
+               peer=peer_name, peer_ms=peer_ms, peer_tflops=ptf, pct_of_peer=100 * peer_ms / ms, note=note)
+    rows.append(rec)
+    print(f"{kind:9s} {shape:16s} {rec['dtype']:8s} {name:24s} {ms:8.4f} ms {tf:6.1f} T | {peer_name:20s} "
+          f"{peer_ms:8.4f} ms {ptf:6.1f} T | {rec['pct_of_peer']:6.1f}% {note}", flush=True)
+
+
+def float_section(dtype):
+    shapes = [(1024,) * 3, (2048,) * 3, (4096,) * 3]
+    if dtype != torch.float32:
+        shapes += [(4096, 12288, 4096), (1, 12288, 4096), (16, 12288, 4096)]
+    # fp16/bf16: alt_a = 128x256x64 (alt_b is its one-stage twin, timed in the pipeline rows)
+    variants = ["pipelined", "alt_a", "alt_b", "small_tile"] if dtype == torch.float32 else \
+        ["pipelined", "alt_a", "small_tile"]
+    for M, N, K in shapes:
+        a = torch.randn(M, K, device="cuda").to(dtype)
+        b = torch.randn(K, N, device="cuda").to(dtype)
+        ref = torch.matmul(a.double(), b.double())
+        fl = 2.0 * M * N * K
+        shape = f"{M}x{N}x{K}"
+        cold = M <= 64
+        iters = 10 if dtype == torch.float32 and M >= 4096 else 30
+        peer = ms_of(lambda: torch.matmul(a, b), iters, cold)
+        row("gemm", shape, dtype, "gemm(auto)", ms_of(lambda: llm.gemm(a, b), iters, cold), fl, "cublas", peer,
+            f"err={rel_error(llm.gemm(a, b), ref):.1e}")
+        if M < 1024:
+            continue
+        if dtype != torch.float32 and M >= 4096:
+            row("tc_gemm", shape, dtype, "tensor_core_gemm", ms_of(lambda: llm.tensor_core_gemm(a, b), iters), fl,
+                "cublas", peer, f"err={rel_error(llm.tensor_core_gemm(a, b), ref):.1e}")
+        for v in variants:
+            if v == "small_tile" and M >= 4096:
+                continue
+            row("variant", shape, dtype, v, ms_of(lambda v=v: _gemm_variant(a, b, v), iters), fl, "cublas", peer,
+                f"err={rel_error(_gemm_variant(a, b, v), ref):.1e}")
+        if M == N == K == 4096:
+            for ta, tb in ((True, False), (False, True), (True, True)):
+                at = a.t().contiguous() if ta else a
+                bt = b.t().contiguous() if tb else b
+                f = lambda at=at, bt=bt, ta=ta, tb=tb: llm.gemm(at, bt, trans_a=ta, trans_b=tb)
+                row("layout", shape, dtype, f"gemm(ta={int(ta)},tb={int(tb)})", ms_of(f, iters), fl, "cublas", peer,
+                    f"err={rel_error(f(), ref):.1e}")
+            piped = ms_of(lambda: _gemm_variant(a, b, "pipelined"), iters)
+            row("pipeline", shape, dtype, "pipelined", piped, fl, "unpipelined twin",
+                ms_of(lambda: _gemm_variant(a, b, "unpipelined"), iters),
+                f"err_twin={rel_error(_gemm_variant(a, b, 'unpipelined'), ref):.1e}")
+            if dtype != torch.float32:
+                row("pipeline", shape, dtype, "large 128x256 pipelined", ms_of(lambda: _gemm_variant(a, b, "alt_a"), iters),
+                    fl, "its unpipelined twin", ms_of(lambda: _gemm_variant(a, b, "alt_b"), iters),
+                    f"err_twin={rel_error(_gemm_variant(a, b, 'alt_b'), ref):.1e}")
+        del a, b, ref
+
+
+def int8_section():
+    for n in (2048, 4096):
+        M = N = K = n
+        a = torch.randint(-128, 128, (M, K), dtype=torch.int8, device="cuda")
+        b = torch.randint(-128, 128, (K, N), dtype=torch.int8, device="cuda")
+        bc = b.t().contiguous().t()
+        ref = torch.matmul(a.double(), b.double()).to(torch.int32)
+        fl = 2.0 * M * N * K
+        shape = f"{M}x{N}x{K}"
+        row_ms = ms_of(lambda: llm.tensor_core_gemm_int8(a, b))
+        col_ms = ms_of(lambda: llm.tensor_core_gemm_int8(a, bc))
+        mm_row = ms_of(lambda: torch._int_mm(a, b))
+        mm_col = ms_of(lambda: torch._int_mm(a, bc))
+        ok_r = torch.equal(llm.tensor_core_gemm_int8(a, b), ref)
+        ok_c = torch.equal(llm.tensor_core_gemm_int8(a, bc), ref)
+        row("int8", shape, torch.int8, "ours row-major B", row_ms, fl, "_int_mm row-major B", mm_row, f"exact={ok_r}")
+        row("int8", shape, torch.int8, "ours row-major B", row_ms, fl, "_int_mm col-major B", mm_col)
+        row("int8", shape, torch.int8, "ours col-major B", col_ms, fl, "_int_mm col-major B", mm_col, f"exact={ok_c}")
+
+
+if __name__ == "__main__":
+    print(torch.cuda.get_device_name(), torch.__version__, llm.build_info())
+    for section, arg in ((int8_section, None), (float_section, torch.float16), (float_section, torch.float32),
+                         (float_section, torch.bfloat16)):
+        try:
+            section() if arg is None else section(arg)
+        except Exception as exc:  # keep the other sections' figures
+            print(f"{section.__name__}({arg}) failed: {type(exc).__name__}: {exc}", flush=True)
+    out = os.environ.get("OUT")
+    if out:
+        with open(os.path.join(out, "gemm_dev.json"), "w") as f:
+            json.dump({"device": torch.cuda.get_device_name(), "torch": torch.__version__, "rows": rows}, f, indent=1)

@@ -1,0 +1,252 @@
+"""GPU tests of the GEMM family against float64 torch.matmul (int8: exact)."""
+import pytest
+import torch
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import cuda_llm_ops as llm
+from cuda_llm_ops.gemm import _gemm_variant
+from cuda_llm_ops.reference import gemm_reference, int8_gemm_reference
+from cuda_llm_ops.testing import REL_TOL, assert_close
+from conftest import require_op
+
+pytestmark = pytest.mark.cuda
+
+FLOATS = [torch.float32, torch.float16, torch.bfloat16]
+# Any size 1..1024, or a multiple of 16 (the tensor-core / vectorised paths with edge tiles).
+DIM = st.one_of(st.integers(1, 1024), st.integers(1, 64).map(lambda x: 16 * x), st.sampled_from([1, 17, 1000]))
+SETTINGS = dict(deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+
+def _poison_allocator(nbytes: int) -> None:
+    """Fill then free a NaN block so the op's freshly allocated output starts as NaN, not zeros."""
+    n = max(nbytes // 4, 1) + 1024
+    torch.empty(n, dtype=torch.float32, device="cuda").fill_(float("nan"))
+
+
+def _rand(shape, dtype):
+    return torch.randn(*shape, device="cuda").to(dtype)
+
+
+def _tol(dtype, k):
+    # fp32: accumulation-order error grows with K; half types: the output rounding dominates.
+    return REL_TOL[dtype] * (4 if dtype == torch.float32 and k > 256 else 1)
+
+
+@settings(max_examples=70, **SETTINGS)
+@given(m=DIM, n=DIM, k=DIM, dtype=st.sampled_from(FLOATS), trans_a=st.booleans(), trans_b=st.booleans(),
+       alpha=st.sampled_from([1.0, -0.5, 2.0]), beta=st.sampled_from([0.0, 1.0, -1.5]), with_c=st.booleans())
+def test_gemm_matches_float64(m, n, k, dtype, trans_a, trans_b, alpha, beta, with_c):
+    require_op("gemm")
+    a = _rand((k, m) if trans_a else (m, k), dtype)
+    b = _rand((n, k) if trans_b else (k, n), dtype)
+    c = _rand((m, n), dtype) if with_c else None
+    _poison_allocator(m * n * 4)
+    out = llm.gemm(a, b, alpha, beta, trans_a, trans_b, c)
+    ref = gemm_reference(a, b, alpha, beta, trans_a, trans_b, c, dtype=torch.float64)
+    assert out.dtype == dtype and out.shape == (m, n)
+    assert_close(out, ref, dtype, rel_tol=_tol(dtype, k), what=f"gemm {dtype} {m}x{n}x{k} ta={trans_a} tb={trans_b}")
+
+
+@settings(max_examples=25, **SETTINGS)
+@given(m=DIM, n=DIM, k=DIM, dtype=st.sampled_from([torch.float16, torch.bfloat16]),
+       alpha=st.sampled_from([1.0, 0.25]), beta=st.sampled_from([0.0, 2.0]), with_c=st.booleans())
+def test_tensor_core_gemm_matches_float64(m, n, k, dtype, alpha, beta, with_c):
+    require_op("tensor_core_gemm")
+    a, b = _rand((m, k), dtype), _rand((k, n), dtype)
+    c = torch.randn(m, n, device="cuda") if with_c else None
+    _poison_allocator(m * n * 4)
+    out = llm.tensor_core_gemm(a, b, alpha, beta, c)
+    assert out.dtype == torch.float32
+    ref = gemm_reference(a, b, alpha, beta, c=c, dtype=torch.float64)
+    # fp32 output: only the accumulation error remains.
+    assert_close(out, ref, torch.float32, rel_tol=1e-4, what=f"tensor_core_gemm {dtype} {m}x{n}x{k}")
+
+
+INT8_DIM = st.one_of(st.integers(1, 1024), st.integers(1, 64).map(lambda x: 16 * x))
+
+
+@settings(max_examples=25, **SETTINGS)
+@given(m=INT8_DIM, n=INT8_DIM, k=INT8_DIM, col_major_b=st.booleans())
+def test_int8_gemm_exact(m, n, k, col_major_b):
+    require_op("tensor_core_gemm_int8")
+    a = torch.randint(-128, 128, (m, k), dtype=torch.int8, device="cuda")
+    if col_major_b:
+        b = torch.randint(-128, 128, (n, k), dtype=torch.int8, device="cuda").t()
+    else:
+        b = torch.randint(-128, 128, (k, n), dtype=torch.int8, device="cuda")
+    _poison_allocator(m * n * 4)
+    out = llm.tensor_core_gemm_int8(a, b)
+    assert out.dtype == torch.int32 and out.shape == (m, n)
+    assert torch.equal(out, int8_gemm_reference(a, b)), f"int8 {m}x{n}x{k} col_major_b={col_major_b}"
+
+
+@pytest.mark.parametrize("m,n,k", [(4096, 4096, 256), (384, 768, 4096), (257, 264, 1032)])
+def test_int8_gemm_exact_large(m, n, k):
+    require_op("tensor_core_gemm_int8")
+    a = torch.randint(-128, 128, (m, k), dtype=torch.int8, device="cuda")
+    b = torch.randint(-128, 128, (k, n), dtype=torch.int8, device="cuda")
+    assert torch.equal(llm.tensor_core_gemm_int8(a, b), int8_gemm_reference(a, b))
+    assert torch.equal(llm.tensor_core_gemm_int8(a, b.t().contiguous().t()), int8_gemm_reference(a, b))
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+@pytest.mark.parametrize("variant", ["pipelined", "unpipelined", "small_tile", "generic", "alt_a", "alt_b"])
+@pytest.mark.parametrize("m,n,k", [(256, 512, 512), (200, 264, 136), (1, 8, 8), (130, 1000, 48)])
+def test_gemm_variants(variant, dtype, m, n, k):
+    """Every kernel the benchmark compares computes the same product, edges included."""
+    require_op("_gemm_variant")
+    a, b = _rand((m, k), dtype), _rand((k, n), dtype)
+    _poison_allocator(m * n * 4)
+    out = _gemm_variant(a, b, variant)
+    assert_close(out, gemm_reference(a, b, dtype=torch.float64), dtype, rel_tol=_tol(dtype, k), what=variant)
+    if dtype != torch.float32:
+        out32 = _gemm_variant(a, b, variant, out_fp32=True)
+        assert out32.dtype == torch.float32
+        assert_close(out32, gemm_reference(a, b, dtype=torch.float64), torch.float32, rel_tol=1e-4, what=variant)
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+@pytest.mark.parametrize("trans_a,trans_b", [(False, False), (False, True), (True, False), (True, True)])
+def test_gemm_large_tiles_all_layouts(dtype, trans_a, trans_b):
+    """Sizes that give more than a wave of the default tiles (the kAuto choice for large problems), ragged edges."""
+    require_op("gemm")
+    m, n, k = 2056, 2312, 264
+    a = _rand((k, m) if trans_a else (m, k), dtype)
+    b = _rand((n, k) if trans_b else (k, n), dtype)
+    c = _rand((m, n), dtype)
+    out = llm.gemm(a, b, 0.5, -1.0, trans_a, trans_b, c)
+    ref = gemm_reference(a, b, 0.5, -1.0, trans_a, trans_b, c, dtype=torch.float64)
+    assert_close(out, ref, dtype, rel_tol=_tol(dtype, k))
+
+
+def test_gemm_beta_ignored_without_c():
+    require_op("gemm")
+    a, b = _rand((33, 40), torch.float16), _rand((40, 24), torch.float16)
+    assert torch.equal(llm.gemm(a, b, 1.0, 5.0), llm.gemm(a, b, 1.0, 0.0))
+
+
+def test_gemm_unaligned_view_offsets():
+    """A base pointer off 16-byte alignment (a slice) must still be right (generic path)."""
+    require_op("gemm")
+    big = _rand((65 * 72 + 1,), torch.float16)
+    a = big[1:].view(65, 72)  # data_ptr % 16 == 2
+    b = _rand((72, 40), torch.float16)
+    assert_close(llm.gemm(a, b), gemm_reference(a, b, dtype=torch.float64), torch.float16)
+
+
+# ---- errors ---------------------------------------------------------------------------------
+
+def test_gemm_errors():
+    require_op("gemm")
+    a, b = _rand((8, 16), torch.float16), _rand((16, 24), torch.float16)
+    with pytest.raises(ValueError, match=r"a must be 2-D"):
+        llm.gemm(a[None], b)
+    with pytest.raises(ValueError, match=r"inner dimensions differ: op\(a\) is \[8, 16\] and op\(b\) is \[24, 16\]"):
+        llm.gemm(a, b, trans_b=True)
+    with pytest.raises(ValueError, match=r"b must have the same dtype as a \(float16\), got float32"):
+        llm.gemm(a, b.float())
+    with pytest.raises(ValueError, match=r"a must have dtype float32 or float16 or bfloat16, got int8"):
+        llm.gemm(a.to(torch.int8), b.to(torch.int8))
+    with pytest.raises(ValueError, match=r"a must be a CUDA tensor"):
+        llm.gemm(a.cpu(), b.cpu())
+    with pytest.raises(ValueError, match=r"b must be on the same device as a"):
+        llm.gemm(a, b.cpu())
+    with pytest.raises(ValueError, match=r"a must have no empty dimension"):
+        llm.gemm(a[:0], b)
+    with pytest.raises(ValueError, match=r"c must have shape \[M, N\] = \[8, 24\], got \(8, 23\)"):
+        llm.gemm(a, b, c=_rand((8, 23), torch.float16))
+    with pytest.raises(ValueError, match=r"c must have dtype float16, got float32"):
+        llm.gemm(a, b, c=_rand((8, 24), torch.float32))
+    with pytest.raises(ValueError, match=r"a must be contiguous"):
+        llm.gemm(_rand((16, 8), torch.float16).t(), b)
+    with pytest.raises(TypeError, match=r"b must be a torch.Tensor"):
+        llm.gemm(a, [[1.0]])
+    with pytest.raises(ValueError, match=r"must have dtype float16 or bfloat16, got float32"):
+        llm.tensor_core_gemm(a.float(), b.float())
+    with pytest.raises(ValueError, match=r"c must have dtype float32, got float16"):
+        llm.tensor_core_gemm(a, b, c=_rand((8, 24), torch.float16))
+    with pytest.raises(ValueError, match=r"variant must be one of"):
+        _gemm_variant(a, b, "fast")
+
+
+_DIRECT_OP_CHECKS = r"""
+import torch, cuda_llm_ops
+ops = torch.ops.cuda_llm_ops
+a = torch.randn(8, 16, device="cuda").half(); b = torch.randn(16, 24, device="cuda").half()
+calls = [
+    ("inner dimensions differ", lambda: ops.gemm(a, b, 1.0, 0.0, True, False, None)),
+    ("b must have dtype", lambda: ops.gemm(a, b.float(), 1.0, 0.0, False, False, None)),
+    ("c must have shape", lambda: ops.gemm(a, b, 1.0, 1.0, False, False, a)),
+    ("tile kernels need 16-byte aligned rows",
+     lambda: ops._gemm_variant(torch.randn(8, 12, device="cuda").half(), torch.randn(12, 24, device="cuda").half(), 1, False)),
+    ("inner dimensions differ", lambda: ops.tensor_core_gemm_int8(a.to(torch.int8), a.to(torch.int8))),
+]
+for want, call in calls:
+    try:
+        call()
+    except RuntimeError as exc:
+        assert want in str(exc), (want, str(exc)[:200])
+    else:
+        raise AssertionError("no error: " + want)
+print("DIRECT-OK")
+"""
+
+
+def test_direct_op_checks():
+    """The C++ layer rejects what the Python layer would have (direct torch.ops calls).
+
+    Run in a subprocess: a C++ exception that fails to cross into Python (a toolchain
+    mismatch) then fails this test instead of killing the whole pytest process."""
+    require_op("gemm")
+    import subprocess
+    import sys
+    r = subprocess.run([sys.executable, "-c", _DIRECT_OP_CHECKS], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0 and "DIRECT-OK" in r.stdout, (
+        f"rc={r.returncode}\nstdout: {r.stdout[-800:]}\nstderr: {r.stderr[-1500:]}")
+
+
+def test_int8_errors():
+    require_op("tensor_core_gemm_int8")
+    a = torch.randint(-5, 5, (8, 16), dtype=torch.int8, device="cuda")
+    b = torch.randint(-5, 5, (16, 24), dtype=torch.int8, device="cuda")
+    with pytest.raises(ValueError, match=r"a must have dtype int8, got float16"):
+        llm.tensor_core_gemm_int8(a.half(), b.half())
+    with pytest.raises(ValueError, match=r"inner dimensions differ"):
+        llm.tensor_core_gemm_int8(a, b.t().contiguous())
+    with pytest.raises(ValueError, match=r"b must be contiguous or the transpose of a contiguous"):
+        llm.tensor_core_gemm_int8(a, torch.randint(-5, 5, (16, 48), dtype=torch.int8, device="cuda")[:, ::2])
+
+
+# ---- torch integration ----------------------------------------------------------------------
+
+def test_opcheck():
+    require_op("gemm")
+    a, b = _rand((24, 40), torch.float16), _rand((40, 16), torch.float16)
+    c = _rand((24, 16), torch.float16)
+    ops = torch.ops.cuda_llm_ops
+    torch.library.opcheck(ops.gemm.default, (a, b, 1.0, 0.5, False, False, c))
+    torch.library.opcheck(ops.gemm.default, (a.float().t().contiguous(), b.float(), 2.0, 0.0, True, False, None))
+    torch.library.opcheck(ops.tensor_core_gemm.default, (a, b, 1.0, 0.0, None))
+    ai = torch.randint(-128, 128, (24, 32), dtype=torch.int8, device="cuda")
+    bi = torch.randint(-128, 128, (32, 16), dtype=torch.int8, device="cuda")
+    torch.library.opcheck(ops.tensor_core_gemm_int8.default, (ai, bi))
+    torch.library.opcheck(ops._gemm_variant.default, (a, b, 1, True))
+
+
+def test_torch_compile_fullgraph():
+    require_op("gemm")
+    a, b = _rand((48, 32), torch.bfloat16), _rand((32, 40), torch.bfloat16)
+    ai = torch.randint(-128, 128, (48, 32), dtype=torch.int8, device="cuda")
+    bi = torch.randint(-128, 128, (32, 40), dtype=torch.int8, device="cuda")
+
+    def f(a, b, ai, bi):
+        x = llm.gemm(a, b, 2.0) + 1
+        y = llm.tensor_core_gemm(a, b)
+        z = llm.tensor_core_gemm_int8(ai, bi)
+        return x, y, z
+
+    x, y, z = torch.compile(f, fullgraph=True)(a, b, ai, bi)
+    assert_close(x, gemm_reference(a, b, 2.0, dtype=torch.float64) + 1, torch.bfloat16)
+    assert_close(y, gemm_reference(a, b, dtype=torch.float64), torch.float32, rel_tol=1e-4)
+    assert torch.equal(z, int8_gemm_reference(ai, bi))

@@ -1,0 +1,67 @@
+"""CPU tests: GEMM references and the input validation that needs no GPU."""
+import pytest
+import torch
+
+import cuda_llm_ops as llm
+from cuda_llm_ops import _ops
+from cuda_llm_ops.reference import gemm_reference, int8_gemm_reference
+
+
+@pytest.mark.parametrize("trans_a,trans_b", [(False, False), (False, True), (True, False), (True, True)])
+def test_gemm_reference_layouts(trans_a, trans_b):
+    g = torch.Generator().manual_seed(0)
+    m, n, k = 7, 5, 11
+    a = torch.randn((k, m) if trans_a else (m, k), generator=g)
+    b = torch.randn((n, k) if trans_b else (k, n), generator=g)
+    c = torch.randn(m, n, generator=g)
+    ref = gemm_reference(a, b, 0.5, 2.0, trans_a, trans_b, c, dtype=torch.float64)
+    x = a.t() if trans_a else a
+    y = b.t() if trans_b else b
+    torch.testing.assert_close(ref, (0.5 * x.double() @ y.double() + 2.0 * c.double()))
+    assert gemm_reference(a, b, 1.0, 3.0, trans_a, trans_b).dtype == torch.float32
+    # beta is ignored without c
+    torch.testing.assert_close(gemm_reference(a, b, 1.0, 3.0, trans_a, trans_b), x @ y)
+
+
+def test_int8_reference_exact():
+    g = torch.Generator().manual_seed(1)
+    a = torch.randint(-128, 128, (9, 300), generator=g, dtype=torch.int8)
+    b = torch.randint(-128, 128, (300, 13), generator=g, dtype=torch.int8)
+    ref = int8_gemm_reference(a, b)
+    assert ref.dtype == torch.int32
+    assert torch.equal(ref, (a.long() @ b.long()).int())
+    with pytest.raises(ValueError, match="must be int8"):
+        int8_gemm_reference(a.float(), b)
+
+
+def test_validate_gemm_inputs_shapes_on_cpu():
+    a, b = torch.randn(8, 16), torch.randn(16, 24)
+    with pytest.raises(ValueError, match=r"a must be 2-D \[M, K\]"):
+        llm.validate_gemm_inputs(a[None], b)
+    with pytest.raises(ValueError, match=r"b must be 2-D \[N, K\]"):
+        llm.validate_gemm_inputs(a, b[None], trans_b=True)
+    with pytest.raises(ValueError, match=r"op\(a\) is \[16, 8\] and op\(b\) is \[16, 24\]"):
+        llm.validate_gemm_inputs(a, b, trans_a=True)
+    with pytest.raises(ValueError, match=r"b must have the same dtype as a \(float32\), got float16"):
+        llm.validate_gemm_inputs(a, b.half())
+    with pytest.raises(ValueError, match=r"a must have dtype float32 or float16 or bfloat16, got float64"):
+        llm.validate_gemm_inputs(a.double(), b.double())
+    with pytest.raises(ValueError, match=r"must have no empty dimension"):
+        llm.validate_gemm_inputs(torch.randn(0, 16), b)
+    with pytest.raises(ValueError, match=r"c must have shape \[M, N\] = \[8, 24\]"):
+        llm.validate_gemm_inputs(a, b, c=torch.randn(24, 8))
+    with pytest.raises(ValueError, match=r"c must have dtype float32, got float16"):
+        llm.validate_gemm_inputs(a, b, c=torch.randn(8, 24).half())
+    with pytest.raises(TypeError, match=r"a must be a torch.Tensor"):
+        llm.validate_gemm_inputs("a", b)
+    # everything right except the device
+    with pytest.raises(ValueError, match=r"a must be a CUDA tensor"):
+        llm.validate_gemm_inputs(a, b)
+
+
+@pytest.mark.skipif(_ops.kernels_available(), reason="kernels are built")
+def test_gemm_without_kernels_says_how_to_build():
+    a, b = torch.randn(8, 16), torch.randn(16, 24)
+    for fn in (llm.gemm, llm.tensor_core_gemm, llm.tensor_core_gemm_int8):
+        with pytest.raises(RuntimeError, match=r"installed without its CUDA kernels"):
+            fn(a, b)
