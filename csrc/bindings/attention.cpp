@@ -18,7 +18,7 @@ void check_rows(const at::Tensor& t, const char* name) {
   const int64_t elem = t.element_size();
   bool aligned = reinterpret_cast<uintptr_t>(t.data_ptr()) % 16 == 0;
   for (int i = 0; i < 3; ++i) aligned = aligned && (t.stride(i) * elem) % 16 == 0;
-  TORCH_CHECK(t.stride(3) == 1 && aligned, name,
+  CLO_CHECK(t.stride(3) == 1 && aligned, name,
               " must have a contiguous last dimension and 16-byte aligned rows, got strides ", t.strides(),
               "; call .contiguous()");
 }
@@ -34,22 +34,22 @@ AttentionParams make_params(const at::Tensor& q, const at::Tensor& k, const at::
   check_float_dtype(q, "q");
   check_dtype(k, q.scalar_type(), "k");
   check_dtype(v, q.scalar_type(), "v");
-  TORCH_CHECK(k.sizes() == v.sizes(), "k and v must have the same shape, got k ", k.sizes(), " and v ", v.sizes());
-  TORCH_CHECK(k.size(0) == q.size(0), "k batch size (dim 0) must match q's (", q.size(0), "), got ", k.size(0));
-  TORCH_CHECK(k.size(3) == q.size(3), "k head_dim (dim 3) must match q's (", q.size(3), "), got ", k.size(3));
+  CLO_CHECK(k.sizes() == v.sizes(), "k and v must have the same shape, got k ", k.sizes(), " and v ", v.sizes());
+  CLO_CHECK(k.size(0) == q.size(0), "k batch size (dim 0) must match q's (", q.size(0), "), got ", k.size(0));
+  CLO_CHECK(k.size(3) == q.size(3), "k head_dim (dim 3) must match q's (", q.size(3), "), got ", k.size(3));
   for (int i = 0; i < 4; ++i) {
-    TORCH_CHECK(q.size(i) > 0 && k.size(i) > 0, op, ": empty dimension, q ", q.sizes(), ", k ", k.sizes());
+    CLO_CHECK(q.size(i) > 0 && k.size(i) > 0, op, ": empty dimension, q ", q.sizes(), ", k ", k.sizes());
   }
-  TORCH_CHECK(q.size(1) % k.size(1) == 0, "q's number of heads (", q.size(1),
+  CLO_CHECK(q.size(1) % k.size(1) == 0, "q's number of heads (", q.size(1),
               ") must be a multiple of k/v's number of heads, got num_kv_heads=", k.size(1));
   const int64_t d = q.size(3);
-  TORCH_CHECK(d % 8 == 0 && d <= kAttentionMaxHeadDim, "head_dim must be a multiple of 8 between 8 and ",
+  CLO_CHECK(d % 8 == 0 && d <= kAttentionMaxHeadDim, "head_dim must be a multiple of 8 between 8 and ",
               kAttentionMaxHeadDim, ", got ", d);
-  TORCH_CHECK(q.size(0) <= 65535 && q.size(1) <= 65535, op, ": batch and num_q_heads must be <= 65535, got ",
+  CLO_CHECK(q.size(0) <= 65535 && q.size(1) <= 65535, op, ": batch and num_q_heads must be <= 65535, got ",
               q.sizes());
-  TORCH_CHECK(q.size(2) < (int64_t(1) << 31) && k.size(2) < (int64_t(1) << 31), op,
+  CLO_CHECK(q.size(2) < (int64_t(1) << 31) && k.size(2) < (int64_t(1) << 31), op,
               ": sequence lengths must be < 2^31");
-  TORCH_CHECK(scale > 0.0, op, ": scale must be > 0 (the Python wrapper resolves 0 to 1/sqrt(head_dim)), got ",
+  CLO_CHECK(scale > 0.0, op, ": scale must be > 0 (the Python wrapper resolves 0 to 1/sqrt(head_dim)), got ",
               scale);
   check_rows(q, "q");
   check_rows(k, "k");
@@ -87,7 +87,7 @@ at::Tensor run_attention(const at::Tensor& q, const at::Tensor& k, const at::Ten
 
 at::Tensor naive_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, double scale,
                            bool is_causal) {
-  TORCH_CHECK(k.dim() != 4 || k.size(2) <= kNaiveAttentionMaxSeqLenK,
+  CLO_CHECK(k.dim() != 4 || k.size(2) <= kNaiveAttentionMaxSeqLenK,
               "naive_attention keeps one score row in shared memory and supports seq_len_k <= ",
               kNaiveAttentionMaxSeqLenK, " (NAIVE_MAX_SEQ_LEN_K), got ", k.size(2),
               "; use flash_attention for longer sequences");

@@ -11,12 +11,62 @@
 #include <c10/util/Exception.h>
 #include <cuda_runtime.h>
 
-#include <sstream>
+#include <cstdio>
 #include <string>
+#include <string_view>
+#include <type_traits>
 
 #include "cuda_llm_ops/common.cuh"
 
 namespace cuda_llm_ops::binding {
+
+// Error messages are built with std::to_string/snprintf, never with iostreams.
+// On the GPU image torch is built with gcc-toolset-13 and this extension with
+// the system gcc: formatting a number through an ostringstream inside this
+// library (what TORCH_CHECK's c10::str does with extra arguments) crashed the
+// process instead of raising (H100 machine, 2026-11-22), while a message passed
+// as one finished std::string raises normally. So every check goes through
+// CLO_CHECK, which hands TORCH_CHECK a single string.
+namespace msg_detail {
+inline void append(std::string& s, const char* v) { s += v ? v : "(null)"; }
+inline void append(std::string& s, const std::string& v) { s += v; }
+inline void append(std::string& s, std::string_view v) { s.append(v.data(), v.size()); }
+inline void append(std::string& s, char v) { s += v; }
+inline void append(std::string& s, bool v) { s += v ? "true" : "false"; }
+template <typename T, std::enable_if_t<std::is_integral_v<T> && !std::is_same_v<T, bool> &&
+                                           !std::is_same_v<T, char>, int> = 0>
+inline void append(std::string& s, T v) { s += std::to_string(v); }
+inline void append(std::string& s, double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), "%g", v);
+  s += buf;
+}
+inline void append(std::string& s, float v) { append(s, static_cast<double>(v)); }
+inline void append(std::string& s, c10::IntArrayRef v) {
+  s += '[';
+  for (size_t i = 0; i < v.size(); ++i) {
+    if (i) s += ", ";
+    s += std::to_string(v[i]);
+  }
+  s += ']';
+}
+inline void append(std::string& s, at::ScalarType v) { s += c10::toString(v); }
+inline void append(std::string& s, const c10::Device& v) { s += v.str(); }
+}  // namespace msg_detail
+
+template <typename... Args>
+std::string concat(const Args&... args) {
+  std::string s;
+  (msg_detail::append(s, args), ...);
+  return s;
+}
+
+#define CLO_CHECK(cond, ...)                                                        \
+  do {                                                                             \
+    if (C10_UNLIKELY(!(cond))) {                                                   \
+      TORCH_CHECK(false, ::cuda_llm_ops::binding::concat(__VA_ARGS__));           \
+    }                                                                              \
+  } while (0)
 
 inline DType to_dtype(at::ScalarType t) {
   switch (t) {
@@ -25,41 +75,37 @@ inline DType to_dtype(at::ScalarType t) {
     case at::kBFloat16: return DType::kBFloat16;
     case at::kChar: return DType::kInt8;
     case at::kInt: return DType::kInt32;
-    default: TORCH_CHECK(false, "unsupported dtype ", t);
+    default: CLO_CHECK(false, "unsupported dtype ", t);
   }
 }
 
-inline std::string shape_str(const at::Tensor& t) {
-  std::ostringstream os;
-  os << t.sizes();
-  return os.str();
-}
+inline std::string shape_str(const at::Tensor& t) { return concat(t.sizes()); }
 
 inline void check_cuda(const at::Tensor& t, const char* name) {
-  TORCH_CHECK(t.is_cuda(), name, " must be a CUDA tensor, got device ", t.device());
+  CLO_CHECK(t.is_cuda(), name, " must be a CUDA tensor, got device ", t.device());
 }
 
 inline void check_contiguous(const at::Tensor& t, const char* name) {
-  TORCH_CHECK(t.is_contiguous(), name, " must be contiguous (strides ", t.strides(), " for shape ", t.sizes(),
+  CLO_CHECK(t.is_contiguous(), name, " must be contiguous (strides ", t.strides(), " for shape ", t.sizes(),
               "); call .contiguous() first");
 }
 
 inline void check_dim(const at::Tensor& t, int64_t dim, const char* name, const char* layout) {
-  TORCH_CHECK(t.dim() == dim, name, " must be ", dim, "-D ", layout, ", got ", t.dim(), "-D with shape ", t.sizes());
+  CLO_CHECK(t.dim() == dim, name, " must be ", dim, "-D ", layout, ", got ", t.dim(), "-D with shape ", t.sizes());
 }
 
 inline void check_dtype(const at::Tensor& t, at::ScalarType expected, const char* name) {
-  TORCH_CHECK(t.scalar_type() == expected, name, " must have dtype ", expected, ", got ", t.scalar_type());
+  CLO_CHECK(t.scalar_type() == expected, name, " must have dtype ", expected, ", got ", t.scalar_type());
 }
 
 inline void check_same_device(const at::Tensor& a, const at::Tensor& b, const char* name_a, const char* name_b) {
-  TORCH_CHECK(a.device() == b.device(), name_a, " and ", name_b, " must be on the same device, got ", a.device(),
+  CLO_CHECK(a.device() == b.device(), name_a, " and ", name_b, " must be on the same device, got ", a.device(),
               " and ", b.device());
 }
 
 inline void check_float_dtype(const at::Tensor& t, const char* name) {
   const auto s = t.scalar_type();
-  TORCH_CHECK(s == at::kFloat || s == at::kHalf || s == at::kBFloat16, name,
+  CLO_CHECK(s == at::kFloat || s == at::kHalf || s == at::kBFloat16, name,
               " must be float32, float16 or bfloat16, got ", s);
 }
 
@@ -69,7 +115,7 @@ inline cudaStream_t current_stream(const at::Tensor& t) {
 
 // Turns a launcher's cudaError_t into a RuntimeError that names the op.
 inline void check_launch(cudaError_t err, const char* op) {
-  TORCH_CHECK(err == cudaSuccess, op, ": CUDA launch failed: ", cudaGetErrorString(err));
+  CLO_CHECK(err == cudaSuccess, op, ": CUDA launch failed: ", cudaGetErrorString(err));
 }
 
 }  // namespace cuda_llm_ops::binding

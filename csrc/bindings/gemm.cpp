@@ -26,8 +26,8 @@ using gemm::GemmVariant;
 void check_matrix(const at::Tensor& t, const char* name, const char* layout) {
   check_cuda(t, name);
   check_dim(t, 2, name, layout);
-  TORCH_CHECK(t.size(0) > 0 && t.size(1) > 0, name, " must have no empty dimension, got shape ", t.sizes());
-  TORCH_CHECK(t.size(0) <= INT32_MAX && t.size(1) <= INT32_MAX, name, " dimensions must be < 2^31, got ",
+  CLO_CHECK(t.size(0) > 0 && t.size(1) > 0, name, " must have no empty dimension, got shape ", t.sizes());
+  CLO_CHECK(t.size(0) <= INT32_MAX && t.size(1) <= INT32_MAX, name, " dimensions must be < 2^31, got ",
               t.sizes());
 }
 
@@ -52,14 +52,14 @@ at::Tensor run_float_gemm(const char* op, const at::Tensor& a, const at::Tensor&
   check_contiguous(b, "b");
   const int64_t M = trans_a ? a.size(1) : a.size(0), K = trans_a ? a.size(0) : a.size(1);
   const int64_t Kb = trans_b ? b.size(1) : b.size(0), N = trans_b ? b.size(0) : b.size(1);
-  TORCH_CHECK(K == Kb, op, ": inner dimensions differ: op(a) is [", M, ", ", K, "] and op(b) is [", Kb, ", ", N,
+  CLO_CHECK(K == Kb, op, ": inner dimensions differ: op(a) is [", M, ", ", K, "] and op(b) is [", Kb, ", ", N,
               "] (a ", a.sizes(), " trans_a=", trans_a, ", b ", b.sizes(), " trans_b=", trans_b, ")");
   c10::cuda::CUDAGuard guard(a.device());
   if (c.has_value()) {
     check_cuda(*c, "c");
     check_same_device(*c, a, "c", "a");
     check_dtype(*c, out_type, "c");
-    TORCH_CHECK(c->dim() == 2 && c->size(0) == M && c->size(1) == N, "c must have shape [", M, ", ", N, "], got ",
+    CLO_CHECK(c->dim() == 2 && c->size(0) == M && c->size(1) == N, "c must have shape [", M, ", ", N, "], got ",
                 c->sizes());
     check_contiguous(*c, "c");
   }
@@ -83,7 +83,7 @@ at::Tensor run_float_gemm(const char* op, const at::Tensor& a, const at::Tensor&
   p.in_dtype = to_dtype(a.scalar_type());
   p.out_dtype = to_dtype(out_type);
   if (variant != GemmVariant::kAuto && variant != GemmVariant::kGeneric) {
-    TORCH_CHECK(gemm::gemm_vectorizable(p), op, ": the tile kernels need 16-byte aligned rows (K and N multiples "
+    CLO_CHECK(gemm::gemm_vectorizable(p), op, ": the tile kernels need 16-byte aligned rows (K and N multiples "
                 "of ", 16 / a.element_size(), " elements), got a ", a.sizes(), " and b ", b.sizes(),
                 "; use variant 0 (auto) or 4 (generic)");
   }
@@ -98,7 +98,7 @@ at::Tensor gemm_cuda(const at::Tensor& a, const at::Tensor& b, double alpha, dou
 
 at::Tensor tensor_core_gemm_cuda(const at::Tensor& a, const at::Tensor& b, double alpha, double beta,
                                  const std::optional<at::Tensor>& c) {
-  TORCH_CHECK(a.scalar_type() == at::kHalf || a.scalar_type() == at::kBFloat16,
+  CLO_CHECK(a.scalar_type() == at::kHalf || a.scalar_type() == at::kBFloat16,
               "tensor_core_gemm: a must be float16 or bfloat16, got ", a.scalar_type());
   return run_float_gemm("tensor_core_gemm", a, b, alpha, beta, false, false, c, at::kFloat, GemmVariant::kAuto);
 }
@@ -111,16 +111,16 @@ at::Tensor tensor_core_gemm_int8_cuda(const at::Tensor& a, const at::Tensor& b) 
   check_dtype(b, at::kChar, "b");
   check_contiguous(a, "a");
   const int64_t M = a.size(0), K = a.size(1), N = b.size(1);
-  TORCH_CHECK(b.size(0) == K, "tensor_core_gemm_int8: inner dimensions differ: a is ", a.sizes(), " and b is ",
+  CLO_CHECK(b.size(0) == K, "tensor_core_gemm_int8: inner dimensions differ: a is ", a.sizes(), " and b is ",
               b.sizes());
   // b row-major [K, N], or column-major (b = w.t() of a contiguous [N, K] w).
   const bool b_row_major = b.is_contiguous();
-  TORCH_CHECK(b_row_major || b.t().is_contiguous(),
+  CLO_CHECK(b_row_major || b.t().is_contiguous(),
               "b must be contiguous [K, N] or the transpose of a contiguous [N, K], got strides ", b.strides(),
               " for shape ", b.sizes());
   c10::cuda::CUDAGuard guard(a.device());
   const int cc = compute_capability(a);
-  TORCH_CHECK(cc >= 80, "tensor_core_gemm_int8 needs int8 tensor cores with mma.sync m16n8k32 "
+  CLO_CHECK(cc >= 80, "tensor_core_gemm_int8 needs int8 tensor cores with mma.sync m16n8k32 "
               "(compute capability >= 8.0), got compute capability ", cc / 10, ".", cc % 10);
   at::Tensor d = at::empty({M, N}, a.options().dtype(at::kInt));
   GemmProblem p;
@@ -141,7 +141,7 @@ at::Tensor tensor_core_gemm_int8_cuda(const at::Tensor& a, const at::Tensor& b) 
 }
 
 at::Tensor gemm_variant_cuda(const at::Tensor& a, const at::Tensor& b, int64_t variant, bool out_fp32) {
-  TORCH_CHECK(variant >= 0 && variant <= 6, "_gemm_variant: variant must be 0 (auto), 1 (pipelined), 2 (unpipelined), "
+  CLO_CHECK(variant >= 0 && variant <= 6, "_gemm_variant: variant must be 0 (auto), 1 (pipelined), 2 (unpipelined), "
               "3 (small tile), 4 (generic), 5 (alt_a) or 6 (alt_b), got ", variant);
   check_float_dtype(a, "a");
   const auto out_type = out_fp32 ? at::kFloat : a.scalar_type();
