@@ -68,6 +68,10 @@ def flash_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: fl
     Returns:
         `[B, Hq, Nq, D]` in q's dtype, contiguous.
     """
+    from .decode import decode_attention, use_decode_path  # local: decode.py is another area's module
+
+    if use_decode_path(q):  # Nq <= 16, fp16/bf16: the split-KV decode kernel (cuda_llm_ops/decode.py)
+        return decode_attention(q, k, v, scale, is_causal)
     kernel = _ops.op("flash_attention")  # first, so a build without kernels says so
     validate_attention_inputs(q, k, v)
     return kernel(q, k, v, resolve_scale(scale, q.shape[-1]), is_causal)

@@ -1,0 +1,296 @@
+// Torch binding of the decode area: paged decode attention, decode attention
+// over a strided cache (few query rows), the paged KV append, and the helpers
+// that size the split-KV workspace. The ops write into given buffers (vLLM's
+// form, `Tensor(a!) out ... -> ()`): with `out` and a preallocated workspace a
+// call allocates nothing, which CUDA-graph capture and replay need.
+#include <ATen/ATen.h>
+#include <torch/library.h>
+
+#include <optional>
+
+#include "bindings/checks.h"
+#include "decode/decode.h"
+
+namespace {
+
+using namespace cuda_llm_ops;
+using namespace cuda_llm_ops::binding;
+namespace dec = cuda_llm_ops::decode;
+
+void check_half_dtype(const at::Tensor& t, const char* name) {
+  CLO_CHECK(t.scalar_type() == at::kHalf || t.scalar_type() == at::kBFloat16, name,
+              " must be float16 or bfloat16, got ", t.scalar_type());
+}
+
+// Rows read 16 bytes at a time: contiguous last dim, 16-byte aligned rows.
+void check_rows_aligned(const at::Tensor& t, const char* name) {
+  const int64_t elem = t.element_size();
+  bool ok = t.stride(-1) == 1 && reinterpret_cast<uintptr_t>(t.data_ptr()) % 16 == 0;
+  for (int64_t i = 0; i + 1 < t.dim(); ++i) ok = ok && (t.stride(i) * elem) % 16 == 0;
+  CLO_CHECK(ok, name, " must have a contiguous last dimension and 16-byte aligned rows, got strides ",
+              t.strides());
+}
+
+void check_head_dim(int64_t d) {
+  CLO_CHECK(dec::head_dim_supported(static_cast<int>(d)), "head_dim must be one of 64, 96, 128, 256, got ", d);
+}
+
+// Resolves num_splits (0: heuristic) and returns the workspace pointer (given,
+// or allocated when none was passed).
+float* resolve_workspace(dec::DecodeAttentionArgs& a, const std::optional<at::Tensor>& workspace,
+                         const at::Tensor& like, at::Tensor& holder) {
+  const int64_t need =
+      dec::decode_attention_workspace_floats(a.batch, a.num_q_heads, a.seq_len_q, a.head_dim, a.num_splits);
+  if (need == 0) return nullptr;
+  if (workspace.has_value()) {
+    const at::Tensor& w = *workspace;
+    check_cuda(w, "workspace");
+    check_same_device(w, like, "workspace", "q");
+    check_dtype(w, at::kFloat, "workspace");
+    check_contiguous(w, "workspace");
+    CLO_CHECK(w.numel() >= need, "workspace must hold at least ", need, " float32 elements for num_splits=",
+                a.num_splits, ", got ", w.numel());
+    a.workspace_floats = w.numel();
+    return w.data_ptr<float>();
+  }
+  holder = at::empty({need}, like.options().dtype(at::kFloat));
+  a.workspace_floats = need;
+  return holder.data_ptr<float>();
+}
+
+void paged_attention(at::Tensor& out, const at::Tensor& q, const at::Tensor& k_cache, const at::Tensor& v_cache,
+                     const at::Tensor& block_tables, const at::Tensor& seq_lens, double scale, int64_t num_splits,
+                     const std::optional<at::Tensor>& workspace) {
+  check_dim(q, 3, "q", "[batch, num_q_heads, head_dim]");
+  check_dim(out, 3, "out", "[batch, num_q_heads, head_dim]");
+  check_dim(k_cache, 4, "k_cache", "[num_blocks, block_size, num_kv_heads, head_dim]");
+  check_dim(v_cache, 4, "v_cache", "[num_blocks, block_size, num_kv_heads, head_dim]");
+  check_dim(block_tables, 2, "block_tables", "[batch, max_blocks_per_seq]");
+  check_dim(seq_lens, 1, "seq_lens", "[batch]");
+  check_cuda(q, "q");
+  check_cuda(out, "out");
+  check_cuda(k_cache, "k_cache");
+  check_cuda(v_cache, "v_cache");
+  check_cuda(block_tables, "block_tables");
+  check_cuda(seq_lens, "seq_lens");
+  check_same_device(k_cache, q, "k_cache", "q");
+  check_same_device(v_cache, q, "v_cache", "q");
+  check_same_device(out, q, "out", "q");
+  check_same_device(block_tables, q, "block_tables", "q");
+  check_same_device(seq_lens, q, "seq_lens", "q");
+  check_half_dtype(q, "q");
+  check_dtype(k_cache, q.scalar_type(), "k_cache");
+  check_dtype(v_cache, q.scalar_type(), "v_cache");
+  check_dtype(out, q.scalar_type(), "out");
+  check_dtype(block_tables, at::kInt, "block_tables");
+  check_dtype(seq_lens, at::kInt, "seq_lens");
+  check_contiguous(k_cache, "k_cache");
+  check_contiguous(v_cache, "v_cache");
+  check_contiguous(seq_lens, "seq_lens");
+  CLO_CHECK(block_tables.stride(1) == 1, "block_tables must have a contiguous last dimension, got strides ",
+              block_tables.strides());
+  CLO_CHECK(k_cache.sizes() == v_cache.sizes(), "k_cache and v_cache must have the same shape, got ",
+              k_cache.sizes(), " and ", v_cache.sizes());
+  const int64_t B = q.size(0), Hq = q.size(1), D = q.size(2);
+  const int64_t nb = k_cache.size(0), bs = k_cache.size(1), Hkv = k_cache.size(2);
+  CLO_CHECK(out.sizes() == q.sizes(), "out must have q's shape ", q.sizes(), ", got ", out.sizes());
+  CLO_CHECK(k_cache.size(3) == D, "k_cache head_dim must match q's (", D, "), got ", k_cache.size(3));
+  CLO_CHECK(block_tables.size(0) == B && seq_lens.size(0) == B, "block_tables and seq_lens must have batch ", B,
+              " rows, got ", block_tables.size(0), " and ", seq_lens.size(0));
+  CLO_CHECK(B >= 1 && Hkv >= 1 && Hq % Hkv == 0, "num_q_heads (", Hq, ") must be a multiple of num_kv_heads (",
+              Hkv, ")");
+  CLO_CHECK(bs >= 1 && (bs & (bs - 1)) == 0, "block_size must be a power of two, got ", bs);
+  CLO_CHECK(nb >= 1 && block_tables.size(1) >= 1, "k_cache and block_tables must not be empty");
+  check_head_dim(D);
+  check_rows_aligned(q, "q");
+  check_rows_aligned(out, "out");
+  check_rows_aligned(k_cache, "k_cache");
+  CLO_CHECK(num_splits >= 0 && num_splits <= dec::kMaxSplits, "num_splits must be in [0, ", dec::kMaxSplits,
+              "], got ", num_splits);
+  const c10::cuda::CUDAGuard guard(q.device());
+
+  dec::DecodeAttentionArgs a;
+  a.dtype = to_dtype(q.scalar_type());
+  a.head_dim = static_cast<int>(D);
+  a.batch = static_cast<int>(B);
+  a.num_q_heads = static_cast<int>(Hq);
+  a.num_kv_heads = static_cast<int>(Hkv);
+  a.seq_len_q = 1;
+  a.q = q.data_ptr();
+  a.q_stride_b = q.stride(0);
+  a.q_stride_h = q.stride(1);
+  a.out = out.data_ptr();
+  a.o_stride_b = out.stride(0);
+  a.o_stride_h = out.stride(1);
+  a.k = k_cache.data_ptr();
+  a.v = v_cache.data_ptr();
+  a.paged = true;
+  a.block_tables = block_tables.data_ptr<int>();
+  a.table_stride = block_tables.stride(0);
+  a.max_blocks_per_seq = static_cast<int>(block_tables.size(1));
+  a.num_blocks = static_cast<int>(nb);
+  a.block_size = static_cast<int>(bs);
+  a.seq_lens = seq_lens.data_ptr<int>();
+  a.scale = static_cast<float>(scale);
+  a.num_splits = num_splits > 0 ? static_cast<int>(num_splits)
+                                : dec::decode_attention_num_splits(a.batch, a.num_kv_heads, a.num_q_heads / a.num_kv_heads,
+                                                                   dec::decode_max_kv_len(a), a.head_dim, a.dtype);
+  at::Tensor holder;
+  a.workspace = resolve_workspace(a, workspace, q, holder);
+  check_launch(dec::launch_decode_attention(a, current_stream(q)), "paged_attention");
+}
+
+void decode_attention(at::Tensor& out, const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, double scale,
+                      bool is_causal, int64_t num_splits, const std::optional<at::Tensor>& workspace) {
+  check_dim(q, 4, "q", "[batch, num_q_heads, seq_len_q, head_dim]");
+  check_dim(out, 4, "out", "[batch, num_q_heads, seq_len_q, head_dim]");
+  check_dim(k, 4, "k", "[batch, num_kv_heads, seq_len_k, head_dim]");
+  check_dim(v, 4, "v", "[batch, num_kv_heads, seq_len_k, head_dim]");
+  check_cuda(q, "q");
+  check_cuda(out, "out");
+  check_cuda(k, "k");
+  check_cuda(v, "v");
+  check_same_device(k, q, "k", "q");
+  check_same_device(v, q, "v", "q");
+  check_same_device(out, q, "out", "q");
+  check_half_dtype(q, "q");
+  check_dtype(k, q.scalar_type(), "k");
+  check_dtype(v, q.scalar_type(), "v");
+  check_dtype(out, q.scalar_type(), "out");
+  CLO_CHECK(k.sizes() == v.sizes(), "k and v must have the same shape, got ", k.sizes(), " and ", v.sizes());
+  CLO_CHECK(out.sizes() == q.sizes(), "out must have q's shape ", q.sizes(), ", got ", out.sizes());
+  const int64_t B = q.size(0), Hq = q.size(1), Nq = q.size(2), D = q.size(3);
+  const int64_t Hkv = k.size(1), Nk = k.size(2);
+  CLO_CHECK(k.size(0) == B && k.size(3) == D, "k must be [", B, ", num_kv_heads, seq_len_k, ", D, "], got ",
+              k.sizes());
+  CLO_CHECK(B >= 1 && Hkv >= 1 && Hq % Hkv == 0, "num_q_heads (", Hq, ") must be a multiple of num_kv_heads (",
+              Hkv, ")");
+  CLO_CHECK(Nq >= 1 && Nk >= 1, "seq_len_q and seq_len_k must be >= 1, got ", Nq, " and ", Nk);
+  check_head_dim(D);
+  check_rows_aligned(q, "q");
+  check_rows_aligned(out, "out");
+  check_rows_aligned(k, "k");
+  check_rows_aligned(v, "v");
+  CLO_CHECK(num_splits >= 0 && num_splits <= dec::kMaxSplits, "num_splits must be in [0, ", dec::kMaxSplits,
+              "], got ", num_splits);
+  const c10::cuda::CUDAGuard guard(q.device());
+
+  dec::DecodeAttentionArgs a;
+  a.dtype = to_dtype(q.scalar_type());
+  a.head_dim = static_cast<int>(D);
+  a.batch = static_cast<int>(B);
+  a.num_q_heads = static_cast<int>(Hq);
+  a.num_kv_heads = static_cast<int>(Hkv);
+  a.seq_len_q = static_cast<int>(Nq);
+  a.q = q.data_ptr();
+  a.q_stride_b = q.stride(0);
+  a.q_stride_h = q.stride(1);
+  a.q_stride_n = q.stride(2);
+  a.out = out.data_ptr();
+  a.o_stride_b = out.stride(0);
+  a.o_stride_h = out.stride(1);
+  a.o_stride_n = out.stride(2);
+  a.k = k.data_ptr();
+  a.v = v.data_ptr();
+  a.paged = false;
+  a.k_stride_b = k.stride(0);
+  a.k_stride_h = k.stride(1);
+  a.k_stride_n = k.stride(2);
+  a.v_stride_b = v.stride(0);
+  a.v_stride_h = v.stride(1);
+  a.v_stride_n = v.stride(2);
+  a.seq_len_k = static_cast<int>(Nk);
+  a.scale = static_cast<float>(scale);
+  a.causal = is_causal;
+  a.num_splits = num_splits > 0 ? static_cast<int>(num_splits)
+                                : dec::decode_attention_num_splits(a.batch, a.num_kv_heads,
+                                                                   (a.num_q_heads / a.num_kv_heads) * a.seq_len_q,
+                                                                   a.seq_len_k, a.head_dim, a.dtype);
+  at::Tensor holder;
+  a.workspace = resolve_workspace(a, workspace, q, holder);
+  check_launch(dec::launch_decode_attention(a, current_stream(q)), "decode_attention");
+}
+
+void paged_kv_append(const at::Tensor& k, const at::Tensor& v, at::Tensor& k_cache, at::Tensor& v_cache,
+                     const at::Tensor& slot_mapping) {
+  check_dim(k, 3, "k", "[num_tokens, num_kv_heads, head_dim]");
+  check_dim(v, 3, "v", "[num_tokens, num_kv_heads, head_dim]");
+  check_dim(k_cache, 4, "k_cache", "[num_blocks, block_size, num_kv_heads, head_dim]");
+  check_dim(v_cache, 4, "v_cache", "[num_blocks, block_size, num_kv_heads, head_dim]");
+  check_dim(slot_mapping, 1, "slot_mapping", "[num_tokens]");
+  check_cuda(k, "k");
+  check_cuda(v, "v");
+  check_cuda(k_cache, "k_cache");
+  check_cuda(v_cache, "v_cache");
+  check_cuda(slot_mapping, "slot_mapping");
+  check_same_device(v, k, "v", "k");
+  check_same_device(k_cache, k, "k_cache", "k");
+  check_same_device(v_cache, k, "v_cache", "k");
+  check_same_device(slot_mapping, k, "slot_mapping", "k");
+  check_float_dtype(k, "k");
+  check_dtype(v, k.scalar_type(), "v");
+  check_dtype(k_cache, k.scalar_type(), "k_cache");
+  check_dtype(v_cache, k.scalar_type(), "v_cache");
+  CLO_CHECK(slot_mapping.scalar_type() == at::kLong || slot_mapping.scalar_type() == at::kInt,
+              "slot_mapping must have dtype int64 or int32, got ", slot_mapping.scalar_type());
+  check_contiguous(k_cache, "k_cache");
+  check_contiguous(v_cache, "v_cache");
+  check_contiguous(slot_mapping, "slot_mapping");
+  CLO_CHECK(k.sizes() == v.sizes(), "k and v must have the same shape, got ", k.sizes(), " and ", v.sizes());
+  CLO_CHECK(k_cache.sizes() == v_cache.sizes(), "k_cache and v_cache must have the same shape, got ",
+              k_cache.sizes(), " and ", v_cache.sizes());
+  CLO_CHECK(k.size(1) == k_cache.size(2) && k.size(2) == k_cache.size(3), "k [T, ", k_cache.size(2), ", ",
+              k_cache.size(3), "] expected from the cache shape, got ", k.sizes());
+  CLO_CHECK(slot_mapping.size(0) == k.size(0), "slot_mapping must have ", k.size(0), " entries, got ",
+              slot_mapping.size(0));
+  check_rows_aligned(k, "k");
+  check_rows_aligned(v, "v");
+  const c10::cuda::CUDAGuard guard(k.device());
+  check_launch(dec::launch_paged_kv_append(
+                   to_dtype(k.scalar_type()), k.data_ptr(), v.data_ptr(), k.stride(0), k.stride(1), v.stride(0),
+                   v.stride(1), k_cache.data_ptr(), v_cache.data_ptr(), slot_mapping.data_ptr(),
+                   slot_mapping.scalar_type() == at::kLong, static_cast<int>(k.size(0)), static_cast<int>(k.size(1)),
+                   static_cast<int>(k.size(2)), static_cast<int>(k_cache.size(0)), static_cast<int>(k_cache.size(1)),
+                   current_stream(k)),
+               "paged_kv_append");
+}
+
+int64_t decode_num_splits(int64_t batch, int64_t num_kv_heads, int64_t rows_per_kv_head, int64_t max_kv_len,
+                          int64_t head_dim, c10::ScalarType dtype) {
+  CLO_CHECK(dtype == at::kHalf || dtype == at::kBFloat16, "dtype must be float16 or bfloat16, got ", dtype);
+  check_head_dim(head_dim);
+  return dec::decode_attention_num_splits(static_cast<int>(batch), static_cast<int>(num_kv_heads),
+                                          static_cast<int>(rows_per_kv_head), static_cast<int>(max_kv_len),
+                                          static_cast<int>(head_dim), to_dtype(dtype));
+}
+
+int64_t decode_workspace_numel(int64_t batch, int64_t num_q_heads, int64_t seq_len_q, int64_t head_dim,
+                               int64_t num_splits) {
+  return dec::decode_attention_workspace_floats(static_cast<int>(batch), static_cast<int>(num_q_heads),
+                                                static_cast<int>(seq_len_q), static_cast<int>(head_dim),
+                                                static_cast<int>(num_splits));
+}
+
+}  // namespace
+
+TORCH_LIBRARY_FRAGMENT(cuda_llm_ops, m) {
+  m.def(
+      "paged_attention(Tensor(a!) out, Tensor q, Tensor k_cache, Tensor v_cache, Tensor block_tables, "
+      "Tensor seq_lens, float scale, int num_splits, Tensor(b!)? workspace) -> ()");
+  m.def(
+      "decode_attention(Tensor(a!) out, Tensor q, Tensor k, Tensor v, float scale, bool is_causal, "
+      "int num_splits, Tensor(b!)? workspace) -> ()");
+  m.def("paged_kv_append(Tensor k, Tensor v, Tensor(a!) k_cache, Tensor(b!) v_cache, Tensor slot_mapping) -> ()");
+  m.def(
+      "decode_num_splits(int batch, int num_kv_heads, int rows_per_kv_head, int max_kv_len, int head_dim, "
+      "ScalarType dtype) -> int",
+      &decode_num_splits);
+  m.def("decode_workspace_numel(int batch, int num_q_heads, int seq_len_q, int head_dim, int num_splits) -> int",
+        &decode_workspace_numel);
+}
+
+TORCH_LIBRARY_IMPL(cuda_llm_ops, CUDA, m) {
+  m.impl("paged_attention", &paged_attention);
+  m.impl("decode_attention", &decode_attention);
+  m.impl("paged_kv_append", &paged_kv_append);
+}

@@ -1,0 +1,98 @@
+// Launchers of the decode area: split-KV (flash-decoding) attention over a paged
+// or a strided (contiguous) KV cache, its log-sum-exp merge, and the paged
+// cache append (vLLM's reshape_and_cache). Plain parameters, no torch.
+#pragma once
+
+#include <cstdint>
+
+#include "cuda_llm_ops/common.cuh"
+
+namespace cuda_llm_ops::decode {
+
+// Head dims with a compiled kernel (multiples of 16: the QK^T mma steps over D in 16s).
+constexpr int kSupportedHeadDims[] = {64, 96, 128, 256};
+inline bool head_dim_supported(int d) {
+  for (int s : kSupportedHeadDims)
+    if (s == d) return true;
+  return false;
+}
+
+// Query rows one thread block serves (one m16 tensor-core tile): all query heads
+// of one KV head times the query positions, up to 16 rows per block.
+constexpr int kRowsPerBlock = 16;
+// Keys per pipeline stage (16 per warp, 4 warps) and the smallest split the
+// heuristic makes (shorter splits spend more time filling the pipeline than streaming).
+constexpr int kTileTokens = 64;
+constexpr int kMinTokensPerSplit = 256;
+constexpr int kMaxSplits = 128;
+
+struct DecodeAttentionArgs {
+  DType dtype = DType::kFloat16;  // float16 or bfloat16
+  int head_dim = 0;
+  int batch = 0, num_q_heads = 0, num_kv_heads = 0;
+  int seq_len_q = 1;  // query rows per (batch, head); 1 for paged decode
+
+  // q and out: [B, Hq, Nq, D] addressed by strides (elements), last dim contiguous.
+  const void* q = nullptr;
+  int64_t q_stride_b = 0, q_stride_h = 0, q_stride_n = 0;
+  void* out = nullptr;
+  int64_t o_stride_b = 0, o_stride_h = 0, o_stride_n = 0;
+
+  const void* k = nullptr;
+  const void* v = nullptr;
+
+  // Paged cache (paged == true): k/v [num_blocks, block_size, Hkv, D] contiguous,
+  // block_tables int32 [B, table_stride >= max_blocks_per_seq], seq_lens int32 [B].
+  bool paged = false;
+  const int* block_tables = nullptr;
+  int64_t table_stride = 0;
+  int max_blocks_per_seq = 0;
+  int num_blocks = 0;
+  int block_size = 0;  // power of two
+  const int* seq_lens = nullptr;
+
+  // Strided cache (paged == false): k/v [B, Hkv, Nk, D] by strides.
+  int64_t k_stride_b = 0, k_stride_h = 0, k_stride_n = 0;
+  int64_t v_stride_b = 0, v_stride_h = 0, v_stride_n = 0;
+  int seq_len_k = 0;
+
+  float scale = 1.f;    // softmax scale (natural-log domain)
+  bool causal = false;  // query i sees key j when j <= i + Nk - Nq (strided only)
+  int num_splits = 1;   // resolved (>= 1); > 1 needs the workspace
+  float* workspace = nullptr;
+  int64_t workspace_floats = 0;
+};
+
+// Upper bound of the keys one sequence may hold: the table capacity (paged) or Nk.
+inline int decode_max_kv_len(const DecodeAttentionArgs& a) {
+  return a.paged ? a.max_blocks_per_seq * a.block_size : a.seq_len_k;
+}
+
+// Splits the heuristic picks (num_splits = 0): about one thread block per SM
+// (SM count / (batch x KV heads x row tiles), when that base fills less than half
+// the SMs; measured best on the H100, see NOTES.md), never splits shorter than
+// kMinTokensPerSplit of `max_kv_len`, at most kMaxSplits.
+int decode_attention_num_splits(int batch, int num_kv_heads, int rows_per_kv_head, int max_kv_len, int head_dim,
+                                DType dtype);
+
+// Floats of workspace a call with `num_splits` splits needs (0 when num_splits == 1):
+// partial outputs [splits, B*Hq*Nq, D] and (max, sum) pairs [splits, B*Hq*Nq, 2].
+int64_t decode_attention_workspace_floats(int batch, int num_q_heads, int seq_len_q, int head_dim, int num_splits);
+
+// Attention + (when num_splits > 1) the merge kernel. Invalid head_dim/dtype or
+// a too-small workspace return cudaErrorInvalidValue without launching.
+// Device-side guards: a seq_len outside [0, table capacity] or a block index
+// outside [0, num_blocks) is never dereferenced; that sequence's output is NaN.
+cudaError_t launch_decode_attention(const DecodeAttentionArgs& args, cudaStream_t stream);
+
+// k/v [T, Hkv, D] (token and head strides in elements, last dim contiguous) into
+// caches [num_blocks, block_size, Hkv, D] at flat slots slot_mapping[t]
+// (int64 when slot_is_int64, else int32). A negative slot skips the token; a slot
+// past num_blocks*block_size is skipped too (the Python wrapper reports it).
+cudaError_t launch_paged_kv_append(DType dtype, const void* k, const void* v, int64_t k_stride_t,
+                                   int64_t k_stride_h, int64_t v_stride_t, int64_t v_stride_h, void* k_cache,
+                                   void* v_cache, const void* slot_mapping, bool slot_is_int64, int num_tokens,
+                                   int num_kv_heads, int head_dim, int num_blocks, int block_size,
+                                   cudaStream_t stream);
+
+}  // namespace cuda_llm_ops::decode

@@ -1,0 +1,71 @@
+// Dispatch of the decode attention launchers on (dtype, head_dim, layout), the
+// split-count heuristic and the workspace size.
+#include <algorithm>
+
+#include "decode/decode_internal.h"
+
+namespace cuda_llm_ops::decode {
+
+namespace {
+
+template <typename F>
+cudaError_t dispatch_head_dim(int head_dim, F&& body) {
+  switch (head_dim) {
+    case 64: return body.template operator()<64>();
+    case 96: return body.template operator()<96>();
+    case 128: return body.template operator()<128>();
+    case 256: return body.template operator()<256>();
+    default: return cudaErrorInvalidValue;
+  }
+}
+
+template <typename F>
+cudaError_t dispatch_half_dtype(DType dtype, F&& body) {
+  switch (dtype) {
+    case DType::kFloat16: return body.template operator()<__half>();
+    case DType::kBFloat16: return body.template operator()<__nv_bfloat16>();
+    default: return cudaErrorInvalidValue;
+  }
+}
+
+}  // namespace
+
+int64_t decode_attention_workspace_floats(int batch, int num_q_heads, int seq_len_q, int head_dim, int num_splits) {
+  if (num_splits <= 1) return 0;
+  const int64_t rows = static_cast<int64_t>(batch) * num_q_heads * seq_len_q;
+  return static_cast<int64_t>(num_splits) * rows * (head_dim + 2);
+}
+
+int decode_attention_num_splits(int batch, int num_kv_heads, int rows_per_kv_head, int max_kv_len, int head_dim,
+                                DType dtype) {
+  (void)head_dim;
+  (void)dtype;
+  // Target: one thread block per SM. Measured on the H100 (NOTES.md, forced-split
+  // sweeps): B=1/16K/GQA 32:8 is fastest at 16 splits = 128 blocks (33 splits, two
+  // blocks per SM, was 13% slower), B=16/GQA at 1 split (128 blocks) beats 2, B=1/16K/MHA
+  // is fastest at 4 splits (128 blocks). Fewer blocks leave SMs idle; more add
+  // pipeline start-up per block and merge work without adding bandwidth.
+  const int row_tiles = std::max(1, (rows_per_kv_head + kRowsPerBlock - 1) / kRowsPerBlock);
+  const int64_t base = static_cast<int64_t>(batch) * num_kv_heads * row_tiles;
+  const int64_t sms = device_sm_count();
+  if (base <= 0 || base * 2 > sms) return 1;  // >= half the SMs busy: splitting costs more than it gains
+  int64_t splits = sms / base;  // rounded down: a few idle SMs beat a second, mostly empty wave
+  const int64_t by_len = std::max<int64_t>(1, (static_cast<int64_t>(max_kv_len) + kMinTokensPerSplit - 1) /
+                                                   kMinTokensPerSplit);
+  splits = std::min<int64_t>({splits, by_len, static_cast<int64_t>(kMaxSplits)});
+  return static_cast<int>(std::max<int64_t>(1, splits));
+}
+
+cudaError_t launch_decode_attention(const DecodeAttentionArgs& a, cudaStream_t stream) {
+  if (a.batch <= 0 || a.num_kv_heads <= 0 || a.num_q_heads % a.num_kv_heads != 0 || a.seq_len_q <= 0 ||
+      a.num_splits < 1 || a.num_splits > kMaxSplits)
+    return cudaErrorInvalidValue;
+  if (a.paged && (a.block_size <= 0 || (a.block_size & (a.block_size - 1)) != 0)) return cudaErrorInvalidValue;
+  return dispatch_half_dtype(a.dtype, [&]<typename T>() {
+    return dispatch_head_dim(a.head_dim, [&]<int D>() {
+      return a.paged ? run_decode_attention<T, D, true>(a, stream) : run_decode_attention<T, D, false>(a, stream);
+    });
+  });
+}
+
+}  // namespace cuda_llm_ops::decode

@@ -1,0 +1,216 @@
+"""Benchmark cases of decode attention: `paged_attention` (block table, split-KV)
+against SDPA's backends on the same keys in a contiguous `[B, Hkv, N, D]` layout, and
+against a plain-PyTorch paged implementation (gather through the block table, then SDPA).
+
+Shapes (issue 5): Hq = 32, D = 128, block size 16, fp16/bf16, B in {1, 16, 64} x
+context in {1024, 4096, 16384} x Hkv in {32 (MHA), 8 (GQA 32/8)}, every sequence at
+the full context, physical blocks shuffled. Memory-bound (~1 FLOP/byte): cold L2, bytes
+= K and V read once + q read + out written (block tables not counted).
+
+Ours runs as a serving loop would: `out=` and a preallocated workspace (no allocation
+per call) and `check_indices=False` (no host synchronisation; the kernel's device-side
+guards stay on). Op `decode_attention`: the same kernel over a contiguous cache
+(`flash_attention` with one query row dispatches there) on a few of the shapes.
+"""
+from __future__ import annotations
+
+import warnings
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+
+from .. import _ops
+from ..roofline import decode_attention_work
+from .registry import BenchCase, BenchImpl, register
+
+try:  # torch >= 2.3
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+except ImportError:  # pragma: no cover - older torch
+    SDPBackend = sdpa_kernel = None
+
+BATCHES = (1, 16, 64)
+CONTEXTS = (1024, 4096, 16384)
+KV_HEADS = (32, 8)
+HQ, HEAD_DIM, BLOCK_SIZE = 32, 128, 16
+SDPA_BACKENDS = ("flash", "cudnn", "efficient")
+# The plain-PyTorch paged peer materialises a gathered copy of the cache per call.
+TORCH_PAGED_MAX_BYTES = 3 << 30
+
+
+def _backend(name: str):
+    if SDPBackend is None:
+        return None
+    return {"flash": SDPBackend.FLASH_ATTENTION, "cudnn": getattr(SDPBackend, "CUDNN_ATTENTION", None),
+            "efficient": SDPBackend.EFFICIENT_ATTENTION}[name]
+
+
+def make_paged_inputs(B: int, Hq: int, Hkv: int, N: int, D: int, block_size: int,
+                      dtype: torch.dtype) -> dict[str, Any]:
+    """Random q `[B, Hq, D]` and a paged cache holding N keys per sequence in shuffled blocks."""
+    nblk = (N + block_size - 1) // block_size
+    num_blocks = B * nblk
+    q = torch.randn(B, Hq, D, device="cuda", dtype=dtype)
+    k_cache = torch.randn(num_blocks, block_size, Hkv, D, device="cuda", dtype=dtype)
+    v_cache = torch.randn(num_blocks, block_size, Hkv, D, device="cuda", dtype=dtype)
+    block_tables = torch.randperm(num_blocks, device="cuda").view(B, nblk).to(torch.int32)
+    seq_lens = torch.full((B,), N, dtype=torch.int32, device="cuda")
+    return {"q": q, "k_cache": k_cache, "v_cache": v_cache, "block_tables": block_tables, "seq_lens": seq_lens}
+
+
+def contiguous_kv(inp: dict[str, Any]) -> tuple[torch.Tensor, torch.Tensor]:
+    """The paged cache's keys/values as contiguous `[B, Hkv, N, D]` (one copy, outside any timing)."""
+    bt, n = inp["block_tables"].long(), int(inp["seq_lens"].max())
+    out = []
+    for cache in (inp["k_cache"], inp["v_cache"]):
+        g = cache[bt]  # [B, nblk, bs, Hkv, D]
+        g = g.view(g.shape[0], -1, *g.shape[3:])[:, :n]
+        out.append(g.transpose(1, 2).contiguous())
+        del g
+    return out[0], out[1]
+
+
+def ours_paged() -> BenchImpl:
+    def unavailable(inp) -> str | None:
+        if not _ops.has_op("paged_attention"):
+            return f"op paged_attention not in this build ({_ops.build_info()})"
+        return None
+
+    def build(inp):
+        from ..decode import paged_attention, paged_attention_workspace
+
+        q, kc, vc, bt, sl = inp["q"], inp["k_cache"], inp["v_cache"], inp["block_tables"], inp["seq_lens"]
+        out = torch.empty_like(q)
+        ws = paged_attention_workspace(q, kc, bt)
+        return lambda: paged_attention(q, kc, vc, bt, sl, out=out, workspace=ws, check_indices=False)
+
+    return BenchImpl("cuda_llm_ops", False, build, unavailable)
+
+
+def ours_contiguous() -> BenchImpl:
+    def unavailable(inp) -> str | None:
+        if not _ops.has_op("decode_attention"):
+            return f"op decode_attention not in this build ({_ops.build_info()})"
+        return None
+
+    def build(inp):
+        from ..decode import decode_attention, decode_workspace
+
+        k, v = inp.setdefault("_contig", contiguous_kv(inp))
+        q = inp["q"].unsqueeze(2)
+        B, Hq, _, D = q.shape
+        out = torch.empty_like(q)
+        ws = decode_workspace(B, Hq, k.shape[1], D, k.shape[2], q.dtype)
+        fn = lambda: decode_attention(q, k, v, out=out, workspace=ws)  # noqa: E731
+        return lambda: fn().squeeze(2)
+
+    return BenchImpl("cuda_llm_ops", False, build, unavailable)
+
+
+def sdpa_peer(name: str) -> BenchImpl:
+    """SDPA pinned to one backend on contiguous K/V; GQA natively (enable_gqa) when the
+    backend takes it, else with K/V expanded once outside the timing (noted as more bytes)."""
+    mode: dict[str, bool] = {}
+
+    def _prepare(inp):
+        k, v = inp.setdefault("_contig", contiguous_kv(inp))
+        q = inp["q"].unsqueeze(2)
+        if q.shape[1] == k.shape[1] or mode.get("gqa", True):
+            return q, k, v, q.shape[1] != k.shape[1]
+        g = q.shape[1] // k.shape[1]
+        return q, k.repeat_interleave(g, dim=1), v.repeat_interleave(g, dim=1), False
+
+    def _call(backend, q, k, v, gqa):
+        with warnings.catch_warnings(), sdpa_kernel(backend):
+            warnings.simplefilter("ignore")
+            if gqa:
+                return F.scaled_dot_product_attention(q, k, v, enable_gqa=True)
+            return F.scaled_dot_product_attention(q, k, v)
+
+    def unavailable(inp) -> str | None:
+        backend = _backend(name)
+        if backend is None:
+            return "torch has no torch.nn.attention.sdpa_kernel or no such backend"
+        errors = []
+        gqa_case = inp["q"].shape[1] != inp["k_cache"].shape[2]
+        for native in ((True, False) if gqa_case else (True,)):
+            mode["gqa"] = native
+            try:
+                q, k, v, gqa = _prepare(inp)
+                _call(backend, q, k, v, gqa)
+                torch.cuda.synchronize()
+                return None
+            except RuntimeError as exc:
+                errors.append((str(exc).strip().splitlines() or [type(exc).__name__])[0])
+        return f"sdpa {name} backend cannot run this case: {errors[-1][:160]}"
+
+    def build(inp):
+        backend = _backend(name)
+        q, k, v, gqa = _prepare(inp)
+        return lambda: _call(backend, q, k, v, gqa).squeeze(2)
+
+    return BenchImpl(f"sdpa-{name}", True, build, unavailable)
+
+
+def torch_paged_peer() -> BenchImpl:
+    """Plain PyTorch through the block table: gather the blocks, then SDPA (default backend)."""
+
+    def unavailable(inp) -> str | None:
+        kv_bytes = 2 * inp["k_cache"].numel() * inp["k_cache"].element_size()
+        if kv_bytes > TORCH_PAGED_MAX_BYTES:
+            return f"gathers a copy of the cache per call: run only up to {TORCH_PAGED_MAX_BYTES >> 30} GiB of K/V"
+        return None
+
+    def build(inp):
+        q, kc, vc, bt = inp["q"].unsqueeze(2), inp["k_cache"], inp["v_cache"], inp["block_tables"].long()
+        n = int(inp["seq_lens"].max())
+        gqa = q.shape[1] != kc.shape[2]
+
+        def call():
+            k = kc[bt].flatten(1, 2)[:, :n].transpose(1, 2)
+            v = vc[bt].flatten(1, 2)[:, :n].transpose(1, 2)
+            return F.scaled_dot_product_attention(q, k, v, enable_gqa=gqa).squeeze(2)
+
+        return call
+
+    return BenchImpl("torch-paged", True, build, unavailable)
+
+
+def paged_case(B: int, N: int, Hkv: int, dtype: torch.dtype, Hq: int = HQ, D: int = HEAD_DIM,
+               block_size: int = BLOCK_SIZE, op: str = "paged_attention") -> BenchCase:
+    w = decode_attention_work(B, Hq, Hkv, N, D, torch.empty((), dtype=dtype).element_size())
+
+    def make_inputs():
+        return make_paged_inputs(B, Hq, Hkv, N, D, block_size, dtype)
+
+    ours = ours_paged() if op == "paged_attention" else ours_contiguous()
+    impls = [sdpa_peer(p) for p in SDPA_BACKENDS] + [ours]
+    if op == "paged_attention":
+        impls.append(torch_paged_peer())
+    return BenchCase(
+        op=op, dtype=dtype,
+        shape={"B": B, "Hq": Hq, "Hkv": Hkv, "N": N, "D": D, "block_size": block_size},
+        flops=w.flops, bytes=w.bytes, compute="fp16_tc" if dtype == torch.float16 else "bf16_tc",
+        make_inputs=make_inputs, impls=impls, reference=None,
+        rel_tol={torch.float16: 1e-2, torch.bfloat16: 3e-2}[dtype], cold_l2=True, cuda_graph=False,
+        label=f"B={B} N={N} {'MHA' if Hkv == Hq else f'GQA {Hq}/{Hkv}'}", x_key="N")
+
+
+@register("paged_attention")
+def paged_attention_cases(dtype: torch.dtype, preset: str, quick: bool) -> list[BenchCase]:
+    if dtype not in (torch.float16, torch.bfloat16) or preset not in ("all", "llama-7b", "llama-8b"):
+        return []
+    kv_heads = KV_HEADS if preset == "all" else ((32,) if preset == "llama-7b" else (8,))
+    if quick:
+        shapes = [(16, 4096, 32), (64, 4096, 32), (16, 1024, 8), (1, 16384, 8)]
+        return [paged_case(b, n, h, dtype) for b, n, h in shapes if h in kv_heads]
+    return [paged_case(b, n, h, dtype) for h in kv_heads for b in BATCHES for n in CONTEXTS]
+
+
+@register("decode_attention")
+def decode_attention_cases(dtype: torch.dtype, preset: str, quick: bool) -> list[BenchCase]:
+    if dtype not in (torch.float16, torch.bfloat16) or preset not in ("all", "llama-7b", "llama-8b"):
+        return []
+    shapes = [(64, 4096, 32), (1, 16384, 8)] if quick else [(64, 4096, 32), (16, 4096, 8), (1, 16384, 8),
+                                                             (1, 16384, 32)]
+    return [paged_case(b, n, h, dtype, op="decode_attention") for b, n, h in shapes]

@@ -1,0 +1,377 @@
+"""Decode attention: paged KV cache (block tables), split-KV (flash-decoding),
+GQA, and the paged cache append. All ops are CUDA-graph capturable: with `out=`
+and a preallocated `workspace` a call allocates nothing and never synchronises
+with the host.
+
+Layouts (vLLM's):
+- q / out: `[B, Hq, D]`, one new token per sequence.
+- k_cache / v_cache: `[num_blocks, block_size, Hkv, D]`, contiguous; block_size a
+  power of two (8 ... 256 tested).
+- block_tables: int32 `[B, max_blocks_per_seq]`; sequence b's token t lives in
+  physical block `block_tables[b, t // block_size]` at offset `t % block_size`.
+- seq_lens: int32 `[B]`, keys in the cache for each sequence (the new token
+  included); a sequence sees keys `0 .. seq_len - 1` and a length of 0 gives zeros.
+
+Kernels exist for float16 and bfloat16 with D in `DECODE_HEAD_DIMS`; Hq any
+multiple of Hkv (one thread block serves all query heads of a KV head, so each
+K/V element is read once).
+
+Index checks and CUDA graphs: a block index outside `[0, num_blocks)` or a
+seq_len outside `[0, table capacity]` is data on the GPU; checking it on the
+host needs a synchronisation. `check_indices=None` (default) checks on the host
+(one sync, ValueError naming the sequence) except while a CUDA graph is being
+captured or torch.compile is tracing, where the sync is impossible (capture) or
+would break the graph: there the check is skipped. The kernel itself never
+dereferences such an index in any mode: it clamps the read and writes NaN to
+that sequence's output, so a bad table is never a silent wrong answer or an
+out-of-bounds access. `check_indices=False` skips the host check everywhere
+(serving loops, benchmarks); `True` forces it (and raises under capture).
+"""
+from __future__ import annotations
+
+import torch
+
+from . import _ops
+from .validation import (
+    check_cuda,
+    check_dtype,
+    check_last_dim_contiguous,
+    check_rank,
+    check_same_device,
+    check_same_dtype,
+    check_tensor,
+    resolve_scale,
+    validate_attention_inputs,
+)
+
+DECODE_DTYPES = (torch.float16, torch.bfloat16)
+DECODE_HEAD_DIMS = (64, 96, 128, 256)
+# flash_attention hands calls with at most this many query rows to decode_attention.
+DECODE_MAX_QUERY_ROWS = 16
+MAX_SPLITS = 128
+
+
+def _dt(d: torch.dtype) -> str:
+    return str(d).replace("torch.", "")
+
+
+def _check_head_dim(d: int) -> None:
+    if d not in DECODE_HEAD_DIMS:
+        raise ValueError(f"head_dim must be one of {DECODE_HEAD_DIMS} for the decode kernels, got {d}")
+
+
+def _check_num_splits(num_splits: int) -> None:
+    if not isinstance(num_splits, int) or num_splits < 0 or num_splits > MAX_SPLITS:
+        raise ValueError(f"num_splits must be an int in [0, {MAX_SPLITS}] (0: heuristic), got {num_splits!r}")
+
+
+def _check_rows(t: torch.Tensor, name: str) -> None:
+    """`check_last_dim_contiguous`, except while torch.compile traces: fake tensors
+    have no data pointer (the op's C++ checks alignment on the real tensors)."""
+    if not torch.compiler.is_compiling():
+        check_last_dim_contiguous(t, name)
+
+
+def _host_checks_allowed(check: bool | None, what: str) -> bool:
+    """Whether to run a host-synchronising index check now (see the module docstring)."""
+    if check is False:
+        return False
+    compiling = torch.compiler.is_compiling()
+    capturing = (not compiling) and torch.cuda.is_available() and torch.cuda.is_current_stream_capturing()
+    if check is True and (capturing or compiling):
+        raise ValueError(f"{what}=True needs a host synchronisation, impossible during CUDA-graph capture "
+                         "or torch.compile tracing; pass False or None there")
+    return not (capturing or compiling)
+
+
+def validate_paged_attention_inputs(q, k_cache, v_cache, block_tables, seq_lens, out=None) -> None:
+    """Shape/dtype/layout checks of `paged_attention` (no host synchronisation).
+
+    Raises TypeError/ValueError naming the argument, the expected and the actual value.
+    """
+    for t, name in ((q, "q"), (k_cache, "k_cache"), (v_cache, "v_cache"), (block_tables, "block_tables"),
+                    (seq_lens, "seq_lens")):
+        check_tensor(t, name)
+    check_rank(q, "q", 3, "[batch, num_q_heads, head_dim]")
+    check_rank(k_cache, "k_cache", 4, "[num_blocks, block_size, num_kv_heads, head_dim]")
+    check_rank(v_cache, "v_cache", 4, "[num_blocks, block_size, num_kv_heads, head_dim]")
+    check_rank(block_tables, "block_tables", 2, "[batch, max_blocks_per_seq]")
+    check_rank(seq_lens, "seq_lens", 1, "[batch]")
+    check_dtype(q, "q", DECODE_DTYPES)
+    check_same_dtype(k_cache, "k_cache", q, "q")
+    check_same_dtype(v_cache, "v_cache", q, "q")
+    check_dtype(block_tables, "block_tables", torch.int32)
+    check_dtype(seq_lens, "seq_lens", torch.int32)
+    b, hq, d = q.shape
+    nb, bs, hkv, dk = k_cache.shape
+    if tuple(v_cache.shape) != tuple(k_cache.shape):
+        raise ValueError(f"v_cache must have k_cache's shape {tuple(k_cache.shape)}, got {tuple(v_cache.shape)}")
+    if dk != d:
+        raise ValueError(f"k_cache head_dim (dim 3) must match q's ({d}), got {dk}")
+    _check_head_dim(d)
+    if hkv < 1 or hq % hkv != 0:
+        raise ValueError(f"q's number of heads ({hq}) must be a multiple of k_cache's num_kv_heads, got {hkv}")
+    if bs < 1 or bs & (bs - 1):
+        raise ValueError(f"block_size (k_cache dim 1) must be a power of two, got {bs}")
+    if nb < 1 or b < 1 or block_tables.shape[1] < 1:
+        raise ValueError(f"q, k_cache and block_tables must not be empty, got q {tuple(q.shape)}, "
+                         f"k_cache {tuple(k_cache.shape)}, block_tables {tuple(block_tables.shape)}")
+    if block_tables.shape[0] != b:
+        raise ValueError(f"block_tables must have {b} rows (q's batch), got {block_tables.shape[0]}")
+    if seq_lens.shape[0] != b:
+        raise ValueError(f"seq_lens must have {b} entries (q's batch), got {seq_lens.shape[0]}")
+    if out is not None:
+        check_tensor(out, "out")
+        if tuple(out.shape) != tuple(q.shape):
+            raise ValueError(f"out must have q's shape {tuple(q.shape)}, got {tuple(out.shape)}")
+        check_same_dtype(out, "out", q, "q")
+    check_cuda(q, "q")
+    for t, name in ((k_cache, "k_cache"), (v_cache, "v_cache"), (block_tables, "block_tables"),
+                    (seq_lens, "seq_lens")):
+        check_same_device(t, name, q, "q")
+    if out is not None:
+        check_same_device(out, "out", q, "q")
+        _check_rows(out, "out")
+    for t, name in ((k_cache, "k_cache"), (v_cache, "v_cache"), (seq_lens, "seq_lens")):
+        if not t.is_contiguous():
+            raise ValueError(f"{name} must be contiguous, got strides {t.stride()}; call .contiguous()")
+    if block_tables.stride(1) != 1:
+        raise ValueError(f"block_tables must have a contiguous last dimension, got strides {block_tables.stride()}")
+    _check_rows(q, "q")
+    _check_rows(k_cache, "k_cache")
+
+
+def check_paged_indices(k_cache: torch.Tensor, block_tables: torch.Tensor, seq_lens: torch.Tensor) -> None:
+    """Host check (one synchronisation) of the device-side indices of `paged_attention`.
+
+    Raises ValueError when a seq_len is outside `[0, max_blocks_per_seq * block_size]`
+    or a block index that the sequence uses is outside `[0, num_blocks)`.
+    """
+    nb, bs = k_cache.shape[0], k_cache.shape[1]
+    cap = block_tables.shape[1] * bs
+    lens = seq_lens.long()
+    bad_len = (lens < 0) | (lens > cap)
+    used = torch.arange(block_tables.shape[1], device=block_tables.device)[None, :] < (
+        (lens.clamp(0, cap) + bs - 1) // bs)[:, None]
+    bad_blk = used & ((block_tables < 0) | (block_tables >= nb))
+    if not bool(bad_len.any() | bad_blk.any()):  # the one synchronisation
+        return
+    if bool(bad_len.any()):
+        i = int(bad_len.nonzero()[0, 0])
+        raise ValueError(f"seq_lens[{i}] = {int(lens[i])} is outside [0, {cap}] (max_blocks_per_seq "
+                         f"{block_tables.shape[1]} x block_size {bs})")
+    i, j = (int(x) for x in bad_blk.nonzero()[0])
+    raise ValueError(f"block_tables[{i}, {j}] = {int(block_tables[i, j])} is outside [0, num_blocks={nb}) "
+                     f"(used by seq_lens[{i}] = {int(lens[i])})")
+
+
+def decode_num_splits(batch: int, num_kv_heads: int, rows_per_kv_head: int, max_kv_len: int, head_dim: int,
+                      dtype: torch.dtype) -> int:
+    """The split count `num_splits=0` resolves to (flash-decoding heuristic).
+
+    About one thread block per SM: `SMs // base` splits when
+    `base = batch * num_kv_heads * ceil(rows_per_kv_head / 16)` fills less than half
+    the SMs, else 1 (measured best on the H100: csrc/decode/NOTES.md); no split
+    shorter than 256 keys of `max_kv_len`; at most 128. `rows_per_kv_head` is
+    (Hq / Hkv) * Nq. Depends on host-known shapes only, so a captured CUDA graph
+    and its preallocated workspace stay valid for any seq_lens.
+    """
+    return int(_ops.op("decode_num_splits")(batch, num_kv_heads, rows_per_kv_head, max_kv_len, head_dim, dtype))
+
+
+def decode_workspace(batch: int, num_q_heads: int, num_kv_heads: int, head_dim: int, max_kv_len: int,
+                     dtype: torch.dtype, seq_len_q: int = 1, num_splits: int = 0,
+                     device: torch.device | str | None = None) -> torch.Tensor:
+    """A float32 workspace for `paged_attention`/`decode_attention` calls of this shape.
+
+    Sized for the split count the call will use (`num_splits`, or the heuristic's
+    when 0); `max_kv_len` is the table capacity (max_blocks_per_seq * block_size)
+    for paged calls, Nk for contiguous ones. Holds [splits, B*Hq*Nq, D] partial
+    outputs and [splits, B*Hq*Nq, 2] softmax states; a 1-element tensor when the
+    call does not split.
+    """
+    _check_num_splits(num_splits)
+    splits = num_splits or decode_num_splits(batch, num_kv_heads, (num_q_heads // num_kv_heads) * seq_len_q,
+                                             max_kv_len, head_dim, dtype)
+    n = int(_ops.op("decode_workspace_numel")(batch, num_q_heads, seq_len_q, head_dim, splits))
+    return torch.empty(max(n, 1), dtype=torch.float32, device=device if device is not None else "cuda")
+
+
+def _check_workspace(workspace, q: torch.Tensor, num_kv_heads: int, seq_len_q: int, max_kv_len: int,
+                     num_splits: int) -> None:
+    """The workspace a call will use must be float32, contiguous, on q's device and big
+    enough for its split count (host-side numbers only: no synchronisation)."""
+    if workspace is None or torch.compiler.is_compiling():  # the op re-checks the real tensors
+        return
+    check_tensor(workspace, "workspace")
+    check_dtype(workspace, "workspace", torch.float32)
+    check_same_device(workspace, "workspace", q, "q")
+    if not workspace.is_contiguous():
+        raise ValueError(f"workspace must be contiguous, got strides {workspace.stride()}")
+    b, hq, d = q.shape[0], q.shape[1], q.shape[-1]
+    splits = num_splits or decode_num_splits(b, num_kv_heads, (hq // num_kv_heads) * seq_len_q, max_kv_len, d,
+                                             q.dtype)
+    need = int(_ops.op("decode_workspace_numel")(b, hq, seq_len_q, d, splits))
+    if workspace.numel() < need:
+        raise ValueError(f"workspace must hold at least {need} float32 elements for num_splits={splits}, got "
+                         f"{workspace.numel()}; use paged_attention_workspace / decode_workspace")
+
+
+def paged_attention_workspace(q: torch.Tensor, k_cache: torch.Tensor, block_tables: torch.Tensor,
+                              num_splits: int = 0) -> torch.Tensor:
+    """`decode_workspace` for a `paged_attention(q, k_cache, ..., block_tables, ...)` call."""
+    b, hq, d = q.shape
+    cap = block_tables.shape[1] * k_cache.shape[1]
+    return decode_workspace(b, hq, k_cache.shape[2], d, cap, q.dtype, 1, num_splits, q.device)
+
+
+def paged_attention(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, block_tables: torch.Tensor,
+                    seq_lens: torch.Tensor, scale: float = 0.0, out: torch.Tensor | None = None, num_splits: int = 0,
+                    workspace: torch.Tensor | None = None, check_indices: bool | None = None) -> torch.Tensor:
+    """Decode attention over a paged KV cache (one query token per sequence).
+
+    Args:
+        q: `[B, Hq, D]` float16/bfloat16, CUDA, last dim contiguous.
+        k_cache, v_cache: `[num_blocks, block_size, Hkv, D]`, q's dtype, contiguous;
+            Hq a multiple of Hkv; block_size a power of two; D in 64, 96, 128, 256.
+        block_tables: int32 `[B, max_blocks_per_seq]` (last dim contiguous), physical
+            block of each logical block; entries past a sequence's length are ignored.
+        seq_lens: int32 `[B]`, keys per sequence, `0 <= seq_len <= max_blocks_per_seq * block_size`.
+        scale: softmax scale; 0 means `1/sqrt(D)`.
+        out: optional `[B, Hq, D]` output (q's dtype); written in place and returned.
+        num_splits: 0 = heuristic (`decode_num_splits`); 1 = one pass per sequence
+            (PagedAttention v1); > 1 = split-KV with a log-sum-exp merge (v2).
+        workspace: optional float32 buffer from `paged_attention_workspace` (used when
+            the call splits); without it a split call allocates one.
+        check_indices: host check of block indices and seq_lens, see the module
+            docstring (None: on, except during CUDA-graph capture / torch.compile).
+
+    Returns:
+        `[B, Hq, D]` in q's dtype (`out` when given).
+    """
+    kernel = _ops.op("paged_attention")  # first, so a build without kernels says so
+    validate_paged_attention_inputs(q, k_cache, v_cache, block_tables, seq_lens, out)
+    _check_num_splits(num_splits)
+    s = resolve_scale(scale, q.shape[-1])
+    _check_workspace(workspace, q, k_cache.shape[2], 1, block_tables.shape[1] * k_cache.shape[1], num_splits)
+    if _host_checks_allowed(check_indices, "check_indices"):
+        check_paged_indices(k_cache, block_tables, seq_lens)
+    if out is None:
+        out = torch.empty_like(q, memory_format=torch.contiguous_format)
+    kernel(out, q, k_cache, v_cache, block_tables, seq_lens, s, num_splits, workspace)
+    return out
+
+
+def decode_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: float = 0.0, is_causal: bool = False,
+                     out: torch.Tensor | None = None, num_splits: int = 0,
+                     workspace: torch.Tensor | None = None) -> torch.Tensor:
+    """Split-KV decode attention over a contiguous (strided) cache, few query rows.
+
+    The same kernel as `paged_attention` with strided K/V addressing: q `[B, Hq, Nq, D]`,
+    k and v `[B, Hkv, Nk, D]` (any strides with a contiguous, 16-byte aligned last
+    dim), float16/bfloat16, D in `DECODE_HEAD_DIMS`. Meant for Nq <= 16 (decode,
+    speculative decoding): a thread block serves 16 rows of (query head, position)
+    of one KV head, so larger Nq * Hq/Hkv re-reads K/V (from L2) per 16 rows.
+    `is_causal`: query i sees key j when `j <= i + Nk - Nq` (bottom-right aligned,
+    as `flash_attention`); rows that see no key output zeros. `out`, `num_splits`
+    and `workspace` as `paged_attention` (`decode_workspace(..., seq_len_q=Nq)`).
+
+    Returns `[B, Hq, Nq, D]` in q's dtype (`out` when given).
+    """
+    kernel = _ops.op("decode_attention")  # first, so a build without kernels says so
+    if torch.compiler.is_compiling():  # fake tensors: no data pointers; the op re-checks at run time
+        check_rank(q, "q", 4, "[batch, num_q_heads, seq_len_q, head_dim]")
+    else:
+        validate_attention_inputs(q, k, v)
+    check_dtype(q, "q", DECODE_DTYPES)
+    _check_head_dim(q.shape[-1])
+    _check_num_splits(num_splits)
+    if out is not None:
+        check_tensor(out, "out")
+        if tuple(out.shape) != tuple(q.shape):
+            raise ValueError(f"out must have q's shape {tuple(q.shape)}, got {tuple(out.shape)}")
+        check_same_dtype(out, "out", q, "q")
+        check_same_device(out, "out", q, "q")
+        _check_rows(out, "out")
+    else:
+        out = torch.empty(q.shape, dtype=q.dtype, device=q.device)
+    _check_workspace(workspace, q, k.shape[1], q.shape[2], k.shape[2], num_splits)
+    kernel(out, q, k, v, resolve_scale(scale, q.shape[-1]), bool(is_causal), num_splits, workspace)
+    return out
+
+
+def use_decode_path(q) -> bool:
+    """Whether `flash_attention(q, ...)` goes to `decode_attention`: few query rows
+    (<= DECODE_MAX_QUERY_ROWS), float16/bfloat16, a decode head dim, a CUDA tensor,
+    and a build with the decode kernels."""
+    return (isinstance(q, torch.Tensor) and q.dim() == 4 and q.shape[2] <= DECODE_MAX_QUERY_ROWS
+            and q.dtype in DECODE_DTYPES and q.shape[-1] in DECODE_HEAD_DIMS and q.device.type == "cuda"
+            and _ops.has_op("decode_attention"))
+
+
+def paged_kv_append(k: torch.Tensor, v: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor,
+                    slot_mapping: torch.Tensor, check_slots: bool | None = None) -> None:
+    """Write new tokens' K/V into the paged cache (vLLM's reshape_and_cache), in place.
+
+    Args:
+        k, v: `[T, Hkv, D]` (token/head strides free, last dim contiguous and 16-byte
+            aligned rows), the caches' dtype (float16, bfloat16 or float32).
+        k_cache, v_cache: `[num_blocks, block_size, Hkv, D]`, contiguous.
+        slot_mapping: int64 or int32 `[T]`, flat slot `block * block_size + offset`
+            of each token; a negative slot skips the token (padding).
+        check_slots: host check that every slot is < num_blocks * block_size (one
+            sync; None: on except under CUDA-graph capture / torch.compile). The
+            kernel skips such slots in every mode, so it never writes out of bounds.
+    """
+    kernel = _ops.op("paged_kv_append")  # first, so a build without kernels says so
+    for t, name in ((k, "k"), (v, "v"), (k_cache, "k_cache"), (v_cache, "v_cache"), (slot_mapping, "slot_mapping")):
+        check_tensor(t, name)
+    check_rank(k, "k", 3, "[num_tokens, num_kv_heads, head_dim]")
+    check_rank(v, "v", 3, "[num_tokens, num_kv_heads, head_dim]")
+    check_rank(k_cache, "k_cache", 4, "[num_blocks, block_size, num_kv_heads, head_dim]")
+    check_rank(v_cache, "v_cache", 4, "[num_blocks, block_size, num_kv_heads, head_dim]")
+    check_rank(slot_mapping, "slot_mapping", 1, "[num_tokens]")
+    check_dtype(k, "k", (torch.float16, torch.bfloat16, torch.float32))
+    for t, name in ((v, "v"), (k_cache, "k_cache"), (v_cache, "v_cache")):
+        check_same_dtype(t, name, k, "k")
+    check_dtype(slot_mapping, "slot_mapping", (torch.int64, torch.int32))
+    if tuple(v.shape) != tuple(k.shape):
+        raise ValueError(f"v must have k's shape {tuple(k.shape)}, got {tuple(v.shape)}")
+    if tuple(v_cache.shape) != tuple(k_cache.shape):
+        raise ValueError(f"v_cache must have k_cache's shape {tuple(k_cache.shape)}, got {tuple(v_cache.shape)}")
+    if tuple(k.shape[1:]) != tuple(k_cache.shape[2:]):
+        raise ValueError(f"k must be [num_tokens, {k_cache.shape[2]}, {k_cache.shape[3]}] to match the cache, "
+                         f"got {tuple(k.shape)}")
+    if slot_mapping.shape[0] != k.shape[0]:
+        raise ValueError(f"slot_mapping must have {k.shape[0]} entries (k's num_tokens), got {slot_mapping.shape[0]}")
+    check_cuda(k, "k")
+    for t, name in ((v, "v"), (k_cache, "k_cache"), (v_cache, "v_cache"), (slot_mapping, "slot_mapping")):
+        check_same_device(t, name, k, "k")
+    for t, name in ((k_cache, "k_cache"), (v_cache, "v_cache"), (slot_mapping, "slot_mapping")):
+        if not t.is_contiguous():
+            raise ValueError(f"{name} must be contiguous, got strides {t.stride()}; call .contiguous()")
+    _check_rows(k, "k")
+    _check_rows(v, "v")
+    if _host_checks_allowed(check_slots, "check_slots") and k.shape[0] > 0:
+        n_slots = k_cache.shape[0] * k_cache.shape[1]
+        too_big = slot_mapping >= n_slots
+        if bool(too_big.any()):
+            i = int(too_big.nonzero()[0, 0])
+            raise ValueError(f"slot_mapping[{i}] = {int(slot_mapping[i])} is past the cache "
+                             f"(num_blocks x block_size = {n_slots} slots)")
+    kernel(k, v, k_cache, v_cache, slot_mapping)
+
+
+@_ops.register_fake("paged_attention")
+def _paged_attention_fake(out, q, k_cache, v_cache, block_tables, seq_lens, scale, num_splits, workspace):
+    return None
+
+
+@_ops.register_fake("decode_attention")
+def _decode_attention_fake(out, q, k, v, scale, is_causal, num_splits, workspace):
+    return None
+
+
+@_ops.register_fake("paged_kv_append")
+def _paged_kv_append_fake(k, v, k_cache, v_cache, slot_mapping):
+    return None

@@ -1,0 +1,132 @@
+"""CUDA-graph capture with batch-size buckets, as serving engines do for decode.
+
+A decode step launches many short kernels; replaying a captured CUDA graph
+removes the per-launch CPU cost. A graph fixes every shape and address, so the
+runner captures one graph per batch-size bucket (1, 2, 4, ..., 128) with static
+input buffers, pads a call's batch up to the next bucket, copies the inputs in,
+replays, and returns the first B rows of the static output.
+"""
+from __future__ import annotations
+
+from typing import Any, Callable, Sequence
+
+import torch
+
+DEFAULT_BATCH_BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128)
+
+
+class CUDAGraphRunner:
+    """Capture `fn` once per batch bucket and replay it for any batch size up to the largest bucket.
+
+    Args:
+        fn: `fn(*args)` returning a tensor (or a tuple/list of tensors) whose dim 0 is
+            the batch. It must be capturable: no host synchronisation, no
+            data-dependent shapes (e.g. `paged_attention` with `out=` and a workspace,
+            or with `check_indices` left at None, which skips the host check under capture).
+        example_args: one call's arguments. Those at `batch_args` have the batch as dim 0;
+            each bucket gets static buffers shaped `[bucket, *shape[1:]]` like them. The
+            others (KV caches, weights, floats) are passed as they are to every capture:
+            the graphs keep their addresses, so update them in place between calls.
+        batch_args: positions in `example_args` of the batched arguments; `__call__`
+            takes exactly these, in this order.
+        buckets: batch sizes to capture (sorted ascending; a call with more rows than
+            the largest raises ValueError).
+        pad_values: value written to the padding rows of each batched argument
+            (by position in `batch_args` order; default 0). For `paged_attention`, a
+            seq_len of 0 makes a padding row read nothing.
+
+    Graphs are captured lazily on a bucket's first use, or all at once with `capture_all()`
+    (largest first, sharing one memory pool). The returned tensors are views of static
+    buffers, overwritten by the next call: clone them to keep them.
+    """
+
+    def __init__(self, fn: Callable[..., Any], example_args: Sequence[Any], batch_args: Sequence[int],
+                 buckets: Sequence[int] = DEFAULT_BATCH_BUCKETS, pad_values: Sequence[float] | None = None,
+                 warmup: int = 2):
+        if not buckets or any(int(b) < 1 for b in buckets):
+            raise ValueError(f"buckets must be positive batch sizes, got {tuple(buckets)}")
+        self.fn = fn
+        self.example_args = list(example_args)
+        self.batch_args = [int(i) for i in batch_args]
+        for i in self.batch_args:
+            if not (0 <= i < len(self.example_args)) or not isinstance(self.example_args[i], torch.Tensor):
+                raise ValueError(f"batch_args entry {i} must index a tensor in example_args "
+                                 f"({len(self.example_args)} arguments)")
+        self.buckets = tuple(sorted({int(b) for b in buckets}))
+        if pad_values is not None and len(pad_values) != len(self.batch_args):
+            raise ValueError(f"pad_values must have one value per batched argument ({len(self.batch_args)}), "
+                             f"got {len(pad_values)}")
+        self.pad_values = list(pad_values) if pad_values is not None else [0] * len(self.batch_args)
+        self.warmup = warmup
+        self.pool = None
+        self._graphs: dict[int, tuple[torch.cuda.CUDAGraph, list[torch.Tensor], Any]] = {}
+
+    def bucket_for(self, batch: int) -> int:
+        """Smallest bucket >= batch."""
+        for b in self.buckets:
+            if b >= batch:
+                return b
+        raise ValueError(f"batch size {batch} is larger than the largest captured bucket ({self.buckets[-1]})")
+
+    @property
+    def captured(self) -> tuple[int, ...]:
+        return tuple(sorted(self._graphs))
+
+    def capture_all(self) -> None:
+        for b in reversed(self.buckets):
+            self._capture(b)
+
+    def _static_inputs(self, bucket: int) -> list[torch.Tensor]:
+        bufs = []
+        for pos, pad in zip(self.batch_args, self.pad_values):
+            ex = self.example_args[pos]
+            buf = torch.empty((bucket, *ex.shape[1:]), dtype=ex.dtype, device=ex.device)
+            rows = min(bucket, ex.shape[0])
+            buf[:rows].copy_(ex[:rows])
+            buf[rows:].fill_(pad)
+            bufs.append(buf)
+        return bufs
+
+    def _args(self, bufs: list[torch.Tensor]) -> list[Any]:
+        args = list(self.example_args)
+        for pos, buf in zip(self.batch_args, bufs):
+            args[pos] = buf
+        return args
+
+    def _capture(self, bucket: int):
+        if bucket in self._graphs:
+            return self._graphs[bucket]
+        bufs = self._static_inputs(bucket)
+        args = self._args(bufs)
+        stream = torch.cuda.Stream()
+        stream.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(stream):  # warm-up outside the graph (lazy init, allocator growth)
+            for _ in range(self.warmup):
+                self.fn(*args)
+        torch.cuda.current_stream().wait_stream(stream)
+        if self.pool is None:
+            self.pool = torch.cuda.graph_pool_handle()
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph, pool=self.pool):
+            out = self.fn(*args)
+        self._graphs[bucket] = (graph, bufs, out)
+        return self._graphs[bucket]
+
+    def __call__(self, *batched: torch.Tensor):
+        if len(batched) != len(self.batch_args):
+            raise ValueError(f"expected {len(self.batch_args)} batched arguments, got {len(batched)}")
+        batch = batched[0].shape[0]
+        for i, t in enumerate(batched):
+            ex = self.example_args[self.batch_args[i]]
+            if t.shape[0] != batch or tuple(t.shape[1:]) != tuple(ex.shape[1:]) or t.dtype != ex.dtype:
+                raise ValueError(f"batched argument {i} must be [{batch}, *{tuple(ex.shape[1:])}] {ex.dtype}, "
+                                 f"got {tuple(t.shape)} {t.dtype}")
+        graph, bufs, out = self._capture(self.bucket_for(batch))
+        for buf, t, pad in zip(bufs, batched, self.pad_values):
+            buf[:batch].copy_(t)
+            if buf.shape[0] > batch:
+                buf[batch:].fill_(pad)
+        graph.replay()
+        if isinstance(out, torch.Tensor):
+            return out[:batch]
+        return type(out)(o[:batch] for o in out)

@@ -1,0 +1,87 @@
+"""Reference paged decode attention and paged KV append (plain PyTorch, any device)."""
+from __future__ import annotations
+
+import torch
+
+from .attention import attention_reference
+
+
+def gather_paged_kv(cache: torch.Tensor, block_table_row: torch.Tensor, seq_len: int) -> torch.Tensor:
+    """The first `seq_len` tokens of one sequence from a paged cache
+    `[num_blocks, block_size, Hkv, D]` through its block-table row: `[seq_len, Hkv, D]`."""
+    bs = cache.shape[1]
+    n_blocks = (seq_len + bs - 1) // bs
+    blocks = block_table_row[:n_blocks].long()
+    return cache[blocks].reshape(n_blocks * bs, *cache.shape[2:])[:seq_len]
+
+
+def paged_attention_reference(
+    q: torch.Tensor,
+    k_cache: torch.Tensor,
+    v_cache: torch.Tensor,
+    block_tables: torch.Tensor,
+    seq_lens: torch.Tensor,
+    scale: float = 0.0,
+    dtype: torch.dtype = torch.float32,
+) -> torch.Tensor:
+    """Decode attention through the block table, in `dtype` (float32 default, float64 on request).
+
+    q `[B, Hq, D]`; caches `[num_blocks, block_size, Hkv, D]`; block_tables `[B, max_blocks]`;
+    seq_lens `[B]` (sequence b sees its keys 0 .. seq_lens[b] - 1; 0 keys give zeros).
+    Returns `[B, Hq, D]` in `dtype`.
+    """
+    b, hq, d = q.shape
+    out = torch.zeros(b, hq, d, dtype=dtype, device=q.device)
+    lens = [int(x) for x in seq_lens.tolist()]
+    for i, n in enumerate(lens):
+        if n <= 0:
+            continue
+        k = gather_paged_kv(k_cache, block_tables[i], n).permute(1, 0, 2).unsqueeze(0)  # [1, Hkv, n, D]
+        v = gather_paged_kv(v_cache, block_tables[i], n).permute(1, 0, 2).unsqueeze(0)
+        o = attention_reference(q[i:i + 1].unsqueeze(2), k, v, scale=scale, dtype=dtype)  # [1, Hq, 1, D]
+        out[i] = o[0, :, 0]
+    return out
+
+
+def paged_kv_append_reference(k: torch.Tensor, v: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor,
+                              slot_mapping: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """New caches with token t's K/V `[Hkv, D]` written at flat slot slot_mapping[t]
+    (block = slot // block_size, offset = slot % block_size); negative slots skipped."""
+    kc, vc = k_cache.clone(), v_cache.clone()
+    nb, bs = kc.shape[0], kc.shape[1]
+    flat_k = kc.view(nb * bs, *kc.shape[2:])
+    flat_v = vc.view(nb * bs, *vc.shape[2:])
+    keep = slot_mapping >= 0
+    slots = slot_mapping[keep].long()
+    flat_k[slots] = k[keep]
+    flat_v[slots] = v[keep]
+    return kc, vc
+
+
+def make_paged_cache(k: torch.Tensor, v: torch.Tensor, block_size: int, extra_blocks: int = 0,
+                     generator: torch.Generator | None = None, shuffle: bool = True):
+    """Scatter contiguous per-sequence K/V `[B, N, Hkv, D]` into a paged cache.
+
+    Returns `(k_cache, v_cache, block_tables)`: caches `[num_blocks, block_size, Hkv, D]`
+    with `num_blocks = B * ceil(N / block_size) + extra_blocks`, and an int32 table
+    `[B, ceil(N / block_size)]` whose physical blocks are a random permutation
+    (`shuffle`) so no sequence is contiguous in memory. Unused blocks hold copies of
+    random rows (never zeros).
+    """
+    b, n, hkv, d = k.shape
+    bps = (n + block_size - 1) // block_size
+    nb = b * bps + extra_blocks
+    if shuffle:
+        perm = torch.randperm(nb, generator=generator, device="cpu")[: b * bps].to(k.device)
+    else:
+        perm = torch.arange(b * bps, device=k.device)
+    table = perm.view(b, bps).to(torch.int32)
+    pad = bps * block_size - n
+    kp = torch.nn.functional.pad(k, (0, 0, 0, 0, 0, pad)).view(b * bps, block_size, hkv, d)
+    vp = torch.nn.functional.pad(v, (0, 0, 0, 0, 0, pad)).view(b * bps, block_size, hkv, d)
+    fill = torch.randint(0, max(b * bps, 1), (nb,), generator=generator, device="cpu").to(k.device)
+    k_cache = kp[fill].clone()
+    v_cache = vp[fill].clone()
+    k_cache[table.view(-1).long()] = kp
+    v_cache[table.view(-1).long()] = vp
+    return k_cache, v_cache, table

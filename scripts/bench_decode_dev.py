@@ -1,0 +1,126 @@
+"""Dev benchmark of decode attention (issue 5 targets), one GPU call:
+time, TB/s, % of a cold device-to-device copy measured here, ratio to SDPA's best
+backend (flash / cuDNN / efficient) on the same keys in contiguous layout, and to a
+plain-PyTorch paged implementation. Cold L2 (flush between runs) everywhere.
+
+    python3 scripts/bench_decode_dev.py [--iters 30] [--quick]
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+
+import torch
+
+import cuda_llm_ops as llm
+from cuda_llm_ops.bench import cases_decode as cd
+from cuda_llm_ops.testing import rel_error
+from cuda_llm_ops.timing import benchmark
+
+
+def copy_tbps(iters: int) -> float:
+    n = 1 << 30
+    src = torch.randint(0, 255, (n,), dtype=torch.uint8, device="cuda")
+    dst = torch.empty_like(src)
+    t = benchmark(lambda: dst.copy_(src), warmup=3, iterations=iters, cold_l2=True)
+    del src, dst
+    return 2 * n / (t.median_ms * 1e-3) / 1e12
+
+
+def run_case(B, N, Hkv, dtype, iters, copy_bw, contiguous=False):
+    case = cd.paged_case(B, N, Hkv, dtype, op="decode_attention" if contiguous else "paged_attention")
+    inp = case.make_inputs()
+    rows = {}
+    ref = None
+    for impl in case.impls:
+        why = impl.unavailable(inp) if impl.unavailable else None
+        if why:
+            rows[impl.name] = (None, why)
+            continue
+        fn = impl.build(inp)
+        out = fn()
+        if ref is None and impl.is_peer:
+            ref = out.float()
+        err = rel_error(out.float(), ref) if ref is not None else float("nan")
+        t = benchmark(fn, warmup=3, iterations=iters, cold_l2=True)
+        rows[impl.name] = (t.median_ms, err)
+        del out
+    splits = llm.decode_num_splits(B, Hkv, HQ_ // Hkv, N, 128, dtype)
+    ours = rows.get("cuda_llm_ops", (None, ""))[0]
+    sdpa = {k: v[0] for k, v in rows.items() if k.startswith("sdpa") and v[0] is not None}
+    best_name, best = min(sdpa.items(), key=lambda kv: kv[1]) if sdpa else ("-", None)
+    tp = rows.get("torch-paged", (None, ""))[0]
+    tag = "contig" if contiguous else "paged"
+    kind = "MHA" if Hkv == HQ_ else f"GQA{HQ_}/{Hkv}"
+    if ours is None:
+        print(f"{tag:6s} B={B:3d} N={N:6d} {kind:8s} ours unavailable: {rows.get('cuda_llm_ops')}")
+        return
+    tbps = case.bytes / (ours * 1e-3) / 1e12
+    line = (f"{tag:6s} B={B:3d} N={N:6d} {kind:8s} splits={splits:3d} ours {ours * 1e3:8.1f} us "
+            f"{tbps:5.2f} TB/s {100 * tbps / copy_bw:5.1f}% copy | err {rows['cuda_llm_ops'][1]:.1e}")
+    if best is not None:
+        line += f" | sdpa best {best_name} {best * 1e3:8.1f} us -> x{best / ours:4.2f}"
+        line += " (" + ", ".join(f"{k[5:]} {v * 1e3:.1f}" for k, v in sorted(sdpa.items())) + ")"
+    if tp is not None:
+        line += f" | torch-paged {tp * 1e3:8.1f} us x{tp / ours:4.2f}"
+    print(line, flush=True)
+    del inp
+
+
+HQ_ = cd.HQ
+
+
+def sweep_splits(B, N, Hkv, splits, iters, copy_bw, dtype=torch.float16):
+    """Forced num_splits: what the heuristic should pick (same kernels, same inputs)."""
+    inp = cd.make_paged_inputs(B, HQ_, Hkv, N, 128, cd.BLOCK_SIZE, dtype)
+    q, kc, vc, bt, sl = inp["q"], inp["k_cache"], inp["v_cache"], inp["block_tables"], inp["seq_lens"]
+    out = torch.empty_like(q)
+    nbytes = cd.paged_case(B, N, Hkv, dtype).bytes
+    parts = []
+    for s in splits:
+        ws = llm.paged_attention_workspace(q, kc, bt, num_splits=s)
+        t = benchmark(lambda: llm.paged_attention(q, kc, vc, bt, sl, out=out, num_splits=s, workspace=ws,
+                                                  check_indices=False), warmup=3, iterations=iters, cold_l2=True)
+        parts.append(f"{s}:{t.median_ms * 1e3:.1f}us/{100 * nbytes / (t.median_ms * 1e-3) / 1e12 / copy_bw:.0f}%")
+    h = llm.decode_num_splits(B, Hkv, HQ_ // Hkv, N, 128, dtype)
+    print(f"sweep  B={B:3d} N={N:6d} Hkv={Hkv:2d} heuristic={h:3d} | " + " ".join(parts), flush=True)
+    del inp
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--iters", type=int, default=30)
+    ap.add_argument("--quick", action="store_true")
+    args = ap.parse_args()
+    if not torch.cuda.is_available() or not llm.kernels_available():
+        print("needs a GPU and the built kernels", file=sys.stderr)
+        return 1
+    torch.manual_seed(0)
+    dev = torch.cuda.get_device_properties(0)
+    bw = copy_tbps(args.iters)
+    print(f"{dev.name}, {dev.multi_processor_count} SMs; cold D2D copy {bw:.3f} TB/s (read + write)")
+    dt = torch.float16
+    shapes = [(16, 1024, 32), (16, 4096, 32), (16, 1024, 8), (16, 4096, 8), (64, 1024, 32), (64, 4096, 32),
+              (64, 4096, 8), (64, 16384, 8), (16, 16384, 8), (1, 16384, 8), (1, 16384, 32), (1, 4096, 8),
+              (1, 1024, 32)]
+    if args.quick:
+        shapes = [(16, 4096, 32), (64, 4096, 32), (1, 16384, 8)]
+    for B, N, Hkv in shapes:
+        run_case(B, N, Hkv, dt, args.iters, bw)
+        torch.cuda.empty_cache()
+    for B, N, Hkv in [(64, 4096, 32), (1, 16384, 8), (16, 4096, 8)]:
+        run_case(B, N, Hkv, dt, args.iters, bw, contiguous=True)
+        torch.cuda.empty_cache()
+    run_case(16, 4096, 8, torch.bfloat16, args.iters, bw)
+    if not args.quick:
+        for B, N, Hkv, sp in [(1, 16384, 8, (8, 16, 24, 32, 48, 64, 128)), (1, 16384, 32, (2, 4, 8, 16, 32)),
+                              (16, 1024, 8, (1, 2, 3, 4, 8)), (16, 4096, 8, (1, 2, 3, 4, 8)),
+                              (16, 1024, 32, (1, 2, 4)), (64, 4096, 32, (1, 2)), (1, 4096, 8, (4, 8, 16, 32)),
+                              (4, 4096, 8, (2, 4, 8, 16))]:
+            sweep_splits(B, N, Hkv, sp, args.iters, bw)
+            torch.cuda.empty_cache()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

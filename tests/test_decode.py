@@ -1,0 +1,304 @@
+"""GPU tests of the decode area: paged attention (ragged batches, block sizes, GQA,
+head dims, dtypes, forced splits, out=/workspace), the append op, flash_attention's
+few-query-row path, CUDA-graph capture/replay, CUDAGraphRunner, error paths,
+opcheck and torch.compile."""
+import pytest
+import torch
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import cuda_llm_ops as llm
+from cuda_llm_ops.reference import attention_reference, paged_attention_reference, paged_kv_append_reference
+from cuda_llm_ops.reference.decode import make_paged_cache
+from cuda_llm_ops.testing import assert_close, poison_
+from conftest import require_op
+
+pytestmark = pytest.mark.cuda
+DTYPES = [torch.float16, torch.bfloat16]
+
+
+def _paged_problem(lens, hkv, group, d, block_size, dtype, seed, extra_blocks=3):
+    g = torch.Generator().manual_seed(seed)
+    b, n = len(lens), max(max(lens), 1)
+    k = torch.randn(b, n, hkv, d, generator=g).to(dtype).cuda()
+    v = torch.randn(b, n, hkv, d, generator=g).to(dtype).cuda()
+    q = torch.randn(b, hkv * group, d, generator=g).to(dtype).cuda()
+    k_cache, v_cache, table = make_paged_cache(k, v, block_size, extra_blocks=extra_blocks, generator=g)
+    seq_lens = torch.tensor(lens, dtype=torch.int32, device="cuda")
+    return q, k_cache, v_cache, table, seq_lens
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    lens=st.lists(st.one_of(st.integers(1, 4096), st.sampled_from([1, 2, 15, 16, 17, 63, 64, 65, 257])),
+                  min_size=1, max_size=5),
+    block_size=st.sampled_from([8, 16, 32, 64, 128, 256]),
+    group=st.sampled_from([1, 2, 3, 4, 8]),
+    hkv=st.integers(1, 3),
+    d=st.sampled_from([64, 96, 128, 256]),
+    dtype=st.sampled_from(DTYPES),
+    num_splits=st.sampled_from([0, 1, 2, 5, 16]),
+    seed=st.integers(0, 2**16),
+)
+def test_paged_attention_matches_reference(lens, block_size, group, hkv, d, dtype, num_splits, seed):
+    require_op("paged_attention")
+    q, k_cache, v_cache, table, seq_lens = _paged_problem(lens, hkv, group, d, block_size, dtype, seed)
+    out = poison_(torch.empty_like(q))
+    res = llm.paged_attention(q, k_cache, v_cache, table, seq_lens, out=out, num_splits=num_splits)
+    assert res is out
+    ref = paged_attention_reference(q, k_cache, v_cache, table, seq_lens)
+    assert_close(out, ref, dtype=dtype, what=f"paged_attention lens={lens} bs={block_size} G={group} D={d}")
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_paged_attention_splits_agree_and_scale(dtype):
+    require_op("paged_attention")
+    q, k_cache, v_cache, table, seq_lens = _paged_problem([3000, 1, 700, 4096], 2, 4, 128, 16, dtype, 7)
+    ref = paged_attention_reference(q, k_cache, v_cache, table, seq_lens, scale=0.05)
+    for ns in (1, 3, 64):
+        ws = llm.paged_attention_workspace(q, k_cache, table, num_splits=ns)
+        out = llm.paged_attention(q, k_cache, v_cache, table, seq_lens, scale=0.05, num_splits=ns, workspace=ws)
+        assert_close(out, ref, dtype=dtype, what=f"num_splits={ns}")
+
+
+def test_paged_attention_long_single_sequence_gqa_uses_splits():
+    require_op("paged_attention")
+    q, k_cache, v_cache, table, seq_lens = _paged_problem([16384], 8, 4, 128, 16, torch.float16, 3, 0)
+    splits = llm.decode_num_splits(1, 8, 4, table.shape[1] * 16, 128, torch.float16)
+    assert splits >= 8, f"B=1 at 16K context must split the sequence, heuristic gave {splits}"
+    out = llm.paged_attention(q, k_cache, v_cache, table, seq_lens)
+    assert_close(out, paged_attention_reference(q, k_cache, v_cache, table, seq_lens), dtype=torch.float16)
+
+
+def test_paged_attention_zero_length_and_unused_table_entries():
+    require_op("paged_attention")
+    q, k_cache, v_cache, table, seq_lens = _paged_problem([40, 100], 2, 2, 64, 16, torch.float16, 5)
+    table[0, 3:] = 10**6  # past the sequence: never read, never checked
+    seq_lens[1] = 0
+    out = llm.paged_attention(q, k_cache, v_cache, table, seq_lens)
+    assert torch.equal(out[1], torch.zeros_like(out[1]))
+    assert_close(out, paged_attention_reference(q, k_cache, v_cache, table, seq_lens), dtype=torch.float16)
+
+
+def test_paged_attention_bad_indices():
+    require_op("paged_attention")
+    q, k_cache, v_cache, table, seq_lens = _paged_problem([40, 100, 30], 2, 2, 64, 16, torch.float16, 6)
+    nb = k_cache.shape[0]
+    bad_table = table.clone()
+    bad_table[1, 2] = nb
+    with pytest.raises(ValueError, match=rf"block_tables\[1, 2\] = {nb} is outside \[0, num_blocks={nb}\)"):
+        llm.paged_attention(q, k_cache, v_cache, bad_table, seq_lens)
+    bad_lens = seq_lens.clone()
+    bad_lens[2] = table.shape[1] * 16 + 1
+    with pytest.raises(ValueError, match=r"seq_lens\[2\] = 113 is outside \[0, 112\]"):
+        llm.paged_attention(q, k_cache, v_cache, table, bad_lens)
+    # Without the host check the kernel still reads nothing out of bounds: the bad
+    # sequences come out NaN (never silently wrong), the others are right.
+    for ns in (1, 4):
+        out = llm.paged_attention(q, k_cache, v_cache, bad_table, bad_lens, check_indices=False, num_splits=ns)
+        torch.cuda.synchronize()
+        assert torch.isnan(out[1]).all() and torch.isnan(out[2]).all()
+        ref = paged_attention_reference(q[:1], k_cache, v_cache, table[:1], seq_lens[:1])
+        assert_close(out[:1], ref, dtype=torch.float16)
+
+
+def test_paged_attention_errors():
+    require_op("paged_attention")
+    q, k_cache, v_cache, table, seq_lens = _paged_problem([40], 2, 2, 64, 16, torch.float16, 8)
+    with pytest.raises(ValueError, match=r"block_tables must have dtype int32, got int64"):
+        llm.paged_attention(q, k_cache, v_cache, table.long(), seq_lens)
+    with pytest.raises(ValueError, match=r"num_splits must be an int in \[0, 128\]"):
+        llm.paged_attention(q, k_cache, v_cache, table, seq_lens, num_splits=-1)
+    with pytest.raises(ValueError, match=r"k_cache must be contiguous"):
+        llm.paged_attention(q, k_cache.transpose(1, 2).contiguous().transpose(1, 2), v_cache, table, seq_lens)
+    with pytest.raises(ValueError, match=r"out must have the same dtype as q"):
+        llm.paged_attention(q, k_cache, v_cache, table, seq_lens, out=torch.empty(q.shape, device="cuda"))
+    with pytest.raises(ValueError, match=r"workspace must hold at least \d+ float32 elements for num_splits=4"):
+        llm.paged_attention(q, k_cache, v_cache, table, seq_lens, num_splits=4,
+                            workspace=torch.empty(3, device="cuda"))
+    with pytest.raises(ValueError, match=r"scale must be >= 0"):
+        llm.paged_attention(q, k_cache, v_cache, table, seq_lens, scale=-1.0)
+
+
+@pytest.mark.parametrize("slot_dtype", [torch.int64, torch.int32])
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_paged_kv_append(slot_dtype, dtype):
+    require_op("paged_kv_append")
+    nb, bs, hkv, d, t = 6, 16, 4, 128, 9
+    k_cache = torch.randn(nb, bs, hkv, d, device="cuda").to(dtype)
+    v_cache = torch.randn(nb, bs, hkv, d, device="cuda").to(dtype)
+    qkv = torch.randn(t, 3 * hkv, d, device="cuda").to(dtype)  # strided k, v: slices of a fused projection
+    k, v = qkv[:, hkv:2 * hkv], qkv[:, 2 * hkv:]
+    slots = torch.randperm(nb * bs, device="cuda")[:t].to(slot_dtype)
+    slots[3] = -1
+    ref_k, ref_v = paged_kv_append_reference(k, v, k_cache, v_cache, slots)
+    llm.paged_kv_append(k, v, k_cache, v_cache, slots)
+    assert torch.equal(k_cache, ref_k) and torch.equal(v_cache, ref_v)
+    before = k_cache.clone()
+    bad = slots.clone()
+    bad[0] = nb * bs
+    with pytest.raises(ValueError, match=rf"slot_mapping\[0\] = {nb * bs} is past the cache"):
+        llm.paged_kv_append(k, v, k_cache, v_cache, bad)
+    llm.paged_kv_append(k, v, k_cache, v_cache, bad, check_slots=False)  # skipped, never out of bounds
+    assert torch.equal(k_cache, before)
+    with pytest.raises(ValueError, match=r"slot_mapping must have dtype int64 or int32"):
+        llm.paged_kv_append(k, v, k_cache, v_cache, slots.float())
+
+
+def test_append_then_attend_roundtrip():
+    require_op("paged_kv_append")
+    require_op("paged_attention")
+    b, hkv, g, d, bs, n = 3, 2, 4, 64, 8, 37
+    kv = torch.randn(2, b, n, hkv, d, device="cuda").half()
+    nb = b * 5 + 2
+    k_cache = torch.randn(nb, bs, hkv, d, device="cuda").half()
+    v_cache = torch.randn(nb, bs, hkv, d, device="cuda").half()
+    table = torch.randperm(nb, device="cuda")[: b * 5].view(b, 5).int()
+    pos = torch.arange(n, device="cuda")
+    slots = (table.long()[:, pos // bs] * bs + pos % bs).reshape(-1)
+    llm.paged_kv_append(kv[0].reshape(b * n, hkv, d), kv[1].reshape(b * n, hkv, d), k_cache, v_cache, slots)
+    q = torch.randn(b, hkv * g, d, device="cuda").half()
+    out = llm.paged_attention(q, k_cache, v_cache, table, torch.full((b,), n, dtype=torch.int32, device="cuda"))
+    ref = attention_reference(q[:, :, None], kv[0].transpose(1, 2), kv[1].transpose(1, 2))[:, :, 0]
+    assert_close(out, ref, dtype=torch.float16)
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    b=st.integers(1, 3),
+    nq=st.integers(1, 16),
+    nk=st.one_of(st.integers(1, 3000), st.integers(1, 20)),
+    group=st.sampled_from([1, 2, 4, 8]),
+    hkv=st.integers(1, 2),
+    d=st.sampled_from([64, 96, 128, 256]),
+    dtype=st.sampled_from(DTYPES),
+    causal=st.booleans(),
+    transposed=st.booleans(),
+    seed=st.integers(0, 2**16),
+)
+def test_flash_attention_few_rows_uses_decode_path(b, nq, nk, group, hkv, d, dtype, causal, transposed, seed):
+    require_op("decode_attention")
+    g = torch.Generator(device="cuda").manual_seed(seed)
+    hq = hkv * group
+    if transposed:  # [B, N, H, D] storage seen as [B, H, N, D]
+        q = torch.randn(b, nq, hq, d, device="cuda", generator=g).to(dtype).transpose(1, 2)
+        k = torch.randn(b, nk, hkv, d, device="cuda", generator=g).to(dtype).transpose(1, 2)
+        v = torch.randn(b, nk, hkv, d, device="cuda", generator=g).to(dtype).transpose(1, 2)
+    else:
+        q = torch.randn(b, hq, nq, d, device="cuda", generator=g).to(dtype)
+        k = torch.randn(b, hkv, nk, d, device="cuda", generator=g).to(dtype)
+        v = torch.randn(b, hkv, nk, d, device="cuda", generator=g).to(dtype)
+    assert llm.decode.use_decode_path(q)
+    out = llm.flash_attention(q, k, v, is_causal=causal)
+    ref = attention_reference(q, k, v, is_causal=causal)
+    assert_close(out, ref, dtype=dtype, what=f"decode path nq={nq} nk={nk} G={group} causal={causal}")
+
+
+@pytest.mark.parametrize("num_splits", [1, 3, 32])
+def test_decode_attention_out_and_splits(num_splits):
+    require_op("decode_attention")
+    q = torch.randn(2, 8, 5, 128, device="cuda").bfloat16()
+    k = torch.randn(2, 2, 1500, 128, device="cuda").bfloat16()
+    v = torch.randn(2, 2, 1500, 128, device="cuda").bfloat16()
+    out = poison_(torch.empty_like(q))
+    ws = llm.decode_workspace(2, 8, 2, 128, 1500, torch.bfloat16, seq_len_q=5, num_splits=num_splits)
+    res = llm.decode_attention(q, k, v, is_causal=True, out=out, num_splits=num_splits, workspace=ws)
+    assert res is out
+    assert_close(out, attention_reference(q, k, v, is_causal=True), dtype=torch.bfloat16)
+
+
+def test_decode_attention_more_queries_than_keys_causal():
+    require_op("decode_attention")
+    q = torch.randn(1, 4, 16, 64, device="cuda").half()
+    k = torch.randn(1, 4, 5, 64, device="cuda").half()
+    v = torch.randn(1, 4, 5, 64, device="cuda").half()
+    out = llm.decode_attention(q, k, v, is_causal=True)
+    assert torch.equal(out[:, :, :11], torch.zeros_like(out[:, :, :11]))  # rows that see no key
+    assert_close(out, attention_reference(q, k, v, is_causal=True), dtype=torch.float16)
+
+
+def test_cuda_graph_capture_then_replay_with_new_tables():
+    require_op("paged_attention")
+    b, hkv, g, d, bs, max_blocks = 4, 2, 4, 128, 16, 64
+    nb = b * max_blocks + 8
+    k_cache = torch.randn(nb, bs, hkv, d, device="cuda").half()
+    v_cache = torch.randn(nb, bs, hkv, d, device="cuda").half()
+    q = torch.randn(b, hkv * g, d, device="cuda").half()
+    table = torch.randperm(nb, device="cuda")[: b * max_blocks].view(b, max_blocks).int()
+    seq_lens = torch.randint(1, max_blocks * bs + 1, (b,), device="cuda", dtype=torch.int32)
+    out = torch.empty_like(q)
+    ws = llm.paged_attention_workspace(q, k_cache, table)
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        llm.paged_attention(q, k_cache, v_cache, table, seq_lens, out=out, workspace=ws)
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        llm.paged_attention(q, k_cache, v_cache, table, seq_lens, out=out, workspace=ws)
+    for trial in range(3):
+        q.copy_(torch.randn_like(q))
+        table.copy_(torch.randperm(nb, device="cuda")[: b * max_blocks].view(b, max_blocks))
+        seq_lens.copy_(torch.randint(1, max_blocks * bs + 1, (b,), device="cuda", dtype=torch.int32))
+        if trial == 2:
+            seq_lens[0] = 1
+        poison_(out)
+        graph.replay()
+        assert_close(out, paged_attention_reference(q, k_cache, v_cache, table, seq_lens), dtype=torch.float16,
+                     what=f"replay {trial}")
+
+
+def test_cuda_graph_runner_buckets():
+    require_op("paged_attention")
+    hkv, g, d, bs, max_blocks = 2, 4, 64, 16, 8
+    nb = 200
+    k_cache = torch.randn(nb, bs, hkv, d, device="cuda").bfloat16()
+    v_cache = torch.randn(nb, bs, hkv, d, device="cuda").bfloat16()
+
+    def step(q, table, seq_lens):
+        return llm.paged_attention(q, k_cache, v_cache, table, seq_lens)
+
+    def batch(n):
+        q = torch.randn(n, hkv * g, d, device="cuda").bfloat16()
+        table = torch.randint(0, nb, (n, max_blocks), device="cuda", dtype=torch.int32)
+        lens = torch.randint(1, max_blocks * bs + 1, (n,), device="cuda", dtype=torch.int32)
+        return q, table, lens
+
+    runner = llm.CUDAGraphRunner(step, batch(1), batch_args=(0, 1, 2), buckets=(1, 2, 4, 8))
+    for n in (3, 1, 8, 3):
+        args = batch(n)
+        out = runner(*args)
+        assert out.shape == (n, hkv * g, d)
+        assert_close(out, paged_attention_reference(args[0], k_cache, v_cache, args[1], args[2]),
+                     dtype=torch.bfloat16, what=f"runner batch {n}")
+    assert runner.captured == (1, 4, 8)
+    with pytest.raises(ValueError, match=r"larger than the largest captured bucket"):
+        runner(*batch(9))
+
+
+def test_opcheck_decode_ops():
+    require_op("paged_attention")
+    q, k_cache, v_cache, table, seq_lens = _paged_problem([40, 300], 2, 2, 64, 16, torch.float16, 9)
+    out = torch.empty_like(q)
+    torch.library.opcheck(torch.ops.cuda_llm_ops.paged_attention.default,
+                          (out, q, k_cache, v_cache, table, seq_lens, 0.125, 3, None))
+    qd = torch.randn(1, 4, 3, 64, device="cuda").half()
+    kd = torch.randn(1, 2, 50, 64, device="cuda").half()
+    torch.library.opcheck(torch.ops.cuda_llm_ops.decode_attention.default,
+                          (torch.empty_like(qd), qd, kd, kd.clone(), 0.125, True, 0, None))
+    k = torch.randn(3, 2, 64, device="cuda").half()
+    torch.library.opcheck(torch.ops.cuda_llm_ops.paged_kv_append.default,
+                          (k, k.clone(), k_cache, v_cache, torch.tensor([0, -1, 5], device="cuda")))
+
+
+def test_torch_compile_fullgraph():
+    require_op("paged_attention")
+    q, k_cache, v_cache, table, seq_lens = _paged_problem([40, 300], 2, 2, 64, 16, torch.float16, 10)
+
+    @torch.compile(fullgraph=True)
+    def f(q, k_cache, v_cache, table, seq_lens):
+        return llm.paged_attention(q * 2, k_cache, v_cache, table, seq_lens) + 1
+
+    out = f(q, k_cache, v_cache, table, seq_lens)
+    ref = paged_attention_reference(q * 2, k_cache, v_cache, table, seq_lens) + 1
+    assert_close(out, ref, dtype=torch.float16)

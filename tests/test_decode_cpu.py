@@ -1,0 +1,147 @@
+"""CPU tests of the decode area: the paged reference against contiguous SDPA, the
+append reference, input validation and the CUDA-graph runner's argument checks."""
+import math
+
+import pytest
+import torch
+import torch.nn.functional as F
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import cuda_llm_ops as llm
+from cuda_llm_ops import _ops
+from cuda_llm_ops.decode import validate_paged_attention_inputs
+from cuda_llm_ops.reference import paged_attention_reference, paged_kv_append_reference
+from cuda_llm_ops.reference.decode import gather_paged_kv, make_paged_cache
+
+
+def _sdpa_per_sequence(q, k, v, lens, scale):
+    """Contiguous SDPA per sequence: q [B, Hq, D], k/v [B, N, Hkv, D]."""
+    outs = []
+    g = q.shape[1] // k.shape[2]
+    for b, n in enumerate(lens):
+        if n == 0:
+            outs.append(torch.zeros_like(q[b]))
+            continue
+        kk = k[b, :n].permute(1, 0, 2).repeat_interleave(g, 0)
+        vv = v[b, :n].permute(1, 0, 2).repeat_interleave(g, 0)
+        outs.append(F.scaled_dot_product_attention(q[b][:, None], kk, vv, scale=scale)[:, 0])
+    return torch.stack(outs)
+
+
+@settings(max_examples=25, deadline=None)
+@given(
+    lens=st.lists(st.integers(0, 300), min_size=1, max_size=4),
+    block_size=st.sampled_from([8, 16, 32, 64, 256]),
+    group=st.sampled_from([1, 2, 3, 4, 8]),
+    hkv=st.integers(1, 3),
+    d=st.sampled_from([8, 64, 96]),
+    seed=st.integers(0, 2**16),
+)
+def test_paged_reference_matches_contiguous_sdpa(lens, block_size, group, hkv, d, seed):
+    g = torch.Generator().manual_seed(seed)
+    b, n = len(lens), max(max(lens), 1)
+    k = torch.randn(b, n, hkv, d, generator=g, dtype=torch.float64)
+    v = torch.randn(b, n, hkv, d, generator=g, dtype=torch.float64)
+    q = torch.randn(b, hkv * group, d, generator=g, dtype=torch.float64)
+    k_cache, v_cache, table = make_paged_cache(k, v, block_size, extra_blocks=3, generator=g)
+    seq_lens = torch.tensor(lens, dtype=torch.int32)
+    scale = 0.3
+    out = paged_attention_reference(q, k_cache, v_cache, table, seq_lens, scale=scale, dtype=torch.float64)
+    ref = _sdpa_per_sequence(q, k, v, lens, scale)
+    torch.testing.assert_close(out, ref, rtol=1e-10, atol=1e-10)
+
+
+def test_paged_reference_default_scale_and_shuffle():
+    g = torch.Generator().manual_seed(1)
+    k = torch.randn(2, 40, 2, 16, generator=g)
+    v = torch.randn(2, 40, 2, 16, generator=g)
+    k_cache, v_cache, table = make_paged_cache(k, v, 8, generator=g)
+    assert not torch.equal(table.view(-1), torch.arange(table.numel(), dtype=torch.int32)), "blocks not shuffled"
+    torch.testing.assert_close(gather_paged_kv(k_cache, table[1], 37), k[1, :37])
+    q = torch.randn(2, 4, 16, generator=g)
+    out = paged_attention_reference(q, k_cache, v_cache, table, torch.tensor([40, 1], dtype=torch.int32))
+    ref = _sdpa_per_sequence(q, k, v, [40, 1], 16 ** -0.5)
+    torch.testing.assert_close(out, ref, rtol=1e-5, atol=1e-5)
+
+
+def test_paged_kv_append_reference():
+    g = torch.Generator().manual_seed(2)
+    k_cache = torch.randn(4, 8, 2, 16, generator=g)
+    v_cache = torch.randn(4, 8, 2, 16, generator=g)
+    k = torch.randn(3, 2, 16, generator=g)
+    v = torch.randn(3, 2, 16, generator=g)
+    slots = torch.tensor([5, -1, 31])
+    kc, vc = paged_kv_append_reference(k, v, k_cache, v_cache, slots)
+    torch.testing.assert_close(kc[0, 5], k[0])
+    torch.testing.assert_close(vc[3, 7], v[2])
+    mask = torch.ones(32, dtype=torch.bool)
+    mask[[5, 31]] = False
+    torch.testing.assert_close(kc.view(32, 2, 16)[mask], k_cache.view(32, 2, 16)[mask])  # the rest untouched
+
+
+def _inputs(**over):
+    a = dict(q=torch.randn(2, 8, 64, dtype=torch.float16), k_cache=torch.randn(10, 16, 2, 64, dtype=torch.float16),
+             v_cache=torch.randn(10, 16, 2, 64, dtype=torch.float16),
+             block_tables=torch.zeros(2, 4, dtype=torch.int32), seq_lens=torch.ones(2, dtype=torch.int32))
+    a.update(over)
+    return a
+
+
+@pytest.mark.parametrize("over, match", [
+    (dict(q=torch.randn(2, 8, 1, 64, dtype=torch.float16)), r"q must be 3-D"),
+    (dict(q=torch.randn(2, 8, 64)), r"q must have dtype float16 or bfloat16, got float32"),
+    (dict(block_tables=torch.zeros(2, 4, dtype=torch.int64)), r"block_tables must have dtype int32, got int64"),
+    (dict(seq_lens=torch.ones(2, dtype=torch.int64)), r"seq_lens must have dtype int32"),
+    (dict(v_cache=torch.randn(10, 16, 2, 64, dtype=torch.bfloat16)), r"v_cache must have the same dtype as q"),
+    (dict(v_cache=torch.randn(10, 8, 2, 64, dtype=torch.float16)), r"v_cache must have k_cache's shape"),
+    (dict(k_cache=torch.randn(10, 16, 3, 64, dtype=torch.float16),
+          v_cache=torch.randn(10, 16, 3, 64, dtype=torch.float16)), r"multiple of k_cache's num_kv_heads, got 3"),
+    (dict(q=torch.randn(2, 8, 80, dtype=torch.float16), k_cache=torch.randn(10, 16, 2, 80, dtype=torch.float16),
+          v_cache=torch.randn(10, 16, 2, 80, dtype=torch.float16)), r"head_dim must be one of .* got 80"),
+    (dict(k_cache=torch.randn(10, 12, 2, 64, dtype=torch.float16),
+          v_cache=torch.randn(10, 12, 2, 64, dtype=torch.float16)), r"block_size .* power of two, got 12"),
+    (dict(block_tables=torch.zeros(3, 4, dtype=torch.int32)), r"block_tables must have 2 rows"),
+    (dict(seq_lens=torch.ones(5, dtype=torch.int32)), r"seq_lens must have 2 entries"),
+    ({}, r"q must be a CUDA tensor"),
+])
+def test_validation_errors(over, match):
+    with pytest.raises(ValueError, match=match):
+        validate_paged_attention_inputs(**_inputs(**over))
+
+
+def test_validation_out_shape():
+    a = _inputs()
+    with pytest.raises(ValueError, match=r"out must have q's shape"):
+        validate_paged_attention_inputs(**a, out=torch.empty(2, 8, 32, dtype=torch.float16))
+    with pytest.raises(TypeError, match=r"seq_lens must be a torch.Tensor"):
+        validate_paged_attention_inputs(**dict(a, seq_lens=[1, 2]))
+
+
+@pytest.mark.skipif(_ops.kernels_available(), reason="kernels are built here")
+def test_ops_without_kernels_raise_runtime_error():
+    with pytest.raises(RuntimeError, match=r"paged_attention"):
+        llm.paged_attention(**_inputs())
+    with pytest.raises(RuntimeError, match=r"paged_kv_append"):
+        llm.paged_kv_append(torch.randn(1, 2, 64), torch.randn(1, 2, 64), torch.randn(2, 8, 2, 64),
+                            torch.randn(2, 8, 2, 64), torch.zeros(1, dtype=torch.int64))
+
+
+def test_cuda_graph_runner_argument_checks():
+    q = torch.randn(3, 4)
+    with pytest.raises(ValueError, match=r"buckets must be positive"):
+        llm.CUDAGraphRunner(lambda x: x, (q,), (0,), buckets=(0, 2))
+    with pytest.raises(ValueError, match=r"batch_args entry 1 must index a tensor"):
+        llm.CUDAGraphRunner(lambda x, s: x, (q, 1.0), (1,))
+    with pytest.raises(ValueError, match=r"pad_values must have one value"):
+        llm.CUDAGraphRunner(lambda x: x, (q,), (0,), pad_values=(0, 1))
+    r = llm.CUDAGraphRunner(lambda x: x, (q,), (0,), buckets=(8, 1, 4))
+    assert r.buckets == (1, 4, 8)
+    assert [r.bucket_for(n) for n in (1, 2, 4, 5, 8)] == [1, 4, 4, 8, 8]
+    with pytest.raises(ValueError, match=r"larger than the largest captured bucket \(8\)"):
+        r.bucket_for(9)
+
+
+def test_decode_constants():
+    assert llm.decode.DECODE_HEAD_DIMS == (64, 96, 128, 256)
+    assert math.log2(llm.decode.DECODE_MAX_QUERY_ROWS) == 4
