@@ -7,6 +7,12 @@ and the `llm-speed` benchmark command.
 from ._ops import build_info, kernels_available
 from .attention import flash_attention, naive_attention, tiled_attention
 from .validation import validate_attention_inputs
+from .decode import (decode_attention, decode_num_splits, decode_workspace, paged_attention,
+                     paged_attention_workspace, paged_kv_append, validate_paged_attention_inputs)
+from .graphs import CUDAGraphRunner
+from .lightning import lightning_attention_decode, validate_lightning_decode_inputs
+from .gemm import gemm, tensor_core_gemm, tensor_core_gemm_int8, validate_gemm_inputs
+from .profiler import Bottleneck, CUDAProfiler, KernelMetrics
 from . import reference
 
 __version__ = "0.1.0"
@@ -19,5 +25,22 @@ __all__ = [
     "naive_attention",
     "tiled_attention",
     "validate_attention_inputs",
+    "lightning_attention_decode",
+    "validate_lightning_decode_inputs",
+    "gemm",
+    "tensor_core_gemm",
+    "tensor_core_gemm_int8",
+    "validate_gemm_inputs",
+    "decode_attention",
+    "decode_num_splits",
+    "decode_workspace",
+    "paged_attention",
+    "paged_attention_workspace",
+    "paged_kv_append",
+    "validate_paged_attention_inputs",
+    "CUDAGraphRunner",
+    "Bottleneck",
+    "CUDAProfiler",
+    "KernelMetrics",
     "reference",
 ]
