@@ -48,3 +48,21 @@ def assert_close(out: torch.Tensor, ref: torch.Tensor, dtype: torch.dtype | None
 def randn(*shape, dtype=torch.float16, device="cuda", generator=None, scale: float = 1.0) -> torch.Tensor:
     """Fresh standard-normal data (never zeros), made in float32 then cast."""
     return (torch.randn(*shape, device=device, generator=generator) * scale).to(dtype)
+
+
+def run_isolated(code: str, timeout: float = 120.0) -> None:
+    """Run `code` (a Python script) in a child process and assert it finished.
+
+    For tests of errors raised from inside the C++ extension: if raising ever
+    crashes the process again (a toolchain mismatch did once, see
+    csrc/bindings/checks.h), the test fails with the child's output instead of
+    the whole pytest session dying.
+    """
+    import subprocess
+    import sys
+    import textwrap
+
+    script = textwrap.dedent(code) + "\nprint('ISOLATED-OK')\n"
+    res = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=timeout)
+    assert res.returncode == 0 and "ISOLATED-OK" in res.stdout, (
+        f"child exited with {res.returncode}\nstdout:\n{res.stdout[-2000:]}\nstderr:\n{res.stderr[-4000:]}")

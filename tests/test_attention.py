@@ -4,20 +4,16 @@ causal with Nq != Nk (fully masked rows), strided inputs, error paths,
 opcheck, torch.compile and flash attention's O(N) memory."""
 from __future__ import annotations
 
-import subprocess
-import sys
-import textwrap
 
 import pytest
 import torch
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-import cuda_llm_ops
 from cuda_llm_ops import flash_attention, naive_attention, tiled_attention
 from cuda_llm_ops.attention import NAIVE_MAX_SEQ_LEN_K
 from cuda_llm_ops.reference import attention_reference
-from cuda_llm_ops.testing import assert_close, randn
+from cuda_llm_ops.testing import assert_close, randn, run_isolated
 
 from conftest import require_op
 
@@ -168,21 +164,13 @@ def test_naive_length_limit_error():
     k = torch.randn(1, 1, NAIVE_MAX_SEQ_LEN_K + 1, 64, device="cuda", dtype=torch.float16)
     with pytest.raises(ValueError, match=rf"seq_len_k <= {NAIVE_MAX_SEQ_LEN_K}, got {NAIVE_MAX_SEQ_LEN_K + 1}"):
         naive_attention(q, k, k)
-    _run_isolated("""
+    run_isolated("""import pytest, torch, cuda_llm_ops
+
 q = torch.randn(1, 1, 1, 64, device="cuda", dtype=torch.float16)
 k = torch.randn(1, 1, 32769, 64, device="cuda", dtype=torch.float16)
 with pytest.raises(RuntimeError, match="NAIVE_MAX_SEQ_LEN_K"):  # the op itself refuses too
     torch.ops.cuda_llm_ops.naive_attention(q, k, k, 0.125, False)
 """)
-
-
-def _run_isolated(body: str) -> None:
-    """Run checks that raise from the C++ op in a child process, so that a crash
-    while raising fails this test (with its output) instead of killing the session."""
-    code = "import pytest, torch, cuda_llm_ops\n" + textwrap.dedent(body) + "\nprint('ISOLATED-OK')\n"
-    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
-    assert res.returncode == 0 and "ISOLATED-OK" in res.stdout, (
-        f"child exited with {res.returncode}\nstdout:\n{res.stdout[-2000:]}\nstderr:\n{res.stderr[-4000:]}")
 
 
 # ---------------------------------------------------------------- validation errors
@@ -241,7 +229,8 @@ def test_bad_scale(name):
 def test_op_level_checks(name):
     """A direct torch.ops call skips the Python validation; the C++ checks still refuse."""
     require_op(name)
-    _run_isolated(f"""
+    run_isolated(f"""import pytest, torch, cuda_llm_ops
+
 op = torch.ops.cuda_llm_ops.{name}
 q = torch.randn(2, 4, 16, 64, device="cuda", dtype=torch.float16)
 k = torch.randn(2, 2, 24, 64, device="cuda", dtype=torch.float16)

@@ -7,7 +7,7 @@ from hypothesis import strategies as st
 import cuda_llm_ops as llm
 from cuda_llm_ops.gemm import _gemm_variant
 from cuda_llm_ops.reference import gemm_reference, int8_gemm_reference
-from cuda_llm_ops.testing import REL_TOL, assert_close
+from cuda_llm_ops.testing import REL_TOL, assert_close, run_isolated
 from conftest import require_op
 
 pytestmark = pytest.mark.cuda
@@ -199,11 +199,7 @@ def test_direct_op_checks():
     Run in a subprocess: a C++ exception that fails to cross into Python (a toolchain
     mismatch) then fails this test instead of killing the whole pytest process."""
     require_op("gemm")
-    import subprocess
-    import sys
-    r = subprocess.run([sys.executable, "-c", _DIRECT_OP_CHECKS], capture_output=True, text=True, timeout=120)
-    assert r.returncode == 0 and "DIRECT-OK" in r.stdout, (
-        f"rc={r.returncode}\nstdout: {r.stdout[-800:]}\nstderr: {r.stderr[-1500:]}")
+    run_isolated(_DIRECT_OP_CHECKS)
 
 
 def test_int8_errors():

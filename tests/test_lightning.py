@@ -7,7 +7,7 @@ from hypothesis import strategies as st
 from cuda_llm_ops import lightning_attention_decode
 from cuda_llm_ops.bench.triton_lightning import triton_available, triton_lightning_decode
 from cuda_llm_ops.reference import lightning_decode_reference
-from cuda_llm_ops.testing import REL_TOL, assert_close, poison_
+from cuda_llm_ops.testing import REL_TOL, assert_close, poison_, run_isolated
 from conftest import require_op
 
 pytestmark = pytest.mark.cuda
@@ -202,12 +202,7 @@ print("ALL_RAISED")
 def test_direct_op_call_checks_raise_runtime_errors():
     # The C++ checks keep a direct torch.ops call (no Python validation) from reaching the kernel.
     # Run in a subprocess: a crash while raising from C++ must fail this test, not end the session.
-    import subprocess
-    import sys
-
-    proc = subprocess.run([sys.executable, "-c", _DIRECT_OP_ERRORS], capture_output=True, text=True, timeout=120)
-    assert proc.returncode == 0 and "ALL_RAISED" in proc.stdout, (
-        f"rc={proc.returncode}\nstdout: {proc.stdout[-2000:]}\nstderr: {proc.stderr[-3000:]}")
+    run_isolated(_DIRECT_OP_ERRORS)
 
 
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32])
