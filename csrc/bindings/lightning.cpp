@@ -4,13 +4,8 @@
 //   lightning_attention_decode_inplace(q, k, v, kv!, slope, out!)   kv is updated
 // so each schema says truthfully which tensors are written (torch.compile and
 // opcheck rely on it). The Python wrapper picks one and allocates outputs.
-//
-// Error messages are built from strings only (std::to_string for numbers) and
-// only when a check fails: on the GPU build machine a TORCH_CHECK whose message
-// streams an integer through std::ostream crashed the process (a libstdc++
-// locale mismatch between the extension and torch, seen 2026-11-22), while
-// string-only messages raised cleanly; and a decode step must not pay for
-// message formatting on the success path.
+// Checks go through CLO_CHECK (bindings/checks.h): messages are formatted only
+// when a check fails, and never through iostreams.
 #include <ATen/core/Tensor.h>
 #include <c10/cuda/CUDAGuard.h>
 #include <torch/library.h>
@@ -29,27 +24,12 @@ namespace {
 
 constexpr int kMaxDim = cuda_llm_ops::lightning::kMaxHeadDim;
 
-[[noreturn]] void fail(const std::string& msg) { TORCH_CHECK(false, "lightning_attention_decode: " + msg); }
-
-std::string sizes_str(c10::IntArrayRef s) {
-  std::string r = "[";
-  for (size_t i = 0; i < s.size(); ++i) r += (i ? ", " : "") + std::to_string(s[i]);
-  return r + "]";
-}
-
-std::string dtype_str(at::ScalarType t) { return c10::toString(t); }
-
-// The message expression is evaluated only when the check fails.
-#define LIGHTNING_REQUIRE(cond, name, what)                            \
-  do {                                                                 \
-    if (C10_UNLIKELY(!(cond))) fail(std::string(name) + " " + (what)); \
-  } while (0)
+// The message is formatted only when the check fails.
+#define LIGHTNING_REQUIRE(cond, name, what) CLO_CHECK(cond, "lightning_attention_decode: ", name, " ", what)
 
 void require_shape(const at::Tensor& t, const char* name, std::initializer_list<int64_t> want, const char* layout) {
-  if (C10_UNLIKELY(t.sizes() != c10::IntArrayRef(want))) {
-    fail(std::string(name) + " must have shape " + sizes_str(c10::IntArrayRef(want)) + " = " + layout + ", got " +
-         sizes_str(t.sizes()));
-  }
+  CLO_CHECK(t.sizes() == c10::IntArrayRef(want), "lightning_attention_decode: ", name, " must have shape ",
+            c10::IntArrayRef(want), " = ", layout, ", got ", t.sizes());
 }
 
 bool ranges_overlap(const at::Tensor& a, const at::Tensor& b) {
@@ -73,21 +53,21 @@ void lightning_decode_checked(const at::Tensor& q, const at::Tensor& k, const at
   }
   const auto qt = q.scalar_type();
   LIGHTNING_REQUIRE(qt == at::kFloat || qt == at::kHalf || qt == at::kBFloat16, "q",
-                    "must be float32, float16 or bfloat16, got " + dtype_str(qt));
+                    "must be float32, float16 or bfloat16, got " + concat(qt));
   LIGHTNING_REQUIRE(k.scalar_type() == qt && v.scalar_type() == qt && out.scalar_type() == qt, "k, v and out",
-                    "must have q's dtype " + dtype_str(qt) + ", got " + dtype_str(k.scalar_type()) + ", " +
-                        dtype_str(v.scalar_type()) + ", " + dtype_str(out.scalar_type()));
+                    "must have q's dtype " + concat(qt) + ", got " + concat(k.scalar_type()) + ", " +
+                        concat(v.scalar_type()) + ", " + concat(out.scalar_type()));
   LIGHTNING_REQUIRE(kv.scalar_type() == at::kFloat, "kv",
-                    "must have dtype Float, got " + dtype_str(kv.scalar_type()));
+                    "must have dtype Float, got " + concat(kv.scalar_type()));
   LIGHTNING_REQUIRE(new_kv.scalar_type() == at::kFloat, "new_kv",
-                    "must have dtype Float, got " + dtype_str(new_kv.scalar_type()));
+                    "must have dtype Float, got " + concat(new_kv.scalar_type()));
   LIGHTNING_REQUIRE(slope.scalar_type() == at::kFloat, "slope",
-                    "must have dtype Float, got " + dtype_str(slope.scalar_type()));
-  LIGHTNING_REQUIRE(q.dim() == 4, "q", "must be 4-D [batch, heads, n, d], got shape " + sizes_str(q.sizes()));
-  LIGHTNING_REQUIRE(v.dim() == 4, "v", "must be 4-D [batch, heads, n, e], got shape " + sizes_str(v.sizes()));
+                    "must have dtype Float, got " + concat(slope.scalar_type()));
+  LIGHTNING_REQUIRE(q.dim() == 4, "q", "must be 4-D [batch, heads, n, d], got shape " + concat(q.sizes()));
+  LIGHTNING_REQUIRE(v.dim() == 4, "v", "must be 4-D [batch, heads, n, e], got shape " + concat(v.sizes()));
   const int64_t b = q.size(0), h = q.size(1), n = q.size(2), d = q.size(3), e = v.size(3);
   LIGHTNING_REQUIRE(b >= 1 && h >= 1 && n >= 1 && d >= 1 && e >= 1, "q and v",
-                    "must have no empty dimension, got " + sizes_str(q.sizes()) + " and " + sizes_str(v.sizes()));
+                    "must have no empty dimension, got " + concat(q.sizes()) + " and " + concat(v.sizes()));
   LIGHTNING_REQUIRE(d <= kMaxDim && e <= kMaxDim, "d and e",
                     "must be <= " + std::to_string(kMaxDim) + ", got d=" + std::to_string(d) +
                         " e=" + std::to_string(e));
@@ -100,7 +80,7 @@ void lightning_decode_checked(const at::Tensor& q, const at::Tensor& k, const at
       slope.numel() == h && (slope.dim() == 1 || (slope.dim() == 3 && slope.size(1) == 1 && slope.size(2) == 1));
   LIGHTNING_REQUIRE(slope_ok, "slope",
                     "must have shape [" + std::to_string(h) + ", 1, 1] or [" + std::to_string(h) + "], got " +
-                        sizes_str(slope.sizes()));
+                        concat(slope.sizes()));
   for (int i = 0; i < 5; ++i) {
     LIGHTNING_REQUIRE(!ranges_overlap(out, *all[i]), "out", std::string("must not overlap ") + names[i]);
   }
@@ -115,7 +95,7 @@ void lightning_decode_checked(const at::Tensor& q, const at::Tensor& k, const at
   const cudaError_t err = cuda_llm_ops::lightning::launch_lightning_attention_decode(
       q.data_ptr(), k.data_ptr(), v.data_ptr(), kv.data_ptr<float>(), slope.data_ptr<float>(), out.data_ptr(),
       new_kv.data_ptr<float>(), b, h, n, static_cast<int>(d), static_cast<int>(e), to_dtype(qt), current_stream(q));
-  if (C10_UNLIKELY(err != cudaSuccess)) fail(std::string("CUDA launch failed: ") + cudaGetErrorString(err));
+  check_launch(err, "lightning_attention_decode");
 }
 
 void lightning_attention_decode(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& kv,
