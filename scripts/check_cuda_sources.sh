@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Compile-check every CUDA source (kernels and device headers, no torch) with
-# nvcc for sm_80 and sm_90a: -c, no link. Used by CI, which has no GPU and only
-# a CPU build of torch, so the torch binding (csrc/bindings) is checked by the
-# GPU build instead.
+# nvcc for sm_80 and sm_90a: -c, no link; then type-check the torch binding
+# layer (csrc/bindings) with g++. Used by CI, which has no GPU and only a CPU
+# build of torch: linking the extension is left to the GPU build.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 NVCC=${NVCC:-nvcc}
