@@ -42,13 +42,9 @@ def render(records: list[dict], source: str) -> str:
     if not records:
         return f"_No records in `{source}`._"
     r0 = records[0]
-    lines = [
-        f"Measured on {r0['gpu']} (torch {r0['torch']}, CUDA {r0['cuda']}, commit {r0['git_sha']}, "
-        f"{r0['timestamp']}); generated from `{source}` by `scripts/readme_table.py`.",
-        "",
-        "| op | dtype | shape | ours | time | best peer | peer time | vs best peer | % of roofline | bottleneck |",
-        "|---|---|---|---|---:|---|---:|---:|---:|---|",
-    ]
+    header = ["| dtype | shape | ours | time | best peer | peer time | vs best peer | % of roofline | bottleneck |",
+              "|---|---|---|---:|---|---:|---:|---:|---|"]
+    rows_by_op: dict[str, list[str]] = {}
     for (op, dtype, _), recs in group_cases(records).items():
         peers = [r for r in recs if r["is_peer"] and timed(r)]
         best = min(peers, key=lambda r: r["median_ms"]) if peers else None
@@ -60,12 +56,22 @@ def render(records: list[dict], source: str) -> str:
             if timed(r):
                 ratio = f"{best['median_ms'] / r['median_ms']:.2f}x" if best else "-"
                 pct = f"{r['pct_of_roofline']:.1f}%" if r["pct_of_roofline"] is not None else "-"
-                cells = [op, dtype, shape, f"`{r['impl']}`", _ms_cell(r["median_ms"]), *peer_cells, ratio, pct,
+                cells = [dtype, shape, f"`{r['impl']}`", _ms_cell(r["median_ms"]), *peer_cells, ratio, pct,
                          r["bottleneck"] or "-"]
             else:
                 what = "FAILED" if r["status"] == "failed" else "unavailable"
-                cells = [op, dtype, shape, f"`{r['impl']}`", what, *peer_cells, "-", "-", "-"]
-            lines.append("| " + " | ".join(cells) + " |")
+                cells = [dtype, shape, f"`{r['impl']}`", what, *peer_cells, "-", "-", "-"]
+            rows_by_op.setdefault(op, []).append("| " + " | ".join(cells) + " |")
+    lines = [
+        f"Measured on {r0['gpu']} (torch {r0['torch']}, CUDA {r0['cuda']}, commit {r0['git_sha']}, "
+        f"{r0['timestamp']}); generated from `{source}` by `scripts/readme_table.py`. One table per op "
+        "(click to open).",
+        "",
+    ]
+    # one collapsible table per op keeps the README readable with hundreds of rows
+    for op, rows in rows_by_op.items():
+        lines += [f"<details><summary><code>{op}</code>: {len(rows)} rows</summary>", "", *header, *rows, "",
+                  "</details>", ""]
     lines += ["", "vs best peer: the fastest peer's median time divided by ours (> 1: ours is faster). "
               "% of roofline: the roofline time (FLOPs at peak rate or bytes at the measured copy bandwidth, "
               "whichever is longer) over our median time. Full records, peers included: the JSON file; plots: "

@@ -455,8 +455,11 @@ def test_readme_table_from_fixture(tmp_path):
     assert mod.main([str(results), "--readme", str(readme)]) == 0
     text = readme.read_text()
     assert "old" not in text and text.endswith("\n\ntail\n")
-    rows = [ln for ln in text.splitlines() if ln.startswith("| attention_prefill") or ln.startswith("| paged")]
+    rows = [ln for ln in text.splitlines() if ln.startswith("| ") and not ln.startswith("| dtype")]
     assert len(rows) == 3  # one per (case, our implementation); peers are in the JSON only
+    # one collapsible table per op, its summary naming the op and its row count
+    assert "<summary><code>attention_prefill</code>: 2 rows</summary>" in text
+    assert "<summary><code>paged_attention</code>: 1 rows</summary>" in text
     assert "`flash_attention`" in rows[0] and "sdpa-cudnn" in rows[0] and "0.50x" in rows[0]
     assert "FAILED" in rows[2]
     assert mod.main([str(results), "--readme", str(readme), "--check"]) == 0
