@@ -107,8 +107,9 @@ def tensor_core_gemm(a: torch.Tensor, b: torch.Tensor, alpha: float = 1.0, beta:
         alpha, beta: scales; beta is ignored when `c` is None.
         c: optional `[M, N]` float32 addend.
 
-    Any M, N, K >= 1 (K and N multiples of 8 take the mma.sync path; others a
-    general kernel). Returns a new `[M, N]` float32 tensor.
+    Any M, N, K >= 1 (K and N multiples of 8 take the tensor-core path: TMA + wgmma on
+    compute capability 9.0 with the sm_90a build, mma.sync otherwise; others a general
+    kernel). Returns a new `[M, N]` float32 tensor.
     """
     kernel = _ops.op("tensor_core_gemm")
     validate_gemm_inputs(a, b, c=c, dtypes=TENSOR_CORE_DTYPES, c_dtype=torch.float32)
@@ -162,27 +163,40 @@ def _tensor_core_gemm_int8_fake(a, b):
 
 
 @_ops.register_fake("_gemm_variant")
-def _gemm_variant_fake(a, b, variant, out_fp32):
-    return a.new_empty((a.shape[0], b.shape[1]), dtype=torch.float32 if out_fp32 else a.dtype)
+def _gemm_variant_fake(a, b, variant, out_fp32, trans_a=False, trans_b=False, alpha=1.0, beta=0.0, c=None):
+    m = a.shape[1] if trans_a else a.shape[0]
+    n = b.shape[0] if trans_b else b.shape[1]
+    return a.new_empty((m, n), dtype=torch.float32 if out_fp32 else a.dtype)
 
 
-GEMM_VARIANTS = {"auto": 0, "pipelined": 1, "unpipelined": 2, "small_tile": 3, "generic": 4, "alt_a": 5, "alt_b": 6}
+GEMM_VARIANTS = {"auto": 0, "pipelined": 1, "unpipelined": 2, "small_tile": 3, "generic": 4, "alt_a": 5, "alt_b": 6,
+                 "wgmma": 7, "wgmma_n128": 8}
 
 
-def _gemm_variant(a: torch.Tensor, b: torch.Tensor, variant: str = "auto", out_fp32: bool = False) -> torch.Tensor:
-    """Benchmark/test hook: `a [M, K] @ b [K, N]` (alpha 1, no c) with a chosen kernel.
+def _gemm_variant(a: torch.Tensor, b: torch.Tensor, variant: str = "auto", out_fp32: bool = False,
+                  trans_a: bool = False, trans_b: bool = False, alpha: float = 1.0, beta: float = 0.0,
+                  c: torch.Tensor | None = None) -> torch.Tensor:
+    """Benchmark/test hook: `alpha * op(a) @ op(b) + beta * c` with a chosen kernel (layouts as in `gemm`).
 
     variant: "pipelined" (the default tile for large problems, multi-stage cp.async:
-    fp16/bf16 128x128x64 x 3 stages, 4 warps; fp32 128x128x16 x 3 stages, 256 threads),
+    fp16/bf16 128x128x64 x 3 stages, 4 warps; fp32 128x128x16, 256 threads, register-staged
+    double buffer),
     "unpipelined" (its one-stage twin), "small_tile", "generic", "auto", and two
     kept for comparison: fp16/bf16 "alt_a" = 128x256x64 x 3 stages (8 warps) and
-    "alt_b" = its one-stage twin; fp32 "alt_a" = the default tile at one block per
-    SM, "alt_b" = 128x128x8 x 4 stages.
-    `out_fp32` picks fp32 output for fp16/bf16 (the tensor_core_gemm epilogue).
+    "alt_b" = its one-stage twin; fp32 "alt_a" = the medium 128x64x16 tile (auto's choice
+    when large tiles give less than a wave; every layout), "alt_b" = the large tile with
+    its transposing loads through L1.
+    "wgmma" / "wgmma_n128": the Hopper family (fp16/bf16; TMA + wgmma, warp-specialised,
+    128x256x64 x 4 stages / 128x128x64 x 6 stages; RuntimeError unless the device has compute
+    capability 9.0 and the build has sm_90a), every layout.
+    "unpipelined", "alt_a", "alt_b" take only the NN layout (RuntimeError otherwise), except fp32
+    "alt_a" (every layout).
+    `out_fp32` picks fp32 output for fp16/bf16 (the tensor_core_gemm epilogue; `c` is then float32).
     Tile variants need 16-byte aligned rows (RuntimeError otherwise).
     """
     kernel = _ops.op("_gemm_variant")
     if variant not in GEMM_VARIANTS:
         raise ValueError(f"variant must be one of {sorted(GEMM_VARIANTS)}, got {variant!r}")
-    validate_gemm_inputs(a, b)
-    return kernel(a, b, GEMM_VARIANTS[variant], bool(out_fp32))
+    validate_gemm_inputs(a, b, trans_a, trans_b, c, c_dtype=torch.float32 if out_fp32 else None)
+    return kernel(a, b, GEMM_VARIANTS[variant], bool(out_fp32), bool(trans_a), bool(trans_b), float(alpha),
+                  float(beta), c)

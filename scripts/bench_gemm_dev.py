@@ -38,10 +38,11 @@ def row(kind, shape, dtype, name, ms, flops, peer_name, peer_ms, note=""):
 def float_section(dtype):
     shapes = [(1024,) * 3, (2048,) * 3, (4096,) * 3]
     if dtype != torch.float32:
-        shapes += [(4096, 12288, 4096), (1, 12288, 4096), (16, 12288, 4096)]
-    # fp16/bf16: alt_a = 128x256x64 (alt_b is its one-stage twin, timed in the pipeline rows)
+        shapes += [(4096, 12288, 4096), (8192, 8192, 8192), (1, 12288, 4096), (16, 12288, 4096)]
+    # fp16/bf16: alt_a = 128x256x64 (alt_b is its one-stage twin, timed in the pipeline rows);
+    # wgmma / wgmma_n128 = the Hopper family (TMA + wgmma), 128x256x64 / 128x128x64
     variants = ["pipelined", "alt_a", "alt_b", "small_tile"] if dtype == torch.float32 else \
-        ["pipelined", "alt_a", "small_tile"]
+        ["pipelined", "alt_a", "small_tile", "wgmma", "wgmma_n128"]
     for M, N, K in shapes:
         a = torch.randn(M, K, device="cuda").to(dtype)
         b = torch.randn(K, N, device="cuda").to(dtype)
@@ -59,10 +60,16 @@ def float_section(dtype):
             row("tc_gemm", shape, dtype, "tensor_core_gemm", ms_of(lambda: llm.tensor_core_gemm(a, b), iters), fl,
                 "cublas", peer, f"err={rel_error(llm.tensor_core_gemm(a, b), ref):.1e}")
         for v in variants:
-            if v == "small_tile" and M >= 4096:
+            if v == "small_tile" and M >= 4096 or M >= 8192 and v not in ("wgmma", "pipelined"):
                 continue
             row("variant", shape, dtype, v, ms_of(lambda v=v: _gemm_variant(a, b, v), iters), fl, "cublas", peer,
                 f"err={rel_error(_gemm_variant(a, b, v), ref):.1e}")
+        if dtype == torch.float32 and M < 4096:  # fp32: every layout at every size (4096: below)
+            for ta, tb in ((True, False), (False, True), (True, True)):
+                at, bt = (a.t().contiguous() if ta else a), (b.t().contiguous() if tb else b)
+                f = lambda at=at, bt=bt, ta=ta, tb=tb: llm.gemm(at, bt, trans_a=ta, trans_b=tb)
+                row("layout", shape, dtype, f"gemm(ta={int(ta)},tb={int(tb)})", ms_of(f, iters), fl, "cublas", peer,
+                    f"err={rel_error(f(), ref):.1e}")
         if M == N == K == 4096:
             for ta, tb in ((True, False), (False, True), (True, True)):
                 at = a.t().contiguous() if ta else a
@@ -70,6 +77,10 @@ def float_section(dtype):
                 f = lambda at=at, bt=bt, ta=ta, tb=tb: llm.gemm(at, bt, trans_a=ta, trans_b=tb)
                 row("layout", shape, dtype, f"gemm(ta={int(ta)},tb={int(tb)})", ms_of(f, iters), fl, "cublas", peer,
                     f"err={rel_error(f(), ref):.1e}")
+                if dtype != torch.float32:
+                    f = lambda at=at, bt=bt, ta=ta, tb=tb: _gemm_variant(at, bt, "wgmma", False, ta, tb)
+                    row("layout", shape, dtype, f"wgmma(ta={int(ta)},tb={int(tb)})", ms_of(f, iters), fl, "cublas",
+                        peer, f"err={rel_error(f(), ref):.1e}")
             piped = ms_of(lambda: _gemm_variant(a, b, "pipelined"), iters)
             row("pipeline", shape, dtype, "pipelined", piped, fl, "unpipelined twin",
                 ms_of(lambda: _gemm_variant(a, b, "unpipelined"), iters),
@@ -103,8 +114,12 @@ def int8_section():
 
 if __name__ == "__main__":
     print(torch.cuda.get_device_name(), torch.__version__, llm.build_info())
-    for section, arg in ((int8_section, None), (float_section, torch.float16), (float_section, torch.float32),
-                         (float_section, torch.bfloat16)):
+    # GEMM_BENCH_SECTIONS=f16,bf16 (default: int8,f16,f32,bf16) picks sections.
+    wanted = os.environ.get("GEMM_BENCH_SECTIONS", "int8,f16,f32,bf16").split(",")
+    for name, section, arg in (("int8", int8_section, None), ("f16", float_section, torch.float16),
+                               ("f32", float_section, torch.float32), ("bf16", float_section, torch.bfloat16)):
+        if name not in wanted:
+            continue
         try:
             section() if arg is None else section(arg)
         except Exception as exc:  # keep the other sections' figures

@@ -120,6 +120,83 @@ def test_gemm_large_tiles_all_layouts(dtype, trans_a, trans_b):
     assert_close(out, ref, dtype, rel_tol=_tol(dtype, k))
 
 
+@pytest.mark.parametrize("variant", ["pipelined", "alt_a", "small_tile"])
+@pytest.mark.parametrize("trans_a,trans_b", [(False, False), (False, True), (True, False), (True, True)])
+@pytest.mark.parametrize("m,n,k", [(200, 264, 136), (1000, 1032, 1000), (132, 68, 20)])
+def test_gemm_fp32_tiles_all_layouts(variant, trans_a, trans_b, m, n, k):
+    """Each fp32 tile (large, medium, small) in every layout: k-major operands are copied straight,
+    k-contiguous ones transposed while staging; ragged edges in M, N and K."""
+    require_op("_gemm_variant")
+    a = _rand((k, m) if trans_a else (m, k), torch.float32)
+    b = _rand((n, k) if trans_b else (k, n), torch.float32)
+    c = _rand((m, n), torch.float32)
+    _poison_allocator(m * n * 4)
+    out = _gemm_variant(a, b, variant, False, trans_a, trans_b, 0.5, -1.0, c)
+    ref = gemm_reference(a, b, 0.5, -1.0, trans_a, trans_b, c, dtype=torch.float64)
+    assert_close(out, ref, torch.float32, rel_tol=_tol(torch.float32, k), what=f"{variant} ta={trans_a} tb={trans_b}")
+
+
+# ---- Hopper wgmma/TMA family (explicit variant; kAuto also takes it for large problems) --------
+
+def _require_sm90():
+    require_op("_gemm_variant")
+    if torch.cuda.get_device_capability() != (9, 0):
+        pytest.skip(f"the wgmma family needs compute capability 9.0, got {torch.cuda.get_device_capability()}")
+
+
+def _wgmma_case(variant, m, n, k, dtype, trans_a, trans_b, alpha, beta, with_c, out_fp32):
+    a = _rand((k, m) if trans_a else (m, k), dtype)
+    b = _rand((n, k) if trans_b else (k, n), dtype)
+    c = (torch.randn(m, n, device="cuda") if out_fp32 else _rand((m, n), dtype)) if with_c else None
+    _poison_allocator(m * n * 4)
+    out = _gemm_variant(a, b, variant, out_fp32, trans_a, trans_b, alpha, beta, c)
+    ref = gemm_reference(a, b, alpha, beta, trans_a, trans_b, c, dtype=torch.float64)
+    assert out.shape == (m, n) and out.dtype == (torch.float32 if out_fp32 else dtype)
+    what = f"{variant} {dtype} {m}x{n}x{k} ta={trans_a} tb={trans_b} alpha={alpha} beta={beta} c={with_c}"
+    if out_fp32:
+        assert_close(out, ref, torch.float32, rel_tol=1e-4, what=what)
+    else:
+        assert_close(out, ref, dtype, rel_tol=_tol(dtype, k), what=what)
+
+
+# TMA needs 16-byte row strides: the contiguous extent of each stored operand is a multiple of 8.
+_ANY = st.one_of(st.integers(1, 1024), st.sampled_from([1, 17, 127, 129, 255, 257]))
+_MUL8 = st.one_of(st.integers(1, 128).map(lambda x: 8 * x), st.sampled_from([8, 64, 72, 136, 264]))
+
+
+@settings(max_examples=40, **SETTINGS)
+@given(variant=st.sampled_from(["wgmma", "wgmma_n128"]), m=_ANY, n=_MUL8, k=_MUL8,
+       dtype=st.sampled_from([torch.float16, torch.bfloat16]), trans_a=st.booleans(), trans_b=st.booleans(),
+       alpha=st.sampled_from([1.0, -0.5, 2.0]), beta=st.sampled_from([0.0, 1.0, -1.5]), with_c=st.booleans(),
+       out_fp32=st.booleans())
+def test_wgmma_matches_float64(variant, m, n, k, dtype, trans_a, trans_b, alpha, beta, with_c, out_fp32):
+    _require_sm90()
+    if trans_a:
+        m = (m + 7) // 8 * 8  # A^T is stored [K, M]: M is its contiguous extent
+    _wgmma_case(variant, m, n, k, dtype, trans_a, trans_b, alpha, beta, with_c, out_fp32)
+
+
+@pytest.mark.parametrize("variant", ["wgmma", "wgmma_n128"])
+@pytest.mark.parametrize("trans_a,trans_b", [(False, False), (False, True), (True, False), (True, True)])
+@pytest.mark.parametrize("m,n,k", [(264, 520, 1032), (1, 8, 8), (136, 264, 56)])
+def test_wgmma_layouts_and_ring_wrap(variant, trans_a, trans_b, m, n, k):
+    """Every layout; K = 1032 is 17 k-tiles (the 4/6-stage ring wraps several times), K = 56 < one k-tile."""
+    _require_sm90()
+    if trans_a:
+        m = (m + 7) // 8 * 8  # A^T stored [K, M]: TMA needs M * 2 bytes to be a multiple of 16
+    for dtype in (torch.float16, torch.bfloat16):
+        _wgmma_case(variant, m, n, k, dtype, trans_a, trans_b, 0.5, -1.0, True, False)
+
+
+def test_wgmma_errors():
+    _require_sm90()
+    a, b = _rand((8, 16), torch.float32), _rand((16, 24), torch.float32)
+    with pytest.raises(RuntimeError, match=r"wgmma variants take float16 or bfloat16"):
+        _gemm_variant(a, b, "wgmma")
+    with pytest.raises(RuntimeError, match=r"16-byte aligned rows"):
+        _gemm_variant(_rand((8, 12), torch.float16), _rand((12, 24), torch.float16), "wgmma")
+
+
 def test_gemm_beta_ignored_without_c():
     require_op("gemm")
     a, b = _rand((33, 40), torch.float16), _rand((40, 24), torch.float16)

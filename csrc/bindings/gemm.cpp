@@ -3,9 +3,10 @@
 //   gemm(a, b, alpha, beta, trans_a, trans_b, c?)      fp32/fp16/bf16 -> input dtype
 //   tensor_core_gemm(a, b, alpha, beta, c?)             fp16/bf16 -> fp32
 //   tensor_core_gemm_int8(a, b)                         int8 -> int32 (b row-major [K,N] or b.t() of [N,K])
-//   _gemm_variant(a, b, variant, out_fp32)              benchmark/test only: a [M,K] @ b [K,N] with a chosen
-//        kernel: 0 auto, 1 large-tile pipelined, 2 large-tile unpipelined twin, 3 small tile, 4 generic,
-//        5/6 alternative tiles (see cuda_llm_ops.gemm._gemm_variant)
+//   _gemm_variant(a, b, variant, out_fp32, trans_a, trans_b, alpha, beta, c?)   benchmark/test only: the
+//        gemm with a chosen kernel: 0 auto, 1 large-tile pipelined, 2 large-tile unpipelined twin, 3 small
+//        tile, 4 generic, 5/6 alternative tiles, 7/8 Hopper wgmma 128x256 / 128x128 (see
+//        cuda_llm_ops.gemm._gemm_variant)
 #include <ATen/ATen.h>
 #include <c10/cuda/CUDAGuard.h>
 #include <torch/library.h>
@@ -140,12 +141,23 @@ at::Tensor tensor_core_gemm_int8_cuda(const at::Tensor& a, const at::Tensor& b) 
   return d;
 }
 
-at::Tensor gemm_variant_cuda(const at::Tensor& a, const at::Tensor& b, int64_t variant, bool out_fp32) {
-  CLO_CHECK(variant >= 0 && variant <= 6, "_gemm_variant: variant must be 0 (auto), 1 (pipelined), 2 (unpipelined), "
-              "3 (small tile), 4 (generic), 5 (alt_a) or 6 (alt_b), got ", variant);
+at::Tensor gemm_variant_cuda(const at::Tensor& a, const at::Tensor& b, int64_t variant, bool out_fp32, bool trans_a,
+                             bool trans_b, double alpha, double beta, const std::optional<at::Tensor>& c) {
+  CLO_CHECK(variant >= 0 && variant <= 8, "_gemm_variant: variant must be 0 (auto), 1 (pipelined), 2 (unpipelined), "
+              "3 (small tile), 4 (generic), 5 (alt_a), 6 (alt_b), 7 (wgmma) or 8 (wgmma_n128), got ", variant);
   check_float_dtype(a, "a");
   const auto out_type = out_fp32 ? at::kFloat : a.scalar_type();
-  return run_float_gemm("_gemm_variant", a, b, 1.0, 0.0, false, false, std::nullopt, out_type,
+  if (variant == 7 || variant == 8) {
+    CLO_CHECK(a.scalar_type() == at::kHalf || a.scalar_type() == at::kBFloat16,
+              "_gemm_variant: the wgmma variants take float16 or bfloat16, got ", a.scalar_type());
+    check_cuda(a, "a");
+    c10::cuda::CUDAGuard guard(a.device());
+    const int cc = compute_capability(a);
+    CLO_CHECK(gemm::wgmma_family_available(), "_gemm_variant: the wgmma family needs a compute capability 9.0 "
+              "device and a build for sm_90a (TORCH_CUDA_ARCH_LIST=9.0a), got compute capability ", cc / 10, ".",
+              cc % 10);
+  }
+  return run_float_gemm("_gemm_variant", a, b, alpha, beta, trans_a, trans_b, c, out_type,
                         static_cast<GemmVariant>(variant));
 }
 
@@ -156,7 +168,8 @@ TORCH_LIBRARY_FRAGMENT(cuda_llm_ops, m) {
   m.def("gemm(Tensor a, Tensor b, float alpha, float beta, bool trans_a, bool trans_b, Tensor? c) -> Tensor");
   m.def("tensor_core_gemm(Tensor a, Tensor b, float alpha, float beta, Tensor? c) -> Tensor");
   m.def("tensor_core_gemm_int8(Tensor a, Tensor b) -> Tensor");
-  m.def("_gemm_variant(Tensor a, Tensor b, int variant, bool out_fp32) -> Tensor");
+  m.def("_gemm_variant(Tensor a, Tensor b, int variant, bool out_fp32, bool trans_a=False, bool trans_b=False, "
+        "float alpha=1.0, float beta=0.0, Tensor? c=None) -> Tensor");
 }
 
 TORCH_LIBRARY_IMPL(cuda_llm_ops, CUDA, m) {

@@ -5,6 +5,7 @@
 //   gemm_f16.cu/_bf16.cu  tensor-core mma.sync m16n8k16 + ldmatrix, fp32 accumulation
 //   gemm_int8.cu          tensor-core mma.sync m16n8k32 s8 -> s32 (exact)
 //   gemm_generic.cu       any strides / alignment (fallback when 16-byte loads are impossible)
+//   gemm_wgmma_sm90*.cu   Hopper fp16/bf16: TMA + wgmma, warp-specialised (sm_90a build, cc 9.0)
 //   gemm_dispatch.cu      picks a family per dtype and device (a Hopper wgmma family slots in there)
 #pragma once
 
@@ -24,6 +25,8 @@ enum class GemmVariant : int {
   kGeneric = 4,      // the fallback (any strides), for tests
   kAltA = 5,         // benchmark-only alternative tile (NN; per family, see its launcher)
   kAltB = 6,         // a second one
+  kWgmma = 7,        // fp16/bf16 Hopper wgmma + TMA, 128x256x64 (sm_90a build on a cc 9.0 device only)
+  kWgmmaN128 = 8,    // the same family, 128x128x64
 };
 
 // Stored matrices: A is [M, K] (or [K, M] with trans_a), B is [K, N] (or [N, K]
@@ -90,5 +93,12 @@ cudaError_t launch_gemm_f16(const GemmProblem& p, GemmVariant variant, cudaStrea
 cudaError_t launch_gemm_bf16(const GemmProblem& p, GemmVariant variant, cudaStream_t stream);
 cudaError_t launch_gemm_int8(const GemmProblem& p, GemmVariant variant, cudaStream_t stream);
 cudaError_t launch_gemm_generic(const GemmProblem& p, cudaStream_t stream);
+
+// Hopper family. launch_gemm_wgmma returns cudaErrorNotSupported (launching nothing)
+// when it does not apply: not a cc 9.0 device running the sm_90a build, not
+// fp16/bf16, rows TMA cannot describe, or (kAuto) too few tiles for a wave.
+bool wgmma_family_available();
+bool wgmma_applicable(const GemmProblem& p);
+cudaError_t launch_gemm_wgmma(const GemmProblem& p, GemmVariant variant, cudaStream_t stream);
 
 }  // namespace cuda_llm_ops::gemm

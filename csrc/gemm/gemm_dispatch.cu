@@ -1,8 +1,8 @@
-// Family selection for every GEMM entry point. Today: SIMT fp32, mma.sync
-// fp16/bf16 and int8 (Ampere-style, sm_80+, also run on Hopper), and the
-// generic kernel for rows that cannot be read 16 bytes at a time. A Hopper
-// wgmma/TMA family slots in as one more case in select_family (cc 9.0 with the
-// sm_90a build) without touching the others.
+// Family selection for every GEMM entry point: SIMT fp32, mma.sync fp16/bf16
+// and int8 (Ampere-style, sm_80+, also run on Hopper), the Hopper wgmma/TMA
+// fp16/bf16 family (cc 9.0 with the sm_90a build; tried first for fp16/bf16,
+// falls back to mma.sync when it does not apply), and the generic kernel for
+// rows that cannot be read 16 bytes at a time.
 #include <cstdint>
 
 #include "gemm/gemm.h"
@@ -54,8 +54,19 @@ cudaError_t launch_gemm(const GemmProblem& p, GemmVariant variant, cudaStream_t 
   }
   switch (select_family(p, variant)) {
     case Family::kSimtFp32: return launch_gemm_fp32(p, variant, stream);
-    case Family::kMmaF16: return launch_gemm_f16(p, variant, stream);
-    case Family::kMmaBf16: return launch_gemm_bf16(p, variant, stream);
+    case Family::kMmaF16:
+    case Family::kMmaBf16: {
+      // Hopper wgmma/TMA first (explicitly, or kAuto when it applies); NotSupported
+      // from it launched nothing, and kAuto falls back to mma.sync.
+      if (variant == GemmVariant::kWgmma || variant == GemmVariant::kWgmmaN128) {
+        return launch_gemm_wgmma(p, variant, stream);
+      }
+      if (variant == GemmVariant::kAuto) {
+        const cudaError_t err = launch_gemm_wgmma(p, variant, stream);
+        if (err != cudaErrorNotSupported) return err;
+      }
+      return p.in_dtype == DType::kFloat16 ? launch_gemm_f16(p, variant, stream) : launch_gemm_bf16(p, variant, stream);
+    }
     case Family::kMmaInt8: return launch_gemm_int8(p, variant, stream);
     case Family::kGeneric: return launch_gemm_generic(p, stream);
   }

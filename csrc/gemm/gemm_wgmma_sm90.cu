@@ -1,0 +1,109 @@
+// Host side of the Hopper wgmma/TMA GEMM family: when it applies (a cc 9.0 device
+// running the sm_90a build, fp16/bf16, rows TMA can describe), tile choice, and
+// the CUtensorMap encoding through the driver entry point (no -lcuda).
+#include <cuda.h>
+#include <cudaTypedefs.h>
+
+#include "gemm/gemm_wgmma_sm90.cuh"
+
+namespace cuda_llm_ops::gemm {
+
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+#define CLO_WGMMA_FAMILY_COMPILED 1
+#else
+#define CLO_WGMMA_FAMILY_COMPILED 0
+#endif
+// 1 in the module image of the sm_90a build, 0 in any other (the host reads the
+// value of the image the driver loaded for the device).
+__device__ int wgmma_family_compiled_flag = CLO_WGMMA_FAMILY_COMPILED;
+
+namespace {
+
+PFN_cuTensorMapEncodeTiled_v12000 tensor_map_encoder() {
+  static PFN_cuTensorMapEncodeTiled_v12000 fn = [] {
+    void* p = nullptr;
+    cudaDriverEntryPointQueryResult q{};
+    if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &p, 12000, cudaEnableDefault, &q) != cudaSuccess ||
+        q != cudaDriverEntryPointSuccess) {
+      cudaGetLastError();
+      p = nullptr;
+    }
+    return reinterpret_cast<PFN_cuTensorMapEncodeTiled_v12000>(p);
+  }();
+  return fn;
+}
+
+}  // namespace
+
+cudaError_t encode_tensor_map_2d(CUtensorMap* map, DType dtype, const void* base, uint64_t dim0, uint64_t dim1,
+                                 uint64_t row_stride_bytes, uint32_t box0, uint32_t box1) {
+  auto encode = tensor_map_encoder();
+  if (encode == nullptr) return cudaErrorNotSupported;
+  const cuuint64_t dims[2] = {dim0, dim1};
+  const cuuint64_t strides[1] = {row_stride_bytes};
+  const cuuint32_t box[2] = {box0, box1};
+  const cuuint32_t elem_strides[2] = {1, 1};
+  const CUtensorMapDataType type =
+      dtype == DType::kBFloat16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_FLOAT16;
+  const CUresult r = encode(map, type, 2, const_cast<void*>(base), dims, strides, box, elem_strides,
+                            CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+                            CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  return r == CUDA_SUCCESS ? cudaSuccess : cudaErrorInvalidValue;
+}
+
+bool wgmma_family_available() {
+  static int cached[64];  // 0 unknown, 1 yes, 2 no
+  int dev = 0;
+  if (cudaGetDevice(&dev) != cudaSuccess || dev < 0 || dev >= 64) {
+    cudaGetLastError();
+    return false;
+  }
+  if (cached[dev] == 0) {
+    int major = 0, minor = 0;
+    cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev);
+    cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev);
+    int flag = 0;
+    if (major == 9 && minor == 0 && tensor_map_encoder() != nullptr) {
+      if (cudaMemcpyFromSymbol(&flag, wgmma_family_compiled_flag, sizeof(int)) != cudaSuccess) flag = 0;
+    }
+    cudaGetLastError();  // a failed query must not surface as the next launch's error
+    cached[dev] = flag == 1 ? 1 : 2;
+  }
+  return cached[dev] == 1;
+}
+
+bool wgmma_applicable(const GemmProblem& p) {
+  if (p.in_dtype != DType::kFloat16 && p.in_dtype != DType::kBFloat16) return false;
+  // TMA: 16-byte aligned base and row strides (gemm_vectorizable checks both, and
+  // contiguous extents of whole 16-byte chunks); the row stride must stay < 2^40 bytes.
+  if (!gemm_vectorizable(p) || p.lda >= (int64_t(1) << 38) || p.ldb >= (int64_t(1) << 38)) return false;
+  return wgmma_family_available();
+}
+
+cudaError_t launch_gemm_wgmma(const GemmProblem& p, GemmVariant variant, cudaStream_t stream) {
+  if (!wgmma_applicable(p)) return cudaErrorNotSupported;
+  int bn = 0;
+  if (variant == GemmVariant::kWgmma) {
+    bn = 256;
+  } else if (variant == GemmVariant::kWgmmaN128) {
+    bn = 128;
+  } else if (variant == GemmVariant::kAuto) {
+    // One CTA per SM: wide tiles once they fill 3/4 of a wave (2048^3: 128 wide tiles on
+    // 132 SMs ran at 79% of cuBLAS, 256 narrow ones at 71%), 128-wide ones once those fill
+    // a wave; below that the mma.sync small tile (more, smaller CTAs: 88% vs 80% at 1024^3).
+    const long long sms = device_sm_count();
+    const long long mt = div_ceil(p.M, 128);
+    if (4 * mt * div_ceil(p.N, 256) >= 3 * sms) {
+      bn = 256;
+    } else if (mt * div_ceil(p.N, 128) >= sms) {
+      bn = 128;
+    } else {
+      return cudaErrorNotSupported;
+    }
+  } else {
+    return cudaErrorNotSupported;
+  }
+  return p.in_dtype == DType::kBFloat16 ? launch_gemm_wgmma_bf16(p, bn, stream) : launch_gemm_wgmma_f16(p, bn, stream);
+}
+
+}  // namespace cuda_llm_ops::gemm
