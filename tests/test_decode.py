@@ -61,6 +61,26 @@ def test_paged_attention_splits_agree_and_scale(dtype):
         assert_close(out, ref, dtype=dtype, what=f"num_splits={ns}")
 
 
+@pytest.mark.parametrize("speculate,pdl_early", [("0", "0"), ("1", "0"), ("1", "1")])
+@pytest.mark.parametrize("d", [64, 96, 128, 256])
+def test_paged_attention_prologue_variants(speculate, pdl_early, d, monkeypatch):
+    """The launcher's dev overrides (speculative first-tile table lookups, early PDL
+    trigger of the merge) on ragged lengths, forced splits and a table whose capacity
+    is past every seq_len (so the speculated starts of splits > 0 are wrong and redone)."""
+    require_op("paged_attention")
+    monkeypatch.setenv("CLO_DECODE_SPECULATE", speculate)
+    monkeypatch.setenv("CLO_DECODE_PDL_EARLY", pdl_early)
+    q, k_cache, v_cache, table, seq_lens = _paged_problem([1, 63, 700, 2500, 4096], 2, 4, d, 16,
+                                                          torch.bfloat16, 11 + d, extra_blocks=5)
+    table = torch.cat([table, table[:, :7]], dim=1)  # capacity past every seq_len
+    ref = paged_attention_reference(q, k_cache, v_cache, table, seq_lens)
+    for ns in (1, 3, 16):
+        out = poison_(torch.empty_like(q))
+        llm.paged_attention(q, k_cache, v_cache, table, seq_lens, out=out, num_splits=ns)
+        assert_close(out, ref, dtype=torch.bfloat16, what=f"speculate={speculate} pdl_early={pdl_early} "
+                                                          f"D={d} splits={ns}")
+
+
 def test_paged_attention_long_single_sequence_gqa_uses_splits():
     require_op("paged_attention")
     q, k_cache, v_cache, table, seq_lens = _paged_problem([16384], 8, 4, 128, 16, torch.float16, 3, 0)

@@ -25,6 +25,10 @@ constexpr int kRowsPerBlock = 16;
 constexpr int kTileTokens = 64;
 constexpr int kMinTokensPerSplit = 256;
 constexpr int kMaxSplits = 128;
+// Grids of at least this many blocks per SM with sequences of at least this many
+// keys split in 2 (measured, see decode_attention_num_splits).
+constexpr int kLargeGridBlocksPerSm = 12;
+constexpr int kLargeGridMinKeys = 4096;
 
 struct DecodeAttentionArgs {
   DType dtype = DType::kFloat16;  // float16 or bfloat16
@@ -71,7 +75,8 @@ inline int decode_max_kv_len(const DecodeAttentionArgs& a) {
 // Splits the heuristic picks (num_splits = 0): about one thread block per SM
 // (SM count / (batch x KV heads x row tiles), when that base fills less than half
 // the SMs; measured best on the H100, see NOTES.md), never splits shorter than
-// kMinTokensPerSplit of `max_kv_len`, at most kMaxSplits.
+// kMinTokensPerSplit of `max_kv_len`, at most kMaxSplits; 2 for grids of at least
+// kLargeGridBlocksPerSm blocks per SM at max_kv_len >= kLargeGridMinKeys; else 1.
 int decode_attention_num_splits(int batch, int num_kv_heads, int rows_per_kv_head, int max_kv_len, int head_dim,
                                 DType dtype);
 

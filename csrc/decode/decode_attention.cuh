@@ -25,6 +25,8 @@
 #pragma once
 
 #include <cmath>
+#include <cstdlib>
+#include <cstring>
 
 #include "cuda_llm_ops/common.cuh"
 #include "cuda_llm_ops/mma.cuh"
@@ -50,6 +52,8 @@ struct DecodeKernelParams {
   int num_splits;
   float scale_log2;
   bool causal;
+  bool speculate;   // prologue table lookups before seq_len arrives (see the kernel)
+  bool pdl_early;   // trigger the merge kernel's launch at the start, not after the loop (dev)
   int64_t total_rows;  // B * Hq * Nq
 };
 
@@ -119,11 +123,13 @@ struct PagedKV {
     return {block_tables + b * table_stride, static_cast<int64_t>(kvh) * head_dim, block_stride, token_stride,
             log2_block_size, (1 << log2_block_size) - 1, static_cast<unsigned>(num_blocks)};
   }
+  // Keys the table can address: an upper bound of every seq_len.
+  CLO_DEVICE int capacity() const { return max_blocks << log2_block_size; }
+  CLO_DEVICE int load_len(int b) const { return __ldg(seq_lens + b); }
   // seq_len outside [0, table capacity] cannot be served without reading past
   // the table: flag it (the output becomes NaN) and read nothing.
-  CLO_DEVICE int kv_len(int b, bool& bad) const {
-    const int n = __ldg(seq_lens + b);
-    if (n < 0 || n > (max_blocks << log2_block_size)) {
+  CLO_DEVICE int check_len(int n, bool& bad) const {
+    if (n < 0 || n > capacity()) {
       bad = true;
       return 0;
     }
@@ -147,10 +153,14 @@ struct StridedKV {
   CLO_DEVICE Cursor cursor(int b, int kvh) const {
     return {b * k_sb + kvh * k_sh, b * v_sb + kvh * v_sh, k_sn, v_sn};
   }
-  CLO_DEVICE int kv_len(int, bool&) const { return seq_len_k; }
+  CLO_DEVICE int capacity() const { return seq_len_k; }
+  CLO_DEVICE int load_len(int) const { return seq_len_k; }
+  CLO_DEVICE int check_len(int n, bool&) const { return n; }
 };
 
 // ---- shared-memory plan (host and device) -----------------------------------
+// Pipeline depth. Deeper pipelines (6 stages at D=128, one block per SM) were
+// measured 5-20% slower on every shape, small grids included (NOTES.md, v4).
 template <int D>
 constexpr int decode_stages() {
   return D <= 64 ? 4 : (D <= 128 ? 3 : 2);
@@ -161,9 +171,9 @@ template <int D>
 constexpr int decode_smem_stride() {
   return D + 8;
 }
-template <typename T, int D>
+template <typename T, int D, int kStages>
 constexpr size_t decode_smem_bytes() {
-  constexpr size_t pipeline = size_t(decode_stages<D>()) * 2 * kTileTokens * decode_smem_stride<D>() * sizeof(T);
+  constexpr size_t pipeline = size_t(kStages) * 2 * kTileTokens * decode_smem_stride<D>() * sizeof(T);
   constexpr size_t epilogue = (kDecodeWarps + 1) * kRowsPerBlock * sizeof(float2) +
                               size_t(kDecodeWarps) * kRowsPerBlock * (D + 4) * sizeof(float);
   return size_t(kRowsPerBlock) * decode_smem_stride<D>() * sizeof(T) + (pipeline > epilogue ? pipeline : epilogue);
@@ -174,12 +184,16 @@ CLO_DEVICE int effective_splits(int num_splits, int n) {
   const int tiles = div_ceil(n, kTileTokens);
   return max(1, min(num_splits, tiles));
 }
+// Keys per split (64-aligned) for a sequence of n keys.
+CLO_DEVICE int split_tokens(int num_splits, int n) {
+  return div_ceil(div_ceil(n, effective_splits(num_splits, n)), kTileTokens) * kTileTokens;
+}
 
-template <typename T, int D, class KV>
+template <typename T, int D, int kStages, class KV>
 __global__ void __launch_bounds__(kDecodeThreads)
     decode_attention_kernel(const DecodeKernelParams p, const KV kv) {
+  static_assert(kStages >= 2, "the pipeline needs two stages");
   constexpr int kStride = decode_smem_stride<D>();
-  constexpr int kStages = decode_stages<D>();
   constexpr int kChunksPerRow = D / 8;  // 16-byte chunks
   constexpr int kLoads = kTileTokens * kChunksPerRow / kDecodeThreads;
   static_assert(kTileTokens * kChunksPerRow % kDecodeThreads == 0, "tile must split evenly over threads");
@@ -197,13 +211,31 @@ __global__ void __launch_bounds__(kDecodeThreads)
   const int kvh = blockIdx.x / p.row_tiles, row_tile = blockIdx.x % p.row_tiles;
   const int b = blockIdx.y, split = blockIdx.z;
 
-  bool bad = false;
-  const int kv_len = kv.kv_len(b, bad);
-  const int eff = effective_splits(p.num_splits, kv_len);
-  const int tokens_per_split = div_ceil(div_ceil(kv_len, eff), kTileTokens) * kTileTokens;
-  const int start = split * tokens_per_split;
-  const int end = split < eff ? min(kv_len, start + tokens_per_split) : start;
-  const int n_tiles = end > start ? div_ceil(end - start, kTileTokens) : 0;
+  // Dev option (off: measured no better, NOTES.md v4): let the dependent merge
+  // kernel launch as soon as every block has started instead of after the loop.
+  if (p.pdl_early) pdl_launch_dependents();
+
+  const auto cur = kv.cursor(b, kvh);
+  const int len_raw = kv.load_len(b);
+  // Start-up chain: seq_len -> block table -> first K/V tile, three dependent DRAM
+  // round trips. The table lookups of the first tiles are issued before seq_len
+  // arrives, assuming the sequence fills the table (split 0 always starts at key 0;
+  // other splits start where a full table would put them). Entries are loaded for
+  // every position below the table capacity, so they cover any real end; a wrong
+  // guess of the start is redone below (one round trip, as without speculation).
+  const int spec_start = split * split_tokens(p.num_splits, kv.capacity());
+  int first[kStages - 1][kLoads];
+  auto lookup_at = [&](int base, int limit, int tile, int (&ent)[kLoads]) {
+#pragma unroll
+    for (int i = 0; i < kLoads; ++i) {
+      const int pos = base + tile * kTileTokens + (tid + i * kDecodeThreads) / kChunksPerRow;
+      ent[i] = pos < limit ? cur.lookup(pos) : 0;
+    }
+  };
+  if (p.speculate) {
+#pragma unroll
+    for (int s = 0; s < kStages - 1; ++s) lookup_at(spec_start, kv.capacity(), s, first[s]);
+  }
 
   // Query rows of this block: row r <-> (query head kvh*group + r_global / Nq, position r_global % Nq).
   for (int c = tid; c < kRowsPerBlock * kChunksPerRow; c += kDecodeThreads) {
@@ -217,6 +249,18 @@ __global__ void __launch_bounds__(kDecodeThreads)
     }
     *reinterpret_cast<uint4*>(q_s + r * kStride + ch * 8) = val;
   }
+  bool bad = false;
+  const int kv_len = kv.check_len(len_raw, bad);
+  const int eff = effective_splits(p.num_splits, kv_len);
+  const int tokens_per_split = split_tokens(p.num_splits, kv_len);
+  const int start = split * tokens_per_split;
+  const int end = split < eff ? min(kv_len, start + tokens_per_split) : start;
+  const int n_tiles = end > start ? div_ceil(end - start, kTileTokens) : 0;
+  if (!p.speculate || start != spec_start) {
+#pragma unroll
+    for (int s = 0; s < kStages - 1; ++s) lookup_at(start, end, s, first[s]);
+  }
+
   // Last key each of this lane's two rows (g, g + 8) may see.
   int limit[2];
 #pragma unroll
@@ -226,17 +270,11 @@ __global__ void __launch_bounds__(kDecodeThreads)
     limit[i] = p.causal ? qi + kv_len - p.seq_len_q : kv_len - 1;
   }
 
-  const auto cur = kv.cursor(b, kvh);
   const T* k_base = static_cast<const T*>(kv.k);
   const T* v_base = static_cast<const T*>(kv.v);
 
-  auto lookup_tile = [&](int tile, int (&ent)[kLoads]) {
-#pragma unroll
-    for (int i = 0; i < kLoads; ++i) {
-      const int pos = start + tile * kTileTokens + (tid + i * kDecodeThreads) / kChunksPerRow;
-      ent[i] = (tile < n_tiles && pos < end) ? cur.lookup(pos) : 0;
-    }
-  };
+  // pos < end implies tile < n_tiles.
+  auto lookup_tile = [&](int tile, int (&ent)[kLoads]) { lookup_at(start, end, tile, ent); };
   auto issue_tile = [&](int tile, int stage, const int (&entries)[kLoads]) {
     T* ks = kv_s + stage * 2 * kTileElems;
     T* vs = ks + kTileElems;
@@ -258,13 +296,10 @@ __global__ void __launch_bounds__(kDecodeThreads)
     }
   };
 
-  // Prologue: every table lookup of the first stages first (one round trip, not
-  // one per stage), then their copies; the entries of the next tile load meanwhile.
+  // Prologue: the first stages' table entries (above, one round trip), then their
+  // copies; the entries of the next tile load meanwhile.
   int entries[kLoads];
   {
-    int first[kStages - 1][kLoads];
-#pragma unroll
-    for (int s = 0; s < kStages - 1; ++s) lookup_tile(s, first[s]);
 #pragma unroll
     for (int s = 0; s < kStages - 1; ++s) {
       if (s < n_tiles) issue_tile(s, s, first[s]);
@@ -361,7 +396,7 @@ __global__ void __launch_bounds__(kDecodeThreads)
     }
   }
   cp_async_wait_all();
-  pdl_launch_dependents();
+  if (!p.pdl_early) pdl_launch_dependents();
 
   // ---- epilogue: merge the 4 warps' states, write the output or the split's partials.
 #pragma unroll
@@ -507,6 +542,38 @@ inline bool device_supports_pdl() {
   return cached[dev] == 2;
 }
 
+// Development overrides, read on every call so one benchmark process can compare
+// variants on the same inputs (scripts/bench_decode_dev.py): CLO_DECODE_SPECULATE
+// = 0 | 1 (default 1), CLO_DECODE_PDL_EARLY = 0 | 1 (default 0). NOTES.md, v4.
+inline int decode_env_knob(const char* name, int fallback) {
+  const char* v = std::getenv(name);
+  if (v == nullptr || *v == '\0') return fallback;
+  return std::atoi(v);
+}
+
+template <typename T, int D, class KV>
+cudaError_t launch_decode_attention_kernel(const DecodeKernelParams& p, const KV& kv, dim3 grid,
+                                           cudaStream_t stream) {
+  constexpr int kStages = decode_stages<D>();
+  constexpr size_t smem = decode_smem_bytes<T, D, kStages>();
+  auto kernel = decode_attention_kernel<T, D, kStages, KV>;
+  // Dynamic smem size and the largest smem carveout (a streaming kernel needs no
+  // L1 share; two blocks per SM need 2 x 107 KB at D=128), once per device.
+  static bool configured[64] = {false};
+  int dev = 0;
+  cudaGetDevice(&dev);
+  if (dev < 0 || dev >= 64 || !configured[dev]) {
+    cudaError_t err = set_dynamic_smem(kernel, smem);
+    if (err != cudaSuccess) return err;
+    err = cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout,
+                               static_cast<int>(cudaSharedmemCarveoutMaxShared));
+    if (err != cudaSuccess) return err;
+    if (dev >= 0 && dev < 64) configured[dev] = true;
+  }
+  kernel<<<grid, kDecodeThreads, smem, stream>>>(p, kv);
+  return cudaSuccess;
+}
+
 template <typename T, int D, bool kPaged>
 cudaError_t run_decode_attention(const DecodeAttentionArgs& a, cudaStream_t stream) {
   const int group = a.num_q_heads / a.num_kv_heads;
@@ -527,6 +594,8 @@ cudaError_t run_decode_attention(const DecodeAttentionArgs& a, cudaStream_t stre
   p.num_splits = a.num_splits;
   p.scale_log2 = a.scale * kLog2e;
   p.causal = a.causal;
+  p.speculate = decode_env_knob("CLO_DECODE_SPECULATE", 1) != 0;
+  p.pdl_early = decode_env_knob("CLO_DECODE_PDL_EARLY", 0) != 0;
   p.total_rows = static_cast<int64_t>(a.batch) * a.num_q_heads * a.seq_len_q;
   if (a.num_splits > 1) {
     const int64_t need = decode_attention_workspace_floats(a.batch, a.num_q_heads, a.seq_len_q, D, a.num_splits);
@@ -535,23 +604,18 @@ cudaError_t run_decode_attention(const DecodeAttentionArgs& a, cudaStream_t stre
     p.partial_state = reinterpret_cast<float2*>(a.workspace + a.num_splits * p.total_rows * D);
   }
   const dim3 grid(a.num_kv_heads * p.row_tiles, a.batch, a.num_splits);
-  constexpr size_t smem = decode_smem_bytes<T, D>();
   if constexpr (kPaged) {
     PagedKV kv{a.k, a.v, a.block_tables, a.table_stride, a.max_blocks_per_seq, a.num_blocks,
                __builtin_ctz(static_cast<unsigned>(a.block_size)),
                static_cast<int64_t>(a.block_size) * a.num_kv_heads * D,
                static_cast<int64_t>(a.num_kv_heads) * D, D, a.seq_lens};
-    auto kernel = decode_attention_kernel<T, D, PagedKV>;
-    cudaError_t err = set_dynamic_smem(kernel, smem);
+    cudaError_t err = launch_decode_attention_kernel<T, D>(p, kv, grid, stream);
     if (err != cudaSuccess) return err;
-    kernel<<<grid, kDecodeThreads, smem, stream>>>(p, kv);
   } else {
     StridedKV kv{a.k, a.v, a.k_stride_b, a.k_stride_h, a.k_stride_n, a.v_stride_b, a.v_stride_h, a.v_stride_n,
                  a.seq_len_k};
-    auto kernel = decode_attention_kernel<T, D, StridedKV>;
-    cudaError_t err = set_dynamic_smem(kernel, smem);
+    cudaError_t err = launch_decode_attention_kernel<T, D>(p, kv, grid, stream);
     if (err != cudaSuccess) return err;
-    kernel<<<grid, kDecodeThreads, smem, stream>>>(p, kv);
   }
   cudaError_t err = cudaGetLastError();
   if (err != cudaSuccess || a.num_splits == 1) return err;
