@@ -20,6 +20,7 @@ import torch
 
 from .roofline import (Bottleneck, Ceilings, analyze, attention_prefill_work, ceilings_for, compute_kind,
                        gemm_work)
+from .testing import first_tensor
 from .timing import Timing, benchmark
 
 __all__ = ["Bottleneck", "KernelMetrics", "CUDAProfiler", "benchmark_attention", "benchmark_gemm",
@@ -56,14 +57,6 @@ def _metrics(t: Timing, flops: float, nbytes: float, compute: str, ceilings: Cei
         bottleneck=r.bottleneck, arithmetic_intensity=r.intensity, pct_of_roofline=r.pct_of_roofline,
         flops=flops, bytes=nbytes, p20_ms=t.p20_ms, p80_ms=t.p80_ms, floor_ms=r.floor_s * 1e3,
         ridge_point=r.ridge, compute=compute, gpu=ceilings.gpu)
-
-
-def _first_tensor(out: Any) -> torch.Tensor | None:
-    if isinstance(out, torch.Tensor):
-        return out
-    if isinstance(out, (tuple, list)) and out and isinstance(out[0], torch.Tensor):
-        return out[0]
-    return None
 
 
 class CUDAProfiler:
@@ -130,7 +123,7 @@ class CUDAProfiler:
         else:
             a = torch.randn(M, K, device="cuda", dtype=dtype)
             b = torch.randn(K, N, device="cuda", dtype=dtype)
-        out = _first_tensor(func(a, b))
+        out = first_tensor(func(a, b))
         in_b = a.element_size()
         out_b = out.element_size() if out is not None else in_b
         w = gemm_work(M, N, K, in_b, out_b)

@@ -16,6 +16,15 @@ def poison_(t: torch.Tensor) -> torch.Tensor:
     return t.fill_(-0x5A5A5A5A if t.dtype == torch.int32 else -77)
 
 
+def first_tensor(out) -> torch.Tensor | None:
+    """The tensor to check in an op's result: the result itself, or the first item of a tuple/list."""
+    if isinstance(out, torch.Tensor):
+        return out
+    if isinstance(out, (tuple, list)) and out and isinstance(out[0], torch.Tensor):
+        return out[0]
+    return None
+
+
 def rel_error(out: torch.Tensor, ref: torch.Tensor) -> float:
     """||out - ref|| / ||ref|| in float64 (inf when out holds NaN/inf)."""
     o, r = out.double(), ref.double()

@@ -21,7 +21,7 @@ from typing import Any, Callable, Iterable
 import torch
 
 from .. import roofline as rl
-from ..testing import rel_error
+from ..testing import first_tensor, rel_error
 from ..timing import Timing, benchmark, rotation_count
 from . import registry
 from .registry import BenchCase, BenchImpl
@@ -209,14 +209,6 @@ class Result:
     notes: list[str] = field(default_factory=list)
 
 
-def _first_tensor(out: Any) -> torch.Tensor | None:
-    if isinstance(out, torch.Tensor):
-        return out
-    if isinstance(out, (tuple, list)) and out and isinstance(out[0], torch.Tensor):
-        return out[0]
-    return None
-
-
 def _short(exc: BaseException) -> str:
     msg = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
     text = f"{type(exc).__name__}: {msg}" if msg else type(exc).__name__
@@ -235,7 +227,7 @@ def _inputs(case: BenchCase, seed: int):
 
 
 def _check(out: Any, ref: torch.Tensor, tol: float) -> tuple[float, str | None]:
-    o = _first_tensor(out)
+    o = first_tensor(out)
     if o is None:
         return math.inf, f"returned {type(out).__name__}, not a tensor"
     if tuple(o.shape) != tuple(ref.shape):
@@ -334,7 +326,7 @@ def _run_case(sel: Selected, ceilings, iterations, budget_ms, seed, bar) -> list
         inputs = None
         try:
             inputs = _inputs(case, seed)
-            ref = _first_tensor(case.reference(inputs))
+            ref = first_tensor(case.reference(inputs))
             ref_name = "reference"
         except Exception as exc:  # noqa: BLE001 - fall back to the peers, say so if none runs
             ref_problem = f"the case's reference failed ({_short(exc)}) and no peer ran"
@@ -350,7 +342,7 @@ def _run_case(sel: Selected, ceilings, iterations, budget_ms, seed, bar) -> list
             try:
                 if unavailable(impl, inputs):
                     continue
-                ref = _first_tensor(impl.build(inputs)())
+                ref = first_tensor(impl.build(inputs)())
                 ref_name = impl.name
             except Exception as exc:  # noqa: BLE001 - this peer then fails in its own row
                 if isinstance(exc, torch.cuda.OutOfMemoryError):
