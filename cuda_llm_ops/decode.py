@@ -3,6 +3,18 @@ GQA, and the paged cache append. All ops are CUDA-graph capturable: with `out=`
 and a preallocated `workspace` a call allocates nothing and never synchronises
 with the host.
 
+Split-KV workspace: a split call runs one kernel; each split writes its partial
+output to the workspace and counts itself in on a counter at the workspace's end,
+and the split that finishes last merges (log-sum-exp) and resets the counter to 0.
+So the counters must be zero before the first call: use a workspace from
+`decode_workspace` / `paged_attention_workspace` (zero-filled), passed as returned
+(not a slice: the counters sit at the end of the tensor). It is self-resetting:
+after every completed call the counters are zero again, so one workspace serves
+any number of later calls and CUDA-graph replays, and calls of other shapes (batch,
+splits, heads) that it is large enough for. Calls sharing a workspace must be
+ordered (one stream). Without `workspace=` a split call allocates one and zeroes
+its counters (one small memset).
+
 Layouts (vLLM's):
 - q / out: `[B, Hq, D]`, one new token per sequence.
 - k_cache / v_cache: `[num_blocks, block_size, Hkv, D]`, contiguous; block_size a
@@ -169,12 +181,16 @@ def decode_num_splits(batch: int, num_kv_heads: int, rows_per_kv_head: int, max_
                       dtype: torch.dtype) -> int:
     """The split count `num_splits=0` resolves to (flash-decoding heuristic).
 
-    About one thread block per SM: `SMs // base` splits when
-    `base = batch * num_kv_heads * ceil(rows_per_kv_head / 16)` fills less than half
-    the SMs, else 1 (measured best on the H100: csrc/decode/NOTES.md); no split
-    shorter than 256 keys of `max_kv_len`; at most 128. `rows_per_kv_head` is
-    (Hq / Hkv) * Nq. Depends on host-known shapes only, so a captured CUDA graph
-    and its preallocated workspace stay valid for any seq_lens.
+    With `base = batch * num_kv_heads * ceil(rows_per_kv_head / 16)` thread blocks
+    per split (`rows_per_kv_head` = (Hq / Hkv) * Nq) and the device's SM count:
+    - base < SMs / 2 (small grids, e.g. B=1): `SMs // base` splits, about one block
+      per SM, but no split shorter than 256 keys of `max_kv_len` and at most 128
+      (H100, B=1, Hkv=8, 16K keys: 16 splits);
+    - base >= 12 blocks per SM and `max_kv_len >= 4096` (e.g. B=64, N=4096, MHA): 2;
+    - otherwise 1 (one pass per sequence).
+    Measured best on the H100 (csrc/decode/NOTES.md). It depends on host-known
+    shapes only (`max_kv_len` is the table capacity, not the seq_lens), so a captured
+    CUDA graph and its preallocated workspace stay valid for any seq_lens.
     """
     return int(_ops.op("decode_num_splits")(batch, num_kv_heads, rows_per_kv_head, max_kv_len, head_dim, dtype))
 
@@ -182,19 +198,22 @@ def decode_num_splits(batch: int, num_kv_heads: int, rows_per_kv_head: int, max_
 def decode_workspace(batch: int, num_q_heads: int, num_kv_heads: int, head_dim: int, max_kv_len: int,
                      dtype: torch.dtype, seq_len_q: int = 1, num_splits: int = 0,
                      device: torch.device | str | None = None) -> torch.Tensor:
-    """A float32 workspace for `paged_attention`/`decode_attention` calls of this shape.
+    """A zero-filled float32 workspace for `paged_attention`/`decode_attention` calls of this shape.
 
     Sized for the split count the call will use (`num_splits`, or the heuristic's
     when 0); `max_kv_len` is the table capacity (max_blocks_per_seq * block_size)
     for paged calls, Nk for contiguous ones. Holds [splits, B*Hq*Nq, D] partial
-    outputs and [splits, B*Hq*Nq, 2] softmax states; a 1-element tensor when the
-    call does not split.
+    outputs and [splits, B*Hq*Nq, 2] softmax states, then int32 split counters in its
+    last ceil(numel / 128) elements (must start at zero; the kernel leaves them zero:
+    see the module docstring); a 1-element tensor when the call does not split.
+    Any call it is large enough for may use it (pass it unsliced).
     """
     _check_num_splits(num_splits)
     splits = num_splits or decode_num_splits(batch, num_kv_heads, (num_q_heads // num_kv_heads) * seq_len_q,
                                              max_kv_len, head_dim, dtype)
     n = int(_ops.op("decode_workspace_numel")(batch, num_q_heads, seq_len_q, head_dim, splits))
-    return torch.empty(max(n, 1), dtype=torch.float32, device=device if device is not None else "cuda")
+    # Zeroed once here (counters); the kernel keeps the counters zero between calls.
+    return torch.zeros(max(n, 1), dtype=torch.float32, device=device if device is not None else "cuda")
 
 
 def _check_workspace(workspace, q: torch.Tensor, num_kv_heads: int, seq_len_q: int, max_kv_len: int,
@@ -208,6 +227,9 @@ def _check_workspace(workspace, q: torch.Tensor, num_kv_heads: int, seq_len_q: i
     check_same_device(workspace, "workspace", q, "q")
     if not workspace.is_contiguous():
         raise ValueError(f"workspace must be contiguous, got strides {workspace.stride()}")
+    if workspace.data_ptr() % 16:
+        raise ValueError("workspace must be 16-byte aligned; pass the tensor from decode_workspace / "
+                         "paged_attention_workspace as returned (not a slice of it)")
     b, hq, d = q.shape[0], q.shape[1], q.shape[-1]
     splits = num_splits or decode_num_splits(b, num_kv_heads, (hq // num_kv_heads) * seq_len_q, max_kv_len, d,
                                              q.dtype)
@@ -241,8 +263,11 @@ def paged_attention(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tenso
         out: optional `[B, Hq, D]` output (q's dtype); written in place and returned.
         num_splits: 0 = heuristic (`decode_num_splits`); 1 = one pass per sequence
             (PagedAttention v1); > 1 = split-KV with a log-sum-exp merge (v2).
-        workspace: optional float32 buffer from `paged_attention_workspace` (used when
-            the call splits); without it a split call allocates one.
+        workspace: optional float32 buffer from `paged_attention_workspace` /
+            `decode_workspace` (used when the call splits), passed as returned: its
+            zeroed split counters are reset by every call (module docstring), so it
+            can be reused across calls, graph replays and smaller shapes. Without it
+            a split call allocates one (and zeroes its counters).
         check_indices: host check of block indices and seq_lens, see the module
             docstring (None: on, except during CUDA-graph capture / torch.compile).
 

@@ -3,12 +3,11 @@ time, TB/s, % of a cold device-to-device copy measured here, ratio to SDPA's bes
 backend (flash / cuDNN / efficient) on the same keys in contiguous layout, and to a
 plain-PyTorch paged implementation. Cold L2 (flush between runs) everywhere.
 
-    python3 scripts/bench_decode_dev.py [--iters 30] [--quick]
+    python3 scripts/bench_decode_dev.py [--iters 30] [--full]
 """
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 
 import torch
@@ -74,49 +73,8 @@ def run_case(B, N, Hkv, dtype, iters, copy_bw, contiguous=False,
 HQ_ = cd.HQ
 
 
-# Kernel variants selected by the launcher's dev overrides (csrc/decode/decode_attention.cuh),
-# read on every call, so one process compares them on the same inputs.
-VARIANTS = {
-    "v3 (no spec, late PDL)": {"CLO_DECODE_SPECULATE": "0", "CLO_DECODE_PDL_EARLY": "0"},
-    "spec + early PDL": {"CLO_DECODE_SPECULATE": "1", "CLO_DECODE_PDL_EARLY": "1"},
-    "v4 default (spec, late PDL)": {},
-}
-KNOBS = ("CLO_DECODE_SPECULATE", "CLO_DECODE_PDL_EARLY")
-
-
-def set_knobs(env):
-    for k in KNOBS:
-        os.environ.pop(k, None)
-    os.environ.update(env)
-
-
-def compare_variants(B, N, Hkv, iters, copy_bw, dtype=torch.float16, num_splits=0):
-    """Same inputs, same split count, each kernel variant: time, % copy, max diff to the default."""
-    inp = cd.make_paged_inputs(B, HQ_, Hkv, N, 128, cd.BLOCK_SIZE, dtype)
-    q, kc, vc, bt, sl = inp["q"], inp["k_cache"], inp["v_cache"], inp["block_tables"], inp["seq_lens"]
-    nbytes = cd.paged_case(B, N, Hkv, dtype).bytes
-    ws = llm.paged_attention_workspace(q, kc, bt, num_splits=num_splits)
-    set_knobs({})
-    ref = llm.paged_attention(q, kc, vc, bt, sl, num_splits=num_splits, workspace=ws).float()
-    parts = []
-    for name, env in VARIANTS.items():
-        set_knobs(env)
-        out = torch.empty_like(q)
-        fn = lambda: llm.paged_attention(q, kc, vc, bt, sl, out=out, num_splits=num_splits, workspace=ws,  # noqa
-                                         check_indices=False)
-        fn()
-        err = rel_error(out.float(), ref)
-        t = benchmark(fn, warmup=3, iterations=iters, cold_l2=True)
-        parts.append(f"{name}: {t.median_ms * 1e3:.1f}us {100 * nbytes / (t.median_ms * 1e-3) / 1e12 / copy_bw:.1f}%"
-                     f" (p20 {t.p20_ms * 1e3:.1f}, p80 {t.p80_ms * 1e3:.1f}, diff {err:.0e})")
-    set_knobs({})
-    h = num_splits or llm.decode_num_splits(B, Hkv, HQ_ // Hkv, N, 128, dtype)
-    print(f"variants B={B:3d} N={N:6d} Hkv={Hkv:2d} splits={h}:\n    " + "\n    ".join(parts), flush=True)
-    del inp
-
-
 def profile_kernels(B, N, Hkv, dtype=torch.float16):
-    """GPU time per kernel (CUPTI) of the default variant: attention vs merge."""
+    """GPU time per kernel (CUPTI): the one decode kernel (attention + fused split merge)."""
     try:
         from torch.profiler import ProfilerActivity, profile
         inp = cd.make_paged_inputs(B, HQ_, Hkv, N, 128, cd.BLOCK_SIZE, dtype)
@@ -163,7 +121,7 @@ def sweep_splits(B, N, Hkv, splits, iters, copy_bw, dtype=torch.float16):
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--iters", type=int, default=30)
-    ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--full", action="store_true", help="also the other shapes, sweeps and contiguous/bf16 cases")
     args = ap.parse_args()
     if not torch.cuda.is_available() or not llm.kernels_available():
         print("needs a GPU and the built kernels", file=sys.stderr)
@@ -173,27 +131,28 @@ def main() -> int:
     bw = copy_tbps(args.iters)
     print(f"{dev.name}, {dev.multi_processor_count} SMs; cold D2D copy {bw:.3f} TB/s (read + write)")
     dt = torch.float16
-    # 1. Variants (decide what stays), 2. the issue's target table, 3. split sweeps, 4. the rest.
-    for B, N, Hkv in [(1, 16384, 8), (16, 1024, 8), (16, 1024, 32), (16, 4096, 8), (1, 16384, 32),
+    # 1. The issue's target table (B=1/16K/GQA first: the split-KV target), 2. B=1 split sweeps,
+    # 3. kernel time at B=1 (one kernel now), 4. with --full the rest.
+    for B, N, Hkv in [(1, 16384, 8), (1, 16384, 32), (16, 1024, 32), (16, 1024, 8), (16, 4096, 8),
                       (64, 4096, 32)]:
-        compare_variants(B, N, Hkv, args.iters, bw)
-        torch.cuda.empty_cache()
-    profile_kernels(1, 16384, 8)
-    profile_kernels(16, 1024, 8)
-    shapes = [(16, 1024, 32), (16, 1024, 8), (16, 4096, 8), (64, 4096, 32), (1, 16384, 8), (1, 16384, 32)]
-    if not args.quick:
-        shapes += [(16, 4096, 32), (64, 1024, 32), (64, 4096, 8), (64, 16384, 8), (16, 16384, 8), (1, 4096, 8),
-                   (1, 1024, 32)]
-    for B, N, Hkv in shapes:
         run_case(B, N, Hkv, dt, args.iters, bw)
         torch.cuda.empty_cache()
-    if not args.quick:
-        for B, N, Hkv, sp in [(1, 16384, 8, (8, 12, 16, 20, 24, 32)), (1, 16384, 32, (2, 3, 4, 8)),
-                              (64, 4096, 32, (1, 2, 4)), (16, 4096, 32, (1, 2)), (64, 4096, 8, (1, 2)),
-                              (16, 1024, 8, (1, 2)), (1, 4096, 8, (8, 16, 32)), (4, 4096, 8, (2, 4, 8))]:
+    run_case(1, 16384, 8, dt, args.iters, bw, contiguous=True)
+    for B, N, Hkv, sp in [(1, 16384, 8, (8, 12, 16, 20, 24, 32, 48)), (1, 16384, 32, (2, 4, 8)),
+                          (1, 4096, 8, (8, 16, 32))]:
+        sweep_splits(B, N, Hkv, sp, args.iters, bw)
+        torch.cuda.empty_cache()
+    profile_kernels(1, 16384, 8)
+    if args.full:
+        for B, N, Hkv in [(16, 4096, 32), (64, 1024, 32), (64, 4096, 8), (64, 16384, 8), (16, 16384, 8),
+                          (1, 4096, 8), (1, 1024, 32)]:
+            run_case(B, N, Hkv, dt, args.iters, bw)
+            torch.cuda.empty_cache()
+        for B, N, Hkv, sp in [(64, 4096, 32, (1, 2, 4)), (16, 4096, 32, (1, 2)), (64, 4096, 8, (1, 2)),
+                              (16, 1024, 8, (1, 2)), (4, 4096, 8, (2, 4, 8))]:
             sweep_splits(B, N, Hkv, sp, args.iters, bw)
             torch.cuda.empty_cache()
-        for B, N, Hkv in [(64, 4096, 32), (1, 16384, 8), (16, 4096, 8)]:
+        for B, N, Hkv in [(64, 4096, 32), (16, 4096, 8)]:
             run_case(B, N, Hkv, dt, args.iters, bw, contiguous=True)
             torch.cuda.empty_cache()
         run_case(16, 4096, 8, torch.bfloat16, args.iters, bw)

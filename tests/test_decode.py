@@ -61,15 +61,12 @@ def test_paged_attention_splits_agree_and_scale(dtype):
         assert_close(out, ref, dtype=dtype, what=f"num_splits={ns}")
 
 
-@pytest.mark.parametrize("speculate,pdl_early", [("0", "0"), ("1", "0"), ("1", "1")])
 @pytest.mark.parametrize("d", [64, 96, 128, 256])
-def test_paged_attention_prologue_variants(speculate, pdl_early, d, monkeypatch):
-    """The launcher's dev overrides (speculative first-tile table lookups, early PDL
-    trigger of the merge) on ragged lengths, forced splits and a table whose capacity
-    is past every seq_len (so the speculated starts of splits > 0 are wrong and redone)."""
+def test_paged_attention_speculated_starts_redone(d):
+    """Speculative first-tile table lookups on ragged lengths, forced splits and a
+    table whose capacity is past every seq_len (so the speculated starts of splits
+    > 0 are wrong and redone)."""
     require_op("paged_attention")
-    monkeypatch.setenv("CLO_DECODE_SPECULATE", speculate)
-    monkeypatch.setenv("CLO_DECODE_PDL_EARLY", pdl_early)
     q, k_cache, v_cache, table, seq_lens = _paged_problem([1, 63, 700, 2500, 4096], 2, 4, d, 16,
                                                           torch.bfloat16, 11 + d, extra_blocks=5)
     table = torch.cat([table, table[:, :7]], dim=1)  # capacity past every seq_len
@@ -77,8 +74,97 @@ def test_paged_attention_prologue_variants(speculate, pdl_early, d, monkeypatch)
     for ns in (1, 3, 16):
         out = poison_(torch.empty_like(q))
         llm.paged_attention(q, k_cache, v_cache, table, seq_lens, out=out, num_splits=ns)
-        assert_close(out, ref, dtype=torch.bfloat16, what=f"speculate={speculate} pdl_early={pdl_early} "
-                                                          f"D={d} splits={ns}")
+        assert_close(out, ref, dtype=torch.bfloat16, what=f"D={d} splits={ns}")
+
+
+def _counters_zero(ws: torch.Tensor) -> bool:
+    """The split counters (the workspace's last ceil(numel / 128) elements, int32) are all 0."""
+    slots = -(-ws.numel() // 128)
+    return bool((ws[ws.numel() - slots:].view(torch.int32) == 0).all())
+
+
+def test_split_workspace_self_resets_across_calls_graphs_and_shapes():
+    """The fused split merge counts finished splits in the workspace and the merging
+    block resets the count: back-to-back calls, CUDA-graph replays (with and without
+    a given workspace) and calls of different batch / split / head shapes sharing one
+    workspace must all stay correct, and the counters must be zero afterwards."""
+    require_op("paged_attention")
+    require_op("decode_attention")
+    dt = torch.float16
+    # (lens, hkv, group, d, num_splits): long single sequence, ragged batch with a
+    # 1-key sequence, more splits than a short sequence has tiles, wide batch, D=256.
+    configs = [([5000], 2, 4, 128, 16), ([300, 4096, 1, 2000], 2, 4, 128, 3), ([4096, 17], 3, 2, 256, 64),
+               ([700] * 9, 1, 8, 64, 2), ([3000, 1500], 2, 6, 96, 128)]
+    problems = []
+    for i, (lens, hkv, group, d, ns) in enumerate(configs):
+        q, kc, vc, table, seq_lens = _paged_problem(lens, hkv, group, d, 16, dt, 100 + i)
+        ref = paged_attention_reference(q, kc, vc, table, seq_lens)
+        problems.append((q, kc, vc, table, seq_lens, ns, ref))
+    qd = torch.randn(2, 8, 3, 128, device="cuda").half()
+    kd = torch.randn(2, 2, 1500, 128, device="cuda").half()
+    vd = torch.randn(2, 2, 1500, 128, device="cuda").half()
+    ref_d = attention_reference(qd, kd, vd, is_causal=True)
+    sizes = [llm.paged_attention_workspace(q, kc, table, num_splits=ns) for q, kc, _, table, _, ns, _ in problems]
+    sizes.append(llm.decode_workspace(2, 8, 2, 128, 1500, dt, seq_len_q=3, num_splits=5))
+    ws = max(sizes, key=lambda w: w.numel())  # one workspace for every shape below
+    assert _counters_zero(ws)
+
+    # Many calls in a row, shapes interleaved, no synchronisation in between.
+    outs = []
+    for rep in range(4):
+        for j, (q, kc, vc, table, seq_lens, ns, _) in enumerate(problems):
+            out = poison_(torch.empty_like(q))
+            llm.paged_attention(q, kc, vc, table, seq_lens, out=out, num_splits=ns, workspace=ws, check_indices=False)
+            outs.append((j, out))
+        out_d = poison_(torch.empty_like(qd))
+        llm.decode_attention(qd, kd, vd, is_causal=True, out=out_d, num_splits=5, workspace=ws)
+        outs.append((-1, out_d))
+    for j, out in outs:
+        ref = ref_d if j < 0 else problems[j][6]
+        assert_close(out, ref, dtype=dt, what=f"back-to-back call, config {j}")
+    q, kc, vc, table, seq_lens, ns, ref = problems[0]
+    out = torch.empty_like(q)
+    for _ in range(50):
+        llm.paged_attention(q, kc, vc, table, seq_lens, out=out, num_splits=ns, workspace=ws, check_indices=False)
+    assert_close(out, ref, dtype=dt, what="after 50 calls")
+    torch.cuda.synchronize()
+    assert _counters_zero(ws)
+
+    # CUDA graphs: config 1 with the shared workspace, config 2 with none (the call
+    # allocates from the graph pool and its counter memset is captured too).
+    (q1, kc1, vc1, t1, l1, ns1, _), (q2, kc2, vc2, t2, l2, ns2, _) = problems[1], problems[2]
+    out1, out2 = torch.empty_like(q1), torch.empty_like(q2)
+
+    def step():
+        llm.paged_attention(q1, kc1, vc1, t1, l1, out=out1, num_splits=ns1, workspace=ws, check_indices=False)
+        llm.paged_attention(q2, kc2, vc2, t2, l2, out=out2, num_splits=ns2, check_indices=False)
+
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        step()
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        step()
+    cap1 = t1.shape[1] * 16
+    for trial in range(6):
+        q1.copy_(torch.randn_like(q1))
+        l1.copy_(torch.randint(1, cap1 + 1, l1.shape, device="cuda", dtype=torch.int32))
+        q2.copy_(torch.randn_like(q2))
+        poison_(out1)
+        poison_(out2)
+        graph.replay()
+        if trial % 2:  # an eager call of another shape on the same workspace between replays
+            q, kc, vc, table, seq_lens, ns, ref = problems[4]
+            out = poison_(torch.empty_like(q))
+            llm.paged_attention(q, kc, vc, table, seq_lens, out=out, num_splits=ns, workspace=ws)
+            assert_close(out, ref, dtype=dt, what=f"eager call between replays {trial}")
+        assert_close(out1, paged_attention_reference(q1, kc1, vc1, t1, l1), dtype=dt, what=f"replay {trial} (ws)")
+        assert_close(out2, paged_attention_reference(q2, kc2, vc2, t2, l2), dtype=dt,
+                     what=f"replay {trial} (implicit ws)")
+    torch.cuda.synchronize()
+    assert _counters_zero(ws)
 
 
 def test_paged_attention_long_single_sequence_gqa_uses_splits():

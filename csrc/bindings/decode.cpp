@@ -35,8 +35,10 @@ void check_head_dim(int64_t d) {
   CLO_CHECK(dec::head_dim_supported(static_cast<int>(d)), "head_dim must be one of 64, 96, 128, 256, got ", d);
 }
 
-// Resolves num_splits (0: heuristic) and returns the workspace pointer (given,
-// or allocated when none was passed).
+// Returns the workspace pointer of a split call: the given one (from the Python
+// helpers: zeroed counter slots, kept zero by every call), or a fresh one whose
+// counter slots (its last decode_workspace_counter_slots(numel) floats) are zeroed
+// here; the partials need no initialisation.
 float* resolve_workspace(dec::DecodeAttentionArgs& a, const std::optional<at::Tensor>& workspace,
                          const at::Tensor& like, at::Tensor& holder) {
   const int64_t need =
@@ -48,12 +50,17 @@ float* resolve_workspace(dec::DecodeAttentionArgs& a, const std::optional<at::Te
     check_same_device(w, like, "workspace", "q");
     check_dtype(w, at::kFloat, "workspace");
     check_contiguous(w, "workspace");
+    CLO_CHECK(reinterpret_cast<uintptr_t>(w.data_ptr()) % 16 == 0,
+              "workspace must be 16-byte aligned (pass the tensor from decode_workspace / "
+              "paged_attention_workspace, not a slice of it)");
     CLO_CHECK(w.numel() >= need, "workspace must hold at least ", need, " float32 elements for num_splits=",
                 a.num_splits, ", got ", w.numel());
     a.workspace_floats = w.numel();
     return w.data_ptr<float>();
   }
   holder = at::empty({need}, like.options().dtype(at::kFloat));
+  const int64_t slots = dec::decode_workspace_counter_slots(need);
+  holder.narrow(0, need - slots, slots).zero_();
   a.workspace_floats = need;
   return holder.data_ptr<float>();
 }

@@ -1,6 +1,6 @@
 // Launchers of the decode area: split-KV (flash-decoding) attention over a paged
-// or a strided (contiguous) KV cache, its log-sum-exp merge, and the paged
-// cache append (vLLM's reshape_and_cache). Plain parameters, no torch.
+// or a strided (contiguous) KV cache with its log-sum-exp merge fused in, and the
+// paged cache append (vLLM's reshape_and_cache). Plain parameters, no torch.
 #pragma once
 
 #include <cstdint>
@@ -63,8 +63,10 @@ struct DecodeAttentionArgs {
   float scale = 1.f;    // softmax scale (natural-log domain)
   bool causal = false;  // query i sees key j when j <= i + Nk - Nq (strided only)
   int num_splits = 1;   // resolved (>= 1); > 1 needs the workspace
+  // Split calls: >= decode_attention_workspace_floats(...) floats, 16-byte aligned,
+  // whose counter slots (see below) are zero before the first call.
   float* workspace = nullptr;
-  int64_t workspace_floats = 0;
+  int64_t workspace_floats = 0;  // the whole buffer: the counters sit at its end
 };
 
 // Upper bound of the keys one sequence may hold: the table capacity (paged) or Nk.
@@ -80,12 +82,32 @@ inline int decode_max_kv_len(const DecodeAttentionArgs& a) {
 int decode_attention_num_splits(int batch, int num_kv_heads, int rows_per_kv_head, int max_kv_len, int head_dim,
                                 DType dtype);
 
+// Workspace of split calls (num_splits > 1), W = workspace_floats elements:
+//  - from the start: partial outputs [splits, B*Hq*Nq, D] and (max, sum) pairs
+//    [splits, B*Hq*Nq, 2] (float32), written and read within one call;
+//  - the last decode_workspace_counter_slots(W) = ceil(W / 128) elements: int32
+//    split counters, one per (batch, KV head, 16-row tile), counted up by the splits
+//    and reset to 0 by the block that merges. They must be zero before the first
+//    call (allocate zeroed) and are zero again after every completed call, so a
+//    buffer serves any later call, graph replays included.
+// Counters sit at the end and scale with W (not with the call) so that calls of
+// different shapes can share one buffer: a call's partials never reach another
+// call's counters. A call has at most B*Hq*Nq counters and >= 2*(64+2) partial
+// floats per row, so ceil(W/128) slots always cover it.
+constexpr int64_t kWorkspaceFloatsPerCounter = 128;
+inline int64_t decode_workspace_counter_slots(int64_t workspace_floats) {
+  return workspace_floats <= 0 ? 0 : (workspace_floats + kWorkspaceFloatsPerCounter - 1) / kWorkspaceFloatsPerCounter;
+}
+
 // Floats of workspace a call with `num_splits` splits needs (0 when num_splits == 1):
-// partial outputs [splits, B*Hq*Nq, D] and (max, sum) pairs [splits, B*Hq*Nq, 2].
+// the smallest W with W - counter_slots(W) >= the partials. Any larger buffer fits too
+// (W - counter_slots(W) never decreases).
 int64_t decode_attention_workspace_floats(int batch, int num_q_heads, int seq_len_q, int head_dim, int num_splits);
 
-// Attention + (when num_splits > 1) the merge kernel. Invalid head_dim/dtype or
-// a too-small workspace return cudaErrorInvalidValue without launching.
+// One kernel: attention, and for num_splits > 1 the merge (by the last split of each
+// (batch, KV head, row tile) to finish). Invalid head_dim/dtype or a too-small or
+// misaligned workspace return cudaErrorInvalidValue without launching. Calls sharing a
+// workspace must be ordered (one stream): the counters are shared.
 // Device-side guards: a seq_len outside [0, table capacity] or a block index
 // outside [0, num_blocks) is never dereferenced; that sequence's output is NaN.
 cudaError_t launch_decode_attention(const DecodeAttentionArgs& args, cudaStream_t stream);

@@ -14,8 +14,11 @@
 //    mma.sync m16n8k16; padding rows (e.g. 4 heads of GQA 32/8) cost tensor-core
 //    slots, which are idle in a memory-bound kernel anyway.
 //  - grid.z splits the sequence (flash-decoding) so that B=1 at 16K context still
-//    puts a thread block on every SM; a second kernel merges the splits with the
-//    log-sum-exp rule (online_softmax_merge).
+//    puts a thread block on every SM. The merge is fused: each split writes its
+//    partial (o, max, sum) to the workspace and counts itself in on a per-(batch,
+//    KV head, row tile) counter; the block that arrives last merges the splits
+//    (log-sum-exp rule) and resets the counter to 0. A separate merge kernel cost
+//    ~9 us end to end at B=1/16K (launch, grid dependency, second pass; NOTES.md).
 //  - Keys stream through a cp.async pipeline of STAGES tiles of 64 tokens
 //    (16-byte copies, zero-filled past the end); each of the 4 warps owns 16
 //    tokens of a tile and keeps its own online-softmax state, so the main loop
@@ -25,8 +28,6 @@
 #pragma once
 
 #include <cmath>
-#include <cstdlib>
-#include <cstring>
 
 #include "cuda_llm_ops/common.cuh"
 #include "cuda_llm_ops/mma.cuh"
@@ -46,14 +47,13 @@ struct DecodeKernelParams {
   void* out;
   float* partial_o;        // [splits, total_rows, D] (num_splits > 1)
   float2* partial_state;   // [splits, total_rows] (max, sum) in the log2 domain
+  int* split_counters;     // [B * gridDim.x] splits done per (batch, KV head, row tile); 0 between calls
   int64_t q_sb, q_sh, q_sn;
   int64_t o_sb, o_sh, o_sn;
   int num_q_heads, group, seq_len_q, rows, row_tiles;
   int num_splits;
   float scale_log2;
   bool causal;
-  bool speculate;   // prologue table lookups before seq_len arrives (see the kernel)
-  bool pdl_early;   // trigger the merge kernel's launch at the start, not after the loop (dev)
   int64_t total_rows;  // B * Hq * Nq
 };
 
@@ -71,20 +71,6 @@ CLO_DEVICE void cp_async_16_prefetch(void* smem_dst, const void* gmem_src, bool 
     asm volatile("cp.async.cg.shared.global.L2::128B [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(gmem_src),
                  "r"(src_bytes));
   }
-}
-
-// Programmatic dependent launch (sm_90): the merge kernel is launched while the
-// attention kernel drains and waits on the grid dependency instead of paying a
-// full launch gap. No-ops on older archs and when launched without the attribute.
-CLO_DEVICE void pdl_launch_dependents() {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile("griddepcontrol.launch_dependents;\n" ::);
-#endif
-}
-CLO_DEVICE void pdl_wait_primary() {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile("griddepcontrol.wait;\n" ::: "memory");
-#endif
 }
 
 // ---- KV addressing policies -------------------------------------------------
@@ -174,8 +160,10 @@ constexpr int decode_smem_stride() {
 template <typename T, int D, int kStages>
 constexpr size_t decode_smem_bytes() {
   constexpr size_t pipeline = size_t(kStages) * 2 * kTileTokens * decode_smem_stride<D>() * sizeof(T);
-  constexpr size_t epilogue = (kDecodeWarps + 1) * kRowsPerBlock * sizeof(float2) +
-                              size_t(kDecodeWarps) * kRowsPerBlock * (D + 4) * sizeof(float);
+  constexpr size_t warp_merge = (kDecodeWarps + 1) * kRowsPerBlock * sizeof(float2) +
+                                size_t(kDecodeWarps) * kRowsPerBlock * (D + 4) * sizeof(float);
+  constexpr size_t split_merge = size_t(kRowsPerBlock) * (kMaxSplits + 1) * sizeof(float);
+  constexpr size_t epilogue = warp_merge > split_merge ? warp_merge : split_merge;
   return size_t(kRowsPerBlock) * decode_smem_stride<D>() * sizeof(T) + (pipeline > epilogue ? pipeline : epilogue);
 }
 
@@ -211,10 +199,6 @@ __global__ void __launch_bounds__(kDecodeThreads)
   const int kvh = blockIdx.x / p.row_tiles, row_tile = blockIdx.x % p.row_tiles;
   const int b = blockIdx.y, split = blockIdx.z;
 
-  // Dev option (off: measured no better, NOTES.md v4): let the dependent merge
-  // kernel launch as soon as every block has started instead of after the loop.
-  if (p.pdl_early) pdl_launch_dependents();
-
   const auto cur = kv.cursor(b, kvh);
   const int len_raw = kv.load_len(b);
   // Start-up chain: seq_len -> block table -> first K/V tile, three dependent DRAM
@@ -232,10 +216,8 @@ __global__ void __launch_bounds__(kDecodeThreads)
       ent[i] = pos < limit ? cur.lookup(pos) : 0;
     }
   };
-  if (p.speculate) {
 #pragma unroll
-    for (int s = 0; s < kStages - 1; ++s) lookup_at(spec_start, kv.capacity(), s, first[s]);
-  }
+  for (int s = 0; s < kStages - 1; ++s) lookup_at(spec_start, kv.capacity(), s, first[s]);
 
   // Query rows of this block: row r <-> (query head kvh*group + r_global / Nq, position r_global % Nq).
   for (int c = tid; c < kRowsPerBlock * kChunksPerRow; c += kDecodeThreads) {
@@ -256,7 +238,7 @@ __global__ void __launch_bounds__(kDecodeThreads)
   const int start = split * tokens_per_split;
   const int end = split < eff ? min(kv_len, start + tokens_per_split) : start;
   const int n_tiles = end > start ? div_ceil(end - start, kTileTokens) : 0;
-  if (!p.speculate || start != spec_start) {
+  if (start != spec_start) {
 #pragma unroll
     for (int s = 0; s < kStages - 1; ++s) lookup_at(start, end, s, first[s]);
   }
@@ -396,7 +378,6 @@ __global__ void __launch_bounds__(kDecodeThreads)
     }
   }
   cp_async_wait_all();
-  if (!p.pdl_early) pdl_launch_dependents();
 
   // ---- epilogue: merge the 4 warps' states, write the output or the split's partials.
 #pragma unroll
@@ -446,109 +427,127 @@ __global__ void __launch_bounds__(kDecodeThreads)
   __syncthreads();
 
   const float nan = __int_as_float(0x7fc00000);
-  for (int idx = tid; idx < kRowsPerBlock * D; idx += kDecodeThreads) {
-    const int r = idx / D, d = idx % D;
-    const int gr = row_tile * kRowsPerBlock + r;
-    if (gr >= p.rows) continue;
-    float acc = 0.f;
+  constexpr int kD4 = D / 4;  // float4 columns
+  if (p.num_splits == 1) {
+    for (int idx = tid; idx < kRowsPerBlock * kD4; idx += kDecodeThreads) {
+      const int r = idx / kD4, d = (idx % kD4) * 4;
+      const int gr = row_tile * kRowsPerBlock + r;
+      if (gr >= p.rows) continue;
+      float4 acc = make_float4(0.f, 0.f, 0.f, 0.f);
 #pragma unroll
-    for (int w = 0; w < kDecodeWarps; ++w) acc += obuf[(w * kRowsPerBlock + r) * kOStride + d];
-    const float2 st = merged_state[r];
-    const int head = kvh * p.group + gr / p.seq_len_q, qi = gr % p.seq_len_q;
-    if (p.num_splits == 1) {
-      const float val = bad ? nan : acc * (st.y > 0.f ? 1.f / st.y : 0.f);
-      static_cast<T*>(p.out)[b * p.o_sb + head * p.o_sh + qi * p.o_sn + d] = from_float<T>(val);
-    } else {
+      for (int w = 0; w < kDecodeWarps; ++w) {
+        const float4 x = *reinterpret_cast<const float4*>(obuf + (w * kRowsPerBlock + r) * kOStride + d);
+        acc.x += x.x;
+        acc.y += x.y;
+        acc.z += x.z;
+        acc.w += x.w;
+      }
+      const float2 st = merged_state[r];
+      const float inv = bad ? nan : (st.y > 0.f ? 1.f / st.y : 0.f);
+      const int head = kvh * p.group + gr / p.seq_len_q, qi = gr % p.seq_len_q;
+      *reinterpret_cast<uint2*>(static_cast<T*>(p.out) + b * p.o_sb + head * p.o_sh + qi * p.o_sn + d) =
+          make_uint2(pack_float2<T>(acc.x * inv, acc.y * inv), pack_float2<T>(acc.z * inv, acc.w * inv));
+    }
+    return;
+  }
+
+  // ---- split-KV: write this split's partials (splits past the sequence's last
+  // tile have none), then count the split in; the last of the (batch, KV head,
+  // row tile)'s num_splits blocks merges. No block ever waits for another.
+  const int rows_here = min(kRowsPerBlock, p.rows - row_tile * kRowsPerBlock);
+  if (split < eff) {
+    for (int idx = tid; idx < rows_here * kD4; idx += kDecodeThreads) {
+      const int r = idx / kD4, d = (idx % kD4) * 4;
+      const int gr = row_tile * kRowsPerBlock + r;
+      float4 acc = make_float4(0.f, 0.f, 0.f, 0.f);
+#pragma unroll
+      for (int w = 0; w < kDecodeWarps; ++w) {
+        const float4 x = *reinterpret_cast<const float4*>(obuf + (w * kRowsPerBlock + r) * kOStride + d);
+        acc.x += x.x;
+        acc.y += x.y;
+        acc.z += x.z;
+        acc.w += x.w;
+      }
+      if (bad) acc = make_float4(nan, nan, nan, nan);
+      const int head = kvh * p.group + gr / p.seq_len_q, qi = gr % p.seq_len_q;
       const int64_t row_id = (static_cast<int64_t>(b) * p.num_q_heads + head) * p.seq_len_q + qi;
       const int64_t slot = split * p.total_rows + row_id;
-      p.partial_o[slot * D + d] = bad ? nan : acc;
-      if (d == 0) p.partial_state[slot] = bad ? make_float2(nan, nan) : st;
+      *reinterpret_cast<float4*>(p.partial_o + slot * D + d) = acc;
+      if (d == 0) p.partial_state[slot] = bad ? make_float2(nan, nan) : merged_state[r];
     }
   }
-}
-
-// Log-sum-exp merge of the splits' partial outputs: one warp per query row.
-// The splits' states are read by all lanes at once (not one split after another:
-// a serial chain of dependent loads made this kernel ~1 us per split), reduced to
-// the row's max and sum with shuffles, and the per-split weights staged in shared
-// memory so the partial-output loads of all splits are independent.
-template <typename T>
-__global__ void __launch_bounds__(128)
-    decode_merge_kernel(const float* __restrict__ partial_o, const float2* __restrict__ partial_state,
-                        int num_splits, int64_t total_rows, int head_dim, int num_q_heads, int seq_len_q,
-                        void* out, int64_t o_sb, int64_t o_sh, int64_t o_sn) {
-  __shared__ float split_weight[4][kMaxSplits];
-  pdl_wait_primary();  // the attention kernel's partials are complete and visible
-  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-  const int64_t row = static_cast<int64_t>(blockIdx.x) * 4 + warp;
-  if (row >= total_rows) return;  // warp-uniform; no block barrier below
-  float m_lane = kNegInf;
-  bool nan_seen = false;
-  for (int s = lane; s < num_splits; s += 32) {
-    const float2 ps = partial_state[s * total_rows + row];
-    if (ps.y != ps.y) nan_seen = true;              // a bad index upstream: the row becomes NaN
-    else if (ps.y > 0.f) m_lane = fmaxf(m_lane, ps.x);  // empty splits (sum 0) do not count
-  }
-  const float m_all = warp_reduce_max(m_lane);
-  nan_seen = __any_sync(0xffffffffu, nan_seen);
-  float l_lane = 0.f;
-  for (int s = lane; s < num_splits; s += 32) {
-    const float2 ps = partial_state[s * total_rows + row];
-    const float w = (ps.y > 0.f) ? exp2f(ps.x - m_all) : 0.f;
-    split_weight[warp][s] = w;
-    l_lane += ps.y > 0.f ? ps.y * w : 0.f;
-  }
-  const float l_all = warp_reduce_sum(l_lane);
-  __syncwarp();
-  constexpr int kPerLane = 256 / 32;
-  float acc[kPerLane];
-#pragma unroll
-  for (int k = 0; k < kPerLane; ++k) acc[k] = 0.f;
-#pragma unroll 4
-  for (int s = 0; s < num_splits; ++s) {
-    const float w = split_weight[warp][s];
-    if (w == 0.f) continue;  // warp-uniform (shared value)
-    const float* po = partial_o + (s * total_rows + row) * head_dim;
-#pragma unroll
-    for (int k = 0; k < kPerLane; ++k) {
-      const int d = lane + 32 * k;
-      if (d < head_dim) acc[k] += po[d] * w;
+  // Release: every thread's partials are visible device-wide before the count.
+  __threadfence();
+  __syncthreads();  // all partials fenced; every thread is done with warp_state / obuf
+  bool last = false;
+  if (tid == 0) {
+    int* counter = p.split_counters + static_cast<int64_t>(b) * gridDim.x + blockIdx.x;
+    last = atomicAdd(counter, 1) == p.num_splits - 1;
+    if (last) {
+      atomicExch(counter, 0);  // every block of the group has counted: ready for the next call / replay
+      __threadfence();         // acquire: the other splits' partials (read below through L2)
     }
   }
-  const float inv = nan_seen ? __int_as_float(0x7fc00000) : (l_all > 0.f ? 1.f / l_all : 0.f);
-  const int qi = static_cast<int>(row % seq_len_q);
-  const int64_t bh = row / seq_len_q;
-  const int head = static_cast<int>(bh % num_q_heads);
-  const int64_t b = bh / num_q_heads;
-  T* o = static_cast<T*>(out) + b * o_sb + head * o_sh + qi * o_sn;
+  if (!__syncthreads_or(last)) return;
+
+  // Merge (log-sum-exp) the eff splits of this tile's rows. Partials are read with
+  // ld.global.cg: written by other SMs during this kernel, so never through L1.
+  float* split_w = reinterpret_cast<float*>(kv_s);           // [16][kMaxSplits]
+  float* row_inv = split_w + kRowsPerBlock * kMaxSplits;      // [16]
+  constexpr int kSplitsPerLane = kMaxSplits / 32;
+  for (int r = warp; r < rows_here; r += kDecodeWarps) {  // warp-uniform
+    const int gr = row_tile * kRowsPerBlock + r;
+    const int head = kvh * p.group + gr / p.seq_len_q, qi = gr % p.seq_len_q;
+    const int64_t row_id = (static_cast<int64_t>(b) * p.num_q_heads + head) * p.seq_len_q + qi;
+    float2 ps[kSplitsPerLane];
 #pragma unroll
-  for (int k = 0; k < kPerLane; ++k) {
-    const int d = lane + 32 * k;
-    if (d < head_dim) o[d] = from_float<T>(acc[k] * inv);
+    for (int i = 0; i < kSplitsPerLane; ++i) {
+      const int s = lane + 32 * i;
+      ps[i] = s < eff ? __ldcg(p.partial_state + s * p.total_rows + row_id) : make_float2(kNegInf, 0.f);
+    }
+    float m_lane = kNegInf;
+    bool nan_seen = false;
+#pragma unroll
+    for (int i = 0; i < kSplitsPerLane; ++i) {
+      if (ps[i].y != ps[i].y) nan_seen = true;                  // a bad index: the row becomes NaN
+      else if (ps[i].y > 0.f) m_lane = fmaxf(m_lane, ps[i].x);  // splits that saw no key do not count
+    }
+    const float m_all = warp_reduce_max(m_lane);
+    nan_seen = __any_sync(0xffffffffu, nan_seen);
+    float l_lane = 0.f;
+#pragma unroll
+    for (int i = 0; i < kSplitsPerLane; ++i) {
+      const int s = lane + 32 * i;
+      const float w = ps[i].y > 0.f ? exp2f(ps[i].x - m_all) : 0.f;
+      if (s < eff) split_w[r * kMaxSplits + s] = w;
+      l_lane += ps[i].y > 0.f ? ps[i].y * w : 0.f;
+    }
+    const float l_all = warp_reduce_sum(l_lane);
+    if (lane == 0) row_inv[r] = nan_seen ? nan : (l_all > 0.f ? 1.f / l_all : 0.f);
   }
-}
-
-// Programmatic dependent launch needs sm_90; cached per device.
-inline bool device_supports_pdl() {
-  static int cached[64] = {0};  // 0 unknown, 1 no, 2 yes
-  int dev = 0;
-  cudaGetDevice(&dev);
-  if (dev < 0 || dev >= 64) return false;
-  if (cached[dev] == 0) {
-    int major = 0;
-    cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev);
-    cached[dev] = major >= 9 ? 2 : 1;
+  __syncthreads();
+  const int64_t split_stride = p.total_rows * D;
+  for (int idx = tid; idx < rows_here * kD4; idx += kDecodeThreads) {
+    const int r = idx / kD4, d = (idx % kD4) * 4;
+    const int gr = row_tile * kRowsPerBlock + r;
+    const int head = kvh * p.group + gr / p.seq_len_q, qi = gr % p.seq_len_q;
+    const int64_t row_id = (static_cast<int64_t>(b) * p.num_q_heads + head) * p.seq_len_q + qi;
+    const float* po = p.partial_o + row_id * D + d;
+    const float* w_row = split_w + r * kMaxSplits;
+    float4 acc = make_float4(0.f, 0.f, 0.f, 0.f);
+#pragma unroll 8
+    for (int s = 0; s < eff; ++s) {  // independent L2 loads: 8 in flight per thread
+      const float w = w_row[s];
+      const float4 x = __ldcg(reinterpret_cast<const float4*>(po + s * split_stride));
+      acc.x += w * x.x;
+      acc.y += w * x.y;
+      acc.z += w * x.z;
+      acc.w += w * x.w;
+    }
+    const float inv = row_inv[r];
+    *reinterpret_cast<uint2*>(static_cast<T*>(p.out) + b * p.o_sb + head * p.o_sh + qi * p.o_sn + d) =
+        make_uint2(pack_float2<T>(acc.x * inv, acc.y * inv), pack_float2<T>(acc.z * inv, acc.w * inv));
   }
-  return cached[dev] == 2;
-}
-
-// Development overrides, read on every call so one benchmark process can compare
-// variants on the same inputs (scripts/bench_decode_dev.py): CLO_DECODE_SPECULATE
-// = 0 | 1 (default 1), CLO_DECODE_PDL_EARLY = 0 | 1 (default 0). NOTES.md, v4.
-inline int decode_env_knob(const char* name, int fallback) {
-  const char* v = std::getenv(name);
-  if (v == nullptr || *v == '\0') return fallback;
-  return std::atoi(v);
 }
 
 template <typename T, int D, class KV>
@@ -594,16 +593,21 @@ cudaError_t run_decode_attention(const DecodeAttentionArgs& a, cudaStream_t stre
   p.num_splits = a.num_splits;
   p.scale_log2 = a.scale * kLog2e;
   p.causal = a.causal;
-  p.speculate = decode_env_knob("CLO_DECODE_SPECULATE", 1) != 0;
-  p.pdl_early = decode_env_knob("CLO_DECODE_PDL_EARLY", 0) != 0;
   p.total_rows = static_cast<int64_t>(a.batch) * a.num_q_heads * a.seq_len_q;
+  const dim3 grid(a.num_kv_heads * p.row_tiles, a.batch, a.num_splits);
   if (a.num_splits > 1) {
-    const int64_t need = decode_attention_workspace_floats(a.batch, a.num_q_heads, a.seq_len_q, D, a.num_splits);
-    if (a.workspace == nullptr || a.workspace_floats < need) return cudaErrorInvalidValue;
+    // Workspace layout (decode.h): partials from the start, split counters in the
+    // last decode_workspace_counter_slots(workspace_floats) slots.
+    const int64_t partials = static_cast<int64_t>(a.num_splits) * p.total_rows * (D + 2);
+    const int64_t counters = static_cast<int64_t>(grid.x) * grid.y;
+    const int64_t slots = decode_workspace_counter_slots(a.workspace_floats);
+    if (a.workspace == nullptr || reinterpret_cast<uintptr_t>(a.workspace) % 16 != 0 || counters > slots ||
+        partials > a.workspace_floats - slots)
+      return cudaErrorInvalidValue;
     p.partial_o = a.workspace;
     p.partial_state = reinterpret_cast<float2*>(a.workspace + a.num_splits * p.total_rows * D);
+    p.split_counters = reinterpret_cast<int*>(a.workspace + (a.workspace_floats - slots));
   }
-  const dim3 grid(a.num_kv_heads * p.row_tiles, a.batch, a.num_splits);
   if constexpr (kPaged) {
     PagedKV kv{a.k, a.v, a.block_tables, a.table_stride, a.max_blocks_per_seq, a.num_blocks,
                __builtin_ctz(static_cast<unsigned>(a.block_size)),
@@ -617,22 +621,7 @@ cudaError_t run_decode_attention(const DecodeAttentionArgs& a, cudaStream_t stre
     cudaError_t err = launch_decode_attention_kernel<T, D>(p, kv, grid, stream);
     if (err != cudaSuccess) return err;
   }
-  cudaError_t err = cudaGetLastError();
-  if (err != cudaSuccess || a.num_splits == 1) return err;
-  cudaLaunchConfig_t cfg = {};
-  cfg.gridDim = dim3(static_cast<unsigned>(div_ceil<int64_t>(p.total_rows, 4)));
-  cfg.blockDim = dim3(128);
-  cfg.dynamicSmemBytes = 0;
-  cfg.stream = stream;
-  cudaLaunchAttribute attr[1];
-  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  attr[0].val.programmaticStreamSerializationAllowed = 1;
-  cfg.attrs = attr;
-  cfg.numAttrs = device_supports_pdl() ? 1 : 0;
-  const float* po = p.partial_o;
-  const float2* ps = p.partial_state;
-  return cudaLaunchKernelEx(&cfg, decode_merge_kernel<T>, po, ps, a.num_splits, p.total_rows, static_cast<int>(D),
-                            a.num_q_heads, a.seq_len_q, a.out, a.o_stride_b, a.o_stride_h, a.o_stride_n);
+  return cudaGetLastError();
 }
 
 #define CLO_INSTANTIATE_DECODE(T, D)                                                                    \

@@ -33,7 +33,9 @@ cudaError_t dispatch_half_dtype(DType dtype, F&& body) {
 int64_t decode_attention_workspace_floats(int batch, int num_q_heads, int seq_len_q, int head_dim, int num_splits) {
   if (num_splits <= 1) return 0;
   const int64_t rows = static_cast<int64_t>(batch) * num_q_heads * seq_len_q;
-  return static_cast<int64_t>(num_splits) * rows * (head_dim + 2);
+  const int64_t partials = static_cast<int64_t>(num_splits) * rows * (head_dim + 2);
+  // W = partials + k meets W - ceil(W / 128) >= partials once k >= partials / 127.
+  return partials + (partials + kWorkspaceFloatsPerCounter - 2) / (kWorkspaceFloatsPerCounter - 1);
 }
 
 int decode_attention_num_splits(int batch, int num_kv_heads, int rows_per_kv_head, int max_kv_len, int head_dim,
