@@ -37,6 +37,17 @@ def _ms_cell(v: float) -> str:
     return _ms(v) if v < 1 else f"{_ms(v)} ms"
 
 
+def _provenance(records: list[dict]) -> str:
+    """'commit X, TIME', or per-op commits when groups were re-run with `--append`."""
+    shas = {r["git_sha"] for r in records}
+    if len(shas) == 1:
+        return f"commit {records[0]['git_sha']}, {min(r['timestamp'] for r in records)}"
+    by_sha: dict[str, set] = {}
+    for r in records:
+        by_sha.setdefault(r["git_sha"], set()).add(r["op"])
+    return "; ".join(f"commit {sha}: {', '.join(sorted(ops))}" for sha, ops in sorted(by_sha.items()))
+
+
 def render(records: list[dict], source: str) -> str:
     """The markdown block (without markers) for `records`."""
     if not records:
@@ -63,8 +74,7 @@ def render(records: list[dict], source: str) -> str:
                 cells = [dtype, shape, f"`{r['impl']}`", what, *peer_cells, "-", "-", "-"]
             rows_by_op.setdefault(op, []).append("| " + " | ".join(cells) + " |")
     lines = [
-        f"Measured on {r0['gpu']} (torch {r0['torch']}, CUDA {r0['cuda']}, commit {r0['git_sha']}, "
-        f"{r0['timestamp']}); generated from `{source}` by `scripts/readme_table.py`. One table per op "
+        f"Measured on {r0['gpu']} (torch {r0['torch']}, CUDA {r0['cuda']}, {_provenance(records)}); generated from `{source}` by `scripts/readme_table.py`. One table per op "
         "(click to open).",
         "",
     ]
