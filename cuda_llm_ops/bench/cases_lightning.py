@@ -106,7 +106,10 @@ def lightning_cases(dtype: torch.dtype, preset: str, quick: bool) -> list[BenchC
             reference=_reference,
             rel_tol=2e-2,
             cold_l2=True,
-            cuda_graph=b == 1,  # b = 1 is launch-bound: graph replays (cold through rotated inputs)
+            # Graph replays (cold through rotated inputs) at every b: decode steps run inside
+            # CUDA graphs in serving, and timed one eager call at a time a 30 us kernel also
+            # measures the host's launch gap (b=16 read 32.4 us eager vs 28.3 us kernel time).
+            cuda_graph=True,
             label=f"B={b}",
         ))
     return cases
