@@ -178,19 +178,18 @@ def _gemm_variant(a: torch.Tensor, b: torch.Tensor, variant: str = "auto", out_f
                   c: torch.Tensor | None = None) -> torch.Tensor:
     """Benchmark/test hook: `alpha * op(a) @ op(b) + beta * c` with a chosen kernel (layouts as in `gemm`).
 
-    variant: "pipelined" (the default tile for large problems, multi-stage cp.async:
-    fp16/bf16 128x128x64 x 3 stages, 4 warps; fp32 128x128x16, 256 threads, register-staged
-    double buffer),
-    "unpipelined" (its one-stage twin), "small_tile", "generic", "auto", and two
-    kept for comparison: fp16/bf16 "alt_a" = 128x256x64 x 3 stages (8 warps) and
-    "alt_b" = its one-stage twin; fp32 "alt_a" = the medium 128x64x16 tile (auto's choice
-    when large tiles give less than a wave; every layout), "alt_b" = the large tile with
-    its transposing loads through L1.
+    variant: "pipelined" (the default tile for large problems, multi-stage pipeline:
+    fp16/bf16 128x128x64 x 3 stages cp.async, 4 warps; fp32 128x128, BK 16 (NN, TT) or 32 (TN,
+    NT), 256 threads, register-staged double buffer), "unpipelined" (its one-stage twin),
+    "small_tile", "generic", "auto", and two kept for comparison: fp16/bf16 "alt_a" =
+    128x256x64 x 3 stages (8 warps) and "alt_b" = its one-stage twin; fp32 "alt_a" = the
+    medium 128x64x32 tile (auto's choice when large tiles give less than a wave) and "alt_b" =
+    the large tile at the other BK.
     "wgmma" / "wgmma_n128": the Hopper family (fp16/bf16; TMA + wgmma, warp-specialised,
     128x256x64 x 4 stages / 128x128x64 x 6 stages; RuntimeError unless the device has compute
     capability 9.0 and the build has sm_90a), every layout.
-    "unpipelined", "alt_a", "alt_b" take only the NN layout (RuntimeError otherwise), except fp32
-    "alt_a" (every layout).
+    fp16/bf16 "unpipelined", "alt_a", "alt_b" take only the NN layout (RuntimeError otherwise);
+    the fp32 variants take every layout.
     `out_fp32` picks fp32 output for fp16/bf16 (the tensor_core_gemm epilogue; `c` is then float32).
     Tile variants need 16-byte aligned rows (RuntimeError otherwise).
     """

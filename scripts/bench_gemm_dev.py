@@ -1,6 +1,6 @@
 """Dev benchmark of the GEMM family: ours vs cuBLAS / torch._int_mm side by side in one process,
 CUDA events, median (cuda_llm_ops.timing.benchmark). Prints a table; JSON to $OUT/gemm_dev.json
-when OUT is set. Kernel variants (tile configs, the unpipelined twin) go through the
+when OUT is set. Kernel variants (tile configs, the unpipelined twins) go through the
 benchmark-only op `_gemm_variant`.
 
   python3 scripts/bench_gemm_dev.py
@@ -41,6 +41,8 @@ def float_section(dtype):
         shapes += [(4096, 12288, 4096), (8192, 8192, 8192), (1, 12288, 4096), (16, 12288, 4096)]
     # fp16/bf16: alt_a = 128x256x64 (alt_b is its one-stage twin, timed in the pipeline rows);
     # wgmma / wgmma_n128 = the Hopper family (TMA + wgmma), 128x256x64 / 128x128x64
+    # fp32: pipelined / alt_a = the large / medium tile (auto takes one of them), alt_b = the
+    # large tile at the other BK (16 <-> 32)
     variants = ["pipelined", "alt_a", "alt_b", "small_tile"] if dtype == torch.float32 else \
         ["pipelined", "alt_a", "small_tile", "wgmma", "wgmma_n128"]
     for M, N, K in shapes:
@@ -64,12 +66,19 @@ def float_section(dtype):
                 continue
             row("variant", shape, dtype, v, ms_of(lambda v=v: _gemm_variant(a, b, v), iters), fl, "cublas", peer,
                 f"err={rel_error(_gemm_variant(a, b, v), ref):.1e}")
-        if dtype == torch.float32 and M < 4096:  # fp32: every layout at every size (4096: below)
+        if dtype == torch.float32:  # fp32: every layout at every size, auto and the other BK
+            v2 = ["alt_b"]
             for ta, tb in ((True, False), (False, True), (True, True)):
                 at, bt = (a.t().contiguous() if ta else a), (b.t().contiguous() if tb else b)
-                f = lambda at=at, bt=bt, ta=ta, tb=tb: llm.gemm(at, bt, trans_a=ta, trans_b=tb)
-                row("layout", shape, dtype, f"gemm(ta={int(ta)},tb={int(tb)})", ms_of(f, iters), fl, "cublas", peer,
-                    f"err={rel_error(f(), ref):.1e}")
+                if M < 4096:  # 4096: auto below
+                    f = lambda at=at, bt=bt, ta=ta, tb=tb: llm.gemm(at, bt, trans_a=ta, trans_b=tb)
+                    row("layout", shape, dtype, f"gemm(ta={int(ta)},tb={int(tb)})", ms_of(f, iters), fl, "cublas",
+                        peer, f"err={rel_error(f(), ref):.1e}")
+                for v in v2:
+                    f = lambda at=at, bt=bt, ta=ta, tb=tb, v=v: _gemm_variant(at, bt, v, False, ta, tb)
+                    row("layout", shape, dtype, f"{v}(ta={int(ta)},tb={int(tb)})", ms_of(f, iters), fl, "cublas",
+                        peer, f"err={rel_error(f(), ref):.1e}")
+                del at, bt
         if M == N == K == 4096:
             for ta, tb in ((True, False), (False, True), (True, True)):
                 at = a.t().contiguous() if ta else a
@@ -86,7 +95,8 @@ def float_section(dtype):
                 ms_of(lambda: _gemm_variant(a, b, "unpipelined"), iters),
                 f"err_twin={rel_error(_gemm_variant(a, b, 'unpipelined'), ref):.1e}")
             if dtype != torch.float32:
-                row("pipeline", shape, dtype, "large 128x256 pipelined", ms_of(lambda: _gemm_variant(a, b, "alt_a"), iters),
+                row("pipeline", shape, dtype, "large 128x256 pipelined",
+                    ms_of(lambda: _gemm_variant(a, b, "alt_a"), iters),
                     fl, "its unpipelined twin", ms_of(lambda: _gemm_variant(a, b, "alt_b"), iters),
                     f"err_twin={rel_error(_gemm_variant(a, b, 'alt_b'), ref):.1e}")
         del a, b, ref

@@ -120,12 +120,15 @@ def test_gemm_large_tiles_all_layouts(dtype, trans_a, trans_b):
     assert_close(out, ref, dtype, rel_tol=_tol(dtype, k))
 
 
-@pytest.mark.parametrize("variant", ["pipelined", "alt_a", "small_tile"])
+@pytest.mark.parametrize("variant", ["auto", "pipelined", "unpipelined", "alt_a", "alt_b", "small_tile"])
 @pytest.mark.parametrize("trans_a,trans_b", [(False, False), (False, True), (True, False), (True, True)])
-@pytest.mark.parametrize("m,n,k", [(200, 264, 136), (1000, 1032, 1000), (132, 68, 20)])
+@pytest.mark.parametrize("m,n,k", [(200, 264, 136), (1000, 1032, 1000), (132, 68, 20), (2056, 2312, 264),
+                                   (1024, 1024, 36)])
 def test_gemm_fp32_tiles_all_layouts(variant, trans_a, trans_b, m, n, k):
-    """Each fp32 tile (large, medium, small) in every layout: k-major operands are copied straight,
-    k-contiguous ones transposed while staging; ragged edges in M, N and K."""
+    """Each fp32 kernel (large tile at BK 16 / 32 and its one-stage twin, medium, small) in every
+    layout: k-major operands are copied straight, k-contiguous ones transposed while staging; ragged
+    edges in M, N and K (2056x2312 gives auto the large tile, 1000x1032 and 1024x1024 the medium one,
+    the others the small one; K = 20, 36, 136, 264 leave partial k-tiles of BK 16 and 32)."""
     require_op("_gemm_variant")
     a = _rand((k, m) if trans_a else (m, k), torch.float32)
     b = _rand((n, k) if trans_b else (k, n), torch.float32)

@@ -20,10 +20,10 @@ namespace cuda_llm_ops::gemm {
 enum class GemmVariant : int {
   kAuto = 0,
   kPipelined = 1,    // large tile, multi-stage cp.async pipeline
-  kUnpipelined = 2,  // the same large-tile kernel with one stage: load, wait, compute (NN only)
+  kUnpipelined = 2,  // the same large-tile kernel with one stage: load, wait, compute (fp16/bf16: NN only)
   kSmallTile = 3,    // small tile, pipelined (small or skinny problems)
   kGeneric = 4,      // the fallback (any strides), for tests
-  kAltA = 5,         // benchmark-only alternative tile (NN; per family, see its launcher)
+  kAltA = 5,         // benchmark-only alternative tile (per family, see its launcher)
   kAltB = 6,         // a second one
   kWgmma = 7,        // fp16/bf16 Hopper wgmma + TMA, 128x256x64 (sm_90a build on a cc 9.0 device only)
   kWgmmaN128 = 8,    // the same family, 128x128x64
