@@ -38,6 +38,14 @@ dereferences such an index in any mode: it clamps the read and writes NaN to
 that sequence's output, so a bad table is never a silent wrong answer or an
 out-of-bounds access. `check_indices=False` skips the host check everywhere
 (serving loops, benchmarks); `True` forces it (and raises under capture).
+
+Kernels: a TMA (tensor-memory-accelerator) kernel for paged caches on Hopper when the
+grid is at most one thread block per SM (small batches, GQA, split-KV at B=1), a
+cp.async kernel otherwise (csrc/decode/NOTES.md, "Kernel choice"). Dev knob
+(benchmarks only): `CLO_DECODE_VARIANT` set in the environment before the process's
+first decode call is read on every call: 0 automatic, 1 the cp.async kernel, 2 the TMA
+kernel where it can run; unset, the choice is automatic and the environment is never
+read again.
 """
 from __future__ import annotations
 

@@ -15,6 +15,24 @@ import torch
 DEFAULT_BATCH_BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128)
 
 
+def capture_graph(fn: Callable[[], Any], warmup: int = 1, pool=None) -> tuple[torch.cuda.CUDAGraph, Any]:
+    """Capture `fn()` in a CUDA graph; returns (graph, what the captured call returned).
+
+    `warmup` calls first run on a side stream, outside the graph (lazy initialisation,
+    allocator growth, one-time kernel attributes), as capture requires; `pool`: a
+    memory pool handle shared with other graphs (torch.cuda.graph_pool_handle())."""
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        for _ in range(warmup):
+            fn()
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph, pool=pool):
+        out = fn()
+    return graph, out
+
+
 class CUDAGraphRunner:
     """Capture `fn` once per batch bucket and replay it for any batch size up to the largest bucket.
 
@@ -98,17 +116,9 @@ class CUDAGraphRunner:
             return self._graphs[bucket]
         bufs = self._static_inputs(bucket)
         args = self._args(bufs)
-        stream = torch.cuda.Stream()
-        stream.wait_stream(torch.cuda.current_stream())
-        with torch.cuda.stream(stream):  # warm-up outside the graph (lazy init, allocator growth)
-            for _ in range(self.warmup):
-                self.fn(*args)
-        torch.cuda.current_stream().wait_stream(stream)
         if self.pool is None:
             self.pool = torch.cuda.graph_pool_handle()
-        graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(graph, pool=self.pool):
-            out = self.fn(*args)
+        graph, out = capture_graph(lambda: self.fn(*args), warmup=self.warmup, pool=self.pool)
         self._graphs[bucket] = (graph, bufs, out)
         return self._graphs[bucket]
 

@@ -140,17 +140,13 @@ def benchmark(fn: Callable[[], object], *, warmup: int = 10, iterations: int = 1
     if cuda_graph and len(fns) > 1:
         graph_calls = max(graph_calls, len(fns))  # every set in each replay, or the rotation stays warm
     if cuda_graph:
-        side = torch.cuda.Stream()
-        side.wait_stream(stream)
-        with torch.cuda.stream(side):
-            for _ in range(3):
-                for f in fns:
-                    f()
-        stream.wait_stream(side)
-        graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(graph):
+        from .graphs import capture_graph
+
+        def run_all():
             for j in range(graph_calls):
                 fns[j % len(fns)]()
+
+        graph, _ = capture_graph(run_all, warmup=3)
         calls = [graph.replay]
         per_call = graph_calls
     else:

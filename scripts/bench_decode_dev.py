@@ -3,7 +3,11 @@ time, TB/s, % of a cold device-to-device copy measured here, ratio to SDPA's bes
 backend (flash / cuDNN / efficient) on the same keys in contiguous layout, and to a
 plain-PyTorch paged implementation. Cold L2 (flush between runs) everywhere.
 
-    python3 scripts/bench_decode_dev.py [--iters 30] [--full]
+    python3 scripts/bench_decode_dev.py [--iters 30] [--full] [--variants | --variants-only]
+
+--variants: each kernel choice of the CLO_DECODE_VARIANT dev knob (csrc/decode/NOTES.md),
+"var" lines: time, % of copy and x SDPA-best per setting (labels: BENCH_VARIANTS), forced split counts ("*": the
+heuristic's), SDPA flash / cuDNN times in us.
 """
 from __future__ import annotations
 
@@ -118,11 +122,97 @@ def sweep_splits(B, N, Hkv, splits, iters, copy_bw, dtype=torch.float16):
     del inp
 
 
+# Kernel choices compared by --variants (CLO_DECODE_VARIANT, csrc/decode/NOTES.md): label ->
+# environment. auto = the library's choice; cp = the cp.async kernel; tma = the TMA kernel.
+BENCH_VARIANTS = {
+    "auto": {"CLO_DECODE_VARIANT": "0"},
+    "cp": {"CLO_DECODE_VARIANT": "1"},
+    "tma": {"CLO_DECODE_VARIANT": "2"},
+}
+_KNOBS = ("CLO_DECODE_VARIANT",)
+
+
+def compare_variants(iters, copy_bw, variants=BENCH_VARIANTS, dtype=torch.float16):
+    """Each kernel variant (dev knob CLO_DECODE_VARIANT, switched between calls in this
+    process) on the issue's small-grid and large-grid cases, with forced split counts
+    next to the heuristic's, and SDPA flash / cuDNN on the same keys (contiguous)."""
+    import os
+
+    from cuda_llm_ops.decode import decode_attention, decode_workspace, paged_attention, paged_attention_workspace
+    if os.environ.get("CLO_DECODE_VARIANT") is None:
+        print("variants: CLO_DECODE_VARIANT was not set at start-up: only the default kernel runs", flush=True)
+    # (B, N, Hkv, contiguous, split counts: 0 = heuristic)
+    cases = [(16, 1024, 8, False, (0,)), (1, 16384, 8, False, (0, 32)), (64, 4096, 32, False, (0,)),
+             (16, 4096, 8, False, (0,)), (16, 1024, 32, False, (0,)), (1, 16384, 8, True, (0,)),
+             (16, 1024, 8, True, (0,)), (16, 4096, 8, True, (0,)), (64, 4096, 32, True, (0,))]
+    for B, N, Hkv, contiguous, split_list in cases:
+        case = cd.paged_case(B, N, Hkv, dtype, op="decode_attention" if contiguous else "paged_attention")
+        inp = case.make_inputs()
+        q, kc, vc, bt, sl = inp["q"], inp["k_cache"], inp["v_cache"], inp["block_tables"], inp["seq_lens"]
+        sdpa, ref = {}, None
+        for impl in case.impls:
+            if not impl.name.startswith("sdpa-") or impl.name == "sdpa-efficient":
+                continue
+            if impl.unavailable and impl.unavailable(inp):
+                continue
+            fn = impl.build(inp)
+            out = fn()
+            if ref is None:
+                ref = out.float()
+            sdpa[impl.name[5:]] = benchmark(fn, warmup=3, iterations=iters, cold_l2=True).median_ms
+            del out
+        if contiguous:
+            k, v = inp.setdefault("_contig", cd.contiguous_kv(inp))
+            q4 = q.unsqueeze(2)
+        h = llm.decode_num_splits(B, Hkv, HQ_ // Hkv, N, 128, dtype)
+        kind = "MHA" if Hkv == HQ_ else f"GQA{HQ_}/{Hkv}"
+        head = f"{'contig' if contiguous else 'paged':6s} B={B:3d} N={N:6d} {kind:8s}"
+        sd = " ".join(f"{k_} {t * 1e3:.1f}" for k_, t in sorted(sdpa.items()))
+        best = min(sdpa.values()) if sdpa else None
+        for ns in split_list:
+            splits = ns or h
+            if contiguous:
+                ws = decode_workspace(B, HQ_, Hkv, 128, N, dtype, num_splits=splits)
+                out = torch.empty_like(q4)
+                fn = lambda: decode_attention(q4, k, v, out=out, num_splits=splits, workspace=ws)  # noqa: E731
+            else:
+                ws = paged_attention_workspace(q, kc, bt, num_splits=splits)
+                out = torch.empty_like(q)
+                fn = lambda: paged_attention(q, kc, vc, bt, sl, out=out, num_splits=splits,  # noqa: E731
+                                             workspace=ws, check_indices=False)
+            parts = []
+            for label, env in variants.items():
+                for knob in _KNOBS:
+                    os.environ[knob] = env.get(knob, "")
+                fn()
+                err = rel_error(out.float().reshape(ref.shape), ref) if ref is not None else float("nan")
+                t = benchmark(fn, warmup=3, iterations=iters, cold_l2=True).median_ms
+                pct = 100 * case.bytes / (t * 1e-3) / 1e12 / copy_bw
+                xs = f" x{best / t:4.2f}" if best else ""
+                bad = " ERR" if not err < 3e-2 else ""
+                parts.append(f"{label} {t * 1e3:7.1f} us {pct:5.1f}%{xs}{bad}")
+            for knob in _KNOBS:
+                os.environ[knob] = ""
+            os.environ["CLO_DECODE_VARIANT"] = "0"
+            tag = f"splits={splits:3d}{'*' if ns == 0 else ' '}"
+            print(f"var {head} {tag} | " + " | ".join(parts) + f" | sdpa {sd}", flush=True)
+            del ws, out
+        del inp
+        torch.cuda.empty_cache()
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--iters", type=int, default=30)
     ap.add_argument("--full", action="store_true", help="also the other shapes, sweeps and contiguous/bf16 cases")
+    ap.add_argument("--variants", action="store_true",
+                    help="first compare the kernel variants of the CLO_DECODE_VARIANT dev knob (sets it to 0 "
+                         "before the first decode call, so the process can switch between them)")
+    ap.add_argument("--variants-only", action="store_true", help="--variants, then stop")
     args = ap.parse_args()
+    if args.variants or args.variants_only:
+        import os
+        os.environ.setdefault("CLO_DECODE_VARIANT", "0")  # dev mode: read before the first decode call
     if not torch.cuda.is_available() or not llm.kernels_available():
         print("needs a GPU and the built kernels", file=sys.stderr)
         return 1
@@ -131,6 +221,10 @@ def main() -> int:
     bw = copy_tbps(args.iters)
     print(f"{dev.name}, {dev.multi_processor_count} SMs; cold D2D copy {bw:.3f} TB/s (read + write)")
     dt = torch.float16
+    if args.variants or args.variants_only:
+        compare_variants(args.iters, bw)
+        if args.variants_only:
+            return 0
     # 1. The issue's target table (B=1/16K/GQA first: the split-KV target), 2. B=1 split sweeps,
     # 3. kernel time at B=1 (one kernel now), 4. with --full the rest.
     for B, N, Hkv in [(1, 16384, 8), (1, 16384, 32), (16, 1024, 32), (16, 1024, 8), (16, 4096, 8),

@@ -9,7 +9,8 @@ from hypothesis import strategies as st
 
 import cuda_llm_ops as llm
 from cuda_llm_ops.reference import attention_reference, paged_attention_reference, paged_kv_append_reference
-from cuda_llm_ops.reference.decode import make_paged_cache
+from cuda_llm_ops.reference.decode import make_paged_problem
+from cuda_llm_ops.graphs import capture_graph
 from cuda_llm_ops.testing import assert_close, poison_
 from conftest import require_op
 
@@ -17,15 +18,7 @@ pytestmark = pytest.mark.cuda
 DTYPES = [torch.float16, torch.bfloat16]
 
 
-def _paged_problem(lens, hkv, group, d, block_size, dtype, seed, extra_blocks=3):
-    g = torch.Generator().manual_seed(seed)
-    b, n = len(lens), max(max(lens), 1)
-    k = torch.randn(b, n, hkv, d, generator=g).to(dtype).cuda()
-    v = torch.randn(b, n, hkv, d, generator=g).to(dtype).cuda()
-    q = torch.randn(b, hkv * group, d, generator=g).to(dtype).cuda()
-    k_cache, v_cache, table = make_paged_cache(k, v, block_size, extra_blocks=extra_blocks, generator=g)
-    seq_lens = torch.tensor(lens, dtype=torch.int32, device="cuda")
-    return q, k_cache, v_cache, table, seq_lens
+_paged_problem = make_paged_problem
 
 
 @settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -139,14 +132,7 @@ def test_split_workspace_self_resets_across_calls_graphs_and_shapes():
         llm.paged_attention(q1, kc1, vc1, t1, l1, out=out1, num_splits=ns1, workspace=ws, check_indices=False)
         llm.paged_attention(q2, kc2, vc2, t2, l2, out=out2, num_splits=ns2, check_indices=False)
 
-    side = torch.cuda.Stream()
-    side.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(side):
-        step()
-    torch.cuda.current_stream().wait_stream(side)
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        step()
+    graph, _ = capture_graph(step)
     cap1 = t1.shape[1] * 16
     for trial in range(6):
         q1.copy_(torch.randn_like(q1))
@@ -334,14 +320,7 @@ def test_cuda_graph_capture_then_replay_with_new_tables():
     seq_lens = torch.randint(1, max_blocks * bs + 1, (b,), device="cuda", dtype=torch.int32)
     out = torch.empty_like(q)
     ws = llm.paged_attention_workspace(q, k_cache, table)
-    side = torch.cuda.Stream()
-    side.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(side):
-        llm.paged_attention(q, k_cache, v_cache, table, seq_lens, out=out, workspace=ws)
-    torch.cuda.current_stream().wait_stream(side)
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        llm.paged_attention(q, k_cache, v_cache, table, seq_lens, out=out, workspace=ws)
+    graph, _ = capture_graph(lambda: llm.paged_attention(q, k_cache, v_cache, table, seq_lens, out=out, workspace=ws))
     for trial in range(3):
         q.copy_(torch.randn_like(q))
         table.copy_(torch.randperm(nb, device="cuda")[: b * max_blocks].view(b, max_blocks))
@@ -408,3 +387,149 @@ def test_torch_compile_fullgraph():
     out = f(q, k_cache, v_cache, table, seq_lens)
     ref = paged_attention_reference(q * 2, k_cache, v_cache, table, seq_lens) + 1
     assert_close(out, ref, dtype=torch.float16)
+
+
+_VARIANT_SCRIPT = r'''
+import os, sys
+import torch
+import cuda_llm_ops as llm
+from cuda_llm_ops.reference import attention_reference, paged_attention_reference
+from cuda_llm_ops.reference.decode import make_paged_problem
+from cuda_llm_ops.graphs import capture_graph
+from cuda_llm_ops.testing import assert_close, poison_
+
+assert os.environ.get("CLO_DECODE_VARIANT") is not None  # dev mode: re-read on every call
+sm90 = torch.cuda.get_device_capability()[0] >= 9
+
+def paged_problem(lens, hkv, group, d, bs, dtype, seed, extra_cols=0):
+    q, kc, vc, table, sl = make_paged_problem(lens, hkv, group, d, bs, dtype, seed)
+    if extra_cols:  # capacity past every seq_len: speculated split starts are wrong
+        table = torch.cat([table, table[:, :extra_cols]], dim=1)
+    return q, kc, vc, table, sl
+
+def kernel_names(fn):
+    from torch.profiler import ProfilerActivity, profile
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        fn()
+        torch.cuda.synchronize()
+    return " ".join(e.key for e in prof.key_averages())
+
+# (lens, hkv, group, d, block_size, dtype, splits)
+PAGED = [([1, 15, 17, 63, 64, 65, 700], 2, 4, 128, 16, torch.float16, (0, 1, 3, 16)),
+         ([2500, 1, 129], 3, 3, 64, 8, torch.bfloat16, (1, 2, 64)),
+         ([4096, 257], 1, 8, 256, 256, torch.float16, (1, 5, 16)),
+         ([1000, 33, 2048], 2, 1, 96, 32, torch.bfloat16, (1, 3, 128)),
+         ([5000], 8, 4, 128, 16, torch.float16, (0, 16, 32)),
+         ([0, 40, 300], 2, 2, 128, 64, torch.float16, (1, 4)),
+         ([1, 15, 17, 63, 64, 65, 200], 2, 4, 64, 128, torch.bfloat16, (1, 2)),
+         ([15, 17, 63, 65, 129], 4, 2, 96, 8, torch.float16, (1, 3)),
+         ([1, 17, 65, 300], 2, 8, 256, 32, torch.bfloat16, (1, 4)),
+         ([63, 64, 65, 1000], 1, 4, 128, 256, torch.float16, (1, 8))]
+
+def poison_tail_(kc, vc, table, lens):
+    """NaN in every cache slot past each sequence's end in its last block (TMA boxes
+    load whole blocks: those rows must never reach the output)."""
+    bs = kc.shape[1]
+    for i, n in enumerate(lens):
+        if n % bs:
+            blk = int(table[i, n // bs])
+            kc[blk, n % bs:] = float("nan")
+            vc[blk, n % bs:] = float("nan")
+
+for v in (0, 1, 2):  # CLO_DECODE_VARIANT: automatic, the cp.async kernel, the TMA kernel
+    os.environ["CLO_DECODE_VARIANT"] = str(v)
+    for i, (lens, hkv, group, d, bs, dt, splits) in enumerate(PAGED):
+        q, kc, vc, table, sl = paged_problem(lens, hkv, group, d, bs, dt, 1000 + i, extra_cols=5 * (i % 2))
+        ref = paged_attention_reference(q, kc, vc, table, sl)
+        poison_tail_(kc, vc, table, lens)
+        for ns in splits:
+            out = poison_(torch.empty_like(q))
+            llm.paged_attention(q, kc, vc, table, sl, out=out, num_splits=ns)
+            assert_close(out, ref, dtype=dt, what=f"variant {v} paged {i} lens={lens} D={d} bs={bs} splits={ns}")
+    # bad block index: NaN for that sequence only
+    q, kc, vc, table, sl = paged_problem([300, 200], 2, 4, 128, 16, torch.float16, 7)
+    table[1, 3] = kc.shape[0] + 5
+    out = llm.paged_attention(q, kc, vc, table, sl, num_splits=2, check_indices=False)
+    assert torch.isnan(out[1]).all() and not torch.isnan(out[0]).any(), f"variant {v}: bad index"
+    # contiguous (strided) layout, few query rows, causal and not, a transposed k/v
+    for j, (b, hq, hkv, nq, nk, d, dt, causal) in enumerate(
+            [(2, 8, 2, 1, 1500, 128, torch.float16, False), (2, 8, 2, 5, 1500, 128, torch.bfloat16, True),
+             (1, 4, 4, 16, 5, 64, torch.float16, True), (3, 6, 2, 3, 777, 256, torch.float16, True),
+             (1, 32, 8, 1, 16384, 128, torch.float16, False)]):
+        g = torch.Generator(device="cuda").manual_seed(j)
+        q = torch.randn(b, hq, nq, d, device="cuda", generator=g).to(dt)
+        k = torch.randn(b, hkv, nk, d, device="cuda", generator=g).to(dt)
+        vv = torch.randn(b, nk, hkv, d, device="cuda", generator=g).to(dt).transpose(1, 2)
+        ref = attention_reference(q, k, vv, is_causal=causal)
+        for ns in (0, 1, 7):
+            out = poison_(torch.empty_like(q))
+            llm.decode_attention(q, k, vv, is_causal=causal, out=out, num_splits=ns)
+            assert_close(out, ref, dtype=dt, what=f"variant {v} contiguous {j} splits={ns}")
+    # the knob really switches kernels (the TMA kernel runs on sm_90 only); automatic:
+    # the TMA kernel for a paged grid of at most one block per SM, else the cp.async one
+    sms = torch.cuda.get_device_properties(0).multi_processor_count
+    q, kc, vc, table, sl = paged_problem([100] * (sms // 4 + 1), 4, 2, 64, 16, torch.float16, 5)
+    names = kernel_names(lambda: llm.paged_attention(q, kc, vc, table, sl, num_splits=1, check_indices=False))
+    assert ("tma_kernel" in names) == (v == 2 and sm90), f"variant {v}, {4 * (sms // 4 + 1)} blocks: {names[:300]}"
+    q, kc, vc, table, sl = paged_problem([700, 3000], 2, 4, 128, 16, torch.float16, 3)
+    names = kernel_names(lambda: llm.paged_attention(q, kc, vc, table, sl, num_splits=4, check_indices=False))
+    assert ("tma_kernel" in names) == (v in (0, 2) and sm90), f"variant {v}: kernels {names[:300]}"
+    if v == 2:  # block_size < 8: TMA boxes would break smem alignment; variant 0 runs
+        q, kc, vc, table, sl = paged_problem([70, 5], 2, 4, 128, 4, torch.float16, 4)
+        ref = paged_attention_reference(q, kc, vc, table, sl)
+        fn = lambda: llm.paged_attention(q, kc, vc, table, sl, num_splits=2, check_indices=False)
+        assert_close(fn(), ref, dtype=torch.float16, what="variant 2 block_size 4")
+        names = kernel_names(fn)
+        assert "tma_kernel" not in names, f"variant 2, block_size 4: kernels {names[:300]}"
+        # contiguous with NaN past seq_len_k in the same buffer: a narrowed view
+        kb = torch.randn(2, 2, 200, 128, device="cuda", dtype=torch.float16)
+        vb = torch.randn(2, 2, 200, 128, device="cuda", dtype=torch.float16)
+        kb[:, :, 130:] = float("nan")
+        vb[:, :, 130:] = float("nan")
+        qq = torch.randn(2, 8, 1, 128, device="cuda", dtype=torch.float16)
+        k_, v_ = kb[:, :, :130], vb[:, :, :130]
+        ref = attention_reference(qq, k_, v_)
+        for ns in (1, 2):
+            out = llm.decode_attention(qq, k_, v_, num_splits=ns)
+            assert_close(out, ref, dtype=torch.float16, what=f"variant 2 narrowed contiguous splits={ns}")
+    # graph capture keeps the variant it captured; the split counters stay consistent
+    ws = llm.paged_attention_workspace(q, kc, table, num_splits=8)
+    out = torch.empty_like(q)
+    step = lambda: llm.paged_attention(q, kc, vc, table, sl, out=out, num_splits=8, workspace=ws,
+                                       check_indices=False)
+    graph, _ = capture_graph(step)
+    for _ in range(5):
+        q.copy_(torch.randn_like(q))
+        poison_(out)
+        graph.replay()
+        assert_close(out, paged_attention_reference(q, kc, vc, table, sl), dtype=torch.float16,
+                     what=f"variant {v} graph replay")
+    torch.cuda.synchronize()
+    slots = -(-ws.numel() // 128)
+    assert bool((ws[ws.numel() - slots:].view(torch.int32) == 0).all()), f"variant {v}: counters not reset"
+    print(f"variant {v} ok", flush=True)
+print("ALL VARIANTS OK")
+'''
+
+
+def test_decode_dev_variants_match_reference():
+    """Each kernel choice of the CLO_DECODE_VARIANT dev knob (automatic, cp.async, TMA;
+    csrc/decode/NOTES.md) against the references: ragged paged batches (block sizes 8-256, D 64-256, GQA
+    1-8, forced splits up to 128, zero-length and 1-key sequences, a table past the
+    lengths), a bad block index, the contiguous path (causal, few rows), graph replays
+    and the split counters, with NaN in the cache rows past each sequence's end (TMA
+    boxes load whole blocks); which kernel runs (automatic: TMA for paged grids of at
+    most one block per SM on sm_90). The forced TMA kernel also with a block size it
+    does not take (falls back) and a narrowed contiguous view with NaN past its end. A subprocess: the knobs are read in dev mode only when
+    CLO_DECODE_VARIANT is set before the process's first decode call."""
+    require_op("paged_attention")
+    require_op("decode_attention")
+    import os
+    import pathlib
+    import subprocess
+    import sys
+    root = pathlib.Path(__file__).resolve().parents[1]
+    env = dict(os.environ, CLO_DECODE_VARIANT="0")
+    res = subprocess.run([sys.executable, "-c", _VARIANT_SCRIPT], cwd=root, env=env, capture_output=True,
+                         text=True, timeout=600)
+    assert res.returncode == 0 and "ALL VARIANTS OK" in res.stdout, (res.stdout[-3000:] + res.stderr[-5000:])

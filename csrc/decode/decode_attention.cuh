@@ -103,7 +103,11 @@ struct PagedKV {
       return e * block_stride + (pos & bs_mask) * token_stride + head_off;
     }
     CLO_DEVICE int64_t v_offset(int e, int pos) const { return k_offset(e, pos); }
+    // Token row of key `pos` in the 3-D tensor map (D, Hkv, num_blocks * block_size)
+    // of the ws kernel's variant 3 (the host checks num_blocks * block_size < 2^31).
+    CLO_DEVICE int tma_row(int e, int pos) const { return (e << log2_bs) + (pos & bs_mask); }
   };
+  static constexpr bool kPagedLayout = true;
 
   CLO_DEVICE Cursor cursor(int b, int kvh) const {
     return {block_tables + b * table_stride, static_cast<int64_t>(kvh) * head_dim, block_stride, token_stride,
@@ -135,7 +139,9 @@ struct StridedKV {
     CLO_DEVICE bool entry_ok(int) const { return true; }
     CLO_DEVICE int64_t k_offset(int, int pos) const { return k_base + pos * k_sn; }
     CLO_DEVICE int64_t v_offset(int, int pos) const { return v_base + pos * v_sn; }
+    CLO_DEVICE int tma_row(int, int pos) const { return pos; }  // 4-D map (D, Nk, Hkv, B)
   };
+  static constexpr bool kPagedLayout = false;
   CLO_DEVICE Cursor cursor(int b, int kvh) const {
     return {b * k_sb + kvh * k_sh, b * v_sb + kvh * v_sh, k_sn, v_sn};
   }
@@ -157,13 +163,16 @@ template <int D>
 constexpr int decode_smem_stride() {
   return D + 8;
 }
+// decode_epilogue's warp merge (the split merge needs no shared memory).
+template <int D>
+constexpr size_t decode_epilogue_smem_bytes() {
+  return (kDecodeWarps + 1) * kRowsPerBlock * sizeof(float2) +
+         size_t(kDecodeWarps) * kRowsPerBlock * (D + 4) * sizeof(float);
+}
 template <typename T, int D, int kStages>
 constexpr size_t decode_smem_bytes() {
   constexpr size_t pipeline = size_t(kStages) * 2 * kTileTokens * decode_smem_stride<D>() * sizeof(T);
-  constexpr size_t warp_merge = (kDecodeWarps + 1) * kRowsPerBlock * sizeof(float2) +
-                                size_t(kDecodeWarps) * kRowsPerBlock * (D + 4) * sizeof(float);
-  constexpr size_t split_merge = size_t(kRowsPerBlock) * (kMaxSplits + 1) * sizeof(float);
-  constexpr size_t epilogue = warp_merge > split_merge ? warp_merge : split_merge;
+  constexpr size_t epilogue = decode_epilogue_smem_bytes<D>();
   return size_t(kRowsPerBlock) * decode_smem_stride<D>() * sizeof(T) + (pipeline > epilogue ? pipeline : epilogue);
 }
 
@@ -175,6 +184,298 @@ CLO_DEVICE int effective_splits(int num_splits, int n) {
 // Keys per split (64-aligned) for a sequence of n keys.
 CLO_DEVICE int split_tokens(int num_splits, int n) {
   return div_ceil(div_ceil(n, effective_splits(num_splits, n)), kTileTokens) * kTileTokens;
+}
+
+// This block's 16 query rows into smem ([16][kQStride]; rows past p.rows zero):
+// row r <-> query head kvh * group + r_global / Nq, position r_global % Nq. Threads
+// `first` .. `first + count - 1` of the block take part.
+template <typename T, int D, int kQStride>
+CLO_DEVICE void decode_load_q(const DecodeKernelParams& p, T* q_s, int first, int count) {
+  constexpr int kChunksPerRow = D / 8;  // 16-byte chunks
+  const int kvh = blockIdx.x / p.row_tiles, row_tile = blockIdx.x % p.row_tiles, b = blockIdx.y;
+  for (int c = threadIdx.x - first; c < kRowsPerBlock * kChunksPerRow; c += count) {
+    const int r = c / kChunksPerRow, ch = c % kChunksPerRow;
+    const int gr = row_tile * kRowsPerBlock + r;
+    uint4 val = make_uint4(0, 0, 0, 0);
+    if (gr < p.rows) {
+      const int head = kvh * p.group + gr / p.seq_len_q, qi = gr % p.seq_len_q;
+      const T* src = static_cast<const T*>(p.q) + b * p.q_sb + head * p.q_sh + qi * p.q_sn + ch * 8;
+      val = *reinterpret_cast<const uint4*>(src);
+    }
+    *reinterpret_cast<uint4*>(q_s + r * kQStride + ch * 8) = val;
+  }
+}
+
+// The keys [start, end) of this block's split of a kv_len-key sequence, its 64-key
+// tiles, and the splits the sequence actually uses (eff); the last visible key of
+// the thread's rows g and g + 8 (causal: each query position sees its own prefix).
+struct DecodeSplitRange {
+  int eff, start, end, n_tiles;
+  int limit[2];
+};
+CLO_DEVICE DecodeSplitRange decode_split_range(const DecodeKernelParams& p, int kv_len) {
+  DecodeSplitRange r;
+  const int split = blockIdx.z, row_tile = blockIdx.x % p.row_tiles, g = (threadIdx.x & 31) >> 2;
+  r.eff = effective_splits(p.num_splits, kv_len);
+  const int tokens_per_split = split_tokens(p.num_splits, kv_len);
+  r.start = split * tokens_per_split;
+  r.end = split < r.eff ? min(kv_len, r.start + tokens_per_split) : r.start;
+  r.n_tiles = r.end > r.start ? div_ceil(r.end - r.start, kTileTokens) : 0;
+#pragma unroll
+  for (int i = 0; i < 2; ++i) {
+    const int gr = row_tile * kRowsPerBlock + g + 8 * i;
+    const int qi = gr < p.rows ? gr % p.seq_len_q : p.seq_len_q - 1;
+    r.limit[i] = p.causal ? qi + kv_len - p.seq_len_q : kv_len - 1;
+  }
+  return r;
+}
+
+// One warp's 16 keys of a tile: S = Q K^T (16 rows x 16 keys, mma.sync), mask and
+// scale into the log2 domain, online softmax per row, O += P V. K/V rows of the stage
+// are laid out in planes of kW columns ([planes][rows][kStride], kPlaneElems apart;
+// one plane with kW = D for the cp.async kernel), Q as [16][kQStride]. `limit[i]` is
+// the last visible key of row g + 8 i (causal / sequence end).
+template <typename T, int D, int kW, int kStride, int kPlaneElems, int kQStride>
+CLO_DEVICE void decode_warp_tile(const T* q_s, const T* ks, const T* vs, int tok0, const int (&limit)[2],
+                                 float scale_log2, float (&o)[D / 8][4], float (&row_max)[2], float (&row_sum)[2]) {
+  const int lane = threadIdx.x & 31, t4 = lane & 3;
+  float s[2][4] = {{0.f, 0.f, 0.f, 0.f}, {0.f, 0.f, 0.f, 0.f}};
+#pragma unroll
+  for (int kk = 0; kk < D / 16; ++kk) {
+    uint32_t a[4], bk[4];
+    ldmatrix_x4(a, q_s + ((lane & 7) + ((lane >> 3) & 1) * 8) * kQStride + kk * 16 + (lane >> 4) * 8);
+    ldmatrix_x4(bk, ks + (kk * 16 / kW) * kPlaneElems + ((lane & 7) + (lane >> 4) * 8) * kStride + (kk * 16) % kW +
+                        ((lane >> 3) & 1) * 8);
+    const uint32_t b0[2] = {bk[0], bk[1]}, b1[2] = {bk[2], bk[3]};
+    mma_m16n8k16<T>(s[0], a, b0);
+    mma_m16n8k16<T>(s[1], a, b1);
+  }
+  float tile_max[2] = {-INFINITY, -INFINITY};
+#pragma unroll
+  for (int j = 0; j < 2; ++j)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      const int pos = tok0 + j * 8 + 2 * t4 + (e & 1);
+      const float x = pos <= limit[e >> 1] ? s[j][e] * scale_log2 : -INFINITY;
+      s[j][e] = x;
+      tile_max[e >> 1] = fmaxf(tile_max[e >> 1], x);
+    }
+  float rescale[2], m_sub[2];
+#pragma unroll
+  for (int i = 0; i < 2; ++i) {
+    tile_max[i] = fmaxf(tile_max[i], __shfl_xor_sync(0xffffffffu, tile_max[i], 1));
+    tile_max[i] = fmaxf(tile_max[i], __shfl_xor_sync(0xffffffffu, tile_max[i], 2));
+    const float m_new = fmaxf(row_max[i], tile_max[i]);
+    // A row with no visible key yet keeps m = -inf; subtracting 0 then makes
+    // every exp2 exactly 0 instead of exp2(-inf + inf) = NaN.
+    m_sub[i] = m_new == -INFINITY ? 0.f : m_new;
+    rescale[i] = exp2f(row_max[i] - m_sub[i]);
+    row_max[i] = m_new;
+    row_sum[i] *= rescale[i];
+  }
+#pragma unroll
+  for (int j = 0; j < 2; ++j)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      const float pe = exp2f(s[j][e] - m_sub[e >> 1]);
+      s[j][e] = pe;
+      row_sum[e >> 1] += pe;
+    }
+#pragma unroll
+  for (int n = 0; n < D / 8; ++n) {
+    o[n][0] *= rescale[0];
+    o[n][1] *= rescale[0];
+    o[n][2] *= rescale[1];
+    o[n][3] *= rescale[1];
+  }
+  // P (16 x 16 keys) from the S accumulators as the A operand.
+  uint32_t pa[4];
+  pa[0] = pack_float2<T>(s[0][0], s[0][1]);
+  pa[1] = pack_float2<T>(s[0][2], s[0][3]);
+  pa[2] = pack_float2<T>(s[1][0], s[1][1]);
+  pa[3] = pack_float2<T>(s[1][2], s[1][3]);
+#pragma unroll
+  for (int dn = 0; dn < D / 16; ++dn) {
+    uint32_t bv[4];
+    ldmatrix_x4_trans(bv, vs + (dn * 16 / kW) * kPlaneElems + ((lane & 7) + ((lane >> 3) & 1) * 8) * kStride +
+                              (dn * 16) % kW + (lane >> 4) * 8);
+    const uint32_t b0[2] = {bv[0], bv[1]}, b1[2] = {bv[2], bv[3]};
+    mma_m16n8k16<T>(o[2 * dn], pa, b0);
+    mma_m16n8k16<T>(o[2 * dn + 1], pa, b1);
+  }
+}
+
+// Epilogue shared by the decode kernels: merge the math warps' online-softmax states
+// (log-sum-exp through smem), then write `out` (1 split) or this split's partials;
+// with splits, count the split in on the (batch, KV head, row tile)'s counter, and
+// the last of its num_splits blocks merges all splits' rows. No block ever waits for
+// another. Warps >= kMathWarps (a producer) hold no state and only help with the loops.
+// `smem` is the (now free) pipeline buffer; `bad` marks a bad block index or length
+// (the rows become NaN).
+template <typename T, int D, int kThreads, int kMathWarps>
+CLO_DEVICE void decode_epilogue(const DecodeKernelParams& p, float (&o)[D / 8][4], const float (&row_max)[2],
+                                float (&row_sum)[2], bool bad, int eff, unsigned char* smem) {
+  constexpr int kDTiles = D / 8;
+  const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
+  const int g = lane >> 2, t4 = lane & 3;
+  const int kvh = blockIdx.x / p.row_tiles, row_tile = blockIdx.x % p.row_tiles;
+  const int b = blockIdx.y, split = blockIdx.z;
+  const bool math = warp < kMathWarps;
+#pragma unroll
+  for (int i = 0; i < 2; ++i) {
+    row_sum[i] += __shfl_xor_sync(0xffffffffu, row_sum[i], 1);
+    row_sum[i] += __shfl_xor_sync(0xffffffffu, row_sum[i], 2);
+  }
+  bad = __syncthreads_or(bad);  // also: every warp is done with the pipeline buffers
+  float2* warp_state = reinterpret_cast<float2*>(smem);                  // [math warps][16]
+  float2* merged_state = warp_state + kMathWarps * kRowsPerBlock;        // [16]
+  float* obuf = reinterpret_cast<float*>(merged_state + kRowsPerBlock);  // [math warps][16][D + 4]
+  constexpr int kOStride = D + 4;
+  const float my_max[2] = {row_max[0] == -INFINITY ? kNegInf : row_max[0],
+                           row_max[1] == -INFINITY ? kNegInf : row_max[1]};
+  if (math && t4 == 0) {
+    warp_state[warp * kRowsPerBlock + g] = make_float2(my_max[0], row_sum[0]);
+    warp_state[warp * kRowsPerBlock + g + 8] = make_float2(my_max[1], row_sum[1]);
+  }
+  __syncthreads();
+  float weight[2];
+#pragma unroll
+  for (int i = 0; i < 2; ++i) {
+    const int r = g + 8 * i;
+    OnlineSoftmaxState st = OnlineSoftmaxState::empty();
+    float m_all = kNegInf;
+#pragma unroll
+    for (int w = 0; w < kMathWarps; ++w) m_all = fmaxf(m_all, warp_state[w * kRowsPerBlock + r].x);
+    weight[i] = exp2f(my_max[i] - m_all);
+    if (warp == 0 && t4 == 0) {
+#pragma unroll
+      for (int w = 0; w < kMathWarps; ++w) {
+        const float2 ws = warp_state[w * kRowsPerBlock + r];
+        float wa, wb;
+        st = online_softmax_merge(st, OnlineSoftmaxState{ws.x, ws.y}, wa, wb);
+      }
+      merged_state[r] = make_float2(st.max_val, st.sum_exp);
+    }
+  }
+  if (math) {
+    float* ob = obuf + warp * kRowsPerBlock * kOStride;
+#pragma unroll
+    for (int n = 0; n < kDTiles; ++n) {
+      const int col = n * 8 + 2 * t4;
+      *reinterpret_cast<float2*>(ob + g * kOStride + col) = make_float2(o[n][0] * weight[0], o[n][1] * weight[0]);
+      *reinterpret_cast<float2*>(ob + (g + 8) * kOStride + col) =
+          make_float2(o[n][2] * weight[1], o[n][3] * weight[1]);
+    }
+  }
+  __syncthreads();
+
+  const float nan = __int_as_float(0x7fc00000);
+  constexpr int kD4 = D / 4;  // float4 columns
+  auto warp_sum = [&](int r, int d) {
+    float4 acc = make_float4(0.f, 0.f, 0.f, 0.f);
+#pragma unroll
+    for (int w = 0; w < kMathWarps; ++w) {
+      const float4 x = *reinterpret_cast<const float4*>(obuf + (w * kRowsPerBlock + r) * kOStride + d);
+      acc.x += x.x;
+      acc.y += x.y;
+      acc.z += x.z;
+      acc.w += x.w;
+    }
+    return acc;
+  };
+  auto out_ptr = [&](int gr, int d) {
+    const int head = kvh * p.group + gr / p.seq_len_q, qi = gr % p.seq_len_q;
+    return reinterpret_cast<uint2*>(static_cast<T*>(p.out) + b * p.o_sb + head * p.o_sh + qi * p.o_sn + d);
+  };
+  auto row_id_of = [&](int gr) {
+    const int head = kvh * p.group + gr / p.seq_len_q, qi = gr % p.seq_len_q;
+    return (static_cast<int64_t>(b) * p.num_q_heads + head) * p.seq_len_q + qi;
+  };
+  const int rows_here = min(kRowsPerBlock, p.rows - row_tile * kRowsPerBlock);
+  if (p.num_splits == 1) {
+    for (int idx = tid; idx < rows_here * kD4; idx += kThreads) {
+      const int r = idx / kD4, d = (idx % kD4) * 4;
+      const float4 acc = warp_sum(r, d);
+      const float2 st = merged_state[r];
+      const float inv = bad ? nan : (st.y > 0.f ? 1.f / st.y : 0.f);
+      *out_ptr(row_tile * kRowsPerBlock + r, d) =
+          make_uint2(pack_float2<T>(acc.x * inv, acc.y * inv), pack_float2<T>(acc.z * inv, acc.w * inv));
+    }
+    return;
+  }
+
+  // ---- split-KV: this split's partials (splits past the sequence's last tile have
+  // none), then the count.
+  if (split < eff) {
+    for (int idx = tid; idx < rows_here * kD4; idx += kThreads) {
+      const int r = idx / kD4, d = (idx % kD4) * 4;
+      float4 acc = warp_sum(r, d);
+      if (bad) acc = make_float4(nan, nan, nan, nan);
+      const int64_t slot = split * p.total_rows + row_id_of(row_tile * kRowsPerBlock + r);
+      *reinterpret_cast<float4*>(p.partial_o + slot * D + d) = acc;
+      if (d == 0) p.partial_state[slot] = bad ? make_float2(nan, nan) : merged_state[r];
+    }
+  }
+  // Release: every thread's partials are visible device-wide before the count.
+  __threadfence();
+  __syncthreads();
+  bool last = false;
+  if (tid == 0) {
+    int* counter = p.split_counters + static_cast<int64_t>(b) * gridDim.x + blockIdx.x;
+    last = atomicAdd(counter, 1) == p.num_splits - 1;
+    if (last) {
+      atomicExch(counter, 0);  // every block of the group has counted: ready for the next call / replay
+      __threadfence();         // acquire: the other splits' partials (read below through L2)
+    }
+  }
+  if (!__syncthreads_or(last)) return;
+
+  // Merge (log-sum-exp) the eff splits of this tile's rows in one round trip: each
+  // thread loads, for its (row, 4 columns), every split's state and partial at once
+  // (independent ld.global.cg: written by other SMs during this kernel, never through
+  // L1) and folds them online. A NaN state (bad index) makes the row NaN; splits that
+  // saw no key (sum 0) do not count.
+  const int64_t split_stride = p.total_rows;
+  for (int idx = tid; idx < rows_here * kD4; idx += kThreads) {
+    const int r = idx / kD4, d = (idx % kD4) * 4;
+    const int gr = row_tile * kRowsPerBlock + r;
+    const int64_t row_id = row_id_of(gr);
+    const float2* ps = p.partial_state + row_id;
+    const float* po = p.partial_o + row_id * D + d;
+    float m = kNegInf, l = 0.f;
+    float4 acc = make_float4(0.f, 0.f, 0.f, 0.f);
+    bool nan_seen = false;
+    constexpr int kBatch = 8;
+    for (int s0 = 0; s0 < eff; s0 += kBatch) {
+      float2 st[kBatch];
+      float4 x[kBatch];
+#pragma unroll
+      for (int j = 0; j < kBatch; ++j) {
+        if (s0 + j < eff) {
+          st[j] = __ldcg(ps + (s0 + j) * split_stride);
+          x[j] = __ldcg(reinterpret_cast<const float4*>(po + (s0 + j) * split_stride * D));
+        } else {
+          st[j] = make_float2(kNegInf, 0.f);
+          x[j] = make_float4(0.f, 0.f, 0.f, 0.f);
+        }
+      }
+#pragma unroll
+      for (int j = 0; j < kBatch; ++j) {
+        if (st[j].y != st[j].y) nan_seen = true;
+        if (!(st[j].y > 0.f)) continue;
+        const float m_new = fmaxf(m, st[j].x);
+        const float a = exp2f(m - m_new), w = exp2f(st[j].x - m_new);
+        l = l * a + st[j].y * w;
+        acc.x = acc.x * a + x[j].x * w;
+        acc.y = acc.y * a + x[j].y * w;
+        acc.z = acc.z * a + x[j].z * w;
+        acc.w = acc.w * a + x[j].w * w;
+        m = m_new;
+      }
+    }
+    const float inv = nan_seen ? nan : (l > 0.f ? 1.f / l : 0.f);
+    *out_ptr(gr, d) = make_uint2(pack_float2<T>(acc.x * inv, acc.y * inv), pack_float2<T>(acc.z * inv, acc.w * inv));
+  }
 }
 
 template <typename T, int D, int kStages, class KV>
@@ -194,10 +495,8 @@ __global__ void __launch_bounds__(kDecodeThreads)
   T* q_s = reinterpret_cast<T*>(smem_raw);
   T* kv_s = q_s + kRowsPerBlock * kStride;  // [stages][K, V][64][kStride]
 
-  const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
-  const int g = lane >> 2, t4 = lane & 3;
-  const int kvh = blockIdx.x / p.row_tiles, row_tile = blockIdx.x % p.row_tiles;
-  const int b = blockIdx.y, split = blockIdx.z;
+  const int tid = threadIdx.x, warp = tid >> 5;
+  const int kvh = blockIdx.x / p.row_tiles, b = blockIdx.y, split = blockIdx.z;
 
   const auto cur = kv.cursor(b, kvh);
   const int len_raw = kv.load_len(b);
@@ -219,38 +518,17 @@ __global__ void __launch_bounds__(kDecodeThreads)
 #pragma unroll
   for (int s = 0; s < kStages - 1; ++s) lookup_at(spec_start, kv.capacity(), s, first[s]);
 
-  // Query rows of this block: row r <-> (query head kvh*group + r_global / Nq, position r_global % Nq).
-  for (int c = tid; c < kRowsPerBlock * kChunksPerRow; c += kDecodeThreads) {
-    const int r = c / kChunksPerRow, ch = c % kChunksPerRow;
-    const int gr = row_tile * kRowsPerBlock + r;
-    uint4 val = make_uint4(0, 0, 0, 0);
-    if (gr < p.rows) {
-      const int head = kvh * p.group + gr / p.seq_len_q, qi = gr % p.seq_len_q;
-      const T* src = static_cast<const T*>(p.q) + b * p.q_sb + head * p.q_sh + qi * p.q_sn + ch * 8;
-      val = *reinterpret_cast<const uint4*>(src);
-    }
-    *reinterpret_cast<uint4*>(q_s + r * kStride + ch * 8) = val;
-  }
+  decode_load_q<T, D, kStride>(p, q_s, 0, kDecodeThreads);
   bool bad = false;
   const int kv_len = kv.check_len(len_raw, bad);
-  const int eff = effective_splits(p.num_splits, kv_len);
-  const int tokens_per_split = split_tokens(p.num_splits, kv_len);
-  const int start = split * tokens_per_split;
-  const int end = split < eff ? min(kv_len, start + tokens_per_split) : start;
-  const int n_tiles = end > start ? div_ceil(end - start, kTileTokens) : 0;
+  const DecodeSplitRange range = decode_split_range(p, kv_len);
+  const int eff = range.eff, start = range.start, end = range.end, n_tiles = range.n_tiles;
   if (start != spec_start) {
 #pragma unroll
     for (int s = 0; s < kStages - 1; ++s) lookup_at(start, end, s, first[s]);
   }
 
   // Last key each of this lane's two rows (g, g + 8) may see.
-  int limit[2];
-#pragma unroll
-  for (int i = 0; i < 2; ++i) {
-    const int gr = row_tile * kRowsPerBlock + g + 8 * i;
-    const int qi = gr < p.rows ? gr % p.seq_len_q : p.seq_len_q - 1;
-    limit[i] = p.causal ? qi + kv_len - p.seq_len_q : kv_len - 1;
-  }
 
   const T* k_base = static_cast<const T*>(kv.k);
   const T* v_base = static_cast<const T*>(kv.v);
@@ -310,244 +588,13 @@ __global__ void __launch_bounds__(kDecodeThreads)
     const T* ks = kv_s + (t % kStages) * 2 * kTileElems + warp * 16 * kStride;
     const T* vs = ks + kTileElems;
 
-    // S = Q K^T for 16 rows x 16 keys.
-    float s[2][4] = {{0.f, 0.f, 0.f, 0.f}, {0.f, 0.f, 0.f, 0.f}};
-#pragma unroll
-    for (int kk = 0; kk < D / 16; ++kk) {
-      uint32_t a[4], bk[4];
-      ldmatrix_x4(a, q_s + ((lane & 7) + ((lane >> 3) & 1) * 8) * kStride + kk * 16 + (lane >> 4) * 8);
-      ldmatrix_x4(bk, ks + ((lane & 7) + (lane >> 4) * 8) * kStride + kk * 16 + ((lane >> 3) & 1) * 8);
-      const uint32_t b0[2] = {bk[0], bk[1]}, b1[2] = {bk[2], bk[3]};
-      mma_m16n8k16<T>(s[0], a, b0);
-      mma_m16n8k16<T>(s[1], a, b1);
-    }
-
-    // Mask, scale into the log2 domain, online softmax per row.
-    float tile_max[2] = {-INFINITY, -INFINITY};
-#pragma unroll
-    for (int j = 0; j < 2; ++j)
-#pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const int pos = tok0 + j * 8 + 2 * t4 + (e & 1);
-        const float x = pos <= limit[e >> 1] ? s[j][e] * p.scale_log2 : -INFINITY;
-        s[j][e] = x;
-        tile_max[e >> 1] = fmaxf(tile_max[e >> 1], x);
-      }
-    float rescale[2], m_sub[2];
-#pragma unroll
-    for (int i = 0; i < 2; ++i) {
-      tile_max[i] = fmaxf(tile_max[i], __shfl_xor_sync(0xffffffffu, tile_max[i], 1));
-      tile_max[i] = fmaxf(tile_max[i], __shfl_xor_sync(0xffffffffu, tile_max[i], 2));
-      const float m_new = fmaxf(row_max[i], tile_max[i]);
-      // A row with no visible key yet keeps m = -inf; subtracting 0 then makes
-      // every exp2 exactly 0 instead of exp2(-inf + inf) = NaN.
-      m_sub[i] = m_new == -INFINITY ? 0.f : m_new;
-      rescale[i] = exp2f(row_max[i] - m_sub[i]);
-      row_max[i] = m_new;
-      row_sum[i] *= rescale[i];
-    }
-#pragma unroll
-    for (int j = 0; j < 2; ++j)
-#pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const float pe = exp2f(s[j][e] - m_sub[e >> 1]);
-        s[j][e] = pe;
-        row_sum[e >> 1] += pe;
-      }
-#pragma unroll
-    for (int n = 0; n < kDTiles; ++n) {
-      o[n][0] *= rescale[0];
-      o[n][1] *= rescale[0];
-      o[n][2] *= rescale[1];
-      o[n][3] *= rescale[1];
-    }
-
-    // O += P V: P (16 x 16 keys) from the S accumulators as the A operand.
-    uint32_t pa[4];
-    pa[0] = pack_float2<T>(s[0][0], s[0][1]);
-    pa[1] = pack_float2<T>(s[0][2], s[0][3]);
-    pa[2] = pack_float2<T>(s[1][0], s[1][1]);
-    pa[3] = pack_float2<T>(s[1][2], s[1][3]);
-#pragma unroll
-    for (int dn = 0; dn < D / 16; ++dn) {
-      uint32_t bv[4];
-      ldmatrix_x4_trans(bv, vs + ((lane & 7) + ((lane >> 3) & 1) * 8) * kStride + dn * 16 + (lane >> 4) * 8);
-      const uint32_t b0[2] = {bv[0], bv[1]}, b1[2] = {bv[2], bv[3]};
-      mma_m16n8k16<T>(o[2 * dn], pa, b0);
-      mma_m16n8k16<T>(o[2 * dn + 1], pa, b1);
-    }
+    decode_warp_tile<T, D, D, kStride, kTileElems, kStride>(q_s, ks, vs, tok0, range.limit, p.scale_log2, o,
+                                                          row_max, row_sum);
   }
   cp_async_wait_all();
 
-  // ---- epilogue: merge the 4 warps' states, write the output or the split's partials.
-#pragma unroll
-  for (int i = 0; i < 2; ++i) {
-    row_sum[i] += __shfl_xor_sync(0xffffffffu, row_sum[i], 1);
-    row_sum[i] += __shfl_xor_sync(0xffffffffu, row_sum[i], 2);
-  }
-  bad = __syncthreads_or(bad);  // also: every warp is done with the pipeline buffers
-  float2* warp_state = reinterpret_cast<float2*>(kv_s);          // [warps][16]
-  float2* merged_state = warp_state + kDecodeWarps * kRowsPerBlock;  // [16]
-  float* obuf = reinterpret_cast<float*>(merged_state + kRowsPerBlock);  // [warps][16][D + 4]
-  constexpr int kOStride = D + 4;
-  const float my_max[2] = {row_max[0] == -INFINITY ? kNegInf : row_max[0],
-                           row_max[1] == -INFINITY ? kNegInf : row_max[1]};
-  if (t4 == 0) {
-    warp_state[warp * kRowsPerBlock + g] = make_float2(my_max[0], row_sum[0]);
-    warp_state[warp * kRowsPerBlock + g + 8] = make_float2(my_max[1], row_sum[1]);
-  }
-  __syncthreads();
-  float weight[2];
-#pragma unroll
-  for (int i = 0; i < 2; ++i) {
-    const int r = g + 8 * i;
-    OnlineSoftmaxState st = OnlineSoftmaxState::empty();
-    float m_all = kNegInf;
-#pragma unroll
-    for (int w = 0; w < kDecodeWarps; ++w) m_all = fmaxf(m_all, warp_state[w * kRowsPerBlock + r].x);
-    weight[i] = exp2f(my_max[i] - m_all);
-    if (warp == 0 && t4 == 0) {
-#pragma unroll
-      for (int w = 0; w < kDecodeWarps; ++w) {
-        const float2 ws = warp_state[w * kRowsPerBlock + r];
-        float wa, wb;
-        st = online_softmax_merge(st, OnlineSoftmaxState{ws.x, ws.y}, wa, wb);
-      }
-      merged_state[r] = make_float2(st.max_val, st.sum_exp);
-    }
-  }
-  float* ob = obuf + warp * kRowsPerBlock * kOStride;
-#pragma unroll
-  for (int n = 0; n < kDTiles; ++n) {
-    const int col = n * 8 + 2 * t4;
-    *reinterpret_cast<float2*>(ob + g * kOStride + col) = make_float2(o[n][0] * weight[0], o[n][1] * weight[0]);
-    *reinterpret_cast<float2*>(ob + (g + 8) * kOStride + col) =
-        make_float2(o[n][2] * weight[1], o[n][3] * weight[1]);
-  }
-  __syncthreads();
-
-  const float nan = __int_as_float(0x7fc00000);
-  constexpr int kD4 = D / 4;  // float4 columns
-  if (p.num_splits == 1) {
-    for (int idx = tid; idx < kRowsPerBlock * kD4; idx += kDecodeThreads) {
-      const int r = idx / kD4, d = (idx % kD4) * 4;
-      const int gr = row_tile * kRowsPerBlock + r;
-      if (gr >= p.rows) continue;
-      float4 acc = make_float4(0.f, 0.f, 0.f, 0.f);
-#pragma unroll
-      for (int w = 0; w < kDecodeWarps; ++w) {
-        const float4 x = *reinterpret_cast<const float4*>(obuf + (w * kRowsPerBlock + r) * kOStride + d);
-        acc.x += x.x;
-        acc.y += x.y;
-        acc.z += x.z;
-        acc.w += x.w;
-      }
-      const float2 st = merged_state[r];
-      const float inv = bad ? nan : (st.y > 0.f ? 1.f / st.y : 0.f);
-      const int head = kvh * p.group + gr / p.seq_len_q, qi = gr % p.seq_len_q;
-      *reinterpret_cast<uint2*>(static_cast<T*>(p.out) + b * p.o_sb + head * p.o_sh + qi * p.o_sn + d) =
-          make_uint2(pack_float2<T>(acc.x * inv, acc.y * inv), pack_float2<T>(acc.z * inv, acc.w * inv));
-    }
-    return;
-  }
-
-  // ---- split-KV: write this split's partials (splits past the sequence's last
-  // tile have none), then count the split in; the last of the (batch, KV head,
-  // row tile)'s num_splits blocks merges. No block ever waits for another.
-  const int rows_here = min(kRowsPerBlock, p.rows - row_tile * kRowsPerBlock);
-  if (split < eff) {
-    for (int idx = tid; idx < rows_here * kD4; idx += kDecodeThreads) {
-      const int r = idx / kD4, d = (idx % kD4) * 4;
-      const int gr = row_tile * kRowsPerBlock + r;
-      float4 acc = make_float4(0.f, 0.f, 0.f, 0.f);
-#pragma unroll
-      for (int w = 0; w < kDecodeWarps; ++w) {
-        const float4 x = *reinterpret_cast<const float4*>(obuf + (w * kRowsPerBlock + r) * kOStride + d);
-        acc.x += x.x;
-        acc.y += x.y;
-        acc.z += x.z;
-        acc.w += x.w;
-      }
-      if (bad) acc = make_float4(nan, nan, nan, nan);
-      const int head = kvh * p.group + gr / p.seq_len_q, qi = gr % p.seq_len_q;
-      const int64_t row_id = (static_cast<int64_t>(b) * p.num_q_heads + head) * p.seq_len_q + qi;
-      const int64_t slot = split * p.total_rows + row_id;
-      *reinterpret_cast<float4*>(p.partial_o + slot * D + d) = acc;
-      if (d == 0) p.partial_state[slot] = bad ? make_float2(nan, nan) : merged_state[r];
-    }
-  }
-  // Release: every thread's partials are visible device-wide before the count.
-  __threadfence();
-  __syncthreads();  // all partials fenced; every thread is done with warp_state / obuf
-  bool last = false;
-  if (tid == 0) {
-    int* counter = p.split_counters + static_cast<int64_t>(b) * gridDim.x + blockIdx.x;
-    last = atomicAdd(counter, 1) == p.num_splits - 1;
-    if (last) {
-      atomicExch(counter, 0);  // every block of the group has counted: ready for the next call / replay
-      __threadfence();         // acquire: the other splits' partials (read below through L2)
-    }
-  }
-  if (!__syncthreads_or(last)) return;
-
-  // Merge (log-sum-exp) the eff splits of this tile's rows. Partials are read with
-  // ld.global.cg: written by other SMs during this kernel, so never through L1.
-  float* split_w = reinterpret_cast<float*>(kv_s);           // [16][kMaxSplits]
-  float* row_inv = split_w + kRowsPerBlock * kMaxSplits;      // [16]
-  constexpr int kSplitsPerLane = kMaxSplits / 32;
-  for (int r = warp; r < rows_here; r += kDecodeWarps) {  // warp-uniform
-    const int gr = row_tile * kRowsPerBlock + r;
-    const int head = kvh * p.group + gr / p.seq_len_q, qi = gr % p.seq_len_q;
-    const int64_t row_id = (static_cast<int64_t>(b) * p.num_q_heads + head) * p.seq_len_q + qi;
-    float2 ps[kSplitsPerLane];
-#pragma unroll
-    for (int i = 0; i < kSplitsPerLane; ++i) {
-      const int s = lane + 32 * i;
-      ps[i] = s < eff ? __ldcg(p.partial_state + s * p.total_rows + row_id) : make_float2(kNegInf, 0.f);
-    }
-    float m_lane = kNegInf;
-    bool nan_seen = false;
-#pragma unroll
-    for (int i = 0; i < kSplitsPerLane; ++i) {
-      if (ps[i].y != ps[i].y) nan_seen = true;                  // a bad index: the row becomes NaN
-      else if (ps[i].y > 0.f) m_lane = fmaxf(m_lane, ps[i].x);  // splits that saw no key do not count
-    }
-    const float m_all = warp_reduce_max(m_lane);
-    nan_seen = __any_sync(0xffffffffu, nan_seen);
-    float l_lane = 0.f;
-#pragma unroll
-    for (int i = 0; i < kSplitsPerLane; ++i) {
-      const int s = lane + 32 * i;
-      const float w = ps[i].y > 0.f ? exp2f(ps[i].x - m_all) : 0.f;
-      if (s < eff) split_w[r * kMaxSplits + s] = w;
-      l_lane += ps[i].y > 0.f ? ps[i].y * w : 0.f;
-    }
-    const float l_all = warp_reduce_sum(l_lane);
-    if (lane == 0) row_inv[r] = nan_seen ? nan : (l_all > 0.f ? 1.f / l_all : 0.f);
-  }
-  __syncthreads();
-  const int64_t split_stride = p.total_rows * D;
-  for (int idx = tid; idx < rows_here * kD4; idx += kDecodeThreads) {
-    const int r = idx / kD4, d = (idx % kD4) * 4;
-    const int gr = row_tile * kRowsPerBlock + r;
-    const int head = kvh * p.group + gr / p.seq_len_q, qi = gr % p.seq_len_q;
-    const int64_t row_id = (static_cast<int64_t>(b) * p.num_q_heads + head) * p.seq_len_q + qi;
-    const float* po = p.partial_o + row_id * D + d;
-    const float* w_row = split_w + r * kMaxSplits;
-    float4 acc = make_float4(0.f, 0.f, 0.f, 0.f);
-#pragma unroll 8
-    for (int s = 0; s < eff; ++s) {  // independent L2 loads: 8 in flight per thread
-      const float w = w_row[s];
-      const float4 x = __ldcg(reinterpret_cast<const float4*>(po + s * split_stride));
-      acc.x += w * x.x;
-      acc.y += w * x.y;
-      acc.z += w * x.z;
-      acc.w += w * x.w;
-    }
-    const float inv = row_inv[r];
-    *reinterpret_cast<uint2*>(static_cast<T*>(p.out) + b * p.o_sb + head * p.o_sh + qi * p.o_sn + d) =
-        make_uint2(pack_float2<T>(acc.x * inv, acc.y * inv), pack_float2<T>(acc.z * inv, acc.w * inv));
-  }
+  decode_epilogue<T, D, kDecodeThreads, kDecodeWarps>(p, o, row_max, row_sum, bad, eff,
+                                                       reinterpret_cast<unsigned char*>(kv_s));
 }
 
 template <typename T, int D, class KV>
@@ -572,6 +619,12 @@ cudaError_t launch_decode_attention_kernel(const DecodeKernelParams& p, const KV
   kernel<<<grid, kDecodeThreads, smem, stream>>>(p, kv);
   return cudaSuccess;
 }
+
+}  // namespace cuda_llm_ops::decode
+
+#include "decode/decode_attention_tma.cuh"  // the TMA kernel (small grids on sm_90)
+
+namespace cuda_llm_ops::decode {
 
 template <typename T, int D, bool kPaged>
 cudaError_t run_decode_attention(const DecodeAttentionArgs& a, cudaStream_t stream) {
@@ -608,17 +661,37 @@ cudaError_t run_decode_attention(const DecodeAttentionArgs& a, cudaStream_t stre
     p.partial_state = reinterpret_cast<float2*>(a.workspace + a.num_splits * p.total_rows * D);
     p.split_counters = reinterpret_cast<int*>(a.workspace + (a.workspace_floats - slots));
   }
+  // Kernel choice (NOTES.md, "Kernel choice"): the TMA kernel for paged caches on sm_90
+  // when the grid is at most one block per SM (2-3 us faster there: fewer load
+  // instructions, no block-wide barrier per tile); the cp.async kernel for larger grids
+  // (1-3% faster there) and strided caches. The TMA kernel's tensor maps are encoded
+  // here, per call (a captured graph keeps them, as every kernel argument); where TMA
+  // cannot describe the cache, or the build has no sm_90 code, the cp.async kernel runs.
+  const int forced = decode_dev_kernel();
+  const int64_t blocks = static_cast<int64_t>(grid.x) * grid.y * grid.z;
+  const bool want_tma = forced == kDecodeKernelTma ||
+                        (forced == kDecodeKernelAuto && kPaged && blocks <= device_sm_count());
+  DecodeTmaMaps maps;
+  const int box_rows = want_tma && device_cc_major() >= 9 ? encode_decode_tma_maps<T, D, kPaged>(a, maps) : 0;
+  auto launch_variant = [&](const auto& kv) -> cudaError_t {
+    if (box_rows > 0) {
+      const cudaError_t err =
+          launch_decode_attention_tma_kernel<T, D, decode_tma_stages<D>()>(p, kv, grid, stream, maps, box_rows);
+      if (err != cudaErrorNotSupported) return err;
+    }
+    return launch_decode_attention_kernel<T, D>(p, kv, grid, stream);
+  };
   if constexpr (kPaged) {
     PagedKV kv{a.k, a.v, a.block_tables, a.table_stride, a.max_blocks_per_seq, a.num_blocks,
                __builtin_ctz(static_cast<unsigned>(a.block_size)),
                static_cast<int64_t>(a.block_size) * a.num_kv_heads * D,
                static_cast<int64_t>(a.num_kv_heads) * D, D, a.seq_lens};
-    cudaError_t err = launch_decode_attention_kernel<T, D>(p, kv, grid, stream);
+    cudaError_t err = launch_variant(kv);
     if (err != cudaSuccess) return err;
   } else {
     StridedKV kv{a.k, a.v, a.k_stride_b, a.k_stride_h, a.k_stride_n, a.v_stride_b, a.v_stride_h, a.v_stride_n,
                  a.seq_len_k};
-    cudaError_t err = launch_decode_attention_kernel<T, D>(p, kv, grid, stream);
+    cudaError_t err = launch_variant(kv);
     if (err != cudaSuccess) return err;
   }
   return cudaGetLastError();

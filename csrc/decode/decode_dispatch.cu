@@ -1,6 +1,7 @@
 // Dispatch of the decode attention launchers on (dtype, head_dim, layout), the
 // split-count heuristic and the workspace size.
 #include <algorithm>
+#include <cstdlib>
 
 #include "decode/decode_internal.h"
 
@@ -29,6 +30,14 @@ cudaError_t dispatch_half_dtype(DType dtype, F&& body) {
 }
 
 }  // namespace
+
+int decode_dev_kernel() {
+  static const bool dev_mode = std::getenv("CLO_DECODE_VARIANT") != nullptr;  // read once
+  if (!dev_mode) return kDecodeKernelAuto;
+  const char* s = std::getenv("CLO_DECODE_VARIANT");
+  const int v = s != nullptr ? std::atoi(s) : 0;
+  return v == kDecodeKernelCpAsync || v == kDecodeKernelTma ? v : kDecodeKernelAuto;
+}
 
 int64_t decode_attention_workspace_floats(int batch, int num_q_heads, int seq_len_q, int head_dim, int num_splits) {
   if (num_splits <= 1) return 0;

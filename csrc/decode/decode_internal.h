@@ -6,6 +6,17 @@
 
 namespace cuda_llm_ops::decode {
 
+// Dev knob CLO_DECODE_VARIANT (NOTES.md, "Kernel choice"): which decode kernel runs.
+// Unset when the process's first decode call runs: always the automatic choice, and the
+// environment is never read again. Set then (to anything, e.g. 0): read again on every
+// call, so one process can switch between calls (os.environ in Python; a CUDA graph
+// keeps what it captured). 0 (or unknown): automatic; 1: the cp.async kernel; 2: the
+// TMA kernel wherever it can run (sm_90, a cache TMA can describe), else the cp.async one.
+constexpr int kDecodeKernelAuto = 0;
+constexpr int kDecodeKernelCpAsync = 1;
+constexpr int kDecodeKernelTma = 2;
+int decode_dev_kernel();
+
 // Attention kernel (+ merge when args.num_splits > 1) for one dtype, head dim and
 // KV layout (paged block table or strided cache).
 template <typename T, int D, bool kPaged>

@@ -17,38 +17,12 @@ namespace cuda_llm_ops::gemm {
 // value of the image the driver loaded for the device).
 __device__ int wgmma_family_compiled_flag = CLO_WGMMA_FAMILY_COMPILED;
 
-namespace {
-
-PFN_cuTensorMapEncodeTiled_v12000 tensor_map_encoder() {
-  static PFN_cuTensorMapEncodeTiled_v12000 fn = [] {
-    void* p = nullptr;
-    cudaDriverEntryPointQueryResult q{};
-    if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &p, 12000, cudaEnableDefault, &q) != cudaSuccess ||
-        q != cudaDriverEntryPointSuccess) {
-      cudaGetLastError();
-      p = nullptr;
-    }
-    return reinterpret_cast<PFN_cuTensorMapEncodeTiled_v12000>(p);
-  }();
-  return fn;
-}
-
-}  // namespace
-
 cudaError_t encode_tensor_map_2d(CUtensorMap* map, DType dtype, const void* base, uint64_t dim0, uint64_t dim1,
                                  uint64_t row_stride_bytes, uint32_t box0, uint32_t box1) {
-  auto encode = tensor_map_encoder();
-  if (encode == nullptr) return cudaErrorNotSupported;
-  const cuuint64_t dims[2] = {dim0, dim1};
-  const cuuint64_t strides[1] = {row_stride_bytes};
-  const cuuint32_t box[2] = {box0, box1};
-  const cuuint32_t elem_strides[2] = {1, 1};
-  const CUtensorMapDataType type =
-      dtype == DType::kBFloat16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_FLOAT16;
-  const CUresult r = encode(map, type, 2, const_cast<void*>(base), dims, strides, box, elem_strides,
-                            CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
-                            CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
-  return r == CUDA_SUCCESS ? cudaSuccess : cudaErrorInvalidValue;
+  const uint64_t dims[2] = {dim0, dim1};
+  const uint32_t box[2] = {box0, box1};
+  return tma::encode_tiled_16bit(map, dtype == DType::kBFloat16, base, 2, dims, &row_stride_bytes, box,
+                                 CU_TENSOR_MAP_SWIZZLE_128B);
 }
 
 bool wgmma_family_available() {
@@ -63,7 +37,7 @@ bool wgmma_family_available() {
     cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev);
     cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev);
     int flag = 0;
-    if (major == 9 && minor == 0 && tensor_map_encoder() != nullptr) {
+    if (major == 9 && minor == 0 && tma::tensor_map_encoder() != nullptr) {
       if (cudaMemcpyFromSymbol(&flag, wgmma_family_compiled_flag, sizeof(int)) != cudaSuccess) flag = 0;
     }
     cudaGetLastError();  // a failed query must not surface as the next launch's error

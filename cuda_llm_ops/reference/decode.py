@@ -85,3 +85,18 @@ def make_paged_cache(k: torch.Tensor, v: torch.Tensor, block_size: int, extra_bl
     k_cache[table.view(-1).long()] = kp
     v_cache[table.view(-1).long()] = vp
     return k_cache, v_cache, table
+
+
+def make_paged_problem(lens, num_kv_heads: int, group: int, head_dim: int, block_size: int, dtype: torch.dtype,
+                       seed: int, extra_blocks: int = 3, device: str = "cuda"):
+    """A random decode problem for tests: `(q, k_cache, v_cache, block_tables, seq_lens)`
+    with q `[B, Hkv * group, D]`, one sequence per entry of `lens` (its key count) in a
+    shuffled paged cache (`make_paged_cache`), int32 seq_lens. Seeded (CPU generator)."""
+    g = torch.Generator().manual_seed(seed)
+    b, n = len(lens), max(max(lens), 1)
+    k = torch.randn(b, n, num_kv_heads, head_dim, generator=g).to(dtype).to(device)
+    v = torch.randn(b, n, num_kv_heads, head_dim, generator=g).to(dtype).to(device)
+    q = torch.randn(b, num_kv_heads * group, head_dim, generator=g).to(dtype).to(device)
+    k_cache, v_cache, table = make_paged_cache(k, v, block_size, extra_blocks=extra_blocks, generator=g)
+    seq_lens = torch.tensor(list(lens), dtype=torch.int32, device=device)
+    return q, k_cache, v_cache, table, seq_lens

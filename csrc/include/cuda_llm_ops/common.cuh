@@ -80,19 +80,22 @@ inline cudaError_t set_dynamic_smem(Kernel kernel, size_t bytes) {
                               static_cast<int>(bytes));
 }
 
-// Multiprocessor count of the current device, cached per device: split
-// heuristics need it on every call and cudaGetDeviceProperties is slow.
-inline int device_sm_count() {
+// An attribute of the current device (at least 1), cached per device: kernel choices
+// and split heuristics need them on every call, and the queries are slow.
+template <cudaDeviceAttr kAttr>
+inline int cached_device_attribute() {
   static int cached[64] = {0};
   int dev = 0;
   cudaGetDevice(&dev);
   if (dev < 0 || dev >= 64) dev = 0;
   if (cached[dev] == 0) {
     int n = 0;
-    cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev);
+    cudaDeviceGetAttribute(&n, kAttr, dev);
     cached[dev] = n > 0 ? n : 1;
   }
   return cached[dev];
 }
+inline int device_sm_count() { return cached_device_attribute<cudaDevAttrMultiProcessorCount>(); }
+inline int device_cc_major() { return cached_device_attribute<cudaDevAttrComputeCapabilityMajor>(); }
 
 }  // namespace cuda_llm_ops

@@ -1,12 +1,14 @@
 // Hopper (sm_90) bulk tensor copies (TMA) and the shared-memory mbarriers they
-// complete on. Device code only; the CUtensorMap is encoded on the host (see
-// csrc/gemm/gemm_wgmma_sm90.cu) and passed as a __grid_constant__ parameter.
+// complete on. Maps are encoded on the host (encode_tiled_16bit, at the end) and
+// passed as __grid_constant__ kernel parameters.
 //
 // Every function compiles to nothing below sm_90, so a header that includes this
 // one still builds for sm_80; callers guard their sm_90 code paths themselves.
 #pragma once
 
 #include <cuda.h>  // CUtensorMap (type only; nothing is linked from libcuda)
+#include <cuda_runtime.h>
+#include <cudaTypedefs.h>  // PFN_cuTensorMapEncodeTiled
 
 #include "cuda_llm_ops/common.cuh"
 
@@ -81,10 +83,72 @@ CLO_DEVICE void load_2d(void* smem_dst, const CUtensorMap* map, int c0, int c1, 
 #endif
 }
 
+// 3-D / 4-D tile loads (as load_2d).
+CLO_DEVICE void load_3d(void* smem_dst, const CUtensorMap* map, int c0, int c1, int c2, uint64_t* bar) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile(
+      "cp.async.bulk.tensor.3d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3, %4}], "
+      "[%5];\n" ::"r"(smem_addr(smem_dst)),
+      "l"(reinterpret_cast<uint64_t>(map)), "r"(c0), "r"(c1), "r"(c2), "r"(smem_addr(bar))
+      : "memory");
+#endif
+}
+
+CLO_DEVICE void load_4d(void* smem_dst, const CUtensorMap* map, int c0, int c1, int c2, int c3, uint64_t* bar) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile(
+      "cp.async.bulk.tensor.4d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3, %4, "
+      "%5}], [%6];\n" ::"r"(smem_addr(smem_dst)),
+      "l"(reinterpret_cast<uint64_t>(map)), "r"(c0), "r"(c1), "r"(c2), "r"(c3), "r"(smem_addr(bar))
+      : "memory");
+#endif
+}
+
 CLO_DEVICE void prefetch_tensor_map(const CUtensorMap* map) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   asm volatile("prefetch.tensormap [%0];\n" ::"l"(reinterpret_cast<uint64_t>(map)) : "memory");
 #endif
+}
+
+// ---- host side -------------------------------------------------------------
+// cuTensorMapEncodeTiled through the runtime's driver entry point (no -lcuda), looked
+// up once per process; nullptr where the driver lacks it.
+inline PFN_cuTensorMapEncodeTiled_v12000 tensor_map_encoder() {
+  static PFN_cuTensorMapEncodeTiled_v12000 fn = [] {
+    void* p = nullptr;
+    cudaDriverEntryPointQueryResult q{};
+    if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &p, 12000, cudaEnableDefault, &q) != cudaSuccess ||
+        q != cudaDriverEntryPointSuccess) {
+      cudaGetLastError();
+      p = nullptr;
+    }
+    return reinterpret_cast<PFN_cuTensorMapEncodeTiled_v12000>(p);
+  }();
+  return fn;
+}
+
+// A tiled, zero-filling map of `rank` (2..5) dims of 16-bit elements (bf16 when
+// `bf16`, else fp16), 256-byte L2 promotion, `swizzle` (none by default): dims and box
+// innermost first, strides[i] the byte stride of dim i + 1 (each a multiple of 16 below 2^40). cudaErrorNotSupported
+// without the driver entry point, cudaErrorInvalidValue when the driver rejects it.
+inline cudaError_t encode_tiled_16bit(CUtensorMap* map, bool bf16, const void* base, int rank, const uint64_t* dims,
+                                      const uint64_t* strides, const uint32_t* box,
+                                      CUtensorMapSwizzle swizzle = CU_TENSOR_MAP_SWIZZLE_NONE) {
+  auto encode = tensor_map_encoder();
+  if (encode == nullptr) return cudaErrorNotSupported;
+  if (rank < 2 || rank > 5) return cudaErrorInvalidValue;
+  cuuint64_t d[5], st[4];
+  cuuint32_t bx[5], es[5];
+  for (int i = 0; i < rank; ++i) {
+    d[i] = dims[i];
+    bx[i] = box[i];
+    es[i] = 1;
+    if (i + 1 < rank) st[i] = strides[i];
+  }
+  const CUresult r = encode(map, bf16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_FLOAT16,
+                            static_cast<cuuint32_t>(rank), const_cast<void*>(base), d, st, bx, es,
+                            CU_TENSOR_MAP_INTERLEAVE_NONE, swizzle, CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  return r == CUDA_SUCCESS ? cudaSuccess : cudaErrorInvalidValue;
 }
 
 }  // namespace cuda_llm_ops::tma

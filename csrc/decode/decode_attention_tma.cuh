@@ -1,0 +1,312 @@
+// Decode attention kernel for small grids on sm_90 (run_decode_attention picks it for
+// paged caches when the grid is at most one block per SM; NOTES.md): warp-specialised, K/V tiles fetched by the TMA unit (sm_90) as tensor-map boxes of
+// min(block_size, 64) keys (64 for the strided layout).
+//
+// Same work decomposition, smem layout, softmax and fused split merge as
+// decode_attention_kernel (decode_attention.cuh); what differs is the load path:
+//  - a 5th (producer) warp does all table lookups and issues a few boxes per 64-key
+//    tile (block 16: 4 for K, 4 for V) instead of 2048 16-byte cp.async spread over
+//    the 4 math warps, which keep no table entries or load addresses;
+//  - one "full" mbarrier per stage (expect_tx = the boxes' bytes) and one "empty"
+//    mbarrier (4 arrivals): a math warp frees a stage by itself; there is no
+//    __syncthreads in the main loop.
+// Only for sm_90: below sm_90 the body is empty and the launcher refuses
+// (cudaErrorNotSupported, the caller then runs decode_attention_kernel).
+#pragma once
+
+#include <type_traits>
+
+#include "cuda_llm_ops/tma.cuh"
+
+namespace cuda_llm_ops::decode {
+
+constexpr int kTmaMathWarps = kDecodeWarps;  // 4 x 16 keys of a 64-key tile
+constexpr int kTmaThreads = (kTmaMathWarps + 1) * 32;
+
+// One "full" mbarrier (the tile's boxes) and one "empty" mbarrier (4 arrivals) per stage.
+template <int kStages>
+constexpr size_t decode_tma_barrier_bytes() {
+  return (size_t(kStages) * 2 * sizeof(uint64_t) + 127) / 128 * 128;
+}
+
+// K/V stage layout (elements): the columns are cut into planes of kW = min(D, 128)
+// columns, [planes][64][kW + 8]: a TMA box is (kW + 8) x rows with its last 8 columns
+// outside the tensor's D (zero-filled for the last plane; the next plane's first 8
+// columns otherwise), so the box lands as rows padded by 16 bytes, the same
+// conflict-free ldmatrix layout as decode_attention_kernel (8 consecutive rows hit 8
+// distinct 16-byte bank groups), and the box's inner extent (kW + 8 <= 136) stays
+// within TMA's 256-element limit. D = 256: 2 planes, 2 boxes per row group. TMA
+// fetches only in-bound bytes: the padding costs no DRAM traffic (it counts in expect_tx).
+template <int D>
+constexpr int decode_tma_plane_cols() {
+  return D > 128 ? 128 : D;
+}
+// Stages: 2 at D = 128 (measured 0-2% faster than 3 at the small grids this kernel
+// serves, NOTES.md v6), else the cp.async kernel's count.
+template <int D>
+constexpr int decode_tma_stages() {
+  return D == 128 ? 2 : decode_stages<D>();
+}
+template <typename T, int D, int kStages>
+constexpr size_t decode_tma_smem_bytes() {
+  constexpr int kW = decode_tma_plane_cols<D>();
+  constexpr size_t pipeline = size_t(kStages) * 2 * kTileTokens * (D / kW) * (kW + 8) * sizeof(T);
+  constexpr size_t epilogue = decode_epilogue_smem_bytes<D>();
+  return decode_tma_barrier_bytes<kStages>() + size_t(kRowsPerBlock) * decode_smem_stride<D>() * sizeof(T) +
+         (pipeline > epilogue ? pipeline : epilogue);
+}
+
+// Tensor maps encoded on the host per call (run_decode_attention):
+// paged: 3-D (D, Hkv, num_blocks * block_size), box (kW + 8, 1, min(block_size, 64));
+// strided: 4-D (D, Nk, Hkv, B), box (kW + 8, 64, 1, 1).
+struct DecodeTmaMaps {
+  CUtensorMap k, v;
+};
+
+template <class KV>
+CLO_DEVICE void decode_tma_box(void* dst, const CUtensorMap* map, int col, int kvh, int row, int b, uint64_t* bar) {
+  if constexpr (KV::kPagedLayout) tma::load_3d(dst, map, col, kvh, row, bar);
+  else tma::load_4d(dst, map, col, row, kvh, b, bar);
+}
+
+template <typename T, int D, int kStages, class KV>
+__global__ void __launch_bounds__(kTmaThreads)
+    decode_attention_tma_kernel(const DecodeKernelParams p, const KV kv, const __grid_constant__ CUtensorMap k_map,
+                               const __grid_constant__ CUtensorMap v_map, const int box_rows) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  static_assert(kStages >= 2, "the pipeline needs two stages");
+  static_assert(kTileTokens == 64 && kTmaMathWarps == 4, "16 keys per math warp");
+  constexpr int kQStride = decode_smem_stride<D>();
+  constexpr int kW = decode_tma_plane_cols<D>();  // columns per plane
+  constexpr int kPlanes = D / kW;
+  constexpr int kStride = kW + 8;                 // K/V row stride within a plane
+  constexpr int kPlaneElems = kTileTokens * kStride;
+  static_assert(kW % 16 == 0, "an ldmatrix 16-column group must not straddle planes");
+  constexpr int kChunksPerRow = D / 8;  // 16-byte chunks
+  constexpr int kTileElems = kPlanes * kPlaneElems;
+  static_assert(kTileElems * sizeof(T) % 128 == 0 && kPlaneElems * sizeof(T) % 128 == 0,
+                "TMA destinations must stay 128-byte aligned");
+  constexpr int kDTiles = D / 8;
+  constexpr int kProducerWarp = kTmaMathWarps;
+
+  extern __shared__ __align__(128) unsigned char smem_raw[];
+  uint64_t* full_bar = reinterpret_cast<uint64_t*>(smem_raw);  // [stages]
+  uint64_t* empty_bar = full_bar + kStages;                    // [stages]
+  T* q_s = reinterpret_cast<T*>(smem_raw + decode_tma_barrier_bytes<kStages>());
+  T* kv_s = q_s + kRowsPerBlock * kQStride;  // [stages][K, V][planes][64][kStride]
+
+  const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
+  const int kvh = blockIdx.x / p.row_tiles, b = blockIdx.y, split = blockIdx.z;
+  const bool producer = warp == kProducerWarp;
+
+  const auto cur = kv.cursor(b, kvh);
+  const int len_raw = kv.load_len(b);
+  // Producer lane l < n_boxes owns box l of every tile (keys l * box_rows ..): its
+  // first-tile table entry is speculated before seq_len arrives (as in
+  // decode_attention_kernel).
+  const int spec_start = split * split_tokens(p.num_splits, kv.capacity());
+  const int n_boxes = kTileTokens / box_rows;
+  const bool box_lane = producer && lane < n_boxes;
+  const int my_key = lane * box_rows;
+  int ent = 0;
+  if (box_lane) {
+    if (lane == 0) {
+      tma::prefetch_tensor_map(&k_map);
+      tma::prefetch_tensor_map(&v_map);
+    }
+    ent = spec_start + my_key < kv.capacity() ? cur.lookup(spec_start + my_key) : 0;
+  }
+  if (tid == 0) {
+#pragma unroll
+    for (int s = 0; s < kStages; ++s) {
+      tma::mbarrier_init(full_bar + s, 1);
+      tma::mbarrier_init(empty_bar + s, kTmaMathWarps);
+    }
+    tma::mbarrier_init_fence();
+  }
+  if (!producer) decode_load_q<T, D, kQStride>(p, q_s, 0, kDecodeThreads);
+  bool bad = false;
+  const int kv_len = kv.check_len(len_raw, bad);
+  const DecodeSplitRange range = decode_split_range(p, kv_len);
+  const int eff = range.eff, start = range.start, end = range.end, n_tiles = range.n_tiles;
+  if (box_lane && start != spec_start) ent = start + my_key < end ? cur.lookup(start + my_key) : 0;
+
+  __syncthreads();  // mbarriers initialised, q_s written
+
+  float o[kDTiles][4];
+#pragma unroll
+  for (int n = 0; n < kDTiles; ++n) o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.f;
+  float row_max[2] = {-INFINITY, -INFINITY};
+  float row_sum[2] = {0.f, 0.f};
+
+  if (producer) {
+    // Lane l < n_boxes issues box l of K and of V (box_rows keys each) into every
+    // plane; the stage's "full" mbarrier counts the bytes of every box issued for the
+    // tile. A box whose first key is past the end is not issued (its table entry may be
+    // anything); one with a bad block index neither: its rows stay stale, harmless
+    // since that sequence's output is NaN. Rows past the end inside an issued box are
+    // real memory (other tokens, garbage): the math warps zero their V rows past the
+    // end after the tile lands (the last tile only).
+    const uint32_t box_bytes = static_cast<uint32_t>(box_rows) * kStride * sizeof(T);
+    for (int t = 0; t < n_tiles; ++t) {
+      const int stage = t % kStages;
+      const int my_pos = start + t * kTileTokens + my_key;
+      // The next tile's entry: in flight while this tile waits for its stage and issues.
+      const int next = box_lane && my_pos + kTileTokens < end ? cur.lookup(my_pos + kTileTokens) : 0;
+      if (t >= kStages) tma::mbarrier_wait(empty_bar + stage, ((t / kStages) - 1) & 1);
+      bool issue = box_lane && my_pos < end;
+      if (issue && !cur.entry_ok(ent)) {
+        bad = true;
+        issue = false;
+      }
+      const uint32_t boxes = __popc(__ballot_sync(0xffffffffu, issue));
+      uint64_t* bar = full_bar + stage;
+      if (lane == 0) tma::mbarrier_arrive_expect_tx(bar, boxes * 2u * kPlanes * box_bytes);
+      __syncwarp();
+      if (issue) {
+        T* ks = kv_s + stage * 2 * kTileElems + my_key * kStride;
+        T* vs = ks + kTileElems;
+        const int row = cur.tma_row(ent, my_pos);
+#pragma unroll
+        for (int pl = 0; pl < kPlanes; ++pl) {
+          decode_tma_box<KV>(ks + pl * kPlaneElems, &k_map, pl * kW, kvh, row, b, bar);
+          decode_tma_box<KV>(vs + pl * kPlaneElems, &v_map, pl * kW, kvh, row, b, bar);
+        }
+      }
+      ent = next;
+    }
+  } else {
+    for (int t = 0; t < n_tiles; ++t) {
+      const int stage = t % kStages;
+      const int tok0 = start + t * kTileTokens + warp * 16;
+      if (tok0 < end) {  // warp-uniform; else this warp's keys are all past the end (last tile)
+        tma::mbarrier_wait(full_bar + stage, (t / kStages) & 1);
+        const T* ks = kv_s + stage * 2 * kTileElems + warp * 16 * kStride;
+        const T* vs = ks + kTileElems;
+        {
+          // Keys past the end in this warp's 16 rows (the last tile only): a box brought
+          // real memory there (other tokens; garbage, even NaN) or nothing (stale smem).
+          // Their scores are masked to -inf by a select (K may stay), but P = 0 times a
+          // non-finite V is NaN: zero those V rows, after the tile landed (the wait above)
+          // and before any lane's ldmatrix (__syncwarp). Only this warp reads them.
+          const int valid_rows = end - tok0;
+          if (valid_rows < 16) {
+            T* vz = const_cast<T*>(vs);
+            for (int c = valid_rows * kChunksPerRow + lane; c < 16 * kChunksPerRow; c += 32) {
+              const int r = c / kChunksPerRow, col = (c % kChunksPerRow) * 8;
+              *reinterpret_cast<uint4*>(vz + (col / kW) * kPlaneElems + r * kStride + col % kW) =
+                  make_uint4(0, 0, 0, 0);
+            }
+            // No later tile reuses this stage (last tile), but order these generic writes
+            // before any async-proxy (TMA) write to the same smem all the same.
+            asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+            __syncwarp();
+          }
+        }
+
+        decode_warp_tile<T, D, kW, kStride, kPlaneElems, kQStride>(q_s, ks, vs, tok0, range.limit, p.scale_log2,
+                                                                   o, row_max, row_sum);
+      }
+      // This warp's reads of the stage are done (the ldmatrix results fed the mma above).
+      __syncwarp();
+      if (lane == 0) tma::mbarrier_arrive(empty_bar + stage);
+    }
+  }
+
+  // Every issued box has landed: warp 0 (whose keys start every tile) waited for each
+  // tile's full barrier before the epilogue's first barrier.
+  decode_epilogue<T, D, kTmaThreads, kTmaMathWarps>(p, o, row_max, row_sum, bad, eff,
+                                                  reinterpret_cast<unsigned char*>(kv_s));
+#endif  // __CUDA_ARCH__ >= 900
+}
+
+// The tensor maps for the K and V of `a` (see DecodeTmaMaps): returns the box's
+// key rows (min(block_size, 64), or 64 for the strided layout), or 0 where TMA cannot
+// describe the cache or the driver lacks the encoder (the caller then runs variant 0):
+// block_size < 8 (a box's smem destination must stay 128-byte aligned: 8 rows of
+// 2 * (kW + 8) bytes are a multiple of 128), a base not 16-byte aligned, a byte stride
+// not a multiple of 16 (or >= 2^40), more than 2^31 - 1 token rows.
+template <typename T, int D, bool kPaged>
+int encode_decode_tma_maps(const DecodeAttentionArgs& a, DecodeTmaMaps& maps) {
+  constexpr int kW = decode_tma_plane_cols<D>();
+  constexpr uint64_t kElem = sizeof(T);
+  constexpr bool kBf16 = std::is_same_v<T, __nv_bfloat16>;
+  auto aligned = [](const void* ptr) { return reinterpret_cast<uintptr_t>(ptr) % 16 == 0; };
+  auto stride_ok = [](uint64_t bytes) { return bytes % 16 == 0 && bytes > 0 && bytes < (uint64_t(1) << 40); };
+  if (a.k == nullptr || a.v == nullptr || !aligned(a.k) || !aligned(a.v)) return 0;
+  if constexpr (kPaged) {
+    const int64_t rows = static_cast<int64_t>(a.num_blocks) * a.block_size;
+    if (a.block_size < 8 || a.num_blocks <= 0 || rows > INT32_MAX) return 0;
+    const int box_rows = a.block_size < kTileTokens ? a.block_size : kTileTokens;
+    const uint64_t dims[3] = {uint64_t(D), uint64_t(a.num_kv_heads), uint64_t(rows)};
+    const uint64_t strides[2] = {D * kElem, uint64_t(a.num_kv_heads) * D * kElem};
+    if (!stride_ok(strides[1])) return 0;
+    const uint32_t box[3] = {uint32_t(kW + 8), 1u, uint32_t(box_rows)};
+    if (tma::encode_tiled_16bit(&maps.k, kBf16, a.k, 3, dims, strides, box) != cudaSuccess ||
+        tma::encode_tiled_16bit(&maps.v, kBf16, a.v, 3, dims, strides, box) != cudaSuccess) {
+      cudaGetLastError();
+      return 0;
+    }
+    return box_rows;
+  } else {
+    if (a.seq_len_k <= 0) return 0;
+    const uint64_t dims[4] = {uint64_t(D), uint64_t(a.seq_len_k), uint64_t(a.num_kv_heads), uint64_t(a.batch)};
+    const uint32_t box[4] = {uint32_t(kW + 8), uint32_t(kTileTokens), 1u, 1u};
+    // Byte strides of dims 1..3; a dim of extent 1 never steps, any valid stride does.
+    auto make = [&](int64_t sn, int64_t sh, int64_t sb, uint64_t out[3]) {
+      const int64_t el[3] = {sn, sh, sb};
+      uint64_t dense = D * kElem;
+      for (int i = 0; i < 3; ++i) {
+        out[i] = el[i] > 0 ? uint64_t(el[i]) * kElem : 0;
+        if (dims[i + 1] == 1 && !stride_ok(out[i])) out[i] = dense;
+        if (!stride_ok(out[i])) return false;
+        dense = out[i] * dims[i + 1];
+      }
+      return true;
+    };
+    uint64_t ks[3], vs[3];
+    if (!make(a.k_stride_n, a.k_stride_h, a.k_stride_b, ks) || !make(a.v_stride_n, a.v_stride_h, a.v_stride_b, vs))
+      return 0;
+    if (tma::encode_tiled_16bit(&maps.k, kBf16, a.k, 4, dims, ks, box) != cudaSuccess ||
+        tma::encode_tiled_16bit(&maps.v, kBf16, a.v, 4, dims, vs, box) != cudaSuccess) {
+      cudaGetLastError();
+      return 0;
+    }
+    return kTileTokens;
+  }
+}
+
+// box_rows from encode_decode_tma_maps. cudaErrorNotSupported where the kernel has no
+// sm_90 code (a build without sm_90, run through PTX JIT): the caller falls back.
+template <typename T, int D, int kStages, class KV>
+cudaError_t launch_decode_attention_tma_kernel(const DecodeKernelParams& p, const KV& kv, dim3 grid,
+                                              cudaStream_t stream, const DecodeTmaMaps& maps, int box_rows) {
+  constexpr size_t smem = decode_tma_smem_bytes<T, D, kStages>();
+  static_assert(smem <= 227 * 1024, "the TMA kernel's shared memory must fit the H100's 227 KB");
+  auto kernel = decode_attention_tma_kernel<T, D, kStages, KV>;
+  if (box_rows < 8 || box_rows > kTileTokens || kTileTokens % box_rows != 0) return cudaErrorInvalidValue;
+  static int state[64] = {0};  // per device: 0 unknown, 1 configured, -1 no sm_90 code
+  int dev = 0;
+  cudaGetDevice(&dev);
+  const int slot = dev >= 0 && dev < 64 ? dev : 0;
+  if (state[slot] == 0) {
+    cudaFuncAttributes attr{};
+    cudaError_t err = cudaFuncGetAttributes(&attr, kernel);
+    if (err != cudaSuccess) return err;
+    if (attr.binaryVersion < 90) {
+      state[slot] = -1;
+      return cudaErrorNotSupported;
+    }
+    err = set_dynamic_smem(kernel, smem);
+    if (err != cudaSuccess) return err;
+    err = cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout,
+                               static_cast<int>(cudaSharedmemCarveoutMaxShared));
+    if (err != cudaSuccess) return err;
+    state[slot] = 1;
+  }
+  if (state[slot] < 0) return cudaErrorNotSupported;
+  kernel<<<grid, kTmaThreads, smem, stream>>>(p, kv, maps.k, maps.v, box_rows);
+  return cudaSuccess;
+}
+
+}  // namespace cuda_llm_ops::decode
