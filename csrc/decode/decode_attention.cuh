@@ -528,8 +528,6 @@ __global__ void __launch_bounds__(kDecodeThreads)
     for (int s = 0; s < kStages - 1; ++s) lookup_at(start, end, s, first[s]);
   }
 
-  // Last key each of this lane's two rows (g, g + 8) may see.
-
   const T* k_base = static_cast<const T*>(kv.k);
   const T* v_base = static_cast<const T*>(kv.v);
 
