@@ -416,17 +416,17 @@ CLO_DEVICE void decode_epilogue(const DecodeKernelParams& p, float (&o)[D / 8][4
       if (d == 0) p.partial_state[slot] = bad ? make_float2(nan, nan) : merged_state[r];
     }
   }
-  // Release: every thread's partials are visible device-wide before the count.
-  __threadfence();
+  // Count the split in. The barrier orders every thread's partials before thread 0's
+  // acq_rel add at gpu scope (release, cumulative over the block); in the last block the
+  // same add acquires the other splits' partials, which its threads read after the barrier.
   __syncthreads();
   bool last = false;
   if (tid == 0) {
     int* counter = p.split_counters + static_cast<int64_t>(b) * gridDim.x + blockIdx.x;
-    last = atomicAdd(counter, 1) == p.num_splits - 1;
-    if (last) {
-      atomicExch(counter, 0);  // every block of the group has counted: ready for the next call / replay
-      __threadfence();         // acquire: the other splits' partials (read below through L2)
-    }
+    int before;
+    asm volatile("atom.acq_rel.gpu.global.add.s32 %0, [%1], 1;\n" : "=r"(before) : "l"(counter) : "memory");
+    last = before == p.num_splits - 1;
+    if (last) atomicExch(counter, 0);  // every block of the group has counted: ready for the next call / replay
   }
   if (!__syncthreads_or(last)) return;
 
