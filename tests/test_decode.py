@@ -18,9 +18,6 @@ pytestmark = pytest.mark.cuda
 DTYPES = [torch.float16, torch.bfloat16]
 
 
-_paged_problem = make_paged_problem
-
-
 @settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     lens=st.lists(st.one_of(st.integers(1, 4096), st.sampled_from([1, 2, 15, 16, 17, 63, 64, 65, 257])),
@@ -35,7 +32,7 @@ _paged_problem = make_paged_problem
 )
 def test_paged_attention_matches_reference(lens, block_size, group, hkv, d, dtype, num_splits, seed):
     require_op("paged_attention")
-    q, k_cache, v_cache, table, seq_lens = _paged_problem(lens, hkv, group, d, block_size, dtype, seed)
+    q, k_cache, v_cache, table, seq_lens = make_paged_problem(lens, hkv, group, d, block_size, dtype, seed)
     out = poison_(torch.empty_like(q))
     res = llm.paged_attention(q, k_cache, v_cache, table, seq_lens, out=out, num_splits=num_splits)
     assert res is out
@@ -46,7 +43,7 @@ def test_paged_attention_matches_reference(lens, block_size, group, hkv, d, dtyp
 @pytest.mark.parametrize("dtype", DTYPES)
 def test_paged_attention_splits_agree_and_scale(dtype):
     require_op("paged_attention")
-    q, k_cache, v_cache, table, seq_lens = _paged_problem([3000, 1, 700, 4096], 2, 4, 128, 16, dtype, 7)
+    q, k_cache, v_cache, table, seq_lens = make_paged_problem([3000, 1, 700, 4096], 2, 4, 128, 16, dtype, 7)
     ref = paged_attention_reference(q, k_cache, v_cache, table, seq_lens, scale=0.05)
     for ns in (1, 3, 64):
         ws = llm.paged_attention_workspace(q, k_cache, table, num_splits=ns)
@@ -60,7 +57,7 @@ def test_paged_attention_speculated_starts_redone(d):
     table whose capacity is past every seq_len (so the speculated starts of splits
     > 0 are wrong and redone)."""
     require_op("paged_attention")
-    q, k_cache, v_cache, table, seq_lens = _paged_problem([1, 63, 700, 2500, 4096], 2, 4, d, 16,
+    q, k_cache, v_cache, table, seq_lens = make_paged_problem([1, 63, 700, 2500, 4096], 2, 4, d, 16,
                                                           torch.bfloat16, 11 + d, extra_blocks=5)
     table = torch.cat([table, table[:, :7]], dim=1)  # capacity past every seq_len
     ref = paged_attention_reference(q, k_cache, v_cache, table, seq_lens)
@@ -90,7 +87,7 @@ def test_split_workspace_self_resets_across_calls_graphs_and_shapes():
                ([700] * 9, 1, 8, 64, 2), ([3000, 1500], 2, 6, 96, 128)]
     problems = []
     for i, (lens, hkv, group, d, ns) in enumerate(configs):
-        q, kc, vc, table, seq_lens = _paged_problem(lens, hkv, group, d, 16, dt, 100 + i)
+        q, kc, vc, table, seq_lens = make_paged_problem(lens, hkv, group, d, 16, dt, 100 + i)
         ref = paged_attention_reference(q, kc, vc, table, seq_lens)
         problems.append((q, kc, vc, table, seq_lens, ns, ref))
     qd = torch.randn(2, 8, 3, 128, device="cuda").half()
@@ -155,7 +152,7 @@ def test_split_workspace_self_resets_across_calls_graphs_and_shapes():
 
 def test_paged_attention_long_single_sequence_gqa_uses_splits():
     require_op("paged_attention")
-    q, k_cache, v_cache, table, seq_lens = _paged_problem([16384], 8, 4, 128, 16, torch.float16, 3, 0)
+    q, k_cache, v_cache, table, seq_lens = make_paged_problem([16384], 8, 4, 128, 16, torch.float16, 3, 0)
     splits = llm.decode_num_splits(1, 8, 4, table.shape[1] * 16, 128, torch.float16)
     assert splits >= 8, f"B=1 at 16K context must split the sequence, heuristic gave {splits}"
     out = llm.paged_attention(q, k_cache, v_cache, table, seq_lens)
@@ -164,7 +161,7 @@ def test_paged_attention_long_single_sequence_gqa_uses_splits():
 
 def test_paged_attention_zero_length_and_unused_table_entries():
     require_op("paged_attention")
-    q, k_cache, v_cache, table, seq_lens = _paged_problem([40, 100], 2, 2, 64, 16, torch.float16, 5)
+    q, k_cache, v_cache, table, seq_lens = make_paged_problem([40, 100], 2, 2, 64, 16, torch.float16, 5)
     table[0, 3:] = 10**6  # past the sequence: never read, never checked
     seq_lens[1] = 0
     out = llm.paged_attention(q, k_cache, v_cache, table, seq_lens)
@@ -174,7 +171,7 @@ def test_paged_attention_zero_length_and_unused_table_entries():
 
 def test_paged_attention_bad_indices():
     require_op("paged_attention")
-    q, k_cache, v_cache, table, seq_lens = _paged_problem([40, 100, 30], 2, 2, 64, 16, torch.float16, 6)
+    q, k_cache, v_cache, table, seq_lens = make_paged_problem([40, 100, 30], 2, 2, 64, 16, torch.float16, 6)
     nb = k_cache.shape[0]
     bad_table = table.clone()
     bad_table[1, 2] = nb
@@ -196,7 +193,7 @@ def test_paged_attention_bad_indices():
 
 def test_paged_attention_errors():
     require_op("paged_attention")
-    q, k_cache, v_cache, table, seq_lens = _paged_problem([40], 2, 2, 64, 16, torch.float16, 8)
+    q, k_cache, v_cache, table, seq_lens = make_paged_problem([40], 2, 2, 64, 16, torch.float16, 8)
     with pytest.raises(ValueError, match=r"block_tables must have dtype int32, got int64"):
         llm.paged_attention(q, k_cache, v_cache, table.long(), seq_lens)
     with pytest.raises(ValueError, match=r"num_splits must be an int in \[0, 128\]"):
@@ -363,7 +360,7 @@ def test_cuda_graph_runner_buckets():
 
 def test_opcheck_decode_ops():
     require_op("paged_attention")
-    q, k_cache, v_cache, table, seq_lens = _paged_problem([40, 300], 2, 2, 64, 16, torch.float16, 9)
+    q, k_cache, v_cache, table, seq_lens = make_paged_problem([40, 300], 2, 2, 64, 16, torch.float16, 9)
     out = torch.empty_like(q)
     torch.library.opcheck(torch.ops.cuda_llm_ops.paged_attention.default,
                           (out, q, k_cache, v_cache, table, seq_lens, 0.125, 3, None))
@@ -378,7 +375,7 @@ def test_opcheck_decode_ops():
 
 def test_torch_compile_fullgraph():
     require_op("paged_attention")
-    q, k_cache, v_cache, table, seq_lens = _paged_problem([40, 300], 2, 2, 64, 16, torch.float16, 10)
+    q, k_cache, v_cache, table, seq_lens = make_paged_problem([40, 300], 2, 2, 64, 16, torch.float16, 10)
 
     @torch.compile(fullgraph=True)
     def f(q, k_cache, v_cache, table, seq_lens):
@@ -402,7 +399,7 @@ assert os.environ.get("CLO_DECODE_VARIANT") is not None  # dev mode: re-read on 
 sm90 = torch.cuda.get_device_capability()[0] >= 9
 
 def paged_problem(lens, hkv, group, d, bs, dtype, seed, extra_cols=0):
-    q, kc, vc, table, sl = make_paged_problem(lens, hkv, group, d, bs, dtype, seed)
+    q, kc, vc, table, sl = makemake_paged_problem(lens, hkv, group, d, bs, dtype, seed)
     if extra_cols:  # capacity past every seq_len: speculated split starts are wrong
         table = torch.cat([table, table[:, :extra_cols]], dim=1)
     return q, kc, vc, table, sl
@@ -474,7 +471,7 @@ for v in (0, 1, 2):  # CLO_DECODE_VARIANT: automatic, the cp.async kernel, the T
     q, kc, vc, table, sl = paged_problem([700, 3000], 2, 4, 128, 16, torch.float16, 3)
     names = kernel_names(lambda: llm.paged_attention(q, kc, vc, table, sl, num_splits=4, check_indices=False))
     assert ("tma_kernel" in names) == (v in (0, 2) and sm90), f"variant {v}: kernels {names[:300]}"
-    if v == 2:  # block_size < 8: TMA boxes would break smem alignment; variant 0 runs
+    if v == 2:  # block_size < 8: TMA boxes would break smem alignment; the cp.async kernel runs
         q, kc, vc, table, sl = paged_problem([70, 5], 2, 4, 128, 4, torch.float16, 4)
         ref = paged_attention_reference(q, kc, vc, table, sl)
         fn = lambda: llm.paged_attention(q, kc, vc, table, sl, num_splits=2, check_indices=False)

@@ -103,8 +103,8 @@ struct PagedKV {
       return e * block_stride + (pos & bs_mask) * token_stride + head_off;
     }
     CLO_DEVICE int64_t v_offset(int e, int pos) const { return k_offset(e, pos); }
-    // Token row of key `pos` in the 3-D tensor map (D, Hkv, num_blocks * block_size)
-    // of the ws kernel's variant 3 (the host checks num_blocks * block_size < 2^31).
+    // Token row of key `pos` in the TMA kernel's 3-D tensor map (D, Hkv, num_blocks *
+    // block_size); the host checks num_blocks * block_size < 2^31.
     CLO_DEVICE int tma_row(int e, int pos) const { return (e << log2_bs) + (pos & bs_mask); }
   };
   static constexpr bool kPagedLayout = true;
@@ -188,12 +188,12 @@ CLO_DEVICE int split_tokens(int num_splits, int n) {
 
 // This block's 16 query rows into smem ([16][kQStride]; rows past p.rows zero):
 // row r <-> query head kvh * group + r_global / Nq, position r_global % Nq. Threads
-// `first` .. `first + count - 1` of the block take part.
+// 0 .. count - 1 of the block take part.
 template <typename T, int D, int kQStride>
-CLO_DEVICE void decode_load_q(const DecodeKernelParams& p, T* q_s, int first, int count) {
+CLO_DEVICE void decode_load_q(const DecodeKernelParams& p, T* q_s, int count) {
   constexpr int kChunksPerRow = D / 8;  // 16-byte chunks
   const int kvh = blockIdx.x / p.row_tiles, row_tile = blockIdx.x % p.row_tiles, b = blockIdx.y;
-  for (int c = threadIdx.x - first; c < kRowsPerBlock * kChunksPerRow; c += count) {
+  for (int c = threadIdx.x; c < kRowsPerBlock * kChunksPerRow; c += count) {
     const int r = c / kChunksPerRow, ch = c % kChunksPerRow;
     const int gr = row_tile * kRowsPerBlock + r;
     uint4 val = make_uint4(0, 0, 0, 0);
@@ -518,7 +518,7 @@ __global__ void __launch_bounds__(kDecodeThreads)
 #pragma unroll
   for (int s = 0; s < kStages - 1; ++s) lookup_at(spec_start, kv.capacity(), s, first[s]);
 
-  decode_load_q<T, D, kStride>(p, q_s, 0, kDecodeThreads);
+  decode_load_q<T, D, kStride>(p, q_s, kDecodeThreads);
   bool bad = false;
   const int kv_len = kv.check_len(len_raw, bad);
   const DecodeSplitRange range = decode_split_range(p, kv_len);
@@ -595,25 +595,44 @@ __global__ void __launch_bounds__(kDecodeThreads)
                                                        reinterpret_cast<unsigned char*>(kv_s));
 }
 
+// Once per device and kernel instantiation (`state`, the caller's static array): the
+// dynamic smem size and the largest smem carveout (a streaming kernel needs no L1
+// share; two blocks per SM need 2 x 107 KB at D=128). With `need_sm90`, a kernel whose
+// loaded image has no sm_90 code (a build without it, run through PTX JIT) gives
+// cudaErrorNotSupported, and does so on every later call.
+template <class Kernel>
+cudaError_t configure_decode_kernel_once(Kernel kernel, size_t smem, bool need_sm90, int (&state)[64]) {
+  int dev = 0;
+  cudaGetDevice(&dev);
+  int& st = state[dev >= 0 && dev < 64 ? dev : 0];  // 0 unknown, 1 configured, -1 unusable
+  if (st == 0) {
+    if (need_sm90) {
+      cudaFuncAttributes attr{};
+      const cudaError_t err = cudaFuncGetAttributes(&attr, kernel);
+      if (err != cudaSuccess) return err;
+      if (attr.binaryVersion < 90) st = -1;
+    }
+    if (st == 0) {
+      cudaError_t err = set_dynamic_smem(kernel, smem);
+      if (err != cudaSuccess) return err;
+      err = cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout,
+                                 static_cast<int>(cudaSharedmemCarveoutMaxShared));
+      if (err != cudaSuccess) return err;
+      st = 1;
+    }
+  }
+  return st > 0 ? cudaSuccess : cudaErrorNotSupported;
+}
+
 template <typename T, int D, class KV>
 cudaError_t launch_decode_attention_kernel(const DecodeKernelParams& p, const KV& kv, dim3 grid,
                                            cudaStream_t stream) {
   constexpr int kStages = decode_stages<D>();
   constexpr size_t smem = decode_smem_bytes<T, D, kStages>();
   auto kernel = decode_attention_kernel<T, D, kStages, KV>;
-  // Dynamic smem size and the largest smem carveout (a streaming kernel needs no
-  // L1 share; two blocks per SM need 2 x 107 KB at D=128), once per device.
-  static bool configured[64] = {false};
-  int dev = 0;
-  cudaGetDevice(&dev);
-  if (dev < 0 || dev >= 64 || !configured[dev]) {
-    cudaError_t err = set_dynamic_smem(kernel, smem);
-    if (err != cudaSuccess) return err;
-    err = cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout,
-                               static_cast<int>(cudaSharedmemCarveoutMaxShared));
-    if (err != cudaSuccess) return err;
-    if (dev >= 0 && dev < 64) configured[dev] = true;
-  }
+  static int state[64] = {0};
+  const cudaError_t err = configure_decode_kernel_once(kernel, smem, false, state);
+  if (err != cudaSuccess) return err;
   kernel<<<grid, kDecodeThreads, smem, stream>>>(p, kv);
   return cudaSuccess;
 }

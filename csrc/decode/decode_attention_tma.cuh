@@ -1,6 +1,7 @@
 // Decode attention kernel for small grids on sm_90 (run_decode_attention picks it for
-// paged caches when the grid is at most one block per SM; NOTES.md): warp-specialised, K/V tiles fetched by the TMA unit (sm_90) as tensor-map boxes of
-// min(block_size, 64) keys (64 for the strided layout).
+// paged caches when the grid is at most one block per SM; NOTES.md): warp-specialised,
+// K/V tiles fetched by the TMA unit as tensor-map boxes of min(block_size, 64) keys
+// (64 for the strided layout).
 //
 // Same work decomposition, smem layout, softmax and fused split merge as
 // decode_attention_kernel (decode_attention.cuh); what differs is the load path:
@@ -124,7 +125,7 @@ __global__ void __launch_bounds__(kTmaThreads)
     }
     tma::mbarrier_init_fence();
   }
-  if (!producer) decode_load_q<T, D, kQStride>(p, q_s, 0, kDecodeThreads);
+  if (!producer) decode_load_q<T, D, kQStride>(p, q_s, kDecodeThreads);
   bool bad = false;
   const int kv_len = kv.check_len(len_raw, bad);
   const DecodeSplitRange range = decode_split_range(p, kv_len);
@@ -183,27 +184,23 @@ __global__ void __launch_bounds__(kTmaThreads)
         tma::mbarrier_wait(full_bar + stage, (t / kStages) & 1);
         const T* ks = kv_s + stage * 2 * kTileElems + warp * 16 * kStride;
         const T* vs = ks + kTileElems;
-        {
-          // Keys past the end in this warp's 16 rows (the last tile only): a box brought
-          // real memory there (other tokens; garbage, even NaN) or nothing (stale smem).
-          // Their scores are masked to -inf by a select (K may stay), but P = 0 times a
-          // non-finite V is NaN: zero those V rows, after the tile landed (the wait above)
-          // and before any lane's ldmatrix (__syncwarp). Only this warp reads them.
-          const int valid_rows = end - tok0;
-          if (valid_rows < 16) {
-            T* vz = const_cast<T*>(vs);
-            for (int c = valid_rows * kChunksPerRow + lane; c < 16 * kChunksPerRow; c += 32) {
-              const int r = c / kChunksPerRow, col = (c % kChunksPerRow) * 8;
-              *reinterpret_cast<uint4*>(vz + (col / kW) * kPlaneElems + r * kStride + col % kW) =
-                  make_uint4(0, 0, 0, 0);
-            }
-            // No later tile reuses this stage (last tile), but order these generic writes
-            // before any async-proxy (TMA) write to the same smem all the same.
-            asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
-            __syncwarp();
+        // Keys past the end in this warp's 16 rows (the last tile only): a box brought
+        // real memory there (other tokens; garbage, even NaN) or nothing (stale smem).
+        // Their scores are masked to -inf by a select (K may stay), but P = 0 times a
+        // non-finite V is NaN: zero those V rows, after the tile landed (the wait above)
+        // and before any lane's ldmatrix (__syncwarp). Only this warp reads them.
+        const int valid_rows = end - tok0;
+        if (valid_rows < 16) {
+          T* vz = const_cast<T*>(vs);
+          for (int c = valid_rows * kChunksPerRow + lane; c < 16 * kChunksPerRow; c += 32) {
+            const int r = c / kChunksPerRow, col = (c % kChunksPerRow) * 8;
+            *reinterpret_cast<uint4*>(vz + (col / kW) * kPlaneElems + r * kStride + col % kW) = make_uint4(0, 0, 0, 0);
           }
+          // No later tile reuses this stage (last tile), but order these generic writes
+          // before any async-proxy (TMA) write to the same smem all the same.
+          asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+          __syncwarp();
         }
-
         decode_warp_tile<T, D, kW, kStride, kPlaneElems, kQStride>(q_s, ks, vs, tok0, range.limit, p.scale_log2,
                                                                    o, row_max, row_sum);
       }
@@ -222,7 +219,7 @@ __global__ void __launch_bounds__(kTmaThreads)
 
 // The tensor maps for the K and V of `a` (see DecodeTmaMaps): returns the box's
 // key rows (min(block_size, 64), or 64 for the strided layout), or 0 where TMA cannot
-// describe the cache or the driver lacks the encoder (the caller then runs variant 0):
+// describe the cache or the driver lacks the encoder (the caller then runs the cp.async kernel):
 // block_size < 8 (a box's smem destination must stay 128-byte aligned: 8 rows of
 // 2 * (kW + 8) bytes are a multiple of 128), a base not 16-byte aligned, a byte stride
 // not a multiple of 16 (or >= 2^40), more than 2^31 - 1 token rows.
@@ -285,26 +282,9 @@ cudaError_t launch_decode_attention_tma_kernel(const DecodeKernelParams& p, cons
   static_assert(smem <= 227 * 1024, "the TMA kernel's shared memory must fit the H100's 227 KB");
   auto kernel = decode_attention_tma_kernel<T, D, kStages, KV>;
   if (box_rows < 8 || box_rows > kTileTokens || kTileTokens % box_rows != 0) return cudaErrorInvalidValue;
-  static int state[64] = {0};  // per device: 0 unknown, 1 configured, -1 no sm_90 code
-  int dev = 0;
-  cudaGetDevice(&dev);
-  const int slot = dev >= 0 && dev < 64 ? dev : 0;
-  if (state[slot] == 0) {
-    cudaFuncAttributes attr{};
-    cudaError_t err = cudaFuncGetAttributes(&attr, kernel);
-    if (err != cudaSuccess) return err;
-    if (attr.binaryVersion < 90) {
-      state[slot] = -1;
-      return cudaErrorNotSupported;
-    }
-    err = set_dynamic_smem(kernel, smem);
-    if (err != cudaSuccess) return err;
-    err = cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout,
-                               static_cast<int>(cudaSharedmemCarveoutMaxShared));
-    if (err != cudaSuccess) return err;
-    state[slot] = 1;
-  }
-  if (state[slot] < 0) return cudaErrorNotSupported;
+  static int state[64] = {0};
+  const cudaError_t err = configure_decode_kernel_once(kernel, smem, true, state);
+  if (err != cudaSuccess) return err;
   kernel<<<grid, kTmaThreads, smem, stream>>>(p, kv, maps.k, maps.v, box_rows);
   return cudaSuccess;
 }

@@ -1,9 +1,6 @@
 // Host side of the Hopper wgmma/TMA GEMM family: when it applies (a cc 9.0 device
 // running the sm_90a build, fp16/bf16, rows TMA can describe), tile choice, and
-// the CUtensorMap encoding through the driver entry point (no -lcuda).
-#include <cuda.h>
-#include <cudaTypedefs.h>
-
+// the CUtensorMap encoding (tma::encode_tiled_16bit, 128-byte swizzle).
 #include "gemm/gemm_wgmma_sm90.cuh"
 
 namespace cuda_llm_ops::gemm {
