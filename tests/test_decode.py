@@ -399,7 +399,7 @@ assert os.environ.get("CLO_DECODE_VARIANT") is not None  # dev mode: re-read on 
 sm90 = torch.cuda.get_device_capability()[0] >= 9
 
 def paged_problem(lens, hkv, group, d, bs, dtype, seed, extra_cols=0):
-    q, kc, vc, table, sl = makemake_paged_problem(lens, hkv, group, d, bs, dtype, seed)
+    q, kc, vc, table, sl = make_paged_problem(lens, hkv, group, d, bs, dtype, seed)
     if extra_cols:  # capacity past every seq_len: speculated split starts are wrong
         table = torch.cat([table, table[:, :extra_cols]], dim=1)
     return q, kc, vc, table, sl
