@@ -151,29 +151,73 @@ struct StridedKV {
 };
 
 // ---- shared-memory plan (host and device) -----------------------------------
-// Pipeline depth. Deeper pipelines (6 stages at D=128, one block per SM) were
-// measured 5-20% slower on every shape, small grids included (NOTES.md, v4).
+// Pipeline depth, both kernels. Deeper pipelines (6 stages at D=128, one block per SM)
+// were measured 5-20% slower on every shape, small grids included (NOTES.md, v4). The
+// TMA kernel at D=128: 3 stages beat 2 with v7's dense swizzled tiles at every small
+// grid (B=16/4K/GQA 92.3 vs 94.7 us, B=1/16K/GQA 29.2 vs 29.7); with v6's padded rows
+// 2 had been 0-2% faster.
 template <int D>
 constexpr int decode_stages() {
   return D <= 64 ? 4 : (D <= 128 ? 3 : 2);
 }
-// +8 elements (16 bytes) per row: 8 consecutive rows of an ldmatrix hit 8
+// Q rows in smem: +8 elements (16 bytes) per row, so the 8 rows of an ldmatrix hit 8
 // distinct 16-byte bank groups for every D here.
 template <int D>
 constexpr int decode_smem_stride() {
   return D + 8;
 }
+
+// K/V tiles in smem (both kernels): a 64-key tile of K (and one of V) is stored as
+// planes of 64 columns (128 bytes), [planes][64 keys][64 columns], with 16-byte chunk c
+// of key row r at chunk position c ^ (r % 8) within its 128-byte line: the TMA unit's
+// 128-byte swizzle, so TMA boxes and cp.async fill the same layout. Why dense, swizzled
+// lines (v7) rather than rows padded by 16 bytes (v1-v6): each 8-lane group of a warp's
+// cp.async then fills one aligned 128-byte smem line; with 272-byte rows the L1 split
+// every 128-byte global request in two (ncu, B=64/4K/MHA: 2.15x the L2 requests and
+// 1.25x the sectors of a plain stream of the same bytes, 4-5% of the streaming rate).
+// The 8 rows of an ldmatrix (one logical chunk) still hit 8 distinct bank groups.
+// D = 96: the second plane is half used (its rows stay 128-byte lines).
+constexpr int kPlaneCols = 64;
+constexpr int kPlaneElems = kTileTokens * kPlaneCols;
+template <int D>
+constexpr int decode_kv_planes() {
+  return (D + kPlaneCols - 1) / kPlaneCols;
+}
+template <int D>
+constexpr int decode_kv_tile_elems() {
+  return decode_kv_planes<D>() * kPlaneElems;
+}
+// Element offset of 16-byte chunk `chunk` (columns 8 * chunk ..) of key row `row` in a tile.
+CLO_HOST_DEVICE constexpr int decode_kv_offset(int row, int chunk) {
+  return (chunk >> 3) * kPlaneElems + row * kPlaneCols + (((chunk & 7) ^ (row & 7)) << 3);
+}
+// The smem base is rounded up to this (TMA's 128-byte swizzle repeats every 1024 bytes
+// and reads the address bits): the launch asks for that much more.
+constexpr size_t kDecodeSmemAlign = 1024;
+CLO_DEVICE unsigned char* decode_smem_base(unsigned char* raw) {
+  const uint32_t a = static_cast<uint32_t>(__cvta_generic_to_shared(raw));
+  return raw + ((kDecodeSmemAlign - a % kDecodeSmemAlign) % kDecodeSmemAlign);
+}
+
 // decode_epilogue's warp merge (the split merge needs no shared memory).
 template <int D>
 constexpr size_t decode_epilogue_smem_bytes() {
   return (kDecodeWarps + 1) * kRowsPerBlock * sizeof(float2) +
          size_t(kDecodeWarps) * kRowsPerBlock * (D + 4) * sizeof(float);
 }
+// [K/V stages (or the epilogue's scratch)][Q rows][extra]: the pipeline first, at the
+// aligned base.
 template <typename T, int D, int kStages>
-constexpr size_t decode_smem_bytes() {
-  constexpr size_t pipeline = size_t(kStages) * 2 * kTileTokens * decode_smem_stride<D>() * sizeof(T);
+constexpr size_t decode_pipeline_smem_bytes() {
+  constexpr size_t pipeline = size_t(kStages) * 2 * decode_kv_tile_elems<D>() * sizeof(T);
   constexpr size_t epilogue = decode_epilogue_smem_bytes<D>();
-  return size_t(kRowsPerBlock) * decode_smem_stride<D>() * sizeof(T) + (pipeline > epilogue ? pipeline : epilogue);
+  constexpr size_t larger = pipeline > epilogue ? pipeline : epilogue;
+  return (larger + 127) / 128 * 128;
+}
+template <typename T, int D, int kStages>
+constexpr size_t decode_smem_bytes(size_t extra = 0) {
+  return kDecodeSmemAlign + decode_pipeline_smem_bytes<T, D, kStages>() +
+         size_t(kRowsPerBlock) * decode_smem_stride<D>() * sizeof(T) + extra;
 }
 
 // Splits actually used for a sequence of n keys: never more than its 64-key tiles.
@@ -230,22 +274,21 @@ CLO_DEVICE DecodeSplitRange decode_split_range(const DecodeKernelParams& p, int 
   return r;
 }
 
-// One warp's 16 keys of a tile: S = Q K^T (16 rows x 16 keys, mma.sync), mask and
-// scale into the log2 domain, online softmax per row, O += P V. K/V rows of the stage
-// are laid out in planes of kW columns ([planes][rows][kStride], kPlaneElems apart;
-// one plane with kW = D for the cp.async kernel), Q as [16][kQStride]. `limit[i]` is
-// the last visible key of row g + 8 i (causal / sequence end).
-template <typename T, int D, int kW, int kStride, int kPlaneElems, int kQStride>
-CLO_DEVICE void decode_warp_tile(const T* q_s, const T* ks, const T* vs, int tok0, const int (&limit)[2],
+// One warp's 16 keys of a tile (rows r0 .. r0 + 15 of the K and V tiles `ks`, `vs`, laid
+// out as decode_kv_offset): S = Q K^T (16 query rows x 16 keys, mma.sync), mask and scale
+// into the log2 domain, online softmax per row, O += P V. Q is [16][kQStride] in smem.
+// `limit[i]` is the last visible key of row g + 8 i (causal / sequence end).
+template <typename T, int D, int kQStride>
+CLO_DEVICE void decode_warp_tile(const T* q_s, const T* ks, const T* vs, int r0, int tok0, const int (&limit)[2],
                                  float scale_log2, float (&o)[D / 8][4], float (&row_max)[2], float (&row_sum)[2]) {
   const int lane = threadIdx.x & 31, t4 = lane & 3;
   float s[2][4] = {{0.f, 0.f, 0.f, 0.f}, {0.f, 0.f, 0.f, 0.f}};
+  const int k_row = r0 + (lane & 7) + (lane >> 4) * 8, k_half = (lane >> 3) & 1;
 #pragma unroll
   for (int kk = 0; kk < D / 16; ++kk) {
     uint32_t a[4], bk[4];
     ldmatrix_x4(a, q_s + ((lane & 7) + ((lane >> 3) & 1) * 8) * kQStride + kk * 16 + (lane >> 4) * 8);
-    ldmatrix_x4(bk, ks + (kk * 16 / kW) * kPlaneElems + ((lane & 7) + (lane >> 4) * 8) * kStride + (kk * 16) % kW +
-                        ((lane >> 3) & 1) * 8);
+    ldmatrix_x4(bk, ks + decode_kv_offset(k_row, kk * 2 + k_half));
     const uint32_t b0[2] = {bk[0], bk[1]}, b1[2] = {bk[2], bk[3]};
     mma_m16n8k16<T>(s[0], a, b0);
     mma_m16n8k16<T>(s[1], a, b1);
@@ -294,11 +337,11 @@ CLO_DEVICE void decode_warp_tile(const T* q_s, const T* ks, const T* vs, int tok
   pa[1] = pack_float2<T>(s[0][2], s[0][3]);
   pa[2] = pack_float2<T>(s[1][0], s[1][1]);
   pa[3] = pack_float2<T>(s[1][2], s[1][3]);
+  const int v_row = r0 + (lane & 7) + ((lane >> 3) & 1) * 8, v_half = lane >> 4;
 #pragma unroll
   for (int dn = 0; dn < D / 16; ++dn) {
     uint32_t bv[4];
-    ldmatrix_x4_trans(bv, vs + (dn * 16 / kW) * kPlaneElems + ((lane & 7) + ((lane >> 3) & 1) * 8) * kStride +
-                              (dn * 16) % kW + (lane >> 4) * 8);
+    ldmatrix_x4_trans(bv, vs + decode_kv_offset(v_row, dn * 2 + v_half));
     const uint32_t b0[2] = {bv[0], bv[1]}, b1[2] = {bv[2], bv[3]};
     mma_m16n8k16<T>(o[2 * dn], pa, b0);
     mma_m16n8k16<T>(o[2 * dn + 1], pa, b1);
@@ -482,22 +525,27 @@ template <typename T, int D, int kStages, class KV>
 __global__ void __launch_bounds__(kDecodeThreads)
     decode_attention_kernel(const DecodeKernelParams p, const KV kv) {
   static_assert(kStages >= 2, "the pipeline needs two stages");
-  constexpr int kStride = decode_smem_stride<D>();
+  constexpr int kQStride = decode_smem_stride<D>();
   constexpr int kChunksPerRow = D / 8;  // 16-byte chunks
   constexpr int kLoads = kTileTokens * kChunksPerRow / kDecodeThreads;
   static_assert(kTileTokens * kChunksPerRow % kDecodeThreads == 0, "tile must split evenly over threads");
   static_assert(D % 16 == 0 && D <= 256, "head_dim must be a multiple of 16 up to 256");
-  constexpr int kTileElems = kTileTokens * kStride;
+  constexpr int kTileElems = decode_kv_tile_elems<D>();
   constexpr int kDTiles = D / 8;
   constexpr int kRowBytes = D * static_cast<int>(sizeof(T));
 
   extern __shared__ __align__(128) unsigned char smem_raw[];
-  T* q_s = reinterpret_cast<T*>(smem_raw);
-  T* kv_s = q_s + kRowsPerBlock * kStride;  // [stages][K, V][64][kStride]
+  unsigned char* smem = decode_smem_base(smem_raw);
+  T* kv_s = reinterpret_cast<T*>(smem);  // [stages][K, V][tile (decode_kv_offset)]
+  T* q_s = reinterpret_cast<T*>(smem + decode_pipeline_smem_bytes<T, D, kStages>());
 
   const int tid = threadIdx.x, warp = tid >> 5;
   const int kvh = blockIdx.x / p.row_tiles, b = blockIdx.y, split = blockIdx.z;
 
+  // PDL: no global memory is read before the previous kernel (which may write q, the
+  // cache or the tables) has completed; then the next kernel may start launching.
+  pdl_wait_primary();
+  pdl_launch_dependents();
   const auto cur = kv.cursor(b, kvh);
   const int len_raw = kv.load_len(b);
   // Start-up chain: seq_len -> block table -> first K/V tile, three dependent DRAM
@@ -518,7 +566,7 @@ __global__ void __launch_bounds__(kDecodeThreads)
 #pragma unroll
   for (int s = 0; s < kStages - 1; ++s) lookup_at(spec_start, kv.capacity(), s, first[s]);
 
-  decode_load_q<T, D, kStride>(p, q_s, kDecodeThreads);
+  decode_load_q<T, D, kQStride>(p, q_s, kDecodeThreads);
   bool bad = false;
   const int kv_len = kv.check_len(len_raw, bad);
   const DecodeSplitRange range = decode_split_range(p, kv_len);
@@ -549,8 +597,8 @@ __global__ void __launch_bounds__(kDecodeThreads)
       }
       const T* ksrc = valid ? k_base + cur.k_offset(e, pos) + ch * 8 : k_base;
       const T* vsrc = valid ? v_base + cur.v_offset(e, pos) + ch * 8 : v_base;
-      cp_async_16_prefetch<kRowBytes>(ks + tok * kStride + ch * 8, ksrc, valid);
-      cp_async_16_prefetch<kRowBytes>(vs + tok * kStride + ch * 8, vsrc, valid);
+      cp_async_16_prefetch<kRowBytes>(ks + decode_kv_offset(tok, ch), ksrc, valid);
+      cp_async_16_prefetch<kRowBytes>(vs + decode_kv_offset(tok, ch), vsrc, valid);
     }
   };
 
@@ -583,16 +631,13 @@ __global__ void __launch_bounds__(kDecodeThreads)
     }
     const int tok0 = start + t * kTileTokens + warp * 16;
     if (tok0 >= end) continue;  // this warp's 16 keys are all past the end (warp-uniform)
-    const T* ks = kv_s + (t % kStages) * 2 * kTileElems + warp * 16 * kStride;
-    const T* vs = ks + kTileElems;
-
-    decode_warp_tile<T, D, D, kStride, kTileElems, kStride>(q_s, ks, vs, tok0, range.limit, p.scale_log2, o,
-                                                          row_max, row_sum);
+    const T* ks = kv_s + (t % kStages) * 2 * kTileElems;
+    decode_warp_tile<T, D, kQStride>(q_s, ks, ks + kTileElems, warp * 16, tok0, range.limit, p.scale_log2, o,
+                                     row_max, row_sum);
   }
   cp_async_wait_all();
 
-  decode_epilogue<T, D, kDecodeThreads, kDecodeWarps>(p, o, row_max, row_sum, bad, eff,
-                                                       reinterpret_cast<unsigned char*>(kv_s));
+  decode_epilogue<T, D, kDecodeThreads, kDecodeWarps>(p, o, row_max, row_sum, bad, eff, smem);
 }
 
 // Once per device and kernel instantiation (`state`, the caller's static array): the
@@ -626,15 +671,14 @@ cudaError_t configure_decode_kernel_once(Kernel kernel, size_t smem, bool need_s
 
 template <typename T, int D, class KV>
 cudaError_t launch_decode_attention_kernel(const DecodeKernelParams& p, const KV& kv, dim3 grid,
-                                           cudaStream_t stream) {
+                                           cudaStream_t stream, bool pdl) {
   constexpr int kStages = decode_stages<D>();
   constexpr size_t smem = decode_smem_bytes<T, D, kStages>();
   auto kernel = decode_attention_kernel<T, D, kStages, KV>;
   static int state[64] = {0};
   const cudaError_t err = configure_decode_kernel_once(kernel, smem, false, state);
   if (err != cudaSuccess) return err;
-  kernel<<<grid, kDecodeThreads, smem, stream>>>(p, kv);
-  return cudaSuccess;
+  return launch_kernel(kernel, grid, dim3(kDecodeThreads), smem, stream, pdl, p, kv);
 }
 
 }  // namespace cuda_llm_ops::decode
@@ -685,6 +729,7 @@ cudaError_t run_decode_attention(const DecodeAttentionArgs& a, cudaStream_t stre
   // here, per call (a captured graph keeps them, as every kernel argument); where TMA
   // cannot describe the cache, or the build has no sm_90 code, the cp.async kernel runs.
   const int forced = decode_dev_kernel();
+  const bool pdl = device_cc_major() >= 9 && decode_dev_pdl();
   const int64_t blocks = static_cast<int64_t>(grid.x) * grid.y * grid.z;
   const bool want_tma = forced == kDecodeKernelTma ||
                         (forced == kDecodeKernelAuto && kPaged && blocks <= device_sm_count());
@@ -693,10 +738,10 @@ cudaError_t run_decode_attention(const DecodeAttentionArgs& a, cudaStream_t stre
   auto launch_variant = [&](const auto& kv) -> cudaError_t {
     if (box_rows > 0) {
       const cudaError_t err =
-          launch_decode_attention_tma_kernel<T, D, decode_tma_stages<D>()>(p, kv, grid, stream, maps, box_rows);
+          launch_decode_attention_tma_kernel<T, D, decode_stages<D>()>(p, kv, grid, stream, pdl, maps, box_rows);
       if (err != cudaErrorNotSupported) return err;
     }
-    return launch_decode_attention_kernel<T, D>(p, kv, grid, stream);
+    return launch_decode_attention_kernel<T, D>(p, kv, grid, stream, pdl);
   };
   if constexpr (kPaged) {
     PagedKV kv{a.k, a.v, a.block_tables, a.table_stride, a.max_blocks_per_seq, a.num_blocks,

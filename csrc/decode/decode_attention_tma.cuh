@@ -6,8 +6,9 @@
 // Same work decomposition, smem layout, softmax and fused split merge as
 // decode_attention_kernel (decode_attention.cuh); what differs is the load path:
 //  - a 5th (producer) warp does all table lookups and issues a few boxes per 64-key
-//    tile (block 16: 4 for K, 4 for V) instead of 2048 16-byte cp.async spread over
-//    the 4 math warps, which keep no table entries or load addresses;
+//    tile (block 16, D = 128: 8 for K, 8 for V, one per 16 keys and 64-column plane)
+//    instead of 2048 16-byte cp.async spread over the 4 math warps, which keep no
+//    table entries or load addresses;
 //  - one "full" mbarrier per stage (expect_tx = the boxes' bytes) and one "empty"
 //    mbarrier (4 arrivals): a math warp frees a stage by itself; there is no
 //    __syncthreads in the main loop.
@@ -24,42 +25,18 @@ namespace cuda_llm_ops::decode {
 constexpr int kTmaMathWarps = kDecodeWarps;  // 4 x 16 keys of a 64-key tile
 constexpr int kTmaThreads = (kTmaMathWarps + 1) * 32;
 
-// One "full" mbarrier (the tile's boxes) and one "empty" mbarrier (4 arrivals) per stage.
-template <int kStages>
-constexpr size_t decode_tma_barrier_bytes() {
-  return (size_t(kStages) * 2 * sizeof(uint64_t) + 127) / 128 * 128;
-}
-
-// K/V stage layout (elements): the columns are cut into planes of kW = min(D, 128)
-// columns, [planes][64][kW + 8]: a TMA box is (kW + 8) x rows with its last 8 columns
-// outside the tensor's D (zero-filled for the last plane; the next plane's first 8
-// columns otherwise), so the box lands as rows padded by 16 bytes, the same
-// conflict-free ldmatrix layout as decode_attention_kernel (8 consecutive rows hit 8
-// distinct 16-byte bank groups), and the box's inner extent (kW + 8 <= 136) stays
-// within TMA's 256-element limit. D = 256: 2 planes, 2 boxes per row group. TMA
-// fetches only in-bound bytes: the padding costs no DRAM traffic (it counts in expect_tx).
-template <int D>
-constexpr int decode_tma_plane_cols() {
-  return D > 128 ? 128 : D;
-}
-// Stages: 2 at D = 128 (measured 0-2% faster than 3 at the small grids this kernel
-// serves, NOTES.md v6), else the cp.async kernel's count.
-template <int D>
-constexpr int decode_tma_stages() {
-  return D == 128 ? 2 : decode_stages<D>();
-}
+// [K/V stages][Q rows][one "full" (the tile's boxes) and one "empty" (4 arrivals)
+// mbarrier per stage]: the cp.async kernel's plan with the barriers as its extra.
 template <typename T, int D, int kStages>
 constexpr size_t decode_tma_smem_bytes() {
-  constexpr int kW = decode_tma_plane_cols<D>();
-  constexpr size_t pipeline = size_t(kStages) * 2 * kTileTokens * (D / kW) * (kW + 8) * sizeof(T);
-  constexpr size_t epilogue = decode_epilogue_smem_bytes<D>();
-  return decode_tma_barrier_bytes<kStages>() + size_t(kRowsPerBlock) * decode_smem_stride<D>() * sizeof(T) +
-         (pipeline > epilogue ? pipeline : epilogue);
+  return decode_smem_bytes<T, D, kStages>(size_t(kStages) * 2 * sizeof(uint64_t));
 }
 
-// Tensor maps encoded on the host per call (run_decode_attention):
-// paged: 3-D (D, Hkv, num_blocks * block_size), box (kW + 8, 1, min(block_size, 64));
-// strided: 4-D (D, Nk, Hkv, B), box (kW + 8, 64, 1, 1).
+// Tensor maps encoded on the host per call, both with the 128-byte swizzle (boxes
+// land in the decode_kv_offset layout, one box per 64-column plane):
+// paged: 3-D (D, Hkv, num_blocks * block_size), box (64, 1, min(block_size, 64));
+// strided: 4-D (D, Nk, Hkv, B), box (64, 64, 1, 1). Columns past D (D = 96: the
+// second plane's last 32) are outside the tensor: zero-filled, no DRAM traffic.
 struct DecodeTmaMaps {
   CUtensorMap k, v;
 };
@@ -78,44 +55,31 @@ __global__ void __launch_bounds__(kTmaThreads)
   static_assert(kStages >= 2, "the pipeline needs two stages");
   static_assert(kTileTokens == 64 && kTmaMathWarps == 4, "16 keys per math warp");
   constexpr int kQStride = decode_smem_stride<D>();
-  constexpr int kW = decode_tma_plane_cols<D>();  // columns per plane
-  constexpr int kPlanes = D / kW;
-  constexpr int kStride = kW + 8;                 // K/V row stride within a plane
-  constexpr int kPlaneElems = kTileTokens * kStride;
-  static_assert(kW % 16 == 0, "an ldmatrix 16-column group must not straddle planes");
+  constexpr int kPlanes = decode_kv_planes<D>();
   constexpr int kChunksPerRow = D / 8;  // 16-byte chunks
-  constexpr int kTileElems = kPlanes * kPlaneElems;
-  static_assert(kTileElems * sizeof(T) % 128 == 0 && kPlaneElems * sizeof(T) % 128 == 0,
-                "TMA destinations must stay 128-byte aligned");
+  constexpr int kTileElems = decode_kv_tile_elems<D>();
   constexpr int kDTiles = D / 8;
   constexpr int kProducerWarp = kTmaMathWarps;
 
   extern __shared__ __align__(128) unsigned char smem_raw[];
-  uint64_t* full_bar = reinterpret_cast<uint64_t*>(smem_raw);  // [stages]
-  uint64_t* empty_bar = full_bar + kStages;                    // [stages]
-  T* q_s = reinterpret_cast<T*>(smem_raw + decode_tma_barrier_bytes<kStages>());
-  T* kv_s = q_s + kRowsPerBlock * kQStride;  // [stages][K, V][planes][64][kStride]
+  unsigned char* smem = decode_smem_base(smem_raw);  // 1024-byte aligned: the swizzle's period
+  T* kv_s = reinterpret_cast<T*>(smem);              // [stages][K, V][tile (decode_kv_offset)]
+  T* q_s = reinterpret_cast<T*>(smem + decode_pipeline_smem_bytes<T, D, kStages>());
+  uint64_t* full_bar = reinterpret_cast<uint64_t*>(q_s + kRowsPerBlock * kQStride);  // [stages]
+  uint64_t* empty_bar = full_bar + kStages;                                          // [stages]
 
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
   const int kvh = blockIdx.x / p.row_tiles, b = blockIdx.y, split = blockIdx.z;
   const bool producer = warp == kProducerWarp;
 
-  const auto cur = kv.cursor(b, kvh);
-  const int len_raw = kv.load_len(b);
-  // Producer lane l < n_boxes owns box l of every tile (keys l * box_rows ..): its
-  // first-tile table entry is speculated before seq_len arrives (as in
-  // decode_attention_kernel).
-  const int spec_start = split * split_tokens(p.num_splits, kv.capacity());
+  // Set-up that reads no global memory (kernel parameters, smem) runs before the PDL
+  // wait, overlapping the previous kernel's tail; everything else after it.
   const int n_boxes = kTileTokens / box_rows;
   const bool box_lane = producer && lane < n_boxes;
   const int my_key = lane * box_rows;
-  int ent = 0;
-  if (box_lane) {
-    if (lane == 0) {
-      tma::prefetch_tensor_map(&k_map);
-      tma::prefetch_tensor_map(&v_map);
-    }
-    ent = spec_start + my_key < kv.capacity() ? cur.lookup(spec_start + my_key) : 0;
+  if (box_lane && lane == 0) {
+    tma::prefetch_tensor_map(&k_map);
+    tma::prefetch_tensor_map(&v_map);
   }
   if (tid == 0) {
 #pragma unroll
@@ -125,6 +89,17 @@ __global__ void __launch_bounds__(kTmaThreads)
     }
     tma::mbarrier_init_fence();
   }
+  pdl_wait_primary();
+  pdl_launch_dependents();
+
+  const auto cur = kv.cursor(b, kvh);
+  const int len_raw = kv.load_len(b);
+  // Producer lane l < n_boxes owns box l of every tile (keys l * box_rows ..): its
+  // first-tile table entry is speculated before seq_len arrives (as in
+  // decode_attention_kernel).
+  const int spec_start = split * split_tokens(p.num_splits, kv.capacity());
+  int ent = 0;
+  if (box_lane) ent = spec_start + my_key < kv.capacity() ? cur.lookup(spec_start + my_key) : 0;
   if (!producer) decode_load_q<T, D, kQStride>(p, q_s, kDecodeThreads);
   bool bad = false;
   const int kv_len = kv.check_len(len_raw, bad);
@@ -148,7 +123,7 @@ __global__ void __launch_bounds__(kTmaThreads)
     // since that sequence's output is NaN. Rows past the end inside an issued box are
     // real memory (other tokens, garbage): the math warps zero their V rows past the
     // end after the tile lands (the last tile only).
-    const uint32_t box_bytes = static_cast<uint32_t>(box_rows) * kStride * sizeof(T);
+    const uint32_t box_bytes = static_cast<uint32_t>(box_rows) * kPlaneCols * sizeof(T);
     for (int t = 0; t < n_tiles; ++t) {
       const int stage = t % kStages;
       const int my_pos = start + t * kTileTokens + my_key;
@@ -165,13 +140,14 @@ __global__ void __launch_bounds__(kTmaThreads)
       if (lane == 0) tma::mbarrier_arrive_expect_tx(bar, boxes * 2u * kPlanes * box_bytes);
       __syncwarp();
       if (issue) {
-        T* ks = kv_s + stage * 2 * kTileElems + my_key * kStride;
+        // Box rows start at a multiple of 8 keys: the swizzle phase (row % 8) matches.
+        T* ks = kv_s + stage * 2 * kTileElems + my_key * kPlaneCols;
         T* vs = ks + kTileElems;
         const int row = cur.tma_row(ent, my_pos);
 #pragma unroll
         for (int pl = 0; pl < kPlanes; ++pl) {
-          decode_tma_box<KV>(ks + pl * kPlaneElems, &k_map, pl * kW, kvh, row, b, bar);
-          decode_tma_box<KV>(vs + pl * kPlaneElems, &v_map, pl * kW, kvh, row, b, bar);
+          decode_tma_box<KV>(ks + pl * kPlaneElems, &k_map, pl * kPlaneCols, kvh, row, b, bar);
+          decode_tma_box<KV>(vs + pl * kPlaneElems, &v_map, pl * kPlaneCols, kvh, row, b, bar);
         }
       }
       ent = next;
@@ -182,7 +158,7 @@ __global__ void __launch_bounds__(kTmaThreads)
       const int tok0 = start + t * kTileTokens + warp * 16;
       if (tok0 < end) {  // warp-uniform; else this warp's keys are all past the end (last tile)
         tma::mbarrier_wait(full_bar + stage, (t / kStages) & 1);
-        const T* ks = kv_s + stage * 2 * kTileElems + warp * 16 * kStride;
+        const T* ks = kv_s + stage * 2 * kTileElems;
         const T* vs = ks + kTileElems;
         // Keys past the end in this warp's 16 rows (the last tile only): a box brought
         // real memory there (other tokens; garbage, even NaN) or nothing (stale smem).
@@ -193,16 +169,16 @@ __global__ void __launch_bounds__(kTmaThreads)
         if (valid_rows < 16) {
           T* vz = const_cast<T*>(vs);
           for (int c = valid_rows * kChunksPerRow + lane; c < 16 * kChunksPerRow; c += 32) {
-            const int r = c / kChunksPerRow, col = (c % kChunksPerRow) * 8;
-            *reinterpret_cast<uint4*>(vz + (col / kW) * kPlaneElems + r * kStride + col % kW) = make_uint4(0, 0, 0, 0);
+            const int r = warp * 16 + c / kChunksPerRow, ch = c % kChunksPerRow;
+            *reinterpret_cast<uint4*>(vz + decode_kv_offset(r, ch)) = make_uint4(0, 0, 0, 0);
           }
           // No later tile reuses this stage (last tile), but order these generic writes
           // before any async-proxy (TMA) write to the same smem all the same.
           asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
           __syncwarp();
         }
-        decode_warp_tile<T, D, kW, kStride, kPlaneElems, kQStride>(q_s, ks, vs, tok0, range.limit, p.scale_log2,
-                                                                   o, row_max, row_sum);
+        decode_warp_tile<T, D, kQStride>(q_s, ks, vs, warp * 16, tok0, range.limit, p.scale_log2, o, row_max,
+                                         row_sum);
       }
       // This warp's reads of the stage are done (the ldmatrix results fed the mma above).
       __syncwarp();
@@ -212,21 +188,20 @@ __global__ void __launch_bounds__(kTmaThreads)
 
   // Every issued box has landed: warp 0 (whose keys start every tile) waited for each
   // tile's full barrier before the epilogue's first barrier.
-  decode_epilogue<T, D, kTmaThreads, kTmaMathWarps>(p, o, row_max, row_sum, bad, eff,
-                                                  reinterpret_cast<unsigned char*>(kv_s));
+  decode_epilogue<T, D, kTmaThreads, kTmaMathWarps>(p, o, row_max, row_sum, bad, eff, smem);
 #endif  // __CUDA_ARCH__ >= 900
 }
 
 // The tensor maps for the K and V of `a` (see DecodeTmaMaps): returns the box's
 // key rows (min(block_size, 64), or 64 for the strided layout), or 0 where TMA cannot
 // describe the cache or the driver lacks the encoder (the caller then runs the cp.async kernel):
-// block_size < 8 (a box's smem destination must stay 128-byte aligned: 8 rows of
-// 2 * (kW + 8) bytes are a multiple of 128), a base not 16-byte aligned, a byte stride
-// not a multiple of 16 (or >= 2^40), more than 2^31 - 1 token rows.
+// block_size < 8 (a box must start at a multiple of 8 rows, the swizzle's period), a
+// base not 16-byte aligned, a byte stride not a multiple of 16 (or >= 2^40), more than
+// 2^31 - 1 token rows.
 template <typename T, int D, bool kPaged>
 int encode_decode_tma_maps(const DecodeAttentionArgs& a, DecodeTmaMaps& maps) {
-  constexpr int kW = decode_tma_plane_cols<D>();
   constexpr uint64_t kElem = sizeof(T);
+  constexpr CUtensorMapSwizzle kSwizzle = CU_TENSOR_MAP_SWIZZLE_128B;
   constexpr bool kBf16 = std::is_same_v<T, __nv_bfloat16>;
   auto aligned = [](const void* ptr) { return reinterpret_cast<uintptr_t>(ptr) % 16 == 0; };
   auto stride_ok = [](uint64_t bytes) { return bytes % 16 == 0 && bytes > 0 && bytes < (uint64_t(1) << 40); };
@@ -238,9 +213,9 @@ int encode_decode_tma_maps(const DecodeAttentionArgs& a, DecodeTmaMaps& maps) {
     const uint64_t dims[3] = {uint64_t(D), uint64_t(a.num_kv_heads), uint64_t(rows)};
     const uint64_t strides[2] = {D * kElem, uint64_t(a.num_kv_heads) * D * kElem};
     if (!stride_ok(strides[1])) return 0;
-    const uint32_t box[3] = {uint32_t(kW + 8), 1u, uint32_t(box_rows)};
-    if (tma::encode_tiled_16bit(&maps.k, kBf16, a.k, 3, dims, strides, box) != cudaSuccess ||
-        tma::encode_tiled_16bit(&maps.v, kBf16, a.v, 3, dims, strides, box) != cudaSuccess) {
+    const uint32_t box[3] = {uint32_t(kPlaneCols), 1u, uint32_t(box_rows)};
+    if (tma::encode_tiled_16bit(&maps.k, kBf16, a.k, 3, dims, strides, box, kSwizzle) != cudaSuccess ||
+        tma::encode_tiled_16bit(&maps.v, kBf16, a.v, 3, dims, strides, box, kSwizzle) != cudaSuccess) {
       cudaGetLastError();
       return 0;
     }
@@ -248,7 +223,7 @@ int encode_decode_tma_maps(const DecodeAttentionArgs& a, DecodeTmaMaps& maps) {
   } else {
     if (a.seq_len_k <= 0) return 0;
     const uint64_t dims[4] = {uint64_t(D), uint64_t(a.seq_len_k), uint64_t(a.num_kv_heads), uint64_t(a.batch)};
-    const uint32_t box[4] = {uint32_t(kW + 8), uint32_t(kTileTokens), 1u, 1u};
+    const uint32_t box[4] = {uint32_t(kPlaneCols), uint32_t(kTileTokens), 1u, 1u};
     // Byte strides of dims 1..3; a dim of extent 1 never steps, any valid stride does.
     auto make = [&](int64_t sn, int64_t sh, int64_t sb, uint64_t out[3]) {
       const int64_t el[3] = {sn, sh, sb};
@@ -264,8 +239,8 @@ int encode_decode_tma_maps(const DecodeAttentionArgs& a, DecodeTmaMaps& maps) {
     uint64_t ks[3], vs[3];
     if (!make(a.k_stride_n, a.k_stride_h, a.k_stride_b, ks) || !make(a.v_stride_n, a.v_stride_h, a.v_stride_b, vs))
       return 0;
-    if (tma::encode_tiled_16bit(&maps.k, kBf16, a.k, 4, dims, ks, box) != cudaSuccess ||
-        tma::encode_tiled_16bit(&maps.v, kBf16, a.v, 4, dims, vs, box) != cudaSuccess) {
+    if (tma::encode_tiled_16bit(&maps.k, kBf16, a.k, 4, dims, ks, box, kSwizzle) != cudaSuccess ||
+        tma::encode_tiled_16bit(&maps.v, kBf16, a.v, 4, dims, vs, box, kSwizzle) != cudaSuccess) {
       cudaGetLastError();
       return 0;
     }
@@ -277,7 +252,8 @@ int encode_decode_tma_maps(const DecodeAttentionArgs& a, DecodeTmaMaps& maps) {
 // sm_90 code (a build without sm_90, run through PTX JIT): the caller falls back.
 template <typename T, int D, int kStages, class KV>
 cudaError_t launch_decode_attention_tma_kernel(const DecodeKernelParams& p, const KV& kv, dim3 grid,
-                                              cudaStream_t stream, const DecodeTmaMaps& maps, int box_rows) {
+                                              cudaStream_t stream, bool pdl, const DecodeTmaMaps& maps,
+                                              int box_rows) {
   constexpr size_t smem = decode_tma_smem_bytes<T, D, kStages>();
   static_assert(smem <= 227 * 1024, "the TMA kernel's shared memory must fit the H100's 227 KB");
   auto kernel = decode_attention_tma_kernel<T, D, kStages, KV>;
@@ -285,8 +261,7 @@ cudaError_t launch_decode_attention_tma_kernel(const DecodeKernelParams& p, cons
   static int state[64] = {0};
   const cudaError_t err = configure_decode_kernel_once(kernel, smem, true, state);
   if (err != cudaSuccess) return err;
-  kernel<<<grid, kTmaThreads, smem, stream>>>(p, kv, maps.k, maps.v, box_rows);
-  return cudaSuccess;
+  return launch_kernel(kernel, grid, dim3(kTmaThreads), smem, stream, pdl, p, kv, maps.k, maps.v, box_rows);
 }
 
 }  // namespace cuda_llm_ops::decode

@@ -31,12 +31,25 @@ cudaError_t dispatch_half_dtype(DType dtype, F&& body) {
 
 }  // namespace
 
+namespace {
+// A dev knob's value: `fallback` unless the variable was set when first asked for (then
+// read again on every call, so one process can switch; unset then: never read again).
+int dev_knob(const char* name, bool& dev_mode, int fallback) {
+  if (!dev_mode) return fallback;
+  const char* s = std::getenv(name);
+  return s != nullptr && *s != '\0' ? std::atoi(s) : fallback;
+}
+}  // namespace
+
 int decode_dev_kernel() {
-  static const bool dev_mode = std::getenv("CLO_DECODE_VARIANT") != nullptr;  // read once
-  if (!dev_mode) return kDecodeKernelAuto;
-  const char* s = std::getenv("CLO_DECODE_VARIANT");
-  const int v = s != nullptr ? std::atoi(s) : 0;
+  static bool dev_mode = std::getenv("CLO_DECODE_VARIANT") != nullptr;
+  const int v = dev_knob("CLO_DECODE_VARIANT", dev_mode, kDecodeKernelAuto);
   return v == kDecodeKernelCpAsync || v == kDecodeKernelTma ? v : kDecodeKernelAuto;
+}
+
+bool decode_dev_pdl() {
+  static bool dev_mode = std::getenv("CLO_DECODE_PDL") != nullptr;
+  return dev_knob("CLO_DECODE_PDL", dev_mode, 1) != 0;
 }
 
 int64_t decode_attention_workspace_floats(int batch, int num_q_heads, int seq_len_q, int head_dim, int num_splits) {

@@ -16,6 +16,9 @@ constexpr int kDecodeKernelAuto = 0;
 constexpr int kDecodeKernelCpAsync = 1;
 constexpr int kDecodeKernelTma = 2;
 int decode_dev_kernel();
+// Dev knob CLO_DECODE_PDL, read like CLO_DECODE_VARIANT: "0" launches the decode
+// kernels without programmatic dependent launch (on sm_90 they use it by default).
+bool decode_dev_pdl();
 
 // Attention kernel (+ merge when args.num_splits > 1) for one dtype, head dim and
 // KV layout (paged block table or strided cache).

@@ -7,6 +7,7 @@
 #include <cuda_fp16.h>
 #include <cuda_bf16.h>
 #include <cstdint>
+#include <utility>
 
 #define CLO_HOST_DEVICE __host__ __device__ __forceinline__
 #define CLO_DEVICE __device__ __forceinline__
@@ -97,5 +98,42 @@ inline int cached_device_attribute() {
 }
 inline int device_sm_count() { return cached_device_attribute<cudaDevAttrMultiProcessorCount>(); }
 inline int device_cc_major() { return cached_device_attribute<cudaDevAttrComputeCapabilityMajor>(); }
+
+// Programmatic dependent launch (PDL, sm_90+). A kernel launched by launch_kernel with
+// `pdl` set may be scheduled while the previous kernel of the stream is still running
+// (once every block of that kernel has called pdl_launch_dependents or exited), so its
+// launch and set-up overlap the previous kernel's tail. Such a kernel must call
+// pdl_wait_primary() before its first access to global memory that an earlier kernel
+// may write: griddepcontrol.wait returns once the previous grid has completed and its
+// writes are visible. Both are no-ops below sm_90 and in a kernel launched without PDL.
+CLO_DEVICE void pdl_wait_primary() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;\n" ::: "memory");
+#endif
+}
+CLO_DEVICE void pdl_launch_dependents() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
+#endif
+}
+
+// kernel<<<grid, block, smem, stream>>>(args...), with the PDL attribute when `pdl`
+// (ignored by devices below sm_90, so callers pass device_cc_major() >= 9). Captured
+// into a CUDA graph, the attribute becomes a programmatic edge.
+template <typename... Params, typename... Args>
+inline cudaError_t launch_kernel(void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem, cudaStream_t stream,
+                                 bool pdl, Args&&... args) {
+  cudaLaunchConfig_t cfg{};
+  cfg.gridDim = grid;
+  cfg.blockDim = block;
+  cfg.dynamicSmemBytes = smem;
+  cfg.stream = stream;
+  cudaLaunchAttribute attr[1];
+  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attr[0].val.programmaticStreamSerializationAllowed = 1;
+  cfg.attrs = attr;
+  cfg.numAttrs = pdl ? 1 : 0;
+  return cudaLaunchKernelEx(&cfg, kernel, std::forward<Args>(args)...);
+}
 
 }  // namespace cuda_llm_ops
