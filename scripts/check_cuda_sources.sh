@@ -7,7 +7,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 NVCC=${NVCC:-nvcc}
 command -v "$NVCC" >/dev/null || { echo "check_cuda_sources: nvcc not found" >&2; exit 1; }
-mapfile -t SOURCES < <(find csrc -name '*.cu' | sort)
+mapfile -t SOURCES < <(find csrc scripts -name '*.cu' | sort)
 [ ${#SOURCES[@]} -gt 0 ] || { echo "check_cuda_sources: no .cu files found" >&2; exit 1; }
 jobs=()
 for src in "${SOURCES[@]}"; do

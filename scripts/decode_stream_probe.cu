@@ -1,0 +1,498 @@
+// Dev probe (csrc/decode/NOTES.md, v7): how fast can a decode-shaped read stream go
+// on this GPU, and which issue pattern gets there? No attention math: each block
+// streams the K and V rows of one (sequence, KV head[, split]) of a contiguous
+// [B, H, N, D=128] fp16 cache through a cp.async shared-memory pipeline, as the
+// decode kernels do, and touches every landed chunk (one 16-byte smem read per
+// copy, folded into a checksum so nothing is optimised away).
+//
+// Knobs per row: chunk keys (CH), chunks per pipeline stage (G: 2 = the K and V
+// of a tile together, as decode_attention_kernel issues them; 1 = K and V chunks
+// alternate, one array in flight per stage), stages (S: S-1 stages in flight),
+// blocks per SM (smem padding), L2 prefetch hint. Also a register-only variant
+// (ld.global.nc 16 B, U loads in flight per thread, no smem) as the plain ceiling.
+// Per-block %globaltimer stamps give the spread of block start and end times
+// (a tail from uneven per-SM rates shows as end spread).
+//
+//   nvcc -std=c++20 -O3 -I csrc/include -gencode=arch=compute_90a,code=sm_90a \
+//        scripts/decode_stream_probe.cu -o /tmp/probe && /tmp/probe
+#include <cuda_fp16.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <cstdio>
+#include <cstdlib>
+#include <vector>
+
+#include "cuda_llm_ops/pipeline.cuh"
+#include "decode/decode.h"
+
+using namespace cuda_llm_ops;
+
+#define CK(x)                                                                                   \
+  do {                                                                                          \
+    cudaError_t e_ = (x);                                                                       \
+    if (e_ != cudaSuccess) {                                                                    \
+      std::fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_)); \
+      std::exit(1);                                                                             \
+    }                                                                                           \
+  } while (0)
+
+constexpr int kD = 128;           // head dim (elements)
+constexpr int kRowBytes = kD * 2;  // 256 B per key row
+constexpr int kThreads = 128;
+
+__device__ __forceinline__ unsigned long long global_ns() {
+  unsigned long long t;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+  return t;
+}
+
+template <int kHint>
+__device__ __forceinline__ void cp16(void* dst, const void* src) {
+  const uint32_t d = smem_u32addr(dst);
+  if constexpr (kHint == 257)  // the decode kernels' zero-fill form (src-size operand)
+    asm volatile("cp.async.cg.shared.global.L2::256B [%0], [%1], 16, %2;\n" ::"r"(d), "l"(src), "r"(16));
+  else if constexpr (kHint == 256)
+    asm volatile("cp.async.cg.shared.global.L2::256B [%0], [%1], 16;\n" ::"r"(d), "l"(src));
+  else if constexpr (kHint == 128)
+    asm volatile("cp.async.cg.shared.global.L2::128B [%0], [%1], 16;\n" ::"r"(d), "l"(src));
+  else
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(d), "l"(src));
+}
+
+struct Args {
+  const __half* k;
+  const __half* v;
+  int heads, n, keys_per_block, splits;
+  float* sink;
+  unsigned long long* stamps;  // [blocks][2]
+};
+
+// Chunk c of the block's stream: array c % 2 (K, V), keys (c / 2) * CH ...
+template <int CH, int G, int S, int kHint, bool kInterleave = false, bool kPadDst = false>
+__global__ void __launch_bounds__(kThreads) stream_smem(Args a) {
+  extern __shared__ __align__(128) unsigned char smem[];
+  constexpr int kChunkBytes = CH * kRowBytes;
+  constexpr int kCopies = kChunkBytes / 16 / kThreads;  // per thread per chunk
+  static_assert(kCopies >= 1, "chunk too small");
+  const unsigned long long t0 = global_ns();
+  const int blk = blockIdx.x, split = blk % a.splits, bh = blk / a.splits;
+  const int64_t base = (int64_t(bh) * a.n + int64_t(split) * a.keys_per_block) * kD;
+  const int n_chunks = 2 * (a.keys_per_block / CH);
+  const int n_stages_items = n_chunks / G;
+  // Chunk bytes in smem: dense, or (kPadDst) the v1-v6 layout of 256-byte rows at a
+  // 272-byte stride.
+  constexpr int kChunkSmem = kChunkBytes + (kPadDst ? CH * 16 : 0);
+  auto dst = [](int g, int off) { return g * kChunkSmem + (kPadDst ? (off / 256) * 272 + off % 256 : off); };
+  auto issue = [&](int item) {
+    unsigned char* st = smem + (item % S) * G * kChunkSmem;
+    if constexpr (kInterleave && G == 2) {  // as decode_attention_kernel: K copy i, V copy i, ...
+      const __half* ksrc = a.k + base + int64_t(item) * CH * kD;
+      const __half* vsrc = a.v + base + int64_t(item) * CH * kD;
+#pragma unroll
+      for (int i = 0; i < kCopies; ++i) {
+        const int off = (threadIdx.x + i * kThreads) * 16;
+        cp16<kHint>(st + dst(0, off), reinterpret_cast<const unsigned char*>(ksrc) + off);
+        cp16<kHint>(st + dst(1, off), reinterpret_cast<const unsigned char*>(vsrc) + off);
+      }
+      return;
+    }
+#pragma unroll
+    for (int g = 0; g < G; ++g) {
+      const int c = item * G + g;
+      const __half* src = ((c & 1) ? a.v : a.k) + base + int64_t(c >> 1) * CH * kD;
+#pragma unroll
+      for (int i = 0; i < kCopies; ++i) {
+        const int off = (threadIdx.x + i * kThreads) * 16;
+        cp16<kHint>(st + dst(g, off), reinterpret_cast<const unsigned char*>(src) + off);
+      }
+    }
+  };
+  for (int s = 0; s < S - 1; ++s) {
+    if (s < n_stages_items) issue(s);
+    cp_async_commit();
+  }
+  float acc = 0.f;
+  for (int t = 0; t < n_stages_items; ++t) {
+    cp_async_wait<S - 2>();
+    __syncthreads();
+    if (t + S - 1 < n_stages_items) issue(t + S - 1);
+    cp_async_commit();
+    const unsigned char* st = smem + (t % S) * G * kChunkSmem;
+#pragma unroll
+    for (int g = 0; g < G; ++g) {
+      const uint4 x = *reinterpret_cast<const uint4*>(st + dst(g, threadIdx.x * 16));
+      acc += __half2float(*reinterpret_cast<const __half*>(&x.x)) + __half2float(*reinterpret_cast<const __half*>(&x.w));
+    }
+  }
+  cp_async_wait_all();
+  if (acc == 12345.f) a.sink[blk] = acc;
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    a.stamps[2 * blk] = t0;
+    a.stamps[2 * blk + 1] = global_ns();
+  }
+}
+
+// Registers only: each thread keeps U 16-byte loads in flight, K and V alternating.
+template <int U>
+__global__ void __launch_bounds__(kThreads) stream_regs(Args a) {
+  const unsigned long long t0 = global_ns();
+  const int blk = blockIdx.x, split = blk % a.splits, bh = blk / a.splits;
+  const int64_t base = (int64_t(bh) * a.n + int64_t(split) * a.keys_per_block) * kD;
+  const uint4* k = reinterpret_cast<const uint4*>(a.k + base);
+  const uint4* v = reinterpret_cast<const uint4*>(a.v + base);
+  const int n16 = a.keys_per_block * kRowBytes / 16;
+  float acc = 0.f;
+  for (int i = threadIdx.x; i < n16; i += kThreads * U / 2) {
+    uint4 x[U];
+#pragma unroll
+    for (int u = 0; u < U / 2; ++u) {
+      const int j = i + u * kThreads;
+      x[2 * u] = j < n16 ? __ldcs(k + j) : make_uint4(0, 0, 0, 0);
+      x[2 * u + 1] = j < n16 ? __ldcs(v + j) : make_uint4(0, 0, 0, 0);
+    }
+#pragma unroll
+    for (int u = 0; u < U; ++u) acc += __uint_as_float(x[u].x ^ x[u].w);
+  }
+  if (acc == 12345.f) a.sink[blk] = acc;
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    a.stamps[2 * blk] = t0;
+    a.stamps[2 * blk + 1] = global_ns();
+  }
+}
+
+// Random fp16 in [-1, 1) from a hash of the index (real data, never a constant).
+__global__ void fill_random(__half* p, int64_t n, uint32_t seed) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
+    uint32_t x = uint32_t(i) * 2654435761u ^ uint32_t(i >> 32) * 40503u ^ seed;
+    x ^= x >> 15;
+    x *= 2246822519u;
+    x ^= x >> 13;
+    p[i] = __float2half(float(x & 0xffff) / 32768.f - 1.f);
+  }
+}
+
+__global__ void flush_read(const float4* p, int64_t n, float* sink) {
+  float acc = 0.f;
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
+    const float4 x = __ldcs(p + i);
+    acc += x.x + x.w;
+  }
+  if (acc == 12345.f) sink[0] = acc;
+}
+
+struct Problem {
+  int batch, heads, n, splits;
+  const char* name;
+};
+
+static float4* g_flush = nullptr;
+static int64_t g_flush_n = 0;
+static float* g_sink = nullptr;
+static int g_sms = 0;
+static int64_t max_elems_global = 0;
+
+template <typename Launch>
+void time_it(const char* label, const Problem& pr, Launch launch, unsigned long long* d_stamps, int iters) {
+  const int blocks = pr.batch * pr.heads * pr.splits;
+  const double bytes = 2.0 * pr.batch * pr.heads * double(pr.n) * kRowBytes;
+  cudaEvent_t e0, e1;
+  CK(cudaEventCreate(&e0));
+  CK(cudaEventCreate(&e1));
+  std::vector<float> ts;
+  std::vector<unsigned long long> st(2 * blocks);
+  double end_spread = 0, start_spread = 0, dur_mean = 0, dur_max = 0, dur_min = 1e30;
+  for (int it = 0; it < iters + 2; ++it) {
+    flush_read<<<g_sms * 4, 512>>>(g_flush, g_flush_n, g_sink);
+    CK(cudaEventRecord(e0));
+    launch();
+    CK(cudaEventRecord(e1));
+    CK(cudaEventSynchronize(e1));
+    CK(cudaGetLastError());
+    float ms = 0;
+    CK(cudaEventElapsedTime(&ms, e0, e1));
+    if (it < 2) continue;
+    ts.push_back(ms);
+    if (it == iters + 1) {
+      CK(cudaMemcpy(st.data(), d_stamps, st.size() * 8, cudaMemcpyDeviceToHost));
+      unsigned long long s0 = ~0ull, s1 = 0, e_0 = ~0ull, e_1 = 0;
+      for (int b = 0; b < blocks; ++b) {
+        s0 = std::min(s0, st[2 * b]);
+        s1 = std::max(s1, st[2 * b]);
+        e_0 = std::min(e_0, st[2 * b + 1]);
+        e_1 = std::max(e_1, st[2 * b + 1]);
+        const double d = double(st[2 * b + 1] - st[2 * b]);
+        dur_mean += d / blocks;
+        dur_max = std::max(dur_max, d);
+        dur_min = std::min(dur_min, d);
+      }
+      start_spread = double(s1 - s0);
+      end_spread = double(e_1 - e_0);
+    }
+  }
+  std::sort(ts.begin(), ts.end());
+  const double med = ts[ts.size() / 2] * 1e3;  // us
+  std::printf("%-22s %-34s %8.1f us %6.3f TB/s | block us min/mean/max %6.1f %6.1f %6.1f | start spread %5.1f end spread %5.1f\n",
+              pr.name, label, med, bytes / (med * 1e-6) / 1e12, dur_min / 1e3, dur_mean / 1e3, dur_max / 1e3,
+              start_spread / 1e3, end_spread / 1e3);
+  std::fflush(stdout);
+  CK(cudaEventDestroy(e0));
+  CK(cudaEventDestroy(e1));
+}
+
+template <int CH, int G, int S, int kHint, bool kInterleave = false, bool kPadDst = false>
+void run_smem(const Problem& pr, Args a, unsigned long long* stamps, int per_sm, int iters) {
+  auto kern = stream_smem<CH, G, S, kHint, kInterleave, kPadDst>;
+  const int need = S * G * CH * (kRowBytes + (kPadDst ? 16 : 0));
+  const int smem = std::max(need, (227 * 1024) / per_sm - 2048);
+  if (need > 227 * 1024) return;
+  CK(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+  int occ = 0;
+  CK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&occ, kern, kThreads, smem));
+  const int blocks = pr.batch * pr.heads * pr.splits;
+  char label[96];
+  std::snprintf(label, sizeof label, "smem CH%d G%d S%d L2:%d%s%s %d/SM(%dKB)", CH, G, S, kHint,
+                kInterleave ? " il" : "", kPadDst ? " pad272" : "", occ, need / 1024);
+  time_it(label, pr, [&] { kern<<<blocks, kThreads, smem>>>(a); }, stamps, iters);
+}
+
+template <int U>
+void run_regs(const Problem& pr, Args a, unsigned long long* stamps, int iters) {
+  const int blocks = pr.batch * pr.heads * pr.splits;
+  char label[64];
+  std::snprintf(label, sizeof label, "regs U%d", U);
+  time_it(label, pr, [&] { stream_regs<U><<<blocks, kThreads>>>(a); }, stamps, iters);
+}
+
+// Our decode kernels through the raw launcher (decode.h), same buffers, flush and timer.
+struct OursCase {
+  int batch, hkv, n;
+  bool paged;
+  int splits;   // 0: the heuristic's
+  int variant;  // CLO_DECODE_VARIANT: 0 auto, 1 cp.async, 2 TMA
+};
+
+void run_ours(const OursCase& c, __half* k, __half* v, unsigned long long* stamps, int iters) {
+  using namespace cuda_llm_ops::decode;
+  constexpr int kHq = 32;
+  const int D = kD;
+  char env[8];
+  std::snprintf(env, sizeof env, "%d", c.variant);
+  setenv("CLO_DECODE_VARIANT", env, 1);
+  __half *q = nullptr, *out = nullptr;
+  CK(cudaMalloc(&q, size_t(c.batch) * kHq * D * 2));
+  CK(cudaMalloc(&out, size_t(c.batch) * kHq * D * 2));
+  fill_random<<<256, 256>>>(q, int64_t(c.batch) * kHq * D, 7u);
+  DecodeAttentionArgs a;
+  a.dtype = DType::kFloat16;
+  a.head_dim = D;
+  a.batch = c.batch;
+  a.num_q_heads = kHq;
+  a.num_kv_heads = c.hkv;
+  a.seq_len_q = 1;
+  a.q = q;
+  a.q_stride_b = int64_t(kHq) * D;
+  a.q_stride_h = D;
+  a.q_stride_n = D;
+  a.out = out;
+  a.o_stride_b = int64_t(kHq) * D;
+  a.o_stride_h = D;
+  a.o_stride_n = D;
+  a.k = k;
+  a.v = v;
+  a.scale = 1.f / std::sqrt(float(D));
+  int* table = nullptr;
+  int* lens = nullptr;
+  if (c.paged) {
+    const int bs = 16, per_seq = c.n / bs, nb = c.batch * per_seq;
+    std::vector<int> h_table(nb), h_lens(c.batch, c.n);
+    for (int i = 0; i < nb; ++i) h_table[i] = i;
+    uint32_t r = 12345u;
+    for (int i = nb - 1; i > 0; --i) {  // shuffled physical blocks, as the bench's caches
+      r = r * 1664525u + 1013904223u;
+      std::swap(h_table[i], h_table[r % (i + 1)]);
+    }
+    CK(cudaMalloc(&table, nb * 4));
+    CK(cudaMalloc(&lens, c.batch * 4));
+    CK(cudaMemcpy(table, h_table.data(), nb * 4, cudaMemcpyHostToDevice));
+    CK(cudaMemcpy(lens, h_lens.data(), c.batch * 4, cudaMemcpyHostToDevice));
+    a.paged = true;
+    a.block_tables = table;
+    a.table_stride = per_seq;
+    a.max_blocks_per_seq = per_seq;
+    a.num_blocks = nb;
+    a.block_size = bs;
+    a.seq_lens = lens;
+  } else {
+    a.k_stride_b = a.v_stride_b = int64_t(c.hkv) * c.n * D;
+    a.k_stride_h = a.v_stride_h = int64_t(c.n) * D;
+    a.k_stride_n = a.v_stride_n = D;
+    a.seq_len_k = c.n;
+  }
+  a.num_splits = c.splits > 0 ? c.splits
+                              : decode_attention_num_splits(c.batch, c.hkv, kHq / c.hkv, c.n, D, DType::kFloat16);
+  float* ws = nullptr;
+  const int64_t wsf = decode_attention_workspace_floats(c.batch, kHq, 1, D, a.num_splits);
+  if (wsf > 0) {
+    CK(cudaMalloc(&ws, wsf * 4));
+    CK(cudaMemset(ws, 0, wsf * 4));
+    a.workspace = ws;
+    a.workspace_floats = wsf;
+  }
+  Problem pr{c.batch, c.hkv, c.n, 1, c.paged ? "ours paged" : "ours contiguous"};
+  char label[96];
+  std::snprintf(label, sizeof label, "B%d N%d Hkv%d splits %d var %d", c.batch, c.n, c.hkv, a.num_splits, c.variant);
+  // Block stamps are not written by our kernels: the spread columns read the last pattern's.
+  setenv("CLO_DECODE_PDL", "0", 1);
+  time_it(label, pr, [&] { CK(launch_decode_attention(a, 0)); }, stamps, iters);
+  CK(cudaDeviceSynchronize());
+  // As `llm-speed bench` times it: one CUDA graph of back-to-back calls over rotated
+  // K/V copies (cold L2 without a flush), per-call time = replay / calls; PDL off / on.
+  const int64_t set_elems = int64_t(c.batch) * c.hkv * c.n * D;
+  const int sets = int(std::min<int64_t>(4, max_elems_global / set_elems));
+  const int calls = sets > 1 ? 3 * sets : 4;
+  const double bytes = 2.0 * set_elems * 2;
+  cudaStream_t st;
+  CK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
+  for (int pdl = 0; pdl < 2; ++pdl) {
+    setenv("CLO_DECODE_PDL", pdl ? "1" : "0", 1);
+    cudaGraph_t g;
+    cudaGraphExec_t ge;
+    CK(cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal));
+    for (int i = 0; i < calls; ++i) {
+      DecodeAttentionArgs ai = a;
+      ai.k = k + (i % sets) * set_elems;
+      ai.v = v + (i % sets) * set_elems;
+      CK(launch_decode_attention(ai, st));
+    }
+    CK(cudaStreamEndCapture(st, &g));
+    CK(cudaGraphInstantiate(&ge, g, 0));
+    cudaEvent_t e0, e1;
+    CK(cudaEventCreate(&e0));
+    CK(cudaEventCreate(&e1));
+    std::vector<float> ts;
+    for (int it = 0; it < iters + 2; ++it) {
+      CK(cudaEventRecord(e0, st));
+      CK(cudaGraphLaunch(ge, st));
+      CK(cudaEventRecord(e1, st));
+      CK(cudaEventSynchronize(e1));
+      float ms;
+      CK(cudaEventElapsedTime(&ms, e0, e1));
+      if (it >= 2) ts.push_back(ms / calls);
+    }
+    std::sort(ts.begin(), ts.end());
+    const double med = ts[ts.size() / 2] * 1e3;
+    std::printf("%-22s %-34s %8.1f us %6.3f TB/s   (graph of %d calls over %d sets, PDL %s)\n", pr.name, label, med,
+                bytes / (med * 1e-6) / 1e12, calls, sets, pdl ? "on" : "off");
+    std::fflush(stdout);
+    CK(cudaGraphExecDestroy(ge));
+    CK(cudaGraphDestroy(g));
+  }
+  CK(cudaStreamDestroy(st));
+  cudaFree(q);
+  cudaFree(out);
+  if (table) cudaFree(table);
+  if (lens) cudaFree(lens);
+  if (ws) cudaFree(ws);
+}
+
+int main(int argc, char** argv) {
+  const int iters = argc > 1 ? std::atoi(argv[1]) : 15;
+  const char* sections = argc > 2 ? argv[2] : "cro";  // c: patterns on constant data, r: on random, o: ours
+  auto has = [&](char ch) { return std::strchr(sections, ch) != nullptr; };
+  cudaDeviceProp prop{};
+  CK(cudaGetDeviceProperties(&prop, 0));
+  g_sms = prop.multiProcessorCount;
+  std::printf("%s, %d SMs, L2 %d MB\n", prop.name, g_sms, prop.l2CacheSize >> 20);
+  g_flush_n = (256ll << 20) / 16;
+  CK(cudaMalloc(&g_flush, g_flush_n * 16));
+  CK(cudaMemset(g_flush, 1, g_flush_n * 16));
+  CK(cudaMalloc(&g_sink, 4096 * 4));
+  const int64_t max_elems = 64ll * 32 * 4096 * kD;  // B=64, H=32, N=4096
+  max_elems_global = max_elems;
+  setenv("CLO_DECODE_PDL", "0", 1);  // dev knobs are read per call only when set at the first call
+  setenv("CLO_DECODE_VARIANT", "0", 1);
+  __half *k = nullptr, *v = nullptr;
+  CK(cudaMalloc(&k, max_elems * 2));
+  CK(cudaMalloc(&v, max_elems * 2));
+  unsigned long long* stamps = nullptr;
+  CK(cudaMalloc(&stamps, 2 * 8 * 8192));
+
+  // Copy ceiling (read + write of 2 x 1 GB), as the notes' % copy figures use.
+  {
+    const size_t n = 1ull << 30;
+    cudaEvent_t e0, e1;
+    CK(cudaEventCreate(&e0));
+    CK(cudaEventCreate(&e1));
+    std::vector<float> ts;
+    for (int it = 0; it < 7; ++it) {
+      CK(cudaEventRecord(e0));
+      CK(cudaMemcpyAsync(v, k, n, cudaMemcpyDeviceToDevice));
+      CK(cudaEventRecord(e1));
+      CK(cudaEventSynchronize(e1));
+      float ms;
+      CK(cudaEventElapsedTime(&ms, e0, e1));
+      ts.push_back(ms);
+    }
+    std::sort(ts.begin(), ts.end());
+    std::printf("copy 1 GB: %.3f TB/s (read + write)\n", 2.0 * n / (ts[3] * 1e-3) / 1e12);
+  }
+
+  const Problem problems[] = {
+      {16, 8, 1024, 1, "B16 N1K H8 (128 blk)"},
+      {16, 8, 4096, 1, "B16 N4K H8 (128 blk)"},
+      {64, 32, 4096, 1, "B64 N4K H32 (2048)"},
+  };
+  auto patterns = [&](const char* data) {
+    std::printf("-- stream patterns, %s data\n", data);
+    for (const Problem& pr : problems) {
+      Args a{k, v, pr.heads, pr.n, pr.n / pr.splits, pr.splits, g_sink, stamps};
+      const bool large = pr.batch * pr.heads * pr.splits > 2 * g_sms;
+      run_smem<64, 2, 3, 256>(pr, a, stamps, large ? 2 : 1, iters);  // the cp.async kernel's pattern
+      run_smem<64, 2, 3, 256, false, true>(pr, a, stamps, large ? 2 : 1, iters);  // ... into 272-byte rows (v6)
+      run_smem<64, 2, 2, 256>(pr, a, stamps, large ? 2 : 1, iters);
+      run_smem<64, 2, 2, 256, false, true>(pr, a, stamps, large ? 2 : 1, iters);
+      run_smem<128, 2, 2, 256>(pr, a, stamps, large ? 2 : 1, iters);
+      run_smem<64, 2, 4, 256>(pr, a, stamps, large ? 2 : 1, iters);
+      run_smem<64, 2, 3, 257>(pr, a, stamps, large ? 2 : 1, iters);  // zero-fill form
+      run_smem<64, 2, 3, 256, true>(pr, a, stamps, large ? 2 : 1, iters);  // K/V copies interleaved per thread
+    }
+  };
+  if (has('c')) {
+    CK(cudaMemset(k, 0x3c, max_elems * 2));
+    CK(cudaMemset(v, 0x3b, max_elems * 2));
+    patterns("constant");
+  }
+  fill_random<<<g_sms * 8, 512>>>(k, max_elems, 1u);
+  fill_random<<<g_sms * 8, 512>>>(v, max_elems, 2u);
+  CK(cudaDeviceSynchronize());
+  if (has('r')) patterns("random");
+  if (has('n')) {  // one launch each, for ncu: the pure stream and ours at the large grid
+    const Problem pr{64, 32, 4096, 1, "B64 N4K H32 (2048)"};
+    Args a{k, v, pr.heads, pr.n, pr.n, 1, g_sink, stamps};
+    auto kern = stream_smem<64, 2, 3, 256>;
+    const int smem = (227 * 1024) / 2 - 2048;
+    CK(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+    kern<<<2048, kThreads, smem>>>(a);
+    CK(cudaDeviceSynchronize());
+    run_ours({64, 32, 4096, false, 1, 1}, k, v, stamps, 1);
+  }
+  if (has('o')) {
+    std::printf("-- ours (raw launcher), random data\n");
+    const OursCase cases[] = {
+        {16, 8, 1024, true, 0, 0},   {16, 8, 1024, true, 0, 1},   {16, 8, 1024, false, 0, 1},
+        {16, 8, 1024, false, 0, 2},  {16, 8, 4096, true, 0, 0},   {16, 8, 4096, false, 0, 1},
+        {16, 8, 4096, false, 0, 2},  {1, 8, 16384, true, 0, 0},   {1, 8, 16384, false, 0, 1},
+        {1, 8, 16384, false, 0, 2},  {64, 32, 4096, false, 0, 1}, {64, 32, 4096, false, 1, 1},
+        {64, 32, 4096, true, 0, 1},  {64, 32, 4096, true, 1, 1},  {64, 32, 4096, true, 1, 2},
+        {16, 32, 1024, true, 0, 0},  {16, 32, 1024, false, 0, 0}, {1, 32, 16384, true, 0, 0},
+        {16, 8, 16384, true, 0, 0},  {4, 8, 4096, true, 0, 0},
+    };
+    for (const OursCase& c : cases) run_ours(c, k, v, stamps, iters);
+  }
+  std::printf("done\n");
+  return 0;
+}
