@@ -94,18 +94,27 @@ __global__ void __launch_bounds__(kTmaThreads)
 
   const auto cur = kv.cursor(b, kvh);
   const int len_raw = kv.load_len(b);
-  // Producer lane l < n_boxes owns box l of every tile (keys l * box_rows ..): its
-  // first-tile table entry is speculated before seq_len arrives (as in
-  // decode_attention_kernel).
+  // Producer lane l < n_boxes owns box l of every tile (keys l * box_rows ..). It keeps
+  // the table entries of the next kStages tiles in flight (ent[0] is tile t's): the
+  // pipeline's first kStages tiles are issued back to back instead of one table round
+  // trip apart, and later lookups have kStages tiles of time to land. The first
+  // entries are speculated before seq_len arrives (as in decode_attention_kernel).
   const int spec_start = split * split_tokens(p.num_splits, kv.capacity());
-  int ent = 0;
-  if (box_lane) ent = spec_start + my_key < kv.capacity() ? cur.lookup(spec_start + my_key) : 0;
+  int ent[kStages];
+  auto lookup_ahead = [&](int first, int limit) {
+#pragma unroll
+    for (int s = 0; s < kStages; ++s) {
+      const int pos = first + s * kTileTokens + my_key;
+      ent[s] = box_lane && pos < limit ? cur.lookup(pos) : 0;
+    }
+  };
+  lookup_ahead(spec_start, kv.capacity());
   if (!producer) decode_load_q<T, D, kQStride>(p, q_s, kDecodeThreads);
   bool bad = false;
   const int kv_len = kv.check_len(len_raw, bad);
   const DecodeSplitRange range = decode_split_range(p, kv_len);
   const int eff = range.eff, start = range.start, end = range.end, n_tiles = range.n_tiles;
-  if (box_lane && start != spec_start) ent = start + my_key < end ? cur.lookup(start + my_key) : 0;
+  if (start != spec_start) lookup_ahead(start, end);
 
   __syncthreads();  // mbarriers initialised, q_s written
 
@@ -127,11 +136,14 @@ __global__ void __launch_bounds__(kTmaThreads)
     for (int t = 0; t < n_tiles; ++t) {
       const int stage = t % kStages;
       const int my_pos = start + t * kTileTokens + my_key;
-      // The next tile's entry: in flight while this tile waits for its stage and issues.
-      const int next = box_lane && my_pos + kTileTokens < end ? cur.lookup(my_pos + kTileTokens) : 0;
+      const int e = ent[0];
+#pragma unroll
+      for (int s = 0; s + 1 < kStages; ++s) ent[s] = ent[s + 1];
+      const int ahead = my_pos + kStages * kTileTokens;
+      ent[kStages - 1] = box_lane && ahead < end ? cur.lookup(ahead) : 0;
       if (t >= kStages) tma::mbarrier_wait(empty_bar + stage, ((t / kStages) - 1) & 1);
       bool issue = box_lane && my_pos < end;
-      if (issue && !cur.entry_ok(ent)) {
+      if (issue && !cur.entry_ok(e)) {
         bad = true;
         issue = false;
       }
@@ -143,14 +155,13 @@ __global__ void __launch_bounds__(kTmaThreads)
         // Box rows start at a multiple of 8 keys: the swizzle phase (row % 8) matches.
         T* ks = kv_s + stage * 2 * kTileElems + my_key * kPlaneCols;
         T* vs = ks + kTileElems;
-        const int row = cur.tma_row(ent, my_pos);
+        const int row = cur.tma_row(e, my_pos);
 #pragma unroll
         for (int pl = 0; pl < kPlanes; ++pl) {
           decode_tma_box<KV>(ks + pl * kPlaneElems, &k_map, pl * kPlaneCols, kvh, row, b, bar);
           decode_tma_box<KV>(vs + pl * kPlaneElems, &v_map, pl * kPlaneCols, kvh, row, b, bar);
         }
       }
-      ent = next;
     }
   } else {
     for (int t = 0; t < n_tiles; ++t) {
