@@ -25,7 +25,7 @@
 #include <vector>
 
 #include "cuda_llm_ops/pipeline.cuh"
-#include "decode/decode.h"
+#include "decode/decode_internal.h"
 
 using namespace cuda_llm_ops;
 
@@ -347,8 +347,35 @@ void run_ours(const OursCase& c, __half* k, __half* v, unsigned long long* stamp
   std::snprintf(label, sizeof label, "B%d N%d Hkv%d splits %d var %d", c.batch, c.n, c.hkv, a.num_splits, c.variant);
   // Block stamps are not written by our kernels: the spread columns read the last pattern's.
   setenv("CLO_DECODE_PDL", "0", 1);
+#ifdef CLO_DEV_STAMPS
+  unsigned long long* ds = nullptr;
+  const int nblk = c.batch * c.hkv * a.num_splits;  // one row tile (GQA <= 16 rows)
+  CK(cudaMalloc(&ds, nblk * 5 * 8));
+  CK(cudaMemset(ds, 0, nblk * 5 * 8));
+  cuda_llm_ops::decode::decode_dev_set_stamps(ds);
+#endif
   time_it(label, pr, [&] { CK(launch_decode_attention(a, 0)); }, stamps, iters);
   CK(cudaDeviceSynchronize());
+#ifdef CLO_DEV_STAMPS
+  {  // the last single launch's per-block timeline (TMA kernel only), us from the first block's entry
+    std::vector<unsigned long long> h(nblk * 5);
+    CK(cudaMemcpy(h.data(), ds, h.size() * 8, cudaMemcpyDeviceToHost));
+    unsigned long long t0 = ~0ull, tend = 0;
+    for (int i = 0; i < nblk; ++i) { t0 = std::min(t0, h[5 * i]); tend = std::max(tend, h[5 * i + 4]); }
+    const char* names[5] = {"entry", "first issue", "tile0 landed", "loop done", "end"};
+    std::printf("   stamps (%d blocks, span %.2f us):", nblk, (tend - t0) / 1e3);
+    for (int k = 0; k < 5; ++k) {
+      std::vector<double> v;
+      for (int i = 0; i < nblk; ++i) if (h[5 * i + k]) v.push_back((h[5 * i + k] - t0) / 1e3);
+      if (v.empty()) continue;
+      std::sort(v.begin(), v.end());
+      std::printf(" | %s min/med/max %.2f/%.2f/%.2f", names[k], v.front(), v[v.size() / 2], v.back());
+    }
+    std::printf("\n");
+    cuda_llm_ops::decode::decode_dev_set_stamps(nullptr);
+    cudaFree(ds);
+  }
+#endif
   // As `llm-speed bench` times it: one CUDA graph of back-to-back calls over rotated
   // K/V copies (cold L2 without a flush), per-call time = replay / calls; PDL off / on.
   const int64_t set_elems = int64_t(c.batch) * c.hkv * c.n * D;

@@ -43,6 +43,9 @@ constexpr int kDecodeThreads = kDecodeWarps * 32;
 static_assert(kTileTokens == 16 * kDecodeWarps, "each warp owns 16 keys of a tile");
 
 struct DecodeKernelParams {
+#ifdef CLO_DEV_STAMPS
+  unsigned long long* dev_stamps;  // [blocks][5] %globaltimer: entry, first issue, tile 0 landed, loop done, end
+#endif
   const void* q;
   void* out;
   float* partial_o;        // [splits, total_rows, D] (num_splits > 1)
@@ -72,6 +75,8 @@ CLO_DEVICE void cp_async_16_prefetch(void* smem_dst, const void* gmem_src, bool 
                  "r"(src_bytes));
   }
 }
+
+CLO_DEVICE void prefetch_l2(const void* ptr) { asm volatile("prefetch.global.L2 [%0];\n" ::"l"(ptr)); }
 
 // ---- KV addressing policies -------------------------------------------------
 // A policy gives the keys' count for a batch entry and a per-(batch, KV head)
@@ -116,6 +121,11 @@ struct PagedKV {
   // Keys the table can address: an upper bound of every seq_len.
   CLO_DEVICE int capacity() const { return max_blocks << log2_block_size; }
   CLO_DEVICE int load_len(int b) const { return __ldg(seq_lens + b); }
+  // decode_prefetch_inputs: seq_len and the table entries of the first tiles from `pos`.
+  CLO_DEVICE void prefetch_len_and_table(int b, int pos) const {
+    prefetch_l2(seq_lens + b);
+    if (pos < capacity()) prefetch_l2(block_tables + b * table_stride + (pos >> log2_block_size));
+  }
   // seq_len outside [0, table capacity] cannot be served without reading past
   // the table: flag it (the output becomes NaN) and read nothing.
   CLO_DEVICE int check_len(int n, bool& bad) const {
@@ -147,6 +157,7 @@ struct StridedKV {
   }
   CLO_DEVICE int capacity() const { return seq_len_k; }
   CLO_DEVICE int load_len(int) const { return seq_len_k; }
+  CLO_DEVICE void prefetch_len_and_table(int, int) const {}
   CLO_DEVICE int check_len(int n, bool&) const { return n; }
 };
 
@@ -202,8 +213,7 @@ CLO_DEVICE unsigned char* decode_smem_base(unsigned char* raw) {
 // decode_epilogue's warp merge (the split merge needs no shared memory).
 template <int D>
 constexpr size_t decode_epilogue_smem_bytes() {
-  return (kDecodeWarps + 1) * kRowsPerBlock * sizeof(float2) +
-         size_t(kDecodeWarps) * kRowsPerBlock * (D + 4) * sizeof(float);
+  return kDecodeWarps * kRowsPerBlock * sizeof(float2) + size_t(kDecodeWarps) * kRowsPerBlock * (D + 4) * sizeof(float);
 }
 // [K/V stages (or the epilogue's scratch)][Q rows][extra]: the pipeline first, at the
 // aligned base.
@@ -247,6 +257,28 @@ CLO_DEVICE void decode_load_q(const DecodeKernelParams& p, T* q_s, int count) {
       val = *reinterpret_cast<const uint4*>(src);
     }
     *reinterpret_cast<uint4*>(q_s + r * kQStride + ch * 8) = val;
+  }
+}
+
+// Called by one warp before the PDL wait: this block's small inputs (seq_len, the first
+// tiles' table entries, its q rows) into L2, and their pages into the TLB, while the
+// previous kernel still runs. Why it is safe: a prefetch brings nothing into the SM, and
+// L2 is the point of coherence, so the previous kernel's later writes to these lines stay
+// visible to the loads after the wait. Why: those loads start the block's dependent
+// chain (seq_len || table -> first K/V tile); cold, they took ~2 us of a 27-us call at
+// B=16/1K/GQA (NOTES.md v7, per-block timeline).
+template <int D, class KV>
+CLO_DEVICE void decode_prefetch_inputs(const DecodeKernelParams& p, const KV& kv, int spec_start) {
+  constexpr int kLinesPerRow = (D * 2 + 127) / 128;  // 16-bit q rows
+  const int lane = threadIdx.x & 31;
+  const int kvh = blockIdx.x / p.row_tiles, row_tile = blockIdx.x % p.row_tiles, b = blockIdx.y;
+  if (lane == 0) kv.prefetch_len_and_table(b, spec_start);
+  for (int i = lane; i < kRowsPerBlock * kLinesPerRow; i += 32) {
+    const int gr = row_tile * kRowsPerBlock + i / kLinesPerRow;
+    if (gr >= p.rows) break;
+    const int head = kvh * p.group + gr / p.seq_len_q, qi = gr % p.seq_len_q;
+    const char* row = static_cast<const char*>(p.q) + 2 * (b * p.q_sb + head * p.q_sh + qi * p.q_sn);
+    prefetch_l2(row + (i % kLinesPerRow) * 128);
   }
 }
 
@@ -369,62 +401,49 @@ CLO_DEVICE void decode_epilogue(const DecodeKernelParams& p, float (&o)[D / 8][4
     row_sum[i] += __shfl_xor_sync(0xffffffffu, row_sum[i], 1);
     row_sum[i] += __shfl_xor_sync(0xffffffffu, row_sum[i], 2);
   }
+  const int rows_here = min(kRowsPerBlock, p.rows - row_tile * kRowsPerBlock);
   bad = __syncthreads_or(bad);  // also: every warp is done with the pipeline buffers
+  // Each math warp's (max, sum) and unscaled O of the block's real rows (GQA 32/8: 4 of
+  // the 16); the merge weights are applied where the rows are summed, so one barrier
+  // separates the writes from the reads.
   float2* warp_state = reinterpret_cast<float2*>(smem);                  // [math warps][16]
-  float2* merged_state = warp_state + kMathWarps * kRowsPerBlock;        // [16]
-  float* obuf = reinterpret_cast<float*>(merged_state + kRowsPerBlock);  // [math warps][16][D + 4]
+  float* obuf = reinterpret_cast<float*>(warp_state + kMathWarps * kRowsPerBlock);  // [math warps][16][D + 4]
   constexpr int kOStride = D + 4;
-  const float my_max[2] = {row_max[0] == -INFINITY ? kNegInf : row_max[0],
-                           row_max[1] == -INFINITY ? kNegInf : row_max[1]};
-  if (math && t4 == 0) {
-    warp_state[warp * kRowsPerBlock + g] = make_float2(my_max[0], row_sum[0]);
-    warp_state[warp * kRowsPerBlock + g + 8] = make_float2(my_max[1], row_sum[1]);
-  }
-  __syncthreads();
-  float weight[2];
-#pragma unroll
-  for (int i = 0; i < 2; ++i) {
-    const int r = g + 8 * i;
-    OnlineSoftmaxState st = OnlineSoftmaxState::empty();
-    float m_all = kNegInf;
-#pragma unroll
-    for (int w = 0; w < kMathWarps; ++w) m_all = fmaxf(m_all, warp_state[w * kRowsPerBlock + r].x);
-    weight[i] = exp2f(my_max[i] - m_all);
-    if (warp == 0 && t4 == 0) {
-#pragma unroll
-      for (int w = 0; w < kMathWarps; ++w) {
-        const float2 ws = warp_state[w * kRowsPerBlock + r];
-        float wa, wb;
-        st = online_softmax_merge(st, OnlineSoftmaxState{ws.x, ws.y}, wa, wb);
-      }
-      merged_state[r] = make_float2(st.max_val, st.sum_exp);
-    }
-  }
   if (math) {
-    float* ob = obuf + warp * kRowsPerBlock * kOStride;
 #pragma unroll
-    for (int n = 0; n < kDTiles; ++n) {
-      const int col = n * 8 + 2 * t4;
-      *reinterpret_cast<float2*>(ob + g * kOStride + col) = make_float2(o[n][0] * weight[0], o[n][1] * weight[0]);
-      *reinterpret_cast<float2*>(ob + (g + 8) * kOStride + col) =
-          make_float2(o[n][2] * weight[1], o[n][3] * weight[1]);
+    for (int i = 0; i < 2; ++i) {
+      const int r = g + 8 * i;
+      if (r >= rows_here) continue;
+      if (t4 == 0) warp_state[warp * kRowsPerBlock + r] = make_float2(row_max[i] == -INFINITY ? kNegInf : row_max[i],
+                                                                      row_sum[i]);
+      float* ob = obuf + (warp * kRowsPerBlock + r) * kOStride + 2 * t4;
+#pragma unroll
+      for (int n = 0; n < kDTiles; ++n) *reinterpret_cast<float2*>(ob + n * 8) = make_float2(o[n][2 * i], o[n][2 * i + 1]);
     }
   }
   __syncthreads();
 
   const float nan = __int_as_float(0x7fc00000);
   constexpr int kD4 = D / 4;  // float4 columns
-  auto warp_sum = [&](int r, int d) {
-    float4 acc = make_float4(0.f, 0.f, 0.f, 0.f);
+  // Row r's merged (max, sum) over the math warps (log-sum-exp) and its O columns d..d+3.
+  auto warp_sum = [&](int r, int d, float4& acc) {
+    float m = kNegInf;
+#pragma unroll
+    for (int w = 0; w < kMathWarps; ++w) m = fmaxf(m, warp_state[w * kRowsPerBlock + r].x);
+    float l = 0.f;
+    acc = make_float4(0.f, 0.f, 0.f, 0.f);
 #pragma unroll
     for (int w = 0; w < kMathWarps; ++w) {
+      const float2 st = warp_state[w * kRowsPerBlock + r];
+      const float wt = exp2f(st.x - m);
       const float4 x = *reinterpret_cast<const float4*>(obuf + (w * kRowsPerBlock + r) * kOStride + d);
-      acc.x += x.x;
-      acc.y += x.y;
-      acc.z += x.z;
-      acc.w += x.w;
+      l += st.y * wt;
+      acc.x += x.x * wt;
+      acc.y += x.y * wt;
+      acc.z += x.z * wt;
+      acc.w += x.w * wt;
     }
-    return acc;
+    return make_float2(m, l);
   };
   auto out_ptr = [&](int gr, int d) {
     const int head = kvh * p.group + gr / p.seq_len_q, qi = gr % p.seq_len_q;
@@ -434,12 +453,11 @@ CLO_DEVICE void decode_epilogue(const DecodeKernelParams& p, float (&o)[D / 8][4
     const int head = kvh * p.group + gr / p.seq_len_q, qi = gr % p.seq_len_q;
     return (static_cast<int64_t>(b) * p.num_q_heads + head) * p.seq_len_q + qi;
   };
-  const int rows_here = min(kRowsPerBlock, p.rows - row_tile * kRowsPerBlock);
   if (p.num_splits == 1) {
     for (int idx = tid; idx < rows_here * kD4; idx += kThreads) {
       const int r = idx / kD4, d = (idx % kD4) * 4;
-      const float4 acc = warp_sum(r, d);
-      const float2 st = merged_state[r];
+      float4 acc;
+      const float2 st = warp_sum(r, d, acc);
       const float inv = bad ? nan : (st.y > 0.f ? 1.f / st.y : 0.f);
       *out_ptr(row_tile * kRowsPerBlock + r, d) =
           make_uint2(pack_float2<T>(acc.x * inv, acc.y * inv), pack_float2<T>(acc.z * inv, acc.w * inv));
@@ -452,11 +470,12 @@ CLO_DEVICE void decode_epilogue(const DecodeKernelParams& p, float (&o)[D / 8][4
   if (split < eff) {
     for (int idx = tid; idx < rows_here * kD4; idx += kThreads) {
       const int r = idx / kD4, d = (idx % kD4) * 4;
-      float4 acc = warp_sum(r, d);
+      float4 acc;
+      const float2 st = warp_sum(r, d, acc);
       if (bad) acc = make_float4(nan, nan, nan, nan);
       const int64_t slot = split * p.total_rows + row_id_of(row_tile * kRowsPerBlock + r);
       *reinterpret_cast<float4*>(p.partial_o + slot * D + d) = acc;
-      if (d == 0) p.partial_state[slot] = bad ? make_float2(nan, nan) : merged_state[r];
+      if (d == 0) p.partial_state[slot] = bad ? make_float2(nan, nan) : st;
     }
   }
   // Count the split in. The barrier orders every thread's partials before thread 0's
@@ -543,7 +562,10 @@ __global__ void __launch_bounds__(kDecodeThreads)
   const int kvh = blockIdx.x / p.row_tiles, b = blockIdx.y, split = blockIdx.z;
 
   // PDL: no global memory is read before the previous kernel (which may write q, the
-  // cache or the tables) has completed; then the next kernel may start launching.
+  // cache or the tables) has completed (prefetches only); then the next kernel may
+  // start launching.
+  const int spec_start = split * split_tokens(p.num_splits, kv.capacity());
+  if (warp == 0) decode_prefetch_inputs<D>(p, kv, spec_start);
   pdl_wait_primary();
   pdl_launch_dependents();
   const auto cur = kv.cursor(b, kvh);
@@ -554,7 +576,6 @@ __global__ void __launch_bounds__(kDecodeThreads)
   // other splits start where a full table would put them). Entries are loaded for
   // every position below the table capacity, so they cover any real end; a wrong
   // guess of the start is redone below (one round trip, as without speculation).
-  const int spec_start = split * split_tokens(p.num_splits, kv.capacity());
   int first[kStages - 1][kLoads];
   auto lookup_at = [&](int base, int limit, int tile, int (&ent)[kLoads]) {
 #pragma unroll
@@ -708,6 +729,9 @@ cudaError_t run_decode_attention(const DecodeAttentionArgs& a, cudaStream_t stre
   p.scale_log2 = a.scale * kLog2e;
   p.causal = a.causal;
   p.total_rows = static_cast<int64_t>(a.batch) * a.num_q_heads * a.seq_len_q;
+#ifdef CLO_DEV_STAMPS
+  p.dev_stamps = decode_dev_stamps();
+#endif
   const dim3 grid(a.num_kv_heads * p.row_tiles, a.batch, a.num_splits);
   if (a.num_splits > 1) {
     // Workspace layout (decode.h): partials from the start, split counters in the

@@ -71,9 +71,15 @@ __global__ void __launch_bounds__(kTmaThreads)
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
   const int kvh = blockIdx.x / p.row_tiles, b = blockIdx.y, split = blockIdx.z;
   const bool producer = warp == kProducerWarp;
+#ifdef CLO_DEV_STAMPS
+  unsigned long long* stamp = p.dev_stamps + 5 * (blockIdx.x + gridDim.x * (blockIdx.y + gridDim.y * blockIdx.z));
+  auto now = [] { unsigned long long t; asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t)); return t; };
+  const bool stamps_on = p.dev_stamps != nullptr;
+  if (stamps_on && tid == 0) stamp[0] = now();
+#endif
 
-  // Set-up that reads no global memory (kernel parameters, smem) runs before the PDL
-  // wait, overlapping the previous kernel's tail; everything else after it.
+  // Set-up that reads no global memory (kernel parameters, smem, L2 prefetches) runs
+  // before the PDL wait, overlapping the previous kernel's tail; everything else after it.
   const int n_boxes = kTileTokens / box_rows;
   const bool box_lane = producer && lane < n_boxes;
   const int my_key = lane * box_rows;
@@ -89,6 +95,8 @@ __global__ void __launch_bounds__(kTmaThreads)
     }
     tma::mbarrier_init_fence();
   }
+  const int spec_start = split * split_tokens(p.num_splits, kv.capacity());
+  if (producer) decode_prefetch_inputs<D>(p, kv, spec_start);
   pdl_wait_primary();
   pdl_launch_dependents();
 
@@ -99,7 +107,6 @@ __global__ void __launch_bounds__(kTmaThreads)
   // pipeline's first kStages tiles are issued back to back instead of one table round
   // trip apart, and later lookups have kStages tiles of time to land. The first
   // entries are speculated before seq_len arrives (as in decode_attention_kernel).
-  const int spec_start = split * split_tokens(p.num_splits, kv.capacity());
   int ent[kStages];
   auto lookup_ahead = [&](int first, int limit) {
 #pragma unroll
@@ -148,6 +155,9 @@ __global__ void __launch_bounds__(kTmaThreads)
         issue = false;
       }
       const uint32_t boxes = __popc(__ballot_sync(0xffffffffu, issue));
+#ifdef CLO_DEV_STAMPS
+      if (stamps_on && t == 0 && lane == 0) stamp[1] = now();
+#endif
       uint64_t* bar = full_bar + stage;
       if (lane == 0) tma::mbarrier_arrive_expect_tx(bar, boxes * 2u * kPlanes * box_bytes);
       __syncwarp();
@@ -169,6 +179,9 @@ __global__ void __launch_bounds__(kTmaThreads)
       const int tok0 = start + t * kTileTokens + warp * 16;
       if (tok0 < end) {  // warp-uniform; else this warp's keys are all past the end (last tile)
         tma::mbarrier_wait(full_bar + stage, (t / kStages) & 1);
+#ifdef CLO_DEV_STAMPS
+        if (stamps_on && t == 0 && tid == 0) stamp[2] = now();
+#endif
         const T* ks = kv_s + stage * 2 * kTileElems;
         const T* vs = ks + kTileElems;
         // Keys past the end in this warp's 16 rows (the last tile only): a box brought
@@ -199,7 +212,13 @@ __global__ void __launch_bounds__(kTmaThreads)
 
   // Every issued box has landed: warp 0 (whose keys start every tile) waited for each
   // tile's full barrier before the epilogue's first barrier.
+#ifdef CLO_DEV_STAMPS
+  if (stamps_on && tid == 0) stamp[3] = now();
+#endif
   decode_epilogue<T, D, kTmaThreads, kTmaMathWarps>(p, o, row_max, row_sum, bad, eff, smem);
+#ifdef CLO_DEV_STAMPS
+  if (stamps_on && tid == 0) stamp[4] = now();
+#endif
 #endif  // __CUDA_ARCH__ >= 900
 }
 

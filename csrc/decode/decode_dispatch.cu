@@ -47,6 +47,12 @@ int decode_dev_kernel() {
   return v == kDecodeKernelCpAsync || v == kDecodeKernelTma ? v : kDecodeKernelAuto;
 }
 
+#ifdef CLO_DEV_STAMPS
+static unsigned long long* g_dev_stamps = nullptr;
+unsigned long long* decode_dev_stamps() { return g_dev_stamps; }
+void decode_dev_set_stamps(unsigned long long* p) { g_dev_stamps = p; }
+#endif
+
 bool decode_dev_pdl() {
   static bool dev_mode = std::getenv("CLO_DECODE_PDL") != nullptr;
   return dev_knob("CLO_DECODE_PDL", dev_mode, 1) != 0;

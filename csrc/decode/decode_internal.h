@@ -19,6 +19,10 @@ int decode_dev_kernel();
 // Dev knob CLO_DECODE_PDL, read like CLO_DECODE_VARIANT: "0" launches the decode
 // kernels without programmatic dependent launch (on sm_90 they use it by default).
 bool decode_dev_pdl();
+#ifdef CLO_DEV_STAMPS
+unsigned long long* decode_dev_stamps();
+void decode_dev_set_stamps(unsigned long long* p);
+#endif
 
 // Attention kernel (+ merge when args.num_splits > 1) for one dtype, head dim and
 // KV layout (paged block table or strided cache).
