@@ -746,23 +746,28 @@ cudaError_t run_decode_attention(const DecodeAttentionArgs& a, cudaStream_t stre
     p.partial_state = reinterpret_cast<float2*>(a.workspace + a.num_splits * p.total_rows * D);
     p.split_counters = reinterpret_cast<int*>(a.workspace + (a.workspace_floats - slots));
   }
-  // Kernel choice (NOTES.md, "Kernel choice"): the TMA kernel for paged caches on sm_90
-  // when the grid is at most one block per SM (2-3 us faster there: fewer load
-  // instructions, no block-wide barrier per tile); the cp.async kernel for larger grids
-  // (1-3% faster there) and strided caches. The TMA kernel's tensor maps are encoded
-  // here, per call (a captured graph keeps them, as every kernel argument); where TMA
-  // cannot describe the cache, or the build has no sm_90 code, the cp.async kernel runs.
+  // Kernel choice (NOTES.md, "Kernel choice", v7): on sm_90, the TMA kernel for paged
+  // caches when the grid is at most one block per SM (3 stages), and at D = 128 for
+  // larger grids of either layout (2 stages, 3 blocks per SM: B=64/4K/MHA 1336-1339 us vs
+  // the cp.async kernel's 1351-1367); the cp.async kernel elsewhere (strided small grids:
+  // equal within 1%; other head dims' large grids: not measured) and wherever TMA cannot
+  // describe the cache or the build has no sm_90 code. Tensor maps are encoded here, per
+  // call (a captured graph keeps them, as every kernel argument).
   const int forced = decode_dev_kernel();
   const bool pdl = device_cc_major() >= 9 && decode_dev_pdl();
   const int64_t blocks = static_cast<int64_t>(grid.x) * grid.y * grid.z;
+  const bool small_grid = blocks <= device_sm_count();
   const bool want_tma = forced == kDecodeKernelTma ||
-                        (forced == kDecodeKernelAuto && kPaged && blocks <= device_sm_count());
+                        (forced == kDecodeKernelAuto && ((kPaged && small_grid) || (D == 128 && !small_grid)));
   DecodeTmaMaps maps;
   const int box_rows = want_tma && device_cc_major() >= 9 ? encode_decode_tma_maps<T, D, kPaged>(a, maps) : 0;
   auto launch_variant = [&](const auto& kv) -> cudaError_t {
     if (box_rows > 0) {
+      constexpr int kLargeGridStages = decode_tma_large_grid_stages<D>();
       const cudaError_t err =
-          launch_decode_attention_tma_kernel<T, D, decode_stages<D>()>(p, kv, grid, stream, pdl, maps, box_rows);
+          small_grid || kLargeGridStages == decode_stages<D>()
+              ? launch_decode_attention_tma_kernel<T, D, decode_stages<D>()>(p, kv, grid, stream, pdl, maps, box_rows)
+              : launch_decode_attention_tma_kernel<T, D, kLargeGridStages>(p, kv, grid, stream, pdl, maps, box_rows);
       if (err != cudaErrorNotSupported) return err;
     }
     return launch_decode_attention_kernel<T, D>(p, kv, grid, stream, pdl);

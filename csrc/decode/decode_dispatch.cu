@@ -68,7 +68,6 @@ int64_t decode_attention_workspace_floats(int batch, int num_q_heads, int seq_le
 
 int decode_attention_num_splits(int batch, int num_kv_heads, int rows_per_kv_head, int max_kv_len, int head_dim,
                                 DType dtype) {
-  (void)head_dim;
   (void)dtype;
   // Target: one thread block per SM. Measured on the H100 (NOTES.md, forced-split
   // sweeps): B=1/16K/GQA 32:8 is fastest at 16 splits = 128 blocks (33 splits, two
@@ -81,9 +80,12 @@ int decode_attention_num_splits(int batch, int num_kv_heads, int rows_per_kv_hea
   if (base <= 0) return 1;
   if (base * 2 > sms) {
     // >= half the SMs busy: splitting costs more than it gains, except for very large
-    // grids of long sequences: B=64/N=4096/MHA (2048 blocks, 15.5 per SM) ran 2% faster
-    // with 2 splits in two runs (1450 vs 1481 us); 512-block grids (B=16/MHA, B=64/GQA
-    // at N=4096) were slower with 2.
+    // grids of long sequences on the cp.async kernel: B=64/N=4096/MHA (2048 blocks, 15.5
+    // per SM) ran 2% faster with 2 splits (v4: 1450 vs 1481 us); 512-block grids (B=16/MHA,
+    // B=64/GQA at N=4096) were slower with 2. The TMA kernel that serves those grids at
+    // D = 128 on sm_90 (v7) is faster with 1 split (1336 vs 1347 us contiguous, 1339 vs
+    // 1352 paged).
+    if (head_dim == 128 && device_cc_major() >= 9) return 1;
     return (base >= kLargeGridBlocksPerSm * sms && max_kv_len >= kLargeGridMinKeys) ? 2 : 1;
   }
   int64_t splits = sms / base;  // rounded down: a few idle SMs beat a second, mostly empty wave
