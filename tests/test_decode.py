@@ -468,8 +468,8 @@ for v in (0, 1, 2):  # CLO_DECODE_VARIANT: automatic, the cp.async kernel, the T
     q, kc, vc, table, sl = paged_problem([100] * (sms // 4 + 1), 4, 2, 64, 16, torch.float16, 5)
     names = kernel_names(lambda: llm.paged_attention(q, kc, vc, table, sl, num_splits=1, check_indices=False))
     assert ("tma_kernel" in names) == (v == 2 and sm90), f"variant {v}, {4 * (sms // 4 + 1)} blocks: {names[:300]}"
-    # D = 128 grids of more than one block per SM: automatic takes the TMA kernel with 2 stages on sm_90
-    q, kc, vc, table, sl = paged_problem([333] * (sms // 4 + 1), 4, 2, 128, 16, torch.float16, 6)
+    # D = 128 grids of >= 12 blocks per SM: automatic takes the TMA kernel with 2 stages on sm_90
+    q, kc, vc, table, sl = paged_problem([40, 77, 3] * sms + [129] * 4, 4, 2, 128, 16, torch.float16, 6)
     fn = lambda: llm.paged_attention(q, kc, vc, table, sl, check_indices=False)
     assert_close(fn(), paged_attention_reference(q, kc, vc, table, sl), dtype=torch.float16,
                  what=f"variant {v} large D=128 grid")
@@ -523,7 +523,7 @@ def test_decode_dev_variants_match_reference():
     lengths), a bad block index, the contiguous path (causal, few rows), graph replays
     and the split counters, with NaN in the cache rows past each sequence's end (TMA
     boxes load whole blocks); which kernel runs (automatic on sm_90: TMA for paged grids of
-    at most one block per SM and for larger grids at D = 128). The forced TMA kernel also with a block size it
+    at most one block per SM and for grids of >= 12 blocks per SM at D = 128). The forced TMA kernel also with a block size it
     does not take (falls back) and a narrowed contiguous view with NaN past its end. A subprocess: the knobs are read in dev mode only when
     CLO_DECODE_VARIANT is set before the process's first decode call."""
     require_op("paged_attention")

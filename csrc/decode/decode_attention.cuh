@@ -747,18 +747,20 @@ cudaError_t run_decode_attention(const DecodeAttentionArgs& a, cudaStream_t stre
     p.split_counters = reinterpret_cast<int*>(a.workspace + (a.workspace_floats - slots));
   }
   // Kernel choice (NOTES.md, "Kernel choice", v7): on sm_90, the TMA kernel for paged
-  // caches when the grid is at most one block per SM (3 stages), and at D = 128 for
-  // larger grids of either layout (2 stages, 3 blocks per SM: B=64/4K/MHA 1336-1339 us vs
-  // the cp.async kernel's 1351-1367); the cp.async kernel elsewhere (strided small grids:
-  // equal within 1%; other head dims' large grids: not measured) and wherever TMA cannot
-  // describe the cache or the build has no sm_90 code. Tensor maps are encoded here, per
-  // call (a captured graph keeps them, as every kernel argument).
+  // caches when the grid is at most one block per SM (3 stages), and at D = 128 for grids
+  // of at least kLargeGridBlocksPerSm blocks per SM of either layout (2 stages, 3 blocks
+  // per SM: B=64/4K/MHA 1336-1339 us vs the cp.async kernel's 1351-1367; 512-block grids
+  // ran 6-8% slower on it, 1.3 waves of 3 per SM); the cp.async kernel elsewhere
+  // (strided small grids: equal within 1%; other head dims' large grids: not measured)
+  // and wherever TMA cannot describe the cache or the build has no sm_90 code. Tensor
+  // maps are encoded here, per call (a captured graph keeps them, as every kernel argument).
   const int forced = decode_dev_kernel();
   const bool pdl = device_cc_major() >= 9 && decode_dev_pdl();
   const int64_t blocks = static_cast<int64_t>(grid.x) * grid.y * grid.z;
   const bool small_grid = blocks <= device_sm_count();
+  const bool huge_grid = blocks >= static_cast<int64_t>(kLargeGridBlocksPerSm) * device_sm_count();
   const bool want_tma = forced == kDecodeKernelTma ||
-                        (forced == kDecodeKernelAuto && ((kPaged && small_grid) || (D == 128 && !small_grid)));
+                        (forced == kDecodeKernelAuto && ((kPaged && small_grid) || (D == 128 && huge_grid)));
   DecodeTmaMaps maps;
   const int box_rows = want_tma && device_cc_major() >= 9 ? encode_decode_tma_maps<T, D, kPaged>(a, maps) : 0;
   auto launch_variant = [&](const auto& kv) -> cudaError_t {
