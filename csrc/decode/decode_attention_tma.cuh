@@ -1,5 +1,6 @@
-// Decode attention kernel for small grids on sm_90 (run_decode_attention picks it for
-// paged caches when the grid is at most one block per SM; NOTES.md): warp-specialised,
+// Decode attention kernel on sm_90 (run_decode_attention picks it for paged caches when
+// the grid is at most one block per SM, and at D = 128 for grids of >= 12 blocks per SM;
+// NOTES.md v7): warp-specialised,
 // K/V tiles fetched by the TMA unit as tensor-map boxes of min(block_size, 64) keys
 // (64 for the strided layout).
 //
