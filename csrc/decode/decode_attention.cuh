@@ -206,7 +206,7 @@ CLO_HOST_DEVICE constexpr int decode_kv_offset(int row, int chunk) {
 // and reads the address bits): the launch asks for that much more.
 constexpr size_t kDecodeSmemAlign = 1024;
 CLO_DEVICE unsigned char* decode_smem_base(unsigned char* raw) {
-  const uint32_t a = static_cast<uint32_t>(__cvta_generic_to_shared(raw));
+  const uint32_t a = smem_u32addr(raw);
   return raw + ((kDecodeSmemAlign - a % kDecodeSmemAlign) % kDecodeSmemAlign);
 }
 
@@ -704,7 +704,7 @@ cudaError_t launch_decode_attention_kernel(const DecodeKernelParams& p, const KV
 
 }  // namespace cuda_llm_ops::decode
 
-#include "decode/decode_attention_tma.cuh"  // the TMA kernel (small grids on sm_90)
+#include "decode/decode_attention_tma.cuh"  // the TMA kernel (sm_90; see run_decode_attention)
 
 namespace cuda_llm_ops::decode {
 
@@ -755,14 +755,15 @@ cudaError_t run_decode_attention(const DecodeAttentionArgs& a, cudaStream_t stre
   // and wherever TMA cannot describe the cache or the build has no sm_90 code. Tensor
   // maps are encoded here, per call (a captured graph keeps them, as every kernel argument).
   const int forced = decode_dev_kernel();
-  const bool pdl = device_cc_major() >= 9 && decode_dev_pdl();
-  const int64_t blocks = static_cast<int64_t>(grid.x) * grid.y * grid.z;
-  const bool small_grid = blocks <= device_sm_count();
-  const bool huge_grid = blocks >= static_cast<int64_t>(kLargeGridBlocksPerSm) * device_sm_count();
+  const bool sm90 = device_cc_major() >= 9;
+  const bool pdl = sm90 && decode_dev_pdl();
+  const int64_t blocks = static_cast<int64_t>(grid.x) * grid.y * grid.z, sms = device_sm_count();
+  const bool small_grid = blocks <= sms;
+  const bool large_grid_on_tma = decode_tma_takes_large_grids(D) && blocks >= kLargeGridBlocksPerSm * sms;
   const bool want_tma = forced == kDecodeKernelTma ||
-                        (forced == kDecodeKernelAuto && ((kPaged && small_grid) || (D == 128 && huge_grid)));
+                        (forced == kDecodeKernelAuto && ((kPaged && small_grid) || large_grid_on_tma));
   DecodeTmaMaps maps;
-  const int box_rows = want_tma && device_cc_major() >= 9 ? encode_decode_tma_maps<T, D, kPaged>(a, maps) : 0;
+  const int box_rows = want_tma && sm90 ? encode_decode_tma_maps<T, D, kPaged>(a, maps) : 0;
   auto launch_variant = [&](const auto& kv) -> cudaError_t {
     if (box_rows > 0) {
       constexpr int kLargeGridStages = decode_tma_large_grid_stages<D>();

@@ -26,9 +26,9 @@ namespace cuda_llm_ops::decode {
 constexpr int kTmaMathWarps = kDecodeWarps;  // 4 x 16 keys of a 64-key tile
 constexpr int kTmaThreads = (kTmaMathWarps + 1) * 32;
 
-// Stages for grids of more than one block per SM: 2 at D = 128 (70 KB, 3 blocks per SM:
-// B=64/4K/MHA 1336-1339 us vs 1346-1358 with 3 stages, NOTES.md v7); small grids use
-// decode_stages (3 at D = 128).
+// Stages for the large grids decode_tma_takes_large_grids gives this kernel: 2 at D = 128
+// (70 KB, 3 blocks per SM: B=64/4K/MHA 1336-1339 us vs 1346-1358 with 3 stages, NOTES.md
+// v7); small grids use decode_stages (3 at D = 128).
 template <int D>
 constexpr int decode_tma_large_grid_stages() {
   return D == 128 ? 2 : decode_stages<D>();

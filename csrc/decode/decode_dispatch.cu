@@ -83,10 +83,10 @@ int decode_attention_num_splits(int batch, int num_kv_heads, int rows_per_kv_hea
     // grids of long sequences on the cp.async kernel: B=64/N=4096/MHA (2048 blocks, 15.5
     // per SM) ran 2% faster with 2 splits (v4: 1450 vs 1481 us); 512-block grids (B=16/MHA,
     // B=64/GQA at N=4096) were slower with 2. The TMA kernel that serves the grids of
-    // >= kLargeGridBlocksPerSm blocks per SM at D = 128 on sm_90 (v7) is faster with 1
-    // split (1336 vs 1347 us contiguous, 1339 vs 1352 paged).
-    if (head_dim == 128 && device_cc_major() >= 9) return 1;
-    return (base >= kLargeGridBlocksPerSm * sms && max_kv_len >= kLargeGridMinKeys) ? 2 : 1;
+    // >= kLargeGridBlocksPerSm blocks per SM (decode_tma_takes_large_grids, v7) is faster
+    // with 1 split (1336 vs 1347 us contiguous, 1339 vs 1352 paged).
+    const bool cp_async_large_grid = base >= kLargeGridBlocksPerSm * sms && !decode_tma_takes_large_grids(head_dim);
+    return (cp_async_large_grid && max_kv_len >= kLargeGridMinKeys) ? 2 : 1;
   }
   int64_t splits = sms / base;  // rounded down: a few idle SMs beat a second, mostly empty wave
   const int64_t by_len = std::max<int64_t>(1, (static_cast<int64_t>(max_kv_len) + kMinTokensPerSplit - 1) /

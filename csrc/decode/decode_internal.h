@@ -24,6 +24,11 @@ unsigned long long* decode_dev_stamps();
 void decode_dev_set_stamps(unsigned long long* p);
 #endif
 
+// Whether grids of >= kLargeGridBlocksPerSm blocks per SM run the TMA kernel with 2
+// stages and 1 split (NOTES.md v7: at D = 128 on sm_90). The kernel choice and the split
+// heuristic both ask this one question.
+inline bool decode_tma_takes_large_grids(int head_dim) { return head_dim == 128 && device_cc_major() >= 9; }
+
 // Attention kernel (+ merge when args.num_splits > 1) for one dtype, head dim and
 // KV layout (paged block table or strided cache).
 template <typename T, int D, bool kPaged>

@@ -114,8 +114,8 @@ gemm_wgmma_sm90_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_c
 #pragma unroll
     for (int i = 0; i < Cfg::kAccum; ++i) acc[i] = 0.f;
 
-    const uint32_t a_base = tma::smem_addr(smem_a) + cw * 8192;  // 64 rows x 128 B, or m-chunk cw (64 k x 128 B)
-    const uint32_t b_base = tma::smem_addr(smem_b);
+    const uint32_t a_base = smem_u32addr(smem_a) + cw * 8192;  // 64 rows x 128 B, or m-chunk cw (64 k x 128 B)
+    const uint32_t b_base = smem_u32addr(smem_b);
     for (int kt = 0; kt < ktiles; ++kt) {
       const int s = kt % Stages;
       tma::mbarrier_wait(&full_bar[s], (kt / Stages) & 1);

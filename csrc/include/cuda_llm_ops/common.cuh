@@ -35,6 +35,12 @@ inline const char* dtype_name(DType t) {
 template <typename T>
 CLO_HOST_DEVICE constexpr T div_ceil(T a, T b) { return (a + b - 1) / b; }
 
+#ifdef __CUDACC__  // the binding layer includes this header from plain C++
+// The 32-bit shared-state-space address of a pointer into shared memory (the operand
+// of cp.async, ldmatrix, mbarrier and TMA instructions).
+CLO_DEVICE uint32_t smem_u32addr(const void* ptr) { return static_cast<uint32_t>(__cvta_generic_to_shared(ptr)); }
+#endif
+
 inline bool is_tensor_core_aligned(int dim, int alignment = 16) { return dim % alignment == 0; }
 
 // Scalar conversions through float, the accumulation type of every kernel.

@@ -7,10 +7,6 @@
 
 namespace cuda_llm_ops {
 
-CLO_DEVICE uint32_t smem_u32addr(const void* ptr) {
-  return static_cast<uint32_t>(__cvta_generic_to_shared(ptr));
-}
-
 // 16-byte copy; when `valid` is false the destination is filled with zeros and
 // the source is not read (src-size operand 0).
 CLO_DEVICE void cp_async_16(void* smem_dst, const void* gmem_src, bool valid = true) {
