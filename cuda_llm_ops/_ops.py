@@ -6,6 +6,8 @@ raises a RuntimeError saying how to build the kernels when they are missing.
 """
 from __future__ import annotations
 
+import functools
+
 import torch
 
 _BUILD_HINT = (
@@ -40,6 +42,7 @@ def build_info() -> str:
     return torch.ops.cuda_llm_ops.build_info()
 
 
+@functools.cache  # the loaded extension never changes; flash_attention asks on every call
 def has_op(name: str) -> bool:
     """True when op `name` is registered (its area was built)."""
     return _C is not None and hasattr(torch.ops.cuda_llm_ops, name)

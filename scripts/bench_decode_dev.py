@@ -4,10 +4,13 @@ backend (flash / cuDNN / efficient) on the same keys in contiguous layout, and t
 plain-PyTorch paged implementation. Cold L2 (flush between runs) everywhere.
 
     python3 scripts/bench_decode_dev.py [--iters 30] [--full] [--variants | --variants-only]
+                                        [--shape-sweep] [--anchor]
 
 --variants: each kernel choice of the CLO_DECODE_VARIANT dev knob (csrc/decode/NOTES.md),
 "var" lines: time, % of copy and x SDPA-best per setting (labels: BENCH_VARIANTS), forced split counts ("*": the
-heuristic's), SDPA flash / cuDNN times in us.
+heuristic's), SDPA flash / cuDNN times in us. --shape-sweep: the same lines over head
+dims, block sizes, grid sizes and GQA 64/8 (`shape_sweep_cases`). --anchor: SDPA and ours
+timed the way the shared anchor figures were (eager, warm L2) and in graph replays.
 """
 from __future__ import annotations
 
@@ -129,24 +132,102 @@ BENCH_VARIANTS = {
     "cp": {"CLO_DECODE_VARIANT": "1"},
     "tma": {"CLO_DECODE_VARIANT": "2"},
 }
-_KNOBS = ("CLO_DECODE_VARIANT",)
+_KNOBS = ("CLO_DECODE_VARIANT", "CLO_DECODE_TMA_STAGES")
+# --shape-sweep: the cp.async kernel and the TMA kernel at each pipeline depth
+# (CLO_DECODE_TMA_STAGES; depths that do not fit in shared memory are skipped).
+SWEEP_VARIANTS = {
+    "auto": {"CLO_DECODE_VARIANT": "0"},
+    "cp": {"CLO_DECODE_VARIANT": "1"},
+    "tma2": {"CLO_DECODE_VARIANT": "2", "CLO_DECODE_TMA_STAGES": "2"},
+    "tma3": {"CLO_DECODE_VARIANT": "2", "CLO_DECODE_TMA_STAGES": "3"},
+    "tma4": {"CLO_DECODE_VARIANT": "2", "CLO_DECODE_TMA_STAGES": "4"},
+}
 
 
-def compare_variants(iters, copy_bw, variants=BENCH_VARIANTS, dtype=torch.float16):
+def tma_stages_fit(D: int, stages: int) -> bool:
+    """decode_tma_stages_fit (csrc/decode/decode_attention_tma.cuh), 16-bit elements."""
+    planes = (D + 63) // 64
+    return 1024 + stages * 2 * planes * 64 * 64 * 2 + 16 * (D + 8) * 2 + stages * 16 <= 227 * 1024
+
+
+# (B, N, Hq, Hkv, D, block_size, contiguous, split counts: 0 = heuristic)
+ISSUE_VARIANT_CASES = [(16, 1024, 32, 8, 128, 16, False, (0,)), (1, 16384, 32, 8, 128, 16, False, (0, 32)),
+                       (64, 4096, 32, 32, 128, 16, False, (0,)), (16, 4096, 32, 8, 128, 16, False, (0,)),
+                       (16, 1024, 32, 32, 128, 16, False, (0,)), (1, 16384, 32, 8, 128, 16, True, (0,)),
+                       (16, 1024, 32, 8, 128, 16, True, (0,)), (16, 4096, 32, 8, 128, 16, True, (0,)),
+                       (64, 4096, 32, 32, 128, 16, True, (0,))]
+
+
+def shape_sweep_cases() -> list[tuple]:
+    """Head dims other than the issue's 128 on a medium grid (B=64 GQA 32/8: 3.9 blocks
+    per SM) and a large one (B=64 MHA: 15.5 blocks per SM), paged and contiguous, with 1
+    and 2 splits on the large grids; D=64 also on one block per SM (B=16 GQA 32/8)."""
+    cases = [(16, 8192, 32, 8, 64, 16, False, (0,))]
+    for D in (64, 96, 256, 128):
+        for contiguous in (False, True):
+            cases += [(64, 2048, 32, 8, D, 16, contiguous, (0,)), (64, 2048, 32, 32, D, 16, contiguous, (1, 2))]
+    return cases
+
+
+def host_overhead(calls: int = 300, dtype=torch.float16):
+    """CPU time per call (us) of our wrappers, the raw op and SDPA's backends on a tiny
+    decode (B=1, N=64: the GPU is never the bottleneck), no synchronisation inside."""
+    import time
+
+    from cuda_llm_ops.decode import decode_attention, decode_workspace, paged_attention, paged_attention_workspace
+    case = cd.paged_case(1, 64, 8, dtype)
+    inp = case.make_inputs()
+    q, kc, vc, bt, sl = inp["q"], inp["k_cache"], inp["v_cache"], inp["block_tables"], inp["seq_lens"]
+    out = torch.empty_like(q)
+    ws = paged_attention_workspace(q, kc, bt)
+    k, v = cd.contiguous_kv(inp)
+    q4 = q.unsqueeze(2)
+    out4 = torch.empty_like(q4)
+    ws4 = decode_workspace(1, 32, 8, 128, 64, dtype)
+    raw = torch.ops.cuda_llm_ops.paged_attention
+    scale = 128 ** -0.5
+    fns = {
+        "paged_attention(out=, workspace=, check_indices=False)":
+            lambda: paged_attention(q, kc, vc, bt, sl, out=out, workspace=ws, check_indices=False),
+        "paged_attention() defaults (host index check: syncs)": lambda: paged_attention(q, kc, vc, bt, sl),
+        "torch.ops.cuda_llm_ops.paged_attention": lambda: raw(out, q, kc, vc, bt, sl, scale, 0, ws),
+        "decode_attention(out=, workspace=)": lambda: decode_attention(q4, k, v, out=out4, workspace=ws4),
+        "flash_attention(q[B,H,1,D]) -> decode": lambda: llm.flash_attention(q4, k, v),
+    }
+    for name, backend in (("sdpa-cudnn", "cudnn"), ("sdpa-flash", "flash")):
+        fns[name] = lambda b=cd._backend(backend): _sdpa(b, q4, k, v)
+    for name, fn in fns.items():
+        for _ in range(20):
+            fn()
+        torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        for _ in range(calls):
+            fn()
+        t1 = time.perf_counter()
+        torch.cuda.synchronize()
+        print(f"host {name:58s} {1e6 * (t1 - t0) / calls:6.1f} us/call", flush=True)
+    del inp
+
+
+def _sdpa(backend, q, k, v):
+    import torch.nn.functional as F
+    from torch.nn.attention import sdpa_kernel
+    with sdpa_kernel(backend):
+        return F.scaled_dot_product_attention(q, k, v, enable_gqa=True)
+
+
+def compare_variants(iters, copy_bw, variants=BENCH_VARIANTS, cases=ISSUE_VARIANT_CASES, dtype=torch.float16):
     """Each kernel variant (dev knob CLO_DECODE_VARIANT, switched between calls in this
-    process) on the issue's small-grid and large-grid cases, with forced split counts
-    next to the heuristic's, and SDPA flash / cuDNN on the same keys (contiguous)."""
+    process) on the given cases, with forced split counts next to the heuristic's, and
+    SDPA flash / cuDNN on the same keys (contiguous)."""
     import os
 
     from cuda_llm_ops.decode import decode_attention, decode_workspace, paged_attention, paged_attention_workspace
     if os.environ.get("CLO_DECODE_VARIANT") is None:
         print("variants: CLO_DECODE_VARIANT was not set at start-up: only the default kernel runs", flush=True)
-    # (B, N, Hkv, contiguous, split counts: 0 = heuristic)
-    cases = [(16, 1024, 8, False, (0,)), (1, 16384, 8, False, (0, 32)), (64, 4096, 32, False, (0,)),
-             (16, 4096, 8, False, (0,)), (16, 1024, 32, False, (0,)), (1, 16384, 8, True, (0,)),
-             (16, 1024, 8, True, (0,)), (16, 4096, 8, True, (0,)), (64, 4096, 32, True, (0,))]
-    for B, N, Hkv, contiguous, split_list in cases:
-        case = cd.paged_case(B, N, Hkv, dtype, op="decode_attention" if contiguous else "paged_attention")
+    for B, N, Hq, Hkv, D, bs, contiguous, split_list in cases:
+        case = cd.paged_case(B, N, Hkv, dtype, Hq=Hq, D=D, block_size=bs,
+                             op="decode_attention" if contiguous else "paged_attention")
         inp = case.make_inputs()
         q, kc, vc, bt, sl = inp["q"], inp["k_cache"], inp["v_cache"], inp["block_tables"], inp["seq_lens"]
         sdpa, ref = {}, None
@@ -164,15 +245,15 @@ def compare_variants(iters, copy_bw, variants=BENCH_VARIANTS, dtype=torch.float1
         if contiguous:
             k, v = inp.setdefault("_contig", cd.contiguous_kv(inp))
             q4 = q.unsqueeze(2)
-        h = llm.decode_num_splits(B, Hkv, HQ_ // Hkv, N, 128, dtype)
-        kind = "MHA" if Hkv == HQ_ else f"GQA{HQ_}/{Hkv}"
-        head = f"{'contig' if contiguous else 'paged':6s} B={B:3d} N={N:6d} {kind:8s}"
+        h = llm.decode_num_splits(B, Hkv, Hq // Hkv, N, D, dtype)
+        kind = "MHA" if Hkv == Hq else f"GQA{Hq}/{Hkv}"
+        head = f"{'contig' if contiguous else 'paged':6s} B={B:3d} N={N:6d} {kind:8s} D={D:3d} bs={bs:3d}"
         sd = " ".join(f"{k_} {t * 1e3:.1f}" for k_, t in sorted(sdpa.items()))
         best = min(sdpa.values()) if sdpa else None
         for ns in split_list:
             splits = ns or h
             if contiguous:
-                ws = decode_workspace(B, HQ_, Hkv, 128, N, dtype, num_splits=splits)
+                ws = decode_workspace(B, Hq, Hkv, D, N, dtype, num_splits=splits)
                 out = torch.empty_like(q4)
                 fn = lambda: decode_attention(q4, k, v, out=out, num_splits=splits, workspace=ws)  # noqa: E731
             else:
@@ -182,8 +263,12 @@ def compare_variants(iters, copy_bw, variants=BENCH_VARIANTS, dtype=torch.float1
                                              workspace=ws, check_indices=False)
             parts = []
             for label, env in variants.items():
+                st = env.get("CLO_DECODE_TMA_STAGES")
+                if st and not tma_stages_fit(D, int(st)):
+                    continue
                 for knob in _KNOBS:
                     os.environ[knob] = env.get(knob, "")
+                out.fill_(float("nan"))
                 fn()
                 err = rel_error(out.float().reshape(ref.shape), ref) if ref is not None else float("nan")
                 t = benchmark(fn, warmup=3, iterations=iters, cold_l2=True).median_ms
@@ -201,6 +286,27 @@ def compare_variants(iters, copy_bw, variants=BENCH_VARIANTS, dtype=torch.float1
         torch.cuda.empty_cache()
 
 
+def anchor_method(iters, dtype=torch.float16):
+    """The shared anchors' method (warm L2, eager calls, one CUDA-event pair per call, no
+    graph) next to this repo's bench method (cold L2 by rotation, graph replays), on
+    contiguous B=1/16K/GQA 32/8: how much of SDPA's anchor time is host work per call."""
+    from cuda_llm_ops.decode import decode_attention, decode_workspace
+
+    case = cd.paged_case(1, 16384, 8, dtype, op="decode_attention")
+    inp = case.make_inputs()
+    impls = {i.name: i for i in case.impls}
+    for name in ("sdpa-cudnn", "sdpa-flash", "cuda_llm_ops"):
+        impl = impls[name]
+        if impl.unavailable and impl.unavailable(inp):
+            continue
+        fn = impl.build(inp)
+        eager_warm = benchmark(fn, warmup=10, iterations=iters).median_ms
+        graph_warm = benchmark(fn, warmup=10, iterations=iters, cuda_graph=True).median_ms
+        print(f"anchor-method {name:12s} eager warm-L2 {eager_warm * 1e3:6.1f} us | graph warm-L2 "
+              f"{graph_warm * 1e3:6.1f} us", flush=True)
+    del inp
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--iters", type=int, default=30)
@@ -209,10 +315,16 @@ def main() -> int:
                     help="first compare the kernel variants of the CLO_DECODE_VARIANT dev knob (sets it to 0 "
                          "before the first decode call, so the process can switch between them)")
     ap.add_argument("--variants-only", action="store_true", help="--variants, then stop")
+    ap.add_argument("--shape-sweep", action="store_true",
+                    help="the kernel variants over head dims, block sizes, grid sizes and GQA 64/8, then stop")
+    ap.add_argument("--host", action="store_true", help="CPU time per call of ours and SDPA's (tiny case)")
+    ap.add_argument("--anchor", action="store_true",
+                    help="SDPA and ours timed the shared anchors' way (eager, warm L2) and in graphs")
     args = ap.parse_args()
-    if args.variants or args.variants_only:
+    if args.variants or args.variants_only or args.shape_sweep:
         import os
-        os.environ.setdefault("CLO_DECODE_VARIANT", "0")  # dev mode: read before the first decode call
+        os.environ.setdefault("CLO_DECODE_VARIANT", "0")
+        os.environ.setdefault("CLO_DECODE_TMA_STAGES", "0")  # dev mode: read before the first decode call
     if not torch.cuda.is_available() or not llm.kernels_available():
         print("needs a GPU and the built kernels", file=sys.stderr)
         return 1
@@ -221,6 +333,13 @@ def main() -> int:
     bw = copy_tbps(args.iters)
     print(f"{dev.name}, {dev.multi_processor_count} SMs; cold D2D copy {bw:.3f} TB/s (read + write)")
     dt = torch.float16
+    if args.anchor:
+        anchor_method(args.iters)
+    if args.host:
+        host_overhead()
+    if args.shape_sweep:
+        compare_variants(args.iters, bw, variants=SWEEP_VARIANTS, cases=shape_sweep_cases())
+        return 0
     if args.variants or args.variants_only:
         compare_variants(args.iters, bw)
         if args.variants_only:

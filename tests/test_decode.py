@@ -462,12 +462,18 @@ for v in (0, 1, 2):  # CLO_DECODE_VARIANT: automatic, the cp.async kernel, the T
             out = poison_(torch.empty_like(q))
             llm.decode_attention(q, k, vv, is_causal=causal, out=out, num_splits=ns)
             assert_close(out, ref, dtype=dt, what=f"variant {v} contiguous {j} splits={ns}")
-    # the knob really switches kernels (the TMA kernel runs on sm_90 only); automatic:
-    # the TMA kernel for a paged grid of at most one block per SM, else the cp.async one
+    # the knob really switches kernels (the TMA kernel runs on sm_90 only); automatic
+    # (decode_tma_stages_for): at D = 96 and 128 the cp.async kernel for paged grids of
+    # 1-12 blocks per SM; at D = 64 and 256 the TMA kernel for every grid
     sms = torch.cuda.get_device_properties(0).multi_processor_count
-    q, kc, vc, table, sl = paged_problem([100] * (sms // 4 + 1), 4, 2, 64, 16, torch.float16, 5)
-    names = kernel_names(lambda: llm.paged_attention(q, kc, vc, table, sl, num_splits=1, check_indices=False))
-    assert ("tma_kernel" in names) == (v == 2 and sm90), f"variant {v}, {4 * (sms // 4 + 1)} blocks: {names[:300]}"
+    for d, auto_tma in ((96, False), (128, False), (64, True), (256, True)):
+        q, kc, vc, table, sl = paged_problem([100] * (sms // 4 + 1), 4, 2, d, 16, torch.float16, 5)
+        fn = lambda: llm.paged_attention(q, kc, vc, table, sl, num_splits=1, check_indices=False)
+        assert_close(fn(), paged_attention_reference(q, kc, vc, table, sl), dtype=torch.float16,
+                     what=f"variant {v} medium grid D={d}")
+        names = kernel_names(fn)
+        assert ("tma_kernel" in names) == (sm90 and (v == 2 or (v == 0 and auto_tma))), \
+            f"variant {v}, D={d}, {4 * (sms // 4 + 1)} blocks: {names[:300]}"
     # D = 128 grids of >= 12 blocks per SM: automatic takes the TMA kernel with 2 stages on sm_90
     q, kc, vc, table, sl = paged_problem([40, 77, 3] * sms + [129] * 4, 4, 2, 128, 16, torch.float16, 6)
     fn = lambda: llm.paged_attention(q, kc, vc, table, sl, check_indices=False)
@@ -478,6 +484,21 @@ for v in (0, 1, 2):  # CLO_DECODE_VARIANT: automatic, the cp.async kernel, the T
     q, kc, vc, table, sl = paged_problem([700, 3000], 2, 4, 128, 16, torch.float16, 3)
     names = kernel_names(lambda: llm.paged_attention(q, kc, vc, table, sl, num_splits=4, check_indices=False))
     assert ("tma_kernel" in names) == (v in (0, 2) and sm90), f"variant {v}: kernels {names[:300]}"
+    if v == 2 and sm90:  # every TMA pipeline depth the CLO_DECODE_TMA_STAGES knob can pick
+        for stages in (2, 3, 4):
+            os.environ["CLO_DECODE_TMA_STAGES"] = str(stages)
+            for i, (lens, hkv, group, d, bs, dt, splits) in enumerate(PAGED):
+                planes = (d + 63) // 64
+                if bs < 8 or 1024 + stages * (planes * 16384 + 16) + 32 * (d + 8) > 227 * 1024:
+                    continue  # no TMA (block size) / does not fit in shared memory
+                q, kc, vc, table, sl = paged_problem(lens, hkv, group, d, bs, dt, 2000 + i)
+                ref = paged_attention_reference(q, kc, vc, table, sl)
+                poison_tail_(kc, vc, table, lens)
+                for ns in (splits[0], splits[-1]):
+                    out = poison_(torch.empty_like(q))
+                    llm.paged_attention(q, kc, vc, table, sl, out=out, num_splits=ns)
+                    assert_close(out, ref, dtype=dt, what=f"TMA {stages} stages paged {i} D={d} bs={bs} splits={ns}")
+        os.environ["CLO_DECODE_TMA_STAGES"] = "0"
     if v == 2:  # block_size < 8: TMA boxes would break smem alignment; the cp.async kernel runs
         q, kc, vc, table, sl = paged_problem([70, 5], 2, 4, 128, 4, torch.float16, 4)
         ref = paged_attention_reference(q, kc, vc, table, sl)
@@ -522,10 +543,11 @@ def test_decode_dev_variants_match_reference():
     1-8, forced splits up to 128, zero-length and 1-key sequences, a table past the
     lengths), a bad block index, the contiguous path (causal, few rows), graph replays
     and the split counters, with NaN in the cache rows past each sequence's end (TMA
-    boxes load whole blocks); which kernel runs (automatic on sm_90: TMA for paged grids of
-    at most one block per SM and for grids of >= 12 blocks per SM at D = 128). The forced TMA kernel also with a block size it
-    does not take (falls back) and a narrowed contiguous view with NaN past its end. A subprocess: the knobs are read in dev mode only when
-    CLO_DECODE_VARIANT is set before the process's first decode call."""
+    boxes load whole blocks); which kernel runs (automatic on sm_90: decode_tma_stages_for).
+    The forced TMA kernel also at every pipeline depth CLO_DECODE_TMA_STAGES can pick, with
+    a block size it does not take (falls back) and on a narrowed contiguous view with NaN
+    past its end. A subprocess: the knobs are read in dev mode only when set before the
+    process's first decode call."""
     require_op("paged_attention")
     require_op("decode_attention")
     import os
@@ -533,7 +555,7 @@ def test_decode_dev_variants_match_reference():
     import subprocess
     import sys
     root = pathlib.Path(__file__).resolve().parents[1]
-    env = dict(os.environ, CLO_DECODE_VARIANT="0")
+    env = dict(os.environ, CLO_DECODE_VARIANT="0", CLO_DECODE_TMA_STAGES="0")
     res = subprocess.run([sys.executable, "-c", _VARIANT_SCRIPT], cwd=root, env=env, capture_output=True,
                          text=True, timeout=600)
     assert res.returncode == 0 and "ALL VARIANTS OK" in res.stdout, (res.stdout[-3000:] + res.stderr[-5000:])

@@ -162,14 +162,10 @@ struct StridedKV {
 };
 
 // ---- shared-memory plan (host and device) -----------------------------------
-// Pipeline depth, both kernels. Deeper pipelines (6 stages at D=128, one block per SM)
-// were measured 5-20% slower on every shape, small grids included (NOTES.md, v4). The
-// TMA kernel at D=128: 3 stages beat 2 with v7's dense swizzled tiles at every small
-// grid (B=16/4K/GQA 92.3 vs 94.7 us, B=1/16K/GQA 29.2 vs 29.7); with v6's padded rows
-// 2 had been 0-2% faster.
+// Pipeline depth of both kernels on small grids (decode_pipeline_stages, decode_internal.h).
 template <int D>
 constexpr int decode_stages() {
-  return D <= 64 ? 4 : (D <= 128 ? 3 : 2);
+  return decode_pipeline_stages(D);
 }
 // Q rows in smem: +8 elements (16 bytes) per row, so the 8 rows of an ldmatrix hit 8
 // distinct 16-byte bank groups for every D here.
@@ -746,31 +742,22 @@ cudaError_t run_decode_attention(const DecodeAttentionArgs& a, cudaStream_t stre
     p.partial_state = reinterpret_cast<float2*>(a.workspace + a.num_splits * p.total_rows * D);
     p.split_counters = reinterpret_cast<int*>(a.workspace + (a.workspace_floats - slots));
   }
-  // Kernel choice (NOTES.md, "Kernel choice", v7): on sm_90, the TMA kernel for paged
-  // caches when the grid is at most one block per SM (3 stages), and at D = 128 for grids
-  // of at least kLargeGridBlocksPerSm blocks per SM of either layout (2 stages, 3 blocks
-  // per SM: B=64/4K/MHA 1336-1339 us vs the cp.async kernel's 1351-1367; 512-block grids
-  // ran 6-8% slower on it, 1.3 waves of 3 per SM); the cp.async kernel elsewhere
-  // (strided small grids: equal within 1%; other head dims' large grids: not measured)
-  // and wherever TMA cannot describe the cache or the build has no sm_90 code. Tensor
-  // maps are encoded here, per call (a captured graph keeps them, as every kernel argument).
+  // Kernel choice: decode_tma_stages_for (decode_internal.h, NOTES.md v8). Tensor maps
+  // are encoded here, per call (a captured graph keeps them, as every kernel argument).
   const int forced = decode_dev_kernel();
   const bool sm90 = device_cc_major() >= 9;
   const bool pdl = sm90 && decode_dev_pdl();
-  const int64_t blocks = static_cast<int64_t>(grid.x) * grid.y * grid.z, sms = device_sm_count();
-  const bool small_grid = blocks <= sms;
-  const bool large_grid_on_tma = decode_tma_takes_large_grids(D) && blocks >= kLargeGridBlocksPerSm * sms;
-  const bool want_tma = forced == kDecodeKernelTma ||
-                        (forced == kDecodeKernelAuto && ((kPaged && small_grid) || large_grid_on_tma));
+  const int64_t blocks = static_cast<int64_t>(grid.x) * grid.y * grid.z;
+  const int auto_stages = decode_tma_stages_for(D, kPaged, blocks, device_sm_count());
+  const int knob_stages = decode_dev_tma_stages();
+  const bool want_tma = forced == kDecodeKernelTma || (forced == kDecodeKernelAuto && auto_stages > 0);
+  const int tma_stages = knob_stages > 0 ? knob_stages : (auto_stages > 0 ? auto_stages : decode_stages<D>());
   DecodeTmaMaps maps;
   const int box_rows = want_tma && sm90 ? encode_decode_tma_maps<T, D, kPaged>(a, maps) : 0;
   auto launch_variant = [&](const auto& kv) -> cudaError_t {
     if (box_rows > 0) {
-      constexpr int kLargeGridStages = decode_tma_large_grid_stages<D>();
       const cudaError_t err =
-          small_grid || kLargeGridStages == decode_stages<D>()
-              ? launch_decode_attention_tma_kernel<T, D, decode_stages<D>()>(p, kv, grid, stream, pdl, maps, box_rows)
-              : launch_decode_attention_tma_kernel<T, D, kLargeGridStages>(p, kv, grid, stream, pdl, maps, box_rows);
+          launch_decode_attention_tma_stages<T, D>(tma_stages, p, kv, grid, stream, pdl, maps, box_rows);
       if (err != cudaErrorNotSupported) return err;
     }
     return launch_decode_attention_kernel<T, D>(p, kv, grid, stream, pdl);

@@ -1,6 +1,5 @@
-// Decode attention kernel on sm_90 (run_decode_attention picks it for paged caches when
-// the grid is at most one block per SM, and at D = 128 for grids of >= 12 blocks per SM;
-// NOTES.md v7): warp-specialised,
+// Decode attention kernel on sm_90 (where it runs: decode_tma_stages_for, NOTES.md v8):
+// warp-specialised,
 // K/V tiles fetched by the TMA unit as tensor-map boxes of min(block_size, 64) keys
 // (64 for the strided layout).
 //
@@ -26,13 +25,6 @@ namespace cuda_llm_ops::decode {
 constexpr int kTmaMathWarps = kDecodeWarps;  // 4 x 16 keys of a 64-key tile
 constexpr int kTmaThreads = (kTmaMathWarps + 1) * 32;
 
-// Stages for the large grids decode_tma_takes_large_grids gives this kernel: 2 at D = 128
-// (70 KB, 3 blocks per SM: B=64/4K/MHA 1336-1339 us vs 1346-1358 with 3 stages, NOTES.md
-// v7); small grids use decode_stages (3 at D = 128).
-template <int D>
-constexpr int decode_tma_large_grid_stages() {
-  return D == 128 ? 2 : decode_stages<D>();
-}
 // [K/V stages][Q rows][one "full" (the tile's boxes) and one "empty" (4 arrivals)
 // mbarrier per stage]: the cp.async kernel's plan with the barriers as its extra.
 template <typename T, int D, int kStages>
@@ -300,6 +292,31 @@ cudaError_t launch_decode_attention_tma_kernel(const DecodeKernelParams& p, cons
   const cudaError_t err = configure_decode_kernel_once(kernel, smem, true, state);
   if (err != cudaSuccess) return err;
   return launch_kernel(kernel, grid, dim3(kTmaThreads), smem, stream, pdl, p, kv, maps.k, maps.v, box_rows);
+}
+
+// The TMA kernel with `stages` pipeline stages: 2, 3 or 4 where they fit in shared memory
+// (decode_tma_stages_fit), else cudaErrorInvalidValue.
+template <typename T, int D, int kStages>
+constexpr bool decode_tma_stages_fit() {
+  return decode_tma_smem_bytes<T, D, kStages>() <= 227 * 1024;
+}
+template <typename T, int D, class KV>
+cudaError_t launch_decode_attention_tma_stages(int stages, const DecodeKernelParams& p, const KV& kv, dim3 grid,
+                                               cudaStream_t stream, bool pdl, const DecodeTmaMaps& maps,
+                                               int box_rows) {
+  switch (stages) {
+    case 2: return launch_decode_attention_tma_kernel<T, D, 2>(p, kv, grid, stream, pdl, maps, box_rows);
+    case 3:
+      if constexpr (decode_tma_stages_fit<T, D, 3>())
+        return launch_decode_attention_tma_kernel<T, D, 3>(p, kv, grid, stream, pdl, maps, box_rows);
+      break;
+    case 4:
+      if constexpr (decode_tma_stages_fit<T, D, 4>())
+        return launch_decode_attention_tma_kernel<T, D, 4>(p, kv, grid, stream, pdl, maps, box_rows);
+      break;
+    default: break;
+  }
+  return cudaErrorInvalidValue;
 }
 
 }  // namespace cuda_llm_ops::decode

@@ -47,6 +47,11 @@ int decode_dev_kernel() {
   return v == kDecodeKernelCpAsync || v == kDecodeKernelTma ? v : kDecodeKernelAuto;
 }
 
+int decode_dev_tma_stages() {
+  static bool dev_mode = std::getenv("CLO_DECODE_TMA_STAGES") != nullptr;
+  return dev_knob("CLO_DECODE_TMA_STAGES", dev_mode, 0);
+}
+
 #ifdef CLO_DEV_STAMPS
 static unsigned long long* g_dev_stamps = nullptr;
 unsigned long long* decode_dev_stamps() { return g_dev_stamps; }
@@ -82,10 +87,12 @@ int decode_attention_num_splits(int batch, int num_kv_heads, int rows_per_kv_hea
     // >= half the SMs busy: splitting costs more than it gains, except for very large
     // grids of long sequences on the cp.async kernel: B=64/N=4096/MHA (2048 blocks, 15.5
     // per SM) ran 2% faster with 2 splits (v4: 1450 vs 1481 us); 512-block grids (B=16/MHA,
-    // B=64/GQA at N=4096) were slower with 2. The TMA kernel that serves the grids of
-    // >= kLargeGridBlocksPerSm blocks per SM (decode_tma_takes_large_grids, v7) is faster
-    // with 1 split (1336 vs 1347 us contiguous, 1339 vs 1352 paged).
-    const bool cp_async_large_grid = base >= kLargeGridBlocksPerSm * sms && !decode_tma_takes_large_grids(head_dim);
+    // B=64/GQA at N=4096) were slower with 2. Large grids on the TMA kernel
+    // (decode_tma_stages_for) are faster with 1 split (D = 128: 1336 vs 1347 us contiguous,
+    // 1339 vs 1352 paged; D = 64: 369.0 vs 373.5 paged; D = 256: 1406.9 vs 1413.8). The
+    // layout only matters on small grids, so either answers here.
+    const bool large_grid = base >= kLargeGridBlocksPerSm * sms;
+    const bool cp_async_large_grid = large_grid && decode_tma_stages_for(head_dim, true, base, sms) == 0;
     return (cp_async_large_grid && max_kv_len >= kLargeGridMinKeys) ? 2 : 1;
   }
   int64_t splits = sms / base;  // rounded down: a few idle SMs beat a second, mostly empty wave

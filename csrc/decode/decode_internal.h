@@ -19,15 +19,38 @@ int decode_dev_kernel();
 // Dev knob CLO_DECODE_PDL, read like CLO_DECODE_VARIANT: "0" launches the decode
 // kernels without programmatic dependent launch (on sm_90 they use it by default).
 bool decode_dev_pdl();
+// Dev knob CLO_DECODE_TMA_STAGES, read like CLO_DECODE_VARIANT: the TMA kernel's pipeline
+// depth (2, 3 or 4 where it fits in shared memory; 0 or unset: the automatic choice).
+int decode_dev_tma_stages();
 #ifdef CLO_DEV_STAMPS
 unsigned long long* decode_dev_stamps();
 void decode_dev_set_stamps(unsigned long long* p);
 #endif
 
-// Whether grids of >= kLargeGridBlocksPerSm blocks per SM run the TMA kernel with 2
-// stages and 1 split (NOTES.md v7: at D = 128 on sm_90). The kernel choice and the split
-// heuristic both ask this one question.
-inline bool decode_tma_takes_large_grids(int head_dim) { return head_dim == 128 && device_cc_major() >= 9; }
+// Pipeline stages of both kernels on one block per SM: 4 (D = 64), 3 (D = 96, 128), 2
+// (D = 256). Deeper pipelines (6 stages at D = 128) were 5-20% slower on every shape
+// (NOTES.md v4); the TMA kernel at D = 128 runs 3 rather than 2 on small grids (v7).
+constexpr int decode_pipeline_stages(int head_dim) { return head_dim <= 64 ? 4 : (head_dim <= 128 ? 3 : 2); }
+
+// Kernel choice (NOTES.md, "Kernel choice", v8): the TMA kernel's pipeline depth for a
+// grid of `blocks` thread blocks, or 0 for the cp.async kernel. Where the TMA kernel runs
+// is measured per head dim (H100, same-call sweeps):
+//  - D = 64 and 256: every grid; 2 stages beyond one block per SM (D = 64: 3.9 and 15.5
+//    blocks per SM, paged 97.8 / 369.0 us vs the cp.async kernel's 117.3 / 387.0; D = 256:
+//    361.9 / 1406.9 vs 375.9 / 1448.6);
+//  - D = 96 and 128: paged caches on at most one block per SM; at D = 128 also grids of
+//    >= kLargeGridBlocksPerSm blocks per SM (B=64/4K/MHA 1336-1339 us vs 1351-1367);
+//    the cp.async kernel in between (D = 128, 512 blocks: within 1%; the 2-stage TMA
+//    kernel 6-8% slower there) and for D = 96 beyond one block per SM (TMA 4-25% slower).
+// The caller also needs sm_90 code and a cache TMA can describe. The split heuristic asks
+// the same question (a large grid on the TMA kernel runs 1 split).
+inline int decode_tma_stages_for(int head_dim, bool paged, int64_t blocks, int64_t sms) {
+  if (device_cc_major() < 9) return 0;
+  const bool small_grid = blocks <= sms;
+  if (head_dim == 64 || head_dim == 256) return small_grid ? decode_pipeline_stages(head_dim) : 2;
+  if (small_grid) return paged ? decode_pipeline_stages(head_dim) : 0;
+  return head_dim == 128 && blocks >= kLargeGridBlocksPerSm * sms ? 2 : 0;
+}
 
 // Attention kernel (+ merge when args.num_splits > 1) for one dtype, head dim and
 // KV layout (paged block table or strided cache).

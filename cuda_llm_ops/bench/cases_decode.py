@@ -4,7 +4,8 @@ against a plain-PyTorch paged implementation (gather through the block table, th
 
 Shapes (issue 5): Hq = 32, D = 128, block size 16, fp16/bf16, B in {1, 16, 64} x
 context in {1024, 4096, 16384} x Hkv in {32 (MHA), 8 (GQA 32/8)}, every sequence at
-the full context, physical blocks shuffled. Memory-bound (~1 FLOP/byte): cold L2, bytes
+the full context, physical blocks shuffled; with preset "all" also D in {64, 96, 256}
+at B=64, N=2048 (MHA and GQA 32/8). Memory-bound (~1 FLOP/byte): cold L2, bytes
 = K and V read once + q read + out written (block tables not counted).
 
 Ours runs as a serving loop would: `out=` and a preallocated workspace (no allocation
@@ -36,6 +37,10 @@ BATCHES = (1, 16, 64)
 CONTEXTS = (1024, 4096, 16384)
 KV_HEADS = (32, 8)
 HQ, HEAD_DIM, BLOCK_SIZE = 32, 128, 16
+# Head dims besides the issue's 128 (preset "all" only): B=64 at this context, GQA 32/8
+# (512 thread blocks) and MHA (2048).
+OTHER_HEAD_DIMS = (64, 96, 256)
+OTHER_HEAD_DIMS_CONTEXT = 2048
 SDPA_BACKENDS = ("flash", "cudnn", "efficient")
 # The plain-PyTorch paged peer materialises a gathered copy of the cache per call.
 TORCH_PAGED_MAX_BYTES = 3 << 30
@@ -196,7 +201,8 @@ def paged_case(B: int, N: int, Hkv: int, dtype: torch.dtype, Hq: int = HQ, D: in
         flops=w.flops, bytes=w.bytes, compute="fp16_tc" if dtype == torch.float16 else "bf16_tc",
         make_inputs=make_inputs, impls=impls, reference=None,
         rel_tol={torch.float16: 1e-2, torch.bfloat16: 3e-2}[dtype], cold_l2=True, cuda_graph=True,
-        label=f"B={B} N={N} {'MHA' if Hkv == Hq else f'GQA {Hq}/{Hkv}'}", x_key="N")
+        label=f"B={B} N={N} {'MHA' if Hkv == Hq else f'GQA {Hq}/{Hkv}'}" + ("" if D == HEAD_DIM else f" D={D}"),
+        x_key="N")
 
 
 @register("paged_attention")
@@ -207,7 +213,10 @@ def paged_attention_cases(dtype: torch.dtype, preset: str, quick: bool) -> list[
     if quick:
         shapes = [(16, 4096, 32), (64, 4096, 32), (16, 1024, 8), (1, 16384, 8)]
         return [paged_case(b, n, h, dtype) for b, n, h in shapes if h in kv_heads]
-    return [paged_case(b, n, h, dtype) for h in kv_heads for b in BATCHES for n in CONTEXTS]
+    cases = [paged_case(b, n, h, dtype) for h in kv_heads for b in BATCHES for n in CONTEXTS]
+    if preset == "all":  # the other head dims on a medium (GQA) and a large (MHA) grid
+        cases += [paged_case(64, OTHER_HEAD_DIMS_CONTEXT, h, dtype, D=d) for d in OTHER_HEAD_DIMS for h in KV_HEADS]
+    return cases
 
 
 @register("decode_attention")
