@@ -425,6 +425,14 @@ def paged_decode_work(batch: int | None, heads_q: int, heads_kv: int, seq_lens, 
     return Work(w.flops, w.bytes + extra)
 
 
+def paged_kv_append_work(tokens: int, heads_kv: int, head_dim: int, elem_bytes: int = 2,
+                         slot_bytes: int = 8) -> Work:
+    """Writing T new tokens' K and V rows into a paged cache (vLLM's reshape_and_cache): a
+    pure copy, no FLOPs; bytes = K and V read + the same written + the slot indices."""
+    rows = 2.0 * tokens * heads_kv * head_dim * elem_bytes
+    return Work(0.0, 2.0 * rows + slot_bytes * tokens)
+
+
 def gemm_work(M: int, N: int, K: int, in_bytes: int = 2, out_bytes: int | None = None,
               reads_c: bool = False) -> Work:
     """C = A @ B: 2MNK FLOPs; bytes = A and B read once + C written once (+ C read when

@@ -25,7 +25,7 @@ import torch
 import torch.nn.functional as F
 
 from .. import _ops
-from ..roofline import decode_attention_work
+from ..roofline import decode_attention_work, paged_kv_append_work
 from .registry import BenchCase, BenchImpl, register
 
 try:  # torch >= 2.3
@@ -226,3 +226,69 @@ def decode_attention_cases(dtype: torch.dtype, preset: str, quick: bool) -> list
     shapes = [(64, 4096, 32), (1, 16384, 8)] if quick else [(64, 4096, 32), (16, 4096, 8), (1, 16384, 8),
                                                              (1, 16384, 32)]
     return [paged_case(b, n, h, dtype, op="decode_attention") for b, n, h in shapes]
+
+
+# paged_kv_append: T new tokens into a cache of this many slots per layer (K and V 16 MB each
+# at Hkv=8, D=128, fp16: a cold-L2 rotation of input copies stays within a few GB).
+APPEND_CACHE_SLOTS = 8192
+APPEND_TOKENS = (1, 16, 64, 256, 4096)
+
+
+def append_case(T: int, dtype: torch.dtype, Hkv: int = 8, D: int = HEAD_DIM, block_size: int = BLOCK_SIZE) -> BenchCase:
+    """`paged_kv_append` (vLLM's reshape_and_cache) of T tokens at distinct random slots
+    (decode: one token per sequence) against PyTorch's `index_copy_` into the flat cache."""
+    w = paged_kv_append_work(T, Hkv, D, torch.empty((), dtype=dtype).element_size())
+    num_blocks = APPEND_CACHE_SLOTS // block_size
+
+    def make_inputs():
+        k = torch.randn(T, Hkv, D, device="cuda", dtype=dtype)
+        v = torch.randn(T, Hkv, D, device="cuda", dtype=dtype)
+        # K and V caches as the two halves of one buffer, which the impls return: the check
+        # then covers both (a returned tuple would be checked on its first item only).
+        kv = torch.randn(2, num_blocks, block_size, Hkv, D, device="cuda", dtype=dtype)
+        slots = torch.randperm(num_blocks * block_size, device="cuda")[:T]
+        return {"k": k, "v": v, "kv_cache": kv, "k_cache": kv[0], "v_cache": kv[1], "slot_mapping": slots}
+
+    def ours() -> BenchImpl:
+        def unavailable(inp) -> str | None:
+            return None if _ops.has_op("paged_kv_append") else f"op paged_kv_append not in this build ({_ops.build_info()})"
+
+        def build(inp):
+            from ..decode import paged_kv_append
+
+            k, v, kc, vc, sm = inp["k"], inp["v"], inp["k_cache"], inp["v_cache"], inp["slot_mapping"]
+
+            def call():
+                paged_kv_append(k, v, kc, vc, sm, check_slots=False)
+                return inp["kv_cache"]
+
+            return call
+
+        return BenchImpl("cuda_llm_ops", False, build, unavailable)
+
+    def torch_index_copy() -> BenchImpl:
+        def build(inp):
+            k, v, kc, vc, sm = inp["k"], inp["v"], inp["k_cache"], inp["v_cache"], inp["slot_mapping"]
+            kf, vf = kc.view(-1, Hkv, D), vc.view(-1, Hkv, D)
+
+            def call():
+                kf.index_copy_(0, sm, k)
+                vf.index_copy_(0, sm, v)
+                return inp["kv_cache"]
+
+            return call
+
+        return BenchImpl("torch-index-copy", True, build)
+
+    return BenchCase(
+        op="paged_kv_append", dtype=dtype, shape={"T": T, "Hkv": Hkv, "D": D, "block_size": block_size},
+        flops=w.flops, bytes=w.bytes, compute="fp16_tc" if dtype == torch.float16 else "bf16_tc",
+        make_inputs=make_inputs, impls=[torch_index_copy(), ours()], reference=None, rel_tol=0.0,
+        cold_l2=True, cuda_graph=True, label=f"T={T}", x_key="T")
+
+
+@register("paged_kv_append")
+def paged_kv_append_cases(dtype: torch.dtype, preset: str, quick: bool) -> list[BenchCase]:
+    if dtype not in (torch.float16, torch.bfloat16) or preset not in ("all", "llama-8b"):
+        return []
+    return [append_case(t, dtype) for t in ((64, 4096) if quick else APPEND_TOKENS)]
