@@ -9,7 +9,7 @@ from __future__ import annotations
 import torch
 
 from . import _ops
-from .validation import resolve_scale, validate_attention_inputs
+from .validation import call_or_explain, resolve_scale, validate_attention_inputs
 
 # naive_attention keeps a whole score row in shared memory (one float per key).
 NAIVE_MAX_SEQ_LEN_K = 32768
@@ -17,6 +17,14 @@ NAIVE_MAX_SEQ_LEN_K = 32768
 
 def _attention_out_like(q: torch.Tensor) -> torch.Tensor:
     return torch.empty(q.shape, dtype=q.dtype, device=q.device)
+
+
+def _attention_call(kernel, q, k, v, scale, is_causal):
+    def explain():
+        validate_attention_inputs(q, k, v)
+        resolve_scale(scale, q.shape[-1])
+
+    return call_or_explain(lambda: kernel(q, k, v, resolve_scale(scale, q.shape[-1]), bool(is_causal)), explain)
 
 
 def naive_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: float = 0.0,
@@ -28,13 +36,17 @@ def naive_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: fl
     `flash_attention`). Shapes, dtypes and the causal rule as `flash_attention`.
     """
     kernel = _ops.op("naive_attention")  # first, so a build without kernels says so
-    validate_attention_inputs(q, k, v)
-    if k.shape[2] > NAIVE_MAX_SEQ_LEN_K:
-        raise ValueError(
-            f"naive_attention keeps one score row in shared memory and supports seq_len_k <= "
-            f"{NAIVE_MAX_SEQ_LEN_K}, got {k.shape[2]}; use flash_attention for longer sequences"
-        )
-    return kernel(q, k, v, resolve_scale(scale, q.shape[-1]), is_causal)
+
+    def explain():
+        validate_attention_inputs(q, k, v)
+        resolve_scale(scale, q.shape[-1])
+        if k.shape[2] > NAIVE_MAX_SEQ_LEN_K:
+            raise ValueError(
+                f"naive_attention keeps one score row in shared memory and supports seq_len_k <= "
+                f"{NAIVE_MAX_SEQ_LEN_K}, got {k.shape[2]}; use flash_attention for longer sequences"
+            )
+
+    return call_or_explain(lambda: kernel(q, k, v, resolve_scale(scale, q.shape[-1]), bool(is_causal)), explain)
 
 
 def tiled_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: float = 0.0,
@@ -44,8 +56,7 @@ def tiled_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: fl
     Shapes, dtypes and the causal rule as `flash_attention`.
     """
     kernel = _ops.op("tiled_attention")  # first, so a build without kernels says so
-    validate_attention_inputs(q, k, v)
-    return kernel(q, k, v, resolve_scale(scale, q.shape[-1]), is_causal)
+    return _attention_call(kernel, q, k, v, scale, is_causal)
 
 
 def flash_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: float = 0.0,
@@ -73,8 +84,7 @@ def flash_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: fl
     if use_decode_path(q):  # Nq <= 16, fp16/bf16: the split-KV decode kernel (cuda_llm_ops/decode.py)
         return decode_attention(q, k, v, scale, is_causal)
     kernel = _ops.op("flash_attention")  # first, so a build without kernels says so
-    validate_attention_inputs(q, k, v)
-    return kernel(q, k, v, resolve_scale(scale, q.shape[-1]), is_causal)
+    return _attention_call(kernel, q, k, v, scale, is_causal)
 
 
 for _name in ("naive_attention", "tiled_attention", "flash_attention"):

@@ -61,6 +61,7 @@ from .validation import (
     check_same_device,
     check_same_dtype,
     check_tensor,
+    call_or_explain,
     resolve_scale,
     validate_attention_inputs,
 )
@@ -301,26 +302,7 @@ def paged_attention(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tenso
                workspace)
         return result
 
-    return _call_or_explain(call, explain)
-
-
-def _call_or_explain(call, explain):
-    """Runs `call()` (the op) with the Python checks behind it, not before it. The C++
-    layer checks every input the kernel relies on before it launches (csrc/bindings), in
-    a few microseconds; the same checks in Python cost ~45 us of host time per call
-    (measured on the H100 machine: paged_attention 54 us vs the raw op's 8), which an
-    eager decode loop pays per layer. When the op refuses, `explain()` runs the Python
-    checks, which raise the richer ValueError/TypeError; if they find nothing, the op's
-    own error goes up. torch.compile traces the checks first, as before (fake tensors
-    reach no C++ check)."""
-    if torch.compiler.is_compiling():
-        explain()
-        return call()
-    try:
-        return call()
-    except (RuntimeError, TypeError, ValueError, AttributeError, IndexError):
-        explain()
-        raise
+    return call_or_explain(call, explain)
 
 
 def decode_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: float = 0.0, is_causal: bool = False,
@@ -364,7 +346,7 @@ def decode_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: f
         kernel(result, q, k, v, resolve_scale(scale, q.shape[-1]), bool(is_causal), num_splits, workspace)
         return result
 
-    return _call_or_explain(call, explain)
+    return call_or_explain(call, explain)
 
 
 def use_decode_path(q) -> bool:

@@ -13,7 +13,8 @@ from __future__ import annotations
 import torch
 
 from . import _ops
-from .validation import FLOAT_DTYPES, check_cuda, check_dtype, check_rank, check_same_device, check_tensor, _dt
+from .validation import (FLOAT_DTYPES, _dt, call_or_explain, check_cuda, check_dtype, check_rank, check_same_device,
+                         check_tensor)
 
 TENSOR_CORE_DTYPES = (torch.float16, torch.bfloat16)
 INT8_MIN_CAPABILITY = (8, 0)
@@ -93,8 +94,8 @@ def gemm(a: torch.Tensor, b: torch.Tensor, alpha: float = 1.0, beta: float = 0.0
     Any M, N, K >= 1. Returns a new contiguous `[M, N]` tensor in a's dtype.
     """
     kernel = _ops.op("gemm")  # first, so a build without kernels says so
-    validate_gemm_inputs(a, b, trans_a, trans_b, c)
-    return kernel(a, b, float(alpha), float(beta), bool(trans_a), bool(trans_b), c)
+    return call_or_explain(lambda: kernel(a, b, float(alpha), float(beta), bool(trans_a), bool(trans_b), c),
+                           lambda: validate_gemm_inputs(a, b, trans_a, trans_b, c))
 
 
 def tensor_core_gemm(a: torch.Tensor, b: torch.Tensor, alpha: float = 1.0, beta: float = 0.0,
@@ -112,8 +113,9 @@ def tensor_core_gemm(a: torch.Tensor, b: torch.Tensor, alpha: float = 1.0, beta:
     kernel). Returns a new `[M, N]` float32 tensor.
     """
     kernel = _ops.op("tensor_core_gemm")
-    validate_gemm_inputs(a, b, c=c, dtypes=TENSOR_CORE_DTYPES, c_dtype=torch.float32)
-    return kernel(a, b, float(alpha), float(beta), c)
+    return call_or_explain(
+        lambda: kernel(a, b, float(alpha), float(beta), c),
+        lambda: validate_gemm_inputs(a, b, c=c, dtypes=TENSOR_CORE_DTYPES, c_dtype=torch.float32))
 
 
 def _check_int8_device(a: torch.Tensor) -> None:
@@ -139,9 +141,12 @@ def tensor_core_gemm_int8(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     (K and N multiples of 16 take the tensor-core path). Returns a new int32 tensor.
     """
     kernel = _ops.op("tensor_core_gemm_int8")
-    validate_gemm_inputs(a, b, dtypes=(torch.int8,), allow_b_transposed_view=True)
-    _check_int8_device(a)
-    return kernel(a, b)
+
+    def explain():
+        validate_gemm_inputs(a, b, dtypes=(torch.int8,), allow_b_transposed_view=True)
+        _check_int8_device(a)
+
+    return call_or_explain(lambda: kernel(a, b), explain)
 
 
 # Fake (meta) kernels: shapes and dtypes only, for torch.compile and opcheck.
@@ -196,6 +201,7 @@ def _gemm_variant(a: torch.Tensor, b: torch.Tensor, variant: str = "auto", out_f
     kernel = _ops.op("_gemm_variant")
     if variant not in GEMM_VARIANTS:
         raise ValueError(f"variant must be one of {sorted(GEMM_VARIANTS)}, got {variant!r}")
-    validate_gemm_inputs(a, b, trans_a, trans_b, c, c_dtype=torch.float32 if out_fp32 else None)
-    return kernel(a, b, GEMM_VARIANTS[variant], bool(out_fp32), bool(trans_a), bool(trans_b), float(alpha),
-                  float(beta), c)
+    return call_or_explain(
+        lambda: kernel(a, b, GEMM_VARIANTS[variant], bool(out_fp32), bool(trans_a), bool(trans_b), float(alpha),
+                       float(beta), c),
+        lambda: validate_gemm_inputs(a, b, trans_a, trans_b, c, c_dtype=torch.float32 if out_fp32 else None))

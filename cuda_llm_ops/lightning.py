@@ -12,7 +12,7 @@ from __future__ import annotations
 import torch
 
 from . import _ops
-from .validation import (FLOAT_DTYPES, check_contiguous, check_cuda, check_dtype, check_nonempty, check_rank,
+from .validation import (FLOAT_DTYPES, call_or_explain, check_contiguous, check_cuda, check_dtype, check_nonempty, check_rank,
                          check_same_device, check_same_dtype, check_tensor)
 
 # Largest d and e the kernel supports (a block keeps a [d, 32] slice of the state in registers).
@@ -89,16 +89,17 @@ def lightning_attention_decode(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor
         These are `out` and `new_kv` when given.
     """
     kernel = _ops.op("lightning_attention_decode")  # first, so a build without kernels says so
-    validate_lightning_decode_inputs(q, k, v, kv, slope, out, new_kv)
-    if out is None:
-        out = torch.empty(v.shape, dtype=q.dtype, device=q.device)
-    if new_kv is kv:
-        _ops.op("lightning_attention_decode_inplace")(q, k, v, kv, slope, out)
-        return out, kv
-    if new_kv is None:
-        new_kv = torch.empty(kv.shape, dtype=torch.float32, device=kv.device)
-    kernel(q, k, v, kv, slope, out, new_kv)
-    return out, new_kv
+
+    def call():
+        o = torch.empty(v.shape, dtype=q.dtype, device=q.device) if out is None else out
+        if new_kv is kv:
+            _ops.op("lightning_attention_decode_inplace")(q, k, v, kv, slope, o)
+            return o, kv
+        state = torch.empty(kv.shape, dtype=torch.float32, device=kv.device) if new_kv is None else new_kv
+        kernel(q, k, v, kv, slope, o, state)
+        return o, state
+
+    return call_or_explain(call, lambda: validate_lightning_decode_inputs(q, k, v, kv, slope, out, new_kv))
 
 
 @_ops.register_fake("lightning_attention_decode")

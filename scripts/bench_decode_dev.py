@@ -169,53 +169,6 @@ def shape_sweep_cases() -> list[tuple]:
     return cases
 
 
-def host_overhead(calls: int = 300, dtype=torch.float16):
-    """CPU time per call (us) of our wrappers, the raw op and SDPA's backends on a tiny
-    decode (B=1, N=64: the GPU is never the bottleneck), no synchronisation inside."""
-    import time
-
-    from cuda_llm_ops.decode import decode_attention, decode_workspace, paged_attention, paged_attention_workspace
-    case = cd.paged_case(1, 64, 8, dtype)
-    inp = case.make_inputs()
-    q, kc, vc, bt, sl = inp["q"], inp["k_cache"], inp["v_cache"], inp["block_tables"], inp["seq_lens"]
-    out = torch.empty_like(q)
-    ws = paged_attention_workspace(q, kc, bt)
-    k, v = cd.contiguous_kv(inp)
-    q4 = q.unsqueeze(2)
-    out4 = torch.empty_like(q4)
-    ws4 = decode_workspace(1, 32, 8, 128, 64, dtype)
-    raw = torch.ops.cuda_llm_ops.paged_attention
-    scale = 128 ** -0.5
-    fns = {
-        "paged_attention(out=, workspace=, check_indices=False)":
-            lambda: paged_attention(q, kc, vc, bt, sl, out=out, workspace=ws, check_indices=False),
-        "paged_attention() defaults (host index check: syncs)": lambda: paged_attention(q, kc, vc, bt, sl),
-        "torch.ops.cuda_llm_ops.paged_attention": lambda: raw(out, q, kc, vc, bt, sl, scale, 0, ws),
-        "decode_attention(out=, workspace=)": lambda: decode_attention(q4, k, v, out=out4, workspace=ws4),
-        "flash_attention(q[B,H,1,D]) -> decode": lambda: llm.flash_attention(q4, k, v),
-    }
-    for name, backend in (("sdpa-cudnn", "cudnn"), ("sdpa-flash", "flash")):
-        fns[name] = lambda b=cd._backend(backend): _sdpa(b, q4, k, v)
-    for name, fn in fns.items():
-        for _ in range(20):
-            fn()
-        torch.cuda.synchronize()
-        t0 = time.perf_counter()
-        for _ in range(calls):
-            fn()
-        t1 = time.perf_counter()
-        torch.cuda.synchronize()
-        print(f"host {name:58s} {1e6 * (t1 - t0) / calls:6.1f} us/call", flush=True)
-    del inp
-
-
-def _sdpa(backend, q, k, v):
-    import torch.nn.functional as F
-    from torch.nn.attention import sdpa_kernel
-    with sdpa_kernel(backend):
-        return F.scaled_dot_product_attention(q, k, v, enable_gqa=True)
-
-
 def compare_variants(iters, copy_bw, variants=BENCH_VARIANTS, cases=ISSUE_VARIANT_CASES, dtype=torch.float16):
     """Each kernel variant (dev knob CLO_DECODE_VARIANT, switched between calls in this
     process) on the given cases, with forced split counts next to the heuristic's, and
@@ -290,8 +243,6 @@ def anchor_method(iters, dtype=torch.float16):
     """The shared anchors' method (warm L2, eager calls, one CUDA-event pair per call, no
     graph) next to this repo's bench method (cold L2 by rotation, graph replays), on
     contiguous B=1/16K/GQA 32/8: how much of SDPA's anchor time is host work per call."""
-    from cuda_llm_ops.decode import decode_attention, decode_workspace
-
     case = cd.paged_case(1, 16384, 8, dtype, op="decode_attention")
     inp = case.make_inputs()
     impls = {i.name: i for i in case.impls}
@@ -317,7 +268,6 @@ def main() -> int:
     ap.add_argument("--variants-only", action="store_true", help="--variants, then stop")
     ap.add_argument("--shape-sweep", action="store_true",
                     help="the kernel variants over head dims, block sizes, grid sizes and GQA 64/8, then stop")
-    ap.add_argument("--host", action="store_true", help="CPU time per call of ours and SDPA's (tiny case)")
     ap.add_argument("--anchor", action="store_true",
                     help="SDPA and ours timed the shared anchors' way (eager, warm L2) and in graphs")
     args = ap.parse_args()
@@ -335,8 +285,6 @@ def main() -> int:
     dt = torch.float16
     if args.anchor:
         anchor_method(args.iters)
-    if args.host:
-        host_overhead()
     if args.shape_sweep:
         compare_variants(args.iters, bw, variants=SWEEP_VARIANTS, cases=shape_sweep_cases())
         return 0

@@ -1,0 +1,104 @@
+"""Host (CPU) time per eager call of every public op next to its raw torch op and, for
+decode, SDPA: tiny shapes, so the GPU never limits the loop; no synchronisation inside.
+What an eager model (no CUDA graph) pays per call before the GPU does anything.
+
+    python3 scripts/host_overhead.py [--calls 300]
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+
+import torch
+import torch.nn.functional as F
+
+import cuda_llm_ops as llm
+from cuda_llm_ops.bench import cases_decode as cd
+
+
+def per_call_us(fn, calls: int) -> float:
+    for _ in range(20):
+        fn()
+    torch.cuda.synchronize()
+    t0 = time.perf_counter()
+    for _ in range(calls):
+        fn()
+    t1 = time.perf_counter()
+    torch.cuda.synchronize()
+    return 1e6 * (t1 - t0) / calls
+
+
+def cases() -> dict:
+    ops = torch.ops.cuda_llm_ops
+    h16 = dict(device="cuda", dtype=torch.float16)
+    # decode (B=1, N=64, GQA 32/8, D=128)
+    inp = cd.paged_case(1, 64, 8, torch.float16).make_inputs()
+    q, kc, vc, bt, sl = inp["q"], inp["k_cache"], inp["v_cache"], inp["block_tables"], inp["seq_lens"]
+    out, ws = torch.empty_like(q), llm.paged_attention_workspace(q, kc, bt)
+    k, v = cd.contiguous_kv(inp)
+    q4 = q.unsqueeze(2)
+    out4, ws4 = torch.empty_like(q4), llm.decode_workspace(1, 32, 8, 128, 64, torch.float16)
+    # prefill attention (B=1, H=8, N=64, D=64), GEMM (1 x 256 x 256), lightning (b=1, h=8, d=e=64)
+    qa = torch.randn(1, 8, 64, 64, **h16)
+    a, b = torch.randn(1, 256, **h16), torch.randn(256, 256, **h16)
+    lq = torch.randn(1, 8, 1, 64, **h16)
+    lkv = torch.zeros(1, 8, 64, 64, device="cuda")
+    slope = torch.rand(8, device="cuda")
+    lo = torch.empty_like(lq)
+    sdpa = {}
+    for name in ("cudnn", "flash"):
+        backend = cd._backend(name)
+
+        def run(backend=backend):
+            from torch.nn.attention import sdpa_kernel
+            with sdpa_kernel(backend):
+                return F.scaled_dot_product_attention(q4, k, v, enable_gqa=True)
+        sdpa[f"SDPA {name} (decode, enable_gqa)"] = run
+    return {
+        "paged_attention(out=, workspace=, check_indices=False)":
+            lambda: llm.paged_attention(q, kc, vc, bt, sl, out=out, workspace=ws, check_indices=False),
+        "paged_attention() defaults (host index check: syncs)": lambda: llm.paged_attention(q, kc, vc, bt, sl),
+        "  raw op paged_attention": lambda: ops.paged_attention(out, q, kc, vc, bt, sl, 128 ** -0.5, 0, ws),
+        "decode_attention(out=, workspace=)": lambda: llm.decode_attention(q4, k, v, out=out4, workspace=ws4),
+        "decode_attention() (allocates out)": lambda: llm.decode_attention(q4, k, v),
+        "flash_attention(q [B,H,1,D]) -> decode": lambda: llm.flash_attention(q4, k, v),
+        **sdpa,
+        "flash_attention (prefill)": lambda: llm.flash_attention(qa, qa, qa),
+        "  raw op flash_attention": lambda: ops.flash_attention(qa, qa, qa, 0.125, False),
+        "gemm": lambda: llm.gemm(a, b),
+        "  raw op gemm": lambda: ops.gemm(a, b, 1.0, 0.0, False, False, None),
+        "lightning_attention_decode(new_kv=kv, out=)":
+            lambda: llm.lightning_attention_decode(lq, lq, lq, lkv, slope, out=lo, new_kv=lkv),
+        "  raw op lightning_attention_decode_inplace":
+            lambda: ops.lightning_attention_decode_inplace(lq, lq, lq, lkv, slope, lo),
+    }
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--calls", type=int, default=300)
+    ap.add_argument("--rounds", type=int, default=3, help="the table this many times; the minimum is printed")
+    args = ap.parse_args()
+    if not torch.cuda.is_available() or not llm.kernels_available():
+        print("needs a GPU and the built kernels", file=sys.stderr)
+        return 1
+    print(f"host time per call, us, minimum of {args.rounds} rounds ({torch.cuda.get_device_name()}, "
+          f"torch {torch.__version__})")
+    fns = cases()
+    best: dict[str, float | str] = {}
+    for _ in range(args.rounds):  # rounds interleave the entries: CPU clock drift hits all alike
+        for name, fn in fns.items():
+            try:
+                t = per_call_us(fn, args.calls)
+                prev = best.get(name)
+                best[name] = min(prev, t) if isinstance(prev, float) else t
+            except RuntimeError as exc:  # an area not in this build
+                best[name] = f"unavailable: {str(exc).splitlines()[0][:80]}"
+    for name, t in best.items():
+        print(f"host {name:58s} " + (f"{t:6.1f}" if isinstance(t, float) else t), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
