@@ -13,9 +13,9 @@ def call_or_explain(call, explain):
 
     Every op's C++ binding (csrc/bindings) checks each input its kernel relies on before
     anything launches, in a few microseconds; running the same checks in Python first
-    cost 20-45 us of host time per call (H100 machine, csrc/decode/NOTES.md v8: eager
-    `paged_attention` 54 us vs 8 for the raw op), which an eager decode loop pays per
-    layer. When the op refuses, `explain()` runs the Python checks, which raise the
+    cost 6-28 us of host time per call over the raw op (H100 machine,
+    `scripts/host_overhead.py`, csrc/decode/NOTES.md v8), which an eager decode loop
+    pays per layer. When the op refuses, `explain()` runs the Python checks, which raise the
     richer ValueError/TypeError naming the argument; if they find nothing, the op's own
     error goes up. While torch.compile traces, the checks run first as always (fake
     tensors reach no C++ check).

@@ -239,6 +239,36 @@ def compare_variants(iters, copy_bw, variants=BENCH_VARIANTS, cases=ISSUE_VARIAN
         torch.cuda.empty_cache()
 
 
+def graph_knob_sweep(iters, copy_bw, dtype=torch.float16):
+    """The llm-speed bench method (CUDA-graph replays over rotated input copies, cold L2)
+    for forced split counts and TMA pipeline depths on the small-grid targets."""
+    import os
+
+    from cuda_llm_ops.decode import paged_attention, paged_attention_workspace
+    from cuda_llm_ops.timing import rotation_count
+    for B, N, Hkv, splits in [(16, 1024, 8, (1, 2, 3, 4)), (1, 16384, 8, (8, 16, 32))]:
+        case = cd.paged_case(B, N, Hkv, dtype)
+        sets = [case.make_inputs() for _ in range(rotation_count(case.bytes))]
+        parts = []
+        for ns in splits:
+            for label, variant, stages in (("auto", "0", "0"), ("tma2", "2", "2"), ("tma3", "2", "3"),
+                                           ("tma4", "2", "4")):
+                os.environ["CLO_DECODE_VARIANT"], os.environ["CLO_DECODE_TMA_STAGES"] = variant, stages
+                fns = []
+                for inp in sets:
+                    q, kc, vc, bt, sl = inp["q"], inp["k_cache"], inp["v_cache"], inp["block_tables"], inp["seq_lens"]
+                    out, ws = torch.empty_like(q), paged_attention_workspace(q, kc, bt, num_splits=ns)
+                    fns.append(lambda q=q, kc=kc, vc=vc, bt=bt, sl=sl, out=out, ws=ws, ns=ns: paged_attention(
+                        q, kc, vc, bt, sl, out=out, num_splits=ns, workspace=ws, check_indices=False))
+                t = benchmark(None, warmup=3, iterations=iters, cold_l2=True, cuda_graph=True, fn_sets=fns).median_ms
+                pct = 100 * case.bytes / (t * 1e-3) / 1e12 / copy_bw
+                parts.append(f"s{ns}/{label} {t * 1e3:.1f}us {pct:.1f}%")
+        os.environ["CLO_DECODE_VARIANT"], os.environ["CLO_DECODE_TMA_STAGES"] = "0", "0"
+        print(f"graph B={B} N={N} Hkv={Hkv} (sets {len(sets)}) | " + " | ".join(parts), flush=True)
+        del sets
+        torch.cuda.empty_cache()
+
+
 def anchor_method(iters, dtype=torch.float16):
     """The shared anchors' method (warm L2, eager calls, one CUDA-event pair per call, no
     graph) next to this repo's bench method (cold L2 by rotation, graph replays), on
@@ -268,10 +298,12 @@ def main() -> int:
     ap.add_argument("--variants-only", action="store_true", help="--variants, then stop")
     ap.add_argument("--shape-sweep", action="store_true",
                     help="the kernel variants over head dims, block sizes, grid sizes and GQA 64/8, then stop")
+    ap.add_argument("--graph-knobs", action="store_true",
+                    help="split counts and TMA depths on the small-grid targets, timed as llm-speed bench does")
     ap.add_argument("--anchor", action="store_true",
                     help="SDPA and ours timed the shared anchors' way (eager, warm L2) and in graphs")
     args = ap.parse_args()
-    if args.variants or args.variants_only or args.shape_sweep:
+    if args.variants or args.variants_only or args.shape_sweep or args.graph_knobs:
         import os
         os.environ.setdefault("CLO_DECODE_VARIANT", "0")
         os.environ.setdefault("CLO_DECODE_TMA_STAGES", "0")  # dev mode: read before the first decode call
@@ -285,6 +317,9 @@ def main() -> int:
     dt = torch.float16
     if args.anchor:
         anchor_method(args.iters)
+    if args.graph_knobs:
+        graph_knob_sweep(args.iters, bw)
+        return 0
     if args.shape_sweep:
         compare_variants(args.iters, bw, variants=SWEEP_VARIANTS, cases=shape_sweep_cases())
         return 0

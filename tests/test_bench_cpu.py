@@ -303,6 +303,9 @@ def test_json_schema_of_fixture_and_errors(tmp_path):
         runner.validate_record(bad)
     with pytest.raises(ValueError, match="median_ms must be a positive number"):
         runner.validate_record({**recs[0], "median_ms": None})
+    runner.validate_record({**recs[0], "tflops": 0.0})  # a pure copy does no FLOPs
+    with pytest.raises(ValueError, match="tflops must be a number >= 0"):
+        runner.validate_record({**recs[0], "tflops": -1.0})
     with pytest.raises(ValueError, match="must be null for a failed row"):
         runner.validate_record({**recs[-2], "median_ms": 1.0})
     with pytest.raises(ValueError, match="status must be one of"):

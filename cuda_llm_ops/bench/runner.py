@@ -508,8 +508,11 @@ def validate_record(rec: dict) -> None:
     timed = rec["status"] in ("ok", "unchecked")
     for k in ("median_ms", "p20_ms", "p80_ms", "tflops", "tbps"):
         v = rec[k]
-        if timed and not (isinstance(v, (int, float)) and v > 0):
-            raise ValueError(f"record field {k} must be a positive number for a timed row, got {v!r}")
+        # tflops may be 0: a pure copy (paged_kv_append) does no floating-point work
+        ok = isinstance(v, (int, float)) and (v >= 0 if k == "tflops" else v > 0)
+        if timed and not ok:
+            what = "a number >= 0" if k == "tflops" else "a positive number"
+            raise ValueError(f"record field {k} must be {what} for a timed row, got {v!r}")
         if not timed and v is not None:
             raise ValueError(f"record field {k} must be null for a {rec['status']} row, got {v!r}")
     if timed and not (rec["p20_ms"] <= rec["median_ms"] <= rec["p80_ms"]):
