@@ -6,8 +6,6 @@ raises a RuntimeError saying how to build the kernels when they are missing.
 """
 from __future__ import annotations
 
-import functools
-
 import torch
 
 _BUILD_HINT = (
@@ -42,10 +40,17 @@ def build_info() -> str:
     return torch.ops.cuda_llm_ops.build_info()
 
 
-@functools.cache  # the loaded extension never changes; flash_attention asks on every call
+_HAS_OP: dict[str, bool] = {}
+
+
 def has_op(name: str) -> bool:
-    """True when op `name` is registered (its area was built)."""
-    return _C is not None and hasattr(torch.ops.cuda_llm_ops, name)
+    """True when op `name` is registered (its area was built). Remembered per name: the
+    loaded extension never changes and flash_attention asks on every call (a plain dict,
+    not functools.cache, which torch.compile warns about when it traces the caller)."""
+    known = _HAS_OP.get(name)
+    if known is None:
+        known = _HAS_OP[name] = _C is not None and hasattr(torch.ops.cuda_llm_ops, name)
+    return known
 
 
 def op(name: str):

@@ -196,7 +196,9 @@ def decode_num_splits(batch: int, num_kv_heads: int, rows_per_kv_head: int, max_
     - base < SMs / 2 (small grids, e.g. B=1): `SMs // base` splits, about one block
       per SM, but no split shorter than 256 keys of `max_kv_len` and at most 128
       (H100, B=1, Hkv=8, 16K keys: 16 splits);
-    - base >= 12 blocks per SM and `max_kv_len >= 4096` (e.g. B=64, N=4096, MHA): 2;
+    - base >= 12 blocks per SM and `max_kv_len >= 4096` on the cp.async kernel (below
+      sm_90, or head_dim 96): 2 (e.g. B=64, N=4096, MHA); the TMA kernel that takes
+      those grids on sm_90 at head_dim 64, 128 and 256 runs 1;
     - otherwise 1 (one pass per sequence).
     Measured best on the H100 (csrc/decode/NOTES.md). It depends on host-known
     shapes only (`max_kv_len` is the table capacity, not the seq_lens), so a captured

@@ -25,9 +25,10 @@ def call_or_explain(call, explain):
         return call()
     try:
         return call()
-    except (RuntimeError, TypeError, ValueError, AttributeError, IndexError):
-        explain()
-        raise
+    except (RuntimeError, TypeError, ValueError, AttributeError, IndexError) as exc:
+        refused = exc
+    explain()  # outside the handler: its error is not shown as raised "during" the op's
+    raise refused
 
 
 def _dt(d: torch.dtype) -> str:
@@ -138,4 +139,6 @@ def resolve_scale(scale: float, head_dim: int) -> float:
     """`scale == 0` means the usual 1/sqrt(head_dim)."""
     if scale != scale or scale < 0:  # NaN or negative
         raise ValueError(f"scale must be >= 0 (0 means 1/sqrt(head_dim)), got {scale}")
+    if head_dim < 1:
+        raise ValueError(f"head_dim (q's last dimension) must be >= 1, got {head_dim}")
     return scale if scale > 0 else head_dim ** -0.5

@@ -10,7 +10,7 @@ import torch.nn.functional as F
 import cuda_llm_ops
 from cuda_llm_ops import _ops, flash_attention, naive_attention, tiled_attention, validate_attention_inputs
 from cuda_llm_ops.reference import attention_reference, causal_mask
-from cuda_llm_ops.validation import resolve_scale
+from cuda_llm_ops.validation import call_or_explain, resolve_scale
 
 
 def _qkv(b, hq, hkv, nq, nk, d, dtype=torch.float32, seed=0):
@@ -112,6 +112,26 @@ def test_resolve_scale():
         resolve_scale(-0.5, 64)
     with pytest.raises(ValueError, match=r"got nan"):
         resolve_scale(float("nan"), 64)
+    with pytest.raises(ValueError, match=r"head_dim \(q's last dimension\) must be >= 1, got 0"):
+        resolve_scale(0.0, 0)
+
+
+def test_call_or_explain():
+    """The op runs first; when it refuses, the Python checks explain (their error, not
+    chained to the op's); when they find nothing, the op's own error goes up."""
+    assert call_or_explain(lambda: 7, lambda: pytest.fail("no explaining after a success")) == 7
+
+    def refuses():
+        raise RuntimeError("op: k must be 4-D")
+
+    def explains():
+        raise ValueError("k must be 4-D [batch, num_kv_heads, seq_len_k, head_dim], got 3-D")
+
+    with pytest.raises(ValueError, match="k must be 4-D") as info:
+        call_or_explain(refuses, explains)
+    assert info.value.__context__ is None and info.value.__cause__ is None
+    with pytest.raises(RuntimeError, match="op: k must be 4-D"):
+        call_or_explain(refuses, lambda: None)
 
 
 # ---------------------------------------------------------------- with and without the kernels

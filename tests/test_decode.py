@@ -387,7 +387,7 @@ def test_torch_compile_fullgraph():
 
 
 _VARIANT_SCRIPT = r'''
-import os, sys
+import os, re, sys
 import torch
 import cuda_llm_ops as llm
 from cuda_llm_ops.reference import attention_reference, paged_attention_reference
@@ -396,6 +396,7 @@ from cuda_llm_ops.graphs import capture_graph
 from cuda_llm_ops.testing import assert_close, poison_
 
 assert os.environ.get("CLO_DECODE_VARIANT") is not None  # dev mode: re-read on every call
+assert os.environ.get("CLO_DECODE_TMA_STAGES") is not None
 sm90 = torch.cuda.get_device_capability()[0] >= 9
 
 def paged_problem(lens, hkv, group, d, bs, dtype, seed, extra_cols=0):
@@ -474,6 +475,8 @@ for v in (0, 1, 2):  # CLO_DECODE_VARIANT: automatic, the cp.async kernel, the T
         names = kernel_names(fn)
         assert ("tma_kernel" in names) == (sm90 and (v == 2 or (v == 0 and auto_tma))), \
             f"variant {v}, D={d}, {4 * (sms // 4 + 1)} blocks: {names[:300]}"
+        if v == 0 and auto_tma and sm90:  # 2 stages beyond one block per SM
+            assert re.search(rf"tma_kernel<[^<>,]+, {d}, 2, ", names), f"D={d} medium grid: {names[:300]}"
     # D = 128 grids of >= 12 blocks per SM: automatic takes the TMA kernel with 2 stages on sm_90
     q, kc, vc, table, sl = paged_problem([40, 77, 3] * sms + [129] * 4, 4, 2, 128, 16, torch.float16, 6)
     fn = lambda: llm.paged_attention(q, kc, vc, table, sl, check_indices=False)
@@ -496,8 +499,22 @@ for v in (0, 1, 2):  # CLO_DECODE_VARIANT: automatic, the cp.async kernel, the T
                 poison_tail_(kc, vc, table, lens)
                 for ns in (splits[0], splits[-1]):
                     out = poison_(torch.empty_like(q))
-                    llm.paged_attention(q, kc, vc, table, sl, out=out, num_splits=ns)
+                    fn = lambda: llm.paged_attention(q, kc, vc, table, sl, out=out, num_splits=ns)
+                    fn()
                     assert_close(out, ref, dtype=dt, what=f"TMA {stages} stages paged {i} D={d} bs={bs} splits={ns}")
+                if i == 0 or stages != 3:  # the knob picks the depth: the kernel's template says so
+                    names = kernel_names(fn)
+                    assert re.search(rf"tma_kernel<[^<>,]+, {d}, {stages}, ", names), \
+                        f"{stages} stages, D={d}: {names[:300]}"
+                if i < 4:  # the strided (contiguous) TMA kernel at this depth too
+                    g = torch.Generator(device="cuda").manual_seed(i)
+                    qs = torch.randn(2, hkv * group, 1, d, device="cuda", generator=g).to(dt)
+                    ks = torch.randn(2, hkv, 300 + 37 * i, d, device="cuda", generator=g).to(dt)
+                    vs = torch.randn(2, hkv, 300 + 37 * i, d, device="cuda", generator=g).to(dt)
+                    out = poison_(torch.empty_like(qs))
+                    llm.decode_attention(qs, ks, vs, out=out, num_splits=3)
+                    assert_close(out, attention_reference(qs, ks, vs), dtype=dt,
+                                 what=f"TMA {stages} stages contiguous D={d}")
         os.environ["CLO_DECODE_TMA_STAGES"] = "0"
     if v == 2:  # block_size < 8: TMA boxes would break smem alignment; the cp.async kernel runs
         q, kc, vc, table, sl = paged_problem([70, 5], 2, 4, 128, 4, torch.float16, 4)

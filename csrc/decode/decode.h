@@ -79,7 +79,7 @@ inline int decode_max_kv_len(const DecodeAttentionArgs& a) {
 // the SMs; measured best on the H100, see NOTES.md), never splits shorter than
 // kMinTokensPerSplit of `max_kv_len`, at most kMaxSplits; 2 for grids of at least
 // kLargeGridBlocksPerSm blocks per SM at max_kv_len >= kLargeGridMinKeys that run the
-// cp.async kernel (sm_80, D = 96); else 1.
+// cp.async kernel (below sm_90, or D = 96); else 1.
 int decode_attention_num_splits(int batch, int num_kv_heads, int rows_per_kv_head, int max_kv_len, int head_dim,
                                 DType dtype);
 
