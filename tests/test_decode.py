@@ -476,7 +476,8 @@ for v in (0, 1, 2):  # CLO_DECODE_VARIANT: automatic, the cp.async kernel, the T
         assert ("tma_kernel" in names) == (sm90 and (v == 2 or (v == 0 and auto_tma))), \
             f"variant {v}, D={d}, {4 * (sms // 4 + 1)} blocks: {names[:300]}"
         if v == 0 and auto_tma and sm90:  # 2 stages beyond one block per SM
-            assert re.search(rf"tma_kernel<[^<>,]+, {d}, 2, ", names), f"D={d} medium grid: {names[:300]}"
+            assert re.search(rf"tma_kernel<[^<>,]+, (\(int\))?{d}, (\(int\))?2, ", names), \
+                f"D={d} medium grid: {names[:300]}"
     # D = 128 grids of >= 12 blocks per SM: automatic takes the TMA kernel with 2 stages on sm_90
     q, kc, vc, table, sl = paged_problem([40, 77, 3] * sms + [129] * 4, 4, 2, 128, 16, torch.float16, 6)
     fn = lambda: llm.paged_attention(q, kc, vc, table, sl, check_indices=False)
@@ -504,7 +505,7 @@ for v in (0, 1, 2):  # CLO_DECODE_VARIANT: automatic, the cp.async kernel, the T
                     assert_close(out, ref, dtype=dt, what=f"TMA {stages} stages paged {i} D={d} bs={bs} splits={ns}")
                 if i == 0 or stages != 3:  # the knob picks the depth: the kernel's template says so
                     names = kernel_names(fn)
-                    assert re.search(rf"tma_kernel<[^<>,]+, {d}, {stages}, ", names), \
+                    assert re.search(rf"tma_kernel<[^<>,]+, (\(int\))?{d}, (\(int\))?{stages}, ", names), \
                         f"{stages} stages, D={d}: {names[:300]}"
                 if i < 4:  # the strided (contiguous) TMA kernel at this depth too
                     g = torch.Generator(device="cuda").manual_seed(i)
