@@ -19,9 +19,9 @@ def _attention_out_like(q: torch.Tensor) -> torch.Tensor:
     return torch.empty(q.shape, dtype=q.dtype, device=q.device)
 
 
-def _attention_call(kernel, q, k, v, scale, is_causal):
+def _attention_call(kernel, q, k, v, scale, is_causal, validate=validate_attention_inputs):
     def explain():
-        validate_attention_inputs(q, k, v)
+        validate(q, k, v)
         resolve_scale(scale, q.shape[-1])
 
     return call_or_explain(lambda: kernel(q, k, v, resolve_scale(scale, q.shape[-1]), bool(is_causal)), explain)
@@ -36,17 +36,16 @@ def naive_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: fl
     `flash_attention`). Shapes, dtypes and the causal rule as `flash_attention`.
     """
     kernel = _ops.op("naive_attention")  # first, so a build without kernels says so
+    return _attention_call(kernel, q, k, v, scale, is_causal, validate=_validate_naive_inputs)
 
-    def explain():
-        validate_attention_inputs(q, k, v)
-        resolve_scale(scale, q.shape[-1])
-        if k.shape[2] > NAIVE_MAX_SEQ_LEN_K:
-            raise ValueError(
-                f"naive_attention keeps one score row in shared memory and supports seq_len_k <= "
-                f"{NAIVE_MAX_SEQ_LEN_K}, got {k.shape[2]}; use flash_attention for longer sequences"
-            )
 
-    return call_or_explain(lambda: kernel(q, k, v, resolve_scale(scale, q.shape[-1]), bool(is_causal)), explain)
+def _validate_naive_inputs(q, k, v) -> None:
+    validate_attention_inputs(q, k, v)
+    if k.shape[2] > NAIVE_MAX_SEQ_LEN_K:
+        raise ValueError(
+            f"naive_attention keeps one score row in shared memory and supports seq_len_k <= "
+            f"{NAIVE_MAX_SEQ_LEN_K}, got {k.shape[2]}; use flash_attention for longer sequences"
+        )
 
 
 def tiled_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: float = 0.0,

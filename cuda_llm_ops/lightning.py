@@ -12,8 +12,8 @@ from __future__ import annotations
 import torch
 
 from . import _ops
-from .validation import (FLOAT_DTYPES, call_or_explain, check_contiguous, check_cuda, check_dtype, check_nonempty, check_rank,
-                         check_same_device, check_same_dtype, check_tensor)
+from .validation import (FLOAT_DTYPES, call_or_explain, check_contiguous, check_cuda, check_dtype, check_nonempty,
+                         check_rank, check_same_device, check_same_dtype, check_tensor)
 
 # Largest d and e the kernel supports (a block keeps a [d, 32] slice of the state in registers).
 LIGHTNING_MAX_HEAD_DIM = 128

@@ -59,6 +59,16 @@ def randn(*shape, dtype=torch.float16, device="cuda", generator=None, scale: flo
     return (torch.randn(*shape, device=device, generator=generator) * scale).to(dtype)
 
 
+def decode_tma_stages_fit(head_dim: int, stages: int) -> bool:
+    """Whether the decode TMA kernel with `stages` pipeline stages fits in the H100's 227 KB
+    of shared memory at 16-bit K/V: `decode_tma_smem_bytes` (csrc/decode), i.e. the 1 KB
+    alignment pad, K and V tiles of 64 keys in 64-column planes per stage, 16 q rows padded
+    by 8 elements and two mbarriers per stage. Which depths the CLO_DECODE_TMA_STAGES knob
+    can pick."""
+    planes = (head_dim + 63) // 64
+    return 1024 + stages * (2 * planes * 64 * 64 * 2 + 16) + 16 * (head_dim + 8) * 2 <= 227 * 1024
+
+
 def run_isolated(code: str, timeout: float = 120.0) -> None:
     """Run `code` (a Python script) in a child process and assert it finished.
 

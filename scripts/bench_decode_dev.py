@@ -15,13 +15,14 @@ timed the way the shared anchor figures were (eager, warm L2) and in graph repla
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 
 import torch
 
 import cuda_llm_ops as llm
 from cuda_llm_ops.bench import cases_decode as cd
-from cuda_llm_ops.testing import rel_error
+from cuda_llm_ops.testing import decode_tma_stages_fit, rel_error
 from cuda_llm_ops.timing import benchmark
 
 
@@ -144,10 +145,10 @@ SWEEP_VARIANTS = {
 }
 
 
-def tma_stages_fit(D: int, stages: int) -> bool:
-    """decode_tma_stages_fit (csrc/decode/decode_attention_tma.cuh), 16-bit elements."""
-    planes = (D + 63) // 64
-    return 1024 + stages * 2 * planes * 64 * 64 * 2 + 16 * (D + 8) * 2 + stages * 16 <= 227 * 1024
+def set_knobs(env: dict[str, str]) -> None:
+    """One variant's dev knobs (unset knobs: automatic)."""
+    for knob in _KNOBS:
+        os.environ[knob] = env.get(knob, "")
 
 
 # (B, N, Hq, Hkv, D, block_size, contiguous, split counts: 0 = heuristic)
@@ -173,8 +174,6 @@ def compare_variants(iters, copy_bw, variants=BENCH_VARIANTS, cases=ISSUE_VARIAN
     """Each kernel variant (dev knob CLO_DECODE_VARIANT, switched between calls in this
     process) on the given cases, with forced split counts next to the heuristic's, and
     SDPA flash / cuDNN on the same keys (contiguous)."""
-    import os
-
     from cuda_llm_ops.decode import decode_attention, decode_workspace, paged_attention, paged_attention_workspace
     if os.environ.get("CLO_DECODE_VARIANT") is None:
         print("variants: CLO_DECODE_VARIANT was not set at start-up: only the default kernel runs", flush=True)
@@ -217,10 +216,9 @@ def compare_variants(iters, copy_bw, variants=BENCH_VARIANTS, cases=ISSUE_VARIAN
             parts = []
             for label, env in variants.items():
                 st = env.get("CLO_DECODE_TMA_STAGES")
-                if st and not tma_stages_fit(D, int(st)):
+                if st and not decode_tma_stages_fit(D, int(st)):
                     continue
-                for knob in _KNOBS:
-                    os.environ[knob] = env.get(knob, "")
+                set_knobs(env)
                 out.fill_(float("nan"))
                 fn()
                 err = rel_error(out.float().reshape(ref.shape), ref) if ref is not None else float("nan")
@@ -229,9 +227,7 @@ def compare_variants(iters, copy_bw, variants=BENCH_VARIANTS, cases=ISSUE_VARIAN
                 xs = f" x{best / t:4.2f}" if best else ""
                 bad = " ERR" if not err < 3e-2 else ""
                 parts.append(f"{label} {t * 1e3:7.1f} us {pct:5.1f}%{xs}{bad}")
-            for knob in _KNOBS:
-                os.environ[knob] = ""
-            os.environ["CLO_DECODE_VARIANT"] = "0"
+            set_knobs({})
             tag = f"splits={splits:3d}{'*' if ns == 0 else ' '}"
             print(f"var {head} {tag} | " + " | ".join(parts) + f" | sdpa {sd}", flush=True)
             del ws, out
@@ -242,8 +238,6 @@ def compare_variants(iters, copy_bw, variants=BENCH_VARIANTS, cases=ISSUE_VARIAN
 def graph_knob_sweep(iters, copy_bw, dtype=torch.float16):
     """The llm-speed bench method (CUDA-graph replays over rotated input copies, cold L2)
     for forced split counts and TMA pipeline depths on the small-grid targets."""
-    import os
-
     from cuda_llm_ops.decode import paged_attention, paged_attention_workspace
     from cuda_llm_ops.timing import rotation_count
     for B, N, Hkv, splits in [(16, 1024, 8, (1, 2, 3, 4)), (1, 16384, 8, (8, 16, 32))]:
@@ -251,9 +245,10 @@ def graph_knob_sweep(iters, copy_bw, dtype=torch.float16):
         sets = [case.make_inputs() for _ in range(rotation_count(case.bytes))]
         parts = []
         for ns in splits:
-            for label, variant, stages in (("auto", "0", "0"), ("tma2", "2", "2"), ("tma3", "2", "3"),
-                                           ("tma4", "2", "4")):
-                os.environ["CLO_DECODE_VARIANT"], os.environ["CLO_DECODE_TMA_STAGES"] = variant, stages
+            for label, env in SWEEP_VARIANTS.items():
+                if label == "cp":
+                    continue
+                set_knobs(env)
                 fns = []
                 for inp in sets:
                     q, kc, vc, bt, sl = inp["q"], inp["k_cache"], inp["v_cache"], inp["block_tables"], inp["seq_lens"]
@@ -263,7 +258,7 @@ def graph_knob_sweep(iters, copy_bw, dtype=torch.float16):
                 t = benchmark(None, warmup=3, iterations=iters, cold_l2=True, cuda_graph=True, fn_sets=fns).median_ms
                 pct = 100 * case.bytes / (t * 1e-3) / 1e12 / copy_bw
                 parts.append(f"s{ns}/{label} {t * 1e3:.1f}us {pct:.1f}%")
-        os.environ["CLO_DECODE_VARIANT"], os.environ["CLO_DECODE_TMA_STAGES"] = "0", "0"
+        set_knobs({})
         print(f"graph B={B} N={N} Hkv={Hkv} (sets {len(sets)}) | " + " | ".join(parts), flush=True)
         del sets
         torch.cuda.empty_cache()
@@ -304,7 +299,6 @@ def main() -> int:
                     help="SDPA and ours timed the shared anchors' way (eager, warm L2) and in graphs")
     args = ap.parse_args()
     if args.variants or args.variants_only or args.shape_sweep or args.graph_knobs:
-        import os
         os.environ.setdefault("CLO_DECODE_VARIANT", "0")
         os.environ.setdefault("CLO_DECODE_TMA_STAGES", "0")  # dev mode: read before the first decode call
     if not torch.cuda.is_available() or not llm.kernels_available():

@@ -393,7 +393,7 @@ import cuda_llm_ops as llm
 from cuda_llm_ops.reference import attention_reference, paged_attention_reference
 from cuda_llm_ops.reference.decode import make_paged_problem
 from cuda_llm_ops.graphs import capture_graph
-from cuda_llm_ops.testing import assert_close, poison_
+from cuda_llm_ops.testing import assert_close, decode_tma_stages_fit, poison_
 
 assert os.environ.get("CLO_DECODE_VARIANT") is not None  # dev mode: re-read on every call
 assert os.environ.get("CLO_DECODE_TMA_STAGES") is not None
@@ -492,8 +492,7 @@ for v in (0, 1, 2):  # CLO_DECODE_VARIANT: automatic, the cp.async kernel, the T
         for stages in (2, 3, 4):
             os.environ["CLO_DECODE_TMA_STAGES"] = str(stages)
             for i, (lens, hkv, group, d, bs, dt, splits) in enumerate(PAGED):
-                planes = (d + 63) // 64
-                if bs < 8 or 1024 + stages * (planes * 16384 + 16) + 32 * (d + 8) > 227 * 1024:
+                if bs < 8 or not decode_tma_stages_fit(d, stages):
                     continue  # no TMA (block size) / does not fit in shared memory
                 q, kc, vc, table, sl = paged_problem(lens, hkv, group, d, bs, dt, 2000 + i)
                 ref = paged_attention_reference(q, kc, vc, table, sl)

@@ -162,11 +162,6 @@ struct StridedKV {
 };
 
 // ---- shared-memory plan (host and device) -----------------------------------
-// Pipeline depth of both kernels on small grids (decode_pipeline_stages, decode_internal.h).
-template <int D>
-constexpr int decode_stages() {
-  return decode_pipeline_stages(D);
-}
 // Q rows in smem: +8 elements (16 bytes) per row, so the 8 rows of an ldmatrix hit 8
 // distinct 16-byte bank groups for every D here.
 template <int D>
@@ -689,7 +684,7 @@ cudaError_t configure_decode_kernel_once(Kernel kernel, size_t smem, bool need_s
 template <typename T, int D, class KV>
 cudaError_t launch_decode_attention_kernel(const DecodeKernelParams& p, const KV& kv, dim3 grid,
                                            cudaStream_t stream, bool pdl) {
-  constexpr int kStages = decode_stages<D>();
+  constexpr int kStages = decode_pipeline_stages(D);
   constexpr size_t smem = decode_smem_bytes<T, D, kStages>();
   auto kernel = decode_attention_kernel<T, D, kStages, KV>;
   static int state[64] = {0};
@@ -751,7 +746,7 @@ cudaError_t run_decode_attention(const DecodeAttentionArgs& a, cudaStream_t stre
   const int auto_stages = decode_tma_stages_for(D, kPaged, blocks, device_sm_count());
   const int knob_stages = decode_dev_tma_stages();
   const bool want_tma = forced == kDecodeKernelTma || (forced == kDecodeKernelAuto && auto_stages > 0);
-  const int tma_stages = knob_stages > 0 ? knob_stages : (auto_stages > 0 ? auto_stages : decode_stages<D>());
+  const int tma_stages = knob_stages > 0 ? knob_stages : (auto_stages > 0 ? auto_stages : decode_pipeline_stages(D));
   DecodeTmaMaps maps;
   const int box_rows = want_tma && sm90 ? encode_decode_tma_maps<T, D, kPaged>(a, maps) : 0;
   auto launch_variant = [&](const auto& kv) -> cudaError_t {

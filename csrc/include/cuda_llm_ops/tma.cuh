@@ -14,7 +14,6 @@
 
 namespace cuda_llm_ops::tma {
 
-
 // mbarrier with `count` expected arrivals per phase.
 CLO_DEVICE void mbarrier_init(uint64_t* bar, uint32_t count) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
