@@ -42,11 +42,15 @@ out-of-bounds access. `check_indices=False` skips the host check everywhere
 Kernels: on Hopper a TMA (tensor-memory-accelerator) kernel where it was measured
 faster (every grid at head_dim 64 and 256; paged caches on at most one thread block per
 SM, and at head_dim 128 grids of >= 12 blocks per SM), a cp.async kernel otherwise and
-below sm_90 (csrc/decode/NOTES.md, "Kernel choice"). Dev knobs (benchmarks only), set in
-the environment before the process's first decode call and then read on every call:
-`CLO_DECODE_VARIANT` 0 automatic, 1 the cp.async kernel, 2 the TMA kernel where it can
-run; `CLO_DECODE_TMA_STAGES` the TMA kernel's pipeline depth (0 automatic, 2-4 where it
-fits in shared memory). Unset, the choice is automatic and the environment is never read.
+below sm_90 (csrc/decode/NOTES.md, "Kernel choice"). On Hopper a paged head_dim-64 MHA
+cache with an even number of KV heads, on a grid of >= 8 blocks per SM, runs the
+head_dim-128 kernels over pairs of adjacent KV heads (a token's two 128-byte head rows
+are one 256-byte row of the cache: 4-5% faster at B=64-128). Dev knobs (benchmarks
+only), set in the environment before the process's first decode call and then read on
+every call: `CLO_DECODE_VARIANT` 0 automatic, 1 the cp.async kernel, 2 the TMA kernel
+where it can run; `CLO_DECODE_TMA_STAGES` the TMA kernel's pipeline depth (0 automatic,
+2-4 where it fits in shared memory); `CLO_DECODE_PACK` 0 never pairs KV heads, 2 pairs
+them wherever legal. Unset, the choice is automatic and the environment is never read.
 """
 from __future__ import annotations
 

@@ -133,7 +133,7 @@ BENCH_VARIANTS = {
     "cp": {"CLO_DECODE_VARIANT": "1"},
     "tma": {"CLO_DECODE_VARIANT": "2"},
 }
-_KNOBS = ("CLO_DECODE_VARIANT", "CLO_DECODE_TMA_STAGES")
+_KNOBS = ("CLO_DECODE_VARIANT", "CLO_DECODE_TMA_STAGES", "CLO_DECODE_PACK")
 # --shape-sweep: the cp.async kernel and the TMA kernel at each pipeline depth
 # (CLO_DECODE_TMA_STAGES; depths that do not fit in shared memory are skipped).
 SWEEP_VARIANTS = {
@@ -168,6 +168,15 @@ def shape_sweep_cases() -> list[tuple]:
         for contiguous in (False, True):
             cases += [(64, 2048, 32, 8, D, 16, contiguous, (0,)), (64, 2048, 32, 32, D, 16, contiguous, (1, 2))]
     return cases
+
+
+# --pack-sweep: head pairs (CLO_DECODE_PACK: 0 never, 2 wherever legal; auto = the rule)
+# on paged D=64 MHA grids from 1.9 to 15.5 blocks per SM and a split one.
+PACK_VARIANTS = {"auto": {}, "single": {"CLO_DECODE_PACK": "0"}, "pairs": {"CLO_DECODE_PACK": "2"}}
+PACK_SWEEP_CASES = [(B, N, 32, 32, 64, 16, False, (0,)) for B, N in
+                    ((8, 2048), (16, 2048), (32, 2048), (64, 2048), (16, 8192), (2, 16384))]
+# --pack-confirm: the large grids only, three rounds (run-to-run noise is ~2% per case)
+PACK_CONFIRM_CASES = [(B, N, 32, 32, 64, 16, False, (0,)) for B, N in ((64, 2048), (64, 4096), (128, 2048))] * 3
 
 
 def compare_variants(iters, copy_bw, variants=BENCH_VARIANTS, cases=ISSUE_VARIANT_CASES, dtype=torch.float16):
@@ -293,14 +302,17 @@ def main() -> int:
     ap.add_argument("--variants-only", action="store_true", help="--variants, then stop")
     ap.add_argument("--shape-sweep", action="store_true",
                     help="the kernel variants over head dims, block sizes, grid sizes and GQA 64/8, then stop")
+    ap.add_argument("--pack-sweep", action="store_true",
+                    help="paged D=64 MHA with and without head pairs (CLO_DECODE_PACK), then stop")
+    ap.add_argument("--pack-confirm", action="store_true", help="--pack-sweep on the large grids, three rounds")
     ap.add_argument("--graph-knobs", action="store_true",
                     help="split counts and TMA depths on the small-grid targets, timed as llm-speed bench does")
     ap.add_argument("--anchor", action="store_true",
                     help="SDPA and ours timed the shared anchors' way (eager, warm L2) and in graphs")
     args = ap.parse_args()
-    if args.variants or args.variants_only or args.shape_sweep or args.graph_knobs:
-        os.environ.setdefault("CLO_DECODE_VARIANT", "0")
-        os.environ.setdefault("CLO_DECODE_TMA_STAGES", "0")  # dev mode: read before the first decode call
+    if args.variants or args.variants_only or args.shape_sweep or args.graph_knobs or args.pack_sweep or args.pack_confirm:
+        for knob in _KNOBS:  # dev mode: each knob must be set before the first decode call
+            os.environ.setdefault(knob, "")
     if not torch.cuda.is_available() or not llm.kernels_available():
         print("needs a GPU and the built kernels", file=sys.stderr)
         return 1
@@ -313,6 +325,10 @@ def main() -> int:
         anchor_method(args.iters)
     if args.graph_knobs:
         graph_knob_sweep(args.iters, bw)
+        return 0
+    if args.pack_sweep or args.pack_confirm:
+        cases = PACK_CONFIRM_CASES if args.pack_confirm else PACK_SWEEP_CASES
+        compare_variants(args.iters, bw, variants=PACK_VARIANTS, cases=cases)
         return 0
     if args.shape_sweep:
         compare_variants(args.iters, bw, variants=SWEEP_VARIANTS, cases=shape_sweep_cases())

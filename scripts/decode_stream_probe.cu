@@ -135,6 +135,82 @@ __global__ void __launch_bounds__(kThreads) stream_smem(Args a) {
   }
 }
 
+// Balance probe (v9): the B=16/1K/GQA stream (units of `tiles` 64-key K+V tiles) read by
+// (kMode 0) one block per unit, (1) a static even share of the flattened tile list per
+// block (grid = SMs), (2) blocks claiming chunks of kChunk tiles from a global counter
+// (grid = SMs; the claim for the next chunk rides one chunk ahead of the issue).
+template <int kMode, int kChunk, int S>
+__global__ void __launch_bounds__(kThreads) stream_balanced(Args a, int units, int tiles, int* counter) {
+  extern __shared__ __align__(128) unsigned char smem[];
+  constexpr int CH = 64;
+  constexpr int kTileBytes = CH * kRowBytes;  // one of K or V
+  constexpr int kCopies = kTileBytes / 16 / kThreads;
+  constexpr int kRing = 16;
+  __shared__ int chunk_ring[kRing];
+  const unsigned long long t0 = global_ns();
+  const int total = units * tiles;
+  const int n_chunks = (total + kChunk - 1) / kChunk;
+  int lo = 0, hi = total;
+  if (kMode == 0) { lo = blockIdx.x * tiles; hi = lo + tiles; }
+  if (kMode == 1) { lo = int(int64_t(total) * blockIdx.x / gridDim.x); hi = int(int64_t(total) * (blockIdx.x + 1) / gridDim.x); }
+  if (kMode == 2 && threadIdx.x == 0) chunk_ring[0] = atomicAdd(counter, 1);  // issue(0) claims the next
+  __syncthreads();
+  // Flat tile of the block's item i, or -1 past its end.
+  auto tile_of = [&](int i) -> int {
+    if (kMode != 2) return lo + i < hi ? lo + i : -1;
+    const int c = chunk_ring[(i / kChunk) % kRing];
+    const int t = c * kChunk + i % kChunk;
+    return c < n_chunks && t < total ? t : -1;
+  };
+  auto issue = [&](int item) {
+    const int t = tile_of(item);
+    if (kMode == 2 && threadIdx.x == 0 && item % kChunk == 0) chunk_ring[(item / kChunk + 1) % kRing] = atomicAdd(counter, 1);
+    if (t < 0) return;
+    const int64_t base = (int64_t(t / tiles) * a.n + int64_t(t % tiles) * CH) * kD;
+    unsigned char* st = smem + (item % S) * 2 * kTileBytes;
+#pragma unroll
+    for (int g = 0; g < 2; ++g) {
+      const unsigned char* src = reinterpret_cast<const unsigned char*>((g ? a.v : a.k) + base);
+#pragma unroll
+      for (int i = 0; i < kCopies; ++i) {
+        const int off = (threadIdx.x + i * kThreads) * 16;
+        cp16<256>(st + g * kTileBytes + off, src + off);
+      }
+    }
+  };
+  for (int s = 0; s < S - 1; ++s) {
+    issue(s);
+    cp_async_commit();
+    if (kMode == 2) __syncthreads();  // the claim ring
+  }
+  float acc = 0.f;
+  int consumed = 0;
+  for (int t = 0;; ++t) {
+    cp_async_wait<S - 2>();
+    __syncthreads();
+    if (tile_of(t) < 0) {
+      consumed = t;
+      break;
+    }
+    issue(t + S - 1);
+    cp_async_commit();
+    const unsigned char* st = smem + (t % S) * 2 * kTileBytes;
+#pragma unroll
+    for (int g = 0; g < 2; ++g) {
+      const uint4 x = *reinterpret_cast<const uint4*>(st + g * kTileBytes + threadIdx.x * 16);
+      acc += __half2float(*reinterpret_cast<const __half*>(&x.x)) + __half2float(*reinterpret_cast<const __half*>(&x.w));
+    }
+  }
+  cp_async_wait_all();
+  if (acc == 12345.f) a.sink[blockIdx.x] = acc;
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    atomicAdd(counter + 1, consumed);  // tiles read: the run checks every tile was read once
+    a.stamps[2 * blockIdx.x] = t0;
+    a.stamps[2 * blockIdx.x + 1] = global_ns();
+  }
+}
+
 // Registers only: each thread keeps U 16-byte loads in flight, K and V alternating.
 template <int U>
 __global__ void __launch_bounds__(kThreads) stream_regs(Args a) {
@@ -257,6 +333,28 @@ void run_smem(const Problem& pr, Args a, unsigned long long* stamps, int per_sm,
   std::snprintf(label, sizeof label, "smem CH%d G%d S%d L2:%d%s%s %d/SM(%dKB)", CH, G, S, kHint,
                 kInterleave ? " il" : "", kPadDst ? " pad272" : "", occ, need / 1024);
   time_it(label, pr, [&] { kern<<<blocks, kThreads, smem>>>(a); }, stamps, iters);
+}
+
+static int g_counter_call = 0;
+
+template <int kMode, int kChunk, int S>
+void run_balanced(const Problem& pr, Args a, unsigned long long* stamps, int iters, int* counters) {
+  auto kern = stream_balanced<kMode, kChunk, S>;
+  const int smem = S * 2 * 64 * kRowBytes;
+  CK(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+  const int units = pr.batch * pr.heads, tiles = pr.n / 64;
+  const int blocks = kMode == 0 ? units : g_sms;
+  Problem p = pr;  // time_it reads blocks as batch * heads * splits
+  p.batch = 1; p.heads = blocks; p.splits = 1;
+  p.n = int(int64_t(pr.batch) * pr.heads * pr.n / blocks);  // bytes only (approximately equal)
+  char label[96];
+  std::snprintf(label, sizeof label, "bal mode %d chunk %d S%d (%d blk)", kMode, kChunk, S, blocks);
+  // A fresh zeroed counter per launch (no memset inside the timed span), over all variants.
+  time_it(label, p, [&] { kern<<<blocks, kThreads, smem>>>(a, units, tiles, counters + (g_counter_call++ % 4096) * 32); },
+          stamps, iters);
+  int read[2];
+  CK(cudaMemcpy(read, counters + ((g_counter_call - 1) % 4096) * 32, 8, cudaMemcpyDeviceToHost));
+  if (read[1] != units * tiles) std::printf("   ^ WRONG: %d of %d tiles read\n", read[1], units * tiles);
 }
 
 template <int U>
@@ -428,7 +526,8 @@ void run_ours(const OursCase& c, __half* k, __half* v, unsigned long long* stamp
 
 int main(int argc, char** argv) {
   const int iters = argc > 1 ? std::atoi(argv[1]) : 15;
-  const char* sections = argc > 2 ? argv[2] : "cro";  // c: patterns on constant data, r: on random, o: ours
+  // c: patterns on constant data, r: on random, o: ours, s: ours on 128-block grids, b: balance
+  const char* sections = argc > 2 ? argv[2] : "cro";
   auto has = [&](char ch) { return std::strchr(sections, ch) != nullptr; };
   cudaDeviceProp prop{};
   CK(cudaGetDeviceProperties(&prop, 0));
@@ -506,6 +605,30 @@ int main(int argc, char** argv) {
     kern<<<2048, kThreads, smem>>>(a);
     CK(cudaDeviceSynchronize());
     run_ours({64, 32, 4096, false, 1, 1}, k, v, stamps, 1);
+  }
+  if (has('b')) {  // balance probe (v9), random data
+    std::printf("-- balance: one block per unit vs an even share per SM vs claimed chunks\n");
+    int* counters = nullptr;
+    CK(cudaMalloc(&counters, 4096 * 32 * 4));
+    CK(cudaMemset(counters, 0, 4096 * 32 * 4));
+    // B=1/16K/GQA in 16 splits is the same flat stream as B=16/1K/GQA (128 units of 1024 keys).
+    const Problem bp[] = {{16, 8, 1024, 1, "B16 N1K H8"}, {16, 8, 4096, 1, "B16 N4K H8"}};
+    for (const Problem& pr : bp) {
+      Args a{k, v, pr.heads, pr.n, pr.n, 1, g_sink, stamps};
+      run_balanced<0, 1, 3>(pr, a, stamps, iters, counters);
+      run_balanced<0, 1, 4>(pr, a, stamps, iters, counters);
+      run_balanced<1, 1, 3>(pr, a, stamps, iters, counters);
+      run_balanced<1, 1, 4>(pr, a, stamps, iters, counters);
+      run_balanced<2, 1, 3>(pr, a, stamps, iters, counters);
+      run_balanced<2, 2, 3>(pr, a, stamps, iters, counters);
+      run_balanced<2, 4, 3>(pr, a, stamps, iters, counters);
+      run_balanced<2, 2, 4>(pr, a, stamps, iters, counters);
+    }
+    cudaFree(counters);
+  }
+  if (has('s')) {  // ours on the two 128-block grids only
+    run_ours({16, 8, 1024, true, 0, 0}, k, v, stamps, iters);
+    run_ours({1, 8, 16384, true, 0, 0}, k, v, stamps, iters);
   }
   if (has('o')) {
     std::printf("-- ours (raw launcher), random data\n");

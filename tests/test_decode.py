@@ -397,6 +397,7 @@ from cuda_llm_ops.testing import assert_close, decode_tma_stages_fit, poison_
 
 assert os.environ.get("CLO_DECODE_VARIANT") is not None  # dev mode: re-read on every call
 assert os.environ.get("CLO_DECODE_TMA_STAGES") is not None
+assert os.environ.get("CLO_DECODE_PACK") is not None
 sm90 = torch.cuda.get_device_capability()[0] >= 9
 
 def paged_problem(lens, hkv, group, d, bs, dtype, seed, extra_cols=0):
@@ -534,6 +535,40 @@ for v in (0, 1, 2):  # CLO_DECODE_VARIANT: automatic, the cp.async kernel, the T
         for ns in (1, 2):
             out = llm.decode_attention(qq, k_, v_, num_splits=ns)
             assert_close(out, ref, dtype=torch.float16, what=f"variant 2 narrowed contiguous splits={ns}")
+    # head pairs (decode_packs_head_pairs): paged D = 64 MHA as the D = 128 kernels over pairs
+    # of adjacent KV heads; forced (CLO_DECODE_PACK=2) on ragged batches with splits
+    # (half-width partials), then the automatic rule on a grid of >= 8 blocks per SM
+    d128 = r"kernel<[^<>,]+, (\(int\))?128, "
+    os.environ["CLO_DECODE_PACK"] = "2"
+    for i, (lens, hkv, bs, dt, splits) in enumerate(
+            [([1, 15, 17, 63, 64, 65, 700], 2, 16, torch.float16, (0, 1, 3, 16)),
+             ([2500, 1, 129, 0], 6, 8, torch.bfloat16, (1, 2, 64)), ([300, 1000], 4, 256, torch.float16, (1, 5))]):
+        q, kc, vc, table, sl = paged_problem(lens, hkv, 1, 64, bs, dt, 3000 + i, extra_cols=5 * (i % 2))
+        ref = paged_attention_reference(q, kc, vc, table, sl)
+        poison_tail_(kc, vc, table, lens)
+        for ns in splits:
+            out = poison_(torch.empty_like(q))
+            ws = llm.paged_attention_workspace(q, kc, table, num_splits=ns)
+            fn = lambda: llm.paged_attention(q, kc, vc, table, sl, out=out, num_splits=ns, workspace=ws)
+            fn()
+            assert_close(out, ref, dtype=dt, what=f"variant {v} head pairs {i} lens={lens} splits={ns}")
+            if ws.numel():
+                slots = -(-ws.numel() // 128)
+                assert bool((ws[ws.numel() - slots:].view(torch.int32) == 0).all()), f"pairs {i}: counters"
+        assert re.search(d128, kernel_names(fn)), f"head pairs {i}: {kernel_names(fn)[:300]}"
+    for hkv, group in ((3, 1), (2, 2)):  # odd KV heads, GQA: never paired
+        q, kc, vc, table, sl = paged_problem([100, 200], hkv, group, 64, 16, torch.float16, 3100 + hkv)
+        fn = lambda: llm.paged_attention(q, kc, vc, table, sl, num_splits=1, check_indices=False)
+        assert_close(fn(), paged_attention_reference(q, kc, vc, table, sl), dtype=torch.float16,
+                     what=f"not paired hkv={hkv} group={group}")
+        assert not re.search(d128, kernel_names(fn)), f"hkv={hkv} group={group} paired: {kernel_names(fn)[:300]}"
+    for knob, paired in (("0", False), ("1", sm90)):  # automatic: B * Hkv >= 8 * SMs on sm_90
+        os.environ["CLO_DECODE_PACK"] = knob
+        q, kc, vc, table, sl = paged_problem([33, 70, 1, 64] * (sms // 4 + 1), 8, 1, 64, 16, torch.float16, 3200)
+        fn = lambda: llm.paged_attention(q, kc, vc, table, sl, check_indices=False)
+        assert_close(fn(), paged_attention_reference(q, kc, vc, table, sl), dtype=torch.float16,
+                     what=f"variant {v} large D=64 MHA grid, pack knob {knob}")
+        assert bool(re.search(d128, kernel_names(fn))) == paired, f"pack {knob}: {kernel_names(fn)[:300]}"
     # graph capture keeps the variant it captured; the split counters stay consistent
     ws = llm.paged_attention_workspace(q, kc, table, num_splits=8)
     out = torch.empty_like(q)
@@ -563,7 +598,8 @@ def test_decode_dev_variants_match_reference():
     boxes load whole blocks); which kernel runs (automatic on sm_90: decode_tma_stages_for).
     The forced TMA kernel also at every pipeline depth CLO_DECODE_TMA_STAGES can pick, with
     a block size it does not take (falls back) and on a narrowed contiguous view with NaN
-    past its end. A subprocess: the knobs are read in dev mode only when set before the
+    past its end. Head pairs (paged D=64 MHA on the D=128 kernels; CLO_DECODE_PACK) forced on
+    ragged batches with splits, never for odd KV heads or GQA, automatic on a large grid. A subprocess: the knobs are read in dev mode only when set before the
     process's first decode call."""
     require_op("paged_attention")
     require_op("decode_attention")
@@ -572,7 +608,7 @@ def test_decode_dev_variants_match_reference():
     import subprocess
     import sys
     root = pathlib.Path(__file__).resolve().parents[1]
-    env = dict(os.environ, CLO_DECODE_VARIANT="0", CLO_DECODE_TMA_STAGES="0")
+    env = dict(os.environ, CLO_DECODE_VARIANT="0", CLO_DECODE_TMA_STAGES="0", CLO_DECODE_PACK="1")
     res = subprocess.run([sys.executable, "-c", _VARIANT_SCRIPT], cwd=root, env=env, capture_output=True,
                          text=True, timeout=600)
     assert res.returncode == 0 and "ALL VARIANTS OK" in res.stdout, (res.stdout[-3000:] + res.stderr[-5000:])

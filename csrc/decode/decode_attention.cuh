@@ -58,7 +58,28 @@ struct DecodeKernelParams {
   float scale_log2;
   bool causal;
   int64_t total_rows;  // B * Hq * Nq
+  // Head pairs (decode_packs_head_pairs, D = 128 only): 0, or the real query heads per KV
+  // head when this D-wide "head" is two adjacent D/2-wide KV heads. Query row r then
+  // belongs to real KV head (r / Nq) / pack_group of the pair: its q fills that half of
+  // the D columns (the other half zero, so its scores see only its own head's keys) and
+  // only that half of its output row is real. Partials are stored D/2 wide.
+  int pack_group;
 };
+
+// Head pairs: the column of the real head that packed column d of row gr maps to, in
+// [0, D/2), or outside it for the other head's half (those columns are not stored).
+template <int D>
+CLO_DEVICE int decode_real_col(const DecodeKernelParams& p, int gr, int d) {
+  if constexpr (D == 128) {
+    if (p.pack_group > 0) return d - ((gr / p.seq_len_q) / p.pack_group) * (D / 2);
+  }
+  return d;
+}
+template <int D>
+CLO_DEVICE int decode_head_cols(const DecodeKernelParams& p) {
+  if constexpr (D == 128) return p.pack_group > 0 ? D / 2 : D;
+  return D;
+}
 
 // 16-byte cp.async (L2 only) with an L2 prefetch-size hint: a miss fetches the
 // whole 128/256-byte line, so the key/value rows (128-512 bytes each, scattered
@@ -241,10 +262,11 @@ CLO_DEVICE void decode_load_q(const DecodeKernelParams& p, T* q_s, int count) {
   for (int c = threadIdx.x; c < kRowsPerBlock * kChunksPerRow; c += count) {
     const int r = c / kChunksPerRow, ch = c % kChunksPerRow;
     const int gr = row_tile * kRowsPerBlock + r;
+    const int col = gr < p.rows ? decode_real_col<D>(p, gr, ch * 8) : -1;
     uint4 val = make_uint4(0, 0, 0, 0);
-    if (gr < p.rows) {
+    if (col >= 0 && col < decode_head_cols<D>(p)) {
       const int head = kvh * p.group + gr / p.seq_len_q, qi = gr % p.seq_len_q;
-      const T* src = static_cast<const T*>(p.q) + b * p.q_sb + head * p.q_sh + qi * p.q_sn + ch * 8;
+      const T* src = static_cast<const T*>(p.q) + b * p.q_sb + head * p.q_sh + qi * p.q_sn + col;
       val = *reinterpret_cast<const uint4*>(src);
     }
     *reinterpret_cast<uint4*>(q_s + r * kQStride + ch * 8) = val;
@@ -260,16 +282,16 @@ CLO_DEVICE void decode_load_q(const DecodeKernelParams& p, T* q_s, int count) {
 // B=16/1K/GQA (NOTES.md v7, per-block timeline).
 template <int D, class KV>
 CLO_DEVICE void decode_prefetch_inputs(const DecodeKernelParams& p, const KV& kv, int spec_start) {
-  constexpr int kLinesPerRow = (D * 2 + 127) / 128;  // 16-bit q rows
+  const int lines_per_row = (decode_head_cols<D>(p) * 2 + 127) / 128;  // 16-bit q rows
   const int lane = threadIdx.x & 31;
   const int kvh = blockIdx.x / p.row_tiles, row_tile = blockIdx.x % p.row_tiles, b = blockIdx.y;
   if (lane == 0) kv.prefetch_len_and_table(b, spec_start);
-  for (int i = lane; i < kRowsPerBlock * kLinesPerRow; i += 32) {
-    const int gr = row_tile * kRowsPerBlock + i / kLinesPerRow;
+  for (int i = lane; i < kRowsPerBlock * lines_per_row; i += 32) {
+    const int gr = row_tile * kRowsPerBlock + i / lines_per_row;
     if (gr >= p.rows) break;
     const int head = kvh * p.group + gr / p.seq_len_q, qi = gr % p.seq_len_q;
     const char* row = static_cast<const char*>(p.q) + 2 * (b * p.q_sb + head * p.q_sh + qi * p.q_sn);
-    prefetch_l2(row + (i % kLinesPerRow) * 128);
+    prefetch_l2(row + (i % lines_per_row) * 128);
   }
 }
 
@@ -444,13 +466,18 @@ CLO_DEVICE void decode_epilogue(const DecodeKernelParams& p, float (&o)[D / 8][4
     const int head = kvh * p.group + gr / p.seq_len_q, qi = gr % p.seq_len_q;
     return (static_cast<int64_t>(b) * p.num_q_heads + head) * p.seq_len_q + qi;
   };
+  // Head pairs: only the row's own head's columns are computed and stored (the other
+  // half of the packed row is another head's keys), and partials are that wide.
+  const int head_cols = decode_head_cols<D>(p);
   if (p.num_splits == 1) {
     for (int idx = tid; idx < rows_here * kD4; idx += kThreads) {
       const int r = idx / kD4, d = (idx % kD4) * 4;
+      const int gr = row_tile * kRowsPerBlock + r, col = decode_real_col<D>(p, gr, d);
+      if (col < 0 || col >= head_cols) continue;
       float4 acc;
       const float2 st = warp_sum(r, d, acc);
       const float inv = bad ? nan : (st.y > 0.f ? 1.f / st.y : 0.f);
-      *out_ptr(row_tile * kRowsPerBlock + r, d) =
+      *out_ptr(gr, col) =
           make_uint2(pack_float2<T>(acc.x * inv, acc.y * inv), pack_float2<T>(acc.z * inv, acc.w * inv));
     }
     return;
@@ -461,12 +488,14 @@ CLO_DEVICE void decode_epilogue(const DecodeKernelParams& p, float (&o)[D / 8][4
   if (split < eff) {
     for (int idx = tid; idx < rows_here * kD4; idx += kThreads) {
       const int r = idx / kD4, d = (idx % kD4) * 4;
+      const int gr = row_tile * kRowsPerBlock + r, col = decode_real_col<D>(p, gr, d);
+      if (col < 0 || col >= head_cols) continue;
       float4 acc;
       const float2 st = warp_sum(r, d, acc);
       if (bad) acc = make_float4(nan, nan, nan, nan);
-      const int64_t slot = split * p.total_rows + row_id_of(row_tile * kRowsPerBlock + r);
-      *reinterpret_cast<float4*>(p.partial_o + slot * D + d) = acc;
-      if (d == 0) p.partial_state[slot] = bad ? make_float2(nan, nan) : st;
+      const int64_t slot = split * p.total_rows + row_id_of(gr);
+      *reinterpret_cast<float4*>(p.partial_o + slot * head_cols + col) = acc;
+      if (col == 0) p.partial_state[slot] = bad ? make_float2(nan, nan) : st;
     }
   }
   // Count the split in. The barrier orders every thread's partials before thread 0's
@@ -491,10 +520,11 @@ CLO_DEVICE void decode_epilogue(const DecodeKernelParams& p, float (&o)[D / 8][4
   const int64_t split_stride = p.total_rows;
   for (int idx = tid; idx < rows_here * kD4; idx += kThreads) {
     const int r = idx / kD4, d = (idx % kD4) * 4;
-    const int gr = row_tile * kRowsPerBlock + r;
+    const int gr = row_tile * kRowsPerBlock + r, col = decode_real_col<D>(p, gr, d);
+    if (col < 0 || col >= head_cols) continue;
     const int64_t row_id = row_id_of(gr);
     const float2* ps = p.partial_state + row_id;
-    const float* po = p.partial_o + row_id * D + d;
+    const float* po = p.partial_o + row_id * head_cols + col;
     float m = kNegInf, l = 0.f;
     float4 acc = make_float4(0.f, 0.f, 0.f, 0.f);
     bool nan_seen = false;
@@ -506,7 +536,7 @@ CLO_DEVICE void decode_epilogue(const DecodeKernelParams& p, float (&o)[D / 8][4
       for (int j = 0; j < kBatch; ++j) {
         if (s0 + j < eff) {
           st[j] = __ldcg(ps + (s0 + j) * split_stride);
-          x[j] = __ldcg(reinterpret_cast<const float4*>(po + (s0 + j) * split_stride * D));
+          x[j] = __ldcg(reinterpret_cast<const float4*>(po + (s0 + j) * split_stride * head_cols));
         } else {
           st[j] = make_float2(kNegInf, 0.f);
           x[j] = make_float4(0.f, 0.f, 0.f, 0.f);
@@ -527,7 +557,7 @@ CLO_DEVICE void decode_epilogue(const DecodeKernelParams& p, float (&o)[D / 8][4
       }
     }
     const float inv = nan_seen ? nan : (l > 0.f ? 1.f / l : 0.f);
-    *out_ptr(gr, d) = make_uint2(pack_float2<T>(acc.x * inv, acc.y * inv), pack_float2<T>(acc.z * inv, acc.w * inv));
+    *out_ptr(gr, col) = make_uint2(pack_float2<T>(acc.x * inv, acc.y * inv), pack_float2<T>(acc.z * inv, acc.w * inv));
   }
 }
 
@@ -700,7 +730,8 @@ cudaError_t launch_decode_attention_kernel(const DecodeKernelParams& p, const KV
 namespace cuda_llm_ops::decode {
 
 template <typename T, int D, bool kPaged>
-cudaError_t run_decode_attention(const DecodeAttentionArgs& a, cudaStream_t stream) {
+cudaError_t run_decode_attention(const DecodeAttentionArgs& a, cudaStream_t stream, int pack_group) {
+  if (pack_group > 0 && D != 128) return cudaErrorInvalidValue;
   const int group = a.num_q_heads / a.num_kv_heads;
   DecodeKernelParams p{};
   p.q = a.q;
@@ -720,6 +751,8 @@ cudaError_t run_decode_attention(const DecodeAttentionArgs& a, cudaStream_t stre
   p.scale_log2 = a.scale * kLog2e;
   p.causal = a.causal;
   p.total_rows = static_cast<int64_t>(a.batch) * a.num_q_heads * a.seq_len_q;
+  p.pack_group = pack_group;
+  const int head_cols = pack_group > 0 ? D / 2 : D;  // the partials' width
 #ifdef CLO_DEV_STAMPS
   p.dev_stamps = decode_dev_stamps();
 #endif
@@ -727,14 +760,14 @@ cudaError_t run_decode_attention(const DecodeAttentionArgs& a, cudaStream_t stre
   if (a.num_splits > 1) {
     // Workspace layout (decode.h): partials from the start, split counters in the
     // last decode_workspace_counter_slots(workspace_floats) slots.
-    const int64_t partials = static_cast<int64_t>(a.num_splits) * p.total_rows * (D + 2);
+    const int64_t partials = static_cast<int64_t>(a.num_splits) * p.total_rows * (head_cols + 2);
     const int64_t counters = static_cast<int64_t>(grid.x) * grid.y;
     const int64_t slots = decode_workspace_counter_slots(a.workspace_floats);
     if (a.workspace == nullptr || reinterpret_cast<uintptr_t>(a.workspace) % 16 != 0 || counters > slots ||
         partials > a.workspace_floats - slots)
       return cudaErrorInvalidValue;
     p.partial_o = a.workspace;
-    p.partial_state = reinterpret_cast<float2*>(a.workspace + a.num_splits * p.total_rows * D);
+    p.partial_state = reinterpret_cast<float2*>(a.workspace + a.num_splits * p.total_rows * head_cols);
     p.split_counters = reinterpret_cast<int*>(a.workspace + (a.workspace_floats - slots));
   }
   // Kernel choice: decode_tma_stages_for (decode_internal.h, NOTES.md v8). Tensor maps
@@ -774,7 +807,7 @@ cudaError_t run_decode_attention(const DecodeAttentionArgs& a, cudaStream_t stre
 }
 
 #define CLO_INSTANTIATE_DECODE(T, D)                                                                    \
-  template cudaError_t run_decode_attention<T, D, true>(const DecodeAttentionArgs&, cudaStream_t);     \
-  template cudaError_t run_decode_attention<T, D, false>(const DecodeAttentionArgs&, cudaStream_t);
+  template cudaError_t run_decode_attention<T, D, true>(const DecodeAttentionArgs&, cudaStream_t, int);     \
+  template cudaError_t run_decode_attention<T, D, false>(const DecodeAttentionArgs&, cudaStream_t, int);
 
 }  // namespace cuda_llm_ops::decode

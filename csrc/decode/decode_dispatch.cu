@@ -58,6 +58,11 @@ unsigned long long* decode_dev_stamps() { return g_dev_stamps; }
 void decode_dev_set_stamps(unsigned long long* p) { g_dev_stamps = p; }
 #endif
 
+int decode_dev_pack() {
+  static bool dev_mode = std::getenv("CLO_DECODE_PACK") != nullptr;
+  return dev_knob("CLO_DECODE_PACK", dev_mode, 1);
+}
+
 bool decode_dev_pdl() {
   static bool dev_mode = std::getenv("CLO_DECODE_PDL") != nullptr;
   return dev_knob("CLO_DECODE_PDL", dev_mode, 1) != 0;
@@ -107,6 +112,13 @@ cudaError_t launch_decode_attention(const DecodeAttentionArgs& a, cudaStream_t s
       a.num_splits < 1 || a.num_splits > kMaxSplits)
     return cudaErrorInvalidValue;
   if (a.paged && (a.block_size <= 0 || (a.block_size & (a.block_size - 1)) != 0)) return cudaErrorInvalidValue;
+  if (decode_packs_head_pairs(a)) {
+    DecodeAttentionArgs pairs = a;  // the same cache bytes as half the heads, twice as wide
+    pairs.head_dim = 2 * a.head_dim;
+    pairs.num_kv_heads = a.num_kv_heads / 2;
+    const int group = a.num_q_heads / a.num_kv_heads;
+    return dispatch_half_dtype(a.dtype, [&]<typename T>() { return run_decode_attention<T, 128, true>(pairs, stream, group); });
+  }
   return dispatch_half_dtype(a.dtype, [&]<typename T>() {
     return dispatch_head_dim(a.head_dim, [&]<int D>() {
       return a.paged ? run_decode_attention<T, D, true>(a, stream) : run_decode_attention<T, D, false>(a, stream);

@@ -22,6 +22,9 @@ bool decode_dev_pdl();
 // Dev knob CLO_DECODE_TMA_STAGES, read like CLO_DECODE_VARIANT: the TMA kernel's pipeline
 // depth (2, 3 or 4 where it fits in shared memory; 0 or unset: the automatic choice).
 int decode_dev_tma_stages();
+// Dev knob CLO_DECODE_PACK, read like CLO_DECODE_VARIANT: 0 never pairs KV heads, 2 pairs
+// them wherever legal (decode_packs_head_pairs), anything else: the automatic rule.
+int decode_dev_pack();
 #ifdef CLO_DEV_STAMPS
 unsigned long long* decode_dev_stamps();
 void decode_dev_set_stamps(unsigned long long* p);
@@ -52,9 +55,31 @@ inline int decode_tma_stages_for(int head_dim, bool paged, int64_t blocks, int64
   return head_dim == 128 && blocks >= kLargeGridBlocksPerSm * sms ? 2 : 0;
 }
 
+// Head pairs (NOTES.md v9): on sm_90, a paged cache with D = 64, an even number of KV
+// heads and one query head per KV head (MHA), on a grid of at least
+// kPackMinBlocksPerSm blocks per SM, runs the D = 128 kernels over pairs of adjacent KV
+// heads. A token's two 128-byte head rows are one 256-byte row of the paged layout
+// ([blocks, block_size, Hkv, D]), so each block reads 256-byte rows as at D = 128
+// instead of 128-byte rows at a 4-KB stride (B=64/2K/MHA: 369.6 -> 356-359 us, cuDNN on
+// contiguous keys 352.8). GQA 32/8 at D = 64 gained nothing (96.3 vs 95-98 us), so it
+// keeps its own kernel. The split count stays the one sized for the real grid (the
+// workspace helpers do not know the layout): the threshold keeps the paired grid large.
+constexpr int kPackMinBlocksPerSm = 8;
+inline bool decode_packs_head_pairs(const DecodeAttentionArgs& a) {
+  const int knob = decode_dev_pack();  // dev: 0 never, 2 wherever legal, else the rule
+  const bool legal = a.paged && a.head_dim == 64 && a.num_kv_heads % 2 == 0 && a.num_q_heads == a.num_kv_heads &&
+                     a.seq_len_q == 1;
+  if (!legal || knob == 0) return false;
+  if (knob == 2) return true;
+  const int64_t blocks = static_cast<int64_t>(a.batch) * a.num_kv_heads * a.num_splits;
+  return device_cc_major() >= 9 && blocks >= kPackMinBlocksPerSm * device_sm_count();
+}
+
 // Attention kernel (+ merge when args.num_splits > 1) for one dtype, head dim and
-// KV layout (paged block table or strided cache).
+// KV layout (paged block table or strided cache). pack_group > 0 (D = 128 only): `args`
+// describes head pairs (decode_packs_head_pairs), pack_group real query heads per real
+// KV head.
 template <typename T, int D, bool kPaged>
-cudaError_t run_decode_attention(const DecodeAttentionArgs& args, cudaStream_t stream);
+cudaError_t run_decode_attention(const DecodeAttentionArgs& args, cudaStream_t stream, int pack_group = 0);
 
 }  // namespace cuda_llm_ops::decode
