@@ -310,7 +310,8 @@ def main() -> int:
     ap.add_argument("--anchor", action="store_true",
                     help="SDPA and ours timed the shared anchors' way (eager, warm L2) and in graphs")
     args = ap.parse_args()
-    if args.variants or args.variants_only or args.shape_sweep or args.graph_knobs or args.pack_sweep or args.pack_confirm:
+    if any((args.variants, args.variants_only, args.shape_sweep, args.graph_knobs, args.pack_sweep,
+            args.pack_confirm)):
         for knob in _KNOBS:  # dev mode: each knob must be set before the first decode call
             os.environ.setdefault(knob, "")
     if not torch.cuda.is_available() or not llm.kernels_available():

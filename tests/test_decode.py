@@ -599,8 +599,9 @@ def test_decode_dev_variants_match_reference():
     The forced TMA kernel also at every pipeline depth CLO_DECODE_TMA_STAGES can pick, with
     a block size it does not take (falls back) and on a narrowed contiguous view with NaN
     past its end. Head pairs (paged D=64 MHA on the D=128 kernels; CLO_DECODE_PACK) forced on
-    ragged batches with splits, never for odd KV heads or GQA, automatic on a large grid. A subprocess: the knobs are read in dev mode only when set before the
-    process's first decode call."""
+    ragged batches with splits, never for odd KV heads or GQA, automatic on a large grid.
+    A subprocess: the knobs are read in dev mode only when set before the process's first
+    decode call."""
     require_op("paged_attention")
     require_op("decode_attention")
     import os

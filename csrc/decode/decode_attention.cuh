@@ -66,19 +66,23 @@ struct DecodeKernelParams {
   int pack_group;
 };
 
-// Head pairs: the column of the real head that packed column d of row gr maps to, in
-// [0, D/2), or outside it for the other head's half (those columns are not stored).
-template <int D>
-CLO_DEVICE int decode_real_col(const DecodeKernelParams& p, int gr, int d) {
-  if constexpr (D == 128) {
-    if (p.pack_group > 0) return d - ((gr / p.seq_len_q) / p.pack_group) * (D / 2);
-  }
-  return d;
-}
+// Columns of one real head row: D, or D/2 for head pairs (also the partials' width).
 template <int D>
 CLO_DEVICE int decode_head_cols(const DecodeKernelParams& p) {
   if constexpr (D == 128) return p.pack_group > 0 ? D / 2 : D;
   return D;
+}
+// The column of row gr's own head that column d of the block's D-wide row is, or -1
+// where d belongs to the other head of a pair (nothing of row gr is loaded or stored there).
+template <int D>
+CLO_DEVICE int decode_own_col(const DecodeKernelParams& p, int gr, int d) {
+  if constexpr (D == 128) {
+    if (p.pack_group > 0) {
+      const int col = d - ((gr / p.seq_len_q) / p.pack_group) * (D / 2);
+      return col >= 0 && col < D / 2 ? col : -1;
+    }
+  }
+  return d;
 }
 
 // 16-byte cp.async (L2 only) with an L2 prefetch-size hint: a miss fetches the
@@ -262,9 +266,9 @@ CLO_DEVICE void decode_load_q(const DecodeKernelParams& p, T* q_s, int count) {
   for (int c = threadIdx.x; c < kRowsPerBlock * kChunksPerRow; c += count) {
     const int r = c / kChunksPerRow, ch = c % kChunksPerRow;
     const int gr = row_tile * kRowsPerBlock + r;
-    const int col = gr < p.rows ? decode_real_col<D>(p, gr, ch * 8) : -1;
+    const int col = gr < p.rows ? decode_own_col<D>(p, gr, ch * 8) : -1;
     uint4 val = make_uint4(0, 0, 0, 0);
-    if (col >= 0 && col < decode_head_cols<D>(p)) {
+    if (col >= 0) {
       const int head = kvh * p.group + gr / p.seq_len_q, qi = gr % p.seq_len_q;
       const T* src = static_cast<const T*>(p.q) + b * p.q_sb + head * p.q_sh + qi * p.q_sn + col;
       val = *reinterpret_cast<const uint4*>(src);
@@ -431,7 +435,8 @@ CLO_DEVICE void decode_epilogue(const DecodeKernelParams& p, float (&o)[D / 8][4
                                                                       row_sum[i]);
       float* ob = obuf + (warp * kRowsPerBlock + r) * kOStride + 2 * t4;
 #pragma unroll
-      for (int n = 0; n < kDTiles; ++n) *reinterpret_cast<float2*>(ob + n * 8) = make_float2(o[n][2 * i], o[n][2 * i + 1]);
+      for (int n = 0; n < kDTiles; ++n)
+        *reinterpret_cast<float2*>(ob + n * 8) = make_float2(o[n][2 * i], o[n][2 * i + 1]);
     }
   }
   __syncthreads();
@@ -467,13 +472,13 @@ CLO_DEVICE void decode_epilogue(const DecodeKernelParams& p, float (&o)[D / 8][4
     return (static_cast<int64_t>(b) * p.num_q_heads + head) * p.seq_len_q + qi;
   };
   // Head pairs: only the row's own head's columns are computed and stored (the other
-  // half of the packed row is another head's keys), and partials are that wide.
+  // half of the block's row is the other head's), and partials are that wide.
   const int head_cols = decode_head_cols<D>(p);
   if (p.num_splits == 1) {
     for (int idx = tid; idx < rows_here * kD4; idx += kThreads) {
       const int r = idx / kD4, d = (idx % kD4) * 4;
-      const int gr = row_tile * kRowsPerBlock + r, col = decode_real_col<D>(p, gr, d);
-      if (col < 0 || col >= head_cols) continue;
+      const int gr = row_tile * kRowsPerBlock + r, col = decode_own_col<D>(p, gr, d);
+      if (col < 0) continue;
       float4 acc;
       const float2 st = warp_sum(r, d, acc);
       const float inv = bad ? nan : (st.y > 0.f ? 1.f / st.y : 0.f);
@@ -488,8 +493,8 @@ CLO_DEVICE void decode_epilogue(const DecodeKernelParams& p, float (&o)[D / 8][4
   if (split < eff) {
     for (int idx = tid; idx < rows_here * kD4; idx += kThreads) {
       const int r = idx / kD4, d = (idx % kD4) * 4;
-      const int gr = row_tile * kRowsPerBlock + r, col = decode_real_col<D>(p, gr, d);
-      if (col < 0 || col >= head_cols) continue;
+      const int gr = row_tile * kRowsPerBlock + r, col = decode_own_col<D>(p, gr, d);
+      if (col < 0) continue;
       float4 acc;
       const float2 st = warp_sum(r, d, acc);
       if (bad) acc = make_float4(nan, nan, nan, nan);
@@ -520,8 +525,8 @@ CLO_DEVICE void decode_epilogue(const DecodeKernelParams& p, float (&o)[D / 8][4
   const int64_t split_stride = p.total_rows;
   for (int idx = tid; idx < rows_here * kD4; idx += kThreads) {
     const int r = idx / kD4, d = (idx % kD4) * 4;
-    const int gr = row_tile * kRowsPerBlock + r, col = decode_real_col<D>(p, gr, d);
-    if (col < 0 || col >= head_cols) continue;
+    const int gr = row_tile * kRowsPerBlock + r, col = decode_own_col<D>(p, gr, d);
+    if (col < 0) continue;
     const int64_t row_id = row_id_of(gr);
     const float2* ps = p.partial_state + row_id;
     const float* po = p.partial_o + row_id * head_cols + col;
