@@ -16,14 +16,21 @@ __global__ void __launch_bounds__(128)
   const int t = blockIdx.x;
   const int64_t slot = static_cast<int64_t>(slot_mapping[t]);
   // Negative: padding token. Past the cache: never written (the wrapper reports it).
-  if (slot < 0 || slot >= num_slots) return;
+  // The K and V loads do not wait for the slot (a predicate on the stores only): the
+  // slot and the rows are one DRAM round trip, not two in a row.
+  const bool write = slot >= 0 && slot < num_slots;
   const int64_t row_chunks = static_cast<int64_t>(num_kv_heads) * chunks_per_head;
-  uint4* kdst = k_cache + slot * row_chunks;
-  uint4* vdst = v_cache + slot * row_chunks;
+  uint4* kdst = k_cache + (write ? slot : 0) * row_chunks;
+  uint4* vdst = v_cache + (write ? slot : 0) * row_chunks;
+#pragma unroll 4
   for (int c = threadIdx.x; c < row_chunks; c += blockDim.x) {
     const int h = c / chunks_per_head, ch = c % chunks_per_head;
-    kdst[c] = k[t * k_st + h * k_sh + ch];
-    vdst[c] = v[t * v_st + h * v_sh + ch];
+    const uint4 kx = k[t * k_st + h * k_sh + ch];
+    const uint4 vx = v[t * v_st + h * v_sh + ch];
+    if (write) {
+      kdst[c] = kx;
+      vdst[c] = vx;
+    }
   }
 }
 
