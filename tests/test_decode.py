@@ -211,9 +211,12 @@ def test_paged_attention_errors():
 
 @pytest.mark.parametrize("slot_dtype", [torch.int64, torch.int32])
 @pytest.mark.parametrize("dtype", DTYPES)
-def test_paged_kv_append(slot_dtype, dtype):
+# Rows of 64 and 256 16-byte chunks; 2501 tokens: the 4-token blocks (from 16 tokens per
+# SM on H100), the last one partial.
+@pytest.mark.parametrize("hkv,t,nb", [(4, 9, 6), (16, 13, 6), (4, 2501, 160)])
+def test_paged_kv_append(slot_dtype, dtype, hkv, t, nb):
     require_op("paged_kv_append")
-    nb, bs, hkv, d, t = 6, 16, 4, 128, 9
+    bs, d = 16, 128
     k_cache = torch.randn(nb, bs, hkv, d, device="cuda").to(dtype)
     v_cache = torch.randn(nb, bs, hkv, d, device="cuda").to(dtype)
     qkv = torch.randn(t, 3 * hkv, d, device="cuda").to(dtype)  # strided k, v: slices of a fused projection
