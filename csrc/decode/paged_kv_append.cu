@@ -1,8 +1,5 @@
 // Paged KV-cache append (vLLM's reshape_and_cache): the new tokens' K and V rows
 // are copied, 16 bytes per thread, into their flat cache slots.
-#include <type_traits>
-
-#include "cuda_llm_ops/common.cuh"
 #include "decode/decode.h"
 
 namespace cuda_llm_ops::decode {
@@ -74,24 +71,21 @@ cudaError_t launch_paged_kv_append(DType dtype, const void* k, const void* v, in
   const auto* vu = static_cast<const uint4*>(v);
   auto* kc = static_cast<uint4*>(k_cache);
   auto* vc = static_cast<uint4*>(v_cache);
-  auto launch = [&](auto tokens, const auto* slots) {
-    constexpr int kTokens = decltype(tokens)::value;
-    using SlotT = std::remove_cv_t<std::remove_pointer_t<decltype(slots)>>;
-    const dim3 grid((num_tokens + kTokens - 1) / kTokens);
-    paged_kv_append_kernel<kTokens, SlotT><<<grid, 128, 0, stream>>>(
+  auto launch = [&]<int kTokens, typename SlotT>(const SlotT* slots) {
+    paged_kv_append_kernel<kTokens, SlotT><<<div_ceil(num_tokens, kTokens), 128, 0, stream>>>(
         ku, vu, k_stride_t / per_chunk, k_stride_h / per_chunk, v_stride_t / per_chunk, v_stride_h / per_chunk, kc,
         vc, slots, num_tokens, num_kv_heads, chunks, num_slots);
   };
-  const bool wide = num_tokens >= kAppendWideMinTokensPerSm * device_sm_count();
-  using One = std::integral_constant<int, 1>;
-  using Wide = std::integral_constant<int, kAppendWideTokens>;
-  if (slot_is_int64) {
-    const auto* slots = static_cast<const int64_t*>(slot_mapping);
-    wide ? launch(Wide{}, slots) : launch(One{}, slots);
-  } else {
-    const auto* slots = static_cast<const int*>(slot_mapping);
-    wide ? launch(Wide{}, slots) : launch(One{}, slots);
-  }
+  auto launch_tokens = [&](const auto* slots) {
+    if (num_tokens >= kAppendWideMinTokensPerSm * device_sm_count())
+      launch.template operator()<kAppendWideTokens>(slots);
+    else
+      launch.template operator()<1>(slots);
+  };
+  if (slot_is_int64)
+    launch_tokens(static_cast<const int64_t*>(slot_mapping));
+  else
+    launch_tokens(static_cast<const int*>(slot_mapping));
   return cudaGetLastError();
 }
 
