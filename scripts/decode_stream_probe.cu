@@ -69,6 +69,42 @@ struct Args {
   unsigned long long* stamps;  // [blocks][2]
 };
 
+// The checksum to the sink (never taken) and the block's start / end stamps.
+__device__ void finish_stream_block(const Args& a, float acc, int blk, unsigned long long t0) {
+  if (acc == 12345.f) a.sink[blk] = acc;
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    a.stamps[2 * blk] = t0;
+    a.stamps[2 * blk + 1] = global_ns();
+  }
+}
+
+// One 16-byte smem chunk folded into a checksum term (so no copy is optimised away).
+__device__ __forceinline__ float touch16(const unsigned char* p) {
+  const uint4 x = *reinterpret_cast<const uint4*>(p);
+  return __half2float(*reinterpret_cast<const __half*>(&x.x)) + __half2float(*reinterpret_cast<const __half*>(&x.w));
+}
+
+// The cp.async pipeline of the stream kernels: S stages, item t issued S - 1 items
+// ahead; touch(t) reads item t once it landed. Returns the checksum.
+template <int S, class Issue, class Touch>
+__device__ __forceinline__ float run_stream_pipeline(int n_items, Issue issue, Touch touch) {
+  for (int s = 0; s < S - 1; ++s) {
+    if (s < n_items) issue(s);
+    cp_async_commit();
+  }
+  float acc = 0.f;
+  for (int t = 0; t < n_items; ++t) {
+    cp_async_wait<S - 2>();
+    __syncthreads();
+    if (t + S - 1 < n_items) issue(t + S - 1);
+    cp_async_commit();
+    acc += touch(t);
+  }
+  cp_async_wait_all();
+  return acc;
+}
+
 // Chunk c of the block's stream: array c % 2 (K, V), keys (c / 2) * CH ...
 template <int CH, int G, int S, int kHint, bool kInterleave = false, bool kPadDst = false>
 __global__ void __launch_bounds__(kThreads) stream_smem(Args a) {
@@ -76,6 +112,10 @@ __global__ void __launch_bounds__(kThreads) stream_smem(Args a) {
   constexpr int kChunkBytes = CH * kRowBytes;
   constexpr int kCopies = kChunkBytes / 16 / kThreads;  // per thread per chunk
   static_assert(kCopies >= 1, "chunk too small");
+  // No-ops unless launched with the PDL attribute (section g); the stamp is taken after
+  // the wait, so a graph's gap between calls reads as next start - previous end.
+  pdl_wait_primary();
+  pdl_launch_dependents();
   const unsigned long long t0 = global_ns();
   const int blk = blockIdx.x, split = blk % a.splits, bh = blk / a.splits;
   const int64_t base = (int64_t(bh) * a.n + int64_t(split) * a.keys_per_block) * kD;
@@ -109,30 +149,58 @@ __global__ void __launch_bounds__(kThreads) stream_smem(Args a) {
       }
     }
   };
-  for (int s = 0; s < S - 1; ++s) {
-    if (s < n_stages_items) issue(s);
-    cp_async_commit();
-  }
-  float acc = 0.f;
-  for (int t = 0; t < n_stages_items; ++t) {
-    cp_async_wait<S - 2>();
-    __syncthreads();
-    if (t + S - 1 < n_stages_items) issue(t + S - 1);
-    cp_async_commit();
+  const float acc = run_stream_pipeline<S>(n_stages_items, issue, [&](int t) {
     const unsigned char* st = smem + (t % S) * G * kChunkSmem;
+    float sum = 0.f;
 #pragma unroll
-    for (int g = 0; g < G; ++g) {
-      const uint4 x = *reinterpret_cast<const uint4*>(st + dst(g, threadIdx.x * 16));
-      acc += __half2float(*reinterpret_cast<const __half*>(&x.x)) + __half2float(*reinterpret_cast<const __half*>(&x.w));
-    }
-  }
-  cp_async_wait_all();
-  if (acc == 12345.f) a.sink[blk] = acc;
+    for (int g = 0; g < G; ++g) sum += touch16(st + dst(g, threadIdx.x * 16));
+    return sum;
+  });
+  finish_stream_block(a, acc, blk, t0);
+}
+
+// Section g: the same stream through a paged cache [num_blocks, 16, H, D] (block table
+// [B, N / 16], shuffled physical blocks), as paged_attention reads it: each 64-key tile
+// of one head is 4 runs of 16 rows of 256 bytes at an H * 256-byte stride. The block's
+// table entries are read after the PDL wait into smem (as the kernels must), then the
+// cp.async pipeline of stream_smem<64, 2, S> (K and V of a tile per stage).
+template <int S>
+__global__ void __launch_bounds__(kThreads) stream_paged(Args a, const int* table, int table_stride) {
+  extern __shared__ __align__(128) unsigned char smem[];
+  constexpr int CH = 64, kBs = 16;
+  constexpr int kChunkBytes = CH * kRowBytes;
+  constexpr int kCopies = kChunkBytes / 16 / kThreads;
+  __shared__ int tbl[1024];
+  pdl_wait_primary();
+  pdl_launch_dependents();
+  const unsigned long long t0 = global_ns();
+  const int blk = blockIdx.x, split = blk % a.splits, bh = blk / a.splits;
+  const int b = bh / a.heads, h = bh % a.heads;
+  const int key0 = split * a.keys_per_block;
+  const int n_tiles = a.keys_per_block / CH;
+  for (int i = threadIdx.x; i < a.keys_per_block / kBs; i += kThreads)
+    tbl[i] = table[b * table_stride + key0 / kBs + i];
   __syncthreads();
-  if (threadIdx.x == 0) {
-    a.stamps[2 * blk] = t0;
-    a.stamps[2 * blk + 1] = global_ns();
-  }
+  auto issue = [&](int t) {
+    unsigned char* st = smem + (t % S) * 2 * kChunkBytes;
+#pragma unroll
+    for (int g = 0; g < 2; ++g) {
+      const __half* arr = g ? a.v : a.k;
+#pragma unroll
+      for (int i = 0; i < kCopies; ++i) {
+        const int off = (threadIdx.x + i * kThreads) * 16;
+        const int key = t * CH + off / kRowBytes;  // within the block's range
+        const int64_t row = int64_t(tbl[key / kBs]) * kBs + key % kBs;
+        const __half* src = arr + (row * a.heads + h) * kD + (off % kRowBytes) / 2;
+        cp16<256>(st + g * kChunkBytes + off, src);
+      }
+    }
+  };
+  const float acc = run_stream_pipeline<S>(n_tiles, issue, [&](int t) {
+    const unsigned char* st = smem + (t % S) * 2 * kChunkBytes;
+    return touch16(st + threadIdx.x * 16) + touch16(st + kChunkBytes + threadIdx.x * 16);
+  });
+  finish_stream_block(a, acc, blk, t0);
 }
 
 // Balance probe (v9): the B=16/1K/GQA stream (units of `tiles` 64-key K+V tiles) read by
@@ -196,10 +264,7 @@ __global__ void __launch_bounds__(kThreads) stream_balanced(Args a, int units, i
     cp_async_commit();
     const unsigned char* st = smem + (t % S) * 2 * kTileBytes;
 #pragma unroll
-    for (int g = 0; g < 2; ++g) {
-      const uint4 x = *reinterpret_cast<const uint4*>(st + g * kTileBytes + threadIdx.x * 16);
-      acc += __half2float(*reinterpret_cast<const __half*>(&x.x)) + __half2float(*reinterpret_cast<const __half*>(&x.w));
-    }
+    for (int g = 0; g < 2; ++g) acc += touch16(st + g * kTileBytes + threadIdx.x * 16);
   }
   cp_async_wait_all();
   if (acc == 12345.f) a.sink[blockIdx.x] = acc;
@@ -335,6 +400,101 @@ void run_smem(const Problem& pr, Args a, unsigned long long* stamps, int per_sm,
   time_it(label, pr, [&] { kern<<<blocks, kThreads, smem>>>(a); }, stamps, iters);
 }
 
+// Median time per call (us) of `iters` replays of `ge`, a graph of `calls` calls (after 2
+// warm-up replays), as `llm-speed bench` divides a replay.
+static double graph_us_per_call(cudaGraphExec_t ge, cudaStream_t st, int iters, int calls) {
+  cudaEvent_t e0, e1;
+  CK(cudaEventCreate(&e0));
+  CK(cudaEventCreate(&e1));
+  std::vector<float> ts;
+  for (int it = 0; it < iters + 2; ++it) {
+    CK(cudaEventRecord(e0, st));
+    CK(cudaGraphLaunch(ge, st));
+    CK(cudaEventRecord(e1, st));
+    CK(cudaEventSynchronize(e1));
+    float ms;
+    CK(cudaEventElapsedTime(&ms, e0, e1));
+    if (it >= 2) ts.push_back(ms / calls);
+  }
+  CK(cudaEventDestroy(e0));
+  CK(cudaEventDestroy(e1));
+  std::sort(ts.begin(), ts.end());
+  return ts[ts.size() / 2] * 1e3;
+}
+
+static double median_of(std::vector<double> x) {
+  std::sort(x.begin(), x.end());
+  return x.empty() ? 0.0 : x[x.size() / 2];
+}
+
+// Section g: the plain stream timed as `llm-speed bench` times (one graph of back-to-back
+// calls over rotated K/V sets, per-call time = replay / calls), PDL off / on, with the
+// per-call timeline from the stamps of the last replay: the gap between one call's last
+// block end and the next call's first post-wait start, and each call's end spread.
+template <int CH, int G, int S, bool kPaged = false>
+void run_smem_graph(const Problem& pr, __half* k, __half* v, unsigned long long* stamps, int per_sm, int iters,
+                    const int* table = nullptr) {
+  auto kern = stream_smem<CH, G, S, 256>;
+  auto paged_kern = stream_paged<S>;
+  const int need = S * G * CH * kRowBytes;
+  if (need > 227 * 1024) return;
+  const int smem = std::max(need, (227 * 1024) / per_sm - 2048);
+  CK(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+  const int paged_smem = smem - 4096;  // its static table takes 4 KB
+  CK(cudaFuncSetAttribute(paged_kern, cudaFuncAttributeMaxDynamicSharedMemorySize, paged_smem));
+  const int blocks = pr.batch * pr.heads * pr.splits;
+  const int64_t set_elems = int64_t(pr.batch) * pr.heads * pr.n * kD;
+  const int sets = int(std::min<int64_t>(4, max_elems_global / set_elems));
+  const int calls = 3 * sets;
+  if (int64_t(calls) * 2 * blocks > 16384) return;  // the stamp buffer (16384 stamps)
+  const double bytes = 2.0 * set_elems * 2;
+  cudaStream_t st;
+  CK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
+  for (int pdl = 0; pdl < 2; ++pdl) {
+    cudaGraph_t g;
+    cudaGraphExec_t ge;
+    CK(cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal));
+    for (int i = 0; i < calls; ++i) {
+      Args a{k + (i % sets) * set_elems, v + (i % sets) * set_elems, pr.heads, pr.n, pr.n / pr.splits, pr.splits,
+             g_sink, stamps + int64_t(i) * 2 * blocks};
+      if constexpr (kPaged)
+        CK(launch_kernel(paged_kern, dim3(blocks), dim3(kThreads), paged_smem, st, pdl == 1, a, table, pr.n / 16));
+      else
+        CK(launch_kernel(kern, dim3(blocks), dim3(kThreads), smem, st, pdl == 1, a));
+    }
+    CK(cudaStreamEndCapture(st, &g));
+    CK(cudaGraphInstantiate(&ge, g, 0));
+    const double med = graph_us_per_call(ge, st, iters, calls);
+    std::vector<unsigned long long> h(size_t(calls) * 2 * blocks);
+    CK(cudaMemcpy(h.data(), stamps, h.size() * 8, cudaMemcpyDeviceToHost));
+    std::vector<double> gaps, spreads, bodies;
+    unsigned long long prev_end = 0;
+    for (int i = 0; i < calls; ++i) {
+      unsigned long long s0 = ~0ull, e_0 = ~0ull, e_1 = 0;
+      for (int b = 0; b < blocks; ++b) {
+        s0 = std::min(s0, h[(size_t(i) * blocks + b) * 2]);
+        e_0 = std::min(e_0, h[(size_t(i) * blocks + b) * 2 + 1]);
+        e_1 = std::max(e_1, h[(size_t(i) * blocks + b) * 2 + 1]);
+      }
+      if (i > 0) gaps.push_back((double(s0) - double(prev_end)) / 1e3);
+      spreads.push_back(double(e_1 - e_0) / 1e3);
+      bodies.push_back(double(e_1 - s0) / 1e3);
+      prev_end = e_1;
+    }
+    char label[96];
+    std::snprintf(label, sizeof label, "graph%s CH%d G%d S%d %d/SM PDL %s", kPaged ? " paged" : "", CH, G, S, per_sm,
+                  pdl ? "on" : "off");
+    std::printf("%-22s %-34s %8.1f us %6.3f TB/s | per call: start->last end %5.2f, end spread %5.2f, "
+                "gap to next start %5.2f us\n",
+                pr.name, label, med, bytes / (med * 1e-6) / 1e12, median_of(bodies), median_of(spreads),
+                median_of(gaps));
+    std::fflush(stdout);
+    CK(cudaGraphExecDestroy(ge));
+    CK(cudaGraphDestroy(g));
+  }
+  CK(cudaStreamDestroy(st));
+}
+
 static int g_counter_call = 0;
 
 template <int kMode, int kChunk, int S>
@@ -448,23 +608,25 @@ void run_ours(const OursCase& c, __half* k, __half* v, unsigned long long* stamp
 #ifdef CLO_DEV_STAMPS
   unsigned long long* ds = nullptr;
   const int nblk = c.batch * c.hkv * a.num_splits;  // one row tile (GQA <= 16 rows)
-  CK(cudaMalloc(&ds, nblk * 5 * 8));
-  CK(cudaMemset(ds, 0, nblk * 5 * 8));
+  constexpr int kS = cuda_llm_ops::decode::kDecodeDevStamps;
+  CK(cudaMalloc(&ds, nblk * kS * 8));
+  CK(cudaMemset(ds, 0, nblk * kS * 8));
   cuda_llm_ops::decode::decode_dev_set_stamps(ds);
 #endif
   time_it(label, pr, [&] { CK(launch_decode_attention(a, 0)); }, stamps, iters);
   CK(cudaDeviceSynchronize());
 #ifdef CLO_DEV_STAMPS
   {  // the last single launch's per-block timeline (TMA kernel only), us from the first block's entry
-    std::vector<unsigned long long> h(nblk * 5);
+    std::vector<unsigned long long> h(nblk * kS);
     CK(cudaMemcpy(h.data(), ds, h.size() * 8, cudaMemcpyDeviceToHost));
     unsigned long long t0 = ~0ull, tend = 0;
-    for (int i = 0; i < nblk; ++i) { t0 = std::min(t0, h[5 * i]); tend = std::max(tend, h[5 * i + 4]); }
-    const char* names[5] = {"entry", "first issue", "tile0 landed", "loop done", "end"};
+    for (int i = 0; i < nblk; ++i) { t0 = std::min(t0, h[kS * i]); tend = std::max(tend, h[kS * i + 4]); }
+    const char* names[kS] = {"start (after the PDL wait)", "first issue", "tile0 landed", "loop done", "end",
+                             "len+table in regs", "after start-up barrier"};
     std::printf("   stamps (%d blocks, span %.2f us):", nblk, (tend - t0) / 1e3);
-    for (int k = 0; k < 5; ++k) {
+    for (int k = 0; k < kS; ++k) {
       std::vector<double> v;
-      for (int i = 0; i < nblk; ++i) if (h[5 * i + k]) v.push_back((h[5 * i + k] - t0) / 1e3);
+      for (int i = 0; i < nblk; ++i) if (h[kS * i + k]) v.push_back((h[kS * i + k] - t0) / 1e3);
       if (v.empty()) continue;
       std::sort(v.begin(), v.end());
       std::printf(" | %s min/med/max %.2f/%.2f/%.2f", names[k], v.front(), v[v.size() / 2], v.back());
@@ -486,32 +648,75 @@ void run_ours(const OursCase& c, __half* k, __half* v, unsigned long long* stamp
     setenv("CLO_DECODE_PDL", pdl ? "1" : "0", 1);
     cudaGraph_t g;
     cudaGraphExec_t ge;
+#ifdef CLO_DEV_STAMPS
+    // One stamp region per captured call (the pointer is read at launch, i.e. capture).
+    unsigned long long* gs = nullptr;
+    CK(cudaMalloc(&gs, size_t(calls) * nblk * kS * 8));
+    CK(cudaMemset(gs, 0, size_t(calls) * nblk * kS * 8));
+#endif
     CK(cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal));
     for (int i = 0; i < calls; ++i) {
       DecodeAttentionArgs ai = a;
       ai.k = k + (i % sets) * set_elems;
       ai.v = v + (i % sets) * set_elems;
+#ifdef CLO_DEV_STAMPS
+      cuda_llm_ops::decode::decode_dev_set_stamps(gs + size_t(i) * nblk * kS);
+#endif
       CK(launch_decode_attention(ai, st));
     }
+#ifdef CLO_DEV_STAMPS
+    cuda_llm_ops::decode::decode_dev_set_stamps(nullptr);
+#endif
     CK(cudaStreamEndCapture(st, &g));
     CK(cudaGraphInstantiate(&ge, g, 0));
-    cudaEvent_t e0, e1;
-    CK(cudaEventCreate(&e0));
-    CK(cudaEventCreate(&e1));
-    std::vector<float> ts;
-    for (int it = 0; it < iters + 2; ++it) {
-      CK(cudaEventRecord(e0, st));
-      CK(cudaGraphLaunch(ge, st));
-      CK(cudaEventRecord(e1, st));
-      CK(cudaEventSynchronize(e1));
-      float ms;
-      CK(cudaEventElapsedTime(&ms, e0, e1));
-      if (it >= 2) ts.push_back(ms / calls);
-    }
-    std::sort(ts.begin(), ts.end());
-    const double med = ts[ts.size() / 2] * 1e3;
+    const double med = graph_us_per_call(ge, st, iters, calls);
     std::printf("%-22s %-34s %8.1f us %6.3f TB/s   (graph of %d calls over %d sets, PDL %s)\n", pr.name, label, med,
                 bytes / (med * 1e-6) / 1e12, calls, sets, pdl ? "on" : "off");
+#ifdef CLO_DEV_STAMPS
+    {  // the last replay's per-call timeline (TMA kernel only): medians over calls, us
+      std::vector<unsigned long long> h(size_t(calls) * nblk * kS);
+      CK(cudaMemcpy(h.data(), gs, h.size() * 8, cudaMemcpyDeviceToHost));
+      std::vector<double> gap, issue, land, loop_med, loop_spread, epi, end_spread, body, len_in, synced;
+      double prev_end = 0;
+      for (int i = 0; i < calls; ++i) {
+        const unsigned long long* c = h.data() + size_t(i) * nblk * kS;
+        if (c[0] == 0) continue;
+        double s0 = 1e300, e1 = 0;
+        std::vector<double> iss, lan, lo, en, li, sy;
+        for (int b = 0; b < nblk; ++b) {
+          s0 = std::min(s0, double(c[kS * b]));
+          e1 = std::max(e1, double(c[kS * b + 4]));
+        }
+        for (int b = 0; b < nblk; ++b) {
+          if (c[kS * b + 1]) iss.push_back((c[kS * b + 1] - s0) / 1e3);
+          if (c[kS * b + 2]) lan.push_back((c[kS * b + 2] - s0) / 1e3);
+          if (c[kS * b + 5]) li.push_back((c[kS * b + 5] - s0) / 1e3);
+          if (c[kS * b + 6]) sy.push_back((c[kS * b + 6] - s0) / 1e3);
+          lo.push_back((c[kS * b + 3] - s0) / 1e3);
+          en.push_back((c[kS * b + 4] - s0) / 1e3);
+        }
+        if (i > 0 && prev_end > 0) gap.push_back((s0 - prev_end) / 1e3);
+        prev_end = e1;
+        issue.push_back(median_of(iss));
+        len_in.push_back(median_of(li));
+        synced.push_back(median_of(sy));
+        land.push_back(median_of(lan));
+        loop_med.push_back(median_of(lo));
+        std::sort(lo.begin(), lo.end());
+        loop_spread.push_back(lo.back() - lo.front());
+        std::sort(en.begin(), en.end());
+        epi.push_back(en[en.size() / 2] - lo[lo.size() / 2]);
+        end_spread.push_back(en.back() - en[en.size() / 2]);
+        body.push_back(en.back());
+      }
+      std::printf("   per call (medians, us from the first post-wait start): len+table %.2f, barrier %.2f, first issue "
+                  "%.2f, tile0 landed %.2f, loop done %.2f (spread %.2f), epilogue %.2f, last end %.2f (+%.2f over "
+                  "median end), gap to next %.2f\n",
+                  median_of(len_in), median_of(synced), median_of(issue), median_of(land), median_of(loop_med),
+                  median_of(loop_spread), median_of(epi), median_of(body), median_of(end_spread), median_of(gap));
+    }
+    CK(cudaFree(gs));
+#endif
     std::fflush(stdout);
     CK(cudaGraphExecDestroy(ge));
     CK(cudaGraphDestroy(g));
@@ -526,7 +731,8 @@ void run_ours(const OursCase& c, __half* k, __half* v, unsigned long long* stamp
 
 int main(int argc, char** argv) {
   const int iters = argc > 1 ? std::atoi(argv[1]) : 15;
-  // c: patterns on constant data, r: on random, o: ours, s: ours on 128-block grids, b: balance
+  // c: patterns on constant data, r: on random, o: ours, s: ours on 128-block grids, b: balance,
+  // g: plain streams in graphs
   const char* sections = argc > 2 ? argv[2] : "cro";
   auto has = [&](char ch) { return std::strchr(sections, ch) != nullptr; };
   cudaDeviceProp prop{};
@@ -625,6 +831,35 @@ int main(int argc, char** argv) {
       run_balanced<2, 2, 4>(pr, a, stamps, iters, counters);
     }
     cudaFree(counters);
+  }
+  if (has('g')) {  // plain streams timed as the bench times (graph replays), random data
+    std::printf("-- plain streams in graphs (bench timing), PDL off/on\n");
+    const Problem g1{16, 8, 1024, 1, "B16 N1K H8 (128 blk)"}, g2{16, 8, 1024, 2, "B16 N1K H8 x2 (256)"},
+        g4{16, 8, 4096, 1, "B16 N4K H8 (128 blk)"};
+    run_smem_graph<64, 2, 3>(g1, k, v, stamps, 2, iters);
+    run_smem_graph<64, 2, 3>(g1, k, v, stamps, 1, iters);
+    run_smem_graph<64, 2, 4>(g1, k, v, stamps, 1, iters);
+    run_smem_graph<64, 2, 6>(g1, k, v, stamps, 1, iters);
+    run_smem_graph<64, 2, 3>(g2, k, v, stamps, 2, iters);
+    run_smem_graph<64, 2, 3>(g4, k, v, stamps, 2, iters);
+    // Paged: a shuffled table over the B * N / 16 blocks of one set (every set the same table).
+    for (const Problem* pr : {&g1, &g4}) {
+      const int nb = pr->batch * pr->n / 16;
+      std::vector<int> h_table(nb);
+      for (int i = 0; i < nb; ++i) h_table[i] = i;
+      uint32_t r = 12345u;
+      for (int i = nb - 1; i > 0; --i) {
+        r = r * 1664525u + 1013904223u;
+        std::swap(h_table[i], h_table[r % (i + 1)]);
+      }
+      int* table = nullptr;
+      CK(cudaMalloc(&table, nb * 4));
+      CK(cudaMemcpy(table, h_table.data(), nb * 4, cudaMemcpyHostToDevice));
+      run_smem_graph<64, 2, 3, true>(*pr, k, v, stamps, 2, iters, table);
+      run_smem_graph<64, 2, 3, true>(*pr, k, v, stamps, 1, iters, table);
+      run_smem_graph<64, 2, 4, true>(*pr, k, v, stamps, 1, iters, table);
+      CK(cudaFree(table));
+    }
   }
   if (has('s')) {  // ours on the two 128-block grids only
     run_ours({16, 8, 1024, true, 0, 0}, k, v, stamps, iters);

@@ -44,7 +44,10 @@ static_assert(kTileTokens == 16 * kDecodeWarps, "each warp owns 16 keys of a til
 
 struct DecodeKernelParams {
 #ifdef CLO_DEV_STAMPS
-  unsigned long long* dev_stamps;  // [blocks][5] %globaltimer: entry, first issue, tile 0 landed, loop done, end
+  // [blocks][kDecodeDevStamps] %globaltimer (TMA kernel): after the PDL wait, first issue,
+  // tile 0 landed, loop done, end, seq_len and first table entry in registers, after the
+  // start-up barrier (q in smem)
+  unsigned long long* dev_stamps;
 #endif
   const void* q;
   void* out;

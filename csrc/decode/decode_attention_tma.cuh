@@ -72,10 +72,10 @@ __global__ void __launch_bounds__(kTmaThreads)
   const int kvh = blockIdx.x / p.row_tiles, b = blockIdx.y, split = blockIdx.z;
   const bool producer = warp == kProducerWarp;
 #ifdef CLO_DEV_STAMPS
-  unsigned long long* stamp = p.dev_stamps + 5 * (blockIdx.x + gridDim.x * (blockIdx.y + gridDim.y * blockIdx.z));
+  unsigned long long* stamp =
+      p.dev_stamps + kDecodeDevStamps * (blockIdx.x + gridDim.x * (blockIdx.y + gridDim.y * blockIdx.z));
   auto now = [] { unsigned long long t; asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t)); return t; };
   const bool stamps_on = p.dev_stamps != nullptr;
-  if (stamps_on && tid == 0) stamp[0] = now();
 #endif
 
   // Set-up that reads no global memory (kernel parameters, smem, L2 prefetches) runs
@@ -99,6 +99,9 @@ __global__ void __launch_bounds__(kTmaThreads)
   if (producer) decode_prefetch_inputs<D>(p, kv, spec_start);
   pdl_wait_primary();
   pdl_launch_dependents();
+#ifdef CLO_DEV_STAMPS
+  if (stamps_on && tid == 0) stamp[0] = now();  // after the wait: a graph's gap is start - previous end
+#endif
 
   const auto cur = kv.cursor(b, kvh);
   const int len_raw = kv.load_len(b);
@@ -123,7 +126,16 @@ __global__ void __launch_bounds__(kTmaThreads)
   const int eff = range.eff, start = range.start, end = range.end, n_tiles = range.n_tiles;
   if (start != spec_start) lookup_ahead(start, end);
 
+#ifdef CLO_DEV_STAMPS
+  if (stamps_on && producer && lane == 0) {
+    asm volatile("" ::"r"(len_raw), "r"(ent[0]));  // wait for both loads
+    stamp[5] = now();
+  }
+#endif
   __syncthreads();  // mbarriers initialised, q_s written
+#ifdef CLO_DEV_STAMPS
+  if (stamps_on && producer && lane == 0) stamp[6] = now();
+#endif
 
   float o[kDTiles][4];
 #pragma unroll
@@ -201,8 +213,10 @@ __global__ void __launch_bounds__(kTmaThreads)
           asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
           __syncwarp();
         }
+#ifndef CLO_DEV_NO_MATH  // dev probe builds only: the load path alone (the output is garbage)
         decode_warp_tile<T, D, kQStride>(q_s, ks, vs, warp * 16, tok0, range.limit, p.scale_log2, o, row_max,
                                          row_sum);
+#endif
       }
       // This warp's reads of the stage are done (the ldmatrix results fed the mma above).
       __syncwarp();
