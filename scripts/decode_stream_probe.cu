@@ -400,6 +400,22 @@ void run_smem(const Problem& pr, Args a, unsigned long long* stamps, int per_sm,
   time_it(label, pr, [&] { kern<<<blocks, kThreads, smem>>>(a); }, stamps, iters);
 }
 
+// A device block table 0 .. nb - 1 in a fixed shuffled order (physical blocks scattered,
+// as the bench's caches); the caller frees it.
+static int* shuffled_block_table(int nb) {
+  std::vector<int> h(nb);
+  for (int i = 0; i < nb; ++i) h[i] = i;
+  uint32_t r = 12345u;
+  for (int i = nb - 1; i > 0; --i) {
+    r = r * 1664525u + 1013904223u;
+    std::swap(h[i], h[r % (i + 1)]);
+  }
+  int* table = nullptr;
+  CK(cudaMalloc(&table, nb * 4));
+  CK(cudaMemcpy(table, h.data(), nb * 4, cudaMemcpyHostToDevice));
+  return table;
+}
+
 // Median time per call (us) of `iters` replays of `ge`, a graph of `calls` calls (after 2
 // warm-up replays), as `llm-speed bench` divides a replay.
 static double graph_us_per_call(cudaGraphExec_t ge, cudaStream_t st, int iters, int calls) {
@@ -434,19 +450,26 @@ static double median_of(std::vector<double> x) {
 template <int CH, int G, int S, bool kPaged = false>
 void run_smem_graph(const Problem& pr, __half* k, __half* v, unsigned long long* stamps, int per_sm, int iters,
                     const int* table = nullptr) {
+  static_assert(!kPaged || (CH == 64 && G == 2), "stream_paged streams 64-key K+V tiles");
   auto kern = stream_smem<CH, G, S, 256>;
   auto paged_kern = stream_paged<S>;
   const int need = S * G * CH * kRowBytes;
-  if (need > 227 * 1024) return;
-  const int smem = std::max(need, (227 * 1024) / per_sm - 2048);
-  CK(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
-  const int paged_smem = smem - 4096;  // its static table takes 4 KB
-  CK(cudaFuncSetAttribute(paged_kern, cudaFuncAttributeMaxDynamicSharedMemorySize, paged_smem));
   const int blocks = pr.batch * pr.heads * pr.splits;
   const int64_t set_elems = int64_t(pr.batch) * pr.heads * pr.n * kD;
   const int sets = int(std::min<int64_t>(4, max_elems_global / set_elems));
   const int calls = 3 * sets;
-  if (int64_t(calls) * 2 * blocks > 16384) return;  // the stamp buffer (16384 stamps)
+  const char* skip = need > 227 * 1024                          ? "stages do not fit in smem"
+                     : int64_t(calls) * 2 * blocks > 16384      ? "more block stamps than the buffer's 16384"
+                     : kPaged && pr.n / pr.splits / 16 > 1024   ? "more table entries per block than 1024"
+                                                                : nullptr;
+  if (skip != nullptr) {
+    std::printf("%-22s graph CH%d G%d S%d: skipped (%s)\n", pr.name, CH, G, S, skip);
+    return;
+  }
+  // stream_paged's static table takes 4 KB of the block's share.
+  const int smem = std::max(need, (227 * 1024) / per_sm - 2048 - (kPaged ? 4096 : 0));
+  if constexpr (kPaged) CK(cudaFuncSetAttribute(paged_kern, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+  else CK(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
   const double bytes = 2.0 * set_elems * 2;
   cudaStream_t st;
   CK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
@@ -458,7 +481,7 @@ void run_smem_graph(const Problem& pr, __half* k, __half* v, unsigned long long*
       Args a{k + (i % sets) * set_elems, v + (i % sets) * set_elems, pr.heads, pr.n, pr.n / pr.splits, pr.splits,
              g_sink, stamps + int64_t(i) * 2 * blocks};
       if constexpr (kPaged)
-        CK(launch_kernel(paged_kern, dim3(blocks), dim3(kThreads), paged_smem, st, pdl == 1, a, table, pr.n / 16));
+        CK(launch_kernel(paged_kern, dim3(blocks), dim3(kThreads), smem, st, pdl == 1, a, table, pr.n / 16));
       else
         CK(launch_kernel(kern, dim3(blocks), dim3(kThreads), smem, st, pdl == 1, a));
     }
@@ -566,16 +589,9 @@ void run_ours(const OursCase& c, __half* k, __half* v, unsigned long long* stamp
   int* lens = nullptr;
   if (c.paged) {
     const int bs = 16, per_seq = c.n / bs, nb = c.batch * per_seq;
-    std::vector<int> h_table(nb), h_lens(c.batch, c.n);
-    for (int i = 0; i < nb; ++i) h_table[i] = i;
-    uint32_t r = 12345u;
-    for (int i = nb - 1; i > 0; --i) {  // shuffled physical blocks, as the bench's caches
-      r = r * 1664525u + 1013904223u;
-      std::swap(h_table[i], h_table[r % (i + 1)]);
-    }
-    CK(cudaMalloc(&table, nb * 4));
+    std::vector<int> h_lens(c.batch, c.n);
+    table = shuffled_block_table(nb);
     CK(cudaMalloc(&lens, c.batch * 4));
-    CK(cudaMemcpy(table, h_table.data(), nb * 4, cudaMemcpyHostToDevice));
     CK(cudaMemcpy(lens, h_lens.data(), c.batch * 4, cudaMemcpyHostToDevice));
     a.paged = true;
     a.block_tables = table;
@@ -844,17 +860,7 @@ int main(int argc, char** argv) {
     run_smem_graph<64, 2, 3>(g4, k, v, stamps, 2, iters);
     // Paged: a shuffled table over the B * N / 16 blocks of one set (every set the same table).
     for (const Problem* pr : {&g1, &g4}) {
-      const int nb = pr->batch * pr->n / 16;
-      std::vector<int> h_table(nb);
-      for (int i = 0; i < nb; ++i) h_table[i] = i;
-      uint32_t r = 12345u;
-      for (int i = nb - 1; i > 0; --i) {
-        r = r * 1664525u + 1013904223u;
-        std::swap(h_table[i], h_table[r % (i + 1)]);
-      }
-      int* table = nullptr;
-      CK(cudaMalloc(&table, nb * 4));
-      CK(cudaMemcpy(table, h_table.data(), nb * 4, cudaMemcpyHostToDevice));
+      int* table = shuffled_block_table(pr->batch * pr->n / 16);
       run_smem_graph<64, 2, 3, true>(*pr, k, v, stamps, 2, iters, table);
       run_smem_graph<64, 2, 3, true>(*pr, k, v, stamps, 1, iters, table);
       run_smem_graph<64, 2, 4, true>(*pr, k, v, stamps, 1, iters, table);
