@@ -160,45 +160,51 @@ __global__ void __launch_bounds__(kThreads) stream_smem(Args a) {
 }
 
 // Section g: the same stream through a paged cache [num_blocks, 16, H, D] (block table
-// [B, N / 16], shuffled physical blocks), as paged_attention reads it: each 64-key tile
-// of one head is 4 runs of 16 rows of 256 bytes at an H * 256-byte stride. The block's
-// table entries are read after the PDL wait into smem (as the kernels must), then the
-// cp.async pipeline of stream_smem<64, 2, S> (K and V of a tile per stage).
-template <int S>
+// [B, N / 16], shuffled physical blocks), as paged_attention reads it. A block streams
+// G heads (hg * G ..) of one sequence's split: each stage holds the K and V of 64 / G keys
+// of those heads (32 KB, as the decode kernels' 64-key tiles of one head), i.e. per key
+// row a G * 256-byte run at an H * 256-byte stride. G = 1 is paged_attention's
+// decomposition (4 runs of 16 rows of 256 bytes per tile); G = H reads whole paged
+// blocks (contiguous 16 * H * 256 bytes per array), with G splits per sequence to keep
+// the grid. The block's table entries are read after the PDL wait into smem (as the
+// kernels must), then the cp.async pipeline of stream_smem.
+template <int S, int G>
 __global__ void __launch_bounds__(kThreads) stream_paged(Args a, const int* table, int table_stride) {
   extern __shared__ __align__(128) unsigned char smem[];
-  constexpr int CH = 64, kBs = 16;
-  constexpr int kChunkBytes = CH * kRowBytes;
-  constexpr int kCopies = kChunkBytes / 16 / kThreads;
+  constexpr int kBs = 16, kKeys = 64 / G;  // keys per stage
+  constexpr int kRun = G * kRowBytes;      // bytes per key row and array
+  constexpr int kHalf = kKeys * kRun;      // K (then V) bytes per stage
+  constexpr int kCopies = kHalf / 16 / kThreads;
+  static_assert(kCopies >= 1 && kHalf == 64 * kRowBytes, "32 KB stages");
   __shared__ int tbl[1024];
   pdl_wait_primary();
   pdl_launch_dependents();
   const unsigned long long t0 = global_ns();
   const int blk = blockIdx.x, split = blk % a.splits, bh = blk / a.splits;
-  const int b = bh / a.heads, h = bh % a.heads;
+  const int groups = a.heads / G;
+  const int b = bh / groups, hg = bh % groups;
   const int key0 = split * a.keys_per_block;
-  const int n_tiles = a.keys_per_block / CH;
+  const int n_tiles = a.keys_per_block / kKeys;
   for (int i = threadIdx.x; i < a.keys_per_block / kBs; i += kThreads)
     tbl[i] = table[b * table_stride + key0 / kBs + i];
   __syncthreads();
   auto issue = [&](int t) {
-    unsigned char* st = smem + (t % S) * 2 * kChunkBytes;
+    unsigned char* st = smem + (t % S) * 2 * kHalf;
 #pragma unroll
     for (int g = 0; g < 2; ++g) {
-      const __half* arr = g ? a.v : a.k;
+      const unsigned char* arr = reinterpret_cast<const unsigned char*>(g ? a.v : a.k);
 #pragma unroll
       for (int i = 0; i < kCopies; ++i) {
         const int off = (threadIdx.x + i * kThreads) * 16;
-        const int key = t * CH + off / kRowBytes;  // within the block's range
+        const int key = t * kKeys + off / kRun;  // within the block's range
         const int64_t row = int64_t(tbl[key / kBs]) * kBs + key % kBs;
-        const __half* src = arr + (row * a.heads + h) * kD + (off % kRowBytes) / 2;
-        cp16<256>(st + g * kChunkBytes + off, src);
+        cp16<256>(st + g * kHalf + off, arr + (row * a.heads + hg * G) * kRowBytes + off % kRun);
       }
     }
   };
   const float acc = run_stream_pipeline<S>(n_tiles, issue, [&](int t) {
-    const unsigned char* st = smem + (t % S) * 2 * kChunkBytes;
-    return touch16(st + threadIdx.x * 16) + touch16(st + kChunkBytes + threadIdx.x * 16);
+    const unsigned char* st = smem + (t % S) * 2 * kHalf;
+    return touch16(st + threadIdx.x * 16) + touch16(st + kHalf + threadIdx.x * 16);
   });
   finish_stream_block(a, acc, blk, t0);
 }
@@ -306,6 +312,18 @@ __global__ void __launch_bounds__(kThreads) stream_regs(Args a) {
 }
 
 // Random fp16 in [-1, 1) from a hash of the index (real data, never a constant).
+// Section k: the resolution of %clock64 and %globaltimer (successive reads, a short
+// busy loop between them), since the dev stamps' start-up steps are sub-microsecond.
+__global__ void clock_probe(unsigned long long* out, int n) {
+  for (int i = 0; i < n; ++i) {
+    unsigned long long g;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(g));
+    out[2 * i] = static_cast<unsigned long long>(clock64());
+    out[2 * i + 1] = g;
+    for (volatile int j = 0; j < 20; ++j) {}
+  }
+}
+
 __global__ void fill_random(__half* p, int64_t n, uint32_t seed) {
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
     uint32_t x = uint32_t(i) * 2654435761u ^ uint32_t(i >> 32) * 40503u ^ seed;
@@ -447,12 +465,16 @@ static double median_of(std::vector<double> x) {
 // calls over rotated K/V sets, per-call time = replay / calls), PDL off / on, with the
 // per-call timeline from the stamps of the last replay: the gap between one call's last
 // block end and the next call's first post-wait start, and each call's end spread.
-template <int CH, int G, int S, bool kPaged = false>
+// kHeadsPerBlock 0: the contiguous cache (stream_smem); >= 1: the paged cache
+// (stream_paged with that many heads per block and as many splits per sequence).
+template <int CH, int G, int S, int kHeadsPerBlock = 0>
 void run_smem_graph(const Problem& pr, __half* k, __half* v, unsigned long long* stamps, int per_sm, int iters,
                     const int* table = nullptr) {
-  static_assert(!kPaged || (CH == 64 && G == 2), "stream_paged streams 64-key K+V tiles");
+  constexpr bool kPaged = kHeadsPerBlock > 0;
+  static_assert(!kPaged || (CH == 64 && G == 2), "stream_paged streams 32-KB K+V stages");
   auto kern = stream_smem<CH, G, S, 256>;
-  auto paged_kern = stream_paged<S>;
+  auto paged_kern = stream_paged<S, kPaged ? kHeadsPerBlock : 1>;
+  const int splits = pr.splits * (kPaged ? kHeadsPerBlock : 1);
   const int need = S * G * CH * kRowBytes;
   const int blocks = pr.batch * pr.heads * pr.splits;
   const int64_t set_elems = int64_t(pr.batch) * pr.heads * pr.n * kD;
@@ -460,7 +482,7 @@ void run_smem_graph(const Problem& pr, __half* k, __half* v, unsigned long long*
   const int calls = 3 * sets;
   const char* skip = need > 227 * 1024                          ? "stages do not fit in smem"
                      : int64_t(calls) * 2 * blocks > 16384      ? "more block stamps than the buffer's 16384"
-                     : kPaged && pr.n / pr.splits / 16 > 1024   ? "more table entries per block than 1024"
+                     : kPaged && pr.n / splits / 16 > 1024      ? "more table entries per block than 1024"
                                                                 : nullptr;
   if (skip != nullptr) {
     std::printf("%-22s graph CH%d G%d S%d: skipped (%s)\n", pr.name, CH, G, S, skip);
@@ -478,7 +500,7 @@ void run_smem_graph(const Problem& pr, __half* k, __half* v, unsigned long long*
     cudaGraphExec_t ge;
     CK(cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal));
     for (int i = 0; i < calls; ++i) {
-      Args a{k + (i % sets) * set_elems, v + (i % sets) * set_elems, pr.heads, pr.n, pr.n / pr.splits, pr.splits,
+      Args a{k + (i % sets) * set_elems, v + (i % sets) * set_elems, pr.heads, pr.n, pr.n / splits, splits,
              g_sink, stamps + int64_t(i) * 2 * blocks};
       if constexpr (kPaged)
         CK(launch_kernel(paged_kern, dim3(blocks), dim3(kThreads), smem, st, pdl == 1, a, table, pr.n / 16));
@@ -499,14 +521,16 @@ void run_smem_graph(const Problem& pr, __half* k, __half* v, unsigned long long*
         e_0 = std::min(e_0, h[(size_t(i) * blocks + b) * 2 + 1]);
         e_1 = std::max(e_1, h[(size_t(i) * blocks + b) * 2 + 1]);
       }
-      if (i > 0) gaps.push_back((double(s0) - double(prev_end)) / 1e3);
+      // Differences in integers first: epoch ns (~1.8e18) in a double step by 256 ns.
+      if (i > 0) gaps.push_back(double(int64_t(s0 - prev_end)) / 1e3);
       spreads.push_back(double(e_1 - e_0) / 1e3);
       bodies.push_back(double(e_1 - s0) / 1e3);
       prev_end = e_1;
     }
     char label[96];
-    std::snprintf(label, sizeof label, "graph%s CH%d G%d S%d %d/SM PDL %s", kPaged ? " paged" : "", CH, G, S, per_sm,
-                  pdl ? "on" : "off");
+    std::snprintf(label, sizeof label, "graph%s CH%d G%d S%d %d/SM PDL %s",
+                  kPaged ? (kHeadsPerBlock == 1 ? " paged" : kHeadsPerBlock == 2 ? " paged 2h" : kHeadsPerBlock == 4 ? " paged 4h" : " paged 8h") : "",
+                  CH, G, S, per_sm, pdl ? "on" : "off");
     std::printf("%-22s %-34s %8.1f us %6.3f TB/s | per call: start->last end %5.2f, end spread %5.2f, "
                 "gap to next start %5.2f us\n",
                 pr.name, label, med, bytes / (med * 1e-6) / 1e12, median_of(bodies), median_of(spreads),
@@ -547,6 +571,40 @@ void run_regs(const Problem& pr, Args a, unsigned long long* stamps, int iters) 
   std::snprintf(label, sizeof label, "regs U%d", U);
   time_it(label, pr, [&] { stream_regs<U><<<blocks, kThreads>>>(a); }, stamps, iters);
 }
+
+#ifdef CLO_DEV_STAMPS
+// The earliest stamp-0 (%globaltimer) value over `nblk` blocks' stamps (0 skipped).
+static unsigned long long first_stamp(const unsigned long long* h, int nblk) {
+  unsigned long long m = ~0ull;
+  for (int b = 0; b < nblk; ++b)
+    if (h[size_t(cuda_llm_ops::decode::kDecodeDevStamps) * b]) m = std::min(m, h[size_t(cuda_llm_ops::decode::kDecodeDevStamps) * b]);
+  return m;
+}
+// The TMA kernel's dev stamps of `nblk` blocks in ns after `base` (a %globaltimer value
+// at or before every stamp; 0 where a stamp was not taken): 0 and 4 are %globaltimer,
+// the rest %clock64, mapped through the block's own clock at 0 (slot 8) and the median
+// clock rate over the blocks (cycles per ns from 8..9 over 0..4). Epoch ns (~1.8e18)
+// must not go into a double as they are: it steps by 256 ns there.
+static std::vector<double> stamps_ns(const unsigned long long* h, int nblk, unsigned long long base) {
+  constexpr int kS = cuda_llm_ops::decode::kDecodeDevStamps;
+  std::vector<double> rates, out(size_t(nblk) * kS, 0.0);
+  for (int b = 0; b < nblk; ++b) {
+    const unsigned long long* c = h + size_t(kS) * b;
+    if (c[4] > c[0] && c[9] > c[8]) rates.push_back(double(c[9] - c[8]) / double(c[4] - c[0]));
+  }
+  const double rate = median_of(rates);
+  for (int b = 0; b < nblk && rate > 0; ++b) {
+    const unsigned long long* c = h + size_t(kS) * b;
+    if (c[0] == 0) continue;
+    for (int k = 0; k < kS; ++k) {
+      if (k == 8 || k == 9) continue;
+      if (k == 0 || k == 4) out[size_t(kS) * b + k] = double(c[k] - base);
+      else if (c[k] != 0) out[size_t(kS) * b + k] = double(c[0] - base) + double(int64_t(c[k] - c[8])) / rate;
+    }
+  }
+  return out;
+}
+#endif
 
 // Our decode kernels through the raw launcher (decode.h), same buffers, flush and timer.
 struct OursCase {
@@ -633,14 +691,17 @@ void run_ours(const OursCase& c, __half* k, __half* v, unsigned long long* stamp
   CK(cudaDeviceSynchronize());
 #ifdef CLO_DEV_STAMPS
   {  // the last single launch's per-block timeline (TMA kernel only), us from the first block's entry
-    std::vector<unsigned long long> h(nblk * kS);
-    CK(cudaMemcpy(h.data(), ds, h.size() * 8, cudaMemcpyDeviceToHost));
-    unsigned long long t0 = ~0ull, tend = 0;
-    for (int i = 0; i < nblk; ++i) { t0 = std::min(t0, h[kS * i]); tend = std::max(tend, h[kS * i + 4]); }
+    std::vector<unsigned long long> raw(nblk * kS);
+    CK(cudaMemcpy(raw.data(), ds, raw.size() * 8, cudaMemcpyDeviceToHost));
+    const std::vector<double> h = stamps_ns(raw.data(), nblk, first_stamp(raw.data(), nblk) - 1);
+    double t0 = 1e300, tend = 0;
+    for (int i = 0; i < nblk; ++i) if (h[kS * i]) { t0 = std::min(t0, h[kS * i]); tend = std::max(tend, h[kS * i + 4]); }
     const char* names[kS] = {"start (after the PDL wait)", "first issue", "tile0 landed", "loop done", "end",
-                             "len+table in regs", "after start-up barrier"};
+                             "len+table in regs", "after start-up barrier", "last tile landed", "", "",
+                             "epilogue barrier 1", "epilogue barrier 2"};
     std::printf("   stamps (%d blocks, span %.2f us):", nblk, (tend - t0) / 1e3);
     for (int k = 0; k < kS; ++k) {
+      if (k == 8 || k == 9) continue;
       std::vector<double> v;
       for (int i = 0; i < nblk; ++i) if (h[kS * i + k]) v.push_back((h[kS * i + k] - t0) / 1e3);
       if (v.empty()) continue;
@@ -690,26 +751,31 @@ void run_ours(const OursCase& c, __half* k, __half* v, unsigned long long* stamp
                 bytes / (med * 1e-6) / 1e12, calls, sets, pdl ? "on" : "off");
 #ifdef CLO_DEV_STAMPS
     {  // the last replay's per-call timeline (TMA kernel only): medians over calls, us
-      std::vector<unsigned long long> h(size_t(calls) * nblk * kS);
-      CK(cudaMemcpy(h.data(), gs, h.size() * 8, cudaMemcpyDeviceToHost));
-      std::vector<double> gap, issue, land, loop_med, loop_spread, epi, end_spread, body, len_in, synced;
+      std::vector<unsigned long long> raw(size_t(calls) * nblk * kS);
+      CK(cudaMemcpy(raw.data(), gs, raw.size() * 8, cudaMemcpyDeviceToHost));
+      const unsigned long long base = first_stamp(raw.data(), calls * nblk) - 1;
+      std::vector<double> gap, issue, land, last_land, loop_med, loop_spread, epi, tail, end_spread, body, len_in, synced,
+          epi1, epi2, epi3;
       double prev_end = 0;
       for (int i = 0; i < calls; ++i) {
-        const unsigned long long* c = h.data() + size_t(i) * nblk * kS;
+        const std::vector<double> h = stamps_ns(raw.data() + size_t(i) * nblk * kS, nblk, base);
+        const double* c = h.data();
         if (c[0] == 0) continue;
         double s0 = 1e300, e1 = 0;
-        std::vector<double> iss, lan, lo, en, li, sy;
+        std::vector<double> iss, lan, lal, lo, en, li, sy, tl, e1v, e2v, e3v;
         for (int b = 0; b < nblk; ++b) {
-          s0 = std::min(s0, double(c[kS * b]));
-          e1 = std::max(e1, double(c[kS * b + 4]));
+          s0 = std::min(s0, c[kS * b]);
+          e1 = std::max(e1, c[kS * b + 4]);
         }
+        auto rel = [&](int b, int k, std::vector<double>& v) { if (c[kS * b + k]) v.push_back((c[kS * b + k] - s0) / 1e3); };
         for (int b = 0; b < nblk; ++b) {
-          if (c[kS * b + 1]) iss.push_back((c[kS * b + 1] - s0) / 1e3);
-          if (c[kS * b + 2]) lan.push_back((c[kS * b + 2] - s0) / 1e3);
-          if (c[kS * b + 5]) li.push_back((c[kS * b + 5] - s0) / 1e3);
-          if (c[kS * b + 6]) sy.push_back((c[kS * b + 6] - s0) / 1e3);
-          lo.push_back((c[kS * b + 3] - s0) / 1e3);
-          en.push_back((c[kS * b + 4] - s0) / 1e3);
+          rel(b, 1, iss); rel(b, 2, lan); rel(b, 7, lal); rel(b, 5, li); rel(b, 6, sy); rel(b, 3, lo); rel(b, 4, en);
+          if (c[kS * b + 7]) tl.push_back((c[kS * b + 4] - c[kS * b + 7]) / 1e3);
+          if (c[kS * b + 10] && c[kS * b + 11]) {  // the epilogue: first barrier, second barrier, rest
+            e1v.push_back((c[kS * b + 10] - c[kS * b + 3]) / 1e3);
+            e2v.push_back((c[kS * b + 11] - c[kS * b + 10]) / 1e3);
+            e3v.push_back((c[kS * b + 4] - c[kS * b + 11]) / 1e3);
+          }
         }
         if (i > 0 && prev_end > 0) gap.push_back((s0 - prev_end) / 1e3);
         prev_end = e1;
@@ -717,7 +783,12 @@ void run_ours(const OursCase& c, __half* k, __half* v, unsigned long long* stamp
         len_in.push_back(median_of(li));
         synced.push_back(median_of(sy));
         land.push_back(median_of(lan));
+        last_land.push_back(median_of(lal));
         loop_med.push_back(median_of(lo));
+        tail.push_back(median_of(tl));
+        epi1.push_back(median_of(e1v));
+        epi2.push_back(median_of(e2v));
+        epi3.push_back(median_of(e3v));
         std::sort(lo.begin(), lo.end());
         loop_spread.push_back(lo.back() - lo.front());
         std::sort(en.begin(), en.end());
@@ -726,10 +797,11 @@ void run_ours(const OursCase& c, __half* k, __half* v, unsigned long long* stamp
         body.push_back(en.back());
       }
       std::printf("   per call (medians, us from the first post-wait start): len+table %.2f, barrier %.2f, first issue "
-                  "%.2f, tile0 landed %.2f, loop done %.2f (spread %.2f), epilogue %.2f, last end %.2f (+%.2f over "
-                  "median end), gap to next %.2f\n",
-                  median_of(len_in), median_of(synced), median_of(issue), median_of(land), median_of(loop_med),
-                  median_of(loop_spread), median_of(epi), median_of(body), median_of(end_spread), median_of(gap));
+                  "%.2f, tile0 landed %.2f, last tile landed %.2f, loop done %.2f (spread %.2f), epilogue %.2f, "
+                  "last tile -> end %.2f, last end %.2f (+%.2f over median end), gap to next %.2f; epilogue parts %.2f %.2f %.2f\n",
+                  median_of(len_in), median_of(synced), median_of(issue), median_of(land), median_of(last_land),
+                  median_of(loop_med), median_of(loop_spread), median_of(epi), median_of(tail), median_of(body),
+                  median_of(end_spread), median_of(gap), median_of(epi1), median_of(epi2), median_of(epi3));
     }
     CK(cudaFree(gs));
 #endif
@@ -748,7 +820,7 @@ void run_ours(const OursCase& c, __half* k, __half* v, unsigned long long* stamp
 int main(int argc, char** argv) {
   const int iters = argc > 1 ? std::atoi(argv[1]) : 15;
   // c: patterns on constant data, r: on random, o: ours, s: ours on 128-block grids, b: balance,
-  // g: plain streams in graphs
+  // g: plain streams in graphs, k: clock resolution
   const char* sections = argc > 2 ? argv[2] : "cro";
   auto has = [&](char ch) { return std::strchr(sections, ch) != nullptr; };
   cudaDeviceProp prop{};
@@ -861,11 +933,25 @@ int main(int argc, char** argv) {
     // Paged: a shuffled table over the B * N / 16 blocks of one set (every set the same table).
     for (const Problem* pr : {&g1, &g4}) {
       int* table = shuffled_block_table(pr->batch * pr->n / 16);
-      run_smem_graph<64, 2, 3, true>(*pr, k, v, stamps, 2, iters, table);
-      run_smem_graph<64, 2, 3, true>(*pr, k, v, stamps, 1, iters, table);
-      run_smem_graph<64, 2, 4, true>(*pr, k, v, stamps, 1, iters, table);
+      run_smem_graph<64, 2, 3, 1>(*pr, k, v, stamps, 2, iters, table);
+      run_smem_graph<64, 2, 3, 1>(*pr, k, v, stamps, 1, iters, table);
+      run_smem_graph<64, 2, 4, 1>(*pr, k, v, stamps, 1, iters, table);
+      // The same bytes with 2, 4, 8 heads per block (8: whole paged blocks), 128 blocks.
+      run_smem_graph<64, 2, 3, 2>(*pr, k, v, stamps, 2, iters, table);
+      run_smem_graph<64, 2, 3, 4>(*pr, k, v, stamps, 2, iters, table);
+      run_smem_graph<64, 2, 3, 8>(*pr, k, v, stamps, 2, iters, table);
+      run_smem_graph<64, 2, 3, 8>(*pr, k, v, stamps, 1, iters, table);
       CK(cudaFree(table));
     }
+  }
+  if (has('k')) {
+    constexpr int n = 64;
+    std::vector<unsigned long long> h(2 * n);
+    clock_probe<<<1, 1>>>(stamps, n);
+    CK(cudaMemcpy(h.data(), stamps, h.size() * 8, cudaMemcpyDeviceToHost));
+    std::printf("clock64 / globaltimer deltas over successive reads:");
+    for (int i = 1; i < 24; ++i) std::printf(" %llu/%llu", h[2 * i] - h[2 * i - 2], h[2 * i + 1] - h[2 * i - 1]);
+    std::printf("\n  span: %llu cycles, %llu ns\n", h[2 * n - 2] - h[0], h[2 * n - 1] - h[1]);
   }
   if (has('s')) {  // ours on the two 128-block grids only
     run_ours({16, 8, 1024, true, 0, 0}, k, v, stamps, iters);

@@ -44,9 +44,11 @@ static_assert(kTileTokens == 16 * kDecodeWarps, "each warp owns 16 keys of a til
 
 struct DecodeKernelParams {
 #ifdef CLO_DEV_STAMPS
-  // [blocks][kDecodeDevStamps] %globaltimer (TMA kernel): after the PDL wait, first issue,
-  // tile 0 landed, loop done, end, seq_len and first table entry in registers, after the
-  // start-up barrier (q in smem)
+  // [blocks][kDecodeDevStamps] (TMA kernel): 0 %globaltimer after the PDL wait, 4 at the
+  // end; %clock64 at 8 (with 0) and 9 (with 4), and at 1 first issue, 2 tile 0 landed,
+  // 3 loop done, 5 seq_len and first table entry in registers, 6 after the start-up
+  // barrier (q in smem), 7 last tile landed, 10 and 11 after the epilogue's two barriers:
+  // the host maps clocks to ns per block
   unsigned long long* dev_stamps;
 #endif
   const void* q;
@@ -423,6 +425,11 @@ CLO_DEVICE void decode_epilogue(const DecodeKernelParams& p, float (&o)[D / 8][4
   }
   const int rows_here = min(kRowsPerBlock, p.rows - row_tile * kRowsPerBlock);
   bad = __syncthreads_or(bad);  // also: every warp is done with the pipeline buffers
+#ifdef CLO_DEV_STAMPS
+  unsigned long long* stamp =
+      p.dev_stamps + kDecodeDevStamps * (blockIdx.x + gridDim.x * (blockIdx.y + gridDim.y * blockIdx.z));
+  if (p.dev_stamps != nullptr && tid == 0) stamp[10] = clock64();
+#endif
   // Each math warp's (max, sum) and unscaled O of the block's real rows (GQA 32/8: 4 of
   // the 16); the merge weights are applied where the rows are summed, so one barrier
   // separates the writes from the reads.
@@ -443,6 +450,9 @@ CLO_DEVICE void decode_epilogue(const DecodeKernelParams& p, float (&o)[D / 8][4
     }
   }
   __syncthreads();
+#ifdef CLO_DEV_STAMPS
+  if (p.dev_stamps != nullptr && tid == 0) stamp[11] = clock64();
+#endif
 
   const float nan = __int_as_float(0x7fc00000);
   constexpr int kD4 = D / 4;  // float4 columns

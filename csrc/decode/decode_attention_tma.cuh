@@ -24,6 +24,7 @@ namespace cuda_llm_ops::decode {
 
 constexpr int kTmaMathWarps = kDecodeWarps;  // 4 x 16 keys of a 64-key tile
 constexpr int kTmaThreads = (kTmaMathWarps + 1) * 32;
+constexpr int kStartupBarrier = 1;  // named barrier id (0 is __syncthreads')
 
 // [K/V stages][Q rows][one "full" (the tile's boxes) and one "empty" (4 arrivals)
 // mbarrier per stage]: the cp.async kernel's plan with the barriers as its extra.
@@ -75,6 +76,7 @@ __global__ void __launch_bounds__(kTmaThreads)
   unsigned long long* stamp =
       p.dev_stamps + kDecodeDevStamps * (blockIdx.x + gridDim.x * (blockIdx.y + gridDim.y * blockIdx.z));
   auto now = [] { unsigned long long t; asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t)); return t; };
+  auto clk = [] { return static_cast<unsigned long long>(clock64()); };
   const bool stamps_on = p.dev_stamps != nullptr;
 #endif
 
@@ -87,7 +89,7 @@ __global__ void __launch_bounds__(kTmaThreads)
     tma::prefetch_tensor_map(&k_map);
     tma::prefetch_tensor_map(&v_map);
   }
-  if (tid == 0) {
+  if (producer && lane == 0) {  // the producer's own barriers: it never waits on the math warps
 #pragma unroll
     for (int s = 0; s < kStages; ++s) {
       tma::mbarrier_init(full_bar + s, 1);
@@ -100,7 +102,10 @@ __global__ void __launch_bounds__(kTmaThreads)
   pdl_wait_primary();
   pdl_launch_dependents();
 #ifdef CLO_DEV_STAMPS
-  if (stamps_on && tid == 0) stamp[0] = now();  // after the wait: a graph's gap is start - previous end
+  if (stamps_on && tid == 0) {  // after the wait: a graph's gap is start - previous end
+    stamp[8] = clk();
+    stamp[0] = now();
+  }
 #endif
 
   const auto cur = kv.cursor(b, kvh);
@@ -129,12 +134,20 @@ __global__ void __launch_bounds__(kTmaThreads)
 #ifdef CLO_DEV_STAMPS
   if (stamps_on && producer && lane == 0) {
     asm volatile("" ::"r"(len_raw), "r"(ent[0]));  // wait for both loads
-    stamp[5] = now();
+    stamp[5] = clk();
   }
 #endif
-  __syncthreads();  // mbarriers initialised, q_s written
+  // Start-up hand-off: the producer issues its first boxes as soon as its table entries
+  // land; the math warps wait for the mbarriers' initialisation (the producer's arrival)
+  // and for each other's q rows.
+  if (producer) {
+    __syncwarp();
+    named_barrier_arrive(kStartupBarrier, kTmaThreads);
+  } else {
+    named_barrier_sync(kStartupBarrier, kTmaThreads);
+  }
 #ifdef CLO_DEV_STAMPS
-  if (stamps_on && producer && lane == 0) stamp[6] = now();
+  if (stamps_on && producer && lane == 0) stamp[6] = clk();
 #endif
 
   float o[kDTiles][4];
@@ -168,7 +181,7 @@ __global__ void __launch_bounds__(kTmaThreads)
       }
       const uint32_t boxes = __popc(__ballot_sync(0xffffffffu, issue));
 #ifdef CLO_DEV_STAMPS
-      if (stamps_on && t == 0 && lane == 0) stamp[1] = now();
+      if (stamps_on && t == 0 && lane == 0) stamp[1] = clk();
 #endif
       uint64_t* bar = full_bar + stage;
       if (lane == 0) tma::mbarrier_arrive_expect_tx(bar, boxes * 2u * kPlanes * box_bytes);
@@ -192,7 +205,8 @@ __global__ void __launch_bounds__(kTmaThreads)
       if (tok0 < end) {  // warp-uniform; else this warp's keys are all past the end (last tile)
         tma::mbarrier_wait(full_bar + stage, (t / kStages) & 1);
 #ifdef CLO_DEV_STAMPS
-        if (stamps_on && t == 0 && tid == 0) stamp[2] = now();
+        if (stamps_on && t == 0 && tid == 0) stamp[2] = clk();
+        if (stamps_on && t + 1 == n_tiles && tid == 0) stamp[7] = clk();
 #endif
         const T* ks = kv_s + stage * 2 * kTileElems;
         const T* vs = ks + kTileElems;
@@ -227,11 +241,14 @@ __global__ void __launch_bounds__(kTmaThreads)
   // Every issued box has landed: warp 0 (whose keys start every tile) waited for each
   // tile's full barrier before the epilogue's first barrier.
 #ifdef CLO_DEV_STAMPS
-  if (stamps_on && tid == 0) stamp[3] = now();
+  if (stamps_on && tid == 0) stamp[3] = clk();
 #endif
   decode_epilogue<T, D, kTmaThreads, kTmaMathWarps>(p, o, row_max, row_sum, bad, eff, smem);
 #ifdef CLO_DEV_STAMPS
-  if (stamps_on && tid == 0) stamp[4] = now();
+  if (stamps_on && tid == 0) {
+    stamp[9] = clk();
+    stamp[4] = now();
+  }
 #endif
 #endif  // __CUDA_ARCH__ >= 900
 }

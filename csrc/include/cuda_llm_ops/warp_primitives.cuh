@@ -1,5 +1,5 @@
-// Warp- and block-level reductions. The butterfly (xor) form leaves the result
-// in every lane, which is what softmax and norm code wants: no broadcast after.
+// Warp- and block-level reductions and named barriers. The butterfly (xor) form leaves
+// the result in every lane, which is what softmax and norm code wants: no broadcast after.
 #pragma once
 
 #include "common.cuh"
@@ -66,6 +66,16 @@ CLO_DEVICE T block_reduce_max(T val, T* smem, T identity) {
   total = warp_reduce_max(total);
   __syncthreads();
   return total;
+}
+
+// Named barrier `id` (1..15; 0 is __syncthreads') of `threads` threads (a multiple of
+// 32): sync waits for all of them, arrive only counts the calling warp in. Lets part of a
+// block (a producer warp, say) hand work to the rest without waiting for it.
+CLO_DEVICE void named_barrier_sync(int id, int threads) {
+  asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
+}
+CLO_DEVICE void named_barrier_arrive(int id, int threads) {
+  asm volatile("bar.arrive %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
 }
 
 }  // namespace cuda_llm_ops
