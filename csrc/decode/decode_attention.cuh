@@ -328,25 +328,53 @@ CLO_DEVICE DecodeSplitRange decode_split_range(const DecodeKernelParams& p, int 
   return r;
 }
 
+// Q's A-operand fragment of k-step kk from q_s ([16][kQStride]), as ldmatrix gives it.
+template <typename T, int kQStride>
+CLO_DEVICE void decode_q_frag(const T* q_s, int kk, uint32_t (&a)[4]) {
+  const int lane = threadIdx.x & 31;
+  ldmatrix_x4(a, q_s + ((lane & 7) + ((lane >> 3) & 1) * 8) * kQStride + kk * 16 + (lane >> 4) * 8);
+}
+
 // One warp's 16 keys of a tile (rows r0 .. r0 + 15 of the K and V tiles `ks`, `vs`, laid
 // out as decode_kv_offset): S = Q K^T (16 query rows x 16 keys, mma.sync), mask and scale
-// into the log2 domain, online softmax per row, O += P V. Q is [16][kQStride] in smem.
+// into the log2 domain, online softmax per row, O += P V. q_frag(kk, a) gives Q's
+// A-operand fragment of k-step kk (decode_q_frag from smem, or registers loaded once).
 // `limit[i]` is the last visible key of row g + 8 i (causal / sequence end).
-template <typename T, int D, int kQStride>
-CLO_DEVICE void decode_warp_tile(const T* q_s, const T* ks, const T* vs, int r0, int tok0, const int (&limit)[2],
-                                 float scale_log2, float (&o)[D / 8][4], float (&row_max)[2], float (&row_sum)[2]) {
+template <typename T, int D, class QFrag>
+CLO_DEVICE void decode_warp_tile(const QFrag& q_frag, const T* ks, const T* vs, int r0, int tok0,
+                                 const int (&limit)[2], float scale_log2, float (&o)[D / 8][4], float (&row_max)[2],
+                                 float (&row_sum)[2]
+#ifdef CLO_DEV_STAMPS
+                                 , unsigned long long* dev_clk = nullptr  // [3]: after QK^T, softmax, PV
+#endif
+) {
   const int lane = threadIdx.x & 31, t4 = lane & 3;
   float s[2][4] = {{0.f, 0.f, 0.f, 0.f}, {0.f, 0.f, 0.f, 0.f}};
   const int k_row = r0 + (lane & 7) + (lane >> 4) * 8, k_half = (lane >> 3) & 1;
+  // K fragments of up to 8 k-steps are loaded before their mma: one ldmatrix latency
+  // per group instead of one per k-step (a decode tile's math is latency-bound, one
+  // warp per scheduler; NOTES.md v12).
+  constexpr int kGroup = D / 16 < 8 ? D / 16 : 8;
 #pragma unroll
-  for (int kk = 0; kk < D / 16; ++kk) {
-    uint32_t a[4], bk[4];
-    ldmatrix_x4(a, q_s + ((lane & 7) + ((lane >> 3) & 1) * 8) * kQStride + kk * 16 + (lane >> 4) * 8);
-    ldmatrix_x4(bk, ks + decode_kv_offset(k_row, kk * 2 + k_half));
-    const uint32_t b0[2] = {bk[0], bk[1]}, b1[2] = {bk[2], bk[3]};
-    mma_m16n8k16<T>(s[0], a, b0);
-    mma_m16n8k16<T>(s[1], a, b1);
+  for (int k0 = 0; k0 < D / 16; k0 += kGroup) {
+    uint32_t bk[kGroup][4];
+#pragma unroll
+    for (int g = 0; g < kGroup; ++g) ldmatrix_x4(bk[g], ks + decode_kv_offset(k_row, (k0 + g) * 2 + k_half));
+#pragma unroll
+    for (int g = 0; g < kGroup; ++g) {
+      uint32_t a[4];
+      q_frag(k0 + g, a);
+      const uint32_t b0[2] = {bk[g][0], bk[g][1]}, b1[2] = {bk[g][2], bk[g][3]};
+      mma_m16n8k16<T>(s[0], a, b0);
+      mma_m16n8k16<T>(s[1], a, b1);
+    }
   }
+#ifdef CLO_DEV_STAMPS
+  if (dev_clk != nullptr) {
+    asm volatile("" ::"f"(s[0][0]), "f"(s[1][3]));
+    dev_clk[0] = clock64();
+  }
+#endif
   float tile_max[2] = {-INFINITY, -INFINITY};
 #pragma unroll
   for (int j = 0; j < 2; ++j)
@@ -366,7 +394,7 @@ CLO_DEVICE void decode_warp_tile(const T* q_s, const T* ks, const T* vs, int r0,
     // A row with no visible key yet keeps m = -inf; subtracting 0 then makes
     // every exp2 exactly 0 instead of exp2(-inf + inf) = NaN.
     m_sub[i] = m_new == -INFINITY ? 0.f : m_new;
-    rescale[i] = exp2f(row_max[i] - m_sub[i]);
+    rescale[i] = fast_exp2(row_max[i] - m_sub[i]);
     row_max[i] = m_new;
     row_sum[i] *= rescale[i];
   }
@@ -374,7 +402,7 @@ CLO_DEVICE void decode_warp_tile(const T* q_s, const T* ks, const T* vs, int r0,
   for (int j = 0; j < 2; ++j)
 #pragma unroll
     for (int e = 0; e < 4; ++e) {
-      const float pe = exp2f(s[j][e] - m_sub[e >> 1]);
+      const float pe = fast_exp2(s[j][e] - m_sub[e >> 1]);
       s[j][e] = pe;
       row_sum[e >> 1] += pe;
     }
@@ -391,6 +419,12 @@ CLO_DEVICE void decode_warp_tile(const T* q_s, const T* ks, const T* vs, int r0,
   pa[1] = pack_float2<T>(s[0][2], s[0][3]);
   pa[2] = pack_float2<T>(s[1][0], s[1][1]);
   pa[3] = pack_float2<T>(s[1][2], s[1][3]);
+#ifdef CLO_DEV_STAMPS
+  if (dev_clk != nullptr) {
+    asm volatile("" ::"r"(pa[0]), "r"(pa[3]), "f"(o[0][0]), "f"(o[D / 8 - 1][3]));
+    dev_clk[1] = clock64();
+  }
+#endif
   const int v_row = r0 + (lane & 7) + ((lane >> 3) & 1) * 8, v_half = lane >> 4;
 #pragma unroll
   for (int dn = 0; dn < D / 16; ++dn) {
@@ -400,6 +434,12 @@ CLO_DEVICE void decode_warp_tile(const T* q_s, const T* ks, const T* vs, int r0,
     mma_m16n8k16<T>(o[2 * dn], pa, b0);
     mma_m16n8k16<T>(o[2 * dn + 1], pa, b1);
   }
+#ifdef CLO_DEV_STAMPS
+  if (dev_clk != nullptr) {
+    asm volatile("" ::"f"(o[0][0]), "f"(o[D / 8 - 1][3]));
+    dev_clk[2] = clock64();
+  }
+#endif
 }
 
 // Epilogue shared by the decode kernels: merge the math warps' online-softmax states
@@ -679,6 +719,9 @@ __global__ void __launch_bounds__(kDecodeThreads)
   for (int n = 0; n < kDTiles; ++n) o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.f;
   float row_max[2] = {-INFINITY, -INFINITY};
   float row_sum[2] = {0.f, 0.f};  // this lane's share; summed over the quad at the end
+  // Q fragments from smem per tile (this kernel runs up to 3 blocks per SM: no
+  // registers to spare for them).
+  const auto q_smem = [q_s](int kk, uint32_t (&a)[4]) { decode_q_frag<T, kQStride>(q_s, kk, a); };
 
   for (int t = 0; t < n_tiles; ++t) {
     cp_async_wait<kStages - 2>();
@@ -692,8 +735,8 @@ __global__ void __launch_bounds__(kDecodeThreads)
     const int tok0 = start + t * kTileTokens + warp * 16;
     if (tok0 >= end) continue;  // this warp's 16 keys are all past the end (warp-uniform)
     const T* ks = kv_s + (t % kStages) * 2 * kTileElems;
-    decode_warp_tile<T, D, kQStride>(q_s, ks, ks + kTileElems, warp * 16, tok0, range.limit, p.scale_log2, o,
-                                     row_max, row_sum);
+    decode_warp_tile<T, D>(q_smem, ks, ks + kTileElems, warp * 16, tok0, range.limit, p.scale_log2, o, row_max,
+                           row_sum);
   }
   cp_async_wait_all();
 

@@ -155,6 +155,25 @@ __global__ void __launch_bounds__(kTmaThreads)
   for (int n = 0; n < kDTiles; ++n) o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.f;
   float row_max[2] = {-INFINITY, -INFINITY};
   float row_sum[2] = {0.f, 0.f};
+  // Q's fragments in registers for the whole loop where they fit (D <= 128: up to 32
+  // registers; this kernel has one block or two per SM): one ldmatrix fewer per k-step
+  // on each tile's latency chain. D = 256 reads them from q_s per tile.
+  constexpr bool kQInRegs = D <= 128;
+  uint32_t q_regs[kQInRegs ? D / 16 : 1][4];
+  if constexpr (kQInRegs) {
+    if (!producer) {
+#pragma unroll
+      for (int kk = 0; kk < D / 16; ++kk) decode_q_frag<T, kQStride>(q_s, kk, q_regs[kk]);
+    }
+  }
+  const auto q_frag = [&](int kk, uint32_t (&a)[4]) {
+    if constexpr (kQInRegs) {
+#pragma unroll
+      for (int i = 0; i < 4; ++i) a[i] = q_regs[kk][i];
+    } else {
+      decode_q_frag<T, kQStride>(q_s, kk, a);
+    }
+  };
 
   if (producer) {
     // Lane l < n_boxes issues box l of K and of V (box_rows keys each) into every
@@ -228,8 +247,11 @@ __global__ void __launch_bounds__(kTmaThreads)
           __syncwarp();
         }
 #ifndef CLO_DEV_NO_MATH  // dev probe builds only: the load path alone (the output is garbage)
-        decode_warp_tile<T, D, kQStride>(q_s, ks, vs, warp * 16, tok0, range.limit, p.scale_log2, o, row_max,
-                                         row_sum);
+        decode_warp_tile<T, D>(q_frag, ks, vs, warp * 16, tok0, range.limit, p.scale_log2, o, row_max, row_sum
+#ifdef CLO_DEV_STAMPS
+                                         , stamps_on && t + 1 == n_tiles && tid == 0 ? stamp + 12 : nullptr
+#endif
+        );
 #endif
       }
       // This warp's reads of the stage are done (the ldmatrix results fed the mma above).
