@@ -698,7 +698,7 @@ void run_ours(const OursCase& c, __half* k, __half* v, unsigned long long* stamp
     for (int i = 0; i < nblk; ++i) if (h[kS * i]) { t0 = std::min(t0, h[kS * i]); tend = std::max(tend, h[kS * i + 4]); }
     const char* names[kS] = {"start (after the PDL wait)", "first issue", "tile0 landed", "loop done", "end",
                              "len+table in regs", "after start-up barrier", "last tile landed", "", "",
-                             "epilogue barrier 1", "epilogue barrier 2", "last QK", "last softmax", "last PV"};
+                             "epilogue barrier 1", "epilogue barrier 2", "last QK", "last softmax", "last PV", "out index", "out merge", "out store"};
     std::printf("   stamps (%d blocks, span %.2f us):", nblk, (tend - t0) / 1e3);
     for (int k = 0; k < kS; ++k) {
       if (k == 8 || k == 9) continue;
@@ -755,14 +755,14 @@ void run_ours(const OursCase& c, __half* k, __half* v, unsigned long long* stamp
       CK(cudaMemcpy(raw.data(), gs, raw.size() * 8, cudaMemcpyDeviceToHost));
       const unsigned long long base = first_stamp(raw.data(), calls * nblk) - 1;
       std::vector<double> gap, issue, land, last_land, loop_med, loop_spread, epi, tail, end_spread, body, len_in, synced,
-          epi1, epi2, epi3, m1, m2, m3;
+          epi1, epi2, epi3, m1, m2, m3, o1, o2, o3;
       double prev_end = 0;
       for (int i = 0; i < calls; ++i) {
         const std::vector<double> h = stamps_ns(raw.data() + size_t(i) * nblk * kS, nblk, base);
         const double* c = h.data();
         if (c[0] == 0) continue;
         double s0 = 1e300, e1 = 0;
-        std::vector<double> iss, lan, lal, lo, en, li, sy, tl, e1v, e2v, e3v, m1v, m2v, m3v;
+        std::vector<double> iss, lan, lal, lo, en, li, sy, tl, e1v, e2v, e3v, m1v, m2v, m3v, o1v, o2v, o3v;
         for (int b = 0; b < nblk; ++b) {
           s0 = std::min(s0, c[kS * b]);
           e1 = std::max(e1, c[kS * b + 4]);
@@ -775,6 +775,11 @@ void run_ours(const OursCase& c, __half* k, __half* v, unsigned long long* stamp
             m1v.push_back((c[kS * b + 12] - c[kS * b + 7]) / 1e3);
             m2v.push_back((c[kS * b + 13] - c[kS * b + 12]) / 1e3);
             m3v.push_back((c[kS * b + 14] - c[kS * b + 13]) / 1e3);
+          }
+          if (c[kS * b + 15] && c[kS * b + 17]) {  // the 1-split output: index math, warp merge, store
+            o1v.push_back((c[kS * b + 15] - c[kS * b + 11]) / 1e3);
+            o2v.push_back((c[kS * b + 16] - c[kS * b + 15]) / 1e3);
+            o3v.push_back((c[kS * b + 17] - c[kS * b + 16]) / 1e3);
           }
           if (c[kS * b + 10] && c[kS * b + 11]) {  // the epilogue: first barrier, second barrier, rest
             e1v.push_back((c[kS * b + 10] - c[kS * b + 3]) / 1e3);
@@ -797,6 +802,9 @@ void run_ours(const OursCase& c, __half* k, __half* v, unsigned long long* stamp
         m1.push_back(median_of(m1v));
         m2.push_back(median_of(m2v));
         m3.push_back(median_of(m3v));
+        o1.push_back(median_of(o1v));
+        o2.push_back(median_of(o2v));
+        o3.push_back(median_of(o3v));
         std::sort(lo.begin(), lo.end());
         loop_spread.push_back(lo.back() - lo.front());
         std::sort(en.begin(), en.end());
@@ -806,11 +814,11 @@ void run_ours(const OursCase& c, __half* k, __half* v, unsigned long long* stamp
       }
       std::printf("   per call (medians, us from the first post-wait start): len+table %.2f, barrier %.2f, first issue "
                   "%.2f, tile0 landed %.2f, last tile landed %.2f, loop done %.2f (spread %.2f), epilogue %.2f, "
-                  "last tile -> end %.2f, last end %.2f (+%.2f over median end), gap to next %.2f; epilogue parts %.2f %.2f %.2f; last tile QK %.2f softmax %.2f PV %.2f\n",
+                  "last tile -> end %.2f, last end %.2f (+%.2f over median end), gap to next %.2f; epilogue parts %.2f %.2f %.2f; last tile QK %.2f softmax %.2f PV %.2f; output index %.2f merge %.2f store %.2f\n",
                   median_of(len_in), median_of(synced), median_of(issue), median_of(land), median_of(last_land),
                   median_of(loop_med), median_of(loop_spread), median_of(epi), median_of(tail), median_of(body),
                   median_of(end_spread), median_of(gap), median_of(epi1), median_of(epi2), median_of(epi3), median_of(m1),
-                  median_of(m2), median_of(m3));
+                  median_of(m2), median_of(m3), median_of(o1), median_of(o2), median_of(o3));
     }
     CK(cudaFree(gs));
 #endif
