@@ -72,24 +72,6 @@ struct DecodeKernelParams {
   int pack_group;
 };
 
-// A block's query row gr is query head (gr / Nq) of its KV head's group at position
-// gr % Nq. Plain decode (Nq = 1) skips the integer division: a division by a runtime
-// value is a ~0.1-us dependent chain, and these sit on the epilogue's path to the
-// call's end (NOTES.md v12).
-CLO_DEVICE int decode_row_head(const DecodeKernelParams& p, int gr) {
-  return p.seq_len_q == 1 ? gr : gr / p.seq_len_q;
-}
-CLO_DEVICE int decode_row_pos(const DecodeKernelParams& p, int gr) { return p.seq_len_q == 1 ? 0 : gr % p.seq_len_q; }
-
-// Block x serves KV head x / row_tiles, row tile x % row_tiles (row_tiles = 1 for
-// GQA groups up to 16 rows: no division then, as above).
-CLO_DEVICE int decode_block_kvh(const DecodeKernelParams& p) {
-  return p.row_tiles == 1 ? static_cast<int>(blockIdx.x) : static_cast<int>(blockIdx.x) / p.row_tiles;
-}
-CLO_DEVICE int decode_block_row_tile(const DecodeKernelParams& p) {
-  return p.row_tiles == 1 ? 0 : static_cast<int>(blockIdx.x) % p.row_tiles;
-}
-
 // Columns of one real head row: D, or D/2 for head pairs (also the partials' width).
 template <int D>
 CLO_DEVICE int decode_head_cols(const DecodeKernelParams& p) {
@@ -102,7 +84,7 @@ template <int D>
 CLO_DEVICE int decode_own_col(const DecodeKernelParams& p, int gr, int d) {
   if constexpr (D == 128) {
     if (p.pack_group > 0) {
-      const int col = d - (decode_row_head(p, gr) / p.pack_group) * (D / 2);
+      const int col = d - ((gr / p.seq_len_q) / p.pack_group) * (D / 2);
       return col >= 0 && col < D / 2 ? col : -1;
     }
   }
@@ -286,14 +268,14 @@ CLO_DEVICE int split_tokens(int num_splits, int n) {
 template <typename T, int D, int kQStride>
 CLO_DEVICE void decode_load_q(const DecodeKernelParams& p, T* q_s, int count) {
   constexpr int kChunksPerRow = D / 8;  // 16-byte chunks
-  const int kvh = decode_block_kvh(p), row_tile = decode_block_row_tile(p), b = blockIdx.y;
+  const int kvh = blockIdx.x / p.row_tiles, row_tile = blockIdx.x % p.row_tiles, b = blockIdx.y;
   for (int c = threadIdx.x; c < kRowsPerBlock * kChunksPerRow; c += count) {
     const int r = c / kChunksPerRow, ch = c % kChunksPerRow;
     const int gr = row_tile * kRowsPerBlock + r;
     const int col = gr < p.rows ? decode_own_col<D>(p, gr, ch * 8) : -1;
     uint4 val = make_uint4(0, 0, 0, 0);
     if (col >= 0) {
-      const int head = kvh * p.group + decode_row_head(p, gr), qi = decode_row_pos(p, gr);
+      const int head = kvh * p.group + gr / p.seq_len_q, qi = gr % p.seq_len_q;
       const T* src = static_cast<const T*>(p.q) + b * p.q_sb + head * p.q_sh + qi * p.q_sn + col;
       val = *reinterpret_cast<const uint4*>(src);
     }
@@ -312,12 +294,12 @@ template <int D, class KV>
 CLO_DEVICE void decode_prefetch_inputs(const DecodeKernelParams& p, const KV& kv, int spec_start) {
   const int lines_per_row = (decode_head_cols<D>(p) * 2 + 127) / 128;  // 16-bit q rows
   const int lane = threadIdx.x & 31;
-  const int kvh = decode_block_kvh(p), row_tile = decode_block_row_tile(p), b = blockIdx.y;
+  const int kvh = blockIdx.x / p.row_tiles, row_tile = blockIdx.x % p.row_tiles, b = blockIdx.y;
   if (lane == 0) kv.prefetch_len_and_table(b, spec_start);
   for (int i = lane; i < kRowsPerBlock * lines_per_row; i += 32) {
     const int gr = row_tile * kRowsPerBlock + i / lines_per_row;
     if (gr >= p.rows) break;
-    const int head = kvh * p.group + decode_row_head(p, gr), qi = decode_row_pos(p, gr);
+    const int head = kvh * p.group + gr / p.seq_len_q, qi = gr % p.seq_len_q;
     const char* row = static_cast<const char*>(p.q) + 2 * (b * p.q_sb + head * p.q_sh + qi * p.q_sn);
     prefetch_l2(row + (i % lines_per_row) * 128);
   }
@@ -332,7 +314,7 @@ struct DecodeSplitRange {
 };
 CLO_DEVICE DecodeSplitRange decode_split_range(const DecodeKernelParams& p, int kv_len) {
   DecodeSplitRange r;
-  const int split = blockIdx.z, row_tile = decode_block_row_tile(p), g = (threadIdx.x & 31) >> 2;
+  const int split = blockIdx.z, row_tile = blockIdx.x % p.row_tiles, g = (threadIdx.x & 31) >> 2;
   r.eff = effective_splits(p.num_splits, kv_len);
   const int tokens_per_split = split_tokens(p.num_splits, kv_len);
   r.start = split * tokens_per_split;
@@ -341,7 +323,7 @@ CLO_DEVICE DecodeSplitRange decode_split_range(const DecodeKernelParams& p, int 
 #pragma unroll
   for (int i = 0; i < 2; ++i) {
     const int gr = row_tile * kRowsPerBlock + g + 8 * i;
-    const int qi = gr < p.rows ? decode_row_pos(p, gr) : p.seq_len_q - 1;
+    const int qi = gr < p.rows ? gr % p.seq_len_q : p.seq_len_q - 1;
     r.limit[i] = p.causal ? qi + kv_len - p.seq_len_q : kv_len - 1;
   }
   return r;
@@ -474,7 +456,7 @@ CLO_DEVICE void decode_epilogue(const DecodeKernelParams& p, float (&o)[D / 8][4
   constexpr int kDTiles = D / 8;
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
   const int g = lane >> 2, t4 = lane & 3;
-  const int kvh = decode_block_kvh(p), row_tile = decode_block_row_tile(p);
+  const int kvh = blockIdx.x / p.row_tiles, row_tile = blockIdx.x % p.row_tiles;
   const int b = blockIdx.y, split = blockIdx.z;
   const bool math = warp < kMathWarps;
 #pragma unroll
@@ -536,11 +518,11 @@ CLO_DEVICE void decode_epilogue(const DecodeKernelParams& p, float (&o)[D / 8][4
     return make_float2(m, l);
   };
   auto out_ptr = [&](int gr, int d) {
-    const int head = kvh * p.group + decode_row_head(p, gr), qi = decode_row_pos(p, gr);
+    const int head = kvh * p.group + gr / p.seq_len_q, qi = gr % p.seq_len_q;
     return reinterpret_cast<uint2*>(static_cast<T*>(p.out) + b * p.o_sb + head * p.o_sh + qi * p.o_sn + d);
   };
   auto row_id_of = [&](int gr) {
-    const int head = kvh * p.group + decode_row_head(p, gr), qi = decode_row_pos(p, gr);
+    const int head = kvh * p.group + gr / p.seq_len_q, qi = gr % p.seq_len_q;
     return (static_cast<int64_t>(b) * p.num_q_heads + head) * p.seq_len_q + qi;
   };
   // Head pairs: only the row's own head's columns are computed and stored (the other
@@ -672,7 +654,7 @@ __global__ void __launch_bounds__(kDecodeThreads)
   T* q_s = reinterpret_cast<T*>(smem + decode_pipeline_smem_bytes<T, D, kStages>());
 
   const int tid = threadIdx.x, warp = tid >> 5;
-  const int kvh = decode_block_kvh(p), b = blockIdx.y, split = blockIdx.z;
+  const int kvh = blockIdx.x / p.row_tiles, b = blockIdx.y, split = blockIdx.z;
 
   // PDL: no global memory is read before the previous kernel (which may write q, the
   // cache or the tables) has completed (prefetches only); then the next kernel may

@@ -70,7 +70,7 @@ __global__ void __launch_bounds__(kTmaThreads)
   uint64_t* empty_bar = full_bar + kStages;                                          // [stages]
 
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
-  const int kvh = decode_block_kvh(p), b = blockIdx.y, split = blockIdx.z;
+  const int kvh = blockIdx.x / p.row_tiles, b = blockIdx.y, split = blockIdx.z;
   const bool producer = warp == kProducerWarp;
 #ifdef CLO_DEV_STAMPS
   unsigned long long* stamp =
