@@ -528,9 +528,10 @@ void run_smem_graph(const Problem& pr, __half* k, __half* v, unsigned long long*
       prev_end = e_1;
     }
     char label[96];
-    std::snprintf(label, sizeof label, "graph%s CH%d G%d S%d %d/SM PDL %s",
-                  kPaged ? (kHeadsPerBlock == 1 ? " paged" : kHeadsPerBlock == 2 ? " paged 2h" : kHeadsPerBlock == 4 ? " paged 4h" : " paged 8h") : "",
-                  CH, G, S, per_sm, pdl ? "on" : "off");
+    char layout[24] = "";
+    if (kPaged) std::snprintf(layout, sizeof layout, " paged %dh", kHeadsPerBlock);
+    std::snprintf(label, sizeof label, "graph%s CH%d G%d S%d %d/SM PDL %s", layout, CH, G, S, per_sm,
+                  pdl ? "on" : "off");
     std::printf("%-22s %-34s %8.1f us %6.3f TB/s | per call: start->last end %5.2f, end spread %5.2f, "
                 "gap to next start %5.2f us\n",
                 pr.name, label, med, bytes / (med * 1e-6) / 1e12, median_of(bodies), median_of(spreads),
@@ -576,8 +577,10 @@ void run_regs(const Problem& pr, Args a, unsigned long long* stamps, int iters) 
 // The earliest stamp-0 (%globaltimer) value over `nblk` blocks' stamps (0 skipped).
 static unsigned long long first_stamp(const unsigned long long* h, int nblk) {
   unsigned long long m = ~0ull;
-  for (int b = 0; b < nblk; ++b)
-    if (h[size_t(cuda_llm_ops::decode::kDecodeDevStamps) * b]) m = std::min(m, h[size_t(cuda_llm_ops::decode::kDecodeDevStamps) * b]);
+  for (int b = 0; b < nblk; ++b) {
+    const unsigned long long t = h[size_t(cuda_llm_ops::decode::kDecodeDevStamps) * b];
+    if (t != 0) m = std::min(m, t);
+  }
   return m;
 }
 // The TMA kernel's dev stamps of `nblk` blocks in ns after `base` (a %globaltimer value
@@ -698,7 +701,8 @@ void run_ours(const OursCase& c, __half* k, __half* v, unsigned long long* stamp
     for (int i = 0; i < nblk; ++i) if (h[kS * i]) { t0 = std::min(t0, h[kS * i]); tend = std::max(tend, h[kS * i + 4]); }
     const char* names[kS] = {"start (after the PDL wait)", "first issue", "tile0 landed", "loop done", "end",
                              "len+table in regs", "after start-up barrier", "last tile landed", "", "",
-                             "epilogue barrier 1", "epilogue barrier 2", "last QK", "last softmax", "last PV", "out index", "out merge", "out store"};
+                             "epilogue barrier 1", "epilogue barrier 2", "last QK", "last softmax", "last PV",
+                             "out index", "out merge", "out store"};
     std::printf("   stamps (%d blocks, span %.2f us):", nblk, (tend - t0) / 1e3);
     for (int k = 0; k < kS; ++k) {
       if (k == 8 || k == 9) continue;
