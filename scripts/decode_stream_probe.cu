@@ -702,7 +702,7 @@ void run_ours(const OursCase& c, __half* k, __half* v, unsigned long long* stamp
     const char* names[kS] = {"start (after the PDL wait)", "first issue", "tile0 landed", "loop done", "end",
                              "len+table in regs", "after start-up barrier", "last tile landed", "", "",
                              "epilogue barrier 1", "epilogue barrier 2", "last QK", "last softmax", "last PV",
-                             "out index", "out merge", "out store"};
+                             "out index / partials", "out merge / counted", "out store / merged"};
     std::printf("   stamps (%d blocks, span %.2f us):", nblk, (tend - t0) / 1e3);
     for (int k = 0; k < kS; ++k) {
       if (k == 8 || k == 9) continue;
@@ -818,7 +818,7 @@ void run_ours(const OursCase& c, __half* k, __half* v, unsigned long long* stamp
       }
       std::printf("   per call (medians, us from the first post-wait start): len+table %.2f, barrier %.2f, first issue "
                   "%.2f, tile0 landed %.2f, last tile landed %.2f, loop done %.2f (spread %.2f), epilogue %.2f, "
-                  "last tile -> end %.2f, last end %.2f (+%.2f over median end), gap to next %.2f; epilogue parts %.2f %.2f %.2f; last tile QK %.2f softmax %.2f PV %.2f; output index %.2f merge %.2f store %.2f\n",
+                  "last tile -> end %.2f, last end %.2f (+%.2f over median end), gap to next %.2f; epilogue parts %.2f %.2f %.2f; last tile QK %.2f softmax %.2f PV %.2f; 1-split output index / merge / store, or the last split block partials / count / merge: %.2f %.2f %.2f\n",
                   median_of(len_in), median_of(synced), median_of(issue), median_of(land), median_of(last_land),
                   median_of(loop_med), median_of(loop_spread), median_of(epi), median_of(tail), median_of(body),
                   median_of(end_spread), median_of(gap), median_of(epi1), median_of(epi2), median_of(epi3), median_of(m1),

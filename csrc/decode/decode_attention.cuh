@@ -49,7 +49,8 @@ struct DecodeKernelParams {
   // 3 loop done, 5 seq_len and first table entry in registers, 6 after the start-up
   // barrier (q in smem), 7 last tile landed, 10 and 11 after the epilogue's two barriers,
   // 12-14 after the last tile's QK^T, softmax, PV (thread 0), 15-17 the 1-split output's
-  // index math, warp merge, store: the host maps clocks to ns per block
+  // index math, warp merge, store; with splits 15 partials stored, 16 counted in (thread
+  // 0), 17 merge done (the last block): the host maps clocks to ns per block
   unsigned long long* dev_stamps;
 #endif
   const void* q;
@@ -572,6 +573,9 @@ CLO_DEVICE void decode_epilogue(const DecodeKernelParams& p, float (&o)[D / 8][4
       if (col == 0) p.partial_state[slot] = bad ? make_float2(nan, nan) : st;
     }
   }
+#ifdef CLO_DEV_STAMPS
+  if (p.dev_stamps != nullptr && tid == 0) stamp[15] = clock64();
+#endif
   // Count the split in. The barrier orders every thread's partials before thread 0's
   // acq_rel add at gpu scope (release, cumulative over the block); in the last block the
   // same add acquires the other splits' partials, which its threads read after the barrier.
@@ -583,6 +587,9 @@ CLO_DEVICE void decode_epilogue(const DecodeKernelParams& p, float (&o)[D / 8][4
     asm volatile("atom.acq_rel.gpu.global.add.s32 %0, [%1], 1;\n" : "=r"(before) : "l"(counter) : "memory");
     last = before == p.num_splits - 1;
     if (last) atomicExch(counter, 0);  // every block of the group has counted: ready for the next call / replay
+#ifdef CLO_DEV_STAMPS
+    if (p.dev_stamps != nullptr) stamp[16] = clock64();
+#endif
   }
   if (!__syncthreads_or(last)) return;
 
@@ -633,6 +640,9 @@ CLO_DEVICE void decode_epilogue(const DecodeKernelParams& p, float (&o)[D / 8][4
     const float inv = nan_seen ? nan : (l > 0.f ? 1.f / l : 0.f);
     *out_ptr(gr, col) = make_uint2(pack_float2<T>(acc.x * inv, acc.y * inv), pack_float2<T>(acc.z * inv, acc.w * inv));
   }
+#ifdef CLO_DEV_STAMPS
+  if (p.dev_stamps != nullptr && tid == 0) stamp[17] = clock64();
+#endif
 }
 
 template <typename T, int D, int kStages, class KV>
