@@ -702,7 +702,8 @@ void run_ours(const OursCase& c, __half* k, __half* v, unsigned long long* stamp
     const char* names[kS] = {"start (after the PDL wait)", "first issue", "tile0 landed", "loop done", "end",
                              "len+table in regs", "after start-up barrier", "last tile landed", "", "",
                              "epilogue barrier 1", "epilogue barrier 2", "last QK", "last softmax", "last PV",
-                             "out index / partials", "out merge / counted", "out store / merged"};
+                             "out index / partials", "out merge / counted", "out store / merged",
+                             "merge batch 1 folded", "merge folded"};
     std::printf("   stamps (%d blocks, span %.2f us):", nblk, (tend - t0) / 1e3);
     for (int k = 0; k < kS; ++k) {
       if (k == 8 || k == 9) continue;
@@ -759,14 +760,14 @@ void run_ours(const OursCase& c, __half* k, __half* v, unsigned long long* stamp
       CK(cudaMemcpy(raw.data(), gs, raw.size() * 8, cudaMemcpyDeviceToHost));
       const unsigned long long base = first_stamp(raw.data(), calls * nblk) - 1;
       std::vector<double> gap, issue, land, last_land, loop_med, loop_spread, epi, tail, end_spread, body, len_in, synced,
-          epi1, epi2, epi3, m1, m2, m3, o1, o2, o3;
+          epi1, epi2, epi3, m1, m2, m3, o1, o2, o3, mload, mfold;
       double prev_end = 0;
       for (int i = 0; i < calls; ++i) {
         const std::vector<double> h = stamps_ns(raw.data() + size_t(i) * nblk * kS, nblk, base);
         const double* c = h.data();
         if (c[0] == 0) continue;
         double s0 = 1e300, e1 = 0;
-        std::vector<double> iss, lan, lal, lo, en, li, sy, tl, e1v, e2v, e3v, m1v, m2v, m3v, o1v, o2v, o3v;
+        std::vector<double> iss, lan, lal, lo, en, li, sy, tl, e1v, e2v, e3v, m1v, m2v, m3v, o1v, o2v, o3v, ml, mf;
         for (int b = 0; b < nblk; ++b) {
           s0 = std::min(s0, c[kS * b]);
           e1 = std::max(e1, c[kS * b + 4]);
@@ -779,6 +780,10 @@ void run_ours(const OursCase& c, __half* k, __half* v, unsigned long long* stamp
             m1v.push_back((c[kS * b + 12] - c[kS * b + 7]) / 1e3);
             m2v.push_back((c[kS * b + 13] - c[kS * b + 12]) / 1e3);
             m3v.push_back((c[kS * b + 14] - c[kS * b + 13]) / 1e3);
+          }
+          if (c[kS * b + 17] && c[kS * b + 18] && c[kS * b + 19]) {  // the split merger: first batch, rest
+            ml.push_back((c[kS * b + 18] - c[kS * b + 16]) / 1e3);
+            mf.push_back((c[kS * b + 19] - c[kS * b + 18]) / 1e3);
           }
           if (c[kS * b + 15] && c[kS * b + 17]) {  // the 1-split output: index math, warp merge, store
             o1v.push_back((c[kS * b + 15] - c[kS * b + 11]) / 1e3);
@@ -809,6 +814,8 @@ void run_ours(const OursCase& c, __half* k, __half* v, unsigned long long* stamp
         o1.push_back(median_of(o1v));
         o2.push_back(median_of(o2v));
         o3.push_back(median_of(o3v));
+        mload.push_back(median_of(ml));
+        mfold.push_back(median_of(mf));
         std::sort(lo.begin(), lo.end());
         loop_spread.push_back(lo.back() - lo.front());
         std::sort(en.begin(), en.end());
@@ -818,11 +825,12 @@ void run_ours(const OursCase& c, __half* k, __half* v, unsigned long long* stamp
       }
       std::printf("   per call (medians, us from the first post-wait start): len+table %.2f, barrier %.2f, first issue "
                   "%.2f, tile0 landed %.2f, last tile landed %.2f, loop done %.2f (spread %.2f), epilogue %.2f, "
-                  "last tile -> end %.2f, last end %.2f (+%.2f over median end), gap to next %.2f; epilogue parts %.2f %.2f %.2f; last tile QK %.2f softmax %.2f PV %.2f; 1-split output index / merge / store, or the last split block partials / count / merge: %.2f %.2f %.2f\n",
+                  "last tile -> end %.2f, last end %.2f (+%.2f over median end), gap to next %.2f; epilogue parts %.2f %.2f %.2f; last tile QK %.2f softmax %.2f PV %.2f; 1-split output index / merge / store, or the last split block partials / count / merge: %.2f %.2f %.2f (merge: first batch %.2f, rest %.2f)\n",
                   median_of(len_in), median_of(synced), median_of(issue), median_of(land), median_of(last_land),
                   median_of(loop_med), median_of(loop_spread), median_of(epi), median_of(tail), median_of(body),
                   median_of(end_spread), median_of(gap), median_of(epi1), median_of(epi2), median_of(epi3), median_of(m1),
-                  median_of(m2), median_of(m3), median_of(o1), median_of(o2), median_of(o3));
+                  median_of(m2), median_of(m3), median_of(o1), median_of(o2), median_of(o3), median_of(mload),
+                  median_of(mfold));
     }
     CK(cudaFree(gs));
 #endif

@@ -50,7 +50,8 @@ struct DecodeKernelParams {
   // barrier (q in smem), 7 last tile landed, 10 and 11 after the epilogue's two barriers,
   // 12-14 after the last tile's QK^T, softmax, PV (thread 0), 15-17 the 1-split output's
   // index math, warp merge, store; with splits 15 partials stored, 16 counted in (thread
-  // 0), 17 merge done (the last block): the host maps clocks to ns per block
+  // 0), 17 merge done, 18 the merge's first batch folded, 19 its fold done (the last
+  // block): the host maps clocks to ns per block
   unsigned long long* dev_stamps;
 #endif
   const void* q;
@@ -444,6 +445,49 @@ CLO_DEVICE void decode_warp_tile(const QFrag& q_frag, const T* ks, const T* vs, 
 #endif
 }
 
+// Log-sum-exp fold of splits s0 .. s0 + n - 1 (n <= kBatch) into (m, l, acc): `load(s,
+// state, o)` fetches split s's (max, sum) and 4 unnormalised O columns; all n loads are
+// issued before any is used, then the batch's max is taken first and every split is
+// weighed against it, so the fold is no dependent chain of exp2 per split (the merger
+// runs on the call's critical path). A NaN state (bad index) sets nan_seen; splits
+// that saw no key (sum 0) do not count.
+template <int kBatch, class Load>
+CLO_DEVICE void decode_fold_splits(int s0, int n, Load&& load, float& m, float& l, float4& acc, bool& nan_seen) {
+  float2 st[kBatch];
+  float4 x[kBatch];
+#pragma unroll
+  for (int j = 0; j < kBatch; ++j) {
+    if (j < n) {
+      load(s0 + j, st[j], x[j]);
+    } else {
+      st[j] = make_float2(kNegInf, 0.f);
+      x[j] = make_float4(0.f, 0.f, 0.f, 0.f);
+    }
+  }
+  float m_new = m;
+#pragma unroll
+  for (int j = 0; j < kBatch; ++j) {
+    nan_seen |= st[j].y != st[j].y;
+    if (st[j].y > 0.f) m_new = fmaxf(m_new, st[j].x);
+  }
+  const float a = fast_exp2(m - m_new);
+  l *= a;
+  acc.x *= a;
+  acc.y *= a;
+  acc.z *= a;
+  acc.w *= a;
+#pragma unroll
+  for (int j = 0; j < kBatch; ++j) {
+    const float w = st[j].y > 0.f ? fast_exp2(st[j].x - m_new) : 0.f;
+    l += st[j].y * w;
+    acc.x += x[j].x * w;
+    acc.y += x[j].y * w;
+    acc.z += x[j].z * w;
+    acc.w += x[j].w * w;
+  }
+  m = m_new;
+}
+
 // Epilogue shared by the decode kernels: merge the math warps' online-softmax states
 // (log-sum-exp through smem), then write `out` (1 split) or this split's partials;
 // with splits, count the split in on the (batch, KV head, row tile)'s counter, and
@@ -558,10 +602,14 @@ CLO_DEVICE void decode_epilogue(const DecodeKernelParams& p, float (&o)[D / 8][4
     return;
   }
 
+  const int items = rows_here * kD4;  // (row, 4 columns) of this block's real rows
+  // Splits folded per round trip in a merge: 16 would take the D < 128 kernels from
+  // ~95 to ~128 registers (NOTES v13).
+  constexpr int kFoldBatch = D >= 128 ? 16 : 8;
   // ---- split-KV: this split's partials (splits past the sequence's last tile have
   // none), then the count.
   if (split < eff) {
-    for (int idx = tid; idx < rows_here * kD4; idx += kThreads) {
+    for (int idx = tid; idx < items; idx += kThreads) {
       const int r = idx / kD4, d = (idx % kD4) * 4;
       const int gr = row_tile * kRowsPerBlock + r, col = decode_own_col<D>(p, gr, d);
       if (col < 0) continue;
@@ -591,15 +639,17 @@ CLO_DEVICE void decode_epilogue(const DecodeKernelParams& p, float (&o)[D / 8][4
     if (p.dev_stamps != nullptr) stamp[16] = clock64();
 #endif
   }
-  if (!__syncthreads_or(last)) return;
+  if (!__syncthreads_or(last)) {
+#ifdef CLO_DEV_STAMPS
+    if (p.dev_stamps != nullptr && tid == 0) stamp[17] = 0;  // not this call's merger
+#endif
+    return;
+  }
 
-  // Merge (log-sum-exp) the eff splits of this tile's rows in one round trip: each
-  // thread loads, for its (row, 4 columns), every split's state and partial at once
-  // (independent ld.global.cg: written by other SMs during this kernel, never through
-  // L1) and folds them online. A NaN state (bad index) makes the row NaN; splits that
-  // saw no key (sum 0) do not count.
+  // Merge (log-sum-exp) the eff splits of this tile's rows, kBatch splits per round trip
+  // (ld.global.cg: written by other SMs during this kernel, never through L1).
   const int64_t split_stride = p.total_rows;
-  for (int idx = tid; idx < rows_here * kD4; idx += kThreads) {
+  for (int idx = tid; idx < items; idx += kThreads) {
     const int r = idx / kD4, d = (idx % kD4) * 4;
     const int gr = row_tile * kRowsPerBlock + r, col = decode_own_col<D>(p, gr, d);
     if (col < 0) continue;
@@ -609,35 +659,25 @@ CLO_DEVICE void decode_epilogue(const DecodeKernelParams& p, float (&o)[D / 8][4
     float m = kNegInf, l = 0.f;
     float4 acc = make_float4(0.f, 0.f, 0.f, 0.f);
     bool nan_seen = false;
-    constexpr int kBatch = 8;
-    for (int s0 = 0; s0 < eff; s0 += kBatch) {
-      float2 st[kBatch];
-      float4 x[kBatch];
-#pragma unroll
-      for (int j = 0; j < kBatch; ++j) {
-        if (s0 + j < eff) {
-          st[j] = __ldcg(ps + (s0 + j) * split_stride);
-          x[j] = __ldcg(reinterpret_cast<const float4*>(po + (s0 + j) * split_stride * head_cols));
-        } else {
-          st[j] = make_float2(kNegInf, 0.f);
-          x[j] = make_float4(0.f, 0.f, 0.f, 0.f);
-        }
-      }
-#pragma unroll
-      for (int j = 0; j < kBatch; ++j) {
-        if (st[j].y != st[j].y) nan_seen = true;
-        if (!(st[j].y > 0.f)) continue;
-        const float m_new = fmaxf(m, st[j].x);
-        const float a = exp2f(m - m_new), w = exp2f(st[j].x - m_new);
-        l = l * a + st[j].y * w;
-        acc.x = acc.x * a + x[j].x * w;
-        acc.y = acc.y * a + x[j].y * w;
-        acc.z = acc.z * a + x[j].z * w;
-        acc.w = acc.w * a + x[j].w * w;
-        m = m_new;
-      }
+    for (int s0 = 0; s0 < eff; s0 += kFoldBatch) {
+      decode_fold_splits<kFoldBatch>(
+          s0, min(kFoldBatch, eff - s0),
+          [&](int s, float2& st, float4& x) {
+            st = __ldcg(ps + s * split_stride);
+            x = __ldcg(reinterpret_cast<const float4*>(po + s * split_stride * head_cols));
+          },
+          m, l, acc, nan_seen);
+#ifdef CLO_DEV_STAMPS
+      if (p.dev_stamps != nullptr && tid == 0 && s0 == 0) stamp[18] = clock64();
+#endif
     }
     const float inv = nan_seen ? nan : (l > 0.f ? 1.f / l : 0.f);
+#ifdef CLO_DEV_STAMPS
+    if (p.dev_stamps != nullptr && tid == 0) {
+      asm volatile("" ::"f"(inv), "f"(acc.x), "f"(acc.w));
+      stamp[19] = clock64();
+    }
+#endif
     *out_ptr(gr, col) = make_uint2(pack_float2<T>(acc.x * inv, acc.y * inv), pack_float2<T>(acc.z * inv, acc.w * inv));
   }
 #ifdef CLO_DEV_STAMPS

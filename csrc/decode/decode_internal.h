@@ -26,7 +26,7 @@ int decode_dev_tma_stages();
 // them wherever legal (decode_packs_head_pairs), anything else: the automatic rule.
 int decode_dev_pack();
 #ifdef CLO_DEV_STAMPS
-constexpr int kDecodeDevStamps = 18;  // per block (DecodeKernelParams::dev_stamps)
+constexpr int kDecodeDevStamps = 20;  // per block (DecodeKernelParams::dev_stamps)
 unsigned long long* decode_dev_stamps();
 void decode_dev_set_stamps(unsigned long long* p);
 #endif
