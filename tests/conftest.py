@@ -7,6 +7,14 @@ from cuda_llm_ops import _ops
 HAS_GPU = torch.cuda.is_available()
 
 
+@pytest.fixture(autouse=True)
+def _private_calibration_cache(tmp_path_factory, monkeypatch):
+    """No test reads or writes the user's calibration cache (~/.cache/llm-speed): a
+    `llm-speed calibrate` run on the same machine would change the ceilings that the
+    roofline tests expect (the datasheet's, or the ones they save themselves)."""
+    monkeypatch.setenv("LLM_SPEED_CACHE_DIR", str(tmp_path_factory.mktemp("llm_speed_cache")))
+
+
 def pytest_collection_modifyitems(config, items):
     if HAS_GPU and _ops.kernels_available():
         return
