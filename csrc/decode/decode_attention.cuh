@@ -602,12 +602,9 @@ CLO_DEVICE void decode_epilogue(const DecodeKernelParams& p, float (&o)[D / 8][4
     return;
   }
 
-  const int items = rows_here * kD4;  // (row, 4 columns) of this block's real rows
-  // Splits folded per round trip in a merge: 16 would take the D < 128 kernels from
-  // ~95 to ~128 registers (NOTES v13).
-  constexpr int kFoldBatch = D >= 128 ? 16 : 8;
   // ---- split-KV: this split's partials (splits past the sequence's last tile have
   // none), then the count.
+  const int items = rows_here * kD4;  // (row, 4 columns) of this block's real rows
   if (split < eff) {
     for (int idx = tid; idx < items; idx += kThreads) {
       const int r = idx / kD4, d = (idx % kD4) * 4;
@@ -646,8 +643,10 @@ CLO_DEVICE void decode_epilogue(const DecodeKernelParams& p, float (&o)[D / 8][4
     return;
   }
 
-  // Merge (log-sum-exp) the eff splits of this tile's rows, kBatch splits per round trip
-  // (ld.global.cg: written by other SMs during this kernel, never through L1).
+  // Merge (log-sum-exp) the eff splits of this tile's rows, kFoldBatch splits per round
+  // trip (ld.global.cg: written by other SMs during this kernel, never through L1); 16
+  // would take the D < 128 kernels from ~95 to ~128 registers (NOTES v13).
+  constexpr int kFoldBatch = D >= 128 ? 16 : 8;
   const int64_t split_stride = p.total_rows;
   for (int idx = tid; idx < items; idx += kThreads) {
     const int r = idx / kD4, d = (idx % kD4) * 4;
