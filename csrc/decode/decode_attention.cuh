@@ -50,8 +50,8 @@ struct DecodeKernelParams {
   // barrier (q in smem), 7 last tile landed, 10 and 11 after the epilogue's two barriers,
   // 12-14 after the last tile's QK^T, softmax, PV (thread 0), 15-17 the 1-split output's
   // index math, warp merge, store; with splits 15 partials stored, 16 counted in (thread
-  // 0), 17 merge done, 18 the merge's first batch folded, 19 its fold done (the last
-  // block): the host maps clocks to ns per block
+  // 0), 17 merge done (0 in the blocks that did not merge), 18 / 19 thread 0's first
+  // item: first batch folded / fold done (the merger): the host maps clocks to ns per block
   unsigned long long* dev_stamps;
 #endif
   const void* q;
@@ -638,7 +638,7 @@ CLO_DEVICE void decode_epilogue(const DecodeKernelParams& p, float (&o)[D / 8][4
   }
   if (!__syncthreads_or(last)) {
 #ifdef CLO_DEV_STAMPS
-    if (p.dev_stamps != nullptr && tid == 0) stamp[17] = 0;  // not this call's merger
+    if (p.dev_stamps != nullptr && tid == 0) stamp[17] = stamp[18] = stamp[19] = 0;  // not this call's merger
 #endif
     return;
   }
@@ -667,12 +667,12 @@ CLO_DEVICE void decode_epilogue(const DecodeKernelParams& p, float (&o)[D / 8][4
           },
           m, l, acc, nan_seen);
 #ifdef CLO_DEV_STAMPS
-      if (p.dev_stamps != nullptr && tid == 0 && s0 == 0) stamp[18] = clock64();
+      if (p.dev_stamps != nullptr && idx == 0 && s0 == 0) stamp[18] = clock64();
 #endif
     }
     const float inv = nan_seen ? nan : (l > 0.f ? 1.f / l : 0.f);
 #ifdef CLO_DEV_STAMPS
-    if (p.dev_stamps != nullptr && tid == 0) {
+    if (p.dev_stamps != nullptr && idx == 0) {
       asm volatile("" ::"f"(inv), "f"(acc.x), "f"(acc.w));
       stamp[19] = clock64();
     }
