@@ -33,12 +33,6 @@
 namespace cuda_llm_ops {
 namespace flash_mma {
 
-CLO_DEVICE float fast_exp2(float x) {
-  float y;
-  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
-  return y;
-}
-
 // Default tile shape per head-dim bucket: rows per warp in m16 tiles and keys
 // per K/V tile. Two m16 tiles (32 rows per warp) let every K/V fragment loaded
 // by ldmatrix feed two mma.sync, halving shared-memory reads per FLOP, which

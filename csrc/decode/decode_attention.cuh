@@ -573,8 +573,9 @@ CLO_DEVICE void decode_epilogue(const DecodeKernelParams& p, float (&o)[D / 8][4
   // Head pairs: only the row's own head's columns are computed and stored (the other
   // half of the block's row is the other head's), and partials are that wide.
   const int head_cols = decode_head_cols<D>(p);
+  const int items = rows_here * kD4;  // (row, 4 columns) of this block's real rows
   if (p.num_splits == 1) {
-    for (int idx = tid; idx < rows_here * kD4; idx += kThreads) {
+    for (int idx = tid; idx < items; idx += kThreads) {
       const int r = idx / kD4, d = (idx % kD4) * 4;
       const int gr = row_tile * kRowsPerBlock + r, col = decode_own_col<D>(p, gr, d);
       if (col < 0) continue;
@@ -604,7 +605,6 @@ CLO_DEVICE void decode_epilogue(const DecodeKernelParams& p, float (&o)[D / 8][4
 
   // ---- split-KV: this split's partials (splits past the sequence's last tile have
   // none), then the count.
-  const int items = rows_here * kD4;  // (row, 4 columns) of this block's real rows
   if (split < eff) {
     for (int idx = tid; idx < items; idx += kThreads) {
       const int r = idx / kD4, d = (idx % kD4) * 4;
