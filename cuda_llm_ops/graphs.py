@@ -51,7 +51,10 @@ class CUDAGraphRunner:
             the largest raises ValueError).
         pad_values: value written to the padding rows of each batched argument
             (by position in `batch_args` order; default 0). For `paged_attention`, a
-            seq_len of 0 makes a padding row read nothing.
+            seq_len of 0 makes a padding row read nothing. A padding row still runs
+            through `fn`: a `paged_kv_append` slot_mapping must be padded with -1 (the
+            op skips negative slots), since 0 would write the padding rows' K/V into
+            slot 0 of the cache, someone's block (vLLM pads with -1 for the same reason).
 
     Graphs are captured lazily on a bucket's first use, or all at once with `capture_all()`
     (largest first, sharing one memory pool). The returned tensors are views of static
