@@ -7,7 +7,7 @@ and the `llm-speed` benchmark command.
 from ._ops import build_info, kernels_available
 from .attention import flash_attention, naive_attention, tiled_attention
 from .validation import validate_attention_inputs
-from .decode import (decode_attention, decode_num_splits, decode_workspace, paged_attention,
+from .decode import (decode_attention, decode_head_dim_fits, decode_num_splits, decode_workspace, paged_attention,
                      paged_attention_workspace, paged_kv_append, validate_paged_attention_inputs)
 from .graphs import CUDAGraphRunner
 from .lightning import lightning_attention_decode, validate_lightning_decode_inputs
@@ -32,6 +32,7 @@ __all__ = [
     "tensor_core_gemm_int8",
     "validate_gemm_inputs",
     "decode_attention",
+    "decode_head_dim_fits",
     "decode_num_splits",
     "decode_workspace",
     "paged_attention",

@@ -13,7 +13,9 @@ after every completed call the counters are zero again, so one workspace serves
 any number of later calls and CUDA-graph replays, and calls of other shapes (batch,
 splits, heads) that it is large enough for. Calls sharing a workspace must be
 ordered (one stream). Without `workspace=` a split call allocates one and zeroes
-its counters (one small memset).
+its counters (one small memset). A workspace whose counters are not zero when a
+call starts (`torch.empty`, or overwritten) gives NaN outputs, on that call and every
+later one with it, never stale values: allocate it with the helpers.
 
 Layouts (vLLM's):
 - q / out: `[B, Hq, D]`, one new token per sequence.
@@ -26,7 +28,8 @@ Layouts (vLLM's):
 
 Kernels exist for float16 and bfloat16 with D in `DECODE_HEAD_DIMS`; Hq any
 multiple of Hkv (one thread block serves all query heads of a KV head, so each
-K/V element is read once).
+K/V element is read once); batch <= 65535. GPUs with 99 KB of shared memory per
+block (sm_86/89/120) run D = 64, 96 and 128, not 256 (`decode_head_dim_fits`).
 
 Index checks and CUDA graphs: a block index outside `[0, num_blocks)` or a
 seq_len outside `[0, table capacity]` is data on the GPU; checking it on the
@@ -75,6 +78,7 @@ DECODE_HEAD_DIMS = (64, 96, 128, 256)
 # flash_attention hands calls with at most this many query rows to decode_attention.
 DECODE_MAX_QUERY_ROWS = 16
 MAX_SPLITS = 128
+MAX_BATCH = 65535
 
 
 def _dt(d: torch.dtype) -> str:
@@ -89,6 +93,11 @@ def _check_head_dim(d: int) -> None:
 def _check_num_splits(num_splits: int) -> None:
     if not isinstance(num_splits, int) or num_splits < 0 or num_splits > MAX_SPLITS:
         raise ValueError(f"num_splits must be an int in [0, {MAX_SPLITS}] (0: heuristic), got {num_splits!r}")
+
+
+def _check_batch(b: int) -> None:
+    if b > MAX_BATCH:
+        raise ValueError(f"batch must be <= {MAX_BATCH} (the decode grid's y dimension), got {b}")
 
 
 def _check_rows(t: torch.Tensor, name: str) -> None:
@@ -142,6 +151,10 @@ def validate_paged_attention_inputs(q, k_cache, v_cache, block_tables, seq_lens,
     if nb < 1 or b < 1 or block_tables.shape[1] < 1:
         raise ValueError(f"q, k_cache and block_tables must not be empty, got q {tuple(q.shape)}, "
                          f"k_cache {tuple(k_cache.shape)}, block_tables {tuple(block_tables.shape)}")
+    _check_batch(b)
+    if nb >= 2**31 or block_tables.shape[1] * bs >= 2**31:
+        raise ValueError(f"num_blocks and max_blocks_per_seq x block_size (the keys a table row can address) must "
+                         f"be < 2^31, got {nb} and {block_tables.shape[1]} x {bs}")
     if block_tables.shape[0] != b:
         raise ValueError(f"block_tables must have {b} rows (q's batch), got {block_tables.shape[0]}")
     if seq_lens.shape[0] != b:
@@ -165,6 +178,7 @@ def validate_paged_attention_inputs(q, k_cache, v_cache, block_tables, seq_lens,
         raise ValueError(f"block_tables must have a contiguous last dimension, got strides {block_tables.stride()}")
     _check_rows(q, "q")
     _check_rows(k_cache, "k_cache")
+    _check_rows(v_cache, "v_cache")
 
 
 def check_paged_indices(k_cache: torch.Tensor, block_tables: torch.Tensor, seq_lens: torch.Tensor) -> None:
@@ -336,6 +350,7 @@ def decode_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: f
             validate_attention_inputs(q, k, v)
         check_dtype(q, "q", DECODE_DTYPES)
         _check_head_dim(q.shape[-1])
+        _check_batch(q.shape[0])
         _check_num_splits(num_splits)
         resolve_scale(scale, q.shape[-1])
         if out is not None:
@@ -355,13 +370,36 @@ def decode_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: f
     return call_or_explain(call, explain)
 
 
+_HEAD_DIM_FITS: dict[tuple[int, int], bool] = {}
+
+
+def decode_head_dim_fits(head_dim: int, device: torch.device | None = None) -> bool:
+    """Whether the decode kernels run at `head_dim` on `device` (default: the current
+    one): every decode head dim on sm_80 and sm_90; GPUs with 99 KB of shared memory
+    per block (sm_86/89/120: A10, L4, L40S, RTX 4090/5090) run 64, 96 and 128, not 256
+    (`paged_attention` / `decode_attention` refuse it there; `flash_attention` keeps
+    such calls on its prefill kernel). Remembered per device (a plain dict, read by
+    flash_attention on every call; under torch.compile tracing an unknown answer is
+    taken as True: the op refuses at run time if it does not fit)."""
+    index = torch.cuda.current_device() if device is None or device.index is None else device.index
+    known = _HEAD_DIM_FITS.get((index, head_dim))
+    if known is None:
+        if torch.compiler.is_compiling():
+            return True
+        with torch.cuda.device(index):
+            known = _HEAD_DIM_FITS[(index, head_dim)] = bool(_ops.op("decode_head_dim_fits")(head_dim))
+    return known
+
+
 def use_decode_path(q) -> bool:
     """Whether `flash_attention(q, ...)` goes to `decode_attention`: few query rows
-    (<= DECODE_MAX_QUERY_ROWS), float16/bfloat16, a decode head dim, a CUDA tensor,
-    and a build with the decode kernels."""
+    (<= DECODE_MAX_QUERY_ROWS), float16/bfloat16, a decode head dim that fits the
+    device (`decode_head_dim_fits`), a CUDA tensor, at most MAX_BATCH sequences, and a
+    build with the decode kernels."""
     return (isinstance(q, torch.Tensor) and q.dim() == 4 and q.shape[2] <= DECODE_MAX_QUERY_ROWS
             and q.dtype in DECODE_DTYPES and q.shape[-1] in DECODE_HEAD_DIMS and q.device.type == "cuda"
-            and _ops.has_op("decode_attention"))
+            and q.shape[0] <= MAX_BATCH and _ops.has_op("decode_attention")
+            and decode_head_dim_fits(q.shape[-1], q.device))
 
 
 def paged_kv_append(k: torch.Tensor, v: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor,
@@ -407,6 +445,8 @@ def paged_kv_append(k: torch.Tensor, v: torch.Tensor, k_cache: torch.Tensor, v_c
             raise ValueError(f"{name} must be contiguous, got strides {t.stride()}; call .contiguous()")
     _check_rows(k, "k")
     _check_rows(v, "v")
+    _check_rows(k_cache, "k_cache")
+    _check_rows(v_cache, "v_cache")
     if _host_checks_allowed(check_slots, "check_slots") and k.shape[0] > 0:
         n_slots = k_cache.shape[0] * k_cache.shape[1]
         too_big = slot_mapping >= n_slots

@@ -83,6 +83,9 @@ def check_last_dim_contiguous(t: torch.Tensor, name: str) -> None:
     """Rows must be dense and 16-byte aligned (kernels load 16 bytes at a time);
     the outer dimensions may have any stride (e.g. a transposed [B, N, H, D] view)."""
     elem = t.element_size()
+    if t.dim() and t.shape[-1] * elem % 16:
+        raise ValueError(f"{name} rows must be a multiple of 16 bytes (the kernels load 16 bytes at a time), got "
+                         f"last dimension {t.shape[-1]} x {elem} bytes = {t.shape[-1] * elem}")
     # Under torch.compile tensors are fakes without a data pointer; the op's C++
     # check still refuses a misaligned pointer at run time.
     ptr_ok = torch.compiler.is_compiling() or t.data_ptr() % 16 == 0

@@ -207,6 +207,40 @@ def test_paged_attention_errors():
                             workspace=torch.empty(3, device="cuda"))
     with pytest.raises(ValueError, match=r"scale must be >= 0"):
         llm.paged_attention(q, k_cache, v_cache, table, seq_lens, scale=-1.0)
+    # a v_cache view at an odd element offset (16-byte loads would fault)
+    buf = torch.empty(v_cache.numel() + 8, device="cuda", dtype=v_cache.dtype)
+    v_odd = buf[1:1 + v_cache.numel()].view(v_cache.shape)
+    for check in (None, False):
+        with pytest.raises(ValueError, match=r"v_cache must"):
+            llm.paged_attention(q, k_cache, v_odd, table, seq_lens, check_indices=check)
+    # more sequences than the grid's y dimension takes; the raw op refuses too
+    qb = torch.randn(65536, 2, 64, device="cuda").half()
+    tb = torch.zeros(65536, 1, dtype=torch.int32, device="cuda")
+    lb = torch.ones(65536, dtype=torch.int32, device="cuda")
+    with pytest.raises(ValueError, match=r"batch must be <= 65535 \(the decode grid's y dimension\), got 65536"):
+        llm.paged_attention(qb, k_cache, v_cache, tb, lb, check_indices=False)
+    with pytest.raises(RuntimeError, match=r"batch must be in \[1, 65535\], got 65536"):
+        torch.ops.cuda_llm_ops.paged_attention(torch.empty_like(qb), qb, k_cache, v_cache, tb, lb, 0.125, 1, None)
+    assert float(torch.ones(4, device="cuda").sum()) == 4.0  # nothing left pending on the device
+    # a table row addressing 2^31 keys (int32 key positions)
+    wide = torch.zeros(1, 2**31 // 16, dtype=torch.int32, device="cuda")
+    with pytest.raises(ValueError, match=r"max_blocks_per_seq x block_size .* must be < 2\^31"):
+        llm.paged_attention(q, k_cache, v_cache, wide, seq_lens, check_indices=False)
+
+
+def test_split_workspace_with_stale_counters_gives_nan():
+    """A workspace whose counters are not zero (torch.empty, or reused for other data)
+    cannot tell any split it is the last: the output is NaN, never the stale `out`."""
+    require_op("paged_attention")
+    q, k_cache, v_cache, table, seq_lens = make_paged_problem([3000, 700], 2, 4, 128, 16, torch.float16, 12)
+    good = llm.paged_attention_workspace(q, k_cache, table, num_splits=4)
+    for fill in (1.0, -1.0, float("nan")):  # int32 counters of 1065353216, < 0, 2143289344
+        ws = torch.full_like(good, fill)
+        out = torch.full_like(q, 7.0)
+        llm.paged_attention(q, k_cache, v_cache, table, seq_lens, out=out, num_splits=4, workspace=ws)
+        assert torch.isnan(out).all(), f"fill {fill}: {out.flatten()[:4]}"
+    out = llm.paged_attention(q, k_cache, v_cache, table, seq_lens, num_splits=4, workspace=good)
+    assert_close(out, paged_attention_reference(q, k_cache, v_cache, table, seq_lens), dtype=torch.float16)
 
 
 @pytest.mark.parametrize("slot_dtype", [torch.int64, torch.int32])
@@ -235,6 +269,41 @@ def test_paged_kv_append(slot_dtype, dtype, hkv, t, nb):
     assert torch.equal(k_cache, before)
     with pytest.raises(ValueError, match=r"slot_mapping must have dtype int64 or int32"):
         llm.paged_kv_append(k, v, k_cache, v_cache, slots.float())
+    buf = torch.empty(k_cache.numel() + 8, device="cuda", dtype=dtype)
+    k_odd = buf[1:1 + k_cache.numel()].view(k_cache.shape)  # 16-byte stores would fault
+    with pytest.raises(ValueError, match=r"k_cache must have a contiguous last dimension and 16-byte aligned"):
+        llm.paged_kv_append(k, v, k_odd, v_cache, slots)
+    with pytest.raises(RuntimeError, match=r"k_cache must start at a 16-byte aligned address"):
+        torch.ops.cuda_llm_ops.paged_kv_append(k, v, k_odd, v_cache, slots)
+
+
+@pytest.mark.parametrize("slot_dtype", [torch.int64, torch.int32])
+def test_paged_kv_append_past_2g_elements(slot_dtype):
+    """Slots at the top of a cache of more than 2^31 elements (4.3 GB per cache): the
+    row offsets are 64-bit; only the written rows are compared (they were NaN before)."""
+    require_op("paged_kv_append")
+    hkv, d, bs = 8, 128, 16
+    nb = 2**31 // (bs * hkv * d) + 900
+    k_cache = torch.empty(nb, bs, hkv, d, device="cuda", dtype=torch.bfloat16)
+    v_cache = torch.empty_like(k_cache)
+    slots = torch.cat([torch.arange(nb * bs - 37, nb * bs, device="cuda"), torch.tensor([0, 5 * bs + 3], device="cuda")])
+    k_cache.view(-1, hkv, d)[slots] = float("nan")
+    v_cache.view(-1, hkv, d)[slots] = float("nan")
+    k = torch.randn(slots.numel(), hkv, d, device="cuda").bfloat16()
+    v = torch.randn(slots.numel(), hkv, d, device="cuda").bfloat16()
+    llm.paged_kv_append(k, v, k_cache, v_cache, slots.to(slot_dtype))
+    assert torch.equal(k_cache.view(-1, hkv, d)[slots], k) and torch.equal(v_cache.view(-1, hkv, d)[slots], v)
+
+
+def test_paged_kv_append_row_size_error():
+    require_op("paged_kv_append")
+    k = torch.randn(3, 2, 100, device="cuda").half()  # 200-byte rows: not whole 16-byte chunks
+    cache = torch.randn(4, 8, 2, 100, device="cuda").half()
+    slots = torch.arange(3, device="cuda")
+    with pytest.raises(ValueError, match=r"k rows must be a multiple of 16 bytes .* 100 x 2 bytes = 200"):
+        llm.paged_kv_append(k, k, cache, cache.clone(), slots)
+    with pytest.raises(RuntimeError, match=r"k rows must be a multiple of 16 bytes \(head_dim 100 x 2 bytes\)"):
+        torch.ops.cuda_llm_ops.paged_kv_append(k, k, cache, cache.clone(), slots)
 
 
 def test_append_then_attend_roundtrip():
@@ -428,6 +497,46 @@ PAGED = [([1, 15, 17, 63, 64, 65, 700], 2, 4, 128, 16, torch.float16, (0, 1, 3, 
          ([1, 17, 65, 300], 2, 8, 256, 32, torch.bfloat16, (1, 4)),
          ([63, 64, 65, 1000], 1, 4, 128, 256, torch.float16, (1, 8))]
 
+def check_past_2g_elements(v):
+    """Caches of more than 2^31 elements (serving engines allocate tens of GB): element
+    offsets past int32 in the paged gather (blocks at the top of the cache) and in the
+    contiguous path (a batch stride past 2^31). Only the rows read are filled."""
+    hkv, group, d, bs = 8, 4, 128, 16
+    nb = 2**31 // (bs * hkv * d) + 900  # 4.3 GB per cache in fp16
+    kc = torch.empty(nb, bs, hkv, d, device="cuda", dtype=torch.float16)
+    vc = torch.empty_like(kc)
+    g = torch.Generator(device="cuda").manual_seed(11)
+    top = torch.arange(nb - 1, nb - 65, -1, device="cuda")  # the last 64 blocks, backwards
+    spread = torch.cat([torch.tensor([0, nb - 1], device="cuda"), torch.randperm(nb, device="cuda", generator=g)[:48]])
+    table = torch.stack([top, torch.cat([spread, top[:14]])]).int()
+    used = torch.unique(table.long())
+    kc[used] = torch.randn(used.numel(), bs, hkv, d, device="cuda", generator=g).half()
+    vc[used] = torch.randn(used.numel(), bs, hkv, d, device="cuda", generator=g).half()
+    sl = torch.tensor([64 * bs, 777], dtype=torch.int32, device="cuda")
+    q = torch.randn(2, hkv * group, d, device="cuda", generator=g).half()
+    ref = paged_attention_reference(q, kc, vc, table, sl)
+    for ns in (1, 4):
+        out = poison_(torch.empty_like(q))
+        llm.paged_attention(q, kc, vc, table, sl, out=out, num_splits=ns)
+        assert_close(out, ref, dtype=torch.float16, what=f"variant {v} paged past 2^31 elements splits={ns}")
+    del kc, vc
+    # contiguous: K and V of batch b at b * stride elements of one buffer, stride > 2^31
+    n = 3000
+    stride = 2**31 + 4096
+    buf = torch.empty(stride + 2 * hkv * n * d, device="cuda", dtype=torch.float16)
+    for b in range(2):
+        buf[b * stride:b * stride + 2 * hkv * n * d] = torch.randn(2 * hkv * n * d, device="cuda", generator=g).half()
+    k = buf.as_strided((2, hkv, n, d), (stride, n * d, d, 1))
+    vv = buf.as_strided((2, hkv, n, d), (stride, n * d, d, 1), hkv * n * d)
+    q = torch.randn(2, hkv * group, 1, d, device="cuda", generator=g).half()
+    ref = attention_reference(q, k, vv)
+    for ns in (1, 5):
+        out = poison_(torch.empty_like(q))
+        llm.decode_attention(q, k, vv, out=out, num_splits=ns)
+        assert_close(out, ref, dtype=torch.float16, what=f"variant {v} contiguous batch stride past 2^31, splits={ns}")
+    del buf, k, vv
+    torch.cuda.empty_cache()
+
 def poison_tail_(kc, vc, table, lens):
     """NaN in every cache slot past each sequence's end in its last block (TMA boxes
     load whole blocks: those rows must never reach the output)."""
@@ -453,6 +562,7 @@ for v in (0, 1, 2):  # CLO_DECODE_VARIANT: automatic, the cp.async kernel, the T
     table[1, 3] = kc.shape[0] + 5
     out = llm.paged_attention(q, kc, vc, table, sl, num_splits=2, check_indices=False)
     assert torch.isnan(out[1]).all() and not torch.isnan(out[0]).any(), f"variant {v}: bad index"
+    check_past_2g_elements(v)
     # contiguous (strided) layout, few query rows, causal and not, a transposed k/v
     for j, (b, hq, hkv, nq, nk, d, dt, causal) in enumerate(
             [(2, 8, 2, 1, 1500, 128, torch.float16, False), (2, 8, 2, 5, 1500, 128, torch.bfloat16, True),
@@ -588,6 +698,44 @@ for v in (0, 1, 2):  # CLO_DECODE_VARIANT: automatic, the cp.async kernel, the T
     slots = -(-ws.numel() // 128)
     assert bool((ws[ws.numel() - slots:].view(torch.int32) == 0).all()), f"variant {v}: counters not reset"
     print(f"variant {v} ok", flush=True)
+# A GPU with 99 KB of shared memory per block (sm_86/89/120), as the CLO_DECODE_SMEM_LIMIT
+# knob makes this one: D = 96/128 on the 2-stage cp.async kernel (3 stages need 100-101
+# KB; the TMA kernel does not fit either), D = 64 unchanged, D = 256 refused with a clear
+# error, and flash_attention keeps D = 256 decode shapes on its prefill kernel.
+os.environ["CLO_DECODE_SMEM_LIMIT"] = str(99 * 1024)
+llm.decode._HEAD_DIM_FITS.clear()
+for v in (0, 1, 2):
+    os.environ["CLO_DECODE_VARIANT"] = str(v)
+    for d in (64, 96, 128):
+        q, kc, vc, table, sl = paged_problem([700, 1, 3000], 2, 4, d, 16, torch.float16, 4000 + d)
+        fn = lambda: llm.paged_attention(q, kc, vc, table, sl, num_splits=3, check_indices=False)
+        assert_close(fn(), paged_attention_reference(q, kc, vc, table, sl), dtype=torch.float16,
+                     what=f"99 KB, variant {v}, D={d}")
+        if d > 64:  # D = 64 fits as before (4 stages, 67 KB; on sm_90 its TMA kernel, 69 KB)
+            names = kernel_names(fn)
+            assert "tma_kernel" not in names and re.search(rf"attention_kernel<[^<>,]+, (\(int\))?{d}, (\(int\))?2, ",
+                                                           names), f"99 KB, D={d}: {names[:300]}"
+        qc = torch.randn(2, 8, 3, d, device="cuda").half()
+        kk = torch.randn(2, 2, 900, d, device="cuda").half()
+        assert_close(llm.flash_attention(qc, kk, kk, is_causal=True), attention_reference(qc, kk, kk, is_causal=True),
+                     dtype=torch.float16, what=f"99 KB, variant {v}, contiguous D={d}")
+        assert llm.decode_head_dim_fits(d) and llm.decode.use_decode_path(qc)
+    q, kc, vc, table, sl = paged_problem([70], 1, 2, 256, 16, torch.float16, 4256)
+    assert not llm.decode_head_dim_fits(256)
+    try:
+        llm.paged_attention(q, kc, vc, table, sl)
+        raise AssertionError("99 KB: D=256 paged_attention ran")
+    except RuntimeError as e:
+        assert "head_dim 256 does not fit this GPU's shared memory per block (101376 bytes)" in str(e), str(e)
+    qc = torch.randn(1, 4, 1, 256, device="cuda").half()
+    kk = torch.randn(1, 2, 300, 256, device="cuda").half()
+    assert not llm.decode.use_decode_path(qc)
+    fn = lambda: llm.flash_attention(qc, kk, kk)
+    assert_close(fn(), attention_reference(qc, kk, kk), dtype=torch.float16, what="99 KB, flash D=256 decode shape")
+    assert "decode_attention" not in kernel_names(fn)
+os.environ["CLO_DECODE_SMEM_LIMIT"] = "0"
+llm.decode._HEAD_DIM_FITS.clear()
+assert llm.decode_head_dim_fits(256)
 print("ALL VARIANTS OK")
 '''
 
@@ -612,7 +760,8 @@ def test_decode_dev_variants_match_reference():
     import subprocess
     import sys
     root = pathlib.Path(__file__).resolve().parents[1]
-    env = dict(os.environ, CLO_DECODE_VARIANT="0", CLO_DECODE_TMA_STAGES="0", CLO_DECODE_PACK="1")
+    env = dict(os.environ, CLO_DECODE_VARIANT="0", CLO_DECODE_TMA_STAGES="0", CLO_DECODE_PACK="1",
+               CLO_DECODE_SMEM_LIMIT="0")
     res = subprocess.run([sys.executable, "-c", _VARIANT_SCRIPT], cwd=root, env=env, capture_output=True,
                          text=True, timeout=600)
     assert res.returncode == 0 and "ALL VARIANTS OK" in res.stdout, (res.stdout[-3000:] + res.stderr[-5000:])

@@ -113,8 +113,11 @@ inline cudaStream_t current_stream(const at::Tensor& t) {
   return at::cuda::getCurrentCUDAStream(t.device().index()).stream();
 }
 
-// Turns a launcher's cudaError_t into a RuntimeError that names the op.
+// Turns a launcher's cudaError_t into a RuntimeError that names the op. A failed launch
+// leaves its error pending (cudaGetLastError), where the next unrelated CUDA call in the
+// process would report it: cleared here (a sticky error, a fault, stays: it cannot be).
 inline void check_launch(cudaError_t err, const char* op) {
+  if (err != cudaSuccess) cudaGetLastError();
   CLO_CHECK(err == cudaSuccess, op, ": CUDA launch failed: ", cudaGetErrorString(err));
 }
 

@@ -25,7 +25,12 @@ void check_half_dtype(const at::Tensor& t, const char* name) {
 // Rows read 16 bytes at a time: contiguous last dim, 16-byte aligned rows.
 void check_rows_aligned(const at::Tensor& t, const char* name) {
   const int64_t elem = t.element_size();
-  bool ok = t.stride(-1) == 1 && reinterpret_cast<uintptr_t>(t.data_ptr()) % 16 == 0;
+  CLO_CHECK(t.size(-1) * elem % 16 == 0, name, " rows must be a multiple of 16 bytes (head_dim ", t.size(-1),
+              " x ", elem, " bytes), got ", t.size(-1) * elem);
+  CLO_CHECK(reinterpret_cast<uintptr_t>(t.data_ptr()) % 16 == 0, name,
+              " must start at a 16-byte aligned address (a view at an odd element offset?), got offset ",
+              reinterpret_cast<uintptr_t>(t.data_ptr()) % 16, " bytes");
+  bool ok = t.stride(-1) == 1;
   for (int64_t i = 0; i + 1 < t.dim(); ++i) ok = ok && (t.stride(i) * elem) % 16 == 0;
   CLO_CHECK(ok, name, " must have a contiguous last dimension and 16-byte aligned rows, got strides ",
               t.strides());
@@ -33,6 +38,16 @@ void check_rows_aligned(const at::Tensor& t, const char* name) {
 
 void check_head_dim(int64_t d) {
   CLO_CHECK(dec::head_dim_supported(static_cast<int>(d)), "head_dim must be one of 64, 96, 128, 256, got ", d);
+  CLO_CHECK(dec::decode_head_dim_fits(static_cast<int>(d)), "head_dim ", d,
+              " does not fit this GPU's shared memory per block (", dec::decode_smem_limit(),
+              " bytes): the decode kernels need 140 KB at head_dim 256; 64, 96 and 128 run here");
+}
+
+// The decode grid: (KV heads x row tiles, batch, splits).
+void check_grid(int64_t batch, int64_t num_q_heads) {
+  CLO_CHECK(batch >= 1 && batch <= dec::kDecodeMaxBatch, "batch must be in [1, ", dec::kDecodeMaxBatch, "], got ",
+              batch);
+  CLO_CHECK(num_q_heads >= 1 && num_q_heads <= 65535, "num_q_heads must be in [1, 65535], got ", num_q_heads);
 }
 
 // Returns the workspace pointer of a split call: the given one (from the Python
@@ -108,10 +123,15 @@ void paged_attention(at::Tensor& out, const at::Tensor& q, const at::Tensor& k_c
               Hkv, ")");
   CLO_CHECK(bs >= 1 && (bs & (bs - 1)) == 0, "block_size must be a power of two, got ", bs);
   CLO_CHECK(nb >= 1 && block_tables.size(1) >= 1, "k_cache and block_tables must not be empty");
+  check_grid(B, Hq);
+  CLO_CHECK(nb < (int64_t(1) << 31) && block_tables.size(1) * bs < (int64_t(1) << 31),
+              "num_blocks and max_blocks_per_seq x block_size (the keys a table row can address) must be < 2^31, got ",
+              nb, " and ", block_tables.size(1), " x ", bs);
   check_head_dim(D);
   check_rows_aligned(q, "q");
   check_rows_aligned(out, "out");
   check_rows_aligned(k_cache, "k_cache");
+  check_rows_aligned(v_cache, "v_cache");
   CLO_CHECK(num_splits >= 0 && num_splits <= dec::kMaxSplits, "num_splits must be in [0, ", dec::kMaxSplits,
               "], got ", num_splits);
   const c10::cuda::CUDAGuard guard(q.device());
@@ -173,6 +193,9 @@ void decode_attention(at::Tensor& out, const at::Tensor& q, const at::Tensor& k,
   CLO_CHECK(B >= 1 && Hkv >= 1 && Hq % Hkv == 0, "num_q_heads (", Hq, ") must be a multiple of num_kv_heads (",
               Hkv, ")");
   CLO_CHECK(Nq >= 1 && Nk >= 1, "seq_len_q and seq_len_k must be >= 1, got ", Nq, " and ", Nk);
+  check_grid(B, Hq);
+  CLO_CHECK(Nq <= 65535 && Nk < (int64_t(1) << 31), "seq_len_q must be <= 65535 and seq_len_k < 2^31, got ", Nq,
+              " and ", Nk);
   check_head_dim(D);
   check_rows_aligned(q, "q");
   check_rows_aligned(out, "out");
@@ -252,6 +275,10 @@ void paged_kv_append(const at::Tensor& k, const at::Tensor& v, at::Tensor& k_cac
               slot_mapping.size(0));
   check_rows_aligned(k, "k");
   check_rows_aligned(v, "v");
+  check_rows_aligned(k_cache, "k_cache");
+  check_rows_aligned(v_cache, "v_cache");
+  CLO_CHECK(k_cache.size(0) < (int64_t(1) << 31) && k.size(0) < (int64_t(1) << 31),
+              "num_blocks and num_tokens must be < 2^31, got ", k_cache.size(0), " and ", k.size(0));
   const c10::cuda::CUDAGuard guard(k.device());
   check_launch(dec::launch_paged_kv_append(
                    to_dtype(k.scalar_type()), k.data_ptr(), v.data_ptr(), k.stride(0), k.stride(1), v.stride(0),
@@ -269,6 +296,12 @@ int64_t decode_num_splits(int64_t batch, int64_t num_kv_heads, int64_t rows_per_
   return dec::decode_attention_num_splits(static_cast<int>(batch), static_cast<int>(num_kv_heads),
                                           static_cast<int>(rows_per_kv_head), static_cast<int>(max_kv_len),
                                           static_cast<int>(head_dim), to_dtype(dtype));
+}
+
+// Whether the decode kernels run at head_dim on the current device (dec::decode_head_dim_fits).
+bool decode_head_dim_fits(int64_t head_dim) {
+  return dec::head_dim_supported(static_cast<int>(head_dim)) &&
+         dec::decode_head_dim_fits(static_cast<int>(head_dim));
 }
 
 int64_t decode_workspace_numel(int64_t batch, int64_t num_q_heads, int64_t seq_len_q, int64_t head_dim,
@@ -294,6 +327,7 @@ TORCH_LIBRARY_FRAGMENT(cuda_llm_ops, m) {
       &decode_num_splits);
   m.def("decode_workspace_numel(int batch, int num_q_heads, int seq_len_q, int head_dim, int num_splits) -> int",
         &decode_workspace_numel);
+  m.def("decode_head_dim_fits(int head_dim) -> bool", &decode_head_dim_fits);
 }
 
 TORCH_LIBRARY_IMPL(cuda_llm_ops, CUDA, m) {

@@ -105,6 +105,16 @@ inline int64_t decode_workspace_counter_slots(int64_t workspace_floats) {
 // (W - counter_slots(W) never decreases).
 int64_t decode_attention_workspace_floats(int batch, int num_q_heads, int seq_len_q, int head_dim, int num_splits);
 
+// Whether the decode kernels run at this head dim on the current device: every head
+// dim fits sm_80 and sm_90; GPUs with 99 KB of shared memory per block (sm_86/89/120)
+// run D = 96 and 128 on 2 pipeline stages and cannot run D = 256 (140 KB at 2 stages).
+bool decode_head_dim_fits(int head_dim);
+// The shared memory per block the decode kernels may use: the device's opt-in limit
+// (or less, under the CLO_DECODE_SMEM_LIMIT dev knob; decode_internal.h).
+int decode_smem_limit();
+// The grid's y dimension is the batch.
+constexpr int64_t kDecodeMaxBatch = 65535;
+
 // One kernel: attention, and for num_splits > 1 the merge (by the last split of each
 // (batch, KV head, row tile) to finish). Invalid head_dim/dtype or a too-small or
 // misaligned workspace return cudaErrorInvalidValue without launching. Calls sharing a

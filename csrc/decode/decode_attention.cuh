@@ -625,21 +625,35 @@ CLO_DEVICE void decode_epilogue(const DecodeKernelParams& p, float (&o)[D / 8][4
   // acq_rel add at gpu scope (release, cumulative over the block); in the last block the
   // same add acquires the other splits' partials, which its threads read after the barrier.
   __syncthreads();
-  bool last = false;
+  bool last = false, stale = false;
   if (tid == 0) {
     int* counter = p.split_counters + static_cast<int64_t>(b) * gridDim.x + blockIdx.x;
     int before;
     asm volatile("atom.acq_rel.gpu.global.add.s32 %0, [%1], 1;\n" : "=r"(before) : "l"(counter) : "memory");
     last = before == p.num_splits - 1;
     if (last) atomicExch(counter, 0);  // every block of the group has counted: ready for the next call / replay
+    // A count outside [0, splits): the counter was not zero when the call began (a
+    // workspace not from the *_workspace helpers, or overwritten). No block could tell it
+    // is the last, nothing would merge and `out` would keep stale values: NaN instead,
+    // on this and (the counter is left as it is) every later call with this workspace.
+    stale = static_cast<unsigned>(before) >= static_cast<unsigned>(p.num_splits);
 #ifdef CLO_DEV_STAMPS
     if (p.dev_stamps != nullptr) stamp[16] = clock64();
 #endif
   }
-  if (!__syncthreads_or(last)) {
+  if (!__syncthreads_or(last || stale)) {
 #ifdef CLO_DEV_STAMPS
     if (p.dev_stamps != nullptr && tid == 0) stamp[17] = stamp[18] = stamp[19] = 0;  // not this call's merger
 #endif
+    return;
+  }
+  if (__syncthreads_or(stale)) {
+    const uint32_t nan2 = pack_float2<T>(nan, nan);
+    for (int idx = tid; idx < items; idx += kThreads) {
+      const int r = idx / kD4, d = (idx % kD4) * 4;
+      const int gr = row_tile * kRowsPerBlock + r, col = decode_own_col<D>(p, gr, d);
+      if (col >= 0) *out_ptr(gr, col) = make_uint2(nan2, nan2);
+    }
     return;
   }
 
@@ -837,16 +851,44 @@ cudaError_t configure_decode_kernel_once(Kernel kernel, size_t smem, bool need_s
   return st > 0 ? cudaSuccess : cudaErrorNotSupported;
 }
 
-template <typename T, int D, class KV>
-cudaError_t launch_decode_attention_kernel(const DecodeKernelParams& p, const KV& kv, dim3 grid,
-                                           cudaStream_t stream, bool pdl) {
-  constexpr int kStages = decode_pipeline_stages(D);
+// The least shared memory per block among sm_80+ GPUs' opt-in limits (sm_86/89/120).
+constexpr size_t kSmallestSmemOptin = 99 * 1024;
+// The cp.async kernel's pipeline depth on a device allowing `limit` bytes per block:
+// the measured choice (decode_pipeline_stages) where it fits, else 2 (D = 96 and 128 on
+// 99-KB GPUs: 3 stages take 100-101 KB there), else 0: no kernel (D = 256 needs 140 KB
+// at 2 stages; decode_head_dim_fits says so before any launch).
+template <typename T, int D>
+constexpr bool decode_has_two_stage_fallback() {
+  return decode_pipeline_stages(D) > 2 && decode_smem_bytes<T, D, decode_pipeline_stages(D)>() > kSmallestSmemOptin;
+}
+template <typename T, int D>
+constexpr int decode_cp_async_stages(size_t limit) {
+  if (decode_smem_bytes<T, D, decode_pipeline_stages(D)>() <= limit) return decode_pipeline_stages(D);
+  if (decode_has_two_stage_fallback<T, D>() && decode_smem_bytes<T, D, 2>() <= limit) return 2;
+  return 0;
+}
+
+template <typename T, int D, int kStages, class KV>
+cudaError_t launch_decode_attention_kernel_stages(const DecodeKernelParams& p, const KV& kv, dim3 grid,
+                                                  cudaStream_t stream, bool pdl) {
   constexpr size_t smem = decode_smem_bytes<T, D, kStages>();
   auto kernel = decode_attention_kernel<T, D, kStages, KV>;
   static int state[64] = {0};
   const cudaError_t err = configure_decode_kernel_once(kernel, smem, false, state);
   if (err != cudaSuccess) return err;
   return launch_kernel(kernel, grid, dim3(kDecodeThreads), smem, stream, pdl, p, kv);
+}
+
+template <typename T, int D, class KV>
+cudaError_t launch_decode_attention_kernel(const DecodeKernelParams& p, const KV& kv, dim3 grid,
+                                           cudaStream_t stream, bool pdl) {
+  constexpr int kStages = decode_pipeline_stages(D);
+  const int stages = decode_cp_async_stages<T, D>(static_cast<size_t>(decode_smem_limit()));
+  if (stages == kStages) return launch_decode_attention_kernel_stages<T, D, kStages>(p, kv, grid, stream, pdl);
+  if constexpr (decode_has_two_stage_fallback<T, D>()) {
+    if (stages == 2) return launch_decode_attention_kernel_stages<T, D, 2>(p, kv, grid, stream, pdl);
+  }
+  return cudaErrorNotSupported;
 }
 
 }  // namespace cuda_llm_ops::decode

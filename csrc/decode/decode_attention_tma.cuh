@@ -341,6 +341,7 @@ cudaError_t launch_decode_attention_tma_kernel(const DecodeKernelParams& p, cons
   static_assert(smem <= 227 * 1024, "the TMA kernel's shared memory must fit the H100's 227 KB");
   auto kernel = decode_attention_tma_kernel<T, D, kStages, KV>;
   if (box_rows < 8 || box_rows > kTileTokens || kTileTokens % box_rows != 0) return cudaErrorInvalidValue;
+  if (smem > static_cast<size_t>(decode_smem_limit())) return cudaErrorNotSupported;  // the caller falls back
   static int state[64] = {0};
   const cudaError_t err = configure_decode_kernel_once(kernel, smem, true, state);
   if (err != cudaSuccess) return err;

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdlib>
 
+#include "decode/decode_attention.cuh"  // decode_cp_async_stages (constexpr smem plans only)
 #include "decode/decode_internal.h"
 
 namespace cuda_llm_ops::decode {
@@ -61,6 +62,23 @@ void decode_dev_set_stamps(unsigned long long* p) { g_dev_stamps = p; }
 int decode_dev_pack() {
   static bool dev_mode = std::getenv("CLO_DECODE_PACK") != nullptr;
   return dev_knob("CLO_DECODE_PACK", dev_mode, 1);
+}
+
+int decode_dev_smem_limit() {
+  static bool dev_mode = std::getenv("CLO_DECODE_SMEM_LIMIT") != nullptr;
+  return dev_knob("CLO_DECODE_SMEM_LIMIT", dev_mode, 0);
+}
+
+int decode_smem_limit() {
+  const int device = device_smem_optin(), knob = decode_dev_smem_limit();
+  return knob > 0 ? std::min(knob, device) : device;
+}
+
+bool decode_head_dim_fits(int head_dim) {
+  const size_t limit = static_cast<size_t>(decode_smem_limit());
+  return dispatch_head_dim(head_dim, [&]<int D>() {
+           return decode_cp_async_stages<__half, D>(limit) > 0 ? cudaSuccess : cudaErrorNotSupported;
+         }) == cudaSuccess;
 }
 
 bool decode_dev_pdl() {

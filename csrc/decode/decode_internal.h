@@ -25,6 +25,10 @@ int decode_dev_tma_stages();
 // Dev knob CLO_DECODE_PACK, read like CLO_DECODE_VARIANT: 0 never pairs KV heads, 2 pairs
 // them wherever legal (decode_packs_head_pairs), anything else: the automatic rule.
 int decode_dev_pack();
+// Dev knob CLO_DECODE_SMEM_LIMIT, read like CLO_DECODE_VARIANT: a shared-memory budget per
+// block in bytes, below the device's (decode_smem_limit takes the smaller): the choices
+// of a 99-KB GPU (sm_86/89/120) tested on a larger one.
+int decode_dev_smem_limit();
 #ifdef CLO_DEV_STAMPS
 constexpr int kDecodeDevStamps = 20;  // per block (DecodeKernelParams::dev_stamps)
 unsigned long long* decode_dev_stamps();
