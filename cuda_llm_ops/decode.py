@@ -13,9 +13,11 @@ after every completed call the counters are zero again, so one workspace serves
 any number of later calls and CUDA-graph replays, and calls of other shapes (batch,
 splits, heads) that it is large enough for. Calls sharing a workspace must be
 ordered (one stream). Without `workspace=` a split call allocates one and zeroes
-its counters (one small memset). A workspace whose counters are not zero when a
-call starts (`torch.empty`, or overwritten) gives NaN outputs, on that call and every
-later one with it, never stale values: allocate it with the helpers.
+its counters (one small memset). Counters that are not zero when a call starts
+(`torch.empty`, or an overwritten buffer) are an error: `paged_attention`'s host
+check (`check_indices`, below) raises ValueError; without it the kernel writes NaN for
+counts outside [0, splits), but a small stale count can merge partials that are not
+written yet (wrong values): allocate workspaces with the helpers.
 
 Layouts (vLLM's):
 - q / out: `[B, Hq, D]`, one new token per sequence.
@@ -85,9 +87,14 @@ def _dt(d: torch.dtype) -> str:
     return str(d).replace("torch.", "")
 
 
-def _check_head_dim(d: int) -> None:
+def _check_head_dim(d: int, device: torch.device | None = None) -> None:
     if d not in DECODE_HEAD_DIMS:
         raise ValueError(f"head_dim must be one of {DECODE_HEAD_DIMS} for the decode kernels, got {d}")
+    if (device is not None and device.type == "cuda" and _ops.has_op("decode_head_dim_fits")
+            and not decode_head_dim_fits(d, device)):
+        fits = [h for h in DECODE_HEAD_DIMS if decode_head_dim_fits(h, device)]
+        raise ValueError(f"head_dim {d}: the decode kernels need more shared memory per block than this GPU "
+                         f"allows; head dims that run here: {fits}")
 
 
 def _check_num_splits(num_splits: int) -> None:
@@ -143,7 +150,7 @@ def validate_paged_attention_inputs(q, k_cache, v_cache, block_tables, seq_lens,
         raise ValueError(f"v_cache must have k_cache's shape {tuple(k_cache.shape)}, got {tuple(v_cache.shape)}")
     if dk != d:
         raise ValueError(f"k_cache head_dim (dim 3) must match q's ({d}), got {dk}")
-    _check_head_dim(d)
+    _check_head_dim(d, None if torch.compiler.is_compiling() else q.device)
     if hkv < 1 or hq % hkv != 0:
         raise ValueError(f"q's number of heads ({hq}) must be a multiple of k_cache's num_kv_heads, got {hkv}")
     if bs < 1 or bs & (bs - 1):
@@ -230,8 +237,9 @@ def decode_workspace(batch: int, num_q_heads: int, num_kv_heads: int, head_dim: 
                      device: torch.device | str | None = None) -> torch.Tensor:
     """A zero-filled float32 workspace for `paged_attention`/`decode_attention` calls of this shape.
 
-    Sized for the split count the call will use (`num_splits`, or the heuristic's
-    when 0); `max_kv_len` is the table capacity (max_blocks_per_seq * block_size)
+    Sized for the split count the call will use: `num_splits`, or with 0 the
+    heuristic's at every batch size up to `batch` (smaller batches split more, so one
+    workspace serves all the buckets of a `CUDAGraphRunner`); `max_kv_len` is the table capacity (max_blocks_per_seq * block_size)
     for paged calls, Nk for contiguous ones. Holds [splits, B*Hq*Nq, D] partial
     outputs and [splits, B*Hq*Nq, 2] softmax states, then int32 split counters in its
     last ceil(numel / 128) elements (must start at zero; the kernel leaves them zero:
@@ -239,9 +247,17 @@ def decode_workspace(batch: int, num_q_heads: int, num_kv_heads: int, head_dim: 
     Any call it is large enough for may use it (pass it unsliced).
     """
     _check_num_splits(num_splits)
-    splits = num_splits or decode_num_splits(batch, num_kv_heads, (num_q_heads // num_kv_heads) * seq_len_q,
-                                             max_kv_len, head_dim, dtype)
-    n = int(_ops.op("decode_workspace_numel")(batch, num_q_heads, seq_len_q, head_dim, splits))
+    rows = (num_q_heads // num_kv_heads) * seq_len_q
+
+    def numel(b: int) -> int:
+        splits = num_splits or decode_num_splits(b, num_kv_heads, rows, max_kv_len, head_dim, dtype)
+        return int(_ops.op("decode_workspace_numel")(b, num_q_heads, seq_len_q, head_dim, splits))
+
+    # The heuristic splits only grids below half the SMs (b < SMs) or, with 2 splits,
+    # grids of >= 12 blocks per SM, whose need grows with b: the max is at b <= SMs or at batch.
+    sms = torch.cuda.get_device_properties(device if device is not None else torch.cuda.current_device())
+    sms = sms.multi_processor_count
+    n = numel(batch) if num_splits else max(numel(b) for b in {*range(1, min(batch, sms) + 1), batch})
     # Zeroed once here (counters); the kernel keeps the counters zero between calls.
     return torch.zeros(max(n, 1), dtype=torch.float32, device=device if device is not None else "cuda")
 
@@ -269,9 +285,23 @@ def _check_workspace(workspace, q: torch.Tensor, num_kv_heads: int, seq_len_q: i
                          f"{workspace.numel()}; use paged_attention_workspace / decode_workspace")
 
 
+def _check_counters_idle(workspace: torch.Tensor | None) -> None:
+    """Host check (one synchronisation) that a given workspace's split counters are zero.
+    The kernel turns a count outside [0, splits) into NaN by itself, but a stale count
+    inside that range would merge partials that are not there yet: silently wrong."""
+    if workspace is None or workspace.numel() < 2:
+        return
+    slots = -(-workspace.numel() // 128)  # decode_workspace_counter_slots (csrc/decode/decode.h)
+    if bool((workspace[-slots:].view(torch.int32) != 0).any()):
+        raise ValueError(f"workspace's split counters (its last {slots} elements as int32) must be zero, as "
+                         "paged_attention_workspace / decode_workspace leave them and every completed call "
+                         "keeps them; got non-zero counters (torch.empty or an overwritten buffer?)")
+
+
 def paged_attention_workspace(q: torch.Tensor, k_cache: torch.Tensor, block_tables: torch.Tensor,
                               num_splits: int = 0) -> torch.Tensor:
-    """`decode_workspace` for a `paged_attention(q, k_cache, ..., block_tables, ...)` call."""
+    """`decode_workspace` for `paged_attention(q, k_cache, ..., block_tables, ...)` calls
+    of q's batch or fewer sequences (with `num_splits=0`, the heuristic's splits)."""
     b, hq, d = q.shape
     cap = block_tables.shape[1] * k_cache.shape[1]
     return decode_workspace(b, hq, k_cache.shape[2], d, cap, q.dtype, 1, num_splits, q.device)
@@ -315,6 +345,7 @@ def paged_attention(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tenso
     if _host_checks_allowed(check_indices, "check_indices"):
         explain()  # this path synchronises anyway
         check_paged_indices(k_cache, block_tables, seq_lens)
+        _check_counters_idle(workspace)
 
     def call():
         result = torch.empty_like(q, memory_format=torch.contiguous_format) if out is None else out
@@ -349,7 +380,7 @@ def decode_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: f
         else:
             validate_attention_inputs(q, k, v)
         check_dtype(q, "q", DECODE_DTYPES)
-        _check_head_dim(q.shape[-1])
+        _check_head_dim(q.shape[-1], None if torch.compiler.is_compiling() else q.device)
         _check_batch(q.shape[0])
         _check_num_splits(num_splits)
         resolve_scale(scale, q.shape[-1])
@@ -373,22 +404,30 @@ def decode_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: f
 _HEAD_DIM_FITS: dict[tuple[int, int], bool] = {}
 
 
-def decode_head_dim_fits(head_dim: int, device: torch.device | None = None) -> bool:
+@torch._dynamo.assume_constant_result
+def _head_dim_fits_on(index: int, head_dim: int) -> bool:
+    """The op's answer for device `index`, remembered; a constant to torch.compile (asked
+    at trace time, as flash_attention's choice of kernel must be)."""
+    known = _HEAD_DIM_FITS.get((index, head_dim))
+    if known is None:
+        with torch.cuda.device(index):
+            known = _HEAD_DIM_FITS[(index, head_dim)] = bool(_ops.op("decode_head_dim_fits")(head_dim))
+    return known
+
+
+def decode_head_dim_fits(head_dim: int, device: torch.device | str | int | None = None) -> bool:
     """Whether the decode kernels run at `head_dim` on `device` (default: the current
     one): every decode head dim on sm_80 and sm_90; GPUs with 99 KB of shared memory
     per block (sm_86/89/120: A10, L4, L40S, RTX 4090/5090) run 64, 96 and 128, not 256
     (`paged_attention` / `decode_attention` refuse it there; `flash_attention` keeps
-    such calls on its prefill kernel). Remembered per device (a plain dict, read by
-    flash_attention on every call; under torch.compile tracing an unknown answer is
-    taken as True: the op refuses at run time if it does not fit)."""
-    index = torch.cuda.current_device() if device is None or device.index is None else device.index
-    known = _HEAD_DIM_FITS.get((index, head_dim))
-    if known is None:
-        if torch.compiler.is_compiling():
-            return True
-        with torch.cuda.device(index):
-            known = _HEAD_DIM_FITS[(index, head_dim)] = bool(_ops.op("decode_head_dim_fits")(head_dim))
-    return known
+    such calls on its prefill kernel). Remembered per device (flash_attention asks on
+    every call)."""
+    if device is None:
+        index = torch.cuda.current_device()
+    else:
+        device = torch.device("cuda", device) if isinstance(device, int) else torch.device(device)
+        index = device.index if device.index is not None else torch.cuda.current_device()
+    return _head_dim_fits_on(index, int(head_dim))
 
 
 def use_decode_path(q) -> bool:

@@ -4,7 +4,7 @@ few-query-row path, CUDA-graph capture/replay, CUDAGraphRunner, error paths,
 opcheck and torch.compile."""
 import pytest
 import torch
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 import cuda_llm_ops as llm
@@ -32,6 +32,7 @@ DTYPES = [torch.float16, torch.bfloat16]
 )
 def test_paged_attention_matches_reference(lens, block_size, group, hkv, d, dtype, num_splits, seed):
     require_op("paged_attention")
+    assume(llm.decode_head_dim_fits(d))  # D = 256 does not fit 99-KB GPUs (sm_86/89/120)
     q, k_cache, v_cache, table, seq_lens = make_paged_problem(lens, hkv, group, d, block_size, dtype, seed)
     out = poison_(torch.empty_like(q))
     res = llm.paged_attention(q, k_cache, v_cache, table, seq_lens, out=out, num_splits=num_splits)
@@ -221,7 +222,7 @@ def test_paged_attention_errors():
         llm.paged_attention(qb, k_cache, v_cache, tb, lb, check_indices=False)
     with pytest.raises(RuntimeError, match=r"batch must be in \[1, 65535\], got 65536"):
         torch.ops.cuda_llm_ops.paged_attention(torch.empty_like(qb), qb, k_cache, v_cache, tb, lb, 0.125, 1, None)
-    assert float(torch.ones(4, device="cuda").sum()) == 4.0  # nothing left pending on the device
+    assert float(torch.ones(4, device="cuda").sum()) == 4.0  # refused before any launch: nothing pending
     # a table row addressing 2^31 keys (int32 key positions)
     wide = torch.zeros(1, 2**31 // 16, dtype=torch.int32, device="cuda")
     with pytest.raises(ValueError, match=r"max_blocks_per_seq x block_size .* must be < 2\^31"):
@@ -237,8 +238,15 @@ def test_split_workspace_with_stale_counters_gives_nan():
     for fill in (1.0, -1.0, float("nan")):  # int32 counters of 1065353216, < 0, 2143289344
         ws = torch.full_like(good, fill)
         out = torch.full_like(q, 7.0)
-        llm.paged_attention(q, k_cache, v_cache, table, seq_lens, out=out, num_splits=4, workspace=ws)
+        llm.paged_attention(q, k_cache, v_cache, table, seq_lens, out=out, num_splits=4, workspace=ws,
+                            check_indices=False)
         assert torch.isnan(out).all(), f"fill {fill}: {out.flatten()[:4]}"
+    # small stale counts (would merge too early): the host check refuses any non-zero counter
+    for count in (1, -1):
+        ws = good.clone()
+        ws[-1:].view(torch.int32).fill_(count)
+        with pytest.raises(ValueError, match=r"workspace's split counters .* must be zero"):
+            llm.paged_attention(q, k_cache, v_cache, table, seq_lens, num_splits=4, workspace=ws)
     out = llm.paged_attention(q, k_cache, v_cache, table, seq_lens, num_splits=4, workspace=good)
     assert_close(out, paged_attention_reference(q, k_cache, v_cache, table, seq_lens), dtype=torch.float16)
 
@@ -293,6 +301,8 @@ def test_paged_kv_append_past_2g_elements(slot_dtype):
     v = torch.randn(slots.numel(), hkv, d, device="cuda").bfloat16()
     llm.paged_kv_append(k, v, k_cache, v_cache, slots.to(slot_dtype))
     assert torch.equal(k_cache.view(-1, hkv, d)[slots], k) and torch.equal(v_cache.view(-1, hkv, d)[slots], v)
+    del k_cache, v_cache
+    torch.cuda.empty_cache()  # 8.7 GB: not kept for the tests after this one
 
 
 def test_paged_kv_append_row_size_error():
@@ -428,6 +438,22 @@ def test_cuda_graph_runner_buckets():
     assert runner.captured == (1, 4, 8)
     with pytest.raises(ValueError, match=r"larger than the largest captured bucket"):
         runner(*batch(9))
+    # one workspace for every bucket: sized at the largest batch (128: one pass per
+    # sequence), it still holds the 4 splits the heuristic gives a single 1K-key sequence
+    max_blocks = 64
+    q128 = batch(128)[0]
+    table128 = torch.zeros(128, max_blocks, device="cuda", dtype=torch.int32)
+    ws = llm.paged_attention_workspace(q128, k_cache, table128)
+    assert llm.decode_num_splits(1, hkv, g, max_blocks * bs, d, torch.bfloat16) > 1
+
+    def step_ws(q, table, seq_lens):
+        return llm.paged_attention(q, k_cache, v_cache, table, seq_lens, workspace=ws)
+
+    runner = llm.CUDAGraphRunner(step_ws, batch(1), batch_args=(0, 1, 2), buckets=(1, 128))
+    for n in (1, 100, 1):
+        args = batch(n)
+        assert_close(runner(*args), paged_attention_reference(args[0], k_cache, v_cache, args[1], args[2]),
+                     dtype=torch.bfloat16, what=f"runner with one workspace, batch {n}")
 
 
 def test_opcheck_decode_ops():
@@ -550,6 +576,8 @@ def poison_tail_(kc, vc, table, lens):
 for v in (0, 1, 2):  # CLO_DECODE_VARIANT: automatic, the cp.async kernel, the TMA kernel
     os.environ["CLO_DECODE_VARIANT"] = str(v)
     for i, (lens, hkv, group, d, bs, dt, splits) in enumerate(PAGED):
+        if not llm.decode_head_dim_fits(d):
+            continue  # D = 256 on a 99-KB GPU (sm_86/89/120): refused, tested at the end
         q, kc, vc, table, sl = paged_problem(lens, hkv, group, d, bs, dt, 1000 + i, extra_cols=5 * (i % 2))
         ref = paged_attention_reference(q, kc, vc, table, sl)
         poison_tail_(kc, vc, table, lens)
@@ -568,6 +596,8 @@ for v in (0, 1, 2):  # CLO_DECODE_VARIANT: automatic, the cp.async kernel, the T
             [(2, 8, 2, 1, 1500, 128, torch.float16, False), (2, 8, 2, 5, 1500, 128, torch.bfloat16, True),
              (1, 4, 4, 16, 5, 64, torch.float16, True), (3, 6, 2, 3, 777, 256, torch.float16, True),
              (1, 32, 8, 1, 16384, 128, torch.float16, False)]):
+        if not llm.decode_head_dim_fits(d):
+            continue
         g = torch.Generator(device="cuda").manual_seed(j)
         q = torch.randn(b, hq, nq, d, device="cuda", generator=g).to(dt)
         k = torch.randn(b, hkv, nk, d, device="cuda", generator=g).to(dt)
@@ -721,12 +751,20 @@ for v in (0, 1, 2):
                      dtype=torch.float16, what=f"99 KB, variant {v}, contiguous D={d}")
         assert llm.decode_head_dim_fits(d) and llm.decode.use_decode_path(qc)
     q, kc, vc, table, sl = paged_problem([70], 1, 2, 256, 16, torch.float16, 4256)
-    assert not llm.decode_head_dim_fits(256)
+    assert not llm.decode_head_dim_fits(256) and not llm.decode_head_dim_fits(256, "cuda:0")
+    for check in (None, False):
+        try:
+            llm.paged_attention(q, kc, vc, table, sl, check_indices=check)
+            raise AssertionError("99 KB: D=256 paged_attention ran")
+        except ValueError as e:
+            assert "head_dim 256: the decode kernels need more shared memory per block than this GPU allows; " \
+                   "head dims that run here: [64, 96, 128]" in str(e), str(e)
     try:
-        llm.paged_attention(q, kc, vc, table, sl)
-        raise AssertionError("99 KB: D=256 paged_attention ran")
+        torch.ops.cuda_llm_ops.paged_attention(torch.empty_like(q), q, kc, vc, table, sl, 0.0625, 1, None)
+        raise AssertionError("99 KB: D=256 raw op ran")
     except RuntimeError as e:
-        assert "head_dim 256 does not fit this GPU's shared memory per block (101376 bytes)" in str(e), str(e)
+        assert "head_dim 256 needs 140544 bytes of shared memory per block in the decode kernels, more than this " \
+               "GPU allows (101376 bytes)" in str(e), str(e)
     qc = torch.randn(1, 4, 1, 256, device="cuda").half()
     kk = torch.randn(1, 2, 300, 256, device="cuda").half()
     assert not llm.decode.use_decode_path(qc)

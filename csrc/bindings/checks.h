@@ -117,7 +117,7 @@ inline cudaStream_t current_stream(const at::Tensor& t) {
 // leaves its error pending (cudaGetLastError), where the next unrelated CUDA call in the
 // process would report it: cleared here (a sticky error, a fault, stays: it cannot be).
 inline void check_launch(cudaError_t err, const char* op) {
-  if (err != cudaSuccess) cudaGetLastError();
+  if (err != cudaSuccess && cudaPeekAtLastError() == err) cudaGetLastError();  // ours, not an earlier one
   CLO_CHECK(err == cudaSuccess, op, ": CUDA launch failed: ", cudaGetErrorString(err));
 }
 

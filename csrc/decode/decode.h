@@ -109,6 +109,9 @@ int64_t decode_attention_workspace_floats(int batch, int num_q_heads, int seq_le
 // dim fits sm_80 and sm_90; GPUs with 99 KB of shared memory per block (sm_86/89/120)
 // run D = 96 and 128 on 2 pipeline stages and cannot run D = 256 (140 KB at 2 stages).
 bool decode_head_dim_fits(int head_dim);
+// The least shared memory per block a decode kernel at this head dim needs (0 for an
+// unsupported head dim).
+int64_t decode_min_smem_bytes(int head_dim);
 // The shared memory per block the decode kernels may use: the device's opt-in limit
 // (or less, under the CLO_DECODE_SMEM_LIMIT dev knob; decode_internal.h).
 int decode_smem_limit();

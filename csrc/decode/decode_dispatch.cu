@@ -75,10 +75,19 @@ int decode_smem_limit() {
 }
 
 bool decode_head_dim_fits(int head_dim) {
-  const size_t limit = static_cast<size_t>(decode_smem_limit());
-  return dispatch_head_dim(head_dim, [&]<int D>() {
-           return decode_cp_async_stages<__half, D>(limit) > 0 ? cudaSuccess : cudaErrorNotSupported;
-         }) == cudaSuccess;
+  const int64_t need = decode_min_smem_bytes(head_dim);
+  return need > 0 && need <= decode_smem_limit();
+}
+
+int64_t decode_min_smem_bytes(int head_dim) {
+  int64_t need = 0;
+  dispatch_head_dim(head_dim, [&]<int D>() {
+    // the cp.async kernel's smallest plan (decode_cp_async_stages); both dtypes are 16-bit
+    constexpr int kStages = decode_has_two_stage_fallback<__half, D>() ? 2 : decode_pipeline_stages(D);
+    need = static_cast<int64_t>(decode_smem_bytes<__half, D, kStages>());
+    return cudaSuccess;
+  });
+  return need;
 }
 
 bool decode_dev_pdl() {
