@@ -5,19 +5,19 @@ with the host.
 
 Split-KV workspace: a split call runs one kernel; each split writes its partial
 output to the workspace and counts itself in on a counter at the workspace's end,
-and the split that finishes last merges (log-sum-exp) and resets the counter to 0.
-So the counters must be zero before the first call: use a workspace from
-`decode_workspace` / `paged_attention_workspace` (zero-filled), passed as returned
-(not a slice: the counters sit at the end of the tensor). It is self-resetting:
-after every completed call the counters are zero again, so one workspace serves
-any number of later calls and CUDA-graph replays, and calls of other shapes (batch,
-splits, heads) that it is large enough for. Calls sharing a workspace must be
-ordered (one stream). Without `workspace=` a split call allocates one and zeroes
-its counters (one small memset). Counters that are not zero when a call starts
-(`torch.empty`, or an overwritten buffer) are an error: `paged_attention`'s host
-check (`check_indices`, below) raises ValueError; without it the kernel writes NaN for
-counts outside [0, splits), but a small stale count can merge partials that are not
-written yet (wrong values): allocate workspaces with the helpers.
+and the split that finishes last merges (log-sum-exp) and resets the counter to its
+rest value. So the counters must be at rest before the first call: use a workspace
+from `decode_workspace` / `paged_attention_workspace` (which set them), passed as
+returned (not a slice: the counters sit at the end of the tensor). It is
+self-resetting: after every completed call the counters are at rest again, so one
+workspace serves any number of later calls and CUDA-graph replays, and calls of other
+shapes (batch, splits, heads) that it is large enough for. Calls sharing a workspace
+must be ordered (one stream). Without `workspace=` a split call allocates one and sets
+its counters (one small kernel). A workspace whose counters are not at rest (a
+`torch.zeros` / `torch.empty` buffer, or an overwritten one) gives NaN outputs, never
+stale or early-merged values (the rest value is not 0, a small integer, -1 or common float
+bit pattern), and `paged_attention`'s host check (`check_indices`, below) raises
+ValueError for it.
 
 Layouts (vLLM's):
 - q / out: `[B, Hq, D]`, one new token per sequence.
@@ -235,15 +235,15 @@ def decode_num_splits(batch: int, num_kv_heads: int, rows_per_kv_head: int, max_
 def decode_workspace(batch: int, num_q_heads: int, num_kv_heads: int, head_dim: int, max_kv_len: int,
                      dtype: torch.dtype, seq_len_q: int = 1, num_splits: int = 0,
                      device: torch.device | str | None = None) -> torch.Tensor:
-    """A zero-filled float32 workspace for `paged_attention`/`decode_attention` calls of this shape.
+    """A float32 workspace for `paged_attention`/`decode_attention` calls of this shape.
 
     Sized for the split count the call will use: `num_splits`, or with 0 the
     heuristic's at every batch size up to `batch` (smaller batches split more, so one
     workspace serves all the buckets of a `CUDAGraphRunner`); `max_kv_len` is the table capacity (max_blocks_per_seq * block_size)
     for paged calls, Nk for contiguous ones. Holds [splits, B*Hq*Nq, D] partial
     outputs and [splits, B*Hq*Nq, 2] softmax states, then int32 split counters in its
-    last ceil(numel / 128) elements (must start at zero; the kernel leaves them zero:
-    see the module docstring); a 1-element tensor when the call does not split.
+    last ceil(numel / 128) elements (set to their rest value here; every call leaves
+    them so: see the module docstring); a 1-element tensor when the call does not split.
     Any call it is large enough for may use it (pass it unsliced).
     """
     _check_num_splits(num_splits)
@@ -258,8 +258,9 @@ def decode_workspace(batch: int, num_q_heads: int, num_kv_heads: int, head_dim: 
     sms = torch.cuda.get_device_properties(device if device is not None else torch.cuda.current_device())
     sms = sms.multi_processor_count
     n = numel(batch) if num_splits else max(numel(b) for b in {*range(1, min(batch, sms) + 1), batch})
-    # Zeroed once here (counters); the kernel keeps the counters zero between calls.
-    return torch.zeros(max(n, 1), dtype=torch.float32, device=device if device is not None else "cuda")
+    ws = torch.empty(max(n, 1), dtype=torch.float32, device=device if device is not None else "cuda")
+    _ops.op("decode_workspace_init")(ws)  # counters at rest, once: every call leaves them so
+    return ws
 
 
 def _check_workspace(workspace, q: torch.Tensor, num_kv_heads: int, seq_len_q: int, max_kv_len: int,
@@ -285,17 +286,20 @@ def _check_workspace(workspace, q: torch.Tensor, num_kv_heads: int, seq_len_q: i
                          f"{workspace.numel()}; use paged_attention_workspace / decode_workspace")
 
 
+def decode_workspace_counters_idle(workspace: torch.Tensor) -> bool:
+    """Whether every split counter of a workspace (its last ceil(numel / 128) elements,
+    int32) is at rest, as the helpers set them and every completed call leaves them
+    (one host synchronisation)."""
+    return bool(_ops.op("decode_workspace_counters_idle")(workspace))
+
+
 def _check_counters_idle(workspace: torch.Tensor | None) -> None:
-    """Host check (one synchronisation) that a given workspace's split counters are zero.
-    The kernel turns a count outside [0, splits) into NaN by itself, but a stale count
-    inside that range would merge partials that are not there yet: silently wrong."""
-    if workspace is None or workspace.numel() < 2:
+    """Host check of a given workspace's split counters (the kernel would give NaN)."""
+    if workspace is None or workspace.numel() < 2 or decode_workspace_counters_idle(workspace):
         return
-    slots = -(-workspace.numel() // 128)  # decode_workspace_counter_slots (csrc/decode/decode.h)
-    if bool((workspace[-slots:].view(torch.int32) != 0).any()):
-        raise ValueError(f"workspace's split counters (its last {slots} elements as int32) must be zero, as "
-                         "paged_attention_workspace / decode_workspace leave them and every completed call "
-                         "keeps them; got non-zero counters (torch.empty or an overwritten buffer?)")
+    raise ValueError("workspace's split counters (its last ceil(numel / 128) elements) are not at rest: allocate "
+                     "it with paged_attention_workspace / decode_workspace (a zeroed, empty or overwritten "
+                     "buffer is not one); the kernel would write NaN")
 
 
 def paged_attention_workspace(q: torch.Tensor, k_cache: torch.Tensor, block_tables: torch.Tensor,
@@ -325,9 +329,9 @@ def paged_attention(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tenso
             (PagedAttention v1); > 1 = split-KV with a log-sum-exp merge (v2).
         workspace: optional float32 buffer from `paged_attention_workspace` /
             `decode_workspace` (used when the call splits), passed as returned: its
-            zeroed split counters are reset by every call (module docstring), so it
+            split counters are left at rest by every call (module docstring), so it
             can be reused across calls, graph replays and smaller shapes. Without it
-            a split call allocates one (and zeroes its counters).
+            a split call allocates one (and sets its counters).
         check_indices: host check of block indices and seq_lens, see the module
             docstring (None: on, except during CUDA-graph capture / torch.compile).
 
@@ -503,6 +507,11 @@ def _paged_attention_fake(out, q, k_cache, v_cache, block_tables, seq_lens, scal
 
 @_ops.register_fake("decode_attention")
 def _decode_attention_fake(out, q, k, v, scale, is_causal, num_splits, workspace):
+    return None
+
+
+@_ops.register_fake("decode_workspace_init")
+def _decode_workspace_init_fake(workspace):
     return None
 
 

@@ -68,10 +68,9 @@ def test_paged_attention_speculated_starts_redone(d):
         assert_close(out, ref, dtype=torch.bfloat16, what=f"D={d} splits={ns}")
 
 
-def _counters_zero(ws: torch.Tensor) -> bool:
-    """The split counters (the workspace's last ceil(numel / 128) elements, int32) are all 0."""
-    slots = -(-ws.numel() // 128)
-    return bool((ws[ws.numel() - slots:].view(torch.int32) == 0).all())
+def _counters_idle(ws: torch.Tensor) -> bool:
+    """The split counters (the workspace's last ceil(numel / 128) elements, int32) are at rest."""
+    return llm.decode.decode_workspace_counters_idle(ws)
 
 
 def test_split_workspace_self_resets_across_calls_graphs_and_shapes():
@@ -98,7 +97,7 @@ def test_split_workspace_self_resets_across_calls_graphs_and_shapes():
     sizes = [llm.paged_attention_workspace(q, kc, table, num_splits=ns) for q, kc, _, table, _, ns, _ in problems]
     sizes.append(llm.decode_workspace(2, 8, 2, 128, 1500, dt, seq_len_q=3, num_splits=5))
     ws = max(sizes, key=lambda w: w.numel())  # one workspace for every shape below
-    assert _counters_zero(ws)
+    assert _counters_idle(ws)
 
     # Many calls in a row, shapes interleaved, no synchronisation in between.
     outs = []
@@ -119,7 +118,7 @@ def test_split_workspace_self_resets_across_calls_graphs_and_shapes():
         llm.paged_attention(q, kc, vc, table, seq_lens, out=out, num_splits=ns, workspace=ws, check_indices=False)
     assert_close(out, ref, dtype=dt, what="after 50 calls")
     torch.cuda.synchronize()
-    assert _counters_zero(ws)
+    assert _counters_idle(ws)
 
     # CUDA graphs: config 1 with the shared workspace, config 2 with none (the call
     # allocates from the graph pool and its counter memset is captured too).
@@ -148,7 +147,7 @@ def test_split_workspace_self_resets_across_calls_graphs_and_shapes():
         assert_close(out2, paged_attention_reference(q2, kc2, vc2, t2, l2), dtype=dt,
                      what=f"replay {trial} (implicit ws)")
     torch.cuda.synchronize()
-    assert _counters_zero(ws)
+    assert _counters_idle(ws)
 
 
 def test_paged_attention_long_single_sequence_gqa_uses_splits():
@@ -230,23 +229,26 @@ def test_paged_attention_errors():
 
 
 def test_split_workspace_with_stale_counters_gives_nan():
-    """A workspace whose counters are not zero (torch.empty, or reused for other data)
-    cannot tell any split it is the last: the output is NaN, never the stale `out`."""
+    """A workspace whose counters are not at rest (torch.zeros / torch.empty, or reused
+    for other data) cannot tell any split it is the last: the output is NaN, never the
+    stale `out` nor an early merge; the host check refuses it."""
     require_op("paged_attention")
     q, k_cache, v_cache, table, seq_lens = make_paged_problem([3000, 700], 2, 4, 128, 16, torch.float16, 12)
     good = llm.paged_attention_workspace(q, k_cache, table, num_splits=4)
-    for fill in (1.0, -1.0, float("nan")):  # int32 counters of 1065353216, < 0, 2143289344
-        ws = torch.full_like(good, fill)
+    slots = -(-good.numel() // 128)
+    stale = [torch.full_like(good, x) for x in (1.0, -1.0, float("nan"), 0.0)]
+    for count in (1, 2, 3, -1, -3):  # small counts: an early merge if the rest value were 0
+        ws = good.clone()
+        ws[ws.numel() - slots:].view(torch.int32).fill_(count)
+        stale.append(ws)
+    for i, ws in enumerate(stale):
         out = torch.full_like(q, 7.0)
         llm.paged_attention(q, k_cache, v_cache, table, seq_lens, out=out, num_splits=4, workspace=ws,
                             check_indices=False)
-        assert torch.isnan(out).all(), f"fill {fill}: {out.flatten()[:4]}"
-    # small stale counts (would merge too early): the host check refuses any non-zero counter
-    for count in (1, -1):
-        ws = good.clone()
-        ws[-1:].view(torch.int32).fill_(count)
-        with pytest.raises(ValueError, match=r"workspace's split counters .* must be zero"):
+        assert torch.isnan(out).all(), f"stale workspace {i}: {out.flatten()[:4]}"
+        with pytest.raises(ValueError, match=r"workspace's split counters .* are not at rest"):
             llm.paged_attention(q, k_cache, v_cache, table, seq_lens, num_splits=4, workspace=ws)
+    assert _counters_idle(good)
     out = llm.paged_attention(q, k_cache, v_cache, table, seq_lens, num_splits=4, workspace=good)
     assert_close(out, paged_attention_reference(q, k_cache, v_cache, table, seq_lens), dtype=torch.float16)
 
@@ -695,9 +697,7 @@ for v in (0, 1, 2):  # CLO_DECODE_VARIANT: automatic, the cp.async kernel, the T
             fn = lambda: llm.paged_attention(q, kc, vc, table, sl, out=out, num_splits=ns, workspace=ws)
             fn()
             assert_close(out, ref, dtype=dt, what=f"variant {v} head pairs {i} lens={lens} splits={ns}")
-            if ws.numel():
-                slots = -(-ws.numel() // 128)
-                assert bool((ws[ws.numel() - slots:].view(torch.int32) == 0).all()), f"pairs {i}: counters"
+            assert llm.decode.decode_workspace_counters_idle(ws), f"pairs {i}: counters"
         assert re.search(d128, kernel_names(fn)), f"head pairs {i}: {kernel_names(fn)[:300]}"
     for hkv, group in ((3, 1), (2, 2)):  # odd KV heads, GQA: never paired
         q, kc, vc, table, sl = paged_problem([100, 200], hkv, group, 64, 16, torch.float16, 3100 + hkv)
@@ -725,8 +725,7 @@ for v in (0, 1, 2):  # CLO_DECODE_VARIANT: automatic, the cp.async kernel, the T
         assert_close(out, paged_attention_reference(q, kc, vc, table, sl), dtype=torch.float16,
                      what=f"variant {v} graph replay")
     torch.cuda.synchronize()
-    slots = -(-ws.numel() // 128)
-    assert bool((ws[ws.numel() - slots:].view(torch.int32) == 0).all()), f"variant {v}: counters not reset"
+    assert llm.decode.decode_workspace_counters_idle(ws), f"variant {v}: counters not reset"
     print(f"variant {v} ok", flush=True)
 # A GPU with 99 KB of shared memory per block (sm_86/89/120), as the CLO_DECODE_SMEM_LIMIT
 # knob makes this one: D = 96/128 on the 2-stage cp.async kernel (3 stages need 100-101

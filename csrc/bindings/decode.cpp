@@ -52,9 +52,9 @@ void check_grid(int64_t batch, int64_t num_q_heads) {
 }
 
 // Returns the workspace pointer of a split call: the given one (from the Python
-// helpers: zeroed counter slots, kept zero by every call), or a fresh one whose
-// counter slots (its last decode_workspace_counter_slots(numel) floats) are zeroed
-// here; the partials need no initialisation.
+// helpers: counters at rest, kept so by every call), or a fresh one whose counter
+// slots (its last decode_workspace_counter_slots(numel) floats) are set here
+// (decode_workspace_init, on the call's stream); the partials need no initialisation.
 float* resolve_workspace(dec::DecodeAttentionArgs& a, const std::optional<at::Tensor>& workspace,
                          const at::Tensor& like, at::Tensor& holder) {
   const int64_t need =
@@ -75,10 +75,30 @@ float* resolve_workspace(dec::DecodeAttentionArgs& a, const std::optional<at::Te
     return w.data_ptr<float>();
   }
   holder = at::empty({need}, like.options().dtype(at::kFloat));
-  const int64_t slots = dec::decode_workspace_counter_slots(need);
-  holder.narrow(0, need - slots, slots).zero_();
+  check_launch(dec::decode_workspace_init(holder.data_ptr<float>(), need, current_stream(like)), "decode workspace");
   a.workspace_floats = need;
   return holder.data_ptr<float>();
+}
+
+// Sets a workspace's split counters to their rest value (the Python helpers' allocation).
+void decode_workspace_init(at::Tensor& workspace) {
+  check_cuda(workspace, "workspace");
+  check_dtype(workspace, at::kFloat, "workspace");
+  check_contiguous(workspace, "workspace");
+  const c10::cuda::CUDAGuard guard(workspace.device());
+  check_launch(dec::decode_workspace_init(workspace.data_ptr<float>(), workspace.numel(), current_stream(workspace)),
+               "decode_workspace_init");
+}
+
+// Whether every split counter of a workspace is at rest (one synchronisation).
+bool decode_workspace_counters_idle(const at::Tensor& workspace) {
+  check_cuda(workspace, "workspace");
+  check_dtype(workspace, at::kFloat, "workspace");
+  check_contiguous(workspace, "workspace");
+  const int64_t slots = dec::decode_workspace_counter_slots(workspace.numel());
+  if (slots == 0) return true;
+  const at::Tensor counters = workspace.narrow(0, workspace.numel() - slots, slots).view(at::kInt);
+  return counters.eq(dec::kSplitCounterIdle).all().item<bool>();
 }
 
 void paged_attention(at::Tensor& out, const at::Tensor& q, const at::Tensor& k_cache, const at::Tensor& v_cache,
@@ -329,10 +349,13 @@ TORCH_LIBRARY_FRAGMENT(cuda_llm_ops, m) {
   m.def("decode_workspace_numel(int batch, int num_q_heads, int seq_len_q, int head_dim, int num_splits) -> int",
         &decode_workspace_numel);
   m.def("decode_head_dim_fits(int head_dim) -> bool", &decode_head_dim_fits);
+  m.def("decode_workspace_counters_idle(Tensor workspace) -> bool", &decode_workspace_counters_idle);
+  m.def("decode_workspace_init(Tensor(a!) workspace) -> ()");
 }
 
 TORCH_LIBRARY_IMPL(cuda_llm_ops, CUDA, m) {
   m.impl("paged_attention", &paged_attention);
+  m.impl("decode_workspace_init", &decode_workspace_init);
   m.impl("decode_attention", &decode_attention);
   m.impl("paged_kv_append", &paged_kv_append);
 }

@@ -64,7 +64,7 @@ struct DecodeAttentionArgs {
   bool causal = false;  // query i sees key j when j <= i + Nk - Nq (strided only)
   int num_splits = 1;   // resolved (>= 1); > 1 needs the workspace
   // Split calls: >= decode_attention_workspace_floats(...) floats, 16-byte aligned,
-  // whose counter slots (see below) are zero before the first call.
+  // whose counter slots (see below) hold kSplitCounterIdle before the first call.
   float* workspace = nullptr;
   int64_t workspace_floats = 0;  // the whole buffer: the counters sit at its end
 };
@@ -88,9 +88,12 @@ int decode_attention_num_splits(int batch, int num_kv_heads, int rows_per_kv_hea
 //    [splits, B*Hq*Nq, 2] (float32), written and read within one call;
 //  - the last decode_workspace_counter_slots(W) = ceil(W / 128) elements: int32
 //    split counters, one per (batch, KV head, 16-row tile), counted up by the splits
-//    and reset to 0 by the block that merges. They must be zero before the first
-//    call (allocate zeroed) and are zero again after every completed call, so a
-//    buffer serves any later call, graph replays included.
+//    from kSplitCounterIdle and reset to it by the block that merges. They must hold
+//    it before the first call (decode_workspace_init) and hold it again after every
+//    completed call, so a buffer serves any later call, graph replays included.
+//    A count outside [idle, idle + splits) makes the call's output NaN: the rest value
+//    is not 0 so that counters never set (zeroed or reused memory: 0, small ints, -1,
+//    float bit patterns) are told from counters at rest, rather than merging early.
 // Counters sit at the end and scale with W (not with the call) so that calls of
 // different shapes can share one buffer: a call's partials never reach another
 // call's counters. A call has at most B*Hq*Nq counters and >= 2*(64+2) partial
@@ -99,6 +102,10 @@ constexpr int64_t kWorkspaceFloatsPerCounter = 128;
 inline int64_t decode_workspace_counter_slots(int64_t workspace_floats) {
   return workspace_floats <= 0 ? 0 : (workspace_floats + kWorkspaceFloatsPerCounter - 1) / kWorkspaceFloatsPerCounter;
 }
+constexpr int kSplitCounterIdle = 0x600DC0DE;
+// Sets every counter slot of a workspace of `workspace_floats` floats to
+// kSplitCounterIdle (one small kernel on `stream`; the partials need nothing).
+cudaError_t decode_workspace_init(float* workspace, int64_t workspace_floats, cudaStream_t stream);
 
 // Floats of workspace a call with `num_splits` splits needs (0 when num_splits == 1):
 // the smallest W with W - counter_slots(W) >= the partials. Any larger buffer fits too

@@ -630,13 +630,16 @@ CLO_DEVICE void decode_epilogue(const DecodeKernelParams& p, float (&o)[D / 8][4
     int* counter = p.split_counters + static_cast<int64_t>(b) * gridDim.x + blockIdx.x;
     int before;
     asm volatile("atom.acq_rel.gpu.global.add.s32 %0, [%1], 1;\n" : "=r"(before) : "l"(counter) : "memory");
-    last = before == p.num_splits - 1;
-    if (last) atomicExch(counter, 0);  // every block of the group has counted: ready for the next call / replay
-    // A count outside [0, splits): the counter was not zero when the call began (a
-    // workspace not from the *_workspace helpers, or overwritten). No block could tell it
-    // is the last, nothing would merge and `out` would keep stale values: NaN instead,
-    // on this and (the counter is left as it is) every later call with this workspace.
-    stale = static_cast<unsigned>(before) >= static_cast<unsigned>(p.num_splits);
+    // Counted from kSplitCounterIdle (decode.h): modulo 2^32, so any start is compared safely.
+    const unsigned arrived = static_cast<unsigned>(before) - static_cast<unsigned>(kSplitCounterIdle);
+    last = arrived == static_cast<unsigned>(p.num_splits - 1);
+    // every block of the group has counted: ready for the next call / replay
+    if (last) atomicExch(counter, kSplitCounterIdle);
+    // A count outside [0, splits): the counter was not at rest when the call began (a
+    // workspace not from the helpers, or overwritten). No block could tell it is the
+    // last, nothing would merge and `out` would keep stale values: NaN instead, on this
+    // and (the counter is left as it is) every later call with this workspace.
+    stale = arrived >= static_cast<unsigned>(p.num_splits);
 #ifdef CLO_DEV_STAMPS
     if (p.dev_stamps != nullptr) stamp[16] = clock64();
 #endif

@@ -74,6 +74,23 @@ int decode_smem_limit() {
   return knob > 0 ? std::min(knob, device) : device;
 }
 
+namespace {
+__global__ void fill_split_counters(int* counters, int64_t n) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x)
+    counters[i] = kSplitCounterIdle;
+}
+}  // namespace
+
+cudaError_t decode_workspace_init(float* workspace, int64_t workspace_floats, cudaStream_t stream) {
+  const int64_t slots = decode_workspace_counter_slots(workspace_floats);
+  if (slots == 0) return cudaSuccess;
+  if (workspace == nullptr) return cudaErrorInvalidValue;
+  const int blocks = static_cast<int>(std::min<int64_t>((slots + 255) / 256, 1024));
+  fill_split_counters<<<blocks, 256, 0, stream>>>(reinterpret_cast<int*>(workspace + (workspace_floats - slots)),
+                                                 slots);
+  return cudaGetLastError();
+}
+
 bool decode_head_dim_fits(int head_dim) {
   const int64_t need = decode_min_smem_bytes(head_dim);
   return need > 0 && need <= decode_smem_limit();
