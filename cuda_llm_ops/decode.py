@@ -238,9 +238,10 @@ def decode_workspace(batch: int, num_q_heads: int, num_kv_heads: int, head_dim: 
     """A float32 workspace for `paged_attention`/`decode_attention` calls of this shape.
 
     Sized for the split count the call will use: `num_splits`, or with 0 the
-    heuristic's at every batch size up to `batch` (smaller batches split more, so one
-    workspace serves all the buckets of a `CUDAGraphRunner`); `max_kv_len` is the table capacity (max_blocks_per_seq * block_size)
-    for paged calls, Nk for contiguous ones. Holds [splits, B*Hq*Nq, D] partial
+    heuristic's at every batch size up to `batch` on `device` (smaller batches split
+    more, so one workspace serves all the buckets of a `CUDAGraphRunner`); `max_kv_len`
+    is the table capacity (max_blocks_per_seq * block_size) for paged calls, Nk for
+    contiguous ones. Holds [splits, B*Hq*Nq, D] partial
     outputs and [splits, B*Hq*Nq, 2] softmax states, then int32 split counters in its
     last ceil(numel / 128) elements (set to their rest value here; every call leaves
     them so: see the module docstring); a 1-element tensor when the call does not split.
@@ -255,11 +256,13 @@ def decode_workspace(batch: int, num_q_heads: int, num_kv_heads: int, head_dim: 
 
     # The heuristic splits only grids below half the SMs (b < SMs) or, with 2 splits,
     # grids of >= 12 blocks per SM, whose need grows with b: the max is at b <= SMs or at batch.
-    sms = torch.cuda.get_device_properties(device if device is not None else torch.cuda.current_device())
-    sms = sms.multi_processor_count
-    n = numel(batch) if num_splits else max(numel(b) for b in {*range(1, min(batch, sms) + 1), batch})
-    ws = torch.empty(max(n, 1), dtype=torch.float32, device=device if device is not None else "cuda")
-    _ops.op("decode_workspace_init")(ws)  # counters at rest, once: every call leaves them so
+    # Asked on `device` (the heuristic reads its SM count), as the op will be called there.
+    dev = torch.device(device if device is not None else "cuda")
+    with torch.cuda.device(dev):
+        sms = torch.cuda.get_device_properties(torch.cuda.current_device()).multi_processor_count
+        n = numel(batch) if num_splits else max(numel(b) for b in {*range(1, min(batch, sms) + 1), batch})
+        ws = torch.empty(max(n, 1), dtype=torch.float32, device=dev)
+        _ops.op("decode_workspace_init")(ws)  # counters at rest, once: every call leaves them so
     return ws
 
 
