@@ -188,11 +188,13 @@ def validate_paged_attention_inputs(q, k_cache, v_cache, block_tables, seq_lens,
     _check_rows(v_cache, "v_cache")
 
 
-def check_paged_indices(k_cache: torch.Tensor, block_tables: torch.Tensor, seq_lens: torch.Tensor) -> None:
+def check_paged_indices(k_cache: torch.Tensor, block_tables: torch.Tensor, seq_lens: torch.Tensor,
+                        workspace: torch.Tensor | None = None) -> None:
     """Host check (one synchronisation) of the device-side indices of `paged_attention`.
 
-    Raises ValueError when a seq_len is outside `[0, max_blocks_per_seq * block_size]`
-    or a block index that the sequence uses is outside `[0, num_blocks)`.
+    Raises ValueError when a seq_len is outside `[0, max_blocks_per_seq * block_size]`,
+    a block index that the sequence uses is outside `[0, num_blocks)`, or a given
+    workspace's split counters are not at rest (the kernel would write NaN).
     """
     nb, bs = k_cache.shape[0], k_cache.shape[1]
     cap = block_tables.shape[1] * bs
@@ -201,8 +203,16 @@ def check_paged_indices(k_cache: torch.Tensor, block_tables: torch.Tensor, seq_l
     used = torch.arange(block_tables.shape[1], device=block_tables.device)[None, :] < (
         (lens.clamp(0, cap) + bs - 1) // bs)[:, None]
     bad_blk = used & ((block_tables < 0) | (block_tables >= nb))
-    if not bool(bad_len.any() | bad_blk.any()):  # the one synchronisation
+    # (a 1-element workspace is the helpers' for a call that does not split: never counted on)
+    counted = workspace is not None and workspace.numel() > 1
+    bad_ws = _ops.op("decode_workspace_counters_stale")(workspace) if counted else None
+    any_bad = bad_len.any() | bad_blk.any()
+    if not bool(any_bad if bad_ws is None else any_bad | bad_ws):  # the one synchronisation
         return
+    if bad_ws is not None and bool(bad_ws):
+        raise ValueError("workspace's split counters (its last ceil(numel / 128) elements) are not at rest: "
+                         "allocate it with paged_attention_workspace / decode_workspace (a zeroed, empty or "
+                         "overwritten buffer is not one); the kernel would write NaN")
     if bool(bad_len.any()):
         i = int(bad_len.nonzero()[0, 0])
         raise ValueError(f"seq_lens[{i}] = {int(lens[i])} is outside [0, {cap}] (max_blocks_per_seq "
@@ -293,16 +303,7 @@ def decode_workspace_counters_idle(workspace: torch.Tensor) -> bool:
     """Whether every split counter of a workspace (its last ceil(numel / 128) elements,
     int32) is at rest, as the helpers set them and every completed call leaves them
     (one host synchronisation)."""
-    return bool(_ops.op("decode_workspace_counters_idle")(workspace))
-
-
-def _check_counters_idle(workspace: torch.Tensor | None) -> None:
-    """Host check of a given workspace's split counters (the kernel would give NaN)."""
-    if workspace is None or workspace.numel() < 2 or decode_workspace_counters_idle(workspace):
-        return
-    raise ValueError("workspace's split counters (its last ceil(numel / 128) elements) are not at rest: allocate "
-                     "it with paged_attention_workspace / decode_workspace (a zeroed, empty or overwritten "
-                     "buffer is not one); the kernel would write NaN")
+    return not bool(_ops.op("decode_workspace_counters_stale")(workspace))
 
 
 def paged_attention_workspace(q: torch.Tensor, k_cache: torch.Tensor, block_tables: torch.Tensor,
@@ -351,8 +352,7 @@ def paged_attention(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tenso
 
     if _host_checks_allowed(check_indices, "check_indices"):
         explain()  # this path synchronises anyway
-        check_paged_indices(k_cache, block_tables, seq_lens)
-        _check_counters_idle(workspace)
+        check_paged_indices(k_cache, block_tables, seq_lens, workspace)
 
     def call():
         result = torch.empty_like(q, memory_format=torch.contiguous_format) if out is None else out
@@ -445,7 +445,7 @@ def use_decode_path(q) -> bool:
     return (isinstance(q, torch.Tensor) and q.dim() == 4 and q.shape[2] <= DECODE_MAX_QUERY_ROWS
             and q.dtype in DECODE_DTYPES and q.shape[-1] in DECODE_HEAD_DIMS and q.device.type == "cuda"
             and q.shape[0] <= MAX_BATCH and _ops.has_op("decode_attention")
-            and decode_head_dim_fits(q.shape[-1], q.device))
+            and _head_dim_fits_on(q.device.index, q.shape[-1]))
 
 
 def paged_kv_append(k: torch.Tensor, v: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor,

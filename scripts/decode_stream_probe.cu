@@ -673,7 +673,7 @@ void run_ours(const OursCase& c, __half* k, __half* v, unsigned long long* stamp
   const int64_t wsf = decode_attention_workspace_floats(c.batch, kHq, 1, D, a.num_splits);
   if (wsf > 0) {
     CK(cudaMalloc(&ws, wsf * 4));
-    CK(cudaMemset(ws, 0, wsf * 4));
+    CK(decode_workspace_init(ws, wsf, nullptr));  // counters at rest (decode.h)
     a.workspace = ws;
     a.workspace_floats = wsf;
   }

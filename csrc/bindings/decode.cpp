@@ -90,15 +90,15 @@ void decode_workspace_init(at::Tensor& workspace) {
                "decode_workspace_init");
 }
 
-// Whether every split counter of a workspace is at rest (one synchronisation).
-bool decode_workspace_counters_idle(const at::Tensor& workspace) {
+// A 0-dim bool tensor on the workspace's device: some split counter is not at rest (no
+// synchronisation: the caller folds it into its own host check).
+at::Tensor decode_workspace_counters_stale(const at::Tensor& workspace) {
   check_cuda(workspace, "workspace");
   check_dtype(workspace, at::kFloat, "workspace");
   check_contiguous(workspace, "workspace");
   const int64_t slots = dec::decode_workspace_counter_slots(workspace.numel());
-  if (slots == 0) return true;
   const at::Tensor counters = workspace.narrow(0, workspace.numel() - slots, slots).view(at::kInt);
-  return counters.eq(dec::kSplitCounterIdle).all().item<bool>();
+  return counters.ne(dec::kSplitCounterIdle).any();
 }
 
 void paged_attention(at::Tensor& out, const at::Tensor& q, const at::Tensor& k_cache, const at::Tensor& v_cache,
@@ -225,7 +225,7 @@ void decode_attention(at::Tensor& out, const at::Tensor& q, const at::Tensor& k,
   check_rows_aligned(v, "v");
   CLO_CHECK(num_splits >= 0 && num_splits <= dec::kMaxSplits, "num_splits must be in [0, ", dec::kMaxSplits,
               "], got ", num_splits);
-  
+
   dec::DecodeAttentionArgs a;
   a.dtype = to_dtype(q.scalar_type());
   a.head_dim = static_cast<int>(D);
@@ -319,11 +319,9 @@ int64_t decode_num_splits(int64_t batch, int64_t num_kv_heads, int64_t rows_per_
                                           static_cast<int>(head_dim), to_dtype(dtype));
 }
 
-// Whether the decode kernels run at head_dim on the current device (dec::decode_head_dim_fits).
-bool decode_head_dim_fits(int64_t head_dim) {
-  return dec::head_dim_supported(static_cast<int>(head_dim)) &&
-         dec::decode_head_dim_fits(static_cast<int>(head_dim));
-}
+// Whether the decode kernels run at head_dim on the current device (false for an
+// unsupported head dim too: decode_min_smem_bytes is 0 there).
+bool decode_head_dim_fits(int64_t head_dim) { return dec::decode_head_dim_fits(static_cast<int>(head_dim)); }
 
 int64_t decode_workspace_numel(int64_t batch, int64_t num_q_heads, int64_t seq_len_q, int64_t head_dim,
                                int64_t num_splits) {
@@ -349,7 +347,7 @@ TORCH_LIBRARY_FRAGMENT(cuda_llm_ops, m) {
   m.def("decode_workspace_numel(int batch, int num_q_heads, int seq_len_q, int head_dim, int num_splits) -> int",
         &decode_workspace_numel);
   m.def("decode_head_dim_fits(int head_dim) -> bool", &decode_head_dim_fits);
-  m.def("decode_workspace_counters_idle(Tensor workspace) -> bool", &decode_workspace_counters_idle);
+  m.def("decode_workspace_counters_stale(Tensor workspace) -> Tensor", &decode_workspace_counters_stale);
   m.def("decode_workspace_init(Tensor(a!) workspace) -> ()");
 }
 

@@ -650,15 +650,9 @@ CLO_DEVICE void decode_epilogue(const DecodeKernelParams& p, float (&o)[D / 8][4
 #endif
     return;
   }
-  if (__syncthreads_or(stale)) {
-    const uint32_t nan2 = pack_float2<T>(nan, nan);
-    for (int idx = tid; idx < items; idx += kThreads) {
-      const int r = idx / kD4, d = (idx % kD4) * 4;
-      const int gr = row_tile * kRowsPerBlock + r, col = decode_own_col<D>(p, gr, d);
-      if (col >= 0) *out_ptr(gr, col) = make_uint2(nan2, nan2);
-    }
-    return;
-  }
+  // A stale group "merges" no split, as NaN: the merge below writes its rows.
+  const bool stale_group = __syncthreads_or(stale);
+  const int merged = stale_group ? 0 : eff;
 
   // Merge (log-sum-exp) the eff splits of this tile's rows, kFoldBatch splits per round
   // trip (ld.global.cg: written by other SMs during this kernel, never through L1); 16
@@ -674,10 +668,10 @@ CLO_DEVICE void decode_epilogue(const DecodeKernelParams& p, float (&o)[D / 8][4
     const float* po = p.partial_o + row_id * head_cols + col;
     float m = kNegInf, l = 0.f;
     float4 acc = make_float4(0.f, 0.f, 0.f, 0.f);
-    bool nan_seen = false;
-    for (int s0 = 0; s0 < eff; s0 += kFoldBatch) {
+    bool nan_seen = stale_group;
+    for (int s0 = 0; s0 < merged; s0 += kFoldBatch) {
       decode_fold_splits<kFoldBatch>(
-          s0, min(kFoldBatch, eff - s0),
+          s0, min(kFoldBatch, merged - s0),
           [&](int s, float2& st, float4& x) {
             st = __ldcg(ps + s * split_stride);
             x = __ldcg(reinterpret_cast<const float4*>(po + s * split_stride * head_cols));
@@ -864,11 +858,16 @@ template <typename T, int D>
 constexpr bool decode_has_two_stage_fallback() {
   return decode_pipeline_stages(D) > 2 && decode_smem_bytes<T, D, decode_pipeline_stages(D)>() > kSmallestSmemOptin;
 }
+// The smallest plan instantiated at this head dim (decode_min_smem_bytes sizes it).
+template <typename T, int D>
+constexpr int decode_min_cp_async_stages() {
+  return decode_has_two_stage_fallback<T, D>() ? 2 : decode_pipeline_stages(D);
+}
 template <typename T, int D>
 constexpr int decode_cp_async_stages(size_t limit) {
   if (decode_smem_bytes<T, D, decode_pipeline_stages(D)>() <= limit) return decode_pipeline_stages(D);
-  if (decode_has_two_stage_fallback<T, D>() && decode_smem_bytes<T, D, 2>() <= limit) return 2;
-  return 0;
+  constexpr int kMin = decode_min_cp_async_stages<T, D>();
+  return decode_smem_bytes<T, D, kMin>() <= limit ? kMin : 0;
 }
 
 template <typename T, int D, int kStages, class KV>

@@ -99,9 +99,8 @@ bool decode_head_dim_fits(int head_dim) {
 int64_t decode_min_smem_bytes(int head_dim) {
   int64_t need = 0;
   dispatch_head_dim(head_dim, [&]<int D>() {
-    // the cp.async kernel's smallest plan (decode_cp_async_stages); both dtypes are 16-bit
-    constexpr int kStages = decode_has_two_stage_fallback<__half, D>() ? 2 : decode_pipeline_stages(D);
-    need = static_cast<int64_t>(decode_smem_bytes<__half, D, kStages>());
+    // the cp.async kernel's smallest plan; both dtypes are 16-bit
+    need = static_cast<int64_t>(decode_smem_bytes<__half, D, decode_min_cp_async_stages<__half, D>()>());
     return cudaSuccess;
   });
   return need;
