@@ -28,10 +28,13 @@ Layouts (vLLM's):
 - seq_lens: int32 `[B]`, keys in the cache for each sequence (the new token
   included); a sequence sees keys `0 .. seq_len - 1` and a length of 0 gives zeros.
 
-Kernels exist for float16 and bfloat16 with D in `DECODE_HEAD_DIMS`; Hq any
-multiple of Hkv (one thread block serves all query heads of a KV head, so each
-K/V element is read once); batch <= 65535. GPUs with 99 KB of shared memory per
-block (sm_86/89/120) run D = 64, 96 and 128, not 256 (`decode_head_dim_fits`).
+Kernels exist for float16 and bfloat16 with D any multiple of 8 up to 256: D in
+`DECODE_KERNEL_HEAD_DIMS` (64, 96, 128, 256) has its own kernel, any other D (32,
+80, 112, 192, ...) runs on the next wider one, reading its own rows once (the
+padding columns are zeros in shared memory, never loaded). Hq any multiple of Hkv
+(one thread block serves all query heads of a KV head, so each K/V element is read
+once); batch <= 65535. GPUs with 99 KB of shared memory per block (sm_86/89/120)
+run D up to 128, not 136-256 (`decode_head_dim_fits`).
 
 Index checks and CUDA graphs: a block index outside `[0, num_blocks)` or a
 seq_len outside `[0, table capacity]` is data on the GPU; checking it on the
@@ -76,7 +79,10 @@ from .validation import (
 )
 
 DECODE_DTYPES = (torch.float16, torch.bfloat16)
-DECODE_HEAD_DIMS = (64, 96, 128, 256)
+# Head dims with a compiled decode kernel; every other multiple of 8 up to
+# DECODE_MAX_HEAD_DIM runs on the next wider one (`decode_kernel_head_dim`).
+DECODE_KERNEL_HEAD_DIMS = (64, 96, 128, 256)
+DECODE_MAX_HEAD_DIM = 256
 # flash_attention hands calls with at most this many query rows to decode_attention.
 DECODE_MAX_QUERY_ROWS = 16
 MAX_SPLITS = 128
@@ -87,14 +93,25 @@ def _dt(d: torch.dtype) -> str:
     return str(d).replace("torch.", "")
 
 
+def decode_kernel_head_dim(d: int) -> int:
+    """The compiled decode kernel's head dim that head dim `d` runs on (the smallest of
+    `DECODE_KERNEL_HEAD_DIMS` >= d), or 0 when no decode kernel takes `d` (not a
+    multiple of 8 in [8, DECODE_MAX_HEAD_DIM]: rows move in 16-byte pieces)."""
+    if not 8 <= d <= DECODE_MAX_HEAD_DIM or d % 8:
+        return 0
+    return next(k for k in DECODE_KERNEL_HEAD_DIMS if d <= k)
+
+
 def _check_head_dim(d: int, device: torch.device | None = None) -> None:
-    if d not in DECODE_HEAD_DIMS:
-        raise ValueError(f"head_dim must be one of {DECODE_HEAD_DIMS} for the decode kernels, got {d}")
+    if not decode_kernel_head_dim(d):
+        raise ValueError(f"head_dim must be a multiple of 8 in [8, {DECODE_MAX_HEAD_DIM}] for the decode kernels, "
+                         f"got {d}")
     if (device is not None and device.type == "cuda" and _ops.has_op("decode_head_dim_fits")
             and not decode_head_dim_fits(d, device)):
-        fits = [h for h in DECODE_HEAD_DIMS if decode_head_dim_fits(h, device)]
+        fits = [h for h in DECODE_KERNEL_HEAD_DIMS if decode_head_dim_fits(h, device)]
+        runs = f"multiples of 8 up to {max(fits)}" if fits else "none"
         raise ValueError(f"head_dim {d}: the decode kernels need more shared memory per block than this GPU "
-                         f"allows; head dims that run here: {fits}")
+                         f"allows; head dims that run here: {runs}")
 
 
 def _check_num_splits(num_splits: int) -> None:
@@ -323,7 +340,7 @@ def paged_attention(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tenso
     Args:
         q: `[B, Hq, D]` float16/bfloat16, CUDA, last dim contiguous.
         k_cache, v_cache: `[num_blocks, block_size, Hkv, D]`, q's dtype, contiguous;
-            Hq a multiple of Hkv; block_size a power of two; D in 64, 96, 128, 256.
+            Hq a multiple of Hkv; block_size a power of two; D a multiple of 8 up to 256.
         block_tables: int32 `[B, max_blocks_per_seq]` (last dim contiguous), physical
             block of each logical block; entries past a sequence's length are ignored.
         seq_lens: int32 `[B]`, keys per sequence, `0 <= seq_len <= max_blocks_per_seq * block_size`.
@@ -370,7 +387,7 @@ def decode_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: f
 
     The same kernel as `paged_attention` with strided K/V addressing: q `[B, Hq, Nq, D]`,
     k and v `[B, Hkv, Nk, D]` (any strides with a contiguous, 16-byte aligned last
-    dim), float16/bfloat16, D in `DECODE_HEAD_DIMS`. Meant for Nq <= 16 (decode,
+    dim), float16/bfloat16, D a multiple of 8 up to 256. Meant for Nq <= 16 (decode,
     speculative decoding): a thread block serves 16 rows of (query head, position)
     of one KV head, so larger Nq * Hq/Hkv re-reads K/V (from L2) per 16 rows.
     `is_causal`: query i sees key j when `j <= i + Nk - Nq` (bottom-right aligned,
@@ -425,7 +442,8 @@ def _head_dim_fits_on(index: int, head_dim: int) -> bool:
 def decode_head_dim_fits(head_dim: int, device: torch.device | str | int | None = None) -> bool:
     """Whether the decode kernels run at `head_dim` on `device` (default: the current
     one): every decode head dim on sm_80 and sm_90; GPUs with 99 KB of shared memory
-    per block (sm_86/89/120: A10, L4, L40S, RTX 4090/5090) run 64, 96 and 128, not 256
+    per block (sm_86/89/120: A10, L4, L40S, RTX 4090/5090) run head dims up to 128, not
+    136-256 (the 256-wide kernel's)
     (`paged_attention` / `decode_attention` refuse it there; `flash_attention` keeps
     such calls on its prefill kernel). Remembered per device (flash_attention asks on
     every call)."""
@@ -443,7 +461,7 @@ def use_decode_path(q) -> bool:
     device (`decode_head_dim_fits`), a CUDA tensor, at most MAX_BATCH sequences, and a
     build with the decode kernels."""
     return (isinstance(q, torch.Tensor) and q.dim() == 4 and q.shape[2] <= DECODE_MAX_QUERY_ROWS
-            and q.dtype in DECODE_DTYPES and q.shape[-1] in DECODE_HEAD_DIMS and q.device.type == "cuda"
+            and q.dtype in DECODE_DTYPES and decode_kernel_head_dim(q.shape[-1]) > 0 and q.device.type == "cuda"
             and q.shape[0] <= MAX_BATCH and _ops.has_op("decode_attention")
             and _head_dim_fits_on(q.device.index, q.shape[-1]))
 

@@ -64,9 +64,12 @@ def decode_tma_stages_fit(head_dim: int, stages: int) -> bool:
     of shared memory at 16-bit K/V: `decode_tma_smem_bytes` (csrc/decode), i.e. the 1 KB
     alignment pad, K and V tiles of 64 keys in 64-column planes per stage, 16 q rows padded
     by 8 elements and two mbarriers per stage. Which depths the CLO_DECODE_TMA_STAGES knob
-    can pick."""
-    planes = (head_dim + 63) // 64
-    return 1024 + stages * (2 * planes * 64 * 64 * 2 + 16) + 16 * (head_dim + 8) * 2 <= 227 * 1024
+    can pick. A head dim without its own kernel counts as the one it runs on."""
+    from .decode import decode_kernel_head_dim
+
+    d = decode_kernel_head_dim(head_dim) or head_dim
+    planes = (d + 63) // 64
+    return 1024 + stages * (2 * planes * 64 * 64 * 2 + 16) + 16 * (d + 8) * 2 <= 227 * 1024
 
 
 def run_isolated(code: str, timeout: float = 120.0) -> None:

@@ -18,14 +18,14 @@ pytestmark = pytest.mark.cuda
 DTYPES = [torch.float16, torch.bfloat16]
 
 
-@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     lens=st.lists(st.one_of(st.integers(1, 4096), st.sampled_from([1, 2, 15, 16, 17, 63, 64, 65, 257])),
                   min_size=1, max_size=5),
     block_size=st.sampled_from([8, 16, 32, 64, 128, 256]),
     group=st.sampled_from([1, 2, 3, 4, 8]),
     hkv=st.integers(1, 3),
-    d=st.sampled_from([64, 96, 128, 256]),
+    d=st.sampled_from([8, 32, 64, 72, 80, 96, 112, 128, 136, 160, 192, 256]),
     dtype=st.sampled_from(DTYPES),
     num_splits=st.sampled_from([0, 1, 2, 5, 16]),
     seed=st.integers(0, 2**16),
@@ -52,7 +52,7 @@ def test_paged_attention_splits_agree_and_scale(dtype):
         assert_close(out, ref, dtype=dtype, what=f"num_splits={ns}")
 
 
-@pytest.mark.parametrize("d", [64, 96, 128, 256])
+@pytest.mark.parametrize("d", [64, 96, 128, 256, 40, 80, 192])
 def test_paged_attention_speculated_starts_redone(d):
     """Speculative first-tile table lookups on ragged lengths, forced splits and a
     table whose capacity is past every seq_len (so the speculated starts of splits
@@ -343,7 +343,7 @@ def test_append_then_attend_roundtrip():
     nk=st.one_of(st.integers(1, 3000), st.integers(1, 20)),
     group=st.sampled_from([1, 2, 4, 8]),
     hkv=st.integers(1, 2),
-    d=st.sampled_from([64, 96, 128, 256]),
+    d=st.sampled_from([32, 64, 80, 96, 112, 128, 160, 256]),
     dtype=st.sampled_from(DTYPES),
     causal=st.booleans(),
     transposed=st.booleans(),
@@ -523,7 +523,14 @@ PAGED = [([1, 15, 17, 63, 64, 65, 700], 2, 4, 128, 16, torch.float16, (0, 1, 3, 
          ([1, 15, 17, 63, 64, 65, 200], 2, 4, 64, 128, torch.bfloat16, (1, 2)),
          ([15, 17, 63, 65, 129], 4, 2, 96, 8, torch.float16, (1, 3)),
          ([1, 17, 65, 300], 2, 8, 256, 32, torch.bfloat16, (1, 4)),
-         ([63, 64, 65, 1000], 1, 4, 128, 256, torch.float16, (1, 8))]
+         ([63, 64, 65, 1000], 1, 4, 128, 256, torch.float16, (1, 8)),
+         # head dims without their own kernel, on the next wider one: part of a plane
+         # (80 on 96, 40 on 64, 112 on 128), part of a plane and a whole one (136 and 192 on 256)
+         ([1, 17, 65, 700], 2, 4, 80, 16, torch.float16, (1, 3)),
+         ([129, 1, 500], 2, 8, 40, 8, torch.bfloat16, (1, 2)),
+         ([33, 1000, 64], 2, 4, 112, 16, torch.float16, (0, 3)),
+         ([700, 63], 1, 3, 136, 64, torch.bfloat16, (1, 5)),
+         ([300, 2000, 15], 3, 2, 192, 32, torch.float16, (1, 4))]
 
 def check_past_2g_elements(v):
     """Caches of more than 2^31 elements (serving engines allocate tens of GB): element
@@ -597,7 +604,8 @@ for v in (0, 1, 2):  # CLO_DECODE_VARIANT: automatic, the cp.async kernel, the T
     for j, (b, hq, hkv, nq, nk, d, dt, causal) in enumerate(
             [(2, 8, 2, 1, 1500, 128, torch.float16, False), (2, 8, 2, 5, 1500, 128, torch.bfloat16, True),
              (1, 4, 4, 16, 5, 64, torch.float16, True), (3, 6, 2, 3, 777, 256, torch.float16, True),
-             (1, 32, 8, 1, 16384, 128, torch.float16, False)]):
+             (1, 32, 8, 1, 16384, 128, torch.float16, False), (2, 8, 2, 3, 900, 80, torch.bfloat16, True),
+             (1, 6, 3, 1, 2000, 200, torch.float16, False), (2, 4, 2, 1, 333, 32, torch.float16, False)]):
         if not llm.decode_head_dim_fits(d):
             continue
         g = torch.Generator(device="cuda").manual_seed(j)
@@ -649,8 +657,8 @@ for v in (0, 1, 2):  # CLO_DECODE_VARIANT: automatic, the cp.async kernel, the T
                     fn()
                     assert_close(out, ref, dtype=dt, what=f"TMA {stages} stages paged {i} D={d} bs={bs} splits={ns}")
                 if i == 0 or stages != 3:  # the knob picks the depth: the kernel's template says so
-                    names = kernel_names(fn)
-                    assert re.search(rf"tma_kernel<[^<>,]+, (\(int\))?{d}, (\(int\))?{stages}, ", names), \
+                    names, kd = kernel_names(fn), llm.decode.decode_kernel_head_dim(d)
+                    assert re.search(rf"tma_kernel<[^<>,]+, (\(int\))?{kd}, (\(int\))?{stages}, ", names), \
                         f"{stages} stages, D={d}: {names[:300]}"
                 if i < 4:  # the strided (contiguous) TMA kernel at this depth too
                     g = torch.Generator(device="cuda").manual_seed(i)
@@ -735,14 +743,14 @@ os.environ["CLO_DECODE_SMEM_LIMIT"] = str(99 * 1024)
 llm.decode._HEAD_DIM_FITS.clear()
 for v in (0, 1, 2):
     os.environ["CLO_DECODE_VARIANT"] = str(v)
-    for d in (64, 96, 128):
+    for d in (64, 96, 128, 80):
         q, kc, vc, table, sl = paged_problem([700, 1, 3000], 2, 4, d, 16, torch.float16, 4000 + d)
         fn = lambda: llm.paged_attention(q, kc, vc, table, sl, num_splits=3, check_indices=False)
         assert_close(fn(), paged_attention_reference(q, kc, vc, table, sl), dtype=torch.float16,
                      what=f"99 KB, variant {v}, D={d}")
         if d > 64:  # D = 64 fits as before (4 stages, 67 KB; on sm_90 its TMA kernel, 69 KB)
-            names = kernel_names(fn)
-            assert "tma_kernel" not in names and re.search(rf"attention_kernel<[^<>,]+, (\(int\))?{d}, (\(int\))?2, ",
+            names, kd = kernel_names(fn), llm.decode.decode_kernel_head_dim(d)
+            assert "tma_kernel" not in names and re.search(rf"attention_kernel<[^<>,]+, (\(int\))?{kd}, (\(int\))?2, ",
                                                            names), f"99 KB, D={d}: {names[:300]}"
         qc = torch.randn(2, 8, 3, d, device="cuda").half()
         kk = torch.randn(2, 2, 900, d, device="cuda").half()
@@ -751,13 +759,14 @@ for v in (0, 1, 2):
         assert llm.decode_head_dim_fits(d) and llm.decode.use_decode_path(qc)
     q, kc, vc, table, sl = paged_problem([70], 1, 2, 256, 16, torch.float16, 4256)
     assert not llm.decode_head_dim_fits(256) and not llm.decode_head_dim_fits(256, "cuda:0")
+    assert not llm.decode_head_dim_fits(136) and llm.decode_head_dim_fits(120)  # on the 256 / 128 kernels
     for check in (None, False):
         try:
             llm.paged_attention(q, kc, vc, table, sl, check_indices=check)
             raise AssertionError("99 KB: D=256 paged_attention ran")
         except ValueError as e:
             assert "head_dim 256: the decode kernels need more shared memory per block than this GPU allows; " \
-                   "head dims that run here: [64, 96, 128]" in str(e), str(e)
+                   "head dims that run here: multiples of 8 up to 128" in str(e), str(e)
     try:
         torch.ops.cuda_llm_ops.paged_attention(torch.empty_like(q), q, kc, vc, table, sl, 0.0625, 1, None)
         raise AssertionError("99 KB: D=256 raw op ran")

@@ -97,8 +97,11 @@ def _inputs(**over):
     (dict(v_cache=torch.randn(10, 8, 2, 64, dtype=torch.float16)), r"v_cache must have k_cache's shape"),
     (dict(k_cache=torch.randn(10, 16, 3, 64, dtype=torch.float16),
           v_cache=torch.randn(10, 16, 3, 64, dtype=torch.float16)), r"multiple of k_cache's num_kv_heads, got 3"),
-    (dict(q=torch.randn(2, 8, 80, dtype=torch.float16), k_cache=torch.randn(10, 16, 2, 80, dtype=torch.float16),
-          v_cache=torch.randn(10, 16, 2, 80, dtype=torch.float16)), r"head_dim must be one of .* got 80"),
+    (dict(q=torch.randn(2, 8, 84, dtype=torch.float16), k_cache=torch.randn(10, 16, 2, 84, dtype=torch.float16),
+          v_cache=torch.randn(10, 16, 2, 84, dtype=torch.float16)),
+     r"head_dim must be a multiple of 8 in \[8, 256\] for the decode kernels, got 84"),
+    (dict(q=torch.randn(2, 8, 264, dtype=torch.float16), k_cache=torch.randn(10, 16, 2, 264, dtype=torch.float16),
+          v_cache=torch.randn(10, 16, 2, 264, dtype=torch.float16)), r"multiple of 8 in \[8, 256\] .* got 264"),
     (dict(k_cache=torch.randn(10, 12, 2, 64, dtype=torch.float16),
           v_cache=torch.randn(10, 12, 2, 64, dtype=torch.float16)), r"block_size .* power of two, got 12"),
     (dict(block_tables=torch.zeros(3, 4, dtype=torch.int32)), r"block_tables must have 2 rows"),
@@ -143,5 +146,9 @@ def test_cuda_graph_runner_argument_checks():
 
 
 def test_decode_constants():
-    assert llm.decode.DECODE_HEAD_DIMS == (64, 96, 128, 256)
+    assert llm.decode.DECODE_KERNEL_HEAD_DIMS == (64, 96, 128, 256)
+    kd = llm.decode.decode_kernel_head_dim
+    assert [kd(d) for d in (8, 32, 64, 72, 80, 96, 104, 112, 128, 136, 192, 256)] == \
+        [64, 64, 64, 96, 96, 96, 128, 128, 128, 256, 256, 256]
+    assert [kd(d) for d in (0, 4, 12, 84, 257, 264, -8)] == [0] * 7
     assert math.log2(llm.decode.DECODE_MAX_QUERY_ROWS) == 4

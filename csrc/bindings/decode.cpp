@@ -37,7 +37,8 @@ void check_rows_aligned(const at::Tensor& t, const char* name) {
 }
 
 void check_head_dim(int64_t d) {
-  CLO_CHECK(dec::head_dim_supported(static_cast<int>(d)), "head_dim must be one of 64, 96, 128, 256, got ", d);
+  CLO_CHECK(dec::head_dim_supported(static_cast<int>(d)), "head_dim must be a multiple of 8 in [8, ",
+            dec::kDecodeMaxHeadDim, "], got ", d);
   CLO_CHECK(dec::decode_head_dim_fits(static_cast<int>(d)), "head_dim ", d, " needs ",
               dec::decode_min_smem_bytes(static_cast<int>(d)),
               " bytes of shared memory per block in the decode kernels, more than this GPU allows (",

@@ -9,13 +9,22 @@
 
 namespace cuda_llm_ops::decode {
 
-// Head dims with a compiled kernel (multiples of 16: the QK^T mma steps over D in 16s).
-constexpr int kSupportedHeadDims[] = {64, 96, 128, 256};
-inline bool head_dim_supported(int d) {
-  for (int s : kSupportedHeadDims)
-    if (s == d) return true;
-  return false;
+// Head dims of the compiled kernels (multiples of 16: the QK^T mma steps over D in 16s).
+// Every other multiple of 8 up to 256 runs on the next wider one (decode_kernel_head_dim):
+// its rows are read at their own width, the tile's columns past it are zero in shared
+// memory (never loaded), and the padding costs only tensor-core slots, idle in this
+// memory-bound kernel. So each K/V byte is still read once: D = 80 costs what its bytes do.
+constexpr int kDecodeKernelHeadDims[] = {64, 96, 128, 256};
+constexpr int kDecodeMaxHeadDim = 256;
+// The compiled head dim a head dim runs on, or 0 when it cannot run (not a multiple of
+// 8 in [8, 256]: rows are moved in 16-byte pieces).
+constexpr int decode_kernel_head_dim(int d) {
+  if (d < 8 || d > kDecodeMaxHeadDim || d % 8 != 0) return 0;
+  for (int s : kDecodeKernelHeadDims)
+    if (d <= s) return s;
+  return 0;
 }
+inline bool head_dim_supported(int d) { return decode_kernel_head_dim(d) != 0; }
 
 // Query rows one thread block serves (one m16 tensor-core tile): all query heads
 // of one KV head times the query positions, up to 16 rows per block.
@@ -32,7 +41,7 @@ constexpr int kLargeGridMinKeys = 4096;
 
 struct DecodeAttentionArgs {
   DType dtype = DType::kFloat16;  // float16 or bfloat16
-  int head_dim = 0;
+  int head_dim = 0;  // any decode_kernel_head_dim accepts
   int batch = 0, num_q_heads = 0, num_kv_heads = 0;
   int seq_len_q = 1;  // query rows per (batch, head); 1 for paged decode
 

@@ -72,16 +72,22 @@ struct DecodeKernelParams {
   // the D columns (the other half zero, so its scores see only its own head's keys) and
   // only that half of its output row is real. Partials are stored D/2 wide.
   int pack_group;
+  // Columns of the K/V rows (and of q and out rows): D, or a narrower head dim run on
+  // this kernel (decode_kernel_head_dim; a multiple of 8). The tile's columns past it
+  // are zero in shared memory (zero-filled copies, or TMA's out-of-bounds fill), as are
+  // q's, so they add nothing to the scores; the output keeps only the real ones.
+  int row_cols;
 };
 
-// Columns of one real head row: D, or D/2 for head pairs (also the partials' width).
+// Columns of one real head row: row_cols, or D/2 for head pairs (also the partials' width).
 template <int D>
 CLO_DEVICE int decode_head_cols(const DecodeKernelParams& p) {
-  if constexpr (D == 128) return p.pack_group > 0 ? D / 2 : D;
-  return D;
+  if constexpr (D == 128) return p.pack_group > 0 ? D / 2 : p.row_cols;
+  return p.row_cols;
 }
 // The column of row gr's own head that column d of the block's D-wide row is, or -1
-// where d belongs to the other head of a pair (nothing of row gr is loaded or stored there).
+// where d belongs to the other head of a pair or lies past a narrower head's row_cols
+// (nothing of row gr is loaded or stored there).
 template <int D>
 CLO_DEVICE int decode_own_col(const DecodeKernelParams& p, int gr, int d) {
   if constexpr (D == 128) {
@@ -90,7 +96,7 @@ CLO_DEVICE int decode_own_col(const DecodeKernelParams& p, int gr, int d) {
       return col >= 0 && col < D / 2 ? col : -1;
     }
   }
-  return d;
+  return d < p.row_cols ? d : -1;
 }
 
 // 16-byte cp.async (L2 only) with an L2 prefetch-size hint: a miss fetches the
@@ -755,6 +761,17 @@ __global__ void __launch_bounds__(kDecodeThreads)
   const T* k_base = static_cast<const T*>(kv.k);
   const T* v_base = static_cast<const T*>(kv.v);
 
+  // Whether load i's 16-byte chunk lies within the K/V row (a narrower head dim's padding
+  // columns stay zero-filled, never loaded). Where a thread copies the same chunk of
+  // every row it loads (D = 64, 128, 256), one flag; else (D = 96) a bit per load. Per-load
+  // compares kept live across the loop spilled the D = 256 kernel.
+  constexpr bool kSameChunk = kDecodeThreads % kChunksPerRow == 0;
+  static_assert(kLoads <= 32, "one bit per load");
+  uint32_t in_row = 0;
+#pragma unroll
+  for (int i = 0; i < (kSameChunk ? 1 : kLoads); ++i)
+    in_row |= static_cast<uint32_t>((tid + i * kDecodeThreads) % kChunksPerRow * 8 < p.row_cols) << i;
+
   // pos < end implies tile < n_tiles.
   auto lookup_tile = [&](int tile, int (&ent)[kLoads]) { lookup_at(start, end, tile, ent); };
   auto issue_tile = [&](int tile, int stage, const int (&entries)[kLoads]) {
@@ -765,7 +782,7 @@ __global__ void __launch_bounds__(kDecodeThreads)
       const int c = tid + i * kDecodeThreads;
       const int tok = c / kChunksPerRow, ch = c % kChunksPerRow;
       const int pos = start + tile * kTileTokens + tok;
-      bool valid = pos < end;
+      bool valid = pos < end && ((in_row >> (kSameChunk ? 0 : i)) & 1u);
       const int e = entries[i];
       if (valid && !cur.entry_ok(e)) {
         bad = true;
@@ -922,7 +939,10 @@ cudaError_t run_decode_attention(const DecodeAttentionArgs& a, cudaStream_t stre
   p.causal = a.causal;
   p.total_rows = static_cast<int64_t>(a.batch) * a.num_q_heads * a.seq_len_q;
   p.pack_group = pack_group;
-  const int head_cols = pack_group > 0 ? D / 2 : D;  // the partials' width
+  // A head dim narrower than D runs here padded (decode_kernel_head_dim); head pairs fill D.
+  if (a.head_dim > D || a.head_dim % 8 != 0 || (pack_group > 0 && a.head_dim != D)) return cudaErrorInvalidValue;
+  p.row_cols = a.head_dim;
+  const int head_cols = pack_group > 0 ? D / 2 : a.head_dim;  // the partials' width
 #ifdef CLO_DEV_STAMPS
   p.dev_stamps = decode_dev_stamps();
 #endif
@@ -963,8 +983,8 @@ cudaError_t run_decode_attention(const DecodeAttentionArgs& a, cudaStream_t stre
   if constexpr (kPaged) {
     PagedKV kv{a.k, a.v, a.block_tables, a.table_stride, a.max_blocks_per_seq, a.num_blocks,
                __builtin_ctz(static_cast<unsigned>(a.block_size)),
-               static_cast<int64_t>(a.block_size) * a.num_kv_heads * D,
-               static_cast<int64_t>(a.num_kv_heads) * D, D, a.seq_lens};
+               static_cast<int64_t>(a.block_size) * a.num_kv_heads * a.head_dim,
+               static_cast<int64_t>(a.num_kv_heads) * a.head_dim, a.head_dim, a.seq_lens};
     cudaError_t err = launch_variant(kv);
     if (err != cudaSuccess) return err;
   } else {

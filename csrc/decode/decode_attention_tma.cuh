@@ -36,8 +36,10 @@ constexpr size_t decode_tma_smem_bytes() {
 // Tensor maps encoded on the host per call, both with the 128-byte swizzle (boxes
 // land in the decode_kv_offset layout, one box per 64-column plane):
 // paged: 3-D (D, Hkv, num_blocks * block_size), box (64, 1, min(block_size, 64));
-// strided: 4-D (D, Nk, Hkv, B), box (64, 64, 1, 1). Columns past D (D = 96: the
-// second plane's last 32) are outside the tensor: zero-filled, no DRAM traffic.
+// strided: 4-D (D, Nk, Hkv, B), box (64, 64, 1, 1), with D the real head dim. Columns
+// past it (D = 96: the second plane's last 32; a narrower head dim run on a wider kernel:
+// the rest of its last plane, and whole planes past it) are outside the tensor:
+// zero-filled, no DRAM traffic.
 struct DecodeTmaMaps {
   CUtensorMap k, v;
 };
@@ -124,7 +126,20 @@ __global__ void __launch_bounds__(kTmaThreads)
     }
   };
   lookup_ahead(spec_start, kv.capacity());
-  if (!producer) decode_load_q<T, D, kQStride>(p, q_s, kDecodeThreads);
+  // 64-column planes holding real columns: a narrower head dim run on this kernel
+  // (decode_kernel_head_dim) may leave whole planes past its row. Those are never loaded
+  // (a box wholly outside the tensor is not relied on) and stay zero: set once here, in
+  // every stage, before the start-up barrier orders it before any ldmatrix.
+  const int planes = (p.row_cols + kPlaneCols - 1) / kPlaneCols;
+  if (!producer) {
+    decode_load_q<T, D, kQStride>(p, q_s, kDecodeThreads);
+    constexpr int kPlaneChunks = kPlaneElems / 8;
+    const int pad_chunks = (kPlanes - planes) * kPlaneChunks;
+    for (int c = tid; c < kStages * 2 * pad_chunks; c += kDecodeThreads) {
+      T* tile = kv_s + (c / pad_chunks) * kTileElems;  // stage-major K, V tiles
+      reinterpret_cast<uint4*>(tile + planes * kPlaneElems)[c % pad_chunks] = make_uint4(0, 0, 0, 0);
+    }
+  }
   bool bad = false;
   const int kv_len = kv.check_len(len_raw, bad);
   const DecodeSplitRange range = decode_split_range(p, kv_len);
@@ -203,7 +218,7 @@ __global__ void __launch_bounds__(kTmaThreads)
       if (stamps_on && t == 0 && lane == 0) stamp[1] = clk();
 #endif
       uint64_t* bar = full_bar + stage;
-      if (lane == 0) tma::mbarrier_arrive_expect_tx(bar, boxes * 2u * kPlanes * box_bytes);
+      if (lane == 0) tma::mbarrier_arrive_expect_tx(bar, boxes * 2u * planes * box_bytes);
       __syncwarp();
       if (issue) {
         // Box rows start at a multiple of 8 keys: the swizzle phase (row % 8) matches.
@@ -212,6 +227,7 @@ __global__ void __launch_bounds__(kTmaThreads)
         const int row = cur.tma_row(e, my_pos);
 #pragma unroll
         for (int pl = 0; pl < kPlanes; ++pl) {
+          if (pl >= planes) break;
           decode_tma_box<KV>(ks + pl * kPlaneElems, &k_map, pl * kPlaneCols, kvh, row, b, bar);
           decode_tma_box<KV>(vs + pl * kPlaneElems, &v_map, pl * kPlaneCols, kvh, row, b, bar);
         }
@@ -293,8 +309,8 @@ int encode_decode_tma_maps(const DecodeAttentionArgs& a, DecodeTmaMaps& maps) {
     const int64_t rows = static_cast<int64_t>(a.num_blocks) * a.block_size;
     if (a.block_size < 8 || a.num_blocks <= 0 || rows > INT32_MAX) return 0;
     const int box_rows = a.block_size < kTileTokens ? a.block_size : kTileTokens;
-    const uint64_t dims[3] = {uint64_t(D), uint64_t(a.num_kv_heads), uint64_t(rows)};
-    const uint64_t strides[2] = {D * kElem, uint64_t(a.num_kv_heads) * D * kElem};
+    const uint64_t dims[3] = {uint64_t(a.head_dim), uint64_t(a.num_kv_heads), uint64_t(rows)};
+    const uint64_t strides[2] = {a.head_dim * kElem, uint64_t(a.num_kv_heads) * a.head_dim * kElem};
     if (!stride_ok(strides[1])) return 0;
     const uint32_t box[3] = {uint32_t(kPlaneCols), 1u, uint32_t(box_rows)};
     if (tma::encode_tiled_16bit(&maps.k, kBf16, a.k, 3, dims, strides, box, kSwizzle) != cudaSuccess ||
@@ -305,12 +321,13 @@ int encode_decode_tma_maps(const DecodeAttentionArgs& a, DecodeTmaMaps& maps) {
     return box_rows;
   } else {
     if (a.seq_len_k <= 0) return 0;
-    const uint64_t dims[4] = {uint64_t(D), uint64_t(a.seq_len_k), uint64_t(a.num_kv_heads), uint64_t(a.batch)};
+    const uint64_t dims[4] = {uint64_t(a.head_dim), uint64_t(a.seq_len_k), uint64_t(a.num_kv_heads),
+                              uint64_t(a.batch)};
     const uint32_t box[4] = {uint32_t(kPlaneCols), uint32_t(kTileTokens), 1u, 1u};
     // Byte strides of dims 1..3; a dim of extent 1 never steps, any valid stride does.
     auto make = [&](int64_t sn, int64_t sh, int64_t sb, uint64_t out[3]) {
       const int64_t el[3] = {sn, sh, sb};
-      uint64_t dense = D * kElem;
+      uint64_t dense = a.head_dim * kElem;
       for (int i = 0; i < 3; ++i) {
         out[i] = el[i] > 0 ? uint64_t(el[i]) * kElem : 0;
         if (dims[i + 1] == 1 && !stride_ok(out[i])) out[i] = dense;

@@ -12,7 +12,7 @@ namespace {
 
 template <typename F>
 cudaError_t dispatch_head_dim(int head_dim, F&& body) {
-  switch (head_dim) {
+  switch (decode_kernel_head_dim(head_dim)) {  // the kernel it runs on
     case 64: return body.template operator()<64>();
     case 96: return body.template operator()<96>();
     case 128: return body.template operator()<128>();
@@ -140,7 +140,8 @@ int decode_attention_num_splits(int batch, int num_kv_heads, int rows_per_kv_hea
     // 1339 vs 1352 paged; D = 64: 369.0 vs 373.5 paged; D = 256: 1406.9 vs 1413.8). The
     // layout only matters on small grids, so either answers here.
     const bool large_grid = base >= kLargeGridBlocksPerSm * sms;
-    const bool cp_async_large_grid = large_grid && decode_tma_stages_for(head_dim, true, base, sms) == 0;
+    const bool cp_async_large_grid =
+        large_grid && decode_tma_stages_for(decode_kernel_head_dim(head_dim), true, base, sms) == 0;
     return (cp_async_large_grid && max_kv_len >= kLargeGridMinKeys) ? 2 : 1;
   }
   int64_t splits = sms / base;  // rounded down: a few idle SMs beat a second, mostly empty wave

@@ -5,7 +5,8 @@ against a plain-PyTorch paged implementation (gather through the block table, th
 Shapes (issue 5): Hq = 32, D = 128, block size 16, fp16/bf16, B in {1, 16, 64} x
 context in {1024, 4096, 16384} x Hkv in {32 (MHA), 8 (GQA 32/8)}, every sequence at
 the full context, physical blocks shuffled; with preset "all" also D in {64, 96, 256}
-at B=64, N=2048 (MHA and GQA 32/8). Memory-bound (~1 FLOP/byte): cold L2, bytes
+and D = 80 and 192 (no kernel of their own: they run on the 96- and 256-wide ones) at
+B=64, N=2048 (MHA and GQA 32/8), and D = 80 and 192 at B=1, N=16384, GQA 32/8 (split-KV). Memory-bound (~1 FLOP/byte): cold L2, bytes
 = K and V read once + q read + out written (block tables not counted).
 
 Ours runs as a serving loop would: `out=` and a preallocated workspace (no allocation
@@ -39,8 +40,10 @@ KV_HEADS = (32, 8)
 HQ, HEAD_DIM, BLOCK_SIZE = 32, 128, 16
 # Head dims besides the issue's 128 (preset "all" only): B=64 at this context, GQA 32/8
 # (512 thread blocks) and MHA (2048).
-OTHER_HEAD_DIMS = (64, 96, 256)
+OTHER_HEAD_DIMS = (64, 80, 96, 192, 256)
 OTHER_HEAD_DIMS_CONTEXT = 2048
+# Head dims run on a wider kernel, also on the split-KV grid of one long sequence.
+PADDED_HEAD_DIMS = (80, 192)
 SDPA_BACKENDS = ("flash", "cudnn", "efficient")
 # The plain-PyTorch paged peer materialises a gathered copy of the cache per call.
 TORCH_PAGED_MAX_BYTES = 3 << 30
@@ -216,6 +219,7 @@ def paged_attention_cases(dtype: torch.dtype, preset: str, quick: bool) -> list[
     cases = [paged_case(b, n, h, dtype) for h in kv_heads for b in BATCHES for n in CONTEXTS]
     if preset == "all":  # the other head dims on a medium (GQA) and a large (MHA) grid
         cases += [paged_case(64, OTHER_HEAD_DIMS_CONTEXT, h, dtype, D=d) for d in OTHER_HEAD_DIMS for h in KV_HEADS]
+        cases += [paged_case(1, 16384, 8, dtype, D=d) for d in PADDED_HEAD_DIMS]
     return cases
 
 
