@@ -36,6 +36,22 @@ void check_rows_aligned(const at::Tensor& t, const char* name) {
               t.strides());
 }
 
+// A paged cache pair: [num_blocks, block_size, num_kv_heads, head_dim] each, one shape,
+// contiguous, on `like`'s device with its dtype (`like` checked before), 16-byte rows.
+void check_paged_caches(const at::Tensor& k_cache, const at::Tensor& v_cache, const at::Tensor& like,
+                        const char* like_name) {
+  for (const auto& [t, name] : {std::pair{&k_cache, "k_cache"}, std::pair{&v_cache, "v_cache"}}) {
+    check_dim(*t, 4, name, "[num_blocks, block_size, num_kv_heads, head_dim]");
+    check_cuda(*t, name);
+    check_same_device(*t, like, name, like_name);
+    check_dtype(*t, like.scalar_type(), name);
+    check_contiguous(*t, name);
+    check_rows_aligned(*t, name);
+  }
+  CLO_CHECK(k_cache.sizes() == v_cache.sizes(), "k_cache and v_cache must have the same shape, got ",
+            k_cache.sizes(), " and ", v_cache.sizes());
+}
+
 void check_head_dim(int64_t d) {
   CLO_CHECK(dec::head_dim_supported(static_cast<int>(d)), "head_dim must be a multiple of 8 in [8, ",
             dec::kDecodeMaxHeadDim, "], got ", d);
@@ -107,34 +123,23 @@ void paged_attention(at::Tensor& out, const at::Tensor& q, const at::Tensor& k_c
                      const std::optional<at::Tensor>& workspace) {
   check_dim(q, 3, "q", "[batch, num_q_heads, head_dim]");
   check_dim(out, 3, "out", "[batch, num_q_heads, head_dim]");
-  check_dim(k_cache, 4, "k_cache", "[num_blocks, block_size, num_kv_heads, head_dim]");
-  check_dim(v_cache, 4, "v_cache", "[num_blocks, block_size, num_kv_heads, head_dim]");
   check_dim(block_tables, 2, "block_tables", "[batch, max_blocks_per_seq]");
   check_dim(seq_lens, 1, "seq_lens", "[batch]");
   check_cuda(q, "q");
   check_cuda(out, "out");
-  check_cuda(k_cache, "k_cache");
-  check_cuda(v_cache, "v_cache");
   check_cuda(block_tables, "block_tables");
   check_cuda(seq_lens, "seq_lens");
-  check_same_device(k_cache, q, "k_cache", "q");
-  check_same_device(v_cache, q, "v_cache", "q");
   check_same_device(out, q, "out", "q");
   check_same_device(block_tables, q, "block_tables", "q");
   check_same_device(seq_lens, q, "seq_lens", "q");
   check_half_dtype(q, "q");
-  check_dtype(k_cache, q.scalar_type(), "k_cache");
-  check_dtype(v_cache, q.scalar_type(), "v_cache");
+  check_paged_caches(k_cache, v_cache, q, "q");
   check_dtype(out, q.scalar_type(), "out");
   check_dtype(block_tables, at::kInt, "block_tables");
   check_dtype(seq_lens, at::kInt, "seq_lens");
-  check_contiguous(k_cache, "k_cache");
-  check_contiguous(v_cache, "v_cache");
   check_contiguous(seq_lens, "seq_lens");
   CLO_CHECK(block_tables.stride(1) == 1, "block_tables must have a contiguous last dimension, got strides ",
               block_tables.strides());
-  CLO_CHECK(k_cache.sizes() == v_cache.sizes(), "k_cache and v_cache must have the same shape, got ",
-              k_cache.sizes(), " and ", v_cache.sizes());
   const int64_t B = q.size(0), Hq = q.size(1), D = q.size(2);
   const int64_t nb = k_cache.size(0), bs = k_cache.size(1), Hkv = k_cache.size(2);
   CLO_CHECK(out.sizes() == q.sizes(), "out must have q's shape ", q.sizes(), ", got ", out.sizes());
@@ -153,8 +158,6 @@ void paged_attention(at::Tensor& out, const at::Tensor& q, const at::Tensor& k_c
   check_head_dim(D);
   check_rows_aligned(q, "q");
   check_rows_aligned(out, "out");
-  check_rows_aligned(k_cache, "k_cache");
-  check_rows_aligned(v_cache, "v_cache");
   CLO_CHECK(num_splits >= 0 && num_splits <= dec::kMaxSplits, "num_splits must be in [0, ", dec::kMaxSplits,
               "], got ", num_splits);
 
@@ -267,38 +270,25 @@ void paged_kv_append(const at::Tensor& k, const at::Tensor& v, at::Tensor& k_cac
                      const at::Tensor& slot_mapping) {
   check_dim(k, 3, "k", "[num_tokens, num_kv_heads, head_dim]");
   check_dim(v, 3, "v", "[num_tokens, num_kv_heads, head_dim]");
-  check_dim(k_cache, 4, "k_cache", "[num_blocks, block_size, num_kv_heads, head_dim]");
-  check_dim(v_cache, 4, "v_cache", "[num_blocks, block_size, num_kv_heads, head_dim]");
   check_dim(slot_mapping, 1, "slot_mapping", "[num_tokens]");
   check_cuda(k, "k");
   check_cuda(v, "v");
-  check_cuda(k_cache, "k_cache");
-  check_cuda(v_cache, "v_cache");
   check_cuda(slot_mapping, "slot_mapping");
   check_same_device(v, k, "v", "k");
-  check_same_device(k_cache, k, "k_cache", "k");
-  check_same_device(v_cache, k, "v_cache", "k");
   check_same_device(slot_mapping, k, "slot_mapping", "k");
   check_float_dtype(k, "k");
   check_dtype(v, k.scalar_type(), "v");
-  check_dtype(k_cache, k.scalar_type(), "k_cache");
-  check_dtype(v_cache, k.scalar_type(), "v_cache");
   CLO_CHECK(slot_mapping.scalar_type() == at::kLong || slot_mapping.scalar_type() == at::kInt,
               "slot_mapping must have dtype int64 or int32, got ", slot_mapping.scalar_type());
-  check_contiguous(k_cache, "k_cache");
-  check_contiguous(v_cache, "v_cache");
   check_contiguous(slot_mapping, "slot_mapping");
   CLO_CHECK(k.sizes() == v.sizes(), "k and v must have the same shape, got ", k.sizes(), " and ", v.sizes());
-  CLO_CHECK(k_cache.sizes() == v_cache.sizes(), "k_cache and v_cache must have the same shape, got ",
-              k_cache.sizes(), " and ", v_cache.sizes());
+  check_rows_aligned(k, "k");
+  check_rows_aligned(v, "v");
+  check_paged_caches(k_cache, v_cache, k, "k");
   CLO_CHECK(k.size(1) == k_cache.size(2) && k.size(2) == k_cache.size(3), "k [T, ", k_cache.size(2), ", ",
               k_cache.size(3), "] expected from the cache shape, got ", k.sizes());
   CLO_CHECK(slot_mapping.size(0) == k.size(0), "slot_mapping must have ", k.size(0), " entries, got ",
               slot_mapping.size(0));
-  check_rows_aligned(k, "k");
-  check_rows_aligned(v, "v");
-  check_rows_aligned(k_cache, "k_cache");
-  check_rows_aligned(v_cache, "v_cache");
   CLO_CHECK(k_cache.size(0) < (int64_t(1) << 31) && k.size(0) < (int64_t(1) << 31),
               "num_blocks and num_tokens must be < 2^31, got ", k_cache.size(0), " and ", k.size(0));
   const c10::cuda::CUDAGuard guard(k.device());
