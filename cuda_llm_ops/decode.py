@@ -34,7 +34,10 @@ Kernels exist for float16 and bfloat16 with D any multiple of 8 up to 256: D in
 padding columns are zeros in shared memory, never loaded). Hq any multiple of Hkv
 (one thread block serves all query heads of a KV head, so each K/V element is read
 once); batch <= 65535. GPUs with 99 KB of shared memory per block (sm_86/89/120)
-run D up to 128, not 136-256 (`decode_head_dim_fits`).
+run D up to 128, not 136-256 (`decode_head_dim_fits`). Both attention ops take a
+sliding window (`window_left`: each query sees the window_left keys before its own
+position and itself; the keys before the window are not read) and logit soft-capping
+(`logits_soft_cap`: scores become cap * tanh(score / cap), Gemma 2).
 
 Index checks and CUDA graphs: a block index outside `[0, num_blocks)` or a
 seq_len outside `[0, table capacity]` is data on the GPU; checking it on the
@@ -61,6 +64,8 @@ where it can run; `CLO_DECODE_TMA_STAGES` the TMA kernel's pipeline depth (0 aut
 them wherever legal. Unset, the choice is automatic and the environment is never read.
 """
 from __future__ import annotations
+
+import math
 
 import torch
 
@@ -112,6 +117,19 @@ def _check_head_dim(d: int, device: torch.device | None = None) -> None:
         runs = f"multiples of 8 up to {max(fits)}" if fits else "none"
         raise ValueError(f"head_dim {d}: the decode kernels need more shared memory per block than this GPU "
                          f"allows; head dims that run here: {runs}")
+
+
+def _check_window_and_soft_cap(window_left: int, logits_soft_cap: float) -> None:
+    if not isinstance(window_left, int) or window_left < -1:
+        raise ValueError(f"window_left must be an int >= -1 (-1: no sliding window), got {window_left!r}")
+    if not (isinstance(logits_soft_cap, (int, float)) and math.isfinite(logits_soft_cap) and logits_soft_cap >= 0):
+        raise ValueError(f"logits_soft_cap must be finite and >= 0 (0: off), got {logits_soft_cap!r}")
+
+
+def _read_kv_len(max_kv_len: int, seq_len_q: int, window_left: int) -> int:
+    """Keys a call reads at most (the split heuristic's length): max_kv_len, or with a
+    sliding window the lowest query row's window from its 64-key tile start."""
+    return max_kv_len if window_left < 0 else min(max_kv_len, window_left + seq_len_q + 63)
 
 
 def _check_num_splits(num_splits: int) -> None:
@@ -268,7 +286,8 @@ def decode_workspace(batch: int, num_q_heads: int, num_kv_heads: int, head_dim: 
     heuristic's at every batch size up to `batch` on `device` (smaller batches split
     more, so one workspace serves all the buckets of a `CUDAGraphRunner`); `max_kv_len`
     is the table capacity (max_blocks_per_seq * block_size) for paged calls, Nk for
-    contiguous ones. Holds [splits, B*Hq*Nq, D] partial
+    contiguous ones (with a sliding window it may be min(that, window_left + seq_len_q
+    + 63), the keys the call reads; the capacity gives a workspace at least as large). Holds [splits, B*Hq*Nq, D] partial
     outputs and [splits, B*Hq*Nq, 2] softmax states, then int32 split counters in its
     last ceil(numel / 128) elements (set to their rest value here; every call leaves
     them so: see the module docstring); a 1-element tensor when the call does not split.
@@ -334,7 +353,8 @@ def paged_attention_workspace(q: torch.Tensor, k_cache: torch.Tensor, block_tabl
 
 def paged_attention(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, block_tables: torch.Tensor,
                     seq_lens: torch.Tensor, scale: float = 0.0, out: torch.Tensor | None = None, num_splits: int = 0,
-                    workspace: torch.Tensor | None = None, check_indices: bool | None = None) -> torch.Tensor:
+                    workspace: torch.Tensor | None = None, check_indices: bool | None = None,
+                    window_left: int = -1, logits_soft_cap: float = 0.0) -> torch.Tensor:
     """Decode attention over a paged KV cache (one query token per sequence).
 
     Args:
@@ -355,6 +375,12 @@ def paged_attention(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tenso
             a split call allocates one (and sets its counters).
         check_indices: host check of block indices and seq_lens, see the module
             docstring (None: on, except during CUDA-graph capture / torch.compile).
+        window_left: sliding window: the query (at position seq_len - 1) sees keys
+            `seq_len - 1 - window_left .. seq_len - 1` only, and the kernel reads no
+            key before them (from their 64-key tile on); -1: no window. A model's
+            `sliding_window = W` (HF, vLLM) is `window_left = W - 1`.
+        logits_soft_cap: > 0 soft-caps the scores, `cap * tanh(scale * q.k / cap)`
+            before the softmax (Gemma 2's attention soft-capping); 0: off.
 
     Returns:
         `[B, Hq, D]` in q's dtype (`out` when given).
@@ -365,7 +391,9 @@ def paged_attention(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tenso
         validate_paged_attention_inputs(q, k_cache, v_cache, block_tables, seq_lens, out)
         _check_num_splits(num_splits)
         resolve_scale(scale, q.shape[-1])
-        _check_workspace(workspace, q, k_cache.shape[2], 1, block_tables.shape[1] * k_cache.shape[1], num_splits)
+        _check_window_and_soft_cap(window_left, logits_soft_cap)
+        _check_workspace(workspace, q, k_cache.shape[2], 1,
+                         _read_kv_len(block_tables.shape[1] * k_cache.shape[1], 1, window_left), num_splits)
 
     if _host_checks_allowed(check_indices, "check_indices"):
         explain()  # this path synchronises anyway
@@ -374,7 +402,7 @@ def paged_attention(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tenso
     def call():
         result = torch.empty_like(q, memory_format=torch.contiguous_format) if out is None else out
         kernel(result, q, k_cache, v_cache, block_tables, seq_lens, resolve_scale(scale, q.shape[-1]), num_splits,
-               workspace)
+               workspace, window_left, float(logits_soft_cap))
         return result
 
     return call_or_explain(call, explain)
@@ -382,7 +410,8 @@ def paged_attention(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tenso
 
 def decode_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: float = 0.0, is_causal: bool = False,
                      out: torch.Tensor | None = None, num_splits: int = 0,
-                     workspace: torch.Tensor | None = None) -> torch.Tensor:
+                     workspace: torch.Tensor | None = None, window_left: int = -1,
+                     logits_soft_cap: float = 0.0) -> torch.Tensor:
     """Split-KV decode attention over a contiguous (strided) cache, few query rows.
 
     The same kernel as `paged_attention` with strided K/V addressing: q `[B, Hq, Nq, D]`,
@@ -391,8 +420,10 @@ def decode_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: f
     speculative decoding): a thread block serves 16 rows of (query head, position)
     of one KV head, so larger Nq * Hq/Hkv re-reads K/V (from L2) per 16 rows.
     `is_causal`: query i sees key j when `j <= i + Nk - Nq` (bottom-right aligned,
-    as `flash_attention`); rows that see no key output zeros. `out`, `num_splits`
-    and `workspace` as `paged_attention` (`decode_workspace(..., seq_len_q=Nq)`).
+    as `flash_attention`); rows that see no key output zeros. `window_left`: query i
+    sees keys `j >= i + Nk - Nq - window_left` only (-1: no window); keys before the
+    first row's window are not read. `logits_soft_cap`, `out`, `num_splits` and
+    `workspace` as `paged_attention` (`decode_workspace(..., seq_len_q=Nq)`).
 
     Returns `[B, Hq, Nq, D]` in q's dtype (`out` when given).
     """
@@ -408,6 +439,7 @@ def decode_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: f
         _check_batch(q.shape[0])
         _check_num_splits(num_splits)
         resolve_scale(scale, q.shape[-1])
+        _check_window_and_soft_cap(window_left, logits_soft_cap)
         if out is not None:
             check_tensor(out, "out")
             if tuple(out.shape) != tuple(q.shape):
@@ -415,11 +447,13 @@ def decode_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: f
             check_same_dtype(out, "out", q, "q")
             check_same_device(out, "out", q, "q")
             _check_rows(out, "out")
-        _check_workspace(workspace, q, k.shape[1], q.shape[2], k.shape[2], num_splits)
+        _check_workspace(workspace, q, k.shape[1], q.shape[2], _read_kv_len(k.shape[2], q.shape[2], window_left),
+                         num_splits)
 
     def call():
         result = torch.empty(q.shape, dtype=q.dtype, device=q.device) if out is None else out
-        kernel(result, q, k, v, resolve_scale(scale, q.shape[-1]), bool(is_causal), num_splits, workspace)
+        kernel(result, q, k, v, resolve_scale(scale, q.shape[-1]), bool(is_causal), num_splits, workspace, window_left,
+               float(logits_soft_cap))
         return result
 
     return call_or_explain(call, explain)
@@ -522,12 +556,14 @@ def paged_kv_append(k: torch.Tensor, v: torch.Tensor, k_cache: torch.Tensor, v_c
 
 
 @_ops.register_fake("paged_attention")
-def _paged_attention_fake(out, q, k_cache, v_cache, block_tables, seq_lens, scale, num_splits, workspace):
+def _paged_attention_fake(out, q, k_cache, v_cache, block_tables, seq_lens, scale, num_splits, workspace,
+                          window_left=-1, logits_soft_cap=0.0):
     return None
 
 
 @_ops.register_fake("decode_attention")
-def _decode_attention_fake(out, q, k, v, scale, is_causal, num_splits, workspace):
+def _decode_attention_fake(out, q, k, v, scale, is_causal, num_splits, workspace, window_left=-1,
+                           logits_soft_cap=0.0):
     return None
 
 

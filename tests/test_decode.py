@@ -28,17 +28,23 @@ DTYPES = [torch.float16, torch.bfloat16]
     d=st.sampled_from([8, 32, 64, 72, 80, 96, 112, 128, 136, 160, 192, 256]),
     dtype=st.sampled_from(DTYPES),
     num_splits=st.sampled_from([0, 1, 2, 5, 16]),
+    window_left=st.one_of(st.just(-1), st.just(-1), st.integers(0, 3000)),
+    cap=st.sampled_from([0.0, 0.0, 0.0, 1.5, 30.0]),
     seed=st.integers(0, 2**16),
 )
-def test_paged_attention_matches_reference(lens, block_size, group, hkv, d, dtype, num_splits, seed):
+def test_paged_attention_matches_reference(lens, block_size, group, hkv, d, dtype, num_splits, window_left, cap,
+                                           seed):
     require_op("paged_attention")
     assume(llm.decode_head_dim_fits(d))  # D = 256 does not fit 99-KB GPUs (sm_86/89/120)
     q, k_cache, v_cache, table, seq_lens = make_paged_problem(lens, hkv, group, d, block_size, dtype, seed)
     out = poison_(torch.empty_like(q))
-    res = llm.paged_attention(q, k_cache, v_cache, table, seq_lens, out=out, num_splits=num_splits)
+    res = llm.paged_attention(q, k_cache, v_cache, table, seq_lens, out=out, num_splits=num_splits,
+                              window_left=window_left, logits_soft_cap=cap)
     assert res is out
-    ref = paged_attention_reference(q, k_cache, v_cache, table, seq_lens)
-    assert_close(out, ref, dtype=dtype, what=f"paged_attention lens={lens} bs={block_size} G={group} D={d}")
+    ref = paged_attention_reference(q, k_cache, v_cache, table, seq_lens, window_left=window_left,
+                                    logits_soft_cap=cap)
+    assert_close(out, ref, dtype=dtype, what=f"paged_attention lens={lens} bs={block_size} G={group} D={d} "
+                                             f"window_left={window_left} cap={cap}")
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
@@ -207,6 +213,24 @@ def test_paged_attention_errors():
                             workspace=torch.empty(3, device="cuda"))
     with pytest.raises(ValueError, match=r"scale must be >= 0"):
         llm.paged_attention(q, k_cache, v_cache, table, seq_lens, scale=-1.0)
+    for check in (None, False):
+        with pytest.raises(ValueError, match=r"window_left must be an int >= -1 \(-1: no sliding window\), got -3"):
+            llm.paged_attention(q, k_cache, v_cache, table, seq_lens, window_left=-3, check_indices=check)
+        with pytest.raises(ValueError, match=r"logits_soft_cap must be finite and >= 0 \(0: off\), got -2.0"):
+            llm.paged_attention(q, k_cache, v_cache, table, seq_lens, logits_soft_cap=-2.0, check_indices=check)
+    raw = torch.ops.cuda_llm_ops.paged_attention
+    with pytest.raises(RuntimeError, match=r"window_left must be >= -1 \(-1: no sliding window\), got -3"):
+        raw(torch.empty_like(q), q, k_cache, v_cache, table, seq_lens, 0.125, 1, None, -3, 0.0)
+    with pytest.raises(RuntimeError, match=r"logits_soft_cap must be finite and >= 0 \(0: off\), got nan"):
+        raw(torch.empty_like(q), q, k_cache, v_cache, table, seq_lens, 0.125, 1, None, -1, float("nan"))
+    with pytest.raises(RuntimeError, match=r"window_left must be >= -1"):
+        torch.ops.cuda_llm_ops.decode_attention(torch.empty_like(q)[:, :, None], q[:, :, None],
+                                                k_cache[:1].transpose(1, 2), v_cache[:1].transpose(1, 2), 0.125,
+                                                False, 1, None, -2, 0.0)
+    # a huge window is no window (clamped on the host, no int32 overflow on the device)
+    assert_close(llm.paged_attention(q, k_cache, v_cache, table, seq_lens, window_left=2**40, check_indices=False),
+                 paged_attention_reference(q, k_cache, v_cache, table, seq_lens), dtype=torch.float16,
+                 what="window_left 2^40")
     # a v_cache view at an odd element offset (16-byte loads would fault)
     buf = torch.empty(v_cache.numel() + 8, device="cuda", dtype=v_cache.dtype)
     v_odd = buf[1:1 + v_cache.numel()].view(v_cache.shape)
@@ -390,6 +414,47 @@ def test_decode_attention_more_queries_than_keys_causal():
     assert_close(out, attention_reference(q, k, v, is_causal=True), dtype=torch.float16)
 
 
+@pytest.mark.parametrize("nq, causal", [(1, False), (4, True), (7, False)])
+@pytest.mark.parametrize("window_left", [0, 63, 64, 100, 1499, 5000])
+def test_decode_attention_sliding_window_and_soft_cap(nq, causal, window_left):
+    """A window smaller than a tile, tile-aligned, across tiles, the whole sequence and
+    beyond it; several query rows (each with its own window start) with and without
+    the causal mask; splits across the windowed keys; soft-capped scores."""
+    require_op("decode_attention")
+    g = torch.Generator(device="cuda").manual_seed(window_left + nq)
+    q = torch.randn(2, 8, nq, 128, device="cuda", generator=g).half()
+    k = torch.randn(2, 2, 1500, 128, device="cuda", generator=g).half()
+    v = torch.randn(2, 2, 1500, 128, device="cuda", generator=g).half()
+    for cap in (0.0, 5.0):
+        ref = attention_reference(q, k, v, is_causal=causal, window_left=window_left, logits_soft_cap=cap)
+        for ns in (0, 1, 3):
+            out = poison_(torch.empty_like(q))
+            llm.decode_attention(q, k, v, is_causal=causal, out=out, num_splits=ns, window_left=window_left,
+                                 logits_soft_cap=cap)
+            assert_close(out, ref, dtype=torch.float16, what=f"window_left={window_left} nq={nq} cap={cap} ns={ns}")
+
+
+def test_paged_attention_window_reads_only_the_window():
+    """Keys before the window's 64-key tile are never read: NaN there leaves the output
+    finite (and equal to the reference on the window); a window of one key returns v of
+    the last key."""
+    require_op("paged_attention")
+    lens = [3000, 700, 64, 1]
+    q, kc, vc, table, sl = make_paged_problem(lens, 2, 4, 128, 16, torch.bfloat16, 21)
+    ref = paged_attention_reference(q, kc, vc, table, sl, window_left=200)
+    for i, n in enumerate(lens):
+        first = max(0, n - 1 - 200) // 64 * 64
+        for t in range(first):  # NaN in every key / value row before the window's tile
+            kc[table[i, t // 16], t % 16] = float("nan")
+            vc[table[i, t // 16], t % 16] = float("nan")
+    for ns in (0, 1, 4):
+        out = llm.paged_attention(q, kc, vc, table, sl, num_splits=ns, window_left=200)
+        assert_close(out, ref, dtype=torch.bfloat16, what=f"window 200, splits {ns}")
+    out = llm.paged_attention(q, kc, vc, table, sl, window_left=0)
+    last = torch.stack([vc[table[i, (n - 1) // 16], (n - 1) % 16] for i, n in enumerate(lens)])  # [B, Hkv, D]
+    assert_close(out, last.repeat_interleave(4, dim=1).float(), dtype=torch.bfloat16, what="window of one key")
+
+
 def test_cuda_graph_capture_then_replay_with_new_tables():
     require_op("paged_attention")
     b, hkv, g, d, bs, max_blocks = 4, 2, 4, 128, 16, 64
@@ -464,6 +529,8 @@ def test_opcheck_decode_ops():
     out = torch.empty_like(q)
     torch.library.opcheck(torch.ops.cuda_llm_ops.paged_attention.default,
                           (out, q, k_cache, v_cache, table, seq_lens, 0.125, 3, None))
+    torch.library.opcheck(torch.ops.cuda_llm_ops.paged_attention.default,
+                          (out, q, k_cache, v_cache, table, seq_lens, 0.125, 0, None, 100, 20.0))
     qd = torch.randn(1, 4, 3, 64, device="cuda").half()
     kd = torch.randn(1, 2, 50, 64, device="cuda").half()
     torch.library.opcheck(torch.ops.cuda_llm_ops.decode_attention.default,
@@ -594,6 +661,11 @@ for v in (0, 1, 2):  # CLO_DECODE_VARIANT: automatic, the cp.async kernel, the T
             out = poison_(torch.empty_like(q))
             llm.paged_attention(q, kc, vc, table, sl, out=out, num_splits=ns)
             assert_close(out, ref, dtype=dt, what=f"variant {v} paged {i} lens={lens} D={d} bs={bs} splits={ns}")
+        wl, cap = max(lens) // 3 + i, (0.0, 20.0)[i % 2]  # sliding window (and soft cap): splits over its keys
+        out = poison_(torch.empty_like(q))
+        llm.paged_attention(q, kc, vc, table, sl, out=out, num_splits=splits[-1], window_left=wl, logits_soft_cap=cap)
+        assert_close(out, paged_attention_reference(q, kc, vc, table, sl, window_left=wl, logits_soft_cap=cap),
+                     dtype=dt, what=f"variant {v} paged {i} window_left={wl} cap={cap} splits={splits[-1]}")
     # bad block index: NaN for that sequence only
     q, kc, vc, table, sl = paged_problem([300, 200], 2, 4, 128, 16, torch.float16, 7)
     table[1, 3] = kc.shape[0] + 5
@@ -617,6 +689,11 @@ for v in (0, 1, 2):  # CLO_DECODE_VARIANT: automatic, the cp.async kernel, the T
             out = poison_(torch.empty_like(q))
             llm.decode_attention(q, k, vv, is_causal=causal, out=out, num_splits=ns)
             assert_close(out, ref, dtype=dt, what=f"variant {v} contiguous {j} splits={ns}")
+        wl = nk // 2 + 1
+        out = poison_(torch.empty_like(q))
+        llm.decode_attention(q, k, vv, is_causal=causal, out=out, num_splits=7, window_left=wl, logits_soft_cap=8.0)
+        assert_close(out, attention_reference(q, k, vv, is_causal=causal, window_left=wl, logits_soft_cap=8.0),
+                     dtype=dt, what=f"variant {v} contiguous {j} window_left={wl}")
     # the knob really switches kernels (the TMA kernel runs on sm_90 only); automatic
     # (decode_tma_stages_for): at D = 96 and 128 the cp.async kernel for paged grids of
     # 1-12 blocks per SM; at D = 64 and 256 the TMA kernel for every grid

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 import cuda_llm_ops as llm
 from cuda_llm_ops import _ops
 from cuda_llm_ops.decode import validate_paged_attention_inputs
-from cuda_llm_ops.reference import paged_attention_reference, paged_kv_append_reference
+from cuda_llm_ops.reference import attention_reference, paged_attention_reference, paged_kv_append_reference
 from cuda_llm_ops.reference.decode import gather_paged_kv, make_paged_cache
 
 
@@ -63,6 +63,55 @@ def test_paged_reference_default_scale_and_shuffle():
     out = paged_attention_reference(q, k_cache, v_cache, table, torch.tensor([40, 1], dtype=torch.int32))
     ref = _sdpa_per_sequence(q, k, v, [40, 1], 16 ** -0.5)
     torch.testing.assert_close(out, ref, rtol=1e-5, atol=1e-5)
+
+
+@settings(max_examples=25, deadline=None)
+@given(
+    lens=st.lists(st.integers(0, 200), min_size=1, max_size=3),
+    window_left=st.integers(0, 80),
+    cap=st.sampled_from([0.0, 0.5, 5.0]),
+    block_size=st.sampled_from([8, 16]),
+    seed=st.integers(0, 2**16),
+)
+def test_paged_reference_window_and_soft_cap(lens, window_left, cap, block_size, seed):
+    """The sliding window and the soft cap of the paged reference against a per-row
+    loop written from their definitions: keys seq_len - 1 - window_left .. seq_len - 1,
+    scores cap * tanh(scale * q.k / cap)."""
+    g = torch.Generator().manual_seed(seed)
+    b, n, hkv, group, d, scale = len(lens), max(max(lens), 1), 2, 3, 16, 0.4
+    k = torch.randn(b, n, hkv, d, generator=g, dtype=torch.float64)
+    v = torch.randn(b, n, hkv, d, generator=g, dtype=torch.float64)
+    q = torch.randn(b, hkv * group, d, generator=g, dtype=torch.float64)
+    k_cache, v_cache, table = make_paged_cache(k, v, block_size, generator=g)
+    out = paged_attention_reference(q, k_cache, v_cache, table, torch.tensor(lens, dtype=torch.int32), scale=scale,
+                                    dtype=torch.float64, window_left=window_left, logits_soft_cap=cap)
+    ref = torch.zeros_like(q)
+    for i, length in enumerate(lens):
+        lo = max(0, length - 1 - window_left)
+        for h in range(hkv * group):
+            if length == 0:
+                continue
+            s = (k[i, lo:length, h // group] @ q[i, h]) * scale
+            if cap > 0:
+                s = cap * torch.tanh(s / cap)
+            ref[i, h] = torch.softmax(s, 0) @ v[i, lo:length, h // group]
+    torch.testing.assert_close(out, ref, rtol=1e-10, atol=1e-10)
+
+
+def test_attention_reference_window_rows():
+    """Several query rows: row i (at key position i + nk - nq) sees keys from its own
+    window start; causal or not, the window bounds them from below."""
+    g = torch.Generator().manual_seed(5)
+    q = torch.randn(1, 2, 4, 8, generator=g, dtype=torch.float64)
+    k = torch.randn(1, 1, 30, 8, generator=g, dtype=torch.float64)
+    v = torch.randn(1, 1, 30, 8, generator=g, dtype=torch.float64)
+    for causal in (False, True):
+        out = attention_reference(q, k, v, is_causal=causal, window_left=5, dtype=torch.float64)
+        for i in range(4):
+            pos = i + 26
+            hi = pos + 1 if causal else 30
+            s = q[0, :, i] @ k[0, 0, pos - 5:hi].T / math.sqrt(8)
+            torch.testing.assert_close(out[0, :, i], torch.softmax(s, -1) @ v[0, 0, pos - 5:hi])
 
 
 def test_paged_kv_append_reference():
@@ -152,3 +201,18 @@ def test_decode_constants():
         [64, 64, 64, 96, 96, 96, 128, 128, 128, 256, 256, 256]
     assert [kd(d) for d in (0, 4, 12, 84, 257, 264, -8)] == [0] * 7
     assert math.log2(llm.decode.DECODE_MAX_QUERY_ROWS) == 4
+
+
+@pytest.mark.parametrize("window_left, cap, match", [
+    (-2, 0.0, r"window_left must be an int >= -1 \(-1: no sliding window\), got -2"),
+    (1.5, 0.0, r"window_left must be an int >= -1"),
+    (-1, -1.0, r"logits_soft_cap must be finite and >= 0 \(0: off\), got -1.0"),
+    (-1, float("nan"), r"logits_soft_cap must be finite and >= 0"),
+    (-1, float("inf"), r"logits_soft_cap must be finite and >= 0"),
+])
+def test_window_and_soft_cap_validation(window_left, cap, match):
+    with pytest.raises(ValueError, match=match):
+        llm.decode._check_window_and_soft_cap(window_left, cap)
+    llm.decode._check_window_and_soft_cap(7, 30.0)  # valid: no error
+    assert llm.decode._read_kv_len(4096, 1, -1) == 4096 and llm.decode._read_kv_len(4096, 1, 1023) == 1087
+    assert llm.decode._read_kv_len(500, 3, 1023) == 500

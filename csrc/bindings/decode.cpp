@@ -6,6 +6,8 @@
 #include <ATen/ATen.h>
 #include <torch/library.h>
 
+#include <algorithm>
+#include <cmath>
 #include <optional>
 
 #include "bindings/checks.h"
@@ -59,6 +61,17 @@ void check_head_dim(int64_t d) {
               dec::decode_min_smem_bytes(static_cast<int>(d)),
               " bytes of shared memory per block in the decode kernels, more than this GPU allows (",
               dec::decode_smem_limit(), " bytes)");
+}
+
+// Sliding window and logit soft-capping (both attention ops). Windows of 2^30 keys or more
+// are clamped to 2^30: no sequence has that many (keys are int32), and the kernel's
+// window arithmetic stays inside int32.
+void set_window_and_soft_cap(dec::DecodeAttentionArgs& a, int64_t window_left, double logits_soft_cap) {
+  CLO_CHECK(window_left >= -1, "window_left must be >= -1 (-1: no sliding window), got ", window_left);
+  CLO_CHECK(std::isfinite(logits_soft_cap) && logits_soft_cap >= 0.0,
+            "logits_soft_cap must be finite and >= 0 (0: off), got ", logits_soft_cap);
+  a.window_left = static_cast<int>(std::min<int64_t>(window_left, int64_t(1) << 30));
+  a.logits_soft_cap = static_cast<float>(logits_soft_cap);
 }
 
 // The decode grid: (KV heads x row tiles, batch, splits).
@@ -120,7 +133,7 @@ at::Tensor decode_workspace_counters_stale(const at::Tensor& workspace) {
 
 void paged_attention(at::Tensor& out, const at::Tensor& q, const at::Tensor& k_cache, const at::Tensor& v_cache,
                      const at::Tensor& block_tables, const at::Tensor& seq_lens, double scale, int64_t num_splits,
-                     const std::optional<at::Tensor>& workspace) {
+                     const std::optional<at::Tensor>& workspace, int64_t window_left, double logits_soft_cap) {
   check_dim(q, 3, "q", "[batch, num_q_heads, head_dim]");
   check_dim(out, 3, "out", "[batch, num_q_heads, head_dim]");
   check_dim(block_tables, 2, "block_tables", "[batch, max_blocks_per_seq]");
@@ -184,16 +197,18 @@ void paged_attention(at::Tensor& out, const at::Tensor& q, const at::Tensor& k_c
   a.block_size = static_cast<int>(bs);
   a.seq_lens = seq_lens.data_ptr<int>();
   a.scale = static_cast<float>(scale);
+  set_window_and_soft_cap(a, window_left, logits_soft_cap);
   a.num_splits = num_splits > 0 ? static_cast<int>(num_splits)
                                 : dec::decode_attention_num_splits(a.batch, a.num_kv_heads, a.num_q_heads / a.num_kv_heads,
-                                                                   dec::decode_max_kv_len(a), a.head_dim, a.dtype);
+                                                                   dec::decode_read_kv_len(a), a.head_dim, a.dtype);
   at::Tensor holder;
   a.workspace = resolve_workspace(a, workspace, q, holder);
   check_launch(dec::launch_decode_attention(a, current_stream(q)), "paged_attention");
 }
 
 void decode_attention(at::Tensor& out, const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, double scale,
-                      bool is_causal, int64_t num_splits, const std::optional<at::Tensor>& workspace) {
+                      bool is_causal, int64_t num_splits, const std::optional<at::Tensor>& workspace,
+                      int64_t window_left, double logits_soft_cap) {
   check_dim(q, 4, "q", "[batch, num_q_heads, seq_len_q, head_dim]");
   check_dim(out, 4, "out", "[batch, num_q_heads, seq_len_q, head_dim]");
   check_dim(k, 4, "k", "[batch, num_kv_heads, seq_len_k, head_dim]");
@@ -257,10 +272,11 @@ void decode_attention(at::Tensor& out, const at::Tensor& q, const at::Tensor& k,
   a.seq_len_k = static_cast<int>(Nk);
   a.scale = static_cast<float>(scale);
   a.causal = is_causal;
+  set_window_and_soft_cap(a, window_left, logits_soft_cap);
   a.num_splits = num_splits > 0 ? static_cast<int>(num_splits)
                                 : dec::decode_attention_num_splits(a.batch, a.num_kv_heads,
                                                                    (a.num_q_heads / a.num_kv_heads) * a.seq_len_q,
-                                                                   a.seq_len_k, a.head_dim, a.dtype);
+                                                                   dec::decode_read_kv_len(a), a.head_dim, a.dtype);
   at::Tensor holder;
   a.workspace = resolve_workspace(a, workspace, q, holder);
   check_launch(dec::launch_decode_attention(a, current_stream(q)), "decode_attention");
@@ -326,10 +342,11 @@ int64_t decode_workspace_numel(int64_t batch, int64_t num_q_heads, int64_t seq_l
 TORCH_LIBRARY_FRAGMENT(cuda_llm_ops, m) {
   m.def(
       "paged_attention(Tensor(a!) out, Tensor q, Tensor k_cache, Tensor v_cache, Tensor block_tables, "
-      "Tensor seq_lens, float scale, int num_splits, Tensor(b!)? workspace) -> ()");
+      "Tensor seq_lens, float scale, int num_splits, Tensor(b!)? workspace, int window_left=-1, "
+      "float logits_soft_cap=0.0) -> ()");
   m.def(
       "decode_attention(Tensor(a!) out, Tensor q, Tensor k, Tensor v, float scale, bool is_causal, "
-      "int num_splits, Tensor(b!)? workspace) -> ()");
+      "int num_splits, Tensor(b!)? workspace, int window_left=-1, float logits_soft_cap=0.0) -> ()");
   m.def("paged_kv_append(Tensor k, Tensor v, Tensor(a!) k_cache, Tensor(b!) v_cache, Tensor slot_mapping) -> ()");
   m.def(
       "decode_num_splits(int batch, int num_kv_heads, int rows_per_kv_head, int max_kv_len, int head_dim, "

@@ -71,6 +71,12 @@ struct DecodeAttentionArgs {
 
   float scale = 1.f;    // softmax scale (natural-log domain)
   bool causal = false;  // query i sees key j when j <= i + Nk - Nq (strided only)
+  // Sliding window: query i (at key position p = i + Nk - Nq; paged: seq_len - 1) sees
+  // keys j >= p - window_left only; < 0: no window. Keys before the lowest query's
+  // window are not read (HF / vLLM sliding_window W is window_left = W - 1).
+  int window_left = -1;
+  // Logit soft-capping (Gemma 2): scores become cap * tanh(scale * q.k / cap); 0: off.
+  float logits_soft_cap = 0.f;
   int num_splits = 1;   // resolved (>= 1); > 1 needs the workspace
   // Split calls: >= decode_attention_workspace_floats(...) floats, 16-byte aligned,
   // whose counter slots (see below) hold kSplitCounterIdle before the first call.
@@ -81,6 +87,15 @@ struct DecodeAttentionArgs {
 // Upper bound of the keys one sequence may hold: the table capacity (paged) or Nk.
 inline int decode_max_kv_len(const DecodeAttentionArgs& a) {
   return a.paged ? a.max_blocks_per_seq * a.block_size : a.seq_len_k;
+}
+// Upper bound of the keys a block reads: decode_max_kv_len, or with a sliding window
+// the window of the lowest query row, its start rounded down to a 64-key tile (what the
+// split heuristic should size for).
+inline int decode_read_kv_len(const DecodeAttentionArgs& a) {
+  const int64_t n = decode_max_kv_len(a);
+  if (a.window_left < 0) return static_cast<int>(n);
+  const int64_t window = static_cast<int64_t>(a.window_left) + a.seq_len_q + kTileTokens - 1;
+  return static_cast<int>(n < window ? n : window);
 }
 
 // Splits the heuristic picks (num_splits = 0): about one thread block per SM

@@ -64,6 +64,10 @@ struct DecodeKernelParams {
   int num_q_heads, group, seq_len_q, rows, row_tiles;
   int num_splits;
   float scale_log2;
+  // Logit soft-capping: score (log2 domain) = cap_log2 * tanh(q.k * cap_scale) where
+  // cap_scale = scale / cap and cap_log2 = cap * log2(e); cap_scale 0: off (q.k * scale_log2).
+  float cap_scale, cap_log2;
+  int window_left;  // < 0: no sliding window (DecodeAttentionArgs::window_left)
   bool causal;
   int64_t total_rows;  // B * Hq * Nq
   // Head pairs (decode_packs_head_pairs, D = 128 only): 0, or the real query heads per KV
@@ -313,26 +317,45 @@ CLO_DEVICE void decode_prefetch_inputs(const DecodeKernelParams& p, const KV& kv
   }
 }
 
+// The first key any row of the block may see: 0, or with a sliding window the lowest
+// query position's window start, rounded down to a 64-key tile (so splits stay
+// 64-aligned and TMA boxes start on block boundaries).
+CLO_DEVICE int decode_first_key(const DecodeKernelParams& p, int kv_len) {
+  if (p.window_left < 0) return 0;
+  const int lo = kv_len - p.seq_len_q - p.window_left;
+  return lo > 0 ? lo / kTileTokens * kTileTokens : 0;
+}
+// Where this block's split of a kv_len-key sequence starts (splits share the keys from
+// decode_first_key on).
+CLO_DEVICE int decode_split_start(const DecodeKernelParams& p, int kv_len) {
+  const int first = decode_first_key(p, kv_len);
+  return first + blockIdx.z * split_tokens(p.num_splits, kv_len - first);
+}
+
 // The keys [start, end) of this block's split of a kv_len-key sequence, its 64-key
-// tiles, and the splits the sequence actually uses (eff); the last visible key of
-// the thread's rows g and g + 8 (causal: each query position sees its own prefix).
+// tiles, and the splits the sequence actually uses (eff); the first and last visible
+// key of the thread's rows g and g + 8 (causal: each query position sees its own
+// prefix; a sliding window: the window_left keys before it).
 struct DecodeSplitRange {
   int eff, start, end, n_tiles;
-  int limit[2];
+  int lower[2], limit[2];
 };
 CLO_DEVICE DecodeSplitRange decode_split_range(const DecodeKernelParams& p, int kv_len) {
   DecodeSplitRange r;
   const int split = blockIdx.z, row_tile = blockIdx.x % p.row_tiles, g = (threadIdx.x & 31) >> 2;
-  r.eff = effective_splits(p.num_splits, kv_len);
-  const int tokens_per_split = split_tokens(p.num_splits, kv_len);
-  r.start = split * tokens_per_split;
+  const int first = decode_first_key(p, kv_len);
+  r.eff = effective_splits(p.num_splits, kv_len - first);
+  const int tokens_per_split = split_tokens(p.num_splits, kv_len - first);
+  r.start = first + split * tokens_per_split;
   r.end = split < r.eff ? min(kv_len, r.start + tokens_per_split) : r.start;
   r.n_tiles = r.end > r.start ? div_ceil(r.end - r.start, kTileTokens) : 0;
 #pragma unroll
   for (int i = 0; i < 2; ++i) {
     const int gr = row_tile * kRowsPerBlock + g + 8 * i;
     const int qi = gr < p.rows ? gr % p.seq_len_q : p.seq_len_q - 1;
-    r.limit[i] = p.causal ? qi + kv_len - p.seq_len_q : kv_len - 1;
+    const int pos = qi + kv_len - p.seq_len_q;
+    r.limit[i] = p.causal ? pos : kv_len - 1;
+    r.lower[i] = p.window_left < 0 ? 0 : pos - p.window_left;
   }
   return r;
 }
@@ -348,11 +371,12 @@ CLO_DEVICE void decode_q_frag(const T* q_s, int kk, uint32_t (&a)[4]) {
 // out as decode_kv_offset): S = Q K^T (16 query rows x 16 keys, mma.sync), mask and scale
 // into the log2 domain, online softmax per row, O += P V. q_frag(kk, a) gives Q's
 // A-operand fragment of k-step kk (decode_q_frag from smem, or registers loaded once).
-// `limit[i]` is the last visible key of row g + 8 i (causal / sequence end).
+// range.lower[i] / range.limit[i]: the first / last visible key of row g + 8 i (sliding
+// window; causal or sequence end); scores soft-capped where p.cap_scale > 0.
 template <typename T, int D, class QFrag>
 CLO_DEVICE void decode_warp_tile(const QFrag& q_frag, const T* ks, const T* vs, int r0, int tok0,
-                                 const int (&limit)[2], float scale_log2, float (&o)[D / 8][4], float (&row_max)[2],
-                                 float (&row_sum)[2]
+                                 const DecodeSplitRange& range, const DecodeKernelParams& p, float (&o)[D / 8][4],
+                                 float (&row_max)[2], float (&row_sum)[2]
 #ifdef CLO_DEV_STAMPS
                                  , unsigned long long* dev_clk = nullptr  // [3]: after QK^T, softmax, PV
 #endif
@@ -390,7 +414,8 @@ CLO_DEVICE void decode_warp_tile(const QFrag& q_frag, const T* ks, const T* vs, 
 #pragma unroll
     for (int e = 0; e < 4; ++e) {
       const int pos = tok0 + j * 8 + 2 * t4 + (e & 1);
-      const float x = pos <= limit[e >> 1] ? s[j][e] * scale_log2 : -INFINITY;
+      const float logit = p.cap_scale > 0.f ? p.cap_log2 * fast_tanh(s[j][e] * p.cap_scale) : s[j][e] * p.scale_log2;
+      const float x = pos <= range.limit[e >> 1] && pos >= range.lower[e >> 1] ? logit : -INFINITY;
       s[j][e] = x;
       tile_max[e >> 1] = fmaxf(tile_max[e >> 1], x);
     }
@@ -720,12 +745,12 @@ __global__ void __launch_bounds__(kDecodeThreads)
   T* q_s = reinterpret_cast<T*>(smem + decode_pipeline_smem_bytes<T, D, kStages>());
 
   const int tid = threadIdx.x, warp = tid >> 5;
-  const int kvh = blockIdx.x / p.row_tiles, b = blockIdx.y, split = blockIdx.z;
+  const int kvh = blockIdx.x / p.row_tiles, b = blockIdx.y;
 
   // PDL: no global memory is read before the previous kernel (which may write q, the
   // cache or the tables) has completed (prefetches only); then the next kernel may
   // start launching.
-  const int spec_start = split * split_tokens(p.num_splits, kv.capacity());
+  const int spec_start = decode_split_start(p, kv.capacity());
   if (warp == 0) decode_prefetch_inputs<D>(p, kv, spec_start);
   pdl_wait_primary();
   pdl_launch_dependents();
@@ -828,7 +853,7 @@ __global__ void __launch_bounds__(kDecodeThreads)
     const int tok0 = start + t * kTileTokens + warp * 16;
     if (tok0 >= end) continue;  // this warp's 16 keys are all past the end (warp-uniform)
     const T* ks = kv_s + (t % kStages) * 2 * kTileElems;
-    decode_warp_tile<T, D>(q_smem, ks, ks + kTileElems, warp * 16, tok0, range.limit, p.scale_log2, o, row_max,
+    decode_warp_tile<T, D>(q_smem, ks, ks + kTileElems, warp * 16, tok0, range, p, o, row_max,
                            row_sum);
   }
   cp_async_wait_all();
@@ -936,6 +961,9 @@ cudaError_t run_decode_attention(const DecodeAttentionArgs& a, cudaStream_t stre
   p.row_tiles = div_ceil(p.rows, kRowsPerBlock);
   p.num_splits = a.num_splits;
   p.scale_log2 = a.scale * kLog2e;
+  p.cap_scale = a.logits_soft_cap > 0.f ? a.scale / a.logits_soft_cap : 0.f;
+  p.cap_log2 = a.logits_soft_cap * kLog2e;
+  p.window_left = a.window_left < 0 ? -1 : a.window_left;
   p.causal = a.causal;
   p.total_rows = static_cast<int64_t>(a.batch) * a.num_q_heads * a.seq_len_q;
   p.pack_group = pack_group;

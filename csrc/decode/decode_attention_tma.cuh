@@ -72,7 +72,7 @@ __global__ void __launch_bounds__(kTmaThreads)
   uint64_t* empty_bar = full_bar + kStages;                                          // [stages]
 
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
-  const int kvh = blockIdx.x / p.row_tiles, b = blockIdx.y, split = blockIdx.z;
+  const int kvh = blockIdx.x / p.row_tiles, b = blockIdx.y;
   const bool producer = warp == kProducerWarp;
 #ifdef CLO_DEV_STAMPS
   unsigned long long* stamp =
@@ -99,7 +99,7 @@ __global__ void __launch_bounds__(kTmaThreads)
     }
     tma::mbarrier_init_fence();
   }
-  const int spec_start = split * split_tokens(p.num_splits, kv.capacity());
+  const int spec_start = decode_split_start(p, kv.capacity());
   if (producer) decode_prefetch_inputs<D>(p, kv, spec_start);
   pdl_wait_primary();
   pdl_launch_dependents();
@@ -263,7 +263,7 @@ __global__ void __launch_bounds__(kTmaThreads)
           __syncwarp();
         }
 #ifndef CLO_DEV_NO_MATH  // dev probe builds only: the load path alone (the output is garbage)
-        decode_warp_tile<T, D>(q_frag, ks, vs, warp * 16, tok0, range.limit, p.scale_log2, o, row_max, row_sum
+        decode_warp_tile<T, D>(q_frag, ks, vs, warp * 16, tok0, range, p, o, row_max, row_sum
 #ifdef CLO_DEV_STAMPS
                                          , stamps_on && t + 1 == n_tiles && tid == 0 ? stamp + 12 : nullptr
 #endif

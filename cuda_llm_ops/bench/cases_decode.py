@@ -6,7 +6,9 @@ Shapes (issue 5): Hq = 32, D = 128, block size 16, fp16/bf16, B in {1, 16, 64} x
 context in {1024, 4096, 16384} x Hkv in {32 (MHA), 8 (GQA 32/8)}, every sequence at
 the full context, physical blocks shuffled; with preset "all" also D in {64, 96, 256}
 and D = 80 and 192 (no kernel of their own: they run on the 96- and 256-wide ones) at
-B=64, N=2048 (MHA and GQA 32/8), and D = 80 and 192 at B=1, N=16384, GQA 32/8 (split-KV). Memory-bound (~1 FLOP/byte): cold L2, bytes
+B=64, N=2048 (MHA and GQA 32/8), and D = 80 and 192 at B=1, N=16384, GQA 32/8 (split-KV);
+and a sliding window of 4096 keys at N=16384, GQA 32/8, B in {1, 16} (ours reads the
+window; the SDPA peers run on the last 4096 keys of the contiguous cache). Memory-bound (~1 FLOP/byte): cold L2, bytes
 = K and V read once + q read + out written (block tables not counted).
 
 Ours runs as a serving loop would: `out=` and a preallocated workspace (no allocation
@@ -44,6 +46,8 @@ OTHER_HEAD_DIMS = (64, 80, 96, 192, 256)
 OTHER_HEAD_DIMS_CONTEXT = 2048
 # Head dims run on a wider kernel, also on the split-KV grid of one long sequence.
 PADDED_HEAD_DIMS = (80, 192)
+# Sliding-window cases (preset "all"): Mistral-7B's 4096 keys at a 16K context.
+SLIDING_WINDOW = 4096
 SDPA_BACKENDS = ("flash", "cudnn", "efficient")
 # The plain-PyTorch paged peer materialises a gathered copy of the cache per call.
 TORCH_PAGED_MAX_BYTES = 3 << 30
@@ -81,7 +85,7 @@ def contiguous_kv(inp: dict[str, Any]) -> tuple[torch.Tensor, torch.Tensor]:
     return out[0], out[1]
 
 
-def ours_paged() -> BenchImpl:
+def ours_paged(window: int = 0) -> BenchImpl:
     def unavailable(inp) -> str | None:
         if not _ops.has_op("paged_attention"):
             return f"op paged_attention not in this build ({_ops.build_info()})"
@@ -93,7 +97,8 @@ def ours_paged() -> BenchImpl:
         q, kc, vc, bt, sl = inp["q"], inp["k_cache"], inp["v_cache"], inp["block_tables"], inp["seq_lens"]
         out = torch.empty_like(q)
         ws = paged_attention_workspace(q, kc, bt)
-        return lambda: paged_attention(q, kc, vc, bt, sl, out=out, workspace=ws, check_indices=False)
+        return lambda: paged_attention(q, kc, vc, bt, sl, out=out, workspace=ws, check_indices=False,
+                                       window_left=window - 1)
 
     return BenchImpl("cuda_llm_ops", False, build, unavailable)
 
@@ -118,13 +123,17 @@ def ours_contiguous() -> BenchImpl:
     return BenchImpl("cuda_llm_ops", False, build, unavailable)
 
 
-def sdpa_peer(name: str) -> BenchImpl:
+def sdpa_peer(name: str, window: int = 0) -> BenchImpl:
     """SDPA pinned to one backend on contiguous K/V; GQA natively (enable_gqa) when the
-    backend takes it, else with K/V expanded once outside the timing (noted as more bytes)."""
+    backend takes it, else with K/V expanded once outside the timing (noted as more bytes).
+    With a sliding window of `window` keys: on the last `window` keys (a slice, no copy),
+    as a contiguous cache's user would call it."""
     mode: dict[str, bool] = {}
 
     def _prepare(inp):
         k, v = inp.setdefault("_contig", contiguous_kv(inp))
+        if window:
+            k, v = k[:, :, -window:], v[:, :, -window:]
         q = inp["q"].unsqueeze(2)
         if q.shape[1] == k.shape[1] or mode.get("gqa", True):
             return q, k, v, q.shape[1] != k.shape[1]
@@ -188,23 +197,28 @@ def torch_paged_peer() -> BenchImpl:
 
 
 def paged_case(B: int, N: int, Hkv: int, dtype: torch.dtype, Hq: int = HQ, D: int = HEAD_DIM,
-               block_size: int = BLOCK_SIZE, op: str = "paged_attention") -> BenchCase:
-    w = decode_attention_work(B, Hq, Hkv, N, D, torch.empty((), dtype=dtype).element_size())
+               block_size: int = BLOCK_SIZE, op: str = "paged_attention", window: int = 0) -> BenchCase:
+    """`window` > 0: a sliding window of that many keys (ours: window_left = window - 1;
+    the SDPA peers on the last `window` keys; bytes: those keys)."""
+    w = decode_attention_work(B, Hq, Hkv, min(N, window) if window else N, D,
+                              torch.empty((), dtype=dtype).element_size())
 
     def make_inputs():
         return make_paged_inputs(B, Hq, Hkv, N, D, block_size, dtype)
 
-    ours = ours_paged() if op == "paged_attention" else ours_contiguous()
-    impls = [sdpa_peer(p) for p in SDPA_BACKENDS] + [ours]
-    if op == "paged_attention":
+    ours = ours_paged(window) if op == "paged_attention" else ours_contiguous()
+    impls = [sdpa_peer(p, window) for p in SDPA_BACKENDS] + [ours]
+    if op == "paged_attention" and not window:
         impls.append(torch_paged_peer())
     return BenchCase(
         op=op, dtype=dtype,
-        shape={"B": B, "Hq": Hq, "Hkv": Hkv, "N": N, "D": D, "block_size": block_size},
+        shape={"B": B, "Hq": Hq, "Hkv": Hkv, "N": N, "D": D, "block_size": block_size,
+               **({"window": window} if window else {})},
         flops=w.flops, bytes=w.bytes, compute="fp16_tc" if dtype == torch.float16 else "bf16_tc",
         make_inputs=make_inputs, impls=impls, reference=None,
         rel_tol={torch.float16: 1e-2, torch.bfloat16: 3e-2}[dtype], cold_l2=True, cuda_graph=True,
-        label=f"B={B} N={N} {'MHA' if Hkv == Hq else f'GQA {Hq}/{Hkv}'}" + ("" if D == HEAD_DIM else f" D={D}"),
+        label=f"B={B} N={N} {'MHA' if Hkv == Hq else f'GQA {Hq}/{Hkv}'}" + ("" if D == HEAD_DIM else f" D={D}")
+        + (f" window={window}" if window else ""),
         x_key="N")
 
 
@@ -220,6 +234,7 @@ def paged_attention_cases(dtype: torch.dtype, preset: str, quick: bool) -> list[
     if preset == "all":  # the other head dims on a medium (GQA) and a large (MHA) grid
         cases += [paged_case(64, OTHER_HEAD_DIMS_CONTEXT, h, dtype, D=d) for d in OTHER_HEAD_DIMS for h in KV_HEADS]
         cases += [paged_case(1, 16384, 8, dtype, D=d) for d in PADDED_HEAD_DIMS]
+        cases += [paged_case(b, 16384, 8, dtype, window=SLIDING_WINDOW) for b in (1, 16)]
     return cases
 
 

@@ -23,12 +23,15 @@ def paged_attention_reference(
     seq_lens: torch.Tensor,
     scale: float = 0.0,
     dtype: torch.dtype = torch.float32,
+    window_left: int = -1,
+    logits_soft_cap: float = 0.0,
 ) -> torch.Tensor:
     """Decode attention through the block table, in `dtype` (float32 default, float64 on request).
 
     q `[B, Hq, D]`; caches `[num_blocks, block_size, Hkv, D]`; block_tables `[B, max_blocks]`;
-    seq_lens `[B]` (sequence b sees its keys 0 .. seq_lens[b] - 1; 0 keys give zeros).
-    Returns `[B, Hq, D]` in `dtype`.
+    seq_lens `[B]` (sequence b sees its keys 0 .. seq_lens[b] - 1, with `window_left >= 0`
+    only from seq_lens[b] - 1 - window_left; 0 keys give zeros); `logits_soft_cap` as
+    `attention_reference`. Returns `[B, Hq, D]` in `dtype`.
     """
     b, hq, d = q.shape
     out = torch.zeros(b, hq, d, dtype=dtype, device=q.device)
@@ -38,7 +41,8 @@ def paged_attention_reference(
             continue
         k = gather_paged_kv(k_cache, block_tables[i], n).permute(1, 0, 2).unsqueeze(0)  # [1, Hkv, n, D]
         v = gather_paged_kv(v_cache, block_tables[i], n).permute(1, 0, 2).unsqueeze(0)
-        o = attention_reference(q[i:i + 1].unsqueeze(2), k, v, scale=scale, dtype=dtype)  # [1, Hq, 1, D]
+        o = attention_reference(q[i:i + 1].unsqueeze(2), k, v, scale=scale, dtype=dtype, window_left=window_left,
+                                logits_soft_cap=logits_soft_cap)  # [1, Hq, 1, D]
         out[i] = o[0, :, 0]
     return out
 
