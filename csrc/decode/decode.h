@@ -120,9 +120,11 @@ int decode_attention_num_splits(int batch, int num_kv_heads, int rows_per_kv_hea
 //    float bit patterns) are told from counters at rest, rather than merging early.
 // Counters sit at the end and scale with W (not with the call) so that calls of
 // different shapes can share one buffer: a call's partials never reach another
-// call's counters. A call has at most B*Hq*Nq counters and >= 2*(64+2) partial
-// floats per row, so ceil(W/128) slots always cover it.
+// call's counters. A call has at most B*Hq*Nq counters and its size counts >= 2 splits x
+// (kMinWorkspaceRowFloats + 2) floats per row (narrower head dims are sized as 64), so
+// ceil(W/128) slots always cover it.
 constexpr int64_t kWorkspaceFloatsPerCounter = 128;
+constexpr int kMinWorkspaceRowFloats = 64;
 inline int64_t decode_workspace_counter_slots(int64_t workspace_floats) {
   return workspace_floats <= 0 ? 0 : (workspace_floats + kWorkspaceFloatsPerCounter - 1) / kWorkspaceFloatsPerCounter;
 }

@@ -114,7 +114,10 @@ bool decode_dev_pdl() {
 int64_t decode_attention_workspace_floats(int batch, int num_q_heads, int seq_len_q, int head_dim, int num_splits) {
   if (num_splits <= 1) return 0;
   const int64_t rows = static_cast<int64_t>(batch) * num_q_heads * seq_len_q;
-  const int64_t partials = static_cast<int64_t>(num_splits) * rows * (head_dim + 2);
+  // Rows sized at least 64 floats wide (head dims below 64 use less): 2 splits x 66 floats
+  // per row >= 128 is what keeps a call's counters (<= rows) inside the counter slots.
+  const int64_t width = std::max(head_dim, kMinWorkspaceRowFloats) + 2;
+  const int64_t partials = static_cast<int64_t>(num_splits) * rows * width;
   // W = partials + k meets W - ceil(W / 128) >= partials once k >= partials / 127.
   return partials + (partials + kWorkspaceFloatsPerCounter - 2) / (kWorkspaceFloatsPerCounter - 1);
 }
