@@ -363,6 +363,13 @@ def test_dependent_shape_keys_share_a_panel():
     assert report._dependent_keys(recs, "N") == {"B"}  # B = 16384 // N: one line over N, not one panel per B
 
 
+def test_x_key_prefers_a_sweep_key_over_more_varied_other_keys():
+    """Context lengths (3 values) stay the x axis when a few cases add more head dims (5 values)."""
+    shapes = [{"N": n, "D": 128} for n in (1024, 4096, 16384)] + [{"N": 2048, "D": d} for d in (64, 80, 96, 192)]
+    assert report._x_key([{"shape": s} for s in shapes]) == "N"
+    assert report._x_key([{"shape": {"N": 2048, "D": d}} for d in (64, 80, 96)]) == "D"  # no sweep key varies
+
+
 # --------------------------------------------------------------------------- CLI
 
 

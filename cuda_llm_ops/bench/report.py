@@ -155,8 +155,9 @@ _X_PREFERENCE = ("N", "seq_len", "context", "L", "M", "K", "B")
 
 def _x_key(recs: list[dict]) -> str | None:
     """The numeric shape key with the most distinct values among an op's records (ties: sequence
-    length before sizes before batch)."""
-    best, score = None, (1, 0)
+    length before sizes before batch); a sweep key (_X_PREFERENCE) with 3 or more values comes
+    before any other key (a few extra head dims must not turn the context axis into panels)."""
+    best, score = None, (0, 1, 0)
     keys: list[str] = []
     for r in recs:
         keys += [k for k in r["shape"] if k not in keys]
@@ -165,8 +166,9 @@ def _x_key(recs: list[dict]) -> str | None:
         if not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in vals):
             continue
         pref = len(_X_PREFERENCE) - _X_PREFERENCE.index(k) if k in _X_PREFERENCE else 0
-        if (len(vals), pref) > score:
-            best, score = k, (len(vals), pref)
+        sweep = int(pref > 0 and len(vals) >= 3)
+        if (sweep, len(vals), pref) > score:
+            best, score = k, (sweep, len(vals), pref)
     return best
 
 
