@@ -169,7 +169,9 @@ def validate_paged_attention_inputs(q, k_cache, v_cache, block_tables, seq_lens,
     for t, name in ((q, "q"), (k_cache, "k_cache"), (v_cache, "v_cache"), (block_tables, "block_tables"),
                     (seq_lens, "seq_lens")):
         check_tensor(t, name)
-    check_rank(q, "q", 3, "[batch, num_q_heads, head_dim]")
+    if q.dim() not in (3, 4):
+        raise ValueError(f"q must be 3-D [batch, num_q_heads, head_dim] or 4-D [batch, num_q_heads, "
+                         f"num_new_tokens, head_dim], got {q.dim()}-D shape {tuple(q.shape)}")
     check_rank(k_cache, "k_cache", 4, "[num_blocks, block_size, num_kv_heads, head_dim]")
     check_rank(v_cache, "v_cache", 4, "[num_blocks, block_size, num_kv_heads, head_dim]")
     check_rank(block_tables, "block_tables", 2, "[batch, max_blocks_per_seq]")
@@ -179,7 +181,9 @@ def validate_paged_attention_inputs(q, k_cache, v_cache, block_tables, seq_lens,
     check_same_dtype(v_cache, "v_cache", q, "q")
     check_dtype(block_tables, "block_tables", torch.int32)
     check_dtype(seq_lens, "seq_lens", torch.int32)
-    b, hq, d = q.shape
+    b, hq, d = q.shape[0], q.shape[1], q.shape[-1]
+    if q.dim() == 4 and not 1 <= q.shape[2] <= 65535:
+        raise ValueError(f"num_new_tokens (q dim 2) must be in [1, 65535], got {q.shape[2]}")
     nb, bs, hkv, dk = k_cache.shape
     if tuple(v_cache.shape) != tuple(k_cache.shape):
         raise ValueError(f"v_cache must have k_cache's shape {tuple(k_cache.shape)}, got {tuple(v_cache.shape)}")
@@ -346,9 +350,10 @@ def paged_attention_workspace(q: torch.Tensor, k_cache: torch.Tensor, block_tabl
                               num_splits: int = 0) -> torch.Tensor:
     """`decode_workspace` for `paged_attention(q, k_cache, ..., block_tables, ...)` calls
     of q's batch or fewer sequences (with `num_splits=0`, the heuristic's splits)."""
-    b, hq, d = q.shape
+    b, hq, d = q.shape[0], q.shape[1], q.shape[-1]
+    nq = q.shape[2] if q.dim() == 4 else 1
     cap = block_tables.shape[1] * k_cache.shape[1]
-    return decode_workspace(b, hq, k_cache.shape[2], d, cap, q.dtype, 1, num_splits, q.device)
+    return decode_workspace(b, hq, k_cache.shape[2], d, cap, q.dtype, nq, num_splits, q.device)
 
 
 def paged_attention(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, block_tables: torch.Tensor,
@@ -358,14 +363,17 @@ def paged_attention(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tenso
     """Decode attention over a paged KV cache (one query token per sequence).
 
     Args:
-        q: `[B, Hq, D]` float16/bfloat16, CUDA, last dim contiguous.
+        q: `[B, Hq, D]` float16/bfloat16, CUDA, last dim contiguous; or `[B, Hq, Nq, D]`
+            for Nq new tokens per sequence (speculative decoding: they are the last Nq
+            of its seq_len keys, and query i sees keys up to seq_len - Nq + i). Meant for
+            Nq * Hq / Hkv <= 16 (one thread block's rows), as `decode_attention`.
         k_cache, v_cache: `[num_blocks, block_size, Hkv, D]`, q's dtype, contiguous;
             Hq a multiple of Hkv; block_size a power of two; D a multiple of 8 up to 256.
         block_tables: int32 `[B, max_blocks_per_seq]` (last dim contiguous), physical
             block of each logical block; entries past a sequence's length are ignored.
         seq_lens: int32 `[B]`, keys per sequence, `0 <= seq_len <= max_blocks_per_seq * block_size`.
         scale: softmax scale; 0 means `1/sqrt(D)`.
-        out: optional `[B, Hq, D]` output (q's dtype); written in place and returned.
+        out: optional output of q's shape (q's dtype); written in place and returned.
         num_splits: 0 = heuristic (`decode_num_splits`); 1 = one pass per sequence
             (PagedAttention v1); > 1 = split-KV with a log-sum-exp merge (v2).
         workspace: optional float32 buffer from `paged_attention_workspace` /
@@ -383,7 +391,7 @@ def paged_attention(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tenso
             before the softmax (Gemma 2's attention soft-capping); 0: off.
 
     Returns:
-        `[B, Hq, D]` in q's dtype (`out` when given).
+        q's shape (`[B, Hq, D]` or `[B, Hq, Nq, D]`) in q's dtype (`out` when given).
     """
     kernel = _ops.op("paged_attention")  # first, so a build without kernels says so
 
@@ -392,8 +400,9 @@ def paged_attention(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tenso
         _check_num_splits(num_splits)
         resolve_scale(scale, q.shape[-1])
         _check_window_and_soft_cap(window_left, logits_soft_cap)
-        _check_workspace(workspace, q, k_cache.shape[2], 1,
-                         _read_kv_len(block_tables.shape[1] * k_cache.shape[1], 1, window_left), num_splits)
+        nq = q.shape[2] if q.dim() == 4 else 1
+        _check_workspace(workspace, q, k_cache.shape[2], nq,
+                         _read_kv_len(block_tables.shape[1] * k_cache.shape[1], nq, window_left), num_splits)
 
     if _host_checks_allowed(check_indices, "check_indices"):
         explain()  # this path synchronises anyway

@@ -20,7 +20,7 @@ DTYPES = [torch.float16, torch.bfloat16]
 
 # A head dim below 64 with splits: its workspace once had fewer counter slots than counters.
 @example(lens=[1, 1], block_size=8, group=1, hkv=1, d=8, dtype=torch.float16, num_splits=2, window_left=-1, cap=0.0,
-         seed=0)
+         nq=1, seed=0)
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     lens=st.lists(st.one_of(st.integers(1, 4096), st.sampled_from([1, 2, 15, 16, 17, 63, 64, 65, 257])),
@@ -33,13 +33,17 @@ DTYPES = [torch.float16, torch.bfloat16]
     num_splits=st.sampled_from([0, 1, 2, 5, 16]),
     window_left=st.one_of(st.just(-1), st.just(-1), st.integers(0, 3000)),
     cap=st.sampled_from([0.0, 0.0, 0.0, 1.5, 30.0]),
+    nq=st.sampled_from([1, 1, 1, 2, 3, 16]),
     seed=st.integers(0, 2**16),
 )
 def test_paged_attention_matches_reference(lens, block_size, group, hkv, d, dtype, num_splits, window_left, cap,
-                                           seed):
+                                           nq, seed):
     require_op("paged_attention")
     assume(llm.decode_head_dim_fits(d))  # D = 256 does not fit 99-KB GPUs (sm_86/89/120)
     q, k_cache, v_cache, table, seq_lens = make_paged_problem(lens, hkv, group, d, block_size, dtype, seed)
+    if nq > 1:  # speculative decoding: the last nq keys of each sequence are queries, [B, Hq, nq, D]
+        g = torch.Generator(device="cuda").manual_seed(seed)
+        q = torch.randn(q.shape[0], nq, q.shape[1], d, device="cuda", generator=g).to(dtype).transpose(1, 2)
     out = poison_(torch.empty_like(q))
     res = llm.paged_attention(q, k_cache, v_cache, table, seq_lens, out=out, num_splits=num_splits,
                               window_left=window_left, logits_soft_cap=cap)
@@ -47,7 +51,7 @@ def test_paged_attention_matches_reference(lens, block_size, group, hkv, d, dtyp
     ref = paged_attention_reference(q, k_cache, v_cache, table, seq_lens, window_left=window_left,
                                     logits_soft_cap=cap)
     assert_close(out, ref, dtype=dtype, what=f"paged_attention lens={lens} bs={block_size} G={group} D={d} "
-                                             f"window_left={window_left} cap={cap}")
+                                             f"window_left={window_left} cap={cap} nq={nq}")
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
@@ -458,6 +462,29 @@ def test_paged_attention_window_reads_only_the_window():
     assert_close(out, last.repeat_interleave(4, dim=1).float(), dtype=torch.bfloat16, what="window of one key")
 
 
+def test_paged_attention_new_tokens_graph_and_workspace():
+    """4-D q through paged_attention_workspace (sized for Nq rows) and a captured graph,
+    replayed with new lengths: each row sees its own prefix; a sequence shorter than the
+    new tokens gives zeros for the rows before its start."""
+    require_op("paged_attention")
+    q3, kc, vc, table, sl = make_paged_problem([2000, 5, 700], 2, 4, 128, 16, torch.float16, 31)
+    q = torch.randn(3, 8, 6, 128, device="cuda").half()
+    ws = llm.paged_attention_workspace(q, kc, table)
+    out = torch.empty_like(q)
+    graph, _ = capture_graph(lambda: llm.paged_attention(q, kc, vc, table, sl, out=out, workspace=ws,
+                                                         check_indices=False, window_left=300))
+    for trial in range(3):
+        sl.copy_(torch.tensor([[2000, 5, 700], [17, 2000, 6], [3, 1, 1999]][trial], dtype=torch.int32, device="cuda"))
+        q.copy_(torch.randn_like(q))
+        poison_(out)
+        graph.replay()
+        ref = paged_attention_reference(q, kc, vc, table, sl, window_left=300)
+        assert_close(out, ref, dtype=torch.float16, what=f"graph replay {trial}")
+    assert torch.all(out[1, :, :5] == 0) and torch.all(out[0, :, :3] == 0)  # last replay: 1 and 3 keys, 6 new tokens
+    torch.cuda.synchronize()
+    assert llm.decode.decode_workspace_counters_idle(ws)
+
+
 def test_cuda_graph_capture_then_replay_with_new_tables():
     require_op("paged_attention")
     b, hkv, g, d, bs, max_blocks = 4, 2, 4, 128, 16, 64
@@ -664,6 +691,12 @@ for v in (0, 1, 2):  # CLO_DECODE_VARIANT: automatic, the cp.async kernel, the T
             out = poison_(torch.empty_like(q))
             llm.paged_attention(q, kc, vc, table, sl, out=out, num_splits=ns)
             assert_close(out, ref, dtype=dt, what=f"variant {v} paged {i} lens={lens} D={d} bs={bs} splits={ns}")
+        if i % 3 == 0:  # speculative decoding: 4 new tokens per sequence, [B, Hq, 4, D] (a transposed view)
+            q4 = torch.randn(q.shape[0], 4, q.shape[1], d, device="cuda").to(dt).transpose(1, 2)
+            out = poison_(torch.empty_like(q4))
+            llm.paged_attention(q4, kc, vc, table, sl, out=out, num_splits=splits[-1])
+            assert_close(out, paged_attention_reference(q4, kc, vc, table, sl), dtype=dt,
+                         what=f"variant {v} paged {i} 4 new tokens splits={splits[-1]}")
         wl, cap = max(lens) // 3 + i, (0.0, 20.0)[i % 2]  # sliding window (and soft cap): splits over its keys
         out = poison_(torch.empty_like(q))
         llm.paged_attention(q, kc, vc, table, sl, out=out, num_splits=splits[-1], window_left=wl, logits_soft_cap=cap)

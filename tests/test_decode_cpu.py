@@ -98,6 +98,23 @@ def test_paged_reference_window_and_soft_cap(lens, window_left, cap, block_size,
     torch.testing.assert_close(out, ref, rtol=1e-10, atol=1e-10)
 
 
+def test_paged_reference_new_tokens_are_the_last_keys():
+    """4-D q (Nq new tokens): row i equals a one-token call on a sequence cut to its first
+    seq_len - Nq + i + 1 keys (rows before the sequence's start see nothing: zeros)."""
+    g = torch.Generator().manual_seed(9)
+    k = torch.randn(2, 50, 2, 16, generator=g, dtype=torch.float64)
+    v = torch.randn(2, 50, 2, 16, generator=g, dtype=torch.float64)
+    kc, vc, table = make_paged_cache(k, v, 8, generator=g)
+    q = torch.randn(2, 4, 5, 16, generator=g, dtype=torch.float64)
+    lens = torch.tensor([50, 3], dtype=torch.int32)
+    out = paged_attention_reference(q, kc, vc, table, lens, dtype=torch.float64, window_left=20)
+    for i in range(5):
+        cut = (lens - 5 + i + 1).clamp(min=0).to(torch.int32)
+        one = paged_attention_reference(q[:, :, i], kc, vc, table, cut, dtype=torch.float64, window_left=20)
+        torch.testing.assert_close(out[:, :, i], one)
+    assert torch.all(out[1, :, :2] == 0)  # sequence of 3 keys: its first 2 of 5 new tokens see none
+
+
 def test_attention_reference_window_rows():
     """Several query rows: row i (at key position i + nk - nq) sees keys from its own
     window start; causal or not, the window bounds them from below."""
@@ -138,7 +155,8 @@ def _inputs(**over):
 
 
 @pytest.mark.parametrize("over, match", [
-    (dict(q=torch.randn(2, 8, 1, 64, dtype=torch.float16)), r"q must be 3-D"),
+    (dict(q=torch.randn(2, 8, 1, 1, 64, dtype=torch.float16)), r"q must be 3-D .* or 4-D .* got 5-D"),
+    (dict(q=torch.randn(2, 8, 0, 64, dtype=torch.float16)), r"num_new_tokens \(q dim 2\) must be in \[1, 65535\], got 0"),
     (dict(q=torch.randn(2, 8, 64)), r"q must have dtype float16 or bfloat16, got float32"),
     (dict(block_tables=torch.zeros(2, 4, dtype=torch.int64)), r"block_tables must have dtype int32, got int64"),
     (dict(seq_lens=torch.ones(2, dtype=torch.int64)), r"seq_lens must have dtype int32"),

@@ -134,8 +134,10 @@ at::Tensor decode_workspace_counters_stale(const at::Tensor& workspace) {
 void paged_attention(at::Tensor& out, const at::Tensor& q, const at::Tensor& k_cache, const at::Tensor& v_cache,
                      const at::Tensor& block_tables, const at::Tensor& seq_lens, double scale, int64_t num_splits,
                      const std::optional<at::Tensor>& workspace, int64_t window_left, double logits_soft_cap) {
-  check_dim(q, 3, "q", "[batch, num_q_heads, head_dim]");
-  check_dim(out, 3, "out", "[batch, num_q_heads, head_dim]");
+  CLO_CHECK(q.dim() == 3 || q.dim() == 4,
+            "q must be 3-D [batch, num_q_heads, head_dim] or 4-D [batch, num_q_heads, num_new_tokens, head_dim], got ",
+            q.dim(), "-D");
+  CLO_CHECK(out.sizes() == q.sizes(), "out must have q's shape ", q.sizes(), ", got ", out.sizes());
   check_dim(block_tables, 2, "block_tables", "[batch, max_blocks_per_seq]");
   check_dim(seq_lens, 1, "seq_lens", "[batch]");
   check_cuda(q, "q");
@@ -153,9 +155,11 @@ void paged_attention(at::Tensor& out, const at::Tensor& q, const at::Tensor& k_c
   check_contiguous(seq_lens, "seq_lens");
   CLO_CHECK(block_tables.stride(1) == 1, "block_tables must have a contiguous last dimension, got strides ",
               block_tables.strides());
-  const int64_t B = q.size(0), Hq = q.size(1), D = q.size(2);
+  // 4-D q: the last Nq tokens of each sequence (speculative decoding), causal among them.
+  const bool multi = q.dim() == 4;
+  const int64_t B = q.size(0), Hq = q.size(1), Nq = multi ? q.size(2) : 1, D = q.size(-1);
   const int64_t nb = k_cache.size(0), bs = k_cache.size(1), Hkv = k_cache.size(2);
-  CLO_CHECK(out.sizes() == q.sizes(), "out must have q's shape ", q.sizes(), ", got ", out.sizes());
+  CLO_CHECK(Nq >= 1 && Nq <= 65535, "num_new_tokens (q dim 2) must be in [1, 65535], got ", Nq);
   CLO_CHECK(k_cache.size(3) == D, "k_cache head_dim must match q's (", D, "), got ", k_cache.size(3));
   CLO_CHECK(block_tables.size(0) == B && seq_lens.size(0) == B, "block_tables and seq_lens must have batch ", B,
               " rows, got ", block_tables.size(0), " and ", seq_lens.size(0));
@@ -180,16 +184,19 @@ void paged_attention(at::Tensor& out, const at::Tensor& q, const at::Tensor& k_c
   a.batch = static_cast<int>(B);
   a.num_q_heads = static_cast<int>(Hq);
   a.num_kv_heads = static_cast<int>(Hkv);
-  a.seq_len_q = 1;
+  a.seq_len_q = static_cast<int>(Nq);
   a.q = q.data_ptr();
   a.q_stride_b = q.stride(0);
   a.q_stride_h = q.stride(1);
+  a.q_stride_n = multi ? q.stride(2) : 0;
   a.out = out.data_ptr();
   a.o_stride_b = out.stride(0);
   a.o_stride_h = out.stride(1);
+  a.o_stride_n = multi ? out.stride(2) : 0;
   a.k = k_cache.data_ptr();
   a.v = v_cache.data_ptr();
   a.paged = true;
+  a.causal = true;  // query i of Nq sits at key seq_len - Nq + i (no effect at Nq = 1)
   a.block_tables = block_tables.data_ptr<int>();
   a.table_stride = block_tables.stride(0);
   a.max_blocks_per_seq = static_cast<int>(block_tables.size(1));
@@ -199,7 +206,8 @@ void paged_attention(at::Tensor& out, const at::Tensor& q, const at::Tensor& k_c
   a.scale = static_cast<float>(scale);
   set_window_and_soft_cap(a, window_left, logits_soft_cap);
   a.num_splits = num_splits > 0 ? static_cast<int>(num_splits)
-                                : dec::decode_attention_num_splits(a.batch, a.num_kv_heads, a.num_q_heads / a.num_kv_heads,
+                                : dec::decode_attention_num_splits(a.batch, a.num_kv_heads,
+                                                                   (a.num_q_heads / a.num_kv_heads) * a.seq_len_q,
                                                                    dec::decode_read_kv_len(a), a.head_dim, a.dtype);
   at::Tensor holder;
   a.workspace = resolve_workspace(a, workspace, q, holder);

@@ -56,6 +56,7 @@ struct DecodeAttentionArgs {
 
   // Paged cache (paged == true): k/v [num_blocks, block_size, Hkv, D] contiguous,
   // block_tables int32 [B, table_stride >= max_blocks_per_seq], seq_lens int32 [B].
+  // Nq > 1 (speculative decoding): the queries are each sequence's last Nq keys (causal).
   bool paged = false;
   const int* block_tables = nullptr;
   int64_t table_stride = 0;

@@ -72,7 +72,8 @@ inline int decode_tma_stages_for(int head_dim, bool paged, int64_t blocks, int64
 constexpr int kPackMinBlocksPerSm = 8;
 inline bool decode_packs_head_pairs(const DecodeAttentionArgs& a) {
   const int knob = decode_dev_pack();  // dev: 0 never, 2 wherever legal, else the rule
-  const bool legal = a.paged && a.head_dim == 64 && a.num_kv_heads % 2 == 0 && a.num_q_heads == a.num_kv_heads;
+  const bool legal = a.paged && a.head_dim == 64 && a.num_kv_heads % 2 == 0 && a.num_q_heads == a.num_kv_heads &&
+                     a.seq_len_q == 1;
   if (!legal || knob == 0) return false;
   if (knob == 2) return true;
   const int64_t blocks = static_cast<int64_t>(a.batch) * a.num_kv_heads * a.num_splits;

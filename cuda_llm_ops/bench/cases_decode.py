@@ -7,8 +7,10 @@ context in {1024, 4096, 16384} x Hkv in {32 (MHA), 8 (GQA 32/8)}, every sequence
 the full context, physical blocks shuffled; with preset "all" also D in {64, 96, 256}
 and D = 80 and 192 (no kernel of their own: they run on the 96- and 256-wide ones) at
 B=64, N=2048 (MHA and GQA 32/8), and D = 80 and 192 at B=1, N=16384, GQA 32/8 (split-KV);
-and a sliding window of 4096 keys at N=16384, GQA 32/8, B in {1, 16} (ours reads the
-window; the SDPA peers run on the last 4096 keys of the contiguous cache). Memory-bound (~1 FLOP/byte): cold L2, bytes
+a sliding window of 4096 keys at N=16384, GQA 32/8, B in {1, 16} (ours reads the
+window; the SDPA peers run on the last 4096 keys of the contiguous cache); and 4 new tokens
+per sequence (speculative decoding, q `[B, Hq, 4, D]`) at B=1/N=16384 and B=16/N=4096, GQA
+32/8 (the SDPA peers with a bottom-right causal mask). Memory-bound (~1 FLOP/byte): cold L2, bytes
 = K and V read once + q read + out written (block tables not counted).
 
 Ours runs as a serving loop would: `out=` and a preallocated workspace (no allocation
@@ -33,8 +35,9 @@ from .registry import BenchCase, BenchImpl, register
 
 try:  # torch >= 2.3
     from torch.nn.attention import SDPBackend, sdpa_kernel
+    from torch.nn.attention.bias import causal_lower_right
 except ImportError:  # pragma: no cover - older torch
-    SDPBackend = sdpa_kernel = None
+    SDPBackend = sdpa_kernel = causal_lower_right = None
 
 BATCHES = (1, 16, 64)
 CONTEXTS = (1024, 4096, 16384)
@@ -48,6 +51,9 @@ OTHER_HEAD_DIMS_CONTEXT = 2048
 PADDED_HEAD_DIMS = (80, 192)
 # Sliding-window cases (preset "all"): Mistral-7B's 4096 keys at a 16K context.
 SLIDING_WINDOW = 4096
+# Speculative-decoding cases (preset "all"): new tokens per sequence (GQA 32/8: 4 x 4 = 16
+# query rows per KV head, one thread block's tile).
+SPEC_TOKENS = 4
 SDPA_BACKENDS = ("flash", "cudnn", "efficient")
 # The plain-PyTorch paged peer materialises a gathered copy of the cache per call.
 TORCH_PAGED_MAX_BYTES = 3 << 30
@@ -61,11 +67,12 @@ def _backend(name: str):
 
 
 def make_paged_inputs(B: int, Hq: int, Hkv: int, N: int, D: int, block_size: int,
-                      dtype: torch.dtype) -> dict[str, Any]:
-    """Random q `[B, Hq, D]` and a paged cache holding N keys per sequence in shuffled blocks."""
+                      dtype: torch.dtype, Nq: int = 1) -> dict[str, Any]:
+    """Random q `[B, Hq, D]` (`[B, Hq, Nq, D]` for Nq > 1 new tokens) and a paged cache
+    holding N keys per sequence in shuffled blocks."""
     nblk = (N + block_size - 1) // block_size
     num_blocks = B * nblk
-    q = torch.randn(B, Hq, D, device="cuda", dtype=dtype)
+    q = torch.randn(B, Hq, *((Nq,) if Nq > 1 else ()), D, device="cuda", dtype=dtype)
     k_cache = torch.randn(num_blocks, block_size, Hkv, D, device="cuda", dtype=dtype)
     v_cache = torch.randn(num_blocks, block_size, Hkv, D, device="cuda", dtype=dtype)
     block_tables = torch.randperm(num_blocks, device="cuda").view(B, nblk).to(torch.int32)
@@ -134,18 +141,20 @@ def sdpa_peer(name: str, window: int = 0) -> BenchImpl:
         k, v = inp.setdefault("_contig", contiguous_kv(inp))
         if window:
             k, v = k[:, :, -window:], v[:, :, -window:]
-        q = inp["q"].unsqueeze(2)
+        q = inp["q"] if inp["q"].dim() == 4 else inp["q"].unsqueeze(2)
         if q.shape[1] == k.shape[1] or mode.get("gqa", True):
             return q, k, v, q.shape[1] != k.shape[1]
         g = q.shape[1] // k.shape[1]
         return q, k.repeat_interleave(g, dim=1), v.repeat_interleave(g, dim=1), False
 
     def _call(backend, q, k, v, gqa):
+        # Several new tokens: causal aligned bottom-right (SDPA's is_causal is top-left).
+        mask = causal_lower_right(q.shape[2], k.shape[2]) if q.shape[2] > 1 else None
         with warnings.catch_warnings(), sdpa_kernel(backend):
             warnings.simplefilter("ignore")
             if gqa:
-                return F.scaled_dot_product_attention(q, k, v, enable_gqa=True)
-            return F.scaled_dot_product_attention(q, k, v)
+                return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, enable_gqa=True)
+            return F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
 
     def unavailable(inp) -> str | None:
         backend = _backend(name)
@@ -167,7 +176,8 @@ def sdpa_peer(name: str, window: int = 0) -> BenchImpl:
     def build(inp):
         backend = _backend(name)
         q, k, v, gqa = _prepare(inp)
-        return lambda: _call(backend, q, k, v, gqa).squeeze(2)
+        squeeze = inp["q"].dim() == 3
+        return lambda: (lambda o: o.squeeze(2) if squeeze else o)(_call(backend, q, k, v, gqa))
 
     return BenchImpl(f"sdpa-{name}", True, build, unavailable)
 
@@ -197,28 +207,29 @@ def torch_paged_peer() -> BenchImpl:
 
 
 def paged_case(B: int, N: int, Hkv: int, dtype: torch.dtype, Hq: int = HQ, D: int = HEAD_DIM,
-               block_size: int = BLOCK_SIZE, op: str = "paged_attention", window: int = 0) -> BenchCase:
+               block_size: int = BLOCK_SIZE, op: str = "paged_attention", window: int = 0, Nq: int = 1) -> BenchCase:
     """`window` > 0: a sliding window of that many keys (ours: window_left = window - 1;
-    the SDPA peers on the last `window` keys; bytes: those keys)."""
+    the SDPA peers on the last `window` keys; bytes: those keys). `Nq` > 1: that many new
+    tokens per sequence (speculative decoding; the SDPA peers with a bottom-right causal mask)."""
     w = decode_attention_work(B, Hq, Hkv, min(N, window) if window else N, D,
-                              torch.empty((), dtype=dtype).element_size())
+                              torch.empty((), dtype=dtype).element_size(), seq_len_q=Nq)
 
     def make_inputs():
-        return make_paged_inputs(B, Hq, Hkv, N, D, block_size, dtype)
+        return make_paged_inputs(B, Hq, Hkv, N, D, block_size, dtype, Nq)
 
     ours = ours_paged(window) if op == "paged_attention" else ours_contiguous()
     impls = [sdpa_peer(p, window) for p in SDPA_BACKENDS] + [ours]
-    if op == "paged_attention" and not window:
+    if op == "paged_attention" and not window and Nq == 1:
         impls.append(torch_paged_peer())
     return BenchCase(
         op=op, dtype=dtype,
         shape={"B": B, "Hq": Hq, "Hkv": Hkv, "N": N, "D": D, "block_size": block_size,
-               **({"window": window} if window else {})},
+               **({"window": window} if window else {}), **({"Nq": Nq} if Nq > 1 else {})},
         flops=w.flops, bytes=w.bytes, compute="fp16_tc" if dtype == torch.float16 else "bf16_tc",
         make_inputs=make_inputs, impls=impls, reference=None,
         rel_tol={torch.float16: 1e-2, torch.bfloat16: 3e-2}[dtype], cold_l2=True, cuda_graph=True,
         label=f"B={B} N={N} {'MHA' if Hkv == Hq else f'GQA {Hq}/{Hkv}'}" + ("" if D == HEAD_DIM else f" D={D}")
-        + (f" window={window}" if window else ""),
+        + (f" window={window}" if window else "") + (f" Nq={Nq}" if Nq > 1 else ""),
         x_key="N")
 
 
@@ -235,6 +246,7 @@ def paged_attention_cases(dtype: torch.dtype, preset: str, quick: bool) -> list[
         cases += [paged_case(64, OTHER_HEAD_DIMS_CONTEXT, h, dtype, D=d) for d in OTHER_HEAD_DIMS for h in KV_HEADS]
         cases += [paged_case(1, 16384, 8, dtype, D=d) for d in PADDED_HEAD_DIMS]
         cases += [paged_case(b, 16384, 8, dtype, window=SLIDING_WINDOW) for b in (1, 16)]
+        cases += [paged_case(b, n, 8, dtype, Nq=SPEC_TOKENS) for b, n in ((1, 16384), (16, 4096))]
     return cases
 
 
