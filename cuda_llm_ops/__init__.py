@@ -7,8 +7,9 @@ and the `llm-speed` benchmark command.
 from ._ops import build_info, kernels_available
 from .attention import flash_attention, naive_attention, tiled_attention
 from .validation import validate_attention_inputs
-from .decode import (decode_attention, decode_head_dim_fits, decode_num_splits, decode_workspace, paged_attention,
-                     paged_attention_workspace, paged_kv_append, validate_paged_attention_inputs)
+from .decode import (decode_attention, decode_head_dim_fits, decode_num_splits, decode_workspace,
+                     merge_attention_states, paged_attention, paged_attention_workspace, paged_kv_append,
+                     validate_paged_attention_inputs)
 from .graphs import CUDAGraphRunner
 from .lightning import lightning_attention_decode, validate_lightning_decode_inputs
 from .gemm import gemm, tensor_core_gemm, tensor_core_gemm_int8, validate_gemm_inputs
@@ -35,6 +36,7 @@ __all__ = [
     "decode_head_dim_fits",
     "decode_num_splits",
     "decode_workspace",
+    "merge_attention_states",
     "paged_attention",
     "paged_attention_workspace",
     "paged_kv_append",

@@ -126,6 +126,41 @@ def _check_window_and_soft_cap(window_left: int, logits_soft_cap: float) -> None
         raise ValueError(f"logits_soft_cap must be finite and >= 0 (0: off), got {logits_soft_cap!r}")
 
 
+def _check_lse(lse, q: torch.Tensor) -> None:
+    if lse is None:
+        return
+    check_tensor(lse, "lse")
+    check_dtype(lse, "lse", torch.float32)
+    check_same_device(lse, "lse", q, "q")
+    if tuple(lse.shape) != tuple(q.shape[:-1]):
+        raise ValueError(f"lse must have q's shape without head_dim {tuple(q.shape[:-1])}, got {tuple(lse.shape)}")
+    if not lse.is_contiguous():
+        raise ValueError(f"lse must be contiguous, got strides {lse.stride()}")
+
+
+def _lse_for(lse, return_lse: bool, q: torch.Tensor):
+    """The lse buffer a call writes: the given one, a new one when it is to be returned, else None."""
+    if lse is None and return_lse:
+        return torch.empty(q.shape[:-1], dtype=torch.float32, device=q.device)
+    return lse
+
+
+def merge_attention_states(out_a: torch.Tensor, lse_a: torch.Tensor, out_b: torch.Tensor,
+                           lse_b: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Attention over the union of two disjoint key sets from the attention over each
+    (`out_*` `[..., D]`, `lse_*` their rows' log-sum-exp `[...]`, as `paged_attention` /
+    `decode_attention` return with `return_lse=True`): out = (out_a e^lse_a + out_b e^lse_b)
+    / (e^lse_a + e^lse_b), lse = log(e^lse_a + e^lse_b), in float32; returns (out in
+    out_a's dtype, lse). A side with lse = -inf (no key) contributes nothing. Plain PyTorch."""
+    m = torch.maximum(lse_a, lse_b)
+    m = torch.where(torch.isinf(m) & (m < 0), torch.zeros_like(m), m)  # both sides empty: no -inf - -inf
+    wa, wb = torch.exp(lse_a - m), torch.exp(lse_b - m)
+    total = wa + wb
+    safe = torch.where(total > 0, total, torch.ones_like(total))
+    out = (out_a.float() * (wa / safe).unsqueeze(-1) + out_b.float() * (wb / safe).unsqueeze(-1)).to(out_a.dtype)
+    return out, m + torch.log(total)
+
+
 def _read_kv_len(max_kv_len: int, seq_len_q: int, window_left: int) -> int:
     """Keys a call reads at most (the split heuristic's length): max_kv_len, or with a
     sliding window the lowest query row's window from its 64-key tile start."""
@@ -359,7 +394,8 @@ def paged_attention_workspace(q: torch.Tensor, k_cache: torch.Tensor, block_tabl
 def paged_attention(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, block_tables: torch.Tensor,
                     seq_lens: torch.Tensor, scale: float = 0.0, out: torch.Tensor | None = None, num_splits: int = 0,
                     workspace: torch.Tensor | None = None, check_indices: bool | None = None,
-                    window_left: int = -1, logits_soft_cap: float = 0.0) -> torch.Tensor:
+                    window_left: int = -1, logits_soft_cap: float = 0.0, lse: torch.Tensor | None = None,
+                    return_lse: bool = False) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
     """Decode attention over a paged KV cache (one query token per sequence).
 
     Args:
@@ -389,9 +425,16 @@ def paged_attention(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tenso
             `sliding_window = W` (HF, vLLM) is `window_left = W - 1`.
         logits_soft_cap: > 0 soft-caps the scores, `cap * tanh(scale * q.k / cap)`
             before the softmax (Gemma 2's attention soft-capping); 0: off.
+        lse: optional float32 output of q's shape without D (`[B, Hq]` / `[B, Hq, Nq]`),
+            contiguous: each row's log-sum-exp of its scores (natural log; -inf for a
+            row that sees no key). Attention over separate key ranges (a shared prefix
+            and each request's own keys: cascade attention) then merges exactly with
+            `merge_attention_states`. Written in place (graph-capturable).
+        return_lse: return `(out, lse)`, allocating `lse` when not given.
 
     Returns:
-        q's shape (`[B, Hq, D]` or `[B, Hq, Nq, D]`) in q's dtype (`out` when given).
+        q's shape (`[B, Hq, D]` or `[B, Hq, Nq, D]`) in q's dtype (`out` when given);
+        `(out, lse)` with `return_lse`.
     """
     kernel = _ops.op("paged_attention")  # first, so a build without kernels says so
 
@@ -400,6 +443,7 @@ def paged_attention(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tenso
         _check_num_splits(num_splits)
         resolve_scale(scale, q.shape[-1])
         _check_window_and_soft_cap(window_left, logits_soft_cap)
+        _check_lse(lse, q)
         nq = q.shape[2] if q.dim() == 4 else 1
         _check_workspace(workspace, q, k_cache.shape[2], nq,
                          _read_kv_len(block_tables.shape[1] * k_cache.shape[1], nq, window_left), num_splits)
@@ -410,9 +454,10 @@ def paged_attention(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tenso
 
     def call():
         result = torch.empty_like(q, memory_format=torch.contiguous_format) if out is None else out
+        row_lse = _lse_for(lse, return_lse, q)
         kernel(result, q, k_cache, v_cache, block_tables, seq_lens, resolve_scale(scale, q.shape[-1]), num_splits,
-               workspace, window_left, float(logits_soft_cap))
-        return result
+               workspace, window_left, float(logits_soft_cap), row_lse)
+        return (result, row_lse) if return_lse else result
 
     return call_or_explain(call, explain)
 
@@ -420,7 +465,8 @@ def paged_attention(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tenso
 def decode_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: float = 0.0, is_causal: bool = False,
                      out: torch.Tensor | None = None, num_splits: int = 0,
                      workspace: torch.Tensor | None = None, window_left: int = -1,
-                     logits_soft_cap: float = 0.0) -> torch.Tensor:
+                     logits_soft_cap: float = 0.0, lse: torch.Tensor | None = None,
+                     return_lse: bool = False) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
     """Split-KV decode attention over a contiguous (strided) cache, few query rows.
 
     The same kernel as `paged_attention` with strided K/V addressing: q `[B, Hq, Nq, D]`,
@@ -431,8 +477,9 @@ def decode_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: f
     `is_causal`: query i sees key j when `j <= i + Nk - Nq` (bottom-right aligned,
     as `flash_attention`); rows that see no key output zeros. `window_left`: query i
     sees keys `j >= i + Nk - Nq - window_left` only (-1: no window); keys before the
-    first row's window are not read. `logits_soft_cap`, `out`, `num_splits` and
-    `workspace` as `paged_attention` (`decode_workspace(..., seq_len_q=Nq)`).
+    first row's window are not read. `logits_soft_cap`, `out`, `num_splits`,
+    `workspace`, `lse` (`[B, Hq, Nq]`) and `return_lse` as `paged_attention`
+    (`decode_workspace(..., seq_len_q=Nq)`).
 
     Returns `[B, Hq, Nq, D]` in q's dtype (`out` when given).
     """
@@ -449,6 +496,7 @@ def decode_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: f
         _check_num_splits(num_splits)
         resolve_scale(scale, q.shape[-1])
         _check_window_and_soft_cap(window_left, logits_soft_cap)
+        _check_lse(lse, q)
         if out is not None:
             check_tensor(out, "out")
             if tuple(out.shape) != tuple(q.shape):
@@ -461,9 +509,10 @@ def decode_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: f
 
     def call():
         result = torch.empty(q.shape, dtype=q.dtype, device=q.device) if out is None else out
+        row_lse = _lse_for(lse, return_lse, q)
         kernel(result, q, k, v, resolve_scale(scale, q.shape[-1]), bool(is_causal), num_splits, workspace, window_left,
-               float(logits_soft_cap))
-        return result
+               float(logits_soft_cap), row_lse)
+        return (result, row_lse) if return_lse else result
 
     return call_or_explain(call, explain)
 
@@ -566,13 +615,13 @@ def paged_kv_append(k: torch.Tensor, v: torch.Tensor, k_cache: torch.Tensor, v_c
 
 @_ops.register_fake("paged_attention")
 def _paged_attention_fake(out, q, k_cache, v_cache, block_tables, seq_lens, scale, num_splits, workspace,
-                          window_left=-1, logits_soft_cap=0.0):
+                          window_left=-1, logits_soft_cap=0.0, lse=None):
     return None
 
 
 @_ops.register_fake("decode_attention")
 def _decode_attention_fake(out, q, k, v, scale, is_causal, num_splits, workspace, window_left=-1,
-                           logits_soft_cap=0.0):
+                           logits_soft_cap=0.0, lse=None):
     return None
 
 

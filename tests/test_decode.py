@@ -234,6 +234,13 @@ def test_paged_attention_errors():
         torch.ops.cuda_llm_ops.decode_attention(torch.empty_like(q)[:, :, None], q[:, :, None],
                                                 k_cache[:1].transpose(1, 2), v_cache[:1].transpose(1, 2), 0.125,
                                                 False, 1, None, -2, 0.0)
+    with pytest.raises(ValueError, match=r"lse must have q's shape without head_dim \(1, 4\), got \(1, 5\)"):
+        llm.paged_attention(q, k_cache, v_cache, table, seq_lens, lse=torch.empty(1, 5, device="cuda"))
+    with pytest.raises(ValueError, match=r"lse must have dtype float32"):
+        llm.paged_attention(q, k_cache, v_cache, table, seq_lens, lse=torch.empty(1, 4, device="cuda").half())
+    with pytest.raises(RuntimeError, match=r"lse must have q's shape without head_dim \[1, 4\], got \[4\]"):
+        raw(torch.empty_like(q), q, k_cache, v_cache, table, seq_lens, 0.125, 1, None, -1, 0.0,
+            torch.empty(4, device="cuda"))
     # a huge window is no window (clamped on the host, no int32 overflow on the device)
     assert_close(llm.paged_attention(q, k_cache, v_cache, table, seq_lens, window_left=2**40, check_indices=False),
                  paged_attention_reference(q, k_cache, v_cache, table, seq_lens), dtype=torch.float16,
@@ -439,6 +446,50 @@ def test_decode_attention_sliding_window_and_soft_cap(nq, causal, window_left):
             llm.decode_attention(q, k, v, is_causal=causal, out=out, num_splits=ns, window_left=window_left,
                                  logits_soft_cap=cap)
             assert_close(out, ref, dtype=torch.float16, what=f"window_left={window_left} nq={nq} cap={cap} ns={ns}")
+
+
+@pytest.mark.parametrize("nq", [1, 3])
+def test_paged_attention_lse_and_cascade(nq):
+    """Row log-sum-exps (return_lse / lse=) against the reference, one pass and splits,
+    a window and a soft cap; -inf for an empty sequence, NaN for a bad block index. Then
+    cascade attention: a shared 1000-key prefix (its own table) and each sequence's own
+    keys, merged with merge_attention_states, equal attention over the joined table."""
+    require_op("paged_attention")
+    lens = [2500, 0, 700, 65]
+    q3, kc, vc, table, sl = make_paged_problem(lens, 2, 4, 128, 16, torch.float16, 41)
+    q = q3 if nq == 1 else torch.randn(4, 8, nq, 128, device="cuda").half()
+    for ns, wl, cap in ((1, -1, 0.0), (4, -1, 0.0), (0, 300, 10.0)):
+        out, lse = llm.paged_attention(q, kc, vc, table, sl, num_splits=ns, window_left=wl, logits_soft_cap=cap,
+                                       return_lse=True)
+        ref, ref_lse = paged_attention_reference(q, kc, vc, table, sl, window_left=wl, logits_soft_cap=cap,
+                                                 return_lse=True)
+        assert_close(out, ref, dtype=torch.float16, what=f"splits={ns} window={wl}")
+        assert lse.dtype == torch.float32 and lse.shape == q.shape[:-1]
+        assert torch.isneginf(lse[1]).all(), "empty sequence: lse = -inf"
+        fin = torch.isfinite(ref_lse)  # tanh.approx (~2^-11 relative) moves capped logits by up to cap * 5e-4
+        torch.testing.assert_close(lse[fin], ref_lse[fin].float(), rtol=1e-4, atol=2e-3 + cap * 1e-3)
+    given = torch.empty(q.shape[:-1], device="cuda")  # lse= (graph-capturable): written in place
+    llm.paged_attention(q, kc, vc, table, sl, num_splits=3, lse=given, check_indices=False)
+    ref_lse = paged_attention_reference(q, kc, vc, table, sl, return_lse=True)[1].float()
+    fin = torch.isfinite(ref_lse)
+    torch.testing.assert_close(given[fin], ref_lse[fin], rtol=1e-4, atol=2e-3)
+    bad = table.clone()
+    bad[0, 7] = kc.shape[0] + 3
+    _, lse_bad = llm.paged_attention(q, kc, vc, bad, sl, num_splits=2, check_indices=False, return_lse=True)
+    assert torch.isnan(lse_bad[0]).all() and not torch.isnan(lse_bad[2:]).any()
+    # cascade: prefix blocks shared by every sequence, then each sequence's own blocks
+    prefix_blocks = 1000 // 16 + 1  # 1008 keys of prefix (the last block full too)
+    shared = torch.randperm(kc.shape[0], device="cuda")[:prefix_blocks].int()
+    own = torch.stack([torch.randperm(kc.shape[0], device="cuda")[:table.shape[1]] for _ in range(4)]).int()
+    own_lens = torch.tensor([700, 1, 0, 65], dtype=torch.int32, device="cuda")
+    pre_len = torch.full((4,), prefix_blocks * 16, dtype=torch.int32, device="cuda")
+    if nq == 1:
+        o_pre, l_pre = llm.paged_attention(q, kc, vc, shared.expand(4, -1).contiguous(), pre_len, return_lse=True)
+        o_own, l_own = llm.paged_attention(q, kc, vc, own, own_lens, return_lse=True)
+        merged, _ = llm.merge_attention_states(o_pre, l_pre, o_own, l_own)
+        joined = torch.cat([shared.expand(4, -1), own], dim=1).contiguous()
+        full = paged_attention_reference(q, kc, vc, joined, pre_len + own_lens)
+        assert_close(merged, full, dtype=torch.float16, what="cascade: shared prefix + own keys")
 
 
 def test_paged_attention_window_reads_only_the_window():
@@ -699,9 +750,14 @@ for v in (0, 1, 2):  # CLO_DECODE_VARIANT: automatic, the cp.async kernel, the T
                          what=f"variant {v} paged {i} 4 new tokens splits={splits[-1]}")
         wl, cap = max(lens) // 3 + i, (0.0, 20.0)[i % 2]  # sliding window (and soft cap): splits over its keys
         out = poison_(torch.empty_like(q))
-        llm.paged_attention(q, kc, vc, table, sl, out=out, num_splits=splits[-1], window_left=wl, logits_soft_cap=cap)
-        assert_close(out, paged_attention_reference(q, kc, vc, table, sl, window_left=wl, logits_soft_cap=cap),
-                     dtype=dt, what=f"variant {v} paged {i} window_left={wl} cap={cap} splits={splits[-1]}")
+        lse = torch.full(q.shape[:-1], float("nan"), device="cuda")
+        llm.paged_attention(q, kc, vc, table, sl, out=out, num_splits=splits[-1], window_left=wl, logits_soft_cap=cap,
+                            lse=lse)
+        ref, ref_lse = paged_attention_reference(q, kc, vc, table, sl, window_left=wl, logits_soft_cap=cap,
+                                                 return_lse=True)
+        assert_close(out, ref, dtype=dt, what=f"variant {v} paged {i} window_left={wl} cap={cap} splits={splits[-1]}")
+        # -inf where a sequence is empty; tanh.approx (~2^-11 relative) moves capped logits by up to cap * 5e-4
+        torch.testing.assert_close(lse, ref_lse.float(), rtol=1e-4, atol=3e-3 + cap * 1e-3)
     # bad block index: NaN for that sequence only
     q, kc, vc, table, sl = paged_problem([300, 200], 2, 4, 128, 16, torch.float16, 7)
     table[1, 3] = kc.shape[0] + 5

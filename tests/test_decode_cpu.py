@@ -234,3 +234,29 @@ def test_window_and_soft_cap_validation(window_left, cap, match):
     llm.decode._check_window_and_soft_cap(7, 30.0)  # valid: no error
     assert llm.decode._read_kv_len(4096, 1, -1) == 4096 and llm.decode._read_kv_len(4096, 1, 1023) == 1087
     assert llm.decode._read_kv_len(500, 3, 1023) == 500
+
+
+@pytest.mark.parametrize("split", [0, 1, 17, 40])
+def test_merge_attention_states_is_attention_over_the_union(split):
+    """Attention over keys [0, split) and [split, n) merged by their log-sum-exps equals
+    attention over all n keys (an empty side, lse = -inf, contributes nothing)."""
+    g = torch.Generator().manual_seed(split)
+    q = torch.randn(2, 4, 3, 16, generator=g, dtype=torch.float64)
+    k = torch.randn(2, 2, 40, 16, generator=g, dtype=torch.float64)
+    v = torch.randn(2, 2, 40, 16, generator=g, dtype=torch.float64)
+    empty = (torch.zeros_like(q), torch.full(q.shape[:-1], -math.inf, dtype=torch.float64))
+
+    def part(lo, hi):
+        if lo == hi:
+            return empty
+        return attention_reference(q, k[:, :, lo:hi], v[:, :, lo:hi], dtype=torch.float64, logits_soft_cap=3.0,
+                                   return_lse=True)
+
+    full, lse_full = part(0, 40)
+    (a, lse_a), (b, lse_b) = part(0, split), part(split, 40)
+    out, lse = llm.merge_attention_states(a, lse_a, b, lse_b)
+    torch.testing.assert_close(out, full)
+    torch.testing.assert_close(lse, lse_full)
+    none, lse_none = llm.merge_attention_states(torch.zeros_like(q), torch.full(q.shape[:-1], -math.inf),
+                                                torch.zeros_like(q), torch.full(q.shape[:-1], -math.inf))
+    assert torch.all(none == 0) and torch.all(torch.isneginf(lse_none))

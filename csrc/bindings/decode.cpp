@@ -74,6 +74,19 @@ void set_window_and_soft_cap(dec::DecodeAttentionArgs& a, int64_t window_left, d
   a.logits_soft_cap = static_cast<float>(logits_soft_cap);
 }
 
+// The optional log-sum-exp output: float32, contiguous, q's shape without head_dim.
+float* resolve_lse(const std::optional<at::Tensor>& lse, const at::Tensor& q) {
+  if (!lse.has_value()) return nullptr;
+  const at::Tensor& t = *lse;
+  check_cuda(t, "lse");
+  check_same_device(t, q, "lse", "q");
+  check_dtype(t, at::kFloat, "lse");
+  check_contiguous(t, "lse");
+  const auto rows = q.sizes().slice(0, q.dim() - 1);
+  CLO_CHECK(t.sizes() == rows, "lse must have q's shape without head_dim ", rows, ", got ", t.sizes());
+  return t.data_ptr<float>();
+}
+
 // The decode grid: (KV heads x row tiles, batch, splits).
 void check_grid(int64_t batch, int64_t num_q_heads) {
   CLO_CHECK(batch >= 1 && batch <= dec::kDecodeMaxBatch, "batch must be in [1, ", dec::kDecodeMaxBatch, "], got ",
@@ -133,7 +146,8 @@ at::Tensor decode_workspace_counters_stale(const at::Tensor& workspace) {
 
 void paged_attention(at::Tensor& out, const at::Tensor& q, const at::Tensor& k_cache, const at::Tensor& v_cache,
                      const at::Tensor& block_tables, const at::Tensor& seq_lens, double scale, int64_t num_splits,
-                     const std::optional<at::Tensor>& workspace, int64_t window_left, double logits_soft_cap) {
+                     const std::optional<at::Tensor>& workspace, int64_t window_left, double logits_soft_cap,
+                     const std::optional<at::Tensor>& lse) {
   CLO_CHECK(q.dim() == 3 || q.dim() == 4,
             "q must be 3-D [batch, num_q_heads, head_dim] or 4-D [batch, num_q_heads, num_new_tokens, head_dim], got ",
             q.dim(), "-D");
@@ -205,6 +219,7 @@ void paged_attention(at::Tensor& out, const at::Tensor& q, const at::Tensor& k_c
   a.seq_lens = seq_lens.data_ptr<int>();
   a.scale = static_cast<float>(scale);
   set_window_and_soft_cap(a, window_left, logits_soft_cap);
+  a.lse = resolve_lse(lse, q);
   a.num_splits = num_splits > 0 ? static_cast<int>(num_splits)
                                 : dec::decode_attention_num_splits(a.batch, a.num_kv_heads,
                                                                    (a.num_q_heads / a.num_kv_heads) * a.seq_len_q,
@@ -216,7 +231,7 @@ void paged_attention(at::Tensor& out, const at::Tensor& q, const at::Tensor& k_c
 
 void decode_attention(at::Tensor& out, const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, double scale,
                       bool is_causal, int64_t num_splits, const std::optional<at::Tensor>& workspace,
-                      int64_t window_left, double logits_soft_cap) {
+                      int64_t window_left, double logits_soft_cap, const std::optional<at::Tensor>& lse) {
   check_dim(q, 4, "q", "[batch, num_q_heads, seq_len_q, head_dim]");
   check_dim(out, 4, "out", "[batch, num_q_heads, seq_len_q, head_dim]");
   check_dim(k, 4, "k", "[batch, num_kv_heads, seq_len_k, head_dim]");
@@ -281,6 +296,7 @@ void decode_attention(at::Tensor& out, const at::Tensor& q, const at::Tensor& k,
   a.scale = static_cast<float>(scale);
   a.causal = is_causal;
   set_window_and_soft_cap(a, window_left, logits_soft_cap);
+  a.lse = resolve_lse(lse, q);
   a.num_splits = num_splits > 0 ? static_cast<int>(num_splits)
                                 : dec::decode_attention_num_splits(a.batch, a.num_kv_heads,
                                                                    (a.num_q_heads / a.num_kv_heads) * a.seq_len_q,
@@ -351,10 +367,11 @@ TORCH_LIBRARY_FRAGMENT(cuda_llm_ops, m) {
   m.def(
       "paged_attention(Tensor(a!) out, Tensor q, Tensor k_cache, Tensor v_cache, Tensor block_tables, "
       "Tensor seq_lens, float scale, int num_splits, Tensor(b!)? workspace, int window_left=-1, "
-      "float logits_soft_cap=0.0) -> ()");
+      "float logits_soft_cap=0.0, Tensor(c!)? lse=None) -> ()");
   m.def(
       "decode_attention(Tensor(a!) out, Tensor q, Tensor k, Tensor v, float scale, bool is_causal, "
-      "int num_splits, Tensor(b!)? workspace, int window_left=-1, float logits_soft_cap=0.0) -> ()");
+      "int num_splits, Tensor(b!)? workspace, int window_left=-1, float logits_soft_cap=0.0, "
+      "Tensor(c!)? lse=None) -> ()");
   m.def("paged_kv_append(Tensor k, Tensor v, Tensor(a!) k_cache, Tensor(b!) v_cache, Tensor slot_mapping) -> ()");
   m.def(
       "decode_num_splits(int batch, int num_kv_heads, int rows_per_kv_head, int max_kv_len, int head_dim, "

@@ -78,6 +78,10 @@ struct DecodeAttentionArgs {
   int window_left = -1;
   // Logit soft-capping (Gemma 2): scores become cap * tanh(scale * q.k / cap); 0: off.
   float logits_soft_cap = 0.f;
+  // Optional float32 [B, Hq, Nq] (contiguous): each row's log-sum-exp of its scaled (and
+  // capped) scores, natural log; -inf for a row that sees no key (its output is 0). With
+  // it, attention over separate key ranges merges exactly (cascade / shared prefixes).
+  float* lse = nullptr;
   int num_splits = 1;   // resolved (>= 1); > 1 needs the workspace
   // Split calls: >= decode_attention_workspace_floats(...) floats, 16-byte aligned,
   // whose counter slots (see below) hold kSplitCounterIdle before the first call.

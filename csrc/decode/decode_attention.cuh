@@ -68,6 +68,7 @@ struct DecodeKernelParams {
   // cap_scale = scale / cap and cap_log2 = cap * log2(e); cap_scale 0: off (q.k * scale_log2).
   float cap_scale, cap_log2;
   int window_left;  // < 0: no sliding window (DecodeAttentionArgs::window_left)
+  float* lse;       // nullptr, or [total_rows] log-sum-exp of each row's scores (natural log)
   bool causal;
   int64_t total_rows;  // B * Hq * Nq
   // Head pairs (decode_packs_head_pairs, D = 128 only): 0, or the real query heads per KV
@@ -519,6 +520,13 @@ CLO_DEVICE void decode_fold_splits(int s0, int n, Load&& load, float& m, float& 
   m = m_new;
 }
 
+// A row's log-sum-exp in natural log from its (max, sum) in the log2 domain: -inf for a row
+// that saw no key, NaN for a bad index or a stale split group.
+CLO_DEVICE float decode_row_lse(float m, float l, bool nan_row) {
+  constexpr float kLn2 = 0.6931471805599453f;
+  return nan_row ? __int_as_float(0x7fc00000) : (l > 0.f ? (m + log2f(l)) * kLn2 : -INFINITY);
+}
+
 // Epilogue shared by the decode kernels: merge the math warps' online-softmax states
 // (log-sum-exp through smem), then write `out` (1 split) or this split's partials;
 // with splits, count the split in on the (batch, KV head, row tile)'s counter, and
@@ -625,6 +633,7 @@ CLO_DEVICE void decode_epilogue(const DecodeKernelParams& p, float (&o)[D / 8][4
       }
 #endif
       const float inv = bad ? nan : (st.y > 0.f ? 1.f / st.y : 0.f);
+      if (p.lse != nullptr && col == 0) p.lse[row_id_of(gr)] = decode_row_lse(st.x, st.y, bad);
       *out_ptr(gr, col) =
           make_uint2(pack_float2<T>(acc.x * inv, acc.y * inv), pack_float2<T>(acc.z * inv, acc.w * inv));
 #ifdef CLO_DEV_STAMPS
@@ -713,6 +722,7 @@ CLO_DEVICE void decode_epilogue(const DecodeKernelParams& p, float (&o)[D / 8][4
 #endif
     }
     const float inv = nan_seen ? nan : (l > 0.f ? 1.f / l : 0.f);
+    if (p.lse != nullptr && col == 0) p.lse[row_id] = decode_row_lse(m, l, nan_seen);
 #ifdef CLO_DEV_STAMPS
     if (p.dev_stamps != nullptr && idx == 0) {
       asm volatile("" ::"f"(inv), "f"(acc.x), "f"(acc.w));
@@ -964,6 +974,7 @@ cudaError_t run_decode_attention(const DecodeAttentionArgs& a, cudaStream_t stre
   p.cap_scale = a.logits_soft_cap > 0.f ? a.scale / a.logits_soft_cap : 0.f;
   p.cap_log2 = a.logits_soft_cap * kLog2e;
   p.window_left = a.window_left < 0 ? -1 : a.window_left;
+  p.lse = a.lse;
   p.causal = a.causal;
   p.total_rows = static_cast<int64_t>(a.batch) * a.num_q_heads * a.seq_len_q;
   p.pack_group = pack_group;

@@ -31,7 +31,8 @@ def attention_reference(
     dtype: torch.dtype = torch.float32,
     window_left: int = -1,
     logits_soft_cap: float = 0.0,
-) -> torch.Tensor:
+    return_lse: bool = False,
+) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
     """softmax(q k^T * scale) v in `dtype` (float32 default, float64 on request).
 
     q `[B, Hq, Nq, D]`, k and v `[B, Hkv, Nk, D]`, Hq a multiple of Hkv (query head
@@ -39,7 +40,8 @@ def attention_reference(
     `is_causal`, query i sees key j when j <= i + Nk - Nq; with `window_left >= 0`
     only when j >= i + Nk - Nq - window_left (a sliding window). `logits_soft_cap > 0`
     maps the scores to cap * tanh(scores / cap) before the softmax. A row that sees
-    no key outputs zeros. Returns `[B, Hq, Nq, D]` in `dtype`.
+    no key outputs zeros. Returns `[B, Hq, Nq, D]` in `dtype`; with `return_lse` also each
+    row's log-sum-exp of its (masked) scores `[B, Hq, Nq]` (natural log, -inf: no key).
     """
     b, hq, nq, d = q.shape
     hkv, nk = k.shape[1], k.shape[2]
@@ -63,4 +65,5 @@ def attention_reference(
         probs = torch.nan_to_num(probs, nan=0.0)  # rows with no visible key: all -inf -> zeros
     else:
         probs = torch.softmax(scores, dim=-1)
-    return torch.matmul(probs, vf)
+    out = torch.matmul(probs, vf)
+    return (out, torch.logsumexp(scores, dim=-1)) if return_lse else out

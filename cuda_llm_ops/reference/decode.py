@@ -25,28 +25,35 @@ def paged_attention_reference(
     dtype: torch.dtype = torch.float32,
     window_left: int = -1,
     logits_soft_cap: float = 0.0,
-) -> torch.Tensor:
+    return_lse: bool = False,
+) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
     """Decode attention through the block table, in `dtype` (float32 default, float64 on request).
 
     q `[B, Hq, D]`, or `[B, Hq, Nq, D]` for the last Nq keys of each sequence (query i at key
     seq_lens[b] - Nq + i, causal); caches `[num_blocks, block_size, Hkv, D]`; block_tables `[B, max_blocks]`;
     seq_lens `[B]` (sequence b sees its keys 0 .. seq_lens[b] - 1, with `window_left >= 0`
     only from seq_lens[b] - 1 - window_left; 0 keys give zeros); `logits_soft_cap` as
-    `attention_reference`. Returns q's shape in `dtype`.
+    `attention_reference`. Returns q's shape in `dtype` (with `return_lse` also the rows'
+    log-sum-exp, q's shape without D; -inf for rows that see no key).
     """
     multi = q.dim() == 4
     q4 = q if multi else q.unsqueeze(2)
     out = torch.zeros(q4.shape, dtype=dtype, device=q.device)
+    lse = torch.full(q4.shape[:-1], float("-inf"), dtype=dtype, device=q.device)
     lens = [int(x) for x in seq_lens.tolist()]
     for i, n in enumerate(lens):
         if n <= 0:
             continue
         k = gather_paged_kv(k_cache, block_tables[i], n).permute(1, 0, 2).unsqueeze(0)  # [1, Hkv, n, D]
         v = gather_paged_kv(v_cache, block_tables[i], n).permute(1, 0, 2).unsqueeze(0)
-        o = attention_reference(q4[i:i + 1], k, v, scale=scale, dtype=dtype, is_causal=True, window_left=window_left,
-                                logits_soft_cap=logits_soft_cap)  # [1, Hq, Nq, D]
+        o, row_lse = attention_reference(q4[i:i + 1], k, v, scale=scale, dtype=dtype, is_causal=True,
+                                         window_left=window_left, logits_soft_cap=logits_soft_cap,
+                                         return_lse=True)  # [1, Hq, Nq, D], [1, Hq, Nq]
         out[i] = o[0]
-    return out if multi else out[:, :, 0]
+        lse[i] = row_lse[0]
+    if not multi:
+        out, lse = out[:, :, 0], lse[:, :, 0]
+    return (out, lse) if return_lse else out
 
 
 def paged_kv_append_reference(k: torch.Tensor, v: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor,
