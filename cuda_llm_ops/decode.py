@@ -153,7 +153,7 @@ def merge_attention_states(out_a: torch.Tensor, lse_a: torch.Tensor, out_b: torc
     / (e^lse_a + e^lse_b), lse = log(e^lse_a + e^lse_b), in float32; returns (out in
     out_a's dtype, lse). A side with lse = -inf (no key) contributes nothing. Plain PyTorch."""
     m = torch.maximum(lse_a, lse_b)
-    m = torch.where(torch.isinf(m) & (m < 0), torch.zeros_like(m), m)  # both sides empty: no -inf - -inf
+    m = torch.where(torch.isneginf(m), torch.zeros_like(m), m)  # both sides empty: no -inf - -inf
     wa, wb = torch.exp(lse_a - m), torch.exp(lse_b - m)
     total = wa + wb
     safe = torch.where(total > 0, total, torch.ones_like(total))
@@ -535,10 +535,9 @@ def decode_head_dim_fits(head_dim: int, device: torch.device | str | int | None 
     """Whether the decode kernels run at `head_dim` on `device` (default: the current
     one): every decode head dim on sm_80 and sm_90; GPUs with 99 KB of shared memory
     per block (sm_86/89/120: A10, L4, L40S, RTX 4090/5090) run head dims up to 128, not
-    136-256 (the 256-wide kernel's)
-    (`paged_attention` / `decode_attention` refuse it there; `flash_attention` keeps
-    such calls on its prefill kernel). Remembered per device (flash_attention asks on
-    every call)."""
+    136-256, which need the 256-wide kernel (`paged_attention` / `decode_attention` refuse
+    them there; `flash_attention` keeps such calls on its prefill kernel). Remembered per
+    device (flash_attention asks on every call)."""
     if device is None:
         index = torch.cuda.current_device()
     else:

@@ -55,7 +55,7 @@ void check_paged_caches(const at::Tensor& k_cache, const at::Tensor& v_cache, co
 }
 
 void check_head_dim(int64_t d) {
-  CLO_CHECK(dec::head_dim_supported(static_cast<int>(d)), "head_dim must be a multiple of 8 in [8, ",
+  CLO_CHECK(dec::decode_kernel_head_dim(static_cast<int>(d)) != 0, "head_dim must be a multiple of 8 in [8, ",
             dec::kDecodeMaxHeadDim, "], got ", d);
   CLO_CHECK(dec::decode_head_dim_fits(static_cast<int>(d)), "head_dim ", d, " needs ",
               dec::decode_min_smem_bytes(static_cast<int>(d)),
@@ -94,6 +94,13 @@ void check_grid(int64_t batch, int64_t num_q_heads) {
   CLO_CHECK(num_q_heads >= 1, "num_q_heads must be >= 1, got ", num_q_heads);
 }
 
+// A split workspace tensor: float32, contiguous, on a CUDA device.
+void check_workspace_tensor(const at::Tensor& w) {
+  check_cuda(w, "workspace");
+  check_dtype(w, at::kFloat, "workspace");
+  check_contiguous(w, "workspace");
+}
+
 // Returns the workspace pointer of a split call: the given one (from the Python
 // helpers: counters at rest, kept so by every call), or a fresh one whose counter
 // slots (its last decode_workspace_counter_slots(numel) floats) are set here
@@ -105,10 +112,8 @@ float* resolve_workspace(dec::DecodeAttentionArgs& a, const std::optional<at::Te
   if (need == 0) return nullptr;
   if (workspace.has_value()) {
     const at::Tensor& w = *workspace;
-    check_cuda(w, "workspace");
+    check_workspace_tensor(w);
     check_same_device(w, like, "workspace", "q");
-    check_dtype(w, at::kFloat, "workspace");
-    check_contiguous(w, "workspace");
     CLO_CHECK(reinterpret_cast<uintptr_t>(w.data_ptr()) % 16 == 0,
               "workspace must be 16-byte aligned (pass the tensor from decode_workspace / "
               "paged_attention_workspace, not a slice of it)");
@@ -125,9 +130,7 @@ float* resolve_workspace(dec::DecodeAttentionArgs& a, const std::optional<at::Te
 
 // Sets a workspace's split counters to their rest value (the Python helpers' allocation).
 void decode_workspace_init(at::Tensor& workspace) {
-  check_cuda(workspace, "workspace");
-  check_dtype(workspace, at::kFloat, "workspace");
-  check_contiguous(workspace, "workspace");
+  check_workspace_tensor(workspace);
   const c10::cuda::CUDAGuard guard(workspace.device());
   check_launch(dec::decode_workspace_init(workspace.data_ptr<float>(), workspace.numel(), current_stream(workspace)),
                "decode_workspace_init");
@@ -136,9 +139,7 @@ void decode_workspace_init(at::Tensor& workspace) {
 // A 0-dim bool tensor on the workspace's device: some split counter is not at rest (no
 // synchronisation: the caller folds it into its own host check).
 at::Tensor decode_workspace_counters_stale(const at::Tensor& workspace) {
-  check_cuda(workspace, "workspace");
-  check_dtype(workspace, at::kFloat, "workspace");
-  check_contiguous(workspace, "workspace");
+  check_workspace_tensor(workspace);
   const int64_t slots = dec::decode_workspace_counter_slots(workspace.numel());
   const at::Tensor counters = workspace.narrow(0, workspace.numel() - slots, slots).view(at::kInt);
   return counters.ne(dec::kSplitCounterIdle).any();

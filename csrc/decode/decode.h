@@ -24,7 +24,6 @@ constexpr int decode_kernel_head_dim(int d) {
     if (d <= s) return s;
   return 0;
 }
-inline bool head_dim_supported(int d) { return decode_kernel_head_dim(d) != 0; }
 
 // Query rows one thread block serves (one m16 tensor-core tile): all query heads
 // of one KV head times the query positions, up to 16 rows per block.
@@ -43,7 +42,7 @@ struct DecodeAttentionArgs {
   DType dtype = DType::kFloat16;  // float16 or bfloat16
   int head_dim = 0;  // any decode_kernel_head_dim accepts
   int batch = 0, num_q_heads = 0, num_kv_heads = 0;
-  int seq_len_q = 1;  // query rows per (batch, head); 1 for paged decode
+  int seq_len_q = 1;  // query rows per (batch, head): the new tokens (1 for plain decode)
 
   // q and out: [B, Hq, Nq, D] addressed by strides (elements), last dim contiguous.
   const void* q = nullptr;
@@ -71,7 +70,7 @@ struct DecodeAttentionArgs {
   int seq_len_k = 0;
 
   float scale = 1.f;    // softmax scale (natural-log domain)
-  bool causal = false;  // query i sees key j when j <= i + Nk - Nq (strided only)
+  bool causal = false;  // query i sees key j when j <= i + Nk - Nq (paged: always, Nk = seq_len)
   // Sliding window: query i (at key position p = i + Nk - Nq; paged: seq_len - 1) sees
   // keys j >= p - window_left only; < 0: no window. Keys before the lowest query's
   // window are not read (HF / vLLM sliding_window W is window_left = W - 1).
@@ -145,7 +144,8 @@ int64_t decode_attention_workspace_floats(int batch, int num_q_heads, int seq_le
 
 // Whether the decode kernels run at this head dim on the current device: every head
 // dim fits sm_80 and sm_90; GPUs with 99 KB of shared memory per block (sm_86/89/120)
-// run D = 96 and 128 on 2 pipeline stages and cannot run D = 256 (140 KB at 2 stages).
+// run the 96- and 128-wide kernels on 2 pipeline stages and cannot run the 256-wide one
+// (140 KB at 2 stages): head dims up to 128 only.
 bool decode_head_dim_fits(int head_dim);
 // The least shared memory per block a decode kernel at this head dim needs (0 for an
 // unsupported head dim).
