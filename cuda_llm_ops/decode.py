@@ -39,6 +39,16 @@ sliding window (`window_left`: each query sees the window_left keys before its o
 position and itself; the keys before the window are not read) and logit soft-capping
 (`logits_soft_cap`: scores become cap * tanh(score / cap), Gemma 2).
 
+FP8 KV cache (vLLM's `kv_cache_dtype="fp8"`, e4m3): `paged_attention` takes caches of
+dtype `torch.float8_e4m3fn` with float16/bfloat16 q, each K element standing for its
+value times `k_scale` and each V element for its value times `v_scale` (per-tensor
+scales, floats: a captured graph keeps them); `paged_kv_append` writes such caches,
+storing `e4m3(x / scale)` rounded to nearest and saturated to +-448. Half the bytes of
+a 16-bit cache are read, so a memory-bound decode step takes about half the time. The
+warps convert the K/V fragments they load to q's dtype in registers (exactly: e4m3 fits
+float16 and bfloat16) and run the same tensor-core math; head_dim a multiple of 16
+(16-byte cache rows); the cp.async kernel on every GPU, no head pairs.
+
 Index checks and CUDA graphs: a block index outside `[0, num_blocks)` or a
 seq_len outside `[0, table capacity]` is data on the GPU; checking it on the
 host needs a synchronisation. `check_indices=None` (default) checks on the host
@@ -84,6 +94,8 @@ from .validation import (
 )
 
 DECODE_DTYPES = (torch.float16, torch.bfloat16)
+# The quantized KV-cache dtype paged_attention / paged_kv_append take (module docstring).
+FP8_KV_DTYPE = torch.float8_e4m3fn
 # Head dims with a compiled decode kernel; every other multiple of 8 up to
 # DECODE_MAX_HEAD_DIM runs on the next wider one (`decode_kernel_head_dim`).
 DECODE_KERNEL_HEAD_DIMS = (64, 96, 128, 256)
@@ -167,6 +179,20 @@ def _read_kv_len(max_kv_len: int, seq_len_q: int, window_left: int) -> int:
     return max_kv_len if window_left < 0 else min(max_kv_len, window_left + seq_len_q + 63)
 
 
+def _check_kv_scales(fp8: bool, k_scale: float, v_scale: float) -> None:
+    """FP8 caches' scales: finite float32 values > 0; 16-bit caches take none (1.0)."""
+    for x, name in ((k_scale, "k_scale"), (v_scale, "v_scale")):
+        if not isinstance(x, (int, float)) or isinstance(x, bool):
+            raise ValueError(f"{name} must be a float, got {x!r}")
+        if fp8:
+            f32 = float(torch.tensor(float(x), dtype=torch.float32))
+            if not (math.isfinite(x) and x > 0 and math.isfinite(f32) and f32 > 0):
+                raise ValueError(f"{name} must be a finite float32 > 0, got {x!r}")
+        elif x != 1.0:
+            raise ValueError(f"{name} applies to float8_e4m3fn caches only and must be 1.0 for 16-bit caches, "
+                             f"got {x!r}")
+
+
 def _check_num_splits(num_splits: int) -> None:
     if not isinstance(num_splits, int) or num_splits < 0 or num_splits > MAX_SPLITS:
         raise ValueError(f"num_splits must be an int in [0, {MAX_SPLITS}] (0: heuristic), got {num_splits!r}")
@@ -212,8 +238,9 @@ def validate_paged_attention_inputs(q, k_cache, v_cache, block_tables, seq_lens,
     check_rank(block_tables, "block_tables", 2, "[batch, max_blocks_per_seq]")
     check_rank(seq_lens, "seq_lens", 1, "[batch]")
     check_dtype(q, "q", DECODE_DTYPES)
-    check_same_dtype(k_cache, "k_cache", q, "q")
-    check_same_dtype(v_cache, "v_cache", q, "q")
+    if k_cache.dtype != FP8_KV_DTYPE:
+        check_same_dtype(k_cache, "k_cache", q, "q")
+    check_same_dtype(v_cache, "v_cache", k_cache, "k_cache")
     check_dtype(block_tables, "block_tables", torch.int32)
     check_dtype(seq_lens, "seq_lens", torch.int32)
     b, hq, d = q.shape[0], q.shape[1], q.shape[-1]
@@ -309,6 +336,8 @@ def decode_num_splits(batch: int, num_kv_heads: int, rows_per_kv_head: int, max_
       sm_90, or head_dim 96): 2 (e.g. B=64, N=4096, MHA); the TMA kernel that takes
       those grids on sm_90 at head_dim 64, 128 and 256 runs 1;
     - otherwise 1 (one pass per sequence).
+    With `dtype=torch.float8_e4m3fn` (FP8 caches) about two blocks per SM instead:
+    `2 * SMs // base` splits (same limits) while base <= SMs, else 1.
     Measured best on the H100 (csrc/decode/NOTES.md). It depends on host-known
     shapes only (`max_kv_len` is the table capacity, not the seq_lens), so a captured
     CUDA graph and its preallocated workspace stay valid for any seq_lens.
@@ -352,9 +381,10 @@ def decode_workspace(batch: int, num_q_heads: int, num_kv_heads: int, head_dim: 
 
 
 def _check_workspace(workspace, q: torch.Tensor, num_kv_heads: int, seq_len_q: int, max_kv_len: int,
-                     num_splits: int) -> None:
+                     num_splits: int, cache_dtype: torch.dtype | None = None) -> None:
     """The workspace a call will use must be float32, contiguous, on q's device and big
-    enough for its split count (host-side numbers only: no synchronisation)."""
+    enough for its split count (host-side numbers only: no synchronisation);
+    `cache_dtype` (default q's) is the split heuristic's dtype."""
     if workspace is None or torch.compiler.is_compiling():  # the op re-checks the real tensors
         return
     check_tensor(workspace, "workspace")
@@ -367,7 +397,7 @@ def _check_workspace(workspace, q: torch.Tensor, num_kv_heads: int, seq_len_q: i
                          "paged_attention_workspace as returned (not a slice of it)")
     b, hq, d = q.shape[0], q.shape[1], q.shape[-1]
     splits = num_splits or decode_num_splits(b, num_kv_heads, (hq // num_kv_heads) * seq_len_q, max_kv_len, d,
-                                             q.dtype)
+                                             cache_dtype or q.dtype)
     need = int(_ops.op("decode_workspace_numel")(b, hq, seq_len_q, d, splits))
     if workspace.numel() < need:
         raise ValueError(f"workspace must hold at least {need} float32 elements for num_splits={splits}, got "
@@ -388,14 +418,15 @@ def paged_attention_workspace(q: torch.Tensor, k_cache: torch.Tensor, block_tabl
     b, hq, d = q.shape[0], q.shape[1], q.shape[-1]
     nq = q.shape[2] if q.dim() == 4 else 1
     cap = block_tables.shape[1] * k_cache.shape[1]
-    return decode_workspace(b, hq, k_cache.shape[2], d, cap, q.dtype, nq, num_splits, q.device)
+    return decode_workspace(b, hq, k_cache.shape[2], d, cap, k_cache.dtype, nq, num_splits, q.device)
 
 
 def paged_attention(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, block_tables: torch.Tensor,
                     seq_lens: torch.Tensor, scale: float = 0.0, out: torch.Tensor | None = None, num_splits: int = 0,
                     workspace: torch.Tensor | None = None, check_indices: bool | None = None,
                     window_left: int = -1, logits_soft_cap: float = 0.0, lse: torch.Tensor | None = None,
-                    return_lse: bool = False) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
+                    return_lse: bool = False, k_scale: float = 1.0,
+                    v_scale: float = 1.0) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
     """Decode attention over a paged KV cache (one query token per sequence).
 
     Args:
@@ -403,8 +434,9 @@ def paged_attention(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tenso
             for Nq new tokens per sequence (speculative decoding: they are the last Nq
             of its seq_len keys, and query i sees keys up to seq_len - Nq + i). Meant for
             Nq * Hq / Hkv <= 16 (one thread block's rows), as `decode_attention`.
-        k_cache, v_cache: `[num_blocks, block_size, Hkv, D]`, q's dtype, contiguous;
-            Hq a multiple of Hkv; block_size a power of two; D a multiple of 8 up to 256.
+        k_cache, v_cache: `[num_blocks, block_size, Hkv, D]`, q's dtype or both
+            `torch.float8_e4m3fn` (FP8 cache, D a multiple of 16), contiguous; Hq a
+            multiple of Hkv; block_size a power of two; D a multiple of 8 up to 256.
         block_tables: int32 `[B, max_blocks_per_seq]` (last dim contiguous), physical
             block of each logical block; entries past a sequence's length are ignored.
         seq_lens: int32 `[B]`, keys per sequence, `0 <= seq_len <= max_blocks_per_seq * block_size`.
@@ -431,6 +463,8 @@ def paged_attention(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tenso
             and each request's own keys: cascade attention) then merges exactly with
             `merge_attention_states`. Written in place (graph-capturable).
         return_lse: return `(out, lse)`, allocating `lse` when not given.
+        k_scale, v_scale: FP8 caches' dequantization scales (K = k_cache * k_scale, V =
+            v_cache * v_scale), finite and > 0; must stay 1.0 for 16-bit caches.
 
     Returns:
         q's shape (`[B, Hq, D]` or `[B, Hq, Nq, D]`) in q's dtype (`out` when given);
@@ -444,9 +478,11 @@ def paged_attention(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tenso
         resolve_scale(scale, q.shape[-1])
         _check_window_and_soft_cap(window_left, logits_soft_cap)
         _check_lse(lse, q)
+        _check_kv_scales(k_cache.dtype == FP8_KV_DTYPE, k_scale, v_scale)
         nq = q.shape[2] if q.dim() == 4 else 1
         _check_workspace(workspace, q, k_cache.shape[2], nq,
-                         _read_kv_len(block_tables.shape[1] * k_cache.shape[1], nq, window_left), num_splits)
+                         _read_kv_len(block_tables.shape[1] * k_cache.shape[1], nq, window_left), num_splits,
+                         k_cache.dtype)
 
     if _host_checks_allowed(check_indices, "check_indices"):
         explain()  # this path synchronises anyway
@@ -456,7 +492,7 @@ def paged_attention(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tenso
         result = torch.empty_like(q, memory_format=torch.contiguous_format) if out is None else out
         row_lse = _lse_for(lse, return_lse, q)
         kernel(result, q, k_cache, v_cache, block_tables, seq_lens, resolve_scale(scale, q.shape[-1]), num_splits,
-               workspace, window_left, float(logits_soft_cap), row_lse)
+               workspace, window_left, float(logits_soft_cap), row_lse, float(k_scale), float(v_scale))
         return (result, row_lse) if return_lse else result
 
     return call_or_explain(call, explain)
@@ -558,18 +594,25 @@ def use_decode_path(q) -> bool:
 
 
 def paged_kv_append(k: torch.Tensor, v: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor,
-                    slot_mapping: torch.Tensor, check_slots: bool | None = None) -> None:
+                    slot_mapping: torch.Tensor, check_slots: bool | None = None, k_scale: float = 1.0,
+                    v_scale: float = 1.0) -> None:
     """Write new tokens' K/V into the paged cache (vLLM's reshape_and_cache), in place.
 
     Args:
         k, v: `[T, Hkv, D]` (token/head strides free, last dim contiguous and 16-byte
-            aligned rows), the caches' dtype (float16, bfloat16 or float32).
-        k_cache, v_cache: `[num_blocks, block_size, Hkv, D]`, contiguous.
+            aligned rows), float16, bfloat16 or float32: the caches' dtype, or any of
+            them into FP8 caches.
+        k_cache, v_cache: `[num_blocks, block_size, Hkv, D]`, contiguous, one dtype;
+            `torch.float8_e4m3fn` caches store `e4m3(k / k_scale)` and `e4m3(v / v_scale)`
+            (x times the float32 reciprocal of the scale, rounded to nearest, saturated
+            to +-448; D a multiple of 16), as `paged_attention(..., k_scale, v_scale)`
+            reads them.
         slot_mapping: int64 or int32 `[T]`, flat slot `block * block_size + offset`
             of each token; a negative slot skips the token (padding).
         check_slots: host check that every slot is < num_blocks * block_size (one
             sync; None: on except under CUDA-graph capture / torch.compile). The
             kernel skips such slots in every mode, so it never writes out of bounds.
+        k_scale, v_scale: FP8 caches' quantization scales (finite, > 0); 1.0 for others.
     """
     kernel = _ops.op("paged_kv_append")  # first, so a build without kernels says so
     for t, name in ((k, "k"), (v, "v"), (k_cache, "k_cache"), (v_cache, "v_cache"), (slot_mapping, "slot_mapping")):
@@ -580,8 +623,11 @@ def paged_kv_append(k: torch.Tensor, v: torch.Tensor, k_cache: torch.Tensor, v_c
     check_rank(v_cache, "v_cache", 4, "[num_blocks, block_size, num_kv_heads, head_dim]")
     check_rank(slot_mapping, "slot_mapping", 1, "[num_tokens]")
     check_dtype(k, "k", (torch.float16, torch.bfloat16, torch.float32))
-    for t, name in ((v, "v"), (k_cache, "k_cache"), (v_cache, "v_cache")):
-        check_same_dtype(t, name, k, "k")
+    check_same_dtype(v, "v", k, "k")
+    if k_cache.dtype != FP8_KV_DTYPE:
+        check_same_dtype(k_cache, "k_cache", k, "k")
+    check_same_dtype(v_cache, "v_cache", k_cache, "k_cache")
+    _check_kv_scales(k_cache.dtype == FP8_KV_DTYPE, k_scale, v_scale)
     check_dtype(slot_mapping, "slot_mapping", (torch.int64, torch.int32))
     if tuple(v.shape) != tuple(k.shape):
         raise ValueError(f"v must have k's shape {tuple(k.shape)}, got {tuple(v.shape)}")
@@ -609,12 +655,12 @@ def paged_kv_append(k: torch.Tensor, v: torch.Tensor, k_cache: torch.Tensor, v_c
             i = int(too_big.nonzero()[0, 0])
             raise ValueError(f"slot_mapping[{i}] = {int(slot_mapping[i])} is past the cache "
                              f"(num_blocks x block_size = {n_slots} slots)")
-    kernel(k, v, k_cache, v_cache, slot_mapping)
+    kernel(k, v, k_cache, v_cache, slot_mapping, float(k_scale), float(v_scale))
 
 
 @_ops.register_fake("paged_attention")
 def _paged_attention_fake(out, q, k_cache, v_cache, block_tables, seq_lens, scale, num_splits, workspace,
-                          window_left=-1, logits_soft_cap=0.0, lse=None):
+                          window_left=-1, logits_soft_cap=0.0, lse=None, k_scale=1.0, v_scale=1.0):
     return None
 
 
@@ -630,5 +676,5 @@ def _decode_workspace_init_fake(workspace):
 
 
 @_ops.register_fake("paged_kv_append")
-def _paged_kv_append_fake(k, v, k_cache, v_cache, slot_mapping):
+def _paged_kv_append_fake(k, v, k_cache, v_cache, slot_mapping, k_scale=1.0, v_scale=1.0):
     return None

@@ -404,14 +404,17 @@ def _lens(seq_lens, batch: int | None) -> list[int]:
 
 
 def decode_attention_work(batch: int, heads_q: int, heads_kv: int, seq_lens, head_dim: int,
-                          elem_bytes: int = 2, seq_len_q: int = 1) -> Work:
+                          elem_bytes: int = 2, seq_len_q: int = 1, kv_elem_bytes: int | None = None) -> Work:
     """`seq_len_q` new query tokens per sequence (1: decode) against a KV cache: 4 * Hq * D
     FLOPs per cached token and query (the causal triangle among the new tokens ignored);
-    bytes = K and V read once (per KV head) + q read + o written."""
+    bytes = K and V read once (per KV head, `kv_elem_bytes` each: 1 for an FP8 cache;
+    default `elem_bytes`) + q read + o written (`elem_bytes` each)."""
     lens = _lens(seq_lens, batch)
     total = float(sum(lens))
     flops = 4.0 * heads_q * head_dim * total * seq_len_q
-    nbytes = elem_bytes * (2.0 * heads_kv * head_dim * total + 2.0 * len(lens) * heads_q * head_dim * seq_len_q)
+    kv_bytes = elem_bytes if kv_elem_bytes is None else kv_elem_bytes
+    nbytes = (kv_bytes * 2.0 * heads_kv * head_dim * total
+              + elem_bytes * 2.0 * len(lens) * heads_q * head_dim * seq_len_q)
     return Work(flops, nbytes)
 
 

@@ -273,6 +273,36 @@ def graph_knob_sweep(iters, copy_bw, dtype=torch.float16):
         torch.cuda.empty_cache()
 
 
+def fp8_split_sweep(iters, copy_bw):
+    """FP8 caches: forced split counts on small and medium grids (graph replays over
+    rotated inputs, cold L2, as llm-speed bench times them); % of the copy rate on the
+    FP8 bytes. bf16 q on one shape (its dequantization goes through float)."""
+    from cuda_llm_ops.decode import paged_attention, paged_attention_workspace
+    from cuda_llm_ops.timing import rotation_count
+    shapes = [(16, 1024, 8, (1, 2, 3), torch.float16), (16, 16384, 8, (1, 2, 3, 4), torch.float16),
+              (16, 16384, 8, (1, 2, 3), torch.bfloat16), (64, 1024, 8, (1, 2), torch.float16),
+              (1, 16384, 8, (16, 24, 32, 48), torch.float16), (64, 4096, 32, (1, 2), torch.float16)]
+    for B, N, Hkv, splits, dt in shapes:
+        case = cd.fp8_case(B, N, Hkv, dt)
+        sets = [case.make_inputs() for _ in range(rotation_count(case.bytes))]
+        parts = []
+        for ns in splits:
+            fns = []
+            for inp in sets:
+                q, kc, vc = inp["q"], inp["k_cache_fp8"], inp["v_cache_fp8"]
+                bt, sl = inp["block_tables"], inp["seq_lens"]
+                out, ws = torch.empty_like(q), paged_attention_workspace(q, kc, bt, num_splits=ns)
+                fns.append(lambda q=q, kc=kc, vc=vc, bt=bt, sl=sl, out=out, ws=ws, ns=ns: paged_attention(
+                    q, kc, vc, bt, sl, out=out, num_splits=ns, workspace=ws, check_indices=False,
+                    k_scale=cd.FP8_SCALE, v_scale=cd.FP8_SCALE))
+            t = benchmark(None, warmup=3, iterations=iters, cold_l2=True, cuda_graph=True, fn_sets=fns).median_ms
+            pct = 100 * case.bytes / (t * 1e-3) / 1e12 / copy_bw
+            parts.append(f"s{ns} {t * 1e3:.1f}us {pct:.1f}%")
+        print(f"fp8 {str(dt)[6:]} B={B} N={N} Hkv={Hkv} (sets {len(sets)}) | " + " | ".join(parts), flush=True)
+        del sets
+        torch.cuda.empty_cache()
+
+
 def anchor_method(iters, dtype=torch.float16):
     """The shared anchors' method (warm L2, eager calls, one CUDA-event pair per call, no
     graph) next to this repo's bench method (cold L2 by rotation, graph replays), on
@@ -307,6 +337,8 @@ def main() -> int:
     ap.add_argument("--pack-confirm", action="store_true", help="--pack-sweep on the large grids, three rounds")
     ap.add_argument("--graph-knobs", action="store_true",
                     help="split counts and TMA depths on the small-grid targets, timed as llm-speed bench does")
+    ap.add_argument("--fp8-splits", action="store_true",
+                    help="FP8 caches: forced split counts on small and medium grids, timed as llm-speed bench does")
     ap.add_argument("--anchor", action="store_true",
                     help="SDPA and ours timed the shared anchors' way (eager, warm L2) and in graphs")
     args = ap.parse_args()
@@ -326,6 +358,9 @@ def main() -> int:
         anchor_method(args.iters)
     if args.graph_knobs:
         graph_knob_sweep(args.iters, bw)
+        return 0
+    if args.fp8_splits:
+        fp8_split_sweep(args.iters, bw)
         return 0
     if args.pack_sweep or args.pack_confirm:
         cases = PACK_CONFIRM_CASES if args.pack_confirm else PACK_SWEEP_CASES

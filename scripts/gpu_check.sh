@@ -35,6 +35,14 @@ if [ $rc -ne 0 ]; then
   exit 1
 fi
 python3 -c "import cuda_llm_ops as c; print('kernels:', c.kernels_available(), c.build_info())"
+# Device-code checks outside the extension: the FP8 conversions (the bit-trick path sm_80
+# runs, against the sm_89+ instruction, on all inputs).
+if [ "${SKIP_TESTS:-0}" != "1" ]; then
+  nvcc -std=c++20 -arch=sm_90a -Icsrc/include -o "$OUT/check_fp8_convert" scripts/check_fp8_convert.cu \
+    && "$OUT/check_fp8_convert" >"$OUT/check_fp8.log" 2>&1
+  summary+=("fp8 conversion check: rc=$? $(tail -1 "$OUT/check_fp8.log" 2>/dev/null)")
+  rm -f "$OUT/check_fp8_convert"
+fi
 
 if [ "${SKIP_TESTS:-0}" != "1" ]; then
 python3 -m pytest -q -m "cuda and not slow" $TESTS -p no:cacheprovider --durations=15 2>&1 | tee "$OUT/test_cuda.log" >/dev/null

@@ -904,6 +904,27 @@ for v in (0, 1, 2):  # CLO_DECODE_VARIANT: automatic, the cp.async kernel, the T
     torch.cuda.synchronize()
     assert llm.decode.decode_workspace_counters_idle(ws), f"variant {v}: counters not reset"
     print(f"variant {v} ok", flush=True)
+# FP8 caches: the cp.async kernel under every variant (no TMA kernel reads them), 6 stages
+# (3 at D = 256).
+from cuda_llm_ops.reference import quantize_fp8_e4m3
+def fp8_problem(d, seed):
+    q, kc, vc, table, sl = paged_problem([700, 1, 3000], 2, 4, d, 16, torch.float16, seed)
+    return q, quantize_fp8_e4m3(kc, 0.05), quantize_fp8_e4m3(vc, 0.05), table, sl
+def fp8_check(d, stages, what, seed):
+    q, kc, vc, table, sl = fp8_problem(d, seed)
+    fn = lambda: llm.paged_attention(q, kc, vc, table, sl, num_splits=3, check_indices=False, k_scale=0.05,
+                                     v_scale=0.05)
+    assert_close(fn(), paged_attention_reference(q, kc, vc, table, sl, k_scale=0.05, v_scale=0.05),
+                 dtype=torch.float16, what=what)
+    names = kernel_names(fn)
+    assert "tma_kernel" not in names and re.search(
+        rf"attention_kernel<[^<>,]+, (\(int\))?{d}, (\(int\))?{stages}, [^<>,]+, __nv_fp8_e4m3>", names), \
+        f"{what}: {names[:300]}"
+for v in (0, 2):
+    os.environ["CLO_DECODE_VARIANT"] = str(v)
+    for d, stages in ((64, 6), (96, 6), (128, 6), (256, 3)):
+        fp8_check(d, stages, f"fp8 variant {v} D={d}", 5000 + d)
+print("fp8 ok", flush=True)
 # A GPU with 99 KB of shared memory per block (sm_86/89/120), as the CLO_DECODE_SMEM_LIMIT
 # knob makes this one: D = 96/128 on the 2-stage cp.async kernel (3 stages need 100-101
 # KB; the TMA kernel does not fit either), D = 64 unchanged, D = 256 refused with a clear
@@ -926,6 +947,8 @@ for v in (0, 1, 2):
         assert_close(llm.flash_attention(qc, kk, kk, is_causal=True), attention_reference(qc, kk, kk, is_causal=True),
                      dtype=torch.float16, what=f"99 KB, variant {v}, contiguous D={d}")
         assert llm.decode_head_dim_fits(d) and llm.decode.use_decode_path(qc)
+        if d in (96, 128):  # FP8: 6 stages need 100-101 KB, 4 take 68-69 KB
+            fp8_check(d, 4, f"99 KB, fp8 variant {v}, D={d}", 6000 + d)
     q, kc, vc, table, sl = paged_problem([70], 1, 2, 256, 16, torch.float16, 4256)
     assert not llm.decode_head_dim_fits(256) and not llm.decode_head_dim_fits(256, "cuda:0")
     assert not llm.decode_head_dim_fits(136) and llm.decode_head_dim_fits(120)  # on the 256 / 128 kernels
@@ -980,3 +1003,188 @@ def test_decode_dev_variants_match_reference():
     res = subprocess.run([sys.executable, "-c", _VARIANT_SCRIPT], cwd=root, env=env, capture_output=True,
                          text=True, timeout=600)
     assert res.returncode == 0 and "ALL VARIANTS OK" in res.stdout, (res.stdout[-3000:] + res.stderr[-5000:])
+
+
+# ---- FP8 (e4m3) KV cache ----------------------------------------------------------
+
+def _fp8_problem(lens, hkv, group, d, block_size, dtype, seed, k_scale, v_scale):
+    """make_paged_problem with its caches quantized to e4m3 (scales chosen so some values
+    saturate at small scales and some are e4m3 denormals)."""
+    from cuda_llm_ops.reference import quantize_fp8_e4m3
+    q, kc, vc, table, seq_lens = make_paged_problem(lens, hkv, group, d, block_size, dtype, seed)
+    return q, quantize_fp8_e4m3(kc, k_scale), quantize_fp8_e4m3(vc, v_scale), table, seq_lens
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    lens=st.lists(st.one_of(st.integers(1, 4096), st.sampled_from([1, 17, 63, 64, 65, 1000])), min_size=1,
+                  max_size=4),
+    block_size=st.sampled_from([8, 16, 32, 256]),
+    group=st.sampled_from([1, 3, 4, 8]),
+    hkv=st.integers(1, 3),
+    d=st.sampled_from([16, 32, 64, 80, 96, 112, 128, 160, 192, 256]),
+    dtype=st.sampled_from(DTYPES),
+    num_splits=st.sampled_from([0, 1, 3, 16]),
+    scales=st.sampled_from([(1.0, 1.0), (0.01, 0.5), (0.3, 2.0), (4.0, 0.02)]),
+    window_left=st.one_of(st.just(-1), st.just(-1), st.integers(0, 3000)),
+    cap=st.sampled_from([0.0, 0.0, 30.0]),
+    nq=st.sampled_from([1, 1, 2]),
+    seed=st.integers(0, 2**16),
+)
+def test_paged_attention_fp8_cache_matches_reference(lens, block_size, group, hkv, d, dtype, num_splits, scales,
+                                                     window_left, cap, nq, seed):
+    require_op("paged_attention")
+    assume(llm.decode_head_dim_fits(d))
+    k_scale, v_scale = scales
+    q, kc, vc, table, seq_lens = _fp8_problem(lens, hkv, group, d, block_size, dtype, seed, k_scale, v_scale)
+    if nq > 1:
+        g = torch.Generator(device="cuda").manual_seed(seed)
+        q = torch.randn(q.shape[0], nq, q.shape[1], d, device="cuda", generator=g).to(dtype).transpose(1, 2)
+    assert kc.dtype == torch.float8_e4m3fn
+    out = poison_(torch.empty_like(q))
+    lse = torch.full(q.shape[:-1], float("nan"), device="cuda")
+    res = llm.paged_attention(q, kc, vc, table, seq_lens, out=out, num_splits=num_splits, window_left=window_left,
+                              logits_soft_cap=cap, k_scale=k_scale, v_scale=v_scale, lse=lse)
+    assert res is out
+    ref, ref_lse = paged_attention_reference(q, kc, vc, table, seq_lens, window_left=window_left,
+                                             logits_soft_cap=cap, k_scale=k_scale, v_scale=v_scale, return_lse=True)
+    what = f"fp8 paged_attention lens={lens} bs={block_size} G={group} D={d} scales={scales} nq={nq}"
+    assert_close(out, ref, dtype=dtype, what=what)
+    torch.testing.assert_close(lse, ref_lse.float(), rtol=1e-3, atol=1e-3, msg=what)
+
+
+def test_paged_attention_fp8_cache_close_to_unquantized():
+    """The quantization error itself: attention over an e4m3 cache of randn K/V stays
+    within a few percent of attention over the 16-bit values it was made from."""
+    require_op("paged_attention")
+    from cuda_llm_ops.reference import quantize_fp8_e4m3
+    q, kc, vc, table, seq_lens = make_paged_problem([16384, 3000, 1], 8, 4, 128, 16, torch.float16, 21)
+    k_scale, v_scale = float(kc.float().abs().max()) / 448, float(vc.float().abs().max()) / 448
+    out8 = llm.paged_attention(q, quantize_fp8_e4m3(kc, k_scale), quantize_fp8_e4m3(vc, v_scale), table, seq_lens,
+                               k_scale=k_scale, v_scale=v_scale)
+    ref = paged_attention_reference(q, kc, vc, table, seq_lens)
+    assert_close(out8, ref, rel_tol=0.06, what="fp8 cache vs the 16-bit cache it quantizes")
+
+
+@pytest.mark.parametrize("src_dtype", [torch.float16, torch.bfloat16, torch.float32])
+@pytest.mark.parametrize("slot_dtype", [torch.int64, torch.int32])
+def test_paged_kv_append_fp8_bit_exact(src_dtype, slot_dtype):
+    require_op("paged_kv_append")
+    nb, bs, hkv, d, t = 40, 16, 4, 80, 300
+    k_cache = torch.randint(0, 256, (nb, bs, hkv, d), device="cuda", dtype=torch.uint8).view(torch.float8_e4m3fn)
+    v_cache = torch.randint(0, 256, (nb, bs, hkv, d), device="cuda", dtype=torch.uint8).view(torch.float8_e4m3fn)
+    qkv = torch.randn(t, 3 * hkv, d, device="cuda").to(src_dtype) * 3
+    qkv[0, hkv, :4] = torch.tensor([1e4, -1e4, 1e-6, 0.0])  # saturates, saturates, denormal/zero, zero
+    k, v = qkv[:, hkv:2 * hkv], qkv[:, 2 * hkv:]
+    slots = torch.randperm(nb * bs, device="cuda")[:t].to(slot_dtype)
+    slots[5] = -1
+    k_scale, v_scale = 0.037, 1.9
+    ref_k, ref_v = paged_kv_append_reference(k, v, k_cache, v_cache, slots, k_scale, v_scale)
+    llm.paged_kv_append(k, v, k_cache, v_cache, slots, k_scale=k_scale, v_scale=v_scale)
+    assert torch.equal(k_cache.view(torch.uint8), ref_k.view(torch.uint8))
+    assert torch.equal(v_cache.view(torch.uint8), ref_v.view(torch.uint8))
+    row = k_cache.view(-1, hkv, d)[int(slots[0])][0, :2].float()
+    assert row.tolist() == [448.0, -448.0]
+
+
+def test_fp8_append_then_attend_in_a_cuda_graph():
+    """A decode step on an FP8 cache, captured once: append the new token (quantized),
+    then attend; replays with new tokens, tables and lengths match the reference."""
+    require_op("paged_kv_append")
+    require_op("paged_attention")
+    b, hkv, g, d, bs, max_blocks = 4, 2, 4, 128, 16, 32
+    nb = b * max_blocks + 4
+    k_cache = torch.zeros(nb, bs, hkv, d, device="cuda").to(torch.float8_e4m3fn)
+    v_cache = torch.zeros_like(k_cache)
+    from cuda_llm_ops.reference import quantize_fp8_e4m3
+    k_cache.copy_(quantize_fp8_e4m3(torch.randn(nb, bs, hkv, d, device="cuda"), 0.02))
+    v_cache.copy_(quantize_fp8_e4m3(torch.randn(nb, bs, hkv, d, device="cuda"), 0.02))
+    q = torch.randn(b, hkv * g, d, device="cuda").bfloat16()
+    k_new = torch.randn(b, hkv, d, device="cuda").bfloat16()
+    v_new = torch.randn(b, hkv, d, device="cuda").bfloat16()
+    table = torch.randperm(nb, device="cuda")[: b * max_blocks].view(b, max_blocks).int()
+    seq_lens = torch.ones(b, dtype=torch.int32, device="cuda")
+    slots = torch.zeros(b, dtype=torch.int64, device="cuda")
+    out = torch.empty_like(q)
+    ws = llm.paged_attention_workspace(q, k_cache, table)
+
+    def step():
+        llm.paged_kv_append(k_new, v_new, k_cache, v_cache, slots, check_slots=False, k_scale=0.02, v_scale=0.02)
+        llm.paged_attention(q, k_cache, v_cache, table, seq_lens, out=out, workspace=ws, check_indices=False,
+                            k_scale=0.02, v_scale=0.02)
+
+    graph, _ = capture_graph(step)
+    for trial in range(3):
+        for t_ in (q, k_new, v_new):
+            t_.copy_(torch.randn_like(t_))
+        table.copy_(torch.randperm(nb, device="cuda")[: b * max_blocks].view(b, max_blocks))
+        seq_lens.copy_(torch.randint(1, max_blocks * bs + 1, (b,), device="cuda", dtype=torch.int32))
+        pos = seq_lens.long() - 1
+        slots.copy_(table.long().gather(1, (pos // bs)[:, None])[:, 0] * bs + pos % bs)
+        poison_(out)
+        graph.replay()
+        new_k = k_cache.view(torch.uint8).view(-1, hkv, d)[slots]
+        assert torch.equal(new_k, quantize_fp8_e4m3(k_new, 0.02).view(torch.uint8)), f"replay {trial}: appended keys"
+        ref = paged_attention_reference(q, k_cache, v_cache, table, seq_lens, k_scale=0.02, v_scale=0.02)
+        assert_close(out, ref, dtype=torch.bfloat16, what=f"fp8 replay {trial}")
+
+
+def test_fp8_cache_errors():
+    require_op("paged_attention")
+    require_op("paged_kv_append")
+    q, kc, vc, table, seq_lens = _fp8_problem([40, 100], 2, 2, 64, 16, torch.float16, 5, 0.1, 0.1)
+    op = torch.ops.cuda_llm_ops.paged_attention
+    with pytest.raises(ValueError, match=r"v_cache must have the same dtype as k_cache \(float8_e4m3fn\)"):
+        llm.paged_attention(q, kc, vc.half(), table, seq_lens)
+    with pytest.raises(RuntimeError, match=r"v_cache must have k_cache's dtype"):
+        op(torch.empty_like(q), q, kc, vc.half(), table, seq_lens, 0.0, 0, None)
+    with pytest.raises(ValueError, match=r"q must have dtype"):
+        llm.paged_attention(q.to(torch.float8_e4m3fn), kc, vc, table, seq_lens)
+    for bad in (0.0, -1.0, float("inf"), float("nan"), 1e39):
+        with pytest.raises(ValueError, match=r"k_scale must be a finite float32 > 0"):
+            llm.paged_attention(q, kc, vc, table, seq_lens, k_scale=bad)
+        with pytest.raises(RuntimeError, match=r"v_scale must be a finite float32 > 0"):
+            op(torch.empty_like(q), q, kc, vc, table, seq_lens, 0.0, 0, None, -1, 0.0, None, 1.0, bad)
+    q16, kc16, vc16, table16, lens16 = make_paged_problem([40], 2, 2, 64, 16, torch.float16, 6)
+    with pytest.raises(ValueError, match=r"k_scale applies to float8_e4m3fn caches only"):
+        llm.paged_attention(q16, kc16, vc16, table16, lens16, k_scale=0.5)
+    with pytest.raises(RuntimeError, match=r"v_scale applies to float8_e4m3fn caches only"):
+        op(torch.empty_like(q16), q16, kc16, vc16, table16, lens16, 0.0, 0, None, -1, 0.0, None, 1.0, 2.0)
+    # head_dim 72: 72-byte FP8 rows are not whole 16-byte chunks
+    q72, kc72, vc72, t72, l72 = make_paged_problem([40], 2, 2, 72, 16, torch.float16, 7)
+    kc8, vc8 = kc72.to(torch.float8_e4m3fn), vc72.to(torch.float8_e4m3fn)
+    with pytest.raises(ValueError, match=r"k_cache rows must be a multiple of 16 bytes .* 72 x 1 bytes = 72"):
+        llm.paged_attention(q72, kc8, vc8, t72, l72)
+    with pytest.raises(RuntimeError, match=r"k_cache rows must be a multiple of 16 bytes \(head_dim 72 x 1 bytes\)"):
+        op(torch.empty_like(q72), q72, kc8, vc8, t72, l72, 0.0, 0, None)
+    k = torch.randn(3, 2, 64, device="cuda").half()
+    slots = torch.arange(3, device="cuda")
+    with pytest.raises(ValueError, match=r"k_scale must be a finite float32 > 0"):
+        llm.paged_kv_append(k, k, kc, vc, slots, k_scale=0.0)
+    with pytest.raises(ValueError, match=r"k_cache must have the same dtype as k \(float16\), got bfloat16"):
+        llm.paged_kv_append(k, k, kc16.bfloat16(), vc16.bfloat16(), slots)
+    with pytest.raises(RuntimeError, match=r"k_cache must have k's dtype Half or float8_e4m3fn, got BFloat16"):
+        torch.ops.cuda_llm_ops.paged_kv_append(k, k, kc16.bfloat16(), vc16.bfloat16(), slots)
+
+
+def test_opcheck_paged_attention_fp8():
+    """Fake kernel and autograd registration with FP8 caches. opcheck's schema test is left
+    out: it multiplies the inputs, which torch does not implement for float8 (the schema is
+    the one test_opcheck_decode_ops checks on 16-bit caches)."""
+    require_op("paged_attention")
+    q, kc, vc, table, seq_lens = _fp8_problem([40, 300], 2, 2, 64, 16, torch.bfloat16, 9, 0.05, 0.2)
+    torch.library.opcheck(torch.ops.cuda_llm_ops.paged_attention.default,
+                          (torch.empty_like(q), q, kc, vc, table, seq_lens, 0.125, 3, None, -1, 0.0, None, 0.05, 0.2),
+                          test_utils=("test_autograd_registration", "test_faketensor", "test_aot_dispatch_dynamic"))
+
+
+def test_fp8_split_heuristic_aims_at_two_blocks_per_sm():
+    require_op("paged_attention")
+    sms = torch.cuda.get_device_properties(0).multi_processor_count
+    f8, f16 = torch.float8_e4m3fn, torch.float16
+    for b, hkv, n in ((1, 8, 16384), (16, 8, 16384), (2, 8, 4096), (64, 8, 1024), (64, 32, 4096)):
+        base = b * hkv  # GQA 4 rows per KV head: one row tile
+        want = 1 if base > sms else max(1, min(2 * sms // base, -(-n // 256), 128))
+        got = llm.decode_num_splits(b, hkv, 4, n, 128, f8)
+        assert got == want, f"B={b} Hkv={hkv} N={n}: {got} splits, expected {want} ({sms} SMs)"
+    assert llm.decode_num_splits(1, 8, 4, 16384, 128, f16) == min(sms // 8, 64)  # one block per SM

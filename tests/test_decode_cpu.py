@@ -160,7 +160,11 @@ def _inputs(**over):
     (dict(q=torch.randn(2, 8, 64)), r"q must have dtype float16 or bfloat16, got float32"),
     (dict(block_tables=torch.zeros(2, 4, dtype=torch.int64)), r"block_tables must have dtype int32, got int64"),
     (dict(seq_lens=torch.ones(2, dtype=torch.int64)), r"seq_lens must have dtype int32"),
-    (dict(v_cache=torch.randn(10, 16, 2, 64, dtype=torch.bfloat16)), r"v_cache must have the same dtype as q"),
+    (dict(v_cache=torch.randn(10, 16, 2, 64, dtype=torch.bfloat16)), r"v_cache must have the same dtype as k_cache"),
+    (dict(k_cache=torch.randn(10, 16, 2, 64, dtype=torch.bfloat16),
+          v_cache=torch.randn(10, 16, 2, 64, dtype=torch.bfloat16)), r"k_cache must have the same dtype as q"),
+    (dict(k_cache=torch.randn(10, 16, 2, 64).to(torch.float8_e4m3fn)),
+     r"v_cache must have the same dtype as k_cache \(float8_e4m3fn\), got float16"),
     (dict(v_cache=torch.randn(10, 8, 2, 64, dtype=torch.float16)), r"v_cache must have k_cache's shape"),
     (dict(k_cache=torch.randn(10, 16, 3, 64, dtype=torch.float16),
           v_cache=torch.randn(10, 16, 3, 64, dtype=torch.float16)), r"multiple of k_cache's num_kv_heads, got 3"),
@@ -260,3 +264,31 @@ def test_merge_attention_states_is_attention_over_the_union(split):
     none, lse_none = llm.merge_attention_states(torch.zeros_like(q), torch.full(q.shape[:-1], -math.inf),
                                                 torch.zeros_like(q), torch.full(q.shape[:-1], -math.inf))
     assert torch.all(none == 0) and torch.all(torch.isneginf(lse_none))
+
+
+def test_quantize_fp8_e4m3_rounds_and_saturates():
+    from cuda_llm_ops.reference import quantize_fp8_e4m3
+    x = torch.tensor([0.0, 1.0, 1.0624, 1.0626, 447.0, 460.0, 1e6, -1e6, 2.0 ** -9, 2.0 ** -11, float("nan")])
+    got = quantize_fp8_e4m3(x, 1.0).float()
+    # e4m3 near 1 has a step of 1/8: 1.0624 rounds down, 1.0626 up; 447 -> 448; past 448 saturates;
+    # 2^-9 is the smallest denormal, 2^-11 rounds to 0; NaN stays NaN
+    want = torch.tensor([0.0, 1.0, 1.0, 1.125, 448.0, 448.0, 448.0, -448.0, 2.0 ** -9, 0.0, float("nan")])
+    assert torch.equal(got[:-1], want[:-1]) and torch.isnan(got[-1])
+    assert torch.equal(quantize_fp8_e4m3(torch.tensor([3.0]), 2.0).float(), torch.tensor([1.5]))
+
+
+def test_paged_references_on_fp8_caches():
+    from cuda_llm_ops.reference import quantize_fp8_e4m3
+    from cuda_llm_ops.reference.decode import make_paged_problem
+    q, kc, vc, table, lens = make_paged_problem([37, 5], 2, 3, 32, 8, torch.float32, 3, device="cpu")
+    kc8, vc8 = quantize_fp8_e4m3(kc, 0.01), quantize_fp8_e4m3(vc, 0.02)
+    got = paged_attention_reference(q, kc8, vc8, table, lens, k_scale=0.01, v_scale=0.02, dtype=torch.float64)
+    want = paged_attention_reference(q, kc8.double() * 0.01, vc8.double() * 0.02, table, lens, dtype=torch.float64)
+    torch.testing.assert_close(got, want)
+    k = torch.randn(4, 2, 32)
+    slots = torch.tensor([3, -1, 40, 0])
+    nk, nv = paged_kv_append_reference(k, k * 2, kc8, vc8, slots, 0.01, 0.02)
+    assert nk.dtype == torch.float8_e4m3fn
+    flat = nk.view(torch.uint8).view(-1, 2, 32)
+    assert torch.equal(flat[40], quantize_fp8_e4m3(k[2], 0.01).view(torch.uint8))
+    assert torch.equal(flat[1], kc8.view(torch.uint8).view(-1, 2, 32)[1])  # untouched slot

@@ -75,6 +75,7 @@ inline DType to_dtype(at::ScalarType t) {
     case at::kBFloat16: return DType::kBFloat16;
     case at::kChar: return DType::kInt8;
     case at::kInt: return DType::kInt32;
+    case at::kFloat8_e4m3fn: return DType::kFloat8E4M3;
     default: CLO_CHECK(false, "unsupported dtype ", t);
   }
 }

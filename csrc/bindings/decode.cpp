@@ -39,19 +39,37 @@ void check_rows_aligned(const at::Tensor& t, const char* name) {
 }
 
 // A paged cache pair: [num_blocks, block_size, num_kv_heads, head_dim] each, one shape,
-// contiguous, on `like`'s device with its dtype (`like` checked before), 16-byte rows.
-void check_paged_caches(const at::Tensor& k_cache, const at::Tensor& v_cache, const at::Tensor& like,
+// contiguous, on `like`'s device with its dtype or float8_e4m3fn (`like` checked
+// before), 16-byte rows. Returns whether the caches are FP8.
+bool check_paged_caches(const at::Tensor& k_cache, const at::Tensor& v_cache, const at::Tensor& like,
                         const char* like_name) {
+  const bool fp8 = k_cache.scalar_type() == at::kFloat8_e4m3fn;
   for (const auto& [t, name] : {std::pair{&k_cache, "k_cache"}, std::pair{&v_cache, "v_cache"}}) {
     check_dim(*t, 4, name, "[num_blocks, block_size, num_kv_heads, head_dim]");
     check_cuda(*t, name);
     check_same_device(*t, like, name, like_name);
-    check_dtype(*t, like.scalar_type(), name);
+    CLO_CHECK(t->scalar_type() == like.scalar_type() || t->scalar_type() == at::kFloat8_e4m3fn, name,
+              " must have ", like_name, "'s dtype ", like.scalar_type(), " or float8_e4m3fn, got ", t->scalar_type());
     check_contiguous(*t, name);
     check_rows_aligned(*t, name);
   }
   CLO_CHECK(k_cache.sizes() == v_cache.sizes(), "k_cache and v_cache must have the same shape, got ",
             k_cache.sizes(), " and ", v_cache.sizes());
+  CLO_CHECK(v_cache.scalar_type() == k_cache.scalar_type(), "v_cache must have k_cache's dtype ",
+            k_cache.scalar_type(), ", got ", v_cache.scalar_type());
+  return fp8;
+}
+
+// Dequantization (attention) or quantization (append) scales of an FP8 cache: finite and
+// > 0; other caches take none (1.0), rather than have them silently ignored.
+void check_kv_scales(bool fp8, double k_scale, double v_scale) {
+  for (const auto& [x, name] : {std::pair{k_scale, "k_scale"}, std::pair{v_scale, "v_scale"}}) {
+    if (fp8)
+      CLO_CHECK(std::isfinite(x) && x > 0.0 && std::isfinite(static_cast<float>(x)) && static_cast<float>(x) > 0.f,
+                name, " must be a finite float32 > 0, got ", x);
+    else
+      CLO_CHECK(x == 1.0, name, " applies to float8_e4m3fn caches only and must be 1.0 for 16-bit caches, got ", x);
+  }
 }
 
 void check_head_dim(int64_t d) {
@@ -148,7 +166,7 @@ at::Tensor decode_workspace_counters_stale(const at::Tensor& workspace) {
 void paged_attention(at::Tensor& out, const at::Tensor& q, const at::Tensor& k_cache, const at::Tensor& v_cache,
                      const at::Tensor& block_tables, const at::Tensor& seq_lens, double scale, int64_t num_splits,
                      const std::optional<at::Tensor>& workspace, int64_t window_left, double logits_soft_cap,
-                     const std::optional<at::Tensor>& lse) {
+                     const std::optional<at::Tensor>& lse, double k_scale, double v_scale) {
   CLO_CHECK(q.dim() == 3 || q.dim() == 4,
             "q must be 3-D [batch, num_q_heads, head_dim] or 4-D [batch, num_q_heads, num_new_tokens, head_dim], got ",
             q.dim(), "-D");
@@ -163,7 +181,8 @@ void paged_attention(at::Tensor& out, const at::Tensor& q, const at::Tensor& k_c
   check_same_device(block_tables, q, "block_tables", "q");
   check_same_device(seq_lens, q, "seq_lens", "q");
   check_half_dtype(q, "q");
-  check_paged_caches(k_cache, v_cache, q, "q");
+  const bool fp8 = check_paged_caches(k_cache, v_cache, q, "q");
+  check_kv_scales(fp8, k_scale, v_scale);
   check_dtype(out, q.scalar_type(), "out");
   check_dtype(block_tables, at::kInt, "block_tables");
   check_dtype(seq_lens, at::kInt, "seq_lens");
@@ -210,6 +229,9 @@ void paged_attention(at::Tensor& out, const at::Tensor& q, const at::Tensor& k_c
   a.o_stride_n = multi ? out.stride(2) : 0;
   a.k = k_cache.data_ptr();
   a.v = v_cache.data_ptr();
+  a.kv_fp8 = fp8;
+  a.k_scale = static_cast<float>(k_scale);
+  a.v_scale = static_cast<float>(v_scale);
   a.paged = true;
   a.causal = true;  // query i of Nq sits at key seq_len - Nq + i (no effect at Nq = 1)
   a.block_tables = block_tables.data_ptr<int>();
@@ -224,7 +246,8 @@ void paged_attention(at::Tensor& out, const at::Tensor& q, const at::Tensor& k_c
   a.num_splits = num_splits > 0 ? static_cast<int>(num_splits)
                                 : dec::decode_attention_num_splits(a.batch, a.num_kv_heads,
                                                                    (a.num_q_heads / a.num_kv_heads) * a.seq_len_q,
-                                                                   dec::decode_read_kv_len(a), a.head_dim, a.dtype);
+                                                                   dec::decode_read_kv_len(a), a.head_dim,
+                                                                   fp8 ? DType::kFloat8E4M3 : a.dtype);
   at::Tensor holder;
   a.workspace = resolve_workspace(a, workspace, q, holder);
   check_launch(dec::launch_decode_attention(a, current_stream(q)), "paged_attention");
@@ -308,7 +331,7 @@ void decode_attention(at::Tensor& out, const at::Tensor& q, const at::Tensor& k,
 }
 
 void paged_kv_append(const at::Tensor& k, const at::Tensor& v, at::Tensor& k_cache, at::Tensor& v_cache,
-                     const at::Tensor& slot_mapping) {
+                     const at::Tensor& slot_mapping, double k_scale, double v_scale) {
   check_dim(k, 3, "k", "[num_tokens, num_kv_heads, head_dim]");
   check_dim(v, 3, "v", "[num_tokens, num_kv_heads, head_dim]");
   check_dim(slot_mapping, 1, "slot_mapping", "[num_tokens]");
@@ -325,7 +348,8 @@ void paged_kv_append(const at::Tensor& k, const at::Tensor& v, at::Tensor& k_cac
   CLO_CHECK(k.sizes() == v.sizes(), "k and v must have the same shape, got ", k.sizes(), " and ", v.sizes());
   check_rows_aligned(k, "k");
   check_rows_aligned(v, "v");
-  check_paged_caches(k_cache, v_cache, k, "k");
+  const bool fp8 = check_paged_caches(k_cache, v_cache, k, "k");
+  check_kv_scales(fp8, k_scale, v_scale);
   CLO_CHECK(k.size(1) == k_cache.size(2) && k.size(2) == k_cache.size(3), "k [T, ", k_cache.size(2), ", ",
               k_cache.size(3), "] expected from the cache shape, got ", k.sizes());
   CLO_CHECK(slot_mapping.size(0) == k.size(0), "slot_mapping must have ", k.size(0), " entries, got ",
@@ -334,7 +358,8 @@ void paged_kv_append(const at::Tensor& k, const at::Tensor& v, at::Tensor& k_cac
               "num_blocks and num_tokens must be < 2^31, got ", k_cache.size(0), " and ", k.size(0));
   const c10::cuda::CUDAGuard guard(k.device());
   check_launch(dec::launch_paged_kv_append(
-                   to_dtype(k.scalar_type()), k.data_ptr(), v.data_ptr(), k.stride(0), k.stride(1), v.stride(0),
+                   to_dtype(k.scalar_type()), to_dtype(k_cache.scalar_type()), static_cast<float>(k_scale),
+                   static_cast<float>(v_scale), k.data_ptr(), v.data_ptr(), k.stride(0), k.stride(1), v.stride(0),
                    v.stride(1), k_cache.data_ptr(), v_cache.data_ptr(), slot_mapping.data_ptr(),
                    slot_mapping.scalar_type() == at::kLong, static_cast<int>(k.size(0)), static_cast<int>(k.size(1)),
                    static_cast<int>(k.size(2)), static_cast<int>(k_cache.size(0)), static_cast<int>(k_cache.size(1)),
@@ -344,7 +369,8 @@ void paged_kv_append(const at::Tensor& k, const at::Tensor& v, at::Tensor& k_cac
 
 int64_t decode_num_splits(int64_t batch, int64_t num_kv_heads, int64_t rows_per_kv_head, int64_t max_kv_len,
                           int64_t head_dim, c10::ScalarType dtype) {
-  CLO_CHECK(dtype == at::kHalf || dtype == at::kBFloat16, "dtype must be float16 or bfloat16, got ", dtype);
+  CLO_CHECK(dtype == at::kHalf || dtype == at::kBFloat16 || dtype == at::kFloat8_e4m3fn,
+            "dtype (the cache's) must be float16, bfloat16 or float8_e4m3fn, got ", dtype);
   check_head_dim(head_dim);
   return dec::decode_attention_num_splits(static_cast<int>(batch), static_cast<int>(num_kv_heads),
                                           static_cast<int>(rows_per_kv_head), static_cast<int>(max_kv_len),
@@ -368,12 +394,14 @@ TORCH_LIBRARY_FRAGMENT(cuda_llm_ops, m) {
   m.def(
       "paged_attention(Tensor(a!) out, Tensor q, Tensor k_cache, Tensor v_cache, Tensor block_tables, "
       "Tensor seq_lens, float scale, int num_splits, Tensor(b!)? workspace, int window_left=-1, "
-      "float logits_soft_cap=0.0, Tensor(c!)? lse=None) -> ()");
+      "float logits_soft_cap=0.0, Tensor(c!)? lse=None, float k_scale=1.0, float v_scale=1.0) -> ()");
   m.def(
       "decode_attention(Tensor(a!) out, Tensor q, Tensor k, Tensor v, float scale, bool is_causal, "
       "int num_splits, Tensor(b!)? workspace, int window_left=-1, float logits_soft_cap=0.0, "
       "Tensor(c!)? lse=None) -> ()");
-  m.def("paged_kv_append(Tensor k, Tensor v, Tensor(a!) k_cache, Tensor(b!) v_cache, Tensor slot_mapping) -> ()");
+  m.def(
+      "paged_kv_append(Tensor k, Tensor v, Tensor(a!) k_cache, Tensor(b!) v_cache, Tensor slot_mapping, "
+      "float k_scale=1.0, float v_scale=1.0) -> ()");
   m.def(
       "decode_num_splits(int batch, int num_kv_heads, int rows_per_kv_head, int max_kv_len, int head_dim, "
       "ScalarType dtype) -> int",

@@ -39,7 +39,12 @@ constexpr int kLargeGridBlocksPerSm = 12;
 constexpr int kLargeGridMinKeys = 4096;
 
 struct DecodeAttentionArgs {
-  DType dtype = DType::kFloat16;  // float16 or bfloat16
+  DType dtype = DType::kFloat16;  // of q and out: float16 or bfloat16
+  // FP8 KV cache (paged only): k/v hold float8 e4m3 values, each K element standing for
+  // value * k_scale and each V element for value * v_scale (vLLM's per-tensor scales).
+  // Otherwise the caches have `dtype` and the scales are 1.
+  bool kv_fp8 = false;
+  float k_scale = 1.f, v_scale = 1.f;
   int head_dim = 0;  // any decode_kernel_head_dim accepts
   int batch = 0, num_q_heads = 0, num_kv_heads = 0;
   int seq_len_q = 1;  // query rows per (batch, head): the new tokens (1 for plain decode)
@@ -107,7 +112,9 @@ inline int decode_read_kv_len(const DecodeAttentionArgs& a) {
 // the SMs; measured best on the H100, see NOTES.md), never splits shorter than
 // kMinTokensPerSplit of `max_kv_len`, at most kMaxSplits; 2 for grids of at least
 // kLargeGridBlocksPerSm blocks per SM at max_kv_len >= kLargeGridMinKeys that run the
-// cp.async kernel (below sm_90, or D = 96); else 1.
+// cp.async kernel (below sm_90, or D = 96); else 1. dtype: the caches' (float16,
+// bfloat16 or kFloat8E4M3). FP8 caches aim at two blocks per SM instead: 2 * SMs / base
+// splits (same limits) for grids of at most one block per SM, else 1.
 int decode_attention_num_splits(int batch, int num_kv_heads, int rows_per_kv_head, int max_kv_len, int head_dim,
                                 DType dtype);
 
@@ -168,7 +175,10 @@ cudaError_t launch_decode_attention(const DecodeAttentionArgs& args, cudaStream_
 // caches [num_blocks, block_size, Hkv, D] at flat slots slot_mapping[t]
 // (int64 when slot_is_int64, else int32). A negative slot skips the token; a slot
 // past num_blocks*block_size is skipped too (the Python wrapper reports it).
-cudaError_t launch_paged_kv_append(DType dtype, const void* k, const void* v, int64_t k_stride_t,
+// cache_dtype: `dtype` (a copy), or kFloat8E4M3 from float16/bfloat16/float32 k/v:
+// each value stored as e4m3(x / scale), rounded to nearest, saturated to +-448 (head_dim
+// a multiple of 16).
+cudaError_t launch_paged_kv_append(DType dtype, DType cache_dtype, float k_scale, float v_scale, const void* k, const void* v, int64_t k_stride_t,
                                    int64_t k_stride_h, int64_t v_stride_t, int64_t v_stride_h, void* k_cache,
                                    void* v_cache, const void* slot_mapping, bool slot_is_int64, int num_tokens,
                                    int num_kv_heads, int head_dim, int num_blocks, int block_size,

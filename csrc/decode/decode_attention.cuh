@@ -29,7 +29,10 @@
 
 #include <cmath>
 
+#include <type_traits>
+
 #include "cuda_llm_ops/common.cuh"
+#include "cuda_llm_ops/fp8.cuh"
 #include "cuda_llm_ops/mma.cuh"
 #include "cuda_llm_ops/online_softmax.cuh"
 #include "cuda_llm_ops/pipeline.cuh"
@@ -82,6 +85,9 @@ struct DecodeKernelParams {
   // are zero in shared memory (zero-filled copies, or TMA's out-of-bounds fill), as are
   // q's, so they add nothing to the scores; the output keeps only the real ones.
   int row_cols;
+  // FP8 caches: the value V's dequantization scale multiplies the output by (K's is
+  // folded into scale_log2 / cap_scale). Unused by 16-bit caches.
+  float v_scale;
 };
 
 // Columns of one real head row: row_cols, or D/2 for head pairs (also the partials' width).
@@ -250,18 +256,30 @@ template <int D>
 constexpr size_t decode_epilogue_smem_bytes() {
   return kDecodeWarps * kRowsPerBlock * sizeof(float2) + size_t(kDecodeWarps) * kRowsPerBlock * (D + 4) * sizeof(float);
 }
+// FP8 caches (KVT one byte): a stage holds the cache bytes, a tile of D/2 16-bit columns
+// in the same swizzled plane layout (16-byte chunk c = 16 e4m3 values); the warps
+// dequantize their fragments in registers (decode_warp_tile_fp8).
+template <typename T, typename KVT>
+constexpr bool decode_dequantizes() {
+  return sizeof(KVT) == 1;
+}
+template <typename T, int D, typename KVT>
+constexpr int decode_stage_cols() {
+  return D * static_cast<int>(sizeof(KVT)) / static_cast<int>(sizeof(T));
+}
 // [K/V stages (or the epilogue's scratch)][Q rows][extra]: the pipeline first, at the
 // aligned base.
-template <typename T, int D, int kStages>
+template <typename T, int D, int kStages, typename KVT = T>
 constexpr size_t decode_pipeline_smem_bytes() {
-  constexpr size_t pipeline = size_t(kStages) * 2 * decode_kv_tile_elems<D>() * sizeof(T);
+  constexpr size_t pipeline =
+      size_t(kStages) * 2 * decode_kv_tile_elems<decode_stage_cols<T, D, KVT>()>() * sizeof(T);
   constexpr size_t epilogue = decode_epilogue_smem_bytes<D>();
   constexpr size_t larger = pipeline > epilogue ? pipeline : epilogue;
   return (larger + 127) / 128 * 128;
 }
-template <typename T, int D, int kStages>
+template <typename T, int D, int kStages, typename KVT = T>
 constexpr size_t decode_smem_bytes(size_t extra = 0) {
-  return kDecodeSmemAlign + decode_pipeline_smem_bytes<T, D, kStages>() +
+  return kDecodeSmemAlign + decode_pipeline_smem_bytes<T, D, kStages, KVT>() +
          size_t(kRowsPerBlock) * decode_smem_stride<D>() * sizeof(T) + extra;
 }
 
@@ -275,13 +293,46 @@ CLO_DEVICE int split_tokens(int num_splits, int n) {
   return div_ceil(div_ceil(n, effective_splits(num_splits, n)), kTileTokens) * kTileTokens;
 }
 
+// The order of q's 16 columns of a k-step in smem for FP8 caches: ldmatrix position j
+// holds column decode_fp8_q_col(j), matching the K fragments ldmatrix makes of e4m3
+// rows (decode_warp_tile_fp8): thread t's four bytes 4t .. 4t + 3 of a 16-byte chunk are
+// its B-fragment positions 2t, 2t + 1, 2t + 8, 2t + 9.
+CLO_HOST_DEVICE constexpr int decode_fp8_q_col(int j) {
+  return j < 8 ? 4 * (j >> 1) + (j & 1) : 4 * ((j - 8) >> 1) + 2 + (j & 1);
+}
+
 // This block's 16 query rows into smem ([16][kQStride]; rows past p.rows zero):
 // row r <-> query head kvh * group + r_global / Nq, position r_global % Nq. Threads
-// 0 .. count - 1 of the block take part.
-template <typename T, int D, int kQStride>
+// 0 .. count - 1 of the block take part. kFp8Order: each k-step's 16 columns in the
+// order decode_fp8_q_col gives (the head dim is then a multiple of 16).
+template <typename T, int D, int kQStride, bool kFp8Order = false>
 CLO_DEVICE void decode_load_q(const DecodeKernelParams& p, T* q_s, int count) {
-  constexpr int kChunksPerRow = D / 8;  // 16-byte chunks
   const int kvh = blockIdx.x / p.row_tiles, row_tile = blockIdx.x % p.row_tiles, b = blockIdx.y;
+  if constexpr (kFp8Order) {
+    constexpr int kSteps = D / 16;
+    for (int c = threadIdx.x; c < kRowsPerBlock * kSteps; c += count) {
+      const int r = c / kSteps, kk = c % kSteps;
+      const int gr = row_tile * kRowsPerBlock + r;
+      const int col = gr < p.rows ? decode_own_col<D>(p, gr, kk * 16) : -1;
+      alignas(16) uint4 in[2] = {make_uint4(0, 0, 0, 0), make_uint4(0, 0, 0, 0)};
+      if (col >= 0) {
+        const int head = kvh * p.group + gr / p.seq_len_q, qi = gr % p.seq_len_q;
+        const uint4* src = reinterpret_cast<const uint4*>(static_cast<const T*>(p.q) + b * p.q_sb + head * p.q_sh +
+                                                          qi * p.q_sn + col);
+        in[0] = src[0];
+        in[1] = src[1];
+      }
+      const T* x = reinterpret_cast<const T*>(in);
+      alignas(16) T y[16];
+#pragma unroll
+      for (int j = 0; j < 16; ++j) y[j] = x[decode_fp8_q_col(j)];
+      uint4* dst = reinterpret_cast<uint4*>(q_s + r * kQStride + kk * 16);
+      dst[0] = reinterpret_cast<const uint4*>(y)[0];
+      dst[1] = reinterpret_cast<const uint4*>(y)[1];
+    }
+    return;
+  }
+  constexpr int kChunksPerRow = D / 8;  // 16-byte chunks
   for (int c = threadIdx.x; c < kRowsPerBlock * kChunksPerRow; c += count) {
     const int r = c / kChunksPerRow, ch = c % kChunksPerRow;
     const int gr = row_tile * kRowsPerBlock + r;
@@ -361,54 +412,14 @@ CLO_DEVICE DecodeSplitRange decode_split_range(const DecodeKernelParams& p, int 
   return r;
 }
 
-// Q's A-operand fragment of k-step kk from q_s ([16][kQStride]), as ldmatrix gives it.
-template <typename T, int kQStride>
-CLO_DEVICE void decode_q_frag(const T* q_s, int kk, uint32_t (&a)[4]) {
-  const int lane = threadIdx.x & 31;
-  ldmatrix_x4(a, q_s + ((lane & 7) + ((lane >> 3) & 1) * 8) * kQStride + kk * 16 + (lane >> 4) * 8);
-}
-
-// One warp's 16 keys of a tile (rows r0 .. r0 + 15 of the K and V tiles `ks`, `vs`, laid
-// out as decode_kv_offset): S = Q K^T (16 query rows x 16 keys, mma.sync), mask and scale
-// into the log2 domain, online softmax per row, O += P V. q_frag(kk, a) gives Q's
-// A-operand fragment of k-step kk (decode_q_frag from smem, or registers loaded once).
-// range.lower[i] / range.limit[i]: the first / last visible key of row g + 8 i (sliding
-// window; causal or sequence end); scores soft-capped where p.cap_scale > 0.
-template <typename T, int D, class QFrag>
-CLO_DEVICE void decode_warp_tile(const QFrag& q_frag, const T* ks, const T* vs, int r0, int tok0,
-                                 const DecodeSplitRange& range, const DecodeKernelParams& p, float (&o)[D / 8][4],
-                                 float (&row_max)[2], float (&row_sum)[2]
-#ifdef CLO_DEV_STAMPS
-                                 , unsigned long long* dev_clk = nullptr  // [3]: after QK^T, softmax, PV
-#endif
-) {
-  const int lane = threadIdx.x & 31, t4 = lane & 3;
-  float s[2][4] = {{0.f, 0.f, 0.f, 0.f}, {0.f, 0.f, 0.f, 0.f}};
-  const int k_row = r0 + (lane & 7) + (lane >> 4) * 8, k_half = (lane >> 3) & 1;
-  // K fragments of up to 8 k-steps are loaded before their mma: one ldmatrix latency
-  // per group instead of one per k-step (a decode tile's math is latency-bound, one
-  // warp per scheduler; NOTES.md v12).
-  constexpr int kGroup = D / 16 < 8 ? D / 16 : 8;
-#pragma unroll
-  for (int k0 = 0; k0 < D / 16; k0 += kGroup) {
-    uint32_t bk[kGroup][4];
-#pragma unroll
-    for (int g = 0; g < kGroup; ++g) ldmatrix_x4(bk[g], ks + decode_kv_offset(k_row, (k0 + g) * 2 + k_half));
-#pragma unroll
-    for (int g = 0; g < kGroup; ++g) {
-      uint32_t a[4];
-      q_frag(k0 + g, a);
-      const uint32_t b0[2] = {bk[g][0], bk[g][1]}, b1[2] = {bk[g][2], bk[g][3]};
-      mma_m16n8k16<T>(s[0], a, b0);
-      mma_m16n8k16<T>(s[1], a, b1);
-    }
-  }
-#ifdef CLO_DEV_STAMPS
-  if (dev_clk != nullptr) {
-    asm volatile("" ::"f"(s[0][0]), "f"(s[1][3]));
-    dev_clk[0] = clock64();
-  }
-#endif
+// The online-softmax step of a warp's 16 keys: scores `s` (QK^T, n8 tiles j = 0, 1 of keys
+// tok0 + 8 j ..) masked (range), scaled (and soft-capped) into the log2 domain and
+// exponentiated; row_max / row_sum and o rescaled; P returned as the A operand of PV.
+template <typename T, int D>
+CLO_DEVICE void decode_tile_softmax(float (&s)[2][4], int tok0, const DecodeSplitRange& range,
+                                    const DecodeKernelParams& p, float (&o)[D / 8][4], float (&row_max)[2],
+                                    float (&row_sum)[2], uint32_t (&pa)[4]) {
+  const int t4 = threadIdx.x & 3;
   float tile_max[2] = {-INFINITY, -INFINITY};
 #pragma unroll
   for (int j = 0; j < 2; ++j)
@@ -449,11 +460,62 @@ CLO_DEVICE void decode_warp_tile(const QFrag& q_frag, const T* ks, const T* vs, 
     o[n][3] *= rescale[1];
   }
   // P (16 x 16 keys) from the S accumulators as the A operand.
-  uint32_t pa[4];
   pa[0] = pack_float2<T>(s[0][0], s[0][1]);
   pa[1] = pack_float2<T>(s[0][2], s[0][3]);
   pa[2] = pack_float2<T>(s[1][0], s[1][1]);
   pa[3] = pack_float2<T>(s[1][2], s[1][3]);
+}
+
+// Q's A-operand fragment of k-step kk from q_s ([16][kQStride]), as ldmatrix gives it.
+template <typename T, int kQStride>
+CLO_DEVICE void decode_q_frag(const T* q_s, int kk, uint32_t (&a)[4]) {
+  const int lane = threadIdx.x & 31;
+  ldmatrix_x4(a, q_s + ((lane & 7) + ((lane >> 3) & 1) * 8) * kQStride + kk * 16 + (lane >> 4) * 8);
+}
+
+// One warp's 16 keys of a tile (rows r0 .. r0 + 15 of the K and V tiles `ks`, `vs`, laid
+// out as decode_kv_offset): S = Q K^T (16 query rows x 16 keys, mma.sync), mask and scale
+// into the log2 domain, online softmax per row, O += P V. q_frag(kk, a) gives Q's
+// A-operand fragment of k-step kk (decode_q_frag from smem, or registers loaded once).
+// range.lower[i] / range.limit[i]: the first / last visible key of row g + 8 i (sliding
+// window; causal or sequence end); scores soft-capped where p.cap_scale > 0.
+template <typename T, int D, class QFrag>
+CLO_DEVICE void decode_warp_tile(const QFrag& q_frag, const T* ks, const T* vs, int r0, int tok0,
+                                 const DecodeSplitRange& range, const DecodeKernelParams& p, float (&o)[D / 8][4],
+                                 float (&row_max)[2], float (&row_sum)[2]
+#ifdef CLO_DEV_STAMPS
+                                 , unsigned long long* dev_clk = nullptr  // [3]: after QK^T, softmax, PV
+#endif
+) {
+  const int lane = threadIdx.x & 31;
+  float s[2][4] = {{0.f, 0.f, 0.f, 0.f}, {0.f, 0.f, 0.f, 0.f}};
+  const int k_row = r0 + (lane & 7) + (lane >> 4) * 8, k_half = (lane >> 3) & 1;
+  // K fragments of up to 8 k-steps are loaded before their mma: one ldmatrix latency
+  // per group instead of one per k-step (a decode tile's math is latency-bound, one
+  // warp per scheduler; NOTES.md v12).
+  constexpr int kGroup = D / 16 < 8 ? D / 16 : 8;
+#pragma unroll
+  for (int k0 = 0; k0 < D / 16; k0 += kGroup) {
+    uint32_t bk[kGroup][4];
+#pragma unroll
+    for (int g = 0; g < kGroup; ++g) ldmatrix_x4(bk[g], ks + decode_kv_offset(k_row, (k0 + g) * 2 + k_half));
+#pragma unroll
+    for (int g = 0; g < kGroup; ++g) {
+      uint32_t a[4];
+      q_frag(k0 + g, a);
+      const uint32_t b0[2] = {bk[g][0], bk[g][1]}, b1[2] = {bk[g][2], bk[g][3]};
+      mma_m16n8k16<T>(s[0], a, b0);
+      mma_m16n8k16<T>(s[1], a, b1);
+    }
+  }
+#ifdef CLO_DEV_STAMPS
+  if (dev_clk != nullptr) {
+    asm volatile("" ::"f"(s[0][0]), "f"(s[1][3]));
+    dev_clk[0] = clock64();
+  }
+#endif
+  uint32_t pa[4];
+  decode_tile_softmax<T, D>(s, tok0, range, p, o, row_max, row_sum, pa);
 #ifdef CLO_DEV_STAMPS
   if (dev_clk != nullptr) {
     asm volatile("" ::"r"(pa[0]), "r"(pa[3]), "f"(o[0][0]), "f"(o[D / 8 - 1][3]));
@@ -475,6 +537,64 @@ CLO_DEVICE void decode_warp_tile(const QFrag& q_frag, const T* ks, const T* vs, 
     dev_clk[2] = clock64();
   }
 #endif
+}
+
+// decode_warp_tile over FP8 (e4m3) tiles (`ks`, `vs`: D/2 16-bit columns, 16 values per
+// 16-byte chunk), dequantized in registers: ldmatrix moves the bytes as it moves 16-bit
+// pairs, and each thread converts the fragments it holds (one cvt per pair on sm_89+).
+//  - K (non-transposed): thread (g, t) gets bytes 4t .. 4t + 3 of key g's chunk kk: its
+//    B-fragment positions 2t, 2t + 1, 2t + 8, 2t + 9 of k-step kk. q sits in smem in the
+//    same column order (decode_fp8_q_col), so the dot products are unchanged.
+//  - V (transposed): thread (g, t) gets bytes 2g, 2g + 1 of keys 2t and 2t + 1; paired by
+//    key (one byte permute), they are the B fragments of column g of two n-tiles: 2c holds
+//    the even columns of chunk c (16 c + 2 g), 2c + 1 the odd ones. So o[nt][e] is output
+//    column 16 (nt / 2) + 4 t + 2 (e & 1) + (nt & 1) (decode_epilogue's kFp8Cols).
+template <typename T, int D, class QFrag>
+CLO_DEVICE void decode_warp_tile_fp8(const QFrag& q_frag, const T* ks, const T* vs, int r0, int tok0,
+                                     const DecodeSplitRange& range, const DecodeKernelParams& p,
+                                     float (&o)[D / 8][4], float (&row_max)[2], float (&row_sum)[2]) {
+  static_assert(D % 32 == 0, "k-steps and chunks go in pairs");
+  const int lane = threadIdx.x & 31;
+  float s[2][4] = {{0.f, 0.f, 0.f, 0.f}, {0.f, 0.f, 0.f, 0.f}};
+  // Matrices of one ldmatrix_x4: (keys 0-7, chunk kk), (0-7, kk + 1), (8-15, kk), (8-15, kk + 1).
+  const int k_row = r0 + (lane & 7) + (lane >> 4) * 8, k_next = (lane >> 3) & 1;
+  constexpr int kPairs = D / 32;
+  uint32_t bk[kPairs][4];
+#pragma unroll
+  for (int i = 0; i < kPairs; ++i) ldmatrix_x4(bk[i], ks + decode_kv_offset(k_row, 2 * i + k_next));
+#pragma unroll
+  for (int i = 0; i < kPairs; ++i) {
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {  // k-step 2 i + h
+      uint32_t a[4];
+      q_frag(2 * i + h, a);
+#pragma unroll
+      for (int j = 0; j < 2; ++j) {  // n8 tile: keys 8 j ..
+        const uint32_t x = bk[i][2 * j + h];
+        const uint32_t b[2] = {e4m3x2_to<T>(static_cast<uint16_t>(x)), e4m3x2_to<T>(static_cast<uint16_t>(x >> 16))};
+        mma_m16n8k16<T>(s[j], a, b);
+      }
+    }
+  }
+  uint32_t pa[4];
+  decode_tile_softmax<T, D>(s, tok0, range, p, o, row_max, row_sum, pa);
+  // Matrices of one ldmatrix_x4_trans: (keys 0-7, chunk c), (8-15, c), (0-7, c + 1), (8-15, c + 1).
+  const int v_row = r0 + (lane & 7) + ((lane >> 3) & 1) * 8, v_next = lane >> 4;
+#pragma unroll
+  for (int c = 0; c < D / 16; c += 2) {
+    uint32_t bv[4];
+    ldmatrix_x4_trans(bv, vs + decode_kv_offset(v_row, c + v_next));
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {  // chunk c + h
+      // bytes (key 2t col 2g, key 2t col 2g+1, key 2t+1 col 2g, key 2t+1 col 2g+1) -> pairs by key
+      const uint32_t lo = __byte_perm(bv[2 * h], 0u, 0x3120), hi = __byte_perm(bv[2 * h + 1], 0u, 0x3120);
+      const uint32_t even[2] = {e4m3x2_to<T>(static_cast<uint16_t>(lo)), e4m3x2_to<T>(static_cast<uint16_t>(hi))};
+      const uint32_t odd[2] = {e4m3x2_to<T>(static_cast<uint16_t>(lo >> 16)),
+                               e4m3x2_to<T>(static_cast<uint16_t>(hi >> 16))};
+      mma_m16n8k16<T>(o[2 * (c + h)], pa, even);
+      mma_m16n8k16<T>(o[2 * (c + h) + 1], pa, odd);
+    }
+  }
 }
 
 // Log-sum-exp fold of splits s0 .. s0 + n - 1 (n <= kBatch) into (m, l, acc): `load(s,
@@ -534,7 +654,8 @@ CLO_DEVICE float decode_row_lse(float m, float l, bool nan_row) {
 // another. Warps >= kMathWarps (a producer) hold no state and only help with the loops.
 // `smem` is the (now free) pipeline buffer; `bad` marks a bad block index or length
 // (the rows become NaN).
-template <typename T, int D, int kThreads, int kMathWarps>
+// kFp8Cols: o holds columns in decode_warp_tile_fp8's order.
+template <typename T, int D, int kThreads, int kMathWarps, bool kFp8Cols = false>
 CLO_DEVICE void decode_epilogue(const DecodeKernelParams& p, float (&o)[D / 8][4], const float (&row_max)[2],
                                 float (&row_sum)[2], bool bad, int eff, unsigned char* smem) {
   constexpr int kDTiles = D / 8;
@@ -568,10 +689,18 @@ CLO_DEVICE void decode_epilogue(const DecodeKernelParams& p, float (&o)[D / 8][4
       if (r >= rows_here) continue;
       if (t4 == 0) warp_state[warp * kRowsPerBlock + r] = make_float2(row_max[i] == -INFINITY ? kNegInf : row_max[i],
                                                                       row_sum[i]);
-      float* ob = obuf + (warp * kRowsPerBlock + r) * kOStride + 2 * t4;
+      if constexpr (kFp8Cols) {  // o[2m], o[2m + 1]: columns 16 m + 4 t4 .. + 3
+        float* ob = obuf + (warp * kRowsPerBlock + r) * kOStride + 4 * t4;
 #pragma unroll
-      for (int n = 0; n < kDTiles; ++n)
-        *reinterpret_cast<float2*>(ob + n * 8) = make_float2(o[n][2 * i], o[n][2 * i + 1]);
+        for (int m = 0; m < kDTiles / 2; ++m)
+          *reinterpret_cast<float4*>(ob + m * 16) =
+              make_float4(o[2 * m][2 * i], o[2 * m + 1][2 * i], o[2 * m][2 * i + 1], o[2 * m + 1][2 * i + 1]);
+      } else {
+        float* ob = obuf + (warp * kRowsPerBlock + r) * kOStride + 2 * t4;
+#pragma unroll
+        for (int n = 0; n < kDTiles; ++n)
+          *reinterpret_cast<float2*>(ob + n * 8) = make_float2(o[n][2 * i], o[n][2 * i + 1]);
+      }
     }
   }
   __syncthreads();
@@ -736,23 +865,28 @@ CLO_DEVICE void decode_epilogue(const DecodeKernelParams& p, float (&o)[D / 8][4
 #endif
 }
 
-template <typename T, int D, int kStages, class KV>
+// T: q / out (and the math); KVT: the cache's element type, T or an FP8 byte (the warps
+// dequantize their fragments, decode_warp_tile_fp8).
+template <typename T, int D, int kStages, class KV, typename KVT = T>
 __global__ void __launch_bounds__(kDecodeThreads)
     decode_attention_kernel(const DecodeKernelParams p, const KV kv) {
   static_assert(kStages >= 2, "the pipeline needs two stages");
+  constexpr bool kDequant = decode_dequantizes<T, KVT>();
+  constexpr int kStageCols = decode_stage_cols<T, D, KVT>();  // 16-bit columns of a stage tile's rows
   constexpr int kQStride = decode_smem_stride<D>();
-  constexpr int kChunksPerRow = D / 8;  // 16-byte chunks
+  constexpr int kChunksPerRow = kStageCols / 8;  // 16-byte chunks
+  constexpr int kColsPerChunk = 16 / static_cast<int>(sizeof(KVT));
   constexpr int kLoads = kTileTokens * kChunksPerRow / kDecodeThreads;
   static_assert(kTileTokens * kChunksPerRow % kDecodeThreads == 0, "tile must split evenly over threads");
   static_assert(D % 16 == 0 && D <= 256, "head_dim must be a multiple of 16 up to 256");
-  constexpr int kTileElems = decode_kv_tile_elems<D>();
+  constexpr int kTileElems = decode_kv_tile_elems<kStageCols>();
   constexpr int kDTiles = D / 8;
-  constexpr int kRowBytes = D * static_cast<int>(sizeof(T));
+  constexpr int kRowBytes = D * static_cast<int>(sizeof(KVT));
 
   extern __shared__ __align__(128) unsigned char smem_raw[];
   unsigned char* smem = decode_smem_base(smem_raw);
   T* kv_s = reinterpret_cast<T*>(smem);  // [stages][K, V][tile (decode_kv_offset)]
-  T* q_s = reinterpret_cast<T*>(smem + decode_pipeline_smem_bytes<T, D, kStages>());
+  T* q_s = reinterpret_cast<T*>(smem + decode_pipeline_smem_bytes<T, D, kStages, KVT>());
 
   const int tid = threadIdx.x, warp = tid >> 5;
   const int kvh = blockIdx.x / p.row_tiles, b = blockIdx.y;
@@ -783,7 +917,7 @@ __global__ void __launch_bounds__(kDecodeThreads)
 #pragma unroll
   for (int s = 0; s < kStages - 1; ++s) lookup_at(spec_start, kv.capacity(), s, first[s]);
 
-  decode_load_q<T, D, kQStride>(p, q_s, kDecodeThreads);
+  decode_load_q<T, D, kQStride, kDequant>(p, q_s, kDecodeThreads);
   bool bad = false;
   const int kv_len = kv.check_len(len_raw, bad);
   const DecodeSplitRange range = decode_split_range(p, kv_len);
@@ -793,8 +927,8 @@ __global__ void __launch_bounds__(kDecodeThreads)
     for (int s = 0; s < kStages - 1; ++s) lookup_at(start, end, s, first[s]);
   }
 
-  const T* k_base = static_cast<const T*>(kv.k);
-  const T* v_base = static_cast<const T*>(kv.v);
+  const KVT* k_base = static_cast<const KVT*>(kv.k);
+  const KVT* v_base = static_cast<const KVT*>(kv.v);
 
   // Whether load i's 16-byte chunk lies within the K/V row (a narrower head dim's padding
   // columns stay zero-filled, never loaded). Where a thread copies the same chunk of
@@ -805,7 +939,7 @@ __global__ void __launch_bounds__(kDecodeThreads)
   uint32_t in_row = 0;
 #pragma unroll
   for (int i = 0; i < (kSameChunk ? 1 : kLoads); ++i)
-    in_row |= static_cast<uint32_t>((tid + i * kDecodeThreads) % kChunksPerRow * 8 < p.row_cols) << i;
+    in_row |= static_cast<uint32_t>((tid + i * kDecodeThreads) % kChunksPerRow * kColsPerChunk < p.row_cols) << i;
 
   // pos < end implies tile < n_tiles.
   auto lookup_tile = [&](int tile, int (&ent)[kLoads]) { lookup_at(start, end, tile, ent); };
@@ -823,8 +957,8 @@ __global__ void __launch_bounds__(kDecodeThreads)
         bad = true;
         valid = false;
       }
-      const T* ksrc = valid ? k_base + cur.k_offset(e, pos) + ch * 8 : k_base;
-      const T* vsrc = valid ? v_base + cur.v_offset(e, pos) + ch * 8 : v_base;
+      const KVT* ksrc = valid ? k_base + cur.k_offset(e, pos) + ch * kColsPerChunk : k_base;
+      const KVT* vsrc = valid ? v_base + cur.v_offset(e, pos) + ch * kColsPerChunk : v_base;
       cp_async_16_prefetch<kRowBytes>(ks + decode_kv_offset(tok, ch), ksrc, valid);
       cp_async_16_prefetch<kRowBytes>(vs + decode_kv_offset(tok, ch), vsrc, valid);
     }
@@ -863,12 +997,22 @@ __global__ void __launch_bounds__(kDecodeThreads)
     const int tok0 = start + t * kTileTokens + warp * 16;
     if (tok0 >= end) continue;  // this warp's 16 keys are all past the end (warp-uniform)
     const T* ks = kv_s + (t % kStages) * 2 * kTileElems;
-    decode_warp_tile<T, D>(q_smem, ks, ks + kTileElems, warp * 16, tok0, range, p, o, row_max,
-                           row_sum);
+    if constexpr (kDequant) {
+      decode_warp_tile_fp8<T, D>(q_smem, ks, ks + kTileElems, warp * 16, tok0, range, p, o, row_max, row_sum);
+    } else {
+      decode_warp_tile<T, D>(q_smem, ks, ks + kTileElems, warp * 16, tok0, range, p, o, row_max,
+                             row_sum);
+    }
   }
   cp_async_wait_all();
+  if constexpr (kDequant) {
+#pragma unroll
+    for (int n = 0; n < kDTiles; ++n)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) o[n][e] *= p.v_scale;
+  }
 
-  decode_epilogue<T, D, kDecodeThreads, kDecodeWarps>(p, o, row_max, row_sum, bad, eff, smem);
+  decode_epilogue<T, D, kDecodeThreads, kDecodeWarps, kDequant>(p, o, row_max, row_sum, bad, eff, smem);
 }
 
 // Once per device and kernel instantiation (`state`, the caller's static array): the
@@ -902,45 +1046,59 @@ cudaError_t configure_decode_kernel_once(Kernel kernel, size_t smem, bool need_s
 
 // The least shared memory per block among sm_80+ GPUs' opt-in limits (sm_86/89/120).
 constexpr size_t kSmallestSmemOptin = 99 * 1024;
+// The cp.async kernel's preferred pipeline depth: decode_pipeline_stages for 16-bit
+// caches; FP8 stages are half as large: 6 (3 at D = 256), about the bytes in flight of
+// the 16-bit plan.
+template <typename T, int D, typename KVT>
+constexpr int decode_cp_async_pref_stages() {
+  if constexpr (decode_dequantizes<T, KVT>()) return D <= 128 ? 6 : 3;
+  return decode_pipeline_stages(D);
+}
+// The smaller depth where the preferred one does not fit 99-KB GPUs: 4 from 6, else 2.
+constexpr int decode_cp_async_fallback_stages(int pref) { return pref > 4 ? 4 : 2; }
 // The cp.async kernel's pipeline depth on a device allowing `limit` bytes per block:
-// the measured choice (decode_pipeline_stages) where it fits, else 2 (D = 96 and 128 on
-// 99-KB GPUs: 3 stages take 100-101 KB there), else 0: no kernel (D = 256 needs 140 KB
-// at 2 stages; decode_head_dim_fits says so before any launch).
-template <typename T, int D>
-constexpr bool decode_has_two_stage_fallback() {
-  return decode_pipeline_stages(D) > 2 && decode_smem_bytes<T, D, decode_pipeline_stages(D)>() > kSmallestSmemOptin;
+// the preferred depth where it fits, else the fallback (16-bit D = 96 and 128: 2, FP8 D
+// <= 128: 4, FP8 D = 256: 2, on 99-KB GPUs), else 0: no kernel (16-bit D = 256 needs 137
+// KB at 2 stages; decode_head_dim_fits says so before any launch).
+template <typename T, int D, typename KVT = T>
+constexpr bool decode_has_fallback_stages() {
+  constexpr int kPref = decode_cp_async_pref_stages<T, D, KVT>();
+  return kPref > 2 && decode_smem_bytes<T, D, kPref, KVT>() > kSmallestSmemOptin;
 }
 // The smallest plan instantiated at this head dim (decode_min_smem_bytes sizes it).
-template <typename T, int D>
+template <typename T, int D, typename KVT = T>
 constexpr int decode_min_cp_async_stages() {
-  return decode_has_two_stage_fallback<T, D>() ? 2 : decode_pipeline_stages(D);
+  constexpr int kPref = decode_cp_async_pref_stages<T, D, KVT>();
+  return decode_has_fallback_stages<T, D, KVT>() ? decode_cp_async_fallback_stages(kPref) : kPref;
 }
-template <typename T, int D>
+template <typename T, int D, typename KVT = T>
 constexpr int decode_cp_async_stages(size_t limit) {
-  if (decode_smem_bytes<T, D, decode_pipeline_stages(D)>() <= limit) return decode_pipeline_stages(D);
-  constexpr int kMin = decode_min_cp_async_stages<T, D>();
-  return decode_smem_bytes<T, D, kMin>() <= limit ? kMin : 0;
+  constexpr int kPref = decode_cp_async_pref_stages<T, D, KVT>();
+  if (decode_smem_bytes<T, D, kPref, KVT>() <= limit) return kPref;
+  constexpr int kMin = decode_min_cp_async_stages<T, D, KVT>();
+  return decode_smem_bytes<T, D, kMin, KVT>() <= limit ? kMin : 0;
 }
 
-template <typename T, int D, int kStages, class KV>
+template <typename T, int D, int kStages, class KV, typename KVT>
 cudaError_t launch_decode_attention_kernel_stages(const DecodeKernelParams& p, const KV& kv, dim3 grid,
                                                   cudaStream_t stream, bool pdl) {
-  constexpr size_t smem = decode_smem_bytes<T, D, kStages>();
-  auto kernel = decode_attention_kernel<T, D, kStages, KV>;
+  constexpr size_t smem = decode_smem_bytes<T, D, kStages, KVT>();
+  auto kernel = decode_attention_kernel<T, D, kStages, KV, KVT>;
   static int state[64] = {0};
   const cudaError_t err = configure_decode_kernel_once(kernel, smem, false, state);
   if (err != cudaSuccess) return err;
   return launch_kernel(kernel, grid, dim3(kDecodeThreads), smem, stream, pdl, p, kv);
 }
 
-template <typename T, int D, class KV>
+template <typename T, int D, typename KVT = T, class KV>
 cudaError_t launch_decode_attention_kernel(const DecodeKernelParams& p, const KV& kv, dim3 grid,
                                            cudaStream_t stream, bool pdl) {
-  constexpr int kStages = decode_pipeline_stages(D);
-  const int stages = decode_cp_async_stages<T, D>(static_cast<size_t>(decode_smem_limit()));
-  if (stages == kStages) return launch_decode_attention_kernel_stages<T, D, kStages>(p, kv, grid, stream, pdl);
-  if constexpr (decode_has_two_stage_fallback<T, D>()) {
-    if (stages == 2) return launch_decode_attention_kernel_stages<T, D, 2>(p, kv, grid, stream, pdl);
+  constexpr int kStages = decode_cp_async_pref_stages<T, D, KVT>();
+  const int stages = decode_cp_async_stages<T, D, KVT>(static_cast<size_t>(decode_smem_limit()));
+  if (stages == kStages) return launch_decode_attention_kernel_stages<T, D, kStages, KV, KVT>(p, kv, grid, stream, pdl);
+  if constexpr (decode_has_fallback_stages<T, D, KVT>()) {
+    constexpr int kMin = decode_min_cp_async_stages<T, D, KVT>();
+    if (stages == kMin) return launch_decode_attention_kernel_stages<T, D, kMin, KV, KVT>(p, kv, grid, stream, pdl);
   }
   return cudaErrorNotSupported;
 }
@@ -951,9 +1109,11 @@ cudaError_t launch_decode_attention_kernel(const DecodeKernelParams& p, const KV
 
 namespace cuda_llm_ops::decode {
 
-template <typename T, int D, bool kPaged>
+template <typename T, int D, bool kPaged, typename KVT>
 cudaError_t run_decode_attention(const DecodeAttentionArgs& a, cudaStream_t stream, int pack_group) {
-  if (pack_group > 0 && D != 128) return cudaErrorInvalidValue;
+  constexpr bool kDequant = decode_dequantizes<T, KVT>();
+  if (pack_group > 0 && (D != 128 || kDequant)) return cudaErrorInvalidValue;
+  if (a.kv_fp8 != kDequant || (kDequant && a.head_dim % 16 != 0)) return cudaErrorInvalidValue;
   const int group = a.num_q_heads / a.num_kv_heads;
   DecodeKernelParams p{};
   p.q = a.q;
@@ -970,8 +1130,11 @@ cudaError_t run_decode_attention(const DecodeAttentionArgs& a, cudaStream_t stre
   p.rows = group * a.seq_len_q;
   p.row_tiles = div_ceil(p.rows, kRowsPerBlock);
   p.num_splits = a.num_splits;
-  p.scale_log2 = a.scale * kLog2e;
-  p.cap_scale = a.logits_soft_cap > 0.f ? a.scale / a.logits_soft_cap : 0.f;
+  // FP8: K's dequantization scale multiplies every score, so it joins the softmax scale.
+  const float scale = kDequant ? a.scale * a.k_scale : a.scale;
+  p.scale_log2 = scale * kLog2e;
+  p.cap_scale = a.logits_soft_cap > 0.f ? scale / a.logits_soft_cap : 0.f;
+  p.v_scale = kDequant ? a.v_scale : 1.f;
   p.cap_log2 = a.logits_soft_cap * kLog2e;
   p.window_left = a.window_left < 0 ? -1 : a.window_left;
   p.lse = a.lse;
@@ -1001,23 +1164,27 @@ cudaError_t run_decode_attention(const DecodeAttentionArgs& a, cudaStream_t stre
   }
   // Kernel choice: decode_tma_stages_for (decode_internal.h, NOTES.md v8). Tensor maps
   // are encoded here, per call (a captured graph keeps them, as every kernel argument).
-  const int forced = decode_dev_kernel();
+  // FP8 caches run the cp.async kernel only.
   const bool sm90 = device_cc_major() >= 9;
   const bool pdl = sm90 && decode_dev_pdl();
-  const int64_t blocks = static_cast<int64_t>(grid.x) * grid.y * grid.z;
-  const int auto_stages = decode_tma_stages_for(D, kPaged, blocks, device_sm_count());
-  const int knob_stages = decode_dev_tma_stages();
-  const bool want_tma = forced == kDecodeKernelTma || (forced == kDecodeKernelAuto && auto_stages > 0);
-  const int tma_stages = knob_stages > 0 ? knob_stages : (auto_stages > 0 ? auto_stages : decode_pipeline_stages(D));
-  DecodeTmaMaps maps;
-  const int box_rows = want_tma && sm90 ? encode_decode_tma_maps<T, D, kPaged>(a, maps) : 0;
   auto launch_variant = [&](const auto& kv) -> cudaError_t {
-    if (box_rows > 0) {
-      const cudaError_t err =
-          launch_decode_attention_tma_stages<T, D>(tma_stages, p, kv, grid, stream, pdl, maps, box_rows);
-      if (err != cudaErrorNotSupported) return err;
+    if constexpr (!kDequant) {
+      const int forced = decode_dev_kernel();
+      const int64_t blocks = static_cast<int64_t>(grid.x) * grid.y * grid.z;
+      const int auto_stages = decode_tma_stages_for(D, kPaged, blocks, device_sm_count());
+      const int knob_stages = decode_dev_tma_stages();
+      const bool want_tma = forced == kDecodeKernelTma || (forced == kDecodeKernelAuto && auto_stages > 0);
+      const int tma_stages =
+          knob_stages > 0 ? knob_stages : (auto_stages > 0 ? auto_stages : decode_pipeline_stages(D));
+      DecodeTmaMaps maps;
+      const int box_rows = want_tma && sm90 ? encode_decode_tma_maps<T, D, kPaged>(a, maps) : 0;
+      if (box_rows > 0) {
+        const cudaError_t err =
+            launch_decode_attention_tma_stages<T, D>(tma_stages, p, kv, grid, stream, pdl, maps, box_rows);
+        if (err != cudaErrorNotSupported) return err;
+      }
     }
-    return launch_decode_attention_kernel<T, D>(p, kv, grid, stream, pdl);
+    return launch_decode_attention_kernel<T, D, KVT>(p, kv, grid, stream, pdl);
   };
   if constexpr (kPaged) {
     PagedKV kv{a.k, a.v, a.block_tables, a.table_stride, a.max_blocks_per_seq, a.num_blocks,
@@ -1038,5 +1205,8 @@ cudaError_t run_decode_attention(const DecodeAttentionArgs& a, cudaStream_t stre
 #define CLO_INSTANTIATE_DECODE(T, D)                                                                    \
   template cudaError_t run_decode_attention<T, D, true>(const DecodeAttentionArgs&, cudaStream_t, int);     \
   template cudaError_t run_decode_attention<T, D, false>(const DecodeAttentionArgs&, cudaStream_t, int);
+// FP8 (e4m3) paged caches with T queries.
+#define CLO_INSTANTIATE_DECODE_FP8_KV(T, D) \
+  template cudaError_t run_decode_attention<T, D, true, __nv_fp8_e4m3>(const DecodeAttentionArgs&, cudaStream_t, int);
 
 }  // namespace cuda_llm_ops::decode

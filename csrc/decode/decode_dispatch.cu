@@ -99,8 +99,11 @@ bool decode_head_dim_fits(int head_dim) {
 int64_t decode_min_smem_bytes(int head_dim) {
   int64_t need = 0;
   dispatch_head_dim(head_dim, [&]<int D>() {
-    // the cp.async kernel's smallest plan; both dtypes are 16-bit
-    need = static_cast<int64_t>(decode_smem_bytes<__half, D, decode_min_cp_async_stages<__half, D>()>());
+    // the cp.async kernel's smallest plan, over 16-bit and FP8 caches (both q dtypes are
+    // 16-bit); the two are within 1 KB at every head dim
+    using F8 = __nv_fp8_e4m3;
+    need = static_cast<int64_t>(std::max(decode_smem_bytes<__half, D, decode_min_cp_async_stages<__half, D>()>(),
+                                         decode_smem_bytes<__half, D, decode_min_cp_async_stages<__half, D, F8>(), F8>()));
     return cudaSuccess;
   });
   return need;
@@ -124,8 +127,7 @@ int64_t decode_attention_workspace_floats(int batch, int num_q_heads, int seq_le
 
 int decode_attention_num_splits(int batch, int num_kv_heads, int rows_per_kv_head, int max_kv_len, int head_dim,
                                 DType dtype) {
-  (void)dtype;
-  // Target: one thread block per SM. Measured on the H100 (NOTES.md, forced-split
+  // Target (16-bit caches): one thread block per SM. Measured on the H100 (NOTES.md, forced-split
   // sweeps): B=1/16K/GQA 32:8 is fastest at 16 splits = 128 blocks (33 splits, two
   // blocks per SM, was 13% slower), B=16/GQA at 1 split (128 blocks) beats 2, B=1/16K/MHA
   // is fastest at 4 splits (128 blocks). Fewer blocks leave SMs idle; more add
@@ -134,6 +136,20 @@ int decode_attention_num_splits(int batch, int num_kv_heads, int rows_per_kv_hea
   const int64_t base = static_cast<int64_t>(batch) * num_kv_heads * row_tiles;
   const int64_t sms = device_sm_count();
   if (base <= 0) return 1;
+  const int64_t by_len = std::max<int64_t>(1, (static_cast<int64_t>(max_kv_len) + kMinTokensPerSplit - 1) /
+                                                  kMinTokensPerSplit);
+  if (dtype == DType::kFloat8E4M3) {
+    // FP8 caches: a tile's bytes arrive twice as fast while its math (now with the
+    // conversions) costs as much, so one block of 4 warps per SM cannot keep up; two
+    // blocks per SM can (H100, NOTES.md v19: B=16/16K/GQA 260.6 us with 1 split, 200.2 with
+    // 2; B=1/16K 24.5 us at 16 splits, 23.1 at 32). Grids that already have more than one
+    // block per SM run 1 split (B=64/1K/GQA 62.4 vs 77.2 us with 2; B=64/4K/MHA 770.8 vs
+    // 821.3).
+    if (base > sms) return 1;
+    const int64_t splits = std::min<int64_t>({std::max<int64_t>(1, 2 * sms / base), by_len,
+                                              static_cast<int64_t>(kMaxSplits)});
+    return static_cast<int>(std::max<int64_t>(1, splits));
+  }
   if (base * 2 > sms) {
     // >= half the SMs busy: splitting costs more than it gains, except for very large
     // grids of long sequences on the cp.async kernel: B=64/N=4096/MHA (2048 blocks, 15.5
@@ -148,8 +164,6 @@ int decode_attention_num_splits(int batch, int num_kv_heads, int rows_per_kv_hea
     return (cp_async_large_grid && max_kv_len >= kLargeGridMinKeys) ? 2 : 1;
   }
   int64_t splits = sms / base;  // rounded down: a few idle SMs beat a second, mostly empty wave
-  const int64_t by_len = std::max<int64_t>(1, (static_cast<int64_t>(max_kv_len) + kMinTokensPerSplit - 1) /
-                                                   kMinTokensPerSplit);
   splits = std::min<int64_t>({splits, by_len, static_cast<int64_t>(kMaxSplits)});
   return static_cast<int>(std::max<int64_t>(1, splits));
 }
@@ -169,6 +183,8 @@ cudaError_t launch_decode_attention(const DecodeAttentionArgs& a, cudaStream_t s
   }
   return dispatch_half_dtype(a.dtype, [&]<typename T>() {
     return dispatch_head_dim(a.head_dim, [&]<int D>() {
+      if (a.kv_fp8)
+        return a.paged ? run_decode_attention<T, D, true, __nv_fp8_e4m3>(a, stream) : cudaErrorInvalidValue;
       return a.paged ? run_decode_attention<T, D, true>(a, stream) : run_decode_attention<T, D, false>(a, stream);
     });
   });

@@ -2,6 +2,8 @@
 // instantiations live in separate files so ninja compiles them in parallel.
 #pragma once
 
+#include <cuda_fp8.h>
+
 #include "decode/decode.h"
 
 namespace cuda_llm_ops::decode {
@@ -72,7 +74,7 @@ inline int decode_tma_stages_for(int head_dim, bool paged, int64_t blocks, int64
 constexpr int kPackMinBlocksPerSm = 8;
 inline bool decode_packs_head_pairs(const DecodeAttentionArgs& a) {
   const int knob = decode_dev_pack();  // dev: 0 never, 2 wherever legal, else the rule
-  const bool legal = a.paged && a.head_dim == 64 && a.num_kv_heads % 2 == 0 && a.num_q_heads == a.num_kv_heads &&
+  const bool legal = a.paged && !a.kv_fp8 && a.head_dim == 64 && a.num_kv_heads % 2 == 0 && a.num_q_heads == a.num_kv_heads &&
                      a.seq_len_q == 1;
   if (!legal || knob == 0) return false;
   if (knob == 2) return true;
@@ -83,8 +85,28 @@ inline bool decode_packs_head_pairs(const DecodeAttentionArgs& a) {
 // Attention kernel (+ merge when args.num_splits > 1) for one dtype, head dim and
 // KV layout (paged block table or strided cache). pack_group > 0 (D = 128 only): `args`
 // describes head pairs (decode_packs_head_pairs), pack_group real query heads per real
-// KV head.
-template <typename T, int D, bool kPaged>
+// KV head. KVT: the caches' element type, T or __nv_fp8_e4m3 (args.kv_fp8; the cp.async
+// kernel only, no head pairs).
+template <typename T, int D, bool kPaged, typename KVT = T>
 cudaError_t run_decode_attention(const DecodeAttentionArgs& args, cudaStream_t stream, int pack_group = 0);
+
+// Each instantiation is compiled once, in its own file (decode_attention_{dtype}_d{D}.cu,
+// decode_attention_fp8kv_d{D}.cu). Without these declarations every file that sees the
+// template's definition and calls it (decode_dispatch.cu) compiled all 69 kernels again,
+// serially, in one translation unit.
+#define CLO_DECLARE_DECODE(T, D)                                                                             \
+  extern template cudaError_t run_decode_attention<T, D, true>(const DecodeAttentionArgs&, cudaStream_t, int);  \
+  extern template cudaError_t run_decode_attention<T, D, false>(const DecodeAttentionArgs&, cudaStream_t, int); \
+  extern template cudaError_t run_decode_attention<T, D, true, __nv_fp8_e4m3>(const DecodeAttentionArgs&,       \
+                                                                              cudaStream_t, int);
+CLO_DECLARE_DECODE(__half, 64)
+CLO_DECLARE_DECODE(__half, 96)
+CLO_DECLARE_DECODE(__half, 128)
+CLO_DECLARE_DECODE(__half, 256)
+CLO_DECLARE_DECODE(__nv_bfloat16, 64)
+CLO_DECLARE_DECODE(__nv_bfloat16, 96)
+CLO_DECLARE_DECODE(__nv_bfloat16, 128)
+CLO_DECLARE_DECODE(__nv_bfloat16, 256)
+#undef CLO_DECLARE_DECODE
 
 }  // namespace cuda_llm_ops::decode

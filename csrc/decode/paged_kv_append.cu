@@ -1,5 +1,7 @@
 // Paged KV-cache append (vLLM's reshape_and_cache): the new tokens' K and V rows
-// are copied, 16 bytes per thread, into their flat cache slots.
+// are copied, 16 bytes per thread, into their flat cache slots; into an FP8 cache each
+// thread quantizes 16 values (16 bytes of the cache row).
+#include "cuda_llm_ops/fp8.cuh"
 #include "decode/decode.h"
 
 namespace cuda_llm_ops::decode {
@@ -51,10 +53,51 @@ __global__ void __launch_bounds__(128)
   }
 }
 
+// One 16-byte chunk of 16 e4m3 values from 16 source values (`in`: 16 / (16 / sizeof(Src))
+// chunks of the source row).
+template <typename Src>
+__device__ __forceinline__ uint4 quantize_e4m3x16(const uint4* in, float inv_scale) {
+  constexpr int kPerChunk = 16 / sizeof(Src);
+  float f[16];
+#pragma unroll
+  for (int c = 0; c < 16 / kPerChunk; ++c) {
+    const uint4 x = in[c];
+    const Src* e = reinterpret_cast<const Src*>(&x);
+#pragma unroll
+    for (int j = 0; j < kPerChunk; ++j) f[c * kPerChunk + j] = to_float<Src>(e[j]);
+  }
+  uint32_t w[4];
+#pragma unroll
+  for (int i = 0; i < 4; ++i)
+    w[i] = static_cast<uint32_t>(float2_to_e4m3x2(f[4 * i], f[4 * i + 1], inv_scale)) |
+           (static_cast<uint32_t>(float2_to_e4m3x2(f[4 * i + 2], f[4 * i + 3], inv_scale)) << 16);
+  return make_uint4(w[0], w[1], w[2], w[3]);
+}
+
+// FP8 cache: threads cover Hkv x D/16 16-byte chunks of the cache rows, one token per
+// block (the cache side moves half or a quarter of the source's bytes).
+template <typename Src, typename SlotT>
+__global__ void __launch_bounds__(128)
+    paged_kv_append_fp8_kernel(const uint4* __restrict__ k, const uint4* __restrict__ v, int64_t k_st, int64_t k_sh,
+                               int64_t v_st, int64_t v_sh, uint4* __restrict__ k_cache, uint4* __restrict__ v_cache,
+                               const SlotT* __restrict__ slot_mapping, int num_kv_heads, int chunks_per_head,
+                               int64_t num_slots, float k_inv_scale, float v_inv_scale) {
+  constexpr int kSrcChunks = 16 / (16 / sizeof(Src));  // source chunks per cache chunk
+  const int t = blockIdx.x;
+  const int64_t s = static_cast<int64_t>(slot_mapping[t]);
+  if (s < 0 || s >= num_slots) return;
+  const int64_t row_chunks = static_cast<int64_t>(num_kv_heads) * chunks_per_head;
+  for (int c = threadIdx.x; c < row_chunks; c += blockDim.x) {
+    const int h = c / chunks_per_head, ch = c % chunks_per_head;
+    k_cache[s * row_chunks + c] = quantize_e4m3x16<Src>(k + t * k_st + h * k_sh + ch * kSrcChunks, k_inv_scale);
+    v_cache[s * row_chunks + c] = quantize_e4m3x16<Src>(v + t * v_st + h * v_sh + ch * kSrcChunks, v_inv_scale);
+  }
+}
+
 }  // namespace
 
-cudaError_t launch_paged_kv_append(DType dtype, const void* k, const void* v, int64_t k_stride_t,
-                                   int64_t k_stride_h, int64_t v_stride_t, int64_t v_stride_h, void* k_cache,
+cudaError_t launch_paged_kv_append(DType dtype, DType cache_dtype, float k_scale, float v_scale, const void* k,
+                                   const void* v, int64_t k_stride_t, int64_t k_stride_h, int64_t v_stride_t, int64_t v_stride_h, void* k_cache,
                                    void* v_cache, const void* slot_mapping, bool slot_is_int64, int num_tokens,
                                    int num_kv_heads, int head_dim, int num_blocks, int block_size,
                                    cudaStream_t stream) {
@@ -71,6 +114,25 @@ cudaError_t launch_paged_kv_append(DType dtype, const void* k, const void* v, in
   const auto* vu = static_cast<const uint4*>(v);
   auto* kc = static_cast<uint4*>(k_cache);
   auto* vc = static_cast<uint4*>(v_cache);
+  if (cache_dtype == DType::kFloat8E4M3) {
+    if (head_dim % 16 != 0 || !(k_scale > 0.f) || !(v_scale > 0.f)) return cudaErrorInvalidValue;
+    // x / scale as x * (1 / scale) in float32: the reference (paged_kv_append_reference)
+    // computes the same product, so the rounding to e4m3 matches bit for bit.
+    const float k_inv = 1.f / k_scale, v_inv = 1.f / v_scale;
+    return dispatch_float_dtype(dtype, [&]<typename Src>() {
+      auto run = [&](const auto* slots) {
+        paged_kv_append_fp8_kernel<Src><<<num_tokens, 128, 0, stream>>>(
+            ku, vu, k_stride_t / per_chunk, k_stride_h / per_chunk, v_stride_t / per_chunk, v_stride_h / per_chunk,
+            kc, vc, slots, num_kv_heads, head_dim / 16, num_slots, k_inv, v_inv);
+      };
+      if (slot_is_int64)
+        run(static_cast<const int64_t*>(slot_mapping));
+      else
+        run(static_cast<const int*>(slot_mapping));
+      return cudaGetLastError();
+    });
+  }
+  if (cache_dtype != dtype) return cudaErrorInvalidValue;
   auto launch = [&]<int kTokens, typename SlotT>(const SlotT* slots) {
     paged_kv_append_kernel<kTokens, SlotT><<<div_ceil(num_tokens, kTokens), 128, 0, stream>>>(
         ku, vu, k_stride_t / per_chunk, k_stride_h / per_chunk, v_stride_t / per_chunk, v_stride_h / per_chunk, kc,

@@ -259,6 +259,64 @@ def decode_attention_cases(dtype: torch.dtype, preset: str, quick: bool) -> list
     return [paged_case(b, n, h, dtype, op="decode_attention") for b, n, h in shapes]
 
 
+# FP8 (e4m3) caches: shapes of the issue's table (GQA 32/8 and MHA, D = 128, block 16), and
+# the scale of both caches: a power of two, so the dequantized 16-bit copy the peers read
+# holds exactly the values ours reads (randn / 2^-6 stays below 448).
+FP8_SHAPES = ((16, 1024, 8), (64, 1024, 8), (1, 16384, 8), (16, 16384, 8), (64, 4096, 32), (16, 4096, 32))
+FP8_SHAPES_QUICK = ((16, 1024, 8), (1, 16384, 8), (64, 4096, 32))
+FP8_SCALE = 2.0 ** -6
+
+
+def fp8_case(B: int, N: int, Hkv: int, dtype: torch.dtype, Hq: int = HQ, D: int = HEAD_DIM,
+             block_size: int = BLOCK_SIZE) -> BenchCase:
+    """`paged_attention` over an FP8 (e4m3) paged cache against SDPA's backends on the same
+    values as a contiguous 16-bit cache (what runs without FP8 support) and against ours on
+    that 16-bit cache paged (`cuda_llm_ops-16bit-kv`). Bytes: the FP8 cache's (K and V one
+    byte per element, q and out two): the 16-bit impls move about twice that, so their
+    TB/s column reads half their real rate; the times compare directly."""
+    w = decode_attention_work(B, Hq, Hkv, N, D, torch.empty((), dtype=dtype).element_size(), kv_elem_bytes=1)
+
+    def make_inputs():
+        from ..reference import quantize_fp8_e4m3
+
+        inp = make_paged_inputs(B, Hq, Hkv, N, D, block_size, dtype)
+        for name in ("k_cache", "v_cache"):
+            c8 = quantize_fp8_e4m3(inp[name], FP8_SCALE)
+            inp[name + "_fp8"] = c8
+            inp[name] = c8.to(dtype).mul_(FP8_SCALE)  # exact: e4m3 times a power of two
+        return inp
+
+    def ours_fp8() -> BenchImpl:
+        def build(inp):
+            from ..decode import paged_attention, paged_attention_workspace
+
+            q, kc, vc, bt, sl = inp["q"], inp["k_cache_fp8"], inp["v_cache_fp8"], inp["block_tables"], inp["seq_lens"]
+            out = torch.empty_like(q)
+            ws = paged_attention_workspace(q, kc, bt)
+            return lambda: paged_attention(q, kc, vc, bt, sl, out=out, workspace=ws, check_indices=False,
+                                           k_scale=FP8_SCALE, v_scale=FP8_SCALE)
+
+        return BenchImpl("cuda_llm_ops", False, build, ours_paged().unavailable)
+
+    ours16 = ours_paged()
+    ours16 = BenchImpl("cuda_llm_ops-16bit-kv", False, ours16.build, ours16.unavailable)
+    return BenchCase(
+        op="paged_attention_fp8", dtype=dtype,
+        shape={"B": B, "Hq": Hq, "Hkv": Hkv, "N": N, "D": D, "block_size": block_size},
+        flops=w.flops, bytes=w.bytes, compute="fp16_tc" if dtype == torch.float16 else "bf16_tc",
+        make_inputs=make_inputs, impls=[sdpa_peer("flash"), sdpa_peer("cudnn"), ours_fp8(), ours16],
+        reference=None, rel_tol={torch.float16: 1e-2, torch.bfloat16: 3e-2}[dtype], cold_l2=True, cuda_graph=True,
+        label=f"B={B} N={N} {'MHA' if Hkv == Hq else f'GQA {Hq}/{Hkv}'} fp8 KV", x_key="N")
+
+
+@register("paged_attention_fp8")
+def paged_attention_fp8_cases(dtype: torch.dtype, preset: str, quick: bool) -> list[BenchCase]:
+    if dtype not in (torch.float16, torch.bfloat16) or preset not in ("all", "llama-7b", "llama-8b"):
+        return []
+    kv_heads = KV_HEADS if preset == "all" else ((32,) if preset == "llama-7b" else (8,))
+    return [fp8_case(b, n, h, dtype) for b, n, h in (FP8_SHAPES_QUICK if quick else FP8_SHAPES) if h in kv_heads]
+
+
 # paged_kv_append: T new tokens into a cache of this many slots per layer (K and V 16 MB each
 # at Hkv=8, D=128, fp16: a cold-L2 rotation of input copies stays within a few GB).
 APPEND_CACHE_SLOTS = 8192

@@ -4,9 +4,9 @@ They run on any device, CPU included, and are what the GPU tests and the
 benchmark's correctness checks compare against.
 """
 from .attention import attention_reference, causal_mask
-from .decode import gather_paged_kv, paged_attention_reference, paged_kv_append_reference
+from .decode import gather_paged_kv, paged_attention_reference, paged_kv_append_reference, quantize_fp8_e4m3
 from .gemm import gemm_reference, int8_gemm_reference
 from .lightning import lightning_decode_reference
 
 __all__ = ["gemm_reference", "int8_gemm_reference", "attention_reference", "causal_mask", "lightning_decode_reference",
-           "gather_paged_kv", "paged_attention_reference", "paged_kv_append_reference"]
+           "gather_paged_kv", "paged_attention_reference", "paged_kv_append_reference", "quantize_fp8_e4m3"]

@@ -26,6 +26,8 @@ def paged_attention_reference(
     window_left: int = -1,
     logits_soft_cap: float = 0.0,
     return_lse: bool = False,
+    k_scale: float = 1.0,
+    v_scale: float = 1.0,
 ) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
     """Decode attention through the block table, in `dtype` (float32 default, float64 on request).
 
@@ -33,9 +35,13 @@ def paged_attention_reference(
     seq_lens[b] - Nq + i, causal); caches `[num_blocks, block_size, Hkv, D]`; block_tables `[B, max_blocks]`;
     seq_lens `[B]` (sequence b sees its keys 0 .. seq_lens[b] - 1, with `window_left >= 0`
     only from seq_lens[b] - 1 - window_left; 0 keys give zeros); `logits_soft_cap` as
-    `attention_reference`. Returns q's shape in `dtype` (with `return_lse` also the rows'
+    `attention_reference`. FP8 caches (`torch.float8_e4m3fn`) stand for `k_cache * k_scale`
+    and `v_cache * v_scale`. Returns q's shape in `dtype` (with `return_lse` also the rows'
     log-sum-exp, q's shape without D; -inf for rows that see no key).
     """
+    if k_cache.dtype == torch.float8_e4m3fn:
+        k_cache = k_cache.to(dtype) * k_scale
+        v_cache = v_cache.to(dtype) * v_scale
     multi = q.dim() == 4
     q4 = q if multi else q.unsqueeze(2)
     out = torch.zeros(q4.shape, dtype=dtype, device=q.device)
@@ -56,10 +62,23 @@ def paged_attention_reference(
     return (out, lse) if return_lse else out
 
 
+def quantize_fp8_e4m3(x: torch.Tensor, scale: float) -> torch.Tensor:
+    """`x / scale` as float8_e4m3fn the way `paged_kv_append` stores it: x (as float32)
+    times the float32 reciprocal of the scale, saturated to +-448, rounded to nearest."""
+    inv = torch.tensor(1.0, dtype=torch.float32) / torch.tensor(scale, dtype=torch.float32)
+    return (x.float() * inv.to(x.device)).clamp(-448.0, 448.0).to(torch.float8_e4m3fn)
+
+
 def paged_kv_append_reference(k: torch.Tensor, v: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor,
-                              slot_mapping: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+                              slot_mapping: torch.Tensor, k_scale: float = 1.0,
+                              v_scale: float = 1.0) -> tuple[torch.Tensor, torch.Tensor]:
     """New caches with token t's K/V `[Hkv, D]` written at flat slot slot_mapping[t]
-    (block = slot // block_size, offset = slot % block_size); negative slots skipped."""
+    (block = slot // block_size, offset = slot % block_size); negative slots skipped.
+    FP8 caches get `quantize_fp8_e4m3(k, k_scale)` / `(v, v_scale)`."""
+    if k_cache.dtype == torch.float8_e4m3fn:
+        k, v = quantize_fp8_e4m3(k, k_scale).view(torch.uint8), quantize_fp8_e4m3(v, v_scale).view(torch.uint8)
+        kc, vc = paged_kv_append_reference(k, v, k_cache.view(torch.uint8), v_cache.view(torch.uint8), slot_mapping)
+        return kc.view(torch.float8_e4m3fn), vc.view(torch.float8_e4m3fn)
     kc, vc = k_cache.clone(), v_cache.clone()
     nb, bs = kc.shape[0], kc.shape[1]
     flat_k = kc.view(nb * bs, *kc.shape[2:])

@@ -16,7 +16,7 @@ namespace cuda_llm_ops {
 
 // Element type of a tensor handed to a launcher. The binding layer maps torch's
 // ScalarType onto this; kernels dispatch on it with dispatch_float_dtype below.
-enum class DType : int { kFloat32 = 0, kFloat16 = 1, kBFloat16 = 2, kInt8 = 3, kInt32 = 4 };
+enum class DType : int { kFloat32 = 0, kFloat16 = 1, kBFloat16 = 2, kInt8 = 3, kInt32 = 4, kFloat8E4M3 = 5 };
 
 enum class Precision { FP32, FP16, BF16, INT8 };
 enum class MatrixLayout { RowMajor, ColMajor, RowMajorPadded };
@@ -28,6 +28,7 @@ inline const char* dtype_name(DType t) {
     case DType::kBFloat16: return "bfloat16";
     case DType::kInt8: return "int8";
     case DType::kInt32: return "int32";
+    case DType::kFloat8E4M3: return "float8_e4m3fn";
   }
   return "unknown";
 }
