@@ -19,7 +19,9 @@ guards stay on). Every implementation is timed as CUDA-graph replays over rotate
 input copies (cold L2): decode steps run inside graphs in serving engines, and without
 one the small cases measure host overhead (SDPA's cuDNN path spends tens of microseconds
 on the CPU per call), not kernels. Op `decode_attention`: the same kernel over a contiguous cache
-(`flash_attention` with one query row dispatches there) on a few of the shapes.
+(`flash_attention` with one query row dispatches there) on a few of the shapes. Op
+`paged_attention_fp8`: an FP8 (e4m3) paged cache against SDPA and ours on the same values
+in 16 bits (`fp8_case`).
 """
 from __future__ import annotations
 
@@ -262,7 +264,7 @@ def decode_attention_cases(dtype: torch.dtype, preset: str, quick: bool) -> list
 # FP8 (e4m3) caches: shapes of the issue's table (GQA 32/8 and MHA, D = 128, block 16), and
 # the scale of both caches: a power of two, so the dequantized 16-bit copy the peers read
 # holds exactly the values ours reads (randn / 2^-6 stays below 448).
-FP8_SHAPES = ((16, 1024, 8), (64, 1024, 8), (1, 16384, 8), (16, 16384, 8), (64, 4096, 32), (16, 4096, 32))
+FP8_SHAPES = ((1, 16384, 8), *((b, n, 8) for b in (16, 64) for n in CONTEXTS), (16, 4096, 32), (64, 4096, 32))
 FP8_SHAPES_QUICK = ((16, 1024, 8), (1, 16384, 8), (64, 4096, 32))
 FP8_SCALE = 2.0 ** -6
 
