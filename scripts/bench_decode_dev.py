@@ -133,7 +133,7 @@ BENCH_VARIANTS = {
     "cp": {"CLO_DECODE_VARIANT": "1"},
     "tma": {"CLO_DECODE_VARIANT": "2"},
 }
-_KNOBS = ("CLO_DECODE_VARIANT", "CLO_DECODE_TMA_STAGES", "CLO_DECODE_PACK")
+_KNOBS = ("CLO_DECODE_VARIANT", "CLO_DECODE_TMA_STAGES", "CLO_DECODE_PACK", "CLO_DECODE_SMEM_LIMIT")
 # --shape-sweep: the cp.async kernel and the TMA kernel at each pipeline depth
 # (CLO_DECODE_TMA_STAGES; depths that do not fit in shared memory are skipped).
 SWEEP_VARIANTS = {
@@ -277,11 +277,20 @@ def fp8_split_sweep(iters, copy_bw):
     """FP8 caches: forced split counts on small and medium grids (graph replays over
     rotated inputs, cold L2, as llm-speed bench times them); % of the copy rate on the
     FP8 bytes. bf16 q on one shape (its dequantization goes through float)."""
-    from cuda_llm_ops.decode import paged_attention, paged_attention_workspace
-    from cuda_llm_ops.timing import rotation_count
     shapes = [(16, 1024, 8, (1, 2, 3), torch.float16), (16, 16384, 8, (1, 2, 3, 4), torch.float16),
               (16, 16384, 8, (1, 2, 3), torch.bfloat16), (64, 1024, 8, (1, 2), torch.float16),
               (1, 16384, 8, (16, 24, 32, 48), torch.float16), (64, 4096, 32, (1, 2), torch.float16)]
+    # CLO_DECODE_SMEM_LIMIT at 99 KB: the 4-stage plan (69 KB at D = 128: 3 blocks per SM)
+    for limit in (0, 99 * 1024):
+        os.environ["CLO_DECODE_SMEM_LIMIT"] = str(limit)
+        print(f"smem limit {limit or 'device'}:", flush=True)
+        _fp8_split_rows(shapes, iters, copy_bw)
+    os.environ["CLO_DECODE_SMEM_LIMIT"] = ""
+
+
+def _fp8_split_rows(shapes, iters, copy_bw):
+    from cuda_llm_ops.decode import paged_attention, paged_attention_workspace
+    from cuda_llm_ops.timing import rotation_count
     for B, N, Hkv, splits, dt in shapes:
         case = cd.fp8_case(B, N, Hkv, dt)
         sets = [case.make_inputs() for _ in range(rotation_count(case.bytes))]
@@ -343,7 +352,7 @@ def main() -> int:
                     help="SDPA and ours timed the shared anchors' way (eager, warm L2) and in graphs")
     args = ap.parse_args()
     if any((args.variants, args.variants_only, args.shape_sweep, args.graph_knobs, args.pack_sweep,
-            args.pack_confirm)):
+            args.pack_confirm, args.fp8_splits)):
         for knob in _KNOBS:  # dev mode: each knob must be set before the first decode call
             os.environ.setdefault(knob, "")
     if not torch.cuda.is_available() or not llm.kernels_available():

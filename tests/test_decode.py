@@ -1188,3 +1188,19 @@ def test_fp8_split_heuristic_aims_at_two_blocks_per_sm():
         got = llm.decode_num_splits(b, hkv, 4, n, 128, f8)
         assert got == want, f"B={b} Hkv={hkv} N={n}: {got} splits, expected {want} ({sms} SMs)"
     assert llm.decode_num_splits(1, 8, 4, 16384, 128, f16) == min(sms // 8, 64)  # one block per SM
+
+
+def test_readme_use_example_runs():
+    """The README's "Use" block runs as written, and its FP8 decode step matches the reference."""
+    require_op("paged_attention")
+    require_op("flash_attention")
+    import os
+    import re
+    text = open(os.path.join(os.path.dirname(__file__), "..", "README.md")).read()
+    block = re.search(r"## Use\s+```python\n(.*?)```", text, re.S).group(1)
+    env: dict = {}
+    exec(compile(block, "README.md (Use)", "exec"), env)
+    assert env["o"].shape == (4, 32, 2048, 128) and torch.isfinite(env["o"]).all()
+    ref = paged_attention_reference(env["q1"], env["k_cache"], env["v_cache"], env["table"], env["seq_lens"],
+                                    k_scale=0.05, v_scale=0.05)
+    assert_close(env["o1"], ref, dtype=torch.float16, what="README FP8 decode step")
