@@ -43,7 +43,7 @@ FP8 KV cache (vLLM's `kv_cache_dtype="fp8"`, e4m3): `paged_attention` takes cach
 dtype `torch.float8_e4m3fn` with float16/bfloat16 q, each K element standing for its
 value times `k_scale` and each V element for its value times `v_scale` (per-tensor
 scales, floats: a captured graph keeps them); `paged_kv_append` writes such caches,
-storing `e4m3(x / scale)` rounded to nearest and saturated to +-448. Half the bytes of
+storing `e4m3(x * (1 / scale))` (float32) rounded to nearest and saturated to +-448. Half the bytes of
 a 16-bit cache are read, so a memory-bound decode step takes about half the time. The
 warps convert the K/V fragments they load to q's dtype in registers (exactly: e4m3 fits
 float16 and bfloat16) and run the same tensor-core math; head_dim a multiple of 16
@@ -76,6 +76,7 @@ them wherever legal. Unset, the choice is automatic and the environment is never
 from __future__ import annotations
 
 import math
+import numbers
 
 import torch
 
@@ -119,13 +120,13 @@ def decode_kernel_head_dim(d: int) -> int:
     return next(k for k in DECODE_KERNEL_HEAD_DIMS if d <= k)
 
 
-def _check_head_dim(d: int, device: torch.device | None = None) -> None:
+def _check_head_dim(d: int, device: torch.device | None = None, fp8_cache: bool = False) -> None:
     if not decode_kernel_head_dim(d):
         raise ValueError(f"head_dim must be a multiple of 8 in [8, {DECODE_MAX_HEAD_DIM}] for the decode kernels, "
                          f"got {d}")
     if (device is not None and device.type == "cuda" and _ops.has_op("decode_head_dim_fits")
-            and not decode_head_dim_fits(d, device)):
-        fits = [h for h in DECODE_KERNEL_HEAD_DIMS if decode_head_dim_fits(h, device)]
+            and not decode_head_dim_fits(d, device, fp8_cache)):
+        fits = [h for h in DECODE_KERNEL_HEAD_DIMS if decode_head_dim_fits(h, device, fp8_cache)]
         runs = f"multiples of 8 up to {max(fits)}" if fits else "none"
         raise ValueError(f"head_dim {d}: the decode kernels need more shared memory per block than this GPU "
                          f"allows; head dims that run here: {runs}")
@@ -179,15 +180,29 @@ def _read_kv_len(max_kv_len: int, seq_len_q: int, window_left: int) -> int:
     return max_kv_len if window_left < 0 else min(max_kv_len, window_left + seq_len_q + 63)
 
 
+# FP8 scales: normal float32 values with normal reciprocals (the append multiplies by 1 / scale).
+_MIN_KV_SCALE = 1.1754943508222875e-38  # float32's smallest normal
+_MAX_KV_SCALE = 1.0 / _MIN_KV_SCALE
+
+
+def _kv_scale_type_ok(*scales) -> None:
+    """Scales are host numbers (a Python or numpy float): a tensor would make every call
+    synchronise (float(t)) and break CUDA-graph capture. Cheap: runs on every call."""
+    for x, name in zip(scales, ("k_scale", "v_scale")):
+        if not isinstance(x, numbers.Real) or isinstance(x, bool):
+            raise ValueError(f"{name} must be a Python float (for a tensor scale, pass float(scale) once, outside "
+                             f"the decode loop), got {type(x).__name__}")
+
+
 def _check_kv_scales(fp8: bool, k_scale: float, v_scale: float) -> None:
-    """FP8 caches' scales: finite float32 values > 0; 16-bit caches take none (1.0)."""
+    """FP8 caches' scales: float32 values in [FLT_MIN, 1 / FLT_MIN]; 16-bit caches take
+    none (1.0)."""
+    _kv_scale_type_ok(k_scale, v_scale)
     for x, name in ((k_scale, "k_scale"), (v_scale, "v_scale")):
-        if not isinstance(x, (int, float)) or isinstance(x, bool):
-            raise ValueError(f"{name} must be a float, got {x!r}")
         if fp8:
-            f32 = float(torch.tensor(float(x), dtype=torch.float32))
-            if not (math.isfinite(x) and x > 0 and math.isfinite(f32) and f32 > 0):
-                raise ValueError(f"{name} must be a finite float32 > 0, got {x!r}")
+            if not _MIN_KV_SCALE <= x <= _MAX_KV_SCALE:
+                raise ValueError(f"{name} must be a float32 in [{_MIN_KV_SCALE:g}, {_MAX_KV_SCALE:g}] (finite, > 0, "
+                                 f"normal, with a finite reciprocal), got {x!r}")
         elif x != 1.0:
             raise ValueError(f"{name} applies to float8_e4m3fn caches only and must be 1.0 for 16-bit caches, "
                              f"got {x!r}")
@@ -251,7 +266,7 @@ def validate_paged_attention_inputs(q, k_cache, v_cache, block_tables, seq_lens,
         raise ValueError(f"v_cache must have k_cache's shape {tuple(k_cache.shape)}, got {tuple(v_cache.shape)}")
     if dk != d:
         raise ValueError(f"k_cache head_dim (dim 3) must match q's ({d}), got {dk}")
-    _check_head_dim(d, None if torch.compiler.is_compiling() else q.device)
+    _check_head_dim(d, None if torch.compiler.is_compiling() else q.device, k_cache.dtype == FP8_KV_DTYPE)
     if hkv < 1 or hq % hkv != 0:
         raise ValueError(f"q's number of heads ({hq}) must be a multiple of k_cache's num_kv_heads, got {hkv}")
     if bs < 1 or bs & (bs - 1):
@@ -290,19 +305,24 @@ def validate_paged_attention_inputs(q, k_cache, v_cache, block_tables, seq_lens,
 
 
 def check_paged_indices(k_cache: torch.Tensor, block_tables: torch.Tensor, seq_lens: torch.Tensor,
-                        workspace: torch.Tensor | None = None) -> None:
+                        workspace: torch.Tensor | None = None, window_left: int = -1, seq_len_q: int = 1) -> None:
     """Host check (one synchronisation) of the device-side indices of `paged_attention`.
 
     Raises ValueError when a seq_len is outside `[0, max_blocks_per_seq * block_size]`,
     a block index that the sequence uses is outside `[0, num_blocks)`, or a given
-    workspace's split counters are not at rest (the kernel would write NaN).
+    workspace's split counters are not at rest (the kernel would write NaN). With a
+    sliding window (`window_left >= 0`, `seq_len_q` new tokens) the blocks wholly before
+    the lowest query's window are not used (a serving engine may have freed them).
     """
     nb, bs = k_cache.shape[0], k_cache.shape[1]
     cap = block_tables.shape[1] * bs
     lens = seq_lens.long()
     bad_len = (lens < 0) | (lens > cap)
-    used = torch.arange(block_tables.shape[1], device=block_tables.device)[None, :] < (
-        (lens.clamp(0, cap) + bs - 1) // bs)[:, None]
+    blk = torch.arange(block_tables.shape[1], device=block_tables.device)[None, :]
+    used = blk < ((lens.clamp(0, cap) + bs - 1) // bs)[:, None]
+    if window_left >= 0:
+        lowest = (lens - seq_len_q - window_left).clamp(min=0)
+        used &= (blk + 1) * bs > lowest[:, None]
     bad_blk = used & ((block_tables < 0) | (block_tables >= nb))
     # (a 1-element workspace is the helpers' for a call that does not split: never counted on)
     counted = workspace is not None and workspace.numel() > 1
@@ -486,9 +506,11 @@ def paged_attention(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tenso
 
     if _host_checks_allowed(check_indices, "check_indices"):
         explain()  # this path synchronises anyway
-        check_paged_indices(k_cache, block_tables, seq_lens, workspace)
+        nq = q.shape[2] if q.dim() == 4 else 1
+        check_paged_indices(k_cache, block_tables, seq_lens, workspace, window_left, nq)
 
     def call():
+        _kv_scale_type_ok(k_scale, v_scale)
         result = torch.empty_like(q, memory_format=torch.contiguous_format) if out is None else out
         row_lse = _lse_for(lse, return_lse, q)
         kernel(result, q, k_cache, v_cache, block_tables, seq_lens, resolve_scale(scale, q.shape[-1]), num_splits,
@@ -557,29 +579,32 @@ _HEAD_DIM_FITS: dict[tuple[int, int], bool] = {}
 
 
 @torch._dynamo.assume_constant_result
-def _head_dim_fits_on(index: int, head_dim: int) -> bool:
+def _head_dim_fits_on(index: int, head_dim: int, fp8_cache: bool = False) -> bool:
     """The op's answer for device `index`, remembered; a constant to torch.compile (asked
     at trace time, as flash_attention's choice of kernel must be)."""
-    known = _HEAD_DIM_FITS.get((index, head_dim))
+    key = (index, head_dim, fp8_cache)
+    known = _HEAD_DIM_FITS.get(key)
     if known is None:
         with torch.cuda.device(index):
-            known = _HEAD_DIM_FITS[(index, head_dim)] = bool(_ops.op("decode_head_dim_fits")(head_dim))
+            known = _HEAD_DIM_FITS[key] = bool(_ops.op("decode_head_dim_fits")(head_dim, fp8_cache))
     return known
 
 
-def decode_head_dim_fits(head_dim: int, device: torch.device | str | int | None = None) -> bool:
+def decode_head_dim_fits(head_dim: int, device: torch.device | str | int | None = None,
+                         fp8_cache: bool = False) -> bool:
     """Whether the decode kernels run at `head_dim` on `device` (default: the current
     one): every decode head dim on sm_80 and sm_90; GPUs with 99 KB of shared memory
     per block (sm_86/89/120: A10, L4, L40S, RTX 4090/5090) run head dims up to 128, not
     136-256, which need the 256-wide kernel (`paged_attention` / `decode_attention` refuse
-    them there; `flash_attention` keeps such calls on its prefill kernel). Remembered per
-    device (flash_attention asks on every call)."""
+    them there; `flash_attention` keeps such calls on its prefill kernel). With
+    `fp8_cache` (a float8_e4m3fn paged cache, half the shared memory) every head dim runs
+    everywhere. Remembered per device (flash_attention asks on every call)."""
     if device is None:
         index = torch.cuda.current_device()
     else:
         device = torch.device("cuda", device) if isinstance(device, int) else torch.device(device)
         index = device.index if device.index is not None else torch.cuda.current_device()
-    return _head_dim_fits_on(index, int(head_dim))
+    return _head_dim_fits_on(index, int(head_dim), bool(fp8_cache))
 
 
 def use_decode_path(q) -> bool:

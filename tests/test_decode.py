@@ -493,21 +493,27 @@ def test_paged_attention_lse_and_cascade(nq):
 
 
 def test_paged_attention_window_reads_only_the_window():
-    """Keys before the window's 64-key tile are never read: NaN there leaves the output
-    finite (and equal to the reference on the window); a window of one key returns v of
-    the last key."""
+    """Keys before the window are never read, those in the window's first 64-key tile
+    included: NaN there leaves the output finite (and equal to the reference on the
+    window), and blocks wholly before the window may have any table entry (a serving
+    engine frees them); a window of one key returns v of the last key."""
     require_op("paged_attention")
     lens = [3000, 700, 64, 1]
     q, kc, vc, table, sl = make_paged_problem(lens, 2, 4, 128, 16, torch.bfloat16, 21)
     ref = paged_attention_reference(q, kc, vc, table, sl, window_left=200)
+    table_full = table.clone()
     for i, n in enumerate(lens):
-        first = max(0, n - 1 - 200) // 64 * 64
-        for t in range(first):  # NaN in every key / value row before the window's tile
+        lowest = max(0, n - 1 - 200)
+        for t in range(lowest):  # NaN in every key / value row before the window (in its tile too)
             kc[table[i, t // 16], t % 16] = float("nan")
             vc[table[i, t // 16], t % 16] = float("nan")
+        table[i, : lowest // 16] = -1  # blocks wholly before the window: freed (a serving engine may)
     for ns in (0, 1, 4):
         out = llm.paged_attention(q, kc, vc, table, sl, num_splits=ns, window_left=200)
         assert_close(out, ref, dtype=torch.bfloat16, what=f"window 200, splits {ns}")
+    with pytest.raises(ValueError, match=r"block_tables\[0, 0\] = -1 is outside"):  # used without the window
+        llm.paged_attention(q, kc, vc, table, sl)
+    table = table_full
     out = llm.paged_attention(q, kc, vc, table, sl, window_left=0)
     last = torch.stack([vc[table[i, (n - 1) // 16], (n - 1) % 16] for i, n in enumerate(lens)])  # [B, Hkv, D]
     assert_close(out, last.repeat_interleave(4, dim=1).float(), dtype=torch.bfloat16, what="window of one key")
@@ -918,7 +924,8 @@ def fp8_check(d, stages, what, seed):
                  dtype=torch.float16, what=what)
     names = kernel_names(fn)
     assert "tma_kernel" not in names and re.search(
-        rf"attention_kernel<[^<>,]+, (\(int\))?{d}, (\(int\))?{stages}, [^<>,]+, __nv_fp8_e4m3>", names), \
+        rf"attention_kernel<[^<>,]+, (\(int\))?{llm.decode.decode_kernel_head_dim(d)}, (\(int\))?{stages}, "
+        rf"[^<>,]+, __nv_fp8_e4m3>", names), \
         f"{what}: {names[:300]}"
 for v in (0, 2):
     os.environ["CLO_DECODE_VARIANT"] = str(v)
@@ -947,8 +954,11 @@ for v in (0, 1, 2):
         assert_close(llm.flash_attention(qc, kk, kk, is_causal=True), attention_reference(qc, kk, kk, is_causal=True),
                      dtype=torch.float16, what=f"99 KB, variant {v}, contiguous D={d}")
         assert llm.decode_head_dim_fits(d) and llm.decode.use_decode_path(qc)
-        if d in (96, 128):  # FP8: 6 stages need 100-101 KB, 4 take 68-69 KB
-            fp8_check(d, 4, f"99 KB, fp8 variant {v}, D={d}", 6000 + d)
+        # FP8: 6 stages need 99.3-101 KB, 4 take 67-69 KB
+        fp8_check(d, 4, f"99 KB, fp8 variant {v}, D={d}", 6000 + d)
+    # FP8 at D = 256: 2 stages, 75 KB (16-bit D = 256 needs 137 KB and is refused below)
+    assert llm.decode_head_dim_fits(256, fp8_cache=True)
+    fp8_check(256, 2, f"99 KB, fp8 variant {v}, D=256", 6256)
     q, kc, vc, table, sl = paged_problem([70], 1, 2, 256, 16, torch.float16, 4256)
     assert not llm.decode_head_dim_fits(256) and not llm.decode_head_dim_fits(256, "cuda:0")
     assert not llm.decode_head_dim_fits(136) and llm.decode_head_dim_fits(120)  # on the 256 / 128 kernels
@@ -1015,6 +1025,18 @@ def _fp8_problem(lens, hkv, group, d, block_size, dtype, seed, k_scale, v_scale)
     return q, quantize_fp8_e4m3(kc, k_scale), quantize_fp8_e4m3(vc, v_scale), table, seq_lens
 
 
+def _poison_unread_keys(caches, table, lens, lowest):
+    """NaN (e4m3 0x7F) in every cache row of a sequence's blocks that the kernel must not
+    read: at or past its length, or below `lowest[i]` (a sliding window's first key)."""
+    bs = caches[0].shape[1]
+    for i, n in enumerate(lens):
+        pos = torch.arange(table.shape[1] * bs, device=table.device)
+        bad = (pos >= n) | (pos < lowest[i])
+        blocks, offs = table[i].long()[pos[bad] // bs], pos[bad] % bs
+        for c in caches:
+            c.view(torch.uint8)[blocks, offs] = 0x7F
+
+
 @settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     lens=st.lists(st.one_of(st.integers(1, 4096), st.sampled_from([1, 17, 63, 64, 65, 1000])), min_size=1,
@@ -1028,7 +1050,7 @@ def _fp8_problem(lens, hkv, group, d, block_size, dtype, seed, k_scale, v_scale)
     scales=st.sampled_from([(1.0, 1.0), (0.01, 0.5), (0.3, 2.0), (4.0, 0.02)]),
     window_left=st.one_of(st.just(-1), st.just(-1), st.integers(0, 3000)),
     cap=st.sampled_from([0.0, 0.0, 30.0]),
-    nq=st.sampled_from([1, 1, 2]),
+    nq=st.sampled_from([1, 1, 2, 3]),  # group 8 x 3 new tokens: two row tiles
     seed=st.integers(0, 2**16),
 )
 def test_paged_attention_fp8_cache_matches_reference(lens, block_size, group, hkv, d, dtype, num_splits, scales,
@@ -1041,12 +1063,15 @@ def test_paged_attention_fp8_cache_matches_reference(lens, block_size, group, hk
         g = torch.Generator(device="cuda").manual_seed(seed)
         q = torch.randn(q.shape[0], nq, q.shape[1], d, device="cuda", generator=g).to(dtype).transpose(1, 2)
     assert kc.dtype == torch.float8_e4m3fn
+    lowest = [max(0, n - nq - window_left) if window_left >= 0 else 0 for n in lens]
+    kc_clean, vc_clean = kc.clone(), vc.clone()
+    _poison_unread_keys((kc, vc), table, lens, lowest)
     out = poison_(torch.empty_like(q))
     lse = torch.full(q.shape[:-1], float("nan"), device="cuda")
     res = llm.paged_attention(q, kc, vc, table, seq_lens, out=out, num_splits=num_splits, window_left=window_left,
                               logits_soft_cap=cap, k_scale=k_scale, v_scale=v_scale, lse=lse)
     assert res is out
-    ref, ref_lse = paged_attention_reference(q, kc, vc, table, seq_lens, window_left=window_left,
+    ref, ref_lse = paged_attention_reference(q, kc_clean, vc_clean, table, seq_lens, window_left=window_left,
                                              logits_soft_cap=cap, k_scale=k_scale, v_scale=v_scale, return_lse=True)
     what = f"fp8 paged_attention lens={lens} bs={block_size} G={group} D={d} scales={scales} nq={nq}"
     assert_close(out, ref, dtype=dtype, what=what)
@@ -1085,6 +1110,27 @@ def test_paged_kv_append_fp8_bit_exact(src_dtype, slot_dtype):
     assert torch.equal(v_cache.view(torch.uint8), ref_v.view(torch.uint8))
     row = k_cache.view(-1, hkv, d)[int(slots[0])][0, :2].float()
     assert row.tolist() == [448.0, -448.0]
+
+
+def test_paged_kv_append_fp8_rounding_edges():
+    """Ties round to even, infinities and values past 448 saturate, -0 keeps its sign,
+    denormals round like the reference; NaN stays NaN. Scale 1: x is stored as is."""
+    require_op("paged_kv_append")
+    from cuda_llm_ops.reference import quantize_fp8_e4m3
+    x = [1.0625, 1.1875, 2.0 ** -10, 3 * 2.0 ** -10, 464.0, 480.0, float("inf"), float("-inf"), -0.0, 0.0,
+         2.0 ** -9, -(2.0 ** -7) * 1.5, 300.0, -17.0, 0.1]
+    vals = torch.tensor(x + [0.5] * (16 - len(x)), device="cuda")
+    k = vals.view(1, 1, 16).float()
+    cache = torch.zeros(1, 1, 1, 16, device="cuda", dtype=torch.uint8).view(torch.float8_e4m3fn)
+    cache_v = cache.clone()
+    llm.paged_kv_append(k, k, cache, cache_v, torch.zeros(1, dtype=torch.int64, device="cuda"))
+    want = quantize_fp8_e4m3(k, 1.0).view(torch.uint8).flatten()
+    got = cache.view(torch.uint8).flatten()
+    assert torch.equal(got, want), f"{got.tolist()} != {want.tolist()}"
+    assert got[:10].tolist() == [0x38, 0x3A, 0x00, 0x02, 0x7E, 0x7E, 0x7E, 0xFE, 0x80, 0x00]
+    kn = torch.full((1, 1, 16), float("nan"), device="cuda")
+    llm.paged_kv_append(kn, kn, cache, cache_v, torch.zeros(1, dtype=torch.int64, device="cuda"))
+    assert torch.isnan(cache.float()).all()
 
 
 def test_fp8_append_then_attend_in_a_cuda_graph():
@@ -1140,11 +1186,18 @@ def test_fp8_cache_errors():
         op(torch.empty_like(q), q, kc, vc.half(), table, seq_lens, 0.0, 0, None)
     with pytest.raises(ValueError, match=r"q must have dtype"):
         llm.paged_attention(q.to(torch.float8_e4m3fn), kc, vc, table, seq_lens)
-    for bad in (0.0, -1.0, float("inf"), float("nan"), 1e39):
-        with pytest.raises(ValueError, match=r"k_scale must be a finite float32 > 0"):
+    for bad in (0.0, -1.0, float("inf"), float("nan"), 1e39, 1e-39):
+        with pytest.raises(ValueError, match=r"k_scale must be a float32 in \[1\.17549e-38, 8\.50706e\+37\]"):
             llm.paged_attention(q, kc, vc, table, seq_lens, k_scale=bad)
-        with pytest.raises(RuntimeError, match=r"v_scale must be a finite float32 > 0"):
+        with pytest.raises(RuntimeError, match=r"v_scale must be a float32 in \[.*\] \(finite, > 0, normal"):
             op(torch.empty_like(q), q, kc, vc, table, seq_lens, 0.0, 0, None, -1, 0.0, None, 1.0, bad)
+    import numpy as np
+    ok = llm.paged_attention(q, kc, vc, table, seq_lens, k_scale=np.float32(0.1), v_scale=0.1)  # numpy floats: fine
+    assert torch.isfinite(ok).all()
+    for check in (None, False):  # a tensor scale would synchronise every call: refused in both paths
+        with pytest.raises(ValueError, match=r"k_scale must be a Python float .* got Tensor"):
+            llm.paged_attention(q, kc, vc, table, seq_lens, k_scale=torch.tensor(0.1, device="cuda"),
+                                check_indices=check)
     q16, kc16, vc16, table16, lens16 = make_paged_problem([40], 2, 2, 64, 16, torch.float16, 6)
     with pytest.raises(ValueError, match=r"k_scale applies to float8_e4m3fn caches only"):
         llm.paged_attention(q16, kc16, vc16, table16, lens16, k_scale=0.5)
@@ -1159,8 +1212,10 @@ def test_fp8_cache_errors():
         op(torch.empty_like(q72), q72, kc8, vc8, t72, l72, 0.0, 0, None)
     k = torch.randn(3, 2, 64, device="cuda").half()
     slots = torch.arange(3, device="cuda")
-    with pytest.raises(ValueError, match=r"k_scale must be a finite float32 > 0"):
+    with pytest.raises(ValueError, match=r"k_scale must be a float32 in"):
         llm.paged_kv_append(k, k, kc, vc, slots, k_scale=0.0)
+    with pytest.raises(RuntimeError, match=r"v_scale must be a float32 in"):
+        torch.ops.cuda_llm_ops.paged_kv_append(k, k, kc, vc, slots, 1.0, 1e-39)
     with pytest.raises(ValueError, match=r"k_cache must have the same dtype as k \(float16\), got bfloat16"):
         llm.paged_kv_append(k, k, kc16.bfloat16(), vc16.bfloat16(), slots)
     with pytest.raises(RuntimeError, match=r"k_cache must have k's dtype Half or float8_e4m3fn, got BFloat16"):

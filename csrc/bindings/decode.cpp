@@ -60,23 +60,26 @@ bool check_paged_caches(const at::Tensor& k_cache, const at::Tensor& v_cache, co
   return fp8;
 }
 
-// Dequantization (attention) or quantization (append) scales of an FP8 cache: finite and
-// > 0; other caches take none (1.0), rather than have them silently ignored.
+// Dequantization (attention) or quantization (append) scales of an FP8 cache: normal
+// float32 values whose reciprocals are too (the append multiplies by 1 / scale; 0 * inf
+// would be NaN); other caches take none (1.0), rather than have them silently ignored.
+constexpr double kMinKvScale = 1.1754943508222875e-38;  // FLT_MIN
+constexpr double kMaxKvScale = 1.0 / kMinKvScale;
 void check_kv_scales(bool fp8, double k_scale, double v_scale) {
   for (const auto& [x, name] : {std::pair{k_scale, "k_scale"}, std::pair{v_scale, "v_scale"}}) {
     if (fp8)
-      CLO_CHECK(std::isfinite(x) && x > 0.0 && std::isfinite(static_cast<float>(x)) && static_cast<float>(x) > 0.f,
-                name, " must be a finite float32 > 0, got ", x);
+      CLO_CHECK(x >= kMinKvScale && x <= kMaxKvScale, name, " must be a float32 in [", kMinKvScale, ", ",
+                kMaxKvScale, "] (finite, > 0, normal, with a finite reciprocal), got ", x);
     else
       CLO_CHECK(x == 1.0, name, " applies to float8_e4m3fn caches only and must be 1.0 for 16-bit caches, got ", x);
   }
 }
 
-void check_head_dim(int64_t d) {
+void check_head_dim(int64_t d, bool fp8_cache = false) {
   CLO_CHECK(dec::decode_kernel_head_dim(static_cast<int>(d)) != 0, "head_dim must be a multiple of 8 in [8, ",
             dec::kDecodeMaxHeadDim, "], got ", d);
-  CLO_CHECK(dec::decode_head_dim_fits(static_cast<int>(d)), "head_dim ", d, " needs ",
-              dec::decode_min_smem_bytes(static_cast<int>(d)),
+  CLO_CHECK(dec::decode_head_dim_fits(static_cast<int>(d), fp8_cache), "head_dim ", d, " needs ",
+              dec::decode_min_smem_bytes(static_cast<int>(d), fp8_cache),
               " bytes of shared memory per block in the decode kernels, more than this GPU allows (",
               dec::decode_smem_limit(), " bytes)");
 }
@@ -206,7 +209,7 @@ void paged_attention(at::Tensor& out, const at::Tensor& q, const at::Tensor& k_c
               "num_blocks and max_blocks_per_seq x block_size (the keys a table row can address) must be < 2^31, got ",
               nb, " and ", block_tables.size(1), " x ", bs);
   const c10::cuda::CUDAGuard guard(q.device());  // before check_head_dim: it asks q's device
-  check_head_dim(D);
+  check_head_dim(D, fp8);
   check_rows_aligned(q, "q");
   check_rows_aligned(out, "out");
   CLO_CHECK(num_splits >= 0 && num_splits <= dec::kMaxSplits, "num_splits must be in [0, ", dec::kMaxSplits,
@@ -371,7 +374,7 @@ int64_t decode_num_splits(int64_t batch, int64_t num_kv_heads, int64_t rows_per_
                           int64_t head_dim, c10::ScalarType dtype) {
   CLO_CHECK(dtype == at::kHalf || dtype == at::kBFloat16 || dtype == at::kFloat8_e4m3fn,
             "dtype (the cache's) must be float16, bfloat16 or float8_e4m3fn, got ", dtype);
-  check_head_dim(head_dim);
+  check_head_dim(head_dim, dtype == at::kFloat8_e4m3fn);
   return dec::decode_attention_num_splits(static_cast<int>(batch), static_cast<int>(num_kv_heads),
                                           static_cast<int>(rows_per_kv_head), static_cast<int>(max_kv_len),
                                           static_cast<int>(head_dim), to_dtype(dtype));
@@ -379,7 +382,9 @@ int64_t decode_num_splits(int64_t batch, int64_t num_kv_heads, int64_t rows_per_
 
 // Whether the decode kernels run at head_dim on the current device (false for an
 // unsupported head dim too: decode_min_smem_bytes is 0 there).
-bool decode_head_dim_fits(int64_t head_dim) { return dec::decode_head_dim_fits(static_cast<int>(head_dim)); }
+bool decode_head_dim_fits(int64_t head_dim, bool fp8_cache) {
+  return dec::decode_head_dim_fits(static_cast<int>(head_dim), fp8_cache);
+}
 
 int64_t decode_workspace_numel(int64_t batch, int64_t num_q_heads, int64_t seq_len_q, int64_t head_dim,
                                int64_t num_splits) {
@@ -408,7 +413,7 @@ TORCH_LIBRARY_FRAGMENT(cuda_llm_ops, m) {
       &decode_num_splits);
   m.def("decode_workspace_numel(int batch, int num_q_heads, int seq_len_q, int head_dim, int num_splits) -> int",
         &decode_workspace_numel);
-  m.def("decode_head_dim_fits(int head_dim) -> bool", &decode_head_dim_fits);
+  m.def("decode_head_dim_fits(int head_dim, bool fp8_cache=False) -> bool", &decode_head_dim_fits);
   m.def("decode_workspace_counters_stale(Tensor workspace) -> Tensor", &decode_workspace_counters_stale);
   m.def("decode_workspace_init(Tensor(a!) workspace) -> ()");
 }

@@ -113,8 +113,9 @@ inline int decode_read_kv_len(const DecodeAttentionArgs& a) {
 // kMinTokensPerSplit of `max_kv_len`, at most kMaxSplits; 2 for grids of at least
 // kLargeGridBlocksPerSm blocks per SM at max_kv_len >= kLargeGridMinKeys that run the
 // cp.async kernel (below sm_90, or D = 96); else 1. dtype: the caches' (float16,
-// bfloat16 or kFloat8E4M3). FP8 caches aim at two blocks per SM instead: 2 * SMs / base
-// splits (same limits) for grids of at most one block per SM, else 1.
+// bfloat16 or kFloat8E4M3). FP8 caches aim at two blocks per SM instead where two fit
+// (the H100): 2 * SMs / base splits (same limits) for grids of at most one block per SM,
+// else 1; where they do not, the 16-bit rule without its large-grid case.
 int decode_attention_num_splits(int batch, int num_kv_heads, int rows_per_kv_head, int max_kv_len, int head_dim,
                                 DType dtype);
 
@@ -152,11 +153,12 @@ int64_t decode_attention_workspace_floats(int batch, int num_q_heads, int seq_le
 // Whether the decode kernels run at this head dim on the current device: every head
 // dim fits sm_80 and sm_90; GPUs with 99 KB of shared memory per block (sm_86/89/120)
 // run the 96- and 128-wide kernels on 2 pipeline stages and cannot run the 256-wide one
-// (140 KB at 2 stages): head dims up to 128 only.
-bool decode_head_dim_fits(int head_dim);
+// (140 KB at 2 stages): head dims up to 128 only. FP8 caches (fp8_cache) need about
+// half: every head dim fits everywhere (D = 256: 75 KB at 2 stages).
+bool decode_head_dim_fits(int head_dim, bool fp8_cache = false);
 // The least shared memory per block a decode kernel at this head dim needs (0 for an
 // unsupported head dim).
-int64_t decode_min_smem_bytes(int head_dim);
+int64_t decode_min_smem_bytes(int head_dim, bool fp8_cache = false);
 // The shared memory per block the decode kernels may use: the device's opt-in limit
 // (or less, under the CLO_DECODE_SMEM_LIMIT dev knob; decode_internal.h).
 int decode_smem_limit();
@@ -175,13 +177,13 @@ cudaError_t launch_decode_attention(const DecodeAttentionArgs& args, cudaStream_
 // caches [num_blocks, block_size, Hkv, D] at flat slots slot_mapping[t]
 // (int64 when slot_is_int64, else int32). A negative slot skips the token; a slot
 // past num_blocks*block_size is skipped too (the Python wrapper reports it).
-// cache_dtype: `dtype` (a copy), or kFloat8E4M3 from float16/bfloat16/float32 k/v:
-// each value stored as e4m3(x / scale), rounded to nearest, saturated to +-448 (head_dim
-// a multiple of 16).
-cudaError_t launch_paged_kv_append(DType dtype, DType cache_dtype, float k_scale, float v_scale, const void* k, const void* v, int64_t k_stride_t,
-                                   int64_t k_stride_h, int64_t v_stride_t, int64_t v_stride_h, void* k_cache,
-                                   void* v_cache, const void* slot_mapping, bool slot_is_int64, int num_tokens,
-                                   int num_kv_heads, int head_dim, int num_blocks, int block_size,
-                                   cudaStream_t stream);
+// cache_dtype: `dtype` (a copy), or kFloat8E4M3 from float16/bfloat16/float32 k/v: each
+// value stored as e4m3(x * (1 / scale)) in float32, rounded to nearest, saturated to
+// +-448 (head_dim a multiple of 16).
+cudaError_t launch_paged_kv_append(DType dtype, DType cache_dtype, float k_scale, float v_scale, const void* k,
+                                   const void* v, int64_t k_stride_t, int64_t k_stride_h, int64_t v_stride_t,
+                                   int64_t v_stride_h, void* k_cache, void* v_cache, const void* slot_mapping,
+                                   bool slot_is_int64, int num_tokens, int num_kv_heads, int head_dim, int num_blocks,
+                                   int block_size, cudaStream_t stream);
 
 }  // namespace cuda_llm_ops::decode

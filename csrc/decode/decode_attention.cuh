@@ -370,12 +370,18 @@ CLO_DEVICE void decode_prefetch_inputs(const DecodeKernelParams& p, const KV& kv
 }
 
 // The first key any row of the block may see: 0, or with a sliding window the lowest
-// query position's window start, rounded down to a 64-key tile (so splits stay
-// 64-aligned and TMA boxes start on block boundaries).
-CLO_DEVICE int decode_first_key(const DecodeKernelParams& p, int kv_len) {
+// query position's window start.
+CLO_DEVICE int decode_lowest_key(const DecodeKernelParams& p, int kv_len) {
   if (p.window_left < 0) return 0;
   const int lo = kv_len - p.seq_len_q - p.window_left;
-  return lo > 0 ? lo / kTileTokens * kTileTokens : 0;
+  return lo > 0 ? lo : 0;
+}
+// decode_lowest_key rounded down to a 64-key tile: where the splits start (so they stay
+// 64-aligned and TMA boxes start on block boundaries). The keys between it and the
+// lowest key are never loaded (zero-filled, or not issued and their V rows zeroed): a
+// serving engine may have freed and reused their blocks (NaN, stale table entries).
+CLO_DEVICE int decode_first_key(const DecodeKernelParams& p, int kv_len) {
+  return decode_lowest_key(p, kv_len) / kTileTokens * kTileTokens;
 }
 // Where this block's split of a kv_len-key sequence starts (splits share the keys from
 // decode_first_key on).
@@ -390,6 +396,7 @@ CLO_DEVICE int decode_split_start(const DecodeKernelParams& p, int kv_len) {
 // prefix; a sliding window: the window_left keys before it).
 struct DecodeSplitRange {
   int eff, start, end, n_tiles;
+  int lowest;  // decode_lowest_key: keys below it are not loaded
   int lower[2], limit[2];
 };
 CLO_DEVICE DecodeSplitRange decode_split_range(const DecodeKernelParams& p, int kv_len) {
@@ -401,6 +408,7 @@ CLO_DEVICE DecodeSplitRange decode_split_range(const DecodeKernelParams& p, int 
   r.start = first + split * tokens_per_split;
   r.end = split < r.eff ? min(kv_len, r.start + tokens_per_split) : r.start;
   r.n_tiles = r.end > r.start ? div_ceil(r.end - r.start, kTileTokens) : 0;
+  r.lowest = decode_lowest_key(p, kv_len);
 #pragma unroll
   for (int i = 0; i < 2; ++i) {
     const int gr = row_tile * kRowsPerBlock + g + 8 * i;
@@ -951,7 +959,7 @@ __global__ void __launch_bounds__(kDecodeThreads)
       const int c = tid + i * kDecodeThreads;
       const int tok = c / kChunksPerRow, ch = c % kChunksPerRow;
       const int pos = start + tile * kTileTokens + tok;
-      bool valid = pos < end && ((in_row >> (kSameChunk ? 0 : i)) & 1u);
+      bool valid = pos < end && pos >= range.lowest && ((in_row >> (kSameChunk ? 0 : i)) & 1u);
       const int e = entries[i];
       if (valid && !cur.entry_ok(e)) {
         bad = true;

@@ -208,7 +208,8 @@ __global__ void __launch_bounds__(kTmaThreads)
       const int ahead = my_pos + kStages * kTileTokens;
       ent[kStages - 1] = box_lane && ahead < end ? cur.lookup(ahead) : 0;
       if (t >= kStages) tma::mbarrier_wait(empty_bar + stage, ((t / kStages) - 1) & 1);
-      bool issue = box_lane && my_pos < end;
+      // A box wholly below the lowest visible key (sliding window) is not issued either.
+      bool issue = box_lane && my_pos < end && my_pos + box_rows > range.lowest;
       if (issue && !cur.entry_ok(e)) {
         bad = true;
         issue = false;
@@ -250,12 +251,15 @@ __global__ void __launch_bounds__(kTmaThreads)
         // Their scores are masked to -inf by a select (K may stay), but P = 0 times a
         // non-finite V is NaN: zero those V rows, after the tile landed (the wait above)
         // and before any lane's ldmatrix (__syncwarp). Only this warp reads them.
-        const int valid_rows = end - tok0;
-        if (valid_rows < 16) {
+        // The same for keys below the lowest visible one (sliding window; the first tile
+        // of the first split only): rows [0, below) of this warp.
+        const int valid_rows = end - tok0, below = range.lowest - tok0;
+        if (valid_rows < 16 || below > 0) {
           T* vz = const_cast<T*>(vs);
-          for (int c = valid_rows * kChunksPerRow + lane; c < 16 * kChunksPerRow; c += 32) {
-            const int r = warp * 16 + c / kChunksPerRow, ch = c % kChunksPerRow;
-            *reinterpret_cast<uint4*>(vz + decode_kv_offset(r, ch)) = make_uint4(0, 0, 0, 0);
+          for (int c = lane; c < 16 * kChunksPerRow; c += 32) {
+            const int rr = c / kChunksPerRow, ch = c % kChunksPerRow;
+            if (rr < valid_rows && rr >= below) continue;
+            *reinterpret_cast<uint4*>(vz + decode_kv_offset(warp * 16 + rr, ch)) = make_uint4(0, 0, 0, 0);
           }
           // No later tile reuses this stage (last tile), but order these generic writes
           // before any async-proxy (TMA) write to the same smem all the same.

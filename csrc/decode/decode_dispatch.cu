@@ -91,23 +91,42 @@ cudaError_t decode_workspace_init(float* workspace, int64_t workspace_floats, cu
   return cudaGetLastError();
 }
 
-bool decode_head_dim_fits(int head_dim) {
-  const int64_t need = decode_min_smem_bytes(head_dim);
+bool decode_head_dim_fits(int head_dim, bool fp8_cache) {
+  const int64_t need = decode_min_smem_bytes(head_dim, fp8_cache);
   return need > 0 && need <= decode_smem_limit();
 }
 
-int64_t decode_min_smem_bytes(int head_dim) {
+int64_t decode_min_smem_bytes(int head_dim, bool fp8_cache) {
   int64_t need = 0;
   dispatch_head_dim(head_dim, [&]<int D>() {
-    // the cp.async kernel's smallest plan, over 16-bit and FP8 caches (both q dtypes are
-    // 16-bit); the two are within 1 KB at every head dim
+    // the cp.async kernel's smallest plan (both q dtypes are 16-bit)
     using F8 = __nv_fp8_e4m3;
-    need = static_cast<int64_t>(std::max(decode_smem_bytes<__half, D, decode_min_cp_async_stages<__half, D>()>(),
-                                         decode_smem_bytes<__half, D, decode_min_cp_async_stages<__half, D, F8>(), F8>()));
+    need = static_cast<int64_t>(fp8_cache ? decode_smem_bytes<__half, D, decode_min_cp_async_stages<__half, D, F8>(), F8>()
+                                          : decode_smem_bytes<__half, D, decode_min_cp_async_stages<__half, D>()>());
     return cudaSuccess;
   });
   return need;
 }
+
+namespace {
+// Thread blocks of the FP8 cp.async kernel at this head dim that fit one SM, as the
+// launcher will plan it (decode_cp_async_stages under decode_smem_limit): 2 on the H100
+// (101-108 KB of 227), 1 on sm_80 (164 KB per SM) and on 99-KB GPUs (100 KB per SM).
+int decode_fp8_blocks_per_sm(int head_dim) {
+  int64_t smem = 0;
+  dispatch_head_dim(head_dim, [&]<int D>() {
+    using F8 = __nv_fp8_e4m3;
+    const int stages = decode_cp_async_stages<__half, D, F8>(static_cast<size_t>(decode_smem_limit()));
+    smem = stages == decode_cp_async_pref_stages<__half, D, F8>()
+               ? static_cast<int64_t>(decode_smem_bytes<__half, D, decode_cp_async_pref_stages<__half, D, F8>(), F8>())
+               : static_cast<int64_t>(decode_smem_bytes<__half, D, decode_min_cp_async_stages<__half, D, F8>(), F8>());
+    return cudaSuccess;
+  });
+  constexpr int64_t kReservedPerBlock = 1024;  // the runtime's share of each block's smem (sm_80+)
+  const int64_t per_sm = cached_device_attribute<cudaDevAttrMaxSharedMemoryPerMultiprocessor>();
+  return smem > 0 ? static_cast<int>(std::max<int64_t>(1, per_sm / (smem + kReservedPerBlock))) : 1;
+}
+}  // namespace
 
 bool decode_dev_pdl() {
   static bool dev_mode = std::getenv("CLO_DECODE_PDL") != nullptr;
@@ -138,13 +157,13 @@ int decode_attention_num_splits(int batch, int num_kv_heads, int rows_per_kv_hea
   if (base <= 0) return 1;
   const int64_t by_len = std::max<int64_t>(1, (static_cast<int64_t>(max_kv_len) + kMinTokensPerSplit - 1) /
                                                   kMinTokensPerSplit);
-  if (dtype == DType::kFloat8E4M3) {
+  if (dtype == DType::kFloat8E4M3 && decode_fp8_blocks_per_sm(head_dim) >= 2) {
     // FP8 caches: a tile's bytes arrive twice as fast while its math (now with the
     // conversions) costs as much, so one block of 4 warps per SM cannot keep up; two
     // blocks per SM can (H100, NOTES.md v19: B=16/16K/GQA 260.6 us with 1 split, 200.2 with
     // 2; B=1/16K 24.5 us at 16 splits, 23.1 at 32). Grids that already have more than one
     // block per SM run 1 split (B=64/1K/GQA 62.4 vs 77.2 us with 2; B=64/4K/MHA 770.8 vs
-    // 821.3).
+    // 821.3). Where two blocks do not fit an SM, the 16-bit rule below.
     if (base > sms) return 1;
     const int64_t splits = std::min<int64_t>({std::max<int64_t>(1, 2 * sms / base), by_len,
                                               static_cast<int64_t>(kMaxSplits)});
@@ -160,7 +179,8 @@ int decode_attention_num_splits(int batch, int num_kv_heads, int rows_per_kv_hea
     // layout only matters on small grids, so either answers here.
     const bool large_grid = base >= kLargeGridBlocksPerSm * sms;
     const bool cp_async_large_grid =
-        large_grid && decode_tma_stages_for(decode_kernel_head_dim(head_dim), true, base, sms) == 0;
+        large_grid && dtype != DType::kFloat8E4M3 &&
+        decode_tma_stages_for(decode_kernel_head_dim(head_dim), true, base, sms) == 0;
     return (cp_async_large_grid && max_kv_len >= kLargeGridMinKeys) ? 2 : 1;
   }
   int64_t splits = sms / base;  // rounded down: a few idle SMs beat a second, mostly empty wave
