@@ -1,0 +1,37 @@
+"""One paged decode call of a given shape, for profilers (ncu -k regex:decode_attention):
+    python3 scripts/probe_decode_once.py --batch 16 --context 16384 --kv-heads 8 [--fp8] [--splits 1]
+Warm-up calls first (module load, workspace), then `--calls` profiled ones."""
+from __future__ import annotations
+
+import argparse
+
+import torch
+
+from cuda_llm_ops.bench import cases_decode as cd
+from cuda_llm_ops.decode import paged_attention, paged_attention_workspace
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--batch", type=int, default=16)
+    ap.add_argument("--context", type=int, default=16384)
+    ap.add_argument("--kv-heads", type=int, default=8)
+    ap.add_argument("--fp8", action="store_true")
+    ap.add_argument("--splits", type=int, default=0)
+    ap.add_argument("--calls", type=int, default=1)
+    args = ap.parse_args()
+    case = (cd.fp8_case if args.fp8 else cd.paged_case)(args.batch, args.context, args.kv_heads, torch.float16)
+    inp = case.make_inputs()
+    suffix = "_fp8" if args.fp8 else ""
+    q, kc, vc = inp["q"], inp["k_cache" + suffix], inp["v_cache" + suffix]
+    bt, sl = inp["block_tables"], inp["seq_lens"]
+    scales = {"k_scale": cd.FP8_SCALE, "v_scale": cd.FP8_SCALE} if args.fp8 else {}
+    out, ws = torch.empty_like(q), paged_attention_workspace(q, kc, bt, num_splits=args.splits)
+    for _ in range(3 + args.calls):
+        paged_attention(q, kc, vc, bt, sl, out=out, num_splits=args.splits, workspace=ws, check_indices=False,
+                        **scales)
+    torch.cuda.synchronize()
+
+
+if __name__ == "__main__":
+    main()
