@@ -47,7 +47,8 @@ storing `e4m3(x * (1 / scale))` (float32) rounded to nearest and saturated to +-
 a 16-bit cache are read, so a memory-bound decode step takes about half the time. The
 warps convert the K/V fragments they load to q's dtype in registers (exactly: e4m3 fits
 float16 and bfloat16) and run the same tensor-core math; head_dim a multiple of 16
-(16-byte cache rows); the cp.async kernel on every GPU, no head pairs.
+(16-byte cache rows); on Hopper the TMA kernel on every grid (4 stages up to one block
+per SM, 3 beyond), the cp.async kernel below sm_90; no head pairs.
 
 Index checks and CUDA graphs: a block index outside `[0, num_blocks)` or a
 seq_len outside `[0, table capacity]` is data on the GPU; checking it on the
@@ -356,8 +357,7 @@ def decode_num_splits(batch: int, num_kv_heads: int, rows_per_kv_head: int, max_
       sm_90, or head_dim 96): 2 (e.g. B=64, N=4096, MHA); the TMA kernel that takes
       those grids on sm_90 at head_dim 64, 128 and 256 runs 1;
     - otherwise 1 (one pass per sequence).
-    With `dtype=torch.float8_e4m3fn` (FP8 caches) about two blocks per SM instead:
-    `2 * SMs // base` splits (same limits) while base <= SMs, else 1.
+    `dtype` is the cache's: with `torch.float8_e4m3fn` (FP8 caches) the same, never 2.
     Measured best on the H100 (csrc/decode/NOTES.md). It depends on host-known
     shapes only (`max_kv_len` is the table capacity, not the seq_lens), so a captured
     CUDA graph and its preallocated workspace stay valid for any seq_lens.

@@ -276,19 +276,15 @@ def graph_knob_sweep(iters, copy_bw, dtype=torch.float16):
 def fp8_split_sweep(iters, copy_bw):
     """FP8 caches: forced split counts on small and medium grids (graph replays over
     rotated inputs, cold L2, as llm-speed bench times them); % of the copy rate on the
-    FP8 bytes. bf16 q on one shape (its dequantization goes through float)."""
-    shapes = [(16, 1024, 8, (1, 2, 3), torch.float16), (16, 16384, 8, (1, 2, 3, 4), torch.float16),
-              (16, 16384, 8, (1, 2, 3), torch.bfloat16), (64, 1024, 8, (1, 2), torch.float16),
-              (1, 16384, 8, (16, 24, 32, 48), torch.float16), (64, 4096, 32, (1, 2), torch.float16)]
-    # CLO_DECODE_SMEM_LIMIT at 99 KB: the 4-stage plan (69 KB at D = 128: 3 blocks per SM)
-    for limit in (0, 99 * 1024):
-        os.environ["CLO_DECODE_SMEM_LIMIT"] = str(limit)
-        print(f"smem limit {limit or 'device'}:", flush=True)
-        _fp8_split_rows(shapes, iters, copy_bw)
-    os.environ["CLO_DECODE_SMEM_LIMIT"] = ""
-
-
-def _fp8_split_rows(shapes, iters, copy_bw):
+    FP8 bytes; the cp.async kernel (6 stages) and the TMA kernel at 3 and 4 stages
+    (CLO_DECODE_VARIANT / CLO_DECODE_TMA_STAGES). bf16 q on one shape."""
+    shapes = [(16, 1024, 8, (1, 2), torch.float16), (16, 16384, 8, (1, 2), torch.float16),
+              (16, 16384, 8, (1, 2), torch.bfloat16), (64, 1024, 8, (1,), torch.float16),
+              (1, 16384, 8, (16, 32), torch.float16), (16, 4096, 8, (1, 2), torch.float16),
+              (64, 4096, 32, (1,), torch.float16)]
+    variants = {"cp": {"CLO_DECODE_VARIANT": "1"},
+                "tma3": {"CLO_DECODE_VARIANT": "2", "CLO_DECODE_TMA_STAGES": "3"},
+                "tma4": {"CLO_DECODE_VARIANT": "2", "CLO_DECODE_TMA_STAGES": "4"}}
     from cuda_llm_ops.decode import paged_attention, paged_attention_workspace
     from cuda_llm_ops.timing import rotation_count
     for B, N, Hkv, splits, dt in shapes:
@@ -296,17 +292,20 @@ def _fp8_split_rows(shapes, iters, copy_bw):
         sets = [case.make_inputs() for _ in range(rotation_count(case.bytes))]
         parts = []
         for ns in splits:
-            fns = []
-            for inp in sets:
-                q, kc, vc = inp["q"], inp["k_cache_fp8"], inp["v_cache_fp8"]
-                bt, sl = inp["block_tables"], inp["seq_lens"]
-                out, ws = torch.empty_like(q), paged_attention_workspace(q, kc, bt, num_splits=ns)
-                fns.append(lambda q=q, kc=kc, vc=vc, bt=bt, sl=sl, out=out, ws=ws, ns=ns: paged_attention(
-                    q, kc, vc, bt, sl, out=out, num_splits=ns, workspace=ws, check_indices=False,
-                    k_scale=cd.FP8_SCALE, v_scale=cd.FP8_SCALE))
-            t = benchmark(None, warmup=3, iterations=iters, cold_l2=True, cuda_graph=True, fn_sets=fns).median_ms
-            pct = 100 * case.bytes / (t * 1e-3) / 1e12 / copy_bw
-            parts.append(f"s{ns} {t * 1e3:.1f}us {pct:.1f}%")
+            for label, env in variants.items():
+                set_knobs(env)
+                fns = []
+                for inp in sets:
+                    q, kc, vc = inp["q"], inp["k_cache_fp8"], inp["v_cache_fp8"]
+                    bt, sl = inp["block_tables"], inp["seq_lens"]
+                    out, ws = torch.empty_like(q), paged_attention_workspace(q, kc, bt, num_splits=ns)
+                    fns.append(lambda q=q, kc=kc, vc=vc, bt=bt, sl=sl, out=out, ws=ws, ns=ns: paged_attention(
+                        q, kc, vc, bt, sl, out=out, num_splits=ns, workspace=ws, check_indices=False,
+                        k_scale=cd.FP8_SCALE, v_scale=cd.FP8_SCALE))
+                t = benchmark(None, warmup=3, iterations=iters, cold_l2=True, cuda_graph=True, fn_sets=fns).median_ms
+                pct = 100 * case.bytes / (t * 1e-3) / 1e12 / copy_bw
+                parts.append(f"s{ns}/{label} {t * 1e3:.1f}us {pct:.1f}%")
+        set_knobs({})
         print(f"fp8 {str(dt)[6:]} B={B} N={N} Hkv={Hkv} (sets {len(sets)}) | " + " | ".join(parts), flush=True)
         del sets
         torch.cuda.empty_cache()

@@ -113,9 +113,7 @@ inline int decode_read_kv_len(const DecodeAttentionArgs& a) {
 // kMinTokensPerSplit of `max_kv_len`, at most kMaxSplits; 2 for grids of at least
 // kLargeGridBlocksPerSm blocks per SM at max_kv_len >= kLargeGridMinKeys that run the
 // cp.async kernel (below sm_90, or D = 96); else 1. dtype: the caches' (float16,
-// bfloat16 or kFloat8E4M3). FP8 caches aim at two blocks per SM instead where two fit
-// (the H100): 2 * SMs / base splits (same limits) for grids of at most one block per SM,
-// else 1; where they do not, the 16-bit rule without its large-grid case.
+// bfloat16 or kFloat8E4M3; FP8 caches never take the large-grid case).
 int decode_attention_num_splits(int batch, int num_kv_heads, int rows_per_kv_head, int max_kv_len, int head_dim,
                                 DType dtype);
 

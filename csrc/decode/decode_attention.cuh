@@ -1172,25 +1172,22 @@ cudaError_t run_decode_attention(const DecodeAttentionArgs& a, cudaStream_t stre
   }
   // Kernel choice: decode_tma_stages_for (decode_internal.h, NOTES.md v8). Tensor maps
   // are encoded here, per call (a captured graph keeps them, as every kernel argument).
-  // FP8 caches run the cp.async kernel only.
   const bool sm90 = device_cc_major() >= 9;
   const bool pdl = sm90 && decode_dev_pdl();
   auto launch_variant = [&](const auto& kv) -> cudaError_t {
-    if constexpr (!kDequant) {
-      const int forced = decode_dev_kernel();
-      const int64_t blocks = static_cast<int64_t>(grid.x) * grid.y * grid.z;
-      const int auto_stages = decode_tma_stages_for(D, kPaged, blocks, device_sm_count());
-      const int knob_stages = decode_dev_tma_stages();
-      const bool want_tma = forced == kDecodeKernelTma || (forced == kDecodeKernelAuto && auto_stages > 0);
-      const int tma_stages =
-          knob_stages > 0 ? knob_stages : (auto_stages > 0 ? auto_stages : decode_pipeline_stages(D));
-      DecodeTmaMaps maps;
-      const int box_rows = want_tma && sm90 ? encode_decode_tma_maps<T, D, kPaged>(a, maps) : 0;
-      if (box_rows > 0) {
-        const cudaError_t err =
-            launch_decode_attention_tma_stages<T, D>(tma_stages, p, kv, grid, stream, pdl, maps, box_rows);
-        if (err != cudaErrorNotSupported) return err;
-      }
+    const int forced = decode_dev_kernel();
+    const int64_t blocks = static_cast<int64_t>(grid.x) * grid.y * grid.z;
+    const int auto_stages = decode_tma_stages_for(D, kPaged, blocks, device_sm_count(), kDequant);
+    const int knob_stages = decode_dev_tma_stages();
+    const bool want_tma = forced == kDecodeKernelTma || (forced == kDecodeKernelAuto && auto_stages > 0);
+    const int tma_stages =
+        knob_stages > 0 ? knob_stages : (auto_stages > 0 ? auto_stages : decode_pipeline_stages(D));
+    DecodeTmaMaps maps;
+    const int box_rows = want_tma && sm90 ? encode_decode_tma_maps<T, D, kPaged, KVT>(a, maps) : 0;
+    if (box_rows > 0) {
+      const cudaError_t err =
+          launch_decode_attention_tma_stages<T, D, KVT>(tma_stages, p, kv, grid, stream, pdl, maps, box_rows);
+      if (err != cudaErrorNotSupported) return err;
     }
     return launch_decode_attention_kernel<T, D, KVT>(p, kv, grid, stream, pdl);
   };

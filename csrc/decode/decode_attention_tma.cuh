@@ -28,9 +28,9 @@ constexpr int kStartupBarrier = 1;  // named barrier id (0 is __syncthreads')
 
 // [K/V stages][Q rows][one "full" (the tile's boxes) and one "empty" (4 arrivals)
 // mbarrier per stage]: the cp.async kernel's plan with the barriers as its extra.
-template <typename T, int D, int kStages>
+template <typename T, int D, int kStages, typename KVT = T>
 constexpr size_t decode_tma_smem_bytes() {
-  return decode_smem_bytes<T, D, kStages>(size_t(kStages) * 2 * sizeof(uint64_t));
+  return decode_smem_bytes<T, D, kStages, KVT>(size_t(kStages) * 2 * sizeof(uint64_t));
 }
 
 // Tensor maps encoded on the host per call, both with the 128-byte swizzle (boxes
@@ -50,24 +50,29 @@ CLO_DEVICE void decode_tma_box(void* dst, const CUtensorMap* map, int col, int k
   else tma::load_4d(dst, map, col, row, kvh, b, bar);
 }
 
-template <typename T, int D, int kStages, class KV>
+// KVT: the cache's element type, T or an FP8 byte: its tiles are D/2 16-bit columns
+// (planes of 128 e4m3 columns), dequantized in registers (decode_warp_tile_fp8).
+template <typename T, int D, int kStages, class KV, typename KVT = T>
 __global__ void __launch_bounds__(kTmaThreads)
     decode_attention_tma_kernel(const DecodeKernelParams p, const KV kv, const __grid_constant__ CUtensorMap k_map,
                                const __grid_constant__ CUtensorMap v_map, const int box_rows) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   static_assert(kStages >= 2, "the pipeline needs two stages");
   static_assert(kTileTokens == 64 && kTmaMathWarps == 4, "16 keys per math warp");
+  constexpr bool kDequant = decode_dequantizes<T, KVT>();
+  constexpr int kStageCols = decode_stage_cols<T, D, KVT>();  // 16-bit columns of a tile's rows
+  constexpr int kColsPerPlane = kPlaneCols * static_cast<int>(sizeof(T) / sizeof(KVT));  // cache columns
   constexpr int kQStride = decode_smem_stride<D>();
-  constexpr int kPlanes = decode_kv_planes<D>();
-  constexpr int kChunksPerRow = D / 8;  // 16-byte chunks
-  constexpr int kTileElems = decode_kv_tile_elems<D>();
+  constexpr int kPlanes = decode_kv_planes<kStageCols>();
+  constexpr int kChunksPerRow = kStageCols / 8;  // 16-byte chunks
+  constexpr int kTileElems = decode_kv_tile_elems<kStageCols>();
   constexpr int kDTiles = D / 8;
   constexpr int kProducerWarp = kTmaMathWarps;
 
   extern __shared__ __align__(128) unsigned char smem_raw[];
   unsigned char* smem = decode_smem_base(smem_raw);  // 1024-byte aligned: the swizzle's period
   T* kv_s = reinterpret_cast<T*>(smem);              // [stages][K, V][tile (decode_kv_offset)]
-  T* q_s = reinterpret_cast<T*>(smem + decode_pipeline_smem_bytes<T, D, kStages>());
+  T* q_s = reinterpret_cast<T*>(smem + decode_pipeline_smem_bytes<T, D, kStages, KVT>());
   uint64_t* full_bar = reinterpret_cast<uint64_t*>(q_s + kRowsPerBlock * kQStride);  // [stages]
   uint64_t* empty_bar = full_bar + kStages;                                          // [stages]
 
@@ -130,9 +135,9 @@ __global__ void __launch_bounds__(kTmaThreads)
   // (decode_kernel_head_dim) may leave whole planes past its row. Those are never loaded
   // (a box wholly outside the tensor is not relied on) and stay zero: set once here, in
   // every stage, before the start-up barrier orders it before any ldmatrix.
-  const int planes = (p.row_cols + kPlaneCols - 1) / kPlaneCols;
+  const int planes = (p.row_cols + kColsPerPlane - 1) / kColsPerPlane;
   if (!producer) {
-    decode_load_q<T, D, kQStride>(p, q_s, kDecodeThreads);
+    decode_load_q<T, D, kQStride, kDequant>(p, q_s, kDecodeThreads);
     constexpr int kPlaneChunks = kPlaneElems / 8;
     const int pad_chunks = (kPlanes - planes) * kPlaneChunks;
     for (int c = tid; c < kStages * 2 * pad_chunks; c += kDecodeThreads) {
@@ -229,8 +234,8 @@ __global__ void __launch_bounds__(kTmaThreads)
 #pragma unroll
         for (int pl = 0; pl < kPlanes; ++pl) {
           if (pl >= planes) break;
-          decode_tma_box<KV>(ks + pl * kPlaneElems, &k_map, pl * kPlaneCols, kvh, row, b, bar);
-          decode_tma_box<KV>(vs + pl * kPlaneElems, &v_map, pl * kPlaneCols, kvh, row, b, bar);
+          decode_tma_box<KV>(ks + pl * kPlaneElems, &k_map, pl * kColsPerPlane, kvh, row, b, bar);
+          decode_tma_box<KV>(vs + pl * kPlaneElems, &v_map, pl * kColsPerPlane, kvh, row, b, bar);
         }
       }
     }
@@ -267,11 +272,15 @@ __global__ void __launch_bounds__(kTmaThreads)
           __syncwarp();
         }
 #ifndef CLO_DEV_NO_MATH  // dev probe builds only: the load path alone (the output is garbage)
-        decode_warp_tile<T, D>(q_frag, ks, vs, warp * 16, tok0, range, p, o, row_max, row_sum
+        if constexpr (kDequant) {
+          decode_warp_tile_fp8<T, D>(q_frag, ks, vs, warp * 16, tok0, range, p, o, row_max, row_sum);
+        } else {
+          decode_warp_tile<T, D>(q_frag, ks, vs, warp * 16, tok0, range, p, o, row_max, row_sum
 #ifdef CLO_DEV_STAMPS
-                                         , stamps_on && t + 1 == n_tiles && tid == 0 ? stamp + 12 : nullptr
+                                 , stamps_on && t + 1 == n_tiles && tid == 0 ? stamp + 12 : nullptr
 #endif
-        );
+          );
+        }
 #endif
       }
       // This warp's reads of the stage are done (the ldmatrix results fed the mma above).
@@ -285,7 +294,13 @@ __global__ void __launch_bounds__(kTmaThreads)
 #ifdef CLO_DEV_STAMPS
   if (stamps_on && tid == 0) stamp[3] = clk();
 #endif
-  decode_epilogue<T, D, kTmaThreads, kTmaMathWarps>(p, o, row_max, row_sum, bad, eff, smem);
+  if constexpr (kDequant) {
+#pragma unroll
+    for (int n = 0; n < kDTiles; ++n)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) o[n][e] *= p.v_scale;
+  }
+  decode_epilogue<T, D, kTmaThreads, kTmaMathWarps, kDequant>(p, o, row_max, row_sum, bad, eff, smem);
 #ifdef CLO_DEV_STAMPS
   if (stamps_on && tid == 0) {
     stamp[9] = clk();
@@ -301,11 +316,15 @@ __global__ void __launch_bounds__(kTmaThreads)
 // block_size < 8 (a box must start at a multiple of 8 rows, the swizzle's period), a
 // base not 16-byte aligned, a byte stride not a multiple of 16 (or >= 2^40), more than
 // 2^31 - 1 token rows.
-template <typename T, int D, bool kPaged>
+template <typename T, int D, bool kPaged, typename KVT = T>
 int encode_decode_tma_maps(const DecodeAttentionArgs& a, DecodeTmaMaps& maps) {
-  constexpr uint64_t kElem = sizeof(T);
+  constexpr uint64_t kElem = sizeof(KVT);
+  constexpr uint32_t kBoxCols = kPlaneCols * sizeof(T) / sizeof(KVT);  // one 128-byte line
   constexpr CUtensorMapSwizzle kSwizzle = CU_TENSOR_MAP_SWIZZLE_128B;
-  constexpr bool kBf16 = std::is_same_v<T, __nv_bfloat16>;
+  constexpr CUtensorMapDataType kType =
+      sizeof(KVT) == 1 ? CU_TENSOR_MAP_DATA_TYPE_UINT8
+                       : (std::is_same_v<T, __nv_bfloat16> ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16
+                                                           : CU_TENSOR_MAP_DATA_TYPE_FLOAT16);
   auto aligned = [](const void* ptr) { return reinterpret_cast<uintptr_t>(ptr) % 16 == 0; };
   auto stride_ok = [](uint64_t bytes) { return bytes % 16 == 0 && bytes > 0 && bytes < (uint64_t(1) << 40); };
   if (a.k == nullptr || a.v == nullptr || !aligned(a.k) || !aligned(a.v)) return 0;
@@ -316,9 +335,9 @@ int encode_decode_tma_maps(const DecodeAttentionArgs& a, DecodeTmaMaps& maps) {
     const uint64_t dims[3] = {uint64_t(a.head_dim), uint64_t(a.num_kv_heads), uint64_t(rows)};
     const uint64_t strides[2] = {a.head_dim * kElem, uint64_t(a.num_kv_heads) * a.head_dim * kElem};
     if (!stride_ok(strides[1])) return 0;
-    const uint32_t box[3] = {uint32_t(kPlaneCols), 1u, uint32_t(box_rows)};
-    if (tma::encode_tiled_16bit(&maps.k, kBf16, a.k, 3, dims, strides, box, kSwizzle) != cudaSuccess ||
-        tma::encode_tiled_16bit(&maps.v, kBf16, a.v, 3, dims, strides, box, kSwizzle) != cudaSuccess) {
+    const uint32_t box[3] = {kBoxCols, 1u, uint32_t(box_rows)};
+    if (tma::encode_tiled(&maps.k, kType, a.k, 3, dims, strides, box, kSwizzle) != cudaSuccess ||
+        tma::encode_tiled(&maps.v, kType, a.v, 3, dims, strides, box, kSwizzle) != cudaSuccess) {
       cudaGetLastError();
       return 0;
     }
@@ -327,7 +346,7 @@ int encode_decode_tma_maps(const DecodeAttentionArgs& a, DecodeTmaMaps& maps) {
     if (a.seq_len_k <= 0) return 0;
     const uint64_t dims[4] = {uint64_t(a.head_dim), uint64_t(a.seq_len_k), uint64_t(a.num_kv_heads),
                               uint64_t(a.batch)};
-    const uint32_t box[4] = {uint32_t(kPlaneCols), uint32_t(kTileTokens), 1u, 1u};
+    const uint32_t box[4] = {kBoxCols, uint32_t(kTileTokens), 1u, 1u};
     // Byte strides of dims 1..3; a dim of extent 1 never steps, any valid stride does.
     auto make = [&](int64_t sn, int64_t sh, int64_t sb, uint64_t out[3]) {
       const int64_t el[3] = {sn, sh, sb};
@@ -343,8 +362,8 @@ int encode_decode_tma_maps(const DecodeAttentionArgs& a, DecodeTmaMaps& maps) {
     uint64_t ks[3], vs[3];
     if (!make(a.k_stride_n, a.k_stride_h, a.k_stride_b, ks) || !make(a.v_stride_n, a.v_stride_h, a.v_stride_b, vs))
       return 0;
-    if (tma::encode_tiled_16bit(&maps.k, kBf16, a.k, 4, dims, ks, box, kSwizzle) != cudaSuccess ||
-        tma::encode_tiled_16bit(&maps.v, kBf16, a.v, 4, dims, vs, box, kSwizzle) != cudaSuccess) {
+    if (tma::encode_tiled(&maps.k, kType, a.k, 4, dims, ks, box, kSwizzle) != cudaSuccess ||
+        tma::encode_tiled(&maps.v, kType, a.v, 4, dims, vs, box, kSwizzle) != cudaSuccess) {
       cudaGetLastError();
       return 0;
     }
@@ -354,13 +373,13 @@ int encode_decode_tma_maps(const DecodeAttentionArgs& a, DecodeTmaMaps& maps) {
 
 // box_rows from encode_decode_tma_maps. cudaErrorNotSupported where the kernel has no
 // sm_90 code (a build without sm_90, run through PTX JIT): the caller falls back.
-template <typename T, int D, int kStages, class KV>
+template <typename T, int D, int kStages, class KV, typename KVT = T>
 cudaError_t launch_decode_attention_tma_kernel(const DecodeKernelParams& p, const KV& kv, dim3 grid,
                                               cudaStream_t stream, bool pdl, const DecodeTmaMaps& maps,
                                               int box_rows) {
-  constexpr size_t smem = decode_tma_smem_bytes<T, D, kStages>();
+  constexpr size_t smem = decode_tma_smem_bytes<T, D, kStages, KVT>();
   static_assert(smem <= 227 * 1024, "the TMA kernel's shared memory must fit the H100's 227 KB");
-  auto kernel = decode_attention_tma_kernel<T, D, kStages, KV>;
+  auto kernel = decode_attention_tma_kernel<T, D, kStages, KV, KVT>;
   if (box_rows < 8 || box_rows > kTileTokens || kTileTokens % box_rows != 0) return cudaErrorInvalidValue;
   if (smem > static_cast<size_t>(decode_smem_limit())) return cudaErrorNotSupported;  // the caller falls back
   static int state[64] = {0};
@@ -371,23 +390,23 @@ cudaError_t launch_decode_attention_tma_kernel(const DecodeKernelParams& p, cons
 
 // The TMA kernel with `stages` pipeline stages: 2, 3 or 4 where they fit in shared memory
 // (decode_tma_stages_fit), else cudaErrorInvalidValue.
-template <typename T, int D, int kStages>
+template <typename T, int D, int kStages, typename KVT = T>
 constexpr bool decode_tma_stages_fit() {
-  return decode_tma_smem_bytes<T, D, kStages>() <= 227 * 1024;
+  return decode_tma_smem_bytes<T, D, kStages, KVT>() <= 227 * 1024;
 }
-template <typename T, int D, class KV>
+template <typename T, int D, typename KVT = T, class KV>
 cudaError_t launch_decode_attention_tma_stages(int stages, const DecodeKernelParams& p, const KV& kv, dim3 grid,
                                                cudaStream_t stream, bool pdl, const DecodeTmaMaps& maps,
                                                int box_rows) {
   switch (stages) {
-    case 2: return launch_decode_attention_tma_kernel<T, D, 2>(p, kv, grid, stream, pdl, maps, box_rows);
+    case 2: return launch_decode_attention_tma_kernel<T, D, 2, KV, KVT>(p, kv, grid, stream, pdl, maps, box_rows);
     case 3:
-      if constexpr (decode_tma_stages_fit<T, D, 3>())
-        return launch_decode_attention_tma_kernel<T, D, 3>(p, kv, grid, stream, pdl, maps, box_rows);
+      if constexpr (decode_tma_stages_fit<T, D, 3, KVT>())
+        return launch_decode_attention_tma_kernel<T, D, 3, KV, KVT>(p, kv, grid, stream, pdl, maps, box_rows);
       break;
     case 4:
-      if constexpr (decode_tma_stages_fit<T, D, 4>())
-        return launch_decode_attention_tma_kernel<T, D, 4>(p, kv, grid, stream, pdl, maps, box_rows);
+      if constexpr (decode_tma_stages_fit<T, D, 4, KVT>())
+        return launch_decode_attention_tma_kernel<T, D, 4, KV, KVT>(p, kv, grid, stream, pdl, maps, box_rows);
       break;
     default: break;
   }

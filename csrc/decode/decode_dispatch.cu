@@ -108,26 +108,6 @@ int64_t decode_min_smem_bytes(int head_dim, bool fp8_cache) {
   return need;
 }
 
-namespace {
-// Thread blocks of the FP8 cp.async kernel at this head dim that fit one SM, as the
-// launcher will plan it (decode_cp_async_stages under decode_smem_limit): 2 on the H100
-// (101-108 KB of 227), 1 on sm_80 (164 KB per SM) and on 99-KB GPUs (100 KB per SM).
-int decode_fp8_blocks_per_sm(int head_dim) {
-  int64_t smem = 0;
-  dispatch_head_dim(head_dim, [&]<int D>() {
-    using F8 = __nv_fp8_e4m3;
-    const int stages = decode_cp_async_stages<__half, D, F8>(static_cast<size_t>(decode_smem_limit()));
-    smem = stages == decode_cp_async_pref_stages<__half, D, F8>()
-               ? static_cast<int64_t>(decode_smem_bytes<__half, D, decode_cp_async_pref_stages<__half, D, F8>(), F8>())
-               : static_cast<int64_t>(decode_smem_bytes<__half, D, decode_min_cp_async_stages<__half, D, F8>(), F8>());
-    return cudaSuccess;
-  });
-  constexpr int64_t kReservedPerBlock = 1024;  // the runtime's share of each block's smem (sm_80+)
-  const int64_t per_sm = cached_device_attribute<cudaDevAttrMaxSharedMemoryPerMultiprocessor>();
-  return smem > 0 ? static_cast<int>(std::max<int64_t>(1, per_sm / (smem + kReservedPerBlock))) : 1;
-}
-}  // namespace
-
 bool decode_dev_pdl() {
   static bool dev_mode = std::getenv("CLO_DECODE_PDL") != nullptr;
   return dev_knob("CLO_DECODE_PDL", dev_mode, 1) != 0;
@@ -146,7 +126,7 @@ int64_t decode_attention_workspace_floats(int batch, int num_q_heads, int seq_le
 
 int decode_attention_num_splits(int batch, int num_kv_heads, int rows_per_kv_head, int max_kv_len, int head_dim,
                                 DType dtype) {
-  // Target (16-bit caches): one thread block per SM. Measured on the H100 (NOTES.md, forced-split
+  // Target: one thread block per SM (FP8 caches too). Measured on the H100 (NOTES.md, forced-split
   // sweeps): B=1/16K/GQA 32:8 is fastest at 16 splits = 128 blocks (33 splits, two
   // blocks per SM, was 13% slower), B=16/GQA at 1 split (128 blocks) beats 2, B=1/16K/MHA
   // is fastest at 4 splits (128 blocks). Fewer blocks leave SMs idle; more add
@@ -157,18 +137,6 @@ int decode_attention_num_splits(int batch, int num_kv_heads, int rows_per_kv_hea
   if (base <= 0) return 1;
   const int64_t by_len = std::max<int64_t>(1, (static_cast<int64_t>(max_kv_len) + kMinTokensPerSplit - 1) /
                                                   kMinTokensPerSplit);
-  if (dtype == DType::kFloat8E4M3 && decode_fp8_blocks_per_sm(head_dim) >= 2) {
-    // FP8 caches: a tile's bytes arrive twice as fast while its math (now with the
-    // conversions) costs as much, so one block of 4 warps per SM cannot keep up; two
-    // blocks per SM can (H100, NOTES.md v19: B=16/16K/GQA 260.6 us with 1 split, 200.2 with
-    // 2; B=1/16K 24.5 us at 16 splits, 23.1 at 32). Grids that already have more than one
-    // block per SM run 1 split (B=64/1K/GQA 62.4 vs 77.2 us with 2; B=64/4K/MHA 770.8 vs
-    // 821.3). Where two blocks do not fit an SM, the 16-bit rule below.
-    if (base > sms) return 1;
-    const int64_t splits = std::min<int64_t>({std::max<int64_t>(1, 2 * sms / base), by_len,
-                                              static_cast<int64_t>(kMaxSplits)});
-    return static_cast<int>(std::max<int64_t>(1, splits));
-  }
   if (base * 2 > sms) {
     // >= half the SMs busy: splitting costs more than it gains, except for very large
     // grids of long sequences on the cp.async kernel: B=64/N=4096/MHA (2048 blocks, 15.5
@@ -176,7 +144,9 @@ int decode_attention_num_splits(int batch, int num_kv_heads, int rows_per_kv_hea
     // B=64/GQA at N=4096) were slower with 2. Large grids on the TMA kernel
     // (decode_tma_stages_for) are faster with 1 split (D = 128: 1336 vs 1347 us contiguous,
     // 1339 vs 1352 paged; D = 64: 369.0 vs 373.5 paged; D = 256: 1406.9 vs 1413.8). The
-    // layout only matters on small grids, so either answers here.
+    // layout only matters on small grids, so either answers here. FP8 caches (the TMA
+    // kernel on sm_90) run 1 split there too (B=64/4K/MHA 732.6 us; the cp.async kernel
+    // 768.0 with 1, 821.3 with 2; NOTES.md v19).
     const bool large_grid = base >= kLargeGridBlocksPerSm * sms;
     const bool cp_async_large_grid =
         large_grid && dtype != DType::kFloat8E4M3 &&

@@ -54,9 +54,14 @@ constexpr int decode_pipeline_stages(int head_dim) { return head_dim <= 64 ? 4 :
 //    kernel 6-8% slower there) and for D = 96 beyond one block per SM (TMA 4-25% slower).
 // The caller also needs sm_90 code and a cache TMA can describe. The split heuristic asks
 // the same question (a large grid on the TMA kernel runs 1 split).
-inline int decode_tma_stages_for(int head_dim, bool paged, int64_t blocks, int64_t sms) {
+// FP8 caches (paged): the TMA kernel on every grid, 4 stages on at most one block per SM,
+// 3 beyond (NOTES.md v19: B=16/1K/GQA 16.2 us vs the cp.async kernel's best 21.5, B=1/16K
+// 18.2 vs 22.8, B=16/16K 188.9 vs 200.8, B=64/1K 55.8 at 3 stages vs 57.2 at 4 and 62.8,
+// B=64/4K/MHA 732.6 vs 749.8 and 768.0).
+inline int decode_tma_stages_for(int head_dim, bool paged, int64_t blocks, int64_t sms, bool fp8 = false) {
   if (device_cc_major() < 9) return 0;
   const bool small_grid = blocks <= sms;
+  if (fp8) return small_grid ? 4 : 3;
   if (head_dim == 64 || head_dim == 256) return small_grid ? decode_pipeline_stages(head_dim) : 2;
   if (small_grid) return paged ? decode_pipeline_stages(head_dim) : 0;
   return head_dim == 128 && blocks >= kLargeGridBlocksPerSm * sms ? 2 : 0;
