@@ -266,6 +266,8 @@ def decode_attention_cases(dtype: torch.dtype, preset: str, quick: bool) -> list
 # holds exactly the values ours reads (randn / 2^-6 stays below 448).
 FP8_SHAPES = ((1, 16384, 8), *((b, n, 8) for b in (16, 64) for n in CONTEXTS), (16, 4096, 32), (64, 4096, 32))
 FP8_SHAPES_QUICK = ((16, 1024, 8), (1, 16384, 8), (64, 4096, 32))
+# Other head dims (preset "all"): B=64 at OTHER_HEAD_DIMS_CONTEXT, MHA and GQA 32/8.
+FP8_OTHER_HEAD_DIMS = (64, 256)
 FP8_SCALE = 2.0 ** -6
 
 
@@ -308,7 +310,8 @@ def fp8_case(B: int, N: int, Hkv: int, dtype: torch.dtype, Hq: int = HQ, D: int 
         flops=w.flops, bytes=w.bytes, compute="fp16_tc" if dtype == torch.float16 else "bf16_tc",
         make_inputs=make_inputs, impls=[sdpa_peer("flash"), sdpa_peer("cudnn"), ours_fp8(), ours16],
         reference=None, rel_tol={torch.float16: 1e-2, torch.bfloat16: 3e-2}[dtype], cold_l2=True, cuda_graph=True,
-        label=f"B={B} N={N} {'MHA' if Hkv == Hq else f'GQA {Hq}/{Hkv}'} fp8 KV", x_key="N")
+        label=f"B={B} N={N} {'MHA' if Hkv == Hq else f'GQA {Hq}/{Hkv}'}" + ("" if D == HEAD_DIM else f" D={D}")
+        + " fp8 KV", x_key="N")
 
 
 @register("paged_attention_fp8")
@@ -316,7 +319,10 @@ def paged_attention_fp8_cases(dtype: torch.dtype, preset: str, quick: bool) -> l
     if dtype not in (torch.float16, torch.bfloat16) or preset not in ("all", "llama-7b", "llama-8b"):
         return []
     kv_heads = KV_HEADS if preset == "all" else ((32,) if preset == "llama-7b" else (8,))
-    return [fp8_case(b, n, h, dtype) for b, n, h in (FP8_SHAPES_QUICK if quick else FP8_SHAPES) if h in kv_heads]
+    cases = [fp8_case(b, n, h, dtype) for b, n, h in (FP8_SHAPES_QUICK if quick else FP8_SHAPES) if h in kv_heads]
+    if preset == "all" and not quick:
+        cases += [fp8_case(64, OTHER_HEAD_DIMS_CONTEXT, h, dtype, D=d) for d in FP8_OTHER_HEAD_DIMS for h in KV_HEADS]
+    return cases
 
 
 # paged_kv_append: T new tokens into a cache of this many slots per layer (K and V 16 MB each
