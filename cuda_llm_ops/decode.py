@@ -48,7 +48,7 @@ a 16-bit cache are read, so a memory-bound decode step takes about half the time
 warps convert the K/V fragments they load to q's dtype in registers (exactly: e4m3 fits
 float16 and bfloat16) and run the same tensor-core math; head_dim a multiple of 16
 (16-byte cache rows); on Hopper the TMA kernel on every grid (4 stages up to one block
-per SM, 3 beyond), the cp.async kernel below sm_90; no head pairs.
+per SM, 3 beyond), the cp.async kernel below sm_90; head pairs as for 16-bit caches.
 
 Index checks and CUDA graphs: a block index outside `[0, num_blocks)` or a
 seq_len outside `[0, table capacity]` is data on the GPU; checking it on the

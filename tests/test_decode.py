@@ -882,6 +882,19 @@ for v in (0, 1, 2):  # CLO_DECODE_VARIANT: automatic, the cp.async kernel, the T
             assert_close(out, ref, dtype=dt, what=f"variant {v} head pairs {i} lens={lens} splits={ns}")
             assert llm.decode.decode_workspace_counters_idle(ws), f"pairs {i}: counters"
         assert re.search(d128, kernel_names(fn)), f"head pairs {i}: {kernel_names(fn)[:300]}"
+    # FP8 caches pair the same way (a token's two 64-byte head rows: one 128-byte row)
+    from cuda_llm_ops.reference import quantize_fp8_e4m3
+    for i, (lens, hkv, bs, dt, splits) in enumerate(
+            [([1, 15, 17, 63, 64, 65, 700], 2, 16, torch.float16, (0, 1, 3)),
+             ([2500, 1, 129, 0], 6, 8, torch.bfloat16, (1, 2))]):
+        q, kc, vc, table, sl = paged_problem(lens, hkv, 1, 64, bs, dt, 3300 + i)
+        kc, vc = quantize_fp8_e4m3(kc, 0.05), quantize_fp8_e4m3(vc, 0.05)
+        ref = paged_attention_reference(q, kc, vc, table, sl, k_scale=0.05, v_scale=0.05)
+        for ns in splits:
+            fn = lambda: llm.paged_attention(q, kc, vc, table, sl, num_splits=ns, k_scale=0.05, v_scale=0.05)
+            assert_close(fn(), ref, dtype=dt, what=f"variant {v} fp8 head pairs {i} lens={lens} splits={ns}")
+        assert re.search(r"kernel<[^<>,]+, (\(int\))?128, [^<>]*__nv_fp8_e4m3>", kernel_names(fn)), \
+            f"fp8 head pairs {i}: {kernel_names(fn)[:300]}"
     for hkv, group in ((3, 1), (2, 2)):  # odd KV heads, GQA: never paired
         q, kc, vc, table, sl = paged_problem([100, 200], hkv, group, 64, 16, torch.float16, 3100 + hkv)
         fn = lambda: llm.paged_attention(q, kc, vc, table, sl, num_splits=1, check_indices=False)

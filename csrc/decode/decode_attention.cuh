@@ -1120,7 +1120,7 @@ namespace cuda_llm_ops::decode {
 template <typename T, int D, bool kPaged, typename KVT>
 cudaError_t run_decode_attention(const DecodeAttentionArgs& a, cudaStream_t stream, int pack_group) {
   constexpr bool kDequant = decode_dequantizes<T, KVT>();
-  if (pack_group > 0 && (D != 128 || kDequant)) return cudaErrorInvalidValue;
+  if (pack_group > 0 && D != 128) return cudaErrorInvalidValue;
   if (a.kv_fp8 != kDequant || (kDequant && a.head_dim % 16 != 0)) return cudaErrorInvalidValue;
   const int group = a.num_q_heads / a.num_kv_heads;
   DecodeKernelParams p{};

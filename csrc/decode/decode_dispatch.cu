@@ -168,8 +168,10 @@ cudaError_t launch_decode_attention(const DecodeAttentionArgs& a, cudaStream_t s
     pairs.head_dim = 2 * a.head_dim;
     pairs.num_kv_heads = a.num_kv_heads / 2;
     const int group = a.num_q_heads / a.num_kv_heads;
-    return dispatch_half_dtype(a.dtype,
-                               [&]<typename T>() { return run_decode_attention<T, 128, true>(pairs, stream, group); });
+    return dispatch_half_dtype(a.dtype, [&]<typename T>() {
+      return a.kv_fp8 ? run_decode_attention<T, 128, true, __nv_fp8_e4m3>(pairs, stream, group)
+                      : run_decode_attention<T, 128, true>(pairs, stream, group);
+    });
   }
   return dispatch_half_dtype(a.dtype, [&]<typename T>() {
     return dispatch_head_dim(a.head_dim, [&]<int D>() {

@@ -79,7 +79,7 @@ inline int decode_tma_stages_for(int head_dim, bool paged, int64_t blocks, int64
 constexpr int kPackMinBlocksPerSm = 8;
 inline bool decode_packs_head_pairs(const DecodeAttentionArgs& a) {
   const int knob = decode_dev_pack();  // dev: 0 never, 2 wherever legal, else the rule
-  const bool legal = a.paged && !a.kv_fp8 && a.head_dim == 64 && a.num_kv_heads % 2 == 0 && a.num_q_heads == a.num_kv_heads &&
+  const bool legal = a.paged && a.head_dim == 64 && a.num_kv_heads % 2 == 0 && a.num_q_heads == a.num_kv_heads &&
                      a.seq_len_q == 1;
   if (!legal || knob == 0) return false;
   if (knob == 2) return true;
@@ -90,8 +90,7 @@ inline bool decode_packs_head_pairs(const DecodeAttentionArgs& a) {
 // Attention kernel (+ merge when args.num_splits > 1) for one dtype, head dim and
 // KV layout (paged block table or strided cache). pack_group > 0 (D = 128 only): `args`
 // describes head pairs (decode_packs_head_pairs), pack_group real query heads per real
-// KV head. KVT: the caches' element type, T or __nv_fp8_e4m3 (args.kv_fp8; the cp.async
-// kernel only, no head pairs).
+// KV head. KVT: the caches' element type, T or __nv_fp8_e4m3 (args.kv_fp8, paged only).
 template <typename T, int D, bool kPaged, typename KVT = T>
 cudaError_t run_decode_attention(const DecodeAttentionArgs& args, cudaStream_t stream, int pack_group = 0);
 
