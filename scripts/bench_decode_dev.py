@@ -244,10 +244,24 @@ def compare_variants(iters, copy_bw, variants=BENCH_VARIANTS, cases=ISSUE_VARIAN
         torch.cuda.empty_cache()
 
 
+def _graph_split_ms(sets, ns, iters, cache_suffix="", **kwargs):
+    """Median ms of paged_attention with `ns` splits over the rotated input `sets` (caches
+    `k_cache{cache_suffix}` / `v_cache{cache_suffix}`), timed as llm-speed bench times it:
+    CUDA-graph replays, cold L2."""
+    from cuda_llm_ops.decode import paged_attention, paged_attention_workspace
+    fns = []
+    for inp in sets:
+        q, kc, vc = inp["q"], inp["k_cache" + cache_suffix], inp["v_cache" + cache_suffix]
+        bt, sl = inp["block_tables"], inp["seq_lens"]
+        out, ws = torch.empty_like(q), paged_attention_workspace(q, kc, bt, num_splits=ns)
+        fns.append(lambda q=q, kc=kc, vc=vc, bt=bt, sl=sl, out=out, ws=ws: paged_attention(
+            q, kc, vc, bt, sl, out=out, num_splits=ns, workspace=ws, check_indices=False, **kwargs))
+    return benchmark(None, warmup=3, iterations=iters, cold_l2=True, cuda_graph=True, fn_sets=fns).median_ms
+
+
 def graph_knob_sweep(iters, copy_bw, dtype=torch.float16):
     """The llm-speed bench method (CUDA-graph replays over rotated input copies, cold L2)
     for forced split counts and TMA pipeline depths on the small-grid targets."""
-    from cuda_llm_ops.decode import paged_attention, paged_attention_workspace
     from cuda_llm_ops.timing import rotation_count
     for B, N, Hkv, splits in [(16, 1024, 8, (1, 2, 3, 4)), (1, 16384, 8, (8, 16, 32))]:
         case = cd.paged_case(B, N, Hkv, dtype)
@@ -258,13 +272,7 @@ def graph_knob_sweep(iters, copy_bw, dtype=torch.float16):
                 if label == "cp":
                     continue
                 set_knobs(env)
-                fns = []
-                for inp in sets:
-                    q, kc, vc, bt, sl = inp["q"], inp["k_cache"], inp["v_cache"], inp["block_tables"], inp["seq_lens"]
-                    out, ws = torch.empty_like(q), paged_attention_workspace(q, kc, bt, num_splits=ns)
-                    fns.append(lambda q=q, kc=kc, vc=vc, bt=bt, sl=sl, out=out, ws=ws, ns=ns: paged_attention(
-                        q, kc, vc, bt, sl, out=out, num_splits=ns, workspace=ws, check_indices=False))
-                t = benchmark(None, warmup=3, iterations=iters, cold_l2=True, cuda_graph=True, fn_sets=fns).median_ms
+                t = _graph_split_ms(sets, ns, iters)
                 pct = 100 * case.bytes / (t * 1e-3) / 1e12 / copy_bw
                 parts.append(f"s{ns}/{label} {t * 1e3:.1f}us {pct:.1f}%")
         set_knobs({})
@@ -285,7 +293,6 @@ def fp8_split_sweep(iters, copy_bw):
     variants = {"cp": {"CLO_DECODE_VARIANT": "1"},
                 "tma3": {"CLO_DECODE_VARIANT": "2", "CLO_DECODE_TMA_STAGES": "3"},
                 "tma4": {"CLO_DECODE_VARIANT": "2", "CLO_DECODE_TMA_STAGES": "4"}}
-    from cuda_llm_ops.decode import paged_attention, paged_attention_workspace
     from cuda_llm_ops.timing import rotation_count
     for B, N, Hkv, splits, dt in shapes:
         case = cd.fp8_case(B, N, Hkv, dt)
@@ -294,15 +301,7 @@ def fp8_split_sweep(iters, copy_bw):
         for ns in splits:
             for label, env in variants.items():
                 set_knobs(env)
-                fns = []
-                for inp in sets:
-                    q, kc, vc = inp["q"], inp["k_cache_fp8"], inp["v_cache_fp8"]
-                    bt, sl = inp["block_tables"], inp["seq_lens"]
-                    out, ws = torch.empty_like(q), paged_attention_workspace(q, kc, bt, num_splits=ns)
-                    fns.append(lambda q=q, kc=kc, vc=vc, bt=bt, sl=sl, out=out, ws=ws, ns=ns: paged_attention(
-                        q, kc, vc, bt, sl, out=out, num_splits=ns, workspace=ws, check_indices=False,
-                        k_scale=cd.FP8_SCALE, v_scale=cd.FP8_SCALE))
-                t = benchmark(None, warmup=3, iterations=iters, cold_l2=True, cuda_graph=True, fn_sets=fns).median_ms
+                t = _graph_split_ms(sets, ns, iters, "_fp8", k_scale=cd.FP8_SCALE, v_scale=cd.FP8_SCALE)
                 pct = 100 * case.bytes / (t * 1e-3) / 1e12 / copy_bw
                 parts.append(f"s{ns}/{label} {t * 1e3:.1f}us {pct:.1f}%")
         set_knobs({})

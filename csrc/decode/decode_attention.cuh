@@ -85,8 +85,8 @@ struct DecodeKernelParams {
   // are zero in shared memory (zero-filled copies, or TMA's out-of-bounds fill), as are
   // q's, so they add nothing to the scores; the output keeps only the real ones.
   int row_cols;
-  // FP8 caches: the value V's dequantization scale multiplies the output by (K's is
-  // folded into scale_log2 / cap_scale). Unused by 16-bit caches.
+  // FP8 caches: V's dequantization scale, applied in decode_epilogue (K's is folded into
+  // scale_log2 / cap_scale). Unused by 16-bit caches.
   float v_scale;
 };
 
@@ -266,6 +266,11 @@ constexpr bool decode_dequantizes() {
 template <typename T, int D, typename KVT>
 constexpr int decode_stage_cols() {
   return D * static_cast<int>(sizeof(KVT)) / static_cast<int>(sizeof(T));
+}
+// Cache columns in one 128-byte plane line (the TMA kernel's box width): 64, or 128 e4m3.
+template <typename T, typename KVT>
+constexpr int decode_plane_cache_cols() {
+  return kPlaneCols * static_cast<int>(sizeof(T)) / static_cast<int>(sizeof(KVT));
 }
 // [K/V stages (or the epilogue's scratch)][Q rows][extra]: the pipeline first, at the
 // aligned base.
@@ -556,7 +561,7 @@ CLO_DEVICE void decode_warp_tile(const QFrag& q_frag, const T* ks, const T* vs, 
 //  - V (transposed): thread (g, t) gets bytes 2g, 2g + 1 of keys 2t and 2t + 1; paired by
 //    key (one byte permute), they are the B fragments of column g of two n-tiles: 2c holds
 //    the even columns of chunk c (16 c + 2 g), 2c + 1 the odd ones. So o[nt][e] is output
-//    column 16 (nt / 2) + 4 t + 2 (e & 1) + (nt & 1) (decode_epilogue's kFp8Cols).
+//    column 16 (nt / 2) + 4 t + 2 (e & 1) + (nt & 1) (decode_epilogue's kFp8).
 template <typename T, int D, class QFrag>
 CLO_DEVICE void decode_warp_tile_fp8(const QFrag& q_frag, const T* ks, const T* vs, int r0, int tok0,
                                      const DecodeSplitRange& range, const DecodeKernelParams& p,
@@ -662,8 +667,9 @@ CLO_DEVICE float decode_row_lse(float m, float l, bool nan_row) {
 // another. Warps >= kMathWarps (a producer) hold no state and only help with the loops.
 // `smem` is the (now free) pipeline buffer; `bad` marks a bad block index or length
 // (the rows become NaN).
-// kFp8Cols: o holds columns in decode_warp_tile_fp8's order.
-template <typename T, int D, int kThreads, int kMathWarps, bool kFp8Cols = false>
+// kFp8 (FP8 caches): o holds columns in decode_warp_tile_fp8's order, and V's
+// dequantization scale (p.v_scale) multiplies it here, where it is stored.
+template <typename T, int D, int kThreads, int kMathWarps, bool kFp8 = false>
 CLO_DEVICE void decode_epilogue(const DecodeKernelParams& p, float (&o)[D / 8][4], const float (&row_max)[2],
                                 float (&row_sum)[2], bool bad, int eff, unsigned char* smem) {
   constexpr int kDTiles = D / 8;
@@ -697,12 +703,13 @@ CLO_DEVICE void decode_epilogue(const DecodeKernelParams& p, float (&o)[D / 8][4
       if (r >= rows_here) continue;
       if (t4 == 0) warp_state[warp * kRowsPerBlock + r] = make_float2(row_max[i] == -INFINITY ? kNegInf : row_max[i],
                                                                       row_sum[i]);
-      if constexpr (kFp8Cols) {  // o[2m], o[2m + 1]: columns 16 m + 4 t4 .. + 3
+      if constexpr (kFp8) {  // o[2m], o[2m + 1]: columns 16 m + 4 t4 .. + 3
         float* ob = obuf + (warp * kRowsPerBlock + r) * kOStride + 4 * t4;
+        const float vs = p.v_scale;
 #pragma unroll
         for (int m = 0; m < kDTiles / 2; ++m)
-          *reinterpret_cast<float4*>(ob + m * 16) =
-              make_float4(o[2 * m][2 * i], o[2 * m + 1][2 * i], o[2 * m][2 * i + 1], o[2 * m + 1][2 * i + 1]);
+          *reinterpret_cast<float4*>(ob + m * 16) = make_float4(o[2 * m][2 * i] * vs, o[2 * m + 1][2 * i] * vs,
+                                                                o[2 * m][2 * i + 1] * vs, o[2 * m + 1][2 * i + 1] * vs);
       } else {
         float* ob = obuf + (warp * kRowsPerBlock + r) * kOStride + 2 * t4;
 #pragma unroll
@@ -1013,12 +1020,6 @@ __global__ void __launch_bounds__(kDecodeThreads)
     }
   }
   cp_async_wait_all();
-  if constexpr (kDequant) {
-#pragma unroll
-    for (int n = 0; n < kDTiles; ++n)
-#pragma unroll
-      for (int e = 0; e < 4; ++e) o[n][e] *= p.v_scale;
-  }
 
   decode_epilogue<T, D, kDecodeThreads, kDecodeWarps, kDequant>(p, o, row_max, row_sum, bad, eff, smem);
 }

@@ -61,7 +61,7 @@ __global__ void __launch_bounds__(kTmaThreads)
   static_assert(kTileTokens == 64 && kTmaMathWarps == 4, "16 keys per math warp");
   constexpr bool kDequant = decode_dequantizes<T, KVT>();
   constexpr int kStageCols = decode_stage_cols<T, D, KVT>();  // 16-bit columns of a tile's rows
-  constexpr int kColsPerPlane = kPlaneCols * static_cast<int>(sizeof(T) / sizeof(KVT));  // cache columns
+  constexpr int kColsPerPlane = decode_plane_cache_cols<T, KVT>();
   constexpr int kQStride = decode_smem_stride<D>();
   constexpr int kPlanes = decode_kv_planes<kStageCols>();
   constexpr int kChunksPerRow = kStageCols / 8;  // 16-byte chunks
@@ -294,12 +294,6 @@ __global__ void __launch_bounds__(kTmaThreads)
 #ifdef CLO_DEV_STAMPS
   if (stamps_on && tid == 0) stamp[3] = clk();
 #endif
-  if constexpr (kDequant) {
-#pragma unroll
-    for (int n = 0; n < kDTiles; ++n)
-#pragma unroll
-      for (int e = 0; e < 4; ++e) o[n][e] *= p.v_scale;
-  }
   decode_epilogue<T, D, kTmaThreads, kTmaMathWarps, kDequant>(p, o, row_max, row_sum, bad, eff, smem);
 #ifdef CLO_DEV_STAMPS
   if (stamps_on && tid == 0) {
@@ -319,7 +313,7 @@ __global__ void __launch_bounds__(kTmaThreads)
 template <typename T, int D, bool kPaged, typename KVT = T>
 int encode_decode_tma_maps(const DecodeAttentionArgs& a, DecodeTmaMaps& maps) {
   constexpr uint64_t kElem = sizeof(KVT);
-  constexpr uint32_t kBoxCols = kPlaneCols * sizeof(T) / sizeof(KVT);  // one 128-byte line
+  constexpr uint32_t kBoxCols = decode_plane_cache_cols<T, KVT>();  // one 128-byte line
   constexpr CUtensorMapSwizzle kSwizzle = CU_TENSOR_MAP_SWIZZLE_128B;
   constexpr CUtensorMapDataType kType =
       sizeof(KVT) == 1 ? CU_TENSOR_MAP_DATA_TYPE_UINT8

@@ -9,9 +9,6 @@
 
 namespace cuda_llm_ops {
 
-// Largest finite e4m3 value: quantization saturates to it (vLLM's convention).
-constexpr float kFp8E4M3Max = 448.f;
-
 #ifdef __CUDACC__
 // Two e4m3 values (low byte first) as f16x2 bits, exact, without fp8 instructions (below
 // sm_89 there are none, and cuda_fp8.h's emulation loops over denormals): each byte's
@@ -53,22 +50,8 @@ CLO_DEVICE uint32_t e4m3x2_to<__nv_bfloat16>(uint16_t x) {
   return pack_float2<__nv_bfloat16>(f.x, f.y);
 }
 
-// 16 e4m3 values (one 16-byte chunk) as 16 T values (two 16-byte chunks, in order).
-template <typename T>
-CLO_DEVICE void e4m3x16_to(const uint4& in, uint4& lo, uint4& hi) {
-  const uint32_t w[4] = {in.x, in.y, in.z, in.w};
-  uint32_t o[8];
-#pragma unroll
-  for (int i = 0; i < 4; ++i) {
-    o[2 * i] = e4m3x2_to<T>(static_cast<uint16_t>(w[i] & 0xffffu));
-    o[2 * i + 1] = e4m3x2_to<T>(static_cast<uint16_t>(w[i] >> 16));
-  }
-  lo = make_uint4(o[0], o[1], o[2], o[3]);
-  hi = make_uint4(o[4], o[5], o[6], o[7]);
-}
-
-// x * inv_scale rounded to nearest e4m3, saturated to +-448 (NaN stays NaN); two values
-// per call, the first in the low byte.
+// x * inv_scale rounded to nearest e4m3, saturated to +-448, the largest finite e4m3
+// (vLLM's convention; NaN stays NaN); two values per call, the first in the low byte.
 CLO_DEVICE uint16_t float2_to_e4m3x2(float a, float b, float inv_scale) {
   return static_cast<uint16_t>(
       __nv_cvt_float2_to_fp8x2(make_float2(a * inv_scale, b * inv_scale), __NV_SATFINITE, __NV_E4M3));
