@@ -259,26 +259,31 @@ def _graph_split_ms(sets, ns, iters, cache_suffix="", **kwargs):
     return benchmark(None, warmup=3, iterations=iters, cold_l2=True, cuda_graph=True, fn_sets=fns).median_ms
 
 
+def _split_sweep_row(case, splits, variants, iters, copy_bw, title, cache_suffix="", **kwargs):
+    """One printed row: `case` at each split count under each variant's dev knobs
+    (`_graph_split_ms`), us and % of the copy rate."""
+    from cuda_llm_ops.timing import rotation_count
+    sets = [case.make_inputs() for _ in range(rotation_count(case.bytes))]
+    parts = []
+    for ns in splits:
+        for label, env in variants.items():
+            set_knobs(env)
+            t = _graph_split_ms(sets, ns, iters, cache_suffix, **kwargs)
+            pct = 100 * case.bytes / (t * 1e-3) / 1e12 / copy_bw
+            parts.append(f"s{ns}/{label} {t * 1e3:.1f}us {pct:.1f}%")
+    set_knobs({})
+    print(f"{title} (sets {len(sets)}) | " + " | ".join(parts), flush=True)
+    del sets
+    torch.cuda.empty_cache()
+
+
 def graph_knob_sweep(iters, copy_bw, dtype=torch.float16):
     """The llm-speed bench method (CUDA-graph replays over rotated input copies, cold L2)
     for forced split counts and TMA pipeline depths on the small-grid targets."""
-    from cuda_llm_ops.timing import rotation_count
     for B, N, Hkv, splits in [(16, 1024, 8, (1, 2, 3, 4)), (1, 16384, 8, (8, 16, 32))]:
         case = cd.paged_case(B, N, Hkv, dtype)
-        sets = [case.make_inputs() for _ in range(rotation_count(case.bytes))]
-        parts = []
-        for ns in splits:
-            for label, env in SWEEP_VARIANTS.items():
-                if label == "cp":
-                    continue
-                set_knobs(env)
-                t = _graph_split_ms(sets, ns, iters)
-                pct = 100 * case.bytes / (t * 1e-3) / 1e12 / copy_bw
-                parts.append(f"s{ns}/{label} {t * 1e3:.1f}us {pct:.1f}%")
-        set_knobs({})
-        print(f"graph B={B} N={N} Hkv={Hkv} (sets {len(sets)}) | " + " | ".join(parts), flush=True)
-        del sets
-        torch.cuda.empty_cache()
+        variants = {label: env for label, env in SWEEP_VARIANTS.items() if label != "cp"}
+        _split_sweep_row(case, splits, variants, iters, copy_bw, f"graph B={B} N={N} Hkv={Hkv}")
 
 
 def fp8_split_sweep(iters, copy_bw):
@@ -293,21 +298,10 @@ def fp8_split_sweep(iters, copy_bw):
     variants = {"cp": {"CLO_DECODE_VARIANT": "1"},
                 "tma3": {"CLO_DECODE_VARIANT": "2", "CLO_DECODE_TMA_STAGES": "3"},
                 "tma4": {"CLO_DECODE_VARIANT": "2", "CLO_DECODE_TMA_STAGES": "4"}}
-    from cuda_llm_ops.timing import rotation_count
     for B, N, Hkv, splits, dt in shapes:
-        case = cd.fp8_case(B, N, Hkv, dt)
-        sets = [case.make_inputs() for _ in range(rotation_count(case.bytes))]
-        parts = []
-        for ns in splits:
-            for label, env in variants.items():
-                set_knobs(env)
-                t = _graph_split_ms(sets, ns, iters, "_fp8", k_scale=cd.FP8_SCALE, v_scale=cd.FP8_SCALE)
-                pct = 100 * case.bytes / (t * 1e-3) / 1e12 / copy_bw
-                parts.append(f"s{ns}/{label} {t * 1e3:.1f}us {pct:.1f}%")
-        set_knobs({})
-        print(f"fp8 {str(dt)[6:]} B={B} N={N} Hkv={Hkv} (sets {len(sets)}) | " + " | ".join(parts), flush=True)
-        del sets
-        torch.cuda.empty_cache()
+        _split_sweep_row(cd.fp8_case(B, N, Hkv, dt), splits, variants, iters, copy_bw,
+                         f"fp8 {str(dt)[6:]} B={B} N={N} Hkv={Hkv}", "_fp8", k_scale=cd.FP8_SCALE,
+                         v_scale=cd.FP8_SCALE)
 
 
 def anchor_method(iters, dtype=torch.float16):
