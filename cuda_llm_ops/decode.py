@@ -48,7 +48,8 @@ a 16-bit cache are read, so a memory-bound decode step takes about half the time
 warps convert the K/V fragments they load to q's dtype in registers (exactly: e4m3 fits
 float16 and bfloat16) and run the same tensor-core math; head_dim a multiple of 16
 (16-byte cache rows); on Hopper the TMA kernel on every grid (4 stages up to one block
-per SM, 3 beyond), the cp.async kernel below sm_90; head pairs as for 16-bit caches.
+per SM, 3 beyond), the cp.async kernel below sm_90; at head_dim 64 KV heads are paired
+(below) on any grid of more than one block per SM, MHA or GQA.
 
 Index checks and CUDA graphs: a block index outside `[0, num_blocks)` or a
 seq_len outside `[0, table capacity]` is data on the GPU; checking it on the
@@ -67,12 +68,14 @@ SM, and at head_dim 128 grids of >= 12 blocks per SM), a cp.async kernel otherwi
 below sm_90 (csrc/decode/NOTES.md, "Kernel choice"). On Hopper a paged head_dim-64 MHA
 cache with an even number of KV heads, on a grid of >= 8 blocks per SM, runs the
 head_dim-128 kernels over pairs of adjacent KV heads (a token's two 128-byte head rows
-are one 256-byte row of the cache: 4-5% faster at B=64-128). Dev knobs (benchmarks
-only), set in the environment before the process's first decode call and then read on
+are one 256-byte row of the cache: 4-5% faster at B=64-128); FP8 caches pair MHA and
+GQA (up to 8 query heads per KV head) beyond one block per SM (64-byte head rows: 3-14%
+faster at N=2048, B=32-128 GQA 32/8 and B=8-32 MHA). Dev knobs (benchmarks only), set in the environment before the process's first decode call and then read on
 every call: `CLO_DECODE_VARIANT` 0 automatic, 1 the cp.async kernel, 2 the TMA kernel
 where it can run; `CLO_DECODE_TMA_STAGES` the TMA kernel's pipeline depth (0 automatic,
 2-4 where it fits in shared memory); `CLO_DECODE_PACK` 0 never pairs KV heads, 2 pairs
-them wherever legal. Unset, the choice is automatic and the environment is never read.
+them wherever legal (head_dim 64, an even number of KV heads, one new token, at most 8
+query heads per KV head). Unset, the choice is automatic and the environment is never read.
 """
 from __future__ import annotations
 

@@ -304,6 +304,23 @@ def fp8_split_sweep(iters, copy_bw):
                          v_scale=cd.FP8_SCALE)
 
 
+def fp8_pack_sweep(iters, copy_bw):
+    """Head pairs (CLO_DECODE_PACK: the rule / 0 / 2) on FP8 D=64 caches, GQA 32/8 and MHA, and on
+    16-bit D=64 GQA 32/8, at the heuristic's split count (graph replays, cold L2)."""
+    variants = {"auto": {"CLO_DECODE_PACK": "1"}, "single": {"CLO_DECODE_PACK": "0"},
+                "pairs": {"CLO_DECODE_PACK": "2"}}
+    shapes = [(B, 2048, 8) for B in (8, 16, 32, 64, 128)] + [(16, 8192, 8), (1, 16384, 8)]
+    shapes += [(B, 2048, 32) for B in (4, 8, 16, 32)]
+    for B, N, Hkv in shapes:
+        h = llm.decode_num_splits(B, Hkv, HQ_ // Hkv, N, 64, torch.float8_e4m3fn)
+        _split_sweep_row(cd.fp8_case(B, N, Hkv, torch.float16, D=64), (h,), variants, iters, copy_bw,
+                         f"fp8 D=64 B={B} N={N} Hkv={Hkv}", "_fp8", k_scale=cd.FP8_SCALE, v_scale=cd.FP8_SCALE)
+    for B in (16, 64):
+        h = llm.decode_num_splits(B, 8, HQ_ // 8, 2048, 64, torch.float16)
+        _split_sweep_row(cd.paged_case(B, 2048, 8, torch.float16, D=64), (h,), variants, iters, copy_bw,
+                         f"16-bit D=64 B={B} N=2048 Hkv=8")
+
+
 def anchor_method(iters, dtype=torch.float16):
     """The shared anchors' method (warm L2, eager calls, one CUDA-event pair per call, no
     graph) next to this repo's bench method (cold L2 by rotation, graph replays), on
@@ -340,11 +357,13 @@ def main() -> int:
                     help="split counts and TMA depths on the small-grid targets, timed as llm-speed bench does")
     ap.add_argument("--fp8-splits", action="store_true",
                     help="FP8 caches: forced split counts on small and medium grids, timed as llm-speed bench does")
+    ap.add_argument("--fp8-pack", action="store_true",
+                    help="FP8 (and 16-bit GQA) D=64 caches with and without head pairs, timed as llm-speed bench does")
     ap.add_argument("--anchor", action="store_true",
                     help="SDPA and ours timed the shared anchors' way (eager, warm L2) and in graphs")
     args = ap.parse_args()
     if any((args.variants, args.variants_only, args.shape_sweep, args.graph_knobs, args.pack_sweep,
-            args.pack_confirm, args.fp8_splits)):
+            args.pack_confirm, args.fp8_splits, args.fp8_pack)):
         for knob in _KNOBS:  # dev mode: each knob must be set before the first decode call
             os.environ.setdefault(knob, "")
     if not torch.cuda.is_available() or not llm.kernels_available():
@@ -362,6 +381,9 @@ def main() -> int:
         return 0
     if args.fp8_splits:
         fp8_split_sweep(args.iters, bw)
+        return 0
+    if args.fp8_pack:
+        fp8_pack_sweep(args.iters, bw)
         return 0
     if args.pack_sweep or args.pack_confirm:
         cases = PACK_CONFIRM_CASES if args.pack_confirm else PACK_SWEEP_CASES

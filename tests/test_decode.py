@@ -895,7 +895,26 @@ for v in (0, 1, 2):  # CLO_DECODE_VARIANT: automatic, the cp.async kernel, the T
             assert_close(fn(), ref, dtype=dt, what=f"variant {v} fp8 head pairs {i} lens={lens} splits={ns}")
         assert re.search(r"kernel<[^<>,]+, (\(int\))?128, [^<>]*__nv_fp8_e4m3>", kernel_names(fn)), \
             f"fp8 head pairs {i}: {kernel_names(fn)[:300]}"
-    for hkv, group in ((3, 1), (2, 2)):  # odd KV heads, GQA: never paired
+    # GQA pairs: both KV heads' query groups share the block's 16 rows (2 x group <= 16)
+    for i, (lens, hkv, group, bs, dt, fp8, splits) in enumerate(
+            [([1, 17, 64, 700], 2, 2, 16, torch.float16, False, (1, 3)),
+             ([2500, 1, 129, 0], 4, 4, 8, torch.bfloat16, True, (1, 2, 16)),
+             ([65, 300, 1000], 8, 8, 32, torch.float16, True, (0, 1, 5)),
+             ([65, 300], 2, 8, 16, torch.float16, False, (1, 2))]):
+        q, kc, vc, table, sl = paged_problem(lens, hkv, group, 64, bs, dt, 3400 + i)
+        sc = {"k_scale": 0.05, "v_scale": 0.07} if fp8 else {}
+        if fp8:
+            kc, vc = quantize_fp8_e4m3(kc, 0.05), quantize_fp8_e4m3(vc, 0.07)
+        ref = paged_attention_reference(q, kc, vc, table, sl, **sc)
+        for ns in splits:
+            out = poison_(torch.empty_like(q))
+            ws = llm.paged_attention_workspace(q, kc, table, num_splits=ns)
+            fn = lambda: llm.paged_attention(q, kc, vc, table, sl, out=out, num_splits=ns, workspace=ws, **sc)
+            fn()
+            assert_close(out, ref, dtype=dt, what=f"variant {v} GQA head pairs {i} group={group} splits={ns}")
+            assert llm.decode.decode_workspace_counters_idle(ws), f"GQA pairs {i}: counters"
+        assert re.search(d128, kernel_names(fn)), f"GQA head pairs {i}: {kernel_names(fn)[:300]}"
+    for hkv, group in ((3, 1), (2, 16)):  # odd KV heads; a pair's rows past one row tile: never paired
         q, kc, vc, table, sl = paged_problem([100, 200], hkv, group, 64, 16, torch.float16, 3100 + hkv)
         fn = lambda: llm.paged_attention(q, kc, vc, table, sl, num_splits=1, check_indices=False)
         assert_close(fn(), paged_attention_reference(q, kc, vc, table, sl), dtype=torch.float16,
@@ -908,6 +927,21 @@ for v in (0, 1, 2):  # CLO_DECODE_VARIANT: automatic, the cp.async kernel, the T
         assert_close(fn(), paged_attention_reference(q, kc, vc, table, sl), dtype=torch.float16,
                      what=f"variant {v} large D=64 MHA grid, pack knob {knob}")
         assert bool(re.search(d128, kernel_names(fn))) == paired, f"pack {knob}: {kernel_names(fn)[:300]}"
+    # automatic, GQA 32/8: FP8 caches pair beyond one block per SM, 16-bit caches never;
+    # a small FP8 grid (split up to about one block per SM) does not pair
+    os.environ["CLO_DECODE_PACK"] = "1"
+    for lens, fp8, paired in (([300, 1, 1100, 64] * (sms // 32 + 1), True, sm90),
+                              ([300, 1, 1100, 64] * (sms // 32 + 1), False, False),
+                              ([3000, 1, 1100, 64], True, False)):
+        q, kc, vc, table, sl = paged_problem(lens, 8, 4, 64, 16, torch.float16, 3500 + len(lens))
+        sc = {"k_scale": 0.05, "v_scale": 0.05} if fp8 else {}
+        if fp8:
+            kc, vc = quantize_fp8_e4m3(kc, 0.05), quantize_fp8_e4m3(vc, 0.05)
+        fn = lambda: llm.paged_attention(q, kc, vc, table, sl, check_indices=False, **sc)
+        assert_close(fn(), paged_attention_reference(q, kc, vc, table, sl, **sc), dtype=torch.float16,
+                     what=f"variant {v} automatic GQA pairs B={len(lens)} fp8={fp8}")
+        assert bool(re.search(d128, kernel_names(fn))) == paired, \
+            f"GQA B={len(lens)} fp8={fp8}: {kernel_names(fn)[:300]}"
     # graph capture keeps the variant it captured; the split counters stay consistent
     ws = llm.paged_attention_workspace(q, kc, table, num_splits=8)
     out = torch.empty_like(q)
@@ -1013,8 +1047,9 @@ def test_decode_dev_variants_match_reference():
     boxes load whole blocks); which kernel runs (automatic on sm_90: decode_tma_stages_for).
     The forced TMA kernel also at every pipeline depth CLO_DECODE_TMA_STAGES can pick, with
     a block size it does not take (falls back) and on a narrowed contiguous view with NaN
-    past its end. Head pairs (paged D=64 MHA on the D=128 kernels; CLO_DECODE_PACK) forced on
-    ragged batches with splits, never for odd KV heads or GQA, automatic on a large grid.
+    past its end. Head pairs (paged D=64 on the D=128 kernels; CLO_DECODE_PACK) forced on
+    ragged batches with splits, MHA and GQA up to 8 query heads per KV head, 16-bit and FP8;
+    never for odd KV heads or larger groups; automatic on a large grid.
     A subprocess: the knobs are read in dev mode only when set before the process's first
     decode call."""
     require_op("paged_attention")

@@ -67,24 +67,32 @@ inline int decode_tma_stages_for(int head_dim, bool paged, int64_t blocks, int64
   return head_dim == 128 && blocks >= kLargeGridBlocksPerSm * sms ? 2 : 0;
 }
 
-// Head pairs (NOTES.md v9): on sm_90, a paged cache with D = 64, an even number of KV
-// heads and one query head per KV head (MHA), on a grid of at least
-// kPackMinBlocksPerSm blocks per SM, runs the D = 128 kernels over pairs of adjacent KV
-// heads. A token's two 128-byte head rows are one 256-byte row of the paged layout
-// ([blocks, block_size, Hkv, D]), so each block reads 256-byte rows as at D = 128
-// instead of 128-byte rows at a 4-KB stride (B=64/2K/MHA: 369.6 -> 356-359 us, cuDNN on
-// contiguous keys 352.8). GQA 32/8 at D = 64 gained nothing (96.3 vs 95-98 us), so it
-// keeps its own kernel. The split count stays the one sized for the real grid (the
-// workspace helpers do not know the layout): the threshold keeps the paired grid large.
+// Head pairs (NOTES.md v9, v20): a paged cache with D = 64 and an even number of KV heads
+// can run the D = 128 kernels over pairs of adjacent KV heads. A token's two head rows are
+// one row twice as wide in the paged layout ([blocks, block_size, Hkv, D]), so each block
+// reads 256-byte rows (16-bit) or 128-byte rows (FP8) instead of half-width rows at the
+// token stride. Used on sm_90 where measured faster:
+//  - 16-bit caches, MHA only, on at least kPackMinBlocksPerSm blocks per SM (B=64/2K/MHA:
+//    369.6 -> 356-359 us, cuDNN on contiguous keys 352.8); GQA 32/8 gains nothing (B=64/2K
+//    96.5 both ways; B=16/2K 27.4 -> 32.9 on the halved grid);
+//  - FP8 caches, MHA or GQA, on more than one block per SM (B=64/2K/GQA 32/8: 60.6 -> 52.1
+//    us, B=32/2K/MHA 109.4 -> 99.5); on one block per SM or fewer the halved grid loses
+//    (B=16/2K/GQA 23.1 -> 26.4).
+// The split count stays the one sized for the real grid (the workspace helpers do not
+// know the layout): the thresholds keep the paired grid large.
 constexpr int kPackMinBlocksPerSm = 8;
 inline bool decode_packs_head_pairs(const DecodeAttentionArgs& a) {
   const int knob = decode_dev_pack();  // dev: 0 never, 2 wherever legal, else the rule
-  const bool legal = a.paged && a.head_dim == 64 && a.num_kv_heads % 2 == 0 && a.num_q_heads == a.num_kv_heads &&
-                     a.seq_len_q == 1;
+  // A pair's query rows (both heads' groups) must fit one row tile: a second tile would
+  // read the pair's rows again.
+  const bool legal = a.paged && a.head_dim == 64 && a.num_kv_heads % 2 == 0 && a.seq_len_q == 1 &&
+                     2 * (a.num_q_heads / a.num_kv_heads) <= kRowsPerBlock;
   if (!legal || knob == 0) return false;
   if (knob == 2) return true;
   const int64_t blocks = static_cast<int64_t>(a.batch) * a.num_kv_heads * a.num_splits;
-  return device_cc_major() >= 9 && blocks >= kPackMinBlocksPerSm * device_sm_count();
+  if (device_cc_major() < 9) return false;
+  if (a.kv_fp8) return blocks > device_sm_count();
+  return a.num_q_heads == a.num_kv_heads && blocks >= kPackMinBlocksPerSm * device_sm_count();
 }
 
 // Attention kernel (+ merge when args.num_splits > 1) for one dtype, head dim and
