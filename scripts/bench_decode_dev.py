@@ -304,6 +304,23 @@ def fp8_split_sweep(iters, copy_bw):
                          v_scale=cd.FP8_SCALE)
 
 
+def fp8_pack_split_sweep(iters, copy_bw):
+    """FP8 small and medium grids: forced split counts with and without head pairs (D=64;
+    other head dims unpaired), and 16-bit D=64 for comparison (graph replays, cold L2)."""
+    both = {"single": {"CLO_DECODE_PACK": "0"}, "pairs": {"CLO_DECODE_PACK": "2"}}
+    single = {"single": {"CLO_DECODE_PACK": "0"}}
+    for B, N, Hkv, D, splits, variants in [
+            (16, 2048, 8, 64, (1, 2, 4), both), (32, 2048, 8, 64, (1, 2), both), (64, 2048, 8, 64, (1, 2), both),
+            (16, 8192, 8, 64, (2, 4), both), (1, 16384, 8, 64, (16, 32, 64), both), (8, 2048, 8, 64, (4, 8), both),
+            (4, 2048, 32, 64, (2, 4), both), (8, 2048, 32, 64, (1, 2), both), (16, 2048, 8, 96, (1, 2), single),
+            (16, 1024, 8, 128, (1, 2), single), (16, 2048, 8, 32, (1, 2), single)]:
+        _split_sweep_row(cd.fp8_case(B, N, Hkv, torch.float16, D=D), splits, variants, iters, copy_bw,
+                         f"fp8 D={D} B={B} N={N} Hkv={Hkv}", "_fp8", k_scale=cd.FP8_SCALE, v_scale=cd.FP8_SCALE)
+    for B, N, Hkv, D, splits in [(16, 2048, 8, 64, (1, 2)), (1, 16384, 8, 64, (16, 32))]:
+        _split_sweep_row(cd.paged_case(B, N, Hkv, torch.float16, D=D), splits, single, iters, copy_bw,
+                         f"16-bit D={D} B={B} N={N} Hkv={Hkv}")
+
+
 def fp8_pack_sweep(iters, copy_bw):
     """Head pairs (CLO_DECODE_PACK: the rule / 0 / 2) on FP8 D=64 caches, GQA 32/8 and MHA, and on
     16-bit D=64 GQA 32/8, at the heuristic's split count (graph replays, cold L2)."""
@@ -357,13 +374,15 @@ def main() -> int:
                     help="split counts and TMA depths on the small-grid targets, timed as llm-speed bench does")
     ap.add_argument("--fp8-splits", action="store_true",
                     help="FP8 caches: forced split counts on small and medium grids, timed as llm-speed bench does")
+    ap.add_argument("--fp8-pack-splits", action="store_true",
+                    help="FP8 small grids: split counts with and without head pairs, timed as llm-speed bench does")
     ap.add_argument("--fp8-pack", action="store_true",
                     help="FP8 (and 16-bit GQA) D=64 caches with and without head pairs, timed as llm-speed bench does")
     ap.add_argument("--anchor", action="store_true",
                     help="SDPA and ours timed the shared anchors' way (eager, warm L2) and in graphs")
     args = ap.parse_args()
     if any((args.variants, args.variants_only, args.shape_sweep, args.graph_knobs, args.pack_sweep,
-            args.pack_confirm, args.fp8_splits, args.fp8_pack)):
+            args.pack_confirm, args.fp8_splits, args.fp8_pack, args.fp8_pack_splits)):
         for knob in _KNOBS:  # dev mode: each knob must be set before the first decode call
             os.environ.setdefault(knob, "")
     if not torch.cuda.is_available() or not llm.kernels_available():
@@ -384,6 +403,9 @@ def main() -> int:
         return 0
     if args.fp8_pack:
         fp8_pack_sweep(args.iters, bw)
+        return 0
+    if args.fp8_pack_splits:
+        fp8_pack_split_sweep(args.iters, bw)
         return 0
     if args.pack_sweep or args.pack_confirm:
         cases = PACK_CONFIRM_CASES if args.pack_confirm else PACK_SWEEP_CASES

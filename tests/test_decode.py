@@ -1285,13 +1285,21 @@ def test_opcheck_paged_attention_fp8():
 
 
 def test_fp8_split_heuristic():
-    """FP8 caches split as 16-bit ones (one block per SM), except that large grids of long
-    sequences never take 2 splits."""
+    """FP8 caches at head_dim > 64 split as 16-bit ones (one block per SM), except that
+    large grids of long sequences never take 2 splits; at head_dim <= 64 grids below one
+    block per SM split to about two blocks per SM (at most 128 splits, none under 256 keys)."""
     require_op("paged_attention")
     f8, f16 = torch.float8_e4m3fn, torch.float16
+    sms = torch.cuda.get_device_properties(0).multi_processor_count
     for b, hkv, n in ((1, 8, 16384), (16, 8, 16384), (2, 8, 4096), (64, 8, 1024)):
-        assert llm.decode_num_splits(b, hkv, 4, n, 128, f8) == llm.decode_num_splits(b, hkv, 4, n, 128, f16)
+        for d in (96, 128, 256):
+            assert llm.decode_num_splits(b, hkv, 4, n, d, f8) == llm.decode_num_splits(b, hkv, 4, n, d, f16)
     assert llm.decode_num_splits(128, 32, 1, 8192, 128, f8) == 1
+    for b, hkv, n, d in ((16, 8, 2048, 64), (1, 8, 16384, 64), (8, 8, 2048, 32), (4, 32, 2048, 48), (1, 1, 1024, 64),
+                         (1, 1, 10 ** 6, 64), (sms, 1, 4096, 64), (2 * sms, 8, 4096, 64)):
+        base = b * hkv
+        want = 1 if base >= sms else max(1, min(2 * sms // base, -(-n // 256), 128))
+        assert llm.decode_num_splits(b, hkv, 4, n, d, f8) == want, (b, hkv, n, d)
 
 
 def test_readme_use_example_runs():

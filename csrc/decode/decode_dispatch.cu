@@ -126,7 +126,7 @@ int64_t decode_attention_workspace_floats(int batch, int num_q_heads, int seq_le
 
 int decode_attention_num_splits(int batch, int num_kv_heads, int rows_per_kv_head, int max_kv_len, int head_dim,
                                 DType dtype) {
-  // Target: one thread block per SM (FP8 caches too). Measured on the H100 (NOTES.md, forced-split
+  // Target: one thread block per SM (FP8 caches at head_dim > 64 too). Measured on the H100 (NOTES.md, forced-split
   // sweeps): B=1/16K/GQA 32:8 is fastest at 16 splits = 128 blocks (33 splits, two
   // blocks per SM, was 13% slower), B=16/GQA at 1 split (128 blocks) beats 2, B=1/16K/MHA
   // is fastest at 4 splits (128 blocks). Fewer blocks leave SMs idle; more add
@@ -137,6 +137,14 @@ int decode_attention_num_splits(int batch, int num_kv_heads, int rows_per_kv_hea
   if (base <= 0) return 1;
   const int64_t by_len = std::max<int64_t>(1, (static_cast<int64_t>(max_kv_len) + kMinTokensPerSplit - 1) /
                                                   kMinTokensPerSplit);
+  // FP8 caches with rows of 64 bytes or fewer (head_dim <= 64): two blocks per SM. Their
+  // 8-KB tiles leave one block's per-tile steps exposed (a deeper pipeline did not help,
+  // two co-resident blocks do; NOTES.md v20): B=16/2K/GQA 32:8 D=64 23.1 -> 18.5 us at 2
+  // splits, B=1/16K 15.4 -> 14.2 at 32, B=8/2K 14.5 -> 12.1 at 4, D=32 22.8 -> 17.3.
+  if (dtype == DType::kFloat8E4M3 && decode_kernel_head_dim(head_dim) == 64 && base < sms) {
+    const int64_t splits = std::min<int64_t>({2 * sms / base, by_len, static_cast<int64_t>(kMaxSplits)});
+    return static_cast<int>(std::max<int64_t>(1, splits));
+  }
   if (base * 2 > sms) {
     // >= half the SMs busy: splitting costs more than it gains, except for very large
     // grids of long sequences on the cp.async kernel: B=64/N=4096/MHA (2048 blocks, 15.5

@@ -266,8 +266,10 @@ def decode_attention_cases(dtype: torch.dtype, preset: str, quick: bool) -> list
 # holds exactly the values ours reads (randn / 2^-6 stays below 448).
 FP8_SHAPES = ((1, 16384, 8), *((b, n, 8) for b in (16, 64) for n in CONTEXTS), (16, 4096, 32), (64, 4096, 32))
 FP8_SHAPES_QUICK = ((16, 1024, 8), (1, 16384, 8), (64, 4096, 32))
-# Other head dims (preset "all"): B=64 at OTHER_HEAD_DIMS_CONTEXT, MHA and GQA 32/8.
+# Other head dims (preset "all"): B=64 at OTHER_HEAD_DIMS_CONTEXT, MHA and GQA 32/8; at
+# D=64 also two small grids (the split heuristic's two-blocks-per-SM rule for 64-byte rows).
 FP8_OTHER_HEAD_DIMS = (64, 256)
+FP8_D64_SMALL_GRIDS = ((1, 16384, 8), (16, 2048, 8))
 FP8_SCALE = 2.0 ** -6
 
 
@@ -322,6 +324,7 @@ def paged_attention_fp8_cases(dtype: torch.dtype, preset: str, quick: bool) -> l
     cases = [fp8_case(b, n, h, dtype) for b, n, h in (FP8_SHAPES_QUICK if quick else FP8_SHAPES) if h in kv_heads]
     if preset == "all" and not quick:
         cases += [fp8_case(64, OTHER_HEAD_DIMS_CONTEXT, h, dtype, D=d) for d in FP8_OTHER_HEAD_DIMS for h in KV_HEADS]
+        cases += [fp8_case(b, n, h, dtype, D=64) for b, n, h in FP8_D64_SMALL_GRIDS]
     return cases
 
 
