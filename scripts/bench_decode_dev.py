@@ -321,6 +321,18 @@ def fp8_pack_split_sweep(iters, copy_bw):
                          f"16-bit D={D} B={B} N={N} Hkv={Hkv}")
 
 
+def fp8_narrow_kernel_sweep(iters, copy_bw):
+    """FP8 caches at head_dim <= 64: the cp.async kernel against the TMA kernel (whose
+    boxes are 128 bytes wide, half out of bounds here), unpaired, forced split counts
+    (graph replays, cold L2)."""
+    variants = {"tma": {"CLO_DECODE_VARIANT": "2", "CLO_DECODE_PACK": "0"},
+                "cp": {"CLO_DECODE_VARIANT": "1", "CLO_DECODE_PACK": "0"}}
+    for B, N, Hkv, D, splits in [(16, 2048, 8, 64, (1, 2)), (1, 16384, 8, 64, (16, 32)), (16, 8192, 8, 64, (1, 2)),
+                                 (64, 2048, 8, 64, (1,)), (16, 2048, 8, 32, (1, 2)), (4, 2048, 32, 64, (1, 2))]:
+        _split_sweep_row(cd.fp8_case(B, N, Hkv, torch.float16, D=D), splits, variants, iters, copy_bw,
+                         f"fp8 D={D} B={B} N={N} Hkv={Hkv}", "_fp8", k_scale=cd.FP8_SCALE, v_scale=cd.FP8_SCALE)
+
+
 def fp8_pack_sweep(iters, copy_bw):
     """Head pairs (CLO_DECODE_PACK: the rule / 0 / 2) on FP8 D=64 caches, GQA 32/8 and MHA, and on
     16-bit D=64 GQA 32/8, at the heuristic's split count (graph replays, cold L2)."""
@@ -376,13 +388,15 @@ def main() -> int:
                     help="FP8 caches: forced split counts on small and medium grids, timed as llm-speed bench does")
     ap.add_argument("--fp8-pack-splits", action="store_true",
                     help="FP8 small grids: split counts with and without head pairs, timed as llm-speed bench does")
+    ap.add_argument("--fp8-narrow", action="store_true",
+                    help="FP8 caches at head_dim <= 64: cp.async vs TMA kernel, timed as llm-speed bench does")
     ap.add_argument("--fp8-pack", action="store_true",
                     help="FP8 (and 16-bit GQA) D=64 caches with and without head pairs, timed as llm-speed bench does")
     ap.add_argument("--anchor", action="store_true",
                     help="SDPA and ours timed the shared anchors' way (eager, warm L2) and in graphs")
     args = ap.parse_args()
     if any((args.variants, args.variants_only, args.shape_sweep, args.graph_knobs, args.pack_sweep,
-            args.pack_confirm, args.fp8_splits, args.fp8_pack, args.fp8_pack_splits)):
+            args.pack_confirm, args.fp8_splits, args.fp8_pack, args.fp8_pack_splits, args.fp8_narrow)):
         for knob in _KNOBS:  # dev mode: each knob must be set before the first decode call
             os.environ.setdefault(knob, "")
     if not torch.cuda.is_available() or not llm.kernels_available():
@@ -403,6 +417,9 @@ def main() -> int:
         return 0
     if args.fp8_pack:
         fp8_pack_sweep(args.iters, bw)
+        return 0
+    if args.fp8_narrow:
+        fp8_narrow_kernel_sweep(args.iters, bw)
         return 0
     if args.fp8_pack_splits:
         fp8_pack_split_sweep(args.iters, bw)
