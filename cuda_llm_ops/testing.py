@@ -72,19 +72,22 @@ def decode_tma_stages_fit(head_dim: int, stages: int) -> bool:
     return 1024 + stages * (2 * planes * 64 * 64 * 2 + 16) + 16 * (d + 8) * 2 <= 227 * 1024
 
 
-def run_isolated(code: str, timeout: float = 120.0) -> None:
+def run_isolated(code: str, timeout: float = 120.0, env: dict[str, str] | None = None) -> None:
     """Run `code` (a Python script) in a child process and assert it finished.
 
     For tests of errors raised from inside the C++ extension: if raising ever
     crashes the process again (a toolchain mismatch did once, see
     csrc/bindings/checks.h), the test fails with the child's output instead of
-    the whole pytest session dying.
+    the whole pytest session dying. `env`: variables added to the child's
+    environment (dev knobs read once per process, such as CLO_DECODE_VARIANT).
     """
+    import os
     import subprocess
     import sys
     import textwrap
 
     script = textwrap.dedent(code) + "\nprint('ISOLATED-OK')\n"
-    res = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=timeout)
+    res = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=timeout,
+                         env=dict(os.environ, **env) if env else None)
     assert res.returncode == 0 and "ISOLATED-OK" in res.stdout, (
         f"child exited with {res.returncode}\nstdout:\n{res.stdout[-2000:]}\nstderr:\n{res.stderr[-4000:]}")

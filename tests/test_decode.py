@@ -11,7 +11,7 @@ import cuda_llm_ops as llm
 from cuda_llm_ops.reference import attention_reference, paged_attention_reference, paged_kv_append_reference
 from cuda_llm_ops.reference.decode import make_paged_problem
 from cuda_llm_ops.graphs import capture_graph
-from cuda_llm_ops.testing import assert_close, poison_
+from cuda_llm_ops.testing import assert_close, poison_, run_isolated
 from conftest import require_op
 
 pytestmark = pytest.mark.cuda
@@ -1127,6 +1127,39 @@ def test_paged_attention_fp8_cache_matches_reference(lens, block_size, group, hk
     what = f"fp8 paged_attention lens={lens} bs={block_size} G={group} D={d} scales={scales} nq={nq}"
     assert_close(out, ref, dtype=dtype, what=what)
     torch.testing.assert_close(lse, ref_lse.float(), rtol=1e-3, atol=1e-3, msg=what)
+
+
+@pytest.mark.parametrize("kernel", ["auto", "cp.async"])
+def test_paged_attention_fp8_bf16_q_any_magnitude(kernel):
+    """bf16 q over an FP8 cache runs the math in fp16 with each q row scaled by a power
+    of two: rows far beyond fp16's range (1e30, 6e4), far below it (1e-30), mixed within
+    a row, all zero, and head pairs (D=64) still match the float64 reference; D = 64
+    to 256, split and unsplit. The cp.async kernel through the variant knob (subprocess)."""
+    require_op("paged_attention")
+    code = r'''
+import os, torch
+import cuda_llm_ops as llm
+from cuda_llm_ops.reference import paged_attention_reference, quantize_fp8_e4m3
+from cuda_llm_ops.reference.decode import make_paged_problem
+from cuda_llm_ops.testing import assert_close, poison_
+for i, (d, hkv, group, splits) in enumerate([(128, 2, 4, (1, 3)), (64, 4, 2, (1, 2)), (64, 8, 1, (1,)),
+                                             (256, 1, 8, (1, 4)), (96, 2, 3, (2,))]):
+    q, kc, vc, table, sl = make_paged_problem([700, 1, 2000], hkv, group, d, 16, torch.bfloat16, 77 + i)
+    kc, vc = quantize_fp8_e4m3(kc, 0.02), quantize_fp8_e4m3(vc, 0.03)
+    hq = hkv * group
+    mags = [1e30, 6e4, 1e-30, 1.0, 0.0, 3e-3]
+    for h in range(hq):  # row magnitudes by head, and one row mixing 1e4 with 1e-20
+        q[:, h] *= mags[h % len(mags)]
+    q[1, 0, : d // 2] *= 1e4
+    q[1, 0, d // 2:] *= 1e-20
+    ref = paged_attention_reference(q, kc, vc, table, sl, k_scale=0.02, v_scale=0.03, dtype=torch.float64)
+    for ns in splits:
+        out = poison_(torch.empty_like(q))
+        llm.paged_attention(q, kc, vc, table, sl, out=out, num_splits=ns, k_scale=0.02, v_scale=0.03)
+        assert not torch.isnan(out).any(), f"case {i} splits {ns}: NaN"
+        assert_close(out, ref, dtype=torch.bfloat16, what=f"bf16 q magnitudes case {i} D={d} splits={ns}")
+'''
+    run_isolated(code, timeout=300, env={"CLO_DECODE_VARIANT": "1"} if kernel == "cp.async" else None)
 
 
 def test_paged_attention_fp8_cache_close_to_unquantized():

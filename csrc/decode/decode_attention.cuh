@@ -310,9 +310,75 @@ CLO_HOST_DEVICE constexpr int decode_fp8_q_col(int j) {
 // row r <-> query head kvh * group + r_global / Nq, position r_global % Nq. Threads
 // 0 .. count - 1 of the block take part. kFp8Order: each k-step's 16 columns in the
 // order decode_fp8_q_col gives (the head dim is then a multiple of 16).
+// bf16 queries over FP8 caches run the tile math in fp16 (decode_fp8_scales_q): e4m3 ->
+// f16 is one cvt per pair, e4m3 -> bf16 four (through f16 and f32), on every tile's chain.
+template <typename T, typename KVT>
+constexpr bool decode_fp8_scales_q() {
+  return decode_dequantizes<T, KVT>() && std::is_same_v<T, __nv_bfloat16>;
+}
+// The factor undoing row r's q scale (decode_load_q's bf16 -> fp16 path), kept in the
+// row's smem padding (columns D .. D + 7 are never read as q).
+template <int D, int kQStride, typename T>
+CLO_DEVICE float* decode_q_unscale_slot(T* q_s, int r) {
+  return reinterpret_cast<float*>(q_s + r * kQStride + D);
+}
+
 template <typename T, int D, int kQStride, bool kFp8Order = false>
 CLO_DEVICE void decode_load_q(const DecodeKernelParams& p, T* q_s, int count) {
   const int kvh = blockIdx.x / p.row_tiles, row_tile = blockIdx.x % p.row_tiles, b = blockIdx.y;
+  if constexpr (kFp8Order && std::is_same_v<T, __nv_bfloat16>) {
+    // bf16 q as fp16 for the fp16 math (decode_fp8_scales_q): each row times a power of
+    // two 2^k putting its largest |q| in [2^14, 2^15), so no value overflows fp16 and a
+    // row of small values keeps its bits (bf16's 8 significant bits fit fp16's 11 down to
+    // 2^-28 of the row's largest; smaller ones add less than that to any dot product).
+    // Scores are multiplied back by 2^-k (exact) before the softmax. One warp per row:
+    // lane l converts columns 8 l .. 8 l + 7, then lanes take one k-step each and put its
+    // 16 columns in decode_fp8_q_col's order.
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, warps = count >> 5;
+    __half* qh = reinterpret_cast<__half*>(q_s);
+    for (int r = warp; r < kRowsPerBlock; r += warps) {
+      const int gr = row_tile * kRowsPerBlock + r;
+      const int col = gr < p.rows && lane * 8 < D ? decode_own_col<D>(p, gr, lane * 8) : -1;
+      uint4 raw = make_uint4(0, 0, 0, 0);
+      if (col >= 0) {
+        const int head = kvh * p.group + gr / p.seq_len_q, qi = gr % p.seq_len_q;
+        raw = *reinterpret_cast<const uint4*>(static_cast<const T*>(p.q) + b * p.q_sb + head * p.q_sh +
+                                              qi * p.q_sn + col);
+      }
+      const T* x = reinterpret_cast<const T*>(&raw);
+      float v[8], m = 0.f;
+#pragma unroll
+      for (int j = 0; j < 8; ++j) {
+        v[j] = to_float<T>(x[j]);
+        m = fmaxf(m, fabsf(v[j]));  // NaN ignored: it converts to NaN anyway
+      }
+#pragma unroll
+      for (int off = 16; off > 0; off >>= 1) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, off));
+      // 2^k with k = 14 - floor(log2 m), within float's range; 1 for a zero or infinite row
+      const int k = m > 0.f && m <= FLT_MAX ? min(127, max(-126, 14 - ilogbf(m))) : 0;
+      const float up = exp2f(static_cast<float>(k));
+      if (lane * 8 < D) {
+        alignas(16) __half h[8];
+#pragma unroll
+        for (int j = 0; j < 8; ++j) h[j] = __float2half_rn(v[j] * up);
+        *reinterpret_cast<uint4*>(qh + r * kQStride + lane * 8) = *reinterpret_cast<const uint4*>(h);
+      }
+      if (lane == 0) *decode_q_unscale_slot<D, kQStride>(q_s, r) = exp2f(static_cast<float>(-k));
+      __syncwarp();
+      if (lane < D / 16) {  // k-step `lane` of the row, in place (each lane its own 32 bytes)
+        uint4* chunk = reinterpret_cast<uint4*>(qh + r * kQStride + lane * 16);
+        alignas(16) uint4 in[2] = {chunk[0], chunk[1]};
+        const __half* xh = reinterpret_cast<const __half*>(in);
+        alignas(16) __half y[16];
+#pragma unroll
+        for (int j = 0; j < 16; ++j) y[j] = xh[decode_fp8_q_col(j)];
+        chunk[0] = reinterpret_cast<const uint4*>(y)[0];
+        chunk[1] = reinterpret_cast<const uint4*>(y)[1];
+      }
+      __syncwarp();
+    }
+    return;
+  }
   if constexpr (kFp8Order) {
     constexpr int kSteps = D / 16;
     for (int c = threadIdx.x; c < kRowsPerBlock * kSteps; c += count) {
@@ -562,10 +628,13 @@ CLO_DEVICE void decode_warp_tile(const QFrag& q_frag, const T* ks, const T* vs, 
 //    key (one byte permute), they are the B fragments of column g of two n-tiles: 2c holds
 //    the even columns of chunk c (16 c + 2 g), 2c + 1 the odd ones. So o[nt][e] is output
 //    column 16 (nt / 2) + 4 t + 2 (e & 1) + (nt & 1) (decode_epilogue's kFp8).
-template <typename T, int D, class QFrag>
+// kScaledQ (bf16 q, decode_fp8_scales_q): T is fp16 and q_unscale[i] undoes the scale of
+// row g + 8 i's q (decode_load_q), applied to the scores before the softmax.
+template <typename T, int D, bool kScaledQ, class QFrag>
 CLO_DEVICE void decode_warp_tile_fp8(const QFrag& q_frag, const T* ks, const T* vs, int r0, int tok0,
                                      const DecodeSplitRange& range, const DecodeKernelParams& p,
-                                     float (&o)[D / 8][4], float (&row_max)[2], float (&row_sum)[2]) {
+                                     float (&o)[D / 8][4], float (&row_max)[2], float (&row_sum)[2],
+                                     const float (&q_unscale)[2]) {
   static_assert(D % 32 == 0, "k-steps and chunks go in pairs");
   const int lane = threadIdx.x & 31;
   float s[2][4] = {{0.f, 0.f, 0.f, 0.f}, {0.f, 0.f, 0.f, 0.f}};
@@ -588,6 +657,12 @@ CLO_DEVICE void decode_warp_tile_fp8(const QFrag& q_frag, const T* ks, const T* 
         mma_m16n8k16<T>(s[j], a, b);
       }
     }
+  }
+  if constexpr (kScaledQ) {
+#pragma unroll
+    for (int j = 0; j < 2; ++j)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) s[j][e] *= q_unscale[e >> 1];
   }
   uint32_t pa[4];
   decode_tile_softmax<T, D>(s, tok0, range, p, o, row_max, row_sum, pa);
@@ -999,6 +1074,9 @@ __global__ void __launch_bounds__(kDecodeThreads)
   // Q fragments from smem per tile (this kernel runs up to 3 blocks per SM: no
   // registers to spare for them).
   const auto q_smem = [q_s](int kk, uint32_t (&a)[4]) { decode_q_frag<T, kQStride>(q_s, kk, a); };
+  constexpr bool kScaledQ = decode_fp8_scales_q<T, KVT>();
+  using MathT = std::conditional_t<kScaledQ, __half, T>;
+  float q_unscale[2] = {1.f, 1.f};
 
   for (int t = 0; t < n_tiles; ++t) {
     cp_async_wait<kStages - 2>();
@@ -1012,8 +1090,15 @@ __global__ void __launch_bounds__(kDecodeThreads)
     const int tok0 = start + t * kTileTokens + warp * 16;
     if (tok0 >= end) continue;  // this warp's 16 keys are all past the end (warp-uniform)
     const T* ks = kv_s + (t % kStages) * 2 * kTileElems;
+    if constexpr (kScaledQ) {  // written by decode_load_q, visible after the barrier above
+      const int g = (threadIdx.x & 31) >> 2;
+      q_unscale[0] = *decode_q_unscale_slot<D, kQStride>(q_s, g);
+      q_unscale[1] = *decode_q_unscale_slot<D, kQStride>(q_s, g + 8);
+    }
     if constexpr (kDequant) {
-      decode_warp_tile_fp8<T, D>(q_smem, ks, ks + kTileElems, warp * 16, tok0, range, p, o, row_max, row_sum);
+      const MathT* kh = reinterpret_cast<const MathT*>(ks);
+      decode_warp_tile_fp8<MathT, D, kScaledQ>(q_smem, kh, kh + kTileElems, warp * 16, tok0, range, p, o, row_max,
+                                               row_sum, q_unscale);
     } else {
       decode_warp_tile<T, D>(q_smem, ks, ks + kTileElems, warp * 16, tok0, range, p, o, row_max,
                              row_sum);

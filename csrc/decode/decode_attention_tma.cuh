@@ -186,6 +186,15 @@ __global__ void __launch_bounds__(kTmaThreads)
       for (int kk = 0; kk < D / 16; ++kk) decode_q_frag<T, kQStride>(q_s, kk, q_regs[kk]);
     }
   }
+  constexpr bool kScaledQ = decode_fp8_scales_q<T, KVT>();
+  using MathT = std::conditional_t<kScaledQ, __half, T>;
+  float q_unscale[2] = {1.f, 1.f};
+  if constexpr (kScaledQ) {
+    if (!producer) {
+      q_unscale[0] = *decode_q_unscale_slot<D, kQStride>(q_s, lane >> 2);
+      q_unscale[1] = *decode_q_unscale_slot<D, kQStride>(q_s, (lane >> 2) + 8);
+    }
+  }
   const auto q_frag = [&](int kk, uint32_t (&a)[4]) {
     if constexpr (kQInRegs) {
 #pragma unroll
@@ -273,7 +282,9 @@ __global__ void __launch_bounds__(kTmaThreads)
         }
 #ifndef CLO_DEV_NO_MATH  // dev probe builds only: the load path alone (the output is garbage)
         if constexpr (kDequant) {
-          decode_warp_tile_fp8<T, D>(q_frag, ks, vs, warp * 16, tok0, range, p, o, row_max, row_sum);
+          decode_warp_tile_fp8<MathT, D, kScaledQ>(q_frag, reinterpret_cast<const MathT*>(ks),
+                                                   reinterpret_cast<const MathT*>(vs), warp * 16, tok0, range, p, o,
+                                                   row_max, row_sum, q_unscale);
         } else {
           decode_warp_tile<T, D>(q_frag, ks, vs, warp * 16, tok0, range, p, o, row_max, row_sum
 #ifdef CLO_DEV_STAMPS
