@@ -45,8 +45,10 @@ value times `k_scale` and each V element for its value times `v_scale` (per-tens
 scales, floats: a captured graph keeps them); `paged_kv_append` writes such caches,
 storing `e4m3(x * (1 / scale))` (float32) rounded to nearest and saturated to +-448. Half the bytes of
 a 16-bit cache are read, so a memory-bound decode step takes about half the time. The
-warps convert the K/V fragments they load to q's dtype in registers (exactly: e4m3 fits
-float16 and bfloat16) and run the same tensor-core math; head_dim a multiple of 16
+warps convert the K/V fragments they load to float16 in registers (exactly: e4m3 fits it)
+and run the same tensor-core math; with bfloat16 q too (one conversion instruction per pair
+instead of four), each q row scaled by a power of two into float16's range and its scores
+scaled back, so any bfloat16 magnitude keeps its bits; the output is q's dtype; head_dim a multiple of 16
 (16-byte cache rows); on Hopper the TMA kernel on every grid (4 stages up to one block
 per SM, 3 beyond), the cp.async kernel below sm_90. At head_dim <= 64 (rows of 64 bytes
 or fewer) grids below one block per SM split to about two blocks per SM, and at head_dim
