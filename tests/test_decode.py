@@ -1129,12 +1129,13 @@ def test_paged_attention_fp8_cache_matches_reference(lens, block_size, group, hk
     torch.testing.assert_close(lse, ref_lse.float(), rtol=1e-3, atol=1e-3, msg=what)
 
 
-@pytest.mark.parametrize("kernel", ["auto", "cp.async"])
+@pytest.mark.parametrize("kernel", ["auto-pairs", "cp.async"])
 def test_paged_attention_fp8_bf16_q_any_magnitude(kernel):
     """bf16 q over an FP8 cache runs the math in fp16 with each q row scaled by a power
-    of two: rows far beyond fp16's range (1e30, 6e4), far below it (1e-30), mixed within
-    a row, all zero, and head pairs (D=64) still match the float64 reference; D = 64
-    to 256, split and unsplit. The cp.async kernel through the variant knob (subprocess)."""
+    of two: rows far beyond fp16's range (1e30, 6e4), far below it (1e-30, bf16
+    subnormals), mixed within a row, all zero still match the float64 reference; D = 64
+    to 256, split and unsplit. Subprocesses with dev knobs: the automatic kernel with head
+    pairs forced wherever legal (D=64, even Hkv), and the cp.async kernel."""
     require_op("paged_attention")
     code = r'''
 import os, torch
@@ -1147,7 +1148,7 @@ for i, (d, hkv, group, splits) in enumerate([(128, 2, 4, (1, 3)), (64, 4, 2, (1,
     q, kc, vc, table, sl = make_paged_problem([700, 1, 2000], hkv, group, d, 16, torch.bfloat16, 77 + i)
     kc, vc = quantize_fp8_e4m3(kc, 0.02), quantize_fp8_e4m3(vc, 0.03)
     hq = hkv * group
-    mags = [1e30, 6e4, 1e-30, 1.0, 0.0, 3e-3]
+    mags = [1e30, 6e4, 1e-30, 1.0, 0.0, 3e-3, 1e-39]  # 1e-39: bf16 subnormals
     for h in range(hq):  # row magnitudes by head, and one row mixing 1e4 with 1e-20
         q[:, h] *= mags[h % len(mags)]
     q[1, 0, : d // 2] *= 1e4
@@ -1159,7 +1160,8 @@ for i, (d, hkv, group, splits) in enumerate([(128, 2, 4, (1, 3)), (64, 4, 2, (1,
         assert not torch.isnan(out).any(), f"case {i} splits {ns}: NaN"
         assert_close(out, ref, dtype=torch.bfloat16, what=f"bf16 q magnitudes case {i} D={d} splits={ns}")
 '''
-    run_isolated(code, timeout=300, env={"CLO_DECODE_VARIANT": "1"} if kernel == "cp.async" else None)
+    knobs = {"CLO_DECODE_VARIANT": "1"} if kernel == "cp.async" else {"CLO_DECODE_PACK": "2"}
+    run_isolated(code, timeout=300, env=knobs)
 
 
 def test_paged_attention_fp8_cache_close_to_unquantized():

@@ -354,8 +354,8 @@ CLO_DEVICE void decode_load_q(const DecodeKernelParams& p, T* q_s, int count) {
       }
 #pragma unroll
       for (int off = 16; off > 0; off >>= 1) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, off));
-      // 2^k with k = 14 - floor(log2 m), within float's range; 1 for a zero or infinite row
-      const int k = m > 0.f && m <= FLT_MAX ? min(127, max(-126, 14 - ilogbf(m))) : 0;
+      // 2^k with k = 14 - floor(log2 m), 2^k and 2^-k both normal floats; 1 for a zero or infinite row
+      const int k = m > 0.f && m <= FLT_MAX ? min(126, max(-126, 14 - ilogbf(m))) : 0;
       const float up = exp2f(static_cast<float>(k));
       if (lane * 8 < D) {
         alignas(16) __half h[8];
