@@ -321,6 +321,19 @@ def fp8_pack_split_sweep(iters, copy_bw):
                          f"16-bit D={D} B={B} N={N} Hkv={Hkv}")
 
 
+def fp8_boundary_sweep(iters, copy_bw):
+    """FP8 D=64 grids of one to two blocks per SM (where the split rule and head pairs
+    meet): 1 and 2 splits with and without pairs, then the library's choice."""
+    variants = {"single": {"CLO_DECODE_PACK": "0"}, "pairs": {"CLO_DECODE_PACK": "2"}}
+    for B, Hkv in [(17, 8), (20, 8), (24, 8), (28, 8), (32, 8), (5, 32), (6, 32), (7, 32)]:
+        case = cd.fp8_case(B, 2048, Hkv, torch.float16, D=64)
+        title = f"fp8 D=64 B={B} N=2048 Hkv={Hkv}"
+        kw = dict(k_scale=cd.FP8_SCALE, v_scale=cd.FP8_SCALE)
+        _split_sweep_row(case, (1, 2), variants, iters, copy_bw, title, "_fp8", **kw)
+        h = llm.decode_num_splits(B, Hkv, HQ_ // Hkv, 2048, 64, torch.float8_e4m3fn)
+        _split_sweep_row(case, (h,), {"auto": {"CLO_DECODE_PACK": "1"}}, iters, copy_bw, title, "_fp8", **kw)
+
+
 def fp8_narrow_kernel_sweep(iters, copy_bw):
     """FP8 caches at head_dim <= 64: the cp.async kernel against the TMA kernel (whose
     boxes are 128 bytes wide, half out of bounds here), unpaired, forced split counts
@@ -388,6 +401,8 @@ def main() -> int:
                     help="FP8 caches: forced split counts on small and medium grids, timed as llm-speed bench does")
     ap.add_argument("--fp8-pack-splits", action="store_true",
                     help="FP8 small grids: split counts with and without head pairs, timed as llm-speed bench does")
+    ap.add_argument("--fp8-boundary", action="store_true",
+                    help="FP8 D=64 grids of one to two blocks per SM: splits and pairs, timed as llm-speed bench does")
     ap.add_argument("--fp8-narrow", action="store_true",
                     help="FP8 caches at head_dim <= 64: cp.async vs TMA kernel, timed as llm-speed bench does")
     ap.add_argument("--fp8-pack", action="store_true",
@@ -396,7 +411,7 @@ def main() -> int:
                     help="SDPA and ours timed the shared anchors' way (eager, warm L2) and in graphs")
     args = ap.parse_args()
     if any((args.variants, args.variants_only, args.shape_sweep, args.graph_knobs, args.pack_sweep,
-            args.pack_confirm, args.fp8_splits, args.fp8_pack, args.fp8_pack_splits, args.fp8_narrow)):
+            args.pack_confirm, args.fp8_splits, args.fp8_pack, args.fp8_pack_splits, args.fp8_narrow, args.fp8_boundary)):
         for knob in _KNOBS:  # dev mode: each knob must be set before the first decode call
             os.environ.setdefault(knob, "")
     if not torch.cuda.is_available() or not llm.kernels_available():
@@ -417,6 +432,9 @@ def main() -> int:
         return 0
     if args.fp8_pack:
         fp8_pack_sweep(args.iters, bw)
+        return 0
+    if args.fp8_boundary:
+        fp8_boundary_sweep(args.iters, bw)
         return 0
     if args.fp8_narrow:
         fp8_narrow_kernel_sweep(args.iters, bw)

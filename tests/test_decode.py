@@ -927,11 +927,13 @@ for v in (0, 1, 2):  # CLO_DECODE_VARIANT: automatic, the cp.async kernel, the T
         assert_close(fn(), paged_attention_reference(q, kc, vc, table, sl), dtype=torch.float16,
                      what=f"variant {v} large D=64 MHA grid, pack knob {knob}")
         assert bool(re.search(d128, kernel_names(fn))) == paired, f"pack {knob}: {kernel_names(fn)[:300]}"
-    # automatic, GQA 32/8: FP8 caches pair beyond one block per SM, 16-bit caches never;
-    # a small FP8 grid (split up to about one block per SM) does not pair
+    # automatic, GQA 32/8: FP8 caches pair unsplit grids of >= 1.9 blocks per SM, 16-bit
+    # caches never; FP8 grids split to about two blocks per SM (from below one, or just
+    # above) do not pair
     os.environ["CLO_DECODE_PACK"] = "1"
-    for lens, fp8, paired in (([300, 1, 1100, 64] * (sms // 32 + 1), True, sm90),
-                              ([300, 1, 1100, 64] * (sms // 32 + 1), False, False),
+    for lens, fp8, paired in (([300, 1, 1100, 64] * (sms // 16 + 1), True, sm90),
+                              ([300, 1, 1100, 64] * (sms // 16 + 1), False, False),
+                              ([300, 1, 1100, 64] * (sms // 32 + 1), True, False),
                               ([3000, 1, 1100, 64], True, False)):
         q, kc, vc, table, sl = paged_problem(lens, 8, 4, 64, 16, torch.float16, 3500 + len(lens))
         sc = {"k_scale": 0.05, "v_scale": 0.05} if fp8 else {}
@@ -1132,33 +1134,52 @@ def test_paged_attention_fp8_cache_matches_reference(lens, block_size, group, hk
 @pytest.mark.parametrize("kernel", ["auto-pairs", "cp.async"])
 def test_paged_attention_fp8_bf16_q_any_magnitude(kernel):
     """bf16 q over an FP8 cache runs the math in fp16 with each q row scaled by a power
-    of two: rows far beyond fp16's range (1e30, 6e4), far below it (1e-30, bf16
-    subnormals), mixed within a row, all zero still match the float64 reference; D = 64
-    to 256, split and unsplit. Subprocesses with dev knobs: the automatic kernel with head
-    pairs forced wherever legal (D=64, even Hkv), and the cp.async kernel."""
+    of two. Calls with q of magnitude 1e30, 6e4 (past fp16's range), 1e-30 and 1e-39
+    (bf16 subnormals), each with the softmax scale that makes its scores O(1) (so a lost
+    bit shows), plus one row mixing 1e4 with 1e-20 and one zero row, match the float64
+    reference; D = 64 to 256, split and unsplit. Subprocesses with dev knobs, the kernel
+    checked by name: the TMA kernel (sm_90) with head pairs forced wherever legal (D=64,
+    even Hkv), and the cp.async kernel."""
     require_op("paged_attention")
     code = r'''
-import os, torch
+import math, os, re, torch
 import cuda_llm_ops as llm
+from torch.profiler import ProfilerActivity, profile
 from cuda_llm_ops.reference import paged_attention_reference, quantize_fp8_e4m3
 from cuda_llm_ops.reference.decode import make_paged_problem
 from cuda_llm_ops.testing import assert_close, poison_
+def kernel_names(fn):
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        fn()
+        torch.cuda.synchronize()
+    return " ".join(e.key for e in prof.key_averages())
+want_tma = torch.cuda.get_device_capability()[0] >= 9 and os.environ.get("CLO_DECODE_VARIANT") != "1"
+forced_pairs = os.environ.get("CLO_DECODE_PACK") == "2"
 for i, (d, hkv, group, splits) in enumerate([(128, 2, 4, (1, 3)), (64, 4, 2, (1, 2)), (64, 8, 1, (1,)),
                                              (256, 1, 8, (1, 4)), (96, 2, 3, (2,))]):
-    q, kc, vc, table, sl = make_paged_problem([700, 1, 2000], hkv, group, d, 16, torch.bfloat16, 77 + i)
+    q0, kc, vc, table, sl = make_paged_problem([700, 1, 2000], hkv, group, d, 16, torch.bfloat16, 77 + i)
     kc, vc = quantize_fp8_e4m3(kc, 0.02), quantize_fp8_e4m3(vc, 0.03)
-    hq = hkv * group
-    mags = [1e30, 6e4, 1e-30, 1.0, 0.0, 3e-3, 1e-39]  # 1e-39: bf16 subnormals
-    for h in range(hq):  # row magnitudes by head, and one row mixing 1e4 with 1e-20
-        q[:, h] *= mags[h % len(mags)]
-    q[1, 0, : d // 2] *= 1e4
-    q[1, 0, d // 2:] *= 1e-20
-    ref = paged_attention_reference(q, kc, vc, table, sl, k_scale=0.02, v_scale=0.03, dtype=torch.float64)
-    for ns in splits:
-        out = poison_(torch.empty_like(q))
-        llm.paged_attention(q, kc, vc, table, sl, out=out, num_splits=ns, k_scale=0.02, v_scale=0.03)
-        assert not torch.isnan(out).any(), f"case {i} splits {ns}: NaN"
-        assert_close(out, ref, dtype=torch.bfloat16, what=f"bf16 q magnitudes case {i} D={d} splits={ns}")
+    for mag in (1e30, 6e4, 1e-30, 1e-39, 1.0):
+        q = (q0.double() * mag).to(torch.bfloat16)
+        if mag == 1.0:  # sequence 2 (2000 keys): one row mixing magnitudes, one zero row
+            q[2, 0, : d // 2] *= 1e4
+            q[2, 0, d // 2:] *= 1e-20
+            q[2, -1] = 0
+        scale = 1.0 / (mag * math.sqrt(d))
+        ref = paged_attention_reference(q, kc, vc, table, sl, scale=scale, k_scale=0.02, v_scale=0.03,
+                                        dtype=torch.float64)
+        for ns in splits:
+            out = poison_(torch.empty_like(q))
+            fn = lambda: llm.paged_attention(q, kc, vc, table, sl, scale=scale, out=out, num_splits=ns, k_scale=0.02,
+                                             v_scale=0.03)
+            fn()
+            what = f"bf16 q magnitude {mag} case {i} D={d} splits={ns}"
+            assert not torch.isnan(out).any(), what + ": NaN"
+            assert_close(out, ref, dtype=torch.bfloat16, what=what)
+    names = kernel_names(fn)
+    assert ("tma_kernel" in names) == want_tma, f"case {i}: {names[:300]}"
+    paired = bool(re.search(r"kernel<[^<>,]+, (\(int\))?128, ", names)) and d == 64
+    assert paired == (forced_pairs and d == 64 and hkv % 2 == 0), f"case {i} pairs: {names[:300]}"
 '''
     knobs = {"CLO_DECODE_VARIANT": "1"} if kernel == "cp.async" else {"CLO_DECODE_PACK": "2"}
     run_isolated(code, timeout=300, env=knobs)
@@ -1321,8 +1342,9 @@ def test_opcheck_paged_attention_fp8():
 
 def test_fp8_split_heuristic():
     """FP8 caches at head_dim > 64 split as 16-bit ones (one block per SM), except that
-    large grids of long sequences never take 2 splits; at head_dim <= 64 grids below one
-    block per SM split to about two blocks per SM (at most 128 splits, none under 256 keys)."""
+    large grids of long sequences never take 2 splits; at head_dim <= 64 grids below two
+    blocks per SM split to about two blocks per SM (rounded to nearest; at most 128
+    splits, none under 256 keys)."""
     require_op("paged_attention")
     f8, f16 = torch.float8_e4m3fn, torch.float16
     sms = torch.cuda.get_device_properties(0).multi_processor_count
@@ -1331,9 +1353,10 @@ def test_fp8_split_heuristic():
             assert llm.decode_num_splits(b, hkv, 4, n, d, f8) == llm.decode_num_splits(b, hkv, 4, n, d, f16)
     assert llm.decode_num_splits(128, 32, 1, 8192, 128, f8) == 1
     for b, hkv, n, d in ((16, 8, 2048, 64), (1, 8, 16384, 64), (8, 8, 2048, 32), (4, 32, 2048, 48), (1, 1, 1024, 64),
-                         (1, 1, 10 ** 6, 64), (sms, 1, 4096, 64), (2 * sms, 8, 4096, 64)):
+                         (1, 1, 10 ** 6, 64), (sms, 1, 4096, 64), (17, 8, 2048, 64), (sms // 4, 8, 4096, 64),
+                         (2 * sms, 8, 4096, 64)):
         base = b * hkv
-        want = 1 if base >= sms else max(1, min(2 * sms // base, -(-n // 256), 128))
+        want = 1 if base >= 2 * sms else max(1, min((2 * sms + base // 2) // base, -(-n // 256), 128))
         assert llm.decode_num_splits(b, hkv, 4, n, d, f8) == want, (b, hkv, n, d)
 
 

@@ -137,12 +137,14 @@ int decode_attention_num_splits(int batch, int num_kv_heads, int rows_per_kv_hea
   if (base <= 0) return 1;
   const int64_t by_len = std::max<int64_t>(1, (static_cast<int64_t>(max_kv_len) + kMinTokensPerSplit - 1) /
                                                   kMinTokensPerSplit);
-  // FP8 caches with rows of 64 bytes or fewer (head_dim <= 64): two blocks per SM. Their
-  // 8-KB tiles leave one block's per-tile steps exposed (a deeper pipeline did not help,
-  // two co-resident blocks do; NOTES.md v20): B=16/2K/GQA 32:8 D=64 23.1 -> 18.5 us at 2
-  // splits, B=1/16K 15.4 -> 14.2 at 32, B=8/2K 14.5 -> 12.1 at 4, D=32 22.8 -> 17.3.
-  if (dtype == DType::kFloat8E4M3 && decode_kernel_head_dim(head_dim) == 64 && base < sms) {
-    const int64_t splits = std::min<int64_t>({2 * sms / base, by_len, static_cast<int64_t>(kMaxSplits)});
+  // FP8 caches with rows of 64 bytes or fewer (head_dim <= 64): about two blocks per SM
+  // (2 SMs / base, rounded to nearest). Their 8-KB tiles leave one block's per-tile steps
+  // exposed (a deeper pipeline did not help, two co-resident blocks do; NOTES.md v20):
+  // B=16/2K/GQA 32:8 D=64 23.1 -> 18.5 us at 2 splits, B=1/16K 15.4 -> 14.2 at 32, B=8/2K
+  // 14.5 -> 12.1 at 4, D=32 22.8 -> 17.3. Grids of about 1.34 to 2 blocks per SM run
+  // unsplit; beyond, head pairs may halve them (decode_packs_head_pairs).
+  if (dtype == DType::kFloat8E4M3 && decode_kernel_head_dim(head_dim) == 64 && base < 2 * sms) {
+    const int64_t splits = std::min<int64_t>({(2 * sms + base / 2) / base, by_len, static_cast<int64_t>(kMaxSplits)});
     return static_cast<int>(std::max<int64_t>(1, splits));
   }
   if (base * 2 > sms) {
