@@ -51,8 +51,8 @@ instead of four), each q row scaled by a power of two into float16's range and i
 scaled back, so any bfloat16 magnitude keeps its bits; the output is q's dtype; head_dim a multiple of 16
 (16-byte cache rows); on Hopper the TMA kernel on every grid (4 stages up to one block
 per SM, 3 beyond), the cp.async kernel below sm_90. At head_dim <= 64 (rows of 64 bytes
-or fewer) grids below two blocks per SM split to about two blocks per SM, and at head_dim
-64 KV heads are paired (below) on unsplit grids of at least 1.9 blocks per SM, MHA or GQA.
+or fewer) grids up to one block per SM split to about two blocks per SM, and at head_dim
+64 KV heads are paired (below) where one split has more blocks than SMs, MHA or GQA.
 
 Index checks and CUDA graphs: a block index outside `[0, num_blocks)` or a
 seq_len outside `[0, table capacity]` is data on the GPU; checking it on the
@@ -72,7 +72,7 @@ below sm_90 (csrc/decode/NOTES.md, "Kernel choice"). On Hopper a paged head_dim-
 cache with an even number of KV heads, on a grid of >= 8 blocks per SM, runs the
 head_dim-128 kernels over pairs of adjacent KV heads (a token's two 128-byte head rows
 are one 256-byte row of the cache: 4-5% faster at B=64-128); FP8 caches pair MHA and
-GQA (up to 8 query heads per KV head) on unsplit grids of >= 1.9 blocks per SM (64-byte head rows: 3-14%
+GQA (up to 8 query heads per KV head) where one split of the grid has more blocks than SMs (64-byte head rows: 3-14%
 faster at N=2048, B=32-128 GQA 32/8 and B=8-32 MHA). Dev knobs (benchmarks only), set in the environment before the process's first decode call and then read on
 every call: `CLO_DECODE_VARIANT` 0 automatic, 1 the cp.async kernel, 2 the TMA kernel
 where it can run; `CLO_DECODE_TMA_STAGES` the TMA kernel's pipeline depth (0 automatic,
@@ -364,8 +364,9 @@ def decode_num_splits(batch: int, num_kv_heads: int, rows_per_kv_head: int, max_
       those grids on sm_90 at head_dim 64, 128 and 256 runs 1;
     - otherwise 1 (one pass per sequence).
     `dtype` is the cache's: with `torch.float8_e4m3fn` (FP8 caches) the same, never 2,
-    except at head_dim <= 64, where grids below two blocks per SM take `2 * SMs / base`
-    splits rounded to nearest (about two blocks per SM; same caps).
+    except at head_dim <= 64: `base <= SMs` takes `2 * SMs / base` splits rounded to
+    nearest (about two blocks per SM), `SMs < base < 1.6 * SMs` takes 2 (head pairs then
+    halve the grid; same caps).
     Measured best on the H100 (csrc/decode/NOTES.md). It depends on host-known
     shapes only (`max_kv_len` is the table capacity, not the seq_lens), so a captured
     CUDA graph and its preallocated workspace stay valid for any seq_lens.

@@ -927,13 +927,14 @@ for v in (0, 1, 2):  # CLO_DECODE_VARIANT: automatic, the cp.async kernel, the T
         assert_close(fn(), paged_attention_reference(q, kc, vc, table, sl), dtype=torch.float16,
                      what=f"variant {v} large D=64 MHA grid, pack knob {knob}")
         assert bool(re.search(d128, kernel_names(fn))) == paired, f"pack {knob}: {kernel_names(fn)[:300]}"
-    # automatic, GQA 32/8: FP8 caches pair unsplit grids of >= 1.9 blocks per SM, 16-bit
-    # caches never; FP8 grids split to about two blocks per SM (from below one, or just
-    # above) do not pair
+    # automatic, GQA 32/8: FP8 caches pair where one split has more blocks than SMs
+    # (unsplit, or 2 splits just above one block per SM), 16-bit caches never; FP8 grids
+    # of at most one block per SM, split to about two, do not pair
     os.environ["CLO_DECODE_PACK"] = "1"
     for lens, fp8, paired in (([300, 1, 1100, 64] * (sms // 16 + 1), True, sm90),
                               ([300, 1, 1100, 64] * (sms // 16 + 1), False, False),
-                              ([300, 1, 1100, 64] * (sms // 32 + 1), True, False),
+                              ([300, 1, 1100, 64] * (sms // 32 + 1), True, sm90),
+                              ([300, 1, 1100, 64] * (sms // 32), True, False),
                               ([3000, 1, 1100, 64], True, False)):
         q, kc, vc, table, sl = paged_problem(lens, 8, 4, 64, 16, torch.float16, 3500 + len(lens))
         sc = {"k_scale": 0.05, "v_scale": 0.05} if fp8 else {}
@@ -1342,9 +1343,9 @@ def test_opcheck_paged_attention_fp8():
 
 def test_fp8_split_heuristic():
     """FP8 caches at head_dim > 64 split as 16-bit ones (one block per SM), except that
-    large grids of long sequences never take 2 splits; at head_dim <= 64 grids below two
-    blocks per SM split to about two blocks per SM (rounded to nearest; at most 128
-    splits, none under 256 keys)."""
+    large grids of long sequences never take 2 splits; at head_dim <= 64 grids up to one
+    block per SM split to about two blocks per SM (rounded to nearest), grids of one to
+    1.6 blocks per SM take 2 (at most 128 splits, none under 256 keys)."""
     require_op("paged_attention")
     f8, f16 = torch.float8_e4m3fn, torch.float16
     sms = torch.cuda.get_device_properties(0).multi_processor_count
@@ -1354,9 +1355,10 @@ def test_fp8_split_heuristic():
     assert llm.decode_num_splits(128, 32, 1, 8192, 128, f8) == 1
     for b, hkv, n, d in ((16, 8, 2048, 64), (1, 8, 16384, 64), (8, 8, 2048, 32), (4, 32, 2048, 48), (1, 1, 1024, 64),
                          (1, 1, 10 ** 6, 64), (sms, 1, 4096, 64), (17, 8, 2048, 64), (sms // 4, 8, 4096, 64),
-                         (2 * sms, 8, 4096, 64)):
+                         (sms // 8 + 1, 8, 4096, 64), (2 * sms, 8, 4096, 64), (sms // 5, 8, 300, 64)):
         base = b * hkv
-        want = 1 if base >= 2 * sms else max(1, min((2 * sms + base // 2) // base, -(-n // 256), 128))
+        want = (2 * sms + base // 2) // base if base <= sms else (2 if 5 * base < 8 * sms else 1)
+        want = max(1, min(want, -(-n // 256), 128))
         assert llm.decode_num_splits(b, hkv, 4, n, d, f8) == want, (b, hkv, n, d)
 
 

@@ -137,14 +137,20 @@ int decode_attention_num_splits(int batch, int num_kv_heads, int rows_per_kv_hea
   if (base <= 0) return 1;
   const int64_t by_len = std::max<int64_t>(1, (static_cast<int64_t>(max_kv_len) + kMinTokensPerSplit - 1) /
                                                   kMinTokensPerSplit);
-  // FP8 caches with rows of 64 bytes or fewer (head_dim <= 64): about two blocks per SM
-  // (2 SMs / base, rounded to nearest). Their 8-KB tiles leave one block's per-tile steps
-  // exposed (a deeper pipeline did not help, two co-resident blocks do; NOTES.md v20):
-  // B=16/2K/GQA 32:8 D=64 23.1 -> 18.5 us at 2 splits, B=1/16K 15.4 -> 14.2 at 32, B=8/2K
-  // 14.5 -> 12.1 at 4, D=32 22.8 -> 17.3. Grids of about 1.34 to 2 blocks per SM run
-  // unsplit; beyond, head pairs may halve them (decode_packs_head_pairs).
-  if (dtype == DType::kFloat8E4M3 && decode_kernel_head_dim(head_dim) == 64 && base < 2 * sms) {
-    const int64_t splits = std::min<int64_t>({(2 * sms + base / 2) / base, by_len, static_cast<int64_t>(kMaxSplits)});
+  // FP8 caches with rows of 64 bytes or fewer (head_dim <= 64; NOTES.md v20). Their 8-KB
+  // tiles leave one block's per-tile steps exposed (a deeper pipeline did not help, two
+  // co-resident blocks do):
+  //  - base <= SMs: about two blocks per SM, 2 SMs / base splits rounded to nearest
+  //    (B=16/2K/GQA 32:8 D=64 23.1 -> 18.5 us at 2, B=1/16K 15.4 -> 14.2 at 32, B=8/2K
+  //    14.5 -> 12.1 at 4, D=32 22.8 -> 17.3);
+  //  - SMs < base < 1.6 SMs: 2 splits, which head pairs (decode_packs_head_pairs) halve to
+  //    one 128-byte-row block per SM or a little more (B=17/2K 27.8 us unsplit -> 23.1,
+  //    B=20 28.1 -> 23.7, B=24 28.3 -> 26.0, MHA B=5 27.9 -> 22.1; without pairs, 2 splits
+  //    still beat 1 but for B=24: 25.0, 25.5, 29.1, 25.2);
+  //  - beyond: 1 split, paired (B=28 28.7 -> 27.4, B=32 29.6 -> 28.8).
+  if (dtype == DType::kFloat8E4M3 && decode_kernel_head_dim(head_dim) == 64 && 5 * base < 8 * sms) {
+    const int64_t want = base <= sms ? (2 * sms + base / 2) / base : 2;
+    const int64_t splits = std::min<int64_t>({want, by_len, static_cast<int64_t>(kMaxSplits)});
     return static_cast<int>(std::max<int64_t>(1, splits));
   }
   if (base * 2 > sms) {

@@ -75,12 +75,12 @@ inline int decode_tma_stages_for(int head_dim, bool paged, int64_t blocks, int64
 //  - 16-bit caches, MHA only, on at least kPackMinBlocksPerSm blocks per SM (B=64/2K/MHA:
 //    369.6 -> 356-359 us, cuDNN on contiguous keys 352.8); GQA 32/8 gains nothing (B=64/2K
 //    96.5 both ways; B=16/2K 27.4 -> 32.9 on the halved grid);
-//  - FP8 caches, MHA or GQA, on unsplit grids of at least 1.9 blocks per SM, so the
-//    paired grid keeps about one per SM (B=64/2K/GQA 32/8: 60.6 -> 52.1 us, B=32/2K/GQA
-//    29.9 -> 28.8, B=32/2K/MHA 109.4 -> 99.5); a paired grid below one block per SM loses
-//    (B=16/2K/GQA 23.1 -> 26.4), and where the split heuristic doubled a small grid (two
-//    blocks per SM) halving it again mostly loses (B=16/2K at 2 splits 18.5 -> 19.4,
-//    B=1/16K at 32 14.2 -> 14.9; B=16/8K gains 56.8 -> 54.6).
+//  - FP8 caches, MHA or GQA, where one split of the grid has more blocks than SMs
+//    (B=64/2K/GQA 32/8: 60.6 -> 52.1 us, B=32/2K/MHA 109.4 -> 99.5; B=17-24/2K/GQA at 2
+//    splits 25.0-29.1 -> 23.1-26.0, decode_attention_num_splits); below, the split
+//    heuristic fills the SMs with two unpaired blocks each, which pairs would halve
+//    (B=16/2K at 2 splits 18.5 -> 19.4, B=1/16K at 32 14.2 -> 14.9; B=16/8K gains 56.8
+//    -> 54.6; unsplit B=16/2K loses 23.1 -> 26.4).
 // The split count stays the one sized for the real grid (the workspace helpers do not
 // know the layout): the thresholds keep the paired grid large.
 constexpr int kPackMinBlocksPerSm = 8;
@@ -94,7 +94,7 @@ inline bool decode_packs_head_pairs(const DecodeAttentionArgs& a) {
   if (knob == 2) return true;
   const int64_t blocks = static_cast<int64_t>(a.batch) * a.num_kv_heads * a.num_splits;
   if (device_cc_major() < 9) return false;
-  if (a.kv_fp8) return a.num_splits == 1 && 10 * blocks >= 19 * device_sm_count();
+  if (a.kv_fp8) return blocks > static_cast<int64_t>(a.num_splits) * device_sm_count();
   return a.num_q_heads == a.num_kv_heads && blocks >= kPackMinBlocksPerSm * device_sm_count();
 }
 
