@@ -72,6 +72,18 @@ def decode_tma_stages_fit(head_dim: int, stages: int) -> bool:
     return 1024 + stages * (2 * planes * 64 * 64 * 2 + 16) + 16 * (d + 8) * 2 <= 227 * 1024
 
 
+def kernel_names(fn) -> str:
+    """The names of the GPU kernels one call of `fn` launches (torch profiler), one
+    string: for tests that check which kernel variant a dispatcher picked."""
+    import torch
+    from torch.profiler import ProfilerActivity, profile
+
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        fn()
+        torch.cuda.synchronize()
+    return " ".join(e.key for e in prof.key_averages())
+
+
 def run_isolated(code: str, timeout: float = 120.0, env: dict[str, str] | None = None) -> None:
     """Run `code` (a Python script) in a child process and assert it finished.
 

@@ -277,6 +277,16 @@ def _split_sweep_row(case, splits, variants, iters, copy_bw, title, cache_suffix
     torch.cuda.empty_cache()
 
 
+def _fp8_sweep_row(B, N, Hkv, D, splits, variants, iters, copy_bw, dtype=torch.float16, title=None):
+    """`_split_sweep_row` over an FP8 cache (`cd.fp8_case`, scales FP8_SCALE); splits None:
+    the heuristic's count."""
+    if splits is None:
+        splits = (llm.decode_num_splits(B, Hkv, HQ_ // Hkv, N, D, torch.float8_e4m3fn),)
+    _split_sweep_row(cd.fp8_case(B, N, Hkv, dtype, D=D), splits, variants, iters, copy_bw,
+                     title or f"fp8 D={D} B={B} N={N} Hkv={Hkv}", "_fp8", k_scale=cd.FP8_SCALE,
+                     v_scale=cd.FP8_SCALE)
+
+
 def graph_knob_sweep(iters, copy_bw, dtype=torch.float16):
     """The llm-speed bench method (CUDA-graph replays over rotated input copies, cold L2)
     for forced split counts and TMA pipeline depths on the small-grid targets."""
@@ -299,9 +309,8 @@ def fp8_split_sweep(iters, copy_bw):
                 "tma3": {"CLO_DECODE_VARIANT": "2", "CLO_DECODE_TMA_STAGES": "3"},
                 "tma4": {"CLO_DECODE_VARIANT": "2", "CLO_DECODE_TMA_STAGES": "4"}}
     for B, N, Hkv, splits, dt in shapes:
-        _split_sweep_row(cd.fp8_case(B, N, Hkv, dt), splits, variants, iters, copy_bw,
-                         f"fp8 {str(dt)[6:]} B={B} N={N} Hkv={Hkv}", "_fp8", k_scale=cd.FP8_SCALE,
-                         v_scale=cd.FP8_SCALE)
+        _fp8_sweep_row(B, N, Hkv, cd.HEAD_DIM, splits, variants, iters, copy_bw, dt,
+                       f"fp8 {str(dt)[6:]} B={B} N={N} Hkv={Hkv}")
 
 
 def fp8_pack_split_sweep(iters, copy_bw):
@@ -314,8 +323,7 @@ def fp8_pack_split_sweep(iters, copy_bw):
             (16, 8192, 8, 64, (2, 4), both), (1, 16384, 8, 64, (16, 32, 64), both), (8, 2048, 8, 64, (4, 8), both),
             (4, 2048, 32, 64, (2, 4), both), (8, 2048, 32, 64, (1, 2), both), (16, 2048, 8, 96, (1, 2), single),
             (16, 1024, 8, 128, (1, 2), single), (16, 2048, 8, 32, (1, 2), single)]:
-        _split_sweep_row(cd.fp8_case(B, N, Hkv, torch.float16, D=D), splits, variants, iters, copy_bw,
-                         f"fp8 D={D} B={B} N={N} Hkv={Hkv}", "_fp8", k_scale=cd.FP8_SCALE, v_scale=cd.FP8_SCALE)
+        _fp8_sweep_row(B, N, Hkv, D, splits, variants, iters, copy_bw)
     for B, N, Hkv, D, splits in [(16, 2048, 8, 64, (1, 2)), (1, 16384, 8, 64, (16, 32))]:
         _split_sweep_row(cd.paged_case(B, N, Hkv, torch.float16, D=D), splits, single, iters, copy_bw,
                          f"16-bit D={D} B={B} N={N} Hkv={Hkv}")
@@ -326,12 +334,8 @@ def fp8_boundary_sweep(iters, copy_bw):
     meet): 1 and 2 splits with and without pairs, then the library's choice."""
     variants = {"single": {"CLO_DECODE_PACK": "0"}, "pairs": {"CLO_DECODE_PACK": "2"}}
     for B, Hkv in [(17, 8), (20, 8), (24, 8), (28, 8), (32, 8), (5, 32), (6, 32), (7, 32)]:
-        case = cd.fp8_case(B, 2048, Hkv, torch.float16, D=64)
-        title = f"fp8 D=64 B={B} N=2048 Hkv={Hkv}"
-        kw = dict(k_scale=cd.FP8_SCALE, v_scale=cd.FP8_SCALE)
-        _split_sweep_row(case, (1, 2), variants, iters, copy_bw, title, "_fp8", **kw)
-        h = llm.decode_num_splits(B, Hkv, HQ_ // Hkv, 2048, 64, torch.float8_e4m3fn)
-        _split_sweep_row(case, (h,), {"auto": {"CLO_DECODE_PACK": "1"}}, iters, copy_bw, title, "_fp8", **kw)
+        _fp8_sweep_row(B, 2048, Hkv, 64, (1, 2), variants, iters, copy_bw)
+        _fp8_sweep_row(B, 2048, Hkv, 64, None, {"auto": {"CLO_DECODE_PACK": "1"}}, iters, copy_bw)
 
 
 def fp8_narrow_kernel_sweep(iters, copy_bw):
@@ -342,8 +346,7 @@ def fp8_narrow_kernel_sweep(iters, copy_bw):
                 "cp": {"CLO_DECODE_VARIANT": "1", "CLO_DECODE_PACK": "0"}}
     for B, N, Hkv, D, splits in [(16, 2048, 8, 64, (1, 2)), (1, 16384, 8, 64, (16, 32)), (16, 8192, 8, 64, (1, 2)),
                                  (64, 2048, 8, 64, (1,)), (16, 2048, 8, 32, (1, 2)), (4, 2048, 32, 64, (1, 2))]:
-        _split_sweep_row(cd.fp8_case(B, N, Hkv, torch.float16, D=D), splits, variants, iters, copy_bw,
-                         f"fp8 D={D} B={B} N={N} Hkv={Hkv}", "_fp8", k_scale=cd.FP8_SCALE, v_scale=cd.FP8_SCALE)
+        _fp8_sweep_row(B, N, Hkv, D, splits, variants, iters, copy_bw)
 
 
 def fp8_pack_sweep(iters, copy_bw):
@@ -354,9 +357,7 @@ def fp8_pack_sweep(iters, copy_bw):
     shapes = [(B, 2048, 8) for B in (8, 16, 32, 64, 128)] + [(16, 8192, 8), (1, 16384, 8)]
     shapes += [(B, 2048, 32) for B in (4, 8, 16, 32)]
     for B, N, Hkv in shapes:
-        h = llm.decode_num_splits(B, Hkv, HQ_ // Hkv, N, 64, torch.float8_e4m3fn)
-        _split_sweep_row(cd.fp8_case(B, N, Hkv, torch.float16, D=64), (h,), variants, iters, copy_bw,
-                         f"fp8 D=64 B={B} N={N} Hkv={Hkv}", "_fp8", k_scale=cd.FP8_SCALE, v_scale=cd.FP8_SCALE)
+        _fp8_sweep_row(B, N, Hkv, 64, None, variants, iters, copy_bw)
     for B in (16, 64):
         h = llm.decode_num_splits(B, 8, HQ_ // 8, 2048, 64, torch.float16)
         _split_sweep_row(cd.paged_case(B, 2048, 8, torch.float16, D=64), (h,), variants, iters, copy_bw,
@@ -382,6 +383,17 @@ def anchor_method(iters, dtype=torch.float16):
     del inp
 
 
+# Stand-alone sweeps (flag -> function(iters, copy_bw), help): each runs alone, then stops.
+SWEEPS = {
+    "graph-knobs": (graph_knob_sweep, "split counts and TMA depths on the small-grid targets"),
+    "fp8-splits": (fp8_split_sweep, "FP8 caches: forced split counts on small and medium grids"),
+    "fp8-pack-splits": (fp8_pack_split_sweep, "FP8 small grids: split counts with and without head pairs"),
+    "fp8-boundary": (fp8_boundary_sweep, "FP8 D=64 grids of one to two blocks per SM: splits and pairs"),
+    "fp8-narrow": (fp8_narrow_kernel_sweep, "FP8 caches at head_dim <= 64: cp.async vs TMA kernel"),
+    "fp8-pack": (fp8_pack_sweep, "FP8 (and 16-bit GQA) D=64 caches with and without head pairs"),
+}
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--iters", type=int, default=30)
@@ -395,23 +407,14 @@ def main() -> int:
     ap.add_argument("--pack-sweep", action="store_true",
                     help="paged D=64 MHA with and without head pairs (CLO_DECODE_PACK), then stop")
     ap.add_argument("--pack-confirm", action="store_true", help="--pack-sweep on the large grids, three rounds")
-    ap.add_argument("--graph-knobs", action="store_true",
-                    help="split counts and TMA depths on the small-grid targets, timed as llm-speed bench does")
-    ap.add_argument("--fp8-splits", action="store_true",
-                    help="FP8 caches: forced split counts on small and medium grids, timed as llm-speed bench does")
-    ap.add_argument("--fp8-pack-splits", action="store_true",
-                    help="FP8 small grids: split counts with and without head pairs, timed as llm-speed bench does")
-    ap.add_argument("--fp8-boundary", action="store_true",
-                    help="FP8 D=64 grids of one to two blocks per SM: splits and pairs, timed as llm-speed bench does")
-    ap.add_argument("--fp8-narrow", action="store_true",
-                    help="FP8 caches at head_dim <= 64: cp.async vs TMA kernel, timed as llm-speed bench does")
-    ap.add_argument("--fp8-pack", action="store_true",
-                    help="FP8 (and 16-bit GQA) D=64 caches with and without head pairs, timed as llm-speed bench does")
+    for flag, (_, help_text) in SWEEPS.items():
+        ap.add_argument(f"--{flag}", action="store_true", help=help_text + ", timed as llm-speed bench does")
     ap.add_argument("--anchor", action="store_true",
                     help="SDPA and ours timed the shared anchors' way (eager, warm L2) and in graphs")
     args = ap.parse_args()
-    if any((args.variants, args.variants_only, args.shape_sweep, args.graph_knobs, args.pack_sweep,
-            args.pack_confirm, args.fp8_splits, args.fp8_pack, args.fp8_pack_splits, args.fp8_narrow, args.fp8_boundary)):
+    sweep = next((fn for flag, (fn, _) in SWEEPS.items() if getattr(args, flag.replace("-", "_"))), None)
+    if sweep is not None or any((args.variants, args.variants_only, args.shape_sweep, args.pack_sweep,
+                                 args.pack_confirm)):
         for knob in _KNOBS:  # dev mode: each knob must be set before the first decode call
             os.environ.setdefault(knob, "")
     if not torch.cuda.is_available() or not llm.kernels_available():
@@ -424,23 +427,8 @@ def main() -> int:
     dt = torch.float16
     if args.anchor:
         anchor_method(args.iters)
-    if args.graph_knobs:
-        graph_knob_sweep(args.iters, bw)
-        return 0
-    if args.fp8_splits:
-        fp8_split_sweep(args.iters, bw)
-        return 0
-    if args.fp8_pack:
-        fp8_pack_sweep(args.iters, bw)
-        return 0
-    if args.fp8_boundary:
-        fp8_boundary_sweep(args.iters, bw)
-        return 0
-    if args.fp8_narrow:
-        fp8_narrow_kernel_sweep(args.iters, bw)
-        return 0
-    if args.fp8_pack_splits:
-        fp8_pack_split_sweep(args.iters, bw)
+    if sweep is not None:
+        sweep(args.iters, bw)
         return 0
     if args.pack_sweep or args.pack_confirm:
         cases = PACK_CONFIRM_CASES if args.pack_confirm else PACK_SWEEP_CASES

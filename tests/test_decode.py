@@ -647,7 +647,7 @@ import cuda_llm_ops as llm
 from cuda_llm_ops.reference import attention_reference, paged_attention_reference
 from cuda_llm_ops.reference.decode import make_paged_problem
 from cuda_llm_ops.graphs import capture_graph
-from cuda_llm_ops.testing import assert_close, decode_tma_stages_fit, poison_
+from cuda_llm_ops.testing import assert_close, decode_tma_stages_fit, kernel_names, poison_
 
 assert os.environ.get("CLO_DECODE_VARIANT") is not None  # dev mode: re-read on every call
 assert os.environ.get("CLO_DECODE_TMA_STAGES") is not None
@@ -660,12 +660,6 @@ def paged_problem(lens, hkv, group, d, bs, dtype, seed, extra_cols=0):
         table = torch.cat([table, table[:, :extra_cols]], dim=1)
     return q, kc, vc, table, sl
 
-def kernel_names(fn):
-    from torch.profiler import ProfilerActivity, profile
-    with profile(activities=[ProfilerActivity.CUDA]) as prof:
-        fn()
-        torch.cuda.synchronize()
-    return " ".join(e.key for e in prof.key_averages())
 
 # (lens, hkv, group, d, block_size, dtype, splits)
 PAGED = [([1, 15, 17, 63, 64, 65, 700], 2, 4, 128, 16, torch.float16, (0, 1, 3, 16)),
@@ -1145,15 +1139,9 @@ def test_paged_attention_fp8_bf16_q_any_magnitude(kernel):
     code = r'''
 import math, os, re, torch
 import cuda_llm_ops as llm
-from torch.profiler import ProfilerActivity, profile
 from cuda_llm_ops.reference import paged_attention_reference, quantize_fp8_e4m3
 from cuda_llm_ops.reference.decode import make_paged_problem
-from cuda_llm_ops.testing import assert_close, poison_
-def kernel_names(fn):
-    with profile(activities=[ProfilerActivity.CUDA]) as prof:
-        fn()
-        torch.cuda.synchronize()
-    return " ".join(e.key for e in prof.key_averages())
+from cuda_llm_ops.testing import assert_close, kernel_names, poison_
 want_tma = torch.cuda.get_device_capability()[0] >= 9 and os.environ.get("CLO_DECODE_VARIANT") != "1"
 forced_pairs = os.environ.get("CLO_DECODE_PACK") == "2"
 for i, (d, hkv, group, splits) in enumerate([(128, 2, 4, (1, 3)), (64, 4, 2, (1, 2)), (64, 8, 1, (1,)),

@@ -306,10 +306,6 @@ CLO_HOST_DEVICE constexpr int decode_fp8_q_col(int j) {
   return j < 8 ? 4 * (j >> 1) + (j & 1) : 4 * ((j - 8) >> 1) + 2 + (j & 1);
 }
 
-// This block's 16 query rows into smem ([16][kQStride]; rows past p.rows zero):
-// row r <-> query head kvh * group + r_global / Nq, position r_global % Nq. Threads
-// 0 .. count - 1 of the block take part. kFp8Order: each k-step's 16 columns in the
-// order decode_fp8_q_col gives (the head dim is then a multiple of 16).
 // bf16 queries over FP8 caches run the tile math in fp16 (decode_fp8_scales_q): e4m3 ->
 // f16 is one cvt per pair, e4m3 -> bf16 four (through f16 and f32), on every tile's chain.
 template <typename T, typename KVT>
@@ -322,84 +318,75 @@ template <int D, int kQStride, typename T>
 CLO_DEVICE float* decode_q_unscale_slot(T* q_s, int r) {
   return reinterpret_cast<float*>(q_s + r * kQStride + D);
 }
+// This lane's two rows' factors (rows g and g + 8 of its mma fragments), for
+// decode_warp_tile_fp8; read after a barrier that follows decode_load_q.
+template <int D, int kQStride, typename T>
+CLO_DEVICE void decode_read_q_unscale(T* q_s, float (&u)[2]) {
+  const int g = (threadIdx.x & 31) >> 2;
+  u[0] = *decode_q_unscale_slot<D, kQStride>(q_s, g);
+  u[1] = *decode_q_unscale_slot<D, kQStride>(q_s, g + 8);
+}
 
+// This block's 16 query rows into smem ([16][kQStride]; rows past p.rows zero):
+// row r <-> query head kvh * group + r_global / Nq, position r_global % Nq. Threads
+// 0 .. count - 1 of the block take part (whole warps for kFp8Order). kFp8Order: each
+// k-step's 16 columns in the order decode_fp8_q_col gives (the head dim is then a
+// multiple of 16), bf16 rows scaled into fp16 (decode_fp8_scales_q).
 template <typename T, int D, int kQStride, bool kFp8Order = false>
 CLO_DEVICE void decode_load_q(const DecodeKernelParams& p, T* q_s, int count) {
   const int kvh = blockIdx.x / p.row_tiles, row_tile = blockIdx.x % p.row_tiles, b = blockIdx.y;
-  if constexpr (kFp8Order && std::is_same_v<T, __nv_bfloat16>) {
-    // bf16 q as fp16 for the fp16 math (decode_fp8_scales_q): each row times a power of
-    // two 2^k putting its largest |q| in [2^14, 2^15), so no value overflows fp16 and a
-    // row of small values keeps its bits (bf16's 8 significant bits fit fp16's 11 down to
-    // 2^-28 of the row's largest; smaller ones add less than that to any dot product).
-    // Scores are multiplied back by 2^-k (exact) before the softmax. One warp per row:
-    // lane l converts columns 8 l .. 8 l + 7, then lanes take one k-step each and put its
-    // 16 columns in decode_fp8_q_col's order.
+  if constexpr (kFp8Order) {
+    // One warp per row: lane l stores columns 8 l .. 8 l + 7, then lanes take one k-step
+    // each and put its 16 columns in decode_fp8_q_col's order, in place. bf16 q is stored
+    // as fp16 for the fp16 math (decode_fp8_scales_q): each row times a power of two 2^k
+    // putting its largest |q| in [2^14, 2^15), so no value overflows fp16 and a row of
+    // small values keeps its bits (bf16's 8 significant bits fit fp16's 11 down to 2^-28
+    // of the row's largest; smaller ones add less than that to any dot product). Scores
+    // are multiplied back by 2^-k (exact) before the softmax.
+    constexpr bool kScaled = std::is_same_v<T, __nv_bfloat16>;
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, warps = count >> 5;
-    __half* qh = reinterpret_cast<__half*>(q_s);
+    uint16_t* q16 = reinterpret_cast<uint16_t*>(q_s);  // 16-bit values, moved as bits
     for (int r = warp; r < kRowsPerBlock; r += warps) {
       const int gr = row_tile * kRowsPerBlock + r;
       const int col = gr < p.rows && lane * 8 < D ? decode_own_col<D>(p, gr, lane * 8) : -1;
-      uint4 raw = make_uint4(0, 0, 0, 0);
+      uint4 row = make_uint4(0, 0, 0, 0);
       if (col >= 0) {
         const int head = kvh * p.group + gr / p.seq_len_q, qi = gr % p.seq_len_q;
-        raw = *reinterpret_cast<const uint4*>(static_cast<const T*>(p.q) + b * p.q_sb + head * p.q_sh +
+        row = *reinterpret_cast<const uint4*>(static_cast<const T*>(p.q) + b * p.q_sb + head * p.q_sh +
                                               qi * p.q_sn + col);
       }
-      const T* x = reinterpret_cast<const T*>(&raw);
-      float v[8], m = 0.f;
+      if constexpr (kScaled) {
+        const T* x = reinterpret_cast<const T*>(&row);
+        float v[8], m = 0.f;
 #pragma unroll
-      for (int j = 0; j < 8; ++j) {
-        v[j] = to_float<T>(x[j]);
-        m = fmaxf(m, fabsf(v[j]));  // NaN ignored: it converts to NaN anyway
-      }
+        for (int j = 0; j < 8; ++j) {
+          v[j] = to_float<T>(x[j]);
+          m = fmaxf(m, fabsf(v[j]));  // NaN ignored: it converts to NaN anyway
+        }
 #pragma unroll
-      for (int off = 16; off > 0; off >>= 1) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, off));
-      // 2^k with k = 14 - floor(log2 m), 2^k and 2^-k both normal floats; 1 for a zero or infinite row
-      const int k = m > 0.f && m <= FLT_MAX ? min(126, max(-126, 14 - ilogbf(m))) : 0;
-      const float up = exp2f(static_cast<float>(k));
-      if (lane * 8 < D) {
+        for (int off = 16; off > 0; off >>= 1) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, off));
+        // 2^k with k = 14 - floor(log2 m), 2^k and 2^-k both normal floats; 1 for a zero or infinite row
+        const int k = m > 0.f && m <= FLT_MAX ? min(126, max(-126, 14 - ilogbf(m))) : 0;
+        const float up = exp2f(static_cast<float>(k));
         alignas(16) __half h[8];
 #pragma unroll
         for (int j = 0; j < 8; ++j) h[j] = __float2half_rn(v[j] * up);
-        *reinterpret_cast<uint4*>(qh + r * kQStride + lane * 8) = *reinterpret_cast<const uint4*>(h);
+        row = *reinterpret_cast<const uint4*>(h);
+        if (lane == 0) *decode_q_unscale_slot<D, kQStride>(q_s, r) = exp2f(static_cast<float>(-k));
       }
-      if (lane == 0) *decode_q_unscale_slot<D, kQStride>(q_s, r) = exp2f(static_cast<float>(-k));
+      if (lane * 8 < D) *reinterpret_cast<uint4*>(q16 + r * kQStride + lane * 8) = row;
       __syncwarp();
-      if (lane < D / 16) {  // k-step `lane` of the row, in place (each lane its own 32 bytes)
-        uint4* chunk = reinterpret_cast<uint4*>(qh + r * kQStride + lane * 16);
+      if (lane < D / 16) {  // k-step `lane` of the row (each lane its own 32 bytes)
+        uint4* chunk = reinterpret_cast<uint4*>(q16 + r * kQStride + lane * 16);
         alignas(16) uint4 in[2] = {chunk[0], chunk[1]};
-        const __half* xh = reinterpret_cast<const __half*>(in);
-        alignas(16) __half y[16];
+        const uint16_t* x = reinterpret_cast<const uint16_t*>(in);
+        alignas(16) uint16_t y[16];
 #pragma unroll
-        for (int j = 0; j < 16; ++j) y[j] = xh[decode_fp8_q_col(j)];
+        for (int j = 0; j < 16; ++j) y[j] = x[decode_fp8_q_col(j)];
         chunk[0] = reinterpret_cast<const uint4*>(y)[0];
         chunk[1] = reinterpret_cast<const uint4*>(y)[1];
       }
       __syncwarp();
-    }
-    return;
-  }
-  if constexpr (kFp8Order) {
-    constexpr int kSteps = D / 16;
-    for (int c = threadIdx.x; c < kRowsPerBlock * kSteps; c += count) {
-      const int r = c / kSteps, kk = c % kSteps;
-      const int gr = row_tile * kRowsPerBlock + r;
-      const int col = gr < p.rows ? decode_own_col<D>(p, gr, kk * 16) : -1;
-      alignas(16) uint4 in[2] = {make_uint4(0, 0, 0, 0), make_uint4(0, 0, 0, 0)};
-      if (col >= 0) {
-        const int head = kvh * p.group + gr / p.seq_len_q, qi = gr % p.seq_len_q;
-        const uint4* src = reinterpret_cast<const uint4*>(static_cast<const T*>(p.q) + b * p.q_sb + head * p.q_sh +
-                                                          qi * p.q_sn + col);
-        in[0] = src[0];
-        in[1] = src[1];
-      }
-      const T* x = reinterpret_cast<const T*>(in);
-      alignas(16) T y[16];
-#pragma unroll
-      for (int j = 0; j < 16; ++j) y[j] = x[decode_fp8_q_col(j)];
-      uint4* dst = reinterpret_cast<uint4*>(q_s + r * kQStride + kk * 16);
-      dst[0] = reinterpret_cast<const uint4*>(y)[0];
-      dst[1] = reinterpret_cast<const uint4*>(y)[1];
     }
     return;
   }
@@ -1090,11 +1077,7 @@ __global__ void __launch_bounds__(kDecodeThreads)
     const int tok0 = start + t * kTileTokens + warp * 16;
     if (tok0 >= end) continue;  // this warp's 16 keys are all past the end (warp-uniform)
     const T* ks = kv_s + (t % kStages) * 2 * kTileElems;
-    if constexpr (kScaledQ) {  // written by decode_load_q, visible after the barrier above
-      const int g = (threadIdx.x & 31) >> 2;
-      q_unscale[0] = *decode_q_unscale_slot<D, kQStride>(q_s, g);
-      q_unscale[1] = *decode_q_unscale_slot<D, kQStride>(q_s, g + 8);
-    }
+    if constexpr (kScaledQ) decode_read_q_unscale<D, kQStride>(q_s, q_unscale);  // after the barrier above
     if constexpr (kDequant) {
       const MathT* kh = reinterpret_cast<const MathT*>(ks);
       decode_warp_tile_fp8<MathT, D, kScaledQ>(q_smem, kh, kh + kTileElems, warp * 16, tok0, range, p, o, row_max,

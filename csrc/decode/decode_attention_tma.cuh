@@ -190,10 +190,7 @@ __global__ void __launch_bounds__(kTmaThreads)
   using MathT = std::conditional_t<kScaledQ, __half, T>;
   float q_unscale[2] = {1.f, 1.f};
   if constexpr (kScaledQ) {
-    if (!producer) {
-      q_unscale[0] = *decode_q_unscale_slot<D, kQStride>(q_s, lane >> 2);
-      q_unscale[1] = *decode_q_unscale_slot<D, kQStride>(q_s, (lane >> 2) + 8);
-    }
+    if (!producer) decode_read_q_unscale<D, kQStride>(q_s, q_unscale);  // after the start-up barrier
   }
   const auto q_frag = [&](int kk, uint32_t (&a)[4]) {
     if constexpr (kQInRegs) {

@@ -92,10 +92,10 @@ inline bool decode_packs_head_pairs(const DecodeAttentionArgs& a) {
                      2 * (a.num_q_heads / a.num_kv_heads) <= kRowsPerBlock;
   if (!legal || knob == 0) return false;
   if (knob == 2) return true;
-  const int64_t blocks = static_cast<int64_t>(a.batch) * a.num_kv_heads * a.num_splits;
   if (device_cc_major() < 9) return false;
-  if (a.kv_fp8) return blocks > static_cast<int64_t>(a.num_splits) * device_sm_count();
-  return a.num_q_heads == a.num_kv_heads && blocks >= kPackMinBlocksPerSm * device_sm_count();
+  const int64_t per_split = static_cast<int64_t>(a.batch) * a.num_kv_heads;  // blocks of one split
+  if (a.kv_fp8) return per_split > device_sm_count();
+  return a.num_q_heads == a.num_kv_heads && per_split * a.num_splits >= kPackMinBlocksPerSm * device_sm_count();
 }
 
 // Attention kernel (+ merge when args.num_splits > 1) for one dtype, head dim and
