@@ -244,31 +244,50 @@ def compare_variants(iters, copy_bw, variants=BENCH_VARIANTS, cases=ISSUE_VARIAN
         torch.cuda.empty_cache()
 
 
-def _graph_split_ms(sets, ns, iters, cache_suffix="", **kwargs):
+def _graph_split_ms(sets, ns, iters, cache_suffix="", contiguous=False, **kwargs):
     """Median ms of paged_attention with `ns` splits over the rotated input `sets` (caches
-    `k_cache{cache_suffix}` / `v_cache{cache_suffix}`), timed as llm-speed bench times it:
-    CUDA-graph replays, cold L2."""
-    from cuda_llm_ops.decode import paged_attention, paged_attention_workspace
+    `k_cache{cache_suffix}` / `v_cache{cache_suffix}`; `contiguous`: decode_attention on
+    the same keys in [B, Hkv, N, D]), timed as llm-speed bench times it: CUDA-graph
+    replays, cold L2."""
+    from cuda_llm_ops.decode import decode_attention, decode_workspace, paged_attention, paged_attention_workspace
     fns = []
     for inp in sets:
         q, kc, vc = inp["q"], inp["k_cache" + cache_suffix], inp["v_cache" + cache_suffix]
         bt, sl = inp["block_tables"], inp["seq_lens"]
+        if contiguous:  # the same keys as [B, Hkv, N, D] through decode_attention
+            k, v = inp.setdefault("_contig", cd.contiguous_kv(inp))
+            q4, (B, Hkv, N, D) = q.unsqueeze(2), k.shape
+            out, ws = torch.empty_like(q4), decode_workspace(B, q.shape[1], Hkv, D, N, q.dtype, num_splits=ns)
+            fns.append(lambda q4=q4, k=k, v=v, out=out, ws=ws: decode_attention(
+                q4, k, v, out=out, num_splits=ns, workspace=ws, **kwargs))
+            continue
         out, ws = torch.empty_like(q), paged_attention_workspace(q, kc, bt, num_splits=ns)
         fns.append(lambda q=q, kc=kc, vc=vc, bt=bt, sl=sl, out=out, ws=ws: paged_attention(
             q, kc, vc, bt, sl, out=out, num_splits=ns, workspace=ws, check_indices=False, **kwargs))
     return benchmark(None, warmup=3, iterations=iters, cold_l2=True, cuda_graph=True, fn_sets=fns).median_ms
 
 
-def _split_sweep_row(case, splits, variants, iters, copy_bw, title, cache_suffix="", **kwargs):
+def _split_sweep_row(case, splits, variants, iters, copy_bw, title, cache_suffix="", peer=None, contiguous=False,
+                     **kwargs):
     """One printed row: `case` at each split count under each variant's dev knobs
-    (`_graph_split_ms`), us and % of the copy rate."""
+    (`_graph_split_ms`), us and % of the copy rate; first the impl named `peer` (say
+    "sdpa-cudnn", on its own contiguous copy of the same keys) timed the same way."""
     from cuda_llm_ops.timing import rotation_count
     sets = [case.make_inputs() for _ in range(rotation_count(case.bytes))]
     parts = []
+    if peer is not None:
+        impl = next(i for i in case.impls if i.name == peer)
+        fns = [impl.build(inp) for inp in sets]
+        t = benchmark(None, warmup=3, iterations=iters, cold_l2=True, cuda_graph=True, fn_sets=fns).median_ms
+        parts.append(f"{peer} {t * 1e3:.1f}us {100 * case.bytes / (t * 1e-3) / 1e12 / copy_bw:.1f}%")
+        if not contiguous:
+            for inp in sets:
+                inp.pop("_contig", None)
+        del fns
     for ns in splits:
         for label, env in variants.items():
             set_knobs(env)
-            t = _graph_split_ms(sets, ns, iters, cache_suffix, **kwargs)
+            t = _graph_split_ms(sets, ns, iters, cache_suffix, contiguous, **kwargs)
             pct = 100 * case.bytes / (t * 1e-3) / 1e12 / copy_bw
             parts.append(f"s{ns}/{label} {t * 1e3:.1f}us {pct:.1f}%")
     set_knobs({})
@@ -294,6 +313,21 @@ def graph_knob_sweep(iters, copy_bw, dtype=torch.float16):
         case = cd.paged_case(B, N, Hkv, dtype)
         variants = {label: env for label, env in SWEEP_VARIANTS.items() if label != "cp"}
         _split_sweep_row(case, splits, variants, iters, copy_bw, f"graph B={B} N={N} Hkv={Hkv}")
+
+
+def mid_grid_sweep(iters, copy_bw):
+    """16-bit grids beyond one block per SM (graph replays, cold L2, cuDNN on contiguous
+    keys first): paged D=128 GQA 32/8 grids of 1-2 blocks per SM at forced split counts
+    under the automatic kernel (TMA, 2 stages) and TMA 3 / cp.async; then paged D=64 MHA
+    head pairs (the D=128 kernels) under each kernel and unpaired."""
+    variants = {label: SWEEP_VARIANTS[label] for label in ("auto", "tma3", "cp")}
+    for B, N in ((17, 1024), (20, 1024), (24, 2048), (28, 1024)):
+        _split_sweep_row(cd.paged_case(B, N, 8, torch.float16), (1, 2, 3), variants, iters, copy_bw,
+                         f"mid paged D=128 B={B} N={N} Hkv=8", peer="sdpa-cudnn")
+    pack = {"auto": {}, "pairs-cp": {"CLO_DECODE_VARIANT": "1"}, "single": {"CLO_DECODE_PACK": "0"}}
+    for B in (32, 64, 128):
+        _split_sweep_row(cd.paged_case(B, 2048, 32, torch.float16, D=64), (1,), pack, iters, copy_bw,
+                         f"mid paged D=64 MHA B={B} N=2048", peer="sdpa-cudnn")
 
 
 def fp8_split_sweep(iters, copy_bw):
@@ -386,6 +420,7 @@ def anchor_method(iters, dtype=torch.float16):
 # Stand-alone sweeps (flag -> function(iters, copy_bw), help): each runs alone, then stops.
 SWEEPS = {
     "graph-knobs": (graph_knob_sweep, "split counts and TMA depths on the small-grid targets"),
+    "mid-grids": (mid_grid_sweep, "16-bit D=128 grids of 1-12 blocks per SM: splits x kernels, and cuDNN"),
     "fp8-splits": (fp8_split_sweep, "FP8 caches: forced split counts on small and medium grids"),
     "fp8-pack-splits": (fp8_pack_split_sweep, "FP8 small grids: split counts with and without head pairs"),
     "fp8-boundary": (fp8_boundary_sweep, "FP8 D=64 grids of one to two blocks per SM: splits and pairs"),

@@ -787,10 +787,10 @@ for v in (0, 1, 2):  # CLO_DECODE_VARIANT: automatic, the cp.async kernel, the T
         assert_close(out, attention_reference(q, k, vv, is_causal=causal, window_left=wl, logits_soft_cap=8.0),
                      dtype=dt, what=f"variant {v} contiguous {j} window_left={wl}")
     # the knob really switches kernels (the TMA kernel runs on sm_90 only); automatic
-    # (decode_tma_stages_for): at D = 96 and 128 the cp.async kernel for paged grids of
-    # 1-12 blocks per SM; at D = 64 and 256 the TMA kernel for every grid
+    # (decode_tma_stages_for): at D = 96 the cp.async kernel for paged grids beyond one
+    # block per SM; at D = 64, 128 and 256 the TMA kernel for every grid
     sms = torch.cuda.get_device_properties(0).multi_processor_count
-    for d, auto_tma in ((96, False), (128, False), (64, True), (256, True)):
+    for d, auto_tma in ((96, False), (128, True), (64, True), (256, True)):
         q, kc, vc, table, sl = paged_problem([100] * (sms // 4 + 1), 4, 2, d, 16, torch.float16, 5)
         fn = lambda: llm.paged_attention(q, kc, vc, table, sl, num_splits=1, check_indices=False)
         assert_close(fn(), paged_attention_reference(q, kc, vc, table, sl), dtype=torch.float16,

@@ -48,10 +48,13 @@ constexpr int decode_pipeline_stages(int head_dim) { return head_dim <= 64 ? 4 :
 //  - D = 64 and 256: every grid; 2 stages beyond one block per SM (D = 64: 3.9 and 15.5
 //    blocks per SM, paged 97.8 / 369.0 us vs the cp.async kernel's 117.3 / 387.0; D = 256:
 //    361.9 / 1406.9 vs 375.9 / 1448.6);
-//  - D = 96 and 128: paged caches on at most one block per SM; at D = 128 also grids of
-//    >= kLargeGridBlocksPerSm blocks per SM (B=64/4K/MHA 1336-1339 us vs 1351-1367);
-//    the cp.async kernel in between (D = 128, 512 blocks: within 1%; the 2-stage TMA
-//    kernel 6-8% slower there) and for D = 96 beyond one block per SM (TMA 4-25% slower).
+//  - D = 128: paged caches on at most one block per SM (3 stages); every grid beyond one
+//    block per SM, either layout, with 2 stages (v23, graph replays: paged GQA 32/8
+//    B=48/1K 79.9 -> 73.3 us, B=64/1K 96.3 -> 93.7, B=64/4K 360.1 -> 353.5, MHA B=8/2K
+//    94.5 -> 90.6, B=16/1K 95.2 -> 92.9; contiguous B=64/1K/GQA 93.0 -> 91.4; B=64/4K/MHA
+//    1336-1339 vs 1351-1367, v7);
+//  - D = 96: paged caches on at most one block per SM; the cp.async kernel beyond (TMA
+//    2 / 3 stages 16% / 10% slower at B=64/2K/GQA, v23).
 // The caller also needs sm_90 code and a cache TMA can describe. The split heuristic asks
 // the same question (a large grid on the TMA kernel runs 1 split).
 // FP8 caches (paged): the TMA kernel on every grid, 4 stages on at most one block per SM,
@@ -64,7 +67,7 @@ inline int decode_tma_stages_for(int head_dim, bool paged, int64_t blocks, int64
   if (fp8) return small_grid ? 4 : 3;
   if (head_dim == 64 || head_dim == 256) return small_grid ? decode_pipeline_stages(head_dim) : 2;
   if (small_grid) return paged ? decode_pipeline_stages(head_dim) : 0;
-  return head_dim == 128 && blocks >= kLargeGridBlocksPerSm * sms ? 2 : 0;
+  return head_dim == 128 ? 2 : 0;
 }
 
 // Head pairs (NOTES.md v9, v20): a paged cache with D = 64 and an even number of KV heads

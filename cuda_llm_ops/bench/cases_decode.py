@@ -10,7 +10,8 @@ B=64, N=2048 (MHA and GQA 32/8), and D = 80 and 192 at B=1, N=16384, GQA 32/8 (s
 a sliding window of 4096 keys at N=16384, GQA 32/8, B in {1, 16} (ours reads the
 window; the SDPA peers run on the last 4096 keys of the contiguous cache); and 4 new tokens
 per sequence (speculative decoding, q `[B, Hq, 4, D]`) at B=1/N=16384 and B=16/N=4096, GQA
-32/8 (the SDPA peers with a bottom-right causal mask). Memory-bound (~1 FLOP/byte): cold L2, bytes
+32/8 (the SDPA peers with a bottom-right causal mask); grids between one and two blocks per
+SM (B=17/N=1024 and B=24/N=2048, GQA 32/8). Memory-bound (~1 FLOP/byte): cold L2, bytes
 = K and V read once + q read + out written (block tables not counted).
 
 Ours runs as a serving loop would: `out=` and a preallocated workspace (no allocation
@@ -43,6 +44,8 @@ except ImportError:  # pragma: no cover - older torch
 
 BATCHES = (1, 16, 64)
 CONTEXTS = (1024, 4096, 16384)
+# Grids between one and two thread blocks per SM (136 and 192 blocks on 132 SMs)
+MID_GRIDS = ((17, 1024, 8), (24, 2048, 8))
 KV_HEADS = (32, 8)
 HQ, HEAD_DIM, BLOCK_SIZE = 32, 128, 16
 # Head dims besides the 128 (preset "all" only): B=64 at this context, GQA 32/8
@@ -249,6 +252,7 @@ def paged_attention_cases(dtype: torch.dtype, preset: str, quick: bool) -> list[
         cases += [paged_case(1, 16384, 8, dtype, D=d) for d in PADDED_HEAD_DIMS]
         cases += [paged_case(b, 16384, 8, dtype, window=SLIDING_WINDOW) for b in (1, 16)]
         cases += [paged_case(b, n, 8, dtype, Nq=SPEC_TOKENS) for b, n in ((1, 16384), (16, 4096))]
+        cases += [paged_case(b, n, h, dtype) for b, n, h in MID_GRIDS]
     return cases
 
 
