@@ -330,6 +330,20 @@ def mid_grid_sweep(iters, copy_bw):
                          f"mid paged D=64 MHA B={B} N=2048", peer="sdpa-cudnn")
 
 
+def d64_gqa_pairs_sweep(iters, copy_bw):
+    """16-bit paged D=64 GQA 32/8 beyond one block per SM: unpaired (the D=64 TMA kernel)
+    against head pairs on the D=128 kernels (TMA 2 / 3 stages, cp.async), cuDNN first
+    (graph replays, cold L2)."""
+    pairs = {"auto": {}, "single": {"CLO_DECODE_PACK": "0"},
+             "pairs-tma2": {"CLO_DECODE_PACK": "2", "CLO_DECODE_VARIANT": "2", "CLO_DECODE_TMA_STAGES": "2"},
+             "pairs-tma3": {"CLO_DECODE_PACK": "2", "CLO_DECODE_VARIANT": "2", "CLO_DECODE_TMA_STAGES": "3"},
+             "pairs-cp": {"CLO_DECODE_PACK": "2", "CLO_DECODE_VARIANT": "1"},
+             "single-cp": {"CLO_DECODE_PACK": "0", "CLO_DECODE_VARIANT": "1"}}
+    for B, N in ((24, 2048), (32, 2048), (64, 2048), (128, 2048), (64, 4096)):
+        _split_sweep_row(cd.paged_case(B, N, 8, torch.float16, D=64), (1,), pairs, iters, copy_bw,
+                         f"d64 paged GQA 32/8 B={B} N={N}", peer="sdpa-cudnn")
+
+
 def fp8_split_sweep(iters, copy_bw):
     """FP8 caches: forced split counts on small and medium grids (graph replays over
     rotated inputs, cold L2, as llm-speed bench times them); % of the copy rate on the
@@ -420,7 +434,8 @@ def anchor_method(iters, dtype=torch.float16):
 # Stand-alone sweeps (flag -> function(iters, copy_bw), help): each runs alone, then stops.
 SWEEPS = {
     "graph-knobs": (graph_knob_sweep, "split counts and TMA depths on the small-grid targets"),
-    "mid-grids": (mid_grid_sweep, "16-bit D=128 grids of 1-12 blocks per SM: splits x kernels, and cuDNN"),
+    "mid-grids": (mid_grid_sweep, "16-bit grids beyond one block per SM: splits x kernels, D=64 MHA pairs, cuDNN"),
+    "d64-gqa-pairs": (d64_gqa_pairs_sweep, "16-bit D=64 GQA 32/8 beyond one block per SM: head pairs x kernels"),
     "fp8-splits": (fp8_split_sweep, "FP8 caches: forced split counts on small and medium grids"),
     "fp8-pack-splits": (fp8_pack_split_sweep, "FP8 small grids: split counts with and without head pairs"),
     "fp8-boundary": (fp8_boundary_sweep, "FP8 D=64 grids of one to two blocks per SM: splits and pairs"),
