@@ -344,6 +344,16 @@ def d64_gqa_pairs_sweep(iters, copy_bw):
                          f"d64 paged GQA 32/8 B={B} N={N}", peer="sdpa-cudnn")
 
 
+def d64_pairs_boundary_sweep(iters, copy_bw):
+    """16-bit paged D=64 from one to eight blocks per SM (GQA 32/8 and MHA): unpaired
+    against head pairs (each on the automatic kernel for its grid), at 1 and 2 splits,
+    cuDNN first (graph replays, cold L2)."""
+    pairs = {"single": {"CLO_DECODE_PACK": "0"}, "pairs": {"CLO_DECODE_PACK": "2"}}
+    for B, Hkv in ((17, 8), (20, 8), (28, 8), (5, 32), (6, 32), (8, 32), (16, 32), (32, 32)):
+        _split_sweep_row(cd.paged_case(B, 2048, Hkv, torch.float16, D=64), (1, 2), pairs, iters, copy_bw,
+                         f"d64 paged Hkv={Hkv} B={B} N=2048", peer="sdpa-cudnn")
+
+
 def fp8_split_sweep(iters, copy_bw):
     """FP8 caches: forced split counts on small and medium grids (graph replays over
     rotated inputs, cold L2, as llm-speed bench times them); % of the copy rate on the
@@ -436,6 +446,7 @@ SWEEPS = {
     "graph-knobs": (graph_knob_sweep, "split counts and TMA depths on the small-grid targets"),
     "mid-grids": (mid_grid_sweep, "16-bit grids beyond one block per SM: splits x kernels, D=64 MHA pairs, cuDNN"),
     "d64-gqa-pairs": (d64_gqa_pairs_sweep, "16-bit D=64 GQA 32/8 beyond one block per SM: head pairs x kernels"),
+    "d64-pairs-boundary": (d64_pairs_boundary_sweep, "16-bit D=64 at 1-8 blocks per SM: head pairs x splits"),
     "fp8-splits": (fp8_split_sweep, "FP8 caches: forced split counts on small and medium grids"),
     "fp8-pack-splits": (fp8_pack_split_sweep, "FP8 small grids: split counts with and without head pairs"),
     "fp8-boundary": (fp8_boundary_sweep, "FP8 D=64 grids of one to two blocks per SM: splits and pairs"),
