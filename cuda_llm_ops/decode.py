@@ -66,16 +66,16 @@ out-of-bounds access. `check_indices=False` skips the host check everywhere
 (serving loops, benchmarks); `True` forces it (and raises under capture).
 
 Kernels: on Hopper a TMA (tensor-memory-accelerator) kernel where it was measured
-faster (every grid at head_dim 64 and 256; paged caches on at most one thread block per
-SM, and at head_dim 128 grids of >= 12 blocks per SM), a cp.async kernel otherwise and
-below sm_90 (csrc/decode/NOTES.md, "Kernel choice"). On Hopper a paged head_dim-64 MHA
-cache with an even number of KV heads, on a grid of >= 8 blocks per SM, runs the
-head_dim-128 kernels over pairs of adjacent KV heads (a token's two 128-byte head rows
-are one 256-byte row of the cache: 4-5% faster at B=64-128); FP8 caches pair MHA and
-GQA (up to 8 query heads per KV head) where one split of the grid has more blocks than SMs (64-byte head rows: 3-14%
-faster at N=2048, B=32-128 GQA 32/8 and B=8-32 MHA). Dev knobs (benchmarks only), set in the environment before the process's first decode call and then read on
-every call: `CLO_DECODE_VARIANT` 0 automatic, 1 the cp.async kernel, 2 the TMA kernel
-where it can run; `CLO_DECODE_TMA_STAGES` the TMA kernel's pipeline depth (0 automatic,
+faster (every grid at head_dim 64 and 256; at 128 every grid but contiguous caches on at
+most one thread block per SM; at 96 paged caches on at most one block per SM), a cp.async
+kernel otherwise and below sm_90 (csrc/decode/NOTES.md, "Kernel choice", v23). On Hopper
+a paged head_dim-64 cache with an even number of KV heads (MHA, or GQA with up to 8 query
+heads per KV head), 16-bit or FP8, where one split of the grid has more blocks than SMs,
+runs the head_dim-128 kernels over pairs of adjacent KV heads (a token's two head rows
+are one row twice as wide: 16-bit 3-10% faster at N=2048, B=20-128 GQA 32/8 and B=5-32
+MHA; FP8 3-14%). Dev knobs (benchmarks only), set in the environment before the
+process's first decode call and then read on every call: `CLO_DECODE_VARIANT` 0
+automatic, 1 the cp.async kernel, 2 the TMA kernel where it can run; `CLO_DECODE_TMA_STAGES` the TMA kernel's pipeline depth (0 automatic,
 2-4 where it fits in shared memory); `CLO_DECODE_PACK` 0 never pairs KV heads, 2 pairs
 them wherever legal (head_dim 64, an even number of KV heads, one new token, at most 8
 query heads per KV head). Unset, the choice is automatic and the environment is never read.

@@ -914,19 +914,20 @@ for v in (0, 1, 2):  # CLO_DECODE_VARIANT: automatic, the cp.async kernel, the T
         assert_close(fn(), paged_attention_reference(q, kc, vc, table, sl), dtype=torch.float16,
                      what=f"not paired hkv={hkv} group={group}")
         assert not re.search(d128, kernel_names(fn)), f"hkv={hkv} group={group} paired: {kernel_names(fn)[:300]}"
-    for knob, paired in (("0", False), ("1", sm90)):  # automatic: B * Hkv >= 8 * SMs on sm_90
+    for knob, paired in (("0", False), ("1", sm90)):  # automatic: B * Hkv > SMs on sm_90
         os.environ["CLO_DECODE_PACK"] = knob
         q, kc, vc, table, sl = paged_problem([33, 70, 1, 64] * (sms // 4 + 1), 8, 1, 64, 16, torch.float16, 3200)
         fn = lambda: llm.paged_attention(q, kc, vc, table, sl, check_indices=False)
         assert_close(fn(), paged_attention_reference(q, kc, vc, table, sl), dtype=torch.float16,
                      what=f"variant {v} large D=64 MHA grid, pack knob {knob}")
         assert bool(re.search(d128, kernel_names(fn))) == paired, f"pack {knob}: {kernel_names(fn)[:300]}"
-    # automatic, GQA 32/8: FP8 caches pair where one split has more blocks than SMs
-    # (unsplit, or 2 splits just above one block per SM), 16-bit caches never; FP8 grids
-    # of at most one block per SM, split to about two, do not pair
+    # automatic, GQA 32/8: both cache types pair where one split has more blocks than SMs
+    # (FP8: unsplit, or 2 splits just above one block per SM); grids of at most one block
+    # per SM (16-bit: unsplit; FP8: split to about two) do not pair
     os.environ["CLO_DECODE_PACK"] = "1"
     for lens, fp8, paired in (([300, 1, 1100, 64] * (sms // 16 + 1), True, sm90),
-                              ([300, 1, 1100, 64] * (sms // 16 + 1), False, False),
+                              ([300, 1, 1100, 64] * (sms // 16 + 1), False, sm90),
+                              ([300, 1, 1100, 64] * (sms // 32), False, False),
                               ([300, 1, 1100, 64] * (sms // 32 + 1), True, sm90),
                               ([300, 1, 1100, 64] * (sms // 32), True, False),
                               ([3000, 1, 1100, 64], True, False)):

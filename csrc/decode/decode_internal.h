@@ -70,23 +70,25 @@ inline int decode_tma_stages_for(int head_dim, bool paged, int64_t blocks, int64
   return head_dim == 128 ? 2 : 0;
 }
 
-// Head pairs (NOTES.md v9, v20): a paged cache with D = 64 and an even number of KV heads
-// can run the D = 128 kernels over pairs of adjacent KV heads. A token's two head rows are
-// one row twice as wide in the paged layout ([blocks, block_size, Hkv, D]), so each block
-// reads 256-byte rows (16-bit) or 128-byte rows (FP8) instead of half-width rows at the
-// token stride. Used on sm_90 where measured faster:
-//  - 16-bit caches, MHA only, on at least kPackMinBlocksPerSm blocks per SM (B=64/2K/MHA:
-//    369.6 -> 356-359 us, cuDNN on contiguous keys 352.8); GQA 32/8 gains nothing (B=64/2K
-//    96.5 both ways; B=16/2K 27.4 -> 32.9 on the halved grid);
-//  - FP8 caches, MHA or GQA, where one split of the grid has more blocks than SMs
-//    (B=64/2K/GQA 32/8: 60.6 -> 52.1 us, B=32/2K/MHA 109.4 -> 99.5; B=17-24/2K/GQA at 2
-//    splits 25.0-29.1 -> 23.1-26.0, decode_attention_num_splits); below, the split
-//    heuristic fills the SMs with two unpaired blocks each, which pairs would halve
-//    (B=16/2K at 2 splits 18.5 -> 19.4, B=1/16K at 32 14.2 -> 14.9; B=16/8K gains 56.8
-//    -> 54.6; unsplit B=16/2K loses 23.1 -> 26.4).
+// Head pairs (NOTES.md v9, v20, v23): a paged cache with D = 64 and an even number of KV
+// heads can run the D = 128 kernels over pairs of adjacent KV heads. A token's two head
+// rows are one row twice as wide in the paged layout ([blocks, block_size, Hkv, D]), so
+// each block reads 256-byte rows (16-bit) or 128-byte rows (FP8) instead of half-width
+// rows at the token stride. Used on sm_90 wherever one split of the grid has more blocks
+// than SMs, for both cache types, MHA or GQA:
+//  - 16-bit (v23, the D = 128 kernels on TMA beyond one block per SM; graph replays):
+//    GQA 32/8 B=20/2K 37.0 -> 34.2 us, B=64/2K 96.8 -> 92.4, B=128/2K 190.8 -> 181.9,
+//    B=64/4K 195.0 -> 181.5; MHA B=5/2K 36.6 -> 32.9, B=16/2K 95.5 -> 90.9, B=32/2K 188.8
+//    -> 180.0. (On the cp.async D = 128 kernel, v9, pairs had gained only on MHA grids of
+//    >= 8 blocks per SM.)
+//  - FP8 (v20): B=64/2K/GQA 32/8 60.6 -> 52.1 us, B=32/2K/MHA 109.4 -> 99.5; B=17-24/2K/GQA
+//    at 2 splits 25.0-29.1 -> 23.1-26.0 (decode_attention_num_splits).
+// At most one block per SM, pairs would halve a grid that already leaves SMs short: the
+// 16-bit heuristic leaves such grids unpaired (B=16/2K/GQA 27.4 -> 32.9 paired, v9), FP8
+// splits them to about two unpaired blocks per SM (B=16/2K at 2 splits 18.5 -> 19.4 paired,
+// B=1/16K at 32 14.2 -> 14.9; B=16/8K gains 56.8 -> 54.6; unsplit B=16/2K 23.1 -> 26.4).
 // The split count stays the one sized for the real grid (the workspace helpers do not
-// know the layout): the thresholds keep the paired grid large.
-constexpr int kPackMinBlocksPerSm = 8;
+// know the layout).
 inline bool decode_packs_head_pairs(const DecodeAttentionArgs& a) {
   const int knob = decode_dev_pack();  // dev: 0 never, 2 wherever legal, else the rule
   // A pair's query rows (both heads' groups) must fit one row tile: a second tile would
@@ -97,8 +99,7 @@ inline bool decode_packs_head_pairs(const DecodeAttentionArgs& a) {
   if (knob == 2) return true;
   if (device_cc_major() < 9) return false;
   const int64_t per_split = static_cast<int64_t>(a.batch) * a.num_kv_heads;  // blocks of one split
-  if (a.kv_fp8) return per_split > device_sm_count();
-  return a.num_q_heads == a.num_kv_heads && per_split * a.num_splits >= kPackMinBlocksPerSm * device_sm_count();
+  return per_split > device_sm_count();
 }
 
 // Attention kernel (+ merge when args.num_splits > 1) for one dtype, head dim and
