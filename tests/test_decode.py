@@ -788,9 +788,11 @@ for v in (0, 1, 2):  # CLO_DECODE_VARIANT: automatic, the cp.async kernel, the T
                      dtype=dt, what=f"variant {v} contiguous {j} window_left={wl}")
     # the knob really switches kernels (the TMA kernel runs on sm_90 only); automatic
     # (decode_tma_stages_for): at D = 96 the cp.async kernel for paged grids beyond one
-    # block per SM; at D = 64, 128 and 256 the TMA kernel for every grid
+    # block per SM; at D = 64, 128 and 256 the TMA kernel for every grid, 2 stages. D = 64
+    # here runs as head pairs (decode_packs_head_pairs: B * Hkv > SMs): the D = 128 kernel
+    # on half the grid (at most one block per SM: 3 stages).
     sms = torch.cuda.get_device_properties(0).multi_processor_count
-    for d, auto_tma in ((96, False), (128, True), (64, True), (256, True)):
+    for d, auto_tma, kd, stages in ((96, False, 96, 2), (128, True, 128, 2), (64, True, 128, 3), (256, True, 256, 2)):
         q, kc, vc, table, sl = paged_problem([100] * (sms // 4 + 1), 4, 2, d, 16, torch.float16, 5)
         fn = lambda: llm.paged_attention(q, kc, vc, table, sl, num_splits=1, check_indices=False)
         assert_close(fn(), paged_attention_reference(q, kc, vc, table, sl), dtype=torch.float16,
@@ -798,8 +800,8 @@ for v in (0, 1, 2):  # CLO_DECODE_VARIANT: automatic, the cp.async kernel, the T
         names = kernel_names(fn)
         assert ("tma_kernel" in names) == (sm90 and (v == 2 or (v == 0 and auto_tma))), \
             f"variant {v}, D={d}, {4 * (sms // 4 + 1)} blocks: {names[:300]}"
-        if v == 0 and auto_tma and sm90:  # 2 stages beyond one block per SM
-            assert re.search(rf"tma_kernel<[^<>,]+, (\(int\))?{d}, (\(int\))?2, ", names), \
+        if v == 0 and auto_tma and sm90:
+            assert re.search(rf"tma_kernel<[^<>,]+, (\(int\))?{kd}, (\(int\))?{stages}, ", names), \
                 f"D={d} medium grid: {names[:300]}"
     # D = 128 grids of >= 12 blocks per SM: automatic takes the TMA kernel with 2 stages on sm_90
     q, kc, vc, table, sl = paged_problem([40, 77, 3] * sms + [129] * 4, 4, 2, 128, 16, torch.float16, 6)
