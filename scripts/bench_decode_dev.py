@@ -330,6 +330,16 @@ def mid_grid_sweep(iters, copy_bw):
                          f"mid paged D=64 MHA B={B} N=2048", peer="sdpa-cudnn")
 
 
+def long_context_split_sweep(iters, copy_bw):
+    """16-bit D=128 paged GQA 32/8 grids of about one block per SM at long contexts
+    (B=16: 128 blocks unsplit): forced split counts under the automatic kernel and TMA 2 /
+    3 stages, cuDNN first (graph replays, cold L2)."""
+    variants = {label: SWEEP_VARIANTS[label] for label in ("auto", "tma2", "tma3")}
+    for B, N, splits in ((16, 16384, (1, 2, 3, 4)), (16, 8192, (1, 2, 4)), (16, 4096, (1, 2)), (8, 16384, (2, 4))):
+        _split_sweep_row(cd.paged_case(B, N, 8, torch.float16), splits, variants, iters, copy_bw,
+                         f"long paged D=128 B={B} N={N} Hkv=8", peer="sdpa-cudnn")
+
+
 def d64_gqa_pairs_sweep(iters, copy_bw):
     """16-bit paged D=64 GQA 32/8 beyond one block per SM: unpaired (the D=64 TMA kernel)
     against head pairs on the D=128 kernels (TMA 2 / 3 stages, cp.async), cuDNN first
@@ -447,6 +457,7 @@ SWEEPS = {
     "mid-grids": (mid_grid_sweep, "16-bit grids beyond one block per SM: splits x kernels, D=64 MHA pairs, cuDNN"),
     "d64-gqa-pairs": (d64_gqa_pairs_sweep, "16-bit D=64 GQA 32/8 beyond one block per SM: head pairs x kernels"),
     "d64-pairs-boundary": (d64_pairs_boundary_sweep, "16-bit D=64 at 1-8 blocks per SM: head pairs x splits"),
+    "long-splits": (long_context_split_sweep, "16-bit D=128 GQA at one block per SM, long contexts: split counts"),
     "fp8-splits": (fp8_split_sweep, "FP8 caches: forced split counts on small and medium grids"),
     "fp8-pack-splits": (fp8_pack_split_sweep, "FP8 small grids: split counts with and without head pairs"),
     "fp8-boundary": (fp8_boundary_sweep, "FP8 D=64 grids of one to two blocks per SM: splits and pairs"),
