@@ -340,6 +340,16 @@ def long_context_split_sweep(iters, copy_bw):
                          f"long paged D=128 B={B} N={N} Hkv=8", peer="sdpa-cudnn")
 
 
+def short_context_split_sweep(iters, copy_bw):
+    """B=1 at short contexts (the heuristic caps splits at one per 256 keys): forced split
+    counts, automatic kernel, cuDNN first (graph replays, cold L2)."""
+    auto = {"auto": SWEEP_VARIANTS["auto"]}
+    for N, Hkv, splits in ((512, 8, (1, 2, 4, 8)), (1024, 8, (2, 4, 8, 16)), (2048, 8, (4, 8, 16, 32)),
+                           (1024, 32, (1, 2, 4, 8))):
+        _split_sweep_row(cd.paged_case(1, N, Hkv, torch.float16), splits, auto, iters, copy_bw,
+                         f"short paged D=128 B=1 N={N} Hkv={Hkv}", peer="sdpa-cudnn")
+
+
 def d64_gqa_pairs_sweep(iters, copy_bw):
     """16-bit paged D=64 GQA 32/8 beyond one block per SM: unpaired (the D=64 TMA kernel)
     against head pairs on the D=128 kernels (TMA 2 / 3 stages, cp.async), cuDNN first
@@ -458,6 +468,7 @@ SWEEPS = {
     "d64-gqa-pairs": (d64_gqa_pairs_sweep, "16-bit D=64 GQA 32/8 beyond one block per SM: head pairs x kernels"),
     "d64-pairs-boundary": (d64_pairs_boundary_sweep, "16-bit D=64 at 1-8 blocks per SM: head pairs x splits"),
     "long-splits": (long_context_split_sweep, "16-bit D=128 GQA at one block per SM, long contexts: split counts"),
+    "short-splits": (short_context_split_sweep, "B=1 at short contexts: split counts"),
     "fp8-splits": (fp8_split_sweep, "FP8 caches: forced split counts on small and medium grids"),
     "fp8-pack-splits": (fp8_pack_split_sweep, "FP8 small grids: split counts with and without head pairs"),
     "fp8-boundary": (fp8_boundary_sweep, "FP8 D=64 grids of one to two blocks per SM: splits and pairs"),
