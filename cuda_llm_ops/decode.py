@@ -357,7 +357,7 @@ def decode_num_splits(batch: int, num_kv_heads: int, rows_per_kv_head: int, max_
     With `base = batch * num_kv_heads * ceil(rows_per_kv_head / 16)` thread blocks
     per split (`rows_per_kv_head` = (Hq / Hkv) * Nq) and the device's SM count:
     - base < SMs / 2 (small grids, e.g. B=1): `SMs // base` splits, about one block
-      per SM, but no split shorter than 256 keys of `max_kv_len` and at most 128
+      per SM, but no split shorter than 128 keys of `max_kv_len` and at most 128
       (H100, B=1, Hkv=8, 16K keys: 16 splits);
     - base >= 12 blocks per SM and `max_kv_len >= 4096` on the cp.async kernel (below
       sm_90, or head_dim 96): 2 (e.g. B=64, N=4096, MHA); the TMA kernel that takes

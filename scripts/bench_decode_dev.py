@@ -348,6 +348,9 @@ def short_context_split_sweep(iters, copy_bw):
                            (1024, 32, (1, 2, 4, 8))):
         _split_sweep_row(cd.paged_case(1, N, Hkv, torch.float16), splits, auto, iters, copy_bw,
                          f"short paged D=128 B=1 N={N} Hkv={Hkv}", peer="sdpa-cudnn")
+    for N, D, splits in ((512, 128, (2, 4, 8)), (1024, 128, (4, 8, 16)), (1024, 64, (8, 16, 32))):
+        _fp8_sweep_row(1, N, 8, D, splits, auto, iters, copy_bw)
+        _fp8_sweep_row(1, N, 8, D, None, auto, iters, copy_bw, title=f"fp8 D={D} B=1 N={N} Hkv=8 heuristic")
 
 
 def d64_gqa_pairs_sweep(iters, copy_bw):

@@ -1336,7 +1336,7 @@ def test_fp8_split_heuristic():
     """FP8 caches at head_dim > 64 split as 16-bit ones (one block per SM), except that
     large grids of long sequences never take 2 splits; at head_dim <= 64 grids up to one
     block per SM split to about two blocks per SM (rounded to nearest), grids of one to
-    1.6 blocks per SM take 2 (at most 128 splits, none under 256 keys)."""
+    1.6 blocks per SM take 2 (at most 128 splits, none under 128 keys)."""
     require_op("paged_attention")
     f8, f16 = torch.float8_e4m3fn, torch.float16
     sms = torch.cuda.get_device_properties(0).multi_processor_count
@@ -1349,7 +1349,7 @@ def test_fp8_split_heuristic():
                          (sms // 8 + 1, 8, 4096, 64), (2 * sms, 8, 4096, 64), (sms // 5, 8, 300, 64)):
         base = b * hkv
         want = (2 * sms + base // 2) // base if base <= sms else (2 if 5 * base < 8 * sms else 1)
-        want = max(1, min(want, -(-n // 256), 128))
+        want = max(1, min(want, -(-n // 128), 128))
         assert llm.decode_num_splits(b, hkv, 4, n, d, f8) == want, (b, hkv, n, d)
 
 

@@ -29,9 +29,11 @@ constexpr int decode_kernel_head_dim(int d) {
 // of one KV head times the query positions, up to 16 rows per block.
 constexpr int kRowsPerBlock = 16;
 // Keys per pipeline stage (16 per warp, 4 warps) and the smallest split the
-// heuristic makes (shorter splits spend more time filling the pipeline than streaming).
+// heuristic makes (shorter splits spend more time filling the pipeline and merging than
+// streaming). 128 (two tiles), NOTES.md v23: B=1/GQA 32:8 N=512 8.1 -> 6.5 us at 4 splits,
+// N=1024 8.4 -> 7.2 at 8 (one-tile splits: 6.3, 7.5; N=2048 8.8 at 8, 8.7 at 16).
 constexpr int kTileTokens = 64;
-constexpr int kMinTokensPerSplit = 256;
+constexpr int kMinTokensPerSplit = 128;
 constexpr int kMaxSplits = 128;
 // Grids of at least this many blocks per SM with sequences of at least this many
 // keys split in 2 (measured, see decode_attention_num_splits).
