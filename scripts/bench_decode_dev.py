@@ -204,7 +204,7 @@ def compare_variants(iters, copy_bw, variants=BENCH_VARIANTS, cases=ISSUE_VARIAN
             sdpa[impl.name[5:]] = benchmark(fn, warmup=3, iterations=iters, cold_l2=True).median_ms
             del out
         if contiguous:
-            k, v = inp.setdefault("_contig", cd.contiguous_kv(inp))
+            k, v = cd.contiguous_kv(inp)
             q4 = q.unsqueeze(2)
         h = llm.decode_num_splits(B, Hkv, Hq // Hkv, N, D, dtype)
         kind = "MHA" if Hkv == Hq else f"GQA{Hq}/{Hkv}"
@@ -255,7 +255,7 @@ def _graph_split_ms(sets, ns, iters, cache_suffix="", contiguous=False, **kwargs
         q, kc, vc = inp["q"], inp["k_cache" + cache_suffix], inp["v_cache" + cache_suffix]
         bt, sl = inp["block_tables"], inp["seq_lens"]
         if contiguous:  # the same keys as [B, Hkv, N, D] through decode_attention
-            k, v = inp.setdefault("_contig", cd.contiguous_kv(inp))
+            k, v = cd.contiguous_kv(inp)
             q4, (B, Hkv, N, D) = q.unsqueeze(2), k.shape
             out, ws = torch.empty_like(q4), decode_workspace(B, q.shape[1], Hkv, D, N, q.dtype, num_splits=ns)
             fns.append(lambda q4=q4, k=k, v=v, out=out, ws=ws: decode_attention(
@@ -273,10 +273,15 @@ def _split_sweep_row(case, splits, variants, iters, copy_bw, title, cache_suffix
     (`_graph_split_ms`), us and % of the copy rate; first the impl named `peer` (say
     "sdpa-cudnn", on its own contiguous copy of the same keys) timed the same way."""
     from cuda_llm_ops.timing import rotation_count
+    if contiguous and cache_suffix:
+        raise ValueError(f"contiguous rows read the 16-bit cache only (cache_suffix={cache_suffix!r})")
     sets = [case.make_inputs() for _ in range(rotation_count(case.bytes))]
     parts = []
-    if peer is not None:
-        impl = next(i for i in case.impls if i.name == peer)
+    impl = next((i for i in case.impls if i.name == peer), None) if peer is not None else None
+    why = impl.unavailable(sets[0]) if impl is not None and impl.unavailable else None
+    if peer is not None and (impl is None or why):
+        parts.append(f"{peer} unavailable ({why or 'no such impl'})")
+    elif impl is not None:
         fns = [impl.build(inp) for inp in sets]
         t = benchmark(None, warmup=3, iterations=iters, cold_l2=True, cuda_graph=True, fn_sets=fns).median_ms
         parts.append(f"{peer} {t * 1e3:.1f}us {100 * case.bytes / (t * 1e-3) / 1e12 / copy_bw:.1f}%")
@@ -315,15 +320,29 @@ def graph_knob_sweep(iters, copy_bw, dtype=torch.float16):
         _split_sweep_row(case, splits, variants, iters, copy_bw, f"graph B={B} N={N} Hkv={Hkv}")
 
 
+# --mid-grids, the rows of NOTES.md v23 in three groups (paged unless marked contiguous):
+# (B, N, Hkv, D, dtype, contiguous, split counts, variant labels)
+_ALL5, _ONE4, _SEAM = ("auto", "cp", "tma2", "tma3", "tma4"), ("auto", "cp", "tma2", "tma3"), ("auto", "tma3", "cp")
+MID_GRID_ROWS = (
+    [(64, 1024, 8, 128, torch.float16, False, (1, 2, 3), _ALL5), (16, 1024, 32, 128, torch.float16, False, (1, 2, 3), _ALL5),
+     (32, 2048, 8, 128, torch.float16, False, (1, 2), _ALL5), (64, 4096, 8, 128, torch.float16, False, (1, 2), _ALL5),
+     (16, 4096, 32, 128, torch.float16, False, (1, 2), _ALL5)]
+    + [(B, N, Hkv, 128, torch.float16, False, (1,), _ONE4) for B, N, Hkv in ((48, 1024, 8), (8, 2048, 32))]
+    + [(64, 2048, 8, 96, torch.float16, False, (1,), _ONE4), (16, 2048, 32, 96, torch.float16, False, (1,), _ONE4),
+       (64, 1024, 8, 128, torch.bfloat16, False, (1,), _ONE4)]
+    + [(B, N, Hkv, 128, torch.float16, True, (1,), _ONE4) for B, N, Hkv in ((64, 1024, 8), (16, 1024, 32), (32, 2048, 8))]
+    + [(B, N, 8, 128, torch.float16, False, (1, 2, 3), _SEAM) for B, N in ((17, 1024), (20, 1024), (24, 2048), (28, 1024))])
+
+
 def mid_grid_sweep(iters, copy_bw):
     """16-bit grids beyond one block per SM (graph replays, cold L2, cuDNN on contiguous
-    keys first): paged D=128 GQA 32/8 grids of 1-2 blocks per SM at forced split counts
-    under the automatic kernel (TMA, 2 stages) and TMA 3 / cp.async; then paged D=64 MHA
-    head pairs (the D=128 kernels) under each kernel and unpaired."""
-    variants = {label: SWEEP_VARIANTS[label] for label in ("auto", "tma3", "cp")}
-    for B, N in ((17, 1024), (20, 1024), (24, 2048), (28, 1024)):
-        _split_sweep_row(cd.paged_case(B, N, 8, torch.float16), (1, 2, 3), variants, iters, copy_bw,
-                         f"mid paged D=128 B={B} N={N} Hkv=8", peer="sdpa-cudnn")
+    keys first in each row): MID_GRID_ROWS at forced split counts under the automatic kernel,
+    the cp.async kernel and the TMA kernel at each depth; then paged D=64 MHA head pairs
+    (the D=128 kernels) on the automatic kernel, on cp.async, and unpaired."""
+    for B, N, Hkv, D, dt, contiguous, splits, labels in MID_GRID_ROWS:
+        _split_sweep_row(cd.paged_case(B, N, Hkv, dt, D=D), splits, {lb: SWEEP_VARIANTS[lb] for lb in labels}, iters,
+                         copy_bw, f"mid {'contig' if contiguous else 'paged'} {str(dt)[6:]} D={D} B={B} N={N} Hkv={Hkv}",
+                         peer="sdpa-cudnn", contiguous=contiguous)
     pack = {"auto": {}, "pairs-cp": {"CLO_DECODE_VARIANT": "1"}, "single": {"CLO_DECODE_PACK": "0"}}
     for B in (32, 64, 128):
         _split_sweep_row(cd.paged_case(B, 2048, 32, torch.float16, D=64), (1,), pack, iters, copy_bw,
@@ -341,7 +360,8 @@ def long_context_split_sweep(iters, copy_bw):
 
 
 def short_context_split_sweep(iters, copy_bw):
-    """B=1 at short contexts (the heuristic caps splits at one per 256 keys): forced split
+    """B=1 at short contexts (the heuristic: no split under 128 keys since 70fe045, 256
+    before): forced split
     counts, automatic kernel, cuDNN first (graph replays, cold L2)."""
     auto = {"auto": SWEEP_VARIANTS["auto"]}
     for N, Hkv, splits in ((512, 8, (1, 2, 4, 8)), (1024, 8, (2, 4, 8, 16)), (2048, 8, (4, 8, 16, 32)),

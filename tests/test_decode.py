@@ -593,7 +593,7 @@ def test_cuda_graph_runner_buckets():
     with pytest.raises(ValueError, match=r"larger than the largest captured bucket"):
         runner(*batch(9))
     # one workspace for every bucket: sized at the largest batch (128: one pass per
-    # sequence), it still holds the 4 splits the heuristic gives a single 1K-key sequence
+    # sequence), it still holds the splits the heuristic gives a single 1K-key sequence
     max_blocks = 64
     q128 = batch(128)[0]
     table128 = torch.zeros(128, max_blocks, device="cuda", dtype=torch.int32)
@@ -803,7 +803,30 @@ for v in (0, 1, 2):  # CLO_DECODE_VARIANT: automatic, the cp.async kernel, the T
         if v == 0 and auto_tma and sm90:
             assert re.search(rf"tma_kernel<[^<>,]+, (\(int\))?{kd}, (\(int\))?{stages}, ", names), \
                 f"D={d} medium grid: {names[:300]}"
-    # D = 128 grids of >= 12 blocks per SM: automatic takes the TMA kernel with 2 stages on sm_90
+    # the same D = 64 grid unpaired (CLO_DECODE_PACK=0): its own TMA kernel, 2 stages
+    os.environ["CLO_DECODE_PACK"] = "0"
+    q, kc, vc, table, sl = paged_problem([100] * (sms // 4 + 1), 4, 2, 64, 16, torch.float16, 5)
+    fn = lambda: llm.paged_attention(q, kc, vc, table, sl, num_splits=1, check_indices=False)
+    assert_close(fn(), paged_attention_reference(q, kc, vc, table, sl), dtype=torch.float16,
+                 what=f"variant {v} medium grid D=64 unpaired")
+    if v == 0 and sm90:
+        assert re.search(r"tma_kernel<[^<>,]+, (\(int\))?64, (\(int\))?2, ", kernel_names(fn)), kernel_names(fn)[:300]
+    os.environ["CLO_DECODE_PACK"] = "1"
+    # contiguous D = 128 beyond one block per SM: the TMA kernel (2 stages) too; on at
+    # most one block per SM the cp.async kernel
+    g = torch.Generator(device="cuda").manual_seed(77)
+    for b, auto_tma in ((sms // 4 + 1, True), (sms // 8, False)):
+        q = torch.randn(b, 8, 1, 128, device="cuda", generator=g).half()
+        k = torch.randn(b, 4, 300, 128, device="cuda", generator=g).half()
+        vv = torch.randn(b, 4, 300, 128, device="cuda", generator=g).half()
+        fn = lambda: llm.decode_attention(q, k, vv, num_splits=1)
+        assert_close(fn(), attention_reference(q, k, vv), dtype=torch.float16, what=f"variant {v} contiguous B={b}")
+        names = kernel_names(fn)
+        assert ("tma_kernel" in names) == (sm90 and (v == 2 or (v == 0 and auto_tma))), \
+            f"variant {v}, contiguous D=128, {4 * b} blocks: {names[:300]}"
+        if v == 0 and auto_tma and sm90:
+            assert re.search(r"tma_kernel<[^<>,]+, (\(int\))?128, (\(int\))?2, ", names), names[:300]
+    # a large D = 128 grid (12+ blocks per SM): the TMA kernel on sm_90 as well
     q, kc, vc, table, sl = paged_problem([40, 77, 3] * sms + [129] * 4, 4, 2, 128, 16, torch.float16, 6)
     fn = lambda: llm.paged_attention(q, kc, vc, table, sl, check_indices=False)
     assert_close(fn(), paged_attention_reference(q, kc, vc, table, sl), dtype=torch.float16,
@@ -859,9 +882,9 @@ for v in (0, 1, 2):  # CLO_DECODE_VARIANT: automatic, the cp.async kernel, the T
         for ns in (1, 2):
             out = llm.decode_attention(qq, k_, v_, num_splits=ns)
             assert_close(out, ref, dtype=torch.float16, what=f"variant 2 narrowed contiguous splits={ns}")
-    # head pairs (decode_packs_head_pairs): paged D = 64 MHA as the D = 128 kernels over pairs
-    # of adjacent KV heads; forced (CLO_DECODE_PACK=2) on ragged batches with splits
-    # (half-width partials), then the automatic rule on a grid of >= 8 blocks per SM
+    # head pairs (decode_packs_head_pairs): paged D = 64 as the D = 128 kernels over pairs
+    # of adjacent KV heads; forced (CLO_DECODE_PACK=2) on ragged MHA batches with splits
+    # (half-width partials), then the automatic rule (one split of more blocks than SMs)
     d128 = r"kernel<[^<>,]+, (\(int\))?128, "
     os.environ["CLO_DECODE_PACK"] = "2"
     for i, (lens, hkv, bs, dt, splits) in enumerate(
@@ -927,6 +950,12 @@ for v in (0, 1, 2):  # CLO_DECODE_VARIANT: automatic, the cp.async kernel, the T
     # (FP8: unsplit, or 2 splits just above one block per SM); grids of at most one block
     # per SM (16-bit: unsplit; FP8: split to about two) do not pair
     os.environ["CLO_DECODE_PACK"] = "1"
+    # MHA at most one block per SM, split (2 sequences x 32 KV heads): not paired
+    q, kc, vc, table, sl = paged_problem([3000, 700], 32, 1, 64, 16, torch.float16, 3400)
+    fn = lambda: llm.paged_attention(q, kc, vc, table, sl, check_indices=False)
+    assert_close(fn(), paged_attention_reference(q, kc, vc, table, sl), dtype=torch.float16,
+                 what=f"variant {v} automatic MHA small grid")
+    assert not re.search(d128, kernel_names(fn)), f"MHA B=2: {kernel_names(fn)[:300]}"
     for lens, fp8, paired in (([300, 1, 1100, 64] * (sms // 16 + 1), True, sm90),
                               ([300, 1, 1100, 64] * (sms // 16 + 1), False, sm90),
                               ([300, 1, 1100, 64] * (sms // 32), False, False),
@@ -1330,6 +1359,20 @@ def test_opcheck_paged_attention_fp8():
     torch.library.opcheck(torch.ops.cuda_llm_ops.paged_attention.default,
                           (torch.empty_like(q), q, kc, vc, table, seq_lens, 0.125, 3, None, -1, 0.0, None, 0.05, 0.2),
                           test_utils=("test_autograd_registration", "test_faketensor", "test_aot_dispatch_dynamic"))
+
+
+def test_split_heuristic_small_grids():
+    """Grids under half the SMs split to about one block per SM, no split under 128 keys of
+    the table's capacity, at most 128 splits (16-bit caches at head dims 64-256)."""
+    require_op("paged_attention")
+    sms = torch.cuda.get_device_properties(0).multi_processor_count
+    for b, hkv, group, n in ((1, 8, 4, 100), (1, 8, 4, 512), (1, 8, 4, 1024), (1, 8, 4, 2048), (1, 8, 4, 16384),
+                             (1, 32, 1, 1024), (2, 8, 4, 4096), (1, 1, 8, 10 ** 6), (1, 8, 32, 8192)):
+        base = b * hkv * -(-group // 16)
+        want = max(1, min(sms // base, -(-n // 128), 128))
+        for d in (64, 128, 256):
+            for dt in (torch.float16, torch.bfloat16):
+                assert llm.decode_num_splits(b, hkv, group, n, d, dt) == want, (b, hkv, group, n, d, dt)
 
 
 def test_fp8_split_heuristic():

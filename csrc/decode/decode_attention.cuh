@@ -1239,7 +1239,7 @@ cudaError_t run_decode_attention(const DecodeAttentionArgs& a, cudaStream_t stre
     p.partial_state = reinterpret_cast<float2*>(a.workspace + a.num_splits * p.total_rows * head_cols);
     p.split_counters = reinterpret_cast<int*>(a.workspace + (a.workspace_floats - slots));
   }
-  // Kernel choice: decode_tma_stages_for (decode_internal.h, NOTES.md v8). Tensor maps
+  // Kernel choice: decode_tma_stages_for (decode_internal.h, NOTES.md v8, v23). Tensor maps
   // are encoded here, per call (a captured graph keeps them, as every kernel argument).
   const bool sm90 = device_cc_major() >= 9;
   const bool pdl = sm90 && decode_dev_pdl();

@@ -1,4 +1,4 @@
-// Decode attention kernel on sm_90 (where it runs: decode_tma_stages_for, NOTES.md v8):
+// Decode attention kernel on sm_90 (where it runs: decode_tma_stages_for, NOTES.md v8, v23):
 // warp-specialised,
 // K/V tiles fetched by the TMA unit as tensor-map boxes of min(block_size, 64) keys
 // (64 for the strided layout).

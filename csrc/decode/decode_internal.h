@@ -42,7 +42,7 @@ void decode_dev_set_stamps(unsigned long long* p);
 // (NOTES.md v4); the TMA kernel at D = 128 runs 3 rather than 2 on small grids (v7).
 constexpr int decode_pipeline_stages(int head_dim) { return head_dim <= 64 ? 4 : (head_dim <= 128 ? 3 : 2); }
 
-// Kernel choice (NOTES.md, "Kernel choice", v8): the TMA kernel's pipeline depth for a
+// Kernel choice (NOTES.md, "Kernel choice", v8, v23): the TMA kernel's pipeline depth for a
 // grid of `blocks` thread blocks, or 0 for the cp.async kernel. Where the TMA kernel runs
 // is measured per head dim (H100, same-call sweeps):
 //  - D = 64 and 256: every grid; 2 stages beyond one block per SM (D = 64: 3.9 and 15.5
