@@ -75,8 +75,9 @@ runs the head_dim-128 kernels over pairs of adjacent KV heads (a token's two hea
 are one row twice as wide: 16-bit 3-10% faster at N=2048, B=20-128 GQA 32/8 and B=5-32
 MHA; FP8 3-14%). Dev knobs (benchmarks only), set in the environment before the
 process's first decode call and then read on every call: `CLO_DECODE_VARIANT` 0
-automatic, 1 the cp.async kernel, 2 the TMA kernel where it can run; `CLO_DECODE_TMA_STAGES` the TMA kernel's pipeline depth (0 automatic,
-2-4 where it fits in shared memory); `CLO_DECODE_PACK` 0 never pairs KV heads, 2 pairs
+automatic, 1 the cp.async kernel, 2 the TMA kernel where it can run;
+`CLO_DECODE_TMA_STAGES` the TMA kernel's pipeline depth (0 automatic, 2-4 where it fits
+in shared memory); `CLO_DECODE_PACK` 0 never pairs KV heads, 2 pairs
 them wherever legal (head_dim 64, an even number of KV heads, one new token, at most 8
 query heads per KV head). Unset, the choice is automatic and the environment is never read.
 """

@@ -946,16 +946,16 @@ for v in (0, 1, 2):  # CLO_DECODE_VARIANT: automatic, the cp.async kernel, the T
         assert_close(fn(), paged_attention_reference(q, kc, vc, table, sl), dtype=torch.float16,
                      what=f"variant {v} large D=64 MHA grid, pack knob {knob}")
         assert bool(re.search(d128, kernel_names(fn))) == paired, f"pack {knob}: {kernel_names(fn)[:300]}"
-    # automatic, GQA 32/8: both cache types pair where one split has more blocks than SMs
-    # (FP8: unsplit, or 2 splits just above one block per SM); grids of at most one block
-    # per SM (16-bit: unsplit; FP8: split to about two) do not pair
+    # automatic, MHA at most one block per SM, split (2 sequences x 32 KV heads): not paired
     os.environ["CLO_DECODE_PACK"] = "1"
-    # MHA at most one block per SM, split (2 sequences x 32 KV heads): not paired
     q, kc, vc, table, sl = paged_problem([3000, 700], 32, 1, 64, 16, torch.float16, 3400)
     fn = lambda: llm.paged_attention(q, kc, vc, table, sl, check_indices=False)
     assert_close(fn(), paged_attention_reference(q, kc, vc, table, sl), dtype=torch.float16,
                  what=f"variant {v} automatic MHA small grid")
     assert not re.search(d128, kernel_names(fn)), f"MHA B=2: {kernel_names(fn)[:300]}"
+    # automatic, GQA 32/8: both cache types pair where one split has more blocks than SMs
+    # (FP8: unsplit, or 2 splits just above one block per SM); grids of at most one block
+    # per SM (16-bit: unsplit; FP8: split to about two) do not pair
     for lens, fp8, paired in (([300, 1, 1100, 64] * (sms // 16 + 1), True, sm90),
                               ([300, 1, 1100, 64] * (sms // 16 + 1), False, sm90),
                               ([300, 1, 1100, 64] * (sms // 32), False, False),

@@ -65,9 +65,8 @@ inline int decode_tma_stages_for(int head_dim, bool paged, int64_t blocks, int64
   if (device_cc_major() < 9) return 0;
   const bool small_grid = blocks <= sms;
   if (fp8) return small_grid ? 4 : 3;
-  if (head_dim == 64 || head_dim == 256) return small_grid ? decode_pipeline_stages(head_dim) : 2;
-  if (small_grid) return paged ? decode_pipeline_stages(head_dim) : 0;
-  return head_dim == 128 ? 2 : 0;
+  if (small_grid) return paged || head_dim == 64 || head_dim == 256 ? decode_pipeline_stages(head_dim) : 0;
+  return head_dim == 96 ? 0 : 2;  // beyond one block per SM
 }
 
 // Head pairs (NOTES.md v9, v20, v23): a paged cache with D = 64 and an even number of KV
