@@ -397,6 +397,29 @@ def d64_pairs_boundary_sweep(iters, copy_bw):
                          f"d64 paged Hkv={Hkv} B={B} N=2048", peer="sdpa-cudnn")
 
 
+# --d96: (B, N, Hkv, D, contiguous) rows, 1 split (B=1: 16)
+D96_ROWS = ([(B, 2048, 8, 96, False) for B in (16, 17, 20, 24, 28, 32, 48, 64, 128)]
+            + [(B, 2048, 32, 96, False) for B in (5, 8, 16, 32)]
+            + [(64, 8192, 8, 96, False), (64, 4096, 32, 96, False), (1, 16384, 8, 96, False), (64, 2048, 8, 96, True),
+               (16, 2048, 32, 96, True), (64, 2048, 8, 80, False)])
+
+
+def d96_sweep(iters, copy_bw):
+    """16-bit D=96 (and D=80 on its kernels) from one block per SM to large grids (v24):
+    the automatic choice; unpaired on the cp.async kernel and the TMA kernel at 2 / 3
+    stages; head pairs (the D=256 kernels over 192-column rows, paged only) on TMA 2 / 3;
+    cuDNN first (graph replays, cold L2)."""
+    single = {"CLO_DECODE_PACK": "0"}
+    variants = {"auto": {}, "cp": {**single, **SWEEP_VARIANTS["cp"]}, "tma2": {**single, **SWEEP_VARIANTS["tma2"]},
+                "tma3": {**single, **SWEEP_VARIANTS["tma3"]},
+                "pairs-tma2": {"CLO_DECODE_PACK": "2", **SWEEP_VARIANTS["tma2"]},
+                "pairs-tma3": {"CLO_DECODE_PACK": "2", **SWEEP_VARIANTS["tma3"]}}
+    for B, N, Hkv, D, contiguous in D96_ROWS:
+        _split_sweep_row(cd.paged_case(B, N, Hkv, torch.float16, D=D), (1,) if B > 1 else (16,), variants, iters,
+                         copy_bw, f"{'contig' if contiguous else 'paged'} D={D} B={B} N={N} Hkv={Hkv}",
+                         peer="sdpa-cudnn", contiguous=contiguous)
+
+
 def fp8_split_sweep(iters, copy_bw):
     """FP8 caches: forced split counts on small and medium grids (graph replays over
     rotated inputs, cold L2, as llm-speed bench times them); % of the copy rate on the
@@ -492,6 +515,7 @@ SWEEPS = {
     "d64-pairs-boundary": (d64_pairs_boundary_sweep, "16-bit D=64 at 1-8 blocks per SM: head pairs x splits"),
     "long-splits": (long_context_split_sweep, "16-bit D=128 GQA at one block per SM, long contexts: split counts"),
     "short-splits": (short_context_split_sweep, "B=1 at short contexts: split counts"),
+    "d96": (d96_sweep, "16-bit D=96 / 80: unpaired kernels vs head pairs, paged and contiguous"),
     "fp8-splits": (fp8_split_sweep, "FP8 caches: forced split counts on small and medium grids"),
     "fp8-pack-splits": (fp8_pack_split_sweep, "FP8 small grids: split counts with and without head pairs"),
     "fp8-boundary": (fp8_boundary_sweep, "FP8 D=64 grids of one to two blocks per SM: splits and pairs"),

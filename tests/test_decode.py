@@ -787,12 +787,13 @@ for v in (0, 1, 2):  # CLO_DECODE_VARIANT: automatic, the cp.async kernel, the T
         assert_close(out, attention_reference(q, k, vv, is_causal=causal, window_left=wl, logits_soft_cap=8.0),
                      dtype=dt, what=f"variant {v} contiguous {j} window_left={wl}")
     # the knob really switches kernels (the TMA kernel runs on sm_90 only); automatic
-    # (decode_tma_stages_for): at D = 96 the cp.async kernel for paged grids beyond one
-    # block per SM; at D = 64, 128 and 256 the TMA kernel for every grid, 2 stages. D = 64
+    # (decode_tma_stages_for): on paged grids just beyond one block per SM the TMA kernel,
+    # 2 stages, at every head dim; D = 80 (on the D = 96 kernel) the cp.async kernel. D = 64
     # here runs as head pairs (decode_packs_head_pairs: B * Hkv > SMs): the D = 128 kernel
     # on half the grid (at most one block per SM: 3 stages).
     sms = torch.cuda.get_device_properties(0).multi_processor_count
-    for d, auto_tma, kd, stages in ((96, False, 96, 2), (128, True, 128, 2), (64, True, 128, 3), (256, True, 256, 2)):
+    for d, auto_tma, kd, stages in ((96, True, 96, 2), (80, False, 96, 0), (128, True, 128, 2), (64, True, 128, 3),
+                                    (256, True, 256, 2)):
         q, kc, vc, table, sl = paged_problem([100] * (sms // 4 + 1), 4, 2, d, 16, torch.float16, 5)
         fn = lambda: llm.paged_attention(q, kc, vc, table, sl, num_splits=1, check_indices=False)
         assert_close(fn(), paged_attention_reference(q, kc, vc, table, sl), dtype=torch.float16,
@@ -803,6 +804,18 @@ for v in (0, 1, 2):  # CLO_DECODE_VARIANT: automatic, the cp.async kernel, the T
         if v == 0 and auto_tma and sm90:
             assert re.search(rf"tma_kernel<[^<>,]+, (\(int\))?{kd}, (\(int\))?{stages}, ", names), \
                 f"D={d} medium grid: {names[:300]}"
+    # D = 96 beyond 1.5 blocks per SM: head pairs on the D = 256 kernel (3 stages) where the
+    # paired grid's last wave is at least 80% full (sms // 2 sequences x 4 KV heads: one
+    # wave of pairs); else unpaired, TMA 3 stages (3 * sms // 4 sequences: 1.5 waves of pairs)
+    for n, kd in ((sms // 2, 256), (3 * sms // 4, 96)):
+        q, kc, vc, table, sl = paged_problem([100, 37] * (n // 2) + [5] * (n % 2), 4, 2, 96, 16, torch.float16, 7)
+        fn = lambda: llm.paged_attention(q, kc, vc, table, sl, num_splits=1, check_indices=False)
+        assert_close(fn(), paged_attention_reference(q, kc, vc, table, sl), dtype=torch.float16,
+                     what=f"variant {v} D=96 grid of {4 * n} blocks")
+        if v == 0 and sm90:
+            names = kernel_names(fn)
+            assert re.search(rf"tma_kernel<[^<>,]+, (\(int\))?{kd}, (\(int\))?3, ", names), \
+                f"D=96, {4 * n} blocks: {names[:300]}"
     # the same D = 64 grid unpaired (CLO_DECODE_PACK=0): its own TMA kernel, 2 stages
     os.environ["CLO_DECODE_PACK"] = "0"
     q, kc, vc, table, sl = paged_problem([100] * (sms // 4 + 1), 4, 2, 64, 16, torch.float16, 5)
@@ -914,25 +927,33 @@ for v in (0, 1, 2):  # CLO_DECODE_VARIANT: automatic, the cp.async kernel, the T
             assert_close(fn(), ref, dtype=dt, what=f"variant {v} fp8 head pairs {i} lens={lens} splits={ns}")
         assert re.search(r"kernel<[^<>,]+, (\(int\))?128, [^<>]*__nv_fp8_e4m3>", kernel_names(fn)), \
             f"fp8 head pairs {i}: {kernel_names(fn)[:300]}"
-    # GQA pairs: both KV heads' query groups share the block's 16 rows (2 x group <= 16)
-    for i, (lens, hkv, group, bs, dt, fp8, splits) in enumerate(
-            [([1, 17, 64, 700], 2, 2, 16, torch.float16, False, (1, 3)),
-             ([2500, 1, 129, 0], 4, 4, 8, torch.bfloat16, True, (1, 2, 16)),
-             ([65, 300, 1000], 8, 8, 32, torch.float16, True, (0, 1, 5)),
-             ([65, 300], 2, 8, 16, torch.float16, False, (1, 2))]):
-        q, kc, vc, table, sl = paged_problem(lens, hkv, group, 64, bs, dt, 3400 + i)
+    # GQA pairs: both KV heads' query groups share the block's 16 rows (2 x group <= 16).
+    # 16-bit D = 96 pairs run the D = 256 kernels over 192-column rows (the tile's last 64
+    # columns unused; 96-wide partials), MHA and GQA
+    d256 = r"kernel<[^<>,]+, (\(int\))?256, "
+    for i, (lens, hkv, group, d, bs, dt, fp8, splits) in enumerate(
+            [([1, 17, 64, 700], 2, 2, 64, 16, torch.float16, False, (1, 3)),
+             ([2500, 1, 129, 0], 4, 4, 64, 8, torch.bfloat16, True, (1, 2, 16)),
+             ([65, 300, 1000], 8, 8, 64, 32, torch.float16, True, (0, 1, 5)),
+             ([65, 300], 2, 8, 64, 16, torch.float16, False, (1, 2)),
+             ([1, 15, 17, 63, 64, 65, 700], 2, 1, 96, 16, torch.float16, False, (0, 1, 3)),
+             ([2500, 1, 129, 0], 4, 4, 96, 8, torch.bfloat16, False, (1, 2, 16)),
+             ([65, 300, 1000], 8, 8, 96, 32, torch.float16, False, (0, 1, 5))]):
+        q, kc, vc, table, sl = paged_problem(lens, hkv, group, d, bs, dt, 3400 + i)
         sc = {"k_scale": 0.05, "v_scale": 0.07} if fp8 else {}
         if fp8:
             kc, vc = quantize_fp8_e4m3(kc, 0.05), quantize_fp8_e4m3(vc, 0.07)
         ref = paged_attention_reference(q, kc, vc, table, sl, **sc)
+        if not fp8:
+            poison_tail_(kc, vc, table, lens)
         for ns in splits:
             out = poison_(torch.empty_like(q))
             ws = llm.paged_attention_workspace(q, kc, table, num_splits=ns)
             fn = lambda: llm.paged_attention(q, kc, vc, table, sl, out=out, num_splits=ns, workspace=ws, **sc)
             fn()
-            assert_close(out, ref, dtype=dt, what=f"variant {v} GQA head pairs {i} group={group} splits={ns}")
+            assert_close(out, ref, dtype=dt, what=f"variant {v} GQA head pairs {i} D={d} group={group} splits={ns}")
             assert llm.decode.decode_workspace_counters_idle(ws), f"GQA pairs {i}: counters"
-        assert re.search(d128, kernel_names(fn)), f"GQA head pairs {i}: {kernel_names(fn)[:300]}"
+        assert re.search(d128 if d == 64 else d256, kernel_names(fn)), f"head pairs {i}: {kernel_names(fn)[:300]}"
     for hkv, group in ((3, 1), (2, 16)):  # odd KV heads; a pair's rows past one row tile: never paired
         q, kc, vc, table, sl = paged_problem([100, 200], hkv, group, 64, 16, torch.float16, 3100 + hkv)
         fn = lambda: llm.paged_attention(q, kc, vc, table, sl, num_splits=1, check_indices=False)
@@ -1011,9 +1032,10 @@ for v in (0, 1, 2):
         fp8_check(d, 4 if tma else stages, f"fp8 variant {v} D={d}", 5000 + d, tma)
 print("fp8 ok", flush=True)
 # A GPU with 99 KB of shared memory per block (sm_86/89/120), as the CLO_DECODE_SMEM_LIMIT
-# knob makes this one: D = 96/128 on the 2-stage cp.async kernel (3 stages need 100-101
-# KB; the TMA kernel does not fit either), D = 64 unchanged, D = 256 refused with a clear
-# error, and flash_attention keeps D = 256 decode shapes on its prefill kernel.
+# knob makes this one: D = 128 on the 2-stage cp.async kernel (3 stages need 101 KB; the
+# TMA kernel does not fit either), D = 96 (and 80 on it) at 3 stages on either kernel (76-78
+# KB with its 32-column tail plane), D = 64 unchanged, D = 256 refused with a clear error,
+# and flash_attention keeps D = 256 decode shapes on its prefill kernel.
 os.environ["CLO_DECODE_SMEM_LIMIT"] = str(99 * 1024)
 llm.decode._HEAD_DIM_FITS.clear()
 for v in (0, 1, 2):
@@ -1023,10 +1045,15 @@ for v in (0, 1, 2):
         fn = lambda: llm.paged_attention(q, kc, vc, table, sl, num_splits=3, check_indices=False)
         assert_close(fn(), paged_attention_reference(q, kc, vc, table, sl), dtype=torch.float16,
                      what=f"99 KB, variant {v}, D={d}")
-        if d > 64:  # D = 64 fits as before (4 stages, 67 KB; on sm_90 its TMA kernel, 69 KB)
-            names, kd = kernel_names(fn), llm.decode.decode_kernel_head_dim(d)
+        names, kd = kernel_names(fn), llm.decode.decode_kernel_head_dim(d)
+        if kd == 128:  # D = 64 fits as before (4 stages, 67 KB; on sm_90 its TMA kernel, 69 KB)
             assert "tma_kernel" not in names and re.search(rf"attention_kernel<[^<>,]+, (\(int\))?{kd}, (\(int\))?2, ",
                                                            names), f"99 KB, D={d}: {names[:300]}"
+        elif kd == 96:  # this small paged grid: the TMA kernel on sm_90 unless cp.async is forced
+            tma = v != 1 and sm90
+            assert ("tma_kernel" in names) == tma and re.search(
+                rf"{'tma_kernel' if tma else 'attention_kernel'}<[^<>,]+, (\(int\))?96, (\(int\))?3, ", names), \
+                f"99 KB, D={d}: {names[:300]}"
         qc = torch.randn(2, 8, 3, d, device="cuda").half()
         kk = torch.randn(2, 2, 900, d, device="cuda").half()
         assert_close(llm.flash_attention(qc, kk, kk, is_causal=True), attention_reference(qc, kk, kk, is_causal=True),

@@ -74,11 +74,12 @@ struct DecodeKernelParams {
   float* lse;       // nullptr, or [total_rows] log-sum-exp of each row's scores (natural log)
   bool causal;
   int64_t total_rows;  // B * Hq * Nq
-  // Head pairs (decode_packs_head_pairs, D = 128 only): 0, or the real query heads per KV
-  // head when this D-wide "head" is two adjacent D/2-wide KV heads. Query row r then
-  // belongs to real KV head (r / Nq) / pack_group of the pair: its q fills that half of
-  // the D columns (the other half zero, so its scores see only its own head's keys) and
-  // only that half of its output row is real. Partials are stored D/2 wide.
+  // Head pairs (decode_packs_head_pairs, D = 128 and 256 only): 0, or the real query heads
+  // per KV head when this row_cols-wide "head" is two adjacent row_cols/2-wide KV heads
+  // (64 on the D = 128 kernel, 96 on the D = 256 one). Query row r then belongs to real KV
+  // head (r / Nq) / pack_group of the pair: its q fills that half of the columns (the other
+  // half zero, so its scores see only its own head's keys) and only that half of its
+  // output row is real. Partials are stored row_cols/2 wide.
   int pack_group;
   // Columns of the K/V rows (and of q and out rows): D, or a narrower head dim run on
   // this kernel (decode_kernel_head_dim; a multiple of 8). The tile's columns past it
@@ -90,10 +91,16 @@ struct DecodeKernelParams {
   float v_scale;
 };
 
-// Columns of one real head row: row_cols, or D/2 for head pairs (also the partials' width).
+// The kernels that run head pairs (decode_packs_head_pairs).
+template <int D>
+constexpr bool decode_runs_head_pairs() {
+  return D == 128 || D == 256;
+}
+// Columns of one real head row: row_cols, or half of them for head pairs (also the
+// partials' width).
 template <int D>
 CLO_DEVICE int decode_head_cols(const DecodeKernelParams& p) {
-  if constexpr (D == 128) return p.pack_group > 0 ? D / 2 : p.row_cols;
+  if constexpr (decode_runs_head_pairs<D>()) return p.pack_group > 0 ? p.row_cols / 2 : p.row_cols;
   return p.row_cols;
 }
 // The column of row gr's own head that column d of the block's D-wide row is, or -1
@@ -101,10 +108,11 @@ CLO_DEVICE int decode_head_cols(const DecodeKernelParams& p) {
 // (nothing of row gr is loaded or stored there).
 template <int D>
 CLO_DEVICE int decode_own_col(const DecodeKernelParams& p, int gr, int d) {
-  if constexpr (D == 128) {
+  if constexpr (decode_runs_head_pairs<D>()) {
     if (p.pack_group > 0) {
-      const int col = d - ((gr / p.seq_len_q) / p.pack_group) * (D / 2);
-      return col >= 0 && col < D / 2 ? col : -1;
+      const int half = p.row_cols / 2;
+      const int col = d - ((gr / p.seq_len_q) / p.pack_group) * half;
+      return col >= 0 && col < half ? col : -1;
     }
   }
   return d < p.row_cols ? d : -1;
@@ -228,19 +236,40 @@ constexpr int decode_smem_stride() {
 // every 128-byte global request in two (ncu, B=64/4K/MHA: 2.15x the L2 requests and
 // 1.25x the sectors of a plain stream of the same bytes, 4-5% of the streaming rate).
 // The 8 rows of an ldmatrix (one logical chunk) still hit 8 distinct bank groups.
-// D = 96: the second plane is half used (its rows stay 128-byte lines).
+// A 16-bit D = 96 tile ends in a 32-column tail plane (64-byte lines, two rows per 128
+// bytes) with the TMA unit's 64-byte swizzle, chunk c of row r at c ^ ((r / 2) % 4): 8
+// consecutive rows still hit 8 distinct bank groups, and no smem column or TMA box column
+// lies past the row (v24: a 64-column plane half out of bounds made the D = 96 TMA kernel
+// 10-16% slower than cp.async; all-32-column planes, 1.5x the boxes, were still slower on
+// paged caches). FP8 D = 64 (32 16-bit columns) keeps one 64-column plane (v24: no faster
+// as a 32-column plane).
+// kCols: the tile's 16-bit columns (decode_stage_cols).
 constexpr int kPlaneCols = 64;
 constexpr int kPlaneElems = kTileTokens * kPlaneCols;
-template <int D>
-constexpr int decode_kv_planes() {
-  return (D + kPlaneCols - 1) / kPlaneCols;
+constexpr int kTailPlaneCols = 32;
+template <int kCols>
+constexpr bool decode_has_tail_plane() {
+  return kCols > kPlaneCols && kCols % kPlaneCols == kTailPlaneCols;
 }
-template <int D>
+// 64-column planes (the tail plane, if any, comes after them).
+template <int kCols>
+constexpr int decode_wide_planes() {
+  return decode_has_tail_plane<kCols>() ? kCols / kPlaneCols : (kCols + kPlaneCols - 1) / kPlaneCols;
+}
+template <int kCols>
+constexpr int decode_kv_planes() {
+  return decode_wide_planes<kCols>() + (decode_has_tail_plane<kCols>() ? 1 : 0);
+}
+template <int kCols>
 constexpr int decode_kv_tile_elems() {
-  return decode_kv_planes<D>() * kPlaneElems;
+  return decode_wide_planes<kCols>() * kPlaneElems + (decode_has_tail_plane<kCols>() ? kTileTokens * kTailPlaneCols : 0);
 }
 // Element offset of 16-byte chunk `chunk` (columns 8 * chunk ..) of key row `row` in a tile.
+template <int kCols>
 CLO_HOST_DEVICE constexpr int decode_kv_offset(int row, int chunk) {
+  constexpr int kWide = decode_wide_planes<kCols>();
+  if (decode_has_tail_plane<kCols>() && (chunk >> 3) == kWide)
+    return kWide * kPlaneElems + row * kTailPlaneCols + (((chunk & 3) ^ ((row >> 1) & 3)) << 3);
   return (chunk >> 3) * kPlaneElems + row * kPlaneCols + (((chunk & 7) ^ (row & 7)) << 3);
 }
 // The smem base is rounded up to this (TMA's 128-byte swizzle repeats every 1024 bytes
@@ -267,7 +296,7 @@ template <typename T, int D, typename KVT>
 constexpr int decode_stage_cols() {
   return D * static_cast<int>(sizeof(KVT)) / static_cast<int>(sizeof(T));
 }
-// Cache columns in one 128-byte plane line (the TMA kernel's box width): 64, or 128 e4m3.
+// Cache columns in one 64-column plane line (the TMA kernel's box width): 64, or 128 e4m3.
 template <typename T, typename KVT>
 constexpr int decode_plane_cache_cols() {
   return kPlaneCols * static_cast<int>(sizeof(T)) / static_cast<int>(sizeof(KVT));
@@ -564,7 +593,7 @@ CLO_DEVICE void decode_warp_tile(const QFrag& q_frag, const T* ks, const T* vs, 
   for (int k0 = 0; k0 < D / 16; k0 += kGroup) {
     uint32_t bk[kGroup][4];
 #pragma unroll
-    for (int g = 0; g < kGroup; ++g) ldmatrix_x4(bk[g], ks + decode_kv_offset(k_row, (k0 + g) * 2 + k_half));
+    for (int g = 0; g < kGroup; ++g) ldmatrix_x4(bk[g], ks + decode_kv_offset<D>(k_row, (k0 + g) * 2 + k_half));
 #pragma unroll
     for (int g = 0; g < kGroup; ++g) {
       uint32_t a[4];
@@ -592,7 +621,7 @@ CLO_DEVICE void decode_warp_tile(const QFrag& q_frag, const T* ks, const T* vs, 
 #pragma unroll
   for (int dn = 0; dn < D / 16; ++dn) {
     uint32_t bv[4];
-    ldmatrix_x4_trans(bv, vs + decode_kv_offset(v_row, dn * 2 + v_half));
+    ldmatrix_x4_trans(bv, vs + decode_kv_offset<D>(v_row, dn * 2 + v_half));
     const uint32_t b0[2] = {bv[0], bv[1]}, b1[2] = {bv[2], bv[3]};
     mma_m16n8k16<T>(o[2 * dn], pa, b0);
     mma_m16n8k16<T>(o[2 * dn + 1], pa, b1);
@@ -630,7 +659,7 @@ CLO_DEVICE void decode_warp_tile_fp8(const QFrag& q_frag, const T* ks, const T* 
   constexpr int kPairs = D / 32;
   uint32_t bk[kPairs][4];
 #pragma unroll
-  for (int i = 0; i < kPairs; ++i) ldmatrix_x4(bk[i], ks + decode_kv_offset(k_row, 2 * i + k_next));
+  for (int i = 0; i < kPairs; ++i) ldmatrix_x4(bk[i], ks + decode_kv_offset<D / 2>(k_row, 2 * i + k_next));
 #pragma unroll
   for (int i = 0; i < kPairs; ++i) {
 #pragma unroll
@@ -658,7 +687,7 @@ CLO_DEVICE void decode_warp_tile_fp8(const QFrag& q_frag, const T* ks, const T* 
 #pragma unroll
   for (int c = 0; c < D / 16; c += 2) {
     uint32_t bv[4];
-    ldmatrix_x4_trans(bv, vs + decode_kv_offset(v_row, c + v_next));
+    ldmatrix_x4_trans(bv, vs + decode_kv_offset<D / 2>(v_row, c + v_next));
 #pragma unroll
     for (int h = 0; h < 2; ++h) {  // chunk c + h
       // bytes (key 2t col 2g, key 2t col 2g+1, key 2t+1 col 2g, key 2t+1 col 2g+1) -> pairs by key
@@ -1036,8 +1065,8 @@ __global__ void __launch_bounds__(kDecodeThreads)
       }
       const KVT* ksrc = valid ? k_base + cur.k_offset(e, pos) + ch * kColsPerChunk : k_base;
       const KVT* vsrc = valid ? v_base + cur.v_offset(e, pos) + ch * kColsPerChunk : v_base;
-      cp_async_16_prefetch<kRowBytes>(ks + decode_kv_offset(tok, ch), ksrc, valid);
-      cp_async_16_prefetch<kRowBytes>(vs + decode_kv_offset(tok, ch), vsrc, valid);
+      cp_async_16_prefetch<kRowBytes>(ks + decode_kv_offset<kStageCols>(tok, ch), ksrc, valid);
+      cp_async_16_prefetch<kRowBytes>(vs + decode_kv_offset<kStageCols>(tok, ch), vsrc, valid);
     }
   };
 
@@ -1189,7 +1218,7 @@ namespace cuda_llm_ops::decode {
 template <typename T, int D, bool kPaged, typename KVT>
 cudaError_t run_decode_attention(const DecodeAttentionArgs& a, cudaStream_t stream, int pack_group) {
   constexpr bool kDequant = decode_dequantizes<T, KVT>();
-  if (pack_group > 0 && D != 128) return cudaErrorInvalidValue;
+  if (pack_group > 0 && !decode_runs_head_pairs<D>()) return cudaErrorInvalidValue;
   if (a.kv_fp8 != kDequant || (kDequant && a.head_dim % 16 != 0)) return cudaErrorInvalidValue;
   const int group = a.num_q_heads / a.num_kv_heads;
   DecodeKernelParams p{};
@@ -1219,9 +1248,9 @@ cudaError_t run_decode_attention(const DecodeAttentionArgs& a, cudaStream_t stre
   p.total_rows = static_cast<int64_t>(a.batch) * a.num_q_heads * a.seq_len_q;
   p.pack_group = pack_group;
   // A head dim narrower than D runs here padded (decode_kernel_head_dim); head pairs fill D.
-  if (a.head_dim > D || a.head_dim % 8 != 0 || (pack_group > 0 && a.head_dim != D)) return cudaErrorInvalidValue;
+  if (a.head_dim > D || a.head_dim % 8 != 0 || (pack_group > 0 && a.head_dim % 16 != 0)) return cudaErrorInvalidValue;
   p.row_cols = a.head_dim;
-  const int head_cols = pack_group > 0 ? D / 2 : a.head_dim;  // the partials' width
+  const int head_cols = pack_group > 0 ? a.head_dim / 2 : a.head_dim;  // the partials' width
 #ifdef CLO_DEV_STAMPS
   p.dev_stamps = decode_dev_stamps();
 #endif
@@ -1246,7 +1275,8 @@ cudaError_t run_decode_attention(const DecodeAttentionArgs& a, cudaStream_t stre
   auto launch_variant = [&](const auto& kv) -> cudaError_t {
     const int forced = decode_dev_kernel();
     const int64_t blocks = static_cast<int64_t>(grid.x) * grid.y * grid.z;
-    const int auto_stages = decode_tma_stages_for(D, kPaged, blocks, device_sm_count(), kDequant);
+    const int auto_stages =
+        decode_tma_stages_for(D, kPaged, blocks, device_sm_count(), kDequant, a.head_dim, pack_group > 0);
     const int knob_stages = decode_dev_tma_stages();
     const bool want_tma = forced == kDecodeKernelTma || (forced == kDecodeKernelAuto && auto_stages > 0);
     const int tma_stages =

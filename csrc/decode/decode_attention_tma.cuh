@@ -33,15 +33,16 @@ constexpr size_t decode_tma_smem_bytes() {
   return decode_smem_bytes<T, D, kStages, KVT>(size_t(kStages) * 2 * sizeof(uint64_t));
 }
 
-// Tensor maps encoded on the host per call, both with the 128-byte swizzle (boxes
-// land in the decode_kv_offset layout, one box per 64-column plane):
-// paged: 3-D (D, Hkv, num_blocks * block_size), box (64, 1, min(block_size, 64));
-// strided: 4-D (D, Nk, Hkv, B), box (64, 64, 1, 1), with D the real head dim. Columns
-// past it (D = 96: the second plane's last 32; a narrower head dim run on a wider kernel:
-// the rest of its last plane, and whole planes past it) are outside the tensor:
-// zero-filled, no DRAM traffic.
+// Tensor maps encoded on the host per call, one box per plane line (boxes land in the
+// decode_kv_offset layout: 64-column planes with the 128-byte swizzle, 32-column planes
+// with the 64-byte one):
+// paged: 3-D (D, Hkv, num_blocks * block_size), box (plane, 1, min(block_size, 64));
+// strided: 4-D (D, Nk, Hkv, B), box (plane, 64, 1, 1), with D the real head dim. Columns
+// past it (a narrower head dim run on a wider kernel: the rest of its last plane, and
+// whole planes past it) are outside the tensor: zero-filled, no DRAM traffic.
 struct DecodeTmaMaps {
   CUtensorMap k, v;
+  CUtensorMap k_tail, v_tail;  // the tail plane's boxes (32 columns, 64-byte swizzle); else copies of k, v
 };
 
 template <class KV>
@@ -55,13 +56,16 @@ CLO_DEVICE void decode_tma_box(void* dst, const CUtensorMap* map, int col, int k
 template <typename T, int D, int kStages, class KV, typename KVT = T>
 __global__ void __launch_bounds__(kTmaThreads)
     decode_attention_tma_kernel(const DecodeKernelParams p, const KV kv, const __grid_constant__ CUtensorMap k_map,
-                               const __grid_constant__ CUtensorMap v_map, const int box_rows) {
+                               const __grid_constant__ CUtensorMap v_map,
+                               const __grid_constant__ CUtensorMap k_tail_map,
+                               const __grid_constant__ CUtensorMap v_tail_map, const int box_rows) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   static_assert(kStages >= 2, "the pipeline needs two stages");
   static_assert(kTileTokens == 64 && kTmaMathWarps == 4, "16 keys per math warp");
   constexpr bool kDequant = decode_dequantizes<T, KVT>();
   constexpr int kStageCols = decode_stage_cols<T, D, KVT>();  // 16-bit columns of a tile's rows
-  constexpr int kColsPerPlane = decode_plane_cache_cols<T, KVT>();
+  constexpr int kColsPerPlane = decode_plane_cache_cols<T, KVT>();  // cache columns of a 64-column plane
+  constexpr int kWidePlanes = decode_wide_planes<kStageCols>();  // then the tail plane, if any
   constexpr int kQStride = decode_smem_stride<D>();
   constexpr int kPlanes = decode_kv_planes<kStageCols>();
   constexpr int kChunksPerRow = kStageCols / 8;  // 16-byte chunks
@@ -95,6 +99,10 @@ __global__ void __launch_bounds__(kTmaThreads)
   if (box_lane && lane == 0) {
     tma::prefetch_tensor_map(&k_map);
     tma::prefetch_tensor_map(&v_map);
+    if constexpr (decode_has_tail_plane<kStageCols>()) {
+      tma::prefetch_tensor_map(&k_tail_map);
+      tma::prefetch_tensor_map(&v_tail_map);
+    }
   }
   if (producer && lane == 0) {  // the producer's own barriers: it never waits on the math warps
 #pragma unroll
@@ -138,11 +146,12 @@ __global__ void __launch_bounds__(kTmaThreads)
   const int planes = (p.row_cols + kColsPerPlane - 1) / kColsPerPlane;
   if (!producer) {
     decode_load_q<T, D, kQStride, kDequant>(p, q_s, kDecodeThreads);
-    constexpr int kPlaneChunks = kPlaneElems / 8;
-    const int pad_chunks = (kPlanes - planes) * kPlaneChunks;
+    // The planes in use come first (the tail plane last): the rest of the tile is unused.
+    const int used = planes > kWidePlanes ? kTileElems : planes * kPlaneElems;
+    const int pad_chunks = (kTileElems - used) / 8;
     for (int c = tid; c < kStages * 2 * pad_chunks; c += kDecodeThreads) {
       T* tile = kv_s + (c / pad_chunks) * kTileElems;  // stage-major K, V tiles
-      reinterpret_cast<uint4*>(tile + planes * kPlaneElems)[c % pad_chunks] = make_uint4(0, 0, 0, 0);
+      reinterpret_cast<uint4*>(tile + used)[c % pad_chunks] = make_uint4(0, 0, 0, 0);
     }
   }
   bool bad = false;
@@ -209,7 +218,11 @@ __global__ void __launch_bounds__(kTmaThreads)
     // since that sequence's output is NaN. Rows past the end inside an issued box are
     // real memory (other tokens, garbage): the math warps zero their V rows past the
     // end after the tile lands (the last tile only).
-    const uint32_t box_bytes = static_cast<uint32_t>(box_rows) * kPlaneCols * sizeof(T);
+    // Bytes of one box row group over the planes that hold real columns (64-column
+    // planes, then the tail plane's 32 columns).
+    const uint32_t box_bytes =
+        static_cast<uint32_t>(box_rows) * sizeof(T) *
+        (kPlaneCols * min(planes, kWidePlanes) + (planes > kWidePlanes ? kTailPlaneCols : 0));
     for (int t = 0; t < n_tiles; ++t) {
       const int stage = t % kStages;
       const int my_pos = start + t * kTileTokens + my_key;
@@ -230,18 +243,20 @@ __global__ void __launch_bounds__(kTmaThreads)
       if (stamps_on && t == 0 && lane == 0) stamp[1] = clk();
 #endif
       uint64_t* bar = full_bar + stage;
-      if (lane == 0) tma::mbarrier_arrive_expect_tx(bar, boxes * 2u * planes * box_bytes);
+      if (lane == 0) tma::mbarrier_arrive_expect_tx(bar, boxes * 2u * box_bytes);
       __syncwarp();
       if (issue) {
         // Box rows start at a multiple of 8 keys: the swizzle phase (row % 8) matches.
-        T* ks = kv_s + stage * 2 * kTileElems + my_key * kPlaneCols;
+        T* ks = kv_s + stage * 2 * kTileElems;
         T* vs = ks + kTileElems;
         const int row = cur.tma_row(e, my_pos);
 #pragma unroll
         for (int pl = 0; pl < kPlanes; ++pl) {
           if (pl >= planes) break;
-          decode_tma_box<KV>(ks + pl * kPlaneElems, &k_map, pl * kColsPerPlane, kvh, row, b, bar);
-          decode_tma_box<KV>(vs + pl * kPlaneElems, &v_map, pl * kColsPerPlane, kvh, row, b, bar);
+          const bool tail = pl == kWidePlanes;  // the 32-column tail plane (D = 96)
+          const int at = pl * kPlaneElems + my_key * (tail ? kTailPlaneCols : kPlaneCols);
+          decode_tma_box<KV>(ks + at, tail ? &k_tail_map : &k_map, pl * kColsPerPlane, kvh, row, b, bar);
+          decode_tma_box<KV>(vs + at, tail ? &v_tail_map : &v_map, pl * kColsPerPlane, kvh, row, b, bar);
         }
       }
     }
@@ -270,7 +285,7 @@ __global__ void __launch_bounds__(kTmaThreads)
           for (int c = lane; c < 16 * kChunksPerRow; c += 32) {
             const int rr = c / kChunksPerRow, ch = c % kChunksPerRow;
             if (rr < valid_rows && rr >= below) continue;
-            *reinterpret_cast<uint4*>(vz + decode_kv_offset(warp * 16 + rr, ch)) = make_uint4(0, 0, 0, 0);
+            *reinterpret_cast<uint4*>(vz + decode_kv_offset<kStageCols>(warp * 16 + rr, ch)) = make_uint4(0, 0, 0, 0);
           }
           // No later tile reuses this stage (last tile), but order these generic writes
           // before any async-proxy (TMA) write to the same smem all the same.
@@ -322,13 +337,35 @@ template <typename T, int D, bool kPaged, typename KVT = T>
 int encode_decode_tma_maps(const DecodeAttentionArgs& a, DecodeTmaMaps& maps) {
   constexpr uint64_t kElem = sizeof(KVT);
   constexpr uint32_t kBoxCols = decode_plane_cache_cols<T, KVT>();  // one 128-byte line
-  constexpr CUtensorMapSwizzle kSwizzle = CU_TENSOR_MAP_SWIZZLE_128B;
+  constexpr bool kTail = decode_has_tail_plane<decode_stage_cols<T, D, KVT>()>();
+  constexpr uint32_t kTailBoxCols = kTailPlaneCols * sizeof(T) / kElem;  // one 64-byte line
   constexpr CUtensorMapDataType kType =
       sizeof(KVT) == 1 ? CU_TENSOR_MAP_DATA_TYPE_UINT8
                        : (std::is_same_v<T, __nv_bfloat16> ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16
                                                            : CU_TENSOR_MAP_DATA_TYPE_FLOAT16);
   auto aligned = [](const void* ptr) { return reinterpret_cast<uintptr_t>(ptr) % 16 == 0; };
   auto stride_ok = [](uint64_t bytes) { return bytes % 16 == 0 && bytes > 0 && bytes < (uint64_t(1) << 40); };
+  // K and V maps for boxes `box` (box[0] the 64-column planes' width) and their tail
+  // plane's (32 columns, where the kernel has one; else copies).
+  auto encode = [&](int rank, const uint64_t* dims, const uint64_t* k_strides, const uint64_t* v_strides,
+                    uint32_t* box) {
+    box[0] = kBoxCols;
+    if (tma::encode_tiled(&maps.k, kType, a.k, rank, dims, k_strides, box, CU_TENSOR_MAP_SWIZZLE_128B) !=
+            cudaSuccess ||
+        tma::encode_tiled(&maps.v, kType, a.v, rank, dims, v_strides, box, CU_TENSOR_MAP_SWIZZLE_128B) != cudaSuccess)
+      return false;
+    maps.k_tail = maps.k;
+    maps.v_tail = maps.v;
+    if constexpr (kTail) {
+      box[0] = kTailBoxCols;
+      if (tma::encode_tiled(&maps.k_tail, kType, a.k, rank, dims, k_strides, box, CU_TENSOR_MAP_SWIZZLE_64B) !=
+              cudaSuccess ||
+          tma::encode_tiled(&maps.v_tail, kType, a.v, rank, dims, v_strides, box, CU_TENSOR_MAP_SWIZZLE_64B) !=
+              cudaSuccess)
+        return false;
+    }
+    return true;
+  };
   if (a.k == nullptr || a.v == nullptr || !aligned(a.k) || !aligned(a.v)) return 0;
   if constexpr (kPaged) {
     const int64_t rows = static_cast<int64_t>(a.num_blocks) * a.block_size;
@@ -337,9 +374,8 @@ int encode_decode_tma_maps(const DecodeAttentionArgs& a, DecodeTmaMaps& maps) {
     const uint64_t dims[3] = {uint64_t(a.head_dim), uint64_t(a.num_kv_heads), uint64_t(rows)};
     const uint64_t strides[2] = {a.head_dim * kElem, uint64_t(a.num_kv_heads) * a.head_dim * kElem};
     if (!stride_ok(strides[1])) return 0;
-    const uint32_t box[3] = {kBoxCols, 1u, uint32_t(box_rows)};
-    if (tma::encode_tiled(&maps.k, kType, a.k, 3, dims, strides, box, kSwizzle) != cudaSuccess ||
-        tma::encode_tiled(&maps.v, kType, a.v, 3, dims, strides, box, kSwizzle) != cudaSuccess) {
+    uint32_t box[3] = {kBoxCols, 1u, uint32_t(box_rows)};
+    if (!encode(3, dims, strides, strides, box)) {
       cudaGetLastError();
       return 0;
     }
@@ -348,7 +384,7 @@ int encode_decode_tma_maps(const DecodeAttentionArgs& a, DecodeTmaMaps& maps) {
     if (a.seq_len_k <= 0) return 0;
     const uint64_t dims[4] = {uint64_t(a.head_dim), uint64_t(a.seq_len_k), uint64_t(a.num_kv_heads),
                               uint64_t(a.batch)};
-    const uint32_t box[4] = {kBoxCols, uint32_t(kTileTokens), 1u, 1u};
+    uint32_t box[4] = {kBoxCols, uint32_t(kTileTokens), 1u, 1u};
     // Byte strides of dims 1..3; a dim of extent 1 never steps, any valid stride does.
     auto make = [&](int64_t sn, int64_t sh, int64_t sb, uint64_t out[3]) {
       const int64_t el[3] = {sn, sh, sb};
@@ -364,8 +400,7 @@ int encode_decode_tma_maps(const DecodeAttentionArgs& a, DecodeTmaMaps& maps) {
     uint64_t ks[3], vs[3];
     if (!make(a.k_stride_n, a.k_stride_h, a.k_stride_b, ks) || !make(a.v_stride_n, a.v_stride_h, a.v_stride_b, vs))
       return 0;
-    if (tma::encode_tiled(&maps.k, kType, a.k, 4, dims, ks, box, kSwizzle) != cudaSuccess ||
-        tma::encode_tiled(&maps.v, kType, a.v, 4, dims, vs, box, kSwizzle) != cudaSuccess) {
+    if (!encode(4, dims, ks, vs, box)) {
       cudaGetLastError();
       return 0;
     }
@@ -387,7 +422,8 @@ cudaError_t launch_decode_attention_tma_kernel(const DecodeKernelParams& p, cons
   static int state[64] = {0};
   const cudaError_t err = configure_decode_kernel_once(kernel, smem, true, state);
   if (err != cudaSuccess) return err;
-  return launch_kernel(kernel, grid, dim3(kTmaThreads), smem, stream, pdl, p, kv, maps.k, maps.v, box_rows);
+  return launch_kernel(kernel, grid, dim3(kTmaThreads), smem, stream, pdl, p, kv, maps.k, maps.v, maps.k_tail,
+                       maps.v_tail, box_rows);
 }
 
 // The TMA kernel with `stages` pipeline stages: 2, 3 or 4 where they fit in shared memory

@@ -166,7 +166,7 @@ int decode_attention_num_splits(int batch, int num_kv_heads, int rows_per_kv_hea
     const bool large_grid = base >= kLargeGridBlocksPerSm * sms;
     const bool cp_async_large_grid =
         large_grid && dtype != DType::kFloat8E4M3 &&
-        decode_tma_stages_for(decode_kernel_head_dim(head_dim), true, base, sms) == 0;
+        decode_tma_stages_for(decode_kernel_head_dim(head_dim), true, base, sms, false, head_dim) == 0;
     return (cp_async_large_grid && max_kv_len >= kLargeGridMinKeys) ? 2 : 1;
   }
   int64_t splits = sms / base;  // rounded down: a few idle SMs beat a second, mostly empty wave
@@ -185,8 +185,9 @@ cudaError_t launch_decode_attention(const DecodeAttentionArgs& a, cudaStream_t s
     pairs.num_kv_heads = a.num_kv_heads / 2;
     const int group = a.num_q_heads / a.num_kv_heads;
     return dispatch_half_dtype(a.dtype, [&]<typename T>() {
-      return a.kv_fp8 ? run_decode_attention<T, 128, true, __nv_fp8_e4m3>(pairs, stream, group)
-                      : run_decode_attention<T, 128, true>(pairs, stream, group);
+      if (a.kv_fp8) return run_decode_attention<T, 128, true, __nv_fp8_e4m3>(pairs, stream, group);
+      return pairs.head_dim <= 128 ? run_decode_attention<T, 128, true>(pairs, stream, group)
+                                   : run_decode_attention<T, 256, true>(pairs, stream, group);  // D = 96 pairs
     });
   }
   return dispatch_half_dtype(a.dtype, [&]<typename T>() {

@@ -53,24 +53,37 @@ constexpr int decode_pipeline_stages(int head_dim) { return head_dim <= 64 ? 4 :
 //    B=48/1K 79.9 -> 73.3 us, B=64/1K 96.3 -> 93.7, B=64/4K 360.1 -> 353.5, MHA B=8/2K
 //    94.5 -> 90.6, B=16/1K 95.2 -> 92.9; contiguous B=64/1K/GQA 93.0 -> 91.4; B=64/4K/MHA
 //    1336-1339 vs 1351-1367, v7);
-//  - D = 96: paged caches on at most one block per SM; the cp.async kernel beyond (TMA
-//    2 / 3 stages 16% / 10% slower at B=64/2K/GQA, v23).
+//  - D = 96: paged caches on at most one block per SM (3 stages); beyond, 96-column paged
+//    rows (row_cols; not 80 or less on this kernel) unpaired (decode_packs_head_pairs) on
+//    2 stages up to 1.5 blocks per SM, 3 beyond; the cp.async kernel for contiguous caches
+//    and narrower rows (v24, graph replays, paged GQA 32/8 N=2K: B=20 54.8 -> 48.1 us,
+//    B=24 59.4 -> 54.7, B=48 123.2 -> 111.0, MHA B=5 54.2 -> 47.1; contiguous B=64 136.7
+//    vs 136.0 at 3 stages; D = 80 B=64 125.7 vs 133.0). Before the tail plane
+//    (decode_kv_offset) the TMA kernel was slower there at every depth (v8, v23);
+//  - 16-bit D = 96 head pairs (the D = 256 kernel over 192-column rows, `pairs`): 3 stages
+//    (v24: B=64/8K/GQA 578.2 -> 564.5 us, MHA B=32/2K 280.2 -> 279.0).
 // The caller also needs sm_90 code and a cache TMA can describe. The split heuristic asks
 // the same question (a large grid on the TMA kernel runs 1 split).
 // FP8 caches (paged): the TMA kernel on every grid, 4 stages on at most one block per SM,
 // 3 beyond (NOTES.md v19: B=16/1K/GQA 16.2 us vs the cp.async kernel's best 21.5, B=1/16K
 // 18.2 vs 22.8, B=16/16K 188.9 vs 200.8, B=64/1K 55.8 at 3 stages vs 57.2 at 4 and 62.8,
 // B=64/4K/MHA 732.6 vs 749.8 and 768.0).
-inline int decode_tma_stages_for(int head_dim, bool paged, int64_t blocks, int64_t sms, bool fp8 = false) {
+// head_dim: the kernel's; row_cols: the cache rows' real columns (0: head_dim).
+inline int decode_tma_stages_for(int head_dim, bool paged, int64_t blocks, int64_t sms, bool fp8 = false,
+                                 int row_cols = 0, bool pairs = false) {
   if (device_cc_major() < 9) return 0;
   const bool small_grid = blocks <= sms;
   if (fp8) return small_grid ? 4 : 3;
+  if (pairs && head_dim == 256) return 3;
   if (small_grid) return paged || head_dim == 64 || head_dim == 256 ? decode_pipeline_stages(head_dim) : 0;
-  return head_dim == 96 ? 0 : 2;  // beyond one block per SM
+  if (head_dim != 96) return 2;  // beyond one block per SM
+  if (!paged || (row_cols != 0 && row_cols != 96)) return 0;
+  return 2 * blocks <= 3 * sms ? 2 : 3;
 }
 
-// Head pairs (NOTES.md v9, v20, v23): a paged cache with D = 64 and an even number of KV
-// heads can run the D = 128 kernels over pairs of adjacent KV heads. A token's two head
+// Head pairs (NOTES.md v9, v20, v23, v24): a paged cache with D = 64 and an even number of
+// KV heads can run the D = 128 kernels over pairs of adjacent KV heads (16-bit D = 96: the
+// D = 256 kernels over 192-column rows; rule below). A token's two head
 // rows are one row twice as wide in the paged layout ([blocks, block_size, Hkv, D]), so
 // each block reads 256-byte rows (16-bit) or 128-byte rows (FP8) instead of half-width
 // rows at the token stride. Used on sm_90 wherever one split of the grid has more blocks
@@ -92,13 +105,24 @@ inline bool decode_packs_head_pairs(const DecodeAttentionArgs& a) {
   const int knob = decode_dev_pack();  // dev: 0 never, 2 wherever legal, else the rule
   // A pair's query rows (both heads' groups) must fit one row tile: a second tile would
   // read the pair's rows again.
-  const bool legal = a.paged && a.head_dim == 64 && a.num_kv_heads % 2 == 0 && a.seq_len_q == 1 &&
-                     2 * (a.num_q_heads / a.num_kv_heads) <= kRowsPerBlock;
+  // D = 96 pairs need the D = 256 kernels (137 KB of shared memory, not on 99-KB parts).
+  const bool legal = a.paged && a.num_kv_heads % 2 == 0 && a.seq_len_q == 1 &&
+                     2 * (a.num_q_heads / a.num_kv_heads) <= kRowsPerBlock &&
+                     (a.head_dim == 64 || (a.head_dim == 96 && !a.kv_fp8 && decode_head_dim_fits(256)));
   if (!legal || knob == 0) return false;
   if (knob == 2) return true;
   if (device_cc_major() < 9) return false;
   const int64_t per_split = static_cast<int64_t>(a.batch) * a.num_kv_heads;  // blocks of one split
-  return per_split > device_sm_count();
+  const int64_t sms = device_sm_count();
+  if (a.head_dim == 64) return per_split > sms;
+  // D = 96 (16-bit; v24): pairs run the D = 256 kernel, one block per SM. Beyond 1.5
+  // unpaired blocks per SM, where the paired grid's last wave is at least 80% full (or
+  // there are 3 waves or more): B=64/8K/GQA 32:8 581.8 -> 564.5 us, B=32/2K 75.8 -> 74.2,
+  // MHA B=16/2K 145.0 -> 142.0, B=64/4K 1120.9 -> 1093.3; B=48/2K (192 pairs: 1.45 waves)
+  // 118.8 against 111.0 unpaired on TMA 3 stages, B=17-24 (<= 1.5 per SM) 46-61 against
+  // 42-55 unpaired on TMA.
+  const int64_t paired = per_split / 2, last = paired % sms;
+  return 2 * per_split > 3 * sms && (last == 0 || 5 * last >= 4 * sms || paired >= 3 * sms);
 }
 
 // Attention kernel (+ merge when args.num_splits > 1) for one dtype, head dim and
