@@ -397,11 +397,12 @@ def d64_pairs_boundary_sweep(iters, copy_bw):
                          f"d64 paged Hkv={Hkv} B={B} N=2048", peer="sdpa-cudnn")
 
 
-# --d96: (B, N, Hkv, D, contiguous) rows, 1 split (B=1: 16)
-D96_ROWS = ([(B, 2048, 8, 96, False) for B in (16, 17, 20, 24, 28, 32, 48, 64, 128)]
-            + [(B, 2048, 32, 96, False) for B in (5, 8, 16, 32)]
-            + [(64, 8192, 8, 96, False), (64, 4096, 32, 96, False), (1, 16384, 8, 96, False), (64, 2048, 8, 96, True),
-               (16, 2048, 32, 96, True), (64, 2048, 8, 80, False)])
+# --d96: (B, N, Hkv, D, contiguous, split counts) rows
+D96_ROWS = ([(B, 2048, 8, 96, False, (1,)) for B in (16, 17, 20, 24, 28, 32, 48, 64, 128)]
+            + [(B, 2048, 32, 96, False, (1,)) for B in (5, 8, 16, 32)]
+            + [(64, 8192, 8, 96, False, (1,)), (64, 4096, 32, 96, False, (1, 2)), (1, 16384, 8, 96, False, (16,)),
+               (64, 2048, 8, 96, True, (1,)), (16, 2048, 32, 96, True, (1,)), (64, 4096, 32, 96, True, (1, 2)),
+               (64, 2048, 8, 80, False, (1,))])
 
 
 def d96_sweep(iters, copy_bw):
@@ -414,8 +415,8 @@ def d96_sweep(iters, copy_bw):
                 "tma3": {**single, **SWEEP_VARIANTS["tma3"]},
                 "pairs-tma2": {"CLO_DECODE_PACK": "2", **SWEEP_VARIANTS["tma2"]},
                 "pairs-tma3": {"CLO_DECODE_PACK": "2", **SWEEP_VARIANTS["tma3"]}}
-    for B, N, Hkv, D, contiguous in D96_ROWS:
-        _split_sweep_row(cd.paged_case(B, N, Hkv, torch.float16, D=D), (1,) if B > 1 else (16,), variants, iters,
+    for B, N, Hkv, D, contiguous, splits in D96_ROWS:
+        _split_sweep_row(cd.paged_case(B, N, Hkv, torch.float16, D=D), splits, variants, iters,
                          copy_bw, f"{'contig' if contiguous else 'paged'} D={D} B={B} N={N} Hkv={Hkv}",
                          peer="sdpa-cudnn", contiguous=contiguous)
 

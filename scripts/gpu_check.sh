@@ -65,7 +65,7 @@ if [ -n "${BENCH+x}" ]; then
   timeout --signal=INT --kill-after=30 "${BENCH_TIMEOUT:-300}" \
     python3 -m cuda_llm_ops bench $BENCH --no-progress --json "$OUT/bench.json" --plot "$OUT/plots" 2>&1 \
     | tee "$OUT/bench.log" | tail -${BENCH_TAIL:-60}
-  summary+=("bench: rc=${PIPESTATUS[0]} ($(( $(date +%s) - tb )) s; 0 ok, 1 an impl FAILED, 124 timed out: partial results)")
+  summary+=("bench: rc=${PIPESTATUS[0]} in $(( $(date +%s) - tb )) s (rc 0: ok, 1: an impl failed, 124: timed out, partial results)")
   (cd "$OUT" && tar cf plots.tar plots && rm -rf plots)
 fi
 if [ "${SLOW:-0}" = "1" ]; then
