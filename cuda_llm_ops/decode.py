@@ -71,7 +71,8 @@ most one thread block per SM; at 96 every paged grid, not head dims 80 and below
 kernel, nor contiguous caches beyond one block per SM), a cp.async kernel otherwise and
 below sm_90 (csrc/decode/NOTES.md, "Kernel choice", v23, v24). On Hopper a paged
 head_dim-64 cache with an even number of KV heads (MHA, or GQA with up to 8 query heads
-per KV head), 16-bit or FP8, where one split of the grid has more blocks than SMs, runs
+per KV head), 16-bit or FP8, where one split of the grid has more blocks than SMs (16-bit:
+1.25 times the SMs; up to there unpaired on 4 pipeline stages), runs
 the head_dim-128 kernels over pairs of adjacent KV heads (a token's two head rows are
 one row twice as wide: 16-bit 3-10% faster at N=2048, B=20-128 GQA 32/8 and B=5-32 MHA;
 FP8 3-14%); a 16-bit head_dim-96 cache likewise runs the head_dim-256 kernels over

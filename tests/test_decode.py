@@ -788,11 +788,10 @@ for v in (0, 1, 2):  # CLO_DECODE_VARIANT: automatic, the cp.async kernel, the T
                      dtype=dt, what=f"variant {v} contiguous {j} window_left={wl}")
     # the knob really switches kernels (the TMA kernel runs on sm_90 only); automatic
     # (decode_tma_stages_for): on paged grids just beyond one block per SM the TMA kernel,
-    # 2 stages, at every head dim; D = 80 (on the D = 96 kernel) the cp.async kernel. D = 64
-    # here runs as head pairs (decode_packs_head_pairs: B * Hkv > SMs): the D = 128 kernel
-    # on half the grid (at most one block per SM: 3 stages).
+    # 2 stages, at D = 64 4 (up to 1.25 blocks per SM, unpaired there); D = 80 (on the
+    # D = 96 kernel) the cp.async kernel.
     sms = torch.cuda.get_device_properties(0).multi_processor_count
-    for d, auto_tma, kd, stages in ((96, True, 96, 2), (80, False, 96, 0), (128, True, 128, 2), (64, True, 128, 3),
+    for d, auto_tma, kd, stages in ((96, True, 96, 2), (80, False, 96, 0), (128, True, 128, 2), (64, True, 64, 4),
                                     (256, True, 256, 2)):
         q, kc, vc, table, sl = paged_problem([100] * (sms // 4 + 1), 4, 2, d, 16, torch.float16, 5)
         fn = lambda: llm.paged_attention(q, kc, vc, table, sl, num_splits=1, check_indices=False)
@@ -816,14 +815,18 @@ for v in (0, 1, 2):  # CLO_DECODE_VARIANT: automatic, the cp.async kernel, the T
             names = kernel_names(fn)
             assert re.search(rf"tma_kernel<[^<>,]+, (\(int\))?{kd}, (\(int\))?3, ", names), \
                 f"D=96, {4 * n} blocks: {names[:300]}"
-    # the same D = 64 grid unpaired (CLO_DECODE_PACK=0): its own TMA kernel, 2 stages
-    os.environ["CLO_DECODE_PACK"] = "0"
-    q, kc, vc, table, sl = paged_problem([100] * (sms // 4 + 1), 4, 2, 64, 16, torch.float16, 5)
-    fn = lambda: llm.paged_attention(q, kc, vc, table, sl, num_splits=1, check_indices=False)
-    assert_close(fn(), paged_attention_reference(q, kc, vc, table, sl), dtype=torch.float16,
-                 what=f"variant {v} medium grid D=64 unpaired")
-    if v == 0 and sm90:
-        assert re.search(r"tma_kernel<[^<>,]+, (\(int\))?64, (\(int\))?2, ", kernel_names(fn)), kernel_names(fn)[:300]
+    # D = 64 beyond 1.25 blocks per SM (decode_packs_head_pairs): head pairs, the D = 128
+    # kernel on half the grid (at most one block per SM: 3 stages); unpaired
+    # (CLO_DECODE_PACK=0), its own TMA kernel at 2 stages
+    for knob, kd, stages in (("1", 128, 3), ("0", 64, 2)):
+        os.environ["CLO_DECODE_PACK"] = knob
+        q, kc, vc, table, sl = paged_problem([100] * (sms // 2), 4, 2, 64, 16, torch.float16, 5)
+        fn = lambda: llm.paged_attention(q, kc, vc, table, sl, num_splits=1, check_indices=False)
+        assert_close(fn(), paged_attention_reference(q, kc, vc, table, sl), dtype=torch.float16,
+                     what=f"variant {v} medium grid D=64 pack knob {knob}")
+        if v == 0 and sm90:
+            assert re.search(rf"tma_kernel<[^<>,]+, (\(int\))?{kd}, (\(int\))?{stages}, ", kernel_names(fn)), \
+                kernel_names(fn)[:300]
     os.environ["CLO_DECODE_PACK"] = "1"
     # contiguous D = 128 beyond one block per SM: the TMA kernel (2 stages) too; on at
     # most one block per SM the cp.async kernel

@@ -47,7 +47,8 @@ constexpr int decode_pipeline_stages(int head_dim) { return head_dim <= 64 ? 4 :
 // is measured per head dim (H100, same-call sweeps):
 //  - D = 64 and 256: every grid; 2 stages beyond one block per SM (D = 64: 3.9 and 15.5
 //    blocks per SM, paged 97.8 / 369.0 us vs the cp.async kernel's 117.3 / 387.0; D = 256:
-//    361.9 / 1406.9 vs 375.9 / 1448.6);
+//    361.9 / 1406.9 vs 375.9 / 1448.6), but 4 at D = 64 up to 1.25 blocks per SM (v25,
+//    paged GQA 32:8 B=17/2K 34.1 -> 29.1 us, B=20 36.8 -> 33.1, MHA B=5 35.9 -> 32.4);
 //  - D = 128: paged caches on at most one block per SM (3 stages); every grid beyond one
 //    block per SM, either layout, with 2 stages (v23, graph replays: paged GQA 32/8
 //    B=48/1K 79.9 -> 73.3 us, B=64/1K 96.3 -> 93.7, B=64/4K 360.1 -> 353.5, MHA B=8/2K
@@ -76,6 +77,9 @@ inline int decode_tma_stages_for(int head_dim, bool paged, int64_t blocks, int64
   if (fp8) return small_grid ? 4 : 3;
   if (pairs && head_dim == 256) return 3;
   if (small_grid) return paged || head_dim == 64 || head_dim == 256 ? decode_pipeline_stages(head_dim) : 0;
+  // D = 64 up to 1.25 blocks per SM (unpaired there, decode_packs_head_pairs): most SMs
+  // hold one block, whose 128-byte rows need the small grids' 4 stages in flight (v25)
+  if (head_dim == 64) return 4 * blocks <= 5 * sms ? 4 : 2;
   if (head_dim != 96) return 2;  // beyond one block per SM
   if (!paged || (row_cols != 0 && row_cols != 96)) return 0;
   return 2 * blocks <= 3 * sms ? 2 : 3;
@@ -87,7 +91,7 @@ inline int decode_tma_stages_for(int head_dim, bool paged, int64_t blocks, int64
 // rows are one row twice as wide in the paged layout ([blocks, block_size, Hkv, D]), so
 // each block reads 256-byte rows (16-bit) or 128-byte rows (FP8) instead of half-width
 // rows at the token stride. Used on sm_90 wherever one split of the grid has more blocks
-// than SMs, for both cache types, MHA or GQA:
+// than SMs (16-bit: 1.25 times the SMs, v25), for both cache types, MHA or GQA:
 //  - 16-bit (v23, the D = 128 kernels on TMA beyond one block per SM; graph replays):
 //    GQA 32/8 B=20/2K 37.0 -> 34.2 us, B=64/2K 96.8 -> 92.4, B=128/2K 190.8 -> 181.9,
 //    B=64/4K 195.0 -> 181.5; MHA B=5/2K 36.6 -> 32.9, B=16/2K 95.5 -> 90.9, B=32/2K 188.8
@@ -114,7 +118,10 @@ inline bool decode_packs_head_pairs(const DecodeAttentionArgs& a) {
   if (device_cc_major() < 9) return false;
   const int64_t per_split = static_cast<int64_t>(a.batch) * a.num_kv_heads;  // blocks of one split
   const int64_t sms = device_sm_count();
-  if (a.head_dim == 64) return per_split > sms;
+  // D = 64: FP8 beyond one block per SM; 16-bit beyond 1.25 (v25: up to there, 68-80
+  // pairs leave SMs idle: GQA 32:8 B=17/2K 33.5 us paired, 29.1 unpaired on 4 stages,
+  // B=20 33.9 / 33.1; MHA B=5 32.6 / 32.4; B=24 38.3 / 38.0-40.3).
+  if (a.head_dim == 64) return a.kv_fp8 ? per_split > sms : 4 * per_split > 5 * sms;
   // D = 96 (16-bit; v24): pairs run the D = 256 kernel, one block per SM. Beyond 1.5
   // unpaired blocks per SM, where the paired grid's last wave is at least 80% full (or
   // there are 3 waves or more): B=64/8K/GQA 32:8 581.8 -> 564.5 us, B=32/2K 75.8 -> 74.2,
