@@ -1,0 +1,105 @@
+"""Small decode cases for compute-sanitizer (memcheck): every kernel family (cp.async and
+TMA at each head dim, head pairs at D = 64 and 96, FP8 caches), paged and contiguous
+caches, ragged lengths (0, 1, past a block, past a tile), block sizes 8 and 256, split
+merges, sliding windows, a bad block index (the NaN path, no host check).
+
+    compute-sanitizer --tool memcheck python3 scripts/sanitize_decode_dev.py
+
+The dev knobs (CLO_DECODE_VARIANT / CLO_DECODE_PACK / CLO_DECODE_TMA_STAGES) are set
+before the first decode call, so they are read again on every call.
+"""
+import os
+
+for knob in ("CLO_DECODE_VARIANT", "CLO_DECODE_PACK", "CLO_DECODE_TMA_STAGES"):
+    os.environ[knob] = "0"
+
+import torch  # noqa: E402
+
+import cuda_llm_ops as llm  # noqa: E402
+from cuda_llm_ops.reference import attention_reference, paged_attention_reference, quantize_fp8_e4m3  # noqa: E402
+from cuda_llm_ops.reference.decode import make_paged_problem  # noqa: E402
+from cuda_llm_ops.testing import assert_close  # noqa: E402
+
+sm90 = torch.cuda.get_device_capability()[0] >= 9
+# SANITIZE_ONLY="D,block_size" runs those paged cases only (a repro under racecheck)
+only = tuple(int(x) for x in os.environ["SANITIZE_ONLY"].split(",")) if os.environ.get("SANITIZE_ONLY") else None
+# SANITIZE_REPEAT=n: each paged call n times, every result bitwise equal to the first (a race
+# that timing alone exposes, without a sanitizer)
+repeat = int(os.environ.get("SANITIZE_REPEAT", "1"))
+soft = os.environ.get("SANITIZE_SOFT") == "1"  # print mismatches and go on (triage)
+failed = []
+
+
+def check(out, ref, what, dtype=torch.float16):
+    try:
+        assert_close(out, ref, dtype=dtype, what=what)
+    except AssertionError as e:
+        if not soft:
+            raise
+        failed.append(what)
+        print("MISMATCH", e, flush=True)
+
+# (variant, pack) knob pairs: automatic; cp.async; TMA (sm_90); forced head pairs
+KNOBS = [("0", "1"), ("1", "0")] + ([("2", "0"), ("2", "2")] if sm90 else [("0", "2")])
+n = 0
+for d in (64, 96, 80, 128, 256):
+    for bs in (8, 256):
+        for lens, hkv, group in (([0, 1, 17, 130], 2, 4), ([65, 300], 4, 1)):
+            if only is not None and (d, bs) != only:
+                continue
+            q, kc, vc, table, sl = make_paged_problem(lens, hkv, group, d, bs, torch.float16, 100 + d + bs)
+            ref = paged_attention_reference(q, kc, vc, table, sl)
+            for variant, pack in KNOBS:
+                os.environ["CLO_DECODE_VARIANT"], os.environ["CLO_DECODE_PACK"] = variant, pack
+                for ns in (1, 3):
+                    out = llm.paged_attention(q, kc, vc, table, sl, num_splits=ns, check_indices=False)
+                    what = f"D={d} bs={bs} {lens} knobs {variant}/{pack} s{ns}"
+                    check(out, ref, what)
+                    for _ in range(repeat - 1):
+                        again = llm.paged_attention(q, kc, vc, table, sl, num_splits=ns, check_indices=False)
+                        assert torch.equal(again, out), what + ": not bitwise repeatable"
+                    n += 1
+            if d in (64, 128) and bs == 8:
+                k8, v8 = quantize_fp8_e4m3(kc, 0.05), quantize_fp8_e4m3(vc, 0.05)
+                ref8 = paged_attention_reference(q, k8, v8, table, sl, k_scale=0.05, v_scale=0.05)
+                for variant, pack in KNOBS:
+                    os.environ["CLO_DECODE_VARIANT"], os.environ["CLO_DECODE_PACK"] = variant, pack
+                    out = llm.paged_attention(q, k8, v8, table, sl, num_splits=2, k_scale=0.05, v_scale=0.05,
+                                              check_indices=False)
+                    check(out, ref8, f"fp8 D={d} {lens} knobs {variant}/{pack}")
+                    n += 1
+            # sliding window over the same cache
+            os.environ["CLO_DECODE_VARIANT"], os.environ["CLO_DECODE_PACK"] = "0", "1"
+            out = llm.paged_attention(q, kc, vc, table, sl, num_splits=2, window_left=40, check_indices=False)
+            check(out, paged_attention_reference(q, kc, vc, table, sl, window_left=40), f"window D={d} bs={bs} {lens}")
+            n += 1
+    # contiguous caches (decode_attention), 1 and 3 query rows, both kernels
+    if only is not None:
+        continue
+    g = torch.Generator(device="cuda").manual_seed(d)
+    for nq, nk in ((1, 77), (3, 200)):
+        q = torch.randn(2, 8, nq, d, device="cuda", generator=g).half()
+        k = torch.randn(2, 2, nk, d, device="cuda", generator=g).half()
+        v = torch.randn(2, 2, nk, d, device="cuda", generator=g).half()
+        ref = attention_reference(q, k, v, is_causal=True)
+        for variant, pack in KNOBS:
+            os.environ["CLO_DECODE_VARIANT"], os.environ["CLO_DECODE_PACK"] = variant, pack
+            for ns in (1, 4):
+                check(llm.decode_attention(q, k, v, is_causal=True, num_splits=ns), ref,
+                      f"contiguous D={d} nq={nq} knobs {variant}/{pack} s{ns}")
+                n += 1
+# a block index past the cache: that sequence's output is NaN, the others exact, nothing read out of bounds
+os.environ["CLO_DECODE_VARIANT"], os.environ["CLO_DECODE_PACK"] = "0", "1"
+for d in (64, 96, 128) if only is None else ():
+    q, kc, vc, table, sl = make_paged_problem([40, 90], 2, 4, d, 16, torch.float16, 7)
+    ref = paged_attention_reference(q, kc, vc, table, sl)
+    table[0, 1] = kc.shape[0] + 5
+    for variant in ("1", "2") if sm90 else ("1",):
+        os.environ["CLO_DECODE_VARIANT"] = variant
+        out = llm.paged_attention(q, kc, vc, table, sl, num_splits=2, check_indices=False)
+        assert torch.isnan(out[0]).all() and not torch.isnan(out[1]).any(), f"bad index D={d} variant {variant}"
+        check(out[1:], ref[1:], f"bad index D={d}: the other sequence")
+        n += 1
+torch.cuda.synchronize()
+print(f"sanitize cases: {n}, mismatches: {len(failed)}")
+assert not failed, failed
