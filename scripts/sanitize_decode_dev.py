@@ -6,7 +6,9 @@ merges, sliding windows, a bad block index (the NaN path, no host check).
     compute-sanitizer --tool memcheck python3 scripts/sanitize_decode_dev.py
 
 The dev knobs (CLO_DECODE_VARIANT / CLO_DECODE_PACK / CLO_DECODE_TMA_STAGES) are set
-before the first decode call, so they are read again on every call.
+before the first decode call, so they are read again on every call. SANITIZE_ONLY,
+SANITIZE_REPEAT, SANITIZE_SOFT and SANITIZE_ONEHOT (below) narrow it for triage
+(csrc/decode/NOTES.md v26).
 """
 import os
 
@@ -42,7 +44,39 @@ def check(out, ref, what, dtype=torch.float16):
 # (variant, pack) knob pairs: automatic; cp.async; TMA (sm_90); forced head pairs
 KNOBS = [("0", "1"), ("1", "0")] + ([("2", "0"), ("2", "2")] if sm90 else [("0", "2")])
 n = 0
-for d in (64, 96, 80, 128, 256):
+if os.environ.get("SANITIZE_ONEHOT") == "1":
+    # Triage of notes v26's racecheck mismatch (not yet run): K = 0 makes the softmax uniform
+    # over a sequence's keys, and V row `key` is one-hot on its 8-key box (column key // 8),
+    # so out * seq_len counts each box's keys (8, the last box fewer). A wrong count names
+    # the box and where its bytes came from: box i short and i - 24 long (three 64-key
+    # tiles back: a stale read), i + 24 long (an overwrite), else a misdirected copy.
+    from cuda_llm_ops.reference.decode import make_paged_cache
+    lens, hkv, d, bs = [65, 300], 4, 96, 8
+    nmax = max(lens)
+    k = torch.zeros(len(lens), nmax, hkv, d, dtype=torch.float16, device="cuda")
+    v = torch.zeros_like(k)
+    keys = torch.arange(nmax, device="cuda")
+    v[:, keys, :, keys // 8] = 1.0
+    kc, vc, table = make_paged_cache(k, v, bs, extra_blocks=3, generator=torch.Generator().manual_seed(5))
+    sl = torch.tensor(lens, dtype=torch.int32, device="cuda")
+    q = torch.randn(len(lens), hkv, d, device="cuda").half()
+    for variant, pack in KNOBS:
+        os.environ["CLO_DECODE_VARIANT"], os.environ["CLO_DECODE_PACK"] = variant, pack
+        for rep in range(max(repeat, 1)):
+            out = llm.paged_attention(q, kc, vc, table, sl, num_splits=1, check_indices=False).float()
+            for b, nb in enumerate(lens):
+                want = torch.zeros(d, device="cuda")
+                want[: (nb + 7) // 8] = 8.0
+                want[(nb - 1) // 8] = nb - 8 * ((nb - 1) // 8)
+                for h in range(hkv):
+                    got = out[b, h] * nb
+                    bad = ((got - want).abs() > 0.25).nonzero().flatten().tolist()
+                    if bad:
+                        failed.append(f"knobs {variant}/{pack} rep {rep} seq {b} head {h}")
+                        print(f"ONEHOT knobs {variant}/{pack} rep {rep} seq {b} (len {nb}) head {h}: boxes "
+                              + ", ".join(f"{i}: {got[i]:.2f} (want {want[i]:.0f})" for i in bad), flush=True)
+            n += 1
+for d in (64, 96, 80, 128, 256) if os.environ.get("SANITIZE_ONEHOT") != "1" else ():
     for bs in (8, 256):
         for lens, hkv, group in (([0, 1, 17, 130], 2, 4), ([65, 300], 4, 1)):
             if only is not None and (d, bs) != only:
@@ -90,7 +124,7 @@ for d in (64, 96, 80, 128, 256):
                 n += 1
 # a block index past the cache: that sequence's output is NaN, the others exact, nothing read out of bounds
 os.environ["CLO_DECODE_VARIANT"], os.environ["CLO_DECODE_PACK"] = "0", "1"
-for d in (64, 96, 128) if only is None else ():
+for d in (64, 96, 128) if only is None and os.environ.get("SANITIZE_ONEHOT") != "1" else ():
     q, kc, vc, table, sl = make_paged_problem([40, 90], 2, 4, d, 16, torch.float16, 7)
     ref = paged_attention_reference(q, kc, vc, table, sl)
     table[0, 1] = kc.shape[0] + 5
