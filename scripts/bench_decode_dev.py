@@ -392,15 +392,15 @@ def d64_pairs_boundary_sweep(iters, copy_bw):
     against head pairs, each on the automatic kernel for its grid and on the TMA kernel
     at 3 / 4 stages (v25), at 1 and 2 splits, cuDNN first (graph replays, cold L2); then
     contiguous caches at the seam on the automatic kernel, TMA 2 / 4 and cp.async."""
-    tma = lambda n: {"CLO_DECODE_VARIANT": "2", "CLO_DECODE_TMA_STAGES": str(n)}
-    pairs = {"single": {"CLO_DECODE_PACK": "0"}, "single-tma3": {"CLO_DECODE_PACK": "0", **tma(3)},
-             "single-tma4": {"CLO_DECODE_PACK": "0", **tma(4)}, "pairs": {"CLO_DECODE_PACK": "2"},
-             "pairs-tma3": {"CLO_DECODE_PACK": "2", **tma(3)}}
+    tma = SWEEP_VARIANTS
+    pairs = {"single": {"CLO_DECODE_PACK": "0"}, "single-tma3": {"CLO_DECODE_PACK": "0", **tma["tma3"]},
+             "single-tma4": {"CLO_DECODE_PACK": "0", **tma["tma4"]}, "pairs": {"CLO_DECODE_PACK": "2"},
+             "pairs-tma3": {"CLO_DECODE_PACK": "2", **tma["tma3"]}}
     for B, Hkv in ((16, 8), (17, 8), (20, 8), (24, 8), (28, 8), (32, 8), (48, 8), (64, 8), (5, 32), (6, 32), (8, 32),
                    (16, 32)):
         _split_sweep_row(cd.paged_case(B, 2048, Hkv, torch.float16, D=64), (1, 2), pairs, iters, copy_bw,
                          f"d64 paged Hkv={Hkv} B={B} N=2048", peer="sdpa-cudnn")
-    contiguous = {"auto": {}, "tma2": tma(2), "tma4": tma(4), "cp": {"CLO_DECODE_VARIANT": "1"}}
+    contiguous = {lb: tma[lb] for lb in ("auto", "tma2", "tma4", "cp")}
     for B, Hkv in ((17, 8), (20, 8), (24, 8), (5, 32)):
         _split_sweep_row(cd.paged_case(B, 2048, Hkv, torch.float16, D=64), (1,), contiguous, iters, copy_bw,
                          f"d64 contig Hkv={Hkv} B={B} N=2048", peer="sdpa-cudnn", contiguous=True)

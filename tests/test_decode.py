@@ -900,7 +900,8 @@ for v in (0, 1, 2):  # CLO_DECODE_VARIANT: automatic, the cp.async kernel, the T
             assert_close(out, ref, dtype=torch.float16, what=f"variant 2 narrowed contiguous splits={ns}")
     # head pairs (decode_packs_head_pairs): paged D = 64 as the D = 128 kernels over pairs
     # of adjacent KV heads; forced (CLO_DECODE_PACK=2) on ragged MHA batches with splits
-    # (half-width partials), then the automatic rule (one split of more blocks than SMs)
+    # (half-width partials), then the automatic rule (16-bit: one split of more than 1.25
+    # blocks per SM)
     d128 = r"kernel<[^<>,]+, (\(int\))?128, "
     os.environ["CLO_DECODE_PACK"] = "2"
     for i, (lens, hkv, bs, dt, splits) in enumerate(
@@ -963,7 +964,7 @@ for v in (0, 1, 2):  # CLO_DECODE_VARIANT: automatic, the cp.async kernel, the T
         assert_close(fn(), paged_attention_reference(q, kc, vc, table, sl), dtype=torch.float16,
                      what=f"not paired hkv={hkv} group={group}")
         assert not re.search(d128, kernel_names(fn)), f"hkv={hkv} group={group} paired: {kernel_names(fn)[:300]}"
-    for knob, paired in (("0", False), ("1", sm90)):  # automatic: B * Hkv > SMs on sm_90
+    for knob, paired in (("0", False), ("1", sm90)):  # automatic: B * Hkv > 1.25 SMs on sm_90
         os.environ["CLO_DECODE_PACK"] = knob
         q, kc, vc, table, sl = paged_problem([33, 70, 1, 64] * (sms // 4 + 1), 8, 1, 64, 16, torch.float16, 3200)
         fn = lambda: llm.paged_attention(q, kc, vc, table, sl, check_indices=False)
@@ -978,8 +979,8 @@ for v in (0, 1, 2):  # CLO_DECODE_VARIANT: automatic, the cp.async kernel, the T
                  what=f"variant {v} automatic MHA small grid")
     assert not re.search(d128, kernel_names(fn)), f"MHA B=2: {kernel_names(fn)[:300]}"
     # automatic, GQA 32/8: both cache types pair where one split has more blocks than SMs
-    # (FP8: unsplit, or 2 splits just above one block per SM); grids of at most one block
-    # per SM (16-bit: unsplit; FP8: split to about two) do not pair
+    # (16-bit: 1.25 times the SMs; FP8: unsplit, or 2 splits just above one block per SM);
+    # grids of at most one block per SM (16-bit: unsplit; FP8: split to about two) do not pair
     for lens, fp8, paired in (([300, 1, 1100, 64] * (sms // 16 + 1), True, sm90),
                               ([300, 1, 1100, 64] * (sms // 16 + 1), False, sm90),
                               ([300, 1, 1100, 64] * (sms // 32), False, False),
