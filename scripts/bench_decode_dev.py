@@ -414,6 +414,58 @@ D96_ROWS = ([(B, 2048, 8, 96, False, (1,)) for B in (16, 17, 20, 24, 28, 32, 48,
                (64, 2048, 8, 80, False, (1,))])
 
 
+# --seam-gaps: the grids where cuDNN still leads (notes v25/v27): (B, N, Hkv, D, block_size,
+# contiguous, split counts, variant labels)
+_SEAM_ALL = ("auto", "cp", "tma2", "tma3", "tma4", "pairs-tma2", "pairs-tma3", "pairs-cp")
+SEAM_GAP_ROWS = ([(48, 2048, 8, 64, bs, False, (1, 2), _SEAM_ALL) for bs in (16, 64, 256)]
+                 + [(48, 2048, 8, 64, 16, True, (1, 2), ("auto", "cp", "tma2", "tma3", "tma4"))]
+                 + [(24, 2048, 8, 128, bs, False, (1, 2), ("auto", "cp", "tma2", "tma3")) for bs in (16, 256)]
+                 + [(24, 2048, 8, 128, 16, True, (1, 2), ("auto", "cp", "tma2", "tma3"))]
+                 + [(64, 2048, 8, 96, bs, False, (1,), ("auto", "cp", "tma2", "tma3", "pairs-tma2", "pairs-tma3"))
+                    for bs in (16, 256)]
+                 + [(64, 2048, 8, 96, 16, True, (1,), ("auto", "cp", "tma2", "tma3"))])
+
+
+def seam_gap_sweep(iters, copy_bw):
+    """The grids where cuDNN still leads: D=64 GQA B=48/2K, D=128 GQA B=24/2K, D=96 GQA
+    B=64/2K, at block sizes 16 / 64 / 256 and contiguous, unpaired on each kernel and depth
+    and in head pairs, 1 and 2 splits, cuDNN first (graph replays, cold L2). Tells the
+    paged gather (box size) apart from the kernel."""
+    single = {"CLO_DECODE_PACK": "0"}
+    variants = {lb: {**single, **env} for lb, env in SWEEP_VARIANTS.items() if lb != "auto"}
+    variants.update({"auto": {}, "pairs-tma2": {"CLO_DECODE_PACK": "2", **SWEEP_VARIANTS["tma2"]},
+                     "pairs-tma3": {"CLO_DECODE_PACK": "2", **SWEEP_VARIANTS["tma3"]},
+                     "pairs-cp": {"CLO_DECODE_PACK": "2", **SWEEP_VARIANTS["cp"]}})
+    for B, N, Hkv, D, bs, contiguous, splits, labels in SEAM_GAP_ROWS:
+        _split_sweep_row(cd.paged_case(B, N, Hkv, torch.float16, D=D, block_size=bs), splits,
+                         {lb: variants[lb] for lb in labels}, iters, copy_bw,
+                         f"{'contig' if contiguous else f'paged bs={bs}'} D={D} B={B} N={N} Hkv={Hkv}",
+                         peer="sdpa-cudnn", contiguous=contiguous)
+
+
+# --depth-seam: (B, N, Hkv, D, block sizes (0 = contiguous), split counts, variant labels)
+DEPTH_SEAM_ROWS = ([(B, 2048, 8, 64, (16, 256, 0), (1,), ("auto", "cp", "tma2", "tma3", "tma4", "pairs-tma2"))
+                    for B in (24, 32, 40, 44, 52, 64)]
+                   + [(B, 2048, 8, 128, (16, 256, 0), (1, 2), ("auto", "tma2", "tma3"))
+                      for B in (20, 28, 32, 40)])
+
+
+def depth_seam_sweep(iters, copy_bw):
+    """The TMA kernel's depth and the split count between one and four blocks per SM
+    (D=64 GQA 32/8 B=24-64, D=128 B=20-40, N=2048), paged at block sizes 16 and 256
+    and contiguous, cuDNN first (graph replays, cold L2)."""
+    single = {"CLO_DECODE_PACK": "0"}
+    variants = {lb: {**single, **env} for lb, env in SWEEP_VARIANTS.items() if lb != "auto"}
+    variants.update({"auto": {}, "pairs-tma2": {"CLO_DECODE_PACK": "2", **SWEEP_VARIANTS["tma2"]}})
+    for B, N, Hkv, D, sizes, splits, labels in DEPTH_SEAM_ROWS:
+        for bs in sizes:
+            lbs = [lb for lb in labels if bs or not lb.startswith("pairs")]
+            _split_sweep_row(cd.paged_case(B, N, Hkv, torch.float16, D=D, block_size=bs or 16), splits,
+                             {lb: variants[lb] for lb in lbs}, iters, copy_bw,
+                             f"{f'paged bs={bs}' if bs else 'contig'} D={D} B={B} N={N} Hkv={Hkv}",
+                             peer="sdpa-cudnn", contiguous=not bs)
+
+
 def d96_sweep(iters, copy_bw):
     """16-bit D=96 (and D=80 on its kernels) from one block per SM to large grids (v24):
     the automatic choice; unpaired on the cp.async kernel and the TMA kernel at 2 / 3
@@ -525,6 +577,8 @@ SWEEPS = {
     "d64-pairs-boundary": (d64_pairs_boundary_sweep, "16-bit D=64 at 1-8 blocks per SM: head pairs x splits"),
     "long-splits": (long_context_split_sweep, "16-bit D=128 GQA at one block per SM, long contexts: split counts"),
     "short-splits": (short_context_split_sweep, "B=1 at short contexts: split counts"),
+    "seam-gaps": (seam_gap_sweep, "grids where cuDNN leads: block sizes, contiguous, kernels, pairs, splits"),
+    "depth-seam": (depth_seam_sweep, "TMA depth and splits at 1-4 blocks per SM, block sizes 16 / 256, contiguous"),
     "d96": (d96_sweep, "16-bit D=96 / 80: unpaired kernels vs head pairs, paged and contiguous"),
     "fp8-splits": (fp8_split_sweep, "FP8 caches: forced split counts on small and medium grids"),
     "fp8-pack-splits": (fp8_pack_split_sweep, "FP8 small grids: split counts with and without head pairs"),

@@ -7,7 +7,7 @@ merges, sliding windows, a bad block index (the NaN path, no host check).
 
 The dev knobs (CLO_DECODE_VARIANT / CLO_DECODE_PACK / CLO_DECODE_TMA_STAGES) are set
 before the first decode call, so they are read again on every call. SANITIZE_ONLY,
-SANITIZE_REPEAT, SANITIZE_SOFT and SANITIZE_ONEHOT (below) narrow it for triage
+SANITIZE_REPEAT, SANITIZE_SOFT and SANITIZE_ONEHOT (onehot_triage) narrow it for triage
 (csrc/decode/NOTES.md v26).
 """
 import os
@@ -44,12 +44,19 @@ def check(out, ref, what, dtype=torch.float16):
 # (variant, pack) knob pairs: automatic; cp.async; TMA (sm_90); forced head pairs
 KNOBS = [("0", "1"), ("1", "0")] + ([("2", "0"), ("2", "2")] if sm90 else [("0", "2")])
 n = 0
-if os.environ.get("SANITIZE_ONEHOT") == "1":
-    # Triage of notes v26's racecheck mismatch (not yet run): K = 0 makes the softmax uniform
-    # over a sequence's keys, and V row `key` is one-hot on its 8-key box (column key // 8),
-    # so out * seq_len counts each box's keys (8, the last box fewer). A wrong count names
-    # the box and where its bytes came from: box i short and i - 24 long (three 64-key
-    # tiles back: a stale read), i + 24 long (an overwrite), else a misdirected copy.
+onehot = os.environ.get("SANITIZE_ONEHOT") == "1"
+
+
+def onehot_triage():
+    """Triage of notes v26's racecheck mismatch: K = 0 makes the softmax uniform over a
+    sequence's keys, and V row `key` is one-hot on its 8-key box (column key // 8), so
+    out * seq_len counts each box's keys (8, the last box fewer). A wrong count names the
+    box and where its bytes came from: box i short and i - 24 long (three 64-key tiles
+    back: a stale read), i + 24 long (an overwrite), else a misdirected copy. Each one-hot
+    call follows a call on the v26 repro's random data of the same shape (D = 96, block 8,
+    lens [65, 300], 4 KV heads, group 1), checked too: state left by a different problem
+    (shared memory of the previous block on the SM) shows up here, not between identical calls."""
+    global n
     from cuda_llm_ops.reference.decode import make_paged_cache
     lens, hkv, d, bs = [65, 300], 4, 96, 8
     nmax = max(lens)
@@ -60,9 +67,13 @@ if os.environ.get("SANITIZE_ONEHOT") == "1":
     kc, vc, table = make_paged_cache(k, v, bs, extra_blocks=3, generator=torch.Generator().manual_seed(5))
     sl = torch.tensor(lens, dtype=torch.int32, device="cuda")
     q = torch.randn(len(lens), hkv, d, device="cuda").half()
+    rq, rkc, rvc, rtable, rsl = make_paged_problem(lens, hkv, 1, d, bs, torch.float16, 100 + d + bs)
+    rref = paged_attention_reference(rq, rkc, rvc, rtable, rsl)
     for variant, pack in KNOBS:
         os.environ["CLO_DECODE_VARIANT"], os.environ["CLO_DECODE_PACK"] = variant, pack
         for rep in range(max(repeat, 1)):
+            check(llm.paged_attention(rq, rkc, rvc, rtable, rsl, num_splits=1, check_indices=False), rref,
+                  f"random D={d} bs={bs} {lens} knobs {variant}/{pack} rep {rep}")
             out = llm.paged_attention(q, kc, vc, table, sl, num_splits=1, check_indices=False).float()
             for b, nb in enumerate(lens):
                 want = torch.zeros(d, device="cuda")
@@ -75,8 +86,10 @@ if os.environ.get("SANITIZE_ONEHOT") == "1":
                         failed.append(f"knobs {variant}/{pack} rep {rep} seq {b} head {h}")
                         print(f"ONEHOT knobs {variant}/{pack} rep {rep} seq {b} (len {nb}) head {h}: boxes "
                               + ", ".join(f"{i}: {got[i]:.2f} (want {want[i]:.0f})" for i in bad), flush=True)
-            n += 1
-for d in (64, 96, 80, 128, 256) if os.environ.get("SANITIZE_ONEHOT") != "1" else ():
+            n += 2
+
+
+for d in (64, 96, 80, 128, 256) if not onehot or only is not None else ():
     for bs in (8, 256):
         for lens, hkv, group in (([0, 1, 17, 130], 2, 4), ([65, 300], 4, 1)):
             if only is not None and (d, bs) != only:
@@ -124,7 +137,7 @@ for d in (64, 96, 80, 128, 256) if os.environ.get("SANITIZE_ONEHOT") != "1" else
                 n += 1
 # a block index past the cache: that sequence's output is NaN, the others exact, nothing read out of bounds
 os.environ["CLO_DECODE_VARIANT"], os.environ["CLO_DECODE_PACK"] = "0", "1"
-for d in (64, 96, 128) if only is None and os.environ.get("SANITIZE_ONEHOT") != "1" else ():
+for d in (64, 96, 128) if only is None and not onehot else ():
     q, kc, vc, table, sl = make_paged_problem([40, 90], 2, 4, d, 16, torch.float16, 7)
     ref = paged_attention_reference(q, kc, vc, table, sl)
     table[0, 1] = kc.shape[0] + 5
@@ -134,6 +147,8 @@ for d in (64, 96, 128) if only is None and os.environ.get("SANITIZE_ONEHOT") != 
         assert torch.isnan(out[0]).all() and not torch.isnan(out[1]).any(), f"bad index D={d} variant {variant}"
         check(out[1:], ref[1:], f"bad index D={d}: the other sequence")
         n += 1
+if onehot:  # SANITIZE_ONLY as well: its cases first, in the same process
+    onehot_triage()
 torch.cuda.synchronize()
 print(f"sanitize cases: {n}, mismatches: {len(failed)}")
 assert not failed, failed
