@@ -72,6 +72,8 @@ def _extensions():
           file=sys.stderr)
     include = [os.path.join(ROOT, "csrc", "include"), os.path.join(ROOT, "csrc")]
     define = [("CUDA_LLM_OPS_BUILD_AREAS", '"' + ",".join(areas) + '"')]
+    # Dev builds: CUDA_LLM_OPS_DEV_DEFINES="CLO_DEV_CHAOS,..." (macros the kernels' dev probes test)
+    define += [(m.strip(), None) for m in os.environ.get("CUDA_LLM_OPS_DEV_DEFINES", "").split(",") if m.strip()]
     ext = CUDAExtension(
         name="cuda_llm_ops._C",
         sources=sources,

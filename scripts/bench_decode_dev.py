@@ -466,6 +466,40 @@ def depth_seam_sweep(iters, copy_bw):
                              peer="sdpa-cudnn", contiguous=not bs)
 
 
+# --split-balance: (B, N, Hkv, D) at 1.2-3.5 blocks per SM unsplit, each at block sizes
+# 16 / 256 and contiguous (0), 1-4 splits on the automatic kernel
+SPLIT_BALANCE_ROWS = ([(B, 2048, 8, 64) for B in (20, 28, 36, 40, 44, 56)]
+                      + [(B, 2048, 8, 128) for B in (20, 24, 36, 40, 44, 56)])
+
+
+def split_balance_sweep(iters, copy_bw):
+    """Forced split counts 1-4 on the automatic kernel where the unsplit grid leaves the
+    SMs unevenly loaded (1.2-3.5 blocks per SM), paged at block sizes 16 and 256 and
+    contiguous, cuDNN first (graph replays, cold L2)."""
+    for B, N, Hkv, D in SPLIT_BALANCE_ROWS:
+        for bs in (16, 256, 0):
+            _split_sweep_row(cd.paged_case(B, N, Hkv, torch.float16, D=D, block_size=bs or 16), (1, 2, 3, 4),
+                             {"auto": {}}, iters, copy_bw,
+                             f"{f'paged bs={bs}' if bs else 'contig'} D={D} B={B} N={N} Hkv={Hkv}",
+                             peer="sdpa-cudnn", contiguous=not bs)
+
+
+# --d64-contig-band: contiguous D=64 (B, N, Hkv) in and around 2.25-3 blocks per SM
+D64_CONTIG_BAND_ROWS = [(36, 2048, 8), (38, 2048, 8), (40, 1024, 8), (44, 4096, 8), (48, 8192, 8), (10, 2048, 32),
+                        (11, 4096, 32), (12, 1024, 32), (13, 2048, 32)]
+
+
+def d64_contig_band_sweep(iters, copy_bw):
+    """Contiguous D=64 caches in and around 2.25-3 blocks per SM (v27's 4-stage band) at
+    other lengths and MHA: the automatic choice against the TMA kernel at 2 and 4
+    stages, cuDNN first (graph replays, cold L2)."""
+    variants = {lb: SWEEP_VARIANTS[lb] for lb in ("auto", "tma2", "tma4")}
+    for B, N, Hkv in D64_CONTIG_BAND_ROWS:
+        _split_sweep_row(cd.paged_case(B, N, Hkv, torch.float16, D=64), (1,), variants, iters, copy_bw,
+                         f"contig D=64 B={B} N={N} Hkv={Hkv} ({B * Hkv} blocks)", peer="sdpa-cudnn",
+                         contiguous=True)
+
+
 def d96_sweep(iters, copy_bw):
     """16-bit D=96 (and D=80 on its kernels) from one block per SM to large grids (v24):
     the automatic choice; unpaired on the cp.async kernel and the TMA kernel at 2 / 3
@@ -579,6 +613,8 @@ SWEEPS = {
     "short-splits": (short_context_split_sweep, "B=1 at short contexts: split counts"),
     "seam-gaps": (seam_gap_sweep, "grids where cuDNN leads: block sizes, contiguous, kernels, pairs, splits"),
     "depth-seam": (depth_seam_sweep, "TMA depth and splits at 1-4 blocks per SM, block sizes 16 / 256, contiguous"),
+    "split-balance": (split_balance_sweep, "split counts 1-4 at 1.2-3.5 blocks per SM, block sizes 16 / 256, contiguous"),
+    "d64-contig-band": (d64_contig_band_sweep, "contiguous D=64 at 2.2-3.2 blocks per SM: TMA 2 vs 4 stages"),
     "d96": (d96_sweep, "16-bit D=96 / 80: unpaired kernels vs head pairs, paged and contiguous"),
     "fp8-splits": (fp8_split_sweep, "FP8 caches: forced split counts on small and medium grids"),
     "fp8-pack-splits": (fp8_pack_split_sweep, "FP8 small grids: split counts with and without head pairs"),

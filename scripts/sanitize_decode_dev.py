@@ -104,7 +104,13 @@ for d in (64, 96, 80, 128, 256) if not onehot or only is not None else ():
                     check(out, ref, what)
                     for _ in range(repeat - 1):
                         again = llm.paged_attention(q, kc, vc, table, sl, num_splits=ns, check_indices=False)
-                        assert torch.equal(again, out), what + ": not bitwise repeatable"
+                        if not torch.equal(again, out):
+                            diff = (again.float() - out.float()).abs()
+                            msg = f"{what}: not bitwise repeatable (max diff {diff.max().item():.3g})"
+                            if not soft:
+                                raise AssertionError(msg)
+                            failed.append(msg)
+                            print("MISMATCH", msg, flush=True)
                     n += 1
             if d in (64, 128) and bs == 8:
                 k8, v8 = quantize_fp8_e4m3(kc, 0.05), quantize_fp8_e4m3(vc, 0.05)

@@ -842,6 +842,19 @@ for v in (0, 1, 2):  # CLO_DECODE_VARIANT: automatic, the cp.async kernel, the T
             f"variant {v}, contiguous D=128, {4 * b} blocks: {names[:300]}"
         if v == 0 and auto_tma and sm90:
             assert re.search(r"tma_kernel<[^<>,]+, (\(int\))?128, (\(int\))?2, ", names), names[:300]
+    # contiguous D = 64: the TMA kernel at 4 stages between 2.25 and 3 blocks per SM (v27),
+    # 2 stages at 2 and 3.5
+    for blocks, stages in ((11 * sms // 4, 4), (2 * sms, 2), (7 * sms // 2, 2)):
+        b = (blocks + 3) // 4
+        q = torch.randn(b, 8, 1, 64, device="cuda", generator=g).half()
+        k = torch.randn(b, 4, 70, 64, device="cuda", generator=g).half()
+        vv = torch.randn(b, 4, 70, 64, device="cuda", generator=g).half()
+        fn = lambda: llm.decode_attention(q, k, vv, num_splits=1)
+        assert_close(fn(), attention_reference(q, k, vv), dtype=torch.float16, what=f"variant {v} contiguous D=64 B={b}")
+        if v == 0 and sm90:
+            names = kernel_names(fn)
+            assert re.search(rf"tma_kernel<[^<>,]+, (\(int\))?64, (\(int\))?{stages}, ", names), \
+                f"contiguous D=64, {4 * b} blocks: {names[:300]}"
     # a large D = 128 grid (12+ blocks per SM): the TMA kernel on sm_90 as well
     q, kc, vc, table, sl = paged_problem([40, 77, 3] * sms + [129] * 4, 4, 2, 128, 16, torch.float16, 6)
     fn = lambda: llm.paged_attention(q, kc, vc, table, sl, check_indices=False)

@@ -41,6 +41,24 @@
 
 namespace cuda_llm_ops::decode {
 
+// Dev builds only (CUDA_LLM_OPS_DEV_DEFINES=CLO_DEV_CHAOS): a pseudo-random per-lane delay
+// (a quarter of the calls, up to ~4 us) at each hand-off of the pipelines and the epilogue,
+// so a missing barrier or a wrong mbarrier parity shows up in plain runs as a wrong or
+// unrepeatable result, without a sanitizer's own timing (NOTES.md v27).
+#ifdef CLO_DEV_CHAOS
+CLO_DEVICE void decode_dev_chaos(unsigned site) {
+  unsigned x = static_cast<unsigned>(clock64()) ^ (threadIdx.x * 0x9E3779B9u) ^ (blockIdx.x * 0x85EBCA6Bu) ^
+               (blockIdx.y * 0xC2B2AE35u) ^ (blockIdx.z * 0x165667B1u) ^ (site * 0x27D4EB2Fu);
+  x ^= x >> 15;
+  x *= 0x2C1B3C6Du;
+  x ^= x >> 12;
+  if ((x & 3u) == 0u) __nanosleep((x >> 4) % 4000u);
+}
+#define CLO_DEV_CHAOS_POINT(site) decode_dev_chaos(site)
+#else
+#define CLO_DEV_CHAOS_POINT(site) ((void)0)
+#endif
+
 constexpr int kDecodeWarps = 4;
 constexpr int kDecodeThreads = kDecodeWarps * 32;
 static_assert(kTileTokens == 16 * kDecodeWarps, "each warp owns 16 keys of a tile");
@@ -775,6 +793,7 @@ CLO_DEVICE void decode_epilogue(const DecodeKernelParams& p, float (&o)[D / 8][4
     row_sum[i] += __shfl_xor_sync(0xffffffffu, row_sum[i], 2);
   }
   const int rows_here = min(kRowsPerBlock, p.rows - row_tile * kRowsPerBlock);
+  CLO_DEV_CHAOS_POINT(10);
   bad = __syncthreads_or(bad);  // also: every warp is done with the pipeline buffers
 #ifdef CLO_DEV_STAMPS
   unsigned long long* stamp =
@@ -787,6 +806,7 @@ CLO_DEVICE void decode_epilogue(const DecodeKernelParams& p, float (&o)[D / 8][4
   float2* warp_state = reinterpret_cast<float2*>(smem);                  // [math warps][16]
   float* obuf = reinterpret_cast<float*>(warp_state + kMathWarps * kRowsPerBlock);  // [math warps][16][D + 4]
   constexpr int kOStride = D + 4;
+  CLO_DEV_CHAOS_POINT(11);
   if (math) {
 #pragma unroll
     for (int i = 0; i < 2; ++i) {
@@ -809,7 +829,9 @@ CLO_DEVICE void decode_epilogue(const DecodeKernelParams& p, float (&o)[D / 8][4
       }
     }
   }
+  CLO_DEV_CHAOS_POINT(12);
   __syncthreads();
+  CLO_DEV_CHAOS_POINT(13);
 #ifdef CLO_DEV_STAMPS
   if (p.dev_stamps != nullptr && tid == 0) stamp[11] = clock64();
 #endif
@@ -899,6 +921,7 @@ CLO_DEVICE void decode_epilogue(const DecodeKernelParams& p, float (&o)[D / 8][4
   // Count the split in. The barrier orders every thread's partials before thread 0's
   // acq_rel add at gpu scope (release, cumulative over the block); in the last block the
   // same add acquires the other splits' partials, which its threads read after the barrier.
+  CLO_DEV_CHAOS_POINT(14);
   __syncthreads();
   bool last = false, stale = false;
   if (tid == 0) {
@@ -1095,8 +1118,10 @@ __global__ void __launch_bounds__(kDecodeThreads)
   float q_unscale[2] = {1.f, 1.f};
 
   for (int t = 0; t < n_tiles; ++t) {
+    CLO_DEV_CHAOS_POINT(20);
     cp_async_wait<kStages - 2>();
     __syncthreads();  // tile t visible to all; stage (t-1) % kStages free to overwrite
+    CLO_DEV_CHAOS_POINT(21);
     {
       const int nt = t + kStages - 1;
       if (nt < n_tiles) issue_tile(nt, nt % kStages, entries);

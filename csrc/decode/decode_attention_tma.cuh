@@ -169,6 +169,7 @@ __global__ void __launch_bounds__(kTmaThreads)
   // Start-up hand-off: the producer issues its first boxes as soon as its table entries
   // land; the math warps wait for the mbarriers' initialisation (the producer's arrival)
   // and for each other's q rows.
+  CLO_DEV_CHAOS_POINT(0);
   if (producer) {
     __syncwarp();
     named_barrier_arrive(kStartupBarrier, kTmaThreads);
@@ -232,6 +233,7 @@ __global__ void __launch_bounds__(kTmaThreads)
       const int ahead = my_pos + kStages * kTileTokens;
       ent[kStages - 1] = box_lane && ahead < end ? cur.lookup(ahead) : 0;
       if (t >= kStages) tma::mbarrier_wait(empty_bar + stage, ((t / kStages) - 1) & 1);
+      CLO_DEV_CHAOS_POINT(1);
       // A box wholly below the lowest visible key (sliding window) is not issued either.
       bool issue = box_lane && my_pos < end && my_pos + box_rows > range.lowest;
       if (issue && !cur.entry_ok(e)) {
@@ -245,6 +247,7 @@ __global__ void __launch_bounds__(kTmaThreads)
       uint64_t* bar = full_bar + stage;
       if (lane == 0) tma::mbarrier_arrive_expect_tx(bar, boxes * 2u * box_bytes);
       __syncwarp();
+      CLO_DEV_CHAOS_POINT(2);
       if (issue) {
         // Box rows start at a multiple of 8 keys: the swizzle phase (row % 8) matches.
         T* ks = kv_s + stage * 2 * kTileElems;
@@ -266,6 +269,7 @@ __global__ void __launch_bounds__(kTmaThreads)
       const int tok0 = start + t * kTileTokens + warp * 16;
       if (tok0 < end) {  // warp-uniform; else this warp's keys are all past the end (last tile)
         tma::mbarrier_wait(full_bar + stage, (t / kStages) & 1);
+        CLO_DEV_CHAOS_POINT(3);
 #ifdef CLO_DEV_STAMPS
         if (stamps_on && t == 0 && tid == 0) stamp[2] = clk();
         if (stamps_on && t + 1 == n_tiles && tid == 0) stamp[7] = clk();
@@ -307,6 +311,7 @@ __global__ void __launch_bounds__(kTmaThreads)
 #endif
       }
       // This warp's reads of the stage are done (the ldmatrix results fed the mma above).
+      CLO_DEV_CHAOS_POINT(4);
       __syncwarp();
       if (lane == 0) tma::mbarrier_arrive(empty_bar + stage);
     }
