@@ -842,7 +842,7 @@ for v in (0, 1, 2):  # CLO_DECODE_VARIANT: automatic, the cp.async kernel, the T
             f"variant {v}, contiguous D=128, {4 * b} blocks: {names[:300]}"
         if v == 0 and auto_tma and sm90:
             assert re.search(r"tma_kernel<[^<>,]+, (\(int\))?128, (\(int\))?2, ", names), names[:300]
-    # contiguous D = 64: the TMA kernel at 4 stages between 2.25 and 3 blocks per SM (v27),
+    # contiguous D = 64: the TMA kernel at 4 stages beyond 2 and up to 3 blocks per SM (v27),
     # 2 stages at 2 and 3.5
     for blocks, stages in ((11 * sms // 4, 4), (2 * sms, 2), (7 * sms // 2, 2)):
         b = (blocks + 3) // 4

@@ -49,7 +49,7 @@ constexpr int decode_pipeline_stages(int head_dim) { return head_dim <= 64 ? 4 :
 //    blocks per SM, paged 97.8 / 369.0 us vs the cp.async kernel's 117.3 / 387.0; D = 256:
 //    361.9 / 1406.9 vs 375.9 / 1448.6), but 4 at D = 64 up to 1.25 blocks per SM (v25,
 //    paged GQA 32:8 B=17/2K 34.1 -> 29.1 us, B=20 36.8 -> 33.1, MHA B=5 35.9 -> 32.4) and
-//    on contiguous caches between 2.25 and 3 (v27);
+//    on contiguous caches beyond 2 and up to 3 (v27);
 //  - D = 128: paged caches on at most one block per SM (3 stages); every grid beyond one
 //    block per SM, either layout, with 2 stages (v23, graph replays: paged GQA 32/8
 //    B=48/1K 79.9 -> 73.3 us, B=64/1K 96.3 -> 93.7, B=64/4K 360.1 -> 353.5, MHA B=8/2K
@@ -80,14 +80,16 @@ inline int decode_tma_stages_for(int head_dim, bool paged, int64_t blocks, int64
   if (small_grid) return paged || head_dim == 64 || head_dim == 256 ? decode_pipeline_stages(head_dim) : 0;
   // D = 64 up to 1.25 blocks per SM (unpaired there, decode_packs_head_pairs): most SMs
   // hold one block, whose 128-byte rows need the small grids' 4 stages in flight (v25).
-  // Contiguous caches between 2.25 and 3 blocks per SM too: the SMs holding three blocks
-  // set the time, and 4 stages feed them faster (v27, GQA 32/8 N=2K: B=40 67.7 -> 65.2 us,
-  // B=44 70.9 -> 68.2, B=48 75.7 -> 71.0; at 1.9 and 3.2 blocks per SM 4 stages lose:
-  // B=32 47.3 -> 55.1, B=52 81.1 -> 83.5). Paged ones there run head pairs; narrower
-  // rows on this kernel were not measured there.
+  // Contiguous caches beyond 2 and up to 3 blocks per SM too: the SMs holding three blocks
+  // set the time, and 4 stages feed them faster (v27, GQA 32/8 N=2K: B=36 63.5 -> 60.9 us,
+  // B=38 66.4 -> 63.1, B=40 67.7 -> 65.2, B=44 70.9 -> 68.2, B=48 75.7 -> 71.0; B=44/4K
+  // 138.3 -> 130.4, B=48/8K 291.1 -> 268.9; MHA B=10/2K 67.6 -> 64.6, B=11/4K 137.6 ->
+  // 129.4, B=12/1K 39.9 -> 38.0; at 1.9 and 3.2 blocks per SM 4 stages lose: B=32 47.3 ->
+  // 55.1, B=52 81.1 -> 83.5, MHA B=13 80.8 -> 83.7). Paged ones there run head pairs;
+  // narrower rows on this kernel were not measured there.
   if (head_dim == 64) {
     const bool contiguous_band =
-        !paged && (row_cols == 0 || row_cols == 64) && 4 * blocks > 9 * sms && blocks <= 3 * sms;
+        !paged && (row_cols == 0 || row_cols == 64) && blocks > 2 * sms && blocks <= 3 * sms;
     return 4 * blocks <= 5 * sms || contiguous_band ? 4 : 2;
   }
   if (head_dim != 96) return 2;  // beyond one block per SM
