@@ -414,6 +414,11 @@ D96_ROWS = ([(B, 2048, 8, 96, False, (1,)) for B in (16, 17, 20, 24, 28, 32, 48,
                (64, 2048, 8, 80, False, (1,))])
 
 
+# Each kernel and depth unpaired (CLO_DECODE_PACK=0, SWEEP_VARIANTS' labels) and in head
+# pairs ("pairs-" + label); "auto": the library's choice.
+PACK_KERNEL_VARIANTS = {"auto": {},
+                        **{lb: {"CLO_DECODE_PACK": "0", **env} for lb, env in SWEEP_VARIANTS.items() if lb != "auto"},
+                        **{f"pairs-{lb}": {"CLO_DECODE_PACK": "2", **SWEEP_VARIANTS[lb]} for lb in ("cp", "tma2", "tma3")}}
 # --seam-gaps: the grids where cuDNN still leads (notes v25/v27): (B, N, Hkv, D, block_size,
 # contiguous, split counts, variant labels)
 _SEAM_ALL = ("auto", "cp", "tma2", "tma3", "tma4", "pairs-tma2", "pairs-tma3", "pairs-cp")
@@ -431,11 +436,7 @@ def seam_gap_sweep(iters, copy_bw):
     B=64/2K, at block sizes 16 / 64 / 256 and contiguous, unpaired on each kernel and depth
     and in head pairs, 1 and 2 splits, cuDNN first (graph replays, cold L2). Tells the
     paged gather (box size) apart from the kernel."""
-    single = {"CLO_DECODE_PACK": "0"}
-    variants = {lb: {**single, **env} for lb, env in SWEEP_VARIANTS.items() if lb != "auto"}
-    variants.update({"auto": {}, "pairs-tma2": {"CLO_DECODE_PACK": "2", **SWEEP_VARIANTS["tma2"]},
-                     "pairs-tma3": {"CLO_DECODE_PACK": "2", **SWEEP_VARIANTS["tma3"]},
-                     "pairs-cp": {"CLO_DECODE_PACK": "2", **SWEEP_VARIANTS["cp"]}})
+    variants = PACK_KERNEL_VARIANTS
     for B, N, Hkv, D, bs, contiguous, splits, labels in SEAM_GAP_ROWS:
         _split_sweep_row(cd.paged_case(B, N, Hkv, torch.float16, D=D, block_size=bs), splits,
                          {lb: variants[lb] for lb in labels}, iters, copy_bw,
@@ -454,9 +455,7 @@ def depth_seam_sweep(iters, copy_bw):
     """The TMA kernel's depth and the split count between one and four blocks per SM
     (D=64 GQA 32/8 B=24-64, D=128 B=20-40, N=2048), paged at block sizes 16 and 256
     and contiguous, cuDNN first (graph replays, cold L2)."""
-    single = {"CLO_DECODE_PACK": "0"}
-    variants = {lb: {**single, **env} for lb, env in SWEEP_VARIANTS.items() if lb != "auto"}
-    variants.update({"auto": {}, "pairs-tma2": {"CLO_DECODE_PACK": "2", **SWEEP_VARIANTS["tma2"]}})
+    variants = PACK_KERNEL_VARIANTS
     for B, N, Hkv, D, sizes, splits, labels in DEPTH_SEAM_ROWS:
         for bs in sizes:
             lbs = [lb for lb in labels if bs or not lb.startswith("pairs")]
