@@ -133,7 +133,8 @@ BENCH_VARIANTS = {
     "cp": {"CLO_DECODE_VARIANT": "1"},
     "tma": {"CLO_DECODE_VARIANT": "2"},
 }
-_KNOBS = ("CLO_DECODE_VARIANT", "CLO_DECODE_TMA_STAGES", "CLO_DECODE_PACK", "CLO_DECODE_SMEM_LIMIT")
+_KNOBS = ("CLO_DECODE_VARIANT", "CLO_DECODE_TMA_STAGES", "CLO_DECODE_PACK", "CLO_DECODE_SMEM_LIMIT",
+          "CLO_DECODE_STREAMK")
 # --shape-sweep: the cp.async kernel and the TMA kernel at each pipeline depth
 # (CLO_DECODE_TMA_STAGES; depths that do not fit in shared memory are skipped).
 SWEEP_VARIANTS = {
@@ -499,6 +500,25 @@ def d64_contig_band_sweep(iters, copy_bw):
                          contiguous=True)
 
 
+# --balanced: (B, N, Hkv) of 16-bit D=128 grids between one and three units per SM
+BALANCED_ROWS = ([(B, 2048, 8) for B in (17, 20, 24, 28, 32, 36, 40, 44, 48)]
+                 + [(B, 1024, 8) for B in (20, 36)] + [(B, 4096, 8) for B in (20, 36)]
+                 + [(B, 2048, 32) for B in (5, 7, 9, 11)])
+
+
+def balanced_sweep(iters, copy_bw):
+    """The balanced schedule (v28) against the even grids it replaces: the heuristic's
+    count (s0: 2 splits run balanced where decode_streamk_pays, else 1), 1 split, and 2
+    splits balanced and even (CLO_DECODE_STREAMK=0), paged at block sizes 16 and 256 and
+    contiguous, cuDNN first (graph replays, cold L2)."""
+    variants = {"sk": {}, "even": {"CLO_DECODE_STREAMK": "0"}}
+    for B, N, Hkv in BALANCED_ROWS:
+        for bs in (16, 256, 0):
+            _split_sweep_row(cd.paged_case(B, N, Hkv, torch.float16, block_size=bs or 16), (0, 1, 2), variants,
+                             iters, copy_bw, f"{f'paged bs={bs}' if bs else 'contig'} D=128 B={B} N={N} Hkv={Hkv}",
+                             peer="sdpa-cudnn", contiguous=not bs)
+
+
 def d96_sweep(iters, copy_bw):
     """16-bit D=96 (and D=80 on its kernels) from one block per SM to large grids (v24):
     the automatic choice; unpaired on the cp.async kernel and the TMA kernel at 2 / 3
@@ -614,6 +634,7 @@ SWEEPS = {
     "depth-seam": (depth_seam_sweep, "TMA depth and splits at 1-4 blocks per SM, block sizes 16 / 256, contiguous"),
     "split-balance": (split_balance_sweep, "split counts 1-4 at 1.2-3.5 blocks per SM, block sizes 16 / 256, contiguous"),
     "d64-contig-band": (d64_contig_band_sweep, "contiguous D=64 at 2.2-3.2 blocks per SM: TMA 2 vs 4 stages"),
+    "balanced": (balanced_sweep, "D=128 at 1-3 units per SM: the balanced schedule against even grids"),
     "d96": (d96_sweep, "16-bit D=96 / 80: unpaired kernels vs head pairs, paged and contiguous"),
     "fp8-splits": (fp8_split_sweep, "FP8 caches: forced split counts on small and medium grids"),
     "fp8-pack-splits": (fp8_pack_split_sweep, "FP8 small grids: split counts with and without head pairs"),

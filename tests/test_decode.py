@@ -2,6 +2,8 @@
 head dims, dtypes, forced splits, out=/workspace), the append op, flash_attention's
 few-query-row path, CUDA-graph capture/replay, CUDAGraphRunner, error paths,
 opcheck and torch.compile."""
+import re
+
 import pytest
 import torch
 from hypothesis import HealthCheck, assume, example, given, settings
@@ -11,7 +13,7 @@ import cuda_llm_ops as llm
 from cuda_llm_ops.reference import attention_reference, paged_attention_reference, paged_kv_append_reference
 from cuda_llm_ops.reference.decode import make_paged_problem
 from cuda_llm_ops.graphs import capture_graph
-from cuda_llm_ops.testing import assert_close, poison_, run_isolated
+from cuda_llm_ops.testing import assert_close, kernel_names, poison_, run_isolated
 from conftest import require_op
 
 pytestmark = pytest.mark.cuda
@@ -566,6 +568,80 @@ def test_cuda_graph_capture_then_replay_with_new_tables():
                      what=f"replay {trial}")
 
 
+def test_balanced_schedule_matches_reference():
+    """2-split calls of 16-bit D = 128 with one to two (batch, KV head, row tile) units per
+    SM run on sm_90 as the balanced schedule (one block per SM, the blocks sharing the
+    units' tiles, a unit cut in at most two pieces; csrc/decode/NOTES.md v28); beyond two
+    units per SM as an even grid. Ragged lengths with 0, 1 and tile-straddling ones, GQA
+    and MHA, two row tiles (Nq 5 x group 4, causal), a sliding window and soft cap, bf16,
+    D = 112 on the D = 128 kernel, block sizes 8, 16 and 256, the contiguous path; graph
+    replays with new lengths and tables; which kernel runs. The heuristic's 2 splits
+    (decode_tail_splits_pay): 1.1-1.35 and 2.1-2.5 units per SM at 2048 keys or more."""
+    require_op("paged_attention")
+    require_op("decode_attention")
+    sms = torch.cuda.get_device_properties(0).multi_processor_count
+    sm90 = torch.cuda.get_device_capability()[0] >= 9
+    gen = torch.Generator().manual_seed(28)
+    balanced = r"tma_kernel<[^<>]*, (true|\(bool\)1)>"
+    # (units per SM, KV heads, group, Nq, D, dtype, block size, window_left, soft cap)
+    cases = [(1.2, 8, 4, 1, 128, torch.float16, 16, -1, 0.0), (1.9, 8, 4, 1, 128, torch.bfloat16, 256, -1, 0.0),
+             (1.5, 32, 1, 1, 112, torch.float16, 16, -1, 30.0), (1.5, 4, 4, 5, 128, torch.float16, 16, 100, 0.0),
+             (1.02, 8, 4, 1, 128, torch.float16, 8, 300, 0.0), (2.3, 8, 4, 1, 128, torch.float16, 16, -1, 0.0)]
+    for i, (per_sm, hkv, group, nq, d, dt, bs, window, cap) in enumerate(cases):
+        row_tiles = -(-group * nq // 16)
+        b = int(per_sm * sms) // (hkv * row_tiles) + 1
+        units = b * hkv * row_tiles
+        cap_keys = 700
+        lens = [int(x) for x in torch.randint(nq, cap_keys + 1, (b,), generator=gen)]
+        lens[:4] = [0 if nq == 1 else nq, max(1, nq), 64 + nq, cap_keys]
+        q, kc, vc, table, sl = make_paged_problem(lens, hkv, group, d, bs, dt, 280 + i)
+        if nq > 1:
+            q = torch.randn(b, nq, hkv * group, d, device="cuda").to(dt).transpose(1, 2)
+        what = f"case {i}: {units} units, B={b} Hkv={hkv} G={group} Nq={nq} D={d} bs={bs}"
+
+        def call(out, ws=None, q=q, kc=kc, vc=vc, table=table, sl=sl, window=window, cap=cap):
+            return llm.paged_attention(q, kc, vc, table, sl, out=out, workspace=ws, num_splits=2, window_left=window,
+                                       logits_soft_cap=cap, check_indices=False)
+        ref = paged_attention_reference(q, kc, vc, table, sl, window_left=window, logits_soft_cap=cap)
+        out = poison_(torch.empty_like(q))
+        call(out)
+        assert_close(out, ref, dtype=dt, what=what)
+        if sm90:
+            names = kernel_names(lambda: call(torch.empty_like(q)))
+            assert bool(re.search(balanced, names)) == (units < 2 * sms), f"{what}: {names[:400]}"
+        if i == 0:  # graph capture, replays with new lengths and tables (the schedule is the table's capacity)
+            out = torch.empty_like(q)
+            ws = llm.paged_attention_workspace(q, kc, table, num_splits=2)
+            graph, _ = capture_graph(lambda: call(out, ws))
+            for trial in range(3):
+                q.copy_(torch.randn_like(q))
+                sl.copy_(torch.randint(0, table.shape[1] * bs + 1, (b,), dtype=torch.int32))
+                perm = torch.randperm(kc.shape[0], device="cuda")[: table.numel()].view_as(table).int()
+                table.copy_(perm)
+                poison_(out)
+                graph.replay()
+                assert_close(out, paged_attention_reference(q, kc, vc, table, sl), dtype=dt,
+                             what=f"{what}, replay {trial}")
+    # the contiguous path: [B, Hkv, N, D] keys, 1.3 units per SM
+    b = int(1.3 * sms) // 4 + 1
+    q = torch.randn(b, 16, 1, 128, device="cuda").half()
+    k = torch.randn(b, 4, 333, 128, device="cuda").half()
+    v = torch.randn(b, 4, 333, 128, device="cuda").half()
+    out = poison_(torch.empty_like(q))
+    llm.decode_attention(q, k, v, out=out, num_splits=2)
+    assert_close(out, attention_reference(q, k, v), dtype=torch.float16, what=f"contiguous B={b}")
+    if sm90:
+        names = kernel_names(lambda: llm.decode_attention(q, k, v, num_splits=2))
+        assert re.search(balanced, names), f"contiguous: {names[:400]}"
+    # the heuristic (GQA 32:8 rows, one row tile): units = 8 B
+    for per_sm, n, want in ((1.2, 2048, 2), (1.2, 8192, 2), (2.3, 4096, 2), (1.2, 1024, 1), (1.03, 2048, 1),
+                            (1.7, 2048, 1), (2.7, 2048, 1), (2.9, 2048, 1)):
+        b = int(per_sm * sms) // 8 + 1
+        for dt in (torch.float16, torch.bfloat16):
+            got = llm.decode_num_splits(b, 8, 4, n, 128, dt)
+            assert got == (want if sm90 else 1), (per_sm, n, b, got)
+
+
 def test_cuda_graph_runner_buckets():
     require_op("paged_attention")
     hkv, g, d, bs, max_blocks = 2, 4, 64, 16, 8
@@ -942,7 +1018,8 @@ for v in (0, 1, 2):  # CLO_DECODE_VARIANT: automatic, the cp.async kernel, the T
         for ns in splits:
             fn = lambda: llm.paged_attention(q, kc, vc, table, sl, num_splits=ns, k_scale=0.05, v_scale=0.05)
             assert_close(fn(), ref, dtype=dt, what=f"variant {v} fp8 head pairs {i} lens={lens} splits={ns}")
-        assert re.search(r"kernel<[^<>,]+, (\(int\))?128, [^<>]*__nv_fp8_e4m3>", kernel_names(fn)), \
+        assert re.search(r"kernel<[^<>,]+, (\(int\))?128, [^<>]*__nv_fp8_e4m3(, (false|\(bool\)0))?>",
+                         kernel_names(fn)), \
             f"fp8 head pairs {i}: {kernel_names(fn)[:300]}"
     # GQA pairs: both KV heads' query groups share the block's 16 rows (2 x group <= 16).
     # 16-bit D = 96 pairs run the D = 256 kernels over 192-column rows (the tile's last 64
@@ -1040,7 +1117,7 @@ def fp8_check(d, stages, what, seed, tma=False):
     kernel = "attention_tma_kernel" if tma else "attention_kernel"
     assert ("tma_kernel" in names) == tma and re.search(
         rf"{kernel}<[^<>,]+, (\(int\))?{llm.decode.decode_kernel_head_dim(d)}, (\(int\))?{stages}, "
-        rf"[^<>,]+, __nv_fp8_e4m3>", names), \
+        rf"[^<>,]+, __nv_fp8_e4m3(, (false|\(bool\)0))?>", names), \
         f"{what}: {names[:300]}"
 for v in (0, 1, 2):
     os.environ["CLO_DECODE_VARIANT"] = str(v)

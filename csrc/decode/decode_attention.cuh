@@ -79,11 +79,17 @@ struct DecodeKernelParams {
   void* out;
   float* partial_o;        // [splits, total_rows, D] (num_splits > 1)
   float2* partial_state;   // [splits, total_rows] (max, sum) in the log2 domain
-  int* split_counters;     // [B * gridDim.x] splits done per (batch, KV head, row tile); 0 between calls
+  int* split_counters;     // [B * units_x] splits done per (batch, KV head, row tile); idle between calls
   int64_t q_sb, q_sh, q_sn;
   int64_t o_sb, o_sh, o_sn;
   int num_q_heads, group, seq_len_q, rows, row_tiles;
   int num_splits;
+  int batch;
+  int units_x;  // KV heads x row tiles: the grid's x extent without the balanced schedule
+  // Balanced schedule (decode_streamk_piece; 0: off): this many blocks share the
+  // (batch, KV head, row tile) units' 64-key tiles equally, in order, each unit in at most
+  // two pieces (units >= blocks), merged like 2 splits.
+  int streamk_blocks;
   float scale_log2;
   // Logit soft-capping: score (log2 domain) = cap_log2 * tanh(q.k * cap_scale) where
   // cap_scale = scale / cap and cap_log2 = cap * log2(e); cap_scale 0: off (q.k * scale_log2).
@@ -108,6 +114,60 @@ struct DecodeKernelParams {
   // scale_log2 / cap_scale). Unused by 16-bit caches.
   float v_scale;
 };
+
+// What a block computes: one (batch, KV head, row tile) unit's keys, or one piece of
+// them. Without the balanced schedule, the block's own indices: split blockIdx.z of an
+// even split of the sequence into num_splits. With it (decode_streamk_piece), a range of
+// the unit's 64-key tiles, counted in the table's capacity, and which of the unit's
+// pieces (at most two) it is.
+struct DecodeWork {
+  int kvh, row_tile, b;
+  int unit_x;  // kvh * row_tiles + row_tile: the split counter's column
+  int split, num_splits;
+  int tile_lo, tile_hi;  // the balanced schedule's tiles [tile_lo, tile_hi); tile_hi < 0: an even split
+};
+CLO_DEVICE DecodeWork decode_block_work(const DecodeKernelParams& p) {
+  DecodeWork w;
+  w.unit_x = blockIdx.x;
+  w.kvh = blockIdx.x / p.row_tiles;
+  w.row_tile = blockIdx.x % p.row_tiles;
+  w.b = blockIdx.y;
+  w.split = blockIdx.z;
+  w.num_splits = p.num_splits;
+  w.tile_lo = 0;
+  w.tile_hi = -1;
+  return w;
+}
+// The balanced schedule: block blockIdx.x of streamk_blocks takes the tiles [lo, hi) of
+// the units' capacity tiles laid end to end (unit-major: batch, then KV head and row
+// tile), lo = blockIdx.x * total / blocks. Every block then reads about the same number
+// of tiles, where an even grid leaves two units on some SMs and one on the others
+// (NOTES.md v28). A block's range is one to two units long (blocks < units < 2 x blocks,
+// decode_streamk_blocks), so a unit is cut at most once (two pieces) and a block runs at
+// most three. Its pieces are taken in order from `pos`, which this advances.
+struct DecodeStreamKRange {
+  int64_t pos, hi;
+  int tiles_cap;
+};
+CLO_DEVICE DecodeStreamKRange decode_streamk_range(const DecodeKernelParams& p, int capacity) {
+  const int tiles_cap = (capacity + kTileTokens - 1) / kTileTokens;
+  const int64_t total = static_cast<int64_t>(p.batch) * p.units_x * tiles_cap;
+  return {total * blockIdx.x / p.streamk_blocks, total * (blockIdx.x + 1) / p.streamk_blocks, tiles_cap};
+}
+CLO_DEVICE DecodeWork decode_streamk_piece(const DecodeKernelParams& p, DecodeStreamKRange& r) {
+  const int64_t unit = r.pos / r.tiles_cap, unit_start = unit * r.tiles_cap;
+  DecodeWork w;
+  w.tile_lo = static_cast<int>(r.pos - unit_start);
+  w.tile_hi = static_cast<int>(min(r.hi, unit_start + r.tiles_cap) - unit_start);
+  w.b = static_cast<int>(unit / p.units_x);
+  w.unit_x = static_cast<int>(unit % p.units_x);
+  w.kvh = w.unit_x / p.row_tiles;
+  w.row_tile = w.unit_x % p.row_tiles;
+  w.split = w.tile_lo > 0 ? 1 : 0;
+  w.num_splits = w.tile_lo > 0 || w.tile_hi < r.tiles_cap ? 2 : 1;
+  r.pos = unit_start + w.tile_hi;
+  return w;
+}
 
 // The kernels that run head pairs (decode_packs_head_pairs).
 template <int D>
@@ -380,8 +440,8 @@ CLO_DEVICE void decode_read_q_unscale(T* q_s, float (&u)[2]) {
 // k-step's 16 columns in the order decode_fp8_q_col gives (the head dim is then a
 // multiple of 16), bf16 rows scaled into fp16 (decode_fp8_scales_q).
 template <typename T, int D, int kQStride, bool kFp8Order = false>
-CLO_DEVICE void decode_load_q(const DecodeKernelParams& p, T* q_s, int count) {
-  const int kvh = blockIdx.x / p.row_tiles, row_tile = blockIdx.x % p.row_tiles, b = blockIdx.y;
+CLO_DEVICE void decode_load_q(const DecodeKernelParams& p, const DecodeWork& w, T* q_s, int count) {
+  const int kvh = w.kvh, row_tile = w.row_tile, b = w.b;
   if constexpr (kFp8Order) {
     // One warp per row: lane l stores columns 8 l .. 8 l + 7, then lanes take one k-step
     // each and put its 16 columns in decode_fp8_q_col's order, in place. bf16 q is stored
@@ -460,10 +520,11 @@ CLO_DEVICE void decode_load_q(const DecodeKernelParams& p, T* q_s, int count) {
 // chain (seq_len || table -> first K/V tile); cold, they took ~2 us of a 27-us call at
 // B=16/1K/GQA (NOTES.md v7, per-block timeline).
 template <int D, class KV>
-CLO_DEVICE void decode_prefetch_inputs(const DecodeKernelParams& p, const KV& kv, int spec_start) {
+CLO_DEVICE void decode_prefetch_inputs(const DecodeKernelParams& p, const DecodeWork& w, const KV& kv,
+                                       int spec_start) {
   const int lines_per_row = (decode_head_cols<D>(p) * 2 + 127) / 128;  // 16-bit q rows
   const int lane = threadIdx.x & 31;
-  const int kvh = blockIdx.x / p.row_tiles, row_tile = blockIdx.x % p.row_tiles, b = blockIdx.y;
+  const int kvh = w.kvh, row_tile = w.row_tile, b = w.b;
   if (lane == 0) kv.prefetch_len_and_table(b, spec_start);
   for (int i = lane; i < kRowsPerBlock * lines_per_row; i += 32) {
     const int gr = row_tile * kRowsPerBlock + i / lines_per_row;
@@ -489,10 +550,11 @@ CLO_DEVICE int decode_first_key(const DecodeKernelParams& p, int kv_len) {
   return decode_lowest_key(p, kv_len) / kTileTokens * kTileTokens;
 }
 // Where this block's split of a kv_len-key sequence starts (splits share the keys from
-// decode_first_key on).
-CLO_DEVICE int decode_split_start(const DecodeKernelParams& p, int kv_len) {
+// decode_first_key on; a balanced piece starts at its first tile, or there).
+CLO_DEVICE int decode_split_start(const DecodeKernelParams& p, const DecodeWork& w, int kv_len) {
   const int first = decode_first_key(p, kv_len);
-  return first + blockIdx.z * split_tokens(p.num_splits, kv_len - first);
+  if (w.tile_hi >= 0) return max(first, w.tile_lo * kTileTokens);
+  return first + w.split * split_tokens(w.num_splits, kv_len - first);
 }
 
 // The keys [start, end) of this block's split of a kv_len-key sequence, its 64-key
@@ -504,14 +566,22 @@ struct DecodeSplitRange {
   int lowest;  // decode_lowest_key: keys below it are not loaded
   int lower[2], limit[2];
 };
-CLO_DEVICE DecodeSplitRange decode_split_range(const DecodeKernelParams& p, int kv_len) {
+// A balanced piece: its tiles' keys from decode_first_key on, below kv_len; every piece
+// of a cut unit writes its partials (an empty one: no key), so eff = its pieces.
+CLO_DEVICE DecodeSplitRange decode_split_range(const DecodeKernelParams& p, const DecodeWork& w, int kv_len) {
   DecodeSplitRange r;
-  const int split = blockIdx.z, row_tile = blockIdx.x % p.row_tiles, g = (threadIdx.x & 31) >> 2;
+  const int row_tile = w.row_tile, g = (threadIdx.x & 31) >> 2;
   const int first = decode_first_key(p, kv_len);
-  r.eff = effective_splits(p.num_splits, kv_len - first);
-  const int tokens_per_split = split_tokens(p.num_splits, kv_len - first);
-  r.start = first + split * tokens_per_split;
-  r.end = split < r.eff ? min(kv_len, r.start + tokens_per_split) : r.start;
+  if (w.tile_hi >= 0) {
+    r.eff = w.num_splits;
+    r.start = max(first, w.tile_lo * kTileTokens);
+    r.end = max(r.start, min(kv_len, w.tile_hi * kTileTokens));
+  } else {
+    r.eff = effective_splits(w.num_splits, kv_len - first);
+    const int tokens_per_split = split_tokens(w.num_splits, kv_len - first);
+    r.start = first + w.split * tokens_per_split;
+    r.end = w.split < r.eff ? min(kv_len, r.start + tokens_per_split) : r.start;
+  }
   r.n_tiles = r.end > r.start ? div_ceil(r.end - r.start, kTileTokens) : 0;
   r.lowest = decode_lowest_key(p, kv_len);
 #pragma unroll
@@ -778,15 +848,27 @@ CLO_DEVICE float decode_row_lse(float m, float l, bool nan_row) {
 // (the rows become NaN).
 // kFp8 (FP8 caches): o holds columns in decode_warp_tile_fp8's order, and V's
 // dequantization scale (p.v_scale) multiplies it here, where it is stored.
-template <typename T, int D, int kThreads, int kMathWarps, bool kFp8 = false>
-CLO_DEVICE void decode_epilogue(const DecodeKernelParams& p, float (&o)[D / 8][4], const float (&row_max)[2],
-                                float (&row_sum)[2], bool bad, int eff, unsigned char* smem) {
+// kMathOnly (the balanced schedule's kernel): only the kThreads math threads run it, on
+// named barrier kEpilogueBarrier and its own `smem` (the producer warp meanwhile fetches
+// the next piece's tiles into the pipeline buffer).
+constexpr int kEpilogueBarrier = 2;
+template <typename T, int D, int kThreads, int kMathWarps, bool kFp8 = false, bool kMathOnly = false>
+CLO_DEVICE void decode_epilogue(const DecodeKernelParams& p, const DecodeWork& w, float (&o)[D / 8][4],
+                                const float (&row_max)[2], float (&row_sum)[2], bool bad, int eff,
+                                unsigned char* smem) {
   constexpr int kDTiles = D / 8;
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
   const int g = lane >> 2, t4 = lane & 3;
-  const int kvh = blockIdx.x / p.row_tiles, row_tile = blockIdx.x % p.row_tiles;
-  const int b = blockIdx.y, split = blockIdx.z;
+  const int kvh = w.kvh, row_tile = w.row_tile, b = w.b, split = w.split;
   const bool math = warp < kMathWarps;
+  auto sync = [] {
+    if constexpr (kMathOnly) named_barrier_sync(kEpilogueBarrier, kThreads);
+    else __syncthreads();
+  };
+  auto sync_or = [](bool x) {
+    if constexpr (kMathOnly) return named_barrier_or(kEpilogueBarrier, kThreads, x);
+    else return __syncthreads_or(x) != 0;
+  };
 #pragma unroll
   for (int i = 0; i < 2; ++i) {
     row_sum[i] += __shfl_xor_sync(0xffffffffu, row_sum[i], 1);
@@ -794,7 +876,7 @@ CLO_DEVICE void decode_epilogue(const DecodeKernelParams& p, float (&o)[D / 8][4
   }
   const int rows_here = min(kRowsPerBlock, p.rows - row_tile * kRowsPerBlock);
   CLO_DEV_CHAOS_POINT(10);
-  bad = __syncthreads_or(bad);  // also: every warp is done with the pipeline buffers
+  bad = sync_or(bad);  // also: every warp is done with the pipeline buffers
 #ifdef CLO_DEV_STAMPS
   unsigned long long* stamp =
       p.dev_stamps + kDecodeDevStamps * (blockIdx.x + gridDim.x * (blockIdx.y + gridDim.y * blockIdx.z));
@@ -830,7 +912,7 @@ CLO_DEVICE void decode_epilogue(const DecodeKernelParams& p, float (&o)[D / 8][4
     }
   }
   CLO_DEV_CHAOS_POINT(12);
-  __syncthreads();
+  sync();
   CLO_DEV_CHAOS_POINT(13);
 #ifdef CLO_DEV_STAMPS
   if (p.dev_stamps != nullptr && tid == 0) stamp[11] = clock64();
@@ -870,7 +952,7 @@ CLO_DEVICE void decode_epilogue(const DecodeKernelParams& p, float (&o)[D / 8][4
   // half of the block's row is the other head's), and partials are that wide.
   const int head_cols = decode_head_cols<D>(p);
   const int items = rows_here * kD4;  // (row, 4 columns) of this block's real rows
-  if (p.num_splits == 1) {
+  if (w.num_splits == 1) {
     for (int idx = tid; idx < items; idx += kThreads) {
       const int r = idx / kD4, d = (idx % kD4) * 4;
       const int gr = row_tile * kRowsPerBlock + r, col = decode_own_col<D>(p, gr, d);
@@ -922,34 +1004,34 @@ CLO_DEVICE void decode_epilogue(const DecodeKernelParams& p, float (&o)[D / 8][4
   // acq_rel add at gpu scope (release, cumulative over the block); in the last block the
   // same add acquires the other splits' partials, which its threads read after the barrier.
   CLO_DEV_CHAOS_POINT(14);
-  __syncthreads();
+  sync();
   bool last = false, stale = false;
   if (tid == 0) {
-    int* counter = p.split_counters + static_cast<int64_t>(b) * gridDim.x + blockIdx.x;
+    int* counter = p.split_counters + static_cast<int64_t>(b) * p.units_x + w.unit_x;
     int before;
     asm volatile("atom.acq_rel.gpu.global.add.s32 %0, [%1], 1;\n" : "=r"(before) : "l"(counter) : "memory");
     // Counted from kSplitCounterIdle (decode.h): modulo 2^32, so any start is compared safely.
     const unsigned arrived = static_cast<unsigned>(before) - static_cast<unsigned>(kSplitCounterIdle);
-    last = arrived == static_cast<unsigned>(p.num_splits - 1);
+    last = arrived == static_cast<unsigned>(w.num_splits - 1);
     // every block of the group has counted: ready for the next call / replay
     if (last) atomicExch(counter, kSplitCounterIdle);
     // A count outside [0, splits): the counter was not at rest when the call began (a
     // workspace not from the helpers, or overwritten). No block could tell it is the
     // last, nothing would merge and `out` would keep stale values: NaN instead, on this
     // and (the counter is left as it is) every later call with this workspace.
-    stale = arrived >= static_cast<unsigned>(p.num_splits);
+    stale = arrived >= static_cast<unsigned>(w.num_splits);
 #ifdef CLO_DEV_STAMPS
     if (p.dev_stamps != nullptr) stamp[16] = clock64();
 #endif
   }
-  if (!__syncthreads_or(last || stale)) {
+  if (!sync_or(last || stale)) {
 #ifdef CLO_DEV_STAMPS
     if (p.dev_stamps != nullptr && tid == 0) stamp[17] = stamp[18] = stamp[19] = 0;  // not this call's merger
 #endif
     return;
   }
   // A stale group "merges" no split, as NaN: the merge below writes its rows.
-  const bool stale_group = __syncthreads_or(stale);
+  const bool stale_group = sync_or(stale);
   const int merged = stale_group ? 0 : eff;
 
   // Merge (log-sum-exp) the eff splits of this tile's rows, kFoldBatch splits per round
@@ -1018,13 +1100,14 @@ __global__ void __launch_bounds__(kDecodeThreads)
   T* q_s = reinterpret_cast<T*>(smem + decode_pipeline_smem_bytes<T, D, kStages, KVT>());
 
   const int tid = threadIdx.x, warp = tid >> 5;
-  const int kvh = blockIdx.x / p.row_tiles, b = blockIdx.y;
+  const DecodeWork w = decode_block_work(p);
+  const int kvh = w.kvh, b = w.b;
 
   // PDL: no global memory is read before the previous kernel (which may write q, the
   // cache or the tables) has completed (prefetches only); then the next kernel may
   // start launching.
-  const int spec_start = decode_split_start(p, kv.capacity());
-  if (warp == 0) decode_prefetch_inputs<D>(p, kv, spec_start);
+  const int spec_start = decode_split_start(p, w, kv.capacity());
+  if (warp == 0) decode_prefetch_inputs<D>(p, w, kv, spec_start);
   pdl_wait_primary();
   pdl_launch_dependents();
   const auto cur = kv.cursor(b, kvh);
@@ -1046,10 +1129,10 @@ __global__ void __launch_bounds__(kDecodeThreads)
 #pragma unroll
   for (int s = 0; s < kStages - 1; ++s) lookup_at(spec_start, kv.capacity(), s, first[s]);
 
-  decode_load_q<T, D, kQStride, kDequant>(p, q_s, kDecodeThreads);
+  decode_load_q<T, D, kQStride, kDequant>(p, w, q_s, kDecodeThreads);
   bool bad = false;
   const int kv_len = kv.check_len(len_raw, bad);
-  const DecodeSplitRange range = decode_split_range(p, kv_len);
+  const DecodeSplitRange range = decode_split_range(p, w, kv_len);
   const int eff = range.eff, start = range.start, end = range.end, n_tiles = range.n_tiles;
   if (start != spec_start) {
 #pragma unroll
@@ -1143,7 +1226,7 @@ __global__ void __launch_bounds__(kDecodeThreads)
   }
   cp_async_wait_all();
 
-  decode_epilogue<T, D, kDecodeThreads, kDecodeWarps, kDequant>(p, o, row_max, row_sum, bad, eff, smem);
+  decode_epilogue<T, D, kDecodeThreads, kDecodeWarps, kDequant>(p, w, o, row_max, row_sum, bad, eff, smem);
 }
 
 // Once per device and kernel instantiation (`state`, the caller's static array): the
@@ -1261,6 +1344,8 @@ cudaError_t run_decode_attention(const DecodeAttentionArgs& a, cudaStream_t stre
   p.rows = group * a.seq_len_q;
   p.row_tiles = div_ceil(p.rows, kRowsPerBlock);
   p.num_splits = a.num_splits;
+  p.batch = a.batch;
+  p.units_x = a.num_kv_heads * p.row_tiles;
   // FP8: K's dequantization scale multiplies every score, so it joins the softmax scale.
   const float scale = kDequant ? a.scale * a.k_scale : a.scale;
   p.scale_log2 = scale * kLog2e;
@@ -1299,6 +1384,25 @@ cudaError_t run_decode_attention(const DecodeAttentionArgs& a, cudaStream_t stre
   const bool pdl = sm90 && decode_dev_pdl();
   auto launch_variant = [&](const auto& kv) -> cudaError_t {
     const int forced = decode_dev_kernel();
+    // The balanced schedule (decode_streamk_blocks): a 2-split call of 16-bit D = 128 on
+    // the TMA kernel; where TMA cannot describe the cache, the even 2-split grid below.
+    const int64_t sk_blocks = decode_streamk_blocks(static_cast<int64_t>(grid.x) * grid.y, device_sm_count());
+    if constexpr (decode_runs_streamk<T, D, KVT>()) {
+      if (sm90 && a.num_splits == 2 && pack_group == 0 && sk_blocks > 0 && forced != kDecodeKernelCpAsync &&
+          decode_dev_streamk()) {
+        DecodeTmaMaps maps;
+        const int box_rows = encode_decode_tma_maps<T, D, kPaged, KVT>(a, maps);
+        const int knob_stages = decode_dev_tma_stages();
+        const int stages = knob_stages == 2 ? 2 : 3;  // one block per SM: the small grids' depth
+        if (box_rows > 0) {
+          DecodeKernelParams ps = p;
+          ps.streamk_blocks = static_cast<int>(sk_blocks);
+          const cudaError_t err = launch_decode_attention_tma_stages<T, D, KVT>(
+              stages, ps, kv, dim3(static_cast<unsigned>(sk_blocks)), stream, pdl, maps, box_rows);
+          if (err != cudaErrorNotSupported) return err;
+        }
+      }
+    }
     const int64_t blocks = static_cast<int64_t>(grid.x) * grid.y * grid.z;
     const int auto_stages =
         decode_tma_stages_for(D, kPaged, blocks, device_sm_count(), kDequant, a.head_dim, pack_group > 0);

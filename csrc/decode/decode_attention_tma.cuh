@@ -24,13 +24,21 @@ namespace cuda_llm_ops::decode {
 
 constexpr int kTmaMathWarps = kDecodeWarps;  // 4 x 16 keys of a 64-key tile
 constexpr int kTmaThreads = (kTmaMathWarps + 1) * 32;
-constexpr int kStartupBarrier = 1;  // named barrier id (0 is __syncthreads')
+constexpr int kStartupBarrier = 1;  // named barrier id (0 is __syncthreads'; 2 is kEpilogueBarrier)
+// Pieces of the balanced schedule one block runs at most: its range is under two units
+// long (decode_streamk_blocks), so one cut unit, whole ones, one cut unit.
+constexpr int kDecodeMaxPieces = 3;
 
 // [K/V stages][Q rows][one "full" (the tile's boxes) and one "empty" (4 arrivals)
 // mbarrier per stage]: the cp.async kernel's plan with the barriers as its extra.
-template <typename T, int D, int kStages, typename KVT = T>
+// kBalanced (the balanced schedule's kernel) adds the epilogue's own scratch after the
+// barriers (16-byte aligned) and a flag per piece: the pipeline keeps streaming the next
+// piece while the math warps merge the last one.
+template <typename T, int D, int kStages, typename KVT = T, bool kBalanced = false>
 constexpr size_t decode_tma_smem_bytes() {
-  return decode_smem_bytes<T, D, kStages, KVT>(size_t(kStages) * 2 * sizeof(uint64_t));
+  const size_t barriers = size_t(kStages) * 2 * sizeof(uint64_t);
+  return decode_smem_bytes<T, D, kStages, KVT>(
+      barriers + (kBalanced ? 16 + decode_epilogue_smem_bytes<D>() + kDecodeMaxPieces * sizeof(int) : 0));
 }
 
 // Tensor maps encoded on the host per call, one box per plane line (boxes land in the
@@ -53,7 +61,10 @@ CLO_DEVICE void decode_tma_box(void* dst, const CUtensorMap* map, int col, int k
 
 // KVT: the cache's element type, T or an FP8 byte: its tiles are D/2 16-bit columns
 // (planes of 128 e4m3 columns), dequantized in registers (decode_warp_tile_fp8).
-template <typename T, int D, int kStages, class KV, typename KVT = T>
+// kBalanced: the balanced schedule (p.streamk_blocks > 0, decode_streamk_piece): the
+// block runs its pieces one after the other. A separate instantiation: the piece loop's
+// state costs ~35 registers, which would cut the other grids' blocks per SM.
+template <typename T, int D, int kStages, class KV, typename KVT = T, bool kBalanced = false>
 __global__ void __launch_bounds__(kTmaThreads)
     decode_attention_tma_kernel(const DecodeKernelParams p, const KV kv, const __grid_constant__ CUtensorMap k_map,
                                const __grid_constant__ CUtensorMap v_map,
@@ -79,9 +90,13 @@ __global__ void __launch_bounds__(kTmaThreads)
   T* q_s = reinterpret_cast<T*>(smem + decode_pipeline_smem_bytes<T, D, kStages, KVT>());
   uint64_t* full_bar = reinterpret_cast<uint64_t*>(q_s + kRowsPerBlock * kQStride);  // [stages]
   uint64_t* empty_bar = full_bar + kStages;                                          // [stages]
+  // kBalanced: the epilogue's scratch, then the pieces' bad-index flags (set by the producer
+  // before the "full" arrive of the tile that met one; read after the piece's last wait)
+  unsigned char* scratch = reinterpret_cast<unsigned char*>(
+      (reinterpret_cast<uintptr_t>(empty_bar + kStages) + 15) / 16 * 16);
+  int* piece_bad = reinterpret_cast<int*>(scratch + decode_epilogue_smem_bytes<D>());
 
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
-  const int kvh = blockIdx.x / p.row_tiles, b = blockIdx.y;
   const bool producer = warp == kProducerWarp;
 #ifdef CLO_DEV_STAMPS
   unsigned long long* stamp =
@@ -112,217 +127,262 @@ __global__ void __launch_bounds__(kTmaThreads)
     }
     tma::mbarrier_init_fence();
   }
-  const int spec_start = decode_split_start(p, kv.capacity());
-  if (producer) decode_prefetch_inputs<D>(p, kv, spec_start);
+  // The block's work: its own unit (or split of one), or the pieces of its share of the
+  // balanced schedule, one after the other (decode_streamk_piece).
+  DecodeStreamKRange sk{};
+  DecodeWork w;
+  if constexpr (kBalanced) {
+    sk = decode_streamk_range(p, kv.capacity());
+    w = decode_streamk_piece(p, sk);
+  } else {
+    w = decode_block_work(p);
+  }
+  int spec_start = decode_split_start(p, w, kv.capacity());
+  if (producer) decode_prefetch_inputs<D>(p, w, kv, spec_start);
   pdl_wait_primary();
   pdl_launch_dependents();
-#ifdef CLO_DEV_STAMPS
-  if (stamps_on && tid == 0) {  // after the wait: a graph's gap is start - previous end
-    stamp[8] = clk();
-    stamp[0] = now();
-  }
-#endif
-
-  const auto cur = kv.cursor(b, kvh);
-  const int len_raw = kv.load_len(b);
-  // Producer lane l < n_boxes owns box l of every tile (keys l * box_rows ..). It keeps
-  // the table entries of the next kStages tiles in flight (ent[0] is tile t's): the
-  // pipeline's first kStages tiles are issued back to back instead of one table round
-  // trip apart, and later lookups have kStages tiles of time to land. The first
-  // entries are speculated before seq_len arrives (as in decode_attention_kernel).
-  int ent[kStages];
-  auto lookup_ahead = [&](int first, int limit) {
-#pragma unroll
-    for (int s = 0; s < kStages; ++s) {
-      const int pos = first + s * kTileTokens + my_key;
-      ent[s] = box_lane && pos < limit ? cur.lookup(pos) : 0;
-    }
-  };
-  lookup_ahead(spec_start, kv.capacity());
-  // 64-column planes holding real columns: a narrower head dim run on this kernel
-  // (decode_kernel_head_dim) may leave whole planes past its row. Those are never loaded
-  // (a box wholly outside the tensor is not relied on) and stay zero: set once here, in
-  // every stage, before the start-up barrier orders it before any ldmatrix.
-  const int planes = (p.row_cols + kColsPerPlane - 1) / kColsPerPlane;
-  if (!producer) {
-    decode_load_q<T, D, kQStride, kDequant>(p, q_s, kDecodeThreads);
-    // The planes in use come first (the tail plane last): the rest of the tile is unused.
-    const int used = planes > kWidePlanes ? kTileElems : planes * kPlaneElems;
-    const int pad_chunks = (kTileElems - used) / 8;
-    for (int c = tid; c < kStages * 2 * pad_chunks; c += kDecodeThreads) {
-      T* tile = kv_s + (c / pad_chunks) * kTileElems;  // stage-major K, V tiles
-      reinterpret_cast<uint4*>(tile + used)[c % pad_chunks] = make_uint4(0, 0, 0, 0);
+  // Tiles of the earlier pieces: the stages and the mbarriers' phases run on across pieces.
+  int tiles_done = 0;
+  if constexpr (kBalanced) {
+    if (producer && lane == 0) {  // before the start-up arrive: ordered before every read
+      for (int i = 0; i < kDecodeMaxPieces; ++i) piece_bad[i] = 0;
     }
   }
-  bool bad = false;
-  const int kv_len = kv.check_len(len_raw, bad);
-  const DecodeSplitRange range = decode_split_range(p, kv_len);
-  const int eff = range.eff, start = range.start, end = range.end, n_tiles = range.n_tiles;
-  if (start != spec_start) lookup_ahead(start, end);
-
+  for (int piece = 0, more = 1; more; ++piece) {
+    const int kvh = w.kvh, b = w.b;
 #ifdef CLO_DEV_STAMPS
-  if (stamps_on && producer && lane == 0) {
-    asm volatile("" ::"r"(len_raw), "r"(ent[0]));  // wait for both loads
-    stamp[5] = clk();
-  }
-#endif
-  // Start-up hand-off: the producer issues its first boxes as soon as its table entries
-  // land; the math warps wait for the mbarriers' initialisation (the producer's arrival)
-  // and for each other's q rows.
-  CLO_DEV_CHAOS_POINT(0);
-  if (producer) {
-    __syncwarp();
-    named_barrier_arrive(kStartupBarrier, kTmaThreads);
-  } else {
-    named_barrier_sync(kStartupBarrier, kTmaThreads);
-  }
-#ifdef CLO_DEV_STAMPS
-  if (stamps_on && producer && lane == 0) stamp[6] = clk();
-#endif
-
-  float o[kDTiles][4];
-#pragma unroll
-  for (int n = 0; n < kDTiles; ++n) o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.f;
-  float row_max[2] = {-INFINITY, -INFINITY};
-  float row_sum[2] = {0.f, 0.f};
-  // Q's fragments in registers for the whole loop where they fit (D <= 128: up to 32
-  // registers; this kernel has one block or two per SM): one ldmatrix fewer per k-step
-  // on each tile's latency chain. D = 256 reads them from q_s per tile.
-  constexpr bool kQInRegs = D <= 128;
-  uint32_t q_regs[kQInRegs ? D / 16 : 1][4];
-  if constexpr (kQInRegs) {
-    if (!producer) {
-#pragma unroll
-      for (int kk = 0; kk < D / 16; ++kk) decode_q_frag<T, kQStride>(q_s, kk, q_regs[kk]);
+    if (stamps_on && tid == 0) {  // after the wait: a graph's gap is start - previous end
+      stamp[8] = clk();
+      stamp[0] = now();
     }
-  }
-  constexpr bool kScaledQ = decode_fp8_scales_q<T, KVT>();
-  using MathT = std::conditional_t<kScaledQ, __half, T>;
-  float q_unscale[2] = {1.f, 1.f};
-  if constexpr (kScaledQ) {
-    if (!producer) decode_read_q_unscale<D, kQStride>(q_s, q_unscale);  // after the start-up barrier
-  }
-  const auto q_frag = [&](int kk, uint32_t (&a)[4]) {
-    if constexpr (kQInRegs) {
+#endif
+
+    const auto cur = kv.cursor(b, kvh);
+    const int len_raw = kv.load_len(b);
+    // Producer lane l < n_boxes owns box l of every tile (keys l * box_rows ..). It keeps
+    // the table entries of the next kStages tiles in flight (ent[0] is tile t's): the
+    // pipeline's first kStages tiles are issued back to back instead of one table round
+    // trip apart, and later lookups have kStages tiles of time to land. The first
+    // entries are speculated before seq_len arrives (as in decode_attention_kernel).
+    int ent[kStages];
+    auto lookup_ahead = [&](int first, int limit) {
 #pragma unroll
-      for (int i = 0; i < 4; ++i) a[i] = q_regs[kk][i];
+      for (int s = 0; s < kStages; ++s) {
+        const int pos = first + s * kTileTokens + my_key;
+        ent[s] = box_lane && pos < limit ? cur.lookup(pos) : 0;
+      }
+    };
+    lookup_ahead(spec_start, kv.capacity());
+    // 64-column planes holding real columns: a narrower head dim run on this kernel
+    // (decode_kernel_head_dim) may leave whole planes past its row. Those are never loaded
+    // (a box wholly outside the tensor is not relied on) and stay zero: set once here, in
+    // every stage, before the start-up barrier orders it before any ldmatrix.
+    const int planes = (p.row_cols + kColsPerPlane - 1) / kColsPerPlane;
+    if (!producer) decode_load_q<T, D, kQStride, kDequant>(p, w, q_s, kDecodeThreads);
+    if (!producer && piece == 0) {
+      // The planes in use come first (the tail plane last): the rest of the tile is unused.
+      const int used = planes > kWidePlanes ? kTileElems : planes * kPlaneElems;
+      const int pad_chunks = (kTileElems - used) / 8;
+      for (int c = tid; c < kStages * 2 * pad_chunks; c += kDecodeThreads) {
+        T* tile = kv_s + (c / pad_chunks) * kTileElems;  // stage-major K, V tiles
+        reinterpret_cast<uint4*>(tile + used)[c % pad_chunks] = make_uint4(0, 0, 0, 0);
+      }
+    }
+    bool bad = false;
+    const int kv_len = kv.check_len(len_raw, bad);
+    const DecodeSplitRange range = decode_split_range(p, w, kv_len);
+    const int eff = range.eff, start = range.start, end = range.end, n_tiles = range.n_tiles;
+    if (start != spec_start) lookup_ahead(start, end);
+
+#ifdef CLO_DEV_STAMPS
+    if (stamps_on && producer && lane == 0) {
+      asm volatile("" ::"r"(len_raw), "r"(ent[0]));  // wait for both loads
+      stamp[5] = clk();
+    }
+#endif
+    // Start-up hand-off: the producer issues its first boxes as soon as its table entries
+    // land; the math warps wait for the mbarriers' initialisation (the producer's arrival)
+    // and for each other's q rows.
+    // A later piece (kBalanced): the math warps' q rows only (the epilogue they just left
+    // ends after their last reads of the previous rows).
+    CLO_DEV_CHAOS_POINT(0);
+    if (piece > 0) {
+      if (!producer) named_barrier_sync(kEpilogueBarrier, kDecodeThreads);
+    } else if (producer) {
+      __syncwarp();
+      named_barrier_arrive(kStartupBarrier, kTmaThreads);
     } else {
-      decode_q_frag<T, kQStride>(q_s, kk, a);
+      named_barrier_sync(kStartupBarrier, kTmaThreads);
     }
-  };
+#ifdef CLO_DEV_STAMPS
+    if (stamps_on && producer && lane == 0) stamp[6] = clk();
+#endif
 
-  if (producer) {
-    // Lane l < n_boxes issues box l of K and of V (box_rows keys each) into every
-    // plane; the stage's "full" mbarrier counts the bytes of every box issued for the
-    // tile. A box whose first key is past the end is not issued (its table entry may be
-    // anything); one with a bad block index neither: its rows stay stale, harmless
-    // since that sequence's output is NaN. Rows past the end inside an issued box are
-    // real memory (other tokens, garbage): the math warps zero their V rows past the
-    // end after the tile lands (the last tile only).
-    // Bytes of one box row group over the planes that hold real columns (64-column
-    // planes, then the tail plane's 32 columns).
-    const uint32_t box_bytes =
-        static_cast<uint32_t>(box_rows) * sizeof(T) *
-        (kPlaneCols * min(planes, kWidePlanes) + (planes > kWidePlanes ? kTailPlaneCols : 0));
-    for (int t = 0; t < n_tiles; ++t) {
-      const int stage = t % kStages;
-      const int my_pos = start + t * kTileTokens + my_key;
-      const int e = ent[0];
+    float o[kDTiles][4];
 #pragma unroll
-      for (int s = 0; s + 1 < kStages; ++s) ent[s] = ent[s + 1];
-      const int ahead = my_pos + kStages * kTileTokens;
-      ent[kStages - 1] = box_lane && ahead < end ? cur.lookup(ahead) : 0;
-      if (t >= kStages) tma::mbarrier_wait(empty_bar + stage, ((t / kStages) - 1) & 1);
-      CLO_DEV_CHAOS_POINT(1);
-      // A box wholly below the lowest visible key (sliding window) is not issued either.
-      bool issue = box_lane && my_pos < end && my_pos + box_rows > range.lowest;
-      if (issue && !cur.entry_ok(e)) {
-        bad = true;
-        issue = false;
-      }
-      const uint32_t boxes = __popc(__ballot_sync(0xffffffffu, issue));
-#ifdef CLO_DEV_STAMPS
-      if (stamps_on && t == 0 && lane == 0) stamp[1] = clk();
-#endif
-      uint64_t* bar = full_bar + stage;
-      if (lane == 0) tma::mbarrier_arrive_expect_tx(bar, boxes * 2u * box_bytes);
-      __syncwarp();
-      CLO_DEV_CHAOS_POINT(2);
-      if (issue) {
-        // Box rows start at a multiple of 8 keys: the swizzle phase (row % 8) matches.
-        T* ks = kv_s + stage * 2 * kTileElems;
-        T* vs = ks + kTileElems;
-        const int row = cur.tma_row(e, my_pos);
+    for (int n = 0; n < kDTiles; ++n) o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.f;
+    float row_max[2] = {-INFINITY, -INFINITY};
+    float row_sum[2] = {0.f, 0.f};
+    // Q's fragments in registers for the whole loop where they fit (D <= 128: up to 32
+    // registers; this kernel has one block or two per SM): one ldmatrix fewer per k-step
+    // on each tile's latency chain. D = 256 reads them from q_s per tile.
+    constexpr bool kQInRegs = D <= 128;
+    uint32_t q_regs[kQInRegs ? D / 16 : 1][4];
+    if constexpr (kQInRegs) {
+      if (!producer) {
 #pragma unroll
-        for (int pl = 0; pl < kPlanes; ++pl) {
-          if (pl >= planes) break;
-          const bool tail = pl == kWidePlanes;  // the 32-column tail plane (D = 96)
-          const int at = pl * kPlaneElems + my_key * (tail ? kTailPlaneCols : kPlaneCols);
-          decode_tma_box<KV>(ks + at, tail ? &k_tail_map : &k_map, pl * kColsPerPlane, kvh, row, b, bar);
-          decode_tma_box<KV>(vs + at, tail ? &v_tail_map : &v_map, pl * kColsPerPlane, kvh, row, b, bar);
-        }
+        for (int kk = 0; kk < D / 16; ++kk) decode_q_frag<T, kQStride>(q_s, kk, q_regs[kk]);
       }
     }
-  } else {
-    for (int t = 0; t < n_tiles; ++t) {
-      const int stage = t % kStages;
-      const int tok0 = start + t * kTileTokens + warp * 16;
-      if (tok0 < end) {  // warp-uniform; else this warp's keys are all past the end (last tile)
-        tma::mbarrier_wait(full_bar + stage, (t / kStages) & 1);
-        CLO_DEV_CHAOS_POINT(3);
+    constexpr bool kScaledQ = decode_fp8_scales_q<T, KVT>();
+    using MathT = std::conditional_t<kScaledQ, __half, T>;
+    float q_unscale[2] = {1.f, 1.f};
+    if constexpr (kScaledQ) {
+      if (!producer) decode_read_q_unscale<D, kQStride>(q_s, q_unscale);  // after the start-up barrier
+    }
+    const auto q_frag = [&](int kk, uint32_t (&a)[4]) {
+      if constexpr (kQInRegs) {
+#pragma unroll
+        for (int i = 0; i < 4; ++i) a[i] = q_regs[kk][i];
+      } else {
+        decode_q_frag<T, kQStride>(q_s, kk, a);
+      }
+    };
+
+    if (producer) {
+      // Lane l < n_boxes issues box l of K and of V (box_rows keys each) into every
+      // plane; the stage's "full" mbarrier counts the bytes of every box issued for the
+      // tile. A box whose first key is past the end is not issued (its table entry may be
+      // anything); one with a bad block index neither: its rows stay stale, harmless
+      // since that sequence's output is NaN. Rows past the end inside an issued box are
+      // real memory (other tokens, garbage): the math warps zero their V rows past the
+      // end after the tile lands (the last tile only).
+      // Bytes of one box row group over the planes that hold real columns (64-column
+      // planes, then the tail plane's 32 columns).
+      const uint32_t box_bytes =
+          static_cast<uint32_t>(box_rows) * sizeof(T) *
+          (kPlaneCols * min(planes, kWidePlanes) + (planes > kWidePlanes ? kTailPlaneCols : 0));
+      for (int t = 0; t < n_tiles; ++t) {
+        const int gt = tiles_done + t;  // the block's tile count: stage and phase
+        const int stage = gt % kStages;
+        const int my_pos = start + t * kTileTokens + my_key;
+        const int e = ent[0];
+#pragma unroll
+        for (int s = 0; s + 1 < kStages; ++s) ent[s] = ent[s + 1];
+        const int ahead = my_pos + kStages * kTileTokens;
+        ent[kStages - 1] = box_lane && ahead < end ? cur.lookup(ahead) : 0;
+        if (gt >= kStages) tma::mbarrier_wait(empty_bar + stage, ((gt / kStages) - 1) & 1);
+        CLO_DEV_CHAOS_POINT(1);
+        // A box wholly below the lowest visible key (sliding window) is not issued either.
+        bool issue = box_lane && my_pos < end && my_pos + box_rows > range.lowest;
+        if (issue && !cur.entry_ok(e)) {
+          bad = true;
+          issue = false;
+        }
+        const uint32_t boxes = __popc(__ballot_sync(0xffffffffu, issue));
 #ifdef CLO_DEV_STAMPS
-        if (stamps_on && t == 0 && tid == 0) stamp[2] = clk();
-        if (stamps_on && t + 1 == n_tiles && tid == 0) stamp[7] = clk();
+        if (stamps_on && t == 0 && lane == 0) stamp[1] = clk();
 #endif
-        const T* ks = kv_s + stage * 2 * kTileElems;
-        const T* vs = ks + kTileElems;
-        // Keys past the end in this warp's 16 rows (the last tile only): a box brought
-        // real memory there (other tokens; garbage, even NaN) or nothing (stale smem).
-        // Their scores are masked to -inf by a select (K may stay), but P = 0 times a
-        // non-finite V is NaN: zero those V rows, after the tile landed (the wait above)
-        // and before any lane's ldmatrix (__syncwarp). Only this warp reads them.
-        // The same for keys below the lowest visible one (sliding window; the first tile
-        // of the first split only): rows [0, below) of this warp.
-        const int valid_rows = end - tok0, below = range.lowest - tok0;
-        if (valid_rows < 16 || below > 0) {
-          T* vz = const_cast<T*>(vs);
-          for (int c = lane; c < 16 * kChunksPerRow; c += 32) {
-            const int rr = c / kChunksPerRow, ch = c % kChunksPerRow;
-            if (rr < valid_rows && rr >= below) continue;
-            *reinterpret_cast<uint4*>(vz + decode_kv_offset<kStageCols>(warp * 16 + rr, ch)) = make_uint4(0, 0, 0, 0);
+        uint64_t* bar = full_bar + stage;
+        if constexpr (kBalanced) {
+          if (__any_sync(0xffffffffu, bad) && lane == 0) piece_bad[piece] = 1;  // released by the arrive
+        }
+        if (lane == 0) tma::mbarrier_arrive_expect_tx(bar, boxes * 2u * box_bytes);
+        __syncwarp();
+        CLO_DEV_CHAOS_POINT(2);
+        if (issue) {
+          // Box rows start at a multiple of 8 keys: the swizzle phase (row % 8) matches.
+          T* ks = kv_s + stage * 2 * kTileElems;
+          T* vs = ks + kTileElems;
+          const int row = cur.tma_row(e, my_pos);
+#pragma unroll
+          for (int pl = 0; pl < kPlanes; ++pl) {
+            if (pl >= planes) break;
+            const bool tail = pl == kWidePlanes;  // the 32-column tail plane (D = 96)
+            const int at = pl * kPlaneElems + my_key * (tail ? kTailPlaneCols : kPlaneCols);
+            decode_tma_box<KV>(ks + at, tail ? &k_tail_map : &k_map, pl * kColsPerPlane, kvh, row, b, bar);
+            decode_tma_box<KV>(vs + at, tail ? &v_tail_map : &v_map, pl * kColsPerPlane, kvh, row, b, bar);
           }
-          // No later tile reuses this stage (last tile), but order these generic writes
-          // before any async-proxy (TMA) write to the same smem all the same.
-          asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
-          __syncwarp();
         }
-#ifndef CLO_DEV_NO_MATH  // dev probe builds only: the load path alone (the output is garbage)
-        if constexpr (kDequant) {
-          decode_warp_tile_fp8<MathT, D, kScaledQ>(q_frag, reinterpret_cast<const MathT*>(ks),
-                                                   reinterpret_cast<const MathT*>(vs), warp * 16, tok0, range, p, o,
-                                                   row_max, row_sum, q_unscale);
-        } else {
-          decode_warp_tile<T, D>(q_frag, ks, vs, warp * 16, tok0, range, p, o, row_max, row_sum
-#ifdef CLO_DEV_STAMPS
-                                 , stamps_on && t + 1 == n_tiles && tid == 0 ? stamp + 12 : nullptr
-#endif
-          );
-        }
-#endif
       }
-      // This warp's reads of the stage are done (the ldmatrix results fed the mma above).
-      CLO_DEV_CHAOS_POINT(4);
-      __syncwarp();
-      if (lane == 0) tma::mbarrier_arrive(empty_bar + stage);
-    }
-  }
-
-  // Every issued box has landed: warp 0 (whose keys start every tile) waited for each
-  // tile's full barrier before the epilogue's first barrier.
+    } else {
+      for (int t = 0; t < n_tiles; ++t) {
+        const int gt = tiles_done + t;
+        const int stage = gt % kStages;
+        const int tok0 = start + t * kTileTokens + warp * 16;
+        if (tok0 < end) {  // warp-uniform; else this warp's keys are all past the end (last tile)
+          tma::mbarrier_wait(full_bar + stage, (gt / kStages) & 1);
+          CLO_DEV_CHAOS_POINT(3);
 #ifdef CLO_DEV_STAMPS
-  if (stamps_on && tid == 0) stamp[3] = clk();
+          if (stamps_on && t == 0 && tid == 0) stamp[2] = clk();
+          if (stamps_on && t + 1 == n_tiles && tid == 0) stamp[7] = clk();
 #endif
-  decode_epilogue<T, D, kTmaThreads, kTmaMathWarps, kDequant>(p, o, row_max, row_sum, bad, eff, smem);
+          const T* ks = kv_s + stage * 2 * kTileElems;
+          const T* vs = ks + kTileElems;
+          // Keys past the end in this warp's 16 rows (the last tile only): a box brought
+          // real memory there (other tokens; garbage, even NaN) or nothing (stale smem).
+          // Their scores are masked to -inf by a select (K may stay), but P = 0 times a
+          // non-finite V is NaN: zero those V rows, after the tile landed (the wait above)
+          // and before any lane's ldmatrix (__syncwarp). Only this warp reads them.
+          // The same for keys below the lowest visible one (sliding window; the first tile
+          // of the first split only): rows [0, below) of this warp.
+          const int valid_rows = end - tok0, below = range.lowest - tok0;
+          if (valid_rows < 16 || below > 0) {
+            T* vz = const_cast<T*>(vs);
+            for (int c = lane; c < 16 * kChunksPerRow; c += 32) {
+              const int rr = c / kChunksPerRow, ch = c % kChunksPerRow;
+              if (rr < valid_rows && rr >= below) continue;
+              *reinterpret_cast<uint4*>(vz + decode_kv_offset<kStageCols>(warp * 16 + rr, ch)) = make_uint4(0, 0, 0, 0);
+            }
+            // Order these generic writes before the async-proxy (TMA) writes of a later
+            // piece's tile to this stage (the "empty" arrive below hands the stage over).
+            asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+            __syncwarp();
+          }
+#ifndef CLO_DEV_NO_MATH  // dev probe builds only: the load path alone (the output is garbage)
+          if constexpr (kDequant) {
+            decode_warp_tile_fp8<MathT, D, kScaledQ>(q_frag, reinterpret_cast<const MathT*>(ks),
+                                                     reinterpret_cast<const MathT*>(vs), warp * 16, tok0, range, p, o,
+                                                     row_max, row_sum, q_unscale);
+          } else {
+            decode_warp_tile<T, D>(q_frag, ks, vs, warp * 16, tok0, range, p, o, row_max, row_sum
+#ifdef CLO_DEV_STAMPS
+                                   , stamps_on && t + 1 == n_tiles && tid == 0 ? stamp + 12 : nullptr
+#endif
+            );
+          }
+#endif
+        }
+        // This warp's reads of the stage are done (the ldmatrix results fed the mma above).
+        CLO_DEV_CHAOS_POINT(4);
+        __syncwarp();
+        if (lane == 0) tma::mbarrier_arrive(empty_bar + stage);
+      }
+    }
+
+    // Every issued box has landed: warp 0 (whose keys start every tile) waited for each
+    // tile's full barrier before the epilogue's first barrier.
+#ifdef CLO_DEV_STAMPS
+    if (stamps_on && tid == 0) stamp[3] = clk();
+#endif
+    if constexpr (kBalanced) {
+      // The math warps alone, in their own scratch: the producer is already issuing the
+      // next piece's boxes. Warp 0 has waited for every tile of this piece (the flag).
+      if (!producer) {
+        bad = bad || *reinterpret_cast<volatile int*>(piece_bad + piece) != 0;
+        decode_epilogue<T, D, kDecodeThreads, kTmaMathWarps, kDequant, true>(p, w, o, row_max, row_sum, bad, eff,
+                                                                             scratch);
+      }
+    } else {
+      decode_epilogue<T, D, kTmaThreads, kTmaMathWarps, kDequant>(p, w, o, row_max, row_sum, bad, eff, smem);
+    }
+    tiles_done += n_tiles;
+    more = kBalanced && sk.pos < sk.hi && piece + 1 < kDecodeMaxPieces;
+    if (more) {
+      w = decode_streamk_piece(p, sk);
+      spec_start = decode_split_start(p, w, kv.capacity());
+    }
+  }  // pieces
 #ifdef CLO_DEV_STAMPS
   if (stamps_on && tid == 0) {
     stamp[9] = clk();
@@ -415,13 +475,13 @@ int encode_decode_tma_maps(const DecodeAttentionArgs& a, DecodeTmaMaps& maps) {
 
 // box_rows from encode_decode_tma_maps. cudaErrorNotSupported where the kernel has no
 // sm_90 code (a build without sm_90, run through PTX JIT): the caller falls back.
-template <typename T, int D, int kStages, class KV, typename KVT = T>
+template <typename T, int D, int kStages, class KV, typename KVT = T, bool kBalanced = false>
 cudaError_t launch_decode_attention_tma_kernel(const DecodeKernelParams& p, const KV& kv, dim3 grid,
                                               cudaStream_t stream, bool pdl, const DecodeTmaMaps& maps,
                                               int box_rows) {
-  constexpr size_t smem = decode_tma_smem_bytes<T, D, kStages, KVT>();
+  constexpr size_t smem = decode_tma_smem_bytes<T, D, kStages, KVT, kBalanced>();
   static_assert(smem <= 227 * 1024, "the TMA kernel's shared memory must fit the H100's 227 KB");
-  auto kernel = decode_attention_tma_kernel<T, D, kStages, KV, KVT>;
+  auto kernel = decode_attention_tma_kernel<T, D, kStages, KV, KVT, kBalanced>;
   if (box_rows < 8 || box_rows > kTileTokens || kTileTokens % box_rows != 0) return cudaErrorInvalidValue;
   if (smem > static_cast<size_t>(decode_smem_limit())) return cudaErrorNotSupported;  // the caller falls back
   static int state[64] = {0};
@@ -431,8 +491,14 @@ cudaError_t launch_decode_attention_tma_kernel(const DecodeKernelParams& p, cons
                        maps.v_tail, box_rows);
 }
 
+// The kernels instantiated with the balanced schedule (decode_streamk_blocks).
+template <typename T, int D, typename KVT>
+constexpr bool decode_runs_streamk() {
+  return D == 128 && !decode_dequantizes<T, KVT>();
+}
 // The TMA kernel with `stages` pipeline stages: 2, 3 or 4 where they fit in shared memory
-// (decode_tma_stages_fit), else cudaErrorInvalidValue.
+// (decode_tma_stages_fit), else cudaErrorInvalidValue; with p.streamk_blocks, the balanced
+// schedule's kernel (2 or 3 stages).
 template <typename T, int D, int kStages, typename KVT = T>
 constexpr bool decode_tma_stages_fit() {
   return decode_tma_smem_bytes<T, D, kStages, KVT>() <= 227 * 1024;
@@ -441,6 +507,15 @@ template <typename T, int D, typename KVT = T, class KV>
 cudaError_t launch_decode_attention_tma_stages(int stages, const DecodeKernelParams& p, const KV& kv, dim3 grid,
                                                cudaStream_t stream, bool pdl, const DecodeTmaMaps& maps,
                                                int box_rows) {
+  if (p.streamk_blocks > 0) {  // the balanced schedule: 16-bit D = 128, 2 or 3 stages
+    if constexpr (decode_runs_streamk<T, D, KVT>()) {
+      if (stages == 2)
+        return launch_decode_attention_tma_kernel<T, D, 2, KV, KVT, true>(p, kv, grid, stream, pdl, maps, box_rows);
+      if (stages == 3)
+        return launch_decode_attention_tma_kernel<T, D, 3, KV, KVT, true>(p, kv, grid, stream, pdl, maps, box_rows);
+    }
+    return cudaErrorInvalidValue;
+  }
   switch (stages) {
     case 2: return launch_decode_attention_tma_kernel<T, D, 2, KV, KVT>(p, kv, grid, stream, pdl, maps, box_rows);
     case 3:

@@ -64,6 +64,11 @@ int decode_dev_pack() {
   return dev_knob("CLO_DECODE_PACK", dev_mode, 1);
 }
 
+bool decode_dev_streamk() {
+  static bool dev_mode = std::getenv("CLO_DECODE_STREAMK") != nullptr;
+  return dev_knob("CLO_DECODE_STREAMK", dev_mode, 1) != 0;
+}
+
 int decode_dev_smem_limit() {
   static bool dev_mode = std::getenv("CLO_DECODE_SMEM_LIMIT") != nullptr;
   return dev_knob("CLO_DECODE_SMEM_LIMIT", dev_mode, 0);
@@ -153,6 +158,12 @@ int decode_attention_num_splits(int batch, int num_kv_heads, int rows_per_kv_hea
     const int64_t splits = std::min<int64_t>({want, by_len, static_cast<int64_t>(kMaxSplits)});
     return static_cast<int>(std::max<int64_t>(1, splits));
   }
+  // 16-bit D = 128 on sm_90 where the unsplit grid leaves a tail (decode_tail_splits_pay,
+  // NOTES.md v28): 2 splits, run as the balanced schedule below two units per SM
+  // (decode_streamk_blocks), as an even grid beyond.
+  if (dtype != DType::kFloat8E4M3 && decode_kernel_head_dim(head_dim) == 128 && device_cc_major() >= 9 &&
+      decode_tail_splits_pay(base, sms, max_kv_len))
+    return 2;
   if (base * 2 > sms) {
     // >= half the SMs busy: splitting costs more than it gains, except for very large
     // grids of long sequences on the cp.async kernel: B=64/N=4096/MHA (2048 blocks, 15.5

@@ -27,6 +27,9 @@ int decode_dev_tma_stages();
 // Dev knob CLO_DECODE_PACK, read like CLO_DECODE_VARIANT: 0 never pairs KV heads, 2 pairs
 // them wherever legal (decode_packs_head_pairs), anything else: the automatic rule.
 int decode_dev_pack();
+// Dev knob CLO_DECODE_STREAMK, read like CLO_DECODE_VARIANT: "0" runs 2-split calls as
+// even splits where the balanced schedule would run (decode_streamk_blocks).
+bool decode_dev_streamk();
 // Dev knob CLO_DECODE_SMEM_LIMIT, read like CLO_DECODE_VARIANT: a shared-memory budget per
 // block in bytes, below the device's (decode_smem_limit takes the smaller): the choices
 // of a 99-KB GPU (sm_86/89/120) tested on a larger one.
@@ -95,6 +98,27 @@ inline int decode_tma_stages_for(int head_dim, bool paged, int64_t blocks, int64
   if (head_dim != 96) return 2;  // beyond one block per SM
   if (!paged || (row_cols != 0 && row_cols != 96)) return 0;
   return 2 * blocks <= 3 * sms ? 2 : 3;
+}
+
+// The balanced schedule (NOTES.md v28; decode_streamk_piece): a 2-split call of the 16-bit
+// D = 128 TMA kernel with `units` (batch x KV heads x row tiles) between one and two per SM
+// runs one block per SM (3 stages), the blocks sharing the units' tiles equally, instead of
+// an even grid. Returns that block count, or 0. (Two blocks per SM over 2-3 units per SM
+// measured no faster than even 2-split grids there: v28.)
+inline int64_t decode_streamk_blocks(int64_t units, int64_t sms) {
+  return units > sms && units < 2 * sms ? sms : 0;
+}
+// Where the split heuristic takes 2 splits for 16-bit D = 128 on sm_90 instead of 1 (v28):
+// sequences of at least 2048 keys, and a tail of 10-35% of the SMs holding a second unit
+// (1.1-1.35 units per SM: the balanced schedule gives every SM 1.1-1.35 units instead), or
+// a second wave of whole units on 10-50% of the SMs (2.1-2.5 units per SM: even 2 splits
+// make half-unit blocks that the SMs pick up as they free). Elsewhere 1 split measured
+// faster or level (1.03, 1.45-1.7, 2.7 units per SM; 1024 keys).
+inline bool decode_tail_splits_pay(int64_t units, int64_t sms, int64_t max_kv_len) {
+  if (max_kv_len < 2048) return false;
+  const bool one_tail = 10 * units > 11 * sms && 20 * units <= 27 * sms;
+  const bool wave_tail = 10 * units > 21 * sms && 2 * units <= 5 * sms;
+  return one_tail || wave_tail;
 }
 
 // Head pairs (NOTES.md v9, v20, v23, v24): a paged cache with D = 64 and an even number of

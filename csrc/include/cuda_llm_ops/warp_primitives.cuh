@@ -77,5 +77,20 @@ CLO_DEVICE void named_barrier_sync(int id, int threads) {
 CLO_DEVICE void named_barrier_arrive(int id, int threads) {
   asm volatile("bar.arrive %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
 }
+// __syncthreads_or over the `threads` threads of named barrier `id` (whole warps).
+CLO_DEVICE bool named_barrier_or(int id, int threads, bool pred) {
+  int out;
+  asm volatile(
+      "{\n"
+      "  .reg .pred p, q;\n"
+      "  setp.ne.s32 p, %1, 0;\n"
+      "  barrier.red.or.pred q, %2, %3, p;\n"
+      "  selp.s32 %0, 1, 0, q;\n"
+      "}\n"
+      : "=r"(out)
+      : "r"(static_cast<int>(pred)), "r"(id), "r"(threads)
+      : "memory");
+  return out != 0;
+}
 
 }  // namespace cuda_llm_ops
