@@ -508,7 +508,7 @@ BALANCED_ROWS = ([(B, 2048, 8) for B in (17, 20, 24, 28, 32, 36, 40, 44, 48)]
 
 def balanced_sweep(iters, copy_bw):
     """The balanced schedule (v28) against the even grids it replaces: the heuristic's
-    count (s0: 2 splits run balanced where decode_streamk_pays, else 1), 1 split, and 2
+    count (s0: 2 splits where decode_tail_splits_pay, balanced below 2 units per SM, else 1), 1 split, and 2
     splits balanced and even (CLO_DECODE_STREAMK=0), paged at block sizes 16 and 256 and
     contiguous, cuDNN first (graph replays, cold L2)."""
     variants = {"sk": {}, "even": {"CLO_DECODE_STREAMK": "0"}}
