@@ -367,10 +367,11 @@ def decode_num_splits(batch: int, num_kv_heads: int, rows_per_kv_head: int, max_
     - base >= 12 blocks per SM and `max_kv_len >= 4096` on the cp.async kernel (below
       sm_90, or head_dims 72-88 on the head_dim-96 kernel): 2 (e.g. B=64, N=4096, MHA);
       the TMA kernel that takes those grids on sm_90 at head_dim 64, 96, 128 and 256 runs 1;
-    - 16-bit caches at head_dim 97-128 on sm_90 with `max_kv_len >= 2048`, where the
-      unsplit grid leaves a tail: 2 when `base` is 1.1-1.35 or 2.1-2.5 times the SMs
-      (e.g. B=20 or B=36 at GQA 32/8). Below two blocks per SM a 2-split call runs as a
-      balanced schedule there (one block per SM, each taking an equal share of all the
+    - 16-bit caches on sm_90 with `max_kv_len >= 2048`, where the unsplit grid leaves
+      a tail: 2 when `base` is 1.1-1.35 or 2.1-2.5 times the SMs at head_dim 97-128,
+      1-1.35 times at head_dim 129-256, 2-2.7 times at head_dim 65-96 (e.g. B=20 or
+      B=36 at GQA 32/8). Below two blocks per SM a 2-split call at head_dim 97-256 runs
+      as a balanced schedule (one block per SM, each taking an equal share of all the
       sequences' 64-key tiles, a sequence cut in at most two pieces merged like splits);
     - otherwise 1 (one pass per sequence).
     `dtype` is the cache's: with `torch.float8_e4m3fn` (FP8 caches) the same, never 2,
@@ -483,7 +484,7 @@ def paged_attention(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tenso
         out: optional output of q's shape (q's dtype); written in place and returned.
         num_splits: 0 = heuristic (`decode_num_splits`); 1 = one pass per sequence
             (PagedAttention v1); > 1 = split-KV with a log-sum-exp merge (v2); 2 at
-            16-bit head_dim 97-128 on sm_90 with B x Hkv between one and two times the
+            16-bit head_dim 97-256 on sm_90 with B x Hkv between one and two times the
             SMs: the balanced schedule (`decode_num_splits`), same results to rounding.
         workspace: optional float32 buffer from `paged_attention_workspace` /
             `decode_workspace` (used when the call splits), passed as returned: its

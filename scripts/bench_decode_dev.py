@@ -519,6 +519,25 @@ def balanced_sweep(iters, copy_bw):
                              peer="sdpa-cudnn", contiguous=not bs)
 
 
+# --balanced-dims: (D, B, N, Hkv) of the other 16-bit head dims around 1.2 and 2.2 units per SM
+BALANCED_DIMS_ROWS = ([(D, B, N, 8) for D in (64, 96, 256) for B, N in ((20, 2048), (36, 2048), (20, 4096))]
+                      + [(D, 5, 2048, 32) for D in (64, 96, 256)]
+                      + [(256, B, 2048, 8) for B in (17, 18, 22, 24)] + [(256, 20, 1024, 8)]
+                      + [(96, B, 2048, 8) for B in (34, 40, 44, 46, 48)] + [(96, 36, 1024, 8), (80, 36, 4096, 8)])
+
+
+def balanced_dims_sweep(iters, copy_bw):
+    """The balanced schedule and the tail rule at D = 64, 96 and 256 (v29): the heuristic's
+    count (s0), 1 split, 2 splits balanced and even (CLO_DECODE_STREAMK=0), paged at block
+    sizes 16 and 256 and contiguous, cuDNN first (graph replays, cold L2)."""
+    variants = {"sk": {}, "even": {"CLO_DECODE_STREAMK": "0"}}
+    for D, B, N, Hkv in BALANCED_DIMS_ROWS:
+        for bs in (16, 256, 0):
+            _split_sweep_row(cd.paged_case(B, N, Hkv, torch.float16, block_size=bs or 16, D=D), (0, 1, 2), variants,
+                             iters, copy_bw, f"{f'paged bs={bs}' if bs else 'contig'} D={D} B={B} N={N} Hkv={Hkv}",
+                             peer="sdpa-cudnn", contiguous=not bs)
+
+
 def d96_sweep(iters, copy_bw):
     """16-bit D=96 (and D=80 on its kernels) from one block per SM to large grids (v24):
     the automatic choice; unpaired on the cp.async kernel and the TMA kernel at 2 / 3
@@ -634,6 +653,7 @@ SWEEPS = {
     "depth-seam": (depth_seam_sweep, "TMA depth and splits at 1-4 blocks per SM, block sizes 16 / 256, contiguous"),
     "split-balance": (split_balance_sweep, "split counts 1-4 at 1.2-3.5 blocks per SM, block sizes 16 / 256, contiguous"),
     "d64-contig-band": (d64_contig_band_sweep, "contiguous D=64 at 2.2-3.2 blocks per SM: TMA 2 vs 4 stages"),
+    "balanced-dims": (balanced_dims_sweep, "D=64/96/256 at 1.2 and 2.2 units per SM: balanced against even grids"),
     "balanced": (balanced_sweep, "D=128 at 1-3 units per SM: the balanced schedule against even grids"),
     "d96": (d96_sweep, "16-bit D=96 / 80: unpaired kernels vs head pairs, paged and contiguous"),
     "fp8-splits": (fp8_split_sweep, "FP8 caches: forced split counts on small and medium grids"),

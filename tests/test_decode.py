@@ -569,14 +569,16 @@ def test_cuda_graph_capture_then_replay_with_new_tables():
 
 
 def test_balanced_schedule_matches_reference():
-    """2-split calls of 16-bit D = 128 with one to two (batch, KV head, row tile) units per
-    SM run on sm_90 as the balanced schedule (one block per SM, the blocks sharing the
-    units' tiles, a unit cut in at most two pieces; csrc/decode/NOTES.md v28); beyond two
-    units per SM as an even grid. Ragged lengths with 0, 1 and tile-straddling ones, GQA
-    and MHA, two row tiles (Nq 5 x group 4, causal), a sliding window and soft cap, bf16,
-    D = 112 on the D = 128 kernel, block sizes 8, 16 and 256, the contiguous path; graph
-    replays with new lengths and tables; which kernel runs. The heuristic's 2 splits
-    (decode_tail_splits_pay): 1.1-1.35 and 2.1-2.5 units per SM at 2048 keys or more."""
+    """2-split calls of 16-bit caches with one to two (batch, KV head, row tile) units per
+    SM run on sm_90 as the balanced schedule at D = 128 and 256 (one block per SM, the
+    blocks sharing the units' tiles, a unit cut in at most two pieces; csrc/decode/NOTES.md
+    v28, v29); beyond two units per SM, and at D = 64 and 96, as an even grid. Ragged
+    lengths with 0, 1 and tile-straddling ones, GQA and MHA, two row tiles (Nq 5 x group 4,
+    causal), a sliding window and soft cap, bf16, D = 64, 96, 128, 256 and 112 on the
+    D = 128 kernel (odd KV head counts: no head pairs), block sizes 8, 16, 32 and 256, the
+    contiguous path; graph replays with new lengths and tables; which kernel runs. The
+    heuristic's 2 splits (decode_tail_splits_pay) at 2048 keys or more: 1.1-1.35 and
+    2.1-2.5 units per SM at D = 128, 1-1.35 at D = 256, 2-2.7 at D = 96."""
     require_op("paged_attention")
     require_op("decode_attention")
     sms = torch.cuda.get_device_properties(0).multi_processor_count
@@ -586,7 +588,9 @@ def test_balanced_schedule_matches_reference():
     # (units per SM, KV heads, group, Nq, D, dtype, block size, window_left, soft cap)
     cases = [(1.2, 8, 4, 1, 128, torch.float16, 16, -1, 0.0), (1.9, 8, 4, 1, 128, torch.bfloat16, 256, -1, 0.0),
              (1.5, 32, 1, 1, 112, torch.float16, 16, -1, 30.0), (1.5, 4, 4, 5, 128, torch.float16, 16, 100, 0.0),
-             (1.02, 8, 4, 1, 128, torch.float16, 8, 300, 0.0), (2.3, 8, 4, 1, 128, torch.float16, 16, -1, 0.0)]
+             (1.02, 8, 4, 1, 128, torch.float16, 8, 300, 0.0), (2.3, 8, 4, 1, 128, torch.float16, 16, -1, 0.0),
+             (1.3, 5, 4, 1, 64, torch.float16, 16, -1, 0.0), (1.6, 5, 2, 1, 96, torch.bfloat16, 32, 200, 0.0),
+             (1.2, 4, 8, 1, 256, torch.float16, 16, -1, 0.0)]
     for i, (per_sm, hkv, group, nq, d, dt, bs, window, cap) in enumerate(cases):
         row_tiles = -(-group * nq // 16)
         b = int(per_sm * sms) // (hkv * row_tiles) + 1
@@ -608,7 +612,8 @@ def test_balanced_schedule_matches_reference():
         assert_close(out, ref, dtype=dt, what=what)
         if sm90:
             names = kernel_names(lambda: call(torch.empty_like(q)))
-            assert bool(re.search(balanced, names)) == (units < 2 * sms), f"{what}: {names[:400]}"
+            want = units < 2 * sms and d in (112, 128, 256)  # decode_runs_streamk: D = 128 and 256 kernels
+            assert bool(re.search(balanced, names)) == want, f"{what}: {names[:400]}"
         if i == 0:  # graph capture, replays with new lengths and tables (the schedule is the table's capacity)
             out = torch.empty_like(q)
             ws = llm.paged_attention_workspace(q, kc, table, num_splits=2)
@@ -633,13 +638,17 @@ def test_balanced_schedule_matches_reference():
     if sm90:
         names = kernel_names(lambda: llm.decode_attention(q, k, v, num_splits=2))
         assert re.search(balanced, names), f"contiguous: {names[:400]}"
-    # the heuristic (GQA 32:8 rows, one row tile): units = 8 B
-    for per_sm, n, want in ((1.2, 2048, 2), (1.2, 8192, 2), (2.3, 4096, 2), (1.2, 1024, 1), (1.03, 2048, 1),
-                            (1.7, 2048, 1), (2.7, 2048, 1), (2.9, 2048, 1)):
+    # the heuristic (GQA 32:8 rows, one row tile): units = 8 B; D = 128: both bands, D = 256:
+    # the one-tail band, D = 96 (and 80 on its kernel): the second-wave band, D = 64: neither
+    for d, per_sm, n, want in ((128, 1.2, 2048, 2), (128, 1.2, 8192, 2), (128, 2.3, 4096, 2), (128, 1.2, 1024, 1),
+                               (128, 1.03, 2048, 1), (128, 1.7, 2048, 1), (128, 2.7, 2048, 1), (128, 2.9, 2048, 1),
+                               (256, 1.05, 2048, 2), (256, 1.2, 2048, 2), (256, 1.5, 2048, 1), (256, 2.3, 2048, 1),
+                               (96, 1.2, 2048, 1), (96, 2.05, 2048, 2), (96, 2.6, 2048, 2), (96, 2.9, 2048, 1),
+                               (80, 2.3, 4096, 2), (96, 2.3, 1024, 1), (64, 1.2, 2048, 1), (64, 2.3, 2048, 1)):
         b = int(per_sm * sms) // 8 + 1
         for dt in (torch.float16, torch.bfloat16):
-            got = llm.decode_num_splits(b, 8, 4, n, 128, dt)
-            assert got == (want if sm90 else 1), (per_sm, n, b, got)
+            got = llm.decode_num_splits(b, 8, 4, n, d, dt)
+            assert got == (want if sm90 else 1), (d, per_sm, n, b, got)
 
 
 def test_cuda_graph_runner_buckets():

@@ -1393,7 +1393,7 @@ cudaError_t run_decode_attention(const DecodeAttentionArgs& a, cudaStream_t stre
         DecodeTmaMaps maps;
         const int box_rows = encode_decode_tma_maps<T, D, kPaged, KVT>(a, maps);
         const int knob_stages = decode_dev_tma_stages();
-        const int stages = knob_stages == 2 ? 2 : 3;  // one block per SM: the small grids' depth
+        const int stages = knob_stages == 2 ? 2 : decode_streamk_stages<T, D, KVT>();  // the small grids' depth
         if (box_rows > 0) {
           DecodeKernelParams ps = p;
           ps.streamk_blocks = static_cast<int>(sk_blocks);

@@ -491,10 +491,18 @@ cudaError_t launch_decode_attention_tma_kernel(const DecodeKernelParams& p, cons
                        maps.v_tail, box_rows);
 }
 
-// The kernels instantiated with the balanced schedule (decode_streamk_blocks).
+// The kernels instantiated with the balanced schedule (decode_streamk_blocks): 16-bit
+// D = 128 and 256. At D = 64, and D = 96 on paged caches, it measured slower than the
+// even 2-split grid (v29: D = 64 B=20/2K GQA paged 40.4 vs 37.9 us, D = 96 64.5 vs 58.1),
+// and the heuristic never takes 2 splits there below two units per SM.
 template <typename T, int D, typename KVT>
 constexpr bool decode_runs_streamk() {
-  return D == 128 && !decode_dequantizes<T, KVT>();
+  return (D == 128 || D == 256) && !decode_dequantizes<T, KVT>();
+}
+// The balanced kernel's depth: 3 stages where they fit beside its epilogue scratch, else 2.
+template <typename T, int D, typename KVT>
+constexpr int decode_streamk_stages() {
+  return decode_tma_smem_bytes<T, D, 3, KVT, true>() <= 227 * 1024 ? 3 : 2;
 }
 // The TMA kernel with `stages` pipeline stages: 2, 3 or 4 where they fit in shared memory
 // (decode_tma_stages_fit), else cudaErrorInvalidValue; with p.streamk_blocks, the balanced
@@ -511,8 +519,11 @@ cudaError_t launch_decode_attention_tma_stages(int stages, const DecodeKernelPar
     if constexpr (decode_runs_streamk<T, D, KVT>()) {
       if (stages == 2)
         return launch_decode_attention_tma_kernel<T, D, 2, KV, KVT, true>(p, kv, grid, stream, pdl, maps, box_rows);
-      if (stages == 3)
-        return launch_decode_attention_tma_kernel<T, D, 3, KV, KVT, true>(p, kv, grid, stream, pdl, maps, box_rows);
+      if constexpr (decode_streamk_stages<T, D, KVT>() == 3) {
+        if (stages == 3)
+          return launch_decode_attention_tma_kernel<T, D, 3, KV, KVT, true>(p, kv, grid, stream, pdl, maps,
+                                                                             box_rows);
+      }
     }
     return cudaErrorInvalidValue;
   }

@@ -108,16 +108,25 @@ inline int decode_tma_stages_for(int head_dim, bool paged, int64_t blocks, int64
 inline int64_t decode_streamk_blocks(int64_t units, int64_t sms) {
   return units > sms && units < 2 * sms ? sms : 0;
 }
-// Where the split heuristic takes 2 splits for 16-bit D = 128 on sm_90 instead of 1 (v28):
-// sequences of at least 2048 keys, and a tail of 10-35% of the SMs holding a second unit
-// (1.1-1.35 units per SM: the balanced schedule gives every SM 1.1-1.35 units instead), or
-// a second wave of whole units on 10-50% of the SMs (2.1-2.5 units per SM: even 2 splits
-// make half-unit blocks that the SMs pick up as they free). Elsewhere 1 split measured
-// faster or level (1.03, 1.45-1.7, 2.7 units per SM; 1024 keys).
-inline bool decode_tail_splits_pay(int64_t units, int64_t sms, int64_t max_kv_len) {
+// Where the split heuristic takes 2 splits for 16-bit caches on sm_90 instead of 1
+// (kernel_head_dim: decode_kernel_head_dim; v28, v29), for sequences of at least 2048 keys:
+// - a tail of SMs holding a second unit: 1.1-1.35 units per SM at D = 128, 1-1.35 at
+//   D = 256 (one block per SM fits there, so the tail runs after the first wave, not
+//   beside it, from the first extra unit on). The balanced schedule gives every SM the
+//   same share instead (D = 256 GQA B=18/2K contiguous 117.5 -> 106.9 us, paged block 16
+//   144.1 -> 109.6; D = 128 B=20 67.7 -> 62.4);
+// - a second wave of whole units on some SMs: 2.1-2.5 units per SM at D = 128, 2-2.7 at
+//   D = 96 (and 80 on its kernel): even 2 splits make half-unit blocks that the SMs pick
+//   up as they free (D = 96 B=36/2K contiguous 95.0 -> 89.0, D = 80 B=36/4K 175.8 -> 158.2).
+// Elsewhere 1 split measured faster or level (D = 128 at 1.03, 1.45-1.7 and 2.7 units per
+// SM; 1024 keys; D = 64 at both bands; D = 256 at 1.45 and 2.2; D = 96 at 1.2, paged).
+inline bool decode_tail_splits_pay(int kernel_head_dim, int64_t units, int64_t sms, int64_t max_kv_len) {
   if (max_kv_len < 2048) return false;
-  const bool one_tail = 10 * units > 11 * sms && 20 * units <= 27 * sms;
-  const bool wave_tail = 10 * units > 21 * sms && 2 * units <= 5 * sms;
+  const bool fits_tail = 20 * units <= 27 * sms;
+  const bool one_tail = (kernel_head_dim == 128 && 10 * units > 11 * sms && fits_tail) ||
+                        (kernel_head_dim == 256 && units > sms && fits_tail);
+  const bool wave_tail = (kernel_head_dim == 128 && 10 * units > 21 * sms && 2 * units <= 5 * sms) ||
+                         (kernel_head_dim == 96 && units > 2 * sms && 10 * units <= 27 * sms);
   return one_tail || wave_tail;
 }
 
