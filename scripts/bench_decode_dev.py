@@ -538,7 +538,11 @@ def balanced_dims_sweep(iters, copy_bw):
                              peer="sdpa-cudnn", contiguous=not bs)
 
 
-def d96_sweep(iters, copy_bw):
+# --d80: 16-bit D=80 (the D=96 kernels over 80 columns) at 1.3-4.8 units per SM, 1 and 2 splits
+D80_ROWS = [(B, 4096, 8, 80, contiguous, (1, 2)) for B in (17, 24, 36, 48, 64) for contiguous in (False, True)]
+
+
+def d96_sweep(iters, copy_bw, rows=D96_ROWS):
     """16-bit D=96 (and D=80 on its kernels) from one block per SM to large grids (v24):
     the automatic choice; unpaired on the cp.async kernel and the TMA kernel at 2 / 3
     stages; head pairs (the D=256 kernels over 192-column rows, paged only) on TMA 2 / 3;
@@ -548,7 +552,7 @@ def d96_sweep(iters, copy_bw):
                 "tma3": {**single, **SWEEP_VARIANTS["tma3"]},
                 "pairs-tma2": {"CLO_DECODE_PACK": "2", **SWEEP_VARIANTS["tma2"]},
                 "pairs-tma3": {"CLO_DECODE_PACK": "2", **SWEEP_VARIANTS["tma3"]}}
-    for B, N, Hkv, D, contiguous, splits in D96_ROWS:
+    for B, N, Hkv, D, contiguous, splits in rows:
         _split_sweep_row(cd.paged_case(B, N, Hkv, torch.float16, D=D), splits, variants, iters,
                          copy_bw, f"{'contig' if contiguous else 'paged'} D={D} B={B} N={N} Hkv={Hkv}",
                          peer="sdpa-cudnn", contiguous=contiguous)
@@ -655,6 +659,8 @@ SWEEPS = {
     "d64-contig-band": (d64_contig_band_sweep, "contiguous D=64 at 2.2-3.2 blocks per SM: TMA 2 vs 4 stages"),
     "balanced-dims": (balanced_dims_sweep, "D=64/96/256 at 1.2 and 2.2 units per SM: balanced against even grids"),
     "balanced": (balanced_sweep, "D=128 at 1-3 units per SM: the balanced schedule against even grids"),
+    "d80": (lambda iters, copy_bw: d96_sweep(iters, copy_bw, D80_ROWS),
+            "16-bit D=80 at 1.3-4.8 units per SM: each kernel, 1 and 2 splits"),
     "d96": (d96_sweep, "16-bit D=96 / 80: unpaired kernels vs head pairs, paged and contiguous"),
     "fp8-splits": (fp8_split_sweep, "FP8 caches: forced split counts on small and medium grids"),
     "fp8-pack-splits": (fp8_pack_split_sweep, "FP8 small grids: split counts with and without head pairs"),

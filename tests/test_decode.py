@@ -874,9 +874,9 @@ for v in (0, 1, 2):  # CLO_DECODE_VARIANT: automatic, the cp.async kernel, the T
     # the knob really switches kernels (the TMA kernel runs on sm_90 only); automatic
     # (decode_tma_stages_for): on paged grids just beyond one block per SM the TMA kernel,
     # 2 stages, at D = 64 4 (up to 1.25 blocks per SM, unpaired there); D = 80 (on the
-    # D = 96 kernel) the cp.async kernel.
+    # D = 96 kernel) too, up to 1.5 blocks per SM (v30).
     sms = torch.cuda.get_device_properties(0).multi_processor_count
-    for d, auto_tma, kd, stages in ((96, True, 96, 2), (80, False, 96, 0), (128, True, 128, 2), (64, True, 64, 4),
+    for d, auto_tma, kd, stages in ((96, True, 96, 2), (80, True, 96, 2), (128, True, 128, 2), (64, True, 64, 4),
                                     (256, True, 256, 2)):
         q, kc, vc, table, sl = paged_problem([100] * (sms // 4 + 1), 4, 2, d, 16, torch.float16, 5)
         fn = lambda: llm.paged_attention(q, kc, vc, table, sl, num_splits=1, check_indices=False)

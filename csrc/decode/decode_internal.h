@@ -61,10 +61,14 @@ constexpr int decode_pipeline_stages(int head_dim) { return head_dim <= 64 ? 4 :
 //  - D = 96: paged caches on at most one block per SM (3 stages); beyond, 96-column paged
 //    rows (row_cols; not 80 or less on this kernel) unpaired (decode_packs_head_pairs) on
 //    2 stages up to 1.5 blocks per SM, 3 beyond; the cp.async kernel for contiguous caches
-//    and narrower rows (v24, graph replays, paged GQA 32/8 N=2K: B=20 54.8 -> 48.1 us,
+//    (v24, graph replays, paged GQA 32/8 N=2K: B=20 54.8 -> 48.1 us,
 //    B=24 59.4 -> 54.7, B=48 123.2 -> 111.0, MHA B=5 54.2 -> 47.1; contiguous B=64 136.7
 //    vs 136.0 at 3 stages; D = 80 B=64 125.7 vs 133.0). Before the tail plane
 //    (decode_kv_offset) the TMA kernel was slower there at every depth (v8, v23);
+//  - narrower rows on the D = 96 kernel (measured at 80 columns), paged or contiguous: 2
+//    stages up to 1.5 blocks per SM, where the cp.async kernel fell far behind (v30, GQA
+//    32/8 N=4K, paged / contiguous: B=17 106.9 / 85.3 -> 73.7 / 81.2 us, B=24 108.7 /
+//    113.1 -> 91.3 / 109.1); the cp.async kernel beyond (B=64: 242.9 against TMA 300.0);
 //  - 16-bit D = 96 head pairs (the D = 256 kernel over 192-column rows, `pairs`): 3 stages
 //    (v24: B=64/8K/GQA 578.2 -> 564.5 us, MHA B=32/2K 280.2 -> 279.0).
 // The caller also needs sm_90 code and a cache TMA can describe. The split heuristic asks
@@ -96,7 +100,9 @@ inline int decode_tma_stages_for(int head_dim, bool paged, int64_t blocks, int64
     return 4 * blocks <= 5 * sms || contiguous_band ? 4 : 2;
   }
   if (head_dim != 96) return 2;  // beyond one block per SM
-  if (!paged || (row_cols != 0 && row_cols != 96)) return 0;
+  const bool narrow_rows = row_cols != 0 && row_cols != 96;
+  if (narrow_rows) return 2 * blocks <= 3 * sms ? 2 : 0;
+  if (!paged) return 0;
   return 2 * blocks <= 3 * sms ? 2 : 3;
 }
 
