@@ -1384,10 +1384,11 @@ cudaError_t run_decode_attention(const DecodeAttentionArgs& a, cudaStream_t stre
   const bool pdl = sm90 && decode_dev_pdl();
   auto launch_variant = [&](const auto& kv) -> cudaError_t {
     const int forced = decode_dev_kernel();
-    // The balanced schedule (decode_streamk_blocks): a 2-split call of 16-bit D = 128 on
-    // the TMA kernel; where TMA cannot describe the cache, the even 2-split grid below.
-    const int64_t sk_blocks = decode_streamk_blocks(static_cast<int64_t>(grid.x) * grid.y, device_sm_count());
+    // The balanced schedule (decode_streamk_blocks): a 2-split call of a 16-bit kernel at
+    // D = 128 or 256 (decode_runs_streamk) on the TMA kernel; where TMA cannot describe the
+    // cache, the even 2-split grid below.
     if constexpr (decode_runs_streamk<T, D, KVT>()) {
+      const int64_t sk_blocks = decode_streamk_blocks(static_cast<int64_t>(grid.x) * grid.y, device_sm_count());
       if (sm90 && a.num_splits == 2 && pack_group == 0 && sk_blocks > 0 && forced != kDecodeKernelCpAsync &&
           decode_dev_streamk()) {
         DecodeTmaMaps maps;

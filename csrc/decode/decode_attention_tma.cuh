@@ -491,13 +491,11 @@ cudaError_t launch_decode_attention_tma_kernel(const DecodeKernelParams& p, cons
                        maps.v_tail, box_rows);
 }
 
-// The kernels instantiated with the balanced schedule (decode_streamk_blocks): 16-bit
-// D = 128 and 256. At D = 64, and D = 96 on paged caches, it measured slower than the
-// even 2-split grid (v29: D = 64 B=20/2K GQA paged 40.4 vs 37.9 us, D = 96 64.5 vs 58.1),
-// and the heuristic never takes 2 splits there below two units per SM.
+// The kernels instantiated with the balanced schedule (decode_streamk_blocks): 16-bit, at
+// decode_balanced_head_dim.
 template <typename T, int D, typename KVT>
 constexpr bool decode_runs_streamk() {
-  return (D == 128 || D == 256) && !decode_dequantizes<T, KVT>();
+  return decode_balanced_head_dim(D) && !decode_dequantizes<T, KVT>();
 }
 // The balanced kernel's depth: 3 stages where they fit beside its epilogue scratch, else 2.
 template <typename T, int D, typename KVT>
@@ -515,7 +513,7 @@ template <typename T, int D, typename KVT = T, class KV>
 cudaError_t launch_decode_attention_tma_stages(int stages, const DecodeKernelParams& p, const KV& kv, dim3 grid,
                                                cudaStream_t stream, bool pdl, const DecodeTmaMaps& maps,
                                                int box_rows) {
-  if (p.streamk_blocks > 0) {  // the balanced schedule: 16-bit D = 128, 2 or 3 stages
+  if (p.streamk_blocks > 0) {  // the balanced schedule (decode_runs_streamk): 2 or 3 stages
     if constexpr (decode_runs_streamk<T, D, KVT>()) {
       if (stages == 2)
         return launch_decode_attention_tma_kernel<T, D, 2, KV, KVT, true>(p, kv, grid, stream, pdl, maps, box_rows);

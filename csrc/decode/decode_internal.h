@@ -106,11 +106,18 @@ inline int decode_tma_stages_for(int head_dim, bool paged, int64_t blocks, int64
   return 2 * blocks <= 3 * sms ? 2 : 3;
 }
 
-// The balanced schedule (NOTES.md v28; decode_streamk_piece): a 2-split call of the 16-bit
-// D = 128 TMA kernel with `units` (batch x KV heads x row tiles) between one and two per SM
-// runs one block per SM (3 stages), the blocks sharing the units' tiles equally, instead of
-// an even grid. Returns that block count, or 0. (Two blocks per SM over 2-3 units per SM
-// measured no faster than even 2-split grids there: v28.)
+// The kernel head dims whose 16-bit TMA kernel has the balanced schedule (NOTES.md v28,
+// v29; decode_runs_streamk). At 64, and 96 on paged caches, it measured slower than the
+// even 2-split grid (v29: B=20/2K GQA paged 40.4 vs 37.9 us, 64.5 vs 58.1).
+constexpr bool decode_balanced_head_dim(int kernel_head_dim) {
+  return kernel_head_dim == 128 || kernel_head_dim == 256;
+}
+// The balanced schedule (decode_streamk_piece): a 2-split call of a 16-bit TMA kernel at a
+// decode_balanced_head_dim with `units` (batch x KV heads x row tiles) between one and two
+// per SM runs one block per SM (3 stages, 2 at D = 256: decode_streamk_stages), the blocks
+// sharing the units' tiles equally, instead of an even grid. Returns that block count, or
+// 0. (Two blocks per SM over 2-3 units per SM measured no faster than even 2-split grids
+// there: v28.)
 inline int64_t decode_streamk_blocks(int64_t units, int64_t sms) {
   return units > sms && units < 2 * sms ? sms : 0;
 }
@@ -128,9 +135,9 @@ inline int64_t decode_streamk_blocks(int64_t units, int64_t sms) {
 // SM; 1024 keys; D = 64 at both bands; D = 256 at 1.45 and 2.2; D = 96 at 1.2, paged).
 inline bool decode_tail_splits_pay(int kernel_head_dim, int64_t units, int64_t sms, int64_t max_kv_len) {
   if (max_kv_len < 2048) return false;
-  const bool fits_tail = 20 * units <= 27 * sms;
-  const bool one_tail = (kernel_head_dim == 128 && 10 * units > 11 * sms && fits_tail) ||
-                        (kernel_head_dim == 256 && units > sms && fits_tail);
+  // from the first extra unit at D = 256, from 1.1 units per SM at D = 128
+  const bool past_first_wave = kernel_head_dim == 256 ? units > sms : 10 * units > 11 * sms;
+  const bool one_tail = decode_balanced_head_dim(kernel_head_dim) && past_first_wave && 20 * units <= 27 * sms;
   const bool wave_tail = (kernel_head_dim == 128 && 10 * units > 21 * sms && 2 * units <= 5 * sms) ||
                          (kernel_head_dim == 96 && units > 2 * sms && 10 * units <= 27 * sms);
   return one_tail || wave_tail;
