@@ -356,7 +356,7 @@ def check_paged_indices(k_cache: torch.Tensor, block_tables: torch.Tensor, seq_l
 
 
 def decode_num_splits(batch: int, num_kv_heads: int, rows_per_kv_head: int, max_kv_len: int, head_dim: int,
-                      dtype: torch.dtype) -> int:
+                      dtype: torch.dtype, paged: bool = True, seq_len_q: int = 1) -> int:
     """The split count `num_splits=0` resolves to (flash-decoding heuristic).
 
     With `base = batch * num_kv_heads * ceil(rows_per_kv_head / 16)` thread blocks
@@ -373,26 +373,36 @@ def decode_num_splits(batch: int, num_kv_heads: int, rows_per_kv_head: int, max_
       B=36 at GQA 32/8). Below two blocks per SM a 2-split call at head_dim 97-256 runs
       as a balanced schedule (one block per SM, each taking an equal share of all the
       sequences' 64-key tiles, a sequence cut in at most two pieces merged like splits);
+    - 16-bit head_dim 64 on sm_90 with `max_kv_len >= 2048`: `paged` calls that run
+      head pairs (an even `num_kv_heads`, `seq_len_q` 1, at most 8 query heads per KV
+      head, `base` beyond 1.25 times the SMs) take 2 when the pairs (`base / 2`) are
+      1.06-1.35 times the SMs (the balanced schedule on the head_dim-128 kernel);
+      contiguous ones (`paged=False`) take 3 when `base` is 2-2.45 times the SMs;
     - otherwise 1 (one pass per sequence).
     `dtype` is the cache's: with `torch.float8_e4m3fn` (FP8 caches) the same, never 2,
     except at head_dim <= 64: `base <= SMs` takes `2 * SMs / base` splits rounded to
     nearest (about two blocks per SM), `SMs < base < 1.6 * SMs` takes 2 (head pairs then
     halve the grid; same caps).
+    `paged`: the call's layout (`paged_attention`; False: `decode_attention`);
+    `seq_len_q`: its query rows per (batch, head), Nq (it must divide `rows_per_kv_head`).
     Measured best on the H100 (csrc/decode/NOTES.md). It depends on host-known
     shapes only (`max_kv_len` is the table capacity, not the seq_lens), so a captured
     CUDA graph and its preallocated workspace stay valid for any seq_lens.
     """
-    return int(_ops.op("decode_num_splits")(batch, num_kv_heads, rows_per_kv_head, max_kv_len, head_dim, dtype))
+    return int(_ops.op("decode_num_splits")(batch, num_kv_heads, rows_per_kv_head, max_kv_len, head_dim, dtype,
+                                            paged, seq_len_q))
 
 
 def decode_workspace(batch: int, num_q_heads: int, num_kv_heads: int, head_dim: int, max_kv_len: int,
                      dtype: torch.dtype, seq_len_q: int = 1, num_splits: int = 0,
-                     device: torch.device | str | None = None) -> torch.Tensor:
+                     device: torch.device | str | None = None, paged: bool | None = None) -> torch.Tensor:
     """A float32 workspace for `paged_attention`/`decode_attention` calls of this shape.
 
     Sized for the split count the call will use: `num_splits`, or with 0 the
     heuristic's at every batch size up to `batch` on `device` (smaller batches split
-    more, so one workspace serves all the buckets of a `CUDAGraphRunner`); `max_kv_len`
+    more, so one workspace serves all the buckets of a `CUDAGraphRunner`), for the
+    layout `paged` (True: `paged_attention`, False: `decode_attention`, None: the larger
+    of the two); `max_kv_len`
     is the table capacity (max_blocks_per_seq * block_size) for paged calls, Nk for
     contiguous ones (with a sliding window it may be min(that, window_left + seq_len_q
     + 63), the keys the call reads; the capacity gives a workspace at least as large). Holds [splits, B*Hq*Nq, D] partial
@@ -404,24 +414,26 @@ def decode_workspace(batch: int, num_q_heads: int, num_kv_heads: int, head_dim: 
     _check_num_splits(num_splits)
     rows = (num_q_heads // num_kv_heads) * seq_len_q
 
+    layouts = (True, False) if paged is None else (bool(paged),)
+
     def numel(b: int) -> int:
-        splits = num_splits or decode_num_splits(b, num_kv_heads, rows, max_kv_len, head_dim, dtype)
+        splits = num_splits or max(decode_num_splits(b, num_kv_heads, rows, max_kv_len, head_dim, dtype, lay,
+                                                     seq_len_q) for lay in layouts)
         return int(_ops.op("decode_workspace_numel")(b, num_q_heads, seq_len_q, head_dim, splits))
 
-    # The heuristic splits only grids below half the SMs (b < SMs) or, with 2 splits,
-    # grids of >= 12 blocks per SM, whose need grows with b: the max is at b <= SMs or at batch.
+    # Every batch size: the heuristic's bands (2 or 3 splits at 1-2.7 blocks per SM) fall
+    # beyond b = SMs when the grid has one or two blocks per sequence (MQA, Hkv 2).
     # Asked on `device` (the heuristic reads its SM count), as the op will be called there.
     dev = torch.device(device if device is not None else "cuda")
     with torch.cuda.device(dev):
-        sms = torch.cuda.get_device_properties(torch.cuda.current_device()).multi_processor_count
-        n = numel(batch) if num_splits else max(numel(b) for b in {*range(1, min(batch, sms) + 1), batch})
+        n = numel(batch) if num_splits else max(numel(b) for b in range(1, batch + 1))
         ws = torch.empty(max(n, 1), dtype=torch.float32, device=dev)
         _ops.op("decode_workspace_init")(ws)  # counters at rest, once: every call leaves them so
     return ws
 
 
 def _check_workspace(workspace, q: torch.Tensor, num_kv_heads: int, seq_len_q: int, max_kv_len: int,
-                     num_splits: int, cache_dtype: torch.dtype | None = None) -> None:
+                     num_splits: int, paged: bool, cache_dtype: torch.dtype | None = None) -> None:
     """The workspace a call will use must be float32, contiguous, on q's device and big
     enough for its split count (host-side numbers only: no synchronisation);
     `cache_dtype` (default q's) is the split heuristic's dtype."""
@@ -437,7 +449,7 @@ def _check_workspace(workspace, q: torch.Tensor, num_kv_heads: int, seq_len_q: i
                          "paged_attention_workspace as returned (not a slice of it)")
     b, hq, d = q.shape[0], q.shape[1], q.shape[-1]
     splits = num_splits or decode_num_splits(b, num_kv_heads, (hq // num_kv_heads) * seq_len_q, max_kv_len, d,
-                                             cache_dtype or q.dtype)
+                                             cache_dtype or q.dtype, paged, seq_len_q)
     need = int(_ops.op("decode_workspace_numel")(b, hq, seq_len_q, d, splits))
     if workspace.numel() < need:
         raise ValueError(f"workspace must hold at least {need} float32 elements for num_splits={splits}, got "
@@ -458,7 +470,7 @@ def paged_attention_workspace(q: torch.Tensor, k_cache: torch.Tensor, block_tabl
     b, hq, d = q.shape[0], q.shape[1], q.shape[-1]
     nq = q.shape[2] if q.dim() == 4 else 1
     cap = block_tables.shape[1] * k_cache.shape[1]
-    return decode_workspace(b, hq, k_cache.shape[2], d, cap, k_cache.dtype, nq, num_splits, q.device)
+    return decode_workspace(b, hq, k_cache.shape[2], d, cap, k_cache.dtype, nq, num_splits, q.device, paged=True)
 
 
 def paged_attention(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, block_tables: torch.Tensor,
@@ -524,7 +536,7 @@ def paged_attention(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tenso
         nq = q.shape[2] if q.dim() == 4 else 1
         _check_workspace(workspace, q, k_cache.shape[2], nq,
                          _read_kv_len(block_tables.shape[1] * k_cache.shape[1], nq, window_left), num_splits,
-                         k_cache.dtype)
+                         True, k_cache.dtype)
 
     if _host_checks_allowed(check_indices, "check_indices"):
         explain()  # this path synchronises anyway
@@ -585,7 +597,7 @@ def decode_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: f
             check_same_device(out, "out", q, "q")
             _check_rows(out, "out")
         _check_workspace(workspace, q, k.shape[1], q.shape[2], _read_kv_len(k.shape[2], q.shape[2], window_left),
-                         num_splits)
+                         num_splits, False)
 
     def call():
         result = torch.empty(q.shape, dtype=q.dtype, device=q.device) if out is None else out

@@ -542,6 +542,50 @@ def balanced_dims_sweep(iters, copy_bw):
 D80_ROWS = [(B, 4096, 8, 80, contiguous, (1, 2)) for B in (17, 24, 36, 48, 64) for contiguous in (False, True)]
 
 
+# --d80-wide: more D=80 grids beyond 1.5 blocks per SM (v30 left the kernel choice there open)
+D80_WIDE_ROWS = ([(B, 4096, 8, 80, contiguous, (1, 2)) for B in (28, 32, 40, 44, 56) for contiguous in (False, True)]
+                 + [(B, 2048, 8, 80, contiguous, (1, 2)) for B in (36, 48) for contiguous in (False, True)])
+
+
+def d80_wide_sweep(iters, copy_bw):
+    """16-bit D=80 (the D=96 kernels over 80 columns) at 1.7-3.4 blocks per SM: the
+    automatic choice against the cp.async kernel and the TMA kernel at 2 / 3 stages,
+    1 and 2 splits, cuDNN first (graph replays, cold L2)."""
+    variants = {lb: {"CLO_DECODE_PACK": "0", **SWEEP_VARIANTS[lb]} for lb in ("cp", "tma2", "tma3")}
+    for B, N, Hkv, D, contiguous, splits in D80_WIDE_ROWS:
+        _split_sweep_row(cd.paged_case(B, N, Hkv, torch.float16, D=D), splits, {"auto": {}, **variants}, iters,
+                         copy_bw, f"{'contig' if contiguous else 'paged'} D={D} B={B} N={N} Hkv={Hkv}",
+                         peer="sdpa-cudnn", contiguous=contiguous)
+
+
+# --d64-pair-tail: paged 16-bit D=64 at 2-3 blocks per SM, whose head pairs (the D=128
+# kernel) hold 1-1.5 units per SM: (B, N, Hkv)
+D64_PAIR_TAIL_ROWS = ([(B, 2048, 8) for B in (34, 36, 40, 44, 48)] + [(B, 4096, 8) for B in (36, 44)]
+                      + [(B, 2048, 32) for B in (9, 10, 11)])
+
+
+def d64_pair_tail_sweep(iters, copy_bw):
+    """Paged 16-bit D=64 GQA 32/8 and MHA at 2-3 blocks per SM (head pairs at 1-1.5 units
+    per SM): the heuristic's count (s0), 1-3 splits, 2 splits balanced (sk) and even
+    (CLO_DECODE_STREAMK=0), unpaired (CLO_DECODE_PACK=0) 1 and 3 splits, at block sizes 16
+    and 256, cuDNN first (graph replays, cold L2)."""
+    for B, N, Hkv in D64_PAIR_TAIL_ROWS:
+        for bs in (16, 256):
+            case = cd.paged_case(B, N, Hkv, torch.float16, D=64, block_size=bs)
+            title = f"paged bs={bs} D=64 B={B} N={N} Hkv={Hkv}"
+            _split_sweep_row(case, (0, 1, 2, 3), {"sk": {}}, iters, copy_bw, title, peer="sdpa-cudnn")
+            _split_sweep_row(case, (2,), {"even": {"CLO_DECODE_STREAMK": "0"}}, iters, copy_bw, title)
+            _split_sweep_row(case, (1, 3), {"unpaired": {"CLO_DECODE_PACK": "0"}}, iters, copy_bw, title)
+
+
+def d64_contig_splits_sweep(iters, copy_bw):
+    """Contiguous 16-bit D=64 at 2-3 blocks per SM (--d64-pair-tail's grids): the
+    heuristic's count (s0) and 1-4 splits, cuDNN first (graph replays, cold L2)."""
+    for B, N, Hkv in D64_PAIR_TAIL_ROWS:
+        _split_sweep_row(cd.paged_case(B, N, Hkv, torch.float16, D=64), (0, 1, 2, 3, 4), {"auto": {}}, iters, copy_bw,
+                         f"contig D=64 B={B} N={N} Hkv={Hkv}", peer="sdpa-cudnn", contiguous=True)
+
+
 def d96_sweep(iters, copy_bw, rows=D96_ROWS):
     """16-bit D=96 (and D=80 on its kernels) from one block per SM to large grids (v24):
     the automatic choice; unpaired on the cp.async kernel and the TMA kernel at 2 / 3
@@ -661,6 +705,9 @@ SWEEPS = {
     "balanced": (balanced_sweep, "D=128 at 1-3 units per SM: the balanced schedule against even grids"),
     "d80": (lambda iters, copy_bw: d96_sweep(iters, copy_bw, D80_ROWS),
             "16-bit D=80 at 1.3-4.8 units per SM: each kernel, 1 and 2 splits"),
+    "d80-wide": (d80_wide_sweep, "16-bit D=80 at 1.7-3.4 blocks per SM: auto vs cp.async / TMA 2 / TMA 3, 1-2 splits"),
+    "d64-pair-tail": (d64_pair_tail_sweep, "paged 16-bit D=64 at 2-3 blocks per SM: head pairs balanced / even, splits"),
+    "d64-contig-splits": (d64_contig_splits_sweep, "contiguous 16-bit D=64 at 2-3 blocks per SM: 1-4 splits"),
     "d96": (d96_sweep, "16-bit D=96 / 80: unpaired kernels vs head pairs, paged and contiguous"),
     "fp8-splits": (fp8_split_sweep, "FP8 caches: forced split counts on small and medium grids"),
     "fp8-pack-splits": (fp8_pack_split_sweep, "FP8 small grids: split counts with and without head pairs"),

@@ -668,7 +668,8 @@ void run_ours(const OursCase& c, __half* k, __half* v, unsigned long long* stamp
     a.seq_len_k = c.n;
   }
   a.num_splits = c.splits > 0 ? c.splits
-                              : decode_attention_num_splits(c.batch, c.hkv, kHq / c.hkv, c.n, D, DType::kFloat16);
+                              : decode_attention_num_splits(c.batch, c.hkv, kHq / c.hkv, c.n, D, DType::kFloat16,
+                                                            c.paged, 1);
   float* ws = nullptr;
   const int64_t wsf = decode_attention_workspace_floats(c.batch, kHq, 1, D, a.num_splits);
   if (wsf > 0) {

@@ -575,7 +575,8 @@ def test_balanced_schedule_matches_reference():
     v28, v29); beyond two units per SM, and at D = 64 and 96, as an even grid. Ragged
     lengths with 0, 1 and tile-straddling ones, GQA and MHA, two row tiles (Nq 5 x group 4,
     causal), a sliding window and soft cap, bf16, D = 64, 96, 128, 256 and 112 on the
-    D = 128 kernel (odd KV head counts: no head pairs), block sizes 8, 16, 32 and 256, the
+    D = 128 kernel (odd KV head counts: no head pairs), D = 64 head pairs (the D = 128
+    kernel over half the units, balanced), block sizes 8, 16, 32 and 256, the
     contiguous path; graph replays with new lengths and tables; which kernel runs. The
     heuristic's 2 splits (decode_tail_splits_pay) at 2048 keys or more: 1.1-1.35 and
     2.1-2.5 units per SM at D = 128, 1-1.35 at D = 256, 2-2.7 at D = 96."""
@@ -590,7 +591,7 @@ def test_balanced_schedule_matches_reference():
              (1.5, 32, 1, 1, 112, torch.float16, 16, -1, 30.0), (1.5, 4, 4, 5, 128, torch.float16, 16, 100, 0.0),
              (1.02, 8, 4, 1, 128, torch.float16, 8, 300, 0.0), (2.3, 8, 4, 1, 128, torch.float16, 16, -1, 0.0),
              (1.3, 5, 4, 1, 64, torch.float16, 16, -1, 0.0), (1.6, 5, 2, 1, 96, torch.bfloat16, 32, 200, 0.0),
-             (1.2, 4, 8, 1, 256, torch.float16, 16, -1, 0.0)]
+             (1.2, 4, 8, 1, 256, torch.float16, 16, -1, 0.0), (2.4, 8, 4, 1, 64, torch.bfloat16, 16, -1, 0.0)]
     for i, (per_sm, hkv, group, nq, d, dt, bs, window, cap) in enumerate(cases):
         row_tiles = -(-group * nq // 16)
         b = int(per_sm * sms) // (hkv * row_tiles) + 1
@@ -612,7 +613,11 @@ def test_balanced_schedule_matches_reference():
         assert_close(out, ref, dtype=dt, what=what)
         if sm90:
             names = kernel_names(lambda: call(torch.empty_like(q)))
-            want = units < 2 * sms and d in (112, 128, 256)  # decode_runs_streamk: D = 128 and 256 kernels
+            # head pairs (decode_packs_head_pairs: paged 16-bit D = 64, even KV heads, beyond 1.25
+            # blocks per SM) run the D = 128 kernel over half the units
+            pairs = d == 64 and hkv % 2 == 0 and nq == 1 and 4 * units > 5 * sms
+            kernel_units = units // 2 if pairs else units
+            want = kernel_units < 2 * sms and (pairs or d in (112, 128, 256))  # decode_runs_streamk: D = 128, 256
             assert bool(re.search(balanced, names)) == want, f"{what}: {names[:400]}"
         if i == 0:  # graph capture, replays with new lengths and tables (the schedule is the table's capacity)
             out = torch.empty_like(q)
@@ -640,15 +645,80 @@ def test_balanced_schedule_matches_reference():
         assert re.search(balanced, names), f"contiguous: {names[:400]}"
     # the heuristic (GQA 32:8 rows, one row tile): units = 8 B; D = 128: both bands, D = 256:
     # the one-tail band, D = 96 (and 80 on its kernel): the second-wave band, D = 64: neither
+    # (its bands: test_d64_tail_splits)
     for d, per_sm, n, want in ((128, 1.2, 2048, 2), (128, 1.2, 8192, 2), (128, 2.3, 4096, 2), (128, 1.2, 1024, 1),
                                (128, 1.03, 2048, 1), (128, 1.7, 2048, 1), (128, 2.7, 2048, 1), (128, 2.9, 2048, 1),
                                (256, 1.05, 2048, 2), (256, 1.2, 2048, 2), (256, 1.5, 2048, 1), (256, 2.3, 2048, 1),
                                (96, 1.2, 2048, 1), (96, 2.05, 2048, 2), (96, 2.6, 2048, 2), (96, 2.9, 2048, 1),
-                               (80, 2.3, 4096, 2), (96, 2.3, 1024, 1), (64, 1.2, 2048, 1), (64, 2.3, 2048, 1)):
+                               (80, 2.3, 4096, 2), (96, 2.3, 1024, 1), (64, 1.2, 2048, 1)):
         b = int(per_sm * sms) // 8 + 1
         for dt in (torch.float16, torch.bfloat16):
             got = llm.decode_num_splits(b, 8, 4, n, d, dt)
             assert got == (want if sm90 else 1), (d, per_sm, n, b, got)
+
+
+def test_d64_tail_splits():
+    """16-bit head_dim 64 at 2-3 blocks per SM on sm_90 (csrc/decode/NOTES.md v31): paged
+    calls in head pairs take 2 splits (the balanced schedule on the head_dim-128 kernel) at
+    1.06-1.35 pairs per SM, contiguous ones 3 at 2-2.45 blocks per SM; the heuristic's
+    counts, both layouts' results against the reference with ragged lengths, and which
+    kernel runs. Workspaces sized by the helpers hold every batch size's split count
+    (MQA grids reach the bands beyond batch = SMs)."""
+    require_op("paged_attention")
+    require_op("decode_attention")
+    sms = torch.cuda.get_device_properties(0).multi_processor_count
+    sm90 = torch.cuda.get_device_capability()[0] >= 9
+    f16 = torch.float16
+    # (blocks per SM unpaired, KV heads, group, Nq, keys, paged, want on sm_90)
+    for per_sm, hkv, group, nq, n, paged, want in (
+            (2.3, 8, 4, 1, 2048, True, 2), (2.6, 8, 4, 1, 4096, True, 2), (2.05, 8, 4, 1, 2048, True, 1),
+            (2.9, 8, 4, 1, 2048, True, 1), (2.3, 8, 4, 1, 1024, True, 1), (2.3, 32, 1, 1, 2048, True, 2),
+            (2.3, 5, 4, 1, 2048, True, 1), (2.3, 8, 2, 2, 2048, True, 1), (2.3, 8, 16, 1, 2048, True, 1),
+            (2.2, 8, 4, 1, 2048, False, 3), (2.4, 32, 1, 1, 4096, False, 3), (2.6, 8, 4, 1, 2048, False, 1),
+            (1.9, 8, 4, 1, 2048, False, 1), (2.2, 8, 4, 1, 1024, False, 1)):
+        b = int(per_sm * sms) // hkv + 1
+        for dt in (f16, torch.bfloat16):
+            got = llm.decode_num_splits(b, hkv, group * nq, n, 64, dt, paged=paged, seq_len_q=nq)
+            assert got == (want if sm90 else 1), (per_sm, hkv, group, nq, n, paged, b, got)
+            # the layout and Nq move only D = 64
+            d128 = llm.decode_num_splits(b, hkv, group * nq, n, 128, dt, paged=paged, seq_len_q=nq)
+            assert d128 == llm.decode_num_splits(b, hkv, group * nq, n, 128, dt), (per_sm, hkv, group, nq, n, paged)
+    with pytest.raises(RuntimeError, match=r"seq_len_q must be >= 1 and divide rows_per_kv_head \(4\), got 3"):
+        llm.decode_num_splits(40, 8, 4, 2048, 64, f16, seq_len_q=3)
+    # paged, automatic count, in the pair band: ragged lengths, one at the capacity
+    gen = torch.Generator().manual_seed(31)
+    b = int(2.3 * sms) // 8 + 1
+    lens = [int(x) for x in torch.randint(1, 2049, (b,), generator=gen)]
+    lens[:3] = [1, 2048, 1000]
+    q, kc, vc, table, sl = make_paged_problem(lens, 8, 4, 64, 16, f16, 310)
+    out = poison_(torch.empty_like(q))
+    llm.paged_attention(q, kc, vc, table, sl, out=out, check_indices=False)
+    assert_close(out, paged_attention_reference(q, kc, vc, table, sl), dtype=f16, what=f"paged B={b}")
+    if sm90:
+        names = kernel_names(lambda: llm.paged_attention(q, kc, vc, table, sl, check_indices=False))
+        assert re.search(r"tma_kernel<[^<>,]+, (\(int\))?128, (\(int\))?3, [^<>]*, (true|\(bool\)1)>", names), \
+            names[:400]
+    del q, kc, vc, table
+    # contiguous, automatic count (3 splits on sm_90)
+    b = int(2.2 * sms) // 8 + 1
+    q = torch.randn(b, 32, 1, 64, device="cuda").half()
+    k = torch.randn(b, 8, 2048, 64, device="cuda").half()
+    v = torch.randn(b, 8, 2048, 64, device="cuda").half()
+    out = poison_(torch.empty_like(q))
+    llm.decode_attention(q, k, v, out=out)
+    assert_close(out, attention_reference(q, k, v), dtype=f16, what=f"contiguous B={b}")
+    ws = llm.decode_workspace(b, 32, 8, 64, 2048, f16, paged=False)
+    out2 = poison_(torch.empty_like(q))
+    llm.decode_attention(q, k, v, out=out2, workspace=ws)
+    assert torch.equal(out, out2)
+    del q, k, v
+    # workspaces: MQA (one block per sequence) at 2.3 blocks per SM needs 2 splits at D = 128,
+    # at a batch size beyond the SMs
+    b_band = int(2.3 * sms) + 1
+    need = torch.ops.cuda_llm_ops.decode_workspace_numel(
+        b_band, 8, 1, 128, llm.decode_num_splits(b_band, 1, 8, 2048, 128, f16))
+    for paged in (True, False, None):
+        assert llm.decode_workspace(3 * sms, 8, 1, 128, 2048, f16, paged=paged).numel() >= need, paged
 
 
 def test_cuda_graph_runner_buckets():
@@ -900,6 +970,17 @@ for v in (0, 1, 2):  # CLO_DECODE_VARIANT: automatic, the cp.async kernel, the T
             names = kernel_names(fn)
             assert re.search(rf"tma_kernel<[^<>,]+, (\(int\))?{kd}, (\(int\))?3, ", names), \
                 f"D=96, {4 * n} blocks: {names[:300]}"
+    # D = 80 (on the D = 96 kernel): TMA 3 stages where one split's grid holds 2-3 units per
+    # SM, 1 or 2 splits (v31); the cp.async kernel at 1.75 units per SM
+    for n, ns, stages in ((5 * sms // 8, 1, 3), (5 * sms // 8, 2, 3), (7 * sms // 16, 1, 0)):
+        q, kc, vc, table, sl = paged_problem([100, 37] * (n // 2) + [5] * (n % 2), 4, 2, 80, 16, torch.float16, 8)
+        fn = lambda: llm.paged_attention(q, kc, vc, table, sl, num_splits=ns, check_indices=False)
+        assert_close(fn(), paged_attention_reference(q, kc, vc, table, sl), dtype=torch.float16,
+                     what=f"variant {v} D=80 grid of {4 * n} blocks, {ns} splits")
+        if v == 0 and sm90:
+            names = kernel_names(fn)
+            assert (re.search(rf"tma_kernel<[^<>,]+, (\(int\))?96, (\(int\))?3, ", names) if stages
+                    else "tma_kernel" not in names), f"D=80, {4 * n} blocks, {ns} splits: {names[:300]}"
     # D = 64 beyond 1.25 blocks per SM (decode_packs_head_pairs): head pairs, the D = 128
     # kernel on half the grid (at most one block per SM: 3 stages); unpaired
     # (CLO_DECODE_PACK=0), its own TMA kernel at 2 stages

@@ -250,7 +250,8 @@ void paged_attention(at::Tensor& out, const at::Tensor& q, const at::Tensor& k_c
                                 : dec::decode_attention_num_splits(a.batch, a.num_kv_heads,
                                                                    (a.num_q_heads / a.num_kv_heads) * a.seq_len_q,
                                                                    dec::decode_read_kv_len(a), a.head_dim,
-                                                                   fp8 ? DType::kFloat8E4M3 : a.dtype);
+                                                                   fp8 ? DType::kFloat8E4M3 : a.dtype, a.paged,
+                                                                   a.seq_len_q);
   at::Tensor holder;
   a.workspace = resolve_workspace(a, workspace, q, holder);
   check_launch(dec::launch_decode_attention(a, current_stream(q)), "paged_attention");
@@ -327,7 +328,8 @@ void decode_attention(at::Tensor& out, const at::Tensor& q, const at::Tensor& k,
   a.num_splits = num_splits > 0 ? static_cast<int>(num_splits)
                                 : dec::decode_attention_num_splits(a.batch, a.num_kv_heads,
                                                                    (a.num_q_heads / a.num_kv_heads) * a.seq_len_q,
-                                                                   dec::decode_read_kv_len(a), a.head_dim, a.dtype);
+                                                                   dec::decode_read_kv_len(a), a.head_dim, a.dtype,
+                                                                   a.paged, a.seq_len_q);
   at::Tensor holder;
   a.workspace = resolve_workspace(a, workspace, q, holder);
   check_launch(dec::launch_decode_attention(a, current_stream(q)), "decode_attention");
@@ -371,13 +373,16 @@ void paged_kv_append(const at::Tensor& k, const at::Tensor& v, at::Tensor& k_cac
 }
 
 int64_t decode_num_splits(int64_t batch, int64_t num_kv_heads, int64_t rows_per_kv_head, int64_t max_kv_len,
-                          int64_t head_dim, c10::ScalarType dtype) {
+                          int64_t head_dim, c10::ScalarType dtype, bool paged, int64_t seq_len_q) {
   CLO_CHECK(dtype == at::kHalf || dtype == at::kBFloat16 || dtype == at::kFloat8_e4m3fn,
             "dtype (the cache's) must be float16, bfloat16 or float8_e4m3fn, got ", dtype);
+  CLO_CHECK(seq_len_q >= 1 && rows_per_kv_head % seq_len_q == 0,
+            "seq_len_q must be >= 1 and divide rows_per_kv_head (", rows_per_kv_head, "), got ", seq_len_q);
   check_head_dim(head_dim, dtype == at::kFloat8_e4m3fn);
   return dec::decode_attention_num_splits(static_cast<int>(batch), static_cast<int>(num_kv_heads),
                                           static_cast<int>(rows_per_kv_head), static_cast<int>(max_kv_len),
-                                          static_cast<int>(head_dim), to_dtype(dtype));
+                                          static_cast<int>(head_dim), to_dtype(dtype), paged,
+                                          static_cast<int>(seq_len_q));
 }
 
 // Whether the decode kernels run at head_dim on the current device (false for an
@@ -409,7 +414,7 @@ TORCH_LIBRARY_FRAGMENT(cuda_llm_ops, m) {
       "float k_scale=1.0, float v_scale=1.0) -> ()");
   m.def(
       "decode_num_splits(int batch, int num_kv_heads, int rows_per_kv_head, int max_kv_len, int head_dim, "
-      "ScalarType dtype) -> int",
+      "ScalarType dtype, bool paged=True, int seq_len_q=1) -> int",
       &decode_num_splits);
   m.def("decode_workspace_numel(int batch, int num_q_heads, int seq_len_q, int head_dim, int num_splits) -> int",
         &decode_workspace_numel);

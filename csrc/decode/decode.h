@@ -117,8 +117,10 @@ inline int decode_read_kv_len(const DecodeAttentionArgs& a) {
 // kLargeGridBlocksPerSm blocks per SM at max_kv_len >= kLargeGridMinKeys that run the
 // cp.async kernel (below sm_90, or D = 96); else 1. dtype: the caches' (float16,
 // bfloat16 or kFloat8E4M3; FP8 caches never take the large-grid case).
+// paged / seq_len_q: the call's layout and query rows per (batch, head), which decide head
+// pairs and the head_dim-64 bands (decode_d64_tail_splits).
 int decode_attention_num_splits(int batch, int num_kv_heads, int rows_per_kv_head, int max_kv_len, int head_dim,
-                                DType dtype);
+                                DType dtype, bool paged, int seq_len_q);
 
 // Workspace of split calls (num_splits > 1), W = workspace_floats elements:
 //  - from the start: partial outputs [splits, B*Hq*Nq, D] and (max, sum) pairs

@@ -1385,11 +1385,12 @@ cudaError_t run_decode_attention(const DecodeAttentionArgs& a, cudaStream_t stre
   auto launch_variant = [&](const auto& kv) -> cudaError_t {
     const int forced = decode_dev_kernel();
     // The balanced schedule (decode_streamk_blocks): a 2-split call of a 16-bit kernel at
-    // D = 128 or 256 (decode_runs_streamk) on the TMA kernel; where TMA cannot describe the
-    // cache, the even 2-split grid below.
+    // D = 128 or 256 (decode_runs_streamk; head pairs too: head_dim 64 at 2-3 blocks per SM,
+    // decode_d64_tail_splits) on the TMA kernel; where TMA cannot describe the cache, the
+    // even 2-split grid below.
     if constexpr (decode_runs_streamk<T, D, KVT>()) {
       const int64_t sk_blocks = decode_streamk_blocks(static_cast<int64_t>(grid.x) * grid.y, device_sm_count());
-      if (sm90 && a.num_splits == 2 && pack_group == 0 && sk_blocks > 0 && forced != kDecodeKernelCpAsync &&
+      if (sm90 && a.num_splits == 2 && sk_blocks > 0 && forced != kDecodeKernelCpAsync &&
           decode_dev_streamk()) {
         DecodeTmaMaps maps;
         const int box_rows = encode_decode_tma_maps<T, D, kPaged, KVT>(a, maps);
@@ -1405,8 +1406,8 @@ cudaError_t run_decode_attention(const DecodeAttentionArgs& a, cudaStream_t stre
       }
     }
     const int64_t blocks = static_cast<int64_t>(grid.x) * grid.y * grid.z;
-    const int auto_stages =
-        decode_tma_stages_for(D, kPaged, blocks, device_sm_count(), kDequant, a.head_dim, pack_group > 0);
+    const int auto_stages = decode_tma_stages_for(D, kPaged, blocks, device_sm_count(), kDequant, a.head_dim,
+                                                  pack_group > 0, a.num_splits);
     const int knob_stages = decode_dev_tma_stages();
     const bool want_tma = forced == kDecodeKernelTma || (forced == kDecodeKernelAuto && auto_stages > 0);
     const int tma_stages =

@@ -130,7 +130,7 @@ int64_t decode_attention_workspace_floats(int batch, int num_q_heads, int seq_le
 }
 
 int decode_attention_num_splits(int batch, int num_kv_heads, int rows_per_kv_head, int max_kv_len, int head_dim,
-                                DType dtype) {
+                                DType dtype, bool paged, int seq_len_q) {
   // Target: one thread block per SM (FP8 caches at head_dim > 64 too). Measured on the H100 (NOTES.md, forced-split
   // sweeps): B=1/16K/GQA 32:8 is fastest at 16 splits = 128 blocks (33 splits, two
   // blocks per SM, was 13% slower), B=16/GQA at 1 split (128 blocks) beats 2, B=1/16K/MHA
@@ -157,6 +157,20 @@ int decode_attention_num_splits(int batch, int num_kv_heads, int rows_per_kv_hea
     const int64_t want = base <= sms ? (2 * sms + base / 2) / base : 2;
     const int64_t splits = std::min<int64_t>({want, by_len, static_cast<int64_t>(kMaxSplits)});
     return static_cast<int>(std::max<int64_t>(1, splits));
+  }
+  // 16-bit head_dim 64 on sm_90 at 2-3 blocks per SM (decode_d64_tail_splits, NOTES.md v31).
+  if (dtype != DType::kFloat8E4M3 && device_cc_major() >= 9 && head_dim == 64 && seq_len_q >= 1 &&
+      rows_per_kv_head % seq_len_q == 0) {
+    DecodeAttentionArgs shape;  // what decode_packs_head_pairs reads
+    shape.paged = paged;
+    shape.dtype = dtype;
+    shape.head_dim = head_dim;
+    shape.batch = batch;
+    shape.num_kv_heads = num_kv_heads;
+    shape.num_q_heads = num_kv_heads * (rows_per_kv_head / seq_len_q);
+    shape.seq_len_q = seq_len_q;
+    const int splits = decode_d64_tail_splits(paged, decode_packs_head_pairs(shape), base, sms, max_kv_len);
+    if (splits > 1) return splits;
   }
   // 16-bit caches on sm_90 where the unsplit grid leaves a tail (decode_tail_splits_pay,
   // NOTES.md v28, v29): 2 splits, run as the balanced schedule below two units per SM

@@ -68,7 +68,13 @@ constexpr int decode_pipeline_stages(int head_dim) { return head_dim <= 64 ? 4 :
 //  - narrower rows on the D = 96 kernel (measured at 80 columns), paged or contiguous: 2
 //    stages up to 1.5 blocks per SM, where the cp.async kernel fell far behind (v30, GQA
 //    32/8 N=4K, paged / contiguous: B=17 106.9 / 85.3 -> 73.7 / 81.2 us, B=24 108.7 /
-//    113.1 -> 91.3 / 109.1); the cp.async kernel beyond (B=64: 242.9 against TMA 300.0);
+//    113.1 -> 91.3 / 109.1); 3 stages where one split's grid (blocks / splits) holds 2-3
+//    units per SM, 1 or 2 splits (v31, auto before -> after, paged / contiguous: 2 splits
+//    B=36/2K 99.4 / 92.5 -> 89.8 / 87.3, B=40/4K 185.0 / 177.6 -> 168.8 / 172.4, B=44/4K
+//    186.6 / 191.2 -> 183.2 / 188.5; 1 split B=48/2K 116.2 / 105.4 -> 101.4 / 103.0,
+//    B=48/4K 229.0 / 206.6 -> 220.4 / 191.2); the cp.async kernel elsewhere (1 split at
+//    1.7-1.9 units per SM: B=28/4K paged 115.1 against TMA 3's 133.9; beyond 3: B=64
+//    paged 242.9 against 300.0);
 //  - 16-bit D = 96 head pairs (the D = 256 kernel over 192-column rows, `pairs`): 3 stages
 //    (v24: B=64/8K/GQA 578.2 -> 564.5 us, MHA B=32/2K 280.2 -> 279.0).
 // The caller also needs sm_90 code and a cache TMA can describe. The split heuristic asks
@@ -77,9 +83,10 @@ constexpr int decode_pipeline_stages(int head_dim) { return head_dim <= 64 ? 4 :
 // 3 beyond (NOTES.md v19: B=16/1K/GQA 16.2 us vs the cp.async kernel's best 21.5, B=1/16K
 // 18.2 vs 22.8, B=16/16K 188.9 vs 200.8, B=64/1K 55.8 at 3 stages vs 57.2 at 4 and 62.8,
 // B=64/4K/MHA 732.6 vs 749.8 and 768.0).
-// head_dim: the kernel's; row_cols: the cache rows' real columns (0: head_dim).
+// head_dim: the kernel's; row_cols: the cache rows' real columns (0: head_dim); blocks: the
+// whole grid's, `splits` splits of the sequences.
 inline int decode_tma_stages_for(int head_dim, bool paged, int64_t blocks, int64_t sms, bool fp8 = false,
-                                 int row_cols = 0, bool pairs = false) {
+                                 int row_cols = 0, bool pairs = false, int splits = 1) {
   if (device_cc_major() < 9) return 0;
   const bool small_grid = blocks <= sms;
   if (fp8) return small_grid ? 4 : 3;
@@ -101,7 +108,11 @@ inline int decode_tma_stages_for(int head_dim, bool paged, int64_t blocks, int64
   }
   if (head_dim != 96) return 2;  // beyond one block per SM
   const bool narrow_rows = row_cols != 0 && row_cols != 96;
-  if (narrow_rows) return 2 * blocks <= 3 * sms ? 2 : 0;
+  if (narrow_rows) {
+    if (2 * blocks <= 3 * sms) return 2;
+    const int64_t units = blocks / (splits > 0 ? splits : 1);
+    return units > 2 * sms && units <= 3 * sms ? 3 : 0;
+  }
   if (!paged) return 0;
   return 2 * blocks <= 3 * sms ? 2 : 3;
 }
@@ -141,6 +152,23 @@ inline bool decode_tail_splits_pay(int kernel_head_dim, int64_t units, int64_t s
   const bool wave_tail = (kernel_head_dim == 128 && 10 * units > 21 * sms && 2 * units <= 5 * sms) ||
                          (kernel_head_dim == 96 && units > 2 * sms && 10 * units <= 27 * sms);
   return one_tail || wave_tail;
+}
+
+// 16-bit head_dim 64 (exactly: narrower rows on its kernel are not measured) on sm_90 at
+// 2-3 blocks per SM, sequences of at least 2048 keys (NOTES.md v31; the tail rule above
+// takes no splits at 64). The split count, or 1:
+// - paged, in head pairs (decode_packs_head_pairs): 2 splits when the pairs hold 1.06-1.35
+//   units per SM (2.1-2.7 unpaired blocks), run as the balanced schedule on the D = 128
+//   kernel (decode_streamk_blocks). GQA 32/8 block 16, 1 -> 2: B=36/2K 63.1 -> 58.3 us,
+//   B=40 69.5 -> 66.7, B=44 71.2 -> 69.8, B=36/4K 123.6 -> 109.0, MHA B=9/2K 63.1 -> 56.6;
+//   at 1.03 (B=34: 53.9 -> 55.9) and 1.45 (B=48: 75.2 -> 77.4) it loses;
+// - contiguous: 3 even splits at 2-2.45 blocks per SM, whose extra blocks spread the
+//   tail: B=34/2K 58.7 -> 55.3, B=36 60.7 -> 58.4, B=36/4K 116.8 -> 109.6, MHA B=9 60.5 ->
+//   56.7, B=10 63.5 -> 62.3; level at B=40 (2.42), slower from 2.67 (B=44 67.6 -> 68.8).
+inline int decode_d64_tail_splits(bool paged, bool pairs, int64_t base, int64_t sms, int64_t max_kv_len) {
+  if (max_kv_len < 2048) return 1;
+  if (paged) return pairs && 100 * (base / 2) > 106 * sms && 20 * (base / 2) <= 27 * sms ? 2 : 1;
+  return base > 2 * sms && 20 * base <= 49 * sms ? 3 : 1;
 }
 
 // Head pairs (NOTES.md v9, v20, v23, v24): a paged cache with D = 64 and an even number of

@@ -132,7 +132,7 @@ def ours_contiguous() -> BenchImpl:
         q = inp["q"].unsqueeze(2)
         B, Hq, _, D = q.shape
         out = torch.empty_like(q)
-        ws = decode_workspace(B, Hq, k.shape[1], D, k.shape[2], q.dtype)
+        ws = decode_workspace(B, Hq, k.shape[1], D, k.shape[2], q.dtype, paged=False)
         fn = lambda: decode_attention(q, k, v, out=out, workspace=ws)  # noqa: E731
         return lambda: fn().squeeze(2)
 
