@@ -586,6 +586,40 @@ def d64_contig_splits_sweep(iters, copy_bw):
                          f"contig D=64 B={B} N={N} Hkv={Hkv}", peer="sdpa-cudnn", contiguous=True)
 
 
+# --d96-contig-balanced: contiguous 16-bit D=96 (and 80 on its kernel) at 1-1.5 units per
+# SM, where the balanced schedule is instantiated for contiguous caches (v32): (B, N, Hkv, D)
+D96_CONTIG_BALANCED_ROWS = ([(B, 2048, 8, 96) for B in (17, 18, 20, 22, 24)] + [(B, 4096, 8, 96) for B in (18, 20, 22)]
+                            + [(20, 1024, 8, 96), (5, 2048, 32, 96), (5, 4096, 32, 96)]
+                            + [(B, 4096, 8, 80) for B in (18, 20, 22)])
+
+
+def d96_contig_balanced_sweep(iters, copy_bw):
+    """Contiguous 16-bit D=96 / 80 at 1-1.5 units per SM: the heuristic's count (s0), 1
+    split, 2 splits balanced (the automatic 2-split kernel there) and even
+    (CLO_DECODE_STREAMK=0), cuDNN first (graph replays, cold L2)."""
+    for B, N, Hkv, D in D96_CONTIG_BALANCED_ROWS:
+        case = cd.paged_case(B, N, Hkv, torch.float16, D=D)
+        title = f"contig D={D} B={B} N={N} Hkv={Hkv} ({B * Hkv} units)"
+        _split_sweep_row(case, (0, 1, 2), {"auto": {}}, iters, copy_bw, title, peer="sdpa-cudnn", contiguous=True)
+        _split_sweep_row(case, (2,), {"even": {"CLO_DECODE_STREAMK": "0"}}, iters, copy_bw, title, contiguous=True)
+
+
+# --d64-unpaired-tail: paged 16-bit D=64 without head pairs (Nq 2, odd KV heads) at 2-3
+# blocks per SM: (B, N, Hq, Hkv, Nq)
+D64_UNPAIRED_TAIL_ROWS = ([(B, 2048, 32, 8, 2) for B in (34, 36, 40, 44, 48)] + [(B, 4096, 32, 8, 2) for B in (36, 44)]
+                          + [(B, 2048, 28, 7, 1) for B in (39, 41, 45, 49)] + [(41, 4096, 28, 7, 1)])
+
+
+def d64_unpaired_tail_sweep(iters, copy_bw):
+    """Paged 16-bit D=64 block 16 that runs no head pairs (Nq 2 speculative rows, odd KV
+    head counts) at 2-3 blocks per SM: the heuristic's count (s0), 1-3 splits, cuDNN first
+    (graph replays, cold L2)."""
+    for B, N, Hq, Hkv, Nq in D64_UNPAIRED_TAIL_ROWS:
+        case = cd.paged_case(B, N, Hkv, torch.float16, Hq=Hq, D=64, Nq=Nq)
+        _split_sweep_row(case, (0, 1, 2, 3), {"auto": {}}, iters, copy_bw,
+                         f"paged D=64 B={B} N={N} Hq={Hq} Hkv={Hkv} Nq={Nq} ({B * Hkv} blocks)", peer="sdpa-cudnn")
+
+
 def d96_sweep(iters, copy_bw, rows=D96_ROWS):
     """16-bit D=96 (and D=80 on its kernels) from one block per SM to large grids (v24):
     the automatic choice; unpaired on the cp.async kernel and the TMA kernel at 2 / 3
@@ -708,6 +742,9 @@ SWEEPS = {
     "d80-wide": (d80_wide_sweep, "16-bit D=80 at 1.7-3.4 blocks per SM: auto vs cp.async / TMA 2 / TMA 3, 1-2 splits"),
     "d64-pair-tail": (d64_pair_tail_sweep, "paged 16-bit D=64 at 2-3 blocks per SM: head pairs balanced / even, splits"),
     "d64-contig-splits": (d64_contig_splits_sweep, "contiguous 16-bit D=64 at 2-3 blocks per SM: 1-4 splits"),
+    "d96-contig-balanced": (d96_contig_balanced_sweep,
+                            "contiguous 16-bit D=96 / 80 at 1-1.5 units per SM: balanced vs even 2 splits, 1 split"),
+    "d64-unpaired-tail": (d64_unpaired_tail_sweep, "paged 16-bit D=64 without head pairs at 2-3 blocks per SM: 1-3 splits"),
     "d96": (d96_sweep, "16-bit D=96 / 80: unpaired kernels vs head pairs, paged and contiguous"),
     "fp8-splits": (fp8_split_sweep, "FP8 caches: forced split counts on small and medium grids"),
     "fp8-pack-splits": (fp8_pack_split_sweep, "FP8 small grids: split counts with and without head pairs"),

@@ -572,14 +572,16 @@ def test_balanced_schedule_matches_reference():
     """2-split calls of 16-bit caches with one to two (batch, KV head, row tile) units per
     SM run on sm_90 as the balanced schedule at D = 128 and 256 (one block per SM, the
     blocks sharing the units' tiles, a unit cut in at most two pieces; csrc/decode/NOTES.md
-    v28, v29); beyond two units per SM, and at D = 64 and 96, as an even grid. Ragged
+    v28, v29; D = 96 on contiguous caches, v32); beyond two units per SM, and at D = 64
+    and paged D = 96, as an even grid. Ragged
     lengths with 0, 1 and tile-straddling ones, GQA and MHA, two row tiles (Nq 5 x group 4,
     causal), a sliding window and soft cap, bf16, D = 64, 96, 128, 256 and 112 on the
     D = 128 kernel (odd KV head counts: no head pairs), D = 64 head pairs (the D = 128
     kernel over half the units, balanced), block sizes 8, 16, 32 and 256, the
     contiguous path; graph replays with new lengths and tables; which kernel runs. The
     heuristic's 2 splits (decode_tail_splits_pay) at 2048 keys or more: 1.1-1.35 and
-    2.1-2.5 units per SM at D = 128, 1-1.35 at D = 256, 2-2.7 at D = 96."""
+    2.1-2.5 units per SM at D = 128, 1-1.35 at D = 256, 2-2.7 at D = 96 and 1.06-1.35
+    there on contiguous caches."""
     require_op("paged_attention")
     require_op("decode_attention")
     sms = torch.cuda.get_device_properties(0).multi_processor_count
@@ -632,17 +634,19 @@ def test_balanced_schedule_matches_reference():
                 graph.replay()
                 assert_close(out, paged_attention_reference(q, kc, vc, table, sl), dtype=dt,
                              what=f"{what}, replay {trial}")
-    # the contiguous path: [B, Hkv, N, D] keys, 1.3 units per SM
+    # the contiguous path: [B, Hkv, N, D] keys, 1.3 units per SM; D = 96 runs the balanced
+    # schedule on contiguous caches only (NOTES.md v32)
     b = int(1.3 * sms) // 4 + 1
-    q = torch.randn(b, 16, 1, 128, device="cuda").half()
-    k = torch.randn(b, 4, 333, 128, device="cuda").half()
-    v = torch.randn(b, 4, 333, 128, device="cuda").half()
-    out = poison_(torch.empty_like(q))
-    llm.decode_attention(q, k, v, out=out, num_splits=2)
-    assert_close(out, attention_reference(q, k, v), dtype=torch.float16, what=f"contiguous B={b}")
-    if sm90:
-        names = kernel_names(lambda: llm.decode_attention(q, k, v, num_splits=2))
-        assert re.search(balanced, names), f"contiguous: {names[:400]}"
+    for d, dt in ((128, torch.float16), (96, torch.bfloat16)):
+        q = torch.randn(b, 16, 1, d, device="cuda").to(dt)
+        k = torch.randn(b, 4, 333, d, device="cuda").to(dt)
+        v = torch.randn(b, 4, 333, d, device="cuda").to(dt)
+        out = poison_(torch.empty_like(q))
+        llm.decode_attention(q, k, v, out=out, num_splits=2)
+        assert_close(out, attention_reference(q, k, v), dtype=dt, what=f"contiguous B={b} D={d}")
+        if sm90:
+            names = kernel_names(lambda: llm.decode_attention(q, k, v, num_splits=2))
+            assert re.search(balanced, names), f"contiguous D={d}: {names[:400]}"
     # the heuristic (GQA 32:8 rows, one row tile): units = 8 B; D = 128: both bands, D = 256:
     # the one-tail band, D = 96 (and 80 on its kernel): the second-wave band, D = 64: neither
     # (its bands: test_d64_tail_splits)
@@ -655,12 +659,20 @@ def test_balanced_schedule_matches_reference():
         for dt in (torch.float16, torch.bfloat16):
             got = llm.decode_num_splits(b, 8, 4, n, d, dt)
             assert got == (want if sm90 else 1), (d, per_sm, n, b, got)
+    # contiguous D = 96 (and 80 on its kernel): the one-tail band too, balanced
+    for d, per_sm, n, want in ((96, 1.2, 2048, 2), (96, 1.3, 4096, 2), (96, 1.08, 2048, 2), (96, 1.0, 2048, 1),
+                               (96, 1.45, 2048, 1),
+                               (96, 1.2, 1024, 1), (96, 2.3, 2048, 2), (80, 1.2, 4096, 2), (64, 1.2, 2048, 1)):
+        b = int(per_sm * sms) // 8 + 1
+        got = llm.decode_num_splits(b, 8, 4, n, d, torch.float16, paged=False)
+        assert got == (want if sm90 else 1), ("contiguous", d, per_sm, n, b, got)
 
 
 def test_d64_tail_splits():
     """16-bit head_dim 64 at 2-3 blocks per SM on sm_90 (csrc/decode/NOTES.md v31): paged
     calls in head pairs take 2 splits (the balanced schedule on the head_dim-128 kernel) at
-    1.06-1.35 pairs per SM, contiguous ones 3 at 2-2.45 blocks per SM; the heuristic's
+    1.06-1.35 pairs per SM, contiguous ones 3 at 2-2.45 blocks per SM, paged ones without
+    pairs 3 at 2.1-2.45 (v32); the heuristic's
     counts, both layouts' results against the reference with ragged lengths, and which
     kernel runs. Workspaces sized by the helpers hold every batch size's split count
     (MQA grids reach the bands beyond batch = SMs)."""
@@ -673,7 +685,8 @@ def test_d64_tail_splits():
     for per_sm, hkv, group, nq, n, paged, want in (
             (2.3, 8, 4, 1, 2048, True, 2), (2.6, 8, 4, 1, 4096, True, 2), (2.05, 8, 4, 1, 2048, True, 1),
             (2.9, 8, 4, 1, 2048, True, 1), (2.3, 8, 4, 1, 1024, True, 1), (2.3, 32, 1, 1, 2048, True, 2),
-            (2.3, 5, 4, 1, 2048, True, 1), (2.3, 8, 2, 2, 2048, True, 1), (2.3, 8, 16, 1, 2048, True, 1),
+            (2.3, 5, 4, 1, 2048, True, 3), (2.3, 8, 2, 2, 2048, True, 3), (2.3, 8, 16, 1, 2048, True, 3),
+            (2.05, 5, 4, 1, 2048, True, 1), (2.6, 5, 4, 1, 2048, True, 1), (2.3, 5, 4, 1, 1024, True, 1),
             (2.2, 8, 4, 1, 2048, False, 3), (2.4, 32, 1, 1, 4096, False, 3), (2.6, 8, 4, 1, 2048, False, 1),
             (1.9, 8, 4, 1, 2048, False, 1), (2.2, 8, 4, 1, 1024, False, 1)):
         b = int(per_sm * sms) // hkv + 1
@@ -698,6 +711,17 @@ def test_d64_tail_splits():
         names = kernel_names(lambda: llm.paged_attention(q, kc, vc, table, sl, check_indices=False))
         assert re.search(r"tma_kernel<[^<>,]+, (\(int\))?128, (\(int\))?3, [^<>]*, (true|\(bool\)1)>", names), \
             names[:400]
+    del q, kc, vc, table
+    # paged without head pairs (Nq 2), automatic count (3 splits on sm_90): ragged lengths
+    nq = 2
+    lens = [int(x) for x in torch.randint(nq, 2049, (b,), generator=gen)]
+    lens[:3] = [nq, 2048, 999]
+    assert llm.decode_num_splits(b, 8, 4 * nq, 2048, 64, f16, seq_len_q=nq) == (3 if sm90 else 1)
+    _, kc, vc, table, sl = make_paged_problem(lens, 8, 4, 64, 16, f16, 311)
+    q = torch.randn(b, nq, 32, 64, device="cuda").half().transpose(1, 2)
+    out = poison_(torch.empty_like(q))
+    llm.paged_attention(q, kc, vc, table, sl, out=out, check_indices=False)
+    assert_close(out, paged_attention_reference(q, kc, vc, table, sl), dtype=f16, what=f"paged Nq=2 B={b}")
     del q, kc, vc, table
     # contiguous, automatic count (3 splits on sm_90)
     b = int(2.2 * sms) // 8 + 1

@@ -492,10 +492,10 @@ cudaError_t launch_decode_attention_tma_kernel(const DecodeKernelParams& p, cons
 }
 
 // The kernels instantiated with the balanced schedule (decode_streamk_blocks): 16-bit, at
-// decode_balanced_head_dim.
-template <typename T, int D, typename KVT>
+// decode_balanced_head_dim for the layout.
+template <typename T, int D, typename KVT, bool kPaged>
 constexpr bool decode_runs_streamk() {
-  return decode_balanced_head_dim(D) && !decode_dequantizes<T, KVT>();
+  return decode_balanced_head_dim(D, kPaged) && !decode_dequantizes<T, KVT>();
 }
 // The balanced kernel's depth: 3 stages where they fit beside its epilogue scratch, else 2.
 template <typename T, int D, typename KVT>
@@ -514,7 +514,7 @@ cudaError_t launch_decode_attention_tma_stages(int stages, const DecodeKernelPar
                                                cudaStream_t stream, bool pdl, const DecodeTmaMaps& maps,
                                                int box_rows) {
   if (p.streamk_blocks > 0) {  // the balanced schedule (decode_runs_streamk): 2 or 3 stages
-    if constexpr (decode_runs_streamk<T, D, KVT>()) {
+    if constexpr (decode_runs_streamk<T, D, KVT, KV::kPagedLayout>()) {
       if (stages == 2)
         return launch_decode_attention_tma_kernel<T, D, 2, KV, KVT, true>(p, kv, grid, stream, pdl, maps, box_rows);
       if constexpr (decode_streamk_stages<T, D, KVT>() == 3) {

@@ -118,10 +118,11 @@ inline int decode_tma_stages_for(int head_dim, bool paged, int64_t blocks, int64
 }
 
 // The kernel head dims whose 16-bit TMA kernel has the balanced schedule (NOTES.md v28,
-// v29; decode_runs_streamk). At 64, and 96 on paged caches, it measured slower than the
-// even 2-split grid (v29: B=20/2K GQA paged 40.4 vs 37.9 us, 64.5 vs 58.1).
-constexpr bool decode_balanced_head_dim(int kernel_head_dim) {
-  return kernel_head_dim == 128 || kernel_head_dim == 256;
+// v29, v32; decode_runs_streamk), per layout: 128 and 256, and 96 on contiguous caches. At
+// 64, and 96 on paged caches, it measured slower than the even 2-split grid (v29: B=20/2K
+// GQA paged 40.4 vs 37.9 us, 64.5 vs 58.1).
+constexpr bool decode_balanced_head_dim(int kernel_head_dim, bool paged) {
+  return kernel_head_dim == 128 || kernel_head_dim == 256 || (kernel_head_dim == 96 && !paged);
 }
 // The balanced schedule (decode_streamk_piece): a 2-split call of a 16-bit TMA kernel at a
 // decode_balanced_head_dim with `units` (batch x KV heads x row tiles) between one and two
@@ -133,22 +134,28 @@ inline int64_t decode_streamk_blocks(int64_t units, int64_t sms) {
   return units > sms && units < 2 * sms ? sms : 0;
 }
 // Where the split heuristic takes 2 splits for 16-bit caches on sm_90 instead of 1
-// (kernel_head_dim: decode_kernel_head_dim; v28, v29), for sequences of at least 2048 keys:
+// (kernel_head_dim: decode_kernel_head_dim; v28, v29, v32), for sequences of at least 2048 keys:
 // - a tail of SMs holding a second unit: 1.1-1.35 units per SM at D = 128, 1-1.35 at
 //   D = 256 (one block per SM fits there, so the tail runs after the first wave, not
-//   beside it, from the first extra unit on). The balanced schedule gives every SM the
-//   same share instead (D = 256 GQA B=18/2K contiguous 117.5 -> 106.9 us, paged block 16
-//   144.1 -> 109.6; D = 128 B=20 67.7 -> 62.4);
+//   beside it, from the first extra unit on), 1.06-1.35 at D = 96 (and 80) on contiguous
+//   caches. The balanced schedule gives every SM the same share instead (D = 256 GQA
+//   B=18/2K contiguous 117.5 -> 106.9 us, paged block 16 144.1 -> 109.6; D = 128 B=20
+//   67.7 -> 62.4; contiguous D = 96 B=18/4K 92.7 -> 80.0, B=20/2K 51.2 -> 48.9, D = 80
+//   B=18/4K 83.0 -> 70.9; at 1.03, B=17/2K, 41.3 -> 42.2);
 // - a second wave of whole units on some SMs: 2.1-2.5 units per SM at D = 128, 2-2.7 at
 //   D = 96 (and 80 on its kernel): even 2 splits make half-unit blocks that the SMs pick
 //   up as they free (D = 96 B=36/2K contiguous 95.0 -> 89.0, D = 80 B=36/4K 175.8 -> 158.2).
 // Elsewhere 1 split measured faster or level (D = 128 at 1.03, 1.45-1.7 and 2.7 units per
-// SM; 1024 keys; D = 64 at both bands; D = 256 at 1.45 and 2.2; D = 96 at 1.2, paged).
-inline bool decode_tail_splits_pay(int kernel_head_dim, int64_t units, int64_t sms, int64_t max_kv_len) {
+// SM; 1024 keys; D = 64 at both bands; D = 256 at 1.45 and 2.2; D = 96 at 1.2, paged;
+// contiguous D = 96 at 1.45 gains 1%, 58.1 -> 57.3, not taken).
+inline bool decode_tail_splits_pay(int kernel_head_dim, bool paged, int64_t units, int64_t sms, int64_t max_kv_len) {
   if (max_kv_len < 2048) return false;
-  // from the first extra unit at D = 256, from 1.1 units per SM at D = 128
-  const bool past_first_wave = kernel_head_dim == 256 ? units > sms : 10 * units > 11 * sms;
-  const bool one_tail = decode_balanced_head_dim(kernel_head_dim) && past_first_wave && 20 * units <= 27 * sms;
+  // from the first extra unit at D = 256, from 1.06 units per SM at D = 96, 1.1 at D = 128
+  const bool past_first_wave = kernel_head_dim == 256  ? units > sms
+                               : kernel_head_dim == 96 ? 100 * units > 106 * sms
+                                                       : 10 * units > 11 * sms;
+  const bool one_tail =
+      decode_balanced_head_dim(kernel_head_dim, paged) && past_first_wave && 20 * units <= 27 * sms;
   const bool wave_tail = (kernel_head_dim == 128 && 10 * units > 21 * sms && 2 * units <= 5 * sms) ||
                          (kernel_head_dim == 96 && units > 2 * sms && 10 * units <= 27 * sms);
   return one_tail || wave_tail;
@@ -164,11 +171,16 @@ inline bool decode_tail_splits_pay(int kernel_head_dim, int64_t units, int64_t s
 //   at 1.03 (B=34: 53.9 -> 55.9) and 1.45 (B=48: 75.2 -> 77.4) it loses;
 // - contiguous: 3 even splits at 2-2.45 blocks per SM, whose extra blocks spread the
 //   tail: B=34/2K 58.7 -> 55.3, B=36 60.7 -> 58.4, B=36/4K 116.8 -> 109.6, MHA B=9 60.5 ->
-//   56.7, B=10 63.5 -> 62.3; level at B=40 (2.42), slower from 2.67 (B=44 67.6 -> 68.8).
+//   56.7, B=10 63.5 -> 62.3; level at B=40 (2.42), slower from 2.67 (B=44 67.6 -> 68.8);
+// - paged without head pairs (Nq > 1, odd KV head counts, more than 8 query heads per KV
+//   head): the same at 2.1-2.45 (v32, block 16: Nq 2 GQA 32/8 B=36/2K 64.0 -> 61.6,
+//   B=36/4K 126.5 -> 115.9; GQA 28/7 B=41/2K 63.5 -> 61.2, B=45 68.2 -> 66.1; at 2.06-2.07,
+//   B=34 Nq 2 and 28/7 B=39, 3 splits lose 55.7 -> 58.2).
 inline int decode_d64_tail_splits(bool paged, bool pairs, int64_t base, int64_t sms, int64_t max_kv_len) {
   if (max_kv_len < 2048) return 1;
-  if (paged) return pairs && 100 * (base / 2) > 106 * sms && 20 * (base / 2) <= 27 * sms ? 2 : 1;
-  return base > 2 * sms && 20 * base <= 49 * sms ? 3 : 1;
+  if (paged && pairs) return 100 * (base / 2) > 106 * sms && 20 * (base / 2) <= 27 * sms ? 2 : 1;
+  const bool past_two = paged ? 10 * base > 21 * sms : base > 2 * sms;
+  return past_two && 20 * base <= 49 * sms ? 3 : 1;
 }
 
 // Head pairs (NOTES.md v9, v20, v23, v24): a paged cache with D = 64 and an even number of
