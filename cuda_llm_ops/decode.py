@@ -374,13 +374,14 @@ def decode_num_splits(batch: int, num_kv_heads: int, rows_per_kv_head: int, max_
       two blocks per SM a 2-split call at head_dim 97-256 (65-96 with `paged=False`)
       runs as a balanced schedule (one block per SM, each taking an equal share of all
       the sequences' 64-key tiles, a sequence cut in at most two pieces merged like
-      splits);
+      splits); so does one at head_dim <= 64 with `paged=False` between two and four
+      blocks per SM, at two blocks per SM;
     - 16-bit head_dim 64 on sm_90 with `max_kv_len >= 2048`: `paged` calls that run
       head pairs (an even `num_kv_heads`, `seq_len_q` 1, at most 8 query heads per KV
       head, `base` beyond 1.25 times the SMs) take 2 when the pairs (`base / 2`) are
       1.06-1.35 times the SMs (the balanced schedule on the head_dim-128 kernel);
-      contiguous ones (`paged=False`) take 3 when `base` is 2-2.45 times the SMs,
-      paged ones without head pairs 3 at 2.1-2.45 times;
+      contiguous ones (`paged=False`) take 2 (balanced) when `base` is 2-2.7 times
+      the SMs, paged ones without head pairs 3 at 2.1-2.45 times;
     - otherwise 1 (one pass per sequence).
     `dtype` is the cache's: with `torch.float8_e4m3fn` (FP8 caches) the same, never 2,
     except at head_dim <= 64: `base <= SMs` takes `2 * SMs / base` splits rounded to

@@ -620,6 +620,28 @@ def d64_unpaired_tail_sweep(iters, copy_bw):
                          f"paged D=64 B={B} N={N} Hq={Hq} Hkv={Hkv} Nq={Nq} ({B * Hkv} blocks)", peer="sdpa-cudnn")
 
 
+# --d64-balanced2: 16-bit D=64 without head pairs at 2-3 blocks per SM, the balanced schedule
+# at two blocks per SM (v33): (B, N, Hq, Hkv, Nq, contiguous)
+D64_BALANCED2_ROWS = ([(B, 2048, 32, 8, 1, True) for B in (34, 36, 40, 44, 48)]
+                      + [(B, 4096, 32, 8, 1, True) for B in (36, 44)] + [(B, 2048, 32, 32, 1, True) for B in (9, 10)]
+                      + [(B, 2048, 28, 7, 1, False) for B in (41, 45, 49)] + [(41, 4096, 28, 7, 1, False)]
+                      + [(36, 2048, 32, 8, 2, False), (36, 4096, 32, 8, 2, False)])
+
+
+def d64_balanced2_sweep(iters, copy_bw):
+    """16-bit D=64 that runs no head pairs (contiguous; paged odd KV heads or Nq 2) at 2-3
+    blocks per SM: the heuristic's count (s0), 1 and 3 splits against 2 splits (contiguous:
+    balanced at two blocks per SM, 2 stages; NOTES.md v33's first runs also had 3) and even
+    (CLO_DECODE_STREAMK=0); cuDNN first (graph replays, cold L2)."""
+    for B, N, Hq, Hkv, Nq, contiguous in D64_BALANCED2_ROWS:
+        case = cd.paged_case(B, N, Hkv, torch.float16, Hq=Hq, D=64, Nq=Nq)
+        title = f"{'contig' if contiguous else 'paged'} D=64 B={B} N={N} Hq={Hq} Hkv={Hkv} Nq={Nq} ({B * Hkv} blocks)"
+        _split_sweep_row(case, (0, 1, 2, 3), {"auto": {}}, iters, copy_bw, title,
+                         peer="sdpa-cudnn" if Nq == 1 else None, contiguous=contiguous)
+        _split_sweep_row(case, (2,), {"even": {"CLO_DECODE_STREAMK": "0"}}, iters, copy_bw, title,
+                         contiguous=contiguous)
+
+
 def d96_sweep(iters, copy_bw, rows=D96_ROWS):
     """16-bit D=96 (and D=80 on its kernels) from one block per SM to large grids (v24):
     the automatic choice; unpaired on the cp.async kernel and the TMA kernel at 2 / 3
@@ -745,6 +767,7 @@ SWEEPS = {
     "d96-contig-balanced": (d96_contig_balanced_sweep,
                             "contiguous 16-bit D=96 / 80 at 1-1.5 units per SM: balanced vs even 2 splits, 1 split"),
     "d64-unpaired-tail": (d64_unpaired_tail_sweep, "paged 16-bit D=64 without head pairs at 2-3 blocks per SM: 1-3 splits"),
+    "d64-balanced2": (d64_balanced2_sweep, "16-bit D=64 without pairs at 2-3 blocks per SM: balanced at 2 per SM"),
     "d96": (d96_sweep, "16-bit D=96 / 80: unpaired kernels vs head pairs, paged and contiguous"),
     "fp8-splits": (fp8_split_sweep, "FP8 caches: forced split counts on small and medium grids"),
     "fp8-pack-splits": (fp8_pack_split_sweep, "FP8 small grids: split counts with and without head pairs"),

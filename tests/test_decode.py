@@ -671,8 +671,9 @@ def test_balanced_schedule_matches_reference():
 def test_d64_tail_splits():
     """16-bit head_dim 64 at 2-3 blocks per SM on sm_90 (csrc/decode/NOTES.md v31): paged
     calls in head pairs take 2 splits (the balanced schedule on the head_dim-128 kernel) at
-    1.06-1.35 pairs per SM, contiguous ones 3 at 2-2.45 blocks per SM, paged ones without
-    pairs 3 at 2.1-2.45 (v32); the heuristic's
+    1.06-1.35 pairs per SM, contiguous ones 2 at 2-2.7 blocks per SM (the balanced
+    schedule at two blocks per SM, v33), paged ones without pairs 3 at 2.1-2.45 (v32); the
+    heuristic's
     counts, both layouts' results against the reference with ragged lengths, and which
     kernel runs. Workspaces sized by the helpers hold every batch size's split count
     (MQA grids reach the bands beyond batch = SMs)."""
@@ -687,7 +688,8 @@ def test_d64_tail_splits():
             (2.9, 8, 4, 1, 2048, True, 1), (2.3, 8, 4, 1, 1024, True, 1), (2.3, 32, 1, 1, 2048, True, 2),
             (2.3, 5, 4, 1, 2048, True, 3), (2.3, 8, 2, 2, 2048, True, 3), (2.3, 8, 16, 1, 2048, True, 3),
             (2.05, 5, 4, 1, 2048, True, 1), (2.6, 5, 4, 1, 2048, True, 1), (2.3, 5, 4, 1, 1024, True, 1),
-            (2.2, 8, 4, 1, 2048, False, 3), (2.4, 32, 1, 1, 4096, False, 3), (2.6, 8, 4, 1, 2048, False, 1),
+            (2.2, 8, 4, 1, 2048, False, 2), (2.4, 32, 1, 1, 4096, False, 2), (2.6, 8, 4, 1, 2048, False, 2),
+            (2.8, 8, 4, 1, 2048, False, 1), (2.2, 8, 2, 2, 4096, False, 2),
             (1.9, 8, 4, 1, 2048, False, 1), (2.2, 8, 4, 1, 1024, False, 1)):
         b = int(per_sm * sms) // hkv + 1
         for dt in (f16, torch.bfloat16):
@@ -723,7 +725,8 @@ def test_d64_tail_splits():
     llm.paged_attention(q, kc, vc, table, sl, out=out, check_indices=False)
     assert_close(out, paged_attention_reference(q, kc, vc, table, sl), dtype=f16, what=f"paged Nq=2 B={b}")
     del q, kc, vc, table
-    # contiguous, automatic count (3 splits on sm_90)
+    # contiguous, automatic count (2 splits on sm_90, the balanced schedule at two blocks per
+    # SM on the head_dim-64 kernel, 2 stages)
     b = int(2.2 * sms) // 8 + 1
     q = torch.randn(b, 32, 1, 64, device="cuda").half()
     k = torch.randn(b, 8, 2048, 64, device="cuda").half()
@@ -735,7 +738,36 @@ def test_d64_tail_splits():
     out2 = poison_(torch.empty_like(q))
     llm.decode_attention(q, k, v, out=out2, workspace=ws)
     assert torch.equal(out, out2)
+    balanced_d64 = r"tma_kernel<[^<>,]+, (\(int\))?64, (\(int\))?2, [^<>]*, (true|\(bool\)1)>"
+    if sm90:
+        names = kernel_names(lambda: llm.decode_attention(q, k, v, out=out2, workspace=ws))
+        assert re.search(balanced_d64, names), names[:400]
     del q, k, v
+    # contiguous balanced, forced 2 splits at 3.5 units per SM: Nq 5 causal (GQA 4 x 5 = 20
+    # rows: two row tiles per KV head), bf16, an odd length, head_dim 48 on the head_dim-64
+    # kernel with a sliding window; graph replays with new inputs
+    for d, window in ((64, -1), (48, 300)):
+        b = int(3.5 * sms) // 16 + 1
+        q = torch.randn(b, 32, 5, d, device="cuda").bfloat16()
+        k = torch.randn(b, 8, 1001, d, device="cuda").bfloat16()
+        v = torch.randn(b, 8, 1001, d, device="cuda").bfloat16()
+        out = poison_(torch.empty_like(q))
+        ws = llm.decode_workspace(b, 32, 8, d, 1001, torch.bfloat16, seq_len_q=5, num_splits=2, paged=False)
+
+        def call(q=q, k=k, v=v, out=out, ws=ws, window=window):
+            return llm.decode_attention(q, k, v, is_causal=True, out=out, num_splits=2, workspace=ws,
+                                        window_left=window)
+        graph, _ = capture_graph(call)
+        for trial in range(2):
+            q.copy_(torch.randn_like(q))
+            k.copy_(torch.randn_like(k))
+            poison_(out)
+            graph.replay()
+            ref = attention_reference(q, k, v, is_causal=True, window_left=window)
+            assert_close(out, ref, dtype=torch.bfloat16, what=f"contiguous balanced D={d} B={b}, replay {trial}")
+        if sm90:
+            assert re.search(r"tma_kernel<[^<>]*, (true|\(bool\)1)>", kernel_names(call)), d
+        del q, k, v, out, ws, graph
     # workspaces: MQA (one block per sequence) at 2.3 blocks per SM needs 2 splits at D = 128,
     # at a batch size beyond the SMs
     b_band = int(2.3 * sms) + 1

@@ -1385,11 +1385,12 @@ cudaError_t run_decode_attention(const DecodeAttentionArgs& a, cudaStream_t stre
   auto launch_variant = [&](const auto& kv) -> cudaError_t {
     const int forced = decode_dev_kernel();
     // The balanced schedule (decode_streamk_blocks): a 2-split call of a 16-bit kernel at
-    // D = 128 or 256, or 96 contiguous (decode_runs_streamk; head pairs too: head_dim 64 at 2-3
-    // blocks per SM, decode_d64_tail_splits) on the TMA kernel; where TMA cannot describe the
-    // cache, the even 2-split grid below.
+    // D = 128 or 256, or 64 and 96 contiguous (decode_runs_streamk; head pairs too: head_dim
+    // 64 at 2-3 blocks per SM, decode_d64_tail_splits) on the TMA kernel; where TMA cannot
+    // describe the cache, the even 2-split grid below.
     if constexpr (decode_runs_streamk<T, D, KVT, kPaged>()) {
-      const int64_t sk_blocks = decode_streamk_blocks(static_cast<int64_t>(grid.x) * grid.y, device_sm_count());
+      const int64_t sk_blocks = decode_streamk_blocks(static_cast<int64_t>(grid.x) * grid.y, device_sm_count(),
+                                                      decode_streamk_blocks_per_sm(D));
       if (sm90 && a.num_splits == 2 && sk_blocks > 0 && forced != kDecodeKernelCpAsync &&
           decode_dev_streamk()) {
         DecodeTmaMaps maps;

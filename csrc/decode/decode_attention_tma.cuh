@@ -497,9 +497,13 @@ template <typename T, int D, typename KVT, bool kPaged>
 constexpr bool decode_runs_streamk() {
   return decode_balanced_head_dim(D, kPaged) && !decode_dequantizes<T, KVT>();
 }
-// The balanced kernel's depth: 3 stages where they fit beside its epilogue scratch, else 2.
+// The balanced kernel's depth: 3 stages where they fit beside its epilogue scratch, else 2;
+// 2 at D = 64, whose two blocks per SM (decode_streamk_blocks_per_sm) keep four tiles in
+// flight per SM (NOTES.md v33: contiguous GQA B=40/2K 62.5 -> 61.4 us, MHA B=10 61.8 -> 60.4,
+// B=34 54.1 -> 54.5, level elsewhere).
 template <typename T, int D, typename KVT>
 constexpr int decode_streamk_stages() {
+  if constexpr (D == 64) return 2;
   return decode_tma_smem_bytes<T, D, 3, KVT, true>() <= 227 * 1024 ? 3 : 2;
 }
 // The TMA kernel with `stages` pipeline stages: 2, 3 or 4 where they fit in shared memory

@@ -118,20 +118,26 @@ inline int decode_tma_stages_for(int head_dim, bool paged, int64_t blocks, int64
 }
 
 // The kernel head dims whose 16-bit TMA kernel has the balanced schedule (NOTES.md v28,
-// v29, v32; decode_runs_streamk), per layout: 128 and 256, and 96 on contiguous caches. At
-// 64, and 96 on paged caches, it measured slower than the even 2-split grid (v29: B=20/2K
-// GQA paged 40.4 vs 37.9 us, 64.5 vs 58.1).
+// v29, v32, v33; decode_runs_streamk), per layout: 128 and 256, and 64 and 96 on contiguous
+// caches. On paged caches it measured slower than the even 2-split grid at 96 (v29: B=20/2K
+// GQA 64.5 vs 58.1 us) and slower than 3 even splits at 64 (v33: GQA 28/7 B=45/2K 73.9 vs
+// 66.0); paged 64 with head pairs runs the 128 kernel's.
 constexpr bool decode_balanced_head_dim(int kernel_head_dim, bool paged) {
-  return kernel_head_dim == 128 || kernel_head_dim == 256 || (kernel_head_dim == 96 && !paged);
+  return kernel_head_dim == 128 || kernel_head_dim == 256 || (!paged && (kernel_head_dim == 64 || kernel_head_dim == 96));
 }
+// Blocks per SM of the balanced schedule: two at kernel head dim 64, whose blocks hold too
+// few bytes in flight for one per SM to feed an SM (v29: one per SM at 1.2 units per SM,
+// B=20/2K, 40.4 vs 32.9 us unsplit); one elsewhere.
+constexpr int decode_streamk_blocks_per_sm(int kernel_head_dim) { return kernel_head_dim == 64 ? 2 : 1; }
 // The balanced schedule (decode_streamk_piece): a 2-split call of a 16-bit TMA kernel at a
 // decode_balanced_head_dim with `units` (batch x KV heads x row tiles) between one and two
-// per SM runs one block per SM (3 stages, 2 at D = 256: decode_streamk_stages), the blocks
-// sharing the units' tiles equally, instead of an even grid. Returns that block count, or
-// 0. (Two blocks per SM over 2-3 units per SM measured no faster than even 2-split grids
-// there: v28.)
-inline int64_t decode_streamk_blocks(int64_t units, int64_t sms) {
-  return units > sms && units < 2 * sms ? sms : 0;
+// per balanced block runs per_sm blocks per SM (decode_streamk_blocks_per_sm; 3 stages, 2
+// at D = 64 and 256: decode_streamk_stages), the blocks sharing the units' tiles equally, instead
+// of an even grid. Returns that block count, or 0. (At D = 128 two blocks per SM over 2-3
+// units per SM measured no faster than even 2-split grids: v28.)
+inline int64_t decode_streamk_blocks(int64_t units, int64_t sms, int per_sm) {
+  const int64_t blocks = per_sm * sms;
+  return units > blocks && units < 2 * blocks ? blocks : 0;
 }
 // Where the split heuristic takes 2 splits for 16-bit caches on sm_90 instead of 1
 // (kernel_head_dim: decode_kernel_head_dim; v28, v29, v32), for sequences of at least 2048 keys:
@@ -154,8 +160,9 @@ inline bool decode_tail_splits_pay(int kernel_head_dim, bool paged, int64_t unit
   const bool past_first_wave = kernel_head_dim == 256  ? units > sms
                                : kernel_head_dim == 96 ? 100 * units > 106 * sms
                                                        : 10 * units > 11 * sms;
-  const bool one_tail =
-      decode_balanced_head_dim(kernel_head_dim, paged) && past_first_wave && 20 * units <= 27 * sms;
+  // (not 64: its balanced schedule starts at 2 units per SM, decode_d64_tail_splits)
+  const bool one_tail = kernel_head_dim != 64 && decode_balanced_head_dim(kernel_head_dim, paged) &&
+                        past_first_wave && 20 * units <= 27 * sms;
   const bool wave_tail = (kernel_head_dim == 128 && 10 * units > 21 * sms && 2 * units <= 5 * sms) ||
                          (kernel_head_dim == 96 && units > 2 * sms && 10 * units <= 27 * sms);
   return one_tail || wave_tail;
@@ -169,18 +176,21 @@ inline bool decode_tail_splits_pay(int kernel_head_dim, bool paged, int64_t unit
 //   kernel (decode_streamk_blocks). GQA 32/8 block 16, 1 -> 2: B=36/2K 63.1 -> 58.3 us,
 //   B=40 69.5 -> 66.7, B=44 71.2 -> 69.8, B=36/4K 123.6 -> 109.0, MHA B=9/2K 63.1 -> 56.6;
 //   at 1.03 (B=34: 53.9 -> 55.9) and 1.45 (B=48: 75.2 -> 77.4) it loses;
-// - contiguous: 3 even splits at 2-2.45 blocks per SM, whose extra blocks spread the
-//   tail: B=34/2K 58.7 -> 55.3, B=36 60.7 -> 58.4, B=36/4K 116.8 -> 109.6, MHA B=9 60.5 ->
-//   56.7, B=10 63.5 -> 62.3; level at B=40 (2.42), slower from 2.67 (B=44 67.6 -> 68.8);
+// - contiguous: 2 splits at 2-2.7 blocks per SM, run as the balanced schedule at two
+//   blocks per SM (decode_streamk_blocks_per_sm; v33, against 1 split and v31's 3 even
+//   splits: B=34/2K 59.1 / 54.8 -> 54.1, B=36 61.1 / 58.0 -> 55.8, B=40 64.6 / 62.8 ->
+//   61.3, B=44 67.6 / 67.9 -> 66.0, B=36/4K 116.7 / 106.7 -> 104.4, B=44/4K 129.3 / 127.4
+//   -> 125.9, MHA B=9/2K 60.5 / 56.6 -> 54.9; at 2.91, B=48, 70.7 -> 72.3);
 // - paged without head pairs (Nq > 1, odd KV head counts, more than 8 query heads per KV
-//   head): the same at 2.1-2.45 (v32, block 16: Nq 2 GQA 32/8 B=36/2K 64.0 -> 61.6,
+//   head): 3 even splits at 2.1-2.45 (v32, block 16: Nq 2 GQA 32/8 B=36/2K 64.0 -> 61.6,
 //   B=36/4K 126.5 -> 115.9; GQA 28/7 B=41/2K 63.5 -> 61.2, B=45 68.2 -> 66.1; at 2.06-2.07,
-//   B=34 Nq 2 and 28/7 B=39, 3 splits lose 55.7 -> 58.2).
+//   B=34 Nq 2 and 28/7 B=39, 3 splits lose 55.7 -> 58.2). The balanced schedule loses
+//   there (v33: B=45 66.0 -> 73.9).
 inline int decode_d64_tail_splits(bool paged, bool pairs, int64_t base, int64_t sms, int64_t max_kv_len) {
   if (max_kv_len < 2048) return 1;
   if (paged && pairs) return 100 * (base / 2) > 106 * sms && 20 * (base / 2) <= 27 * sms ? 2 : 1;
-  const bool past_two = paged ? 10 * base > 21 * sms : base > 2 * sms;
-  return past_two && 20 * base <= 49 * sms ? 3 : 1;
+  if (!paged) return base > 2 * sms && 10 * base <= 27 * sms ? 2 : 1;
+  return 10 * base > 21 * sms && 20 * base <= 49 * sms ? 3 : 1;
 }
 
 // Head pairs (NOTES.md v9, v20, v23, v24): a paged cache with D = 64 and an even number of
