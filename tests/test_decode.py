@@ -572,8 +572,9 @@ def test_balanced_schedule_matches_reference():
     """2-split calls of 16-bit caches with one to two (batch, KV head, row tile) units per
     SM run on sm_90 as the balanced schedule at D = 128 and 256 (one block per SM, the
     blocks sharing the units' tiles, a unit cut in at most two pieces; csrc/decode/NOTES.md
-    v28, v29; D = 96 on contiguous caches, v32); beyond two units per SM, and at D = 64
-    and paged D = 96, as an even grid. Ragged
+    v28, v29; D = 96 on contiguous caches, v32); beyond two units per SM, and at paged
+    D = 64 and 96, as an even grid (contiguous D = 64: balanced at two blocks per SM over
+    2-4 units per SM, test_d64_tail_splits). Ragged
     lengths with 0, 1 and tile-straddling ones, GQA and MHA, two row tiles (Nq 5 x group 4,
     causal), a sliding window and soft cap, bf16, D = 64, 96, 128, 256 and 112 on the
     D = 128 kernel (odd KV head counts: no head pairs), D = 64 head pairs (the D = 128
@@ -637,7 +638,7 @@ def test_balanced_schedule_matches_reference():
     # the contiguous path: [B, Hkv, N, D] keys, 1.3 units per SM; D = 96 runs the balanced
     # schedule on contiguous caches only (NOTES.md v32)
     b = int(1.3 * sms) // 4 + 1
-    for d, dt in ((128, torch.float16), (96, torch.bfloat16)):
+    for d, dt in ((128, torch.float16), (96, torch.bfloat16), (80, torch.float16)):
         q = torch.randn(b, 16, 1, d, device="cuda").to(dt)
         k = torch.randn(b, 4, 333, d, device="cuda").to(dt)
         v = torch.randn(b, 4, 333, d, device="cuda").to(dt)
@@ -660,7 +661,7 @@ def test_balanced_schedule_matches_reference():
             got = llm.decode_num_splits(b, 8, 4, n, d, dt)
             assert got == (want if sm90 else 1), (d, per_sm, n, b, got)
     # contiguous D = 96 (and 80 on its kernel): the one-tail band too, balanced
-    for d, per_sm, n, want in ((96, 1.2, 2048, 2), (96, 1.3, 4096, 2), (96, 1.08, 2048, 2), (96, 1.0, 2048, 1),
+    for d, per_sm, n, want in ((96, 1.2, 2048, 2), (96, 1.3, 4096, 2), (96, 1.08, 2048, 2), (96, 0.97, 2048, 1),
                                (96, 1.45, 2048, 1),
                                (96, 1.2, 1024, 1), (96, 2.3, 2048, 2), (80, 1.2, 4096, 2), (64, 1.2, 2048, 1)):
         b = int(per_sm * sms) // 8 + 1
@@ -695,7 +696,7 @@ def test_d64_tail_splits():
         for dt in (f16, torch.bfloat16):
             got = llm.decode_num_splits(b, hkv, group * nq, n, 64, dt, paged=paged, seq_len_q=nq)
             assert got == (want if sm90 else 1), (per_sm, hkv, group, nq, n, paged, b, got)
-            # the layout and Nq move only D = 64
+            # the layout and Nq do not move D = 128 (they move D = 64, and 65-96 contiguous)
             d128 = llm.decode_num_splits(b, hkv, group * nq, n, 128, dt, paged=paged, seq_len_q=nq)
             assert d128 == llm.decode_num_splits(b, hkv, group * nq, n, 128, dt), (per_sm, hkv, group, nq, n, paged)
     with pytest.raises(RuntimeError, match=r"seq_len_q must be >= 1 and divide rows_per_kv_head \(4\), got 3"):

@@ -25,8 +25,9 @@ namespace cuda_llm_ops::decode {
 constexpr int kTmaMathWarps = kDecodeWarps;  // 4 x 16 keys of a 64-key tile
 constexpr int kTmaThreads = (kTmaMathWarps + 1) * 32;
 constexpr int kStartupBarrier = 1;  // named barrier id (0 is __syncthreads'; 2 is kEpilogueBarrier)
-// Pieces of the balanced schedule one block runs at most: its range is under two units
-// long (decode_streamk_blocks), so one cut unit, whole ones, one cut unit.
+// Pieces of the balanced schedule one block runs at most: its range is more than one and at
+// most two units long (decode_streamk_blocks), so one cut unit, at most one whole one, one
+// cut unit.
 constexpr int kDecodeMaxPieces = 3;
 
 // [K/V stages][Q rows][one "full" (the tile's boxes) and one "empty" (4 arrivals)

@@ -211,8 +211,8 @@ inline int decode_d64_tail_splits(bool paged, bool pairs, int64_t base, int64_t 
 // 16-bit heuristic leaves such grids unpaired (B=16/2K/GQA 27.4 -> 32.9 paired, v9), FP8
 // splits them to about two unpaired blocks per SM (B=16/2K at 2 splits 18.5 -> 19.4 paired,
 // B=1/16K at 32 14.2 -> 14.9; B=16/8K gains 56.8 -> 54.6; unsplit B=16/2K 23.1 -> 26.4).
-// The split count stays the one sized for the real grid (the workspace helpers do not
-// know the layout).
+// The split count stays the one sized for the real grid: decode_d64_tail_splits gives the
+// paired and unpaired grids their own counts.
 inline bool decode_packs_head_pairs(const DecodeAttentionArgs& a) {
   const int knob = decode_dev_pack();  // dev: 0 never, 2 wherever legal, else the rule
   // A pair's query rows (both heads' groups) must fit one row tile: a second tile would
