@@ -547,12 +547,24 @@ D80_WIDE_ROWS = ([(B, 4096, 8, 80, contiguous, (1, 2)) for B in (28, 32, 40, 44,
                  + [(B, 2048, 8, 80, contiguous, (1, 2)) for B in (36, 48) for contiguous in (False, True)])
 
 
-def d80_wide_sweep(iters, copy_bw):
+# --d80-paged-seam: paged D=80 at 2.7-3.1 blocks per SM, where v31 left B=48/4K at 0.88x
+# cuDNN (2 splits on cp.async ran 1.05x there)
+D80_PAGED_SEAM_ROWS = ([(B, 4096, 8, 80, False, (1, 2)) for B in (44, 46, 48, 50)]
+                       + [(48, 2048, 8, 80, False, (1, 2)), (48, 8192, 8, 80, False, (1, 2))]
+                       + [(B, 4096, 32, 80, False, (1, 2)) for B in (11, 12)] + [(12, 2048, 32, 80, False, (1, 2))])
+
+
+# --d80-long: paged D=80 at 8192 keys, 1.5-3.4 blocks per SM (v34: at B=48 the cp.async
+# kernel led TMA 3 by 12-19%)
+D80_LONG_ROWS = [(B, 8192, 8, 80, False, (1, 2)) for B in (24, 32, 40, 44, 48, 56)] + [(12, 8192, 32, 80, False, (1, 2))]
+
+
+def d80_wide_sweep(iters, copy_bw, rows=D80_WIDE_ROWS, labels=("cp", "tma2", "tma3")):
     """16-bit D=80 (the D=96 kernels over 80 columns) at 1.7-3.4 blocks per SM: the
-    automatic choice against the cp.async kernel and the TMA kernel at 2 / 3 stages,
-    1 and 2 splits, cuDNN first (graph replays, cold L2)."""
-    variants = {lb: {"CLO_DECODE_PACK": "0", **SWEEP_VARIANTS[lb]} for lb in ("cp", "tma2", "tma3")}
-    for B, N, Hkv, D, contiguous, splits in D80_WIDE_ROWS:
+    automatic choice against the cp.async kernel and the TMA kernel at 2 / 3 stages
+    (`labels`), 1 and 2 splits, cuDNN first (graph replays, cold L2)."""
+    variants = {lb: {"CLO_DECODE_PACK": "0", **SWEEP_VARIANTS[lb]} for lb in labels}
+    for B, N, Hkv, D, contiguous, splits in rows:
         _split_sweep_row(cd.paged_case(B, N, Hkv, torch.float16, D=D), splits, {"auto": {}, **variants}, iters,
                          copy_bw, f"{'contig' if contiguous else 'paged'} D={D} B={B} N={N} Hkv={Hkv}",
                          peer="sdpa-cudnn", contiguous=contiguous)
@@ -762,6 +774,10 @@ SWEEPS = {
     "d80": (lambda iters, copy_bw: d96_sweep(iters, copy_bw, D80_ROWS),
             "16-bit D=80 at 1.3-4.8 units per SM: each kernel, 1 and 2 splits"),
     "d80-wide": (d80_wide_sweep, "16-bit D=80 at 1.7-3.4 blocks per SM: auto vs cp.async / TMA 2 / TMA 3, 1-2 splits"),
+    "d80-paged-seam": (lambda iters, copy_bw: d80_wide_sweep(iters, copy_bw, D80_PAGED_SEAM_ROWS, ("cp", "tma3")),
+                       "paged 16-bit D=80 at 2.7-3.1 blocks per SM: auto vs cp.async / TMA 3, 1-2 splits"),
+    "d80-long": (lambda iters, copy_bw: d80_wide_sweep(iters, copy_bw, D80_LONG_ROWS, ("cp", "tma3")),
+                 "paged 16-bit D=80 at 8192 keys, 1.5-3.4 blocks per SM: auto vs cp.async / TMA 3, 1-2 splits"),
     "d64-pair-tail": (d64_pair_tail_sweep, "paged 16-bit D=64 at 2-3 blocks per SM: head pairs balanced / even, splits"),
     "d64-contig-splits": (d64_contig_splits_sweep, "contiguous 16-bit D=64 at 2-3 blocks per SM: 1-4 splits"),
     "d96-contig-balanced": (d96_contig_balanced_sweep,

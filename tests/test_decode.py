@@ -655,7 +655,10 @@ def test_balanced_schedule_matches_reference():
                                (128, 1.03, 2048, 1), (128, 1.7, 2048, 1), (128, 2.7, 2048, 1), (128, 2.9, 2048, 1),
                                (256, 1.05, 2048, 2), (256, 1.2, 2048, 2), (256, 1.5, 2048, 1), (256, 2.3, 2048, 1),
                                (96, 1.2, 2048, 1), (96, 2.05, 2048, 2), (96, 2.6, 2048, 2), (96, 2.9, 2048, 1),
-                               (80, 2.3, 4096, 2), (96, 2.3, 1024, 1), (64, 1.2, 2048, 1)):
+                               (80, 2.3, 4096, 2), (96, 2.3, 1024, 1), (64, 1.2, 2048, 1),
+                               # paged narrower rows on the D = 96 kernel from 4096 keys: to 3.05 (v34)
+                               (80, 2.9, 4096, 2), (80, 2.9, 8192, 2), (88, 3.0, 4096, 2), (80, 2.9, 2048, 1),
+                               (80, 3.1, 4096, 1), (96, 2.9, 4096, 1)):
         b = int(per_sm * sms) // 8 + 1
         for dt in (torch.float16, torch.bfloat16):
             got = llm.decode_num_splits(b, 8, 4, n, d, dt)
@@ -663,7 +666,8 @@ def test_balanced_schedule_matches_reference():
     # contiguous D = 96 (and 80 on its kernel): the one-tail band too, balanced
     for d, per_sm, n, want in ((96, 1.2, 2048, 2), (96, 1.3, 4096, 2), (96, 1.08, 2048, 2), (96, 0.97, 2048, 1),
                                (96, 1.45, 2048, 1),
-                               (96, 1.2, 1024, 1), (96, 2.3, 2048, 2), (80, 1.2, 4096, 2), (64, 1.2, 2048, 1)):
+                               (96, 1.2, 1024, 1), (96, 2.3, 2048, 2), (80, 1.2, 4096, 2), (64, 1.2, 2048, 1),
+                               (80, 2.9, 4096, 1)):
         b = int(per_sm * sms) // 8 + 1
         got = llm.decode_num_splits(b, 8, 4, n, d, torch.float16, paged=False)
         assert got == (want if sm90 else 1), ("contiguous", d, per_sm, n, b, got)
@@ -1027,9 +1031,9 @@ for v in (0, 1, 2):  # CLO_DECODE_VARIANT: automatic, the cp.async kernel, the T
             names = kernel_names(fn)
             assert re.search(rf"tma_kernel<[^<>,]+, (\(int\))?{kd}, (\(int\))?3, ", names), \
                 f"D=96, {4 * n} blocks: {names[:300]}"
-    # D = 80 (on the D = 96 kernel): TMA 3 stages where one split's grid holds 2-3 units per
-    # SM, 1 or 2 splits (v31); the cp.async kernel at 1.75 units per SM
-    for n, ns, stages in ((5 * sms // 8, 1, 3), (5 * sms // 8, 2, 3), (7 * sms // 16, 1, 0)):
+    # D = 80 (on the D = 96 kernel): TMA 3 stages where one split's grid holds 2-3.05 units
+    # per SM, 1 or 2 splits (v31, v34); the cp.async kernel at 1.75 units per SM
+    for n, ns, stages in ((5 * sms // 8, 1, 3), (5 * sms // 8, 2, 3), (7 * sms // 16, 1, 0), (3 * sms // 4 + 1, 2, 3)):
         q, kc, vc, table, sl = paged_problem([100, 37] * (n // 2) + [5] * (n % 2), 4, 2, 80, 16, torch.float16, 8)
         fn = lambda: llm.paged_attention(q, kc, vc, table, sl, num_splits=ns, check_indices=False)
         assert_close(fn(), paged_attention_reference(q, kc, vc, table, sl), dtype=torch.float16,
@@ -1038,6 +1042,17 @@ for v in (0, 1, 2):  # CLO_DECODE_VARIANT: automatic, the cp.async kernel, the T
             names = kernel_names(fn)
             assert (re.search(rf"tma_kernel<[^<>,]+, (\(int\))?96, (\(int\))?3, ", names) if stages
                     else "tma_kernel" not in names), f"D=80, {4 * n} blocks, {ns} splits: {names[:300]}"
+    # ... but a paged table of 8192 keys or more keeps the cp.async kernel there (v34): the
+    # same sequences behind a table padded to 512 blocks of 16
+    n = 5 * sms // 8
+    q, kc, vc, table, sl = paged_problem([100, 37] * (n // 2) + [5] * (n % 2), 4, 2, 80, 16, torch.float16, 9)
+    table = torch.cat([table, table[:, :1].expand(-1, 512 - table.shape[1])], 1).contiguous()
+    fn = lambda: llm.paged_attention(q, kc, vc, table, sl, num_splits=2, check_indices=False)
+    assert_close(fn(), paged_attention_reference(q, kc, vc, table, sl), dtype=torch.float16,
+                 what=f"variant {v} D=80 grid of {4 * n} blocks, 8192-key table")
+    if v == 0 and sm90:
+        names = kernel_names(fn)
+        assert "tma_kernel" not in names, f"D=80, 8192-key table: {names[:300]}"
     # D = 64 beyond 1.25 blocks per SM (decode_packs_head_pairs): head pairs, the D = 128
     # kernel on half the grid (at most one block per SM: 3 stages); unpaired
     # (CLO_DECODE_PACK=0), its own TMA kernel at 2 stages

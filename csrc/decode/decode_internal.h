@@ -84,9 +84,9 @@ constexpr int decode_pipeline_stages(int head_dim) { return head_dim <= 64 ? 4 :
 // 18.2 vs 22.8, B=16/16K 188.9 vs 200.8, B=64/1K 55.8 at 3 stages vs 57.2 at 4 and 62.8,
 // B=64/4K/MHA 732.6 vs 749.8 and 768.0).
 // head_dim: the kernel's; row_cols: the cache rows' real columns (0: head_dim); blocks: the
-// whole grid's, `splits` splits of the sequences.
+// whole grid's, `splits` splits of the sequences; max_kv_len: decode_max_kv_len (0: unknown).
 inline int decode_tma_stages_for(int head_dim, bool paged, int64_t blocks, int64_t sms, bool fp8 = false,
-                                 int row_cols = 0, bool pairs = false, int splits = 1) {
+                                 int row_cols = 0, bool pairs = false, int splits = 1, int64_t max_kv_len = 0) {
   if (device_cc_major() < 9) return 0;
   const bool small_grid = blocks <= sms;
   if (fp8) return small_grid ? 4 : 3;
@@ -111,7 +111,12 @@ inline int decode_tma_stages_for(int head_dim, bool paged, int64_t blocks, int64
   if (narrow_rows) {
     if (2 * blocks <= 3 * sms) return 2;
     const int64_t units = blocks / (splits > 0 ? splits : 1);
-    return units > 2 * sms && units <= 3 * sms ? 3 : 0;
+    // to 3.05 units per SM (v34: paged B=50/4K GQA, 3.03, 2 splits 240.6 -> 207.6 us: the
+    // cp.async kernel's 2-split grid no longer fits one wave; 1 split level). Paged tables
+    // of 8192 keys or more stay on cp.async (v34, D = 80 GQA at 8K, 2 splits: B=40 385.8
+    // -> 354.6, B=44 408.6 -> 352.2, B=48 453.5 -> 364.3; 1 split B=48 520.4 -> 451.0).
+    if (paged && max_kv_len >= 8192) return 0;
+    return units > 2 * sms && 20 * units <= 61 * sms ? 3 : 0;
   }
   if (!paged) return 0;
   return 2 * blocks <= 3 * sms ? 2 : 3;
@@ -150,11 +155,16 @@ inline int64_t decode_streamk_blocks(int64_t units, int64_t sms, int per_sm) {
 //   B=18/4K 83.0 -> 70.9; at 1.03, B=17/2K, 41.3 -> 42.2);
 // - a second wave of whole units on some SMs: 2.1-2.5 units per SM at D = 128, 2-2.7 at
 //   D = 96 (and 80 on its kernel): even 2 splits make half-unit blocks that the SMs pick
-//   up as they free (D = 96 B=36/2K contiguous 95.0 -> 89.0, D = 80 B=36/4K 175.8 -> 158.2).
+//   up as they free (D = 96 B=36/2K contiguous 95.0 -> 89.0, D = 80 B=36/4K 175.8 -> 158.2);
+//   2-3.05 for paged narrower rows on the D = 96 kernel (narrow_rows: head_dim 72-88) from
+//   4096 keys (v34, D = 80 block 16: GQA B=46/4K 213.0 -> 187.6, B=48 216.5 -> 199.1,
+//   B=48/8K 500.9 -> 431.2, MHA B=12/4K 219.7 -> 196.6; at 2048 keys 1 split stays ahead,
+//   B=48 101.1 vs 105.0).
 // Elsewhere 1 split measured faster or level (D = 128 at 1.03, 1.45-1.7 and 2.7 units per
 // SM; 1024 keys; D = 64 at both bands; D = 256 at 1.45 and 2.2; D = 96 at 1.2, paged;
 // contiguous D = 96 at 1.45 gains 1%, 58.1 -> 57.3, not taken).
-inline bool decode_tail_splits_pay(int kernel_head_dim, bool paged, int64_t units, int64_t sms, int64_t max_kv_len) {
+inline bool decode_tail_splits_pay(int kernel_head_dim, bool narrow_rows, bool paged, int64_t units, int64_t sms,
+                                   int64_t max_kv_len) {
   if (max_kv_len < 2048) return false;
   // from the first extra unit at D = 256, from 1.06 units per SM at D = 96, 1.1 at D = 128
   const bool past_first_wave = kernel_head_dim == 256  ? units > sms
@@ -163,8 +173,10 @@ inline bool decode_tail_splits_pay(int kernel_head_dim, bool paged, int64_t unit
   // (not 64: its balanced schedule starts at 2 units per SM, decode_d64_tail_splits)
   const bool one_tail = kernel_head_dim != 64 && decode_balanced_head_dim(kernel_head_dim, paged) &&
                         past_first_wave && 20 * units <= 27 * sms;
+  // paged narrower rows on the D = 96 kernel (head_dim 72-88) from 4096 keys: to 3.05 (v34)
+  const bool narrow_paged_long = narrow_rows && paged && max_kv_len >= 4096 && 20 * units <= 61 * sms;
   const bool wave_tail = (kernel_head_dim == 128 && 10 * units > 21 * sms && 2 * units <= 5 * sms) ||
-                         (kernel_head_dim == 96 && units > 2 * sms && 10 * units <= 27 * sms);
+                         (kernel_head_dim == 96 && units > 2 * sms && (10 * units <= 27 * sms || narrow_paged_long));
   return one_tail || wave_tail;
 }
 
