@@ -140,6 +140,7 @@ int decode_attention_num_splits(int batch, int num_kv_heads, int rows_per_kv_hea
   const int64_t base = static_cast<int64_t>(batch) * num_kv_heads * row_tiles;
   const int64_t sms = device_sm_count();
   if (base <= 0) return 1;
+  const int kernel_head_dim = decode_kernel_head_dim(head_dim);
   const int64_t by_len = std::max<int64_t>(1, (static_cast<int64_t>(max_kv_len) + kMinTokensPerSplit - 1) /
                                                   kMinTokensPerSplit);
   // FP8 caches with rows of 64 bytes or fewer (head_dim <= 64; NOTES.md v20). Their 8-KB
@@ -153,7 +154,7 @@ int decode_attention_num_splits(int batch, int num_kv_heads, int rows_per_kv_hea
   //    B=20 28.1 -> 23.7, B=24 28.3 -> 26.0, MHA B=5 27.9 -> 22.1; without pairs, 2 splits
   //    still beat 1 but for B=24: 25.0, 25.5, 29.1, 25.2);
   //  - beyond: 1 split, paired (B=28 28.7 -> 27.4, B=32 29.6 -> 28.8).
-  if (dtype == DType::kFloat8E4M3 && decode_kernel_head_dim(head_dim) == 64 && 5 * base < 8 * sms) {
+  if (dtype == DType::kFloat8E4M3 && kernel_head_dim == 64 && 5 * base < 8 * sms) {
     const int64_t want = base <= sms ? (2 * sms + base / 2) / base : 2;
     const int64_t splits = std::min<int64_t>({want, by_len, static_cast<int64_t>(kMaxSplits)});
     return static_cast<int>(std::max<int64_t>(1, splits));
@@ -176,8 +177,7 @@ int decode_attention_num_splits(int batch, int num_kv_heads, int rows_per_kv_hea
   // NOTES.md v28, v29, v32): 2 splits, run as the balanced schedule below two units per SM
   // (decode_streamk_blocks), as an even grid beyond.
   if (dtype != DType::kFloat8E4M3 && device_cc_major() >= 9 &&
-      decode_tail_splits_pay(decode_kernel_head_dim(head_dim), head_dim != decode_kernel_head_dim(head_dim), paged,
-                             base, sms, max_kv_len))
+      decode_tail_splits_pay(kernel_head_dim, head_dim != kernel_head_dim, paged, base, sms, max_kv_len))
     return 2;
   if (base * 2 > sms) {
     // >= half the SMs busy: splitting costs more than it gains, except for very large
@@ -195,7 +195,7 @@ int decode_attention_num_splits(int batch, int num_kv_heads, int rows_per_kv_hea
     const bool large_grid = base >= kLargeGridBlocksPerSm * sms;
     const bool cp_async_large_grid =
         large_grid && dtype != DType::kFloat8E4M3 &&
-        decode_tma_stages_for(decode_kernel_head_dim(head_dim), true, base, sms, false, head_dim) == 0;
+        decode_tma_stages_for(kernel_head_dim, true, base, sms, false, head_dim) == 0;
     return (cp_async_large_grid && max_kv_len >= kLargeGridMinKeys) ? 2 : 1;
   }
   int64_t splits = sms / base;  // rounded down: a few idle SMs beat a second, mostly empty wave

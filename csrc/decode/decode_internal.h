@@ -110,12 +110,12 @@ inline int decode_tma_stages_for(int head_dim, bool paged, int64_t blocks, int64
   const bool narrow_rows = row_cols != 0 && row_cols != 96;
   if (narrow_rows) {
     if (2 * blocks <= 3 * sms) return 2;
-    const int64_t units = blocks / (splits > 0 ? splits : 1);
-    // to 3.05 units per SM (v34: paged B=50/4K GQA, 3.03, 2 splits 240.6 -> 207.6 us: the
-    // cp.async kernel's 2-split grid no longer fits one wave; 1 split level). Paged tables
-    // of 8192 keys or more stay on cp.async (v34, D = 80 GQA at 8K, 2 splits: B=40 385.8
-    // -> 354.6, B=44 408.6 -> 352.2, B=48 453.5 -> 364.3; 1 split B=48 520.4 -> 451.0).
+    // Paged tables of 8192 keys or more stay on cp.async (v34, D = 80 GQA at 8K, 2 splits:
+    // B=40 385.8 -> 354.6, B=44 408.6 -> 352.2, B=48 453.5 -> 364.3; 1 split B=48 520.4 ->
+    // 451.0). TMA 3 to 3.05 units per SM (v34: paged B=50/4K GQA, 3.03, 2 splits 240.6 ->
+    // 207.6 us: the cp.async kernel's 2-split grid no longer fits one wave; 1 split level).
     if (paged && max_kv_len >= 8192) return 0;
+    const int64_t units = blocks / (splits > 0 ? splits : 1);
     return units > 2 * sms && 20 * units <= 61 * sms ? 3 : 0;
   }
   if (!paged) return 0;
@@ -170,9 +170,11 @@ inline bool decode_tail_splits_pay(int kernel_head_dim, bool narrow_rows, bool p
   const bool past_first_wave = kernel_head_dim == 256  ? units > sms
                                : kernel_head_dim == 96 ? 100 * units > 106 * sms
                                                        : 10 * units > 11 * sms;
-  // (not 64: its balanced schedule starts at 2 units per SM, decode_d64_tail_splits)
-  const bool one_tail = kernel_head_dim != 64 && decode_balanced_head_dim(kernel_head_dim, paged) &&
-                        past_first_wave && 20 * units <= 27 * sms;
+  // balanced schedules of one block per SM only (two at 64 start at 2 units per SM:
+  // decode_d64_tail_splits)
+  const bool one_tail = decode_balanced_head_dim(kernel_head_dim, paged) &&
+                        decode_streamk_blocks_per_sm(kernel_head_dim) == 1 && past_first_wave &&
+                        20 * units <= 27 * sms;
   // paged narrower rows on the D = 96 kernel (head_dim 72-88) from 4096 keys: to 3.05 (v34)
   const bool narrow_paged_long = narrow_rows && paged && max_kv_len >= 4096 && 20 * units <= 61 * sms;
   const bool wave_tail = (kernel_head_dim == 128 && 10 * units > 21 * sms && 2 * units <= 5 * sms) ||
