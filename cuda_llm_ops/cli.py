@@ -83,6 +83,10 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--budget-ms", type=float, default=300.0, metavar="MS",
                    help="target timing time per implementation, picks the run count (default 300)")
     b.add_argument("--no-progress", action="store_true", help="no progress bar")
+    b.add_argument("--eager", action="store_true",
+                   help="time launch-bound cases too as eager calls from Python, without CUDA graphs: the host's "
+                        "dispatch time then counts where it exceeds the GPU's (what an eager decode loop sees; "
+                        "cold L2 stays). Records say cuda_graph=false; keep them in their own --json file")
 
     r = sub.add_parser(
         "roofline", help="print the analytical floors of the benchmark shapes (no GPU needed)",
@@ -129,7 +133,7 @@ def _select(args, parser):
         raise SystemExit(2) from exc
 
 
-def _list(selected) -> None:
+def _list(selected, eager: bool = False) -> None:
     from .bench.report import shape_label
     from .bench.runner import dtype_name
 
@@ -139,7 +143,7 @@ def _list(selected) -> None:
     for s in selected:
         c = s.case
         impls = ", ".join(i.name + ("" if i.is_peer else "*") for i in s.impls)
-        flags = "".join([" cold-L2" if c.cold_l2 else "", " graph" if c.cuda_graph else ""])
+        flags = "".join([" cold-L2" if c.cold_l2 else "", (" eager" if eager else " graph") if c.cuda_graph else ""])
         print(f"{s.group:{wg}s}  {c.op:{wo}s}  {dtype_name(c.dtype):8s}  {shape_label(c.shape):{ws}s}{flags}  [{impls}]")
     print(f"{len(selected)} cases, {sum(len(s.impls) for s in selected)} implementations (* ours)")
 
@@ -155,9 +159,15 @@ def cmd_bench(args, parser) -> int:
         parser.error("--iterations must be >= 1")
     if args.append and not args.json:
         parser.error("--append needs --json FILE")
+    if args.eager and args.append and os.path.exists(args.json):
+        from .bench import report
+
+        if any(r["cuda_graph"] for r in report.read_json(args.json)):
+            parser.error(f"--eager --append: {args.json} holds CUDA-graph timings; eager records would replace "
+                         "them under the same keys: write them to their own --json file")
     selected = _select(args, parser)
     if args.list:
-        _list(selected)
+        _list(selected, args.eager)
         return 0
     if not torch.cuda.is_available():
         print(f"{parser.prog} bench: " + NO_GPU.format(torch=torch.__version__, cuda=torch.version.cuda),
@@ -188,7 +198,7 @@ def cmd_bench(args, parser) -> int:
     interrupted = False
     try:
         run_cases(selected, ceilings, iterations=args.iterations, budget_ms=args.budget_ms,
-                  progress=not args.no_progress, on_result=results.append)
+                  progress=not args.no_progress, on_result=results.append, eager=args.eager)
     except KeyboardInterrupt:  # keep what was measured: table, JSON and plots of the finished cases
         interrupted = True
         print(f"interrupted: reporting the {len(results)} implementations measured so far", file=sys.stderr)

@@ -417,21 +417,14 @@ def decode_workspace(batch: int, num_q_heads: int, num_kv_heads: int, head_dim: 
     Any call it is large enough for may use it (pass it unsliced).
     """
     _check_num_splits(num_splits)
-    rows = (num_q_heads // num_kv_heads) * seq_len_q
-
-    layouts = (True, False) if paged is None else (bool(paged),)
-
-    def numel(b: int) -> int:
-        splits = num_splits or max(decode_num_splits(b, num_kv_heads, rows, max_kv_len, head_dim, dtype, lay,
-                                                     seq_len_q) for lay in layouts)
-        return int(_ops.op("decode_workspace_numel")(b, num_q_heads, seq_len_q, head_dim, splits))
-
-    # Every batch size: the heuristic's bands (2 or 3 splits at 1-2.7 blocks per SM) fall
-    # beyond b = SMs when the grid has one or two blocks per sequence (MQA, Hkv 2).
-    # Asked on `device` (the heuristic reads its SM count), as the op will be called there.
+    # Every batch size up to `batch`, in C++ (decode_workspace_numel_upto): the heuristic's
+    # bands (2 or 3 splits at 1-2.7 blocks per SM) fall beyond b = SMs when the grid has one
+    # or two blocks per sequence (MQA, Hkv 2). Asked on `device` (the heuristic reads its SM
+    # count), as the op will be called there.
     dev = torch.device(device if device is not None else "cuda")
     with torch.cuda.device(dev):
-        n = numel(batch) if num_splits else max(numel(b) for b in range(1, batch + 1))
+        n = int(_ops.op("decode_workspace_numel_upto")(batch, num_q_heads, num_kv_heads, seq_len_q, head_dim,
+                                                       max_kv_len, dtype, paged, num_splits))
         ws = torch.empty(max(n, 1), dtype=torch.float32, device=dev)
         _ops.op("decode_workspace_init")(ws)  # counters at rest, once: every call leaves them so
     return ws

@@ -558,6 +558,10 @@ D80_PAGED_SEAM_ROWS = ([(B, 4096, 8, 80, False, (1, 2)) for B in (44, 46, 48, 50
 # kernel led TMA 3 by 12-19%)
 D80_LONG_ROWS = [(B, 8192, 8, 80, False, (1, 2)) for B in (24, 32, 40, 44, 48, 56)] + [(12, 8192, 32, 80, False, (1, 2))]
 
+# --long-contig: contiguous D=80 and D=96 at 8192 keys, 1.5-3 blocks per SM (unmeasured
+# after v34, which measured the paged layout there)
+LONG_CONTIG_ROWS = [(B, 8192, 8, D, True, (1, 2)) for D in (80, 96) for B in (24, 40, 48)]
+
 
 def d80_wide_sweep(iters, copy_bw, rows=D80_WIDE_ROWS, labels=("cp", "tma2", "tma3")):
     """16-bit D=80 (the D=96 kernels over 80 columns) at 1.7-3.4 blocks per SM: the
@@ -778,6 +782,8 @@ SWEEPS = {
                        "paged 16-bit D=80 at 2.7-3.1 blocks per SM: auto vs cp.async / TMA 3, 1-2 splits"),
     "d80-long": (lambda iters, copy_bw: d80_wide_sweep(iters, copy_bw, D80_LONG_ROWS, ("cp", "tma3")),
                  "paged 16-bit D=80 at 8192 keys, 1.5-3.4 blocks per SM: auto vs cp.async / TMA 3, 1-2 splits"),
+    "long-contig": (lambda iters, copy_bw: d80_wide_sweep(iters, copy_bw, LONG_CONTIG_ROWS, ("cp", "tma3")),
+                    "contiguous 16-bit D=80 / 96 at 8192 keys: auto vs cp.async / TMA 3, 1-2 splits"),
     "d64-pair-tail": (d64_pair_tail_sweep, "paged 16-bit D=64 at 2-3 blocks per SM: head pairs balanced / even, splits"),
     "d64-contig-splits": (d64_contig_splits_sweep, "contiguous 16-bit D=64 at 2-3 blocks per SM: 1-4 splits"),
     "d96-contig-balanced": (d96_contig_balanced_sweep,

@@ -114,9 +114,16 @@ def test_select_by_group_op_and_our_function():
 
 def test_shape_filters():
     f = runner.parse_shape_filters(["N=1024,4096", "causal=1"])
-    assert f == {"N": {"1024", "4096"}, "causal": {"true"}}
+    assert f == {"N": {"1024", "4096"}, "causal": {"1"}}
     sel = runner.select_cases(["attention_prefill"], [torch.float16], "all", False, f)
     assert sel and all(s.case.shape["N"] in (1024, 4096) and s.case.shape["causal"] for s in sel)
+    # "1" is a boolean only for a boolean key: B=1 selects batch 1, causal=0 / no the non-causal cases
+    sel = runner.select_cases(["decode_attention"], [torch.float16], "all", True, runner.parse_shape_filters(["B=1"]))
+    assert sel and all(s.case.shape["B"] == 1 for s in sel)
+    for off in ("0", "no", "false"):
+        sel = runner.select_cases(["attention_prefill"], [torch.float16], "all", False,
+                                  runner.parse_shape_filters([f"causal={off}"]))
+        assert sel and not any(s.case.shape["causal"] for s in sel)
     assert runner.select_cases(["attention"], [torch.float16], "all", False, {"Q": {"1"}}) == []
     with pytest.raises(ValueError, match="KEY=VALUE"):
         runner.parse_shape_filters(["N"])
@@ -165,7 +172,7 @@ def _fake_case(timed_names):
 def test_every_impl_is_checked_before_it_is_timed(monkeypatch):
     timed_names = []
 
-    def fake_time(case, impl, fn, seed, iterations, budget_ms, notes):
+    def fake_time(case, impl, fn, seed, iterations, budget_ms, notes, eager=False):
         timed_names.append(impl.name)
         return Timing(1.0, 0.9, 1.1, 5, False, False)
 
@@ -224,14 +231,16 @@ def test_reference_first_then_peers_then_unchecked(monkeypatch):
     assert res["ours"].timing is not None
 
 
-@pytest.mark.parametrize("nbytes,graph,sets,flush", [
-    (400e6, False, 1, False),  # one call sweeps the L2 3x: no copies needed
-    (20e6, False, 8, False),  # 3 x 50 MiB / 20 MB -> 8 rotated copies
-    (20e6, True, 8, False),  # graphs rotate too
-    (1e5, False, 0, True),  # too small for 64 copies to span the L2: flush
-    (1e5, True, 64, False),  # ... unless graphed: 64 copies, noted as partly warm
+@pytest.mark.parametrize("nbytes,graph,sets,flush,eager", [
+    (400e6, False, 1, False, False),  # one call sweeps the L2 3x: no copies needed
+    (20e6, False, 8, False, False),  # 3 x 50 MiB / 20 MB -> 8 rotated copies
+    (20e6, True, 8, False, False),  # graphs rotate too
+    (1e5, False, 0, True, False),  # too small for 64 copies to span the L2: flush
+    (1e5, True, 64, False, False),  # ... unless graphed: 64 copies, noted as partly warm
+    (20e6, True, 8, False, True),  # --eager: a launch-bound case rotates without a graph
+    (1e5, True, 0, True, True),  # ... and flushes when too small to rotate
 ])
-def test_cold_l2_policy(monkeypatch, nbytes, graph, sets, flush):
+def test_cold_l2_policy(monkeypatch, nbytes, graph, sets, flush, eager):
     seen = {}
 
     def fake_benchmark(fn, **kw):
@@ -248,8 +257,8 @@ def test_cold_l2_policy(monkeypatch, nbytes, graph, sets, flush):
     case = BenchCase(op="f", dtype=torch.float16, shape={}, flops=1.0, bytes=nbytes, compute="fp16_tc",
                      make_inputs=lambda: {}, impls=[impl], cold_l2=True, cuda_graph=graph)
     notes = []
-    runner._time_impl(case, impl, lambda: None, 0, 100, 300.0, notes)
-    assert seen["cold_l2"] is True and seen.get("cuda_graph", False) is graph
+    runner._time_impl(case, impl, lambda: None, 0, 100, 300.0, notes, eager)
+    assert seen["cold_l2"] is True and seen.get("cuda_graph", False) is (graph and not eager)
     if flush:
         assert "fn_sets" not in seen
     else:
@@ -407,6 +416,21 @@ def test_bench_usage_errors(monkeypatch, capsys):
     assert cli.main(["bench", "--shapes", "N"]) == 2
 
 
+def test_bench_eager_append_keeps_graph_timings(tmp_path, monkeypatch, capsys):
+    """--eager --append must not replace CUDA-graph records of the same keys in a result file."""
+    recs = fixture_records()
+    recs[-1]["cuda_graph"] = True
+    path = tmp_path / "graphs.json"
+    report.write_json(recs, str(path))
+    assert cli.main(["bench", "paged_attention", "--eager", "--append", "--json", str(path)]) == 2
+    assert "holds CUDA-graph timings" in capsys.readouterr().err
+    recs[-1]["cuda_graph"] = False  # an eager file takes more eager records (then: no GPU here)
+    report.write_json(recs, str(path))
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    assert cli.main(["bench", "paged_attention", "--eager", "--append", "--json", str(path)]) == 2
+    assert "holds CUDA-graph" not in capsys.readouterr().err
+
+
 def test_bench_list_needs_no_gpu(monkeypatch, capsys):
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
     assert cli.main(["bench", "attention", "--quick", "--list"]) == 0
@@ -481,3 +505,65 @@ def test_readme_table_from_fixture(tmp_path):
 def test_repo_readme_has_the_markers():
     text = open(os.path.join(ROOT, "README.md")).read()
     assert text.count("<!-- bench:begin -->") == 1 and text.count("<!-- bench:end -->") == 1
+
+
+def test_sdpa_pin_once_per_scope(monkeypatch):
+    """An SDPA peer's call pins its backend itself, except inside the runner's scope for it."""
+    from cuda_llm_ops.bench import sdpa
+
+    entered = []
+    real_pinned = sdpa.pinned
+
+    def counting_pinned(name):
+        entered.append(name)
+        return real_pinned(name)
+
+    monkeypatch.setattr(sdpa, "pinned", counting_pinned)
+
+    def backends():
+        return (torch.backends.cuda.flash_sdp_enabled(), torch.backends.cuda.math_sdp_enabled())
+
+    outside = backends()
+    assert sdpa.run("math", backends) == (False, True) and entered == ["math"]
+    with sdpa.pinned("math"):
+        entered.clear()
+        assert [sdpa.run("math", backends) for _ in range(3)] == [(False, True)] * 3 and entered == []
+        assert sdpa.run("flash", backends) == (True, False) and entered == ["flash"]  # another backend: its own pin
+    assert backends() == outside
+    with pytest.raises(ValueError, match="backend must be one of"):
+        sdpa.backend("fastest")
+
+
+def test_runner_holds_an_impls_scope_around_check_and_timing(monkeypatch):
+    inside = []
+
+    class Scope:
+        def __enter__(self):
+            inside.append(True)
+
+        def __exit__(self, *exc):
+            inside.pop()
+
+    seen = []
+
+    def fake_time(case, impl, fn, seed, iterations, budget_ms, notes, eager=False):
+        seen.append((impl.name, bool(inside)))
+        return Timing(1.0, 0.9, 1.1, 5, False, False)
+
+    monkeypatch.setattr(runner, "_time_impl", fake_time)
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda *a, **k: None)
+    x = torch.randn(8)
+
+    def build(inp):
+        seen.append(("build", bool(inside)))
+        return lambda: inp["x"] * 2
+
+    impls = [BenchImpl("peer", True, lambda inp: (lambda: inp["x"] * 2)),
+             BenchImpl("scoped", False, build, scope=Scope)]
+    case = BenchCase(op="fake", dtype=torch.float32, shape={"N": 8}, flops=1.0, bytes=1.0, compute="fp32",
+                     make_inputs=lambda: {"x": x.clone()}, impls=impls)
+    from cuda_llm_ops import roofline as rl
+
+    results = runner.run_cases([runner.Selected("fake", case, impls)], rl.ceilings_for("h100", {}), progress=False)
+    assert [r.status for r in results] == ["ok", "ok"]
+    assert seen == [("peer", False), ("build", True), ("scoped", True)] and not inside

@@ -171,6 +171,21 @@ def test_bench_quick_end_to_end(tmp_path, capsys):
     assert all(os.path.getsize(plots / p) > 5000 for p in pngs)
 
 
+def test_bench_eager_times_without_graphs(tmp_path, capsys):
+    """`--eager` times the launch-bound decode case call by call: no record says cuda_graph."""
+    from cuda_llm_ops import cli
+    from cuda_llm_ops.bench.report import read_json
+
+    out_json = tmp_path / "eager.json"
+    rc = cli.main(["bench", "decode_attention", "--quick", "--shapes", "B=1", "--eager", "--json", str(out_json),
+                   "--no-progress", "--budget-ms", "40", "--iterations", "20"])
+    print(capsys.readouterr().out)
+    records = read_json(str(out_json))
+    assert rc == 0 and records and all(r["status"] == "ok" for r in records if r["impl"] != "sdpa-efficient")
+    assert all(r["cold_l2"] and not r["cuda_graph"] for r in records)
+    assert {r["impl"] for r in records if not r["is_peer"]} == {"cuda_llm_ops"}
+
+
 def test_calibrate_command_caches_measurements(tmp_path, capsys):
     from cuda_llm_ops import cli
     from cuda_llm_ops import roofline as rl

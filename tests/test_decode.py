@@ -780,6 +780,26 @@ def test_d64_tail_splits():
         b_band, 8, 1, 128, llm.decode_num_splits(b_band, 1, 8, 2048, 128, f16))
     for paged in (True, False, None):
         assert llm.decode_workspace(3 * sms, 8, 1, 128, 2048, f16, paged=paged).numel() >= need, paged
+    # the size op equals the largest need over every batch size and the layouts asked for
+    upto = torch.ops.cuda_llm_ops.decode_workspace_numel_upto
+    numel = torch.ops.cuda_llm_ops.decode_workspace_numel
+    shapes = [(3 * sms, 8, 1, 1, 128, 2048, f16), (3 * sms, 32, 2, 1, 64, 4096, torch.bfloat16),
+              (2 * sms, 32, 8, 3, 80, 8192, f16), (40, 32, 8, 1, 96, 16384, torch.float8_e4m3fn)]
+    for b, hq, hkv, nq, d, n, dt in shapes:
+        rows = (hq // hkv) * nq
+        for paged in (True, False, None):
+            lays = (True, False) if paged is None else (paged,)
+            want = max(numel(x, hq, nq, d, max(llm.decode_num_splits(x, hkv, rows, n, d, dt, lay, nq) for lay in lays))
+                       for x in range(1, b + 1))
+            assert upto(b, hq, hkv, nq, d, n, dt, paged) == want, (b, hq, hkv, nq, d, n, dt, paged)
+        assert upto(b, hq, hkv, nq, d, n, dt, None, 5) == numel(b, hq, nq, d, 5)
+    for args, word in (((0, 8, 1, 1, 128, 2048, f16), "batch"), ((4, 8, 3, 1, 128, 2048, f16), "num_q_heads"),
+                       ((4, 8, 1, 0, 128, 2048, f16), "seq_len_q"), ((4, 8, 1, 1, 100, 2048, f16), "head_dim"),
+                       ((4, 8, 1, 1, 128, 2048, torch.float32), "dtype")):
+        with pytest.raises(RuntimeError, match=word):
+            upto(*args)
+    with pytest.raises(RuntimeError, match="num_splits"):
+        upto(4, 8, 1, 1, 128, 2048, f16, None, 129)
 
 
 def test_cuda_graph_runner_buckets():

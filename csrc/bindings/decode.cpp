@@ -398,6 +398,29 @@ int64_t decode_workspace_numel(int64_t batch, int64_t num_q_heads, int64_t seq_l
                                                 static_cast<int>(num_splits));
 }
 
+// decode_workspace's size: the most any call of batch 1..batch needs (see
+// decode_attention_workspace_floats_upto); paged None: both layouts.
+int64_t decode_workspace_numel_upto(int64_t batch, int64_t num_q_heads, int64_t num_kv_heads, int64_t seq_len_q,
+                                    int64_t head_dim, int64_t max_kv_len, c10::ScalarType dtype,
+                                    std::optional<bool> paged, int64_t num_splits) {
+  CLO_CHECK(batch >= 1 && batch <= dec::kDecodeMaxBatch, "batch must be in [1, ", dec::kDecodeMaxBatch, "], got ",
+            batch);
+  CLO_CHECK(num_kv_heads >= 1 && num_q_heads >= num_kv_heads && num_q_heads % num_kv_heads == 0,
+            "num_q_heads must be a positive multiple of num_kv_heads (>= 1), got num_q_heads=", num_q_heads,
+            " and num_kv_heads=", num_kv_heads);
+  CLO_CHECK(seq_len_q >= 1, "seq_len_q must be >= 1, got ", seq_len_q);
+  CLO_CHECK(max_kv_len >= 0 && max_kv_len < (int64_t(1) << 31), "max_kv_len must be in [0, 2^31), got ", max_kv_len);
+  CLO_CHECK(num_splits >= 0 && num_splits <= dec::kMaxSplits, "num_splits must be in [0, ", dec::kMaxSplits,
+            "] (0: the heuristic's), got ", num_splits);
+  CLO_CHECK(dtype == at::kHalf || dtype == at::kBFloat16 || dtype == at::kFloat8_e4m3fn,
+            "dtype (the cache's) must be float16, bfloat16 or float8_e4m3fn, got ", dtype);
+  check_head_dim(head_dim, dtype == at::kFloat8_e4m3fn);
+  return dec::decode_attention_workspace_floats_upto(
+      static_cast<int>(batch), static_cast<int>(num_q_heads), static_cast<int>(num_kv_heads),
+      static_cast<int>(seq_len_q), static_cast<int>(head_dim), static_cast<int>(max_kv_len), to_dtype(dtype),
+      paged.value_or(true), !paged.value_or(false), static_cast<int>(num_splits));
+}
+
 }  // namespace
 
 TORCH_LIBRARY_FRAGMENT(cuda_llm_ops, m) {
@@ -418,6 +441,10 @@ TORCH_LIBRARY_FRAGMENT(cuda_llm_ops, m) {
       &decode_num_splits);
   m.def("decode_workspace_numel(int batch, int num_q_heads, int seq_len_q, int head_dim, int num_splits) -> int",
         &decode_workspace_numel);
+  m.def(
+      "decode_workspace_numel_upto(int batch, int num_q_heads, int num_kv_heads, int seq_len_q, int head_dim, "
+      "int max_kv_len, ScalarType dtype, bool? paged=None, int num_splits=0) -> int",
+      &decode_workspace_numel_upto);
   m.def("decode_head_dim_fits(int head_dim, bool fp8_cache=False) -> bool", &decode_head_dim_fits);
   m.def("decode_workspace_counters_stale(Tensor workspace) -> Tensor", &decode_workspace_counters_stale);
   m.def("decode_workspace_init(Tensor(a!) workspace) -> ()");

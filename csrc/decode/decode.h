@@ -152,6 +152,15 @@ cudaError_t decode_workspace_init(float* workspace, int64_t workspace_floats, cu
 // the smallest W with W - counter_slots(W) >= the partials. Any larger buffer fits too
 // (W - counter_slots(W) never decreases).
 int64_t decode_attention_workspace_floats(int batch, int num_q_heads, int seq_len_q, int head_dim, int num_splits);
+// The largest decode_attention_workspace_floats over every batch size 1..batch, each at
+// num_splits or (0) the heuristic's count for that batch on the current device, in the
+// layouts asked for (paged and/or contiguous). Smaller batches can split more, and the
+// heuristic's tail bands lie beyond batch = SMs when a sequence has one or two blocks
+// (MQA, Hkv 2), so no single batch size bounds the rest: one buffer of this size serves
+// every bucket of a graph runner. 0 when no call of that shape splits.
+int64_t decode_attention_workspace_floats_upto(int batch, int num_q_heads, int num_kv_heads, int seq_len_q,
+                                               int head_dim, int max_kv_len, DType dtype, bool paged,
+                                               bool contiguous, int num_splits);
 
 // Whether the decode kernels run at this head dim on the current device: every head
 // dim fits sm_80 and sm_90; GPUs with 99 KB of shared memory per block (sm_86/89/120)

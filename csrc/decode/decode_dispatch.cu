@@ -129,6 +129,25 @@ int64_t decode_attention_workspace_floats(int batch, int num_q_heads, int seq_le
   return partials + (partials + kWorkspaceFloatsPerCounter - 2) / (kWorkspaceFloatsPerCounter - 1);
 }
 
+int64_t decode_attention_workspace_floats_upto(int batch, int num_q_heads, int num_kv_heads, int seq_len_q,
+                                               int head_dim, int max_kv_len, DType dtype, bool paged,
+                                               bool contiguous, int num_splits) {
+  if (num_splits > 0) return decode_attention_workspace_floats(batch, num_q_heads, seq_len_q, head_dim, num_splits);
+  const int rows_per_kv_head = (num_q_heads / num_kv_heads) * seq_len_q;
+  int64_t most = 0;
+  for (int b = 1; b <= batch; ++b) {
+    int splits = 1;
+    if (paged)
+      splits = decode_attention_num_splits(b, num_kv_heads, rows_per_kv_head, max_kv_len, head_dim, dtype, true,
+                                           seq_len_q);
+    if (contiguous)
+      splits = std::max(splits, decode_attention_num_splits(b, num_kv_heads, rows_per_kv_head, max_kv_len, head_dim,
+                                                            dtype, false, seq_len_q));
+    most = std::max(most, decode_attention_workspace_floats(b, num_q_heads, seq_len_q, head_dim, splits));
+  }
+  return most;
+}
+
 int decode_attention_num_splits(int batch, int num_kv_heads, int rows_per_kv_head, int max_kv_len, int head_dim,
                                 DType dtype, bool paged, int seq_len_q) {
   // Target: one thread block per SM (FP8 caches at head_dim > 64 too). Measured on the H100 (NOTES.md, forced-split

@@ -20,7 +20,6 @@ runs (sdpa-flash on fp16/bf16, memory-efficient on fp32).
 """
 from __future__ import annotations
 
-import warnings
 from typing import Any
 
 import torch
@@ -28,6 +27,7 @@ import torch.nn.functional as F
 
 from .. import _ops
 from ..roofline import attention_prefill_work, compute_kind
+from . import sdpa
 from .registry import PRESETS, BenchCase, BenchImpl, register
 
 SEQ_LENS = (512, 1024, 2048, 4096, 8192)
@@ -36,19 +36,6 @@ ATTENTION_PRESETS = ("llama-7b", "llama-8b", "llama-70b")
 SMALL_N = 1024  # naive and tiled attention only up to here (their N^2 traffic makes longer runs minutes)
 MATH_MAX_N = 2048  # the math backend materialises B*H*N*N scores
 FP32_MAX_N = 2048  # fp32 runs on CUDA cores: 8192 would take seconds per call
-
-try:  # torch >= 2.3
-    from torch.nn.attention import SDPBackend, sdpa_kernel
-except ImportError:  # pragma: no cover - older torch
-    SDPBackend = sdpa_kernel = None
-
-
-def _backend(name: str):
-    if SDPBackend is None:
-        return None
-    return {"flash": SDPBackend.FLASH_ATTENTION, "cudnn": getattr(SDPBackend, "CUDNN_ATTENTION", None),
-            "efficient": SDPBackend.EFFICIENT_ATTENTION, "math": SDPBackend.MATH}[name]
-
 
 def _make_inputs(B: int, Hq: int, Hkv: int, N: int, D: int, dtype: torch.dtype):
     def make() -> dict[str, Any]:
@@ -76,11 +63,10 @@ def _ours(name: str, max_n: int | None = None) -> BenchImpl:
     return BenchImpl(name, False, build, unavailable)
 
 
-def _sdpa_call(backend, q, k, v, causal: bool, gqa: bool):
-    with sdpa_kernel(backend):
-        if gqa:
-            return F.scaled_dot_product_attention(q, k, v, is_causal=causal, enable_gqa=True)
-        return F.scaled_dot_product_attention(q, k, v, is_causal=causal)
+def _sdpa_call(q, k, v, causal: bool, gqa: bool):
+    if gqa:
+        return F.scaled_dot_product_attention(q, k, v, is_causal=causal, enable_gqa=True)
+    return F.scaled_dot_product_attention(q, k, v, is_causal=causal)
 
 
 def _sdpa(name: str) -> BenchImpl:
@@ -98,8 +84,7 @@ def _sdpa(name: str) -> BenchImpl:
         return q, k.repeat_interleave(g, dim=1), v.repeat_interleave(g, dim=1), False
 
     def unavailable(inp) -> str | None:
-        backend = _backend(name)
-        if backend is None:
+        if sdpa.backend(name) is None:
             return "torch has no torch.nn.attention.sdpa_kernel or no such backend"
         N = inp["q"].shape[2]
         if name == "math" and N > MATH_MAX_N:
@@ -110,9 +95,7 @@ def _sdpa(name: str) -> BenchImpl:
             mode["gqa"] = native
             q, k, v, gqa = _prepare(inp)
             try:
-                with warnings.catch_warnings():
-                    warnings.simplefilter("ignore")
-                    _sdpa_call(backend, q, k, v, causal, gqa)
+                sdpa.run(name, lambda: _sdpa_call(q, k, v, causal, gqa))
                 torch.cuda.synchronize()
                 return None
             except (RuntimeError, TypeError, ValueError) as exc:  # TypeError: torch without enable_gqa
@@ -122,18 +105,11 @@ def _sdpa(name: str) -> BenchImpl:
         return f"sdpa {name} backend cannot run this case: {errors[-1][:160]}"
 
     def build(inp):
-        backend = _backend(name)
         q, k, v, gqa = _prepare(inp)
         causal = inp["causal"]
+        return lambda: sdpa.run(name, lambda: _sdpa_call(q, k, v, causal, gqa))
 
-        def call():
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")
-                return _sdpa_call(backend, q, k, v, causal, gqa)
-
-        return call
-
-    return BenchImpl(f"sdpa-{name}", True, build, unavailable)
+    return BenchImpl(f"sdpa-{name}", True, build, unavailable, scope=lambda: sdpa.pinned(name))
 
 
 def attention_case(B: int, Hq: int, Hkv: int, N: int, D: int, causal: bool, dtype: torch.dtype,

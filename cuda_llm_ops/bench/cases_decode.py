@@ -19,14 +19,14 @@ per call) and `check_indices=False` (no host synchronisation; the kernel's devic
 guards stay on). Every implementation is timed as CUDA-graph replays over rotated
 input copies (cold L2): decode steps run inside graphs in serving engines, and without
 one the small cases measure host overhead (SDPA's cuDNN path spends tens of microseconds
-on the CPU per call), not kernels. Op `decode_attention`: the same kernel over a contiguous cache
+on the CPU per call), not kernels; `llm-speed bench --eager` times them that way, call by
+call, for eager serving loops (SDPA's backend pinned once, outside the calls: bench/sdpa.py). Op `decode_attention`: the same kernel over a contiguous cache
 (`flash_attention` with one query row dispatches there) on a few of the shapes. Op
 `paged_attention_fp8`: an FP8 (e4m3) paged cache against SDPA and ours on the same values
 in 16 bits (`fp8_case`).
 """
 from __future__ import annotations
 
-import warnings
 from typing import Any
 
 import torch
@@ -34,13 +34,13 @@ import torch.nn.functional as F
 
 from .. import _ops
 from ..roofline import decode_attention_work, paged_kv_append_work
+from . import sdpa
 from .registry import BenchCase, BenchImpl, register
 
 try:  # torch >= 2.3
-    from torch.nn.attention import SDPBackend, sdpa_kernel
     from torch.nn.attention.bias import causal_lower_right
 except ImportError:  # pragma: no cover - older torch
-    SDPBackend = sdpa_kernel = causal_lower_right = None
+    causal_lower_right = None
 
 BATCHES = (1, 16, 64)
 CONTEXTS = (1024, 4096, 16384)
@@ -62,13 +62,6 @@ SPEC_TOKENS = 4
 SDPA_BACKENDS = ("flash", "cudnn", "efficient")
 # The plain-PyTorch paged peer materialises a gathered copy of the cache per call.
 TORCH_PAGED_MAX_BYTES = 3 << 30
-
-
-def _backend(name: str):
-    if SDPBackend is None:
-        return None
-    return {"flash": SDPBackend.FLASH_ATTENTION, "cudnn": getattr(SDPBackend, "CUDNN_ATTENTION", None),
-            "efficient": SDPBackend.EFFICIENT_ATTENTION}[name]
 
 
 def make_paged_inputs(B: int, Hq: int, Hkv: int, N: int, D: int, block_size: int,
@@ -156,18 +149,15 @@ def sdpa_peer(name: str, window: int = 0) -> BenchImpl:
         g = q.shape[1] // k.shape[1]
         return q, k.repeat_interleave(g, dim=1), v.repeat_interleave(g, dim=1), False
 
-    def _call(backend, q, k, v, gqa):
+    def _call(q, k, v, gqa):
         # Several new tokens: causal aligned bottom-right (SDPA's is_causal is top-left).
         mask = causal_lower_right(q.shape[2], k.shape[2]) if q.shape[2] > 1 else None
-        with warnings.catch_warnings(), sdpa_kernel(backend):
-            warnings.simplefilter("ignore")
-            if gqa:
-                return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, enable_gqa=True)
-            return F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+        if gqa:
+            return sdpa.run(name, lambda: F.scaled_dot_product_attention(q, k, v, attn_mask=mask, enable_gqa=True))
+        return sdpa.run(name, lambda: F.scaled_dot_product_attention(q, k, v, attn_mask=mask))
 
     def unavailable(inp) -> str | None:
-        backend = _backend(name)
-        if backend is None:
+        if sdpa.backend(name) is None:
             return "torch has no torch.nn.attention.sdpa_kernel or no such backend"
         errors = []
         gqa_case = inp["q"].shape[1] != inp["k_cache"].shape[2]
@@ -175,7 +165,7 @@ def sdpa_peer(name: str, window: int = 0) -> BenchImpl:
             mode["gqa"] = native
             try:
                 q, k, v, gqa = _prepare(inp)
-                _call(backend, q, k, v, gqa)
+                _call(q, k, v, gqa)
                 torch.cuda.synchronize()
                 return None
             except RuntimeError as exc:
@@ -183,12 +173,11 @@ def sdpa_peer(name: str, window: int = 0) -> BenchImpl:
         return f"sdpa {name} backend cannot run this case: {errors[-1][:160]}"
 
     def build(inp):
-        backend = _backend(name)
         q, k, v, gqa = _prepare(inp)
         squeeze = inp["q"].dim() == 3
-        return lambda: (lambda o: o.squeeze(2) if squeeze else o)(_call(backend, q, k, v, gqa))
+        return lambda: (lambda o: o.squeeze(2) if squeeze else o)(_call(q, k, v, gqa))
 
-    return BenchImpl(f"sdpa-{name}", True, build, unavailable)
+    return BenchImpl(f"sdpa-{name}", True, build, unavailable, scope=lambda: sdpa.pinned(name))
 
 
 def torch_paged_peer() -> BenchImpl:

@@ -8,7 +8,7 @@ implementations' `build` run only when the bench runs.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any, Callable, ContextManager
 
 import torch
 
@@ -26,6 +26,9 @@ class BenchImpl:
     build: Callable[[Inputs], Callable[[], Any]]
     # Why this impl cannot run on this device/shape, or None when it can.
     unavailable: Callable[[Inputs], str | None] | None = None
+    # A context the runner holds around this impl's check, build and timing (SDPA's
+    # backend pin, bench/sdpa.py), so the timed call carries no per-call set-up.
+    scope: Callable[[], ContextManager[Any]] | None = None
 
 
 @dataclass

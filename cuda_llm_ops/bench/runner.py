@@ -9,6 +9,7 @@ a partial picture as the whole one.
 """
 from __future__ import annotations
 
+import contextlib
 import importlib
 import math
 import pkgutil
@@ -89,7 +90,8 @@ def parse_dtypes(names: Iterable[str] | None) -> list[torch.dtype]:
 
 
 def parse_shape_filters(items: Iterable[str] | None) -> dict[str, set[str]]:
-    """`--shapes N=1024,4096 causal=1` -> {"N": {"1024", "4096"}, "causal": {"true"}}."""
+    """`--shapes N=1024,4096 causal=1` -> {"N": {"1024", "4096"}, "causal": {"1"}} (values are
+    read as booleans only against boolean shape keys, so B=1 still means batch 1)."""
     filters: dict[str, set[str]] = {}
     for item in items or []:
         for part in item.split():
@@ -98,7 +100,7 @@ def parse_shape_filters(items: Iterable[str] | None) -> dict[str, set[str]]:
             key, vals = part.split("=", 1)
             if not key or not vals:
                 raise ValueError(f"--shapes: expected KEY=VALUE[,VALUE...], got {part!r}")
-            filters.setdefault(key, set()).update(_norm_value(v) for v in vals.split(","))
+            filters.setdefault(key, set()).update(v.strip().lower() for v in vals.split(","))
     return filters
 
 
@@ -113,8 +115,10 @@ def _shape_matches(shape: dict, filters: dict[str, set[str]]) -> bool:
         if key not in shape:
             return False
         v = shape[key]
-        nv = _norm_value(v) if isinstance(v, bool) else str(v).lower()
-        if nv not in vals:
+        if isinstance(v, bool):
+            if _norm_value(v) not in {_norm_value(x) for x in vals}:
+                return False
+        elif str(v).lower() not in vals:
             return False
     return True
 
@@ -250,25 +254,28 @@ def _estimate_ms(fn: Callable[[], Any]) -> float:
 
 
 def _time_impl(case: BenchCase, impl: BenchImpl, fn: Callable[[], Any], seed: int, iterations: int,
-               budget_ms: float, notes: list[str]) -> Timing:
+               budget_ms: float, notes: list[str], eager: bool = False) -> Timing:
+    # eager: launch-bound cases too are timed call by call from Python (no graph), so the
+    # host's dispatch time counts wherever it exceeds the GPU's: what an eager loop sees.
+    graph = case.cuda_graph and not eager
     est = _estimate_ms(fn)
     iters = int(min(iterations, max(5, budget_ms // est)))
     warm = int(min(10, max(1, 50 // est)))
     need = rotation_count(case.bytes, max_sets=None)
-    if case.cold_l2 and (need <= MAX_ROTATION_SETS or case.cuda_graph):
+    if case.cold_l2 and (need <= MAX_ROTATION_SETS or graph):
         # cold by rotating over input copies spanning 3x the L2 (see cuda_llm_ops.timing)
         n = min(need, MAX_ROTATION_SETS)
         if need > n:
             notes.append(f"L2 partly warm: {n} input sets of {case.bytes / 1e6:.2f} MB span less than 3x the L2")
         fns = [fn] + [impl.build(_inputs(case, seed + j)) for j in range(1, n)]
-        if case.cuda_graph:
+        if graph:
             try:
                 return benchmark(fn, warmup=warm, iterations=iters, cuda_graph=True, fn_sets=fns, cold_l2=True)
             except RuntimeError as exc:  # not capturable (host sync, eager allocation, ...)
                 notes.append(f"graph capture failed ({_short(exc)}); timed without a graph")
                 torch.cuda.synchronize()
         return benchmark(fn, warmup=warm, iterations=iters, fn_sets=fns, cold_l2=True)
-    if case.cuda_graph:
+    if graph:
         try:
             return benchmark(fn, warmup=warm, iterations=iters, cuda_graph=True)
         except RuntimeError as exc:
@@ -279,8 +286,9 @@ def _time_impl(case: BenchCase, impl: BenchImpl, fn: Callable[[], Any], seed: in
 
 def run_cases(selected: list[Selected], ceilings: rl.Ceilings | None, *, iterations: int = 100,
               budget_ms: float = 300.0, seed: int = 0, progress: bool = True,
-              on_result: Callable[[Result], None] | None = None) -> list[Result]:
-    """Check and time every selected implementation; one Result each, in order."""
+              on_result: Callable[[Result], None] | None = None, eager: bool = False) -> list[Result]:
+    """Check and time every selected implementation; one Result each, in order (`eager`:
+    no CUDA graphs, every call launched from Python, host time included)."""
     total = sum(len(s.impls) for s in selected)
     bar = _progress(total, progress)
     results: list[Result] = []
@@ -289,7 +297,7 @@ def run_cases(selected: list[Selected], ceilings: rl.Ceilings | None, *, iterati
     torch.backends.cudnn.allow_tf32 = False
     try:
         for sel in selected:
-            case_results = _run_case(sel, ceilings, iterations, budget_ms, seed, bar)
+            case_results = _run_case(sel, ceilings, iterations, budget_ms, seed, bar, eager)
             for r in case_results:
                 if on_result:
                     on_result(r)
@@ -301,7 +309,7 @@ def run_cases(selected: list[Selected], ceilings: rl.Ceilings | None, *, iterati
     return results
 
 
-def _run_case(sel: Selected, ceilings, iterations, budget_ms, seed, bar) -> list[Result]:
+def _run_case(sel: Selected, ceilings, iterations, budget_ms, seed, bar, eager: bool = False) -> list[Result]:
     case = sel.case
     results: list[Result] = []
     why_not: dict[str, str] = {}
@@ -359,36 +367,38 @@ def _run_case(sel: Selected, ceilings, iterations, budget_ms, seed, bar) -> list
         bar.set_postfix_str(f"{case.op} {case.label or ''} {impl.name}"[:60])
         res = Result(sel.group, case, impl, "ok")
         inputs = fn = out = None
-        try:
-            inputs = _inputs(case, seed)
-            why = unavailable(impl, inputs)
-            if why:
-                res.status, res.error = "unavailable", why
-            else:
-                fn = impl.build(inputs)
-                out = fn()
-                torch.cuda.synchronize()
-                if ref is None:
-                    res.status, res.error = "unchecked", ref_problem
+        # the impl's scope (SDPA's backend pin) spans its check and timing
+        with impl.scope() if impl.scope is not None else contextlib.nullcontext():
+            try:
+                inputs = _inputs(case, seed)
+                why = unavailable(impl, inputs)
+                if why:
+                    res.status, res.error = "unavailable", why
                 else:
-                    res.rel_err, err = _check(out, ref, case.rel_tol)
-                    if err:
-                        res.status, res.error = "failed", f"{err} (vs {ref_name})"
-                if res.status in ("ok", "unchecked"):
-                    del out
-                    out = None
-                    res.timing = _time_impl(case, impl, fn, seed, iterations, budget_ms, res.notes)
-                    res.roof = _roof(case, ceilings, res.timing.median_ms * 1e-3)
-        except Exception as exc:  # noqa: BLE001 - reported as FAILED, the run goes on
-            if _missing_kernel(exc):
-                res.status, res.error = "unavailable", _short(exc)
-            else:
-                res.status, res.error = "failed", _short(exc)
-            res.timing = None
-            if isinstance(exc, torch.cuda.OutOfMemoryError):
-                torch.cuda.empty_cache()
-        finally:
-            del inputs, fn, out
+                    fn = impl.build(inputs)
+                    out = fn()
+                    torch.cuda.synchronize()
+                    if ref is None:
+                        res.status, res.error = "unchecked", ref_problem
+                    else:
+                        res.rel_err, err = _check(out, ref, case.rel_tol)
+                        if err:
+                            res.status, res.error = "failed", f"{err} (vs {ref_name})"
+                    if res.status in ("ok", "unchecked"):
+                        del out
+                        out = None
+                        res.timing = _time_impl(case, impl, fn, seed, iterations, budget_ms, res.notes, eager)
+                        res.roof = _roof(case, ceilings, res.timing.median_ms * 1e-3)
+            except Exception as exc:  # noqa: BLE001 - reported as FAILED, the run goes on
+                if _missing_kernel(exc):
+                    res.status, res.error = "unavailable", _short(exc)
+                else:
+                    res.status, res.error = "failed", _short(exc)
+                res.timing = None
+                if isinstance(exc, torch.cuda.OutOfMemoryError):
+                    torch.cuda.empty_cache()
+            finally:
+                del inputs, fn, out
         results.append(res)
         bar.update(1)
     del ref
