@@ -620,6 +620,22 @@ def d96_contig_balanced_sweep(iters, copy_bw):
         _split_sweep_row(case, (2,), {"even": {"CLO_DECODE_STREAMK": "0"}}, iters, copy_bw, title, contiguous=True)
 
 
+# --contig-band-long: contiguous D=96 / 80 between the tail bands (1.2-1.8 units per SM)
+# and past 2.7 (2.8-3.15) at 4096-16384 keys (--long-contig found 2 splits 7-9% ahead at
+# 8192 keys, B=24 and B=48): (B, N, D)
+CONTIG_BAND_LONG_ROWS = ([(B, N, D) for D in (96, 80) for N in (4096, 8192) for B in (20, 22, 24, 26, 28, 30, 32, 33, 46, 48, 50, 52)]
+                         + [(B, 16384, D) for D in (96, 80) for B in (24, 48)])
+
+
+def contig_band_long_sweep(iters, copy_bw):
+    """Contiguous 16-bit D=96 / 80, GQA 32/8: the heuristic's count (s0), 1 and 2 splits,
+    cuDNN first (graph replays, cold L2)."""
+    for B, N, D in CONTIG_BAND_LONG_ROWS:
+        case = cd.paged_case(B, N, 8, torch.float16, D=D)
+        title = f"contig D={D} B={B} N={N} Hkv=8 ({B * 8 / torch.cuda.get_device_properties(0).multi_processor_count:.2f} units/SM)"
+        _split_sweep_row(case, (0, 1, 2), {"auto": {}}, iters, copy_bw, title, peer="sdpa-cudnn", contiguous=True)
+
+
 # --d64-unpaired-tail: paged 16-bit D=64 without head pairs (Nq 2, odd KV heads) at 2-3
 # blocks per SM: (B, N, Hq, Hkv, Nq)
 D64_UNPAIRED_TAIL_ROWS = ([(B, 2048, 32, 8, 2) for B in (34, 36, 40, 44, 48)] + [(B, 4096, 32, 8, 2) for B in (36, 44)]
@@ -784,6 +800,8 @@ SWEEPS = {
                  "paged 16-bit D=80 at 8192 keys, 1.5-3.4 blocks per SM: auto vs cp.async / TMA 3, 1-2 splits"),
     "long-contig": (lambda iters, copy_bw: d80_wide_sweep(iters, copy_bw, LONG_CONTIG_ROWS, ("cp", "tma3")),
                     "contiguous 16-bit D=80 / 96 at 8192 keys: auto vs cp.async / TMA 3, 1-2 splits"),
+    "contig-band-long": (contig_band_long_sweep,
+                         "contiguous 16-bit D=96 / 80 at 1.2-1.8 and 2.8-3.15 units per SM, 4K-16K keys: 0-2 splits"),
     "d64-pair-tail": (d64_pair_tail_sweep, "paged 16-bit D=64 at 2-3 blocks per SM: head pairs balanced / even, splits"),
     "d64-contig-splits": (d64_contig_splits_sweep, "contiguous 16-bit D=64 at 2-3 blocks per SM: 1-4 splits"),
     "d96-contig-balanced": (d96_contig_balanced_sweep,

@@ -665,12 +665,16 @@ def test_balanced_schedule_matches_reference():
             assert got == (want if sm90 else 1), (d, per_sm, n, b, got)
     # contiguous D = 96 (and 80 on its kernel): the one-tail band too, balanced
     for d, per_sm, n, want in ((96, 1.2, 2048, 2), (96, 1.3, 4096, 2), (96, 1.08, 2048, 2), (96, 0.97, 2048, 1),
-                               (96, 1.45, 2048, 1),
+                               (96, 1.45, 2048, 1), (96, 2.9, 2048, 1),
                                (96, 1.2, 1024, 1), (96, 2.3, 2048, 2), (80, 1.2, 4096, 2), (64, 1.2, 2048, 1),
-                               (80, 2.9, 4096, 1)):
+                               # from 4096 keys, the whole of 1.06-2.95 units per SM (v35)
+                               (80, 2.9, 4096, 2), (96, 1.45, 4096, 2), (96, 1.7, 8192, 2), (80, 1.9, 4096, 2),
+                               (96, 2.85, 16384, 2), (96, 3.02, 4096, 1), (80, 3.1, 8192, 1), (96, 1.02, 8192, 1)):
         b = int(per_sm * sms) // 8 + 1
         got = llm.decode_num_splits(b, 8, 4, n, d, torch.float16, paged=False)
         assert got == (want if sm90 else 1), ("contiguous", d, per_sm, n, b, got)
+    if sms % 4 == 0:  # exactly two whole waves: no tail, 1 split
+        assert llm.decode_num_splits(sms // 4, 8, 4, 8192, 96, torch.float16, paged=False) == 1
 
 
 def test_d64_tail_splits():

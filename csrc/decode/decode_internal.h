@@ -160,9 +160,16 @@ inline int64_t decode_streamk_blocks(int64_t units, int64_t sms, int per_sm) {
 //   4096 keys (v34, D = 80 block 16: GQA B=46/4K 213.0 -> 187.6, B=48 216.5 -> 199.1,
 //   B=48/8K 500.9 -> 431.2, MHA B=12/4K 219.7 -> 196.6; at 2048 keys 1 split stays ahead,
 //   B=48 101.1 vs 105.0).
+// - contiguous caches on the D = 96 kernel (head_dim 72-96) from 4096 keys: the whole of
+//   1.06-2.95 units per SM (v35, GQA 32/8 graph replays, 1 -> 2 splits: D = 96 B=24/4K
+//   112.4 -> 105.8 us, B=26 120.1 -> 115.8, B=46 207.2 -> 198.9, B=24/8K 220.3 -> 201.6,
+//   B=28/8K 247.0 -> 235.8, B=46/8K 411.9 -> 386.3, B=24/16K 438.9 -> 396.6; D = 80
+//   B=24/4K 108.9 -> 93.4, B=30/4K 133.1 -> 113.7, B=26/8K 226.8 -> 193.1; at exactly 2
+//   units per SM, B=33, whole waves, 2 splits lose: D = 96 4K 139.1 -> 142.9, D = 80 8K
+//   273.1 -> 277.5; at 3.03 D = 96 B=50/4K lost once, 214.1 -> 216.7, and won in a rerun).
 // Elsewhere 1 split measured faster or level (D = 128 at 1.03, 1.45-1.7 and 2.7 units per
 // SM; 1024 keys; D = 64 at both bands; D = 256 at 1.45 and 2.2; D = 96 at 1.2, paged;
-// contiguous D = 96 at 1.45 gains 1%, 58.1 -> 57.3, not taken).
+// contiguous D = 96 at 1.45 and 2048 keys gains 1%, 58.1 -> 57.3, not taken).
 inline bool decode_tail_splits_pay(int kernel_head_dim, bool narrow_rows, bool paged, int64_t units, int64_t sms,
                                    int64_t max_kv_len) {
   if (max_kv_len < 2048) return false;
@@ -179,7 +186,11 @@ inline bool decode_tail_splits_pay(int kernel_head_dim, bool narrow_rows, bool p
   const bool narrow_paged_long = narrow_rows && paged && max_kv_len >= 4096 && 20 * units <= 61 * sms;
   const bool wave_tail = (kernel_head_dim == 128 && 10 * units > 21 * sms && 2 * units <= 5 * sms) ||
                          (kernel_head_dim == 96 && units > 2 * sms && (10 * units <= 27 * sms || narrow_paged_long));
-  return one_tail || wave_tail;
+  // contiguous D = 96 kernel from 4096 keys: one band from the first extra unit to 2.95,
+  // but for whole waves (no tail to spread; exactly 2 units per SM lost 1-3%, v35)
+  const bool contiguous_96_long = kernel_head_dim == 96 && !paged && max_kv_len >= 4096 && past_first_wave &&
+                                  20 * units <= 59 * sms && units % sms != 0;
+  return one_tail || wave_tail || contiguous_96_long;
 }
 
 // 16-bit head_dim 64 (exactly: narrower rows on its kernel are not measured) on sm_90 at
