@@ -369,8 +369,8 @@ def decode_num_splits(batch: int, num_kv_heads: int, rows_per_kv_head: int, max_
       the TMA kernel that takes those grids on sm_90 at head_dim 64, 96, 128 and 256 runs 1;
     - 16-bit caches on sm_90 with `max_kv_len >= 2048`, where the unsplit grid leaves
       a tail: 2 when `base` is 1.1-1.35 or 2.1-2.5 times the SMs at head_dim 97-128,
-      1-1.35 times at head_dim 129-256, 2-2.7 times at head_dim 65-96 (2-3.05 at
-      head_dim 72-88 when `paged` and `max_kv_len >= 4096`), and also 1.06-1.35 times
+      1-1.35 times at head_dim 129-256, 2-2.7 times at head_dim 65-96 (2-3.05 when
+      `paged` and `max_kv_len >= 4096`, 2-3 from 8192), and also 1.06-1.35 times
       there when `paged=False` (e.g. B=20 or B=36 at GQA 32/8), the whole of 1.06-2.95
       times with `paged=False` and `max_kv_len >= 4096`. Between
       one and two blocks per SM a 2-split call at head_dim 97-256 (65-96 with

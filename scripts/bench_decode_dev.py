@@ -626,14 +626,20 @@ def d96_contig_balanced_sweep(iters, copy_bw):
 CONTIG_BAND_LONG_ROWS = ([(B, N, D) for D in (96, 80) for N in (4096, 8192) for B in (20, 22, 24, 26, 28, 30, 32, 33, 46, 48, 50, 52)]
                          + [(B, 16384, D) for D in (96, 80) for B in (24, 48)])
 
+# --d96-paged-long: paged D=96 where --paged-band-long found it at 0.84-0.93x cuDNN (1.58 and
+# 2.8-3.15 units per SM, unpaired TMA 3 there) at 4096 / 8192 keys: (B, N, Hkv, D, contiguous, splits)
+D96_PAGED_LONG_ROWS = [(B, N, 8, 96, False, (1, 2)) for N in (4096, 8192) for B in (26, 46, 48, 52)]
 
-def contig_band_long_sweep(iters, copy_bw):
-    """Contiguous 16-bit D=96 / 80, GQA 32/8: the heuristic's count (s0), 1 and 2 splits,
-    cuDNN first (graph replays, cold L2)."""
+
+def contig_band_long_sweep(iters, copy_bw, contiguous=True):
+    """16-bit D=96 / 80, GQA 32/8, contiguous (or paged block 16): the heuristic's count
+    (s0), 1 and 2 splits, cuDNN first (graph replays, cold L2)."""
+    sms = torch.cuda.get_device_properties(0).multi_processor_count
     for B, N, D in CONTIG_BAND_LONG_ROWS:
         case = cd.paged_case(B, N, 8, torch.float16, D=D)
-        title = f"contig D={D} B={B} N={N} Hkv=8 ({B * 8 / torch.cuda.get_device_properties(0).multi_processor_count:.2f} units/SM)"
-        _split_sweep_row(case, (0, 1, 2), {"auto": {}}, iters, copy_bw, title, peer="sdpa-cudnn", contiguous=True)
+        title = f"{'contig' if contiguous else 'paged'} D={D} B={B} N={N} Hkv=8 ({B * 8 / sms:.2f} units/SM)"
+        _split_sweep_row(case, (0, 1, 2), {"auto": {}}, iters, copy_bw, title, peer="sdpa-cudnn",
+                         contiguous=contiguous)
 
 
 # --d64-unpaired-tail: paged 16-bit D=64 without head pairs (Nq 2, odd KV heads) at 2-3
@@ -802,6 +808,10 @@ SWEEPS = {
                     "contiguous 16-bit D=80 / 96 at 8192 keys: auto vs cp.async / TMA 3, 1-2 splits"),
     "contig-band-long": (contig_band_long_sweep,
                          "contiguous 16-bit D=96 / 80 at 1.2-1.8 and 2.8-3.15 units per SM, 4K-16K keys: 0-2 splits"),
+    "paged-band-long": (lambda iters, copy_bw: contig_band_long_sweep(iters, copy_bw, contiguous=False),
+                        "paged (block 16) 16-bit D=96 / 80, the --contig-band-long rows: 0-2 splits"),
+    "d96-paged-long": (lambda iters, copy_bw: d96_sweep(iters, copy_bw, D96_PAGED_LONG_ROWS),
+                       "paged 16-bit D=96 at 1.58 and 2.8-3.15 units per SM, 4K / 8K: kernels, pairs, 1-2 splits"),
     "d64-pair-tail": (d64_pair_tail_sweep, "paged 16-bit D=64 at 2-3 blocks per SM: head pairs balanced / even, splits"),
     "d64-contig-splits": (d64_contig_splits_sweep, "contiguous 16-bit D=64 at 2-3 blocks per SM: 1-4 splits"),
     "d96-contig-balanced": (d96_contig_balanced_sweep,

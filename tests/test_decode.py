@@ -658,7 +658,11 @@ def test_balanced_schedule_matches_reference():
                                (80, 2.3, 4096, 2), (96, 2.3, 1024, 1), (64, 1.2, 2048, 1),
                                # paged narrower rows on the D = 96 kernel from 4096 keys: to 3.05 (v34)
                                (80, 2.9, 4096, 2), (80, 2.9, 8192, 2), (88, 3.0, 4096, 2), (80, 2.9, 2048, 1),
-                               (80, 3.1, 4096, 1), (96, 2.9, 4096, 1)):
+                               (80, 3.1, 4096, 1),
+                               # ... and at 96 itself (v35)
+                               (96, 2.9, 4096, 2), (96, 2.95, 8192, 2), (96, 3.02, 4096, 2), (96, 3.1, 4096, 1),
+                               # from 8192 keys to 3: the cp.async kernel's 2-split grid in one wave
+                               (96, 3.02, 8192, 1), (80, 3.02, 8192, 1)):
         b = int(per_sm * sms) // 8 + 1
         for dt in (torch.float16, torch.bfloat16):
             got = llm.decode_num_splits(b, 8, 4, n, d, dt)
@@ -1055,6 +1059,18 @@ for v in (0, 1, 2):  # CLO_DECODE_VARIANT: automatic, the cp.async kernel, the T
             names = kernel_names(fn)
             assert re.search(rf"tma_kernel<[^<>,]+, (\(int\))?{kd}, (\(int\))?3, ", names), \
                 f"D=96, {4 * n} blocks: {names[:300]}"
+    # unpaired D = 96 (3 KV heads) at 1.75 units per SM, and D = 96 pairs' band at 2.5 units per
+    # SM, 2 splits, behind a table padded to 8192 keys: the cp.async kernel (v35)
+    for n, hkv, pad in ((7 * sms // 12, 3, False), (5 * sms // 8, 4, True)):
+        q, kc, vc, table, sl = paged_problem([100, 37] * (n // 2) + [5] * (n % 2), hkv, 2, 96, 16, torch.float16, 6)
+        if pad:
+            table = torch.cat([table, table[:, :1].expand(-1, 512 - table.shape[1])], 1).contiguous()
+        fn = lambda: llm.paged_attention(q, kc, vc, table, sl, num_splits=2 if pad else 1, check_indices=False)
+        assert_close(fn(), paged_attention_reference(q, kc, vc, table, sl), dtype=torch.float16,
+                     what=f"variant {v} D=96 grid of {hkv * n} blocks, table of {table.shape[1] * 16} keys")
+        if v == 0 and sm90:
+            names = kernel_names(fn)
+            assert "tma_kernel" not in names and "attention_kernel" in names, f"D=96, {hkv * n} blocks: {names[:300]}"
     # D = 80 (on the D = 96 kernel): TMA 3 stages where one split's grid holds 2-3.05 units
     # per SM, 1 or 2 splits (v31, v34); the cp.async kernel at 1.75 units per SM
     for n, ns, stages in ((5 * sms // 8, 1, 3), (5 * sms // 8, 2, 3), (7 * sms // 16, 1, 0), (3 * sms // 4 + 1, 2, 3)):

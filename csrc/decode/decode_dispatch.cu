@@ -196,7 +196,7 @@ int decode_attention_num_splits(int batch, int num_kv_heads, int rows_per_kv_hea
   // NOTES.md v28, v29, v32): 2 splits, run as the balanced schedule below two units per SM
   // (decode_streamk_blocks), as an even grid beyond.
   if (dtype != DType::kFloat8E4M3 && device_cc_major() >= 9 &&
-      decode_tail_splits_pay(kernel_head_dim, head_dim != kernel_head_dim, paged, base, sms, max_kv_len))
+      decode_tail_splits_pay(kernel_head_dim, paged, base, sms, max_kv_len))
     return 2;
   if (base * 2 > sms) {
     // >= half the SMs busy: splitting costs more than it gains, except for very large

@@ -119,7 +119,13 @@ inline int decode_tma_stages_for(int head_dim, bool paged, int64_t blocks, int64
     return units > 2 * sms && 20 * units <= 61 * sms ? 3 : 0;
   }
   if (!paged) return 0;
-  return 2 * blocks <= 3 * sms ? 2 : 3;
+  if (2 * blocks <= 3 * sms) return 2;
+  // 96-column paged rows beyond 1.5 blocks per SM (v35, GQA 32/8): tables of 8192 keys or
+  // more on cp.async, as narrower rows above (2 splits B=46/8K 437.1 -> 412.3 us, B=48
+  // 460.8 -> 429.9; 1 split B=26 272.5 -> 239.6, B=52 531.9 -> 499.2); so is one split's grid
+  // up to 2 units per SM (B=26/4K 133.7 -> 121.1, B=28/2K 70.4 -> 67.1 in v24).
+  const int64_t units = blocks / (splits > 0 ? splits : 1);
+  return max_kv_len >= 8192 || units <= 2 * sms ? 0 : 3;
 }
 
 // The kernel head dims whose 16-bit TMA kernel has the balanced schedule (NOTES.md v28,
@@ -156,10 +162,10 @@ inline int64_t decode_streamk_blocks(int64_t units, int64_t sms, int per_sm) {
 // - a second wave of whole units on some SMs: 2.1-2.5 units per SM at D = 128, 2-2.7 at
 //   D = 96 (and 80 on its kernel): even 2 splits make half-unit blocks that the SMs pick
 //   up as they free (D = 96 B=36/2K contiguous 95.0 -> 89.0, D = 80 B=36/4K 175.8 -> 158.2);
-//   2-3.05 for paged narrower rows on the D = 96 kernel (narrow_rows: head_dim 72-88) from
-//   4096 keys (v34, D = 80 block 16: GQA B=46/4K 213.0 -> 187.6, B=48 216.5 -> 199.1,
-//   B=48/8K 500.9 -> 431.2, MHA B=12/4K 219.7 -> 196.6; at 2048 keys 1 split stays ahead,
-//   B=48 101.1 vs 105.0).
+//   2-3.05 for paged caches on the D = 96 kernel from 4096 keys (v34, D = 80 block 16: GQA
+//   B=46/4K 213.0 -> 187.6, B=48 216.5 -> 199.1, B=48/8K 500.9 -> 431.2, MHA B=12/4K 219.7
+//   -> 196.6; at 2048 keys 1 split stays ahead, B=48 101.1 vs 105.0; v35, D = 96: B=46/4K
+//   227.1 -> 211.4, B=48/4K 230.4 -> 220.6, B=50/4K 238.9 -> 229.4, B=48/8K 491.1 -> 429.9).
 // - contiguous caches on the D = 96 kernel (head_dim 72-96) from 4096 keys: the whole of
 //   1.06-2.95 units per SM (v35, GQA 32/8 graph replays, 1 -> 2 splits: D = 96 B=24/4K
 //   112.4 -> 105.8 us, B=26 120.1 -> 115.8, B=46 207.2 -> 198.9, B=24/8K 220.3 -> 201.6,
@@ -170,7 +176,7 @@ inline int64_t decode_streamk_blocks(int64_t units, int64_t sms, int per_sm) {
 // Elsewhere 1 split measured faster or level (D = 128 at 1.03, 1.45-1.7 and 2.7 units per
 // SM; 1024 keys; D = 64 at both bands; D = 256 at 1.45 and 2.2; D = 96 at 1.2, paged;
 // contiguous D = 96 at 1.45 and 2048 keys gains 1%, 58.1 -> 57.3, not taken).
-inline bool decode_tail_splits_pay(int kernel_head_dim, bool narrow_rows, bool paged, int64_t units, int64_t sms,
+inline bool decode_tail_splits_pay(int kernel_head_dim, bool paged, int64_t units, int64_t sms,
                                    int64_t max_kv_len) {
   if (max_kv_len < 2048) return false;
   // from the first extra unit at D = 256, from 1.06 units per SM at D = 96, 1.1 at D = 128
@@ -182,10 +188,14 @@ inline bool decode_tail_splits_pay(int kernel_head_dim, bool narrow_rows, bool p
   const bool one_tail = decode_balanced_head_dim(kernel_head_dim, paged) &&
                         decode_streamk_blocks_per_sm(kernel_head_dim) == 1 && past_first_wave &&
                         20 * units <= 27 * sms;
-  // paged narrower rows on the D = 96 kernel (head_dim 72-88) from 4096 keys: to 3.05 (v34)
-  const bool narrow_paged_long = narrow_rows && paged && max_kv_len >= 4096 && 20 * units <= 61 * sms;
+  // paged caches on the D = 96 kernel from 4096 keys: to 3.05 (v34 at head_dim 72-88, v35 at
+  // 96); to 3 from 8192 keys, whose cp.async kernel (decode_tma_stages_for) fits 6 blocks per
+  // SM: at 3.03 its 2-split grid takes a second wave (v35, B=50/8K D = 96 492.4 -> 510.9 us,
+  // D = 80 448.6 -> 466.9)
+  const bool paged_long =
+      paged && max_kv_len >= 4096 && 20 * units <= 61 * sms && (max_kv_len < 8192 || units <= 3 * sms);
   const bool wave_tail = (kernel_head_dim == 128 && 10 * units > 21 * sms && 2 * units <= 5 * sms) ||
-                         (kernel_head_dim == 96 && units > 2 * sms && (10 * units <= 27 * sms || narrow_paged_long));
+                         (kernel_head_dim == 96 && units > 2 * sms && (10 * units <= 27 * sms || paged_long));
   // contiguous D = 96 kernel from 4096 keys: one band from the first extra unit to 2.95,
   // but for whole waves (no tail to spread; exactly 2 units per SM lost 1-3%, v35)
   const bool contiguous_96_long = kernel_head_dim == 96 && !paged && max_kv_len >= 4096 && past_first_wave &&
