@@ -162,7 +162,7 @@ def cmd_bench(args, parser) -> int:
     if args.eager and args.append and os.path.exists(args.json):
         from .bench import report
 
-        if any(r["cuda_graph"] for r in report.read_json(args.json)):
+        if any(r["cuda_graph"] and r["status"] in ("ok", "unchecked") for r in report.read_json(args.json)):
             parser.error(f"--eager --append: {args.json} holds CUDA-graph timings; eager records would replace "
                          "them under the same keys: write them to their own --json file")
     selected = _select(args, parser)

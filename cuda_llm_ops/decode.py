@@ -372,7 +372,8 @@ def decode_num_splits(batch: int, num_kv_heads: int, rows_per_kv_head: int, max_
       1-1.35 times at head_dim 129-256, 2-2.7 times at head_dim 65-96 (2-3.05 when
       `paged` and `max_kv_len >= 4096`, 2-3 from 8192), and also 1.06-1.35 times
       there when `paged=False` (e.g. B=20 or B=36 at GQA 32/8), the whole of 1.06-2.95
-      times with `paged=False` and `max_kv_len >= 4096`. Between
+      times with `paged=False` and `max_kv_len >= 4096` (not when `base` is a multiple
+      of the SMs: whole waves leave no tail). Between
       one and two blocks per SM a 2-split call at head_dim 97-256 (65-96 with
       `paged=False`) runs as a balanced schedule (one block per SM, each taking an equal share of all
       the sequences' 64-key tiles, a sequence cut in at most two pieces merged like

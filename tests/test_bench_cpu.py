@@ -424,11 +424,23 @@ def test_bench_eager_append_keeps_graph_timings(tmp_path, monkeypatch, capsys):
     report.write_json(recs, str(path))
     assert cli.main(["bench", "paged_attention", "--eager", "--append", "--json", str(path)]) == 2
     assert "holds CUDA-graph timings" in capsys.readouterr().err
-    recs[-1]["cuda_graph"] = False  # an eager file takes more eager records (then: no GPU here)
+    recs[-1]["cuda_graph"] = False  # an eager file takes more eager records (then: no GPU here),
+    recs[-2]["cuda_graph"] = True  # also when an untimed (failed) row carries the case's flag
     report.write_json(recs, str(path))
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
     assert cli.main(["bench", "paged_attention", "--eager", "--append", "--json", str(path)]) == 2
     assert "holds CUDA-graph" not in capsys.readouterr().err
+
+
+def test_untimed_record_says_cuda_graph_only_outside_eager():
+    case = BenchCase(op="f", dtype=torch.float16, shape={}, flops=1.0, bytes=1.0, compute="fp16_tc",
+                     make_inputs=lambda: {}, cold_l2=True, cuda_graph=True)
+    impl = BenchImpl("ours", False, lambda inp: (lambda: None))
+    for eager in (False, True):
+        res = runner.Result("g", case, impl, "unavailable", error="not here", eager=eager)
+        rec = runner.to_record(res, ENV)
+        runner.validate_record(rec)
+        assert rec["cuda_graph"] is (not eager)
 
 
 def test_bench_list_needs_no_gpu(monkeypatch, capsys):

@@ -409,6 +409,9 @@ int64_t decode_workspace_numel_upto(int64_t batch, int64_t num_q_heads, int64_t 
             "num_q_heads must be a positive multiple of num_kv_heads (>= 1), got num_q_heads=", num_q_heads,
             " and num_kv_heads=", num_kv_heads);
   CLO_CHECK(seq_len_q >= 1, "seq_len_q must be >= 1, got ", seq_len_q);
+  CLO_CHECK(num_q_heads < (int64_t(1) << 31) && seq_len_q < (int64_t(1) << 31) &&
+                num_q_heads * seq_len_q < (int64_t(1) << 31),
+            "num_q_heads * seq_len_q (query rows per sequence) must be < 2^31, got ", num_q_heads, " * ", seq_len_q);
   CLO_CHECK(max_kv_len >= 0 && max_kv_len < (int64_t(1) << 31), "max_kv_len must be in [0, 2^31), got ", max_kv_len);
   CLO_CHECK(num_splits >= 0 && num_splits <= dec::kMaxSplits, "num_splits must be in [0, ", dec::kMaxSplits,
             "] (0: the heuristic's), got ", num_splits);

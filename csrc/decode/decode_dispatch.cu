@@ -206,7 +206,8 @@ int decode_attention_num_splits(int batch, int num_kv_heads, int rows_per_kv_hea
     // (decode_tma_stages_for) are faster with 1 split (D = 128: 1336 vs 1347 us contiguous,
     // 1339 vs 1352 paged; D = 64: 369.0 vs 373.5 paged; D = 256: 1406.9 vs 1413.8). The
     // count is the same for both layouts: at D = 96 contiguous caches run cp.async there
-    // while paged ones run TMA / head pairs
+    // while paged ones run TMA / head pairs (unpaired on tables of 8192 keys or more:
+    // cp.async, which this question, asked without the length, does not see)
     // (1 split: B=64/4K/MHA 1090.1 vs 1106.6 us at 2); contiguous ones then run 1 split
     // too, within noise of 2 (1051.5 vs 1049.6, NOTES.md v24). FP8 caches (the TMA
     // kernel on sm_90) run 1 split there too (B=64/4K/MHA 732.6 us; the cp.async kernel

@@ -60,7 +60,8 @@ constexpr int decode_pipeline_stages(int head_dim) { return head_dim <= 64 ? 4 :
 //    1336-1339 vs 1351-1367, v7);
 //  - D = 96: paged caches on at most one block per SM (3 stages); beyond, 96-column paged
 //    rows (row_cols; not 80 or less on this kernel) unpaired (decode_packs_head_pairs) on
-//    2 stages up to 1.5 blocks per SM, 3 beyond; the cp.async kernel for contiguous caches
+//    2 stages up to 1.5 blocks per SM, 3 beyond, but the cp.async kernel for tables of 8192
+//    keys or more and for one split of at most 2 units per SM (v36); the cp.async kernel for contiguous caches
 //    (v24, graph replays, paged GQA 32/8 N=2K: B=20 54.8 -> 48.1 us,
 //    B=24 59.4 -> 54.7, B=48 123.2 -> 111.0, MHA B=5 54.2 -> 47.1; contiguous B=64 136.7
 //    vs 136.0 at 3 stages; D = 80 B=64 125.7 vs 133.0). Before the tail plane
@@ -120,12 +121,12 @@ inline int decode_tma_stages_for(int head_dim, bool paged, int64_t blocks, int64
   }
   if (!paged) return 0;
   if (2 * blocks <= 3 * sms) return 2;
-  // 96-column paged rows beyond 1.5 blocks per SM (v35, GQA 32/8): tables of 8192 keys or
+  // 96-column paged rows beyond 1.5 blocks per SM (v36, GQA 32/8): tables of 8192 keys or
   // more on cp.async, as narrower rows above (2 splits B=46/8K 437.1 -> 412.3 us, B=48
-  // 460.8 -> 429.9; 1 split B=26 272.5 -> 239.6, B=52 531.9 -> 499.2); so is one split's grid
-  // up to 2 units per SM (B=26/4K 133.7 -> 121.1, B=28/2K 70.4 -> 67.1 in v24).
-  const int64_t units = blocks / (splits > 0 ? splits : 1);
-  return max_kv_len >= 8192 || units <= 2 * sms ? 0 : 3;
+  // 460.8 -> 429.9; 1 split B=26 272.5 -> 239.6, B=52 531.9 -> 499.2); so is a 1-split grid
+  // up to 2 units per SM (B=26/4K 133.7 -> 121.1, B=28/2K 70.4 -> 67.1 in v24; at 2 splits
+  // there TMA 3 led, 123.7 against 128.2).
+  return max_kv_len >= 8192 || (splits <= 1 && blocks <= 2 * sms) ? 0 : 3;
 }
 
 // The kernel head dims whose 16-bit TMA kernel has the balanced schedule (NOTES.md v28,
@@ -164,8 +165,8 @@ inline int64_t decode_streamk_blocks(int64_t units, int64_t sms, int per_sm) {
 //   up as they free (D = 96 B=36/2K contiguous 95.0 -> 89.0, D = 80 B=36/4K 175.8 -> 158.2);
 //   2-3.05 for paged caches on the D = 96 kernel from 4096 keys (v34, D = 80 block 16: GQA
 //   B=46/4K 213.0 -> 187.6, B=48 216.5 -> 199.1, B=48/8K 500.9 -> 431.2, MHA B=12/4K 219.7
-//   -> 196.6; at 2048 keys 1 split stays ahead, B=48 101.1 vs 105.0; v35, D = 96: B=46/4K
-//   227.1 -> 211.4, B=48/4K 230.4 -> 220.6, B=50/4K 238.9 -> 229.4, B=48/8K 491.1 -> 429.9).
+//   -> 196.6; at 2048 keys 1 split stays ahead, B=48 101.1 vs 105.0; v36, D = 96: B=46/4K
+//   227.1 -> 211.4, B=48/4K 230.4 -> 220.6, B=50/4K 238.9 -> 229.9, B=48/8K 491.1 -> 429.9).
 // - contiguous caches on the D = 96 kernel (head_dim 72-96) from 4096 keys: the whole of
 //   1.06-2.95 units per SM (v35, GQA 32/8 graph replays, 1 -> 2 splits: D = 96 B=24/4K
 //   112.4 -> 105.8 us, B=26 120.1 -> 115.8, B=46 207.2 -> 198.9, B=24/8K 220.3 -> 201.6,
@@ -188,9 +189,9 @@ inline bool decode_tail_splits_pay(int kernel_head_dim, bool paged, int64_t unit
   const bool one_tail = decode_balanced_head_dim(kernel_head_dim, paged) &&
                         decode_streamk_blocks_per_sm(kernel_head_dim) == 1 && past_first_wave &&
                         20 * units <= 27 * sms;
-  // paged caches on the D = 96 kernel from 4096 keys: to 3.05 (v34 at head_dim 72-88, v35 at
+  // paged caches on the D = 96 kernel from 4096 keys: to 3.05 (v34 at head_dim 72-88, v36 at
   // 96); to 3 from 8192 keys, whose cp.async kernel (decode_tma_stages_for) fits 6 blocks per
-  // SM: at 3.03 its 2-split grid takes a second wave (v35, B=50/8K D = 96 492.4 -> 510.9 us,
+  // SM: at 3.03 its 2-split grid takes a second wave (v36, B=50/8K D = 96 492.4 -> 510.9 us,
   // D = 80 448.6 -> 466.9)
   const bool paged_long =
       paged && max_kv_len >= 4096 && 20 * units <= 61 * sms && (max_kv_len < 8192 || units <= 3 * sms);

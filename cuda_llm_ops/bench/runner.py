@@ -211,6 +211,7 @@ class Result:
     rel_err: float | None = None
     roof: rl.Roofline | None = None
     notes: list[str] = field(default_factory=list)
+    eager: bool = False  # run under --eager: an untimed row then says cuda_graph=false too
 
 
 def _short(exc: BaseException) -> str:
@@ -365,11 +366,12 @@ def _run_case(sel: Selected, ceilings, iterations, budget_ms, seed, bar, eager: 
 
     for impl in sel.impls:
         bar.set_postfix_str(f"{case.op} {case.label or ''} {impl.name}"[:60])
-        res = Result(sel.group, case, impl, "ok")
+        res = Result(sel.group, case, impl, "ok", eager=eager)
         inputs = fn = out = None
-        # the impl's scope (SDPA's backend pin) spans its check and timing
-        with impl.scope() if impl.scope is not None else contextlib.nullcontext():
+        with contextlib.ExitStack() as scope:
             try:
+                if impl.scope is not None:  # SDPA's backend pin: held over the check and the timing
+                    scope.enter_context(impl.scope())
                 inputs = _inputs(case, seed)
                 why = unavailable(impl, inputs)
                 if why:
@@ -491,7 +493,7 @@ def to_record(r: Result, env: dict[str, str], timestamp: str | None = None) -> d
         "pct_of_roofline": r.roof.pct_of_roofline if r.roof else None,
         "bottleneck": r.roof.bottleneck.value if (r.roof and r.roof.bottleneck) else None,
         "cold_l2": bool(t.cold_l2) if t else bool(c.cold_l2),
-        "cuda_graph": bool(t.cuda_graph) if t else bool(c.cuda_graph),
+        "cuda_graph": bool(t.cuda_graph) if t else bool(c.cuda_graph) and not r.eager,
         "gpu": env["gpu"], "torch": env["torch"], "cuda": env["cuda"], "git_sha": env["git_sha"],
         "timestamp": timestamp or time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "status": r.status,
