@@ -579,3 +579,16 @@ def test_runner_holds_an_impls_scope_around_check_and_timing(monkeypatch):
     results = runner.run_cases([runner.Selected("fake", case, impls)], rl.ceilings_for("h100", {}), progress=False)
     assert [r.status for r in results] == ["ok", "ok"]
     assert seen == [("peer", False), ("build", True), ("scoped", True)] and not inside
+
+
+def test_sdpa_call_passes_gqa_only_when_asked():
+    """`sdpa.call` on the math backend equals SDPA on expanded K/V, natively (enable_gqa) and not."""
+    import torch.nn.functional as F
+
+    from cuda_llm_ops.bench import sdpa
+
+    q, k, v = torch.randn(1, 8, 5, 16), torch.randn(1, 2, 7, 16), torch.randn(1, 2, 7, 16)
+    ke, ve = k.repeat_interleave(4, 1), v.repeat_interleave(4, 1)
+    ref = F.scaled_dot_product_attention(q, ke, ve, is_causal=True)
+    torch.testing.assert_close(sdpa.call("math", q, k, v, True, is_causal=True), ref)
+    torch.testing.assert_close(sdpa.call("math", q, ke, ve, False, is_causal=True), ref)

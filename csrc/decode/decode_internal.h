@@ -189,19 +189,18 @@ inline bool decode_tail_splits_pay(int kernel_head_dim, bool paged, int64_t unit
   const bool one_tail = decode_balanced_head_dim(kernel_head_dim, paged) &&
                         decode_streamk_blocks_per_sm(kernel_head_dim) == 1 && past_first_wave &&
                         20 * units <= 27 * sms;
-  // paged caches on the D = 96 kernel from 4096 keys: to 3.05 (v34 at head_dim 72-88, v36 at
-  // 96); to 3 from 8192 keys, whose cp.async kernel (decode_tma_stages_for) fits 6 blocks per
-  // SM: at 3.03 its 2-split grid takes a second wave (v36, B=50/8K D = 96 492.4 -> 510.9 us,
-  // D = 80 448.6 -> 466.9)
-  const bool paged_long =
-      paged && max_kv_len >= 4096 && 20 * units <= 61 * sms && (max_kv_len < 8192 || units <= 3 * sms);
-  const bool wave_tail = (kernel_head_dim == 128 && 10 * units > 21 * sms && 2 * units <= 5 * sms) ||
-                         (kernel_head_dim == 96 && units > 2 * sms && (10 * units <= 27 * sms || paged_long));
-  // contiguous D = 96 kernel from 4096 keys: one band from the first extra unit to 2.95,
-  // but for whole waves (no tail to spread; exactly 2 units per SM lost 1-3%, v35)
-  const bool contiguous_96_long = kernel_head_dim == 96 && !paged && max_kv_len >= 4096 && past_first_wave &&
-                                  20 * units <= 59 * sms && units % sms != 0;
-  return one_tail || wave_tail || contiguous_96_long;
+  if (kernel_head_dim == 96) {
+    // contiguous caches from 4096 keys: one band from the first extra unit to 2.95, but for
+    // whole waves (no tail to spread; exactly 2 units per SM lost 1-3%, v35)
+    if (!paged && max_kv_len >= 4096) return past_first_wave && 20 * units <= 59 * sms && units % sms != 0;
+    // the second wave to 2.7 units per SM; on paged caches from 4096 keys to 3.05 (v34 at
+    // head_dim 72-88, v36 at 96), from 8192 keys to 3: their cp.async kernel
+    // (decode_tma_stages_for) fits 6 blocks per SM, and at 3.03 its 2-split grid takes a
+    // second wave (v36, B=50/8K D = 96 492.4 -> 510.9 us, D = 80 448.6 -> 466.9)
+    const int64_t top_20ths = !paged || max_kv_len < 4096 ? 54 : max_kv_len < 8192 ? 61 : 60;
+    return one_tail || (units > 2 * sms && 20 * units <= top_20ths * sms);
+  }
+  return one_tail || (kernel_head_dim == 128 && 10 * units > 21 * sms && 2 * units <= 5 * sms);
 }
 
 // 16-bit head_dim 64 (exactly: narrower rows on its kernel are not measured) on sm_90 at

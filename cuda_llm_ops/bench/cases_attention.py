@@ -23,7 +23,6 @@ from __future__ import annotations
 from typing import Any
 
 import torch
-import torch.nn.functional as F
 
 from .. import _ops
 from ..roofline import attention_prefill_work, compute_kind
@@ -63,12 +62,6 @@ def _ours(name: str, max_n: int | None = None) -> BenchImpl:
     return BenchImpl(name, False, build, unavailable)
 
 
-def _sdpa_call(q, k, v, causal: bool, gqa: bool):
-    if gqa:
-        return F.scaled_dot_product_attention(q, k, v, is_causal=causal, enable_gqa=True)
-    return F.scaled_dot_product_attention(q, k, v, is_causal=causal)
-
-
 def _sdpa(name: str) -> BenchImpl:
     """SDPA pinned to one backend. The first availability check runs the real call and
     remembers whether the backend takes GQA natively or needs expanded K/V."""
@@ -95,7 +88,7 @@ def _sdpa(name: str) -> BenchImpl:
             mode["gqa"] = native
             q, k, v, gqa = _prepare(inp)
             try:
-                sdpa.run(name, lambda: _sdpa_call(q, k, v, causal, gqa))
+                sdpa.call(name, q, k, v, gqa, is_causal=causal)
                 torch.cuda.synchronize()
                 return None
             except (RuntimeError, TypeError, ValueError) as exc:  # TypeError: torch without enable_gqa
@@ -107,7 +100,7 @@ def _sdpa(name: str) -> BenchImpl:
     def build(inp):
         q, k, v, gqa = _prepare(inp)
         causal = inp["causal"]
-        return lambda: sdpa.run(name, lambda: _sdpa_call(q, k, v, causal, gqa))
+        return lambda: sdpa.call(name, q, k, v, gqa, is_causal=causal)
 
     return BenchImpl(f"sdpa-{name}", True, build, unavailable, scope=lambda: sdpa.pinned(name))
 

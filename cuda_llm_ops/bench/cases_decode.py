@@ -152,9 +152,7 @@ def sdpa_peer(name: str, window: int = 0) -> BenchImpl:
     def _call(q, k, v, gqa):
         # Several new tokens: causal aligned bottom-right (SDPA's is_causal is top-left).
         mask = causal_lower_right(q.shape[2], k.shape[2]) if q.shape[2] > 1 else None
-        if gqa:
-            return sdpa.run(name, lambda: F.scaled_dot_product_attention(q, k, v, attn_mask=mask, enable_gqa=True))
-        return sdpa.run(name, lambda: F.scaled_dot_product_attention(q, k, v, attn_mask=mask))
+        return sdpa.call(name, q, k, v, gqa, attn_mask=mask)
 
     def unavailable(inp) -> str | None:
         if sdpa.backend(name) is None:

@@ -14,6 +14,8 @@ import contextlib
 import warnings
 from typing import Any, Callable, Iterator
 
+import torch.nn.functional as F
+
 try:  # torch >= 2.3
     from torch.nn.attention import SDPBackend, sdpa_kernel
 except ImportError:  # pragma: no cover - older torch
@@ -53,3 +55,11 @@ def run(name: str, fn: Callable[[], Any]) -> Any:
         return fn()
     with pinned(name):
         return fn()
+
+
+def call(name: str, q, k, v, gqa: bool, **kwargs) -> Any:
+    """`F.scaled_dot_product_attention(q, k, v, **kwargs)` on backend `name` (`run`), with
+    `enable_gqa=True` when `gqa` (not passed otherwise: torch before 2.5 lacks it)."""
+    if gqa:
+        kwargs["enable_gqa"] = True
+    return run(name, lambda: F.scaled_dot_product_attention(q, k, v, **kwargs))
