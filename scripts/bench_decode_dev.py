@@ -580,6 +580,27 @@ D64_PAIR_TAIL_ROWS = ([(B, 2048, 8) for B in (34, 36, 40, 44, 48)] + [(B, 4096, 
                       + [(B, 2048, 32) for B in (9, 10, 11)])
 
 
+# --window-long: paged 16-bit D=80 / 96 GQA 32/8 at 2.8-3.05 units per SM reading 4096 keys:
+# through a sliding window over tables of 16384 / 8192 keys, and a 4096-key table without
+# one (the kernel choice read the table capacity, the split count the window): (D, B, N, window)
+WINDOW_LONG_ROWS = [(D, B, N, w) for D in (80, 96) for B in (46, 48, 50)
+                    for N, w in ((16384, 4096), (8192, 4096), (4096, 0))]
+
+
+def window_long_sweep(iters, copy_bw):
+    """Paged (block 16) 16-bit D=80 / 96 reading 4096 keys, windowed on long tables or not:
+    the automatic choice (s0) and 1-2 splits, auto / cp.async / TMA 3 (unpaired), cuDNN on
+    the window's keys first (graph replays, cold L2)."""
+    single = {"CLO_DECODE_PACK": "0"}
+    variants = {"auto": {}, "cp": {**single, **SWEEP_VARIANTS["cp"]}, "tma3": {**single, **SWEEP_VARIANTS["tma3"]}}
+    sms = torch.cuda.get_device_properties(0).multi_processor_count
+    for D, B, N, w in WINDOW_LONG_ROWS:
+        case = cd.paged_case(B, N, 8, torch.float16, D=D, window=w)
+        title = f"paged D={D} B={B} N={N} window={w} ({B * 8 / sms:.2f} units/SM)"
+        _split_sweep_row(case, (0, 1, 2), variants, iters, copy_bw, title, peer="sdpa-cudnn",
+                         **({"window_left": w - 1} if w else {}))
+
+
 def d64_pair_tail_sweep(iters, copy_bw):
     """Paged 16-bit D=64 GQA 32/8 and MHA at 2-3 blocks per SM (head pairs at 1-1.5 units
     per SM): the heuristic's count (s0), 1-3 splits, 2 splits balanced (sk) and even
@@ -812,6 +833,7 @@ SWEEPS = {
                         "paged (block 16) 16-bit D=96 / 80, the --contig-band-long rows: 0-2 splits"),
     "d96-paged-long": (lambda iters, copy_bw: d96_sweep(iters, copy_bw, D96_PAGED_LONG_ROWS),
                        "paged 16-bit D=96 at 1.58 and 2.8-3.15 units per SM, 4K / 8K: kernels, pairs, 1-2 splits"),
+    "window-long": (window_long_sweep, "paged 16-bit D=80 / 96 reading 4096 keys through a window on 8K / 16K tables"),
     "d64-pair-tail": (d64_pair_tail_sweep, "paged 16-bit D=64 at 2-3 blocks per SM: head pairs balanced / even, splits"),
     "d64-contig-splits": (d64_contig_splits_sweep, "contiguous 16-bit D=64 at 2-3 blocks per SM: 1-4 splits"),
     "d96-contig-balanced": (d96_contig_balanced_sweep,

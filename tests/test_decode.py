@@ -1096,6 +1096,15 @@ for v in (0, 1, 2):  # CLO_DECODE_VARIANT: automatic, the cp.async kernel, the T
     if v == 0 and sm90:
         names = kernel_names(fn)
         assert "tma_kernel" not in names, f"D=80, 8192-key table: {names[:300]}"
+    # ... unless a sliding window reads fewer keys: the kernel choice sizes for the keys
+    # read (decode_read_kv_len), as the split count does
+    fn = lambda: llm.paged_attention(q, kc, vc, table, sl, num_splits=2, check_indices=False, window_left=40)
+    assert_close(fn(), paged_attention_reference(q, kc, vc, table, sl, window_left=40), dtype=torch.float16,
+                 what=f"variant {v} D=80 grid of {4 * n} blocks, 8192-key table, window_left=40")
+    if v == 0 and sm90:
+        names = kernel_names(fn)
+        assert re.search(r"tma_kernel<[^<>,]+, (\(int\))?96, (\(int\))?3, ", names), \
+            f"D=80, 8192-key table, window_left=40: {names[:300]}"
     # D = 64 beyond 1.25 blocks per SM (decode_packs_head_pairs): head pairs, the D = 128
     # kernel on half the grid (at most one block per SM: 3 stages); unpaired
     # (CLO_DECODE_PACK=0), its own TMA kernel at 2 stages

@@ -85,7 +85,9 @@ constexpr int decode_pipeline_stages(int head_dim) { return head_dim <= 64 ? 4 :
 // 18.2 vs 22.8, B=16/16K 188.9 vs 200.8, B=64/1K 55.8 at 3 stages vs 57.2 at 4 and 62.8,
 // B=64/4K/MHA 732.6 vs 749.8 and 768.0).
 // head_dim: the kernel's; row_cols: the cache rows' real columns (0: head_dim); blocks: the
-// whole grid's, `splits` splits of the sequences; max_kv_len: decode_max_kv_len (0: unknown).
+// whole grid's, `splits` splits of the sequences; max_kv_len: decode_read_kv_len (the keys a
+// block may read: the table capacity or Nk, or a sliding window's span, as the split
+// heuristic sizes for; 0: unknown).
 inline int decode_tma_stages_for(int head_dim, bool paged, int64_t blocks, int64_t sms, bool fp8 = false,
                                  int row_cols = 0, bool pairs = false, int splits = 1, int64_t max_kv_len = 0) {
   if (device_cc_major() < 9) return 0;
