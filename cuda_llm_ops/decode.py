@@ -411,8 +411,9 @@ def decode_workspace(batch: int, num_q_heads: int, num_kv_heads: int, head_dim: 
     layout `paged` (True: `paged_attention`, False: `decode_attention`, None: the larger
     of the two); `max_kv_len`
     is the table capacity (max_blocks_per_seq * block_size) for paged calls, Nk for
-    contiguous ones (with a sliding window it may be min(that, window_left + seq_len_q
-    + 63), the keys the call reads; the capacity gives a workspace at least as large). Holds [splits, B*Hq*Nq, D] partial
+    contiguous ones: the size covers every shorter length too, so calls with any sliding
+    window fit (they split for the keys they read, min(max_kv_len, window_left + seq_len_q
+    + 63), and a shorter read can split more). Holds [splits, B*Hq*Nq, D] partial
     outputs and [splits, B*Hq*Nq, 2] softmax states, then int32 split counters in its
     last ceil(numel / 128) elements (set to their rest value here; every call leaves
     them so: see the module docstring); a 1-element tensor when the call does not split.

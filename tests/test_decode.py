@@ -790,19 +790,41 @@ def test_d64_tail_splits():
         b_band, 8, 1, 128, llm.decode_num_splits(b_band, 1, 8, 2048, 128, f16))
     for paged in (True, False, None):
         assert llm.decode_workspace(3 * sms, 8, 1, 128, 2048, f16, paged=paged).numel() >= need, paged
-    # the size op equals the largest need over every batch size and the layouts asked for
+    # the size op equals the largest need over every batch size, every length up to the
+    # one given (a sliding window's call splits for the keys it reads; the count is not
+    # monotone in the length: paged D = 96 at 3.03 units per SM splits in 2 below 8192
+    # keys, not from there) and the layouts asked for; lengths in 64-key steps (the split
+    # rules' edges are multiples of 128, and the by-length cap changes every 128)
     upto = torch.ops.cuda_llm_ops.decode_workspace_numel_upto
     numel = torch.ops.cuda_llm_ops.decode_workspace_numel
+    b_d96 = (303 * sms + 799) // 800  # 3.03 units per SM at GQA 32/8
     shapes = [(3 * sms, 8, 1, 1, 128, 2048, f16), (3 * sms, 32, 2, 1, 64, 4096, torch.bfloat16),
-              (2 * sms, 32, 8, 3, 80, 8192, f16), (40, 32, 8, 1, 96, 16384, torch.float8_e4m3fn)]
+              (2 * sms, 32, 8, 3, 80, 8192, f16), (40, 32, 8, 1, 96, 16384, torch.float8_e4m3fn),
+              (b_d96, 32, 8, 1, 96, 16384, f16)]
     for b, hq, hkv, nq, d, n, dt in shapes:
         rows = (hq // hkv) * nq
+        lengths = sorted({*range(64, n, 64), n})
+        most = {lay: [max(llm.decode_num_splits(x, hkv, rows, m, d, dt, lay, nq) for m in lengths)
+                      for x in range(1, b + 1)] for lay in (True, False)}
         for paged in (True, False, None):
             lays = (True, False) if paged is None else (paged,)
-            want = max(numel(x, hq, nq, d, max(llm.decode_num_splits(x, hkv, rows, n, d, dt, lay, nq) for lay in lays))
-                       for x in range(1, b + 1))
+            want = max(numel(x + 1, hq, nq, d, max(most[lay][x] for lay in lays)) for x in range(b))
             assert upto(b, hq, hkv, nq, d, n, dt, paged) == want, (b, hq, hkv, nq, d, n, dt, paged)
         assert upto(b, hq, hkv, nq, d, n, dt, None, 5) == numel(b, hq, nq, d, 5)
+    # the case above through the API: a workspace for the 8192-key table serves a call that
+    # reads 4096 keys of it through a window (2 splits where the whole table takes 1)
+    g = torch.Generator(device="cuda").manual_seed(12)
+    kc, vc = (torch.randn(64, 16, 8, 96, device="cuda", generator=g).half() for _ in range(2))  # 64 shared blocks
+    table = torch.randint(0, 64, (b_d96, 512), device="cuda", generator=g, dtype=torch.int32)
+    sl = torch.full((b_d96,), 8192, device="cuda", dtype=torch.int32)
+    q = torch.randn(b_d96, 32, 96, device="cuda", generator=g).half()
+    if sm90:
+        assert llm.decode_num_splits(b_d96, 8, 4, 4159, 96, f16, True) > llm.decode_num_splits(b_d96, 8, 4, 8192, 96,
+                                                                                                f16, True)
+    ws, out = llm.paged_attention_workspace(q, kc, table), poison_(torch.empty_like(q))
+    llm.paged_attention(q, kc, vc, table, sl, out=out, workspace=ws, window_left=4095)
+    assert_close(out, paged_attention_reference(q, kc, vc, table, sl, window_left=4095), dtype=f16,
+                 what=f"B={b_d96} D=96 8192-key table, window_left=4095, capacity's workspace")
     for args, word in (((0, 8, 1, 1, 128, 2048, f16), "batch"), ((4, 8, 3, 1, 128, 2048, f16), "num_q_heads"),
                        ((4, 8, 1, 0, 128, 2048, f16), "seq_len_q"), ((4, 8, 1, 1, 100, 2048, f16), "head_dim"),
                        ((4, 8, 1, 1, 128, 2048, torch.float32), "dtype"),

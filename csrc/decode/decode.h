@@ -154,7 +154,8 @@ cudaError_t decode_workspace_init(float* workspace, int64_t workspace_floats, cu
 int64_t decode_attention_workspace_floats(int batch, int num_q_heads, int seq_len_q, int head_dim, int num_splits);
 // The largest decode_attention_workspace_floats over every batch size 1..batch, each at
 // num_splits or (0) the heuristic's count for that batch on the current device, in the
-// layouts asked for (paged and/or contiguous). Smaller batches can split more, and the
+// layouts asked for (paged and/or contiguous), at every length up to max_kv_len (a
+// sliding window's call sizes for the keys it reads). Smaller batches can split more, and the
 // heuristic's tail bands lie beyond batch = SMs when a sequence has one or two blocks
 // (MQA, Hkv 2), so no single batch size bounds the rest: one buffer of this size serves
 // every bucket of a graph runner. 0 when no call of that shape splits.

@@ -2,6 +2,7 @@
 // split-count heuristic and the workspace size.
 #include <algorithm>
 #include <cstdlib>
+#include <iterator>
 
 #include "decode/decode_attention.cuh"  // decode_cp_async_stages (constexpr smem plans only)
 #include "decode/decode_internal.h"
@@ -134,15 +135,26 @@ int64_t decode_attention_workspace_floats_upto(int batch, int num_q_heads, int n
                                                bool contiguous, int num_splits) {
   if (num_splits > 0) return decode_attention_workspace_floats(batch, num_q_heads, seq_len_q, head_dim, num_splits);
   const int rows_per_kv_head = (num_q_heads / num_kv_heads) * seq_len_q;
+  // Every length up to max_kv_len: a sliding window's call sizes for the keys it reads
+  // (decode_read_kv_len), and the count is not monotone in the length (the paged D = 96
+  // band ends at 3.05 units per SM below 8192 keys, at 3 from there). Between the rules'
+  // length edges only the by-length cap moves, and it grows with the length: each
+  // interval's longest length stands for it.
+  int lengths[1 + std::size(kSplitRuleLengthEdges)] = {max_kv_len};
+  int n_lengths = 1;
+  for (const int edge : kSplitRuleLengthEdges)
+    if (edge <= max_kv_len) lengths[n_lengths++] = edge - 1;
   int64_t most = 0;
   for (int b = 1; b <= batch; ++b) {
     int splits = 1;
-    if (paged)
-      splits = decode_attention_num_splits(b, num_kv_heads, rows_per_kv_head, max_kv_len, head_dim, dtype, true,
-                                           seq_len_q);
-    if (contiguous)
-      splits = std::max(splits, decode_attention_num_splits(b, num_kv_heads, rows_per_kv_head, max_kv_len, head_dim,
-                                                            dtype, false, seq_len_q));
+    for (int i = 0; i < n_lengths; ++i) {
+      if (paged)
+        splits = std::max(splits, decode_attention_num_splits(b, num_kv_heads, rows_per_kv_head, lengths[i],
+                                                              head_dim, dtype, true, seq_len_q));
+      if (contiguous)
+        splits = std::max(splits, decode_attention_num_splits(b, num_kv_heads, rows_per_kv_head, lengths[i],
+                                                              head_dim, dtype, false, seq_len_q));
+    }
     most = std::max(most, decode_attention_workspace_floats(b, num_q_heads, seq_len_q, head_dim, splits));
   }
   return most;

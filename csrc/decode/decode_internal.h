@@ -179,6 +179,12 @@ inline int64_t decode_streamk_blocks(int64_t units, int64_t sms, int per_sm) {
 // Elsewhere 1 split measured faster or level (D = 128 at 1.03, 1.45-1.7 and 2.7 units per
 // SM; 1024 keys; D = 64 at both bands; D = 256 at 1.45 and 2.2; D = 96 at 1.2, paged;
 // contiguous D = 96 at 1.45 and 2048 keys gains 1%, 58.1 -> 57.3, not taken).
+// The lengths (keys) at which a rule of decode_attention_num_splits changes its answer,
+// besides the by-length cap (kMinTokensPerSplit), which only grows with the length: the
+// tail bands below (2048, 4096, 8192), decode_d64_tail_splits (2048) and the large-grid
+// rule (kLargeGridMinKeys). decode_attention_workspace_floats_upto reads them: a rule that
+// tests another length must add it here.
+constexpr int kSplitRuleLengthEdges[] = {2048, kLargeGridMinKeys, 8192};
 inline bool decode_tail_splits_pay(int kernel_head_dim, bool paged, int64_t units, int64_t sms,
                                    int64_t max_kv_len) {
   if (max_kv_len < 2048) return false;
