@@ -601,6 +601,39 @@ def window_long_sweep(iters, copy_bw):
                          **({"window_left": w - 1} if w else {}))
 
 
+# --balanced-short: the balanced schedule (2 splits, 1.1-1.35 units per SM) where the keys
+# read are fewer than the table's capacity: paged tables 4x the sequences' length (serving
+# engines size them for the longest context), and sliding windows on contiguous caches;
+# the same grids at full length first: (D, B, N, capacity, window, contiguous)
+BALANCED_SHORT_ROWS = ([(D, B, N, c, 0, False) for D, B in ((128, 20), (128, 22), (256, 18))
+                        for N in (2048, 4096) for c in (N, 4 * N)]
+                       + [(128, B, 16384, 16384, w, True) for B in (20, 22) for w in (0, 4096)])
+
+
+def balanced_short_sweep(iters, copy_bw):
+    """16-bit GQA 32/8 at 1.1-1.35 units per SM reading fewer keys than the capacity (padded
+    paged tables, windows): the heuristic's count (s0, the balanced schedule), 1 split, 2
+    even splits (CLO_DECODE_STREAMK=0), cuDNN on the keys read first (graph replays, cold L2)."""
+    import dataclasses
+    sms = torch.cuda.get_device_properties(0).multi_processor_count
+    for D, B, N, cap, w, contiguous in BALANCED_SHORT_ROWS:
+        case = cd.paged_case(B, N, 8, torch.float16, D=D, window=w)
+        if cap > N:
+            def padded(make=case.make_inputs, extra=(cap - N) // 16):
+                inp = make()  # table entries past seq_len point at real blocks, as a serving table's may
+                bt = inp["block_tables"]
+                inp["block_tables"] = torch.cat([bt, bt[:, :1].expand(-1, extra)], 1).contiguous()
+                return inp
+            case = dataclasses.replace(case, make_inputs=padded)
+        title = (f"{'contig' if contiguous else 'paged'} D={D} B={B} N={N} capacity={cap} window={w} "
+                 f"({B * 8 / sms:.2f} units/SM)")
+        kw = {"window_left": w - 1} if w else {}
+        _split_sweep_row(case, (0, 1, 2), {"auto": {}}, iters, copy_bw, title, peer="sdpa-cudnn",
+                         contiguous=contiguous, **kw)
+        _split_sweep_row(case, (2,), {"even": {"CLO_DECODE_STREAMK": "0"}}, iters, copy_bw, title,
+                         contiguous=contiguous, **kw)
+
+
 def d64_pair_tail_sweep(iters, copy_bw):
     """Paged 16-bit D=64 GQA 32/8 and MHA at 2-3 blocks per SM (head pairs at 1-1.5 units
     per SM): the heuristic's count (s0), 1-3 splits, 2 splits balanced (sk) and even
@@ -834,6 +867,7 @@ SWEEPS = {
     "d96-paged-long": (lambda iters, copy_bw: d96_sweep(iters, copy_bw, D96_PAGED_LONG_ROWS),
                        "paged 16-bit D=96 at 1.58 and 2.8-3.15 units per SM, 4K / 8K: kernels, pairs, 1-2 splits"),
     "window-long": (window_long_sweep, "paged 16-bit D=80 / 96 reading 4096 keys through a window on 8K / 16K tables"),
+    "balanced-short": (balanced_short_sweep, "the balanced schedule on tables longer than the keys read, and windows"),
     "d64-pair-tail": (d64_pair_tail_sweep, "paged 16-bit D=64 at 2-3 blocks per SM: head pairs balanced / even, splits"),
     "d64-contig-splits": (d64_contig_splits_sweep, "contiguous 16-bit D=64 at 2-3 blocks per SM: 1-4 splits"),
     "d96-contig-balanced": (d96_contig_balanced_sweep,

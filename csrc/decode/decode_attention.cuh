@@ -118,13 +118,15 @@ struct DecodeKernelParams {
 // What a block computes: one (batch, KV head, row tile) unit's keys, or one piece of
 // them. Without the balanced schedule, the block's own indices: split blockIdx.z of an
 // even split of the sequence into num_splits. With it (decode_streamk_piece), a range of
-// the unit's 64-key tiles, counted in the table's capacity, and which of the unit's
-// pieces (at most two) it is.
+// the unit's tiles_cap slots (its 64-key tiles at the table's capacity; decode_piece_key
+// lays them over the keys the sequence reads) and which of the unit's pieces (at most
+// two) it is.
 struct DecodeWork {
   int kvh, row_tile, b;
   int unit_x;  // kvh * row_tiles + row_tile: the split counter's column
   int split, num_splits;
-  int tile_lo, tile_hi;  // the balanced schedule's tiles [tile_lo, tile_hi); tile_hi < 0: an even split
+  int tile_lo, tile_hi;  // the balanced schedule's slots [tile_lo, tile_hi); tile_hi < 0: an even split
+  int tiles_cap;         // the balanced schedule's slots per unit
 };
 CLO_DEVICE DecodeWork decode_block_work(const DecodeKernelParams& p) {
   DecodeWork w;
@@ -136,12 +138,14 @@ CLO_DEVICE DecodeWork decode_block_work(const DecodeKernelParams& p) {
   w.num_splits = p.num_splits;
   w.tile_lo = 0;
   w.tile_hi = -1;
+  w.tiles_cap = 0;
   return w;
 }
-// The balanced schedule: block blockIdx.x of streamk_blocks takes the tiles [lo, hi) of
-// the units' capacity tiles laid end to end (unit-major: batch, then KV head and row
-// tile), lo = blockIdx.x * total / blocks. Every block then reads about the same number
-// of tiles, where an even grid leaves two units on some SMs and one on the others
+// The balanced schedule: block blockIdx.x of streamk_blocks takes the slots [lo, hi) of
+// the units' slots laid end to end (unit-major: batch, then KV head and row tile; a unit
+// has one slot per 64-key tile of the table's capacity, known at launch, and its slots
+// cover the keys it reads: decode_piece_key), lo = blockIdx.x * total / blocks. Every
+// block then reads about the same number of keys, where an even grid leaves two units on some SMs and one on the others
 // (NOTES.md v28). A block's range is one to two units long (blocks < units < 2 x blocks,
 // decode_streamk_blocks), so a unit is cut at most once (two pieces) and a block runs at
 // most three. Its pieces are taken in order from `pos`, which this advances.
@@ -159,6 +163,7 @@ CLO_DEVICE DecodeWork decode_streamk_piece(const DecodeKernelParams& p, DecodeSt
   DecodeWork w;
   w.tile_lo = static_cast<int>(r.pos - unit_start);
   w.tile_hi = static_cast<int>(min(r.hi, unit_start + r.tiles_cap) - unit_start);
+  w.tiles_cap = r.tiles_cap;
   w.b = static_cast<int>(unit / p.units_x);
   w.unit_x = static_cast<int>(unit % p.units_x);
   w.kvh = w.unit_x / p.row_tiles;
@@ -549,11 +554,21 @@ CLO_DEVICE int decode_lowest_key(const DecodeKernelParams& p, int kv_len) {
 CLO_DEVICE int decode_first_key(const DecodeKernelParams& p, int kv_len) {
   return decode_lowest_key(p, kv_len) / kTileTokens * kTileTokens;
 }
+// The key where a balanced piece's slot `slot` (of the unit's tiles_cap) starts: the
+// slots are laid over the 64-key tiles the sequence reads (decode_first_key to kv_len) in
+// proportion, not one slot per tile of the table's capacity, so the blocks' shares stay
+// equal when the sequences are shorter than the capacity (tables sized for the longest
+// context) or read a sliding window. A full sequence without a window gets tile `slot`.
+// Both pieces of a cut unit map their shared slot to the same key: no gap, no overlap.
+CLO_DEVICE int decode_piece_key(const DecodeWork& w, int first, int kv_len, int slot) {
+  const int64_t tiles = kv_len > first ? div_ceil(kv_len - first, kTileTokens) : 0;
+  return first + static_cast<int>(tiles * slot / w.tiles_cap) * kTileTokens;
+}
 // Where this block's split of a kv_len-key sequence starts (splits share the keys from
-// decode_first_key on; a balanced piece starts at its first tile, or there).
+// decode_first_key on; a balanced piece: decode_piece_key).
 CLO_DEVICE int decode_split_start(const DecodeKernelParams& p, const DecodeWork& w, int kv_len) {
   const int first = decode_first_key(p, kv_len);
-  if (w.tile_hi >= 0) return max(first, w.tile_lo * kTileTokens);
+  if (w.tile_hi >= 0) return decode_piece_key(w, first, kv_len, w.tile_lo);
   return first + w.split * split_tokens(w.num_splits, kv_len - first);
 }
 
@@ -574,8 +589,8 @@ CLO_DEVICE DecodeSplitRange decode_split_range(const DecodeKernelParams& p, cons
   const int first = decode_first_key(p, kv_len);
   if (w.tile_hi >= 0) {
     r.eff = w.num_splits;
-    r.start = max(first, w.tile_lo * kTileTokens);
-    r.end = max(r.start, min(kv_len, w.tile_hi * kTileTokens));
+    r.start = decode_piece_key(w, first, kv_len, w.tile_lo);
+    r.end = max(r.start, min(kv_len, decode_piece_key(w, first, kv_len, w.tile_hi)));
   } else {
     r.eff = effective_splits(w.num_splits, kv_len - first);
     const int tokens_per_split = split_tokens(w.num_splits, kv_len - first);
