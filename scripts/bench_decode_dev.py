@@ -634,6 +634,32 @@ def balanced_short_sweep(iters, copy_bw):
                          contiguous=contiguous, **kw)
 
 
+# --balanced-ragged: the balanced schedule's grids (2 splits, 1.1-1.35 units per SM) with
+# ragged lengths, uniform in [N/4, N] (seeded), table capacity N: (D, B, N)
+BALANCED_RAGGED_ROWS = [(128, B, N) for B in (20, 22) for N in (4096, 8192)] + [(256, 18, 4096)]
+
+
+def balanced_ragged_sweep(iters, copy_bw):
+    """Paged 16-bit GQA 32/8 with ragged lengths at 1.1-1.35 units per SM: the heuristic's
+    count (s0, the balanced schedule), 1 split, 2 even splits (CLO_DECODE_STREAMK=0); no
+    peer (SDPA reads one length). % of copy counts the keys read."""
+    import dataclasses
+    sms = torch.cuda.get_device_properties(0).multi_processor_count
+    for D, B, N in BALANCED_RAGGED_ROWS:
+        lens = torch.randint(N // 4, N + 1, (B,), generator=torch.Generator().manual_seed(B * N + D), dtype=torch.int32)
+        case = cd.paged_case(B, N, 8, torch.float16, D=D)
+        case = dataclasses.replace(case, bytes=case.bytes * float(lens.sum()) / (B * N))
+
+        def ragged(make=case.make_inputs, lens=lens):
+            inp = make()
+            inp["seq_lens"] = lens.to("cuda")
+            return inp
+        case = dataclasses.replace(case, make_inputs=ragged)
+        title = f"paged D={D} B={B} N={N} ragged [{N // 4}, {N}] mean {float(lens.float().mean()):.0f} ({B * 8 / sms:.2f} units/SM)"
+        _split_sweep_row(case, (0, 1, 2), {"auto": {}}, iters, copy_bw, title)
+        _split_sweep_row(case, (2,), {"even": {"CLO_DECODE_STREAMK": "0"}}, iters, copy_bw, title)
+
+
 def d64_pair_tail_sweep(iters, copy_bw):
     """Paged 16-bit D=64 GQA 32/8 and MHA at 2-3 blocks per SM (head pairs at 1-1.5 units
     per SM): the heuristic's count (s0), 1-3 splits, 2 splits balanced (sk) and even
@@ -868,6 +894,7 @@ SWEEPS = {
                        "paged 16-bit D=96 at 1.58 and 2.8-3.15 units per SM, 4K / 8K: kernels, pairs, 1-2 splits"),
     "window-long": (window_long_sweep, "paged 16-bit D=80 / 96 reading 4096 keys through a window on 8K / 16K tables"),
     "balanced-short": (balanced_short_sweep, "the balanced schedule on tables longer than the keys read, and windows"),
+    "balanced-ragged": (balanced_ragged_sweep, "the balanced schedule's grids with ragged lengths"),
     "d64-pair-tail": (d64_pair_tail_sweep, "paged 16-bit D=64 at 2-3 blocks per SM: head pairs balanced / even, splits"),
     "d64-contig-splits": (d64_contig_splits_sweep, "contiguous 16-bit D=64 at 2-3 blocks per SM: 1-4 splits"),
     "d96-contig-balanced": (d96_contig_balanced_sweep,
