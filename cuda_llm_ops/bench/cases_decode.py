@@ -46,6 +46,11 @@ BATCHES = (1, 16, 64)
 CONTEXTS = (1024, 4096, 16384)
 # Grids between one and two thread blocks per SM (136 and 192 blocks on 132 SMs)
 MID_GRIDS = ((17, 1024, 8), (24, 2048, 8))
+# Serving tables (preset "all"): block tables 4x the sequences' length, as engines size them
+# for the longest context, at a grid where the split heuristic takes the balanced schedule
+# (160 blocks: 2 splits), with the same grid at full capacity beside it: (B, N, Hkv)
+SERVING_TABLE_GRIDS = ((20, 4096, 8),)
+SERVING_TABLE_FACTOR = 4
 KV_HEADS = (32, 8)
 HQ, HEAD_DIM, BLOCK_SIZE = 32, 128, 16
 # Head dims besides the issue's 128 (preset "all" only): B=64 at this context, GQA 32/8
@@ -65,15 +70,20 @@ TORCH_PAGED_MAX_BYTES = 3 << 30
 
 
 def make_paged_inputs(B: int, Hq: int, Hkv: int, N: int, D: int, block_size: int,
-                      dtype: torch.dtype, Nq: int = 1) -> dict[str, Any]:
+                      dtype: torch.dtype, Nq: int = 1, capacity: int = 0) -> dict[str, Any]:
     """Random q `[B, Hq, D]` (`[B, Hq, Nq, D]` for Nq > 1 new tokens) and a paged cache
-    holding N keys per sequence in shuffled blocks."""
+    holding N keys per sequence in shuffled blocks; `capacity` > N: block tables that
+    many keys long (as a serving engine sizes them for the longest context), the entries
+    past N pointing at block 0."""
     nblk = (N + block_size - 1) // block_size
     num_blocks = B * nblk
     q = torch.randn(B, Hq, *((Nq,) if Nq > 1 else ()), D, device="cuda", dtype=dtype)
     k_cache = torch.randn(num_blocks, block_size, Hkv, D, device="cuda", dtype=dtype)
     v_cache = torch.randn(num_blocks, block_size, Hkv, D, device="cuda", dtype=dtype)
     block_tables = torch.randperm(num_blocks, device="cuda").view(B, nblk).to(torch.int32)
+    extra = max(0, -(-capacity // block_size) - nblk)
+    if extra:
+        block_tables = torch.cat([block_tables, block_tables.new_zeros(B, extra)], 1).contiguous()
     seq_lens = torch.full((B,), N, dtype=torch.int32, device="cuda")
     return {"q": q, "k_cache": k_cache, "v_cache": v_cache, "block_tables": block_tables, "seq_lens": seq_lens}
 
@@ -203,15 +213,18 @@ def torch_paged_peer() -> BenchImpl:
 
 
 def paged_case(B: int, N: int, Hkv: int, dtype: torch.dtype, Hq: int = HQ, D: int = HEAD_DIM,
-               block_size: int = BLOCK_SIZE, op: str = "paged_attention", window: int = 0, Nq: int = 1) -> BenchCase:
+               block_size: int = BLOCK_SIZE, op: str = "paged_attention", window: int = 0, Nq: int = 1,
+               capacity: int = 0) -> BenchCase:
     """`window` > 0: a sliding window of that many keys (ours: window_left = window - 1;
     the SDPA peers on the last `window` keys; bytes: those keys). `Nq` > 1: that many new
-    tokens per sequence (speculative decoding; the SDPA peers with a bottom-right causal mask)."""
+    tokens per sequence (speculative decoding; the SDPA peers with a bottom-right causal mask).
+    `capacity` > N (paged): block tables that many keys long, N keys in each sequence (the
+    SDPA peers on the N keys)."""
     w = decode_attention_work(B, Hq, Hkv, min(N, window) if window else N, D,
                               torch.empty((), dtype=dtype).element_size(), seq_len_q=Nq)
 
     def make_inputs():
-        return make_paged_inputs(B, Hq, Hkv, N, D, block_size, dtype, Nq)
+        return make_paged_inputs(B, Hq, Hkv, N, D, block_size, dtype, Nq, capacity)
 
     ours = ours_paged(window) if op == "paged_attention" else ours_contiguous()
     impls = [sdpa_peer(p, window) for p in SDPA_BACKENDS] + [ours]
@@ -220,12 +233,14 @@ def paged_case(B: int, N: int, Hkv: int, dtype: torch.dtype, Hq: int = HQ, D: in
     return BenchCase(
         op=op, dtype=dtype,
         shape={"B": B, "Hq": Hq, "Hkv": Hkv, "N": N, "D": D, "block_size": block_size,
-               **({"window": window} if window else {}), **({"Nq": Nq} if Nq > 1 else {})},
+               **({"window": window} if window else {}), **({"Nq": Nq} if Nq > 1 else {}),
+               **({"capacity": capacity} if capacity > N else {})},
         flops=w.flops, bytes=w.bytes, compute="fp16_tc" if dtype == torch.float16 else "bf16_tc",
         make_inputs=make_inputs, impls=impls, reference=None,
         rel_tol={torch.float16: 1e-2, torch.bfloat16: 3e-2}[dtype], cold_l2=True, cuda_graph=True,
         label=f"B={B} N={N} {'MHA' if Hkv == Hq else f'GQA {Hq}/{Hkv}'}" + ("" if D == HEAD_DIM else f" D={D}")
-        + (f" window={window}" if window else "") + (f" Nq={Nq}" if Nq > 1 else ""),
+        + (f" window={window}" if window else "") + (f" Nq={Nq}" if Nq > 1 else "")
+        + (f" in a {capacity}-key table" if capacity > N else ""),
         x_key="N")
 
 
@@ -244,6 +259,8 @@ def paged_attention_cases(dtype: torch.dtype, preset: str, quick: bool) -> list[
         cases += [paged_case(b, 16384, 8, dtype, window=SLIDING_WINDOW) for b in (1, 16)]
         cases += [paged_case(b, n, 8, dtype, Nq=SPEC_TOKENS) for b, n in ((1, 16384), (16, 4096))]
         cases += [paged_case(b, n, h, dtype) for b, n, h in MID_GRIDS]
+        cases += [paged_case(b, n, h, dtype, capacity=c) for b, n, h in SERVING_TABLE_GRIDS
+                  for c in (n, SERVING_TABLE_FACTOR * n)]
     return cases
 
 
