@@ -637,16 +637,19 @@ def balanced_short_sweep(iters, copy_bw):
 # --balanced-ragged: the balanced schedule's grids (2 splits, 1.1-1.35 units per SM) with
 # ragged lengths, uniform in [N/4, N] (seeded), table capacity N: (D, B, N)
 BALANCED_RAGGED_ROWS = [(128, B, N) for B in (20, 22) for N in (4096, 8192)] + [(256, 18, 4096)]
+# ... and at uniform lengths (lo = N): where both plans cut the same pieces
+BALANCED_UNIFORM_ROWS = [(128, 20, 4096), (128, 22, 2048), (256, 18, 2048)]
 
 
 def balanced_ragged_sweep(iters, copy_bw):
     """Paged 16-bit GQA 32/8 with ragged lengths at 1.1-1.35 units per SM: the heuristic's
-    count (s0, the balanced schedule), 1 split, 2 even splits (CLO_DECODE_STREAMK=0); no
-    peer (SDPA reads one length). % of copy counts the keys read."""
+    count (s0, the balanced schedule by length), 1 split, 2 even splits (CLO_DECODE_STREAMK=0)
+    and the balanced schedule by capacity (=2); no peer (SDPA reads one length). % of copy
+    counts the keys read."""
     import dataclasses
     sms = torch.cuda.get_device_properties(0).multi_processor_count
-    for D, B, N in BALANCED_RAGGED_ROWS:
-        lens = torch.randint(N // 4, N + 1, (B,), generator=torch.Generator().manual_seed(B * N + D), dtype=torch.int32)
+    for D, B, N, lo in [(*r, r[2] // 4) for r in BALANCED_RAGGED_ROWS] + [(*r, r[2]) for r in BALANCED_UNIFORM_ROWS]:
+        lens = torch.randint(lo, N + 1, (B,), generator=torch.Generator().manual_seed(B * N + D), dtype=torch.int32)
         case = cd.paged_case(B, N, 8, torch.float16, D=D)
         case = dataclasses.replace(case, bytes=case.bytes * float(lens.sum()) / (B * N))
 
@@ -655,9 +658,10 @@ def balanced_ragged_sweep(iters, copy_bw):
             inp["seq_lens"] = lens.to("cuda")
             return inp
         case = dataclasses.replace(case, make_inputs=ragged)
-        title = f"paged D={D} B={B} N={N} ragged [{N // 4}, {N}] mean {float(lens.float().mean()):.0f} ({B * 8 / sms:.2f} units/SM)"
+        title = f"paged D={D} B={B} N={N} ragged [{lo}, {N}] mean {float(lens.float().mean()):.0f} ({B * 8 / sms:.2f} units/SM)"
         _split_sweep_row(case, (0, 1, 2), {"auto": {}}, iters, copy_bw, title)
-        _split_sweep_row(case, (2,), {"even": {"CLO_DECODE_STREAMK": "0"}}, iters, copy_bw, title)
+        _split_sweep_row(case, (2,), {"even": {"CLO_DECODE_STREAMK": "0"}, "bycap": {"CLO_DECODE_STREAMK": "2"}},
+                         iters, copy_bw, title)
 
 
 def d64_pair_tail_sweep(iters, copy_bw):

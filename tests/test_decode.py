@@ -683,6 +683,70 @@ def test_balanced_schedule_matches_reference():
         assert llm.decode_num_splits(sms // 4, 8, 4, 8192, 96, torch.float16, paged=False) == 1
 
 
+def _len_plan_runs(lens, units_x, blocks, window_left=-1, nq=1):
+    """Whether decode_streamk_len_range takes the by-length plan for these lengths (else the
+    capacity plan): every unit at most two shares long, a share at most 5 shortest units."""
+    def slots(n):
+        lowest = max(0, n - nq - window_left) if window_left >= 0 else 0
+        first = lowest // 64 * 64
+        return -(-(n - first) // 64) if n > first else 1
+    w = [slots(n) for n in lens]
+    total = sum(w) * units_x
+    return max(w) <= 2 * (total // blocks) and -(-(-(-total // blocks)) // min(w)) + 1 <= 6
+
+
+def test_balanced_schedule_by_length():
+    """Paged 2-split calls in the balanced band on sm_90 share the keys each sequence reads,
+    planned on the device from seq_lens (csrc/decode/NOTES.md v38): ragged batches whose
+    plan cuts units in up to three pieces (the third partial slot) and gives blocks up to
+    six pieces, GQA and MHA, D = 128 and 256, bf16, two row tiles (Nq 5), a sliding window,
+    block sizes 16 and 64; graph replays whose lengths switch between the by-length plan
+    and the capacity plan (a zero length); every result against the reference."""
+    require_op("paged_attention")
+    sms = torch.cuda.get_device_properties(0).multi_processor_count
+    gen = torch.Generator().manual_seed(38)
+    # (units per SM, KV heads, group, Nq, D, dtype, block size, window_left, (shortest, longest))
+    cases = [(1.2, 8, 4, 1, 128, torch.float16, 16, -1, (1000, 3000)),
+             (1.3, 8, 4, 1, 128, torch.bfloat16, 64, -1, (600, 2100)),
+             (1.2, 32, 1, 1, 128, torch.float16, 16, 700, (900, 2500)),
+             (1.1, 4, 4, 5, 128, torch.float16, 16, -1, (500, 1500)),
+             (1.15, 4, 8, 1, 256, torch.bfloat16, 16, -1, (400, 1200))]
+    for i, (per_sm, hkv, group, nq, d, dt, bs, window, (lo, hi)) in enumerate(cases):
+        row_tiles = -(-group * nq // 16)
+        b = int(per_sm * sms) // (hkv * row_tiles) + 1
+        units_x = hkv * row_tiles
+        lens = [int(x) for x in torch.randint(lo, hi + 1, (b,), generator=gen)]
+        lens[:2] = [lo, hi]
+        assert _len_plan_runs(lens, units_x, sms, window, nq), (i, lens)
+        q, kc, vc, table, sl = make_paged_problem(lens, hkv, group, d, bs, dt, 380 + i)
+        if nq > 1:
+            q = torch.randn(b, nq, hkv * group, d, device="cuda").to(dt).transpose(1, 2)
+        what = f"case {i}: B={b} Hkv={hkv} G={group} Nq={nq} D={d} bs={bs} window={window} lens {lo}-{hi}"
+        out, ws = torch.empty_like(q), llm.paged_attention_workspace(q, kc, table, num_splits=2)
+
+        def call(q=q, kc=kc, vc=vc, table=table, sl=sl, out=out, ws=ws, window=window):
+            return llm.paged_attention(q, kc, vc, table, sl, out=out, workspace=ws, num_splits=2, window_left=window,
+                                       check_indices=False)
+        poison_(out)
+        call()
+        assert_close(out, paged_attention_reference(q, kc, vc, table, sl, window_left=window), dtype=dt, what=what)
+        assert llm.decode_workspace_counters_idle(ws), what
+        if i == 0:  # replays: new ragged lengths, one with a zero length (the capacity plan), uniform ones
+            graph, _ = capture_graph(call)
+            cap = table.shape[1] * bs
+            for trial, new in enumerate((torch.randint(lo, hi + 1, (b,), generator=gen),
+                                         torch.cat([torch.zeros(1, dtype=torch.int64),
+                                                    torch.randint(lo, hi + 1, (b - 1,), generator=gen)]),
+                                         torch.full((b,), cap), torch.randint(1, cap + 1, (b,), generator=gen))):
+                sl.copy_(new.to(torch.int32))
+                q.copy_(torch.randn_like(q))
+                poison_(out)
+                graph.replay()
+                assert_close(out, paged_attention_reference(q, kc, vc, table, sl), dtype=dt,
+                             what=f"{what}, replay {trial} (by length: {_len_plan_runs(new.tolist(), units_x, sms)})")
+            assert llm.decode_workspace_counters_idle(ws), what
+
+
 def test_d64_tail_splits():
     """16-bit head_dim 64 at 2-3 blocks per SM on sm_90 (csrc/decode/NOTES.md v31): paged
     calls in head pairs take 2 splits (the balanced schedule on the head_dim-128 kernel) at

@@ -123,8 +123,9 @@ int decode_attention_num_splits(int batch, int num_kv_heads, int rows_per_kv_hea
                                 DType dtype, bool paged, int seq_len_q);
 
 // Workspace of split calls (num_splits > 1), W = workspace_floats elements:
-//  - from the start: partial outputs [splits, B*Hq*Nq, D] and (max, sum) pairs
-//    [splits, B*Hq*Nq, 2] (float32), written and read within one call;
+//  - from the start: partial outputs [slots, B*Hq*Nq, D] and (max, sum) pairs
+//    [slots, B*Hq*Nq, 2] (float32; slots = decode_partial_slots(splits)), written and
+//    read within one call;
 //  - the last decode_workspace_counter_slots(W) = ceil(W / 128) elements: int32
 //    split counters, one per (batch, KV head, 16-row tile), counted up by the splits
 //    from kSplitCounterIdle and reset to it by the block that merges. They must hold
@@ -147,6 +148,11 @@ constexpr int kSplitCounterIdle = 0x600DC0DE;
 // Sets every counter slot of a workspace of `workspace_floats` floats to
 // kSplitCounterIdle (one small kernel on `stream`; the partials need nothing).
 cudaError_t decode_workspace_init(float* workspace, int64_t workspace_floats, cudaStream_t stream);
+
+// Partial-output slots per query row of a call with num_splits splits: num_splits, and 3 for
+// 2: a 2-split call that runs the balanced schedule by length (decode_streamk_len_range)
+// cuts a sequence in up to three pieces.
+constexpr int decode_partial_slots(int num_splits) { return num_splits == 2 ? 3 : num_splits; }
 
 // Floats of workspace a call with `num_splits` splits needs (0 when num_splits == 1):
 // the smallest W with W - counter_slots(W) >= the partials. Any larger buffer fits too

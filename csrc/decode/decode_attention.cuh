@@ -27,6 +27,8 @@
 //    registers one iteration ahead, so the gather never waits on the table.
 #pragma once
 
+#include <climits>
+
 #include <cmath>
 
 #include <type_traits>
@@ -90,6 +92,9 @@ struct DecodeKernelParams {
   // (batch, KV head, row tile) units' 64-key tiles equally, in order, each unit in at most
   // two pieces (units >= blocks), merged like 2 splits.
   int streamk_blocks;
+  // ... shared by the keys each sequence reads, planned on the device from seq_lens
+  // (decode_streamk_len_range; paged caches: the host does not see their lengths)
+  bool streamk_by_len;
   float scale_log2;
   // Logit soft-capping: score (log2 domain) = cap_log2 * tanh(q.k * cap_scale) where
   // cap_scale = scale / cap and cap_log2 = cap * log2(e); cap_scale 0: off (q.k * scale_log2).
@@ -151,12 +156,13 @@ CLO_DEVICE DecodeWork decode_block_work(const DecodeKernelParams& p) {
 // most three. Its pieces are taken in order from `pos`, which this advances.
 struct DecodeStreamKRange {
   int64_t pos, hi;
-  int tiles_cap;
+  int tiles_cap;  // > 0: a unit's slots are its capacity tiles; 0: the tiles it reads (by length)
+  int64_t total;  // by length: every unit's slots
 };
 CLO_DEVICE DecodeStreamKRange decode_streamk_range(const DecodeKernelParams& p, int capacity) {
   const int tiles_cap = (capacity + kTileTokens - 1) / kTileTokens;
   const int64_t total = static_cast<int64_t>(p.batch) * p.units_x * tiles_cap;
-  return {total * blockIdx.x / p.streamk_blocks, total * (blockIdx.x + 1) / p.streamk_blocks, tiles_cap};
+  return {total * blockIdx.x / p.streamk_blocks, total * (blockIdx.x + 1) / p.streamk_blocks, tiles_cap, total};
 }
 CLO_DEVICE DecodeWork decode_streamk_piece(const DecodeKernelParams& p, DecodeStreamKRange& r) {
   const int64_t unit = r.pos / r.tiles_cap, unit_start = unit * r.tiles_cap;
@@ -173,6 +179,7 @@ CLO_DEVICE DecodeWork decode_streamk_piece(const DecodeKernelParams& p, DecodeSt
   r.pos = unit_start + w.tile_hi;
   return w;
 }
+
 
 // The kernels that run head pairs (decode_packs_head_pairs).
 template <int D>
@@ -554,13 +561,94 @@ CLO_DEVICE int decode_lowest_key(const DecodeKernelParams& p, int kv_len) {
 CLO_DEVICE int decode_first_key(const DecodeKernelParams& p, int kv_len) {
   return decode_lowest_key(p, kv_len) / kTileTokens * kTileTokens;
 }
+
+// The balanced schedule by the keys read (p.streamk_by_len): a unit's slots are the 64-key
+// tiles it reads (at least one, so an empty sequence still gets its output written),
+// laid end to end as above; block i takes [total * i / blocks, total * (i + 1) / blocks).
+// With ragged lengths a static share of the capacity leaves the blocks as uneven as the
+// lengths (NOTES.md v37: 0-14% behind even 2-split grids); this share is even whatever
+// they are. Planned by every warp from seq_lens (the same answer in each: no smem, no
+// barrier), so all lanes of the calling warp must call these. A unit is cut at most twice
+// (3 partial slots: decode_partial_slots) and a block runs at most kMaxPieces pieces;
+// where the lengths allow neither (a unit longer than two shares; units so short that a
+// share holds more) the static plan runs instead (tiles_cap > 0).
+constexpr int kDecodeLenPlanMaxPieces = 6;
+template <class KV>
+CLO_DEVICE int decode_unit_slots(const DecodeKernelParams& p, const KV& kv, int b) {
+  bool bad = false;  // a seq_len past the table: read as 0 here, NaN output (check_len)
+  const int kv_len = kv.check_len(kv.load_len(b), bad);
+  const int first = decode_first_key(p, kv_len);
+  return kv_len > first ? div_ceil(kv_len - first, kTileTokens) : 1;
+}
+template <class KV>
+CLO_DEVICE DecodeStreamKRange decode_streamk_len_range(const DecodeKernelParams& p, const KV& kv) {
+  const int lane = threadIdx.x & 31;
+  int64_t seq_slots = 0;
+  int longest_unit = 0, shortest_unit = INT_MAX;
+  for (int b0 = 0; b0 < p.batch; b0 += 32) {
+    const bool in = b0 + lane < p.batch;
+    const int w = in ? decode_unit_slots(p, kv, b0 + lane) : 0;
+    seq_slots += warp_reduce_sum(static_cast<int64_t>(w));
+    longest_unit = max(longest_unit, warp_reduce_max(w));
+    shortest_unit = min(shortest_unit, warp_reduce_min(in ? w : INT_MAX));
+  }
+  const int64_t total = seq_slots * p.units_x, blocks = p.streamk_blocks;
+  const int64_t share_lo = total / blocks, share_hi = div_ceil(total, blocks);
+  const bool fits = longest_unit <= 2 * share_lo && div_ceil(share_hi, static_cast<int64_t>(shortest_unit)) + 1 <=
+                                                         kDecodeLenPlanMaxPieces;
+  if (!fits) return decode_streamk_range(p, kv.capacity());
+  return {total * blockIdx.x / blocks, total * (blockIdx.x + 1) / blocks, 0, total};
+}
+// The next piece of a by-length range: the unit holding slot r.pos (a warp-wide search over
+// the sequences' slot prefix sums), its slots up to r.hi; which piece of the unit it is and
+// how many the unit has, from the blocks' boundaries inside it.
+template <class KV>
+CLO_DEVICE DecodeWork decode_streamk_len_piece(const DecodeKernelParams& p, const KV& kv, DecodeStreamKRange& r) {
+  const int lane = threadIdx.x & 31;
+  int64_t seq_start = 0, base = 0;
+  int b = p.batch - 1, unit_slots = 1;
+  for (int b0 = 0; b0 < p.batch; b0 += 32) {
+    const bool in = b0 + lane < p.batch;
+    const int w = in ? decode_unit_slots(p, kv, b0 + lane) : 0;
+    const int64_t span = static_cast<int64_t>(w) * p.units_x;
+    const int64_t end = base + warp_inclusive_sum(span);
+    const unsigned hit = __ballot_sync(kFullMask, in && r.pos < end && r.pos >= end - span);
+    if (hit != 0) {
+      const int src = __ffs(hit) - 1;
+      b = b0 + src;
+      seq_start = __shfl_sync(kFullMask, end - span, src);
+      unit_slots = __shfl_sync(kFullMask, w, src);
+      break;
+    }
+    base = __shfl_sync(kFullMask, end, 31);
+  }
+  const int64_t j = (r.pos - seq_start) / unit_slots, unit_start = seq_start + j * unit_slots;
+  DecodeWork w;
+  w.b = b;
+  w.unit_x = static_cast<int>(j);
+  w.kvh = w.unit_x / p.row_tiles;
+  w.row_tile = w.unit_x % p.row_tiles;
+  w.tile_lo = static_cast<int>(r.pos - unit_start);
+  w.tile_hi = static_cast<int>(min(r.hi, unit_start + unit_slots) - unit_start);
+  w.tiles_cap = 0;
+  // #{i >= 0 : total * i / blocks <= x}: the blocks' starts at or before slot x
+  const int64_t blocks = p.streamk_blocks;
+  auto starts_upto = [&](int64_t x) { return div_ceil((x + 1) * blocks, r.total); };
+  const int64_t before = starts_upto(unit_start);
+  w.split = static_cast<int>(starts_upto(r.pos) - before);
+  w.num_splits = static_cast<int>(starts_upto(unit_start + unit_slots - 1) - before) + 1;
+  r.pos = unit_start + w.tile_hi;
+  return w;
+}
 // The key where a balanced piece's slot `slot` (of the unit's tiles_cap) starts: the
 // slots are laid over the 64-key tiles the sequence reads (decode_first_key to kv_len) in
 // proportion, not one slot per tile of the table's capacity, so the blocks' shares stay
 // equal when the sequences are shorter than the capacity (tables sized for the longest
 // context) or read a sliding window. A full sequence without a window gets tile `slot`.
 // Both pieces of a cut unit map their shared slot to the same key: no gap, no overlap.
+// By-length pieces (tiles_cap 0: decode_streamk_len_piece) count their slots in the tiles read.
 CLO_DEVICE int decode_piece_key(const DecodeWork& w, int first, int kv_len, int slot) {
+  if (w.tiles_cap == 0) return first + slot * kTileTokens;
   const int64_t tiles = kv_len > first ? div_ceil(kv_len - first, kTileTokens) : 0;
   return first + static_cast<int>(tiles * slot / w.tiles_cap) * kTileTokens;
 }
@@ -1383,14 +1471,15 @@ cudaError_t run_decode_attention(const DecodeAttentionArgs& a, cudaStream_t stre
   if (a.num_splits > 1) {
     // Workspace layout (decode.h): partials from the start, split counters in the
     // last decode_workspace_counter_slots(workspace_floats) slots.
-    const int64_t partials = static_cast<int64_t>(a.num_splits) * p.total_rows * (head_cols + 2);
+    const int64_t partial_slots = decode_partial_slots(a.num_splits);
+    const int64_t partials = partial_slots * p.total_rows * (head_cols + 2);
     const int64_t counters = static_cast<int64_t>(grid.x) * grid.y;
     const int64_t slots = decode_workspace_counter_slots(a.workspace_floats);
     if (a.workspace == nullptr || reinterpret_cast<uintptr_t>(a.workspace) % 16 != 0 || counters > slots ||
         partials > a.workspace_floats - slots)
       return cudaErrorInvalidValue;
     p.partial_o = a.workspace;
-    p.partial_state = reinterpret_cast<float2*>(a.workspace + a.num_splits * p.total_rows * head_cols);
+    p.partial_state = reinterpret_cast<float2*>(a.workspace + partial_slots * p.total_rows * head_cols);
     p.split_counters = reinterpret_cast<int*>(a.workspace + (a.workspace_floats - slots));
   }
   // Kernel choice: decode_tma_stages_for (decode_internal.h, NOTES.md v8, v23). Tensor maps
@@ -1415,6 +1504,7 @@ cudaError_t run_decode_attention(const DecodeAttentionArgs& a, cudaStream_t stre
         if (box_rows > 0) {
           DecodeKernelParams ps = p;
           ps.streamk_blocks = static_cast<int>(sk_blocks);
+          ps.streamk_by_len = kPaged && decode_dev_streamk_by_len();  // contiguous: one length
           const cudaError_t err = launch_decode_attention_tma_stages<T, D, KVT>(
               stages, ps, kv, dim3(static_cast<unsigned>(sk_blocks)), stream, pdl, maps, box_rows);
           if (err != cudaErrorNotSupported) return err;

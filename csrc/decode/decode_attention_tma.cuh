@@ -25,10 +25,10 @@ namespace cuda_llm_ops::decode {
 constexpr int kTmaMathWarps = kDecodeWarps;  // 4 x 16 keys of a 64-key tile
 constexpr int kTmaThreads = (kTmaMathWarps + 1) * 32;
 constexpr int kStartupBarrier = 1;  // named barrier id (0 is __syncthreads'; 2 is kEpilogueBarrier)
-// Pieces of the balanced schedule one block runs at most: its range is more than one and at
-// most two units long (decode_streamk_blocks), so one cut unit, at most one whole one, one
-// cut unit.
-constexpr int kDecodeMaxPieces = 3;
+// Pieces of the balanced schedule one block runs at most: by capacity its range is more than
+// one and at most two units long (decode_streamk_blocks), so one cut unit, at most one whole
+// one, one cut unit; by length (decode_streamk_len_range) up to kDecodeLenPlanMaxPieces.
+constexpr int kDecodeMaxPieces = kDecodeLenPlanMaxPieces;
 
 // [K/V stages][Q rows][one "full" (the tile's boxes) and one "empty" (4 arrivals)
 // mbarrier per stage]: the cp.async kernel's plan with the barriers as its extra.
@@ -142,6 +142,18 @@ __global__ void __launch_bounds__(kTmaThreads)
   if (producer) decode_prefetch_inputs<D>(p, w, kv, spec_start);
   pdl_wait_primary();
   pdl_launch_dependents();
+  if constexpr (kBalanced) {
+    // By length: the plan reads seq_lens, so after the wait; the prefetch above used the
+    // capacity plan's first piece (the same one where every sequence fills its table).
+    if (p.streamk_by_len) {
+      DecodeStreamKRange by_len = decode_streamk_len_range(p, kv);
+      if (by_len.tiles_cap == 0) {
+        sk = by_len;
+        w = decode_streamk_len_piece(p, kv, sk);
+        spec_start = decode_split_start(p, w, kv.capacity());
+      }
+    }
+  }
   // Tiles of the earlier pieces: the stages and the mbarriers' phases run on across pieces.
   int tiles_done = 0;
   if constexpr (kBalanced) {
@@ -380,7 +392,7 @@ __global__ void __launch_bounds__(kTmaThreads)
     tiles_done += n_tiles;
     more = kBalanced && sk.pos < sk.hi && piece + 1 < kDecodeMaxPieces;
     if (more) {
-      w = decode_streamk_piece(p, sk);
+      w = sk.tiles_cap > 0 ? decode_streamk_piece(p, sk) : decode_streamk_len_piece(p, kv, sk);
       spec_start = decode_split_start(p, w, kv.capacity());
     }
   }  // pieces

@@ -70,6 +70,11 @@ bool decode_dev_streamk() {
   return dev_knob("CLO_DECODE_STREAMK", dev_mode, 1) != 0;
 }
 
+bool decode_dev_streamk_by_len() {
+  static bool dev_mode = std::getenv("CLO_DECODE_STREAMK") != nullptr;
+  return dev_knob("CLO_DECODE_STREAMK", dev_mode, 1) != 2;
+}
+
 int decode_dev_smem_limit() {
   static bool dev_mode = std::getenv("CLO_DECODE_SMEM_LIMIT") != nullptr;
   return dev_knob("CLO_DECODE_SMEM_LIMIT", dev_mode, 0);
@@ -125,7 +130,7 @@ int64_t decode_attention_workspace_floats(int batch, int num_q_heads, int seq_le
   // Rows sized at least 64 floats wide (head dims below 64 use less): 2 splits x 66 floats
   // per row >= 128 is what keeps a call's counters (<= rows) inside the counter slots.
   const int64_t width = std::max(head_dim, kMinWorkspaceRowFloats) + 2;
-  const int64_t partials = static_cast<int64_t>(num_splits) * rows * width;
+  const int64_t partials = static_cast<int64_t>(decode_partial_slots(num_splits)) * rows * width;
   // W = partials + k meets W - ceil(W / 128) >= partials once k >= partials / 127.
   return partials + (partials + kWorkspaceFloatsPerCounter - 2) / (kWorkspaceFloatsPerCounter - 1);
 }

@@ -22,6 +22,25 @@ CLO_DEVICE T warp_reduce_max(T val) {
   return val;
 }
 
+template <typename T>
+CLO_DEVICE T warp_reduce_min(T val) {
+#pragma unroll
+  for (int offset = 16; offset > 0; offset >>= 1) val = min(val, __shfl_xor_sync(kFullMask, val, offset));
+  return val;
+}
+
+// Inclusive prefix sum over the warp's lanes (lane i gets lanes 0..i's sum).
+template <typename T>
+CLO_DEVICE T warp_inclusive_sum(T val) {
+  const int lane = threadIdx.x & 31;
+#pragma unroll
+  for (int offset = 1; offset < 32; offset <<= 1) {
+    const T up = __shfl_up_sync(kFullMask, val, offset);
+    if (lane >= offset) val += up;
+  }
+  return val;
+}
+
 // Reduction over a group of `Width` consecutive lanes (Width a power of two <= 32),
 // e.g. the 4 lanes that share an accumulator row in an mma.sync fragment.
 template <int Width, typename T>
