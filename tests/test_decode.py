@@ -730,7 +730,7 @@ def test_balanced_schedule_by_length():
         poison_(out)
         call()
         assert_close(out, paged_attention_reference(q, kc, vc, table, sl, window_left=window), dtype=dt, what=what)
-        assert llm.decode_workspace_counters_idle(ws), what
+        assert _counters_idle(ws), what
         if i == 0:  # replays: new ragged lengths, one with a zero length (the capacity plan), uniform ones
             graph, _ = capture_graph(call)
             cap = table.shape[1] * bs
@@ -744,7 +744,7 @@ def test_balanced_schedule_by_length():
                 graph.replay()
                 assert_close(out, paged_attention_reference(q, kc, vc, table, sl), dtype=dt,
                              what=f"{what}, replay {trial} (by length: {_len_plan_runs(new.tolist(), units_x, sms)})")
-            assert llm.decode_workspace_counters_idle(ws), what
+            assert _counters_idle(ws), what
 
 
 def test_d64_tail_splits():

@@ -158,11 +158,12 @@ struct DecodeStreamKRange {
   int64_t pos, hi;
   int tiles_cap;  // > 0: a unit's slots are its capacity tiles; 0: the tiles it reads (by length)
   int64_t total;  // by length: every unit's slots
+  int lane_slots;  // by length, batch <= 32: sequence `lane`'s unit slots (no reload per piece); else -1
 };
 CLO_DEVICE DecodeStreamKRange decode_streamk_range(const DecodeKernelParams& p, int capacity) {
   const int tiles_cap = (capacity + kTileTokens - 1) / kTileTokens;
   const int64_t total = static_cast<int64_t>(p.batch) * p.units_x * tiles_cap;
-  return {total * blockIdx.x / p.streamk_blocks, total * (blockIdx.x + 1) / p.streamk_blocks, tiles_cap, total};
+  return {total * blockIdx.x / p.streamk_blocks, total * (blockIdx.x + 1) / p.streamk_blocks, tiles_cap, total, -1};
 }
 CLO_DEVICE DecodeWork decode_streamk_piece(const DecodeKernelParams& p, DecodeStreamKRange& r) {
   const int64_t unit = r.pos / r.tiles_cap, unit_start = unit * r.tiles_cap;
@@ -274,6 +275,10 @@ struct PagedKV {
     prefetch_l2(seq_lens + b);
     if (pos < capacity()) prefetch_l2(block_tables + b * table_stride + (pos >> log2_block_size));
   }
+  // Every sequence's seq_len, one 128-byte line per lane from `lane` on (the by-length plan).
+  CLO_DEVICE void prefetch_lens(int batch, int lane) const {
+    for (int i = lane * 32; i < batch; i += 32 * 32) prefetch_l2(seq_lens + i);
+  }
   // seq_len outside [0, table capacity] cannot be served without reading past
   // the table: flag it (the output becomes NaN) and read nothing.
   CLO_DEVICE int check_len(int n, bool& bad) const {
@@ -306,6 +311,7 @@ struct StridedKV {
   CLO_DEVICE int capacity() const { return seq_len_k; }
   CLO_DEVICE int load_len(int) const { return seq_len_k; }
   CLO_DEVICE void prefetch_len_and_table(int, int) const {}
+  CLO_DEVICE void prefetch_lens(int, int) const {}
   CLO_DEVICE int check_len(int n, bool&) const { return n; }
 };
 
@@ -584,10 +590,11 @@ template <class KV>
 CLO_DEVICE DecodeStreamKRange decode_streamk_len_range(const DecodeKernelParams& p, const KV& kv) {
   const int lane = threadIdx.x & 31;
   int64_t seq_slots = 0;
-  int longest_unit = 0, shortest_unit = INT_MAX;
+  int longest_unit = 0, shortest_unit = INT_MAX, lane_slots = -1;
   for (int b0 = 0; b0 < p.batch; b0 += 32) {
     const bool in = b0 + lane < p.batch;
     const int w = in ? decode_unit_slots(p, kv, b0 + lane) : 0;
+    if (p.batch <= 32) lane_slots = w;
     seq_slots += warp_reduce_sum(static_cast<int64_t>(w));
     longest_unit = max(longest_unit, warp_reduce_max(w));
     shortest_unit = min(shortest_unit, warp_reduce_min(in ? w : INT_MAX));
@@ -597,7 +604,7 @@ CLO_DEVICE DecodeStreamKRange decode_streamk_len_range(const DecodeKernelParams&
   const bool fits = longest_unit <= 2 * share_lo && div_ceil(share_hi, static_cast<int64_t>(shortest_unit)) + 1 <=
                                                          kDecodeLenPlanMaxPieces;
   if (!fits) return decode_streamk_range(p, kv.capacity());
-  return {total * blockIdx.x / blocks, total * (blockIdx.x + 1) / blocks, 0, total};
+  return {total * blockIdx.x / blocks, total * (blockIdx.x + 1) / blocks, 0, total, lane_slots};
 }
 // The next piece of a by-length range: the unit holding slot r.pos (a warp-wide search over
 // the sequences' slot prefix sums), its slots up to r.hi; which piece of the unit it is and
@@ -609,7 +616,7 @@ CLO_DEVICE DecodeWork decode_streamk_len_piece(const DecodeKernelParams& p, cons
   int b = p.batch - 1, unit_slots = 1;
   for (int b0 = 0; b0 < p.batch; b0 += 32) {
     const bool in = b0 + lane < p.batch;
-    const int w = in ? decode_unit_slots(p, kv, b0 + lane) : 0;
+    const int w = r.lane_slots >= 0 ? r.lane_slots : in ? decode_unit_slots(p, kv, b0 + lane) : 0;
     const int64_t span = static_cast<int64_t>(w) * p.units_x;
     const int64_t end = base + warp_inclusive_sum(span);
     const unsigned hit = __ballot_sync(kFullMask, in && r.pos < end && r.pos >= end - span);

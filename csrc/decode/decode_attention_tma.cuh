@@ -140,6 +140,9 @@ __global__ void __launch_bounds__(kTmaThreads)
   }
   int spec_start = decode_split_start(p, w, kv.capacity());
   if (producer) decode_prefetch_inputs<D>(p, w, kv, spec_start);
+  if constexpr (kBalanced) {
+    if (p.streamk_by_len && warp == 0) kv.prefetch_lens(p.batch, lane);  // the plan's first reads
+  }
   pdl_wait_primary();
   pdl_launch_dependents();
   if constexpr (kBalanced) {
