@@ -145,18 +145,7 @@ __global__ void __launch_bounds__(kTmaThreads)
   }
   pdl_wait_primary();
   pdl_launch_dependents();
-  if constexpr (kBalanced) {
-    // By length: the plan reads seq_lens, so after the wait; the prefetch above used the
-    // capacity plan's first piece (the same one where every sequence fills its table).
-    if (p.streamk_by_len) {
-      DecodeStreamKRange by_len = decode_streamk_len_range(p, kv);
-      if (by_len.tiles_cap == 0) {
-        sk = by_len;
-        w = decode_streamk_len_piece(p, kv, sk);
-        spec_start = decode_split_start(p, w, kv.capacity());
-      }
-    }
-  }
+
   // Tiles of the earlier pieces: the stages and the mbarriers' phases run on across pieces.
   int tiles_done = 0;
   if constexpr (kBalanced) {
@@ -165,7 +154,7 @@ __global__ void __launch_bounds__(kTmaThreads)
     }
   }
   for (int piece = 0, more = 1; more; ++piece) {
-    const int kvh = w.kvh, b = w.b;
+    int kvh = w.kvh, b = w.b;
 #ifdef CLO_DEV_STAMPS
     if (stamps_on && tid == 0) {  // after the wait: a graph's gap is start - previous end
       stamp[8] = clk();
@@ -173,8 +162,8 @@ __global__ void __launch_bounds__(kTmaThreads)
     }
 #endif
 
-    const auto cur = kv.cursor(b, kvh);
-    const int len_raw = kv.load_len(b);
+    auto cur = kv.cursor(b, kvh);
+    int len_raw = kv.load_len(b);
     // Producer lane l < n_boxes owns box l of every tile (keys l * box_rows ..). It keeps
     // the table entries of the next kStages tiles in flight (ent[0] is tile t's): the
     // pipeline's first kStages tiles are issued back to back instead of one table round
@@ -189,6 +178,31 @@ __global__ void __launch_bounds__(kTmaThreads)
       }
     };
     lookup_ahead(spec_start, kv.capacity());
+    if constexpr (kBalanced) {
+      // By length (decode_streamk_len_range): planned from seq_lens, so after the wait, with
+      // the loads of the capacity plan's first piece already in flight: where every sequence
+      // fills its table the plan's first piece is that one and they are kept.
+      if (piece == 0 && p.streamk_by_len) {
+        const DecodeStreamKRange by_len = decode_streamk_len_range(p, kv);
+        if (by_len.tiles_cap == 0) {
+          sk = by_len;
+          const DecodeWork planned = decode_streamk_len_piece(p, kv, sk);
+          const int planned_start = decode_split_start(p, planned, kv.capacity());
+          const bool same_unit = planned.b == w.b && planned.unit_x == w.unit_x;
+          w = planned;
+          if (!same_unit) {
+            kvh = w.kvh;
+            b = w.b;
+            cur = kv.cursor(b, kvh);
+            len_raw = kv.load_len(b);
+          }
+          if (!same_unit || planned_start != spec_start) {
+            spec_start = planned_start;
+            lookup_ahead(spec_start, kv.capacity());
+          }
+        }
+      }
+    }
     // 64-column planes holding real columns: a narrower head dim run on this kernel
     // (decode_kernel_head_dim) may leave whole planes past its row. Those are never loaded
     // (a box wholly outside the tensor is not relied on) and stay zero: set once here, in
