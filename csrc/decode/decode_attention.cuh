@@ -599,6 +599,10 @@ CLO_DEVICE DecodeStreamKRange decode_streamk_len_range(const DecodeKernelParams&
     longest_unit = max(longest_unit, warp_reduce_max(w));
     shortest_unit = min(shortest_unit, warp_reduce_min(in ? w : INT_MAX));
   }
+  // Every sequence reading its whole table: the capacity plan cuts the same pieces, and is
+  // already known (the rest of this plan is on the start-up path).
+  const int tiles_cap = div_ceil(kv.capacity(), kTileTokens);
+  if (shortest_unit == tiles_cap && longest_unit == tiles_cap) return decode_streamk_range(p, kv.capacity());
   const int64_t total = seq_slots * p.units_x, blocks = p.streamk_blocks;
   const int64_t share_lo = total / blocks, share_hi = div_ceil(total, blocks);
   const bool fits = longest_unit <= 2 * share_lo && div_ceil(share_hi, static_cast<int64_t>(shortest_unit)) + 1 <=
