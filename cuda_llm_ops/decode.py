@@ -415,8 +415,9 @@ def decode_workspace(batch: int, num_q_heads: int, num_kv_heads: int, head_dim: 
     is the table capacity (max_blocks_per_seq * block_size) for paged calls, Nk for
     contiguous ones: the size covers every shorter length too, so calls with any sliding
     window fit (they split for the keys they read, min(max_kv_len, window_left + seq_len_q
-    + 63), and a shorter read can split more). Holds [splits, B*Hq*Nq, D] partial
-    outputs and [splits, B*Hq*Nq, 2] softmax states, then int32 split counters in its
+    + 63), and a shorter read can split more). Holds [slots, B*Hq*Nq, D] partial
+    outputs and [slots, B*Hq*Nq, 2] softmax states (slots = splits, and 3 for 2 splits:
+    the balanced schedule may cut a sequence in three), then int32 split counters in its
     last ceil(numel / 128) elements (set to their rest value here; every call leaves
     them so: see the module docstring); a 1-element tensor when the call does not split.
     Any call it is large enough for may use it (pass it unsliced).
