@@ -745,6 +745,17 @@ def test_balanced_schedule_by_length():
                 assert_close(out, paged_attention_reference(q, kc, vc, table, sl), dtype=dt,
                              what=f"{what}, replay {trial} (by length: {_len_plan_runs(new.tolist(), units_x, sms)})")
             assert _counters_idle(ws), what
+    # six pieces per block (the plan's limit, kDecodeLenPlanMaxPieces): short sequences
+    # grouped ahead of long ones, so a share spans several short units
+    b = int(1.2 * sms) // 8 + 1
+    candidates = ([256] * ns + [1536] * (b - ns) for ns in range(round(0.35 * b), round(0.55 * b) + 1))
+    lens = next(c for c in candidates if _len_plan_runs(c, 8, sms))
+    q, kc, vc, table, sl = make_paged_problem(lens, 8, 4, 128, 16, torch.float16, 390)
+    out, ws = poison_(torch.empty_like(q)), llm.paged_attention_workspace(q, kc, table, num_splits=2)
+    llm.paged_attention(q, kc, vc, table, sl, out=out, workspace=ws, num_splits=2, check_indices=False)
+    assert_close(out, paged_attention_reference(q, kc, vc, table, sl), dtype=torch.float16,
+                 what=f"B={b}, {lens.count(256)} short sequences first")
+    assert _counters_idle(ws)
 
 
 def test_d64_tail_splits():

@@ -123,9 +123,9 @@ struct DecodeKernelParams {
 // What a block computes: one (batch, KV head, row tile) unit's keys, or one piece of
 // them. Without the balanced schedule, the block's own indices: split blockIdx.z of an
 // even split of the sequence into num_splits. With it (decode_streamk_piece), a range of
-// the unit's tiles_cap slots (its 64-key tiles at the table's capacity; decode_piece_key
-// lays them over the keys the sequence reads) and which of the unit's pieces (at most
-// two) it is.
+// the unit's slots (by capacity: its tiles_cap tiles at the table's capacity, which
+// decode_piece_key lays over the keys the sequence reads; by length: the tiles it reads)
+// and which of the unit's pieces (at most two by capacity, three by length) it is.
 struct DecodeWork {
   int kvh, row_tile, b;
   int unit_x;  // kvh * row_tiles + row_tile: the split counter's column
@@ -575,7 +575,7 @@ CLO_DEVICE int decode_first_key(const DecodeKernelParams& p, int kv_len) {
 // lengths (NOTES.md v37: 0-14% behind even 2-split grids); this share is even whatever
 // they are. Planned by every warp from seq_lens (the same answer in each: no smem, no
 // barrier), so all lanes of the calling warp must call these. A unit is cut at most twice
-// (3 partial slots: decode_partial_slots) and a block runs at most kMaxPieces pieces;
+// (3 partial slots: decode_partial_slots) and a block runs at most kDecodeLenPlanMaxPieces;
 // where the lengths allow neither (a unit longer than two shares; units so short that a
 // share holds more) the static plan runs instead (tiles_cap > 0).
 constexpr int kDecodeLenPlanMaxPieces = 6;

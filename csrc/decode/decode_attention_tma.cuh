@@ -180,8 +180,9 @@ __global__ void __launch_bounds__(kTmaThreads)
     lookup_ahead(spec_start, kv.capacity());
     if constexpr (kBalanced) {
       // By length (decode_streamk_len_range): planned from seq_lens, so after the wait, with
-      // the loads of the capacity plan's first piece already in flight: where every sequence
-      // fills its table the plan's first piece is that one and they are kept.
+      // the loads of the capacity plan's first piece already in flight (kept where the two
+      // plans' first pieces agree; where every sequence fills its table the plan returns the
+      // capacity range and this branch does not run).
       if (piece == 0 && p.streamk_by_len) {
         const DecodeStreamKRange by_len = decode_streamk_len_range(p, kv);
         if (by_len.tiles_cap == 0) {
