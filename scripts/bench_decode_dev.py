@@ -15,6 +15,7 @@ timed the way the shared anchor figures were (eager, warm L2) and in graph repla
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
 import sys
 
@@ -563,13 +564,18 @@ D80_LONG_ROWS = [(B, 8192, 8, 80, False, (1, 2)) for B in (24, 32, 40, 44, 48, 5
 LONG_CONTIG_ROWS = [(B, 8192, 8, D, True, (1, 2)) for D in (80, 96) for B in (24, 40, 48)]
 
 
+def _unpaired_variants(labels) -> dict[str, dict[str, str]]:
+    """The automatic choice, then each SWEEP_VARIANTS kernel in `labels` without head pairs."""
+    return {"auto": {}, **{lb: {"CLO_DECODE_PACK": "0", **SWEEP_VARIANTS[lb]} for lb in labels}}
+
+
 def d80_wide_sweep(iters, copy_bw, rows=D80_WIDE_ROWS, labels=("cp", "tma2", "tma3")):
     """16-bit D=80 (the D=96 kernels over 80 columns) at 1.7-3.4 blocks per SM: the
     automatic choice against the cp.async kernel and the TMA kernel at 2 / 3 stages
     (`labels`), 1 and 2 splits, cuDNN first (graph replays, cold L2)."""
-    variants = {lb: {"CLO_DECODE_PACK": "0", **SWEEP_VARIANTS[lb]} for lb in labels}
+    variants = _unpaired_variants(labels)
     for B, N, Hkv, D, contiguous, splits in rows:
-        _split_sweep_row(cd.paged_case(B, N, Hkv, torch.float16, D=D), splits, {"auto": {}, **variants}, iters,
+        _split_sweep_row(cd.paged_case(B, N, Hkv, torch.float16, D=D), splits, variants, iters,
                          copy_bw, f"{'contig' if contiguous else 'paged'} D={D} B={B} N={N} Hkv={Hkv}",
                          peer="sdpa-cudnn", contiguous=contiguous)
 
@@ -591,8 +597,7 @@ def window_long_sweep(iters, copy_bw):
     """Paged (block 16) 16-bit D=80 / 96 reading 4096 keys, windowed on long tables or not:
     the automatic choice (s0) and 1-2 splits, auto / cp.async / TMA 3 (unpaired), cuDNN on
     the window's keys first (graph replays, cold L2)."""
-    single = {"CLO_DECODE_PACK": "0"}
-    variants = {"auto": {}, "cp": {**single, **SWEEP_VARIANTS["cp"]}, "tma3": {**single, **SWEEP_VARIANTS["tma3"]}}
+    variants = _unpaired_variants(("cp", "tma3"))
     sms = torch.cuda.get_device_properties(0).multi_processor_count
     for D, B, N, w in WINDOW_LONG_ROWS:
         case = cd.paged_case(B, N, 8, torch.float16, D=D, window=w)
@@ -614,17 +619,9 @@ def balanced_short_sweep(iters, copy_bw):
     """16-bit GQA 32/8 at 1.1-1.35 units per SM reading fewer keys than the capacity (padded
     paged tables, windows): the heuristic's count (s0, the balanced schedule), 1 split, 2
     even splits (CLO_DECODE_STREAMK=0), cuDNN on the keys read first (graph replays, cold L2)."""
-    import dataclasses
     sms = torch.cuda.get_device_properties(0).multi_processor_count
     for D, B, N, cap, w, contiguous in BALANCED_SHORT_ROWS:
-        case = cd.paged_case(B, N, 8, torch.float16, D=D, window=w)
-        if cap > N:
-            def padded(make=case.make_inputs, extra=(cap - N) // 16):
-                inp = make()  # table entries past seq_len point at real blocks, as a serving table's may
-                bt = inp["block_tables"]
-                inp["block_tables"] = torch.cat([bt, bt[:, :1].expand(-1, extra)], 1).contiguous()
-                return inp
-            case = dataclasses.replace(case, make_inputs=padded)
+        case = cd.paged_case(B, N, 8, torch.float16, D=D, window=w, capacity=cap)
         title = (f"{'contig' if contiguous else 'paged'} D={D} B={B} N={N} capacity={cap} window={w} "
                  f"({B * 8 / sms:.2f} units/SM)")
         kw = {"window_left": w - 1} if w else {}
@@ -646,18 +643,16 @@ def balanced_ragged_sweep(iters, copy_bw):
     count (s0, the balanced schedule by length), 1 split, 2 even splits (CLO_DECODE_STREAMK=0)
     and the balanced schedule by capacity (=2); no peer (SDPA reads one length). % of copy
     counts the keys read."""
-    import dataclasses
     sms = torch.cuda.get_device_properties(0).multi_processor_count
     for D, B, N, lo in [(*r, r[2] // 4) for r in BALANCED_RAGGED_ROWS] + [(*r, r[2]) for r in BALANCED_UNIFORM_ROWS]:
         lens = torch.randint(lo, N + 1, (B,), generator=torch.Generator().manual_seed(B * N + D), dtype=torch.int32)
         case = cd.paged_case(B, N, 8, torch.float16, D=D)
-        case = dataclasses.replace(case, bytes=case.bytes * float(lens.sum()) / (B * N))
 
         def ragged(make=case.make_inputs, lens=lens):
             inp = make()
             inp["seq_lens"] = lens.to("cuda")
             return inp
-        case = dataclasses.replace(case, make_inputs=ragged)
+        case = dataclasses.replace(case, bytes=case.bytes * float(lens.sum()) / (B * N), make_inputs=ragged)
         title = f"paged D={D} B={B} N={N} ragged [{lo}, {N}] mean {float(lens.float().mean()):.0f} ({B * 8 / sms:.2f} units/SM)"
         _split_sweep_row(case, (0, 1, 2), {"auto": {}}, iters, copy_bw, title)
         _split_sweep_row(case, (2,), {"even": {"CLO_DECODE_STREAMK": "0"}, "bycap": {"CLO_DECODE_STREAMK": "2"}},
