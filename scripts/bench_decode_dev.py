@@ -927,8 +927,8 @@ def main() -> int:
     ap.add_argument("--anchor", action="store_true",
                     help="SDPA and ours timed the shared anchors' way (eager, warm L2) and in graphs")
     args = ap.parse_args()
-    sweep = next((fn for flag, (fn, _) in SWEEPS.items() if getattr(args, flag.replace("-", "_"))), None)
-    if sweep is not None or any((args.variants, args.variants_only, args.shape_sweep, args.pack_sweep,
+    sweeps = [fn for flag, (fn, _) in SWEEPS.items() if getattr(args, flag.replace("-", "_"))]
+    if sweeps or any((args.variants, args.variants_only, args.shape_sweep, args.pack_sweep,
                                  args.pack_confirm)):
         for knob in _KNOBS:  # dev mode: each knob must be set before the first decode call
             os.environ.setdefault(knob, "")
@@ -942,8 +942,9 @@ def main() -> int:
     dt = torch.float16
     if args.anchor:
         anchor_method(args.iters)
-    if sweep is not None:
-        sweep(args.iters, bw)
+    if sweeps:  # in SWEEPS' order
+        for sweep in sweeps:
+            sweep(args.iters, bw)
         return 0
     if args.pack_sweep or args.pack_confirm:
         cases = PACK_CONFIRM_CASES if args.pack_confirm else PACK_SWEEP_CASES

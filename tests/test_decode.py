@@ -685,14 +685,15 @@ def test_balanced_schedule_matches_reference():
 
 def _len_plan_runs(lens, units_x, blocks, window_left=-1, nq=1):
     """Whether decode_streamk_len_range takes the by-length plan for these lengths (else the
-    capacity plan): every unit at most two shares long, a share at most 5 shortest units."""
+    capacity plan): units of different lengths (as many tiles each: the capacity plan cuts
+    the same pieces), every unit at most two shares long, a share at most 5 shortest units."""
     def slots(n):
         lowest = max(0, n - nq - window_left) if window_left >= 0 else 0
         first = lowest // 64 * 64
         return -(-(n - first) // 64) if n > first else 1
     w = [slots(n) for n in lens]
     total = sum(w) * units_x
-    return max(w) <= 2 * (total // blocks) and -(-(-(-total // blocks)) // min(w)) + 1 <= 6
+    return max(w) != min(w) and max(w) <= 2 * (total // blocks) and -(-(-(-total // blocks)) // min(w)) + 1 <= 6
 
 
 def test_balanced_schedule_by_length():
@@ -708,7 +709,7 @@ def test_balanced_schedule_by_length():
     # (units per SM, KV heads, group, Nq, D, dtype, block size, window_left, (shortest, longest))
     cases = [(1.2, 8, 4, 1, 128, torch.float16, 16, -1, (1000, 3000)),
              (1.3, 8, 4, 1, 128, torch.bfloat16, 64, -1, (600, 2100)),
-             (1.2, 32, 1, 1, 128, torch.float16, 16, 700, (900, 2500)),
+             (1.2, 32, 1, 1, 128, torch.float16, 16, 700, (300, 2500)),
              (1.1, 4, 4, 5, 128, torch.float16, 16, -1, (500, 1500)),
              (1.15, 4, 8, 1, 256, torch.bfloat16, 16, -1, (400, 1200))]
     for i, (per_sm, hkv, group, nq, d, dt, bs, window, (lo, hi)) in enumerate(cases):
@@ -737,7 +738,8 @@ def test_balanced_schedule_by_length():
             for trial, new in enumerate((torch.randint(lo, hi + 1, (b,), generator=gen),
                                          torch.cat([torch.zeros(1, dtype=torch.int64),
                                                     torch.randint(lo, hi + 1, (b - 1,), generator=gen)]),
-                                         torch.full((b,), cap), torch.randint(1, cap + 1, (b,), generator=gen))):
+                                         torch.full((b,), cap), torch.full((b,), hi - 37),
+                                         torch.randint(1, cap + 1, (b,), generator=gen))):
                 sl.copy_(new.to(torch.int32))
                 q.copy_(torch.randn_like(q))
                 poison_(out)

@@ -158,12 +158,11 @@ struct DecodeStreamKRange {
   int64_t pos, hi;
   int tiles_cap;  // > 0: a unit's slots are its capacity tiles; 0: the tiles it reads (by length)
   int64_t total;  // by length: every unit's slots
-  int lane_slots;  // by length, batch <= 32: sequence `lane`'s unit slots (no reload per piece); else -1
 };
 CLO_DEVICE DecodeStreamKRange decode_streamk_range(const DecodeKernelParams& p, int capacity) {
   const int tiles_cap = (capacity + kTileTokens - 1) / kTileTokens;
   const int64_t total = static_cast<int64_t>(p.batch) * p.units_x * tiles_cap;
-  return {total * blockIdx.x / p.streamk_blocks, total * (blockIdx.x + 1) / p.streamk_blocks, tiles_cap, total, -1};
+  return {total * blockIdx.x / p.streamk_blocks, total * (blockIdx.x + 1) / p.streamk_blocks, tiles_cap, total};
 }
 CLO_DEVICE DecodeWork decode_streamk_piece(const DecodeKernelParams& p, DecodeStreamKRange& r) {
   const int64_t unit = r.pos / r.tiles_cap, unit_start = unit * r.tiles_cap;
@@ -275,10 +274,6 @@ struct PagedKV {
     prefetch_l2(seq_lens + b);
     if (pos < capacity()) prefetch_l2(block_tables + b * table_stride + (pos >> log2_block_size));
   }
-  // Every sequence's seq_len, one 128-byte line per lane from `lane` on (the by-length plan).
-  CLO_DEVICE void prefetch_lens(int batch, int lane) const {
-    for (int i = lane * 32; i < batch; i += 32 * 32) prefetch_l2(seq_lens + i);
-  }
   // seq_len outside [0, table capacity] cannot be served without reading past
   // the table: flag it (the output becomes NaN) and read nothing.
   CLO_DEVICE int check_len(int n, bool& bad) const {
@@ -311,7 +306,6 @@ struct StridedKV {
   CLO_DEVICE int capacity() const { return seq_len_k; }
   CLO_DEVICE int load_len(int) const { return seq_len_k; }
   CLO_DEVICE void prefetch_len_and_table(int, int) const {}
-  CLO_DEVICE void prefetch_lens(int, int) const {}
   CLO_DEVICE int check_len(int n, bool&) const { return n; }
 };
 
@@ -579,36 +573,42 @@ CLO_DEVICE int decode_first_key(const DecodeKernelParams& p, int kv_len) {
 // where the lengths allow neither (a unit longer than two shares; units so short that a
 // share holds more) the static plan runs instead (tiles_cap > 0).
 constexpr int kDecodeLenPlanMaxPieces = 6;
+// The 64-key tiles a kv_len-key sequence reads from `first` (decode_first_key) on.
+CLO_DEVICE int decode_read_tiles(int first, int kv_len) {
+  return kv_len > first ? div_ceil(kv_len - first, kTileTokens) : 0;
+}
 template <class KV>
 CLO_DEVICE int decode_unit_slots(const DecodeKernelParams& p, const KV& kv, int b) {
   bool bad = false;  // a seq_len past the table: read as 0 here, NaN output (check_len)
   const int kv_len = kv.check_len(kv.load_len(b), bad);
-  const int first = decode_first_key(p, kv_len);
-  return kv_len > first ? div_ceil(kv_len - first, kTileTokens) : 1;
+  return max(1, decode_read_tiles(decode_first_key(p, kv_len), kv_len));
 }
 template <class KV>
 CLO_DEVICE DecodeStreamKRange decode_streamk_len_range(const DecodeKernelParams& p, const KV& kv) {
   const int lane = threadIdx.x & 31;
+  // Lane-wise first, one reduction each after: the uniform case skips the sum's.
   int64_t seq_slots = 0;
-  int longest_unit = 0, shortest_unit = INT_MAX, lane_slots = -1;
-  for (int b0 = 0; b0 < p.batch; b0 += 32) {
-    const bool in = b0 + lane < p.batch;
-    const int w = in ? decode_unit_slots(p, kv, b0 + lane) : 0;
-    if (p.batch <= 32) lane_slots = w;
-    seq_slots += warp_reduce_sum(static_cast<int64_t>(w));
-    longest_unit = max(longest_unit, warp_reduce_max(w));
-    shortest_unit = min(shortest_unit, warp_reduce_min(in ? w : INT_MAX));
+  int longest_unit = 0, shortest_unit = INT_MAX;
+  for (int b = lane; b < p.batch; b += 32) {
+    const int w = decode_unit_slots(p, kv, b);
+    seq_slots += w;
+    longest_unit = max(longest_unit, w);
+    shortest_unit = min(shortest_unit, w);
   }
-  // Every sequence reading its whole table: the capacity plan cuts the same pieces, and is
-  // already known (the rest of this plan is on the start-up path).
-  const int tiles_cap = div_ceil(kv.capacity(), kTileTokens);
-  if (shortest_unit == tiles_cap && longest_unit == tiles_cap) return decode_streamk_range(p, kv.capacity());
+  longest_unit = warp_reduce_max(longest_unit);
+  shortest_unit = warp_reduce_min(shortest_unit);
+  // Every sequence reading as many tiles (the same length, or every table full): the
+  // capacity plan, whose slots decode_piece_key lays over the tiles read in proportion,
+  // cuts the same pieces up to a tile's rounding, and is already known (the rest of this
+  // plan is on the start-up path).
+  if (shortest_unit == longest_unit) return decode_streamk_range(p, kv.capacity());
+  seq_slots = warp_reduce_sum(seq_slots);
   const int64_t total = seq_slots * p.units_x, blocks = p.streamk_blocks;
   const int64_t share_lo = total / blocks, share_hi = div_ceil(total, blocks);
   const bool fits = longest_unit <= 2 * share_lo && div_ceil(share_hi, static_cast<int64_t>(shortest_unit)) + 1 <=
                                                          kDecodeLenPlanMaxPieces;
   if (!fits) return decode_streamk_range(p, kv.capacity());
-  return {total * blockIdx.x / blocks, total * (blockIdx.x + 1) / blocks, 0, total, lane_slots};
+  return {total * blockIdx.x / blocks, total * (blockIdx.x + 1) / blocks, 0, total};
 }
 // The next piece of a by-length range: the unit holding slot r.pos (a warp-wide search over
 // the sequences' slot prefix sums), its slots up to r.hi; which piece of the unit it is and
@@ -620,7 +620,7 @@ CLO_DEVICE DecodeWork decode_streamk_len_piece(const DecodeKernelParams& p, cons
   int b = p.batch - 1, unit_slots = 1;
   for (int b0 = 0; b0 < p.batch; b0 += 32) {
     const bool in = b0 + lane < p.batch;
-    const int w = r.lane_slots >= 0 ? r.lane_slots : in ? decode_unit_slots(p, kv, b0 + lane) : 0;
+    const int w = in ? decode_unit_slots(p, kv, b0 + lane) : 0;
     const int64_t span = static_cast<int64_t>(w) * p.units_x;
     const int64_t end = base + warp_inclusive_sum(span);
     const unsigned hit = __ballot_sync(kFullMask, in && r.pos < end && r.pos >= end - span);
@@ -660,8 +660,8 @@ CLO_DEVICE DecodeWork decode_streamk_len_piece(const DecodeKernelParams& p, cons
 // By-length pieces (tiles_cap 0: decode_streamk_len_piece) count their slots in the tiles read.
 CLO_DEVICE int decode_piece_key(const DecodeWork& w, int first, int kv_len, int slot) {
   if (w.tiles_cap == 0) return first + slot * kTileTokens;
-  const int64_t tiles = kv_len > first ? div_ceil(kv_len - first, kTileTokens) : 0;
-  return first + static_cast<int>(tiles * slot / w.tiles_cap) * kTileTokens;
+  return first + static_cast<int>(static_cast<int64_t>(decode_read_tiles(first, kv_len)) * slot / w.tiles_cap) *
+                     kTileTokens;
 }
 // Where this block's split of a kv_len-key sequence starts (splits share the keys from
 // decode_first_key on; a balanced piece: decode_piece_key).
@@ -1506,8 +1506,9 @@ cudaError_t run_decode_attention(const DecodeAttentionArgs& a, cudaStream_t stre
     if constexpr (decode_runs_streamk<T, D, KVT, kPaged>()) {
       const int64_t sk_blocks = decode_streamk_blocks(static_cast<int64_t>(grid.x) * grid.y, device_sm_count(),
                                                       decode_streamk_blocks_per_sm(D));
+      const int streamk_mode = decode_dev_streamk_mode();
       if (sm90 && a.num_splits == 2 && sk_blocks > 0 && forced != kDecodeKernelCpAsync &&
-          decode_dev_streamk()) {
+          streamk_mode != kDecodeStreamKOff) {
         DecodeTmaMaps maps;
         const int box_rows = encode_decode_tma_maps<T, D, kPaged, KVT>(a, maps);
         const int knob_stages = decode_dev_tma_stages();
@@ -1515,7 +1516,7 @@ cudaError_t run_decode_attention(const DecodeAttentionArgs& a, cudaStream_t stre
         if (box_rows > 0) {
           DecodeKernelParams ps = p;
           ps.streamk_blocks = static_cast<int>(sk_blocks);
-          ps.streamk_by_len = kPaged && decode_dev_streamk_by_len();  // contiguous: one length
+          ps.streamk_by_len = kPaged && streamk_mode != kDecodeStreamKByCapacity;  // contiguous: one length
           const cudaError_t err = launch_decode_attention_tma_stages<T, D, KVT>(
               stages, ps, kv, dim3(static_cast<unsigned>(sk_blocks)), stream, pdl, maps, box_rows);
           if (err != cudaErrorNotSupported) return err;

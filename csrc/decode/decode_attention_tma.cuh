@@ -140,9 +140,6 @@ __global__ void __launch_bounds__(kTmaThreads)
   }
   int spec_start = decode_split_start(p, w, kv.capacity());
   if (producer) decode_prefetch_inputs<D>(p, w, kv, spec_start);
-  if constexpr (kBalanced) {
-    if (p.streamk_by_len && warp == 0) kv.prefetch_lens(p.batch, lane);  // the plan's first reads
-  }
   pdl_wait_primary();
   pdl_launch_dependents();
 
@@ -181,8 +178,8 @@ __global__ void __launch_bounds__(kTmaThreads)
     if constexpr (kBalanced) {
       // By length (decode_streamk_len_range): planned from seq_lens, so after the wait, with
       // the loads of the capacity plan's first piece already in flight (kept where the two
-      // plans' first pieces agree; where every sequence fills its table the plan returns the
-      // capacity range and this branch does not run).
+      // plans' first pieces agree; where every sequence reads as many tiles the plan returns
+      // the capacity range and this branch does not run).
       if (piece == 0 && p.streamk_by_len) {
         const DecodeStreamKRange by_len = decode_streamk_len_range(p, kv);
         if (by_len.tiles_cap == 0) {

@@ -65,14 +65,9 @@ int decode_dev_pack() {
   return dev_knob("CLO_DECODE_PACK", dev_mode, 1);
 }
 
-bool decode_dev_streamk() {
+int decode_dev_streamk_mode() {
   static bool dev_mode = std::getenv("CLO_DECODE_STREAMK") != nullptr;
-  return dev_knob("CLO_DECODE_STREAMK", dev_mode, 1) != 0;
-}
-
-bool decode_dev_streamk_by_len() {
-  static bool dev_mode = std::getenv("CLO_DECODE_STREAMK") != nullptr;
-  return dev_knob("CLO_DECODE_STREAMK", dev_mode, 1) != 2;
+  return dev_knob("CLO_DECODE_STREAMK", dev_mode, kDecodeStreamKByLength);
 }
 
 int decode_dev_smem_limit() {

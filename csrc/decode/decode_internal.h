@@ -27,11 +27,12 @@ int decode_dev_tma_stages();
 // Dev knob CLO_DECODE_PACK, read like CLO_DECODE_VARIANT: 0 never pairs KV heads, 2 pairs
 // them wherever legal (decode_packs_head_pairs), anything else: the automatic rule.
 int decode_dev_pack();
-// Dev knob CLO_DECODE_STREAMK, read like CLO_DECODE_VARIANT: "0" runs 2-split calls as
-// even splits where the balanced schedule would run (decode_streamk_blocks); "2" runs the
-// balanced schedule by capacity on paged caches too (decode_dev_streamk_by_len false).
-bool decode_dev_streamk();
-bool decode_dev_streamk_by_len();
+// Dev knob CLO_DECODE_STREAMK, read like CLO_DECODE_VARIANT: kDecodeStreamKOff runs 2-split
+// calls as even splits where the balanced schedule would run (decode_streamk_blocks);
+// kDecodeStreamKByCapacity plans it by capacity on paged caches too; anything else: the
+// automatic choice (by length on paged caches, by capacity on contiguous ones).
+constexpr int kDecodeStreamKOff = 0, kDecodeStreamKByLength = 1, kDecodeStreamKByCapacity = 2;
+int decode_dev_streamk_mode();
 // Dev knob CLO_DECODE_SMEM_LIMIT, read like CLO_DECODE_VARIANT: a shared-memory budget per
 // block in bytes, below the device's (decode_smem_limit takes the smaller): the choices
 // of a 99-KB GPU (sm_86/89/120) tested on a larger one.
