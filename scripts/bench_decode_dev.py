@@ -659,6 +659,47 @@ def balanced_ragged_sweep(iters, copy_bw):
                          iters, copy_bw, title)
 
 
+# --paged-order: why the TMA kernel trails cp.async on long paged D = 96 tables (v34, v36):
+# the same rows with the block table's order changed. random: the bench's (any block
+# anywhere in a 1.2-GB pool); local: shuffled within runs of 64 consecutive blocks (1.5 MB
+# at D = 96: near in address space, so address translation stays local, but out of order
+# in DRAM); sequential: each sequence's blocks consecutive. (D, B, N, splits)
+PAGED_ORDER_ROWS = [(96, 26, 8192, 1), (96, 46, 8192, 2), (128, 46, 8192, 1)]
+
+
+def _reorder_table(table: torch.Tensor, order: str) -> torch.Tensor:
+    """`table` (a permutation of its blocks) with its entries renumbered in `order`."""
+    if order == "random":
+        return table
+    n = table.numel()
+    seq = torch.arange(n, device=table.device, dtype=table.dtype)
+    if order == "local":
+        run = 64
+        keys = torch.rand(n, device=table.device) + (seq // run).float()
+        seq = torch.argsort(keys).to(table.dtype)
+    return seq.view_as(table)
+
+
+def paged_order_sweep(iters, copy_bw):
+    """Paged 16-bit GQA 32/8, block 16, long tables: cp.async against TMA 3 (unpaired) with
+    the block table in random, locally shuffled and sequential order, then the same keys
+    contiguous (graph replays, cold L2); cuDNN on the contiguous keys first."""
+    variants = _unpaired_variants(("cp", "tma3"))
+    for D, B, N, splits in PAGED_ORDER_ROWS:
+        for order in ("random", "local", "sequential"):
+            case = cd.paged_case(B, N, 8, torch.float16, D=D)
+
+            def ordered(make=case.make_inputs, order=order):
+                inp = make()
+                inp["block_tables"] = _reorder_table(inp["block_tables"], order)
+                return inp
+            case = dataclasses.replace(case, make_inputs=ordered)
+            _split_sweep_row(case, (splits,), variants, iters, copy_bw, f"paged D={D} B={B} N={N} table {order}",
+                             peer="sdpa-cudnn" if order == "random" else None)
+        _split_sweep_row(cd.paged_case(B, N, 8, torch.float16, D=D), (splits,), variants, iters, copy_bw,
+                         f"contig D={D} B={B} N={N}", contiguous=True)
+
+
 def d64_pair_tail_sweep(iters, copy_bw):
     """Paged 16-bit D=64 GQA 32/8 and MHA at 2-3 blocks per SM (head pairs at 1-1.5 units
     per SM): the heuristic's count (s0), 1-3 splits, 2 splits balanced (sk) and even
@@ -894,6 +935,7 @@ SWEEPS = {
     "window-long": (window_long_sweep, "paged 16-bit D=80 / 96 reading 4096 keys through a window on 8K / 16K tables"),
     "balanced-short": (balanced_short_sweep, "the balanced schedule on tables longer than the keys read, and windows"),
     "balanced-ragged": (balanced_ragged_sweep, "the balanced schedule's grids with ragged lengths"),
+    "paged-order": (paged_order_sweep, "long paged tables: cp.async vs TMA with random, local and sequential blocks"),
     "d64-pair-tail": (d64_pair_tail_sweep, "paged 16-bit D=64 at 2-3 blocks per SM: head pairs balanced / even, splits"),
     "d64-contig-splits": (d64_contig_splits_sweep, "contiguous 16-bit D=64 at 2-3 blocks per SM: 1-4 splits"),
     "d96-contig-balanced": (d96_contig_balanced_sweep,
