@@ -61,6 +61,10 @@ if [ -n "${EXTRA:-}" ]; then
   bash -c "$EXTRA" 2>&1 | tee "$OUT/extra.log" | tail -40
 fi
 if [ -n "${BENCH+x}" ]; then
+  if [ -z "${LLM_SPEED_GIT_SHA:-}" ]; then
+    # The device's copy of the tree may carry no .git, or an older one: records would name the wrong commit.
+    summary+=("WARNING: LLM_SPEED_GIT_SHA unset: the bench records' git_sha is not this commit's")
+  fi
   # BENCH_TIMEOUT (s, default 300): on expiry the bench is interrupted (SIGINT) and still prints
   # and saves what it measured, so the summary below always comes back.
   mkdir -p "$OUT/plots"
