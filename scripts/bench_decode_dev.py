@@ -135,7 +135,7 @@ BENCH_VARIANTS = {
     "tma": {"CLO_DECODE_VARIANT": "2"},
 }
 _KNOBS = ("CLO_DECODE_VARIANT", "CLO_DECODE_TMA_STAGES", "CLO_DECODE_PACK", "CLO_DECODE_SMEM_LIMIT",
-          "CLO_DECODE_STREAMK", "CLO_DECODE_L2_PROMO")
+          "CLO_DECODE_STREAMK")
 # --shape-sweep: the cp.async kernel and the TMA kernel at each pipeline depth
 # (CLO_DECODE_TMA_STAGES; depths that do not fit in shared memory are skipped).
 SWEEP_VARIANTS = {
@@ -685,7 +685,6 @@ def paged_order_sweep(iters, copy_bw):
     the block table in random, locally shuffled and sequential order, then the same keys
     contiguous (graph replays, cold L2); cuDNN on the contiguous keys first."""
     variants = _unpaired_variants(("cp", "tma3"))
-    variants.update({f"tma3-l2promo{v}": {**variants["tma3"], "CLO_DECODE_L2_PROMO": str(v)} for v in (0, 2)})
     for D, B, N, splits in PAGED_ORDER_ROWS:
         for order in ("random", "local", "sequential"):
             case = cd.paged_case(B, N, 8, torch.float16, D=D)

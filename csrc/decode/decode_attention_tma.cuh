@@ -440,23 +440,21 @@ int encode_decode_tma_maps(const DecodeAttentionArgs& a, DecodeTmaMaps& maps) {
   auto stride_ok = [](uint64_t bytes) { return bytes % 16 == 0 && bytes > 0 && bytes < (uint64_t(1) << 40); };
   // K and V maps for boxes `box` (box[0] the 64-column planes' width) and their tail
   // plane's (32 columns, where the kernel has one; else copies).
-  const auto promo = static_cast<CUtensorMapL2promotion>(decode_dev_l2_promotion());
   auto encode = [&](int rank, const uint64_t* dims, const uint64_t* k_strides, const uint64_t* v_strides,
                     uint32_t* box) {
     box[0] = kBoxCols;
-    if (tma::encode_tiled(&maps.k, kType, a.k, rank, dims, k_strides, box, CU_TENSOR_MAP_SWIZZLE_128B, promo) !=
+    if (tma::encode_tiled(&maps.k, kType, a.k, rank, dims, k_strides, box, CU_TENSOR_MAP_SWIZZLE_128B) !=
             cudaSuccess ||
-        tma::encode_tiled(&maps.v, kType, a.v, rank, dims, v_strides, box, CU_TENSOR_MAP_SWIZZLE_128B, promo) !=
-            cudaSuccess)
+        tma::encode_tiled(&maps.v, kType, a.v, rank, dims, v_strides, box, CU_TENSOR_MAP_SWIZZLE_128B) != cudaSuccess)
       return false;
     maps.k_tail = maps.k;
     maps.v_tail = maps.v;
     if constexpr (kTail) {
       box[0] = kTailBoxCols;
-      if (tma::encode_tiled(&maps.k_tail, kType, a.k, rank, dims, k_strides, box, CU_TENSOR_MAP_SWIZZLE_64B,
-                            promo) != cudaSuccess ||
-          tma::encode_tiled(&maps.v_tail, kType, a.v, rank, dims, v_strides, box, CU_TENSOR_MAP_SWIZZLE_64B,
-                            promo) != cudaSuccess)
+      if (tma::encode_tiled(&maps.k_tail, kType, a.k, rank, dims, k_strides, box, CU_TENSOR_MAP_SWIZZLE_64B) !=
+              cudaSuccess ||
+          tma::encode_tiled(&maps.v_tail, kType, a.v, rank, dims, v_strides, box, CU_TENSOR_MAP_SWIZZLE_64B) !=
+              cudaSuccess)
         return false;
     }
     return true;

@@ -70,12 +70,6 @@ int decode_dev_streamk_mode() {
   return dev_knob("CLO_DECODE_STREAMK", dev_mode, kDecodeStreamKByLength);
 }
 
-int decode_dev_l2_promotion() {
-  static bool dev_mode = std::getenv("CLO_DECODE_L2_PROMO") != nullptr;
-  const int v = dev_knob("CLO_DECODE_L2_PROMO", dev_mode, 3);
-  return v >= 0 && v <= 3 ? v : 3;
-}
-
 int decode_dev_smem_limit() {
   static bool dev_mode = std::getenv("CLO_DECODE_SMEM_LIMIT") != nullptr;
   return dev_knob("CLO_DECODE_SMEM_LIMIT", dev_mode, 0);

@@ -33,9 +33,6 @@ int decode_dev_pack();
 // automatic choice (by length on paged caches, by capacity on contiguous ones).
 constexpr int kDecodeStreamKOff = 0, kDecodeStreamKByLength = 1, kDecodeStreamKByCapacity = 2;
 int decode_dev_streamk_mode();
-// Dev knob CLO_DECODE_L2_PROMO, read like CLO_DECODE_VARIANT: the TMA maps' L2 promotion
-// (CUtensorMapL2promotion: 0 none, 1 64 B, 2 128 B, 3 256 B; default 3).
-int decode_dev_l2_promotion();
 // Dev knob CLO_DECODE_SMEM_LIMIT, read like CLO_DECODE_VARIANT: a shared-memory budget per
 // block in bytes, below the device's (decode_smem_limit takes the smaller): the choices
 // of a 99-KB GPU (sm_86/89/120) tested on a larger one.

@@ -125,14 +125,13 @@ inline PFN_cuTensorMapEncodeTiled_v12000 tensor_map_encoder() {
   return fn;
 }
 
-// A tiled, zero-filling map of `rank` (2..5) dims of `type` elements, `promotion` (256-byte L2
-// promotion by default), `swizzle` (none by default): dims and box innermost first, strides[i] the
+// A tiled, zero-filling map of `rank` (2..5) dims of `type` elements, 256-byte L2
+// promotion, `swizzle` (none by default): dims and box innermost first, strides[i] the
 // byte stride of dim i + 1 (each a multiple of 16 below 2^40). cudaErrorNotSupported
 // without the driver entry point, cudaErrorInvalidValue when the driver rejects it.
 inline cudaError_t encode_tiled(CUtensorMap* map, CUtensorMapDataType type, const void* base, int rank,
                                 const uint64_t* dims, const uint64_t* strides, const uint32_t* box,
-                                CUtensorMapSwizzle swizzle = CU_TENSOR_MAP_SWIZZLE_NONE,
-                                CUtensorMapL2promotion promotion = CU_TENSOR_MAP_L2_PROMOTION_L2_256B) {
+                                CUtensorMapSwizzle swizzle = CU_TENSOR_MAP_SWIZZLE_NONE) {
   auto encode = tensor_map_encoder();
   if (encode == nullptr) return cudaErrorNotSupported;
   if (rank < 2 || rank > 5) return cudaErrorInvalidValue;
@@ -145,7 +144,7 @@ inline cudaError_t encode_tiled(CUtensorMap* map, CUtensorMapDataType type, cons
     if (i + 1 < rank) st[i] = strides[i];
   }
   const CUresult r = encode(map, type, static_cast<cuuint32_t>(rank), const_cast<void*>(base), d, st, bx, es,
-                            CU_TENSOR_MAP_INTERLEAVE_NONE, swizzle, promotion,
+                            CU_TENSOR_MAP_INTERLEAVE_NONE, swizzle, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
                             CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
   return r == CUDA_SUCCESS ? cudaSuccess : cudaErrorInvalidValue;
 }
