@@ -1,5 +1,5 @@
 """One paged decode call of a given shape, for profilers (ncu -k regex:decode_attention):
-    python3 scripts/probe_decode_once.py --batch 16 --context 16384 --kv-heads 8 [--fp8] [--splits 1]
+    python3 scripts/probe_decode_once.py --batch 16 --context 16384 --kv-heads 8 [--head-dim 96] [--fp8] [--splits 1]
 Warm-up calls first (module load, workspace), then `--calls` profiled ones."""
 from __future__ import annotations
 
@@ -16,11 +16,13 @@ def main() -> None:
     ap.add_argument("--batch", type=int, default=16)
     ap.add_argument("--context", type=int, default=16384)
     ap.add_argument("--kv-heads", type=int, default=8)
+    ap.add_argument("--head-dim", type=int, default=cd.HEAD_DIM)
     ap.add_argument("--fp8", action="store_true")
     ap.add_argument("--splits", type=int, default=0)
     ap.add_argument("--calls", type=int, default=1)
     args = ap.parse_args()
-    case = (cd.fp8_case if args.fp8 else cd.paged_case)(args.batch, args.context, args.kv_heads, torch.float16)
+    case = (cd.fp8_case if args.fp8 else cd.paged_case)(args.batch, args.context, args.kv_heads, torch.float16,
+                                                            D=args.head_dim)
     inp = case.make_inputs()
     suffix = "_fp8" if args.fp8 else ""
     q, kc, vc = inp["q"], inp["k_cache" + suffix], inp["v_cache" + suffix]
