@@ -135,7 +135,7 @@ BENCH_VARIANTS = {
     "tma": {"CLO_DECODE_VARIANT": "2"},
 }
 _KNOBS = ("CLO_DECODE_VARIANT", "CLO_DECODE_TMA_STAGES", "CLO_DECODE_PACK", "CLO_DECODE_SMEM_LIMIT",
-          "CLO_DECODE_STREAMK")
+          "CLO_DECODE_STREAMK", "CLO_DECODE_PDL")
 # --shape-sweep: the cp.async kernel and the TMA kernel at each pipeline depth
 # (CLO_DECODE_TMA_STAGES; depths that do not fit in shared memory are skipped).
 SWEEP_VARIANTS = {
@@ -664,7 +664,7 @@ def balanced_ragged_sweep(iters, copy_bw):
 # anywhere in a 1.2-GB pool); local: shuffled within runs of 64 consecutive blocks (1.5 MB
 # at D = 96: near in address space, so address translation stays local, but out of order
 # in DRAM); sequential: each sequence's blocks consecutive. (D, B, N, splits)
-PAGED_ORDER_ROWS = [(96, 26, 8192, 1), (96, 46, 8192, 2), (128, 46, 8192, 1)]
+PAGED_ORDER_ROWS = [(96, 26, 8192, 1), (96, 46, 8192, 2), (128, 26, 8192, 1), (128, 46, 8192, 1)]
 
 
 def _reorder_table(table: torch.Tensor, order: str) -> torch.Tensor:
@@ -683,8 +683,10 @@ def _reorder_table(table: torch.Tensor, order: str) -> torch.Tensor:
 def paged_order_sweep(iters, copy_bw):
     """Paged 16-bit GQA 32/8, block 16, long tables: cp.async against TMA 3 (unpaired) with
     the block table in random, locally shuffled and sequential order, then the same keys
-    contiguous (graph replays, cold L2); cuDNN on the contiguous keys first."""
+    contiguous (graph replays, cold L2), each kernel also without programmatic dependent
+    launch (-nopdl: CLO_DECODE_PDL=0); cuDNN on the contiguous keys first."""
     variants = _unpaired_variants(("cp", "tma3"))
+    variants.update({f"{lb}-nopdl": {**variants[lb], "CLO_DECODE_PDL": "0"} for lb in ("cp", "tma3")})
     for D, B, N, splits in PAGED_ORDER_ROWS:
         for order in ("random", "local", "sequential"):
             case = cd.paged_case(B, N, 8, torch.float16, D=D)
