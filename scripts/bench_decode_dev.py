@@ -702,6 +702,23 @@ def paged_order_sweep(iters, copy_bw):
                          f"contig D={D} B={B} N={N}", contiguous=True)
 
 
+# --pdl-map: where programmatic dependent launch (on by default on sm_90) pays in graph
+# replays of back-to-back calls: 16-bit GQA 32/8, the heuristic's split count, PDL on and
+# off, over grids of 1 to 2.4 units per SM: (D, B, N, contiguous)
+PDL_MAP_ROWS = [(D, B, 4096, c) for D in (128, 96) for c in (False, True)
+                for B in ((16, 20, 24, 26, 28, 32, 40) if D == 128 else (16, 26, 32))]
+
+
+def pdl_map_sweep(iters, copy_bw):
+    """16-bit GQA 32/8 at N=4096, paged (block 16) and contiguous, the heuristic's split
+    count with PDL on (auto) and off (CLO_DECODE_PDL=0), graph replays, cold L2."""
+    sms = torch.cuda.get_device_properties(0).multi_processor_count
+    for D, B, N, contiguous in PDL_MAP_ROWS:
+        _split_sweep_row(cd.paged_case(B, N, 8, torch.float16, D=D), (0,), {"auto": {}, "nopdl": {"CLO_DECODE_PDL": "0"}},
+                         iters, copy_bw, f"{'contig' if contiguous else 'paged'} D={D} B={B} N={N} "
+                         f"({B * 8 / sms:.2f} units/SM)", contiguous=contiguous)
+
+
 def d64_pair_tail_sweep(iters, copy_bw):
     """Paged 16-bit D=64 GQA 32/8 and MHA at 2-3 blocks per SM (head pairs at 1-1.5 units
     per SM): the heuristic's count (s0), 1-3 splits, 2 splits balanced (sk) and even
@@ -937,6 +954,7 @@ SWEEPS = {
     "window-long": (window_long_sweep, "paged 16-bit D=80 / 96 reading 4096 keys through a window on 8K / 16K tables"),
     "balanced-short": (balanced_short_sweep, "the balanced schedule on tables longer than the keys read, and windows"),
     "balanced-ragged": (balanced_ragged_sweep, "the balanced schedule's grids with ragged lengths"),
+    "pdl-map": (pdl_map_sweep, "16-bit GQA 32/8 grids of 1-2.4 units per SM with PDL on and off"),
     "paged-order": (paged_order_sweep, "long paged tables: cp.async vs TMA with random, local and sequential blocks"),
     "d64-pair-tail": (d64_pair_tail_sweep, "paged 16-bit D=64 at 2-3 blocks per SM: head pairs balanced / even, splits"),
     "d64-contig-splits": (d64_contig_splits_sweep, "contiguous 16-bit D=64 at 2-3 blocks per SM: 1-4 splits"),
