@@ -711,10 +711,11 @@ PDL_MAP_ROWS = [(D, B, 4096, c) for D in (128, 96) for c in (False, True)
 
 def pdl_map_sweep(iters, copy_bw):
     """16-bit GQA 32/8 at N=4096, paged (block 16) and contiguous, the heuristic's split
-    count with PDL on (auto) and off (CLO_DECODE_PDL=0), graph replays, cold L2."""
+    count with PDL where it pays (auto, decode_pdl_pays), on every grid (CLO_DECODE_PDL=1)
+    and off (=0), graph replays, cold L2."""
     sms = torch.cuda.get_device_properties(0).multi_processor_count
     for D, B, N, contiguous in PDL_MAP_ROWS:
-        _split_sweep_row(cd.paged_case(B, N, 8, torch.float16, D=D), (0,), {"auto": {}, "nopdl": {"CLO_DECODE_PDL": "0"}},
+        _split_sweep_row(cd.paged_case(B, N, 8, torch.float16, D=D), (0,), {"auto": {}, "pdl": {"CLO_DECODE_PDL": "1"}, "nopdl": {"CLO_DECODE_PDL": "0"}},
                          iters, copy_bw, f"{'contig' if contiguous else 'paged'} D={D} B={B} N={N} "
                          f"({B * 8 / sms:.2f} units/SM)", contiguous=contiguous)
 

@@ -1496,7 +1496,8 @@ cudaError_t run_decode_attention(const DecodeAttentionArgs& a, cudaStream_t stre
   // Kernel choice: decode_tma_stages_for (decode_internal.h, NOTES.md v8, v23). Tensor maps
   // are encoded here, per call (a captured graph keeps them, as every kernel argument).
   const bool sm90 = device_cc_major() >= 9;
-  const bool pdl = sm90 && decode_dev_pdl();
+  const int pdl_mode = decode_dev_pdl();
+  const bool pdl = sm90 && pdl_mode != kDecodePdlOff;
   auto launch_variant = [&](const auto& kv) -> cudaError_t {
     const int forced = decode_dev_kernel();
     // The balanced schedule (decode_streamk_blocks): a 2-split call of a 16-bit kernel at
@@ -1524,6 +1525,7 @@ cudaError_t run_decode_attention(const DecodeAttentionArgs& a, cudaStream_t stre
       }
     }
     const int64_t blocks = static_cast<int64_t>(grid.x) * grid.y * grid.z;
+    const bool grid_pdl = pdl && (pdl_mode == kDecodePdlOn || decode_pdl_pays(blocks, device_sm_count()));
     const int auto_stages = decode_tma_stages_for(D, kPaged, blocks, device_sm_count(), kDequant, a.head_dim,
                                                   pack_group > 0, a.num_splits, decode_read_kv_len(a));
     const int knob_stages = decode_dev_tma_stages();
@@ -1534,10 +1536,10 @@ cudaError_t run_decode_attention(const DecodeAttentionArgs& a, cudaStream_t stre
     const int box_rows = want_tma && sm90 ? encode_decode_tma_maps<T, D, kPaged, KVT>(a, maps) : 0;
     if (box_rows > 0) {
       const cudaError_t err =
-          launch_decode_attention_tma_stages<T, D, KVT>(tma_stages, p, kv, grid, stream, pdl, maps, box_rows);
+          launch_decode_attention_tma_stages<T, D, KVT>(tma_stages, p, kv, grid, stream, grid_pdl, maps, box_rows);
       if (err != cudaErrorNotSupported) return err;
     }
-    return launch_decode_attention_kernel<T, D, KVT>(p, kv, grid, stream, pdl);
+    return launch_decode_attention_kernel<T, D, KVT>(p, kv, grid, stream, grid_pdl);
   };
   if constexpr (kPaged) {
     PagedKV kv{a.k, a.v, a.block_tables, a.table_stride, a.max_blocks_per_seq, a.num_blocks,

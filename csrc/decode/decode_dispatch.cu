@@ -114,9 +114,9 @@ int64_t decode_min_smem_bytes(int head_dim, bool fp8_cache) {
   return need;
 }
 
-bool decode_dev_pdl() {
+int decode_dev_pdl() {
   static bool dev_mode = std::getenv("CLO_DECODE_PDL") != nullptr;
-  return dev_knob("CLO_DECODE_PDL", dev_mode, 1) != 0;
+  return dev_knob("CLO_DECODE_PDL", dev_mode, kDecodePdlAuto);
 }
 
 int64_t decode_attention_workspace_floats(int batch, int num_q_heads, int seq_len_q, int head_dim, int num_splits) {

@@ -18,9 +18,18 @@ constexpr int kDecodeKernelAuto = 0;
 constexpr int kDecodeKernelCpAsync = 1;
 constexpr int kDecodeKernelTma = 2;
 int decode_dev_kernel();
-// Dev knob CLO_DECODE_PDL, read like CLO_DECODE_VARIANT: "0" launches the decode
-// kernels without programmatic dependent launch (on sm_90 they use it by default).
-bool decode_dev_pdl();
+// Dev knob CLO_DECODE_PDL, read like CLO_DECODE_VARIANT: kDecodePdlOff launches the decode
+// kernels without programmatic dependent launch, kDecodePdlOn with it on every grid;
+// anything else: where it pays (decode_pdl_pays; sm_90 only).
+constexpr int kDecodePdlOff = 0, kDecodePdlOn = 1, kDecodePdlAuto = 2;
+int decode_dev_pdl();
+// Whether the attention kernel should launch with PDL (starting behind the previous
+// kernel's early trigger): graph replays of back-to-back calls gain 0.5-2 us from it at
+// one block per SM or fewer and from two on, and lose 3-6% between (16-bit D = 128, 1 split,
+// 1.45-1.7 blocks per SM: some SMs run one block, others two; NOTES.md v39).
+inline bool decode_pdl_pays(int64_t blocks, int sms) {
+  return !(blocks * 10 > int64_t(sms) * 13 && blocks * 10 < int64_t(sms) * 18);
+}
 // Dev knob CLO_DECODE_TMA_STAGES, read like CLO_DECODE_VARIANT: the TMA kernel's pipeline
 // depth (2, 3 or 4 where it fits in shared memory; 0 or unset: the automatic choice).
 int decode_dev_tma_stages();
