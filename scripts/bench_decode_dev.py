@@ -631,6 +631,13 @@ def balanced_short_sweep(iters, copy_bw):
                          contiguous=contiguous, **kw)
 
 
+def _edited_case(case, edit, **fields):
+    """`case` whose every input set passes through `edit(inputs) -> inputs`, with `fields`
+    (say `bytes`) replaced."""
+    make = case.make_inputs
+    return dataclasses.replace(case, make_inputs=lambda: edit(make()), **fields)
+
+
 # --balanced-ragged: the balanced schedule's grids (2 splits, 1.1-1.35 units per SM) with
 # ragged lengths, uniform in [N/4, N] (seeded), table capacity N: (D, B, N)
 BALANCED_RAGGED_ROWS = [(128, B, N) for B in (20, 22) for N in (4096, 8192)] + [(256, 18, 4096)]
@@ -647,12 +654,8 @@ def balanced_ragged_sweep(iters, copy_bw):
     for D, B, N, lo in [(*r, r[2] // 4) for r in BALANCED_RAGGED_ROWS] + [(*r, r[2]) for r in BALANCED_UNIFORM_ROWS]:
         lens = torch.randint(lo, N + 1, (B,), generator=torch.Generator().manual_seed(B * N + D), dtype=torch.int32)
         case = cd.paged_case(B, N, 8, torch.float16, D=D)
-
-        def ragged(make=case.make_inputs, lens=lens):
-            inp = make()
-            inp["seq_lens"] = lens.to("cuda")
-            return inp
-        case = dataclasses.replace(case, bytes=case.bytes * float(lens.sum()) / (B * N), make_inputs=ragged)
+        case = _edited_case(case, lambda inp, lens=lens: {**inp, "seq_lens": lens.to("cuda")},
+                            bytes=case.bytes * float(lens.sum()) / (B * N))
         title = f"paged D={D} B={B} N={N} ragged [{lo}, {N}] mean {float(lens.float().mean()):.0f} ({B * 8 / sms:.2f} units/SM)"
         _split_sweep_row(case, (0, 1, 2), {"auto": {}}, iters, copy_bw, title)
         _split_sweep_row(case, (2,), {"even": {"CLO_DECODE_STREAMK": "0"}, "bycap": {"CLO_DECODE_STREAMK": "2"}},
@@ -689,13 +692,9 @@ def paged_order_sweep(iters, copy_bw):
     variants.update({f"{lb}-nopdl": {**variants[lb], "CLO_DECODE_PDL": "0"} for lb in ("cp", "tma3")})
     for D, B, N, splits in PAGED_ORDER_ROWS:
         for order in ("random", "local", "sequential"):
-            case = cd.paged_case(B, N, 8, torch.float16, D=D)
-
-            def ordered(make=case.make_inputs, order=order):
-                inp = make()
-                inp["block_tables"] = _reorder_table(inp["block_tables"], order)
-                return inp
-            case = dataclasses.replace(case, make_inputs=ordered)
+            case = _edited_case(cd.paged_case(B, N, 8, torch.float16, D=D),
+                                lambda inp, order=order: {**inp, "block_tables": _reorder_table(inp["block_tables"],
+                                                                                                order)})
             _split_sweep_row(case, (splits,), variants, iters, copy_bw, f"paged D={D} B={B} N={N} table {order}",
                              peer="sdpa-cudnn" if order == "random" else None)
         _split_sweep_row(cd.paged_case(B, N, 8, torch.float16, D=D), (splits,), variants, iters, copy_bw,
@@ -707,6 +706,7 @@ def paged_order_sweep(iters, copy_bw):
 # off, over grids of 1 to 2.4 units per SM: (D, B, N, contiguous)
 PDL_MAP_ROWS = [(D, B, 4096, c) for D in (128, 96) for c in (False, True)
                 for B in ((16, 20, 24, 26, 28, 32, 40) if D == 128 else (16, 26, 32))]
+PDL_VARIANTS = {"auto": {}, "pdl": {"CLO_DECODE_PDL": "1"}, "nopdl": {"CLO_DECODE_PDL": "0"}}
 
 
 def pdl_map_sweep(iters, copy_bw):
@@ -715,9 +715,9 @@ def pdl_map_sweep(iters, copy_bw):
     and off (=0), graph replays, cold L2."""
     sms = torch.cuda.get_device_properties(0).multi_processor_count
     for D, B, N, contiguous in PDL_MAP_ROWS:
-        _split_sweep_row(cd.paged_case(B, N, 8, torch.float16, D=D), (0,), {"auto": {}, "pdl": {"CLO_DECODE_PDL": "1"}, "nopdl": {"CLO_DECODE_PDL": "0"}},
-                         iters, copy_bw, f"{'contig' if contiguous else 'paged'} D={D} B={B} N={N} "
-                         f"({B * 8 / sms:.2f} units/SM)", contiguous=contiguous)
+        _split_sweep_row(cd.paged_case(B, N, 8, torch.float16, D=D), (0,), PDL_VARIANTS, iters, copy_bw,
+                         f"{'contig' if contiguous else 'paged'} D={D} B={B} N={N} ({B * 8 / sms:.2f} units/SM)",
+                         contiguous=contiguous)
 
 
 def d64_pair_tail_sweep(iters, copy_bw):

@@ -747,7 +747,7 @@ def test_balanced_schedule_by_length():
                 assert_close(out, paged_attention_reference(q, kc, vc, table, sl), dtype=dt,
                              what=f"{what}, replay {trial} (by length: {_len_plan_runs(new.tolist(), units_x, sms)})")
             assert _counters_idle(ws), what
-    # six pieces per block (the plan's limit, kDecodeLenPlanMaxPieces): short sequences
+    # six pieces per block (the plan's limit, kDecodeMaxPieces): short sequences
     # grouped ahead of long ones, so a share spans several short units
     b = int(1.2 * sms) // 8 + 1
     candidates = ([256] * ns + [1536] * (b - ns) for ns in range(round(0.35 * b), round(0.55 * b) + 1))

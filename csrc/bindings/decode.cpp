@@ -84,6 +84,13 @@ void check_head_dim(int64_t d, bool fp8_cache = false) {
               dec::decode_smem_limit(), " bytes)");
 }
 
+// The size queries' (dtype, head_dim): a cache dtype the kernels take, a head dim they run.
+void check_cache_dtype_and_head_dim(c10::ScalarType dtype, int64_t head_dim) {
+  CLO_CHECK(dtype == at::kHalf || dtype == at::kBFloat16 || dtype == at::kFloat8_e4m3fn,
+            "dtype (the cache's) must be float16, bfloat16 or float8_e4m3fn, got ", dtype);
+  check_head_dim(head_dim, dtype == at::kFloat8_e4m3fn);
+}
+
 // Sliding window and logit soft-capping (both attention ops). Windows of 2^30 keys or more
 // are clamped to 2^30: no sequence has that many (keys are int32), and the kernel's
 // window arithmetic stays inside int32.
@@ -374,11 +381,9 @@ void paged_kv_append(const at::Tensor& k, const at::Tensor& v, at::Tensor& k_cac
 
 int64_t decode_num_splits(int64_t batch, int64_t num_kv_heads, int64_t rows_per_kv_head, int64_t max_kv_len,
                           int64_t head_dim, c10::ScalarType dtype, bool paged, int64_t seq_len_q) {
-  CLO_CHECK(dtype == at::kHalf || dtype == at::kBFloat16 || dtype == at::kFloat8_e4m3fn,
-            "dtype (the cache's) must be float16, bfloat16 or float8_e4m3fn, got ", dtype);
   CLO_CHECK(seq_len_q >= 1 && rows_per_kv_head % seq_len_q == 0,
             "seq_len_q must be >= 1 and divide rows_per_kv_head (", rows_per_kv_head, "), got ", seq_len_q);
-  check_head_dim(head_dim, dtype == at::kFloat8_e4m3fn);
+  check_cache_dtype_and_head_dim(dtype, head_dim);
   return dec::decode_attention_num_splits(static_cast<int>(batch), static_cast<int>(num_kv_heads),
                                           static_cast<int>(rows_per_kv_head), static_cast<int>(max_kv_len),
                                           static_cast<int>(head_dim), to_dtype(dtype), paged,
@@ -415,9 +420,7 @@ int64_t decode_workspace_numel_upto(int64_t batch, int64_t num_q_heads, int64_t 
   CLO_CHECK(max_kv_len >= 0 && max_kv_len < (int64_t(1) << 31), "max_kv_len must be in [0, 2^31), got ", max_kv_len);
   CLO_CHECK(num_splits >= 0 && num_splits <= dec::kMaxSplits, "num_splits must be in [0, ", dec::kMaxSplits,
             "] (0: the heuristic's), got ", num_splits);
-  CLO_CHECK(dtype == at::kHalf || dtype == at::kBFloat16 || dtype == at::kFloat8_e4m3fn,
-            "dtype (the cache's) must be float16, bfloat16 or float8_e4m3fn, got ", dtype);
-  check_head_dim(head_dim, dtype == at::kFloat8_e4m3fn);
+  check_cache_dtype_and_head_dim(dtype, head_dim);
   return dec::decode_attention_workspace_floats_upto(
       static_cast<int>(batch), static_cast<int>(num_q_heads), static_cast<int>(num_kv_heads),
       static_cast<int>(seq_len_q), static_cast<int>(head_dim), static_cast<int>(max_kv_len), to_dtype(dtype),

@@ -28,7 +28,6 @@
 #pragma once
 
 #include <climits>
-
 #include <cmath>
 
 #include <type_traits>
@@ -179,7 +178,6 @@ CLO_DEVICE DecodeWork decode_streamk_piece(const DecodeKernelParams& p, DecodeSt
   r.pos = unit_start + w.tile_hi;
   return w;
 }
-
 
 // The kernels that run head pairs (decode_packs_head_pairs).
 template <int D>
@@ -569,10 +567,14 @@ CLO_DEVICE int decode_first_key(const DecodeKernelParams& p, int kv_len) {
 // lengths (NOTES.md v37: 0-14% behind even 2-split grids); this share is even whatever
 // they are. Planned by every warp from seq_lens (the same answer in each: no smem, no
 // barrier), so all lanes of the calling warp must call these. A unit is cut at most twice
-// (3 partial slots: decode_partial_slots) and a block runs at most kDecodeLenPlanMaxPieces;
+// (3 partial slots: decode_partial_slots) and a block runs at most kDecodeMaxPieces;
 // where the lengths allow neither (a unit longer than two shares; units so short that a
 // share holds more) the static plan runs instead (tiles_cap > 0).
-constexpr int kDecodeLenPlanMaxPieces = 6;
+// Pieces of the balanced schedule one block runs at most (the TMA kernel keeps a flag per
+// piece): by capacity its range is more than one and at most two units long
+// (decode_streamk_blocks), so three (a cut unit, at most one whole one, a cut unit); by
+// length this many, which the plan checks.
+constexpr int kDecodeMaxPieces = 6;
 // The 64-key tiles a kv_len-key sequence reads from `first` (decode_first_key) on.
 CLO_DEVICE int decode_read_tiles(int first, int kv_len) {
   return kv_len > first ? div_ceil(kv_len - first, kTileTokens) : 0;
@@ -606,7 +608,7 @@ CLO_DEVICE DecodeStreamKRange decode_streamk_len_range(const DecodeKernelParams&
   const int64_t total = seq_slots * p.units_x, blocks = p.streamk_blocks;
   const int64_t share_lo = total / blocks, share_hi = div_ceil(total, blocks);
   const bool fits = longest_unit <= 2 * share_lo && div_ceil(share_hi, static_cast<int64_t>(shortest_unit)) + 1 <=
-                                                         kDecodeLenPlanMaxPieces;
+                                                         kDecodeMaxPieces;
   if (!fits) return decode_streamk_range(p, kv.capacity());
   return {total * blockIdx.x / blocks, total * (blockIdx.x + 1) / blocks, 0, total};
 }

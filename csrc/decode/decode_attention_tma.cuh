@@ -25,10 +25,6 @@ namespace cuda_llm_ops::decode {
 constexpr int kTmaMathWarps = kDecodeWarps;  // 4 x 16 keys of a 64-key tile
 constexpr int kTmaThreads = (kTmaMathWarps + 1) * 32;
 constexpr int kStartupBarrier = 1;  // named barrier id (0 is __syncthreads'; 2 is kEpilogueBarrier)
-// Pieces of the balanced schedule one block runs at most: by capacity its range is more than
-// one and at most two units long (decode_streamk_blocks), so one cut unit, at most one whole
-// one, one cut unit; by length (decode_streamk_len_range) up to kDecodeLenPlanMaxPieces.
-constexpr int kDecodeMaxPieces = kDecodeLenPlanMaxPieces;
 
 // [K/V stages][Q rows][one "full" (the tile's boxes) and one "empty" (4 arrivals)
 // mbarrier per stage]: the cp.async kernel's plan with the barriers as its extra.
@@ -142,7 +138,6 @@ __global__ void __launch_bounds__(kTmaThreads)
   if (producer) decode_prefetch_inputs<D>(p, w, kv, spec_start);
   pdl_wait_primary();
   pdl_launch_dependents();
-
   // Tiles of the earlier pieces: the stages and the mbarriers' phases run on across pieces.
   int tiles_done = 0;
   if constexpr (kBalanced) {
