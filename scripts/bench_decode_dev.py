@@ -246,11 +246,10 @@ def compare_variants(iters, copy_bw, variants=BENCH_VARIANTS, cases=ISSUE_VARIAN
         torch.cuda.empty_cache()
 
 
-def _graph_split_ms(sets, ns, iters, cache_suffix="", contiguous=False, **kwargs):
-    """Median ms of paged_attention with `ns` splits over the rotated input `sets` (caches
+def _split_fns(sets, ns, cache_suffix="", contiguous=False, **kwargs):
+    """One call per input of the rotated `sets`: paged_attention with `ns` splits (caches
     `k_cache{cache_suffix}` / `v_cache{cache_suffix}`; `contiguous`: decode_attention on
-    the same keys in [B, Hkv, N, D]), timed as llm-speed bench times it: CUDA-graph
-    replays, cold L2."""
+    the same keys in [B, Hkv, N, D]), outputs and workspaces preallocated."""
     from cuda_llm_ops.decode import decode_attention, decode_workspace, paged_attention, paged_attention_workspace
     fns = []
     for inp in sets:
@@ -266,7 +265,33 @@ def _graph_split_ms(sets, ns, iters, cache_suffix="", contiguous=False, **kwargs
         out, ws = torch.empty_like(q), paged_attention_workspace(q, kc, bt, num_splits=ns)
         fns.append(lambda q=q, kc=kc, vc=vc, bt=bt, sl=sl, out=out, ws=ws: paged_attention(
             q, kc, vc, bt, sl, out=out, num_splits=ns, workspace=ws, check_indices=False, **kwargs))
+    return fns
+
+
+def _graph_split_ms(sets, ns, iters, cache_suffix="", contiguous=False, **kwargs):
+    """Median ms of `_split_fns`' calls, timed as llm-speed bench times them: CUDA-graph
+    replays, cold L2."""
+    fns = _split_fns(sets, ns, cache_suffix, contiguous, **kwargs)
     return benchmark(None, warmup=3, iterations=iters, cold_l2=True, cuda_graph=True, fn_sets=fns).median_ms
+
+
+def _attention_kernel_blocks(fn) -> int:
+    """Thread blocks of the grid of the decode attention kernel one call of `fn` launches
+    (the torch profiler's trace), 0 if none was seen: the quantity decode_pdl_pays and the
+    kernel choice test."""
+    import json
+    import tempfile
+
+    from torch.profiler import ProfilerActivity, profile
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        fn()
+        torch.cuda.synchronize()
+    with tempfile.NamedTemporaryFile(suffix=".json") as f:
+        prof.export_chrome_trace(f.name)
+        events = json.load(open(f.name)).get("traceEvents", [])
+    grids = [e["args"]["grid"] for e in events
+             if e.get("cat") == "kernel" and "decode_attention" in e.get("name", "") and "grid" in e.get("args", {})]
+    return max((g[0] * g[1] * g[2] for g in grids), default=0)
 
 
 def _split_sweep_row(case, splits, variants, iters, copy_bw, title, cache_suffix="", peer=None, contiguous=False,
@@ -720,6 +745,33 @@ def pdl_map_sweep(iters, copy_bw):
                          contiguous=contiguous)
 
 
+# --pdl-map-more: decode_pdl_pays (measured on 16-bit D = 128 / 96 at one split) where it
+# was not: FP8 D = 128 (head pairs beyond one block per SM), 16-bit D = 64 and 256, and
+# forced 2-split grids at D = 128; GQA 32/8: (cache, D, B, N, contiguous, splits)
+PDL_MAP_MORE_ROWS = ([("fp8", 128, B, 4096, False, 0) for B in (32, 48, 56, 64)]
+                     + [("16", 64, B, 4096, c, 0) for c in (False, True) for B in (24, 32, 40, 48, 56)]
+                     + [("16", 256, B, 2048, c, 0) for c in (False, True) for B in (20, 24, 28, 32)]
+                     + [("16", 128, B, 8192, c, 2) for c in (False, True) for B in (10, 12, 14)])
+
+
+def pdl_map_more_sweep(iters, copy_bw):
+    """PDL_MAP_MORE_ROWS with PDL where it pays (auto), everywhere and nowhere, graph
+    replays, cold L2; each title carries the attention kernel's blocks per SM under the
+    automatic choice (decode_pdl_pays' input)."""
+    sms = torch.cuda.get_device_properties(0).multi_processor_count
+    for cache, D, B, N, contiguous, splits in PDL_MAP_MORE_ROWS:
+        fp8 = cache == "fp8"
+        case = cd.fp8_case(B, N, 8, torch.float16, D=D) if fp8 else cd.paged_case(B, N, 8, torch.float16, D=D)
+        scales = {"k_scale": cd.FP8_SCALE, "v_scale": cd.FP8_SCALE} if fp8 else {}
+        suffix = "_fp8" if fp8 else ""
+        set_knobs({})
+        blocks = _attention_kernel_blocks(_split_fns([case.make_inputs()], splits, suffix, contiguous, **scales)[0])
+        layout = "contig" if contiguous else "paged"
+        title = f"{layout} {cache} D={D} B={B} N={N} ({B * 8 / sms:.2f} units/SM, {blocks / sms:.2f} blocks/SM)"
+        _split_sweep_row(case, (splits,), PDL_VARIANTS, iters, copy_bw, title, suffix, contiguous=contiguous,
+                         **scales)
+
+
 def d64_pair_tail_sweep(iters, copy_bw):
     """Paged 16-bit D=64 GQA 32/8 and MHA at 2-3 blocks per SM (head pairs at 1-1.5 units
     per SM): the heuristic's count (s0), 1-3 splits, 2 splits balanced (sk) and even
@@ -956,6 +1008,7 @@ SWEEPS = {
     "balanced-short": (balanced_short_sweep, "the balanced schedule on tables longer than the keys read, and windows"),
     "balanced-ragged": (balanced_ragged_sweep, "the balanced schedule's grids with ragged lengths"),
     "pdl-map": (pdl_map_sweep, "16-bit GQA 32/8 grids of 1-2.4 units per SM with PDL on and off"),
+    "pdl-map-more": (pdl_map_more_sweep, "FP8 D=128, 16-bit D=64 / 256 and 2-split D=128 grids with PDL on and off"),
     "paged-order": (paged_order_sweep, "long paged tables: cp.async vs TMA with random, local and sequential blocks"),
     "d64-pair-tail": (d64_pair_tail_sweep, "paged 16-bit D=64 at 2-3 blocks per SM: head pairs balanced / even, splits"),
     "d64-contig-splits": (d64_contig_splits_sweep, "contiguous 16-bit D=64 at 2-3 blocks per SM: 1-4 splits"),
