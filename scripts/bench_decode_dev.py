@@ -745,13 +745,15 @@ def pdl_map_sweep(iters, copy_bw):
                          contiguous=contiguous)
 
 
-# --pdl-map-more: decode_pdl_pays (measured on 16-bit D = 128 / 96 at one split) where it
-# was not: FP8 D = 128 (head pairs beyond one block per SM), 16-bit D = 64 and 256, and
+# --pdl-map-more: decode_pdl_pays beyond --pdl-map's grids: FP8 D = 128, 16-bit D = 64, 96
+# and 256, 1-split D = 128 at 1-1.35 units per SM (1024 keys: no tail splits there) and
 # forced 2-split grids at D = 128; GQA 32/8: (cache, D, B, N, contiguous, splits)
-PDL_MAP_MORE_ROWS = ([("fp8", 128, B, 4096, False, 0) for B in (32, 48, 56, 64)]
+PDL_MAP_MORE_ROWS = ([("fp8", 128, B, 4096, False, 0) for B in (8, 16, 20, 24, 28, 32, 48, 56, 64)]
                      + [("16", 64, B, 4096, c, 0) for c in (False, True) for B in (24, 32, 40, 48, 56)]
+                     + [("16", 96, B, 4096, c, 0) for c in (False, True) for B in (20, 24, 28)]
                      + [("16", 256, B, 2048, c, 0) for c in (False, True) for B in (20, 24, 28, 32)]
-                     + [("16", 128, B, 8192, c, 2) for c in (False, True) for B in (10, 12, 14)])
+                     + [("16", 128, B, 1024, c, 0) for c in (False, True) for B in (17, 18, 20, 22)]
+                     + [("16", 128, B, 8192, c, 2) for c in (False, True) for B in (9, 10, 12, 14)])
 
 
 def pdl_map_more_sweep(iters, copy_bw):

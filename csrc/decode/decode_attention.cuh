@@ -1521,13 +1521,15 @@ cudaError_t run_decode_attention(const DecodeAttentionArgs& a, cudaStream_t stre
           ps.streamk_blocks = static_cast<int>(sk_blocks);
           ps.streamk_by_len = kPaged && streamk_mode != kDecodeStreamKByCapacity;  // contiguous: one length
           const cudaError_t err = launch_decode_attention_tma_stages<T, D, KVT>(
-              stages, ps, kv, dim3(static_cast<unsigned>(sk_blocks)), stream, pdl, maps, box_rows);
+              stages, ps, kv, dim3(static_cast<unsigned>(sk_blocks)), stream,
+              pdl && (pdl_mode == kDecodePdlOn || decode_pdl_pays(sk_blocks, device_sm_count(), D, kDequant, true)),
+              maps, box_rows);
           if (err != cudaErrorNotSupported) return err;
         }
       }
     }
     const int64_t blocks = static_cast<int64_t>(grid.x) * grid.y * grid.z;
-    const bool grid_pdl = pdl && (pdl_mode == kDecodePdlOn || decode_pdl_pays(blocks, device_sm_count()));
+    const bool grid_pdl = pdl && (pdl_mode == kDecodePdlOn || decode_pdl_pays(blocks, device_sm_count(), D, kDequant, false));
     const int auto_stages = decode_tma_stages_for(D, kPaged, blocks, device_sm_count(), kDequant, a.head_dim,
                                                   pack_group > 0, a.num_splits, decode_read_kv_len(a));
     const int knob_stages = decode_dev_tma_stages();

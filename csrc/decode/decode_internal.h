@@ -23,12 +23,19 @@ int decode_dev_kernel();
 // anything else: where it pays (decode_pdl_pays; sm_90 only).
 constexpr int kDecodePdlOff = 0, kDecodePdlOn = 1, kDecodePdlAuto = 2;
 int decode_dev_pdl();
-// Whether the attention kernel should launch with PDL (starting behind the previous
-// kernel's early trigger): graph replays of back-to-back calls gain 0.5-2 us from it at
-// one block per SM or fewer and from two on, and lose 3-6% between (16-bit D = 128, 1 split,
-// 1.45-1.7 blocks per SM: some SMs run one block, others two; NOTES.md v39).
-inline bool decode_pdl_pays(int64_t blocks, int sms) {
-  return !(blocks * 10 > int64_t(sms) * 13 && blocks * 10 < int64_t(sms) * 18);
+// Whether the attention kernel should launch with PDL (its blocks made resident behind the
+// previous kernel's early trigger, waiting there). Graph replays of back-to-back calls
+// (NOTES.md v39, v40): one partial wave or less (blocks <= sms) gains 0.5-2 us everywhere
+// measured. Beyond, the waiting blocks take the free slots of SMs still running the
+// previous grid, so the grid lands unevenly: 16-bit kernels at head dim 128 or less lose
+// 3-13% between one and 1.8 blocks per SM (1 split at 1.45-1.7, 2 even splits at 1.2-1.45)
+// and gain 0.7-1.5% from 1.94; FP8 caches lose 1.3-3% at 1.9-3.9; the balanced schedule
+// at two blocks per SM (contiguous D = 64) loses 6%. The 256 kernel holds one block per
+// SM, so nothing waits on a busy SM: it gains ~1% at 1.45-1.94.
+inline bool decode_pdl_pays(int64_t blocks, int sms, int kernel_head_dim, bool fp8, bool balanced) {
+  if (blocks <= sms) return true;
+  if (fp8 || balanced) return false;
+  return kernel_head_dim == 256 || blocks * 10 >= int64_t(sms) * 18;
 }
 // Dev knob CLO_DECODE_TMA_STAGES, read like CLO_DECODE_VARIANT: the TMA kernel's pipeline
 // depth (2, 3 or 4 where it fits in shared memory; 0 or unset: the automatic choice).
