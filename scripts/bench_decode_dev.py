@@ -754,14 +754,18 @@ PDL_MAP_MORE_ROWS = ([("fp8", 128, B, 4096, False, 0) for B in (8, 16, 20, 24, 2
                      + [("16", 256, B, 2048, c, 0) for c in (False, True) for B in (20, 24, 28, 32)]
                      + [("16", 128, B, 1024, c, 0) for c in (False, True) for B in (17, 18, 20, 22)]
                      + [("16", 128, B, 8192, c, 2) for c in (False, True) for B in (9, 10, 12, 14)])
+# --pdl-map-edges: the rule's edges again (1.03 / 1.09 blocks per SM at 16 bits, FP8 at
+# 1.2-3.9): the rows of PDL_MAP_MORE_ROWS there
+PDL_MAP_EDGE_ROWS = ([r for r in PDL_MAP_MORE_ROWS if r[0] == "fp8"]
+                     + [r for r in PDL_MAP_MORE_ROWS if r[1] == 128 and r[3] == 1024 and r[2] in (17, 18)])
 
 
-def pdl_map_more_sweep(iters, copy_bw):
-    """PDL_MAP_MORE_ROWS with PDL where it pays (auto), everywhere and nowhere, graph
+def pdl_map_more_sweep(iters, copy_bw, rows=PDL_MAP_MORE_ROWS):
+    """`rows` (PDL_MAP_MORE_ROWS) with PDL where it pays (auto), everywhere and nowhere, graph
     replays, cold L2; each title carries the attention kernel's blocks per SM under the
     automatic choice (decode_pdl_pays' input)."""
     sms = torch.cuda.get_device_properties(0).multi_processor_count
-    for cache, D, B, N, contiguous, splits in PDL_MAP_MORE_ROWS:
+    for cache, D, B, N, contiguous, splits in rows:
         fp8 = cache == "fp8"
         case = cd.fp8_case(B, N, 8, torch.float16, D=D) if fp8 else cd.paged_case(B, N, 8, torch.float16, D=D)
         scales = {"k_scale": cd.FP8_SCALE, "v_scale": cd.FP8_SCALE} if fp8 else {}
@@ -1011,6 +1015,8 @@ SWEEPS = {
     "balanced-ragged": (balanced_ragged_sweep, "the balanced schedule's grids with ragged lengths"),
     "pdl-map": (pdl_map_sweep, "16-bit GQA 32/8 grids of 1-2.4 units per SM with PDL on and off"),
     "pdl-map-more": (pdl_map_more_sweep, "FP8 D=128, 16-bit D=64 / 256 and 2-split D=128 grids with PDL on and off"),
+    "pdl-map-edges": (lambda iters, copy_bw: pdl_map_more_sweep(iters, copy_bw, PDL_MAP_EDGE_ROWS),
+                      "the PDL rule's edges: FP8 D=128 at 0.5-3.9 blocks per SM, 16-bit D=128 at 1.03 / 1.09"),
     "paged-order": (paged_order_sweep, "long paged tables: cp.async vs TMA with random, local and sequential blocks"),
     "d64-pair-tail": (d64_pair_tail_sweep, "paged 16-bit D=64 at 2-3 blocks per SM: head pairs balanced / even, splits"),
     "d64-contig-splits": (d64_contig_splits_sweep, "contiguous 16-bit D=64 at 2-3 blocks per SM: 1-4 splits"),

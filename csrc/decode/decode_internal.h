@@ -27,15 +27,19 @@ int decode_dev_pdl();
 // previous kernel's early trigger, waiting there). Graph replays of back-to-back calls
 // (NOTES.md v39, v40): one partial wave or less (blocks <= sms) gains 0.5-2 us everywhere
 // measured. Beyond, the waiting blocks take the free slots of SMs still running the
-// previous grid, so the grid lands unevenly: 16-bit kernels at head dim 128 or less lose
-// 3-13% between one and 1.8 blocks per SM (1 split at 1.45-1.7, 2 even splits at 1.2-1.45)
-// and gain 0.7-1.5% from 1.94; FP8 caches lose 1.3-3% at 1.9-3.9; the balanced schedule
-// at two blocks per SM (contiguous D = 64) loses 6%. The 256 kernel holds one block per
-// SM, so nothing waits on a busy SM: it gains ~1% at 1.45-1.94.
+// previous grid, which can land the grid unevenly; measured per kernel family:
+//  - 16-bit, kernel head dim 128 or less: lost 3-13% from 1.09 to 1.7 blocks per SM (1
+//    split, 2 even splits), gained 3% at 1.03 (paged B=17/1K) and 0.7-1.5% from 1.94;
+//  - FP8 caches: gained 4% at 1.21, level at 1.45-1.7, lost 1.3-3% at 1.94-3.88;
+//  - the balanced schedule at two blocks per SM (contiguous D = 64): lost 6%;
+//  - the 256 kernel holds one block per SM, so nothing waits on a busy SM: ~1% gained at
+//    1.45-1.94.
 inline bool decode_pdl_pays(int64_t blocks, int sms, int kernel_head_dim, bool fp8, bool balanced) {
   if (blocks <= sms) return true;
-  if (fp8 || balanced) return false;
-  return kernel_head_dim == 256 || blocks * 10 >= int64_t(sms) * 18;
+  if (balanced) return false;
+  const bool past_band = blocks * 10 >= int64_t(sms) * 18;  // 1.8 blocks per SM
+  if (fp8) return !past_band;
+  return kernel_head_dim == 256 || blocks * 100 <= int64_t(sms) * 105 || past_band;
 }
 // Dev knob CLO_DECODE_TMA_STAGES, read like CLO_DECODE_VARIANT: the TMA kernel's pipeline
 // depth (2, 3 or 4 where it fits in shared memory; 0 or unset: the automatic choice).
