@@ -778,6 +778,19 @@ def pdl_map_more_sweep(iters, copy_bw, rows=PDL_MAP_MORE_ROWS):
                          **scales)
 
 
+def d80_layout_sweep(iters, copy_bw):
+    """16-bit D=80 at B=64/2K (MHA and GQA 32/8), where cuDNN on contiguous keys leads the
+    paged bench rows: paged at block 16 and 256 and contiguous, the heuristic's count,
+    cuDNN first (graph replays, cold L2): how much of the gap is the paged layout's
+    160-byte rows."""
+    for Hkv in (32, 8):
+        for bs in (16, 256):
+            _split_sweep_row(cd.paged_case(64, 2048, Hkv, torch.float16, D=80, block_size=bs), (0,), {"auto": {}},
+                             iters, copy_bw, f"paged bs={bs} D=80 B=64 N=2048 Hkv={Hkv}", peer="sdpa-cudnn")
+        _split_sweep_row(cd.paged_case(64, 2048, Hkv, torch.float16, D=80), (0,), {"auto": {}}, iters, copy_bw,
+                         f"contig D=80 B=64 N=2048 Hkv={Hkv}", peer="sdpa-cudnn", contiguous=True)
+
+
 def d64_pair_tail_sweep(iters, copy_bw):
     """Paged 16-bit D=64 GQA 32/8 and MHA at 2-3 blocks per SM (head pairs at 1-1.5 units
     per SM): the heuristic's count (s0), 1-3 splits, 2 splits balanced (sk) and even
@@ -1017,6 +1030,7 @@ SWEEPS = {
     "pdl-map-more": (pdl_map_more_sweep, "FP8 D=128, 16-bit D=64 / 256 and 2-split D=128 grids with PDL on and off"),
     "pdl-map-edges": (lambda iters, copy_bw: pdl_map_more_sweep(iters, copy_bw, PDL_MAP_EDGE_ROWS),
                       "the PDL rule's edges: FP8 D=128 at 0.5-3.9 blocks per SM, 16-bit D=128 at 1.03 / 1.09"),
+    "d80-layout": (d80_layout_sweep, "16-bit D=80 B=64/2K: paged block 16 / 256 and contiguous against cuDNN"),
     "paged-order": (paged_order_sweep, "long paged tables: cp.async vs TMA with random, local and sequential blocks"),
     "d64-pair-tail": (d64_pair_tail_sweep, "paged 16-bit D=64 at 2-3 blocks per SM: head pairs balanced / even, splits"),
     "d64-contig-splits": (d64_contig_splits_sweep, "contiguous 16-bit D=64 at 2-3 blocks per SM: 1-4 splits"),
