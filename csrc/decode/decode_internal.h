@@ -30,7 +30,10 @@ int decode_dev_pdl();
 // previous grid, which can land the grid unevenly; measured per kernel family:
 //  - 16-bit, kernel head dim 128 or less: lost 3-13% from 1.09 to 1.7 blocks per SM (1
 //    split, 2 even splits), gained 3% at 1.03 (paged B=17/1K) and 0.7-1.5% from 1.94;
-//  - FP8 caches: gained 4% at 1.21, level at 1.45-1.7, lost 1.3-3% at 1.94-3.88;
+//  - FP8 caches at kernel head dim 128: gained 4% at 1.21, level at 1.45-1.7, lost 1.3-3%
+//    at 1.94-3.88; at 64 (the small grids' two splits, 1.94 blocks per SM) PDL off cost
+//    8-9% (B=16/2K 18.3 -> 19.9 us, B=1/16K 14.7 -> 16.0), so other FP8 head dims follow
+//    the 16-bit rule;
 //  - the balanced schedule at two blocks per SM (contiguous D = 64): lost 6%;
 //  - the 256 kernel holds one block per SM, so nothing waits on a busy SM: ~1% gained at
 //    1.45-1.94.
@@ -38,7 +41,7 @@ inline bool decode_pdl_pays(int64_t blocks, int sms, int kernel_head_dim, bool f
   if (blocks <= sms) return true;
   if (balanced) return false;
   const bool past_band = blocks * 10 >= int64_t(sms) * 18;  // 1.8 blocks per SM
-  if (fp8) return !past_band;
+  if (fp8 && kernel_head_dim == 128) return !past_band;
   return kernel_head_dim == 256 || blocks * 100 <= int64_t(sms) * 105 || past_band;
 }
 // Dev knob CLO_DECODE_TMA_STAGES, read like CLO_DECODE_VARIANT: the TMA kernel's pipeline
