@@ -288,7 +288,8 @@ def _attention_kernel_blocks(fn) -> int:
         torch.cuda.synchronize()
     with tempfile.NamedTemporaryFile(suffix=".json") as f:
         prof.export_chrome_trace(f.name)
-        events = json.load(open(f.name)).get("traceEvents", [])
+        with open(f.name) as trace:
+            events = json.load(trace).get("traceEvents", [])
     grids = [e["args"]["grid"] for e in events
              if e.get("cat") == "kernel" and "decode_attention" in e.get("name", "") and "grid" in e.get("args", {})]
     return max((g[0] * g[1] * g[2] for g in grids), default=0)
@@ -1027,7 +1028,7 @@ SWEEPS = {
     "balanced-short": (balanced_short_sweep, "the balanced schedule on tables longer than the keys read, and windows"),
     "balanced-ragged": (balanced_ragged_sweep, "the balanced schedule's grids with ragged lengths"),
     "pdl-map": (pdl_map_sweep, "16-bit GQA 32/8 grids of 1-2.4 units per SM with PDL on and off"),
-    "pdl-map-more": (pdl_map_more_sweep, "FP8 D=128, 16-bit D=64 / 256 and 2-split D=128 grids with PDL on and off"),
+    "pdl-map-more": (pdl_map_more_sweep, "FP8 D=128, 16-bit D=64/96/256, D=128 at 1K and 2-split grids: PDL on and off"),
     "pdl-map-edges": (lambda iters, copy_bw: pdl_map_more_sweep(iters, copy_bw, PDL_MAP_EDGE_ROWS),
                       "the PDL rule's edges: FP8 D=128 at 0.5-3.9 blocks per SM, 16-bit D=128 at 1.03 / 1.09"),
     "d80-layout": (d80_layout_sweep, "16-bit D=80 B=64/2K: paged block 16 / 256 and contiguous against cuDNN"),

@@ -1529,7 +1529,8 @@ cudaError_t run_decode_attention(const DecodeAttentionArgs& a, cudaStream_t stre
       }
     }
     const int64_t blocks = static_cast<int64_t>(grid.x) * grid.y * grid.z;
-    const bool grid_pdl = pdl && (pdl_mode == kDecodePdlOn || decode_pdl_pays(blocks, device_sm_count(), D, kDequant, false));
+    const bool grid_pdl =
+        pdl && (pdl_mode == kDecodePdlOn || decode_pdl_pays(blocks, device_sm_count(), D, kDequant, false));
     const int auto_stages = decode_tma_stages_for(D, kPaged, blocks, device_sm_count(), kDequant, a.head_dim,
                                                   pack_group > 0, a.num_splits, decode_read_kv_len(a));
     const int knob_stages = decode_dev_tma_stages();
