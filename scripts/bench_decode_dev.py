@@ -746,17 +746,18 @@ def pdl_map_sweep(iters, copy_bw):
                          contiguous=contiguous)
 
 
-# --pdl-map-more: decode_pdl_pays beyond --pdl-map's grids: FP8 D = 128, 16-bit D = 64, 96
+# --pdl-map-more: decode_pdl_pays beyond --pdl-map's grids: FP8 D = 128 and 64, 16-bit D = 64, 96
 # and 256, 1-split D = 128 at 1-1.35 units per SM (1024 keys: no tail splits there) and
 # forced 2-split grids at D = 128; GQA 32/8: (cache, D, B, N, contiguous, splits)
 PDL_MAP_MORE_ROWS = ([("fp8", 128, B, 4096, False, 0) for B in (8, 16, 20, 24, 28, 32, 48, 56, 64)]
+                     + [("fp8", 64, B, 2048, False, 0) for B in (16, 20, 24)]
                      + [("16", 64, B, 4096, c, 0) for c in (False, True) for B in (24, 32, 40, 48, 56)]
                      + [("16", 96, B, 4096, c, 0) for c in (False, True) for B in (20, 24, 28)]
                      + [("16", 256, B, 2048, c, 0) for c in (False, True) for B in (20, 24, 28, 32)]
                      + [("16", 128, B, 1024, c, 0) for c in (False, True) for B in (17, 18, 20, 22)]
                      + [("16", 128, B, 8192, c, 2) for c in (False, True) for B in (9, 10, 12, 14)])
-# --pdl-map-edges: the rule's edges again (1.03 / 1.09 blocks per SM at 16 bits, FP8 at
-# 1.2-3.9): the rows of PDL_MAP_MORE_ROWS there
+# --pdl-map-edges: the rule's edges again (1.03 / 1.09 blocks per SM at 16 bits, FP8 D = 128
+# at 0.5-3.9, FP8 D = 64's small grids and head pairs): the rows of PDL_MAP_MORE_ROWS there
 PDL_MAP_EDGE_ROWS = ([r for r in PDL_MAP_MORE_ROWS if r[0] == "fp8"]
                      + [r for r in PDL_MAP_MORE_ROWS if r[1] == 128 and r[3] == 1024 and r[2] in (17, 18)])
 
@@ -1028,9 +1029,9 @@ SWEEPS = {
     "balanced-short": (balanced_short_sweep, "the balanced schedule on tables longer than the keys read, and windows"),
     "balanced-ragged": (balanced_ragged_sweep, "the balanced schedule's grids with ragged lengths"),
     "pdl-map": (pdl_map_sweep, "16-bit GQA 32/8 grids of 1-2.4 units per SM with PDL on and off"),
-    "pdl-map-more": (pdl_map_more_sweep, "FP8 D=128, 16-bit D=64/96/256, D=128 at 1K and 2-split grids: PDL on and off"),
+    "pdl-map-more": (pdl_map_more_sweep, "FP8 D=128 / 64, 16-bit D=64/96/256, D=128 at 1K and 2-split grids: PDL on and off"),
     "pdl-map-edges": (lambda iters, copy_bw: pdl_map_more_sweep(iters, copy_bw, PDL_MAP_EDGE_ROWS),
-                      "the PDL rule's edges: FP8 D=128 at 0.5-3.9 blocks per SM, 16-bit D=128 at 1.03 / 1.09"),
+                      "the PDL rule's edges: FP8 D=128 / 64, 16-bit D=128 at 1.03 / 1.09 blocks per SM"),
     "d80-layout": (d80_layout_sweep, "16-bit D=80 B=64/2K: paged block 16 / 256 and contiguous against cuDNN"),
     "paged-order": (paged_order_sweep, "long paged tables: cp.async vs TMA with random, local and sequential blocks"),
     "d64-pair-tail": (d64_pair_tail_sweep, "paged 16-bit D=64 at 2-3 blocks per SM: head pairs balanced / even, splits"),
