@@ -1498,8 +1498,12 @@ cudaError_t run_decode_attention(const DecodeAttentionArgs& a, cudaStream_t stre
   // Kernel choice: decode_tma_stages_for (decode_internal.h, NOTES.md v8, v23). Tensor maps
   // are encoded here, per call (a captured graph keeps them, as every kernel argument).
   const bool sm90 = device_cc_major() >= 9;
+  // PDL for a grid of `blocks` (decode_pdl_pays; the CLO_DECODE_PDL knob forces it off or on)
   const int pdl_mode = decode_dev_pdl();
-  const bool pdl = sm90 && pdl_mode != kDecodePdlOff;
+  auto launch_pdl = [&](int64_t blocks, bool balanced) {
+    return sm90 && pdl_mode != kDecodePdlOff &&
+           (pdl_mode == kDecodePdlOn || decode_pdl_pays(blocks, device_sm_count(), D, kDequant, balanced));
+  };
   auto launch_variant = [&](const auto& kv) -> cudaError_t {
     const int forced = decode_dev_kernel();
     // The balanced schedule (decode_streamk_blocks): a 2-split call of a 16-bit kernel at
@@ -1521,16 +1525,14 @@ cudaError_t run_decode_attention(const DecodeAttentionArgs& a, cudaStream_t stre
           ps.streamk_blocks = static_cast<int>(sk_blocks);
           ps.streamk_by_len = kPaged && streamk_mode != kDecodeStreamKByCapacity;  // contiguous: one length
           const cudaError_t err = launch_decode_attention_tma_stages<T, D, KVT>(
-              stages, ps, kv, dim3(static_cast<unsigned>(sk_blocks)), stream,
-              pdl && (pdl_mode == kDecodePdlOn || decode_pdl_pays(sk_blocks, device_sm_count(), D, kDequant, true)),
-              maps, box_rows);
+              stages, ps, kv, dim3(static_cast<unsigned>(sk_blocks)), stream, launch_pdl(sk_blocks, true), maps,
+              box_rows);
           if (err != cudaErrorNotSupported) return err;
         }
       }
     }
     const int64_t blocks = static_cast<int64_t>(grid.x) * grid.y * grid.z;
-    const bool grid_pdl =
-        pdl && (pdl_mode == kDecodePdlOn || decode_pdl_pays(blocks, device_sm_count(), D, kDequant, false));
+    const bool grid_pdl = launch_pdl(blocks, false);
     const int auto_stages = decode_tma_stages_for(D, kPaged, blocks, device_sm_count(), kDequant, a.head_dim,
                                                   pack_group > 0, a.num_splits, decode_read_kv_len(a));
     const int knob_stages = decode_dev_tma_stages();
