@@ -91,9 +91,50 @@ def tile_variants(b, h, n, d, dtype, causal):
     os.environ.pop("CUDA_LLM_OPS_FLASH_TILES", None)
 
 
+def sm90_vs_mma(iters=30):
+    """The Hopper wgmma kernel against the mma.sync one (CUDA_LLM_OPS_FLASH_SM90=0, dev
+    only) and SDPA's flash and cuDNN backends, same inputs, same process."""
+    cases = [(4, 16, 4096, 128, torch.float16, False), (4, 16, 4096, 128, torch.float16, True),
+             (4, 16, 4096, 128, torch.bfloat16, False), (16, 32, 1024, 128, torch.float16, False),
+             (2, 32, 8192, 128, torch.float16, True), (4, 32, 4096, 96, torch.float16, False),
+             (1, 32, 1000, 128, torch.bfloat16, True)]
+    for b, h, n, d, dtype, causal in cases:
+        g = torch.Generator(device="cuda").manual_seed(0)
+        q, k, v = (torch.randn(b, h, n, d, device="cuda", generator=g).to(dtype) for _ in range(3))
+        f = flops(b, h, n, d, causal)
+        ref = F.scaled_dot_product_attention(q.float(), k.float(), v.float(), is_causal=causal)
+        print(f"sm90 | B={b} H={h} N={n} D={d} {str(dtype).replace('torch.', '')} causal={causal}")
+        base = None
+        for label, env in (("wgmma (sm90)", None), ("mma.sync", "0")):
+            if env is None:
+                os.environ.pop("CUDA_LLM_OPS_FLASH_SM90", None)
+            else:
+                os.environ["CUDA_LLM_OPS_FLASH_SM90"] = env
+            out = llm.flash_attention(q, k, v, is_causal=causal)
+            err = rel_error(out.float(), ref)
+            t = benchmark(lambda: llm.flash_attention(q, k, v, is_causal=causal), warmup=5, iterations=iters)
+            ms = row(label, t, f, base)
+            base = base or ms
+            print(f"    rel err vs fp32 SDPA {err:.2e}")
+        os.environ.pop("CUDA_LLM_OPS_FLASH_SM90", None)
+        for pname, backend in (("sdpa-flash", SDPBackend.FLASH_ATTENTION), ("sdpa-cudnn", SDPBackend.CUDNN_ATTENTION)):
+            fn = sdpa(backend)
+            try:
+                fn(q, k, v, causal)
+            except RuntimeError as exc:
+                print(f"  {pname:<22} unavailable: {str(exc).splitlines()[0][:80]}")
+                continue
+            t = benchmark(lambda: fn(q, k, v, causal), warmup=5, iterations=iters)
+            row(pname, t, f, base)
+
+
 def main():
+    import sys
     torch.backends.cuda.matmul.allow_tf32 = False
     print(torch.cuda.get_device_name(), torch.__version__, llm.build_info())
+    if "--sm90" in sys.argv[1:]:
+        sm90_vs_mma()
+        return
     for causal in (False, True):
         compare(4, 16, 4096, 128, torch.float16, causal)
     for causal in (False, True):

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from cuda_llm_ops import flash_attention, naive_attention, tiled_attention
 from cuda_llm_ops.attention import NAIVE_MAX_SEQ_LEN_K
 from cuda_llm_ops.reference import attention_reference
-from cuda_llm_ops.testing import assert_close, randn, run_isolated
+from cuda_llm_ops.testing import assert_close, kernel_names, randn, run_isolated
 
 from conftest import require_op
 
@@ -311,3 +311,68 @@ def test_flash_op_few_query_rows(dtype, nq):
         out = torch.ops.cuda_llm_ops.flash_attention(q, k, v, 128 ** -0.5, causal)
         ref_dtype = torch.float64 if dtype == torch.float32 else torch.float32
         assert_close(out, attention_reference(q, k, v, is_causal=causal, dtype=ref_dtype), dtype=dtype)
+
+
+# ---------------------------------------------------------------- the Hopper wgmma kernel
+
+def _on_sm90() -> bool:
+    return torch.cuda.get_device_capability() == (9, 0)
+
+
+_SM90_CASES = [  # b, hq, hkv, nq, nk, d, causal
+    (2, 4, 2, 131, 77, 128, True),       # Nq > Nk: rows that see no key
+    (1, 8, 2, 1000, 1000, 128, True),    # GQA, odd length, diagonal tiles
+    (2, 4, 4, 300, 2500, 128, False),    # long keys, tail tile
+    (1, 4, 1, 17, 4097, 128, True),      # few rows (the op, not the decode route), MQA
+    (3, 6, 3, 257, 129, 96, False),      # D = 96 on the 128 tile (TMA zero-fills columns)
+    (1, 2, 2, 129, 64, 72, True),        # D = 72, one key tile
+    (2, 4, 2, 64, 65, 120, False),       # D = 120, one row tile, keys one past a tile
+]
+
+
+@pytest.mark.parametrize("case", _SM90_CASES, ids=lambda c: "-".join(map(str, c)))
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16], ids=str)
+def test_sm90_kernel_matches_reference(case, dtype):
+    """On an H100 the fp16/bf16 flash op with D in (64, 128] runs the wgmma/TMA kernel
+    (checked by name); it and the mma.sync kernel (dev knob) both match the reference."""
+    require_op("flash_attention")
+    b, hq, hkv, nq, nk, d, causal = case
+    q, k, v = _inputs(b, hq, hkv, nq, nk, d, dtype, seed=nq + nk + d)
+    ref = attention_reference(q, k, v, is_causal=causal, dtype=torch.float32)
+    op = torch.ops.cuda_llm_ops.flash_attention
+
+    def call():
+        out = torch.full(q.shape, float("nan"), dtype=dtype, device="cuda")
+        del out  # poison the block the op's output most likely gets
+        return op(q, k, v, d ** -0.5, causal)
+
+    if _on_sm90():
+        assert "flash_attention_fwd_sm90" in kernel_names(call)
+    out = call()
+    assert not torch.isnan(out).any()
+    assert_close(out, ref, dtype=dtype, what=f"sm90 path {case}")
+    if causal and nq > nk:
+        assert (out[:, :, : nq - nk] == 0).all()
+    import os
+    os.environ["CUDA_LLM_OPS_FLASH_SM90"] = "0"
+    try:
+        names = kernel_names(call)
+        assert "flash_attention_fwd_sm90" not in names and "flash_attention_mma" in names
+        assert_close(call(), ref, dtype=dtype, what=f"mma.sync path {case}")
+    finally:
+        os.environ.pop("CUDA_LLM_OPS_FLASH_SM90", None)
+
+
+def test_sm90_kernel_strided_and_broadcast_inputs():
+    """[B, N, H, D] views (a fused QKV projection's layout) take the TMA kernel; K/V
+    expanded over the heads (head stride 0) give the same answer whichever kernel runs."""
+    require_op("flash_attention")
+    q, k, v = _inputs(2, 8, 2, 200, 300, 128, torch.bfloat16, seed=77, strided=True)
+    ref = attention_reference(q, k, v, is_causal=True, dtype=torch.float32)
+    if _on_sm90():
+        assert "flash_attention_fwd_sm90" in kernel_names(lambda: flash_attention(q, k, v, is_causal=True))
+    assert_close(flash_attention(q, k, v, is_causal=True), ref, dtype=torch.bfloat16)
+    k1, v1 = k[:, :1].expand(2, 8, 300, 128), v[:, :1].expand(2, 8, 300, 128)
+    assert k1.stride(1) == 0
+    ref1 = attention_reference(q, k1.contiguous(), v1.contiguous(), is_causal=False, dtype=torch.float32)
+    assert_close(flash_attention(q, k1, v1), ref1, dtype=torch.bfloat16)

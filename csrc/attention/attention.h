@@ -51,6 +51,11 @@ cudaError_t launch_flash_attention(const AttentionParams& p, cudaStream_t stream
 template <typename T, int kHeadDim>
 cudaError_t launch_flash_attention_mma(const AttentionParams& p, cudaStream_t stream);
 cudaError_t launch_flash_attention_fp32(const AttentionParams& p, cudaStream_t stream);
+// Hopper (sm_90a) wgmma/TMA flash kernel for fp16/bf16 and D in (64, 128]
+// (flash_attention_sm90.cuh); cudaErrorNotSupported, launching nothing, where it does
+// not apply, so the dispatch falls back to the mma.sync kernel.
+template <typename T>
+cudaError_t launch_flash_attention_sm90(const AttentionParams& p, cudaStream_t stream);
 
 // Host-side validation shared by every launcher.
 inline bool attention_params_valid(const AttentionParams& p) {

@@ -1,14 +1,31 @@
-// Dispatch of flash attention: fp16/bf16 to the tensor-core kernel of the
-// smallest head-dim bucket that holds D (columns past D are zero-filled in
-// shared memory and never stored), fp32 to the CUDA-core flash kernel.
+// Dispatch of flash attention: fp16/bf16 to the Hopper wgmma kernel where it
+// applies (sm_90a image on a cc 9.0 device, D in (64, 128], TMA-describable
+// layout), else to the mma.sync kernel of the smallest head-dim bucket that holds
+// D (columns past D are zero-filled in shared memory and never stored); fp32 to
+// the CUDA-core flash kernel.
+#include <cstdlib>
+#include <cstring>
+
 #include "attention/attention.h"
 
 namespace cuda_llm_ops {
 
 namespace {
+// Development knob (not an API): CUDA_LLM_OPS_FLASH_SM90=0, read on each call, keeps
+// fp16/bf16 on the mma.sync kernels so scripts/bench_attention_dev.py and the tests
+// can run both families side by side on one H100.
+inline bool sm90_family_allowed() {
+  const char* v = std::getenv("CUDA_LLM_OPS_FLASH_SM90");
+  return v == nullptr || std::strcmp(v, "0") != 0;
+}
+
 template <typename T>
 cudaError_t dispatch_head_dim(const AttentionParams& p, cudaStream_t stream) {
   const int d = p.head_dim;
+  if (sm90_family_allowed()) {
+    const cudaError_t err = launch_flash_attention_sm90<T>(p, stream);
+    if (err != cudaErrorNotSupported) return err;
+  }
   if (d <= 32) return launch_flash_attention_mma<T, 32>(p, stream);
   if (d <= 64) return launch_flash_attention_mma<T, 64>(p, stream);
   if (d <= 96) return launch_flash_attention_mma<T, 96>(p, stream);

@@ -5,15 +5,6 @@
 
 namespace cuda_llm_ops::gemm {
 
-#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-#define CLO_WGMMA_FAMILY_COMPILED 1
-#else
-#define CLO_WGMMA_FAMILY_COMPILED 0
-#endif
-// 1 in the module image of the sm_90a build, 0 in any other (the host reads the
-// value of the image the driver loaded for the device).
-__device__ int wgmma_family_compiled_flag = CLO_WGMMA_FAMILY_COMPILED;
-
 cudaError_t encode_tensor_map_2d(CUtensorMap* map, DType dtype, const void* base, uint64_t dim0, uint64_t dim1,
                                  uint64_t row_stride_bytes, uint32_t box0, uint32_t box1) {
   const uint64_t dims[2] = {dim0, dim1};
@@ -22,26 +13,7 @@ cudaError_t encode_tensor_map_2d(CUtensorMap* map, DType dtype, const void* base
                                  CU_TENSOR_MAP_SWIZZLE_128B);
 }
 
-bool wgmma_family_available() {
-  static int cached[64];  // 0 unknown, 1 yes, 2 no
-  int dev = 0;
-  if (cudaGetDevice(&dev) != cudaSuccess || dev < 0 || dev >= 64) {
-    cudaGetLastError();
-    return false;
-  }
-  if (cached[dev] == 0) {
-    int major = 0, minor = 0;
-    cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev);
-    cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev);
-    int flag = 0;
-    if (major == 9 && minor == 0 && tma::tensor_map_encoder() != nullptr) {
-      if (cudaMemcpyFromSymbol(&flag, wgmma_family_compiled_flag, sizeof(int)) != cudaSuccess) flag = 0;
-    }
-    cudaGetLastError();  // a failed query must not surface as the next launch's error
-    cached[dev] = flag == 1 ? 1 : 2;
-  }
-  return cached[dev] == 1;
-}
+bool wgmma_family_available() { return wgmma::sm90a_image_loaded() && tma::tensor_map_encoder() != nullptr; }
 
 bool wgmma_applicable(const GemmProblem& p) {
   if (p.in_dtype != DType::kFloat16 && p.in_dtype != DType::kBFloat16) return false;

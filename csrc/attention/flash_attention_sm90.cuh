@@ -1,0 +1,358 @@
+// FlashAttention forward for Hopper (sm_90a): TMA loads, wgmma from shared-memory
+// descriptors, warp specialisation (the FA3 design, written for this repo).
+//
+// One CTA of three warpgroups owns 128 query rows of one (batch, query head):
+//   warpgroup 0, producer: one thread loads the Q tile once and streams 128-key K
+//     and V tiles through a ring of kStages stages with TMA (K and V of a stage
+//     have their own full/empty mbarriers, so S = Q K^T starts before V lands);
+//     its registers are handed to the consumers with setmaxnreg.
+//   warpgroups 1, 2, consumers: 64 query rows each.
+//     S = Q K^T   wgmma m64n128k16, A = Q, B = K, both K-major from smem
+//     online softmax on the accumulators (exp2 with scale*log2(e) in one FFMA)
+//     O += P V    wgmma m64n128k16 with A = P from registers (the S accumulator
+//                 re-packed to 16 bits in place: the accumulator and the A
+//                 fragment share the mma.sync layout), B = V N-major from smem
+//   Within a warpgroup tile j's S = Q K^T and tile j-1's O += P V are in flight
+//   together while the softmax of tile j runs (FA3's intra-warpgroup overlap).
+// Shared tiles are rows of 64 elements (128 bytes) in the 128-byte swizzle that TMA
+// writes and the wgmma descriptors read; a 128 x 128 tile is two 64-column chunks.
+// Edges: TMA zero-fills rows past Nq / Nk and columns past D (so any D in (64, 128]
+// runs on the 128 tile); keys past Nk and causal positions are masked to -inf.
+// Causal (bottom-right aligned): a CTA stops at the last key its last row sees,
+// and the heaviest CTAs start first.
+#pragma once
+
+#include <type_traits>
+
+#include "attention/attention.h"
+#include "cuda_llm_ops/common.cuh"
+#include "cuda_llm_ops/online_softmax.cuh"
+#include "cuda_llm_ops/tma.cuh"
+#include "cuda_llm_ops/warp_primitives.cuh"
+#include "cuda_llm_ops/wgmma.cuh"
+
+namespace cuda_llm_ops {
+namespace flash_sm90 {
+
+template <int kBlockN_, int kStages_>
+struct Config {
+  static constexpr int kHeadDim = 128, kBlockM = 128, kBlockN = kBlockN_, kStages = kStages_;
+  static constexpr int kConsumers = 2, kThreads = 128 * (kConsumers + 1);
+  static constexpr int kSAcc = kBlockN / 2;  // S accumulators per consumer thread (64 x kBlockN per warpgroup)
+  // Tiles are two 64-column chunks of rows of 128 bytes.
+  static constexpr uint32_t kQChunkBytes = kBlockM * 128, kKVChunkBytes = kBlockN * 128;
+  static constexpr uint32_t kQBytes = 2 * kQChunkBytes, kKVBytes = 2 * kKVChunkBytes;
+  static constexpr int kOStride = kHeadDim + 8;  // output staging row, in elements (conflict-free)
+  static constexpr size_t kOBytes = size_t(kBlockM) * kOStride * 2;
+  static constexpr size_t kSmemBytes = kQBytes + size_t(kKVBytes) * 2 * kStages + kOBytes + 1024;  // + alignment
+  static constexpr int kProducerRegs = 24, kConsumerRegs = 240;
+  static_assert(kBlockN == 64 || kBlockN == 128, "key tile");
+  static_assert(kSmemBytes <= 227 * 1024, "shared memory");
+};
+
+// Masks, rescales and exponentiates one 64 x kBlockN S tile (N = kBlockN / 2 accumulators) of a consumer warpgroup in
+// place (this thread: rows r0 and r0 + 8, columns 8j + 2t + {0,1}); returns nothing,
+// updates the running max (log2 domain) and this thread's partial row sums, and
+// writes the factor the older O rows must be scaled by.
+template <bool kMask, int N>
+CLO_DEVICE void softmax_tile(float (&s)[N], float (&row_max)[2], float (&row_sum)[2], float (&rescale)[2],
+                             float scale_log2, int n0, int nk, int r0, int causal_offset, bool causal, int t) {
+  if constexpr (kMask) {
+#pragma unroll
+    for (int j = 0; j < N / 4; ++j)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int col = n0 + 8 * j + 2 * t + (e & 1);
+        const int row = r0 + 8 * (e >> 1);
+        if (col >= nk || (causal && col > row + causal_offset)) s[4 * j + e] = kNegInf;
+      }
+  }
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    float mx = kNegInf;
+#pragma unroll
+    for (int j = 0; j < N / 4; ++j) mx = fmaxf(mx, fmaxf(s[4 * j + 2 * h], s[4 * j + 2 * h + 1]));
+    mx = group_reduce_max<4>(mx);
+    // Scaled only when some key is visible: kNegInf * scale could overflow to -inf.
+    const float m_new = fmaxf(row_max[h], mx == kNegInf ? kNegInf : mx * scale_log2);
+    // A row with every key masked so far keeps kNegInf; subtracting 0 then makes its
+    // exp terms exactly 0 rather than exp2(0) = 1.
+    const float m_use = m_new == kNegInf ? 0.f : m_new;
+    rescale[h] = fast_exp2(row_max[h] - m_use);
+    row_max[h] = m_new;
+    float sum = 0.f;
+#pragma unroll
+    for (int j = 0; j < N / 4; ++j)
+#pragma unroll
+      for (int e = 0; e < 2; ++e) {
+        float& x = s[4 * j + 2 * h + e];
+        x = fast_exp2(fmaf(x, scale_log2, -m_use));
+        sum += x;
+      }
+    row_sum[h] = row_sum[h] * rescale[h] + sum;
+  }
+}
+
+
+// S = Q K^T for one warpgroup: 64 rows x kBlockN keys over D = 128 (two 64-column
+// chunks of K-major Q and K tiles), issued and committed as one wgmma group.
+template <typename T, typename Cfg>
+CLO_DEVICE void issue_qk(float (&s)[Cfg::kSAcc], uint32_t q_addr, uint32_t k_addr) {
+#pragma unroll
+  for (int i = 0; i < Cfg::kSAcc; ++i) s[i] = 0.f;
+  wgmma::fence();
+#pragma unroll
+  for (int kk = 0; kk < Cfg::kHeadDim / 16; ++kk) {
+    const uint64_t dq = wgmma::make_desc_sw128(q_addr + (kk / 4) * Cfg::kQChunkBytes + (kk % 4) * 32, 16, 1024);
+    const uint64_t dk = wgmma::make_desc_sw128(k_addr + (kk / 4) * Cfg::kKVChunkBytes + (kk % 4) * 32, 16, 1024);
+    if constexpr (Cfg::kBlockN == 128) {
+      wgmma::wgmma_m64n128k16<0, 0>(wgmma::WgmmaTag<T>{}, s, dq, dk);
+    } else {
+      wgmma::wgmma_m64n64k16<0, 0>(wgmma::WgmmaTag<T>{}, s, dq, dk);
+    }
+  }
+  wgmma::commit_group();
+}
+
+// O += P V: P from registers, V (kBlockN keys x 128 columns, N-major: the 64-column
+// chunks lie kKVChunkBytes apart) from smem; one k-step per 16 keys.
+template <typename T, typename Cfg>
+CLO_DEVICE void issue_pv(float (&o)[64], const uint32_t (&p)[Cfg::kSAcc / 2], uint32_t v_addr) {
+  wgmma::fence();
+#pragma unroll
+  for (int kk = 0; kk < Cfg::kBlockN / 16; ++kk)
+    wgmma::wgmma_m64n128k16_rs<1>(wgmma::WgmmaTag<T>{}, o, p[4 * kk], p[4 * kk + 1], p[4 * kk + 2], p[4 * kk + 3],
+                                  wgmma::make_desc_sw128(v_addr + kk * 2048, Cfg::kKVChunkBytes, 1024));
+  wgmma::commit_group();
+}
+
+// S columns 16kk .. 16kk + 15 are accumulator tiles 2kk and 2kk + 1: the A fragment
+// of k-step kk is their four pairs in order.
+template <typename T, int N>
+CLO_DEVICE void pack_p(uint32_t (&p)[N / 2], const float (&s)[N]) {
+#pragma unroll
+  for (int i = 0; i < N / 2; ++i) p[i] = pack_float2<T>(s[2 * i], s[2 * i + 1]);
+}
+
+template <typename T, typename Cfg>
+__global__ void __launch_bounds__(Cfg::kThreads, 1)
+flash_attention_fwd_sm90_kernel(const __grid_constant__ CUtensorMap map_q, const __grid_constant__ CUtensorMap map_k,
+                                const __grid_constant__ CUtensorMap map_v, const AttentionParams p) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  constexpr int kStages = Cfg::kStages, kBlockM = Cfg::kBlockM, kBlockN = Cfg::kBlockN;
+  extern __shared__ unsigned char smem_raw[];
+  __shared__ __align__(8) uint64_t q_full;
+  __shared__ __align__(8) uint64_t k_full[kStages], k_empty[kStages], v_full[kStages], v_empty[kStages];
+  // 128-byte swizzle atoms start on 1024-byte boundaries.
+  unsigned char* smem =
+      reinterpret_cast<unsigned char*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t(1023));
+  unsigned char* sQ = smem;
+  unsigned char* sK = sQ + Cfg::kQBytes;
+  unsigned char* sV = sK + kStages * Cfg::kKVBytes;
+  T* sO = reinterpret_cast<T*>(sV + kStages * Cfg::kKVBytes);
+
+  const int m_block = p.is_causal ? gridDim.x - 1 - blockIdx.x : blockIdx.x;  // causal: heaviest first
+  const int head = blockIdx.y, batch = blockIdx.z;
+  const int kv_head = head / (p.num_q_heads / p.num_kv_heads);
+  const int m0 = m_block * kBlockM;
+  const int nq = p.seq_len_q, nk = p.seq_len_k, d_real = p.head_dim;
+  const int causal_offset = nk - nq;  // query i sees key j iff j <= i + causal_offset
+  T* o = static_cast<T*>(p.o) + ((int64_t(batch) * p.num_q_heads + head) * nq) * d_real;
+
+  int n_end = nk;
+  if (p.is_causal) n_end = min(nk, min(m0 + kBlockM, nq) + causal_offset);
+  const int num_tiles = n_end > 0 ? div_ceil(n_end, kBlockN) : 0;
+  if (num_tiles == 0) {  // no row of this CTA sees a key: zeros
+    const int rows = min(kBlockM, nq - m0), chunks = d_real / 8;
+    for (int i = threadIdx.x; i < rows * chunks; i += Cfg::kThreads)
+      *reinterpret_cast<uint4*>(o + int64_t(m0 + i / chunks) * d_real + (i % chunks) * 8) = make_uint4(0, 0, 0, 0);
+    return;
+  }
+
+  if (threadIdx.x == 0) {
+    tma::mbarrier_init(&q_full, 1);
+#pragma unroll
+    for (int s = 0; s < kStages; ++s) {
+      tma::mbarrier_init(&k_full[s], 1);
+      tma::mbarrier_init(&v_full[s], 1);
+      tma::mbarrier_init(&k_empty[s], Cfg::kConsumers * 128);
+      tma::mbarrier_init(&v_empty[s], Cfg::kConsumers * 128);
+    }
+    tma::mbarrier_init_fence();
+  }
+  __syncthreads();
+
+  const int warpgroup = threadIdx.x / 128, wg_tid = threadIdx.x % 128;
+  if (warpgroup == 0) {
+    wgmma::setmaxnreg_dec<Cfg::kProducerRegs>();
+    if (wg_tid == 0) {
+      tma::prefetch_tensor_map(&map_q);
+      tma::prefetch_tensor_map(&map_k);
+      tma::prefetch_tensor_map(&map_v);
+      tma::mbarrier_arrive_expect_tx(&q_full, Cfg::kQBytes);
+      tma::load_4d(sQ, &map_q, 0, m0, head, batch, &q_full);
+      tma::load_4d(sQ + Cfg::kQChunkBytes, &map_q, 64, m0, head, batch, &q_full);
+      for (int j = 0; j < num_tiles; ++j) {
+        const int s = j % kStages;
+        const uint32_t parity = ((j / kStages) - 1) & 1;  // phase of the stage's previous release
+        unsigned char* k_dst = sK + s * Cfg::kKVBytes;
+        unsigned char* v_dst = sV + s * Cfg::kKVBytes;
+        if (j >= kStages) tma::mbarrier_wait(&k_empty[s], parity);
+        tma::mbarrier_arrive_expect_tx(&k_full[s], Cfg::kKVBytes);
+        tma::load_4d(k_dst, &map_k, 0, j * kBlockN, kv_head, batch, &k_full[s]);
+        tma::load_4d(k_dst + Cfg::kKVChunkBytes, &map_k, 64, j * kBlockN, kv_head, batch, &k_full[s]);
+        if (j >= kStages) tma::mbarrier_wait(&v_empty[s], parity);
+        tma::mbarrier_arrive_expect_tx(&v_full[s], Cfg::kKVBytes);
+        tma::load_4d(v_dst, &map_v, 0, j * kBlockN, kv_head, batch, &v_full[s]);
+        tma::load_4d(v_dst + Cfg::kKVChunkBytes, &map_v, 64, j * kBlockN, kv_head, batch, &v_full[s]);
+      }
+    }
+    return;
+  }
+
+  wgmma::setmaxnreg_inc<Cfg::kConsumerRegs>();
+  const int cw = warpgroup - 1;  // rows cw * 64 .. cw * 64 + 63 of the CTA's tile
+  const int lane = wg_tid % 32, warp = wg_tid / 32, g = lane / 4, t = lane % 4;
+  const int r0 = m0 + cw * 64 + warp * 16 + g;  // this thread's rows: r0, r0 + 8
+  const float scale_log2 = p.scale * kLog2e;
+  const bool causal = p.is_causal;
+  // Tiles from here on may need the causal mask for this warpgroup's first row.
+  const int wg_row0 = m0 + cw * 64;
+
+  float o_acc[64], s_acc[Cfg::kSAcc];
+  uint32_t p_frag[Cfg::kSAcc / 2];
+  float row_max[2] = {kNegInf, kNegInf}, row_sum[2] = {0.f, 0.f}, rescale[2];
+#pragma unroll
+  for (int i = 0; i < 64; ++i) o_acc[i] = 0.f;
+
+  const uint32_t q_addr = smem_u32addr(sQ) + cw * 64 * 128;
+  const uint32_t k_addr0 = smem_u32addr(sK), v_addr0 = smem_u32addr(sV);
+#define CLO_FA3_SOFTMAX(J)                                                                                          \
+  do {                                                                                                              \
+    const int n0_ = (J) * kBlockN;                                                                                  \
+    if (n0_ + kBlockN > nk || (causal && n0_ + kBlockN - 1 > wg_row0 + causal_offset)) {                           \
+      softmax_tile<true, Cfg::kSAcc>(s_acc, row_max, row_sum, rescale, scale_log2, n0_, nk, r0, causal_offset, causal, t);     \
+    } else {                                                                                                        \
+      softmax_tile<false, Cfg::kSAcc>(s_acc, row_max, row_sum, rescale, scale_log2, n0_, nk, r0, causal_offset, causal, t);    \
+    }                                                                                                               \
+  } while (0)
+
+  tma::mbarrier_wait(&q_full, 0);
+  tma::mbarrier_wait(&k_full[0], 0);
+  issue_qk<T, Cfg>(s_acc, q_addr, k_addr0);
+  wgmma::wait_group<0>();
+  tma::mbarrier_arrive(&k_empty[0]);
+  CLO_FA3_SOFTMAX(0);
+  pack_p<T, Cfg::kSAcc>(p_frag, s_acc);
+  for (int j = 1; j < num_tiles; ++j) {
+    const int s = j % kStages, sp = (j - 1) % kStages;
+    tma::mbarrier_wait(&k_full[s], (j / kStages) & 1);
+    issue_qk<T, Cfg>(s_acc, q_addr, k_addr0 + s * Cfg::kKVBytes);
+    tma::mbarrier_wait(&v_full[sp], ((j - 1) / kStages) & 1);
+    issue_pv<T, Cfg>(o_acc, p_frag, v_addr0 + sp * Cfg::kKVBytes);
+    wgmma::wait_group<1>();  // S of tile j is ready; P V of tile j - 1 may still run
+    tma::mbarrier_arrive(&k_empty[s]);
+    CLO_FA3_SOFTMAX(j);
+    wgmma::wait_group<0>();
+    tma::mbarrier_arrive(&v_empty[sp]);
+#pragma unroll
+    for (int i = 0; i < 16; ++i) {
+      o_acc[4 * i] *= rescale[0];
+      o_acc[4 * i + 1] *= rescale[0];
+      o_acc[4 * i + 2] *= rescale[1];
+      o_acc[4 * i + 3] *= rescale[1];
+    }
+    pack_p<T, Cfg::kSAcc>(p_frag, s_acc);
+  }
+#undef CLO_FA3_SOFTMAX
+  {
+    const int sp = (num_tiles - 1) % kStages;
+    tma::mbarrier_wait(&v_full[sp], ((num_tiles - 1) / kStages) & 1);
+    issue_pv<T, Cfg>(o_acc, p_frag, v_addr0 + sp * Cfg::kKVBytes);
+    wgmma::wait_group<0>();
+  }
+
+  // Normalise, stage this warpgroup's 64 rows in smem, then 16-byte stores.
+  float inv[2];
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    const float sum = group_reduce_sum<4>(row_sum[h]);
+    inv[h] = sum > 0.f ? 1.f / sum : 0.f;  // a row that saw no key outputs zeros
+  }
+  T* sO_wg = sO + cw * 64 * Cfg::kOStride;
+  const int lr = warp * 16 + g;
+#pragma unroll
+  for (int i = 0; i < 16; ++i) {
+    const int col = 8 * i + 2 * t;
+    *reinterpret_cast<uint32_t*>(sO_wg + lr * Cfg::kOStride + col) =
+        pack_float2<T>(o_acc[4 * i] * inv[0], o_acc[4 * i + 1] * inv[0]);
+    *reinterpret_cast<uint32_t*>(sO_wg + (lr + 8) * Cfg::kOStride + col) =
+        pack_float2<T>(o_acc[4 * i + 2] * inv[1], o_acc[4 * i + 3] * inv[1]);
+  }
+  named_barrier_sync(1 + cw, 128);
+  const int chunks = d_real / 8;
+  for (int i = wg_tid; i < 64 * chunks; i += 128) {
+    const int r = i / chunks, c = i % chunks;
+    if (wg_row0 + r < nq)
+      *reinterpret_cast<uint4*>(o + int64_t(wg_row0 + r) * d_real + c * 8) =
+          *reinterpret_cast<const uint4*>(sO_wg + r * Cfg::kOStride + c * 8);
+  }
+#endif
+}
+
+// A 4-D map over [B, H, N, D] (dims innermost first), boxes of 64 columns x box_rows rows.
+inline cudaError_t encode_qkv_map(CUtensorMap* map, bool bf16, const void* base, int d, int n, int heads, int batch,
+                                  int64_t seq_stride, int64_t head_stride, int64_t batch_stride, uint32_t box_rows) {
+  const uint64_t dims[4] = {uint64_t(d), uint64_t(n), uint64_t(heads), uint64_t(batch)};
+  const uint64_t strides[3] = {uint64_t(seq_stride) * 2, uint64_t(head_stride) * 2, uint64_t(batch_stride) * 2};
+  const uint32_t box[4] = {64, box_rows, 1, 1};
+  return tma::encode_tiled_16bit(map, bf16, base, 4, dims, strides, box, CU_TENSOR_MAP_SWIZZLE_128B);
+}
+
+template <typename T, typename Cfg>
+cudaError_t launch_config(const AttentionParams& p, cudaStream_t stream) {
+  constexpr bool bf16 = std::is_same_v<T, __nv_bfloat16>;
+  CUtensorMap map_q, map_k, map_v;
+  if (encode_qkv_map(&map_q, bf16, p.q, p.head_dim, p.seq_len_q, p.num_q_heads, p.batch, p.q_seq_stride,
+                     p.q_head_stride, p.q_batch_stride, Cfg::kBlockM) != cudaSuccess ||
+      encode_qkv_map(&map_k, bf16, p.k, p.head_dim, p.seq_len_k, p.num_kv_heads, p.batch, p.k_seq_stride,
+                     p.k_head_stride, p.k_batch_stride, Cfg::kBlockN) != cudaSuccess ||
+      encode_qkv_map(&map_v, bf16, p.v, p.head_dim, p.seq_len_k, p.num_kv_heads, p.batch, p.v_seq_stride,
+                     p.v_head_stride, p.v_batch_stride, Cfg::kBlockN) != cudaSuccess)
+    return cudaErrorNotSupported;
+  auto kernel = flash_attention_fwd_sm90_kernel<T, Cfg>;
+  cudaError_t err = set_dynamic_smem(kernel, Cfg::kSmemBytes);
+  if (err != cudaSuccess) return err;
+  const dim3 grid(div_ceil(p.seq_len_q, Cfg::kBlockM), p.num_q_heads, p.batch);
+  kernel<<<grid, Cfg::kThreads, Cfg::kSmemBytes, stream>>>(map_q, map_k, map_v, p);
+  return cudaGetLastError();
+}
+
+// cudaErrorNotSupported (launching nothing) where this kernel does not apply: no
+// sm_90a image on a cc 9.0 device, D outside (64, 128], or a layout TMA cannot
+// describe (16-byte aligned bases, strides multiples of 16 bytes below 2^40).
+template <typename T>
+cudaError_t launch(const AttentionParams& p, cudaStream_t stream) {
+  if (p.head_dim <= 64 || p.head_dim > 128 || !wgmma::sm90a_image_loaded()) return cudaErrorNotSupported;
+  auto aligned = [](const void* ptr, int64_t s0, int64_t s1, int64_t s2) {
+    auto ok = [](int64_t s) { return s >= 0 && s % 8 == 0 && s < (int64_t(1) << 38); };
+    return reinterpret_cast<uintptr_t>(ptr) % 16 == 0 && ok(s0) && ok(s1) && ok(s2);
+  };
+  if (!aligned(p.q, p.q_seq_stride, p.q_head_stride, p.q_batch_stride) ||
+      !aligned(p.k, p.k_seq_stride, p.k_head_stride, p.k_batch_stride) ||
+      !aligned(p.v, p.v_seq_stride, p.v_head_stride, p.v_batch_stride))
+    return cudaErrorNotSupported;
+  // 64-key tiles: with 128 (S 64 + P 32 + O 64 accumulators per thread) ptxas keeps the
+  // consumers under the entry's 168-register cap despite setmaxnreg and spills, serialising
+  // the wgmmas (NOTES.md).
+  return launch_config<T, Config<64, 4>>(p, stream);
+}
+
+}  // namespace flash_sm90
+
+template <typename T>
+cudaError_t launch_flash_attention_sm90(const AttentionParams& p, cudaStream_t stream) {
+  return flash_sm90::launch<T>(p, stream);
+}
+
+}  // namespace cuda_llm_ops

@@ -1,0 +1,7 @@
+// Hopper flash attention (flash_attention_sm90.cuh), __nv_bfloat16 instantiation: one
+// dtype per file so ninja compiles them in parallel.
+#include "attention/flash_attention_sm90.cuh"
+
+namespace cuda_llm_ops {
+template cudaError_t launch_flash_attention_sm90<__nv_bfloat16>(const AttentionParams&, cudaStream_t);
+}  // namespace cuda_llm_ops
