@@ -105,18 +105,20 @@ def sm90_vs_mma(iters=30):
         ref = F.scaled_dot_product_attention(q.float(), k.float(), v.float(), is_causal=causal)
         print(f"sm90 | B={b} H={h} N={n} D={d} {str(dtype).replace('torch.', '')} causal={causal}")
         base = None
-        for label, env in (("wgmma (sm90)", None), ("mma.sync", "0")):
-            if env is None:
-                os.environ.pop("CUDA_LLM_OPS_FLASH_SM90", None)
-            else:
-                os.environ["CUDA_LLM_OPS_FLASH_SM90"] = env
+        knobs = ("CUDA_LLM_OPS_FLASH_SM90", "CUDA_LLM_OPS_FLASH_SM90_SCHED")
+        for label, env in (("wgmma ping-pong", {}), ("wgmma overlap", {knobs[1]: "overlap"}),
+                           ("mma.sync", {knobs[0]: "0"})):
+            for key in knobs:
+                os.environ.pop(key, None)
+            os.environ.update(env)
             out = llm.flash_attention(q, k, v, is_causal=causal)
             err = rel_error(out.float(), ref)
             t = benchmark(lambda: llm.flash_attention(q, k, v, is_causal=causal), warmup=5, iterations=iters)
             ms = row(label, t, f, base)
             base = base or ms
             print(f"    rel err vs fp32 SDPA {err:.2e}")
-        os.environ.pop("CUDA_LLM_OPS_FLASH_SM90", None)
+        for key in knobs:
+            os.environ.pop(key, None)
         for pname, backend in (("sdpa-flash", SDPBackend.FLASH_ATTENTION), ("sdpa-cudnn", SDPBackend.CUDNN_ATTENTION)):
             fn = sdpa(backend)
             try:

@@ -348,12 +348,17 @@ def test_sm90_kernel_matches_reference(case, dtype):
 
     if _on_sm90():
         assert "flash_attention_fwd_sm90" in kernel_names(call)
-    out = call()
-    assert not torch.isnan(out).any()
-    assert_close(out, ref, dtype=dtype, what=f"sm90 path {case}")
-    if causal and nq > nk:
-        assert (out[:, :, : nq - nk] == 0).all()
     import os
+    for sched in ("", "overlap", "pingpong"):  # the rule's choice, then each schedule forced
+        os.environ["CUDA_LLM_OPS_FLASH_SM90_SCHED"] = sched
+        try:
+            out = call()
+        finally:
+            os.environ.pop("CUDA_LLM_OPS_FLASH_SM90_SCHED", None)
+        assert not torch.isnan(out).any()
+        assert_close(out, ref, dtype=dtype, what=f"sm90 path {case} schedule {sched or 'auto'}")
+        if causal and nq > nk:
+            assert (out[:, :, : nq - nk] == 0).all()
     os.environ["CUDA_LLM_OPS_FLASH_SM90"] = "0"
     try:
         names = kernel_names(call)

@@ -22,6 +22,8 @@
 // and the heaviest CTAs start first.
 #pragma once
 
+#include <cstdlib>
+#include <cstring>
 #include <type_traits>
 
 #include "attention/attention.h"
@@ -34,9 +36,12 @@
 namespace cuda_llm_ops {
 namespace flash_sm90 {
 
-template <int kBlockN_, int kStages_>
+template <int kBlockN_, int kStages_, bool kPingPong_>
 struct Config {
   static constexpr int kHeadDim = 128, kBlockM = 128, kBlockN = kBlockN_, kStages = kStages_;
+  // The two consumer warpgroups take turns issuing their wgmmas (named barriers), so one
+  // runs its softmax while the other's GEMMs hold the tensor cores (FA3's ping-pong).
+  static constexpr bool kPingPong = kPingPong_;
   static constexpr int kConsumers = 2, kThreads = 128 * (kConsumers + 1);
   static constexpr int kSAcc = kBlockN / 2;  // S accumulators per consumer thread (64 x kBlockN per warpgroup)
   // Tiles are two 64-column chunks of rows of 128 bytes.
@@ -54,6 +59,8 @@ struct Config {
 // place (this thread: rows r0 and r0 + 8, columns 8j + 2t + {0,1}); returns nothing,
 // updates the running max (log2 domain) and this thread's partial row sums, and
 // writes the factor the older O rows must be scaled by.
+constexpr float kMaxSlack = 8.f;
+
 template <bool kMask, int N>
 CLO_DEVICE void softmax_tile(float (&s)[N], float (&row_max)[2], float (&row_sum)[2], float (&rescale)[2],
                              float scale_log2, int n0, int nk, int r0, int causal_offset, bool causal, int t) {
@@ -74,7 +81,11 @@ CLO_DEVICE void softmax_tile(float (&s)[N], float (&row_max)[2], float (&row_sum
     for (int j = 0; j < N / 4; ++j) mx = fmaxf(mx, fmaxf(s[4 * j + 2 * h], s[4 * j + 2 * h + 1]));
     mx = group_reduce_max<4>(mx);
     // Scaled only when some key is visible: kNegInf * scale could overflow to -inf.
-    const float m_new = fmaxf(row_max[h], mx == kNegInf ? kNegInf : mx * scale_log2);
+    const float tile_max = mx == kNegInf ? kNegInf : mx * scale_log2;
+    // The running max moves only when a score exceeds it by more than kMaxSlack (log2
+    // domain): exp terms then stay below 2^kMaxSlack (exact in fp16/bf16 P and fp32 sums,
+    // and the stale max cancels in O / l), and most tiles leave O unscaled.
+    const float m_new = tile_max > row_max[h] + kMaxSlack ? tile_max : row_max[h];
     // A row with every key masked so far keeps kNegInf; subtracting 0 then makes its
     // exp terms exactly 0 rather than exp2(0) = 1.
     const float m_use = m_new == kNegInf ? 0.f : m_new;
@@ -175,8 +186,10 @@ flash_attention_fwd_sm90_kernel(const __grid_constant__ CUtensorMap map_q, const
     for (int s = 0; s < kStages; ++s) {
       tma::mbarrier_init(&k_full[s], 1);
       tma::mbarrier_init(&v_full[s], 1);
-      tma::mbarrier_init(&k_empty[s], Cfg::kConsumers * 128);
-      tma::mbarrier_init(&v_empty[s], Cfg::kConsumers * 128);
+      // One arrival per consumer warp (lane 0, after the warp's wgmma wait: the wgmmas
+      // reading the stage are warpgroup-wide, so any warp seeing them retire may release).
+      tma::mbarrier_init(&k_empty[s], Cfg::kConsumers * 4);
+      tma::mbarrier_init(&v_empty[s], Cfg::kConsumers * 4);
     }
     tma::mbarrier_init_fence();
   }
@@ -237,40 +250,68 @@ flash_attention_fwd_sm90_kernel(const __grid_constant__ CUtensorMap map_q, const
     }                                                                                                               \
   } while (0)
 
+  // Ping-pong turns: warpgroup cw issues on named barrier kTurnBarrier + cw once the
+  // other one has issued (bar.arrive); issue points are QK_0, then QK_j with PV_{j-1},
+  // then PV_{n-1}: n + 1 per warpgroup, warpgroup 0 first.
+  constexpr int kTurnBarrier = 3;
+  if constexpr (Cfg::kPingPong) {
+    if (cw == 1) named_barrier_arrive(kTurnBarrier, 256);
+  }
+#define CLO_FA3_TURN_WAIT()                                                       \
+  do {                                                                            \
+    if constexpr (Cfg::kPingPong) named_barrier_sync(kTurnBarrier + cw, 256);     \
+  } while (0)
+#define CLO_FA3_TURN_PASS(LAST)                                                   \
+  do {                                                                            \
+    if constexpr (Cfg::kPingPong) {                                               \
+      if (cw == 0 || !(LAST)) named_barrier_arrive(kTurnBarrier + 1 - cw, 256);   \
+    }                                                                             \
+  } while (0)
+
   tma::mbarrier_wait(&q_full, 0);
   tma::mbarrier_wait(&k_full[0], 0);
+  CLO_FA3_TURN_WAIT();
   issue_qk<T, Cfg>(s_acc, q_addr, k_addr0);
+  CLO_FA3_TURN_PASS(false);
   wgmma::wait_group<0>();
-  tma::mbarrier_arrive(&k_empty[0]);
+  if (lane == 0) tma::mbarrier_arrive(&k_empty[0]);
   CLO_FA3_SOFTMAX(0);
   pack_p<T, Cfg::kSAcc>(p_frag, s_acc);
   for (int j = 1; j < num_tiles; ++j) {
     const int s = j % kStages, sp = (j - 1) % kStages;
     tma::mbarrier_wait(&k_full[s], (j / kStages) & 1);
-    issue_qk<T, Cfg>(s_acc, q_addr, k_addr0 + s * Cfg::kKVBytes);
     tma::mbarrier_wait(&v_full[sp], ((j - 1) / kStages) & 1);
+    CLO_FA3_TURN_WAIT();
+    issue_qk<T, Cfg>(s_acc, q_addr, k_addr0 + s * Cfg::kKVBytes);
     issue_pv<T, Cfg>(o_acc, p_frag, v_addr0 + sp * Cfg::kKVBytes);
+    CLO_FA3_TURN_PASS(false);
     wgmma::wait_group<1>();  // S of tile j is ready; P V of tile j - 1 may still run
-    tma::mbarrier_arrive(&k_empty[s]);
+    if (lane == 0) tma::mbarrier_arrive(&k_empty[s]);
     CLO_FA3_SOFTMAX(j);
     wgmma::wait_group<0>();
-    tma::mbarrier_arrive(&v_empty[sp]);
+    if (lane == 0) tma::mbarrier_arrive(&v_empty[sp]);
+    if (__any_sync(0xffffffffu, rescale[0] != 1.f || rescale[1] != 1.f)) {  // warp-uniform skip
 #pragma unroll
-    for (int i = 0; i < 16; ++i) {
-      o_acc[4 * i] *= rescale[0];
-      o_acc[4 * i + 1] *= rescale[0];
-      o_acc[4 * i + 2] *= rescale[1];
-      o_acc[4 * i + 3] *= rescale[1];
+      for (int i = 0; i < 16; ++i) {
+        o_acc[4 * i] *= rescale[0];
+        o_acc[4 * i + 1] *= rescale[0];
+        o_acc[4 * i + 2] *= rescale[1];
+        o_acc[4 * i + 3] *= rescale[1];
+      }
     }
     pack_p<T, Cfg::kSAcc>(p_frag, s_acc);
   }
-#undef CLO_FA3_SOFTMAX
   {
     const int sp = (num_tiles - 1) % kStages;
     tma::mbarrier_wait(&v_full[sp], ((num_tiles - 1) / kStages) & 1);
+    CLO_FA3_TURN_WAIT();
     issue_pv<T, Cfg>(o_acc, p_frag, v_addr0 + sp * Cfg::kKVBytes);
+    CLO_FA3_TURN_PASS(true);
     wgmma::wait_group<0>();
   }
+#undef CLO_FA3_SOFTMAX
+#undef CLO_FA3_TURN_WAIT
+#undef CLO_FA3_TURN_PASS
 
   // Normalise, stage this warpgroup's 64 rows in smem, then 16-byte stores.
   float inv[2];
@@ -345,7 +386,15 @@ cudaError_t launch(const AttentionParams& p, cudaStream_t stream) {
   // 64-key tiles: with 128 (S 64 + P 32 + O 64 accumulators per thread) ptxas keeps the
   // consumers under the entry's 168-register cap despite setmaxnreg and spills, serialising
   // the wgmmas (NOTES.md).
-  return launch_config<T, Config<64, 4>>(p, stream);
+  // Ping-pong for full rows, not for causal ones (bench_attention_dev.py --sm90, two
+  // runs: B=4 H=16 N=4096 fp16 ping-pong 1.093-1.134 ms against 1.147-1.192 without,
+  // causal 0.691-0.692 against 0.653-0.681). Dev knob CUDA_LLM_OPS_FLASH_SM90_SCHED =
+  // "overlap" | "pingpong" forces one.
+  const char* sched = std::getenv("CUDA_LLM_OPS_FLASH_SM90_SCHED");
+  bool pingpong = !p.is_causal;
+  if (sched != nullptr && std::strcmp(sched, "overlap") == 0) pingpong = false;
+  if (sched != nullptr && std::strcmp(sched, "pingpong") == 0) pingpong = true;
+  return pingpong ? launch_config<T, Config<64, 4, true>>(p, stream) : launch_config<T, Config<64, 4, false>>(p, stream);
 }
 
 }  // namespace flash_sm90
