@@ -55,20 +55,26 @@ def compare(b, h, n, d, dtype, causal, peers=True, ours=("flash",), iters=30):
         print(f"    rel err vs SDPA {err:.2e}")
         ours_ms = ours_ms or ms
     if peers:
-        for pname, backend in (("sdpa-flash", SDPBackend.FLASH_ATTENTION), ("sdpa-cudnn", SDPBackend.CUDNN_ATTENTION),
-                               ("sdpa-efficient", SDPBackend.EFFICIENT_ATTENTION)):
-            if dtype == torch.float32 and backend != SDPBackend.EFFICIENT_ATTENTION:
-                continue
-            fn = sdpa(backend)
-            try:
-                fn(q, k, v, causal)
-            except RuntimeError as exc:
-                print(f"  {pname:<22} unavailable: {str(exc).splitlines()[0][:80]}")
-                continue
-            t = benchmark(lambda: fn(q, k, v, causal), warmup=5, iterations=iters)
-            ms = row(pname, t, f)
+        backends = (("sdpa-flash", SDPBackend.FLASH_ATTENTION), ("sdpa-cudnn", SDPBackend.CUDNN_ATTENTION),
+                    ("sdpa-efficient", SDPBackend.EFFICIENT_ATTENTION))
+        if dtype == torch.float32:
+            backends = backends[2:]
+        for pname, ms in time_sdpa(backends, q, k, v, causal, f, iters):
             if ours_ms:
                 print(f"    ours / {pname}: {ms / ours_ms * 100:5.1f}% of its speed")
+
+
+def time_sdpa(backends, q, k, v, causal, f, iters, base_ms=None):
+    """Times each available SDPA backend on the same inputs; yields (name, median ms)."""
+    for pname, backend in backends:
+        fn = sdpa(backend)
+        try:
+            fn(q, k, v, causal)
+        except RuntimeError as exc:
+            print(f"  {pname:<22} unavailable: {str(exc).splitlines()[0][:80]}")
+            continue
+        t = benchmark(lambda: fn(q, k, v, causal), warmup=5, iterations=iters)
+        yield pname, row(pname, t, f, base_ms)
 
 
 def tile_variants(b, h, n, d, dtype, causal):
@@ -105,9 +111,13 @@ def sm90_vs_mma(iters=30):
         ref = F.scaled_dot_product_attention(q.float(), k.float(), v.float(), is_causal=causal)
         print(f"sm90 | B={b} H={h} N={n} D={d} {str(dtype).replace('torch.', '')} causal={causal}")
         base = None
-        knobs = ("CUDA_LLM_OPS_FLASH_SM90", "CUDA_LLM_OPS_FLASH_SM90_SCHED")
-        for label, env in (("wgmma ping-pong", {}), ("wgmma overlap", {knobs[1]: "overlap"}),
-                           ("mma.sync", {knobs[0]: "0"})):
+        knobs = ("CUDA_LLM_OPS_FLASH_SM90", "CUDA_LLM_OPS_FLASH_SM90_SCHED", "CUDA_LLM_OPS_FLASH_SM90_TILE")
+        variants = [("wgmma auto", {})]
+        for tile in ("128", "64"):
+            for sched in ("pingpong", "overlap"):
+                variants.append((f"wgmma {tile} {sched}", {knobs[1]: sched, knobs[2]: tile}))
+        variants.append(("mma.sync", {knobs[0]: "0"}))
+        for label, env in variants:
             for key in knobs:
                 os.environ.pop(key, None)
             os.environ.update(env)
@@ -119,15 +129,9 @@ def sm90_vs_mma(iters=30):
             print(f"    rel err vs fp32 SDPA {err:.2e}")
         for key in knobs:
             os.environ.pop(key, None)
-        for pname, backend in (("sdpa-flash", SDPBackend.FLASH_ATTENTION), ("sdpa-cudnn", SDPBackend.CUDNN_ATTENTION)):
-            fn = sdpa(backend)
-            try:
-                fn(q, k, v, causal)
-            except RuntimeError as exc:
-                print(f"  {pname:<22} unavailable: {str(exc).splitlines()[0][:80]}")
-                continue
-            t = benchmark(lambda: fn(q, k, v, causal), warmup=5, iterations=iters)
-            row(pname, t, f, base)
+        backends = (("sdpa-flash", SDPBackend.FLASH_ATTENTION), ("sdpa-cudnn", SDPBackend.CUDNN_ATTENTION))
+        for _ in time_sdpa(backends, q, k, v, causal, f, iters, base):
+            pass
 
 
 def main():

@@ -219,6 +219,13 @@ flash_attention_fwd_sm90_kernel(const __grid_constant__ CUtensorMap map_q, const
         tma::load_4d(v_dst, &map_v, 0, j * kBlockN, kv_head, batch, &v_full[s]);
         tma::load_4d(v_dst + Cfg::kKVChunkBytes, &map_v, 64, j * kBlockN, kv_head, batch, &v_full[s]);
       }
+      // Watchdog: the consumers wait untrapped (tma::mbarrier_wait_untrapped), so this
+      // thread waits (trapping) for their release of the last tiles: a consumer that hangs
+      // turns into a launch error here instead of a hung kernel.
+      for (int j = max(0, num_tiles - kStages); j < num_tiles; ++j) {
+        tma::mbarrier_wait(&k_empty[j % kStages], (j / kStages) & 1);
+        tma::mbarrier_wait(&v_empty[j % kStages], (j / kStages) & 1);
+      }
     }
     return;
   }
@@ -268,8 +275,8 @@ flash_attention_fwd_sm90_kernel(const __grid_constant__ CUtensorMap map_q, const
     }                                                                             \
   } while (0)
 
-  tma::mbarrier_wait(&q_full, 0);
-  tma::mbarrier_wait(&k_full[0], 0);
+  tma::mbarrier_wait_untrapped(&q_full, 0);
+  tma::mbarrier_wait_untrapped(&k_full[0], 0);
   CLO_FA3_TURN_WAIT();
   issue_qk<T, Cfg>(s_acc, q_addr, k_addr0);
   CLO_FA3_TURN_PASS(false);
@@ -279,8 +286,8 @@ flash_attention_fwd_sm90_kernel(const __grid_constant__ CUtensorMap map_q, const
   pack_p<T, Cfg::kSAcc>(p_frag, s_acc);
   for (int j = 1; j < num_tiles; ++j) {
     const int s = j % kStages, sp = (j - 1) % kStages;
-    tma::mbarrier_wait(&k_full[s], (j / kStages) & 1);
-    tma::mbarrier_wait(&v_full[sp], ((j - 1) / kStages) & 1);
+    tma::mbarrier_wait_untrapped(&k_full[s], (j / kStages) & 1);
+    tma::mbarrier_wait_untrapped(&v_full[sp], ((j - 1) / kStages) & 1);
     CLO_FA3_TURN_WAIT();
     issue_qk<T, Cfg>(s_acc, q_addr, k_addr0 + s * Cfg::kKVBytes);
     issue_pv<T, Cfg>(o_acc, p_frag, v_addr0 + sp * Cfg::kKVBytes);
@@ -303,11 +310,12 @@ flash_attention_fwd_sm90_kernel(const __grid_constant__ CUtensorMap map_q, const
   }
   {
     const int sp = (num_tiles - 1) % kStages;
-    tma::mbarrier_wait(&v_full[sp], ((num_tiles - 1) / kStages) & 1);
+    tma::mbarrier_wait_untrapped(&v_full[sp], ((num_tiles - 1) / kStages) & 1);
     CLO_FA3_TURN_WAIT();
     issue_pv<T, Cfg>(o_acc, p_frag, v_addr0 + sp * Cfg::kKVBytes);
     CLO_FA3_TURN_PASS(true);
     wgmma::wait_group<0>();
+    if (lane == 0) tma::mbarrier_arrive(&v_empty[sp]);  // for the producer's watchdog
   }
 #undef CLO_FA3_SOFTMAX
 #undef CLO_FA3_TURN_WAIT
@@ -394,7 +402,10 @@ cudaError_t launch(const AttentionParams& p, cudaStream_t stream) {
   bool pingpong = !p.is_causal;
   if (sched != nullptr && std::strcmp(sched, "overlap") == 0) pingpong = false;
   if (sched != nullptr && std::strcmp(sched, "pingpong") == 0) pingpong = true;
-  return pingpong ? launch_config<T, Config<64, 4, true>>(p, stream) : launch_config<T, Config<64, 4, false>>(p, stream);
+  const char* tile = std::getenv("CUDA_LLM_OPS_FLASH_SM90_TILE");  // dev knob: "64" or "128" keys
+  if (tile != nullptr && std::strcmp(tile, "64") == 0)
+    return pingpong ? launch_config<T, Config<64, 4, true>>(p, stream) : launch_config<T, Config<64, 4, false>>(p, stream);
+  return pingpong ? launch_config<T, Config<128, 2, true>>(p, stream) : launch_config<T, Config<128, 2, false>>(p, stream);
 }
 
 }  // namespace flash_sm90

@@ -69,6 +69,16 @@ CLO_DEVICE void mbarrier_wait(uint64_t* bar, uint32_t parity) {
   }
 }
 
+// mbarrier_wait without the trap, for warps after setmaxnreg.inc: a trap anywhere on
+// their path makes ptxas allocate it under the kernel's entry register cap (a
+// flash_attention_fwd_sm90 consumer spilled 212 bytes at 168 registers with it, none at
+// 240 without). A warp that does trap must watch these waits: one that hangs here keeps
+// it waiting too (attention/NOTES.md v3).
+CLO_DEVICE void mbarrier_wait_untrapped(uint64_t* bar, uint32_t parity) {
+  while (!mbarrier_try_wait(bar, parity)) {
+  }
+}
+
 // 2-D tile load global -> shared (box and swizzle as encoded in the tensor map);
 // out-of-bounds elements are zero-filled and still count towards the bytes the
 // mbarrier expects. Coordinates are in elements, innermost first.
