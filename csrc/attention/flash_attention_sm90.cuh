@@ -13,7 +13,12 @@
 //                 re-packed to 16 bits in place: the accumulator and the A
 //                 fragment share the mma.sync layout), B = V N-major from smem
 //   Within a warpgroup tile j's S = Q K^T and tile j-1's O += P V are in flight
-//   together while the softmax of tile j runs (FA3's intra-warpgroup overlap).
+//   together while the softmax of tile j runs (FA3's intra-warpgroup overlap);
+//   for non-causal calls the two consumer warpgroups also take turns issuing their
+//   wgmmas (FA3's ping-pong), so one's softmax runs under the other's GEMMs.
+// The consumers (240 registers after setmaxnreg) wait on mbarriers without a trap
+// (a trap on their path caps them at the entry's 168 registers); the producer's
+// trapping wait for their release of the last tiles turns a hang into an error.
 // Shared tiles are rows of 64 elements (128 bytes) in the 128-byte swizzle that TMA
 // writes and the wgmma descriptors read; a 128 x 128 tile is two 64-column chunks.
 // Edges: TMA zero-fills rows past Nq / Nk and columns past D (so any D in (64, 128]
@@ -36,9 +41,10 @@
 namespace cuda_llm_ops {
 namespace flash_sm90 {
 
-template <int kBlockN_, int kStages_, bool kPingPong_>
+template <bool kPingPong_>
 struct Config {
-  static constexpr int kHeadDim = 128, kBlockM = 128, kBlockN = kBlockN_, kStages = kStages_;
+  // 128-key tiles in 2 stages (64-key tiles in 4 measured 25-40% slower, NOTES.md v3).
+  static constexpr int kHeadDim = 128, kBlockM = 128, kBlockN = 128, kStages = 2;
   // The two consumer warpgroups take turns issuing their wgmmas (named barriers), so one
   // runs its softmax while the other's GEMMs hold the tensor cores (FA3's ping-pong).
   static constexpr bool kPingPong = kPingPong_;
@@ -51,7 +57,6 @@ struct Config {
   static constexpr size_t kOBytes = size_t(kBlockM) * kOStride * 2;
   static constexpr size_t kSmemBytes = kQBytes + size_t(kKVBytes) * 2 * kStages + kOBytes + 1024;  // + alignment
   static constexpr int kProducerRegs = 24, kConsumerRegs = 240;
-  static_assert(kBlockN == 64 || kBlockN == 128, "key tile");
   static_assert(kSmemBytes <= 227 * 1024, "shared memory");
 };
 
@@ -116,11 +121,7 @@ CLO_DEVICE void issue_qk(float (&s)[Cfg::kSAcc], uint32_t q_addr, uint32_t k_add
   for (int kk = 0; kk < Cfg::kHeadDim / 16; ++kk) {
     const uint64_t dq = wgmma::make_desc_sw128(q_addr + (kk / 4) * Cfg::kQChunkBytes + (kk % 4) * 32, 16, 1024);
     const uint64_t dk = wgmma::make_desc_sw128(k_addr + (kk / 4) * Cfg::kKVChunkBytes + (kk % 4) * 32, 16, 1024);
-    if constexpr (Cfg::kBlockN == 128) {
-      wgmma::wgmma_m64n128k16<0, 0>(wgmma::WgmmaTag<T>{}, s, dq, dk);
-    } else {
-      wgmma::wgmma_m64n64k16<0, 0>(wgmma::WgmmaTag<T>{}, s, dq, dk);
-    }
+    wgmma::wgmma_m64n128k16<0, 0>(wgmma::WgmmaTag<T>{}, s, dq, dk);
   }
   wgmma::commit_group();
 }
@@ -391,21 +392,14 @@ cudaError_t launch(const AttentionParams& p, cudaStream_t stream) {
       !aligned(p.k, p.k_seq_stride, p.k_head_stride, p.k_batch_stride) ||
       !aligned(p.v, p.v_seq_stride, p.v_head_stride, p.v_batch_stride))
     return cudaErrorNotSupported;
-  // 64-key tiles: with 128 (S 64 + P 32 + O 64 accumulators per thread) ptxas keeps the
-  // consumers under the entry's 168-register cap despite setmaxnreg and spills, serialising
-  // the wgmmas (NOTES.md).
-  // Ping-pong for full rows, not for causal ones (bench_attention_dev.py --sm90, two
-  // runs: B=4 H=16 N=4096 fp16 ping-pong 1.093-1.134 ms against 1.147-1.192 without,
-  // causal 0.691-0.692 against 0.653-0.681). Dev knob CUDA_LLM_OPS_FLASH_SM90_SCHED =
-  // "overlap" | "pingpong" forces one.
+  // Ping-pong for full rows, not for causal ones (bench_attention_dev.py --sm90 at
+  // 51b2fbb, B=4 H=16 N=4096 fp16: 0.870 ms against 0.963 without; causal within 2%
+  // either way). Dev knob CUDA_LLM_OPS_FLASH_SM90_SCHED = "overlap" | "pingpong".
   const char* sched = std::getenv("CUDA_LLM_OPS_FLASH_SM90_SCHED");
   bool pingpong = !p.is_causal;
   if (sched != nullptr && std::strcmp(sched, "overlap") == 0) pingpong = false;
   if (sched != nullptr && std::strcmp(sched, "pingpong") == 0) pingpong = true;
-  const char* tile = std::getenv("CUDA_LLM_OPS_FLASH_SM90_TILE");  // dev knob: "64" or "128" keys
-  if (tile != nullptr && std::strcmp(tile, "64") == 0)
-    return pingpong ? launch_config<T, Config<64, 4, true>>(p, stream) : launch_config<T, Config<64, 4, false>>(p, stream);
-  return pingpong ? launch_config<T, Config<128, 2, true>>(p, stream) : launch_config<T, Config<128, 2, false>>(p, stream);
+  return pingpong ? launch_config<T, Config<true>>(p, stream) : launch_config<T, Config<false>>(p, stream);
 }
 
 }  // namespace flash_sm90
