@@ -4,6 +4,7 @@ causal with Nq != Nk (fully masked rows), strided inputs, error paths,
 opcheck, torch.compile and flash attention's O(N) memory."""
 from __future__ import annotations
 
+import os
 
 import pytest
 import torch
@@ -18,6 +19,12 @@ from cuda_llm_ops.testing import assert_close, kernel_names, randn, run_isolated
 from conftest import require_op
 
 pytestmark = pytest.mark.cuda
+
+# The flash kernels' dev knobs (dev_knob, csrc/include/cuda_llm_ops/common.cuh) are read on
+# every call only when set before the first call: empty values keep the defaults and let
+# the Hopper tests below switch them in this process.
+for _knob in ("CUDA_LLM_OPS_FLASH_SM90", "CUDA_LLM_OPS_FLASH_SM90_SCHED"):
+    os.environ.setdefault(_knob, "")
 
 OPS = {"naive_attention": naive_attention, "tiled_attention": tiled_attention, "flash_attention": flash_attention}
 DTYPES = [torch.float32, torch.float16, torch.bfloat16]
@@ -348,13 +355,13 @@ def test_sm90_kernel_matches_reference(case, dtype):
 
     if _on_sm90():
         assert "flash_attention_fwd_sm90" in kernel_names(call)
-    import os
-    for sched in ("", "overlap", "pingpong"):  # the rule's choice, then each schedule forced
+    # The rule's choice, then each schedule forced (kSchedOverlap 1, kSchedPingPong 2).
+    for sched in ("", "1", "2"):
         os.environ["CUDA_LLM_OPS_FLASH_SM90_SCHED"] = sched
         try:
             out = call()
         finally:
-            os.environ.pop("CUDA_LLM_OPS_FLASH_SM90_SCHED", None)
+            os.environ["CUDA_LLM_OPS_FLASH_SM90_SCHED"] = ""
         assert not torch.isnan(out).any()
         assert_close(out, ref, dtype=dtype, what=f"sm90 path {case} schedule {sched or 'auto'}")
         if causal and nq > nk:
@@ -365,7 +372,7 @@ def test_sm90_kernel_matches_reference(case, dtype):
         assert "flash_attention_fwd_sm90" not in names and "flash_attention_mma" in names
         assert_close(call(), ref, dtype=dtype, what=f"mma.sync path {case}")
     finally:
-        os.environ.pop("CUDA_LLM_OPS_FLASH_SM90", None)
+        os.environ["CUDA_LLM_OPS_FLASH_SM90"] = ""
 
 
 def test_sm90_kernel_strided_and_broadcast_inputs():

@@ -4,19 +4,18 @@
 // D (columns past D are zero-filled in shared memory and never stored); fp32 to
 // the CUDA-core flash kernel.
 #include <cstdlib>
-#include <cstring>
 
 #include "attention/attention.h"
 
 namespace cuda_llm_ops {
 
 namespace {
-// Development knob (not an API): CUDA_LLM_OPS_FLASH_SM90=0, read on each call, keeps
-// fp16/bf16 on the mma.sync kernels so scripts/bench_attention_dev.py and the tests
-// can run both families side by side on one H100.
+// Dev knob (dev_knob, common.cuh): CUDA_LLM_OPS_FLASH_SM90=0 keeps fp16/bf16 on the
+// mma.sync kernels so scripts/bench_attention_dev.py and the tests can run both families
+// side by side on one H100.
 inline bool sm90_family_allowed() {
-  const char* v = std::getenv("CUDA_LLM_OPS_FLASH_SM90");
-  return v == nullptr || std::strcmp(v, "0") != 0;
+  static bool dev_mode = std::getenv("CUDA_LLM_OPS_FLASH_SM90") != nullptr;
+  return dev_knob("CUDA_LLM_OPS_FLASH_SM90", dev_mode, 1) != 0;
 }
 
 template <typename T>

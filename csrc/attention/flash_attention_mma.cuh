@@ -22,6 +22,7 @@
 #pragma once
 
 #include "attention/attention.h"
+#include "attention/flash_common.cuh"
 #include "cuda_llm_ops/common.cuh"
 #include "cuda_llm_ops/mma.cuh"
 #include "cuda_llm_ops/online_softmax.cuh"
@@ -114,16 +115,11 @@ __global__ void __launch_bounds__(Cfg::kThreads, 2) flash_attention_mma_kernel(c
   T* o = static_cast<T*>(p.o) + ((int64_t(batch) * p.num_q_heads + head) * nq) * d_real;
 
   // Keys this block needs: all, or up to what its last row can see.
-  int n_end = nk;
-  if (p.is_causal) n_end = min(nk, min(m0 + kBlockM, nq) - 1 + causal_offset + 1);
+  const int n_end = flash_key_end(p, m0, kBlockM);
   const int num_n_tiles = n_end > 0 ? (n_end + kBlockN - 1) / kBlockN : 0;
 
   if (num_n_tiles == 0) {  // every row of the block sees no key: zeros
-    const int rows = min(kBlockM, nq - m0);
-    for (int i = tid; i < rows * (d_real / 8); i += Cfg::kThreads) {
-      const int r = i / (d_real / 8), c = i % (d_real / 8);
-      *reinterpret_cast<uint4*>(o + int64_t(m0 + r) * d_real + c * 8) = make_uint4(0, 0, 0, 0);
-    }
+    flash_store_zero_rows(o, p, m0, kBlockM, tid, Cfg::kThreads);
     return;
   }
 

@@ -28,10 +28,10 @@
 #pragma once
 
 #include <cstdlib>
-#include <cstring>
 #include <type_traits>
 
 #include "attention/attention.h"
+#include "attention/flash_common.cuh"
 #include "cuda_llm_ops/common.cuh"
 #include "cuda_llm_ops/online_softmax.cuh"
 #include "cuda_llm_ops/tma.cuh"
@@ -40,6 +40,9 @@
 
 namespace cuda_llm_ops {
 namespace flash_sm90 {
+
+// Values of the CUDA_LLM_OPS_FLASH_SM90_SCHED dev knob (launch()).
+constexpr int kSchedRule = 0, kSchedOverlap = 1, kSchedPingPong = 2;
 
 template <bool kPingPong_>
 struct Config {
@@ -60,12 +63,13 @@ struct Config {
   static_assert(kSmemBytes <= 227 * 1024, "shared memory");
 };
 
-// Masks, rescales and exponentiates one 64 x kBlockN S tile (N = kBlockN / 2 accumulators) of a consumer warpgroup in
-// place (this thread: rows r0 and r0 + 8, columns 8j + 2t + {0,1}); returns nothing,
-// updates the running max (log2 domain) and this thread's partial row sums, and
-// writes the factor the older O rows must be scaled by.
+// How far (log2 domain) a score may exceed the running max before the max moves.
 constexpr float kMaxSlack = 8.f;
 
+// Masks, rescales and exponentiates in place one 64 x kBlockN S tile of a consumer
+// warpgroup (N = kBlockN / 2 accumulators; this thread: rows r0 and r0 + 8, columns
+// 8j + 2t + {0,1}); updates the running max (log2 domain) and this thread's partial row
+// sums, and writes the factor the older O rows must be scaled by.
 template <bool kMask, int N>
 CLO_DEVICE void softmax_tile(float (&s)[N], float (&row_max)[2], float (&row_sum)[2], float (&rescale)[2],
                              float scale_log2, int n0, int nk, int r0, int causal_offset, bool causal, int t) {
@@ -171,13 +175,10 @@ flash_attention_fwd_sm90_kernel(const __grid_constant__ CUtensorMap map_q, const
   const int causal_offset = nk - nq;  // query i sees key j iff j <= i + causal_offset
   T* o = static_cast<T*>(p.o) + ((int64_t(batch) * p.num_q_heads + head) * nq) * d_real;
 
-  int n_end = nk;
-  if (p.is_causal) n_end = min(nk, min(m0 + kBlockM, nq) + causal_offset);
+  const int n_end = flash_key_end(p, m0, kBlockM);
   const int num_tiles = n_end > 0 ? div_ceil(n_end, kBlockN) : 0;
   if (num_tiles == 0) {  // no row of this CTA sees a key: zeros
-    const int rows = min(kBlockM, nq - m0), chunks = d_real / 8;
-    for (int i = threadIdx.x; i < rows * chunks; i += Cfg::kThreads)
-      *reinterpret_cast<uint4*>(o + int64_t(m0 + i / chunks) * d_real + (i % chunks) * 8) = make_uint4(0, 0, 0, 0);
+    flash_store_zero_rows(o, p, m0, kBlockM, threadIdx.x, Cfg::kThreads);
     return;
   }
 
@@ -379,26 +380,18 @@ cudaError_t launch_config(const AttentionParams& p, cudaStream_t stream) {
 }
 
 // cudaErrorNotSupported (launching nothing) where this kernel does not apply: no
-// sm_90a image on a cc 9.0 device, D outside (64, 128], or a layout TMA cannot
-// describe (16-byte aligned bases, strides multiples of 16 bytes below 2^40).
+// sm_90a image on a cc 9.0 device, D outside (64, 128], or a layout whose tensor map the
+// driver rejects (launch_config; the binding has already checked 16-byte bases and strides).
 template <typename T>
 cudaError_t launch(const AttentionParams& p, cudaStream_t stream) {
   if (p.head_dim <= 64 || p.head_dim > 128 || !wgmma::sm90a_image_loaded()) return cudaErrorNotSupported;
-  auto aligned = [](const void* ptr, int64_t s0, int64_t s1, int64_t s2) {
-    auto ok = [](int64_t s) { return s >= 0 && s % 8 == 0 && s < (int64_t(1) << 38); };
-    return reinterpret_cast<uintptr_t>(ptr) % 16 == 0 && ok(s0) && ok(s1) && ok(s2);
-  };
-  if (!aligned(p.q, p.q_seq_stride, p.q_head_stride, p.q_batch_stride) ||
-      !aligned(p.k, p.k_seq_stride, p.k_head_stride, p.k_batch_stride) ||
-      !aligned(p.v, p.v_seq_stride, p.v_head_stride, p.v_batch_stride))
-    return cudaErrorNotSupported;
   // Ping-pong for full rows, not for causal ones (bench_attention_dev.py --sm90 at
   // 51b2fbb, B=4 H=16 N=4096 fp16: 0.870 ms against 0.963 without; causal within 2%
-  // either way). Dev knob CUDA_LLM_OPS_FLASH_SM90_SCHED = "overlap" | "pingpong".
-  const char* sched = std::getenv("CUDA_LLM_OPS_FLASH_SM90_SCHED");
-  bool pingpong = !p.is_causal;
-  if (sched != nullptr && std::strcmp(sched, "overlap") == 0) pingpong = false;
-  if (sched != nullptr && std::strcmp(sched, "pingpong") == 0) pingpong = true;
+  // either way). Dev knob (dev_knob, common.cuh) CUDA_LLM_OPS_FLASH_SM90_SCHED:
+  // kSchedOverlap or kSchedPingPong forces one.
+  static bool dev_mode = std::getenv("CUDA_LLM_OPS_FLASH_SM90_SCHED") != nullptr;
+  const int sched = dev_knob("CUDA_LLM_OPS_FLASH_SM90_SCHED", dev_mode, kSchedRule);
+  const bool pingpong = sched == kSchedRule ? !p.is_causal : sched == kSchedPingPong;
   return pingpong ? launch_config<T, Config<true>>(p, stream) : launch_config<T, Config<false>>(p, stream);
 }
 

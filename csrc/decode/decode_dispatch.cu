@@ -33,16 +33,6 @@ cudaError_t dispatch_half_dtype(DType dtype, F&& body) {
 
 }  // namespace
 
-namespace {
-// A dev knob's value: `fallback` unless the variable was set when first asked for (then
-// read again on every call, so one process can switch; unset then: never read again).
-int dev_knob(const char* name, bool& dev_mode, int fallback) {
-  if (!dev_mode) return fallback;
-  const char* s = std::getenv(name);
-  return s != nullptr && *s != '\0' ? std::atoi(s) : fallback;
-}
-}  // namespace
-
 int decode_dev_kernel() {
   static bool dev_mode = std::getenv("CLO_DECODE_VARIANT") != nullptr;
   const int v = dev_knob("CLO_DECODE_VARIANT", dev_mode, kDecodeKernelAuto);

@@ -7,6 +7,7 @@
 #include <cuda_fp16.h>
 #include <cuda_bf16.h>
 #include <cstdint>
+#include <cstdlib>
 #include <utility>
 
 #define CLO_HOST_DEVICE __host__ __device__ __forceinline__
@@ -77,6 +78,16 @@ inline cudaError_t dispatch_float_dtype(DType dtype, F&& body) {
     case DType::kBFloat16: return body.template operator()<__nv_bfloat16>();
     default: return cudaErrorInvalidValue;
   }
+}
+
+// A development knob's value (a kernel variant picked for side-by-side timing; not an
+// API): `fallback` unless the variable was set when first asked for, then read again on
+// every call so one process can switch (unset then: never read again, no getenv per call).
+// Callers keep `dev_mode` in a static: `static bool dev_mode = std::getenv(name) != nullptr`.
+inline int dev_knob(const char* name, bool& dev_mode, int fallback) {
+  if (!dev_mode) return fallback;
+  const char* s = std::getenv(name);
+  return s != nullptr && *s != '\0' ? std::atoi(s) : fallback;
 }
 
 // Raises a kernel's dynamic shared-memory limit when it needs more than the
