@@ -91,6 +91,9 @@ def gemm(a: torch.Tensor, b: torch.Tensor, alpha: float = 1.0, beta: float = 0.0
         c: optional `[M, N]` addend in a's dtype.
 
     fp32 runs on a SIMT register-tiled kernel (no TF32); fp16/bf16 on tensor cores.
+    Decode shapes (M <= 16, a not transposed, 16-byte aligned rows) run on the skinny
+    kernels, which stream b once (`csrc/gemm/gemm_skinny.cu`); for nn.Linear's weight
+    `w [N, K]` call `gemm(x, w, trans_b=True)`.
     Any M, N, K >= 1. Returns a new contiguous `[M, N]` tensor in a's dtype.
     """
     kernel = _ops.op("gemm")  # first, so a build without kernels says so
@@ -175,7 +178,7 @@ def _gemm_variant_fake(a, b, variant, out_fp32, trans_a=False, trans_b=False, al
 
 
 GEMM_VARIANTS = {"auto": 0, "pipelined": 1, "unpipelined": 2, "small_tile": 3, "generic": 4, "alt_a": 5, "alt_b": 6,
-                 "wgmma": 7, "wgmma_n128": 8}
+                 "wgmma": 7, "wgmma_n128": 8, "skinny": 9}
 
 
 def _gemm_variant(a: torch.Tensor, b: torch.Tensor, variant: str = "auto", out_fp32: bool = False,
@@ -193,6 +196,8 @@ def _gemm_variant(a: torch.Tensor, b: torch.Tensor, variant: str = "auto", out_f
     "wgmma" / "wgmma_n128": the Hopper family (fp16/bf16; TMA + wgmma, warp-specialised,
     128x256x64 x 4 stages / 128x128x64 x 6 stages; RuntimeError unless the device has compute
     capability 9.0 and the build has sm_90a), every layout.
+    "skinny": the decode-shape kernels (`csrc/gemm/gemm_skinny.cu`; auto's choice for M <= 16): a
+    stored [M, K] (trans_a=False, RuntimeError otherwise) with M <= 16, b either layout, any float dtype.
     fp16/bf16 "unpipelined", "alt_a", "alt_b" take only the NN layout (RuntimeError otherwise);
     the fp32 variants take every layout.
     `out_fp32` picks fp32 output for fp16/bf16 (the tensor_core_gemm epilogue; `c` is then float32).

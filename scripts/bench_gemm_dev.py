@@ -4,6 +4,7 @@ when OUT is set. Kernel variants (tile configs, the unpipelined twins) go throug
 benchmark-only op `_gemm_variant`.
 
   python3 scripts/bench_gemm_dev.py
+  GEMM_BENCH_SECTIONS=skinny python3 scripts/bench_gemm_dev.py   # the skinny kernels' knob sweep
 """
 from __future__ import annotations
 
@@ -102,6 +103,35 @@ def float_section(dtype):
         del a, b, ref
 
 
+# Skinny-kernel dev knobs swept side by side (read per call once set before the first call).
+SKINNY_KNOBS = [(2, 1), (1, 1), (4, 1), (8, 1), (2, 4), (1, 8)]  # (CLO_SKINNY_BLOCKS_PER_SM, CLO_SKINNY_KWARPS)
+
+
+def skinny_section():
+    """Decode shapes, both layouts of b, cold L2; every knob setting timed twice, in forward and in
+    reverse order (the first-timed variant can lead by itself), the better median kept."""
+    for dtype in (torch.float16, torch.float32, torch.bfloat16):
+        for M, N, K in ((1, 12288, 4096), (16, 12288, 4096), (4, 4096, 4096), (16, 4096, 14336), (1, 4096, 4096)):
+            for b_nk in (True, False):
+                a = torch.randn(M, K, device="cuda").to(dtype)
+                b = torch.randn((N, K) if b_nk else (K, N), device="cuda").to(dtype)
+                bb = b.t() if b_nk else b
+                ref = torch.matmul(a.double(), bb.double())
+                fl, shape = 2.0 * M * N * K, f"{M}x{N}x{K}" + ("nk" if b_nk else "kn")
+                peer = min(ms_of(lambda: torch.matmul(a, bb), 30, True) for _ in range(2))
+                best: dict = {}
+                for order in (SKINNY_KNOBS, SKINNY_KNOBS[::-1]):
+                    for bps, kw in order:
+                        os.environ["CLO_SKINNY_BLOCKS_PER_SM"], os.environ["CLO_SKINNY_KWARPS"] = str(bps), str(kw)
+                        ms = ms_of(lambda: llm.gemm(a, b, trans_b=b_nk), 30, True)
+                        err = rel_error(llm.gemm(a, b, trans_b=b_nk), ref)
+                        best[(bps, kw)] = min(best.get((bps, kw), (1e9, 0))[0], ms), err
+                for (bps, kw), (ms, err) in best.items():
+                    row("skinny", shape, dtype, f"bps={bps} kw={kw}", ms, fl, "cublas", peer, f"err={err:.1e}")
+                del a, b, bb, ref
+    os.environ["CLO_SKINNY_BLOCKS_PER_SM"] = os.environ["CLO_SKINNY_KWARPS"] = ""
+
+
 def int8_section():
     for n in (2048, 4096):
         M = N = K = n
@@ -126,7 +156,11 @@ if __name__ == "__main__":
     print(torch.cuda.get_device_name(), torch.__version__, llm.build_info())
     # GEMM_BENCH_SECTIONS=f16,bf16 (default: int8,f16,f32,bf16) picks sections.
     wanted = os.environ.get("GEMM_BENCH_SECTIONS", "int8,f16,f32,bf16").split(",")
-    for name, section, arg in (("int8", int8_section, None), ("f16", float_section, torch.float16),
+    if "skinny" in wanted:  # before the first gemm call, so the knobs are read per call
+        os.environ.setdefault("CLO_SKINNY_BLOCKS_PER_SM", "")
+        os.environ.setdefault("CLO_SKINNY_KWARPS", "")
+    for name, section, arg in (("skinny", skinny_section, None), ("int8", int8_section, None),
+                               ("f16", float_section, torch.float16),
                                ("f32", float_section, torch.float32), ("bf16", float_section, torch.bfloat16)):
         if name not in wanted:
             continue

@@ -139,6 +139,59 @@ def test_gemm_fp32_tiles_all_layouts(variant, trans_a, trans_b, m, n, k):
     assert_close(out, ref, torch.float32, rel_tol=_tol(torch.float32, k), what=f"{variant} ta={trans_a} tb={trans_b}")
 
 
+# ---- skinny (decode) kernels: M <= 16, b either layout, kAuto's choice there ----------------
+
+@settings(max_examples=60, **SETTINGS)
+@given(m=st.integers(1, 16), n4=st.one_of(st.integers(1, 400), st.sampled_from([1, 2, 1026])),
+       k4=st.one_of(st.integers(1, 600), st.sampled_from([1, 2, 6, 1026])), dtype=st.sampled_from(FLOATS),
+       trans_b=st.booleans(), alpha=st.sampled_from([1.0, -0.5]), beta=st.sampled_from([0.0, 1.5]),
+       with_c=st.booleans(), out_fp32=st.booleans())
+def test_skinny_matches_float64(m, n4, k4, dtype, trans_b, alpha, beta, with_c, out_fp32):
+    """Every M bucket (1, 2, 4, 8, 16; the 16-bit kernels 8 and 16), both layouts of b, K and N
+    tails (multiples of 4 fp32 / 8 fp16-bf16), the k-warp splits of small N, c and fp32 output."""
+    require_op("_gemm_variant")
+    step = 4 if dtype == torch.float32 else 8
+    n, k = step * ((4 * n4 + step - 1) // step), step * ((4 * k4 + step - 1) // step)
+    out_fp32 = out_fp32 and dtype != torch.float32
+    out_dtype = torch.float32 if out_fp32 else dtype
+    a = _rand((m, k), dtype)
+    b = _rand((n, k) if trans_b else (k, n), dtype)
+    c = _rand((m, n), out_dtype) if with_c else None
+    _poison_allocator(m * n * 4)
+    out = _gemm_variant(a, b, "skinny", out_fp32, False, trans_b, alpha, beta, c)
+    ref = gemm_reference(a, b, alpha, beta, False, trans_b, c, dtype=torch.float64)
+    assert out.dtype == out_dtype and out.shape == (m, n)
+    tol = 1e-4 * (4 if k > 256 else 1) if out_fp32 else _tol(dtype, k)
+    assert_close(out, ref, out_dtype, rel_tol=tol, what=f"skinny {dtype} {m}x{n}x{k} tb={trans_b} out32={out_fp32}")
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+@pytest.mark.parametrize("trans_b", [False, True])
+@pytest.mark.parametrize("m,n,k", [(1, 12288, 4096), (16, 4096, 4096), (5, 135168, 24), (9, 36864, 136)])
+def test_skinny_decode_shapes_auto(dtype, trans_b, m, n, k):
+    """gemm (kAuto) on decode shapes: a Llama projection, long K, and N wide enough that every
+    kernel runs with one k-warp per block (the other end of the split heuristic)."""
+    require_op("gemm")
+    a = _rand((m, k), dtype)
+    b = _rand((n, k) if trans_b else (k, n), dtype)
+    _poison_allocator(m * n * 4)
+    out = llm.gemm(a, b, trans_b=trans_b)
+    ref = gemm_reference(a, b, trans_b=trans_b, dtype=torch.float64)
+    assert_close(out, ref, dtype, rel_tol=_tol(dtype, k), what=f"gemm {dtype} {m}x{n}x{k} tb={trans_b}")
+    assert torch.equal(out, _gemm_variant(a, b, "skinny", False, False, trans_b)), "auto did not take the skinny kernel"
+
+
+def test_skinny_errors():
+    require_op("_gemm_variant")
+    b = _rand((64, 32), torch.float16)
+    with pytest.raises(RuntimeError, match=r"skinny kernels take a stored \[M, K\] .* with M <= 16, got M=17"):
+        _gemm_variant(_rand((17, 64), torch.float16), b, "skinny")
+    with pytest.raises(RuntimeError, match=r"skinny kernels take .* got M=4 trans_a=true"):
+        _gemm_variant(_rand((64, 4), torch.float16), b, "skinny", trans_a=True)
+    with pytest.raises(RuntimeError, match=r"16-byte aligned rows"):
+        _gemm_variant(_rand((4, 60), torch.float16), _rand((60, 32), torch.float16), "skinny")
+
+
 # ---- Hopper wgmma/TMA family (explicit variant; kAuto also takes it for large problems) --------
 
 def _require_sm90():

@@ -5,7 +5,7 @@
 //   tensor_core_gemm_int8(a, b)                         int8 -> int32 (b row-major [K,N] or b.t() of [N,K])
 //   _gemm_variant(a, b, variant, out_fp32, trans_a, trans_b, alpha, beta, c?)   benchmark/test only: the
 //        gemm with a chosen kernel: 0 auto, 1 large-tile pipelined, 2 large-tile unpipelined twin, 3 small
-//        tile, 4 generic, 5/6 alternative tiles, 7/8 Hopper wgmma 128x256 / 128x128 (see
+//        tile, 4 generic, 5/6 alternative tiles, 7/8 Hopper wgmma 128x256 / 128x128, 9 skinny (see
 //        cuda_llm_ops.gemm._gemm_variant)
 #include <ATen/ATen.h>
 #include <c10/cuda/CUDAGuard.h>
@@ -88,6 +88,14 @@ at::Tensor run_float_gemm(const char* op, const at::Tensor& a, const at::Tensor&
                 "of ", 16 / a.element_size(), " elements), got a ", a.sizes(), " and b ", b.sizes(),
                 "; use variant 0 (auto) or 4 (generic)");
   }
+  at::Tensor workspace;  // the skinny kernels' split-K partials, when they split
+  if (variant == GemmVariant::kAuto || variant == GemmVariant::kSkinny) {
+    p.workspace_bytes = gemm::skinny_workspace_bytes(p);
+    if (p.workspace_bytes > 0) {
+      workspace = at::empty({static_cast<int64_t>(p.workspace_bytes)}, a.options().dtype(at::kByte));
+      p.workspace = workspace.data_ptr();
+    }
+  }
   check_launch(gemm::launch_gemm(p, variant, current_stream(a)), op);
   return d;
 }
@@ -143,8 +151,9 @@ at::Tensor tensor_core_gemm_int8_cuda(const at::Tensor& a, const at::Tensor& b) 
 
 at::Tensor gemm_variant_cuda(const at::Tensor& a, const at::Tensor& b, int64_t variant, bool out_fp32, bool trans_a,
                              bool trans_b, double alpha, double beta, const std::optional<at::Tensor>& c) {
-  CLO_CHECK(variant >= 0 && variant <= 8, "_gemm_variant: variant must be 0 (auto), 1 (pipelined), 2 (unpipelined), "
-              "3 (small tile), 4 (generic), 5 (alt_a), 6 (alt_b), 7 (wgmma) or 8 (wgmma_n128), got ", variant);
+  CLO_CHECK(variant >= 0 && variant <= 9, "_gemm_variant: variant must be 0 (auto), 1 (pipelined), 2 (unpipelined), "
+              "3 (small tile), 4 (generic), 5 (alt_a), 6 (alt_b), 7 (wgmma), 8 (wgmma_n128) or 9 (skinny), got ",
+              variant);
   check_float_dtype(a, "a");
   const auto out_type = out_fp32 ? at::kFloat : a.scalar_type();
   if (variant == 7 || variant == 8) {
@@ -156,6 +165,12 @@ at::Tensor gemm_variant_cuda(const at::Tensor& a, const at::Tensor& b, int64_t v
     CLO_CHECK(gemm::wgmma_family_available(), "_gemm_variant: the wgmma family needs a compute capability 9.0 "
               "device and a build for sm_90a (TORCH_CUDA_ARCH_LIST=9.0a), got compute capability ", cc / 10, ".",
               cc % 10);
+  }
+  if (variant == static_cast<int64_t>(GemmVariant::kSkinny)) {
+    check_dim(a, 2, "a", trans_a ? "[K, M]" : "[M, K]");
+    const int64_t M = trans_a ? a.size(1) : a.size(0);
+    CLO_CHECK(!trans_a && M <= gemm::kSkinnyMaxM, "_gemm_variant: the skinny kernels take a stored [M, K] (trans_a=False) "
+              "with M <= ", gemm::kSkinnyMaxM, ", got M=", M, " trans_a=", trans_a ? "true" : "false");
   }
   return run_float_gemm("_gemm_variant", a, b, alpha, beta, trans_a, trans_b, c, out_type,
                         static_cast<GemmVariant>(variant));

@@ -4,11 +4,13 @@
 //   gemm_fp32.cu          SIMT register-tiled SGEMM (cp.async multi-stage pipeline)
 //   gemm_f16.cu/_bf16.cu  tensor-core mma.sync m16n8k16 + ldmatrix, fp32 accumulation
 //   gemm_int8.cu          tensor-core mma.sync m16n8k32 s8 -> s32 (exact)
+//   gemm_skinny.cu        decode shapes (M <= 16): B streamed once, split-K over a block's warps
 //   gemm_generic.cu       any strides / alignment (fallback when 16-byte loads are impossible)
 //   gemm_wgmma_sm90*.cu   Hopper fp16/bf16: TMA + wgmma, warp-specialised (sm_90a build, cc 9.0)
 //   gemm_dispatch.cu      picks a family per dtype and device (a Hopper wgmma family slots in there)
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 
 #include "cuda_llm_ops/common.cuh"
@@ -27,6 +29,7 @@ enum class GemmVariant : int {
   kAltB = 6,         // a second one
   kWgmma = 7,        // fp16/bf16 Hopper wgmma + TMA, 128x256x64 (sm_90a build on a cc 9.0 device only)
   kWgmmaN128 = 8,    // the same family, 128x128x64
+  kSkinny = 9,       // the decode-shape kernels (M <= kSkinnyMaxM, A stored [M, K]); kAuto's choice there
 };
 
 // Stored matrices: A is [M, K] (or [K, M] with trans_a), B is [K, N] (or [N, K]
@@ -44,6 +47,10 @@ struct GemmProblem {
   float alpha = 1.f, beta = 0.f;
   DType in_dtype = DType::kFloat32;
   DType out_dtype = DType::kFloat32;  // fp32 in -> fp32; fp16/bf16 in -> same or fp32; int8 -> int32
+  // Scratch for kernels that split K across blocks (the skinny family); sized by
+  // skinny_workspace_bytes. Without it those kernels do not split.
+  void* workspace = nullptr;
+  size_t workspace_bytes = 0;
 };
 
 // Kernel-side view of a problem (passed by value to every kernel).
@@ -93,6 +100,15 @@ cudaError_t launch_gemm_f16(const GemmProblem& p, GemmVariant variant, cudaStrea
 cudaError_t launch_gemm_bf16(const GemmProblem& p, GemmVariant variant, cudaStream_t stream);
 cudaError_t launch_gemm_int8(const GemmProblem& p, GemmVariant variant, cudaStream_t stream);
 cudaError_t launch_gemm_generic(const GemmProblem& p, cudaStream_t stream);
+
+// Skinny family (gemm_skinny.cu): fp32/fp16/bf16 with M <= kSkinnyMaxM, A not transposed,
+// 16-byte aligned rows; launch_gemm_skinny returns cudaErrorInvalidValue otherwise.
+constexpr int kSkinnyMaxM = 16;
+bool skinny_applicable(const GemmProblem& p);
+// Bytes of GemmProblem::workspace the skinny kernels use for p (0: no split along K);
+// the binding allocates them when kAuto or kSkinny will take the skinny kernels.
+size_t skinny_workspace_bytes(const GemmProblem& p);
+cudaError_t launch_gemm_skinny(const GemmProblem& p, cudaStream_t stream);
 
 // Hopper family. launch_gemm_wgmma returns cudaErrorNotSupported (launching nothing)
 // when it does not apply: not a cc 9.0 device running the sm_90a build, not

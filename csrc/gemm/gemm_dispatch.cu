@@ -1,4 +1,5 @@
-// Family selection for every GEMM entry point: SIMT fp32, mma.sync fp16/bf16
+// Family selection for every GEMM entry point: the skinny kernels for decode shapes
+// (M <= 16, any float dtype, kAuto or kSkinny), SIMT fp32, mma.sync fp16/bf16
 // and int8 (Ampere-style, sm_80+, also run on Hopper), the Hopper wgmma/TMA
 // fp16/bf16 family (cc 9.0 with the sm_90a build; tried first for fp16/bf16,
 // falls back to mma.sync when it does not apply), and the generic kernel for
@@ -52,6 +53,8 @@ cudaError_t launch_gemm(const GemmProblem& p, GemmVariant variant, cudaStream_t 
   if (variant != GemmVariant::kAuto && variant != GemmVariant::kGeneric && !gemm_vectorizable(p)) {
     return cudaErrorInvalidValue;
   }
+  if (variant == GemmVariant::kSkinny) return launch_gemm_skinny(p, stream);
+  if (variant == GemmVariant::kAuto && skinny_applicable(p)) return launch_gemm_skinny(p, stream);
   switch (select_family(p, variant)) {
     case Family::kSimtFp32: return launch_gemm_fp32(p, variant, stream);
     case Family::kMmaF16:

@@ -3,7 +3,8 @@ and `torch._int_mm`.
 
 Op `gemm`: `gemm` (and, for fp16/bf16, `tensor_core_gemm`, fp32 out) vs cuBLAS at
 square 1024/2048/4096, the Llama-style projection 4096x12288x4096 and the decode-skinny
-1x12288x4096 and 16x12288x4096. Op `gemm_pipeline`: the large-tile kernel with its
+1x12288x4096 and 16x12288x4096, the latter also with b stored [N, K] (nn.Linear's weight,
+`gemm(..., trans_b=True)` against `torch.matmul(a, w.t())`; shape key `"b": "[N,K]"`). Op `gemm_pipeline`: the large-tile kernel with its
 multi-stage cp.async pipeline vs its one-stage twin at 4096^3 (the >= 20% claim).
 Op `gemm_int8` (dtype int8): ours on row-major B (the API's layout) and on column-major B
 vs `torch._int_mm` on both. Compute-bound: warm L2; the skinny cases are memory-bound and
@@ -31,16 +32,17 @@ def _has(name: str):
     return unavailable
 
 
-def _make_float(M: int, N: int, K: int, dtype: torch.dtype):
+def _make_float(M: int, N: int, K: int, dtype: torch.dtype, b_nk: bool = False):
     def make() -> dict[str, Any]:
-        return {"a": torch.randn(M, K, device="cuda").to(dtype), "b": torch.randn(K, N, device="cuda").to(dtype)}
+        b_shape = (N, K) if b_nk else (K, N)
+        return {"a": torch.randn(M, K, device="cuda").to(dtype), "b": torch.randn(*b_shape, device="cuda").to(dtype)}
 
     return make
 
 
-def _cublas(out_fp32: bool = False) -> BenchImpl:
+def _cublas(out_fp32: bool = False, b_nk: bool = False) -> BenchImpl:
     def build(inp):
-        a, b = inp["a"], inp["b"]
+        a, b = inp["a"], inp["b"].t() if b_nk else inp["b"]
         if a.dtype == torch.float32:
             torch.backends.cuda.matmul.allow_tf32 = False  # the fp32 peer on CUDA cores, as ours
         if out_fp32:
@@ -50,11 +52,11 @@ def _cublas(out_fp32: bool = False) -> BenchImpl:
     return BenchImpl("cublas", True, build)
 
 
-def _ours_gemm() -> BenchImpl:
+def _ours_gemm(b_nk: bool = False) -> BenchImpl:
     def build(inp):
         from ..gemm import gemm
         a, b = inp["a"], inp["b"]
-        return lambda: gemm(a, b)
+        return lambda: gemm(a, b, trans_b=b_nk)
 
     return BenchImpl("cuda_llm_ops.gemm", False, build, _has("gemm"))
 
@@ -79,7 +81,7 @@ def _variant(variant: str) -> BenchImpl:
                      _has("_gemm_variant"))
 
 
-def float_case(M: int, N: int, K: int, dtype: torch.dtype, op: str = "gemm") -> BenchCase:
+def float_case(M: int, N: int, K: int, dtype: torch.dtype, op: str = "gemm", b_nk: bool = False) -> BenchCase:
     eb = torch.empty((), dtype=dtype).element_size()
     w = gemm_work(M, N, K, in_bytes=eb)
     skinny = M <= 64
@@ -88,11 +90,12 @@ def float_case(M: int, N: int, K: int, dtype: torch.dtype, op: str = "gemm") -> 
         if dtype != torch.float32:  # the 128x256 tile and its one-stage twin
             impls += [_variant("alt_a"), _variant("alt_b")]
     else:
-        impls = [_cublas(), _ours_gemm()]
+        impls = [_cublas(b_nk=b_nk), _ours_gemm(b_nk)]
     tol = {torch.float32: 1e-4, torch.float16: 5e-3, torch.bfloat16: 2e-2}[dtype]
-    return BenchCase(op=op, dtype=dtype, shape={"M": M, "N": N, "K": K}, flops=w.flops, bytes=w.bytes,
-                     compute=compute_kind(dtype), make_inputs=_make_float(M, N, K, dtype), impls=impls,
-                     rel_tol=tol, cold_l2=skinny, label=f"{M}x{N}x{K}", x_key="M")
+    shape = {"M": M, "N": N, "K": K} | ({"b": "[N,K]"} if b_nk else {})
+    return BenchCase(op=op, dtype=dtype, shape=shape, flops=w.flops, bytes=w.bytes,
+                     compute=compute_kind(dtype), make_inputs=_make_float(M, N, K, dtype, b_nk), impls=impls,
+                     rel_tol=tol, cold_l2=skinny, label=f"{M}x{N}x{K}" + (" b[N,K]" if b_nk else ""), x_key="M")
 
 
 def tensor_core_case(M: int, N: int, K: int, dtype: torch.dtype) -> BenchCase:
@@ -155,6 +158,7 @@ def gemm_cases(dtype: torch.dtype, preset: str, quick: bool) -> list[BenchCase]:
     if dtype == torch.float32:  # fp32 on CUDA cores: the projection shape would take ~8 ms a call
         shapes = [s for s in shapes if s[0] * s[1] * s[2] <= 4096 ** 3]
     cases = [float_case(M, N, K, dtype) for M, N, K in shapes]
+    cases += [float_case(M, N, K, dtype, b_nk=True) for M, N, K in shapes if M <= 64]
     if dtype != torch.float32:
         cases += [tensor_core_case(M, N, K, dtype) for M, N, K in shapes if M >= 1024]
     cases.append(float_case(4096, 4096, 4096, dtype, op="gemm_pipeline"))

@@ -1,0 +1,488 @@
+// Skinny GEMM for decode shapes (M <= 16 rows of activations):
+//   D[M, N] = alpha * A[M, K] @ op(B) + beta * C,  B stored [N, K] (trans_b, nn.Linear's
+//   weight) or [K, N].
+// Such a product is bound by reading B once: 100 MB of fp16 weights at 4096x12288 against
+// 1.6 GFLOP at M = 16. The tile kernels spend most of their time on tiles of A that are
+// mostly padding and on too few blocks (a 64-wide tile gives N/64 blocks); these kernels
+// instead give every warp a strip of B, stream it with 16-byte loads that bypass L1 (A,
+// reused by every warp, stays there), split K across the warps of a block (partials summed
+// in shared memory) and, where the strips give too few blocks, across blocks (fp32
+// partials in a workspace the binding allocates, summed by gemm_skinny_reduce_kernel).
+//
+// Four kernels, by element type and B's layout:
+//   16-bit, B [N, K]: mma.sync m16n8k16 with B as the 16-row operand and A^T as the
+//     8-column one (M <= 8: one n8 tile, M <= 16: two). A lane's 16-byte load of a B row
+//     holds 8 consecutive k; the lane feeds them to two k16 mmas in a fixed order, and
+//     reads A's row with the same order, so the dot products are unchanged (the sum over
+//     k does not care which k sits in which mma slot).
+//   16-bit, B [K, N]: mma.sync with A as the 16-row operand (rows >= M zero). A lane loads
+//     8 consecutive columns of 4 k rows and pairs the k rows with byte permutes, so mma j
+//     of 8 covers columns 8s + j of its slot s; the lane then owns 16 consecutive output
+//     columns.
+//   fp32 (CUDA cores, no TF32, as the fp32 GEMM): B [N, K] lanes stride k in float4, a warp
+//     holds 8 or 4 rows of B, then reduces across lanes; B [K, N] lanes own two columns and
+//     A's four k at a time are broadcast loads.
+// Figures, the sweep behind the defaults and what was tried: NOTES.md "Skinny".
+#include <algorithm>
+#include <cstdlib>
+
+#include "cuda_llm_ops/mma.cuh"
+#include "gemm/gemm_common.cuh"
+
+namespace cuda_llm_ops::gemm {
+namespace {
+
+constexpr int kSkinnyWarps = 8;
+constexpr int kSkinnyThreads = 32 * kSkinnyWarps;
+constexpr int kSkinnyMaxSplits = 16;
+
+// 16 / 8 bytes of B: read once, so kept out of L1 (A's rows, read by every warp, stay).
+CLO_DEVICE uint4 load_streaming_16(const void* p) {
+  uint4 r;
+  asm("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];\n"
+      : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w) : "l"(p));
+  return r;
+}
+CLO_DEVICE float2 load_streaming_8(const float* p) {
+  float2 r;
+  asm("ld.global.nc.L1::no_allocate.v2.f32 {%0, %1}, [%2];\n" : "=f"(r.x), "=f"(r.y) : "l"(p));
+  return r;
+}
+
+// How the K of one output strip is shared: `k_splits` blocks (blockIdx.y) take contiguous
+// ranges of it and, inside a block, `k_warps` warps every k_warps-th unit of the range.
+// With k_splits > 1 the blocks write fp32 partial sums to `partial` ([k_splits][M][N]) and
+// gemm_skinny_reduce_kernel adds them up.
+struct SkinnySplit {
+  int k_warps;
+  int k_splits;
+  float* partial;
+};
+struct KSlice {
+  int first, last, stride;
+};
+CLO_DEVICE KSlice k_slice(int units, int kw, SkinnySplit split) {
+  const int per = div_ceil(units, split.k_splits);
+  const int begin = min(static_cast<int>(blockIdx.y) * per, units);
+  return {begin + kw, min(begin + per, units), split.k_warps};
+}
+
+// part: [k_warps][kRows][cols], the partial sums of the block's warps. Every thread sums
+// over the k-warps; consecutive threads take consecutive columns (coalesced stores).
+template <typename TOut, int kRows>
+CLO_DEVICE void skinny_epilogue(const GemmKernelArgs& args, const float* part, SkinnySplit split, int cols, int n0) {
+  for (int idx = threadIdx.x; idx < kRows * cols; idx += kSkinnyThreads) {
+    const int m = idx / cols, ln = idx - m * cols;
+    if (m >= args.M || n0 + ln >= args.N) continue;
+    float s = 0.f;
+    for (int w = 0; w < split.k_warps; ++w) s += part[(w * kRows + m) * cols + ln];
+    if (split.k_splits == 1) {
+      store_one<TOut>(args, m, n0 + ln, args.alpha * s);
+    } else {
+      split.partial[(static_cast<long long>(blockIdx.y) * args.M + m) * args.N + n0 + ln] = s;
+    }
+  }
+}
+
+// Sums the k-splits' partials and applies alpha, beta and C.
+template <typename TOut>
+__global__ void __launch_bounds__(kSkinnyThreads) gemm_skinny_reduce_kernel(const GemmKernelArgs args,
+                                                                            const float* partial, int k_splits) {
+  pdl_wait_primary();
+  const long long mn = static_cast<long long>(args.M) * args.N;
+  for (long long i = blockIdx.x * static_cast<long long>(kSkinnyThreads) + threadIdx.x; i < mn;
+       i += static_cast<long long>(gridDim.x) * kSkinnyThreads) {
+    float s = 0.f;
+    for (int y = 0; y < k_splits; ++y) s += partial[y * mn + i];
+    store_one<TOut>(args, static_cast<int>(i / args.N), static_cast<int>(i % args.N), args.alpha * s);
+  }
+}
+
+// ---- 16-bit, B [N, K] --------------------------------------------------------------------
+// Warp: 16 rows of B x its k-warp's 32-k windows of the block's K range.
+// Block: (8 / k_warps) row warps x k_warps -> 16 * 8 / k_warps output columns.
+template <typename T, typename TOut, int kMTiles>
+__global__ void __launch_bounds__(kSkinnyThreads) gemm_skinny_nk_mma_kernel(const GemmKernelArgs args, SkinnySplit split) {
+  constexpr int kRows = 8 * kMTiles, kUnroll = 4;
+  __shared__ float part[kSkinnyWarps * 16 * kRows];
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+  const int k_warps = split.k_warps, rw = warp / k_warps, kw = warp % k_warps;
+  const int cols = 16 * (kSkinnyWarps / k_warps), n0 = blockIdx.x * cols;
+  const int nrow = n0 + 16 * rw + g;
+  const bool row_ok[2] = {nrow < args.N, nrow + 8 < args.N};
+  const T* b_rows[2] = {static_cast<const T*>(args.b) + nrow * args.ldb,
+                        static_cast<const T*>(args.b) + (nrow + 8) * args.ldb};
+  const T* a_rows[kMTiles];
+  bool m_ok[kMTiles];
+#pragma unroll
+  for (int i = 0; i < kMTiles; ++i) {
+    m_ok[i] = 8 * i + g < args.M;
+    a_rows[i] = static_cast<const T*>(args.a) + (8 * i + g) * args.lda;
+  }
+  const int K = args.K;
+  const KSlice ks = k_slice(div_ceil(K, 32), kw, split);  // 32-k windows
+  float acc[kMTiles][4] = {};
+  for (int w0 = ks.first; w0 < ks.last; w0 += ks.stride * kUnroll) {
+    uint4 bv[kUnroll][2], av[kUnroll][kMTiles];
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) {
+      const int win = w0 + u * ks.stride, k = win * 32 + 8 * t;
+      const bool k_ok = win < ks.last && k < K;  // K % 8 == 0: a lane's 8 k are all inside or all outside
+#pragma unroll
+      for (int r = 0; r < 2; ++r) bv[u][r] = k_ok && row_ok[r] ? load_streaming_16(b_rows[r] + k) : make_uint4(0, 0, 0, 0);
+#pragma unroll
+      for (int i = 0; i < kMTiles; ++i) {
+        av[u][i] = k_ok && m_ok[i] ? __ldg(reinterpret_cast<const uint4*>(a_rows[i] + k)) : make_uint4(0, 0, 0, 0);
+      }
+    }
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) {
+      // k16 step 0 takes the lane's k 0-3 (slots 2t, 2t+1 | 2t+8, 2t+9), step 1 its k 4-7.
+      const uint32_t a0[4] = {bv[u][0].x, bv[u][1].x, bv[u][0].y, bv[u][1].y};
+      const uint32_t a1[4] = {bv[u][0].z, bv[u][1].z, bv[u][0].w, bv[u][1].w};
+#pragma unroll
+      for (int i = 0; i < kMTiles; ++i) {
+        const uint32_t b0[2] = {av[u][i].x, av[u][i].y};
+        const uint32_t b1[2] = {av[u][i].z, av[u][i].w};
+        mma_m16n8k16<T>(acc[i], a0, b0);
+        mma_m16n8k16<T>(acc[i], a1, b1);
+      }
+    }
+  }
+  // acc[i]: c0, c1 = (B row g, A rows 8i + 2t, +1), c2, c3 = B row g + 8.
+  float* p = part + kw * kRows * cols;
+  const int c = 16 * rw + g;
+#pragma unroll
+  for (int i = 0; i < kMTiles; ++i) {
+    const int m = 8 * i + 2 * t;
+    p[m * cols + c] = acc[i][0];
+    p[(m + 1) * cols + c] = acc[i][1];
+    p[m * cols + c + 8] = acc[i][2];
+    p[(m + 1) * cols + c + 8] = acc[i][3];
+  }
+  __syncthreads();
+  skinny_epilogue<TOut, kRows>(args, part, split, cols, n0);
+}
+
+// ---- 16-bit, B [K, N] --------------------------------------------------------------------
+// Warp: 64 columns x its k-warp's k16 steps of the block's K range.
+// Block: (8 / k_warps) column warps x k_warps -> 64 * 8 / k_warps output columns.
+template <typename T, typename TOut, bool kM16>
+__global__ void __launch_bounds__(kSkinnyThreads) gemm_skinny_kn_mma_kernel(const GemmKernelArgs args, SkinnySplit split) {
+  constexpr int kRows = kM16 ? 16 : 8, kUnroll = 4;
+  __shared__ float part[kSkinnyWarps * 64 * kRows];
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+  const int k_warps = split.k_warps, cw = warp / k_warps, kw = warp % k_warps;
+  const int cols = 64 * (kSkinnyWarps / k_warps), n0 = blockIdx.x * cols;
+  const int ncol = n0 + 64 * cw + 8 * g;
+  const bool col_ok = ncol < args.N;  // N % 8 == 0: the lane's 8 columns are all in or all out
+  const T* b_col = static_cast<const T*>(args.b) + ncol;
+  const bool m_ok[2] = {g < args.M, kM16 && g + 8 < args.M};
+  const T* a_rows[2] = {static_cast<const T*>(args.a) + g * args.lda,
+                        static_cast<const T*>(args.a) + (g + 8) * args.lda};
+  const int K = args.K;
+  const KSlice ks = k_slice(div_ceil(K, 16), kw, split);  // k16 steps
+  float acc[8][4] = {};
+  for (int s0 = ks.first; s0 < ks.last; s0 += ks.stride * kUnroll) {
+    uint4 bv[kUnroll][4];
+    uint32_t av[kUnroll][4];
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) {
+      const int step = s0 + u * ks.stride;
+      const int kb = (step < ks.last ? step : div_ceil(K, 16)) * 16 + 2 * t;  // past the range: k >= K, zeros
+      // B rows kb, kb + 1, kb + 8, kb + 9 (K % 8 == 0: kb < K implies kb + 1 < K).
+#pragma unroll
+      for (int r = 0; r < 4; ++r) {
+        const int k = kb + (r & 1) + 8 * (r >> 1);
+        bv[u][r] = col_ok && k < K ? load_streaming_16(b_col + static_cast<long long>(k) * args.ldb)
+                                   : make_uint4(0, 0, 0, 0);
+      }
+      // A fragment: a0 = (row g, k kb..kb+1), a1 = row g + 8, a2/a3 the same at kb + 8.
+#pragma unroll
+      for (int r = 0; r < 4; ++r) {
+        const int k = kb + 8 * (r >> 1);
+        const int h = r & 1;
+        av[u][r] = m_ok[h] && k < K ? __ldg(reinterpret_cast<const uint32_t*>(a_rows[h] + k)) : 0u;
+      }
+    }
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) {
+      const uint32_t a[4] = {av[u][0], av[u][1], av[u][2], av[u][3]};
+      const uint32_t lo[4] = {bv[u][0].x, bv[u][0].y, bv[u][0].z, bv[u][0].w};
+      const uint32_t hi[4] = {bv[u][1].x, bv[u][1].y, bv[u][1].z, bv[u][1].w};
+      const uint32_t lo8[4] = {bv[u][2].x, bv[u][2].y, bv[u][2].z, bv[u][2].w};
+      const uint32_t hi8[4] = {bv[u][3].x, bv[u][3].y, bv[u][3].z, bv[u][3].w};
+#pragma unroll
+      for (int j = 0; j < 8; ++j) {
+        // Column 8g + j of k rows (kb, kb + 1) and (kb + 8, kb + 9), paired low k first.
+        const uint32_t sel = (j & 1) ? 0x7632u : 0x5410u;
+        const uint32_t b[2] = {__byte_perm(lo[j / 2], hi[j / 2], sel), __byte_perm(lo8[j / 2], hi8[j / 2], sel)};
+        mma_m16n8k16<T>(acc[j], a, b);
+      }
+    }
+  }
+  // acc[j]: c0 = (row g, column 16t + j), c1 = (row g, column 16t + 8 + j), c2/c3 row g + 8.
+  float* p = part + kw * kRows * cols;
+  const int c = 64 * cw + 16 * t;
+#pragma unroll
+  for (int j = 0; j < 8; ++j) {
+    p[g * cols + c + j] = acc[j][0];
+    p[g * cols + c + 8 + j] = acc[j][1];
+    if constexpr (kM16) {
+      p[(g + 8) * cols + c + j] = acc[j][2];
+      p[(g + 8) * cols + c + 8 + j] = acc[j][3];
+    }
+  }
+  __syncthreads();
+  skinny_epilogue<TOut, kRows>(args, part, split, cols, n0);
+}
+
+// ---- fp32, B [N, K] ----------------------------------------------------------------------
+// Warp: kBRows rows of B x its k-warp's steps of the block's K range; a step is 32 lanes x
+// a float4 along k (each load instruction reads 512 contiguous bytes of one row). The lanes'
+// partial dot products are summed with shuffles. Block: (8 / k_warps) row warps x k_warps.
+template <int kRows, int kBRows>
+__global__ void __launch_bounds__(kSkinnyThreads) gemm_skinny_nk_fp32_kernel(const GemmKernelArgs args, SkinnySplit split) {
+  constexpr int kVec = 4, kStepK = 32 * kVec;
+  constexpr int kUnroll = kRows >= 8 ? 1 : 2;
+  __shared__ float part[kSkinnyWarps * kBRows * kRows];
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int k_warps = split.k_warps, rw = warp / k_warps, kw = warp % k_warps;
+  const int cols = kBRows * (kSkinnyWarps / k_warps), n0 = blockIdx.x * cols;
+  const int nrow = n0 + kBRows * rw;
+  const float* B = static_cast<const float*>(args.b);
+  const float* A = static_cast<const float*>(args.a);
+  const int K = args.K;
+  const KSlice ks = k_slice(div_ceil(K, kStepK), kw, split);
+  float acc[kBRows][kRows] = {};
+  for (int s0 = ks.first; s0 < ks.last; s0 += ks.stride * kUnroll) {
+    uint4 bv[kUnroll][kBRows], av[kUnroll][kRows];
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) {
+      const int step = s0 + u * ks.stride, k = step * kStepK + kVec * lane;
+      const bool k_ok = step < ks.last && k < K;  // K % kVec == 0
+#pragma unroll
+      for (int r = 0; r < kBRows; ++r) {
+        bv[u][r] = k_ok && nrow + r < args.N ? load_streaming_16(B + (nrow + r) * args.ldb + k) : make_uint4(0, 0, 0, 0);
+      }
+#pragma unroll
+      for (int m = 0; m < kRows; ++m) {
+        av[u][m] = k_ok && m < args.M ? __ldg(reinterpret_cast<const uint4*>(A + m * args.lda + k)) : make_uint4(0, 0, 0, 0);
+      }
+    }
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u)
+#pragma unroll
+      for (int m = 0; m < kRows; ++m) {
+        const float a[kVec] = {__uint_as_float(av[u][m].x), __uint_as_float(av[u][m].y),
+                               __uint_as_float(av[u][m].z), __uint_as_float(av[u][m].w)};
+#pragma unroll
+        for (int r = 0; r < kBRows; ++r) {
+          const float b[kVec] = {__uint_as_float(bv[u][r].x), __uint_as_float(bv[u][r].y),
+                                 __uint_as_float(bv[u][r].z), __uint_as_float(bv[u][r].w)};
+#pragma unroll
+          for (int i = 0; i < kVec; ++i) acc[r][m] = fmaf(a[i], b[i], acc[r][m]);
+        }
+      }
+  }
+#pragma unroll
+  for (int r = 0; r < kBRows; ++r)
+#pragma unroll
+    for (int m = 0; m < kRows; ++m)
+#pragma unroll
+      for (int off = 16; off > 0; off /= 2) acc[r][m] += __shfl_xor_sync(0xffffffffu, acc[r][m], off);
+  float* p = part + kw * kRows * cols;
+  // Every lane holds the sums; lane (r * kRows + m) % 32 writes entry (r, m).
+#pragma unroll
+  for (int r = 0; r < kBRows; ++r)
+#pragma unroll
+    for (int m = 0; m < kRows; ++m) {
+      if ((r * kRows + m) % 32 == lane) p[m * cols + kBRows * rw + r] = acc[r][m];
+    }
+  __syncthreads();
+  skinny_epilogue<float, kRows>(args, part, split, cols, n0);
+}
+
+// ---- fp32, B [K, N] ----------------------------------------------------------------------
+// Warp: 64 columns (a lane's 2) x a k-slice (4 k rows per step, A's float4 a broadcast load).
+// Block: (8 / k_warps) column warps x k_warps.
+template <int kRows>
+__global__ void __launch_bounds__(kSkinnyThreads) gemm_skinny_kn_fp32_kernel(const GemmKernelArgs args, SkinnySplit split) {
+  constexpr int kUnroll = kRows >= 8 ? 2 : 4;
+  __shared__ float part[kSkinnyWarps * 64 * kRows];
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int k_warps = split.k_warps, cw = warp / k_warps, kw = warp % k_warps;
+  const int cols = 64 * (kSkinnyWarps / k_warps), n0 = blockIdx.x * cols;
+  const int ncol = n0 + 64 * cw + 2 * lane;
+  const bool col_ok = ncol < args.N;  // N % 4 == 0: both columns in or both out
+  const float* b_col = static_cast<const float*>(args.b) + ncol;
+  const float* A = static_cast<const float*>(args.a);
+  const KSlice ks = k_slice(args.K / 4, kw, split);  // K % 4 == 0; 4-k quads
+  float2 acc[kRows] = {};
+  for (int q0 = ks.first; q0 < ks.last; q0 += ks.stride * kUnroll) {
+    float2 bv[kUnroll][4];
+    float4 av[kUnroll][kRows];
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) {
+      const int q = q0 + u * ks.stride;
+      const bool q_ok = q < ks.last;
+#pragma unroll
+      for (int r = 0; r < 4; ++r) {
+        bv[u][r] = q_ok && col_ok ? load_streaming_8(b_col + static_cast<long long>(4 * q + r) * args.ldb)
+                                  : make_float2(0.f, 0.f);
+      }
+#pragma unroll
+      for (int m = 0; m < kRows; ++m) {
+        av[u][m] = q_ok && m < args.M ? __ldg(reinterpret_cast<const float4*>(A + m * args.lda + 4 * q))
+                                      : make_float4(0.f, 0.f, 0.f, 0.f);
+      }
+    }
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u)
+#pragma unroll
+      for (int m = 0; m < kRows; ++m) {
+        acc[m].x += av[u][m].x * bv[u][0].x + av[u][m].y * bv[u][1].x + av[u][m].z * bv[u][2].x + av[u][m].w * bv[u][3].x;
+        acc[m].y += av[u][m].x * bv[u][0].y + av[u][m].y * bv[u][1].y + av[u][m].z * bv[u][2].y + av[u][m].w * bv[u][3].y;
+      }
+  }
+  float* p = part + kw * kRows * cols;
+  const int c = 64 * cw + 2 * lane;
+#pragma unroll
+  for (int m = 0; m < kRows; ++m) {
+    p[m * cols + c] = acc[m].x;
+    p[m * cols + c + 1] = acc[m].y;
+  }
+  __syncthreads();
+  skinny_epilogue<float, kRows>(args, part, split, cols, n0);
+}
+
+// The kernel a problem takes: mma.sync for fp16/bf16 (a CUDA-core twin of the fp32 B [N, K]
+// kernel for 16-bit A of <= 8 rows measured 0-15% slower, NOTES.md), CUDA cores for fp32.
+enum class SkinnyKind { kMmaNK, kMmaKN, kFp32NK, kFp32KN };
+SkinnyKind skinny_kind(const GemmProblem& p) {
+  if (p.in_dtype == DType::kFloat32) return p.trans_b ? SkinnyKind::kFp32NK : SkinnyKind::kFp32KN;
+  return p.trans_b ? SkinnyKind::kMmaNK : SkinnyKind::kMmaKN;
+}
+// fp32, B [N, K]: rows of B per warp (8 while A is at most 8 rows, else 4: 64 accumulators).
+constexpr int nk_fp32_b_rows(int rows) { return rows >= 16 ? 4 : 8; }
+
+// How a problem is split: k_warps warps of a block share one strip of B (interleaved k
+// units), and blocks are split along K (blockIdx.y, each split keeping >= 256 of K) until
+// there are blocks_per_sm blocks per SM. Defaults per kernel from the side-by-side sweep
+// (NOTES.md "Skinny"): mma B [N, K] 4 k-warps, 2 blocks per SM; mma B [K, N] 8 and 1;
+// fp32 B [N, K] 4 and 2; fp32 B [K, N] 4 and 2 for A of <= 4 rows, else 1 and 2.
+// Dev knobs (side-by-side timing only): CLO_SKINNY_BLOCKS_PER_SM, CLO_SKINNY_KWARPS.
+struct SkinnyPlan {
+  int k_warps, k_splits, blocks_x;
+};
+SkinnyPlan skinny_plan(const GemmProblem& p) {
+  const SkinnyKind kind = skinny_kind(p);
+  // Output columns of a block with one k-warp, and the k of the kernel's loop unit.
+  int cols_one = 0, unit_k = 0;
+  switch (kind) {
+    case SkinnyKind::kMmaNK: cols_one = 16 * kSkinnyWarps; unit_k = 32; break;
+    case SkinnyKind::kMmaKN: cols_one = 64 * kSkinnyWarps; unit_k = 16; break;
+    case SkinnyKind::kFp32NK: cols_one = nk_fp32_b_rows(p.M > 8 ? 16 : 8) * kSkinnyWarps; unit_k = 128; break;
+    case SkinnyKind::kFp32KN: cols_one = 64 * kSkinnyWarps; unit_k = 4; break;
+  }
+  static bool dev_blocks = std::getenv("CLO_SKINNY_BLOCKS_PER_SM") != nullptr;
+  static bool dev_kwarps = std::getenv("CLO_SKINNY_KWARPS") != nullptr;
+  const bool kn_mma = kind == SkinnyKind::kMmaKN, kn_fp32_tall = kind == SkinnyKind::kFp32KN && p.M > 4;
+  const long long target = static_cast<long long>(dev_knob("CLO_SKINNY_BLOCKS_PER_SM", dev_blocks, kn_mma ? 1 : 2)) *
+                           device_sm_count();
+  int kw = dev_knob("CLO_SKINNY_KWARPS", dev_kwarps, kn_mma ? 8 : kn_fp32_tall ? 1 : 4);
+  kw = kw == 2 || kw == 4 || kw == 8 ? kw : 1;
+  const int blocks_x = div_ceil(p.N, cols_one / kw);
+  const int units = div_ceil(p.K, unit_k);
+  const int max_splits = std::max(1, std::min(kSkinnyMaxSplits, units * unit_k / 256));
+  const int k_splits =
+      blocks_x >= target ? 1 : static_cast<int>(std::min<long long>(max_splits, div_ceil<long long>(target, blocks_x)));
+  return {kw, k_splits, blocks_x};
+}
+
+template <typename Kernel>
+cudaError_t launch_skinny(Kernel kernel, void (*reduce)(const GemmKernelArgs, const float*, int), const GemmProblem& p,
+                          cudaStream_t stream) {
+  SkinnyPlan plan = skinny_plan(p);
+  const size_t partial_bytes = static_cast<size_t>(plan.k_splits) * p.M * p.N * sizeof(float);
+  if (plan.k_splits > 1 && (p.workspace == nullptr || p.workspace_bytes < partial_bytes)) plan.k_splits = 1;
+  const GemmKernelArgs args = make_kernel_args(p);
+  const SkinnySplit split{plan.k_warps, plan.k_splits, static_cast<float*>(p.workspace)};
+  kernel<<<dim3(plan.blocks_x, plan.k_splits), kSkinnyThreads, 0, stream>>>(args, split);
+  cudaError_t err = cudaGetLastError();
+  if (err != cudaSuccess || plan.k_splits == 1) return err;
+  const long long mn = static_cast<long long>(p.M) * p.N;
+  const unsigned blocks =
+      static_cast<unsigned>(std::min<long long>(div_ceil<long long>(mn, kSkinnyThreads), 4LL * device_sm_count()));
+  return launch_kernel(reduce, dim3(blocks), dim3(kSkinnyThreads), 0, stream, device_cc_major() >= 9, args,
+                       static_cast<const float*>(p.workspace), plan.k_splits);
+}
+
+template <int kRows>
+cudaError_t launch_skinny_fp32(const GemmProblem& p, cudaStream_t stream) {
+  const auto reduce = gemm_skinny_reduce_kernel<float>;
+  return p.trans_b ? launch_skinny(gemm_skinny_nk_fp32_kernel<kRows, nk_fp32_b_rows(kRows)>, reduce, p, stream)
+                   : launch_skinny(gemm_skinny_kn_fp32_kernel<kRows>, reduce, p, stream);
+}
+
+template <typename T, typename TOut>
+cudaError_t launch_skinny_typed(const GemmProblem& p, cudaStream_t stream) {
+  const auto reduce = gemm_skinny_reduce_kernel<TOut>;
+  switch (skinny_kind(p)) {
+    case SkinnyKind::kMmaNK:
+      if constexpr (sizeof(T) == 2) {
+        return p.M > 8 ? launch_skinny(gemm_skinny_nk_mma_kernel<T, TOut, 2>, reduce, p, stream)
+                       : launch_skinny(gemm_skinny_nk_mma_kernel<T, TOut, 1>, reduce, p, stream);
+      }
+      return cudaErrorInvalidValue;
+    case SkinnyKind::kMmaKN:
+      if constexpr (sizeof(T) == 2) {
+        return p.M > 8 ? launch_skinny(gemm_skinny_kn_mma_kernel<T, TOut, true>, reduce, p, stream)
+                       : launch_skinny(gemm_skinny_kn_mma_kernel<T, TOut, false>, reduce, p, stream);
+      }
+      return cudaErrorInvalidValue;
+    default: break;
+  }
+  if constexpr (sizeof(T) == 4) {
+    if (p.M <= 1) return launch_skinny_fp32<1>(p, stream);
+    if (p.M <= 2) return launch_skinny_fp32<2>(p, stream);
+    if (p.M <= 4) return launch_skinny_fp32<4>(p, stream);
+    if (p.M <= 8) return launch_skinny_fp32<8>(p, stream);
+    return launch_skinny_fp32<16>(p, stream);
+  }
+  return cudaErrorInvalidValue;
+}
+
+}  // namespace
+
+size_t skinny_workspace_bytes(const GemmProblem& p) {
+  if (!skinny_applicable(p)) return 0;
+  const SkinnyPlan plan = skinny_plan(p);
+  return plan.k_splits > 1 ? static_cast<size_t>(plan.k_splits) * p.M * p.N * sizeof(float) : 0;
+}
+
+bool skinny_applicable(const GemmProblem& p) {
+  if (p.M > kSkinnyMaxM || p.trans_a || !gemm_vectorizable(p)) return false;
+  switch (p.in_dtype) {
+    case DType::kFloat32: return p.out_dtype == DType::kFloat32;
+    case DType::kFloat16:
+    case DType::kBFloat16: return p.out_dtype == DType::kFloat32 || p.out_dtype == p.in_dtype;
+    default: return false;
+  }
+}
+
+cudaError_t launch_gemm_skinny(const GemmProblem& p, cudaStream_t stream) {
+  if (p.M <= 0 || p.N <= 0 || p.K <= 0 || !skinny_applicable(p)) return cudaErrorInvalidValue;
+  const bool f32_out = p.out_dtype == DType::kFloat32;
+  switch (p.in_dtype) {
+    case DType::kFloat32: return launch_skinny_typed<float, float>(p, stream);
+    case DType::kFloat16:
+      return f32_out ? launch_skinny_typed<__half, float>(p, stream) : launch_skinny_typed<__half, __half>(p, stream);
+    case DType::kBFloat16:
+      return f32_out ? launch_skinny_typed<__nv_bfloat16, float>(p, stream)
+                     : launch_skinny_typed<__nv_bfloat16, __nv_bfloat16>(p, stream);
+    default: return cudaErrorInvalidValue;
+  }
+}
+
+}  // namespace cuda_llm_ops::gemm
