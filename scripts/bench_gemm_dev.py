@@ -104,13 +104,19 @@ def float_section(dtype):
 
 
 # Skinny-kernel dev knobs swept side by side (read per call once set before the first call).
-SKINNY_KNOBS = [(2, 1), (1, 1), (4, 1), (8, 1), (2, 4), (1, 8)]  # (CLO_SKINNY_BLOCKS_PER_SM, CLO_SKINNY_KWARPS)
+# (CLO_SKINNY_BLOCKS_PER_SM, CLO_SKINNY_KWARPS, CLO_SKINNY_PIPE: 0 register batches, 1 cp.async
+# rings, 16-bit only; -1 leaves a knob at its default)
+SKINNY_KNOBS = [(2, 1, -1), (1, 1, -1), (4, 1, -1), (8, 1, -1), (2, 4, -1), (1, 8, -1)]
+SKINNY_PIPE_KNOBS = [(2, 4, 0), (1, 8, 0), (1, 8, 1), (2, 4, 1), (2, 8, 1), (1, 4, 1)]
+
+
+PIPE_SWEEP = os.environ.get("SKINNY_PIPE_SWEEP", "0") == "1"  # fp16 only, the cp.async rings' sweep
 
 
 def skinny_section():
     """Decode shapes, both layouts of b, cold L2; every knob setting timed twice, in forward and in
     reverse order (the first-timed variant can lead by itself), the better median kept."""
-    for dtype in (torch.float16, torch.float32, torch.bfloat16):
+    for dtype in (torch.float16,) if PIPE_SWEEP else (torch.float16, torch.float32, torch.bfloat16):
         for M, N, K in ((1, 12288, 4096), (16, 12288, 4096), (4, 4096, 4096), (16, 4096, 14336), (1, 4096, 4096)):
             for b_nk in (True, False):
                 a = torch.randn(M, K, device="cuda").to(dtype)
@@ -120,16 +126,18 @@ def skinny_section():
                 fl, shape = 2.0 * M * N * K, f"{M}x{N}x{K}" + ("nk" if b_nk else "kn")
                 peer = min(ms_of(lambda: torch.matmul(a, bb), 30, True) for _ in range(2))
                 best: dict = {}
-                for order in (SKINNY_KNOBS, SKINNY_KNOBS[::-1]):
-                    for bps, kw in order:
-                        os.environ["CLO_SKINNY_BLOCKS_PER_SM"], os.environ["CLO_SKINNY_KWARPS"] = str(bps), str(kw)
+                knobs = SKINNY_PIPE_KNOBS if dtype != torch.float32 and PIPE_SWEEP else SKINNY_KNOBS
+                for order in (knobs, knobs[::-1]):
+                    for cfg in order:
+                        for name, v in zip(("CLO_SKINNY_BLOCKS_PER_SM", "CLO_SKINNY_KWARPS", "CLO_SKINNY_PIPE"), cfg):
+                            os.environ[name] = str(v) if v >= 0 else ""
                         ms = ms_of(lambda: llm.gemm(a, b, trans_b=b_nk), 30, True)
                         err = rel_error(llm.gemm(a, b, trans_b=b_nk), ref)
-                        best[(bps, kw)] = min(best.get((bps, kw), (1e9, 0))[0], ms), err
-                for (bps, kw), (ms, err) in best.items():
-                    row("skinny", shape, dtype, f"bps={bps} kw={kw}", ms, fl, "cublas", peer, f"err={err:.1e}")
+                        best[cfg] = min(best.get(cfg, (1e9, 0))[0], ms), err
+                for (bps, kw, pipe), (ms, err) in best.items():
+                    row("skinny", shape, dtype, f"bps={bps} kw={kw} pipe={pipe}", ms, fl, "cublas", peer, f"err={err:.1e}")
                 del a, b, bb, ref
-    os.environ["CLO_SKINNY_BLOCKS_PER_SM"] = os.environ["CLO_SKINNY_KWARPS"] = ""
+    os.environ["CLO_SKINNY_BLOCKS_PER_SM"] = os.environ["CLO_SKINNY_KWARPS"] = os.environ["CLO_SKINNY_PIPE"] = ""
 
 
 def int8_section():
@@ -159,6 +167,7 @@ if __name__ == "__main__":
     if "skinny" in wanted:  # before the first gemm call, so the knobs are read per call
         os.environ.setdefault("CLO_SKINNY_BLOCKS_PER_SM", "")
         os.environ.setdefault("CLO_SKINNY_KWARPS", "")
+        os.environ.setdefault("CLO_SKINNY_PIPE", "")
     for name, section, arg in (("skinny", skinny_section, None), ("int8", int8_section, None),
                                ("f16", float_section, torch.float16),
                                ("f32", float_section, torch.float32), ("bf16", float_section, torch.bfloat16)):

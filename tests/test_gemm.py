@@ -1,4 +1,6 @@
 """GPU tests of the GEMM family against float64 torch.matmul (int8: exact)."""
+import os
+
 import pytest
 import torch
 from hypothesis import HealthCheck, given, settings
@@ -11,6 +13,10 @@ from cuda_llm_ops.testing import REL_TOL, assert_close, run_isolated
 from conftest import require_op
 
 pytestmark = pytest.mark.cuda
+
+# The skinny kernels' dev knob (dev_knob, csrc/include/cuda_llm_ops/common.cuh) is read on every
+# call only when set before the first call: empty keeps the default and lets a test switch it.
+os.environ.setdefault("CLO_SKINNY_PIPE", "")
 
 FLOATS = [torch.float32, torch.float16, torch.bfloat16]
 # Any size 1..1024, or a multiple of 16 (the tensor-core / vectorised paths with edge tiles).
@@ -179,6 +185,24 @@ def test_skinny_decode_shapes_auto(dtype, trans_b, m, n, k):
     ref = gemm_reference(a, b, trans_b=trans_b, dtype=torch.float64)
     assert_close(out, ref, dtype, rel_tol=_tol(dtype, k), what=f"gemm {dtype} {m}x{n}x{k} tb={trans_b}")
     assert torch.equal(out, _gemm_variant(a, b, "skinny", False, False, trans_b)), "auto did not take the skinny kernel"
+
+
+@pytest.mark.parametrize("pipe", ["0", "1"])
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+@pytest.mark.parametrize("trans_b", [False, True])
+@pytest.mark.parametrize("m,n,k", [(1, 12288, 4096), (16, 4104, 4096), (5, 136, 2056), (9, 40, 24), (3, 8, 8)])
+def test_skinny_mma_kernels(monkeypatch, pipe, dtype, trans_b, m, n, k):
+    """Both 16-bit kernel kinds (dev knob CLO_SKINNY_PIPE: 0 register batches, 1 cp.async rings)
+    in both layouts: N and K tails, across-block splits (small N), fewer stages than the
+    ring (K = 8, 24)."""
+    require_op("_gemm_variant")
+    monkeypatch.setenv("CLO_SKINNY_PIPE", pipe)
+    a, b = _rand((m, k), dtype), _rand((n, k) if trans_b else (k, n), dtype)
+    c = _rand((m, n), dtype)
+    _poison_allocator(m * n * 4)
+    out = _gemm_variant(a, b, "skinny", False, False, trans_b, 0.5, -1.0, c)
+    ref = gemm_reference(a, b, 0.5, -1.0, False, trans_b, c, dtype=torch.float64)
+    assert_close(out, ref, dtype, rel_tol=_tol(dtype, k), what=f"skinny pipe={pipe} {dtype} {m}x{n}x{k} tb={trans_b}")
 
 
 def test_skinny_errors():

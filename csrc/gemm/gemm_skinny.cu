@@ -19,6 +19,9 @@
 //     8 consecutive columns of 4 k rows and pairs the k rows with byte permutes, so mma j
 //     of 8 covers columns 8s + j of its slot s; the lane then owns 16 consecutive output
 //     columns.
+//   Both 16-bit mappings also come fed from a per-warp cp.async ring in shared memory (the
+//     default for B [N, K] and for B [K, N] with A of <= 8 rows): copies stay in flight while
+//     the warp computes, instead of each batch of loads being waited on before its mmas.
 //   fp32 (CUDA cores, no TF32, as the fp32 GEMM): B [N, K] lanes stride k in float4, a warp
 //     holds 8 or 4 rows of B, then reduces across lanes; B [K, N] lanes own two columns and
 //     A's four k at a time are broadcast loads.
@@ -27,6 +30,7 @@
 #include <cstdlib>
 
 #include "cuda_llm_ops/mma.cuh"
+#include "cuda_llm_ops/pipeline.cuh"
 #include "gemm/gemm_common.cuh"
 
 namespace cuda_llm_ops::gemm {
@@ -164,6 +168,112 @@ __global__ void __launch_bounds__(kSkinnyThreads) gemm_skinny_nk_mma_kernel(cons
   skinny_epilogue<TOut, kRows>(args, part, split, cols, n0);
 }
 
+// ---- 16-bit, B [N, K], pipelined ---------------------------------------------------------
+// The same mma mapping, but B reaches the registers through a per-warp ring of cp.async
+// stages in shared memory (16 rows x 128 k = 4 KB a stage, kPipeStages deep), so a warp keeps
+// copies in flight while it computes instead of waiting on each batch of loads; A's fragments
+// are loaded one stage ahead into registers. A warp's stages are 128-k units interleaved
+// over the strip's k-warps. Odd rows swap 16-byte chunk halves (chunk ^ 4) so the 8 lanes of
+// a quarter-warp (rows 2q, 2q + 1, chunks 4w..4w+3) read 8 distinct bank groups.
+// Three stages measured best (4 and 6: 5-40% slower, shared memory then limits the blocks per SM).
+constexpr int kPipeStages = 3, kPipeStageK = 128;
+constexpr int kPipeStageBytes = 16 * kPipeStageK * 2;  // per warp; the B [K, N] kernel's stage is 32 k x 64 columns
+constexpr int kPipeSmemBytes = kSkinnyWarps * kPipeStages * kPipeStageBytes;
+
+template <typename T, typename TOut, int kMTiles>
+__global__ void __launch_bounds__(kSkinnyThreads) gemm_skinny_nk_mma_pipe_kernel(const GemmKernelArgs args,
+                                                                               SkinnySplit split) {
+  constexpr int kRows = 8 * kMTiles;
+  __shared__ float part[kSkinnyWarps * 16 * kRows];
+  extern __shared__ __align__(128) unsigned char skinny_ring[];
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+  const int k_warps = split.k_warps, rw = warp / k_warps, kw = warp % k_warps;
+  const int cols = 16 * (kSkinnyWarps / k_warps), n0 = blockIdx.x * cols;
+  const int strip = n0 + 16 * rw;
+  const T* B = static_cast<const T*>(args.b);
+  unsigned char* ring = skinny_ring + warp * kPipeStages * kPipeStageBytes;
+  const T* a_rows[kMTiles];
+  bool m_ok[kMTiles];
+#pragma unroll
+  for (int i = 0; i < kMTiles; ++i) {
+    m_ok[i] = 8 * i + g < args.M;
+    a_rows[i] = static_cast<const T*>(args.a) + (8 * i + g) * args.lda;
+  }
+  const int K = args.K;
+  const KSlice ks = k_slice(div_ceil(K, kPipeStageK), kw, split);
+  const int n_stages = ks.first < ks.last ? div_ceil(ks.last - ks.first, ks.stride) : 0;
+  auto issue = [&](int i) {  // stage i of this warp into its slot (zeros past the range)
+    const int k0 = (ks.first + i * ks.stride) * kPipeStageK;
+    unsigned char* slot = ring + (i % kPipeStages) * kPipeStageBytes;
+#pragma unroll
+    for (int j = 0; j < 8; ++j) {
+      const int r = 2 * j + (lane >> 4), c = lane & 15, k = k0 + 8 * c;
+      const bool ok = i < n_stages && strip + r < args.N && k < K;
+      const T* src = ok ? B + (strip + r) * args.ldb + k : B;
+      cp_async_16(slot + r * 256 + ((c ^ ((r & 1) << 2)) << 4), src, ok);
+    }
+    cp_async_commit();
+  };
+  auto load_a = [&](int i, uint4 (&av)[4][kMTiles]) {  // A's 8 k at each of the stage's 4 windows
+    const int k0 = (ks.first + i * ks.stride) * kPipeStageK;
+#pragma unroll
+    for (int w = 0; w < 4; ++w) {
+      const int k = k0 + 32 * w + 8 * t;
+#pragma unroll
+      for (int m = 0; m < kMTiles; ++m) {
+        av[w][m] = i < n_stages && m_ok[m] && k < K ? __ldg(reinterpret_cast<const uint4*>(a_rows[m] + k))
+                                                    : make_uint4(0, 0, 0, 0);
+      }
+    }
+  };
+#pragma unroll
+  for (int i = 0; i < kPipeStages - 1; ++i) issue(i);
+  uint4 av[4][kMTiles];
+  load_a(0, av);
+  float acc[kMTiles][4] = {};
+  for (int i = 0; i < n_stages; ++i) {
+    cp_async_wait<kPipeStages - 2>();
+    __syncwarp();
+    issue(i + kPipeStages - 1);  // into the slot computed from in iteration i - 1
+    uint4 an[4][kMTiles];
+    load_a(i + 1, an);
+    const unsigned char* slot = ring + (i % kPipeStages) * kPipeStageBytes;
+#pragma unroll
+    for (int w = 0; w < 4; ++w) {
+      const int chunk = (4 * w + t) ^ ((g & 1) << 2);  // rows g and g + 8 share the parity
+      const uint4 b0 = *reinterpret_cast<const uint4*>(slot + g * 256 + (chunk << 4));
+      const uint4 b1 = *reinterpret_cast<const uint4*>(slot + (g + 8) * 256 + (chunk << 4));
+      const uint32_t a0[4] = {b0.x, b1.x, b0.y, b1.y};
+      const uint32_t a1[4] = {b0.z, b1.z, b0.w, b1.w};
+#pragma unroll
+      for (int m = 0; m < kMTiles; ++m) {
+        const uint32_t x0[2] = {av[w][m].x, av[w][m].y};
+        const uint32_t x1[2] = {av[w][m].z, av[w][m].w};
+        mma_m16n8k16<T>(acc[m], a0, x0);
+        mma_m16n8k16<T>(acc[m], a1, x1);
+      }
+    }
+#pragma unroll
+    for (int w = 0; w < 4; ++w)
+#pragma unroll
+      for (int m = 0; m < kMTiles; ++m) av[w][m] = an[w][m];
+    __syncwarp();
+  }
+  cp_async_wait<0>();
+  float* p = part + kw * kRows * cols;
+  const int c = 16 * rw + g;
+#pragma unroll
+  for (int i = 0; i < kMTiles; ++i) {
+    const int m = 8 * i + 2 * t;
+    p[m * cols + c] = acc[i][0];
+    p[(m + 1) * cols + c] = acc[i][1];
+    p[m * cols + c + 8] = acc[i][2];
+    p[(m + 1) * cols + c + 8] = acc[i][3];
+  }
+  __syncthreads();
+  skinny_epilogue<TOut, kRows>(args, part, split, cols, n0);
+}
+
 // ---- 16-bit, B [K, N] --------------------------------------------------------------------
 // Warp: 64 columns x its k-warp's k16 steps of the block's K range.
 // Block: (8 / k_warps) column warps x k_warps -> 64 * 8 / k_warps output columns.
@@ -222,6 +332,104 @@ __global__ void __launch_bounds__(kSkinnyThreads) gemm_skinny_kn_mma_kernel(cons
     }
   }
   // acc[j]: c0 = (row g, column 16t + j), c1 = (row g, column 16t + 8 + j), c2/c3 row g + 8.
+  float* p = part + kw * kRows * cols;
+  const int c = 64 * cw + 16 * t;
+#pragma unroll
+  for (int j = 0; j < 8; ++j) {
+    p[g * cols + c + j] = acc[j][0];
+    p[g * cols + c + 8 + j] = acc[j][1];
+    if constexpr (kM16) {
+      p[(g + 8) * cols + c + j] = acc[j][2];
+      p[(g + 8) * cols + c + 8 + j] = acc[j][3];
+    }
+  }
+  __syncthreads();
+  skinny_epilogue<TOut, kRows>(args, part, split, cols, n0);
+}
+
+// ---- 16-bit, B [K, N], pipelined ---------------------------------------------------------
+// The B [K, N] mapping fed from a per-warp cp.async ring: a stage is two k16 steps (32 rows
+// of 128 bytes = 4 KB); a warp's stages are interleaved over the strip's k-warps. Chunk c of
+// row r sits at c ^ (r & 6): the quarter-warp's reads (rows 2t + {0, 1, 8, 9}, t = 0..3, at
+// chunks 2q, 2q + 1) then hit 8 distinct bank groups.
+template <typename T, typename TOut, bool kM16>
+__global__ void __launch_bounds__(kSkinnyThreads) gemm_skinny_kn_mma_pipe_kernel(const GemmKernelArgs args,
+                                                                               SkinnySplit split) {
+  constexpr int kRows = kM16 ? 16 : 8, kStageSteps = 2;
+  __shared__ float part[kSkinnyWarps * 64 * kRows];
+  extern __shared__ __align__(128) unsigned char skinny_ring[];
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+  const int k_warps = split.k_warps, cw = warp / k_warps, kw = warp % k_warps;
+  const int cols = 64 * (kSkinnyWarps / k_warps), n0 = blockIdx.x * cols;
+  const int strip = n0 + 64 * cw;
+  const T* B = static_cast<const T*>(args.b);
+  unsigned char* ring = skinny_ring + warp * kPipeStages * kPipeStageBytes;
+  const bool m_ok[2] = {g < args.M, kM16 && g + 8 < args.M};
+  const T* a_rows[2] = {static_cast<const T*>(args.a) + g * args.lda,
+                        static_cast<const T*>(args.a) + (g + 8) * args.lda};
+  const int K = args.K;
+  const KSlice ks = k_slice(div_ceil(K, 16 * kStageSteps), kw, split);
+  const int n_stages = ks.first < ks.last ? div_ceil(ks.last - ks.first, ks.stride) : 0;
+  auto issue = [&](int i) {
+    const int k0 = (ks.first + i * ks.stride) * 16 * kStageSteps;
+    unsigned char* slot = ring + (i % kPipeStages) * kPipeStageBytes;
+#pragma unroll
+    for (int j = 0; j < 8; ++j) {
+      const int r = 4 * j + lane / 8, c = lane % 8, k = k0 + r;
+      const bool ok = i < n_stages && k < K && strip + 8 * c < args.N;
+      const T* src = ok ? B + static_cast<long long>(k) * args.ldb + strip + 8 * c : B;
+      cp_async_16(slot + r * 128 + ((c ^ (r & 6)) << 4), src, ok);
+    }
+    cp_async_commit();
+  };
+  auto load_a = [&](int i, uint32_t (&av)[kStageSteps][4]) {
+    const int k0 = (ks.first + i * ks.stride) * 16 * kStageSteps;
+#pragma unroll
+    for (int st = 0; st < kStageSteps; ++st)
+#pragma unroll
+      for (int r = 0; r < 4; ++r) {
+        const int k = k0 + 16 * st + 2 * t + 8 * (r >> 1), h = r & 1;
+        av[st][r] = i < n_stages && m_ok[h] && k < K ? __ldg(reinterpret_cast<const uint32_t*>(a_rows[h] + k)) : 0u;
+      }
+  };
+#pragma unroll
+  for (int i = 0; i < kPipeStages - 1; ++i) issue(i);
+  uint32_t av[kStageSteps][4];
+  load_a(0, av);
+  float acc[8][4] = {};
+  for (int i = 0; i < n_stages; ++i) {
+    cp_async_wait<kPipeStages - 2>();
+    __syncwarp();
+    issue(i + kPipeStages - 1);
+    uint32_t an[kStageSteps][4];
+    load_a(i + 1, an);
+    const unsigned char* slot = ring + (i % kPipeStages) * kPipeStageBytes;
+#pragma unroll
+    for (int st = 0; st < kStageSteps; ++st) {
+      uint4 bv[4];
+#pragma unroll
+      for (int r = 0; r < 4; ++r) {
+        const int row = 16 * st + 2 * t + (r & 1) + 8 * (r >> 1);
+        bv[r] = *reinterpret_cast<const uint4*>(slot + row * 128 + ((g ^ (row & 6)) << 4));
+      }
+      const uint32_t lo[4] = {bv[0].x, bv[0].y, bv[0].z, bv[0].w};
+      const uint32_t hi[4] = {bv[1].x, bv[1].y, bv[1].z, bv[1].w};
+      const uint32_t lo8[4] = {bv[2].x, bv[2].y, bv[2].z, bv[2].w};
+      const uint32_t hi8[4] = {bv[3].x, bv[3].y, bv[3].z, bv[3].w};
+#pragma unroll
+      for (int j = 0; j < 8; ++j) {
+        const uint32_t sel = (j & 1) ? 0x7632u : 0x5410u;
+        const uint32_t b[2] = {__byte_perm(lo[j / 2], hi[j / 2], sel), __byte_perm(lo8[j / 2], hi8[j / 2], sel)};
+        mma_m16n8k16<T>(acc[j], av[st], b);
+      }
+    }
+#pragma unroll
+    for (int st = 0; st < kStageSteps; ++st)
+#pragma unroll
+      for (int r = 0; r < 4; ++r) av[st][r] = an[st][r];
+    __syncwarp();
+  }
+  cp_async_wait<0>();
   float* p = part + kw * kRows * cols;
   const int c = 64 * cw + 16 * t;
 #pragma unroll
@@ -368,9 +576,9 @@ constexpr int nk_fp32_b_rows(int rows) { return rows >= 16 ? 4 : 8; }
 
 // How a problem is split: k_warps warps of a block share one strip of B (interleaved k
 // units), and blocks are split along K (blockIdx.y, each split keeping >= 256 of K) until
-// there are blocks_per_sm blocks per SM. Defaults per kernel from the side-by-side sweep
-// (NOTES.md "Skinny"): mma B [N, K] 4 k-warps, 2 blocks per SM; mma B [K, N] 8 and 1;
-// fp32 B [N, K] 4 and 2; fp32 B [K, N] 4 and 2 for A of <= 4 rows, else 1 and 2.
+// there are blocks_per_sm blocks per SM. Defaults per kernel from the side-by-side sweeps
+// (NOTES.md "Skinny"): mma kernels 8 k-warps, 1 block per SM; fp32 B [N, K] 4 and 2; fp32
+// B [K, N] 4 and 2 for A of <= 4 rows, else 1 and 2.
 // Dev knobs (side-by-side timing only): CLO_SKINNY_BLOCKS_PER_SM, CLO_SKINNY_KWARPS.
 struct SkinnyPlan {
   int k_warps, k_splits, blocks_x;
@@ -387,10 +595,11 @@ SkinnyPlan skinny_plan(const GemmProblem& p) {
   }
   static bool dev_blocks = std::getenv("CLO_SKINNY_BLOCKS_PER_SM") != nullptr;
   static bool dev_kwarps = std::getenv("CLO_SKINNY_KWARPS") != nullptr;
-  const bool kn_mma = kind == SkinnyKind::kMmaKN, kn_fp32_tall = kind == SkinnyKind::kFp32KN && p.M > 4;
-  const long long target = static_cast<long long>(dev_knob("CLO_SKINNY_BLOCKS_PER_SM", dev_blocks, kn_mma ? 1 : 2)) *
+  const bool mma = kind == SkinnyKind::kMmaNK || kind == SkinnyKind::kMmaKN;
+  const bool kn_fp32_tall = kind == SkinnyKind::kFp32KN && p.M > 4;
+  const long long target = static_cast<long long>(dev_knob("CLO_SKINNY_BLOCKS_PER_SM", dev_blocks, mma ? 1 : 2)) *
                            device_sm_count();
-  int kw = dev_knob("CLO_SKINNY_KWARPS", dev_kwarps, kn_mma ? 8 : kn_fp32_tall ? 1 : 4);
+  int kw = dev_knob("CLO_SKINNY_KWARPS", dev_kwarps, mma ? 8 : kn_fp32_tall ? 1 : 4);
   kw = kw == 2 || kw == 4 || kw == 8 ? kw : 1;
   const int blocks_x = div_ceil(p.N, cols_one / kw);
   const int units = div_ceil(p.K, unit_k);
@@ -402,13 +611,14 @@ SkinnyPlan skinny_plan(const GemmProblem& p) {
 
 template <typename Kernel>
 cudaError_t launch_skinny(Kernel kernel, void (*reduce)(const GemmKernelArgs, const float*, int), const GemmProblem& p,
-                          cudaStream_t stream) {
+                          cudaStream_t stream, int smem_bytes = 0) {
+  if (const cudaError_t err = set_dynamic_smem(kernel, smem_bytes); err != cudaSuccess) return err;
   SkinnyPlan plan = skinny_plan(p);
   const size_t partial_bytes = static_cast<size_t>(plan.k_splits) * p.M * p.N * sizeof(float);
   if (plan.k_splits > 1 && (p.workspace == nullptr || p.workspace_bytes < partial_bytes)) plan.k_splits = 1;
   const GemmKernelArgs args = make_kernel_args(p);
   const SkinnySplit split{plan.k_warps, plan.k_splits, static_cast<float*>(p.workspace)};
-  kernel<<<dim3(plan.blocks_x, plan.k_splits), kSkinnyThreads, 0, stream>>>(args, split);
+  kernel<<<dim3(plan.blocks_x, plan.k_splits), kSkinnyThreads, smem_bytes, stream>>>(args, split);
   cudaError_t err = cudaGetLastError();
   if (err != cudaSuccess || plan.k_splits == 1) return err;
   const long long mn = static_cast<long long>(p.M) * p.N;
@@ -425,21 +635,37 @@ cudaError_t launch_skinny_fp32(const GemmProblem& p, cudaStream_t stream) {
                    : launch_skinny(gemm_skinny_kn_fp32_kernel<kRows>, reduce, p, stream);
 }
 
+// The mma kernels. The cp.async-ring twins run for B [N, K] and for B [K, N] with A of <= 8
+// rows (measured: B [K, N] at M > 8 was 3-7% faster on the register-batch kernel), where
+// shared memory allows. Dev knob CLO_SKINNY_PIPE: 0 register batches, 1 rings everywhere.
+template <typename T, typename TOut>
+cudaError_t launch_skinny_mma(const GemmProblem& p, cudaStream_t stream) {
+  static bool dev_pipe = std::getenv("CLO_SKINNY_PIPE") != nullptr;
+  const bool ring_fits = device_smem_optin() >= kPipeSmemBytes + kSkinnyWarps * 64 * 16 * 4;  // + static partials
+  const bool ring = ring_fits && dev_knob("CLO_SKINNY_PIPE", dev_pipe, p.trans_b || p.M <= 8 ? 1 : 0) != 0;
+  const auto reduce = gemm_skinny_reduce_kernel<TOut>;
+  if (ring) {
+    if (p.trans_b) {
+      return p.M > 8 ? launch_skinny(gemm_skinny_nk_mma_pipe_kernel<T, TOut, 2>, reduce, p, stream, kPipeSmemBytes)
+                     : launch_skinny(gemm_skinny_nk_mma_pipe_kernel<T, TOut, 1>, reduce, p, stream, kPipeSmemBytes);
+    }
+    return p.M > 8 ? launch_skinny(gemm_skinny_kn_mma_pipe_kernel<T, TOut, true>, reduce, p, stream, kPipeSmemBytes)
+                   : launch_skinny(gemm_skinny_kn_mma_pipe_kernel<T, TOut, false>, reduce, p, stream, kPipeSmemBytes);
+  }
+  if (p.trans_b) {
+    return p.M > 8 ? launch_skinny(gemm_skinny_nk_mma_kernel<T, TOut, 2>, reduce, p, stream)
+                   : launch_skinny(gemm_skinny_nk_mma_kernel<T, TOut, 1>, reduce, p, stream);
+  }
+  return p.M > 8 ? launch_skinny(gemm_skinny_kn_mma_kernel<T, TOut, true>, reduce, p, stream)
+                 : launch_skinny(gemm_skinny_kn_mma_kernel<T, TOut, false>, reduce, p, stream);
+}
+
 template <typename T, typename TOut>
 cudaError_t launch_skinny_typed(const GemmProblem& p, cudaStream_t stream) {
-  const auto reduce = gemm_skinny_reduce_kernel<TOut>;
   switch (skinny_kind(p)) {
     case SkinnyKind::kMmaNK:
-      if constexpr (sizeof(T) == 2) {
-        return p.M > 8 ? launch_skinny(gemm_skinny_nk_mma_kernel<T, TOut, 2>, reduce, p, stream)
-                       : launch_skinny(gemm_skinny_nk_mma_kernel<T, TOut, 1>, reduce, p, stream);
-      }
-      return cudaErrorInvalidValue;
     case SkinnyKind::kMmaKN:
-      if constexpr (sizeof(T) == 2) {
-        return p.M > 8 ? launch_skinny(gemm_skinny_kn_mma_kernel<T, TOut, true>, reduce, p, stream)
-                       : launch_skinny(gemm_skinny_kn_mma_kernel<T, TOut, false>, reduce, p, stream);
-      }
+      if constexpr (sizeof(T) == 2) return launch_skinny_mma<T, TOut>(p, stream);
       return cudaErrorInvalidValue;
     default: break;
   }
