@@ -102,6 +102,76 @@ __global__ void __launch_bounds__(kSkinnyThreads) gemm_skinny_reduce_kernel(cons
   }
 }
 
+// ---- the two 16-bit mappings, shared by the register-batch and cp.async-ring kernels ------
+// B [N, K]: one 32-k window of rows g (b0) and g + 8 (b1), 16 bytes each. k16 step 0 takes
+// the lane's k 0-3 (slots 2t, 2t+1 | 2t+8, 2t+9), step 1 its k 4-7; A's 16 bytes (av, row
+// 8i + g) are split the same way.
+template <typename T, int kMTiles>
+CLO_DEVICE void nk_mma_window(float (&acc)[kMTiles][4], const uint4& b0, const uint4& b1, const uint4 (&av)[kMTiles]) {
+  const uint32_t a0[4] = {b0.x, b1.x, b0.y, b1.y};
+  const uint32_t a1[4] = {b0.z, b1.z, b0.w, b1.w};
+#pragma unroll
+  for (int i = 0; i < kMTiles; ++i) {
+    const uint32_t x0[2] = {av[i].x, av[i].y};
+    const uint32_t x1[2] = {av[i].z, av[i].w};
+    mma_m16n8k16<T>(acc[i], a0, x0);
+    mma_m16n8k16<T>(acc[i], a1, x1);
+  }
+}
+// Rows 8i + g of A (the lane's n8 operand rows) and whether they exist.
+template <typename T, int kMTiles>
+struct NkARows {
+  const T* row[kMTiles];
+  bool ok[kMTiles];
+  CLO_DEVICE NkARows(const GemmKernelArgs& args, int g) {
+#pragma unroll
+    for (int i = 0; i < kMTiles; ++i) {
+      ok[i] = 8 * i + g < args.M;
+      row[i] = static_cast<const T*>(args.a) + (8 * i + g) * args.lda;
+    }
+  }
+};
+// acc[i]: c0, c1 = (B row g, A rows 8i + 2t, +1), c2, c3 = B row g + 8; c = the strip's column of row g.
+template <int kMTiles>
+CLO_DEVICE void nk_store_partials(float* p, const float (&acc)[kMTiles][4], int cols, int c, int t) {
+#pragma unroll
+  for (int i = 0; i < kMTiles; ++i) {
+    const int m = 8 * i + 2 * t;
+    p[m * cols + c] = acc[i][0];
+    p[(m + 1) * cols + c] = acc[i][1];
+    p[m * cols + c + 8] = acc[i][2];
+    p[(m + 1) * cols + c + 8] = acc[i][3];
+  }
+}
+// B [K, N]: one k16 step from the lane's 8 columns of k rows kb, kb + 1, kb + 8, kb + 9 (bv[0..3]);
+// mma j pairs column 8g + j of the rows low k first.
+template <typename T>
+CLO_DEVICE void kn_mma_step(float (&acc)[8][4], const uint32_t (&a)[4], const uint4 (&bv)[4]) {
+  const uint32_t lo[4] = {bv[0].x, bv[0].y, bv[0].z, bv[0].w};
+  const uint32_t hi[4] = {bv[1].x, bv[1].y, bv[1].z, bv[1].w};
+  const uint32_t lo8[4] = {bv[2].x, bv[2].y, bv[2].z, bv[2].w};
+  const uint32_t hi8[4] = {bv[3].x, bv[3].y, bv[3].z, bv[3].w};
+#pragma unroll
+  for (int j = 0; j < 8; ++j) {
+    const uint32_t sel = (j & 1) ? 0x7632u : 0x5410u;
+    const uint32_t b[2] = {__byte_perm(lo[j / 2], hi[j / 2], sel), __byte_perm(lo8[j / 2], hi8[j / 2], sel)};
+    mma_m16n8k16<T>(acc[j], a, b);
+  }
+}
+// acc[j]: c0 = (row g, column c + j), c1 = (row g, column c + 8 + j), c2/c3 row g + 8.
+template <bool kM16>
+CLO_DEVICE void kn_store_partials(float* p, const float (&acc)[8][4], int cols, int c, int g) {
+#pragma unroll
+  for (int j = 0; j < 8; ++j) {
+    p[g * cols + c + j] = acc[j][0];
+    p[g * cols + c + 8 + j] = acc[j][1];
+    if constexpr (kM16) {
+      p[(g + 8) * cols + c + j] = acc[j][2];
+      p[(g + 8) * cols + c + 8 + j] = acc[j][3];
+    }
+  }
+}
+
 // ---- 16-bit, B [N, K] --------------------------------------------------------------------
 // Warp: 16 rows of B x its k-warp's 32-k windows of the block's K range.
 // Block: (8 / k_warps) row warps x k_warps -> 16 * 8 / k_warps output columns.
@@ -116,13 +186,7 @@ __global__ void __launch_bounds__(kSkinnyThreads) gemm_skinny_nk_mma_kernel(cons
   const bool row_ok[2] = {nrow < args.N, nrow + 8 < args.N};
   const T* b_rows[2] = {static_cast<const T*>(args.b) + nrow * args.ldb,
                         static_cast<const T*>(args.b) + (nrow + 8) * args.ldb};
-  const T* a_rows[kMTiles];
-  bool m_ok[kMTiles];
-#pragma unroll
-  for (int i = 0; i < kMTiles; ++i) {
-    m_ok[i] = 8 * i + g < args.M;
-    a_rows[i] = static_cast<const T*>(args.a) + (8 * i + g) * args.lda;
-  }
+  const NkARows<T, kMTiles> ar(args, g);
   const int K = args.K;
   const KSlice ks = k_slice(div_ceil(K, 32), kw, split);  // 32-k windows
   float acc[kMTiles][4] = {};
@@ -136,34 +200,13 @@ __global__ void __launch_bounds__(kSkinnyThreads) gemm_skinny_nk_mma_kernel(cons
       for (int r = 0; r < 2; ++r) bv[u][r] = k_ok && row_ok[r] ? load_streaming_16(b_rows[r] + k) : make_uint4(0, 0, 0, 0);
 #pragma unroll
       for (int i = 0; i < kMTiles; ++i) {
-        av[u][i] = k_ok && m_ok[i] ? __ldg(reinterpret_cast<const uint4*>(a_rows[i] + k)) : make_uint4(0, 0, 0, 0);
+        av[u][i] = k_ok && ar.ok[i] ? __ldg(reinterpret_cast<const uint4*>(ar.row[i] + k)) : make_uint4(0, 0, 0, 0);
       }
     }
 #pragma unroll
-    for (int u = 0; u < kUnroll; ++u) {
-      // k16 step 0 takes the lane's k 0-3 (slots 2t, 2t+1 | 2t+8, 2t+9), step 1 its k 4-7.
-      const uint32_t a0[4] = {bv[u][0].x, bv[u][1].x, bv[u][0].y, bv[u][1].y};
-      const uint32_t a1[4] = {bv[u][0].z, bv[u][1].z, bv[u][0].w, bv[u][1].w};
-#pragma unroll
-      for (int i = 0; i < kMTiles; ++i) {
-        const uint32_t b0[2] = {av[u][i].x, av[u][i].y};
-        const uint32_t b1[2] = {av[u][i].z, av[u][i].w};
-        mma_m16n8k16<T>(acc[i], a0, b0);
-        mma_m16n8k16<T>(acc[i], a1, b1);
-      }
-    }
+    for (int u = 0; u < kUnroll; ++u) nk_mma_window<T, kMTiles>(acc, bv[u][0], bv[u][1], av[u]);
   }
-  // acc[i]: c0, c1 = (B row g, A rows 8i + 2t, +1), c2, c3 = B row g + 8.
-  float* p = part + kw * kRows * cols;
-  const int c = 16 * rw + g;
-#pragma unroll
-  for (int i = 0; i < kMTiles; ++i) {
-    const int m = 8 * i + 2 * t;
-    p[m * cols + c] = acc[i][0];
-    p[(m + 1) * cols + c] = acc[i][1];
-    p[m * cols + c + 8] = acc[i][2];
-    p[(m + 1) * cols + c + 8] = acc[i][3];
-  }
+  nk_store_partials<kMTiles>(part + kw * kRows * cols, acc, cols, 16 * rw + g, t);
   __syncthreads();
   skinny_epilogue<TOut, kRows>(args, part, split, cols, n0);
 }
@@ -192,13 +235,7 @@ __global__ void __launch_bounds__(kSkinnyThreads) gemm_skinny_nk_mma_pipe_kernel
   const int strip = n0 + 16 * rw;
   const T* B = static_cast<const T*>(args.b);
   unsigned char* ring = skinny_ring + warp * kPipeStages * kPipeStageBytes;
-  const T* a_rows[kMTiles];
-  bool m_ok[kMTiles];
-#pragma unroll
-  for (int i = 0; i < kMTiles; ++i) {
-    m_ok[i] = 8 * i + g < args.M;
-    a_rows[i] = static_cast<const T*>(args.a) + (8 * i + g) * args.lda;
-  }
+  const NkARows<T, kMTiles> ar(args, g);
   const int K = args.K;
   const KSlice ks = k_slice(div_ceil(K, kPipeStageK), kw, split);
   const int n_stages = ks.first < ks.last ? div_ceil(ks.last - ks.first, ks.stride) : 0;
@@ -221,7 +258,7 @@ __global__ void __launch_bounds__(kSkinnyThreads) gemm_skinny_nk_mma_pipe_kernel
       const int k = k0 + 32 * w + 8 * t;
 #pragma unroll
       for (int m = 0; m < kMTiles; ++m) {
-        av[w][m] = i < n_stages && m_ok[m] && k < K ? __ldg(reinterpret_cast<const uint4*>(a_rows[m] + k))
+        av[w][m] = i < n_stages && ar.ok[m] && k < K ? __ldg(reinterpret_cast<const uint4*>(ar.row[m] + k))
                                                     : make_uint4(0, 0, 0, 0);
       }
     }
@@ -243,15 +280,7 @@ __global__ void __launch_bounds__(kSkinnyThreads) gemm_skinny_nk_mma_pipe_kernel
       const int chunk = (4 * w + t) ^ ((g & 1) << 2);  // rows g and g + 8 share the parity
       const uint4 b0 = *reinterpret_cast<const uint4*>(slot + g * 256 + (chunk << 4));
       const uint4 b1 = *reinterpret_cast<const uint4*>(slot + (g + 8) * 256 + (chunk << 4));
-      const uint32_t a0[4] = {b0.x, b1.x, b0.y, b1.y};
-      const uint32_t a1[4] = {b0.z, b1.z, b0.w, b1.w};
-#pragma unroll
-      for (int m = 0; m < kMTiles; ++m) {
-        const uint32_t x0[2] = {av[w][m].x, av[w][m].y};
-        const uint32_t x1[2] = {av[w][m].z, av[w][m].w};
-        mma_m16n8k16<T>(acc[m], a0, x0);
-        mma_m16n8k16<T>(acc[m], a1, x1);
-      }
+      nk_mma_window<T, kMTiles>(acc, b0, b1, av[w]);
     }
 #pragma unroll
     for (int w = 0; w < 4; ++w)
@@ -260,16 +289,7 @@ __global__ void __launch_bounds__(kSkinnyThreads) gemm_skinny_nk_mma_pipe_kernel
     __syncwarp();
   }
   cp_async_wait<0>();
-  float* p = part + kw * kRows * cols;
-  const int c = 16 * rw + g;
-#pragma unroll
-  for (int i = 0; i < kMTiles; ++i) {
-    const int m = 8 * i + 2 * t;
-    p[m * cols + c] = acc[i][0];
-    p[(m + 1) * cols + c] = acc[i][1];
-    p[m * cols + c + 8] = acc[i][2];
-    p[(m + 1) * cols + c + 8] = acc[i][3];
-  }
+  nk_store_partials<kMTiles>(part + kw * kRows * cols, acc, cols, 16 * rw + g, t);
   __syncthreads();
   skinny_epilogue<TOut, kRows>(args, part, split, cols, n0);
 }
@@ -316,33 +336,9 @@ __global__ void __launch_bounds__(kSkinnyThreads) gemm_skinny_kn_mma_kernel(cons
       }
     }
 #pragma unroll
-    for (int u = 0; u < kUnroll; ++u) {
-      const uint32_t a[4] = {av[u][0], av[u][1], av[u][2], av[u][3]};
-      const uint32_t lo[4] = {bv[u][0].x, bv[u][0].y, bv[u][0].z, bv[u][0].w};
-      const uint32_t hi[4] = {bv[u][1].x, bv[u][1].y, bv[u][1].z, bv[u][1].w};
-      const uint32_t lo8[4] = {bv[u][2].x, bv[u][2].y, bv[u][2].z, bv[u][2].w};
-      const uint32_t hi8[4] = {bv[u][3].x, bv[u][3].y, bv[u][3].z, bv[u][3].w};
-#pragma unroll
-      for (int j = 0; j < 8; ++j) {
-        // Column 8g + j of k rows (kb, kb + 1) and (kb + 8, kb + 9), paired low k first.
-        const uint32_t sel = (j & 1) ? 0x7632u : 0x5410u;
-        const uint32_t b[2] = {__byte_perm(lo[j / 2], hi[j / 2], sel), __byte_perm(lo8[j / 2], hi8[j / 2], sel)};
-        mma_m16n8k16<T>(acc[j], a, b);
-      }
-    }
+    for (int u = 0; u < kUnroll; ++u) kn_mma_step<T>(acc, av[u], bv[u]);
   }
-  // acc[j]: c0 = (row g, column 16t + j), c1 = (row g, column 16t + 8 + j), c2/c3 row g + 8.
-  float* p = part + kw * kRows * cols;
-  const int c = 64 * cw + 16 * t;
-#pragma unroll
-  for (int j = 0; j < 8; ++j) {
-    p[g * cols + c + j] = acc[j][0];
-    p[g * cols + c + 8 + j] = acc[j][1];
-    if constexpr (kM16) {
-      p[(g + 8) * cols + c + j] = acc[j][2];
-      p[(g + 8) * cols + c + 8 + j] = acc[j][3];
-    }
-  }
+  kn_store_partials<kM16>(part + kw * kRows * cols, acc, cols, 64 * cw + 16 * t, g);
   __syncthreads();
   skinny_epilogue<TOut, kRows>(args, part, split, cols, n0);
 }
@@ -412,16 +408,7 @@ __global__ void __launch_bounds__(kSkinnyThreads) gemm_skinny_kn_mma_pipe_kernel
         const int row = 16 * st + 2 * t + (r & 1) + 8 * (r >> 1);
         bv[r] = *reinterpret_cast<const uint4*>(slot + row * 128 + ((g ^ (row & 6)) << 4));
       }
-      const uint32_t lo[4] = {bv[0].x, bv[0].y, bv[0].z, bv[0].w};
-      const uint32_t hi[4] = {bv[1].x, bv[1].y, bv[1].z, bv[1].w};
-      const uint32_t lo8[4] = {bv[2].x, bv[2].y, bv[2].z, bv[2].w};
-      const uint32_t hi8[4] = {bv[3].x, bv[3].y, bv[3].z, bv[3].w};
-#pragma unroll
-      for (int j = 0; j < 8; ++j) {
-        const uint32_t sel = (j & 1) ? 0x7632u : 0x5410u;
-        const uint32_t b[2] = {__byte_perm(lo[j / 2], hi[j / 2], sel), __byte_perm(lo8[j / 2], hi8[j / 2], sel)};
-        mma_m16n8k16<T>(acc[j], av[st], b);
-      }
+      kn_mma_step<T>(acc, av[st], bv);
     }
 #pragma unroll
     for (int st = 0; st < kStageSteps; ++st)
@@ -430,17 +417,7 @@ __global__ void __launch_bounds__(kSkinnyThreads) gemm_skinny_kn_mma_pipe_kernel
     __syncwarp();
   }
   cp_async_wait<0>();
-  float* p = part + kw * kRows * cols;
-  const int c = 64 * cw + 16 * t;
-#pragma unroll
-  for (int j = 0; j < 8; ++j) {
-    p[g * cols + c + j] = acc[j][0];
-    p[g * cols + c + 8 + j] = acc[j][1];
-    if constexpr (kM16) {
-      p[(g + 8) * cols + c + j] = acc[j][2];
-      p[(g + 8) * cols + c + 8 + j] = acc[j][3];
-    }
-  }
+  kn_store_partials<kM16>(part + kw * kRows * cols, acc, cols, 64 * cw + 16 * t, g);
   __syncthreads();
   skinny_epilogue<TOut, kRows>(args, part, split, cols, n0);
 }
