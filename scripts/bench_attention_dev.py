@@ -85,16 +85,13 @@ def tile_variants(b, h, n, d, dtype, causal):
     ref = F.scaled_dot_product_attention(q, k, v, is_causal=causal)
     print(f"tile variants, B={b} H={h} N={n} D={d} {str(dtype).replace('torch.', '')} causal={causal}")
     for tiles in ("default", "16x64", "32x64", "32x32"):
-        if tiles == "default":
-            os.environ.pop("CUDA_LLM_OPS_FLASH_TILES", None)
-        else:
-            os.environ["CUDA_LLM_OPS_FLASH_TILES"] = tiles
+        os.environ["CUDA_LLM_OPS_FLASH_TILES"] = "" if tiles == "default" else tiles
         out = llm.flash_attention(q, k, v, is_causal=causal)
         err = rel_error(out.float(), ref.float())
         t = benchmark(lambda: llm.flash_attention(q, k, v, is_causal=causal), warmup=5, iterations=30)
         row(f"flash tiles={tiles}", t, f)
         print(f"    rel err vs SDPA {err:.2e}")
-    os.environ.pop("CUDA_LLM_OPS_FLASH_TILES", None)
+    os.environ["CUDA_LLM_OPS_FLASH_TILES"] = ""
 
 
 def sm90_vs_mma(iters=30):
@@ -134,7 +131,8 @@ def sm90_vs_mma(iters=30):
 
 def main():
     import sys
-    for knob in ("CUDA_LLM_OPS_FLASH_SM90", "CUDA_LLM_OPS_FLASH_SM90_SCHED"):
+    # Dev knobs are read per call only when set before the first call (dev_knob, common.cuh).
+    for knob in ("CUDA_LLM_OPS_FLASH_SM90", "CUDA_LLM_OPS_FLASH_SM90_SCHED", "CUDA_LLM_OPS_FLASH_TILES"):
         os.environ.setdefault(knob, "")
     torch.backends.cuda.matmul.allow_tf32 = False
     print(torch.cuda.get_device_name(), torch.__version__, llm.build_info())

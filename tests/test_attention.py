@@ -339,7 +339,7 @@ _SM90_CASES = [  # b, hq, hkv, nq, nk, d, causal
 
 @pytest.mark.parametrize("case", _SM90_CASES, ids=lambda c: "-".join(map(str, c)))
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16], ids=str)
-def test_sm90_kernel_matches_reference(case, dtype):
+def test_sm90_kernel_matches_reference(monkeypatch, case, dtype):
     """On an H100 the fp16/bf16 flash op with D in (64, 128] runs the wgmma/TMA kernel
     (checked by name); it and the mma.sync kernel (dev knob) both match the reference."""
     require_op("flash_attention")
@@ -349,30 +349,24 @@ def test_sm90_kernel_matches_reference(case, dtype):
     op = torch.ops.cuda_llm_ops.flash_attention
 
     def call():
-        out = torch.full(q.shape, float("nan"), dtype=dtype, device="cuda")
-        del out  # poison the block the op's output most likely gets
-        return op(q, k, v, d ** -0.5, causal)
+        return _call_poisoned(lambda q, k, v: op(q, k, v, d ** -0.5, causal), q, k, v)
 
     if _on_sm90():
         assert "flash_attention_fwd_sm90" in kernel_names(call)
-    # The rule's choice, then each schedule forced (kSchedOverlap 1, kSchedPingPong 2).
+    # The rule's choice, then each schedule forced (kSchedOverlap 1, kSchedPingPong 2);
+    # monkeypatch puts the caller's knob values back afterwards.
     for sched in ("", "1", "2"):
-        os.environ["CUDA_LLM_OPS_FLASH_SM90_SCHED"] = sched
-        try:
-            out = call()
-        finally:
-            os.environ["CUDA_LLM_OPS_FLASH_SM90_SCHED"] = ""
+        monkeypatch.setenv("CUDA_LLM_OPS_FLASH_SM90_SCHED", sched)
+        out = call()
         assert not torch.isnan(out).any()
         assert_close(out, ref, dtype=dtype, what=f"sm90 path {case} schedule {sched or 'auto'}")
         if causal and nq > nk:
             assert (out[:, :, : nq - nk] == 0).all()
-    os.environ["CUDA_LLM_OPS_FLASH_SM90"] = "0"
-    try:
-        names = kernel_names(call)
-        assert "flash_attention_fwd_sm90" not in names and "flash_attention_mma" in names
-        assert_close(call(), ref, dtype=dtype, what=f"mma.sync path {case}")
-    finally:
-        os.environ["CUDA_LLM_OPS_FLASH_SM90"] = ""
+    monkeypatch.setenv("CUDA_LLM_OPS_FLASH_SM90_SCHED", "")
+    monkeypatch.setenv("CUDA_LLM_OPS_FLASH_SM90", "0")
+    names = kernel_names(call)
+    assert "flash_attention_fwd_sm90" not in names and "flash_attention_mma" in names
+    assert_close(call(), ref, dtype=dtype, what=f"mma.sync path {case}")
 
 
 def test_sm90_kernel_strided_and_broadcast_inputs():

@@ -215,15 +215,13 @@ __global__ void __launch_bounds__(Cfg::kThreads, 2) flash_attention_mma_kernel(c
 
     // Scale into the log2 domain, then mask only where this tile needs it.
     const int n0 = n_tile * kBlockN;
-    const bool edge = n0 + kBlockN > nk;
-    const bool diag = p.is_causal && n0 + kBlockN - 1 > m0 + causal_offset;
 #pragma unroll
     for (int mt = 0; mt < kMT; ++mt)
 #pragma unroll
       for (int nb = 0; nb < Cfg::kNTilesS; ++nb)
 #pragma unroll
         for (int j = 0; j < 4; ++j) acc_s[mt][nb][j] *= scale_log2;
-    if (edge || diag) {
+    if (flash_tile_needs_mask(n0, kBlockN, nk, p.is_causal, m0, causal_offset)) {
 #pragma unroll
       for (int mt = 0; mt < kMT; ++mt)
 #pragma unroll
@@ -232,7 +230,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, 2) flash_attention_mma_kernel(c
           for (int j = 0; j < 4; ++j) {
             const int col = n0 + nb * 8 + 2 * t + (j & 1);
             const int row = warp_row0 + mt * 16 + g + (j >> 1) * 8;
-            if (col >= nk || (p.is_causal && col > row + causal_offset)) acc_s[mt][nb][j] = kNegInf;
+            if (flash_key_masked(row, col, nk, p.is_causal, causal_offset)) acc_s[mt][nb][j] = kNegInf;
           }
     }
 
@@ -345,8 +343,11 @@ cudaError_t launch_config(const AttentionParams& p, cudaStream_t stream) {
 
 // Development knob (not an API): CUDA_LLM_OPS_FLASH_TILES=<rows-per-warp>x<keys>,
 // e.g. "16x64", picks another compiled tile shape for D = 128 so
-// scripts/bench_attention_dev.py can time the variants side by side.
+// scripts/bench_attention_dev.py can time the variants side by side. As with dev_knob
+// (common.cuh), it is read on every call only if it was set at the first call.
 inline int tile_variant_from_env() {
+  static const bool dev_mode = std::getenv("CUDA_LLM_OPS_FLASH_TILES") != nullptr;
+  if (!dev_mode) return 0;
   const char* v = std::getenv("CUDA_LLM_OPS_FLASH_TILES");
   if (v == nullptr) return 0;
   if (std::strcmp(v, "16x64") == 0) return 1;

@@ -80,7 +80,7 @@ CLO_DEVICE void softmax_tile(float (&s)[N], float (&row_max)[2], float (&row_sum
       for (int e = 0; e < 4; ++e) {
         const int col = n0 + 8 * j + 2 * t + (e & 1);
         const int row = r0 + 8 * (e >> 1);
-        if (col >= nk || (causal && col > row + causal_offset)) s[4 * j + e] = kNegInf;
+        if (flash_key_masked(row, col, nk, causal, causal_offset)) s[4 * j + e] = kNegInf;
       }
   }
 #pragma unroll
@@ -252,7 +252,7 @@ flash_attention_fwd_sm90_kernel(const __grid_constant__ CUtensorMap map_q, const
 #define CLO_FA3_SOFTMAX(J)                                                                                          \
   do {                                                                                                              \
     const int n0_ = (J) * kBlockN;                                                                                  \
-    if (n0_ + kBlockN > nk || (causal && n0_ + kBlockN - 1 > wg_row0 + causal_offset)) {                           \
+    if (flash_tile_needs_mask(n0_, kBlockN, nk, causal, wg_row0, causal_offset)) {                                 \
       softmax_tile<true, Cfg::kSAcc>(s_acc, row_max, row_sum, rescale, scale_log2, n0_, nk, r0, causal_offset, causal, t);     \
     } else {                                                                                                        \
       softmax_tile<false, Cfg::kSAcc>(s_acc, row_max, row_sum, rescale, scale_log2, n0_, nk, r0, causal_offset, causal, t);    \

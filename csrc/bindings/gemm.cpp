@@ -55,6 +55,9 @@ at::Tensor run_float_gemm(const char* op, const at::Tensor& a, const at::Tensor&
   const int64_t Kb = trans_b ? b.size(1) : b.size(0), N = trans_b ? b.size(0) : b.size(1);
   CLO_CHECK(K == Kb, op, ": inner dimensions differ: op(a) is [", M, ", ", K, "] and op(b) is [", Kb, ", ", N,
               "] (a ", a.sizes(), " trans_a=", trans_a, ", b ", b.sizes(), " trans_b=", trans_b, ")");
+  CLO_CHECK(variant != GemmVariant::kSkinny || (!trans_a && M <= gemm::kSkinnyMaxM), op,
+            ": the skinny kernels take a stored [M, K] (trans_a=False) with M <= ", gemm::kSkinnyMaxM, ", got M=", M,
+            " trans_a=", trans_a ? "true" : "false");
   c10::cuda::CUDAGuard guard(a.device());
   if (c.has_value()) {
     check_cuda(*c, "c");
@@ -165,12 +168,6 @@ at::Tensor gemm_variant_cuda(const at::Tensor& a, const at::Tensor& b, int64_t v
     CLO_CHECK(gemm::wgmma_family_available(), "_gemm_variant: the wgmma family needs a compute capability 9.0 "
               "device and a build for sm_90a (TORCH_CUDA_ARCH_LIST=9.0a), got compute capability ", cc / 10, ".",
               cc % 10);
-  }
-  if (variant == static_cast<int64_t>(GemmVariant::kSkinny)) {
-    check_dim(a, 2, "a", trans_a ? "[K, M]" : "[M, K]");
-    const int64_t M = trans_a ? a.size(1) : a.size(0);
-    CLO_CHECK(!trans_a && M <= gemm::kSkinnyMaxM, "_gemm_variant: the skinny kernels take a stored [M, K] (trans_a=False) "
-              "with M <= ", gemm::kSkinnyMaxM, ", got M=", M, " trans_a=", trans_a ? "true" : "false");
   }
   return run_float_gemm("_gemm_variant", a, b, alpha, beta, trans_a, trans_b, c, out_type,
                         static_cast<GemmVariant>(variant));

@@ -71,6 +71,18 @@ CLO_DEVICE KSlice k_slice(int units, int kw, SkinnySplit split) {
   return {begin + kw, min(begin + per, units), split.k_warps};
 }
 
+// A warp's place in its block: lane (g = lane / 4, t = lane % 4 index the mma fragments),
+// strip (8 / k_warps strips of `strip_cols` output columns) and k-warp, and the block's
+// columns (cols of them from n0).
+struct SkinnyWarp {
+  int warp, lane, g, t, strip, kw, cols, n0;
+};
+CLO_DEVICE SkinnyWarp skinny_warp(SkinnySplit split, int strip_cols) {
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, cols = strip_cols * (kSkinnyWarps / split.k_warps);
+  return {warp, lane, lane / 4, lane % 4, warp / split.k_warps, warp % split.k_warps, cols,
+          static_cast<int>(blockIdx.x) * cols};
+}
+
 // part: [k_warps][kRows][cols], the partial sums of the block's warps. Every thread sums
 // over the k-warps; consecutive threads take consecutive columns (coalesced stores).
 template <typename TOut, int kRows>
@@ -118,7 +130,9 @@ CLO_DEVICE void nk_mma_window(float (&acc)[kMTiles][4], const uint4& b0, const u
     mma_m16n8k16<T>(acc[i], a1, x1);
   }
 }
-// Rows 8i + g of A (the lane's n8 operand rows) and whether they exist.
+
+// The lane's rows of A: 8i + g for B [N, K] (the n8 operand, i < kMTiles), g and g + 8 for
+// B [K, N] (the m16 operand, the second only with kM16); loads past M or K read zeros.
 template <typename T, int kMTiles>
 struct NkARows {
   const T* row[kMTiles];
@@ -129,6 +143,20 @@ struct NkARows {
       ok[i] = 8 * i + g < args.M;
       row[i] = static_cast<const T*>(args.a) + (8 * i + g) * args.lda;
     }
+  }
+  CLO_DEVICE uint4 load(int i, int k, bool k_ok) const {  // A's 8 k from k
+    return ok[i] && k_ok ? __ldg(reinterpret_cast<const uint4*>(row[i] + k)) : make_uint4(0, 0, 0, 0);
+  }
+};
+template <typename T, bool kM16>
+struct KnARows {
+  const T* row[2];
+  bool ok[2];
+  CLO_DEVICE KnARows(const GemmKernelArgs& args, int g)
+      : row{static_cast<const T*>(args.a) + g * args.lda, static_cast<const T*>(args.a) + (g + 8) * args.lda},
+        ok{g < args.M, kM16 && g + 8 < args.M} {}
+  CLO_DEVICE uint32_t load(int h, int k, bool k_ok) const {  // A's k, k + 1 of row g + 8h
+    return ok[h] && k_ok ? __ldg(reinterpret_cast<const uint32_t*>(row[h] + k)) : 0u;
   }
 };
 // acc[i]: c0, c1 = (B row g, A rows 8i + 2t, +1), c2, c3 = B row g + 8; c = the strip's column of row g.
@@ -179,9 +207,7 @@ template <typename T, typename TOut, int kMTiles>
 __global__ void __launch_bounds__(kSkinnyThreads) gemm_skinny_nk_mma_kernel(const GemmKernelArgs args, SkinnySplit split) {
   constexpr int kRows = 8 * kMTiles, kUnroll = 4;
   __shared__ float part[kSkinnyWarps * 16 * kRows];
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
-  const int k_warps = split.k_warps, rw = warp / k_warps, kw = warp % k_warps;
-  const int cols = 16 * (kSkinnyWarps / k_warps), n0 = blockIdx.x * cols;
+  const auto [warp, lane, g, t, rw, kw, cols, n0] = skinny_warp(split, 16);
   const int nrow = n0 + 16 * rw + g;
   const bool row_ok[2] = {nrow < args.N, nrow + 8 < args.N};
   const T* b_rows[2] = {static_cast<const T*>(args.b) + nrow * args.ldb,
@@ -200,7 +226,7 @@ __global__ void __launch_bounds__(kSkinnyThreads) gemm_skinny_nk_mma_kernel(cons
       for (int r = 0; r < 2; ++r) bv[u][r] = k_ok && row_ok[r] ? load_streaming_16(b_rows[r] + k) : make_uint4(0, 0, 0, 0);
 #pragma unroll
       for (int i = 0; i < kMTiles; ++i) {
-        av[u][i] = k_ok && ar.ok[i] ? __ldg(reinterpret_cast<const uint4*>(ar.row[i] + k)) : make_uint4(0, 0, 0, 0);
+        av[u][i] = ar.load(i, k, k_ok);
       }
     }
 #pragma unroll
@@ -229,9 +255,7 @@ __global__ void __launch_bounds__(kSkinnyThreads) gemm_skinny_nk_mma_pipe_kernel
   constexpr int kRows = 8 * kMTiles;
   __shared__ float part[kSkinnyWarps * 16 * kRows];
   extern __shared__ __align__(128) unsigned char skinny_ring[];
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
-  const int k_warps = split.k_warps, rw = warp / k_warps, kw = warp % k_warps;
-  const int cols = 16 * (kSkinnyWarps / k_warps), n0 = blockIdx.x * cols;
+  const auto [warp, lane, g, t, rw, kw, cols, n0] = skinny_warp(split, 16);
   const int strip = n0 + 16 * rw;
   const T* B = static_cast<const T*>(args.b);
   unsigned char* ring = skinny_ring + warp * kPipeStages * kPipeStageBytes;
@@ -258,8 +282,7 @@ __global__ void __launch_bounds__(kSkinnyThreads) gemm_skinny_nk_mma_pipe_kernel
       const int k = k0 + 32 * w + 8 * t;
 #pragma unroll
       for (int m = 0; m < kMTiles; ++m) {
-        av[w][m] = i < n_stages && ar.ok[m] && k < K ? __ldg(reinterpret_cast<const uint4*>(ar.row[m] + k))
-                                                    : make_uint4(0, 0, 0, 0);
+        av[w][m] = ar.load(m, k, i < n_stages && k < K);
       }
     }
   };
@@ -301,15 +324,11 @@ template <typename T, typename TOut, bool kM16>
 __global__ void __launch_bounds__(kSkinnyThreads) gemm_skinny_kn_mma_kernel(const GemmKernelArgs args, SkinnySplit split) {
   constexpr int kRows = kM16 ? 16 : 8, kUnroll = 4;
   __shared__ float part[kSkinnyWarps * 64 * kRows];
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
-  const int k_warps = split.k_warps, cw = warp / k_warps, kw = warp % k_warps;
-  const int cols = 64 * (kSkinnyWarps / k_warps), n0 = blockIdx.x * cols;
+  const auto [warp, lane, g, t, cw, kw, cols, n0] = skinny_warp(split, 64);
   const int ncol = n0 + 64 * cw + 8 * g;
   const bool col_ok = ncol < args.N;  // N % 8 == 0: the lane's 8 columns are all in or all out
   const T* b_col = static_cast<const T*>(args.b) + ncol;
-  const bool m_ok[2] = {g < args.M, kM16 && g + 8 < args.M};
-  const T* a_rows[2] = {static_cast<const T*>(args.a) + g * args.lda,
-                        static_cast<const T*>(args.a) + (g + 8) * args.lda};
+  const KnARows<T, kM16> ar(args, g);
   const int K = args.K;
   const KSlice ks = k_slice(div_ceil(K, 16), kw, split);  // k16 steps
   float acc[8][4] = {};
@@ -331,8 +350,7 @@ __global__ void __launch_bounds__(kSkinnyThreads) gemm_skinny_kn_mma_kernel(cons
 #pragma unroll
       for (int r = 0; r < 4; ++r) {
         const int k = kb + 8 * (r >> 1);
-        const int h = r & 1;
-        av[u][r] = m_ok[h] && k < K ? __ldg(reinterpret_cast<const uint32_t*>(a_rows[h] + k)) : 0u;
+        av[u][r] = ar.load(r & 1, k, k < K);
       }
     }
 #pragma unroll
@@ -354,15 +372,11 @@ __global__ void __launch_bounds__(kSkinnyThreads) gemm_skinny_kn_mma_pipe_kernel
   constexpr int kRows = kM16 ? 16 : 8, kStageSteps = 2;
   __shared__ float part[kSkinnyWarps * 64 * kRows];
   extern __shared__ __align__(128) unsigned char skinny_ring[];
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
-  const int k_warps = split.k_warps, cw = warp / k_warps, kw = warp % k_warps;
-  const int cols = 64 * (kSkinnyWarps / k_warps), n0 = blockIdx.x * cols;
+  const auto [warp, lane, g, t, cw, kw, cols, n0] = skinny_warp(split, 64);
   const int strip = n0 + 64 * cw;
   const T* B = static_cast<const T*>(args.b);
   unsigned char* ring = skinny_ring + warp * kPipeStages * kPipeStageBytes;
-  const bool m_ok[2] = {g < args.M, kM16 && g + 8 < args.M};
-  const T* a_rows[2] = {static_cast<const T*>(args.a) + g * args.lda,
-                        static_cast<const T*>(args.a) + (g + 8) * args.lda};
+  const KnARows<T, kM16> ar(args, g);
   const int K = args.K;
   const KSlice ks = k_slice(div_ceil(K, 16 * kStageSteps), kw, split);
   const int n_stages = ks.first < ks.last ? div_ceil(ks.last - ks.first, ks.stride) : 0;
@@ -384,8 +398,8 @@ __global__ void __launch_bounds__(kSkinnyThreads) gemm_skinny_kn_mma_pipe_kernel
     for (int st = 0; st < kStageSteps; ++st)
 #pragma unroll
       for (int r = 0; r < 4; ++r) {
-        const int k = k0 + 16 * st + 2 * t + 8 * (r >> 1), h = r & 1;
-        av[st][r] = i < n_stages && m_ok[h] && k < K ? __ldg(reinterpret_cast<const uint32_t*>(a_rows[h] + k)) : 0u;
+        const int k = k0 + 16 * st + 2 * t + 8 * (r >> 1);
+        av[st][r] = ar.load(r & 1, k, i < n_stages && k < K);
       }
   };
 #pragma unroll
@@ -431,9 +445,7 @@ __global__ void __launch_bounds__(kSkinnyThreads) gemm_skinny_nk_fp32_kernel(con
   constexpr int kVec = 4, kStepK = 32 * kVec;
   constexpr int kUnroll = kRows >= 8 ? 1 : 2;
   __shared__ float part[kSkinnyWarps * kBRows * kRows];
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  const int k_warps = split.k_warps, rw = warp / k_warps, kw = warp % k_warps;
-  const int cols = kBRows * (kSkinnyWarps / k_warps), n0 = blockIdx.x * cols;
+  const auto [warp, lane, g, t, rw, kw, cols, n0] = skinny_warp(split, kBRows);
   const int nrow = n0 + kBRows * rw;
   const float* B = static_cast<const float*>(args.b);
   const float* A = static_cast<const float*>(args.a);
@@ -495,9 +507,7 @@ template <int kRows>
 __global__ void __launch_bounds__(kSkinnyThreads) gemm_skinny_kn_fp32_kernel(const GemmKernelArgs args, SkinnySplit split) {
   constexpr int kUnroll = kRows >= 8 ? 2 : 4;
   __shared__ float part[kSkinnyWarps * 64 * kRows];
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  const int k_warps = split.k_warps, cw = warp / k_warps, kw = warp % k_warps;
-  const int cols = 64 * (kSkinnyWarps / k_warps), n0 = blockIdx.x * cols;
+  const auto [warp, lane, g, t, cw, kw, cols, n0] = skinny_warp(split, 64);
   const int ncol = n0 + 64 * cw + 2 * lane;
   const bool col_ok = ncol < args.N;  // N % 4 == 0: both columns in or both out
   const float* b_col = static_cast<const float*>(args.b) + ncol;

@@ -3,9 +3,10 @@ and `torch._int_mm`.
 
 Op `gemm`: `gemm` (and, for fp16/bf16, `tensor_core_gemm`, fp32 out) vs cuBLAS at
 square 1024/2048/4096, the Llama-style projection 4096x12288x4096 and the decode-skinny
-1x12288x4096 and 16x12288x4096, the latter also with b stored [N, K] (nn.Linear's weight,
-`gemm(..., trans_b=True)` against `torch.matmul(a, w.t())`; shape key `"b": "[N,K]"`). Op `gemm_pipeline`: the large-tile kernel with its
-multi-stage cp.async pipeline vs its one-stage twin at 4096^3 (the >= 20% claim).
+1x12288x4096 and 16x12288x4096, the latter also with b stored [N, K] (nn.Linear's weight:
+`gemm(..., trans_b=True)` against `torch.matmul(a, w.t())`, shape key `"b": "[N,K]"`).
+Op `gemm_pipeline`: the large-tile kernel with its multi-stage cp.async pipeline vs its
+one-stage twin at 4096^3 (the >= 20% claim).
 Op `gemm_int8` (dtype int8): ours on row-major B (the API's layout) and on column-major B
 vs `torch._int_mm` on both. Compute-bound: warm L2; the skinny cases are memory-bound and
 run with cold L2.
