@@ -116,7 +116,6 @@ inline int cached_device_attribute() {
 }
 inline int device_sm_count() { return cached_device_attribute<cudaDevAttrMultiProcessorCount>(); }
 inline int device_cc_major() { return cached_device_attribute<cudaDevAttrComputeCapabilityMajor>(); }
-inline int device_cc_minor() { return cached_device_attribute<cudaDevAttrComputeCapabilityMinor>(); }
 // Shared memory one block may opt in to: 227 KB on sm_90, 163 KB on sm_80/87, 99 KB on
 // sm_86/89/120.
 inline int device_smem_optin() { return cached_device_attribute<cudaDevAttrMaxSharedMemoryPerBlockOptin>(); }

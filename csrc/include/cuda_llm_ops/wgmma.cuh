@@ -147,18 +147,19 @@ __device__ int sm90a_image_flag = 0;
 #endif
 
 [[maybe_unused]] bool sm90a_image_loaded() {
-  if (device_cc_major() != 9 || device_cc_minor() != 0) return false;
-  static int cached[64];  // the flag, per device: 0 unknown, 1 yes, 2 no
+  static int cached[64];  // per device: 0 unknown, 1 yes, 2 no
   int dev = 0;
   if (cudaGetDevice(&dev) != cudaSuccess || dev < 0 || dev >= 64) {
     cudaGetLastError();
     return false;
   }
   if (cached[dev] == 0) {
-    int flag = 0;
-    if (cudaMemcpyFromSymbol(&flag, sm90a_image_flag, sizeof(int)) != cudaSuccess) flag = 0;
+    int major = 0, minor = 0, flag = 0;
+    cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev);
+    cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev);
+    if (major == 9 && minor == 0 && cudaMemcpyFromSymbol(&flag, sm90a_image_flag, sizeof(int)) != cudaSuccess) flag = 0;
     cudaGetLastError();  // a failed query must not surface as the next launch's error
-    cached[dev] = flag == 1 ? 1 : 2;
+    cached[dev] = major == 9 && minor == 0 && flag == 1 ? 1 : 2;
   }
   return cached[dev] == 1;
 }
