@@ -100,7 +100,8 @@ inline cudaError_t set_dynamic_smem(Kernel kernel, size_t bytes) {
 }
 
 // An attribute of the current device (at least 1), cached per device: kernel choices
-// and split heuristics need them on every call, and the queries are slow.
+// and split heuristics need them on every call, and the queries are slow. Not for
+// attributes that can be 0 (a compute-capability minor version reads back as 1).
 template <cudaDeviceAttr kAttr>
 inline int cached_device_attribute() {
   static int cached[64] = {0};
