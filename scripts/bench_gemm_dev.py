@@ -5,6 +5,7 @@ benchmark-only op `_gemm_variant`.
 
   python3 scripts/bench_gemm_dev.py
   GEMM_BENCH_SECTIONS=skinny python3 scripts/bench_gemm_dev.py   # the skinny kernels' knob sweep
+  GEMM_BENCH_SECTIONS=wgmma_sched python3 scripts/bench_gemm_dev.py   # Hopper GEMM: clusters x persistence
 """
 from __future__ import annotations
 
@@ -140,6 +141,49 @@ def skinny_section():
     os.environ["CLO_SKINNY_BLOCKS_PER_SM"] = os.environ["CLO_SKINNY_KWARPS"] = os.environ["CLO_SKINNY_PIPE"] = ""
 
 
+# Hopper wgmma GEMM schedule knobs swept side by side:
+# (CLO_GEMM_WGMMA_CLUSTER, CLO_GEMM_WGMMA_PERSISTENT, CLO_GEMM_WGMMA_TMA_STORE, CLO_GEMM_WGMMA_RASTER)
+WGMMA_KNOB_NAMES = ("CLO_GEMM_WGMMA_CLUSTER", "CLO_GEMM_WGMMA_PERSISTENT", "CLO_GEMM_WGMMA_TMA_STORE",
+                    "CLO_GEMM_WGMMA_RASTER")
+# (1, 0, 0, 8) is the kernel before persistence, TMA stores and clusters (one CTA per tile).
+WGMMA_SCHED_KNOBS = [(1, 0, 0, 8), (1, 1, 0, 8), (1, 0, 1, 8), (1, 1, 1, 8), (1, 1, 1, 16), (1, 1, 1, -8),
+                     (2, 0, 1, 8), (2, 1, 1, 8), (2, 1, 1, -8)]
+
+
+def wgmma_sched_section():
+    """Large fp16/bf16 shapes (and the four layouts at 4096^3): every schedule timed twice, in
+    forward and reverse order, the better median kept; cuBLAS timed before and after."""
+    cases = [(torch.float16, 4096, 4096, 4096, False, False), (torch.float16, 4096, 12288, 4096, False, False),
+             (torch.float16, 8192, 8192, 8192, False, False), (torch.float16, 2048, 2048, 2048, False, False),
+             (torch.float16, 4096, 4096, 4096, True, False), (torch.float16, 4000, 4104, 4096, False, False),
+             (torch.float16, 8192, 14336, 4096, False, False), (torch.float16, 8192, 4096, 14336, False, False),
+             (torch.bfloat16, 4096, 12288, 4096, False, False)]
+    for dtype, M, N, K, ta, tb in cases:
+        a = torch.randn(M, K, device="cuda").to(dtype)
+        b = torch.randn(K, N, device="cuda").to(dtype)
+        ref = torch.matmul(a.double(), b.double())
+        at = a.t().contiguous() if ta else a
+        bt = b.t().contiguous() if tb else b
+        fl, shape = 2.0 * M * N * K, f"{M}x{N}x{K}" + (f" ta={int(ta)} tb={int(tb)}" if ta or tb else "")
+        iters = 10 if M >= 8192 else 30
+        peer = min(ms_of(lambda: torch.matmul(a, b), iters) for _ in range(2))
+        best: dict = {}
+        for order in (WGMMA_SCHED_KNOBS, WGMMA_SCHED_KNOBS[::-1]):
+            for cfg in order:
+                for name, v in zip(WGMMA_KNOB_NAMES, cfg):
+                    os.environ[name] = str(v)
+                f = lambda: llm.gemm(at, bt, trans_a=ta, trans_b=tb)
+                ms = ms_of(f, iters)
+                best[cfg] = min(best.get(cfg, (1e9, 0))[0], ms), rel_error(f(), ref)
+        peer = min(peer, ms_of(lambda: torch.matmul(a, b), iters))
+        for (cl, pers, st, ras), (ms, err) in best.items():
+            row("wgmma", shape, dtype, f"cl={cl} pers={pers} st={st} ras={ras}", ms, fl, "cublas", peer,
+                f"err={err:.1e}")
+        del a, b, at, bt, ref
+    for name in WGMMA_KNOB_NAMES:
+        os.environ[name] = ""
+
+
 def int8_section():
     for n in (2048, 4096):
         M = N = K = n
@@ -168,7 +212,10 @@ if __name__ == "__main__":
         os.environ.setdefault("CLO_SKINNY_BLOCKS_PER_SM", "")
         os.environ.setdefault("CLO_SKINNY_KWARPS", "")
         os.environ.setdefault("CLO_SKINNY_PIPE", "")
-    for name, section, arg in (("skinny", skinny_section, None), ("int8", int8_section, None),
+    if "wgmma_sched" in wanted:
+        for name in WGMMA_KNOB_NAMES:
+            os.environ.setdefault(name, "")
+    for name, section, arg in (("wgmma_sched", wgmma_sched_section, None), ("skinny", skinny_section, None), ("int8", int8_section, None),
                                ("f16", float_section, torch.float16),
                                ("f32", float_section, torch.float32), ("bf16", float_section, torch.bfloat16)):
         if name not in wanted:

@@ -17,6 +17,10 @@ pytestmark = pytest.mark.cuda
 # The skinny kernels' dev knob (dev_knob, csrc/include/cuda_llm_ops/common.cuh) is read on every
 # call only when set before the first call: empty keeps the default and lets a test switch it.
 os.environ.setdefault("CLO_SKINNY_PIPE", "")
+os.environ.setdefault("CLO_GEMM_WGMMA_CLUSTER", "")
+os.environ.setdefault("CLO_GEMM_WGMMA_PERSISTENT", "")
+os.environ.setdefault("CLO_GEMM_WGMMA_TMA_STORE", "")
+os.environ.setdefault("CLO_GEMM_WGMMA_RASTER", "")
 
 FLOATS = [torch.float32, torch.float16, torch.bfloat16]
 # Any size 1..1024, or a multiple of 16 (the tensor-core / vectorised paths with edge tiles).
@@ -266,6 +270,25 @@ def test_wgmma_layouts_and_ring_wrap(variant, trans_a, trans_b, m, n, k):
         m = (m + 7) // 8 * 8  # A^T stored [K, M]: TMA needs M * 2 bytes to be a multiple of 16
     for dtype in (torch.float16, torch.bfloat16):
         _wgmma_case(variant, m, n, k, dtype, trans_a, trans_b, 0.5, -1.0, True, False)
+
+
+@pytest.mark.parametrize("cluster,persistent,tma_store,raster",
+                         [(1, 0, 0, 8), (1, 1, 1, 8), (1, 1, 1, -4), (2, 0, 1, -4), (2, 1, 0, 16), (2, 1, 1, -8)])
+@pytest.mark.parametrize("variant", ["wgmma", "wgmma_n128"])
+def test_wgmma_schedules(monkeypatch, variant, cluster, persistent, tma_store, raster):
+    """Every schedule (dev knobs: pairs along M, persistence, TMA-store epilogue, raster) in every layout. M = 2312 is 19 tile rows: a pair's second tile
+    lies wholly past M. 90-171 work units exceed the co-resident CTAs, so persistent CTAs take
+    several tiles each, and K = 328 (6 k-tiles) makes the ring's phases carry across tiles.
+    N = 2056 ends in a partial 64-column box (TMA stores clip it); with C or an fp32 output the
+    register epilogue runs whatever the knob says."""
+    _require_sm90()
+    monkeypatch.setenv("CLO_GEMM_WGMMA_CLUSTER", str(cluster))
+    monkeypatch.setenv("CLO_GEMM_WGMMA_PERSISTENT", str(persistent))
+    monkeypatch.setenv("CLO_GEMM_WGMMA_TMA_STORE", str(tma_store))
+    monkeypatch.setenv("CLO_GEMM_WGMMA_RASTER", str(raster))
+    for i, (trans_a, trans_b) in enumerate([(False, False), (False, True), (True, False), (True, True)]):
+        dtype = torch.float16 if i % 2 == 0 else torch.bfloat16
+        _wgmma_case(variant, 2312, 2056, 328, dtype, trans_a, trans_b, 0.5, -1.0, i == 2, i == 3)
 
 
 def test_wgmma_errors():

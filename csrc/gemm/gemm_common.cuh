@@ -27,20 +27,23 @@ CLO_DEVICE int swizzle_chunk(int row, int chunk) {
   }
 }
 
-// Block (bm, bn) of linear block id: groups of kGroupM block-rows are walked
-// column by column, so the blocks resident at one time share A rows and B
-// columns in L2 (the usual "grouped" rasterisation).
+// Block (bm, bn) of linear block id: groups of `group` block-rows (group > 0) are
+// walked column by column, so the blocks resident at one time share A rows and B
+// columns in L2 (the usual "grouped" rasterisation); group < 0 groups -group
+// block-columns and walks them row by row instead.
 struct BlockCoord {
   int bm, bn;
 };
-CLO_DEVICE BlockCoord grouped_block(int bid, int grid_m, int grid_n) {
-  constexpr int kGroupM = 8;
-  const int per_group = kGroupM * grid_n;
-  const int group = bid / per_group;
-  const int first_m = group * kGroupM;
-  const int gsize = min(grid_m - first_m, kGroupM);
-  const int in_group = bid - group * per_group;
-  return {first_m + in_group % gsize, in_group / gsize};
+CLO_DEVICE BlockCoord grouped_block(int bid, int grid_m, int grid_n, int group = 8) {
+  const bool by_rows = group > 0;
+  const int g = by_rows ? group : -group;
+  const int rows = by_rows ? grid_m : grid_n, cols = by_rows ? grid_n : grid_m;
+  const int per_group = g * cols;
+  const int first = (bid / per_group) * g;
+  const int gsize = min(rows - first, g);
+  const int in_group = bid % per_group;
+  const int r = first + in_group % gsize, c = in_group / gsize;
+  return by_rows ? BlockCoord{r, c} : BlockCoord{c, r};
 }
 
 template <typename TOut>

@@ -1,6 +1,8 @@
 // Host side of the Hopper wgmma/TMA GEMM family: when it applies (a cc 9.0 device
 // running the sm_90a build, fp16/bf16, rows TMA can describe), tile choice, and
 // the CUtensorMap encoding (tma::encode_tiled_16bit, 128-byte swizzle).
+#include <cstdlib>
+
 #include "gemm/gemm_wgmma_sm90.cuh"
 
 namespace cuda_llm_ops::gemm {
@@ -25,28 +27,44 @@ bool wgmma_applicable(const GemmProblem& p) {
 
 cudaError_t launch_gemm_wgmma(const GemmProblem& p, GemmVariant variant, cudaStream_t stream) {
   if (!wgmma_applicable(p)) return cudaErrorNotSupported;
-  int bn = 0;
+  WgmmaSchedule sch;
+  const long long sms = device_sm_count();
+  const long long mt = div_ceil(p.M, 128);
   if (variant == GemmVariant::kWgmma) {
-    bn = 256;
+    sch.bn = 256;
   } else if (variant == GemmVariant::kWgmmaN128) {
-    bn = 128;
+    sch.bn = 128;
   } else if (variant == GemmVariant::kAuto) {
     // One CTA per SM: wide tiles once they fill 3/4 of a wave (2048^3: 128 wide tiles on
     // 132 SMs ran at 79% of cuBLAS, 256 narrow ones at 71%), 128-wide ones once those fill
     // a wave; below that the mma.sync small tile (more, smaller CTAs: 88% vs 80% at 1024^3).
-    const long long sms = device_sm_count();
-    const long long mt = div_ceil(p.M, 128);
     if (4 * mt * div_ceil(p.N, 256) >= 3 * sms) {
-      bn = 256;
+      sch.bn = 256;
     } else if (mt * div_ceil(p.N, 128) >= sms) {
-      bn = 128;
+      sch.bn = 128;
     } else {
       return cudaErrorNotSupported;
     }
   } else {
     return cudaErrorNotSupported;
   }
-  return p.in_dtype == DType::kBFloat16 ? launch_gemm_wgmma_bf16(p, bn, stream) : launch_gemm_wgmma_f16(p, bn, stream);
+  // Single CTAs by default (pairs along M measured no faster once the epilogue went through TMA
+  // stores; NOTES.md). Dev knobs (dev_knob):
+  // CLO_GEMM_WGMMA_CLUSTER (1 or 2), CLO_GEMM_WGMMA_PERSISTENT (0: one cluster per unit),
+  // CLO_GEMM_WGMMA_RASTER (grouped_block's group, negative: groups of tile columns).
+  static bool dev_cluster = std::getenv("CLO_GEMM_WGMMA_CLUSTER") != nullptr;
+  static bool dev_persistent = std::getenv("CLO_GEMM_WGMMA_PERSISTENT") != nullptr;
+  sch.cluster = dev_knob("CLO_GEMM_WGMMA_CLUSTER", dev_cluster, 1) == 2 && mt >= 2 ? 2 : 1;
+  sch.persistent = dev_knob("CLO_GEMM_WGMMA_PERSISTENT", dev_persistent, 1) != 0;
+  static bool dev_raster = std::getenv("CLO_GEMM_WGMMA_RASTER") != nullptr;
+  sch.raster = dev_knob("CLO_GEMM_WGMMA_RASTER", dev_raster, 8);
+  if (sch.raster == 0) sch.raster = 8;
+  // TMA stores need a 16-byte aligned D with 16-byte row pitch; C (beta) and fp32 output
+  // keep the register epilogue. Dev knob CLO_GEMM_WGMMA_TMA_STORE (0: never).
+  static bool dev_store = std::getenv("CLO_GEMM_WGMMA_TMA_STORE") != nullptr;
+  sch.tma_store = p.c == nullptr && p.out_dtype == p.in_dtype && reinterpret_cast<uintptr_t>(p.d) % 16 == 0 &&
+                  p.ldd % 8 == 0 && p.ldd < (int64_t(1) << 38) && dev_knob("CLO_GEMM_WGMMA_TMA_STORE", dev_store, 1) != 0;
+  return p.in_dtype == DType::kBFloat16 ? launch_gemm_wgmma_bf16(p, sch, stream) : launch_gemm_wgmma_f16(p, sch, stream);
 }
 
 }  // namespace cuda_llm_ops::gemm

@@ -6,9 +6,18 @@
 // lowered with setmaxnreg), warpgroups 1 and 2 are consumers (64 rows of the
 // 128 x BN tile each, one m64nBNk16 wgmma per k16 step, registers raised). Per
 // stage two mbarriers: `full` (1 arrival with the stage's byte count; the TMA
-// completes the transactions) and `empty` (one arrival per consumer thread once
-// its wgmmas reading the stage have retired). Consumers keep one wgmma group in
-// flight: after issuing k-tile kt they wait for group kt-1 and release its stage.
+// completes the transactions) and `empty` (one arrival per consumer warpgroup, of
+// every CTA that reads the stage, once its wgmmas reading it have retired).
+// Consumers keep one wgmma group in flight: after issuing k-tile kt they wait for
+// group kt-1 and release its stage.
+//
+// Persistent: the grid holds as many CTAs as fit at once and each strides the tiles
+// (grouped raster), so the producer fills the ring with the next tile's k-tiles while
+// the consumers run the previous tile's epilogue, and no CTA launch or pipeline
+// fill sits between tiles. Clusters of 2 CTAs along M: the pair computes two tiles
+// that share their B columns; each CTA fetches half of every B k-tile and
+// multicasts it into both rings, which cuts the L2 -> SM traffic per tile by a third
+// (A 16 KB + B 32 KB per k-tile and CTA becomes 16 + 16 KB at BN = 256).
 //
 // Layouts (no transposed copy, the wgmma transpose bits pick the major-ness):
 //   A [M,K] (K-major):  TMA box {64 k, 128 m}              -> smem [128 m][64 k], trans-a 0
@@ -21,7 +30,11 @@
 // masks rows/columns past M, N.
 #pragma once
 
+#include <algorithm>
+
+#include "cuda_llm_ops/cluster.cuh"
 #include "cuda_llm_ops/tma.cuh"
+#include "cuda_llm_ops/warp_primitives.cuh"
 #include "cuda_llm_ops/wgmma.cuh"
 #include "gemm/gemm_common.cuh"
 
@@ -35,10 +48,23 @@ struct WgmmaConfig {
   static constexpr int kAccum = BN / 2;  // fp32 accumulators per consumer thread (64 x BN per warpgroup)
   static constexpr uint32_t kABytes = BM * BK * 2, kBBytes = BN * BK * 2;
   static constexpr uint32_t kStageBytes = kABytes + kBBytes;
-  static constexpr size_t kSmemBytes = size_t(kStages) * kStageBytes + 1024;  // + alignment slack
-  static constexpr int kProducerRegs = 40, kConsumerRegs = 232;
+  // TMA-store staging: per consumer warpgroup 64 rows x 128 columns (two 64 x 64 boxes).
+  static constexpr uint32_t kEpiBytes = kConsumers * 64 * 128 * 2;
+  static constexpr size_t kSmemBytes = size_t(kStages) * kStageBytes + kEpiBytes + 1024;  // + alignment slack
+  static constexpr int kProducerRegs = 56, kConsumerRegs = 224;
   static_assert(BN == 128 || BN == 256, "wgmma tile width");
   static_assert(kSmemBytes <= 227 * 1024, "shared memory");
+};
+
+// How a call runs: tile width, CTAs per cluster along M (2: the pair shares B, each
+// fetching half and multicasting it), and a persistent grid (one cluster per
+// co-resident slot, striding the work units) or one cluster per unit.
+struct WgmmaSchedule {
+  int bn = 256;
+  int cluster = 1;
+  bool persistent = true;
+  bool tma_store = false;  // epilogue through shared memory and TMA stores (no C, 16-bit out)
+  int raster = 8;          // grouped_block's group: > 0 groups of unit rows, < 0 of tile columns
 };
 
 // Encodes a 2-D row-major tensor map (dim0 contiguous) with the 128-byte swizzle
@@ -46,13 +72,15 @@ struct WgmmaConfig {
 cudaError_t encode_tensor_map_2d(CUtensorMap* map, DType dtype, const void* base, uint64_t dim0, uint64_t dim1,
                                  uint64_t row_stride_bytes, uint32_t box0, uint32_t box1);
 
-template <typename T, bool kTransA, bool kTransB, int BN, int Stages>
+template <typename T, bool kTransA, bool kTransB, int BN, int Stages, int kCluster>
 __global__ void __launch_bounds__(WgmmaConfig<BN, Stages>::kThreads, 1)
 gemm_wgmma_sm90_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_constant__ CUtensorMap map_b,
-                       const GemmKernelArgs args) {
+                       const __grid_constant__ CUtensorMap map_d, const GemmKernelArgs args, const int tma_store,
+                       const int raster) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   using Cfg = WgmmaConfig<BN, Stages>;
   constexpr int BM = Cfg::BM, BK = Cfg::BK;
+  static_assert(kCluster == 1 || kCluster == 2, "cluster of 1 or 2 CTAs along M");
   extern __shared__ unsigned char smem_raw[];
   __shared__ __align__(8) uint64_t full_bar[Stages];
   __shared__ __align__(8) uint64_t empty_bar[Stages];
@@ -60,13 +88,19 @@ gemm_wgmma_sm90_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_c
   unsigned char* smem = reinterpret_cast<unsigned char*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t(1023));
   unsigned char* smem_a = smem;
   unsigned char* smem_b = smem + Stages * Cfg::kABytes;
+  unsigned char* smem_epi = smem + Stages * Cfg::kStageBytes;
 
   const int M = args.M, N = args.N, K = args.K;
   const int warpgroup = threadIdx.x / 128;
   const int wg_tid = threadIdx.x % 128;
-  const BlockCoord blk = grouped_block(blockIdx.x, div_ceil(M, BM), div_ceil(N, BN));
-  const int m0 = blk.bm * BM, n0 = blk.bn * BN;
   const int ktiles = div_ceil(K, BK);
+  // Work units: kCluster vertically adjacent tiles sharing one column of B; the CTAs of
+  // a cluster take the same unit, rank r its r-th tile. A persistent grid strides the
+  // units; a grid of one cluster per unit runs each once.
+  const int rank = kCluster > 1 ? static_cast<int>(cluster::ctarank()) : 0;
+  const int unit_rows = div_ceil(div_ceil(M, BM), kCluster), tiles_n = div_ceil(N, BN);
+  const int units = unit_rows * tiles_n;
+  const int first_unit = blockIdx.x / kCluster, unit_stride = gridDim.x / kCluster;
 
   if (threadIdx.x == 0) {
     tma::prefetch_tensor_map(&map_a);
@@ -74,135 +108,273 @@ gemm_wgmma_sm90_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_c
 #pragma unroll
     for (int s = 0; s < Stages; ++s) {
       tma::mbarrier_init(&full_bar[s], 1);
-      tma::mbarrier_init(&empty_bar[s], Cfg::kConsumers * 128);
+      // One arrival per consumer warpgroup of every CTA whose producer writes the stage.
+      tma::mbarrier_init(&empty_bar[s], Cfg::kConsumers * kCluster);
     }
     tma::mbarrier_init_fence();
   }
-  __syncthreads();
+  // The peer's barriers must be initialised before its first multicast or remote arrival.
+  if constexpr (kCluster > 1) {
+    cluster::sync();
+  } else {
+    __syncthreads();
+  }
 
   if (warpgroup == 0) {
     wgmma::setmaxnreg_dec<Cfg::kProducerRegs>();
     if (wg_tid == 0) {
-      for (int kt = 0; kt < ktiles; ++kt) {
-        const int s = kt % Stages;
-        // Stage s last held k-tile kt - Stages: wait for its release (phase (kt/Stages - 1) of empty).
-        if (kt >= Stages) tma::mbarrier_wait(&empty_bar[s], ((kt / Stages) - 1) & 1);
+      int it = 0;  // k-tiles issued by this CTA over all its units: ring slot and phase
+      for (int unit = first_unit; unit < units; unit += unit_stride) {
+        const BlockCoord blk = grouped_block(unit, unit_rows, tiles_n, raster);
+        const int m0 = (blk.bm * kCluster + rank) * BM, n0 = blk.bn * BN;
         // 64-wide m/n chunks entirely past M / N are not loaded (their stale smem only
-        // feeds output rows / columns the epilogue masks); the byte count follows.
-        const int a_chunks = kTransA ? min(BM / 64, div_ceil(M - m0, 64)) : BM / 64;
+        // feeds output rows / columns the epilogue masks); the byte count follows. A
+        // cluster's second tile may lie wholly past M: it loads no A, still its half of B.
+        const int a_chunks = m0 >= M ? 0 : kTransA ? min(BM / 64, div_ceil(M - m0, 64)) : BM / 64;
         const int b_chunks = kTransB ? BN / 64 : min(BN / 64, div_ceil(N - n0, 64));
-        tma::mbarrier_arrive_expect_tx(&full_bar[s], (a_chunks + b_chunks) * 8192u);
-        const int k0 = kt * BK;
-        unsigned char* sa = smem_a + s * Cfg::kABytes;
-        unsigned char* sb = smem_b + s * Cfg::kBBytes;
-        if constexpr (!kTransA) {
-          tma::load_2d(sa, &map_a, k0, m0, &full_bar[s]);
-        } else {
-          for (int c = 0; c < a_chunks; ++c) tma::load_2d(sa + c * 8192, &map_a, m0 + 64 * c, k0, &full_bar[s]);
-        }
-        if constexpr (kTransB) {
-          tma::load_2d(sb, &map_b, k0, n0, &full_bar[s]);
-        } else {
-          for (int c = 0; c < b_chunks; ++c) tma::load_2d(sb + c * 8192, &map_b, n0 + 64 * c, k0, &full_bar[s]);
+        for (int kt = 0; kt < ktiles; ++kt, ++it) {
+          const int s = it % Stages;
+          // Stage s last held k-tile it - Stages: wait until every CTA that reads the
+          // stage has released it (phase (it/Stages - 1) of empty).
+          if (it >= Stages) tma::mbarrier_wait(&empty_bar[s], ((it / Stages) - 1) & 1);
+          tma::mbarrier_arrive_expect_tx(&full_bar[s], (a_chunks + b_chunks) * 8192u);
+          const int k0 = kt * BK;
+          unsigned char* sa = smem_a + s * Cfg::kABytes;
+          unsigned char* sb = smem_b + s * Cfg::kBBytes;
+          if constexpr (!kTransA) {
+            if (a_chunks > 0) tma::load_2d(sa, &map_a, k0, m0, &full_bar[s]);
+          } else {
+            for (int c = 0; c < a_chunks; ++c) tma::load_2d(sa + c * 8192, &map_a, m0 + 64 * c, k0, &full_bar[s]);
+          }
+          // B: each CTA of the cluster fetches its share once and multicasts it to all.
+          if constexpr (kCluster == 1) {
+            if constexpr (kTransB) {
+              tma::load_2d(sb, &map_b, k0, n0, &full_bar[s]);
+            } else {
+              for (int c = 0; c < b_chunks; ++c) tma::load_2d(sb + c * 8192, &map_b, n0 + 64 * c, k0, &full_bar[s]);
+            }
+          } else {
+            constexpr uint16_t kAll = (1u << kCluster) - 1;
+            if constexpr (kTransB) {  // rows rank*BN/kCluster.. of the [BN n][64 k] tile
+              constexpr int kRows = BN / kCluster;
+              tma::load_2d_multicast(sb + rank * kRows * 128, &map_b, k0, n0 + rank * kRows, &full_bar[s], kAll);
+            } else {  // 64-column chunks rank, rank + kCluster, ...
+              for (int c = rank; c < b_chunks; c += kCluster) {
+                tma::load_2d_multicast(sb + c * 8192, &map_b, n0 + 64 * c, k0, &full_bar[s], kAll);
+              }
+            }
+          }
         }
       }
     }
   } else {
     wgmma::setmaxnreg_inc<Cfg::kConsumerRegs>();
     const int cw = warpgroup - 1;  // rows cw*64 .. cw*64+63 of the tile
-    float acc[Cfg::kAccum];
-#pragma unroll
-    for (int i = 0; i < Cfg::kAccum; ++i) acc[i] = 0.f;
-
     const uint32_t a_base = smem_u32addr(smem_a) + cw * 8192;  // 64 rows x 128 B, or m-chunk cw (64 k x 128 B)
     const uint32_t b_base = smem_u32addr(smem_b);
-    for (int kt = 0; kt < ktiles; ++kt) {
-      const int s = kt % Stages;
-      tma::mbarrier_wait(&full_bar[s], (kt / Stages) & 1);
-      wgmma::fence();
+    // Stage of k-tile `i` read: one thread per warpgroup arrives for the warpgroup (its
+    // wgmmas retired together) on the barrier of every CTA whose producer fills it.
+    auto release = [&](int i) {
+      if (wg_tid != 0) return;
+      uint64_t* bar = &empty_bar[i % Stages];
+      if constexpr (kCluster == 1) {
+        tma::mbarrier_arrive(bar);
+      } else {
 #pragma unroll
-      for (int kk = 0; kk < BK / 16; ++kk) {
-        const uint32_t a_addr = a_base + s * Cfg::kABytes + (kTransA ? kk * 2048 : kk * 32);
-        const uint32_t b_addr = b_base + s * Cfg::kBBytes + (kTransB ? kk * 32 : kk * 2048);
-        const uint64_t da = wgmma::make_desc_sw128(a_addr, kTransA ? 8192 : 16, 1024);
-        const uint64_t db = wgmma::make_desc_sw128(b_addr, kTransB ? 16 : 8192, 1024);
-        if constexpr (BN == 256) {
-          wgmma::wgmma_m64n256k16<kTransA ? 1 : 0, kTransB ? 0 : 1>(wgmma::WgmmaTag<T>{}, acc, da, db);
-        } else {
-          wgmma::wgmma_m64n128k16<kTransA ? 1 : 0, kTransB ? 0 : 1>(wgmma::WgmmaTag<T>{}, acc, da, db);
-        }
-      }
-      wgmma::commit_group();
-      if (kt > 0) {
-        wgmma::wait_group<1>();  // the group of k-tile kt-1 has retired: its stage is free
-        tma::mbarrier_arrive(&empty_bar[(kt - 1) % Stages]);
-      }
-    }
-    wgmma::wait_group<0>();
-
-    // Epilogue straight from the accumulators (masked pair stores, alpha/beta/c).
-    const int warp = wg_tid / 32, lane = wg_tid % 32;
-    const int row0 = m0 + cw * 64 + warp * 16 + lane / 4;
-    const int col0 = n0 + 2 * (lane % 4);
-    auto epilogue = [&](auto out_tag) {
-      using TOut = decltype(out_tag);
-#pragma unroll
-      for (int j = 0; j < BN / 8; ++j) {
-        store_pair<TOut>(args, row0, col0 + 8 * j, args.alpha * acc[4 * j], args.alpha * acc[4 * j + 1]);
-        store_pair<TOut>(args, row0 + 8, col0 + 8 * j, args.alpha * acc[4 * j + 2], args.alpha * acc[4 * j + 3]);
+        for (int r = 0; r < kCluster; ++r) cluster::mbarrier_arrive_remote(cluster::map_shared(bar, r));
       }
     };
-    if (args.out_f32) {
-      epilogue(float{});
-    } else {
-      epilogue(T{});
+    float acc[Cfg::kAccum];
+    int it = 0;
+    for (int unit = first_unit; unit < units; unit += unit_stride) {
+      const BlockCoord blk = grouped_block(unit, unit_rows, tiles_n, raster);
+      const int m0 = (blk.bm * kCluster + rank) * BM, n0 = blk.bn * BN;
+#pragma unroll
+      for (int i = 0; i < Cfg::kAccum; ++i) acc[i] = 0.f;
+      for (int kt = 0; kt < ktiles; ++kt, ++it) {
+        const int s = it % Stages;
+        tma::mbarrier_wait(&full_bar[s], (it / Stages) & 1);
+        wgmma::fence();
+#pragma unroll
+        for (int kk = 0; kk < BK / 16; ++kk) {
+          const uint32_t a_addr = a_base + s * Cfg::kABytes + (kTransA ? kk * 2048 : kk * 32);
+          const uint32_t b_addr = b_base + s * Cfg::kBBytes + (kTransB ? kk * 32 : kk * 2048);
+          const uint64_t da = wgmma::make_desc_sw128(a_addr, kTransA ? 8192 : 16, 1024);
+          const uint64_t db = wgmma::make_desc_sw128(b_addr, kTransB ? 16 : 8192, 1024);
+          if constexpr (BN == 256) {
+            wgmma::wgmma_m64n256k16<kTransA ? 1 : 0, kTransB ? 0 : 1>(wgmma::WgmmaTag<T>{}, acc, da, db);
+          } else {
+            wgmma::wgmma_m64n128k16<kTransA ? 1 : 0, kTransB ? 0 : 1>(wgmma::WgmmaTag<T>{}, acc, da, db);
+          }
+        }
+        wgmma::commit_group();
+        if (kt > 0) {
+          wgmma::wait_group<1>();  // the group of k-tile it-1 has retired: its stage is free
+          release(it - 1);
+        }
+      }
+      wgmma::wait_group<0>();
+      if (ktiles > 0) release(it - 1);
+
+      // The producer meanwhile fills the ring with the next unit's first k-tiles.
+      const int warp = wg_tid / 32, lane = wg_tid % 32;
+      if (tma_store) {
+        // Through shared memory and TMA stores (no C, output in T): the stores run while
+        // the next tile's mainloop does. The warpgroup's 64 x BN rows go out in column
+        // halves of 128 through its 16 KB buffer (two 64 x 64 boxes, 128-byte swizzle:
+        // 16-byte chunk c of row r at chunk c ^ (r % 8), so a warp's 8 rows x 16 bytes
+        // hit 32 distinct banks). TMA clips rows and columns past M and N.
+        unsigned char* buf = smem_epi + cw * 16384;
+        const int r = warp * 16 + lane / 4;  // r % 8 == lane / 4, and (r + 8) % 8 too
+#pragma unroll
+        for (int h = 0; h < BN / 128; ++h) {
+          if (wg_tid == 0) tma::store_wait_read<0>();  // the buffer's last store has read it
+          named_barrier_sync(1 + cw, 128);
+#pragma unroll
+          for (int jj = 0; jj < 16; ++jj) {
+            const int j = 16 * h + jj;
+            unsigned char* p = buf + (jj / 8) * 8192 + r * 128 + (((jj % 8) ^ (lane / 4)) * 16) + 4 * (lane % 4);
+            *reinterpret_cast<uint32_t*>(p) = pack_float2<T>(args.alpha * acc[4 * j], args.alpha * acc[4 * j + 1]);
+            *reinterpret_cast<uint32_t*>(p + 8 * 128) =
+                pack_float2<T>(args.alpha * acc[4 * j + 2], args.alpha * acc[4 * j + 3]);
+          }
+          tma::fence_proxy_async_shared();
+          named_barrier_sync(1 + cw, 128);
+          if (wg_tid == 0) {
+            tma::store_2d(&map_d, n0 + 128 * h, m0 + cw * 64, buf);
+            tma::store_2d(&map_d, n0 + 128 * h + 64, m0 + cw * 64, buf + 8192);
+            tma::store_commit();
+          }
+        }
+      } else {
+        // Straight from the accumulators (masked pair stores, alpha/beta/c).
+        const int row0 = m0 + cw * 64 + warp * 16 + lane / 4;
+        const int col0 = n0 + 2 * (lane % 4);
+        auto epilogue = [&](auto out_tag) {
+          using TOut = decltype(out_tag);
+#pragma unroll
+          for (int j = 0; j < BN / 8; ++j) {
+            store_pair<TOut>(args, row0, col0 + 8 * j, args.alpha * acc[4 * j], args.alpha * acc[4 * j + 1]);
+            store_pair<TOut>(args, row0 + 8, col0 + 8 * j, args.alpha * acc[4 * j + 2],
+                             args.alpha * acc[4 * j + 3]);
+          }
+        };
+        if (args.out_f32) {
+          epilogue(float{});
+        } else {
+          epilogue(T{});
+        }
+      }
     }
+    if (tma_store && wg_tid == 0) tma::store_wait_all();  // the buffer stays valid until read
   }
+  // No CTA may exit while its peer can still arrive on its barriers or write its ring.
+  if constexpr (kCluster > 1) cluster::sync();
 #endif
 }
 
-template <typename T, bool kTransA, bool kTransB, int BN, int Stages>
-inline cudaError_t launch_wgmma_cfg(const GemmProblem& p, cudaStream_t stream) {
+// Clusters of `kCluster` CTAs of this kernel that fit on the device at once (one CTA
+// per SM), cached per device; 0 when the query fails.
+template <typename Kernel>
+inline int max_active_clusters(Kernel kernel, int cluster_size, int threads, size_t smem_bytes) {
+  cudaLaunchConfig_t cfg = {};
+  cfg.gridDim = dim3(cluster_size);
+  cfg.blockDim = dim3(threads);
+  cfg.dynamicSmemBytes = smem_bytes;
+  cudaLaunchAttribute attr[1];
+  attr[0].id = cudaLaunchAttributeClusterDimension;
+  attr[0].val.clusterDim.x = cluster_size;
+  attr[0].val.clusterDim.y = 1;
+  attr[0].val.clusterDim.z = 1;
+  cfg.attrs = attr;
+  cfg.numAttrs = 1;
+  int n = 0;
+  if (cudaOccupancyMaxActiveClusters(&n, kernel, &cfg) != cudaSuccess) {
+    cudaGetLastError();
+    n = 0;
+  }
+  return n;
+}
+
+template <typename T, bool kTransA, bool kTransB, int BN, int Stages, int kCluster>
+inline cudaError_t launch_wgmma_cfg(const GemmProblem& p, bool persistent, bool tma_store, int raster,
+                                    cudaStream_t stream) {
   using Cfg = WgmmaConfig<BN, Stages>;
   CUtensorMap map_a, map_b;
-  // Tensor maps over the stored matrices: dim0 is the contiguous one.
+  // Tensor maps over the stored matrices: dim0 is the contiguous one. A cluster's CTAs
+  // each fetch 1/kCluster of a K-major B tile.
   cudaError_t err = kTransA
       ? encode_tensor_map_2d(&map_a, p.in_dtype, p.a, p.M, p.K, p.lda * 2, 64, 64)
       : encode_tensor_map_2d(&map_a, p.in_dtype, p.a, p.K, p.M, p.lda * 2, 64, Cfg::BM);
   if (err != cudaSuccess) return err;
-  err = kTransB ? encode_tensor_map_2d(&map_b, p.in_dtype, p.b, p.K, p.N, p.ldb * 2, 64, Cfg::BN)
+  err = kTransB ? encode_tensor_map_2d(&map_b, p.in_dtype, p.b, p.K, p.N, p.ldb * 2, 64, Cfg::BN / kCluster)
                 : encode_tensor_map_2d(&map_b, p.in_dtype, p.b, p.N, p.K, p.ldb * 2, 64, 64);
   if (err != cudaSuccess) return err;
-  auto kernel = gemm_wgmma_sm90_kernel<T, kTransA, kTransB, BN, Stages>;
+  CUtensorMap map_d{};
+  if (tma_store) {
+    err = encode_tensor_map_2d(&map_d, p.out_dtype, p.d, p.N, p.M, p.ldd * 2, 64, 64);
+    if (err != cudaSuccess) return err;
+  }
+  auto kernel = gemm_wgmma_sm90_kernel<T, kTransA, kTransB, BN, Stages, kCluster>;
   err = set_dynamic_smem(kernel, Cfg::kSmemBytes);
   if (err != cudaSuccess) return err;
-  const long long blocks = (long long)div_ceil(p.M, Cfg::BM) * div_ceil(p.N, Cfg::BN);
-  if (blocks > 0x7fffffffLL) return cudaErrorInvalidValue;
-  kernel<<<static_cast<unsigned>(blocks), Cfg::kThreads, Cfg::kSmemBytes, stream>>>(map_a, map_b,
-                                                                                    make_kernel_args(p));
+  const long long units = (long long)div_ceil(div_ceil(p.M, Cfg::BM), kCluster) * div_ceil(p.N, Cfg::BN);
+  long long clusters = units;
+  if (persistent) {
+    static int resident[64] = {0};  // per device
+    int dev = 0;
+    cudaGetDevice(&dev);
+    if (dev < 0 || dev >= 64) dev = 0;
+    if (resident[dev] == 0) {
+      resident[dev] = kCluster == 1 ? device_sm_count()
+                                    : max_active_clusters(kernel, kCluster, Cfg::kThreads, Cfg::kSmemBytes);
+    }
+    if (resident[dev] > 0) clusters = std::min<long long>(units, resident[dev]);
+  }
+  if (clusters * kCluster > 0x7fffffffLL) return cudaErrorInvalidValue;
+  cudaLaunchConfig_t cfg = {};
+  cfg.gridDim = dim3(static_cast<unsigned>(clusters * kCluster));
+  cfg.blockDim = dim3(Cfg::kThreads);
+  cfg.dynamicSmemBytes = Cfg::kSmemBytes;
+  cfg.stream = stream;
+  cudaLaunchAttribute attr[1];
+  if (kCluster > 1) {
+    attr[0].id = cudaLaunchAttributeClusterDimension;
+    attr[0].val.clusterDim.x = kCluster;
+    attr[0].val.clusterDim.y = 1;
+    attr[0].val.clusterDim.z = 1;
+    cfg.attrs = attr;
+    cfg.numAttrs = 1;
+  }
+  err = cudaLaunchKernelEx(&cfg, kernel, map_a, map_b, map_d, make_kernel_args(p), tma_store ? 1 : 0, raster);
+  if (err != cudaSuccess) return err;
   return cudaGetLastError();
 }
 
 // Tiles: "wgmma" 128x256x64 x 4 stages (192 KB), "wgmma_n128" 128x128x64 x 6 stages
 // (192 KB) for problems with less than a wave of wide tiles.
 template <typename T, bool kTransA, bool kTransB>
-inline cudaError_t launch_wgmma_layout(const GemmProblem& p, int bn, cudaStream_t stream) {
-  return bn == 256 ? launch_wgmma_cfg<T, kTransA, kTransB, 256, 4>(p, stream)
-                   : launch_wgmma_cfg<T, kTransA, kTransB, 128, 6>(p, stream);
+inline cudaError_t launch_wgmma_layout(const GemmProblem& p, const WgmmaSchedule& sch, cudaStream_t stream) {
+  if (sch.cluster == 2) {
+    return sch.bn == 256 ? launch_wgmma_cfg<T, kTransA, kTransB, 256, 4, 2>(p, sch.persistent, sch.tma_store, sch.raster, stream)
+                         : launch_wgmma_cfg<T, kTransA, kTransB, 128, 6, 2>(p, sch.persistent, sch.tma_store, sch.raster, stream);
+  }
+  return sch.bn == 256 ? launch_wgmma_cfg<T, kTransA, kTransB, 256, 4, 1>(p, sch.persistent, sch.tma_store, sch.raster, stream)
+                       : launch_wgmma_cfg<T, kTransA, kTransB, 128, 6, 1>(p, sch.persistent, sch.tma_store, sch.raster, stream);
 }
 
 template <typename T>
-inline cudaError_t launch_wgmma_typed(const GemmProblem& p, int bn, cudaStream_t stream) {
+inline cudaError_t launch_wgmma_typed(const GemmProblem& p, const WgmmaSchedule& sch, cudaStream_t stream) {
   if (p.trans_a) {
-    return p.trans_b ? launch_wgmma_layout<T, true, true>(p, bn, stream)
-                     : launch_wgmma_layout<T, true, false>(p, bn, stream);
+    return p.trans_b ? launch_wgmma_layout<T, true, true>(p, sch, stream)
+                     : launch_wgmma_layout<T, true, false>(p, sch, stream);
   }
-  return p.trans_b ? launch_wgmma_layout<T, false, true>(p, bn, stream)
-                   : launch_wgmma_layout<T, false, false>(p, bn, stream);
+  return p.trans_b ? launch_wgmma_layout<T, false, true>(p, sch, stream)
+                   : launch_wgmma_layout<T, false, false>(p, sch, stream);
 }
 
 // Per-dtype instantiations (gemm_wgmma_sm90_f16.cu / _bf16.cu).
-cudaError_t launch_gemm_wgmma_f16(const GemmProblem& p, int bn, cudaStream_t stream);
-cudaError_t launch_gemm_wgmma_bf16(const GemmProblem& p, int bn, cudaStream_t stream);
+cudaError_t launch_gemm_wgmma_f16(const GemmProblem& p, const WgmmaSchedule& sch, cudaStream_t stream);
+cudaError_t launch_gemm_wgmma_bf16(const GemmProblem& p, const WgmmaSchedule& sch, cudaStream_t stream);
 
 }  // namespace cuda_llm_ops::gemm

@@ -2,7 +2,7 @@
 #include "gemm/gemm_wgmma_sm90.cuh"
 
 namespace cuda_llm_ops::gemm {
-cudaError_t launch_gemm_wgmma_bf16(const GemmProblem& p, int bn, cudaStream_t stream) {
-  return launch_wgmma_typed<__nv_bfloat16>(p, bn, stream);
+cudaError_t launch_gemm_wgmma_bf16(const GemmProblem& p, const WgmmaSchedule& sch, cudaStream_t stream) {
+  return launch_wgmma_typed<__nv_bfloat16>(p, sch, stream);
 }
 }  // namespace cuda_llm_ops::gemm

@@ -91,6 +91,20 @@ CLO_DEVICE void load_2d(void* smem_dst, const CUtensorMap* map, int c0, int c1, 
 #endif
 }
 
+// load_2d into the same shared-memory offset of every CTA of the cluster whose bit is
+// set in `cta_mask`; each destination's mbarrier at `bar`'s offset receives the bytes.
+CLO_DEVICE void load_2d_multicast(void* smem_dst, const CUtensorMap* map, int c0, int c1, uint64_t* bar,
+                                  uint16_t cta_mask) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile(
+      "cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes.multicast::cluster"
+      " [%0], [%1, {%2, %3}], [%4], %5;\n"
+      ::"r"(smem_u32addr(smem_dst)), "l"(reinterpret_cast<uint64_t>(map)), "r"(c0), "r"(c1), "r"(smem_u32addr(bar)),
+      "h"(cta_mask)
+      : "memory");
+#endif
+}
+
 // 3-D / 4-D tile loads (as load_2d).
 CLO_DEVICE void load_3d(void* smem_dst, const CUtensorMap* map, int c0, int c1, int c2, uint64_t* bar) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
@@ -109,6 +123,48 @@ CLO_DEVICE void load_4d(void* smem_dst, const CUtensorMap* map, int c0, int c1, 
       "%5}], [%6];\n" ::"r"(smem_u32addr(smem_dst)),
       "l"(reinterpret_cast<uint64_t>(map)), "r"(c0), "r"(c1), "r"(c2), "r"(c3), "r"(smem_u32addr(bar))
       : "memory");
+#endif
+}
+
+// 2-D tile store shared -> global (box and swizzle of the map; elements outside the
+// tensor are not written), in the issuing thread's bulk async-group.
+CLO_DEVICE void store_2d(const CUtensorMap* map, int c0, int c1, const void* smem_src) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("cp.async.bulk.tensor.2d.global.shared::cta.bulk_group [%0, {%1, %2}], [%3];\n"
+               ::"l"(reinterpret_cast<uint64_t>(map)), "r"(c0), "r"(c1), "r"(smem_u32addr(smem_src))
+               : "memory");
+#endif
+}
+
+// Closes the issuing thread's current bulk async-group (the stores since the last commit).
+CLO_DEVICE void store_commit() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("cp.async.bulk.commit_group;\n" ::: "memory");
+#endif
+}
+
+// Waits until at most N of the thread's committed store groups still read shared memory
+// (their source may then be overwritten; the global writes may still be in flight).
+template <int N>
+CLO_DEVICE void store_wait_read() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("cp.async.bulk.wait_group.read %0;\n" ::"n"(N) : "memory");
+#endif
+}
+
+// Waits until all of the thread's committed store groups have completed.
+CLO_DEVICE void store_wait_all() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("cp.async.bulk.wait_group 0;\n" ::: "memory");
+#endif
+}
+
+// Orders this thread's generic-proxy shared-memory writes before later async-proxy
+// (TMA) reads of them; each writing thread executes it before the barrier that precedes
+// the store.
+CLO_DEVICE void fence_proxy_async_shared() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
 #endif
 }
 

@@ -1,0 +1,56 @@
+// Hopper (sm_90) thread-block clusters: the CTA's rank, the cluster-wide barrier,
+// and mbarrier arrivals on another CTA's shared memory (distributed shared memory).
+//
+// Every function compiles to nothing (or a neutral value) below sm_90, so a header
+// that includes this one still builds for sm_80; callers guard their sm_90 paths.
+#pragma once
+
+#include "cuda_llm_ops/common.cuh"
+
+namespace cuda_llm_ops::cluster {
+
+// This CTA's rank within its cluster (0 outside a cluster launch).
+CLO_DEVICE uint32_t ctarank() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  uint32_t r;
+  asm volatile("mov.u32 %0, %%cluster_ctarank;\n" : "=r"(r));
+  return r;
+#else
+  return 0;
+#endif
+}
+
+// Every thread of every CTA of the cluster arrives and waits: release of this
+// thread's prior writes (shared::cluster included), acquire of the others'. Not the
+// .aligned form, so a warp whose lanes reach it apart (a producer warp whose lane 0
+// ran the copy loop alone) is still correct.
+CLO_DEVICE void sync() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("barrier.cluster.arrive.release;\nbarrier.cluster.wait.acquire;\n" ::: "memory");
+#endif
+}
+
+// The shared::cluster address of `local` (a shared-memory object of this CTA) in the
+// CTA of rank `rank`: the same offset in that CTA's shared memory.
+CLO_DEVICE uint32_t map_shared(const void* local, uint32_t rank) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  uint32_t remote;
+  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;\n" : "=r"(remote) : "r"(smem_u32addr(local)), "r"(rank));
+  return remote;
+#else
+  return 0;
+#endif
+}
+
+// One arrival on the mbarrier at the shared::cluster address `bar` (map_shared). The
+// default .release.cta semantics: enough to order reads whose completion the caller
+// has already waited for (wgmma.wait_group) before the owner's next wait completes.
+// Release at cluster scope (.release.cluster) halved a GEMM's speed: it waits for the
+// caller's outstanding memory operations.
+CLO_DEVICE void mbarrier_arrive_remote(uint32_t bar) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("mbarrier.arrive.shared::cluster.b64 _, [%0];\n" ::"r"(bar) : "memory");
+#endif
+}
+
+}  // namespace cuda_llm_ops::cluster
