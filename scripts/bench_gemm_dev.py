@@ -157,7 +157,8 @@ def wgmma_sched_section():
              (torch.float16, 8192, 8192, 8192, False, False), (torch.float16, 2048, 2048, 2048, False, False),
              (torch.float16, 4096, 4096, 4096, True, False), (torch.float16, 4000, 4104, 4096, False, False),
              (torch.float16, 8192, 14336, 4096, False, False), (torch.float16, 8192, 4096, 14336, False, False),
-             (torch.bfloat16, 4096, 12288, 4096, False, False)]
+             (torch.bfloat16, 4096, 12288, 4096, False, False), (torch.float16, 4000, 4096, 4096, False, False),
+             (torch.float16, 4096, 4104, 4096, False, False)]
     for dtype, M, N, K, ta, tb in cases:
         a = torch.randn(M, K, device="cuda").to(dtype)
         b = torch.randn(K, N, device="cuda").to(dtype)
@@ -180,6 +181,26 @@ def wgmma_sched_section():
             row("wgmma", shape, dtype, f"cl={cl} pers={pers} st={st} ras={ras}", ms, fl, "cublas", peer,
                 f"err={err:.1e}")
         del a, b, at, bt, ref
+    # fp32 output (tensor_core_gemm): the register epilogue against TMA stores of fp32 boxes.
+    for dtype, M, N, K in ((torch.float16, 4096, 4096, 4096), (torch.float16, 4096, 12288, 4096),
+                           (torch.bfloat16, 4096, 12288, 4096)):
+        a = torch.randn(M, K, device="cuda").to(dtype)
+        b = torch.randn(K, N, device="cuda").to(dtype)
+        ref = torch.matmul(a.double(), b.double())
+        f = lambda: llm.tensor_core_gemm(a, b)
+        peer_f = lambda: torch.matmul(a, b).float()
+        peer = ms_of(peer_f)
+        res = {}
+        for order in ((0, 1), (1, 0)):
+            for st in order:
+                os.environ["CLO_GEMM_WGMMA_TMA_STORE"] = str(st)
+                res[st] = min(res.get(st, 1e9), ms_of(f))
+        peer = min(peer, ms_of(peer_f))
+        for st, ms in res.items():
+            os.environ["CLO_GEMM_WGMMA_TMA_STORE"] = str(st)
+            row("tc_f32out", f"{M}x{N}x{K}", dtype, f"tensor_core_gemm st={st}", ms, 2.0 * M * N * K,
+                "cublas+.float()", peer, f"err={rel_error(f(), ref):.1e}")
+        del a, b, ref
     for name in WGMMA_KNOB_NAMES:
         os.environ[name] = ""
 
@@ -227,4 +248,5 @@ if __name__ == "__main__":
     out = os.environ.get("OUT")
     if out:
         with open(os.path.join(out, "gemm_dev.json"), "w") as f:
-            json.dump({"device": torch.cuda.get_device_name(), "torch": torch.__version__, "rows": rows}, f, indent=1)
+            json.dump({"device": torch.cuda.get_device_name(), "torch": torch.__version__,
+                       "git_sha": os.environ.get("LLM_SPEED_GIT_SHA", "unknown"), "rows": rows}, f, indent=1)

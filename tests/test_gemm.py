@@ -276,11 +276,13 @@ def test_wgmma_layouts_and_ring_wrap(variant, trans_a, trans_b, m, n, k):
                          [(1, 0, 0, 8), (1, 1, 1, 8), (1, 1, 1, -4), (2, 0, 1, -4), (2, 1, 0, 16), (2, 1, 1, -8)])
 @pytest.mark.parametrize("variant", ["wgmma", "wgmma_n128"])
 def test_wgmma_schedules(monkeypatch, variant, cluster, persistent, tma_store, raster):
-    """Every schedule (dev knobs: pairs along M, persistence, TMA-store epilogue, raster) in every layout. M = 2312 is 19 tile rows: a pair's second tile
-    lies wholly past M. 90-171 work units exceed the co-resident CTAs, so persistent CTAs take
-    several tiles each, and K = 328 (6 k-tiles) makes the ring's phases carry across tiles.
-    N = 2056 ends in a partial 64-column box (TMA stores clip it); with C or an fp32 output the
-    register epilogue runs whatever the knob says."""
+    """Every schedule (dev knobs: pairs along M, persistence, TMA-store epilogue, raster) in every
+    layout. M = 2312 is 19 tile rows: a pair's second tile lies wholly past M. 90-171 work units
+    exceed the co-resident CTAs, so persistent CTAs take several tiles each, and K = 328 (6
+    k-tiles) makes the ring's phases carry across tiles. N = 2056 ends in a partial box (TMA
+    stores clip it); the third layout adds C (register epilogue whatever the knob says), the
+    fourth writes fp32 (TMA stores of 32-column boxes). N = 2051 with b [N, K] gives D rows that
+    are not 16-byte multiples: the register epilogue, in 16-bit and fp32 output."""
     _require_sm90()
     monkeypatch.setenv("CLO_GEMM_WGMMA_CLUSTER", str(cluster))
     monkeypatch.setenv("CLO_GEMM_WGMMA_PERSISTENT", str(persistent))
@@ -289,6 +291,8 @@ def test_wgmma_schedules(monkeypatch, variant, cluster, persistent, tma_store, r
     for i, (trans_a, trans_b) in enumerate([(False, False), (False, True), (True, False), (True, True)]):
         dtype = torch.float16 if i % 2 == 0 else torch.bfloat16
         _wgmma_case(variant, 2312, 2056, 328, dtype, trans_a, trans_b, 0.5, -1.0, i == 2, i == 3)
+    for out_fp32 in (False, True):
+        _wgmma_case(variant, 2312, 2051, 328, torch.bfloat16, False, True, 1.0, 0.0, False, out_fp32)
 
 
 def test_wgmma_errors():

@@ -11,6 +11,10 @@ cudaError_t encode_tensor_map_2d(CUtensorMap* map, DType dtype, const void* base
                                  uint64_t row_stride_bytes, uint32_t box0, uint32_t box1) {
   const uint64_t dims[2] = {dim0, dim1};
   const uint32_t box[2] = {box0, box1};
+  if (dtype == DType::kFloat32) {
+    return tma::encode_tiled(map, CU_TENSOR_MAP_DATA_TYPE_FLOAT32, base, 2, dims, &row_stride_bytes, box,
+                             CU_TENSOR_MAP_SWIZZLE_128B);
+  }
   return tma::encode_tiled_16bit(map, dtype == DType::kBFloat16, base, 2, dims, &row_stride_bytes, box,
                                  CU_TENSOR_MAP_SWIZZLE_128B);
 }
@@ -59,11 +63,14 @@ cudaError_t launch_gemm_wgmma(const GemmProblem& p, GemmVariant variant, cudaStr
   static bool dev_raster = std::getenv("CLO_GEMM_WGMMA_RASTER") != nullptr;
   sch.raster = dev_knob("CLO_GEMM_WGMMA_RASTER", dev_raster, 8);
   if (sch.raster == 0) sch.raster = 8;
-  // TMA stores need a 16-byte aligned D with 16-byte row pitch; C (beta) and fp32 output
-  // keep the register epilogue. Dev knob CLO_GEMM_WGMMA_TMA_STORE (0: never).
+  // TMA stores need a 16-byte aligned D with 16-byte row pitch; C (beta) keeps the register
+  // epilogue. Output in the input dtype or fp32 (tensor_core_gemm). Dev knob
+  // CLO_GEMM_WGMMA_TMA_STORE (0: never).
   static bool dev_store = std::getenv("CLO_GEMM_WGMMA_TMA_STORE") != nullptr;
-  sch.tma_store = p.c == nullptr && p.out_dtype == p.in_dtype && reinterpret_cast<uintptr_t>(p.d) % 16 == 0 &&
-                  p.ldd % 8 == 0 && p.ldd < (int64_t(1) << 38) && dev_knob("CLO_GEMM_WGMMA_TMA_STORE", dev_store, 1) != 0;
+  const int64_t out_elem = p.out_dtype == DType::kFloat32 ? 4 : 2;
+  sch.tma_store = p.c == nullptr && (p.out_dtype == p.in_dtype || p.out_dtype == DType::kFloat32) &&
+                  reinterpret_cast<uintptr_t>(p.d) % 16 == 0 && (p.ldd * out_elem) % 16 == 0 &&
+                  p.ldd * out_elem < (int64_t(1) << 40) && dev_knob("CLO_GEMM_WGMMA_TMA_STORE", dev_store, 1) != 0;
   return p.in_dtype == DType::kBFloat16 ? launch_gemm_wgmma_bf16(p, sch, stream) : launch_gemm_wgmma_f16(p, sch, stream);
 }
 

@@ -63,7 +63,7 @@ struct WgmmaSchedule {
   int bn = 256;
   int cluster = 1;
   bool persistent = true;
-  bool tma_store = false;  // epilogue through shared memory and TMA stores (no C, 16-bit out)
+  bool tma_store = false;  // epilogue through shared memory and TMA stores (no C)
   int raster = 8;          // grouped_block's group: > 0 groups of unit rows, < 0 of tile columns
 };
 
@@ -219,32 +219,47 @@ gemm_wgmma_sm90_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_c
       // The producer meanwhile fills the ring with the next unit's first k-tiles.
       const int warp = wg_tid / 32, lane = wg_tid % 32;
       if (tma_store) {
-        // Through shared memory and TMA stores (no C, output in T): the stores run while
-        // the next tile's mainloop does. The warpgroup's 64 x BN rows go out in column
-        // halves of 128 through its 16 KB buffer (two 64 x 64 boxes, 128-byte swizzle:
-        // 16-byte chunk c of row r at chunk c ^ (r % 8), so a warp's 8 rows x 16 bytes
-        // hit 32 distinct banks). TMA clips rows and columns past M and N.
+        // Through shared memory and TMA stores (no C; output in T or fp32): the stores run
+        // while the next tile's mainloop does. The warpgroup's 64 x BN rows go out in passes
+        // of two 64-row boxes of 128-byte rows (64 columns of T, 32 of fp32) through its
+        // 16 KB buffer, 128-byte swizzle: 16-byte chunk c of row r lies at chunk c ^ (r % 8),
+        // so a warp's 8 rows hit distinct banks. TMA clips rows and columns past M and N.
         unsigned char* buf = smem_epi + cw * 16384;
         const int r = warp * 16 + lane / 4;  // r % 8 == lane / 4, and (r + 8) % 8 too
+        auto stage_and_store = [&](auto out_tag) {
+          using TOut = decltype(out_tag);
+          constexpr int kElem = sizeof(TOut), kBoxCols = 128 / kElem, kGroupsPerBox = kBoxCols / 8;
 #pragma unroll
-        for (int h = 0; h < BN / 128; ++h) {
-          if (wg_tid == 0) tma::store_wait_read<0>();  // the buffer's last store has read it
-          named_barrier_sync(1 + cw, 128);
+          for (int h = 0; h < BN / (2 * kBoxCols); ++h) {
+            if (wg_tid == 0) tma::store_wait_read<0>();  // the buffer's last store has read it
+            named_barrier_sync(1 + cw, 128);
 #pragma unroll
-          for (int jj = 0; jj < 16; ++jj) {
-            const int j = 16 * h + jj;
-            unsigned char* p = buf + (jj / 8) * 8192 + r * 128 + (((jj % 8) ^ (lane / 4)) * 16) + 4 * (lane % 4);
-            *reinterpret_cast<uint32_t*>(p) = pack_float2<T>(args.alpha * acc[4 * j], args.alpha * acc[4 * j + 1]);
-            *reinterpret_cast<uint32_t*>(p + 8 * 128) =
-                pack_float2<T>(args.alpha * acc[4 * j + 2], args.alpha * acc[4 * j + 3]);
+            for (int jj = 0; jj < 2 * kGroupsPerBox; ++jj) {
+              const int j = 2 * kGroupsPerBox * h + jj;  // 8-column group of the accumulators
+              const int byte = (8 * (jj % kGroupsPerBox) + 2 * (lane % 4)) * kElem;
+              unsigned char* p = buf + (jj / kGroupsPerBox) * 8192 + r * 128 + (((byte / 16) ^ (lane / 4)) * 16) + byte % 16;
+              const float a = args.alpha;
+              if constexpr (kElem == 4) {
+                *reinterpret_cast<float2*>(p) = make_float2(a * acc[4 * j], a * acc[4 * j + 1]);
+                *reinterpret_cast<float2*>(p + 8 * 128) = make_float2(a * acc[4 * j + 2], a * acc[4 * j + 3]);
+              } else {
+                *reinterpret_cast<uint32_t*>(p) = pack_float2<TOut>(a * acc[4 * j], a * acc[4 * j + 1]);
+                *reinterpret_cast<uint32_t*>(p + 8 * 128) = pack_float2<TOut>(a * acc[4 * j + 2], a * acc[4 * j + 3]);
+              }
+            }
+            tma::fence_proxy_async_shared();
+            named_barrier_sync(1 + cw, 128);
+            if (wg_tid == 0) {
+              tma::store_2d(&map_d, n0 + 2 * kBoxCols * h, m0 + cw * 64, buf);
+              tma::store_2d(&map_d, n0 + 2 * kBoxCols * h + kBoxCols, m0 + cw * 64, buf + 8192);
+              tma::store_commit();
+            }
           }
-          tma::fence_proxy_async_shared();
-          named_barrier_sync(1 + cw, 128);
-          if (wg_tid == 0) {
-            tma::store_2d(&map_d, n0 + 128 * h, m0 + cw * 64, buf);
-            tma::store_2d(&map_d, n0 + 128 * h + 64, m0 + cw * 64, buf + 8192);
-            tma::store_commit();
-          }
+        };
+        if (args.out_f32) {
+          stage_and_store(float{});
+        } else {
+          stage_and_store(T{});
         }
       } else {
         // Straight from the accumulators (masked pair stores, alpha/beta/c).
@@ -312,7 +327,8 @@ inline cudaError_t launch_wgmma_cfg(const GemmProblem& p, bool persistent, bool 
   if (err != cudaSuccess) return err;
   CUtensorMap map_d{};
   if (tma_store) {
-    err = encode_tensor_map_2d(&map_d, p.out_dtype, p.d, p.N, p.M, p.ldd * 2, 64, 64);
+    const uint32_t elem = p.out_dtype == DType::kFloat32 ? 4 : 2;  // boxes of 128-byte rows
+    err = encode_tensor_map_2d(&map_d, p.out_dtype, p.d, p.N, p.M, p.ldd * elem, 128 / elem, 64);
     if (err != cudaSuccess) return err;
   }
   auto kernel = gemm_wgmma_sm90_kernel<T, kTransA, kTransB, BN, Stages, kCluster>;
