@@ -288,21 +288,32 @@ gemm_wgmma_sm90_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_c
 #endif
 }
 
-// Clusters of `kCluster` CTAs of this kernel that fit on the device at once (one CTA
-// per SM), cached per device; 0 when the query fails.
-template <typename Kernel>
-inline int max_active_clusters(Kernel kernel, int cluster_size, int threads, size_t smem_bytes) {
+// A launch of `grid` CTAs of `threads` in clusters of `cluster_size` along x (no cluster
+// attribute for 1); `attr` holds the attribute and must live until the launch.
+inline cudaLaunchConfig_t cluster_launch_config(unsigned grid, unsigned threads, size_t smem_bytes,
+                                                cudaStream_t stream, int cluster_size, cudaLaunchAttribute* attr) {
   cudaLaunchConfig_t cfg = {};
-  cfg.gridDim = dim3(cluster_size);
+  cfg.gridDim = dim3(grid);
   cfg.blockDim = dim3(threads);
   cfg.dynamicSmemBytes = smem_bytes;
-  cudaLaunchAttribute attr[1];
-  attr[0].id = cudaLaunchAttributeClusterDimension;
-  attr[0].val.clusterDim.x = cluster_size;
-  attr[0].val.clusterDim.y = 1;
-  attr[0].val.clusterDim.z = 1;
-  cfg.attrs = attr;
-  cfg.numAttrs = 1;
+  cfg.stream = stream;
+  if (cluster_size > 1) {
+    attr->id = cudaLaunchAttributeClusterDimension;
+    attr->val.clusterDim.x = cluster_size;
+    attr->val.clusterDim.y = 1;
+    attr->val.clusterDim.z = 1;
+    cfg.attrs = attr;
+    cfg.numAttrs = 1;
+  }
+  return cfg;
+}
+
+// Clusters of `cluster_size` CTAs of this kernel that fit on the device at once (one CTA
+// per SM); 0 when the query fails.
+template <typename Kernel>
+inline int max_active_clusters(Kernel kernel, int cluster_size, int threads, size_t smem_bytes) {
+  cudaLaunchAttribute attr;
+  const cudaLaunchConfig_t cfg = cluster_launch_config(cluster_size, threads, smem_bytes, nullptr, cluster_size, &attr);
   int n = 0;
   if (cudaOccupancyMaxActiveClusters(&n, kernel, &cfg) != cudaSuccess) {
     cudaGetLastError();
@@ -337,7 +348,7 @@ inline cudaError_t launch_wgmma_cfg(const GemmProblem& p, bool persistent, bool 
   const long long units = (long long)div_ceil(div_ceil(p.M, Cfg::BM), kCluster) * div_ceil(p.N, Cfg::BN);
   long long clusters = units;
   if (persistent) {
-    static int resident[64] = {0};  // per device
+    static int resident[64] = {0};  // per device and instantiation
     int dev = 0;
     cudaGetDevice(&dev);
     if (dev < 0 || dev >= 64) dev = 0;
@@ -348,20 +359,9 @@ inline cudaError_t launch_wgmma_cfg(const GemmProblem& p, bool persistent, bool 
     if (resident[dev] > 0) clusters = std::min<long long>(units, resident[dev]);
   }
   if (clusters * kCluster > 0x7fffffffLL) return cudaErrorInvalidValue;
-  cudaLaunchConfig_t cfg = {};
-  cfg.gridDim = dim3(static_cast<unsigned>(clusters * kCluster));
-  cfg.blockDim = dim3(Cfg::kThreads);
-  cfg.dynamicSmemBytes = Cfg::kSmemBytes;
-  cfg.stream = stream;
-  cudaLaunchAttribute attr[1];
-  if (kCluster > 1) {
-    attr[0].id = cudaLaunchAttributeClusterDimension;
-    attr[0].val.clusterDim.x = kCluster;
-    attr[0].val.clusterDim.y = 1;
-    attr[0].val.clusterDim.z = 1;
-    cfg.attrs = attr;
-    cfg.numAttrs = 1;
-  }
+  cudaLaunchAttribute attr;
+  const cudaLaunchConfig_t cfg = cluster_launch_config(static_cast<unsigned>(clusters * kCluster), Cfg::kThreads,
+                                                       Cfg::kSmemBytes, stream, kCluster, &attr);
   err = cudaLaunchKernelEx(&cfg, kernel, map_a, map_b, map_d, make_kernel_args(p), tma_store ? 1 : 0, raster);
   if (err != cudaSuccess) return err;
   return cudaGetLastError();
