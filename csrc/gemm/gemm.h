@@ -85,6 +85,16 @@ inline GemmKernelArgs make_kernel_args(const GemmProblem& p) {
 // True when every row of A and B can be read 16 bytes at a time (aligned base
 // pointers and row strides): the condition of the cp.async tile kernels. Edges
 // in M, N, K are handled inside those kernels; this is about alignment only.
+// Bytes per element of a GEMM operand or output dtype.
+inline size_t elem_size(DType t) {
+  switch (t) {
+    case DType::kFloat16:
+    case DType::kBFloat16: return 2;
+    case DType::kInt8: return 1;
+    default: return 4;
+  }
+}
+
 bool gemm_vectorizable(const GemmProblem& p);
 
 // The entry point: validates nothing torch-level (the binding did), picks a

@@ -13,15 +13,6 @@ namespace {
 
 enum class Family { kSimtFp32, kMmaF16, kMmaBf16, kMmaInt8, kGeneric };
 
-size_t elem_size(DType t) {
-  switch (t) {
-    case DType::kFloat16:
-    case DType::kBFloat16: return 2;
-    case DType::kInt8: return 1;
-    default: return 4;
-  }
-}
-
 Family select_family(const GemmProblem& p, GemmVariant variant) {
   if (variant == GemmVariant::kGeneric || !gemm_vectorizable(p)) return Family::kGeneric;
   switch (p.in_dtype) {

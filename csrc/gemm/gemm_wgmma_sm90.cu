@@ -1,6 +1,6 @@
 // Host side of the Hopper wgmma/TMA GEMM family: when it applies (a cc 9.0 device
 // running the sm_90a build, fp16/bf16, rows TMA can describe), tile choice, and
-// the CUtensorMap encoding (tma::encode_tiled_16bit, 128-byte swizzle).
+// the schedule (dev knobs), and the CUtensorMap encoding (128-byte swizzle; fp32 for D).
 #include <cstdlib>
 
 #include "gemm/gemm_wgmma_sm90.cuh"
@@ -67,7 +67,7 @@ cudaError_t launch_gemm_wgmma(const GemmProblem& p, GemmVariant variant, cudaStr
   // epilogue. Output in the input dtype or fp32 (tensor_core_gemm). Dev knob
   // CLO_GEMM_WGMMA_TMA_STORE (0: never).
   static bool dev_store = std::getenv("CLO_GEMM_WGMMA_TMA_STORE") != nullptr;
-  const int64_t out_elem = p.out_dtype == DType::kFloat32 ? 4 : 2;
+  const int64_t out_elem = static_cast<int64_t>(elem_size(p.out_dtype));
   sch.tma_store = p.c == nullptr && (p.out_dtype == p.in_dtype || p.out_dtype == DType::kFloat32) &&
                   reinterpret_cast<uintptr_t>(p.d) % 16 == 0 && (p.ldd * out_elem) % 16 == 0 &&
                   p.ldd * out_elem < (int64_t(1) << 40) && dev_knob("CLO_GEMM_WGMMA_TMA_STORE", dev_store, 1) != 0;

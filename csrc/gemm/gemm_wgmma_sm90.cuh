@@ -214,7 +214,7 @@ gemm_wgmma_sm90_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_c
         }
       }
       wgmma::wait_group<0>();
-      if (ktiles > 0) release(it - 1);
+      release(it - 1);  // K >= 1: the unit had at least one k-tile
 
       // The producer meanwhile fills the ring with the next unit's first k-tiles.
       const int warp = wg_tid / 32, lane = wg_tid % 32;
@@ -338,7 +338,7 @@ inline cudaError_t launch_wgmma_cfg(const GemmProblem& p, bool persistent, bool 
   if (err != cudaSuccess) return err;
   CUtensorMap map_d{};
   if (tma_store) {
-    const uint32_t elem = p.out_dtype == DType::kFloat32 ? 4 : 2;  // boxes of 128-byte rows
+    const uint32_t elem = static_cast<uint32_t>(elem_size(p.out_dtype));  // boxes of 128-byte rows
     err = encode_tensor_map_2d(&map_d, p.out_dtype, p.d, p.N, p.M, p.ldd * elem, 128 / elem, 64);
     if (err != cudaSuccess) return err;
   }
@@ -348,15 +348,20 @@ inline cudaError_t launch_wgmma_cfg(const GemmProblem& p, bool persistent, bool 
   const long long units = (long long)div_ceil(div_ceil(p.M, Cfg::BM), kCluster) * div_ceil(p.N, Cfg::BN);
   long long clusters = units;
   if (persistent) {
-    static int resident[64] = {0};  // per device and instantiation
-    int dev = 0;
-    cudaGetDevice(&dev);
-    if (dev < 0 || dev >= 64) dev = 0;
-    if (resident[dev] == 0) {
-      resident[dev] = kCluster == 1 ? device_sm_count()
-                                    : max_active_clusters(kernel, kCluster, Cfg::kThreads, Cfg::kSmemBytes);
+    // Co-resident clusters: one CTA per SM for single CTAs (cached per device by
+    // device_sm_count); for pairs the occupancy query, cached per device.
+    long long resident = device_sm_count();
+    if constexpr (kCluster > 1) {
+      static int cluster_slots[64] = {0};
+      int dev = 0;
+      cudaGetDevice(&dev);
+      if (dev < 0 || dev >= 64) dev = 0;
+      if (cluster_slots[dev] == 0) {
+        cluster_slots[dev] = max_active_clusters(kernel, kCluster, Cfg::kThreads, Cfg::kSmemBytes);
+      }
+      resident = cluster_slots[dev];
     }
-    if (resident[dev] > 0) clusters = std::min<long long>(units, resident[dev]);
+    if (resident > 0) clusters = std::min<long long>(units, resident);
   }
   if (clusters * kCluster > 0x7fffffffLL) return cudaErrorInvalidValue;
   cudaLaunchAttribute attr;
