@@ -6,6 +6,7 @@ benchmark-only op `_gemm_variant`.
   python3 scripts/bench_gemm_dev.py
   GEMM_BENCH_SECTIONS=skinny python3 scripts/bench_gemm_dev.py   # the skinny kernels' knob sweep
   GEMM_BENCH_SECTIONS=wgmma_sched python3 scripts/bench_gemm_dev.py   # Hopper GEMM: clusters x persistence
+  GEMM_BENCH_SECTIONS=tail_split python3 scripts/bench_gemm_dev.py   # Hopper GEMM: split last wave off/auto/forced
 """
 from __future__ import annotations
 
@@ -205,6 +206,37 @@ def wgmma_sched_section():
         os.environ[name] = ""
 
 
+def tail_split_section():
+    """The Hopper GEMM's split last wave (CLO_GEMM_WGMMA_TAIL_SPLIT 0 off / 1 auto / 2 forced) on
+    shapes whose 128x256 tiles fill whole waves or not (132 SMs): units and the last wave's fill
+    in the note. Each mode timed twice (forward and reverse order), the better median kept;
+    cuBLAS before and after, the better kept."""
+    cases = [(torch.float16, 4096, 4096, 4096), (torch.float16, 8192, 8192, 8192),  # last wave > half full: whole
+             (torch.float16, 4096, 4104, 4096), (torch.float16, 4000, 4104, 4096), (torch.float16, 4352, 4096, 4096),
+             (torch.bfloat16, 4352, 4096, 4096), (torch.float16, 2176, 4096, 4096), (torch.float16, 4608, 4096, 4096),
+             (torch.float16, 2304, 4096, 8192), (torch.float16, 4352, 14336, 4096), (torch.float16, 4352, 4096, 14336)]
+    for dtype, M, N, K in cases:
+        a = torch.randn(M, K, device="cuda").to(dtype)
+        b = torch.randn(K, N, device="cuda").to(dtype)
+        ref = torch.matmul(a.double(), b.double())
+        units = -(-M // 128) * -(-N // 256)
+        fl, shape = 2.0 * M * N * K, f"{M}x{N}x{K}"
+        iters = 10 if M * N * K >= 8192 ** 3 // 2 else 30
+        peer = min(ms_of(lambda: torch.matmul(a, b), iters) for _ in range(2))
+        best: dict = {}
+        for order in ((0, 1, 2), (2, 1, 0)):
+            for mode in order:
+                os.environ["CLO_GEMM_WGMMA_TAIL_SPLIT"] = str(mode)
+                ms = ms_of(lambda: llm.gemm(a, b), iters)
+                best[mode] = min(best.get(mode, (1e9, 0))[0], ms), rel_error(llm.gemm(a, b), ref)
+        peer = min(peer, ms_of(lambda: torch.matmul(a, b), iters))
+        for mode, (ms, err) in best.items():
+            row("tail_split", shape, dtype, f"split={mode}", ms, fl, "cublas", peer,
+                f"units={units} last_wave={units % 132 or 132}/132 err={err:.1e}")
+        del a, b, ref
+    os.environ["CLO_GEMM_WGMMA_TAIL_SPLIT"] = ""
+
+
 def int8_section():
     for n in (2048, 4096):
         M = N = K = n
@@ -236,7 +268,9 @@ if __name__ == "__main__":
     if "wgmma_sched" in wanted:
         for name in WGMMA_KNOB_NAMES:
             os.environ.setdefault(name, "")
-    for name, section, arg in (("wgmma_sched", wgmma_sched_section, None), ("skinny", skinny_section, None), ("int8", int8_section, None),
+    if "tail_split" in wanted:
+        os.environ.setdefault("CLO_GEMM_WGMMA_TAIL_SPLIT", "")
+    for name, section, arg in (("tail_split", tail_split_section, None), ("wgmma_sched", wgmma_sched_section, None), ("skinny", skinny_section, None), ("int8", int8_section, None),
                                ("f16", float_section, torch.float16),
                                ("f32", float_section, torch.float32), ("bf16", float_section, torch.bfloat16)):
         if name not in wanted:

@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 import cuda_llm_ops as llm
 from cuda_llm_ops.gemm import _gemm_variant
 from cuda_llm_ops.reference import gemm_reference, int8_gemm_reference
-from cuda_llm_ops.testing import REL_TOL, assert_close, run_isolated
+from cuda_llm_ops.testing import REL_TOL, assert_close, kernel_names, run_isolated
 from conftest import require_op
 
 pytestmark = pytest.mark.cuda
@@ -21,6 +21,7 @@ os.environ.setdefault("CLO_GEMM_WGMMA_CLUSTER", "")
 os.environ.setdefault("CLO_GEMM_WGMMA_PERSISTENT", "")
 os.environ.setdefault("CLO_GEMM_WGMMA_TMA_STORE", "")
 os.environ.setdefault("CLO_GEMM_WGMMA_RASTER", "")
+os.environ.setdefault("CLO_GEMM_WGMMA_TAIL_SPLIT", "")
 
 FLOATS = [torch.float32, torch.float16, torch.bfloat16]
 # Any size 1..1024, or a multiple of 16 (the tensor-core / vectorised paths with edge tiles).
@@ -293,6 +294,71 @@ def test_wgmma_schedules(monkeypatch, variant, cluster, persistent, tma_store, r
         _wgmma_case(variant, 2312, 2056, 328, dtype, trans_a, trans_b, 0.5, -1.0, i == 2, i == 3)
     for out_fp32 in (False, True):
         _wgmma_case(variant, 2312, 2051, 328, torch.bfloat16, False, True, 1.0, 0.0, False, out_fp32)
+
+
+@pytest.mark.parametrize("variant", ["wgmma", "wgmma_n128"])
+def test_wgmma_tail_split(monkeypatch, variant):
+    """The last wave split along K, forced (CLO_GEMM_WGMMA_TAIL_SPLIT=2), in every layout, with C and
+    fp32 out. 2312 x 2056 on one persistent CTA per SM: 171 units (wgmma) / 323 (n128), a last
+    wave of 39 / 59 units cut into at most 3 / 2 chunks (plan_tail_split: also about
+    sqrt(k-tiles / 2)). K = 328 (6 k-tiles): 2 chunks of 3; K = 1000 (16 k-tiles, the last
+    partial): 3 / 2 chunks; K = 64 (one k-tile per unit): nothing to split, whole units. N = 2051 with b [N, K]: the register epilogue. The split's
+    workspace counters are zeroed by a memset before the kernel (seen in the profile only when
+    the tail splits); the last chunk sums the chunks in order, so repeated calls agree bit for
+    bit; a CUDA graph replays the split on new data."""
+    _require_sm90()
+    monkeypatch.setenv("CLO_GEMM_WGMMA_TAIL_SPLIT", "2")
+    for i, (trans_a, trans_b) in enumerate([(False, False), (False, True), (True, False), (True, True)]):
+        dtype = torch.float16 if i % 2 == 0 else torch.bfloat16
+        _wgmma_case(variant, 2312, 2056, 328, dtype, trans_a, trans_b, 0.5, -1.0, i == 2, i == 3)
+    for k in (1000, 64):
+        _wgmma_case(variant, 2312, 2056, k, torch.float16, False, False, 1.0, 0.0, False, False)
+    for out_fp32 in (False, True):
+        _wgmma_case(variant, 2312, 2051, 328, torch.bfloat16, False, True, 1.0, 0.0, False, out_fp32)
+
+    a, b = _rand((2312, 1000), torch.float16), _rand((1000, 2056), torch.float16)
+    f = lambda: _gemm_variant(a, b, variant)
+    assert "Memset" in kernel_names(f)
+    first = f()
+    for _ in range(3):
+        assert torch.equal(f(), first)
+    monkeypatch.setenv("CLO_GEMM_WGMMA_TAIL_SPLIT", "0")
+    assert "Memset" not in kernel_names(f)
+    whole = f()
+    assert_close(whole, first, torch.float16, rel_tol=_tol(torch.float16, 1000), what="whole units vs split tail")
+
+    monkeypatch.setenv("CLO_GEMM_WGMMA_TAIL_SPLIT", "2")
+    a64, b64 = a[:, :64].contiguous(), b[:64].contiguous()
+    assert "Memset" not in kernel_names(lambda: _gemm_variant(a64, b64, variant))  # one k-tile: no split
+    graph = torch.cuda.CUDAGraph()
+    f()
+    torch.cuda.synchronize()
+    with torch.cuda.graph(graph):
+        out = f()
+    for _ in range(2):
+        a.copy_(torch.randn_like(a))
+        b.copy_(torch.randn_like(b))
+        out.fill_(float("nan"))
+        graph.replay()
+        assert_close(out, gemm_reference(a, b, dtype=torch.float64), torch.float16,
+                     rel_tol=_tol(torch.float16, 1000), what=f"{variant} split tail graph replay")
+
+
+def test_wgmma_tail_split_auto():
+    """The default (CLO_GEMM_WGMMA_TAIL_SPLIT unset or 1) splits a last wave at most half full when
+    a CTA saves >= 8 k-tiles by it: 4352 x 2048 x 2048 is 272 units on 132 SMs, 2 waves + 8 (cut
+    into 4 chunks of 8 k-tiles); 4096 x 2048 x 2048 is 256 units, a last wave of 124: whole."""
+    _require_sm90()
+    a, b = _rand((4352, 2048), torch.float16), _rand((2048, 2048), torch.float16)
+    assert "Memset" in kernel_names(lambda: llm.gemm(a, b))
+    assert_close(llm.gemm(a, b), gemm_reference(a, b, dtype=torch.float64), torch.float16,
+                 rel_tol=_tol(torch.float16, 2048), what="gemm 4352x2048x2048 (split tail)")
+    assert "Memset" not in kernel_names(lambda: llm.gemm(a[:4096], b))
+    # 128 k-tiles: 8 chunks of 16, the last chunk sums 8 (bf16, B given as [N, K]).
+    a, b = _rand((4352, 8192), torch.bfloat16), _rand((2048, 8192), torch.bfloat16)
+    out = llm.gemm(a, b, trans_b=True)
+    assert_close(out, gemm_reference(a, b, trans_b=True, dtype=torch.float64), torch.bfloat16,
+                 rel_tol=_tol(torch.bfloat16, 8192), what="gemm 4352x2048x8192 bf16 (split tail, 8 chunks)")
 
 
 def test_wgmma_errors():

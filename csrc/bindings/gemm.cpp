@@ -91,13 +91,11 @@ at::Tensor run_float_gemm(const char* op, const at::Tensor& a, const at::Tensor&
                 "of ", 16 / a.element_size(), " elements), got a ", a.sizes(), " and b ", b.sizes(),
                 "; use variant 0 (auto) or 4 (generic)");
   }
-  at::Tensor workspace;  // the skinny kernels' split-K partials, when they split
-  if (variant == GemmVariant::kAuto || variant == GemmVariant::kSkinny) {
-    p.workspace_bytes = gemm::skinny_workspace_bytes(p);
-    if (p.workspace_bytes > 0) {
-      workspace = at::empty({static_cast<int64_t>(p.workspace_bytes)}, a.options().dtype(at::kByte));
-      p.workspace = workspace.data_ptr();
-    }
+  at::Tensor workspace;  // split-K partials (skinny kernels, the Hopper split last wave), when they split
+  p.workspace_bytes = gemm::gemm_workspace_bytes(p, variant);
+  if (p.workspace_bytes > 0) {
+    workspace = at::empty({static_cast<int64_t>(p.workspace_bytes)}, a.options().dtype(at::kByte));
+    p.workspace = workspace.data_ptr();
   }
   check_launch(gemm::launch_gemm(p, variant, current_stream(a)), op);
   return d;

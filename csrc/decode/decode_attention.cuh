@@ -1124,8 +1124,7 @@ CLO_DEVICE void decode_epilogue(const DecodeKernelParams& p, const DecodeWork& w
   bool last = false, stale = false;
   if (tid == 0) {
     int* counter = p.split_counters + static_cast<int64_t>(b) * p.units_x + w.unit_x;
-    int before;
-    asm volatile("atom.acq_rel.gpu.global.add.s32 %0, [%1], 1;\n" : "=r"(before) : "l"(counter) : "memory");
+    const int before = atomic_add_acq_rel_gpu(counter, 1);
     // Counted from kSplitCounterIdle (decode.h): modulo 2^32, so any start is compared safely.
     const unsigned arrived = static_cast<unsigned>(before) - static_cast<unsigned>(kSplitCounterIdle);
     last = arrived == static_cast<unsigned>(w.num_splits - 1);

@@ -47,8 +47,8 @@ struct GemmProblem {
   float alpha = 1.f, beta = 0.f;
   DType in_dtype = DType::kFloat32;
   DType out_dtype = DType::kFloat32;  // fp32 in -> fp32; fp16/bf16 in -> same or fp32; int8 -> int32
-  // Scratch for kernels that split K across blocks (the skinny family); sized by
-  // skinny_workspace_bytes. Without it those kernels do not split.
+  // Scratch for kernels that split K across blocks (the skinny family, the Hopper family's
+  // split last wave); sized by gemm_workspace_bytes. Without it those kernels do not split.
   void* workspace = nullptr;
   size_t workspace_bytes = 0;
 };
@@ -102,6 +102,9 @@ bool gemm_vectorizable(const GemmProblem& p);
 // a combination no kernel supports (e.g. kUnpipelined with a transposed input),
 // otherwise the launch status.
 cudaError_t launch_gemm(const GemmProblem& p, GemmVariant variant, cudaStream_t stream);
+// Bytes of GemmProblem::workspace launch_gemm(p, variant) uses (0: none); the binding
+// allocates them. Counters in it are reset by the launch itself.
+size_t gemm_workspace_bytes(const GemmProblem& p, GemmVariant variant);
 
 // Families (called by launch_gemm; each returns cudaErrorInvalidValue when the
 // problem is outside what it handles).
@@ -115,8 +118,7 @@ cudaError_t launch_gemm_generic(const GemmProblem& p, cudaStream_t stream);
 // 16-byte aligned rows; launch_gemm_skinny returns cudaErrorInvalidValue otherwise.
 constexpr int kSkinnyMaxM = 16;
 bool skinny_applicable(const GemmProblem& p);
-// Bytes of GemmProblem::workspace the skinny kernels use for p (0: no split along K);
-// the binding allocates them when kAuto or kSkinny will take the skinny kernels.
+// Bytes of GemmProblem::workspace the skinny kernels use for p (0: no split along K).
 size_t skinny_workspace_bytes(const GemmProblem& p);
 cudaError_t launch_gemm_skinny(const GemmProblem& p, cudaStream_t stream);
 
@@ -126,5 +128,7 @@ cudaError_t launch_gemm_skinny(const GemmProblem& p, cudaStream_t stream);
 bool wgmma_family_available();
 bool wgmma_applicable(const GemmProblem& p);
 cudaError_t launch_gemm_wgmma(const GemmProblem& p, GemmVariant variant, cudaStream_t stream);
+// Bytes of workspace the family's split last wave uses for p (0: no split).
+size_t wgmma_workspace_bytes(const GemmProblem& p, GemmVariant variant);
 
 }  // namespace cuda_llm_ops::gemm

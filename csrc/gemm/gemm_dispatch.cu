@@ -38,6 +38,18 @@ bool gemm_vectorizable(const GemmProblem& p) {
          b_row % per_chunk == 0;
 }
 
+size_t gemm_workspace_bytes(const GemmProblem& p, GemmVariant variant) {
+  if (p.M <= 0 || p.N <= 0 || p.K <= 0) return 0;
+  if (variant == GemmVariant::kSkinny || (variant == GemmVariant::kAuto && skinny_applicable(p))) {
+    return skinny_workspace_bytes(p);
+  }
+  const bool tiles16 = p.in_dtype == DType::kFloat16 || p.in_dtype == DType::kBFloat16;
+  if (tiles16 && (variant == GemmVariant::kAuto || variant == GemmVariant::kWgmma || variant == GemmVariant::kWgmmaN128)) {
+    return wgmma_workspace_bytes(p, variant);
+  }
+  return 0;
+}
+
 cudaError_t launch_gemm(const GemmProblem& p, GemmVariant variant, cudaStream_t stream) {
   if (p.M <= 0 || p.N <= 0 || p.K <= 0) return cudaErrorInvalidValue;
   // An explicitly chosen tile kernel is never silently replaced by the generic one.

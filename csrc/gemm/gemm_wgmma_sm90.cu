@@ -1,6 +1,7 @@
 // Host side of the Hopper wgmma/TMA GEMM family: when it applies (a cc 9.0 device
 // running the sm_90a build, fp16/bf16, rows TMA can describe), tile choice, and
 // the schedule (dev knobs), and the CUtensorMap encoding (128-byte swizzle; fp32 for D).
+#include <algorithm>
 #include <cstdlib>
 
 #include "gemm/gemm_wgmma_sm90.cuh"
@@ -29,9 +30,12 @@ bool wgmma_applicable(const GemmProblem& p) {
   return wgmma_family_available();
 }
 
-cudaError_t launch_gemm_wgmma(const GemmProblem& p, GemmVariant variant, cudaStream_t stream) {
+namespace {
+
+// The schedule of a call, shared by the launch and the workspace query; NotSupported when
+// the family does not apply.
+cudaError_t select_wgmma_schedule(const GemmProblem& p, GemmVariant variant, WgmmaSchedule& sch) {
   if (!wgmma_applicable(p)) return cudaErrorNotSupported;
-  WgmmaSchedule sch;
   const long long sms = device_sm_count();
   const long long mt = div_ceil(p.M, 128);
   if (variant == GemmVariant::kWgmma) {
@@ -71,6 +75,30 @@ cudaError_t launch_gemm_wgmma(const GemmProblem& p, GemmVariant variant, cudaStr
   sch.tma_store = p.c == nullptr && (p.out_dtype == p.in_dtype || p.out_dtype == DType::kFloat32) &&
                   reinterpret_cast<uintptr_t>(p.d) % 16 == 0 && (p.ldd * out_elem) % 16 == 0 &&
                   p.ldd * out_elem < (int64_t(1) << 40) && dev_knob("CLO_GEMM_WGMMA_TMA_STORE", dev_store, 1) != 0;
+  // Split-K over a last wave at most half full (persistent single CTAs only). Dev knob
+  // CLO_GEMM_WGMMA_TAIL_SPLIT: 0 never, 1 where it pays (default), 2 wherever it can.
+  static bool dev_tail_split = std::getenv("CLO_GEMM_WGMMA_TAIL_SPLIT") != nullptr;
+  sch.tail_split = dev_knob("CLO_GEMM_WGMMA_TAIL_SPLIT", dev_tail_split, 1);
+  return cudaSuccess;
+}
+
+}  // namespace
+
+size_t wgmma_workspace_bytes(const GemmProblem& p, GemmVariant variant) {
+  WgmmaSchedule sch;
+  if (select_wgmma_schedule(p, variant, sch) != cudaSuccess || sch.cluster != 1 || !sch.persistent) return 0;
+  // As launch_wgmma_cfg: a persistent grid of one CTA per SM, at most one per unit.
+  const long long units = (long long)div_ceil(p.M, 128) * div_ceil(p.N, sch.bn);
+  const long long grid = std::min<long long>(units, device_sm_count());
+  const WgmmaTailSplit ts = plan_tail_split(units, div_ceil(p.K, 64), grid, sch.tail_split);
+  return sch.bn == 256 ? tail_split_workspace_bytes<WgmmaConfig<256, 4>>(ts)
+                       : tail_split_workspace_bytes<WgmmaConfig<128, 6>>(ts);
+}
+
+cudaError_t launch_gemm_wgmma(const GemmProblem& p, GemmVariant variant, cudaStream_t stream) {
+  WgmmaSchedule sch;
+  const cudaError_t err = select_wgmma_schedule(p, variant, sch);
+  if (err != cudaSuccess) return err;
   return p.in_dtype == DType::kBFloat16 ? launch_gemm_wgmma_bf16(p, sch, stream) : launch_gemm_wgmma_f16(p, sch, stream);
 }
 

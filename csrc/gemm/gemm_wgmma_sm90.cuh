@@ -19,6 +19,11 @@
 // multicasts it into both rings, which cuts the L2 -> SM traffic per tile by a third
 // (A 16 KB + B 32 KB per k-tile and CTA becomes 16 + 16 KB at BN = 256).
 //
+// Split-K over the last wave (persistent single CTAs): when the units do not fill whole
+// waves and the last wave is at most half full, its units are cut along K into equal
+// chunks for the idle CTAs instead of leaving them idle for a whole tile time
+// (WgmmaTailSplit).
+//
 // Layouts (no transposed copy, the wgmma transpose bits pick the major-ness):
 //   A [M,K] (K-major):  TMA box {64 k, 128 m}              -> smem [128 m][64 k], trans-a 0
 //   A^T [K,M] (M-major): 2 boxes {64 m, 64 k}              -> smem [2][64 k][64 m], trans-a 1
@@ -31,6 +36,7 @@
 #pragma once
 
 #include <algorithm>
+#include <cmath>
 
 #include "cuda_llm_ops/cluster.cuh"
 #include "cuda_llm_ops/tma.cuh"
@@ -65,7 +71,60 @@ struct WgmmaSchedule {
   bool persistent = true;
   bool tma_store = false;  // epilogue through shared memory and TMA stores (no C)
   int raster = 8;          // grouped_block's group: > 0 groups of unit rows, < 0 of tile columns
+  int tail_split = 1;      // the last wave split along K: 0 never, 1 where it pays, 2 wherever it can
 };
+
+// Split-K over the last, partial wave (persistent single CTAs; tail_units == 0: every unit
+// whole). Units [0, dp_units) run whole, strided over the grid; each of the other
+// tail_units units is cut into `splits` chunks of its k-tiles, chunk c of tail unit t run
+// by CTA c * tail_units + t after its whole units. CTAs with the same chunk index run the
+// same k-range at the same time, so units sharing A rows or B columns share them in L2 (a
+// stream-K deal of equal ranges staggers every CTA's k-offset: measured 25-40 us slower
+// per call, NOTES.md). Every chunk stores its fp32 accumulators in the workspace and counts
+// itself in on its unit's counter; the chunk that counts last sums all of them in chunk
+// order (the same bits whichever is last) and runs the epilogue. No CTA waits on another.
+struct WgmmaTailSplit {
+  int dp_units = 0;  // = the unit count when tail_units == 0
+  int tail_units = 0;
+  int splits = 0;             // chunks per tail unit (>= 2), tail_units * splits <= grid
+  int* counters = nullptr;    // [tail_units][kConsumers], zeroed before the launch
+  float* partials = nullptr;  // [tail_units * splits chunks][kConsumers][kAccum / 4][128 threads] float4
+};
+
+// Host: the tail split of `units` units of `ktiles` k-tiles over a persistent grid of
+// `grid` single CTAs (mode as WgmmaSchedule::tail_split), and the workspace it needs:
+// counters, then one chunk's accumulators per splitting CTA.
+constexpr long long kTailSplitMinSaved = 8;  // mode 1: k-tiles a CTA must save against a whole last wave
+inline WgmmaTailSplit plan_tail_split(long long units, int ktiles, long long grid, int mode) {
+  WgmmaTailSplit ts;
+  ts.dp_units = static_cast<int>(units);
+  if (mode == 0 || grid <= 0 || units <= grid) return ts;  // no full wave: nothing idles for long
+  const long long tail = units % grid;
+  if (tail == 0) return ts;
+  // The tail takes ~ktiles/s k-tiles of math (~0.8 us each at 128x256) plus the last chunk's
+  // sum of s chunks (~1.5 us per 128 KB chunk): least near s = sqrt(ktiles / 2), and at most
+  // the idle CTAs per unit.
+  const long long model = std::max(2LL, std::llround(std::sqrt(ktiles / 2.0)));
+  const long long splits = std::min<long long>({grid / tail, ktiles, model});
+  if (splits < 2) return ts;  // a last wave more than half full stays whole
+  // mode 1: the longest chunk (ceil(ktiles / splits)) must save >= kTailSplitMinSaved k-tiles
+  // against the whole unit (a chunk writes, and its unit's last chunk reads, 128 KB of fp32
+  // per CTA per chunk: a few k-tiles' time).
+  if (mode == 1 && ktiles - (ktiles + splits - 1) / splits < kTailSplitMinSaved) return ts;
+  ts.dp_units = static_cast<int>(units - tail);
+  ts.tail_units = static_cast<int>(tail);
+  ts.splits = static_cast<int>(splits);
+  return ts;
+}
+template <typename Cfg>
+inline size_t tail_split_counter_bytes(const WgmmaTailSplit& ts) {
+  return (size_t(ts.tail_units) * Cfg::kConsumers * sizeof(int) + 255) / 256 * 256;
+}
+template <typename Cfg>
+inline size_t tail_split_workspace_bytes(const WgmmaTailSplit& ts) {
+  if (ts.tail_units == 0) return 0;
+  return tail_split_counter_bytes<Cfg>(ts) + size_t(ts.tail_units) * ts.splits * Cfg::BM * Cfg::BN * sizeof(float);
+}
 
 // Encodes a 2-D row-major tensor map (dim0 contiguous) with the 128-byte swizzle
 // (gemm_wgmma_sm90.cu; the driver entry point is looked up once).
@@ -76,7 +135,7 @@ template <typename T, bool kTransA, bool kTransB, int BN, int Stages, int kClust
 __global__ void __launch_bounds__(WgmmaConfig<BN, Stages>::kThreads, 1)
 gemm_wgmma_sm90_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_constant__ CUtensorMap map_b,
                        const __grid_constant__ CUtensorMap map_d, const GemmKernelArgs args, const int tma_store,
-                       const int raster) {
+                       const int raster, const WgmmaTailSplit ts) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   using Cfg = WgmmaConfig<BN, Stages>;
   constexpr int BM = Cfg::BM, BK = Cfg::BK;
@@ -99,7 +158,6 @@ gemm_wgmma_sm90_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_c
   // units; a grid of one cluster per unit runs each once.
   const int rank = kCluster > 1 ? static_cast<int>(cluster::ctarank()) : 0;
   const int unit_rows = div_ceil(div_ceil(M, BM), kCluster), tiles_n = div_ceil(N, BN);
-  const int units = unit_rows * tiles_n;
   const int first_unit = blockIdx.x / kCluster, unit_stride = gridDim.x / kCluster;
 
   if (threadIdx.x == 0) {
@@ -123,8 +181,9 @@ gemm_wgmma_sm90_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_c
   if (warpgroup == 0) {
     wgmma::setmaxnreg_dec<Cfg::kProducerRegs>();
     if (wg_tid == 0) {
-      int it = 0;  // k-tiles issued by this CTA over all its units: ring slot and phase
-      for (int unit = first_unit; unit < units; unit += unit_stride) {
+      int it = 0;  // k-tiles issued by this CTA over all its work: ring slot and phase
+      // k-tiles [kb, ke) of work unit `unit` into the ring.
+      auto load_unit = [&](int unit, int kb, int ke) {
         const BlockCoord blk = grouped_block(unit, unit_rows, tiles_n, raster);
         const int m0 = (blk.bm * kCluster + rank) * BM, n0 = blk.bn * BN;
         // 64-wide m/n chunks entirely past M / N are not loaded (their stale smem only
@@ -132,7 +191,7 @@ gemm_wgmma_sm90_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_c
         // cluster's second tile may lie wholly past M: it loads no A, still its half of B.
         const int a_chunks = m0 >= M ? 0 : kTransA ? min(BM / 64, div_ceil(M - m0, 64)) : BM / 64;
         const int b_chunks = kTransB ? BN / 64 : min(BN / 64, div_ceil(N - n0, 64));
-        for (int kt = 0; kt < ktiles; ++kt, ++it) {
+        for (int kt = kb; kt < ke; ++kt, ++it) {
           const int s = it % Stages;
           // Stage s last held k-tile it - Stages: wait until every CTA that reads the
           // stage has released it (phase (it/Stages - 1) of empty).
@@ -165,6 +224,11 @@ gemm_wgmma_sm90_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_c
             }
           }
         }
+      };
+      for (int unit = first_unit; unit < ts.dp_units; unit += unit_stride) load_unit(unit, 0, ktiles);
+      if (kCluster == 1 && blockIdx.x < ts.tail_units * ts.splits) {
+        const int t = blockIdx.x % ts.tail_units, c = blockIdx.x / ts.tail_units;
+        load_unit(ts.dp_units + t, c * ktiles / ts.splits, (c + 1) * ktiles / ts.splits);
       }
     }
   } else {
@@ -186,12 +250,12 @@ gemm_wgmma_sm90_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_c
     };
     float acc[Cfg::kAccum];
     int it = 0;
-    for (int unit = first_unit; unit < units; unit += unit_stride) {
-      const BlockCoord blk = grouped_block(unit, unit_rows, tiles_n, raster);
-      const int m0 = (blk.bm * kCluster + rank) * BM, n0 = blk.bn * BN;
+    // acc = the sum over the next `nk` k-tiles of the ring.
+    auto mainloop = [&](int nk) {
 #pragma unroll
       for (int i = 0; i < Cfg::kAccum; ++i) acc[i] = 0.f;
-      for (int kt = 0; kt < ktiles; ++kt, ++it) {
+      const int it_begin = it, it_end = it + nk;
+      for (; it < it_end; ++it) {
         const int s = it % Stages;
         tma::mbarrier_wait(&full_bar[s], (it / Stages) & 1);
         wgmma::fence();
@@ -208,15 +272,19 @@ gemm_wgmma_sm90_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_c
           }
         }
         wgmma::commit_group();
-        if (kt > 0) {
+        if (it > it_begin) {
           wgmma::wait_group<1>();  // the group of k-tile it-1 has retired: its stage is free
           release(it - 1);
         }
       }
       wgmma::wait_group<0>();
-      release(it - 1);  // K >= 1: the unit had at least one k-tile
-
-      // The producer meanwhile fills the ring with the next unit's first k-tiles.
+      release(it - 1);  // every work item has at least one k-tile
+    };
+    // acc (alpha applied) into D at the tile of work unit `unit`. The producer meanwhile
+    // fills the ring with the next unit's first k-tiles.
+    auto epilogue = [&](int unit) {
+      const BlockCoord blk = grouped_block(unit, unit_rows, tiles_n, raster);
+      const int m0 = (blk.bm * kCluster + rank) * BM, n0 = blk.bn * BN;
       const int warp = wg_tid / 32, lane = wg_tid % 32;
       if (tma_store) {
         // Through shared memory and TMA stores (no C; output in T or fp32): the stores run
@@ -265,7 +333,7 @@ gemm_wgmma_sm90_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_c
         // Straight from the accumulators (masked pair stores, alpha/beta/c).
         const int row0 = m0 + cw * 64 + warp * 16 + lane / 4;
         const int col0 = n0 + 2 * (lane % 4);
-        auto epilogue = [&](auto out_tag) {
+        auto store_all = [&](auto out_tag) {
           using TOut = decltype(out_tag);
 #pragma unroll
           for (int j = 0; j < BN / 8; ++j) {
@@ -275,10 +343,59 @@ gemm_wgmma_sm90_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_c
           }
         };
         if (args.out_f32) {
-          epilogue(float{});
+          store_all(float{});
         } else {
-          epilogue(T{});
+          store_all(T{});
         }
+      }
+    };
+
+    for (int unit = first_unit; unit < ts.dp_units; unit += unit_stride) {
+      mainloop(ktiles);
+      epilogue(unit);
+    }
+    if (kCluster == 1 && blockIdx.x < ts.tail_units * ts.splits) {
+      // This CTA's chunk of a tail unit: store it, count it in; the unit's last chunk sums
+      // all of them in chunk order and stores D.
+      const int t = blockIdx.x % ts.tail_units, c = blockIdx.x / ts.tail_units;
+      mainloop((c + 1) * ktiles / ts.splits - c * ktiles / ts.splits);
+      constexpr int kVec = Cfg::kAccum / 4;
+      // This warpgroup's float4 column of chunk `chunk` (a warp's 512 bytes contiguous).
+      auto chunk_of = [&](int chunk) {
+        return reinterpret_cast<float4*>(ts.partials) +
+               ((size_t(chunk * ts.tail_units + t) * Cfg::kConsumers + cw) * kVec) * 128 + wg_tid;
+      };
+      float4* mine = chunk_of(c);
+#pragma unroll
+      for (int j = 0; j < kVec; ++j) {
+        __stcg(mine + j * 128, make_float4(acc[4 * j], acc[4 * j + 1], acc[4 * j + 2], acc[4 * j + 3]));
+      }
+      named_barrier_sync(1 + cw, 128);
+      bool last = false;
+      if (wg_tid == 0) last = atomic_add_acq_rel_gpu(ts.counters + t * Cfg::kConsumers + cw, 1) == ts.splits - 1;
+      if (named_barrier_or(1 + cw, 128, last)) {
+        // Every chunk from memory, this one's too, 16 float4 per thread at a time (64
+        // registers of loads in flight beside the 128 accumulators; the reduction is bound
+        // by the bytes in flight: ~3 us per 128 KB chunk with 8 float4).
+        constexpr int kChunk = kVec < 16 ? kVec : 16;
+#pragma unroll
+        for (int j0 = 0; j0 < kVec; j0 += kChunk) {
+          for (int chunk = 0; chunk < ts.splits; ++chunk) {
+            const float4* src = chunk_of(chunk) + j0 * 128;
+            float4 v[kChunk];
+#pragma unroll
+            for (int j = 0; j < kChunk; ++j) v[j] = __ldcg(src + j * 128);
+#pragma unroll
+            for (int j = 0; j < kChunk; ++j) {
+              float* a = acc + 4 * (j0 + j);
+              a[0] = chunk == 0 ? v[j].x : a[0] + v[j].x;
+              a[1] = chunk == 0 ? v[j].y : a[1] + v[j].y;
+              a[2] = chunk == 0 ? v[j].z : a[2] + v[j].z;
+              a[3] = chunk == 0 ? v[j].w : a[3] + v[j].w;
+            }
+          }
+        }
+        epilogue(ts.dp_units + t);
       }
     }
     if (tma_store && wg_tid == 0) tma::store_wait_all();  // the buffer stays valid until read
@@ -323,8 +440,8 @@ inline int max_active_clusters(Kernel kernel, int cluster_size, int threads, siz
 }
 
 template <typename T, bool kTransA, bool kTransB, int BN, int Stages, int kCluster>
-inline cudaError_t launch_wgmma_cfg(const GemmProblem& p, bool persistent, bool tma_store, int raster,
-                                    cudaStream_t stream) {
+inline cudaError_t launch_wgmma_cfg(const GemmProblem& p, const WgmmaSchedule& sch, cudaStream_t stream) {
+  const bool persistent = sch.persistent, tma_store = sch.tma_store;
   using Cfg = WgmmaConfig<BN, Stages>;
   CUtensorMap map_a, map_b;
   // Tensor maps over the stored matrices: dim0 is the contiguous one. A cluster's CTAs
@@ -364,10 +481,24 @@ inline cudaError_t launch_wgmma_cfg(const GemmProblem& p, bool persistent, bool 
     if (resident > 0) clusters = std::min<long long>(units, resident);
   }
   if (clusters * kCluster > 0x7fffffffLL) return cudaErrorInvalidValue;
+  WgmmaTailSplit ts;
+  ts.dp_units = static_cast<int>(units);  // every unit whole
+  if (kCluster == 1 && persistent) {
+    const WgmmaTailSplit plan = plan_tail_split(units, div_ceil(p.K, Cfg::BK), clusters, sch.tail_split);
+    // The binding sized the workspace by the same plan (wgmma_workspace_bytes); without it, whole units.
+    if (plan.tail_units > 0 && p.workspace != nullptr && p.workspace_bytes >= tail_split_workspace_bytes<Cfg>(plan)) {
+      ts = plan;
+      const size_t counter_bytes = tail_split_counter_bytes<Cfg>(ts);
+      ts.counters = static_cast<int*>(p.workspace);
+      ts.partials = reinterpret_cast<float*>(static_cast<unsigned char*>(p.workspace) + counter_bytes);
+      err = cudaMemsetAsync(p.workspace, 0, counter_bytes, stream);
+      if (err != cudaSuccess) return err;
+    }
+  }
   cudaLaunchAttribute attr;
   const cudaLaunchConfig_t cfg = cluster_launch_config(static_cast<unsigned>(clusters * kCluster), Cfg::kThreads,
                                                        Cfg::kSmemBytes, stream, kCluster, &attr);
-  err = cudaLaunchKernelEx(&cfg, kernel, map_a, map_b, map_d, make_kernel_args(p), tma_store ? 1 : 0, raster);
+  err = cudaLaunchKernelEx(&cfg, kernel, map_a, map_b, map_d, make_kernel_args(p), tma_store ? 1 : 0, sch.raster, ts);
   if (err != cudaSuccess) return err;
   return cudaGetLastError();
 }
@@ -377,11 +508,11 @@ inline cudaError_t launch_wgmma_cfg(const GemmProblem& p, bool persistent, bool 
 template <typename T, bool kTransA, bool kTransB>
 inline cudaError_t launch_wgmma_layout(const GemmProblem& p, const WgmmaSchedule& sch, cudaStream_t stream) {
   if (sch.cluster == 2) {
-    return sch.bn == 256 ? launch_wgmma_cfg<T, kTransA, kTransB, 256, 4, 2>(p, sch.persistent, sch.tma_store, sch.raster, stream)
-                         : launch_wgmma_cfg<T, kTransA, kTransB, 128, 6, 2>(p, sch.persistent, sch.tma_store, sch.raster, stream);
+    return sch.bn == 256 ? launch_wgmma_cfg<T, kTransA, kTransB, 256, 4, 2>(p, sch, stream)
+                         : launch_wgmma_cfg<T, kTransA, kTransB, 128, 6, 2>(p, sch, stream);
   }
-  return sch.bn == 256 ? launch_wgmma_cfg<T, kTransA, kTransB, 256, 4, 1>(p, sch.persistent, sch.tma_store, sch.raster, stream)
-                       : launch_wgmma_cfg<T, kTransA, kTransB, 128, 6, 1>(p, sch.persistent, sch.tma_store, sch.raster, stream);
+  return sch.bn == 256 ? launch_wgmma_cfg<T, kTransA, kTransB, 256, 4, 1>(p, sch, stream)
+                       : launch_wgmma_cfg<T, kTransA, kTransB, 128, 6, 1>(p, sch, stream);
 }
 
 template <typename T>

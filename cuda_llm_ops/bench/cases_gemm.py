@@ -2,7 +2,9 @@
 and `torch._int_mm`.
 
 Op `gemm`: `gemm` (and, for fp16/bf16, `tensor_core_gemm`, fp32 out) vs cuBLAS at
-square 1024/2048/4096, the Llama-style projection 4096x12288x4096 and the decode-skinny
+square 1024/2048/4096, the Llama-style projection 4096x12288x4096, a prefill of 4352 tokens
+through Llama-8B's MLP down projection (4352x4096x14336: 544 tiles of 128x256, a last wave of 16
+on 132 SMs; fp16/bf16 only) and the decode-skinny
 1x12288x4096 and 16x12288x4096, the latter also with b stored [N, K] (nn.Linear's weight:
 `gemm(..., trans_b=True)` against `torch.matmul(a, w.t())`, shape key `"b": "[N,K]"`).
 Op `gemm_pipeline`: the large-tile kernel with its multi-stage cp.async pipeline vs its
@@ -23,6 +25,7 @@ from .registry import BenchCase, BenchImpl, register
 
 SQUARE = (1024, 2048, 4096)
 PROJECTION = ((4096, 12288, 4096),)
+RAGGED_PREFILL = ((4352, 4096, 14336),)  # a token count that does not fill whole waves of tiles
 SKINNY = ((1, 12288, 4096), (16, 12288, 4096))
 
 
@@ -158,6 +161,8 @@ def gemm_cases(dtype: torch.dtype, preset: str, quick: bool) -> list[BenchCase]:
         return []
     if dtype == torch.float32:  # fp32 on CUDA cores: the projection shape would take ~8 ms a call
         shapes = [s for s in shapes if s[0] * s[1] * s[2] <= 4096 ** 3]
+    elif preset != "square" and not quick:
+        shapes += list(RAGGED_PREFILL)
     cases = [float_case(M, N, K, dtype) for M, N, K in shapes]
     cases += [float_case(M, N, K, dtype, b_nk=True) for M, N, K in shapes if M <= 64]
     if dtype != torch.float32:

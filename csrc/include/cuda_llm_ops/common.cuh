@@ -139,6 +139,18 @@ CLO_DEVICE void pdl_launch_dependents() {
 #endif
 }
 
+// Counts a block's finished part of shared work (split-KV decode, stream-K GEMM) and
+// returns the count before it. Call from one thread after a barrier of the threads that
+// wrote the part: the add releases their writes at gpu scope (cumulative through the
+// barrier) and acquires those of every earlier arrival, so the block that sees the
+// final count may read all the parts after its next barrier (the pattern of CUTLASS's
+// semaphores). No block ever waits on another.
+CLO_DEVICE int atomic_add_acq_rel_gpu(int* counter, int value) {
+  int before;
+  asm volatile("atom.acq_rel.gpu.global.add.s32 %0, [%1], %2;\n" : "=r"(before) : "l"(counter), "r"(value) : "memory");
+  return before;
+}
+
 // kernel<<<grid, block, smem, stream>>>(args...), with the PDL attribute when `pdl`
 // (ignored by devices below sm_90, so callers pass device_cc_major() >= 9). Captured
 // into a CUDA graph, the attribute becomes a programmatic edge.
