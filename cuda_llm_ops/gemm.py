@@ -95,6 +95,12 @@ def gemm(a: torch.Tensor, b: torch.Tensor, alpha: float = 1.0, beta: float = 0.0
     kernels, which stream b once (`csrc/gemm/gemm_skinny.cu`); for nn.Linear's weight
     `w [N, K]` call `gemm(x, w, trans_b=True)`.
     Any M, N, K >= 1. Returns a new contiguous `[M, N]` tensor in a's dtype.
+
+    Scratch: calls that split K across blocks take a workspace from PyTorch's caching
+    allocator for the call (so CUDA-graph capture works): the skinny kernels, and on Hopper
+    fp16/bf16 a last wave of tiles at most half full, which is cut along K over the idle SMs
+    (up to one 128 KB fp32 chunk per SM, ~17 MB on an H100). Results are the same bits on
+    every call with the same inputs.
     """
     kernel = _ops.op("gemm")  # first, so a build without kernels says so
     return call_or_explain(lambda: kernel(a, b, float(alpha), float(beta), bool(trans_a), bool(trans_b), c),
