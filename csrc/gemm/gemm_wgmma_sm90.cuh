@@ -374,19 +374,24 @@ gemm_wgmma_sm90_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_c
       bool last = false;
       if (wg_tid == 0) last = atomic_add_acq_rel_gpu(ts.counters + t * Cfg::kConsumers + cw, 1) == ts.splits - 1;
       if (named_barrier_or(1 + cw, 128, last)) {
-        // Every chunk from memory, this one's too, 16 float4 per thread at a time (64
-        // registers of loads in flight beside the 128 accumulators; the reduction is bound
-        // by the bytes in flight: ~3 us per 128 KB chunk with 8 float4).
-        constexpr int kChunk = kVec < 16 ? kVec : 16;
+        // Every chunk from memory, this one's too, in as few rounds of loads as registers
+        // allow (the sum is bound by the bytes in flight: ~3 us per 128 KB chunk in 4 rounds
+        // of 8 float4 per thread, ~1.5 in 2 of 16). Beside 128 accumulators, 2 rounds of 16
+        // made ptxas spill into the whole-unit loop; 3 rounds of 11 do not.
+        constexpr int kRounds = kVec > 16 ? 3 : 1;
+        constexpr int kChunk = (kVec + kRounds - 1) / kRounds;
 #pragma unroll
         for (int j0 = 0; j0 < kVec; j0 += kChunk) {
           for (int chunk = 0; chunk < ts.splits; ++chunk) {
             const float4* src = chunk_of(chunk) + j0 * 128;
             float4 v[kChunk];
 #pragma unroll
-            for (int j = 0; j < kChunk; ++j) v[j] = __ldcg(src + j * 128);
+            for (int j = 0; j < kChunk; ++j) {
+              if (j0 + j < kVec) v[j] = __ldcg(src + j * 128);
+            }
 #pragma unroll
             for (int j = 0; j < kChunk; ++j) {
+              if (j0 + j >= kVec) break;
               float* a = acc + 4 * (j0 + j);
               a[0] = chunk == 0 ? v[j].x : a[0] + v[j].x;
               a[1] = chunk == 0 ? v[j].y : a[1] + v[j].y;
