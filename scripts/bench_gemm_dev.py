@@ -7,6 +7,7 @@ benchmark-only op `_gemm_variant`.
   GEMM_BENCH_SECTIONS=skinny python3 scripts/bench_gemm_dev.py   # the skinny kernels' knob sweep
   GEMM_BENCH_SECTIONS=wgmma_sched python3 scripts/bench_gemm_dev.py   # Hopper GEMM: clusters x persistence
   GEMM_BENCH_SECTIONS=tail_split python3 scripts/bench_gemm_dev.py   # Hopper GEMM: split last wave off/auto/forced
+  SKINNY_WGMMA_SWEEP=1 GEMM_BENCH_SECTIONS=skinny python3 scripts/bench_gemm_dev.py   # the Hopper skinny tile vs the skinny kernels
 """
 from __future__ import annotations
 
@@ -107,19 +108,29 @@ def float_section(dtype):
 
 # Skinny-kernel dev knobs swept side by side (read per call once set before the first call).
 # (CLO_SKINNY_BLOCKS_PER_SM, CLO_SKINNY_KWARPS, CLO_SKINNY_PIPE: 0 register batches, 1 cp.async
-# rings, 16-bit only; -1 leaves a knob at its default)
-SKINNY_KNOBS = [(2, 1, -1), (1, 1, -1), (4, 1, -1), (8, 1, -1), (2, 4, -1), (1, 8, -1)]
-SKINNY_PIPE_KNOBS = [(2, 4, 0), (1, 8, 0), (1, 8, 1), (2, 4, 1), (2, 8, 1), (1, 4, 1)]
+# rings, 16-bit only; CLO_GEMM_SKINNY_WGMMA: 0 the skinny kernels, 2 the Hopper skinny tile
+# wherever it can (16-bit); -1 leaves a knob at its default)
+SKINNY_KNOB_NAMES = ("CLO_SKINNY_BLOCKS_PER_SM", "CLO_SKINNY_KWARPS", "CLO_SKINNY_PIPE", "CLO_GEMM_SKINNY_WGMMA")
+SKINNY_KNOBS = [(2, 1, -1, 0), (1, 1, -1, 0), (4, 1, -1, 0), (8, 1, -1, 0), (2, 4, -1, 0), (1, 8, -1, 0)]
+SKINNY_PIPE_KNOBS = [(2, 4, 0, 0), (1, 8, 0, 0), (1, 8, 1, 0), (2, 4, 1, 0), (2, 8, 1, 0), (1, 4, 1, 0)]
+# SKINNY_WGMMA_SWEEP=1: the skinny kernels' defaults against the Hopper skinny tile (16-bit)
+SKINNY_WGMMA_KNOBS = [(-1, -1, -1, 0), (-1, -1, -1, 2)]
 
 
 PIPE_SWEEP = os.environ.get("SKINNY_PIPE_SWEEP", "0") == "1"  # fp16 only, the cp.async rings' sweep
+WGMMA_SWEEP = os.environ.get("SKINNY_WGMMA_SWEEP", "0") == "1"  # 16-bit only
 
 
 def skinny_section():
     """Decode shapes, both layouts of b, cold L2; every knob setting timed twice, in forward and in
     reverse order (the first-timed variant can lead by itself), the better median kept."""
-    for dtype in (torch.float16,) if PIPE_SWEEP else (torch.float16, torch.float32, torch.bfloat16):
-        for M, N, K in ((1, 12288, 4096), (16, 12288, 4096), (4, 4096, 4096), (16, 4096, 14336), (1, 4096, 4096)):
+    dtypes = (torch.float16,) if PIPE_SWEEP else (torch.float16, torch.bfloat16) if WGMMA_SWEEP else \
+        (torch.float16, torch.float32, torch.bfloat16)
+    shapes = ((1, 12288, 4096), (16, 12288, 4096), (4, 4096, 4096), (16, 4096, 14336), (1, 4096, 4096))
+    if WGMMA_SWEEP:
+        shapes += ((8, 28672, 4096), (16, 4096, 4096))
+    for dtype in dtypes:
+        for M, N, K in shapes:
             for b_nk in (True, False):
                 a = torch.randn(M, K, device="cuda").to(dtype)
                 b = torch.randn((N, K) if b_nk else (K, N), device="cuda").to(dtype)
@@ -128,18 +139,21 @@ def skinny_section():
                 fl, shape = 2.0 * M * N * K, f"{M}x{N}x{K}" + ("nk" if b_nk else "kn")
                 peer = min(ms_of(lambda: torch.matmul(a, bb), 30, True) for _ in range(2))
                 best: dict = {}
-                knobs = SKINNY_PIPE_KNOBS if dtype != torch.float32 and PIPE_SWEEP else SKINNY_KNOBS
+                knobs = SKINNY_WGMMA_KNOBS if WGMMA_SWEEP else \
+                    SKINNY_PIPE_KNOBS if dtype != torch.float32 and PIPE_SWEEP else SKINNY_KNOBS
                 for order in (knobs, knobs[::-1]):
                     for cfg in order:
-                        for name, v in zip(("CLO_SKINNY_BLOCKS_PER_SM", "CLO_SKINNY_KWARPS", "CLO_SKINNY_PIPE"), cfg):
+                        for name, v in zip(SKINNY_KNOB_NAMES, cfg):
                             os.environ[name] = str(v) if v >= 0 else ""
                         ms = ms_of(lambda: llm.gemm(a, b, trans_b=b_nk), 30, True)
                         err = rel_error(llm.gemm(a, b, trans_b=b_nk), ref)
                         best[cfg] = min(best.get(cfg, (1e9, 0))[0], ms), err
-                for (bps, kw, pipe), (ms, err) in best.items():
-                    row("skinny", shape, dtype, f"bps={bps} kw={kw} pipe={pipe}", ms, fl, "cublas", peer, f"err={err:.1e}")
+                for (bps, kw, pipe, wg), (ms, err) in best.items():
+                    row("skinny", shape, dtype, f"bps={bps} kw={kw} pipe={pipe} wgmma={wg}", ms, fl, "cublas", peer,
+                        f"err={err:.1e}")
                 del a, b, bb, ref
-    os.environ["CLO_SKINNY_BLOCKS_PER_SM"] = os.environ["CLO_SKINNY_KWARPS"] = os.environ["CLO_SKINNY_PIPE"] = ""
+    for name in SKINNY_KNOB_NAMES:
+        os.environ[name] = ""
 
 
 # Hopper wgmma GEMM schedule knobs swept side by side:
@@ -262,9 +276,8 @@ if __name__ == "__main__":
     # GEMM_BENCH_SECTIONS=f16,bf16 (default: int8,f16,f32,bf16) picks sections.
     wanted = os.environ.get("GEMM_BENCH_SECTIONS", "int8,f16,f32,bf16").split(",")
     if "skinny" in wanted:  # before the first gemm call, so the knobs are read per call
-        os.environ.setdefault("CLO_SKINNY_BLOCKS_PER_SM", "")
-        os.environ.setdefault("CLO_SKINNY_KWARPS", "")
-        os.environ.setdefault("CLO_SKINNY_PIPE", "")
+        for name in SKINNY_KNOB_NAMES:
+            os.environ.setdefault(name, "")
     if "wgmma_sched" in wanted:
         for name in WGMMA_KNOB_NAMES:
             os.environ.setdefault(name, "")

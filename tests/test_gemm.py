@@ -22,6 +22,7 @@ os.environ.setdefault("CLO_GEMM_WGMMA_PERSISTENT", "")
 os.environ.setdefault("CLO_GEMM_WGMMA_TMA_STORE", "")
 os.environ.setdefault("CLO_GEMM_WGMMA_RASTER", "")
 os.environ.setdefault("CLO_GEMM_WGMMA_TAIL_SPLIT", "")
+os.environ.setdefault("CLO_GEMM_SKINNY_WGMMA", "")
 
 FLOATS = [torch.float32, torch.float16, torch.bfloat16]
 # Any size 1..1024, or a multiple of 16 (the tensor-core / vectorised paths with edge tiles).
@@ -163,26 +164,33 @@ def test_skinny_matches_float64(m, n4, k4, dtype, trans_b, alpha, beta, with_c, 
     require_op("_gemm_variant")
     step = 4 if dtype == torch.float32 else 8
     n, k = step * ((4 * n4 + step - 1) // step), step * ((4 * k4 + step - 1) // step)
-    out_fp32 = out_fp32 and dtype != torch.float32
+    _decode_shape_case("skinny", m, n, k, dtype, trans_b, alpha, beta, with_c, out_fp32 and dtype != torch.float32)
+
+
+def _decode_shape_case(variant, m, n, k, dtype, trans_b, alpha, beta, with_c, out_fp32):
+    """`_gemm_variant(variant)` of a stored [m, k] a against float64, with c, fp32 out."""
     out_dtype = torch.float32 if out_fp32 else dtype
     a = _rand((m, k), dtype)
     b = _rand((n, k) if trans_b else (k, n), dtype)
     c = _rand((m, n), out_dtype) if with_c else None
     _poison_allocator(m * n * 4)
-    out = _gemm_variant(a, b, "skinny", out_fp32, False, trans_b, alpha, beta, c)
+    out = _gemm_variant(a, b, variant, out_fp32, False, trans_b, alpha, beta, c)
     ref = gemm_reference(a, b, alpha, beta, False, trans_b, c, dtype=torch.float64)
     assert out.dtype == out_dtype and out.shape == (m, n)
     tol = 1e-4 * (4 if k > 256 else 1) if out_fp32 else _tol(dtype, k)
-    assert_close(out, ref, out_dtype, rel_tol=tol, what=f"skinny {dtype} {m}x{n}x{k} tb={trans_b} out32={out_fp32}")
+    assert_close(out, ref, out_dtype, rel_tol=tol, what=f"{variant} {dtype} {m}x{n}x{k} tb={trans_b} out32={out_fp32}")
 
 
 @pytest.mark.parametrize("dtype", FLOATS)
 @pytest.mark.parametrize("trans_b", [False, True])
 @pytest.mark.parametrize("m,n,k", [(1, 12288, 4096), (16, 4096, 4096), (5, 135168, 24), (9, 36864, 136)])
-def test_skinny_decode_shapes_auto(dtype, trans_b, m, n, k):
+def test_skinny_decode_shapes_auto(monkeypatch, dtype, trans_b, m, n, k):
     """gemm (kAuto) on decode shapes: a Llama projection, long K, and N wide enough that every
-    kernel runs with one k-warp per block (the other end of the split heuristic)."""
+    kernel runs with one k-warp per block (the other end of the split heuristic). With the
+    wgmma skinny tile off (CLO_GEMM_SKINNY_WGMMA=0; on Hopper it takes 16-bit decode shapes,
+    test_wgmma_skinny_*) kAuto runs the skinny kernels."""
     require_op("gemm")
+    monkeypatch.setenv("CLO_GEMM_SKINNY_WGMMA", "0")
     a = _rand((m, k), dtype)
     b = _rand((n, k) if trans_b else (k, n), dtype)
     _poison_allocator(m * n * 4)
@@ -359,6 +367,67 @@ def test_wgmma_tail_split_auto():
     out = llm.gemm(a, b, trans_b=True)
     assert_close(out, gemm_reference(a, b, trans_b=True, dtype=torch.float64), torch.bfloat16,
                  rel_tol=_tol(torch.bfloat16, 8192), what="gemm 4352x2048x8192 bf16 (split tail, 8 chunks)")
+
+
+@settings(max_examples=40, **SETTINGS)
+@given(m=st.integers(1, 16), n8=st.one_of(st.integers(1, 400), st.sampled_from([1, 16, 17, 1536])),
+       k8=st.one_of(st.integers(1, 300), st.sampled_from([1, 8, 9, 520])),
+       dtype=st.sampled_from([torch.float16, torch.bfloat16]), trans_b=st.booleans(),
+       alpha=st.sampled_from([1.0, -0.5]), beta=st.sampled_from([0.0, 1.5]), with_c=st.booleans(),
+       out_fp32=st.booleans())
+def test_wgmma_skinny_matches_float64(m, n8, k8, dtype, trans_b, alpha, beta, with_c, out_fp32):
+    """The Hopper skinny tile (kAuto, M <= 16, 16-bit): D^T = op(B)^T A^T on 128x16x64 wgmma tiles,
+    the weight through TMA in both layouts, stream-K over every tile. N and K multiples of 8 up
+    to 12288 / 4160 (tails of the 128-row tiles and 64-wide k-tiles; fewer k-tiles than SMs,
+    ranges inside one tile, ranges over several whole tiles), M tails of the 16-wide operand
+    (TMA zero-fills its rows past M), c, alpha, beta and fp32 output (the transposed epilogue)."""
+    _require_sm90()
+    os.environ["CLO_GEMM_SKINNY_WGMMA"] = "2"  # wherever it can (the default takes M >= 8 only)
+    try:
+        _decode_shape_case("auto", m, 8 * n8, 8 * k8, dtype, trans_b, alpha, beta, with_c, out_fp32)
+    finally:
+        os.environ["CLO_GEMM_SKINNY_WGMMA"] = ""
+
+
+@pytest.mark.parametrize("trans_b", [False, True])
+@pytest.mark.parametrize("m,n,k", [(1, 12288, 4096), (16, 12288, 4096), (16, 4096, 14336), (5, 28672, 512),
+                                   (9, 136, 2056), (3, 8, 24)])
+def test_wgmma_skinny_decode_shapes(monkeypatch, trans_b, m, n, k):
+    """Decode projections through kAuto on Hopper take the wgmma skinny tile (kernel name; a memset
+    of the stream-K counters wherever a tile is split: N = 12288 is 96 tiles of 64 k-tiles dealt
+    to 132 SMs, 28672 is 224 tiles, ranges over whole tiles and pieces, 136 x 2056 two tiles in
+    66 one-k-tile pieces; 8 x 24 one k-tile, whole); repeated calls agree bit
+    for bit; a CUDA graph replays it on new data; CLO_GEMM_SKINNY_WGMMA=0 gives the skinny
+    kernels back. Forced (CLO_GEMM_SKINNY_WGMMA=2); the default rule takes M >= 8 with b [K, N] or
+    N >= 8192."""
+    _require_sm90()
+    monkeypatch.setenv("CLO_GEMM_SKINNY_WGMMA", "2")
+    for dtype in (torch.float16, torch.bfloat16):
+        a, b = _rand((m, k), dtype), _rand((n, k) if trans_b else (k, n), dtype)
+        f = lambda: llm.gemm(a, b, trans_b=trans_b)
+        names = kernel_names(f)
+        assert "gemm_wgmma_sm90_kernel" in names, names
+        assert ("Memset" in names) == (k > 64), names  # one k-tile, one tile: whole
+        out = f()
+        assert_close(out, gemm_reference(a, b, trans_b=trans_b, dtype=torch.float64), dtype, rel_tol=_tol(dtype, k),
+                     what=f"wgmma skinny {dtype} {m}x{n}x{k} tb={trans_b}")
+        assert torch.equal(f(), out)
+    graph = torch.cuda.CUDAGraph()
+    f()
+    torch.cuda.synchronize()
+    with torch.cuda.graph(graph):
+        out = f()
+    a.copy_(torch.randn_like(a))
+    b.copy_(torch.randn_like(b))
+    out.fill_(float("nan"))
+    graph.replay()
+    assert_close(out, gemm_reference(a, b, trans_b=trans_b, dtype=torch.float64), dtype, rel_tol=_tol(dtype, k),
+                 what="wgmma skinny graph replay")
+    monkeypatch.setenv("CLO_GEMM_SKINNY_WGMMA", "0")
+    assert "gemm_wgmma_sm90_kernel" not in kernel_names(f)
+    monkeypatch.setenv("CLO_GEMM_SKINNY_WGMMA", "1")
+    takes = m >= 8 and (not trans_b or n >= 8192)
+    assert ("gemm_wgmma_sm90_kernel" in kernel_names(f)) == takes
 
 
 def test_wgmma_errors():

@@ -130,5 +130,9 @@ bool wgmma_applicable(const GemmProblem& p);
 cudaError_t launch_gemm_wgmma(const GemmProblem& p, GemmVariant variant, cudaStream_t stream);
 // Bytes of workspace the family's split last wave uses for p (0: no split).
 size_t wgmma_workspace_bytes(const GemmProblem& p, GemmVariant variant);
+// Decode shapes (where skinny_applicable, 16-bit) on the family's skinny tile (swapped
+// operands, stream-K over every tile); cudaErrorNotSupported when it does not apply.
+cudaError_t launch_gemm_wgmma_skinny(const GemmProblem& p, cudaStream_t stream);
+size_t wgmma_skinny_workspace_bytes(const GemmProblem& p);
 
 }  // namespace cuda_llm_ops::gemm

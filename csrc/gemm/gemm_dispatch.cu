@@ -40,9 +40,11 @@ bool gemm_vectorizable(const GemmProblem& p) {
 
 size_t gemm_workspace_bytes(const GemmProblem& p, GemmVariant variant) {
   if (p.M <= 0 || p.N <= 0 || p.K <= 0) return 0;
-  if (variant == GemmVariant::kSkinny || (variant == GemmVariant::kAuto && skinny_applicable(p))) {
-    return skinny_workspace_bytes(p);
+  if (variant == GemmVariant::kAuto && skinny_applicable(p)) {
+    const size_t wgmma_bytes = wgmma_skinny_workspace_bytes(p);  // 0 also where it does not apply
+    return wgmma_bytes > 0 ? wgmma_bytes : skinny_workspace_bytes(p);
   }
+  if (variant == GemmVariant::kSkinny) return skinny_workspace_bytes(p);
   const bool tiles16 = p.in_dtype == DType::kFloat16 || p.in_dtype == DType::kBFloat16;
   if (tiles16 && (variant == GemmVariant::kAuto || variant == GemmVariant::kWgmma || variant == GemmVariant::kWgmmaN128)) {
     return wgmma_workspace_bytes(p, variant);
@@ -57,7 +59,11 @@ cudaError_t launch_gemm(const GemmProblem& p, GemmVariant variant, cudaStream_t 
     return cudaErrorInvalidValue;
   }
   if (variant == GemmVariant::kSkinny) return launch_gemm_skinny(p, stream);
-  if (variant == GemmVariant::kAuto && skinny_applicable(p)) return launch_gemm_skinny(p, stream);
+  if (variant == GemmVariant::kAuto && skinny_applicable(p)) {
+    // Hopper: the wgmma family's skinny tile (NotSupported from it launched nothing).
+    const cudaError_t err = launch_gemm_wgmma_skinny(p, stream);
+    return err != cudaErrorNotSupported ? err : launch_gemm_skinny(p, stream);
+  }
   switch (select_family(p, variant)) {
     case Family::kSimtFp32: return launch_gemm_fp32(p, variant, stream);
     case Family::kMmaF16:

@@ -95,6 +95,55 @@ size_t wgmma_workspace_bytes(const GemmProblem& p, GemmVariant variant) {
                        : tail_split_workspace_bytes<WgmmaConfig<128, 6>>(ts);
 }
 
+namespace {
+
+// Decode shapes on the wgmma family: D^T = op(B)^T op(A)^T, so the weight streams through
+// the 64-row wgmma operand (TMA boxes of 128 rows of N) and the <= 16 rows of A are the
+// 16-wide operand; the epilogue writes D^T's elements back to D. Can run where the skinny
+// kernels would (M <= 16, A [M, K] not transposed, 16-bit, 16-byte aligned rows) on the
+// sm_90a build; taken where it measured faster than they (NOTES.md "Run 6": its kernel has
+// ~10 us more fixed time, and streams at 3.0 TB/s): M >= 8 with b [K, N], or with N >= 8192.
+// Dev knob CLO_GEMM_SKINNY_WGMMA: 0 never, 1 that rule (default), 2 wherever it can.
+bool wgmma_skinny_applies(const GemmProblem& p) {
+  static bool dev_mode = std::getenv("CLO_GEMM_SKINNY_WGMMA") != nullptr;
+  const int mode = dev_knob("CLO_GEMM_SKINNY_WGMMA", dev_mode, 1);
+  if (mode == 0 || (mode == 1 && (p.M < 8 || (p.trans_b && p.N < 8192)))) return false;
+  return p.M <= kSkinnyMaxM && !p.trans_a && (p.in_dtype == DType::kFloat16 || p.in_dtype == DType::kBFloat16) &&
+         (p.out_dtype == p.in_dtype || p.out_dtype == DType::kFloat32) && wgmma_applicable(p);
+}
+
+GemmProblem swapped_for_skinny(const GemmProblem& p) {
+  GemmProblem q = p;
+  q.a = p.b;  // op(B)^T: [N, K] K-major when b is stored [N, K], else its transpose
+  q.b = p.a;  // A [M, K] is op(A)^T stored [N' = M, K]: K-major
+  q.M = p.N;
+  q.N = p.M;
+  q.lda = p.ldb;
+  q.ldb = p.lda;
+  q.trans_a = !p.trans_b;
+  q.trans_b = true;
+  return q;  // c, d, ldc, ldd, alpha, beta, dtypes: the original D [M, N] (the kernel transposes)
+}
+
+}  // namespace
+
+size_t wgmma_skinny_workspace_bytes(const GemmProblem& p) {
+  if (!wgmma_skinny_applies(p)) return 0;
+  long long grid = device_sm_count();
+  const WgmmaTailSplit ts = plan_skinny_stream_k(div_ceil(p.N, 128), div_ceil(p.K, 64), grid);
+  return skinny_stream_k_workspace_bytes<WgmmaConfig<16, kSkinnyWgmmaStages>>(ts, grid);
+}
+
+cudaError_t launch_gemm_wgmma_skinny(const GemmProblem& p, cudaStream_t stream) {
+  if (!wgmma_skinny_applies(p)) return cudaErrorNotSupported;
+  WgmmaSchedule sch;
+  sch.bn = 16;
+  sch.tma_store = false;
+  sch.tail_split = 0;
+  const GemmProblem q = swapped_for_skinny(p);
+  return p.in_dtype == DType::kBFloat16 ? launch_gemm_wgmma_bf16(q, sch, stream) : launch_gemm_wgmma_f16(q, sch, stream);
+}
+
 cudaError_t launch_gemm_wgmma(const GemmProblem& p, GemmVariant variant, cudaStream_t stream) {
   WgmmaSchedule sch;
   const cudaError_t err = select_wgmma_schedule(p, variant, sch);

@@ -54,11 +54,12 @@ struct WgmmaConfig {
   static constexpr int kAccum = BN / 2;  // fp32 accumulators per consumer thread (64 x BN per warpgroup)
   static constexpr uint32_t kABytes = BM * BK * 2, kBBytes = BN * BK * 2;
   static constexpr uint32_t kStageBytes = kABytes + kBBytes;
-  // TMA-store staging: per consumer warpgroup 64 rows x 128 columns (two 64 x 64 boxes).
-  static constexpr uint32_t kEpiBytes = kConsumers * 64 * 128 * 2;
+  // TMA-store staging: per consumer warpgroup 64 rows x 128 columns (two 64 x 64 boxes);
+  // none for the skinny tile (register epilogue only).
+  static constexpr uint32_t kEpiBytes = BN == 16 ? 0 : kConsumers * 64 * 128 * 2;
   static constexpr size_t kSmemBytes = size_t(kStages) * kStageBytes + kEpiBytes + 1024;  // + alignment slack
   static constexpr int kProducerRegs = 56, kConsumerRegs = 224;
-  static_assert(BN == 128 || BN == 256, "wgmma tile width");
+  static_assert(BN == 16 || BN == 128 || BN == 256, "wgmma tile width");
   static_assert(kSmemBytes <= 227 * 1024, "shared memory");
 };
 
@@ -89,6 +90,16 @@ struct WgmmaTailSplit {
   int splits = 0;             // chunks per tail unit (>= 2), tail_units * splits <= grid
   int* counters = nullptr;    // [tail_units][kConsumers], zeroed before the launch
   float* partials = nullptr;  // [tail_units * splits chunks][kConsumers][kAccum / 4][128 threads] float4
+  // The skinny tile (BN = 16, decode shapes, memory-bound: no L2 reuse to keep) deals all
+  // units' k-tiles instead, stream-K: CTA g takes iterations [range_start(g),
+  // range_start(g + 1)) of units * ktiles (base >= 1 each), whole units inside its range
+  // and a partial piece at either end (slots 2g and 2g + 1, counters per unit).
+  int base = 0, rem = 0;
+  __host__ __device__ int range_start(int g) const { return g * base + (g < rem ? g : rem); }
+  __device__ int cta_of(int i) const {  // the CTA whose range holds iteration i
+    const int big = rem * (base + 1);
+    return i < big ? i / (base + 1) : rem + (i - big) / base;
+  }
 };
 
 // Host: the tail split of `units` units of `ktiles` k-tiles over a persistent grid of
@@ -124,6 +135,34 @@ template <typename Cfg>
 inline size_t tail_split_workspace_bytes(const WgmmaTailSplit& ts) {
   if (ts.tail_units == 0) return 0;
   return tail_split_counter_bytes<Cfg>(ts) + size_t(ts.tail_units) * ts.splits * Cfg::BM * Cfg::BN * sizeof(float);
+}
+
+// Host: the skinny tile's stream-K deal of `units` units of `ktiles` k-tiles over `grid`
+// CTAs (in: the SMs, or 0 for one CTA per unit with every range one whole unit and no
+// workspace; out: the CTAs to launch, at most one per k-tile). tail_units = units (the
+// counters' count).
+inline WgmmaTailSplit plan_skinny_stream_k(long long units, int ktiles, long long& grid) {
+  WgmmaTailSplit ts;
+  ts.dp_units = 0;
+  ts.tail_units = static_cast<int>(units);
+  ts.splits = 1;
+  const long long iters = units * ktiles;
+  if (grid <= 0 || iters >= (1LL << 31)) {
+    grid = units;
+    ts.base = ktiles;
+    ts.rem = 0;
+    return ts;
+  }
+  grid = std::min(grid, iters);
+  ts.base = static_cast<int>(iters / grid);
+  ts.rem = static_cast<int>(iters % grid);
+  return ts;
+}
+// Counters, then two pieces per CTA (the ends of its range); 0 when every range is whole.
+template <typename Cfg>
+inline size_t skinny_stream_k_workspace_bytes(const WgmmaTailSplit& ts, long long grid) {
+  if (grid == ts.tail_units && ts.rem == 0) return 0;  // one whole unit per CTA
+  return tail_split_counter_bytes<Cfg>(ts) + size_t(grid) * 2 * Cfg::BM * Cfg::BN * sizeof(float);
 }
 
 // Encodes a 2-D row-major tensor map (dim0 contiguous) with the 128-byte swizzle
@@ -190,13 +229,14 @@ gemm_wgmma_sm90_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_c
         // feeds output rows / columns the epilogue masks); the byte count follows. A
         // cluster's second tile may lie wholly past M: it loads no A, still its half of B.
         const int a_chunks = m0 >= M ? 0 : kTransA ? min(BM / 64, div_ceil(M - m0, 64)) : BM / 64;
-        const int b_chunks = kTransB ? BN / 64 : min(BN / 64, div_ceil(N - n0, 64));
+        const int b_chunks = kTransB ? 0 : min(BN / 64, div_ceil(N - n0, 64));  // N-major B: 64-column boxes
         for (int kt = kb; kt < ke; ++kt, ++it) {
           const int s = it % Stages;
           // Stage s last held k-tile it - Stages: wait until every CTA that reads the
           // stage has released it (phase (it/Stages - 1) of empty).
           if (it >= Stages) tma::mbarrier_wait(&empty_bar[s], ((it / Stages) - 1) & 1);
-          tma::mbarrier_arrive_expect_tx(&full_bar[s], (a_chunks + b_chunks) * 8192u);
+          // A K-major B tile is one box of BN rows (TMA counts rows past N, zero-filled).
+          tma::mbarrier_arrive_expect_tx(&full_bar[s], a_chunks * 8192u + (kTransB ? Cfg::kBBytes : b_chunks * 8192u));
           const int k0 = kt * BK;
           unsigned char* sa = smem_a + s * Cfg::kABytes;
           unsigned char* sb = smem_b + s * Cfg::kBBytes;
@@ -225,10 +265,18 @@ gemm_wgmma_sm90_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_c
           }
         }
       };
+      if constexpr (BN == 16) {
+        for (int pos = ts.range_start(blockIdx.x), end = ts.range_start(blockIdx.x + 1); pos < end;) {
+          const int t = pos / ktiles, stop = min(end, (t + 1) * ktiles);
+          load_unit(t, pos - t * ktiles, stop - t * ktiles);
+          pos = stop;
+        }
+      } else {
       for (int unit = first_unit; unit < ts.dp_units; unit += unit_stride) load_unit(unit, 0, ktiles);
       if (kCluster == 1 && blockIdx.x < ts.tail_units * ts.splits) {
         const int t = blockIdx.x % ts.tail_units, c = blockIdx.x / ts.tail_units;
         load_unit(ts.dp_units + t, c * ktiles / ts.splits, (c + 1) * ktiles / ts.splits);
+      }
       }
     }
   } else {
@@ -267,6 +315,8 @@ gemm_wgmma_sm90_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_c
           const uint64_t db = wgmma::make_desc_sw128(b_addr, kTransB ? 16 : 8192, 1024);
           if constexpr (BN == 256) {
             wgmma::wgmma_m64n256k16<kTransA ? 1 : 0, kTransB ? 0 : 1>(wgmma::WgmmaTag<T>{}, acc, da, db);
+          } else if constexpr (BN == 16) {
+            wgmma::wgmma_m64n16k16<kTransA ? 1 : 0, kTransB ? 0 : 1>(wgmma::WgmmaTag<T>{}, acc, da, db);
           } else {
             wgmma::wgmma_m64n128k16<kTransA ? 1 : 0, kTransB ? 0 : 1>(wgmma::WgmmaTag<T>{}, acc, da, db);
           }
@@ -286,7 +336,24 @@ gemm_wgmma_sm90_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_c
       const BlockCoord blk = grouped_block(unit, unit_rows, tiles_n, raster);
       const int m0 = (blk.bm * kCluster + rank) * BM, n0 = blk.bn * BN;
       const int warp = wg_tid / 32, lane = wg_tid % 32;
-      if (tma_store) {
+      if constexpr (BN == 16) {
+        // The skinny tile computes D^T (rows: output columns n, columns: the <= 16 rows m of
+        // a): element (r, c) of the accumulators goes to D[c][r]. D is at most 16 x N.
+        const int r0 = m0 + cw * 64 + warp * 16 + lane / 4, c0 = 2 * (lane % 4);
+        auto store_t = [&](auto out_tag) {
+          using TOut = decltype(out_tag);
+#pragma unroll
+          for (int i = 0; i < Cfg::kAccum; ++i) {
+            const int r = r0 + 8 * ((i / 2) % 2), c = c0 + 8 * (i / 4) + i % 2;
+            if (r < M && c < N) store_one<TOut>(args, c, r, args.alpha * acc[i]);
+          }
+        };
+        if (args.out_f32) {
+          store_t(float{});
+        } else {
+          store_t(T{});
+        }
+      } else if (tma_store) {
         // Through shared memory and TMA stores (no C; output in T or fp32): the stores run
         // while the next tile's mainloop does. The warpgroup's 64 x BN rows go out in passes
         // of two 64-row boxes of 128-byte rows (64 columns of T, 32 of fp32) through its
@@ -350,6 +417,49 @@ gemm_wgmma_sm90_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_c
       }
     };
 
+    if constexpr (BN == 16) {
+      // Stream-K over every unit: whole units straight to D; a piece at either end of the
+      // range stores its accumulators, counts itself in, and the unit's last piece sums the
+      // pieces in CTA order (the same bits whichever is last) and stores D.
+      constexpr int kVec = Cfg::kAccum / 4;
+      auto piece_of = [&](int g, int piece) {
+        return reinterpret_cast<float4*>(ts.partials) + ((size_t(2 * g + piece) * Cfg::kConsumers + cw) * kVec) * 128 +
+               wg_tid;
+      };
+      const int start = ts.range_start(blockIdx.x), end = ts.range_start(blockIdx.x + 1);
+      for (int pos = start; pos < end;) {
+        const int t = pos / ktiles, stop = min(end, (t + 1) * ktiles);
+        mainloop(stop - pos);
+        const bool whole = pos == t * ktiles && stop == (t + 1) * ktiles;
+        pos = stop;
+        if (!whole) {
+          float4* mine = piece_of(blockIdx.x, start / ktiles == t ? 0 : 1);
+#pragma unroll
+          for (int j = 0; j < kVec; ++j) {
+            __stcg(mine + j * 128, make_float4(acc[4 * j], acc[4 * j + 1], acc[4 * j + 2], acc[4 * j + 3]));
+          }
+          const int lo = ts.cta_of(t * ktiles), hi = ts.cta_of((t + 1) * ktiles - 1);
+          named_barrier_sync(1 + cw, 128);
+          bool last = false;
+          if (wg_tid == 0) last = atomic_add_acq_rel_gpu(ts.counters + t * Cfg::kConsumers + cw, 1) == hi - lo;
+          if (!named_barrier_or(1 + cw, 128, last)) continue;
+          for (int g = lo; g <= hi; ++g) {
+            // CTA g's piece of unit t is its first unless its range starts before unit t.
+            const float4* src = piece_of(g, ts.range_start(g) / ktiles == t ? 0 : 1);
+#pragma unroll
+            for (int j = 0; j < kVec; ++j) {
+              const float4 v = __ldcg(src + j * 128);
+              float* a = acc + 4 * j;
+              a[0] = g == lo ? v.x : a[0] + v.x;
+              a[1] = g == lo ? v.y : a[1] + v.y;
+              a[2] = g == lo ? v.z : a[2] + v.z;
+              a[3] = g == lo ? v.w : a[3] + v.w;
+            }
+          }
+        }
+        epilogue(t);
+      }
+    } else {
     for (int unit = first_unit; unit < ts.dp_units; unit += unit_stride) {
       mainloop(ktiles);
       epilogue(unit);
@@ -402,6 +512,7 @@ gemm_wgmma_sm90_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_c
         }
         epilogue(ts.dp_units + t);
       }
+    }
     }
     if (tma_store && wg_tid == 0) tma::store_wait_all();  // the buffer stays valid until read
   }
@@ -488,7 +599,23 @@ inline cudaError_t launch_wgmma_cfg(const GemmProblem& p, const WgmmaSchedule& s
   if (clusters * kCluster > 0x7fffffffLL) return cudaErrorInvalidValue;
   WgmmaTailSplit ts;
   ts.dp_units = static_cast<int>(units);  // every unit whole
-  if (kCluster == 1 && persistent) {
+  if constexpr (BN == 16) {
+    // Stream-K over every unit (plan_skinny_stream_k); without the workspace, one CTA per unit.
+    const int ktiles = div_ceil(p.K, Cfg::BK);
+    clusters = device_sm_count();
+    ts = plan_skinny_stream_k(units, ktiles, clusters);
+    const size_t bytes = skinny_stream_k_workspace_bytes<Cfg>(ts, clusters);
+    if (bytes > 0 && (p.workspace == nullptr || p.workspace_bytes < bytes)) {
+      clusters = 0;
+      ts = plan_skinny_stream_k(units, ktiles, clusters);
+    } else if (bytes > 0) {
+      const size_t counter_bytes = tail_split_counter_bytes<Cfg>(ts);
+      ts.counters = static_cast<int*>(p.workspace);
+      ts.partials = reinterpret_cast<float*>(static_cast<unsigned char*>(p.workspace) + counter_bytes);
+      err = cudaMemsetAsync(p.workspace, 0, counter_bytes, stream);
+      if (err != cudaSuccess) return err;
+    }
+  } else if (kCluster == 1 && persistent) {
     const WgmmaTailSplit plan = plan_tail_split(units, div_ceil(p.K, Cfg::BK), clusters, sch.tail_split);
     // The binding sized the workspace by the same plan (wgmma_workspace_bytes); without it, whole units.
     if (plan.tail_units > 0 && p.workspace != nullptr && p.workspace_bytes >= tail_split_workspace_bytes<Cfg>(plan)) {
@@ -509,9 +636,18 @@ inline cudaError_t launch_wgmma_cfg(const GemmProblem& p, const WgmmaSchedule& s
 }
 
 // Tiles: "wgmma" 128x256x64 x 4 stages (192 KB), "wgmma_n128" 128x128x64 x 6 stages
-// (192 KB) for problems with less than a wave of wide tiles.
+// (192 KB) for problems with less than a wave of wide tiles, and the skinny 128x16x64 x 10
+// stages (180 KB: 160 KB of B in flight per SM) for decode shapes, swapped.
+constexpr int kSkinnyWgmmaStages = 10;
 template <typename T, bool kTransA, bool kTransB>
 inline cudaError_t launch_wgmma_layout(const GemmProblem& p, const WgmmaSchedule& sch, cudaStream_t stream) {
+  if (sch.bn == 16) {  // the skinny tile: a swapped problem whose B is K-major (launch_gemm_wgmma_skinny)
+    if constexpr (kTransB) {
+      return launch_wgmma_cfg<T, kTransA, true, 16, kSkinnyWgmmaStages, 1>(p, sch, stream);
+    } else {
+      return cudaErrorNotSupported;
+    }
+  }
   if (sch.cluster == 2) {
     return sch.bn == 256 ? launch_wgmma_cfg<T, kTransA, kTransB, 256, 4, 2>(p, sch, stream)
                          : launch_wgmma_cfg<T, kTransA, kTransB, 128, 6, 2>(p, sch, stream);
@@ -530,7 +666,8 @@ inline cudaError_t launch_wgmma_typed(const GemmProblem& p, const WgmmaSchedule&
                    : launch_wgmma_layout<T, false, false>(p, sch, stream);
 }
 
-// Per-dtype instantiations (gemm_wgmma_sm90_f16.cu / _bf16.cu).
+// Per-dtype instantiations (gemm_wgmma_sm90_f16.cu / _bf16.cu); sch.bn == 16 takes the skinny
+// tile, whose problem the caller has swapped (launch_gemm_wgmma_skinny).
 cudaError_t launch_gemm_wgmma_f16(const GemmProblem& p, const WgmmaSchedule& sch, cudaStream_t stream);
 cudaError_t launch_gemm_wgmma_bf16(const GemmProblem& p, const WgmmaSchedule& sch, cudaStream_t stream);
 

@@ -66,6 +66,26 @@ struct WgmmaTag {};
 // for an M-major A / N-major B (fp16/bf16 only). scale-d is 1: D accumulates, so
 // the caller zeroes D first.
 template <int TransA, int TransB>
+CLO_DEVICE void wgmma_m64n16k16(WgmmaTag<__half>, float (&d)[8], uint64_t desc_a, uint64_t desc_b) {
+  CLO_WGMMA_ASM(
+      "wgmma.mma_async.sync.aligned.m64n16k16.f32.f16.f16 "
+      "{%0, %1, %2, %3, %4, %5, %6, %7}, "
+      "%8, %9, 1, 1, 1, %10, %11;\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7])
+      : "l"(desc_a), "l"(desc_b), "n"(TransA), "n"(TransB));
+}
+
+template <int TransA, int TransB>
+CLO_DEVICE void wgmma_m64n16k16(WgmmaTag<__nv_bfloat16>, float (&d)[8], uint64_t desc_a, uint64_t desc_b) {
+  CLO_WGMMA_ASM(
+      "wgmma.mma_async.sync.aligned.m64n16k16.f32.bf16.bf16 "
+      "{%0, %1, %2, %3, %4, %5, %6, %7}, "
+      "%8, %9, 1, 1, 1, %10, %11;\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7])
+      : "l"(desc_a), "l"(desc_b), "n"(TransA), "n"(TransB));
+}
+
+template <int TransA, int TransB>
 CLO_DEVICE void wgmma_m64n128k16(WgmmaTag<__half>, float (&d)[64], uint64_t desc_a, uint64_t desc_b) {
   CLO_WGMMA_ASM(
       "wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16 "
