@@ -2,6 +2,7 @@
 (memset of the stream-K counters, the GEMM kernel) against cuBLAS and the skinny kernels.
 
   python3 scripts/probe_skinny_wgmma.py
+  PROBE_K_SWEEP=1 python3 scripts/probe_skinny_wgmma.py   # kernel time against K (the fixed part)
 """
 import os
 
@@ -30,12 +31,15 @@ def device_times(fn, reps=10):
     return out
 
 
-for M, N, K in ((1, 4096, 4096), (16, 12288, 4096)):
+SHAPES = ((1, 4096, 4096), (16, 12288, 4096))
+if os.environ.get("PROBE_K_SWEEP") == "1":  # the fixed time: kernel time against K at N = 12288, M = 16
+    SHAPES = tuple((16, 12288, k) for k in (64, 256, 1024, 2048, 4096, 8192))
+for M, N, K in SHAPES:
     for b_nk in (True, False):
         a = torch.randn(M, K, device="cuda", dtype=torch.float16)
         b = torch.randn((N, K) if b_nk else (K, N), device="cuda", dtype=torch.float16)
         bb = b.t() if b_nk else b
-        for name, env in (("wgmma skinny", "1"), ("skinny kernels", "0")):
+        for name, env in (("wgmma skinny", "2"), ("skinny kernels", "0")):
             os.environ["CLO_GEMM_SKINNY_WGMMA"] = env
             t = device_times(lambda: llm.gemm(a, b, trans_b=b_nk))
             print(f"{M}x{N}x{K} {'nk' if b_nk else 'kn'} {name}: " + ", ".join(f"{k} {v:.1f} us" for k, v in t.items()))
