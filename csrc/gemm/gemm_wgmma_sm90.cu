@@ -101,8 +101,8 @@ namespace {
 // the 64-row wgmma operand (TMA boxes of 128 rows of N) and the <= 16 rows of A are the
 // 16-wide operand; the epilogue writes D^T's elements back to D. Can run where the skinny
 // kernels would (M <= 16, A [M, K] not transposed, 16-bit, 16-byte aligned rows) on the
-// sm_90a build; taken where it measured faster than they (NOTES.md "Run 6": its kernel has
-// ~10 us more fixed time, and streams at 3.0 TB/s): M >= 8 with b [K, N], or with N >= 8192.
+// sm_90a build; taken where it measured faster than they (NOTES.md "Run 6": it loses on small
+// calls, 4-5 us behind cuBLAS at 25-100 MB of weight): M >= 8 with b [K, N], or with N >= 8192.
 // Dev knob CLO_GEMM_SKINNY_WGMMA: 0 never, 1 that rule (default), 2 wherever it can.
 bool wgmma_skinny_applies(const GemmProblem& p) {
   static bool dev_mode = std::getenv("CLO_GEMM_SKINNY_WGMMA") != nullptr;
