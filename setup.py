@@ -18,7 +18,7 @@ import sys
 from setuptools import find_packages, setup
 
 ROOT = os.path.dirname(os.path.abspath(__file__))
-AREAS = ("attention", "gemm", "decode", "lightning")
+AREAS = ("attention", "gemm", "decode", "lightning", "fused")
 
 
 def _want_cuda_build():

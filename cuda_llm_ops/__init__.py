@@ -1,7 +1,8 @@
 """LLM-Speed: hand-written CUDA kernels for LLM inference, driven from PyTorch.
 
 Attention prefill (naive, tiled, flash), GEMM (fp32, tensor-core fp16/bf16,
-int8), paged decode attention, lightning-attention decode, a roofline profiler
+int8), paged decode attention, a fused decode attention block (one Hopper kernel from
+QKV projection to output projection), lightning-attention decode, a roofline profiler
 and the `llm-speed` benchmark command.
 """
 from ._ops import build_info, kernels_available
@@ -11,6 +12,8 @@ from .decode import (decode_attention, decode_head_dim_fits, decode_num_splits, 
                      merge_attention_states, paged_attention, paged_attention_workspace, paged_kv_append,
                      validate_paged_attention_inputs)
 from .graphs import CUDAGraphRunner
+from .fused import (fused_decode_block, fused_decode_block_path, fused_decode_block_workspace,
+                    validate_fused_decode_block_inputs)
 from .lightning import lightning_attention_decode, validate_lightning_decode_inputs
 from .gemm import gemm, tensor_core_gemm, tensor_core_gemm_int8, validate_gemm_inputs
 from .profiler import Bottleneck, CUDAProfiler, KernelMetrics
@@ -42,6 +45,10 @@ __all__ = [
     "paged_kv_append",
     "validate_paged_attention_inputs",
     "CUDAGraphRunner",
+    "fused_decode_block",
+    "fused_decode_block_path",
+    "fused_decode_block_workspace",
+    "validate_fused_decode_block_inputs",
     "Bottleneck",
     "CUDAProfiler",
     "KernelMetrics",

@@ -437,6 +437,25 @@ def paged_kv_append_work(tokens: int, heads_kv: int, head_dim: int, elem_bytes: 
     return Work(0.0, 2.0 * rows + slot_bytes * tokens)
 
 
+def fused_decode_block_work(batch: int, hidden: int, heads_q: int, heads_kv: int, head_dim: int, seq_len,
+                            elem_bytes: int = 2) -> Work:
+    """One decode step of an attention block in one call (`fused_decode_block`): QKV projection,
+    rotary embedding, KV-cache append, attention over `seq_len` keys (the new token included; an
+    int, or one per sequence) and output projection. FLOPs: 2 B hidden (Hq + 2 Hkv) D for qkv,
+    4 Hq D per key and sequence for attention, 2 B Hq D hidden for o_proj (rope and softmax not
+    counted). Bytes: both weights read once + the seq_len - 1 cached tokens' K and V read once
+    per sequence + the new k, v written + x read + out written (the rotary tables, block table
+    and seq_lens, kilobytes, not counted, as in `decode_attention_work`)."""
+    lens = _lens(seq_len, batch)
+    b, qkv_rows = len(lens), (heads_q + 2 * heads_kv) * head_dim
+    flops = (2.0 * b * hidden * qkv_rows + 4.0 * heads_q * head_dim * sum(lens)
+             + 2.0 * b * heads_q * head_dim * hidden)
+    kv_row = 2.0 * heads_kv * head_dim  # one token's K and V
+    nbytes = elem_bytes * (float(qkv_rows) * hidden + float(hidden) * heads_q * head_dim
+                           + kv_row * sum(n - 1 for n in lens) + kv_row * b + 2.0 * b * hidden)
+    return Work(flops, nbytes)
+
+
 def gemm_work(M: int, N: int, K: int, in_bytes: int = 2, out_bytes: int | None = None,
               reads_c: bool = False) -> Work:
     """C = A @ B: 2MNK FLOPs; bytes = A and B read once + C written once (+ C read when

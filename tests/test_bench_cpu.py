@@ -94,6 +94,27 @@ def test_attention_cases():
     assert c.flops == 4 * c.shape["B"] * c.shape["Hq"] * c.shape["N"] ** 2 * c.shape["D"]
 
 
+def test_fused_decode_block_cases(capsys):
+    gen = registry.groups()["fused_decode_block"]
+    full = gen(torch.float16, "all", False)
+    assert [(c.shape["B"], c.shape["N"]) for c in full] == [(b, n) for b in (1, 16) for n in (1024, 4096, 16384)]
+    assert all((c.shape["hidden"], c.shape["Hq"], c.shape["Hkv"], c.shape["D"], c.shape["block_size"])
+               == (4096, 32, 32, 128, 16) for c in full)
+    assert [(c.shape["B"], c.shape["N"]) for c in gen(torch.bfloat16, "llama-7b", True)] == [(1, 1024), (1, 4096)]
+    assert gen(torch.float32, "all", False) == [] and gen(torch.float16, "llama-8b", False) == []
+    for c in full:
+        assert c.flops > 0 and c.bytes > 0 and c.cold_l2 and c.cuda_graph and c.reference is not None
+        assert c.label == f"B={c.shape['B']} N={c.shape['N']}" and c.x_key == "N" and c.rel_tol == 1e-2
+    peers = {i.name: i.is_peer for i in full[0].impls}
+    assert peers == {"torch-cublas+sdpa-flash": True, "torch-cublas+sdpa-cudnn": True,
+                     "torch-cublas+sdpa-efficient": True, "cuda_llm_ops-unfused": True, "cuda_llm_ops": False}
+    assert cli.main(["roofline", "fused_decode_block", "--quick", "--gpu", "h100", "--dtype", "fp16", "bf16"]) == 0
+    rows = [ln.split() for ln in capsys.readouterr().out.splitlines() if ln.startswith("fused_decode_block ")]
+    assert len(rows) == 4 and all(r[-1] == "memory_bound" for r in rows)
+    # B=1, N=1024: 151.01 MB, almost all of it the two weights (134.22 MB), 50.34 us at 3 TB/s
+    assert "151.01" in rows[0] and "50.34" in rows[0]
+
+
 def test_select_by_group_op_and_our_function():
     by_group = runner.select_cases(["attention"], [torch.float16], "all", True)
     assert by_group and all(s.group == "attention" for s in by_group)

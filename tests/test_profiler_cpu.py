@@ -79,6 +79,19 @@ def test_gemm_work_hand_worked():
     assert decode.intensity < 1.01
 
 
+def test_fused_decode_block_work_hand_worked():
+    """Llama-2-7B's block at B=2, 1024 keys: the two projections' FLOPs and weights plus
+    decode attention's, with the new token's k/v written instead of read and nothing in between."""
+    w = rl.fused_decode_block_work(2, 4096, 32, 32, 128, 1024, 2)
+    assert w.flops == 2 * 2 * 4096 * 96 * 128 + 4 * 2 * 32 * 1024 * 128 + 2 * 2 * 32 * 128 * 4096
+    weights = (96 * 128 * 4096 + 4096 * 32 * 128) * 2
+    assert w.bytes == weights + 2 * 2 * 32 * 128 * 2 * (1023 + 1) + 2 * 2 * 4096 * 2
+    ragged = rl.fused_decode_block_work(2, 64, 4, 2, 16, [1, 5], 4)
+    assert ragged.flops == 2 * 2 * 64 * 8 * 16 + 4 * 4 * 16 * 6 + 2 * 2 * 4 * 16 * 64
+    assert ragged.bytes == 4 * (8 * 16 * 64 + 64 * 4 * 16 + 2 * 2 * 16 * (0 + 4) + 2 * 2 * 16 * 2 + 2 * 2 * 64)
+    assert w.intensity < 1.1 * rl.gemm_work(2, 4 * 4096, 4096, 2).intensity  # weight-bound, like a decode GEMM
+
+
 def test_lightning_work_hand_worked():
     w = rl.lightning_decode_work(16, 64, 1, 96, 96, 2)
     assert w.bytes == 2 * 16 * 64 * 96 * 96 * 4 + 2 * 16 * 64 * (2 * 96 + 2 * 96) + 4 * 64

@@ -40,13 +40,7 @@ constexpr int kSkinnyWarps = 8;
 constexpr int kSkinnyThreads = 32 * kSkinnyWarps;
 constexpr int kSkinnyMaxSplits = 16;
 
-// 16 / 8 bytes of B: read once, so kept out of L1 (A's rows, read by every warp, stay).
-CLO_DEVICE uint4 load_streaming_16(const void* p) {
-  uint4 r;
-  asm("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];\n"
-      : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w) : "l"(p));
-  return r;
-}
+// 8 bytes of fp32 B, read once (load_streaming_16 in common.cuh for 16-bit B).
 CLO_DEVICE float2 load_streaming_8(const float* p) {
   float2 r;
   asm("ld.global.nc.L1::no_allocate.v2.f32 {%0, %1}, [%2];\n" : "=f"(r.x), "=f"(r.y) : "l"(p));
@@ -115,21 +109,7 @@ __global__ void __launch_bounds__(kSkinnyThreads) gemm_skinny_reduce_kernel(cons
 }
 
 // ---- the two 16-bit mappings, shared by the register-batch and cp.async-ring kernels ------
-// B [N, K]: one 32-k window of rows g (b0) and g + 8 (b1), 16 bytes each. k16 step 0 takes
-// the lane's k 0-3 (slots 2t, 2t+1 | 2t+8, 2t+9), step 1 its k 4-7; A's 16 bytes (av, row
-// 8i + g) are split the same way.
-template <typename T, int kMTiles>
-CLO_DEVICE void nk_mma_window(float (&acc)[kMTiles][4], const uint4& b0, const uint4& b1, const uint4 (&av)[kMTiles]) {
-  const uint32_t a0[4] = {b0.x, b1.x, b0.y, b1.y};
-  const uint32_t a1[4] = {b0.z, b1.z, b0.w, b1.w};
-#pragma unroll
-  for (int i = 0; i < kMTiles; ++i) {
-    const uint32_t x0[2] = {av[i].x, av[i].y};
-    const uint32_t x1[2] = {av[i].z, av[i].w};
-    mma_m16n8k16<T>(acc[i], a0, x0);
-    mma_m16n8k16<T>(acc[i], a1, x1);
-  }
-}
+// B [N, K]: nk_mma_window (mma.cuh), B's rows as the 16-row operand.
 
 // The lane's rows of A: 8i + g for B [N, K] (the n8 operand, i < kMTiles), g and g + 8 for
 // B [K, N] (the m16 operand, the second only with kM16); loads past M or K read zeros.

@@ -521,40 +521,6 @@ gemm_wgmma_sm90_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_c
 #endif
 }
 
-// A launch of `grid` CTAs of `threads` in clusters of `cluster_size` along x (no cluster
-// attribute for 1); `attr` holds the attribute and must live until the launch.
-inline cudaLaunchConfig_t cluster_launch_config(unsigned grid, unsigned threads, size_t smem_bytes,
-                                                cudaStream_t stream, int cluster_size, cudaLaunchAttribute* attr) {
-  cudaLaunchConfig_t cfg = {};
-  cfg.gridDim = dim3(grid);
-  cfg.blockDim = dim3(threads);
-  cfg.dynamicSmemBytes = smem_bytes;
-  cfg.stream = stream;
-  if (cluster_size > 1) {
-    attr->id = cudaLaunchAttributeClusterDimension;
-    attr->val.clusterDim.x = cluster_size;
-    attr->val.clusterDim.y = 1;
-    attr->val.clusterDim.z = 1;
-    cfg.attrs = attr;
-    cfg.numAttrs = 1;
-  }
-  return cfg;
-}
-
-// Clusters of `cluster_size` CTAs of this kernel that fit on the device at once (one CTA
-// per SM); 0 when the query fails.
-template <typename Kernel>
-inline int max_active_clusters(Kernel kernel, int cluster_size, int threads, size_t smem_bytes) {
-  cudaLaunchAttribute attr;
-  const cudaLaunchConfig_t cfg = cluster_launch_config(cluster_size, threads, smem_bytes, nullptr, cluster_size, &attr);
-  int n = 0;
-  if (cudaOccupancyMaxActiveClusters(&n, kernel, &cfg) != cudaSuccess) {
-    cudaGetLastError();
-    n = 0;
-  }
-  return n;
-}
-
 template <typename T, bool kTransA, bool kTransB, int BN, int Stages, int kCluster>
 inline cudaError_t launch_wgmma_cfg(const GemmProblem& p, const WgmmaSchedule& sch, cudaStream_t stream) {
   const bool persistent = sch.persistent, tma_store = sch.tma_store;
@@ -590,7 +556,7 @@ inline cudaError_t launch_wgmma_cfg(const GemmProblem& p, const WgmmaSchedule& s
       cudaGetDevice(&dev);
       if (dev < 0 || dev >= 64) dev = 0;
       if (cluster_slots[dev] == 0) {
-        cluster_slots[dev] = max_active_clusters(kernel, kCluster, Cfg::kThreads, Cfg::kSmemBytes);
+        cluster_slots[dev] = cluster::max_active_clusters(kernel, kCluster, Cfg::kThreads, Cfg::kSmemBytes);
       }
       resident = cluster_slots[dev];
     }
@@ -628,7 +594,7 @@ inline cudaError_t launch_wgmma_cfg(const GemmProblem& p, const WgmmaSchedule& s
     }
   }
   cudaLaunchAttribute attr;
-  const cudaLaunchConfig_t cfg = cluster_launch_config(static_cast<unsigned>(clusters * kCluster), Cfg::kThreads,
+  const cudaLaunchConfig_t cfg = cluster::launch_config(dim3(static_cast<unsigned>(clusters * kCluster)), Cfg::kThreads,
                                                        Cfg::kSmemBytes, stream, kCluster, &attr);
   err = cudaLaunchKernelEx(&cfg, kernel, map_a, map_b, map_d, make_kernel_args(p), tma_store ? 1 : 0, sch.raster, ts);
   if (err != cudaSuccess) return err;

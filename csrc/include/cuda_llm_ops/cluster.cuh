@@ -1,5 +1,6 @@
 // Hopper (sm_90) thread-block clusters: the CTA's rank, the cluster-wide barrier,
-// and mbarrier arrivals on another CTA's shared memory (distributed shared memory).
+// mbarrier arrivals on and stores into another CTA's shared memory (distributed shared
+// memory), and the host side of a cluster launch.
 //
 // Every function compiles to nothing (or a neutral value) below sm_90, so a header
 // that includes this one still builds for sm_80; callers guard their sm_90 paths.
@@ -51,6 +52,53 @@ CLO_DEVICE void mbarrier_arrive_remote(uint32_t bar) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   asm volatile("mbarrier.arrive.shared::cluster.b64 _, [%0];\n" ::"r"(bar) : "memory");
 #endif
+}
+
+// Stores to the shared::cluster address `addr` (map_shared): distributed shared memory
+// writes into another CTA of the cluster. Visible to that CTA after a cluster sync().
+CLO_DEVICE void store_remote(uint32_t addr, float v) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("st.shared::cluster.f32 [%0], %1;\n" ::"r"(addr), "f"(v) : "memory");
+#endif
+}
+CLO_DEVICE void store_remote(uint32_t addr, float2 v) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("st.shared::cluster.v2.f32 [%0], {%1, %2};\n" ::"r"(addr), "f"(v.x), "f"(v.y) : "memory");
+#endif
+}
+
+// A launch of `grid` CTAs of `threads` in clusters of `cluster_size` along x (no cluster
+// attribute for 1); `attr` holds the attribute and must live until the launch.
+inline cudaLaunchConfig_t launch_config(dim3 grid, unsigned threads, size_t smem_bytes, cudaStream_t stream,
+                                        int cluster_size, cudaLaunchAttribute* attr) {
+  cudaLaunchConfig_t cfg = {};
+  cfg.gridDim = grid;
+  cfg.blockDim = dim3(threads);
+  cfg.dynamicSmemBytes = smem_bytes;
+  cfg.stream = stream;
+  if (cluster_size > 1) {
+    attr->id = cudaLaunchAttributeClusterDimension;
+    attr->val.clusterDim.x = cluster_size;
+    attr->val.clusterDim.y = 1;
+    attr->val.clusterDim.z = 1;
+    cfg.attrs = attr;
+    cfg.numAttrs = 1;
+  }
+  return cfg;
+}
+
+// Clusters of `cluster_size` CTAs of this kernel (with this block size and dynamic shared
+// memory) that fit on the device at once; 0 when the query fails.
+template <typename Kernel>
+inline int max_active_clusters(Kernel kernel, int cluster_size, int threads, size_t smem_bytes) {
+  cudaLaunchAttribute attr;
+  const cudaLaunchConfig_t cfg = launch_config(dim3(cluster_size), threads, smem_bytes, nullptr, cluster_size, &attr);
+  int n = 0;
+  if (cudaOccupancyMaxActiveClusters(&n, kernel, &cfg) != cudaSuccess) {
+    cudaGetLastError();
+    n = 0;
+  }
+  return n;
 }
 
 }  // namespace cuda_llm_ops::cluster

@@ -139,6 +139,15 @@ CLO_DEVICE void pdl_launch_dependents() {
 #endif
 }
 
+// 16 bytes read once (weights of a decode GEMV, a KV cache): kept out of L1, where the
+// data a block re-reads (activations) stays.
+CLO_DEVICE uint4 load_streaming_16(const void* p) {
+  uint4 r;
+  asm("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];\n"
+      : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w) : "l"(p));
+  return r;
+}
+
 // Counts a block's finished part of shared work (split-KV decode, stream-K GEMM) and
 // returns the count before it. Call from one thread after a barrier of the threads that
 // wrote the part: the add releases their writes at gpu scope (cumulative through the

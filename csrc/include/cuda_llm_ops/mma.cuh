@@ -58,6 +58,26 @@ CLO_DEVICE void mma_m16n8k16(float (&d)[4], const uint32_t (&a)[4], const uint32
   }
 }
 
+// Weight rows as the 16-row operand, activations as the n8 one (decode GEMVs: a few rows
+// of activations against a weight [N, K] read once). One 32-k window: the lane's 16 bytes
+// (8 consecutive k from 32w + 8t) of weight rows g (w0) and g + 8 (w1), and of activation
+// rows 8i + g (xv[i]). k16 step 0 takes the lane's k 0-3 (slots 2t, 2t+1 | 2t+8, 2t+9),
+// step 1 its k 4-7; a dot product does not care which k sits in which slot, so no shuffle
+// or ldmatrix is needed. acc[i]: c0, c1 = (weight row g, activation rows 8i + 2t, +1),
+// c2, c3 = weight row g + 8.
+template <typename T, int kMTiles>
+CLO_DEVICE void nk_mma_window(float (&acc)[kMTiles][4], const uint4& w0, const uint4& w1, const uint4 (&xv)[kMTiles]) {
+  const uint32_t a0[4] = {w0.x, w1.x, w0.y, w1.y};
+  const uint32_t a1[4] = {w0.z, w1.z, w0.w, w1.w};
+#pragma unroll
+  for (int i = 0; i < kMTiles; ++i) {
+    const uint32_t x0[2] = {xv[i].x, xv[i].y};
+    const uint32_t x1[2] = {xv[i].z, xv[i].w};
+    mma_m16n8k16<T>(acc[i], a0, x0);
+    mma_m16n8k16<T>(acc[i], a1, x1);
+  }
+}
+
 // D = A * B + D for int8: A 16x32 (row), B 32x8 (col), int32 accumulators.
 CLO_DEVICE void mma_m16n8k32_s8(int32_t (&d)[4], const uint32_t (&a)[4], const uint32_t (&b)[2]) {
   asm volatile(

@@ -1,0 +1,528 @@
+// Fused decode attention block on Hopper (ClusterFusion's dataflow, seeds/003): for one new
+// token per sequence, one kernel runs
+//   qkv = x @ w_qkv^T -> rotary embedding on q, k -> k, v appended to the paged cache
+//   -> attention over the cache -> out = o @ w_o^T
+// with every intermediate in shared memory. One thread-block cluster per head; its kC
+// blocks split
+//   the projection along the head dim (block r computes dims [r*128/kC, (r+1)*128/kC) of
+//     q, k and v) and gather the slices into every block through distributed shared memory,
+//   the attention along the cached tokens (block r: a contiguous 1/kC of them, the last
+//     block also the new token from shared memory) and merge the partial softmax states
+//     the same way, so every block holds the head's output row,
+//   the output projection along the output columns (block r: hidden / kC of them).
+// The heads' output projections are summed with fp32 reductions (red.global.add.v2) into a
+// workspace; the last of the heads' warps to finish a column range converts it to the
+// output and zeroes it again (counters, no second kernel, no memset per call).
+//
+// Why this shape: at batch 1 the step reads 134 MB of Llama-2-7B weights and the KV cache
+// once, so it is memory-bound; the unfused sequence adds launches, round trips of q/k/v and
+// o through global memory and a split-KV merge. Floors and measured versions: NOTES.md.
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+
+#include "cuda_llm_ops/cluster.cuh"
+#include "cuda_llm_ops/mma.cuh"
+#include "cuda_llm_ops/online_softmax.cuh"
+#include "cuda_llm_ops/pipeline.cuh"
+#include "cuda_llm_ops/warp_primitives.cuh"
+#include "fused/fused_decode_block.h"
+
+namespace cuda_llm_ops::fused {
+namespace {
+
+constexpr int kD = kFusedHeadDim;
+constexpr int kThreads = 256, kWarps = kThreads / 32;
+constexpr int kMaxCluster = 4;
+// Projection ring: stages of kStageBytes (all the block's weight rows x kStageK); 4 with one
+// block per SM, 3 where two must fit (kOcc).
+constexpr int kStageBytes = 24576;
+// Tokens a half-warp loads per attention step (K and V: 2 * kTokenBatch 16-byte loads per lane).
+constexpr int kTokenBatch = 4;
+
+template <int kC, int kMT, int kOcc>
+struct FusedCfg {
+  static constexpr int kStages = kOcc == 2 ? 3 : 4;
+  static constexpr int kSliceRows = kD / kC;                   // rows of each of q, k, v per block
+  static constexpr int kProjRows = 3 * kSliceRows;             // 96 (kC = 4) or 192 (kC = 2)
+  static constexpr int kStageK = kStageBytes / (2 * kProjRows);  // 128 or 64
+  static constexpr int kRowBytes = 2 * kStageK;
+  static constexpr int kChunks = kStageK / 8;                  // 16-byte chunks of a row per stage
+  static constexpr int kWindows = kStageK / 32;                // 32-k mma windows per stage
+  static constexpr int kUnits = kProjRows / 16 * kWindows / kWarps;  // (strip, window) pairs per warp
+  static constexpr int kCopies = kProjRows * kChunks / kThreads;     // cp.async per thread per stage
+  static constexpr int kRows = 8 * kMT;                        // batch rows, padded to the n8 tiles
+  static_assert(kProjRows / 16 * kWindows % kWarps == 0 && kProjRows * kChunks % kThreads == 0);
+  static_assert(kWarps % kWindows == 0, "a warp keeps one window of every stage");
+  // Shared memory: the projection ring, reused after the projection by
+  //   [0, kPartBytes)            the warps' partial projections, then (after cluster sync 1)
+  //                              the kC blocks' partial attention states (written by peers)
+  //   [kHalfWarpOff, +...)       the half-warps' attention states of one sequence
+  //   [kOutOff, +...)            the head's output rows (the output projection's operand)
+  // and, apart (peers write it while this block may still be in its projection), the
+  // gathered q, k, v rows and the new tokens' scores.
+  static constexpr int kRingBytes = kStages * kStageBytes;
+  static constexpr int kPartBytes = kWindows * kProjRows * kRows * 4;
+  static constexpr int kExchangeBytes = kC * kRows * (kD + 2) * 4;
+  static constexpr int kHalfWarpOff = ((std::max(kPartBytes, kExchangeBytes) + 127) / 128) * 128;
+  static constexpr int kOutOff = kHalfWarpOff + 16 * (kD + 2) * 4;
+  static_assert(kOutOff + kRows * kD * 2 <= kRingBytes);
+  static constexpr int kGatherBytes = 3 * kRows * kD * 4;
+  static constexpr int kSmemBytes = kRingBytes + kGatherBytes + kRows * 4;
+};
+
+template <typename T>
+CLO_DEVICE float round_to(float v) { return to_float<T>(from_float<T>(v)); }
+
+// Fire-and-forget fp32 adds of two adjacent floats (sm_90).
+CLO_DEVICE void red_add_v2(float* p, float a, float b) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("red.global.add.v2.f32 [%0], {%1, %2};\n" ::"l"(p), "f"(a), "f"(b) : "memory");
+#endif
+}
+
+template <typename T>
+CLO_DEVICE void unpack8(const uint4& v, float (&f)[8]) {
+  const T* e = reinterpret_cast<const T*>(&v);
+#pragma unroll
+  for (int i = 0; i < 8; ++i) f[i] = to_float<T>(e[i]);
+}
+
+template <typename T, int kC, int kMT, int kOcc>
+__global__ void __launch_bounds__(kThreads, kOcc) fused_decode_block_sm90_kernel(const FusedDecodeBlockProblem p) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  using Cfg = FusedCfg<kC, kMT, kOcc>;
+  constexpr int kStages = Cfg::kStages;
+  constexpr int kRows = Cfg::kRows;
+  extern __shared__ __align__(128) unsigned char smem[];
+  unsigned char* ring = smem;
+  float* gathered = reinterpret_cast<float*>(smem + Cfg::kRingBytes);  // [3][kRows][kD]: q, k, v
+  float* new_score = gathered + 3 * kRows * kD;                         // [kRows]
+
+  const int rank = static_cast<int>(cluster::ctarank()), head = blockIdx.y;
+  const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32, g = lane / 4, t = lane % 4;
+  const int B = p.batch, hidden = p.hidden, H = p.heads;
+  const T* x = static_cast<const T*>(p.x);
+
+  // ---- 1. this block's slice of q, k and v ------------------------------------------------
+  // Weight rows stream through a cp.async ring (stage s: every row's k in [s, s + 1) * kStageK);
+  // odd rows swap 16-byte chunk halves so the lanes of a quarter-warp hit distinct banks.
+  // Warp w owns window w % kWindows of every stage and kUnits strips of 16 rows.
+  {
+    const T* w_qkv = static_cast<const T*>(p.w_qkv);
+    const int n_stages = hidden / Cfg::kStageK;
+    auto issue = [&](int s) {
+      if (s < n_stages) {
+        unsigned char* slot = ring + (s % kStages) * kStageBytes;
+#pragma unroll
+        for (int i = 0; i < Cfg::kCopies; ++i) {
+          const int c = tid + i * kThreads, row = c / Cfg::kChunks, cc = c % Cfg::kChunks;
+          const int which = row / Cfg::kSliceRows, j = row % Cfg::kSliceRows;
+          const T* src = w_qkv + (static_cast<int64_t>(which * H + head) * kD + rank * Cfg::kSliceRows + j) * hidden +
+                         s * Cfg::kStageK + 8 * cc;
+          cp_async_16(slot + row * Cfg::kRowBytes + ((cc ^ ((row & 1) << 2)) << 4), src);
+        }
+      }
+      cp_async_commit();
+    };
+    const int win = warp % Cfg::kWindows;
+    auto load_x = [&](int s, uint4 (&xv)[kMT]) {  // the lane's 8 k of x rows 8 * mt + g
+      const int k = s * Cfg::kStageK + 32 * win + 8 * t;
+#pragma unroll
+      for (int mt = 0; mt < kMT; ++mt) {
+        const int row = 8 * mt + g;
+        xv[mt] = row < B && s < n_stages ? __ldg(reinterpret_cast<const uint4*>(x + static_cast<int64_t>(row) * hidden + k))
+                                         : make_uint4(0, 0, 0, 0);
+      }
+    };
+#pragma unroll
+    for (int s = 0; s < kStages - 1; ++s) issue(s);
+    float acc[Cfg::kUnits][kMT][4] = {};
+    uint4 xv[kMT];
+    load_x(0, xv);
+    for (int s = 0; s < n_stages; ++s) {
+      cp_async_wait<kStages - 2>();
+      __syncthreads();  // stage s landed for all; every warp is done with the slot refilled next
+      issue(s + kStages - 1);
+      uint4 xn[kMT];
+      load_x(s + 1, xn);
+      const unsigned char* slot = ring + (s % kStages) * kStageBytes;
+      const int chunk = (4 * win + t) ^ ((g & 1) << 2);  // rows g and g + 8 share the parity
+#pragma unroll
+      for (int u = 0; u < Cfg::kUnits; ++u) {
+        const int r0 = (warp + kWarps * u) / Cfg::kWindows * 16 + g;
+        const uint4 w0 = *reinterpret_cast<const uint4*>(slot + r0 * Cfg::kRowBytes + (chunk << 4));
+        const uint4 w1 = *reinterpret_cast<const uint4*>(slot + (r0 + 8) * Cfg::kRowBytes + (chunk << 4));
+        nk_mma_window<T, kMT>(acc[u], w0, w1, xv);
+      }
+#pragma unroll
+      for (int mt = 0; mt < kMT; ++mt) xv[mt] = xn[mt];
+    }
+    cp_async_wait<0>();
+    __syncthreads();  // the ring is free: the windows' partial sums go there
+    float* part = reinterpret_cast<float*>(ring);  // [kWindows][kProjRows][kRows]
+#pragma unroll
+    for (int u = 0; u < Cfg::kUnits; ++u) {
+      const int r0 = (warp + kWarps * u) / Cfg::kWindows * 16 + g;
+#pragma unroll
+      for (int mt = 0; mt < kMT; ++mt) {
+        const int b = 8 * mt + 2 * t;
+        float* p0 = part + (win * Cfg::kProjRows + r0) * kRows + b;
+        p0[0] = acc[u][mt][0];
+        p0[1] = acc[u][mt][1];
+        p0[8 * kRows] = acc[u][mt][2];
+        p0[8 * kRows + 1] = acc[u][mt][3];
+      }
+    }
+    __syncthreads();
+    // Sum the windows, round as a separate projection's output would be, and write the
+    // value into every block of the cluster (this one included) at its head-dim offset.
+    for (int e = tid; e < Cfg::kProjRows * kRows; e += kThreads) {
+      const int row = e / kRows, b = e % kRows;
+      float v = 0.f;
+#pragma unroll
+      for (int w = 0; w < Cfg::kWindows; ++w) v += part[(w * Cfg::kProjRows + row) * kRows + b];
+      const int which = row / Cfg::kSliceRows, d = rank * Cfg::kSliceRows + row % Cfg::kSliceRows;
+      const float* dst = gathered + (which * kRows + b) * kD + d;
+      v = round_to<T>(v);
+#pragma unroll
+      for (int r = 0; r < kC; ++r) cluster::store_remote(cluster::map_shared(dst, r), v);
+    }
+  }
+  cluster::sync();  // 1: every block holds the head's q, k and v rows
+
+  // ---- 2. rotary embedding (rotate-half form) and the cache append ---------------------------
+  if (p.cos != nullptr) {
+    const T* cos = static_cast<const T*>(p.cos);
+    const T* sin = static_cast<const T*>(p.sin);
+    constexpr int kHalf = kD / 2;
+    for (int e = tid; e < 2 * B * kHalf; e += kThreads) {
+      const int which = e / (B * kHalf), b = e / kHalf % B, i = e % kHalf;
+      float* row = gathered + (which * kRows + b) * kD;
+      const float x0 = row[i], x1 = row[i + kHalf];
+      const float c0 = to_float<T>(cos[b * kD + i]), s0 = to_float<T>(sin[b * kD + i]);
+      const float c1 = to_float<T>(cos[b * kD + i + kHalf]), s1 = to_float<T>(sin[b * kD + i + kHalf]);
+      row[i] = round_to<T>(x0 * c0 - x1 * s0);
+      row[i + kHalf] = round_to<T>(x1 * c1 + x0 * s1);
+    }
+    __syncthreads();
+  }
+  const int bs_shift = __ffs(p.block_size) - 1, bs_mask = p.block_size - 1;
+  const int capacity = p.max_blocks * p.block_size;
+  // The cache slot of token `pos` of sequence b, or -1 past the table or the pool (the
+  // binding's host check reports those; the kernel only never touches memory out of range).
+  auto slot_of = [&](int b, int pos) -> int64_t {
+    const int blk = __ldg(p.block_tables + static_cast<int64_t>(b) * p.max_blocks + (pos >> bs_shift));
+    return blk >= 0 && blk < p.num_blocks ? (static_cast<int64_t>(blk) << bs_shift) + (pos & bs_mask) : -1;
+  };
+  // Block r appends the new k and v of sequences b = r (mod kC); no block of this launch
+  // reads that slot from memory (the last block takes the new token from shared memory).
+  for (int e = tid; e < B * 2 * (kD / 8); e += kThreads) {
+    const int b = e / (2 * (kD / 8)), which = e / (kD / 8) % 2, c = e % (kD / 8);
+    const int L = __ldg(p.seq_lens + b);
+    if (b % kC != rank || L < 1 || L > capacity) continue;
+    const int64_t slot = slot_of(b, L - 1);
+    if (slot < 0) continue;
+    const float* src = gathered + ((1 + which) * kRows + b) * kD + 8 * c;
+    uint4 packed;
+    packed.x = pack_float2<T>(src[0], src[1]);
+    packed.y = pack_float2<T>(src[2], src[3]);
+    packed.z = pack_float2<T>(src[4], src[5]);
+    packed.w = pack_float2<T>(src[6], src[7]);
+    T* cache = static_cast<T*>(which == 0 ? p.k_cache : p.v_cache);
+    *reinterpret_cast<uint4*>(cache + (slot * H + head) * kD + 8 * c) = packed;
+  }
+
+  // ---- 3. attention over this block's share of the cached tokens ----------------------------
+  // Half-warp hw takes tokens begin + hw + 16 j; lane hl of it holds dims [8 hl, 8 hl + 8).
+  float* exchange = reinterpret_cast<float*>(ring);                        // [kC][kRows][kD + 2]
+  float* half_state = reinterpret_cast<float*>(ring + Cfg::kHalfWarpOff);  // [16][kD + 2]
+  const float scale_log2 = p.scale * kLog2e;
+  const int hw = 2 * warp + lane / 16, hl = lane % 16;
+  const T* k_cache = static_cast<const T*>(p.k_cache);
+  const T* v_cache = static_cast<const T*>(p.v_cache);
+  for (int b = 0; b < B; ++b) {
+    const int L = min(__ldg(p.seq_lens + b), capacity);
+    const int n_old = max(L - 1, 0), per = div_ceil(n_old, kC);
+    const int begin = min(rank * per, n_old), end = min(begin + per, n_old);
+    float q[8];
+#pragma unroll
+    for (int i = 0; i < 8; ++i) q[i] = gathered[b * kD + 8 * hl + i] * scale_log2;
+    float m = kNegInf, l = 0.f, o[8] = {};
+    // Warp-uniform trip count (the shuffles need both halves): the odd half masks past `end`.
+    for (int base = begin + 2 * warp; base < end; base += 16 * kTokenBatch) {
+      uint4 kv[kTokenBatch], vv[kTokenBatch];
+      bool ok[kTokenBatch];
+#pragma unroll
+      for (int u = 0; u < kTokenBatch; ++u) {
+        const int tok = base + (lane / 16) + 16 * u;
+        const int64_t slot = tok < end ? slot_of(b, tok) : -1;
+        ok[u] = slot >= 0;
+        const int64_t off = ((ok[u] ? slot : 0) * H + head) * kD + 8 * hl;
+        kv[u] = ok[u] ? load_streaming_16(k_cache + off) : make_uint4(0, 0, 0, 0);
+        vv[u] = ok[u] ? load_streaming_16(v_cache + off) : make_uint4(0, 0, 0, 0);
+      }
+      float s[kTokenBatch], m_new = m;
+#pragma unroll
+      for (int u = 0; u < kTokenBatch; ++u) {
+        float kf[8];
+        unpack8<T>(kv[u], kf);
+        float dot = 0.f;
+#pragma unroll
+        for (int i = 0; i < 8; ++i) dot = fmaf(q[i], kf[i], dot);
+        s[u] = group_reduce_sum<16>(dot);
+        if (ok[u]) m_new = fmaxf(m_new, s[u]);
+      }
+      const float rescale = fast_exp2(m - m_new);
+      l *= rescale;
+#pragma unroll
+      for (int i = 0; i < 8; ++i) o[i] *= rescale;
+#pragma unroll
+      for (int u = 0; u < kTokenBatch; ++u) {
+        const float pr = ok[u] ? fast_exp2(s[u] - m_new) : 0.f;
+        float vf[8];
+        unpack8<T>(vv[u], vf);
+        l += pr;
+#pragma unroll
+        for (int i = 0; i < 8; ++i) o[i] = fmaf(pr, vf[i], o[i]);
+      }
+      m = m_new;
+    }
+    float* mine = half_state + hw * (kD + 2);
+#pragma unroll
+    for (int i = 0; i < 8; ++i) mine[8 * hl + i] = o[i];
+    if (hl == 0) {
+      mine[kD] = m;
+      mine[kD + 1] = l;
+    }
+    const bool takes_new = rank == kC - 1 && L >= 1;
+    if (takes_new && warp == 0) {  // the new token's score, from the gathered rows
+      float dot = 0.f;
+#pragma unroll
+      for (int i = 0; i < kD / 32; ++i) {
+        const int d = lane + 32 * i;
+        dot = fmaf(gathered[b * kD + d], gathered[(kRows + b) * kD + d], dot);
+      }
+      dot = warp_reduce_sum(dot);
+      if (lane == 0) new_score[b] = dot * scale_log2;
+    }
+    __syncthreads();
+    if (tid < kD) {  // the block's state for sequence b, pushed into every block's exchange slot
+      float mx = takes_new ? new_score[b] : kNegInf;
+      for (int h2 = 0; h2 < 16; ++h2) mx = fmaxf(mx, half_state[h2 * (kD + 2) + kD]);
+      float num = 0.f, den = 0.f;
+      for (int h2 = 0; h2 < 16; ++h2) {
+        const float w = fast_exp2(half_state[h2 * (kD + 2) + kD] - mx);
+        num = fmaf(w, half_state[h2 * (kD + 2) + tid], num);
+        den = fmaf(w, half_state[h2 * (kD + 2) + kD + 1], den);
+      }
+      if (takes_new) {
+        const float w = fast_exp2(new_score[b] - mx);
+        num = fmaf(w, gathered[(2 * kRows + b) * kD + tid], num);
+        den += w;
+      }
+      const float* slot = exchange + (rank * kRows + b) * (kD + 2);
+#pragma unroll
+      for (int r = 0; r < kC; ++r) {
+        cluster::store_remote(cluster::map_shared(slot + tid, r), num);
+        if (tid == 0) cluster::store_remote(cluster::map_shared(slot + kD, r), make_float2(mx, den));
+      }
+    }
+    __syncthreads();  // half_state is rewritten for the next sequence
+  }
+  cluster::sync();  // 2: every block holds all kC states of every sequence
+
+  // Merge the kC states (the same order in every block, so all hold the same bits) into the
+  // head's output rows, rounded as a separate attention kernel's output would be.
+  T* o_rows = reinterpret_cast<T*>(ring + Cfg::kOutOff);  // [kRows][kD]
+  for (int e = tid; e < kRows * kD; e += kThreads) {
+    const int b = e / kD, d = e % kD;
+    float v = 0.f;
+    if (b < B) {
+      float mx = kNegInf;
+#pragma unroll
+      for (int r = 0; r < kC; ++r) mx = fmaxf(mx, exchange[(r * kRows + b) * (kD + 2) + kD]);
+      float num = 0.f, den = 0.f;
+#pragma unroll
+      for (int r = 0; r < kC; ++r) {
+        const float* st = exchange + (r * kRows + b) * (kD + 2);
+        const float w = fast_exp2(st[kD] - mx);
+        num = fmaf(w, st[d], num);
+        den = fmaf(w, st[kD + 1], den);
+      }
+      v = den > 0.f ? num / den : 0.f;
+    }
+    o_rows[e] = from_float<T>(v);
+  }
+  __syncthreads();
+
+  // ---- 4. output projection: this block's hidden / kC columns, summed over heads ------------
+  // Warp w takes a contiguous run of 16-row strips of w_o (its columns: head * 128 .. + 128),
+  // the head's output rows as the n8 operand.
+  const int cols = hidden / kC, strips = cols / 16 / kWarps;
+  const int n_warp = rank * cols + warp * strips * 16;
+  const T* w_o = static_cast<const T*>(p.w_o) + head * kD;
+  const int64_t ld_o = static_cast<int64_t>(H) * kD;
+  float* sums = static_cast<float*>(p.workspace);  // [hidden][kRows] fp32
+  int* counters = reinterpret_cast<int*>(static_cast<char*>(p.workspace) +
+                                         static_cast<size_t>(hidden) * kFusedMaxBatch * sizeof(float));
+  uint4 ov[4][kMT];
+#pragma unroll
+  for (int w = 0; w < 4; ++w)
+#pragma unroll
+    for (int mt = 0; mt < kMT; ++mt)
+      ov[w][mt] = *reinterpret_cast<const uint4*>(o_rows + (8 * mt + g) * kD + 32 * w + 8 * t);
+  for (int sp = 0; sp < strips; sp += 2) {
+    uint4 wv[2][4][2];
+#pragma unroll
+    for (int i = 0; i < 2; ++i)
+#pragma unroll
+      for (int w = 0; w < 4; ++w)
+#pragma unroll
+        for (int r = 0; r < 2; ++r) {
+          const int n = n_warp + (sp + i) * 16 + g + 8 * r;
+          wv[i][w][r] = sp + i < strips ? load_streaming_16(w_o + n * ld_o + 32 * w + 8 * t) : make_uint4(0, 0, 0, 0);
+        }
+#pragma unroll
+    for (int i = 0; i < 2; ++i) {
+      if (sp + i >= strips) break;
+      float acc[kMT][4] = {};
+#pragma unroll
+      for (int w = 0; w < 4; ++w) nk_mma_window<T, kMT>(acc, wv[i][w][0], wv[i][w][1], ov[w]);
+      const int n = n_warp + (sp + i) * 16 + g;
+#pragma unroll
+      for (int mt = 0; mt < kMT; ++mt) {
+        const int b = 8 * mt + 2 * t;
+        if (b >= B) continue;
+        red_add_v2(sums + static_cast<int64_t>(n) * kRows + b, acc[mt][0], acc[mt][1]);
+        red_add_v2(sums + static_cast<int64_t>(n + 8) * kRows + b, acc[mt][2], acc[mt][3]);
+      }
+    }
+  }
+  // The warp's columns are complete once every head's warp has added to them: the last one
+  // (the count's acq_rel add orders every lane's reductions, fenced before the warp barrier)
+  // writes the output and leaves the sums and the counter zero for the next call.
+  __threadfence();
+  __syncwarp();
+  int* counter = counters + rank * kWarps + warp;
+  int last = 0;
+  if (lane == 0) last = atomic_add_acq_rel_gpu(counter, 1) == H - 1;
+  last = __shfl_sync(0xffffffffu, last, 0);
+  if (last) {
+    __threadfence();
+    T* out = static_cast<T*>(p.out);
+    const int rows = strips * 16;
+    for (int e = lane; e < rows * B; e += 32) {
+      const int n = n_warp + e / B, b = e % B;
+      float* cell = sums + static_cast<int64_t>(n) * kRows + b;
+      out[static_cast<int64_t>(b) * hidden + n] = from_float<T>(__ldcg(cell));
+      __stcg(cell, 0.f);
+    }
+    if (lane == 0) *counter = 0;
+  }
+#endif
+}
+
+template <typename T, int kC, int kMT, int kOcc>
+cudaError_t launch_cfg(const FusedDecodeBlockProblem& p, cudaStream_t stream) {
+  constexpr auto kernel = fused_decode_block_sm90_kernel<T, kC, kMT, kOcc>;
+  constexpr size_t smem = FusedCfg<kC, kMT, kOcc>::kSmemBytes;
+  static bool configured = false;  // per instantiation; the attribute is per device, set on first use
+  if (!configured) {
+    const cudaError_t err = set_dynamic_smem(kernel, smem);
+    if (err != cudaSuccess) return err;
+    configured = true;
+  }
+  cudaLaunchAttribute attr;
+  const cudaLaunchConfig_t cfg =
+      cluster::launch_config(dim3(kC, static_cast<unsigned>(p.heads)), kThreads, smem, stream, kC, &attr);
+  return cudaLaunchKernelEx(&cfg, kernel, p);
+}
+
+// Clusters of 4 when 4-block clusters of this kernel fit all heads on the GPU at once, else
+// clusters of 2 (the GPCs' SM counts need not be multiples of 4: see NOTES.md).
+template <typename T, int kMT, int kOcc>
+int auto_cluster_size(int heads) {
+  static int slots4[64] = {0};
+  int dev = 0;
+  cudaGetDevice(&dev);
+  dev = dev >= 0 && dev < 64 ? dev : 0;
+  if (slots4[dev] == 0) {
+    const int n = cluster::max_active_clusters(fused_decode_block_sm90_kernel<T, 4, kMT, kOcc>, 4, kThreads,
+                                               FusedCfg<4, kMT, kOcc>::kSmemBytes);
+    if (std::getenv("CLO_FUSED_VERBOSE") != nullptr) {
+      std::fprintf(stderr, "fused_decode_block: %d clusters of 4 fit (%d block(s) per SM allowed)\n", n, kOcc);
+    }
+    slots4[dev] = n > 0 ? n : -1;
+  }
+  return slots4[dev] >= heads ? 4 : 2;
+}
+
+template <typename T, int kMT, int kOcc>
+cudaError_t launch_occ(const FusedDecodeBlockProblem& p, int cluster_size, cudaStream_t stream) {
+  if (cluster_size == 0) cluster_size = auto_cluster_size<T, kMT, kOcc>(p.heads);
+  switch (cluster_size) {
+    case 2: return launch_cfg<T, 2, kMT, kOcc>(p, stream);
+    case 4: return launch_cfg<T, 4, kMT, kOcc>(p, stream);
+    default: return cudaErrorInvalidValue;
+  }
+}
+
+template <typename T, int kMT>
+cudaError_t launch_typed(const FusedDecodeBlockProblem& p, int cluster_size, cudaStream_t stream) {
+  static bool dev_cluster = std::getenv("CLO_FUSED_CLUSTER") != nullptr;
+  static bool dev_occ = std::getenv("CLO_FUSED_OCC") != nullptr;
+  cluster_size = dev_knob("CLO_FUSED_CLUSTER", dev_cluster, cluster_size);
+  return dev_knob("CLO_FUSED_OCC", dev_occ, 2) == 1 ? launch_occ<T, kMT, 1>(p, cluster_size, stream)
+                                                    : launch_occ<T, kMT, 2>(p, cluster_size, stream);
+}
+
+bool built_for_sm90() {
+  static int version = -1;
+  if (version < 0) {
+    cudaFuncAttributes attrs{};
+    version = cudaFuncGetAttributes(&attrs, fused_decode_block_sm90_kernel<__half, 4, 1, 1>) == cudaSuccess
+                  ? attrs.binaryVersion
+                  : 0;
+    cudaGetLastError();
+  }
+  return version >= 90;
+}
+
+}  // namespace
+
+size_t fused_decode_block_workspace_bytes(int hidden) {
+  return static_cast<size_t>(hidden) * kFusedMaxBatch * sizeof(float) + kMaxCluster * kWarps * sizeof(int);
+}
+
+const char* fused_decode_block_unsupported(int batch, int hidden, int heads, int kv_heads, int head_dim,
+                                           int block_size) {
+  if (device_cc_major() != 9) return "the fused kernel needs a Hopper GPU (compute capability 9.0)";
+  if (!built_for_sm90()) return "the extension was built without sm_90a (TORCH_CUDA_ARCH_LIST=9.0a)";
+  if (kv_heads != heads) return "the fused kernel covers multi-head attention only (kv_heads == heads)";
+  if (head_dim != kD) return "the fused kernel is built for head_dim 128";
+  if (batch < 1 || batch > kFusedMaxBatch) return "the fused kernel takes batches of 1 to 16";
+  if (hidden % (kMaxCluster * 128) != 0) return "the fused kernel needs hidden to be a multiple of 512";
+  if (heads < 1 || heads > 65535) return "heads must be 1 to 65535";
+  if (block_size < 1 || (block_size & (block_size - 1)) != 0) return "block_size must be a power of two";
+  return "";
+}
+
+cudaError_t launch_fused_decode_block(const FusedDecodeBlockProblem& p, int cluster_size, cudaStream_t stream) {
+  const int kv_heads = p.heads, head_dim = kD;
+  if (*fused_decode_block_unsupported(p.batch, p.hidden, p.heads, kv_heads, head_dim, p.block_size) != '\0' ||
+      !(p.scale > 0.f) || p.max_blocks < 1 || (cluster_size != 0 && cluster_size != 2 && cluster_size != 4)) {
+    return cudaErrorInvalidValue;
+  }
+  const bool two_tiles = p.batch > 8;
+  switch (p.dtype) {
+    case DType::kFloat16:
+      return two_tiles ? launch_typed<__half, 2>(p, cluster_size, stream) : launch_typed<__half, 1>(p, cluster_size, stream);
+    case DType::kBFloat16:
+      return two_tiles ? launch_typed<__nv_bfloat16, 2>(p, cluster_size, stream)
+                       : launch_typed<__nv_bfloat16, 1>(p, cluster_size, stream);
+    default: return cudaErrorInvalidValue;
+  }
+}
+
+}  // namespace cuda_llm_ops::fused

@@ -1,0 +1,244 @@
+"""Fused decode attention block: one decode step of a transformer layer's attention in one kernel.
+
+For one new token per sequence (hidden state `x [B, hidden]`)::
+
+    q, k, v = split(x @ w_qkv^T)                    # per head, D = head_dim
+    q, k = rope(q), rope(k)                         # optional, rotate-half form
+    k_cache, v_cache <- k, v at position seq_lens - 1  (through the block table)
+    o = softmax(q K^T * scale) V                    # over the seq_lens cached tokens
+    out = o @ w_o^T                                 # [B, hidden]
+
+On Hopper (sm_90a build) the whole block runs as one kernel in which a thread-block
+cluster per head splits the projections and the keys and exchanges q/k/v and the partial
+softmax states through distributed shared memory (ClusterFusion's dataflow); intermediate
+values never go through global memory. Where that kernel does not apply (another GPU,
+GQA/MQA, head_dim other than 128, batch > 16, hidden not a multiple of 512) the same
+contract runs on this package's unfused ops: `gemm`, `paged_kv_append`, `paged_attention`,
+`gemm`. `fused_decode_block_path` says which one a call takes and why.
+"""
+from __future__ import annotations
+
+import math
+
+import torch
+
+from . import _ops
+from .decode import _host_checks_allowed, check_paged_indices, paged_attention, paged_kv_append
+from .gemm import gemm
+from .validation import (call_or_explain, check_contiguous, check_cuda, check_dtype, check_rank, check_same_device,
+                         check_same_dtype, check_tensor)
+
+FUSED_DTYPES = (torch.float16, torch.bfloat16)
+
+
+def _shape_info(x, w_qkv, w_o, k_cache):
+    b, hidden = x.shape
+    hkv, d = k_cache.shape[2], k_cache.shape[3]
+    hq = w_o.shape[1] // d if d else 0
+    return b, hidden, hq, hkv, d
+
+
+def validate_fused_decode_block_inputs(x, w_qkv, w_o, k_cache, v_cache, block_tables, seq_lens, cos=None, sin=None,
+                                       out=None) -> None:
+    """Shape/dtype/layout checks of `fused_decode_block` (no host synchronisation).
+
+    Raises TypeError/ValueError naming the argument, the expected and the actual value.
+    """
+    named = [(x, "x"), (w_qkv, "w_qkv"), (w_o, "w_o"), (k_cache, "k_cache"), (v_cache, "v_cache"),
+             (block_tables, "block_tables"), (seq_lens, "seq_lens")]
+    if (cos is None) != (sin is None):
+        raise ValueError("cos and sin must be given together (both [B, head_dim]) or both be None")
+    for t, name in ((cos, "cos"), (sin, "sin"), (out, "out")):
+        if t is not None:
+            named.append((t, name))
+    for t, name in named:
+        check_tensor(t, name)
+    check_rank(x, "x", 2, "[batch, hidden]")
+    check_rank(w_qkv, "w_qkv", 2, "[(num_heads + 2 * num_kv_heads) * head_dim, hidden]")
+    check_rank(w_o, "w_o", 2, "[hidden, num_heads * head_dim]")
+    check_rank(k_cache, "k_cache", 4, "[num_blocks, block_size, num_kv_heads, head_dim]")
+    check_rank(block_tables, "block_tables", 2, "[batch, max_blocks_per_seq]")
+    check_rank(seq_lens, "seq_lens", 1, "[batch]")
+    check_dtype(x, "x", FUSED_DTYPES)
+    for t, name in named[1:5]:
+        check_same_dtype(t, name, x, "x")
+    check_dtype(block_tables, "block_tables", torch.int32)
+    check_dtype(seq_lens, "seq_lens", torch.int32)
+    b, hidden = x.shape
+    if b < 1 or hidden < 1:
+        raise ValueError(f"x must have no empty dimension, got shape {tuple(x.shape)}")
+    nb, bs, hkv, d = k_cache.shape
+    if nb < 1 or hkv < 1 or d < 1:
+        raise ValueError(f"k_cache must have no empty dimension, got shape {tuple(k_cache.shape)}")
+    if bs < 1 or bs & (bs - 1):
+        raise ValueError(f"k_cache's block_size (dim 1) must be a power of two, got {bs}")
+    if tuple(v_cache.shape) != tuple(k_cache.shape):
+        raise ValueError(f"v_cache must have k_cache's shape {tuple(k_cache.shape)}, got {tuple(v_cache.shape)}")
+    if w_o.shape[0] != hidden or w_o.shape[1] % d:
+        raise ValueError(f"w_o must have shape ({hidden}, num_heads * {d}) = [hidden, num_heads * head_dim], "
+                         f"got {tuple(w_o.shape)}")
+    hq = w_o.shape[1] // d
+    if hq < 1 or hq % hkv:
+        raise ValueError(f"num_heads (w_o.shape[1] / head_dim = {hq}) must be a positive multiple of "
+                         f"num_kv_heads (k_cache.shape[2] = {hkv})")
+    want = ((hq + 2 * hkv) * d, hidden)
+    if tuple(w_qkv.shape) != want:
+        raise ValueError(f"w_qkv must have shape {want} = [(num_heads + 2 * num_kv_heads) * head_dim, hidden], "
+                         f"got {tuple(w_qkv.shape)}")
+    if block_tables.shape[0] != b or block_tables.shape[1] < 1:
+        raise ValueError(f"block_tables must have shape ({b}, max_blocks_per_seq >= 1), got "
+                         f"{tuple(block_tables.shape)}")
+    if tuple(seq_lens.shape) != (b,):
+        raise ValueError(f"seq_lens must have shape ({b},), got {tuple(seq_lens.shape)}")
+    for t, name in ((cos, "cos"), (sin, "sin")):
+        if t is not None:
+            check_same_dtype(t, name, x, "x")
+            if tuple(t.shape) != (b, d):
+                raise ValueError(f"{name} must have shape ({b}, {d}) = [batch, head_dim], got {tuple(t.shape)}")
+    if d % 2 and cos is not None:
+        raise ValueError(f"rotary embedding needs an even head_dim, got {d}")
+    if out is not None:
+        check_same_dtype(out, "out", x, "x")
+        if tuple(out.shape) != (b, hidden):
+            raise ValueError(f"out must have shape ({b}, {hidden}) = [batch, hidden], got {tuple(out.shape)}")
+    check_cuda(x, "x")
+    for t, name in named[1:]:
+        check_same_device(t, name, x, "x")
+    for t, name in named:
+        check_contiguous(t, name)
+
+
+_PATH_CACHE: dict[tuple, tuple[bool, str]] = {}
+
+
+def fused_decode_block_path(x: torch.Tensor, w_o: torch.Tensor, k_cache: torch.Tensor) -> tuple[bool, str]:
+    """`(fused, why)`: whether `fused_decode_block` runs the one-kernel path on these shapes
+    and x's device (else the unfused ops; `why` says what rules the kernel out). Remembered
+    per device and shape: a decode loop asks on every call."""
+    key = (x.device, tuple(x.shape), tuple(w_o.shape), tuple(k_cache.shape[1:]))
+    known = _PATH_CACHE.get(key)
+    if known is None:
+        b, hidden, hq, hkv, d = _shape_info(x, None, w_o, k_cache)
+        if not _ops.has_op("fused_decode_block"):
+            known = (False, "this build has no fused kernel (area 'fused' not built)")
+        else:
+            with torch.cuda.device(x.device):
+                why = _ops.op("fused_decode_block_unsupported")(b, hidden, hq, hkv, d, k_cache.shape[1])
+            known = (why == "", why)
+        _PATH_CACHE[key] = known
+    return known
+
+
+def fused_decode_block_workspace(x: torch.Tensor, w_o: torch.Tensor) -> torch.Tensor:
+    """A zeroed workspace for `fused_decode_block` calls of hidden size `w_o.shape[0]` on x's
+    device (fp32 sums and counters, left zero by every call: allocate once, reuse on one
+    stream; calls on concurrent streams need one each)."""
+    nbytes = _ops.op("fused_decode_block_workspace_bytes")(int(w_o.shape[0]))
+    return torch.zeros(nbytes, dtype=torch.uint8, device=x.device)
+
+
+def _rope(t: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+    """Rotate-half rotary embedding of `t [B, H, D]` with `cos`/`sin [B, D]` (fp32 math)."""
+    half = t.shape[-1] // 2
+    tf = t.float()
+    rotated = torch.cat((-tf[..., half:], tf[..., :half]), dim=-1)
+    return (tf * cos.float()[:, None] + rotated * sin.float()[:, None]).to(t.dtype)
+
+
+def _unfused(x, w_qkv, w_o, k_cache, v_cache, block_tables, seq_lens, cos, sin, scale, out):
+    b, hidden, hq, hkv, d = _shape_info(x, w_qkv, w_o, k_cache)
+    qkv = gemm(x, w_qkv, trans_b=True)
+    q = qkv[:, :hq * d].view(b, hq, d)
+    k = qkv[:, hq * d:(hq + hkv) * d].view(b, hkv, d)
+    v = qkv[:, (hq + hkv) * d:].view(b, hkv, d)
+    if cos is not None:
+        q, k = _rope(q, cos, sin), _rope(k, cos, sin)
+    # The new token's flat cache slot (-1, skipped, for a sequence with no token)
+    bs = k_cache.shape[1]
+    pos = (seq_lens.long() - 1).clamp(min=0)
+    page = (pos // bs).clamp(max=block_tables.shape[1] - 1)
+    blk = block_tables.gather(1, page[:, None])[:, 0].long()
+    slots = torch.where(seq_lens > 0, blk * bs + pos % bs, torch.full_like(blk, -1))
+    paged_kv_append(k.contiguous(), v.contiguous(), k_cache, v_cache, slots, check_slots=False)
+    o = paged_attention(q.contiguous(), k_cache, v_cache, block_tables, seq_lens, scale=scale, check_indices=False)
+    result = gemm(o.reshape(b, hq * d), w_o, trans_b=True)
+    return result if out is None else out.copy_(result)
+
+
+def fused_decode_block(x: torch.Tensor, w_qkv: torch.Tensor, w_o: torch.Tensor, k_cache: torch.Tensor,
+                       v_cache: torch.Tensor, block_tables: torch.Tensor, seq_lens: torch.Tensor,
+                       cos: torch.Tensor | None = None, sin: torch.Tensor | None = None, scale: float = 0.0,
+                       out: torch.Tensor | None = None, workspace: torch.Tensor | None = None,
+                       check_indices: bool | None = None, cluster_size: int = 0) -> torch.Tensor:
+    """One decode step of an attention block: QKV projection, rotary embedding, KV-cache
+    append, paged attention and output projection.
+
+    Args:
+        x: `[B, hidden]` float16/bfloat16 hidden states (one new token per sequence), CUDA.
+        w_qkv: `[(Hq + 2 * Hkv) * D, hidden]`, x's dtype: a fused qkv_proj's nn.Linear weight
+            (rows of the Hq query heads, then the Hkv key heads, then the Hkv value heads).
+        w_o: `[hidden, Hq * D]`, x's dtype: o_proj's nn.Linear weight (no biases).
+        k_cache, v_cache: `[num_blocks, block_size, Hkv, D]`, x's dtype (block_size a power
+            of two). The new token's k (after the rotary embedding) and v are written at
+            position `seq_lens[b] - 1`, in place.
+        block_tables: int32 `[B, max_blocks_per_seq]`, physical block of each logical block.
+        seq_lens: int32 `[B]`, tokens per sequence *including* the new one (>= 1).
+        cos, sin: optional `[B, D]` in x's dtype: the rotary embedding at each sequence's new
+            position, rotate-half (NeoX / Hugging Face Llama) form; None skips it.
+        scale: softmax scale; 0 means `1/sqrt(D)`.
+        out: optional `[B, hidden]` output tensor in x's dtype.
+        workspace: from `fused_decode_block_workspace` (allocated per call when None). With
+            `out=`, a workspace and `check_indices=False` a call allocates nothing and never
+            synchronises (CUDA-graph capturable).
+        check_indices: host check of seq_lens and the block-table entries the call uses (one
+            synchronisation; None: on except under CUDA-graph capture / torch.compile). The
+            kernel never reads or writes outside the caches either way.
+        cluster_size: thread blocks per head on the fused path: 0 (auto), 2 or 4.
+
+    Returns:
+        `[B, hidden]` (`out` when given): `o @ w_o^T`, fp32 accumulation, rounded to x's dtype
+        where unfused ops would round (q/k/v, the rotary embedding, o). The fused path sums
+        the heads' output projections with fp32 atomics, so the last bit may differ between
+        calls.
+    """
+    _ops.op("gemm")  # first, so a build without kernels says so
+
+    def validate():
+        validate_fused_decode_block_inputs(x, w_qkv, w_o, k_cache, v_cache, block_tables, seq_lens, cos, sin, out)
+
+    if cluster_size not in (0, 2, 4):
+        raise ValueError(f"cluster_size must be 0 (auto), 2 or 4, got {cluster_size}")
+    if not isinstance(scale, (int, float)) or not math.isfinite(scale) or scale < 0:
+        raise ValueError(f"scale must be a finite float >= 0 (0: 1/sqrt(head_dim)), got {scale!r}")
+    if _host_checks_allowed(check_indices, "check_indices"):
+        validate()
+        check_paged_indices(k_cache, block_tables, seq_lens)
+        if not bool((seq_lens >= 1).all()):
+            i = int((seq_lens < 1).nonzero()[0, 0])
+            raise ValueError(f"seq_lens[{i}] = {int(seq_lens[i])} must be >= 1 (it counts the new token)")
+    try:
+        fused, _ = fused_decode_block_path(x, w_o, k_cache)
+        d = k_cache.shape[3]
+    except (AttributeError, IndexError, TypeError, ValueError, ZeroDivisionError):
+        validate()  # malformed inputs: say which
+        raise
+    scale = float(scale) if scale else 1.0 / math.sqrt(d)
+    if not fused:
+        validate()
+        return _unfused(x, w_qkv, w_o, k_cache, v_cache, block_tables, seq_lens, cos, sin, scale, out)
+    kernel = _ops.op("fused_decode_block")
+
+    def call():
+        o = torch.empty(x.shape, dtype=x.dtype, device=x.device) if out is None else out
+        ws = fused_decode_block_workspace(x, w_o) if workspace is None else workspace
+        kernel(x, w_qkv, w_o, k_cache, v_cache, block_tables, seq_lens, cos, sin, scale, o, ws, cluster_size)
+        return o
+
+    return call_or_explain(call, validate)
+
+
+@_ops.register_fake("fused_decode_block")
+def _fused_decode_block_fake(x, w_qkv, w_o, k_cache, v_cache, block_tables, seq_lens, cos, sin, scale, out,
+                             workspace, cluster_size) -> None:
+    # Writes the caches, out and the workspace in place: the schema's (a!)..(d!) carry the effect.
+    return None
