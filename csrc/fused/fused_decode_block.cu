@@ -18,15 +18,18 @@
 // once, so it is memory-bound; the unfused sequence adds launches, round trips of q/k/v and
 // o through global memory and a split-KV merge. Floors and measured versions: NOTES.md.
 #include <algorithm>
-#include <cstdio>
 #include <cstdlib>
 
 #include "cuda_llm_ops/cluster.cuh"
 #include "cuda_llm_ops/mma.cuh"
 #include "cuda_llm_ops/online_softmax.cuh"
 #include "cuda_llm_ops/pipeline.cuh"
+#include "cuda_llm_ops/tma.cuh"
 #include "cuda_llm_ops/warp_primitives.cuh"
 #include "fused/fused_decode_block.h"
+
+// The sm_80 pass compiles the Hopper kernel's body out, leaving its constants unreferenced.
+#pragma nv_diag_suppress 177
 
 namespace cuda_llm_ops::fused {
 namespace {
@@ -34,15 +37,25 @@ namespace {
 constexpr int kD = kFusedHeadDim;
 constexpr int kThreads = 256, kWarps = kThreads / 32;
 constexpr int kMaxCluster = 4;
-// Projection ring: stages of kStageBytes (all the block's weight rows x kStageK); 4 with one
-// block per SM, 3 where two must fit (kOcc).
-constexpr int kStageBytes = 24576;
-// Tokens a half-warp loads per attention step (K and V: 2 * kTokenBatch 16-byte loads per lane).
-constexpr int kTokenBatch = 4;
+// Projection ring: kStages stages of kStageBytes (all the block's weight rows x kStageK), so
+// that two blocks fit on an SM (the cluster scheduler then places all heads' clusters at once:
+// with one block per SM at most 30 clusters of 4 fit on the H100, NOTES.md).
+constexpr int kStages = 3, kStageBytes = 24576;
 
-template <int kC, int kMT, int kOcc>
+// A warp asks L2 for its output-projection rows of w_o this many attention steps before its
+// last: late enough that the keys streamed after them do not evict the rows (128 blocks x
+// 2 steps x 128 keys x 512 bytes = 16 MB), early enough to hide the first loads.
+constexpr int kPrefetchWoSteps = 2;
+// Keys of the first sequence whose K/V rows the block asks L2 for while its projection drains.
+constexpr int kPrefetchKvKeys = 32;
+
+template <int kC, int kMT>
 struct FusedCfg {
-  static constexpr int kStages = kOcc == 2 ? 3 : 4;
+  // Keys a half-warp loads per attention step (K and V: 2 * kTokenBatch 16-byte loads per
+  // lane). 16-row groups (one half-warp per sequence) keep two steps of 4 in flight; 8-row
+  // groups (2 to 16 half-warps per sequence) one step of 8, measured faster there (NOTES.md).
+  static constexpr bool kPipelined = kMT == 2;
+  static constexpr int kTokenBatch = kPipelined ? 4 : 8, kBuffers = kPipelined ? 2 : 1;
   static constexpr int kSliceRows = kD / kC;                   // rows of each of q, k, v per block
   static constexpr int kProjRows = 3 * kSliceRows;             // 96 (kC = 4) or 192 (kC = 2)
   static constexpr int kStageK = kStageBytes / (2 * kProjRows);  // 128 or 64
@@ -88,11 +101,11 @@ CLO_DEVICE void unpack8(const uint4& v, float (&f)[8]) {
   for (int i = 0; i < 8; ++i) f[i] = to_float<T>(e[i]);
 }
 
-template <typename T, int kC, int kMT, int kOcc>
-__global__ void __launch_bounds__(kThreads, kOcc) fused_decode_block_sm90_kernel(const FusedDecodeBlockProblem p) {
+template <typename T, int kC, int kMT>
+__global__ void __launch_bounds__(kThreads, 2) fused_decode_block_sm90_kernel(const FusedDecodeBlockProblem p) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  using Cfg = FusedCfg<kC, kMT, kOcc>;
-  constexpr int kStages = Cfg::kStages;
+  using Cfg = FusedCfg<kC, kMT>;
+  constexpr int kTokenBatch = Cfg::kTokenBatch, kBuffers = Cfg::kBuffers;
   constexpr int kRows = Cfg::kRows;
   extern __shared__ __align__(128) unsigned char smem[];
   unsigned char* ring = smem;
@@ -101,8 +114,29 @@ __global__ void __launch_bounds__(kThreads, kOcc) fused_decode_block_sm90_kernel
 
   const int rank = static_cast<int>(cluster::ctarank()), head = blockIdx.y;
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32, g = lane / 4, t = lane % 4;
-  const int B = p.batch, hidden = p.hidden, H = p.heads;
-  const T* x = static_cast<const T*>(p.x);
+  // Batch group blockIdx.z: sequences row0 .. row0 + B - 1 (local index b below).
+  const int row0 = blockIdx.z * kRows, B = min(p.batch - row0, kRows), hidden = p.hidden, H = p.heads;
+  const T* x = static_cast<const T*>(p.x) + static_cast<int64_t>(row0) * hidden;
+  const int* seq_lens = p.seq_lens + row0;
+  const int* block_tables = p.block_tables + static_cast<int64_t>(row0) * p.max_blocks;
+
+  const int bs_shift = __ffs(p.block_size) - 1, bs_mask = p.block_size - 1;
+  const int capacity = p.max_blocks * p.block_size;
+  // The cache slot of token `pos` of sequence b, or -1 past the table or the pool (the
+  // binding's host check reports those; the kernel only never touches memory out of range).
+  auto slot_of = [&](int b, int pos) -> int64_t {
+    const int blk = __ldg(block_tables + static_cast<int64_t>(b) * p.max_blocks + (pos >> bs_shift));
+    return blk >= 0 && blk < p.num_blocks ? (static_cast<int64_t>(blk) << bs_shift) + (pos & bs_mask) : -1;
+  };
+  const T* k_cache = static_cast<const T*>(p.k_cache);
+  const T* v_cache = static_cast<const T*>(p.v_cache);
+  // This block's share of sequence b's cached keys: [begin, end).
+  auto key_range = [&](int b, int& L, int& begin, int& end) {
+    L = min(__ldg(seq_lens + b), capacity);
+    const int n_old = max(L - 1, 0), per = div_ceil(n_old, kC);
+    begin = min(rank * per, n_old);
+    end = min(begin + per, n_old);
+  };
 
   // ---- 1. this block's slice of q, k and v ------------------------------------------------
   // Weight rows stream through a cp.async ring (stage s: every row's k in [s, s + 1) * kStageK);
@@ -144,6 +178,13 @@ __global__ void __launch_bounds__(kThreads, kOcc) fused_decode_block_sm90_kernel
       cp_async_wait<kStages - 2>();
       __syncthreads();  // stage s landed for all; every warp is done with the slot refilled next
       issue(s + kStages - 1);
+      if (s == max(n_stages - kStages + 1, 0) && tid < 2 * kPrefetchKvKeys) {  // the last stage is issued
+        int L, begin, end;
+        key_range(0, L, begin, end);
+        const int tok = begin + tid / 2;
+        const int64_t slot = tok < end ? slot_of(0, tok) : -1;
+        if (slot >= 0) tma::prefetch_l2((tid % 2 ? v_cache : k_cache) + (slot * H + head) * kD, kD * sizeof(T));
+      }
       uint4 xn[kMT];
       load_x(s + 1, xn);
       const unsigned char* slot = ring + (s % kStages) * kStageBytes;
@@ -193,8 +234,8 @@ __global__ void __launch_bounds__(kThreads, kOcc) fused_decode_block_sm90_kernel
 
   // ---- 2. rotary embedding (rotate-half form) and the cache append ---------------------------
   if (p.cos != nullptr) {
-    const T* cos = static_cast<const T*>(p.cos);
-    const T* sin = static_cast<const T*>(p.sin);
+    const T* cos = static_cast<const T*>(p.cos) + row0 * kD;
+    const T* sin = static_cast<const T*>(p.sin) + row0 * kD;
     constexpr int kHalf = kD / 2;
     for (int e = tid; e < 2 * B * kHalf; e += kThreads) {
       const int which = e / (B * kHalf), b = e / kHalf % B, i = e % kHalf;
@@ -207,19 +248,11 @@ __global__ void __launch_bounds__(kThreads, kOcc) fused_decode_block_sm90_kernel
     }
     __syncthreads();
   }
-  const int bs_shift = __ffs(p.block_size) - 1, bs_mask = p.block_size - 1;
-  const int capacity = p.max_blocks * p.block_size;
-  // The cache slot of token `pos` of sequence b, or -1 past the table or the pool (the
-  // binding's host check reports those; the kernel only never touches memory out of range).
-  auto slot_of = [&](int b, int pos) -> int64_t {
-    const int blk = __ldg(p.block_tables + static_cast<int64_t>(b) * p.max_blocks + (pos >> bs_shift));
-    return blk >= 0 && blk < p.num_blocks ? (static_cast<int64_t>(blk) << bs_shift) + (pos & bs_mask) : -1;
-  };
   // Block r appends the new k and v of sequences b = r (mod kC); no block of this launch
   // reads that slot from memory (the last block takes the new token from shared memory).
   for (int e = tid; e < B * 2 * (kD / 8); e += kThreads) {
     const int b = e / (2 * (kD / 8)), which = e / (kD / 8) % 2, c = e % (kD / 8);
-    const int L = __ldg(p.seq_lens + b);
+    const int L = __ldg(seq_lens + b);
     if (b % kC != rank || L < 1 || L > capacity) continue;
     const int64_t slot = slot_of(b, L - 1);
     if (slot < 0) continue;
@@ -234,60 +267,88 @@ __global__ void __launch_bounds__(kThreads, kOcc) fused_decode_block_sm90_kernel
   }
 
   // ---- 3. attention over this block's share of the cached tokens ----------------------------
-  // Half-warp hw takes tokens begin + hw + 16 j; lane hl of it holds dims [8 hl, 8 hl + 8).
+  // G half-warps per sequence (16 for one, 1 for 16): half-warp hw serves sequence hw / G and
+  // takes its keys begin + hw % G + G j, kTokenBatch per step; lane hl of it holds dims
+  // [8 hl, 8 hl + 8). Every sequence streams at once, with no barrier between sequences.
   float* exchange = reinterpret_cast<float*>(ring);                        // [kC][kRows][kD + 2]
   float* half_state = reinterpret_cast<float*>(ring + Cfg::kHalfWarpOff);  // [16][kD + 2]
   const float scale_log2 = p.scale * kLog2e;
   const int hw = 2 * warp + lane / 16, hl = lane % 16;
-  const T* k_cache = static_cast<const T*>(p.k_cache);
-  const T* v_cache = static_cast<const T*>(p.v_cache);
-  for (int b = 0; b < B; ++b) {
-    const int L = min(__ldg(p.seq_lens + b), capacity);
-    const int n_old = max(L - 1, 0), per = div_ceil(n_old, kC);
-    const int begin = min(rank * per, n_old), end = min(begin + per, n_old);
+  // The rows of w_o this warp multiplies in step 4 (hidden / kC / kWarps of them, 256 bytes each).
+  const int cols = hidden / kC, strips = cols / 16 / kWarps;
+  const int n_warp = rank * cols + warp * strips * 16;
+  const T* w_o = static_cast<const T*>(p.w_o) + head * kD;
+  const int64_t ld_o = static_cast<int64_t>(H) * kD;
+  auto prefetch_w_o = [&]() {
+    for (int r = lane; r < strips * 16; r += 32) tma::prefetch_l2(w_o + (n_warp + r) * ld_o, kD * sizeof(T));
+  };
+  {
+    int G = 16;
+    while (G * B > 16) G >>= 1;
+    const int my_b = hw / G, hg = hw % G;
+    const bool active = my_b < B;
+    int L = 0, begin = 0, end = 0;
+    if (active) key_range(my_b, L, begin, end);
+    const int n_keys = active && end > begin + hg ? div_ceil(end - begin - hg, G) : 0;
+    const int n_steps = div_ceil(n_keys, kTokenBatch);
+    const int warp_steps = max(n_steps, __shfl_xor_sync(0xffffffffu, n_steps, 16));  // both halves shuffle
     float q[8];
 #pragma unroll
-    for (int i = 0; i < 8; ++i) q[i] = gathered[b * kD + 8 * hl + i] * scale_log2;
+    for (int i = 0; i < 8; ++i) q[i] = gathered[(active ? my_b : 0) * kD + 8 * hl + i] * scale_log2;
     float m = kNegInf, l = 0.f, o[8] = {};
-    // Warp-uniform trip count (the shuffles need both halves): the odd half masks past `end`.
-    for (int base = begin + 2 * warp; base < end; base += 16 * kTokenBatch) {
-      uint4 kv[kTokenBatch], vv[kTokenBatch];
-      bool ok[kTokenBatch];
+    uint4 kv[kBuffers][kTokenBatch], vv[kBuffers][kTokenBatch];
+    bool ok[kBuffers][kTokenBatch];
+    auto load_step = [&](int step, uint4 (&kd)[kTokenBatch], uint4 (&vd)[kTokenBatch], bool (&okd)[kTokenBatch]) {
 #pragma unroll
       for (int u = 0; u < kTokenBatch; ++u) {
-        const int tok = base + (lane / 16) + 16 * u;
-        const int64_t slot = tok < end ? slot_of(b, tok) : -1;
-        ok[u] = slot >= 0;
-        const int64_t off = ((ok[u] ? slot : 0) * H + head) * kD + 8 * hl;
-        kv[u] = ok[u] ? load_streaming_16(k_cache + off) : make_uint4(0, 0, 0, 0);
-        vv[u] = ok[u] ? load_streaming_16(v_cache + off) : make_uint4(0, 0, 0, 0);
+        const int j = step * kTokenBatch + u;
+        const int64_t slot = j < n_keys ? slot_of(my_b, begin + hg + G * j) : -1;
+        okd[u] = slot >= 0;
+        const int64_t off = ((okd[u] ? slot : 0) * H + head) * kD + 8 * hl;
+        kd[u] = okd[u] ? load_streaming_16(k_cache + off) : make_uint4(0, 0, 0, 0);
+        vd[u] = okd[u] ? load_streaming_16(v_cache + off) : make_uint4(0, 0, 0, 0);
       }
-      float s[kTokenBatch], m_new = m;
+    };
+    if (Cfg::kPipelined && warp_steps > 0) load_step(0, kv[0], vv[0], ok[0]);
+    for (int step = 0; step < warp_steps; step += kBuffers) {
 #pragma unroll
-      for (int u = 0; u < kTokenBatch; ++u) {
-        float kf[8];
-        unpack8<T>(kv[u], kf);
-        float dot = 0.f;
+      for (int half = 0; half < kBuffers; ++half) {  // register buffers by name: half = step parity
+        const int cur = step + half, next = (half + 1) % kBuffers;
+        if (cur >= warp_steps) break;
+        if (cur == max(warp_steps - kPrefetchWoSteps, 0)) prefetch_w_o();
+        if (!Cfg::kPipelined) {
+          load_step(cur, kv[0], vv[0], ok[0]);
+        } else if (cur + 1 < warp_steps) {  // step + 1 in flight while step is used
+          load_step(cur + 1, kv[next], vv[next], ok[next]);
+        }
+        float s[kTokenBatch], m_new = m;
 #pragma unroll
-        for (int i = 0; i < 8; ++i) dot = fmaf(q[i], kf[i], dot);
-        s[u] = group_reduce_sum<16>(dot);
-        if (ok[u]) m_new = fmaxf(m_new, s[u]);
+        for (int u = 0; u < kTokenBatch; ++u) {
+          float kf[8];
+          unpack8<T>(kv[half][u], kf);
+          float dot = 0.f;
+#pragma unroll
+          for (int i = 0; i < 8; ++i) dot = fmaf(q[i], kf[i], dot);
+          s[u] = group_reduce_sum<16>(dot);
+          if (ok[half][u]) m_new = fmaxf(m_new, s[u]);
+        }
+        const float rescale = fast_exp2(m - m_new);
+        l *= rescale;
+#pragma unroll
+        for (int i = 0; i < 8; ++i) o[i] *= rescale;
+#pragma unroll
+        for (int u = 0; u < kTokenBatch; ++u) {
+          const float pr = ok[half][u] ? fast_exp2(s[u] - m_new) : 0.f;
+          float vf[8];
+          unpack8<T>(vv[half][u], vf);
+          l += pr;
+#pragma unroll
+          for (int i = 0; i < 8; ++i) o[i] = fmaf(pr, vf[i], o[i]);
+        }
+        m = m_new;
       }
-      const float rescale = fast_exp2(m - m_new);
-      l *= rescale;
-#pragma unroll
-      for (int i = 0; i < 8; ++i) o[i] *= rescale;
-#pragma unroll
-      for (int u = 0; u < kTokenBatch; ++u) {
-        const float pr = ok[u] ? fast_exp2(s[u] - m_new) : 0.f;
-        float vf[8];
-        unpack8<T>(vv[u], vf);
-        l += pr;
-#pragma unroll
-        for (int i = 0; i < 8; ++i) o[i] = fmaf(pr, vf[i], o[i]);
-      }
-      m = m_new;
     }
+    if (warp_steps == 0) prefetch_w_o();  // no keys in this warp's share
     float* mine = half_state + hw * (kD + 2);
 #pragma unroll
     for (int i = 0; i < 8; ++i) mine[8 * hl + i] = o[i];
@@ -295,40 +356,45 @@ __global__ void __launch_bounds__(kThreads, kOcc) fused_decode_block_sm90_kernel
       mine[kD] = m;
       mine[kD + 1] = l;
     }
-    const bool takes_new = rank == kC - 1 && L >= 1;
-    if (takes_new && warp == 0) {  // the new token's score, from the gathered rows
-      float dot = 0.f;
+    if (rank == kC - 1) {  // the new tokens' scores, from the gathered rows (warp w: sequences w, w + 8)
+      for (int b = warp; b < B; b += kWarps) {
+        float dot = 0.f;
 #pragma unroll
-      for (int i = 0; i < kD / 32; ++i) {
-        const int d = lane + 32 * i;
-        dot = fmaf(gathered[b * kD + d], gathered[(kRows + b) * kD + d], dot);
+        for (int i = 0; i < kD / 32; ++i) {
+          const int d = lane + 32 * i;
+          dot = fmaf(gathered[b * kD + d], gathered[(kRows + b) * kD + d], dot);
+        }
+        dot = warp_reduce_sum(dot);
+        if (lane == 0) new_score[b] = dot * scale_log2;
       }
-      dot = warp_reduce_sum(dot);
-      if (lane == 0) new_score[b] = dot * scale_log2;
     }
     __syncthreads();
-    if (tid < kD) {  // the block's state for sequence b, pushed into every block's exchange slot
+    // The block's state of each sequence (its G half-warps and, in the last block, the new
+    // token), pushed into every block's exchange slot.
+    for (int e = tid; e < B * kD; e += kThreads) {
+      const int b = e / kD, d = e % kD;
+      const bool takes_new = rank == kC - 1 && __ldg(seq_lens + b) >= 1;
+      const float* st = half_state + b * G * (kD + 2);
       float mx = takes_new ? new_score[b] : kNegInf;
-      for (int h2 = 0; h2 < 16; ++h2) mx = fmaxf(mx, half_state[h2 * (kD + 2) + kD]);
+      for (int h2 = 0; h2 < G; ++h2) mx = fmaxf(mx, st[h2 * (kD + 2) + kD]);
       float num = 0.f, den = 0.f;
-      for (int h2 = 0; h2 < 16; ++h2) {
-        const float w = fast_exp2(half_state[h2 * (kD + 2) + kD] - mx);
-        num = fmaf(w, half_state[h2 * (kD + 2) + tid], num);
-        den = fmaf(w, half_state[h2 * (kD + 2) + kD + 1], den);
+      for (int h2 = 0; h2 < G; ++h2) {
+        const float w = fast_exp2(st[h2 * (kD + 2) + kD] - mx);
+        num = fmaf(w, st[h2 * (kD + 2) + d], num);
+        den = fmaf(w, st[h2 * (kD + 2) + kD + 1], den);
       }
       if (takes_new) {
         const float w = fast_exp2(new_score[b] - mx);
-        num = fmaf(w, gathered[(2 * kRows + b) * kD + tid], num);
+        num = fmaf(w, gathered[(2 * kRows + b) * kD + d], num);
         den += w;
       }
       const float* slot = exchange + (rank * kRows + b) * (kD + 2);
 #pragma unroll
       for (int r = 0; r < kC; ++r) {
-        cluster::store_remote(cluster::map_shared(slot + tid, r), num);
-        if (tid == 0) cluster::store_remote(cluster::map_shared(slot + kD, r), make_float2(mx, den));
+        cluster::store_remote(cluster::map_shared(slot + d, r), num);
+        if (d == 0) cluster::store_remote(cluster::map_shared(slot + kD, r), make_float2(mx, den));
       }
     }
-    __syncthreads();  // half_state is rewritten for the next sequence
   }
   cluster::sync();  // 2: every block holds all kC states of every sequence
 
@@ -359,11 +425,7 @@ __global__ void __launch_bounds__(kThreads, kOcc) fused_decode_block_sm90_kernel
   // ---- 4. output projection: this block's hidden / kC columns, summed over heads ------------
   // Warp w takes a contiguous run of 16-row strips of w_o (its columns: head * 128 .. + 128),
   // the head's output rows as the n8 operand.
-  const int cols = hidden / kC, strips = cols / 16 / kWarps;
-  const int n_warp = rank * cols + warp * strips * 16;
-  const T* w_o = static_cast<const T*>(p.w_o) + head * kD;
-  const int64_t ld_o = static_cast<int64_t>(H) * kD;
-  float* sums = static_cast<float*>(p.workspace);  // [hidden][kRows] fp32
+  float* sums = static_cast<float*>(p.workspace);  // [hidden][kFusedMaxBatch] fp32, all batch groups
   int* counters = reinterpret_cast<int*>(static_cast<char*>(p.workspace) +
                                          static_cast<size_t>(hidden) * kFusedMaxBatch * sizeof(float));
   uint4 ov[4][kMT];
@@ -394,8 +456,8 @@ __global__ void __launch_bounds__(kThreads, kOcc) fused_decode_block_sm90_kernel
       for (int mt = 0; mt < kMT; ++mt) {
         const int b = 8 * mt + 2 * t;
         if (b >= B) continue;
-        red_add_v2(sums + static_cast<int64_t>(n) * kRows + b, acc[mt][0], acc[mt][1]);
-        red_add_v2(sums + static_cast<int64_t>(n + 8) * kRows + b, acc[mt][2], acc[mt][3]);
+        red_add_v2(sums + static_cast<int64_t>(n) * kFusedMaxBatch + row0 + b, acc[mt][0], acc[mt][1]);
+        red_add_v2(sums + static_cast<int64_t>(n + 8) * kFusedMaxBatch + row0 + b, acc[mt][2], acc[mt][3]);
       }
     }
   }
@@ -406,15 +468,15 @@ __global__ void __launch_bounds__(kThreads, kOcc) fused_decode_block_sm90_kernel
   __syncwarp();
   int* counter = counters + rank * kWarps + warp;
   int last = 0;
-  if (lane == 0) last = atomic_add_acq_rel_gpu(counter, 1) == H - 1;
+  if (lane == 0) last = atomic_add_acq_rel_gpu(counter, 1) == H * static_cast<int>(gridDim.z) - 1;
   last = __shfl_sync(0xffffffffu, last, 0);
   if (last) {
     __threadfence();
     T* out = static_cast<T*>(p.out);
-    const int rows = strips * 16;
-    for (int e = lane; e < rows * B; e += 32) {
-      const int n = n_warp + e / B, b = e % B;
-      float* cell = sums + static_cast<int64_t>(n) * kRows + b;
+    const int rows = strips * 16, batch = p.batch;  // every batch group's rows
+    for (int e = lane; e < rows * batch; e += 32) {
+      const int n = n_warp + e / batch, b = e % batch;
+      float* cell = sums + static_cast<int64_t>(n) * kFusedMaxBatch + b;
       out[static_cast<int64_t>(b) * hidden + n] = from_float<T>(__ldcg(cell));
       __stcg(cell, 0.f);
     }
@@ -423,10 +485,10 @@ __global__ void __launch_bounds__(kThreads, kOcc) fused_decode_block_sm90_kernel
 #endif
 }
 
-template <typename T, int kC, int kMT, int kOcc>
+template <typename T, int kC, int kMT>
 cudaError_t launch_cfg(const FusedDecodeBlockProblem& p, cudaStream_t stream) {
-  constexpr auto kernel = fused_decode_block_sm90_kernel<T, kC, kMT, kOcc>;
-  constexpr size_t smem = FusedCfg<kC, kMT, kOcc>::kSmemBytes;
+  constexpr auto kernel = fused_decode_block_sm90_kernel<T, kC, kMT>;
+  constexpr size_t smem = FusedCfg<kC, kMT>::kSmemBytes;
   static bool configured = false;  // per instantiation; the attribute is per device, set on first use
   if (!configured) {
     const cudaError_t err = set_dynamic_smem(kernel, smem);
@@ -435,53 +497,44 @@ cudaError_t launch_cfg(const FusedDecodeBlockProblem& p, cudaStream_t stream) {
   }
   cudaLaunchAttribute attr;
   const cudaLaunchConfig_t cfg =
-      cluster::launch_config(dim3(kC, static_cast<unsigned>(p.heads)), kThreads, smem, stream, kC, &attr);
+      cluster::launch_config(dim3(kC, static_cast<unsigned>(p.heads), div_ceil(p.batch, 8 * kMT)), kThreads, smem,
+                             stream, kC, &attr);
   return cudaLaunchKernelEx(&cfg, kernel, p);
 }
 
 // Clusters of 4 when 4-block clusters of this kernel fit all heads on the GPU at once, else
 // clusters of 2 (the GPCs' SM counts need not be multiples of 4: see NOTES.md).
-template <typename T, int kMT, int kOcc>
+template <typename T, int kMT>
 int auto_cluster_size(int heads) {
   static int slots4[64] = {0};
   int dev = 0;
   cudaGetDevice(&dev);
   dev = dev >= 0 && dev < 64 ? dev : 0;
   if (slots4[dev] == 0) {
-    const int n = cluster::max_active_clusters(fused_decode_block_sm90_kernel<T, 4, kMT, kOcc>, 4, kThreads,
-                                               FusedCfg<4, kMT, kOcc>::kSmemBytes);
-    if (std::getenv("CLO_FUSED_VERBOSE") != nullptr) {
-      std::fprintf(stderr, "fused_decode_block: %d clusters of 4 fit (%d block(s) per SM allowed)\n", n, kOcc);
-    }
+    const int n = cluster::max_active_clusters(fused_decode_block_sm90_kernel<T, 4, kMT>, 4, kThreads,
+                                               FusedCfg<4, kMT>::kSmemBytes);
     slots4[dev] = n > 0 ? n : -1;
   }
   return slots4[dev] >= heads ? 4 : 2;
 }
 
-template <typename T, int kMT, int kOcc>
-cudaError_t launch_occ(const FusedDecodeBlockProblem& p, int cluster_size, cudaStream_t stream) {
-  if (cluster_size == 0) cluster_size = auto_cluster_size<T, kMT, kOcc>(p.heads);
-  switch (cluster_size) {
-    case 2: return launch_cfg<T, 2, kMT, kOcc>(p, stream);
-    case 4: return launch_cfg<T, 4, kMT, kOcc>(p, stream);
-    default: return cudaErrorInvalidValue;
-  }
-}
-
 template <typename T, int kMT>
 cudaError_t launch_typed(const FusedDecodeBlockProblem& p, int cluster_size, cudaStream_t stream) {
   static bool dev_cluster = std::getenv("CLO_FUSED_CLUSTER") != nullptr;
-  static bool dev_occ = std::getenv("CLO_FUSED_OCC") != nullptr;
   cluster_size = dev_knob("CLO_FUSED_CLUSTER", dev_cluster, cluster_size);
-  return dev_knob("CLO_FUSED_OCC", dev_occ, 2) == 1 ? launch_occ<T, kMT, 1>(p, cluster_size, stream)
-                                                    : launch_occ<T, kMT, 2>(p, cluster_size, stream);
+  if (cluster_size == 0) cluster_size = auto_cluster_size<T, kMT>(p.heads);
+  switch (cluster_size) {
+    case 2: return launch_cfg<T, 2, kMT>(p, stream);
+    case 4: return launch_cfg<T, 4, kMT>(p, stream);
+    default: return cudaErrorInvalidValue;
+  }
 }
 
 bool built_for_sm90() {
   static int version = -1;
   if (version < 0) {
     cudaFuncAttributes attrs{};
-    version = cudaFuncGetAttributes(&attrs, fused_decode_block_sm90_kernel<__half, 4, 1, 1>) == cudaSuccess
+    version = cudaFuncGetAttributes(&attrs, fused_decode_block_sm90_kernel<__half, 4, 1>) == cudaSuccess
                   ? attrs.binaryVersion
                   : 0;
     cudaGetLastError();
@@ -514,7 +567,10 @@ cudaError_t launch_fused_decode_block(const FusedDecodeBlockProblem& p, int clus
       !(p.scale > 0.f) || p.max_blocks < 1 || (cluster_size != 0 && cluster_size != 2 && cluster_size != 4)) {
     return cudaErrorInvalidValue;
   }
-  const bool two_tiles = p.batch > 8;
+  // Batches over 8 run as one 16-row group per head; groups of 8 sequences (gridDim.z, twice
+  // the blocks) are the dev alternative (CLO_FUSED_BATCH_GROUP=8), measured slower (NOTES.md).
+  static bool dev_group = std::getenv("CLO_FUSED_BATCH_GROUP") != nullptr;
+  const bool two_tiles = p.batch > 8 && dev_knob("CLO_FUSED_BATCH_GROUP", dev_group, 16) == 16;
   switch (p.dtype) {
     case DType::kFloat16:
       return two_tiles ? launch_typed<__half, 2>(p, cluster_size, stream) : launch_typed<__half, 1>(p, cluster_size, stream);

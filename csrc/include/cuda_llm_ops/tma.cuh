@@ -168,6 +168,14 @@ CLO_DEVICE void fence_proxy_async_shared() {
 #endif
 }
 
+// Asks for `bytes` (a multiple of 16, 16-byte aligned) at `src` to be brought into L2, with
+// no destination and nothing to wait on: data a later phase of the kernel reads.
+CLO_DEVICE void prefetch_l2(const void* src, uint32_t bytes) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;\n" ::"l"(src), "r"(bytes) : "memory");
+#endif
+}
+
 CLO_DEVICE void prefetch_tensor_map(const CUtensorMap* map) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   asm volatile("prefetch.tensormap [%0];\n" ::"l"(reinterpret_cast<uint64_t>(map)) : "memory");
