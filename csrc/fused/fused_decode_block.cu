@@ -502,27 +502,14 @@ cudaError_t launch_cfg(const FusedDecodeBlockProblem& p, cudaStream_t stream) {
   return cudaLaunchKernelEx(&cfg, kernel, p);
 }
 
-// Clusters of 4 when 4-block clusters of this kernel fit all heads on the GPU at once, else
-// clusters of 2 (the GPCs' SM counts need not be multiples of 4: see NOTES.md).
-template <typename T, int kMT>
-int auto_cluster_size(int heads) {
-  static int slots4[64] = {0};
-  int dev = 0;
-  cudaGetDevice(&dev);
-  dev = dev >= 0 && dev < 64 ? dev : 0;
-  if (slots4[dev] == 0) {
-    const int n = cluster::max_active_clusters(fused_decode_block_sm90_kernel<T, 4, kMT>, 4, kThreads,
-                                               FusedCfg<4, kMT>::kSmemBytes);
-    slots4[dev] = n > 0 ? n : -1;
-  }
-  return slots4[dev] >= heads ? 4 : 2;
-}
-
 template <typename T, int kMT>
 cudaError_t launch_typed(const FusedDecodeBlockProblem& p, int cluster_size, cudaStream_t stream) {
   static bool dev_cluster = std::getenv("CLO_FUSED_CLUSTER") != nullptr;
   cluster_size = dev_knob("CLO_FUSED_CLUSTER", dev_cluster, cluster_size);
-  if (cluster_size == 0) cluster_size = auto_cluster_size<T, kMT>(p.heads);
+  // Clusters of 4 (128 blocks for 32 heads) measured faster than clusters of 2 at every
+  // Llama-2-7B shape (NOTES.md), although cudaOccupancyMaxActiveClusters counts fewer than 32
+  // clusters of 4 at once: it picked 2 when asked, 1.3-1.4x slower at batch 1.
+  if (cluster_size == 0) cluster_size = 4;
   switch (cluster_size) {
     case 2: return launch_cfg<T, 2, kMT>(p, stream);
     case 4: return launch_cfg<T, 4, kMT>(p, stream);
