@@ -507,8 +507,9 @@ cudaError_t launch_typed(const FusedDecodeBlockProblem& p, int cluster_size, cud
   static bool dev_cluster = std::getenv("CLO_FUSED_CLUSTER") != nullptr;
   cluster_size = dev_knob("CLO_FUSED_CLUSTER", dev_cluster, cluster_size);
   // Clusters of 4 (128 blocks for 32 heads) measured faster than clusters of 2 at every
-  // Llama-2-7B shape (NOTES.md), although cudaOccupancyMaxActiveClusters counts fewer than 32
-  // clusters of 4 at once: it picked 2 when asked, 1.3-1.4x slower at batch 1.
+  // Llama-2-7B shape (NOTES.md). A rule that took 4 only where cudaOccupancyMaxActiveClusters
+  // counted all heads' clusters at once ran the bench at clusters-of-2 speed (98 us against 72
+  // at B=1 / N=1024), so the query's count is not used.
   if (cluster_size == 0) cluster_size = 4;
   switch (cluster_size) {
     case 2: return launch_cfg<T, 2, kMT>(p, stream);
