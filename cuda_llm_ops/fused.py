@@ -25,6 +25,7 @@ import torch
 from . import _ops
 from .decode import _host_checks_allowed, check_paged_indices, paged_attention, paged_kv_append
 from .gemm import gemm
+from .reference.fused import apply_rotary
 from .validation import (call_or_explain, check_contiguous, check_cuda, check_dtype, check_rank, check_same_device,
                          check_same_dtype, check_tensor)
 
@@ -137,22 +138,15 @@ def fused_decode_block_workspace(x: torch.Tensor, w_o: torch.Tensor) -> torch.Te
     return torch.zeros(nbytes, dtype=torch.uint8, device=x.device)
 
 
-def _rope(t: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
-    """Rotate-half rotary embedding of `t [B, H, D]` with `cos`/`sin [B, D]` (fp32 math)."""
-    half = t.shape[-1] // 2
-    tf = t.float()
-    rotated = torch.cat((-tf[..., half:], tf[..., :half]), dim=-1)
-    return (tf * cos.float()[:, None] + rotated * sin.float()[:, None]).to(t.dtype)
-
-
 def _unfused(x, w_qkv, w_o, k_cache, v_cache, block_tables, seq_lens, cos, sin, scale, out):
     b, hidden, hq, hkv, d = _shape_info(x, w_qkv, w_o, k_cache)
     qkv = gemm(x, w_qkv, trans_b=True)
     q = qkv[:, :hq * d].view(b, hq, d)
     k = qkv[:, hq * d:(hq + hkv) * d].view(b, hkv, d)
     v = qkv[:, (hq + hkv) * d:].view(b, hkv, d)
-    if cos is not None:
-        q, k = _rope(q, cos, sin), _rope(k, cos, sin)
+    if cos is not None:  # in fp32, rounded once, as the fused kernel does
+        c, s_ = cos.float(), sin.float()
+        q, k = apply_rotary(q.float(), c, s_).to(q.dtype), apply_rotary(k.float(), c, s_).to(k.dtype)
     # The new token's flat cache slot (-1, skipped, for a sequence with no token)
     bs = k_cache.shape[1]
     pos = (seq_lens.long() - 1).clamp(min=0)
