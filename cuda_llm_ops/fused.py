@@ -195,7 +195,8 @@ def fused_decode_block(x: torch.Tensor, w_qkv: torch.Tensor, w_o: torch.Tensor, 
         the heads' output projections with fp32 atomics, so the last bit may differ between
         calls.
     """
-    _ops.op("gemm")  # first, so a build without kernels says so
+    if not _ops.kernels_available():
+        _ops.op("fused_decode_block")  # raises: the package was installed without kernels, how to build them
 
     def validate():
         validate_fused_decode_block_inputs(x, w_qkv, w_o, k_cache, v_cache, block_tables, seq_lens, cos, sin, out)

@@ -507,9 +507,10 @@ cudaError_t launch_typed(const FusedDecodeBlockProblem& p, int cluster_size, cud
   static bool dev_cluster = std::getenv("CLO_FUSED_CLUSTER") != nullptr;
   cluster_size = dev_knob("CLO_FUSED_CLUSTER", dev_cluster, cluster_size);
   // Clusters of 4 (128 blocks for 32 heads) measured faster than clusters of 2 at every
-  // Llama-2-7B shape (NOTES.md). A rule that took 4 only where cudaOccupancyMaxActiveClusters
-  // counted all heads' clusters at once ran the bench at clusters-of-2 speed (98 us against 72
-  // at B=1 / N=1024), so the query's count is not used.
+  // Llama-2-7B shape (NOTES.md), and ncu counts 62 clusters of 4 that fit at once. A rule that
+  // took 4 only where cudaOccupancyMaxActiveClusters counted all heads' clusters ran the bench
+  // at clusters-of-2 speed (98 us against 72 at B=1 / N=1024): it queried before the first
+  // launch raised the kernel's shared-memory limit, so the query most likely failed.
   if (cluster_size == 0) cluster_size = 4;
   switch (cluster_size) {
     case 2: return launch_cfg<T, 2, kMT>(p, stream);
