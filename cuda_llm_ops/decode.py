@@ -317,10 +317,12 @@ def validate_paged_attention_inputs(q, k_cache, v_cache, block_tables, seq_lens,
 
 
 def check_paged_indices(k_cache: torch.Tensor, block_tables: torch.Tensor, seq_lens: torch.Tensor,
-                        workspace: torch.Tensor | None = None, window_left: int = -1, seq_len_q: int = 1) -> None:
+                        workspace: torch.Tensor | None = None, window_left: int = -1, seq_len_q: int = 1,
+                        min_seq_len: int = 0) -> None:
     """Host check (one synchronisation) of the device-side indices of `paged_attention`.
 
-    Raises ValueError when a seq_len is outside `[0, max_blocks_per_seq * block_size]`,
+    Raises ValueError when a seq_len is outside `[min_seq_len, max_blocks_per_seq * block_size]`
+    (`min_seq_len` 1 where the call appends the new token, `fused_decode_block`),
     a block index that the sequence uses is outside `[0, num_blocks)`, or a given
     workspace's split counters are not at rest (the kernel would write NaN). With a
     sliding window (`window_left >= 0`, `seq_len_q` new tokens) the blocks wholly before
@@ -329,7 +331,7 @@ def check_paged_indices(k_cache: torch.Tensor, block_tables: torch.Tensor, seq_l
     nb, bs = k_cache.shape[0], k_cache.shape[1]
     cap = block_tables.shape[1] * bs
     lens = seq_lens.long()
-    bad_len = (lens < 0) | (lens > cap)
+    bad_len = (lens < min_seq_len) | (lens > cap)
     blk = torch.arange(block_tables.shape[1], device=block_tables.device)[None, :]
     used = blk < ((lens.clamp(0, cap) + bs - 1) // bs)[:, None]
     if window_left >= 0:
@@ -348,7 +350,7 @@ def check_paged_indices(k_cache: torch.Tensor, block_tables: torch.Tensor, seq_l
                          "overwritten buffer is not one); the kernel would write NaN")
     if bool(bad_len.any()):
         i = int(bad_len.nonzero()[0, 0])
-        raise ValueError(f"seq_lens[{i}] = {int(lens[i])} is outside [0, {cap}] (max_blocks_per_seq "
+        raise ValueError(f"seq_lens[{i}] = {int(lens[i])} is outside [{min_seq_len}, {cap}] (max_blocks_per_seq "
                          f"{block_tables.shape[1]} x block_size {bs})")
     i, j = (int(x) for x in bad_blk.nonzero()[0])
     raise ValueError(f"block_tables[{i}, {j}] = {int(block_tables[i, j])} is outside [0, num_blocks={nb}) "
@@ -655,6 +657,16 @@ def use_decode_path(q) -> bool:
             and q.dtype in DECODE_DTYPES and decode_kernel_head_dim(q.shape[-1]) > 0 and q.device.type == "cuda"
             and q.shape[0] <= MAX_BATCH and _ops.has_op("decode_attention")
             and _head_dim_fits_on(q.device.index, q.shape[-1]))
+
+
+def last_token_slots(block_tables: torch.Tensor, seq_lens: torch.Tensor, block_size: int) -> torch.Tensor:
+    """int64 `[B]`: the flat cache slot (`block * block_size + offset`, `paged_kv_append`'s
+    slot_mapping) of each sequence's last token, position `seq_lens - 1`; -1 (skipped by the
+    append) for a sequence with no token. No host synchronisation."""
+    pos = (seq_lens.long() - 1).clamp(min=0)
+    page = (pos // block_size).clamp(max=block_tables.shape[1] - 1)
+    blk = block_tables.gather(1, page[:, None])[:, 0].long()
+    return torch.where(seq_lens > 0, blk * block_size + pos % block_size, torch.full_like(blk, -1))
 
 
 def paged_kv_append(k: torch.Tensor, v: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor,

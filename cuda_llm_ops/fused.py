@@ -23,16 +23,14 @@ import math
 import torch
 
 from . import _ops
-from .decode import _host_checks_allowed, check_paged_indices, paged_attention, paged_kv_append
+from .decode import (DECODE_DTYPES, _host_checks_allowed, check_paged_indices, last_token_slots, paged_attention,
+                     paged_kv_append)
 from .gemm import gemm
 from .reference.fused import apply_rotary
 from .validation import (call_or_explain, check_contiguous, check_cuda, check_dtype, check_rank, check_same_device,
                          check_same_dtype, check_tensor)
 
-FUSED_DTYPES = (torch.float16, torch.bfloat16)
-
-
-def _shape_info(x, w_qkv, w_o, k_cache):
+def _shape_info(x, w_o, k_cache):
     b, hidden = x.shape
     hkv, d = k_cache.shape[2], k_cache.shape[3]
     hq = w_o.shape[1] // d if d else 0
@@ -60,7 +58,7 @@ def validate_fused_decode_block_inputs(x, w_qkv, w_o, k_cache, v_cache, block_ta
     check_rank(k_cache, "k_cache", 4, "[num_blocks, block_size, num_kv_heads, head_dim]")
     check_rank(block_tables, "block_tables", 2, "[batch, max_blocks_per_seq]")
     check_rank(seq_lens, "seq_lens", 1, "[batch]")
-    check_dtype(x, "x", FUSED_DTYPES)
+    check_dtype(x, "x", DECODE_DTYPES)
     for t, name in named[1:5]:
         check_same_dtype(t, name, x, "x")
     check_dtype(block_tables, "block_tables", torch.int32)
@@ -119,7 +117,7 @@ def fused_decode_block_path(x: torch.Tensor, w_o: torch.Tensor, k_cache: torch.T
     key = (x.device, tuple(x.shape), tuple(w_o.shape), tuple(k_cache.shape[1:]))
     known = _PATH_CACHE.get(key)
     if known is None:
-        b, hidden, hq, hkv, d = _shape_info(x, None, w_o, k_cache)
+        b, hidden, hq, hkv, d = _shape_info(x, w_o, k_cache)
         if not _ops.has_op("fused_decode_block"):
             known = (False, "this build has no fused kernel (area 'fused' not built)")
         else:
@@ -139,7 +137,7 @@ def fused_decode_block_workspace(x: torch.Tensor, w_o: torch.Tensor) -> torch.Te
 
 
 def _unfused(x, w_qkv, w_o, k_cache, v_cache, block_tables, seq_lens, cos, sin, scale, out):
-    b, hidden, hq, hkv, d = _shape_info(x, w_qkv, w_o, k_cache)
+    b, hidden, hq, hkv, d = _shape_info(x, w_o, k_cache)
     qkv = gemm(x, w_qkv, trans_b=True)
     q = qkv[:, :hq * d].view(b, hq, d)
     k = qkv[:, hq * d:(hq + hkv) * d].view(b, hkv, d)
@@ -147,12 +145,7 @@ def _unfused(x, w_qkv, w_o, k_cache, v_cache, block_tables, seq_lens, cos, sin, 
     if cos is not None:  # in fp32, rounded once, as the fused kernel does
         c, s_ = cos.float(), sin.float()
         q, k = apply_rotary(q.float(), c, s_).to(q.dtype), apply_rotary(k.float(), c, s_).to(k.dtype)
-    # The new token's flat cache slot (-1, skipped, for a sequence with no token)
-    bs = k_cache.shape[1]
-    pos = (seq_lens.long() - 1).clamp(min=0)
-    page = (pos // bs).clamp(max=block_tables.shape[1] - 1)
-    blk = block_tables.gather(1, page[:, None])[:, 0].long()
-    slots = torch.where(seq_lens > 0, blk * bs + pos % bs, torch.full_like(blk, -1))
+    slots = last_token_slots(block_tables, seq_lens, k_cache.shape[1])
     paged_kv_append(k.contiguous(), v.contiguous(), k_cache, v_cache, slots, check_slots=False)
     o = paged_attention(q.contiguous(), k_cache, v_cache, block_tables, seq_lens, scale=scale, check_indices=False)
     result = gemm(o.reshape(b, hq * d), w_o, trans_b=True)
@@ -207,10 +200,7 @@ def fused_decode_block(x: torch.Tensor, w_qkv: torch.Tensor, w_o: torch.Tensor, 
         raise ValueError(f"scale must be a finite float >= 0 (0: 1/sqrt(head_dim)), got {scale!r}")
     if _host_checks_allowed(check_indices, "check_indices"):
         validate()
-        check_paged_indices(k_cache, block_tables, seq_lens)
-        if not bool((seq_lens >= 1).all()):
-            i = int((seq_lens < 1).nonzero()[0, 0])
-            raise ValueError(f"seq_lens[{i}] = {int(seq_lens[i])} must be >= 1 (it counts the new token)")
+        check_paged_indices(k_cache, block_tables, seq_lens, min_seq_len=1)  # seq_lens count the new token
     try:
         fused, _ = fused_decode_block_path(x, w_o, k_cache)
         d = k_cache.shape[3]

@@ -24,7 +24,10 @@ def _need_ops():
 
 
 def hopper() -> bool:
-    return torch.cuda.get_device_capability() == (9, 0)
+    return torch.cuda.is_available() and torch.cuda.get_device_capability() == (9, 0)
+
+
+needs_hopper = pytest.mark.skipif(not hopper(), reason="the fused kernel runs on Hopper")
 
 
 def check_call(prob, dtype, cluster_size=0, give_out=True, expect_fused=None):
@@ -88,8 +91,7 @@ def test_unfused_fallback(case):
     check_call(prob, torch.float16)
 
 
-@pytest.mark.skipif(not torch.cuda.is_available() or torch.cuda.get_device_capability() != (9, 0),
-                    reason="the fused kernel runs on Hopper")
+@needs_hopper
 def test_workspace_left_zero_and_repeatable():
     """The kernel leaves its sums and counters zero, so one workspace serves every call;
     repeated calls agree to the atomics' last-bit order."""
@@ -106,8 +108,7 @@ def test_workspace_left_zero_and_repeatable():
         assert_close(o, outs[0], dtype=torch.float32, rel_tol=1e-3, what="repeat")
 
 
-@pytest.mark.skipif(not torch.cuda.is_available() or torch.cuda.get_device_capability() != (9, 0),
-                    reason="the fused kernel runs on Hopper")
+@needs_hopper
 def test_graph_capture_replay():
     """Captured once with out=, a workspace and check_indices=False, replayed with other
     lengths, tables and inputs written into the captured tensors."""
@@ -183,8 +184,7 @@ def test_errors():
         fused_decode_block(*(prob[n] for n in names), cluster_size=3)
 
 
-@pytest.mark.skipif(not torch.cuda.is_available() or torch.cuda.get_device_capability() != (9, 0),
-                    reason="the fused kernel runs on Hopper")
+@needs_hopper
 def test_binding_errors_and_guards():
     """The raw op's own checks (a child process, as every binding-error test), and the
     kernel's guards: an out-of-range block index with check_indices=False neither faults nor

@@ -95,6 +95,12 @@ inline void check_dim(const at::Tensor& t, int64_t dim, const char* name, const 
   CLO_CHECK(t.dim() == dim, name, " must be ", dim, "-D ", layout, ", got ", t.dim(), "-D with shape ", t.sizes());
 }
 
+// "op: name must have shape [..] = layout, got [..]".
+inline void check_shape(const at::Tensor& t, const char* op, const char* name, c10::IntArrayRef want,
+                        const char* layout) {
+  CLO_CHECK(t.sizes() == want, op, ": ", name, " must have shape ", want, " = ", layout, ", got ", t.sizes());
+}
+
 inline void check_dtype(const at::Tensor& t, at::ScalarType expected, const char* name) {
   CLO_CHECK(t.scalar_type() == expected, name, " must have dtype ", expected, ", got ", t.scalar_type());
 }

@@ -21,12 +21,8 @@
 namespace cuda_llm_ops::binding {
 namespace {
 
-#define FUSED_REQUIRE(cond, ...) CLO_CHECK(cond, "fused_decode_block: ", __VA_ARGS__)
-
-void require_shape(const at::Tensor& t, const char* name, std::initializer_list<int64_t> want, const char* layout) {
-  FUSED_REQUIRE(t.sizes() == c10::IntArrayRef(want), name, " must have shape ", c10::IntArrayRef(want), " = ", layout,
-                ", got ", t.sizes());
-}
+constexpr const char* kOp = "fused_decode_block";
+#define FUSED_REQUIRE(cond, ...) CLO_CHECK(cond, kOp, ": ", __VA_ARGS__)
 
 void fused_decode_block(const at::Tensor& x, const at::Tensor& w_qkv, const at::Tensor& w_o, at::Tensor& k_cache,
                         at::Tensor& v_cache, const at::Tensor& block_tables, const at::Tensor& seq_lens,
@@ -64,15 +60,15 @@ void fused_decode_block(const at::Tensor& x, const at::Tensor& w_qkv, const at::
   FUSED_REQUIRE(batch >= 1 && hidden >= 1 && num_blocks >= 1 && max_blocks >= 1,
                 "x, k_cache and block_tables must have no empty dimension, got ", x.sizes(), ", ", k_cache.sizes(),
                 ", ", block_tables.sizes());
-  require_shape(v_cache, "v_cache", {num_blocks, block_size, heads, head_dim}, "k_cache's shape");
-  require_shape(w_qkv, "w_qkv", {3 * heads * head_dim, hidden}, "[3 * heads * head_dim, hidden]");
-  require_shape(w_o, "w_o", {hidden, heads * head_dim}, "[hidden, heads * head_dim]");
-  require_shape(block_tables, "block_tables", {batch, max_blocks}, "[batch, max_blocks]");
-  require_shape(seq_lens, "seq_lens", {batch}, "[batch]");
-  require_shape(out, "out", {batch, hidden}, "[batch, hidden]");
+  check_shape(v_cache, kOp, "v_cache", {num_blocks, block_size, heads, head_dim}, "k_cache's shape");
+  check_shape(w_qkv, kOp, "w_qkv", {3 * heads * head_dim, hidden}, "[3 * heads * head_dim, hidden]");
+  check_shape(w_o, kOp, "w_o", {hidden, heads * head_dim}, "[hidden, heads * head_dim]");
+  check_shape(block_tables, kOp, "block_tables", {batch, max_blocks}, "[batch, max_blocks]");
+  check_shape(seq_lens, kOp, "seq_lens", {batch}, "[batch]");
+  check_shape(out, kOp, "out", {batch, hidden}, "[batch, hidden]");
   if (cos.has_value()) {
-    require_shape(*cos, "cos", {batch, head_dim}, "[batch, head_dim]");
-    require_shape(*sin, "sin", {batch, head_dim}, "[batch, head_dim]");
+    check_shape(*cos, kOp, "cos", {batch, head_dim}, "[batch, head_dim]");
+    check_shape(*sin, kOp, "sin", {batch, head_dim}, "[batch, head_dim]");
   }
   FUSED_REQUIRE(scale > 0.0, "scale must be > 0 (0 means 1/sqrt(head_dim) in the Python API), got ", scale);
   FUSED_REQUIRE(hidden <= INT32_MAX && max_blocks <= INT32_MAX && block_size <= INT32_MAX,

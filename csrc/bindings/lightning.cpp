@@ -13,7 +13,6 @@
 #include <c10/macros/Macros.h>
 
 #include <cstdint>
-#include <initializer_list>
 #include <string>
 
 #include "bindings/checks.h"
@@ -22,15 +21,12 @@
 namespace cuda_llm_ops::binding {
 namespace {
 
+constexpr const char* kOp = "lightning_attention_decode";
 constexpr int kMaxDim = cuda_llm_ops::lightning::kMaxHeadDim;
 
 // The message is formatted only when the check fails.
-#define LIGHTNING_REQUIRE(cond, name, what) CLO_CHECK(cond, "lightning_attention_decode: ", name, " ", what)
+#define LIGHTNING_REQUIRE(cond, name, what) CLO_CHECK(cond, kOp, ": ", name, " ", what)
 
-void require_shape(const at::Tensor& t, const char* name, std::initializer_list<int64_t> want, const char* layout) {
-  CLO_CHECK(t.sizes() == c10::IntArrayRef(want), "lightning_attention_decode: ", name, " must have shape ",
-            c10::IntArrayRef(want), " = ", layout, ", got ", t.sizes());
-}
 
 bool ranges_overlap(const at::Tensor& a, const at::Tensor& b) {
   const auto* pa = static_cast<const char*>(a.data_ptr());
@@ -71,11 +67,11 @@ void lightning_decode_checked(const at::Tensor& q, const at::Tensor& k, const at
   LIGHTNING_REQUIRE(d <= kMaxDim && e <= kMaxDim, "d and e",
                     "must be <= " + std::to_string(kMaxDim) + ", got d=" + std::to_string(d) +
                         " e=" + std::to_string(e));
-  require_shape(k, "k", {b, h, n, d}, "[batch, heads, n, d]");
-  require_shape(v, "v", {b, h, n, e}, "[batch, heads, n, e]");
-  require_shape(out, "out", {b, h, n, e}, "[batch, heads, n, e]");
-  require_shape(kv, "kv", {b, h, d, e}, "[batch, heads, d, e]");
-  require_shape(new_kv, "new_kv", {b, h, d, e}, "[batch, heads, d, e]");
+  check_shape(k, kOp, "k", {b, h, n, d}, "[batch, heads, n, d]");
+  check_shape(v, kOp, "v", {b, h, n, e}, "[batch, heads, n, e]");
+  check_shape(out, kOp, "out", {b, h, n, e}, "[batch, heads, n, e]");
+  check_shape(kv, kOp, "kv", {b, h, d, e}, "[batch, heads, d, e]");
+  check_shape(new_kv, kOp, "new_kv", {b, h, d, e}, "[batch, heads, d, e]");
   const bool slope_ok =
       slope.numel() == h && (slope.dim() == 1 || (slope.dim() == 3 && slope.size(1) == 1 && slope.size(2) == 1));
   LIGHTNING_REQUIRE(slope_ok, "slope",

@@ -131,8 +131,8 @@ __global__ void __launch_bounds__(kThreads, 2) fused_decode_block_sm90_kernel(co
   const T* k_cache = static_cast<const T*>(p.k_cache);
   const T* v_cache = static_cast<const T*>(p.v_cache);
   // This block's share of sequence b's cached keys: [begin, end).
-  auto key_range = [&](int b, int& L, int& begin, int& end) {
-    L = min(__ldg(seq_lens + b), capacity);
+  auto key_range = [&](int b, int& begin, int& end) {
+    const int L = min(__ldg(seq_lens + b), capacity);
     const int n_old = max(L - 1, 0), per = div_ceil(n_old, kC);
     begin = min(rank * per, n_old);
     end = min(begin + per, n_old);
@@ -179,8 +179,8 @@ __global__ void __launch_bounds__(kThreads, 2) fused_decode_block_sm90_kernel(co
       __syncthreads();  // stage s landed for all; every warp is done with the slot refilled next
       issue(s + kStages - 1);
       if (s == max(n_stages - kStages + 1, 0) && tid < 2 * kPrefetchKvKeys) {  // the last stage is issued
-        int L, begin, end;
-        key_range(0, L, begin, end);
+        int begin, end;
+        key_range(0, begin, end);
         const int tok = begin + tid / 2;
         const int64_t slot = tok < end ? slot_of(0, tok) : -1;
         if (slot >= 0) tma::prefetch_l2((tid % 2 ? v_cache : k_cache) + (slot * H + head) * kD, kD * sizeof(T));
@@ -287,8 +287,8 @@ __global__ void __launch_bounds__(kThreads, 2) fused_decode_block_sm90_kernel(co
     while (G * B > 16) G >>= 1;
     const int my_b = hw / G, hg = hw % G;
     const bool active = my_b < B;
-    int L = 0, begin = 0, end = 0;
-    if (active) key_range(my_b, L, begin, end);
+    int begin = 0, end = 0;
+    if (active) key_range(my_b, begin, end);
     const int n_keys = active && end > begin + hg ? div_ceil(end - begin - hg, G) : 0;
     const int n_steps = div_ceil(n_keys, kTokenBatch);
     const int warp_steps = max(n_steps, __shfl_xor_sync(0xffffffffu, n_steps, 16));  // both halves shuffle

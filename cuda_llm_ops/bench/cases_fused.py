@@ -38,6 +38,7 @@ import torch
 import torch.nn.functional as F
 
 from .. import _ops
+from ..decode import last_token_slots
 from ..reference.fused import apply_rotary, fused_decode_block_reference, make_fused_decode_problem
 from ..roofline import fused_decode_block_work
 from . import sdpa
@@ -64,9 +65,7 @@ def _heads(inp: dict[str, Any]) -> tuple[int, int, int]:
 
 def _slots(inp: dict[str, Any]) -> torch.Tensor:
     """int64 `[B]`: the flat cache slot (block * block_size + offset) of each sequence's new token."""
-    bs = inp["k_cache"].shape[1]
-    pos = inp["seq_lens"].long() - 1
-    return inp["block_tables"].long().gather(1, (pos // bs).unsqueeze(1)).squeeze(1) * bs + pos % bs
+    return last_token_slots(inp["block_tables"], inp["seq_lens"], inp["k_cache"].shape[1])
 
 
 def _split_rope(qkv: torch.Tensor, inp: dict[str, Any]) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
