@@ -1,6 +1,6 @@
 """Dev timing of the attention kernels next to SDPA, in one process.
 
-    python3 scripts/bench_attention_dev.py
+    python3 scripts/bench_attention_dev.py [--sm90 | --sm90-dims]
 
 Prints median ms and TFLOP/s (non-causal FLOPs = 4*B*H*Nq*Nk*D, causal half)
 for flash_attention vs F.scaled_dot_product_attention (flash and cuDNN
@@ -94,14 +94,22 @@ def tile_variants(b, h, n, d, dtype, causal):
     os.environ["CUDA_LLM_OPS_FLASH_TILES"] = ""
 
 
-def sm90_vs_mma(iters=30):
+SM90_CASES = [(4, 16, 4096, 128, torch.float16, False), (4, 16, 4096, 128, torch.float16, True),
+              (4, 16, 4096, 128, torch.bfloat16, False), (16, 32, 1024, 128, torch.float16, False),
+              (2, 32, 8192, 128, torch.float16, True), (4, 32, 4096, 96, torch.float16, False),
+              (1, 32, 1000, 128, torch.bfloat16, True)]
+# The head-dim tiles besides 128 (64: D <= 64, 256: D in (128, 256]) and D = 128 as the control.
+SM90_DIM_CASES = [(4, 32, 4096, 64, torch.float16, False), (4, 32, 4096, 64, torch.float16, True),
+                  (16, 32, 1024, 64, torch.bfloat16, False), (4, 32, 4096, 32, torch.float16, False),
+                  (4, 16, 4096, 256, torch.float16, False), (4, 16, 4096, 256, torch.float16, True),
+                  (16, 16, 1024, 256, torch.bfloat16, False), (4, 16, 4096, 160, torch.float16, False),
+                  (4, 16, 4096, 192, torch.float16, False), (4, 16, 4096, 128, torch.float16, False)]
+
+
+def sm90_vs_mma(cases=SM90_CASES, iters=30):
     """The Hopper wgmma kernel against the mma.sync one (CUDA_LLM_OPS_FLASH_SM90=0, dev
     only) and SDPA's flash and cuDNN backends, same inputs, same process. The knobs are
     set (empty: defaults) in main() before the first call, so they are read per call."""
-    cases = [(4, 16, 4096, 128, torch.float16, False), (4, 16, 4096, 128, torch.float16, True),
-             (4, 16, 4096, 128, torch.bfloat16, False), (16, 32, 1024, 128, torch.float16, False),
-             (2, 32, 8192, 128, torch.float16, True), (4, 32, 4096, 96, torch.float16, False),
-             (1, 32, 1000, 128, torch.bfloat16, True)]
     for b, h, n, d, dtype, causal in cases:
         g = torch.Generator(device="cuda").manual_seed(0)
         q, k, v = (torch.randn(b, h, n, d, device="cuda", generator=g).to(dtype) for _ in range(3))
@@ -112,6 +120,8 @@ def sm90_vs_mma(iters=30):
         knobs = ("CUDA_LLM_OPS_FLASH_SM90", "CUDA_LLM_OPS_FLASH_SM90_SCHED")
         variants = [("wgmma auto", {}), ("wgmma pingpong", {knobs[1]: "2"}),
                     ("wgmma overlap", {knobs[1]: "1"}), ("mma.sync", {knobs[0]: "0"})]
+        if d <= 64:  # the 64 tile's three-consumer variant (192 query rows a CTA)
+            variants.insert(3, ("wgmma 3 consumers", {knobs[1]: "3"}))
         for label, env in variants:
             for key in knobs:
                 os.environ[key] = ""
@@ -138,6 +148,9 @@ def main():
     print(torch.cuda.get_device_name(), torch.__version__, llm.build_info())
     if "--sm90" in sys.argv[1:]:
         sm90_vs_mma()
+        return
+    if "--sm90-dims" in sys.argv[1:]:
+        sm90_vs_mma(SM90_DIM_CASES)
         return
     for causal in (False, True):
         compare(4, 16, 4096, 128, torch.float16, causal)

@@ -334,14 +334,21 @@ _SM90_CASES = [  # b, hq, hkv, nq, nk, d, causal
     (3, 6, 3, 257, 129, 96, False),      # D = 96 on the 128 tile (TMA zero-fills columns)
     (1, 2, 2, 129, 64, 72, True),        # D = 72, one key tile
     (2, 4, 2, 64, 65, 120, False),       # D = 120, one row tile, keys one past a tile
+    (2, 4, 2, 300, 333, 64, True),       # the 64 tile: GQA, tails on both sides
+    (1, 4, 4, 129, 1000, 40, False),     # D = 40 on the 64 tile (D <= 32 stays on mma.sync)
+    (2, 4, 2, 200, 200, 256, True),      # the 256 tile (64-key tiles), causal
+    (1, 4, 1, 77, 1500, 256, False),     # D = 256, MQA, long keys
+    (2, 2, 2, 130, 65, 160, True),       # D = 160 on the 256 tile (a chunk all zero-filled), Nq > Nk
+    (1, 4, 2, 257, 300, 192, False),     # D = 192
 ]
 
 
 @pytest.mark.parametrize("case", _SM90_CASES, ids=lambda c: "-".join(map(str, c)))
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16], ids=str)
 def test_sm90_kernel_matches_reference(monkeypatch, case, dtype):
-    """On an H100 the fp16/bf16 flash op with D in (64, 128] runs the wgmma/TMA kernel
-    (checked by name); it and the mma.sync kernel (dev knob) both match the reference."""
+    """On an H100 the fp16/bf16 flash op runs the wgmma/TMA kernel (checked by name; D in
+    (32, 256] on the 64, 128 and 256 tiles); it and the mma.sync kernel (dev knob) both
+    match the reference."""
     require_op("flash_attention")
     b, hq, hkv, nq, nk, d, causal = case
     q, k, v = _inputs(b, hq, hkv, nq, nk, d, dtype, seed=nq + nk + d)
@@ -353,9 +360,9 @@ def test_sm90_kernel_matches_reference(monkeypatch, case, dtype):
 
     if _on_sm90():
         assert "flash_attention_fwd_sm90" in kernel_names(call)
-    # The rule's choice, then each schedule forced (kSchedOverlap 1, kSchedPingPong 2);
-    # monkeypatch puts the caller's knob values back afterwards.
-    for sched in ("", "1", "2"):
+    # The rule's choice, then each schedule forced (kSchedOverlap 1, kSchedPingPong 2, at
+    # D <= 64 also kSchedThreeConsumers 3); monkeypatch puts the caller's knob values back.
+    for sched in ("", "1", "2") + (("3",) if d <= 64 else ()):
         monkeypatch.setenv("CUDA_LLM_OPS_FLASH_SM90_SCHED", sched)
         out = call()
         assert not torch.isnan(out).any()
@@ -367,6 +374,16 @@ def test_sm90_kernel_matches_reference(monkeypatch, case, dtype):
     names = kernel_names(call)
     assert "flash_attention_fwd_sm90" not in names and "flash_attention_mma" in names
     assert_close(call(), ref, dtype=dtype, what=f"mma.sync path {case}")
+
+
+def test_sm90_rule_keeps_small_head_dims_on_mma_sync():
+    """D <= 32 runs the mma.sync kernel on every GPU (it measured faster than the 64 tile)."""
+    require_op("flash_attention")
+    q, k, v = _inputs(1, 4, 2, 100, 150, 32, torch.float16, seed=32)
+    call = lambda: flash_attention(q, k, v, is_causal=True)  # noqa: E731
+    names = kernel_names(call)
+    assert "flash_attention_fwd_sm90" not in names and "flash_attention_mma" in names
+    assert_close(call(), attention_reference(q, k, v, is_causal=True, dtype=torch.float32), dtype=torch.float16)
 
 
 def test_sm90_kernel_strided_and_broadcast_inputs():

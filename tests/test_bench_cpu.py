@@ -73,11 +73,17 @@ def test_cases_describe_shapes_without_a_gpu():
 def test_attention_cases():
     gen = registry.groups()["attention"]
     full = gen(torch.float16, "all", False)
-    main = [c for c in full if c.op == "attention_prefill"]
+    prefill = [c for c in full if c.op == "attention_prefill"]
+    assert all(c.shape["B"] * c.shape["N"] == 16384 for c in prefill)
+    main = [c for c in prefill if c.shape["D"] == 128]
     assert len(main) == 3 * 2 * 5  # presets x causal x N
     assert {c.shape["N"] for c in main} == {512, 1024, 2048, 4096, 8192}
-    assert all(c.shape["B"] * c.shape["N"] == 16384 for c in main)
     assert {(c.shape["Hq"], c.shape["Hkv"]) for c in main} == {(32, 32), (32, 8), (64, 8)}
+    dims = [c for c in prefill if c.shape["D"] != 128]  # the other head dims, GQA 32/8
+    assert len(dims) == 3 * 2 * 2  # D x causal x N
+    assert {c.shape["D"] for c in dims} == {64, 96, 256}
+    assert {(c.shape["Hq"], c.shape["Hkv"]) for c in dims} == {(32, 8)}
+    assert not any(c.shape["D"] != 128 for c in gen(torch.float32, "all", False) + gen(torch.float16, "all", True))
     names = {i.name for i in main[0].impls}
     assert {"flash_attention", "sdpa-flash", "sdpa-cudnn", "sdpa-efficient", "sdpa-math"} <= names
     assert "naive_attention" not in names

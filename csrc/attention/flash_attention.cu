@@ -1,5 +1,5 @@
 // Dispatch of flash attention: fp16/bf16 to the Hopper wgmma kernel where it
-// applies (sm_90a image on a cc 9.0 device, D in (64, 128], TMA-describable
+// applies (sm_90a image on a cc 9.0 device, D in (32, 256], TMA-describable
 // layout), else to the mma.sync kernel of the smallest head-dim bucket that holds
 // D (columns past D are zero-filled in shared memory and never stored); fp32 to
 // the CUDA-core flash kernel.

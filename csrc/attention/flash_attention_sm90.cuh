@@ -1,28 +1,32 @@
 // FlashAttention forward for Hopper (sm_90a): TMA loads, wgmma from shared-memory
 // descriptors, warp specialisation (the FA3 design, written for this repo).
 //
-// One CTA of three warpgroups owns 128 query rows of one (batch, query head):
-//   warpgroup 0, producer: one thread loads the Q tile once and streams 128-key K
-//     and V tiles through a ring of kStages stages with TMA (K and V of a stage
-//     have their own full/empty mbarriers, so S = Q K^T starts before V lands);
+// One CTA of a producer and two consumer warpgroups (three on the 64 tile) owns 64 query
+// rows per consumer of one (batch, query head); head-dim tiles of 64, 128 and 256
+// columns (Config):
+//   warpgroup 0, producer: one thread loads the Q tile once and streams K and V tiles
+//     (128 keys; 64 at D = 256) through a ring of kStages stages with TMA (K and V of a
+//     stage have their own full/empty mbarriers, so S = Q K^T starts before V lands);
 //     its registers are handed to the consumers with setmaxnreg.
-//   warpgroups 1, 2, consumers: 64 query rows each.
-//     S = Q K^T   wgmma m64n128k16, A = Q, B = K, both K-major from smem
+//   warpgroups 1.., consumers: 64 query rows each.
+//     S = Q K^T   wgmma m64n{kBlockN}k16, A = Q, B = K, both K-major from smem
 //     online softmax on the accumulators (exp2 with scale*log2(e) in one FFMA)
-//     O += P V    wgmma m64n128k16 with A = P from registers (the S accumulator
+//     O += P V    wgmma m64n{D}k16 with A = P from registers (the S accumulator
 //                 re-packed to 16 bits in place: the accumulator and the A
 //                 fragment share the mma.sync layout), B = V N-major from smem
 //   Within a warpgroup tile j's S = Q K^T and tile j-1's O += P V are in flight
 //   together while the softmax of tile j runs (FA3's intra-warpgroup overlap);
-//   for non-causal calls the two consumer warpgroups also take turns issuing their
+//   for non-causal calls two consumer warpgroups also take turns issuing their
 //   wgmmas (FA3's ping-pong), so one's softmax runs under the other's GEMMs.
-// The consumers (240 registers after setmaxnreg) wait on mbarriers without a trap
+// The consumers (240 registers after setmaxnreg; 160 with three) wait on mbarriers without a trap
 // (a trap on their path caps them at the entry's 168 registers); the producer's
 // trapping wait for their release of the last tiles turns a hang into an error.
 // Shared tiles are rows of 64 elements (128 bytes) in the 128-byte swizzle that TMA
-// writes and the wgmma descriptors read; a 128 x 128 tile is two 64-column chunks.
-// Edges: TMA zero-fills rows past Nq / Nk and columns past D (so any D in (64, 128]
-// runs on the 128 tile); keys past Nk and causal positions are masked to -inf.
+// writes and the wgmma descriptors read; a tile of D columns is D / 64 such chunks.
+// The output is staged in the warpgroup's own rows of the Q tile (dead after its last
+// S = Q K^T), so D = 256 fits: Q 64 KB + 2 stages of K and V 128 KB.
+// Edges: TMA zero-fills rows past Nq / Nk and columns past D (so any D in (32, 256] runs
+// on the next tile: 64, 128 or 256); keys past Nk and causal positions are masked.
 // Causal (bottom-right aligned): a CTA stops at the last key its last row sees,
 // and the heaviest CTAs start first.
 #pragma once
@@ -42,24 +46,32 @@ namespace cuda_llm_ops {
 namespace flash_sm90 {
 
 // Values of the CUDA_LLM_OPS_FLASH_SM90_SCHED dev knob (launch()).
-constexpr int kSchedRule = 0, kSchedOverlap = 1, kSchedPingPong = 2;
+// kSchedThreeConsumers: three consumer warpgroups (192 query rows a CTA), overlap only; D = 64.
+constexpr int kSchedRule = 0, kSchedOverlap = 1, kSchedPingPong = 2, kSchedThreeConsumers = 3;
 
-template <bool kPingPong_>
+template <int kHeadDim_, bool kPingPong_, int kConsumers_ = 2>
 struct Config {
-  // 128-key tiles in 2 stages (64-key tiles in 4 measured 25-40% slower, NOTES.md v3).
-  static constexpr int kHeadDim = 128, kBlockM = 128, kBlockN = 128, kStages = 2;
+  // 128-key tiles in 2 stages (at D = 128, 64-key tiles in 4 measured 25-40% slower,
+  // NOTES.md v3). At D = 256 the O accumulators take 128 registers a thread: 64-key tiles
+  // keep S and P (48 registers) beside them under the 240 of a consumer.
+  static constexpr int kConsumers = kConsumers_, kThreads = 128 * (kConsumers + 1);
+  static constexpr int kHeadDim = kHeadDim_, kBlockM = 64 * kConsumers, kBlockN = kHeadDim <= 128 ? 128 : 64;
+  static constexpr int kStages = 2;
+  static_assert(kHeadDim == 64 || kHeadDim == 128 || kHeadDim == 256, "head-dim tile");
   // The two consumer warpgroups take turns issuing their wgmmas (named barriers), so one
   // runs its softmax while the other's GEMMs hold the tensor cores (FA3's ping-pong).
   static constexpr bool kPingPong = kPingPong_;
-  static constexpr int kConsumers = 2, kThreads = 128 * (kConsumers + 1);
-  static constexpr int kSAcc = kBlockN / 2;  // S accumulators per consumer thread (64 x kBlockN per warpgroup)
-  // Tiles are two 64-column chunks of rows of 128 bytes.
+  static_assert(!kPingPong || kConsumers == 2, "ping-pong turns between two warpgroups");
+  // Accumulators per consumer thread: S 64 x kBlockN, O 64 x D per warpgroup.
+  static constexpr int kSAcc = kBlockN / 2, kOAcc = kHeadDim / 2;
+  // Tiles are kChunks 64-column chunks of rows of 128 bytes.
+  static constexpr int kChunks = kHeadDim / 64;
   static constexpr uint32_t kQChunkBytes = kBlockM * 128, kKVChunkBytes = kBlockN * 128;
-  static constexpr uint32_t kQBytes = 2 * kQChunkBytes, kKVBytes = 2 * kKVChunkBytes;
-  static constexpr int kOStride = kHeadDim + 8;  // output staging row, in elements (conflict-free)
-  static constexpr size_t kOBytes = size_t(kBlockM) * kOStride * 2;
-  static constexpr size_t kSmemBytes = kQBytes + size_t(kKVBytes) * 2 * kStages + kOBytes + 1024;  // + alignment
-  static constexpr int kProducerRegs = 24, kConsumerRegs = 240;
+  static constexpr uint32_t kQBytes = kChunks * kQChunkBytes, kKVBytes = kChunks * kKVChunkBytes;
+  static constexpr size_t kSmemBytes = kQBytes + size_t(kKVBytes) * 2 * kStages + 1024;  // + alignment
+  // setmaxnreg: the producer gives its registers to the consumers (65536 a CTA at most).
+  static constexpr int kProducerRegs = 24, kConsumerRegs = kConsumers == 2 ? 240 : 160;
+  static_assert(128 * (kProducerRegs + kConsumers * kConsumerRegs) <= 65536, "register file");
   static_assert(kSmemBytes <= 227 * 1024, "shared memory");
 };
 
@@ -114,8 +126,8 @@ CLO_DEVICE void softmax_tile(float (&s)[N], float (&row_max)[2], float (&row_sum
 }
 
 
-// S = Q K^T for one warpgroup: 64 rows x kBlockN keys over D = 128 (two 64-column
-// chunks of K-major Q and K tiles), issued and committed as one wgmma group.
+// S = Q K^T for one warpgroup: 64 rows x kBlockN keys over the D columns (kChunks
+// 64-column chunks of K-major Q and K tiles), issued and committed as one wgmma group.
 template <typename T, typename Cfg>
 CLO_DEVICE void issue_qk(float (&s)[Cfg::kSAcc], uint32_t q_addr, uint32_t k_addr) {
 #pragma unroll
@@ -125,20 +137,30 @@ CLO_DEVICE void issue_qk(float (&s)[Cfg::kSAcc], uint32_t q_addr, uint32_t k_add
   for (int kk = 0; kk < Cfg::kHeadDim / 16; ++kk) {
     const uint64_t dq = wgmma::make_desc_sw128(q_addr + (kk / 4) * Cfg::kQChunkBytes + (kk % 4) * 32, 16, 1024);
     const uint64_t dk = wgmma::make_desc_sw128(k_addr + (kk / 4) * Cfg::kKVChunkBytes + (kk % 4) * 32, 16, 1024);
-    wgmma::wgmma_m64n128k16<0, 0>(wgmma::WgmmaTag<T>{}, s, dq, dk);
+    if constexpr (Cfg::kBlockN == 128)
+      wgmma::wgmma_m64n128k16<0, 0>(wgmma::WgmmaTag<T>{}, s, dq, dk);
+    else
+      wgmma::wgmma_m64n64k16<0, 0>(wgmma::WgmmaTag<T>{}, s, dq, dk);
   }
   wgmma::commit_group();
 }
 
-// O += P V: P from registers, V (kBlockN keys x 128 columns, N-major: the 64-column
+// O += P V: P from registers, V (kBlockN keys x D columns, N-major: the 64-column
 // chunks lie kKVChunkBytes apart) from smem; one k-step per 16 keys.
 template <typename T, typename Cfg>
-CLO_DEVICE void issue_pv(float (&o)[64], const uint32_t (&p)[Cfg::kSAcc / 2], uint32_t v_addr) {
+CLO_DEVICE void issue_pv(float (&o)[Cfg::kOAcc], const uint32_t (&p)[Cfg::kSAcc / 2], uint32_t v_addr) {
   wgmma::fence();
 #pragma unroll
-  for (int kk = 0; kk < Cfg::kBlockN / 16; ++kk)
-    wgmma::wgmma_m64n128k16_rs<1>(wgmma::WgmmaTag<T>{}, o, p[4 * kk], p[4 * kk + 1], p[4 * kk + 2], p[4 * kk + 3],
-                                  wgmma::make_desc_sw128(v_addr + kk * 2048, Cfg::kKVChunkBytes, 1024));
+  for (int kk = 0; kk < Cfg::kBlockN / 16; ++kk) {
+    const uint64_t dv = wgmma::make_desc_sw128(v_addr + kk * 2048, Cfg::kKVChunkBytes, 1024);
+    const wgmma::WgmmaTag<T> tag;
+    if constexpr (Cfg::kHeadDim == 64)
+      wgmma::wgmma_m64n64k16_rs<1>(tag, o, p[4 * kk], p[4 * kk + 1], p[4 * kk + 2], p[4 * kk + 3], dv);
+    else if constexpr (Cfg::kHeadDim == 128)
+      wgmma::wgmma_m64n128k16_rs<1>(tag, o, p[4 * kk], p[4 * kk + 1], p[4 * kk + 2], p[4 * kk + 3], dv);
+    else
+      wgmma::wgmma_m64n256k16_rs<1>(tag, o, p[4 * kk], p[4 * kk + 1], p[4 * kk + 2], p[4 * kk + 3], dv);
+  }
   wgmma::commit_group();
 }
 
@@ -165,7 +187,6 @@ flash_attention_fwd_sm90_kernel(const __grid_constant__ CUtensorMap map_q, const
   unsigned char* sQ = smem;
   unsigned char* sK = sQ + Cfg::kQBytes;
   unsigned char* sV = sK + kStages * Cfg::kKVBytes;
-  T* sO = reinterpret_cast<T*>(sV + kStages * Cfg::kKVBytes);
 
   const int m_block = p.is_causal ? gridDim.x - 1 - blockIdx.x : blockIdx.x;  // causal: heaviest first
   const int head = blockIdx.y, batch = blockIdx.z;
@@ -205,8 +226,9 @@ flash_attention_fwd_sm90_kernel(const __grid_constant__ CUtensorMap map_q, const
       tma::prefetch_tensor_map(&map_k);
       tma::prefetch_tensor_map(&map_v);
       tma::mbarrier_arrive_expect_tx(&q_full, Cfg::kQBytes);
-      tma::load_4d(sQ, &map_q, 0, m0, head, batch, &q_full);
-      tma::load_4d(sQ + Cfg::kQChunkBytes, &map_q, 64, m0, head, batch, &q_full);
+#pragma unroll
+      for (int c = 0; c < Cfg::kChunks; ++c)
+        tma::load_4d(sQ + c * Cfg::kQChunkBytes, &map_q, 64 * c, m0, head, batch, &q_full);
       for (int j = 0; j < num_tiles; ++j) {
         const int s = j % kStages;
         const uint32_t parity = ((j / kStages) - 1) & 1;  // phase of the stage's previous release
@@ -214,12 +236,14 @@ flash_attention_fwd_sm90_kernel(const __grid_constant__ CUtensorMap map_q, const
         unsigned char* v_dst = sV + s * Cfg::kKVBytes;
         if (j >= kStages) tma::mbarrier_wait(&k_empty[s], parity);
         tma::mbarrier_arrive_expect_tx(&k_full[s], Cfg::kKVBytes);
-        tma::load_4d(k_dst, &map_k, 0, j * kBlockN, kv_head, batch, &k_full[s]);
-        tma::load_4d(k_dst + Cfg::kKVChunkBytes, &map_k, 64, j * kBlockN, kv_head, batch, &k_full[s]);
+#pragma unroll
+        for (int c = 0; c < Cfg::kChunks; ++c)
+          tma::load_4d(k_dst + c * Cfg::kKVChunkBytes, &map_k, 64 * c, j * kBlockN, kv_head, batch, &k_full[s]);
         if (j >= kStages) tma::mbarrier_wait(&v_empty[s], parity);
         tma::mbarrier_arrive_expect_tx(&v_full[s], Cfg::kKVBytes);
-        tma::load_4d(v_dst, &map_v, 0, j * kBlockN, kv_head, batch, &v_full[s]);
-        tma::load_4d(v_dst + Cfg::kKVChunkBytes, &map_v, 64, j * kBlockN, kv_head, batch, &v_full[s]);
+#pragma unroll
+        for (int c = 0; c < Cfg::kChunks; ++c)
+          tma::load_4d(v_dst + c * Cfg::kKVChunkBytes, &map_v, 64 * c, j * kBlockN, kv_head, batch, &v_full[s]);
       }
       // Watchdog: the consumers wait untrapped (tma::mbarrier_wait_untrapped), so this
       // thread waits (trapping) for their release of the last tiles: a consumer that hangs
@@ -241,11 +265,11 @@ flash_attention_fwd_sm90_kernel(const __grid_constant__ CUtensorMap map_q, const
   // Tiles from here on may need the causal mask for this warpgroup's first row.
   const int wg_row0 = m0 + cw * 64;
 
-  float o_acc[64], s_acc[Cfg::kSAcc];
+  float o_acc[Cfg::kOAcc], s_acc[Cfg::kSAcc];
   uint32_t p_frag[Cfg::kSAcc / 2];
   float row_max[2] = {kNegInf, kNegInf}, row_sum[2] = {0.f, 0.f}, rescale[2];
 #pragma unroll
-  for (int i = 0; i < 64; ++i) o_acc[i] = 0.f;
+  for (int i = 0; i < Cfg::kOAcc; ++i) o_acc[i] = 0.f;
 
   const uint32_t q_addr = smem_u32addr(sQ) + cw * 64 * 128;
   const uint32_t k_addr0 = smem_u32addr(sK), v_addr0 = smem_u32addr(sV);
@@ -301,7 +325,7 @@ flash_attention_fwd_sm90_kernel(const __grid_constant__ CUtensorMap map_q, const
     if (lane == 0) tma::mbarrier_arrive(&v_empty[sp]);
     if (__any_sync(0xffffffffu, rescale[0] != 1.f || rescale[1] != 1.f)) {  // warp-uniform skip
 #pragma unroll
-      for (int i = 0; i < 16; ++i) {
+      for (int i = 0; i < Cfg::kOAcc / 4; ++i) {
         o_acc[4 * i] *= rescale[0];
         o_acc[4 * i + 1] *= rescale[0];
         o_acc[4 * i + 2] *= rescale[1];
@@ -323,30 +347,31 @@ flash_attention_fwd_sm90_kernel(const __grid_constant__ CUtensorMap map_q, const
 #undef CLO_FA3_TURN_WAIT
 #undef CLO_FA3_TURN_PASS
 
-  // Normalise, stage this warpgroup's 64 rows in smem, then 16-byte stores.
+  // Normalise and stage this warpgroup's 64 rows in its own rows of the Q tile (its
+  // wgmmas have retired; the other warpgroup reads only its own rows), in the tile's
+  // 128-byte swizzle: 16-byte chunk c of row r sits at chunk c ^ (r % 8) of the row, which
+  // spreads a warp's 4-byte writes (rows g, columns 8i + 2t) over all 32 banks.
   float inv[2];
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
     const float sum = group_reduce_sum<4>(row_sum[h]);
     inv[h] = sum > 0.f ? 1.f / sum : 0.f;  // a row that saw no key outputs zeros
   }
-  T* sO_wg = sO + cw * 64 * Cfg::kOStride;
-  const int lr = warp * 16 + g;
+  unsigned char* sO_wg = sQ + cw * 64 * 128;
+  const int lr = warp * 16 + g;  // (lr + 8) % 8 == lr % 8 == g
 #pragma unroll
-  for (int i = 0; i < 16; ++i) {
-    const int col = 8 * i + 2 * t;
-    *reinterpret_cast<uint32_t*>(sO_wg + lr * Cfg::kOStride + col) =
-        pack_float2<T>(o_acc[4 * i] * inv[0], o_acc[4 * i + 1] * inv[0]);
-    *reinterpret_cast<uint32_t*>(sO_wg + (lr + 8) * Cfg::kOStride + col) =
-        pack_float2<T>(o_acc[4 * i + 2] * inv[1], o_acc[4 * i + 3] * inv[1]);
+  for (int i = 0; i < Cfg::kOAcc / 4; ++i) {
+    unsigned char* dst = sO_wg + (i / 8) * Cfg::kQChunkBytes + lr * 128 + ((i % 8) ^ g) * 16 + 4 * t;
+    *reinterpret_cast<uint32_t*>(dst) = pack_float2<T>(o_acc[4 * i] * inv[0], o_acc[4 * i + 1] * inv[0]);
+    *reinterpret_cast<uint32_t*>(dst + 8 * 128) = pack_float2<T>(o_acc[4 * i + 2] * inv[1], o_acc[4 * i + 3] * inv[1]);
   }
-  named_barrier_sync(1 + cw, 128);
+  named_barrier_sync(1 + cw, 128);  // ids 1..kConsumers; ping-pong (two consumers) uses 3, 4
   const int chunks = d_real / 8;
   for (int i = wg_tid; i < 64 * chunks; i += 128) {
     const int r = i / chunks, c = i % chunks;
     if (wg_row0 + r < nq)
-      *reinterpret_cast<uint4*>(o + int64_t(wg_row0 + r) * d_real + c * 8) =
-          *reinterpret_cast<const uint4*>(sO_wg + r * Cfg::kOStride + c * 8);
+      *reinterpret_cast<uint4*>(o + int64_t(wg_row0 + r) * d_real + c * 8) = *reinterpret_cast<const uint4*>(
+          sO_wg + (c / 8) * Cfg::kQChunkBytes + r * 128 + ((c % 8) ^ (r % 8)) * 16);
   }
 #endif
 }
@@ -379,20 +404,38 @@ cudaError_t launch_config(const AttentionParams& p, cudaStream_t stream) {
   return cudaGetLastError();
 }
 
+template <typename T, int kHeadDim>
+cudaError_t launch_schedule(const AttentionParams& p, cudaStream_t stream, bool pingpong) {
+  return pingpong ? launch_config<T, Config<kHeadDim, true>>(p, stream)
+                  : launch_config<T, Config<kHeadDim, false>>(p, stream);
+}
+
 // cudaErrorNotSupported (launching nothing) where this kernel does not apply: no
-// sm_90a image on a cc 9.0 device, D outside (64, 128], or a layout whose tensor map the
-// driver rejects (launch_config; the binding has already checked 16-byte bases and strides).
+// sm_90a image on a cc 9.0 device, D past 256 or up to 32, or a layout whose tensor map
+// the driver rejects (launch_config; the binding has already checked 16-byte bases and
+// strides). D <= 32 stays on the mma.sync kernel: on the 64 tile half of every wgmma
+// multiplies zero-filled columns (B=4 H=32 N=4096 D=32 fp16: 1.367 ms against mma.sync's
+// 1.281, bench_attention_dev.py --sm90-dims, NOTES.md v4).
 template <typename T>
 cudaError_t launch(const AttentionParams& p, cudaStream_t stream) {
-  if (p.head_dim <= 64 || p.head_dim > 128 || !wgmma::sm90a_image_loaded()) return cudaErrorNotSupported;
-  // Ping-pong for full rows, not for causal ones (bench_attention_dev.py --sm90 at
-  // 51b2fbb, B=4 H=16 N=4096 fp16: 0.870 ms against 0.963 without; causal within 2%
-  // either way). Dev knob (dev_knob, common.cuh) CUDA_LLM_OPS_FLASH_SM90_SCHED:
-  // kSchedOverlap or kSchedPingPong forces one.
+  const int d = p.head_dim;
+  if (d <= 32 || d > 256 || !wgmma::sm90a_image_loaded()) return cudaErrorNotSupported;
+  // The 64 tile: three consumer warpgroups (192 rows a CTA; bench_attention_dev.py
+  // --sm90-dims, B=4 H=32 N=4096 fp16: 1.191 ms against ping-pong's 1.394, causal 0.685
+  // against 0.774-0.832; NOTES.md v4). The 128 and 256 tiles: two, ping-pong for full
+  // rows, not for causal ones (--sm90 at 51b2fbb, B=4 H=16 N=4096 D=128 fp16: 0.870 ms
+  // against 0.963 without; causal within 2% either way). Dev knob (dev_knob, common.cuh)
+  // CUDA_LLM_OPS_FLASH_SM90_SCHED: kSchedOverlap, kSchedPingPong or (D <= 64)
+  // kSchedThreeConsumers forces one.
   static bool dev_mode = std::getenv("CUDA_LLM_OPS_FLASH_SM90_SCHED") != nullptr;
   const int sched = dev_knob("CUDA_LLM_OPS_FLASH_SM90_SCHED", dev_mode, kSchedRule);
   const bool pingpong = sched == kSchedRule ? !p.is_causal : sched == kSchedPingPong;
-  return pingpong ? launch_config<T, Config<true>>(p, stream) : launch_config<T, Config<false>>(p, stream);
+  if (d <= 64) {
+    if (sched == kSchedRule || sched == kSchedThreeConsumers) return launch_config<T, Config<64, false, 3>>(p, stream);
+    return launch_schedule<T, 64>(p, stream, pingpong);
+  }
+  if (d <= 128) return launch_schedule<T, 128>(p, stream, pingpong);
+  return launch_schedule<T, 256>(p, stream, pingpong);
 }
 
 }  // namespace flash_sm90

@@ -4,7 +4,9 @@ attention against `F.scaled_dot_product_attention` with each of its backends.
 Shapes: the presets' attention heads (Llama-7B: 32 heads, Llama-8B: 32 query / 8 KV
 heads, Llama-70B: 64 / 8; D = 128), N in {512, ..., 8192}, causal and not, with
 B = 16384 // N so every case holds 16K tokens (FlashAttention's benchmark convention:
-the work per case grows with N only through the N^2 term). Compute-bound: warm L2.
+the work per case grows with N only through the N^2 term); with preset "all" (fp16 and
+bf16, not --quick) also D in {64, 96, 256} at 32 query / 8 KV heads, N in {1024, 4096}.
+Compute-bound: warm L2.
 Op `attention_prefill`: flash_attention and the peers. Op `attention_prefill_b1`:
 batch 1 at N <= 1024 with naive and tiled attention too (their N^2 traffic would make
 the 16K-token cases take minutes).
@@ -35,6 +37,10 @@ ATTENTION_PRESETS = ("llama-7b", "llama-8b", "llama-70b")
 SMALL_N = 1024  # naive and tiled attention only up to here (their N^2 traffic makes longer runs minutes)
 MATH_MAX_N = 2048  # the math backend materialises B*H*N*N scores
 FP32_MAX_N = 2048  # fp32 runs on CUDA cores: 8192 would take seconds per call
+# Head dims besides the presets' 128 (preset "all", fp16/bf16): GQA 32/8 at these lengths.
+OTHER_HEAD_DIMS = (64, 96, 256)
+OTHER_HEAD_DIMS_SEQ_LENS = (1024, 4096)
+OTHER_HEAD_DIMS_HEADS = (32, 8)
 
 def _make_inputs(B: int, Hq: int, Hkv: int, N: int, D: int, dtype: torch.dtype):
     def make() -> dict[str, Any]:
@@ -150,6 +156,12 @@ def attention_cases(dtype: torch.dtype, preset: str, quick: bool) -> list[BenchC
             for N in seq_lens:
                 B = max(1, TOKENS_PER_CASE // N)
                 cases.append(attention_case(B, cfg["heads"], cfg["kv_heads"], N, cfg["head_dim"], causal, dtype))
+    if preset == "all" and not quick and dtype != torch.float32:
+        hq, hkv = OTHER_HEAD_DIMS_HEADS
+        for D in OTHER_HEAD_DIMS:
+            for causal in (False, True):
+                for N in OTHER_HEAD_DIMS_SEQ_LENS:
+                    cases.append(attention_case(TOKENS_PER_CASE // N, hq, hkv, N, D, causal, dtype))
     # naive and tiled attention: batch 1 at small N, as their own op so plots and tables keep
     # them apart from the 16K-token cases.
     small = (SMALL_N,) if quick else tuple(n for n in SEQ_LENS if n <= SMALL_N)
