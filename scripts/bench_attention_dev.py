@@ -1,6 +1,6 @@
 """Dev timing of the attention kernels next to SDPA, in one process.
 
-    python3 scripts/bench_attention_dev.py [--sm90 | --sm90-dims]
+    python3 scripts/bench_attention_dev.py [--sm90 | --sm90-dims | --sm90-short]
 
 Prints median ms and TFLOP/s (non-causal FLOPs = 4*B*H*Nq*Nk*D, causal half)
 for flash_attention vs F.scaled_dot_product_attention (flash and cuDNN
@@ -106,7 +106,15 @@ SM90_DIM_CASES = [(4, 32, 4096, 64, torch.float16, False), (4, 32, 4096, 64, tor
                   (4, 16, 4096, 192, torch.float16, False), (4, 16, 4096, 128, torch.float16, False)]
 
 
-def sm90_vs_mma(cases=SM90_CASES, iters=30):
+# Short sequences (4-8 key tiles a work tile): persistent CTAs against one CTA per tile.
+SM90_SHORT_CASES = [(32, 32, 512, 128, torch.float16, False), (32, 32, 512, 128, torch.float16, True),
+                    (16, 32, 1024, 128, torch.bfloat16, False), (16, 32, 1024, 128, torch.bfloat16, True),
+                    (16, 32, 1024, 64, torch.float16, False), (16, 32, 1024, 64, torch.float16, True),
+                    (16, 32, 1024, 256, torch.float16, False), (4, 32, 4096, 128, torch.float16, False),
+                    (4, 32, 4096, 128, torch.float16, True), (1, 32, 1000, 128, torch.bfloat16, True)]
+
+
+def sm90_vs_mma(cases=SM90_CASES, iters=30, short=False):
     """The Hopper wgmma kernel against the mma.sync one (CUDA_LLM_OPS_FLASH_SM90=0, dev
     only) and SDPA's flash and cuDNN backends, same inputs, same process. The knobs are
     set (empty: defaults) in main() before the first call, so they are read per call."""
@@ -117,10 +125,13 @@ def sm90_vs_mma(cases=SM90_CASES, iters=30):
         ref = F.scaled_dot_product_attention(q.float(), k.float(), v.float(), is_causal=causal)
         print(f"sm90 | B={b} H={h} N={n} D={d} {str(dtype).replace('torch.', '')} causal={causal}")
         base = None
-        knobs = ("CUDA_LLM_OPS_FLASH_SM90", "CUDA_LLM_OPS_FLASH_SM90_SCHED")
+        knobs = ("CUDA_LLM_OPS_FLASH_SM90", "CUDA_LLM_OPS_FLASH_SM90_SCHED", "CUDA_LLM_OPS_FLASH_SM90_PERSISTENT")
         variants = [("wgmma auto", {}), ("wgmma pingpong", {knobs[1]: "2"}),
-                    ("wgmma overlap", {knobs[1]: "1"}), ("mma.sync", {knobs[0]: "0"})]
-        if d <= 64:  # the 64 tile's three-consumer variant (192 query rows a CTA)
+                    ("wgmma overlap", {knobs[1]: "1"}), ("wgmma CTA per tile", {knobs[2]: "0"}),
+                    ("mma.sync", {knobs[0]: "0"})]
+        if short:  # auto timed again last: the order effect (NOTES.md v3)
+            variants = [variants[0], variants[3], ("wgmma auto again", {})]
+        elif d <= 64:  # the 64 tile's three-consumer variant (192 query rows a CTA)
             variants.insert(3, ("wgmma 3 consumers", {knobs[1]: "3"}))
         for label, env in variants:
             for key in knobs:
@@ -142,12 +153,16 @@ def sm90_vs_mma(cases=SM90_CASES, iters=30):
 def main():
     import sys
     # Dev knobs are read per call only when set before the first call (dev_knob, common.cuh).
-    for knob in ("CUDA_LLM_OPS_FLASH_SM90", "CUDA_LLM_OPS_FLASH_SM90_SCHED", "CUDA_LLM_OPS_FLASH_TILES"):
+    for knob in ("CUDA_LLM_OPS_FLASH_SM90", "CUDA_LLM_OPS_FLASH_SM90_SCHED", "CUDA_LLM_OPS_FLASH_TILES",
+                 "CUDA_LLM_OPS_FLASH_SM90_PERSISTENT"):
         os.environ.setdefault(knob, "")
     torch.backends.cuda.matmul.allow_tf32 = False
     print(torch.cuda.get_device_name(), torch.__version__, llm.build_info())
     if "--sm90" in sys.argv[1:]:
         sm90_vs_mma()
+        return
+    if "--sm90-short" in sys.argv[1:]:
+        sm90_vs_mma(SM90_SHORT_CASES, short=True)
         return
     if "--sm90-dims" in sys.argv[1:]:
         sm90_vs_mma(SM90_DIM_CASES)

@@ -23,7 +23,7 @@ pytestmark = pytest.mark.cuda
 # The flash kernels' dev knobs (dev_knob, csrc/include/cuda_llm_ops/common.cuh) are read on
 # every call only when set before the first call: empty values keep the defaults and let
 # the Hopper tests below switch them in this process.
-for _knob in ("CUDA_LLM_OPS_FLASH_SM90", "CUDA_LLM_OPS_FLASH_SM90_SCHED"):
+for _knob in ("CUDA_LLM_OPS_FLASH_SM90", "CUDA_LLM_OPS_FLASH_SM90_SCHED", "CUDA_LLM_OPS_FLASH_SM90_PERSISTENT"):
     os.environ.setdefault(_knob, "")
 
 OPS = {"naive_attention": naive_attention, "tiled_attention": tiled_attention, "flash_attention": flash_attention}
@@ -340,6 +340,11 @@ _SM90_CASES = [  # b, hq, hkv, nq, nk, d, causal
     (1, 4, 1, 77, 1500, 256, False),     # D = 256, MQA, long keys
     (2, 2, 2, 130, 65, 160, True),       # D = 160 on the 256 tile (a chunk all zero-filled), Nq > Nk
     (1, 4, 2, 257, 300, 192, False),     # D = 192
+    # More work tiles than an H100 has SMs: persistent CTAs walk several, the K/V ring and
+    # the Q barrier phases run on across them.
+    (4, 16, 8, 1000, 1000, 128, True),   # 512 work tiles of unequal length (causal)
+    (3, 16, 4, 700, 1200, 64, False),    # 192 on the three-consumer 64 tile
+    (2, 16, 16, 600, 300, 256, True),    # 160, some of them rows that see no key (zeros)
 ]
 
 
@@ -370,6 +375,10 @@ def test_sm90_kernel_matches_reference(monkeypatch, case, dtype):
         if causal and nq > nk:
             assert (out[:, :, : nq - nk] == 0).all()
     monkeypatch.setenv("CUDA_LLM_OPS_FLASH_SM90_SCHED", "")
+    monkeypatch.setenv("CUDA_LLM_OPS_FLASH_SM90_PERSISTENT", "0")  # one CTA per work tile
+    out = call()
+    assert_close(out, ref, dtype=dtype, what=f"sm90 path {case}, a CTA per work tile")
+    monkeypatch.setenv("CUDA_LLM_OPS_FLASH_SM90_PERSISTENT", "")
     monkeypatch.setenv("CUDA_LLM_OPS_FLASH_SM90", "0")
     names = kernel_names(call)
     assert "flash_attention_fwd_sm90" not in names and "flash_attention_mma" in names

@@ -31,6 +31,8 @@
 // and the heaviest CTAs start first.
 #pragma once
 
+#include <algorithm>
+#include <cstdint>
 #include <cstdlib>
 #include <type_traits>
 
@@ -68,7 +70,12 @@ struct Config {
   static constexpr int kChunks = kHeadDim / 64;
   static constexpr uint32_t kQChunkBytes = kBlockM * 128, kKVChunkBytes = kBlockN * 128;
   static constexpr uint32_t kQBytes = kChunks * kQChunkBytes, kKVBytes = kChunks * kKVChunkBytes;
-  static constexpr size_t kSmemBytes = kQBytes + size_t(kKVBytes) * 2 * kStages + 1024;  // + alignment
+  // The output tile is staged for its TMA store in a buffer of its own where it fits (so
+  // the next work tile's Q can load meanwhile); at D = 256 in the Q tile (its last reader,
+  // S = Q K^T, has retired by then).
+  static constexpr bool kOwnOBuffer = kHeadDim <= 128;
+  static constexpr uint32_t kOBytes = kOwnOBuffer ? kQBytes : 0;
+  static constexpr size_t kSmemBytes = kQBytes + size_t(kKVBytes) * 2 * kStages + kOBytes + 1024;  // + alignment
   // setmaxnreg: the producer gives its registers to the consumers (65536 a CTA at most).
   static constexpr int kProducerRegs = 24, kConsumerRegs = kConsumers == 2 ? 240 : 160;
   static_assert(128 * (kProducerRegs + kConsumers * kConsumerRegs) <= 65536, "register file");
@@ -172,14 +179,44 @@ CLO_DEVICE void pack_p(uint32_t (&p)[N / 2], const float (&s)[N]) {
   for (int i = 0; i < N / 2; ++i) p[i] = pack_float2<T>(s[2 * i], s[2 * i + 1]);
 }
 
+// Calls f(m_block, head, batch) for each work tile of this CTA: query rows
+// [m_block * block_m, + block_m) of one (batch, head). Work is dealt in units, unit u to
+// CTA u % gridDim.x (persistent CTAs walk units gridDim.x apart). A unit is one row block;
+// for causal calls it is row blocks num_m - 1 - a and a together, heaviest first, so every
+// unit holds about the same number of key tiles and the static deal stays balanced. Row
+// blocks vary fastest, so CTAs working at once share K/V in L2.
+template <typename F>
+CLO_DEVICE void for_each_work_tile(const AttentionParams& p, int block_m, F&& f) {
+  const int num_m = div_ceil(p.seq_len_q, block_m);
+  const int units_per_head = p.is_causal ? (num_m + 1) / 2 : num_m;
+  const int num_units = units_per_head * p.num_q_heads * p.batch;
+  for (int u = blockIdx.x; u < num_units; u += gridDim.x) {
+    const int a = u % units_per_head, hb = u / units_per_head;
+    const int head = hb % p.num_q_heads, batch = hb / p.num_q_heads;
+    if (!p.is_causal) {
+      f(a, head, batch);
+    } else {
+      f(num_m - 1 - a, head, batch);
+      if (num_m - 1 - a != a) f(a, head, batch);
+    }
+  }
+}
+
+// Work units of a launch (for_each_work_tile): the grid of the non-persistent launch.
+inline int64_t flash_work_units(const AttentionParams& p, int block_m) {
+  const int64_t num_m = div_ceil(p.seq_len_q, block_m);
+  return (p.is_causal ? (num_m + 1) / 2 : num_m) * p.num_q_heads * p.batch;
+}
+
 template <typename T, typename Cfg>
 __global__ void __launch_bounds__(Cfg::kThreads, 1)
 flash_attention_fwd_sm90_kernel(const __grid_constant__ CUtensorMap map_q, const __grid_constant__ CUtensorMap map_k,
-                                const __grid_constant__ CUtensorMap map_v, const AttentionParams p) {
+                                const __grid_constant__ CUtensorMap map_v, const __grid_constant__ CUtensorMap map_o,
+                                const AttentionParams p) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   constexpr int kStages = Cfg::kStages, kBlockM = Cfg::kBlockM, kBlockN = Cfg::kBlockN;
   extern __shared__ unsigned char smem_raw[];
-  __shared__ __align__(8) uint64_t q_full;
+  __shared__ __align__(8) uint64_t q_full, q_empty;
   __shared__ __align__(8) uint64_t k_full[kStages], k_empty[kStages], v_full[kStages], v_empty[kStages];
   // 128-byte swizzle atoms start on 1024-byte boundaries.
   unsigned char* smem =
@@ -187,24 +224,24 @@ flash_attention_fwd_sm90_kernel(const __grid_constant__ CUtensorMap map_q, const
   unsigned char* sQ = smem;
   unsigned char* sK = sQ + Cfg::kQBytes;
   unsigned char* sV = sK + kStages * Cfg::kKVBytes;
+  unsigned char* sO = Cfg::kOwnOBuffer ? sV + kStages * Cfg::kKVBytes : sQ;
 
-  const int m_block = p.is_causal ? gridDim.x - 1 - blockIdx.x : blockIdx.x;  // causal: heaviest first
-  const int head = blockIdx.y, batch = blockIdx.z;
-  const int kv_head = head / (p.num_q_heads / p.num_kv_heads);
-  const int m0 = m_block * kBlockM;
-  const int nq = p.seq_len_q, nk = p.seq_len_k, d_real = p.head_dim;
+  const int nq = p.seq_len_q, nk = p.seq_len_k;
   const int causal_offset = nk - nq;  // query i sees key j iff j <= i + causal_offset
-  T* o = static_cast<T*>(p.o) + ((int64_t(batch) * p.num_q_heads + head) * nq) * d_real;
-
-  const int n_end = flash_key_end(p, m0, kBlockM);
-  const int num_tiles = n_end > 0 ? div_ceil(n_end, kBlockN) : 0;
-  if (num_tiles == 0) {  // no row of this CTA sees a key: zeros
-    flash_store_zero_rows(o, p, m0, kBlockM, threadIdx.x, Cfg::kThreads);
-    return;
-  }
+  const bool causal = p.is_causal;
+  const int group = p.num_q_heads / p.num_kv_heads;
+  // Key tiles of a work tile (0: no row of it sees a key, it writes zeros).
+  auto key_tiles = [&](int m0) {
+    const int n_end = flash_key_end(p, m0, kBlockM);
+    return n_end > 0 ? div_ceil(n_end, kBlockN) : 0;
+  };
 
   if (threadIdx.x == 0) {
     tma::mbarrier_init(&q_full, 1);
+    // Released once per work tile: with an O buffer of its own, by every consumer warp
+    // after its last S = Q K^T; with O staged in Q, by each consumer warpgroup's storing
+    // thread once its TMA store has read the tile.
+    tma::mbarrier_init(&q_empty, Cfg::kConsumers * (Cfg::kOwnOBuffer ? 4 : 1));
 #pragma unroll
     for (int s = 0; s < kStages; ++s) {
       tma::mbarrier_init(&k_full[s], 1);
@@ -218,6 +255,8 @@ flash_attention_fwd_sm90_kernel(const __grid_constant__ CUtensorMap map_q, const
   }
   __syncthreads();
 
+  // Producer and consumers walk the same work tiles and count the same K/V tiles (`it`,
+  // across work tiles: stage it % kStages, phase it / kStages) and Q loads (`q_iter`).
   const int warpgroup = threadIdx.x / 128, wg_tid = threadIdx.x % 128;
   if (warpgroup == 0) {
     wgmma::setmaxnreg_dec<Cfg::kProducerRegs>();
@@ -225,71 +264,57 @@ flash_attention_fwd_sm90_kernel(const __grid_constant__ CUtensorMap map_q, const
       tma::prefetch_tensor_map(&map_q);
       tma::prefetch_tensor_map(&map_k);
       tma::prefetch_tensor_map(&map_v);
-      tma::mbarrier_arrive_expect_tx(&q_full, Cfg::kQBytes);
-#pragma unroll
-      for (int c = 0; c < Cfg::kChunks; ++c)
-        tma::load_4d(sQ + c * Cfg::kQChunkBytes, &map_q, 64 * c, m0, head, batch, &q_full);
-      for (int j = 0; j < num_tiles; ++j) {
-        const int s = j % kStages;
-        const uint32_t parity = ((j / kStages) - 1) & 1;  // phase of the stage's previous release
-        unsigned char* k_dst = sK + s * Cfg::kKVBytes;
-        unsigned char* v_dst = sV + s * Cfg::kKVBytes;
-        if (j >= kStages) tma::mbarrier_wait(&k_empty[s], parity);
-        tma::mbarrier_arrive_expect_tx(&k_full[s], Cfg::kKVBytes);
+      int it = 0, q_iter = 0;
+      for_each_work_tile(p, kBlockM, [&](int m_block, int head, int batch) {
+        const int m0 = m_block * kBlockM, kv_head = head / group;
+        const int num_tiles = key_tiles(m0);
+        if (num_tiles == 0) return;
+        // The next Q overwrites the last one once the consumers are done with it (above):
+        // with an O buffer of its own, this load overlaps the last P V and the output store.
+        if (q_iter > 0) tma::mbarrier_wait(&q_empty, (q_iter - 1) & 1);
+        tma::mbarrier_arrive_expect_tx(&q_full, Cfg::kQBytes);
 #pragma unroll
         for (int c = 0; c < Cfg::kChunks; ++c)
-          tma::load_4d(k_dst + c * Cfg::kKVChunkBytes, &map_k, 64 * c, j * kBlockN, kv_head, batch, &k_full[s]);
-        if (j >= kStages) tma::mbarrier_wait(&v_empty[s], parity);
-        tma::mbarrier_arrive_expect_tx(&v_full[s], Cfg::kKVBytes);
+          tma::load_4d(sQ + c * Cfg::kQChunkBytes, &map_q, 64 * c, m0, head, batch, &q_full);
+        ++q_iter;
+        for (int j = 0; j < num_tiles; ++j, ++it) {
+          const int s = it % kStages;
+          const uint32_t parity = ((it / kStages) - 1) & 1;  // phase of the stage's previous release
+          unsigned char* k_dst = sK + s * Cfg::kKVBytes;
+          unsigned char* v_dst = sV + s * Cfg::kKVBytes;
+          if (it >= kStages) tma::mbarrier_wait(&k_empty[s], parity);
+          tma::mbarrier_arrive_expect_tx(&k_full[s], Cfg::kKVBytes);
 #pragma unroll
-        for (int c = 0; c < Cfg::kChunks; ++c)
-          tma::load_4d(v_dst + c * Cfg::kKVChunkBytes, &map_v, 64 * c, j * kBlockN, kv_head, batch, &v_full[s]);
-      }
+          for (int c = 0; c < Cfg::kChunks; ++c)
+            tma::load_4d(k_dst + c * Cfg::kKVChunkBytes, &map_k, 64 * c, j * kBlockN, kv_head, batch, &k_full[s]);
+          if (it >= kStages) tma::mbarrier_wait(&v_empty[s], parity);
+          tma::mbarrier_arrive_expect_tx(&v_full[s], Cfg::kKVBytes);
+#pragma unroll
+          for (int c = 0; c < Cfg::kChunks; ++c)
+            tma::load_4d(v_dst + c * Cfg::kKVChunkBytes, &map_v, 64 * c, j * kBlockN, kv_head, batch, &v_full[s]);
+        }
+      });
       // Watchdog: the consumers wait untrapped (tma::mbarrier_wait_untrapped), so this
       // thread waits (trapping) for their release of the last tiles: a consumer that hangs
       // turns into a launch error here instead of a hung kernel.
-      for (int j = max(0, num_tiles - kStages); j < num_tiles; ++j) {
-        tma::mbarrier_wait(&k_empty[j % kStages], (j / kStages) & 1);
-        tma::mbarrier_wait(&v_empty[j % kStages], (j / kStages) & 1);
+      for (int i = max(0, it - kStages); i < it; ++i) {
+        tma::mbarrier_wait(&k_empty[i % kStages], (i / kStages) & 1);
+        tma::mbarrier_wait(&v_empty[i % kStages], (i / kStages) & 1);
       }
     }
     return;
   }
 
   wgmma::setmaxnreg_inc<Cfg::kConsumerRegs>();
-  const int cw = warpgroup - 1;  // rows cw * 64 .. cw * 64 + 63 of the CTA's tile
+  const int cw = warpgroup - 1;  // rows cw * 64 .. cw * 64 + 63 of each work tile
   const int lane = wg_tid % 32, warp = wg_tid / 32, g = lane / 4, t = lane % 4;
-  const int r0 = m0 + cw * 64 + warp * 16 + g;  // this thread's rows: r0, r0 + 8
   const float scale_log2 = p.scale * kLog2e;
-  const bool causal = p.is_causal;
-  // Tiles from here on may need the causal mask for this warpgroup's first row.
-  const int wg_row0 = m0 + cw * 64;
-
-  float o_acc[Cfg::kOAcc], s_acc[Cfg::kSAcc];
-  uint32_t p_frag[Cfg::kSAcc / 2];
-  float row_max[2] = {kNegInf, kNegInf}, row_sum[2] = {0.f, 0.f}, rescale[2];
-#pragma unroll
-  for (int i = 0; i < Cfg::kOAcc; ++i) o_acc[i] = 0.f;
-
   const uint32_t q_addr = smem_u32addr(sQ) + cw * 64 * 128;
   const uint32_t k_addr0 = smem_u32addr(sK), v_addr0 = smem_u32addr(sV);
-#define CLO_FA3_SOFTMAX(J)                                                                                          \
-  do {                                                                                                              \
-    const int n0_ = (J) * kBlockN;                                                                                  \
-    if (flash_tile_needs_mask(n0_, kBlockN, nk, causal, wg_row0, causal_offset)) {                                 \
-      softmax_tile<true, Cfg::kSAcc>(s_acc, row_max, row_sum, rescale, scale_log2, n0_, nk, r0, causal_offset, causal, t);     \
-    } else {                                                                                                        \
-      softmax_tile<false, Cfg::kSAcc>(s_acc, row_max, row_sum, rescale, scale_log2, n0_, nk, r0, causal_offset, causal, t);    \
-    }                                                                                                               \
-  } while (0)
-
   // Ping-pong turns: warpgroup cw issues on named barrier kTurnBarrier + cw once the
   // other one has issued (bar.arrive); issue points are QK_0, then QK_j with PV_{j-1},
-  // then PV_{n-1}: n + 1 per warpgroup, warpgroup 0 first.
+  // then PV_{n-1}: n + 1 per warpgroup and work tile, warpgroup 0 first.
   constexpr int kTurnBarrier = 3;
-  if constexpr (Cfg::kPingPong) {
-    if (cw == 1) named_barrier_arrive(kTurnBarrier, 256);
-  }
 #define CLO_FA3_TURN_WAIT()                                                       \
   do {                                                                            \
     if constexpr (Cfg::kPingPong) named_barrier_sync(kTurnBarrier + cw, 256);     \
@@ -301,78 +326,128 @@ flash_attention_fwd_sm90_kernel(const __grid_constant__ CUtensorMap map_q, const
     }                                                                             \
   } while (0)
 
-  tma::mbarrier_wait_untrapped(&q_full, 0);
-  tma::mbarrier_wait_untrapped(&k_full[0], 0);
-  CLO_FA3_TURN_WAIT();
-  issue_qk<T, Cfg>(s_acc, q_addr, k_addr0);
-  CLO_FA3_TURN_PASS(false);
-  wgmma::wait_group<0>();
-  if (lane == 0) tma::mbarrier_arrive(&k_empty[0]);
-  CLO_FA3_SOFTMAX(0);
-  pack_p<T, Cfg::kSAcc>(p_frag, s_acc);
-  for (int j = 1; j < num_tiles; ++j) {
-    const int s = j % kStages, sp = (j - 1) % kStages;
-    tma::mbarrier_wait_untrapped(&k_full[s], (j / kStages) & 1);
-    tma::mbarrier_wait_untrapped(&v_full[sp], ((j - 1) / kStages) & 1);
-    CLO_FA3_TURN_WAIT();
-    issue_qk<T, Cfg>(s_acc, q_addr, k_addr0 + s * Cfg::kKVBytes);
-    issue_pv<T, Cfg>(o_acc, p_frag, v_addr0 + sp * Cfg::kKVBytes);
-    CLO_FA3_TURN_PASS(false);
-    wgmma::wait_group<1>();  // S of tile j is ready; P V of tile j - 1 may still run
-    if (lane == 0) tma::mbarrier_arrive(&k_empty[s]);
-    CLO_FA3_SOFTMAX(j);
-    wgmma::wait_group<0>();
-    if (lane == 0) tma::mbarrier_arrive(&v_empty[sp]);
-    if (__any_sync(0xffffffffu, rescale[0] != 1.f || rescale[1] != 1.f)) {  // warp-uniform skip
+  // This warpgroup's 64 rows of the output staging tile; its thread 0 issues the TMA stores.
+  unsigned char* sO_wg = sO + cw * 64 * 128;
+  int it = 0, q_iter = 0;
+  for_each_work_tile(p, kBlockM, [&](int m_block, int head, int batch) {
+    const int m0 = m_block * kBlockM;
+    const int num_tiles = key_tiles(m0);
+    if (num_tiles == 0) {  // no row of this work tile sees a key: zeros
+      T* o = static_cast<T*>(p.o) + ((int64_t(batch) * p.num_q_heads + head) * nq) * p.head_dim;
+      flash_store_zero_rows(o, p, m0, kBlockM, threadIdx.x - 128, 128 * Cfg::kConsumers);
+      return;
+    }
+    const int r0 = m0 + cw * 64 + warp * 16 + g;  // this thread's rows: r0, r0 + 8
+    // Tiles from here on may need the causal mask for this warpgroup's first row.
+    const int wg_row0 = m0 + cw * 64;
+    float o_acc[Cfg::kOAcc], s_acc[Cfg::kSAcc];
+    uint32_t p_frag[Cfg::kSAcc / 2];
+    float row_max[2] = {kNegInf, kNegInf}, row_sum[2] = {0.f, 0.f}, rescale[2];
 #pragma unroll
-      for (int i = 0; i < Cfg::kOAcc / 4; ++i) {
-        o_acc[4 * i] *= rescale[0];
-        o_acc[4 * i + 1] *= rescale[0];
-        o_acc[4 * i + 2] *= rescale[1];
-        o_acc[4 * i + 3] *= rescale[1];
+    for (int i = 0; i < Cfg::kOAcc; ++i) o_acc[i] = 0.f;
+#define CLO_FA3_SOFTMAX(J)                                                                                          \
+  do {                                                                                                              \
+    const int n0_ = (J) * kBlockN;                                                                                  \
+    if (flash_tile_needs_mask(n0_, kBlockN, nk, causal, wg_row0, causal_offset)) {                                 \
+      softmax_tile<true, Cfg::kSAcc>(s_acc, row_max, row_sum, rescale, scale_log2, n0_, nk, r0, causal_offset, causal, t);     \
+    } else {                                                                                                        \
+      softmax_tile<false, Cfg::kSAcc>(s_acc, row_max, row_sum, rescale, scale_log2, n0_, nk, r0, causal_offset, causal, t);    \
+    }                                                                                                               \
+  } while (0)
+    if constexpr (Cfg::kPingPong) {
+      if (cw == 1) named_barrier_arrive(kTurnBarrier, 256);
+    }
+
+    tma::mbarrier_wait_untrapped(&q_full, q_iter & 1);
+    tma::mbarrier_wait_untrapped(&k_full[it % kStages], (it / kStages) & 1);
+    CLO_FA3_TURN_WAIT();
+    issue_qk<T, Cfg>(s_acc, q_addr, k_addr0 + (it % kStages) * Cfg::kKVBytes);
+    CLO_FA3_TURN_PASS(false);
+    wgmma::wait_group<0>();
+    if (lane == 0) {
+      tma::mbarrier_arrive(&k_empty[it % kStages]);
+      if (Cfg::kOwnOBuffer && num_tiles == 1) tma::mbarrier_arrive(&q_empty);
+    }
+    CLO_FA3_SOFTMAX(0);
+    pack_p<T, Cfg::kSAcc>(p_frag, s_acc);
+    for (int j = 1; j < num_tiles; ++j) {
+      const int s = (it + j) % kStages, sp = (it + j - 1) % kStages;
+      tma::mbarrier_wait_untrapped(&k_full[s], ((it + j) / kStages) & 1);
+      tma::mbarrier_wait_untrapped(&v_full[sp], ((it + j - 1) / kStages) & 1);
+      CLO_FA3_TURN_WAIT();
+      issue_qk<T, Cfg>(s_acc, q_addr, k_addr0 + s * Cfg::kKVBytes);
+      issue_pv<T, Cfg>(o_acc, p_frag, v_addr0 + sp * Cfg::kKVBytes);
+      CLO_FA3_TURN_PASS(false);
+      wgmma::wait_group<1>();  // S of tile j is ready; P V of tile j - 1 may still run
+      if (lane == 0) {
+        tma::mbarrier_arrive(&k_empty[s]);
+        if (Cfg::kOwnOBuffer && j == num_tiles - 1) tma::mbarrier_arrive(&q_empty);
+      }
+      CLO_FA3_SOFTMAX(j);
+      wgmma::wait_group<0>();
+      if (lane == 0) tma::mbarrier_arrive(&v_empty[sp]);
+      if (__any_sync(0xffffffffu, rescale[0] != 1.f || rescale[1] != 1.f)) {  // warp-uniform skip
+#pragma unroll
+        for (int i = 0; i < Cfg::kOAcc / 4; ++i) {
+          o_acc[4 * i] *= rescale[0];
+          o_acc[4 * i + 1] *= rescale[0];
+          o_acc[4 * i + 2] *= rescale[1];
+          o_acc[4 * i + 3] *= rescale[1];
+        }
+      }
+      pack_p<T, Cfg::kSAcc>(p_frag, s_acc);
+    }
+    {
+      const int sp = (it + num_tiles - 1) % kStages;
+      tma::mbarrier_wait_untrapped(&v_full[sp], ((it + num_tiles - 1) / kStages) & 1);
+      CLO_FA3_TURN_WAIT();
+      issue_pv<T, Cfg>(o_acc, p_frag, v_addr0 + sp * Cfg::kKVBytes);
+      CLO_FA3_TURN_PASS(true);
+      wgmma::wait_group<0>();
+      if (lane == 0) tma::mbarrier_arrive(&v_empty[sp]);
+    }
+#undef CLO_FA3_SOFTMAX
+    it += num_tiles;
+    ++q_iter;
+
+    // Normalise, stage this warpgroup's 64 rows in the 128-byte swizzle the output map
+    // expects (16-byte chunk c of row r at chunk c ^ (r % 8): a warp's 4-byte writes, rows
+    // g and columns 8i + 2t, spread over all 32 banks), then one thread stores them with
+    // TMA, which clips rows past Nq and columns past D. Nothing waits for the global writes.
+    float inv[2];
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const float sum = group_reduce_sum<4>(row_sum[h]);
+      inv[h] = sum > 0.f ? 1.f / sum : 0.f;  // a row that saw no key outputs zeros
+    }
+    if constexpr (Cfg::kOwnOBuffer) {  // the previous work tile's store must have read the buffer
+      if (wg_tid == 0) tma::store_wait_read<0>();
+      named_barrier_sync(1 + cw, 128);  // ids 1..kConsumers; ping-pong (two consumers) uses 3, 4
+    }
+    const int lr = warp * 16 + g;  // (lr + 8) % 8 == lr % 8 == g
+#pragma unroll
+    for (int i = 0; i < Cfg::kOAcc / 4; ++i) {
+      unsigned char* dst = sO_wg + (i / 8) * Cfg::kQChunkBytes + lr * 128 + ((i % 8) ^ g) * 16 + 4 * t;
+      *reinterpret_cast<uint32_t*>(dst) = pack_float2<T>(o_acc[4 * i] * inv[0], o_acc[4 * i + 1] * inv[0]);
+      *reinterpret_cast<uint32_t*>(dst + 8 * 128) =
+          pack_float2<T>(o_acc[4 * i + 2] * inv[1], o_acc[4 * i + 3] * inv[1]);
+    }
+    tma::fence_proxy_async_shared();
+    named_barrier_sync(1 + cw, 128);
+    if (wg_tid == 0) {
+#pragma unroll
+      for (int c = 0; c < Cfg::kChunks; ++c)
+        tma::store_4d(&map_o, 64 * c, wg_row0, head, batch, sO_wg + c * Cfg::kQChunkBytes);
+      tma::store_commit();
+      if constexpr (!Cfg::kOwnOBuffer) {  // O sits in Q: the next Q may load once it is read
+        tma::store_wait_read<0>();
+        tma::mbarrier_arrive(&q_empty);
       }
     }
-    pack_p<T, Cfg::kSAcc>(p_frag, s_acc);
-  }
-  {
-    const int sp = (num_tiles - 1) % kStages;
-    tma::mbarrier_wait_untrapped(&v_full[sp], ((num_tiles - 1) / kStages) & 1);
-    CLO_FA3_TURN_WAIT();
-    issue_pv<T, Cfg>(o_acc, p_frag, v_addr0 + sp * Cfg::kKVBytes);
-    CLO_FA3_TURN_PASS(true);
-    wgmma::wait_group<0>();
-    if (lane == 0) tma::mbarrier_arrive(&v_empty[sp]);  // for the producer's watchdog
-  }
-#undef CLO_FA3_SOFTMAX
+  });
+  if (wg_tid == 0) tma::store_wait_all();
 #undef CLO_FA3_TURN_WAIT
 #undef CLO_FA3_TURN_PASS
-
-  // Normalise and stage this warpgroup's 64 rows in its own rows of the Q tile (its
-  // wgmmas have retired; the other warpgroup reads only its own rows), in the tile's
-  // 128-byte swizzle: 16-byte chunk c of row r sits at chunk c ^ (r % 8) of the row, which
-  // spreads a warp's 4-byte writes (rows g, columns 8i + 2t) over all 32 banks.
-  float inv[2];
-#pragma unroll
-  for (int h = 0; h < 2; ++h) {
-    const float sum = group_reduce_sum<4>(row_sum[h]);
-    inv[h] = sum > 0.f ? 1.f / sum : 0.f;  // a row that saw no key outputs zeros
-  }
-  unsigned char* sO_wg = sQ + cw * 64 * 128;
-  const int lr = warp * 16 + g;  // (lr + 8) % 8 == lr % 8 == g
-#pragma unroll
-  for (int i = 0; i < Cfg::kOAcc / 4; ++i) {
-    unsigned char* dst = sO_wg + (i / 8) * Cfg::kQChunkBytes + lr * 128 + ((i % 8) ^ g) * 16 + 4 * t;
-    *reinterpret_cast<uint32_t*>(dst) = pack_float2<T>(o_acc[4 * i] * inv[0], o_acc[4 * i + 1] * inv[0]);
-    *reinterpret_cast<uint32_t*>(dst + 8 * 128) = pack_float2<T>(o_acc[4 * i + 2] * inv[1], o_acc[4 * i + 3] * inv[1]);
-  }
-  named_barrier_sync(1 + cw, 128);  // ids 1..kConsumers; ping-pong (two consumers) uses 3, 4
-  const int chunks = d_real / 8;
-  for (int i = wg_tid; i < 64 * chunks; i += 128) {
-    const int r = i / chunks, c = i % chunks;
-    if (wg_row0 + r < nq)
-      *reinterpret_cast<uint4*>(o + int64_t(wg_row0 + r) * d_real + c * 8) = *reinterpret_cast<const uint4*>(
-          sO_wg + (c / 8) * Cfg::kQChunkBytes + r * 128 + ((c % 8) ^ (r % 8)) * 16);
-  }
 #endif
 }
 
@@ -388,19 +463,30 @@ inline cudaError_t encode_qkv_map(CUtensorMap* map, bool bf16, const void* base,
 template <typename T, typename Cfg>
 cudaError_t launch_config(const AttentionParams& p, cudaStream_t stream) {
   constexpr bool bf16 = std::is_same_v<T, __nv_bfloat16>;
-  CUtensorMap map_q, map_k, map_v;
+  CUtensorMap map_q, map_k, map_v, map_o;
+  const int64_t o_seq = p.head_dim, o_head = o_seq * p.seq_len_q;  // O: contiguous [B, Hq, Nq, D]
   if (encode_qkv_map(&map_q, bf16, p.q, p.head_dim, p.seq_len_q, p.num_q_heads, p.batch, p.q_seq_stride,
                      p.q_head_stride, p.q_batch_stride, Cfg::kBlockM) != cudaSuccess ||
       encode_qkv_map(&map_k, bf16, p.k, p.head_dim, p.seq_len_k, p.num_kv_heads, p.batch, p.k_seq_stride,
                      p.k_head_stride, p.k_batch_stride, Cfg::kBlockN) != cudaSuccess ||
       encode_qkv_map(&map_v, bf16, p.v, p.head_dim, p.seq_len_k, p.num_kv_heads, p.batch, p.v_seq_stride,
-                     p.v_head_stride, p.v_batch_stride, Cfg::kBlockN) != cudaSuccess)
+                     p.v_head_stride, p.v_batch_stride, Cfg::kBlockN) != cudaSuccess ||
+      encode_qkv_map(&map_o, bf16, p.o, p.head_dim, p.seq_len_q, p.num_q_heads, p.batch, o_seq, o_head,
+                     o_head * p.num_q_heads, 64) != cudaSuccess)
     return cudaErrorNotSupported;
   auto kernel = flash_attention_fwd_sm90_kernel<T, Cfg>;
   cudaError_t err = set_dynamic_smem(kernel, Cfg::kSmemBytes);
   if (err != cudaSuccess) return err;
-  const dim3 grid(div_ceil(p.seq_len_q, Cfg::kBlockM), p.num_q_heads, p.batch);
-  kernel<<<grid, Cfg::kThreads, Cfg::kSmemBytes, stream>>>(map_q, map_k, map_v, p);
+  // Persistent: one CTA per SM (the shared memory and registers of one CTA fill an SM)
+  // walks work units gridDim.x apart (for_each_work_tile). Dev knob
+  // CUDA_LLM_OPS_FLASH_SM90_PERSISTENT=0: one CTA per work unit (the same kernel without
+  // overlap between units; the hardware deals the CTAs).
+  static bool dev_mode = std::getenv("CUDA_LLM_OPS_FLASH_SM90_PERSISTENT") != nullptr;
+  const int64_t units = flash_work_units(p, Cfg::kBlockM);
+  if (units > INT32_MAX) return cudaErrorNotSupported;  // the kernel counts units in int
+  const bool persistent = dev_knob("CUDA_LLM_OPS_FLASH_SM90_PERSISTENT", dev_mode, 1) != 0;
+  const int64_t ctas = persistent ? std::min<int64_t>(units, device_sm_count()) : units;
+  kernel<<<dim3(uint32_t(ctas)), Cfg::kThreads, Cfg::kSmemBytes, stream>>>(map_q, map_k, map_v, map_o, p);
   return cudaGetLastError();
 }
 

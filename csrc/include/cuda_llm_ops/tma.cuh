@@ -136,6 +136,15 @@ CLO_DEVICE void store_2d(const CUtensorMap* map, int c0, int c1, const void* sme
 #endif
 }
 
+// 4-D tile store (as store_2d).
+CLO_DEVICE void store_4d(const CUtensorMap* map, int c0, int c1, int c2, int c3, const void* smem_src) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("cp.async.bulk.tensor.4d.global.shared::cta.bulk_group [%0, {%1, %2, %3, %4}], [%5];\n"
+               ::"l"(reinterpret_cast<uint64_t>(map)), "r"(c0), "r"(c1), "r"(c2), "r"(c3), "r"(smem_u32addr(smem_src))
+               : "memory");
+#endif
+}
+
 // Closes the issuing thread's current bulk async-group (the stores since the last commit).
 CLO_DEVICE void store_commit() {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
