@@ -76,9 +76,13 @@ struct Config {
   static constexpr bool kOwnOBuffer = kHeadDim <= 128;
   static constexpr uint32_t kOBytes = kOwnOBuffer ? kQBytes : 0;
   static constexpr size_t kSmemBytes = kQBytes + size_t(kKVBytes) * 2 * kStages + kOBytes + 1024;  // + alignment
-  // setmaxnreg: the producer gives its registers to the consumers (65536 a CTA at most).
-  static constexpr int kProducerRegs = 24, kConsumerRegs = kConsumers == 2 ? 240 : 160;
-  static_assert(128 * (kProducerRegs + kConsumers * kConsumerRegs) <= 65536, "register file");
+  // setmaxnreg: the producer gives its registers to the consumers. The sum must fit what
+  // the CTA was launched with, kThreads x the __launch_bounds__ cap (168 at 384 threads,
+  // 128 at 512): more and setmaxnreg.inc waits forever. With three consumers the producer
+  // can keep 32 (at 24 its work loop spills); with two it keeps 24 (8 bytes spilled).
+  static constexpr int kLaunchRegs = (65536 / kThreads) / 8 * 8;
+  static constexpr int kProducerRegs = kConsumers == 2 ? 24 : 32, kConsumerRegs = kConsumers == 2 ? 240 : 160;
+  static_assert(128 * (kProducerRegs + kConsumers * kConsumerRegs) <= kThreads * kLaunchRegs, "register file");
   static_assert(kSmemBytes <= 227 * 1024, "shared memory");
 };
 
