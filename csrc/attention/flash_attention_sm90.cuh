@@ -73,7 +73,7 @@ struct Config {
   // The output tile is staged for its TMA store in a buffer of its own where it fits (so
   // the next work tile's Q can load meanwhile); at D = 256 in the Q tile (its last reader,
   // S = Q K^T, has retired by then).
-  static constexpr bool kOwnOBuffer = kHeadDim <= 128;
+  static constexpr bool kOwnOBuffer = 2 * kQBytes + size_t(kKVBytes) * 2 * kStages + 1024 <= 227 * 1024;
   static constexpr uint32_t kOBytes = kOwnOBuffer ? kQBytes : 0;
   static constexpr size_t kSmemBytes = kQBytes + size_t(kKVBytes) * 2 * kStages + kOBytes + 1024;  // + alignment
   // setmaxnreg: the producer gives its registers to the consumers. The sum must fit what
