@@ -1,6 +1,6 @@
 """Dev timing of the attention kernels next to SDPA, in one process.
 
-    python3 scripts/bench_attention_dev.py [--sm90 | --sm90-dims | --sm90-short]
+    python3 scripts/bench_attention_dev.py [--sm90 | --sm90-dims | --sm90-short | --sm90-causal-rule]
 
 Prints median ms and TFLOP/s (non-causal FLOPs = 4*B*H*Nq*Nk*D, causal half)
 for flash_attention vs F.scaled_dot_product_attention (flash and cuDNN
@@ -150,6 +150,29 @@ def sm90_vs_mma(cases=SM90_CASES, iters=30, short=False):
             pass
 
 
+# Causal shapes for the schedule rule (ping-pong or overlap on the 128 and 256 tiles).
+SM90_CAUSAL_CASES = [(32, 32, 512, 128), (16, 32, 1024, 128), (8, 32, 2048, 128), (4, 32, 4096, 128),
+                     (2, 32, 8192, 128), (1, 32, 1000, 128), (16, 32, 1024, 256), (4, 16, 4096, 256)]
+
+
+def sm90_causal_rule(rounds=3, iters=20):
+    """Causal calls, overlap against ping-pong timed in alternating order (rounds x both),
+    so the order effect (NOTES.md v3) falls on both; prints each variant's best median."""
+    knob = "CUDA_LLM_OPS_FLASH_SM90_SCHED"
+    for b, h, n, d in SM90_CAUSAL_CASES:
+        g = torch.Generator(device="cuda").manual_seed(0)
+        q, k, v = (torch.randn(b, h, n, d, device="cuda", generator=g).to(torch.float16) for _ in range(3))
+        best = {}
+        for _ in range(rounds):
+            for name, val in (("overlap", "1"), ("pingpong", "2")):
+                os.environ[knob] = val
+                t = benchmark(lambda: llm.flash_attention(q, k, v, is_causal=True), warmup=3, iterations=iters)
+                best[name] = min(best.get(name, 1e9), t.median_ms)
+        os.environ[knob] = ""
+        print(f"causal rule | B={b} H={h} N={n} D={d} fp16: overlap {best['overlap']:.4f} ms, "
+              f"pingpong {best['pingpong']:.4f} ms, pingpong/overlap speed {best['overlap'] / best['pingpong']:.3f}")
+
+
 def main():
     import sys
     # Dev knobs are read per call only when set before the first call (dev_knob, common.cuh).
@@ -160,6 +183,9 @@ def main():
     print(torch.cuda.get_device_name(), torch.__version__, llm.build_info())
     if "--sm90" in sys.argv[1:]:
         sm90_vs_mma()
+        return
+    if "--sm90-causal-rule" in sys.argv[1:]:
+        sm90_causal_rule()
         return
     if "--sm90-short" in sys.argv[1:]:
         sm90_vs_mma(SM90_SHORT_CASES, short=True)
