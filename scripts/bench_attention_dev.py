@@ -103,7 +103,8 @@ SM90_DIM_CASES = [(4, 32, 4096, 64, torch.float16, False), (4, 32, 4096, 64, tor
                   (16, 32, 1024, 64, torch.bfloat16, False), (4, 32, 4096, 32, torch.float16, False),
                   (4, 16, 4096, 256, torch.float16, False), (4, 16, 4096, 256, torch.float16, True),
                   (16, 16, 1024, 256, torch.bfloat16, False), (4, 16, 4096, 160, torch.float16, False),
-                  (4, 16, 4096, 192, torch.float16, False), (4, 16, 4096, 128, torch.float16, False)]
+                  (4, 16, 4096, 192, torch.float16, False), (4, 16, 4096, 192, torch.float16, True),
+                  (16, 16, 1024, 160, torch.bfloat16, False), (4, 16, 4096, 128, torch.float16, False)]
 
 
 # Short sequences (4-8 key tiles a work tile): persistent CTAs against one CTA per tile.
@@ -125,7 +126,8 @@ def sm90_vs_mma(cases=SM90_CASES, iters=30, short=False):
         ref = F.scaled_dot_product_attention(q.float(), k.float(), v.float(), is_causal=causal)
         print(f"sm90 | B={b} H={h} N={n} D={d} {str(dtype).replace('torch.', '')} causal={causal}")
         base = None
-        knobs = ("CUDA_LLM_OPS_FLASH_SM90", "CUDA_LLM_OPS_FLASH_SM90_SCHED", "CUDA_LLM_OPS_FLASH_SM90_PERSISTENT")
+        knobs = ("CUDA_LLM_OPS_FLASH_SM90", "CUDA_LLM_OPS_FLASH_SM90_SCHED", "CUDA_LLM_OPS_FLASH_SM90_PERSISTENT",
+                 "CUDA_LLM_OPS_FLASH_SM90_TILE192")
         variants = [("wgmma auto", {}), ("wgmma pingpong", {knobs[1]: "2"}),
                     ("wgmma overlap", {knobs[1]: "1"}), ("wgmma CTA per tile", {knobs[2]: "0"}),
                     ("mma.sync", {knobs[0]: "0"})]
@@ -133,6 +135,8 @@ def sm90_vs_mma(cases=SM90_CASES, iters=30, short=False):
             variants = [variants[0], variants[3], ("wgmma auto again", {})]
         elif d <= 64:  # the 64 tile's three-consumer variant (192 query rows a CTA)
             variants.insert(3, ("wgmma 3 consumers", {knobs[1]: "3"}))
+        elif 128 < d <= 192:  # the 256 tile these D ran on before the 192 tile
+            variants.insert(3, ("wgmma 256 tile", {knobs[3]: "0"}))
         for label, env in variants:
             for key in knobs:
                 os.environ[key] = ""
@@ -177,7 +181,7 @@ def main():
     import sys
     # Dev knobs are read per call only when set before the first call (dev_knob, common.cuh).
     for knob in ("CUDA_LLM_OPS_FLASH_SM90", "CUDA_LLM_OPS_FLASH_SM90_SCHED", "CUDA_LLM_OPS_FLASH_TILES",
-                 "CUDA_LLM_OPS_FLASH_SM90_PERSISTENT"):
+                 "CUDA_LLM_OPS_FLASH_SM90_PERSISTENT", "CUDA_LLM_OPS_FLASH_SM90_TILE192"):
         os.environ.setdefault(knob, "")
     torch.backends.cuda.matmul.allow_tf32 = False
     print(torch.cuda.get_device_name(), torch.__version__, llm.build_info())

@@ -23,7 +23,8 @@ pytestmark = pytest.mark.cuda
 # The flash kernels' dev knobs (dev_knob, csrc/include/cuda_llm_ops/common.cuh) are read on
 # every call only when set before the first call: empty values keep the defaults and let
 # the Hopper tests below switch them in this process.
-for _knob in ("CUDA_LLM_OPS_FLASH_SM90", "CUDA_LLM_OPS_FLASH_SM90_SCHED", "CUDA_LLM_OPS_FLASH_SM90_PERSISTENT"):
+for _knob in ("CUDA_LLM_OPS_FLASH_SM90", "CUDA_LLM_OPS_FLASH_SM90_SCHED", "CUDA_LLM_OPS_FLASH_SM90_PERSISTENT",
+              "CUDA_LLM_OPS_FLASH_SM90_TILE192"):
     os.environ.setdefault(_knob, "")
 
 OPS = {"naive_attention": naive_attention, "tiled_attention": tiled_attention, "flash_attention": flash_attention}
@@ -338,8 +339,9 @@ _SM90_CASES = [  # b, hq, hkv, nq, nk, d, causal
     (1, 4, 4, 129, 1000, 40, False),     # D = 40 on the 64 tile (D <= 32 stays on mma.sync)
     (2, 4, 2, 200, 200, 256, True),      # the 256 tile (64-key tiles), causal
     (1, 4, 1, 77, 1500, 256, False),     # D = 256, MQA, long keys
-    (2, 2, 2, 130, 65, 160, True),       # D = 160 on the 256 tile (a chunk all zero-filled), Nq > Nk
-    (1, 4, 2, 257, 300, 192, False),     # D = 192
+    (2, 2, 2, 130, 65, 160, True),       # D = 160 on the 192 tile (a chunk half zero-filled), Nq > Nk
+    (1, 4, 2, 257, 300, 192, False),     # D = 192 (96-key tiles)
+    (2, 8, 2, 400, 700, 136, True),      # D = 136 on the 192 tile, GQA, causal
     # More work tiles than an H100 has SMs: persistent CTAs walk several, the K/V ring and
     # the Q barrier phases run on across them.
     (4, 16, 8, 1000, 1000, 128, True),   # 512 work tiles of unequal length (causal)
@@ -352,8 +354,8 @@ _SM90_CASES = [  # b, hq, hkv, nq, nk, d, causal
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16], ids=str)
 def test_sm90_kernel_matches_reference(monkeypatch, case, dtype):
     """On an H100 the fp16/bf16 flash op runs the wgmma/TMA kernel (checked by name; D in
-    (32, 256] on the 64, 128 and 256 tiles); it and the mma.sync kernel (dev knob) both
-    match the reference."""
+    (32, 256] on the 64, 128, 192 and 256 tiles); it and the mma.sync kernel (dev knob)
+    both match the reference."""
     require_op("flash_attention")
     b, hq, hkv, nq, nk, d, causal = case
     q, k, v = _inputs(b, hq, hkv, nq, nk, d, dtype, seed=nq + nk + d)
@@ -379,6 +381,10 @@ def test_sm90_kernel_matches_reference(monkeypatch, case, dtype):
     out = call()
     assert_close(out, ref, dtype=dtype, what=f"sm90 path {case}, a CTA per work tile")
     monkeypatch.setenv("CUDA_LLM_OPS_FLASH_SM90_PERSISTENT", "")
+    if 128 < d <= 192:  # the 256 tile, which these D ran on before the 192 tile
+        monkeypatch.setenv("CUDA_LLM_OPS_FLASH_SM90_TILE192", "0")
+        assert_close(call(), ref, dtype=dtype, what=f"sm90 path {case}, 256 tile")
+        monkeypatch.setenv("CUDA_LLM_OPS_FLASH_SM90_TILE192", "")
     monkeypatch.setenv("CUDA_LLM_OPS_FLASH_SM90", "0")
     names = kernel_names(call)
     assert "flash_attention_fwd_sm90" not in names and "flash_attention_mma" in names

@@ -57,9 +57,10 @@ struct Config {
   // NOTES.md v3). At D = 256 the O accumulators take 128 registers a thread: 64-key tiles
   // keep S and P (48 registers) beside them under the 240 of a consumer.
   static constexpr int kConsumers = kConsumers_, kThreads = 128 * (kConsumers + 1);
-  static constexpr int kHeadDim = kHeadDim_, kBlockM = 64 * kConsumers, kBlockN = kHeadDim <= 128 ? 128 : 64;
+  static constexpr int kHeadDim = kHeadDim_, kBlockM = 64 * kConsumers,
+                       kBlockN = kHeadDim <= 128 ? 128 : kHeadDim == 192 ? 96 : 64;
   static constexpr int kStages = 2;
-  static_assert(kHeadDim == 64 || kHeadDim == 128 || kHeadDim == 256, "head-dim tile");
+  static_assert(kHeadDim == 64 || kHeadDim == 128 || kHeadDim == 192 || kHeadDim == 256, "head-dim tile");
   // The two consumer warpgroups take turns issuing their wgmmas (named barriers), so one
   // runs its softmax while the other's GEMMs hold the tensor cores (FA3's ping-pong).
   static constexpr bool kPingPong = kPingPong_;
@@ -150,6 +151,8 @@ CLO_DEVICE void issue_qk(float (&s)[Cfg::kSAcc], uint32_t q_addr, uint32_t k_add
     const uint64_t dk = wgmma::make_desc_sw128(k_addr + (kk / 4) * Cfg::kKVChunkBytes + (kk % 4) * 32, 16, 1024);
     if constexpr (Cfg::kBlockN == 128)
       wgmma::wgmma_m64n128k16<0, 0>(wgmma::WgmmaTag<T>{}, s, dq, dk);
+    else if constexpr (Cfg::kBlockN == 96)
+      wgmma::wgmma_m64n96k16<0, 0>(wgmma::WgmmaTag<T>{}, s, dq, dk);
     else
       wgmma::wgmma_m64n64k16<0, 0>(wgmma::WgmmaTag<T>{}, s, dq, dk);
   }
@@ -169,6 +172,8 @@ CLO_DEVICE void issue_pv(float (&o)[Cfg::kOAcc], const uint32_t (&p)[Cfg::kSAcc 
       wgmma::wgmma_m64n64k16_rs<1>(tag, o, p[4 * kk], p[4 * kk + 1], p[4 * kk + 2], p[4 * kk + 3], dv);
     else if constexpr (Cfg::kHeadDim == 128)
       wgmma::wgmma_m64n128k16_rs<1>(tag, o, p[4 * kk], p[4 * kk + 1], p[4 * kk + 2], p[4 * kk + 3], dv);
+    else if constexpr (Cfg::kHeadDim == 192)
+      wgmma::wgmma_m64n192k16_rs<1>(tag, o, p[4 * kk], p[4 * kk + 1], p[4 * kk + 2], p[4 * kk + 3], dv);
     else
       wgmma::wgmma_m64n256k16_rs<1>(tag, o, p[4 * kk], p[4 * kk + 1], p[4 * kk + 2], p[4 * kk + 3], dv);
   }
@@ -520,11 +525,14 @@ cudaError_t launch(const AttentionParams& p, cudaStream_t stream) {
   static bool dev_mode = std::getenv("CUDA_LLM_OPS_FLASH_SM90_SCHED") != nullptr;
   const int sched = dev_knob("CUDA_LLM_OPS_FLASH_SM90_SCHED", dev_mode, kSchedRule);
   const bool pingpong = sched == kSchedRule ? !p.is_causal : sched == kSchedPingPong;
+  static bool tile_dev_mode = std::getenv("CUDA_LLM_OPS_FLASH_SM90_TILE192") != nullptr;
+  const bool tile192 = dev_knob("CUDA_LLM_OPS_FLASH_SM90_TILE192", tile_dev_mode, 1) != 0;
   if (d <= 64) {
     if (sched == kSchedRule || sched == kSchedThreeConsumers) return launch_config<T, Config<64, false, 3>>(p, stream);
     return launch_schedule<T, 64>(p, stream, pingpong);
   }
   if (d <= 128) return launch_schedule<T, 128>(p, stream, pingpong);
+  if (d <= 192 && tile192) return launch_schedule<T, 192>(p, stream, pingpong);
   return launch_schedule<T, 256>(p, stream, pingpong);
 }
 

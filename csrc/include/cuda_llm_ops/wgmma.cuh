@@ -70,6 +70,12 @@ struct WgmmaTag {};
 #define CLO_WGMMA_D_REGS_32 "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}"
 #define CLO_WGMMA_SS_TAIL_32 ", %32, %33, 1, 1, 1, %34, %35;\n"
 #define CLO_WGMMA_RS_TAIL_32 ", {%32, %33, %34, %35}, %36, 1, 1, 1, %37;\n"
+#define CLO_WGMMA_D_REGS_48 "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47}"
+#define CLO_WGMMA_SS_TAIL_48 ", %48, %49, 1, 1, 1, %50, %51;\n"
+#define CLO_WGMMA_RS_TAIL_48 ", {%48, %49, %50, %51}, %52, 1, 1, 1, %53;\n"
+#define CLO_WGMMA_D_REGS_96 "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63, %64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, %80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95}"
+#define CLO_WGMMA_SS_TAIL_96 ", %96, %97, 1, 1, 1, %98, %99;\n"
+#define CLO_WGMMA_RS_TAIL_96 ", {%96, %97, %98, %99}, %100, 1, 1, 1, %101;\n"
 #define CLO_WGMMA_D_REGS_64 "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}"
 #define CLO_WGMMA_SS_TAIL_64 ", %64, %65, 1, 1, 1, %66, %67;\n"
 #define CLO_WGMMA_RS_TAIL_64 ", {%64, %65, %66, %67}, %68, 1, 1, 1, %69;\n"
@@ -80,7 +86,9 @@ struct WgmmaTag {};
 #define CLO_WGMMA_ACC16(i) CLO_WGMMA_ACC4(i), CLO_WGMMA_ACC4(i + 4), CLO_WGMMA_ACC4(i + 8), CLO_WGMMA_ACC4(i + 12)
 #define CLO_WGMMA_D_OPS_8 CLO_WGMMA_ACC4(0), CLO_WGMMA_ACC4(4)
 #define CLO_WGMMA_D_OPS_32 CLO_WGMMA_ACC16(0), CLO_WGMMA_ACC16(16)
+#define CLO_WGMMA_D_OPS_48 CLO_WGMMA_D_OPS_32, CLO_WGMMA_ACC16(32)
 #define CLO_WGMMA_D_OPS_64 CLO_WGMMA_D_OPS_32, CLO_WGMMA_ACC16(32), CLO_WGMMA_ACC16(48)
+#define CLO_WGMMA_D_OPS_96 CLO_WGMMA_D_OPS_64, CLO_WGMMA_ACC16(64), CLO_WGMMA_ACC16(80)
 #define CLO_WGMMA_D_OPS_128 CLO_WGMMA_D_OPS_64, CLO_WGMMA_ACC16(64), CLO_WGMMA_ACC16(80), CLO_WGMMA_ACC16(96), CLO_WGMMA_ACC16(112)
 
 // wgmma_m64n<N>k16<TransA, TransB>(tag, d, desc_a, desc_b): D (+)= A * B with A, B from
@@ -113,6 +121,8 @@ CLO_DEFINE_WGMMA_SS(16, 8, __half, "f16")
 CLO_DEFINE_WGMMA_SS(16, 8, __nv_bfloat16, "bf16")
 CLO_DEFINE_WGMMA_SS(64, 32, __half, "f16")
 CLO_DEFINE_WGMMA_SS(64, 32, __nv_bfloat16, "bf16")
+CLO_DEFINE_WGMMA_SS(96, 48, __half, "f16")
+CLO_DEFINE_WGMMA_SS(96, 48, __nv_bfloat16, "bf16")
 CLO_DEFINE_WGMMA_SS(128, 64, __half, "f16")
 CLO_DEFINE_WGMMA_SS(128, 64, __nv_bfloat16, "bf16")
 CLO_DEFINE_WGMMA_SS(256, 128, __half, "f16")
@@ -121,6 +131,8 @@ CLO_DEFINE_WGMMA_RS(64, 32, __half, "f16")
 CLO_DEFINE_WGMMA_RS(64, 32, __nv_bfloat16, "bf16")
 CLO_DEFINE_WGMMA_RS(128, 64, __half, "f16")
 CLO_DEFINE_WGMMA_RS(128, 64, __nv_bfloat16, "bf16")
+CLO_DEFINE_WGMMA_RS(192, 96, __half, "f16")
+CLO_DEFINE_WGMMA_RS(192, 96, __nv_bfloat16, "bf16")
 CLO_DEFINE_WGMMA_RS(256, 128, __half, "f16")
 CLO_DEFINE_WGMMA_RS(256, 128, __nv_bfloat16, "bf16")
 
