@@ -2,10 +2,10 @@
 // descriptors, warp specialisation (the FA3 design, written for this repo).
 //
 // One CTA of a producer and two consumer warpgroups (three on the 64 tile) owns 64 query
-// rows per consumer of one (batch, query head); head-dim tiles of 64, 128 and 256
+// rows per consumer of one (batch, query head); head-dim tiles of 64, 128, 192 and 256
 // columns (Config):
 //   warpgroup 0, producer: one thread loads the Q tile once and streams K and V tiles
-//     (128 keys; 64 at D = 256) through a ring of kStages stages with TMA (K and V of a
+//     (128 keys; 96 at D = 192, 64 at D = 256) through a ring of kStages stages with TMA (K and V of a
 //     stage have their own full/empty mbarriers, so S = Q K^T starts before V lands);
 //     its registers are handed to the consumers with setmaxnreg.
 //   warpgroups 1.., consumers: 64 query rows each.
@@ -23,10 +23,12 @@
 // trapping wait for their release of the last tiles turns a hang into an error.
 // Shared tiles are rows of 64 elements (128 bytes) in the 128-byte swizzle that TMA
 // writes and the wgmma descriptors read; a tile of D columns is D / 64 such chunks.
-// The output is staged in the warpgroup's own rows of the Q tile (dead after its last
-// S = Q K^T), so D = 256 fits: Q 64 KB + 2 stages of K and V 128 KB.
+// Persistent: one CTA per SM walks work units (for_each_work_tile); the next unit's Q
+// and K load while the consumers finish the last one. The output leaves through TMA
+// stores, staged in a buffer of its own (D <= 128) or in the warpgroup's own, dead, rows
+// of the Q tile (D = 192, 256: Q 64 KB + 2 stages of K and V 128 KB leave no room).
 // Edges: TMA zero-fills rows past Nq / Nk and columns past D (so any D in (32, 256] runs
-// on the next tile: 64, 128 or 256); keys past Nk and causal positions are masked.
+// on the next tile: 64, 128, 192 or 256); keys past Nk and causal positions are masked.
 // Causal (bottom-right aligned): a CTA stops at the last key its last row sees,
 // and the heaviest CTAs start first.
 #pragma once
@@ -55,7 +57,8 @@ template <int kHeadDim_, bool kPingPong_, int kConsumers_ = 2>
 struct Config {
   // 128-key tiles in 2 stages (at D = 128, 64-key tiles in 4 measured 25-40% slower,
   // NOTES.md v3). At D = 256 the O accumulators take 128 registers a thread: 64-key tiles
-  // keep S and P (48 registers) beside them under the 240 of a consumer.
+  // keep S and P (48 registers) beside them under the 240 of a consumer; at D = 192, O 96
+  // with 96-key tiles (S and P 72), which also fit 2 stages in shared memory (NOTES.md v6).
   static constexpr int kConsumers = kConsumers_, kThreads = 128 * (kConsumers + 1);
   static constexpr int kHeadDim = kHeadDim_, kBlockM = 64 * kConsumers,
                        kBlockN = kHeadDim <= 128 ? 128 : kHeadDim == 192 ? 96 : 64;
