@@ -80,8 +80,8 @@ def test_attention_cases():
     assert {c.shape["N"] for c in main} == {512, 1024, 2048, 4096, 8192}
     assert {(c.shape["Hq"], c.shape["Hkv"]) for c in main} == {(32, 32), (32, 8), (64, 8)}
     dims = [c for c in prefill if c.shape["D"] != 128]  # the other head dims, GQA 32/8
-    assert len(dims) == 3 * 2 * 2  # D x causal x N
-    assert {c.shape["D"] for c in dims} == {64, 96, 256}
+    assert len(dims) == 4 * 2 * 2  # D x causal x N
+    assert {c.shape["D"] for c in dims} == {64, 96, 192, 256}
     assert {(c.shape["Hq"], c.shape["Hkv"]) for c in dims} == {(32, 8)}
     assert not any(c.shape["D"] != 128 for c in gen(torch.float32, "all", False) + gen(torch.float16, "all", True))
     names = {i.name for i in main[0].impls}

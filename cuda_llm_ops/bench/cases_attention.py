@@ -5,7 +5,7 @@ Shapes: the presets' attention heads (Llama-7B: 32 heads, Llama-8B: 32 query / 8
 heads, Llama-70B: 64 / 8; D = 128), N in {512, ..., 8192}, causal and not, with
 B = 16384 // N so every case holds 16K tokens (FlashAttention's benchmark convention:
 the work per case grows with N only through the N^2 term); with preset "all" (fp16 and
-bf16, not --quick) also D in {64, 96, 256} at 32 query / 8 KV heads, N in {1024, 4096}.
+bf16, not --quick) also D in {64, 96, 192, 256} at 32 query / 8 KV heads, N in {1024, 4096}.
 Compute-bound: warm L2.
 Op `attention_prefill`: flash_attention and the peers. Op `attention_prefill_b1`:
 batch 1 at N <= 1024 with naive and tiled attention too (their N^2 traffic would make
@@ -38,7 +38,7 @@ SMALL_N = 1024  # naive and tiled attention only up to here (their N^2 traffic m
 MATH_MAX_N = 2048  # the math backend materialises B*H*N*N scores
 FP32_MAX_N = 2048  # fp32 runs on CUDA cores: 8192 would take seconds per call
 # Head dims besides the presets' 128 (preset "all", fp16/bf16): GQA 32/8 at these lengths.
-OTHER_HEAD_DIMS = (64, 96, 256)
+OTHER_HEAD_DIMS = (64, 96, 192, 256)
 OTHER_HEAD_DIMS_SEQ_LENS = (1024, 4096)
 OTHER_HEAD_DIMS_HEADS = (32, 8)
 
