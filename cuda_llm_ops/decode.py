@@ -94,14 +94,16 @@ import torch
 
 from . import _ops
 from .validation import (
-    check_cuda,
+    check_contiguous,
     check_dtype,
     check_last_dim_contiguous,
     check_rank,
     check_same_device,
     check_same_dtype,
+    check_one_cuda_device,
     check_tensor,
     call_or_explain,
+    given,
     resolve_scale,
     validate_attention_inputs,
 )
@@ -159,8 +161,7 @@ def _check_lse(lse, q: torch.Tensor) -> None:
     check_same_device(lse, "lse", q, "q")
     if tuple(lse.shape) != tuple(q.shape[:-1]):
         raise ValueError(f"lse must have q's shape without head_dim {tuple(q.shape[:-1])}, got {tuple(lse.shape)}")
-    if not lse.is_contiguous():
-        raise ValueError(f"lse must be contiguous, got strides {lse.stride()}")
+    check_contiguous(lse, "lse")
 
 
 def _lse_for(lse, return_lse: bool, q: torch.Tensor):
@@ -299,16 +300,12 @@ def validate_paged_attention_inputs(q, k_cache, v_cache, block_tables, seq_lens,
         if tuple(out.shape) != tuple(q.shape):
             raise ValueError(f"out must have q's shape {tuple(q.shape)}, got {tuple(out.shape)}")
         check_same_dtype(out, "out", q, "q")
-    check_cuda(q, "q")
-    for t, name in ((k_cache, "k_cache"), (v_cache, "v_cache"), (block_tables, "block_tables"),
-                    (seq_lens, "seq_lens")):
-        check_same_device(t, name, q, "q")
+    check_one_cuda_device([(q, "q"), (k_cache, "k_cache"), (v_cache, "v_cache"), (block_tables, "block_tables"),
+                           (seq_lens, "seq_lens")] + given((out, "out")))
     if out is not None:
-        check_same_device(out, "out", q, "q")
         _check_rows(out, "out")
     for t, name in ((k_cache, "k_cache"), (v_cache, "v_cache"), (seq_lens, "seq_lens")):
-        if not t.is_contiguous():
-            raise ValueError(f"{name} must be contiguous, got strides {t.stride()}; call .contiguous()")
+        check_contiguous(t, name)
     if block_tables.stride(1) != 1:
         raise ValueError(f"block_tables must have a contiguous last dimension, got strides {block_tables.stride()}")
     _check_rows(q, "q")
@@ -449,8 +446,7 @@ def _check_workspace(workspace, q: torch.Tensor, num_kv_heads: int, seq_len_q: i
     check_tensor(workspace, "workspace")
     check_dtype(workspace, "workspace", torch.float32)
     check_same_device(workspace, "workspace", q, "q")
-    if not workspace.is_contiguous():
-        raise ValueError(f"workspace must be contiguous, got strides {workspace.stride()}")
+    check_contiguous(workspace, "workspace")
     if workspace.data_ptr() % 16:
         raise ValueError("workspace must be 16-byte aligned; pass the tensor from decode_workspace / "
                          "paged_attention_workspace as returned (not a slice of it)")
@@ -714,12 +710,10 @@ def paged_kv_append(k: torch.Tensor, v: torch.Tensor, k_cache: torch.Tensor, v_c
                          f"got {tuple(k.shape)}")
     if slot_mapping.shape[0] != k.shape[0]:
         raise ValueError(f"slot_mapping must have {k.shape[0]} entries (k's num_tokens), got {slot_mapping.shape[0]}")
-    check_cuda(k, "k")
-    for t, name in ((v, "v"), (k_cache, "k_cache"), (v_cache, "v_cache"), (slot_mapping, "slot_mapping")):
-        check_same_device(t, name, k, "k")
+    check_one_cuda_device(((k, "k"), (v, "v"), (k_cache, "k_cache"), (v_cache, "v_cache"),
+                           (slot_mapping, "slot_mapping")))
     for t, name in ((k_cache, "k_cache"), (v_cache, "v_cache"), (slot_mapping, "slot_mapping")):
-        if not t.is_contiguous():
-            raise ValueError(f"{name} must be contiguous, got strides {t.stride()}; call .contiguous()")
+        check_contiguous(t, name)
     _check_rows(k, "k")
     _check_rows(v, "v")
     _check_rows(k_cache, "k_cache")

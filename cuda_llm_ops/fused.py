@@ -27,8 +27,8 @@ from .decode import (DECODE_DTYPES, _host_checks_allowed, check_paged_indices, l
                      paged_kv_append)
 from .gemm import gemm
 from .reference.fused import apply_rotary
-from .validation import (call_or_explain, check_contiguous, check_cuda, check_dtype, check_rank, check_same_device,
-                         check_same_dtype, check_tensor)
+from .validation import (call_or_explain, check_contiguous, check_dtype, check_one_cuda_device, check_rank,
+                         check_same_dtype, check_tensor, given)
 
 def _shape_info(x, w_o, k_cache):
     b, hidden = x.shape
@@ -44,12 +44,9 @@ def validate_fused_decode_block_inputs(x, w_qkv, w_o, k_cache, v_cache, block_ta
     Raises TypeError/ValueError naming the argument, the expected and the actual value.
     """
     named = [(x, "x"), (w_qkv, "w_qkv"), (w_o, "w_o"), (k_cache, "k_cache"), (v_cache, "v_cache"),
-             (block_tables, "block_tables"), (seq_lens, "seq_lens")]
+             (block_tables, "block_tables"), (seq_lens, "seq_lens")] + given((cos, "cos"), (sin, "sin"), (out, "out"))
     if (cos is None) != (sin is None):
         raise ValueError("cos and sin must be given together (both [B, head_dim]) or both be None")
-    for t, name in ((cos, "cos"), (sin, "sin"), (out, "out")):
-        if t is not None:
-            named.append((t, name))
     for t, name in named:
         check_tensor(t, name)
     check_rank(x, "x", 2, "[batch, hidden]")
@@ -100,9 +97,7 @@ def validate_fused_decode_block_inputs(x, w_qkv, w_o, k_cache, v_cache, block_ta
         check_same_dtype(out, "out", x, "x")
         if tuple(out.shape) != (b, hidden):
             raise ValueError(f"out must have shape ({b}, {hidden}) = [batch, hidden], got {tuple(out.shape)}")
-    check_cuda(x, "x")
-    for t, name in named[1:]:
-        check_same_device(t, name, x, "x")
+    check_one_cuda_device(named)
     for t, name in named:
         check_contiguous(t, name)
 

@@ -13,8 +13,8 @@ from __future__ import annotations
 import torch
 
 from . import _ops
-from .validation import (FLOAT_DTYPES, _dt, call_or_explain, check_cuda, check_dtype, check_rank, check_same_device,
-                         check_tensor)
+from .validation import (FLOAT_DTYPES, _dt, call_or_explain, check_contiguous, check_dtype, check_one_cuda_device,
+                         check_rank, check_tensor, given)
 
 TENSOR_CORE_DTYPES = (torch.float16, torch.bfloat16)
 INT8_MIN_CAPABILITY = (8, 0)
@@ -61,10 +61,7 @@ def validate_gemm_inputs(a, b, trans_a: bool = False, trans_b: bool = False, c=N
             raise ValueError(f"c must have shape [M, N] = [{m}, {n}], got {tuple(c.shape)}")
         if c.dtype != want:
             raise ValueError(f"c must have dtype {_dt(want)}, got {_dt(c.dtype)}")
-    check_cuda(a, "a")
-    check_same_device(b, "b", a, "a")
-    if c is not None:
-        check_same_device(c, "c", a, "a")
+    check_one_cuda_device([(a, "a"), (b, "b")] + given((c, "c")))
     if not a.is_contiguous():
         raise ValueError(f"a must be contiguous, got shape {tuple(a.shape)} with strides {a.stride()}; "
                          "use trans_a for a transposed operand or call .contiguous()")
@@ -72,8 +69,8 @@ def validate_gemm_inputs(a, b, trans_a: bool = False, trans_b: bool = False, c=N
         what = "contiguous or the transpose of a contiguous [N, K]" if allow_b_transposed_view else "contiguous"
         raise ValueError(f"b must be {what}, got shape {tuple(b.shape)} with strides {b.stride()}; "
                          "call .contiguous()")
-    if c is not None and not c.is_contiguous():
-        raise ValueError(f"c must be contiguous, got strides {c.stride()}; call .contiguous()")
+    if c is not None:
+        check_contiguous(c, "c")
     return m, n, k
 
 

@@ -12,8 +12,8 @@ from __future__ import annotations
 import torch
 
 from . import _ops
-from .validation import (FLOAT_DTYPES, call_or_explain, check_contiguous, check_cuda, check_dtype, check_nonempty,
-                         check_rank, check_same_device, check_same_dtype, check_tensor)
+from .validation import (FLOAT_DTYPES, call_or_explain, check_contiguous, check_dtype, check_nonempty,
+                         check_one_cuda_device, check_rank, check_same_dtype, check_tensor, given)
 
 # Largest d and e the kernel supports (a block keeps a [d, 32] slice of the state in registers).
 LIGHTNING_MAX_HEAD_DIM = 128
@@ -22,11 +22,7 @@ LIGHTNING_MAX_HEAD_DIM = 128
 def validate_lightning_decode_inputs(q, k, v, kv, slope, out=None, new_kv=None) -> None:
     """Check the arguments of `lightning_attention_decode`; raise TypeError/ValueError naming
     the argument, the expected and the actual value (see that function for the contract)."""
-    named = [(q, "q"), (k, "k"), (v, "v"), (kv, "kv"), (slope, "slope")]
-    if out is not None:
-        named.append((out, "out"))
-    if new_kv is not None:
-        named.append((new_kv, "new_kv"))
+    named = [(q, "q"), (k, "k"), (v, "v"), (kv, "kv"), (slope, "slope")] + given((out, "out"), (new_kv, "new_kv"))
     for t, name in named:
         check_tensor(t, name)
     check_rank(q, "q", 4, "[batch, heads, n, d]")
@@ -60,9 +56,7 @@ def validate_lightning_decode_inputs(q, k, v, kv, slope, out=None, new_kv=None) 
         check_dtype(new_kv, "new_kv", torch.float32)
         if tuple(new_kv.shape) != tuple(kv.shape):
             raise ValueError(f"new_kv must have kv's shape {tuple(kv.shape)}, got {tuple(new_kv.shape)}")
-    check_cuda(q, "q")
-    for t, name in named[1:]:
-        check_same_device(t, name, q, "q")
+    check_one_cuda_device(named)
     for t, name in named:
         check_contiguous(t, name)
 

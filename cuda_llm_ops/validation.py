@@ -55,6 +55,19 @@ def check_same_device(t: torch.Tensor, name: str, ref: torch.Tensor, ref_name: s
         raise ValueError(f"{name} must be on the same device as {ref_name} ({ref.device}), got {t.device}")
 
 
+def given(*named):
+    """The (tensor, name) pairs of `named` whose tensor is not None (an op's optional arguments)."""
+    return [(t, name) for t, name in named if t is not None]
+
+
+def check_one_cuda_device(named) -> None:
+    """The first (tensor, name) pair must be a CUDA tensor and every other on its device."""
+    (ref, ref_name), *rest = named
+    check_cuda(ref, ref_name)
+    for t, name in rest:
+        check_same_device(t, name, ref, ref_name)
+
+
 def check_dtype(t: torch.Tensor, name: str, allowed) -> None:
     allowed = tuple(allowed) if isinstance(allowed, (tuple, list)) else (allowed,)
     if t.dtype not in allowed:
@@ -115,9 +128,7 @@ def validate_attention_inputs(q, k, v) -> None:
     check_dtype(q, "q", FLOAT_DTYPES)
     check_same_dtype(k, "k", q, "q")
     check_same_dtype(v, "v", q, "q")
-    check_cuda(q, "q")
-    check_same_device(k, "k", q, "q")
-    check_same_device(v, "v", q, "q")
+    check_one_cuda_device(((q, "q"), (k, "k"), (v, "v")))
     for t, name in ((q, "q"), (k, "k"), (v, "v")):
         check_nonempty(t, name, "batch, heads, seq_len, head_dim")
     if tuple(k.shape) != tuple(v.shape):

@@ -75,8 +75,8 @@ struct Config {
   static constexpr uint32_t kQChunkBytes = kBlockM * 128, kKVChunkBytes = kBlockN * 128;
   static constexpr uint32_t kQBytes = kChunks * kQChunkBytes, kKVBytes = kChunks * kKVChunkBytes;
   // The output tile is staged for its TMA store in a buffer of its own where it fits (so
-  // the next work tile's Q can load meanwhile); at D = 256 in the Q tile (its last reader,
-  // S = Q K^T, has retired by then).
+  // the next work tile's Q can load meanwhile: D <= 128); else (D = 192, 256) in the Q
+  // tile, whose last reader, S = Q K^T, has retired by then.
   static constexpr bool kOwnOBuffer = 2 * kQBytes + size_t(kKVBytes) * 2 * kStages + 1024 <= 227 * 1024;
   static constexpr uint32_t kOBytes = kOwnOBuffer ? kQBytes : 0;
   static constexpr size_t kSmemBytes = kQBytes + size_t(kKVBytes) * 2 * kStages + kOBytes + 1024;  // + alignment
@@ -191,6 +191,9 @@ CLO_DEVICE void pack_p(uint32_t (&p)[N / 2], const float (&s)[N]) {
   for (int i = 0; i < N / 2; ++i) p[i] = pack_float2<T>(s[2 * i], s[2 * i + 1]);
 }
 
+// Work units per (batch, head) of num_m row blocks (for_each_work_tile).
+CLO_HOST_DEVICE int flash_units_per_head(int num_m, bool causal) { return causal ? (num_m + 1) / 2 : num_m; }
+
 // Calls f(m_block, head, batch) for each work tile of this CTA: query rows
 // [m_block * block_m, + block_m) of one (batch, head). Work is dealt in units, unit u to
 // CTA u % gridDim.x (persistent CTAs walk units gridDim.x apart). A unit is one row block;
@@ -200,7 +203,7 @@ CLO_DEVICE void pack_p(uint32_t (&p)[N / 2], const float (&s)[N]) {
 template <typename F>
 CLO_DEVICE void for_each_work_tile(const AttentionParams& p, int block_m, F&& f) {
   const int num_m = div_ceil(p.seq_len_q, block_m);
-  const int units_per_head = p.is_causal ? (num_m + 1) / 2 : num_m;
+  const int units_per_head = flash_units_per_head(num_m, p.is_causal);
   const int num_units = units_per_head * p.num_q_heads * p.batch;
   for (int u = blockIdx.x; u < num_units; u += gridDim.x) {
     const int a = u % units_per_head, hb = u / units_per_head;
@@ -216,8 +219,7 @@ CLO_DEVICE void for_each_work_tile(const AttentionParams& p, int block_m, F&& f)
 
 // Work units of a launch (for_each_work_tile): the grid of the non-persistent launch.
 inline int64_t flash_work_units(const AttentionParams& p, int block_m) {
-  const int64_t num_m = div_ceil(p.seq_len_q, block_m);
-  return (p.is_causal ? (num_m + 1) / 2 : num_m) * p.num_q_heads * p.batch;
+  return int64_t(flash_units_per_head(div_ceil(p.seq_len_q, block_m), p.is_causal)) * p.num_q_heads * p.batch;
 }
 
 template <typename T, typename Cfg>
