@@ -18,8 +18,8 @@ from typing import Any, Callable
 
 import torch
 
-from .roofline import (Bottleneck, Ceilings, analyze, attention_prefill_work, ceilings_for, compute_kind,
-                       gemm_work)
+from .roofline import (Bottleneck, Ceilings, analyze, attention_compute_kind, attention_prefill_work, ceilings_for,
+                       compute_kind, gemm_work)
 from .testing import first_tensor
 from .timing import Timing, benchmark
 
@@ -100,7 +100,8 @@ class CUDAProfiler:
                           is_causal: bool = False, num_kv_heads: int | None = None) -> KernelMetrics:
         """Profile `func(q, k, v)` (plus `is_causal=True` when causal) on fresh random
         q `[B, H, N, D]` and k, v `[B, num_kv_heads or H, N, D]`. FLOPs count the visible
-        (query, key) pairs, so a causal call does about half the work."""
+        (query, key) pairs, so a causal call does about half the work. fp32 is bounded by
+        a third of the TF32 peak (3xTF32 products on the tensor cores)."""
         hkv = num_kv_heads or num_heads
         q = torch.randn(batch_size, num_heads, seq_len, head_dim, device="cuda", dtype=dtype)
         k = torch.randn(batch_size, hkv, seq_len, head_dim, device="cuda", dtype=dtype)
@@ -108,7 +109,7 @@ class CUDAProfiler:
         kw = {"is_causal": True} if is_causal else {}
         w = attention_prefill_work(batch_size, num_heads, hkv, seq_len, seq_len, head_dim, is_causal,
                                    torch.empty((), dtype=dtype).element_size())
-        return self.profile(func, q, k, v, flops=w.flops, bytes=w.bytes, compute=compute_kind(dtype),
+        return self.profile(func, q, k, v, flops=w.flops, bytes=w.bytes, compute=attention_compute_kind(dtype),
                             warmup=warmup, iterations=iterations, **kw)
 
     def profile_gemm(self, func: Callable, M: int, N: int, K: int, dtype: torch.dtype = torch.float16,

@@ -42,7 +42,9 @@ from typing import Iterable
 
 import torch
 
-COMPUTE_KINDS = ("fp32", "tf32", "fp16_tc", "bf16_tc", "int8_tc", "fp8_tc")
+# tf32x3: fp32-accurate products on the TF32 tensor cores, three TF32 products each
+# (flash_attention in fp32, and SDPA's mem-efficient kernel): a third of the TF32 peak.
+COMPUTE_KINDS = ("fp32", "tf32", "tf32x3", "fp16_tc", "bf16_tc", "int8_tc", "fp8_tc")
 
 # A measured time above this multiple of the roofline time is LATENCY_BOUND (see module doc).
 LATENCY_FACTOR = 10.0
@@ -241,6 +243,8 @@ class Ceilings:
         """Peak TFLOP/s (TOPS for int8) of a compute kind; tf32 falls back to fp32 and so on."""
         if compute not in COMPUTE_KINDS:
             raise ValueError(f"compute must be one of {COMPUTE_KINDS}, got {compute!r}")
+        if compute == "tf32x3":
+            return self.peak("tf32") / 3.0
         for k in (compute, {"bf16_tc": "fp16_tc", "fp16_tc": "bf16_tc", "tf32": "fp32"}.get(compute)):
             if k and self.peak_tflops.get(k):
                 return float(self.peak_tflops[k])
@@ -356,6 +360,12 @@ def compute_kind(dtype: torch.dtype, tensor_cores: bool = True) -> str:
     if dtype == torch.float32:
         return "fp32"
     raise ValueError(f"no compute kind for dtype {dtype}")
+
+
+def attention_compute_kind(dtype: torch.dtype) -> str:
+    """The compute kind of prefill attention in `dtype`: fp32 runs as 3xTF32 on the tensor
+    cores (our flash kernel and SDPA's mem-efficient one alike), 16-bit on the tensor cores."""
+    return "tf32x3" if dtype == torch.float32 else compute_kind(dtype)
 
 
 # --------------------------------------------------------------------------- FLOP/byte models

@@ -1,6 +1,6 @@
 """Dev timing of the attention kernels next to SDPA, in one process.
 
-    python3 scripts/bench_attention_dev.py [--sm90 | --sm90-dims | --sm90-short | --sm90-causal-rule]
+    python3 scripts/bench_attention_dev.py [--sm90 | --sm90-dims | --sm90-short | --sm90-causal-rule | --fp32]
 
 Prints median ms and TFLOP/s (non-causal FLOPs = 4*B*H*Nq*Nk*D, causal half)
 for flash_attention vs F.scaled_dot_product_attention (flash and cuDNN
@@ -177,11 +177,48 @@ def sm90_causal_rule(rounds=3, iters=20):
               f"pingpong {best['pingpong']:.4f} ms, pingpong/overlap speed {best['overlap'] / best['pingpong']:.3f}")
 
 
+# fp32: the 3xTF32 tensor-core kernel's tiles against the CUDA-core kernel and SDPA's
+# mem-efficient backend (3xTF32 too).
+FP32_CASES = [(1, 16, 2048, 128, False), (8, 32, 2048, 128, False), (8, 32, 2048, 128, True),
+              (32, 32, 512, 128, False), (4, 32, 4096, 64, False), (4, 32, 4096, 64, True),
+              (4, 32, 2048, 96, False), (2, 16, 2048, 256, False), (2, 16, 2048, 256, True)]
+
+
+def fp32_variants(iters=10):
+    knobs = ("CUDA_LLM_OPS_FLASH_FP32_SIMT", "CUDA_LLM_OPS_FLASH_FP32_TILE")
+    for b, h, n, d, causal in FP32_CASES:
+        g = torch.Generator(device="cuda").manual_seed(0)
+        q, k, v = (torch.randn(b, h, n, d, device="cuda", generator=g) for _ in range(3))
+        f = flops(b, h, n, d, causal)
+        ref = F.scaled_dot_product_attention(q.double(), k.double(), v.double(), is_causal=causal)
+        print(f"fp32 | B={b} H={h} N={n} D={d} causal={causal}")
+        base = None
+        variants = [("tf32x3 default", {}), ("tf32x3 8 warps", {knobs[1]: "1"}),
+                    ("tf32x3 64-key tiles", {knobs[1]: "2"}), ("CUDA cores", {knobs[0]: "1"})]
+        if d > 128:
+            variants = [variants[0], variants[3]]
+        for label, env in variants:
+            for key in knobs:
+                os.environ[key] = ""
+            os.environ.update(env)
+            out = llm.flash_attention(q, k, v, is_causal=causal)
+            err = rel_error(out.double(), ref)
+            t = benchmark(lambda: llm.flash_attention(q, k, v, is_causal=causal), warmup=3, iterations=iters)
+            ms = row(label, t, f, base)
+            base = base or ms
+            print(f"    rel err vs fp64 SDPA {err:.2e}")
+        for key in knobs:
+            os.environ[key] = ""
+        for _ in time_sdpa((("sdpa-efficient", SDPBackend.EFFICIENT_ATTENTION),), q, k, v, causal, f, iters, base):
+            pass
+
+
 def main():
     import sys
     # Dev knobs are read per call only when set before the first call (dev_knob, common.cuh).
     for knob in ("CUDA_LLM_OPS_FLASH_SM90", "CUDA_LLM_OPS_FLASH_SM90_SCHED", "CUDA_LLM_OPS_FLASH_TILES",
-                 "CUDA_LLM_OPS_FLASH_SM90_PERSISTENT", "CUDA_LLM_OPS_FLASH_SM90_TILE192"):
+                 "CUDA_LLM_OPS_FLASH_SM90_PERSISTENT", "CUDA_LLM_OPS_FLASH_SM90_TILE192",
+                 "CUDA_LLM_OPS_FLASH_FP32_SIMT", "CUDA_LLM_OPS_FLASH_FP32_TILE"):
         os.environ.setdefault(knob, "")
     torch.backends.cuda.matmul.allow_tf32 = False
     print(torch.cuda.get_device_name(), torch.__version__, llm.build_info())
@@ -193,6 +230,9 @@ def main():
         return
     if "--sm90-short" in sys.argv[1:]:
         sm90_vs_mma(SM90_SHORT_CASES, short=True)
+        return
+    if "--fp32" in sys.argv[1:]:
+        fp32_variants()
         return
     if "--sm90-dims" in sys.argv[1:]:
         sm90_vs_mma(SM90_DIM_CASES)

@@ -24,7 +24,7 @@ pytestmark = pytest.mark.cuda
 # every call only when set before the first call: empty values keep the defaults and let
 # the Hopper tests below switch them in this process.
 for _knob in ("CUDA_LLM_OPS_FLASH_SM90", "CUDA_LLM_OPS_FLASH_SM90_SCHED", "CUDA_LLM_OPS_FLASH_SM90_PERSISTENT",
-              "CUDA_LLM_OPS_FLASH_SM90_TILE192"):
+              "CUDA_LLM_OPS_FLASH_SM90_TILE192", "CUDA_LLM_OPS_FLASH_FP32_SIMT", "CUDA_LLM_OPS_FLASH_FP32_TILE"):
     os.environ.setdefault(_knob, "")
 
 OPS = {"naive_attention": naive_attention, "tiled_attention": tiled_attention, "flash_attention": flash_attention}
@@ -389,6 +389,51 @@ def test_sm90_kernel_matches_reference(monkeypatch, case, dtype):
     names = kernel_names(call)
     assert "flash_attention_fwd_sm90" not in names and "flash_attention_mma" in names
     assert_close(call(), ref, dtype=dtype, what=f"mma.sync path {case}")
+
+
+# (b, hq, hkv, nq, nk, d, causal) for the fp32 tensor-core kernel: every head-dim bucket
+# (32, 64, 96, 128, 192, 256), D between buckets, ragged edges, GQA, Nq > Nk (zero rows).
+_FP32_TC_CASES = [
+    (1, 2, 1, 1, 1, 32, False),
+    (2, 4, 2, 17, 33, 24, True),
+    (1, 3, 1, 200, 1000, 64, False),
+    (2, 4, 4, 129, 65, 96, True),
+    (1, 8, 2, 1000, 1000, 128, True),
+    (2, 2, 1, 70, 300, 136, False),
+    (1, 4, 2, 257, 100, 192, True),
+    (1, 2, 2, 65, 130, 256, False),
+]
+
+
+@pytest.mark.parametrize("case", _FP32_TC_CASES, ids=lambda c: "-".join(map(str, c)))
+def test_fp32_flash_tensor_core_kernel(monkeypatch, case):
+    """fp32 flash runs the 3xTF32 tensor-core kernel (checked by name) within the fp32
+    tolerance of a float64 reference; so do its dev tile variants and the CUDA-core kernel."""
+    require_op("flash_attention")
+    if torch.cuda.get_device_capability() < (8, 0):
+        pytest.skip("TF32 mma.sync needs sm_80")
+    b, hq, hkv, nq, nk, d, causal = case
+    q, k, v = _inputs(b, hq, hkv, nq, nk, d, torch.float32, seed=nq + nk + d)
+    ref = attention_reference(q, k, v, is_causal=causal, dtype=torch.float64)
+    op = torch.ops.cuda_llm_ops.flash_attention
+
+    def call():
+        return _call_poisoned(lambda q, k, v: op(q, k, v, d ** -0.5, causal), q, k, v)
+
+    assert "flash_attention_fp32_tf32x3" in kernel_names(call)
+    for tile in ("", "1", "2"):
+        if tile == "2" and getattr(torch.cuda.get_device_properties(0), "shared_memory_per_block_optin", 0) < 180 * 1024:
+            continue  # the 64-key variant (178 KB at D = 128) fits Hopper only
+        monkeypatch.setenv("CUDA_LLM_OPS_FLASH_FP32_TILE", tile)
+        out = call()
+        assert_close(out, ref, dtype=torch.float32, what=f"fp32 tensor-core path {case} tile {tile or 'default'}")
+        if causal and nq > nk:
+            assert (out[:, :, : nq - nk] == 0).all()
+    monkeypatch.setenv("CUDA_LLM_OPS_FLASH_FP32_TILE", "")
+    monkeypatch.setenv("CUDA_LLM_OPS_FLASH_FP32_SIMT", "1")
+    assert "flash_attention_fp32_kernel" in kernel_names(call)
+    assert_close(call(), ref, dtype=torch.float32, what=f"fp32 CUDA-core path {case}")
+    monkeypatch.setenv("CUDA_LLM_OPS_FLASH_FP32_SIMT", "")
 
 
 def test_sm90_rule_keeps_small_head_dims_on_mma_sync():

@@ -65,7 +65,7 @@ def test_cases_describe_shapes_without_a_gpu():
                     for c in gen(dt, preset, quick):
                         assert isinstance(c, BenchCase)
                         assert c.flops >= 0 and c.bytes > 0, (gname, c.shape)
-                        assert c.compute in ("fp32", "tf32", "fp16_tc", "bf16_tc", "int8_tc", "fp8_tc")
+                        assert c.compute in ("fp32", "tf32", "tf32x3", "fp16_tc", "bf16_tc", "int8_tc", "fp8_tc")
                         assert c.impls and any(not i.is_peer for i in c.impls), (gname, c.op)
                         assert len({i.name for i in c.impls}) == len(c.impls), (gname, c.op)
 

@@ -135,6 +135,9 @@ def test_ceilings_sources():
         "fp16_tc": 40.0, "fp32": 4.0, "int8_tc": None}}})
     assert t4.peak("bf16_tc") == 40.0  # bf16 falls back to the fp16 figure
     assert t4.peak("tf32") == 4.0
+    assert t4.peak("tf32x3") == pytest.approx(4.0 / 3)  # three TF32 products per fp32 one
+    assert rl.attention_compute_kind(torch.float32) == "tf32x3"
+    assert rl.attention_compute_kind(torch.bfloat16) == "bf16_tc"
     with pytest.raises(ValueError, match="int8_tc"):
         t4.peak("int8_tc")
     with pytest.raises(ValueError, match="compute must be one of"):

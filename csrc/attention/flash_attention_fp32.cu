@@ -1,21 +1,219 @@
-// FlashAttention forward for fp32 on CUDA cores (fp32 has no mma.sync path
-// short of TF32, which would lose the precision fp32 callers ask for).
+// FlashAttention forward for fp32 inputs on the TF32 tensor cores at fp32 accuracy
+// (3xTF32: every operand split into a TF32 "big" part and the TF32 "small" rest, three
+// mma.sync m16n8k8 per product, the small x small term dropped; split_tf32, mma.cuh). The
+// error is ~1e-6 of the output, as with fp32 FMAs; PyTorch's mem-efficient SDPA (CUTLASS
+// "fast fp32") does the same. Needs sm_80.
 //
-// A block owns kWarps x 8 query rows; each warp owns 8 rows, so the online
-// softmax statistics never leave the warp. K/V tiles of 32 keys stream through
-// a double-buffered cp.async pipeline; Q stays in shared memory.
-//   S:   lane j computes the scores of key j for the warp's 8 rows: one 16-byte
-//        K read feeds 32 FMAs (8 rows x 4), Q reads are warp broadcasts.
-//   P V: lane owns 16-byte column chunks of O; P values travel by shuffle.
-// Rows are padded by 16 bytes: with a stride of (D + 4) floats, D a multiple of
-// 8, the 8 lanes of each 16-byte access phase hit 8 distinct bank groups.
+// Design: FA2 as in flash_attention_mma.cuh (4 warps of 16 query rows, K/V tiles through a
+// double-buffered cp.async pipeline, online softmax in registers, the shared softmax step
+// of flash_common.cuh) with fp32 fragments loaded 16 bytes at a time, no ldmatrix:
+//   S = Q K^T   the k (head-dim) order inside each 16 columns is permuted so a thread's
+//               A and B elements of two k8 steps are 4 adjacent floats: logical k t / t+4
+//               of step s <-> columns 4t + 2s / 4t + 2s + 1 (a dot product does not care)
+//   O += P V    the key order inside each 8 keys is permuted (logical k t / t+4 <-> keys
+//               2t / 2t + 1) so P's A fragment is the thread's own S accumulators, and O's
+//               columns inside each 32 are permuted (n-tile j, column n <-> 4n + j) so one
+//               16-byte V read feeds four n-tiles and a thread's O values are 8 adjacent
+//               columns, stored to global directly.
+// Shared-memory strides (floats): Q and K rows D + 16 (= 16 mod 32: the 16-byte reads of
+// rows g and g + 1 fall in different halves of the banks), V rows D + 4 (keys 2t of a
+// quarter warp 8 banks apart).
+//
+// The CUDA-core kernel below it (one key per lane for S, P by shuffle) ran these shapes at
+// 0.40-0.46x SDPA's mem-efficient kernel; dev knob CUDA_LLM_OPS_FLASH_FP32_SIMT=1.
+#include <cstdlib>
+
 #include "attention/attention.h"
+#include "attention/flash_common.cuh"
+#include "cuda_llm_ops/mma.cuh"
 #include "cuda_llm_ops/online_softmax.cuh"
 #include "cuda_llm_ops/pipeline.cuh"
 #include "cuda_llm_ops/warp_primitives.cuh"
 
 namespace cuda_llm_ops {
 namespace {
+
+// kHeadDim: a multiple of 32 (O's column groups); kBlockN: keys a K/V tile.
+template <int kHeadDim_, int kBlockN_, int kWarps_>
+struct Tf32x3Config {
+  static constexpr int kHeadDim = kHeadDim_;
+  static constexpr int kBlockN = kBlockN_;
+  static constexpr int kWarps = kWarps_;
+  static constexpr int kThreads = kWarps * 32;
+  static constexpr int kBlockM = 16 * kWarps;
+  static constexpr int kStrideQK = kHeadDim + 16;
+  static constexpr int kStrideV = kHeadDim + 4;
+  static constexpr int kNTilesS = kBlockN / 8;
+  static constexpr int kNTilesO = kHeadDim / 8;
+  static constexpr size_t kSmemBytes =
+      size_t(kBlockM * kStrideQK + 2 * kBlockN * kStrideQK + 2 * kBlockN * kStrideV) * sizeof(float);
+  static_assert(kHeadDim % 32 == 0 && kBlockN % 8 == 0, "head-dim buckets are multiples of 32");
+};
+
+// Default tiles: 32-key tiles (64 to D = 64) keep two CTAs an SM on the H100 to D = 128
+// (107 KB each); 16-key tiles past D = 128 keep sm_80's 163 KB.
+template <int kHeadDim>
+using Tf32x3Default = Tf32x3Config<kHeadDim, kHeadDim <= 64 ? 64 : (kHeadDim <= 128 ? 32 : 16), 4>;
+
+CLO_DEVICE float4 ld_shared_f4(const float* p) { return *reinterpret_cast<const float4*>(p); }
+
+template <typename Cfg>
+__global__ void __launch_bounds__(Cfg::kThreads, 1) flash_attention_fp32_tf32x3_kernel(const AttentionParams p) {
+  constexpr int kHeadDim = Cfg::kHeadDim, kBlockM = Cfg::kBlockM, kBlockN = Cfg::kBlockN;
+  constexpr int kSQK = Cfg::kStrideQK, kSV = Cfg::kStrideV, kNS = Cfg::kNTilesS, kNO = Cfg::kNTilesO;
+  extern __shared__ __align__(128) unsigned char smem_raw[];
+  float* sQ = reinterpret_cast<float*>(smem_raw);
+  float* sK = sQ + kBlockM * kSQK;  // 2 buffers
+  float* sV = sK + 2 * kBlockN * kSQK;  // 2 buffers
+
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  // Causal: the last query blocks see the most keys; start them first.
+  const int m_block = p.is_causal ? gridDim.x - 1 - blockIdx.x : blockIdx.x;
+  const int head = blockIdx.y, batch = blockIdx.z;
+  const int kv_head = head / (p.num_q_heads / p.num_kv_heads);
+  const int m0 = m_block * kBlockM;
+  const int nq = p.seq_len_q, nk = p.seq_len_k, d_real = p.head_dim;
+
+  const float* q = static_cast<const float*>(p.q) + batch * p.q_batch_stride + head * p.q_head_stride;
+  const float* k = static_cast<const float*>(p.k) + batch * p.k_batch_stride + kv_head * p.k_head_stride;
+  const float* v = static_cast<const float*>(p.v) + batch * p.v_batch_stride + kv_head * p.v_head_stride;
+  float* o = static_cast<float*>(p.o) + ((int64_t(batch) * p.num_q_heads + head) * nq) * d_real;
+
+  const int n_end = flash_key_end(p, m0, kBlockM);
+  const int num_n_tiles = n_end > 0 ? (n_end + kBlockN - 1) / kBlockN : 0;
+  if (num_n_tiles == 0) {  // every row of the block sees no key: zeros
+    flash_store_zero_rows(o, p, m0, kBlockM, tid, Cfg::kThreads);
+    return;
+  }
+
+  flash_load_tile<float, kBlockM, kHeadDim, kSQK, Cfg::kThreads>(sQ, q + int64_t(m0) * p.q_seq_stride,
+                                                                 p.q_seq_stride, nq - m0, d_real, tid);
+  flash_load_tile<float, kBlockN, kHeadDim, kSQK, Cfg::kThreads>(sK, k, p.k_seq_stride, nk, d_real, tid);
+  flash_load_tile<float, kBlockN, kHeadDim, kSV, Cfg::kThreads>(sV, v, p.v_seq_stride, nk, d_real, tid);
+  cp_async_commit();
+
+  const float scale_log2 = p.scale * kLog2e;
+  const int g = lane >> 2, t = lane & 3;
+  const int warp_row0 = m0 + warp * 16;  // this thread's rows: warp_row0 + g (+ 8)
+  const float* sQ_warp = sQ + warp * 16 * kSQK;
+
+  float acc_o[1][kNO][4];
+#pragma unroll
+  for (int i = 0; i < kNO; ++i)
+#pragma unroll
+    for (int j = 0; j < 4; ++j) acc_o[0][i][j] = 0.f;
+  float row_max[1][2] = {{kNegInf, kNegInf}}, row_sum[1][2] = {{0.f, 0.f}};
+
+  for (int n_tile = 0; n_tile < num_n_tiles; ++n_tile) {
+    const int buf = n_tile & 1;
+    cp_async_wait<0>();
+    __syncthreads();  // tile n_tile landed; every warp is done with the other buffer
+    if (n_tile + 1 < num_n_tiles) {
+      const int n_next = (n_tile + 1) * kBlockN;
+      flash_load_tile<float, kBlockN, kHeadDim, kSQK, Cfg::kThreads>(
+          sK + (buf ^ 1) * kBlockN * kSQK, k + int64_t(n_next) * p.k_seq_stride, p.k_seq_stride, nk - n_next,
+          d_real, tid);
+      flash_load_tile<float, kBlockN, kHeadDim, kSV, Cfg::kThreads>(
+          sV + (buf ^ 1) * kBlockN * kSV, v + int64_t(n_next) * p.v_seq_stride, p.v_seq_stride, nk - n_next,
+          d_real, tid);
+      cp_async_commit();
+    }
+    const float* sK_buf = sK + buf * kBlockN * kSQK;
+    const float* sV_buf = sV + buf * kBlockN * kSV;
+
+    // S = Q K^T, two k8 steps per 16 head-dim columns (the thread's 4 adjacent columns).
+    float acc_s[1][kNS][4];
+#pragma unroll
+    for (int i = 0; i < kNS; ++i)
+#pragma unroll
+      for (int j = 0; j < 4; ++j) acc_s[0][i][j] = 0.f;
+#pragma unroll
+    for (int kp = 0; kp < kHeadDim / 16; ++kp) {
+      const float4 q_lo = ld_shared_f4(sQ_warp + g * kSQK + kp * 16 + 4 * t);
+      const float4 q_hi = ld_shared_f4(sQ_warp + (g + 8) * kSQK + kp * 16 + 4 * t);
+      const float qa[2][4] = {{q_lo.x, q_hi.x, q_lo.y, q_hi.y}, {q_lo.z, q_hi.z, q_lo.w, q_hi.w}};
+      uint32_t a_big[2][4], a_small[2][4];
+#pragma unroll
+      for (int s = 0; s < 2; ++s)
+#pragma unroll
+        for (int j = 0; j < 4; ++j) {
+          const Tf32Pair x = split_tf32(qa[s][j]);
+          a_big[s][j] = x.big, a_small[s][j] = x.small;
+        }
+#pragma unroll
+      for (int nb = 0; nb < kNS; ++nb) {
+        const float4 kv = ld_shared_f4(sK_buf + (nb * 8 + g) * kSQK + kp * 16 + 4 * t);
+        const float kb[2][2] = {{kv.x, kv.y}, {kv.z, kv.w}};
+#pragma unroll
+        for (int s = 0; s < 2; ++s) {
+          const Tf32Pair x0 = split_tf32(kb[s][0]), x1 = split_tf32(kb[s][1]);
+          const uint32_t b_big[2] = {x0.big, x1.big}, b_small[2] = {x0.small, x1.small};
+          mma_m16n8k8_3xtf32(acc_s[0][nb], a_big[s], a_small[s], b_big, b_small);
+        }
+      }
+    }
+
+    flash_mma_softmax_step(acc_s, acc_o, row_max, row_sum, p, n_tile * kBlockN, m0, warp_row0, lane, scale_log2);
+
+    // O += P V, one k8 step per 8 keys: P's A fragment is this thread's own S values of
+    // keys 2t, 2t + 1; V rows 2t and 2t + 1, 16 bytes each per 32 columns (four n-tiles).
+#pragma unroll
+    for (int kb = 0; kb < kNS; ++kb) {
+      uint32_t a_big[4], a_small[4];
+      const float pa[4] = {acc_s[0][kb][0], acc_s[0][kb][2], acc_s[0][kb][1], acc_s[0][kb][3]};
+#pragma unroll
+      for (int j = 0; j < 4; ++j) {
+        const Tf32Pair x = split_tf32(pa[j]);
+        a_big[j] = x.big, a_small[j] = x.small;
+      }
+      const float* v0 = sV_buf + (kb * 8 + 2 * t) * kSV + 4 * g;
+#pragma unroll
+      for (int grp = 0; grp < kHeadDim / 32; ++grp) {
+        const float4 x0 = ld_shared_f4(v0 + grp * 32), x1 = ld_shared_f4(v0 + kSV + grp * 32);
+        const float vb[4][2] = {{x0.x, x1.x}, {x0.y, x1.y}, {x0.z, x1.z}, {x0.w, x1.w}};
+#pragma unroll
+        for (int jj = 0; jj < 4; ++jj) {
+          const Tf32Pair y0 = split_tf32(vb[jj][0]), y1 = split_tf32(vb[jj][1]);
+          const uint32_t b_big[2] = {y0.big, y1.big}, b_small[2] = {y0.small, y1.small};
+          mma_m16n8k8_3xtf32(acc_o[0][grp * 4 + jj], a_big, a_small, b_big, b_small);
+        }
+      }
+    }
+  }
+
+  // Normalise and store: n-tiles 4 grp .. 4 grp + 3 hold this thread's columns
+  // 32 grp + 8t .. + 7 of rows g and g + 8 (c0 of each, then c1), two 16-byte stores a row.
+  float inv[1][2];
+  flash_mma_row_inverse(row_sum, inv);
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    const int row = warp_row0 + g + 8 * r;
+    if (row >= nq) continue;
+    float* orow = o + int64_t(row) * d_real;
+#pragma unroll
+    for (int grp = 0; grp < kHeadDim / 32; ++grp) {
+      const int col = grp * 32 + 8 * t;
+      if (col >= d_real) continue;
+      const float(&a)[4] = acc_o[0][grp * 4], (&b)[4] = acc_o[0][grp * 4 + 1];
+      const float(&c)[4] = acc_o[0][grp * 4 + 2], (&d)[4] = acc_o[0][grp * 4 + 3];
+      const float s = inv[0][r];
+      *reinterpret_cast<float4*>(orow + col) =
+          make_float4(a[2 * r] * s, b[2 * r] * s, c[2 * r] * s, d[2 * r] * s);
+      *reinterpret_cast<float4*>(orow + col + 4) =
+          make_float4(a[2 * r + 1] * s, b[2 * r + 1] * s, c[2 * r + 1] * s, d[2 * r + 1] * s);
+    }
+  }
+}
+
+template <typename Cfg>
+cudaError_t launch_tf32x3(const AttentionParams& p, cudaStream_t stream) {
+  auto kernel = flash_attention_fp32_tf32x3_kernel<Cfg>;
+  cudaError_t err = set_dynamic_smem(kernel, Cfg::kSmemBytes);
+  if (err != cudaSuccess) return err;
+  const dim3 grid((p.seq_len_q + Cfg::kBlockM - 1) / Cfg::kBlockM, p.num_q_heads, p.batch);
+  kernel<<<grid, Cfg::kThreads, Cfg::kSmemBytes, stream>>>(p);
+  return cudaGetLastError();
+}
 
 template <int kMaxD>
 struct Fp32FlashConfig {
@@ -189,13 +387,46 @@ cudaError_t launch_fp32(const AttentionParams& p, cudaStream_t stream) {
   return cudaGetLastError();
 }
 
+// Dev knobs (dev_knob, common.cuh) for scripts/bench_attention_dev.py --fp32:
+// CUDA_LLM_OPS_FLASH_FP32_SIMT=1 runs the CUDA-core kernel; CUDA_LLM_OPS_FLASH_FP32_TILE=1
+// (8 warps, 128 rows a CTA) or 2 (64-key tiles, one CTA an SM) other D <= 128 tiles.
+bool fp32_simt_forced() {
+  static bool dev_mode = std::getenv("CUDA_LLM_OPS_FLASH_FP32_SIMT") != nullptr;
+  return dev_knob("CUDA_LLM_OPS_FLASH_FP32_SIMT", dev_mode, 0) == 1;
+}
+int fp32_tile_variant() {
+  static bool dev_mode = std::getenv("CUDA_LLM_OPS_FLASH_FP32_TILE") != nullptr;
+  return dev_knob("CUDA_LLM_OPS_FLASH_FP32_TILE", dev_mode, 0);
+}
+
+template <int kHeadDim>
+cudaError_t launch_tf32x3_bucket(const AttentionParams& p, cudaStream_t stream) {
+  if constexpr (kHeadDim <= 128) {
+    switch (fp32_tile_variant()) {
+      case 1: return launch_tf32x3<Tf32x3Config<kHeadDim, 32, 8>>(p, stream);
+      case 2: return launch_tf32x3<Tf32x3Config<kHeadDim, 64, 4>>(p, stream);
+      default: break;
+    }
+  }
+  return launch_tf32x3<Tf32x3Default<kHeadDim>>(p, stream);
+}
+
 }  // namespace
 
 cudaError_t launch_flash_attention_fp32(const AttentionParams& p, cudaStream_t stream) {
   if (!attention_params_valid(p) || p.dtype != DType::kFloat32) return cudaErrorInvalidValue;
-  if (p.head_dim <= 64) return launch_fp32<64>(p, stream);
-  if (p.head_dim <= 128) return launch_fp32<128>(p, stream);
-  return launch_fp32<256>(p, stream);
+  if (fp32_simt_forced()) {
+    if (p.head_dim <= 64) return launch_fp32<64>(p, stream);
+    if (p.head_dim <= 128) return launch_fp32<128>(p, stream);
+    return launch_fp32<256>(p, stream);
+  }
+  const int d = p.head_dim;
+  if (d <= 32) return launch_tf32x3_bucket<32>(p, stream);
+  if (d <= 64) return launch_tf32x3_bucket<64>(p, stream);
+  if (d <= 96) return launch_tf32x3_bucket<96>(p, stream);
+  if (d <= 128) return launch_tf32x3_bucket<128>(p, stream);
+  if (d <= 192) return launch_tf32x3_bucket<192>(p, stream);
+  return launch_tf32x3_bucket<256>(p, stream);
 }
 
 }  // namespace cuda_llm_ops

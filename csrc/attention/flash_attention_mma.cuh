@@ -68,27 +68,6 @@ struct Config {
   static_assert(kHeadDim % 32 == 0, "head-dim buckets are multiples of 32");
 };
 
-// Copies `rows` rows of `d_real` columns (multiple of 8) from global into a
-// padded smem tile of kRows x kHeadDim; rows >= valid_rows and columns >= d_real
-// are zero-filled.
-template <typename T, int kRows, int kHeadDim, int kThreads>
-CLO_DEVICE void load_tile(T* smem, const T* gmem, int64_t row_stride, int valid_rows, int d_real, int tid) {
-  constexpr int kChunks = kHeadDim / 8;
-  constexpr int kStride = kHeadDim + 8;
-  constexpr int kTotal = kRows * kChunks;
-  static_assert(kTotal % kThreads == 0, "tile chunks must split evenly over the block");
-#pragma unroll
-  for (int it = 0; it < kTotal / kThreads; ++it) {
-    const int i = tid + it * kThreads;
-    const int r = i / kChunks;
-    const int c = i % kChunks;
-    const bool valid = r < valid_rows && c * 8 < d_real;
-    // A zero-filled copy still needs a mapped address: point it at the tile base.
-    const T* src = valid ? gmem + r * row_stride + c * 8 : gmem;
-    cp_async_16(smem + r * kStride + c * 8, src, valid);
-  }
-}
-
 template <typename T, typename Cfg>
 __global__ void __launch_bounds__(Cfg::kThreads, 2) flash_attention_mma_kernel(const AttentionParams p) {
   constexpr int kHeadDim = Cfg::kHeadDim;
@@ -107,7 +86,6 @@ __global__ void __launch_bounds__(Cfg::kThreads, 2) flash_attention_mma_kernel(c
   const int kv_head = head / (p.num_q_heads / p.num_kv_heads);
   const int m0 = m_block * kBlockM;
   const int nq = p.seq_len_q, nk = p.seq_len_k, d_real = p.head_dim;
-  const int causal_offset = nk - nq;  // query i sees key j iff j <= i + causal_offset
 
   const T* q = static_cast<const T*>(p.q) + batch * p.q_batch_stride + head * p.q_head_stride;
   const T* k = static_cast<const T*>(p.k) + batch * p.k_batch_stride + kv_head * p.k_head_stride;
@@ -124,10 +102,10 @@ __global__ void __launch_bounds__(Cfg::kThreads, 2) flash_attention_mma_kernel(c
   }
 
   // Prologue: Q and the first K/V tile in one group.
-  load_tile<T, kBlockM, kHeadDim, Cfg::kThreads>(sQ, q + int64_t(m0) * p.q_seq_stride, p.q_seq_stride, nq - m0,
+  flash_load_tile<T, kBlockM, kHeadDim, kStride, Cfg::kThreads>(sQ, q + int64_t(m0) * p.q_seq_stride, p.q_seq_stride, nq - m0,
                                                  d_real, tid);
-  load_tile<T, kBlockN, kHeadDim, Cfg::kThreads>(sK, k, p.k_seq_stride, nk, d_real, tid);
-  load_tile<T, kBlockN, kHeadDim, Cfg::kThreads>(sV, v, p.v_seq_stride, nk, d_real, tid);
+  flash_load_tile<T, kBlockN, kHeadDim, kStride, Cfg::kThreads>(sK, k, p.k_seq_stride, nk, d_real, tid);
+  flash_load_tile<T, kBlockN, kHeadDim, kStride, Cfg::kThreads>(sV, v, p.v_seq_stride, nk, d_real, tid);
   cp_async_commit();
 
   const float scale_log2 = p.scale * kLog2e;
@@ -157,10 +135,10 @@ __global__ void __launch_bounds__(Cfg::kThreads, 2) flash_attention_mma_kernel(c
     __syncthreads();  // tile n_tile landed; every warp is done with the other buffer
     if (n_tile + 1 < num_n_tiles) {
       const int n_next = (n_tile + 1) * kBlockN;
-      load_tile<T, kBlockN, kHeadDim, Cfg::kThreads>(sK + (buf ^ 1) * kBlockN * kStride,
+      flash_load_tile<T, kBlockN, kHeadDim, kStride, Cfg::kThreads>(sK + (buf ^ 1) * kBlockN * kStride,
                                                      k + int64_t(n_next) * p.k_seq_stride, p.k_seq_stride,
                                                      nk - n_next, d_real, tid);
-      load_tile<T, kBlockN, kHeadDim, Cfg::kThreads>(sV + (buf ^ 1) * kBlockN * kStride,
+      flash_load_tile<T, kBlockN, kHeadDim, kStride, Cfg::kThreads>(sV + (buf ^ 1) * kBlockN * kStride,
                                                      v + int64_t(n_next) * p.v_seq_stride, p.v_seq_stride,
                                                      nk - n_next, d_real, tid);
       cp_async_commit();
@@ -213,61 +191,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, 2) flash_attention_mma_kernel(c
       }
     }
 
-    // Scale into the log2 domain, then mask only where this tile needs it.
-    const int n0 = n_tile * kBlockN;
-#pragma unroll
-    for (int mt = 0; mt < kMT; ++mt)
-#pragma unroll
-      for (int nb = 0; nb < Cfg::kNTilesS; ++nb)
-#pragma unroll
-        for (int j = 0; j < 4; ++j) acc_s[mt][nb][j] *= scale_log2;
-    if (flash_tile_needs_mask(n0, kBlockN, nk, p.is_causal, m0, causal_offset)) {
-#pragma unroll
-      for (int mt = 0; mt < kMT; ++mt)
-#pragma unroll
-        for (int nb = 0; nb < Cfg::kNTilesS; ++nb)
-#pragma unroll
-          for (int j = 0; j < 4; ++j) {
-            const int col = n0 + nb * 8 + 2 * t + (j & 1);
-            const int row = warp_row0 + mt * 16 + g + (j >> 1) * 8;
-            if (flash_key_masked(row, col, nk, p.is_causal, causal_offset)) acc_s[mt][nb][j] = kNegInf;
-          }
-    }
-
-    // Online softmax per row (rows g and g+8 of each m16 tile).
-#pragma unroll
-    for (int mt = 0; mt < kMT; ++mt) {
-      float rescale[2];
-#pragma unroll
-      for (int r = 0; r < 2; ++r) {
-        float mx = row_max[mt][r];
-#pragma unroll
-        for (int nb = 0; nb < Cfg::kNTilesS; ++nb)
-          mx = fmaxf(mx, fmaxf(acc_s[mt][nb][2 * r], acc_s[mt][nb][2 * r + 1]));
-        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
-        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
-        // A row with every key masked so far keeps max = kNegInf; subtracting 0
-        // instead makes its exp terms exactly 0 rather than exp2(0) = 1.
-        const float m_use = mx == kNegInf ? 0.f : mx;
-        rescale[r] = fast_exp2(row_max[mt][r] - m_use);
-        row_max[mt][r] = mx;
-        float sum = 0.f;
-#pragma unroll
-        for (int nb = 0; nb < Cfg::kNTilesS; ++nb) {
-          acc_s[mt][nb][2 * r] = fast_exp2(acc_s[mt][nb][2 * r] - m_use);
-          acc_s[mt][nb][2 * r + 1] = fast_exp2(acc_s[mt][nb][2 * r + 1] - m_use);
-          sum += acc_s[mt][nb][2 * r] + acc_s[mt][nb][2 * r + 1];
-        }
-        row_sum[mt][r] = row_sum[mt][r] * rescale[r] + sum;
-      }
-#pragma unroll
-      for (int nb = 0; nb < Cfg::kNTilesO; ++nb) {
-        acc_o[mt][nb][0] *= rescale[0];
-        acc_o[mt][nb][1] *= rescale[0];
-        acc_o[mt][nb][2] *= rescale[1];
-        acc_o[mt][nb][3] *= rescale[1];
-      }
-    }
+    flash_mma_softmax_step(acc_s, acc_o, row_max, row_sum, p, n_tile * kBlockN, m0, warp_row0, lane, scale_log2);
 
     // O += P V: the S accumulators of key blocks 2kk and 2kk+1 are exactly the
     // A fragment of a 16x16 P block; each V fragment feeds kMT mma.
@@ -302,23 +226,17 @@ __global__ void __launch_bounds__(Cfg::kThreads, 2) flash_attention_mma_kernel(c
   // alone read it) so global stores are 16 bytes wide.
   T* sO = sQ + warp * Cfg::kWarpRows * kStride;
   __syncwarp();
+  float inv[kMT][2];
+  flash_mma_row_inverse(row_sum, inv);
 #pragma unroll
   for (int mt = 0; mt < kMT; ++mt) {
-    float inv[2];
-#pragma unroll
-    for (int r = 0; r < 2; ++r) {
-      float s = row_sum[mt][r];
-      s += __shfl_xor_sync(0xffffffffu, s, 1);
-      s += __shfl_xor_sync(0xffffffffu, s, 2);
-      inv[r] = s > 0.f ? 1.f / s : 0.f;  // a row that saw no key outputs zeros
-    }
 #pragma unroll
     for (int nb = 0; nb < Cfg::kNTilesO; ++nb) {
       const int col = nb * 8 + 2 * t;
       *reinterpret_cast<uint32_t*>(sO + (mt * 16 + g) * kStride + col) =
-          pack_float2<T>(acc_o[mt][nb][0] * inv[0], acc_o[mt][nb][1] * inv[0]);
+          pack_float2<T>(acc_o[mt][nb][0] * inv[mt][0], acc_o[mt][nb][1] * inv[mt][0]);
       *reinterpret_cast<uint32_t*>(sO + (mt * 16 + g + 8) * kStride + col) =
-          pack_float2<T>(acc_o[mt][nb][2] * inv[1], acc_o[mt][nb][3] * inv[1]);
+          pack_float2<T>(acc_o[mt][nb][2] * inv[mt][1], acc_o[mt][nb][3] * inv[mt][1]);
     }
   }
   __syncwarp();

@@ -27,7 +27,7 @@ from typing import Any
 import torch
 
 from .. import _ops
-from ..roofline import attention_prefill_work, compute_kind
+from ..roofline import attention_compute_kind, attention_prefill_work
 from . import sdpa
 from .registry import PRESETS, BenchCase, BenchImpl, register
 
@@ -131,7 +131,7 @@ def attention_case(B: int, Hq: int, Hkv: int, N: int, D: int, causal: bool, dtyp
     return BenchCase(
         op=op, dtype=dtype,
         shape={"B": B, "Hq": Hq, "Hkv": Hkv, "N": N, "D": D, "causal": causal},
-        flops=w.flops, bytes=w.bytes, compute=compute_kind(dtype), make_inputs=make_inputs, impls=impls,
+        flops=w.flops, bytes=w.bytes, compute=attention_compute_kind(dtype), make_inputs=make_inputs, impls=impls,
         reference=None, rel_tol=tol, cold_l2=False, cuda_graph=False,
         label=f"N={N}{' causal' if causal else ''}", x_key="N")
 

@@ -38,7 +38,7 @@ class BenchCase:
     shape: dict[str, Any]  # e.g. {"B": 4, "H": 16, "N": 4096, "D": 128, "causal": False}
     flops: float  # useful floating-point (or integer) operations of one call
     bytes: float  # fewest bytes one call must move through device memory
-    compute: str  # which peak bounds it: "fp32", "tf32", "fp16_tc", "bf16_tc", "int8_tc"
+    compute: str  # which peak bounds it: one of roofline.COMPUTE_KINDS
     make_inputs: Callable[[], Inputs]  # fresh random inputs on the current CUDA device
     impls: list[BenchImpl] = field(default_factory=list)
     # Output every impl is checked against before timing (None: compare with the first peer).

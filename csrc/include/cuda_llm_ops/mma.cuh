@@ -58,6 +58,37 @@ CLO_DEVICE void mma_m16n8k16(float (&d)[4], const uint32_t (&a)[4], const uint32
   }
 }
 
+// An fp32 value as the sum of two TF32 operands, for 3xTF32 products (fp32-accurate
+// matrix products on the TF32 tensor cores, CUTLASS's "fast fp32"): big is x rounded to
+// TF32's 10 mantissa bits, small = x - big (exact in fp32). The tensor cores read a TF32
+// operand's top 19 bits only, so small keeps its own top 11 bits: ~2^-21 of x is lost.
+struct Tf32Pair {
+  uint32_t big, small;
+};
+CLO_DEVICE Tf32Pair split_tf32(float x) {
+  const uint32_t big = (__float_as_uint(x) + 0x1000u) & 0xffffe000u;
+  return {big, __float_as_uint(x - __uint_as_float(big))};
+}
+
+// D = A * B + D, A 16x8 (row), B 8x8 (col), TF32 operands (fp32 bits, the low 13
+// ignored), fp32 accumulators. a0: (row g, col t), a1: (g + 8, t), a2: (g, t + 4),
+// a3: (g + 8, t + 4); b0: (k t, n g), b1: (t + 4, g); g = lane / 4, t = lane % 4.
+CLO_DEVICE void mma_m16n8k8_tf32(float (&d)[4], const uint32_t (&a)[4], const uint32_t (&b)[2]) {
+  asm("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+      "{%0,%1,%2,%3};\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+}
+
+// D += A * B at ~fp32 precision from split operands: the three TF32 products that
+// matter (small * small lies below fp32's rounding), the small ones first.
+CLO_DEVICE void mma_m16n8k8_3xtf32(float (&d)[4], const uint32_t (&a_big)[4], const uint32_t (&a_small)[4],
+                                   const uint32_t (&b_big)[2], const uint32_t (&b_small)[2]) {
+  mma_m16n8k8_tf32(d, a_small, b_big);
+  mma_m16n8k8_tf32(d, a_big, b_small);
+  mma_m16n8k8_tf32(d, a_big, b_big);
+}
+
 // Weight rows as the 16-row operand, activations as the n8 one (decode GEMVs: a few rows
 // of activations against a weight [N, K] read once). One 32-k window: the lane's 16 bytes
 // (8 consecutive k from 32w + 8t) of weight rows g (w0) and g + 8 (w1), and of activation
