@@ -122,62 +122,86 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1) flash_attention_fp32_tf32x3_
     const float* sV_buf = sV + buf * kBlockN * kSV;
 
     // S = Q K^T, two k8 steps per 16 head-dim columns (the thread's 4 adjacent columns).
+    // Each 32 columns sum in fresh accumulators, added to S with FADDs: the tensor cores'
+    // accumulation truncates, and a running sum over all of D drifted by ~2^-24 a step.
     float acc_s[1][kNS][4];
 #pragma unroll
-    for (int i = 0; i < kNS; ++i)
+    for (int kc = 0; kc < kHeadDim / 32; ++kc) {
+      float part[kNS][4];
 #pragma unroll
-      for (int j = 0; j < 4; ++j) acc_s[0][i][j] = 0.f;
+      for (int i = 0; i < kNS; ++i)
 #pragma unroll
-    for (int kp = 0; kp < kHeadDim / 16; ++kp) {
-      const float4 q_lo = ld_shared_f4(sQ_warp + g * kSQK + kp * 16 + 4 * t);
-      const float4 q_hi = ld_shared_f4(sQ_warp + (g + 8) * kSQK + kp * 16 + 4 * t);
-      const float qa[2][4] = {{q_lo.x, q_hi.x, q_lo.y, q_hi.y}, {q_lo.z, q_hi.z, q_lo.w, q_hi.w}};
-      uint32_t a_big[2][4], a_small[2][4];
+        for (int j = 0; j < 4; ++j) part[i][j] = 0.f;
 #pragma unroll
-      for (int s = 0; s < 2; ++s)
+      for (int kp = 2 * kc; kp < 2 * kc + 2; ++kp) {
+        const float4 q_lo = ld_shared_f4(sQ_warp + g * kSQK + kp * 16 + 4 * t);
+        const float4 q_hi = ld_shared_f4(sQ_warp + (g + 8) * kSQK + kp * 16 + 4 * t);
+        const float qa[2][4] = {{q_lo.x, q_hi.x, q_lo.y, q_hi.y}, {q_lo.z, q_hi.z, q_lo.w, q_hi.w}};
+        uint32_t a_big[2][4], a_small[2][4];
 #pragma unroll
-        for (int j = 0; j < 4; ++j) {
-          const Tf32Pair x = split_tf32(qa[s][j]);
-          a_big[s][j] = x.big, a_small[s][j] = x.small;
-        }
+        for (int s = 0; s < 2; ++s)
 #pragma unroll
-      for (int nb = 0; nb < kNS; ++nb) {
-        const float4 kv = ld_shared_f4(sK_buf + (nb * 8 + g) * kSQK + kp * 16 + 4 * t);
-        const float kb[2][2] = {{kv.x, kv.y}, {kv.z, kv.w}};
+          for (int j = 0; j < 4; ++j) {
+            const Tf32Pair x = split_tf32(qa[s][j]);
+            a_big[s][j] = x.big, a_small[s][j] = x.small;
+          }
 #pragma unroll
-        for (int s = 0; s < 2; ++s) {
-          const Tf32Pair x0 = split_tf32(kb[s][0]), x1 = split_tf32(kb[s][1]);
-          const uint32_t b_big[2] = {x0.big, x1.big}, b_small[2] = {x0.small, x1.small};
-          mma_m16n8k8_3xtf32(acc_s[0][nb], a_big[s], a_small[s], b_big, b_small);
+        for (int nb = 0; nb < kNS; ++nb) {
+          const float4 kv = ld_shared_f4(sK_buf + (nb * 8 + g) * kSQK + kp * 16 + 4 * t);
+          const float kb[2][2] = {{kv.x, kv.y}, {kv.z, kv.w}};
+#pragma unroll
+          for (int s = 0; s < 2; ++s) {
+            const Tf32Pair x0 = split_tf32(kb[s][0]), x1 = split_tf32(kb[s][1]);
+            const uint32_t b_big[2] = {x0.big, x1.big}, b_small[2] = {x0.small, x1.small};
+            mma_m16n8k8_3xtf32(part[nb], a_big[s], a_small[s], b_big, b_small);
+          }
         }
       }
+#pragma unroll
+      for (int i = 0; i < kNS; ++i)
+#pragma unroll
+        for (int j = 0; j < 4; ++j) acc_s[0][i][j] = kc == 0 ? part[i][j] : acc_s[0][i][j] + part[i][j];
     }
 
     flash_mma_softmax_step(acc_s, acc_o, row_max, row_sum, p, n_tile * kBlockN, m0, warp_row0, lane, scale_log2);
 
     // O += P V, one k8 step per 8 keys: P's A fragment is this thread's own S values of
-    // keys 2t, 2t + 1; V rows 2t and 2t + 1, 16 bytes each per 32 columns (four n-tiles).
+    // keys 2t, 2t + 1 (split once); V rows 2t and 2t + 1, 16 bytes each per 32 columns
+    // (four n-tiles). As for S, a tile's P V sums in fresh accumulators, added to O with
+    // FADDs (a running O in the tensor cores drifted by ~2^-24 an mma over the keys).
+    uint32_t p_big[kNS][4], p_small[kNS][4];
 #pragma unroll
     for (int kb = 0; kb < kNS; ++kb) {
-      uint32_t a_big[4], a_small[4];
       const float pa[4] = {acc_s[0][kb][0], acc_s[0][kb][2], acc_s[0][kb][1], acc_s[0][kb][3]};
 #pragma unroll
       for (int j = 0; j < 4; ++j) {
         const Tf32Pair x = split_tf32(pa[j]);
-        a_big[j] = x.big, a_small[j] = x.small;
+        p_big[kb][j] = x.big, p_small[kb][j] = x.small;
       }
-      const float* v0 = sV_buf + (kb * 8 + 2 * t) * kSV + 4 * g;
+    }
 #pragma unroll
-      for (int grp = 0; grp < kHeadDim / 32; ++grp) {
-        const float4 x0 = ld_shared_f4(v0 + grp * 32), x1 = ld_shared_f4(v0 + kSV + grp * 32);
+    for (int grp = 0; grp < kHeadDim / 32; ++grp) {
+      float part[4][4];
+#pragma unroll
+      for (int jj = 0; jj < 4; ++jj)
+#pragma unroll
+        for (int j = 0; j < 4; ++j) part[jj][j] = 0.f;
+#pragma unroll
+      for (int kb = 0; kb < kNS; ++kb) {
+        const float* v0 = sV_buf + (kb * 8 + 2 * t) * kSV + 4 * g + grp * 32;
+        const float4 x0 = ld_shared_f4(v0), x1 = ld_shared_f4(v0 + kSV);
         const float vb[4][2] = {{x0.x, x1.x}, {x0.y, x1.y}, {x0.z, x1.z}, {x0.w, x1.w}};
 #pragma unroll
         for (int jj = 0; jj < 4; ++jj) {
           const Tf32Pair y0 = split_tf32(vb[jj][0]), y1 = split_tf32(vb[jj][1]);
           const uint32_t b_big[2] = {y0.big, y1.big}, b_small[2] = {y0.small, y1.small};
-          mma_m16n8k8_3xtf32(acc_o[0][grp * 4 + jj], a_big, a_small, b_big, b_small);
+          mma_m16n8k8_3xtf32(part[jj], p_big[kb], p_small[kb], b_big, b_small);
         }
       }
+#pragma unroll
+      for (int jj = 0; jj < 4; ++jj)
+#pragma unroll
+        for (int j = 0; j < 4; ++j) acc_o[0][grp * 4 + jj][j] += part[jj][j];
     }
   }
 
@@ -389,7 +413,7 @@ cudaError_t launch_fp32(const AttentionParams& p, cudaStream_t stream) {
 
 // Dev knobs (dev_knob, common.cuh) for scripts/bench_attention_dev.py --fp32:
 // CUDA_LLM_OPS_FLASH_FP32_SIMT=1 runs the CUDA-core kernel; CUDA_LLM_OPS_FLASH_FP32_TILE=1
-// (8 warps, 128 rows a CTA) or 2 (64-key tiles, one CTA an SM) other D <= 128 tiles.
+// forces 4 warps (64 rows a CTA), 2 forces 8 warps (128 rows).
 bool fp32_simt_forced() {
   static bool dev_mode = std::getenv("CUDA_LLM_OPS_FLASH_FP32_SIMT") != nullptr;
   return dev_knob("CUDA_LLM_OPS_FLASH_FP32_SIMT", dev_mode, 0) == 1;
@@ -401,14 +425,20 @@ int fp32_tile_variant() {
 
 template <int kHeadDim>
 cudaError_t launch_tf32x3_bucket(const AttentionParams& p, cudaStream_t stream) {
-  if constexpr (kHeadDim <= 128) {
-    switch (fp32_tile_variant()) {
-      case 1: return launch_tf32x3<Tf32x3Config<kHeadDim, 32, 8>>(p, stream);
-      case 2: return launch_tf32x3<Tf32x3Config<kHeadDim, 64, 4>>(p, stream);
-      default: break;
-    }
+  using Four = Tf32x3Default<kHeadDim>;
+  using Eight = Tf32x3Config<kHeadDim, Four::kBlockN, 8>;
+  switch (fp32_tile_variant()) {
+    case 1: return launch_tf32x3<Four>(p, stream);
+    case 2: return launch_tf32x3<Eight>(p, stream);
+    default: break;
   }
-  return launch_tf32x3<Tf32x3Default<kHeadDim>>(p, stream);
+  // Past D = 128 one CTA fills an SM's shared memory: 8 warps (128 rows) where they fit
+  // (Hopper's 227 KB) give each scheduler two warps to interleave.
+  if constexpr (kHeadDim > 128) {
+    if (size_t(cached_device_attribute<cudaDevAttrMaxSharedMemoryPerBlockOptin>()) >= Eight::kSmemBytes)
+      return launch_tf32x3<Eight>(p, stream);
+  }
+  return launch_tf32x3<Four>(p, stream);
 }
 
 }  // namespace

@@ -35,9 +35,10 @@ CLO_DEVICE bool flash_key_masked(int row, int col, int nk, bool causal, int caus
 // (batch, head)'s contiguous output `o`, by `threads` threads.
 template <typename T>
 CLO_DEVICE void flash_store_zero_rows(T* o, const AttentionParams& p, int m0, int block_m, int tid, int threads) {
-  const int rows = min(block_m, p.seq_len_q - m0), chunks = p.head_dim / 8;
+  constexpr int kVec = 16 / int(sizeof(T));  // elements per 16-byte store
+  const int rows = min(block_m, p.seq_len_q - m0), chunks = p.head_dim / kVec;
   for (int i = tid; i < rows * chunks; i += threads)
-    *reinterpret_cast<uint4*>(o + int64_t(m0 + i / chunks) * p.head_dim + (i % chunks) * 8) = make_uint4(0, 0, 0, 0);
+    *reinterpret_cast<uint4*>(o + int64_t(m0 + i / chunks) * p.head_dim + (i % chunks) * kVec) = make_uint4(0, 0, 0, 0);
 }
 
 // Copies kRows rows of a head-dim tile from global into shared-memory rows of kStride
