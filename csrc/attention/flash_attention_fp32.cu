@@ -50,8 +50,7 @@ struct Tf32x3Config {
   static_assert(kHeadDim % 32 == 0 && kBlockN % 8 == 0, "head-dim buckets are multiples of 32");
 };
 
-// Default tiles: 32-key tiles (64 to D = 64) keep two CTAs an SM on the H100 to D = 128
-// (107 KB each); 16-key tiles past D = 128 keep sm_80's 163 KB.
+// Key tiles: 64 to D = 64, 32 to D = 128, 16 beyond (sm_80's 163 KB with 4 warps).
 template <int kHeadDim>
 using Tf32x3Default = Tf32x3Config<kHeadDim, kHeadDim <= 64 ? 64 : (kHeadDim <= 128 ? 32 : 16), 4>;
 
@@ -432,9 +431,10 @@ cudaError_t launch_tf32x3_bucket(const AttentionParams& p, cudaStream_t stream) 
     case 2: return launch_tf32x3<Eight>(p, stream);
     default: break;
   }
-  // Past D = 128 one CTA fills an SM's shared memory: 8 warps (128 rows) where they fit
-  // (Hopper's 227 KB) give each scheduler two warps to interleave.
-  if constexpr (kHeadDim > 128) {
+  // From D = 128, 8 warps (128 rows a CTA, one CTA an SM) where they fit (D = 256 takes
+  // 203 KB: Hopper): 1.22-1.29x 4 warps at D = 128 (whose 255 registers spill), 1.7-2x
+  // at D = 256 (one 4-warp CTA an SM); at D <= 96 4 warps ran 1.00-1.04x (NOTES.md v7).
+  if constexpr (kHeadDim >= 128) {
     if (size_t(cached_device_attribute<cudaDevAttrMaxSharedMemoryPerBlockOptin>()) >= Eight::kSmemBytes)
       return launch_tf32x3<Eight>(p, stream);
   }
