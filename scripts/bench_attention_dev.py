@@ -94,6 +94,26 @@ def tile_variants(b, h, n, d, dtype, causal):
     os.environ["CUDA_LLM_OPS_FLASH_TILES"] = ""
 
 
+def time_knob_variants(q, k, v, causal, f, ref, knobs, variants, iters, warmup):
+    """Times flash_attention under each (label, knob values) variant, the knobs it does not
+    name empty (defaults), and prints its error against `ref` (fp32 or fp64 SDPA); returns
+    the first variant's median ms. The knobs are left empty."""
+    base = None
+    for label, env in variants:
+        for key in knobs:
+            os.environ[key] = ""
+        os.environ.update(env)
+        out = llm.flash_attention(q, k, v, is_causal=causal)
+        err = rel_error(out.to(ref.dtype), ref)
+        t = benchmark(lambda: llm.flash_attention(q, k, v, is_causal=causal), warmup=warmup, iterations=iters)
+        ms = row(label, t, f, base)
+        base = base or ms
+        print(f"    rel err vs {str(ref.dtype).replace('torch.', '')} SDPA {err:.2e}")
+    for key in knobs:
+        os.environ[key] = ""
+    return base
+
+
 SM90_CASES = [(4, 16, 4096, 128, torch.float16, False), (4, 16, 4096, 128, torch.float16, True),
               (4, 16, 4096, 128, torch.bfloat16, False), (16, 32, 1024, 128, torch.float16, False),
               (2, 32, 8192, 128, torch.float16, True), (4, 32, 4096, 96, torch.float16, False),
@@ -125,7 +145,6 @@ def sm90_vs_mma(cases=SM90_CASES, iters=30, short=False):
         f = flops(b, h, n, d, causal)
         ref = F.scaled_dot_product_attention(q.float(), k.float(), v.float(), is_causal=causal)
         print(f"sm90 | B={b} H={h} N={n} D={d} {str(dtype).replace('torch.', '')} causal={causal}")
-        base = None
         knobs = ("CUDA_LLM_OPS_FLASH_SM90", "CUDA_LLM_OPS_FLASH_SM90_SCHED", "CUDA_LLM_OPS_FLASH_SM90_PERSISTENT",
                  "CUDA_LLM_OPS_FLASH_SM90_TILE192")
         variants = [("wgmma auto", {}), ("wgmma pingpong", {knobs[1]: "2"}),
@@ -137,18 +156,7 @@ def sm90_vs_mma(cases=SM90_CASES, iters=30, short=False):
             variants.insert(3, ("wgmma 3 consumers", {knobs[1]: "3"}))
         elif 128 < d <= 192:  # the 256 tile these D ran on before the 192 tile
             variants.insert(3, ("wgmma 256 tile", {knobs[3]: "0"}))
-        for label, env in variants:
-            for key in knobs:
-                os.environ[key] = ""
-            os.environ.update(env)
-            out = llm.flash_attention(q, k, v, is_causal=causal)
-            err = rel_error(out.float(), ref)
-            t = benchmark(lambda: llm.flash_attention(q, k, v, is_causal=causal), warmup=5, iterations=iters)
-            ms = row(label, t, f, base)
-            base = base or ms
-            print(f"    rel err vs fp32 SDPA {err:.2e}")
-        for key in knobs:
-            os.environ[key] = ""
+        base = time_knob_variants(q, k, v, causal, f, ref, knobs, variants, iters, warmup=5)
         backends = (("sdpa-flash", SDPBackend.FLASH_ATTENTION), ("sdpa-cudnn", SDPBackend.CUDNN_ATTENTION))
         for _ in time_sdpa(backends, q, k, v, causal, f, iters, base):
             pass
@@ -177,36 +185,23 @@ def sm90_causal_rule(rounds=3, iters=20):
               f"pingpong {best['pingpong']:.4f} ms, pingpong/overlap speed {best['overlap'] / best['pingpong']:.3f}")
 
 
-# fp32: the 3xTF32 tensor-core kernel's tiles against the CUDA-core kernel and SDPA's
-# mem-efficient backend (3xTF32 too).
+# fp32: the 3xTF32 tensor-core kernel's tiles (4 and 8 warps) against SDPA's mem-efficient
+# backend (3xTF32 too). The CUDA-core kernel it replaced is in NOTES.md v7.
 FP32_CASES = [(1, 16, 2048, 128, False), (8, 32, 2048, 128, False), (8, 32, 2048, 128, True),
               (32, 32, 512, 128, False), (4, 32, 4096, 64, False), (4, 32, 4096, 64, True),
               (4, 32, 2048, 96, False), (2, 16, 2048, 256, False), (2, 16, 2048, 256, True)]
 
 
 def fp32_variants(iters=10):
-    knobs = ("CUDA_LLM_OPS_FLASH_FP32_SIMT", "CUDA_LLM_OPS_FLASH_FP32_TILE")
+    knobs = ("CUDA_LLM_OPS_FLASH_FP32_TILE",)
     for b, h, n, d, causal in FP32_CASES:
         g = torch.Generator(device="cuda").manual_seed(0)
         q, k, v = (torch.randn(b, h, n, d, device="cuda", generator=g) for _ in range(3))
         f = flops(b, h, n, d, causal)
         ref = F.scaled_dot_product_attention(q.double(), k.double(), v.double(), is_causal=causal)
         print(f"fp32 | B={b} H={h} N={n} D={d} causal={causal}")
-        base = None
-        variants = [("tf32x3 default", {}), ("tf32x3 4 warps", {knobs[1]: "1"}),
-                    ("tf32x3 8 warps", {knobs[1]: "2"}), ("CUDA cores", {knobs[0]: "1"})]
-        for label, env in variants:
-            for key in knobs:
-                os.environ[key] = ""
-            os.environ.update(env)
-            out = llm.flash_attention(q, k, v, is_causal=causal)
-            err = rel_error(out.double(), ref)
-            t = benchmark(lambda: llm.flash_attention(q, k, v, is_causal=causal), warmup=3, iterations=iters)
-            ms = row(label, t, f, base)
-            base = base or ms
-            print(f"    rel err vs fp64 SDPA {err:.2e}")
-        for key in knobs:
-            os.environ[key] = ""
+        variants = [("tf32x3 default", {}), ("tf32x3 4 warps", {knobs[0]: "1"}), ("tf32x3 8 warps", {knobs[0]: "2"})]
+        base = time_knob_variants(q, k, v, causal, f, ref, knobs, variants, iters, warmup=3)
         for _ in time_sdpa((("sdpa-efficient", SDPBackend.EFFICIENT_ATTENTION),), q, k, v, causal, f, iters, base):
             pass
 
@@ -216,7 +211,7 @@ def main():
     # Dev knobs are read per call only when set before the first call (dev_knob, common.cuh).
     for knob in ("CUDA_LLM_OPS_FLASH_SM90", "CUDA_LLM_OPS_FLASH_SM90_SCHED", "CUDA_LLM_OPS_FLASH_TILES",
                  "CUDA_LLM_OPS_FLASH_SM90_PERSISTENT", "CUDA_LLM_OPS_FLASH_SM90_TILE192",
-                 "CUDA_LLM_OPS_FLASH_FP32_SIMT", "CUDA_LLM_OPS_FLASH_FP32_TILE"):
+                 "CUDA_LLM_OPS_FLASH_FP32_TILE"):
         os.environ.setdefault(knob, "")
     torch.backends.cuda.matmul.allow_tf32 = False
     print(torch.cuda.get_device_name(), torch.__version__, llm.build_info())

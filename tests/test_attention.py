@@ -24,7 +24,7 @@ pytestmark = pytest.mark.cuda
 # every call only when set before the first call: empty values keep the defaults and let
 # the Hopper tests below switch them in this process.
 for _knob in ("CUDA_LLM_OPS_FLASH_SM90", "CUDA_LLM_OPS_FLASH_SM90_SCHED", "CUDA_LLM_OPS_FLASH_SM90_PERSISTENT",
-              "CUDA_LLM_OPS_FLASH_SM90_TILE192", "CUDA_LLM_OPS_FLASH_FP32_SIMT", "CUDA_LLM_OPS_FLASH_FP32_TILE"):
+              "CUDA_LLM_OPS_FLASH_SM90_TILE192", "CUDA_LLM_OPS_FLASH_FP32_TILE"):
     os.environ.setdefault(_knob, "")
 
 OPS = {"naive_attention": naive_attention, "tiled_attention": tiled_attention, "flash_attention": flash_attention}
@@ -408,7 +408,7 @@ _FP32_TC_CASES = [
 @pytest.mark.parametrize("case", _FP32_TC_CASES, ids=lambda c: "-".join(map(str, c)))
 def test_fp32_flash_tensor_core_kernel(monkeypatch, case):
     """fp32 flash runs the 3xTF32 tensor-core kernel (checked by name) within the fp32
-    tolerance of a float64 reference; so do its dev tile variants and the CUDA-core kernel."""
+    tolerance of a float64 reference, on the rule's tile and on both forced ones."""
     require_op("flash_attention")
     if torch.cuda.get_device_capability() < (8, 0):
         pytest.skip("TF32 mma.sync needs sm_80")
@@ -431,10 +431,6 @@ def test_fp32_flash_tensor_core_kernel(monkeypatch, case):
         if causal and nq > nk:
             assert (out[:, :, : nq - nk] == 0).all()
     monkeypatch.setenv("CUDA_LLM_OPS_FLASH_FP32_TILE", "")
-    monkeypatch.setenv("CUDA_LLM_OPS_FLASH_FP32_SIMT", "1")
-    assert "flash_attention_fp32_kernel" in kernel_names(call)
-    assert_close(call(), ref, dtype=torch.float32, what=f"fp32 CUDA-core path {case}")
-    monkeypatch.setenv("CUDA_LLM_OPS_FLASH_FP32_SIMT", "")
 
 
 def test_sm90_rule_keeps_small_head_dims_on_mma_sync():

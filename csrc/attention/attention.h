@@ -43,7 +43,8 @@ constexpr int kNaiveAttentionMaxSeqLenK = 32768;
 // (bad dtype, head_dim, sizes); the binding checks them first with clear messages.
 cudaError_t launch_naive_attention(const AttentionParams& p, cudaStream_t stream);
 cudaError_t launch_tiled_attention(const AttentionParams& p, cudaStream_t stream);
-// fp16/bf16: tensor cores (mma.sync m16n8k16); fp32: CUDA-core flash kernel.
+// fp16/bf16: tensor cores (mma.sync m16n8k16, on Hopper wgmma); fp32: 3xTF32 on the
+// tensor cores (mma.sync m16n8k8), fp32-accurate.
 cudaError_t launch_flash_attention(const AttentionParams& p, cudaStream_t stream);
 
 // Per-head-dim-bucket launchers of the tensor-core flash kernel (one .cu per

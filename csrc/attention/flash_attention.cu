@@ -2,7 +2,7 @@
 // applies (sm_90a image on a cc 9.0 device, D in (32, 256], TMA-describable
 // layout), else to the mma.sync kernel of the smallest head-dim bucket that holds
 // D (columns past D are zero-filled in shared memory and never stored); fp32 to
-// the CUDA-core flash kernel.
+// the 3xTF32 tensor-core kernel (flash_attention_fp32.cu).
 #include <cstdlib>
 
 #include "attention/attention.h"

@@ -36,7 +36,7 @@ TOKENS_PER_CASE = 16384
 ATTENTION_PRESETS = ("llama-7b", "llama-8b", "llama-70b")
 SMALL_N = 1024  # naive and tiled attention only up to here (their N^2 traffic makes longer runs minutes)
 MATH_MAX_N = 2048  # the math backend materialises B*H*N*N scores
-FP32_MAX_N = 2048  # fp32 runs on CUDA cores: 8192 would take seconds per call
+FP32_MAX_N = 2048  # fp32 (3xTF32, a third of the 16-bit rate or less): 8192 would take ~0.1 s a call per peer
 # Head dims besides the presets' 128 (preset "all", fp16/bf16): GQA 32/8 at these lengths.
 OTHER_HEAD_DIMS = (64, 96, 192, 256)
 OTHER_HEAD_DIMS_SEQ_LENS = (1024, 4096)

@@ -70,6 +70,15 @@ CLO_DEVICE Tf32Pair split_tf32(float x) {
   return {big, __float_as_uint(x - __uint_as_float(big))};
 }
 
+// A 16x8 operand fragment (4 values a thread) split into its big and small TF32 parts.
+CLO_DEVICE void split_tf32_fragment(const float (&x)[4], uint32_t (&big)[4], uint32_t (&small)[4]) {
+#pragma unroll
+  for (int j = 0; j < 4; ++j) {
+    const Tf32Pair s = split_tf32(x[j]);
+    big[j] = s.big, small[j] = s.small;
+  }
+}
+
 // D = A * B + D, A 16x8 (row), B 8x8 (col), TF32 operands (fp32 bits, the low 13
 // ignored), fp32 accumulators. a0: (row g, col t), a1: (g + 8, t), a2: (g, t + 4),
 // a3: (g + 8, t + 4); b0: (k t, n g), b1: (t + 4, g); g = lane / 4, t = lane % 4.
@@ -87,6 +96,14 @@ CLO_DEVICE void mma_m16n8k8_3xtf32(float (&d)[4], const uint32_t (&a_big)[4], co
   mma_m16n8k8_tf32(d, a_small, b_big);
   mma_m16n8k8_tf32(d, a_big, b_small);
   mma_m16n8k8_tf32(d, a_big, b_big);
+}
+
+// The same with the B fragment (b0, b1) given as fp32 values, split here.
+CLO_DEVICE void mma_m16n8k8_3xtf32(float (&d)[4], const uint32_t (&a_big)[4], const uint32_t (&a_small)[4], float b0,
+                                   float b1) {
+  const Tf32Pair x0 = split_tf32(b0), x1 = split_tf32(b1);
+  const uint32_t b_big[2] = {x0.big, x1.big}, b_small[2] = {x0.small, x1.small};
+  mma_m16n8k8_3xtf32(d, a_big, a_small, b_big, b_small);
 }
 
 // Weight rows as the 16-row operand, activations as the n8 one (decode GEMVs: a few rows
