@@ -222,8 +222,9 @@ cudaError_t launch_tf32x3(const AttentionParams& p, cudaStream_t stream) {
   return cudaGetLastError();
 }
 
-// Dev knob (dev_knob, common.cuh) for scripts/bench_attention_dev.py --fp32:
-// CUDA_LLM_OPS_FLASH_FP32_TILE=1 forces 4 warps (64 rows a CTA), 2 forces 8 warps (128 rows).
+// Dev knob (dev_knob, common.cuh) for scripts/bench_attention_dev.py --fp32 and the tests:
+// CUDA_LLM_OPS_FLASH_FP32_TILE=1 forces 4 warps (64 rows a CTA), 2 forces 8 warps (128 rows),
+// 3 the compact tile of GPUs with 99 KB of shared memory a block.
 int fp32_tile_variant() {
   static bool dev_mode = std::getenv("CUDA_LLM_OPS_FLASH_FP32_TILE") != nullptr;
   return dev_knob("CUDA_LLM_OPS_FLASH_FP32_TILE", dev_mode, 0);
@@ -233,19 +234,23 @@ template <int kHeadDim>
 cudaError_t launch_tf32x3_bucket(const AttentionParams& p, cudaStream_t stream) {
   using Four = Tf32x3Default<kHeadDim>;
   using Eight = Tf32x3Config<kHeadDim, Four::kBlockN, 8>;
+  // 8-key tiles (and 32 rows at D = 256) fit the 99 KB of sm_86/89/120 (54-79 KB).
+  using Compact = Tf32x3Config<kHeadDim, 8, (kHeadDim > 192 ? 2 : 4)>;
   switch (fp32_tile_variant()) {
     case 1: return launch_tf32x3<Four>(p, stream);
     case 2: return launch_tf32x3<Eight>(p, stream);
+    case 3: return launch_tf32x3<Compact>(p, stream);
     default: break;
   }
+  const size_t smem = size_t(cached_device_attribute<cudaDevAttrMaxSharedMemoryPerBlockOptin>());
   // From D = 128, 8 warps (128 rows a CTA, one CTA an SM) where they fit (D = 256 takes
   // 203 KB: Hopper): 1.22-1.29x 4 warps at D = 128 (whose 255 registers spill), 1.7-2x
   // at D = 256 (one 4-warp CTA an SM); at D <= 96 4 warps ran 1.00-1.04x (NOTES.md v7).
   if constexpr (kHeadDim >= 128) {
-    if (size_t(cached_device_attribute<cudaDevAttrMaxSharedMemoryPerBlockOptin>()) >= Eight::kSmemBytes)
-      return launch_tf32x3<Eight>(p, stream);
+    if (smem >= Eight::kSmemBytes) return launch_tf32x3<Eight>(p, stream);
   }
-  return launch_tf32x3<Four>(p, stream);
+  if (smem >= Four::kSmemBytes) return launch_tf32x3<Four>(p, stream);
+  return launch_tf32x3<Compact>(p, stream);
 }
 
 }  // namespace

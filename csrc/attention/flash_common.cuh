@@ -49,10 +49,10 @@ CLO_DEVICE void flash_load_tile(T* smem, const T* gmem, int64_t row_stride, int 
   constexpr int kVec = 16 / int(sizeof(T));  // elements per 16-byte chunk
   constexpr int kChunks = kHeadDim / kVec;
   constexpr int kTotal = kRows * kChunks;
-  static_assert(kTotal % kThreads == 0, "tile chunks must split evenly over the block");
 #pragma unroll
-  for (int it = 0; it < kTotal / kThreads; ++it) {
+  for (int it = 0; it < (kTotal + kThreads - 1) / kThreads; ++it) {
     const int i = tid + it * kThreads;
+    if (kTotal % kThreads != 0 && i >= kTotal) break;
     const int r = i / kChunks;
     const int c = i % kChunks;
     const bool valid = r < valid_rows && c * kVec < d_real;
