@@ -175,7 +175,8 @@ def fused_decode_block(x: torch.Tensor, w_qkv: torch.Tensor, w_o: torch.Tensor, 
         check_indices: host check of seq_lens and the block-table entries the call uses (one
             synchronisation; None: on except under CUDA-graph capture / torch.compile). The
             kernel never reads or writes outside the caches either way.
-        cluster_size: thread blocks per head on the fused path: 0 (auto), 2 or 4.
+        cluster_size: thread blocks per head on the fused path: 2 or 4; 0 (default) takes 4,
+            measured faster at every Llama-2-7B shape.
 
     Returns:
         `[B, hidden]` (`out` when given): `o @ w_o^T`, fp32 accumulation, rounded to x's dtype
@@ -190,7 +191,7 @@ def fused_decode_block(x: torch.Tensor, w_qkv: torch.Tensor, w_o: torch.Tensor, 
         validate_fused_decode_block_inputs(x, w_qkv, w_o, k_cache, v_cache, block_tables, seq_lens, cos, sin, out)
 
     if cluster_size not in (0, 2, 4):
-        raise ValueError(f"cluster_size must be 0 (auto), 2 or 4, got {cluster_size}")
+        raise ValueError(f"cluster_size must be 0 (the default, 4), 2 or 4, got {cluster_size}")
     if not isinstance(scale, (int, float)) or not math.isfinite(scale) or scale < 0:
         raise ValueError(f"scale must be a finite float >= 0 (0: 1/sqrt(head_dim)), got {scale!r}")
     if _host_checks_allowed(check_indices, "check_indices"):

@@ -59,7 +59,6 @@ struct Config {
   // Q fragments stay in registers only where they fit beside the accumulators.
   static constexpr bool kQInRegs = kHeadDim <= 64;
   static constexpr int kStride = kHeadDim + 8;  // padded smem row, in elements
-  static constexpr int kChunks = kHeadDim / 8;  // 16-byte chunks per row
   static constexpr int kKSteps = kHeadDim / 16;  // k-steps of S = Q K^T
   static constexpr int kNTilesS = kBlockN / 8;   // n-blocks of S
   static constexpr int kNTilesO = kHeadDim / 8;  // n-blocks of O

@@ -82,7 +82,7 @@ void fused_decode_block(const at::Tensor& x, const at::Tensor& w_qkv, const at::
   FUSED_REQUIRE(static_cast<size_t>(workspace.nbytes()) >= ws_bytes, "workspace must hold at least ", ws_bytes,
                 " bytes (fused_decode_block_workspace), got ", static_cast<int64_t>(workspace.nbytes()));
   FUSED_REQUIRE(cluster_size == 0 || cluster_size == 2 || cluster_size == 4,
-                "cluster_size must be 0 (auto), 2 or 4, got ", cluster_size);
+                "cluster_size must be 0 (the default, 4), 2 or 4, got ", cluster_size);
 
   fused::FusedDecodeBlockProblem p{};
   p.x = x.data_ptr();

@@ -28,7 +28,8 @@
 #include "cuda_llm_ops/warp_primitives.cuh"
 #include "fused/fused_decode_block.h"
 
-// The sm_80 pass compiles the Hopper kernel's body out, leaving its constants unreferenced.
+// The sm_80 pass compiles the Hopper kernel's body out, leaving its constants and FusedCfg's
+// members unreferenced (warning 177).
 #pragma nv_diag_suppress 177
 
 namespace cuda_llm_ops::fused {
@@ -70,7 +71,7 @@ struct FusedCfg {
   // Shared memory: the projection ring, reused after the projection by
   //   [0, kPartBytes)            the warps' partial projections, then (after cluster sync 1)
   //                              the kC blocks' partial attention states (written by peers)
-  //   [kHalfWarpOff, +...)       the half-warps' attention states of one sequence
+  //   [kHalfWarpOff, +...)       the half-warps' attention states of every sequence
   //   [kOutOff, +...)            the head's output rows (the output projection's operand)
   // and, apart (peers write it while this block may still be in its projection), the
   // gathered q, k, v rows and the new tokens' scores.

@@ -88,7 +88,9 @@ inline cudaLaunchConfig_t launch_config(dim3 grid, unsigned threads, size_t smem
 }
 
 // Clusters of `cluster_size` CTAs of this kernel (with this block size and dynamic shared
-// memory) that fit on the device at once; 0 when the query fails.
+// memory) that fit on the device at once; 0 when the query fails, as it does for more than
+// 48 KB of dynamic shared memory unless set_dynamic_smem (common.cuh) has raised the
+// kernel's limit first.
 template <typename Kernel>
 inline int max_active_clusters(Kernel kernel, int cluster_size, int threads, size_t smem_bytes) {
   cudaLaunchAttribute attr;
