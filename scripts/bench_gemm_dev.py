@@ -8,6 +8,7 @@ benchmark-only op `_gemm_variant`.
   GEMM_BENCH_SECTIONS=wgmma_sched python3 scripts/bench_gemm_dev.py   # Hopper GEMM: clusters x persistence
   GEMM_BENCH_SECTIONS=tail_split python3 scripts/bench_gemm_dev.py   # Hopper GEMM: split last wave off/auto/forced
   SKINNY_WGMMA_SWEEP=1 GEMM_BENCH_SECTIONS=skinny python3 scripts/bench_gemm_dev.py   # the Hopper skinny tile vs the skinny kernels
+  GEMM_BENCH_SECTIONS=int8 python3 scripts/bench_gemm_dev.py   # int8: wgmma (single, pairs) vs mma.sync vs _int_mm
 """
 from __future__ import annotations
 
@@ -251,24 +252,34 @@ def tail_split_section():
     os.environ["CLO_GEMM_WGMMA_TAIL_SPLIT"] = ""
 
 
+INT8_KNOB_NAMES = ("CLO_GEMM_INT8_WGMMA", "CLO_GEMM_WGMMA_CLUSTER")
+# (name, knob values): the wgmma family in single CTAs and in pairs along M, and mma.sync.
+INT8_CONFIGS = (("wgmma", ("1", "1")), ("wgmma pairs", ("1", "2")), ("mma.sync", ("0", "1")))
+
+
 def int8_section():
-    for n in (2048, 4096):
-        M = N = K = n
+    """Our int8 kernels (INT8_CONFIGS, through the knobs) on both B layouts against torch._int_mm's
+    fast column-major path; a row-major B includes its transpose on the wgmma family. Exactness
+    checked once per config and layout."""
+    for M, N, K in ((2048, 2048, 2048), (4096, 4096, 4096), (4096, 12288, 4096), (4352, 4096, 14336)):
         a = torch.randint(-128, 128, (M, K), dtype=torch.int8, device="cuda")
         b = torch.randint(-128, 128, (K, N), dtype=torch.int8, device="cuda")
         bc = b.t().contiguous().t()
         ref = torch.matmul(a.double(), b.double()).to(torch.int32)
         fl = 2.0 * M * N * K
         shape = f"{M}x{N}x{K}"
-        row_ms = ms_of(lambda: llm.tensor_core_gemm_int8(a, b))
-        col_ms = ms_of(lambda: llm.tensor_core_gemm_int8(a, bc))
-        mm_row = ms_of(lambda: torch._int_mm(a, b))
         mm_col = ms_of(lambda: torch._int_mm(a, bc))
-        ok_r = torch.equal(llm.tensor_core_gemm_int8(a, b), ref)
-        ok_c = torch.equal(llm.tensor_core_gemm_int8(a, bc), ref)
-        row("int8", shape, torch.int8, "ours row-major B", row_ms, fl, "_int_mm row-major B", mm_row, f"exact={ok_r}")
-        row("int8", shape, torch.int8, "ours row-major B", row_ms, fl, "_int_mm col-major B", mm_col)
-        row("int8", shape, torch.int8, "ours col-major B", col_ms, fl, "_int_mm col-major B", mm_col, f"exact={ok_c}")
+        for name, values in INT8_CONFIGS:
+            os.environ.update(dict(zip(INT8_KNOB_NAMES, values)))
+            for layout, bb in (("col", bc), ("row", b)):
+                ms = ms_of(lambda: llm.tensor_core_gemm_int8(a, bb))
+                exact = torch.equal(llm.tensor_core_gemm_int8(a, bb), ref)
+                row("int8", shape, torch.int8, f"{name} {layout}-major B", ms, fl, "_int_mm col-major B", mm_col,
+                    f"exact={exact}")
+        for knob in INT8_KNOB_NAMES:
+            os.environ[knob] = ""
+        del a, b, bc, ref
+        torch.cuda.empty_cache()
 
 
 if __name__ == "__main__":
@@ -283,6 +294,9 @@ if __name__ == "__main__":
             os.environ.setdefault(name, "")
     if "tail_split" in wanted:
         os.environ.setdefault("CLO_GEMM_WGMMA_TAIL_SPLIT", "")
+    if "int8" in wanted:
+        for name in INT8_KNOB_NAMES:
+            os.environ.setdefault(name, "")
     for name, section, arg in (("tail_split", tail_split_section, None), ("wgmma_sched", wgmma_sched_section, None), ("skinny", skinny_section, None), ("int8", int8_section, None),
                                ("f16", float_section, torch.float16),
                                ("f32", float_section, torch.float32), ("bf16", float_section, torch.bfloat16)):

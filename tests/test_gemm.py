@@ -23,6 +23,7 @@ os.environ.setdefault("CLO_GEMM_WGMMA_TMA_STORE", "")
 os.environ.setdefault("CLO_GEMM_WGMMA_RASTER", "")
 os.environ.setdefault("CLO_GEMM_WGMMA_TAIL_SPLIT", "")
 os.environ.setdefault("CLO_GEMM_SKINNY_WGMMA", "")
+os.environ.setdefault("CLO_GEMM_INT8_WGMMA", "")
 
 FLOATS = [torch.float32, torch.float16, torch.bfloat16]
 # Any size 1..1024, or a multiple of 16 (the tensor-core / vectorised paths with edge tiles).
@@ -350,6 +351,68 @@ def test_wgmma_tail_split(monkeypatch, variant):
         graph.replay()
         assert_close(out, gemm_reference(a, b, dtype=torch.float64), torch.float16,
                      rel_tol=_tol(torch.float16, 1000), what=f"{variant} split tail graph replay")
+
+
+def _int8_case(m, n, k, col_major_b, low=-128, high=128):
+    a = torch.randint(low, high, (m, k), dtype=torch.int8, device="cuda")
+    if col_major_b:
+        b = torch.randint(low, high, (n, k), dtype=torch.int8, device="cuda").t()
+    else:
+        b = torch.randint(low, high, (k, n), dtype=torch.int8, device="cuda")
+    _poison_allocator(m * n * 4)
+    f = lambda: llm.tensor_core_gemm_int8(a, b)
+    names = kernel_names(f)
+    out = f()
+    assert out.dtype == torch.int32 and out.shape == (m, n)
+    assert torch.equal(out, int8_gemm_reference(a, b)), f"int8 {m}x{n}x{k} col_major_b={col_major_b}"
+    return names
+
+
+_K16 = st.one_of(st.integers(1, 64).map(lambda x: 16 * x), st.sampled_from([16, 144, 1040]))
+
+
+@settings(max_examples=30, deadline=None,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+@given(m=_ANY, n=st.one_of(_ANY, _K16), k=_K16, col_major_b=st.booleans())
+def test_int8_wgmma_exact(monkeypatch, m, n, k, col_major_b):
+    """int8 on the wgmma family wherever it can run (CLO_GEMM_INT8_WGMMA=2: 128 x 256 tiles even
+    for one tile): A [M, K] with any M, K a multiple of 16 (k-tiles of 128 with a zero-filled
+    tail); B stored [N, K] with any N (TMA clips the int32 stores, or the register epilogue where
+    D's rows are not 16-byte multiples), or B [K, N] (N a multiple of 16), transposed into the
+    workspace first. Exact against float64."""
+    _require_sm90()
+    if not col_major_b and n % 16:
+        n = 16 * (n // 16 + 1)
+    monkeypatch.setenv("CLO_GEMM_INT8_WGMMA", "2")
+    names = _int8_case(m, n, k, col_major_b)
+    assert any("gemm_wgmma_sm90_kernel" in x for x in names), names
+    assert any("transpose_int8_to_nk" in x for x in names) != col_major_b, names
+
+
+@pytest.mark.parametrize("m,n,k", [(4096, 4096, 4096), (2312, 2056, 8192), (4352, 2048, 4096)])
+def test_int8_wgmma_auto_large(monkeypatch, m, n, k):
+    """The default rule takes the wgmma family for these (a wave of tiles or more), both B layouts.
+    K = 8192 with all entries -128: sums of 2^27, past fp32's 2^24, exact. 4352 x 2048 with the
+    last wave's split forced (CLO_GEMM_WGMMA_TAIL_SPLIT=2): the int32 chunks sum exactly. The
+    mma.sync kernel (CLO_GEMM_INT8_WGMMA=0) on the same data agrees."""
+    _require_sm90()
+    for col_major_b in (True, False):
+        names = _int8_case(m, n, k, col_major_b)
+        assert any("gemm_wgmma_sm90_kernel" in x for x in names), names
+    a = torch.full((m, k), -128, dtype=torch.int8, device="cuda")
+    b = torch.full((n, k), -128, dtype=torch.int8, device="cuda").t()
+    out = llm.tensor_core_gemm_int8(a, b)
+    assert torch.equal(out, torch.full((m, n), 16384 * k, dtype=torch.int32, device="cuda"))
+    monkeypatch.setenv("CLO_GEMM_WGMMA_TAIL_SPLIT", "2")
+    a = torch.randint(-128, 128, (m, k), dtype=torch.int8, device="cuda")
+    b = torch.randint(-128, 128, (n, k), dtype=torch.int8, device="cuda").t()
+    split = llm.tensor_core_gemm_int8(a, b)
+    assert torch.equal(split, int8_gemm_reference(a, b))
+    monkeypatch.setenv("CLO_GEMM_WGMMA_TAIL_SPLIT", "")
+    monkeypatch.setenv("CLO_GEMM_INT8_WGMMA", "0")
+    names = kernel_names(lambda: llm.tensor_core_gemm_int8(a, b))
+    assert not any("gemm_wgmma_sm90_kernel" in x for x in names), names
+    assert torch.equal(llm.tensor_core_gemm_int8(a, b), split)
 
 
 def test_wgmma_tail_split_auto():

@@ -40,6 +40,17 @@ int compute_capability(const at::Tensor& t) {
   return major * 10 + minor;
 }
 
+// The scratch gemm::launch_gemm(p, variant) uses (split-K partials of the skinny kernels and
+// of the Hopper split last wave; int8's transposed B), allocated and set in p; an undefined
+// tensor when it needs none. The caller keeps the tensor alive until the launch is queued.
+at::Tensor allocate_workspace(GemmProblem& p, GemmVariant variant, const at::Tensor& like) {
+  p.workspace_bytes = gemm::gemm_workspace_bytes(p, variant);
+  if (p.workspace_bytes == 0) return {};
+  at::Tensor workspace = at::empty({static_cast<int64_t>(p.workspace_bytes)}, like.options().dtype(at::kByte));
+  p.workspace = workspace.data_ptr();
+  return workspace;
+}
+
 // Shared by gemm and tensor_core_gemm: checks, output allocation, launch.
 at::Tensor run_float_gemm(const char* op, const at::Tensor& a, const at::Tensor& b, double alpha, double beta,
                           bool trans_a, bool trans_b, const std::optional<at::Tensor>& c, at::ScalarType out_type,
@@ -91,12 +102,7 @@ at::Tensor run_float_gemm(const char* op, const at::Tensor& a, const at::Tensor&
                 "of ", 16 / a.element_size(), " elements), got a ", a.sizes(), " and b ", b.sizes(),
                 "; use variant 0 (auto) or 4 (generic)");
   }
-  at::Tensor workspace;  // split-K partials (skinny kernels, the Hopper split last wave), when they split
-  p.workspace_bytes = gemm::gemm_workspace_bytes(p, variant);
-  if (p.workspace_bytes > 0) {
-    workspace = at::empty({static_cast<int64_t>(p.workspace_bytes)}, a.options().dtype(at::kByte));
-    p.workspace = workspace.data_ptr();
-  }
+  const at::Tensor workspace = allocate_workspace(p, variant, a);
   check_launch(gemm::launch_gemm(p, variant, current_stream(a)), op);
   return d;
 }
@@ -146,6 +152,7 @@ at::Tensor tensor_core_gemm_int8_cuda(const at::Tensor& a, const at::Tensor& b) 
   p.ldd = N;
   p.in_dtype = DType::kInt8;
   p.out_dtype = DType::kInt32;
+  const at::Tensor workspace = allocate_workspace(p, GemmVariant::kAuto, a);  // Hopper: B transposed, split-K
   check_launch(gemm::launch_gemm(p, GemmVariant::kAuto, current_stream(a)), "tensor_core_gemm_int8");
   return d;
 }

@@ -557,10 +557,11 @@ cudaError_t launch_fused_decode_block(const FusedDecodeBlockProblem& p, int clus
       !(p.scale > 0.f) || p.max_blocks < 1 || (cluster_size != 0 && cluster_size != 2 && cluster_size != 4)) {
     return cudaErrorInvalidValue;
   }
-  // Batches over 8 run as one 16-row group per head; groups of 8 sequences (gridDim.z, twice
-  // the blocks) are the dev alternative (CLO_FUSED_BATCH_GROUP=8), measured slower (NOTES.md).
-  static bool dev_group = std::getenv("CLO_FUSED_BATCH_GROUP") != nullptr;
-  const bool two_tiles = p.batch > 8 && dev_knob("CLO_FUSED_BATCH_GROUP", dev_group, 16) == 16;
+  // Batches over 8 run as one 16-row group per head (two n8 tiles), so gridDim.z is 1. Two
+  // 8-row groups per head along z (twice the blocks) measured slower and are no longer launched
+  // (NOTES.md); the kernel's batch-group indexing stays: dropping it made ptxas spill 8 bytes
+  // in the 16-row kernels.
+  const bool two_tiles = p.batch > 8;
   switch (p.dtype) {
     case DType::kFloat16:
       return two_tiles ? launch_typed<__half, 2>(p, cluster_size, stream) : launch_typed<__half, 1>(p, cluster_size, stream);

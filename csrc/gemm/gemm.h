@@ -6,7 +6,7 @@
 //   gemm_int8.cu          tensor-core mma.sync m16n8k32 s8 -> s32 (exact)
 //   gemm_skinny.cu        decode shapes (M <= 16): B streamed once, split-K over a block's warps
 //   gemm_generic.cu       any strides / alignment (fallback when 16-byte loads are impossible)
-//   gemm_wgmma_sm90*.cu   Hopper fp16/bf16: TMA + wgmma, warp-specialised (sm_90a build, cc 9.0)
+//   gemm_wgmma_sm90*.cu   Hopper fp16/bf16 and int8: TMA + wgmma, warp-specialised (sm_90a build, cc 9.0)
 //   gemm_dispatch.cu      picks a family per dtype and device (a Hopper wgmma family slots in there)
 #pragma once
 
@@ -124,7 +124,8 @@ cudaError_t launch_gemm_skinny(const GemmProblem& p, cudaStream_t stream);
 
 // Hopper family. launch_gemm_wgmma returns cudaErrorNotSupported (launching nothing)
 // when it does not apply: not a cc 9.0 device running the sm_90a build, not
-// fp16/bf16, rows TMA cannot describe, or (kAuto) too few tiles for a wave.
+// fp16/bf16 (or int8 with B stored [N, K]), rows TMA cannot describe, or (kAuto) too few
+// tiles for a wave.
 bool wgmma_family_available();
 bool wgmma_applicable(const GemmProblem& p);
 cudaError_t launch_gemm_wgmma(const GemmProblem& p, GemmVariant variant, cudaStream_t stream);
@@ -134,5 +135,10 @@ size_t wgmma_workspace_bytes(const GemmProblem& p, GemmVariant variant);
 // operands, stream-K over every tile); cudaErrorNotSupported when it does not apply.
 cudaError_t launch_gemm_wgmma_skinny(const GemmProblem& p, cudaStream_t stream);
 size_t wgmma_skinny_workspace_bytes(const GemmProblem& p);
+// int8 -> int32 on the family (A [M, K], no C): B stored [N, K] directly, B stored [K, N]
+// through a transposed copy in the workspace; cudaErrorNotSupported (nothing launched) where
+// it does not apply or the workspace is missing. The workspace: the copy, then the split-K scratch.
+cudaError_t launch_gemm_wgmma_int8(const GemmProblem& p, cudaStream_t stream);
+size_t wgmma_int8_workspace_bytes(const GemmProblem& p);
 
 }  // namespace cuda_llm_ops::gemm

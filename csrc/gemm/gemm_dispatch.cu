@@ -1,8 +1,8 @@
 // Family selection for every GEMM entry point: the skinny kernels for decode shapes
 // (M <= 16, any float dtype, kAuto or kSkinny), SIMT fp32, mma.sync fp16/bf16
 // and int8 (Ampere-style, sm_80+, also run on Hopper), the Hopper wgmma/TMA
-// fp16/bf16 family (cc 9.0 with the sm_90a build; tried first for fp16/bf16,
-// falls back to mma.sync when it does not apply), and the generic kernel for
+// fp16/bf16/int8 family (cc 9.0 with the sm_90a build; tried first, falls back
+// to mma.sync when it does not apply), and the generic kernel for
 // rows that cannot be read 16 bytes at a time.
 #include <cstdint>
 
@@ -45,6 +45,7 @@ size_t gemm_workspace_bytes(const GemmProblem& p, GemmVariant variant) {
     return wgmma_bytes > 0 ? wgmma_bytes : skinny_workspace_bytes(p);
   }
   if (variant == GemmVariant::kSkinny) return skinny_workspace_bytes(p);
+  if (p.in_dtype == DType::kInt8) return variant == GemmVariant::kAuto ? wgmma_int8_workspace_bytes(p) : 0;
   const bool tiles16 = p.in_dtype == DType::kFloat16 || p.in_dtype == DType::kBFloat16;
   if (tiles16 && (variant == GemmVariant::kAuto || variant == GemmVariant::kWgmma || variant == GemmVariant::kWgmmaN128)) {
     return wgmma_workspace_bytes(p, variant);

@@ -1,5 +1,6 @@
 // int8 tensor-core GEMM: mma.sync m16n8k32 s8 x s8 -> s32 (exact), cp.async
-// multi-stage pipeline, 128x256x64 block tile, 8 warps of 64x64.
+// multi-stage pipeline, 128x256x64 block tile, 8 warps of 64x64. On Hopper (sm_90a
+// build) the wgmma family takes the calls with enough tiles first (launch_gemm_int8).
 //
 // B row-major [K, N] is the hard layout: mma wants, per lane, 4 consecutive k
 // of one column n, and ldmatrix.trans does not exist for 8-bit elements. We
@@ -217,6 +218,10 @@ cudaError_t launch_int8(const GemmProblem& p, cudaStream_t stream) {
 cudaError_t launch_gemm_int8(const GemmProblem& p, GemmVariant variant, cudaStream_t stream) {
   if (!gemm_vectorizable(p) || p.trans_a || p.c != nullptr) return cudaErrorInvalidValue;
   if (variant != GemmVariant::kAuto && variant != GemmVariant::kPipelined) return cudaErrorInvalidValue;
+  if (variant == GemmVariant::kAuto) {  // Hopper: the wgmma family first (NotSupported launched nothing)
+    const cudaError_t err = launch_gemm_wgmma_int8(p, stream);
+    if (err != cudaErrorNotSupported) return err;
+  }
   return p.trans_b ? launch_int8<true>(p, stream) : launch_int8<false>(p, stream);
 }
 

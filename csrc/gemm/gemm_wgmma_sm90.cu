@@ -1,6 +1,7 @@
 // Host side of the Hopper wgmma/TMA GEMM family: when it applies (a cc 9.0 device
-// running the sm_90a build, fp16/bf16, rows TMA can describe), tile choice, and
-// the schedule (dev knobs), and the CUtensorMap encoding (128-byte swizzle; fp32 for D).
+// running the sm_90a build, fp16/bf16, or int8 with B stored [N, K], rows TMA can
+// describe), tile choice, and the schedule (dev knobs), and the CUtensorMap encoding
+// (128-byte swizzle; fp32 / int32 for D).
 #include <algorithm>
 #include <cstdlib>
 
@@ -12,9 +13,12 @@ cudaError_t encode_tensor_map_2d(CUtensorMap* map, DType dtype, const void* base
                                  uint64_t row_stride_bytes, uint32_t box0, uint32_t box1) {
   const uint64_t dims[2] = {dim0, dim1};
   const uint32_t box[2] = {box0, box1};
-  if (dtype == DType::kFloat32) {
-    return tma::encode_tiled(map, CU_TENSOR_MAP_DATA_TYPE_FLOAT32, base, 2, dims, &row_stride_bytes, box,
-                             CU_TENSOR_MAP_SWIZZLE_128B);
+  // TMA moves bytes: int8 travels as UINT8 (no conversion in tiled copies).
+  if (dtype == DType::kFloat32 || dtype == DType::kInt32 || dtype == DType::kInt8) {
+    const CUtensorMapDataType type = dtype == DType::kFloat32 ? CU_TENSOR_MAP_DATA_TYPE_FLOAT32
+                                     : dtype == DType::kInt32 ? CU_TENSOR_MAP_DATA_TYPE_INT32
+                                                              : CU_TENSOR_MAP_DATA_TYPE_UINT8;
+    return tma::encode_tiled(map, type, base, 2, dims, &row_stride_bytes, box, CU_TENSOR_MAP_SWIZZLE_128B);
   }
   return tma::encode_tiled_16bit(map, dtype == DType::kBFloat16, base, 2, dims, &row_stride_bytes, box,
                                  CU_TENSOR_MAP_SWIZZLE_128B);
@@ -23,7 +27,11 @@ cudaError_t encode_tensor_map_2d(CUtensorMap* map, DType dtype, const void* base
 bool wgmma_family_available() { return wgmma::sm90a_image_loaded() && tma::tensor_map_encoder() != nullptr; }
 
 bool wgmma_applicable(const GemmProblem& p) {
-  if (p.in_dtype != DType::kFloat16 && p.in_dtype != DType::kBFloat16) return false;
+  const bool sixteen = p.in_dtype == DType::kFloat16 || p.in_dtype == DType::kBFloat16;
+  // 8-bit wgmma reads both operands K-major: A [M, K], B stored [N, K]; int32 out, no C.
+  const bool s8 = p.in_dtype == DType::kInt8 && p.out_dtype == DType::kInt32 && !p.trans_a && p.trans_b &&
+                  p.c == nullptr;
+  if (!sixteen && !s8) return false;
   // TMA: 16-byte aligned base and row strides (gemm_vectorizable checks both, and
   // contiguous extents of whole 16-byte chunks); the row stride must stay < 2^40 bytes.
   if (!gemm_vectorizable(p) || p.lda >= (int64_t(1) << 38) || p.ldb >= (int64_t(1) << 38)) return false;
@@ -72,7 +80,8 @@ cudaError_t select_wgmma_schedule(const GemmProblem& p, GemmVariant variant, Wgm
   // CLO_GEMM_WGMMA_TMA_STORE (0: never).
   static bool dev_store = std::getenv("CLO_GEMM_WGMMA_TMA_STORE") != nullptr;
   const int64_t out_elem = static_cast<int64_t>(elem_size(p.out_dtype));
-  sch.tma_store = p.c == nullptr && (p.out_dtype == p.in_dtype || p.out_dtype == DType::kFloat32) &&
+  sch.tma_store = p.c == nullptr &&
+                  (p.out_dtype == p.in_dtype || p.out_dtype == DType::kFloat32 || p.out_dtype == DType::kInt32) &&
                   reinterpret_cast<uintptr_t>(p.d) % 16 == 0 && (p.ldd * out_elem) % 16 == 0 &&
                   p.ldd * out_elem < (int64_t(1) << 40) && dev_knob("CLO_GEMM_WGMMA_TMA_STORE", dev_store, 1) != 0;
   // Split-K over a last wave at most half full (persistent single CTAs only). Dev knob
@@ -90,7 +99,8 @@ size_t wgmma_workspace_bytes(const GemmProblem& p, GemmVariant variant) {
   // As launch_wgmma_cfg: a persistent grid of one CTA per SM, at most one per unit.
   const long long units = (long long)div_ceil(p.M, 128) * div_ceil(p.N, sch.bn);
   const long long grid = std::min<long long>(units, device_sm_count());
-  const WgmmaTailSplit ts = plan_tail_split(units, div_ceil(p.K, 64), grid, sch.tail_split);
+  const int bk = 128 / static_cast<int>(elem_size(p.in_dtype));  // k-tiles of 128 bytes (WgmmaConfig::BK)
+  const WgmmaTailSplit ts = plan_tail_split(units, div_ceil(p.K, bk), grid, sch.tail_split);
   return sch.bn == 256 ? tail_split_workspace_bytes<WgmmaConfig<256, 4>>(ts)
                        : tail_split_workspace_bytes<WgmmaConfig<128, 6>>(ts);
 }
@@ -144,10 +154,70 @@ cudaError_t launch_gemm_wgmma_skinny(const GemmProblem& p, cudaStream_t stream) 
   return p.in_dtype == DType::kBFloat16 ? launch_gemm_wgmma_bf16(q, sch, stream) : launch_gemm_wgmma_f16(q, sch, stream);
 }
 
+namespace {
+
+// int8 on the family. Dev knob CLO_GEMM_INT8_WGMMA: 0 never (mma.sync), 1 where the tile rule
+// of select_wgmma_schedule takes the family (default), 2 wherever it can (128x256 tiles).
+GemmVariant int8_wgmma_variant(bool& use) {
+  static bool dev_mode = std::getenv("CLO_GEMM_INT8_WGMMA") != nullptr;
+  const int mode = dev_knob("CLO_GEMM_INT8_WGMMA", dev_mode, 1);
+  use = mode != 0;
+  return mode == 2 ? GemmVariant::kWgmma : GemmVariant::kAuto;
+}
+
+// The problem the kernel runs: B stored [N, K], the caller's own or (b stored [K, N]) its
+// transposed copy at the head of the workspace, bt_bytes long; the family's split-K
+// scratch follows it. Before the workspace exists q.b is null (16-byte aligned like the copy).
+GemmProblem int8_wgmma_problem(const GemmProblem& p, size_t& bt_bytes) {
+  GemmProblem q = p;
+  bt_bytes = 0;
+  if (!p.trans_b) {
+    bt_bytes = (size_t(p.K) * size_t(p.N) + 255) / 256 * 256;
+    q.b = p.workspace;
+    q.ldb = p.K;
+    q.trans_b = true;
+    q.workspace = p.workspace == nullptr ? nullptr : static_cast<unsigned char*>(p.workspace) + bt_bytes;
+    q.workspace_bytes = p.workspace_bytes > bt_bytes ? p.workspace_bytes - bt_bytes : 0;
+  }
+  return q;
+}
+
+}  // namespace
+
+size_t wgmma_int8_workspace_bytes(const GemmProblem& p) {
+  bool use = false;
+  const GemmVariant variant = int8_wgmma_variant(use);
+  GemmProblem sized = p;
+  sized.workspace = nullptr;
+  sized.workspace_bytes = 0;
+  size_t bt_bytes = 0;
+  const GemmProblem q = int8_wgmma_problem(sized, bt_bytes);
+  WgmmaSchedule sch;
+  if (!use || select_wgmma_schedule(q, variant, sch) != cudaSuccess) return 0;
+  return bt_bytes + wgmma_workspace_bytes(q, variant);
+}
+
+cudaError_t launch_gemm_wgmma_int8(const GemmProblem& p, cudaStream_t stream) {
+  bool use = false;
+  const GemmVariant variant = int8_wgmma_variant(use);
+  size_t bt_bytes = 0;
+  const GemmProblem q = int8_wgmma_problem(p, bt_bytes);
+  WgmmaSchedule sch;
+  if (!use || select_wgmma_schedule(q, variant, sch) != cudaSuccess) return cudaErrorNotSupported;
+  if (bt_bytes > 0) {
+    // The binding sized the workspace by wgmma_int8_workspace_bytes; without it, mma.sync.
+    if (p.workspace == nullptr || p.workspace_bytes < bt_bytes) return cudaErrorNotSupported;
+    const cudaError_t err = launch_transpose_int8_to_nk(p.b, p.workspace, p.K, p.N, p.ldb, stream);
+    if (err != cudaSuccess) return err;
+  }
+  return launch_gemm_wgmma_s8(q, sch, stream);
+}
+
 cudaError_t launch_gemm_wgmma(const GemmProblem& p, GemmVariant variant, cudaStream_t stream) {
   WgmmaSchedule sch;
   const cudaError_t err = select_wgmma_schedule(p, variant, sch);
   if (err != cudaSuccess) return err;
+  if (p.in_dtype == DType::kInt8) return launch_gemm_wgmma_s8(p, sch, stream);
   return p.in_dtype == DType::kBFloat16 ? launch_gemm_wgmma_bf16(p, sch, stream) : launch_gemm_wgmma_f16(p, sch, stream);
 }
 

@@ -37,6 +37,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <type_traits>
 
 #include "cuda_llm_ops/cluster.cuh"
 #include "cuda_llm_ops/tma.cuh"
@@ -46,13 +47,16 @@
 
 namespace cuda_llm_ops::gemm {
 
-template <int BN_, int Stages_>
+// Element bytes 2 (fp16/bf16) or 1 (int8): a k-tile is 128 bytes of K either way (64 or 128
+// elements), read in 4 wgmma k-steps of 32 bytes (k16 / k32).
+template <int BN_, int Stages_, int ElemBytes_ = 2>
 struct WgmmaConfig {
-  static constexpr int BM = 128, BN = BN_, BK = 64, kStages = Stages_;
+  static constexpr int BM = 128, BN = BN_, BK = 128 / ElemBytes_, kStages = Stages_;
+  static constexpr int kKSteps = 4;
   static constexpr int kConsumers = 2;
   static constexpr int kThreads = 128 * (kConsumers + 1);
-  static constexpr int kAccum = BN / 2;  // fp32 accumulators per consumer thread (64 x BN per warpgroup)
-  static constexpr uint32_t kABytes = BM * BK * 2, kBBytes = BN * BK * 2;
+  static constexpr int kAccum = BN / 2;  // fp32 / int32 accumulators per consumer thread (64 x BN per warpgroup)
+  static constexpr uint32_t kABytes = BM * 128, kBBytes = BN * 128;
   static constexpr uint32_t kStageBytes = kABytes + kBBytes;
   // TMA-store staging: per consumer warpgroup 64 rows x 128 columns (two 64 x 64 boxes);
   // none for the skinny tile (register epilogue only).
@@ -60,6 +64,7 @@ struct WgmmaConfig {
   static constexpr size_t kSmemBytes = size_t(kStages) * kStageBytes + kEpiBytes + 1024;  // + alignment slack
   static constexpr int kProducerRegs = 56, kConsumerRegs = 224;
   static_assert(BN == 16 || BN == 128 || BN == 256, "wgmma tile width");
+  static_assert(ElemBytes_ == 2 || (ElemBytes_ == 1 && BN != 16), "16-bit tiles, or int8 at 128 / 256 wide");
   static_assert(kSmemBytes <= 227 * 1024, "shared memory");
 };
 
@@ -176,8 +181,13 @@ gemm_wgmma_sm90_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_c
                        const __grid_constant__ CUtensorMap map_d, const GemmKernelArgs args, const int tma_store,
                        const int raster, const WgmmaTailSplit ts) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-  using Cfg = WgmmaConfig<BN, Stages>;
+  using Cfg = WgmmaConfig<BN, Stages, sizeof(T)>;
   constexpr int BM = Cfg::BM, BK = Cfg::BK;
+  // int8 -> int32 (exact, no alpha): 8-bit wgmma reads both operands K-major only.
+  constexpr bool kInt8 = std::is_same_v<T, int8_t>;
+  static_assert(!kInt8 || (!kTransA && kTransB), "int8 wgmma: A [M, K] and B stored [N, K]");
+  using Acc = std::conditional_t<kInt8, int32_t, float>;
+  using Acc4 = std::conditional_t<kInt8, int4, float4>;
   static_assert(kCluster == 1 || kCluster == 2, "cluster of 1 or 2 CTAs along M");
   extern __shared__ unsigned char smem_raw[];
   __shared__ __align__(8) uint64_t full_bar[Stages];
@@ -296,24 +306,30 @@ gemm_wgmma_sm90_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_c
         for (int r = 0; r < kCluster; ++r) cluster::mbarrier_arrive_remote(cluster::map_shared(bar, r));
       }
     };
-    float acc[Cfg::kAccum];
+    Acc acc[Cfg::kAccum];
     int it = 0;
     // acc = the sum over the next `nk` k-tiles of the ring.
     auto mainloop = [&](int nk) {
 #pragma unroll
-      for (int i = 0; i < Cfg::kAccum; ++i) acc[i] = 0.f;
+      for (int i = 0; i < Cfg::kAccum; ++i) acc[i] = Acc(0);
       const int it_begin = it, it_end = it + nk;
       for (; it < it_end; ++it) {
         const int s = it % Stages;
         tma::mbarrier_wait(&full_bar[s], (it / Stages) & 1);
         wgmma::fence();
 #pragma unroll
-        for (int kk = 0; kk < BK / 16; ++kk) {
+        for (int kk = 0; kk < Cfg::kKSteps; ++kk) {
           const uint32_t a_addr = a_base + s * Cfg::kABytes + (kTransA ? kk * 2048 : kk * 32);
           const uint32_t b_addr = b_base + s * Cfg::kBBytes + (kTransB ? kk * 32 : kk * 2048);
           const uint64_t da = wgmma::make_desc_sw128(a_addr, kTransA ? 8192 : 16, 1024);
           const uint64_t db = wgmma::make_desc_sw128(b_addr, kTransB ? 16 : 8192, 1024);
-          if constexpr (BN == 256) {
+          if constexpr (kInt8) {
+            if constexpr (BN == 256) {
+              wgmma::wgmma_m64n256k32_s8(acc, da, db);
+            } else {
+              wgmma::wgmma_m64n128k32_s8(acc, da, db);
+            }
+          } else if constexpr (BN == 256) {
             wgmma::wgmma_m64n256k16<kTransA ? 1 : 0, kTransB ? 0 : 1>(wgmma::WgmmaTag<T>{}, acc, da, db);
           } else if constexpr (BN == 16) {
             wgmma::wgmma_m64n16k16<kTransA ? 1 : 0, kTransB ? 0 : 1>(wgmma::WgmmaTag<T>{}, acc, da, db);
@@ -373,11 +389,15 @@ gemm_wgmma_sm90_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_c
               const int j = 2 * kGroupsPerBox * h + jj;  // 8-column group of the accumulators
               const int byte = (8 * (jj % kGroupsPerBox) + 2 * (lane % 4)) * kElem;
               unsigned char* p = buf + (jj / kGroupsPerBox) * 8192 + r * 128 + (((byte / 16) ^ (lane / 4)) * 16) + byte % 16;
-              const float a = args.alpha;
-              if constexpr (kElem == 4) {
+              if constexpr (kInt8) {  // exact: no alpha
+                *reinterpret_cast<int2*>(p) = make_int2(acc[4 * j], acc[4 * j + 1]);
+                *reinterpret_cast<int2*>(p + 8 * 128) = make_int2(acc[4 * j + 2], acc[4 * j + 3]);
+              } else if constexpr (kElem == 4) {
+                const float a = args.alpha;
                 *reinterpret_cast<float2*>(p) = make_float2(a * acc[4 * j], a * acc[4 * j + 1]);
                 *reinterpret_cast<float2*>(p + 8 * 128) = make_float2(a * acc[4 * j + 2], a * acc[4 * j + 3]);
               } else {
+                const float a = args.alpha;
                 *reinterpret_cast<uint32_t*>(p) = pack_float2<TOut>(a * acc[4 * j], a * acc[4 * j + 1]);
                 *reinterpret_cast<uint32_t*>(p + 8 * 128) = pack_float2<TOut>(a * acc[4 * j + 2], a * acc[4 * j + 3]);
               }
@@ -391,7 +411,9 @@ gemm_wgmma_sm90_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_c
             }
           }
         };
-        if (args.out_f32) {
+        if constexpr (kInt8) {
+          stage_and_store(int32_t{});
+        } else if (args.out_f32) {
           stage_and_store(float{});
         } else {
           stage_and_store(T{});
@@ -409,7 +431,25 @@ gemm_wgmma_sm90_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_c
                              args.alpha * acc[4 * j + 3]);
           }
         };
-        if (args.out_f32) {
+        if constexpr (kInt8) {
+          // int32 pairs (8-byte stores where D's rows allow), masked at M and N.
+          int32_t* d = static_cast<int32_t*>(args.d);
+#pragma unroll
+          for (int j = 0; j < BN / 8; ++j) {
+#pragma unroll
+            for (int h = 0; h < 2; ++h) {
+              const int row = row0 + 8 * h, col = col0 + 8 * j;
+              if (row >= M || col >= N) continue;
+              int32_t* dst = d + (long long)row * args.ldd + col;
+              if (args.pair_ok && col + 1 < N) {
+                *reinterpret_cast<int2*>(dst) = make_int2(acc[4 * j + 2 * h], acc[4 * j + 2 * h + 1]);
+              } else {
+                dst[0] = acc[4 * j + 2 * h];
+                if (col + 1 < N) dst[1] = acc[4 * j + 2 * h + 1];
+              }
+            }
+          }
+        } else if (args.out_f32) {
           store_all(float{});
         } else {
           store_all(T{});
@@ -472,13 +512,13 @@ gemm_wgmma_sm90_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_c
       constexpr int kVec = Cfg::kAccum / 4;
       // This warpgroup's float4 column of chunk `chunk` (a warp's 512 bytes contiguous).
       auto chunk_of = [&](int chunk) {
-        return reinterpret_cast<float4*>(ts.partials) +
+        return reinterpret_cast<Acc4*>(ts.partials) +
                ((size_t(chunk * ts.tail_units + t) * Cfg::kConsumers + cw) * kVec) * 128 + wg_tid;
       };
-      float4* mine = chunk_of(c);
+      Acc4* mine = chunk_of(c);
 #pragma unroll
       for (int j = 0; j < kVec; ++j) {
-        __stcg(mine + j * 128, make_float4(acc[4 * j], acc[4 * j + 1], acc[4 * j + 2], acc[4 * j + 3]));
+        __stcg(mine + j * 128, Acc4{acc[4 * j], acc[4 * j + 1], acc[4 * j + 2], acc[4 * j + 3]});
       }
       named_barrier_sync(1 + cw, 128);
       bool last = false;
@@ -493,8 +533,8 @@ gemm_wgmma_sm90_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_c
 #pragma unroll
         for (int j0 = 0; j0 < kVec; j0 += kChunk) {
           for (int chunk = 0; chunk < ts.splits; ++chunk) {
-            const float4* src = chunk_of(chunk) + j0 * 128;
-            float4 v[kChunk];
+            const Acc4* src = chunk_of(chunk) + j0 * 128;
+            Acc4 v[kChunk];
 #pragma unroll
             for (int j = 0; j < kChunk; ++j) {
               if (j0 + j < kVec) v[j] = __ldcg(src + j * 128);
@@ -502,7 +542,7 @@ gemm_wgmma_sm90_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_c
 #pragma unroll
             for (int j = 0; j < kChunk; ++j) {
               if (j0 + j >= kVec) break;
-              float* a = acc + 4 * (j0 + j);
+              Acc* a = acc + 4 * (j0 + j);
               a[0] = chunk == 0 ? v[j].x : a[0] + v[j].x;
               a[1] = chunk == 0 ? v[j].y : a[1] + v[j].y;
               a[2] = chunk == 0 ? v[j].z : a[2] + v[j].z;
@@ -524,16 +564,17 @@ gemm_wgmma_sm90_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_c
 template <typename T, bool kTransA, bool kTransB, int BN, int Stages, int kCluster>
 inline cudaError_t launch_wgmma_cfg(const GemmProblem& p, const WgmmaSchedule& sch, cudaStream_t stream) {
   const bool persistent = sch.persistent, tma_store = sch.tma_store;
-  using Cfg = WgmmaConfig<BN, Stages>;
+  using Cfg = WgmmaConfig<BN, Stages, sizeof(T)>;
   CUtensorMap map_a, map_b;
-  // Tensor maps over the stored matrices: dim0 is the contiguous one. A cluster's CTAs
-  // each fetch 1/kCluster of a K-major B tile.
+  // Tensor maps over the stored matrices: dim0 is the contiguous one, boxes of 128-byte rows
+  // (kRow elements). A cluster's CTAs each fetch 1/kCluster of a K-major B tile.
+  constexpr uint32_t kRow = Cfg::BK, kElem = sizeof(T);
   cudaError_t err = kTransA
-      ? encode_tensor_map_2d(&map_a, p.in_dtype, p.a, p.M, p.K, p.lda * 2, 64, 64)
-      : encode_tensor_map_2d(&map_a, p.in_dtype, p.a, p.K, p.M, p.lda * 2, 64, Cfg::BM);
+      ? encode_tensor_map_2d(&map_a, p.in_dtype, p.a, p.M, p.K, p.lda * kElem, kRow, Cfg::BK)
+      : encode_tensor_map_2d(&map_a, p.in_dtype, p.a, p.K, p.M, p.lda * kElem, kRow, Cfg::BM);
   if (err != cudaSuccess) return err;
-  err = kTransB ? encode_tensor_map_2d(&map_b, p.in_dtype, p.b, p.K, p.N, p.ldb * 2, 64, Cfg::BN / kCluster)
-                : encode_tensor_map_2d(&map_b, p.in_dtype, p.b, p.N, p.K, p.ldb * 2, 64, 64);
+  err = kTransB ? encode_tensor_map_2d(&map_b, p.in_dtype, p.b, p.K, p.N, p.ldb * kElem, kRow, Cfg::BN / kCluster)
+                : encode_tensor_map_2d(&map_b, p.in_dtype, p.b, p.N, p.K, p.ldb * kElem, kRow, Cfg::BK);
   if (err != cudaSuccess) return err;
   CUtensorMap map_d{};
   if (tma_store) {
@@ -608,7 +649,7 @@ constexpr int kSkinnyWgmmaStages = 10;
 template <typename T, bool kTransA, bool kTransB>
 inline cudaError_t launch_wgmma_layout(const GemmProblem& p, const WgmmaSchedule& sch, cudaStream_t stream) {
   if (sch.bn == 16) {  // the skinny tile: a swapped problem whose B is K-major (launch_gemm_wgmma_skinny)
-    if constexpr (kTransB) {
+    if constexpr (kTransB && sizeof(T) == 2) {
       return launch_wgmma_cfg<T, kTransA, true, 16, kSkinnyWgmmaStages, 1>(p, sch, stream);
     } else {
       return cudaErrorNotSupported;
@@ -636,5 +677,9 @@ inline cudaError_t launch_wgmma_typed(const GemmProblem& p, const WgmmaSchedule&
 // tile, whose problem the caller has swapped (launch_gemm_wgmma_skinny).
 cudaError_t launch_gemm_wgmma_f16(const GemmProblem& p, const WgmmaSchedule& sch, cudaStream_t stream);
 cudaError_t launch_gemm_wgmma_bf16(const GemmProblem& p, const WgmmaSchedule& sch, cudaStream_t stream);
+// int8 -> int32 (gemm_wgmma_sm90_int8.cu): A [M, K], B stored [N, K] only; and the [K, N] ->
+// [N, K] copy of a row-major B (K, N multiples of 16) that the family then reads.
+cudaError_t launch_gemm_wgmma_s8(const GemmProblem& p, const WgmmaSchedule& sch, cudaStream_t stream);
+cudaError_t launch_transpose_int8_to_nk(const void* b, void* bt, int K, int N, int64_t ldb, cudaStream_t stream);
 
 }  // namespace cuda_llm_ops::gemm

@@ -10,8 +10,9 @@ on 132 SMs; fp16/bf16 only) and the decode-skinny
 Op `gemm_pipeline`: the large-tile kernel with its multi-stage cp.async pipeline vs its
 one-stage twin at 4096^3 (the >= 20% claim).
 Op `gemm_int8` (dtype int8): ours on row-major B (the API's layout) and on column-major B
-vs `torch._int_mm` on both. Compute-bound: warm L2; the skinny cases are memory-bound and
-run with cold L2.
+vs `torch._int_mm` on both, at square 2048/4096, the projection and the ragged prefill (on
+Hopper ours runs the wgmma family; a row-major B is transposed first, inside the timed call).
+Compute-bound: warm L2; the skinny cases are memory-bound and run with cold L2.
 """
 from __future__ import annotations
 
@@ -156,7 +157,8 @@ def gemm_cases(dtype: torch.dtype, preset: str, quick: bool) -> list[BenchCase]:
     if preset != "square":
         shapes += list(PROJECTION) + ([SKINNY[-1]] if quick else list(SKINNY))
     if dtype == torch.int8:
-        return [int8_case(4096, 4096, 4096)] + ([] if quick else [int8_case(2048, 2048, 2048)])
+        rest = [(2048, 2048, 2048)] + list(PROJECTION) + list(RAGGED_PREFILL)
+        return [int8_case(4096, 4096, 4096)] + ([] if quick else [int8_case(*s) for s in rest])
     if dtype not in (torch.float32, torch.float16, torch.bfloat16):
         return []
     if dtype == torch.float32:  # fp32 on CUDA cores: the projection shape would take ~8 ms a call

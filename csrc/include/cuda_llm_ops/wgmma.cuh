@@ -1,6 +1,6 @@
 // Hopper warpgroup MMA (wgmma.mma_async, sm_90a): shared-memory matrix
 // descriptors, the fence / commit / wait protocol, register reallocation
-// (setmaxnreg) and m64nNk16 fp16/bf16 -> fp32 wrappers.
+// (setmaxnreg), m64nNk16 fp16/bf16 -> fp32 and m64nNk32 int8 -> int32 wrappers.
 //
 // Every instruction here exists only on sm_90a; outside it the functions compile
 // to nothing, so callers guard their code paths with __CUDA_ARCH_FEAT_SM90_ALL
@@ -135,6 +135,27 @@ CLO_DEFINE_WGMMA_RS(192, 96, __half, "f16")
 CLO_DEFINE_WGMMA_RS(192, 96, __nv_bfloat16, "bf16")
 CLO_DEFINE_WGMMA_RS(256, 128, __half, "f16")
 CLO_DEFINE_WGMMA_RS(256, 128, __nv_bfloat16, "bf16")
+
+// wgmma_m64n<N>k32_s8(d, desc_a, desc_b): D += A * B, int8 x int8 -> int32 (exact, wrapping
+// like any int32 sum), A and B from shared memory. 8-bit wgmma has no transpose: both
+// operands K-major (rows of 128 k-elements, 128 B; the k32 step advances the start by 32
+// bytes, as the 16-bit k16 step does). The accumulator layout is the fp32 one above.
+#define CLO_WGMMA_IACC4(i) "+r"(d[i]), "+r"(d[i + 1]), "+r"(d[i + 2]), "+r"(d[i + 3])
+#define CLO_WGMMA_IACC16(i) CLO_WGMMA_IACC4(i), CLO_WGMMA_IACC4(i + 4), CLO_WGMMA_IACC4(i + 8), CLO_WGMMA_IACC4(i + 12)
+#define CLO_WGMMA_I_OPS_64 CLO_WGMMA_IACC16(0), CLO_WGMMA_IACC16(16), CLO_WGMMA_IACC16(32), CLO_WGMMA_IACC16(48)
+#define CLO_WGMMA_I_OPS_128 CLO_WGMMA_I_OPS_64, CLO_WGMMA_IACC16(64), CLO_WGMMA_IACC16(80), CLO_WGMMA_IACC16(96), \
+                            CLO_WGMMA_IACC16(112)
+#define CLO_WGMMA_S8_TAIL_64 ", %64, %65, 1;\n"
+#define CLO_WGMMA_S8_TAIL_128 ", %128, %129, 1;\n"
+#define CLO_DEFINE_WGMMA_SS_S8(N, R)                                                                  \
+  CLO_DEVICE void wgmma_m64n##N##k32_s8(int32_t (&d)[R], uint64_t desc_a, uint64_t desc_b) {         \
+    CLO_WGMMA_ASM("wgmma.mma_async.sync.aligned.m64n" #N "k32.s32.s8.s8 " CLO_WGMMA_D_REGS_##R          \
+                      CLO_WGMMA_S8_TAIL_##R                                                         \
+                  : CLO_WGMMA_I_OPS_##R                                                             \
+                  : "l"(desc_a), "l"(desc_b));                                                      \
+  }
+CLO_DEFINE_WGMMA_SS_S8(128, 64)
+CLO_DEFINE_WGMMA_SS_S8(256, 128)
 
 
 // ---- host side -------------------------------------------------------------
