@@ -1,0 +1,35 @@
+"""Small int8 GEMM cases for compute-sanitizer (memcheck) on the Hopper wgmma family
+(CLO_GEMM_INT8_WGMMA=2: wherever it can run) and on mma.sync (=0): M, N and K tails, B stored
+[N, K] with N odd (the register epilogue) and even (TMA stores), B [K, N] through the transpose
+into the workspace, the split last wave forced (CLO_GEMM_WGMMA_TAIL_SPLIT=2). Each result is
+checked exactly against float64.
+
+    compute-sanitizer --tool memcheck python3 scripts/sanitize_gemm_int8_dev.py
+"""
+import os
+
+for knob in ("CLO_GEMM_INT8_WGMMA", "CLO_GEMM_WGMMA_TAIL_SPLIT"):
+    os.environ[knob] = ""  # set before the first call, so the launchers read them on every call
+
+import torch  # noqa: E402
+
+import cuda_llm_ops as llm  # noqa: E402
+from cuda_llm_ops.reference import int8_gemm_reference  # noqa: E402
+
+cases = [  # (M, N, K, B stored [N, K])
+    (17, 33, 144, True), (1, 1, 16, True), (130, 264, 272, True), (257, 48, 1040, False), (5, 16, 16, False),
+    (300, 520, 128, True),
+]
+failed = []
+for mode, split in (("2", ""), ("2", "2"), ("0", "")):
+    os.environ["CLO_GEMM_INT8_WGMMA"] = mode
+    os.environ["CLO_GEMM_WGMMA_TAIL_SPLIT"] = split
+    for m, n, k, nk in cases + ([(2312, 2056, 1024, True), (2312, 2048, 1024, False)] if split else []):
+        a = torch.randint(-128, 128, (m, k), dtype=torch.int8, device="cuda")
+        b = (torch.randint(-128, 128, (n, k), dtype=torch.int8, device="cuda").t() if nk
+             else torch.randint(-128, 128, (k, n), dtype=torch.int8, device="cuda"))
+        ok = torch.equal(llm.tensor_core_gemm_int8(a, b), int8_gemm_reference(a, b))
+        torch.cuda.synchronize()
+        if not ok:
+            failed.append((mode, split, m, n, k, nk))
+print("int8 sanitize cases:", "all exact" if not failed else f"FAILED {failed}")
