@@ -48,6 +48,11 @@ def cases() -> dict:
     lkv = torch.zeros(1, 8, 64, 64, device="cuda")
     slope = torch.rand(8, device="cuda")
     lo = torch.empty_like(lq)
+    # GEMMs on the Hopper wgmma family (a wave of tiles: 2048^3), where the GPU takes ~20-30 us
+    a2, b2 = torch.randn(2048, 2048, **h16), torch.randn(2048, 2048, **h16)
+    ai8 = torch.randint(-128, 128, (2048, 2048), dtype=torch.int8, device="cuda")
+    bi8 = torch.randint(-128, 128, (2048, 2048), dtype=torch.int8, device="cuda")
+    bi8_nk = bi8.t().contiguous().t()
     peers = {}
     for name in ("cudnn", "flash"):
         def bare():
@@ -70,6 +75,9 @@ def cases() -> dict:
         "  raw op flash_attention": lambda: ops.flash_attention(qa, qa, qa, 0.125, False),
         "gemm": lambda: llm.gemm(a, b),
         "  raw op gemm": lambda: ops.gemm(a, b, 1.0, 0.0, False, False, None),
+        "gemm 2048^3 fp16 (Hopper: wgmma)": lambda: llm.gemm(a2, b2),
+        "tensor_core_gemm_int8 2048^3, b [N,K] (Hopper: wgmma)": lambda: llm.tensor_core_gemm_int8(ai8, bi8_nk),
+        "tensor_core_gemm_int8 2048^3, b [K,N] (+ transpose, workspace)": lambda: llm.tensor_core_gemm_int8(ai8, bi8),
         "lightning_attention_decode(new_kv=kv, out=)":
             lambda: llm.lightning_attention_decode(lq, lq, lq, lkv, slope, out=lo, new_kv=lkv),
         "  raw op lightning_attention_decode_inplace":
