@@ -490,12 +490,7 @@ template <typename T, int kC, int kMT>
 cudaError_t launch_cfg(const FusedDecodeBlockProblem& p, cudaStream_t stream) {
   constexpr auto kernel = fused_decode_block_sm90_kernel<T, kC, kMT>;
   constexpr size_t smem = FusedCfg<kC, kMT>::kSmemBytes;
-  static bool configured = false;  // per instantiation; the attribute is per device, set on first use
-  if (!configured) {
-    const cudaError_t err = set_dynamic_smem(kernel, smem);
-    if (err != cudaSuccess) return err;
-    configured = true;
-  }
+  if (const cudaError_t err = set_dynamic_smem(kernel, smem); err != cudaSuccess) return err;
   cudaLaunchAttribute attr;
   const cudaLaunchConfig_t cfg =
       cluster::launch_config(dim3(kC, static_cast<unsigned>(p.heads), div_ceil(p.batch, 8 * kMT)), kThreads, smem,

@@ -8,6 +8,8 @@
 #include <cuda_bf16.h>
 #include <cstdint>
 #include <cstdlib>
+#include <map>
+#include <mutex>
 #include <utility>
 
 #define CLO_HOST_DEVICE __host__ __device__ __forceinline__
@@ -91,12 +93,26 @@ inline int dev_knob(const char* name, bool& dev_mode, int fallback) {
 }
 
 // Raises a kernel's dynamic shared-memory limit when it needs more than the
-// 48 KB default (Hopper allows up to 227 KB per block, Ampere 163 KB).
+// 48 KB default (Hopper allows up to 227 KB per block, Ampere 163 KB). Launchers call
+// it before every launch; the attribute is per kernel and device, so the largest size
+// set is remembered per (kernel, device) and only a larger one goes to the driver
+// (cudaFuncSetAttribute costs host time on every call).
+inline cudaError_t set_dynamic_smem_bytes(const void* kernel, int bytes) {
+  int dev = 0;
+  if (const cudaError_t err = cudaGetDevice(&dev); err != cudaSuccess) return err;
+  static std::mutex mutex;
+  static std::map<std::pair<const void*, int>, int> largest_set;
+  const std::lock_guard<std::mutex> lock(mutex);
+  int& largest = largest_set[{kernel, dev}];
+  if (largest >= bytes) return cudaSuccess;
+  const cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
+  if (err == cudaSuccess) largest = bytes;
+  return err;
+}
 template <typename Kernel>
 inline cudaError_t set_dynamic_smem(Kernel kernel, size_t bytes) {
   if (bytes <= 48 * 1024) return cudaSuccess;
-  return cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                              static_cast<int>(bytes));
+  return set_dynamic_smem_bytes(reinterpret_cast<const void*>(kernel), static_cast<int>(bytes));
 }
 
 // An attribute of the current device (at least 1), cached per device: kernel choices
