@@ -1,6 +1,7 @@
 """Dev timing of the attention kernels next to SDPA, in one process.
 
-    python3 scripts/bench_attention_dev.py [--sm90 | --sm90-dims | --sm90-short | --sm90-causal-rule | --fp32]
+    python3 scripts/bench_attention_dev.py [--sm90 | --sm90-dims | --sm90-short | --sm90-causal-rule |
+                                            --sm90-d64-rule | --fp32]
 
 Prints median ms and TFLOP/s (non-causal FLOPs = 4*B*H*Nq*Nk*D, causal half)
 for flash_attention vs F.scaled_dot_product_attention (flash and cuDNN
@@ -185,6 +186,31 @@ def sm90_causal_rule(rounds=3, iters=20):
               f"pingpong {best['pingpong']:.4f} ms, pingpong/overlap speed {best['overlap'] / best['pingpong']:.3f}")
 
 
+# D = 64 at the bench's GQA 32/8 shapes (B = 16384 / N): the 64 tile's schedules.
+SM90_D64_CASES = [(32, 512), (16, 1024), (8, 2048), (4, 4096)]
+
+
+def sm90_d64_rule(rounds=3, iters=20):
+    """D = 64, fp16, GQA 32/8, causal and not: three consumers (the rule), ping-pong and
+    overlap with two, timed in rotating order (rounds x all), each one's best median."""
+    knob = "CUDA_LLM_OPS_FLASH_SM90_SCHED"
+    scheds = (("3 consumers", "3"), ("pingpong", "2"), ("overlap", "1"))
+    for b, n in SM90_D64_CASES:
+        for causal in (False, True):
+            g = torch.Generator(device="cuda").manual_seed(0)
+            q = torch.randn(b, 32, n, 64, device="cuda", generator=g).to(torch.float16)
+            k, v = (torch.randn(b, 8, n, 64, device="cuda", generator=g).to(torch.float16) for _ in range(2))
+            best = {}
+            for r in range(rounds):
+                for name, val in scheds[r % 3:] + scheds[:r % 3]:
+                    os.environ[knob] = val
+                    t = benchmark(lambda: llm.flash_attention(q, k, v, is_causal=causal), warmup=3, iterations=iters)
+                    best[name] = min(best.get(name, 1e9), t.median_ms)
+            os.environ[knob] = ""
+            print(f"d64 rule | B={b} Hq=32 Hkv=8 N={n} causal={causal}: " +
+                  ", ".join(f"{name} {best[name]:.4f} ms" for name, _ in scheds), flush=True)
+
+
 # fp32: the 3xTF32 tensor-core kernel's tiles (4 and 8 warps) against SDPA's mem-efficient
 # backend (3xTF32 too). The CUDA-core kernel it replaced is in NOTES.md v7.
 FP32_CASES = [(1, 16, 2048, 128, False), (8, 32, 2048, 128, False), (8, 32, 2048, 128, True),
@@ -220,6 +246,9 @@ def main():
         return
     if "--sm90-causal-rule" in sys.argv[1:]:
         sm90_causal_rule()
+        return
+    if "--sm90-d64-rule" in sys.argv[1:]:
+        sm90_d64_rule()
         return
     if "--sm90-short" in sys.argv[1:]:
         sm90_vs_mma(SM90_SHORT_CASES, short=True)
