@@ -391,6 +391,24 @@ def test_sm90_kernel_matches_reference(monkeypatch, case, dtype):
     assert_close(call(), ref, dtype=dtype, what=f"mma.sync path {case}")
 
 
+def test_sm90_d64_schedule_rule():
+    """The 64 tile's rule: three consumer warpgroups, except causal calls over at most 2048 keys,
+    which take two with ping-pong (NOTES.md v8). Checked by the kernel's template name and
+    against the reference."""
+    require_op("flash_attention")
+    if not _on_sm90():
+        pytest.skip("the wgmma kernel runs on compute capability 9.0 only")
+    import re
+    for nk, causal, expect in ((1000, True, r"Config<64, ?true, ?2>"), (2048, True, r"Config<64, ?true, ?2>"),
+                               (2049, True, r"Config<64, ?false, ?3>"), (1000, False, r"Config<64, ?false, ?3>")):
+        q, k, v = _inputs(1, 4, 2, 300, nk, 64, torch.float16, seed=nk)
+        names = kernel_names(lambda: flash_attention(q, k, v, is_causal=causal))
+        assert re.search(expect, names), (nk, causal, names)
+        ref = attention_reference(q, k, v, is_causal=causal, dtype=torch.float32)
+        assert_close(flash_attention(q, k, v, is_causal=causal), ref, dtype=torch.float16,
+                     what=f"D=64 rule nk={nk} causal={causal}")
+
+
 # (b, hq, hkv, nq, nk, d, causal) for the fp32 tensor-core kernel: every head-dim bucket
 # (32, 64, 96, 128, 192, 256), D between buckets, ragged edges, GQA, Nq > Nk (zero rows).
 _FP32_TC_CASES = [

@@ -522,7 +522,10 @@ cudaError_t launch(const AttentionParams& p, cudaStream_t stream) {
   if (d <= 32 || d > 256 || !wgmma::sm90a_image_loaded()) return cudaErrorNotSupported;
   // The 64 tile: three consumer warpgroups (192 rows a CTA; bench_attention_dev.py
   // --sm90-dims, B=4 H=32 N=4096 fp16: 1.191 ms against ping-pong's 1.394, causal 0.685
-  // against 0.774-0.832; NOTES.md v4). The 128 and 256 tiles: two, ping-pong for full
+  // against 0.774-0.832; NOTES.md v4), except causal calls over at most 2048 keys: two
+  // with ping-pong (--sm90-d64-rule, GQA 32/8, B = 16384 / N: 1.51x at N = 512, 1.13x at
+  // 1024, 1.05x at 2048; three consumers lead again at 4096, NOTES.md v8; the causal units
+  // of 192 rows are few and uneven there). The 128 and 256 tiles: two, ping-pong for full
   // rows, not for causal ones (--sm90 at 51b2fbb, B=4 H=16 N=4096 D=128 fp16: 0.870 ms
   // against 0.963 without; causal within 2% either way). Dev knob (dev_knob, common.cuh)
   // CUDA_LLM_OPS_FLASH_SM90_SCHED: kSchedOverlap, kSchedPingPong or (D <= 64)
@@ -533,8 +536,11 @@ cudaError_t launch(const AttentionParams& p, cudaStream_t stream) {
   static bool tile_dev_mode = std::getenv("CUDA_LLM_OPS_FLASH_SM90_TILE192") != nullptr;
   const bool tile192 = dev_knob("CUDA_LLM_OPS_FLASH_SM90_TILE192", tile_dev_mode, 1) != 0;
   if (d <= 64) {
-    if (sched == kSchedRule || sched == kSchedThreeConsumers) return launch_config<T, Config<64, false, 3>>(p, stream);
-    return launch_schedule<T, 64>(p, stream, pingpong);
+    const bool short_causal = p.is_causal && p.seq_len_k <= 2048;
+    if (sched == kSchedThreeConsumers || (sched == kSchedRule && !short_causal)) {
+      return launch_config<T, Config<64, false, 3>>(p, stream);
+    }
+    return launch_schedule<T, 64>(p, stream, sched == kSchedRule || pingpong);
   }
   if (d <= 128) return launch_schedule<T, 128>(p, stream, pingpong);
   if (d <= 192 && tile192) return launch_schedule<T, 192>(p, stream, pingpong);
