@@ -1,7 +1,8 @@
 """Small int8 GEMM cases for compute-sanitizer (memcheck) on the Hopper wgmma family
 (CLO_GEMM_INT8_WGMMA=2: wherever it can run) and on mma.sync (=0): M, N and K tails, B stored
 [N, K] with N odd (the register epilogue) and even (TMA stores), B [K, N] through the transpose
-into the workspace, the split last wave forced (CLO_GEMM_WGMMA_TAIL_SPLIT=2). Each result is
+into the workspace, the split last wave forced (CLO_GEMM_WGMMA_TAIL_SPLIT=2), decode shapes on
+the skinny tile (stream-K pieces summed in the workspace). Each result is
 checked exactly against float64.
 
     compute-sanitizer --tool memcheck python3 scripts/sanitize_gemm_int8_dev.py
@@ -18,7 +19,7 @@ from cuda_llm_ops.reference import int8_gemm_reference  # noqa: E402
 
 cases = [  # (M, N, K, B stored [N, K])
     (17, 33, 144, True), (1, 1, 16, True), (130, 264, 272, True), (257, 48, 1040, False), (5, 16, 16, False),
-    (300, 520, 128, True),
+    (300, 520, 128, True), (7, 300, 1040, True), (16, 1536, 4096, True),  # the last two: the skinny tile
 ]
 failed = []
 for mode, split in (("2", ""), ("2", "2"), ("0", "")):

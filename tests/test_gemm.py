@@ -1,5 +1,6 @@
 """GPU tests of the GEMM family against float64 torch.matmul (int8: exact)."""
 import os
+import re
 
 import pytest
 import torch
@@ -418,6 +419,31 @@ def test_int8_wgmma_auto_large(monkeypatch, m, n, k):
     names = kernel_names(lambda: llm.tensor_core_gemm_int8(a, b))
     assert "gemm_wgmma_sm90_kernel" not in names and "gemm_mma_int8_kernel" in names, names
     assert torch.equal(llm.tensor_core_gemm_int8(a, b), split)
+
+
+@settings(max_examples=25, **SETTINGS)
+@given(m=st.integers(1, 16), n=st.one_of(st.integers(2, 1024), st.sampled_from([17, 129, 1536])), k=_K16)
+def test_int8_wgmma_skinny_exact(m, n, k):
+    """int8 decode shapes (M <= 16) with B stored [N, K] run on the wgmma family's skinny tile
+    (swapped operands, stream-K over the k-tiles of every 128 columns of N), exact."""
+    _require_sm90()
+    names = _int8_case(m, n, k, True)
+    assert re.search(r"gemm_wgmma_sm90_kernel<signed char, false, true, 16,", names), names
+
+
+def test_int8_wgmma_skinny_large():
+    """Llama-size decode projections: M = 1 and 16 over a 12288 x 4096 weight stored [N, K], and
+    sums of 2^27 (all -128, K = 8192) exact; B stored [K, N] stays on mma.sync (its transpose per
+    call would triple the bytes)."""
+    _require_sm90()
+    for m in (1, 16):
+        assert "gemm_wgmma_sm90_kernel" in _int8_case(m, 12288, 4096, True)
+    a = torch.full((3, 8192), -128, dtype=torch.int8, device="cuda")
+    w = torch.full((640, 8192), -128, dtype=torch.int8, device="cuda")
+    assert torch.equal(llm.tensor_core_gemm_int8(a, w.t()), torch.full((3, 640), 16384 * 8192, dtype=torch.int32,
+                                                                         device="cuda"))
+    names = _int8_case(16, 4096, 1024, False)
+    assert "gemm_mma_int8_kernel" in names and "gemm_wgmma_sm90_kernel" not in names, names
 
 
 def test_wgmma_tail_split_auto():

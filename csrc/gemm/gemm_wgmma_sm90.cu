@@ -137,11 +137,21 @@ GemmProblem swapped_for_skinny(const GemmProblem& p) {
 
 }  // namespace
 
-size_t wgmma_skinny_workspace_bytes(const GemmProblem& p) {
-  if (!wgmma_skinny_applies(p)) return 0;
+namespace {
+
+// The stream-K scratch of the skinny tile for the (unswapped) decode problem p; as
+// launch_wgmma_cfg plans it: units of 128 columns of N, k-tiles of 128 bytes.
+size_t skinny_tile_workspace_bytes(const GemmProblem& p) {
   long long grid = device_sm_count();
-  const WgmmaTailSplit ts = plan_skinny_stream_k(div_ceil(p.N, 128), div_ceil(p.K, 64), grid);
+  const int bk = 128 / static_cast<int>(elem_size(p.in_dtype));
+  const WgmmaTailSplit ts = plan_skinny_stream_k(div_ceil(p.N, 128), div_ceil(p.K, bk), grid);
   return skinny_stream_k_workspace_bytes<WgmmaConfig<16, kSkinnyWgmmaStages>>(ts, grid);
+}
+
+}  // namespace
+
+size_t wgmma_skinny_workspace_bytes(const GemmProblem& p) {
+  return wgmma_skinny_applies(p) ? skinny_tile_workspace_bytes(p) : 0;
 }
 
 cudaError_t launch_gemm_wgmma_skinny(const GemmProblem& p, cudaStream_t stream) {
@@ -182,11 +192,19 @@ GemmProblem int8_wgmma_problem(const GemmProblem& p, size_t& bt_bytes) {
   return q;
 }
 
+// Decode shapes (M <= 16) with B stored [N, K] run on the skinny tile, swapped as the 16-bit
+// ones are (the weight as the 64-row operand). A B stored [K, N] would need the whole
+// weight transposed on every call (3x the bytes of a memory-bound call): mma.sync keeps it.
+bool int8_skinny_applies(const GemmProblem& p) {
+  return p.M <= kSkinnyMaxM && p.trans_b && wgmma_applicable(p);
+}
+
 }  // namespace
 
 size_t wgmma_int8_workspace_bytes(const GemmProblem& p) {
   bool use = false;
   const GemmVariant variant = int8_wgmma_variant(use);
+  if (use && int8_skinny_applies(p)) return skinny_tile_workspace_bytes(p);
   GemmProblem sized = p;
   sized.workspace = nullptr;
   sized.workspace_bytes = 0;
@@ -200,6 +218,13 @@ size_t wgmma_int8_workspace_bytes(const GemmProblem& p) {
 cudaError_t launch_gemm_wgmma_int8(const GemmProblem& p, cudaStream_t stream) {
   bool use = false;
   const GemmVariant variant = int8_wgmma_variant(use);
+  if (use && int8_skinny_applies(p)) {
+    WgmmaSchedule sch;
+    sch.bn = 16;
+    sch.tma_store = false;
+    sch.tail_split = 0;
+    return launch_gemm_wgmma_s8(swapped_for_skinny(p), sch, stream);
+  }
   size_t bt_bytes = 0;
   const GemmProblem q = int8_wgmma_problem(p, bt_bytes);
   WgmmaSchedule sch;

@@ -64,7 +64,7 @@ struct WgmmaConfig {
   static constexpr size_t kSmemBytes = size_t(kStages) * kStageBytes + kEpiBytes + 1024;  // + alignment slack
   static constexpr int kProducerRegs = 56, kConsumerRegs = 224;
   static_assert(BN == 16 || BN == 128 || BN == 256, "wgmma tile width");
-  static_assert(ElemBytes_ == 2 || (ElemBytes_ == 1 && BN != 16), "16-bit tiles, or int8 at 128 / 256 wide");
+  static_assert(ElemBytes_ == 2 || ElemBytes_ == 1, "16-bit or int8 elements");
   static_assert(kSmemBytes <= 227 * 1024, "shared memory");
 };
 
@@ -326,6 +326,8 @@ gemm_wgmma_sm90_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_c
           if constexpr (kInt8) {
             if constexpr (BN == 256) {
               wgmma::wgmma_m64n256k32_s8(acc, da, db);
+            } else if constexpr (BN == 16) {
+              wgmma::wgmma_m64n16k32_s8(acc, da, db);
             } else {
               wgmma::wgmma_m64n128k32_s8(acc, da, db);
             }
@@ -364,7 +366,13 @@ gemm_wgmma_sm90_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_c
             if (r < M && c < N) store_one<TOut>(args, c, r, args.alpha * acc[i]);
           }
         };
-        if (args.out_f32) {
+        if constexpr (kInt8) {  // exact: no alpha, no C
+#pragma unroll
+          for (int i = 0; i < Cfg::kAccum; ++i) {
+            const int r = r0 + 8 * ((i / 2) % 2), c = c0 + 8 * (i / 4) + i % 2;
+            if (r < M && c < N) static_cast<int32_t*>(args.d)[(long long)c * args.ldd + r] = acc[i];
+          }
+        } else if (args.out_f32) {
           store_t(float{});
         } else {
           store_t(T{});
@@ -463,7 +471,7 @@ gemm_wgmma_sm90_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_c
       // pieces in CTA order (the same bits whichever is last) and stores D.
       constexpr int kVec = Cfg::kAccum / 4;
       auto piece_of = [&](int g, int piece) {
-        return reinterpret_cast<float4*>(ts.partials) + ((size_t(2 * g + piece) * Cfg::kConsumers + cw) * kVec) * 128 +
+        return reinterpret_cast<Acc4*>(ts.partials) + ((size_t(2 * g + piece) * Cfg::kConsumers + cw) * kVec) * 128 +
                wg_tid;
       };
       const int start = ts.range_start(blockIdx.x), end = ts.range_start(blockIdx.x + 1);
@@ -473,10 +481,10 @@ gemm_wgmma_sm90_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_c
         const bool whole = pos == t * ktiles && stop == (t + 1) * ktiles;
         pos = stop;
         if (!whole) {
-          float4* mine = piece_of(blockIdx.x, start / ktiles == t ? 0 : 1);
+          Acc4* mine = piece_of(blockIdx.x, start / ktiles == t ? 0 : 1);
 #pragma unroll
           for (int j = 0; j < kVec; ++j) {
-            __stcg(mine + j * 128, make_float4(acc[4 * j], acc[4 * j + 1], acc[4 * j + 2], acc[4 * j + 3]));
+            __stcg(mine + j * 128, Acc4{acc[4 * j], acc[4 * j + 1], acc[4 * j + 2], acc[4 * j + 3]});
           }
           const int lo = ts.cta_of(t * ktiles), hi = ts.cta_of((t + 1) * ktiles - 1);
           named_barrier_sync(1 + cw, 128);
@@ -485,11 +493,11 @@ gemm_wgmma_sm90_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_c
           if (!named_barrier_or(1 + cw, 128, last)) continue;
           for (int g = lo; g <= hi; ++g) {
             // CTA g's piece of unit t is its first unless its range starts before unit t.
-            const float4* src = piece_of(g, ts.range_start(g) / ktiles == t ? 0 : 1);
+            const Acc4* src = piece_of(g, ts.range_start(g) / ktiles == t ? 0 : 1);
 #pragma unroll
             for (int j = 0; j < kVec; ++j) {
-              const float4 v = __ldcg(src + j * 128);
-              float* a = acc + 4 * j;
+              const Acc4 v = __ldcg(src + j * 128);
+              Acc* a = acc + 4 * j;
               a[0] = g == lo ? v.x : a[0] + v.x;
               a[1] = g == lo ? v.y : a[1] + v.y;
               a[2] = g == lo ? v.z : a[2] + v.z;
@@ -649,7 +657,7 @@ constexpr int kSkinnyWgmmaStages = 10;
 template <typename T, bool kTransA, bool kTransB>
 inline cudaError_t launch_wgmma_layout(const GemmProblem& p, const WgmmaSchedule& sch, cudaStream_t stream) {
   if (sch.bn == 16) {  // the skinny tile: a swapped problem whose B is K-major (launch_gemm_wgmma_skinny)
-    if constexpr (kTransB && sizeof(T) == 2) {
+    if constexpr (kTransB) {
       return launch_wgmma_cfg<T, kTransA, true, 16, kSkinnyWgmmaStages, 1>(p, sch, stream);
     } else {
       return cudaErrorNotSupported;

@@ -11,7 +11,8 @@ Op `gemm_pipeline`: the large-tile kernel with its multi-stage cp.async pipeline
 one-stage twin at 4096^3 (the >= 20% claim).
 Op `gemm_int8` (dtype int8): ours on row-major B (the API's layout) and on column-major B
 vs `torch._int_mm` on both, at square 2048/4096, the projection and the ragged prefill (on
-Hopper ours runs the wgmma family; a row-major B is transposed first, inside the timed call).
+Hopper ours runs the wgmma family; a row-major B is transposed first, inside the timed call),
+and the decode-skinny shapes with b stored [N, K] (`_int_mm` on A padded to 17 rows).
 Compute-bound: warm L2; the skinny cases are memory-bound and run with cold L2.
 """
 from __future__ import annotations
@@ -148,6 +149,45 @@ def int8_case(M: int, N: int, K: int) -> BenchCase:
                      rel_tol=0.0, label=f"{M}x{N}x{K}", x_key="M")
 
 
+def int8_skinny_case(M: int, N: int, K: int) -> BenchCase:
+    """Decode shapes (M <= 16) with the weight stored [N, K] (nn.Linear's layout, b = w.t()).
+    `torch._int_mm` takes only M > 16: its row is the call on A padded to 17 rows (the pad
+    inside the timed call, as a caller would have to). Memory-bound: cold L2."""
+    w = gemm_int8_work(M, N, K)
+
+    def make() -> dict[str, Any]:
+        return {"a": torch.randint(-128, 128, (M, K), dtype=torch.int8, device="cuda"),
+                "w": torch.randint(-128, 128, (N, K), dtype=torch.int8, device="cuda")}
+
+    def ours() -> BenchImpl:
+        def build(inp):
+            from ..gemm import tensor_core_gemm_int8
+            a, b = inp["a"], inp["w"].t()
+            return lambda: tensor_core_gemm_int8(a, b)
+
+        return BenchImpl("cuda_llm_ops.int8[col-major B]", False, build, _has("tensor_core_gemm_int8"))
+
+    def int_mm_padded() -> BenchImpl:
+        def build(inp):
+            a, b = inp["a"], inp["w"].t()
+            pad = 17 - M
+            return lambda: torch._int_mm(torch.nn.functional.pad(a, (0, 0, 0, pad)), b)[:M]
+
+        def unavailable(inp) -> str | None:
+            return None if hasattr(torch, "_int_mm") else "torch has no _int_mm"
+
+        return BenchImpl("torch._int_mm[col-major B, M padded to 17]", True, build, unavailable)
+
+    def reference(inp):
+        from ..reference import int8_gemm_reference
+        return int8_gemm_reference(inp["a"], inp["w"].t())
+
+    return BenchCase(op="gemm_int8", dtype=torch.int8, shape={"M": M, "N": N, "K": K, "b": "[N,K]"},
+                     flops=w.flops, bytes=w.bytes, compute="int8_tc", make_inputs=make,
+                     impls=[int_mm_padded(), ours()], reference=reference, rel_tol=0.0, cold_l2=True,
+                     label=f"{M}x{N}x{K} b[N,K]", x_key="M")
+
+
 @register("gemm")
 def gemm_cases(dtype: torch.dtype, preset: str, quick: bool) -> list[BenchCase]:
     if preset not in ("all", "square", "llama-7b", "llama-8b"):
@@ -158,7 +198,8 @@ def gemm_cases(dtype: torch.dtype, preset: str, quick: bool) -> list[BenchCase]:
         shapes += list(PROJECTION) + ([SKINNY[-1]] if quick else list(SKINNY))
     if dtype == torch.int8:
         rest = [(2048, 2048, 2048)] + list(PROJECTION) + list(RAGGED_PREFILL)
-        return [int8_case(4096, 4096, 4096)] + ([] if quick else [int8_case(*s) for s in rest])
+        return [int8_case(4096, 4096, 4096)] + ([] if quick else [int8_case(*s) for s in rest] +
+                                                [int8_skinny_case(*s) for s in SKINNY])
     if dtype not in (torch.float32, torch.float16, torch.bfloat16):
         return []
     if dtype == torch.float32:  # fp32 on CUDA cores: the projection shape would take ~8 ms a call
