@@ -148,7 +148,8 @@ def tensor_core_gemm_int8(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
 
     On Hopper (H100, a build with sm_90a) calls with at least a wave of 128x256 tiles run on
     wgmma: fastest with the column-major b (`w.t()`); a row-major b is first transposed
-    into a scratch buffer (K * N bytes, ~10-15% of the call at 4096^3).
+    into a scratch buffer (K * N bytes, ~10-15% of the call at 4096^3). Decode shapes
+    (M <= 16) with the column-major b stream the weight through wgmma too.
     """
     kernel = _ops.op("tensor_core_gemm_int8")
 
