@@ -135,9 +135,10 @@ size_t wgmma_workspace_bytes(const GemmProblem& p, GemmVariant variant);
 // operands, stream-K over every tile); cudaErrorNotSupported when it does not apply.
 cudaError_t launch_gemm_wgmma_skinny(const GemmProblem& p, cudaStream_t stream);
 size_t wgmma_skinny_workspace_bytes(const GemmProblem& p);
-// int8 -> int32 on the family (A [M, K], no C): B stored [N, K] directly, B stored [K, N]
-// through a transposed copy in the workspace; cudaErrorNotSupported (nothing launched) where
-// it does not apply or the workspace is missing. The workspace: the copy, then the split-K scratch.
+// int8 -> int32 on the family (A [M, K], no C): B stored [N, K] directly (M <= 16 on the
+// skinny tile), B stored [K, N] through a transposed copy in the workspace (not for M <= 16);
+// cudaErrorNotSupported (nothing launched) where it does not apply or the workspace is
+// missing. The workspace: the copy, then the split-K scratch.
 cudaError_t launch_gemm_wgmma_int8(const GemmProblem& p, cudaStream_t stream);
 size_t wgmma_int8_workspace_bytes(const GemmProblem& p);
 

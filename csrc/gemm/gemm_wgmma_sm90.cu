@@ -166,8 +166,9 @@ cudaError_t launch_gemm_wgmma_skinny(const GemmProblem& p, cudaStream_t stream) 
 
 namespace {
 
-// int8 on the family. Dev knob CLO_GEMM_INT8_WGMMA: 0 never (mma.sync), 1 where the tile rule
-// of select_wgmma_schedule takes the family (default), 2 wherever it can (128x256 tiles).
+// int8 on the family. Dev knob CLO_GEMM_INT8_WGMMA: 0 never (mma.sync), 1 (default) decode
+// shapes with B stored [N, K] and where the tile rule of select_wgmma_schedule takes the
+// family, 2 decode shapes as 1 and everything else on 128x256 tiles, however few.
 GemmVariant int8_wgmma_variant(bool& use) {
   static bool dev_mode = std::getenv("CLO_GEMM_INT8_WGMMA") != nullptr;
   const int mode = dev_knob("CLO_GEMM_INT8_WGMMA", dev_mode, 1);
