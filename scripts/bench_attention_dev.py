@@ -1,7 +1,7 @@
 """Dev timing of the attention kernels next to SDPA, in one process.
 
     python3 scripts/bench_attention_dev.py [--sm90 | --sm90-dims | --sm90-short | --sm90-causal-rule |
-                                            --sm90-d64-rule | --fp32]
+                                            --sm90-d64-rule | --sm90-causal-pairs | --fp32]
 
 Prints median ms and TFLOP/s (non-causal FLOPs = 4*B*H*Nq*Nk*D, causal half)
 for flash_attention vs F.scaled_dot_product_attention (flash and cuDNN
@@ -211,6 +211,28 @@ def sm90_d64_rule(rounds=3, iters=20):
                   ", ".join(f"{name} {best[name]:.4f} ms" for name, _ in scheds), flush=True)
 
 
+# Causal calls whose row blocks fit one wave unpaired (B=1 H=32 N=512), and controls past it.
+SM90_PAIR_CASES = [(1, 32, 512, 128), (1, 32, 256, 128), (2, 32, 512, 128), (1, 64, 512, 128), (1, 32, 1024, 128)]
+
+
+def sm90_causal_pairs(rounds=3, iters=30):
+    """Causal fp16 calls, row blocks paired (CUDA_LLM_OPS_FLASH_SM90_CAUSAL_PAIRS=1) against one per
+    unit (=0), alternating order, each one's best median."""
+    knob = "CUDA_LLM_OPS_FLASH_SM90_CAUSAL_PAIRS"
+    for b, h, n, d in SM90_PAIR_CASES:
+        g = torch.Generator(device="cuda").manual_seed(0)
+        q, k, v = (torch.randn(b, h, n, d, device="cuda", generator=g).to(torch.float16) for _ in range(3))
+        best = {}
+        for r in range(rounds):
+            for name, val in ((("pairs", "1"), ("single", "0")) if r % 2 == 0 else (("single", "0"), ("pairs", "1"))):
+                os.environ[knob] = val
+                t = benchmark(lambda: llm.flash_attention(q, k, v, is_causal=True), warmup=3, iterations=iters)
+                best[name] = min(best.get(name, 1e9), t.median_ms)
+        os.environ[knob] = ""
+        print(f"causal pairs | B={b} H={h} N={n} D={d} fp16: pairs {best['pairs'] * 1e3:.1f} us, "
+              f"one row block a unit {best['single'] * 1e3:.1f} us", flush=True)
+
+
 # fp32: the 3xTF32 tensor-core kernel's tiles (4 and 8 warps) against SDPA's mem-efficient
 # backend (3xTF32 too). The CUDA-core kernel it replaced is in NOTES.md v7.
 FP32_CASES = [(1, 16, 2048, 128, False), (8, 32, 2048, 128, False), (8, 32, 2048, 128, True),
@@ -237,7 +259,7 @@ def main():
     # Dev knobs are read per call only when set before the first call (dev_knob, common.cuh).
     for knob in ("CUDA_LLM_OPS_FLASH_SM90", "CUDA_LLM_OPS_FLASH_SM90_SCHED", "CUDA_LLM_OPS_FLASH_TILES",
                  "CUDA_LLM_OPS_FLASH_SM90_PERSISTENT", "CUDA_LLM_OPS_FLASH_SM90_TILE192",
-                 "CUDA_LLM_OPS_FLASH_FP32_TILE"):
+                 "CUDA_LLM_OPS_FLASH_FP32_TILE", "CUDA_LLM_OPS_FLASH_SM90_CAUSAL_PAIRS"):
         os.environ.setdefault(knob, "")
     torch.backends.cuda.matmul.allow_tf32 = False
     print(torch.cuda.get_device_name(), torch.__version__, llm.build_info())
@@ -246,6 +268,9 @@ def main():
         return
     if "--sm90-causal-rule" in sys.argv[1:]:
         sm90_causal_rule()
+        return
+    if "--sm90-causal-pairs" in sys.argv[1:]:
+        sm90_causal_pairs()
         return
     if "--sm90-d64-rule" in sys.argv[1:]:
         sm90_d64_rule()

@@ -24,7 +24,7 @@ pytestmark = pytest.mark.cuda
 # every call only when set before the first call: empty values keep the defaults and let
 # the Hopper tests below switch them in this process.
 for _knob in ("CUDA_LLM_OPS_FLASH_SM90", "CUDA_LLM_OPS_FLASH_SM90_SCHED", "CUDA_LLM_OPS_FLASH_SM90_PERSISTENT",
-              "CUDA_LLM_OPS_FLASH_SM90_TILE192", "CUDA_LLM_OPS_FLASH_FP32_TILE"):
+              "CUDA_LLM_OPS_FLASH_SM90_TILE192", "CUDA_LLM_OPS_FLASH_FP32_TILE", "CUDA_LLM_OPS_FLASH_SM90_CAUSAL_PAIRS"):
     os.environ.setdefault(_knob, "")
 
 OPS = {"naive_attention": naive_attention, "tiled_attention": tiled_attention, "flash_attention": flash_attention}
@@ -381,6 +381,11 @@ def test_sm90_kernel_matches_reference(monkeypatch, case, dtype):
     out = call()
     assert_close(out, ref, dtype=dtype, what=f"sm90 path {case}, a CTA per work tile")
     monkeypatch.setenv("CUDA_LLM_OPS_FLASH_SM90_PERSISTENT", "")
+    if causal:  # causal row blocks paired (heaviest with lightest) or one per unit, forced both ways
+        for pairs in ("0", "1"):
+            monkeypatch.setenv("CUDA_LLM_OPS_FLASH_SM90_CAUSAL_PAIRS", pairs)
+            assert_close(call(), ref, dtype=dtype, what=f"sm90 path {case}, causal pairs={pairs}")
+        monkeypatch.setenv("CUDA_LLM_OPS_FLASH_SM90_CAUSAL_PAIRS", "")
     if 128 < d <= 192:  # the 256 tile, which these D ran on before the 192 tile
         monkeypatch.setenv("CUDA_LLM_OPS_FLASH_SM90_TILE192", "0")
         assert_close(call(), ref, dtype=dtype, what=f"sm90 path {case}, 256 tile")

@@ -192,18 +192,19 @@ CLO_DEVICE void pack_p(uint32_t (&p)[N / 2], const float (&s)[N]) {
 }
 
 // Work units per (batch, head) of num_m row blocks (for_each_work_tile).
-CLO_HOST_DEVICE int flash_units_per_head(int num_m, bool causal) { return causal ? (num_m + 1) / 2 : num_m; }
+CLO_HOST_DEVICE int flash_units_per_head(int num_m, bool pairs) { return pairs ? (num_m + 1) / 2 : num_m; }
 
 // Calls f(m_block, head, batch) for each work tile of this CTA: query rows
 // [m_block * block_m, + block_m) of one (batch, head). Work is dealt in units, unit u to
-// CTA u % gridDim.x (persistent CTAs walk units gridDim.x apart). A unit is one row block;
-// for causal calls it is row blocks num_m - 1 - a and a together, heaviest first, so every
-// unit holds about the same number of key tiles and the static deal stays balanced. Row
-// blocks vary fastest, so CTAs working at once share K/V in L2.
+// CTA u % gridDim.x (persistent CTAs walk units gridDim.x apart). A unit is one row block
+// (causal: heaviest first); with `pairs` (causal calls of more than a wave of row blocks,
+// flash_causal_pairs) it is row blocks num_m - 1 - a and a together, so every unit holds
+// about the same number of key tiles and the static deal stays balanced. Row blocks vary
+// fastest, so CTAs working at once share K/V in L2.
 template <typename F>
-CLO_DEVICE void for_each_work_tile(const AttentionParams& p, int block_m, F&& f) {
+CLO_DEVICE void for_each_work_tile(const AttentionParams& p, int block_m, bool pairs, F&& f) {
   const int num_m = div_ceil(p.seq_len_q, block_m);
-  const int units_per_head = flash_units_per_head(num_m, p.is_causal);
+  const int units_per_head = flash_units_per_head(num_m, pairs);
   const int num_units = units_per_head * p.num_q_heads * p.batch;
   for (int u = blockIdx.x; u < num_units; u += gridDim.x) {
     const int a = u % units_per_head, hb = u / units_per_head;
@@ -212,21 +213,33 @@ CLO_DEVICE void for_each_work_tile(const AttentionParams& p, int block_m, F&& f)
       f(a, head, batch);
     } else {
       f(num_m - 1 - a, head, batch);
-      if (num_m - 1 - a != a) f(a, head, batch);
+      if (pairs && num_m - 1 - a != a) f(a, head, batch);
     }
   }
 }
 
 // Work units of a launch (for_each_work_tile): the grid of the non-persistent launch.
-inline int64_t flash_work_units(const AttentionParams& p, int block_m) {
-  return int64_t(flash_units_per_head(div_ceil(p.seq_len_q, block_m), p.is_causal)) * p.num_q_heads * p.batch;
+inline int64_t flash_work_units(const AttentionParams& p, int block_m, bool pairs) {
+  return int64_t(flash_units_per_head(div_ceil(p.seq_len_q, block_m), pairs)) * p.num_q_heads * p.batch;
+}
+
+// Causal row blocks go in pairs only where one row block per unit would take more than a wave
+// of CTAs. Within one wave, pairs halve the CTAs and lengthen the longest unit from num_m to
+// num_m + 1 key tiles (NOTES.md v8). Dev knob CUDA_LLM_OPS_FLASH_SM90_CAUSAL_PAIRS: 0 never,
+// 1 always.
+inline bool flash_causal_pairs(const AttentionParams& p, int block_m) {
+  if (!p.is_causal) return false;
+  static bool dev_mode = std::getenv("CUDA_LLM_OPS_FLASH_SM90_CAUSAL_PAIRS") != nullptr;
+  const int forced = dev_knob("CUDA_LLM_OPS_FLASH_SM90_CAUSAL_PAIRS", dev_mode, -1);
+  if (forced == 0 || forced == 1) return forced == 1;
+  return flash_work_units(p, block_m, false) > device_sm_count();
 }
 
 template <typename T, typename Cfg>
 __global__ void __launch_bounds__(Cfg::kThreads, 1)
 flash_attention_fwd_sm90_kernel(const __grid_constant__ CUtensorMap map_q, const __grid_constant__ CUtensorMap map_k,
                                 const __grid_constant__ CUtensorMap map_v, const __grid_constant__ CUtensorMap map_o,
-                                const AttentionParams p) {
+                                const AttentionParams p, const int causal_pairs) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   constexpr int kStages = Cfg::kStages, kBlockM = Cfg::kBlockM, kBlockN = Cfg::kBlockN;
   extern __shared__ unsigned char smem_raw[];
@@ -279,7 +292,7 @@ flash_attention_fwd_sm90_kernel(const __grid_constant__ CUtensorMap map_q, const
       tma::prefetch_tensor_map(&map_k);
       tma::prefetch_tensor_map(&map_v);
       int it = 0, q_iter = 0;
-      for_each_work_tile(p, kBlockM, [&](int m_block, int head, int batch) {
+      for_each_work_tile(p, kBlockM, causal_pairs != 0, [&](int m_block, int head, int batch) {
         const int m0 = m_block * kBlockM, kv_head = head / group;
         const int num_tiles = key_tiles(m0);
         if (num_tiles == 0) return;
@@ -343,7 +356,7 @@ flash_attention_fwd_sm90_kernel(const __grid_constant__ CUtensorMap map_q, const
   // This warpgroup's 64 rows of the output staging tile; its thread 0 issues the TMA stores.
   unsigned char* sO_wg = sO + cw * 64 * 128;
   int it = 0, q_iter = 0;
-  for_each_work_tile(p, kBlockM, [&](int m_block, int head, int batch) {
+  for_each_work_tile(p, kBlockM, causal_pairs != 0, [&](int m_block, int head, int batch) {
     const int m0 = m_block * kBlockM;
     const int num_tiles = key_tiles(m0);
     if (num_tiles == 0) {  // no row of this work tile sees a key: zeros
@@ -496,11 +509,13 @@ cudaError_t launch_config(const AttentionParams& p, cudaStream_t stream) {
   // CUDA_LLM_OPS_FLASH_SM90_PERSISTENT=0: one CTA per work unit (the same kernel without
   // overlap between units; the hardware deals the CTAs).
   static bool dev_mode = std::getenv("CUDA_LLM_OPS_FLASH_SM90_PERSISTENT") != nullptr;
-  const int64_t units = flash_work_units(p, Cfg::kBlockM);
+  const bool pairs = flash_causal_pairs(p, Cfg::kBlockM);
+  const int64_t units = flash_work_units(p, Cfg::kBlockM, pairs);
   if (units > INT32_MAX) return cudaErrorNotSupported;  // the kernel counts units in int
   const bool persistent = dev_knob("CUDA_LLM_OPS_FLASH_SM90_PERSISTENT", dev_mode, 1) != 0;
   const int64_t ctas = persistent ? std::min<int64_t>(units, device_sm_count()) : units;
-  kernel<<<dim3(uint32_t(ctas)), Cfg::kThreads, Cfg::kSmemBytes, stream>>>(map_q, map_k, map_v, map_o, p);
+  kernel<<<dim3(uint32_t(ctas)), Cfg::kThreads, Cfg::kSmemBytes, stream>>>(map_q, map_k, map_v, map_o, p,
+                                                                             pairs ? 1 : 0);
   return cudaGetLastError();
 }
 
