@@ -9,7 +9,8 @@ bf16, not --quick) also D in {64, 96, 192, 256} at 32 query / 8 KV heads, N in {
 Compute-bound: warm L2.
 Op `attention_prefill`: flash_attention and the peers. Op `attention_prefill_b1`:
 batch 1 at N <= 1024 with naive and tiled attention too (their N^2 traffic would make
-the 16K-token cases take minutes).
+the 16K-token cases take minutes), timed as CUDA-graph replays (launch-bound: an eager call's
+host time is about the kernel's).
 
 Peers: SDPA pinned to one backend each with `torch.nn.attention.sdpa_kernel`
 (flash = FlashAttention-2, cuDNN, memory-efficient, math). GQA goes through
@@ -132,7 +133,8 @@ def attention_case(B: int, Hq: int, Hkv: int, N: int, D: int, causal: bool, dtyp
         op=op, dtype=dtype,
         shape={"B": B, "Hq": Hq, "Hkv": Hkv, "N": N, "D": D, "causal": causal},
         flops=w.flops, bytes=w.bytes, compute=attention_compute_kind(dtype), make_inputs=make_inputs, impls=impls,
-        reference=None, rel_tol=tol, cold_l2=False, cuda_graph=False,
+        # batch 1 at N <= 1024 runs 15-45 us on the GPU, about an eager call's host time: graphs
+        reference=None, rel_tol=tol, cold_l2=False, cuda_graph=op == "attention_prefill_b1",
         label=f"N={N}{' causal' if causal else ''}", x_key="N")
 
 
