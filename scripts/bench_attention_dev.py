@@ -168,20 +168,28 @@ SM90_CAUSAL_CASES = [(32, 32, 512, 128), (16, 32, 1024, 128), (8, 32, 2048, 128)
                      (2, 32, 8192, 128), (1, 32, 1000, 128), (16, 32, 1024, 256), (4, 16, 4096, 256)]
 
 
+def best_medians(call, knob, variants, rounds, iters, cuda_graph=False):
+    """Times call() under each (name, knob value) of `variants`, the order rotated every round
+    so the order effect (NOTES.md v3) falls on all; returns each name's best median ms. The
+    knob is left empty (the default)."""
+    best = {}
+    for r in range(rounds):
+        for name, val in variants[r % len(variants):] + variants[:r % len(variants)]:
+            os.environ[knob] = val
+            t = benchmark(call, warmup=3, iterations=iters, cuda_graph=cuda_graph)
+            best[name] = min(best.get(name, 1e9), t.median_ms)
+    os.environ[knob] = ""
+    return best
+
+
 def sm90_causal_rule(rounds=3, iters=20):
     """Causal calls, overlap against ping-pong timed in alternating order (rounds x both),
     so the order effect (NOTES.md v3) falls on both; prints each variant's best median."""
-    knob = "CUDA_LLM_OPS_FLASH_SM90_SCHED"
     for b, h, n, d in SM90_CAUSAL_CASES:
         g = torch.Generator(device="cuda").manual_seed(0)
         q, k, v = (torch.randn(b, h, n, d, device="cuda", generator=g).to(torch.float16) for _ in range(3))
-        best = {}
-        for _ in range(rounds):
-            for name, val in (("overlap", "1"), ("pingpong", "2")):
-                os.environ[knob] = val
-                t = benchmark(lambda: llm.flash_attention(q, k, v, is_causal=True), warmup=3, iterations=iters)
-                best[name] = min(best.get(name, 1e9), t.median_ms)
-        os.environ[knob] = ""
+        best = best_medians(lambda: llm.flash_attention(q, k, v, is_causal=True), "CUDA_LLM_OPS_FLASH_SM90_SCHED",
+                            (("overlap", "1"), ("pingpong", "2")), rounds, iters)
         print(f"causal rule | B={b} H={h} N={n} D={d} fp16: overlap {best['overlap']:.4f} ms, "
               f"pingpong {best['pingpong']:.4f} ms, pingpong/overlap speed {best['overlap'] / best['pingpong']:.3f}")
 
@@ -191,22 +199,16 @@ SM90_D64_CASES = [(32, 512), (16, 1024), (8, 2048), (4, 4096)]
 
 
 def sm90_d64_rule(rounds=3, iters=20):
-    """D = 64, fp16, GQA 32/8, causal and not: three consumers (the rule), ping-pong and
-    overlap with two, timed in rotating order (rounds x all), each one's best median."""
-    knob = "CUDA_LLM_OPS_FLASH_SM90_SCHED"
+    """D = 64, fp16, GQA 32/8, causal and not: three consumers, ping-pong and overlap with two,
+    timed in rotating order (rounds x all), each one's best median."""
     scheds = (("3 consumers", "3"), ("pingpong", "2"), ("overlap", "1"))
     for b, n in SM90_D64_CASES:
         for causal in (False, True):
             g = torch.Generator(device="cuda").manual_seed(0)
             q = torch.randn(b, 32, n, 64, device="cuda", generator=g).to(torch.float16)
             k, v = (torch.randn(b, 8, n, 64, device="cuda", generator=g).to(torch.float16) for _ in range(2))
-            best = {}
-            for r in range(rounds):
-                for name, val in scheds[r % 3:] + scheds[:r % 3]:
-                    os.environ[knob] = val
-                    t = benchmark(lambda: llm.flash_attention(q, k, v, is_causal=causal), warmup=3, iterations=iters)
-                    best[name] = min(best.get(name, 1e9), t.median_ms)
-            os.environ[knob] = ""
+            best = best_medians(lambda: llm.flash_attention(q, k, v, is_causal=causal),
+                                "CUDA_LLM_OPS_FLASH_SM90_SCHED", scheds, rounds, iters)
             print(f"d64 rule | B={b} Hq=32 Hkv=8 N={n} causal={causal}: " +
                   ", ".join(f"{name} {best[name]:.4f} ms" for name, _ in scheds), flush=True)
 
@@ -219,18 +221,11 @@ def sm90_causal_pairs(rounds=3, iters=30):
     """Causal fp16 calls, row blocks paired (CUDA_LLM_OPS_FLASH_SM90_CAUSAL_PAIRS=1) against one per
     unit (=0), alternating order, each one's best median; CUDA-graph replays (these calls are as
     short as an eager call's host time)."""
-    knob = "CUDA_LLM_OPS_FLASH_SM90_CAUSAL_PAIRS"
     for b, h, n, d in SM90_PAIR_CASES:
         g = torch.Generator(device="cuda").manual_seed(0)
         q, k, v = (torch.randn(b, h, n, d, device="cuda", generator=g).to(torch.float16) for _ in range(3))
-        best = {}
-        for r in range(rounds):
-            for name, val in ((("pairs", "1"), ("single", "0")) if r % 2 == 0 else (("single", "0"), ("pairs", "1"))):
-                os.environ[knob] = val
-                t = benchmark(lambda: llm.flash_attention(q, k, v, is_causal=True), warmup=3, iterations=iters,
-                              cuda_graph=True)
-                best[name] = min(best.get(name, 1e9), t.median_ms)
-        os.environ[knob] = ""
+        best = best_medians(lambda: llm.flash_attention(q, k, v, is_causal=True), "CUDA_LLM_OPS_FLASH_SM90_CAUSAL_PAIRS",
+                            (("pairs", "1"), ("single", "0")), rounds, iters, cuda_graph=True)
         print(f"causal pairs | B={b} H={h} N={n} D={d} fp16: pairs {best['pairs'] * 1e3:.1f} us, "
               f"one row block a unit {best['single'] * 1e3:.1f} us", flush=True)
 

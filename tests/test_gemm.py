@@ -77,6 +77,21 @@ def test_tensor_core_gemm_matches_float64(m, n, k, dtype, alpha, beta, with_c):
     assert_close(out, ref, torch.float32, rel_tol=1e-4, what=f"tensor_core_gemm {dtype} {m}x{n}x{k}")
 
 
+def _int8_case(m, n, k, col_major_b):
+    """One exact int8 call on fresh data into a NaN-poisoned allocation; returns the names of
+    the kernels the call runs (kernel_names: one string)."""
+    a = torch.randint(-128, 128, (m, k), dtype=torch.int8, device="cuda")
+    if col_major_b:
+        b = torch.randint(-128, 128, (n, k), dtype=torch.int8, device="cuda").t()
+    else:
+        b = torch.randint(-128, 128, (k, n), dtype=torch.int8, device="cuda")
+    _poison_allocator(m * n * 4)
+    out = llm.tensor_core_gemm_int8(a, b)  # first, straight after the poison
+    assert out.dtype == torch.int32 and out.shape == (m, n)
+    assert torch.equal(out, int8_gemm_reference(a, b)), f"int8 {m}x{n}x{k} col_major_b={col_major_b}"
+    return kernel_names(lambda: llm.tensor_core_gemm_int8(a, b))
+
+
 INT8_DIM = st.one_of(st.integers(1, 1024), st.integers(1, 64).map(lambda x: 16 * x))
 
 
@@ -84,15 +99,7 @@ INT8_DIM = st.one_of(st.integers(1, 1024), st.integers(1, 64).map(lambda x: 16 *
 @given(m=INT8_DIM, n=INT8_DIM, k=INT8_DIM, col_major_b=st.booleans())
 def test_int8_gemm_exact(m, n, k, col_major_b):
     require_op("tensor_core_gemm_int8")
-    a = torch.randint(-128, 128, (m, k), dtype=torch.int8, device="cuda")
-    if col_major_b:
-        b = torch.randint(-128, 128, (n, k), dtype=torch.int8, device="cuda").t()
-    else:
-        b = torch.randint(-128, 128, (k, n), dtype=torch.int8, device="cuda")
-    _poison_allocator(m * n * 4)
-    out = llm.tensor_core_gemm_int8(a, b)
-    assert out.dtype == torch.int32 and out.shape == (m, n)
-    assert torch.equal(out, int8_gemm_reference(a, b)), f"int8 {m}x{n}x{k} col_major_b={col_major_b}"
+    _int8_case(m, n, k, col_major_b)
 
 
 @pytest.mark.parametrize("m,n,k", [(4096, 4096, 256), (384, 768, 4096), (257, 264, 1032)])
@@ -352,21 +359,6 @@ def test_wgmma_tail_split(monkeypatch, variant):
         graph.replay()
         assert_close(out, gemm_reference(a, b, dtype=torch.float64), torch.float16,
                      rel_tol=_tol(torch.float16, 1000), what=f"{variant} split tail graph replay")
-
-
-def _int8_case(m, n, k, col_major_b, low=-128, high=128):
-    a = torch.randint(low, high, (m, k), dtype=torch.int8, device="cuda")
-    if col_major_b:
-        b = torch.randint(low, high, (n, k), dtype=torch.int8, device="cuda").t()
-    else:
-        b = torch.randint(low, high, (k, n), dtype=torch.int8, device="cuda")
-    _poison_allocator(m * n * 4)
-    f = lambda: llm.tensor_core_gemm_int8(a, b)
-    names = kernel_names(f)
-    out = f()
-    assert out.dtype == torch.int32 and out.shape == (m, n)
-    assert torch.equal(out, int8_gemm_reference(a, b)), f"int8 {m}x{n}x{k} col_major_b={col_major_b}"
-    return names  # kernel_names: one string
 
 
 _K16 = st.one_of(st.integers(1, 64).map(lambda x: 16 * x), st.sampled_from([16, 144, 1040]))

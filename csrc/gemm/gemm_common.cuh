@@ -2,6 +2,8 @@
 // rasterisation and the alpha/beta epilogue stores.
 #pragma once
 
+#include <type_traits>
+
 #include "cuda_llm_ops/common.cuh"
 #include "cuda_llm_ops/pipeline.cuh"
 #include "gemm/gemm.h"
@@ -46,12 +48,18 @@ CLO_DEVICE BlockCoord grouped_block(int bid, int grid_m, int grid_n, int group =
   return by_rows ? BlockCoord{r, c} : BlockCoord{c, r};
 }
 
-template <typename TOut>
-CLO_DEVICE void store_one(const GemmKernelArgs& args, int row, int col, float v) {
-  if (args.has_c) {
-    v += args.beta * to_float(static_cast<const TOut*>(args.c)[row * args.ldc + col]);
+// D[row][col] = v (+ beta * C). int32 output (the int8 GEMMs) is exact: v is the int32
+// accumulator, no alpha or C (the launchers reject C for int8).
+template <typename TOut, typename V>
+CLO_DEVICE void store_one(const GemmKernelArgs& args, int row, int col, V v) {
+  if constexpr (std::is_same_v<TOut, int32_t>) {
+    static_cast<int32_t*>(args.d)[row * args.ldd + col] = v;
+  } else {
+    if (args.has_c) {
+      v += args.beta * to_float(static_cast<const TOut*>(args.c)[row * args.ldc + col]);
+    }
+    static_cast<TOut*>(args.d)[row * args.ldd + col] = from_float<TOut>(v);
   }
-  static_cast<TOut*>(args.d)[row * args.ldd + col] = from_float<TOut>(v);
 }
 
 // Stores (v0, v1) at columns col, col + 1 of `row` (col even), with C added.

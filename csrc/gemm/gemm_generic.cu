@@ -69,7 +69,7 @@ __global__ void __launch_bounds__(kGenThreads) gemm_generic_kernel(const GemmKer
       const int col = n0 + tn + 16 * j;
       if (col >= N) continue;
       if constexpr (std::is_same_v<Tin, int8_t>) {
-        static_cast<int32_t*>(args.d)[row * args.ldd + col] = acc[i][j];
+        store_one<int32_t>(args, row, col, acc[i][j]);  // exact: no alpha
       } else {
         store_one<TOut>(args, row, col, args.alpha * acc[i][j]);
       }

@@ -354,6 +354,14 @@ gemm_wgmma_sm90_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_c
       const BlockCoord blk = grouped_block(unit, unit_rows, tiles_n, raster);
       const int m0 = (blk.bm * kCluster + rank) * BM, n0 = blk.bn * BN;
       const int warp = wg_tid / 32, lane = wg_tid % 32;
+      // The value stored: alpha * acc, or the exact int32 sum for int8.
+      auto out = [&](Acc x) {
+        if constexpr (kInt8) {
+          return x;
+        } else {
+          return args.alpha * x;
+        }
+      };
       if constexpr (BN == 16) {
         // The skinny tile computes D^T (rows: output columns n, columns: the <= 16 rows m of
         // a): element (r, c) of the accumulators goes to D[c][r]. D is at most 16 x N.
@@ -363,15 +371,11 @@ gemm_wgmma_sm90_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_c
 #pragma unroll
           for (int i = 0; i < Cfg::kAccum; ++i) {
             const int r = r0 + 8 * ((i / 2) % 2), c = c0 + 8 * (i / 4) + i % 2;
-            if (r < M && c < N) store_one<TOut>(args, c, r, args.alpha * acc[i]);
+            if (r < M && c < N) store_one<TOut>(args, c, r, out(acc[i]));
           }
         };
-        if constexpr (kInt8) {  // exact: no alpha, no C
-#pragma unroll
-          for (int i = 0; i < Cfg::kAccum; ++i) {
-            const int r = r0 + 8 * ((i / 2) % 2), c = c0 + 8 * (i / 4) + i % 2;
-            if (r < M && c < N) static_cast<int32_t*>(args.d)[(long long)c * args.ldd + r] = acc[i];
-          }
+        if constexpr (kInt8) {
+          store_t(int32_t{});
         } else if (args.out_f32) {
           store_t(float{});
         } else {
@@ -397,17 +401,13 @@ gemm_wgmma_sm90_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_c
               const int j = 2 * kGroupsPerBox * h + jj;  // 8-column group of the accumulators
               const int byte = (8 * (jj % kGroupsPerBox) + 2 * (lane % 4)) * kElem;
               unsigned char* p = buf + (jj / kGroupsPerBox) * 8192 + r * 128 + (((byte / 16) ^ (lane / 4)) * 16) + byte % 16;
-              if constexpr (kInt8) {  // exact: no alpha
-                *reinterpret_cast<int2*>(p) = make_int2(acc[4 * j], acc[4 * j + 1]);
-                *reinterpret_cast<int2*>(p + 8 * 128) = make_int2(acc[4 * j + 2], acc[4 * j + 3]);
-              } else if constexpr (kElem == 4) {
-                const float a = args.alpha;
-                *reinterpret_cast<float2*>(p) = make_float2(a * acc[4 * j], a * acc[4 * j + 1]);
-                *reinterpret_cast<float2*>(p + 8 * 128) = make_float2(a * acc[4 * j + 2], a * acc[4 * j + 3]);
+              if constexpr (kElem == 4) {  // fp32, or int32 for int8
+                using Pair = std::conditional_t<kInt8, int2, float2>;
+                *reinterpret_cast<Pair*>(p) = Pair{out(acc[4 * j]), out(acc[4 * j + 1])};
+                *reinterpret_cast<Pair*>(p + 8 * 128) = Pair{out(acc[4 * j + 2]), out(acc[4 * j + 3])};
               } else {
-                const float a = args.alpha;
-                *reinterpret_cast<uint32_t*>(p) = pack_float2<TOut>(a * acc[4 * j], a * acc[4 * j + 1]);
-                *reinterpret_cast<uint32_t*>(p + 8 * 128) = pack_float2<TOut>(a * acc[4 * j + 2], a * acc[4 * j + 3]);
+                *reinterpret_cast<uint32_t*>(p) = pack_float2<TOut>(out(acc[4 * j]), out(acc[4 * j + 1]));
+                *reinterpret_cast<uint32_t*>(p + 8 * 128) = pack_float2<TOut>(out(acc[4 * j + 2]), out(acc[4 * j + 3]));
               }
             }
             tma::fence_proxy_async_shared();
@@ -440,7 +440,8 @@ gemm_wgmma_sm90_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_c
           }
         };
         if constexpr (kInt8) {
-          // int32 pairs (8-byte stores where D's rows allow), masked at M and N.
+          // int32 pairs, exact. Kept inline: routed through store_pair it compiles to other
+          // SASS, which no GPU run has tested yet (NOTES.md, int8 on the wgmma family).
           int32_t* d = static_cast<int32_t*>(args.d);
 #pragma unroll
           for (int j = 0; j < BN / 8; ++j) {
