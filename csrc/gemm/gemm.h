@@ -51,6 +51,9 @@ struct GemmProblem {
   // split last wave); sized by gemm_workspace_bytes. Without it those kernels do not split.
   void* workspace = nullptr;
   size_t workspace_bytes = 0;
+#ifdef CLO_DEV_STAMPS
+  unsigned long long* dev_stamps = nullptr;  // dev probe builds: [CTAs][kGemmDevStamps] (the skinny tile)
+#endif
 };
 
 // Kernel-side view of a problem (passed by value to every kernel).
@@ -65,7 +68,15 @@ struct GemmKernelArgs {
   int has_c;
   int out_f32;  // tensor-core fp16/bf16 kernels: write fp32 (1) or the input type (0)
   int pair_ok;  // 2-element vector stores/loads of D and C are aligned
+#ifdef CLO_DEV_STAMPS
+  unsigned long long* dev_stamps;
+#endif
 };
+#ifdef CLO_DEV_STAMPS
+// Per CTA of the skinny tile (scripts/skinny_stream_probe.cu): %globaltimer at entry, first
+// stage landed, last k-tile retired, exit; ns inside the mainloops; ns in stream-K fixups.
+constexpr int kGemmDevStamps = 6;
+#endif
 
 inline GemmKernelArgs make_kernel_args(const GemmProblem& p) {
   GemmKernelArgs k{};
@@ -73,6 +84,9 @@ inline GemmKernelArgs make_kernel_args(const GemmProblem& p) {
   k.M = p.M; k.N = p.N; k.K = p.K;
   k.lda = p.lda; k.ldb = p.ldb; k.ldc = p.ldc; k.ldd = p.ldd;
   k.alpha = p.alpha; k.beta = p.beta;
+#ifdef CLO_DEV_STAMPS
+  k.dev_stamps = p.dev_stamps;
+#endif
   k.has_c = p.c != nullptr;
   k.out_f32 = p.out_dtype == DType::kFloat32;
   const size_t out_elem = (p.out_dtype == DType::kFloat16 || p.out_dtype == DType::kBFloat16) ? 2 : 4;

@@ -139,12 +139,13 @@ GemmProblem swapped_for_skinny(const GemmProblem& p) {
 
 namespace {
 
-// The stream-K scratch of the skinny tile for the (unswapped) decode problem p; as
-// launch_wgmma_cfg plans it: units of 128 columns of N, k-tiles of 128 bytes.
+// The stream-K scratch of the skinny tile for the (unswapped) decode problem p, as
+// launch_wgmma_cfg plans it (plan_skinny: the weight's N rows, k-tiles of 128 bytes; none
+// where the units go whole).
 size_t skinny_tile_workspace_bytes(const GemmProblem& p) {
   long long grid = device_sm_count();
   const int bk = 128 / static_cast<int>(elem_size(p.in_dtype));
-  const WgmmaTailSplit ts = plan_skinny_stream_k(div_ceil(p.N, 128), div_ceil(p.K, bk), grid);
+  const WgmmaTailSplit ts = plan_skinny(p.N, div_ceil(p.K, bk), p.trans_b, grid);
   return skinny_stream_k_workspace_bytes<WgmmaConfig<16, kSkinnyWgmmaStages>>(ts, grid);
 }
 

@@ -95,13 +95,16 @@ struct WgmmaTailSplit {
   int splits = 0;             // chunks per tail unit (>= 2), tail_units * splits <= grid
   int* counters = nullptr;    // [tail_units][kConsumers], zeroed before the launch
   float* partials = nullptr;  // [tail_units * splits chunks][kConsumers][kAccum / 4][128 threads] float4
-  // The skinny tile (BN = 16, decode shapes, memory-bound: no L2 reuse to keep) deals all
-  // units' k-tiles instead, stream-K: CTA g takes iterations [range_start(g),
-  // range_start(g + 1)) of units * ktiles (base >= 1 each), whole units inside its range
-  // and a partial piece at either end (slots 2g and 2g + 1, counters per unit).
-  int base = 0, rem = 0;
-  __host__ __device__ int range_start(int g) const { return g * base + (g < rem ? g : rem); }
+  // The skinny tile (BN = 16, decode shapes, memory-bound: no L2 reuse to keep) deals
+  // ranges of units * ktiles iterations (plan_skinny): CTA g takes [range_start(g),
+  // range_start(g + 1)), counted in steps of `step` k-tiles (base >= 1 steps each).
+  // step == 1: stream-K, whole units inside a range and a partial piece at either end
+  // (slots 2g and 2g + 1, counters per unit); step == ktiles: whole units only. A unit is
+  // row_step rows of the swapped problem (the weight's rows: its TMA box height).
+  int base = 0, rem = 0, step = 1, row_step = 0;
+  __host__ __device__ int range_start(int g) const { return (g * base + (g < rem ? g : rem)) * step; }
   __device__ int cta_of(int i) const {  // the CTA whose range holds iteration i
+    i /= step;
     const int big = rem * (base + 1);
     return i < big ? i / (base + 1) : rem + (i - big) / base;
   }
@@ -163,11 +166,56 @@ inline WgmmaTailSplit plan_skinny_stream_k(long long units, int ktiles, long lon
   ts.rem = static_cast<int>(iters % grid);
   return ts;
 }
+
+// Host: how the skinny tile deals a decode problem of `rows` weight rows (the swapped
+// problem's M) and `ktiles` k-tiles over `grid` CTAs (in: the SMs, or 0 for one CTA per
+// 128-row unit without workspace; out: the CTAs to launch). A weight stored [N, K]
+// (k_major: one TMA box of row_step rows a k-tile) is cut into units of row_step rows, a
+// multiple of 8 from 128 down to 32, the one that leaves the busiest CTA the fewest rows
+// (the largest on a tie), and dealt whole where that keeps 90% of the SMs busy: no pieces,
+// no workspace. At 12288 rows that is 128 units of 96 rows, 3% over an even share, where
+// stream-K's end-of-range fixups (store, release, count, load: several round trips through
+// a saturated memory system) cost ~10% (NOTES.md "Skinny", run 7). Otherwise (b stored
+// [K, N]: 64-row boxes; fewer rows) stream-K over 128-row units.
+inline WgmmaTailSplit plan_skinny(long long rows, int ktiles, bool k_major, long long& grid) {
+  if (k_major && grid > 0) {
+    int best = 0;
+    long long best_rows = 0;
+    for (int r = 128; r >= 32; r -= 8) {
+      const long long busiest = ((rows + r - 1) / r + grid - 1) / grid * r;
+      if (best == 0 || busiest < best_rows) best = r, best_rows = busiest;
+    }
+    const long long units = (rows + best - 1) / best;
+    if (units * 10 >= grid * 9 && units * ktiles < (1LL << 31)) {
+      WgmmaTailSplit ts;
+      grid = std::min(grid, units);
+      ts.dp_units = static_cast<int>(units);
+      ts.base = static_cast<int>(units / grid);
+      ts.rem = static_cast<int>(units % grid);
+      ts.step = ktiles;
+      ts.row_step = best;
+      return ts;
+    }
+  }
+  WgmmaTailSplit ts = plan_skinny_stream_k((rows + 127) / 128, ktiles, grid);
+  ts.row_step = 128;
+  return ts;
+}
 // Counters, then two pieces per CTA (the ends of its range); 0 when every range is whole.
 template <typename Cfg>
 inline size_t skinny_stream_k_workspace_bytes(const WgmmaTailSplit& ts, long long grid) {
-  if (grid == ts.tail_units && ts.rem == 0) return 0;  // one whole unit per CTA
+  if (ts.step > 1 || (grid == ts.tail_units && ts.rem == 0)) return 0;  // whole units only
   return tail_split_counter_bytes<Cfg>(ts) + size_t(grid) * 2 * Cfg::BM * Cfg::BN * sizeof(float);
+}
+
+// Zeroes the skinny tile's stream-K counters and lets the GEMM that follows (launched with
+// PDL) start at once: that kernel waits for this one (pdl_wait_primary) only before its
+// first count, at the end of its first range, so the zeroing and its launch hide under the
+// stream instead of preceding it as a cudaMemsetAsync did (~1.5 us a call).
+template <int kThreads = 128>
+__global__ void __launch_bounds__(kThreads) zero_stream_k_counters_kernel(int* counters, int n) {
+  pdl_launch_dependents();
+  for (int i = threadIdx.x; i < n; i += kThreads) counters[i] = 0;
 }
 
 // Encodes a 2-D row-major tensor map (dim0 contiguous) with the 128-byte swizzle
@@ -208,6 +256,11 @@ gemm_wgmma_sm90_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_c
   const int rank = kCluster > 1 ? static_cast<int>(cluster::ctarank()) : 0;
   const int unit_rows = div_ceil(div_ceil(M, BM), kCluster), tiles_n = div_ceil(N, BN);
   const int first_unit = blockIdx.x / kCluster, unit_stride = gridDim.x / kCluster;
+#ifdef CLO_DEV_STAMPS
+  auto dev_now = [] { unsigned long long t; asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t)); return t; };
+  unsigned long long* dev_stamp = args.dev_stamps == nullptr ? nullptr : args.dev_stamps + kGemmDevStamps * blockIdx.x;
+  if (dev_stamp != nullptr && threadIdx.x == 0) dev_stamp[0] = dev_now();
+#endif
 
   if (threadIdx.x == 0) {
     tma::prefetch_tensor_map(&map_a);
@@ -234,7 +287,9 @@ gemm_wgmma_sm90_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_c
       // k-tiles [kb, ke) of work unit `unit` into the ring.
       auto load_unit = [&](int unit, int kb, int ke) {
         const BlockCoord blk = grouped_block(unit, unit_rows, tiles_n, raster);
-        const int m0 = (blk.bm * kCluster + rank) * BM, n0 = blk.bn * BN;
+        // The skinny tile's units are ts.row_step rows (a K-major A box that high).
+        const int m0 = BN == 16 ? unit * ts.row_step : (blk.bm * kCluster + rank) * BM, n0 = blk.bn * BN;
+        const uint32_t a_box_bytes = BN == 16 && !kTransA ? ts.row_step * 128u : 8192u * (BM / 64);
         // 64-wide m/n chunks entirely past M / N are not loaded (their stale smem only
         // feeds output rows / columns the epilogue masks); the byte count follows. A
         // cluster's second tile may lie wholly past M: it loads no A, still its half of B.
@@ -246,7 +301,8 @@ gemm_wgmma_sm90_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_c
           // stage has released it (phase (it/Stages - 1) of empty).
           if (it >= Stages) tma::mbarrier_wait(&empty_bar[s], ((it / Stages) - 1) & 1);
           // A K-major B tile is one box of BN rows (TMA counts rows past N, zero-filled).
-          tma::mbarrier_arrive_expect_tx(&full_bar[s], a_chunks * 8192u + (kTransB ? Cfg::kBBytes : b_chunks * 8192u));
+          const uint32_t a_bytes = kTransA ? a_chunks * 8192u : a_chunks > 0 ? a_box_bytes : 0u;
+          tma::mbarrier_arrive_expect_tx(&full_bar[s], a_bytes + (kTransB ? Cfg::kBBytes : b_chunks * 8192u));
           const int k0 = kt * BK;
           unsigned char* sa = smem_a + s * Cfg::kABytes;
           unsigned char* sb = smem_b + s * Cfg::kBBytes;
@@ -308,14 +364,24 @@ gemm_wgmma_sm90_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_c
     };
     Acc acc[Cfg::kAccum];
     int it = 0;
+#ifdef CLO_DEV_STAMPS
+    const bool dev_on = dev_stamp != nullptr && cw == 0 && wg_tid == 0;
+    unsigned long long dev_loop_ns = 0, dev_fix_ns = 0, dev_mark = 0;
+#endif
     // acc = the sum over the next `nk` k-tiles of the ring.
     auto mainloop = [&](int nk) {
 #pragma unroll
       for (int i = 0; i < Cfg::kAccum; ++i) acc[i] = Acc(0);
       const int it_begin = it, it_end = it + nk;
+#ifdef CLO_DEV_STAMPS
+      const unsigned long long dev_t0 = dev_on ? dev_now() : 0;
+#endif
       for (; it < it_end; ++it) {
         const int s = it % Stages;
         tma::mbarrier_wait(&full_bar[s], (it / Stages) & 1);
+#ifdef CLO_DEV_STAMPS
+        if (dev_on && it == 0) dev_stamp[1] = dev_now();
+#endif
         wgmma::fence();
 #pragma unroll
         for (int kk = 0; kk < Cfg::kKSteps; ++kk) {
@@ -347,12 +413,18 @@ gemm_wgmma_sm90_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_c
       }
       wgmma::wait_group<0>();
       release(it - 1);  // every work item has at least one k-tile
+#ifdef CLO_DEV_STAMPS
+      if (dev_on) {
+        dev_mark = dev_stamp[2] = dev_now();
+        dev_loop_ns += dev_mark - dev_t0;
+      }
+#endif
     };
     // acc (alpha applied) into D at the tile of work unit `unit`. The producer meanwhile
     // fills the ring with the next unit's first k-tiles.
     auto epilogue = [&](int unit) {
       const BlockCoord blk = grouped_block(unit, unit_rows, tiles_n, raster);
-      const int m0 = (blk.bm * kCluster + rank) * BM, n0 = blk.bn * BN;
+      const int m0 = BN == 16 ? unit * ts.row_step : (blk.bm * kCluster + rank) * BM, n0 = blk.bn * BN;
       const int warp = wg_tid / 32, lane = wg_tid % 32;
       // The value stored: alpha * acc, or the exact int32 sum for int8.
       auto out = [&](Acc x) {
@@ -366,12 +438,15 @@ gemm_wgmma_sm90_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_c
         // The skinny tile computes D^T (rows: output columns n, columns: the <= 16 rows m of
         // a): element (r, c) of the accumulators goes to D[c][r]. D is at most 16 x N.
         const int r0 = m0 + cw * 64 + warp * 16 + lane / 4, c0 = 2 * (lane % 4);
+        // Rows past the unit's row_step (smem rows the unit's box did not fill) belong to
+        // the next unit or to nothing.
+        const int row_end = min(M, m0 + ts.row_step);
         auto store_t = [&](auto out_tag) {
           using TOut = decltype(out_tag);
 #pragma unroll
           for (int i = 0; i < Cfg::kAccum; ++i) {
             const int r = r0 + 8 * ((i / 2) % 2), c = c0 + 8 * (i / 4) + i % 2;
-            if (r < M && c < N) store_one<TOut>(args, c, r, out(acc[i]));
+            if (r < row_end && c < N) store_one<TOut>(args, c, r, out(acc[i]));
           }
         };
         if constexpr (kInt8) {
@@ -468,46 +543,103 @@ gemm_wgmma_sm90_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_c
 
     if constexpr (BN == 16) {
       // Stream-K over every unit: whole units straight to D; a piece at either end of the
-      // range stores its accumulators, counts itself in, and the unit's last piece sums the
-      // pieces in CTA order (the same bits whichever is last) and stores D.
+      // range is stored, counted in, and the unit's last piece sums the pieces in CTA order
+      // (the same bits whichever is last) and stores D. Both pieces are published at the end
+      // of the range: a publication (store, release, atomic) takes the consumers several
+      // round trips through a saturated memory system (2-7 us), and a first piece published
+      // mid-range stalled the CTA's stream for that long, which became the grid's tail
+      // (skinny_stream_probe stamps, NOTES.md "Skinny", run 7). So the first piece waits in
+      // registers (kAccum more) while the rest of the range streams.
       constexpr int kVec = Cfg::kAccum / 4;
       auto piece_of = [&](int g, int piece) {
         return reinterpret_cast<Acc4*>(ts.partials) + ((size_t(2 * g + piece) * Cfg::kConsumers + cw) * kVec) * 128 +
                wg_tid;
       };
       const int start = ts.range_start(blockIdx.x), end = ts.range_start(blockIdx.x + 1);
+      Acc held[Cfg::kAccum];
+      int held_unit = -1, last_unit = -1;
       for (int pos = start; pos < end;) {
         const int t = pos / ktiles, stop = min(end, (t + 1) * ktiles);
         mainloop(stop - pos);
         const bool whole = pos == t * ktiles && stop == (t + 1) * ktiles;
         pos = stop;
-        if (!whole) {
-          Acc4* mine = piece_of(blockIdx.x, start / ktiles == t ? 0 : 1);
+        if (whole) {
+          epilogue(t);
+        } else if (pos < end) {  // the range's first piece, with more of the range after it
 #pragma unroll
-          for (int j = 0; j < kVec; ++j) {
-            __stcg(mine + j * 128, Acc4{acc[4 * j], acc[4 * j + 1], acc[4 * j + 2], acc[4 * j + 3]});
-          }
+          for (int i = 0; i < Cfg::kAccum; ++i) held[i] = acc[i];
+          held_unit = t;
+        } else {
+          last_unit = t;
+        }
+      }
+      if (held_unit >= 0 || last_unit >= 0) {
+        // Slot 0: the piece of the unit the range starts in; slot 1: of the unit it ends in.
+        auto store_piece = [&](int slot, const Acc (&v)[Cfg::kAccum]) {
+          Acc4* mine = piece_of(blockIdx.x, slot);
+#pragma unroll
+          for (int j = 0; j < kVec; ++j) __stcg(mine + j * 128, Acc4{v[4 * j], v[4 * j + 1], v[4 * j + 2], v[4 * j + 3]});
+        };
+        if (held_unit >= 0) store_piece(0, held);
+        if (last_unit >= 0) store_piece(start / ktiles == last_unit ? 0 : 1, acc);
+        named_barrier_sync(1 + cw, 128);
+        // Pieces of unit t: CTAs cta_of(first k-tile) .. cta_of(last k-tile).
+        auto pieces = [&](int t) { return ts.cta_of((t + 1) * ktiles - 1) - ts.cta_of(t * ktiles) + 1; };
+        bool held_last = false, last_last = false;
+        if (wg_tid == 0) {  // one release, both counts in flight together, acquire if either is final
+          pdl_wait_primary();  // the counters' zeroing kernel (launch_wgmma_cfg) has finished
+          fence_acq_rel_gpu();
+          const int before_held = held_unit >= 0 ? atomic_add_relaxed_gpu(ts.counters + held_unit * Cfg::kConsumers + cw, 1) : -1;
+          const int before_last = last_unit >= 0 ? atomic_add_relaxed_gpu(ts.counters + last_unit * Cfg::kConsumers + cw, 1) : -1;
+          held_last = held_unit >= 0 && before_held == pieces(held_unit) - 1;
+          last_last = last_unit >= 0 && before_last == pieces(last_unit) - 1;
+          if (held_last || last_last) fence_acq_rel_gpu();
+        }
+        // The last piece of unit t in: every piece from memory, in CTA order, then D. The
+        // loads of up to kAhead pieces are issued together (one round trip, not one a piece).
+        auto sum_and_store = [&](int t) {
+          constexpr int kAhead = 4;
           const int lo = ts.cta_of(t * ktiles), hi = ts.cta_of((t + 1) * ktiles - 1);
-          named_barrier_sync(1 + cw, 128);
-          bool last = false;
-          if (wg_tid == 0) last = atomic_add_acq_rel_gpu(ts.counters + t * Cfg::kConsumers + cw, 1) == hi - lo;
-          if (!named_barrier_or(1 + cw, 128, last)) continue;
-          for (int g = lo; g <= hi; ++g) {
-            // CTA g's piece of unit t is its first unless its range starts before unit t.
-            const Acc4* src = piece_of(g, ts.range_start(g) / ktiles == t ? 0 : 1);
+          for (int g0 = lo; g0 <= hi; g0 += kAhead) {
+            Acc4 v[kAhead][kVec];
 #pragma unroll
-            for (int j = 0; j < kVec; ++j) {
-              const Acc4 v = __ldcg(src + j * 128);
-              Acc* a = acc + 4 * j;
-              a[0] = g == lo ? v.x : a[0] + v.x;
-              a[1] = g == lo ? v.y : a[1] + v.y;
-              a[2] = g == lo ? v.z : a[2] + v.z;
-              a[3] = g == lo ? v.w : a[3] + v.w;
+            for (int q = 0; q < kAhead; ++q) {
+              const int g = g0 + q;
+              if (g > hi) continue;
+              // CTA g's piece of unit t is its first unless its range starts before unit t.
+              const Acc4* src = piece_of(g, ts.range_start(g) / ktiles == t ? 0 : 1);
+#pragma unroll
+              for (int j = 0; j < kVec; ++j) v[q][j] = __ldcg(src + j * 128);
+            }
+#pragma unroll
+            for (int q = 0; q < kAhead; ++q) {
+              if (g0 + q > hi) continue;
+#pragma unroll
+              for (int j = 0; j < kVec; ++j) {
+                Acc* a = acc + 4 * j;
+                const bool first = g0 + q == lo;
+                a[0] = first ? v[q][j].x : a[0] + v[q][j].x;
+                a[1] = first ? v[q][j].y : a[1] + v[q][j].y;
+                a[2] = first ? v[q][j].z : a[2] + v[q][j].z;
+                a[3] = first ? v[q][j].w : a[3] + v[q][j].w;
+              }
             }
           }
-        }
-        epilogue(t);
+          epilogue(t);
+        };
+        if (named_barrier_or(1 + cw, 128, held_last)) sum_and_store(held_unit);
+        if (named_barrier_or(1 + cw, 128, last_last)) sum_and_store(last_unit);
+#ifdef CLO_DEV_STAMPS
+        if (dev_on) dev_fix_ns += dev_now() - dev_mark;
+#endif
       }
+#ifdef CLO_DEV_STAMPS
+      if (dev_on) {
+        dev_stamp[3] = dev_now();
+        dev_stamp[4] = dev_loop_ns;
+        dev_stamp[5] = dev_fix_ns;
+      }
+#endif
     } else {
     for (int unit = first_unit; unit < ts.dp_units; unit += unit_stride) {
       mainloop(ktiles);
@@ -577,12 +709,9 @@ inline cudaError_t launch_wgmma_cfg(const GemmProblem& p, const WgmmaSchedule& s
   CUtensorMap map_a, map_b;
   // Tensor maps over the stored matrices: dim0 is the contiguous one, boxes of 128-byte rows
   // (kRow elements). A cluster's CTAs each fetch 1/kCluster of a K-major B tile.
+  // (map_a, whose box height the skinny tile's plan decides, is encoded below.)
   constexpr uint32_t kRow = Cfg::BK, kElem = sizeof(T);
-  cudaError_t err = kTransA
-      ? encode_tensor_map_2d(&map_a, p.in_dtype, p.a, p.M, p.K, p.lda * kElem, kRow, Cfg::BK)
-      : encode_tensor_map_2d(&map_a, p.in_dtype, p.a, p.K, p.M, p.lda * kElem, kRow, Cfg::BM);
-  if (err != cudaSuccess) return err;
-  err = kTransB ? encode_tensor_map_2d(&map_b, p.in_dtype, p.b, p.K, p.N, p.ldb * kElem, kRow, Cfg::BN / kCluster)
+  cudaError_t err = kTransB ? encode_tensor_map_2d(&map_b, p.in_dtype, p.b, p.K, p.N, p.ldb * kElem, kRow, Cfg::BN / kCluster)
                 : encode_tensor_map_2d(&map_b, p.in_dtype, p.b, p.N, p.K, p.ldb * kElem, kRow, Cfg::BK);
   if (err != cudaSuccess) return err;
   CUtensorMap map_d{};
@@ -615,21 +744,25 @@ inline cudaError_t launch_wgmma_cfg(const GemmProblem& p, const WgmmaSchedule& s
   if (clusters * kCluster > 0x7fffffffLL) return cudaErrorInvalidValue;
   WgmmaTailSplit ts;
   ts.dp_units = static_cast<int>(units);  // every unit whole
+  bool pdl = false;  // the skinny tile after its counters' zeroing kernel
   if constexpr (BN == 16) {
-    // Stream-K over every unit (plan_skinny_stream_k); without the workspace, one CTA per unit.
+    // Whole units of fewer rows or stream-K (plan_skinny); stream-K without the workspace:
+    // one CTA per 128-row unit.
     const int ktiles = div_ceil(p.K, Cfg::BK);
     clusters = device_sm_count();
-    ts = plan_skinny_stream_k(units, ktiles, clusters);
+    ts = plan_skinny(p.M, ktiles, !kTransA, clusters);
     const size_t bytes = skinny_stream_k_workspace_bytes<Cfg>(ts, clusters);
     if (bytes > 0 && (p.workspace == nullptr || p.workspace_bytes < bytes)) {
       clusters = 0;
-      ts = plan_skinny_stream_k(units, ktiles, clusters);
+      ts = plan_skinny(p.M, ktiles, !kTransA, clusters);
     } else if (bytes > 0) {
       const size_t counter_bytes = tail_split_counter_bytes<Cfg>(ts);
       ts.counters = static_cast<int*>(p.workspace);
       ts.partials = reinterpret_cast<float*>(static_cast<unsigned char*>(p.workspace) + counter_bytes);
-      err = cudaMemsetAsync(p.workspace, 0, counter_bytes, stream);
+      zero_stream_k_counters_kernel<<<1, 128, 0, stream>>>(ts.counters, static_cast<int>(counter_bytes / sizeof(int)));
+      err = cudaGetLastError();
       if (err != cudaSuccess) return err;
+      pdl = true;
     }
   } else if (kCluster == 1 && persistent) {
     const WgmmaTailSplit plan = plan_tail_split(units, div_ceil(p.K, Cfg::BK), clusters, sch.tail_split);
@@ -643,9 +776,19 @@ inline cudaError_t launch_wgmma_cfg(const GemmProblem& p, const WgmmaSchedule& s
       if (err != cudaSuccess) return err;
     }
   }
-  cudaLaunchAttribute attr;
-  const cudaLaunchConfig_t cfg = cluster::launch_config(dim3(static_cast<unsigned>(clusters * kCluster)), Cfg::kThreads,
-                                                       Cfg::kSmemBytes, stream, kCluster, &attr);
+  const uint32_t a_box_rows = BN == 16 ? static_cast<uint32_t>(ts.row_step) : Cfg::BM;
+  err = kTransA ? encode_tensor_map_2d(&map_a, p.in_dtype, p.a, p.M, p.K, p.lda * kElem, kRow, Cfg::BK)
+                : encode_tensor_map_2d(&map_a, p.in_dtype, p.a, p.K, p.M, p.lda * kElem, kRow, a_box_rows);
+  if (err != cudaSuccess) return err;
+  cudaLaunchAttribute attr[2];
+  cudaLaunchConfig_t cfg = cluster::launch_config(dim3(static_cast<unsigned>(clusters * kCluster)), Cfg::kThreads,
+                                                 Cfg::kSmemBytes, stream, kCluster, attr);
+  if (pdl) {
+    attr[cfg.numAttrs].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attr[cfg.numAttrs].val.programmaticStreamSerializationAllowed = 1;
+    cfg.attrs = attr;
+    ++cfg.numAttrs;
+  }
   err = cudaLaunchKernelEx(&cfg, kernel, map_a, map_b, map_d, make_kernel_args(p), tma_store ? 1 : 0, sch.raster, ts);
   if (err != cudaSuccess) return err;
   return cudaGetLastError();

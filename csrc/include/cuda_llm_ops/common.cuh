@@ -175,6 +175,16 @@ CLO_DEVICE int atomic_add_acq_rel_gpu(int* counter, int value) {
   asm volatile("atom.acq_rel.gpu.global.add.s32 %0, [%1], %2;\n" : "=r"(before) : "l"(counter), "r"(value) : "memory");
   return before;
 }
+// The same count split in three, for a block that counts into several counters at once:
+// fence_acq_rel_gpu (release), then atomic_add_relaxed_gpu on each (independent round trips
+// in flight together, where each acq_rel add would wait for the one before it), then
+// fence_acq_rel_gpu again (acquire) where a count came out final.
+CLO_DEVICE void fence_acq_rel_gpu() { asm volatile("fence.acq_rel.gpu;\n" ::: "memory"); }
+CLO_DEVICE int atomic_add_relaxed_gpu(int* counter, int value) {
+  int before;
+  asm volatile("atom.relaxed.gpu.global.add.s32 %0, [%1], %2;\n" : "=r"(before) : "l"(counter), "r"(value) : "memory");
+  return before;
+}
 
 // kernel<<<grid, block, smem, stream>>>(args...), with the PDL attribute when `pdl`
 // (ignored by devices below sm_90, so callers pass device_cc_major() >= 9). Captured
