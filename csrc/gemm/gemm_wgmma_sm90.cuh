@@ -171,17 +171,18 @@ inline WgmmaTailSplit plan_skinny_stream_k(long long units, int ktiles, long lon
 // problem's M) and `ktiles` k-tiles over `grid` CTAs (in: the SMs, or 0 for one CTA per
 // 128-row unit without workspace; out: the CTAs to launch). A weight stored [N, K]
 // (k_major: one TMA box of row_step rows a k-tile) is cut into units of row_step rows, a
-// multiple of 8 from 128 down to 32, the one that leaves the busiest CTA the fewest rows
+// multiple of 8 from 128 down to 64, the one that leaves the busiest CTA the fewest rows
 // (the largest on a tie), and dealt whole where that keeps 90% of the SMs busy: no pieces,
 // no workspace. At 12288 rows that is 128 units of 96 rows, 3% over an even share, where
 // stream-K's end-of-range fixups (store, release, count, load: several round trips through
-// a saturated memory system) cost ~10% (NOTES.md "Skinny", run 7). Otherwise (b stored
-// [K, N]: 64-row boxes; fewer rows) stream-K over 128-row units.
+// a saturated memory system) cost ~10% (NOTES.md "Skinny", run 7). Units of 32 rows (4096
+// rows) ran 0.78x stream-K: 4 KB of weight a stage beside 2 KB of activations. Otherwise
+// (b stored [K, N]: 64-row boxes; fewer rows) stream-K over 128-row units.
 inline WgmmaTailSplit plan_skinny(long long rows, int ktiles, bool k_major, long long& grid) {
   if (k_major && grid > 0) {
     int best = 0;
     long long best_rows = 0;
-    for (int r = 128; r >= 32; r -= 8) {
+    for (int r = 128; r >= 64; r -= 8) {
       const long long busiest = ((rows + r - 1) / r + grid - 1) / grid * r;
       if (best == 0 || busiest < best_rows) best = r, best_rows = busiest;
     }
@@ -286,8 +287,9 @@ gemm_wgmma_sm90_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_c
       int it = 0;  // k-tiles issued by this CTA over all its work: ring slot and phase
       // k-tiles [kb, ke) of work unit `unit` into the ring.
       auto load_unit = [&](int unit, int kb, int ke) {
-        const BlockCoord blk = grouped_block(unit, unit_rows, tiles_n, raster);
-        // The skinny tile's units are ts.row_step rows (a K-major A box that high).
+        // The skinny tile's units are ts.row_step rows (a K-major A box that high) of its one
+        // tile column; grouped_block knows only 128-row units.
+        const BlockCoord blk = BN == 16 ? BlockCoord{unit, 0} : grouped_block(unit, unit_rows, tiles_n, raster);
         const int m0 = BN == 16 ? unit * ts.row_step : (blk.bm * kCluster + rank) * BM, n0 = blk.bn * BN;
         const uint32_t a_box_bytes = BN == 16 && !kTransA ? ts.row_step * 128u : 8192u * (BM / 64);
         // 64-wide m/n chunks entirely past M / N are not loaded (their stale smem only
@@ -423,7 +425,7 @@ gemm_wgmma_sm90_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_c
     // acc (alpha applied) into D at the tile of work unit `unit`. The producer meanwhile
     // fills the ring with the next unit's first k-tiles.
     auto epilogue = [&](int unit) {
-      const BlockCoord blk = grouped_block(unit, unit_rows, tiles_n, raster);
+      const BlockCoord blk = BN == 16 ? BlockCoord{unit, 0} : grouped_block(unit, unit_rows, tiles_n, raster);
       const int m0 = BN == 16 ? unit * ts.row_step : (blk.bm * kCluster + rank) * BM, n0 = blk.bn * BN;
       const int warp = wg_tid / 32, lane = wg_tid % 32;
       // The value stored: alpha * acc, or the exact int32 sum for int8.
