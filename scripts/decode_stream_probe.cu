@@ -26,27 +26,13 @@
 
 #include "cuda_llm_ops/pipeline.cuh"
 #include "decode/decode_internal.h"
+#include "probe_util.cuh"
 
 using namespace cuda_llm_ops;
-
-#define CK(x)                                                                                   \
-  do {                                                                                          \
-    cudaError_t e_ = (x);                                                                       \
-    if (e_ != cudaSuccess) {                                                                    \
-      std::fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_)); \
-      std::exit(1);                                                                             \
-    }                                                                                           \
-  } while (0)
 
 constexpr int kD = 128;           // head dim (elements)
 constexpr int kRowBytes = kD * 2;  // 256 B per key row
 constexpr int kThreads = 128;
-
-__device__ __forceinline__ unsigned long long global_ns() {
-  unsigned long long t;
-  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
-  return t;
-}
 
 template <int kHint>
 __device__ __forceinline__ void cp16(void* dst, const void* src) {

@@ -27,23 +27,9 @@
 
 #include "cuda_llm_ops/tma.cuh"
 #include "gemm/gemm.h"
+#include "probe_util.cuh"
 
 using namespace cuda_llm_ops;
-
-#define CK(x)                                                                                   \
-  do {                                                                                          \
-    cudaError_t e_ = (x);                                                                       \
-    if (e_ != cudaSuccess) {                                                                    \
-      std::fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_)); \
-      std::exit(1);                                                                             \
-    }                                                                                           \
-  } while (0)
-
-__device__ __forceinline__ unsigned long long global_ns() {
-  unsigned long long t;
-  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
-  return t;
-}
 
 struct StreamArgs {
   int units, ktiles;  // units of R rows, k-tiles of B * 128 bytes
@@ -251,6 +237,7 @@ void run_register(const Buffers& b) {
   }
 }
 
+#ifdef CLO_DEV_STAMPS
 // The skinny tile's own stamps (CLO_DEV_STAMPS build, gemm.h kGemmDevStamps) of one cold launch.
 void print_tile_timeline(const Buffers& b) {
   constexpr int S = gemm::kGemmDevStamps;
@@ -274,6 +261,7 @@ void print_tile_timeline(const Buffers& b) {
               "exit %.2f / %.2f; in mainloops %.2f / %.2f, in fixups %.2f / %.2f\n",
               grid, m[0], x[0], m[1], x[1], m[2], x[2], m[3], x[3], m[4], x[4], m[5], x[5]);
 }
+#endif
 
 void run_tile(const Buffers& b, int M, bool force_tile, bool workspace = true) {
   setenv("CLO_GEMM_SKINNY_WGMMA", force_tile ? "2" : "0", 1);
@@ -297,7 +285,7 @@ void run_tile(const Buffers& b, int M, bool force_tile, bool workspace = true) {
     CK(gemm::launch_gemm(q, gemm::GemmVariant::kAuto, nullptr));
   });
   std::printf("  %s M=%2d (launch_gemm%s): %7.2f us  %5.3f TB/s\n", force_tile ? "skinny tile   " : "skinny kernels", M,
-              workspace ? ", with its memset" : ", no workspace: a CTA per unit", us, double(b.N) * b.K * 2 / us * 1e-6);
+              workspace ? "" : ", no workspace", us, double(b.N) * b.K * 2 / us * 1e-6);
 #ifdef CLO_DEV_STAMPS
   if (force_tile) {
     CK(cudaMemset(b.stamps, 0, 8 * 8 * 2048));

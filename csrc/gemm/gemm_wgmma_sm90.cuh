@@ -291,7 +291,6 @@ gemm_wgmma_sm90_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_c
         // tile column; grouped_block knows only 128-row units.
         const BlockCoord blk = BN == 16 ? BlockCoord{unit, 0} : grouped_block(unit, unit_rows, tiles_n, raster);
         const int m0 = BN == 16 ? unit * ts.row_step : (blk.bm * kCluster + rank) * BM, n0 = blk.bn * BN;
-        const uint32_t a_box_bytes = BN == 16 && !kTransA ? ts.row_step * 128u : 8192u * (BM / 64);
         // 64-wide m/n chunks entirely past M / N are not loaded (their stale smem only
         // feeds output rows / columns the epilogue masks); the byte count follows. A
         // cluster's second tile may lie wholly past M: it loads no A, still its half of B.
@@ -303,7 +302,7 @@ gemm_wgmma_sm90_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_c
           // stage has released it (phase (it/Stages - 1) of empty).
           if (it >= Stages) tma::mbarrier_wait(&empty_bar[s], ((it / Stages) - 1) & 1);
           // A K-major B tile is one box of BN rows (TMA counts rows past N, zero-filled).
-          const uint32_t a_bytes = kTransA ? a_chunks * 8192u : a_chunks > 0 ? a_box_bytes : 0u;
+          const uint32_t a_bytes = BN == 16 && !kTransA ? (a_chunks > 0 ? ts.row_step * 128u : 0u) : a_chunks * 8192u;
           tma::mbarrier_arrive_expect_tx(&full_bar[s], a_bytes + (kTransB ? Cfg::kBBytes : b_chunks * 8192u));
           const int k0 = kt * BK;
           unsigned char* sa = smem_a + s * Cfg::kABytes;
