@@ -2,14 +2,15 @@
 (CLO_GEMM_INT8_WGMMA=2: wherever it can run) and on mma.sync (=0): M, N and K tails, B stored
 [N, K] with N odd (the register epilogue) and even (TMA stores), B [K, N] through the transpose
 into the workspace, the split last wave forced (CLO_GEMM_WGMMA_TAIL_SPLIT=2), decode shapes on
-the skinny tile (stream-K pieces summed in the workspace). Each result is
-checked exactly against float64.
+the skinny tile (stream-K pieces summed in the workspace; whole units of 64 and 96 rows with a
+partial last unit, also for fp16 with b [N, K] against the skinny tile forced). Each int8
+result is checked exactly against float64, fp16 within 1e-2 relative.
 
     compute-sanitizer --tool memcheck python3 scripts/sanitize_gemm_int8_dev.py
 """
 import os
 
-for knob in ("CLO_GEMM_INT8_WGMMA", "CLO_GEMM_WGMMA_TAIL_SPLIT"):
+for knob in ("CLO_GEMM_INT8_WGMMA", "CLO_GEMM_WGMMA_TAIL_SPLIT", "CLO_GEMM_SKINNY_WGMMA"):
     os.environ[knob] = ""  # set before the first call, so the launchers read them on every call
 
 import torch  # noqa: E402
@@ -20,6 +21,7 @@ from cuda_llm_ops.reference import int8_gemm_reference  # noqa: E402
 cases = [  # (M, N, K, B stored [N, K])
     (17, 33, 144, True), (1, 1, 16, True), (130, 264, 272, True), (257, 48, 1040, False), (5, 16, 16, False),
     (300, 520, 128, True), (7, 300, 1040, True), (16, 1536, 4096, True),  # the last two: the skinny tile
+    (3, 8200, 256, True), (16, 12280, 384, True),  # skinny, whole units: 129 of 64 rows, 128 of 96, the last partial
 ]
 failed = []
 for mode, split in (("2", ""), ("2", "2"), ("0", "")):
@@ -33,4 +35,14 @@ for mode, split in (("2", ""), ("2", "2"), ("0", "")):
         torch.cuda.synchronize()
         if not ok:
             failed.append((mode, split, m, n, k, nk))
-print("int8 sanitize cases:", "all exact" if not failed else f"FAILED {failed}")
+os.environ["CLO_GEMM_SKINNY_WGMMA"] = "2"  # the 16-bit skinny tile wherever it can run
+for m, n, k, nk in ((5, 12280, 512, True), (16, 8200, 264, True), (9, 12288, 520, False)):
+    a = torch.randn(m, k, dtype=torch.float16, device="cuda")
+    b = torch.randn((n, k) if nk else (k, n), dtype=torch.float16, device="cuda")
+    ref = a.double() @ (b.double().t() if nk else b.double())
+    out = llm.gemm(a, b, trans_b=nk)
+    err = ((out.double() - ref).norm() / ref.norm()).item()
+    torch.cuda.synchronize()
+    if not err < 1e-2:
+        failed.append(("fp16 skinny", m, n, k, nk, err))
+print("int8 / fp16 skinny sanitize cases:", "all within tolerance" if not failed else f"FAILED {failed}")
