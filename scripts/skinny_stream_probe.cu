@@ -263,7 +263,7 @@ void print_tile_timeline(const Buffers& b) {
 }
 #endif
 
-void run_tile(const Buffers& b, int M, bool force_tile, bool workspace = true) {
+void run_tile(const Buffers& b, int M, bool force_tile, bool workspace = true, bool b_nk = true) {
   setenv("CLO_GEMM_SKINNY_WGMMA", force_tile ? "2" : "0", 1);
   gemm::GemmProblem p;
   p.b = nullptr;
@@ -273,9 +273,9 @@ void run_tile(const Buffers& b, int M, bool force_tile, bool workspace = true) {
   p.N = b.N;
   p.K = b.K;
   p.lda = 4096;
-  p.ldb = b.K;
+  p.ldb = b_nk ? b.K : b.N;  // the same buffer read as [N, K] or as [K, N]
   p.ldd = b.N;
-  p.trans_b = true;
+  p.trans_b = b_nk;
   p.in_dtype = p.out_dtype = DType::kFloat16;
   p.workspace = workspace ? b.workspace : nullptr;
   p.workspace_bytes = workspace ? b.workspace_bytes : 0;
@@ -284,8 +284,8 @@ void run_tile(const Buffers& b, int M, bool force_tile, bool workspace = true) {
     q.b = b.w[i];
     CK(gemm::launch_gemm(q, gemm::GemmVariant::kAuto, nullptr));
   });
-  std::printf("  %s M=%2d (launch_gemm%s): %7.2f us  %5.3f TB/s\n", force_tile ? "skinny tile   " : "skinny kernels", M,
-              workspace ? "" : ", no workspace", us, double(b.N) * b.K * 2 / us * 1e-6);
+  std::printf("  %s M=%2d b %s (launch_gemm%s): %7.2f us  %5.3f TB/s\n", force_tile ? "skinny tile   " : "skinny kernels", M,
+              b_nk ? "[N,K]" : "[K,N]", workspace ? "" : ", no workspace", us, double(b.N) * b.K * 2 / us * 1e-6);
 #ifdef CLO_DEV_STAMPS
   if (force_tile) {
     CK(cudaMemset(b.stamps, 0, 8 * 8 * 2048));
@@ -329,6 +329,8 @@ int main(int argc, char** argv) {
       run_tile(b, 1, true);
       run_tile(b, 1, false);
       run_tile(b, 16, true, false);
+      run_tile(b, 16, true, true, false);   // b [K, N]: stream-K
+      run_tile(b, 16, true, false, false);  // b [K, N]: one CTA per 128-row unit
     }
     if (only[0] == 0 || only[0] == 'r') {
       run_ring<128, 1, 10, true>(b, 1, false, "  <- the skinny tile's pattern");

@@ -478,10 +478,12 @@ def test_wgmma_skinny_matches_float64(m, n8, k8, dtype, trans_b, alpha, beta, wi
 def _skinny_whole_units(n, trans_b):
     """plan_skinny's choice (gemm_wgmma_sm90.cuh): a weight stored [N, K] goes in whole units of
     64..128 rows (the busiest SM's rows fewest, then the most rows) where they keep 90% of the
-    SMs busy; otherwise stream-K over 128-row units."""
-    if not trans_b:
-        return False
+    SMs busy; one stored [K, N] in whole 128-row units where they fit one wave and keep 70% of
+    the SMs busy; otherwise stream-K over 128-row units."""
     sms = torch.cuda.get_device_properties(0).multi_processor_count
+    if not trans_b:
+        units = -(-n // 128)
+        return units <= sms and units * 10 >= sms * 7
     best = min(range(128, 63, -8), key=lambda r: (-(-(-(-n // r)) // sms) * r, -r))
     return -(-n // best) * 10 >= sms * 9
 
@@ -492,9 +494,9 @@ def _skinny_whole_units(n, trans_b):
 def test_wgmma_skinny_decode_shapes(monkeypatch, trans_b, m, n, k):
     """Decode projections through kAuto on Hopper take the wgmma skinny tile (kernel name).
     b [N, K] with enough rows goes in whole units (N = 12288: 128 units of 96 rows; 28672: 256
-    of 112), with no counters to zero. Elsewhere stream-K, and the kernel
-    zeroing its counters runs wherever a tile is split: b [K, N] at N = 12288 is 96 tiles of
-    64 k-tiles dealt to 132 SMs, 28672 is 224 tiles, ranges over whole tiles and pieces;
+    of 112), b [K, N] at N = 12288 in 96 units of 128 rows, one a CTA: no counters to zero.
+    Elsewhere stream-K, and the kernel zeroing its counters runs wherever a tile is split:
+    b [K, N] at N = 28672 is 224 tiles dealt to 132 SMs, ranges over whole tiles and pieces;
     136 x 2056 two tiles in 66 one-k-tile pieces; 8 x 24 one k-tile, whole. Repeated calls
     agree bit for bit; a CUDA graph replays it on new data; CLO_GEMM_SKINNY_WGMMA=0 gives the
     skinny kernels back. Forced (CLO_GEMM_SKINNY_WGMMA=2); the default rule takes M >= 8 with
@@ -502,7 +504,8 @@ def test_wgmma_skinny_decode_shapes(monkeypatch, trans_b, m, n, k):
     _require_sm90()
     monkeypatch.setenv("CLO_GEMM_SKINNY_WGMMA", "2")
     whole = _skinny_whole_units(n, trans_b)
-    assert whole == (trans_b and n >= 8192)  # the shapes above: the rule as documented
+    if torch.cuda.get_device_properties(0).multi_processor_count == 132:  # H100 SXM: the rule as documented
+        assert whole == (n >= 8192 if trans_b else n == 12288)
     for dtype in (torch.float16, torch.bfloat16):
         a, b = _rand((m, k), dtype), _rand((n, k) if trans_b else (k, n), dtype)
         f = lambda: llm.gemm(a, b, trans_b=trans_b)

@@ -176,8 +176,11 @@ inline WgmmaTailSplit plan_skinny_stream_k(long long units, int ktiles, long lon
 // no workspace. At 12288 rows that is 128 units of 96 rows, 3% over an even share, where
 // stream-K's end-of-range fixups (store, release, count, load: several round trips through
 // a saturated memory system) cost ~10% (NOTES.md "Skinny", run 7). Units of 32 rows (4096
-// rows) ran 0.78x stream-K: 4 KB of weight a stage beside 2 KB of activations. Otherwise
-// (b stored [K, N]: 64-row boxes; fewer rows) stream-K over 128-row units.
+// rows) ran 0.78x stream-K: 4 KB of weight a stage beside 2 KB of activations. A weight stored
+// [K, N] comes in 64-row boxes of its M-major operand: whole 128-row units, one a CTA, where
+// they fit one wave and keep 70% of the SMs busy (12288 rows: 96 CTAs, 1.07x stream-K at
+// K = 4096, 1.19x at 2048: an SM streams ~30 GB/s, so 96 of them still draw 2.9 TB/s).
+// Otherwise stream-K over 128-row units.
 inline WgmmaTailSplit plan_skinny(long long rows, int ktiles, bool k_major, long long& grid) {
   if (k_major && grid > 0) {
     int best = 0;
@@ -198,7 +201,17 @@ inline WgmmaTailSplit plan_skinny(long long rows, int ktiles, bool k_major, long
       return ts;
     }
   }
-  WgmmaTailSplit ts = plan_skinny_stream_k((rows + 127) / 128, ktiles, grid);
+  const long long units = (rows + 127) / 128;
+  if (!k_major && grid > 0 && units <= grid && units * 10 >= grid * 7 && units * ktiles < (1LL << 31)) {
+    WgmmaTailSplit ts;
+    grid = units;
+    ts.dp_units = static_cast<int>(units);
+    ts.base = 1;
+    ts.step = ktiles;
+    ts.row_step = 128;
+    return ts;
+  }
+  WgmmaTailSplit ts = plan_skinny_stream_k(units, ktiles, grid);
   ts.row_step = 128;
   return ts;
 }
