@@ -13,6 +13,9 @@ Op `gemm_int8` (dtype int8): ours on row-major B (the API's layout) and on colum
 vs `torch._int_mm` on both, at square 2048/4096, the projection and the ragged prefill (on
 Hopper ours runs the wgmma family; a row-major B is transposed first, inside the timed call),
 and the decode-skinny shapes with b stored [N, K] (`_int_mm` on A padded to 17 rows).
+Both ops also run a 16-sequence decode step through Llama-8B's projections with nn.Linear
+weights (b [N, K]): QKV 6144x4096 (GQA 32/8), O 4096x4096, gate+up 28672x4096, down 4096x14336
+(presets all and llama-8b).
 Compute-bound: warm L2; the skinny cases are memory-bound and run with cold L2.
 """
 from __future__ import annotations
@@ -29,6 +32,7 @@ SQUARE = (1024, 2048, 4096)
 PROJECTION = ((4096, 12288, 4096),)
 RAGGED_PREFILL = ((4352, 4096, 14336),)  # a token count that does not fill whole waves of tiles
 SKINNY = ((1, 12288, 4096), (16, 12288, 4096))
+DECODE_8B = ((16, 6144, 4096), (16, 4096, 4096), (16, 28672, 4096), (16, 4096, 14336))  # b [N, K] only
 
 
 def _has(name: str):
@@ -196,10 +200,11 @@ def gemm_cases(dtype: torch.dtype, preset: str, quick: bool) -> list[BenchCase]:
     shapes = [(n, n, n) for n in square] if preset in ("all", "square") else []
     if preset != "square":
         shapes += list(PROJECTION) + ([SKINNY[-1]] if quick else list(SKINNY))
+    decode_8b = list(DECODE_8B) if preset in ("all", "llama-8b") and not quick else []
     if dtype == torch.int8:
         rest = [(2048, 2048, 2048)] + list(PROJECTION) + list(RAGGED_PREFILL)
         return [int8_case(4096, 4096, 4096)] + ([] if quick else [int8_case(*s) for s in rest] +
-                                                [int8_skinny_case(*s) for s in SKINNY])
+                                                [int8_skinny_case(*s) for s in list(SKINNY) + decode_8b])
     if dtype not in (torch.float32, torch.float16, torch.bfloat16):
         return []
     if dtype == torch.float32:  # fp32 on CUDA cores: the projection shape would take ~8 ms a call
@@ -208,6 +213,8 @@ def gemm_cases(dtype: torch.dtype, preset: str, quick: bool) -> list[BenchCase]:
         shapes += list(RAGGED_PREFILL)
     cases = [float_case(M, N, K, dtype) for M, N, K in shapes]
     cases += [float_case(M, N, K, dtype, b_nk=True) for M, N, K in shapes if M <= 64]
+    if dtype != torch.float32:
+        cases += [float_case(M, N, K, dtype, b_nk=True) for M, N, K in decode_8b]
     if dtype != torch.float32:
         cases += [tensor_core_case(M, N, K, dtype) for M, N, K in shapes if M >= 1024]
     cases.append(float_case(4096, 4096, 4096, dtype, op="gemm_pipeline"))
