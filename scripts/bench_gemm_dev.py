@@ -129,7 +129,7 @@ def skinny_section():
         (torch.float16, torch.float32, torch.bfloat16)
     shapes = ((1, 12288, 4096), (16, 12288, 4096), (4, 4096, 4096), (16, 4096, 14336), (1, 4096, 4096))
     if WGMMA_SWEEP:
-        shapes += ((8, 28672, 4096), (16, 4096, 4096), (16, 8192, 4096))
+        shapes += ((8, 28672, 4096), (16, 4096, 4096), (16, 8192, 4096), (16, 6144, 4096), (1, 6144, 4096))
     for dtype in dtypes:
         for M, N, K in shapes:
             for b_nk in (True, False):

@@ -485,7 +485,10 @@ def _skinny_whole_units(n, trans_b):
         units = -(-n // 128)
         return units <= sms and units * 10 >= sms * 7
     best = min(range(128, 63, -8), key=lambda r: (-(-(-(-n // r)) // sms) * r, -r))
-    return -(-n // best) * 10 >= sms * 9
+    if -(-n // best) * 10 >= sms * 9:
+        return True
+    best = max(64, -(-(-(-n // sms)) // 8) * 8)  # one wave of the shortest units, 70% of the SMs
+    return best <= 128 and -(-n // best) * 10 >= sms * 7
 
 
 @pytest.mark.parametrize("trans_b", [False, True])
@@ -500,7 +503,7 @@ def test_wgmma_skinny_decode_shapes(monkeypatch, trans_b, m, n, k):
     136 x 2056 two tiles in 66 one-k-tile pieces; 8 x 24 one k-tile, whole. Repeated calls
     agree bit for bit; a CUDA graph replays it on new data; CLO_GEMM_SKINNY_WGMMA=0 gives the
     skinny kernels back. Forced (CLO_GEMM_SKINNY_WGMMA=2); the default rule takes M >= 8 with
-    b [K, N] or N >= 8192."""
+    b [K, N] or N >= 8192, and b [N, K] at any M where the units go whole."""
     _require_sm90()
     monkeypatch.setenv("CLO_GEMM_SKINNY_WGMMA", "2")
     whole = _skinny_whole_units(n, trans_b)
@@ -531,7 +534,7 @@ def test_wgmma_skinny_decode_shapes(monkeypatch, trans_b, m, n, k):
     monkeypatch.setenv("CLO_GEMM_SKINNY_WGMMA", "0")
     assert "gemm_wgmma_sm90_kernel" not in kernel_names(f)
     monkeypatch.setenv("CLO_GEMM_SKINNY_WGMMA", "1")
-    takes = m >= 8 and (not trans_b or n >= 8192)
+    takes = (m >= 8 and (not trans_b or n >= 8192)) or (trans_b and whole)
     assert ("gemm_wgmma_sm90_kernel" in kernel_names(f)) == takes
 
 

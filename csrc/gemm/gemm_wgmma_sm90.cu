@@ -107,17 +107,29 @@ size_t wgmma_workspace_bytes(const GemmProblem& p, GemmVariant variant) {
 
 namespace {
 
+// Whether the skinny tile deals the (unswapped) decode problem p in whole units (plan_skinny:
+// the weight's N rows, k-tiles of 128 bytes, one CTA per SM).
+bool skinny_plan_whole_units(const GemmProblem& p) {
+  long long grid = device_sm_count();
+  const int bk = 128 / static_cast<int>(elem_size(p.in_dtype));
+  return plan_skinny(p.N, div_ceil(p.K, bk), p.trans_b, grid).step > 1;
+}
+
 // Decode shapes on the wgmma family: D^T = op(B)^T op(A)^T, so the weight streams through
 // the 64-row wgmma operand (TMA boxes of 128 rows of N) and the <= 16 rows of A are the
 // 16-wide operand; the epilogue writes D^T's elements back to D. Can run where the skinny
 // kernels would (M <= 16, A [M, K] not transposed, 16-bit, 16-byte aligned rows) on the
 // sm_90a build; taken where it measured faster than they (NOTES.md "Run 6": it loses on small
-// calls, 4-5 us behind cuBLAS at 25-100 MB of weight): M >= 8 with b [K, N], or with N >= 8192.
+// calls, 4-5 us behind cuBLAS at 25-100 MB of weight): M >= 8 with b [K, N], or with N >= 8192;
+// and b [N, K] at any M where the units go whole (run 7).
 // Dev knob CLO_GEMM_SKINNY_WGMMA: 0 never, 1 that rule (default), 2 wherever it can.
 bool wgmma_skinny_applies(const GemmProblem& p) {
   static bool dev_mode = std::getenv("CLO_GEMM_SKINNY_WGMMA") != nullptr;
   const int mode = dev_knob("CLO_GEMM_SKINNY_WGMMA", dev_mode, 1);
-  if (mode == 0 || (mode == 1 && (p.M < 8 || (p.trans_b && p.N < 8192)))) return false;
+  // Mode 1 also takes b [N, K] at any M where plan_skinny deals whole units (NOTES.md "Skinny",
+  // run 7: 16x6144x4096 and 1x12288x4096 on the tile against the skinny kernels).
+  const bool whole = p.trans_b && skinny_plan_whole_units(p);
+  if (mode == 0 || (mode == 1 && !whole && (p.M < 8 || (p.trans_b && p.N < 8192)))) return false;
   return p.M <= kSkinnyMaxM && !p.trans_a && (p.in_dtype == DType::kFloat16 || p.in_dtype == DType::kBFloat16) &&
          (p.out_dtype == p.in_dtype || p.out_dtype == DType::kFloat32) && wgmma_applicable(p);
 }

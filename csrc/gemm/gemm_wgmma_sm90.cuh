@@ -173,7 +173,9 @@ inline WgmmaTailSplit plan_skinny_stream_k(long long units, int ktiles, long lon
 // (k_major: one TMA box of row_step rows a k-tile) is cut into units of row_step rows, a
 // multiple of 8 from 128 down to 64, the one that leaves the busiest CTA the fewest rows
 // (the largest on a tie), and dealt whole where that keeps 90% of the SMs busy: no pieces,
-// no workspace. At 12288 rows that is 128 units of 96 rows, 3% over an even share, where
+// no workspace; else in one wave of the shortest units of >= 64 rows where that keeps 70% of the
+// SMs busy (6144 rows: 96 units of 64, as b [K, N] below). At 12288 rows that is 128 units of
+// 96 rows, 3% over an even share, where
 // stream-K's end-of-range fixups (store, release, count, load: several round trips through
 // a saturated memory system) cost ~10% (NOTES.md "Skinny", run 7). Units of 32 rows (4096
 // rows) ran 0.78x stream-K: 4 KB of weight a stage beside 2 KB of activations. A weight stored
@@ -189,8 +191,13 @@ inline WgmmaTailSplit plan_skinny(long long rows, int ktiles, bool k_major, long
       const long long busiest = ((rows + r - 1) / r + grid - 1) / grid * r;
       if (best == 0 || busiest < best_rows) best = r, best_rows = busiest;
     }
-    const long long units = (rows + best - 1) / best;
-    if (units * 10 >= grid * 9 && units * ktiles < (1LL << 31)) {
+    long long units = (rows + best - 1) / best;
+    if (units * 10 < grid * 9) {  // or one wave of the shortest units >= 64 rows, 70% of the SMs busy
+      best = static_cast<int>(std::max<long long>(64, ((rows + grid - 1) / grid + 7) / 8 * 8));
+      units = (rows + best - 1) / best;
+      if (best > 128 || units * 10 < grid * 7) best = 0;
+    }
+    if (best > 0 && units * ktiles < (1LL << 31)) {
       WgmmaTailSplit ts;
       grid = std::min(grid, units);
       ts.dp_units = static_cast<int>(units);
