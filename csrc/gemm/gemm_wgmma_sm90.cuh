@@ -24,6 +24,11 @@
 // chunks for the idle CTAs instead of leaving them idle for a whole tile time
 // (WgmmaTailSplit).
 //
+// The skinny tile (BN = 16, decode shapes M <= 16, the caller swaps the problem so the
+// weight is the 64-row operand): plan_skinny deals units of row_step weight rows whole,
+// one per CTA, where they keep most SMs busy (its row_step is the K-major A box height),
+// else stream-K over 128-row units with pieces summed in a workspace.
+//
 // Layouts (no transposed copy, the wgmma transpose bits pick the major-ness):
 //   A [M,K] (K-major):  TMA box {64 k, 128 m}              -> smem [128 m][64 k], trans-a 0
 //   A^T [K,M] (M-major): 2 boxes {64 m, 64 k}              -> smem [2][64 k][64 m], trans-a 1
