@@ -498,7 +498,7 @@ def test_wgmma_skinny_decode_shapes(monkeypatch, trans_b, m, n, k):
     """Decode projections through kAuto on Hopper take the wgmma skinny tile (kernel name).
     b [N, K] with enough rows goes in whole units (N = 12288: 128 units of 96 rows; 28672: 256
     of 112), b [K, N] at N = 12288 in 96 units of 128 rows, one a CTA: no counters to zero.
-    Elsewhere stream-K, and the kernel zeroing its counters runs wherever a tile is split:
+    Elsewhere stream-K, and the memset of its counters runs wherever a tile is split:
     b [K, N] at N = 28672 is 224 tiles dealt to 132 SMs, ranges over whole tiles and pieces;
     136 x 2056 two tiles in 66 one-k-tile pieces; 8 x 24 one k-tile, whole. Repeated calls
     agree bit for bit; a CUDA graph replays it on new data; CLO_GEMM_SKINNY_WGMMA=0 gives the
@@ -515,7 +515,7 @@ def test_wgmma_skinny_decode_shapes(monkeypatch, trans_b, m, n, k):
         names = kernel_names(f)
         assert "gemm_wgmma_sm90_kernel" in names, names
         # whole units, or one k-tile in one tile: no counters to zero
-        assert ("zero_stream_k_counters" in names) == (k > 64 and not whole), names
+        assert ("Memset" in names) == (k > 64 and not whole), names
         out = f()
         assert_close(out, gemm_reference(a, b, trans_b=trans_b, dtype=torch.float64), dtype, rel_tol=_tol(dtype, k),
                      what=f"wgmma skinny {dtype} {m}x{n}x{k} tb={trans_b}")

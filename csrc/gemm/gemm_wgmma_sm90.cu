@@ -107,12 +107,12 @@ size_t wgmma_workspace_bytes(const GemmProblem& p, GemmVariant variant) {
 
 namespace {
 
-// Whether the skinny tile deals the (unswapped) decode problem p in whole units (plan_skinny:
-// the weight's N rows, k-tiles of 128 bytes, one CTA per SM).
-bool skinny_plan_whole_units(const GemmProblem& p) {
-  long long grid = device_sm_count();
+// The skinny tile's deal of the (unswapped) decode problem p, as launch_wgmma_cfg plans it
+// (plan_skinny: the weight's N rows, k-tiles of 128 bytes, one CTA per SM); `grid` out.
+WgmmaTailSplit skinny_plan(const GemmProblem& p, long long& grid) {
+  grid = device_sm_count();
   const int bk = 128 / static_cast<int>(elem_size(p.in_dtype));
-  return plan_skinny(p.N, div_ceil(p.K, bk), p.trans_b, grid).step > 1;
+  return plan_skinny(p.N, div_ceil(p.K, bk), p.trans_b, grid);
 }
 
 // Decode shapes on the wgmma family: D^T = op(B)^T op(A)^T, so the weight streams through
@@ -128,7 +128,8 @@ bool wgmma_skinny_applies(const GemmProblem& p) {
   const int mode = dev_knob("CLO_GEMM_SKINNY_WGMMA", dev_mode, 1);
   // Mode 1 also takes b [N, K] at any M where plan_skinny deals whole units (NOTES.md "Skinny",
   // run 7: 16x6144x4096 and 1x12288x4096 on the tile against the skinny kernels).
-  const bool whole = p.trans_b && skinny_plan_whole_units(p);
+  long long grid = 0;
+  const bool whole = p.trans_b && skinny_plan(p, grid).step > 1;
   if (mode == 0 || (mode == 1 && !whole && (p.M < 8 || (p.trans_b && p.N < 8192)))) return false;
   return p.M <= kSkinnyMaxM && !p.trans_a && (p.in_dtype == DType::kFloat16 || p.in_dtype == DType::kBFloat16) &&
          (p.out_dtype == p.in_dtype || p.out_dtype == DType::kFloat32) && wgmma_applicable(p);
@@ -151,13 +152,11 @@ GemmProblem swapped_for_skinny(const GemmProblem& p) {
 
 namespace {
 
-// The stream-K scratch of the skinny tile for the (unswapped) decode problem p, as
-// launch_wgmma_cfg plans it (plan_skinny: the weight's N rows, k-tiles of 128 bytes; none
-// where the units go whole).
+// The stream-K scratch of the skinny tile for the (unswapped) decode problem p (none where
+// the units go whole).
 size_t skinny_tile_workspace_bytes(const GemmProblem& p) {
-  long long grid = device_sm_count();
-  const int bk = 128 / static_cast<int>(elem_size(p.in_dtype));
-  const WgmmaTailSplit ts = plan_skinny(p.N, div_ceil(p.K, bk), p.trans_b, grid);
+  long long grid = 0;
+  const WgmmaTailSplit ts = skinny_plan(p, grid);
   return skinny_stream_k_workspace_bytes<WgmmaConfig<16, kSkinnyWgmmaStages>>(ts, grid);
 }
 

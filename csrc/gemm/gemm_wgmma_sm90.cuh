@@ -189,41 +189,32 @@ inline WgmmaTailSplit plan_skinny_stream_k(long long units, int ktiles, long lon
 // K = 4096, 1.19x at 2048: an SM streams ~30 GB/s, so 96 of them still draw 2.9 TB/s).
 // Otherwise stream-K over 128-row units.
 inline WgmmaTailSplit plan_skinny(long long rows, int ktiles, bool k_major, long long& grid) {
-  if (k_major && grid > 0) {
-    int best = 0;
+  int row_step = 0;  // of a whole-unit deal; 0: stream-K
+  if (grid > 0 && k_major) {
     long long best_rows = 0;
     for (int r = 128; r >= 64; r -= 8) {
       const long long busiest = ((rows + r - 1) / r + grid - 1) / grid * r;
-      if (best == 0 || busiest < best_rows) best = r, best_rows = busiest;
+      if (row_step == 0 || busiest < best_rows) row_step = r, best_rows = busiest;
     }
-    long long units = (rows + best - 1) / best;
-    if (units * 10 < grid * 9) {  // or one wave of the shortest units >= 64 rows, 70% of the SMs busy
-      best = static_cast<int>(std::max<long long>(64, ((rows + grid - 1) / grid + 7) / 8 * 8));
-      units = (rows + best - 1) / best;
-      if (best > 128 || units * 10 < grid * 7) best = 0;
-    }
-    if (best > 0 && units * ktiles < (1LL << 31)) {
-      WgmmaTailSplit ts;
-      grid = std::min(grid, units);
-      ts.dp_units = static_cast<int>(units);
-      ts.base = static_cast<int>(units / grid);
-      ts.rem = static_cast<int>(units % grid);
-      ts.step = ktiles;
-      ts.row_step = best;
-      return ts;
-    }
+    if ((rows + row_step - 1) / row_step * 10 < grid * 9) row_step = 0;
   }
-  const long long units = (rows + 127) / 128;
-  if (!k_major && grid > 0 && units <= grid && units * 10 >= grid * 7 && units * ktiles < (1LL << 31)) {
+  if (grid > 0 && row_step == 0) {  // one wave of the shortest units the layout allows, 70% of the SMs busy
+    const int r = k_major ? static_cast<int>(std::max<long long>(64, ((rows + grid - 1) / grid + 7) / 8 * 8)) : 128;
+    const long long units = (rows + r - 1) / r;
+    if (r <= 128 && units <= grid && units * 10 >= grid * 7) row_step = r;
+  }
+  const long long units = (rows + (row_step > 0 ? row_step : 128) - 1) / (row_step > 0 ? row_step : 128);
+  if (row_step > 0 && units * ktiles < (1LL << 31)) {
     WgmmaTailSplit ts;
-    grid = units;
+    grid = std::min(grid, units);
     ts.dp_units = static_cast<int>(units);
-    ts.base = 1;
+    ts.base = static_cast<int>(units / grid);
+    ts.rem = static_cast<int>(units % grid);
     ts.step = ktiles;
-    ts.row_step = 128;
+    ts.row_step = row_step;
     return ts;
   }
-  WgmmaTailSplit ts = plan_skinny_stream_k(units, ktiles, grid);
+  WgmmaTailSplit ts = plan_skinny_stream_k((rows + 127) / 128, ktiles, grid);
   ts.row_step = 128;
   return ts;
 }
@@ -232,16 +223,6 @@ template <typename Cfg>
 inline size_t skinny_stream_k_workspace_bytes(const WgmmaTailSplit& ts, long long grid) {
   if (ts.step > 1 || (grid == ts.tail_units && ts.rem == 0)) return 0;  // whole units only
   return tail_split_counter_bytes<Cfg>(ts) + size_t(grid) * 2 * Cfg::BM * Cfg::BN * sizeof(float);
-}
-
-// Zeroes the skinny tile's stream-K counters and lets the GEMM that follows (launched with
-// PDL) start at once: that kernel waits for this one (pdl_wait_primary) only before its
-// first count, at the end of its first range, so the zeroing and its launch hide under the
-// stream instead of preceding it as a cudaMemsetAsync did (~1.5 us a call).
-template <int kThreads = 128>
-__global__ void __launch_bounds__(kThreads) zero_stream_k_counters_kernel(int* counters, int n) {
-  pdl_launch_dependents();
-  for (int i = threadIdx.x; i < n; i += kThreads) counters[i] = 0;
 }
 
 // Encodes a 2-D row-major tensor map (dim0 contiguous) with the 128-byte swizzle
@@ -613,7 +594,6 @@ gemm_wgmma_sm90_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_c
         auto pieces = [&](int t) { return ts.cta_of((t + 1) * ktiles - 1) - ts.cta_of(t * ktiles) + 1; };
         bool held_last = false, last_last = false;
         if (wg_tid == 0) {  // one release, both counts in flight together, acquire if either is final
-          pdl_wait_primary();  // the counters' zeroing kernel (launch_wgmma_cfg) has finished
           fence_acq_rel_gpu();
           const int before_held = held_unit >= 0 ? atomic_add_relaxed_gpu(ts.counters + held_unit * Cfg::kConsumers + cw, 1) : -1;
           const int before_last = last_unit >= 0 ? atomic_add_relaxed_gpu(ts.counters + last_unit * Cfg::kConsumers + cw, 1) : -1;
@@ -770,7 +750,6 @@ inline cudaError_t launch_wgmma_cfg(const GemmProblem& p, const WgmmaSchedule& s
   if (clusters * kCluster > 0x7fffffffLL) return cudaErrorInvalidValue;
   WgmmaTailSplit ts;
   ts.dp_units = static_cast<int>(units);  // every unit whole
-  bool pdl = false;  // the skinny tile after its counters' zeroing kernel
   if constexpr (BN == 16) {
     // Whole units of fewer rows or stream-K (plan_skinny); stream-K without the workspace:
     // one CTA per 128-row unit.
@@ -785,10 +764,8 @@ inline cudaError_t launch_wgmma_cfg(const GemmProblem& p, const WgmmaSchedule& s
       const size_t counter_bytes = tail_split_counter_bytes<Cfg>(ts);
       ts.counters = static_cast<int*>(p.workspace);
       ts.partials = reinterpret_cast<float*>(static_cast<unsigned char*>(p.workspace) + counter_bytes);
-      zero_stream_k_counters_kernel<<<1, 128, 0, stream>>>(ts.counters, static_cast<int>(counter_bytes / sizeof(int)));
-      err = cudaGetLastError();
+      err = cudaMemsetAsync(p.workspace, 0, counter_bytes, stream);
       if (err != cudaSuccess) return err;
-      pdl = true;
     }
   } else if (kCluster == 1 && persistent) {
     const WgmmaTailSplit plan = plan_tail_split(units, div_ceil(p.K, Cfg::BK), clusters, sch.tail_split);
@@ -806,15 +783,9 @@ inline cudaError_t launch_wgmma_cfg(const GemmProblem& p, const WgmmaSchedule& s
   err = kTransA ? encode_tensor_map_2d(&map_a, p.in_dtype, p.a, p.M, p.K, p.lda * kElem, kRow, Cfg::BK)
                 : encode_tensor_map_2d(&map_a, p.in_dtype, p.a, p.K, p.M, p.lda * kElem, kRow, a_box_rows);
   if (err != cudaSuccess) return err;
-  cudaLaunchAttribute attr[2];
-  cudaLaunchConfig_t cfg = cluster::launch_config(dim3(static_cast<unsigned>(clusters * kCluster)), Cfg::kThreads,
-                                                 Cfg::kSmemBytes, stream, kCluster, attr);
-  if (pdl) {
-    attr[cfg.numAttrs].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-    attr[cfg.numAttrs].val.programmaticStreamSerializationAllowed = 1;
-    cfg.attrs = attr;
-    ++cfg.numAttrs;
-  }
+  cudaLaunchAttribute attr;
+  const cudaLaunchConfig_t cfg = cluster::launch_config(dim3(static_cast<unsigned>(clusters * kCluster)), Cfg::kThreads,
+                                                       Cfg::kSmemBytes, stream, kCluster, &attr);
   err = cudaLaunchKernelEx(&cfg, kernel, map_a, map_b, map_d, make_kernel_args(p), tma_store ? 1 : 0, sch.raster, ts);
   if (err != cudaSuccess) return err;
   return cudaGetLastError();

@@ -219,7 +219,6 @@ def gemm_cases(dtype: torch.dtype, preset: str, quick: bool) -> list[BenchCase]:
     cases += [float_case(M, N, K, dtype, b_nk=True) for M, N, K in shapes if M <= 64]
     if dtype != torch.float32:
         cases += [float_case(M, N, K, dtype, b_nk=True) for M, N, K in decode_8b]
-    if dtype != torch.float32:
         cases += [tensor_core_case(M, N, K, dtype) for M, N, K in shapes if M >= 1024]
     cases.append(float_case(4096, 4096, 4096, dtype, op="gemm_pipeline"))
     return cases
