@@ -23,8 +23,10 @@
 // trapping wait for their release of the last tiles turns a hang into an error.
 // Shared tiles are rows of 64 elements (128 bytes) in the 128-byte swizzle that TMA
 // writes and the wgmma descriptors read; a tile of D columns is D / 64 such chunks.
-// Persistent: one CTA per SM walks work units (for_each_work_tile); the next unit's Q
-// and K load while the consumers finish the last one. The output leaves through TMA
+// Persistent: one CTA per SM walks work units (WorkTileCursor); the next unit's Q
+// and K load while the consumers finish the last one, and where a second Q buffer fits
+// (D <= 128) the next unit's first S = Q K^T is issued with this one's last P V, so the
+// output store and the next softmax run under wgmmas (cross-unit). The output leaves through TMA
 // stores, staged in a buffer of its own (D <= 128) or in the warpgroup's own, dead, rows
 // of the Q tile (D = 192, 256: Q 64 KB + 2 stages of K and V 128 KB leave no room).
 // Edges: TMA zero-fills rows past Nq / Nk and columns past D (so any D in (32, 256] runs
@@ -53,7 +55,7 @@ namespace flash_sm90 {
 // kSchedThreeConsumers: three consumer warpgroups (192 query rows a CTA), overlap only; D = 64.
 constexpr int kSchedRule = 0, kSchedOverlap = 1, kSchedPingPong = 2, kSchedThreeConsumers = 3;
 
-template <int kHeadDim_, bool kPingPong_, int kConsumers_ = 2>
+template <int kHeadDim_, bool kPingPong_, int kConsumers_ = 2, bool kCrossUnit_ = false>
 struct Config {
   // 128-key tiles in 2 stages (at D = 128, 64-key tiles in 4 measured 25-40% slower,
   // NOTES.md v3). At D = 256 the O accumulators take 128 registers a thread: 64-key tiles
@@ -79,7 +81,15 @@ struct Config {
   // tile, whose last reader, S = Q K^T, has retired by then.
   static constexpr bool kOwnOBuffer = 2 * kQBytes + size_t(kKVBytes) * 2 * kStages + 1024 <= 227 * 1024;
   static constexpr uint32_t kOBytes = kOwnOBuffer ? kQBytes : 0;
-  static constexpr size_t kSmemBytes = kQBytes + size_t(kKVBytes) * 2 * kStages + kOBytes + 1024;  // + alignment
+  // Cross-unit: a work tile's last O += P V and the next work tile's first S = Q K^T are issued
+  // together, and the tile's output is stored while they run, so the tensor cores do not idle
+  // between work tiles. The next Q must be resident by then: Q gets two buffers (the next
+  // one loads during the whole current tile), which needs the O buffer of its own.
+  static constexpr bool kCrossUnit = kCrossUnit_;
+  static constexpr int kQStages = kCrossUnit ? 2 : 1;
+  static constexpr size_t kSmemBytes =
+      kQStages * size_t(kQBytes) + size_t(kKVBytes) * 2 * kStages + kOBytes + 1024;  // + alignment
+  static_assert(!kCrossUnit || kOwnOBuffer, "cross-unit issue needs the O buffer of its own");
   // setmaxnreg: the producer gives its registers to the consumers. The sum must fit what
   // the CTA was launched with, kThreads x the __launch_bounds__ cap (168 at 384 threads,
   // 128 at 512): more and setmaxnreg.inc waits forever. With three consumers the producer
@@ -144,14 +154,14 @@ CLO_DEVICE void softmax_tile(float (&s)[N], float (&row_max)[2], float (&row_sum
 // S = Q K^T for one warpgroup: 64 rows x kBlockN keys over the D columns (kChunks
 // 64-column chunks of K-major Q and K tiles), issued and committed as one wgmma group.
 template <typename T, typename Cfg>
-CLO_DEVICE void issue_qk(float (&s)[Cfg::kSAcc], uint32_t q_addr, uint32_t k_addr) {
+CLO_DEVICE void issue_qk(float (&s)[Cfg::kSAcc], uint64_t q_desc, uint64_t k_desc) {
 #pragma unroll
   for (int i = 0; i < Cfg::kSAcc; ++i) s[i] = 0.f;
   wgmma::fence();
 #pragma unroll
   for (int kk = 0; kk < Cfg::kHeadDim / 16; ++kk) {
-    const uint64_t dq = wgmma::make_desc_sw128(q_addr + (kk / 4) * Cfg::kQChunkBytes + (kk % 4) * 32, 16, 1024);
-    const uint64_t dk = wgmma::make_desc_sw128(k_addr + (kk / 4) * Cfg::kKVChunkBytes + (kk % 4) * 32, 16, 1024);
+    const uint64_t dq = wgmma::desc_advance(q_desc, (kk / 4) * Cfg::kQChunkBytes + (kk % 4) * 32);
+    const uint64_t dk = wgmma::desc_advance(k_desc, (kk / 4) * Cfg::kKVChunkBytes + (kk % 4) * 32);
     if constexpr (Cfg::kBlockN == 128)
       wgmma::wgmma_m64n128k16<0, 0>(wgmma::WgmmaTag<T>{}, s, dq, dk);
     else if constexpr (Cfg::kBlockN == 96)
@@ -165,11 +175,11 @@ CLO_DEVICE void issue_qk(float (&s)[Cfg::kSAcc], uint32_t q_addr, uint32_t k_add
 // O += P V: P from registers, V (kBlockN keys x D columns, N-major: the 64-column
 // chunks lie kKVChunkBytes apart) from smem; one k-step per 16 keys.
 template <typename T, typename Cfg>
-CLO_DEVICE void issue_pv(float (&o)[Cfg::kOAcc], const uint32_t (&p)[Cfg::kSAcc / 2], uint32_t v_addr) {
+CLO_DEVICE void issue_pv(float (&o)[Cfg::kOAcc], const uint32_t (&p)[Cfg::kSAcc / 2], uint64_t v_desc) {
   wgmma::fence();
 #pragma unroll
   for (int kk = 0; kk < Cfg::kBlockN / 16; ++kk) {
-    const uint64_t dv = wgmma::make_desc_sw128(v_addr + kk * 2048, Cfg::kKVChunkBytes, 1024);
+    const uint64_t dv = wgmma::desc_advance(v_desc, kk * 2048);
     const wgmma::WgmmaTag<T> tag;
     if constexpr (Cfg::kHeadDim == 64)
       wgmma::wgmma_m64n64k16_rs<1>(tag, o, p[4 * kk], p[4 * kk + 1], p[4 * kk + 2], p[4 * kk + 3], dv);
@@ -191,34 +201,45 @@ CLO_DEVICE void pack_p(uint32_t (&p)[N / 2], const float (&s)[N]) {
   for (int i = 0; i < N / 2; ++i) p[i] = pack_float2<T>(s[2 * i], s[2 * i + 1]);
 }
 
-// Work units per (batch, head) of num_m row blocks (for_each_work_tile).
+// Work units per (batch, head) of num_m row blocks (WorkTileCursor).
 CLO_HOST_DEVICE int flash_units_per_head(int num_m, bool pairs) { return pairs ? (num_m + 1) / 2 : num_m; }
 
-// Calls f(m_block, head, batch) for each work tile of this CTA: query rows
-// [m_block * block_m, + block_m) of one (batch, head). Work is dealt in units, unit u to
-// CTA u % gridDim.x (persistent CTAs walk units gridDim.x apart). A unit is one row block
-// (causal: heaviest first); with `pairs` (causal calls of more than a wave of row blocks,
-// flash_causal_pairs) it is row blocks num_m - 1 - a and a together, so every unit holds
-// about the same number of key tiles and the static deal stays balanced. Row blocks vary
-// fastest, so CTAs working at once share K/V in L2.
-template <typename F>
-CLO_DEVICE void for_each_work_tile(const AttentionParams& p, int block_m, bool pairs, F&& f) {
-  const int num_m = div_ceil(p.seq_len_q, block_m);
-  const int units_per_head = flash_units_per_head(num_m, pairs);
-  const int num_units = units_per_head * p.num_q_heads * p.batch;
-  for (int u = blockIdx.x; u < num_units; u += gridDim.x) {
-    const int a = u % units_per_head, hb = u / units_per_head;
-    const int head = hb % p.num_q_heads, batch = hb / p.num_q_heads;
-    if (!p.is_causal) {
-      f(a, head, batch);
-    } else {
-      f(num_m - 1 - a, head, batch);
-      if (pairs && num_m - 1 - a != a) f(a, head, batch);
-    }
-  }
-}
+// The work tiles of this CTA in order, one per next(): query rows [m_block * block_m,
+// + block_m) of one (batch, head). Work is dealt in units, unit u to CTA u % gridDim.x
+// (persistent CTAs walk units gridDim.x apart). A unit is one row block (causal: heaviest
+// first); with `pairs` (causal calls of more than a wave of row blocks, flash_causal_pairs)
+// it is row blocks num_m - 1 - a and a together, so every unit holds about the same number
+// of key tiles and the static deal stays balanced. Row blocks vary fastest, so CTAs working
+// at once share K/V in L2. The producer and the consumers each walk their own cursor.
+struct WorkTileCursor {
+  int num_m, units_per_head, num_units, num_heads, unit;
+  bool causal, pairs, second = false;  // second: the unit's light row block is next
 
-// Work units of a launch (for_each_work_tile): the grid of the non-persistent launch.
+  CLO_DEVICE WorkTileCursor(const AttentionParams& p, int block_m, bool pairs_)
+      : num_m(div_ceil(p.seq_len_q, block_m)), units_per_head(flash_units_per_head(num_m, pairs_)),
+        num_units(units_per_head * p.num_q_heads * p.batch), num_heads(p.num_q_heads), unit(blockIdx.x),
+        causal(p.is_causal), pairs(pairs_) {}
+
+  CLO_DEVICE bool next(int& m_block, int& head, int& batch) {
+    if (unit >= num_units) return false;
+    const int a = unit % units_per_head, hb = unit / units_per_head;
+    head = hb % num_heads;
+    batch = hb / num_heads;
+    if (!causal) {
+      m_block = a;
+    } else if (second) {
+      m_block = a;
+      second = false;
+    } else {
+      m_block = num_m - 1 - a;
+      second = pairs && num_m - 1 - a != a;
+    }
+    if (!second) unit += gridDim.x;
+    return true;
+  }
+};
+
+// Work units of a launch (WorkTileCursor): the grid of the non-persistent launch.
 inline int64_t flash_work_units(const AttentionParams& p, int block_m, bool pairs) {
   return int64_t(flash_units_per_head(div_ceil(p.seq_len_q, block_m), pairs)) * p.num_q_heads * p.batch;
 }
@@ -239,17 +260,17 @@ template <typename T, typename Cfg>
 __global__ void __launch_bounds__(Cfg::kThreads, 1)
 flash_attention_fwd_sm90_kernel(const __grid_constant__ CUtensorMap map_q, const __grid_constant__ CUtensorMap map_k,
                                 const __grid_constant__ CUtensorMap map_v, const __grid_constant__ CUtensorMap map_o,
-                                const AttentionParams p, const int causal_pairs) {
+                                const AttentionParams p, const int causal_pairs, const int split_producer) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-  constexpr int kStages = Cfg::kStages, kBlockM = Cfg::kBlockM, kBlockN = Cfg::kBlockN;
+  constexpr int kStages = Cfg::kStages, kQStages = Cfg::kQStages, kBlockM = Cfg::kBlockM, kBlockN = Cfg::kBlockN;
   extern __shared__ unsigned char smem_raw[];
-  __shared__ __align__(8) uint64_t q_full, q_empty;
+  __shared__ __align__(8) uint64_t q_full[kQStages], q_empty[kQStages];
   __shared__ __align__(8) uint64_t k_full[kStages], k_empty[kStages], v_full[kStages], v_empty[kStages];
   // 128-byte swizzle atoms start on 1024-byte boundaries.
   unsigned char* smem =
       reinterpret_cast<unsigned char*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t(1023));
   unsigned char* sQ = smem;
-  unsigned char* sK = sQ + Cfg::kQBytes;
+  unsigned char* sK = sQ + kQStages * Cfg::kQBytes;
   unsigned char* sV = sK + kStages * Cfg::kKVBytes;
   unsigned char* sO = Cfg::kOwnOBuffer ? sV + kStages * Cfg::kKVBytes : sQ;
 
@@ -264,11 +285,14 @@ flash_attention_fwd_sm90_kernel(const __grid_constant__ CUtensorMap map_q, const
   };
 
   if (threadIdx.x == 0) {
-    tma::mbarrier_init(&q_full, 1);
-    // Released once per work tile: with an O buffer of its own, by every consumer warp
-    // after its last S = Q K^T; with O staged in Q, by each consumer warpgroup's storing
-    // thread once its TMA store has read the tile.
-    tma::mbarrier_init(&q_empty, Cfg::kConsumers * (Cfg::kOwnOBuffer ? 4 : 1));
+#pragma unroll
+    for (int s = 0; s < kQStages; ++s) {
+      tma::mbarrier_init(&q_full[s], 1);
+      // Released once per work tile: with an O buffer of its own, by every consumer warp
+      // after its last S = Q K^T; with O staged in Q, by each consumer warpgroup's storing
+      // thread once its TMA store has read the tile.
+      tma::mbarrier_init(&q_empty[s], Cfg::kConsumers * (Cfg::kOwnOBuffer ? 4 : 1));
+    }
 #pragma unroll
     for (int s = 0; s < kStages; ++s) {
       tma::mbarrier_init(&k_full[s], 1);
@@ -283,50 +307,68 @@ flash_attention_fwd_sm90_kernel(const __grid_constant__ CUtensorMap map_q, const
   __syncthreads();
 
   // Producer and consumers walk the same work tiles and count the same K/V tiles (`it`,
-  // across work tiles: stage it % kStages, phase it / kStages) and Q loads (`q_iter`).
-  const int warpgroup = threadIdx.x / 128, wg_tid = threadIdx.x % 128;
+  // across work tiles: stage it % kStages, phase it / kStages) and Q loads (`q_iter`:
+  // buffer q_iter % kQStages, phase q_iter / kQStages).
+  // Warp-uniform to the compiler (a shuffle from lane 0), so what derives from it (the Q
+  // descriptor) can live in uniform registers, as the wgmma operands must.
+  const int warpgroup = __shfl_sync(0xffffffffu, int(threadIdx.x / 128), 0), wg_tid = threadIdx.x % 128;
   if (warpgroup == 0) {
     wgmma::setmaxnreg_dec<Cfg::kProducerRegs>();
-    if (wg_tid == 0) {
-      tma::prefetch_tensor_map(&map_q);
-      tma::prefetch_tensor_map(&map_k);
-      tma::prefetch_tensor_map(&map_v);
-      int it = 0, q_iter = 0;
-      for_each_work_tile(p, kBlockM, causal_pairs != 0, [&](int m_block, int head, int batch) {
+    // Q and K are loaded by thread 0, V by thread 32 (another warp), so a K load never
+    // queues behind the wait for a V stage's release, which comes a softmax later. With
+    // split_producer == 0 (dev knob), thread 0 loads all three.
+    const bool loads_qk = wg_tid == 0, loads_v = split_producer ? wg_tid == 32 : wg_tid == 0;
+    if (loads_qk || loads_v) {
+      if (loads_qk) {
+        tma::prefetch_tensor_map(&map_q);
+        tma::prefetch_tensor_map(&map_k);
+      }
+      if (loads_v) tma::prefetch_tensor_map(&map_v);
+      int it = 0, q_iter = 0, m_block, head, batch;
+      WorkTileCursor cursor(p, kBlockM, causal_pairs != 0);
+      while (cursor.next(m_block, head, batch)) {
         const int m0 = m_block * kBlockM, kv_head = head / group;
         const int num_tiles = key_tiles(m0);
-        if (num_tiles == 0) return;
-        // The next Q overwrites the last one once the consumers are done with it (above):
-        // with an O buffer of its own, this load overlaps the last P V and the output store.
-        if (q_iter > 0) tma::mbarrier_wait(&q_empty, (q_iter - 1) & 1);
-        tma::mbarrier_arrive_expect_tx(&q_full, Cfg::kQBytes);
+        if (num_tiles == 0) continue;
+        if (loads_qk) {
+          // A Q buffer is overwritten once the consumers are done with its last tile: with an
+          // O buffer of its own this load overlaps that tile's last P V and output store (and
+          // with two buffers, the whole of the tile before).
+          const int qs = q_iter % kQStages;
+          if (q_iter >= kQStages) tma::mbarrier_wait_suspended(&q_empty[qs], ((q_iter / kQStages) - 1) & 1);
+          tma::mbarrier_arrive_expect_tx(&q_full[qs], Cfg::kQBytes);
 #pragma unroll
-        for (int c = 0; c < Cfg::kChunks; ++c)
-          tma::load_4d(sQ + c * Cfg::kQChunkBytes, &map_q, 64 * c, m0, head, batch, &q_full);
-        ++q_iter;
+          for (int c = 0; c < Cfg::kChunks; ++c)
+            tma::load_4d(sQ + qs * Cfg::kQBytes + c * Cfg::kQChunkBytes, &map_q, 64 * c, m0, head, batch, &q_full[qs]);
+          ++q_iter;
+        }
         for (int j = 0; j < num_tiles; ++j, ++it) {
           const int s = it % kStages;
           const uint32_t parity = ((it / kStages) - 1) & 1;  // phase of the stage's previous release
-          unsigned char* k_dst = sK + s * Cfg::kKVBytes;
-          unsigned char* v_dst = sV + s * Cfg::kKVBytes;
-          if (it >= kStages) tma::mbarrier_wait(&k_empty[s], parity);
-          tma::mbarrier_arrive_expect_tx(&k_full[s], Cfg::kKVBytes);
+          if (loads_qk) {
+            unsigned char* k_dst = sK + s * Cfg::kKVBytes;
+            if (it >= kStages) tma::mbarrier_wait_suspended(&k_empty[s], parity);
+            tma::mbarrier_arrive_expect_tx(&k_full[s], Cfg::kKVBytes);
 #pragma unroll
-          for (int c = 0; c < Cfg::kChunks; ++c)
-            tma::load_4d(k_dst + c * Cfg::kKVChunkBytes, &map_k, 64 * c, j * kBlockN, kv_head, batch, &k_full[s]);
-          if (it >= kStages) tma::mbarrier_wait(&v_empty[s], parity);
-          tma::mbarrier_arrive_expect_tx(&v_full[s], Cfg::kKVBytes);
+            for (int c = 0; c < Cfg::kChunks; ++c)
+              tma::load_4d(k_dst + c * Cfg::kKVChunkBytes, &map_k, 64 * c, j * kBlockN, kv_head, batch, &k_full[s]);
+          }
+          if (loads_v) {
+            unsigned char* v_dst = sV + s * Cfg::kKVBytes;
+            if (it >= kStages) tma::mbarrier_wait_suspended(&v_empty[s], parity);
+            tma::mbarrier_arrive_expect_tx(&v_full[s], Cfg::kKVBytes);
 #pragma unroll
-          for (int c = 0; c < Cfg::kChunks; ++c)
-            tma::load_4d(v_dst + c * Cfg::kKVChunkBytes, &map_v, 64 * c, j * kBlockN, kv_head, batch, &v_full[s]);
+            for (int c = 0; c < Cfg::kChunks; ++c)
+              tma::load_4d(v_dst + c * Cfg::kKVChunkBytes, &map_v, 64 * c, j * kBlockN, kv_head, batch, &v_full[s]);
+          }
         }
-      });
-      // Watchdog: the consumers wait untrapped (tma::mbarrier_wait_untrapped), so this
-      // thread waits (trapping) for their release of the last tiles: a consumer that hangs
+      }
+      // Watchdog: the consumers wait untrapped (tma::mbarrier_wait_untrapped), so the loading
+      // threads wait (trapping) for their release of the last tiles: a consumer that hangs
       // turns into a launch error here instead of a hung kernel.
       for (int i = max(0, it - kStages); i < it; ++i) {
-        tma::mbarrier_wait(&k_empty[i % kStages], (i / kStages) & 1);
-        tma::mbarrier_wait(&v_empty[i % kStages], (i / kStages) & 1);
+        if (loads_qk) tma::mbarrier_wait_suspended(&k_empty[i % kStages], (i / kStages) & 1);
+        if (loads_v) tma::mbarrier_wait_suspended(&v_empty[i % kStages], (i / kStages) & 1);
       }
     }
     return;
@@ -336,11 +378,19 @@ flash_attention_fwd_sm90_kernel(const __grid_constant__ CUtensorMap map_q, const
   const int cw = warpgroup - 1;  // rows cw * 64 .. cw * 64 + 63 of each work tile
   const int lane = wg_tid % 32, warp = wg_tid / 32, g = lane / 4, t = lane % 4;
   const float scale_log2 = p.scale * kLog2e;
-  const uint32_t q_addr = smem_u32addr(sQ) + cw * 64 * 128;
-  const uint32_t k_addr0 = smem_u32addr(sK), v_addr0 = smem_u32addr(sV);
+  // wgmma descriptors of this warpgroup's 64 rows of Q buffer qi % kQStages and of K/V stage s
+  // (wgmma::desc_advance: built once, advanced per k-step by a constant).
+  const uint64_t q_desc0 = wgmma::make_desc_sw128(smem_u32addr(sQ) + cw * 64 * 128, 16, 1024);
+  const uint64_t k_desc0 = wgmma::make_desc_sw128(smem_u32addr(sK), 16, 1024);
+  const uint64_t v_desc0 = wgmma::make_desc_sw128(smem_u32addr(sV), Cfg::kKVChunkBytes, 1024);
+  auto q_desc = [&](int qi) { return wgmma::desc_advance(q_desc0, (qi % kQStages) * Cfg::kQBytes); };
+  auto k_desc = [&](int s) { return wgmma::desc_advance(k_desc0, s * Cfg::kKVBytes); };
+  auto v_desc = [&](int s) { return wgmma::desc_advance(v_desc0, s * Cfg::kKVBytes); };
   // Ping-pong turns: warpgroup cw issues on named barrier kTurnBarrier + cw once the
-  // other one has issued (bar.arrive); issue points are QK_0, then QK_j with PV_{j-1},
-  // then PV_{n-1}: n + 1 per warpgroup and work tile, warpgroup 0 first.
+  // other one has issued (bar.arrive). Issue points run on across work tiles (the first
+  // tile's first S = Q K^T, then S_j with P V_{j-1}, then each tile's last P V, with the
+  // next tile's first S where it is issued with it): the same count in both warpgroups,
+  // warpgroup 0 first, and no turn handed on after the CTA's last.
   constexpr int kTurnBarrier = 3;
 #define CLO_FA3_TURN_WAIT()                                                       \
   do {                                                                            \
@@ -355,123 +405,166 @@ flash_attention_fwd_sm90_kernel(const __grid_constant__ CUtensorMap map_q, const
 
   // This warpgroup's 64 rows of the output staging tile; its thread 0 issues the TMA stores.
   unsigned char* sO_wg = sO + cw * 64 * 128;
-  int it = 0, q_iter = 0;
-  for_each_work_tile(p, kBlockM, causal_pairs != 0, [&](int m_block, int head, int batch) {
-    const int m0 = m_block * kBlockM;
-    const int num_tiles = key_tiles(m0);
-    if (num_tiles == 0) {  // no row of this work tile sees a key: zeros
+  struct WorkTile {
+    int m0, head, batch, num_tiles;
+  };
+  WorkTileCursor cursor(p, kBlockM, causal_pairs != 0);
+  // The next work tile some row of which sees a key; the rows of tiles passed on the way
+  // (none of whose rows sees a key) are written as zeros.
+  auto next_tile = [&](WorkTile& w) {
+    int m_block, head, batch;
+    while (cursor.next(m_block, head, batch)) {
+      const int m0 = m_block * kBlockM, num_tiles = key_tiles(m0);
+      if (num_tiles > 0) {
+        w = WorkTile{m0, head, batch, num_tiles};
+        return true;
+      }
       T* o = static_cast<T*>(p.o) + ((int64_t(batch) * p.num_q_heads + head) * nq) * p.head_dim;
       flash_store_zero_rows(o, p, m0, kBlockM, threadIdx.x - 128, 128 * Cfg::kConsumers);
-      return;
     }
-    const int r0 = m0 + cw * 64 + warp * 16 + g;  // this thread's rows: r0, r0 + 8
-    // Tiles from here on may need the causal mask for this warpgroup's first row.
-    const int wg_row0 = m0 + cw * 64;
-    float o_acc[Cfg::kOAcc], s_acc[Cfg::kSAcc];
-    uint32_t p_frag[Cfg::kSAcc / 2];
-    float row_max[2] = {kNegInf, kNegInf}, row_sum[2] = {0.f, 0.f}, rescale[2];
-#pragma unroll
-    for (int i = 0; i < Cfg::kOAcc; ++i) o_acc[i] = 0.f;
-#define CLO_FA3_SOFTMAX(J)                                                                                          \
-  do {                                                                                                              \
-    const int n0_ = (J) * kBlockN;                                                                                  \
-    if (flash_tile_needs_mask(n0_, kBlockN, nk, causal, wg_row0, causal_offset)) {                                 \
-      softmax_tile<true, Cfg::kSAcc>(s_acc, row_max, row_sum, rescale, scale_log2, n0_, nk, r0, causal_offset, causal, t);     \
-    } else {                                                                                                        \
-      softmax_tile<false, Cfg::kSAcc>(s_acc, row_max, row_sum, rescale, scale_log2, n0_, nk, r0, causal_offset, causal, t);    \
-    }                                                                                                               \
-  } while (0)
-    if constexpr (Cfg::kPingPong) {
-      if (cw == 1) named_barrier_arrive(kTurnBarrier, 256);
-    }
+    return false;
+  };
 
-    tma::mbarrier_wait_untrapped(&q_full, q_iter & 1);
-    tma::mbarrier_wait_untrapped(&k_full[it % kStages], (it / kStages) & 1);
+  float o_acc[Cfg::kOAcc], s_acc[Cfg::kSAcc];
+  uint32_t p_frag[Cfg::kSAcc / 2];
+  float row_max[2], row_sum[2], rescale[2];
+  // Masks (where a key tile needs it), rescales and exponentiates S of key tile J of work tile W.
+#define CLO_FA3_SOFTMAX(W, J)                                                                                  \
+  do {                                                                                                         \
+    const int n0_ = (J) * kBlockN, wg_row0_ = (W).m0 + cw * 64, r0_ = wg_row0_ + warp * 16 + g;              \
+    if (flash_tile_needs_mask(n0_, kBlockN, nk, causal, wg_row0_, causal_offset)) {                           \
+      softmax_tile<true, Cfg::kSAcc>(s_acc, row_max, row_sum, rescale, scale_log2, n0_, nk, r0_, causal_offset, \
+                                     causal, t);                                                               \
+    } else {                                                                                                   \
+      softmax_tile<false, Cfg::kSAcc>(s_acc, row_max, row_sum, rescale, scale_log2, n0_, nk, r0_,              \
+                                      causal_offset, causal, t);                                               \
+    }                                                                                                          \
+  } while (0)
+
+  int it = 0, q_iter = 0;  // K/V tiles and Q loads consumed before the current work tile
+  WorkTile cur;
+  if (next_tile(cur)) {
+    if constexpr (Cfg::kPingPong) {
+      if (cw == 1) named_barrier_arrive(kTurnBarrier, 256);  // warpgroup 0 issues first
+    }
+    // The first work tile's first S = Q K^T: nothing to issue it with.
+    tma::mbarrier_wait_untrapped(&q_full[0], 0);
+    tma::mbarrier_wait_untrapped(&k_full[0], 0);
     CLO_FA3_TURN_WAIT();
-    issue_qk<T, Cfg>(s_acc, q_addr, k_addr0 + (it % kStages) * Cfg::kKVBytes);
+    issue_qk<T, Cfg>(s_acc, q_desc(0), k_desc(0));
     CLO_FA3_TURN_PASS(false);
     wgmma::wait_group<0>();
-    if (lane == 0) {
-      tma::mbarrier_arrive(&k_empty[it % kStages]);
-      if (Cfg::kOwnOBuffer && num_tiles == 1) tma::mbarrier_arrive(&q_empty);
-    }
-    CLO_FA3_SOFTMAX(0);
-    pack_p<T, Cfg::kSAcc>(p_frag, s_acc);
-    for (int j = 1; j < num_tiles; ++j) {
-      const int s = (it + j) % kStages, sp = (it + j - 1) % kStages;
-      tma::mbarrier_wait_untrapped(&k_full[s], ((it + j) / kStages) & 1);
-      tma::mbarrier_wait_untrapped(&v_full[sp], ((it + j - 1) / kStages) & 1);
-      CLO_FA3_TURN_WAIT();
-      issue_qk<T, Cfg>(s_acc, q_addr, k_addr0 + s * Cfg::kKVBytes);
-      issue_pv<T, Cfg>(o_acc, p_frag, v_addr0 + sp * Cfg::kKVBytes);
-      CLO_FA3_TURN_PASS(false);
-      wgmma::wait_group<1>();  // S of tile j is ready; P V of tile j - 1 may still run
+    while (true) {
+      // S of key tile 0 (stage it % kStages) of `cur` is in s_acc: start the work tile.
+      const int n = cur.num_tiles;
       if (lane == 0) {
-        tma::mbarrier_arrive(&k_empty[s]);
-        if (Cfg::kOwnOBuffer && j == num_tiles - 1) tma::mbarrier_arrive(&q_empty);
+        tma::mbarrier_arrive(&k_empty[it % kStages]);
+        if (Cfg::kOwnOBuffer && n == 1) tma::mbarrier_arrive(&q_empty[q_iter % kQStages]);
       }
-      CLO_FA3_SOFTMAX(j);
-      wgmma::wait_group<0>();
-      if (lane == 0) tma::mbarrier_arrive(&v_empty[sp]);
-      if (__any_sync(0xffffffffu, rescale[0] != 1.f || rescale[1] != 1.f)) {  // warp-uniform skip
 #pragma unroll
-        for (int i = 0; i < Cfg::kOAcc / 4; ++i) {
-          o_acc[4 * i] *= rescale[0];
-          o_acc[4 * i + 1] *= rescale[0];
-          o_acc[4 * i + 2] *= rescale[1];
-          o_acc[4 * i + 3] *= rescale[1];
+      for (int i = 0; i < Cfg::kOAcc; ++i) o_acc[i] = 0.f;
+      row_max[0] = row_max[1] = kNegInf;
+      row_sum[0] = row_sum[1] = 0.f;
+      CLO_FA3_SOFTMAX(cur, 0);
+      pack_p<T, Cfg::kSAcc>(p_frag, s_acc);
+      for (int j = 1; j < n; ++j) {
+        const int s = (it + j) % kStages, sp = (it + j - 1) % kStages;
+        tma::mbarrier_wait_untrapped(&k_full[s], ((it + j) / kStages) & 1);
+        tma::mbarrier_wait_untrapped(&v_full[sp], ((it + j - 1) / kStages) & 1);
+        CLO_FA3_TURN_WAIT();
+        issue_qk<T, Cfg>(s_acc, q_desc(q_iter), k_desc(s));
+        issue_pv<T, Cfg>(o_acc, p_frag, v_desc(sp));
+        CLO_FA3_TURN_PASS(false);
+        wgmma::wait_group<1>();  // S of tile j is ready; P V of tile j - 1 may still run
+        if (lane == 0) {
+          tma::mbarrier_arrive(&k_empty[s]);
+          if (Cfg::kOwnOBuffer && j == n - 1) tma::mbarrier_arrive(&q_empty[q_iter % kQStages]);
+        }
+        CLO_FA3_SOFTMAX(cur, j);
+        wgmma::wait_group<0>();
+        if (lane == 0) tma::mbarrier_arrive(&v_empty[sp]);
+        if (__any_sync(0xffffffffu, rescale[0] != 1.f || rescale[1] != 1.f)) {  // warp-uniform skip
+#pragma unroll
+          for (int i = 0; i < Cfg::kOAcc / 4; ++i) {
+            o_acc[4 * i] *= rescale[0];
+            o_acc[4 * i + 1] *= rescale[0];
+            o_acc[4 * i + 2] *= rescale[1];
+            o_acc[4 * i + 3] *= rescale[1];
+          }
+        }
+        pack_p<T, Cfg::kSAcc>(p_frag, s_acc);
+      }
+      // The last P V; cross-unit, the next work tile's first S = Q K^T goes with it (its Q
+      // is in the other buffer, its first K in the next stage) and runs under this tile's
+      // output store. After the CTA's last tile that S is issued too, on whatever the Q
+      // buffer and K stage hold (no load is in flight then), and dropped: a wgmma issued on
+      // a runtime condition makes ptxas serialise every wgmma of the kernel (C7518).
+      WorkTile nxt;
+      const bool more = next_tile(nxt);
+      const int sp = (it + n - 1) % kStages;
+      tma::mbarrier_wait_untrapped(&v_full[sp], ((it + n - 1) / kStages) & 1);
+      if (Cfg::kCrossUnit && more) {
+        tma::mbarrier_wait_untrapped(&q_full[(q_iter + 1) % kQStages], ((q_iter + 1) / kQStages) & 1);
+        tma::mbarrier_wait_untrapped(&k_full[(it + n) % kStages], ((it + n) / kStages) & 1);
+      }
+      CLO_FA3_TURN_WAIT();
+      issue_pv<T, Cfg>(o_acc, p_frag, v_desc(sp));
+      if constexpr (Cfg::kCrossUnit)
+        issue_qk<T, Cfg>(s_acc, q_desc(q_iter + 1), k_desc((it + n) % kStages));
+      CLO_FA3_TURN_PASS(!more);
+      wgmma::wait_group<Cfg::kCrossUnit ? 1 : 0>();
+      if (lane == 0) tma::mbarrier_arrive(&v_empty[sp]);
+
+      // Normalise, stage this warpgroup's 64 rows in the 128-byte swizzle the output map
+      // expects (16-byte chunk c of row r at chunk c ^ (r % 8): a warp's 4-byte writes, rows
+      // g and columns 8i + 2t, spread over all 32 banks), then one thread stores them with
+      // TMA, which clips rows past Nq and columns past D. Nothing waits for the global writes.
+      float inv[2];
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const float sum = group_reduce_sum<4>(row_sum[h]);
+        inv[h] = sum > 0.f ? 1.f / sum : 0.f;  // a row that saw no key outputs zeros
+      }
+      if constexpr (Cfg::kOwnOBuffer) {  // the previous work tile's store must have read the buffer
+        if (wg_tid == 0) tma::store_wait_read<0>();
+        named_barrier_sync(1 + cw, 128);  // ids 1..kConsumers; ping-pong (two consumers) uses 3, 4
+      }
+      const int lr = warp * 16 + g;  // (lr + 8) % 8 == lr % 8 == g
+#pragma unroll
+      for (int i = 0; i < Cfg::kOAcc / 4; ++i) {
+        unsigned char* dst = sO_wg + (i / 8) * Cfg::kQChunkBytes + lr * 128 + ((i % 8) ^ g) * 16 + 4 * t;
+        *reinterpret_cast<uint32_t*>(dst) = pack_float2<T>(o_acc[4 * i] * inv[0], o_acc[4 * i + 1] * inv[0]);
+        *reinterpret_cast<uint32_t*>(dst + 8 * 128) =
+            pack_float2<T>(o_acc[4 * i + 2] * inv[1], o_acc[4 * i + 3] * inv[1]);
+      }
+      tma::fence_proxy_async_shared();
+      named_barrier_sync(1 + cw, 128);
+      if (wg_tid == 0) {
+#pragma unroll
+        for (int c = 0; c < Cfg::kChunks; ++c)
+          tma::store_4d(&map_o, 64 * c, cur.m0 + cw * 64, cur.head, cur.batch, sO_wg + c * Cfg::kQChunkBytes);
+        tma::store_commit();
+        if constexpr (!Cfg::kOwnOBuffer) {  // O sits in Q: the next Q may load once it is read
+          tma::store_wait_read<0>();
+          tma::mbarrier_arrive(&q_empty[0]);
         }
       }
-      pack_p<T, Cfg::kSAcc>(p_frag, s_acc);
-    }
-    {
-      const int sp = (it + num_tiles - 1) % kStages;
-      tma::mbarrier_wait_untrapped(&v_full[sp], ((it + num_tiles - 1) / kStages) & 1);
-      CLO_FA3_TURN_WAIT();
-      issue_pv<T, Cfg>(o_acc, p_frag, v_addr0 + sp * Cfg::kKVBytes);
-      CLO_FA3_TURN_PASS(true);
-      wgmma::wait_group<0>();
-      if (lane == 0) tma::mbarrier_arrive(&v_empty[sp]);
-    }
-#undef CLO_FA3_SOFTMAX
-    it += num_tiles;
-    ++q_iter;
-
-    // Normalise, stage this warpgroup's 64 rows in the 128-byte swizzle the output map
-    // expects (16-byte chunk c of row r at chunk c ^ (r % 8): a warp's 4-byte writes, rows
-    // g and columns 8i + 2t, spread over all 32 banks), then one thread stores them with
-    // TMA, which clips rows past Nq and columns past D. Nothing waits for the global writes.
-    float inv[2];
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      const float sum = group_reduce_sum<4>(row_sum[h]);
-      inv[h] = sum > 0.f ? 1.f / sum : 0.f;  // a row that saw no key outputs zeros
-    }
-    if constexpr (Cfg::kOwnOBuffer) {  // the previous work tile's store must have read the buffer
-      if (wg_tid == 0) tma::store_wait_read<0>();
-      named_barrier_sync(1 + cw, 128);  // ids 1..kConsumers; ping-pong (two consumers) uses 3, 4
-    }
-    const int lr = warp * 16 + g;  // (lr + 8) % 8 == lr % 8 == g
-#pragma unroll
-    for (int i = 0; i < Cfg::kOAcc / 4; ++i) {
-      unsigned char* dst = sO_wg + (i / 8) * Cfg::kQChunkBytes + lr * 128 + ((i % 8) ^ g) * 16 + 4 * t;
-      *reinterpret_cast<uint32_t*>(dst) = pack_float2<T>(o_acc[4 * i] * inv[0], o_acc[4 * i + 1] * inv[0]);
-      *reinterpret_cast<uint32_t*>(dst + 8 * 128) =
-          pack_float2<T>(o_acc[4 * i + 2] * inv[1], o_acc[4 * i + 3] * inv[1]);
-    }
-    tma::fence_proxy_async_shared();
-    named_barrier_sync(1 + cw, 128);
-    if (wg_tid == 0) {
-#pragma unroll
-      for (int c = 0; c < Cfg::kChunks; ++c)
-        tma::store_4d(&map_o, 64 * c, wg_row0, head, batch, sO_wg + c * Cfg::kQChunkBytes);
-      tma::store_commit();
-      if constexpr (!Cfg::kOwnOBuffer) {  // O sits in Q: the next Q may load once it is read
-        tma::store_wait_read<0>();
-        tma::mbarrier_arrive(&q_empty);
+      it += n;
+      ++q_iter;
+      if (!more) break;
+      cur = nxt;
+      if constexpr (!Cfg::kCrossUnit) {  // the next work tile's first S = Q K^T on its own
+        tma::mbarrier_wait_untrapped(&q_full[q_iter % kQStages], (q_iter / kQStages) & 1);
+        tma::mbarrier_wait_untrapped(&k_full[it % kStages], (it / kStages) & 1);
+        CLO_FA3_TURN_WAIT();
+        issue_qk<T, Cfg>(s_acc, q_desc(q_iter), k_desc(it % kStages));
+        CLO_FA3_TURN_PASS(false);
       }
+      wgmma::wait_group<0>();
     }
-  });
+    wgmma::wait_group<0>();  // the dropped S (cross-unit)
+  }
+#undef CLO_FA3_SOFTMAX
   if (wg_tid == 0) tma::store_wait_all();
 #undef CLO_FA3_TURN_WAIT
 #undef CLO_FA3_TURN_PASS
@@ -505,7 +598,7 @@ cudaError_t launch_config(const AttentionParams& p, cudaStream_t stream) {
   cudaError_t err = set_dynamic_smem(kernel, Cfg::kSmemBytes);
   if (err != cudaSuccess) return err;
   // Persistent: one CTA per SM (the shared memory and registers of one CTA fill an SM)
-  // walks work units gridDim.x apart (for_each_work_tile). Dev knob
+  // walks work units gridDim.x apart (WorkTileCursor). Dev knob
   // CUDA_LLM_OPS_FLASH_SM90_PERSISTENT=0: one CTA per work unit (the same kernel without
   // overlap between units; the hardware deals the CTAs).
   static bool dev_mode = std::getenv("CUDA_LLM_OPS_FLASH_SM90_PERSISTENT") != nullptr;
@@ -514,15 +607,36 @@ cudaError_t launch_config(const AttentionParams& p, cudaStream_t stream) {
   if (units > INT32_MAX) return cudaErrorNotSupported;  // the kernel counts units in int
   const bool persistent = dev_knob("CUDA_LLM_OPS_FLASH_SM90_PERSISTENT", dev_mode, 1) != 0;
   const int64_t ctas = persistent ? std::min<int64_t>(units, device_sm_count()) : units;
+  static bool split_dev_mode = std::getenv("CUDA_LLM_OPS_FLASH_SM90_SPLIT_PRODUCER") != nullptr;
+  const int split_producer = dev_knob("CUDA_LLM_OPS_FLASH_SM90_SPLIT_PRODUCER", split_dev_mode, 1) != 0 ? 1 : 0;
   kernel<<<dim3(uint32_t(ctas)), Cfg::kThreads, Cfg::kSmemBytes, stream>>>(map_q, map_k, map_v, map_o, p,
-                                                                             pairs ? 1 : 0);
+                                                                             pairs ? 1 : 0, split_producer);
   return cudaGetLastError();
+}
+
+// Whether a tile's shared memory holds a second Q buffer (cross-unit issue, Config): at
+// D = 64 and 128; at D = 192 and 256 not even the O buffer fits beside one.
+template <int kHeadDim, bool kPingPong, int kConsumers>
+constexpr bool cross_unit_fits() {
+  using Single = Config<kHeadDim, kPingPong, kConsumers, false>;
+  return Single::kOwnOBuffer && Single::kSmemBytes + Single::kQBytes <= 227 * 1024;
+}
+
+// Cross-unit issue wherever it fits. Dev knob CUDA_LLM_OPS_FLASH_SM90_CROSS_UNIT=0: one Q
+// buffer, each work tile's first S = Q K^T issued on its own (NOTES.md v9).
+template <typename T, int kHeadDim, bool kPingPong, int kConsumers = 2>
+cudaError_t launch_tile(const AttentionParams& p, cudaStream_t stream) {
+  if constexpr (cross_unit_fits<kHeadDim, kPingPong, kConsumers>()) {
+    static bool dev_mode = std::getenv("CUDA_LLM_OPS_FLASH_SM90_CROSS_UNIT") != nullptr;
+    if (dev_knob("CUDA_LLM_OPS_FLASH_SM90_CROSS_UNIT", dev_mode, 1) != 0)
+      return launch_config<T, Config<kHeadDim, kPingPong, kConsumers, true>>(p, stream);
+  }
+  return launch_config<T, Config<kHeadDim, kPingPong, kConsumers, false>>(p, stream);
 }
 
 template <typename T, int kHeadDim>
 cudaError_t launch_schedule(const AttentionParams& p, cudaStream_t stream, bool pingpong) {
-  return pingpong ? launch_config<T, Config<kHeadDim, true>>(p, stream)
-                  : launch_config<T, Config<kHeadDim, false>>(p, stream);
+  return pingpong ? launch_tile<T, kHeadDim, true>(p, stream) : launch_tile<T, kHeadDim, false>(p, stream);
 }
 
 // cudaErrorNotSupported (launching nothing) where this kernel does not apply: no
@@ -553,7 +667,7 @@ cudaError_t launch(const AttentionParams& p, cudaStream_t stream) {
   if (d <= 64) {
     const bool short_causal = p.is_causal && p.seq_len_k <= 2048;
     if (sched == kSchedThreeConsumers || (sched == kSchedRule && !short_causal)) {
-      return launch_config<T, Config<64, false, 3>>(p, stream);
+      return launch_tile<T, 64, false, 3>(p, stream);
     }
     return launch_schedule<T, 64>(p, stream, sched == kSchedRule || pingpong);
   }

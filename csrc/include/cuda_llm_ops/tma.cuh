@@ -69,6 +69,36 @@ CLO_DEVICE void mbarrier_wait(uint64_t* bar, uint32_t parity) {
   }
 }
 
+// mbarrier_wait for a thread that waits long, e.g. a producer for a stage the consumers
+// release one softmax later: each poll suspends the thread in the barrier until the phase
+// completes (or kSuspendNs pass) instead of returning at once. Spinning with plain polls
+// (~10 ns each) took ~9% of the issue slots of the scheduler the producer's warp shares
+// with consumer warps (flash_attention_fwd_sm90, ncu source counters, attention/NOTES.md
+// v9). Traps once a wait has lasted ~4 s (%globaltimer).
+CLO_DEVICE void mbarrier_wait_suspended(uint64_t* bar, uint32_t parity) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  constexpr uint32_t kSuspendNs = 1000000;
+  auto poll = [&] {
+    uint32_t done;
+    asm volatile(
+        "{\n .reg .pred p;\n"
+        " mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2, %3;\n"
+        " selp.u32 %0, 1, 0, p;\n}\n"
+        : "=r"(done)
+        : "r"(smem_u32addr(bar)), "r"(parity), "r"(kSuspendNs)
+        : "memory");
+    return done != 0;
+  };
+  if (poll()) return;
+  uint64_t t0, t;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t0));
+  while (!poll()) {
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+    if (t - t0 > 4000000000ull) __trap();
+  }
+#endif
+}
+
 // mbarrier_wait without the trap, for warps after setmaxnreg.inc: a trap anywhere on
 // their path makes ptxas allocate it under the kernel's entry register cap (a
 // flash_attention_fwd_sm90 consumer spilled 212 bytes at 168 registers with it, none at

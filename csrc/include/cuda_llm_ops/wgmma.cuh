@@ -39,6 +39,12 @@ CLO_DEVICE uint64_t make_desc_sw128(uint32_t smem_byte_addr, uint32_t lbo_bytes,
   return desc;
 }
 
+// The descriptor of the operand `bytes` further on in shared memory: the start address
+// field (bits 0-13, address / 16) grows by bytes / 16 and cannot carry out (shared
+// memory ends below 2^18 bytes). Building each k-step's descriptor from the address
+// instead cost ~15 integer instructions per wgmma (attention/NOTES.md v9).
+CLO_DEVICE uint64_t desc_advance(uint64_t desc, uint32_t bytes) { return desc + (bytes >> 4); }
+
 // Orders this thread's prior register accesses (accumulators) before the next wgmma.
 CLO_DEVICE void fence() { CLO_WGMMA_ASM("wgmma.fence.sync.aligned;\n" ::: "memory"); }
 CLO_DEVICE void commit_group() { CLO_WGMMA_ASM("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
