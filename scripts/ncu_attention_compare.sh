@@ -1,14 +1,14 @@
 #!/usr/bin/env bash
-# ncu on one fp16 prefill shape, several variants of our Hopper kernel and SDPA-cuDNN, clocks
+# ncu on one fp16 prefill shape, our Hopper kernel (variants through its dev knobs) and SDPA-cuDNN, clocks
 # left as they are (compare SM cycles, which a clock change moves little). Reports go to
 # $OUT/ncu_<variant>.txt; the key lines are printed.
 #   VARIANTS="name:KNOB=V,KNOB=V ... cudnn" bash scripts/ncu_attention_compare.sh B Hq Hkv N D causal
-# KNOB is a CUDA_LLM_OPS_FLASH_SM90_ knob without that prefix (e.g. CROSS_UNIT=0).
+# KNOB is a CUDA_LLM_OPS_FLASH_SM90_ knob without that prefix (e.g. SCHED=1). Default: "ours cudnn".
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-$PWD/out}
 mkdir -p "$OUT"
-for spec in ${VARIANTS:-cross:CROSS_UNIT=1 single:CROSS_UNIT=0 cudnn}; do
+for spec in ${VARIANTS:-ours cudnn}; do
   name=${spec%%:*}
   env=()
   if [ "$spec" != "$name" ]; then

@@ -24,8 +24,7 @@ pytestmark = pytest.mark.cuda
 # every call only when set before the first call: empty values keep the defaults and let
 # the Hopper tests below switch them in this process.
 for _knob in ("CUDA_LLM_OPS_FLASH_SM90", "CUDA_LLM_OPS_FLASH_SM90_SCHED", "CUDA_LLM_OPS_FLASH_SM90_PERSISTENT",
-              "CUDA_LLM_OPS_FLASH_SM90_TILE192", "CUDA_LLM_OPS_FLASH_FP32_TILE", "CUDA_LLM_OPS_FLASH_SM90_CAUSAL_PAIRS",
-              "CUDA_LLM_OPS_FLASH_SM90_CROSS_UNIT"):
+              "CUDA_LLM_OPS_FLASH_SM90_TILE192", "CUDA_LLM_OPS_FLASH_FP32_TILE", "CUDA_LLM_OPS_FLASH_SM90_CAUSAL_PAIRS"):
     os.environ.setdefault(_knob, "")
 
 OPS = {"naive_attention": naive_attention, "tiled_attention": tiled_attention, "flash_attention": flash_attention}
@@ -378,13 +377,6 @@ def test_sm90_kernel_matches_reference(monkeypatch, case, dtype):
         if causal and nq > nk:
             assert (out[:, :, : nq - nk] == 0).all()
     monkeypatch.setenv("CUDA_LLM_OPS_FLASH_SM90_SCHED", "")
-    if d <= 128:  # one Q buffer, each work tile's first S = Q K^T on its own (not cross-unit)
-        monkeypatch.setenv("CUDA_LLM_OPS_FLASH_SM90_CROSS_UNIT", "0")
-        for sched in ("", "1", "2") + (("3",) if d <= 64 else ()):
-            monkeypatch.setenv("CUDA_LLM_OPS_FLASH_SM90_SCHED", sched)
-            assert_close(call(), ref, dtype=dtype, what=f"sm90 path {case} schedule {sched or 'auto'}, one Q buffer")
-        monkeypatch.setenv("CUDA_LLM_OPS_FLASH_SM90_SCHED", "")
-        monkeypatch.setenv("CUDA_LLM_OPS_FLASH_SM90_CROSS_UNIT", "")
     monkeypatch.setenv("CUDA_LLM_OPS_FLASH_SM90_PERSISTENT", "0")  # one CTA per work tile
     out = call()
     assert_close(out, ref, dtype=dtype, what=f"sm90 path {case}, a CTA per work tile")

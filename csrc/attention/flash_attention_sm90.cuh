@@ -24,9 +24,7 @@
 // Shared tiles are rows of 64 elements (128 bytes) in the 128-byte swizzle that TMA
 // writes and the wgmma descriptors read; a tile of D columns is D / 64 such chunks.
 // Persistent: one CTA per SM walks work units (WorkTileCursor); the next unit's Q
-// and K load while the consumers finish the last one, and where a second Q buffer fits
-// (D <= 128) the next unit's first S = Q K^T is issued with this one's last P V, so the
-// output store and the next softmax run under wgmmas (cross-unit). The output leaves through TMA
+// and K load while the consumers finish the last one. The output leaves through TMA
 // stores, staged in a buffer of its own (D <= 128) or in the warpgroup's own, dead, rows
 // of the Q tile (D = 192, 256: Q 64 KB + 2 stages of K and V 128 KB leave no room).
 // Edges: TMA zero-fills rows past Nq / Nk and columns past D (so any D in (32, 256] runs
@@ -55,7 +53,7 @@ namespace flash_sm90 {
 // kSchedThreeConsumers: three consumer warpgroups (192 query rows a CTA), overlap only; D = 64.
 constexpr int kSchedRule = 0, kSchedOverlap = 1, kSchedPingPong = 2, kSchedThreeConsumers = 3;
 
-template <int kHeadDim_, bool kPingPong_, int kConsumers_ = 2, bool kCrossUnit_ = false>
+template <int kHeadDim_, bool kPingPong_, int kConsumers_ = 2>
 struct Config {
   // 128-key tiles in 2 stages (at D = 128, 64-key tiles in 4 measured 25-40% slower,
   // NOTES.md v3). At D = 256 the O accumulators take 128 registers a thread: 64-key tiles
@@ -81,15 +79,7 @@ struct Config {
   // tile, whose last reader, S = Q K^T, has retired by then.
   static constexpr bool kOwnOBuffer = 2 * kQBytes + size_t(kKVBytes) * 2 * kStages + 1024 <= 227 * 1024;
   static constexpr uint32_t kOBytes = kOwnOBuffer ? kQBytes : 0;
-  // Cross-unit: a work tile's last O += P V and the next work tile's first S = Q K^T are issued
-  // together, and the tile's output is stored while they run, so the tensor cores do not idle
-  // between work tiles. The next Q must be resident by then: Q gets two buffers (the next
-  // one loads during the whole current tile), which needs the O buffer of its own.
-  static constexpr bool kCrossUnit = kCrossUnit_;
-  static constexpr int kQStages = kCrossUnit ? 2 : 1;
-  static constexpr size_t kSmemBytes =
-      kQStages * size_t(kQBytes) + size_t(kKVBytes) * 2 * kStages + kOBytes + 1024;  // + alignment
-  static_assert(!kCrossUnit || kOwnOBuffer, "cross-unit issue needs the O buffer of its own");
+  static constexpr size_t kSmemBytes = kQBytes + size_t(kKVBytes) * 2 * kStages + kOBytes + 1024;  // + alignment
   // setmaxnreg: the producer gives its registers to the consumers. The sum must fit what
   // the CTA was launched with, kThreads x the __launch_bounds__ cap (168 at 384 threads,
   // 128 at 512): more and setmaxnreg.inc waits forever. With three consumers the producer
@@ -260,17 +250,17 @@ template <typename T, typename Cfg>
 __global__ void __launch_bounds__(Cfg::kThreads, 1)
 flash_attention_fwd_sm90_kernel(const __grid_constant__ CUtensorMap map_q, const __grid_constant__ CUtensorMap map_k,
                                 const __grid_constant__ CUtensorMap map_v, const __grid_constant__ CUtensorMap map_o,
-                                const AttentionParams p, const int causal_pairs, const int split_producer) {
+                                const AttentionParams p, const int causal_pairs) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-  constexpr int kStages = Cfg::kStages, kQStages = Cfg::kQStages, kBlockM = Cfg::kBlockM, kBlockN = Cfg::kBlockN;
+  constexpr int kStages = Cfg::kStages, kBlockM = Cfg::kBlockM, kBlockN = Cfg::kBlockN;
   extern __shared__ unsigned char smem_raw[];
-  __shared__ __align__(8) uint64_t q_full[kQStages], q_empty[kQStages];
+  __shared__ __align__(8) uint64_t q_full, q_empty;
   __shared__ __align__(8) uint64_t k_full[kStages], k_empty[kStages], v_full[kStages], v_empty[kStages];
   // 128-byte swizzle atoms start on 1024-byte boundaries.
   unsigned char* smem =
       reinterpret_cast<unsigned char*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t(1023));
   unsigned char* sQ = smem;
-  unsigned char* sK = sQ + kQStages * Cfg::kQBytes;
+  unsigned char* sK = sQ + Cfg::kQBytes;
   unsigned char* sV = sK + kStages * Cfg::kKVBytes;
   unsigned char* sO = Cfg::kOwnOBuffer ? sV + kStages * Cfg::kKVBytes : sQ;
 
@@ -285,14 +275,11 @@ flash_attention_fwd_sm90_kernel(const __grid_constant__ CUtensorMap map_q, const
   };
 
   if (threadIdx.x == 0) {
-#pragma unroll
-    for (int s = 0; s < kQStages; ++s) {
-      tma::mbarrier_init(&q_full[s], 1);
-      // Released once per work tile: with an O buffer of its own, by every consumer warp
-      // after its last S = Q K^T; with O staged in Q, by each consumer warpgroup's storing
-      // thread once its TMA store has read the tile.
-      tma::mbarrier_init(&q_empty[s], Cfg::kConsumers * (Cfg::kOwnOBuffer ? 4 : 1));
-    }
+    tma::mbarrier_init(&q_full, 1);
+    // Released once per work tile: with an O buffer of its own, by every consumer warp
+    // after its last S = Q K^T; with O staged in Q, by each consumer warpgroup's storing
+    // thread once its TMA store has read the tile.
+    tma::mbarrier_init(&q_empty, Cfg::kConsumers * (Cfg::kOwnOBuffer ? 4 : 1));
 #pragma unroll
     for (int s = 0; s < kStages; ++s) {
       tma::mbarrier_init(&k_full[s], 1);
@@ -307,68 +294,53 @@ flash_attention_fwd_sm90_kernel(const __grid_constant__ CUtensorMap map_q, const
   __syncthreads();
 
   // Producer and consumers walk the same work tiles and count the same K/V tiles (`it`,
-  // across work tiles: stage it % kStages, phase it / kStages) and Q loads (`q_iter`:
-  // buffer q_iter % kQStages, phase q_iter / kQStages).
+  // across work tiles: stage it % kStages, phase it / kStages) and Q loads (`q_iter`).
   // Warp-uniform to the compiler (a shuffle from lane 0), so what derives from it (the Q
   // descriptor) can live in uniform registers, as the wgmma operands must.
   const int warpgroup = __shfl_sync(0xffffffffu, int(threadIdx.x / 128), 0), wg_tid = threadIdx.x % 128;
   if (warpgroup == 0) {
     wgmma::setmaxnreg_dec<Cfg::kProducerRegs>();
-    // Q and K are loaded by thread 0, V by thread 32 (another warp), so a K load never
-    // queues behind the wait for a V stage's release, which comes a softmax later. With
-    // split_producer == 0 (dev knob), thread 0 loads all three.
-    const bool loads_qk = wg_tid == 0, loads_v = split_producer ? wg_tid == 32 : wg_tid == 0;
-    if (loads_qk || loads_v) {
-      if (loads_qk) {
-        tma::prefetch_tensor_map(&map_q);
-        tma::prefetch_tensor_map(&map_k);
-      }
-      if (loads_v) tma::prefetch_tensor_map(&map_v);
+    if (wg_tid == 0) {
+      tma::prefetch_tensor_map(&map_q);
+      tma::prefetch_tensor_map(&map_k);
+      tma::prefetch_tensor_map(&map_v);
       int it = 0, q_iter = 0, m_block, head, batch;
       WorkTileCursor cursor(p, kBlockM, causal_pairs != 0);
       while (cursor.next(m_block, head, batch)) {
         const int m0 = m_block * kBlockM, kv_head = head / group;
         const int num_tiles = key_tiles(m0);
         if (num_tiles == 0) continue;
-        if (loads_qk) {
-          // A Q buffer is overwritten once the consumers are done with its last tile: with an
-          // O buffer of its own this load overlaps that tile's last P V and output store (and
-          // with two buffers, the whole of the tile before).
-          const int qs = q_iter % kQStages;
-          if (q_iter >= kQStages) tma::mbarrier_wait_suspended(&q_empty[qs], ((q_iter / kQStages) - 1) & 1);
-          tma::mbarrier_arrive_expect_tx(&q_full[qs], Cfg::kQBytes);
+        // The next Q overwrites the last one once the consumers are done with it (above):
+        // with an O buffer of its own, this load overlaps the last P V and the output store.
+        if (q_iter > 0) tma::mbarrier_wait_suspended(&q_empty, (q_iter - 1) & 1);
+        tma::mbarrier_arrive_expect_tx(&q_full, Cfg::kQBytes);
 #pragma unroll
-          for (int c = 0; c < Cfg::kChunks; ++c)
-            tma::load_4d(sQ + qs * Cfg::kQBytes + c * Cfg::kQChunkBytes, &map_q, 64 * c, m0, head, batch, &q_full[qs]);
-          ++q_iter;
-        }
+        for (int c = 0; c < Cfg::kChunks; ++c)
+          tma::load_4d(sQ + c * Cfg::kQChunkBytes, &map_q, 64 * c, m0, head, batch, &q_full);
+        ++q_iter;
         for (int j = 0; j < num_tiles; ++j, ++it) {
           const int s = it % kStages;
           const uint32_t parity = ((it / kStages) - 1) & 1;  // phase of the stage's previous release
-          if (loads_qk) {
-            unsigned char* k_dst = sK + s * Cfg::kKVBytes;
-            if (it >= kStages) tma::mbarrier_wait_suspended(&k_empty[s], parity);
-            tma::mbarrier_arrive_expect_tx(&k_full[s], Cfg::kKVBytes);
+          unsigned char* k_dst = sK + s * Cfg::kKVBytes;
+          unsigned char* v_dst = sV + s * Cfg::kKVBytes;
+          if (it >= kStages) tma::mbarrier_wait_suspended(&k_empty[s], parity);
+          tma::mbarrier_arrive_expect_tx(&k_full[s], Cfg::kKVBytes);
 #pragma unroll
-            for (int c = 0; c < Cfg::kChunks; ++c)
-              tma::load_4d(k_dst + c * Cfg::kKVChunkBytes, &map_k, 64 * c, j * kBlockN, kv_head, batch, &k_full[s]);
-          }
-          if (loads_v) {
-            unsigned char* v_dst = sV + s * Cfg::kKVBytes;
-            if (it >= kStages) tma::mbarrier_wait_suspended(&v_empty[s], parity);
-            tma::mbarrier_arrive_expect_tx(&v_full[s], Cfg::kKVBytes);
+          for (int c = 0; c < Cfg::kChunks; ++c)
+            tma::load_4d(k_dst + c * Cfg::kKVChunkBytes, &map_k, 64 * c, j * kBlockN, kv_head, batch, &k_full[s]);
+          if (it >= kStages) tma::mbarrier_wait_suspended(&v_empty[s], parity);
+          tma::mbarrier_arrive_expect_tx(&v_full[s], Cfg::kKVBytes);
 #pragma unroll
-            for (int c = 0; c < Cfg::kChunks; ++c)
-              tma::load_4d(v_dst + c * Cfg::kKVChunkBytes, &map_v, 64 * c, j * kBlockN, kv_head, batch, &v_full[s]);
-          }
+          for (int c = 0; c < Cfg::kChunks; ++c)
+            tma::load_4d(v_dst + c * Cfg::kKVChunkBytes, &map_v, 64 * c, j * kBlockN, kv_head, batch, &v_full[s]);
         }
       }
-      // Watchdog: the consumers wait untrapped (tma::mbarrier_wait_untrapped), so the loading
-      // threads wait (trapping) for their release of the last tiles: a consumer that hangs
+      // Watchdog: the consumers wait untrapped (tma::mbarrier_wait_untrapped), so this
+      // thread waits (trapping) for their release of the last tiles: a consumer that hangs
       // turns into a launch error here instead of a hung kernel.
       for (int i = max(0, it - kStages); i < it; ++i) {
-        if (loads_qk) tma::mbarrier_wait_suspended(&k_empty[i % kStages], (i / kStages) & 1);
-        if (loads_v) tma::mbarrier_wait_suspended(&v_empty[i % kStages], (i / kStages) & 1);
+        tma::mbarrier_wait_suspended(&k_empty[i % kStages], (i / kStages) & 1);
+        tma::mbarrier_wait_suspended(&v_empty[i % kStages], (i / kStages) & 1);
       }
     }
     return;
@@ -378,19 +350,17 @@ flash_attention_fwd_sm90_kernel(const __grid_constant__ CUtensorMap map_q, const
   const int cw = warpgroup - 1;  // rows cw * 64 .. cw * 64 + 63 of each work tile
   const int lane = wg_tid % 32, warp = wg_tid / 32, g = lane / 4, t = lane % 4;
   const float scale_log2 = p.scale * kLog2e;
-  // wgmma descriptors of this warpgroup's 64 rows of Q buffer qi % kQStages and of K/V stage s
-  // (wgmma::desc_advance: built once, advanced per k-step by a constant).
-  const uint64_t q_desc0 = wgmma::make_desc_sw128(smem_u32addr(sQ) + cw * 64 * 128, 16, 1024);
+  // wgmma descriptors of this warpgroup's 64 rows of Q and of K/V stage s (wgmma::desc_advance:
+  // built once, advanced per k-step by a constant).
+  const uint64_t q_desc = wgmma::make_desc_sw128(smem_u32addr(sQ) + cw * 64 * 128, 16, 1024);
   const uint64_t k_desc0 = wgmma::make_desc_sw128(smem_u32addr(sK), 16, 1024);
   const uint64_t v_desc0 = wgmma::make_desc_sw128(smem_u32addr(sV), Cfg::kKVChunkBytes, 1024);
-  auto q_desc = [&](int qi) { return wgmma::desc_advance(q_desc0, (qi % kQStages) * Cfg::kQBytes); };
   auto k_desc = [&](int s) { return wgmma::desc_advance(k_desc0, s * Cfg::kKVBytes); };
   auto v_desc = [&](int s) { return wgmma::desc_advance(v_desc0, s * Cfg::kKVBytes); };
   // Ping-pong turns: warpgroup cw issues on named barrier kTurnBarrier + cw once the
-  // other one has issued (bar.arrive). Issue points run on across work tiles (the first
-  // tile's first S = Q K^T, then S_j with P V_{j-1}, then each tile's last P V, with the
-  // next tile's first S where it is issued with it): the same count in both warpgroups,
-  // warpgroup 0 first, and no turn handed on after the CTA's last.
+  // other one has issued (bar.arrive). Issue points run on across work tiles (each tile's
+  // first S = Q K^T, then S_j with P V_{j-1}, then its last P V): the same count in both
+  // warpgroups, warpgroup 0 first, and no turn handed on after the CTA's last.
   constexpr int kTurnBarrier = 3;
 #define CLO_FA3_TURN_WAIT()                                                       \
   do {                                                                            \
@@ -448,10 +418,10 @@ flash_attention_fwd_sm90_kernel(const __grid_constant__ CUtensorMap map_q, const
       if (cw == 1) named_barrier_arrive(kTurnBarrier, 256);  // warpgroup 0 issues first
     }
     // The first work tile's first S = Q K^T: nothing to issue it with.
-    tma::mbarrier_wait_untrapped(&q_full[0], 0);
+    tma::mbarrier_wait_untrapped(&q_full, 0);
     tma::mbarrier_wait_untrapped(&k_full[0], 0);
     CLO_FA3_TURN_WAIT();
-    issue_qk<T, Cfg>(s_acc, q_desc(0), k_desc(0));
+    issue_qk<T, Cfg>(s_acc, q_desc, k_desc(0));
     CLO_FA3_TURN_PASS(false);
     wgmma::wait_group<0>();
     while (true) {
@@ -459,7 +429,7 @@ flash_attention_fwd_sm90_kernel(const __grid_constant__ CUtensorMap map_q, const
       const int n = cur.num_tiles;
       if (lane == 0) {
         tma::mbarrier_arrive(&k_empty[it % kStages]);
-        if (Cfg::kOwnOBuffer && n == 1) tma::mbarrier_arrive(&q_empty[q_iter % kQStages]);
+        if (Cfg::kOwnOBuffer && n == 1) tma::mbarrier_arrive(&q_empty);
       }
 #pragma unroll
       for (int i = 0; i < Cfg::kOAcc; ++i) o_acc[i] = 0.f;
@@ -472,13 +442,13 @@ flash_attention_fwd_sm90_kernel(const __grid_constant__ CUtensorMap map_q, const
         tma::mbarrier_wait_untrapped(&k_full[s], ((it + j) / kStages) & 1);
         tma::mbarrier_wait_untrapped(&v_full[sp], ((it + j - 1) / kStages) & 1);
         CLO_FA3_TURN_WAIT();
-        issue_qk<T, Cfg>(s_acc, q_desc(q_iter), k_desc(s));
+        issue_qk<T, Cfg>(s_acc, q_desc, k_desc(s));
         issue_pv<T, Cfg>(o_acc, p_frag, v_desc(sp));
         CLO_FA3_TURN_PASS(false);
         wgmma::wait_group<1>();  // S of tile j is ready; P V of tile j - 1 may still run
         if (lane == 0) {
           tma::mbarrier_arrive(&k_empty[s]);
-          if (Cfg::kOwnOBuffer && j == n - 1) tma::mbarrier_arrive(&q_empty[q_iter % kQStages]);
+          if (Cfg::kOwnOBuffer && j == n - 1) tma::mbarrier_arrive(&q_empty);
         }
         CLO_FA3_SOFTMAX(cur, j);
         wgmma::wait_group<0>();
@@ -494,25 +464,15 @@ flash_attention_fwd_sm90_kernel(const __grid_constant__ CUtensorMap map_q, const
         }
         pack_p<T, Cfg::kSAcc>(p_frag, s_acc);
       }
-      // The last P V; cross-unit, the next work tile's first S = Q K^T goes with it (its Q
-      // is in the other buffer, its first K in the next stage) and runs under this tile's
-      // output store. After the CTA's last tile that S is issued too, on whatever the Q
-      // buffer and K stage hold (no load is in flight then), and dropped: a wgmma issued on
-      // a runtime condition makes ptxas serialise every wgmma of the kernel (C7518).
-      WorkTile nxt;
-      const bool more = next_tile(nxt);
+      // The last P V.
       const int sp = (it + n - 1) % kStages;
       tma::mbarrier_wait_untrapped(&v_full[sp], ((it + n - 1) / kStages) & 1);
-      if (Cfg::kCrossUnit && more) {
-        tma::mbarrier_wait_untrapped(&q_full[(q_iter + 1) % kQStages], ((q_iter + 1) / kQStages) & 1);
-        tma::mbarrier_wait_untrapped(&k_full[(it + n) % kStages], ((it + n) / kStages) & 1);
-      }
+      WorkTile nxt;
+      const bool more = next_tile(nxt);
       CLO_FA3_TURN_WAIT();
       issue_pv<T, Cfg>(o_acc, p_frag, v_desc(sp));
-      if constexpr (Cfg::kCrossUnit)
-        issue_qk<T, Cfg>(s_acc, q_desc(q_iter + 1), k_desc((it + n) % kStages));
       CLO_FA3_TURN_PASS(!more);
-      wgmma::wait_group<Cfg::kCrossUnit ? 1 : 0>();
+      wgmma::wait_group<0>();
       if (lane == 0) tma::mbarrier_arrive(&v_empty[sp]);
 
       // Normalise, stage this warpgroup's 64 rows in the 128-byte swizzle the output map
@@ -546,23 +506,21 @@ flash_attention_fwd_sm90_kernel(const __grid_constant__ CUtensorMap map_q, const
         tma::store_commit();
         if constexpr (!Cfg::kOwnOBuffer) {  // O sits in Q: the next Q may load once it is read
           tma::store_wait_read<0>();
-          tma::mbarrier_arrive(&q_empty[0]);
+          tma::mbarrier_arrive(&q_empty);
         }
       }
       it += n;
       ++q_iter;
       if (!more) break;
       cur = nxt;
-      if constexpr (!Cfg::kCrossUnit) {  // the next work tile's first S = Q K^T on its own
-        tma::mbarrier_wait_untrapped(&q_full[q_iter % kQStages], (q_iter / kQStages) & 1);
-        tma::mbarrier_wait_untrapped(&k_full[it % kStages], (it / kStages) & 1);
-        CLO_FA3_TURN_WAIT();
-        issue_qk<T, Cfg>(s_acc, q_desc(q_iter), k_desc(it % kStages));
-        CLO_FA3_TURN_PASS(false);
-      }
+      // The next work tile's first S = Q K^T.
+      tma::mbarrier_wait_untrapped(&q_full, q_iter & 1);
+      tma::mbarrier_wait_untrapped(&k_full[it % kStages], (it / kStages) & 1);
+      CLO_FA3_TURN_WAIT();
+      issue_qk<T, Cfg>(s_acc, q_desc, k_desc(it % kStages));
+      CLO_FA3_TURN_PASS(false);
       wgmma::wait_group<0>();
     }
-    wgmma::wait_group<0>();  // the dropped S (cross-unit)
   }
 #undef CLO_FA3_SOFTMAX
   if (wg_tid == 0) tma::store_wait_all();
@@ -607,36 +565,15 @@ cudaError_t launch_config(const AttentionParams& p, cudaStream_t stream) {
   if (units > INT32_MAX) return cudaErrorNotSupported;  // the kernel counts units in int
   const bool persistent = dev_knob("CUDA_LLM_OPS_FLASH_SM90_PERSISTENT", dev_mode, 1) != 0;
   const int64_t ctas = persistent ? std::min<int64_t>(units, device_sm_count()) : units;
-  static bool split_dev_mode = std::getenv("CUDA_LLM_OPS_FLASH_SM90_SPLIT_PRODUCER") != nullptr;
-  const int split_producer = dev_knob("CUDA_LLM_OPS_FLASH_SM90_SPLIT_PRODUCER", split_dev_mode, 1) != 0 ? 1 : 0;
   kernel<<<dim3(uint32_t(ctas)), Cfg::kThreads, Cfg::kSmemBytes, stream>>>(map_q, map_k, map_v, map_o, p,
-                                                                             pairs ? 1 : 0, split_producer);
+                                                                             pairs ? 1 : 0);
   return cudaGetLastError();
-}
-
-// Whether a tile's shared memory holds a second Q buffer (cross-unit issue, Config): at
-// D = 64 and 128; at D = 192 and 256 not even the O buffer fits beside one.
-template <int kHeadDim, bool kPingPong, int kConsumers>
-constexpr bool cross_unit_fits() {
-  using Single = Config<kHeadDim, kPingPong, kConsumers, false>;
-  return Single::kOwnOBuffer && Single::kSmemBytes + Single::kQBytes <= 227 * 1024;
-}
-
-// Cross-unit issue wherever it fits. Dev knob CUDA_LLM_OPS_FLASH_SM90_CROSS_UNIT=0: one Q
-// buffer, each work tile's first S = Q K^T issued on its own (NOTES.md v9).
-template <typename T, int kHeadDim, bool kPingPong, int kConsumers = 2>
-cudaError_t launch_tile(const AttentionParams& p, cudaStream_t stream) {
-  if constexpr (cross_unit_fits<kHeadDim, kPingPong, kConsumers>()) {
-    static bool dev_mode = std::getenv("CUDA_LLM_OPS_FLASH_SM90_CROSS_UNIT") != nullptr;
-    if (dev_knob("CUDA_LLM_OPS_FLASH_SM90_CROSS_UNIT", dev_mode, 1) != 0)
-      return launch_config<T, Config<kHeadDim, kPingPong, kConsumers, true>>(p, stream);
-  }
-  return launch_config<T, Config<kHeadDim, kPingPong, kConsumers, false>>(p, stream);
 }
 
 template <typename T, int kHeadDim>
 cudaError_t launch_schedule(const AttentionParams& p, cudaStream_t stream, bool pingpong) {
-  return pingpong ? launch_tile<T, kHeadDim, true>(p, stream) : launch_tile<T, kHeadDim, false>(p, stream);
+  return pingpong ? launch_config<T, Config<kHeadDim, true>>(p, stream)
+                  : launch_config<T, Config<kHeadDim, false>>(p, stream);
 }
 
 // cudaErrorNotSupported (launching nothing) where this kernel does not apply: no
@@ -667,7 +604,7 @@ cudaError_t launch(const AttentionParams& p, cudaStream_t stream) {
   if (d <= 64) {
     const bool short_causal = p.is_causal && p.seq_len_k <= 2048;
     if (sched == kSchedThreeConsumers || (sched == kSchedRule && !short_causal)) {
-      return launch_tile<T, 64, false, 3>(p, stream);
+      return launch_config<T, Config<64, false, 3>>(p, stream);
     }
     return launch_schedule<T, 64>(p, stream, sched == kSchedRule || pingpong);
   }

@@ -90,11 +90,12 @@ CLO_DEVICE void mbarrier_wait_suspended(uint64_t* bar, uint32_t parity) {
     return done != 0;
   };
   if (poll()) return;
-  uint64_t t0, t;
-  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t0));
+  // The low 32 bits of the ns clock: their difference is exact up to 4.29 s.
+  uint32_t t0, t;
+  asm volatile("mov.u32 %0, %%globaltimer_lo;" : "=r"(t0));
   while (!poll()) {
-    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
-    if (t - t0 > 4000000000ull) __trap();
+    asm volatile("mov.u32 %0, %%globaltimer_lo;" : "=r"(t));
+    if (t - t0 > 4000000000u) __trap();
   }
 #endif
 }
