@@ -254,7 +254,9 @@ gemm_wgmma_sm90_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_c
   unsigned char* smem_epi = smem + Stages * Cfg::kStageBytes;
 
   const int M = args.M, N = args.N, K = args.K;
-  const int warpgroup = threadIdx.x / 128;
+  // Warp-uniform to the compiler (a shuffle from lane 0), so the A descriptor, which derives
+  // from it, can live in uniform registers, as the wgmma operands must.
+  const int warpgroup = __shfl_sync(0xffffffffu, int(threadIdx.x / 128), 0);
   const int wg_tid = threadIdx.x % 128;
   const int ktiles = div_ceil(K, BK);
   // Work units: kCluster vertically adjacent tiles sharing one column of B; the CTAs of
@@ -306,7 +308,7 @@ gemm_wgmma_sm90_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_c
           const int s = it % Stages;
           // Stage s last held k-tile it - Stages: wait until every CTA that reads the
           // stage has released it (phase (it/Stages - 1) of empty).
-          if (it >= Stages) tma::mbarrier_wait(&empty_bar[s], ((it / Stages) - 1) & 1);
+          if (it >= Stages) tma::mbarrier_wait_suspended(&empty_bar[s], ((it / Stages) - 1) & 1);
           // A K-major B tile is one box of BN rows (TMA counts rows past N, zero-filled).
           const uint32_t a_bytes = BN == 16 && !kTransA ? (a_chunks > 0 ? ts.row_step * 128u : 0u) : a_chunks * 8192u;
           tma::mbarrier_arrive_expect_tx(&full_bar[s], a_bytes + (kTransB ? Cfg::kBBytes : b_chunks * 8192u));
@@ -355,8 +357,10 @@ gemm_wgmma_sm90_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_c
   } else {
     wgmma::setmaxnreg_inc<Cfg::kConsumerRegs>();
     const int cw = warpgroup - 1;  // rows cw*64 .. cw*64+63 of the tile
-    const uint32_t a_base = smem_u32addr(smem_a) + cw * 8192;  // 64 rows x 128 B, or m-chunk cw (64 k x 128 B)
-    const uint32_t b_base = smem_u32addr(smem_b);
+    // Descriptors of stage 0 (A: 64 rows x 128 B, or m-chunk cw of 64 k x 128 B); a stage and
+    // k-step are a constant further on (wgmma::desc_advance, attention/NOTES.md v9).
+    const uint64_t a_desc0 = wgmma::make_desc_sw128(smem_u32addr(smem_a) + cw * 8192, kTransA ? 8192 : 16, 1024);
+    const uint64_t b_desc0 = wgmma::make_desc_sw128(smem_u32addr(smem_b), kTransB ? 16 : 8192, 1024);
     // Stage of k-tile `i` read: one thread per warpgroup arrives for the warpgroup (its
     // wgmmas retired together) on the barrier of every CTA whose producer fills it.
     auto release = [&](int i) {
@@ -392,10 +396,8 @@ gemm_wgmma_sm90_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_c
         wgmma::fence();
 #pragma unroll
         for (int kk = 0; kk < Cfg::kKSteps; ++kk) {
-          const uint32_t a_addr = a_base + s * Cfg::kABytes + (kTransA ? kk * 2048 : kk * 32);
-          const uint32_t b_addr = b_base + s * Cfg::kBBytes + (kTransB ? kk * 32 : kk * 2048);
-          const uint64_t da = wgmma::make_desc_sw128(a_addr, kTransA ? 8192 : 16, 1024);
-          const uint64_t db = wgmma::make_desc_sw128(b_addr, kTransB ? 16 : 8192, 1024);
+          const uint64_t da = wgmma::desc_advance(a_desc0, s * Cfg::kABytes + (kTransA ? kk * 2048 : kk * 32));
+          const uint64_t db = wgmma::desc_advance(b_desc0, s * Cfg::kBBytes + (kTransB ? kk * 32 : kk * 2048));
           if constexpr (kInt8) {
             if constexpr (BN == 256) {
               wgmma::wgmma_m64n256k32_s8(acc, da, db);
