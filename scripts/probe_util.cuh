@@ -15,8 +15,7 @@
     }                                                                                           \
   } while (0)
 
-__device__ __forceinline__ unsigned long long global_ns() {
-  unsigned long long t;
-  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
-  return t;
-}
+// The probes build with csrc/include on the include path (scripts/build_*_probe.sh).
+#include "cuda_llm_ops/common.cuh"
+
+__device__ __forceinline__ unsigned long long global_ns() { return cuda_llm_ops::global_timer_ns(); }

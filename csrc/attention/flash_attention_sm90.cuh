@@ -413,114 +413,105 @@ flash_attention_fwd_sm90_kernel(const __grid_constant__ CUtensorMap map_q, const
 
   int it = 0, q_iter = 0;  // K/V tiles and Q loads consumed before the current work tile
   WorkTile cur;
-  if (next_tile(cur)) {
-    if constexpr (Cfg::kPingPong) {
-      if (cw == 1) named_barrier_arrive(kTurnBarrier, 256);  // warpgroup 0 issues first
-    }
-    // The first work tile's first S = Q K^T: nothing to issue it with.
-    tma::mbarrier_wait_untrapped(&q_full, 0);
-    tma::mbarrier_wait_untrapped(&k_full[0], 0);
+  bool have = next_tile(cur);
+  if constexpr (Cfg::kPingPong) {
+    if (have && cw == 1) named_barrier_arrive(kTurnBarrier, 256);  // warpgroup 0 issues first
+  }
+  while (have) {
+    // The work tile's first S = Q K^T (key tile 0, stage it % kStages): nothing to issue it with.
+    tma::mbarrier_wait_untrapped(&q_full, q_iter & 1);
+    tma::mbarrier_wait_untrapped(&k_full[it % kStages], (it / kStages) & 1);
     CLO_FA3_TURN_WAIT();
-    issue_qk<T, Cfg>(s_acc, q_desc, k_desc(0));
+    issue_qk<T, Cfg>(s_acc, q_desc, k_desc(it % kStages));
     CLO_FA3_TURN_PASS(false);
     wgmma::wait_group<0>();
-    while (true) {
-      // S of key tile 0 (stage it % kStages) of `cur` is in s_acc: start the work tile.
-      const int n = cur.num_tiles;
-      if (lane == 0) {
-        tma::mbarrier_arrive(&k_empty[it % kStages]);
-        if (Cfg::kOwnOBuffer && n == 1) tma::mbarrier_arrive(&q_empty);
-      }
+    const int n = cur.num_tiles;
+    if (lane == 0) {
+      tma::mbarrier_arrive(&k_empty[it % kStages]);
+      if (Cfg::kOwnOBuffer && n == 1) tma::mbarrier_arrive(&q_empty);
+    }
 #pragma unroll
-      for (int i = 0; i < Cfg::kOAcc; ++i) o_acc[i] = 0.f;
-      row_max[0] = row_max[1] = kNegInf;
-      row_sum[0] = row_sum[1] = 0.f;
-      CLO_FA3_SOFTMAX(cur, 0);
-      pack_p<T, Cfg::kSAcc>(p_frag, s_acc);
-      for (int j = 1; j < n; ++j) {
-        const int s = (it + j) % kStages, sp = (it + j - 1) % kStages;
-        tma::mbarrier_wait_untrapped(&k_full[s], ((it + j) / kStages) & 1);
-        tma::mbarrier_wait_untrapped(&v_full[sp], ((it + j - 1) / kStages) & 1);
-        CLO_FA3_TURN_WAIT();
-        issue_qk<T, Cfg>(s_acc, q_desc, k_desc(s));
-        issue_pv<T, Cfg>(o_acc, p_frag, v_desc(sp));
-        CLO_FA3_TURN_PASS(false);
-        wgmma::wait_group<1>();  // S of tile j is ready; P V of tile j - 1 may still run
-        if (lane == 0) {
-          tma::mbarrier_arrive(&k_empty[s]);
-          if (Cfg::kOwnOBuffer && j == n - 1) tma::mbarrier_arrive(&q_empty);
-        }
-        CLO_FA3_SOFTMAX(cur, j);
-        wgmma::wait_group<0>();
-        if (lane == 0) tma::mbarrier_arrive(&v_empty[sp]);
-        if (__any_sync(0xffffffffu, rescale[0] != 1.f || rescale[1] != 1.f)) {  // warp-uniform skip
-#pragma unroll
-          for (int i = 0; i < Cfg::kOAcc / 4; ++i) {
-            o_acc[4 * i] *= rescale[0];
-            o_acc[4 * i + 1] *= rescale[0];
-            o_acc[4 * i + 2] *= rescale[1];
-            o_acc[4 * i + 3] *= rescale[1];
-          }
-        }
-        pack_p<T, Cfg::kSAcc>(p_frag, s_acc);
-      }
-      // The last P V.
-      const int sp = (it + n - 1) % kStages;
-      tma::mbarrier_wait_untrapped(&v_full[sp], ((it + n - 1) / kStages) & 1);
-      WorkTile nxt;
-      const bool more = next_tile(nxt);
+    for (int i = 0; i < Cfg::kOAcc; ++i) o_acc[i] = 0.f;
+    row_max[0] = row_max[1] = kNegInf;
+    row_sum[0] = row_sum[1] = 0.f;
+    CLO_FA3_SOFTMAX(cur, 0);
+    pack_p<T, Cfg::kSAcc>(p_frag, s_acc);
+    for (int j = 1; j < n; ++j) {
+      const int s = (it + j) % kStages, sp = (it + j - 1) % kStages;
+      tma::mbarrier_wait_untrapped(&k_full[s], ((it + j) / kStages) & 1);
+      tma::mbarrier_wait_untrapped(&v_full[sp], ((it + j - 1) / kStages) & 1);
       CLO_FA3_TURN_WAIT();
+      issue_qk<T, Cfg>(s_acc, q_desc, k_desc(s));
       issue_pv<T, Cfg>(o_acc, p_frag, v_desc(sp));
-      CLO_FA3_TURN_PASS(!more);
+      CLO_FA3_TURN_PASS(false);
+      wgmma::wait_group<1>();  // S of tile j is ready; P V of tile j - 1 may still run
+      if (lane == 0) {
+        tma::mbarrier_arrive(&k_empty[s]);
+        if (Cfg::kOwnOBuffer && j == n - 1) tma::mbarrier_arrive(&q_empty);
+      }
+      CLO_FA3_SOFTMAX(cur, j);
       wgmma::wait_group<0>();
       if (lane == 0) tma::mbarrier_arrive(&v_empty[sp]);
-
-      // Normalise, stage this warpgroup's 64 rows in the 128-byte swizzle the output map
-      // expects (16-byte chunk c of row r at chunk c ^ (r % 8): a warp's 4-byte writes, rows
-      // g and columns 8i + 2t, spread over all 32 banks), then one thread stores them with
-      // TMA, which clips rows past Nq and columns past D. Nothing waits for the global writes.
-      float inv[2];
+      if (__any_sync(0xffffffffu, rescale[0] != 1.f || rescale[1] != 1.f)) {  // warp-uniform skip
 #pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        const float sum = group_reduce_sum<4>(row_sum[h]);
-        inv[h] = sum > 0.f ? 1.f / sum : 0.f;  // a row that saw no key outputs zeros
-      }
-      if constexpr (Cfg::kOwnOBuffer) {  // the previous work tile's store must have read the buffer
-        if (wg_tid == 0) tma::store_wait_read<0>();
-        named_barrier_sync(1 + cw, 128);  // ids 1..kConsumers; ping-pong (two consumers) uses 3, 4
-      }
-      const int lr = warp * 16 + g;  // (lr + 8) % 8 == lr % 8 == g
-#pragma unroll
-      for (int i = 0; i < Cfg::kOAcc / 4; ++i) {
-        unsigned char* dst = sO_wg + (i / 8) * Cfg::kQChunkBytes + lr * 128 + ((i % 8) ^ g) * 16 + 4 * t;
-        *reinterpret_cast<uint32_t*>(dst) = pack_float2<T>(o_acc[4 * i] * inv[0], o_acc[4 * i + 1] * inv[0]);
-        *reinterpret_cast<uint32_t*>(dst + 8 * 128) =
-            pack_float2<T>(o_acc[4 * i + 2] * inv[1], o_acc[4 * i + 3] * inv[1]);
-      }
-      tma::fence_proxy_async_shared();
-      named_barrier_sync(1 + cw, 128);
-      if (wg_tid == 0) {
-#pragma unroll
-        for (int c = 0; c < Cfg::kChunks; ++c)
-          tma::store_4d(&map_o, 64 * c, cur.m0 + cw * 64, cur.head, cur.batch, sO_wg + c * Cfg::kQChunkBytes);
-        tma::store_commit();
-        if constexpr (!Cfg::kOwnOBuffer) {  // O sits in Q: the next Q may load once it is read
-          tma::store_wait_read<0>();
-          tma::mbarrier_arrive(&q_empty);
+        for (int i = 0; i < Cfg::kOAcc / 4; ++i) {
+          o_acc[4 * i] *= rescale[0];
+          o_acc[4 * i + 1] *= rescale[0];
+          o_acc[4 * i + 2] *= rescale[1];
+          o_acc[4 * i + 3] *= rescale[1];
         }
       }
-      it += n;
-      ++q_iter;
-      if (!more) break;
-      cur = nxt;
-      // The next work tile's first S = Q K^T.
-      tma::mbarrier_wait_untrapped(&q_full, q_iter & 1);
-      tma::mbarrier_wait_untrapped(&k_full[it % kStages], (it / kStages) & 1);
-      CLO_FA3_TURN_WAIT();
-      issue_qk<T, Cfg>(s_acc, q_desc, k_desc(it % kStages));
-      CLO_FA3_TURN_PASS(false);
-      wgmma::wait_group<0>();
+      pack_p<T, Cfg::kSAcc>(p_frag, s_acc);
     }
+    // The last P V.
+    const int sp = (it + n - 1) % kStages;
+    tma::mbarrier_wait_untrapped(&v_full[sp], ((it + n - 1) / kStages) & 1);
+    WorkTile nxt;
+    const bool more = next_tile(nxt);
+    CLO_FA3_TURN_WAIT();
+    issue_pv<T, Cfg>(o_acc, p_frag, v_desc(sp));
+    CLO_FA3_TURN_PASS(!more);
+    wgmma::wait_group<0>();
+    if (lane == 0) tma::mbarrier_arrive(&v_empty[sp]);
+
+    // Normalise, stage this warpgroup's 64 rows in the 128-byte swizzle the output map
+    // expects (16-byte chunk c of row r at chunk c ^ (r % 8): a warp's 4-byte writes, rows
+    // g and columns 8i + 2t, spread over all 32 banks), then one thread stores them with
+    // TMA, which clips rows past Nq and columns past D. Nothing waits for the global writes.
+    float inv[2];
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const float sum = group_reduce_sum<4>(row_sum[h]);
+      inv[h] = sum > 0.f ? 1.f / sum : 0.f;  // a row that saw no key outputs zeros
+    }
+    if constexpr (Cfg::kOwnOBuffer) {  // the previous work tile's store must have read the buffer
+      if (wg_tid == 0) tma::store_wait_read<0>();
+      named_barrier_sync(1 + cw, 128);  // ids 1..kConsumers; ping-pong (two consumers) uses 3, 4
+    }
+    const int lr = warp * 16 + g;  // (lr + 8) % 8 == lr % 8 == g
+#pragma unroll
+    for (int i = 0; i < Cfg::kOAcc / 4; ++i) {
+      unsigned char* dst = sO_wg + (i / 8) * Cfg::kQChunkBytes + lr * 128 + ((i % 8) ^ g) * 16 + 4 * t;
+      *reinterpret_cast<uint32_t*>(dst) = pack_float2<T>(o_acc[4 * i] * inv[0], o_acc[4 * i + 1] * inv[0]);
+      *reinterpret_cast<uint32_t*>(dst + 8 * 128) =
+          pack_float2<T>(o_acc[4 * i + 2] * inv[1], o_acc[4 * i + 3] * inv[1]);
+    }
+    tma::fence_proxy_async_shared();
+    named_barrier_sync(1 + cw, 128);
+    if (wg_tid == 0) {
+#pragma unroll
+      for (int c = 0; c < Cfg::kChunks; ++c)
+        tma::store_4d(&map_o, 64 * c, cur.m0 + cw * 64, cur.head, cur.batch, sO_wg + c * Cfg::kQChunkBytes);
+      tma::store_commit();
+      if constexpr (!Cfg::kOwnOBuffer) {  // O sits in Q: the next Q may load once it is read
+        tma::store_wait_read<0>();
+        tma::mbarrier_arrive(&q_empty);
+      }
+    }
+    it += n;
+    ++q_iter;
+    cur = nxt;
+    have = more;
   }
 #undef CLO_FA3_SOFTMAX
   if (wg_tid == 0) tma::store_wait_all();

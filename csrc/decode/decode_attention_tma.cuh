@@ -98,7 +98,7 @@ __global__ void __launch_bounds__(kTmaThreads)
 #ifdef CLO_DEV_STAMPS
   unsigned long long* stamp =
       p.dev_stamps + kDecodeDevStamps * (blockIdx.x + gridDim.x * (blockIdx.y + gridDim.y * blockIdx.z));
-  auto now = [] { unsigned long long t; asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t)); return t; };
+  auto now = [] { return global_timer_ns(); };
   auto clk = [] { return static_cast<unsigned long long>(clock64()); };
   const bool stamps_on = p.dev_stamps != nullptr;
 #endif

@@ -266,7 +266,7 @@ gemm_wgmma_sm90_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_c
   const int unit_rows = div_ceil(div_ceil(M, BM), kCluster), tiles_n = div_ceil(N, BN);
   const int first_unit = blockIdx.x / kCluster, unit_stride = gridDim.x / kCluster;
 #ifdef CLO_DEV_STAMPS
-  auto dev_now = [] { unsigned long long t; asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t)); return t; };
+  auto dev_now = [] { return global_timer_ns(); };
   unsigned long long* dev_stamp = args.dev_stamps == nullptr ? nullptr : args.dev_stamps + kGemmDevStamps * blockIdx.x;
   if (dev_stamp != nullptr && threadIdx.x == 0) dev_stamp[0] = dev_now();
 #endif

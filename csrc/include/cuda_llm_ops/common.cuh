@@ -43,6 +43,20 @@ CLO_HOST_DEVICE constexpr T div_ceil(T a, T b) { return (a + b - 1) / b; }
 // The 32-bit shared-state-space address of a pointer into shared memory (the operand
 // of cp.async, ldmatrix, mbarrier and TMA instructions).
 CLO_DEVICE uint32_t smem_u32addr(const void* ptr) { return static_cast<uint32_t>(__cvta_generic_to_shared(ptr)); }
+
+// The GPU's ns clock (%globaltimer): dev stamps (CLO_DEV_STAMPS, the scripts/*_probe.cu
+// probes) and wait watchdogs. The low 32 bits alone (a difference is exact up to 4.29 s)
+// need one register, for callers that run with few (a TMA producer thread).
+CLO_DEVICE unsigned long long global_timer_ns() {
+  unsigned long long t;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+  return t;
+}
+CLO_DEVICE uint32_t global_timer_lo_ns() {
+  uint32_t t;
+  asm volatile("mov.u32 %0, %%globaltimer_lo;" : "=r"(t));
+  return t;
+}
 #endif
 
 inline bool is_tensor_core_aligned(int dim, int alignment = 16) { return dim % alignment == 0; }

@@ -90,12 +90,9 @@ CLO_DEVICE void mbarrier_wait_suspended(uint64_t* bar, uint32_t parity) {
     return done != 0;
   };
   if (poll()) return;
-  // The low 32 bits of the ns clock: their difference is exact up to 4.29 s.
-  uint32_t t0, t;
-  asm volatile("mov.u32 %0, %%globaltimer_lo;" : "=r"(t0));
+  const uint32_t t0 = global_timer_lo_ns();
   while (!poll()) {
-    asm volatile("mov.u32 %0, %%globaltimer_lo;" : "=r"(t));
-    if (t - t0 > 4000000000u) __trap();
+    if (global_timer_lo_ns() - t0 > 4000000000u) __trap();
   }
 #endif
 }
