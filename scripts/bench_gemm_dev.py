@@ -116,23 +116,26 @@ SKINNY_KNOBS = [(2, 1, -1, 0), (1, 1, -1, 0), (4, 1, -1, 0), (8, 1, -1, 0), (2, 
 SKINNY_PIPE_KNOBS = [(2, 4, 0, 0), (1, 8, 0, 0), (1, 8, 1, 0), (2, 4, 1, 0), (2, 8, 1, 0), (1, 4, 1, 0)]
 # SKINNY_WGMMA_SWEEP=1: the skinny kernels' defaults against the Hopper skinny tile (16-bit)
 SKINNY_WGMMA_KNOBS = [(-1, -1, -1, 0), (-1, -1, -1, 2)]
+# SKINNY_FP32_SWEEP=1: fp32 B [K, N], every k-warp count against the fill rule's (-1)
+SKINNY_FP32_KNOBS = [(-1, -1, -1, -1), (-1, 1, -1, -1), (-1, 2, -1, -1), (-1, 4, -1, -1), (-1, 8, -1, -1)]
 
 
 PIPE_SWEEP = os.environ.get("SKINNY_PIPE_SWEEP", "0") == "1"  # fp16 only, the cp.async rings' sweep
 WGMMA_SWEEP = os.environ.get("SKINNY_WGMMA_SWEEP", "0") == "1"  # 16-bit only
+FP32_SWEEP = os.environ.get("SKINNY_FP32_SWEEP", "0") == "1"  # fp32, B [K, N] only
 
 
 def skinny_section():
     """Decode shapes, both layouts of b, cold L2; every knob setting timed twice, in forward and in
     reverse order (the first-timed variant can lead by itself), the better median kept."""
     dtypes = (torch.float16,) if PIPE_SWEEP else (torch.float16, torch.bfloat16) if WGMMA_SWEEP else \
-        (torch.float16, torch.float32, torch.bfloat16)
+        (torch.float32,) if FP32_SWEEP else (torch.float16, torch.float32, torch.bfloat16)
     shapes = ((1, 12288, 4096), (16, 12288, 4096), (4, 4096, 4096), (16, 4096, 14336), (1, 4096, 4096))
-    if WGMMA_SWEEP:
+    if WGMMA_SWEEP or FP32_SWEEP:
         shapes += ((8, 28672, 4096), (16, 4096, 4096), (16, 8192, 4096), (16, 6144, 4096), (1, 6144, 4096))
     for dtype in dtypes:
         for M, N, K in shapes:
-            for b_nk in (True, False):
+            for b_nk in ((False,) if FP32_SWEEP else (True, False)):
                 a = torch.randn(M, K, device="cuda").to(dtype)
                 b = torch.randn((N, K) if b_nk else (K, N), device="cuda").to(dtype)
                 bb = b.t() if b_nk else b
@@ -140,7 +143,7 @@ def skinny_section():
                 fl, shape = 2.0 * M * N * K, f"{M}x{N}x{K}" + ("nk" if b_nk else "kn")
                 peer = min(ms_of(lambda: torch.matmul(a, bb), 30, True) for _ in range(2))
                 best: dict = {}
-                knobs = SKINNY_WGMMA_KNOBS if WGMMA_SWEEP else \
+                knobs = SKINNY_WGMMA_KNOBS if WGMMA_SWEEP else SKINNY_FP32_KNOBS if FP32_SWEEP else \
                     SKINNY_PIPE_KNOBS if dtype != torch.float32 and PIPE_SWEEP else SKINNY_KNOBS
                 for order in (knobs, knobs[::-1]):
                     for cfg in order:

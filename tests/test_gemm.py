@@ -18,6 +18,7 @@ pytestmark = pytest.mark.cuda
 # The skinny kernels' dev knob (dev_knob, csrc/include/cuda_llm_ops/common.cuh) is read on every
 # call only when set before the first call: empty keeps the default and lets a test switch it.
 os.environ.setdefault("CLO_SKINNY_PIPE", "")
+os.environ.setdefault("CLO_SKINNY_KWARPS", "")
 os.environ.setdefault("CLO_GEMM_WGMMA_CLUSTER", "")
 os.environ.setdefault("CLO_GEMM_WGMMA_PERSISTENT", "")
 os.environ.setdefault("CLO_GEMM_WGMMA_TMA_STORE", "")
@@ -225,6 +226,23 @@ def test_skinny_mma_kernels(monkeypatch, pipe, dtype, trans_b, m, n, k):
     out = _gemm_variant(a, b, "skinny", False, False, trans_b, 0.5, -1.0, c)
     ref = gemm_reference(a, b, 0.5, -1.0, False, trans_b, c, dtype=torch.float64)
     assert_close(out, ref, dtype, rel_tol=_tol(dtype, k), what=f"skinny pipe={pipe} {dtype} {m}x{n}x{k} tb={trans_b}")
+
+
+@pytest.mark.parametrize("k_warps", ["", "1", "2", "4", "8"])
+@pytest.mark.parametrize("m,n,k", [(16, 4100, 4096), (16, 1028, 8196), (1, 12288, 4096), (7, 260, 1000), (3, 12, 40),
+                                   (12, 2052, 36)])
+def test_skinny_fp32_kn_kernel(monkeypatch, k_warps, m, n, k):
+    """fp32 with b [K, N] (the staged kernel: 128-column warp strips, A staged per 32-k unit)
+    under every k-warp count (dev knob CLO_SKINNY_KWARPS; empty: the fill rule's choice): N tails
+    inside a strip, K tails inside a unit, units split across blocks (long K) and k-warps with
+    no unit at all (K = 36, 40)."""
+    require_op("_gemm_variant")
+    monkeypatch.setenv("CLO_SKINNY_KWARPS", k_warps)
+    a, b, c = _rand((m, k), torch.float32), _rand((k, n), torch.float32), _rand((m, n), torch.float32)
+    _poison_allocator(m * n * 4)
+    out = _gemm_variant(a, b, "skinny", False, False, False, 0.5, -1.0, c)
+    ref = gemm_reference(a, b, 0.5, -1.0, False, False, c, dtype=torch.float64)
+    assert_close(out, ref, torch.float32, rel_tol=_tol(torch.float32, k), what=f"skinny fp32 kn kw={k_warps} {m}x{n}x{k}")
 
 
 def test_skinny_errors():

@@ -23,8 +23,8 @@
 //     default for B [N, K] and for B [K, N] with A of <= 8 rows): copies stay in flight while
 //     the warp computes, instead of each batch of loads being waited on before its mmas.
 //   fp32 (CUDA cores, no TF32, as the fp32 GEMM): B [N, K] lanes stride k in float4, a warp
-//     holds 8 or 4 rows of B, then reduces across lanes; B [K, N] lanes own two columns and
-//     A's four k at a time are broadcast loads.
+//     holds 8 or 4 rows of B, then reduces across lanes; B [K, N] lanes own four columns (a
+//     16-byte load per k row) and read A from a per-warp transposed copy in shared memory.
 // Figures, the sweep behind the defaults and what was tried: NOTES.md "Skinny".
 #include <algorithm>
 #include <cstdlib>
@@ -39,13 +39,6 @@ namespace {
 constexpr int kSkinnyWarps = 8;
 constexpr int kSkinnyThreads = 32 * kSkinnyWarps;
 constexpr int kSkinnyMaxSplits = 16;
-
-// 8 bytes of fp32 B, read once (load_streaming_16 in common.cuh for 16-bit B).
-CLO_DEVICE float2 load_streaming_8(const float* p) {
-  float2 r;
-  asm("ld.global.nc.L1::no_allocate.v2.f32 {%0, %1}, [%2];\n" : "=f"(r.x), "=f"(r.y) : "l"(p));
-  return r;
-}
 
 // How the K of one output strip is shared: `k_splits` blocks (blockIdx.y) take contiguous
 // ranges of it and, inside a block, `k_warps` warps every k_warps-th unit of the range.
@@ -481,54 +474,142 @@ __global__ void __launch_bounds__(kSkinnyThreads) gemm_skinny_nk_fp32_kernel(con
 }
 
 // ---- fp32, B [K, N] ----------------------------------------------------------------------
-// Warp: 64 columns (a lane's 2) x a k-slice (4 k rows per step, A's float4 a broadcast load).
-// Block: (8 / k_warps) column warps x k_warps.
+// Warp: 128 columns (a lane's 4: each load instruction reads 512 contiguous bytes of one k
+// row) x its k-warp's units of 32 k rows. A's 32 k x kRows values of a unit are staged
+// transposed in the warp's own shared memory, so a k row's A values are kRows / 4 broadcast
+// 16-byte reads instead of kRows broadcast global loads. B rows stream in batches of 8 (16
+// bytes a lane each), the next batch in flight while the current one is used; the next
+// unit's A is loaded while this one's B is used. Block: (8 / k_warps) column warps x
+// k_warps; one block per SM (~160 registers).
+constexpr int kKnFp32UnitK = 32, kKnFp32Batch = 8, kKnFp32StripCols = 128;
 template <int kRows>
-__global__ void __launch_bounds__(kSkinnyThreads) gemm_skinny_kn_fp32_kernel(const GemmKernelArgs args, SkinnySplit split) {
-  constexpr int kUnroll = kRows >= 8 ? 2 : 4;
-  __shared__ float part[kSkinnyWarps * 64 * kRows];
-  const auto [warp, lane, g, t, cw, kw, cols, n0] = skinny_warp(split, 64);
-  const int ncol = n0 + 64 * cw + 2 * lane;
-  const bool col_ok = ncol < args.N;  // N % 4 == 0: both columns in or both out
+constexpr int kn_fp32_smem_bytes() {  // the block's partials [k_warps][kRows][cols], aliasing the staged A
+  return std::max(kSkinnyWarps * kKnFp32StripCols * kRows, kSkinnyWarps * kKnFp32UnitK * kRows) *
+         static_cast<int>(sizeof(float));
+}
+// Where A^T's row r (k) element m lives in a warp's [32][kRows] stage: 16-byte groups of a row
+// are XOR-swizzled by r so that the 8 lanes of a quarter-warp storing rows r..r+7 hit distinct
+// banks; every lane reads the same row (a broadcast) in the loop.
+template <int kRows>
+CLO_DEVICE constexpr int kn_fp32_stage_index(int r, int m) {
+  if constexpr (kRows < 4) {
+    return r * kRows + m;
+  } else {
+    constexpr int kVecs = kRows / 4;
+    return 4 * (r * kVecs + ((m / 4) ^ ((r / (8 / kVecs)) % kVecs))) + m % 4;
+  }
+}
+
+template <int kRows>
+__global__ void __launch_bounds__(kSkinnyThreads, 1) gemm_skinny_kn_fp32_kernel(const GemmKernelArgs args,
+                                                                                      SkinnySplit split) {
+  constexpr int kUnitK = kKnFp32UnitK, kBatch = kKnFp32Batch, kBatches = kUnitK / kBatch;
+  static_assert(kBatches % 2 == 0, "batches alternate between two register buffers");
+  extern __shared__ float4 kn_fp32_smem[];
+  float* smem = reinterpret_cast<float*>(kn_fp32_smem);
+  const auto [warp, lane, g, t, cw, kw, cols, n0] = skinny_warp(split, kKnFp32StripCols);
+  const int ncol = n0 + kKnFp32StripCols * cw + 4 * lane;
+  const bool col_ok = ncol < args.N;  // N % 4 == 0: all four columns in or all out
   const float* b_col = static_cast<const float*>(args.b) + ncol;
   const float* A = static_cast<const float*>(args.a);
-  const KSlice ks = k_slice(args.K / 4, kw, split);  // K % 4 == 0; 4-k quads
-  float2 acc[kRows] = {};
-  for (int q0 = ks.first; q0 < ks.last; q0 += ks.stride * kUnroll) {
-    float2 bv[kUnroll][4];
-    float4 av[kUnroll][kRows];
+  const int K = args.K;
+  const KSlice ks = k_slice(div_ceil(K, kUnitK), kw, split);
+  const int n_units = ks.first < ks.last ? div_ceil(ks.last - ks.first, ks.stride) : 0;
+  float* stage = smem + warp * kUnitK * kRows;
+
+  auto load_batch = [&](int unit, int batch, float4 (&bv)[kBatch]) {
+    const int k0 = (ks.first + unit * ks.stride) * kUnitK + batch * kBatch;
 #pragma unroll
-    for (int u = 0; u < kUnroll; ++u) {
-      const int q = q0 + u * ks.stride;
-      const bool q_ok = q < ks.last;
-#pragma unroll
-      for (int r = 0; r < 4; ++r) {
-        bv[u][r] = q_ok && col_ok ? load_streaming_8(b_col + static_cast<long long>(4 * q + r) * args.ldb)
-                                  : make_float2(0.f, 0.f);
-      }
-#pragma unroll
-      for (int m = 0; m < kRows; ++m) {
-        av[u][m] = q_ok && m < args.M ? __ldg(reinterpret_cast<const float4*>(A + m * args.lda + 4 * q))
-                                      : make_float4(0.f, 0.f, 0.f, 0.f);
+    for (int r = 0; r < kBatch; ++r) {
+      const int k = k0 + r;
+      if (col_ok && k < K) {
+        const uint4 v = load_streaming_16(b_col + static_cast<long long>(k) * args.ldb);
+        bv[r] = make_float4(__uint_as_float(v.x), __uint_as_float(v.y), __uint_as_float(v.z), __uint_as_float(v.w));
+      } else {
+        bv[r] = make_float4(0.f, 0.f, 0.f, 0.f);
       }
     }
+  };
+  auto load_a = [&](int unit, float (&av)[kRows]) {  // lane l: A[m][k0 + l], every m
+    const int k = (ks.first + unit * ks.stride) * kUnitK + lane;
 #pragma unroll
-    for (int u = 0; u < kUnroll; ++u)
+    for (int m = 0; m < kRows; ++m) av[m] = m < args.M && k < K ? __ldg(A + m * args.lda + k) : 0.f;
+  };
+  auto stage_a = [&](const float (&av)[kRows]) {
+    __syncwarp();  // every lane is done reading the previous unit
+    if constexpr (kRows < 4) {
+#pragma unroll
+      for (int m = 0; m < kRows; ++m) stage[kn_fp32_stage_index<kRows>(lane, m)] = av[m];
+    } else {
+#pragma unroll
+      for (int j = 0; j < kRows / 4; ++j) {
+        *reinterpret_cast<float4*>(stage + kn_fp32_stage_index<kRows>(lane, 4 * j)) =
+            make_float4(av[4 * j], av[4 * j + 1], av[4 * j + 2], av[4 * j + 3]);
+      }
+    }
+    __syncwarp();
+  };
+  float acc[kRows][4] = {};
+  auto compute = [&](const float4 (&bv)[kBatch], int r0) {
+#pragma unroll
+    for (int rr = 0; rr < kBatch; ++rr) {
+      const int r = r0 + rr;
+      float a[kRows];
+      if constexpr (kRows < 4) {
+#pragma unroll
+        for (int m = 0; m < kRows; ++m) a[m] = stage[kn_fp32_stage_index<kRows>(r, m)];
+      } else {
+#pragma unroll
+        for (int j = 0; j < kRows / 4; ++j) {
+          const float4 v = *reinterpret_cast<const float4*>(stage + kn_fp32_stage_index<kRows>(r, 4 * j));
+          a[4 * j] = v.x;
+          a[4 * j + 1] = v.y;
+          a[4 * j + 2] = v.z;
+          a[4 * j + 3] = v.w;
+        }
+      }
 #pragma unroll
       for (int m = 0; m < kRows; ++m) {
-        acc[m].x += av[u][m].x * bv[u][0].x + av[u][m].y * bv[u][1].x + av[u][m].z * bv[u][2].x + av[u][m].w * bv[u][3].x;
-        acc[m].y += av[u][m].x * bv[u][0].y + av[u][m].y * bv[u][1].y + av[u][m].z * bv[u][2].y + av[u][m].w * bv[u][3].y;
+        acc[m][0] = fmaf(a[m], bv[rr].x, acc[m][0]);
+        acc[m][1] = fmaf(a[m], bv[rr].y, acc[m][1]);
+        acc[m][2] = fmaf(a[m], bv[rr].z, acc[m][2]);
+        acc[m][3] = fmaf(a[m], bv[rr].w, acc[m][3]);
       }
+    }
+  };
+
+  float4 b0[kBatch], b1[kBatch];
+  float av[kRows];
+  if (n_units > 0) {
+    load_a(0, av);
+    load_batch(0, 0, b0);
+    stage_a(av);
   }
-  float* p = part + kw * kRows * cols;
-  const int c = 64 * cw + 2 * lane;
+  for (int u = 0; u < n_units; ++u) {
+    const bool more = u + 1 < n_units;
+    if (more) load_a(u + 1, av);
+#pragma unroll
+    for (int bt = 0; bt < kBatches; bt += 2) {
+      load_batch(u, bt + 1, b1);
+      compute(b0, bt * kBatch);
+      if (bt + 2 < kBatches) {
+        load_batch(u, bt + 2, b0);
+      } else if (more) {
+        load_batch(u + 1, 0, b0);
+      }
+      compute(b1, (bt + 1) * kBatch);
+    }
+    if (more) stage_a(av);
+  }
+  __syncthreads();  // the stages are free: the partials go there
+  float* p = smem + kw * kRows * cols;
+  const int c = kKnFp32StripCols * cw + 4 * lane;
 #pragma unroll
   for (int m = 0; m < kRows; ++m) {
-    p[m * cols + c] = acc[m].x;
-    p[m * cols + c + 1] = acc[m].y;
+    *reinterpret_cast<float4*>(p + m * cols + c) = make_float4(acc[m][0], acc[m][1], acc[m][2], acc[m][3]);
   }
   __syncthreads();
-  skinny_epilogue<float, kRows>(args, part, split, cols, n0);
+  skinny_epilogue<float, kRows>(args, smem, split, cols, n0);
 }
 
 // The kernel a problem takes: mma.sync for fp16/bf16 (a CUDA-core twin of the fp32 B [N, K]
@@ -545,28 +626,53 @@ constexpr int nk_fp32_b_rows(int rows) { return rows >= 16 ? 4 : 8; }
 // units), and blocks are split along K (blockIdx.y, each split keeping >= 256 of K) until
 // there are blocks_per_sm blocks per SM. Defaults per kernel from the side-by-side sweeps
 // (NOTES.md "Skinny"): mma kernels 8 k-warps, 1 block per SM; fp32 B [N, K] 4 and 2; fp32
-// B [K, N] 4 and 2 for A of <= 4 rows, else 1 and 2.
+// B [K, N] its own rule (kn_fp32_plan).
 // Dev knobs (side-by-side timing only): CLO_SKINNY_BLOCKS_PER_SM, CLO_SKINNY_KWARPS.
 struct SkinnyPlan {
   int k_warps, k_splits, blocks_x;
 };
+// The fp32 B [K, N] kernel runs one block per SM, so a second partial wave costs as much as a
+// full one: k_splits fill at most one wave, and k_warps is the one whose blocks fill the most
+// of whole waves; ties go to more k-warps (measured 0-15% faster at equal fill, NOTES.md).
+SkinnyPlan kn_fp32_plan(const GemmProblem& p) {
+  const int target = device_sm_count();
+  const int max_splits = std::max(1, std::min(kSkinnyMaxSplits, p.K / 256));
+  auto plan_for = [&](int kw) {
+    const int blocks_x = div_ceil(p.N, kKnFp32StripCols * kSkinnyWarps / kw);
+    const int k_splits = std::max(1, std::min(max_splits, target / blocks_x));
+    return SkinnyPlan{kw, k_splits, blocks_x};
+  };
+  auto fill = [&](const SkinnyPlan& pl) {
+    const long long blocks = static_cast<long long>(pl.blocks_x) * pl.k_splits;
+    return static_cast<double>(blocks) / static_cast<double>(div_ceil<long long>(blocks, target) * target);
+  };
+  static bool dev_kwarps = std::getenv("CLO_SKINNY_KWARPS") != nullptr;
+  const int forced = dev_knob("CLO_SKINNY_KWARPS", dev_kwarps, 0);
+  if (forced == 1 || forced == 2 || forced == 4 || forced == 8) return plan_for(forced);
+  SkinnyPlan best = plan_for(1);
+  for (int kw = 2; kw <= kSkinnyWarps; kw *= 2) {
+    const SkinnyPlan pl = plan_for(kw);
+    if (fill(pl) >= fill(best) - 1e-9) best = pl;
+  }
+  return best;
+}
 SkinnyPlan skinny_plan(const GemmProblem& p) {
   const SkinnyKind kind = skinny_kind(p);
+  if (kind == SkinnyKind::kFp32KN) return kn_fp32_plan(p);
   // Output columns of a block with one k-warp, and the k of the kernel's loop unit.
   int cols_one = 0, unit_k = 0;
   switch (kind) {
     case SkinnyKind::kMmaNK: cols_one = 16 * kSkinnyWarps; unit_k = 32; break;
     case SkinnyKind::kMmaKN: cols_one = 64 * kSkinnyWarps; unit_k = 16; break;
     case SkinnyKind::kFp32NK: cols_one = nk_fp32_b_rows(p.M > 8 ? 16 : 8) * kSkinnyWarps; unit_k = 128; break;
-    case SkinnyKind::kFp32KN: cols_one = 64 * kSkinnyWarps; unit_k = 4; break;
+    case SkinnyKind::kFp32KN: break;  // kn_fp32_plan
   }
   static bool dev_blocks = std::getenv("CLO_SKINNY_BLOCKS_PER_SM") != nullptr;
   static bool dev_kwarps = std::getenv("CLO_SKINNY_KWARPS") != nullptr;
   const bool mma = kind == SkinnyKind::kMmaNK || kind == SkinnyKind::kMmaKN;
-  const bool kn_fp32_tall = kind == SkinnyKind::kFp32KN && p.M > 4;
   const long long target = static_cast<long long>(dev_knob("CLO_SKINNY_BLOCKS_PER_SM", dev_blocks, mma ? 1 : 2)) *
                            device_sm_count();
-  int kw = dev_knob("CLO_SKINNY_KWARPS", dev_kwarps, mma ? 8 : kn_fp32_tall ? 1 : 4);
+  int kw = dev_knob("CLO_SKINNY_KWARPS", dev_kwarps, mma ? 8 : 4);
   kw = kw == 2 || kw == 4 || kw == 8 ? kw : 1;
   const int blocks_x = div_ceil(p.N, cols_one / kw);
   const int units = div_ceil(p.K, unit_k);
@@ -599,7 +705,7 @@ template <int kRows>
 cudaError_t launch_skinny_fp32(const GemmProblem& p, cudaStream_t stream) {
   const auto reduce = gemm_skinny_reduce_kernel<float>;
   return p.trans_b ? launch_skinny(gemm_skinny_nk_fp32_kernel<kRows, nk_fp32_b_rows(kRows)>, reduce, p, stream)
-                   : launch_skinny(gemm_skinny_kn_fp32_kernel<kRows>, reduce, p, stream);
+                   : launch_skinny(gemm_skinny_kn_fp32_kernel<kRows>, reduce, p, stream, kn_fp32_smem_bytes<kRows>());
 }
 
 // The mma kernels. The cp.async-ring twins run for B [N, K] and for B [K, N] with A of <= 8
