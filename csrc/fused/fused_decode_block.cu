@@ -115,6 +115,22 @@ __global__ void __launch_bounds__(kThreads, 2) fused_decode_block_sm90_kernel(co
 
   const int rank = static_cast<int>(cluster::ctarank()), head = blockIdx.y;
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32, g = lane / 4, t = lane % 4;
+#ifdef CLO_DEV_STAMPS
+  // The slot is recomputed from the kernel parameter at every stamp: a pointer kept live across
+  // the phases made ptxas spill at the 128-register cap.
+  auto stamp = [&](int i, unsigned long long v = 0) {
+    if (p.dev_stamps != nullptr && threadIdx.x == 0) {
+      const unsigned block = blockIdx.x + gridDim.x * (blockIdx.y + gridDim.y * blockIdx.z);
+      p.dev_stamps[kFusedDevStamps * block + i] = i == 7 ? v : global_timer_ns();
+    }
+  };
+  unsigned smid;
+  asm volatile("mov.u32 %0, %%smid;" : "=r"(smid));
+  stamp(0);
+  stamp(7, smid);
+#else
+  auto stamp = [](int) {};
+#endif
   // Batch group blockIdx.z: sequences row0 .. row0 + B - 1 (local index b below).
   const int row0 = blockIdx.z * kRows, B = min(p.batch - row0, kRows), hidden = p.hidden, H = p.heads;
   const T* x = static_cast<const T*>(p.x) + static_cast<int64_t>(row0) * hidden;
@@ -202,6 +218,7 @@ __global__ void __launch_bounds__(kThreads, 2) fused_decode_block_sm90_kernel(co
     }
     cp_async_wait<0>();
     __syncthreads();  // the ring is free: the windows' partial sums go there
+    stamp(1);
     float* part = reinterpret_cast<float*>(ring);  // [kWindows][kProjRows][kRows]
 #pragma unroll
     for (int u = 0; u < Cfg::kUnits; ++u) {
@@ -232,6 +249,7 @@ __global__ void __launch_bounds__(kThreads, 2) fused_decode_block_sm90_kernel(co
     }
   }
   cluster::sync();  // 1: every block holds the head's q, k and v rows
+  stamp(2);
 
   // ---- 2. rotary embedding (rotate-half form) and the cache append ---------------------------
   if (p.cos != nullptr) {
@@ -370,6 +388,7 @@ __global__ void __launch_bounds__(kThreads, 2) fused_decode_block_sm90_kernel(co
       }
     }
     __syncthreads();
+    stamp(3);
     // The block's state of each sequence (its G half-warps and, in the last block, the new
     // token), pushed into every block's exchange slot.
     for (int e = tid; e < B * kD; e += kThreads) {
@@ -398,6 +417,7 @@ __global__ void __launch_bounds__(kThreads, 2) fused_decode_block_sm90_kernel(co
     }
   }
   cluster::sync();  // 2: every block holds all kC states of every sequence
+  stamp(4);
 
   // Merge the kC states (the same order in every block, so all hold the same bits) into the
   // head's output rows, rounded as a separate attention kernel's output would be.
@@ -465,6 +485,7 @@ __global__ void __launch_bounds__(kThreads, 2) fused_decode_block_sm90_kernel(co
   // The warp's columns are complete once every head's warp has added to them: the last one
   // (the count's acq_rel add orders every lane's reductions, fenced before the warp barrier)
   // writes the output and leaves the sums and the counter zero for the next call.
+  stamp(5);
   __threadfence();
   __syncwarp();
   int* counter = counters + rank * kWarps + warp;
@@ -483,6 +504,7 @@ __global__ void __launch_bounds__(kThreads, 2) fused_decode_block_sm90_kernel(co
     }
     if (lane == 0) *counter = 0;
   }
+  stamp(6);
 #endif
 }
 

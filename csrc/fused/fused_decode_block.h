@@ -30,7 +30,16 @@ struct FusedDecodeBlockProblem {
   int64_t num_blocks;
   float scale;               // softmax scale (> 0)
   DType dtype;               // float16 or bfloat16
+#ifdef CLO_DEV_STAMPS
+  unsigned long long* dev_stamps = nullptr;  // dev probe builds: [blocks][kFusedDevStamps]
+#endif
 };
+#ifdef CLO_DEV_STAMPS
+// Per block (scripts/fused_phase_probe.cu): %globaltimer at entry, the projection's last stage
+// used, cluster barrier 1 passed, every warp's attention loop done, cluster barrier 2 passed,
+// warp 0's output projection done, warp 0's exit; then the block's SM (%smid).
+constexpr int kFusedDevStamps = 8;
+#endif
 
 // Bytes of the workspace: fp32 output sums and completion counters. The kernel leaves it
 // zero, as it found it, so one zeroed workspace serves every later call on one stream.
