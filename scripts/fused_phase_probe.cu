@@ -12,10 +12,12 @@
 //   nvcc -std=c++20 -O3 --expt-relaxed-constexpr -DCLO_DEV_STAMPS -I csrc/include -I csrc \
 //     -gencode=arch=compute_90a,code=sm_90a scripts/fused_phase_probe.cu \
 //     csrc/fused/fused_decode_block.cu -o /tmp/fused_probe && /tmp/fused_probe [BxN ...]
+//   PROBE_CLUSTER=2 /tmp/fused_probe ...   # another cluster size than the launcher's default (4)
 #include <cuda_fp16.h>
 
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <numeric>
 #include <random>
@@ -66,6 +68,8 @@ int main(int argc, char** argv) {
   CK(cudaEventCreate(&e0));
   CK(cudaEventCreate(&e1));
   std::mt19937 rng(7);
+  const int cluster = std::getenv("PROBE_CLUSTER") ? std::atoi(std::getenv("PROBE_CLUSTER")) : 0;  // 0: default
+  std::printf("cluster size %d (0: the launcher's default)\n", cluster);
   for (auto [B, N] : shapes) {
     const int max_blocks = (N + kBlock - 1) / kBlock;
     const int64_t num_blocks = int64_t(B) * max_blocks + 7;
@@ -104,7 +108,7 @@ int main(int argc, char** argv) {
     for (int it = 0; it < kIters + 2; ++it) {
       CK(cudaMemsetAsync(flush, it & 0xff, flush_bytes));
       CK(cudaEventRecord(e0));
-      CK(fused::launch_fused_decode_block(p, 0, 0));
+      CK(fused::launch_fused_decode_block(p, cluster, 0));
       CK(cudaEventRecord(e1));
       CK(cudaEventSynchronize(e1));
       float ms = 0;
@@ -119,7 +123,7 @@ int main(int argc, char** argv) {
 #ifdef CLO_DEV_STAMPS
     // Stamped launches.
     const char* names[] = {"entry", "proj done", "cluster 1", "attn done", "cluster 2", "o-proj done", "exit"};
-    const int grid_blocks = 4 * kHeads;  // clusters of 4, one batch group
+    const int grid_blocks = (cluster == 0 ? 4 : cluster) * kHeads;  // one batch group
     unsigned long long* d_stamps = nullptr;
     CK(cudaMalloc(&d_stamps, size_t(grid_blocks) * fused::kFusedDevStamps * sizeof(unsigned long long)));
     p.dev_stamps = d_stamps;
@@ -130,7 +134,7 @@ int main(int argc, char** argv) {
     for (int it = 0; it < kIters + 2; ++it) {
       CK(cudaMemsetAsync(flush, it & 0xff, flush_bytes));
       CK(cudaMemsetAsync(d_stamps, 0, h.size() * sizeof(unsigned long long)));
-      CK(fused::launch_fused_decode_block(p, 0, 0));
+      CK(fused::launch_fused_decode_block(p, cluster, 0));
       CK(cudaDeviceSynchronize());
       if (it < 2) continue;
       CK(cudaMemcpy(h.data(), d_stamps, h.size() * sizeof(unsigned long long), cudaMemcpyDeviceToHost));

@@ -59,14 +59,21 @@ struct FusedCfg {
   static constexpr int kTokenBatch = kPipelined ? 4 : 8, kBuffers = kPipelined ? 2 : 1;
   static constexpr int kSliceRows = kD / kC;                   // rows of each of q, k, v per block
   static constexpr int kProjRows = 3 * kSliceRows;             // 96 (kC = 4) or 192 (kC = 2)
-  static constexpr int kStageK = kStageBytes / (2 * kProjRows);  // 128 or 64
+  // A round of kRound stages covers every weight row for kStageK k: stage h of a round holds
+  // rows [h, h + 1) * kStageRows. Two stages a round (512 contiguous bytes of each row a
+  // stage, not 256) took the projection from 50 to 44 us at Llama-2-7B shapes (NOTES.md,
+  // "Where the time goes"); the 16-row groups keep one (their accumulators then spill).
+  static constexpr int kRound = kMT == 1 ? 2 : 1;
+  static constexpr int kStageRows = kProjRows / kRound;
+  static constexpr int kStageK = kStageBytes / (2 * kStageRows);  // 128 or 64 (kRound 1)
   static constexpr int kRowBytes = 2 * kStageK;
   static constexpr int kChunks = kStageK / 8;                  // 16-byte chunks of a row per stage
   static constexpr int kWindows = kStageK / 32;                // 32-k mma windows per stage
-  static constexpr int kUnits = kProjRows / 16 * kWindows / kWarps;  // (strip, window) pairs per warp
-  static constexpr int kCopies = kProjRows * kChunks / kThreads;     // cp.async per thread per stage
+  static constexpr int kUnits = kStageRows / 16 * kWindows / kWarps;  // (strip, window) pairs per warp and stage
+  static constexpr int kCopies = kStageRows * kChunks / kThreads;     // cp.async per thread per stage
   static constexpr int kRows = 8 * kMT;                        // batch rows, padded to the n8 tiles
-  static_assert(kProjRows / 16 * kWindows % kWarps == 0 && kProjRows * kChunks % kThreads == 0);
+  static_assert(kStageRows % 16 == 0 && kStageRows / 16 * kWindows % kWarps == 0 &&
+                kStageRows * kChunks % kThreads == 0);
   static_assert(kWarps % kWindows == 0, "a warp keeps one window of every stage");
   // Shared memory: the projection ring, reused after the projection by
   //   [0, kPartBytes)            the warps' partial projections, then (after cluster sync 1)
@@ -161,24 +168,26 @@ __global__ void __launch_bounds__(kThreads, 2) fused_decode_block_sm90_kernel(co
   // Warp w owns window w % kWindows of every stage and kUnits strips of 16 rows.
   {
     const T* w_qkv = static_cast<const T*>(p.w_qkv);
-    const int n_stages = hidden / Cfg::kStageK;
+    constexpr int kRound = Cfg::kRound;
+    const int n_stages = hidden / Cfg::kStageK * kRound;
     auto issue = [&](int s) {
       if (s < n_stages) {
         unsigned char* slot = ring + (s % kStages) * kStageBytes;
 #pragma unroll
         for (int i = 0; i < Cfg::kCopies; ++i) {
           const int c = tid + i * kThreads, row = c / Cfg::kChunks, cc = c % Cfg::kChunks;
-          const int which = row / Cfg::kSliceRows, j = row % Cfg::kSliceRows;
+          const int prow = s % kRound * Cfg::kStageRows + row;  // of the block's kProjRows
+          const int which = prow / Cfg::kSliceRows, j = prow % Cfg::kSliceRows;
           const T* src = w_qkv + (static_cast<int64_t>(which * H + head) * kD + rank * Cfg::kSliceRows + j) * hidden +
-                         s * Cfg::kStageK + 8 * cc;
+                         s / kRound * Cfg::kStageK + 8 * cc;
           cp_async_16(slot + row * Cfg::kRowBytes + ((cc ^ ((row & 1) << 2)) << 4), src);
         }
       }
       cp_async_commit();
     };
     const int win = warp % Cfg::kWindows;
-    auto load_x = [&](int s, uint4 (&xv)[kMT]) {  // the lane's 8 k of x rows 8 * mt + g
-      const int k = s * Cfg::kStageK + 32 * win + 8 * t;
+    auto load_x = [&](int s, uint4 (&xv)[kMT]) {  // the lane's 8 k of x rows 8 * mt + g, stage s's round
+      const int k = s / kRound * Cfg::kStageK + 32 * win + 8 * t;
 #pragma unroll
       for (int mt = 0; mt < kMT; ++mt) {
         const int row = 8 * mt + g;
@@ -188,10 +197,14 @@ __global__ void __launch_bounds__(kThreads, 2) fused_decode_block_sm90_kernel(co
     };
 #pragma unroll
     for (int s = 0; s < kStages - 1; ++s) issue(s);
-    float acc[Cfg::kUnits][kMT][4] = {};
+    float acc[kRound * Cfg::kUnits][kMT][4] = {};
     uint4 xv[kMT];
     load_x(0, xv);
-    for (int s = 0; s < n_stages; ++s) {
+    for (int s0 = 0; s0 < n_stages; s0 += kRound) {
+      uint4 xn[kMT];
+#pragma unroll
+      for (int h = 0; h < kRound; ++h) {  // stage s = s0 + h: rows [h, h + 1) * kStageRows
+      const int s = s0 + h;
       cp_async_wait<kStages - 2>();
       __syncthreads();  // stage s landed for all; every warp is done with the slot refilled next
       issue(s + kStages - 1);
@@ -202,8 +215,7 @@ __global__ void __launch_bounds__(kThreads, 2) fused_decode_block_sm90_kernel(co
         const int64_t slot = tok < end ? slot_of(0, tok) : -1;
         if (slot >= 0) tma::prefetch_l2((tid % 2 ? v_cache : k_cache) + (slot * H + head) * kD, kD * sizeof(T));
       }
-      uint4 xn[kMT];
-      load_x(s + 1, xn);
+      if (h == 0) load_x(s + kRound, xn);  // the next round's
       const unsigned char* slot = ring + (s % kStages) * kStageBytes;
       const int chunk = (4 * win + t) ^ ((g & 1) << 2);  // rows g and g + 8 share the parity
 #pragma unroll
@@ -211,7 +223,8 @@ __global__ void __launch_bounds__(kThreads, 2) fused_decode_block_sm90_kernel(co
         const int r0 = (warp + kWarps * u) / Cfg::kWindows * 16 + g;
         const uint4 w0 = *reinterpret_cast<const uint4*>(slot + r0 * Cfg::kRowBytes + (chunk << 4));
         const uint4 w1 = *reinterpret_cast<const uint4*>(slot + (r0 + 8) * Cfg::kRowBytes + (chunk << 4));
-        nk_mma_window<T, kMT>(acc[u], w0, w1, xv);
+        nk_mma_window<T, kMT>(acc[h * Cfg::kUnits + u], w0, w1, xv);
+      }
       }
 #pragma unroll
       for (int mt = 0; mt < kMT; ++mt) xv[mt] = xn[mt];
@@ -221,8 +234,8 @@ __global__ void __launch_bounds__(kThreads, 2) fused_decode_block_sm90_kernel(co
     stamp(1);
     float* part = reinterpret_cast<float*>(ring);  // [kWindows][kProjRows][kRows]
 #pragma unroll
-    for (int u = 0; u < Cfg::kUnits; ++u) {
-      const int r0 = (warp + kWarps * u) / Cfg::kWindows * 16 + g;
+    for (int u = 0; u < kRound * Cfg::kUnits; ++u) {
+      const int r0 = u / Cfg::kUnits * Cfg::kStageRows + (warp + kWarps * (u % Cfg::kUnits)) / Cfg::kWindows * 16 + g;
 #pragma unroll
       for (int mt = 0; mt < kMT; ++mt) {
         const int b = 8 * mt + 2 * t;
