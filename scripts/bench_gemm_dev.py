@@ -107,7 +107,9 @@ def float_section(dtype):
         del a, b, ref
 
 
-# Skinny-kernel dev knobs swept side by side (read per call once set before the first call).
+# Skinny-kernel dev knobs swept side by side (read per call once set before the first call;
+# CLO_SKINNY_BLOCKS_PER_SM does not apply to fp32 B [K, N], whose rows in the default sweep
+# repeat one configuration: SKINNY_FP32_SWEEP=1 sweeps that kernel's k-warps).
 # (CLO_SKINNY_BLOCKS_PER_SM, CLO_SKINNY_KWARPS, CLO_SKINNY_PIPE: 0 register batches, 1 cp.async
 # rings, 16-bit only; CLO_GEMM_SKINNY_WGMMA: 0 the skinny kernels, 2 the Hopper skinny tile
 # wherever it can (16-bit); -1 leaves a knob at its default)

@@ -9,10 +9,11 @@
 // phase ends against the others'. Without -DCLO_DEV_STAMPS: the event times only (the kernel
 // as the extension builds it).
 //
-//   nvcc -std=c++20 -O3 --expt-relaxed-constexpr -DCLO_DEV_STAMPS -I csrc/include -I csrc \
-//     -gencode=arch=compute_90a,code=sm_90a scripts/fused_phase_probe.cu \
-//     csrc/fused/fused_decode_block.cu -o /tmp/fused_probe && /tmp/fused_probe [BxN ...]
-//   PROBE_CLUSTER=2 /tmp/fused_probe ...   # another cluster size than the launcher's default (4)
+// Build (one line; the flags as the extension's): nvcc -std=c++20 -O3 --expt-relaxed-constexpr
+//   -DCLO_DEV_STAMPS -I csrc/include -I csrc -gencode=arch=compute_90a,code=sm_90a
+//   scripts/fused_phase_probe.cu csrc/fused/fused_decode_block.cu -o /tmp/fused_probe
+// Run: /tmp/fused_probe [BxN ...]; PROBE_CLUSTER=2 for another cluster size than the default
+// (4). CLO_FUSED_CLUSTER must stay unset: the launcher would take it over PROBE_CLUSTER.
 #include <cuda_fp16.h>
 
 #include <algorithm>
@@ -69,6 +70,10 @@ int main(int argc, char** argv) {
   CK(cudaEventCreate(&e1));
   std::mt19937 rng(7);
   const int cluster = std::getenv("PROBE_CLUSTER") ? std::atoi(std::getenv("PROBE_CLUSTER")) : 0;  // 0: default
+  if (std::getenv("CLO_FUSED_CLUSTER") != nullptr) {  // the stamps would be sized for another grid
+    std::fprintf(stderr, "unset CLO_FUSED_CLUSTER; PROBE_CLUSTER picks the cluster size here\n");
+    return 1;
+  }
   std::printf("cluster size %d (0: the launcher's default)\n", cluster);
   for (auto [B, N] : shapes) {
     const int max_blocks = (N + kBlock - 1) / kBlock;

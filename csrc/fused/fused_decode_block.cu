@@ -38,7 +38,7 @@ namespace {
 constexpr int kD = kFusedHeadDim;
 constexpr int kThreads = 256, kWarps = kThreads / 32;
 constexpr int kMaxCluster = 4;
-// Projection ring: kStages stages of kStageBytes (all the block's weight rows x kStageK), so
+// Projection ring: kStages stages of kStageBytes (FusedCfg::kStageRows weight rows x kStageK), so
 // that two blocks fit on an SM (the cluster scheduler then places all heads' clusters at once:
 // with one block per SM at most 30 clusters of 4 fit on the H100, NOTES.md).
 constexpr int kStages = 3, kStageBytes = 24576;
@@ -60,12 +60,14 @@ struct FusedCfg {
   static constexpr int kSliceRows = kD / kC;                   // rows of each of q, k, v per block
   static constexpr int kProjRows = 3 * kSliceRows;             // 96 (kC = 4) or 192 (kC = 2)
   // A round of kRound stages covers every weight row for kStageK k: stage h of a round holds
-  // rows [h, h + 1) * kStageRows. Two stages a round (512 contiguous bytes of each row a
-  // stage, not 256) took the projection from 50 to 44 us at Llama-2-7B shapes (NOTES.md,
-  // "Where the time goes"); the 16-row groups keep one (their accumulators then spill).
+  // rows [h, h + 1) * kStageRows. All blocks stream the same k range at once, so the length
+  // of each row's piece is what a DRAM page visit gets: two stages a round (at kC = 4, 512
+  // contiguous bytes a row, not 256) took the projection from 50 to 44 us at Llama-2-7B
+  // shapes (NOTES.md, "Where the time goes"). The 16-row groups keep one: twice their 48
+  // accumulators made ptxas spill 52-104 bytes (the 8-row kernels spill 8 with two).
   static constexpr int kRound = kMT == 1 ? 2 : 1;
   static constexpr int kStageRows = kProjRows / kRound;
-  static constexpr int kStageK = kStageBytes / (2 * kStageRows);  // 128 or 64 (kRound 1)
+  static constexpr int kStageK = kStageBytes / (2 * kStageRows);  // kC = 4: 256 (kRound 2), 128; kC = 2: 128, 64
   static constexpr int kRowBytes = 2 * kStageK;
   static constexpr int kChunks = kStageK / 8;                  // 16-byte chunks of a row per stage
   static constexpr int kWindows = kStageK / 32;                // 32-k mma windows per stage
@@ -163,9 +165,10 @@ __global__ void __launch_bounds__(kThreads, 2) fused_decode_block_sm90_kernel(co
   };
 
   // ---- 1. this block's slice of q, k and v ------------------------------------------------
-  // Weight rows stream through a cp.async ring (stage s: every row's k in [s, s + 1) * kStageK);
-  // odd rows swap 16-byte chunk halves so the lanes of a quarter-warp hit distinct banks.
-  // Warp w owns window w % kWindows of every stage and kUnits strips of 16 rows.
+  // Weight rows stream through a cp.async ring (stage s: rows [s % kRound, + 1) * kStageRows,
+  // k in [s / kRound, + 1) * kStageK); odd rows swap 16-byte chunk halves so the lanes of a
+  // quarter-warp hit distinct banks. Warp w owns window w % kWindows of every stage and kUnits
+  // strips of 16 rows of it (kRound * kUnits accumulator tiles in all).
   {
     const T* w_qkv = static_cast<const T*>(p.w_qkv);
     constexpr int kRound = Cfg::kRound;
@@ -176,7 +179,7 @@ __global__ void __launch_bounds__(kThreads, 2) fused_decode_block_sm90_kernel(co
 #pragma unroll
         for (int i = 0; i < Cfg::kCopies; ++i) {
           const int c = tid + i * kThreads, row = c / Cfg::kChunks, cc = c % Cfg::kChunks;
-          const int prow = s % kRound * Cfg::kStageRows + row;  // of the block's kProjRows
+          const int prow = s % kRound * Cfg::kStageRows + row;  // 0 .. kProjRows - 1
           const int which = prow / Cfg::kSliceRows, j = prow % Cfg::kSliceRows;
           const T* src = w_qkv + (static_cast<int64_t>(which * H + head) * kD + rank * Cfg::kSliceRows + j) * hidden +
                          s / kRound * Cfg::kStageK + 8 * cc;
@@ -186,7 +189,7 @@ __global__ void __launch_bounds__(kThreads, 2) fused_decode_block_sm90_kernel(co
       cp_async_commit();
     };
     const int win = warp % Cfg::kWindows;
-    auto load_x = [&](int s, uint4 (&xv)[kMT]) {  // the lane's 8 k of x rows 8 * mt + g, stage s's round
+    auto load_x = [&](int s, uint4 (&xv)[kMT]) {  // the lane's 8 k of x rows 8 * mt + g for stage s
       const int k = s / kRound * Cfg::kStageK + 32 * win + 8 * t;
 #pragma unroll
       for (int mt = 0; mt < kMT; ++mt) {
@@ -203,28 +206,28 @@ __global__ void __launch_bounds__(kThreads, 2) fused_decode_block_sm90_kernel(co
     for (int s0 = 0; s0 < n_stages; s0 += kRound) {
       uint4 xn[kMT];
 #pragma unroll
-      for (int h = 0; h < kRound; ++h) {  // stage s = s0 + h: rows [h, h + 1) * kStageRows
-      const int s = s0 + h;
-      cp_async_wait<kStages - 2>();
-      __syncthreads();  // stage s landed for all; every warp is done with the slot refilled next
-      issue(s + kStages - 1);
-      if (s == max(n_stages - kStages + 1, 0) && tid < 2 * kPrefetchKvKeys) {  // the last stage is issued
-        int begin, end;
-        key_range(0, begin, end);
-        const int tok = begin + tid / 2;
-        const int64_t slot = tok < end ? slot_of(0, tok) : -1;
-        if (slot >= 0) tma::prefetch_l2((tid % 2 ? v_cache : k_cache) + (slot * H + head) * kD, kD * sizeof(T));
-      }
-      if (h == 0) load_x(s + kRound, xn);  // the next round's
-      const unsigned char* slot = ring + (s % kStages) * kStageBytes;
-      const int chunk = (4 * win + t) ^ ((g & 1) << 2);  // rows g and g + 8 share the parity
+      for (int h = 0; h < kRound; ++h) {  // unrolled: h indexes the accumulators at compile time
+        const int s = s0 + h;
+        cp_async_wait<kStages - 2>();
+        __syncthreads();  // stage s landed for all; every warp is done with the slot refilled next
+        issue(s + kStages - 1);
+        if (s == max(n_stages - kStages + 1, 0) && tid < 2 * kPrefetchKvKeys) {  // the last stage is issued
+          int begin, end;
+          key_range(0, begin, end);
+          const int tok = begin + tid / 2;
+          const int64_t slot = tok < end ? slot_of(0, tok) : -1;
+          if (slot >= 0) tma::prefetch_l2((tid % 2 ? v_cache : k_cache) + (slot * H + head) * kD, kD * sizeof(T));
+        }
+        if (h == 0) load_x(s + kRound, xn);  // x of the next round, used after its last stage
+        const unsigned char* slot = ring + (s % kStages) * kStageBytes;
+        const int chunk = (4 * win + t) ^ ((g & 1) << 2);  // rows g and g + 8 share the parity
 #pragma unroll
-      for (int u = 0; u < Cfg::kUnits; ++u) {
-        const int r0 = (warp + kWarps * u) / Cfg::kWindows * 16 + g;
-        const uint4 w0 = *reinterpret_cast<const uint4*>(slot + r0 * Cfg::kRowBytes + (chunk << 4));
-        const uint4 w1 = *reinterpret_cast<const uint4*>(slot + (r0 + 8) * Cfg::kRowBytes + (chunk << 4));
-        nk_mma_window<T, kMT>(acc[h * Cfg::kUnits + u], w0, w1, xv);
-      }
+        for (int u = 0; u < Cfg::kUnits; ++u) {
+          const int r0 = (warp + kWarps * u) / Cfg::kWindows * 16 + g;
+          const uint4 w0 = *reinterpret_cast<const uint4*>(slot + r0 * Cfg::kRowBytes + (chunk << 4));
+          const uint4 w1 = *reinterpret_cast<const uint4*>(slot + (r0 + 8) * Cfg::kRowBytes + (chunk << 4));
+          nk_mma_window<T, kMT>(acc[h * Cfg::kUnits + u], w0, w1, xv);
+        }
       }
 #pragma unroll
       for (int mt = 0; mt < kMT; ++mt) xv[mt] = xn[mt];

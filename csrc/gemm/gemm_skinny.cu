@@ -476,11 +476,12 @@ __global__ void __launch_bounds__(kSkinnyThreads) gemm_skinny_nk_fp32_kernel(con
 // ---- fp32, B [K, N] ----------------------------------------------------------------------
 // Warp: 128 columns (a lane's 4: each load instruction reads 512 contiguous bytes of one k
 // row) x its k-warp's units of 32 k rows. A's 32 k x kRows values of a unit are staged
-// transposed in the warp's own shared memory, so a k row's A values are kRows / 4 broadcast
-// 16-byte reads instead of kRows broadcast global loads. B rows stream in batches of 8 (16
-// bytes a lane each), the next batch in flight while the current one is used; the next
-// unit's A is loaded while this one's B is used. Block: (8 / k_warps) column warps x
-// k_warps; one block per SM (~160 registers).
+// transposed in the warp's own shared memory, so a k row's A values are broadcast shared
+// reads (16-byte ones from 4 rows up) instead of kRows broadcast global loads, which had
+// taken as many LSU slots as the B loads. B rows stream in batches of 8 (16 bytes a lane
+// each), the next batch in flight while the current one is used; the next unit's A is loaded
+// while this one's B is used. Block: (8 / k_warps) column warps x k_warps; 146-251 registers
+// a thread (kRows 1-16), so one block per SM.
 constexpr int kKnFp32UnitK = 32, kKnFp32Batch = 8, kKnFp32StripCols = 128;
 template <int kRows>
 constexpr int kn_fp32_smem_bytes() {  // the block's partials [k_warps][kRows][cols], aliasing the staged A
@@ -627,7 +628,8 @@ constexpr int nk_fp32_b_rows(int rows) { return rows >= 16 ? 4 : 8; }
 // there are blocks_per_sm blocks per SM. Defaults per kernel from the side-by-side sweeps
 // (NOTES.md "Skinny"): mma kernels 8 k-warps, 1 block per SM; fp32 B [N, K] 4 and 2; fp32
 // B [K, N] its own rule (kn_fp32_plan).
-// Dev knobs (side-by-side timing only): CLO_SKINNY_BLOCKS_PER_SM, CLO_SKINNY_KWARPS.
+// Dev knobs (side-by-side timing only): CLO_SKINNY_BLOCKS_PER_SM (not for fp32 B [K, N]: its
+// kernel runs one block per SM), CLO_SKINNY_KWARPS.
 struct SkinnyPlan {
   int k_warps, k_splits, blocks_x;
 };
@@ -658,14 +660,13 @@ SkinnyPlan kn_fp32_plan(const GemmProblem& p) {
 }
 SkinnyPlan skinny_plan(const GemmProblem& p) {
   const SkinnyKind kind = skinny_kind(p);
-  if (kind == SkinnyKind::kFp32KN) return kn_fp32_plan(p);
   // Output columns of a block with one k-warp, and the k of the kernel's loop unit.
   int cols_one = 0, unit_k = 0;
   switch (kind) {
     case SkinnyKind::kMmaNK: cols_one = 16 * kSkinnyWarps; unit_k = 32; break;
     case SkinnyKind::kMmaKN: cols_one = 64 * kSkinnyWarps; unit_k = 16; break;
     case SkinnyKind::kFp32NK: cols_one = nk_fp32_b_rows(p.M > 8 ? 16 : 8) * kSkinnyWarps; unit_k = 128; break;
-    case SkinnyKind::kFp32KN: break;  // kn_fp32_plan
+    case SkinnyKind::kFp32KN: return kn_fp32_plan(p);
   }
   static bool dev_blocks = std::getenv("CLO_SKINNY_BLOCKS_PER_SM") != nullptr;
   static bool dev_kwarps = std::getenv("CLO_SKINNY_KWARPS") != nullptr;
