@@ -297,7 +297,6 @@ __global__ void __launch_bounds__(kThreads) stream_regs(Args a) {
   }
 }
 
-// Random fp16 in [-1, 1) from a hash of the index (real data, never a constant).
 // Section k: the resolution of %clock64 and %globaltimer (successive reads, a short
 // busy loop between them), since the dev stamps' start-up steps are sub-microsecond.
 __global__ void clock_probe(unsigned long long* out, int n) {
@@ -307,16 +306,6 @@ __global__ void clock_probe(unsigned long long* out, int n) {
     out[2 * i] = static_cast<unsigned long long>(clock64());
     out[2 * i + 1] = g;
     for (volatile int j = 0; j < 20; ++j) {}
-  }
-}
-
-__global__ void fill_random(__half* p, int64_t n, uint32_t seed) {
-  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
-    uint32_t x = uint32_t(i) * 2654435761u ^ uint32_t(i >> 32) * 40503u ^ seed;
-    x ^= x >> 15;
-    x *= 2246822519u;
-    x ^= x >> 13;
-    p[i] = __float2half(float(x & 0xffff) / 32768.f - 1.f);
   }
 }
 
@@ -440,11 +429,6 @@ static double graph_us_per_call(cudaGraphExec_t ge, cudaStream_t st, int iters, 
   CK(cudaEventDestroy(e1));
   std::sort(ts.begin(), ts.end());
   return ts[ts.size() / 2] * 1e3;
-}
-
-static double median_of(std::vector<double> x) {
-  std::sort(x.begin(), x.end());
-  return x.empty() ? 0.0 : x[x.size() / 2];
 }
 
 // Section g: the plain stream timed as `llm-speed bench` times (one graph of back-to-back

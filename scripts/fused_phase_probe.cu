@@ -31,27 +31,12 @@
 using namespace cuda_llm_ops;
 using fused::FusedDecodeBlockProblem;
 
-__global__ void fill_random(__half* p, size_t n, float scale, unsigned seed) {
-  for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n; i += size_t(gridDim.x) * blockDim.x) {
-    unsigned h = static_cast<unsigned>(i) * 2654435761u ^ seed * 40503u;
-    h ^= h >> 15;
-    h *= 2246822519u;
-    h ^= h >> 13;
-    p[i] = __float2half(scale * (static_cast<float>(h & 0xffff) / 32768.f - 1.f));
-  }
-}
-
 static __half* random_half(size_t n, float scale, unsigned seed) {
   __half* p = nullptr;
   CK(cudaMalloc(&p, n * sizeof(__half)));
-  fill_random<<<1024, 256>>>(p, n, scale, seed);
+  fill_random<<<1024, 256>>>(p, static_cast<int64_t>(n), seed, scale);
   CK(cudaGetLastError());
   return p;
-}
-
-static double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
 }
 
 int main(int argc, char** argv) {
@@ -124,7 +109,7 @@ int main(int argc, char** argv) {
     const double bytes = 2.0 * (3.0 * kHeads * kD * kHidden + double(kHidden) * kHeads * kD) + kv_mb * 1e6;  // + x, out: ~0
     std::printf("B=%d N=%d: kernel %.1f us (events, cold L2, median of %d); floor %.1f us (%.0f MB at 3.0 TB/s; "
                 "w_qkv 100.7 MB, w_o 33.6 MB, KV %.1f MB)\n",
-                B, N, median(event_us), kIters, bytes / 3.0e12 * 1e6, bytes / 1e6, kv_mb);
+                B, N, median_of(event_us), kIters, bytes / 3.0e12 * 1e6, bytes / 1e6, kv_mb);
 #ifdef CLO_DEV_STAMPS
     // Stamped launches.
     const char* names[] = {"entry", "proj done", "cluster 1", "attn done", "cluster 2", "o-proj done", "exit"};
@@ -158,18 +143,18 @@ int main(int argc, char** argv) {
         lo[s].push_back(v.front());
         mid[s].push_back(v[v.size() / 2]);
         hi[s].push_back(v.back());
-        shared_mid[s].push_back(vs.empty() ? -1.0 : median(vs));
-        alone_mid[s].push_back(va.empty() ? -1.0 : median(va));
+        shared_mid[s].push_back(vs.empty() ? -1.0 : median_of(vs));
+        alone_mid[s].push_back(va.empty() ? -1.0 : median_of(va));
       }
     }
     std::printf("  SMs holding two blocks: %.0f (median over launches). Columns: min / median / max over all blocks, "
                 "then the median of blocks sharing an SM and of blocks alone (-1: none)\n",
-                median(shared_sms));
+                median_of(shared_sms));
     std::printf("  %-12s %8s %8s %8s %8s %8s   (us after the first block's entry; medians over launches)\n", "stamp",
                 "min", "median", "max", "shared", "alone");
     for (int s = 0; s < kTimes; ++s) {
-      std::printf("  %-12s %8.1f %8.1f %8.1f %8.1f %8.1f\n", names[s], median(lo[s]), median(mid[s]), median(hi[s]),
-                  median(shared_mid[s]), median(alone_mid[s]));
+      std::printf("  %-12s %8.1f %8.1f %8.1f %8.1f %8.1f\n", names[s], median_of(lo[s]), median_of(mid[s]), median_of(hi[s]),
+                  median_of(shared_mid[s]), median_of(alone_mid[s]));
     }
     CK(cudaFree(d_stamps));
 #endif

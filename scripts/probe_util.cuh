@@ -1,10 +1,15 @@
 // Shared by the standalone dev probes (scripts/*_probe.cu): a CUDA-call check that exits
-// with the call and its error, and the %globaltimer clock the probes stamp with.
+// with the call and its error, the %globaltimer clock the probes stamp with, random fp16
+// inputs and the median of a sample.
 #pragma once
+#include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
+#include <algorithm>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <vector>
 
 #define CK(x)                                                                                   \
   do {                                                                                          \
@@ -19,3 +24,19 @@
 #include "cuda_llm_ops/common.cuh"
 
 __device__ __forceinline__ unsigned long long global_ns() { return cuda_llm_ops::global_timer_ns(); }
+
+// Random fp16 in [-scale, scale) from a hash of the index (real data, never a constant).
+__global__ void fill_random(__half* p, int64_t n, uint32_t seed, float scale = 1.f) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
+    uint32_t x = uint32_t(i) * 2654435761u ^ uint32_t(i >> 32) * 40503u ^ seed;
+    x ^= x >> 15;
+    x *= 2246822519u;
+    x ^= x >> 13;
+    p[i] = __float2half(scale * (float(x & 0xffff) / 32768.f - 1.f));
+  }
+}
+
+inline double median_of(std::vector<double> x) {
+  std::sort(x.begin(), x.end());
+  return x.empty() ? 0.0 : x[x.size() / 2];
+}

@@ -636,7 +636,8 @@ struct SkinnyPlan {
 // The fp32 B [K, N] kernel runs one block per SM, so a second partial wave costs as much as a
 // full one: k_splits fill at most one wave, and k_warps is the one whose blocks fill the most
 // of whole waves; ties go to more k-warps (measured 0-15% faster at equal fill, NOTES.md).
-SkinnyPlan kn_fp32_plan(const GemmProblem& p) {
+// forced_kw: CLO_SKINNY_KWARPS's value (1, 2, 4 or 8 takes that count; anything else the rule).
+SkinnyPlan kn_fp32_plan(const GemmProblem& p, int forced_kw) {
   const int target = device_sm_count();
   const int max_splits = std::max(1, std::min(kSkinnyMaxSplits, p.K / 256));
   auto plan_for = [&](int kw) {
@@ -648,9 +649,7 @@ SkinnyPlan kn_fp32_plan(const GemmProblem& p) {
     const long long blocks = static_cast<long long>(pl.blocks_x) * pl.k_splits;
     return static_cast<double>(blocks) / static_cast<double>(div_ceil<long long>(blocks, target) * target);
   };
-  static bool dev_kwarps = std::getenv("CLO_SKINNY_KWARPS") != nullptr;
-  const int forced = dev_knob("CLO_SKINNY_KWARPS", dev_kwarps, 0);
-  if (forced == 1 || forced == 2 || forced == 4 || forced == 8) return plan_for(forced);
+  if (forced_kw == 1 || forced_kw == 2 || forced_kw == 4 || forced_kw == 8) return plan_for(forced_kw);
   SkinnyPlan best = plan_for(1);
   for (int kw = 2; kw <= kSkinnyWarps; kw *= 2) {
     const SkinnyPlan pl = plan_for(kw);
@@ -660,16 +659,16 @@ SkinnyPlan kn_fp32_plan(const GemmProblem& p) {
 }
 SkinnyPlan skinny_plan(const GemmProblem& p) {
   const SkinnyKind kind = skinny_kind(p);
+  static bool dev_blocks = std::getenv("CLO_SKINNY_BLOCKS_PER_SM") != nullptr;
+  static bool dev_kwarps = std::getenv("CLO_SKINNY_KWARPS") != nullptr;
   // Output columns of a block with one k-warp, and the k of the kernel's loop unit.
   int cols_one = 0, unit_k = 0;
   switch (kind) {
     case SkinnyKind::kMmaNK: cols_one = 16 * kSkinnyWarps; unit_k = 32; break;
     case SkinnyKind::kMmaKN: cols_one = 64 * kSkinnyWarps; unit_k = 16; break;
     case SkinnyKind::kFp32NK: cols_one = nk_fp32_b_rows(p.M > 8 ? 16 : 8) * kSkinnyWarps; unit_k = 128; break;
-    case SkinnyKind::kFp32KN: return kn_fp32_plan(p);
+    case SkinnyKind::kFp32KN: return kn_fp32_plan(p, dev_knob("CLO_SKINNY_KWARPS", dev_kwarps, 0));
   }
-  static bool dev_blocks = std::getenv("CLO_SKINNY_BLOCKS_PER_SM") != nullptr;
-  static bool dev_kwarps = std::getenv("CLO_SKINNY_KWARPS") != nullptr;
   const bool mma = kind == SkinnyKind::kMmaNK || kind == SkinnyKind::kMmaKN;
   const long long target = static_cast<long long>(dev_knob("CLO_SKINNY_BLOCKS_PER_SM", dev_blocks, mma ? 1 : 2)) *
                            device_sm_count();
