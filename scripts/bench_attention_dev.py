@@ -2,6 +2,7 @@
 
     python3 scripts/bench_attention_dev.py [--sm90 | --sm90-dims | --sm90-short | --sm90-causal-rule |
                                             --sm90-d64-rule | --sm90-causal-pairs | --sm90-vs-cudnn |
+                                            --sm90-wide |
                                             --fp32]
 
 Prints median ms and TFLOP/s (non-causal FLOPs = 4*B*H*Nq*Nk*D, causal half)
@@ -10,6 +11,7 @@ backends), and tiled/naive at a small N. Warm L2 (compute-bound op).
 """
 from __future__ import annotations
 
+import itertools
 import os
 
 import torch
@@ -238,28 +240,39 @@ SM90_VS_CUDNN_CASES = [(32, 32, 32, 512, 128, False), (16, 32, 32, 1024, 128, Fa
                        (4, 32, 8, 4096, 64, False), (16, 32, 8, 1024, 64, True), (4, 32, 8, 4096, 64, True)]
 
 
-def sm90_vs_cudnn(rounds=3, iters=20):
-    """fp16, our Hopper kernel against SDPA-cuDNN timed in alternating order (rounds x both),
-    each one's best median: the order effect (NOTES.md v3) falls on both."""
-    for b, hq, hkv, n, d, causal in SM90_VS_CUDNN_CASES:
+def sm90_vs_cudnn(cases=SM90_VS_CUDNN_CASES, dtypes=(torch.float16,), knob="CUDA_LLM_OPS_FLASH_SM90_SCHED",
+                  ours=(("ours", ""),), rounds=3, iters=20):
+    """Our Hopper kernel (each (name, knob value) of `ours`) against SDPA-cuDNN timed in
+    rotating order (rounds x all), each one's best median: the order effect (NOTES.md v3)
+    falls on all. The speed printed is cuDNN's time over the first of `ours`."""
+    for (b, hq, hkv, n, d, causal), dtype in itertools.product(cases, dtypes):
         g = torch.Generator(device="cuda").manual_seed(0)
-        q = torch.randn(b, hq, n, d, device="cuda", generator=g).to(torch.float16)
-        k, v = (torch.randn(b, hkv, n, d, device="cuda", generator=g).to(torch.float16) for _ in range(2))
+        q = torch.randn(b, hq, n, d, device="cuda", generator=g).to(dtype)
+        k, v = (torch.randn(b, hkv, n, d, device="cuda", generator=g).to(dtype) for _ in range(2))
         call = lambda: llm.flash_attention(q, k, v, is_causal=causal)  # noqa: E731
         ref = F.scaled_dot_product_attention(q.float(), k.float().repeat_interleave(hq // hkv, 1),
                                              v.float().repeat_interleave(hq // hkv, 1), is_causal=causal)
-        err = rel_error(call().float(), ref)
-        assert err < 1e-2, f"relative error {err:.2e}"
+        for _, val in ours:
+            os.environ[knob] = val
+            err = rel_error(call().float(), ref)
+            assert err < 1e-2, f"{knob}={val}: relative error {err:.2e}"
+        os.environ[knob] = ""
 
         def cudnn():  # as the bench's peer (cuda_llm_ops.bench.sdpa): GQA through enable_gqa
             with sdpa_kernel(SDPBackend.CUDNN_ATTENTION):
                 return F.scaled_dot_product_attention(q, k, v, is_causal=causal, enable_gqa=hq != hkv)
 
-        best = best_medians(call, "CUDA_LLM_OPS_FLASH_SM90_SCHED", (("ours", ""), ("cudnn", "", cudnn)), rounds, iters)
+        best = best_medians(call, knob, tuple(ours) + (("cudnn", "", cudnn),), rounds, iters)
         f = flops(b, hq, n, d, causal)
-        print(f"vs cudnn | B={b} Hq={hq} Hkv={hkv} N={n} D={d} causal={causal}: " +
+        print(f"vs cudnn | B={b} Hq={hq} Hkv={hkv} N={n} D={d} causal={causal} {str(dtype)[6:]}: " +
               ", ".join(f"{name} {ms:.4f} ms ({f / ms / 1e9:.0f} TFLOP/s)" for name, ms in best.items()) +
-              f"; ours/cudnn speed {best['cudnn'] / best['ours']:.3f}", flush=True)
+              f"; {ours[0][0]}/cudnn speed {best['cudnn'] / best[ours[0][0]]:.3f}", flush=True)
+
+
+# The bench's D = 192 and 256 shapes (GQA 32/8) and a control at D = 160.
+SM90_WIDE_CASES = [(16, 32, 8, 1024, 192, False), (16, 32, 8, 1024, 192, True), (4, 32, 8, 4096, 192, False),
+                   (4, 32, 8, 4096, 192, True), (16, 32, 8, 1024, 256, False), (16, 32, 8, 1024, 256, True),
+                   (4, 32, 8, 4096, 256, False), (16, 16, 16, 1024, 160, False)]
 
 
 # fp32: the 3xTF32 tensor-core kernel's tiles (4 and 8 warps) against SDPA's mem-efficient
@@ -303,6 +316,9 @@ def main():
         return
     if "--sm90-vs-cudnn" in sys.argv[1:]:
         sm90_vs_cudnn()
+        return
+    if "--sm90-wide" in sys.argv[1:]:
+        sm90_vs_cudnn(SM90_WIDE_CASES, (torch.float16, torch.bfloat16))
         return
     if "--sm90-d64-rule" in sys.argv[1:]:
         sm90_d64_rule()

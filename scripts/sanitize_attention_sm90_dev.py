@@ -20,6 +20,8 @@ cases = [  # (b, hq, hkv, nq, nk, d, causal)
     (1, 2, 1, 131, 77, 128, True), (1, 2, 2, 200, 333, 64, False), (1, 2, 1, 300, 300, 64, True),
     (1, 2, 2, 129, 200, 192, True), (1, 2, 1, 77, 300, 256, False), (2, 80, 8, 256, 256, 128, False),
     (1, 4, 2, 17, 1000, 96, True),
+    # D = 192 and 256: one O staging slot the consumer warpgroups take in turn, across work tiles.
+    (1, 160, 8, 200, 300, 192, False), (2, 80, 8, 256, 256, 256, True),
 ]
 failed = []
 for sched in ("", "1", "2", "3"):

@@ -25,8 +25,8 @@
 // writes and the wgmma descriptors read; a tile of D columns is D / 64 such chunks.
 // Persistent: one CTA per SM walks work units (WorkTileCursor); the next unit's Q
 // and K load while the consumers finish the last one. The output leaves through TMA
-// stores, staged in a buffer of its own (D <= 128) or in the warpgroup's own, dead, rows
-// of the Q tile (D = 192, 256: Q 64 KB + 2 stages of K and V 128 KB leave no room).
+// stores from 64-row staging slots: one per consumer warpgroup (D <= 128), or one the
+// warpgroups take in turn (D = 192, 256: Q and 2 stages of K and V take 192 KB).
 // Edges: TMA zero-fills rows past Nq / Nk and columns past D (so any D in (32, 256] runs
 // on the next tile: 64, 128, 192 or 256); keys past Nk and causal positions are masked.
 // Causal (bottom-right aligned): a CTA stops at the last key its last row sees,
@@ -74,12 +74,15 @@ struct Config {
   static constexpr int kChunks = kHeadDim / 64;
   static constexpr uint32_t kQChunkBytes = kBlockM * 128, kKVChunkBytes = kBlockN * 128;
   static constexpr uint32_t kQBytes = kChunks * kQChunkBytes, kKVBytes = kChunks * kKVChunkBytes;
-  // The output tile is staged for its TMA store in a buffer of its own where it fits (so
-  // the next work tile's Q can load meanwhile: D <= 128); else (D = 192, 256) in the Q
-  // tile, whose last reader, S = Q K^T, has retired by then.
-  static constexpr bool kOwnOBuffer = 2 * kQBytes + size_t(kKVBytes) * 2 * kStages + 1024 <= 227 * 1024;
-  static constexpr uint32_t kOBytes = kOwnOBuffer ? kQBytes : 0;
-  static constexpr size_t kSmemBytes = kQBytes + size_t(kKVBytes) * 2 * kStages + kOBytes + 1024;  // + alignment
+  // The output leaves through TMA stores from 64-row staging slots (one warpgroup's rows,
+  // kChunks boxes of 64 x 64): one slot per consumer warpgroup where that fits (D <= 128),
+  // else (D = 192, 256: Q + 2 stages of K and V take 192 KB) one slot the warpgroups fill
+  // in turn. Either way Q is free after a work tile's last S = Q K^T, so the next tile's Q
+  // loads under its last P V and the store.
+  static constexpr uint32_t kOSlotBytes = kChunks * 64 * 128;
+  static constexpr size_t kOperandBytes = kQBytes + size_t(kKVBytes) * 2 * kStages;
+  static constexpr int kOSlots = kOperandBytes + kConsumers * kOSlotBytes + 1024 <= 227 * 1024 ? kConsumers : 1;
+  static constexpr size_t kSmemBytes = kOperandBytes + kOSlots * kOSlotBytes + 1024;  // + alignment
   // setmaxnreg: the producer gives its registers to the consumers. The sum must fit what
   // the CTA was launched with, kThreads x the __launch_bounds__ cap (168 at 384 threads,
   // 128 at 512): more and setmaxnreg.inc waits forever. With three consumers the producer
@@ -254,7 +257,7 @@ flash_attention_fwd_sm90_kernel(const __grid_constant__ CUtensorMap map_q, const
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   constexpr int kStages = Cfg::kStages, kBlockM = Cfg::kBlockM, kBlockN = Cfg::kBlockN;
   extern __shared__ unsigned char smem_raw[];
-  __shared__ __align__(8) uint64_t q_full, q_empty;
+  __shared__ __align__(8) uint64_t q_full, q_empty, o_slot_free;
   __shared__ __align__(8) uint64_t k_full[kStages], k_empty[kStages], v_full[kStages], v_empty[kStages];
   // 128-byte swizzle atoms start on 1024-byte boundaries.
   unsigned char* smem =
@@ -262,7 +265,7 @@ flash_attention_fwd_sm90_kernel(const __grid_constant__ CUtensorMap map_q, const
   unsigned char* sQ = smem;
   unsigned char* sK = sQ + Cfg::kQBytes;
   unsigned char* sV = sK + kStages * Cfg::kKVBytes;
-  unsigned char* sO = Cfg::kOwnOBuffer ? sV + kStages * Cfg::kKVBytes : sQ;
+  unsigned char* sO = sV + kStages * Cfg::kKVBytes;
 
   const int nq = p.seq_len_q, nk = p.seq_len_k;
   const int causal_offset = nk - nq;  // query i sees key j iff j <= i + causal_offset
@@ -276,10 +279,11 @@ flash_attention_fwd_sm90_kernel(const __grid_constant__ CUtensorMap map_q, const
 
   if (threadIdx.x == 0) {
     tma::mbarrier_init(&q_full, 1);
-    // Released once per work tile: with an O buffer of its own, by every consumer warp
-    // after its last S = Q K^T; with O staged in Q, by each consumer warpgroup's storing
-    // thread once its TMA store has read the tile.
-    tma::mbarrier_init(&q_empty, Cfg::kConsumers * (Cfg::kOwnOBuffer ? 4 : 1));
+    // Released once per work tile, by every consumer warp after its last S = Q K^T.
+    tma::mbarrier_init(&q_empty, Cfg::kConsumers * 4);
+    // A shared O slot (kOSlots == 1): released by each epilogue's storing thread once its
+    // store has read it.
+    tma::mbarrier_init(&o_slot_free, 1);
 #pragma unroll
     for (int s = 0; s < kStages; ++s) {
       tma::mbarrier_init(&k_full[s], 1);
@@ -310,8 +314,8 @@ flash_attention_fwd_sm90_kernel(const __grid_constant__ CUtensorMap map_q, const
         const int m0 = m_block * kBlockM, kv_head = head / group;
         const int num_tiles = key_tiles(m0);
         if (num_tiles == 0) continue;
-        // The next Q overwrites the last one once the consumers are done with it (above):
-        // with an O buffer of its own, this load overlaps the last P V and the output store.
+        // The next Q overwrites the last one once the consumers' last S = Q K^T has read it:
+        // this load overlaps their last P V and the output store.
         if (q_iter > 0) tma::mbarrier_wait_suspended(&q_empty, (q_iter - 1) & 1);
         tma::mbarrier_arrive_expect_tx(&q_full, Cfg::kQBytes);
 #pragma unroll
@@ -373,8 +377,9 @@ flash_attention_fwd_sm90_kernel(const __grid_constant__ CUtensorMap map_q, const
     }                                                                             \
   } while (0)
 
-  // This warpgroup's 64 rows of the output staging tile; its thread 0 issues the TMA stores.
-  unsigned char* sO_wg = sO + cw * 64 * 128;
+  // This warpgroup's output staging slot (chunk c at + c * 64 * 128); its thread 0 issues
+  // the TMA stores.
+  unsigned char* sO_wg = sO + (Cfg::kOSlots == 1 ? 0 : cw) * Cfg::kOSlotBytes;
   struct WorkTile {
     int m0, head, batch, num_tiles;
   };
@@ -428,7 +433,7 @@ flash_attention_fwd_sm90_kernel(const __grid_constant__ CUtensorMap map_q, const
     const int n = cur.num_tiles;
     if (lane == 0) {
       tma::mbarrier_arrive(&k_empty[it % kStages]);
-      if (Cfg::kOwnOBuffer && n == 1) tma::mbarrier_arrive(&q_empty);
+      if (n == 1) tma::mbarrier_arrive(&q_empty);
     }
 #pragma unroll
     for (int i = 0; i < Cfg::kOAcc; ++i) o_acc[i] = 0.f;
@@ -447,7 +452,7 @@ flash_attention_fwd_sm90_kernel(const __grid_constant__ CUtensorMap map_q, const
       wgmma::wait_group<1>();  // S of tile j is ready; P V of tile j - 1 may still run
       if (lane == 0) {
         tma::mbarrier_arrive(&k_empty[s]);
-        if (Cfg::kOwnOBuffer && j == n - 1) tma::mbarrier_arrive(&q_empty);
+        if (j == n - 1) tma::mbarrier_arrive(&q_empty);
       }
       CLO_FA3_SOFTMAX(cur, j);
       wgmma::wait_group<0>();
@@ -484,14 +489,20 @@ flash_attention_fwd_sm90_kernel(const __grid_constant__ CUtensorMap map_q, const
       const float sum = group_reduce_sum<4>(row_sum[h]);
       inv[h] = sum > 0.f ? 1.f / sum : 0.f;  // a row that saw no key outputs zeros
     }
-    if constexpr (Cfg::kOwnOBuffer) {  // the previous work tile's store must have read the buffer
+    if constexpr (Cfg::kOSlots == 1) {
+      // The slot is taken in epilogue order, work tile by work tile and warpgroup 0 first
+      // (both walk every tile), so epilogue e waits for the release of e - 1 (phase e - 1).
+      // No later phase can have completed yet (phase e needs this epilogue's arrival).
+      const int e = q_iter * Cfg::kConsumers + cw;
+      if (e > 0) tma::mbarrier_wait_untrapped(&o_slot_free, (e - 1) & 1);
+    } else {  // this warpgroup's previous store must have read its slot
       if (wg_tid == 0) tma::store_wait_read<0>();
       named_barrier_sync(1 + cw, 128);  // ids 1..kConsumers; ping-pong (two consumers) uses 3, 4
     }
     const int lr = warp * 16 + g;  // (lr + 8) % 8 == lr % 8 == g
 #pragma unroll
     for (int i = 0; i < Cfg::kOAcc / 4; ++i) {
-      unsigned char* dst = sO_wg + (i / 8) * Cfg::kQChunkBytes + lr * 128 + ((i % 8) ^ g) * 16 + 4 * t;
+      unsigned char* dst = sO_wg + (i / 8) * (64 * 128) + lr * 128 + ((i % 8) ^ g) * 16 + 4 * t;
       *reinterpret_cast<uint32_t*>(dst) = pack_float2<T>(o_acc[4 * i] * inv[0], o_acc[4 * i + 1] * inv[0]);
       *reinterpret_cast<uint32_t*>(dst + 8 * 128) =
           pack_float2<T>(o_acc[4 * i + 2] * inv[1], o_acc[4 * i + 3] * inv[1]);
@@ -501,11 +512,11 @@ flash_attention_fwd_sm90_kernel(const __grid_constant__ CUtensorMap map_q, const
     if (wg_tid == 0) {
 #pragma unroll
       for (int c = 0; c < Cfg::kChunks; ++c)
-        tma::store_4d(&map_o, 64 * c, cur.m0 + cw * 64, cur.head, cur.batch, sO_wg + c * Cfg::kQChunkBytes);
+        tma::store_4d(&map_o, 64 * c, cur.m0 + cw * 64, cur.head, cur.batch, sO_wg + c * (64 * 128));
       tma::store_commit();
-      if constexpr (!Cfg::kOwnOBuffer) {  // O sits in Q: the next Q may load once it is read
+      if constexpr (Cfg::kOSlots == 1) {
         tma::store_wait_read<0>();
-        tma::mbarrier_arrive(&q_empty);
+        tma::mbarrier_arrive(&o_slot_free);
       }
     }
     it += n;
