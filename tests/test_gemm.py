@@ -435,10 +435,21 @@ def test_int8_wgmma_auto_large(monkeypatch, m, n, k):
 @given(m=st.integers(1, 16), n=st.one_of(st.integers(2, 1024), st.sampled_from([17, 129, 1536])), k=_K16)
 def test_int8_wgmma_skinny_exact(m, n, k):
     """int8 decode shapes (M <= 16) with B stored [N, K] run on the wgmma family's skinny tile
-    (swapped operands, stream-K over the k-tiles of every 128 columns of N), exact."""
+    (swapped operands; whole units of N or stream-K over the k-tiles, plan_skinny), exact."""
     _require_sm90()
     names = _int8_case(m, n, k, True)
     assert re.search(r"gemm_wgmma_sm90_kernel<signed char, false, true, 16,", names), names
+
+
+@pytest.mark.parametrize("n,k,stream_k", [(4096, 4096, False), (4096, 14336, True), (4000, 4096, False)])
+def test_int8_skinny_short_wave_rule(n, k, stream_k):
+    """int8 decode shapes whose units fill under 70% of the SMs: one short wave of whole 64-row
+    units where its busiest CTA ends before stream-K's estimate (4096 x 4096: 64 units, no
+    counters to clear), stream-K where not (K = 14336: each unit 917 KB); exact either way."""
+    _require_sm90()
+    names = _int8_case(16, n, k, True)
+    assert re.search(r"gemm_wgmma_sm90_kernel<signed char, false, true, 16,", names), names
+    assert ("Memset" in names) == stream_k, names
 
 
 def test_int8_wgmma_skinny_large():

@@ -112,7 +112,7 @@ namespace {
 WgmmaTailSplit skinny_plan(const GemmProblem& p, long long& grid) {
   grid = device_sm_count();
   const int bk = 128 / static_cast<int>(elem_size(p.in_dtype));
-  return plan_skinny(p.N, div_ceil(p.K, bk), p.trans_b, grid);
+  return plan_skinny(p.N, div_ceil(p.K, bk), p.trans_b, grid, p.in_dtype == DType::kInt8);
 }
 
 // Decode shapes on the wgmma family: D^T = op(B)^T op(A)^T, so the weight streams through

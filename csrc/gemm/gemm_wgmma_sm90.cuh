@@ -187,8 +187,13 @@ inline WgmmaTailSplit plan_skinny_stream_k(long long units, int ktiles, long lon
 // [K, N] comes in 64-row boxes of its M-major operand: whole 128-row units, one a CTA, where
 // they fit one wave and keep 70% of the SMs busy (12288 rows: 96 CTAs, 1.07x stream-K at
 // K = 4096, 1.19x at 2048: an SM streams ~30 GB/s, so 96 of them still draw 2.9 TB/s).
-// Otherwise stream-K over 128-row units.
-inline WgmmaTailSplit plan_skinny(long long rows, int ktiles, bool k_major, long long& grid) {
+// Otherwise, with short_wave (int8: 16-bit decode shapes that would fall to stream-K run on
+// the skinny kernels, wgmma_skinny_applies), the same one wave of units where it keeps fewer
+// SMs busy but its busiest CTA, at an SM's ~30 GB/s, still ends before stream-K would: all
+// the bytes at 3.0 TB/s plus ~4 us of fixups (int8 16x4096x4096: 64 units of 64 rows, 8.7 us
+// against 9.6 predicted; NOTES.md "Skinny", int8 in half a wave). Otherwise stream-K over
+// 128-row units.
+inline WgmmaTailSplit plan_skinny(long long rows, int ktiles, bool k_major, long long& grid, bool short_wave = false) {
   int row_step = 0;  // of a whole-unit deal; 0: stream-K
   if (grid > 0 && k_major) {
     long long best_rows = 0;
@@ -201,7 +206,11 @@ inline WgmmaTailSplit plan_skinny(long long rows, int ktiles, bool k_major, long
   if (grid > 0 && row_step == 0) {  // one wave of the shortest units the layout allows, 70% of the SMs busy
     const int r = k_major ? static_cast<int>(std::max<long long>(64, ((rows + grid - 1) / grid + 7) / 8 * 8)) : 128;
     const long long units = (rows + r - 1) / r;
-    if (r <= 128 && units <= grid && units * 10 >= grid * 7) row_step = r;
+    const double row_bytes = 128.0 * ktiles;  // k-tiles are 128 bytes
+    const bool beats_stream_k = short_wave && k_major && r * row_bytes / 30e3 <= rows * row_bytes / 3.0e6 + 4.0;
+    static bool dev_mode = std::getenv("CLO_SKINNY_SHORT_WAVE") != nullptr;  // DEV (temporary A/B)
+    const bool allow = dev_knob("CLO_SKINNY_SHORT_WAVE", dev_mode, 1) != 0;
+    if (r <= 128 && units <= grid && (units * 10 >= grid * 7 || (allow && beats_stream_k))) row_step = r;
   }
   const long long units = (rows + (row_step > 0 ? row_step : 128) - 1) / (row_step > 0 ? row_step : 128);
   if (row_step > 0 && units * ktiles < (1LL << 31)) {
@@ -757,11 +766,12 @@ inline cudaError_t launch_wgmma_cfg(const GemmProblem& p, const WgmmaSchedule& s
     // one CTA per 128-row unit.
     const int ktiles = div_ceil(p.K, Cfg::BK);
     clusters = device_sm_count();
-    ts = plan_skinny(p.M, ktiles, !kTransA, clusters);
+    constexpr bool kShortWave = std::is_same_v<T, int8_t>;  // plan_skinny
+    ts = plan_skinny(p.M, ktiles, !kTransA, clusters, kShortWave);
     const size_t bytes = skinny_stream_k_workspace_bytes<Cfg>(ts, clusters);
     if (bytes > 0 && (p.workspace == nullptr || p.workspace_bytes < bytes)) {
       clusters = 0;
-      ts = plan_skinny(p.M, ktiles, !kTransA, clusters);
+      ts = plan_skinny(p.M, ktiles, !kTransA, clusters, kShortWave);
     } else if (bytes > 0) {
       const size_t counter_bytes = tail_split_counter_bytes<Cfg>(ts);
       ts.counters = static_cast<int*>(p.workspace);
