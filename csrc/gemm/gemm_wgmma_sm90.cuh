@@ -191,8 +191,8 @@ inline WgmmaTailSplit plan_skinny_stream_k(long long units, int ktiles, long lon
 // the skinny kernels, wgmma_skinny_applies), the same one wave of units where it keeps fewer
 // SMs busy but its busiest CTA, at an SM's ~30 GB/s, still ends before stream-K would: all
 // the bytes at 3.0 TB/s plus ~4 us of fixups (int8 16x4096x4096: 64 units of 64 rows, 8.7 us
-// against 9.6 predicted; NOTES.md "Skinny", int8 in half a wave). Otherwise stream-K over
-// 128-row units.
+// against 9.6 predicted, 10.6 measured against stream-K's 15.6; NOTES.md "Skinny", int8 in
+// one short wave). Otherwise stream-K over 128-row units.
 inline WgmmaTailSplit plan_skinny(long long rows, int ktiles, bool k_major, long long& grid, bool short_wave = false) {
   int row_step = 0;  // of a whole-unit deal; 0: stream-K
   if (grid > 0 && k_major) {
@@ -203,14 +203,12 @@ inline WgmmaTailSplit plan_skinny(long long rows, int ktiles, bool k_major, long
     }
     if ((rows + row_step - 1) / row_step * 10 < grid * 9) row_step = 0;
   }
-  if (grid > 0 && row_step == 0) {  // one wave of the shortest units the layout allows, 70% of the SMs busy
+  if (grid > 0 && row_step == 0) {  // one wave of the shortest units the layout allows (70% busy, or short_wave)
     const int r = k_major ? static_cast<int>(std::max<long long>(64, ((rows + grid - 1) / grid + 7) / 8 * 8)) : 128;
     const long long units = (rows + r - 1) / r;
     const double row_bytes = 128.0 * ktiles;  // k-tiles are 128 bytes
     const bool beats_stream_k = short_wave && k_major && r * row_bytes / 30e3 <= rows * row_bytes / 3.0e6 + 4.0;
-    static bool dev_mode = std::getenv("CLO_SKINNY_SHORT_WAVE") != nullptr;  // DEV (temporary A/B)
-    const bool allow = dev_knob("CLO_SKINNY_SHORT_WAVE", dev_mode, 1) != 0;
-    if (r <= 128 && units <= grid && (units * 10 >= grid * 7 || (allow && beats_stream_k))) row_step = r;
+    if (r <= 128 && units <= grid && (units * 10 >= grid * 7 || beats_stream_k)) row_step = r;
   }
   const long long units = (rows + (row_step > 0 ? row_step : 128) - 1) / (row_step > 0 ? row_step : 128);
   if (row_step > 0 && units * ktiles < (1LL << 31)) {
