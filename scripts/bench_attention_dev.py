@@ -168,7 +168,8 @@ def sm90_vs_mma(cases=SM90_CASES, iters=30, short=False):
 
 # Causal shapes for the schedule rule (ping-pong or overlap on the 128 and 256 tiles).
 SM90_CAUSAL_CASES = [(32, 32, 512, 128), (16, 32, 1024, 128), (8, 32, 2048, 128), (4, 32, 4096, 128),
-                     (2, 32, 8192, 128), (1, 32, 1000, 128), (16, 32, 1024, 256), (4, 16, 4096, 256)]
+                     (2, 32, 8192, 128), (1, 32, 1000, 128), (16, 32, 1024, 256), (4, 16, 4096, 256),
+                     (32, 32, 512, 192), (16, 32, 1024, 192), (32, 32, 512, 256)]
 
 
 def best_medians(call, knob, variants, rounds, iters, cuda_graph=False):
