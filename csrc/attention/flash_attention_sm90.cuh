@@ -281,9 +281,8 @@ flash_attention_fwd_sm90_kernel(const __grid_constant__ CUtensorMap map_q, const
     tma::mbarrier_init(&q_full, 1);
     // Released once per work tile, by every consumer warp after its last S = Q K^T.
     tma::mbarrier_init(&q_empty, Cfg::kConsumers * 4);
-    // A shared O slot (kOSlots == 1): released by each epilogue's storing thread once its
-    // store has read it.
-    tma::mbarrier_init(&o_slot_free, 1);
+    // A shared O slot: released by each epilogue's storing thread once its store has read it.
+    if constexpr (Cfg::kOSlots == 1) tma::mbarrier_init(&o_slot_free, 1);
 #pragma unroll
     for (int s = 0; s < kStages; ++s) {
       tma::mbarrier_init(&k_full[s], 1);
