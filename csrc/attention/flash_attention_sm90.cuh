@@ -79,7 +79,7 @@ struct Config {
   // else (D = 192, 256: Q + 2 stages of K and V take 192 KB) one slot the warpgroups fill
   // in turn. Either way Q is free after a work tile's last S = Q K^T, so the next tile's Q
   // loads under its last P V and the store.
-  static constexpr uint32_t kOSlotBytes = kChunks * 64 * 128;
+  static constexpr uint32_t kOBoxBytes = 64 * 128, kOSlotBytes = kChunks * kOBoxBytes;
   static constexpr size_t kOperandBytes = kQBytes + size_t(kKVBytes) * 2 * kStages;
   static constexpr int kOSlots = kOperandBytes + kConsumers * kOSlotBytes + 1024 <= 227 * 1024 ? kConsumers : 1;
   static constexpr size_t kSmemBytes = kOperandBytes + kOSlots * kOSlotBytes + 1024;  // + alignment
@@ -376,7 +376,7 @@ flash_attention_fwd_sm90_kernel(const __grid_constant__ CUtensorMap map_q, const
     }                                                                             \
   } while (0)
 
-  // This warpgroup's output staging slot (chunk c at + c * 64 * 128); its thread 0 issues
+  // This warpgroup's output staging slot (chunk c at + c * kOBoxBytes); its thread 0 issues
   // the TMA stores.
   unsigned char* sO_wg = sO + (Cfg::kOSlots == 1 ? 0 : cw) * Cfg::kOSlotBytes;
   struct WorkTile {
@@ -501,7 +501,7 @@ flash_attention_fwd_sm90_kernel(const __grid_constant__ CUtensorMap map_q, const
     const int lr = warp * 16 + g;  // (lr + 8) % 8 == lr % 8 == g
 #pragma unroll
     for (int i = 0; i < Cfg::kOAcc / 4; ++i) {
-      unsigned char* dst = sO_wg + (i / 8) * (64 * 128) + lr * 128 + ((i % 8) ^ g) * 16 + 4 * t;
+      unsigned char* dst = sO_wg + (i / 8) * Cfg::kOBoxBytes + lr * 128 + ((i % 8) ^ g) * 16 + 4 * t;
       *reinterpret_cast<uint32_t*>(dst) = pack_float2<T>(o_acc[4 * i] * inv[0], o_acc[4 * i + 1] * inv[0]);
       *reinterpret_cast<uint32_t*>(dst + 8 * 128) =
           pack_float2<T>(o_acc[4 * i + 2] * inv[1], o_acc[4 * i + 3] * inv[1]);
@@ -511,7 +511,7 @@ flash_attention_fwd_sm90_kernel(const __grid_constant__ CUtensorMap map_q, const
     if (wg_tid == 0) {
 #pragma unroll
       for (int c = 0; c < Cfg::kChunks; ++c)
-        tma::store_4d(&map_o, 64 * c, cur.m0 + cw * 64, cur.head, cur.batch, sO_wg + c * (64 * 128));
+        tma::store_4d(&map_o, 64 * c, cur.m0 + cw * 64, cur.head, cur.batch, sO_wg + c * Cfg::kOBoxBytes);
       tma::store_commit();
       if constexpr (Cfg::kOSlots == 1) {
         tma::store_wait_read<0>();

@@ -193,7 +193,10 @@ inline WgmmaTailSplit plan_skinny_stream_k(long long units, int ktiles, long lon
 // the bytes at 3.0 TB/s plus ~4 us of fixups (int8 16x4096x4096: 64 units of 64 rows, 8.7 us
 // against 9.6 predicted, 10.6 measured against stream-K's 15.6; NOTES.md "Skinny", int8 in
 // one short wave). Otherwise stream-K over 128-row units.
-inline WgmmaTailSplit plan_skinny(long long rows, int ktiles, bool k_major, long long& grid, bool short_wave = false) {
+// The short-wave estimate's figures (NOTES.md "Skinny"): bytes a microsecond one SM streams
+// (~30 GB/s), the whole GPU streams (3.0 TB/s measured copy), and stream-K's fixups in us.
+constexpr double kSkinnySmBytesPerUs = 30e3, kSkinnyGpuBytesPerUs = 3.0e6, kSkinnyStreamKFixupUs = 4.0;
+inline WgmmaTailSplit plan_skinny(long long rows, int ktiles, bool k_major, long long& grid, bool short_wave) {
   int row_step = 0;  // of a whole-unit deal; 0: stream-K
   if (grid > 0 && k_major) {
     long long best_rows = 0;
@@ -207,7 +210,9 @@ inline WgmmaTailSplit plan_skinny(long long rows, int ktiles, bool k_major, long
     const int r = k_major ? static_cast<int>(std::max<long long>(64, ((rows + grid - 1) / grid + 7) / 8 * 8)) : 128;
     const long long units = (rows + r - 1) / r;
     const double row_bytes = 128.0 * ktiles;  // k-tiles are 128 bytes
-    const bool beats_stream_k = short_wave && k_major && r * row_bytes / 30e3 <= rows * row_bytes / 3.0e6 + 4.0;
+    const bool beats_stream_k = short_wave && k_major &&
+                                r * row_bytes / kSkinnySmBytesPerUs <=
+                                    rows * row_bytes / kSkinnyGpuBytesPerUs + kSkinnyStreamKFixupUs;
     if (r <= 128 && units <= grid && (units * 10 >= grid * 7 || beats_stream_k)) row_step = r;
   }
   const long long units = (rows + (row_step > 0 ? row_step : 128) - 1) / (row_step > 0 ? row_step : 128);
