@@ -655,52 +655,76 @@ def use_decode_path(q) -> bool:
             and _head_dim_fits_on(q.device.index, q.shape[-1]))
 
 
-def last_token_slots(block_tables: torch.Tensor, seq_lens: torch.Tensor, block_size: int) -> torch.Tensor:
-    """int64 `[B]`: the flat cache slot (`block * block_size + offset`, `paged_kv_append`'s
-    slot_mapping) of each sequence's last token, position `seq_lens - 1`; -1 (skipped by the
-    append) for a sequence with no token. No host synchronisation."""
-    pos = (seq_lens.long() - 1).clamp(min=0)
-    page = (pos // block_size).clamp(max=block_tables.shape[1] - 1)
-    blk = block_tables.gather(1, page[:, None])[:, 0].long()
-    return torch.where(seq_lens > 0, blk * block_size + pos % block_size, torch.full_like(blk, -1))
-
-
 def paged_kv_append(k: torch.Tensor, v: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor,
-                    slot_mapping: torch.Tensor, check_slots: bool | None = None, k_scale: float = 1.0,
-                    v_scale: float = 1.0) -> None:
-    """Write new tokens' K/V into the paged cache (vLLM's reshape_and_cache), in place.
+                    slot_mapping: torch.Tensor | None = None, check_slots: bool | None = None, k_scale: float = 1.0,
+                    v_scale: float = 1.0, *, block_tables: torch.Tensor | None = None,
+                    seq_lens: torch.Tensor | None = None, cos: torch.Tensor | None = None,
+                    sin: torch.Tensor | None = None, q: torch.Tensor | None = None) -> None:
+    """Write new tokens' K/V into the paged cache (vLLM's reshape_and_cache), in place;
+    optionally with the rest of a decode step's glue in the same launch: the slots taken
+    from the block table, and the rotary embedding of k (before it is stored) and of q.
 
     Args:
         k, v: `[T, Hkv, D]` (token/head strides free, last dim contiguous and 16-byte
             aligned rows), float16, bfloat16 or float32: the caches' dtype, or any of
-            them into FP8 caches.
+            them into FP8 caches. Views of a fused QKV projection's output work as they are.
         k_cache, v_cache: `[num_blocks, block_size, Hkv, D]`, contiguous, one dtype;
             `torch.float8_e4m3fn` caches store `e4m3(k / k_scale)` and `e4m3(v / v_scale)`
             (x times the float32 reciprocal of the scale, rounded to nearest, saturated
             to +-448; D a multiple of 16), as `paged_attention(..., k_scale, v_scale)`
             reads them.
         slot_mapping: int64 or int32 `[T]`, flat slot `block * block_size + offset`
-            of each token; a negative slot skips the token (padding).
-        check_slots: host check that every slot is < num_blocks * block_size (one
-            sync; None: on except under CUDA-graph capture / torch.compile). The
-            kernel skips such slots in every mode, so it never writes out of bounds.
+            of each token; a negative slot skips the token (padding). None: give
+            `block_tables` and `seq_lens` instead.
+        check_slots: host check that every slot (or every table entry the call uses)
+            lies in the cache (one sync; None: on except under CUDA-graph capture /
+            torch.compile). The kernel skips such tokens in every mode, so it never
+            writes out of bounds.
         k_scale, v_scale: FP8 caches' quantization scales (finite, > 0); 1.0 for others.
+        block_tables, seq_lens: int32 `[T, max_blocks_per_seq]` and `[T]` (paged_attention's),
+            instead of slot_mapping, for decode: token t is sequence t's new token and goes
+            to position `seq_lens[t] - 1` (seq_lens count it); a sequence with
+            `seq_lens <= 0` is skipped. Computed in the kernel: no slot tensor, no extra launch.
+        cos, sin: optional `[T, D]` in k's dtype (last dim contiguous): the rotate-half
+            (NeoX / Hugging Face Llama) rotary embedding at each token's position; k is
+            rotated before it is stored (the `k` tensor itself is not changed). Each value
+            is computed in float32 as PyTorch's `x * cos + rotate_half(x) * sin` in float32
+            computes it and rounded once to k's dtype (then quantized, for FP8 caches).
+            D a multiple of 16 (16-bit) or 8 (float32).
+        q: optional `[T, Hq, D]` in k's dtype (strides free, 16-byte aligned rows, e.g. a
+            view of the QKV projection's output), rotated in place with cos and sin.
     """
     kernel = _ops.op("paged_kv_append")  # first, so a build without kernels says so
-    for t, name in ((k, "k"), (v, "v"), (k_cache, "k_cache"), (v_cache, "v_cache"), (slot_mapping, "slot_mapping")):
+    named = [(k, "k"), (v, "v"), (k_cache, "k_cache"), (v_cache, "v_cache")]
+    if slot_mapping is not None:
+        if block_tables is not None or seq_lens is not None:
+            raise ValueError("give slot_mapping or block_tables and seq_lens (decode: one new token per "
+                             "sequence), not both")
+        named.append((slot_mapping, "slot_mapping"))
+    elif block_tables is None or seq_lens is None:
+        raise ValueError("give slot_mapping, or block_tables and seq_lens (token t is sequence t's new token, "
+                         "at position seq_lens[t] - 1)")
+    else:
+        named += [(block_tables, "block_tables"), (seq_lens, "seq_lens")]
+    if (cos is None) != (sin is None):
+        raise ValueError("cos and sin must be given together (the rotary embedding)")
+    if q is not None and cos is None:
+        raise ValueError("q is rotated in place with cos and sin: give them too")
+    if cos is not None:
+        named += [(cos, "cos"), (sin, "sin")] + ([(q, "q")] if q is not None else [])
+    for t, name in named:
         check_tensor(t, name)
     check_rank(k, "k", 3, "[num_tokens, num_kv_heads, head_dim]")
     check_rank(v, "v", 3, "[num_tokens, num_kv_heads, head_dim]")
     check_rank(k_cache, "k_cache", 4, "[num_blocks, block_size, num_kv_heads, head_dim]")
     check_rank(v_cache, "v_cache", 4, "[num_blocks, block_size, num_kv_heads, head_dim]")
-    check_rank(slot_mapping, "slot_mapping", 1, "[num_tokens]")
     check_dtype(k, "k", (torch.float16, torch.bfloat16, torch.float32))
     check_same_dtype(v, "v", k, "k")
     if k_cache.dtype != FP8_KV_DTYPE:
         check_same_dtype(k_cache, "k_cache", k, "k")
     check_same_dtype(v_cache, "v_cache", k_cache, "k_cache")
     _check_kv_scales(k_cache.dtype == FP8_KV_DTYPE, k_scale, v_scale)
-    check_dtype(slot_mapping, "slot_mapping", (torch.int64, torch.int32))
+    num_tokens, d = k.shape[0], k.shape[2]
     if tuple(v.shape) != tuple(k.shape):
         raise ValueError(f"v must have k's shape {tuple(k.shape)}, got {tuple(v.shape)}")
     if tuple(v_cache.shape) != tuple(k_cache.shape):
@@ -708,24 +732,60 @@ def paged_kv_append(k: torch.Tensor, v: torch.Tensor, k_cache: torch.Tensor, v_c
     if tuple(k.shape[1:]) != tuple(k_cache.shape[2:]):
         raise ValueError(f"k must be [num_tokens, {k_cache.shape[2]}, {k_cache.shape[3]}] to match the cache, "
                          f"got {tuple(k.shape)}")
-    if slot_mapping.shape[0] != k.shape[0]:
-        raise ValueError(f"slot_mapping must have {k.shape[0]} entries (k's num_tokens), got {slot_mapping.shape[0]}")
-    check_one_cuda_device(((k, "k"), (v, "v"), (k_cache, "k_cache"), (v_cache, "v_cache"),
-                           (slot_mapping, "slot_mapping")))
-    for t, name in ((k_cache, "k_cache"), (v_cache, "v_cache"), (slot_mapping, "slot_mapping")):
+    if slot_mapping is not None:
+        check_rank(slot_mapping, "slot_mapping", 1, "[num_tokens]")
+        check_dtype(slot_mapping, "slot_mapping", (torch.int64, torch.int32))
+        if slot_mapping.shape[0] != num_tokens:
+            raise ValueError(f"slot_mapping must have {num_tokens} entries (k's num_tokens), "
+                             f"got {slot_mapping.shape[0]}")
+        check_contiguous(slot_mapping, "slot_mapping")
+    else:
+        check_rank(block_tables, "block_tables", 2, "[num_tokens, max_blocks_per_seq]")
+        check_rank(seq_lens, "seq_lens", 1, "[num_tokens]")
+        check_dtype(block_tables, "block_tables", (torch.int32,))
+        check_dtype(seq_lens, "seq_lens", (torch.int32,))
+        if block_tables.shape[0] != num_tokens or seq_lens.shape[0] != num_tokens:
+            raise ValueError(f"block_tables and seq_lens must have {num_tokens} rows (k's num_tokens, one new token "
+                             f"per sequence), got {block_tables.shape[0]} and {seq_lens.shape[0]}")
+        if block_tables.shape[1] < 1 or block_tables.stride(1) != 1:
+            raise ValueError(f"block_tables must have a contiguous last dimension of >= 1 entries, got shape "
+                             f"{tuple(block_tables.shape)} and strides {block_tables.stride()}")
+        check_contiguous(seq_lens, "seq_lens")
+    if cos is not None:
+        pair = 2 * (16 // k.element_size())
+        if d % pair:
+            raise ValueError(f"the rotary embedding needs head_dim a multiple of {pair} (two 16-byte halves of a "
+                             f"row), got {d}")
+        for t, name in ((cos, "cos"), (sin, "sin")):
+            check_rank(t, name, 2, "[num_tokens, head_dim]")
+            check_same_dtype(t, name, k, "k")
+            if tuple(t.shape) != (num_tokens, d):
+                raise ValueError(f"{name} must be [{num_tokens}, {d}], got {tuple(t.shape)}")
+            _check_rows(t, name)
+        if q is not None:
+            check_rank(q, "q", 3, "[num_tokens, num_q_heads, head_dim]")
+            check_same_dtype(q, "q", k, "k")
+            if q.shape[0] != num_tokens or q.shape[2] != d:
+                raise ValueError(f"q must be [{num_tokens}, num_q_heads, {d}], got {tuple(q.shape)}")
+            _check_rows(q, "q")
+    check_one_cuda_device(named)
+    for t, name in ((k_cache, "k_cache"), (v_cache, "v_cache")):
         check_contiguous(t, name)
     _check_rows(k, "k")
     _check_rows(v, "v")
     _check_rows(k_cache, "k_cache")
     _check_rows(v_cache, "v_cache")
-    if _host_checks_allowed(check_slots, "check_slots") and k.shape[0] > 0:
-        n_slots = k_cache.shape[0] * k_cache.shape[1]
-        too_big = slot_mapping >= n_slots
-        if bool(too_big.any()):
-            i = int(too_big.nonzero()[0, 0])
-            raise ValueError(f"slot_mapping[{i}] = {int(slot_mapping[i])} is past the cache "
-                             f"(num_blocks x block_size = {n_slots} slots)")
-    kernel(k, v, k_cache, v_cache, slot_mapping, float(k_scale), float(v_scale))
+    if _host_checks_allowed(check_slots, "check_slots") and num_tokens > 0:
+        if slot_mapping is None:
+            check_paged_indices(k_cache, block_tables, seq_lens)
+        else:
+            n_slots = k_cache.shape[0] * k_cache.shape[1]
+            too_big = slot_mapping >= n_slots
+            if bool(too_big.any()):
+                i = int(too_big.nonzero()[0, 0])
+                raise ValueError(f"slot_mapping[{i}] = {int(slot_mapping[i])} is past the cache "
+                                 f"(num_blocks x block_size = {n_slots} slots)")
+    kernel(k, v, k_cache, v_cache, slot_mapping, float(k_scale), float(v_scale), block_tables, seq_lens, cos, sin, q)
 
 
 @_ops.register_fake("paged_attention")
@@ -746,5 +806,6 @@ def _decode_workspace_init_fake(workspace):
 
 
 @_ops.register_fake("paged_kv_append")
-def _paged_kv_append_fake(k, v, k_cache, v_cache, slot_mapping, k_scale=1.0, v_scale=1.0):
+def _paged_kv_append_fake(k, v, k_cache, v_cache, slot_mapping, k_scale=1.0, v_scale=1.0, block_tables=None,
+                          seq_lens=None, cos=None, sin=None, q=None):
     return None

@@ -8,13 +8,17 @@ For one new token per sequence (hidden state `x [B, hidden]`)::
     o = softmax(q K^T * scale) V                    # over the seq_lens cached tokens
     out = o @ w_o^T                                 # [B, hidden]
 
-On Hopper (sm_90a build) the whole block runs as one kernel in which a thread-block
-cluster per head splits the projections and the keys and exchanges q/k/v and the partial
-softmax states through distributed shared memory (ClusterFusion's dataflow); intermediate
-values never go through global memory. Where that kernel does not apply (another GPU,
-GQA/MQA, head_dim other than 128, batch > 16, hidden not a multiple of 512) the same
-contract runs on this package's unfused ops: `gemm`, `paged_kv_append`, `paged_attention`,
-`gemm`. `fused_decode_block_path` says which one a call takes and why.
+Two paths run the same contract:
+- one kernel (Hopper, sm_90a build; MHA, head_dim 128, batch <= 16, hidden a multiple of 512),
+  in which a thread-block cluster per head splits the projections and the keys and exchanges
+  q/k/v and the partial softmax states through distributed shared memory (ClusterFusion's
+  dataflow); intermediate values never go through global memory;
+- this package's unfused ops, four launches: `gemm` (qkv), `paged_kv_append` (the rotary
+  embedding of q and k and the cache append at seq_lens - 1 in one launch), `paged_attention`,
+  `gemm` (o).
+By default (`path="auto"`) a call takes the one-kernel path only where it measured faster on
+the H100: batch 1 with a block table of at most 4096 keys (csrc/fused/NOTES.md, "Which path").
+`fused_decode_block_path` says which path a call takes and why.
 """
 from __future__ import annotations
 
@@ -23,8 +27,7 @@ import math
 import torch
 
 from . import _ops
-from .decode import (DECODE_DTYPES, _host_checks_allowed, check_paged_indices, last_token_slots, paged_attention,
-                     paged_kv_append)
+from .decode import DECODE_DTYPES, _host_checks_allowed, check_paged_indices, paged_attention, paged_kv_append
 from .gemm import gemm
 from .reference.fused import apply_rotary
 from .validation import (call_or_explain, check_contiguous, check_dtype, check_one_cuda_device, check_rank,
@@ -103,21 +106,47 @@ def validate_fused_decode_block_inputs(x, w_qkv, w_o, k_cache, v_cache, block_ta
 
 
 _PATH_CACHE: dict[tuple, tuple[bool, str]] = {}
+PATHS = ("auto", "fused", "unfused")
+# Where "auto" takes the one-kernel path (H100, scripts/probe_fused_paths.py, csrc/fused/NOTES.md
+# "Which path"): Llama-2-7B shapes, graphs, cold L2, one kernel / unfused ops, us: B=1 N=1024
+# 69.5 / 72.8, N=4096 89.8 / 89.0, N=16384 171.5 / 154.5; B=2 N=1024 77.9 / 78.8; the unfused ops
+# ahead by 6-19% everywhere else. A sequence's length is on the GPU, so the table's capacity
+# (max_blocks_per_seq x block_size) bounds it.
+FUSED_AUTO_MAX_BATCH = 1
+FUSED_AUTO_MAX_TABLE_KEYS = 4096
 
 
-def fused_decode_block_path(x: torch.Tensor, w_o: torch.Tensor, k_cache: torch.Tensor) -> tuple[bool, str]:
-    """`(fused, why)`: whether `fused_decode_block` runs the one-kernel path on these shapes
-    and x's device (else the unfused ops; `why` says what rules the kernel out). Remembered
-    per device and shape: a decode loop asks on every call."""
-    key = (x.device, tuple(x.shape), tuple(w_o.shape), tuple(k_cache.shape[1:]))
+def fused_decode_block_path(x: torch.Tensor, w_o: torch.Tensor, k_cache: torch.Tensor,
+                            block_tables: torch.Tensor | None = None, path: str = "auto") -> tuple[bool, str]:
+    """`(fused, why)`: whether `fused_decode_block(..., path=path)` runs the one-kernel path on
+    these shapes and x's device (else the unfused ops; `why` says what rules the kernel out).
+
+    `path="auto"`: where the kernel supports the shapes and measured faster, batch
+    <= FUSED_AUTO_MAX_BATCH with a block table of at most FUSED_AUTO_MAX_TABLE_KEYS keys
+    (`block_tables` None: judged by the batch alone). `"fused"`: wherever the kernel supports
+    the shapes. `"unfused"`: never. Remembered per device and shape: a decode loop asks on
+    every call."""
+    if path not in PATHS:
+        raise ValueError(f"path must be one of {PATHS}, got {path!r}")
+    table_keys = None if block_tables is None else int(block_tables.shape[1]) * int(k_cache.shape[1])
+    key = (x.device, tuple(x.shape), tuple(w_o.shape), tuple(k_cache.shape[1:]), table_keys, path)
     known = _PATH_CACHE.get(key)
     if known is None:
         b, hidden, hq, hkv, d = _shape_info(x, w_o, k_cache)
-        if not _ops.has_op("fused_decode_block"):
+        if path == "unfused":
+            known = (False, "path='unfused'")
+        elif not _ops.has_op("fused_decode_block"):
             known = (False, "this build has no fused kernel (area 'fused' not built)")
         else:
             with torch.cuda.device(x.device):
                 why = _ops.op("fused_decode_block_unsupported")(b, hidden, hq, hkv, d, k_cache.shape[1])
+            if not why and path == "auto":
+                if b > FUSED_AUTO_MAX_BATCH:
+                    why = (f"the unfused ops measured faster at batch > {FUSED_AUTO_MAX_BATCH} (got {b}); "
+                           f"path='fused' forces the kernel")
+                elif table_keys is not None and table_keys > FUSED_AUTO_MAX_TABLE_KEYS:
+                    why = (f"the unfused ops measured faster beyond {FUSED_AUTO_MAX_TABLE_KEYS} keys (the block "
+                           f"table holds {table_keys}); path='fused' forces the kernel")
             known = (why == "", why)
         _PATH_CACHE[key] = known
     return known
@@ -137,12 +166,15 @@ def _unfused(x, w_qkv, w_o, k_cache, v_cache, block_tables, seq_lens, cos, sin, 
     q = qkv[:, :hq * d].view(b, hq, d)
     k = qkv[:, hq * d:(hq + hkv) * d].view(b, hkv, d)
     v = qkv[:, (hq + hkv) * d:].view(b, hkv, d)
-    if cos is not None:  # in fp32, rounded once, as the fused kernel does
+    if cos is not None and d % 16:  # no 16-byte halves for the append's rotation: in fp32, rounded once
         c, s_ = cos.float(), sin.float()
         q, k = apply_rotary(q.float(), c, s_).to(q.dtype), apply_rotary(k.float(), c, s_).to(k.dtype)
-    slots = last_token_slots(block_tables, seq_lens, k_cache.shape[1])
-    paged_kv_append(k.contiguous(), v.contiguous(), k_cache, v_cache, slots, check_slots=False)
-    o = paged_attention(q.contiguous(), k_cache, v_cache, block_tables, seq_lens, scale=scale, check_indices=False)
+        cos = sin = None
+    # One launch: q rotated in place (in qkv), k rotated and appended with v at seq_lens - 1.
+    rope = {} if cos is None else {"cos": cos.contiguous(), "sin": sin.contiguous(), "q": q}
+    paged_kv_append(k, v, k_cache, v_cache, None, check_slots=False, block_tables=block_tables, seq_lens=seq_lens,
+                    **rope)
+    o = paged_attention(q, k_cache, v_cache, block_tables, seq_lens, scale=scale, check_indices=False)
     result = gemm(o.reshape(b, hq * d), w_o, trans_b=True)
     return result if out is None else out.copy_(result)
 
@@ -151,7 +183,7 @@ def fused_decode_block(x: torch.Tensor, w_qkv: torch.Tensor, w_o: torch.Tensor, 
                        v_cache: torch.Tensor, block_tables: torch.Tensor, seq_lens: torch.Tensor,
                        cos: torch.Tensor | None = None, sin: torch.Tensor | None = None, scale: float = 0.0,
                        out: torch.Tensor | None = None, workspace: torch.Tensor | None = None,
-                       check_indices: bool | None = None, cluster_size: int = 0) -> torch.Tensor:
+                       check_indices: bool | None = None, cluster_size: int = 0, path: str = "auto") -> torch.Tensor:
     """One decode step of an attention block: QKV projection, rotary embedding, KV-cache
     append, paged attention and output projection.
 
@@ -177,6 +209,9 @@ def fused_decode_block(x: torch.Tensor, w_qkv: torch.Tensor, w_o: torch.Tensor, 
             kernel never reads or writes outside the caches either way.
         cluster_size: thread blocks per head on the fused path: 2 or 4; 0 (default) takes 4,
             measured faster at every Llama-2-7B shape.
+        path: "auto" (default): the one-kernel path where it supports the shapes and measured
+            faster (`fused_decode_block_path`), else the unfused ops; "fused": the one-kernel
+            path (ValueError where it does not support the shapes); "unfused": the unfused ops.
 
     Returns:
         `[B, hidden]` (`out` when given): `o @ w_o^T`, fp32 accumulation, rounded to x's dtype
@@ -197,12 +232,17 @@ def fused_decode_block(x: torch.Tensor, w_qkv: torch.Tensor, w_o: torch.Tensor, 
     if _host_checks_allowed(check_indices, "check_indices"):
         validate()
         check_paged_indices(k_cache, block_tables, seq_lens, min_seq_len=1)  # seq_lens count the new token
+    if path not in PATHS:
+        raise ValueError(f"path must be one of {PATHS}, got {path!r}")
     try:
-        fused, _ = fused_decode_block_path(x, w_o, k_cache)
+        fused, why = fused_decode_block_path(x, w_o, k_cache, block_tables, path)
         d = k_cache.shape[3]
     except (AttributeError, IndexError, TypeError, ValueError, ZeroDivisionError):
         validate()  # malformed inputs: say which
         raise
+    if path == "fused" and not fused:
+        validate()
+        raise ValueError(f"path='fused': the one-kernel path does not run these shapes: {why}")
     scale = float(scale) if scale else 1.0 / math.sqrt(d)
     if not fused:
         validate()

@@ -103,17 +103,21 @@ def test_attention_cases():
 def test_fused_decode_block_cases(capsys):
     gen = registry.groups()["fused_decode_block"]
     full = gen(torch.float16, "all", False)
-    assert [(c.shape["B"], c.shape["N"]) for c in full] == [(b, n) for b in (1, 16) for n in (1024, 4096, 16384)]
-    assert all((c.shape["hidden"], c.shape["Hq"], c.shape["Hkv"], c.shape["D"], c.shape["block_size"])
-               == (4096, 32, 32, 128, 16) for c in full)
+    grid = [(b, n) for b in (1, 4, 16) for n in (1024, 4096, 16384)]
+    assert [(c.shape["Hkv"], c.shape["B"], c.shape["N"]) for c in full] == [(h, b, n) for h in (32, 8) for b, n in grid]
+    assert all((c.shape["hidden"], c.shape["Hq"], c.shape["D"], c.shape["block_size"]) == (4096, 32, 128, 16)
+               for c in full)
     assert [(c.shape["B"], c.shape["N"]) for c in gen(torch.bfloat16, "llama-7b", True)] == [(1, 1024), (1, 4096)]
-    assert gen(torch.float32, "all", False) == [] and gen(torch.float16, "llama-8b", False) == []
+    assert [c.shape["Hkv"] for c in gen(torch.float16, "llama-8b", False)] == [8] * len(grid)
+    assert gen(torch.float32, "all", False) == [] and gen(torch.float16, "llama-70b", False) == []
     for c in full:
         assert c.flops > 0 and c.bytes > 0 and c.cold_l2 and c.cuda_graph and c.reference is not None
-        assert c.label == f"B={c.shape['B']} N={c.shape['N']}" and c.x_key == "N" and c.rel_tol == 1e-2
+        assert c.label == f"B={c.shape['B']} Hkv={c.shape['Hkv']} N={c.shape['N']}" and c.x_key == "N"
+        assert c.rel_tol == 1e-2
     peers = {i.name: i.is_peer for i in full[0].impls}
     assert peers == {"torch-cublas+sdpa-flash": True, "torch-cublas+sdpa-cudnn": True,
-                     "torch-cublas+sdpa-efficient": True, "cuda_llm_ops-unfused": True, "cuda_llm_ops": False}
+                     "torch-cublas+sdpa-efficient": True, "cuda_llm_ops-unfused": True, "cuda_llm_ops": False,
+                     "cuda_llm_ops-one-kernel": False}
     assert cli.main(["roofline", "fused_decode_block", "--quick", "--gpu", "h100", "--dtype", "fp16", "bf16"]) == 0
     rows = [ln.split() for ln in capsys.readouterr().out.splitlines() if ln.startswith("fused_decode_block ")]
     assert len(rows) == 4 and all(r[-1] == "memory_bound" for r in rows)

@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 import cuda_llm_ops as llm
 from cuda_llm_ops.reference import attention_reference, paged_attention_reference, paged_kv_append_reference
 from cuda_llm_ops.reference.decode import make_paged_problem
+from cuda_llm_ops.reference.fused import apply_rotary
 from cuda_llm_ops.graphs import capture_graph
 from cuda_llm_ops.testing import assert_close, kernel_names, poison_, run_isolated
 from conftest import require_op
@@ -291,6 +292,107 @@ def test_split_workspace_with_stale_counters_gives_nan():
     assert _counters_idle(good)
     out = llm.paged_attention(q, k_cache, v_cache, table, seq_lens, num_splits=4, workspace=good)
     assert_close(out, paged_attention_reference(q, k_cache, v_cache, table, seq_lens), dtype=torch.float16)
+
+
+FP8 = torch.float8_e4m3fn
+
+
+def _decode_append_problem(b, hq, hkv, d, dtype, cache_dtype, seed, bs=16, max_blocks=5):
+    """Caches, a shuffled table, ragged lengths (0 and a full table among them), the step's
+    qkv `[b, hq + 2 hkv, d]` (q, k, v as views) and random cos/sin (independent halves, so a
+    half taken from the wrong column shows)."""
+    g = torch.Generator().manual_seed(seed)
+    nb = b * max_blocks + 3
+    k_cache = (torch.randn(nb, bs, hkv, d, generator=g) * 2).to(cache_dtype).cuda()
+    v_cache = (torch.randn(nb, bs, hkv, d, generator=g) * 2).to(cache_dtype).cuda()
+    table = torch.randperm(nb, generator=g)[:b * max_blocks].view(b, max_blocks).int().cuda()
+    lens = torch.randint(1, bs * max_blocks + 1, (b,), generator=g)
+    lens[0], lens[1 % b] = 0, bs * max_blocks
+    qkv = torch.randn(b, hq + 2 * hkv, d, generator=g).to(dtype).cuda()
+    cos, sin = (torch.randn(b, d, generator=g).to(dtype).cuda() for _ in range(2))
+    return k_cache, v_cache, table, lens.int().cuda(), qkv, cos, sin
+
+
+@pytest.mark.parametrize("dtype,cache", [(torch.float16, "same"), (torch.bfloat16, "same"), (torch.float32, "same"),
+                                         (torch.bfloat16, "fp8"), (torch.float32, "fp8")])
+@pytest.mark.parametrize("b,hq,hkv,d", [(7, 32, 8, 128), (3, 4, 4, 64), (5, 6, 2, 80), (2, 2, 1, 256)])
+def test_paged_kv_append_decode_rope(dtype, cache, b, hq, hkv, d):
+    """The decode step's glue in one launch: slots from the table (seq_lens - 1), k rotated
+    before it is stored, q rotated in place; bit for bit the float32 PyTorch rotation
+    rounded once (then quantized for FP8 caches). Skipped tokens: seq_lens 0 and a table
+    entry outside the cache (with check_slots=False); their q still rotates."""
+    require_op("paged_kv_append")
+    cache_dtype = FP8 if cache == "fp8" else dtype
+    kc, vc, table, lens, qkv, cos, sin = _decode_append_problem(b, hq, hkv, d, dtype, cache_dtype, seed=b * d + hq)
+    q, k, v = qkv.split([hq, hkv, hkv], dim=1)
+    scales = (0.05, 0.03) if cache == "fp8" else (1.0, 1.0)
+    want_q = apply_rotary(q.float(), cos.float(), sin.float()).to(dtype)
+    k_before = k.clone()
+    ref_k, ref_v = paged_kv_append_reference(k, v, kc, vc, None, *scales, block_tables=table, seq_lens=lens, cos=cos,
+                                             sin=sin)
+    llm.paged_kv_append(k, v, kc, vc, None, None, *scales, block_tables=table, seq_lens=lens, cos=cos, sin=sin, q=q)
+    assert torch.equal(q, want_q), "q rotated in place"
+    assert torch.equal(k, k_before), "k is read only"
+    as_bits = (lambda t: t.view(torch.uint8)) if cache == "fp8" else (lambda t: t)
+    assert torch.equal(as_bits(kc), as_bits(ref_k)) and torch.equal(as_bits(vc), as_bits(ref_v))
+    # A table entry outside the cache: the host check names it; unchecked, the token is skipped.
+    pos = int(lens[b - 1]) - 1
+    table[b - 1, pos // kc.shape[1]] = kc.shape[0]
+    before_k, before_v = kc.clone(), vc.clone()
+    with pytest.raises(ValueError, match=rf"block_tables\[{b - 1}, {pos // kc.shape[1]}\] = {kc.shape[0]} is outside"):
+        llm.paged_kv_append(k, v, kc, vc, None, None, *scales, block_tables=table, seq_lens=lens, cos=cos, sin=sin)
+    llm.paged_kv_append(k, v, kc, vc, None, False, *scales, block_tables=table, seq_lens=lens, cos=cos, sin=sin, q=q)
+    ref_k, ref_v = paged_kv_append_reference(k, v, before_k, before_v, None, *scales, block_tables=table,
+                                             seq_lens=lens, cos=cos, sin=sin)
+    assert torch.equal(as_bits(kc), as_bits(ref_k)) and torch.equal(as_bits(vc), as_bits(ref_v))
+    assert torch.equal(q, apply_rotary(want_q.float(), cos.float(), sin.float()).to(dtype))
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.float32])
+def test_paged_kv_append_slots_from_table(dtype):
+    """block_tables + seq_lens without the rotary embedding: a plain copy at seq_lens - 1."""
+    require_op("paged_kv_append")
+    kc, vc, table, lens, qkv, _, _ = _decode_append_problem(9, 4, 2, 96, dtype, dtype, seed=3)
+    _, k, v = qkv.split([4, 2, 2], dim=1)
+    ref_k, ref_v = paged_kv_append_reference(k, v, kc, vc, block_tables=table, seq_lens=lens)
+    llm.paged_kv_append(k, v, kc, vc, block_tables=table, seq_lens=lens)
+    assert torch.equal(kc, ref_k) and torch.equal(vc, ref_v)
+
+
+def test_paged_kv_append_glue_errors():
+    require_op("paged_kv_append")
+    kc, vc, table, lens, qkv, cos, sin = _decode_append_problem(3, 4, 2, 64, torch.float16, torch.float16, seed=1)
+    q, k, v = qkv.split([4, 2, 2], dim=1)
+    slots = torch.arange(3, device="cuda")
+    with pytest.raises(ValueError, match=r"give slot_mapping or block_tables and seq_lens .*not both"):
+        llm.paged_kv_append(k, v, kc, vc, slots, block_tables=table, seq_lens=lens)
+    with pytest.raises(ValueError, match=r"give slot_mapping, or block_tables and seq_lens"):
+        llm.paged_kv_append(k, v, kc, vc, block_tables=table)
+    with pytest.raises(ValueError, match=r"cos and sin must be given together"):
+        llm.paged_kv_append(k, v, kc, vc, slots, cos=cos)
+    with pytest.raises(ValueError, match=r"q is rotated in place with cos and sin"):
+        llm.paged_kv_append(k, v, kc, vc, slots, q=q)
+    with pytest.raises(ValueError, match=r"cos must be \[3, 64\], got \(3, 32\)"):
+        llm.paged_kv_append(k, v, kc, vc, slots, cos=cos[:, :32], sin=sin)
+    with pytest.raises(ValueError, match=r"sin must have the same dtype as k \(float16\), got float32"):
+        llm.paged_kv_append(k, v, kc, vc, slots, cos=cos, sin=sin.float())
+    with pytest.raises(ValueError, match=r"q must be \[3, num_q_heads, 64\]"):
+        llm.paged_kv_append(k, v, kc, vc, slots, cos=cos, sin=sin, q=q[:2])
+    with pytest.raises(ValueError, match=r"block_tables must have dtype int32, got int64"):
+        llm.paged_kv_append(k, v, kc, vc, block_tables=table.long(), seq_lens=lens)
+    with pytest.raises(ValueError, match=r"block_tables and seq_lens must have 3 rows"):
+        llm.paged_kv_append(k, v, kc, vc, block_tables=table[:2], seq_lens=lens[:2])
+    kc72, vc72, _, _, qkv72, cos72, sin72 = _decode_append_problem(3, 2, 1, 72, torch.float16, torch.float16, seed=2)
+    _, k72, v72 = qkv72.split([2, 1, 1], dim=1)
+    with pytest.raises(ValueError, match=r"rotary embedding needs head_dim a multiple of 16 .*got 72"):
+        llm.paged_kv_append(k72, v72, kc72, vc72, slots, cos=cos72, sin=sin72)
+    # The op itself (no Python checks) refuses the same calls with RuntimeError.
+    with pytest.raises(RuntimeError, match=r"q is rotated in place with cos and sin"):
+        torch.ops.cuda_llm_ops.paged_kv_append(k, v, kc, vc, slots, 1.0, 1.0, None, None, None, None, q)
+    with pytest.raises(RuntimeError, match=r"without slot_mapping, block_tables and seq_lens must be given"):
+        torch.ops.cuda_llm_ops.paged_kv_append(k, v, kc, vc, None)
+    with pytest.raises(RuntimeError, match=r"rotary embedding needs head_dim a multiple of 16"):
+        torch.ops.cuda_llm_ops.paged_kv_append(k72, v72, kc72, vc72, slots, 1.0, 1.0, None, None, cos72, sin72)
 
 
 @pytest.mark.parametrize("slot_dtype", [torch.int64, torch.int32])
@@ -992,6 +1094,7 @@ import torch
 import cuda_llm_ops as llm
 from cuda_llm_ops.reference import attention_reference, paged_attention_reference
 from cuda_llm_ops.reference.decode import make_paged_problem
+from cuda_llm_ops.reference.fused import apply_rotary
 from cuda_llm_ops.graphs import capture_graph
 from cuda_llm_ops.testing import assert_close, decode_tma_stages_fit, kernel_names, poison_
 
@@ -1607,6 +1710,7 @@ import math, os, re, torch
 import cuda_llm_ops as llm
 from cuda_llm_ops.reference import paged_attention_reference, quantize_fp8_e4m3
 from cuda_llm_ops.reference.decode import make_paged_problem
+from cuda_llm_ops.reference.fused import apply_rotary
 from cuda_llm_ops.testing import assert_close, kernel_names, poison_
 want_tma = torch.cuda.get_device_capability()[0] >= 9 and os.environ.get("CLO_DECODE_VARIANT") != "1"
 forced_pairs = os.environ.get("CLO_DECODE_PACK") == "2"

@@ -146,6 +146,28 @@ def test_paged_kv_append_reference():
     torch.testing.assert_close(kc.view(32, 2, 16)[mask], k_cache.view(32, 2, 16)[mask])  # the rest untouched
 
 
+
+def test_decode_append_slots_and_rotary_reference():
+    """Slots at seq_lens - 1 through the table (skips: length 0, a page past the table, a
+    block outside the cache); k rotated per token with its own cos/sin row before the write."""
+    from cuda_llm_ops.reference import decode_append_slots
+    table = torch.tensor([[3, 1], [0, 2], [2, 9], [1, 0]], dtype=torch.int32)
+    lens = torch.tensor([9, 0, 12, 17], dtype=torch.int32)  # block size 8: pages 1, -, 1 (block 9), 2 (past)
+    assert decode_append_slots(table, lens, 8, 4).tolist() == [1 * 8 + 0, -1, -1, -1]
+    lens = torch.tensor([1, 16, 4, 8], dtype=torch.int32)
+    assert decode_append_slots(table, lens, 8, 4).tolist() == [3 * 8, 2 * 8 + 7, 2 * 8 + 3, 1 * 8 + 7]
+    g = torch.Generator().manual_seed(4)
+    kc, vc = torch.zeros(4, 8, 2, 16), torch.zeros(4, 8, 2, 16)
+    k, v = torch.randn(4, 2, 16, generator=g), torch.randn(4, 2, 16, generator=g)
+    cos, sin = torch.randn(4, 16, generator=g), torch.randn(4, 16, generator=g)
+    nk, nv = paged_kv_append_reference(k, v, kc, vc, block_tables=table, seq_lens=lens, cos=cos, sin=sin)
+    t, h = 2, 1
+    x = k[t, h]
+    want = torch.cat((x[:8] * cos[t, :8] - x[8:] * sin[t, :8], x[8:] * cos[t, 8:] + x[:8] * sin[t, 8:]))
+    torch.testing.assert_close(nk[2, 3, h], want)
+    torch.testing.assert_close(nv[2, 3, h], v[t, h])
+    assert nk.abs().sum(dim=(2, 3)).count_nonzero() == 4  # one slot per token, nothing else
+
 def _inputs(**over):
     a = dict(q=torch.randn(2, 8, 64, dtype=torch.float16), k_cache=torch.randn(10, 16, 2, 64, dtype=torch.float16),
              v_cache=torch.randn(10, 16, 2, 64, dtype=torch.float16),

@@ -28,9 +28,10 @@ def hopper() -> bool:
 
 
 needs_hopper = pytest.mark.skipif(not hopper(), reason="the fused kernel runs on Hopper")
+KERNEL = "fused" if hopper() else "auto"  # the one-kernel path wherever it exists, whatever "auto" picks
 
 
-def check_call(prob, dtype, cluster_size=0, give_out=True, expect_fused=None):
+def check_call(prob, dtype, cluster_size=0, give_out=True, expect_fused=None, path="auto"):
     """One call against the reference on copies of the same caches: out and both caches."""
     ref_k, ref_v = prob["k_cache"].clone(), prob["v_cache"].clone()
     args = (prob["x"], prob["w_qkv"], prob["w_o"])
@@ -38,11 +39,11 @@ def check_call(prob, dtype, cluster_size=0, give_out=True, expect_fused=None):
     ref = fused_decode_block_reference(*args, ref_k, ref_v, tables, lens, cos=prob["cos"], sin=prob["sin"],
                                        dtype=torch.float64)
     if expect_fused is not None:
-        fused, why = fused_decode_block_path(prob["x"], prob["w_o"], prob["k_cache"])
+        fused, why = fused_decode_block_path(prob["x"], prob["w_o"], prob["k_cache"], tables, path)
         assert fused == expect_fused, why
     out = poison_(torch.empty_like(prob["x"])) if give_out else None
     got = fused_decode_block(*args, prob["k_cache"], prob["v_cache"], tables, lens, cos=prob["cos"], sin=prob["sin"],
-                             out=out, cluster_size=cluster_size)
+                             out=out, cluster_size=cluster_size, path=path)
     if give_out:
         assert got is out
     assert_close(got, ref, dtype=dtype, what="out")
@@ -64,7 +65,7 @@ def test_matches_reference(b, heads, hidden, max_len, block_size, dtype, rope, c
     lens[0] = max_len  # the longest length always present; 1 is drawn often at small max_len
     prob = make_fused_decode_problem(b, hidden, heads, heads, 128, lens, block_size, dtype, "cuda", extra_blocks=3,
                                      rope=rope, generator=g)
-    check_call(prob, dtype, cluster_size, give_out, expect_fused=hopper())
+    check_call(prob, dtype, cluster_size, give_out, expect_fused=hopper(), path=KERNEL)
 
 
 @pytest.mark.parametrize("dtype,b,lens,cluster_size", [
@@ -75,20 +76,43 @@ def test_llama2_7b_shape(dtype, b, lens, cluster_size):
     g = torch.Generator().manual_seed(b * 7 + cluster_size)
     lens = lens or torch.randint(1, 4097, (b,), generator=g).tolist()
     prob = make_fused_decode_problem(b, 4096, 32, 32, 128, lens, 16, dtype, "cuda", rope=True, generator=g)
-    check_call(prob, dtype, cluster_size, expect_fused=hopper())
+    check_call(prob, dtype, cluster_size, expect_fused=hopper(), path=KERNEL)
 
 
-@pytest.mark.parametrize("case", ["gqa", "head_dim_64", "batch_17"])
+@pytest.mark.parametrize("case", ["gqa", "head_dim_64", "batch_17", "head_dim_72"])
 def test_unfused_fallback(case):
-    """Shapes the fused kernel does not cover run on the unfused ops, same contract."""
+    """Shapes the fused kernel does not cover run on the unfused ops, same contract (head_dim
+    72: no 16-byte halves, so the rotary embedding runs in PyTorch ops before the append)."""
     b, hq, hkv, d, hidden = {"gqa": (3, 8, 2, 128, 1024), "head_dim_64": (2, 4, 4, 64, 512),
-                             "batch_17": (17, 4, 4, 128, 512)}[case]
+                             "batch_17": (17, 4, 4, 128, 512), "head_dim_72": (2, 4, 4, 72, 576)}[case]
     g = torch.Generator().manual_seed(5)
     lens = torch.randint(1, 700, (b,), generator=g).tolist()
     prob = make_fused_decode_problem(b, hidden, hq, hkv, d, lens, 16, torch.float16, "cuda", rope=True, generator=g)
     fused, why = fused_decode_block_path(prob["x"], prob["w_o"], prob["k_cache"])
     assert not fused and why
     check_call(prob, torch.float16)
+
+
+@needs_hopper
+def test_auto_path_rule():
+    """"auto" takes the one kernel at batch 1 with a table of at most 4096 keys (where it
+    measured faster), the unfused ops elsewhere; both paths give the reference's answer.
+    "fused" forces the kernel where it supports the shapes and refuses the others."""
+    for b, lens, want in ((1, [4096], True), (1, [4097], False), (2, [300, 40], False)):
+        prob = make_fused_decode_problem(b, 1024, 8, 8, 128, lens, 16, torch.float16, "cuda", rope=True)
+        fused, why = fused_decode_block_path(prob["x"], prob["w_o"], prob["k_cache"], prob["block_tables"])
+        assert fused == want, why
+        assert want or "measured faster" in why
+        check_call(prob, torch.float16, path="auto")
+        check_call(prob, torch.float16, expect_fused=True, path="fused")
+        check_call(prob, torch.float16, expect_fused=False, path="unfused")
+    gqa = make_fused_decode_problem(1, 1024, 8, 2, 128, [64], 16, torch.float16, "cuda")
+    with pytest.raises(ValueError, match=r"path='fused': the one-kernel path does not run these shapes"):
+        fused_decode_block(*(gqa[n] for n in ("x", "w_qkv", "w_o", "k_cache", "v_cache", "block_tables", "seq_lens")),
+                           path="fused")
+    with pytest.raises(ValueError, match=r"path must be one of"):
+        fused_decode_block(*(gqa[n] for n in ("x", "w_qkv", "w_o", "k_cache", "v_cache", "block_tables", "seq_lens")),
+                           path="fast")
 
 
 @needs_hopper
@@ -101,7 +125,7 @@ def test_workspace_left_zero_and_repeatable():
     for cluster_size in (4, 2, 4):
         outs.append(fused_decode_block(prob["x"], prob["w_qkv"], prob["w_o"], prob["k_cache"], prob["v_cache"],
                                        prob["block_tables"], prob["seq_lens"], cos=prob["cos"], sin=prob["sin"],
-                                       workspace=ws, cluster_size=cluster_size))
+                                       workspace=ws, cluster_size=cluster_size, path="fused"))
         torch.cuda.synchronize()
         assert not ws.any(), "workspace not left zero"
     for o in outs[1:]:
@@ -121,7 +145,7 @@ def test_graph_capture_replay():
 
     def step():
         fused_decode_block(*(prob[n] for n in names), cos=prob["cos"], sin=prob["sin"], out=out, workspace=ws,
-                           check_indices=False)
+                           check_indices=False, path="fused")
 
     step()  # warm-up outside capture (lazy init)
     torch.cuda.synchronize()

@@ -343,20 +343,17 @@ void decode_attention(at::Tensor& out, const at::Tensor& q, const at::Tensor& k,
 }
 
 void paged_kv_append(const at::Tensor& k, const at::Tensor& v, at::Tensor& k_cache, at::Tensor& v_cache,
-                     const at::Tensor& slot_mapping, double k_scale, double v_scale) {
+                     const std::optional<at::Tensor>& slot_mapping, double k_scale, double v_scale,
+                     const std::optional<at::Tensor>& block_tables, const std::optional<at::Tensor>& seq_lens,
+                     const std::optional<at::Tensor>& cos, const std::optional<at::Tensor>& sin,
+                     const std::optional<at::Tensor>& q) {
   check_dim(k, 3, "k", "[num_tokens, num_kv_heads, head_dim]");
   check_dim(v, 3, "v", "[num_tokens, num_kv_heads, head_dim]");
-  check_dim(slot_mapping, 1, "slot_mapping", "[num_tokens]");
   check_cuda(k, "k");
   check_cuda(v, "v");
-  check_cuda(slot_mapping, "slot_mapping");
   check_same_device(v, k, "v", "k");
-  check_same_device(slot_mapping, k, "slot_mapping", "k");
   check_float_dtype(k, "k");
   check_dtype(v, k.scalar_type(), "v");
-  CLO_CHECK(slot_mapping.scalar_type() == at::kLong || slot_mapping.scalar_type() == at::kInt,
-              "slot_mapping must have dtype int64 or int32, got ", slot_mapping.scalar_type());
-  check_contiguous(slot_mapping, "slot_mapping");
   CLO_CHECK(k.sizes() == v.sizes(), "k and v must have the same shape, got ", k.sizes(), " and ", v.sizes());
   check_rows_aligned(k, "k");
   check_rows_aligned(v, "v");
@@ -364,19 +361,98 @@ void paged_kv_append(const at::Tensor& k, const at::Tensor& v, at::Tensor& k_cac
   check_kv_scales(fp8, k_scale, v_scale);
   CLO_CHECK(k.size(1) == k_cache.size(2) && k.size(2) == k_cache.size(3), "k [T, ", k_cache.size(2), ", ",
               k_cache.size(3), "] expected from the cache shape, got ", k.sizes());
-  CLO_CHECK(slot_mapping.size(0) == k.size(0), "slot_mapping must have ", k.size(0), " entries, got ",
-              slot_mapping.size(0));
   CLO_CHECK(k_cache.size(0) < (int64_t(1) << 31) && k.size(0) < (int64_t(1) << 31),
               "num_blocks and num_tokens must be < 2^31, got ", k_cache.size(0), " and ", k.size(0));
+  const int64_t T = k.size(0), D = k.size(2);
+  dec::PagedKvAppendArgs a;
+  a.dtype = to_dtype(k.scalar_type());
+  a.cache_dtype = to_dtype(k_cache.scalar_type());
+  a.k_scale = static_cast<float>(k_scale);
+  a.v_scale = static_cast<float>(v_scale);
+  a.num_tokens = static_cast<int>(T);
+  a.num_kv_heads = static_cast<int>(k.size(1));
+  a.head_dim = static_cast<int>(D);
+  a.num_blocks = static_cast<int>(k_cache.size(0));
+  a.block_size = static_cast<int>(k_cache.size(1));
+  a.k = k.data_ptr();
+  a.v = v.data_ptr();
+  a.k_stride_t = k.stride(0);
+  a.k_stride_h = k.stride(1);
+  a.v_stride_t = v.stride(0);
+  a.v_stride_h = v.stride(1);
+  a.k_cache = k_cache.data_ptr();
+  a.v_cache = v_cache.data_ptr();
+  if (slot_mapping.has_value()) {
+    const at::Tensor& sm = *slot_mapping;
+    CLO_CHECK(!block_tables.has_value() && !seq_lens.has_value(),
+              "give slot_mapping or block_tables and seq_lens (decode: one new token per sequence), not both");
+    check_dim(sm, 1, "slot_mapping", "[num_tokens]");
+    check_cuda(sm, "slot_mapping");
+    check_same_device(sm, k, "slot_mapping", "k");
+    CLO_CHECK(sm.scalar_type() == at::kLong || sm.scalar_type() == at::kInt,
+              "slot_mapping must have dtype int64 or int32, got ", sm.scalar_type());
+    check_contiguous(sm, "slot_mapping");
+    CLO_CHECK(sm.size(0) == T, "slot_mapping must have ", T, " entries, got ", sm.size(0));
+    a.slot_mapping = sm.data_ptr();
+    a.slot_is_int64 = sm.scalar_type() == at::kLong;
+  } else {
+    CLO_CHECK(block_tables.has_value() && seq_lens.has_value(),
+              "without slot_mapping, block_tables and seq_lens must be given (token t is sequence t's new token, "
+              "at position seq_lens[t] - 1)");
+    const at::Tensor& bt = *block_tables;
+    const at::Tensor& sl = *seq_lens;
+    check_dim(bt, 2, "block_tables", "[num_tokens, max_blocks_per_seq]");
+    check_dim(sl, 1, "seq_lens", "[num_tokens]");
+    for (const auto& [t, name] : {std::pair{&bt, "block_tables"}, std::pair{&sl, "seq_lens"}}) {
+      check_cuda(*t, name);
+      check_same_device(*t, k, name, "k");
+      check_dtype(*t, at::kInt, name);
+    }
+    CLO_CHECK(bt.size(0) == T && sl.size(0) == T, "block_tables and seq_lens must have ", T,
+              " rows (k's num_tokens, one new token per sequence), got ", bt.size(0), " and ", sl.size(0));
+    CLO_CHECK(bt.stride(1) == 1, "block_tables must have a contiguous last dimension, got strides ", bt.strides());
+    check_contiguous(sl, "seq_lens");
+    CLO_CHECK(bt.size(1) < (int64_t(1) << 31), "max_blocks_per_seq must be < 2^31, got ", bt.size(1));
+    a.block_tables = bt.data_ptr<int>();
+    a.table_stride = bt.stride(0);
+    a.max_blocks_per_seq = static_cast<int>(bt.size(1));
+    a.seq_lens = sl.data_ptr<int>();
+  }
+  CLO_CHECK(cos.has_value() == sin.has_value(), "cos and sin must be given together (the rotary embedding)");
+  CLO_CHECK(!q.has_value() || cos.has_value(), "q is rotated in place with cos and sin: give them too");
+  if (cos.has_value()) {
+    const int64_t pair = 2 * (16 / k.element_size());
+    CLO_CHECK(D % pair == 0, "the rotary embedding needs head_dim a multiple of ", pair,
+              " (two 16-byte halves of a row), got ", D);
+    for (const auto& [t, name] : {std::pair{&*cos, "cos"}, std::pair{&*sin, "sin"}}) {
+      check_dim(*t, 2, name, "[num_tokens, head_dim]");
+      check_cuda(*t, name);
+      check_same_device(*t, k, name, "k");
+      check_dtype(*t, k.scalar_type(), name);
+      CLO_CHECK(t->size(0) == T && t->size(1) == D, name, " must be [", T, ", ", D, "], got ", t->sizes());
+      check_rows_aligned(*t, name);
+    }
+    a.cos = cos->data_ptr();
+    a.sin = sin->data_ptr();
+    a.cos_stride_t = cos->stride(0);
+    a.sin_stride_t = sin->stride(0);
+    if (q.has_value()) {
+      const at::Tensor& qt = *q;
+      check_dim(qt, 3, "q", "[num_tokens, num_q_heads, head_dim]");
+      check_cuda(qt, "q");
+      check_same_device(qt, k, "q", "k");
+      check_dtype(qt, k.scalar_type(), "q");
+      CLO_CHECK(qt.size(0) == T && qt.size(2) == D, "q must be [", T, ", num_q_heads, ", D, "], got ", qt.sizes());
+      CLO_CHECK(qt.size(1) < (int64_t(1) << 24), "num_q_heads must be < 2^24, got ", qt.size(1));
+      check_rows_aligned(qt, "q");
+      a.q = qt.data_ptr();
+      a.q_stride_t = qt.stride(0);
+      a.q_stride_h = qt.stride(1);
+      a.num_q_heads = static_cast<int>(qt.size(1));
+    }
+  }
   const c10::cuda::CUDAGuard guard(k.device());
-  check_launch(dec::launch_paged_kv_append(
-                   to_dtype(k.scalar_type()), to_dtype(k_cache.scalar_type()), static_cast<float>(k_scale),
-                   static_cast<float>(v_scale), k.data_ptr(), v.data_ptr(), k.stride(0), k.stride(1), v.stride(0),
-                   v.stride(1), k_cache.data_ptr(), v_cache.data_ptr(), slot_mapping.data_ptr(),
-                   slot_mapping.scalar_type() == at::kLong, static_cast<int>(k.size(0)), static_cast<int>(k.size(1)),
-                   static_cast<int>(k.size(2)), static_cast<int>(k_cache.size(0)), static_cast<int>(k_cache.size(1)),
-                   current_stream(k)),
-               "paged_kv_append");
+  check_launch(dec::launch_paged_kv_append(a, current_stream(k)), "paged_kv_append");
 }
 
 int64_t decode_num_splits(int64_t batch, int64_t num_kv_heads, int64_t rows_per_kv_head, int64_t max_kv_len,
@@ -439,8 +515,9 @@ TORCH_LIBRARY_FRAGMENT(cuda_llm_ops, m) {
       "int num_splits, Tensor(b!)? workspace, int window_left=-1, float logits_soft_cap=0.0, "
       "Tensor(c!)? lse=None) -> ()");
   m.def(
-      "paged_kv_append(Tensor k, Tensor v, Tensor(a!) k_cache, Tensor(b!) v_cache, Tensor slot_mapping, "
-      "float k_scale=1.0, float v_scale=1.0) -> ()");
+      "paged_kv_append(Tensor k, Tensor v, Tensor(a!) k_cache, Tensor(b!) v_cache, Tensor? slot_mapping, "
+      "float k_scale=1.0, float v_scale=1.0, Tensor? block_tables=None, Tensor? seq_lens=None, "
+      "Tensor? cos=None, Tensor? sin=None, Tensor(c!)? q=None) -> ()");
   m.def(
       "decode_num_splits(int batch, int num_kv_heads, int rows_per_kv_head, int max_kv_len, int head_dim, "
       "ScalarType dtype, bool paged=True, int seq_len_q=1) -> int",

@@ -192,17 +192,51 @@ constexpr int64_t kDecodeMaxBatch = 65535;
 // outside [0, num_blocks) is never dereferenced; that sequence's output is NaN.
 cudaError_t launch_decode_attention(const DecodeAttentionArgs& args, cudaStream_t stream);
 
-// k/v [T, Hkv, D] (token and head strides in elements, last dim contiguous) into
-// caches [num_blocks, block_size, Hkv, D] at flat slots slot_mapping[t]
-// (int64 when slot_is_int64, else int32). A negative slot skips the token; a slot
-// past num_blocks*block_size is skipped too (the Python wrapper reports it).
-// cache_dtype: `dtype` (a copy), or kFloat8E4M3 from float16/bfloat16/float32 k/v: each
-// value stored as e4m3(x * (1 / scale)) in float32, rounded to nearest, saturated to
-// +-448 (head_dim a multiple of 16).
-cudaError_t launch_paged_kv_append(DType dtype, DType cache_dtype, float k_scale, float v_scale, const void* k,
-                                   const void* v, int64_t k_stride_t, int64_t k_stride_h, int64_t v_stride_t,
-                                   int64_t v_stride_h, void* k_cache, void* v_cache, const void* slot_mapping,
-                                   bool slot_is_int64, int num_tokens, int num_kv_heads, int head_dim, int num_blocks,
-                                   int block_size, cudaStream_t stream);
+// The paged KV append (vLLM's reshape_and_cache), optionally with the decode step's glue:
+// slots derived from a block table, and the rotate-half rotary embedding.
+struct PagedKvAppendArgs {
+  DType dtype = DType::kFloat16;        // of k, v (and q, cos, sin): float16, bfloat16 or float32
+  DType cache_dtype = DType::kFloat16;  // `dtype` (a copy) or kFloat8E4M3 (quantized)
+  // FP8 caches store e4m3(x * (1 / scale)) in float32, rounded to nearest, saturated to
+  // +-448 (head_dim a multiple of 16).
+  float k_scale = 1.f, v_scale = 1.f;
+  int num_tokens = 0, num_kv_heads = 0, head_dim = 0, num_blocks = 0, block_size = 0;
+
+  // k/v [T, Hkv, D] by token and head strides (elements), last dim contiguous.
+  const void* k = nullptr;
+  const void* v = nullptr;
+  int64_t k_stride_t = 0, k_stride_h = 0, v_stride_t = 0, v_stride_h = 0;
+  void* k_cache = nullptr;  // [num_blocks, block_size, Hkv, D], contiguous
+  void* v_cache = nullptr;
+
+  // Where token t goes, one of:
+  // - slot_mapping[t] (int64 when slot_is_int64, else int32), a flat slot
+  //   block * block_size + offset; negative: the token is skipped;
+  // - slot_mapping null: token t is sequence t's new token, at position seq_lens[t] - 1
+  //   of block_tables row t (int32 [T, max_blocks_per_seq] by table_stride); a sequence
+  //   with seq_lens <= 0 is skipped.
+  // A slot past the cache, a position past the table or a block index outside
+  // [0, num_blocks) is skipped too: never written (the Python wrapper reports them).
+  const void* slot_mapping = nullptr;
+  bool slot_is_int64 = false;
+  const int* block_tables = nullptr;
+  int64_t table_stride = 0;
+  int max_blocks_per_seq = 0;
+  const int* seq_lens = nullptr;
+
+  // Rotate-half rotary embedding (cos null: none): k is rotated before it is stored
+  // (k itself is read only) and q [T, Hq, D] (when given) is rotated in place; cos and
+  // sin [T, D] by a token stride. Each value is computed in float32 as x * cos -+ x' * sin
+  // (one rounding per product and one per sum, as PyTorch's float32 ops) and rounded once
+  // to `dtype`. head_dim a multiple of 2 * (16 / element size).
+  const void* cos = nullptr;
+  const void* sin = nullptr;
+  int64_t cos_stride_t = 0, sin_stride_t = 0;
+  void* q = nullptr;
+  int64_t q_stride_t = 0, q_stride_h = 0;
+  int num_q_heads = 0;
+};
+
+cudaError_t launch_paged_kv_append(const PagedKvAppendArgs& args, cudaStream_t stream);
 
 }  // namespace cuda_llm_ops::decode

@@ -69,12 +69,35 @@ def quantize_fp8_e4m3(x: torch.Tensor, scale: float) -> torch.Tensor:
     return (x.float() * inv.to(x.device)).clamp(-448.0, 448.0).to(torch.float8_e4m3fn)
 
 
+def decode_append_slots(block_tables: torch.Tensor, seq_lens: torch.Tensor, block_size: int,
+                        num_blocks: int) -> torch.Tensor:
+    """int64 `[B]`: the flat slot of each sequence's new token (position `seq_lens - 1`) as
+    `paged_kv_append(..., block_tables=, seq_lens=)` derives it; -1 where the token is
+    skipped (seq_lens <= 0, a position past the table, a block index outside the cache)."""
+    lens = seq_lens.long()
+    pos = (lens - 1).clamp(min=0)
+    page = pos // block_size
+    inside = (lens > 0) & (page < block_tables.shape[1])
+    blk = block_tables.long().gather(1, page.clamp(max=block_tables.shape[1] - 1)[:, None])[:, 0]
+    inside &= (blk >= 0) & (blk < num_blocks)
+    return torch.where(inside, blk * block_size + pos % block_size, torch.full_like(blk, -1))
+
+
 def paged_kv_append_reference(k: torch.Tensor, v: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor,
-                              slot_mapping: torch.Tensor, k_scale: float = 1.0,
-                              v_scale: float = 1.0) -> tuple[torch.Tensor, torch.Tensor]:
+                              slot_mapping: torch.Tensor | None = None, k_scale: float = 1.0, v_scale: float = 1.0,
+                              *, block_tables: torch.Tensor | None = None, seq_lens: torch.Tensor | None = None,
+                              cos: torch.Tensor | None = None,
+                              sin: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
     """New caches with token t's K/V `[Hkv, D]` written at flat slot slot_mapping[t]
     (block = slot // block_size, offset = slot % block_size); negative slots skipped.
+    Without slot_mapping the slots are `decode_append_slots(block_tables, seq_lens, ...)`.
+    With cos/sin, k is rotated first (`apply_rotary` in float32, rounded to k's dtype).
     FP8 caches get `quantize_fp8_e4m3(k, k_scale)` / `(v, v_scale)`."""
+    if slot_mapping is None:
+        slot_mapping = decode_append_slots(block_tables, seq_lens, k_cache.shape[1], k_cache.shape[0])
+    if cos is not None:
+        from .fused import apply_rotary
+        k = apply_rotary(k.float(), cos.float(), sin.float()).to(k.dtype)
     if k_cache.dtype == torch.float8_e4m3fn:
         k, v = quantize_fp8_e4m3(k, k_scale).view(torch.uint8), quantize_fp8_e4m3(v, v_scale).view(torch.uint8)
         kc, vc = paged_kv_append_reference(k, v, k_cache.view(torch.uint8), v_cache.view(torch.uint8), slot_mapping)
