@@ -152,15 +152,59 @@ def fused_decode_block_path(x: torch.Tensor, w_o: torch.Tensor, k_cache: torch.T
     return known
 
 
-def fused_decode_block_workspace(x: torch.Tensor, w_o: torch.Tensor) -> torch.Tensor:
-    """A zeroed workspace for `fused_decode_block` calls of hidden size `w_o.shape[0]` on x's
-    device (fp32 sums and counters, left zero by every call: allocate once, reuse on one
-    stream; calls on concurrent streams need one each)."""
-    nbytes = _ops.op("fused_decode_block_workspace_bytes")(int(w_o.shape[0]))
-    return torch.zeros(nbytes, dtype=torch.uint8, device=x.device)
+_ATTN_WS_ALIGN = 256  # bytes: where the unfused path's attention workspace starts in the buffer
 
 
-def _unfused(x, w_qkv, w_o, k_cache, v_cache, block_tables, seq_lens, cos, sin, scale, out):
+def _workspace_layout(x, w_o, k_cache, block_tables) -> tuple[int, int]:
+    """(offset in bytes, float32 elements) of the unfused path's paged-attention workspace
+    inside a `fused_decode_block_workspace` buffer, after the kernel's bytes; remembered per
+    device and shape."""
+    b, hidden, hq, hkv, d = _shape_info(x, w_o, k_cache)
+    cap = int(block_tables.shape[1]) * int(k_cache.shape[1])
+    key = ("ws", x.device, b, hidden, hq, hkv, d, cap, k_cache.dtype)
+    known = _PATH_CACHE.get(key)
+    if known is None:
+        with torch.cuda.device(x.device):
+            fused_bytes = (int(_ops.op("fused_decode_block_workspace_bytes")(hidden))
+                           if _ops.has_op("fused_decode_block_workspace_bytes") else 0)
+            numel = int(_ops.op("decode_workspace_numel_upto")(b, hq, hkv, 1, d, cap, k_cache.dtype, True, 0))
+        known = (-(-fused_bytes // _ATTN_WS_ALIGN) * _ATTN_WS_ALIGN, max(numel, 1))
+        _PATH_CACHE[key] = known
+    return known
+
+
+def fused_decode_block_workspace(x: torch.Tensor, w_o: torch.Tensor, k_cache: torch.Tensor | None = None,
+                                 block_tables: torch.Tensor | None = None) -> torch.Tensor:
+    """A workspace for `fused_decode_block` calls of x's batch (or fewer) and hidden size
+    `w_o.shape[0]` on x's device: uint8, the one-kernel path's fp32 sums and counters first
+    (zeroed, left zero by every call). With `k_cache` and `block_tables` (their shapes: the
+    table's width and the caches' block size, heads and dtype) it also holds the unfused
+    path's paged-attention workspace, so a call on either path launches only its kernels.
+    Allocate once, reuse on one stream; calls on concurrent streams need one each."""
+    if k_cache is None or block_tables is None:
+        nbytes = _ops.op("fused_decode_block_workspace_bytes")(int(w_o.shape[0]))
+        return torch.zeros(nbytes, dtype=torch.uint8, device=x.device)
+    off, numel = _workspace_layout(x, w_o, k_cache, block_tables)
+    ws = torch.zeros(off + 4 * numel, dtype=torch.uint8, device=x.device)
+    with torch.cuda.device(x.device):
+        _ops.op("decode_workspace_init")(ws[off:].view(torch.float32))  # split counters at rest
+    return ws
+
+
+def _attention_workspace(workspace, x, w_o, k_cache, block_tables) -> torch.Tensor | None:
+    """The unfused path's part of a workspace made with k_cache and block_tables, else None
+    (paged_attention then allocates one per call)."""
+    if workspace is None:
+        return None
+    off, numel = _workspace_layout(x, w_o, k_cache, block_tables)
+    rest = workspace.numel() - off
+    if workspace.dtype != torch.uint8 or workspace.dim() != 1 or rest < 4 * numel or rest % 4:
+        return None
+    # All of it: the split counters sit at the end of the part that was initialised.
+    return workspace[off:].view(torch.float32)
+
+
+def _unfused(x, w_qkv, w_o, k_cache, v_cache, block_tables, seq_lens, cos, sin, scale, out, attn_workspace=None):
     b, hidden, hq, hkv, d = _shape_info(x, w_o, k_cache)
     qkv = gemm(x, w_qkv, trans_b=True)
     q = qkv[:, :hq * d].view(b, hq, d)
@@ -174,7 +218,8 @@ def _unfused(x, w_qkv, w_o, k_cache, v_cache, block_tables, seq_lens, cos, sin, 
     rope = {} if cos is None else {"cos": cos.contiguous(), "sin": sin.contiguous(), "q": q}
     paged_kv_append(k, v, k_cache, v_cache, None, check_slots=False, block_tables=block_tables, seq_lens=seq_lens,
                     **rope)
-    o = paged_attention(q, k_cache, v_cache, block_tables, seq_lens, scale=scale, check_indices=False)
+    o = paged_attention(q, k_cache, v_cache, block_tables, seq_lens, scale=scale, workspace=attn_workspace,
+                        check_indices=False)
     result = gemm(o.reshape(b, hq * d), w_o, trans_b=True)
     return result if out is None else out.copy_(result)
 
@@ -201,7 +246,8 @@ def fused_decode_block(x: torch.Tensor, w_qkv: torch.Tensor, w_o: torch.Tensor, 
             position, rotate-half (NeoX / Hugging Face Llama) form; None skips it.
         scale: softmax scale; 0 means `1/sqrt(D)`.
         out: optional `[B, hidden]` output tensor in x's dtype.
-        workspace: from `fused_decode_block_workspace` (allocated per call when None). With
+        workspace: from `fused_decode_block_workspace` (allocated per call when None; made
+            with k_cache and block_tables it serves the unfused path too). With
             `out=`, a workspace and `check_indices=False` a call allocates nothing and never
             synchronises (CUDA-graph capturable).
         check_indices: host check of seq_lens and the block-table entries the call uses (one
@@ -246,7 +292,8 @@ def fused_decode_block(x: torch.Tensor, w_qkv: torch.Tensor, w_o: torch.Tensor, 
     scale = float(scale) if scale else 1.0 / math.sqrt(d)
     if not fused:
         validate()
-        return _unfused(x, w_qkv, w_o, k_cache, v_cache, block_tables, seq_lens, cos, sin, scale, out)
+        return _unfused(x, w_qkv, w_o, k_cache, v_cache, block_tables, seq_lens, cos, sin, scale, out,
+                        _attention_workspace(workspace, x, w_o, k_cache, block_tables))
     kernel = _ops.op("fused_decode_block")
 
     def call():

@@ -132,20 +132,23 @@ def test_workspace_left_zero_and_repeatable():
         assert_close(o, outs[0], dtype=torch.float32, rel_tol=1e-3, what="repeat")
 
 
-@needs_hopper
-def test_graph_capture_replay():
-    """Captured once with out=, a workspace and check_indices=False, replayed with other
-    lengths, tables and inputs written into the captured tensors."""
+@pytest.mark.parametrize("path", ["fused", "unfused"])
+def test_graph_capture_replay(path):
+    """Captured once with out=, a workspace (made with the caches and the table, so it
+    serves the unfused path's attention too) and check_indices=False, replayed with other
+    lengths, tables and inputs written into the captured tensors; on either path."""
+    if path == "fused" and not hopper():
+        pytest.skip("the fused kernel runs on Hopper")
     b, hidden, heads = 4, 1024, 8
     prob = make_fused_decode_problem(b, hidden, heads, heads, 128, [100, 7, 900, 1], 16, torch.float16, "cuda",
                                      extra_blocks=300)
     out = torch.empty_like(prob["x"])
-    ws = fused_decode_block_workspace(prob["x"], prob["w_o"])
+    ws = fused_decode_block_workspace(prob["x"], prob["w_o"], prob["k_cache"], prob["block_tables"])
     names = ("x", "w_qkv", "w_o", "k_cache", "v_cache", "block_tables", "seq_lens")
 
     def step():
         fused_decode_block(*(prob[n] for n in names), cos=prob["cos"], sin=prob["sin"], out=out, workspace=ws,
-                           check_indices=False, path="fused")
+                           check_indices=False, path=path)
 
     step()  # warm-up outside capture (lazy init)
     torch.cuda.synchronize()
@@ -171,7 +174,8 @@ def test_graph_capture_replay():
         torch.cuda.synchronize()
         assert_close(out, ref, dtype=torch.float16, what=f"replay {seed}")
         assert_close(prob["k_cache"], ref_k, dtype=torch.float16, what=f"k_cache replay {seed}")
-        assert not ws.any()
+        fused_bytes = cuda_llm_ops._ops.op("fused_decode_block_workspace_bytes")(hidden)
+        assert not ws[:fused_bytes].any()
 
 
 def test_errors():

@@ -12,8 +12,8 @@ the new k/v written + x read + out written (`fused_decode_block_work`). Cold L2 
 replays, as the decode cases (cases_decode.py): decode steps run inside graphs in serving engines.
 
 Implementations:
-- `cuda_llm_ops`: the op as a serving loop calls it (`out=`, a preallocated workspace,
-  `check_indices=False`: no host synchronisation per call), on the path
+- `cuda_llm_ops`: the op as a serving loop calls it (`out=`, a preallocated workspace for
+  either path, `check_indices=False`: no host synchronisation per call), on the path
   `fused_decode_block_path` picks: the one-kernel path where it measured faster (batch 1, a
   table of at most 4096 keys), else the unfused ops;
 - `cuda_llm_ops-one-kernel`: the same call forced onto the one-kernel path (`path="fused"`),
@@ -102,7 +102,7 @@ def ours(path: str = "auto") -> BenchImpl:
 
         x, w_qkv, w_o, kc, vc, bt, sl = _args(inp)
         out = torch.empty_like(x)
-        ws = fused_decode_block_workspace(x, w_o)
+        ws = fused_decode_block_workspace(x, w_o, kc, bt)  # serves either path
         return lambda: fused_decode_block(x, w_qkv, w_o, kc, vc, bt, sl, cos=inp["cos"], sin=inp["sin"], out=out,
                                           workspace=ws, check_indices=False, path=path)
 
