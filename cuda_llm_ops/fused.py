@@ -17,7 +17,7 @@ Two paths run the same contract:
   embedding of q and k and the cache append at seq_lens - 1 in one launch), `paged_attention`,
   `gemm` (o).
 By default (`path="auto"`) a call takes the one-kernel path only where it measured faster on
-the H100: batch 1 with a block table of at most 4096 keys (csrc/fused/NOTES.md, "Which path").
+the H100: batch 1 with a block table of at most 1024 keys (csrc/fused/NOTES.md, "Which path").
 `fused_decode_block_path` says which path a call takes and why.
 """
 from __future__ import annotations
@@ -107,13 +107,13 @@ def validate_fused_decode_block_inputs(x, w_qkv, w_o, k_cache, v_cache, block_ta
 
 _PATH_CACHE: dict[tuple, tuple[bool, str]] = {}
 PATHS = ("auto", "fused", "unfused")
-# Where "auto" takes the one-kernel path (H100, scripts/probe_fused_paths.py, csrc/fused/NOTES.md
-# "Which path"): Llama-2-7B shapes, graphs, cold L2, one kernel / unfused ops, us: B=1 N=1024
-# 69.5 / 72.8, N=4096 89.8 / 89.0, N=16384 171.5 / 154.5; B=2 N=1024 77.9 / 78.8; the unfused ops
-# ahead by 6-19% everywhere else. A sequence's length is on the GPU, so the table's capacity
+# Where "auto" takes the one-kernel path (H100, Llama-2-7B shapes, graphs, cold L2; csrc/fused/NOTES.md
+# "Which path"). `llm-speed bench fused_decode_block` at 92aa957, one kernel / our unfused ops, us,
+# fp16: B=1 N=1024 68.7 / 69.5, N=4096 90.8 / 86.1, N=16384 169.8 / 151.6; B=4 and 16: the unfused
+# ops ahead by 9-21%. A sequence's length is on the GPU, so the table's capacity
 # (max_blocks_per_seq x block_size) bounds it.
 FUSED_AUTO_MAX_BATCH = 1
-FUSED_AUTO_MAX_TABLE_KEYS = 4096
+FUSED_AUTO_MAX_TABLE_KEYS = 1024
 
 
 def fused_decode_block_path(x: torch.Tensor, w_o: torch.Tensor, k_cache: torch.Tensor,

@@ -95,10 +95,10 @@ def test_unfused_fallback(case):
 
 @needs_hopper
 def test_auto_path_rule():
-    """"auto" takes the one kernel at batch 1 with a table of at most 4096 keys (where it
+    """"auto" takes the one kernel at batch 1 with a table of at most 1024 keys (where it
     measured faster), the unfused ops elsewhere; both paths give the reference's answer.
     "fused" forces the kernel where it supports the shapes and refuses the others."""
-    for b, lens, want in ((1, [4096], True), (1, [4097], False), (2, [300, 40], False)):
+    for b, lens, want in ((1, [1024], True), (1, [1025], False), (2, [300, 40], False)):
         prob = make_fused_decode_problem(b, 1024, 8, 8, 128, lens, 16, torch.float16, "cuda", rope=True)
         fused, why = fused_decode_block_path(prob["x"], prob["w_o"], prob["k_cache"], prob["block_tables"])
         assert fused == want, why

@@ -15,7 +15,7 @@ Implementations:
 - `cuda_llm_ops`: the op as a serving loop calls it (`out=`, a preallocated workspace for
   either path, `check_indices=False`: no host synchronisation per call), on the path
   `fused_decode_block_path` picks: the one-kernel path where it measured faster (batch 1, a
-  table of at most 4096 keys), else the unfused ops;
+  table of at most 1024 keys), else the unfused ops;
 - `cuda_llm_ops-one-kernel`: the same call forced onto the one-kernel path (`path="fused"`),
   wherever it supports the shapes (MHA, B <= 16).
 - `torch-cublas+sdpa-<backend>`: what users run today: F.linear (cuBLAS) for qkv_proj, the
