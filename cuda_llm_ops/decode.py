@@ -676,10 +676,11 @@ def paged_kv_append(k: torch.Tensor, v: torch.Tensor, k_cache: torch.Tensor, v_c
         slot_mapping: int64 or int32 `[T]`, flat slot `block * block_size + offset`
             of each token; a negative slot skips the token (padding). None: give
             `block_tables` and `seq_lens` instead.
-        check_slots: host check that every slot (or every table entry the call uses)
-            lies in the cache (one sync; None: on except under CUDA-graph capture /
-            torch.compile). The kernel skips such tokens in every mode, so it never
-            writes out of bounds.
+        check_slots: host check (one sync; None: on except under CUDA-graph capture /
+            torch.compile) that every slot lies in the cache, or with block_tables, as
+            `paged_attention`'s check, that every seq_len is at most the table's capacity
+            and every table entry below it lies in the cache. The kernel skips tokens whose
+            slot is outside the cache in every mode, so it never writes out of bounds.
         k_scale, v_scale: FP8 caches' quantization scales (finite, > 0); 1.0 for others.
         block_tables, seq_lens: int32 `[T, max_blocks_per_seq]` and `[T]` (paged_attention's),
             instead of slot_mapping, for decode: token t is sequence t's new token and goes
@@ -724,6 +725,8 @@ def paged_kv_append(k: torch.Tensor, v: torch.Tensor, k_cache: torch.Tensor, v_c
         check_same_dtype(k_cache, "k_cache", k, "k")
     check_same_dtype(v_cache, "v_cache", k_cache, "k_cache")
     _check_kv_scales(k_cache.dtype == FP8_KV_DTYPE, k_scale, v_scale)
+    if k_cache.shape[1] < 1:
+        raise ValueError(f"k_cache's block_size (dim 1) must be >= 1, got {k_cache.shape[1]}")
     num_tokens, d = k.shape[0], k.shape[2]
     if tuple(v.shape) != tuple(k.shape):
         raise ValueError(f"v must have k's shape {tuple(k.shape)}, got {tuple(v.shape)}")
@@ -767,6 +770,9 @@ def paged_kv_append(k: torch.Tensor, v: torch.Tensor, k_cache: torch.Tensor, v_c
             check_same_dtype(q, "q", k, "k")
             if q.shape[0] != num_tokens or q.shape[2] != d:
                 raise ValueError(f"q must be [{num_tokens}, num_q_heads, {d}], got {tuple(q.shape)}")
+            if any(st == 0 and n > 1 for st, n in zip(q.stride(), q.shape)):
+                raise ValueError(f"q is rotated in place and must not repeat memory (an expand()ed view), got "
+                                 f"strides {q.stride()} for shape {tuple(q.shape)}")
             _check_rows(q, "q")
     check_one_cuda_device(named)
     for t, name in ((k_cache, "k_cache"), (v_cache, "v_cache")):

@@ -188,17 +188,21 @@ def fused_decode_block_workspace(x: torch.Tensor, w_o: torch.Tensor, k_cache: to
     ws = torch.zeros(off + 4 * numel, dtype=torch.uint8, device=x.device)
     with torch.cuda.device(x.device):
         _ops.op("decode_workspace_init")(ws[off:].view(torch.float32))  # split counters at rest
+    # Tagged, so only this tensor (not a view, not another buffer of a fitting size, whose
+    # counters would not be at rest) lends the unfused path its attention part.
+    ws._clo_attention_workspace = (off, numel, int(w_o.shape[0]))
     return ws
 
 
 def _attention_workspace(workspace, x, w_o, k_cache, block_tables) -> torch.Tensor | None:
-    """The unfused path's part of a workspace made with k_cache and block_tables, else None
+    """The unfused path's part of a workspace that `fused_decode_block_workspace` made with
+    k_cache and block_tables and that is large enough for this call, else None
     (paged_attention then allocates one per call)."""
-    if workspace is None:
+    made = getattr(workspace, "_clo_attention_workspace", None)
+    if made is None:
         return None
     off, numel = _workspace_layout(x, w_o, k_cache, block_tables)
-    rest = workspace.numel() - off
-    if workspace.dtype != torch.uint8 or workspace.dim() != 1 or rest < 4 * numel or rest % 4:
+    if (off, int(w_o.shape[0])) != (made[0], made[2]) or numel > made[1]:
         return None
     # All of it: the split counters sit at the end of the part that was initialised.
     return workspace[off:].view(torch.float32)
@@ -277,7 +281,9 @@ def fused_decode_block(x: torch.Tensor, w_qkv: torch.Tensor, w_o: torch.Tensor, 
         raise ValueError(f"scale must be a finite float >= 0 (0: 1/sqrt(head_dim)), got {scale!r}")
     if _host_checks_allowed(check_indices, "check_indices"):
         validate()
-        check_paged_indices(k_cache, block_tables, seq_lens, min_seq_len=1)  # seq_lens count the new token
+        # seq_lens count the new token; the attention workspace's counters are checked too
+        check_paged_indices(k_cache, block_tables, seq_lens, min_seq_len=1,
+                            workspace=_attention_workspace(workspace, x, w_o, k_cache, block_tables))
     if path not in PATHS:
         raise ValueError(f"path must be one of {PATHS}, got {path!r}")
     try:

@@ -27,7 +27,8 @@ for b, n in shapes:
     for cfg in configs:
         os.environ["CLO_FUSED_CLUSTER"] = cfg
         t = benchmark(lambda: llm.fused_decode_block(*args, cos=p["cos"], sin=p["sin"], out=out, workspace=ws,
-                                                      check_indices=False), cold_l2=True, iterations=30, warmup=3)
+                                                      check_indices=False, path="fused"),
+                      cold_l2=True, iterations=30, warmup=3)
         row.append(t.median_ms * 1e3)
     floor = fused_decode_block_work(b, 4096, 32, 32, 128, n).bytes / 3.0e12 * 1e6
     print(f"{b:>3} {n:>6} | " + " | ".join(f"{v:8.1f}" for v in row) + f" | {floor:7.1f}")

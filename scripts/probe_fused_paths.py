@@ -69,13 +69,15 @@ for model, (hidden, hq, hkv, d) in MODELS.items():
                 w = fused_decode_block_work(b, hidden, hq, hkv, d, n)
                 nsets = rotation_count(w.bytes)
                 sets = [make_fused_decode_problem(b, hidden, hq, hkv, d, n, 16, dtype, "cuda") for _ in range(nsets)]
-                fused_ok, why = F.fused_decode_block_path(sets[0]["x"], sets[0]["w_o"], sets[0]["k_cache"])
+                fused_ok, why = F.fused_decode_block_path(sets[0]["x"], sets[0]["w_o"], sets[0]["k_cache"],
+                                                          path="fused")
                 row = {}
                 if fused_ok:
                     def make_fused(p):
                         out, ws = torch.empty_like(p["x"]), F.fused_decode_block_workspace(p["x"], p["w_o"])
                         return lambda: F.fused_decode_block(*(p[k] for k in KEYS), cos=p["cos"], sin=p["sin"],
-                                                            out=out, workspace=ws, check_indices=False)
+                                                            out=out, workspace=ws, check_indices=False,
+                                                            path="fused")
                     row["fused"] = timed(make_fused, sets)
 
                 def make_unfused(p):

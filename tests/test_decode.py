@@ -382,6 +382,11 @@ def test_paged_kv_append_glue_errors():
         llm.paged_kv_append(k, v, kc, vc, block_tables=table.long(), seq_lens=lens)
     with pytest.raises(ValueError, match=r"block_tables and seq_lens must have 3 rows"):
         llm.paged_kv_append(k, v, kc, vc, block_tables=table[:2], seq_lens=lens[:2])
+    with pytest.raises(ValueError, match=r"q is rotated in place and must not repeat memory"):
+        llm.paged_kv_append(k, v, kc, vc, slots, cos=cos, sin=sin, q=q[:, :1].expand(3, 4, 64))
+    empty = kc[:, :0]
+    with pytest.raises(ValueError, match=r"block_size \(dim 1\) must be >= 1, got 0"):
+        llm.paged_kv_append(k, v, empty, empty, block_tables=table, seq_lens=lens, check_slots=False)
     kc72, vc72, _, _, qkv72, cos72, sin72 = _decode_append_problem(3, 2, 1, 72, torch.float16, torch.float16, seed=2)
     _, k72, v72 = qkv72.split([2, 1, 1], dim=1)
     with pytest.raises(ValueError, match=r"rotary embedding needs head_dim a multiple of 16 .*got 72"):
@@ -391,6 +396,12 @@ def test_paged_kv_append_glue_errors():
         torch.ops.cuda_llm_ops.paged_kv_append(k, v, kc, vc, slots, 1.0, 1.0, None, None, None, None, q)
     with pytest.raises(RuntimeError, match=r"without slot_mapping, block_tables and seq_lens must be given"):
         torch.ops.cuda_llm_ops.paged_kv_append(k, v, kc, vc, None)
+    with pytest.raises(RuntimeError, match=r"q is rotated in place and must not repeat memory"):
+        torch.ops.cuda_llm_ops.paged_kv_append(k, v, kc, vc, slots, 1.0, 1.0, None, None, cos, sin,
+                                               q[:, :1].expand(3, 4, 64))
+    with pytest.raises(RuntimeError, match=r"block_size \(k_cache dim 1\) must be in \[1, 2\^31\), got 0"):
+        torch.ops.cuda_llm_ops.paged_kv_append(k, v, kc[:, :0].contiguous(), vc[:, :0].contiguous(), None, 1.0, 1.0,
+                                               table, lens)
     with pytest.raises(RuntimeError, match=r"rotary embedding needs head_dim a multiple of 16"):
         torch.ops.cuda_llm_ops.paged_kv_append(k72, v72, kc72, vc72, slots, 1.0, 1.0, None, None, cos72, sin72)
 

@@ -8,6 +8,8 @@ from hypothesis import strategies as st
 
 import cuda_llm_ops
 from cuda_llm_ops import fused_decode_block, fused_decode_block_path, fused_decode_block_workspace
+from cuda_llm_ops.decode import decode_workspace_counters_idle
+from cuda_llm_ops.fused import _attention_workspace
 from cuda_llm_ops.reference import fused_decode_block_reference, make_fused_decode_problem
 from cuda_llm_ops.testing import assert_close, poison_, run_isolated
 from conftest import require_op
@@ -176,6 +178,8 @@ def test_graph_capture_replay(path):
         assert_close(prob["k_cache"], ref_k, dtype=torch.float16, what=f"k_cache replay {seed}")
         fused_bytes = cuda_llm_ops._ops.op("fused_decode_block_workspace_bytes")(hidden)
         assert not ws[:fused_bytes].any()
+        attention_ws = _attention_workspace(ws, prob["x"], prob["w_o"], prob["k_cache"], prob["block_tables"])
+        assert attention_ws is not None and decode_workspace_counters_idle(attention_ws)
 
 
 def test_errors():

@@ -363,6 +363,8 @@ void paged_kv_append(const at::Tensor& k, const at::Tensor& v, at::Tensor& k_cac
               k_cache.size(3), "] expected from the cache shape, got ", k.sizes());
   CLO_CHECK(k_cache.size(0) < (int64_t(1) << 31) && k.size(0) < (int64_t(1) << 31),
               "num_blocks and num_tokens must be < 2^31, got ", k_cache.size(0), " and ", k.size(0));
+  CLO_CHECK(k_cache.size(1) >= 1 && k_cache.size(1) < (int64_t(1) << 31),
+            "block_size (k_cache dim 1) must be in [1, 2^31), got ", k_cache.size(1));
   const int64_t T = k.size(0), D = k.size(2);
   dec::PagedKvAppendArgs a;
   a.dtype = to_dtype(k.scalar_type());
@@ -444,6 +446,10 @@ void paged_kv_append(const at::Tensor& k, const at::Tensor& v, at::Tensor& k_cac
       check_dtype(qt, k.scalar_type(), "q");
       CLO_CHECK(qt.size(0) == T && qt.size(2) == D, "q must be [", T, ", num_q_heads, ", D, "], got ", qt.sizes());
       CLO_CHECK(qt.size(1) < (int64_t(1) << 24), "num_q_heads must be < 2^24, got ", qt.size(1));
+      for (int64_t i = 0; i < 3; ++i)
+        CLO_CHECK(qt.stride(i) != 0 || qt.size(i) <= 1,
+                  "q is rotated in place and must not repeat memory (an expand()ed view), got strides ",
+                  qt.strides());
       check_rows_aligned(qt, "q");
       a.q = qt.data_ptr();
       a.q_stride_t = qt.stride(0);
