@@ -250,6 +250,24 @@ def _host_checks_allowed(check: bool | None, what: str) -> bool:
     return not (capturing or compiling)
 
 
+def _check_block_table(block_tables: torch.Tensor, seq_lens: torch.Tensor, rows: int, whose: str) -> None:
+    """int32 block_tables `[rows, max_blocks_per_seq >= 1]` with a contiguous last dimension and
+    contiguous int32 seq_lens `[rows]` (`whose`: what the row count comes from, for the message)."""
+    check_rank(block_tables, "block_tables", 2, "[batch, max_blocks_per_seq]")
+    check_rank(seq_lens, "seq_lens", 1, "[batch]")
+    check_dtype(block_tables, "block_tables", torch.int32)
+    check_dtype(seq_lens, "seq_lens", torch.int32)
+    if block_tables.shape[0] != rows:
+        raise ValueError(f"block_tables must have {rows} rows ({whose}), got {block_tables.shape[0]}")
+    if seq_lens.shape[0] != rows:
+        raise ValueError(f"seq_lens must have {rows} entries ({whose}), got {seq_lens.shape[0]}")
+    if block_tables.shape[1] < 1:
+        raise ValueError(f"block_tables must not be empty, got shape {tuple(block_tables.shape)}")
+    if block_tables.stride(1) != 1:
+        raise ValueError(f"block_tables must have a contiguous last dimension, got strides {block_tables.stride()}")
+    check_contiguous(seq_lens, "seq_lens")
+
+
 def validate_paged_attention_inputs(q, k_cache, v_cache, block_tables, seq_lens, out=None) -> None:
     """Shape/dtype/layout checks of `paged_attention` (no host synchronisation).
 
@@ -263,14 +281,10 @@ def validate_paged_attention_inputs(q, k_cache, v_cache, block_tables, seq_lens,
                          f"num_new_tokens, head_dim], got {q.dim()}-D shape {tuple(q.shape)}")
     check_rank(k_cache, "k_cache", 4, "[num_blocks, block_size, num_kv_heads, head_dim]")
     check_rank(v_cache, "v_cache", 4, "[num_blocks, block_size, num_kv_heads, head_dim]")
-    check_rank(block_tables, "block_tables", 2, "[batch, max_blocks_per_seq]")
-    check_rank(seq_lens, "seq_lens", 1, "[batch]")
     check_dtype(q, "q", DECODE_DTYPES)
     if k_cache.dtype != FP8_KV_DTYPE:
         check_same_dtype(k_cache, "k_cache", q, "q")
     check_same_dtype(v_cache, "v_cache", k_cache, "k_cache")
-    check_dtype(block_tables, "block_tables", torch.int32)
-    check_dtype(seq_lens, "seq_lens", torch.int32)
     b, hq, d = q.shape[0], q.shape[1], q.shape[-1]
     if q.dim() == 4 and not 1 <= q.shape[2] <= 65535:
         raise ValueError(f"num_new_tokens (q dim 2) must be in [1, 65535], got {q.shape[2]}")
@@ -284,17 +298,13 @@ def validate_paged_attention_inputs(q, k_cache, v_cache, block_tables, seq_lens,
         raise ValueError(f"q's number of heads ({hq}) must be a multiple of k_cache's num_kv_heads, got {hkv}")
     if bs < 1 or bs & (bs - 1):
         raise ValueError(f"block_size (k_cache dim 1) must be a power of two, got {bs}")
-    if nb < 1 or b < 1 or block_tables.shape[1] < 1:
-        raise ValueError(f"q, k_cache and block_tables must not be empty, got q {tuple(q.shape)}, "
-                         f"k_cache {tuple(k_cache.shape)}, block_tables {tuple(block_tables.shape)}")
+    if nb < 1 or b < 1:
+        raise ValueError(f"q and k_cache must not be empty, got q {tuple(q.shape)}, k_cache {tuple(k_cache.shape)}")
     _check_batch(b)
+    _check_block_table(block_tables, seq_lens, b, "q's batch")
     if nb >= 2**31 or block_tables.shape[1] * bs >= 2**31:
         raise ValueError(f"num_blocks and max_blocks_per_seq x block_size (the keys a table row can address) must "
                          f"be < 2^31, got {nb} and {block_tables.shape[1]} x {bs}")
-    if block_tables.shape[0] != b:
-        raise ValueError(f"block_tables must have {b} rows (q's batch), got {block_tables.shape[0]}")
-    if seq_lens.shape[0] != b:
-        raise ValueError(f"seq_lens must have {b} entries (q's batch), got {seq_lens.shape[0]}")
     if out is not None:
         check_tensor(out, "out")
         if tuple(out.shape) != tuple(q.shape):
@@ -304,10 +314,8 @@ def validate_paged_attention_inputs(q, k_cache, v_cache, block_tables, seq_lens,
                            (seq_lens, "seq_lens")] + given((out, "out")))
     if out is not None:
         _check_rows(out, "out")
-    for t, name in ((k_cache, "k_cache"), (v_cache, "v_cache"), (seq_lens, "seq_lens")):
+    for t, name in ((k_cache, "k_cache"), (v_cache, "v_cache")):
         check_contiguous(t, name)
-    if block_tables.stride(1) != 1:
-        raise ValueError(f"block_tables must have a contiguous last dimension, got strides {block_tables.stride()}")
     _check_rows(q, "q")
     _check_rows(k_cache, "k_cache")
     _check_rows(v_cache, "v_cache")
@@ -743,17 +751,7 @@ def paged_kv_append(k: torch.Tensor, v: torch.Tensor, k_cache: torch.Tensor, v_c
                              f"got {slot_mapping.shape[0]}")
         check_contiguous(slot_mapping, "slot_mapping")
     else:
-        check_rank(block_tables, "block_tables", 2, "[num_tokens, max_blocks_per_seq]")
-        check_rank(seq_lens, "seq_lens", 1, "[num_tokens]")
-        check_dtype(block_tables, "block_tables", (torch.int32,))
-        check_dtype(seq_lens, "seq_lens", (torch.int32,))
-        if block_tables.shape[0] != num_tokens or seq_lens.shape[0] != num_tokens:
-            raise ValueError(f"block_tables and seq_lens must have {num_tokens} rows (k's num_tokens, one new token "
-                             f"per sequence), got {block_tables.shape[0]} and {seq_lens.shape[0]}")
-        if block_tables.shape[1] < 1 or block_tables.stride(1) != 1:
-            raise ValueError(f"block_tables must have a contiguous last dimension of >= 1 entries, got shape "
-                             f"{tuple(block_tables.shape)} and strides {block_tables.stride()}")
-        check_contiguous(seq_lens, "seq_lens")
+        _check_block_table(block_tables, seq_lens, num_tokens, "k's num_tokens: one new token per sequence")
     if cos is not None:
         pair = 2 * (16 // k.element_size())
         if d % pair:

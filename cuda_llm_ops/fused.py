@@ -153,6 +153,7 @@ def fused_decode_block_path(x: torch.Tensor, w_o: torch.Tensor, k_cache: torch.T
 
 
 _ATTN_WS_ALIGN = 256  # bytes: where the unfused path's attention workspace starts in the buffer
+_WORKSPACE_LAYOUTS: dict[tuple, tuple[int, int]] = {}
 
 
 def _workspace_layout(x, w_o, k_cache, block_tables) -> tuple[int, int]:
@@ -161,15 +162,15 @@ def _workspace_layout(x, w_o, k_cache, block_tables) -> tuple[int, int]:
     device and shape."""
     b, hidden, hq, hkv, d = _shape_info(x, w_o, k_cache)
     cap = int(block_tables.shape[1]) * int(k_cache.shape[1])
-    key = ("ws", x.device, b, hidden, hq, hkv, d, cap, k_cache.dtype)
-    known = _PATH_CACHE.get(key)
+    key = (x.device, b, hidden, hq, hkv, d, cap, k_cache.dtype)
+    known = _WORKSPACE_LAYOUTS.get(key)
     if known is None:
         with torch.cuda.device(x.device):
             fused_bytes = (int(_ops.op("fused_decode_block_workspace_bytes")(hidden))
                            if _ops.has_op("fused_decode_block_workspace_bytes") else 0)
             numel = int(_ops.op("decode_workspace_numel_upto")(b, hq, hkv, 1, d, cap, k_cache.dtype, True, 0))
         known = (-(-fused_bytes // _ATTN_WS_ALIGN) * _ATTN_WS_ALIGN, max(numel, 1))
-        _PATH_CACHE[key] = known
+        _WORKSPACE_LAYOUTS[key] = known
     return known
 
 
@@ -190,7 +191,7 @@ def fused_decode_block_workspace(x: torch.Tensor, w_o: torch.Tensor, k_cache: to
         _ops.op("decode_workspace_init")(ws[off:].view(torch.float32))  # split counters at rest
     # Tagged, so only this tensor (not a view, not another buffer of a fitting size, whose
     # counters would not be at rest) lends the unfused path its attention part.
-    ws._clo_attention_workspace = (off, numel, int(w_o.shape[0]))
+    ws._clo_attention_workspace = (off, numel)
     return ws
 
 
@@ -202,7 +203,7 @@ def _attention_workspace(workspace, x, w_o, k_cache, block_tables) -> torch.Tens
     if made is None:
         return None
     off, numel = _workspace_layout(x, w_o, k_cache, block_tables)
-    if (off, int(w_o.shape[0])) != (made[0], made[2]) or numel > made[1]:
+    if off != made[0] or numel > made[1]:  # another hidden size, or too small for this call
         return None
     # All of it: the split counters sit at the end of the part that was initialised.
     return workspace[off:].view(torch.float32)
@@ -272,34 +273,40 @@ def fused_decode_block(x: torch.Tensor, w_qkv: torch.Tensor, w_o: torch.Tensor, 
     if not _ops.kernels_available():
         _ops.op("fused_decode_block")  # raises: the package was installed without kernels, how to build them
 
+    validated = False
+
     def validate():
-        validate_fused_decode_block_inputs(x, w_qkv, w_o, k_cache, v_cache, block_tables, seq_lens, cos, sin, out)
+        nonlocal validated
+        if not validated:
+            validate_fused_decode_block_inputs(x, w_qkv, w_o, k_cache, v_cache, block_tables, seq_lens, cos, sin,
+                                               out)
+            validated = True
 
     if cluster_size not in (0, 2, 4):
         raise ValueError(f"cluster_size must be 0 (the default, 4), 2 or 4, got {cluster_size}")
     if not isinstance(scale, (int, float)) or not math.isfinite(scale) or scale < 0:
         raise ValueError(f"scale must be a finite float >= 0 (0: 1/sqrt(head_dim)), got {scale!r}")
-    if _host_checks_allowed(check_indices, "check_indices"):
-        validate()
-        # seq_lens count the new token; the attention workspace's counters are checked too
-        check_paged_indices(k_cache, block_tables, seq_lens, min_seq_len=1,
-                            workspace=_attention_workspace(workspace, x, w_o, k_cache, block_tables))
     if path not in PATHS:
         raise ValueError(f"path must be one of {PATHS}, got {path!r}")
     try:
         fused, why = fused_decode_block_path(x, w_o, k_cache, block_tables, path)
         d = k_cache.shape[3]
-    except (AttributeError, IndexError, TypeError, ValueError, ZeroDivisionError):
+        attn_workspace = None if fused else _attention_workspace(workspace, x, w_o, k_cache, block_tables)
+    except (AttributeError, IndexError, RuntimeError, TypeError, ValueError, ZeroDivisionError):
         validate()  # malformed inputs: say which
         raise
     if path == "fused" and not fused:
         validate()
         raise ValueError(f"path='fused': the one-kernel path does not run these shapes: {why}")
+    if _host_checks_allowed(check_indices, "check_indices"):
+        validate()
+        # seq_lens count the new token; on the unfused path its attention workspace's counters too
+        check_paged_indices(k_cache, block_tables, seq_lens, min_seq_len=1, workspace=attn_workspace)
     scale = float(scale) if scale else 1.0 / math.sqrt(d)
     if not fused:
-        validate()
+        validate()  # the unfused ops' own checks would name their arguments, not this op's
         return _unfused(x, w_qkv, w_o, k_cache, v_cache, block_tables, seq_lens, cos, sin, scale, out,
-                        _attention_workspace(workspace, x, w_o, k_cache, block_tables))
+                        attn_workspace)
     kernel = _ops.op("fused_decode_block")
 
     def call():

@@ -380,7 +380,8 @@ def test_paged_kv_append_glue_errors():
         llm.paged_kv_append(k, v, kc, vc, slots, cos=cos, sin=sin, q=q[:2])
     with pytest.raises(ValueError, match=r"block_tables must have dtype int32, got int64"):
         llm.paged_kv_append(k, v, kc, vc, block_tables=table.long(), seq_lens=lens)
-    with pytest.raises(ValueError, match=r"block_tables and seq_lens must have 3 rows"):
+    with pytest.raises(ValueError, match=r"block_tables must have 3 rows \(k's num_tokens: one new token per "
+                                         r"sequence\), got 2"):
         llm.paged_kv_append(k, v, kc, vc, block_tables=table[:2], seq_lens=lens[:2])
     with pytest.raises(ValueError, match=r"q is rotated in place and must not repeat memory"):
         llm.paged_kv_append(k, v, kc, vc, slots, cos=cos, sin=sin, q=q[:, :1].expand(3, 4, 64))

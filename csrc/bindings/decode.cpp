@@ -75,6 +75,22 @@ void check_kv_scales(bool fp8, double k_scale, double v_scale) {
   }
 }
 
+// A block table and its lengths: int32 [rows, max_blocks_per_seq] with a contiguous last
+// dimension and contiguous int32 [rows], on `like`'s device (rows checked by the caller).
+void check_block_table(const at::Tensor& block_tables, const at::Tensor& seq_lens, const at::Tensor& like,
+                       const char* like_name) {
+  check_dim(block_tables, 2, "block_tables", "[batch, max_blocks_per_seq]");
+  check_dim(seq_lens, 1, "seq_lens", "[batch]");
+  for (const auto& [t, name] : {std::pair{&block_tables, "block_tables"}, std::pair{&seq_lens, "seq_lens"}}) {
+    check_cuda(*t, name);
+    check_same_device(*t, like, name, like_name);
+    check_dtype(*t, at::kInt, name);
+  }
+  check_contiguous(seq_lens, "seq_lens");
+  CLO_CHECK(block_tables.stride(1) == 1, "block_tables must have a contiguous last dimension, got strides ",
+            block_tables.strides());
+}
+
 void check_head_dim(int64_t d, bool fp8_cache = false) {
   CLO_CHECK(dec::decode_kernel_head_dim(static_cast<int>(d)) != 0, "head_dim must be a multiple of 8 in [8, ",
             dec::kDecodeMaxHeadDim, "], got ", d);
@@ -181,24 +197,14 @@ void paged_attention(at::Tensor& out, const at::Tensor& q, const at::Tensor& k_c
             "q must be 3-D [batch, num_q_heads, head_dim] or 4-D [batch, num_q_heads, num_new_tokens, head_dim], got ",
             q.dim(), "-D");
   CLO_CHECK(out.sizes() == q.sizes(), "out must have q's shape ", q.sizes(), ", got ", out.sizes());
-  check_dim(block_tables, 2, "block_tables", "[batch, max_blocks_per_seq]");
-  check_dim(seq_lens, 1, "seq_lens", "[batch]");
   check_cuda(q, "q");
   check_cuda(out, "out");
-  check_cuda(block_tables, "block_tables");
-  check_cuda(seq_lens, "seq_lens");
   check_same_device(out, q, "out", "q");
-  check_same_device(block_tables, q, "block_tables", "q");
-  check_same_device(seq_lens, q, "seq_lens", "q");
+  check_block_table(block_tables, seq_lens, q, "q");
   check_half_dtype(q, "q");
   const bool fp8 = check_paged_caches(k_cache, v_cache, q, "q");
   check_kv_scales(fp8, k_scale, v_scale);
   check_dtype(out, q.scalar_type(), "out");
-  check_dtype(block_tables, at::kInt, "block_tables");
-  check_dtype(seq_lens, at::kInt, "seq_lens");
-  check_contiguous(seq_lens, "seq_lens");
-  CLO_CHECK(block_tables.stride(1) == 1, "block_tables must have a contiguous last dimension, got strides ",
-              block_tables.strides());
   // 4-D q: the last Nq tokens of each sequence (speculative decoding), causal among them.
   const bool multi = q.dim() == 4;
   const int64_t B = q.size(0), Hq = q.size(1), Nq = multi ? q.size(2) : 1, D = q.size(-1);
@@ -403,17 +409,9 @@ void paged_kv_append(const at::Tensor& k, const at::Tensor& v, at::Tensor& k_cac
               "at position seq_lens[t] - 1)");
     const at::Tensor& bt = *block_tables;
     const at::Tensor& sl = *seq_lens;
-    check_dim(bt, 2, "block_tables", "[num_tokens, max_blocks_per_seq]");
-    check_dim(sl, 1, "seq_lens", "[num_tokens]");
-    for (const auto& [t, name] : {std::pair{&bt, "block_tables"}, std::pair{&sl, "seq_lens"}}) {
-      check_cuda(*t, name);
-      check_same_device(*t, k, name, "k");
-      check_dtype(*t, at::kInt, name);
-    }
+    check_block_table(bt, sl, k, "k");
     CLO_CHECK(bt.size(0) == T && sl.size(0) == T, "block_tables and seq_lens must have ", T,
               " rows (k's num_tokens, one new token per sequence), got ", bt.size(0), " and ", sl.size(0));
-    CLO_CHECK(bt.stride(1) == 1, "block_tables must have a contiguous last dimension, got strides ", bt.strides());
-    check_contiguous(sl, "seq_lens");
     CLO_CHECK(bt.size(1) < (int64_t(1) << 31), "max_blocks_per_seq must be < 2^31, got ", bt.size(1));
     a.block_tables = bt.data_ptr<int>();
     a.table_stride = bt.stride(0);
