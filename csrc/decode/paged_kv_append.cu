@@ -70,10 +70,7 @@ __device__ __forceinline__ uint4 quantize_e4m3x16(const uint4* in, float inv_sca
     for (int j = 0; j < kPerChunk; ++j) f[c * kPerChunk + j] = to_float<Src>(e[j]);
   }
   uint32_t w[4];
-#pragma unroll
-  for (int i = 0; i < 4; ++i)
-    w[i] = static_cast<uint32_t>(float2_to_e4m3x2(f[4 * i], f[4 * i + 1], inv_scale)) |
-           (static_cast<uint32_t>(float2_to_e4m3x2(f[4 * i + 2], f[4 * i + 3], inv_scale)) << 16);
+  pack_e4m3<16>(f, inv_scale, w);
   return make_uint4(w[0], w[1], w[2], w[3]);
 }
 
@@ -126,16 +123,16 @@ CLO_DEVICE void store_cache_group(void* cache, int64_t elem, const float (&f)[kG
   if constexpr (!kFp8) {
     store_group<Src>(static_cast<Src*>(cache) + elem, f);
   } else {
-    uint16_t w[kGroup<Src> / 2];
+    float rounded[kGroup<Src>];
 #pragma unroll
-    for (int j = 0; j < kGroup<Src> / 2; ++j)
-      w[j] = float2_to_e4m3x2(to_float<Src>(from_float<Src>(f[2 * j])), to_float<Src>(from_float<Src>(f[2 * j + 1])),
-                              inv_scale);
+    for (int j = 0; j < kGroup<Src>; ++j) rounded[j] = to_float<Src>(from_float<Src>(f[j]));
+    uint32_t w[kGroup<Src> / 4];
+    pack_e4m3<kGroup<Src>>(rounded, inv_scale, w);
     uint8_t* out = static_cast<uint8_t*>(cache) + elem;
     if constexpr (kGroup<Src> == 8)
-      *reinterpret_cast<uint2*>(out) = make_uint2(w[0] | (uint32_t(w[1]) << 16), w[2] | (uint32_t(w[3]) << 16));
+      *reinterpret_cast<uint2*>(out) = make_uint2(w[0], w[1]);
     else
-      *reinterpret_cast<uint32_t*>(out) = w[0] | (uint32_t(w[1]) << 16);
+      *reinterpret_cast<uint32_t*>(out) = w[0];
   }
 }
 

@@ -56,6 +56,17 @@ CLO_DEVICE uint16_t float2_to_e4m3x2(float a, float b, float inv_scale) {
   return static_cast<uint16_t>(
       __nv_cvt_float2_to_fp8x2(make_float2(a * inv_scale, b * inv_scale), __NV_SATFINITE, __NV_E4M3));
 }
+
+// N values (a multiple of 4) as N e4m3 bytes in N / 4 words, value 0 in the low byte of w[0]:
+// the byte order of the cache row, so the words store as they are.
+template <int N>
+CLO_DEVICE void pack_e4m3(const float (&f)[N], float inv_scale, uint32_t (&w)[N / 4]) {
+  static_assert(N % 4 == 0, "whole words of e4m3 bytes");
+#pragma unroll
+  for (int i = 0; i < N / 4; ++i)
+    w[i] = static_cast<uint32_t>(float2_to_e4m3x2(f[4 * i], f[4 * i + 1], inv_scale)) |
+           (static_cast<uint32_t>(float2_to_e4m3x2(f[4 * i + 2], f[4 * i + 3], inv_scale)) << 16);
+}
 #endif
 
 }  // namespace cuda_llm_ops
