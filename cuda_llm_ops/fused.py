@@ -225,8 +225,7 @@ def _unfused(x, w_qkv, w_o, k_cache, v_cache, block_tables, seq_lens, cos, sin, 
                     **rope)
     o = paged_attention(q, k_cache, v_cache, block_tables, seq_lens, scale=scale, workspace=attn_workspace,
                         check_indices=False)
-    result = gemm(o.reshape(b, hq * d), w_o, trans_b=True)
-    return result if out is None else out.copy_(result)
+    return gemm(o.reshape(b, hq * d), w_o, trans_b=True, out=out)
 
 
 def fused_decode_block(x: torch.Tensor, w_qkv: torch.Tensor, w_o: torch.Tensor, k_cache: torch.Tensor,

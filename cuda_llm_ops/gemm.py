@@ -28,14 +28,15 @@ def _op_shapes(a: torch.Tensor, b: torch.Tensor, trans_a: bool, trans_b: bool):
 
 def validate_gemm_inputs(a, b, trans_a: bool = False, trans_b: bool = False, c=None, *,
                          dtypes=FLOAT_DTYPES, c_dtype: torch.dtype | None = None,
-                         allow_b_transposed_view: bool = False) -> tuple[int, int, int]:
+                         allow_b_transposed_view: bool = False, out=None) -> tuple[int, int, int]:
     """Check the operands of a GEMM and return `(M, N, K)`.
 
     a is `[M, K]` (stored `[K, M]` when `trans_a`), b is `[K, N]` (stored `[N, K]`
     when `trans_b`); both 2-D, of one dtype in `dtypes`, non-empty, on one CUDA
     device, contiguous (with `allow_b_transposed_view`, b may also be the
-    transpose view of a contiguous `[N, K]`). `c`, when given, must be `[M, N]`,
-    contiguous, of dtype `c_dtype` (default: a's dtype), on a's device.
+    transpose view of a contiguous `[N, K]`). `c` and `out`, when given, must be
+    `[M, N]`, contiguous, of dtype `c_dtype` (default: a's dtype), on a's device;
+    `out` must not overlap a or b, and be c itself or apart from it.
     Raises TypeError/ValueError naming the argument, the expected and the actual value;
     the device is checked after the shapes, so CPU tensors get shape errors first.
     """
@@ -54,14 +55,14 @@ def validate_gemm_inputs(a, b, trans_a: bool = False, trans_b: bool = False, c=N
     for t, name in ((a, "a"), (b, "b")):
         if t.numel() == 0:
             raise ValueError(f"{name} must have no empty dimension (M, N, K >= 1), got shape {tuple(t.shape)}")
-    if c is not None:
-        check_tensor(c, "c")
-        want = c_dtype if c_dtype is not None else a.dtype
-        if tuple(c.shape) != (m, n):
-            raise ValueError(f"c must have shape [M, N] = [{m}, {n}], got {tuple(c.shape)}")
-        if c.dtype != want:
-            raise ValueError(f"c must have dtype {_dt(want)}, got {_dt(c.dtype)}")
-    check_one_cuda_device([(a, "a"), (b, "b")] + given((c, "c")))
+    want = c_dtype if c_dtype is not None else a.dtype
+    for t, name in given((c, "c"), (out, "out")):
+        check_tensor(t, name)
+        if tuple(t.shape) != (m, n):
+            raise ValueError(f"{name} must have shape [M, N] = [{m}, {n}], got {tuple(t.shape)}")
+        if t.dtype != want:
+            raise ValueError(f"{name} must have dtype {_dt(want)}, got {_dt(t.dtype)}")
+    check_one_cuda_device([(a, "a"), (b, "b")] + given((c, "c"), (out, "out")))
     if not a.is_contiguous():
         raise ValueError(f"a must be contiguous, got shape {tuple(a.shape)} with strides {a.stride()}; "
                          "use trans_a for a transposed operand or call .contiguous()")
@@ -69,13 +70,23 @@ def validate_gemm_inputs(a, b, trans_a: bool = False, trans_b: bool = False, c=N
         what = "contiguous or the transpose of a contiguous [N, K]" if allow_b_transposed_view else "contiguous"
         raise ValueError(f"b must be {what}, got shape {tuple(b.shape)} with strides {b.stride()}; "
                          "call .contiguous()")
-    if c is not None:
-        check_contiguous(c, "c")
+    for t, name in given((c, "c"), (out, "out")):
+        check_contiguous(t, name)
+    if out is not None and not torch.compiler.is_compiling():  # fake tensors have no addresses
+        for t, name in ((a, "a"), (b, "b")) + (((c, "c"),) if c is not None and c.data_ptr() != out.data_ptr() else ()):
+            if _bytes_overlap(out, t):
+                raise ValueError(f"out must not overlap {name}" + (" (it may be c itself)" if name == "c" else ""))
     return m, n, k
 
 
+def _bytes_overlap(x: torch.Tensor, y: torch.Tensor) -> bool:
+    """Whether the byte ranges of two tensors (contiguous, or views of one) intersect."""
+    x0, y0 = x.data_ptr(), y.data_ptr()
+    return x0 < y0 + y.numel() * y.element_size() and y0 < x0 + x.numel() * x.element_size()
+
+
 def gemm(a: torch.Tensor, b: torch.Tensor, alpha: float = 1.0, beta: float = 0.0, trans_a: bool = False,
-         trans_b: bool = False, c: torch.Tensor | None = None) -> torch.Tensor:
+         trans_b: bool = False, c: torch.Tensor | None = None, out: torch.Tensor | None = None) -> torch.Tensor:
     """`alpha * op(a) @ op(b) + beta * c`, fp32 accumulation, output in the input dtype.
 
     Args:
@@ -86,12 +97,15 @@ def gemm(a: torch.Tensor, b: torch.Tensor, alpha: float = 1.0, beta: float = 0.0
         beta: scale of `c`; ignored when `c` is None (default 0).
         trans_a, trans_b: layouts as above (NN, NT, TN, TT all supported).
         c: optional `[M, N]` addend in a's dtype.
+        out: optional `[M, N]` contiguous output in a's dtype, written in place and returned
+            (no allocation). It may be `c` itself (`out = alpha * op(a) @ op(b) + beta * out`,
+            e.g. a residual add); any other overlap with a, b or c is refused.
 
     fp32 runs on a SIMT register-tiled kernel (no TF32); fp16/bf16 on tensor cores.
     Decode shapes (M <= 16, a not transposed, 16-byte aligned rows) run on the skinny
     kernels, which stream b once (`csrc/gemm/gemm_skinny.cu`); for nn.Linear's weight
     `w [N, K]` call `gemm(x, w, trans_b=True)`.
-    Any M, N, K >= 1. Returns a new contiguous `[M, N]` tensor in a's dtype.
+    Any M, N, K >= 1. Returns a new contiguous `[M, N]` tensor in a's dtype (`out` when given).
 
     Scratch: calls that split K across blocks take a workspace from PyTorch's caching
     allocator for the call (so CUDA-graph capture works): the skinny kernels, and on Hopper
@@ -100,12 +114,30 @@ def gemm(a: torch.Tensor, b: torch.Tensor, alpha: float = 1.0, beta: float = 0.0
     every call with the same inputs.
     """
     kernel = _ops.op("gemm")  # first, so a build without kernels says so
-    return call_or_explain(lambda: kernel(a, b, float(alpha), float(beta), bool(trans_a), bool(trans_b), c),
-                           lambda: validate_gemm_inputs(a, b, trans_a, trans_b, c))
+    if out is None:
+        return call_or_explain(lambda: kernel(a, b, float(alpha), float(beta), bool(trans_a), bool(trans_b), c),
+                               lambda: validate_gemm_inputs(a, b, trans_a, trans_b, c))
+    return _gemm_into(out, a, b, alpha, beta, trans_a, trans_b, c, None)
+
+
+def _gemm_into(out, a, b, alpha, beta, trans_a, trans_b, c, out_dtype):
+    """The `gemm_out` op (out's dtype picks the epilogue), checked as `gemm`; returns out."""
+    kernel = _ops.op("gemm_out")
+
+    def call():
+        # The op takes either epilogue's dtype: hold each function to its own (explain() says so).
+        if out.dtype != (a.dtype if out_dtype is None else out_dtype):
+            raise ValueError("out dtype")
+        kernel(out, a, b, float(alpha), float(beta), bool(trans_a), bool(trans_b), c)
+        return out
+
+    dtypes = FLOAT_DTYPES if out_dtype is None else TENSOR_CORE_DTYPES
+    return call_or_explain(call, lambda: validate_gemm_inputs(a, b, trans_a, trans_b, c, dtypes=dtypes,
+                                                              c_dtype=out_dtype, out=out))
 
 
 def tensor_core_gemm(a: torch.Tensor, b: torch.Tensor, alpha: float = 1.0, beta: float = 0.0,
-                     c: torch.Tensor | None = None) -> torch.Tensor:
+                     c: torch.Tensor | None = None, out: torch.Tensor | None = None) -> torch.Tensor:
     """`alpha * a @ b + beta * c` on tensor cores, fp16/bf16 in, float32 out.
 
     Args:
@@ -113,12 +145,16 @@ def tensor_core_gemm(a: torch.Tensor, b: torch.Tensor, alpha: float = 1.0, beta:
         b: `[K, N]`, same dtype and device.
         alpha, beta: scales; beta is ignored when `c` is None.
         c: optional `[M, N]` float32 addend.
+        out: optional `[M, N]` contiguous float32 output, written in place and returned; it may
+            be `c` itself (fp32 accumulation in place), no other overlap.
 
     Any M, N, K >= 1 (K and N multiples of 8 take the tensor-core path: TMA + wgmma on
     compute capability 9.0 with the sm_90a build, mma.sync otherwise; others a general
-    kernel). Returns a new `[M, N]` float32 tensor.
+    kernel). Returns a new `[M, N]` float32 tensor (`out` when given).
     """
     kernel = _ops.op("tensor_core_gemm")
+    if out is not None:
+        return _gemm_into(out, a, b, alpha, beta, False, False, c, torch.float32)
     return call_or_explain(
         lambda: kernel(a, b, float(alpha), float(beta), c),
         lambda: validate_gemm_inputs(a, b, c=c, dtypes=TENSOR_CORE_DTYPES, c_dtype=torch.float32))
@@ -135,29 +171,38 @@ def _check_int8_device(a: torch.Tensor) -> None:
             f"{cap[0]}.{cap[1]}")
 
 
-def tensor_core_gemm_int8(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+def tensor_core_gemm_int8(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor | None = None) -> torch.Tensor:
     """Exact int8 GEMM on tensor cores: int8 `[M, K]` @ int8 `[K, N]` -> int32 `[M, N]`.
 
     Args:
         a: `[M, K]` int8, contiguous, CUDA.
         b: `[K, N]` int8: contiguous (row-major), or the transpose view `w.t()` of a
             contiguous `[N, K]` w (column-major, the layout of `torch._int_mm`'s fast path).
+        out: optional `[M, N]` contiguous int32 output, written in place and returned
+            (must not overlap a or b).
 
     Needs compute capability >= 8.0 (RuntimeError otherwise). Any M, N, K >= 1
-    (K and N multiples of 16 take the tensor-core path). Returns a new int32 tensor.
+    (K and N multiples of 16 take the tensor-core path). Returns a new int32 tensor
+    (`out` when given).
 
     On Hopper (H100, a build with sm_90a) calls with at least a wave of 128x256 tiles run on
     wgmma: fastest with the column-major b (`w.t()`); a row-major b is first transposed
     into a scratch buffer (K * N bytes, ~10-15% of the call at 4096^3). Decode shapes
     (M <= 16) with the column-major b stream the weight through wgmma too.
     """
-    kernel = _ops.op("tensor_core_gemm_int8")
+    kernel = _ops.op("tensor_core_gemm_int8" if out is None else "tensor_core_gemm_int8_out")
+
+    def call():
+        if out is None:
+            return kernel(a, b)
+        kernel(out, a, b)
+        return out
 
     def explain():
-        validate_gemm_inputs(a, b, dtypes=(torch.int8,), allow_b_transposed_view=True)
+        validate_gemm_inputs(a, b, dtypes=(torch.int8,), c_dtype=torch.int32, allow_b_transposed_view=True, out=out)
         _check_int8_device(a)
 
-    return call_or_explain(lambda: kernel(a, b), explain)
+    return call_or_explain(call, explain)
 
 
 # Fake (meta) kernels: shapes and dtypes only, for torch.compile and opcheck.
@@ -176,6 +221,16 @@ def _tensor_core_gemm_fake(a, b, alpha, beta, c):
 @_ops.register_fake("tensor_core_gemm_int8")
 def _tensor_core_gemm_int8_fake(a, b):
     return a.new_empty((a.shape[0], b.shape[1]), dtype=torch.int32)
+
+
+@_ops.register_fake("gemm_out")
+def _gemm_out_fake(out, a, b, alpha, beta, trans_a, trans_b, c) -> None:
+    return None
+
+
+@_ops.register_fake("tensor_core_gemm_int8_out")
+def _tensor_core_gemm_int8_out_fake(out, a, b) -> None:
+    return None
 
 
 @_ops.register_fake("_gemm_variant")

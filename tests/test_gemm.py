@@ -591,6 +591,125 @@ def test_gemm_unaligned_view_offsets():
     assert_close(llm.gemm(a, b), gemm_reference(a, b, dtype=torch.float64), torch.float16)
 
 
+# ---- out= ------------------------------------------------------------------------------------
+
+def _nan_out(m, n, dtype, offset=0):
+    """A NaN-filled [m, n] output; `offset` elements into a larger buffer (a base off 16 bytes)."""
+    fill = 0 if dtype == torch.int32 else float("nan")
+    big = torch.full((m * n + offset,), fill, dtype=dtype, device="cuda")
+    if dtype == torch.int32:
+        big.fill_(-(2**31))
+    return big[offset:].view(m, n)
+
+
+# (m, n, k): the skinny kernels (m <= 16), the tile kernels, the Hopper family with its split
+# last wave (264 x 1032 tiles at K 4096), the generic kernel (n, k not multiples of 8).
+OUT_SHAPES = [(1, 4096, 4096), (16, 1032, 520), (264, 1032, 4096), (200, 264, 136), (37, 45, 29)]
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+@pytest.mark.parametrize("m,n,k", OUT_SHAPES)
+@pytest.mark.parametrize("offset", [0, 1])
+def test_gemm_out_matches_gemm(dtype, m, n, k, offset):
+    """gemm(out=) writes the same bits as gemm into the caller's tensor (aligned or not) and
+    returns it; tensor_core_gemm(out=) likewise for its float32 output."""
+    require_op("gemm_out")
+    for trans_a, trans_b in ((False, True), (True, False)):
+        a = _rand((k, m) if trans_a else (m, k), dtype)
+        b = _rand((n, k) if trans_b else (k, n), dtype)
+        c = _rand((m, n), dtype)
+        for with_c in (False, True):
+            out = _nan_out(m, n, dtype, offset)
+            cc = c if with_c else None
+            got = llm.gemm(a, b, 0.5, 2.0, trans_a, trans_b, cc, out=out)
+            assert got is out
+            want = llm.gemm(a, b, 0.5, 2.0, trans_a, trans_b, cc)
+            assert torch.equal(out, want), f"gemm out= {dtype} {m}x{n}x{k} off={offset} ta={trans_a} c={with_c}"
+    if dtype != torch.float32:
+        a, b, c = _rand((m, k), dtype), _rand((k, n), dtype), torch.randn(m, n, device="cuda")
+        out = _nan_out(m, n, torch.float32, offset)
+        assert llm.tensor_core_gemm(a, b, 1.0, -1.0, c, out=out) is out
+        assert torch.equal(out, llm.tensor_core_gemm(a, b, 1.0, -1.0, c))
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+@pytest.mark.parametrize("m,n,k", OUT_SHAPES)
+def test_gemm_out_is_c_in_place(dtype, m, n, k):
+    """out=c: c <- alpha * a @ w^T + beta * c (the residual add of a linear layer)."""
+    require_op("gemm_out")
+    a, w = _rand((m, k), dtype), _rand((n, k), dtype)
+    c = _rand((m, n), dtype)
+    want = llm.gemm(a, w, 1.0, 1.0, False, True, c)
+    assert llm.gemm(a, w, 1.0, 1.0, False, True, c, out=c) is c
+    assert torch.equal(c, want), f"gemm out=c {dtype} {m}x{n}x{k}"
+    if dtype != torch.float32:
+        acc = torch.randn(m, n, device="cuda")
+        want = llm.tensor_core_gemm(a, w.t().contiguous(), 1.0, 1.0, acc)
+        llm.tensor_core_gemm(a, w.t().contiguous(), 1.0, 1.0, acc, out=acc)
+        assert torch.equal(acc, want)
+
+
+@pytest.mark.parametrize("m,n,k", [(1, 4096, 4096), (264, 1032, 4096), (4096, 4096, 256), (37, 45, 29)])
+@pytest.mark.parametrize("col_major_b", [False, True])
+@pytest.mark.parametrize("offset", [0, 1])
+def test_int8_gemm_out_exact(m, n, k, col_major_b, offset):
+    require_op("tensor_core_gemm_int8_out")
+    a = torch.randint(-128, 128, (m, k), dtype=torch.int8, device="cuda")
+    b = torch.randint(-128, 128, (n, k) if col_major_b else (k, n), dtype=torch.int8, device="cuda")
+    b = b.t() if col_major_b else b
+    out = _nan_out(m, n, torch.int32, offset)
+    assert llm.tensor_core_gemm_int8(a, b, out=out) is out
+    assert torch.equal(out, int8_gemm_reference(a, b)), f"int8 out= {m}x{n}x{k} col={col_major_b} off={offset}"
+
+
+def test_gemm_out_graph_capture_allocates_nothing():
+    """With out= the call allocates no output: captured once, replayed on new inputs."""
+    require_op("gemm_out")
+    x, w = _rand((4, 4096), torch.float16), _rand((4096, 4096), torch.float16)
+    out = torch.empty(4, 4096, dtype=torch.float16, device="cuda")
+    llm.gemm(x, w, trans_b=True, out=out)  # warm-up outside the capture
+    torch.cuda.synchronize()
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        llm.gemm(x, w, trans_b=True, out=out)
+    for _ in range(2):
+        x.copy_(_rand((4, 4096), torch.float16))
+        out.fill_(float("nan"))
+        g.replay()
+        torch.cuda.synchronize()
+        assert torch.equal(out, llm.gemm(x, w, trans_b=True))
+
+
+def test_gemm_out_errors():
+    require_op("gemm_out")
+    a, b = _rand((8, 16), torch.float16), _rand((16, 24), torch.float16)
+    with pytest.raises(ValueError, match=r"out must have shape \[M, N\] = \[8, 24\], got \(8, 23\)"):
+        llm.gemm(a, b, out=_rand((8, 23), torch.float16))
+    with pytest.raises(ValueError, match=r"out must have dtype float16, got float32"):
+        llm.gemm(a, b, out=_rand((8, 24), torch.float32))
+    with pytest.raises(ValueError, match=r"out must have dtype float32, got float16"):
+        llm.tensor_core_gemm(a, b, out=_rand((8, 24), torch.float16))
+    with pytest.raises(ValueError, match=r"out must be contiguous"):
+        llm.gemm(a, b, out=_rand((24, 8), torch.float16).t())
+    with pytest.raises(ValueError, match=r"out must be on the same device as a"):
+        llm.gemm(a, b, out=torch.empty(8, 24, dtype=torch.float16))
+    buf = _rand((8 * 24 + 16 * 24,), torch.float16)
+    bb = buf[:16 * 24].view(16, 24)
+    with pytest.raises(ValueError, match=r"out must not overlap b"):
+        llm.gemm(a, bb, out=buf[16 * 24 - 8:16 * 24 - 8 + 8 * 24].view(8, 24))
+    c = _rand((8, 24), torch.float16)
+    big = _rand((2 * 8 * 24,), torch.float16)
+    with pytest.raises(ValueError, match=r"out must not overlap c \(it may be c itself\)"):
+        llm.gemm(a, b, 1.0, 1.0, c=big[:8 * 24].view(8, 24), out=big[4:4 + 8 * 24].view(8, 24))
+    sq = _rand((16, 16), torch.float16)
+    with pytest.raises(ValueError, match=r"out must not overlap a"):
+        llm.gemm(sq, sq, out=sq)
+    ai = torch.randint(-5, 5, (8, 16), dtype=torch.int8, device="cuda")
+    bi = torch.randint(-5, 5, (16, 24), dtype=torch.int8, device="cuda")
+    with pytest.raises(ValueError, match=r"out must have dtype int32, got float32"):
+        llm.tensor_core_gemm_int8(ai, bi, out=torch.empty(8, 24, device="cuda"))
+
+
 # ---- errors ---------------------------------------------------------------------------------
 
 def test_gemm_errors():
@@ -630,6 +749,7 @@ _DIRECT_OP_CHECKS = r"""
 import torch, cuda_llm_ops
 ops = torch.ops.cuda_llm_ops
 a = torch.randn(8, 16, device="cuda").half(); b = torch.randn(16, 24, device="cuda").half()
+cc = torch.randn(2 * 8 * 24, device="cuda").half()
 calls = [
     ("inner dimensions differ", lambda: ops.gemm(a, b, 1.0, 0.0, True, False, None)),
     ("b must have dtype", lambda: ops.gemm(a, b.float(), 1.0, 0.0, False, False, None)),
@@ -637,6 +757,14 @@ calls = [
     ("tile kernels need 16-byte aligned rows",
      lambda: ops._gemm_variant(torch.randn(8, 12, device="cuda").half(), torch.randn(12, 24, device="cuda").half(), 1, False)),
     ("inner dimensions differ", lambda: ops.tensor_core_gemm_int8(a.to(torch.int8), a.to(torch.int8))),
+    ("out must have shape [8, 24]", lambda: ops.gemm_out(a, a, b, 1.0, 0.0, False, False, None)),
+    ("out must have a's dtype", lambda: ops.gemm_out(torch.empty(8, 24, device="cuda", dtype=torch.int32), a, b,
+                                                     1.0, 0.0, False, False, None)),
+    ("out must not overlap b", lambda: ops.gemm_out(b[:8], a, b, 1.0, 0.0, False, False, None)),
+    ("out must be c itself or not overlap it",
+     lambda: ops.gemm_out(cc[1:1 + 8 * 24].view(8, 24), a, b, 1.0, 1.0, False, False, cc[:8 * 24].view(8, 24))),
+    ("out must have dtype Int", lambda: ops.tensor_core_gemm_int8_out(torch.empty(8, 24, device="cuda"),
+                                                                      a.to(torch.int8), b.to(torch.int8))),
 ]
 for want, call in calls:
     try:
@@ -684,6 +812,12 @@ def test_opcheck():
     bi = torch.randint(-128, 128, (32, 16), dtype=torch.int8, device="cuda")
     torch.library.opcheck(ops.tensor_core_gemm_int8.default, (ai, bi))
     torch.library.opcheck(ops._gemm_variant.default, (a, b, 1, True))
+    torch.library.opcheck(ops.gemm_out.default, (torch.empty(24, 16, device="cuda").half(), a, b, 1.0, 0.5, False,
+                                                 False, c))
+    torch.library.opcheck(ops.gemm_out.default, (torch.empty(24, 16, device="cuda"), a, b, 1.0, 0.0, False, False,
+                                                 None))
+    torch.library.opcheck(ops.tensor_core_gemm_int8_out.default,
+                          (torch.empty(24, 16, dtype=torch.int32, device="cuda"), ai, bi))
 
 
 def test_torch_compile_fullgraph():
@@ -700,5 +834,14 @@ def test_torch_compile_fullgraph():
 
     x, y, z = torch.compile(f, fullgraph=True)(a, b, ai, bi)
     assert_close(x, gemm_reference(a, b, 2.0, dtype=torch.float64) + 1, torch.bfloat16)
+    # out= inside a compiled graph: the mutation of out is carried by the op's (a!) schema.
+
+    def g(a, b, o):
+        llm.gemm(a, b, out=o)
+        return o * 2
+
+    o = torch.full((48, 40), float("nan"), dtype=torch.bfloat16, device="cuda")
+    doubled = torch.compile(g, fullgraph=True)(a, b, o)
+    assert torch.equal(o, llm.gemm(a, b)) and torch.equal(doubled, o * 2)
     assert_close(y, gemm_reference(a, b, dtype=torch.float64), torch.float32, rel_tol=1e-4)
     assert torch.equal(z, int8_gemm_reference(ai, bi))

@@ -54,6 +54,12 @@ def test_validate_gemm_inputs_shapes_on_cpu():
         llm.validate_gemm_inputs(a, b, c=torch.randn(8, 24).half())
     with pytest.raises(TypeError, match=r"a must be a torch.Tensor"):
         llm.validate_gemm_inputs("a", b)
+    with pytest.raises(ValueError, match=r"out must have shape \[M, N\] = \[8, 24\], got \(8, 16\)"):
+        llm.validate_gemm_inputs(a, b, out=torch.randn(8, 16))
+    with pytest.raises(ValueError, match=r"out must have dtype int32, got float32"):
+        llm.validate_gemm_inputs(a, b, c_dtype=torch.int32, out=torch.randn(8, 24))
+    with pytest.raises(TypeError, match=r"out must be a torch.Tensor"):
+        llm.validate_gemm_inputs(a, b, out=[0.0])
     # everything right except the device
     with pytest.raises(ValueError, match=r"a must be a CUDA tensor"):
         llm.validate_gemm_inputs(a, b)

@@ -116,6 +116,14 @@ inline void check_float_dtype(const at::Tensor& t, const char* name) {
               " must be float32, float16 or bfloat16, got ", s);
 }
 
+// Whether two tensors' storage byte ranges intersect (contiguous tensors: exact).
+inline bool ranges_overlap(const at::Tensor& a, const at::Tensor& b) {
+  const auto* pa = static_cast<const char*>(a.data_ptr());
+  const auto* pb = static_cast<const char*>(b.data_ptr());
+  const auto na = static_cast<int64_t>(a.nbytes()), nb = static_cast<int64_t>(b.nbytes());
+  return pa < pb + nb && pb < pa + na;
+}
+
 inline cudaStream_t current_stream(const at::Tensor& t) {
   return at::cuda::getCurrentCUDAStream(t.device().index()).stream();
 }

@@ -3,6 +3,8 @@
 //   gemm(a, b, alpha, beta, trans_a, trans_b, c?)      fp32/fp16/bf16 -> input dtype
 //   tensor_core_gemm(a, b, alpha, beta, c?)             fp16/bf16 -> fp32
 //   tensor_core_gemm_int8(a, b)                         int8 -> int32 (b row-major [K,N] or b.t() of [N,K])
+//   gemm_out(out, a, b, alpha, beta, trans_a, trans_b, c?), tensor_core_gemm_int8_out(out, a, b)
+//        the same into a given out (may be c itself); out's dtype picks gemm's or tensor_core_gemm's epilogue
 //   _gemm_variant(a, b, variant, out_fp32, trans_a, trans_b, alpha, beta, c?)   benchmark/test only: the
 //        gemm with a chosen kernel: 0 auto, 1 large-tile pipelined, 2 large-tile unpipelined twin, 3 small
 //        tile, 4 generic, 5/6 alternative tiles, 7/8 Hopper wgmma 128x256 / 128x128, 9 skinny (see
@@ -51,10 +53,30 @@ at::Tensor allocate_workspace(GemmProblem& p, GemmVariant variant, const at::Ten
   return workspace;
 }
 
-// Shared by gemm and tensor_core_gemm: checks, output allocation, launch.
+// The caller's output: [M, N] of out_type, contiguous, on a's device, apart from a and b (the
+// kernels read them while tiles of D are written). It may be c itself (D = alpha*AB + beta*D):
+// every epilogue reads C[i] and writes D[i] from the same thread, C before D.
+void check_gemm_out(const char* op, const at::Tensor& out, const at::Tensor& a, const at::Tensor& b,
+                    const std::optional<at::Tensor>& c, int64_t M, int64_t N, at::ScalarType out_type) {
+  check_cuda(out, "out");
+  check_same_device(out, a, "out", "a");
+  CLO_CHECK(out.scalar_type() == out_type, op, ": out must have dtype ", out_type, ", got ", out.scalar_type());
+  CLO_CHECK(out.dim() == 2 && out.size(0) == M && out.size(1) == N, op, ": out must have shape [", M, ", ", N,
+            "], got ", out.sizes());
+  check_contiguous(out, "out");
+  CLO_CHECK(!ranges_overlap(out, a), op, ": out must not overlap a");
+  CLO_CHECK(!ranges_overlap(out, b), op, ": out must not overlap b");
+  if (c.has_value()) {
+    CLO_CHECK(out.data_ptr() == c->data_ptr() || !ranges_overlap(out, *c), op,
+              ": out must be c itself or not overlap it");
+  }
+}
+
+// Shared by gemm and tensor_core_gemm (and their out= forms): checks, output allocation
+// (when `out` is not given), launch. Returns the output.
 at::Tensor run_float_gemm(const char* op, const at::Tensor& a, const at::Tensor& b, double alpha, double beta,
                           bool trans_a, bool trans_b, const std::optional<at::Tensor>& c, at::ScalarType out_type,
-                          GemmVariant variant) {
+                          GemmVariant variant, const std::optional<at::Tensor>& out = std::nullopt) {
   check_matrix(a, "a", trans_a ? "[K, M]" : "[M, K]");
   check_matrix(b, "b", trans_b ? "[N, K]" : "[K, N]");
   check_same_device(a, b, "a", "b");
@@ -78,7 +100,8 @@ at::Tensor run_float_gemm(const char* op, const at::Tensor& a, const at::Tensor&
                 c->sizes());
     check_contiguous(*c, "c");
   }
-  at::Tensor d = at::empty({M, N}, a.options().dtype(out_type));
+  if (out.has_value()) check_gemm_out(op, *out, a, b, c, M, N, out_type);
+  at::Tensor d = out.has_value() ? *out : at::empty({M, N}, a.options().dtype(out_type));
   GemmProblem p;
   p.a = a.data_ptr();
   p.b = b.data_ptr();
@@ -119,7 +142,19 @@ at::Tensor tensor_core_gemm_cuda(const at::Tensor& a, const at::Tensor& b, doubl
   return run_float_gemm("tensor_core_gemm", a, b, alpha, beta, false, false, c, at::kFloat, GemmVariant::kAuto);
 }
 
-at::Tensor tensor_core_gemm_int8_cuda(const at::Tensor& a, const at::Tensor& b) {
+// gemm/tensor_core_gemm into a given out: its dtype picks the epilogue (a's dtype, or float32
+// for float16/bfloat16 a, the tensor_core_gemm output).
+void gemm_out_cuda(at::Tensor& out, const at::Tensor& a, const at::Tensor& b, double alpha, double beta, bool trans_a,
+                   bool trans_b, const std::optional<at::Tensor>& c) {
+  check_float_dtype(a, "a");
+  const auto out_type = out.scalar_type();
+  CLO_CHECK(out_type == a.scalar_type() || (out_type == at::kFloat && a.scalar_type() != at::kFloat),
+            "gemm_out: out must have a's dtype ", a.scalar_type(),
+            (a.scalar_type() == at::kFloat ? "" : " or float32"), ", got ", out_type);
+  run_float_gemm("gemm_out", a, b, alpha, beta, trans_a, trans_b, c, out_type, GemmVariant::kAuto, out);
+}
+
+at::Tensor run_int8_gemm(const at::Tensor& a, const at::Tensor& b, const std::optional<at::Tensor>& out) {
   check_matrix(a, "a", "[M, K]");
   check_matrix(b, "b", "[K, N]");
   check_same_device(a, b, "a", "b");
@@ -138,7 +173,8 @@ at::Tensor tensor_core_gemm_int8_cuda(const at::Tensor& a, const at::Tensor& b) 
   const int cc = compute_capability(a);
   CLO_CHECK(cc >= 80, "tensor_core_gemm_int8 needs int8 tensor cores with mma.sync m16n8k32 "
               "(compute capability >= 8.0), got compute capability ", cc / 10, ".", cc % 10);
-  at::Tensor d = at::empty({M, N}, a.options().dtype(at::kInt));
+  if (out.has_value()) check_gemm_out("tensor_core_gemm_int8", *out, a, b, std::nullopt, M, N, at::kInt);
+  at::Tensor d = out.has_value() ? *out : at::empty({M, N}, a.options().dtype(at::kInt));
   GemmProblem p;
   p.a = a.data_ptr();
   p.b = b.data_ptr();
@@ -155,6 +191,14 @@ at::Tensor tensor_core_gemm_int8_cuda(const at::Tensor& a, const at::Tensor& b) 
   const at::Tensor workspace = allocate_workspace(p, GemmVariant::kAuto, a);  // Hopper: B transposed, split-K
   check_launch(gemm::launch_gemm(p, GemmVariant::kAuto, current_stream(a)), "tensor_core_gemm_int8");
   return d;
+}
+
+at::Tensor tensor_core_gemm_int8_cuda(const at::Tensor& a, const at::Tensor& b) {
+  return run_int8_gemm(a, b, std::nullopt);
+}
+
+void tensor_core_gemm_int8_out_cuda(at::Tensor& out, const at::Tensor& a, const at::Tensor& b) {
+  run_int8_gemm(a, b, out);
 }
 
 at::Tensor gemm_variant_cuda(const at::Tensor& a, const at::Tensor& b, int64_t variant, bool out_fp32, bool trans_a,
@@ -185,6 +229,10 @@ TORCH_LIBRARY_FRAGMENT(cuda_llm_ops, m) {
   m.def("gemm(Tensor a, Tensor b, float alpha, float beta, bool trans_a, bool trans_b, Tensor? c) -> Tensor");
   m.def("tensor_core_gemm(Tensor a, Tensor b, float alpha, float beta, Tensor? c) -> Tensor");
   m.def("tensor_core_gemm_int8(Tensor a, Tensor b) -> Tensor");
+  // out= forms: write the caller's tensor (no allocation: CUDA-graph and serving friendly).
+  m.def("gemm_out(Tensor(a!) out, Tensor a, Tensor b, float alpha, float beta, bool trans_a, bool trans_b, "
+        "Tensor? c) -> ()");
+  m.def("tensor_core_gemm_int8_out(Tensor(a!) out, Tensor a, Tensor b) -> ()");
   m.def("_gemm_variant(Tensor a, Tensor b, int variant, bool out_fp32, bool trans_a=False, bool trans_b=False, "
         "float alpha=1.0, float beta=0.0, Tensor? c=None) -> Tensor");
 }
@@ -193,5 +241,7 @@ TORCH_LIBRARY_IMPL(cuda_llm_ops, CUDA, m) {
   m.impl("gemm", &cuda_llm_ops::binding::gemm_cuda);
   m.impl("tensor_core_gemm", &cuda_llm_ops::binding::tensor_core_gemm_cuda);
   m.impl("tensor_core_gemm_int8", &cuda_llm_ops::binding::tensor_core_gemm_int8_cuda);
+  m.impl("gemm_out", &cuda_llm_ops::binding::gemm_out_cuda);
+  m.impl("tensor_core_gemm_int8_out", &cuda_llm_ops::binding::tensor_core_gemm_int8_out_cuda);
   m.impl("_gemm_variant", &cuda_llm_ops::binding::gemm_variant_cuda);
 }

@@ -27,14 +27,6 @@ constexpr int kMaxDim = cuda_llm_ops::lightning::kMaxHeadDim;
 // The message is formatted only when the check fails.
 #define LIGHTNING_REQUIRE(cond, name, what) CLO_CHECK(cond, kOp, ": ", name, " ", what)
 
-
-bool ranges_overlap(const at::Tensor& a, const at::Tensor& b) {
-  const auto* pa = static_cast<const char*>(a.data_ptr());
-  const auto* pb = static_cast<const char*>(b.data_ptr());
-  const auto na = static_cast<int64_t>(a.nbytes()), nb = static_cast<int64_t>(b.nbytes());
-  return pa < pb + nb && pb < pa + na;
-}
-
 // Checks every argument and launches; new_kv may be kv itself (the in-place op).
 void lightning_decode_checked(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& kv,
                               const at::Tensor& slope, at::Tensor& out, at::Tensor& new_kv) {
