@@ -30,8 +30,8 @@ from . import _ops
 from .decode import DECODE_DTYPES, _host_checks_allowed, check_paged_indices, paged_attention, paged_kv_append
 from .gemm import gemm
 from .reference.fused import apply_rotary
-from .validation import (call_or_explain, check_contiguous, check_dtype, check_one_cuda_device, check_rank,
-                         check_same_dtype, check_tensor, given)
+from .validation import (call_or_explain, check_contiguous, check_dtype, check_one_cuda_device, check_out_apart,
+                         check_rank, check_same_dtype, check_tensor, given)
 
 def _shape_info(x, w_o, k_cache):
     b, hidden = x.shape
@@ -41,7 +41,7 @@ def _shape_info(x, w_o, k_cache):
 
 
 def validate_fused_decode_block_inputs(x, w_qkv, w_o, k_cache, v_cache, block_tables, seq_lens, cos=None, sin=None,
-                                       out=None) -> None:
+                                       out=None, workspace=None) -> None:
     """Shape/dtype/layout checks of `fused_decode_block` (no host synchronisation).
 
     Raises TypeError/ValueError naming the argument, the expected and the actual value.
@@ -103,6 +103,9 @@ def validate_fused_decode_block_inputs(x, w_qkv, w_o, k_cache, v_cache, block_ta
     check_one_cuda_device(named)
     for t, name in named:
         check_contiguous(t, name)
+    # The one kernel adds heads' output projections into out while other heads still read the
+    # inputs: out apart from all of them, on either path (so the path never changes what is allowed).
+    check_out_apart(out, [(t, name) for t, name in named if name != "out"] + [(workspace, "workspace")])
 
 
 _PATH_CACHE: dict[tuple, tuple[bool, str]] = {}
@@ -278,7 +281,7 @@ def fused_decode_block(x: torch.Tensor, w_qkv: torch.Tensor, w_o: torch.Tensor, 
         nonlocal validated
         if not validated:
             validate_fused_decode_block_inputs(x, w_qkv, w_o, k_cache, v_cache, block_tables, seq_lens, cos, sin,
-                                               out)
+                                               out, workspace)
             validated = True
 
     if cluster_size not in (0, 2, 4):

@@ -14,7 +14,7 @@ import torch
 
 from . import _ops
 from .validation import (FLOAT_DTYPES, _dt, call_or_explain, check_contiguous, check_dtype, check_one_cuda_device,
-                         check_rank, check_tensor, given)
+                         check_out_apart, check_rank, check_tensor, given)
 
 TENSOR_CORE_DTYPES = (torch.float16, torch.bfloat16)
 INT8_MIN_CAPABILITY = (8, 0)
@@ -72,17 +72,8 @@ def validate_gemm_inputs(a, b, trans_a: bool = False, trans_b: bool = False, c=N
                          "call .contiguous()")
     for t, name in given((c, "c"), (out, "out")):
         check_contiguous(t, name)
-    if out is not None and not torch.compiler.is_compiling():  # fake tensors have no addresses
-        for t, name in ((a, "a"), (b, "b")) + (((c, "c"),) if c is not None and c.data_ptr() != out.data_ptr() else ()):
-            if _bytes_overlap(out, t):
-                raise ValueError(f"out must not overlap {name}" + (" (it may be c itself)" if name == "c" else ""))
+    check_out_apart(out, ((a, "a"), (b, "b"), (c, "c")), allow_same=("c",))
     return m, n, k
-
-
-def _bytes_overlap(x: torch.Tensor, y: torch.Tensor) -> bool:
-    """Whether the byte ranges of two tensors (contiguous, or views of one) intersect."""
-    x0, y0 = x.data_ptr(), y.data_ptr()
-    return x0 < y0 + y.numel() * y.element_size() and y0 < x0 + x.numel() * x.element_size()
 
 
 def gemm(a: torch.Tensor, b: torch.Tensor, alpha: float = 1.0, beta: float = 0.0, trans_a: bool = False,
@@ -99,7 +90,8 @@ def gemm(a: torch.Tensor, b: torch.Tensor, alpha: float = 1.0, beta: float = 0.0
         c: optional `[M, N]` addend in a's dtype.
         out: optional `[M, N]` contiguous output in a's dtype, written in place and returned
             (no allocation). It may be `c` itself (`out = alpha * op(a) @ op(b) + beta * out`,
-            e.g. a residual add); any other overlap with a, b or c is refused.
+            e.g. a residual add); any other overlap with a, b or c is refused (checked on
+            eager calls; under torch.compile tensors have no addresses to compare).
 
     fp32 runs on a SIMT register-tiled kernel (no TF32); fp16/bf16 on tensor cores.
     Decode shapes (M <= 16, a not transposed, 16-byte aligned rows) run on the skinny
@@ -126,8 +118,9 @@ def _gemm_into(out, a, b, alpha, beta, trans_a, trans_b, c, out_dtype):
 
     def call():
         # The op takes either epilogue's dtype: hold each function to its own (explain() says so).
-        if out.dtype != (a.dtype if out_dtype is None else out_dtype):
-            raise ValueError("out dtype")
+        if out.dtype != (a.dtype if out_dtype is None else out_dtype) or (
+                out_dtype is not None and a.dtype not in TENSOR_CORE_DTYPES):
+            raise ValueError("out or a dtype")
         kernel(out, a, b, float(alpha), float(beta), bool(trans_a), bool(trans_b), c)
         return out
 

@@ -214,6 +214,16 @@ def test_errors():
         call(block_tables=bad)
     with pytest.raises(ValueError, match="cluster_size"):
         fused_decode_block(*(prob[n] for n in names), cluster_size=3)
+    # out apart from every input, on either path (in place over x is refused on both)
+    for path in ("unfused",) + (("fused",) if hopper() else ()):
+        for over, name in ((prob["x"], "x"), (prob["w_o"][:2], "w_o"), (prob["k_cache"].view(-1)[:2 * 512].view(2, 512),
+                                                                           "k_cache")):
+            with pytest.raises(ValueError, match=f"out must not overlap {name}"):
+                fused_decode_block(*(prob[n] for n in names), cos=prob["cos"], sin=prob["sin"], out=over, path=path)
+        ws = fused_decode_block_workspace(prob["x"], prob["w_o"], prob["k_cache"], prob["block_tables"])
+        with pytest.raises(ValueError, match="out must not overlap workspace"):
+            fused_decode_block(*(prob[n] for n in names), cos=prob["cos"], sin=prob["sin"],
+                               out=ws[:2 * 512 * 2].view(torch.float16).view(2, 512), workspace=ws, path=path)
 
 
 @needs_hopper
@@ -238,6 +248,10 @@ def test_binding_errors_and_guards():
             op(*args, p["cos"], None, 0.088, out, ws, 0)
         with pytest.raises(RuntimeError, match="out"):
             op(*args, p["cos"], p["sin"], 0.088, out[:1], ws, 0)
+        with pytest.raises(RuntimeError, match="out must not overlap x"):
+            op(*args, p["cos"], p["sin"], 0.088, p["x"], ws, 0)
+        with pytest.raises(RuntimeError, match="out must not overlap k_cache"):
+            op(*args, p["cos"], p["sin"], 0.088, p["k_cache"].view(-1)[:1024].view(2, 512), ws, 0)
         tables = p["block_tables"].clone()
         tables[1, :] = 10**6  # past the pool: the kernel skips those keys and the append
         k0, v0 = p["k_cache"].clone(), p["v_cache"].clone()

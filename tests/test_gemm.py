@@ -602,9 +602,12 @@ def _nan_out(m, n, dtype, offset=0):
     return big[offset:].view(m, n)
 
 
-# (m, n, k): the skinny kernels (m <= 16), the tile kernels, the Hopper family with its split
-# last wave (264 x 1032 tiles at K 4096), the generic kernel (n, k not multiples of 8).
-OUT_SHAPES = [(1, 4096, 4096), (16, 1032, 520), (264, 1032, 4096), (200, 264, 136), (37, 45, 29)]
+# (m, n, k): the skinny kernels (m <= 16; with b [K, N] at 16 x 4096 x 4096 on H100 the wgmma
+# skinny tile's stream-K pieces), the mma.sync tiles, the Hopper family with its split last wave
+# (2176 x 4096), the generic kernel (n, k not multiples of 8).
+OUT_SHAPES = [(1, 4096, 4096), (16, 4096, 4096), (16, 1032, 520), (264, 1032, 4096), (2176, 4096, 1024),
+              (200, 264, 136), (37, 45, 29)]
+LAYOUTS = [(False, False), (False, True), (True, False), (True, True)]
 
 
 @pytest.mark.parametrize("dtype", FLOATS)
@@ -614,7 +617,7 @@ def test_gemm_out_matches_gemm(dtype, m, n, k, offset):
     """gemm(out=) writes the same bits as gemm into the caller's tensor (aligned or not) and
     returns it; tensor_core_gemm(out=) likewise for its float32 output."""
     require_op("gemm_out")
-    for trans_a, trans_b in ((False, True), (True, False)):
+    for trans_a, trans_b in LAYOUTS:
         a = _rand((k, m) if trans_a else (m, k), dtype)
         b = _rand((n, k) if trans_b else (k, n), dtype)
         c = _rand((m, n), dtype)
@@ -624,7 +627,8 @@ def test_gemm_out_matches_gemm(dtype, m, n, k, offset):
             got = llm.gemm(a, b, 0.5, 2.0, trans_a, trans_b, cc, out=out)
             assert got is out
             want = llm.gemm(a, b, 0.5, 2.0, trans_a, trans_b, cc)
-            assert torch.equal(out, want), f"gemm out= {dtype} {m}x{n}x{k} off={offset} ta={trans_a} c={with_c}"
+            assert torch.equal(out, want), \
+                f"gemm out= {dtype} {m}x{n}x{k} off={offset} ta={trans_a} tb={trans_b} c={with_c}"
     if dtype != torch.float32:
         a, b, c = _rand((m, k), dtype), _rand((k, n), dtype), torch.randn(m, n, device="cuda")
         out = _nan_out(m, n, torch.float32, offset)
@@ -634,18 +638,23 @@ def test_gemm_out_matches_gemm(dtype, m, n, k, offset):
 
 @pytest.mark.parametrize("dtype", FLOATS)
 @pytest.mark.parametrize("m,n,k", OUT_SHAPES)
-def test_gemm_out_is_c_in_place(dtype, m, n, k):
-    """out=c: c <- alpha * a @ w^T + beta * c (the residual add of a linear layer)."""
+@pytest.mark.parametrize("offset", [0, 1])
+def test_gemm_out_is_c_in_place(dtype, m, n, k, offset):
+    """out=c: c <- alpha * op(a) @ op(b) + beta * c (e.g. the residual add of a linear layer),
+    the same bits as into a separate output, c aligned or not."""
     require_op("gemm_out")
-    a, w = _rand((m, k), dtype), _rand((n, k), dtype)
-    c = _rand((m, n), dtype)
-    want = llm.gemm(a, w, 1.0, 1.0, False, True, c)
-    assert llm.gemm(a, w, 1.0, 1.0, False, True, c, out=c) is c
-    assert torch.equal(c, want), f"gemm out=c {dtype} {m}x{n}x{k}"
+    for trans_a, trans_b in LAYOUTS:
+        a = _rand((k, m) if trans_a else (m, k), dtype)
+        b = _rand((n, k) if trans_b else (k, n), dtype)
+        c = _nan_out(m, n, dtype, offset).copy_(_rand((m, n), dtype))
+        want = llm.gemm(a, b, 0.75, -1.25, trans_a, trans_b, c)
+        assert llm.gemm(a, b, 0.75, -1.25, trans_a, trans_b, c, out=c) is c
+        assert torch.equal(c, want), f"gemm out=c {dtype} {m}x{n}x{k} off={offset} ta={trans_a} tb={trans_b}"
     if dtype != torch.float32:
-        acc = torch.randn(m, n, device="cuda")
-        want = llm.tensor_core_gemm(a, w.t().contiguous(), 1.0, 1.0, acc)
-        llm.tensor_core_gemm(a, w.t().contiguous(), 1.0, 1.0, acc, out=acc)
+        a, b = _rand((m, k), dtype), _rand((k, n), dtype)
+        acc = _nan_out(m, n, torch.float32, offset).copy_(torch.randn(m, n, device="cuda"))
+        want = llm.tensor_core_gemm(a, b, 1.0, 1.0, acc)
+        llm.tensor_core_gemm(a, b, 1.0, 1.0, acc, out=acc)
         assert torch.equal(acc, want)
 
 
@@ -662,8 +671,9 @@ def test_int8_gemm_out_exact(m, n, k, col_major_b, offset):
     assert torch.equal(out, int8_gemm_reference(a, b)), f"int8 out= {m}x{n}x{k} col={col_major_b} off={offset}"
 
 
-def test_gemm_out_graph_capture_allocates_nothing():
-    """With out= the call allocates no output: captured once, replayed on new inputs."""
+def test_gemm_out_graph_capture_replay():
+    """With out= the call writes the caller's tensor: captured once, replayed on new inputs
+    (a split-K workspace, where one is used, comes from the graph's pool)."""
     require_op("gemm_out")
     x, w = _rand((4, 4096), torch.float16), _rand((4096, 4096), torch.float16)
     out = torch.empty(4, 4096, dtype=torch.float16, device="cuda")
@@ -689,6 +699,8 @@ def test_gemm_out_errors():
         llm.gemm(a, b, out=_rand((8, 24), torch.float32))
     with pytest.raises(ValueError, match=r"out must have dtype float32, got float16"):
         llm.tensor_core_gemm(a, b, out=_rand((8, 24), torch.float16))
+    with pytest.raises(ValueError, match=r"a must have dtype float16 or bfloat16, got float32"):
+        llm.tensor_core_gemm(a.float(), b.float(), out=_rand((8, 24), torch.float32))
     with pytest.raises(ValueError, match=r"out must be contiguous"):
         llm.gemm(a, b, out=_rand((24, 8), torch.float16).t())
     with pytest.raises(ValueError, match=r"out must be on the same device as a"):
@@ -708,6 +720,9 @@ def test_gemm_out_errors():
     bi = torch.randint(-5, 5, (16, 24), dtype=torch.int8, device="cuda")
     with pytest.raises(ValueError, match=r"out must have dtype int32, got float32"):
         llm.tensor_core_gemm_int8(ai, bi, out=torch.empty(8, 24, device="cuda"))
+    buf = torch.randint(-5, 5, (376 + 8 * 24 * 4,), dtype=torch.int8, device="cuda")
+    with pytest.raises(ValueError, match=r"out must not overlap b"):  # b = w.t(), out over w's last 8 bytes
+        llm.tensor_core_gemm_int8(ai, buf[:24 * 16].view(24, 16).t(), out=buf[376:].view(torch.int32).view(8, 24))
 
 
 # ---- errors ---------------------------------------------------------------------------------
@@ -816,6 +831,9 @@ def test_opcheck():
                                                  False, c))
     torch.library.opcheck(ops.gemm_out.default, (torch.empty(24, 16, device="cuda"), a, b, 1.0, 0.0, False, False,
                                                  None))
+    torch.library.opcheck(ops.gemm_out.default, (c.clone(), a, b, 1.0, 1.0, False, False, None))
+    cc = c.clone()
+    torch.library.opcheck(ops.gemm_out.default, (cc, a, b, 1.0, 1.0, False, False, cc))  # out is c
     torch.library.opcheck(ops.tensor_core_gemm_int8_out.default,
                           (torch.empty(24, 16, dtype=torch.int32, device="cuda"), ai, bi))
 
@@ -836,12 +854,15 @@ def test_torch_compile_fullgraph():
     assert_close(x, gemm_reference(a, b, 2.0, dtype=torch.float64) + 1, torch.bfloat16)
     # out= inside a compiled graph: the mutation of out is carried by the op's (a!) schema.
 
-    def g(a, b, o):
+    def g(a, b, o, c):
         llm.gemm(a, b, out=o)
+        llm.gemm(a, b, 1.0, 1.0, c=c, out=c)  # in place
         return o * 2
 
     o = torch.full((48, 40), float("nan"), dtype=torch.bfloat16, device="cuda")
-    doubled = torch.compile(g, fullgraph=True)(a, b, o)
-    assert torch.equal(o, llm.gemm(a, b)) and torch.equal(doubled, o * 2)
+    c = _rand((48, 40), torch.bfloat16)
+    c_want = llm.gemm(a, b, 1.0, 1.0, c=c)
+    doubled = torch.compile(g, fullgraph=True)(a, b, o, c)
+    assert torch.equal(o, llm.gemm(a, b)) and torch.equal(doubled, o * 2) and torch.equal(c, c_want)
     assert_close(y, gemm_reference(a, b, dtype=torch.float64), torch.float32, rel_tol=1e-4)
     assert torch.equal(z, int8_gemm_reference(ai, bi))

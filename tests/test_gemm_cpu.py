@@ -71,3 +71,20 @@ def test_gemm_without_kernels_says_how_to_build():
     for fn in (llm.gemm, llm.tensor_core_gemm, llm.tensor_core_gemm_int8):
         with pytest.raises(RuntimeError, match=r"installed without its CUDA kernels"):
             fn(a, b)
+
+
+def test_check_out_apart_on_cpu():
+    from cuda_llm_ops.validation import check_out_apart
+    buf = torch.randn(100)
+    a, b = buf[:40].view(4, 10), buf[40:80].view(4, 10)
+    check_out_apart(buf[80:].view(4, 5), [(a, "a"), (b, "b"), (None, "c")])  # apart: fine
+    with pytest.raises(ValueError, match=r"out must not overlap b$"):
+        check_out_apart(buf[79:99].view(4, 5), [(a, "a"), (b, "b")])
+    with pytest.raises(ValueError, match=r"out must not overlap a$"):
+        check_out_apart(a, [(a, "a")])
+    check_out_apart(a, [(a, "c")], allow_same=("c",))  # out is c itself
+    with pytest.raises(ValueError, match=r"out must not overlap c \(it may be c itself\)"):
+        check_out_apart(buf[1:41].view(4, 10), [(a, "c")], allow_same=("c",))
+    w = torch.randn(6, 4)  # a transpose view spans the same bytes
+    with pytest.raises(ValueError, match=r"out must not overlap b"):
+        check_out_apart(w.view(-1)[20:], [(w.t(), "b")])

@@ -83,6 +83,11 @@ void fused_decode_block(const at::Tensor& x, const at::Tensor& w_qkv, const at::
                 " bytes (fused_decode_block_workspace), got ", static_cast<int64_t>(workspace.nbytes()));
   FUSED_REQUIRE(cluster_size == 0 || cluster_size == 2 || cluster_size == 4,
                 "cluster_size must be 0 (the default, 4), 2 or 4, got ", cluster_size);
+  // Heads' clusters add their output projections into out while later clusters may still
+  // read x, the weights or the caches: out must be apart from every input (x included).
+  for (const auto& [t, name] : all) {
+    if (t != &out) FUSED_REQUIRE(!ranges_overlap(out, *t), "out must not overlap ", name);
+  }
 
   fused::FusedDecodeBlockProblem p{};
   p.x = x.data_ptr();
