@@ -704,92 +704,99 @@ def paged_kv_append(k: torch.Tensor, v: torch.Tensor, k_cache: torch.Tensor, v_c
             view of the QKV projection's output), rotated in place with cos and sin.
     """
     kernel = _ops.op("paged_kv_append")  # first, so a build without kernels says so
-    named = [(k, "k"), (v, "v"), (k_cache, "k_cache"), (v_cache, "v_cache")]
-    if slot_mapping is not None:
-        if block_tables is not None or seq_lens is not None:
-            raise ValueError("give slot_mapping or block_tables and seq_lens (decode: one new token per "
-                             "sequence), not both")
-        named.append((slot_mapping, "slot_mapping"))
-    elif block_tables is None or seq_lens is None:
-        raise ValueError("give slot_mapping, or block_tables and seq_lens (token t is sequence t's new token, "
-                         "at position seq_lens[t] - 1)")
-    else:
-        named += [(block_tables, "block_tables"), (seq_lens, "seq_lens")]
-    if (cos is None) != (sin is None):
-        raise ValueError("cos and sin must be given together (the rotary embedding)")
-    if q is not None and cos is None:
-        raise ValueError("q is rotated in place with cos and sin: give them too")
-    if cos is not None:
-        named += [(cos, "cos"), (sin, "sin")] + ([(q, "q")] if q is not None else [])
-    for t, name in named:
-        check_tensor(t, name)
-    check_rank(k, "k", 3, "[num_tokens, num_kv_heads, head_dim]")
-    check_rank(v, "v", 3, "[num_tokens, num_kv_heads, head_dim]")
-    check_rank(k_cache, "k_cache", 4, "[num_blocks, block_size, num_kv_heads, head_dim]")
-    check_rank(v_cache, "v_cache", 4, "[num_blocks, block_size, num_kv_heads, head_dim]")
-    check_dtype(k, "k", (torch.float16, torch.bfloat16, torch.float32))
-    check_same_dtype(v, "v", k, "k")
-    if k_cache.dtype != FP8_KV_DTYPE:
-        check_same_dtype(k_cache, "k_cache", k, "k")
-    check_same_dtype(v_cache, "v_cache", k_cache, "k_cache")
-    _check_kv_scales(k_cache.dtype == FP8_KV_DTYPE, k_scale, v_scale)
-    if k_cache.shape[1] < 1:
-        raise ValueError(f"k_cache's block_size (dim 1) must be >= 1, got {k_cache.shape[1]}")
-    num_tokens, d = k.shape[0], k.shape[2]
-    if tuple(v.shape) != tuple(k.shape):
-        raise ValueError(f"v must have k's shape {tuple(k.shape)}, got {tuple(v.shape)}")
-    if tuple(v_cache.shape) != tuple(k_cache.shape):
-        raise ValueError(f"v_cache must have k_cache's shape {tuple(k_cache.shape)}, got {tuple(v_cache.shape)}")
-    if tuple(k.shape[1:]) != tuple(k_cache.shape[2:]):
-        raise ValueError(f"k must be [num_tokens, {k_cache.shape[2]}, {k_cache.shape[3]}] to match the cache, "
-                         f"got {tuple(k.shape)}")
-    if slot_mapping is not None:
-        check_rank(slot_mapping, "slot_mapping", 1, "[num_tokens]")
-        check_dtype(slot_mapping, "slot_mapping", (torch.int64, torch.int32))
-        if slot_mapping.shape[0] != num_tokens:
-            raise ValueError(f"slot_mapping must have {num_tokens} entries (k's num_tokens), "
-                             f"got {slot_mapping.shape[0]}")
-        check_contiguous(slot_mapping, "slot_mapping")
-    else:
-        _check_block_table(block_tables, seq_lens, num_tokens, "k's num_tokens: one new token per sequence")
-    if cos is not None:
-        pair = 2 * (16 // k.element_size())
-        if d % pair:
-            raise ValueError(f"the rotary embedding needs head_dim a multiple of {pair} (two 16-byte halves of a "
-                             f"row), got {d}")
-        for t, name in ((cos, "cos"), (sin, "sin")):
-            check_rank(t, name, 2, "[num_tokens, head_dim]")
-            check_same_dtype(t, name, k, "k")
-            if tuple(t.shape) != (num_tokens, d):
-                raise ValueError(f"{name} must be [{num_tokens}, {d}], got {tuple(t.shape)}")
-            _check_rows(t, name)
-        if q is not None:
-            check_rank(q, "q", 3, "[num_tokens, num_q_heads, head_dim]")
-            check_same_dtype(q, "q", k, "k")
-            if q.shape[0] != num_tokens or q.shape[2] != d:
-                raise ValueError(f"q must be [{num_tokens}, num_q_heads, {d}], got {tuple(q.shape)}")
-            if any(st == 0 and n > 1 for st, n in zip(q.stride(), q.shape)):
-                raise ValueError(f"q is rotated in place and must not repeat memory (an expand()ed view), got "
-                                 f"strides {q.stride()} for shape {tuple(q.shape)}")
-            _check_rows(q, "q")
-    check_one_cuda_device(named)
-    for t, name in ((k_cache, "k_cache"), (v_cache, "v_cache")):
-        check_contiguous(t, name)
-    _check_rows(k, "k")
-    _check_rows(v, "v")
-    _check_rows(k_cache, "k_cache")
-    _check_rows(v_cache, "v_cache")
-    if _host_checks_allowed(check_slots, "check_slots") and num_tokens > 0:
-        if slot_mapping is None:
-            check_paged_indices(k_cache, block_tables, seq_lens)
+
+    def explain() -> None:
+        named = [(k, "k"), (v, "v"), (k_cache, "k_cache"), (v_cache, "v_cache")]
+        if slot_mapping is not None:
+            if block_tables is not None or seq_lens is not None:
+                raise ValueError("give slot_mapping or block_tables and seq_lens (decode: one new token per "
+                                 "sequence), not both")
+            named.append((slot_mapping, "slot_mapping"))
+        elif block_tables is None or seq_lens is None:
+            raise ValueError("give slot_mapping, or block_tables and seq_lens (token t is sequence t's new token, "
+                             "at position seq_lens[t] - 1)")
         else:
-            n_slots = k_cache.shape[0] * k_cache.shape[1]
-            too_big = slot_mapping >= n_slots
-            if bool(too_big.any()):
-                i = int(too_big.nonzero()[0, 0])
-                raise ValueError(f"slot_mapping[{i}] = {int(slot_mapping[i])} is past the cache "
-                                 f"(num_blocks x block_size = {n_slots} slots)")
-    kernel(k, v, k_cache, v_cache, slot_mapping, float(k_scale), float(v_scale), block_tables, seq_lens, cos, sin, q)
+            named += [(block_tables, "block_tables"), (seq_lens, "seq_lens")]
+        if (cos is None) != (sin is None):
+            raise ValueError("cos and sin must be given together (the rotary embedding)")
+        if q is not None and cos is None:
+            raise ValueError("q is rotated in place with cos and sin: give them too")
+        if cos is not None:
+            named += [(cos, "cos"), (sin, "sin")] + ([(q, "q")] if q is not None else [])
+        for t, name in named:
+            check_tensor(t, name)
+        check_rank(k, "k", 3, "[num_tokens, num_kv_heads, head_dim]")
+        check_rank(v, "v", 3, "[num_tokens, num_kv_heads, head_dim]")
+        check_rank(k_cache, "k_cache", 4, "[num_blocks, block_size, num_kv_heads, head_dim]")
+        check_rank(v_cache, "v_cache", 4, "[num_blocks, block_size, num_kv_heads, head_dim]")
+        check_dtype(k, "k", (torch.float16, torch.bfloat16, torch.float32))
+        check_same_dtype(v, "v", k, "k")
+        if k_cache.dtype != FP8_KV_DTYPE:
+            check_same_dtype(k_cache, "k_cache", k, "k")
+        check_same_dtype(v_cache, "v_cache", k_cache, "k_cache")
+        _check_kv_scales(k_cache.dtype == FP8_KV_DTYPE, k_scale, v_scale)
+        if k_cache.shape[1] < 1:
+            raise ValueError(f"k_cache's block_size (dim 1) must be >= 1, got {k_cache.shape[1]}")
+        num_tokens, d = k.shape[0], k.shape[2]
+        if tuple(v.shape) != tuple(k.shape):
+            raise ValueError(f"v must have k's shape {tuple(k.shape)}, got {tuple(v.shape)}")
+        if tuple(v_cache.shape) != tuple(k_cache.shape):
+            raise ValueError(f"v_cache must have k_cache's shape {tuple(k_cache.shape)}, got {tuple(v_cache.shape)}")
+        if tuple(k.shape[1:]) != tuple(k_cache.shape[2:]):
+            raise ValueError(f"k must be [num_tokens, {k_cache.shape[2]}, {k_cache.shape[3]}] to match the cache, "
+                             f"got {tuple(k.shape)}")
+        if slot_mapping is not None:
+            check_rank(slot_mapping, "slot_mapping", 1, "[num_tokens]")
+            check_dtype(slot_mapping, "slot_mapping", (torch.int64, torch.int32))
+            if slot_mapping.shape[0] != num_tokens:
+                raise ValueError(f"slot_mapping must have {num_tokens} entries (k's num_tokens), "
+                                 f"got {slot_mapping.shape[0]}")
+            check_contiguous(slot_mapping, "slot_mapping")
+        else:
+            _check_block_table(block_tables, seq_lens, num_tokens, "k's num_tokens: one new token per sequence")
+        if cos is not None:
+            pair = 2 * (16 // k.element_size())
+            if d % pair:
+                raise ValueError(f"the rotary embedding needs head_dim a multiple of {pair} (two 16-byte halves of a "
+                                 f"row), got {d}")
+            for t, name in ((cos, "cos"), (sin, "sin")):
+                check_rank(t, name, 2, "[num_tokens, head_dim]")
+                check_same_dtype(t, name, k, "k")
+                if tuple(t.shape) != (num_tokens, d):
+                    raise ValueError(f"{name} must be [{num_tokens}, {d}], got {tuple(t.shape)}")
+                _check_rows(t, name)
+            if q is not None:
+                check_rank(q, "q", 3, "[num_tokens, num_q_heads, head_dim]")
+                check_same_dtype(q, "q", k, "k")
+                if q.shape[0] != num_tokens or q.shape[2] != d:
+                    raise ValueError(f"q must be [{num_tokens}, num_q_heads, {d}], got {tuple(q.shape)}")
+                if any(st == 0 and n > 1 for st, n in zip(q.stride(), q.shape)):
+                    raise ValueError(f"q is rotated in place and must not repeat memory (an expand()ed view), got "
+                                     f"strides {q.stride()} for shape {tuple(q.shape)}")
+                _check_rows(q, "q")
+        check_one_cuda_device(named)
+        for t, name in ((k_cache, "k_cache"), (v_cache, "v_cache")):
+            check_contiguous(t, name)
+        _check_rows(k, "k")
+        _check_rows(v, "v")
+        _check_rows(k_cache, "k_cache")
+        _check_rows(v_cache, "v_cache")
+
+    if _host_checks_allowed(check_slots, "check_slots"):
+        explain()  # this path synchronises anyway
+        if k.shape[0] > 0:
+            if slot_mapping is None:
+                check_paged_indices(k_cache, block_tables, seq_lens)
+            else:
+                n_slots = k_cache.shape[0] * k_cache.shape[1]
+                too_big = slot_mapping >= n_slots
+                if bool(too_big.any()):
+                    i = int(too_big.nonzero()[0, 0])
+                    raise ValueError(f"slot_mapping[{i}] = {int(slot_mapping[i])} is past the cache "
+                                     f"(num_blocks x block_size = {n_slots} slots)")
+    # The op checks every input the kernel relies on; explain() names the argument when it refuses.
+    call_or_explain(lambda: kernel(k, v, k_cache, v_cache, slot_mapping, float(k_scale), float(v_scale),
+                                   block_tables, seq_lens, cos, sin, q), explain)
 
 
 @_ops.register_fake("paged_attention")

@@ -103,9 +103,15 @@ def validate_fused_decode_block_inputs(x, w_qkv, w_o, k_cache, v_cache, block_ta
     check_one_cuda_device(named)
     for t, name in named:
         check_contiguous(t, name)
+    _check_out_apart_of_inputs(x, w_qkv, w_o, k_cache, v_cache, block_tables, seq_lens, cos, sin, out, workspace)
+
+
+def _check_out_apart_of_inputs(x, w_qkv, w_o, k_cache, v_cache, block_tables, seq_lens, cos, sin, out, workspace):
     # The one kernel adds heads' output projections into out while other heads still read the
     # inputs: out apart from all of them, on either path (so the path never changes what is allowed).
-    check_out_apart(out, [(t, name) for t, name in named if name != "out"] + [(workspace, "workspace")])
+    check_out_apart(out, ((x, "x"), (w_qkv, "w_qkv"), (w_o, "w_o"), (k_cache, "k_cache"), (v_cache, "v_cache"),
+                          (block_tables, "block_tables"), (seq_lens, "seq_lens"), (cos, "cos"), (sin, "sin"),
+                          (workspace, "workspace")))
 
 
 _PATH_CACHE: dict[tuple, tuple[bool, str]] = {}
@@ -288,9 +294,7 @@ def fused_decode_block(x: torch.Tensor, w_qkv: torch.Tensor, w_o: torch.Tensor, 
         raise ValueError(f"cluster_size must be 0 (the default, 4), 2 or 4, got {cluster_size}")
     if not isinstance(scale, (int, float)) or not math.isfinite(scale) or scale < 0:
         raise ValueError(f"scale must be a finite float >= 0 (0: 1/sqrt(head_dim)), got {scale!r}")
-    if path not in PATHS:
-        raise ValueError(f"path must be one of {PATHS}, got {path!r}")
-    try:
+    try:  # fused_decode_block_path also refuses an unknown `path`
         fused, why = fused_decode_block_path(x, w_o, k_cache, block_tables, path)
         d = k_cache.shape[3]
         attn_workspace = None if fused else _attention_workspace(workspace, x, w_o, k_cache, block_tables)
@@ -306,9 +310,17 @@ def fused_decode_block(x: torch.Tensor, w_qkv: torch.Tensor, w_o: torch.Tensor, 
         check_paged_indices(k_cache, block_tables, seq_lens, min_seq_len=1, workspace=attn_workspace)
     scale = float(scale) if scale else 1.0 / math.sqrt(d)
     if not fused:
-        validate()  # the unfused ops' own checks would name their arguments, not this op's
-        return _unfused(x, w_qkv, w_o, k_cache, v_cache, block_tables, seq_lens, cos, sin, scale, out,
-                        attn_workspace)
+        # The unfused ops check what their kernels rely on; when one refuses, validate() says
+        # which of this op's arguments is wrong (their messages would name their own).
+        def unfused():
+            if cos is not None and d % 16:
+                validate()  # the rotation runs in PyTorch ops, which would broadcast a misshapen cos
+            _check_out_apart_of_inputs(x, w_qkv, w_o, k_cache, v_cache, block_tables, seq_lens, cos, sin, out,
+                                       workspace)
+            return _unfused(x, w_qkv, w_o, k_cache, v_cache, block_tables, seq_lens, cos, sin, scale, out,
+                            attn_workspace)
+
+        return call_or_explain(unfused, validate)
     kernel = _ops.op("fused_decode_block")
 
     def call():

@@ -17,6 +17,8 @@ import torch.nn.functional as F
 import cuda_llm_ops as llm
 from cuda_llm_ops.bench import cases_decode as cd
 from cuda_llm_ops.bench import sdpa
+from cuda_llm_ops.fused import validate_fused_decode_block_inputs
+from cuda_llm_ops.reference import make_fused_decode_problem
 
 
 def per_call_us(fn, calls: int) -> float:
@@ -53,6 +55,16 @@ def cases() -> dict:
     ai8 = torch.randint(-128, 128, (2048, 2048), dtype=torch.int8, device="cuda")
     bi8 = torch.randint(-128, 128, (2048, 2048), dtype=torch.int8, device="cuda")
     bi8_nk = bi8.t().contiguous().t()
+    # the decode step's glue: one new token per sequence into the paged caches (B=1, Hkv=8)
+    kn, vn = torch.randn(1, 8, 128, **h16), torch.randn(1, 8, 128, **h16)
+    qn, cos, sin = torch.randn(1, 32, 128, **h16), torch.randn(1, 128, **h16), torch.randn(1, 128, **h16)
+    slots = (sl.long() - 1) % (kc.shape[0] * kc.shape[1])
+    # a small attention block (hidden 512, 4 heads of 128, GQA 4/2) on the unfused path
+    fp = make_fused_decode_problem(1, 512, 4, 2, 128, 64, 16, torch.float16, "cuda")
+    fargs = [fp[n] for n in ("x", "w_qkv", "w_o", "k_cache", "v_cache", "block_tables", "seq_lens")]
+    fout = torch.empty_like(fp["x"])
+    fws = llm.fused_decode_block_workspace(fp["x"], fp["w_o"], fp["k_cache"], fp["block_tables"])
+    gout = torch.empty(1, 256, **h16)
     peers = {}
     for name in ("cudnn", "flash"):
         def bare():
@@ -73,7 +85,20 @@ def cases() -> dict:
         **peers,
         "flash_attention (prefill)": lambda: llm.flash_attention(qa, qa, qa),
         "  raw op flash_attention": lambda: ops.flash_attention(qa, qa, qa, 0.125, False),
+        "paged_kv_append(slot_mapping, check_slots=False)":
+            lambda: llm.paged_kv_append(kn, vn, kc, vc, slots, check_slots=False),
+        "paged_kv_append(block_tables=, cos=, sin=, q=, check_slots=False)":
+            lambda: llm.paged_kv_append(kn, vn, kc, vc, None, check_slots=False, block_tables=bt, seq_lens=sl,
+                                        cos=cos, sin=sin, q=qn),
+        "  raw op paged_kv_append (same glue)":
+            lambda: ops.paged_kv_append(kn, vn, kc, vc, None, 1.0, 1.0, bt, sl, cos, sin, qn),
+        "fused_decode_block unfused path (out=, workspace=, check_indices=False)":
+            lambda: llm.fused_decode_block(*fargs, cos=fp["cos"], sin=fp["sin"], out=fout, workspace=fws,
+                                           check_indices=False),
+        "  its Python validation alone (what each unfused call ran first before)":
+            lambda: validate_fused_decode_block_inputs(*fargs, fp["cos"], fp["sin"], fout, fws),
         "gemm": lambda: llm.gemm(a, b),
+        "gemm(out=)": lambda: llm.gemm(a, b, out=gout),
         "  raw op gemm": lambda: ops.gemm(a, b, 1.0, 0.0, False, False, None),
         "gemm 2048^3 fp16 (Hopper: wgmma)": lambda: llm.gemm(a2, b2),
         "tensor_core_gemm_int8 2048^3, b [N,K] (Hopper: wgmma)": lambda: llm.tensor_core_gemm_int8(ai8, bi8_nk),

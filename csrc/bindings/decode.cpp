@@ -87,6 +87,7 @@ void check_block_table(const at::Tensor& block_tables, const at::Tensor& seq_len
     check_dtype(*t, at::kInt, name);
   }
   check_contiguous(seq_lens, "seq_lens");
+  CLO_CHECK(block_tables.size(1) >= 1, "block_tables must not be empty, got shape ", block_tables.sizes());
   CLO_CHECK(block_tables.stride(1) == 1, "block_tables must have a contiguous last dimension, got strides ",
             block_tables.strides());
 }

@@ -53,17 +53,23 @@ at::Tensor allocate_workspace(GemmProblem& p, GemmVariant variant, const at::Ten
   return workspace;
 }
 
-// The caller's output: [M, N] of out_type, contiguous, on a's device, apart from a and b (the
-// kernels read them while tiles of D are written). It may be c itself (D = alpha*AB + beta*D):
-// every epilogue reads C[i] and writes D[i] from the same thread, C before D.
+// c or out: [M, N] of out_type, contiguous, on a's device.
+void check_mn_operand(const char* op, const at::Tensor& t, const char* name, const at::Tensor& a, int64_t M,
+                      int64_t N, at::ScalarType out_type) {
+  check_cuda(t, name);
+  check_same_device(t, a, name, "a");
+  CLO_CHECK(t.scalar_type() == out_type, op, ": ", name, " must have dtype ", out_type, ", got ", t.scalar_type());
+  CLO_CHECK(t.dim() == 2 && t.size(0) == M && t.size(1) == N, op, ": ", name, " must have shape [", M, ", ", N,
+            "], got ", t.sizes());
+  check_contiguous(t, name);
+}
+
+// The caller's output, apart from a and b (the kernels read them while tiles of D are
+// written). It may be c itself (D = alpha*AB + beta*D): every epilogue reads C[i] and writes
+// D[i] from the same thread, C before D.
 void check_gemm_out(const char* op, const at::Tensor& out, const at::Tensor& a, const at::Tensor& b,
                     const std::optional<at::Tensor>& c, int64_t M, int64_t N, at::ScalarType out_type) {
-  check_cuda(out, "out");
-  check_same_device(out, a, "out", "a");
-  CLO_CHECK(out.scalar_type() == out_type, op, ": out must have dtype ", out_type, ", got ", out.scalar_type());
-  CLO_CHECK(out.dim() == 2 && out.size(0) == M && out.size(1) == N, op, ": out must have shape [", M, ", ", N,
-            "], got ", out.sizes());
-  check_contiguous(out, "out");
+  check_mn_operand(op, out, "out", a, M, N, out_type);
   CLO_CHECK(!ranges_overlap(out, a), op, ": out must not overlap a");
   CLO_CHECK(!ranges_overlap(out, b), op, ": out must not overlap b");
   if (c.has_value()) {
@@ -92,14 +98,7 @@ at::Tensor run_float_gemm(const char* op, const at::Tensor& a, const at::Tensor&
             ": the skinny kernels take a stored [M, K] (trans_a=False) with M <= ", gemm::kSkinnyMaxM, ", got M=", M,
             " trans_a=", trans_a ? "true" : "false");
   c10::cuda::CUDAGuard guard(a.device());
-  if (c.has_value()) {
-    check_cuda(*c, "c");
-    check_same_device(*c, a, "c", "a");
-    check_dtype(*c, out_type, "c");
-    CLO_CHECK(c->dim() == 2 && c->size(0) == M && c->size(1) == N, "c must have shape [", M, ", ", N, "], got ",
-                c->sizes());
-    check_contiguous(*c, "c");
-  }
+  if (c.has_value()) check_mn_operand(op, *c, "c", a, M, N, out_type);
   if (out.has_value()) check_gemm_out(op, *out, a, b, c, M, N, out_type);
   at::Tensor d = out.has_value() ? *out : at::empty({M, N}, a.options().dtype(out_type));
   GemmProblem p;
