@@ -130,7 +130,7 @@ def main() -> int:
                     t = per_call_us(fn, args.calls)
                 prev = best.get(name)
                 best[name] = min(prev, t) if isinstance(prev, float) else t
-            except RuntimeError as exc:  # an area not in this build
+            except (RuntimeError, AttributeError) as exc:  # an area not in this build
                 best[name] = f"unavailable: {str(exc).splitlines()[0][:80]}"
     for name, t in best.items():
         print(f"host {name:58s} " + (f"{t:6.1f}" if isinstance(t, float) else t), flush=True)
