@@ -39,6 +39,7 @@
 #include "cuda_llm_ops/pipeline.cuh"
 #include "cuda_llm_ops/warp_primitives.cuh"
 #include "decode/decode_internal.h"
+#include "decode/split_merge.cuh"
 
 namespace cuda_llm_ops::decode {
 
@@ -205,24 +206,6 @@ CLO_DEVICE int decode_own_col(const DecodeKernelParams& p, int gr, int d) {
   }
   return d < p.row_cols ? d : -1;
 }
-
-// 16-byte cp.async (L2 only) with an L2 prefetch-size hint: a miss fetches the
-// whole 128/256-byte line, so the key/value rows (128-512 bytes each, scattered
-// over the cache) become full-line DRAM reads. Zero-fills when !valid.
-template <int kPrefetchBytes>
-CLO_DEVICE void cp_async_16_prefetch(void* smem_dst, const void* gmem_src, bool valid) {
-  const uint32_t dst = smem_u32addr(smem_dst);
-  const int src_bytes = valid ? 16 : 0;
-  if constexpr (kPrefetchBytes >= 256) {
-    asm volatile("cp.async.cg.shared.global.L2::256B [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(gmem_src),
-                 "r"(src_bytes));
-  } else {
-    asm volatile("cp.async.cg.shared.global.L2::128B [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(gmem_src),
-                 "r"(src_bytes));
-  }
-}
-
-CLO_DEVICE void prefetch_l2(const void* ptr) { asm volatile("prefetch.global.L2 [%0];\n" ::"l"(ptr)); }
 
 // ---- KV addressing policies -------------------------------------------------
 // A policy gives the keys' count for a batch entry and a per-(batch, KV head)
@@ -903,56 +886,6 @@ CLO_DEVICE void decode_warp_tile_fp8(const QFrag& q_frag, const T* ks, const T* 
       mma_m16n8k16<T>(o[2 * (c + h) + 1], pa, odd);
     }
   }
-}
-
-// Log-sum-exp fold of splits s0 .. s0 + n - 1 (n <= kBatch) into (m, l, acc): `load(s,
-// state, o)` fetches split s's (max, sum) and 4 unnormalised O columns; all n loads are
-// issued before any is used, then the batch's max is taken first and every split is
-// weighed against it, so the fold is no dependent chain of exp2 per split (the merger
-// runs on the call's critical path). A NaN state (bad index) sets nan_seen; splits
-// that saw no key (sum 0) do not count.
-template <int kBatch, class Load>
-CLO_DEVICE void decode_fold_splits(int s0, int n, Load&& load, float& m, float& l, float4& acc, bool& nan_seen) {
-  float2 st[kBatch];
-  float4 x[kBatch];
-#pragma unroll
-  for (int j = 0; j < kBatch; ++j) {
-    if (j < n) {
-      load(s0 + j, st[j], x[j]);
-    } else {
-      st[j] = make_float2(kNegInf, 0.f);
-      x[j] = make_float4(0.f, 0.f, 0.f, 0.f);
-    }
-  }
-  float m_new = m;
-#pragma unroll
-  for (int j = 0; j < kBatch; ++j) {
-    nan_seen |= st[j].y != st[j].y;
-    if (st[j].y > 0.f) m_new = fmaxf(m_new, st[j].x);
-  }
-  const float a = fast_exp2(m - m_new);
-  l *= a;
-  acc.x *= a;
-  acc.y *= a;
-  acc.z *= a;
-  acc.w *= a;
-#pragma unroll
-  for (int j = 0; j < kBatch; ++j) {
-    const float w = st[j].y > 0.f ? fast_exp2(st[j].x - m_new) : 0.f;
-    l += st[j].y * w;
-    acc.x += x[j].x * w;
-    acc.y += x[j].y * w;
-    acc.z += x[j].z * w;
-    acc.w += x[j].w * w;
-  }
-  m = m_new;
-}
-
-// A row's log-sum-exp in natural log from its (max, sum) in the log2 domain: -inf for a row
-// that saw no key, NaN for a bad index or a stale split group.
-CLO_DEVICE float decode_row_lse(float m, float l, bool nan_row) {
-  constexpr float kLn2 = 0.6931471805599453f;
-  return nan_row ? __int_as_float(0x7fc00000) : (l > 0.f ? (m + log2f(l)) * kLn2 : -INFINITY);
 }
 
 // Epilogue shared by the decode kernels: merge the math warps' online-softmax states

@@ -37,4 +37,22 @@ CLO_DEVICE void cp_async_wait() { asm volatile("cp.async.wait_group %0;\n" ::"n"
 
 CLO_DEVICE void cp_async_wait_all() { asm volatile("cp.async.wait_all;\n" ::); }
 
+// 16-byte cp.async (L2 only) with an L2 prefetch-size hint: a miss fetches the
+// whole 128/256-byte line, so the key/value rows (128-512 bytes each, scattered
+// over the cache) become full-line DRAM reads. Zero-fills when !valid.
+template <int kPrefetchBytes>
+CLO_DEVICE void cp_async_16_prefetch(void* smem_dst, const void* gmem_src, bool valid) {
+  const uint32_t dst = smem_u32addr(smem_dst);
+  const int src_bytes = valid ? 16 : 0;
+  if constexpr (kPrefetchBytes >= 256) {
+    asm volatile("cp.async.cg.shared.global.L2::256B [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(gmem_src),
+                 "r"(src_bytes));
+  } else {
+    asm volatile("cp.async.cg.shared.global.L2::128B [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(gmem_src),
+                 "r"(src_bytes));
+  }
+}
+
+CLO_DEVICE void prefetch_l2(const void* ptr) { asm volatile("prefetch.global.L2 [%0];\n" ::"l"(ptr)); }
+
 }  // namespace cuda_llm_ops

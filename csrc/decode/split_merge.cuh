@@ -1,0 +1,61 @@
+// The split-KV merge shared by the decode kernels (decode_attention.cuh, mla_decode_attention.cu):
+// each split leaves (max, sum) in the log2 domain and unnormalised output columns; the
+// block that counts in last folds them with the log-sum-exp rule.
+#pragma once
+
+#include "cuda_llm_ops/common.cuh"
+#include "cuda_llm_ops/online_softmax.cuh"
+
+namespace cuda_llm_ops::decode {
+
+// Log-sum-exp fold of splits s0 .. s0 + n - 1 (n <= kBatch) into (m, l, acc): `load(s,
+// state, o)` fetches split s's (max, sum) and 4 unnormalised O columns; all n loads are
+// issued before any is used, then the batch's max is taken first and every split is
+// weighed against it, so the fold is no dependent chain of exp2 per split (the merger
+// runs on the call's critical path). A NaN state (bad index) sets nan_seen; splits
+// that saw no key (sum 0) do not count.
+template <int kBatch, class Load>
+CLO_DEVICE void decode_fold_splits(int s0, int n, Load&& load, float& m, float& l, float4& acc, bool& nan_seen) {
+  float2 st[kBatch];
+  float4 x[kBatch];
+#pragma unroll
+  for (int j = 0; j < kBatch; ++j) {
+    if (j < n) {
+      load(s0 + j, st[j], x[j]);
+    } else {
+      st[j] = make_float2(kNegInf, 0.f);
+      x[j] = make_float4(0.f, 0.f, 0.f, 0.f);
+    }
+  }
+  float m_new = m;
+#pragma unroll
+  for (int j = 0; j < kBatch; ++j) {
+    nan_seen |= st[j].y != st[j].y;
+    if (st[j].y > 0.f) m_new = fmaxf(m_new, st[j].x);
+  }
+  const float a = fast_exp2(m - m_new);
+  l *= a;
+  acc.x *= a;
+  acc.y *= a;
+  acc.z *= a;
+  acc.w *= a;
+#pragma unroll
+  for (int j = 0; j < kBatch; ++j) {
+    const float w = st[j].y > 0.f ? fast_exp2(st[j].x - m_new) : 0.f;
+    l += st[j].y * w;
+    acc.x += x[j].x * w;
+    acc.y += x[j].y * w;
+    acc.z += x[j].z * w;
+    acc.w += x[j].w * w;
+  }
+  m = m_new;
+}
+
+// A row's log-sum-exp in natural log from its (max, sum) in the log2 domain: -inf for a row
+// that saw no key, NaN for a bad index or a stale split group.
+CLO_DEVICE float decode_row_lse(float m, float l, bool nan_row) {
+  constexpr float kLn2 = 0.6931471805599453f;
+  return nan_row ? __int_as_float(0x7fc00000) : (l > 0.f ? (m + log2f(l)) * kLn2 : -INFINITY);
+}
+
+}  // namespace cuda_llm_ops::decode
