@@ -1,7 +1,7 @@
 """LLM-Speed: hand-written CUDA kernels for LLM inference, driven from PyTorch.
 
 Attention prefill (naive, tiled, flash), GEMM (fp32, tensor-core fp16/bf16,
-int8), paged decode attention, a fused decode attention block (one Hopper kernel from
+int8), paged decode attention (MHA/GQA and MLA), a fused decode attention block (one Hopper kernel from
 QKV projection to output projection), lightning-attention decode, a roofline profiler
 and the `llm-speed` benchmark command.
 """
@@ -11,6 +11,7 @@ from .validation import validate_attention_inputs
 from .decode import (decode_attention, decode_head_dim_fits, decode_num_splits, decode_workspace,
                      merge_attention_states, paged_attention, paged_attention_workspace, paged_kv_append,
                      validate_paged_attention_inputs)
+from .mla import mla_num_splits, mla_workspace, paged_mla_attention, validate_paged_mla_inputs
 from .graphs import CUDAGraphRunner
 from .fused import (fused_decode_block, fused_decode_block_path, fused_decode_block_workspace,
                     validate_fused_decode_block_inputs)
@@ -44,6 +45,10 @@ __all__ = [
     "paged_attention_workspace",
     "paged_kv_append",
     "validate_paged_attention_inputs",
+    "mla_num_splits",
+    "mla_workspace",
+    "paged_mla_attention",
+    "validate_paged_mla_inputs",
     "CUDAGraphRunner",
     "fused_decode_block",
     "fused_decode_block_path",

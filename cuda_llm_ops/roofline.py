@@ -428,6 +428,18 @@ def decode_attention_work(batch: int, heads_q: int, heads_kv: int, seq_lens, hea
     return Work(flops, nbytes)
 
 
+def mla_decode_work(batch: int, heads_q: int, seq_lens, head_dim_qk: int = 576, head_dim_v: int = 512,
+                    elem_bytes: int = 2) -> Work:
+    """MLA decode (absorbed form, `paged_mla_attention`): every query head against each cached
+    latent row, `2 * Hq * (Dqk + Dv)` FLOPs per key and sequence; bytes = the rows read once
+    (Dqk wide, shared by all heads) + q read + out written."""
+    lens = _lens(seq_lens, batch)
+    total = float(sum(lens))
+    flops = 2.0 * heads_q * (head_dim_qk + head_dim_v) * total
+    nbytes = elem_bytes * (head_dim_qk * total + len(lens) * heads_q * (head_dim_qk + head_dim_v))
+    return Work(flops, nbytes)
+
+
 def paged_decode_work(batch: int | None, heads_q: int, heads_kv: int, seq_lens, head_dim: int,
                       block_size: int, elem_bytes: int = 2, include_tables: bool = True) -> Work:
     """Decode attention through a block table: the contiguous model plus the int32 block-table

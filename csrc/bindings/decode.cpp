@@ -146,14 +146,13 @@ void check_workspace_tensor(const at::Tensor& w) {
   check_contiguous(w, "workspace");
 }
 
-// Returns the workspace pointer of a split call: the given one (from the Python
-// helpers: counters at rest, kept so by every call), or a fresh one whose counter
-// slots (its last decode_workspace_counter_slots(numel) floats) are set here
-// (decode_workspace_init, on the call's stream); the partials need no initialisation.
-float* resolve_workspace(dec::DecodeAttentionArgs& a, const std::optional<at::Tensor>& workspace,
-                         const at::Tensor& like, at::Tensor& holder) {
-  const int64_t need =
-      dec::decode_attention_workspace_floats(a.batch, a.num_q_heads, a.seq_len_q, a.head_dim, a.num_splits);
+// Returns the workspace pointer of a split call that needs `need` floats (0: it does not
+// split) and sets `floats` to the buffer's size: the given one (from the Python helpers:
+// counters at rest, kept so by every call), or a fresh one whose counter slots (its last
+// decode_workspace_counter_slots(numel) floats) are set here (decode_workspace_init, on the
+// call's stream); the partials need no initialisation.
+float* resolve_workspace(int64_t need, int num_splits, const std::optional<at::Tensor>& workspace,
+                         const at::Tensor& like, at::Tensor& holder, int64_t& floats) {
   if (need == 0) return nullptr;
   if (workspace.has_value()) {
     const at::Tensor& w = *workspace;
@@ -161,16 +160,22 @@ float* resolve_workspace(dec::DecodeAttentionArgs& a, const std::optional<at::Te
     check_same_device(w, like, "workspace", "q");
     CLO_CHECK(reinterpret_cast<uintptr_t>(w.data_ptr()) % 16 == 0,
               "workspace must be 16-byte aligned (pass the tensor from decode_workspace / "
-              "paged_attention_workspace, not a slice of it)");
+              "paged_attention_workspace / mla_workspace, not a slice of it)");
     CLO_CHECK(w.numel() >= need, "workspace must hold at least ", need, " float32 elements for num_splits=",
-                a.num_splits, ", got ", w.numel());
-    a.workspace_floats = w.numel();
+                num_splits, ", got ", w.numel());
+    floats = w.numel();
     return w.data_ptr<float>();
   }
   holder = at::empty({need}, like.options().dtype(at::kFloat));
   check_launch(dec::decode_workspace_init(holder.data_ptr<float>(), need, current_stream(like)), "decode workspace");
-  a.workspace_floats = need;
+  floats = need;
   return holder.data_ptr<float>();
+}
+float* resolve_workspace(dec::DecodeAttentionArgs& a, const std::optional<at::Tensor>& workspace,
+                         const at::Tensor& like, at::Tensor& holder) {
+  return resolve_workspace(
+      dec::decode_attention_workspace_floats(a.batch, a.num_q_heads, a.seq_len_q, a.head_dim, a.num_splits),
+      a.num_splits, workspace, like, holder, a.workspace_floats);
 }
 
 // Sets a workspace's split counters to their rest value (the Python helpers' allocation).
@@ -508,6 +513,98 @@ int64_t decode_workspace_numel_upto(int64_t batch, int64_t num_q_heads, int64_t 
       paged.value_or(true), !paged.value_or(false), static_cast<int>(num_splits));
 }
 
+// MLA decode: q [B, Hq, 576], kv_cache [num_blocks, block_size, 576] or [num_blocks,
+// block_size, 1, 576] (one latent head), out [B, Hq, 512].
+void paged_mla_attention(at::Tensor& out, const at::Tensor& q, const at::Tensor& kv_cache,
+                         const at::Tensor& block_tables, const at::Tensor& seq_lens, double scale, int64_t num_splits,
+                         const std::optional<at::Tensor>& workspace, const std::optional<at::Tensor>& lse) {
+  constexpr int64_t kDqk = dec::kMlaHeadDimQK, kDv = dec::kMlaHeadDimV;
+  check_dim(q, 3, "q", "[batch, num_q_heads, 576]");
+  check_dim(out, 3, "out", "[batch, num_q_heads, 512]");
+  CLO_CHECK(kv_cache.dim() == 3 || kv_cache.dim() == 4,
+            "kv_cache must be 3-D [num_blocks, block_size, 576] or 4-D [num_blocks, block_size, 1, 576], got ",
+            kv_cache.dim(), "-D with shape ", kv_cache.sizes());
+  check_cuda(q, "q");
+  check_cuda(out, "out");
+  check_cuda(kv_cache, "kv_cache");
+  check_same_device(out, q, "out", "q");
+  check_same_device(kv_cache, q, "kv_cache", "q");
+  check_block_table(block_tables, seq_lens, q, "q");
+  check_half_dtype(q, "q");
+  check_dtype(kv_cache, q.scalar_type(), "kv_cache");
+  check_dtype(out, q.scalar_type(), "out");
+  const int64_t B = q.size(0), Hq = q.size(1);
+  CLO_CHECK(q.size(2) == kDqk, "q's last dim must be ", kDqk, " (MLA: 512 latent + 64 rope), got ", q.size(2));
+  CLO_CHECK(out.size(0) == B && out.size(1) == Hq && out.size(2) == kDv, "out must be [", B, ", ", Hq, ", ", kDv,
+            "], got ", out.sizes());
+  CLO_CHECK(kv_cache.size(-1) == kDqk && (kv_cache.dim() == 3 || kv_cache.size(2) == 1),
+            "kv_cache rows must be [..., ", kDqk, "] with one latent head, got shape ", kv_cache.sizes());
+  const int64_t nb = kv_cache.size(0), bs = kv_cache.size(1);
+  CLO_CHECK(block_tables.size(0) == B && seq_lens.size(0) == B, "block_tables and seq_lens must have batch ", B,
+            " rows, got ", block_tables.size(0), " and ", seq_lens.size(0));
+  CLO_CHECK(bs >= 1 && (bs & (bs - 1)) == 0, "block_size (kv_cache dim 1) must be a power of two, got ", bs);
+  CLO_CHECK(nb >= 1, "kv_cache must not be empty, got shape ", kv_cache.sizes());
+  check_grid(B, Hq);
+  CLO_CHECK(nb < (int64_t(1) << 31) && block_tables.size(1) * bs < (int64_t(1) << 31),
+            "num_blocks and max_blocks_per_seq x block_size (the keys a table row can address) must be < 2^31, got ",
+            nb, " and ", block_tables.size(1), " x ", bs);
+  check_contiguous(kv_cache, "kv_cache");
+  check_rows_aligned(kv_cache, "kv_cache");
+  check_rows_aligned(q, "q");
+  check_rows_aligned(out, "out");
+  CLO_CHECK(num_splits >= 0 && num_splits <= dec::kMaxSplits, "num_splits must be in [0, ", dec::kMaxSplits,
+            "], got ", num_splits);
+  CLO_CHECK(!ranges_overlap(out, q) && !ranges_overlap(out, kv_cache), "out must not overlap q or kv_cache");
+  const c10::cuda::CUDAGuard guard(q.device());
+  CLO_CHECK(dec::mla_decode_fits(), "the MLA decode kernel needs ", dec::mla_decode_smem_bytes(),
+            " bytes of shared memory per block, more than this GPU allows (", dec::decode_smem_limit(), " bytes)");
+
+  dec::MlaDecodeArgs a;
+  a.dtype = to_dtype(q.scalar_type());
+  a.batch = static_cast<int>(B);
+  a.num_q_heads = static_cast<int>(Hq);
+  a.q = q.data_ptr();
+  a.q_stride_b = q.stride(0);
+  a.q_stride_h = q.stride(1);
+  a.out = out.data_ptr();
+  a.o_stride_b = out.stride(0);
+  a.o_stride_h = out.stride(1);
+  a.kv_cache = kv_cache.data_ptr();
+  a.block_tables = block_tables.data_ptr<int>();
+  a.table_stride = block_tables.stride(0);
+  a.max_blocks_per_seq = static_cast<int>(block_tables.size(1));
+  a.num_blocks = static_cast<int>(nb);
+  a.block_size = static_cast<int>(bs);
+  a.seq_lens = seq_lens.data_ptr<int>();
+  a.scale = static_cast<float>(scale);
+  a.lse = resolve_lse(lse, q);
+  a.num_splits = num_splits > 0 ? static_cast<int>(num_splits)
+                                : dec::mla_decode_num_splits(a.batch, a.num_q_heads, a.max_blocks_per_seq * a.block_size);
+  at::Tensor holder;
+  a.workspace = resolve_workspace(
+      dec::decode_attention_workspace_floats(a.batch, a.num_q_heads, 1, static_cast<int>(kDv), a.num_splits),
+      a.num_splits, workspace, q, holder, a.workspace_floats);
+  check_launch(dec::launch_mla_decode_attention(a, current_stream(q)), "paged_mla_attention");
+}
+
+int64_t mla_num_splits(int64_t batch, int64_t num_q_heads, int64_t max_kv_len) {
+  check_grid(batch, num_q_heads);
+  CLO_CHECK(max_kv_len >= 0 && max_kv_len < (int64_t(1) << 31), "max_kv_len must be in [0, 2^31), got ", max_kv_len);
+  return dec::mla_decode_num_splits(static_cast<int>(batch), static_cast<int>(num_q_heads),
+                                    static_cast<int>(max_kv_len));
+}
+
+// mla_workspace's size: the most any call of batch 1..batch needs.
+int64_t mla_workspace_numel(int64_t batch, int64_t num_q_heads, int64_t max_kv_len, int64_t num_splits) {
+  check_grid(batch, num_q_heads);
+  CLO_CHECK(num_q_heads < (int64_t(1) << 24), "num_q_heads must be < 2^24, got ", num_q_heads);
+  CLO_CHECK(max_kv_len >= 0 && max_kv_len < (int64_t(1) << 31), "max_kv_len must be in [0, 2^31), got ", max_kv_len);
+  CLO_CHECK(num_splits >= 0 && num_splits <= dec::kMaxSplits, "num_splits must be in [0, ", dec::kMaxSplits,
+            "] (0: the heuristic's), got ", num_splits);
+  return dec::mla_decode_workspace_floats_upto(static_cast<int>(batch), static_cast<int>(num_q_heads),
+                                               static_cast<int>(max_kv_len), static_cast<int>(num_splits));
+}
+
 }  // namespace
 
 TORCH_LIBRARY_FRAGMENT(cuda_llm_ops, m) {
@@ -536,6 +633,12 @@ TORCH_LIBRARY_FRAGMENT(cuda_llm_ops, m) {
   m.def("decode_head_dim_fits(int head_dim, bool fp8_cache=False) -> bool", &decode_head_dim_fits);
   m.def("decode_workspace_counters_stale(Tensor workspace) -> Tensor", &decode_workspace_counters_stale);
   m.def("decode_workspace_init(Tensor(a!) workspace) -> ()");
+  m.def(
+      "paged_mla_attention(Tensor(a!) out, Tensor q, Tensor kv_cache, Tensor block_tables, Tensor seq_lens, "
+      "float scale, int num_splits, Tensor(b!)? workspace, Tensor(c!)? lse=None) -> ()");
+  m.def("mla_num_splits(int batch, int num_q_heads, int max_kv_len) -> int", &mla_num_splits);
+  m.def("mla_workspace_numel(int batch, int num_q_heads, int max_kv_len, int num_splits=0) -> int",
+        &mla_workspace_numel);
 }
 
 TORCH_LIBRARY_IMPL(cuda_llm_ops, CUDA, m) {
@@ -543,4 +646,5 @@ TORCH_LIBRARY_IMPL(cuda_llm_ops, CUDA, m) {
   m.impl("decode_workspace_init", &decode_workspace_init);
   m.impl("decode_attention", &decode_attention);
   m.impl("paged_kv_append", &paged_kv_append);
+  m.impl("paged_mla_attention", &paged_mla_attention);
 }

@@ -239,4 +239,58 @@ struct PagedKvAppendArgs {
 
 cudaError_t launch_paged_kv_append(const PagedKvAppendArgs& args, cudaStream_t stream);
 
+// ---- MLA decode (multi-head latent attention, DeepSeek-V2/V3; mla_decode_attention.cu) ----
+// The absorbed form FlashMLA and vLLM run at decode: every query head attends to one
+// shared latent cache row per token, [kv_c (512) | k_pe (64)], as its key (576 wide) and
+// to the row's first 512 columns as its value. One cache row is read for all query heads,
+// so per token Hq * 2 * (576 + 512) FLOPs meet 1152 bytes: memory-bound at 16 heads,
+// near the H100's ridge at 128.
+constexpr int kMlaHeadDimQK = 576;
+constexpr int kMlaHeadDimV = 512;
+// Query heads one thread block serves (one m16 tile) and keys per pipeline stage.
+constexpr int kMlaRowsPerBlock = 16;
+constexpr int kMlaTileKeys = 32;
+// The shortest split the heuristic makes (mla_decode_num_splits).
+constexpr int kMlaMinKeysPerSplit = 128;
+
+struct MlaDecodeArgs {
+  DType dtype = DType::kFloat16;  // of q, the cache and out: float16 or bfloat16
+  int batch = 0, num_q_heads = 0;
+  // q [B, Hq, 576] and out [B, Hq, 512] by batch and head strides (elements), rows contiguous.
+  const void* q = nullptr;
+  int64_t q_stride_b = 0, q_stride_h = 0;
+  void* out = nullptr;
+  int64_t o_stride_b = 0, o_stride_h = 0;
+  // Latent cache [num_blocks, block_size, 576] (one KV head), contiguous; block_tables
+  // int32 [B, table_stride >= max_blocks_per_seq], seq_lens int32 [B]; block_size a power of two.
+  const void* kv_cache = nullptr;
+  const int* block_tables = nullptr;
+  int64_t table_stride = 0;
+  int max_blocks_per_seq = 0, num_blocks = 0, block_size = 0;
+  const int* seq_lens = nullptr;
+  float scale = 1.f;    // softmax scale (natural-log domain)
+  float* lse = nullptr;  // optional float32 [B, Hq] (contiguous), as DecodeAttentionArgs::lse
+  int num_splits = 1;    // resolved (>= 1); > 1 needs the workspace
+  // Split calls: >= decode_attention_workspace_floats(B, Hq, 1, kMlaHeadDimV, num_splits)
+  // floats, 16-byte aligned, any contents (partials are written before they are read; the
+  // combine kernel needs no counters).
+  float* workspace = nullptr;
+  int64_t workspace_floats = 0;
+};
+
+// Splits the heuristic picks: about one block per SM over batch x row tiles (1 from one
+// per SM up), never splits shorter than kMlaMinKeysPerSplit of max_kv_len, at most kMaxSplits.
+int mla_decode_num_splits(int batch, int num_q_heads, int max_kv_len);
+// decode_attention_workspace_floats for every batch size 1..batch at num_splits (0: the heuristic's).
+int64_t mla_decode_workspace_floats_upto(int batch, int num_q_heads, int max_kv_len, int num_splits);
+// Shared memory per block of the MLA kernel, and whether the current device grants it
+// (sm_80 and sm_90 do; 99-KB parts do not).
+int64_t mla_decode_smem_bytes();
+bool mla_decode_fits();
+// The attention kernel, and for num_splits > 1 the combine kernel after it (PDL on sm_90).
+// Invalid parameters, or a device without the shared memory, return cudaErrorInvalidValue
+// without launching. Device-side guards as
+// launch_decode_attention: a bad seq_len or block index makes that sequence's rows NaN.
+cudaError_t launch_mla_decode_attention(const MlaDecodeArgs& args, cudaStream_t stream);
+
 }  // namespace cuda_llm_ops::decode

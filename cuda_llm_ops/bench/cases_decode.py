@@ -23,7 +23,10 @@ on the CPU per call), not kernels; `llm-speed bench --eager` times them that way
 call, for eager serving loops (SDPA's backend pinned once, outside the calls: bench/sdpa.py). Op `decode_attention`: the same kernel over a contiguous cache
 (`flash_attention` with one query row dispatches there) on a few of the shapes. Op
 `paged_attention_fp8`: an FP8 (e4m3) paged cache against SDPA and ours on the same values
-in 16 bits (`fp8_case`).
+in 16 bits (`fp8_case`). Op `paged_mla_attention`: MLA decode (DeepSeek's latent cache,
+576-wide keys, 512-wide values, one KV head) against SDPA's backends and the absorbed
+PyTorch composition on a contiguous cache, and that composition gathering through the
+block table (`mla_case`).
 """
 from __future__ import annotations
 
@@ -33,7 +36,7 @@ import torch
 import torch.nn.functional as F
 
 from .. import _ops
-from ..roofline import decode_attention_work, paged_kv_append_work
+from ..roofline import decode_attention_work, mla_decode_work, paged_kv_append_work
 from . import sdpa
 from .registry import BenchCase, BenchImpl, register
 
@@ -404,3 +407,118 @@ def paged_kv_append_cases(dtype: torch.dtype, preset: str, quick: bool) -> list[
     if dtype not in (torch.float16, torch.bfloat16) or preset not in ("all", "llama-8b"):
         return []
     return [append_case(t, dtype) for t in ((64, 4096) if quick else APPEND_TOKENS)]
+
+
+# MLA decode (preset "all"): DeepSeek-V2-Lite / a V3 tensor-parallel shard (16 heads:
+# memory-bound) and V3 on one GPU (128 heads: near the H100's ridge), block size 64
+# (FlashMLA's and vLLM's for MLA).
+MLA_BATCHES = (1, 16, 64)
+MLA_CONTEXTS = (1024, 4096, 16384)
+MLA_HEADS = (16, 128)
+MLA_BLOCK_SIZE = 64
+MLA_SHAPES_QUICK = ((1, 16384, 16), (64, 4096, 128))
+
+
+def _mla_absorbed(q, rows, scale):
+    """The absorbed MLA decode in PyTorch ops: q `[B, Hq, 576]` against rows `[B, N, 576]`
+    (one KV head: bmm, each row read once per product), softmax in float32."""
+    s = torch.matmul(q, rows.transpose(1, 2)).float() * scale
+    return torch.matmul(torch.softmax(s, dim=-1).to(q.dtype), rows[..., :512])
+
+
+def mla_case(B: int, N: int, Hq: int, dtype: torch.dtype, block_size: int = MLA_BLOCK_SIZE) -> BenchCase:
+    """`paged_mla_attention` on a paged latent cache (shuffled blocks, every sequence at N keys)
+    against SDPA (q `[B, Hq, 1, 576]`, keys `[B, 1, N, 576]`, values their first 512 columns
+    as a view, GQA over one KV head) and `_mla_absorbed` on the same rows contiguous, and
+    `_mla_absorbed` after a gather through the block table (`torch-paged`)."""
+    from ..mla import MLA_HEAD_DIM_QK, MLA_HEAD_DIM_V
+
+    w = mla_decode_work(B, Hq, N, MLA_HEAD_DIM_QK, MLA_HEAD_DIM_V, torch.empty((), dtype=dtype).element_size())
+    scale = MLA_HEAD_DIM_QK ** -0.5
+
+    def make_inputs():
+        nblk = -(-N // block_size)
+        kv = torch.randn(B * nblk, block_size, MLA_HEAD_DIM_QK, device="cuda", dtype=dtype)
+        table = torch.randperm(B * nblk, device="cuda").view(B, nblk).to(torch.int32)
+        q = torch.randn(B, Hq, MLA_HEAD_DIM_QK, device="cuda", dtype=dtype)
+        return {"q": q, "kv_cache": kv, "block_tables": table,
+                "seq_lens": torch.full((B,), N, dtype=torch.int32, device="cuda")}
+
+    def contiguous(inp):
+        if "_rows" not in inp:
+            inp["_rows"] = inp["kv_cache"][inp["block_tables"].long()].flatten(1, 2)[:, :N].contiguous()
+        return inp["_rows"]
+
+    def ours() -> BenchImpl:
+        def unavailable(inp) -> str | None:
+            if not _ops.has_op("paged_mla_attention"):
+                return f"op paged_mla_attention not in this build ({_ops.build_info()})"
+            return None
+
+        def build(inp):
+            from ..mla import mla_workspace, paged_mla_attention
+
+            q, kv, bt, sl = inp["q"], inp["kv_cache"], inp["block_tables"], inp["seq_lens"]
+            out = q.new_empty(B, Hq, MLA_HEAD_DIM_V)
+            ws = mla_workspace(B, Hq, bt.shape[1] * block_size)
+            return lambda: paged_mla_attention(q, kv, bt, sl, out=out, workspace=ws, check_indices=False)
+
+        return BenchImpl("cuda_llm_ops", False, build, unavailable)
+
+    def sdpa_mla(name: str) -> BenchImpl:
+        def _call(inp):
+            rows = contiguous(inp)[:, None]  # [B, 1, N, 576]
+            return sdpa.call(name, inp["q"][:, :, None], rows, rows[..., :MLA_HEAD_DIM_V], Hq > 1, scale=scale)
+
+        def unavailable(inp) -> str | None:
+            if sdpa.backend(name) is None:
+                return "torch has no torch.nn.attention.sdpa_kernel or no such backend"
+            try:
+                _call(inp)
+                torch.cuda.synchronize()
+                return None
+            except RuntimeError as exc:
+                return f"sdpa {name} backend cannot run this case: {(str(exc).strip().splitlines() or ['?'])[0][:160]}"
+
+        def build(inp):
+            return lambda: _call(inp)[:, :, 0]
+
+        return BenchImpl(f"sdpa-{name}", True, build, unavailable, scope=lambda: sdpa.pinned(name))
+
+    def absorbed() -> BenchImpl:
+        def build(inp):
+            q, rows = inp["q"], contiguous(inp)
+            return lambda: _mla_absorbed(q, rows, scale)
+
+        return BenchImpl("torch-absorbed", True, build)
+
+    def torch_paged() -> BenchImpl:
+        def unavailable(inp) -> str | None:
+            nbytes = inp["kv_cache"].numel() * inp["kv_cache"].element_size()
+            if nbytes > TORCH_PAGED_MAX_BYTES:
+                return f"gathers a copy of the cache per call: run only up to {TORCH_PAGED_MAX_BYTES >> 30} GiB"
+            return None
+
+        def build(inp):
+            q, kv, bt = inp["q"], inp["kv_cache"], inp["block_tables"].long()
+            return lambda: _mla_absorbed(q, kv[bt].flatten(1, 2)[:, :N], scale)
+
+        return BenchImpl("torch-paged", True, build, unavailable)
+
+    return BenchCase(
+        op="paged_mla_attention", dtype=dtype,
+        shape={"B": B, "Hq": Hq, "N": N, "Dqk": MLA_HEAD_DIM_QK, "Dv": MLA_HEAD_DIM_V, "block_size": block_size},
+        flops=w.flops, bytes=w.bytes, compute="fp16_tc" if dtype == torch.float16 else "bf16_tc",
+        make_inputs=make_inputs,
+        impls=[absorbed()] + [sdpa_mla(n) for n in (*SDPA_BACKENDS, "math")] + [ours(), torch_paged()],
+        reference=None, rel_tol={torch.float16: 1e-2, torch.bfloat16: 3e-2}[dtype], cold_l2=True, cuda_graph=True,
+        label=f"B={B} N={N} Hq={Hq}", x_key="N")
+
+
+@register("paged_mla_attention")
+def paged_mla_attention_cases(dtype: torch.dtype, preset: str, quick: bool) -> list[BenchCase]:
+    if dtype not in (torch.float16, torch.bfloat16) or preset != "all":
+        return []
+    if quick:
+        return [mla_case(b, n, h, dtype) for b, n, h in MLA_SHAPES_QUICK]
+    return [mla_case(b, n, h, dtype) for h in MLA_HEADS for b in MLA_BATCHES for n in MLA_CONTEXTS]

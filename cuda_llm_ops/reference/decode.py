@@ -62,6 +62,30 @@ def paged_attention_reference(
     return (out, lse) if return_lse else out
 
 
+def paged_mla_attention_reference(q: torch.Tensor, kv_cache: torch.Tensor, block_tables: torch.Tensor,
+                                  seq_lens: torch.Tensor, scale: float = 0.0, head_dim_v: int = 512,
+                                  dtype: torch.dtype = torch.float32,
+                                  return_lse: bool = False) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
+    """MLA decode (absorbed form) through the block table, in `dtype`: q `[B, Hq, Dqk]`, kv_cache
+    `[num_blocks, block_size, (1,) Dqk]` whose rows are each token's key and whose first
+    `head_dim_v` columns are its value; scale 0 means `1/sqrt(Dqk)`. Returns `[B, Hq, head_dim_v]`
+    (0 for a sequence of length 0), with `return_lse` also the rows' log-sum-exp `[B, Hq]`."""
+    if kv_cache.dim() == 3:
+        kv_cache = kv_cache.unsqueeze(2)
+    b, hq, d = q.shape
+    scale = scale if scale != 0.0 else d ** -0.5
+    out = torch.zeros(b, hq, head_dim_v, dtype=dtype, device=q.device)
+    lse = torch.full((b, hq), float("-inf"), dtype=dtype, device=q.device)
+    for i, n in enumerate(int(x) for x in seq_lens.tolist()):
+        if n <= 0:
+            continue
+        rows = gather_paged_kv(kv_cache, block_tables[i], n)[:, 0].to(dtype)  # [n, Dqk]
+        s = (q[i].to(dtype) @ rows.T) * scale  # [Hq, n]
+        lse[i] = torch.logsumexp(s, dim=-1)
+        out[i] = torch.softmax(s, dim=-1) @ rows[:, :head_dim_v]
+    return (out, lse) if return_lse else out
+
+
 def quantize_fp8_e4m3(x: torch.Tensor, scale: float) -> torch.Tensor:
     """`x / scale` as float8_e4m3fn the way `paged_kv_append` stores it: x (as float32)
     times the float32 reciprocal of the scale, saturated to +-448, rounded to nearest."""

@@ -1,0 +1,464 @@
+// MLA decode attention (DeepSeek-V2/V3, the absorbed form of FlashMLA and vLLM) over a
+// paged latent cache: q [B, Hq, 576], cache rows [kv_c (512) | k_pe (64)] serving as the
+// key (all 576 columns) and the value (the first 512) of every query head; out [B, Hq, 512].
+//
+// Work decomposition (why; NOTES.md "MLA"):
+//  - One thread block serves 16 query heads (one m16 tile) of one sequence and one split of
+//    its keys: the cache row is shared by all heads, so each row tile reads it once and
+//    the row tiles of a (sequence, split) run side by side and share it through L2.
+//  - Keys stream through a 2-stage cp.async pipeline of 32-key tiles (37 KB each): 109 KB
+//    of shared memory in all, so two blocks share an SM (one warp per scheduler left each
+//    warp's dependent instructions exposed: v1, 3 stages, one block per SM, issued one
+//    instruction per ~3 cycles). A row is loaded once and read as both K and V (V is its
+//    first 512 columns). Eight threads copy a row, 9 16-byte pieces each at fixed offsets
+//    from one block-table entry.
+//  - The 4 warps split QK^T by head-dim columns (144 each, 9 k16 steps): each warp keeps its
+//    Q fragments in registers (36 registers) and reads each K element once; the four
+//    partial score tiles are summed through shared memory (one barrier). Splitting by keys
+//    instead would make every warp re-read all of Q from shared memory for each tile.
+//  - Every warp then holds the whole 16 x 32 score tile, runs the same online softmax
+//    (so no max exchange), and multiplies P by its own 128 of V's 512 columns: the output
+//    needs no cross-warp merge, and P stays in registers (the C fragment of S is the A
+//    fragment of P).
+//  - Split-KV: each split writes its rows' unnormalised output and (max, sum) to the
+//    workspace, and a combine kernel (launched with PDL) merges them, one block of 512
+//    threads per query row. A split's partials are 32 KB per row tile (16 x 512 floats),
+//    so the decode kernels' fused merge (the last split of a group merges alone) left one
+//    block reading megabytes at B=1 (v1: 128 splits, 127 us at N=16K).
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <algorithm>
+
+#include "cuda_llm_ops/common.cuh"
+#include "cuda_llm_ops/mma.cuh"
+#include "cuda_llm_ops/online_softmax.cuh"
+#include "cuda_llm_ops/pipeline.cuh"
+#include "decode/decode.h"
+#include "decode/split_merge.cuh"
+
+namespace cuda_llm_ops::decode {
+namespace {
+
+constexpr int kWarps = 4;
+constexpr int kThreads = 32 * kWarps;
+constexpr int kStages = 2;
+constexpr int kBlocksPerSm = 2;
+constexpr int kRows = kMlaRowsPerBlock;
+constexpr int kKeys = kMlaTileKeys;
+constexpr int kDqk = kMlaHeadDimQK, kDv = kMlaHeadDimV;
+constexpr int kQkSteps = kDqk / kWarps / 16;  // k16 steps of a warp's QK^T columns
+constexpr int kVCols = kDv / kWarps;          // output columns a warp owns
+constexpr int kVTiles = kVCols / 8;           // its n8 accumulator tiles
+constexpr int kKeyTiles = kKeys / 8;          // n8 score tiles of a key tile
+constexpr int kChunks = kDqk * 2 / 16;        // 16-byte chunks of a row
+constexpr int kCopyThreads = 8;                          // threads copying one cache row
+constexpr int kRowsPerCopyPass = kThreads / kCopyThreads;  // 16
+constexpr int kCopyRows = kKeys / kRowsPerCopyPass;        // rows each thread copies per tile (2)
+constexpr int kCopies = kChunks / kCopyThreads;            // 16-byte copies per row and thread (9)
+// Rows padded by 16 bytes: the 8 rows of an ldmatrix (plain or transposed) land on 8
+// distinct 16-byte bank groups.
+constexpr int kStride = kDqk + 8;
+static_assert(kDqk % (16 * kWarps) == 0 && kDv % (16 * kWarps) == 0, "columns split evenly over the warps");
+static_assert(kCopyRows == 2 && kChunks % kCopyThreads == 0 && kKeys % 16 == 0, "tile shape");
+
+constexpr int64_t kKvSmemBytes = int64_t(kStages) * kKeys * kStride * 2;
+constexpr int64_t kQSmemBytes = int64_t(kRows) * kStride * 2;
+// Partial score tiles, double-buffered by tile parity: [2][warps][key tiles][lanes] float4
+// (one C fragment per lane), so a tile's writes never meet the previous tile's reads.
+constexpr int64_t kScoreSmemBytes = int64_t(2) * kWarps * kKeyTiles * 32 * 16;
+constexpr int64_t kSmemBytes = kKvSmemBytes + kQSmemBytes + kScoreSmemBytes;
+
+struct MlaKernelParams {
+  const void* q;
+  void* out;
+  const void* kv;
+  const int* block_tables;
+  const int* seq_lens;
+  float* lse;
+  float* partial_o;       // [splits, B * Hq, 512]
+  float2* partial_state;  // [splits, B * Hq] (max, sum), log2 domain
+  int64_t q_sb, q_sh, o_sb, o_sh, table_stride;
+  int64_t total_rows;  // B * Hq
+  int num_q_heads, row_tiles, num_splits;
+  int num_blocks, block_size, bs_mask, log2_bs, capacity;
+  float scale_log2;
+};
+
+template <typename T>
+__global__ void __launch_bounds__(kThreads, kBlocksPerSm) mla_decode_attention_kernel(const MlaKernelParams p) {
+  extern __shared__ __align__(128) unsigned char smem[];
+  T* kv_s = reinterpret_cast<T*>(smem);
+  T* q_s = reinterpret_cast<T*>(smem + kKvSmemBytes);
+  float4* score_s = reinterpret_cast<float4*>(smem + kKvSmemBytes + kQSmemBytes);
+
+  const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, t4 = lane & 3;
+  const int row_tile = blockIdx.x, b = blockIdx.y, split = blockIdx.z;
+  const int head0 = row_tile * kRows;
+  const int rows_here = min(kRows, p.num_q_heads - head0);
+
+  // A seq_len outside [0, capacity] is never served (the rows become NaN).
+  const int len_raw = __ldg(p.seq_lens + b);
+  bool bad = len_raw < 0 || len_raw > p.capacity;
+  const int len = bad ? 0 : len_raw;
+  const int tiles_all = div_ceil(len, kKeys);
+  const int eff = max(1, min(p.num_splits, tiles_all));  // splits that hold keys
+  const int per = div_ceil(tiles_all, eff) * kKeys;
+  const int key_lo = min(len, split * per), key_hi = min(len, key_lo + per);
+  const int n_tiles = div_ceil(key_hi - key_lo, kKeys);
+  const int* table = p.block_tables + b * p.table_stride;
+  const T* kv = static_cast<const T*>(p.kv);
+
+  // q rows (zeros past Hq) travel with the first tile's copies.
+  const T* qb = static_cast<const T*>(p.q) + b * p.q_sb;
+  for (int i = tid; i < kRows * kChunks; i += kThreads) {
+    const int r = i / kChunks, c = i % kChunks;
+    const bool ok = r < rows_here;
+    cp_async_16(q_s + r * kStride + c * 8, qb + (ok ? (head0 + r) * p.q_sh : 0) + c * 8, ok);
+  }
+
+  // Thread tid copies rows tid / 8 and tid / 8 + 16 of each tile, 16-byte pieces tid % 8 +
+  // 8 j: the 8 lanes of a shared-memory phase fill 8 consecutive pieces of one row (8
+  // distinct bank groups; v2's 4 threads per row wrote two rows per phase, 2-way conflicts).
+  // The block-table entries of those rows' keys are loaded one tile ahead of their copies
+  // (the gather never waits on the table).
+  const int copy_row = tid / kCopyThreads, copy_col = (tid % kCopyThreads) * 8;
+  auto load_entries = [&](int tile) -> int2 {
+    int e[kCopyRows];
+#pragma unroll
+    for (int h = 0; h < kCopyRows; ++h) {
+      const int pos = key_lo + tile * kKeys + copy_row + h * kRowsPerCopyPass;
+      e[h] = tile < n_tiles && pos < key_hi ? __ldg(table + (pos >> p.log2_bs)) : -1;
+    }
+    return make_int2(e[0], e[1]);
+  };
+  auto issue_tile = [&](int tile, int2 entries) {
+    if (tile < n_tiles) {
+#pragma unroll
+      for (int h = 0; h < kCopyRows; ++h) {
+        const int row = copy_row + h * kRowsPerCopyPass, pos = key_lo + tile * kKeys + row;
+        const int e = h == 0 ? entries.x : entries.y;
+        bool ok = pos < key_hi;
+        if (ok && static_cast<unsigned>(e) >= static_cast<unsigned>(p.num_blocks)) {
+          bad = true;  // never dereferenced: zero-filled, the rows become NaN
+          ok = false;
+        }
+        const T* src = kv + (ok ? (static_cast<int64_t>(e) * p.block_size + (pos & p.bs_mask)) * kDqk : 0) + copy_col;
+        T* dst = kv_s + ((tile % kStages) * kKeys + row) * kStride + copy_col;
+#pragma unroll
+        for (int j = 0; j < kCopies; ++j)
+          cp_async_16_prefetch<256>(dst + j * kCopyThreads * 8, src + j * kCopyThreads * 8, ok);
+      }
+    }
+    cp_async_commit();
+  };
+
+  issue_tile(0, load_entries(0));
+  int2 entry = load_entries(1);
+  // The combine kernel (split calls) may start launching; it waits for this grid to finish.
+  pdl_launch_dependents();
+
+  uint32_t qf[kQkSteps][4];
+  float o[kVTiles][4];
+#pragma unroll
+  for (int n = 0; n < kVTiles; ++n) o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.f;
+  float m[2] = {kNegInf, kNegInf}, l[2] = {0.f, 0.f};
+  const int qk_col0 = warp * kQkSteps * 16;
+
+  for (int t = 0; t < n_tiles; ++t) {
+    cp_async_wait<kStages - 2>();
+    __syncthreads();  // tile t landed for all; every warp is done with tile t - 1's stage
+    if (t == 0) {
+#pragma unroll
+      for (int kk = 0; kk < kQkSteps; ++kk)
+        ldmatrix_x4(qf[kk], q_s + ((lane & 7) + ((lane >> 3) & 1) * 8) * kStride + qk_col0 + kk * 16 +
+                                (lane >> 4) * 8);
+    }
+    issue_tile(t + 1, entry);
+    entry = load_entries(t + 2);
+    const T* ks = kv_s + (t % kStages) * kKeys * kStride;
+
+    // This warp's columns of S = Q K^T: 16 heads x 32 keys.
+    float sp[kKeyTiles][4];
+#pragma unroll
+    for (int j = 0; j < kKeyTiles; ++j) sp[j][0] = sp[j][1] = sp[j][2] = sp[j][3] = 0.f;
+#pragma unroll
+    for (int kk = 0; kk < kQkSteps; ++kk) {
+#pragma unroll
+      for (int h = 0; h < kKeyTiles / 2; ++h) {
+        uint32_t kb[4];
+        ldmatrix_x4(kb, ks + (h * 16 + (lane >> 4) * 8 + (lane & 7)) * kStride + qk_col0 + kk * 16 +
+                            ((lane >> 3) & 1) * 8);
+        const uint32_t b0[2] = {kb[0], kb[1]}, b1[2] = {kb[2], kb[3]};
+        mma_m16n8k16<T>(sp[2 * h], qf[kk], b0);
+        mma_m16n8k16<T>(sp[2 * h + 1], qf[kk], b1);
+      }
+    }
+    float4* mine = score_s + ((t & 1) * kWarps + warp) * kKeyTiles * 32;
+#pragma unroll
+    for (int j = 0; j < kKeyTiles; ++j) mine[j * 32 + lane] = make_float4(sp[j][0], sp[j][1], sp[j][2], sp[j][3]);
+    __syncthreads();  // the four partial score tiles are in
+
+    float s[kKeyTiles][4];
+    const float4* all = score_s + (t & 1) * kWarps * kKeyTiles * 32;
+#pragma unroll
+    for (int j = 0; j < kKeyTiles; ++j) {
+      float4 x = all[j * 32 + lane];
+#pragma unroll
+      for (int w = 1; w < kWarps; ++w) {
+        const float4 y = all[(w * kKeyTiles + j) * 32 + lane];
+        x.x += y.x, x.y += y.y, x.z += y.z, x.w += y.w;
+      }
+      s[j][0] = x.x, s[j][1] = x.y, s[j][2] = x.z, s[j][3] = x.w;
+    }
+
+    // Online softmax (log2 domain), the same in every warp; keys past the split's end
+    // (its last tile only) are masked.
+    const int key0 = key_lo + t * kKeys + 2 * t4;
+    const bool full = key_lo + (t + 1) * kKeys <= key_hi;
+    float tmax[2] = {kNegInf, kNegInf};
+#pragma unroll
+    for (int j = 0; j < kKeyTiles; ++j)
+#pragma unroll
+      for (int e = 0; e < 2; ++e) {
+        const bool ok = full || key0 + 8 * j + e < key_hi;
+        s[j][e] = ok ? s[j][e] * p.scale_log2 : -INFINITY;
+        s[j][2 + e] = ok ? s[j][2 + e] * p.scale_log2 : -INFINITY;
+        tmax[0] = fmaxf(tmax[0], s[j][e]);
+        tmax[1] = fmaxf(tmax[1], s[j][2 + e]);
+      }
+    float resc[2];
+#pragma unroll
+    for (int i = 0; i < 2; ++i) {
+      tmax[i] = fmaxf(tmax[i], __shfl_xor_sync(0xffffffffu, tmax[i], 1));
+      tmax[i] = fmaxf(tmax[i], __shfl_xor_sync(0xffffffffu, tmax[i], 2));
+      const float m_new = fmaxf(m[i], tmax[i]);
+      resc[i] = fast_exp2(m[i] - m_new);
+      m[i] = m_new;
+      l[i] *= resc[i];
+    }
+#pragma unroll
+    for (int j = 0; j < kKeyTiles; ++j)
+#pragma unroll
+      for (int c = 0; c < 4; ++c) {
+        s[j][c] = fast_exp2(s[j][c] - m[c >> 1]);
+        l[c >> 1] += s[j][c];
+      }
+    // Past the first tiles a row's max rarely moves: skip the 64 multiplies by 1.
+    if (__any_sync(0xffffffffu, resc[0] != 1.f || resc[1] != 1.f)) {
+#pragma unroll
+      for (int n = 0; n < kVTiles; ++n) {
+        o[n][0] *= resc[0], o[n][1] *= resc[0];
+        o[n][2] *= resc[1], o[n][3] *= resc[1];
+      }
+    }
+
+    // O[:, this warp's 128 columns] += P V, V = the tile's first 512 columns.
+    const int v_col0 = warp * kVCols;
+#pragma unroll
+    for (int kk = 0; kk < kKeys / 16; ++kk) {
+      const uint32_t pa[4] = {pack_float2<T>(s[2 * kk][0], s[2 * kk][1]), pack_float2<T>(s[2 * kk][2], s[2 * kk][3]),
+                              pack_float2<T>(s[2 * kk + 1][0], s[2 * kk + 1][1]),
+                              pack_float2<T>(s[2 * kk + 1][2], s[2 * kk + 1][3])};
+#pragma unroll
+      for (int np = 0; np < kVTiles / 2; ++np) {
+        uint32_t vb[4];
+        ldmatrix_x4_trans(vb, ks + (kk * 16 + ((lane >> 3) & 1) * 8 + (lane & 7)) * kStride + v_col0 + np * 16 +
+                                  (lane >> 4) * 8);
+        const uint32_t b0[2] = {vb[0], vb[1]}, b1[2] = {vb[2], vb[3]};
+        mma_m16n8k16<T>(o[2 * np], pa, b0);
+        mma_m16n8k16<T>(o[2 * np + 1], pa, b1);
+      }
+    }
+  }
+  cp_async_wait_all();
+
+#pragma unroll
+  for (int i = 0; i < 2; ++i) {
+    l[i] += __shfl_xor_sync(0xffffffffu, l[i], 1);
+    l[i] += __shfl_xor_sync(0xffffffffu, l[i], 2);
+  }
+  bad = __syncthreads_or(bad) != 0;
+  const float nan = __int_as_float(0x7fc00000);
+  const int64_t row0 = static_cast<int64_t>(b) * p.num_q_heads + head0;  // the tile's first row id
+
+  if (p.num_splits == 1) {
+#pragma unroll
+    for (int i = 0; i < 2; ++i) {
+      const int r = g + 8 * i;
+      if (r >= rows_here) continue;
+      const float inv = bad ? nan : (l[i] > 0.f ? 1.f / l[i] : 0.f);
+      T* orow = static_cast<T*>(p.out) + b * p.o_sb + (head0 + r) * p.o_sh + warp * kVCols + 2 * t4;
+#pragma unroll
+      for (int n = 0; n < kVTiles; ++n)
+        *reinterpret_cast<uint32_t*>(orow + n * 8) = pack_float2<T>(o[n][2 * i] * inv, o[n][2 * i + 1] * inv);
+      if (p.lse != nullptr && warp == 0 && t4 == 0) p.lse[row0 + r] = decode_row_lse(m[i], l[i], bad);
+    }
+    return;
+  }
+
+  // ---- split-KV: this split's partials (splits past the sequence's last tile have none);
+  // mla_decode_combine_kernel merges them.
+  if (split < eff) {
+#pragma unroll
+    for (int i = 0; i < 2; ++i) {
+      const int r = g + 8 * i;
+      if (r >= rows_here) continue;
+      const int64_t slot = split * p.total_rows + row0 + r;
+      float* po = p.partial_o + slot * kDv + warp * kVCols + 2 * t4;
+#pragma unroll
+      for (int n = 0; n < kVTiles; ++n)
+        *reinterpret_cast<float2*>(po + n * 8) = bad ? make_float2(nan, nan) : make_float2(o[n][2 * i], o[n][2 * i + 1]);
+      if (warp == 0 && t4 == 0) p.partial_state[slot] = bad ? make_float2(nan, nan) : make_float2(m[i], l[i]);
+    }
+  }
+}
+
+// The splits of one query row (blockIdx.x = b * Hq + head): 4 groups of 128 threads fold
+// every 4th split each (log-sum-exp, decode_fold_splits), one float4 column per thread,
+// then group 0 merges the four. Four groups put 4x the loads in flight of one.
+constexpr int kCombineGroups = 4;
+constexpr int kCombineThreads = kCombineGroups * kDv / 4;
+template <typename T>
+__global__ void __launch_bounds__(kCombineThreads) mla_decode_combine_kernel(const MlaKernelParams p) {
+  __shared__ float2 state_s[kCombineGroups];
+  __shared__ float4 acc_s[kCombineGroups - 1][kDv / 4];
+  pdl_wait_primary();  // every split's partials are written
+  const int64_t row = blockIdx.x;
+  const int b = static_cast<int>(row / p.num_q_heads), head = static_cast<int>(row % p.num_q_heads);
+  const int c4 = threadIdx.x % (kDv / 4), grp = threadIdx.x / (kDv / 4);
+  // The attention kernel's split count for this sequence (a bad length ran as length 0:
+  // split 0 holds NaN).
+  const int len_raw = __ldg(p.seq_lens + b);
+  const int len = len_raw < 0 || len_raw > p.capacity ? 0 : len_raw;
+  const int eff = max(1, min(p.num_splits, div_ceil(len, kKeys)));
+  const int mine = eff > grp ? div_ceil(eff - grp, kCombineGroups) : 0;  // splits grp, grp + 4, ...
+  const float2* ps = p.partial_state + row;
+  const float* po = p.partial_o + row * kDv + 4 * c4;
+  float m = kNegInf, l = 0.f;
+  float4 acc = make_float4(0.f, 0.f, 0.f, 0.f);
+  bool nan_seen = false;
+  constexpr int kFoldBatch = 8;
+  for (int s0 = 0; s0 < mine; s0 += kFoldBatch) {
+    decode_fold_splits<kFoldBatch>(
+        s0, min(kFoldBatch, mine - s0),
+        [&](int s, float2& st, float4& x) {
+          const int64_t split = grp + static_cast<int64_t>(kCombineGroups) * s;
+          st = __ldcg(ps + split * p.total_rows);
+          x = __ldcg(reinterpret_cast<const float4*>(po + split * p.total_rows * kDv));
+        },
+        m, l, acc, nan_seen);
+  }
+  if (nan_seen) m = l = __int_as_float(0x7fc00000);
+  if (grp > 0) {
+    if (c4 == 0) state_s[grp] = make_float2(m, l);
+    acc_s[grp - 1][c4] = acc;
+  }
+  __syncthreads();
+  if (grp > 0) return;
+#pragma unroll
+  for (int g = 1; g < kCombineGroups; ++g) {
+    const float2 st = state_s[g];
+    nan_seen |= st.y != st.y;
+    const float m_new = fmaxf(m, st.x);
+    const float a = fast_exp2(m - m_new), w = st.y > 0.f ? fast_exp2(st.x - m_new) : 0.f;
+    const float4 x = acc_s[g - 1][c4];
+    l = l * a + st.y * w;
+    acc.x = acc.x * a + x.x * w, acc.y = acc.y * a + x.y * w;
+    acc.z = acc.z * a + x.z * w, acc.w = acc.w * a + x.w * w;
+    m = m_new;
+  }
+  const float inv = nan_seen ? __int_as_float(0x7fc00000) : (l > 0.f ? 1.f / l : 0.f);
+  if (p.lse != nullptr && c4 == 0) p.lse[row] = decode_row_lse(m, l, nan_seen);
+  T* orow = static_cast<T*>(p.out) + b * p.o_sb + head * p.o_sh + 4 * c4;
+  *reinterpret_cast<uint2*>(orow) =
+      make_uint2(pack_float2<T>(acc.x * inv, acc.y * inv), pack_float2<T>(acc.z * inv, acc.w * inv));
+}
+
+template <typename T>
+cudaError_t run_mla_decode(const MlaDecodeArgs& a, cudaStream_t stream) {
+  MlaKernelParams p{};
+  p.q = a.q;
+  p.out = a.out;
+  p.kv = a.kv_cache;
+  p.block_tables = a.block_tables;
+  p.seq_lens = a.seq_lens;
+  p.lse = a.lse;
+  p.q_sb = a.q_stride_b;
+  p.q_sh = a.q_stride_h;
+  p.o_sb = a.o_stride_b;
+  p.o_sh = a.o_stride_h;
+  p.table_stride = a.table_stride;
+  p.total_rows = static_cast<int64_t>(a.batch) * a.num_q_heads;
+  p.num_q_heads = a.num_q_heads;
+  p.row_tiles = div_ceil(a.num_q_heads, kRows);
+  p.num_splits = a.num_splits;
+  p.num_blocks = a.num_blocks;
+  p.block_size = a.block_size;
+  p.bs_mask = a.block_size - 1;
+  p.log2_bs = 0;
+  while ((1 << p.log2_bs) < a.block_size) ++p.log2_bs;
+  p.capacity = a.max_blocks_per_seq * a.block_size;
+  p.scale_log2 = a.scale * kLog2e;
+  if (a.num_splits > 1) {
+    p.partial_o = a.workspace;
+    p.partial_state =
+        reinterpret_cast<float2*>(a.workspace + decode_partial_slots(a.num_splits) * p.total_rows * kDv);
+  }
+  auto kernel = mla_decode_attention_kernel<T>;
+  if (const cudaError_t err = set_dynamic_smem(kernel, kSmemBytes); err != cudaSuccess) return err;
+  const dim3 grid(p.row_tiles, a.batch, a.num_splits);
+  if (const cudaError_t err = launch_kernel(kernel, grid, dim3(kThreads), kSmemBytes, stream, false, p);
+      err != cudaSuccess || a.num_splits == 1)
+    return err;
+  return launch_kernel(mla_decode_combine_kernel<T>, dim3(static_cast<unsigned>(p.total_rows)),
+                       dim3(kCombineThreads), 0, stream, device_cc_major() >= 9, p);
+}
+
+}  // namespace
+
+int64_t mla_decode_smem_bytes() { return kSmemBytes; }
+bool mla_decode_fits() { return kSmemBytes <= decode_smem_limit(); }
+
+// About one block per SM over the B x row tiles units: SMs / units splits, rounded to nearest
+// (NOTES.md, MLA v2 sweep: 64 units best at 2 splits, 16 at 8, 8 at 16-32, one sequence of
+// 16 heads at 64-128; 128 units unsplit, 2 splits there 3% slower), never splits shorter
+// than kMlaMinKeysPerSplit of max_kv_len, at most kMaxSplits.
+int mla_decode_num_splits(int batch, int num_q_heads, int max_kv_len) {
+  const int64_t base = static_cast<int64_t>(std::max(batch, 1)) * div_ceil(std::max(num_q_heads, 1), kRows);
+  const int64_t sms = device_sm_count();
+  if (base >= sms) return 1;
+  const int64_t by_len = std::max<int64_t>(1, div_ceil<int64_t>(std::max(max_kv_len, 1), kMlaMinKeysPerSplit));
+  return static_cast<int>(std::max<int64_t>(1, std::min<int64_t>({(sms + base / 2) / base, by_len, kMaxSplits})));
+}
+
+int64_t mla_decode_workspace_floats_upto(int batch, int num_q_heads, int max_kv_len, int num_splits) {
+  if (num_splits > 0) return decode_attention_workspace_floats(batch, num_q_heads, 1, kMlaHeadDimV, num_splits);
+  // Smaller batches split more: every batch size up to `batch` (one buffer for all graph buckets).
+  int64_t most = 0;
+  for (int b = 1; b <= batch; ++b)
+    most = std::max(most, decode_attention_workspace_floats(b, num_q_heads, 1, kMlaHeadDimV,
+                                                            mla_decode_num_splits(b, num_q_heads, max_kv_len)));
+  return most;
+}
+
+cudaError_t launch_mla_decode_attention(const MlaDecodeArgs& a, cudaStream_t stream) {
+  const bool shape_ok = a.batch >= 1 && a.batch <= kDecodeMaxBatch && a.num_q_heads >= 1 &&
+                        a.num_splits >= 1 && a.num_splits <= kMaxSplits && a.block_size >= 1 &&
+                        (a.block_size & (a.block_size - 1)) == 0 && a.num_blocks >= 1 &&
+                        a.max_blocks_per_seq >= 1 &&
+                        static_cast<int64_t>(a.max_blocks_per_seq) * a.block_size < (int64_t(1) << 31);
+  if (!shape_ok || !mla_decode_fits()) return cudaErrorInvalidValue;
+  if (a.num_splits > 1) {
+    const int64_t need = decode_attention_workspace_floats(a.batch, a.num_q_heads, 1, kMlaHeadDimV, a.num_splits);
+    if (a.workspace == nullptr || a.workspace_floats < need || reinterpret_cast<uintptr_t>(a.workspace) % 16 != 0)
+      return cudaErrorInvalidValue;
+  }
+  switch (a.dtype) {
+    case DType::kFloat16: return run_mla_decode<__half>(a, stream);
+    case DType::kBFloat16: return run_mla_decode<__nv_bfloat16>(a, stream);
+    default: return cudaErrorInvalidValue;
+  }
+}
+
+}  // namespace cuda_llm_ops::decode

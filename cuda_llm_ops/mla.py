@@ -1,0 +1,188 @@
+"""MLA decode: multi-head latent attention (DeepSeek-V2/V3) over a paged latent cache.
+
+The absorbed form that FlashMLA and vLLM run at decode: `W_UK` is folded into the query
+and `W_UV` into the output projection, so every query head attends to one shared cache
+row per token, `[kv_c (512) | k_pe (64)]`. The row is the key (all 576 columns, against
+`q = [q_nope @ W_UK (512) | q_pe (64)]`) and its first 512 columns are the value:
+
+    out[b, h] = softmax(scale * q[b, h] @ K_b^T) @ K_b[:, :512],   K_b = the sequence's rows
+
+Layouts:
+- q: `[B, Hq, 576]` float16/bfloat16, last dim contiguous (one new token per sequence).
+- kv_cache: `[num_blocks, block_size, 576]` or `[num_blocks, block_size, 1, 576]`
+  (FlashMLA's and vLLM's), q's dtype, contiguous; block_size a power of two.
+- block_tables int32 `[B, max_blocks_per_seq]`, seq_lens int32 `[B]`: as `paged_attention`.
+- out: `[B, Hq, 512]`, q's dtype.
+
+One thread block serves 16 query heads of one sequence, so a row is read once per 16
+heads (heads past a multiple of 16 are padding rows); blocks of the same sequence and
+split run side by side and share the rows through L2 (two blocks per SM). Split-KV: each
+split writes its rows' partial output to a float32 workspace and a combine kernel merges
+them (log-sum-exp); `mla_workspace` sizes one for every call up to a shape (any contents:
+no counters), so a CUDA graph captured with it allocates nothing. Graph capture, the index
+checks (`check_indices`) and `lse` work as in `paged_attention` (`cuda_llm_ops.decode`).
+The kernel needs 109 KB of shared memory per block: sm_80 and sm_90 (not 99-KB parts such
+as sm_86/89).
+"""
+from __future__ import annotations
+
+import torch
+
+from . import _ops
+from .decode import DECODE_DTYPES, _check_batch, _check_block_table, _check_num_splits, _check_rows
+from .decode import _check_lse, _host_checks_allowed, _lse_for, check_paged_indices
+from .validation import (
+    call_or_explain,
+    check_contiguous,
+    check_dtype,
+    check_one_cuda_device,
+    check_out_apart,
+    check_rank,
+    check_same_device,
+    check_same_dtype,
+    check_tensor,
+    given,
+    resolve_scale,
+)
+
+MLA_HEAD_DIM_QK = 576  # kv_lora_rank 512 + qk_rope_head_dim 64 (DeepSeek-V2/V3)
+MLA_HEAD_DIM_V = 512
+MLA_ROWS_PER_BLOCK = 16
+
+
+def validate_paged_mla_inputs(q, kv_cache, block_tables, seq_lens, out=None) -> None:
+    """Shape/dtype/layout checks of `paged_mla_attention` (no host synchronisation).
+
+    Raises TypeError/ValueError naming the argument, the expected and the actual value.
+    """
+    for t, name in ((q, "q"), (kv_cache, "kv_cache"), (block_tables, "block_tables"), (seq_lens, "seq_lens")):
+        check_tensor(t, name)
+    check_rank(q, "q", 3, f"[batch, num_q_heads, {MLA_HEAD_DIM_QK}]")
+    if kv_cache.dim() not in (3, 4):
+        raise ValueError(f"kv_cache must be 3-D [num_blocks, block_size, {MLA_HEAD_DIM_QK}] or 4-D [num_blocks, "
+                         f"block_size, 1, {MLA_HEAD_DIM_QK}], got {kv_cache.dim()}-D shape {tuple(kv_cache.shape)}")
+    check_dtype(q, "q", DECODE_DTYPES)
+    check_same_dtype(kv_cache, "kv_cache", q, "q")
+    b, hq, d = q.shape
+    if d != MLA_HEAD_DIM_QK:
+        raise ValueError(f"q's last dim must be {MLA_HEAD_DIM_QK} (512 latent + 64 rope columns), got {d}")
+    if kv_cache.shape[-1] != MLA_HEAD_DIM_QK or (kv_cache.dim() == 4 and kv_cache.shape[2] != 1):
+        raise ValueError(f"kv_cache rows must be [..., {MLA_HEAD_DIM_QK}] with one latent head, got shape "
+                         f"{tuple(kv_cache.shape)}")
+    nb, bs = kv_cache.shape[0], kv_cache.shape[1]
+    if bs < 1 or bs & (bs - 1):
+        raise ValueError(f"block_size (kv_cache dim 1) must be a power of two, got {bs}")
+    if nb < 1 or b < 1 or hq < 1:
+        raise ValueError(f"q and kv_cache must not be empty, got q {tuple(q.shape)}, kv_cache "
+                         f"{tuple(kv_cache.shape)}")
+    _check_batch(b)
+    _check_block_table(block_tables, seq_lens, b, "q's batch")
+    if nb >= 2**31 or block_tables.shape[1] * bs >= 2**31:
+        raise ValueError(f"num_blocks and max_blocks_per_seq x block_size (the keys a table row can address) must "
+                         f"be < 2^31, got {nb} and {block_tables.shape[1]} x {bs}")
+    if out is not None:
+        check_tensor(out, "out")
+        if tuple(out.shape) != (b, hq, MLA_HEAD_DIM_V):
+            raise ValueError(f"out must have shape {(b, hq, MLA_HEAD_DIM_V)} = [batch, num_q_heads, "
+                             f"{MLA_HEAD_DIM_V}], got {tuple(out.shape)}")
+        check_same_dtype(out, "out", q, "q")
+    check_one_cuda_device([(q, "q"), (kv_cache, "kv_cache"), (block_tables, "block_tables"),
+                           (seq_lens, "seq_lens")] + given((out, "out")))
+    check_contiguous(kv_cache, "kv_cache")
+    _check_rows(q, "q")
+    if out is not None:
+        _check_rows(out, "out")
+        check_out_apart(out, [(q, "q"), (kv_cache, "kv_cache")])
+
+
+def mla_num_splits(batch: int, num_q_heads: int, max_kv_len: int) -> int:
+    """Splits `paged_mla_attention(num_splits=0)` uses on the current device: about one thread
+    block per SM (SMs / (batch x ceil(Hq / 16)), rounded; 1 once that is below 1), splits of
+    at least 128 keys of `max_kv_len` (the table capacity: host-known, so a captured graph
+    and its workspace stay valid for any seq_lens), at most 128."""
+    return int(_ops.op("mla_num_splits")(batch, num_q_heads, max_kv_len))
+
+
+def mla_workspace(batch: int, num_q_heads: int, max_kv_len: int, num_splits: int = 0,
+                  device: torch.device | str | None = None) -> torch.Tensor:
+    """A float32 workspace for `paged_mla_attention` calls of up to `batch` sequences with
+    `num_q_heads` heads and tables of `max_kv_len` keys (`num_splits` 0: the heuristic's
+    count at every batch size up to `batch`); a 1-element tensor when no such call splits.
+    Its contents do not matter (each call writes its partials before reading them)."""
+    _check_num_splits(num_splits)
+    dev = torch.device(device if device is not None else "cuda")
+    with torch.cuda.device(dev):
+        n = int(_ops.op("mla_workspace_numel")(batch, num_q_heads, max_kv_len, num_splits))
+        return torch.empty(max(n, 1), dtype=torch.float32, device=dev)
+
+
+def _check_mla_workspace(workspace, q: torch.Tensor, max_kv_len: int, num_splits: int) -> None:
+    if workspace is None or torch.compiler.is_compiling():
+        return
+    check_tensor(workspace, "workspace")
+    check_dtype(workspace, "workspace", torch.float32)
+    check_same_device(workspace, "workspace", q, "q")
+    check_contiguous(workspace, "workspace")
+    if workspace.data_ptr() % 16:
+        raise ValueError("workspace must be 16-byte aligned; pass the tensor from mla_workspace as returned")
+    b, hq = q.shape[0], q.shape[1]
+    splits = num_splits or mla_num_splits(b, hq, max_kv_len)
+    need = int(_ops.op("decode_workspace_numel")(b, hq, 1, MLA_HEAD_DIM_V, splits))
+    if workspace.numel() < need:
+        raise ValueError(f"workspace must hold at least {need} float32 elements for num_splits={splits}, got "
+                         f"{workspace.numel()}; use mla_workspace")
+
+
+def paged_mla_attention(q: torch.Tensor, kv_cache: torch.Tensor, block_tables: torch.Tensor, seq_lens: torch.Tensor,
+                        scale: float = 0.0, out: torch.Tensor | None = None, num_splits: int = 0,
+                        workspace: torch.Tensor | None = None, check_indices: bool | None = None,
+                        lse: torch.Tensor | None = None,
+                        return_lse: bool = False) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
+    """MLA decode attention over a paged latent cache (module docstring).
+
+    Args:
+        q: `[B, Hq, 576]` float16/bfloat16 (absorbed query: `q_nope @ W_UK` then `q_pe`).
+        kv_cache: `[num_blocks, block_size, 576]` or `[num_blocks, block_size, 1, 576]`, q's
+            dtype, contiguous (`[kv_c | k_pe]` per token).
+        block_tables, seq_lens: as `paged_attention` (int32; 0 <= seq_len <= capacity).
+        scale: softmax scale; 0 means `1/sqrt(576)` (FlashMLA's default). DeepSeek models
+            pass their own: `qk_head_dim ** -0.5` times the YaRN mscale squared.
+        out: optional `[B, Hq, 512]` output (q's dtype), written in place and returned.
+        num_splits: 0 = heuristic (`mla_num_splits`); 1 = one pass per sequence; > 1 =
+            split-KV with the log-sum-exp merge fused into the kernel.
+        workspace: optional buffer from `mla_workspace` (used when the call splits).
+        check_indices: host check of block indices and seq_lens (None: on, except during
+            CUDA-graph capture / torch.compile), as `paged_attention`.
+        lse: optional float32 `[B, Hq]` output: each row's log-sum-exp (natural log).
+        return_lse: return `(out, lse)`, allocating `lse` when not given.
+
+    Returns:
+        `[B, Hq, 512]` in q's dtype (`out` when given); `(out, lse)` with `return_lse`.
+    """
+    kernel = _ops.op("paged_mla_attention")
+
+    def explain() -> None:
+        validate_paged_mla_inputs(q, kv_cache, block_tables, seq_lens, out)
+        _check_num_splits(num_splits)
+        resolve_scale(scale, MLA_HEAD_DIM_QK)
+        _check_lse(lse, q)
+        _check_mla_workspace(workspace, q, block_tables.shape[1] * kv_cache.shape[1], num_splits)
+
+    if _host_checks_allowed(check_indices, "check_indices"):
+        explain()
+        check_paged_indices(kv_cache, block_tables, seq_lens)
+
+    def call():
+        result = q.new_empty(q.shape[0], q.shape[1], MLA_HEAD_DIM_V) if out is None else out
+        row_lse = _lse_for(lse, return_lse, q)
+        kernel(result, q, kv_cache, block_tables, seq_lens, resolve_scale(scale, MLA_HEAD_DIM_QK), num_splits,
+               workspace, row_lse)
+        return (result, row_lse) if return_lse else result
+
+    return call_or_explain(call, explain)
+
+
+
+@_ops.register_fake("paged_mla_attention")
+def _paged_mla_attention_fake(out, q, kv_cache, block_tables, seq_lens, scale, num_splits, workspace, lse=None):
+    return None

@@ -1,0 +1,219 @@
+"""GPU tests of MLA decode (`paged_mla_attention`): ragged batches, block sizes, head counts
+that are and are not multiples of 16, forced and heuristic splits, out= / workspace / lse,
+graph capture and replay, bad indices, the error paths, opcheck and torch.compile."""
+import pytest
+import torch
+from hypothesis import HealthCheck, example, given, settings
+from hypothesis import strategies as st
+
+import cuda_llm_ops as llm
+from cuda_llm_ops.graphs import capture_graph
+from cuda_llm_ops.reference import paged_mla_attention_reference
+from cuda_llm_ops.testing import assert_close, poison_
+from conftest import require_op
+
+pytestmark = pytest.mark.cuda
+DTYPES = [torch.float16, torch.bfloat16]
+DQK, DV = 576, 512
+
+
+def make_mla_problem(lens, hq, block_size, dtype, seed, four_d=False, extra_blocks=2, spare_cols=0):
+    """Random q `[B, hq, 576]` and a latent cache holding each sequence's keys in shuffled
+    blocks (ragged lengths; unused table entries point at a real block). `spare_cols` > 0:
+    the table has that many more columns than the longest sequence needs."""
+    g = torch.Generator().manual_seed(seed)
+    need = [max(1, -(-n // block_size)) for n in lens]
+    width = max(need) + spare_cols
+    nb = sum(need) + extra_blocks
+    kv = torch.randn(nb, block_size, DQK, generator=g).to(dtype)
+    q = torch.randn(len(lens), hq, DQK, generator=g).to(dtype)
+    perm = torch.randperm(nb, generator=g)
+    table = torch.zeros(len(lens), width, dtype=torch.int32)
+    pos = 0
+    for i, k in enumerate(need):
+        table[i, :k] = perm[pos:pos + k].int()
+        table[i, k:] = perm[-1]
+        pos += k
+    if four_d:
+        kv = kv.unsqueeze(2)
+    return (q.cuda(), kv.cuda(), table.cuda(), torch.tensor(lens, dtype=torch.int32).cuda())
+
+
+@example(lens=[1], hq=16, block_size=16, dtype=torch.float16, num_splits=0, four_d=False, seed=0)
+@example(lens=[17, 1000, 1], hq=128, block_size=64, dtype=torch.bfloat16, num_splits=0, four_d=True, seed=1)
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    lens=st.lists(st.one_of(st.integers(1, 3000), st.sampled_from([1, 2, 31, 32, 33, 63, 64, 65, 257])),
+                  min_size=1, max_size=4),
+    hq=st.sampled_from([1, 5, 16, 17, 32, 40, 64, 128]),
+    block_size=st.sampled_from([1, 8, 16, 32, 64, 256]),
+    dtype=st.sampled_from(DTYPES),
+    num_splits=st.sampled_from([0, 0, 1, 2, 7, 33]),
+    four_d=st.booleans(),
+    seed=st.integers(0, 2**16),
+)
+def test_paged_mla_matches_reference(lens, hq, block_size, dtype, num_splits, four_d, seed):
+    require_op("paged_mla_attention")
+    q, kv, table, seq_lens = make_mla_problem(lens, hq, block_size, dtype, seed, four_d)
+    out = poison_(torch.empty(q.shape[0], hq, DV, device="cuda", dtype=dtype))
+    res, lse = llm.paged_mla_attention(q, kv, table, seq_lens, out=out, num_splits=num_splits, return_lse=True)
+    assert res is out
+    ref, ref_lse = paged_mla_attention_reference(q, kv, table, seq_lens, return_lse=True)
+    what = f"paged_mla_attention lens={lens} hq={hq} bs={block_size} splits={num_splits}"
+    assert_close(out, ref, dtype=dtype, what=what)
+    torch.testing.assert_close(lse, ref_lse, rtol=2e-3, atol=2e-3, msg=lambda m: f"{what} lse: {m}")
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_paged_mla_scale_splits_agree_and_strided_q(dtype):
+    """A given scale, every split count on one long sequence, and q / out as strided views
+    (rows contiguous) give the reference's result."""
+    require_op("paged_mla_attention")
+    q, kv, table, seq_lens = make_mla_problem([4099, 300], 24, 16, dtype, 3)
+    qs = torch.empty(2, 24, DQK + 64, device="cuda", dtype=dtype)[:, :, :DQK]
+    qs.copy_(q)
+    ref = paged_mla_attention_reference(q, kv, table, seq_lens, scale=0.07)
+    for ns in (1, 2, 3, 16, 64, 128, 0):
+        big = poison_(torch.empty(2, 24, DV + 32, device="cuda", dtype=dtype))
+        out = big[:, :, :DV]
+        llm.paged_mla_attention(qs, kv, table, seq_lens, scale=0.07, out=out, num_splits=ns)
+        assert_close(out, ref, dtype=dtype, what=f"num_splits={ns}")
+        assert torch.isnan(big[:, :, DV:]).all(), "wrote past out's rows"
+
+
+def test_paged_mla_zero_length_heuristic_and_unused_entries():
+    """Length-0 sequences give zeros and lse -inf; table entries past a sequence's length
+    are never read (garbage there is harmless)."""
+    require_op("paged_mla_attention")
+    q, kv, table, seq_lens = make_mla_problem([0, 5, 2000, 0], 16, 16, torch.float16, 4, spare_cols=40)
+    for i, n in enumerate(seq_lens.tolist()):
+        table[i, -(-n // 16):] = 123456789  # past the length: must not be dereferenced
+    out, lse = llm.paged_mla_attention(q, kv, table, seq_lens, return_lse=True, check_indices=True)
+    ref = paged_mla_attention_reference(q, kv, table, seq_lens)
+    assert_close(out, ref, dtype=torch.float16)
+    assert (out[0] == 0).all() and (out[3] == 0).all()
+    assert torch.isneginf(lse[0]).all() and torch.isneginf(lse[3]).all()
+
+
+@pytest.mark.parametrize("num_splits", [1, 4])
+def test_paged_mla_bad_indices_give_nan_and_host_errors(num_splits):
+    require_op("paged_mla_attention")
+    q, kv, table, seq_lens = make_mla_problem([100, 300, 50], 20, 16, torch.float16, 5)
+    cap = table.shape[1] * 16
+    for what, mutate, pattern in (
+            ("block index", lambda t, s: t.__setitem__((1, 2), kv.shape[0]), r"block_tables\[1, 2\]"),
+            ("negative block index", lambda t, s: t.__setitem__((1, 0), -3), r"block_tables\[1, 0\]"),
+            ("seq_len past the table", lambda t, s: s.__setitem__(1, cap + 1), r"seq_lens\[1\]"),
+            ("negative seq_len", lambda t, s: s.__setitem__(1, -1), r"seq_lens\[1\]")):
+        t, s = table.clone(), seq_lens.clone()
+        mutate(t, s)
+        out = llm.paged_mla_attention(q, kv, t, s, num_splits=num_splits, check_indices=False)
+        assert torch.isnan(out[1]).all(), what
+        good = paged_mla_attention_reference(q, kv, table, seq_lens)
+        assert_close(out[[0, 2]], good[[0, 2]], dtype=torch.float16, what=f"{what}: other sequences")
+        with pytest.raises(ValueError, match=pattern):
+            llm.paged_mla_attention(q, kv, t, s, num_splits=num_splits)
+
+
+def test_paged_mla_workspace_and_graphs():
+    """One workspace from mla_workspace (its contents poisoned: partials are written before
+    they are read) serves back-to-back calls of several shapes, and CUDA-graph replays with
+    new q, seq_lens and tables (the combine kernel's PDL edge captured too)."""
+    require_op("paged_mla_attention")
+    dt = torch.bfloat16
+    problems = []
+    for i, (lens, hq, ns) in enumerate((([5000], 16, 0), ([300, 4096, 1], 128, 5), ([700] * 9, 20, 2))):
+        q, kv, table, seq_lens = make_mla_problem(lens, hq, 16, dt, 20 + i)
+        problems.append((q, kv, table, seq_lens, ns, paged_mla_attention_reference(q, kv, table, seq_lens)))
+    ws = max((llm.mla_workspace(p[0].shape[0], p[0].shape[1], p[2].shape[1] * 16, p[4]) for p in problems),
+             key=lambda w: w.numel())
+    poison_(ws)
+    for rep in range(3):
+        outs = []
+        for q, kv, table, seq_lens, ns, _ in problems:
+            out = poison_(torch.empty(q.shape[0], q.shape[1], DV, device="cuda", dtype=dt))
+            outs.append(llm.paged_mla_attention(q, kv, table, seq_lens, out=out, num_splits=ns, workspace=ws,
+                                                check_indices=False))
+        for out, p in zip(outs, problems):
+            assert_close(out, p[5], dtype=dt, what=f"rep {rep}")
+
+    q, kv, table, seq_lens, ns, _ = problems[1]
+    out = torch.empty(q.shape[0], q.shape[1], DV, device="cuda", dtype=dt)
+    lse = torch.empty(q.shape[0], q.shape[1], device="cuda")
+    graph, _ = capture_graph(lambda: llm.paged_mla_attention(q, kv, table, seq_lens, out=out, num_splits=ns,
+                                                             workspace=ws, check_indices=False, lse=lse))
+    cap = table.shape[1] * 16
+    for trial in range(4):
+        q.copy_(torch.randn_like(q))
+        seq_lens.copy_(torch.randint(0 if trial else 1, cap + 1, seq_lens.shape, dtype=torch.int32))
+        table.copy_(table[torch.randperm(table.shape[0])] if trial % 2 else table.flip(1))
+        poison_(out)
+        poison_(lse)
+        graph.replay()
+        ref, ref_lse = paged_mla_attention_reference(q, kv, table, seq_lens, return_lse=True)
+        assert_close(out, ref, dtype=dt, what=f"replay {trial}")
+        torch.testing.assert_close(lse, ref_lse, rtol=2e-3, atol=2e-3)
+    # the heuristic's splits with the helper's workspace, in a graph
+    q, kv, table, seq_lens, _, ref = problems[0]
+    ws0 = poison_(llm.mla_workspace(1, 16, table.shape[1] * 16))
+    assert ws0.numel() > 1, "B=1 at 5000 keys splits"
+    out = torch.empty(1, 16, DV, device="cuda", dtype=dt)
+    graph, _ = capture_graph(lambda: llm.paged_mla_attention(q, kv, table, seq_lens, out=out, workspace=ws0,
+                                                             check_indices=False))
+    poison_(out)
+    graph.replay()
+    assert_close(out, ref, dtype=dt, what="heuristic splits in a graph")
+
+
+def test_paged_mla_errors():
+    require_op("paged_mla_attention")
+    q, kv, table, seq_lens = make_mla_problem([40, 70], 16, 16, torch.float16, 6)
+    call = llm.paged_mla_attention
+    cases = [
+        (lambda: call(q[..., :512].contiguous(), kv, table, seq_lens), ValueError, r"q's last dim must be 576"),
+        (lambda: call(q, kv[..., :512].contiguous(), table, seq_lens), ValueError, r"kv_cache rows must be"),
+        (lambda: call(q, kv.unsqueeze(2).expand(-1, -1, 2, -1).contiguous(), table, seq_lens), ValueError,
+         r"one latent head"),
+        (lambda: call(q, kv.bfloat16(), table, seq_lens), (TypeError, ValueError), r"kv_cache"),
+        (lambda: call(q.float(), kv.float(), table, seq_lens), (TypeError, ValueError), r"q must have dtype"),
+        (lambda: call(q, kv[:, :15].contiguous(), table, seq_lens), ValueError, r"power of two"),
+        (lambda: call(q, kv, table.long(), seq_lens), (TypeError, ValueError), r"block_tables"),
+        (lambda: call(q, kv, table[:1], seq_lens), ValueError, r"block_tables must have 2 rows"),
+        (lambda: call(q, kv, table, seq_lens, out=torch.empty(2, 16, 576, device="cuda").half()), ValueError,
+         r"out must have shape"),
+        (lambda: call(q, kv, table, seq_lens, out=q[..., :512]), ValueError, r"out must not overlap q"),
+        (lambda: call(q, kv, table, seq_lens, num_splits=129), ValueError, r"num_splits"),
+        (lambda: call(q, kv, table, seq_lens, lse=torch.empty(2, 15, device="cuda")), ValueError, r"lse"),
+        (lambda: call(q, kv, table, seq_lens, num_splits=4, workspace=torch.empty(10, device="cuda")), ValueError,
+         r"workspace must hold at least"),
+        (lambda: call(q, torch.cat([kv, kv])[::2], table, seq_lens), ValueError, r"kv_cache must be contiguous"),
+    ]
+    for i, (fn, exc, pattern) in enumerate(cases):
+        with pytest.raises(exc, match=pattern):
+            fn()
+    # The raw op refuses the same inputs with a RuntimeError naming the argument.
+    op = torch.ops.cuda_llm_ops.paged_mla_attention
+    out = torch.empty(2, 16, DV, device="cuda").half()
+    with pytest.raises(RuntimeError, match=r"q's last dim must be 576"):
+        op(out, q[..., :512].contiguous(), kv, table, seq_lens, 0.1, 0, None)
+    with pytest.raises(RuntimeError, match=r"out must be \[2, 16, 512\]"):
+        op(out[:, :8], q, kv, table, seq_lens, 0.1, 0, None)
+    with pytest.raises(RuntimeError, match=r"workspace must hold at least"):
+        op(out, q, kv, table, seq_lens, 0.1, 4, torch.empty(10, device="cuda"))
+
+
+def test_paged_mla_opcheck_and_compile():
+    require_op("paged_mla_attention")
+    q, kv, table, seq_lens = make_mla_problem([40, 300], 16, 16, torch.float16, 7)
+    out = torch.empty(2, 16, DV, device="cuda").half()
+    torch.library.opcheck(torch.ops.cuda_llm_ops.paged_mla_attention.default,
+                          (out, q, kv, table, seq_lens, 0.05, 3, None))
+    torch.library.opcheck(torch.ops.cuda_llm_ops.paged_mla_attention.default,
+                          (out, q, kv, table, seq_lens, 0.05, 1, None, torch.empty(2, 16, device="cuda")))
+
+    @torch.compile(fullgraph=True)
+    def f(q, kv, table, seq_lens):
+        return llm.paged_mla_attention(q * 2, kv, table, seq_lens) + 1
+
+    ref = paged_mla_attention_reference(q * 2, kv, table, seq_lens) + 1
+    assert_close(f(q, kv, table, seq_lens), ref, dtype=torch.float16)
