@@ -120,8 +120,8 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSm) mla_decode_attention_k
   // Thread tid copies rows tid / 8 and tid / 8 + 16 of each tile, 16-byte pieces tid % 8 +
   // 8 j: the 8 lanes of a shared-memory phase fill 8 consecutive pieces of one row (8
   // distinct bank groups; v2's 4 threads per row wrote two rows per phase, 2-way conflicts).
-  // The block-table entries of those rows' keys are loaded one tile ahead of their copies
-  // (the gather never waits on the table).
+  // The block-table entries of those rows' keys are loaded ahead of their copies (the
+  // gather never waits on the table).
   const int copy_row = tid / kCopyThreads, copy_col = (tid % kCopyThreads) * 8;
   auto load_entries = [&](int tile) -> int2 {
     int e[kCopyRows];
@@ -154,7 +154,9 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSm) mla_decode_attention_k
   };
 
   issue_tile(0, load_entries(0));
-  int2 entry = load_entries(1);
+  // Table entries two tiles ahead of their copies: an L2 round trip is about as long as
+  // a tile's math here (v3: 1.0 long-scoreboard stalls per issued instruction with one).
+  int2 entry = load_entries(1), entry_next = load_entries(2);
   // The combine kernel (split calls) may start launching; it waits for this grid to finish.
   pdl_launch_dependents();
 
@@ -175,7 +177,8 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSm) mla_decode_attention_k
                                 (lane >> 4) * 8);
     }
     issue_tile(t + 1, entry);
-    entry = load_entries(t + 2);
+    entry = entry_next;
+    entry_next = load_entries(t + 3);
     const T* ks = kv_s + (t % kStages) * kKeys * kStride;
 
     // This warp's columns of S = Q K^T: 16 heads x 32 keys.
