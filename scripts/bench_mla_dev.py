@@ -2,13 +2,18 @@
 heuristic's, per shape, as CUDA-graph replays over rotated input copies (cold L2), with
 the copy floor and the torch-absorbed peer beside them. One GPU call:
 
-    python3 scripts/bench_mla_dev.py [--iters 30] [--splits 1 2 4 8 16 32 64 128]
+    python3 scripts/bench_mla_dev.py [--iters 30] [--splits 1 2 4 8 16 32 64 128] [--stages 0 2 3]
 
-Lines: shape, splits ("*" the heuristic's), us, TB/s (rows read once + q + out), TFLOP/s.
+Lines: shape, pipeline stages (0: the launcher's choice; CLO_MLA_STAGES), splits ("*" the
+heuristic's), us, TB/s (rows read once + q + out), TFLOP/s. With no --splits, only the
+heuristic's count.
 """
 from __future__ import annotations
 
 import argparse
+import os
+
+os.environ.setdefault("CLO_MLA_STAGES", "0")  # set before the first call: the knob is read on every call
 
 import torch
 
@@ -24,7 +29,8 @@ SHAPES = ((1, 4096, 16), (1, 16384, 16), (16, 4096, 16), (64, 4096, 16), (1, 163
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--iters", type=int, default=30)
-    ap.add_argument("--splits", type=int, nargs="*", default=[1, 2, 4, 8, 16, 32, 64, 128])
+    ap.add_argument("--splits", type=int, nargs="*", default=[])
+    ap.add_argument("--stages", type=int, nargs="*", default=[0])
     args = ap.parse_args()
     for B, N, Hq in SHAPES:
         case = cd.mla_case(B, N, Hq, torch.float16)
@@ -36,7 +42,8 @@ def main() -> None:
                  cd._mla_absorbed(s["q"], r, 576 ** -0.5)) for s in sets]
         t_peer = benchmark(None, fn_sets=peer, cold_l2=True, cuda_graph=True, iterations=args.iters, warmup=3)
         print(f"B={B} N={N} Hq={Hq}: torch-absorbed {t_peer.median_ms * 1e3:.1f} us", flush=True)
-        for ns in sorted(set(args.splits) | {heur}):
+        for stages, ns in [(st, ns) for st in args.stages for ns in sorted(set(args.splits) | {heur})]:
+            os.environ["CLO_MLA_STAGES"] = str(stages)
             fns = []
             for s in sets:
                 out = s["q"].new_empty(B, Hq, 512)
@@ -47,7 +54,7 @@ def main() -> None:
             err = rel_error(fns[0]().float(), ref.float())
             t = benchmark(None, fn_sets=fns, cold_l2=True, cuda_graph=True, iterations=args.iters, warmup=3)
             us = t.median_ms * 1e3
-            print(f"  splits {ns:3d}{'*' if ns == heur else ' '} {us:9.1f} us  {case.bytes / us / 1e6:6.2f} TB/s  "
+            print(f"  stages {stages} splits {ns:3d}{'*' if ns == heur else ' '} {us:9.1f} us  {case.bytes / us / 1e6:6.2f} TB/s  "
                   f"{case.flops / us / 1e6:6.1f} TFLOP/s  x peer {t_peer.median_ms * 1e3 / us:5.2f}  err {err:.1e}",
                   flush=True)
 

@@ -10,7 +10,8 @@ from hypothesis import HealthCheck, assume, example, given, settings
 from hypothesis import strategies as st
 
 import cuda_llm_ops as llm
-from cuda_llm_ops.reference import attention_reference, paged_attention_reference, paged_kv_append_reference
+from cuda_llm_ops.reference import (attention_reference, paged_attention_reference, paged_kv_append_reference,
+                                    paged_mla_attention_reference)
 from cuda_llm_ops.reference.decode import make_paged_problem
 from cuda_llm_ops.reference.fused import apply_rotary
 from cuda_llm_ops.graphs import capture_graph
@@ -1947,9 +1948,10 @@ def test_fp8_split_heuristic():
 
 
 def test_readme_use_example_runs():
-    """The README's "Use" block runs as written, and its FP8 decode step matches the reference."""
-    require_op("paged_attention")
-    require_op("flash_attention")
+    """The README's "Use" block runs as written, and its FP8 decode step and MLA step match the
+    references."""
+    for op in ("paged_attention", "flash_attention", "gemm", "fused_decode_block", "paged_mla_attention"):
+        require_op(op)  # the block calls every area but lightning
     import os
     import re
     text = open(os.path.join(os.path.dirname(__file__), "..", "README.md")).read()
@@ -1960,6 +1962,9 @@ def test_readme_use_example_runs():
     ref = paged_attention_reference(env["q1"], env["k_cache"], env["v_cache"], env["table"], env["seq_lens"],
                                     k_scale=0.05, v_scale=0.05)
     assert_close(env["o1"], ref, dtype=torch.float16, what="README FP8 decode step")
+    ref = paged_mla_attention_reference(env["q_lat"], env["kv_lat"], env["table"], env["seq_lens"],
+                                        scale=192 ** -0.5)
+    assert_close(env["o_lat"], ref, dtype=torch.bfloat16, what="README MLA decode step")
 
 
 def test_torch_compile_fullgraph_fp8_cache():

@@ -1,6 +1,8 @@
 """GPU tests of MLA decode (`paged_mla_attention`): ragged batches, block sizes, head counts
 that are and are not multiples of 16, forced and heuristic splits, out= / workspace / lse,
 graph capture and replay, bad indices, the error paths, opcheck and torch.compile."""
+import os
+
 import pytest
 import torch
 from hypothesis import HealthCheck, example, given, settings
@@ -9,7 +11,7 @@ from hypothesis import strategies as st
 import cuda_llm_ops as llm
 from cuda_llm_ops.graphs import capture_graph
 from cuda_llm_ops.reference import paged_mla_attention_reference
-from cuda_llm_ops.testing import assert_close, poison_
+from cuda_llm_ops.testing import assert_close, poison_, run_isolated
 from conftest import require_op
 
 pytestmark = pytest.mark.cuda
@@ -217,3 +219,26 @@ def test_paged_mla_opcheck_and_compile():
 
     ref = paged_mla_attention_reference(q * 2, kv, table, seq_lens) + 1
     assert_close(f(q, kv, table, seq_lens), ref, dtype=torch.float16)
+
+
+@pytest.mark.parametrize("stages", [2, 3])
+def test_paged_mla_both_pipelines(stages):
+    """Each pipeline depth (CLO_MLA_STAGES forces it; the launcher picks by grid size) on
+    grids below and above one block per SM, split and unsplit."""
+    require_op("paged_mla_attention")
+    run_isolated("""
+import sys
+sys.path.insert(0, TESTS_DIR)
+import torch
+import cuda_llm_ops as llm
+from cuda_llm_ops.reference import paged_mla_attention_reference
+from cuda_llm_ops.testing import assert_close, poison_
+from test_mla import make_mla_problem
+for lens, hq, ns in (([33, 1000, 1], 40, 0), ([2000] * 40, 128, 1), ([5000], 16, 0), ([77] * 300, 16, 3)):
+    q, kv, table, seq_lens = make_mla_problem(lens, hq, 32, torch.bfloat16, len(lens))
+    out = poison_(torch.empty(len(lens), hq, 512, device="cuda", dtype=torch.bfloat16))
+    llm.paged_mla_attention(q, kv, table, seq_lens, out=out, num_splits=ns)
+    assert_close(out, paged_mla_attention_reference(q, kv, table, seq_lens), dtype=torch.bfloat16,
+                 what=f"stages={STAGES} lens={lens[:3]} hq={hq} splits={ns}")
+""".replace("STAGES", str(stages)).replace("TESTS_DIR", repr(os.path.dirname(os.path.abspath(__file__)))),
+                 env={"CLO_MLA_STAGES": str(stages)})

@@ -6,10 +6,11 @@
 //  - One thread block serves 16 query heads (one m16 tile) of one sequence and one split of
 //    its keys: the cache row is shared by all heads, so each row tile reads it once and
 //    the row tiles of a (sequence, split) run side by side and share it through L2.
-//  - Keys stream through a 2-stage cp.async pipeline of 32-key tiles (37 KB each): 109 KB
-//    of shared memory in all, so two blocks share an SM (one warp per scheduler left each
-//    warp's dependent instructions exposed: v1, 3 stages, one block per SM, issued one
-//    instruction per ~3 cycles). A row is loaded once and read as both K and V (V is its
+//  - Keys stream through a cp.async pipeline of 32-key tiles (37 KB each): 2 stages (109 KB
+//    of shared memory, two blocks per SM, whose latencies hide each other: one warp per
+//    scheduler issued one instruction per ~3-5 cycles) on grids of more blocks than SMs,
+//    3 stages (147 KB, one block per SM, a tile more in flight) on the others
+//    (mla_stages_for). Both fit sm_80's 163 KB. A row is loaded once and read as both K and V (V is its
 //    first 512 columns). Eight threads copy a row, 9 16-byte pieces each at fixed offsets
 //    from one block-table entry.
 //  - The 4 warps split QK^T by head-dim columns (144 each, 9 k16 steps): each warp keeps its
@@ -29,6 +30,7 @@
 #include <cuda_fp16.h>
 
 #include <algorithm>
+#include <cstdlib>
 
 #include "cuda_llm_ops/common.cuh"
 #include "cuda_llm_ops/mma.cuh"
@@ -42,8 +44,6 @@ namespace {
 
 constexpr int kWarps = 4;
 constexpr int kThreads = 32 * kWarps;
-constexpr int kStages = 2;
-constexpr int kBlocksPerSm = 2;
 constexpr int kRows = kMlaRowsPerBlock;
 constexpr int kKeys = kMlaTileKeys;
 constexpr int kDqk = kMlaHeadDimQK, kDv = kMlaHeadDimV;
@@ -62,12 +62,19 @@ constexpr int kStride = kDqk + 8;
 static_assert(kDqk % (16 * kWarps) == 0 && kDv % (16 * kWarps) == 0, "columns split evenly over the warps");
 static_assert(kCopyRows == 2 && kChunks % kCopyThreads == 0 && kKeys % 16 == 0, "tile shape");
 
-constexpr int64_t kKvSmemBytes = int64_t(kStages) * kKeys * kStride * 2;
+template <int kStages>
+constexpr int64_t kv_smem_bytes() {
+  return int64_t(kStages) * kKeys * kStride * 2;
+}
 constexpr int64_t kQSmemBytes = int64_t(kRows) * kStride * 2;
 // Partial score tiles, double-buffered by tile parity: [2][warps][key tiles][lanes] float4
 // (one C fragment per lane), so a tile's writes never meet the previous tile's reads.
 constexpr int64_t kScoreSmemBytes = int64_t(2) * kWarps * kKeyTiles * 32 * 16;
-constexpr int64_t kSmemBytes = kKvSmemBytes + kQSmemBytes + kScoreSmemBytes;
+// 2 stages: 109 KB, two blocks per SM; 3 stages: 147 KB, one (mla_stages_for).
+template <int kStages>
+constexpr int64_t smem_bytes() {
+  return kv_smem_bytes<kStages>() + kQSmemBytes + kScoreSmemBytes;
+}
 
 struct MlaKernelParams {
   const void* q;
@@ -85,8 +92,10 @@ struct MlaKernelParams {
   float scale_log2;
 };
 
-template <typename T>
-__global__ void __launch_bounds__(kThreads, kBlocksPerSm) mla_decode_attention_kernel(const MlaKernelParams p) {
+template <typename T, int kStages>
+__global__ void __launch_bounds__(kThreads, kStages == 2 ? 2 : 1) mla_decode_attention_kernel(const MlaKernelParams p) {
+  static_assert(kStages == 2 || kStages == 3, "two or three pipeline stages");
+  constexpr int64_t kKvSmemBytes = kv_smem_bytes<kStages>();
   extern __shared__ __align__(128) unsigned char smem[];
   T* kv_s = reinterpret_cast<T*>(smem);
   T* q_s = reinterpret_cast<T*>(smem + kKvSmemBytes);
@@ -153,10 +162,11 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSm) mla_decode_attention_k
     cp_async_commit();
   };
 
-  issue_tile(0, load_entries(0));
-  // Table entries two tiles ahead of their copies: an L2 round trip is about as long as
-  // a tile's math here (v3: 1.0 long-scoreboard stalls per issued instruction with one).
-  int2 entry = load_entries(1), entry_next = load_entries(2);
+#pragma unroll
+  for (int t = 0; t + 1 < kStages; ++t) issue_tile(t, load_entries(t));
+  // Table entries two tiles ahead of their copies (v3.1: no measurable change against one
+  // ahead, though ncu had shown 1.0 long-scoreboard stalls per issued instruction).
+  int2 entry = load_entries(kStages - 1), entry_next = load_entries(kStages);
   // The combine kernel (split calls) may start launching; it waits for this grid to finish.
   pdl_launch_dependents();
 
@@ -176,9 +186,9 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSm) mla_decode_attention_k
         ldmatrix_x4(qf[kk], q_s + ((lane & 7) + ((lane >> 3) & 1) * 8) * kStride + qk_col0 + kk * 16 +
                                 (lane >> 4) * 8);
     }
-    issue_tile(t + 1, entry);
+    issue_tile(t + kStages - 1, entry);
     entry = entry_next;
-    entry_next = load_entries(t + 3);
+    entry_next = load_entries(t + kStages + 1);
     const T* ks = kv_s + (t % kStages) * kKeys * kStride;
 
     // This warp's columns of S = Q K^T: 16 heads x 32 keys.
@@ -378,6 +388,18 @@ __global__ void __launch_bounds__(kCombineThreads) mla_decode_combine_kernel(con
       make_uint2(pack_float2<T>(acc.x * inv, acc.y * inv), pack_float2<T>(acc.z * inv, acc.w * inv));
 }
 
+// Pipeline stages for a grid of `blocks`: 3 (one block per SM, a tile more in flight) up to
+// one block per SM, where the 2-stage kernel's second block slot stays empty anyway; 2
+// beyond (two blocks per SM hide each other's latencies). Dev knob CLO_MLA_STAGES (2 or 3;
+// read as decode_dev_kernel's knobs are) forces one.
+int mla_stages_for(int64_t blocks) {
+  static bool dev_mode = std::getenv("CLO_MLA_STAGES") != nullptr;
+  const bool three_fit = smem_bytes<3>() <= decode_smem_limit();
+  const int forced = dev_knob("CLO_MLA_STAGES", dev_mode, 0);
+  if (forced == 2 || forced == 3) return forced == 3 && three_fit ? 3 : 2;
+  return three_fit && blocks <= device_sm_count() ? 3 : 2;
+}
+
 template <typename T>
 cudaError_t run_mla_decode(const MlaDecodeArgs& a, cudaStream_t stream) {
   MlaKernelParams p{};
@@ -408,10 +430,12 @@ cudaError_t run_mla_decode(const MlaDecodeArgs& a, cudaStream_t stream) {
     p.partial_state =
         reinterpret_cast<float2*>(a.workspace + decode_partial_slots(a.num_splits) * p.total_rows * kDv);
   }
-  auto kernel = mla_decode_attention_kernel<T>;
-  if (const cudaError_t err = set_dynamic_smem(kernel, kSmemBytes); err != cudaSuccess) return err;
+  const int stages = mla_stages_for(static_cast<int64_t>(p.row_tiles) * a.batch * a.num_splits);
+  auto kernel = stages == 3 ? mla_decode_attention_kernel<T, 3> : mla_decode_attention_kernel<T, 2>;
+  const int64_t smem = stages == 3 ? smem_bytes<3>() : smem_bytes<2>();
+  if (const cudaError_t err = set_dynamic_smem(kernel, smem); err != cudaSuccess) return err;
   const dim3 grid(p.row_tiles, a.batch, a.num_splits);
-  if (const cudaError_t err = launch_kernel(kernel, grid, dim3(kThreads), kSmemBytes, stream, false, p);
+  if (const cudaError_t err = launch_kernel(kernel, grid, dim3(kThreads), smem, stream, false, p);
       err != cudaSuccess || a.num_splits == 1)
     return err;
   return launch_kernel(mla_decode_combine_kernel<T>, dim3(static_cast<unsigned>(p.total_rows)),
@@ -420,8 +444,8 @@ cudaError_t run_mla_decode(const MlaDecodeArgs& a, cudaStream_t stream) {
 
 }  // namespace
 
-int64_t mla_decode_smem_bytes() { return kSmemBytes; }
-bool mla_decode_fits() { return kSmemBytes <= decode_smem_limit(); }
+int64_t mla_decode_smem_bytes() { return smem_bytes<2>(); }
+bool mla_decode_fits() { return smem_bytes<2>() <= decode_smem_limit(); }
 
 // About one block per SM over the B x row tiles units: SMs / units splits, rounded to nearest
 // (NOTES.md, MLA v2 sweep: 64 units best at 2 splits, 16 at 8, 8 at 16-32, one sequence of
