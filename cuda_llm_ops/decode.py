@@ -268,6 +268,19 @@ def _check_block_table(block_tables: torch.Tensor, seq_lens: torch.Tensor, rows:
     check_contiguous(seq_lens, "seq_lens")
 
 
+def _check_paged_geometry(num_blocks: int, block_size: int, batch: int, block_tables: torch.Tensor,
+                          seq_lens: torch.Tensor, cache: str) -> None:
+    """A paged cache's block size (a power of two), the batch, the block table and lengths
+    (`_check_block_table`), and the keys a table row can address (< 2^31)."""
+    if block_size < 1 or block_size & (block_size - 1):
+        raise ValueError(f"block_size ({cache} dim 1) must be a power of two, got {block_size}")
+    _check_batch(batch)
+    _check_block_table(block_tables, seq_lens, batch, "q's batch")
+    if num_blocks >= 2**31 or block_tables.shape[1] * block_size >= 2**31:
+        raise ValueError(f"num_blocks and max_blocks_per_seq x block_size (the keys a table row can address) must "
+                         f"be < 2^31, got {num_blocks} and {block_tables.shape[1]} x {block_size}")
+
+
 def validate_paged_attention_inputs(q, k_cache, v_cache, block_tables, seq_lens, out=None) -> None:
     """Shape/dtype/layout checks of `paged_attention` (no host synchronisation).
 
@@ -296,15 +309,9 @@ def validate_paged_attention_inputs(q, k_cache, v_cache, block_tables, seq_lens,
     _check_head_dim(d, None if torch.compiler.is_compiling() else q.device, k_cache.dtype == FP8_KV_DTYPE)
     if hkv < 1 or hq % hkv != 0:
         raise ValueError(f"q's number of heads ({hq}) must be a multiple of k_cache's num_kv_heads, got {hkv}")
-    if bs < 1 or bs & (bs - 1):
-        raise ValueError(f"block_size (k_cache dim 1) must be a power of two, got {bs}")
     if nb < 1 or b < 1:
         raise ValueError(f"q and k_cache must not be empty, got q {tuple(q.shape)}, k_cache {tuple(k_cache.shape)}")
-    _check_batch(b)
-    _check_block_table(block_tables, seq_lens, b, "q's batch")
-    if nb >= 2**31 or block_tables.shape[1] * bs >= 2**31:
-        raise ValueError(f"num_blocks and max_blocks_per_seq x block_size (the keys a table row can address) must "
-                         f"be < 2^31, got {nb} and {block_tables.shape[1]} x {bs}")
+    _check_paged_geometry(nb, bs, b, block_tables, seq_lens, "k_cache")
     if out is not None:
         check_tensor(out, "out")
         if tuple(out.shape) != tuple(q.shape):
@@ -444,11 +451,10 @@ def decode_workspace(batch: int, num_q_heads: int, num_kv_heads: int, head_dim: 
     return ws
 
 
-def _check_workspace(workspace, q: torch.Tensor, num_kv_heads: int, seq_len_q: int, max_kv_len: int,
-                     num_splits: int, paged: bool, cache_dtype: torch.dtype | None = None) -> None:
-    """The workspace a call will use must be float32, contiguous, on q's device and big
-    enough for its split count (host-side numbers only: no synchronisation);
-    `cache_dtype` (default q's) is the split heuristic's dtype."""
+def _check_workspace_buffer(workspace, q: torch.Tensor, helpers: str, need_for) -> None:
+    """A given workspace must be float32, contiguous, 16-byte aligned, on q's device and hold
+    `need_for()` = (splits, floats) elements (host-side numbers only: no synchronisation);
+    `helpers` names the functions that make one, for the messages."""
     if workspace is None or torch.compiler.is_compiling():  # the op re-checks the real tensors
         return
     check_tensor(workspace, "workspace")
@@ -456,15 +462,25 @@ def _check_workspace(workspace, q: torch.Tensor, num_kv_heads: int, seq_len_q: i
     check_same_device(workspace, "workspace", q, "q")
     check_contiguous(workspace, "workspace")
     if workspace.data_ptr() % 16:
-        raise ValueError("workspace must be 16-byte aligned; pass the tensor from decode_workspace / "
-                         "paged_attention_workspace as returned (not a slice of it)")
-    b, hq, d = q.shape[0], q.shape[1], q.shape[-1]
-    splits = num_splits or decode_num_splits(b, num_kv_heads, (hq // num_kv_heads) * seq_len_q, max_kv_len, d,
-                                             cache_dtype or q.dtype, paged, seq_len_q)
-    need = int(_ops.op("decode_workspace_numel")(b, hq, seq_len_q, d, splits))
+        raise ValueError(f"workspace must be 16-byte aligned; pass the tensor from {helpers} as returned (not a "
+                         "slice of it)")
+    splits, need = need_for()
     if workspace.numel() < need:
         raise ValueError(f"workspace must hold at least {need} float32 elements for num_splits={splits}, got "
-                         f"{workspace.numel()}; use paged_attention_workspace / decode_workspace")
+                         f"{workspace.numel()}; use {helpers}")
+
+
+def _check_workspace(workspace, q: torch.Tensor, num_kv_heads: int, seq_len_q: int, max_kv_len: int,
+                     num_splits: int, paged: bool, cache_dtype: torch.dtype | None = None) -> None:
+    """`_check_workspace_buffer` for a decode call; `cache_dtype` (default q's) is the split
+    heuristic's dtype."""
+    def need_for():
+        b, hq, d = q.shape[0], q.shape[1], q.shape[-1]
+        splits = num_splits or decode_num_splits(b, num_kv_heads, (hq // num_kv_heads) * seq_len_q, max_kv_len, d,
+                                                 cache_dtype or q.dtype, paged, seq_len_q)
+        return splits, int(_ops.op("decode_workspace_numel")(b, hq, seq_len_q, d, splits))
+
+    _check_workspace_buffer(workspace, q, "decode_workspace / paged_attention_workspace", need_for)
 
 
 def decode_workspace_counters_idle(workspace: torch.Tensor) -> bool:

@@ -29,7 +29,7 @@ from __future__ import annotations
 import torch
 
 from . import _ops
-from .decode import DECODE_DTYPES, _check_batch, _check_block_table, _check_num_splits, _check_rows
+from .decode import DECODE_DTYPES, _check_num_splits, _check_paged_geometry, _check_rows, _check_workspace_buffer
 from .decode import _check_lse, _host_checks_allowed, _lse_for, check_paged_indices
 from .validation import (
     call_or_explain,
@@ -38,7 +38,6 @@ from .validation import (
     check_one_cuda_device,
     check_out_apart,
     check_rank,
-    check_same_device,
     check_same_dtype,
     check_tensor,
     given,
@@ -69,17 +68,10 @@ def validate_paged_mla_inputs(q, kv_cache, block_tables, seq_lens, out=None) -> 
     if kv_cache.shape[-1] != MLA_HEAD_DIM_QK or (kv_cache.dim() == 4 and kv_cache.shape[2] != 1):
         raise ValueError(f"kv_cache rows must be [..., {MLA_HEAD_DIM_QK}] with one latent head, got shape "
                          f"{tuple(kv_cache.shape)}")
-    nb, bs = kv_cache.shape[0], kv_cache.shape[1]
-    if bs < 1 or bs & (bs - 1):
-        raise ValueError(f"block_size (kv_cache dim 1) must be a power of two, got {bs}")
-    if nb < 1 or b < 1 or hq < 1:
+    if kv_cache.shape[0] < 1 or b < 1 or hq < 1:
         raise ValueError(f"q and kv_cache must not be empty, got q {tuple(q.shape)}, kv_cache "
                          f"{tuple(kv_cache.shape)}")
-    _check_batch(b)
-    _check_block_table(block_tables, seq_lens, b, "q's batch")
-    if nb >= 2**31 or block_tables.shape[1] * bs >= 2**31:
-        raise ValueError(f"num_blocks and max_blocks_per_seq x block_size (the keys a table row can address) must "
-                         f"be < 2^31, got {nb} and {block_tables.shape[1]} x {bs}")
+    _check_paged_geometry(kv_cache.shape[0], kv_cache.shape[1], b, block_tables, seq_lens, "kv_cache")
     if out is not None:
         check_tensor(out, "out")
         if tuple(out.shape) != (b, hq, MLA_HEAD_DIM_V):
@@ -97,9 +89,10 @@ def validate_paged_mla_inputs(q, kv_cache, block_tables, seq_lens, out=None) -> 
 
 def mla_num_splits(batch: int, num_q_heads: int, max_kv_len: int) -> int:
     """Splits `paged_mla_attention(num_splits=0)` uses on the current device: about one thread
-    block per SM (SMs / (batch x ceil(Hq / 16)), rounded; 1 once that is below 1), splits of
-    at least 128 keys of `max_kv_len` (the table capacity: host-known, so a captured graph
-    and its workspace stay valid for any seq_lens), at most 128."""
+    block per SM (SMs / (batch x ceil(Hq / 16)), rounded; 1 once that is below 1), two per
+    SM for 64 heads or more on at most a quarter of the SMs; splits of at least 128 keys of
+    `max_kv_len` (the table capacity: host-known, so a captured graph and its workspace stay
+    valid for any seq_lens), at most 128."""
     return int(_ops.op("mla_num_splits")(batch, num_q_heads, max_kv_len))
 
 
@@ -117,20 +110,12 @@ def mla_workspace(batch: int, num_q_heads: int, max_kv_len: int, num_splits: int
 
 
 def _check_mla_workspace(workspace, q: torch.Tensor, max_kv_len: int, num_splits: int) -> None:
-    if workspace is None or torch.compiler.is_compiling():
-        return
-    check_tensor(workspace, "workspace")
-    check_dtype(workspace, "workspace", torch.float32)
-    check_same_device(workspace, "workspace", q, "q")
-    check_contiguous(workspace, "workspace")
-    if workspace.data_ptr() % 16:
-        raise ValueError("workspace must be 16-byte aligned; pass the tensor from mla_workspace as returned")
-    b, hq = q.shape[0], q.shape[1]
-    splits = num_splits or mla_num_splits(b, hq, max_kv_len)
-    need = int(_ops.op("decode_workspace_numel")(b, hq, 1, MLA_HEAD_DIM_V, splits))
-    if workspace.numel() < need:
-        raise ValueError(f"workspace must hold at least {need} float32 elements for num_splits={splits}, got "
-                         f"{workspace.numel()}; use mla_workspace")
+    def need_for():
+        b, hq = q.shape[0], q.shape[1]
+        splits = num_splits or mla_num_splits(b, hq, max_kv_len)
+        return splits, int(_ops.op("decode_workspace_numel")(b, hq, 1, MLA_HEAD_DIM_V, splits))
+
+    _check_workspace_buffer(workspace, q, "mla_workspace", need_for)
 
 
 def paged_mla_attention(q: torch.Tensor, kv_cache: torch.Tensor, block_tables: torch.Tensor, seq_lens: torch.Tensor,

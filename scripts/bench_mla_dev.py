@@ -23,7 +23,7 @@ from cuda_llm_ops.testing import rel_error
 from cuda_llm_ops.timing import benchmark, rotation_count
 
 SHAPES = ((1, 4096, 16), (1, 16384, 16), (16, 4096, 16), (64, 4096, 16), (1, 16384, 128), (16, 4096, 128),
-          (64, 4096, 128), (128, 2048, 16))
+          (64, 4096, 128), (128, 2048, 16), (4, 4096, 128), (8, 4096, 128))
 
 
 def main() -> None:
@@ -31,8 +31,10 @@ def main() -> None:
     ap.add_argument("--iters", type=int, default=30)
     ap.add_argument("--splits", type=int, nargs="*", default=[])
     ap.add_argument("--stages", type=int, nargs="*", default=[0])
+    ap.add_argument("--shapes", nargs="*", default=[], help="B,N,Hq triples (default: SHAPES)")
     args = ap.parse_args()
-    for B, N, Hq in SHAPES:
+    shapes = [tuple(int(x) for x in t.split(",")) for t in args.shapes] or SHAPES
+    for B, N, Hq in shapes:
         case = cd.mla_case(B, N, Hq, torch.float16)
         sets = [case.make_inputs() for _ in range(rotation_count(case.bytes))]
         heur = mla_num_splits(B, Hq, sets[0]["block_tables"].shape[1] * cd.MLA_BLOCK_SIZE)

@@ -92,6 +92,18 @@ void check_block_table(const at::Tensor& block_tables, const at::Tensor& seq_len
             block_tables.strides());
 }
 
+// The paged-cache fields shared by DecodeAttentionArgs and MlaDecodeArgs (checked before).
+template <class Args>
+void set_block_table(Args& a, const at::Tensor& block_tables, const at::Tensor& seq_lens, int64_t num_blocks,
+                     int64_t block_size) {
+  a.block_tables = block_tables.data_ptr<int>();
+  a.table_stride = block_tables.stride(0);
+  a.max_blocks_per_seq = static_cast<int>(block_tables.size(1));
+  a.num_blocks = static_cast<int>(num_blocks);
+  a.block_size = static_cast<int>(block_size);
+  a.seq_lens = seq_lens.data_ptr<int>();
+}
+
 void check_head_dim(int64_t d, bool fp8_cache = false) {
   CLO_CHECK(dec::decode_kernel_head_dim(static_cast<int>(d)) != 0, "head_dim must be a multiple of 8 in [8, ",
             dec::kDecodeMaxHeadDim, "], got ", d);
@@ -256,12 +268,7 @@ void paged_attention(at::Tensor& out, const at::Tensor& q, const at::Tensor& k_c
   a.v_scale = static_cast<float>(v_scale);
   a.paged = true;
   a.causal = true;  // query i of Nq sits at key seq_len - Nq + i (no effect at Nq = 1)
-  a.block_tables = block_tables.data_ptr<int>();
-  a.table_stride = block_tables.stride(0);
-  a.max_blocks_per_seq = static_cast<int>(block_tables.size(1));
-  a.num_blocks = static_cast<int>(nb);
-  a.block_size = static_cast<int>(bs);
-  a.seq_lens = seq_lens.data_ptr<int>();
+  set_block_table(a, block_tables, seq_lens, nb, bs);
   a.scale = static_cast<float>(scale);
   set_window_and_soft_cap(a, window_left, logits_soft_cap);
   a.lse = resolve_lse(lse, q);
@@ -570,12 +577,7 @@ void paged_mla_attention(at::Tensor& out, const at::Tensor& q, const at::Tensor&
   a.o_stride_b = out.stride(0);
   a.o_stride_h = out.stride(1);
   a.kv_cache = kv_cache.data_ptr();
-  a.block_tables = block_tables.data_ptr<int>();
-  a.table_stride = block_tables.stride(0);
-  a.max_blocks_per_seq = static_cast<int>(block_tables.size(1));
-  a.num_blocks = static_cast<int>(nb);
-  a.block_size = static_cast<int>(bs);
-  a.seq_lens = seq_lens.data_ptr<int>();
+  set_block_table(a, block_tables, seq_lens, nb, bs);
   a.scale = static_cast<float>(scale);
   a.lse = resolve_lse(lse, q);
   a.num_splits = num_splits > 0 ? static_cast<int>(num_splits)

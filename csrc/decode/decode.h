@@ -279,7 +279,8 @@ struct MlaDecodeArgs {
 };
 
 // Splits the heuristic picks: about one block per SM over batch x row tiles (1 from one
-// per SM up), never splits shorter than kMlaMinKeysPerSplit of max_kv_len, at most kMaxSplits.
+// per SM up; two per SM for small grids of 64 heads or more), never splits shorter than
+// kMlaMinKeysPerSplit of max_kv_len, at most kMaxSplits.
 int mla_decode_num_splits(int batch, int num_q_heads, int max_kv_len);
 // decode_attention_workspace_floats for every batch size 1..batch at num_splits (0: the heuristic's).
 int64_t mla_decode_workspace_floats_upto(int batch, int num_q_heads, int max_kv_len, int num_splits);
