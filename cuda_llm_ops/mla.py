@@ -16,13 +16,14 @@ Layouts:
 
 One thread block serves 16 query heads of one sequence, so a row is read once per 16
 heads (heads past a multiple of 16 are padding rows); blocks of the same sequence and
-split run side by side and share the rows through L2 (two blocks per SM). Split-KV: each
+split run side by side and share the rows through L2. Split-KV: each
 split writes its rows' partial output to a float32 workspace and a combine kernel merges
 them (log-sum-exp); `mla_workspace` sizes one for every call up to a shape (any contents:
 no counters), so a CUDA graph captured with it allocates nothing. Graph capture, the index
 checks (`check_indices`) and `lse` work as in `paged_attention` (`cuda_llm_ops.decode`).
-The kernel needs 109 KB of shared memory per block: sm_80 and sm_90 (not 99-KB parts such
-as sm_86/89).
+The kernel needs 109 KB of shared memory per block (147 KB on its 3-stage pipeline, taken
+where it fits and the grid has at most one block per SM): sm_80 and sm_90, not 99-KB parts
+such as sm_86/89.
 """
 from __future__ import annotations
 
@@ -90,7 +91,7 @@ def validate_paged_mla_inputs(q, kv_cache, block_tables, seq_lens, out=None) -> 
 def mla_num_splits(batch: int, num_q_heads: int, max_kv_len: int) -> int:
     """Splits `paged_mla_attention(num_splits=0)` uses on the current device: about one thread
     block per SM (SMs / (batch x ceil(Hq / 16)), rounded; 1 once that is below 1), two per
-    SM for 64 heads or more on at most a quarter of the SMs; splits of at least 128 keys of
+    SM for 64 heads or more on at most half the SMs; splits of at least 128 keys of
     `max_kv_len` (the table capacity: host-known, so a captured graph and its workspace stay
     valid for any seq_lens), at most 128."""
     return int(_ops.op("mla_num_splits")(batch, num_q_heads, max_kv_len))

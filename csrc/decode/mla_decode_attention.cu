@@ -450,15 +450,16 @@ bool mla_decode_fits() { return smem_bytes<2>() <= decode_smem_limit(); }
 // About one block per SM over the B x row tiles units: SMs / units splits, rounded to nearest
 // (NOTES.md "MLA", v2 sweep: 64 units best at 2 splits, 16 at 8, one sequence of 16 heads at
 // 64-128; 128 units unsplit, where 2 splits on two blocks per SM were 3-17% slower), and
-// about two per SM (2-stage pipelines) for grids of at most a quarter of the SMs in units of
-// 64 heads or more (v4: B=1 N=16K Hq=128 33 splits 46.1 us against 50.5 at 17 on 3 stages);
+// about two per SM (2-stage pipelines) for grids of at most half the SMs in units of 64 heads
+// or more (v4, Hq=128: B=1/16K 33 splits 46.1 us against 50.5 at 17 on 3 stages; B=4/4K 8
+// splits 47.9 against 51.8 at 4; B=8/4K 4 splits 87.0 against 95.6 at 2);
 // never splits shorter than kMlaMinKeysPerSplit of max_kv_len, at most kMaxSplits.
 int mla_decode_num_splits(int batch, int num_q_heads, int max_kv_len) {
   const int64_t row_tiles = div_ceil(std::max(num_q_heads, 1), kRows);
   const int64_t base = static_cast<int64_t>(std::max(batch, 1)) * row_tiles;
   const int64_t sms = device_sm_count();
   if (base >= sms) return 1;
-  const int64_t slots = row_tiles >= 4 && 4 * base <= sms ? 2 * sms : sms;
+  const int64_t slots = row_tiles >= 4 && 2 * base <= sms ? 2 * sms : sms;
   const int64_t by_len = std::max<int64_t>(1, div_ceil<int64_t>(std::max(max_kv_len, 1), kMlaMinKeysPerSplit));
   return static_cast<int>(std::max<int64_t>(1, std::min<int64_t>({(slots + base / 2) / base, by_len, kMaxSplits})));
 }
