@@ -91,7 +91,8 @@ def validate_paged_mla_inputs(q, kv_cache, block_tables, seq_lens, out=None) -> 
 def mla_num_splits(batch: int, num_q_heads: int, max_kv_len: int) -> int:
     """Splits `paged_mla_attention(num_splits=0)` uses on the current device: about one thread
     block per SM (SMs / (batch x ceil(Hq / 16)), rounded; 1 once that is below 1), two per
-    SM for 64 heads or more on at most half the SMs; splits of at least 128 keys of
+    SM for 64 heads or more on at most half the SMs (where two blocks share an SM: sm_90);
+    splits of at least 128 keys of
     `max_kv_len` (the table capacity: host-known, so a captured graph and its workspace stay
     valid for any seq_lens), at most 128."""
     return int(_ops.op("mla_num_splits")(batch, num_q_heads, max_kv_len))
@@ -100,7 +101,8 @@ def mla_num_splits(batch: int, num_q_heads: int, max_kv_len: int) -> int:
 def mla_workspace(batch: int, num_q_heads: int, max_kv_len: int, num_splits: int = 0,
                   device: torch.device | str | None = None) -> torch.Tensor:
     """A float32 workspace for `paged_mla_attention` calls of up to `batch` sequences with
-    `num_q_heads` heads and tables of `max_kv_len` keys (`num_splits` 0: the heuristic's
+    `num_q_heads` heads and block tables that address `max_kv_len` keys (max_blocks_per_seq x
+    block_size: the table's capacity, not the longest sequence) (`num_splits` 0: the heuristic's
     count at every batch size up to `batch`); a 1-element tensor when no such call splits.
     Its contents do not matter (each call writes its partials before reading them)."""
     _check_num_splits(num_splits)
@@ -113,7 +115,8 @@ def mla_workspace(batch: int, num_q_heads: int, max_kv_len: int, num_splits: int
 def _check_mla_workspace(workspace, q: torch.Tensor, max_kv_len: int, num_splits: int) -> None:
     def need_for():
         b, hq = q.shape[0], q.shape[1]
-        splits = num_splits or mla_num_splits(b, hq, max_kv_len)
+        with torch.cuda.device(q.device):  # the heuristic reads the SM count of the op's device
+            splits = num_splits or mla_num_splits(b, hq, max_kv_len)
         return splits, int(_ops.op("decode_workspace_numel")(b, hq, 1, MLA_HEAD_DIM_V, splits))
 
     _check_workspace_buffer(workspace, q, "mla_workspace", need_for)
@@ -135,7 +138,7 @@ def paged_mla_attention(q: torch.Tensor, kv_cache: torch.Tensor, block_tables: t
             pass their own: `qk_head_dim ** -0.5` times the YaRN mscale squared.
         out: optional `[B, Hq, 512]` output (q's dtype), written in place and returned.
         num_splits: 0 = heuristic (`mla_num_splits`); 1 = one pass per sequence; > 1 =
-            split-KV with the log-sum-exp merge fused into the kernel.
+            split-KV: the splits' partials merged (log-sum-exp) by a combine kernel.
         workspace: optional buffer from `mla_workspace` (used when the call splits).
         check_indices: host check of block indices and seq_lens (None: on, except during
             CUDA-graph capture / torch.compile), as `paged_attention`.

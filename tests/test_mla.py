@@ -90,11 +90,13 @@ def test_paged_mla_zero_length_heuristic_and_unused_entries():
     q, kv, table, seq_lens = make_mla_problem([0, 5, 2000, 0], 16, 16, torch.float16, 4, spare_cols=40)
     for i, n in enumerate(seq_lens.tolist()):
         table[i, -(-n // 16):] = 123456789  # past the length: must not be dereferenced
-    out, lse = llm.paged_mla_attention(q, kv, table, seq_lens, return_lse=True, check_indices=True)
     ref = paged_mla_attention_reference(q, kv, table, seq_lens)
-    assert_close(out, ref, dtype=torch.float16)
-    assert (out[0] == 0).all() and (out[3] == 0).all()
-    assert torch.isneginf(lse[0]).all() and torch.isneginf(lse[3]).all()
+    for ns in (0, 1, 5):  # the heuristic splits here; 1: the unsplit epilogue
+        out, lse = llm.paged_mla_attention(q, kv, table, seq_lens, num_splits=ns, return_lse=True,
+                                           check_indices=True)
+        assert_close(out, ref, dtype=torch.float16, what=f"num_splits={ns}")
+        assert (out[0] == 0).all() and (out[3] == 0).all()
+        assert torch.isneginf(lse[0]).all() and torch.isneginf(lse[3]).all()
 
 
 @pytest.mark.parametrize("num_splits", [1, 4])
@@ -109,8 +111,10 @@ def test_paged_mla_bad_indices_give_nan_and_host_errors(num_splits):
             ("negative seq_len", lambda t, s: s.__setitem__(1, -1), r"seq_lens\[1\]")):
         t, s = table.clone(), seq_lens.clone()
         mutate(t, s)
-        out = llm.paged_mla_attention(q, kv, t, s, num_splits=num_splits, check_indices=False)
-        assert torch.isnan(out[1]).all(), what
+        out, lse = llm.paged_mla_attention(q, kv, t, s, num_splits=num_splits, check_indices=False,
+                                           return_lse=True)
+        assert torch.isnan(out[1]).all() and torch.isnan(lse[1]).all(), what
+        assert torch.isfinite(lse[[0, 2]]).all(), what
         good = paged_mla_attention_reference(q, kv, table, seq_lens)
         assert_close(out[[0, 2]], good[[0, 2]], dtype=torch.float16, what=f"{what}: other sequences")
         with pytest.raises(ValueError, match=pattern):

@@ -161,10 +161,10 @@ void check_workspace_tensor(const at::Tensor& w) {
 // Returns the workspace pointer of a split call that needs `need` floats (0: it does not
 // split) and sets `floats` to the buffer's size: the given one (from the Python helpers:
 // counters at rest, kept so by every call), or a fresh one whose counter slots (its last
-// decode_workspace_counter_slots(numel) floats) are set here (decode_workspace_init, on the
-// call's stream); the partials need no initialisation.
+// decode_workspace_counter_slots(numel) floats) are set here when the kernel counts
+// (`counters`; decode_workspace_init, on the call's stream); the partials need no initialisation.
 float* resolve_workspace(int64_t need, int num_splits, const std::optional<at::Tensor>& workspace,
-                         const at::Tensor& like, at::Tensor& holder, int64_t& floats) {
+                         const at::Tensor& like, at::Tensor& holder, int64_t& floats, bool counters = true) {
   if (need == 0) return nullptr;
   if (workspace.has_value()) {
     const at::Tensor& w = *workspace;
@@ -179,7 +179,8 @@ float* resolve_workspace(int64_t need, int num_splits, const std::optional<at::T
     return w.data_ptr<float>();
   }
   holder = at::empty({need}, like.options().dtype(at::kFloat));
-  check_launch(dec::decode_workspace_init(holder.data_ptr<float>(), need, current_stream(like)), "decode workspace");
+  if (counters)  // MLA's combine kernel counts nothing
+    check_launch(dec::decode_workspace_init(holder.data_ptr<float>(), need, current_stream(like)), "decode workspace");
   floats = need;
   return holder.data_ptr<float>();
 }
@@ -552,6 +553,8 @@ void paged_mla_attention(at::Tensor& out, const at::Tensor& q, const at::Tensor&
   CLO_CHECK(bs >= 1 && (bs & (bs - 1)) == 0, "block_size (kv_cache dim 1) must be a power of two, got ", bs);
   CLO_CHECK(nb >= 1, "kv_cache must not be empty, got shape ", kv_cache.sizes());
   check_grid(B, Hq);
+  CLO_CHECK(B * Hq < (int64_t(1) << 31), "batch x num_q_heads (the combine kernel's grid) must be < 2^31, got ", B,
+            " x ", Hq);
   CLO_CHECK(nb < (int64_t(1) << 31) && block_tables.size(1) * bs < (int64_t(1) << 31),
             "num_blocks and max_blocks_per_seq x block_size (the keys a table row can address) must be < 2^31, got ",
             nb, " and ", block_tables.size(1), " x ", bs);
@@ -585,7 +588,7 @@ void paged_mla_attention(at::Tensor& out, const at::Tensor& q, const at::Tensor&
   at::Tensor holder;
   a.workspace = resolve_workspace(
       dec::decode_attention_workspace_floats(a.batch, a.num_q_heads, 1, static_cast<int>(kDv), a.num_splits),
-      a.num_splits, workspace, q, holder, a.workspace_floats);
+      a.num_splits, workspace, q, holder, a.workspace_floats, /*counters=*/false);
   check_launch(dec::launch_mla_decode_attention(a, current_stream(q)), "paged_mla_attention");
 }
 

@@ -10,7 +10,8 @@
 //    of shared memory, two blocks per SM, whose latencies hide each other: one warp per
 //    scheduler issued one instruction per ~3-5 cycles) on grids of more blocks than SMs,
 //    3 stages (147 KB, one block per SM, a tile more in flight) on the others
-//    (mla_stages_for). Both fit sm_80's 163 KB. A row is loaded once and read as both K and V (V is its
+//    (mla_stages_for). Both fit sm_80's 163 KB per block; there two 2-stage blocks do not
+//    share an SM (164 KB per SM), so sm_80 runs 3 stages everywhere. A row is loaded once and read as both K and V (V is its
 //    first 512 columns). Eight threads copy a row, 9 16-byte pieces each at fixed offsets
 //    from one block-table entry.
 //  - The 4 warps split QK^T by head-dim columns (144 each, 9 k16 steps): each warp keeps its
@@ -388,16 +389,24 @@ __global__ void __launch_bounds__(kCombineThreads) mla_decode_combine_kernel(con
       make_uint2(pack_float2<T>(acc.x * inv, acc.y * inv), pack_float2<T>(acc.z * inv, acc.w * inv));
 }
 
+// Whether two 2-stage blocks share an SM on this device: 2 x 110 KB (and 1 KB reserved per
+// block) fit the H100's 228 KB of shared memory per SM, not the A100's 164 KB, where the
+// 2-stage kernel would run one block per SM with a shallower pipeline and no company.
+bool mla_two_blocks_per_sm() {
+  return 2 * (smem_bytes<2>() + 1024) <= cached_device_attribute<cudaDevAttrMaxSharedMemoryPerMultiprocessor>();
+}
+
 // Pipeline stages for a grid of `blocks`: 3 (one block per SM, a tile more in flight) up to
-// one block per SM, where the 2-stage kernel's second block slot stays empty anyway; 2
-// beyond (two blocks per SM hide each other's latencies). Dev knob CLO_MLA_STAGES (2 or 3;
+// one block per SM, where the 2-stage kernel's second block slot stays empty anyway, and on
+// devices where two 2-stage blocks do not share an SM; 2 beyond (two blocks per SM hide each
+// other's latencies). Dev knob CLO_MLA_STAGES (2 or 3;
 // read as decode_dev_kernel's knobs are) forces one.
 int mla_stages_for(int64_t blocks) {
   static bool dev_mode = std::getenv("CLO_MLA_STAGES") != nullptr;
   const bool three_fit = smem_bytes<3>() <= decode_smem_limit();
   const int forced = dev_knob("CLO_MLA_STAGES", dev_mode, 0);
   if (forced == 2 || forced == 3) return forced == 3 && three_fit ? 3 : 2;
-  return three_fit && blocks <= device_sm_count() ? 3 : 2;
+  return three_fit && (blocks <= device_sm_count() || !mla_two_blocks_per_sm()) ? 3 : 2;
 }
 
 template <typename T>
@@ -459,7 +468,7 @@ int mla_decode_num_splits(int batch, int num_q_heads, int max_kv_len) {
   const int64_t base = static_cast<int64_t>(std::max(batch, 1)) * row_tiles;
   const int64_t sms = device_sm_count();
   if (base >= sms) return 1;
-  const int64_t slots = row_tiles >= 4 && 2 * base <= sms ? 2 * sms : sms;
+  const int64_t slots = row_tiles >= 4 && 2 * base <= sms && mla_two_blocks_per_sm() ? 2 * sms : sms;
   const int64_t by_len = std::max<int64_t>(1, div_ceil<int64_t>(std::max(max_kv_len, 1), kMlaMinKeysPerSplit));
   return static_cast<int>(std::max<int64_t>(1, std::min<int64_t>({(slots + base / 2) / base, by_len, kMaxSplits})));
 }
@@ -476,6 +485,7 @@ int64_t mla_decode_workspace_floats_upto(int batch, int num_q_heads, int max_kv_
 
 cudaError_t launch_mla_decode_attention(const MlaDecodeArgs& a, cudaStream_t stream) {
   const bool shape_ok = a.batch >= 1 && a.batch <= kDecodeMaxBatch && a.num_q_heads >= 1 &&
+                        static_cast<int64_t>(a.batch) * a.num_q_heads < (int64_t(1) << 31) &&
                         a.num_splits >= 1 && a.num_splits <= kMaxSplits && a.block_size >= 1 &&
                         (a.block_size & (a.block_size - 1)) == 0 && a.num_blocks >= 1 &&
                         a.max_blocks_per_seq >= 1 &&
