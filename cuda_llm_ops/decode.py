@@ -102,6 +102,7 @@ from .validation import (
     check_same_dtype,
     check_one_cuda_device,
     check_tensor,
+    bytes_overlap,
     call_or_explain,
     given,
     resolve_scale,
@@ -162,6 +163,19 @@ def _check_lse(lse, q: torch.Tensor) -> None:
     if tuple(lse.shape) != tuple(q.shape[:-1]):
         raise ValueError(f"lse must have q's shape without head_dim {tuple(q.shape[:-1])}, got {tuple(lse.shape)}")
     check_contiguous(lse, "lse")
+
+
+def _check_scratch_apart(lse, workspace, named) -> None:
+    """lse and the workspace are written by the kernels: apart from each other and from every
+    (tensor, name) of `named` (None entries skipped). Skipped while torch.compile traces."""
+    if torch.compiler.is_compiling():
+        return
+    for scratch, sname in ((lse, "lse"), (workspace, "workspace")):
+        for t, name in named if scratch is not None else ():
+            if t is not None and bytes_overlap(scratch, t):
+                raise ValueError(f"{sname} must not overlap {name}")
+    if lse is not None and workspace is not None and bytes_overlap(lse, workspace):
+        raise ValueError("lse must not overlap workspace")
 
 
 def _lse_for(lse, return_lse: bool, q: torch.Tensor):
@@ -564,6 +578,8 @@ def paged_attention(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tenso
         _check_workspace(workspace, q, k_cache.shape[2], nq,
                          _read_kv_len(block_tables.shape[1] * k_cache.shape[1], nq, window_left), num_splits,
                          True, k_cache.dtype)
+        _check_scratch_apart(lse, workspace, [(out, "out"), (q, "q"), (k_cache, "k_cache"), (v_cache, "v_cache"),
+                                              (block_tables, "block_tables"), (seq_lens, "seq_lens")])
 
     if _host_checks_allowed(check_indices, "check_indices"):
         explain()  # this path synchronises anyway
@@ -625,6 +641,7 @@ def decode_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: f
             _check_rows(out, "out")
         _check_workspace(workspace, q, k.shape[1], q.shape[2], _read_kv_len(k.shape[2], q.shape[2], window_left),
                          num_splits, False)
+        _check_scratch_apart(lse, workspace, [(out, "out"), (q, "q"), (k, "k"), (v, "v")])
 
     def call():
         result = torch.empty(q.shape, dtype=q.dtype, device=q.device) if out is None else out

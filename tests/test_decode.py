@@ -224,6 +224,20 @@ def test_paged_attention_errors():
                             workspace=torch.empty(3, device="cuda"))
     with pytest.raises(ValueError, match=r"scale must be >= 0"):
         llm.paged_attention(q, k_cache, v_cache, table, seq_lens, scale=-1.0)
+    # lse and the workspace are written: never over an input or the output
+    b, hq = q.shape[0], q.shape[1]
+    lse_on_q = q.view(torch.float32).flatten()[:b * hq].view(b, hq)
+    ws = llm.paged_attention_workspace(q, k_cache, table, num_splits=4)
+    out_on_ws = ws[:q.numel() // 2].view(torch.float16).view(q.shape)
+    for check in (None, False):
+        with pytest.raises(ValueError, match=r"lse must not overlap q"):
+            llm.paged_attention(q, k_cache, v_cache, table, seq_lens, lse=lse_on_q, check_indices=check)
+        with pytest.raises(ValueError, match=r"workspace must not overlap out"):
+            llm.paged_attention(q, k_cache, v_cache, table, seq_lens, out=out_on_ws, num_splits=4, workspace=ws,
+                                check_indices=check)
+    with pytest.raises(RuntimeError, match=r"lse must not overlap q"):
+        torch.ops.cuda_llm_ops.paged_attention(torch.empty_like(q), q, k_cache, v_cache, table, seq_lens, 0.125, 1,
+                                               None, -1, 0.0, lse_on_q)
     for check in (None, False):
         with pytest.raises(ValueError, match=r"window_left must be an int >= -1 \(-1: no sliding window\), got -3"):
             llm.paged_attention(q, k_cache, v_cache, table, seq_lens, window_left=-3, check_indices=check)

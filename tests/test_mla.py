@@ -197,6 +197,15 @@ def test_paged_mla_errors():
     for i, (fn, exc, pattern) in enumerate(cases):
         with pytest.raises(exc, match=pattern):
             fn()
+    # lse and the workspace are written: never over an input or the output
+    lse_on_q = q.view(torch.float32).flatten()[:32].view(2, 16)
+    ws = torch.empty(60000, device="cuda")
+    out_on_ws = ws[:8192].view(torch.float16).view(2, 16, DV)
+    for check in (None, False):
+        with pytest.raises(ValueError, match=r"lse must not overlap q"):
+            call(q, kv, table, seq_lens, lse=lse_on_q, check_indices=check)
+        with pytest.raises(ValueError, match=r"workspace must not overlap out"):
+            call(q, kv, table, seq_lens, out=out_on_ws, num_splits=2, workspace=ws, check_indices=check)
     # The raw op refuses the same inputs with a RuntimeError naming the argument.
     op = torch.ops.cuda_llm_ops.paged_mla_attention
     out = torch.empty(2, 16, DV, device="cuda").half()
@@ -206,6 +215,10 @@ def test_paged_mla_errors():
         op(out[:, :8], q, kv, table, seq_lens, 0.1, 0, None)
     with pytest.raises(RuntimeError, match=r"workspace must hold at least"):
         op(out, q, kv, table, seq_lens, 0.1, 4, torch.empty(10, device="cuda"))
+    with pytest.raises(RuntimeError, match=r"lse must not overlap q"):
+        op(out, q, kv, table, seq_lens, 0.1, 1, None, lse_on_q)
+    with pytest.raises(RuntimeError, match=r"workspace must not overlap out"):
+        op(out_on_ws, q, kv, table, seq_lens, 0.1, 2, ws)
 
 
 def test_paged_mla_opcheck_and_compile():
