@@ -21,7 +21,7 @@ split writes its rows' partial output to a float32 workspace and a combine kerne
 them (log-sum-exp); `mla_workspace` sizes one for every call up to a shape (any contents:
 no counters), so a CUDA graph captured with it allocates nothing. Graph capture, the index
 checks (`check_indices`) and `lse` work as in `paged_attention` (`cuda_llm_ops.decode`).
-The kernel needs 109 KB of shared memory per block (147 KB on its 3-stage pipeline, taken
+The kernel needs 101 KB of shared memory per block (139 KB on its 3-stage pipeline, taken
 where it fits and the grid has at most one block per SM): sm_80 and sm_90, not 99-KB parts
 such as sm_86/89.
 """

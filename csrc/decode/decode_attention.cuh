@@ -388,15 +388,9 @@ constexpr size_t decode_smem_bytes(size_t extra = 0) {
          size_t(kRowsPerBlock) * decode_smem_stride<D>() * sizeof(T) + extra;
 }
 
-// Splits actually used for a sequence of n keys: never more than its 64-key tiles.
-CLO_DEVICE int effective_splits(int num_splits, int n) {
-  const int tiles = div_ceil(n, kTileTokens);
-  return max(1, min(num_splits, tiles));
-}
-// Keys per split (64-aligned) for a sequence of n keys.
-CLO_DEVICE int split_tokens(int num_splits, int n) {
-  return div_ceil(div_ceil(n, effective_splits(num_splits, n)), kTileTokens) * kTileTokens;
-}
+// Splits actually used for a sequence of n keys, and keys per split (64-key tiles).
+CLO_DEVICE int effective_splits(int num_splits, int n) { return split_count<kTileTokens>(num_splits, n); }
+CLO_DEVICE int split_tokens(int num_splits, int n) { return split_keys<kTileTokens>(num_splits, n); }
 
 // The order of q's 16 columns of a k-step in smem for FP8 caches: ldmatrix position j
 // holds column decode_fp8_q_col(j), matching the K fragments ldmatrix makes of e4m3

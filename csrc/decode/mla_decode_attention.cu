@@ -6,10 +6,10 @@
 //  - One thread block serves 16 query heads (one m16 tile) of one sequence and one split of
 //    its keys: the cache row is shared by all heads, so each row tile reads it once and
 //    the row tiles of a (sequence, split) run side by side and share it through L2.
-//  - Keys stream through a cp.async pipeline of 32-key tiles (37 KB each): 2 stages (109 KB
+//  - Keys stream through a cp.async pipeline of 32-key tiles (37 KB each): 2 stages (101 KB
 //    of shared memory, two blocks per SM, whose latencies hide each other: one warp per
 //    scheduler issued one instruction per ~3-5 cycles) on grids of more blocks than SMs,
-//    3 stages (147 KB, one block per SM, a tile more in flight) on the others
+//    3 stages (139 KB, one block per SM, a tile more in flight) on the others
 //    (mla_stages_for). Both fit sm_80's 163 KB per block; there two 2-stage blocks do not
 //    share an SM (164 KB per SM), so sm_80 runs 3 stages everywhere. A row is loaded once and read as both K and V (V is its
 //    first 512 columns). Eight threads copy a row, 9 16-byte pieces each at fixed offsets
@@ -68,10 +68,10 @@ constexpr int64_t kv_smem_bytes() {
   return int64_t(kStages) * kKeys * kStride * 2;
 }
 constexpr int64_t kQSmemBytes = int64_t(kRows) * kStride * 2;
-// Partial score tiles, double-buffered by tile parity: [2][warps][key tiles][lanes] float4
-// (one C fragment per lane), so a tile's writes never meet the previous tile's reads.
-constexpr int64_t kScoreSmemBytes = int64_t(2) * kWarps * kKeyTiles * 32 * 16;
-// 2 stages: 109 KB, two blocks per SM; 3 stages: 147 KB, one (mla_stages_for).
+// Partial score tiles: [warps][key tiles][lanes] float4 (one C fragment per lane). One
+// buffer: a tile's reads end before the next tile's top barrier, its writes start after it.
+constexpr int64_t kScoreSmemBytes = int64_t(kWarps) * kKeyTiles * 32 * 16;
+// 2 stages: 101 KB, two blocks per SM; 3 stages: 139 KB, one (mla_stages_for).
 template <int kStages>
 constexpr int64_t smem_bytes() {
   return kv_smem_bytes<kStages>() + kQSmemBytes + kScoreSmemBytes;
@@ -111,9 +111,8 @@ __global__ void __launch_bounds__(kThreads, kStages == 2 ? 2 : 1) mla_decode_att
   const int len_raw = __ldg(p.seq_lens + b);
   bool bad = len_raw < 0 || len_raw > p.capacity;
   const int len = bad ? 0 : len_raw;
-  const int tiles_all = div_ceil(len, kKeys);
-  const int eff = max(1, min(p.num_splits, tiles_all));  // splits that hold keys
-  const int per = div_ceil(tiles_all, eff) * kKeys;
+  const int eff = split_count<kKeys>(p.num_splits, len);  // splits that hold keys
+  const int per = split_keys<kKeys>(p.num_splits, len);
   const int key_lo = min(len, split * per), key_hi = min(len, key_lo + per);
   const int n_tiles = div_ceil(key_hi - key_lo, kKeys);
   const int* table = p.block_tables + b * p.table_stride;
@@ -208,19 +207,18 @@ __global__ void __launch_bounds__(kThreads, kStages == 2 ? 2 : 1) mla_decode_att
         mma_m16n8k16<T>(sp[2 * h + 1], qf[kk], b1);
       }
     }
-    float4* mine = score_s + ((t & 1) * kWarps + warp) * kKeyTiles * 32;
+    float4* mine = score_s + warp * kKeyTiles * 32;
 #pragma unroll
     for (int j = 0; j < kKeyTiles; ++j) mine[j * 32 + lane] = make_float4(sp[j][0], sp[j][1], sp[j][2], sp[j][3]);
     __syncthreads();  // the four partial score tiles are in
 
     float s[kKeyTiles][4];
-    const float4* all = score_s + (t & 1) * kWarps * kKeyTiles * 32;
 #pragma unroll
     for (int j = 0; j < kKeyTiles; ++j) {
-      float4 x = all[j * 32 + lane];
+      float4 x = score_s[j * 32 + lane];
 #pragma unroll
       for (int w = 1; w < kWarps; ++w) {
-        const float4 y = all[(w * kKeyTiles + j) * 32 + lane];
+        const float4 y = score_s[(w * kKeyTiles + j) * 32 + lane];
         x.x += y.x, x.y += y.y, x.z += y.z, x.w += y.w;
       }
       s[j][0] = x.x, s[j][1] = x.y, s[j][2] = x.z, s[j][3] = x.w;
@@ -345,7 +343,7 @@ __global__ void __launch_bounds__(kCombineThreads) mla_decode_combine_kernel(con
   // split 0 holds NaN).
   const int len_raw = __ldg(p.seq_lens + b);
   const int len = len_raw < 0 || len_raw > p.capacity ? 0 : len_raw;
-  const int eff = max(1, min(p.num_splits, div_ceil(len, kKeys)));
+  const int eff = split_count<kKeys>(p.num_splits, len);
   const int mine = eff > grp ? div_ceil(eff - grp, kCombineGroups) : 0;  // splits grp, grp + 4, ...
   const float2* ps = p.partial_state + row;
   const float* po = p.partial_o + row * kDv + 4 * c4;
@@ -389,7 +387,7 @@ __global__ void __launch_bounds__(kCombineThreads) mla_decode_combine_kernel(con
       make_uint2(pack_float2<T>(acc.x * inv, acc.y * inv), pack_float2<T>(acc.z * inv, acc.w * inv));
 }
 
-// Whether two 2-stage blocks share an SM on this device: 2 x 110 KB (and 1 KB reserved per
+// Whether two 2-stage blocks share an SM on this device: 2 x 101 KB (and 1 KB reserved per
 // block) fit the H100's 228 KB of shared memory per SM, not the A100's 164 KB, where the
 // 2-stage kernel would run one block per SM with a shallower pipeline and no company.
 bool mla_two_blocks_per_sm() {

@@ -1,12 +1,26 @@
-// The split-KV merge shared by the decode kernels (decode_attention.cuh, mla_decode_attention.cu):
-// each split leaves (max, sum) in the log2 domain and unnormalised output columns; the
-// block that counts in last folds them with the log-sum-exp rule.
+// Split-KV shared by the decode kernels (decode_attention.cuh, mla_decode_attention.cu): how a
+// sequence's keys are cut into splits, and the merge: each split leaves (max, sum) in the log2
+// domain and unnormalised output columns, folded with the log-sum-exp rule.
 #pragma once
 
 #include "cuda_llm_ops/common.cuh"
 #include "cuda_llm_ops/online_softmax.cuh"
 
 namespace cuda_llm_ops::decode {
+
+// Splits that hold keys of a sequence of n keys cut into kTile-key tiles: num_splits, never
+// more than its tiles, at least 1 (later splits hold none). A merger must count the same.
+template <int kTile>
+CLO_DEVICE int split_count(int num_splits, int n) {
+  return max(1, min(num_splits, div_ceil(n, kTile)));
+}
+// Keys per split (whole tiles): split z takes [z * split_keys, (z + 1) * split_keys) of n.
+template <int kTile>
+CLO_DEVICE int split_keys(int num_splits, int n) {
+  // ceil(n / (kTile * splits)) tiles, in 64 bits (n + kTile * splits - 1 may pass 2^31)
+  const int64_t per_split = int64_t(kTile) * split_count<kTile>(num_splits, n);
+  return static_cast<int>((n + per_split - 1) / per_split * kTile);
+}
 
 // Log-sum-exp fold of splits s0 .. s0 + n - 1 (n <= kBatch) into (m, l, acc): `load(s,
 // state, o)` fetches split s's (max, sum) and 4 unnormalised O columns; all n loads are
