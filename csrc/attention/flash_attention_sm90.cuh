@@ -93,13 +93,9 @@ struct Config {
   static_assert(kSmemBytes <= 227 * 1024, "shared memory");
 };
 
-// How far (log2 domain) a score may exceed the running max before the max moves.
-constexpr float kMaxSlack = 8.f;
-
-// Masks, rescales and exponentiates in place one 64 x kBlockN S tile of a consumer
-// warpgroup (N = kBlockN / 2 accumulators; this thread: rows r0 and r0 + 8, columns
-// 8j + 2t + {0,1}); updates the running max (log2 domain) and this thread's partial row
-// sums, and writes the factor the older O rows must be scaled by.
+// Masks and runs the online softmax (online_softmax_fragment) on one 64 x kBlockN S tile of
+// a consumer warpgroup (N = kBlockN / 2 accumulators; this thread: rows r0 and r0 + 8,
+// columns 8j + 2t + {0,1}).
 template <bool kMask, int N>
 CLO_DEVICE void softmax_tile(float (&s)[N], float (&row_max)[2], float (&row_sum)[2], float (&rescale)[2],
                              float scale_log2, int n0, int nk, int r0, int causal_offset, bool causal, int t) {
@@ -113,36 +109,8 @@ CLO_DEVICE void softmax_tile(float (&s)[N], float (&row_max)[2], float (&row_sum
         if (flash_key_masked(row, col, nk, causal, causal_offset)) s[4 * j + e] = kNegInf;
       }
   }
-#pragma unroll
-  for (int h = 0; h < 2; ++h) {
-    float mx = kNegInf;
-#pragma unroll
-    for (int j = 0; j < N / 4; ++j) mx = fmaxf(mx, fmaxf(s[4 * j + 2 * h], s[4 * j + 2 * h + 1]));
-    mx = group_reduce_max<4>(mx);
-    // Scaled only when some key is visible: kNegInf * scale could overflow to -inf.
-    const float tile_max = mx == kNegInf ? kNegInf : mx * scale_log2;
-    // The running max moves only when a score exceeds it by more than kMaxSlack (log2
-    // domain): exp terms then stay below 2^kMaxSlack (exact in fp16/bf16 P and fp32 sums,
-    // and the stale max cancels in O / l), and most tiles leave O unscaled.
-    const float m_new = tile_max > row_max[h] + kMaxSlack ? tile_max : row_max[h];
-    // A row with every key masked so far keeps kNegInf; subtracting 0 then makes its
-    // exp terms exactly 0 rather than exp2(0) = 1.
-    const float m_use = m_new == kNegInf ? 0.f : m_new;
-    rescale[h] = fast_exp2(row_max[h] - m_use);
-    row_max[h] = m_new;
-    float sum = 0.f;
-#pragma unroll
-    for (int j = 0; j < N / 4; ++j)
-#pragma unroll
-      for (int e = 0; e < 2; ++e) {
-        float& x = s[4 * j + 2 * h + e];
-        x = fast_exp2(fmaf(x, scale_log2, -m_use));
-        sum += x;
-      }
-    row_sum[h] = row_sum[h] * rescale[h] + sum;
-  }
+  online_softmax_fragment<N>(s, row_max, row_sum, rescale, scale_log2);
 }
-
 
 // S = Q K^T for one warpgroup: 64 rows x kBlockN keys over the D columns (kChunks
 // 64-column chunks of K-major Q and K tiles), issued and committed as one wgmma group.
@@ -184,14 +152,6 @@ CLO_DEVICE void issue_pv(float (&o)[Cfg::kOAcc], const uint32_t (&p)[Cfg::kSAcc 
       wgmma::wgmma_m64n256k16_rs<1>(tag, o, p[4 * kk], p[4 * kk + 1], p[4 * kk + 2], p[4 * kk + 3], dv);
   }
   wgmma::commit_group();
-}
-
-// S columns 16kk .. 16kk + 15 are accumulator tiles 2kk and 2kk + 1: the A fragment
-// of k-step kk is their four pairs in order.
-template <typename T, int N>
-CLO_DEVICE void pack_p(uint32_t (&p)[N / 2], const float (&s)[N]) {
-#pragma unroll
-  for (int i = 0; i < N / 2; ++i) p[i] = pack_float2<T>(s[2 * i], s[2 * i + 1]);
 }
 
 // Work units per (batch, head) of num_m row blocks (WorkTileCursor).
@@ -439,7 +399,7 @@ flash_attention_fwd_sm90_kernel(const __grid_constant__ CUtensorMap map_q, const
     row_max[0] = row_max[1] = kNegInf;
     row_sum[0] = row_sum[1] = 0.f;
     CLO_FA3_SOFTMAX(cur, 0);
-    pack_p<T, Cfg::kSAcc>(p_frag, s_acc);
+    pack_fragment<T, Cfg::kSAcc>(p_frag, s_acc);
     for (int j = 1; j < n; ++j) {
       const int s = (it + j) % kStages, sp = (it + j - 1) % kStages;
       tma::mbarrier_wait_untrapped(&k_full[s], ((it + j) / kStages) & 1);
@@ -465,7 +425,7 @@ flash_attention_fwd_sm90_kernel(const __grid_constant__ CUtensorMap map_q, const
           o_acc[4 * i + 3] *= rescale[1];
         }
       }
-      pack_p<T, Cfg::kSAcc>(p_frag, s_acc);
+      pack_fragment<T, Cfg::kSAcc>(p_frag, s_acc);
     }
     // The last P V.
     const int sp = (it + n - 1) % kStages;

@@ -252,6 +252,12 @@ constexpr int kMlaRowsPerBlock = 16;
 constexpr int kMlaTileKeys = 32;
 // The shortest split the heuristic makes (mla_decode_num_splits).
 constexpr int kMlaMinKeysPerSplit = 128;
+// The Hopper kernel (wgmma, mla_decode_sm90.cuh): query heads a block serves, keys a tile,
+// and the fewest query heads a call needs to take it (below, most of its 64 rows are idle).
+constexpr int kMlaSm90Heads = 64;
+constexpr int kMlaSm90TileKeys = 64;
+constexpr int kMlaSm90MinHeads = 64;
+constexpr int kMlaSm90MinKeysPerSplit = 256;
 
 struct MlaDecodeArgs {
   DType dtype = DType::kFloat16;  // of q, the cache and out: float16 or bfloat16

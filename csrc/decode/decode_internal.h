@@ -309,6 +309,24 @@ inline bool decode_packs_head_pairs(const DecodeAttentionArgs& a) {
   return 2 * per_split > 3 * sms && (last == 0 || 5 * last >= 4 * sms || paired >= 3 * sms);
 }
 
+// The launch parameters of both MLA decode kernels (mla_decode_attention.cu: mma.sync;
+// mla_decode_sm90.cuh: wgmma) and of their combine kernel, resolved from MlaDecodeArgs.
+struct MlaKernelParams {
+  const void* q;
+  void* out;
+  const void* kv;
+  const int* block_tables;
+  const int* seq_lens;
+  float* lse;
+  float* partial_o;       // [splits, B * Hq, 512]
+  float2* partial_state;  // [splits, B * Hq] (max, sum), log2 domain
+  int64_t q_sb, q_sh, o_sb, o_sh, table_stride;
+  int64_t total_rows;  // B * Hq
+  int num_q_heads, row_tiles, num_splits;
+  int num_blocks, block_size, bs_mask, log2_bs, capacity;
+  float scale_log2;
+};
+
 // Attention kernel (+ merge when args.num_splits > 1) for one dtype, head dim and
 // KV layout (paged block table or strided cache). pack_group > 0 (D = 128 only): `args`
 // describes head pairs (decode_packs_head_pairs), pack_group real query heads per real

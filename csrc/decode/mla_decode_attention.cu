@@ -38,6 +38,8 @@
 #include "cuda_llm_ops/online_softmax.cuh"
 #include "cuda_llm_ops/pipeline.cuh"
 #include "decode/decode.h"
+#include "decode/decode_internal.h"
+#include "decode/mla_decode_sm90.cuh"
 #include "decode/split_merge.cuh"
 
 namespace cuda_llm_ops::decode {
@@ -76,22 +78,6 @@ template <int kStages>
 constexpr int64_t smem_bytes() {
   return kv_smem_bytes<kStages>() + kQSmemBytes + kScoreSmemBytes;
 }
-
-struct MlaKernelParams {
-  const void* q;
-  void* out;
-  const void* kv;
-  const int* block_tables;
-  const int* seq_lens;
-  float* lse;
-  float* partial_o;       // [splits, B * Hq, 512]
-  float2* partial_state;  // [splits, B * Hq] (max, sum), log2 domain
-  int64_t q_sb, q_sh, o_sb, o_sh, table_stride;
-  int64_t total_rows;  // B * Hq
-  int num_q_heads, row_tiles, num_splits;
-  int num_blocks, block_size, bs_mask, log2_bs, capacity;
-  float scale_log2;
-};
 
 template <typename T, int kStages>
 __global__ void __launch_bounds__(kThreads, kStages == 2 ? 2 : 1) mla_decode_attention_kernel(const MlaKernelParams p) {
@@ -329,9 +315,10 @@ __global__ void __launch_bounds__(kThreads, kStages == 2 ? 2 : 1) mla_decode_att
 // The splits of one query row (blockIdx.x = b * Hq + head): 4 groups of 128 threads fold
 // every 4th split each (log-sum-exp, decode_fold_splits), one float4 column per thread,
 // then group 0 merges the four. Four groups put 4x the loads in flight of one.
+// kTileKeys: the attention kernel's tile, the unit its splits are cut in (split_count).
 constexpr int kCombineGroups = 4;
 constexpr int kCombineThreads = kCombineGroups * kDv / 4;
-template <typename T>
+template <typename T, int kTileKeys>
 __global__ void __launch_bounds__(kCombineThreads) mla_decode_combine_kernel(const MlaKernelParams p) {
   __shared__ float2 state_s[kCombineGroups];
   __shared__ float4 acc_s[kCombineGroups - 1][kDv / 4];
@@ -343,7 +330,7 @@ __global__ void __launch_bounds__(kCombineThreads) mla_decode_combine_kernel(con
   // split 0 holds NaN).
   const int len_raw = __ldg(p.seq_lens + b);
   const int len = len_raw < 0 || len_raw > p.capacity ? 0 : len_raw;
-  const int eff = split_count<kKeys>(p.num_splits, len);
+  const int eff = split_count<kTileKeys>(p.num_splits, len);
   const int mine = eff > grp ? div_ceil(eff - grp, kCombineGroups) : 0;  // splits grp, grp + 4, ...
   const float2* ps = p.partial_state + row;
   const float* po = p.partial_o + row * kDv + 4 * c4;
@@ -407,6 +394,17 @@ int mla_stages_for(int64_t blocks) {
   return three_fit && (blocks <= device_sm_count() || !mla_two_blocks_per_sm()) ? 3 : 2;
 }
 
+// Whether a call of num_q_heads heads runs the wgmma kernel: a device that runs this unit's
+// sm_90a image and grants its 217 KB, and 64+ heads (NOTES.md "MLA, wgmma"). Dev knob
+// CLO_MLA_SM90 (read as decode_dev_kernel's knobs are): 0 never, 1 wherever it can run.
+bool mla_sm90_applies(int num_q_heads) {
+  if (!wgmma::sm90a_image_loaded() || static_cast<int64_t>(mla_sm90::kSmemBytes) > decode_smem_limit()) return false;
+  static bool dev_mode = std::getenv("CLO_MLA_SM90") != nullptr;
+  const int forced = dev_knob("CLO_MLA_SM90", dev_mode, -1);
+  if (forced == 0 || forced == 1) return forced == 1;
+  return num_q_heads >= kMlaSm90MinHeads;
+}
+
 template <typename T>
 cudaError_t run_mla_decode(const MlaDecodeArgs& a, cudaStream_t stream) {
   MlaKernelParams p{};
@@ -437,6 +435,17 @@ cudaError_t run_mla_decode(const MlaDecodeArgs& a, cudaStream_t stream) {
     p.partial_state =
         reinterpret_cast<float2*>(a.workspace + decode_partial_slots(a.num_splits) * p.total_rows * kDv);
   }
+  if (mla_sm90_applies(a.num_q_heads)) {
+    p.row_tiles = div_ceil(a.num_q_heads, kMlaSm90Heads);
+    auto kernel = mla_sm90::mla_decode_attention_sm90_kernel<T>;
+    if (const cudaError_t err = set_dynamic_smem(kernel, mla_sm90::kSmemBytes); err != cudaSuccess) return err;
+    if (const cudaError_t err = launch_kernel(kernel, dim3(p.row_tiles, a.batch, a.num_splits),
+                                              dim3(mla_sm90::kThreads), mla_sm90::kSmemBytes, stream, false, p);
+        err != cudaSuccess || a.num_splits == 1)
+      return err;
+    return launch_kernel(mla_decode_combine_kernel<T, kMlaSm90TileKeys>, dim3(static_cast<unsigned>(p.total_rows)),
+                         dim3(kCombineThreads), 0, stream, device_cc_major() >= 9, p);
+  }
   const int stages = mla_stages_for(static_cast<int64_t>(p.row_tiles) * a.batch * a.num_splits);
   auto kernel = stages == 3 ? mla_decode_attention_kernel<T, 3> : mla_decode_attention_kernel<T, 2>;
   const int64_t smem = stages == 3 ? smem_bytes<3>() : smem_bytes<2>();
@@ -445,7 +454,7 @@ cudaError_t run_mla_decode(const MlaDecodeArgs& a, cudaStream_t stream) {
   if (const cudaError_t err = launch_kernel(kernel, grid, dim3(kThreads), smem, stream, false, p);
       err != cudaSuccess || a.num_splits == 1)
     return err;
-  return launch_kernel(mla_decode_combine_kernel<T>, dim3(static_cast<unsigned>(p.total_rows)),
+  return launch_kernel(mla_decode_combine_kernel<T, kKeys>, dim3(static_cast<unsigned>(p.total_rows)),
                        dim3(kCombineThreads), 0, stream, device_cc_major() >= 9, p);
 }
 
@@ -461,13 +470,17 @@ bool mla_decode_fits() { return smem_bytes<2>() <= decode_smem_limit(); }
 // or more (v4, Hq=128: B=1/16K 33 splits 46.1 us against 50.5 at 17 on 3 stages; B=4/4K 8
 // splits 47.9 against 51.8 at 4; B=8/4K 4 splits 87.0 against 95.6 at 2);
 // never splits shorter than kMlaMinKeysPerSplit of max_kv_len, at most kMaxSplits.
+// The wgmma kernel (64 heads a block, one block per SM): about one block per SM, splits of
+// at least kMlaSm90MinKeysPerSplit.
 int mla_decode_num_splits(int batch, int num_q_heads, int max_kv_len) {
-  const int64_t row_tiles = div_ceil(std::max(num_q_heads, 1), kRows);
+  const bool sm90 = mla_sm90_applies(num_q_heads);
+  const int64_t row_tiles = div_ceil(std::max(num_q_heads, 1), sm90 ? kMlaSm90Heads : kRows);
   const int64_t base = static_cast<int64_t>(std::max(batch, 1)) * row_tiles;
   const int64_t sms = device_sm_count();
   if (base >= sms) return 1;
-  const int64_t slots = row_tiles >= 4 && 2 * base <= sms && mla_two_blocks_per_sm() ? 2 * sms : sms;
-  const int64_t by_len = std::max<int64_t>(1, div_ceil<int64_t>(std::max(max_kv_len, 1), kMlaMinKeysPerSplit));
+  const int64_t slots = !sm90 && row_tiles >= 4 && 2 * base <= sms && mla_two_blocks_per_sm() ? 2 * sms : sms;
+  const int64_t by_len = std::max<int64_t>(
+      1, div_ceil<int64_t>(std::max(max_kv_len, 1), sm90 ? kMlaSm90MinKeysPerSplit : kMlaMinKeysPerSplit));
   return static_cast<int>(std::max<int64_t>(1, std::min<int64_t>({(slots + base / 2) / base, by_len, kMaxSplits})));
 }
 

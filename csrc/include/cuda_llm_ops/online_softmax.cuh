@@ -5,6 +5,7 @@
 
 #include <cfloat>
 #include "common.cuh"
+#include "warp_primitives.cuh"
 
 namespace cuda_llm_ops {
 
@@ -73,6 +74,59 @@ CLO_DEVICE OnlineSoftmaxState online_softmax_merge(const OnlineSoftmaxState& a, 
 // 1/l, or 0 for a row that saw no key (l == 0): such rows output zeros.
 CLO_DEVICE float online_softmax_inv_sum(const OnlineSoftmaxState& s) {
   return s.sum_exp > 0.f ? 1.f / s.sum_exp : 0.f;
+}
+
+// ---- online softmax over an MMA accumulator tile ----------------------------------
+// The C fragment of mma.sync m16n8 and of wgmma m64nN (N = fragment floats per thread):
+// this thread holds rows r and r + 8 (h = 0, 1), columns 8j + 2t + {0, 1} for j < N / 4,
+// at s[4j + 2h + e]; the 4 lanes t = lane % 4 share a row.
+
+// How far (log2 domain) a score may exceed the running max before the max moves.
+constexpr float kSoftmaxMaxSlack = 8.f;
+
+// Rescales and exponentiates in place one tile of scores (masked ones already kNegInf),
+// updates the running max (log2 domain) and this thread's partial row sums, and writes
+// the factor the older output rows must be scaled by.
+template <int N>
+CLO_DEVICE void online_softmax_fragment(float (&s)[N], float (&row_max)[2], float (&row_sum)[2], float (&rescale)[2],
+                                        float scale_log2) {
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    float mx = kNegInf;
+#pragma unroll
+    for (int j = 0; j < N / 4; ++j) mx = fmaxf(mx, fmaxf(s[4 * j + 2 * h], s[4 * j + 2 * h + 1]));
+    mx = group_reduce_max<4>(mx);
+    // Scaled only when some key is visible: kNegInf * scale could overflow to -inf.
+    const float tile_max = mx == kNegInf ? kNegInf : mx * scale_log2;
+    // The running max moves only when a score exceeds it by more than kSoftmaxMaxSlack
+    // (log2 domain): exp terms then stay below 2^8 (exact in fp16/bf16 P and fp32 sums,
+    // and the stale max cancels in O / l, and in a split's (max, sum) pair), and most
+    // tiles leave O unscaled.
+    const float m_new = tile_max > row_max[h] + kSoftmaxMaxSlack ? tile_max : row_max[h];
+    // A row with every key masked so far keeps kNegInf; subtracting 0 then makes its
+    // exp terms exactly 0 rather than exp2(0) = 1.
+    const float m_use = m_new == kNegInf ? 0.f : m_new;
+    rescale[h] = fast_exp2(row_max[h] - m_use);
+    row_max[h] = m_new;
+    float sum = 0.f;
+#pragma unroll
+    for (int j = 0; j < N / 4; ++j)
+#pragma unroll
+      for (int e = 0; e < 2; ++e) {
+        float& x = s[4 * j + 2 * h + e];
+        x = fast_exp2(fmaf(x, scale_log2, -m_use));
+        sum += x;
+      }
+    row_sum[h] = row_sum[h] * rescale[h] + sum;
+  }
+}
+
+// The fragment of P as 16-bit pairs: columns 16kk .. 16kk + 15 are tiles 2kk and 2kk + 1,
+// so p[4kk .. 4kk + 3] is the A fragment of k-step kk of P V (mma.sync m16k16, wgmma RS).
+template <typename T, int N>
+CLO_DEVICE void pack_fragment(uint32_t (&p)[N / 2], const float (&s)[N]) {
+#pragma unroll
+  for (int i = 0; i < N / 2; ++i) p[i] = pack_float2<T>(s[2 * i], s[2 * i + 1]);
 }
 
 }  // namespace cuda_llm_ops
