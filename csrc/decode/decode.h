@@ -253,10 +253,13 @@ constexpr int kMlaTileKeys = 32;
 // The shortest split the heuristic makes (mla_decode_num_splits).
 constexpr int kMlaMinKeysPerSplit = 128;
 // The Hopper kernel (wgmma, mla_decode_sm90.cuh): query heads a block serves, keys a tile,
-// and the fewest query heads a call needs to take it (below, most of its 64 rows are idle).
+// and the fewest query heads a call needs to take it. At 32 heads half its rows are
+// padding and it still led the mma.sync kernel (B=16/4K 43.2 us against 54.1, B=64/4K
+// 130.0 against 169.5, B=1/16K 19.2 against 20.7; NOTES.md "MLA, wgmma"); at 16 it led by
+// 4% at B=64/4K only, not enough to move the memory-bound 16-head calls.
 constexpr int kMlaSm90Heads = 64;
 constexpr int kMlaSm90TileKeys = 64;
-constexpr int kMlaSm90MinHeads = 64;
+constexpr int kMlaSm90MinHeads = 32;
 constexpr int kMlaSm90MinKeysPerSplit = 256;
 
 struct MlaDecodeArgs {

@@ -395,7 +395,7 @@ int mla_stages_for(int64_t blocks) {
 }
 
 // Whether a call of num_q_heads heads runs the wgmma kernel: a device that runs this unit's
-// sm_90a image and grants its 217 KB, and 64+ heads (NOTES.md "MLA, wgmma"). Dev knob
+// sm_90a image and grants its 226 KB, and kMlaSm90MinHeads+ heads (NOTES.md "MLA, wgmma"). Dev knob
 // CLO_MLA_SM90 (read as decode_dev_kernel's knobs are): 0 never, 1 wherever it can run.
 bool mla_sm90_applies(int num_q_heads) {
   if (!wgmma::sm90a_image_loaded() || static_cast<int64_t>(mla_sm90::kSmemBytes) > decode_smem_limit()) return false;

@@ -11,7 +11,7 @@
 //   warpgroup 0: S = Q K^T (64 x 64 keys, wgmma m64n64k16, both operands K-major from
 //     shared memory, 36 k-steps over the 576 columns), the online softmax, then
 //     O[:, 0:256] += P V with P from registers (wgmma RS m64n256k16, V N-major);
-//   warpgroup 1: the cp.async copies of Q and of every key tile (two threads a cache row,
+//   warpgroup 1: the cp.async copies of Q and of every key tile (eight threads a cache row,
 //     into the 128-byte swizzle the descriptors read), and O[:, 256:512] += P V with the
 //     P and the rescale warpgroup 0 publishes in shared memory.
 // Q (72 KB) and two stages of 64-key tiles (72 KB each; a row serves as K, its first 512
@@ -44,8 +44,9 @@ constexpr uint32_t kTileBytes = kChunks * kChunkBytes;  // Q, or one stage of ke
 constexpr int kVCols = kMlaHeadDimV / 2;              // output columns a warpgroup owns
 constexpr int kSAcc = kKeys / 2, kOAcc = kVCols / 2;  // fp32 accumulators per thread
 constexpr int kQkSteps = kMlaHeadDimQK / 16, kPvSteps = kKeys / 16;
-// Copies: two threads of warpgroup 1 per row, 16-byte pieces 2k + half (k < 36).
-constexpr int kPiecesPerThread = kMlaHeadDimQK * 2 / 16 / 2;
+// Copies: eight threads of warpgroup 1 a row, each 4 rows of a tile.
+constexpr int kCopyRows = kKeys / 16;
+static_assert(kCopyRows == 4 && kMlaHeadDimQK * 2 / 16 == 8 * kChunks, "copy mapping");
 // P for warpgroup 1: thread i's kSAcc / 2 packed pairs at [k][i] (conflict-free); the
 // rescale factors of its two rows; at the end warpgroup 0's (max, sum) pairs reuse P's room.
 constexpr uint32_t kPBytes = kSAcc / 2 * 128 * 4, kScaleBytes = 128 * 8;
@@ -131,42 +132,55 @@ __global__ void __launch_bounds__(kThreads, 1) mla_decode_attention_sm90_kernel(
 
   if (wg == 1) {
     // ---- copies and the second half of P V ----
-    const int row = wg_tid / 2, half = wg_tid % 2;
+    // Eight threads copy a row, rows cp_row + 16 i (i < 4): a warp's copy instruction
+    // reads 4 whole 128-byte lines; thread piece's 9 pieces 8 k + piece land in chunk k,
+    // slot piece ^ (row % 8) (the swizzle; 8 distinct slots a row, 4 full wavefronts).
+    const int cp_row = wg_tid / 8, piece = wg_tid % 8;
     const int* table = p.block_tables + b * p.table_stride;
     const T* kv = static_cast<const T*>(p.kv);
-    // Piece c of a row goes to chunk c / 8, 16-byte slot (c % 8) ^ (row % 8) (the swizzle):
-    // a warp's 32 pieces of a step fill 4 full 128-byte wavefronts.
     auto copy_row = [&](unsigned char* dst_row, const T* src, bool ok) {
 #pragma unroll
-      for (int k = 0; k < kPiecesPerThread; ++k) {
-        const int c = 2 * k + half;
-        cp_async_16_prefetch<256>(dst_row + (c / 8) * kChunkBytes + (((c % 8) ^ (row % 8)) << 4), src + c * 8, ok);
+      for (int k = 0; k < kChunks; ++k)
+        cp_async_16_prefetch<256>(dst_row + k * kChunkBytes + ((piece ^ (cp_row % 8)) << 4), src + (8 * k + piece) * 8,
+                                  ok);
+    };
+    // The block-table entries of this thread's rows of a tile (-1 past the split's end).
+    auto table_entries = [&](int tile) {
+      int e[kCopyRows];
+#pragma unroll
+      for (int i = 0; i < kCopyRows; ++i) {
+        const int pos = key_lo + tile * kKeys + cp_row + 16 * i;
+        e[i] = tile < n_tiles && pos < key_hi ? __ldg(table + (pos >> p.log2_bs)) : -1;
       }
+      return make_int4(e[0], e[1], e[2], e[3]);
     };
-    auto table_entry = [&](int tile) {
-      const int pos = key_lo + tile * kKeys + row;
-      return tile < n_tiles && pos < key_hi ? __ldg(table + (pos >> p.log2_bs)) : -1;
-    };
-    auto issue_tile = [&](int tile, int e) {
+    auto issue_tile = [&](int tile, int4 entries) {
       if (tile < n_tiles) {
-        const int pos = key_lo + tile * kKeys + row;
-        bool ok = pos < key_hi;
-        if (ok && static_cast<unsigned>(e) >= static_cast<unsigned>(p.num_blocks)) {
-          bad = true;  // never dereferenced: zero-filled, the rows become NaN
-          ok = false;
+        const int e4[kCopyRows] = {entries.x, entries.y, entries.z, entries.w};
+#pragma unroll
+        for (int i = 0; i < kCopyRows; ++i) {
+          const int row = cp_row + 16 * i, pos = key_lo + tile * kKeys + row, e = e4[i];
+          bool ok = pos < key_hi;
+          if (ok && static_cast<unsigned>(e) >= static_cast<unsigned>(p.num_blocks)) {
+            bad = true;  // never dereferenced: zero-filled, the rows become NaN
+            ok = false;
+          }
+          const T* src =
+              kv + (ok ? (static_cast<int64_t>(e) * p.block_size + (pos & p.bs_mask)) * kMlaHeadDimQK : 0);
+          copy_row(sK + (tile % 2) * kTileBytes + row * 128, src, ok);
         }
-        const T* src = kv + (ok ? (static_cast<int64_t>(e) * p.block_size + (pos & p.bs_mask)) * kMlaHeadDimQK : 0);
-        copy_row(sK + (tile % 2) * kTileBytes + row * 128, src, ok);
       }
       cp_async_commit();
     };
-    {  // Q (zeros past Hq) travels with tile 0.
+#pragma unroll
+    for (int i = 0; i < kCopyRows; ++i) {  // Q (zeros past Hq) travels with tile 0
+      const int row = cp_row + 16 * i;
       const bool ok = row < rows_here;
       copy_row(sQ + row * 128, static_cast<const T*>(p.q) + b * p.q_sb + (ok ? (head0 + row) * p.q_sh : 0), ok);
     }
-    issue_tile(0, table_entry(0));
-    issue_tile(1, table_entry(1));
-    int entry = table_entry(2);  // a tile ahead of its copies
+    issue_tile(0, table_entries(0));
+    issue_tile(1, table_entries(1));
+    int4 entry = table_entries(2);  // a tile ahead of its copies
     pdl_launch_dependents();  // the combine kernel may start launching; it waits for this grid
     if (n_tiles > 0) {
       cp_async_wait<1>();
@@ -191,7 +205,7 @@ __global__ void __launch_bounds__(kThreads, 1) mla_decode_attention_sm90_kernel(
         named_barrier_arrive(kBarTileReady, kThreads);
       }
       issue_tile(j + 2, entry);
-      entry = table_entry(j + 3);
+      entry = table_entries(j + 3);
     }
     cp_async_wait_all();
   } else {
