@@ -14,16 +14,16 @@ Layouts:
 - block_tables int32 `[B, max_blocks_per_seq]`, seq_lens int32 `[B]`: as `paged_attention`.
 - out: `[B, Hq, 512]`, q's dtype.
 
-One thread block serves 16 query heads of one sequence, so a row is read once per 16
-heads (heads past a multiple of 16 are padding rows); blocks of the same sequence and
-split run side by side and share the rows through L2. Split-KV: each
+Kernels: on sm_90a (H100) calls of 32 heads or more run a wgmma kernel whose thread block
+serves 64 query heads of one sequence (heads past a multiple of 64 are padding rows) and needs
+226 KB of shared memory; other calls, and other devices, run an mma.sync kernel whose block
+serves 16 heads (101 KB of shared memory, 139 KB on its 3-stage pipeline: sm_80 and sm_90,
+not 99-KB parts such as sm_86/89). Either way a cache row is read once per block, and blocks
+of the same sequence and split run side by side and share the rows through L2. Split-KV: each
 split writes its rows' partial output to a float32 workspace and a combine kernel merges
 them (log-sum-exp); `mla_workspace` sizes one for every call up to a shape (any contents:
 no counters), so a CUDA graph captured with it allocates nothing. Graph capture, the index
 checks (`check_indices`) and `lse` work as in `paged_attention` (`cuda_llm_ops.decode`).
-The kernel needs 101 KB of shared memory per block (139 KB on its 3-stage pipeline, taken
-where it fits and the grid has at most one block per SM): sm_80 and sm_90, not 99-KB parts
-such as sm_86/89.
 """
 from __future__ import annotations
 
@@ -47,7 +47,6 @@ from .validation import (
 
 MLA_HEAD_DIM_QK = 576  # kv_lora_rank 512 + qk_rope_head_dim 64 (DeepSeek-V2/V3)
 MLA_HEAD_DIM_V = 512
-MLA_ROWS_PER_BLOCK = 16
 
 
 def validate_paged_mla_inputs(q, kv_cache, block_tables, seq_lens, out=None) -> None:
@@ -90,11 +89,11 @@ def validate_paged_mla_inputs(q, kv_cache, block_tables, seq_lens, out=None) -> 
 
 def mla_num_splits(batch: int, num_q_heads: int, max_kv_len: int) -> int:
     """Splits `paged_mla_attention(num_splits=0)` uses on the current device: about one thread
-    block per SM (SMs / (batch x ceil(Hq / 16)), rounded; 1 once that is below 1), two per
-    SM for 64 heads or more on at most half the SMs (where two blocks share an SM: sm_90);
-    splits of at least 128 keys of
-    `max_kv_len` (the table capacity: host-known, so a captured graph and its workspace stay
-    valid for any seq_lens), at most 128."""
+    block per SM (SMs / (batch x row tiles), rounded; 1 once that is below 1; a row tile is 64
+    heads on the wgmma kernel, 16 on the mma.sync one), two per SM for the mma.sync kernel at
+    64 heads or more on at most half the SMs (where two blocks share an SM); splits of at
+    least 128 keys of `max_kv_len` (the table capacity: host-known, so a captured graph and
+    its workspace stay valid for any seq_lens), at most 128."""
     return int(_ops.op("mla_num_splits")(batch, num_q_heads, max_kv_len))
 
 

@@ -260,7 +260,6 @@ constexpr int kMlaMinKeysPerSplit = 128;
 constexpr int kMlaSm90Heads = 64;
 constexpr int kMlaSm90TileKeys = 64;
 constexpr int kMlaSm90MinHeads = 32;
-constexpr int kMlaSm90MinKeysPerSplit = 256;
 
 struct MlaDecodeArgs {
   DType dtype = DType::kFloat16;  // of q, the cache and out: float16 or bfloat16

@@ -470,8 +470,8 @@ bool mla_decode_fits() { return smem_bytes<2>() <= decode_smem_limit(); }
 // or more (v4, Hq=128: B=1/16K 33 splits 46.1 us against 50.5 at 17 on 3 stages; B=4/4K 8
 // splits 47.9 against 51.8 at 4; B=8/4K 4 splits 87.0 against 95.6 at 2);
 // never splits shorter than kMlaMinKeysPerSplit of max_kv_len, at most kMaxSplits.
-// The wgmma kernel (64 heads a block, one block per SM): about one block per SM, splits of
-// at least kMlaSm90MinKeysPerSplit.
+// The wgmma kernel (64 heads a block, one block per SM): about one block per SM, with the
+// same shortest split (NOTES.md "MLA, wgmma": 256 keys at least left B=1/1K/128 on 8 blocks).
 int mla_decode_num_splits(int batch, int num_q_heads, int max_kv_len) {
   const bool sm90 = mla_sm90_applies(num_q_heads);
   const int64_t row_tiles = div_ceil(std::max(num_q_heads, 1), sm90 ? kMlaSm90Heads : kRows);
@@ -480,7 +480,7 @@ int mla_decode_num_splits(int batch, int num_q_heads, int max_kv_len) {
   if (base >= sms) return 1;
   const int64_t slots = !sm90 && row_tiles >= 4 && 2 * base <= sms && mla_two_blocks_per_sm() ? 2 * sms : sms;
   const int64_t by_len = std::max<int64_t>(
-      1, div_ceil<int64_t>(std::max(max_kv_len, 1), sm90 ? kMlaSm90MinKeysPerSplit : kMlaMinKeysPerSplit));
+      1, div_ceil<int64_t>(std::max(max_kv_len, 1), kMlaMinKeysPerSplit));
   return static_cast<int>(std::max<int64_t>(1, std::min<int64_t>({(slots + base / 2) / base, by_len, kMaxSplits})));
 }
 
