@@ -11,7 +11,7 @@ from .validation import validate_attention_inputs
 from .decode import (decode_attention, decode_head_dim_fits, decode_num_splits, decode_workspace,
                      merge_attention_states, paged_attention, paged_attention_workspace, paged_kv_append,
                      validate_paged_attention_inputs)
-from .mla import mla_num_splits, mla_workspace, paged_mla_attention, validate_paged_mla_inputs
+from .mla import mla_num_splits, mla_workspace, paged_mla_append, paged_mla_attention, validate_paged_mla_inputs
 from .graphs import CUDAGraphRunner
 from .fused import (fused_decode_block, fused_decode_block_path, fused_decode_block_workspace,
                     validate_fused_decode_block_inputs)
@@ -47,6 +47,7 @@ __all__ = [
     "validate_paged_attention_inputs",
     "mla_num_splits",
     "mla_workspace",
+    "paged_mla_append",
     "paged_mla_attention",
     "validate_paged_mla_inputs",
     "CUDAGraphRunner",

@@ -696,6 +696,50 @@ def use_decode_path(q) -> bool:
             and _head_dim_fits_on(q.device.index, q.shape[-1]))
 
 
+def _append_target_tensors(slot_mapping, block_tables, seq_lens) -> list:
+    """The tensors that say where an append writes (`paged_kv_append`, `paged_mla_append`),
+    named: slot_mapping, or block_tables and seq_lens (one of the two)."""
+    if slot_mapping is not None:
+        if block_tables is not None or seq_lens is not None:
+            raise ValueError("give slot_mapping or block_tables and seq_lens (decode: one new token per "
+                             "sequence), not both")
+        return [(slot_mapping, "slot_mapping")]
+    if block_tables is None or seq_lens is None:
+        raise ValueError("give slot_mapping, or block_tables and seq_lens (token t is sequence t's new token, "
+                         "at position seq_lens[t] - 1)")
+    return [(block_tables, "block_tables"), (seq_lens, "seq_lens")]
+
+
+def _check_append_target(slot_mapping, block_tables, seq_lens, num_tokens: int, whose: str) -> None:
+    """An append's slot_mapping (int64/int32 `[num_tokens]`, contiguous) or block table (one
+    row per token); `whose`: the argument num_tokens comes from."""
+    if slot_mapping is not None:
+        check_rank(slot_mapping, "slot_mapping", 1, "[num_tokens]")
+        check_dtype(slot_mapping, "slot_mapping", (torch.int64, torch.int32))
+        if slot_mapping.shape[0] != num_tokens:
+            raise ValueError(f"slot_mapping must have {num_tokens} entries ({whose}'s num_tokens), "
+                             f"got {slot_mapping.shape[0]}")
+        check_contiguous(slot_mapping, "slot_mapping")
+    else:
+        _check_block_table(block_tables, seq_lens, num_tokens, f"{whose}'s num_tokens: one new token per sequence")
+
+
+def _host_check_append_slots(cache: torch.Tensor, num_tokens: int, slot_mapping, block_tables, seq_lens) -> None:
+    """Host check (one synchronisation) that an append's slots lie in `cache` (dims 0, 1:
+    num_blocks, block_size), or its block table's, as `check_paged_indices`."""
+    if num_tokens == 0:
+        return
+    if slot_mapping is None:
+        check_paged_indices(cache, block_tables, seq_lens)
+        return
+    n_slots = cache.shape[0] * cache.shape[1]
+    too_big = slot_mapping >= n_slots
+    if bool(too_big.any()):
+        i = int(too_big.nonzero()[0, 0])
+        raise ValueError(f"slot_mapping[{i}] = {int(slot_mapping[i])} is past the cache "
+                         f"(num_blocks x block_size = {n_slots} slots)")
+
+
 def paged_kv_append(k: torch.Tensor, v: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor,
                     slot_mapping: torch.Tensor | None = None, check_slots: bool | None = None, k_scale: float = 1.0,
                     v_scale: float = 1.0, *, block_tables: torch.Tensor | None = None,
@@ -740,16 +784,7 @@ def paged_kv_append(k: torch.Tensor, v: torch.Tensor, k_cache: torch.Tensor, v_c
 
     def explain() -> None:
         named = [(k, "k"), (v, "v"), (k_cache, "k_cache"), (v_cache, "v_cache")]
-        if slot_mapping is not None:
-            if block_tables is not None or seq_lens is not None:
-                raise ValueError("give slot_mapping or block_tables and seq_lens (decode: one new token per "
-                                 "sequence), not both")
-            named.append((slot_mapping, "slot_mapping"))
-        elif block_tables is None or seq_lens is None:
-            raise ValueError("give slot_mapping, or block_tables and seq_lens (token t is sequence t's new token, "
-                             "at position seq_lens[t] - 1)")
-        else:
-            named += [(block_tables, "block_tables"), (seq_lens, "seq_lens")]
+        named += _append_target_tensors(slot_mapping, block_tables, seq_lens)
         if (cos is None) != (sin is None):
             raise ValueError("cos and sin must be given together (the rotary embedding)")
         if q is not None and cos is None:
@@ -778,15 +813,7 @@ def paged_kv_append(k: torch.Tensor, v: torch.Tensor, k_cache: torch.Tensor, v_c
         if tuple(k.shape[1:]) != tuple(k_cache.shape[2:]):
             raise ValueError(f"k must be [num_tokens, {k_cache.shape[2]}, {k_cache.shape[3]}] to match the cache, "
                              f"got {tuple(k.shape)}")
-        if slot_mapping is not None:
-            check_rank(slot_mapping, "slot_mapping", 1, "[num_tokens]")
-            check_dtype(slot_mapping, "slot_mapping", (torch.int64, torch.int32))
-            if slot_mapping.shape[0] != num_tokens:
-                raise ValueError(f"slot_mapping must have {num_tokens} entries (k's num_tokens), "
-                                 f"got {slot_mapping.shape[0]}")
-            check_contiguous(slot_mapping, "slot_mapping")
-        else:
-            _check_block_table(block_tables, seq_lens, num_tokens, "k's num_tokens: one new token per sequence")
+        _check_append_target(slot_mapping, block_tables, seq_lens, num_tokens, "k")
         if cos is not None:
             pair = 2 * (16 // k.element_size())
             if d % pair:
@@ -817,16 +844,7 @@ def paged_kv_append(k: torch.Tensor, v: torch.Tensor, k_cache: torch.Tensor, v_c
 
     if _host_checks_allowed(check_slots, "check_slots"):
         explain()  # this path synchronises anyway
-        if k.shape[0] > 0:
-            if slot_mapping is None:
-                check_paged_indices(k_cache, block_tables, seq_lens)
-            else:
-                n_slots = k_cache.shape[0] * k_cache.shape[1]
-                too_big = slot_mapping >= n_slots
-                if bool(too_big.any()):
-                    i = int(too_big.nonzero()[0, 0])
-                    raise ValueError(f"slot_mapping[{i}] = {int(slot_mapping[i])} is past the cache "
-                                     f"(num_blocks x block_size = {n_slots} slots)")
+        _host_check_append_slots(k_cache, k.shape[0], slot_mapping, block_tables, seq_lens)
     # The op checks every input the kernel relies on; explain() names the argument when it refuses.
     call_or_explain(lambda: kernel(k, v, k_cache, v_cache, slot_mapping, float(k_scale), float(v_scale),
                                    block_tables, seq_lens, cos, sin, q), explain)

@@ -24,6 +24,7 @@ split writes its rows' partial output to a float32 workspace and a combine kerne
 them (log-sum-exp); `mla_workspace` sizes one for every call up to a shape (any contents:
 no counters), so a CUDA graph captured with it allocates nothing. Graph capture, the index
 checks (`check_indices`) and `lse` work as in `paged_attention` (`cuda_llm_ops.decode`).
+`paged_mla_append` writes new tokens' rows into the cache (vLLM's `concat_and_cache_mla`).
 """
 from __future__ import annotations
 
@@ -31,8 +32,10 @@ import torch
 
 from . import _ops
 from .decode import DECODE_DTYPES, _check_num_splits, _check_paged_geometry, _check_rows, _check_workspace_buffer
+from .decode import _append_target_tensors, _check_append_target, _host_check_append_slots
 from .decode import _check_lse, _check_scratch_apart, _host_checks_allowed, _lse_for, check_paged_indices
 from .validation import (
+    bytes_overlap,
     call_or_explain,
     check_contiguous,
     check_dtype,
@@ -49,6 +52,19 @@ MLA_HEAD_DIM_QK = 576  # kv_lora_rank 512 + qk_rope_head_dim 64 (DeepSeek-V2/V3)
 MLA_HEAD_DIM_V = 512
 
 
+def _check_mla_cache(kv_cache: torch.Tensor, like: torch.Tensor, like_name: str) -> None:
+    """The latent cache: `[num_blocks, block_size, 576]` or `[..., 1, 576]`, like's dtype, not empty."""
+    if kv_cache.dim() not in (3, 4):
+        raise ValueError(f"kv_cache must be 3-D [num_blocks, block_size, {MLA_HEAD_DIM_QK}] or 4-D [num_blocks, "
+                         f"block_size, 1, {MLA_HEAD_DIM_QK}], got {kv_cache.dim()}-D shape {tuple(kv_cache.shape)}")
+    check_same_dtype(kv_cache, "kv_cache", like, like_name)
+    if kv_cache.shape[-1] != MLA_HEAD_DIM_QK or (kv_cache.dim() == 4 and kv_cache.shape[2] != 1):
+        raise ValueError(f"kv_cache rows must be [..., {MLA_HEAD_DIM_QK}] with one latent head, got shape "
+                         f"{tuple(kv_cache.shape)}")
+    if kv_cache.shape[0] < 1 or kv_cache.shape[1] < 1:
+        raise ValueError(f"kv_cache must not be empty, got shape {tuple(kv_cache.shape)}")
+
+
 def validate_paged_mla_inputs(q, kv_cache, block_tables, seq_lens, out=None) -> None:
     """Shape/dtype/layout checks of `paged_mla_attention` (no host synchronisation).
 
@@ -57,18 +73,12 @@ def validate_paged_mla_inputs(q, kv_cache, block_tables, seq_lens, out=None) -> 
     for t, name in ((q, "q"), (kv_cache, "kv_cache"), (block_tables, "block_tables"), (seq_lens, "seq_lens")):
         check_tensor(t, name)
     check_rank(q, "q", 3, f"[batch, num_q_heads, {MLA_HEAD_DIM_QK}]")
-    if kv_cache.dim() not in (3, 4):
-        raise ValueError(f"kv_cache must be 3-D [num_blocks, block_size, {MLA_HEAD_DIM_QK}] or 4-D [num_blocks, "
-                         f"block_size, 1, {MLA_HEAD_DIM_QK}], got {kv_cache.dim()}-D shape {tuple(kv_cache.shape)}")
     check_dtype(q, "q", DECODE_DTYPES)
-    check_same_dtype(kv_cache, "kv_cache", q, "q")
+    _check_mla_cache(kv_cache, q, "q")
     b, hq, d = q.shape
     if d != MLA_HEAD_DIM_QK:
         raise ValueError(f"q's last dim must be {MLA_HEAD_DIM_QK} (512 latent + 64 rope columns), got {d}")
-    if kv_cache.shape[-1] != MLA_HEAD_DIM_QK or (kv_cache.dim() == 4 and kv_cache.shape[2] != 1):
-        raise ValueError(f"kv_cache rows must be [..., {MLA_HEAD_DIM_QK}] with one latent head, got shape "
-                         f"{tuple(kv_cache.shape)}")
-    if kv_cache.shape[0] < 1 or b < 1 or hq < 1:
+    if b < 1 or hq < 1:
         raise ValueError(f"q and kv_cache must not be empty, got q {tuple(q.shape)}, kv_cache "
                          f"{tuple(kv_cache.shape)}")
     _check_paged_geometry(kv_cache.shape[0], kv_cache.shape[1], b, block_tables, seq_lens, "kv_cache")
@@ -171,6 +181,66 @@ def paged_mla_attention(q: torch.Tensor, kv_cache: torch.Tensor, block_tables: t
 
     return call_or_explain(call, explain)
 
+
+
+def paged_mla_append(kv_c: torch.Tensor, k_pe: torch.Tensor, kv_cache: torch.Tensor,
+                     slot_mapping: torch.Tensor | None = None, check_slots: bool | None = None, *,
+                     block_tables: torch.Tensor | None = None, seq_lens: torch.Tensor | None = None) -> None:
+    """Write new tokens' latent rows into the MLA cache, in place (vLLM's
+    `concat_and_cache_mla`): token t's row becomes `[kv_c[t] | k_pe[t]]`, the key (and, its
+    first 512 columns, the value) `paged_mla_attention` reads.
+
+    Args:
+        kv_c: `[T, 512]` float16/bfloat16, the compressed latent (after its norm); token
+            stride free, rows contiguous and 16-byte aligned (a view of a wider projection
+            output works as it is).
+        k_pe: `[T, 64]`, kv_c's dtype, likewise: the rope part, already rotated (a
+            `[T, 1, 64]` tensor: pass `k_pe.squeeze(1)`).
+        kv_cache: `[num_blocks, block_size, 576]` or `[num_blocks, block_size, 1, 576]`,
+            kv_c's dtype, contiguous (`paged_mla_attention`'s); any block_size >= 1.
+        slot_mapping, check_slots, block_tables, seq_lens: as `paged_kv_append`: a flat slot
+            per token (int64/int32, negative skips the token), or int32 block_tables and
+            seq_lens for decode (token t is sequence t's new token, at position
+            `seq_lens[t] - 1`); the host check (one sync; off under CUDA-graph capture and
+            torch.compile) reports slots or table entries outside the cache, and the kernel
+            never writes outside it in any mode.
+    """
+    kernel = _ops.op("paged_mla_append")  # first, so a build without kernels says so
+
+    def explain() -> None:
+        named = [(kv_c, "kv_c"), (k_pe, "k_pe"), (kv_cache, "kv_cache")]
+        named += _append_target_tensors(slot_mapping, block_tables, seq_lens)
+        for t, name in named:
+            check_tensor(t, name)
+        check_rank(kv_c, "kv_c", 2, f"[num_tokens, {MLA_HEAD_DIM_V}]")
+        check_rank(k_pe, "k_pe", 2, f"[num_tokens, {MLA_HEAD_DIM_QK - MLA_HEAD_DIM_V}]")
+        check_dtype(kv_c, "kv_c", DECODE_DTYPES)
+        check_same_dtype(k_pe, "k_pe", kv_c, "kv_c")
+        _check_mla_cache(kv_cache, kv_c, "kv_c")
+        t = kv_c.shape[0]
+        if kv_c.shape[1] != MLA_HEAD_DIM_V:
+            raise ValueError(f"kv_c must be [num_tokens, {MLA_HEAD_DIM_V}] (the latent), got {tuple(kv_c.shape)}")
+        if tuple(k_pe.shape) != (t, MLA_HEAD_DIM_QK - MLA_HEAD_DIM_V):
+            raise ValueError(f"k_pe must be [{t}, {MLA_HEAD_DIM_QK - MLA_HEAD_DIM_V}] (the rope part), got "
+                             f"{tuple(k_pe.shape)}")
+        _check_append_target(slot_mapping, block_tables, seq_lens, t, "kv_c")
+        check_one_cuda_device(named)
+        check_contiguous(kv_cache, "kv_cache")
+        for x, name in ((kv_c, "kv_c"), (k_pe, "k_pe"), (kv_cache, "kv_cache")):
+            _check_rows(x, name)
+        for x, name in ((kv_c, "kv_c"), (k_pe, "k_pe")):
+            if not torch.compiler.is_compiling() and bytes_overlap(kv_cache, x):
+                raise ValueError(f"kv_cache must not overlap {name} (the op writes the cache)")
+
+    if _host_checks_allowed(check_slots, "check_slots"):
+        explain()  # this path synchronises anyway
+        _host_check_append_slots(kv_cache, kv_c.shape[0], slot_mapping, block_tables, seq_lens)
+    call_or_explain(lambda: kernel(kv_c, k_pe, kv_cache, slot_mapping, block_tables, seq_lens), explain)
+
+
+@_ops.register_fake("paged_mla_append")
+def _paged_mla_append_fake(kv_c, k_pe, kv_cache, slot_mapping, block_tables=None, seq_lens=None):
+    return None
 
 
 @_ops.register_fake("paged_mla_attention")

@@ -83,11 +83,12 @@ def test_paged_mla_scale_splits_agree_and_strided_q(dtype):
         assert torch.isnan(big[:, :, DV:]).all(), "wrote past out's rows"
 
 
-def test_paged_mla_zero_length_heuristic_and_unused_entries():
+@pytest.mark.parametrize("hq", [16, 64])  # each kernel (wgmma from 32 heads on sm_90a)
+def test_paged_mla_zero_length_heuristic_and_unused_entries(hq):
     """Length-0 sequences give zeros and lse -inf; table entries past a sequence's length
     are never read (garbage there is harmless)."""
     require_op("paged_mla_attention")
-    q, kv, table, seq_lens = make_mla_problem([0, 5, 2000, 0], 16, 16, torch.float16, 4, spare_cols=40)
+    q, kv, table, seq_lens = make_mla_problem([0, 5, 2000, 0], hq, 16, torch.float16, 4, spare_cols=40)
     for i, n in enumerate(seq_lens.tolist()):
         table[i, -(-n // 16):] = 123456789  # past the length: must not be dereferenced
     ref = paged_mla_attention_reference(q, kv, table, seq_lens)
@@ -99,10 +100,11 @@ def test_paged_mla_zero_length_heuristic_and_unused_entries():
         assert torch.isneginf(lse[0]).all() and torch.isneginf(lse[3]).all()
 
 
+@pytest.mark.parametrize("hq", [20, 100])  # each kernel (wgmma from 32 heads on sm_90a)
 @pytest.mark.parametrize("num_splits", [1, 4])
-def test_paged_mla_bad_indices_give_nan_and_host_errors(num_splits):
+def test_paged_mla_bad_indices_give_nan_and_host_errors(num_splits, hq):
     require_op("paged_mla_attention")
-    q, kv, table, seq_lens = make_mla_problem([100, 300, 50], 20, 16, torch.float16, 5)
+    q, kv, table, seq_lens = make_mla_problem([100, 300, 50], hq, 16, torch.float16, 5)
     cap = table.shape[1] * 16
     for what, mutate, pattern in (
             ("block index", lambda t, s: t.__setitem__((1, 2), kv.shape[0]), r"block_tables\[1, 2\]"),
@@ -263,7 +265,7 @@ for lens, hq, ns in (([33, 1000, 1], 40, 0), ([2000] * 40, 128, 1), ([5000], 16,
 
 @pytest.mark.parametrize("kernel", ["mma", "wgmma"])
 def test_paged_mla_both_kernels(kernel):
-    """Each kernel forced (CLO_MLA_SM90; the launcher takes wgmma on Hopper from 64 heads) on
+    """Each kernel forced (CLO_MLA_SM90; the launcher takes wgmma on Hopper from 32 heads) on
     head counts on both sides of 64 and not multiples of it, every block size class, split
     and unsplit, ragged lengths across tile edges, with the lse."""
     require_op("paged_mla_attention")
@@ -292,3 +294,110 @@ for i, (lens, hq, bs, ns) in enumerate(cases):
     torch.testing.assert_close(lse, ref_lse, rtol=2e-3, atol=2e-3, msg=lambda m: f"{what} lse: {m}")
 """.replace("KERNEL", kernel).replace("TESTS_DIR", repr(os.path.dirname(os.path.abspath(__file__)))),
                  env={"CLO_MLA_SM90": "1" if kernel == "wgmma" else "0"})
+
+
+def _latent_rows(t, dtype, seed, width=640):
+    """kv_c `[t, 512]` and k_pe `[t, 64]` as column views of one wider projection output
+    (token stride `width`), the layout a fused down-projection leaves."""
+    g = torch.Generator().manual_seed(seed)
+    wide = torch.randn(t, width, generator=g).to(dtype).cuda()
+    return wide[:, :DV], wide[:, DV + 16:DQK + 16]
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("t, block_size, slot_dtype, four_d", [(1, 1, torch.int64, False), (17, 16, torch.int32, True),
+                                                                (300, 64, torch.int64, False)])
+def test_paged_mla_append_slots(dtype, t, block_size, slot_dtype, four_d):
+    """Shuffled slots with padding (-1) into a poisoned cache: exactly the given rows change,
+    to [kv_c | k_pe]; then paged_mla_attention reads what was written."""
+    require_op("paged_mla_append")
+    kv_c, k_pe = _latent_rows(t, dtype, t)
+    nb = -(-2 * t // block_size) + 1
+    cache = torch.randn(nb, block_size, DQK, device="cuda").to(dtype)
+    if four_d:
+        cache = cache.unsqueeze(2)
+    g = torch.Generator().manual_seed(t)
+    slots = torch.randperm(nb * block_size, generator=g)[:t].to(slot_dtype)
+    slots[::5] = -1
+    slots = slots.cuda()
+    want = llm.reference.paged_mla_append_reference(kv_c, k_pe, cache, slots)
+    llm.paged_mla_append(kv_c, k_pe, cache, slots)
+    torch.testing.assert_close(cache, want, rtol=0, atol=0)
+    # One sequence over the written rows in token order (the cache seen as blocks of one
+    # row): attention reads exactly what was appended.
+    kept = slots[slots >= 0]
+    if kept.numel():
+        q = torch.randn(1, 16, DQK, device="cuda").to(dtype)
+        table = kept.int()[None]
+        lens = torch.tensor([kept.numel()], dtype=torch.int32, device="cuda")
+        out = llm.paged_mla_attention(q, cache.view(-1, 1, DQK), table, lens)
+        rows = torch.cat([kv_c, k_pe], -1)[(slots >= 0).nonzero()[:, 0]]
+        s = (q[0].float() @ rows.float().T) * DQK ** -0.5
+        ref = (s.softmax(-1) @ rows[:, :DV].float())[None]
+        assert_close(out, ref, dtype=dtype, what="attention after append")
+
+
+def test_paged_mla_append_decode_mode_and_graphs():
+    """block_tables / seq_lens (token t at position seq_lens[t] - 1; seq_len 0 skipped), and a
+    CUDA graph captured once, replayed with new rows and new slots."""
+    require_op("paged_mla_append")
+    dtype, bs, nb = torch.bfloat16, 16, 40
+    cache = torch.randn(nb, bs, DQK, device="cuda").to(dtype)
+    table = torch.randperm(nb).int().view(4, 10).cuda()
+    lens = torch.tensor([1, 0, 160, 37], dtype=torch.int32, device="cuda")
+    kv_c, k_pe = _latent_rows(4, dtype, 3)
+    want = llm.reference.paged_mla_append_reference(kv_c, k_pe, cache, block_tables=table, seq_lens=lens)
+    llm.paged_mla_append(kv_c, k_pe, cache, block_tables=table, seq_lens=lens)
+    torch.testing.assert_close(cache, want, rtol=0, atol=0)
+
+    slots = torch.zeros(8, dtype=torch.int64, device="cuda")
+    src_c, src_p = torch.zeros(8, DV, device="cuda", dtype=dtype), torch.zeros(8, DQK - DV, device="cuda", dtype=dtype)
+    graph, _ = capture_graph(lambda: llm.paged_mla_append(src_c, src_p, cache, slots))
+    for seed in range(2):
+        new_c, new_p = _latent_rows(8, dtype, 10 + seed)
+        src_c.copy_(new_c)
+        src_p.copy_(new_p)
+        slots.copy_(torch.randperm(nb * bs, generator=torch.Generator().manual_seed(seed))[:8])
+        slots[3] = -1
+        want = llm.reference.paged_mla_append_reference(src_c, src_p, cache, slots)
+        graph.replay()
+        torch.cuda.synchronize()
+        torch.testing.assert_close(cache, want, rtol=0, atol=0)
+
+
+def test_paged_mla_append_errors():
+    require_op("paged_mla_append")
+    kv_c, k_pe = _latent_rows(4, torch.float16, 0)
+    cache = torch.randn(4, 8, DQK, device="cuda").half()
+    slots = torch.arange(4, device="cuda")
+    with pytest.raises(ValueError, match="past the cache"):
+        llm.paged_mla_append(kv_c, k_pe, cache, torch.tensor([0, 1, 32, 2], device="cuda"))
+    with pytest.raises(ValueError, match=r"k_pe must be"):
+        llm.paged_mla_append(kv_c, k_pe[:, :32], cache, slots)
+    with pytest.raises(ValueError, match=r"k_pe"):
+        llm.paged_mla_append(kv_c, k_pe[:, None], cache, slots)
+    with pytest.raises(ValueError, match=r"kv_c must be"):
+        llm.paged_mla_append(kv_c[:, :256], k_pe, cache, slots)
+    with pytest.raises((TypeError, ValueError), match=r"kv_cache"):
+        llm.paged_mla_append(kv_c, k_pe, cache.bfloat16(), slots)
+    with pytest.raises(ValueError, match=r"kv_cache rows"):
+        llm.paged_mla_append(kv_c, k_pe, torch.randn(4, 8, 2, DQK, device="cuda").half(), slots)
+    with pytest.raises(ValueError, match=r"not both"):
+        llm.paged_mla_append(kv_c, k_pe, cache, slots, block_tables=torch.zeros(4, 1, dtype=torch.int32,
+                                                                                device="cuda"))
+    with pytest.raises(ValueError, match=r"slot_mapping must have 4"):
+        llm.paged_mla_append(kv_c, k_pe, cache, slots[:3])
+    flat = cache.view(-1, DQK)
+    with pytest.raises(ValueError, match=r"kv_cache must not overlap kv_c"):
+        llm.paged_mla_append(flat[:4, :DV], k_pe, cache, slots)
+    # Past the cache without the host check: the kernel skips the token, writes the others.
+    bad = torch.tensor([0, 1, 10**6, -7], device="cuda")
+    want = llm.reference.paged_mla_append_reference(kv_c, k_pe, cache, torch.tensor([0, 1, -1, -1], device="cuda"))
+    llm.paged_mla_append(kv_c, k_pe, cache, bad, check_slots=False)
+    torch.testing.assert_close(cache, want, rtol=0, atol=0)
+    # The raw op names the argument too.
+    with pytest.raises(RuntimeError, match=r"k_pe must be"):
+        torch.ops.cuda_llm_ops.paged_mla_append(kv_c, k_pe[:, :32], cache, slots)
+    with pytest.raises(RuntimeError, match=r"slot_mapping must have dtype"):
+        torch.ops.cuda_llm_ops.paged_mla_append(kv_c, k_pe, cache, slots.float())
+    torch.library.opcheck(torch.ops.cuda_llm_ops.paged_mla_append.default, (kv_c, k_pe, cache, slots))

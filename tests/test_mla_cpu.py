@@ -7,7 +7,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from cuda_llm_ops.mla import MLA_HEAD_DIM_QK, MLA_HEAD_DIM_V, validate_paged_mla_inputs
-from cuda_llm_ops.reference import paged_mla_attention_reference
+from cuda_llm_ops.reference import decode_append_slots, paged_mla_append_reference, paged_mla_attention_reference
 
 
 def _problem(lens, hq, bs, four_d, seed, dtype=torch.float64):
@@ -68,3 +68,24 @@ def test_validate_paged_mla_inputs_messages():
             validate_paged_mla_inputs(*args)
     with pytest.raises(ValueError, match=r"out must have shape \(2, 16, 512\)"):
         validate_paged_mla_inputs(q, kv, table, seq_lens, out=torch.empty(2, 16, 576, dtype=torch.float16))
+
+
+def test_mla_append_reference_writes_rows_at_slots():
+    """Row t lands at slot t (flat block * block_size + offset), skipped slots change nothing,
+    and the block-table form resolves each sequence's new position (seq_len 0: skipped)."""
+    g = torch.Generator().manual_seed(0)
+    cache = torch.randn(3, 4, 1, MLA_HEAD_DIM_QK, generator=g)
+    kv_c = torch.randn(3, MLA_HEAD_DIM_V, generator=g)
+    k_pe = torch.randn(3, MLA_HEAD_DIM_QK - MLA_HEAD_DIM_V, generator=g)
+    out = paged_mla_append_reference(kv_c, k_pe, cache, torch.tensor([5, -1, 11]))
+    assert torch.equal(out[1, 1, 0], torch.cat([kv_c[0], k_pe[0]]))
+    assert torch.equal(out[2, 3, 0], torch.cat([kv_c[2], k_pe[2]]))
+    changed = (out != cache).any(-1).flatten().nonzero().flatten().tolist()
+    assert changed == [5, 11]
+    table = torch.tensor([[2, 0], [1, 0], [0, 2]], dtype=torch.int32)
+    lens = torch.tensor([3, 0, 6], dtype=torch.int32)
+    assert decode_append_slots(table, lens, 4, 3).tolist() == [10, -1, 9]
+    out = paged_mla_append_reference(kv_c, k_pe, cache, block_tables=table, seq_lens=lens)
+    assert torch.equal(out[2, 2, 0], torch.cat([kv_c[0], k_pe[0]]))
+    assert torch.equal(out[2, 1, 0], torch.cat([kv_c[2], k_pe[2]]))
+    assert torch.equal(out[1], cache[1]) and torch.equal(out[0], cache[0])

@@ -377,6 +377,42 @@ void decode_attention(at::Tensor& out, const at::Tensor& q, const at::Tensor& k,
   check_launch(dec::launch_decode_attention(a, current_stream(q)), "decode_attention");
 }
 
+// Where an append writes token t (PagedKvAppendArgs / MlaAppendArgs, same fields): slot_mapping
+// (int64 or int32 [T]), or block_tables and seq_lens (token t is sequence t's new token).
+template <class Args>
+void set_append_target(Args& a, const std::optional<at::Tensor>& slot_mapping,
+                       const std::optional<at::Tensor>& block_tables, const std::optional<at::Tensor>& seq_lens,
+                       int64_t T, const at::Tensor& ref, const char* ref_name) {
+  if (slot_mapping.has_value()) {
+    const at::Tensor& sm = *slot_mapping;
+    CLO_CHECK(!block_tables.has_value() && !seq_lens.has_value(),
+              "give slot_mapping or block_tables and seq_lens (decode: one new token per sequence), not both");
+    check_dim(sm, 1, "slot_mapping", "[num_tokens]");
+    check_cuda(sm, "slot_mapping");
+    check_same_device(sm, ref, "slot_mapping", ref_name);
+    CLO_CHECK(sm.scalar_type() == at::kLong || sm.scalar_type() == at::kInt,
+              "slot_mapping must have dtype int64 or int32, got ", sm.scalar_type());
+    check_contiguous(sm, "slot_mapping");
+    CLO_CHECK(sm.size(0) == T, "slot_mapping must have ", T, " entries, got ", sm.size(0));
+    a.slot_mapping = sm.data_ptr();
+    a.slot_is_int64 = sm.scalar_type() == at::kLong;
+  } else {
+    CLO_CHECK(block_tables.has_value() && seq_lens.has_value(),
+              "without slot_mapping, block_tables and seq_lens must be given (token t is sequence t's new token, "
+              "at position seq_lens[t] - 1)");
+    const at::Tensor& bt = *block_tables;
+    const at::Tensor& sl = *seq_lens;
+    check_block_table(bt, sl, ref, ref_name);
+    CLO_CHECK(bt.size(0) == T && sl.size(0) == T, "block_tables and seq_lens must have ", T, " rows (", ref_name,
+              "'s num_tokens, one new token per sequence), got ", bt.size(0), " and ", sl.size(0));
+    CLO_CHECK(bt.size(1) < (int64_t(1) << 31), "max_blocks_per_seq must be < 2^31, got ", bt.size(1));
+    a.block_tables = bt.data_ptr<int>();
+    a.table_stride = bt.stride(0);
+    a.max_blocks_per_seq = static_cast<int>(bt.size(1));
+    a.seq_lens = sl.data_ptr<int>();
+  }
+}
+
 void paged_kv_append(const at::Tensor& k, const at::Tensor& v, at::Tensor& k_cache, at::Tensor& v_cache,
                      const std::optional<at::Tensor>& slot_mapping, double k_scale, double v_scale,
                      const std::optional<at::Tensor>& block_tables, const std::optional<at::Tensor>& seq_lens,
@@ -419,34 +455,7 @@ void paged_kv_append(const at::Tensor& k, const at::Tensor& v, at::Tensor& k_cac
   a.v_stride_h = v.stride(1);
   a.k_cache = k_cache.data_ptr();
   a.v_cache = v_cache.data_ptr();
-  if (slot_mapping.has_value()) {
-    const at::Tensor& sm = *slot_mapping;
-    CLO_CHECK(!block_tables.has_value() && !seq_lens.has_value(),
-              "give slot_mapping or block_tables and seq_lens (decode: one new token per sequence), not both");
-    check_dim(sm, 1, "slot_mapping", "[num_tokens]");
-    check_cuda(sm, "slot_mapping");
-    check_same_device(sm, k, "slot_mapping", "k");
-    CLO_CHECK(sm.scalar_type() == at::kLong || sm.scalar_type() == at::kInt,
-              "slot_mapping must have dtype int64 or int32, got ", sm.scalar_type());
-    check_contiguous(sm, "slot_mapping");
-    CLO_CHECK(sm.size(0) == T, "slot_mapping must have ", T, " entries, got ", sm.size(0));
-    a.slot_mapping = sm.data_ptr();
-    a.slot_is_int64 = sm.scalar_type() == at::kLong;
-  } else {
-    CLO_CHECK(block_tables.has_value() && seq_lens.has_value(),
-              "without slot_mapping, block_tables and seq_lens must be given (token t is sequence t's new token, "
-              "at position seq_lens[t] - 1)");
-    const at::Tensor& bt = *block_tables;
-    const at::Tensor& sl = *seq_lens;
-    check_block_table(bt, sl, k, "k");
-    CLO_CHECK(bt.size(0) == T && sl.size(0) == T, "block_tables and seq_lens must have ", T,
-              " rows (k's num_tokens, one new token per sequence), got ", bt.size(0), " and ", sl.size(0));
-    CLO_CHECK(bt.size(1) < (int64_t(1) << 31), "max_blocks_per_seq must be < 2^31, got ", bt.size(1));
-    a.block_tables = bt.data_ptr<int>();
-    a.table_stride = bt.stride(0);
-    a.max_blocks_per_seq = static_cast<int>(bt.size(1));
-    a.seq_lens = sl.data_ptr<int>();
-  }
+  set_append_target(a, slot_mapping, block_tables, seq_lens, T, k, "k");
   CLO_CHECK(cos.has_value() == sin.has_value(), "cos and sin must be given together (the rotary embedding)");
   CLO_CHECK(!q.has_value() || cos.has_value(), "q is rotated in place with cos and sin: give them too");
   if (cos.has_value()) {
@@ -536,6 +545,24 @@ int64_t decode_workspace_numel_upto(int64_t batch, int64_t num_q_heads, int64_t 
       paged.value_or(true), !paged.value_or(false), static_cast<int>(num_splits));
 }
 
+// The MLA latent cache: [num_blocks, block_size, 576] or [num_blocks, block_size, 1, 576],
+// on `like`'s device, in its dtype, contiguous with 16-byte aligned rows.
+void check_mla_cache(const at::Tensor& kv_cache, const at::Tensor& like, const char* like_name) {
+  constexpr int64_t kDqk = dec::kMlaHeadDimQK;
+  CLO_CHECK(kv_cache.dim() == 3 || kv_cache.dim() == 4,
+            "kv_cache must be 3-D [num_blocks, block_size, 576] or 4-D [num_blocks, block_size, 1, 576], got ",
+            kv_cache.dim(), "-D with shape ", kv_cache.sizes());
+  check_cuda(kv_cache, "kv_cache");
+  check_same_device(kv_cache, like, "kv_cache", like_name);
+  check_dtype(kv_cache, like.scalar_type(), "kv_cache");
+  CLO_CHECK(kv_cache.size(-1) == kDqk && (kv_cache.dim() == 3 || kv_cache.size(2) == 1),
+            "kv_cache rows must be [..., ", kDqk, "] with one latent head, got shape ", kv_cache.sizes());
+  CLO_CHECK(kv_cache.size(0) >= 1 && kv_cache.size(1) >= 1, "kv_cache must not be empty, got shape ",
+            kv_cache.sizes());
+  check_contiguous(kv_cache, "kv_cache");
+  check_rows_aligned(kv_cache, "kv_cache");
+}
+
 // MLA decode: q [B, Hq, 576], kv_cache [num_blocks, block_size, 576] or [num_blocks,
 // block_size, 1, 576] (one latent head), out [B, Hq, 512].
 void paged_mla_attention(at::Tensor& out, const at::Tensor& q, const at::Tensor& kv_cache,
@@ -544,37 +571,27 @@ void paged_mla_attention(at::Tensor& out, const at::Tensor& q, const at::Tensor&
   constexpr int64_t kDqk = dec::kMlaHeadDimQK, kDv = dec::kMlaHeadDimV;
   check_dim(q, 3, "q", "[batch, num_q_heads, 576]");
   check_dim(out, 3, "out", "[batch, num_q_heads, 512]");
-  CLO_CHECK(kv_cache.dim() == 3 || kv_cache.dim() == 4,
-            "kv_cache must be 3-D [num_blocks, block_size, 576] or 4-D [num_blocks, block_size, 1, 576], got ",
-            kv_cache.dim(), "-D with shape ", kv_cache.sizes());
   check_cuda(q, "q");
   check_cuda(out, "out");
-  check_cuda(kv_cache, "kv_cache");
   check_same_device(out, q, "out", "q");
-  check_same_device(kv_cache, q, "kv_cache", "q");
   check_block_table(block_tables, seq_lens, q, "q");
   check_half_dtype(q, "q");
-  check_dtype(kv_cache, q.scalar_type(), "kv_cache");
+  check_mla_cache(kv_cache, q, "q");
   check_dtype(out, q.scalar_type(), "out");
   const int64_t B = q.size(0), Hq = q.size(1);
   CLO_CHECK(q.size(2) == kDqk, "q's last dim must be ", kDqk, " (MLA: 512 latent + 64 rope), got ", q.size(2));
   CLO_CHECK(out.size(0) == B && out.size(1) == Hq && out.size(2) == kDv, "out must be [", B, ", ", Hq, ", ", kDv,
             "], got ", out.sizes());
-  CLO_CHECK(kv_cache.size(-1) == kDqk && (kv_cache.dim() == 3 || kv_cache.size(2) == 1),
-            "kv_cache rows must be [..., ", kDqk, "] with one latent head, got shape ", kv_cache.sizes());
   const int64_t nb = kv_cache.size(0), bs = kv_cache.size(1);
   CLO_CHECK(block_tables.size(0) == B && seq_lens.size(0) == B, "block_tables and seq_lens must have batch ", B,
             " rows, got ", block_tables.size(0), " and ", seq_lens.size(0));
   CLO_CHECK(bs >= 1 && (bs & (bs - 1)) == 0, "block_size (kv_cache dim 1) must be a power of two, got ", bs);
-  CLO_CHECK(nb >= 1, "kv_cache must not be empty, got shape ", kv_cache.sizes());
   check_grid(B, Hq);
   CLO_CHECK(B * Hq < (int64_t(1) << 31), "batch x num_q_heads (the combine kernel's grid) must be < 2^31, got ", B,
             " x ", Hq);
   CLO_CHECK(nb < (int64_t(1) << 31) && block_tables.size(1) * bs < (int64_t(1) << 31),
             "num_blocks and max_blocks_per_seq x block_size (the keys a table row can address) must be < 2^31, got ",
             nb, " and ", block_tables.size(1), " x ", bs);
-  check_contiguous(kv_cache, "kv_cache");
-  check_rows_aligned(kv_cache, "kv_cache");
   check_rows_aligned(q, "q");
   check_rows_aligned(out, "out");
   CLO_CHECK(num_splits >= 0 && num_splits <= dec::kMaxSplits, "num_splits must be in [0, ", dec::kMaxSplits,
@@ -607,6 +624,45 @@ void paged_mla_attention(at::Tensor& out, const at::Tensor& q, const at::Tensor&
       dec::decode_attention_workspace_floats(a.batch, a.num_q_heads, 1, static_cast<int>(kDv), a.num_splits),
       a.num_splits, workspace, q, holder, a.workspace_floats, /*counters=*/false);
   check_launch(dec::launch_mla_decode_attention(a, current_stream(q)), "paged_mla_attention");
+}
+
+// MLA latent append: kv_c [T, 512] and k_pe [T, 64] into the MLA cache rows [kv_c | k_pe].
+void paged_mla_append(const at::Tensor& kv_c, const at::Tensor& k_pe, at::Tensor& kv_cache,
+                      const std::optional<at::Tensor>& slot_mapping, const std::optional<at::Tensor>& block_tables,
+                      const std::optional<at::Tensor>& seq_lens) {
+  constexpr int64_t kDqk = dec::kMlaHeadDimQK, kDv = dec::kMlaHeadDimV;
+  check_dim(kv_c, 2, "kv_c", "[num_tokens, 512]");
+  check_dim(k_pe, 2, "k_pe", "[num_tokens, 64]");
+  check_cuda(kv_c, "kv_c");
+  check_cuda(k_pe, "k_pe");
+  check_same_device(k_pe, kv_c, "k_pe", "kv_c");
+  check_half_dtype(kv_c, "kv_c");
+  check_dtype(k_pe, kv_c.scalar_type(), "k_pe");
+  check_mla_cache(kv_cache, kv_c, "kv_c");
+  const int64_t T = kv_c.size(0);
+  CLO_CHECK(kv_c.size(1) == kDv, "kv_c must be [num_tokens, ", kDv, "] (the latent), got ", kv_c.sizes());
+  CLO_CHECK(k_pe.size(0) == T && k_pe.size(1) == kDqk - kDv, "k_pe must be [", T, ", ", kDqk - kDv,
+            "] (the rope part), got ", k_pe.sizes());
+  CLO_CHECK(kv_cache.size(0) < (int64_t(1) << 31) && kv_cache.size(1) < (int64_t(1) << 31) && T < (int64_t(1) << 31),
+            "num_blocks, block_size and num_tokens must be < 2^31, got ", kv_cache.size(0), ", ", kv_cache.size(1),
+            " and ", T);
+  check_rows_aligned(kv_c, "kv_c");
+  check_rows_aligned(k_pe, "k_pe");
+  CLO_CHECK(!ranges_overlap(kv_cache, kv_c) && !ranges_overlap(kv_cache, k_pe),
+            "kv_cache must not overlap kv_c or k_pe");
+  dec::MlaAppendArgs a;
+  a.dtype = to_dtype(kv_c.scalar_type());
+  a.num_tokens = static_cast<int>(T);
+  a.num_blocks = static_cast<int>(kv_cache.size(0));
+  a.block_size = static_cast<int>(kv_cache.size(1));
+  a.kv_c = kv_c.data_ptr();
+  a.kv_c_stride_t = kv_c.stride(0);
+  a.k_pe = k_pe.data_ptr();
+  a.k_pe_stride_t = k_pe.stride(0);
+  a.kv_cache = kv_cache.data_ptr();
+  set_append_target(a, slot_mapping, block_tables, seq_lens, T, kv_c, "kv_c");
+  const c10::cuda::CUDAGuard guard(kv_c.device());
+  check_launch(dec::launch_paged_mla_append(a, current_stream(kv_c)), "paged_mla_append");
 }
 
 int64_t mla_num_splits(int64_t batch, int64_t num_q_heads, int64_t max_kv_len) {
@@ -658,6 +714,8 @@ TORCH_LIBRARY_FRAGMENT(cuda_llm_ops, m) {
   m.def(
       "paged_mla_attention(Tensor(a!) out, Tensor q, Tensor kv_cache, Tensor block_tables, Tensor seq_lens, "
       "float scale, int num_splits, Tensor(b!)? workspace, Tensor(c!)? lse=None) -> ()");
+  m.def("paged_mla_append(Tensor kv_c, Tensor k_pe, Tensor(a!) kv_cache, Tensor? slot_mapping, "
+        "Tensor? block_tables=None, Tensor? seq_lens=None) -> ()");
   m.def("mla_num_splits(int batch, int num_q_heads, int max_kv_len) -> int", &mla_num_splits);
   m.def("mla_workspace_numel(int batch, int num_q_heads, int max_kv_len, int num_splits=0) -> int",
         &mla_workspace_numel);
@@ -669,4 +727,5 @@ TORCH_LIBRARY_IMPL(cuda_llm_ops, CUDA, m) {
   m.impl("decode_attention", &decode_attention);
   m.impl("paged_kv_append", &paged_kv_append);
   m.impl("paged_mla_attention", &paged_mla_attention);
+  m.impl("paged_mla_append", &paged_mla_append);
 }

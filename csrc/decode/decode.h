@@ -239,6 +239,27 @@ struct PagedKvAppendArgs {
 
 cudaError_t launch_paged_kv_append(const PagedKvAppendArgs& args, cudaStream_t stream);
 
+// MLA latent append (vLLM's concat_and_cache_mla; paged_kv_append.cu): token t's row
+// [kv_c (512) | k_pe (64)] is written whole into the MLA cache at its slot, chosen as in
+// PagedKvAppendArgs (the same field names: slot_mapping, or block_tables and seq_lens;
+// skipped tokens and slots never written).
+struct MlaAppendArgs {
+  DType dtype = DType::kFloat16;  // of kv_c, k_pe and the cache: float16 or bfloat16
+  int num_tokens = 0, num_blocks = 0, block_size = 0;
+  const void* kv_c = nullptr;  // [T, 512] by a token stride (elements), rows 16-byte aligned
+  int64_t kv_c_stride_t = 0;
+  const void* k_pe = nullptr;  // [T, 64], likewise
+  int64_t k_pe_stride_t = 0;
+  void* kv_cache = nullptr;  // [num_blocks, block_size, 576], contiguous
+  const void* slot_mapping = nullptr;
+  bool slot_is_int64 = false;
+  const int* block_tables = nullptr;
+  int64_t table_stride = 0;
+  int max_blocks_per_seq = 0;
+  const int* seq_lens = nullptr;
+};
+cudaError_t launch_paged_mla_append(const MlaAppendArgs& args, cudaStream_t stream);
+
 // ---- MLA decode (multi-head latent attention, DeepSeek-V2/V3; mla_decode_attention.cu) ----
 // The absorbed form FlashMLA and vLLM run at decode: every query head attends to one
 // shared latent cache row per token, [kv_c (512) | k_pe (64)], as its key (576 wide) and

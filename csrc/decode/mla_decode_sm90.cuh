@@ -1,5 +1,5 @@
 // MLA decode attention for Hopper (sm_90a): wgmma from shared-memory descriptors, for
-// calls of 64+ query heads (mla_decode_attention.cu dispatches; NOTES.md "MLA, wgmma").
+// calls of 32+ query heads (mla_decode_attention.cu dispatches; NOTES.md "MLA, wgmma").
 //
 // Why another kernel: the mma.sync kernel serves 16 heads a block and moves every K and V
 // fragment through registers; at 128 heads its ~146 KB of shared-memory traffic per 32-key

@@ -156,8 +156,10 @@ CLO_DEVICE void rotate_pair(float (&lo)[kGroup<Src>], float (&hi)[kGroup<Src>], 
   }
 }
 
-// Token t's flat slot, or -1 where it is skipped (see PagedKvAppendArgs).
-CLO_DEVICE int64_t append_slot(const PagedKvAppendArgs& a, int t) {
+// Token t's flat slot, or -1 where it is skipped (see PagedKvAppendArgs; MlaAppendArgs has
+// the same fields).
+template <class Args>
+CLO_DEVICE int64_t append_slot(const Args& a, int t) {
   const int64_t num_slots = static_cast<int64_t>(a.num_blocks) * a.block_size;
   if (a.slot_mapping != nullptr) {
     const int64_t s = a.slot_is_int64 ? static_cast<const int64_t*>(a.slot_mapping)[t]
@@ -228,7 +230,33 @@ __global__ void __launch_bounds__(128) paged_kv_append_general_kernel(const Page
   }
 }
 
+// MLA latent rows: one thread per 16-byte piece of a row (64 from kv_c, then 8 from k_pe).
+constexpr int kMlaAppendPieces = kMlaHeadDimQK * 2 / 16;
+constexpr int kMlaAppendThreads = 256;
+__global__ void __launch_bounds__(kMlaAppendThreads) paged_mla_append_kernel(const MlaAppendArgs a) {
+  constexpr int kLatentPieces = kMlaHeadDimV * 2 / 16;
+  const int64_t i = static_cast<int64_t>(blockIdx.x) * kMlaAppendThreads + threadIdx.x;
+  const int t = static_cast<int>(i / kMlaAppendPieces), c = static_cast<int>(i % kMlaAppendPieces);
+  if (t >= a.num_tokens) return;
+  const int64_t slot = append_slot(a, t);
+  if (slot < 0) return;
+  const uint4* src = c < kLatentPieces
+                         ? static_cast<const uint4*>(a.kv_c) + t * (a.kv_c_stride_t / 8) + c
+                         : static_cast<const uint4*>(a.k_pe) + t * (a.k_pe_stride_t / 8) + (c - kLatentPieces);
+  static_cast<uint4*>(a.kv_cache)[slot * kMlaAppendPieces + c] = *src;
+}
+
 }  // namespace
+
+cudaError_t launch_paged_mla_append(const MlaAppendArgs& a, cudaStream_t stream) {
+  if (a.num_tokens == 0) return cudaSuccess;
+  if ((a.dtype != DType::kFloat16 && a.dtype != DType::kBFloat16) || a.kv_c_stride_t % 8 || a.k_pe_stride_t % 8 ||
+      (a.slot_mapping == nullptr && (a.block_tables == nullptr || a.seq_lens == nullptr)))
+    return cudaErrorInvalidValue;
+  const int64_t blocks = div_ceil<int64_t>(static_cast<int64_t>(a.num_tokens) * kMlaAppendPieces, kMlaAppendThreads);
+  paged_mla_append_kernel<<<static_cast<unsigned>(blocks), kMlaAppendThreads, 0, stream>>>(a);
+  return cudaGetLastError();
+}
 
 cudaError_t launch_paged_kv_append(const PagedKvAppendArgs& a, cudaStream_t stream) {
   if (a.num_tokens == 0) return cudaSuccess;

@@ -137,6 +137,21 @@ def paged_kv_append_reference(k: torch.Tensor, v: torch.Tensor, k_cache: torch.T
     return kc, vc
 
 
+def paged_mla_append_reference(kv_c: torch.Tensor, k_pe: torch.Tensor, kv_cache: torch.Tensor,
+                               slot_mapping: torch.Tensor | None = None, *, block_tables: torch.Tensor | None = None,
+                               seq_lens: torch.Tensor | None = None) -> torch.Tensor:
+    """A new MLA cache with token t's row `[kv_c[t] (512) | k_pe[t] (64)]` at flat slot
+    slot_mapping[t] (negative: skipped); without slot_mapping the slots are
+    `decode_append_slots(block_tables, seq_lens, ...)`."""
+    if slot_mapping is None:
+        slot_mapping = decode_append_slots(block_tables, seq_lens, kv_cache.shape[1], kv_cache.shape[0])
+    out = kv_cache.clone()
+    flat = out.view(kv_cache.shape[0] * kv_cache.shape[1], kv_cache.shape[-1])
+    keep = slot_mapping >= 0
+    flat[slot_mapping[keep].long()] = torch.cat([kv_c, k_pe], dim=-1)[keep]
+    return out
+
+
 def make_paged_cache(k: torch.Tensor, v: torch.Tensor, block_size: int, extra_blocks: int = 0,
                      generator: torch.Generator | None = None, shuffle: bool = True):
     """Scatter contiguous per-sequence K/V `[B, N, Hkv, D]` into a paged cache.
