@@ -18,6 +18,9 @@
 // columns as V) take 216 KB, so a block fills an SM. The loads of tile j + 1 run under
 // all of tile j's work: at 64 heads a block is memory-bound (121 FLOP per byte); the two
 // blocks of a 128-head sequence read each tile at about the same time and share it in L2.
+// S = Q K^T of tile j + 1 waits for P V of tile j (no FA3-style overlap): with two stages
+// the stage of tile j frees only after its P V, so overlapping the two would leave the
+// load of tile j + 2 no more than the softmax's time; a third stage does not fit.
 // Splits write the same partials as the mma.sync kernel; its combine kernel merges them.
 #pragma once
 
