@@ -35,7 +35,6 @@ from .decode import DECODE_DTYPES, _check_num_splits, _check_paged_geometry, _ch
 from .decode import _append_target_tensors, _check_append_target, _host_check_append_slots
 from .decode import _check_lse, _check_scratch_apart, _host_checks_allowed, _lse_for, check_paged_indices
 from .validation import (
-    bytes_overlap,
     call_or_explain,
     check_contiguous,
     check_dtype,
@@ -79,8 +78,7 @@ def validate_paged_mla_inputs(q, kv_cache, block_tables, seq_lens, out=None) -> 
     if d != MLA_HEAD_DIM_QK:
         raise ValueError(f"q's last dim must be {MLA_HEAD_DIM_QK} (512 latent + 64 rope columns), got {d}")
     if b < 1 or hq < 1:
-        raise ValueError(f"q and kv_cache must not be empty, got q {tuple(q.shape)}, kv_cache "
-                         f"{tuple(kv_cache.shape)}")
+        raise ValueError(f"q must not be empty, got shape {tuple(q.shape)}")
     _check_paged_geometry(kv_cache.shape[0], kv_cache.shape[1], b, block_tables, seq_lens, "kv_cache")
     if out is not None:
         check_tensor(out, "out")
@@ -182,7 +180,6 @@ def paged_mla_attention(q: torch.Tensor, kv_cache: torch.Tensor, block_tables: t
     return call_or_explain(call, explain)
 
 
-
 def paged_mla_append(kv_c: torch.Tensor, k_pe: torch.Tensor, kv_cache: torch.Tensor,
                      slot_mapping: torch.Tensor | None = None, check_slots: bool | None = None, *,
                      block_tables: torch.Tensor | None = None, seq_lens: torch.Tensor | None = None) -> None:
@@ -228,9 +225,7 @@ def paged_mla_append(kv_c: torch.Tensor, k_pe: torch.Tensor, kv_cache: torch.Ten
         check_contiguous(kv_cache, "kv_cache")
         for x, name in ((kv_c, "kv_c"), (k_pe, "k_pe"), (kv_cache, "kv_cache")):
             _check_rows(x, name)
-        for x, name in ((kv_c, "kv_c"), (k_pe, "k_pe")):
-            if not torch.compiler.is_compiling() and bytes_overlap(kv_cache, x):
-                raise ValueError(f"kv_cache must not overlap {name} (the op writes the cache)")
+        check_out_apart(kv_cache, [(kv_c, "kv_c"), (k_pe, "k_pe")], out_name="kv_cache")
 
     if _host_checks_allowed(check_slots, "check_slots"):
         explain()  # this path synchronises anyway

@@ -37,18 +37,18 @@ def bytes_overlap(x: torch.Tensor, y: torch.Tensor) -> bool:
     return x0 < y0 + y.numel() * y.element_size() and y0 < x0 + x.numel() * x.element_size()
 
 
-def check_out_apart(out: torch.Tensor | None, named, allow_same=()) -> None:
-    """`out` must not overlap any (tensor, name) of `named` (None entries skipped); a name in
-    `allow_same` may be out itself (same address). Skipped while torch.compile traces (fake
-    tensors have no addresses)."""
+def check_out_apart(out: torch.Tensor | None, named, allow_same=(), out_name: str = "out") -> None:
+    """`out` (a tensor the op writes, called `out_name`) must not overlap any (tensor, name) of
+    `named` (None entries skipped); a name in `allow_same` may be out itself (same address).
+    Skipped while torch.compile traces (fake tensors have no addresses)."""
     if out is None or torch.compiler.is_compiling():
         return
     for t, name in named:
         if t is None or (name in allow_same and t.data_ptr() == out.data_ptr()):
             continue
         if bytes_overlap(out, t):
-            raise ValueError(f"out must not overlap {name}" + (f" (it may be {name} itself)" if name in allow_same
-                                                               else ""))
+            raise ValueError(f"{out_name} must not overlap {name}" + (f" (it may be {name} itself)"
+                                                                      if name in allow_same else ""))
 
 
 def _dt(d: torch.dtype) -> str:

@@ -435,27 +435,32 @@ cudaError_t run_mla_decode(const MlaDecodeArgs& a, cudaStream_t stream) {
     p.partial_state =
         reinterpret_cast<float2*>(a.workspace + decode_partial_slots(a.num_splits) * p.total_rows * kDv);
   }
+  // The wgmma kernel (one block per SM), or the mma.sync kernel at the pipeline depth its
+  // grid takes; the combine kernel recounts splits in the attention kernel's tile.
+  void (*kernel)(MlaKernelParams);
+  void (*combine)(MlaKernelParams);
+  int threads;
+  int64_t smem;
   if (mla_sm90_applies(a.num_q_heads)) {
     p.row_tiles = div_ceil(a.num_q_heads, kMlaSm90Heads);
-    auto kernel = mla_sm90::mla_decode_attention_sm90_kernel<T>;
-    if (const cudaError_t err = set_dynamic_smem(kernel, mla_sm90::kSmemBytes); err != cudaSuccess) return err;
-    if (const cudaError_t err = launch_kernel(kernel, dim3(p.row_tiles, a.batch, a.num_splits),
-                                              dim3(mla_sm90::kThreads), mla_sm90::kSmemBytes, stream, false, p);
-        err != cudaSuccess || a.num_splits == 1)
-      return err;
-    return launch_kernel(mla_decode_combine_kernel<T, kMlaSm90TileKeys>, dim3(static_cast<unsigned>(p.total_rows)),
-                         dim3(kCombineThreads), 0, stream, device_cc_major() >= 9, p);
+    kernel = mla_sm90::mla_decode_attention_sm90_kernel<T>;
+    combine = mla_decode_combine_kernel<T, kMlaSm90TileKeys>;
+    threads = mla_sm90::kThreads;
+    smem = mla_sm90::kSmemBytes;
+  } else {
+    const int stages = mla_stages_for(static_cast<int64_t>(p.row_tiles) * a.batch * a.num_splits);
+    kernel = stages == 3 ? mla_decode_attention_kernel<T, 3> : mla_decode_attention_kernel<T, 2>;
+    combine = mla_decode_combine_kernel<T, kKeys>;
+    threads = kThreads;
+    smem = stages == 3 ? smem_bytes<3>() : smem_bytes<2>();
   }
-  const int stages = mla_stages_for(static_cast<int64_t>(p.row_tiles) * a.batch * a.num_splits);
-  auto kernel = stages == 3 ? mla_decode_attention_kernel<T, 3> : mla_decode_attention_kernel<T, 2>;
-  const int64_t smem = stages == 3 ? smem_bytes<3>() : smem_bytes<2>();
   if (const cudaError_t err = set_dynamic_smem(kernel, smem); err != cudaSuccess) return err;
   const dim3 grid(p.row_tiles, a.batch, a.num_splits);
-  if (const cudaError_t err = launch_kernel(kernel, grid, dim3(kThreads), smem, stream, false, p);
+  if (const cudaError_t err = launch_kernel(kernel, grid, dim3(threads), smem, stream, false, p);
       err != cudaSuccess || a.num_splits == 1)
     return err;
-  return launch_kernel(mla_decode_combine_kernel<T, kKeys>, dim3(static_cast<unsigned>(p.total_rows)),
-                       dim3(kCombineThreads), 0, stream, device_cc_major() >= 9, p);
+  return launch_kernel(combine, dim3(static_cast<unsigned>(p.total_rows)), dim3(kCombineThreads), 0, stream,
+                       device_cc_major() >= 9, p);
 }
 
 }  // namespace
@@ -479,8 +484,7 @@ int mla_decode_num_splits(int batch, int num_q_heads, int max_kv_len) {
   const int64_t sms = device_sm_count();
   if (base >= sms) return 1;
   const int64_t slots = !sm90 && row_tiles >= 4 && 2 * base <= sms && mla_two_blocks_per_sm() ? 2 * sms : sms;
-  const int64_t by_len = std::max<int64_t>(
-      1, div_ceil<int64_t>(std::max(max_kv_len, 1), kMlaMinKeysPerSplit));
+  const int64_t by_len = std::max<int64_t>(1, div_ceil<int64_t>(std::max(max_kv_len, 1), kMlaMinKeysPerSplit));
   return static_cast<int>(std::max<int64_t>(1, std::min<int64_t>({(slots + base / 2) / base, by_len, kMaxSplits})));
 }
 
