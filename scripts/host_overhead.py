@@ -3,6 +3,7 @@ decode, SDPA: tiny shapes, so the GPU never limits the loop; no synchronisation 
 What an eager model (no CUDA graph) pays per call before the GPU does anything.
 
     python3 scripts/host_overhead.py [--calls 300]
+    python3 scripts/host_overhead.py --profile "fused_decode_block unfused"   # where one case's time goes
 """
 from __future__ import annotations
 
@@ -114,6 +115,8 @@ def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--calls", type=int, default=300)
     ap.add_argument("--rounds", type=int, default=3, help="the table this many times; the minimum is printed")
+    ap.add_argument("--profile", default="",
+                    help="cProfile the cases whose name contains this text (--calls calls each) instead of the table")
     args = ap.parse_args()
     if not torch.cuda.is_available() or not llm.kernels_available():
         print("needs a GPU and the built kernels", file=sys.stderr)
@@ -121,6 +124,8 @@ def main() -> int:
     print(f"host time per call, us, minimum of {args.rounds} rounds ({torch.cuda.get_device_name()}, "
           f"torch {torch.__version__})")
     fns = cases()
+    if args.profile:
+        return profile_cases(fns, args.profile, args.calls)
     best: dict[str, float | str] = {}
     for _ in range(args.rounds):  # rounds interleave the entries: CPU clock drift hits all alike
         for name, fn in fns.items():
@@ -134,6 +139,31 @@ def main() -> int:
                 best[name] = f"unavailable: {str(exc).splitlines()[0][:80]}"
     for name, t in best.items():
         print(f"host {name:58s} " + (f"{t:6.1f}" if isinstance(t, float) else t), flush=True)
+    return 0
+
+
+def profile_cases(fns: dict, text: str, calls: int) -> int:
+    """cProfile's view (by own time, then by cumulative time) of the cases named like `text`."""
+    import cProfile
+    import pstats
+
+    chosen = {name: fn for name, fn in fns.items() if text in name}
+    if not chosen:
+        print(f"no case's name contains {text!r}", file=sys.stderr)
+        return 1
+    for name, fn in chosen.items():
+        fn, scope = fn if isinstance(fn, tuple) else (fn, contextlib.nullcontext)
+        with scope():
+            per_call_us(fn, 20)
+            prof = cProfile.Profile()
+            prof.enable()
+            for _ in range(calls):
+                fn()
+            prof.disable()
+        torch.cuda.synchronize()
+        print(f"---- {name}: {calls} calls")
+        for key in ("tottime", "cumulative"):
+            pstats.Stats(prof, stream=sys.stdout).sort_stats(key).print_stats(28)
     return 0
 
 
