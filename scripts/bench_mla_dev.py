@@ -3,10 +3,11 @@ heuristic's, per shape, as CUDA-graph replays over rotated input copies (cold L2
 the copy floor and the torch-absorbed peer beside them. One GPU call:
 
     python3 scripts/bench_mla_dev.py [--iters 30] [--splits 1 2 4 8 16 32 64 128] [--stages 0 2 3]
-                                     [--kernels auto mma wgmma]
+                                     [--kernels auto mma wgmma] [--combine-groups 0 1 4]
 
 Lines: shape, kernel (auto: the launcher's choice; mma / wgmma forced with CLO_MLA_SM90),
-pipeline stages of the mma kernel (0: the launcher's choice; CLO_MLA_STAGES), splits ("*" the
+pipeline stages of the mma kernel (0: the launcher's choice; CLO_MLA_STAGES), the combine
+kernel's groups per row (cg, 0: the launcher's choice), splits ("*" the
 heuristic's), us, TB/s (rows read once + q + out), TFLOP/s. With no --splits, only the
 heuristic's count.
 """
@@ -18,6 +19,7 @@ import os
 # Set before the first call: the knobs are then read on every call.
 os.environ.setdefault("CLO_MLA_STAGES", "0")
 os.environ.setdefault("CLO_MLA_SM90", "-1")
+os.environ.setdefault("CLO_MLA_COMBINE_GROUPS", "0")
 KERNEL_KNOB = {"auto": "-1", "mma": "0", "wgmma": "1"}
 
 import torch
@@ -37,6 +39,8 @@ def main() -> None:
     ap.add_argument("--splits", type=int, nargs="*", default=[])
     ap.add_argument("--stages", type=int, nargs="*", default=[0])
     ap.add_argument("--kernels", nargs="*", default=["auto"], choices=sorted(KERNEL_KNOB))
+    ap.add_argument("--combine-groups", type=int, nargs="*", default=[0],
+                    help="groups per row of the combine kernel (0: the launcher's choice; CLO_MLA_COMBINE_GROUPS)")
     ap.add_argument("--shapes", nargs="*", default=[], help="B,N,Hq triples (default: SHAPES)")
     args = ap.parse_args()
     shapes = [tuple(int(x) for x in t.split(",")) for t in args.shapes] or SHAPES
@@ -53,10 +57,12 @@ def main() -> None:
         for kernel in args.kernels:
             os.environ["CLO_MLA_SM90"] = KERNEL_KNOB[kernel]
             heur = mla_num_splits(B, Hq, sets[0]["block_tables"].shape[1] * cd.MLA_BLOCK_SIZE)
-            runs += [(kernel, st, ns, heur) for st in args.stages for ns in sorted(set(args.splits) | {heur})]
-        for kernel, stages, ns, heur in runs:
+            runs += [(kernel, st, ns, heur, cg) for st in args.stages for ns in sorted(set(args.splits) | {heur})
+                     for cg in args.combine_groups]
+        for kernel, stages, ns, heur, cg in runs:
             os.environ["CLO_MLA_SM90"] = KERNEL_KNOB[kernel]
             os.environ["CLO_MLA_STAGES"] = str(stages)
+            os.environ["CLO_MLA_COMBINE_GROUPS"] = str(cg)
             fns = []
             for s in sets:
                 out = s["q"].new_empty(B, Hq, 512)
@@ -67,7 +73,7 @@ def main() -> None:
             err = rel_error(fns[0]().float(), ref.float())
             t = benchmark(None, fn_sets=fns, cold_l2=True, cuda_graph=True, iterations=args.iters, warmup=3)
             us = t.median_ms * 1e3
-            print(f"  {kernel:5s} stages {stages} splits {ns:3d}{'*' if ns == heur else ' '} {us:9.1f} us  {case.bytes / us / 1e6:6.2f} TB/s  "
+            print(f"  {kernel:5s} stages {stages} cg {cg} splits {ns:3d}{'*' if ns == heur else ' '} {us:9.1f} us  {case.bytes / us / 1e6:6.2f} TB/s  "
                   f"{case.flops / us / 1e6:6.1f} TFLOP/s  x peer {t_peer.median_ms * 1e3 / us:5.2f}  err {err:.1e}",
                   flush=True)
 

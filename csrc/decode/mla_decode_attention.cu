@@ -312,26 +312,31 @@ __global__ void __launch_bounds__(kThreads, kStages == 2 ? 2 : 1) mla_decode_att
   }
 }
 
-// The splits of one query row (blockIdx.x = b * Hq + head): 4 groups of 128 threads fold
-// every 4th split each (log-sum-exp, decode_fold_splits), one float4 column per thread,
-// then group 0 merges the four. Four groups put 4x the loads in flight of one.
+// The splits of query rows: a block of 512 threads serves 4 / kGroups rows (row blockIdx.x *
+// rows + the thread's row), kGroups groups of 128 threads per row. Each group folds every
+// kGroups-th split (log-sum-exp, decode_fold_splits, up to 8 loads in flight a thread), one
+// float4 column per thread, then group 0 merges the groups. Many splits a row (one sequence,
+// 64 splits) want kGroups = 4 for loads in flight; few splits a row want 1, so no group idles
+// and a block carries 4 rows (mla_combine_groups, NOTES.md "MLA, wgmma").
 // kTileKeys: the attention kernel's tile, the unit its splits are cut in (split_count).
-constexpr int kCombineGroups = 4;
-constexpr int kCombineThreads = kCombineGroups * kDv / 4;
-template <typename T, int kTileKeys>
+constexpr int kCombineThreads = 4 * kDv / 4;
+template <typename T, int kTileKeys, int kGroups>
 __global__ void __launch_bounds__(kCombineThreads) mla_decode_combine_kernel(const MlaKernelParams p) {
-  __shared__ float2 state_s[kCombineGroups];
-  __shared__ float4 acc_s[kCombineGroups - 1][kDv / 4];
+  constexpr int kRowsPerBlock = 4 / kGroups;
+  __shared__ float2 state_s[kRowsPerBlock][kGroups];
+  __shared__ float4 acc_s[kRowsPerBlock][kGroups > 1 ? kGroups - 1 : 1][kDv / 4];
   pdl_wait_primary();  // every split's partials are written
-  const int64_t row = blockIdx.x;
-  const int b = static_cast<int>(row / p.num_q_heads), head = static_cast<int>(row % p.num_q_heads);
-  const int c4 = threadIdx.x % (kDv / 4), grp = threadIdx.x / (kDv / 4);
+  const int c4 = threadIdx.x % (kDv / 4), grp = (threadIdx.x / (kDv / 4)) % kGroups;
+  const int rib = threadIdx.x / (kGroups * kDv / 4);
+  const int64_t row = static_cast<int64_t>(blockIdx.x) * kRowsPerBlock + rib;
+  const bool live = row < p.total_rows;
+  const int b = live ? static_cast<int>(row / p.num_q_heads) : 0, head = static_cast<int>(row % p.num_q_heads);
   // The attention kernel's split count for this sequence (a bad length ran as length 0:
   // split 0 holds NaN).
-  const int len_raw = __ldg(p.seq_lens + b);
+  const int len_raw = live ? __ldg(p.seq_lens + b) : 0;
   const int len = len_raw < 0 || len_raw > p.capacity ? 0 : len_raw;
-  const int eff = split_count<kTileKeys>(p.num_splits, len);
-  const int mine = eff > grp ? div_ceil(eff - grp, kCombineGroups) : 0;  // splits grp, grp + 4, ...
+  const int eff = live ? split_count<kTileKeys>(p.num_splits, len) : 0;
+  const int mine = eff > grp ? div_ceil(eff - grp, kGroups) : 0;  // splits grp, grp + kGroups, ...
   const float2* ps = p.partial_state + row;
   const float* po = p.partial_o + row * kDv + 4 * c4;
   float m = kNegInf, l = 0.f;
@@ -342,36 +347,54 @@ __global__ void __launch_bounds__(kCombineThreads) mla_decode_combine_kernel(con
     decode_fold_splits<kFoldBatch>(
         s0, min(kFoldBatch, mine - s0),
         [&](int s, float2& st, float4& x) {
-          const int64_t split = grp + static_cast<int64_t>(kCombineGroups) * s;
+          const int64_t split = grp + static_cast<int64_t>(kGroups) * s;
           st = __ldcg(ps + split * p.total_rows);
           x = __ldcg(reinterpret_cast<const float4*>(po + split * p.total_rows * kDv));
         },
         m, l, acc, nan_seen);
   }
   if (nan_seen) m = l = __int_as_float(0x7fc00000);
-  if (grp > 0) {
-    if (c4 == 0) state_s[grp] = make_float2(m, l);
-    acc_s[grp - 1][c4] = acc;
-  }
-  __syncthreads();
-  if (grp > 0) return;
+  if constexpr (kGroups > 1) {
+    if (grp > 0) {
+      if (c4 == 0) state_s[rib][grp] = make_float2(m, l);
+      acc_s[rib][grp - 1][c4] = acc;
+    }
+    __syncthreads();
+    if (grp > 0) return;
 #pragma unroll
-  for (int g = 1; g < kCombineGroups; ++g) {
-    const float2 st = state_s[g];
-    nan_seen |= st.y != st.y;
-    const float m_new = fmaxf(m, st.x);
-    const float a = fast_exp2(m - m_new), w = st.y > 0.f ? fast_exp2(st.x - m_new) : 0.f;
-    const float4 x = acc_s[g - 1][c4];
-    l = l * a + st.y * w;
-    acc.x = acc.x * a + x.x * w, acc.y = acc.y * a + x.y * w;
-    acc.z = acc.z * a + x.z * w, acc.w = acc.w * a + x.w * w;
-    m = m_new;
+    for (int g = 1; g < kGroups; ++g) {
+      const float2 st = state_s[rib][g];
+      nan_seen |= st.y != st.y;
+      const float m_new = fmaxf(m, st.x);
+      const float a = fast_exp2(m - m_new), w = st.y > 0.f ? fast_exp2(st.x - m_new) : 0.f;
+      const float4 x = acc_s[rib][g - 1][c4];
+      l = l * a + st.y * w;
+      acc.x = acc.x * a + x.x * w, acc.y = acc.y * a + x.y * w;
+      acc.z = acc.z * a + x.z * w, acc.w = acc.w * a + x.w * w;
+      m = m_new;
+    }
   }
+  if (!live) return;
   const float inv = nan_seen ? __int_as_float(0x7fc00000) : (l > 0.f ? 1.f / l : 0.f);
   if (p.lse != nullptr && c4 == 0) p.lse[row] = decode_row_lse(m, l, nan_seen);
   T* orow = static_cast<T*>(p.out) + b * p.o_sb + head * p.o_sh + 4 * c4;
   *reinterpret_cast<uint2*>(orow) =
       make_uint2(pack_float2<T>(acc.x * inv, acc.y * inv), pack_float2<T>(acc.z * inv, acc.w * inv));
+}
+
+// Groups per row of the combine kernel: 1 (four rows a block) up to 8 splits, where one
+// thread's batch of loads covers every split; 4 beyond. Dev knob CLO_MLA_COMBINE_GROUPS (1 or 4;
+// read as decode_dev_kernel's knobs are) forces one.
+int mla_combine_groups(int num_splits) {
+  static bool dev_mode = std::getenv("CLO_MLA_COMBINE_GROUPS") != nullptr;
+  const int forced = dev_knob("CLO_MLA_COMBINE_GROUPS", dev_mode, 0);
+  if (forced == 1 || forced == 4) return forced;
+  return num_splits <= 8 ? 1 : 4;
+}
+
+template <typename T, int kTileKeys>
+void (*mla_combine_for(int groups))(MlaKernelParams) {
+  return groups == 1 ? mla_decode_combine_kernel<T, kTileKeys, 1> : mla_decode_combine_kernel<T, kTileKeys, 4>;
 }
 
 // Whether two 2-stage blocks share an SM on this device: 2 x 101 KB (and 1 KB reserved per
@@ -439,18 +462,19 @@ cudaError_t run_mla_decode(const MlaDecodeArgs& a, cudaStream_t stream) {
   // grid takes; the combine kernel recounts splits in the attention kernel's tile.
   void (*kernel)(MlaKernelParams);
   void (*combine)(MlaKernelParams);
+  const int groups = mla_combine_groups(a.num_splits);
   int threads;
   int64_t smem;
   if (mla_sm90_applies(a.num_q_heads)) {
     p.row_tiles = div_ceil(a.num_q_heads, kMlaSm90Heads);
     kernel = mla_sm90::mla_decode_attention_sm90_kernel<T>;
-    combine = mla_decode_combine_kernel<T, kMlaSm90TileKeys>;
+    combine = mla_combine_for<T, kMlaSm90TileKeys>(groups);
     threads = mla_sm90::kThreads;
     smem = mla_sm90::kSmemBytes;
   } else {
     const int stages = mla_stages_for(static_cast<int64_t>(p.row_tiles) * a.batch * a.num_splits);
     kernel = stages == 3 ? mla_decode_attention_kernel<T, 3> : mla_decode_attention_kernel<T, 2>;
-    combine = mla_decode_combine_kernel<T, kKeys>;
+    combine = mla_combine_for<T, kKeys>(groups);
     threads = kThreads;
     smem = stages == 3 ? smem_bytes<3>() : smem_bytes<2>();
   }
@@ -459,8 +483,30 @@ cudaError_t run_mla_decode(const MlaDecodeArgs& a, cudaStream_t stream) {
   if (const cudaError_t err = launch_kernel(kernel, grid, dim3(threads), smem, stream, false, p);
       err != cudaSuccess || a.num_splits == 1)
     return err;
-  return launch_kernel(combine, dim3(static_cast<unsigned>(p.total_rows)), dim3(kCombineThreads), 0, stream,
-                       device_cc_major() >= 9, p);
+  return launch_kernel(combine, dim3(static_cast<unsigned>(div_ceil<int64_t>(p.total_rows, 4 / groups))),
+                       dim3(kCombineThreads), 0, stream, device_cc_major() >= 9, p);
+}
+
+// The wgmma kernel's splits: the count that minimises a time model fitted to the H100 split
+// sweep (NOTES.md "MLA, wgmma: the combine and the split rule"). A block runs ceil(tiles / s)
+// 64-key tiles at ~1.8 us each, one block per SM (more blocks than SMs: another wave); the
+// whole grid streams the cache at no more than ~2 TB/s; and each split of a query row costs
+// ~2 ns more (its 2 KB of fp32 partials written, then read by the combine kernel). With 128
+// heads a split costs as much traffic as ~450 keys of the cache, so a long batch of short
+// sequences splits less than one block per SM would ask, and a memory-bound grid not at all.
+int mla_sm90_num_splits(int64_t batch, int64_t units, int64_t rows, int max_kv_len, int64_t most) {
+  constexpr int64_t kTileNs = 1800, kRowSplitNs = 2, kStreamBytesPerNs = 2000;
+  const int64_t sms = device_sm_count();
+  const int64_t keys = std::max(max_kv_len, 1);
+  const int64_t tiles = div_ceil<int64_t>(keys, kMlaSm90TileKeys);
+  const int64_t stream_ns = batch * keys * kMlaHeadDimQK * 2 / kStreamBytesPerNs;
+  int64_t best = 1, best_ns = -1;
+  for (int64_t s = 1; s <= most; ++s) {
+    const int64_t compute_ns = kTileNs * div_ceil(tiles, s) * div_ceil(units * s, sms);
+    const int64_t ns = std::max(compute_ns, stream_ns) + (s > 1 ? kRowSplitNs * rows * s : 0);
+    if (best_ns < 0 || ns < best_ns) best = s, best_ns = ns;
+  }
+  return static_cast<int>(best);
 }
 
 }  // namespace
@@ -468,24 +514,25 @@ cudaError_t run_mla_decode(const MlaDecodeArgs& a, cudaStream_t stream) {
 int64_t mla_decode_smem_bytes() { return smem_bytes<2>(); }
 bool mla_decode_fits() { return smem_bytes<2>() <= decode_smem_limit(); }
 
-// About one block per SM over the B x row tiles units: SMs / units splits, rounded to nearest
-// (NOTES.md "MLA", v2 sweep: 64 units best at 2 splits, 16 at 8, one sequence of 16 heads at
-// 64-128; 128 units unsplit, where 2 splits on two blocks per SM were 3-17% slower), and
-// about two per SM (2-stage pipelines) for grids of at most half the SMs in units of 64 heads
-// or more (v4, Hq=128: B=1/16K 33 splits 46.1 us against 50.5 at 17 on 3 stages; B=4/4K 8
-// splits 47.9 against 51.8 at 4; B=8/4K 4 splits 87.0 against 95.6 at 2);
-// never splits shorter than kMlaMinKeysPerSplit of max_kv_len, at most kMaxSplits.
-// The wgmma kernel (64 heads a block, one block per SM): about one block per SM, with the
-// same shortest split (NOTES.md "MLA, wgmma": 256 keys at least left B=1/1K/128 on 8 blocks).
+// The mma.sync kernel: about one block per SM over the B x row tiles units: SMs / units
+// splits, rounded to nearest (NOTES.md "MLA", v2 sweep: 64 units best at 2 splits, 16 at 8,
+// one sequence of 16 heads at 64-128; 128 units unsplit, where 2 splits on two blocks per SM
+// were 3-17% slower), and about two per SM (2-stage pipelines) for grids of at most half the
+// SMs in units of 64 heads or more (v4, Hq=128: B=1/16K 33 splits 46.1 us against 50.5 at 17
+// on 3 stages; B=4/4K 8 splits 47.9 against 51.8 at 4; B=8/4K 4 splits 87.0 against 95.6 at 2).
+// Both: never splits shorter than kMlaMinKeysPerSplit of max_kv_len, at most kMaxSplits.
 int mla_decode_num_splits(int batch, int num_q_heads, int max_kv_len) {
   const bool sm90 = mla_sm90_applies(num_q_heads);
   const int64_t row_tiles = div_ceil(std::max(num_q_heads, 1), sm90 ? kMlaSm90Heads : kRows);
   const int64_t base = static_cast<int64_t>(std::max(batch, 1)) * row_tiles;
   const int64_t sms = device_sm_count();
-  if (base >= sms) return 1;
-  const int64_t slots = !sm90 && row_tiles >= 4 && 2 * base <= sms && mla_two_blocks_per_sm() ? 2 * sms : sms;
   const int64_t by_len = std::max<int64_t>(1, div_ceil<int64_t>(std::max(max_kv_len, 1), kMlaMinKeysPerSplit));
-  return static_cast<int>(std::max<int64_t>(1, std::min<int64_t>({(slots + base / 2) / base, by_len, kMaxSplits})));
+  const int64_t most = std::min<int64_t>(by_len, kMaxSplits);
+  const int64_t b = std::max(batch, 1);
+  if (sm90) return mla_sm90_num_splits(b, base, b * num_q_heads, max_kv_len, most);
+  if (base >= sms) return 1;
+  const int64_t slots = row_tiles >= 4 && 2 * base <= sms && mla_two_blocks_per_sm() ? 2 * sms : sms;
+  return static_cast<int>(std::max<int64_t>(1, std::min<int64_t>((slots + base / 2) / base, most)));
 }
 
 int64_t mla_decode_workspace_floats_upto(int batch, int num_q_heads, int max_kv_len, int num_splits) {
