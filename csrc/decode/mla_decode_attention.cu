@@ -490,12 +490,13 @@ cudaError_t run_mla_decode(const MlaDecodeArgs& a, cudaStream_t stream) {
 // The wgmma kernel's splits: the count that minimises a time model fitted to the H100 split
 // sweep (NOTES.md "MLA, wgmma: the combine and the split rule"). A block runs ceil(tiles / s)
 // 64-key tiles at ~1.8 us each, one block per SM (more blocks than SMs: another wave); the
-// whole grid streams the cache at no more than ~2 TB/s; and each split of a query row costs
+// whole grid streams the cache at no more than ~2.5 TB/s (fitted: the kernel's best measured
+// is 2.2 TB/s, one read of the cache counted); and each split of a query row costs
 // ~2 ns more (its 2 KB of fp32 partials written, then read by the combine kernel). With 128
 // heads a split costs as much traffic as ~450 keys of the cache, so a long batch of short
 // sequences splits less than one block per SM would ask, and a memory-bound grid not at all.
 int mla_sm90_num_splits(int64_t batch, int64_t units, int64_t rows, int max_kv_len, int64_t most) {
-  constexpr int64_t kTileNs = 1800, kRowSplitNs = 2, kStreamBytesPerNs = 2000;
+  constexpr int64_t kTileNs = 1800, kRowSplitNs = 2, kStreamBytesPerNs = 2500;
   const int64_t sms = device_sm_count();
   const int64_t keys = std::max(max_kv_len, 1);
   const int64_t tiles = div_ceil<int64_t>(keys, kMlaSm90TileKeys);
