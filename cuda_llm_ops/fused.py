@@ -27,8 +27,7 @@ import math
 import torch
 
 from . import _ops
-from .decode import DECODE_DTYPES, _host_checks_allowed, check_paged_indices, paged_attention, paged_kv_append
-from .gemm import gemm
+from .decode import DECODE_DTYPES, _host_checks_allowed, check_paged_indices
 from .reference.fused import apply_rotary
 from .validation import (call_or_explain, check_contiguous, check_dtype, check_one_cuda_device, check_out_apart,
                          check_rank, check_same_dtype, check_tensor, given)
@@ -219,22 +218,30 @@ def _attention_workspace(workspace, x, w_o, k_cache, block_tables) -> torch.Tens
 
 
 def _unfused(x, w_qkv, w_o, k_cache, v_cache, block_tables, seq_lens, cos, sin, scale, out, attn_workspace=None):
+    # The four ops' raw kernels, not their Python wrappers (host time per eager call, NOTES.md
+    # "Host time of an eager call"): each op checks what its kernel relies on, and the caller's
+    # call_or_explain names this op's argument when one refuses.
     b, hidden, hq, hkv, d = _shape_info(x, w_o, k_cache)
-    qkv = gemm(x, w_qkv, trans_b=True)
-    q = qkv[:, :hq * d].view(b, hq, d)
-    k = qkv[:, hq * d:(hq + hkv) * d].view(b, hkv, d)
-    v = qkv[:, (hq + hkv) * d:].view(b, hkv, d)
+    if out is not None and out.dtype != x.dtype:  # gemm_out would take a float32 out (another epilogue)
+        raise ValueError("out must have x's dtype")
+    qkv = _ops.op("gemm")(x, w_qkv, 1.0, 0.0, False, True, None)
+    q, k, v = qkv.view(b, hq + 2 * hkv, d).split((hq, hkv, hkv), 1)  # views of qkv
+    rope_q = None
     if cos is not None and d % 16:  # no 16-byte halves for the append's rotation: in fp32, rounded once
         c, s_ = cos.float(), sin.float()
         q, k = apply_rotary(q.float(), c, s_).to(q.dtype), apply_rotary(k.float(), c, s_).to(k.dtype)
         cos = sin = None
+    elif cos is not None:
+        cos, sin, rope_q = cos.contiguous(), sin.contiguous(), q
     # One launch: q rotated in place (in qkv), k rotated and appended with v at seq_lens - 1.
-    rope = {} if cos is None else {"cos": cos.contiguous(), "sin": sin.contiguous(), "q": q}
-    paged_kv_append(k, v, k_cache, v_cache, None, check_slots=False, block_tables=block_tables, seq_lens=seq_lens,
-                    **rope)
-    o = paged_attention(q, k_cache, v_cache, block_tables, seq_lens, scale=scale, workspace=attn_workspace,
-                        check_indices=False)
-    return gemm(o.reshape(b, hq * d), w_o, trans_b=True, out=out)
+    _ops.op("paged_kv_append")(k, v, k_cache, v_cache, None, 1.0, 1.0, block_tables, seq_lens, cos, sin, rope_q)
+    o = torch.empty((b, hq, d), dtype=x.dtype, device=x.device)
+    _ops.op("paged_attention")(o, q, k_cache, v_cache, block_tables, seq_lens, scale, 0, attn_workspace, -1, 0.0,
+                               None, 1.0, 1.0)
+    if out is None:
+        return _ops.op("gemm")(o.view(b, hq * d), w_o, 1.0, 0.0, False, True, None)
+    _ops.op("gemm_out")(out, o.view(b, hq * d), w_o, 1.0, 0.0, False, True, None)
+    return out
 
 
 def fused_decode_block(x: torch.Tensor, w_qkv: torch.Tensor, w_o: torch.Tensor, k_cache: torch.Tensor,

@@ -96,12 +96,17 @@ def validate_paged_mla_inputs(q, kv_cache, block_tables, seq_lens, out=None) -> 
 
 
 def mla_num_splits(batch: int, num_q_heads: int, max_kv_len: int) -> int:
-    """Splits `paged_mla_attention(num_splits=0)` uses on the current device: about one thread
-    block per SM (SMs / (batch x row tiles), rounded; 1 once that is below 1; a row tile is 64
-    heads on the wgmma kernel, 16 on the mma.sync one), two per SM for the mma.sync kernel at
-    64 heads or more on at most half the SMs (where two blocks share an SM); splits of at
-    least 128 keys of `max_kv_len` (the table capacity: host-known, so a captured graph and
-    its workspace stay valid for any seq_lens), at most 128."""
+    """Splits `paged_mla_attention(num_splits=0)` uses on the current device.
+
+    The wgmma kernel (Hopper, 32+ heads, 64-head row tiles): the count that minimises a time
+    model fitted to an H100 sweep: a block's 64-key tiles at ~1.8 us each, one block per SM,
+    the cache streamed at no more than ~2.5 TB/s, and ~2 ns per split of each query row (its
+    fp32 partials written and read back), so many short sequences split less than one block
+    per SM would ask. The mma.sync kernel (16-head row tiles): about one thread block per SM
+    (SMs / (batch x row tiles), rounded; 1 once that is below 1), two per SM at 64 heads or
+    more on at most half the SMs (where two blocks share an SM). Both: splits of at least
+    128 keys of `max_kv_len` (the table capacity: host-known, so a captured graph and its
+    workspace stay valid for any seq_lens), at most 128."""
     return int(_ops.op("mla_num_splits")(batch, num_q_heads, max_kv_len))
 
 

@@ -34,6 +34,21 @@ def per_call_us(fn, calls: int) -> float:
     return 1e6 * (t1 - t0) / calls
 
 
+def fused_raw_ops(fp: dict, out: torch.Tensor, ws: torch.Tensor) -> None:
+    """The unfused path's four launches as raw ops on its shapes (what its Python adds to)."""
+    ops = torch.ops.cuda_llm_ops
+    x, kc, vc, bt, sl = fp["x"], fp["k_cache"], fp["v_cache"], fp["block_tables"], fp["seq_lens"]
+    hkv, d = kc.shape[2], kc.shape[3]
+    hq = fp["w_o"].shape[1] // d
+    qkv = ops.gemm(x, fp["w_qkv"], 1.0, 0.0, False, True, None)
+    q, k, v = qkv.view(x.shape[0], hq + 2 * hkv, d).split((hq, hkv, hkv), 1)
+    ops.paged_kv_append(k, v, kc, vc, None, 1.0, 1.0, bt, sl, fp["cos"], fp["sin"], q)
+    o = torch.empty_like(q, memory_format=torch.contiguous_format)
+    off, numel = ws._clo_attention_workspace
+    ops.paged_attention(o, q, kc, vc, bt, sl, d ** -0.5, 0, ws[off:].view(torch.float32), -1, 0.0, None, 1.0, 1.0)
+    ops.gemm_out(out, o.view(x.shape[0], -1), fp["w_o"], 1.0, 0.0, False, True, None)
+
+
 def cases() -> dict:
     ops = torch.ops.cuda_llm_ops
     h16 = dict(device="cuda", dtype=torch.float16)
@@ -96,6 +111,7 @@ def cases() -> dict:
         "fused_decode_block unfused path (out=, workspace=, check_indices=False)":
             lambda: llm.fused_decode_block(*fargs, cos=fp["cos"], sin=fp["sin"], out=fout, workspace=fws,
                                            check_indices=False),
+        "  its four raw ops alone (gemm, paged_kv_append, paged_attention, gemm_out)": lambda: fused_raw_ops(fp, fout, fws),
         "  its Python validation alone (what each unfused call ran first before)":
             lambda: validate_fused_decode_block_inputs(*fargs, fp["cos"], fp["sin"], fout, fws),
         "gemm": lambda: llm.gemm(a, b),

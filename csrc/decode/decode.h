@@ -307,9 +307,10 @@ struct MlaDecodeArgs {
   int64_t workspace_floats = 0;
 };
 
-// Splits the heuristic picks: about one block per SM over batch x row tiles (1 from one
-// per SM up; two per SM for small grids of 64 heads or more), never splits shorter than
-// kMlaMinKeysPerSplit of max_kv_len, at most kMaxSplits.
+// Splits the heuristic picks: on the wgmma kernel the minimum of a fitted time model (tiles
+// per block, waves, the stream limit, the partials' traffic); on the mma.sync kernel about one
+// block per SM over batch x row tiles (1 from one per SM up; two per SM for small grids of 64
+// heads or more). Never splits shorter than kMlaMinKeysPerSplit of max_kv_len, at most kMaxSplits.
 int mla_decode_num_splits(int batch, int num_q_heads, int max_kv_len);
 // decode_attention_workspace_floats for every batch size 1..batch at num_splits (0: the heuristic's).
 int64_t mla_decode_workspace_floats_upto(int batch, int num_q_heads, int max_kv_len, int num_splits);
