@@ -172,7 +172,9 @@ CLO_DEFINE_WGMMA_SS_S8(256, 128)
 // sm_90a (or a device other than cc 9.0, which runs the sm_80 image) compiles the
 // instructions above to nothing, so a launcher asks before choosing a wgmma kernel.
 // The flag lives in each translation unit's own module image (internal linkage),
-// which is the image whose kernels that unit launches.
+// which is the image whose kernels that unit launches. The query may be a process's first
+// CUDA call inside a graph capture: tests/test_capture_first_call.py captures each sm_90a
+// family cold, and the read succeeds there (H100, CUDA 13, torch.cuda.graph's default mode).
 namespace {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
 __device__ int sm90a_image_flag = 1;
