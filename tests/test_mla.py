@@ -43,6 +43,8 @@ def make_mla_problem(lens, hq, block_size, dtype, seed, four_d=False, extra_bloc
 
 @example(lens=[1], hq=16, block_size=16, dtype=torch.float16, num_splits=0, four_d=False, seed=0)
 @example(lens=[17, 1000, 1], hq=128, block_size=64, dtype=torch.bfloat16, num_splits=0, four_d=True, seed=1)
+# 3 x 5 = 15 rows at 2 splits: the combine's four-row blocks end on a block with one row past the end
+@example(lens=[3000, 5, 640], hq=5, block_size=16, dtype=torch.float16, num_splits=2, four_d=False, seed=2)
 @settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     lens=st.lists(st.one_of(st.integers(1, 3000), st.sampled_from([1, 2, 31, 32, 33, 63, 64, 65, 257])),
