@@ -27,7 +27,7 @@ import math
 import torch
 
 from . import _ops
-from .decode import DECODE_DTYPES, _host_checks_allowed, check_paged_indices
+from .decode import DECODE_DTYPES, _check_head_dim, _host_checks_allowed, check_paged_indices
 from .reference.fused import apply_rotary
 from .validation import (call_or_explain, check_contiguous, check_dtype, check_one_cuda_device, check_out_apart,
                          check_rank, check_same_dtype, check_tensor, given)
@@ -68,6 +68,7 @@ def validate_fused_decode_block_inputs(x, w_qkv, w_o, k_cache, v_cache, block_ta
     nb, bs, hkv, d = k_cache.shape
     if nb < 1 or hkv < 1 or d < 1:
         raise ValueError(f"k_cache must have no empty dimension, got shape {tuple(k_cache.shape)}")
+    _check_head_dim(d, k_cache.device)  # k_cache.shape[3], which the unfused path's decode kernels take
     if bs < 1 or bs & (bs - 1):
         raise ValueError(f"k_cache's block_size (dim 1) must be a power of two, got {bs}")
     if tuple(v_cache.shape) != tuple(k_cache.shape):
@@ -225,7 +226,10 @@ def _unfused(x, w_qkv, w_o, k_cache, v_cache, block_tables, seq_lens, cos, sin, 
     if out is not None and out.dtype != x.dtype:  # gemm_out would take a float32 out (another epilogue)
         raise ValueError("out must have x's dtype")
     qkv = _ops.op("gemm")(x, w_qkv, 1.0, 0.0, False, True, None)
-    q, k, v = qkv.view(b, hq + 2 * hkv, d).split((hq, hkv, hkv), 1)  # views of qkv
+    # Views of qkv, one narrow each: q is rotated in place below, which autograd refuses on the
+    # outputs of a multi-output view such as split() when the weights require grad.
+    heads = qkv.view(b, hq + 2 * hkv, d)
+    q, k, v = heads.narrow(1, 0, hq), heads.narrow(1, hq, hkv), heads.narrow(1, hq + hkv, hkv)
     rope_q = None
     if cos is not None and d % 16:  # no 16-byte halves for the append's rotation: in fp32, rounded once
         c, s_ = cos.float(), sin.float()

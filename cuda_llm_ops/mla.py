@@ -98,10 +98,12 @@ def validate_paged_mla_inputs(q, kv_cache, block_tables, seq_lens, out=None) -> 
 def mla_num_splits(batch: int, num_q_heads: int, max_kv_len: int) -> int:
     """Splits `paged_mla_attention(num_splits=0)` uses on the current device.
 
-    The wgmma kernel (Hopper, 32+ heads, 64-head row tiles): the count that minimises a time
-    model fitted to an H100 sweep: a block's 64-key tiles at ~1.8 us each, one block per SM,
-    the cache streamed at no more than ~2.5 TB/s, and ~2 ns per split of each query row (its
-    fp32 partials written and read back), so many short sequences split less than one block
+    The wgmma kernel (Hopper, 32+ heads, 64-head row tiles): from a time model fitted to an
+    H100 sweep (a block's 64-key tiles at ~1.8 us each, the cache streamed at ~2.5 TB/s, ~2 ns
+    per split of each query row for its fp32 partials), the least of: one block per SM, the
+    count past which the stream bounds the call, and the balance of tiles against partials.
+    It never grows for a narrower table or a larger batch, so one `mla_workspace` serves all
+    such calls. Many short sequences split less than one block
     per SM would ask. The mma.sync kernel (16-head row tiles): about one thread block per SM
     (SMs / (batch x row tiles), rounded; 1 once that is below 1), two per SM at 64 heads or
     more on at most half the SMs (where two blocks share an SM). Both: splits of at least

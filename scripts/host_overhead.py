@@ -41,7 +41,8 @@ def fused_raw_ops(fp: dict, out: torch.Tensor, ws: torch.Tensor) -> None:
     hkv, d = kc.shape[2], kc.shape[3]
     hq = fp["w_o"].shape[1] // d
     qkv = ops.gemm(x, fp["w_qkv"], 1.0, 0.0, False, True, None)
-    q, k, v = qkv.view(x.shape[0], hq + 2 * hkv, d).split((hq, hkv, hkv), 1)
+    heads = qkv.view(x.shape[0], hq + 2 * hkv, d)
+    q, k, v = heads.narrow(1, 0, hq), heads.narrow(1, hq, hkv), heads.narrow(1, hq + hkv, hkv)
     ops.paged_kv_append(k, v, kc, vc, None, 1.0, 1.0, bt, sl, fp["cos"], fp["sin"], q)
     o = torch.empty_like(q, memory_format=torch.contiguous_format)
     off, numel = ws._clo_attention_workspace

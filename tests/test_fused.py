@@ -95,6 +95,20 @@ def test_unfused_fallback(case):
     check_call(prob, torch.float16)
 
 
+def test_unfused_with_weights_that_require_grad():
+    """Model weights are often nn.Parameters called outside no_grad: the unfused path rotates q
+    in place inside qkv, which must stay a view autograd lets it change (a multi-output view
+    such as split() would be refused)."""
+    prob = make_fused_decode_problem(2, 512, 4, 2, 128, [40, 300], 16, torch.float16, "cuda", rope=True)
+    ref = fused_decode_block_reference(prob["x"], prob["w_qkv"], prob["w_o"], prob["k_cache"].clone(),
+                                       prob["v_cache"].clone(), prob["block_tables"], prob["seq_lens"],
+                                       cos=prob["cos"], sin=prob["sin"], dtype=torch.float64)
+    w_qkv, w_o = torch.nn.Parameter(prob["w_qkv"]), torch.nn.Parameter(prob["w_o"])
+    got = fused_decode_block(prob["x"], w_qkv, w_o, prob["k_cache"], prob["v_cache"], prob["block_tables"],
+                             prob["seq_lens"], cos=prob["cos"], sin=prob["sin"], path="unfused")
+    assert_close(got.detach(), ref, dtype=torch.float16, what="out, weights requiring grad")
+
+
 @needs_hopper
 def test_auto_path_rule():
     """"auto" takes the one kernel at batch 1 with a table of at most 1024 keys (where it

@@ -307,8 +307,9 @@ struct MlaDecodeArgs {
   int64_t workspace_floats = 0;
 };
 
-// Splits the heuristic picks: on the wgmma kernel the minimum of a fitted time model (tiles
-// per block, waves, the stream limit, the partials' traffic); on the mma.sync kernel about one
+// Splits the heuristic picks: on the wgmma kernel the least of three bounds from a fitted time
+// model (one block per SM, the stream limit, tiles against the partials' traffic; never more
+// for a narrower table or a larger batch); on the mma.sync kernel about one
 // block per SM over batch x row tiles (1 from one per SM up; two per SM for small grids of 64
 // heads or more). Never splits shorter than kMlaMinKeysPerSplit of max_kv_len, at most kMaxSplits.
 int mla_decode_num_splits(int batch, int num_q_heads, int max_kv_len);

@@ -31,6 +31,7 @@
 #include <cuda_fp16.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdlib>
 
 #include "cuda_llm_ops/common.cuh"
@@ -317,7 +318,7 @@ __global__ void __launch_bounds__(kThreads, kStages == 2 ? 2 : 1) mla_decode_att
 // kGroups-th split (log-sum-exp, decode_fold_splits, up to 8 loads in flight a thread), one
 // float4 column per thread, then group 0 merges the groups. Many splits a row (one sequence,
 // 64 splits) want kGroups = 4 for loads in flight; few splits a row want 1, so no group idles
-// and a block carries 4 rows (mla_combine_groups, NOTES.md "MLA, wgmma").
+// and a block carries 4 rows (mla_combine_groups, NOTES.md "MLA: the combine and the split rule").
 // kTileKeys: the attention kernel's tile, the unit its splits are cut in (split_count).
 constexpr int kCombineThreads = 4 * kDv / 4;
 template <typename T, int kTileKeys, int kGroups>
@@ -487,27 +488,30 @@ cudaError_t run_mla_decode(const MlaDecodeArgs& a, cudaStream_t stream) {
                        dim3(kCombineThreads), 0, stream, device_cc_major() >= 9, p);
 }
 
-// The wgmma kernel's splits: the count that minimises a time model fitted to the H100 split
-// sweep (NOTES.md "MLA, wgmma: the combine and the split rule"). A block runs ceil(tiles / s)
-// 64-key tiles at ~1.8 us each, one block per SM (more blocks than SMs: another wave); the
-// whole grid streams the cache at no more than ~2.5 TB/s (fitted: the kernel's best measured
-// is 2.2 TB/s, one read of the cache counted); and each split of a query row costs
-// ~2 ns more (its 2 KB of fp32 partials written, then read by the combine kernel). With 128
-// heads a split costs as much traffic as ~450 keys of the cache, so a long batch of short
-// sequences splits less than one block per SM would ask, and a memory-bound grid not at all.
+// The wgmma kernel's splits, from a time model fitted to the H100 split sweep (NOTES.md "MLA:
+// the combine and the split rule"): with s splits a call takes about
+//   max(a x tiles / s, stream) + k x rows x s,
+// a = 1.8 us per 64-key tile of a block, stream = the cache (B x N x 1152 B) at ~2.5 TB/s,
+// k = 2 ns per split of a query row (its 2 KB of fp32 partials written, then read by the
+// combine kernel: with 128 heads a split costs as much traffic as ~450 keys of the cache).
+// So s is the least of three bounds: SMs / (B x row tiles) (one block per SM: beyond it
+// blocks queue in waves and the tile term stops falling), a x tiles / stream (past it the
+// stream bounds the call and splits add only partials; independent of N), and
+// sqrt(a x tiles / (k x rows)) (the tile term against the partials). Each bound is
+// non-decreasing in the table's length and non-increasing in the batch, and so is the
+// rounded count: a workspace sized for a table and batch serves every narrower table and
+// smaller batch (mla_decode_workspace_floats_upto). An exhaustive minimum of the same model
+// with its waves and ceilings was not monotone in the length (B=16, 128 heads: 4 splits at
+// 2048 keys, 3 at 2112) and chose the same count or one more or less on the swept shapes.
 int mla_sm90_num_splits(int64_t batch, int64_t units, int64_t rows, int max_kv_len, int64_t most) {
-  constexpr int64_t kTileNs = 1800, kRowSplitNs = 2, kStreamBytesPerNs = 2500;
-  const int64_t sms = device_sm_count();
-  const int64_t keys = std::max(max_kv_len, 1);
-  const int64_t tiles = div_ceil<int64_t>(keys, kMlaSm90TileKeys);
-  const int64_t stream_ns = batch * keys * kMlaHeadDimQK * 2 / kStreamBytesPerNs;
-  int64_t best = 1, best_ns = -1;
-  for (int64_t s = 1; s <= most; ++s) {
-    const int64_t compute_ns = kTileNs * div_ceil(tiles, s) * div_ceil(units * s, sms);
-    const int64_t ns = std::max(compute_ns, stream_ns) + (s > 1 ? kRowSplitNs * rows * s : 0);
-    if (best_ns < 0 || ns < best_ns) best = s, best_ns = ns;
-  }
-  return static_cast<int>(best);
+  constexpr double kTileNs = 1800.0, kRowSplitNs = 2.0, kStreamBytesPerNs = 2500.0;
+  const double tiles = static_cast<double>(div_ceil<int64_t>(std::max(max_kv_len, 1), kMlaSm90TileKeys));
+  const double fill = static_cast<double>(device_sm_count()) / static_cast<double>(units);
+  const double stream = kTileNs * kStreamBytesPerNs /
+                        (static_cast<double>(kMlaSm90TileKeys) * kMlaHeadDimQK * 2.0 * static_cast<double>(batch));
+  const double balance = std::sqrt(kTileNs * tiles / (kRowSplitNs * static_cast<double>(rows)));
+  const double s = std::floor(std::min({fill, stream, balance}) + 0.5);
+  return static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(most, static_cast<int64_t>(s))));
 }
 
 }  // namespace
