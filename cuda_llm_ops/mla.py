@@ -103,8 +103,8 @@ def mla_num_splits(batch: int, num_q_heads: int, max_kv_len: int) -> int:
     per split of each query row for its fp32 partials), the least of: one block per SM, the
     count past which the stream bounds the call, and the balance of tiles against partials.
     It never grows for a narrower table or a larger batch, so one `mla_workspace` serves all
-    such calls. Many short sequences split less than one block
-    per SM would ask. The mma.sync kernel (16-head row tiles): about one thread block per SM
+    such calls; many short sequences split less than one block per SM would ask.
+    The mma.sync kernel (16-head row tiles): about one thread block per SM
     (SMs / (batch x row tiles), rounded; 1 once that is below 1), two per SM at 64 heads or
     more on at most half the SMs (where two blocks share an SM). Both: splits of at least
     128 keys of `max_kv_len` (the table capacity: host-known, so a captured graph and its
