@@ -503,10 +503,10 @@ cudaError_t run_mla_decode(const MlaDecodeArgs& a, cudaStream_t stream) {
 // smaller batch (mla_decode_workspace_floats_upto). An exhaustive minimum of the same model
 // with its waves and ceilings was not monotone in the length (B=16, 128 heads: 4 splits at
 // 2048 keys, 3 at 2112) and chose the same count or one more or less on the swept shapes.
-int mla_sm90_num_splits(int64_t batch, int64_t units, int64_t rows, int max_kv_len, int64_t most) {
+int mla_sm90_num_splits(int64_t batch, int64_t units, int64_t rows, int max_kv_len, int64_t sms, int64_t most) {
   constexpr double kTileNs = 1800.0, kRowSplitNs = 2.0, kStreamBytesPerNs = 2500.0;
   const double tiles = static_cast<double>(div_ceil<int64_t>(std::max(max_kv_len, 1), kMlaSm90TileKeys));
-  const double fill = static_cast<double>(device_sm_count()) / static_cast<double>(units);
+  const double fill = static_cast<double>(sms) / static_cast<double>(units);
   const double stream = kTileNs * kStreamBytesPerNs /
                         (static_cast<double>(kMlaSm90TileKeys) * kMlaHeadDimQK * 2.0 * static_cast<double>(batch));
   const double balance = std::sqrt(kTileNs * tiles / (kRowSplitNs * static_cast<double>(rows)));
@@ -529,12 +529,11 @@ bool mla_decode_fits() { return smem_bytes<2>() <= decode_smem_limit(); }
 int mla_decode_num_splits(int batch, int num_q_heads, int max_kv_len) {
   const bool sm90 = mla_sm90_applies(num_q_heads);
   const int64_t row_tiles = div_ceil(std::max(num_q_heads, 1), sm90 ? kMlaSm90Heads : kRows);
-  const int64_t base = static_cast<int64_t>(std::max(batch, 1)) * row_tiles;
+  const int64_t b = std::max(batch, 1), base = b * row_tiles;
   const int64_t sms = device_sm_count();
   const int64_t by_len = std::max<int64_t>(1, div_ceil<int64_t>(std::max(max_kv_len, 1), kMlaMinKeysPerSplit));
   const int64_t most = std::min<int64_t>(by_len, kMaxSplits);
-  const int64_t b = std::max(batch, 1);
-  if (sm90) return mla_sm90_num_splits(b, base, b * num_q_heads, max_kv_len, most);
+  if (sm90) return mla_sm90_num_splits(b, base, b * num_q_heads, max_kv_len, sms, most);
   if (base >= sms) return 1;
   const int64_t slots = row_tiles >= 4 && 2 * base <= sms && mla_two_blocks_per_sm() ? 2 * sms : sms;
   return static_cast<int>(std::max<int64_t>(1, std::min<int64_t>((slots + base / 2) / base, most)));
