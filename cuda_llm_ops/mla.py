@@ -100,10 +100,10 @@ def mla_num_splits(batch: int, num_q_heads: int, max_kv_len: int) -> int:
 
     The wgmma kernel (Hopper, 32+ heads, 64-head row tiles): from a time model fitted to an
     H100 sweep (a block's 64-key tiles at ~1.8 us each, the cache streamed at ~2.5 TB/s, ~2 ns
-    per split of each query row for its fp32 partials), the least of: one block per SM, the
-    count past which the stream bounds the call, and the balance of tiles against partials.
-    It never grows for a narrower table or a larger batch, so one `mla_workspace` serves all
-    such calls; many short sequences split less than one block per SM would ask.
+    per split of each query row for its fp32 partials, whole waves of blocks), the model's
+    minimum up to a bound that never grows for a narrower table or a larger batch (the
+    count itself may: `mla_workspace` is sized by the bound, so one serves all such calls);
+    many short sequences split less than one block per SM would ask.
     The mma.sync kernel (16-head row tiles): about one thread block per SM
     (SMs / (batch x row tiles), rounded; 1 once that is below 1), two per SM at 64 heads or
     more on at most half the SMs (where two blocks share an SM). Both: splits of at least
@@ -116,8 +116,9 @@ def mla_workspace(batch: int, num_q_heads: int, max_kv_len: int, num_splits: int
                   device: torch.device | str | None = None) -> torch.Tensor:
     """A float32 workspace for `paged_mla_attention` calls of up to `batch` sequences with
     `num_q_heads` heads and block tables that address `max_kv_len` keys (max_blocks_per_seq x
-    block_size: the table's capacity, not the longest sequence) (`num_splits` 0: the heuristic's
-    count at every batch size up to `batch`); a 1-element tensor when no such call splits.
+    block_size: the table's capacity, not the longest sequence) or fewer keys (`num_splits` 0:
+    the heuristic's bound at every batch size up to `batch`); a 1-element tensor when no such
+    call splits.
     Its contents do not matter (each call writes its partials before reading them)."""
     _check_num_splits(num_splits)
     dev = torch.device(device if device is not None else "cuda")

@@ -128,7 +128,7 @@ def test_paged_mla_bad_indices_give_nan_and_host_errors(num_splits, hq):
 def test_mla_workspace_serves_narrower_tables_and_smaller_batches():
     """One `mla_workspace(B, Hq, L)` fits every `num_splits=0` call of b <= B sequences whose
     table addresses L' <= L keys (a serving loop reuses one buffer across graph buckets and
-    table widths): the heuristic's split count never grows for a narrower table."""
+    table widths), though the heuristic's count is not monotone in the table's length."""
     require_op("mla_workspace_numel")
     from cuda_llm_ops import _ops
     numel, need = _ops.op("mla_workspace_numel"), _ops.op("decode_workspace_numel")
@@ -136,11 +136,8 @@ def test_mla_workspace_serves_narrower_tables_and_smaller_batches():
         for batch, cap in ((32, 4096), (4, 16384)):
             have = int(numel(batch, hq, cap, 0))
             for b in range(1, batch + 1):
-                prev = 0
                 for keys in range(1, cap + 1, 31 if cap <= 4096 else 127):
                     splits = llm.mla_num_splits(b, hq, keys)
-                    assert splits >= prev, f"hq={hq} b={b}: {splits} splits at {keys} keys, {prev} at fewer"
-                    prev = splits
                     assert int(need(b, hq, 1, DV, splits)) <= have, f"hq={hq} b={b} keys={keys} splits={splits}"
 
 

@@ -307,13 +307,13 @@ struct MlaDecodeArgs {
   int64_t workspace_floats = 0;
 };
 
-// Splits the heuristic picks: on the wgmma kernel the least of three bounds from a fitted time
-// model (one block per SM, the stream limit, tiles against the partials' traffic; never more
-// for a narrower table or a larger batch); on the mma.sync kernel about one
-// block per SM over batch x row tiles (1 from one per SM up; two per SM for small grids of 64
-// heads or more). Never splits shorter than kMlaMinKeysPerSplit of max_kv_len, at most kMaxSplits.
+// Splits the heuristic picks: on the wgmma kernel the minimum of a fitted time model up to a
+// bound that never grows for a narrower table or a larger batch (the workspace's size); on the
+// mma.sync kernel about one block per SM over batch x row tiles (1 from one per SM up; two per
+// SM for small grids of 64 heads or more). Never splits shorter than kMlaMinKeysPerSplit of max_kv_len, at most kMaxSplits.
 int mla_decode_num_splits(int batch, int num_q_heads, int max_kv_len);
-// decode_attention_workspace_floats for every batch size 1..batch at num_splits (0: the heuristic's).
+// decode_attention_workspace_floats for every batch size 1..batch at num_splits (0: the
+// heuristic's bound, so every narrower table is served too).
 int64_t mla_decode_workspace_floats_upto(int batch, int num_q_heads, int max_kv_len, int num_splits);
 // Shared memory per block of the MLA kernel, and whether the current device grants it
 // (sm_80 and sm_90 do; 99-KB parts do not).

@@ -490,35 +490,47 @@ cudaError_t run_mla_decode(const MlaDecodeArgs& a, cudaStream_t stream) {
 
 // The wgmma kernel's splits, from a time model fitted to the H100 split sweep (NOTES.md "MLA:
 // the combine and the split rule"): with s splits a call takes about
-//   max(a x tiles / s, stream) + k x rows x s,
-// a = 1.8 us per 64-key tile of a block, stream = the cache (B x N x 1152 B) at ~2.5 TB/s,
-// k = 2 ns per split of a query row (its 2 KB of fp32 partials written, then read by the
-// combine kernel: with 128 heads a split costs as much traffic as ~450 keys of the cache).
-// So s is the least of three bounds: SMs / (B x row tiles) (one block per SM: beyond it
-// blocks queue in waves and the tile term stops falling), a x tiles / stream (past it the
-// stream bounds the call and splits add only partials; independent of N), and
-// sqrt(a x tiles / (k x rows)) (the tile term against the partials). Each bound is
-// non-decreasing in the table's length and non-increasing in the batch, and so is the
-// rounded count: a workspace sized for a table and batch serves every narrower table and
-// smaller batch (mla_decode_workspace_floats_upto). An exhaustive minimum of the same model
-// with its waves and ceilings was not monotone in the length (B=16, 128 heads: 4 splits at
-// 2048 keys, 3 at 2112) and chose the same count or one more or less on the swept shapes.
-int mla_sm90_num_splits(int64_t batch, int64_t units, int64_t rows, int max_kv_len, int64_t sms, int64_t most) {
-  constexpr double kTileNs = 1800.0, kRowSplitNs = 2.0, kStreamBytesPerNs = 2500.0;
-  const double tiles = static_cast<double>(div_ceil<int64_t>(std::max(max_kv_len, 1), kMlaSm90TileKeys));
-  const double fill = static_cast<double>(sms) / static_cast<double>(units);
-  const double stream = kTileNs * kStreamBytesPerNs /
-                        (static_cast<double>(kMlaSm90TileKeys) * kMlaHeadDimQK * 2.0 * static_cast<double>(batch));
-  const double balance = std::sqrt(kTileNs * tiles / (kRowSplitNs * static_cast<double>(rows)));
-  const double s = std::floor(std::min({fill, stream, balance}) + 0.5);
-  return static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(most, static_cast<int64_t>(s))));
-}
+//   max(a x ceil(tiles / s) x waves(s), stream) + k x rows x s   (s > 1),
+// a = 1.8 us per 64-key tile of a block, waves = ceil(units x s / SMs), stream = the cache
+// (B x N x 1152 B) at ~2.5 TB/s, k = 2 ns per split of a query row (its 2 KB of fp32 partials
+// written, then read by the combine kernel: with 128 heads a split costs as much traffic as
+// ~450 keys of the cache). The count is the model's minimum over s up to cap().
+struct MlaSm90SplitModel {
+  static constexpr double kTileNs = 1800.0, kRowSplitNs = 2.0, kStreamBytesPerNs = 2500.0;
+  static constexpr double kKeyBytes = kMlaHeadDimQK * 2.0;
+  int64_t batch, units, rows, tiles, sms;
 
-}  // namespace
+  double ns(int64_t s) const {
+    const double compute = kTileNs * static_cast<double>(div_ceil(tiles, s) * div_ceil(units * s, sms));
+    const double stream = static_cast<double>(batch * tiles) * kMlaSm90TileKeys * kKeyBytes / kStreamBytesPerNs;
+    return std::max(compute, stream) + (s > 1 ? kRowSplitNs * static_cast<double>(rows * s) : 0.0);
+  }
+  // A bound on the minimum that never grows for a narrower table or a larger batch, so a
+  // workspace sized by it for a table and batch serves every narrower table and smaller batch
+  // (mla_decode_workspace_floats_upto); the minimum itself is not monotone (B=16, 128 heads:
+  // 4 splits at 2048 keys, 3 at 2112; B=1: 22 at 4096, 23 at 2944). It is 1.25x the least of
+  // three limits of the model, the first two with slack for the waves and ceilings they leave
+  // out: 3 x SMs / units (past one block per SM the tile term falls only by whole waves), 3 x
+  // the count at which one wave's tile term meets the stream, a x 2.5 TB/s / (64 x 1152 B x B),
+  // and sqrt(a x tiles / (k x rows)) (the tile term against the partials).
+  int64_t cap() const {
+    const double fill = 3.0 * static_cast<double>(sms) / static_cast<double>(units);
+    const double meet = 3.0 * kTileNs * kStreamBytesPerNs / (kMlaSm90TileKeys * kKeyBytes * static_cast<double>(batch));
+    const double balance = std::sqrt(kTileNs * static_cast<double>(tiles) / (kRowSplitNs * static_cast<double>(rows)));
+    return std::max<int64_t>(1, static_cast<int64_t>(std::ceil(1.25 * std::min({fill, meet, balance}))));
+  }
+  int64_t best(int64_t most) const {
+    const int64_t last = std::min(most, cap());
+    int64_t pick = 1;
+    for (int64_t s = 2; s <= last; ++s)
+      if (ns(s) < ns(pick)) pick = s;
+    return pick;
+  }
+};
 
-int64_t mla_decode_smem_bytes() { return smem_bytes<2>(); }
-bool mla_decode_fits() { return smem_bytes<2>() <= decode_smem_limit(); }
-
+// The heuristic's count or, with `bound`, a count it never exceeds for this batch and table
+// nor for any smaller batch or narrower table (what a workspace is sized by).
+//
 // The mma.sync kernel: about one block per SM over the B x row tiles units: SMs / units
 // splits, rounded to nearest (NOTES.md "MLA", v2 sweep: 64 units best at 2 splits, 16 at 8,
 // one sequence of 16 heads at 64-128; 128 units unsplit, where 2 splits on two blocks per SM
@@ -526,17 +538,31 @@ bool mla_decode_fits() { return smem_bytes<2>() <= decode_smem_limit(); }
 // SMs in units of 64 heads or more (v4, Hq=128: B=1/16K 33 splits 46.1 us against 50.5 at 17
 // on 3 stages; B=4/4K 8 splits 47.9 against 51.8 at 4; B=8/4K 4 splits 87.0 against 95.6 at 2).
 // Both: never splits shorter than kMlaMinKeysPerSplit of max_kv_len, at most kMaxSplits.
-int mla_decode_num_splits(int batch, int num_q_heads, int max_kv_len) {
+int64_t mla_splits(int batch, int num_q_heads, int max_kv_len, bool bound) {
   const bool sm90 = mla_sm90_applies(num_q_heads);
   const int64_t row_tiles = div_ceil(std::max(num_q_heads, 1), sm90 ? kMlaSm90Heads : kRows);
   const int64_t b = std::max(batch, 1), base = b * row_tiles;
   const int64_t sms = device_sm_count();
   const int64_t by_len = std::max<int64_t>(1, div_ceil<int64_t>(std::max(max_kv_len, 1), kMlaMinKeysPerSplit));
   const int64_t most = std::min<int64_t>(by_len, kMaxSplits);
-  if (sm90) return mla_sm90_num_splits(b, base, b * num_q_heads, max_kv_len, sms, most);
+  if (sm90) {
+    const MlaSm90SplitModel model{b, base, b * std::max(num_q_heads, 1),
+                                  div_ceil<int64_t>(std::max(max_kv_len, 1), kMlaSm90TileKeys), sms};
+    return bound ? std::min(most, model.cap()) : model.best(most);
+  }
+  // Monotone as it is: `most` grows with the table, SMs / units falls with the batch.
   if (base >= sms) return 1;
   const int64_t slots = row_tiles >= 4 && 2 * base <= sms && mla_two_blocks_per_sm() ? 2 * sms : sms;
-  return static_cast<int>(std::max<int64_t>(1, std::min<int64_t>((slots + base / 2) / base, most)));
+  return std::max<int64_t>(1, std::min<int64_t>((slots + base / 2) / base, most));
+}
+
+}  // namespace
+
+int64_t mla_decode_smem_bytes() { return smem_bytes<2>(); }
+bool mla_decode_fits() { return smem_bytes<2>() <= decode_smem_limit(); }
+
+int mla_decode_num_splits(int batch, int num_q_heads, int max_kv_len) {
+  return static_cast<int>(mla_splits(batch, num_q_heads, max_kv_len, false));
 }
 
 int64_t mla_decode_workspace_floats_upto(int batch, int num_q_heads, int max_kv_len, int num_splits) {
@@ -545,7 +571,7 @@ int64_t mla_decode_workspace_floats_upto(int batch, int num_q_heads, int max_kv_
   int64_t most = 0;
   for (int b = 1; b <= batch; ++b)
     most = std::max(most, decode_attention_workspace_floats(b, num_q_heads, 1, kMlaHeadDimV,
-                                                            mla_decode_num_splits(b, num_q_heads, max_kv_len)));
+                                                            static_cast<int>(mla_splits(b, num_q_heads, max_kv_len, true))));
   return most;
 }
 
