@@ -102,7 +102,7 @@ from .validation import (
     check_same_dtype,
     check_one_cuda_device,
     check_tensor,
-    bytes_overlap,
+    check_out_apart,
     call_or_explain,
     given,
     resolve_scale,
@@ -165,17 +165,15 @@ def _check_lse(lse, q: torch.Tensor) -> None:
     check_contiguous(lse, "lse")
 
 
-def _check_scratch_apart(lse, workspace, named) -> None:
-    """lse and the workspace are written by the kernels: apart from each other and from every
-    (tensor, name) of `named` (None entries skipped). Skipped while torch.compile traces."""
+def _check_written_apart(out, lse, workspace, inputs) -> None:
+    """out, lse and the workspace are written by the kernels: apart from each other and from
+    every (tensor, name) of `inputs` (None entries skipped). Skipped while torch.compile traces."""
     if torch.compiler.is_compiling():
         return
+    check_out_apart(out, inputs)
     for scratch, sname in ((lse, "lse"), (workspace, "workspace")):
-        for t, name in named if scratch is not None else ():
-            if t is not None and bytes_overlap(scratch, t):
-                raise ValueError(f"{sname} must not overlap {name}")
-    if lse is not None and workspace is not None and bytes_overlap(lse, workspace):
-        raise ValueError("lse must not overlap workspace")
+        check_out_apart(scratch, list(inputs) + [(out, "out")], out_name=sname)
+    check_out_apart(lse, [(workspace, "workspace")], out_name="lse")
 
 
 def _lse_for(lse, return_lse: bool, q: torch.Tensor):
@@ -534,7 +532,9 @@ def paged_attention(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tenso
             block of each logical block; entries past a sequence's length are ignored.
         seq_lens: int32 `[B]`, keys per sequence, `0 <= seq_len <= max_blocks_per_seq * block_size`.
         scale: softmax scale; 0 means `1/sqrt(D)`.
-        out: optional output of q's shape (q's dtype); written in place and returned.
+        out: optional output of q's shape (q's dtype); written in place and returned. It must
+            not overlap q or any other input (a strided view counts from its first element to
+            its last, gaps included).
         num_splits: 0 = heuristic (`decode_num_splits`); 1 = one pass per sequence
             (PagedAttention v1); > 1 = split-KV with a log-sum-exp merge (v2); 2 at
             16-bit head_dim 97-256 on sm_90 with B x Hkv between one and two times the
@@ -578,8 +578,8 @@ def paged_attention(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tenso
         _check_workspace(workspace, q, k_cache.shape[2], nq,
                          _read_kv_len(block_tables.shape[1] * k_cache.shape[1], nq, window_left), num_splits,
                          True, k_cache.dtype)
-        _check_scratch_apart(lse, workspace, [(out, "out"), (q, "q"), (k_cache, "k_cache"), (v_cache, "v_cache"),
-                                              (block_tables, "block_tables"), (seq_lens, "seq_lens")])
+        _check_written_apart(out, lse, workspace, [(q, "q"), (k_cache, "k_cache"), (v_cache, "v_cache"),
+                                                   (block_tables, "block_tables"), (seq_lens, "seq_lens")])
 
     if _host_checks_allowed(check_indices, "check_indices"):
         explain()  # this path synchronises anyway
@@ -641,7 +641,7 @@ def decode_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: f
             _check_rows(out, "out")
         _check_workspace(workspace, q, k.shape[1], q.shape[2], _read_kv_len(k.shape[2], q.shape[2], window_left),
                          num_splits, False)
-        _check_scratch_apart(lse, workspace, [(out, "out"), (q, "q"), (k, "k"), (v, "v")])
+        _check_written_apart(out, lse, workspace, [(q, "q"), (k, "k"), (v, "v")])
 
     def call():
         result = torch.empty(q.shape, dtype=q.dtype, device=q.device) if out is None else out

@@ -33,7 +33,7 @@ import torch
 from . import _ops
 from .decode import DECODE_DTYPES, _check_num_splits, _check_paged_geometry, _check_rows, _check_workspace_buffer
 from .decode import _append_target_tensors, _check_append_target, _host_check_append_slots
-from .decode import _check_lse, _check_scratch_apart, _host_checks_allowed, _lse_for, check_paged_indices
+from .decode import _check_lse, _check_written_apart, _host_checks_allowed, _lse_for, check_paged_indices
 from .validation import (
     call_or_explain,
     check_contiguous,
@@ -171,8 +171,8 @@ def paged_mla_attention(q: torch.Tensor, kv_cache: torch.Tensor, block_tables: t
         resolve_scale(scale, MLA_HEAD_DIM_QK)
         _check_lse(lse, q)
         _check_mla_workspace(workspace, q, block_tables.shape[1] * kv_cache.shape[1], num_splits)
-        _check_scratch_apart(lse, workspace, [(out, "out"), (q, "q"), (kv_cache, "kv_cache"),
-                                              (block_tables, "block_tables"), (seq_lens, "seq_lens")])
+        _check_written_apart(out, lse, workspace, [(q, "q"), (kv_cache, "kv_cache"),
+                                                   (block_tables, "block_tables"), (seq_lens, "seq_lens")])
 
     if _host_checks_allowed(check_indices, "check_indices"):
         explain()

@@ -31,10 +31,19 @@ def call_or_explain(call, explain):
     raise refused
 
 
+def span_bytes(t: torch.Tensor) -> int:
+    """Bytes from a tensor's first element to the end of its last: its size when contiguous (or
+    a transpose of contiguous), more for a strided view (csrc/bindings/checks.h `span_bytes`)."""
+    if t.numel() == 0:
+        return 0
+    return (sum((n - 1) * st for n, st in zip(t.shape, t.stride())) + 1) * t.element_size()
+
+
 def bytes_overlap(x: torch.Tensor, y: torch.Tensor) -> bool:
-    """Whether the byte ranges of two tensors (contiguous, or transposes of contiguous) intersect."""
-    x0, y0 = x.data_ptr(), y.data_ptr()
-    return x0 < y0 + y.nbytes and y0 < x0 + x.nbytes
+    """Whether two tensors' spans intersect: exact for contiguous tensors; strided views that
+    interleave without sharing an element may be called overlapping (never the reverse)."""
+    x0, y0, nx, ny = x.data_ptr(), y.data_ptr(), span_bytes(x), span_bytes(y)
+    return nx > 0 and ny > 0 and x0 < y0 + ny and y0 < x0 + nx
 
 
 def check_out_apart(out: torch.Tensor | None, named, allow_same=(), out_name: str = "out") -> None:

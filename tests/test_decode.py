@@ -238,6 +238,32 @@ def test_paged_attention_errors():
     with pytest.raises(RuntimeError, match=r"lse must not overlap q"):
         torch.ops.cuda_llm_ops.paged_attention(torch.empty_like(q), q, k_cache, v_cache, table, seq_lens, 0.125, 1,
                                                None, -1, 0.0, lse_on_q)
+    # out too: never over q (whose rows a block may still read), a cache or the tables
+    q2, k2, v2, table2, lens2 = make_paged_problem([40, 17], 2, 2, 64, 16, torch.float16, 9)
+    q_rows = torch.randn(2, 4, 64, device="cuda", dtype=q.dtype)
+    q_view = q_rows[:, :2]  # strided, as q sliced from a fused qkv buffer
+    out_on_row1 = q_rows.flatten()[256:512].view(2, 2, 64)  # past q_view's first numel() bytes, over its row 1
+    for check in (None, False):
+        with pytest.raises(ValueError, match=r"out must not overlap q"):
+            llm.paged_attention(q, k_cache, v_cache, table, seq_lens, out=q, check_indices=check)
+        with pytest.raises(ValueError, match=r"out must not overlap q"):
+            llm.paged_attention(q_view, k2, v2, table2, lens2, out=out_on_row1, check_indices=check)
+        with pytest.raises(ValueError, match=r"out must not overlap v_cache"):
+            llm.paged_attention(q, k_cache, v_cache, table, seq_lens, out=v_cache.flatten()[:q.numel()].view(q.shape),
+                                check_indices=check)
+    with pytest.raises(RuntimeError, match=r"out must not overlap k_cache"):
+        torch.ops.cuda_llm_ops.paged_attention(k_cache.flatten()[-q.numel():].view(q.shape), q, k_cache, v_cache,
+                                               table, seq_lens, 0.125, 1, None, -1, 0.0, None)
+    qd = q.unsqueeze(2)  # contiguous decode_attention: q [B, Hq, 1, D], k and v [B, Hkv, N, D]
+    kd = torch.randn(q.shape[0], k_cache.shape[2], 40, q.shape[2], device="cuda", dtype=q.dtype)
+    vd = torch.randn_like(kd)
+    with pytest.raises(ValueError, match=r"out must not overlap q"):
+        llm.decode_attention(qd, kd, vd, out=qd)
+    with pytest.raises(ValueError, match=r"out must not overlap v"):
+        llm.decode_attention(qd, kd, vd, out=vd.flatten()[:qd.numel()].view(qd.shape))
+    out_ok = poison_(torch.empty_like(q_view))
+    llm.paged_attention(q_view, k2, v2, table2, lens2, out=out_ok)  # a strided q and a separate out
+    assert_close(out_ok, paged_attention_reference(q_view, k2, v2, table2, lens2), dtype=q.dtype, what="strided q")
     for check in (None, False):
         with pytest.raises(ValueError, match=r"window_left must be an int >= -1 \(-1: no sliding window\), got -3"):
             llm.paged_attention(q, k_cache, v_cache, table, seq_lens, window_left=-3, check_indices=check)

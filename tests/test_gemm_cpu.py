@@ -88,3 +88,9 @@ def test_check_out_apart_on_cpu():
     w = torch.randn(6, 4)  # a transpose view spans the same bytes
     with pytest.raises(ValueError, match=r"out must not overlap b"):
         check_out_apart(w.view(-1)[20:], [(w.t(), "b")])
+    rows = torch.randn(3, 8)  # a strided view spans its rows and the gaps between them
+    q = rows[:, :4]
+    with pytest.raises(ValueError, match=r"out must not overlap q"):  # past q's first numel(), over its last row
+        check_out_apart(rows.view(-1)[12:20], [(q, "q")])
+    check_out_apart(rows.view(-1)[20:], [(q, "q")])  # past its last element: fine
+    check_out_apart(torch.empty(0), [(q, "q")])  # empty: nothing to overlap

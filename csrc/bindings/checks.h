@@ -116,12 +116,23 @@ inline void check_float_dtype(const at::Tensor& t, const char* name) {
               " must be float32, float16 or bfloat16, got ", s);
 }
 
-// Whether two tensors' storage byte ranges intersect (contiguous tensors: exact).
+// The bytes from a tensor's first element to the end of its last: its size when contiguous
+// (or a transpose of contiguous), more for a strided view (a q sliced from a fused qkv buffer
+// spans the k and v columns between its rows).
+inline int64_t span_bytes(const at::Tensor& t) {
+  if (t.numel() == 0) return 0;
+  int64_t last = 0;
+  for (int64_t d = 0; d < t.dim(); ++d) last += (t.size(d) - 1) * t.stride(d);
+  return (last + 1) * static_cast<int64_t>(t.element_size());
+}
+
+// Whether two tensors' spans intersect: exact for contiguous tensors; for strided views it may
+// call interleaved but disjoint views overlapping (never the reverse).
 inline bool ranges_overlap(const at::Tensor& a, const at::Tensor& b) {
   const auto* pa = static_cast<const char*>(a.data_ptr());
   const auto* pb = static_cast<const char*>(b.data_ptr());
-  const auto na = static_cast<int64_t>(a.nbytes()), nb = static_cast<int64_t>(b.nbytes());
-  return pa < pb + nb && pb < pa + na;
+  const int64_t na = span_bytes(a), nb = span_bytes(b);
+  return na > 0 && nb > 0 && pa < pb + nb && pb < pa + na;
 }
 
 inline cudaStream_t current_stream(const at::Tensor& t) {

@@ -191,14 +191,18 @@ float* resolve_workspace(dec::DecodeAttentionArgs& a, const std::optional<at::Te
       a.num_splits, workspace, like, holder, a.workspace_floats);
 }
 
-// lse and a given workspace are written by the kernels: apart from each other and from every
-// other argument (a silent overlap would corrupt inputs still being read or the output).
-void check_scratch_apart(const std::optional<at::Tensor>& lse, const std::optional<at::Tensor>& workspace,
-                         std::initializer_list<std::pair<const at::Tensor*, const char*>> others) {
-  for (const auto& [t, name] : others) {
+// out, lse and a given workspace are written by the kernels: apart from each other and from
+// every input (an overlap would corrupt inputs still being read, or the result).
+void check_written_apart(const at::Tensor& out, const std::optional<at::Tensor>& lse,
+                         const std::optional<at::Tensor>& workspace,
+                         std::initializer_list<std::pair<const at::Tensor*, const char*>> inputs) {
+  for (const auto& [t, name] : inputs) {
+    CLO_CHECK(!ranges_overlap(out, *t), "out must not overlap ", name);
     CLO_CHECK(!lse.has_value() || !ranges_overlap(*lse, *t), "lse must not overlap ", name);
     CLO_CHECK(!workspace.has_value() || !ranges_overlap(*workspace, *t), "workspace must not overlap ", name);
   }
+  CLO_CHECK(!lse.has_value() || !ranges_overlap(*lse, out), "lse must not overlap out");
+  CLO_CHECK(!workspace.has_value() || !ranges_overlap(*workspace, out), "workspace must not overlap out");
   CLO_CHECK(!lse.has_value() || !workspace.has_value() || !ranges_overlap(*lse, *workspace),
             "lse must not overlap workspace");
 }
@@ -284,8 +288,8 @@ void paged_attention(at::Tensor& out, const at::Tensor& q, const at::Tensor& k_c
   set_block_table(a, block_tables, seq_lens, nb, bs);
   a.scale = static_cast<float>(scale);
   set_window_and_soft_cap(a, window_left, logits_soft_cap);
-  check_scratch_apart(lse, workspace, {{&out, "out"}, {&q, "q"}, {&k_cache, "k_cache"}, {&v_cache, "v_cache"},
-                                       {&block_tables, "block_tables"}, {&seq_lens, "seq_lens"}});
+  check_written_apart(out, lse, workspace, {{&q, "q"}, {&k_cache, "k_cache"}, {&v_cache, "v_cache"},
+                                            {&block_tables, "block_tables"}, {&seq_lens, "seq_lens"}});
   a.lse = resolve_lse(lse, q);
   a.num_splits = num_splits > 0 ? static_cast<int>(num_splits)
                                 : dec::decode_attention_num_splits(a.batch, a.num_kv_heads,
@@ -365,7 +369,7 @@ void decode_attention(at::Tensor& out, const at::Tensor& q, const at::Tensor& k,
   a.scale = static_cast<float>(scale);
   a.causal = is_causal;
   set_window_and_soft_cap(a, window_left, logits_soft_cap);
-  check_scratch_apart(lse, workspace, {{&out, "out"}, {&q, "q"}, {&k, "k"}, {&v, "v"}});
+  check_written_apart(out, lse, workspace, {{&q, "q"}, {&k, "k"}, {&v, "v"}});
   a.lse = resolve_lse(lse, q);
   a.num_splits = num_splits > 0 ? static_cast<int>(num_splits)
                                 : dec::decode_attention_num_splits(a.batch, a.num_kv_heads,
@@ -596,7 +600,6 @@ void paged_mla_attention(at::Tensor& out, const at::Tensor& q, const at::Tensor&
   check_rows_aligned(out, "out");
   CLO_CHECK(num_splits >= 0 && num_splits <= dec::kMaxSplits, "num_splits must be in [0, ", dec::kMaxSplits,
             "], got ", num_splits);
-  CLO_CHECK(!ranges_overlap(out, q) && !ranges_overlap(out, kv_cache), "out must not overlap q or kv_cache");
   const c10::cuda::CUDAGuard guard(q.device());
   CLO_CHECK(dec::mla_decode_fits(), "the MLA decode kernel needs ", dec::mla_decode_smem_bytes(),
             " bytes of shared memory per block, more than this GPU allows (", dec::decode_smem_limit(), " bytes)");
@@ -614,8 +617,8 @@ void paged_mla_attention(at::Tensor& out, const at::Tensor& q, const at::Tensor&
   a.kv_cache = kv_cache.data_ptr();
   set_block_table(a, block_tables, seq_lens, nb, bs);
   a.scale = static_cast<float>(scale);
-  check_scratch_apart(lse, workspace, {{&out, "out"}, {&q, "q"}, {&kv_cache, "kv_cache"},
-                                       {&block_tables, "block_tables"}, {&seq_lens, "seq_lens"}});
+  check_written_apart(out, lse, workspace, {{&q, "q"}, {&kv_cache, "kv_cache"},
+                                            {&block_tables, "block_tables"}, {&seq_lens, "seq_lens"}});
   a.lse = resolve_lse(lse, q);
   a.num_splits = num_splits > 0 ? static_cast<int>(num_splits)
                                 : dec::mla_decode_num_splits(a.batch, a.num_q_heads, a.max_blocks_per_seq * a.block_size);
