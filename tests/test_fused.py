@@ -71,10 +71,14 @@ def test_matches_reference(b, heads, hidden, max_len, block_size, dtype, rope, c
 
 
 @pytest.mark.parametrize("dtype,b,lens,cluster_size", [
-    (torch.float16, 1, [4096], 4), (torch.bfloat16, 1, [4096], 2), (torch.float16, 16, None, 2),
-    (torch.bfloat16, 16, None, 4), (torch.float16, 9, None, 4), (torch.bfloat16, 9, None, 2)])
+    (torch.float16, 1, [4096], 4), (torch.bfloat16, 1, [4096], 2),
+    pytest.param(torch.float16, 16, None, 2, marks=pytest.mark.slow),
+    pytest.param(torch.bfloat16, 16, None, 4, marks=pytest.mark.slow),
+    (torch.float16, 9, None, 4), (torch.bfloat16, 9, None, 2)])
 def test_llama2_7b_shape(dtype, b, lens, cluster_size):
-    """The shape the kernel is tuned for: hidden 4096, 32 heads, ragged lengths to 4096."""
+    """The shape the kernel is tuned for: hidden 4096, 32 heads, ragged lengths to 4096. The
+    two B=16 cases (22-25 s each, most of it the reference) are `slow`: the B=9 pair covers
+    both dtypes and cluster sizes on a ragged batch."""
     g = torch.Generator().manual_seed(b * 7 + cluster_size)
     lens = lens or torch.randint(1, 4097, (b,), generator=g).tolist()
     prob = make_fused_decode_problem(b, 4096, 32, 32, 128, lens, 16, dtype, "cuda", rope=True, generator=g)
