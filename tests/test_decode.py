@@ -239,7 +239,7 @@ def test_paged_attention_errors():
         torch.ops.cuda_llm_ops.paged_attention(torch.empty_like(q), q, k_cache, v_cache, table, seq_lens, 0.125, 1,
                                                None, -1, 0.0, lse_on_q)
     # out too: never over q (whose rows a block may still read), a cache or the tables
-    q2, k2, v2, table2, lens2 = make_paged_problem([40, 17], 2, 2, 64, 16, torch.float16, 9)
+    _, k2, v2, table2, lens2 = make_paged_problem([40, 17], 2, 2, 64, 16, torch.float16, 9)
     q_rows = torch.randn(2, 4, 64, device="cuda", dtype=q.dtype)
     q_view = q_rows[:, :2]  # strided, as q sliced from a fused qkv buffer
     out_on_row1 = q_rows.flatten()[256:512].view(2, 2, 64)  # past q_view's first numel() bytes, over its row 1
