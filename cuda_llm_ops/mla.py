@@ -92,7 +92,6 @@ def validate_paged_mla_inputs(q, kv_cache, block_tables, seq_lens, out=None) -> 
     _check_rows(q, "q")
     if out is not None:
         _check_rows(out, "out")
-        check_out_apart(out, [(q, "q"), (kv_cache, "kv_cache")])
 
 
 def mla_num_splits(batch: int, num_q_heads: int, max_kv_len: int) -> int:

@@ -381,10 +381,9 @@ void decode_attention(at::Tensor& out, const at::Tensor& q, const at::Tensor& k,
   check_launch(dec::launch_decode_attention(a, current_stream(q)), "decode_attention");
 }
 
-// Where an append writes token t (PagedKvAppendArgs / MlaAppendArgs, same fields): slot_mapping
-// (int64 or int32 [T]), or block_tables and seq_lens (token t is sequence t's new token).
-template <class Args>
-void set_append_target(Args& a, const std::optional<at::Tensor>& slot_mapping,
+// Where an append writes token t (dec::AppendSlots): slot_mapping (int64 or int32 [T]), or
+// block_tables and seq_lens (token t is sequence t's new token).
+void set_append_target(dec::AppendSlots& a, const std::optional<at::Tensor>& slot_mapping,
                        const std::optional<at::Tensor>& block_tables, const std::optional<at::Tensor>& seq_lens,
                        int64_t T, const at::Tensor& ref, const char* ref_name) {
   if (slot_mapping.has_value()) {

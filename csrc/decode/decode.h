@@ -192,15 +192,33 @@ constexpr int64_t kDecodeMaxBatch = 65535;
 // outside [0, num_blocks) is never dereferenced; that sequence's output is NaN.
 cudaError_t launch_decode_attention(const DecodeAttentionArgs& args, cudaStream_t stream);
 
+// Where an append writes token t, in a cache of num_blocks x block_size slots, one of:
+// - slot_mapping[t] (int64 when slot_is_int64, else int32), a flat slot
+//   block * block_size + offset; negative: the token is skipped;
+// - slot_mapping null: token t is sequence t's new token, at position seq_lens[t] - 1
+//   of block_tables row t (int32 [T, max_blocks_per_seq] by table_stride); a sequence
+//   with seq_lens <= 0 is skipped.
+// A slot past the cache, a position past the table or a block index outside
+// [0, num_blocks) is skipped too: never written (the Python wrapper reports them).
+struct AppendSlots {
+  int num_blocks = 0, block_size = 0;
+  const void* slot_mapping = nullptr;
+  bool slot_is_int64 = false;
+  const int* block_tables = nullptr;
+  int64_t table_stride = 0;
+  int max_blocks_per_seq = 0;
+  const int* seq_lens = nullptr;
+};
+
 // The paged KV append (vLLM's reshape_and_cache), optionally with the decode step's glue:
 // slots derived from a block table, and the rotate-half rotary embedding.
-struct PagedKvAppendArgs {
+struct PagedKvAppendArgs : AppendSlots {
   DType dtype = DType::kFloat16;        // of k, v (and q, cos, sin): float16, bfloat16 or float32
   DType cache_dtype = DType::kFloat16;  // `dtype` (a copy) or kFloat8E4M3 (quantized)
   // FP8 caches store e4m3(x * (1 / scale)) in float32, rounded to nearest, saturated to
   // +-448 (head_dim a multiple of 16).
   float k_scale = 1.f, v_scale = 1.f;
-  int num_tokens = 0, num_kv_heads = 0, head_dim = 0, num_blocks = 0, block_size = 0;
+  int num_tokens = 0, num_kv_heads = 0, head_dim = 0;
 
   // k/v [T, Hkv, D] by token and head strides (elements), last dim contiguous.
   const void* k = nullptr;
@@ -208,21 +226,6 @@ struct PagedKvAppendArgs {
   int64_t k_stride_t = 0, k_stride_h = 0, v_stride_t = 0, v_stride_h = 0;
   void* k_cache = nullptr;  // [num_blocks, block_size, Hkv, D], contiguous
   void* v_cache = nullptr;
-
-  // Where token t goes, one of:
-  // - slot_mapping[t] (int64 when slot_is_int64, else int32), a flat slot
-  //   block * block_size + offset; negative: the token is skipped;
-  // - slot_mapping null: token t is sequence t's new token, at position seq_lens[t] - 1
-  //   of block_tables row t (int32 [T, max_blocks_per_seq] by table_stride); a sequence
-  //   with seq_lens <= 0 is skipped.
-  // A slot past the cache, a position past the table or a block index outside
-  // [0, num_blocks) is skipped too: never written (the Python wrapper reports them).
-  const void* slot_mapping = nullptr;
-  bool slot_is_int64 = false;
-  const int* block_tables = nullptr;
-  int64_t table_stride = 0;
-  int max_blocks_per_seq = 0;
-  const int* seq_lens = nullptr;
 
   // Rotate-half rotary embedding (cos null: none): k is rotated before it is stored
   // (k itself is read only) and q [T, Hq, D] (when given) is rotated in place; cos and
@@ -240,23 +243,15 @@ struct PagedKvAppendArgs {
 cudaError_t launch_paged_kv_append(const PagedKvAppendArgs& args, cudaStream_t stream);
 
 // MLA latent append (vLLM's concat_and_cache_mla; paged_kv_append.cu): token t's row
-// [kv_c (512) | k_pe (64)] is written whole into the MLA cache at its slot, chosen as in
-// PagedKvAppendArgs (the same field names: slot_mapping, or block_tables and seq_lens;
-// skipped tokens and slots never written).
-struct MlaAppendArgs {
+// [kv_c (512) | k_pe (64)] is written whole into the MLA cache at its slot (AppendSlots).
+struct MlaAppendArgs : AppendSlots {
   DType dtype = DType::kFloat16;  // of kv_c, k_pe and the cache: float16 or bfloat16
-  int num_tokens = 0, num_blocks = 0, block_size = 0;
+  int num_tokens = 0;
   const void* kv_c = nullptr;  // [T, 512] by a token stride (elements), rows 16-byte aligned
   int64_t kv_c_stride_t = 0;
   const void* k_pe = nullptr;  // [T, 64], likewise
   int64_t k_pe_stride_t = 0;
   void* kv_cache = nullptr;  // [num_blocks, block_size, 576], contiguous
-  const void* slot_mapping = nullptr;
-  bool slot_is_int64 = false;
-  const int* block_tables = nullptr;
-  int64_t table_stride = 0;
-  int max_blocks_per_seq = 0;
-  const int* seq_lens = nullptr;
 };
 cudaError_t launch_paged_mla_append(const MlaAppendArgs& args, cudaStream_t stream);
 

@@ -522,8 +522,11 @@ struct MlaSm90SplitModel {
   int64_t best(int64_t most) const {
     const int64_t last = std::min(most, cap());
     int64_t pick = 1;
-    for (int64_t s = 2; s <= last; ++s)
-      if (ns(s) < ns(pick)) pick = s;
+    double least = ns(1);
+    for (int64_t s = 2; s <= last; ++s) {
+      const double t = ns(s);
+      if (t < least) pick = s, least = t;
+    }
     return pick;
   }
 };

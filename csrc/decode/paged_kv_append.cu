@@ -156,10 +156,8 @@ CLO_DEVICE void rotate_pair(float (&lo)[kGroup<Src>], float (&hi)[kGroup<Src>], 
   }
 }
 
-// Token t's flat slot, or -1 where it is skipped (see PagedKvAppendArgs; MlaAppendArgs has
-// the same fields).
-template <class Args>
-CLO_DEVICE int64_t append_slot(const Args& a, int t) {
+// Token t's flat slot, or -1 where it is skipped (AppendSlots).
+CLO_DEVICE int64_t append_slot(const AppendSlots& a, int t) {
   const int64_t num_slots = static_cast<int64_t>(a.num_blocks) * a.block_size;
   if (a.slot_mapping != nullptr) {
     const int64_t s = a.slot_is_int64 ? static_cast<const int64_t*>(a.slot_mapping)[t]
