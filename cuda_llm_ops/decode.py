@@ -167,9 +167,8 @@ def _check_lse(lse, q: torch.Tensor) -> None:
 
 def _check_written_apart(out, lse, workspace, inputs) -> None:
     """out, lse and the workspace are written by the kernels: apart from each other and from
-    every (tensor, name) of `inputs` (None entries skipped). Skipped while torch.compile traces."""
-    if torch.compiler.is_compiling():
-        return
+    every (tensor, name) of `inputs` (None entries skipped). Skipped while torch.compile traces
+    (by check_out_apart)."""
     check_out_apart(out, inputs)
     for scratch, sname in ((lse, "lse"), (workspace, "workspace")):
         check_out_apart(scratch, list(inputs) + [(out, "out")], out_name=sname)

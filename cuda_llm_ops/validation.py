@@ -31,31 +31,31 @@ def call_or_explain(call, explain):
     raise refused
 
 
-def span_bytes(t: torch.Tensor) -> int:
-    """Bytes from a tensor's first element to the end of its last: its size when contiguous (or
-    a transpose of contiguous), more for a strided view (csrc/bindings/checks.h `span_bytes`)."""
+def byte_range(t: torch.Tensor) -> tuple[int, int]:
+    """[first, end) bytes of a tensor, from its first element to the end of its last: its size
+    when contiguous, more for a strided view (csrc/bindings/checks.h `span_bytes`); empty for
+    no elements. Two ranges that intersect are exact overlap for contiguous tensors and
+    transposes; strided views that interleave without sharing an element also intersect."""
+    lo = t.data_ptr()
+    if t.is_contiguous():  # the common case, without the Python loop below
+        return lo, lo + t.nbytes
     if t.numel() == 0:
-        return 0
-    return (sum((n - 1) * st for n, st in zip(t.shape, t.stride())) + 1) * t.element_size()
-
-
-def bytes_overlap(x: torch.Tensor, y: torch.Tensor) -> bool:
-    """Whether two tensors' spans intersect: exact for contiguous tensors; strided views that
-    interleave without sharing an element may be called overlapping (never the reverse)."""
-    x0, y0, nx, ny = x.data_ptr(), y.data_ptr(), span_bytes(x), span_bytes(y)
-    return nx > 0 and ny > 0 and x0 < y0 + ny and y0 < x0 + nx
+        return lo, lo
+    return lo, lo + (sum((n - 1) * st for n, st in zip(t.shape, t.stride())) + 1) * t.element_size()
 
 
 def check_out_apart(out: torch.Tensor | None, named, allow_same=(), out_name: str = "out") -> None:
     """`out` (a tensor the op writes, called `out_name`) must not overlap any (tensor, name) of
-    `named` (None entries skipped); a name in `allow_same` may be out itself (same address).
-    Skipped while torch.compile traces (fake tensors have no addresses)."""
+    `named` (None entries skipped; overlap as `byte_range`); a name in `allow_same` may be out
+    itself (same address). Skipped while torch.compile traces (fake tensors have no addresses)."""
     if out is None or torch.compiler.is_compiling():
         return
+    lo, hi = byte_range(out)
     for t, name in named:
-        if t is None or (name in allow_same and t.data_ptr() == out.data_ptr()):
+        if t is None or (name in allow_same and t.data_ptr() == lo):
             continue
-        if bytes_overlap(out, t):
+        t_lo, t_hi = byte_range(t)
+        if lo < hi and t_lo < t_hi and lo < t_hi and t_lo < hi:
             raise ValueError(f"{out_name} must not overlap {name}" + (f" (it may be {name} itself)"
                                                                       if name in allow_same else ""))
 

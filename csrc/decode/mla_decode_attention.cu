@@ -429,6 +429,9 @@ bool mla_sm90_applies(int num_q_heads) {
   return num_q_heads >= kMlaSm90MinHeads;
 }
 
+// Query heads per block of the kernel that runs: 64 on the wgmma kernel, 16 on mma.sync.
+int mla_row_heads(bool sm90) { return sm90 ? kMlaSm90Heads : kRows; }
+
 template <typename T>
 cudaError_t run_mla_decode(const MlaDecodeArgs& a, cudaStream_t stream) {
   MlaKernelParams p{};
@@ -445,7 +448,8 @@ cudaError_t run_mla_decode(const MlaDecodeArgs& a, cudaStream_t stream) {
   p.table_stride = a.table_stride;
   p.total_rows = static_cast<int64_t>(a.batch) * a.num_q_heads;
   p.num_q_heads = a.num_q_heads;
-  p.row_tiles = div_ceil(a.num_q_heads, kRows);
+  const bool sm90 = mla_sm90_applies(a.num_q_heads);
+  p.row_tiles = div_ceil(a.num_q_heads, mla_row_heads(sm90));
   p.num_splits = a.num_splits;
   p.num_blocks = a.num_blocks;
   p.block_size = a.block_size;
@@ -466,8 +470,7 @@ cudaError_t run_mla_decode(const MlaDecodeArgs& a, cudaStream_t stream) {
   const int groups = mla_combine_groups(a.num_splits);
   int threads;
   int64_t smem;
-  if (mla_sm90_applies(a.num_q_heads)) {
-    p.row_tiles = div_ceil(a.num_q_heads, kMlaSm90Heads);
+  if (sm90) {
     kernel = mla_sm90::mla_decode_attention_sm90_kernel<T>;
     combine = mla_combine_for<T, kMlaSm90TileKeys>(groups);
     threads = mla_sm90::kThreads;
@@ -500,9 +503,8 @@ struct MlaSm90SplitModel {
   static constexpr double kKeyBytes = kMlaHeadDimQK * 2.0;
   int64_t batch, units, rows, tiles, sms;
 
-  double ns(int64_t s) const {
+  double ns(int64_t s, double stream) const {
     const double compute = kTileNs * static_cast<double>(div_ceil(tiles, s) * div_ceil(units * s, sms));
-    const double stream = static_cast<double>(batch * tiles) * kMlaSm90TileKeys * kKeyBytes / kStreamBytesPerNs;
     return std::max(compute, stream) + (s > 1 ? kRowSplitNs * static_cast<double>(rows * s) : 0.0);
   }
   // A bound on the minimum that never grows for a narrower table or a larger batch, so a
@@ -521,10 +523,11 @@ struct MlaSm90SplitModel {
   }
   int64_t best(int64_t most) const {
     const int64_t last = std::min(most, cap());
+    const double stream = static_cast<double>(batch * tiles) * kMlaSm90TileKeys * kKeyBytes / kStreamBytesPerNs;
     int64_t pick = 1;
-    double least = ns(1);
+    double least = ns(1, stream);
     for (int64_t s = 2; s <= last; ++s) {
-      const double t = ns(s);
+      const double t = ns(s, stream);
       if (t < least) pick = s, least = t;
     }
     return pick;
@@ -543,7 +546,7 @@ struct MlaSm90SplitModel {
 // Both: never splits shorter than kMlaMinKeysPerSplit of max_kv_len, at most kMaxSplits.
 int64_t mla_splits(int batch, int num_q_heads, int max_kv_len, bool bound) {
   const bool sm90 = mla_sm90_applies(num_q_heads);
-  const int64_t row_tiles = div_ceil(std::max(num_q_heads, 1), sm90 ? kMlaSm90Heads : kRows);
+  const int64_t row_tiles = div_ceil(std::max(num_q_heads, 1), mla_row_heads(sm90));
   const int64_t b = std::max(batch, 1), base = b * row_tiles;
   const int64_t sms = device_sm_count();
   const int64_t by_len = std::max<int64_t>(1, div_ceil<int64_t>(std::max(max_kv_len, 1), kMlaMinKeysPerSplit));
