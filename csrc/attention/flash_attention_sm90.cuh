@@ -416,15 +416,8 @@ flash_attention_fwd_sm90_kernel(const __grid_constant__ CUtensorMap map_q, const
       CLO_FA3_SOFTMAX(cur, j);
       wgmma::wait_group<0>();
       if (lane == 0) tma::mbarrier_arrive(&v_empty[sp]);
-      if (__any_sync(0xffffffffu, rescale[0] != 1.f || rescale[1] != 1.f)) {  // warp-uniform skip
-#pragma unroll
-        for (int i = 0; i < Cfg::kOAcc / 4; ++i) {
-          o_acc[4 * i] *= rescale[0];
-          o_acc[4 * i + 1] *= rescale[0];
-          o_acc[4 * i + 2] *= rescale[1];
-          o_acc[4 * i + 3] *= rescale[1];
-        }
-      }
+      if (__any_sync(0xffffffffu, rescale[0] != 1.f || rescale[1] != 1.f))  // warp-uniform skip
+        scale_fragment_rows(o_acc, rescale);
       pack_fragment<T, Cfg::kSAcc>(p_frag, s_acc);
     }
     // The last P V.

@@ -115,13 +115,7 @@ CLO_DEVICE void flash_mma_softmax_step(float (&acc_s)[kMT][kNS][4], float (&acc_
       }
       row_sum[mt][r] = row_sum[mt][r] * rescale[r] + sum;
     }
-#pragma unroll
-    for (int nb = 0; nb < kNO; ++nb) {
-      acc_o[mt][nb][0] *= rescale[0];
-      acc_o[mt][nb][1] *= rescale[0];
-      acc_o[mt][nb][2] *= rescale[1];
-      acc_o[mt][nb][3] *= rescale[1];
-    }
+    scale_fragment_rows(acc_o[mt], rescale);
   }
 }
 

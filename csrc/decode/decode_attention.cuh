@@ -388,10 +388,6 @@ constexpr size_t decode_smem_bytes(size_t extra = 0) {
          size_t(kRowsPerBlock) * decode_smem_stride<D>() * sizeof(T) + extra;
 }
 
-// Splits actually used for a sequence of n keys, and keys per split (64-key tiles).
-CLO_DEVICE int effective_splits(int num_splits, int n) { return split_count<kTileTokens>(num_splits, n); }
-CLO_DEVICE int split_tokens(int num_splits, int n) { return split_keys<kTileTokens>(num_splits, n); }
-
 // The order of q's 16 columns of a k-step in smem for FP8 caches: ldmatrix position j
 // holds column decode_fp8_q_col(j), matching the K fragments ldmatrix makes of e4m3
 // rows (decode_warp_tile_fp8): thread t's four bytes 4t .. 4t + 3 of a 16-byte chunk are
@@ -647,7 +643,7 @@ CLO_DEVICE int decode_piece_key(const DecodeWork& w, int first, int kv_len, int 
 CLO_DEVICE int decode_split_start(const DecodeKernelParams& p, const DecodeWork& w, int kv_len) {
   const int first = decode_first_key(p, kv_len);
   if (w.tile_hi >= 0) return decode_piece_key(w, first, kv_len, w.tile_lo);
-  return first + w.split * split_tokens(w.num_splits, kv_len - first);
+  return first + w.split * split_keys<kTileTokens>(w.num_splits, kv_len - first);
 }
 
 // The keys [start, end) of this block's split of a kv_len-key sequence, its 64-key
@@ -670,8 +666,8 @@ CLO_DEVICE DecodeSplitRange decode_split_range(const DecodeKernelParams& p, cons
     r.start = decode_piece_key(w, first, kv_len, w.tile_lo);
     r.end = max(r.start, min(kv_len, decode_piece_key(w, first, kv_len, w.tile_hi)));
   } else {
-    r.eff = effective_splits(w.num_splits, kv_len - first);
-    const int tokens_per_split = split_tokens(w.num_splits, kv_len - first);
+    r.eff = split_count<kTileTokens>(w.num_splits, kv_len - first);
+    const int tokens_per_split = split_keys<kTileTokens>(w.num_splits, kv_len - first);
     r.start = first + w.split * tokens_per_split;
     r.end = w.split < r.eff ? min(kv_len, r.start + tokens_per_split) : r.start;
   }
@@ -728,13 +724,7 @@ CLO_DEVICE void decode_tile_softmax(float (&s)[2][4], int tok0, const DecodeSpli
       s[j][e] = pe;
       row_sum[e >> 1] += pe;
     }
-#pragma unroll
-  for (int n = 0; n < D / 8; ++n) {
-    o[n][0] *= rescale[0];
-    o[n][1] *= rescale[0];
-    o[n][2] *= rescale[1];
-    o[n][3] *= rescale[1];
-  }
+  scale_fragment_rows(o, rescale);
   // P (16 x 16 keys) from the S accumulators as the A operand.
   pa[0] = pack_float2<T>(s[0][0], s[0][1]);
   pa[1] = pack_float2<T>(s[0][2], s[0][3]);

@@ -244,13 +244,7 @@ __global__ void __launch_bounds__(kThreads, kStages == 2 ? 2 : 1) mla_decode_att
         l[c >> 1] += s[j][c];
       }
     // Past the first tiles a row's max rarely moves: skip the 64 multiplies by 1.
-    if (__any_sync(0xffffffffu, resc[0] != 1.f || resc[1] != 1.f)) {
-#pragma unroll
-      for (int n = 0; n < kVTiles; ++n) {
-        o[n][0] *= resc[0], o[n][1] *= resc[0];
-        o[n][2] *= resc[1], o[n][3] *= resc[1];
-      }
-    }
+    if (__any_sync(0xffffffffu, resc[0] != 1.f || resc[1] != 1.f)) scale_fragment_rows(o, resc);
 
     // O[:, this warp's 128 columns] += P V, V = the tile's first 512 columns.
     const int v_col0 = warp * kVCols;

@@ -85,17 +85,6 @@ CLO_DEVICE void issue_pv(float (&o)[kOAcc], const uint32_t (&p)[kSAcc / 2], uint
   wgmma::commit_group();
 }
 
-template <int N>
-CLO_DEVICE void scale_rows(float (&o)[N], const float (&f)[2]) {
-#pragma unroll
-  for (int i = 0; i < N / 4; ++i) {
-    o[4 * i] *= f[0];
-    o[4 * i + 1] *= f[0];
-    o[4 * i + 2] *= f[1];
-    o[4 * i + 3] *= f[1];
-  }
-}
-
 template <typename T>
 __global__ void __launch_bounds__(kThreads, 1) mla_decode_attention_sm90_kernel(const MlaKernelParams p) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
@@ -195,7 +184,7 @@ __global__ void __launch_bounds__(kThreads, 1) mla_decode_attention_sm90_kernel(
 #pragma unroll
       for (int i = 0; i < kSAcc / 2; ++i) pf[i] = sP[i * 128 + wg_tid];
       const float2 f = sScale[wg_tid];
-      if (__any_sync(0xffffffffu, f.x != 1.f || f.y != 1.f)) scale_rows(o, {f.x, f.y});
+      if (__any_sync(0xffffffffu, f.x != 1.f || f.y != 1.f)) scale_fragment_rows(o, {f.x, f.y});
       issue_pv<T>(o, pf, v_desc(j % 2));
       wgmma::wait_group<0>();
       // Warpgroup 0's P V of tile j is done too. Only then tile j + 1 is announced: warpgroup
@@ -233,7 +222,7 @@ __global__ void __launch_bounds__(kThreads, 1) mla_decode_attention_sm90_kernel(
       for (int i = 0; i < kSAcc / 2; ++i) sP[i * 128 + wg_tid] = pf[i];
       sScale[wg_tid] = make_float2(rescale[0], rescale[1]);
       named_barrier_arrive(kBarPFull, kThreads);
-      if (__any_sync(0xffffffffu, rescale[0] != 1.f || rescale[1] != 1.f)) scale_rows(o, rescale);
+      if (__any_sync(0xffffffffu, rescale[0] != 1.f || rescale[1] != 1.f)) scale_fragment_rows(o, rescale);
       issue_pv<T>(o, pf, v_desc(j % 2));
       wgmma::wait_group<0>();
       named_barrier_arrive(kBarStageFree, kThreads);

@@ -121,6 +121,30 @@ CLO_DEVICE void online_softmax_fragment(float (&s)[N], float (&row_max)[2], floa
   }
 }
 
+// Multiplies the output accumulator's rows by the factors online_softmax_fragment wrote for
+// them: the same C-fragment layout, flat (wgmma, N floats) or as m16n8 tiles ([M][4]).
+template <int N>
+CLO_DEVICE void scale_fragment_rows(float (&o)[N], const float (&f)[2]) {
+  static_assert(N % 4 == 0, "whole n8 column tiles");
+#pragma unroll
+  for (int i = 0; i < N / 4; ++i) {
+    o[4 * i] *= f[0];
+    o[4 * i + 1] *= f[0];
+    o[4 * i + 2] *= f[1];
+    o[4 * i + 3] *= f[1];
+  }
+}
+template <int M>
+CLO_DEVICE void scale_fragment_rows(float (&o)[M][4], const float (&f)[2]) {
+#pragma unroll
+  for (int n = 0; n < M; ++n) {
+    o[n][0] *= f[0];
+    o[n][1] *= f[0];
+    o[n][2] *= f[1];
+    o[n][3] *= f[1];
+  }
+}
+
 // The fragment of P as 16-bit pairs: columns 16kk .. 16kk + 15 are tiles 2kk and 2kk + 1,
 // so p[4kk .. 4kk + 3] is the A fragment of k-step kk of P V (mma.sync m16k16, wgmma RS).
 template <typename T, int N>
