@@ -40,6 +40,7 @@
 #include "cuda_llm_ops/pipeline.cuh"
 #include "decode/decode.h"
 #include "decode/decode_internal.h"
+#include "decode/mla_decode_common.cuh"
 #include "decode/mla_decode_sm90.cuh"
 #include "decode/split_merge.cuh"
 
@@ -94,13 +95,9 @@ __global__ void __launch_bounds__(kThreads, kStages == 2 ? 2 : 1) mla_decode_att
   const int head0 = row_tile * kRows;
   const int rows_here = min(kRows, p.num_q_heads - head0);
 
-  // A seq_len outside [0, capacity] is never served (the rows become NaN).
-  const int len_raw = __ldg(p.seq_lens + b);
-  bool bad = len_raw < 0 || len_raw > p.capacity;
-  const int len = bad ? 0 : len_raw;
-  const int eff = split_count<kKeys>(p.num_splits, len);  // splits that hold keys
-  const int per = split_keys<kKeys>(p.num_splits, len);
-  const int key_lo = min(len, split * per), key_hi = min(len, key_lo + per);
+  const MlaSplitRange range = mla_split_range<kKeys>(p, b, split);
+  bool bad = range.bad;
+  const int key_lo = range.key_lo, key_hi = range.key_hi;
   const int n_tiles = div_ceil(key_hi - key_lo, kKeys);
   const int* table = p.block_tables + b * p.table_stride;
   const T* kv = static_cast<const T*>(p.kv);
@@ -272,39 +269,9 @@ __global__ void __launch_bounds__(kThreads, kStages == 2 ? 2 : 1) mla_decode_att
     l[i] += __shfl_xor_sync(0xffffffffu, l[i], 2);
   }
   bad = __syncthreads_or(bad) != 0;
-  const float nan = __int_as_float(0x7fc00000);
-  const int64_t row0 = static_cast<int64_t>(b) * p.num_q_heads + head0;  // the tile's first row id
-
-  if (p.num_splits == 1) {
-#pragma unroll
-    for (int i = 0; i < 2; ++i) {
-      const int r = g + 8 * i;
-      if (r >= rows_here) continue;
-      const float inv = bad ? nan : (l[i] > 0.f ? 1.f / l[i] : 0.f);
-      T* orow = static_cast<T*>(p.out) + b * p.o_sb + (head0 + r) * p.o_sh + warp * kVCols + 2 * t4;
-#pragma unroll
-      for (int n = 0; n < kVTiles; ++n)
-        *reinterpret_cast<uint32_t*>(orow + n * 8) = pack_float2<T>(o[n][2 * i] * inv, o[n][2 * i + 1] * inv);
-      if (p.lse != nullptr && warp == 0 && t4 == 0) p.lse[row0 + r] = decode_row_lse(m[i], l[i], bad);
-    }
-    return;
-  }
-
-  // ---- split-KV: this split's partials (splits past the sequence's last tile have none);
-  // mla_decode_combine_kernel merges them.
-  if (split < eff) {
-#pragma unroll
-    for (int i = 0; i < 2; ++i) {
-      const int r = g + 8 * i;
-      if (r >= rows_here) continue;
-      const int64_t slot = split * p.total_rows + row0 + r;
-      float* po = p.partial_o + slot * kDv + warp * kVCols + 2 * t4;
-#pragma unroll
-      for (int n = 0; n < kVTiles; ++n)
-        *reinterpret_cast<float2*>(po + n * 8) = bad ? make_float2(nan, nan) : make_float2(o[n][2 * i], o[n][2 * i + 1]);
-      if (warp == 0 && t4 == 0) p.partial_state[slot] = bad ? make_float2(nan, nan) : make_float2(m[i], l[i]);
-    }
-  }
+  mla_store_rows<T, kVTiles>(p, b, head0, g, rows_here, warp * kVCols + 2 * t4, split, range.eff, m, l, bad,
+                             warp == 0 && t4 == 0,
+                             [&](int n, int h) { return make_float2(o[n][2 * h], o[n][2 * h + 1]); });
 }
 
 // The splits of query rows: a block of 512 threads serves 4 / kGroups rows (row blockIdx.x *
@@ -328,9 +295,7 @@ __global__ void __launch_bounds__(kCombineThreads) mla_decode_combine_kernel(con
   const int b = live ? static_cast<int>(row / p.num_q_heads) : 0, head = static_cast<int>(row % p.num_q_heads);
   // The attention kernel's split count for this sequence (a bad length ran as length 0:
   // split 0 holds NaN).
-  const int len_raw = live ? __ldg(p.seq_lens + b) : 0;
-  const int len = len_raw < 0 || len_raw > p.capacity ? 0 : len_raw;
-  const int eff = live ? split_count<kTileKeys>(p.num_splits, len) : 0;
+  const int eff = live ? mla_split_range<kTileKeys>(p, b, 0).eff : 0;
   const int mine = eff > grp ? div_ceil(eff - grp, kGroups) : 0;  // splits grp, grp + kGroups, ...
   const float2* ps = p.partial_state + row;
   const float* po = p.partial_o + row * kDv + 4 * c4;
@@ -356,18 +321,14 @@ __global__ void __launch_bounds__(kCombineThreads) mla_decode_combine_kernel(con
     }
     __syncthreads();
     if (grp > 0) return;
-#pragma unroll
-    for (int g = 1; g < kGroups; ++g) {
-      const float2 st = state_s[rib][g];
-      nan_seen |= st.y != st.y;
-      const float m_new = fmaxf(m, st.x);
-      const float a = fast_exp2(m - m_new), w = st.y > 0.f ? fast_exp2(st.x - m_new) : 0.f;
-      const float4 x = acc_s[rib][g - 1][c4];
-      l = l * a + st.y * w;
-      acc.x = acc.x * a + x.x * w, acc.y = acc.y * a + x.y * w;
-      acc.z = acc.z * a + x.z * w, acc.w = acc.w * a + x.w * w;
-      m = m_new;
-    }
+    // Group 0 folds the other groups' results as it folded its splits.
+    decode_fold_splits<kGroups - 1>(
+        1, kGroups - 1,
+        [&](int g, float2& st, float4& x) {
+          st = state_s[rib][g];
+          x = acc_s[rib][g - 1][c4];
+        },
+        m, l, acc, nan_seen);
   }
   if (!live) return;
   const float inv = nan_seen ? __int_as_float(0x7fc00000) : (l > 0.f ? 1.f / l : 0.f);

@@ -21,7 +21,8 @@
 // S = Q K^T of tile j + 1 waits for P V of tile j (no FA3-style overlap): with two stages
 // the stage of tile j frees only after its P V, so overlapping the two would leave the
 // load of tile j + 2 no more than the softmax's time; a third stage does not fit.
-// Splits write the same partials as the mma.sync kernel; its combine kernel merges them.
+// Splits write the same partials as the mma.sync kernel (mla_store_rows); its combine kernel
+// merges them.
 #pragma once
 
 #include <cuda_bf16.h>
@@ -33,8 +34,7 @@
 #include "cuda_llm_ops/tma.cuh"
 #include "cuda_llm_ops/warp_primitives.cuh"
 #include "cuda_llm_ops/wgmma.cuh"
-#include "decode/decode_internal.h"
-#include "decode/split_merge.cuh"
+#include "decode/mla_decode_common.cuh"
 
 namespace cuda_llm_ops::decode::mla_sm90 {
 
@@ -102,13 +102,9 @@ __global__ void __launch_bounds__(kThreads, 1) mla_decode_attention_sm90_kernel(
   const int head0 = blockIdx.x * kHeads, b = blockIdx.y, split = blockIdx.z;
   const int rows_here = min(kHeads, p.num_q_heads - head0);
 
-  // A seq_len outside [0, capacity] is never served (the rows become NaN).
-  const int len_raw = __ldg(p.seq_lens + b);
-  bool bad = len_raw < 0 || len_raw > p.capacity;
-  const int len = bad ? 0 : len_raw;
-  const int eff = split_count<kKeys>(p.num_splits, len);
-  const int per = split_keys<kKeys>(p.num_splits, len);
-  const int key_lo = min(len, split * per), key_hi = min(len, key_lo + per);
+  const MlaSplitRange range = mla_split_range<kKeys>(p, b, split);
+  bool bad = range.bad;
+  const int key_lo = range.key_lo, key_hi = range.key_hi;
   const int nk = key_hi - key_lo, n_tiles = div_ceil(nk, kKeys);
 
   float o[kOAcc];
@@ -239,30 +235,9 @@ __global__ void __launch_bounds__(kThreads, 1) mla_decode_attention_sm90_kernel(
   bad = __syncthreads_or(bad) != 0;
   const float4 st = sState[wg_tid];
   const float m[2] = {st.x, st.z}, l[2] = {st.y, st.w};
-  const float nan = __int_as_float(0x7fc00000);
-  const int64_t row0 = static_cast<int64_t>(b) * p.num_q_heads + head0;
-  const int col0 = wg * kVCols + 2 * t4;
-#pragma unroll
-  for (int h = 0; h < 2; ++h) {
-    const int r = warp * 16 + g + 8 * h;
-    if (r >= rows_here) continue;
-    if (p.num_splits == 1) {
-      const float inv = bad ? nan : (l[h] > 0.f ? 1.f / l[h] : 0.f);
-      T* orow = static_cast<T*>(p.out) + b * p.o_sb + (head0 + r) * p.o_sh + col0;
-#pragma unroll
-      for (int i = 0; i < kOAcc / 4; ++i)
-        *reinterpret_cast<uint32_t*>(orow + 8 * i) = pack_float2<T>(o[4 * i + 2 * h] * inv, o[4 * i + 2 * h + 1] * inv);
-      if (p.lse != nullptr && wg == 0 && t4 == 0) p.lse[row0 + r] = decode_row_lse(m[h], l[h], bad);
-    } else if (split < eff) {  // splits past the sequence's last tile have no partials
-      const int64_t slot = split * p.total_rows + row0 + r;
-      float* po = p.partial_o + slot * kMlaHeadDimV + col0;
-#pragma unroll
-      for (int i = 0; i < kOAcc / 4; ++i)
-        *reinterpret_cast<float2*>(po + 8 * i) =
-            bad ? make_float2(nan, nan) : make_float2(o[4 * i + 2 * h], o[4 * i + 2 * h + 1]);
-      if (wg == 0 && t4 == 0) p.partial_state[slot] = bad ? make_float2(nan, nan) : make_float2(m[h], l[h]);
-    }
-  }
+  mla_store_rows<T, kOAcc / 4>(p, b, head0, warp * 16 + g, rows_here, wg * kVCols + 2 * t4, split, range.eff, m, l,
+                                bad, wg == 0 && t4 == 0,
+                                [&](int n, int h) { return make_float2(o[4 * n + 2 * h], o[4 * n + 2 * h + 1]); });
 #endif
 }
 
