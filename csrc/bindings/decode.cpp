@@ -92,10 +92,25 @@ void check_block_table(const at::Tensor& block_tables, const at::Tensor& seq_len
             block_tables.strides());
 }
 
-// The paged-cache fields shared by DecodeAttentionArgs and MlaDecodeArgs (checked before).
-template <class Args>
-void set_block_table(Args& a, const at::Tensor& block_tables, const at::Tensor& seq_lens, int64_t num_blocks,
-                     int64_t block_size) {
+// The geometry of a paged attention call of `batch` sequences over a cache of num_blocks x
+// block_size slots (its table checked by check_block_table): a row per sequence, a power-of-two
+// block size (the kernels split a key position by shift and mask), and int32 block indices and
+// key positions.
+void check_paged_geometry(const at::Tensor& block_tables, const at::Tensor& seq_lens, int64_t batch,
+                          int64_t num_blocks, int64_t block_size) {
+  CLO_CHECK(block_tables.size(0) == batch && seq_lens.size(0) == batch, "block_tables and seq_lens must have batch ",
+            batch, " rows, got ", block_tables.size(0), " and ", seq_lens.size(0));
+  CLO_CHECK(block_size >= 1 && (block_size & (block_size - 1)) == 0, "block_size (the cache's dim 1) must be a power of two, got ",
+            block_size);
+  CLO_CHECK(num_blocks >= 1, "the cache must hold at least one block, got num_blocks ", num_blocks);
+  CLO_CHECK(num_blocks < (int64_t(1) << 31) && block_tables.size(1) * block_size < (int64_t(1) << 31),
+            "num_blocks and max_blocks_per_seq x block_size (the keys a table row can address) must be < 2^31, got ",
+            num_blocks, " and ", block_tables.size(1), " x ", block_size);
+}
+
+// The PagedTable fields (checked before).
+void set_block_table(dec::PagedTable& a, const at::Tensor& block_tables, const at::Tensor& seq_lens,
+                     int64_t num_blocks, int64_t block_size) {
   a.block_tables = block_tables.data_ptr<int>();
   a.table_stride = block_tables.stride(0);
   a.max_blocks_per_seq = static_cast<int>(block_tables.size(1));
@@ -246,16 +261,10 @@ void paged_attention(at::Tensor& out, const at::Tensor& q, const at::Tensor& k_c
   const int64_t nb = k_cache.size(0), bs = k_cache.size(1), Hkv = k_cache.size(2);
   CLO_CHECK(Nq >= 1 && Nq <= 65535, "num_new_tokens (q dim 2) must be in [1, 65535], got ", Nq);
   CLO_CHECK(k_cache.size(3) == D, "k_cache head_dim must match q's (", D, "), got ", k_cache.size(3));
-  CLO_CHECK(block_tables.size(0) == B && seq_lens.size(0) == B, "block_tables and seq_lens must have batch ", B,
-              " rows, got ", block_tables.size(0), " and ", seq_lens.size(0));
   CLO_CHECK(B >= 1 && Hkv >= 1 && Hq % Hkv == 0, "num_q_heads (", Hq, ") must be a multiple of num_kv_heads (",
               Hkv, ")");
-  CLO_CHECK(bs >= 1 && (bs & (bs - 1)) == 0, "block_size must be a power of two, got ", bs);
-  CLO_CHECK(nb >= 1 && block_tables.size(1) >= 1, "k_cache and block_tables must not be empty");
+  check_paged_geometry(block_tables, seq_lens, B, nb, bs);
   check_grid(B, Hq);
-  CLO_CHECK(nb < (int64_t(1) << 31) && block_tables.size(1) * bs < (int64_t(1) << 31),
-              "num_blocks and max_blocks_per_seq x block_size (the keys a table row can address) must be < 2^31, got ",
-              nb, " and ", block_tables.size(1), " x ", bs);
   const c10::cuda::CUDAGuard guard(q.device());  // before check_head_dim: it asks q's device
   check_head_dim(D, fp8);
   check_rows_aligned(q, "q");
@@ -382,7 +391,8 @@ void decode_attention(at::Tensor& out, const at::Tensor& q, const at::Tensor& k,
 }
 
 // Where an append writes token t (dec::AppendSlots): slot_mapping (int64 or int32 [T]), or
-// block_tables and seq_lens (token t is sequence t's new token).
+// block_tables and seq_lens (token t is sequence t's new token). a.num_blocks and
+// a.block_size (the cache's) are set before.
 void set_append_target(dec::AppendSlots& a, const std::optional<at::Tensor>& slot_mapping,
                        const std::optional<at::Tensor>& block_tables, const std::optional<at::Tensor>& seq_lens,
                        int64_t T, const at::Tensor& ref, const char* ref_name) {
@@ -409,10 +419,7 @@ void set_append_target(dec::AppendSlots& a, const std::optional<at::Tensor>& slo
     CLO_CHECK(bt.size(0) == T && sl.size(0) == T, "block_tables and seq_lens must have ", T, " rows (", ref_name,
               "'s num_tokens, one new token per sequence), got ", bt.size(0), " and ", sl.size(0));
     CLO_CHECK(bt.size(1) < (int64_t(1) << 31), "max_blocks_per_seq must be < 2^31, got ", bt.size(1));
-    a.block_tables = bt.data_ptr<int>();
-    a.table_stride = bt.stride(0);
-    a.max_blocks_per_seq = static_cast<int>(bt.size(1));
-    a.seq_lens = sl.data_ptr<int>();
+    set_block_table(a, bt, sl, a.num_blocks, a.block_size);
   }
 }
 
@@ -586,15 +593,10 @@ void paged_mla_attention(at::Tensor& out, const at::Tensor& q, const at::Tensor&
   CLO_CHECK(out.size(0) == B && out.size(1) == Hq && out.size(2) == kDv, "out must be [", B, ", ", Hq, ", ", kDv,
             "], got ", out.sizes());
   const int64_t nb = kv_cache.size(0), bs = kv_cache.size(1);
-  CLO_CHECK(block_tables.size(0) == B && seq_lens.size(0) == B, "block_tables and seq_lens must have batch ", B,
-            " rows, got ", block_tables.size(0), " and ", seq_lens.size(0));
-  CLO_CHECK(bs >= 1 && (bs & (bs - 1)) == 0, "block_size (kv_cache dim 1) must be a power of two, got ", bs);
+  check_paged_geometry(block_tables, seq_lens, B, nb, bs);
   check_grid(B, Hq);
   CLO_CHECK(B * Hq < (int64_t(1) << 31), "batch x num_q_heads (the combine kernel's grid) must be < 2^31, got ", B,
             " x ", Hq);
-  CLO_CHECK(nb < (int64_t(1) << 31) && block_tables.size(1) * bs < (int64_t(1) << 31),
-            "num_blocks and max_blocks_per_seq x block_size (the keys a table row can address) must be < 2^31, got ",
-            nb, " and ", block_tables.size(1), " x ", bs);
   check_rows_aligned(q, "q");
   check_rows_aligned(out, "out");
   CLO_CHECK(num_splits >= 0 && num_splits <= dec::kMaxSplits, "num_splits must be in [0, ", dec::kMaxSplits,

@@ -41,7 +41,20 @@ constexpr int kMaxSplits = 128;
 constexpr int kLargeGridBlocksPerSm = 12;
 constexpr int kLargeGridMinKeys = 4096;
 
-struct DecodeAttentionArgs {
+// A paged cache's block table: block_tables int32 [rows, table_stride >= max_blocks_per_seq]
+// maps a sequence's logical blocks to physical ones, of num_blocks x block_size slots;
+// seq_lens int32 [rows] holds each sequence's keys. The attention calls and the appends
+// by table (AppendSlots) read it.
+struct PagedTable {
+  const int* block_tables = nullptr;
+  int64_t table_stride = 0;
+  int max_blocks_per_seq = 0;
+  int num_blocks = 0;
+  int block_size = 0;  // a power of two for attention
+  const int* seq_lens = nullptr;
+};
+
+struct DecodeAttentionArgs : PagedTable {
   DType dtype = DType::kFloat16;  // of q and out: float16 or bfloat16
   // FP8 KV cache (paged only): k/v hold float8 e4m3 values, each K element standing for
   // value * k_scale and each V element for value * v_scale (vLLM's per-tensor scales).
@@ -61,16 +74,10 @@ struct DecodeAttentionArgs {
   const void* k = nullptr;
   const void* v = nullptr;
 
-  // Paged cache (paged == true): k/v [num_blocks, block_size, Hkv, D] contiguous,
-  // block_tables int32 [B, table_stride >= max_blocks_per_seq], seq_lens int32 [B].
-  // Nq > 1 (speculative decoding): the queries are each sequence's last Nq keys (causal).
+  // Paged cache (paged == true): k/v [num_blocks, block_size, Hkv, D] contiguous, by the
+  // PagedTable (B rows). Nq > 1 (speculative decoding): the queries are each sequence's
+  // last Nq keys (causal).
   bool paged = false;
-  const int* block_tables = nullptr;
-  int64_t table_stride = 0;
-  int max_blocks_per_seq = 0;
-  int num_blocks = 0;
-  int block_size = 0;  // power of two
-  const int* seq_lens = nullptr;
 
   // Strided cache (paged == false): k/v [B, Hkv, Nk, D] by strides.
   int64_t k_stride_b = 0, k_stride_h = 0, k_stride_n = 0;
@@ -200,14 +207,9 @@ cudaError_t launch_decode_attention(const DecodeAttentionArgs& args, cudaStream_
 //   with seq_lens <= 0 is skipped.
 // A slot past the cache, a position past the table or a block index outside
 // [0, num_blocks) is skipped too: never written (the Python wrapper reports them).
-struct AppendSlots {
-  int num_blocks = 0, block_size = 0;
+struct AppendSlots : PagedTable {
   const void* slot_mapping = nullptr;
   bool slot_is_int64 = false;
-  const int* block_tables = nullptr;
-  int64_t table_stride = 0;
-  int max_blocks_per_seq = 0;
-  const int* seq_lens = nullptr;
 };
 
 // The paged KV append (vLLM's reshape_and_cache), optionally with the decode step's glue:
@@ -277,7 +279,7 @@ constexpr int kMlaSm90Heads = 64;
 constexpr int kMlaSm90TileKeys = 64;
 constexpr int kMlaSm90MinHeads = 32;
 
-struct MlaDecodeArgs {
+struct MlaDecodeArgs : PagedTable {
   DType dtype = DType::kFloat16;  // of q, the cache and out: float16 or bfloat16
   int batch = 0, num_q_heads = 0;
   // q [B, Hq, 576] and out [B, Hq, 512] by batch and head strides (elements), rows contiguous.
@@ -285,19 +287,15 @@ struct MlaDecodeArgs {
   int64_t q_stride_b = 0, q_stride_h = 0;
   void* out = nullptr;
   int64_t o_stride_b = 0, o_stride_h = 0;
-  // Latent cache [num_blocks, block_size, 576] (one KV head), contiguous; block_tables
-  // int32 [B, table_stride >= max_blocks_per_seq], seq_lens int32 [B]; block_size a power of two.
+  // Latent cache [num_blocks, block_size, 576] (one KV head), contiguous, by the PagedTable (B rows).
   const void* kv_cache = nullptr;
-  const int* block_tables = nullptr;
-  int64_t table_stride = 0;
-  int max_blocks_per_seq = 0, num_blocks = 0, block_size = 0;
-  const int* seq_lens = nullptr;
   float scale = 1.f;    // softmax scale (natural-log domain)
   float* lse = nullptr;  // optional float32 [B, Hq] (contiguous), as DecodeAttentionArgs::lse
   int num_splits = 1;    // resolved (>= 1); > 1 needs the workspace
   // Split calls: >= decode_attention_workspace_floats(B, Hq, 1, kMlaHeadDimV, num_splits)
   // floats, 16-byte aligned, any contents (partials are written before they are read; the
-  // combine kernel needs no counters).
+  // combine kernel needs no counters). The decode size, counter slots included, so that in a
+  // buffer shared with decode_attention calls MLA's partials stay clear of their counters.
   float* workspace = nullptr;
   int64_t workspace_floats = 0;
 };
