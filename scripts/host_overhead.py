@@ -18,7 +18,7 @@ import torch.nn.functional as F
 import cuda_llm_ops as llm
 from cuda_llm_ops.bench import cases_decode as cd
 from cuda_llm_ops.bench import sdpa
-from cuda_llm_ops.fused import validate_fused_decode_block_inputs
+from cuda_llm_ops.fused import _unfused, validate_fused_decode_block_inputs
 from cuda_llm_ops.reference import make_fused_decode_problem
 
 
@@ -35,19 +35,11 @@ def per_call_us(fn, calls: int) -> float:
 
 
 def fused_raw_ops(fp: dict, out: torch.Tensor, ws: torch.Tensor) -> None:
-    """The unfused path's four launches as raw ops on its shapes (what its Python adds to)."""
-    ops = torch.ops.cuda_llm_ops
-    x, kc, vc, bt, sl = fp["x"], fp["k_cache"], fp["v_cache"], fp["block_tables"], fp["seq_lens"]
-    hkv, d = kc.shape[2], kc.shape[3]
-    hq = fp["w_o"].shape[1] // d
-    qkv = ops.gemm(x, fp["w_qkv"], 1.0, 0.0, False, True, None)
-    heads = qkv.view(x.shape[0], hq + 2 * hkv, d)
-    q, k, v = heads.narrow(1, 0, hq), heads.narrow(1, hq, hkv), heads.narrow(1, hq + hkv, hkv)
-    ops.paged_kv_append(k, v, kc, vc, None, 1.0, 1.0, bt, sl, fp["cos"], fp["sin"], q)
-    o = torch.empty_like(q, memory_format=torch.contiguous_format)
-    off, numel = ws._clo_attention_workspace
-    ops.paged_attention(o, q, kc, vc, bt, sl, d ** -0.5, 0, ws[off:].view(torch.float32), -1, 0.0, None, 1.0, 1.0)
-    ops.gemm_out(out, o.view(x.shape[0], -1), fp["w_o"], 1.0, 0.0, False, True, None)
+    """The unfused path's four launches as raw ops on its shapes (what its Python adds to):
+    fused._unfused itself, given the attention's part of the workspace."""
+    off, _ = ws._clo_attention_workspace
+    _unfused(fp["x"], fp["w_qkv"], fp["w_o"], fp["k_cache"], fp["v_cache"], fp["block_tables"], fp["seq_lens"],
+             fp["cos"], fp["sin"], fp["k_cache"].shape[3] ** -0.5, out, ws[off:].view(torch.float32))
 
 
 def cases() -> dict:
