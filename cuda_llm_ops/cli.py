@@ -82,6 +82,10 @@ def build_parser() -> argparse.ArgumentParser:
                    help="timed runs per implementation at most (default 100; slow ones get fewer, at least 5)")
     b.add_argument("--budget-ms", type=float, default=300.0, metavar="MS",
                    help="target timing time per implementation, picks the run count (default 300)")
+    b.add_argument("--rounds", type=int, default=1, metavar="R",
+                   help="time a case's implementations in R interleaved rounds (alternating order, the runs "
+                        "pooled; --iterations is the total): clocks that fall as a long compute-bound run heats "
+                        "the GPU then slow every implementation alike (default 1: one after the other)")
     b.add_argument("--no-progress", action="store_true", help="no progress bar")
     b.add_argument("--eager", action="store_true",
                    help="time launch-bound cases too as eager calls from Python, without CUDA graphs: the host's "
@@ -157,6 +161,8 @@ def cmd_bench(args, parser) -> int:
 
     if args.iterations < 1:
         parser.error("--iterations must be >= 1")
+    if args.rounds < 1:
+        parser.error("--rounds must be >= 1")
     if args.append and not args.json:
         parser.error("--append needs --json FILE")
     if args.eager and args.append and os.path.exists(args.json):
@@ -198,7 +204,7 @@ def cmd_bench(args, parser) -> int:
     interrupted = False
     try:
         run_cases(selected, ceilings, iterations=args.iterations, budget_ms=args.budget_ms,
-                  progress=not args.no_progress, on_result=results.append, eager=args.eager)
+                  progress=not args.no_progress, on_result=results.append, eager=args.eager, rounds=args.rounds)
     except KeyboardInterrupt:  # keep what was measured: table, JSON and plots of the finished cases
         interrupted = True
         print(f"interrupted: reporting the {len(results)} implementations measured so far", file=sys.stderr)

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import statistics
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from typing import Callable, Sequence
 
 import torch
@@ -39,6 +39,8 @@ class Timing:
     cuda_graph: bool
     # How L2 was made cold: "" (warm), "flush" or "rotate:<sets>".
     l2_method: str = ""
+    # Every run's time, ms (what pool_timings merges).
+    times: list[float] = field(default_factory=list, repr=False)
 
 
 _FLUSH: dict[int, torch.Tensor] = {}
@@ -166,4 +168,14 @@ def benchmark(fn: Callable[[], object], *, warmup: int = 10, iterations: int = 1
     times = [s.elapsed_time(e) / per_call for s, e in zip(starts, ends)]
     med, p20, p80 = _quantiles(times)
     method = f"rotate:{len(fns)}" if rotate else ("flush" if use_flush else "")
-    return Timing(med, p20, p80, iterations, bool(cold_l2), cuda_graph, method)
+    return Timing(med, p20, p80, iterations, bool(cold_l2), cuda_graph, method, times)
+
+
+def pool_timings(parts: Sequence[Timing]) -> Timing:
+    """One Timing of the runs of several (the rounds of one implementation, timed between
+    other implementations'): quantiles over all their runs; the method fields of the first."""
+    if not parts or any(not p.times for p in parts):
+        raise ValueError("pool_timings: every part must carry its run times")
+    times = [t for p in parts for t in p.times]
+    med, p20, p80 = _quantiles(times)
+    return replace(parts[0], median_ms=med, p20_ms=p20, p80_ms=p80, runs=len(times), times=times)

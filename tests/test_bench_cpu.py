@@ -203,7 +203,7 @@ def _fake_case(timed_names):
 def test_every_impl_is_checked_before_it_is_timed(monkeypatch):
     timed_names = []
 
-    def fake_time(case, impl, fn, seed, iterations, budget_ms, notes, eager=False):
+    def fake_time(case, impl, fn, seed, iterations, budget_ms, notes, eager=False, rounds=1):
         timed_names.append(impl.name)
         return Timing(1.0, 0.9, 1.1, 5, False, False)
 
@@ -589,7 +589,7 @@ def test_runner_holds_an_impls_scope_around_check_and_timing(monkeypatch):
 
     seen = []
 
-    def fake_time(case, impl, fn, seed, iterations, budget_ms, notes, eager=False):
+    def fake_time(case, impl, fn, seed, iterations, budget_ms, notes, eager=False, rounds=1):
         seen.append((impl.name, bool(inside)))
         return Timing(1.0, 0.9, 1.1, 5, False, False)
 
@@ -623,3 +623,75 @@ def test_sdpa_call_passes_gqa_only_when_asked():
     ref = F.scaled_dot_product_attention(q, ke, ve, is_causal=True)
     torch.testing.assert_close(sdpa.call("math", q, k, v, True, is_causal=True), ref)
     torch.testing.assert_close(sdpa.call("math", q, ke, ve, False, is_causal=True), ref)
+
+
+def test_rounds_interleave_implementations_and_pool_their_runs(monkeypatch):
+    """--rounds 3: round 1 checks and times each implementation in order; rounds 2 and 3 time
+    them again in alternating order, on fresh inputs under their scopes; each result pools
+    its runs, and one whose later round fails keeps the rounds before it, saying so."""
+    from cuda_llm_ops import roofline as rl
+
+    inside, seen, flaky_calls, clock = [], [], [], iter(range(1, 1000))
+
+    class Scope:
+        def __enter__(self):
+            inside.append(True)
+
+        def __exit__(self, *exc):
+            inside.pop()
+
+    def fake_time(case, impl, fn, seed, iterations, budget_ms, notes, eager=False, rounds=1):
+        assert rounds == 3
+        if impl.name == "flaky":
+            flaky_calls.append(1)
+            if len(flaky_calls) == 2:
+                raise RuntimeError("boom")
+        seen.append((impl.name, bool(inside)))
+        t = float(next(clock))  # every run of a call takes t ms: which call a run came from shows
+        return Timing(t, t, t, 2, False, False, "", [t, t])
+
+    monkeypatch.setattr(runner, "_time_impl", fake_time)
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda *a, **k: None)
+    x = torch.randn(8)
+    made = []
+
+    def make_inputs():
+        made.append(1)
+        return {"x": x.clone()}
+
+    impls = [BenchImpl("peer", True, lambda inp: (lambda: inp["x"] * 2)),
+             BenchImpl("scoped", False, lambda inp: (lambda: inp["x"] * 2), scope=Scope),
+             BenchImpl("flaky", False, lambda inp: (lambda: inp["x"] * 2))]
+    case = BenchCase(op="fake", dtype=torch.float32, shape={"N": 8}, flops=1.0, bytes=1.0, compute="fp32",
+                     make_inputs=make_inputs, impls=impls)
+    with pytest.raises(ValueError, match="rounds must be >= 1"):
+        runner.run_cases([runner.Selected("fake", case, impls)], rl.ceilings_for("h100", {}), progress=False,
+                         rounds=0)
+    results = runner.run_cases([runner.Selected("fake", case, impls)], rl.ceilings_for("h100", {}),
+                               progress=False, rounds=3)
+    assert [r.status for r in results] == ["ok", "ok", "ok"] and not inside
+    # round 1 in order, round 2 reversed (flaky fails there), round 3 in order again
+    assert seen == [("peer", False), ("scoped", True), ("flaky", False),
+                    ("scoped", True), ("peer", False),
+                    ("peer", False), ("scoped", True), ("flaky", False)]
+    peer, scoped, flaky = (r.timing for r in results)
+    assert peer.times == [1.0, 1.0, 5.0, 5.0, 6.0, 6.0] and peer.runs == 6 and peer.median_ms == 5.0
+    assert scoped.times == [2.0, 2.0, 4.0, 4.0, 7.0, 7.0] and scoped.median_ms == 4.0
+    assert flaky.times == [3.0, 3.0, 8.0, 8.0] and flaky.p20_ms == 3.0 and flaky.p80_ms == 8.0
+    assert any("round 2 of 3 failed (RuntimeError: boom)" in n for n in results[2].notes)
+    assert all("3 interleaved rounds" in r.notes for r in results)
+    assert all(r.roof is not None for r in results)
+    assert len(made) >= 3 + 6  # every later round on fresh inputs
+
+
+def test_pool_timings_takes_quantiles_over_every_run():
+    from cuda_llm_ops.timing import pool_timings
+
+    a = Timing(2.0, 1.0, 3.0, 3, True, True, "rotate:4", [1.0, 2.0, 3.0])
+    b = Timing(20.0, 10.0, 30.0, 3, True, True, "rotate:4", [10.0, 20.0, 30.0])
+    p = pool_timings([a, b])
+    assert p.runs == 6 and p.times == [1.0, 2.0, 3.0, 10.0, 20.0, 30.0]
+    assert p.median_ms == 6.5 and p.p20_ms == 2.0 and p.p80_ms == 20.0
+    assert p.cold_l2 and p.cuda_graph and p.l2_method == "rotate:4"
+    with pytest.raises(ValueError, match="run times"):
+        pool_timings([a, Timing(1.0, 1.0, 1.0, 1, False, False)])

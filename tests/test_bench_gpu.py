@@ -148,14 +148,16 @@ def test_profile_gemm_on_our_gemm_and_cublas():
 
 
 def test_bench_quick_end_to_end(tmp_path, capsys):
-    """`llm-speed bench flash_attention --quick` with --json and --plot, restricted to N=1024."""
+    """`llm-speed bench flash_attention --quick` with --json and --plot, restricted to N=1024,
+    in two interleaved rounds."""
     from cuda_llm_ops import cli
     from cuda_llm_ops.bench.report import read_json
 
     out_json = tmp_path / "bench.json"
     plots = tmp_path / "plots"
     rc = cli.main(["bench", "flash_attention", "--quick", "--shapes", "N=1024", "--json", str(out_json),
-                   "--plot", str(plots), "--no-progress", "--budget-ms", "60", "--iterations", "30"])
+                   "--plot", str(plots), "--no-progress", "--budget-ms", "60", "--iterations", "30",
+                   "--rounds", "2"])
     out = capsys.readouterr().out
     print(out)
     records = read_json(str(out_json))  # validates every record against the schema
@@ -164,6 +166,7 @@ def test_bench_quick_end_to_end(tmp_path, capsys):
     assert rc == (1 if any(r["status"] == "failed" for r in records) else 0)
     sdpa = [r for r in records if r["impl"] == "sdpa-flash"]
     assert sdpa and all(r["status"] == "ok" and r["pct_of_roofline"] > 0 for r in sdpa)
+    assert all("2 interleaved rounds" in r["error"] for r in records if r["status"] == "ok")
     assert all(r["gpu"] == torch.cuda.get_device_name() for r in records)
     assert "vs best peer" in out and "attention_prefill" in out
     pngs = sorted(os.listdir(plots))

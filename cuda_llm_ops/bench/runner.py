@@ -23,7 +23,7 @@ import torch
 
 from .. import roofline as rl
 from ..testing import first_tensor, rel_error
-from ..timing import Timing, benchmark, rotation_count
+from ..timing import Timing, benchmark, pool_timings, rotation_count
 from . import registry
 from .registry import BenchCase, BenchImpl
 
@@ -255,12 +255,13 @@ def _estimate_ms(fn: Callable[[], Any]) -> float:
 
 
 def _time_impl(case: BenchCase, impl: BenchImpl, fn: Callable[[], Any], seed: int, iterations: int,
-               budget_ms: float, notes: list[str], eager: bool = False) -> Timing:
+               budget_ms: float, notes: list[str], eager: bool = False, rounds: int = 1) -> Timing:
     # eager: launch-bound cases too are timed call by call from Python (no graph), so the
     # host's dispatch time counts wherever it exceeds the GPU's: what an eager loop sees.
+    # rounds: this is one of `rounds` rounds, which share the run count (at least 5 each).
     graph = case.cuda_graph and not eager
     est = _estimate_ms(fn)
-    iters = int(min(iterations, max(5, budget_ms // est)))
+    iters = max(5, -(-int(min(iterations, max(5, budget_ms // est))) // rounds))
     warm = int(min(10, max(1, 50 // est)))
     need = rotation_count(case.bytes, max_sets=None)
     if case.cold_l2 and (need <= MAX_ROTATION_SETS or graph):
@@ -287,9 +288,13 @@ def _time_impl(case: BenchCase, impl: BenchImpl, fn: Callable[[], Any], seed: in
 
 def run_cases(selected: list[Selected], ceilings: rl.Ceilings | None, *, iterations: int = 100,
               budget_ms: float = 300.0, seed: int = 0, progress: bool = True,
-              on_result: Callable[[Result], None] | None = None, eager: bool = False) -> list[Result]:
+              on_result: Callable[[Result], None] | None = None, eager: bool = False,
+              rounds: int = 1) -> list[Result]:
     """Check and time every selected implementation; one Result each, in order (`eager`:
-    no CUDA graphs, every call launched from Python, host time included)."""
+    no CUDA graphs, every call launched from Python, host time included; `rounds` > 1: each
+    case's implementations timed in that many interleaved rounds, see _time_rounds)."""
+    if rounds < 1:
+        raise ValueError(f"rounds must be >= 1, got {rounds}")
     total = sum(len(s.impls) for s in selected)
     bar = _progress(total, progress)
     results: list[Result] = []
@@ -298,7 +303,7 @@ def run_cases(selected: list[Selected], ceilings: rl.Ceilings | None, *, iterati
     torch.backends.cudnn.allow_tf32 = False
     try:
         for sel in selected:
-            case_results = _run_case(sel, ceilings, iterations, budget_ms, seed, bar, eager)
+            case_results = _run_case(sel, ceilings, iterations, budget_ms, seed, bar, eager, rounds)
             for r in case_results:
                 if on_result:
                     on_result(r)
@@ -310,7 +315,8 @@ def run_cases(selected: list[Selected], ceilings: rl.Ceilings | None, *, iterati
     return results
 
 
-def _run_case(sel: Selected, ceilings, iterations, budget_ms, seed, bar, eager: bool = False) -> list[Result]:
+def _run_case(sel: Selected, ceilings, iterations, budget_ms, seed, bar, eager: bool = False,
+              rounds: int = 1) -> list[Result]:
     case = sel.case
     results: list[Result] = []
     why_not: dict[str, str] = {}
@@ -389,7 +395,8 @@ def _run_case(sel: Selected, ceilings, iterations, budget_ms, seed, bar, eager: 
                     if res.status in ("ok", "unchecked"):
                         del out
                         out = None
-                        res.timing = _time_impl(case, impl, fn, seed, iterations, budget_ms, res.notes, eager)
+                        res.timing = _time_impl(case, impl, fn, seed, iterations, budget_ms, res.notes, eager,
+                                                rounds)
                         res.roof = _roof(case, ceilings, res.timing.median_ms * 1e-3)
             except Exception as exc:  # noqa: BLE001 - reported as FAILED, the run goes on
                 if _missing_kernel(exc):
@@ -404,7 +411,42 @@ def _run_case(sel: Selected, ceilings, iterations, budget_ms, seed, bar, eager: 
         results.append(res)
         bar.update(1)
     del ref
+    if rounds > 1:
+        _time_rounds(case, results, ceilings, iterations, budget_ms, seed, eager, rounds)
     return results
+
+
+def _time_rounds(case: BenchCase, results: list[Result], ceilings, iterations, budget_ms, seed, eager,
+                 rounds: int) -> None:
+    """Rounds 2..rounds of a case's timed implementations (round 1 ran with the check), in
+    alternating order, each on fresh inputs under its scope; each Result's timing pools its
+    rounds' runs. A long compute-bound case heats the GPU and its clocks drop as it goes
+    (H100 prefill rows: one implementation's p20 and median 20% apart): timed one after the
+    other, the later implementations pay for the earlier ones' heat; interleaved, all pay
+    alike. A round that fails leaves the rounds before it, and says so."""
+    timed = [r for r in results if r.timing is not None]
+    for k in range(1, rounds):
+        for res in (timed[::-1] if k % 2 else timed):
+            inputs = fn = None
+            with contextlib.ExitStack() as scope:
+                try:
+                    if res.impl.scope is not None:
+                        scope.enter_context(res.impl.scope())
+                    inputs = _inputs(case, seed)
+                    fn = res.impl.build(inputs)
+                    fn()
+                    torch.cuda.synchronize()
+                    part = _time_impl(case, res.impl, fn, seed, iterations, budget_ms, [], eager, rounds)
+                    res.timing = pool_timings([res.timing, part])
+                except Exception as exc:  # noqa: BLE001 - the earlier rounds stand
+                    res.notes.append(f"round {k + 1} of {rounds} failed ({_short(exc)}); timed over {k}")
+                    if isinstance(exc, torch.cuda.OutOfMemoryError):
+                        torch.cuda.empty_cache()
+                finally:
+                    del inputs, fn
+    for res in timed:
+        res.roof = _roof(case, ceilings, res.timing.median_ms * 1e-3)
+        res.notes.append(f"{rounds} interleaved rounds")
 
 
 def _roof(case: BenchCase, ceilings: rl.Ceilings | None, time_s: float) -> rl.Roofline | None:
