@@ -176,6 +176,9 @@ def pool_timings(parts: Sequence[Timing]) -> Timing:
     other implementations'): quantiles over all their runs; the method fields of the first."""
     if not parts or any(not p.times for p in parts):
         raise ValueError("pool_timings: every part must carry its run times")
+    how = {(p.cold_l2, p.cuda_graph, p.l2_method) for p in parts}
+    if len(how) > 1:
+        raise ValueError(f"pool_timings: the parts were timed differently (cold L2, graph, L2 method): {sorted(how)}")
     times = [t for p in parts for t in p.times]
     med, p20, p80 = _quantiles(times)
     return replace(parts[0], median_ms=med, p20_ms=p20, p80_ms=p80, runs=len(times), times=times)

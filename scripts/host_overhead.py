@@ -35,8 +35,8 @@ def per_call_us(fn, calls: int) -> float:
 
 
 def fused_raw_ops(fp: dict, out: torch.Tensor, ws: torch.Tensor) -> None:
-    """The unfused path's four launches as raw ops on its shapes (what its Python adds to):
-    fused._unfused itself, given the attention's part of the workspace."""
+    """The unfused path below its public wrapper: fused._unfused (the four raw ops, their op
+    lookups and the qkv views), given the attention's part of the workspace."""
     off, _ = ws._clo_attention_workspace
     _unfused(fp["x"], fp["w_qkv"], fp["w_o"], fp["k_cache"], fp["v_cache"], fp["block_tables"], fp["seq_lens"],
              fp["cos"], fp["sin"], fp["k_cache"].shape[3] ** -0.5, out, ws[off:].view(torch.float32))
@@ -104,7 +104,7 @@ def cases() -> dict:
         "fused_decode_block unfused path (out=, workspace=, check_indices=False)":
             lambda: llm.fused_decode_block(*fargs, cos=fp["cos"], sin=fp["sin"], out=fout, workspace=fws,
                                            check_indices=False),
-        "  its four raw ops alone (gemm, paged_kv_append, paged_attention, gemm_out)": lambda: fused_raw_ops(fp, fout, fws),
+        "  fused._unfused alone (its four raw ops and their glue)": lambda: fused_raw_ops(fp, fout, fws),
         "  its Python validation alone (what each unfused call ran first before)":
             lambda: validate_fused_decode_block_inputs(*fargs, fp["cos"], fp["sin"], fout, fws),
         "gemm": lambda: llm.gemm(a, b),

@@ -678,10 +678,55 @@ def test_rounds_interleave_implementations_and_pool_their_runs(monkeypatch):
     assert peer.times == [1.0, 1.0, 5.0, 5.0, 6.0, 6.0] and peer.runs == 6 and peer.median_ms == 5.0
     assert scoped.times == [2.0, 2.0, 4.0, 4.0, 7.0, 7.0] and scoped.median_ms == 4.0
     assert flaky.times == [3.0, 3.0, 8.0, 8.0] and flaky.p20_ms == 3.0 and flaky.p80_ms == 8.0
-    assert any("round 2 of 3 failed (RuntimeError: boom)" in n for n in results[2].notes)
-    assert all("3 interleaved rounds" in r.notes for r in results)
+    assert "round 2 of 3 left out (RuntimeError: boom)" in results[2].notes
+    assert [r.notes[0] for r in results] == ["3 interleaved rounds", "3 interleaved rounds",
+                                             "2 of 3 interleaved rounds"]
     assert all(r.roof is not None for r in results)
     assert len(made) >= 3 + 6  # every later round on fresh inputs
+
+
+def test_rounds_interrupted_keep_what_was_pooled(monkeypatch):
+    """Ctrl-C in a later round: the case's results so far reach on_result, pooled over the
+    rounds done, and the interrupt goes on to the caller."""
+    from cuda_llm_ops import roofline as rl
+
+    calls = []
+
+    def fake_time(case, impl, fn, seed, iterations, budget_ms, notes, eager=False, rounds=1):
+        calls.append(impl.name)
+        if len(calls) == 4:
+            raise KeyboardInterrupt
+        return Timing(1.0, 1.0, 1.0, 1, False, False, "", [float(len(calls))])
+
+    monkeypatch.setattr(runner, "_time_impl", fake_time)
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda *a, **k: None)
+    impls = [BenchImpl(n, n == "peer", lambda inp: (lambda: inp["x"] * 2)) for n in ("peer", "ours")]
+    case = BenchCase(op="fake", dtype=torch.float32, shape={"N": 8}, flops=1.0, bytes=1.0, compute="fp32",
+                     make_inputs=lambda: {"x": torch.randn(8)}, impls=impls)
+    got = []
+    with pytest.raises(KeyboardInterrupt):
+        runner.run_cases([runner.Selected("fake", case, impls)], rl.ceilings_for("h100", {}), progress=False,
+                         rounds=3, on_result=got.append)
+    # round 1: peer 1, ours 2; round 2 reversed: ours 3, peer interrupted
+    assert calls == ["peer", "ours", "ours", "peer"]
+    assert [r.timing.times for r in got] == [[1.0], [2.0, 3.0]]
+    assert [r.notes[0] for r in got] == ["1 of 3 interleaved rounds", "2 of 3 interleaved rounds"]
+    assert all(r.roof is not None for r in got)
+
+
+def test_rounds_share_the_run_count(monkeypatch):
+    """--iterations is the total over the rounds; one round keeps the count asked for."""
+    seen = []
+    monkeypatch.setattr(runner, "benchmark", lambda fn, **kw: seen.append(kw["iterations"]) or
+                        Timing(1.0, 1.0, 1.0, kw["iterations"], False, False))
+    monkeypatch.setattr(runner, "_estimate_ms", lambda fn: 1.0)
+    monkeypatch.setattr(runner, "rotation_count", lambda b, max_sets=None: 1)
+    impl = BenchImpl("ours", False, lambda inp: (lambda: None))
+    case = BenchCase(op="f", dtype=torch.float16, shape={}, flops=1.0, bytes=1.0, compute="fp16_tc",
+                     make_inputs=lambda: {}, impls=[impl])
+    for iterations, rounds in ((100, 1), (3, 1), (100, 4), (100, 3), (5, 10)):
+        runner._time_impl(case, impl, lambda: None, 0, iterations, 300.0, [], False, rounds)
+    assert seen == [100, 3, 25, 34, 1]
 
 
 def test_pool_timings_takes_quantiles_over_every_run():
@@ -695,3 +740,5 @@ def test_pool_timings_takes_quantiles_over_every_run():
     assert p.cold_l2 and p.cuda_graph and p.l2_method == "rotate:4"
     with pytest.raises(ValueError, match="run times"):
         pool_timings([a, Timing(1.0, 1.0, 1.0, 1, False, False)])
+    with pytest.raises(ValueError, match="timed differently"):
+        pool_timings([a, Timing(1.0, 1.0, 1.0, 1, True, False, "rotate:4", [1.0])])

@@ -258,10 +258,10 @@ def _time_impl(case: BenchCase, impl: BenchImpl, fn: Callable[[], Any], seed: in
                budget_ms: float, notes: list[str], eager: bool = False, rounds: int = 1) -> Timing:
     # eager: launch-bound cases too are timed call by call from Python (no graph), so the
     # host's dispatch time counts wherever it exceeds the GPU's: what an eager loop sees.
-    # rounds: this is one of `rounds` rounds, which share the run count (at least 5 each).
+    # rounds: this is one of `rounds` rounds, which share the run count.
     graph = case.cuda_graph and not eager
     est = _estimate_ms(fn)
-    iters = max(5, -(-int(min(iterations, max(5, budget_ms // est))) // rounds))
+    iters = -(-int(min(iterations, max(5, budget_ms // est))) // rounds)
     warm = int(min(10, max(1, 50 // est)))
     need = rotation_count(case.bytes, max_sets=None)
     if case.cold_l2 and (need <= MAX_ROTATION_SETS or graph):
@@ -303,11 +303,17 @@ def run_cases(selected: list[Selected], ceilings: rl.Ceilings | None, *, iterati
     torch.backends.cudnn.allow_tf32 = False
     try:
         for sel in selected:
-            case_results = _run_case(sel, ceilings, iterations, budget_ms, seed, bar, eager, rounds)
+            interrupted = None
+            try:
+                case_results = _run_case(sel, ceilings, iterations, budget_ms, seed, bar, eager, rounds)
+            except _RoundsInterrupted as exc:  # the case's rounds so far still count
+                case_results, interrupted = exc.results, exc
             for r in case_results:
                 if on_result:
                     on_result(r)
             results += case_results
+            if interrupted is not None:
+                raise KeyboardInterrupt from interrupted
             torch.cuda.empty_cache()
     finally:
         torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = old_tf32
@@ -416,37 +422,60 @@ def _run_case(sel: Selected, ceilings, iterations, budget_ms, seed, bar, eager: 
     return results
 
 
+class _RoundsInterrupted(KeyboardInterrupt):
+    """Ctrl-C during a case's later rounds: its results, timed over the rounds pooled so far."""
+
+    def __init__(self, results: list[Result]):
+        super().__init__()
+        self.results = results
+
+
 def _time_rounds(case: BenchCase, results: list[Result], ceilings, iterations, budget_ms, seed, eager,
                  rounds: int) -> None:
-    """Rounds 2..rounds of a case's timed implementations (round 1 ran with the check), in
-    alternating order, each on fresh inputs under its scope; each Result's timing pools its
-    rounds' runs. A long compute-bound case heats the GPU and its clocks drop as it goes
-    (H100 prefill rows: one implementation's p20 and median 20% apart): timed one after the
-    other, the later implementations pay for the earlier ones' heat; interleaved, all pay
-    alike. A round that fails leaves the rounds before it, and says so."""
+    """Rounds 2..rounds of a case's timed implementations (round 1 timed each right after its
+    check), in alternating order, each on fresh inputs under its scope; each Result's timing
+    pools its rounds' runs. A long compute-bound case heats the GPU and its clocks drop as it
+    goes (H100 prefill rows: one implementation's p20 and median 20% apart): timed one after
+    the other, the later implementations pay for the earlier ones' heat; interleaved, all pay
+    alike. A round that fails, or is timed another way (say its graph capture failed), is left
+    out and named in the notes; the implementation's later rounds still run."""
     timed = [r for r in results if r.timing is not None]
-    for k in range(1, rounds):
-        for res in (timed[::-1] if k % 2 else timed):
-            inputs = fn = None
-            with contextlib.ExitStack() as scope:
-                try:
-                    if res.impl.scope is not None:
-                        scope.enter_context(res.impl.scope())
-                    inputs = _inputs(case, seed)
-                    fn = res.impl.build(inputs)
-                    fn()
-                    torch.cuda.synchronize()
-                    part = _time_impl(case, res.impl, fn, seed, iterations, budget_ms, [], eager, rounds)
-                    res.timing = pool_timings([res.timing, part])
-                except Exception as exc:  # noqa: BLE001 - the earlier rounds stand
-                    res.notes.append(f"round {k + 1} of {rounds} failed ({_short(exc)}); timed over {k}")
-                    if isinstance(exc, torch.cuda.OutOfMemoryError):
-                        torch.cuda.empty_cache()
-                finally:
-                    del inputs, fn
+    pooled = {id(r): 1 for r in timed}
+    try:
+        for k in range(1, rounds):
+            for res in (timed[::-1] if k % 2 else timed):
+                inputs = fn = None
+                notes: list[str] = []
+                with contextlib.ExitStack() as scope:
+                    try:
+                        if res.impl.scope is not None:
+                            scope.enter_context(res.impl.scope())
+                        inputs = _inputs(case, seed)
+                        fn = res.impl.build(inputs)
+                        fn()
+                        torch.cuda.synchronize()
+                        part = _time_impl(case, res.impl, fn, seed, iterations, budget_ms, notes, eager, rounds)
+                        res.timing = pool_timings([res.timing, part])
+                        pooled[id(res)] += 1
+                    except Exception as exc:  # noqa: BLE001 - the other rounds stand
+                        res.notes.append(f"round {k + 1} of {rounds} left out ({_short(exc)})")
+                        if isinstance(exc, torch.cuda.OutOfMemoryError):
+                            torch.cuda.empty_cache()
+                    finally:
+                        del inputs, fn
+                res.notes += [n for n in notes if n not in res.notes]
+    except KeyboardInterrupt as exc:
+        _finish_rounds(case, timed, pooled, ceilings, rounds)
+        raise _RoundsInterrupted(results) from exc
+    _finish_rounds(case, timed, pooled, ceilings, rounds)
+
+
+def _finish_rounds(case: BenchCase, timed: list[Result], pooled: dict[int, int], ceilings, rounds: int) -> None:
     for res in timed:
         res.roof = _roof(case, ceilings, res.timing.median_ms * 1e-3)
-        res.notes.append(f"{rounds} interleaved rounds")
+        n = pooled[id(res)]
+        # first: the table cuts a row's note at 120 characters
+        res.notes.insert(0, f"{rounds} interleaved rounds" if n == rounds else f"{n} of {rounds} interleaved rounds")
 
 
 def _roof(case: BenchCase, ceilings: rl.Ceilings | None, time_s: float) -> rl.Roofline | None:
