@@ -86,6 +86,10 @@ def build_parser() -> argparse.ArgumentParser:
                    help="time a case's implementations in R interleaved rounds (alternating order, the runs "
                         "pooled; --iterations is the total): clocks that fall as a long compute-bound run heats "
                         "the GPU then slow every implementation alike (default 1: one after the other)")
+    b.add_argument("--warmup-ms", type=float, default=0.0, metavar="MS",
+                   help="before each timing (each round), run the call back to back for MS ms of GPU time: a GPU "
+                        "at its power cap runs the first tens of ms after an idle gap at its full clock, then "
+                        "throttles; warmed, every run sees the clock the call sustains (default 0: 10 calls)")
     b.add_argument("--no-progress", action="store_true", help="no progress bar")
     b.add_argument("--eager", action="store_true",
                    help="time launch-bound cases too as eager calls from Python, without CUDA graphs: the host's "
@@ -163,6 +167,8 @@ def cmd_bench(args, parser) -> int:
         parser.error("--iterations must be >= 1")
     if args.rounds < 1:
         parser.error("--rounds must be >= 1")
+    if not args.warmup_ms >= 0:
+        parser.error("--warmup-ms must be >= 0")
     if args.append and not args.json:
         parser.error("--append needs --json FILE")
     if args.eager and args.append and os.path.exists(args.json):
@@ -204,7 +210,8 @@ def cmd_bench(args, parser) -> int:
     interrupted = False
     try:
         run_cases(selected, ceilings, iterations=args.iterations, budget_ms=args.budget_ms,
-                  progress=not args.no_progress, on_result=results.append, eager=args.eager, rounds=args.rounds)
+                  progress=not args.no_progress, on_result=results.append, eager=args.eager, rounds=args.rounds,
+                  warmup_ms=args.warmup_ms)
     except KeyboardInterrupt:  # keep what was measured: table, JSON and plots of the finished cases
         interrupted = True
         print(f"interrupted: reporting the {len(results)} implementations measured so far", file=sys.stderr)

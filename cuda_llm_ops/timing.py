@@ -104,7 +104,7 @@ def _quantiles(times: list[float]) -> tuple[float, float, float]:
 
 def benchmark(fn: Callable[[], object], *, warmup: int = 10, iterations: int = 100, cold_l2: bool = False,
               cuda_graph: bool = False, graph_calls: int = 10,
-              fn_sets: Sequence[Callable[[], object]] | None = None) -> Timing:
+              fn_sets: Sequence[Callable[[], object]] | None = None, warmup_ms: float = 0.0) -> Timing:
     """Time `fn()` on the current CUDA stream.
 
     - warm-up calls first (module load, autotuning, allocator growth stay out);
@@ -120,11 +120,18 @@ def benchmark(fn: Callable[[], object], *, warmup: int = 10, iterations: int = 1
       captured in one CUDA graph; each replay is timed and divided by `graph_calls`,
       removing launch gaps. A flush cannot go inside a graph, so `cold_l2=True`
       with `cuda_graph=True` needs `fn_sets`.
+    - `warmup_ms`: after the warm-up calls, more back-to-back calls until this much GPU
+      time has passed (no flush between them). A GPU at its power cap runs its first tens
+      of milliseconds after an idle gap at the full clock, then throttles (an H100 on
+      long prefill calls: 1980 MHz, then 1400-1700 within ~50 ms); warmed this long, every
+      timed run sees the clock the call sustains.
     """
     if iterations < 1:
         raise ValueError(f"benchmark: iterations must be >= 1, got {iterations}")
     if warmup < 0:
         raise ValueError(f"benchmark: warmup must be >= 0, got {warmup}")
+    if not warmup_ms >= 0:
+        raise ValueError(f"benchmark: warmup_ms must be >= 0, got {warmup_ms}")
     if graph_calls < 1:
         raise ValueError(f"benchmark: graph_calls must be >= 1, got {graph_calls}")
     fns = list(fn_sets) if fn_sets is not None else [fn]
@@ -155,6 +162,8 @@ def benchmark(fn: Callable[[], object], *, warmup: int = 10, iterations: int = 1
         calls = fns
     for i in range(warmup):
         calls[i % len(calls)]()
+    if warmup_ms > 0:
+        _warm_for(calls, warmup_ms, stream)
     torch.cuda.synchronize()
     starts = [torch.cuda.Event(enable_timing=True) for _ in range(iterations)]
     ends = [torch.cuda.Event(enable_timing=True) for _ in range(iterations)]
@@ -169,6 +178,24 @@ def benchmark(fn: Callable[[], object], *, warmup: int = 10, iterations: int = 1
     med, p20, p80 = _quantiles(times)
     method = f"rotate:{len(fns)}" if rotate else ("flush" if use_flush else "")
     return Timing(med, p20, p80, iterations, bool(cold_l2), cuda_graph, method, times)
+
+
+def _warm_for(calls: Sequence[Callable[[], object]], ms: float, stream) -> int:
+    """Back-to-back calls until `ms` of GPU time has passed; returns how many ran. Batches of
+    about 5 ms each (sized by the first call), one sync a batch."""
+    done, n, batch = 0.0, 0, 1
+    while done < ms:
+        s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        s.record(stream)
+        for _ in range(batch):
+            calls[n % len(calls)]()
+            n += 1
+        e.record(stream)
+        e.synchronize()
+        took = s.elapsed_time(e)
+        done += took
+        batch = max(1, min(10000, int(5.0 * batch / max(took, 1e-3))))
+    return n
 
 
 def pool_timings(parts: Sequence[Timing]) -> Timing:

@@ -203,7 +203,7 @@ def _fake_case(timed_names):
 def test_every_impl_is_checked_before_it_is_timed(monkeypatch):
     timed_names = []
 
-    def fake_time(case, impl, fn, seed, iterations, budget_ms, notes, eager=False, rounds=1):
+    def fake_time(case, impl, fn, seed, iterations, budget_ms, notes, eager=False, rounds=1, warmup_ms=0.0):
         timed_names.append(impl.name)
         return Timing(1.0, 0.9, 1.1, 5, False, False)
 
@@ -233,7 +233,7 @@ def test_every_impl_is_checked_before_it_is_timed(monkeypatch):
 
 
 def test_reference_first_then_peers_then_unchecked(monkeypatch):
-    monkeypatch.setattr(runner, "_time_impl", lambda *a: Timing(1.0, 0.9, 1.1, 5, False, False))
+    monkeypatch.setattr(runner, "_time_impl", lambda *a, **k: Timing(1.0, 0.9, 1.1, 5, False, False))
     monkeypatch.setattr(torch.cuda, "synchronize", lambda *a, **k: None)
     x = torch.randn(32)
 
@@ -589,7 +589,7 @@ def test_runner_holds_an_impls_scope_around_check_and_timing(monkeypatch):
 
     seen = []
 
-    def fake_time(case, impl, fn, seed, iterations, budget_ms, notes, eager=False, rounds=1):
+    def fake_time(case, impl, fn, seed, iterations, budget_ms, notes, eager=False, rounds=1, warmup_ms=0.0):
         seen.append((impl.name, bool(inside)))
         return Timing(1.0, 0.9, 1.1, 5, False, False)
 
@@ -640,7 +640,7 @@ def test_rounds_interleave_implementations_and_pool_their_runs(monkeypatch):
         def __exit__(self, *exc):
             inside.pop()
 
-    def fake_time(case, impl, fn, seed, iterations, budget_ms, notes, eager=False, rounds=1):
+    def fake_time(case, impl, fn, seed, iterations, budget_ms, notes, eager=False, rounds=1, warmup_ms=0.0):
         assert rounds == 3
         if impl.name == "flaky":
             flaky_calls.append(1)
@@ -692,7 +692,7 @@ def test_rounds_interrupted_keep_what_was_pooled(monkeypatch):
 
     calls = []
 
-    def fake_time(case, impl, fn, seed, iterations, budget_ms, notes, eager=False, rounds=1):
+    def fake_time(case, impl, fn, seed, iterations, budget_ms, notes, eager=False, rounds=1, warmup_ms=0.0):
         calls.append(impl.name)
         if len(calls) == 4:
             raise KeyboardInterrupt
@@ -742,3 +742,23 @@ def test_pool_timings_takes_quantiles_over_every_run():
         pool_timings([a, Timing(1.0, 1.0, 1.0, 1, False, False)])
     with pytest.raises(ValueError, match="timed differently"):
         pool_timings([a, Timing(1.0, 1.0, 1.0, 1, True, False, "rotate:4", [1.0])])
+
+
+def test_warmup_ms_reaches_every_timing(monkeypatch):
+    """--warmup-ms: each round's timing gets it (timing.benchmark runs the warm-up)."""
+    from cuda_llm_ops import roofline as rl
+
+    seen = []
+
+    def fake_time(case, impl, fn, seed, iterations, budget_ms, notes, eager=False, rounds=1, warmup_ms=0.0):
+        seen.append((impl.name, warmup_ms))
+        return Timing(1.0, 1.0, 1.0, 1, False, False, "", [1.0])
+
+    monkeypatch.setattr(runner, "_time_impl", fake_time)
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda *a, **k: None)
+    impls = [BenchImpl(n, n == "peer", lambda inp: (lambda: inp["x"] * 2)) for n in ("peer", "ours")]
+    case = BenchCase(op="fake", dtype=torch.float32, shape={"N": 8}, flops=1.0, bytes=1.0, compute="fp32",
+                     make_inputs=lambda: {"x": torch.randn(8)}, impls=impls)
+    runner.run_cases([runner.Selected("fake", case, impls)], rl.ceilings_for("h100", {}), progress=False,
+                     rounds=2, warmup_ms=75.0)
+    assert seen == [("peer", 75.0), ("ours", 75.0), ("ours", 75.0), ("peer", 75.0)]

@@ -95,6 +95,29 @@ def test_cuda_graph_mode_times_replays():
     print(f"tiny kernel: eager {eager.median_ms * 1e3:.2f} us, graph replay {graph.median_ms * 1e3:.2f} us/call")
 
 
+def test_warmup_ms_runs_the_call_that_long_first():
+    """benchmark(warmup_ms=30): back-to-back calls for ~30 ms of GPU time before the timed runs."""
+    from cuda_llm_ops.timing import benchmark
+
+    x = torch.randn(1 << 24, device="cuda")  # 64 MB read and written: tens of us a call, GPU-bound
+    y = torch.empty_like(x)
+    calls = []
+
+    def fn():
+        calls.append(1)
+        torch.mul(x, 2.0, out=y)
+
+    plain = benchmark(fn, warmup=2, iterations=5)
+    assert len(calls) == 7
+    calls.clear()
+    t = benchmark(fn, warmup=2, iterations=5, warmup_ms=30.0)
+    _check_timing(t, False, False)
+    warm_calls = len(calls) - 7
+    fill = 30.0 / plain.median_ms  # calls that fill 30 ms
+    print(f"{plain.median_ms * 1e3:.1f} us a call; {warm_calls} warm-up calls for 30 ms (~{fill:.0f} fill it)")
+    assert 0.5 * fill <= warm_calls <= 3 * fill + 2
+
+
 def test_profiler_measure_and_compare():
     from cuda_llm_ops.profiler import CUDAProfiler
 

@@ -266,3 +266,6 @@ def test_benchmark_rejects_bad_arguments_before_touching_the_gpu():
         benchmark(lambda: None, fn_sets=[])
     with pytest.raises(ValueError, match="graph_calls"):
         benchmark(lambda: None, graph_calls=0)
+    for bad in (-1.0, float("nan")):
+        with pytest.raises(ValueError, match="warmup_ms must be >= 0"):
+            benchmark(lambda: None, warmup_ms=bad)

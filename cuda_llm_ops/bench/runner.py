@@ -255,7 +255,8 @@ def _estimate_ms(fn: Callable[[], Any]) -> float:
 
 
 def _time_impl(case: BenchCase, impl: BenchImpl, fn: Callable[[], Any], seed: int, iterations: int,
-               budget_ms: float, notes: list[str], eager: bool = False, rounds: int = 1) -> Timing:
+               budget_ms: float, notes: list[str], eager: bool = False, rounds: int = 1,
+               warmup_ms: float = 0.0) -> Timing:
     # eager: launch-bound cases too are timed call by call from Python (no graph), so the
     # host's dispatch time counts wherever it exceeds the GPU's: what an eager loop sees.
     # rounds: this is one of `rounds` rounds, which share the run count.
@@ -272,27 +273,29 @@ def _time_impl(case: BenchCase, impl: BenchImpl, fn: Callable[[], Any], seed: in
         fns = [fn] + [impl.build(_inputs(case, seed + j)) for j in range(1, n)]
         if graph:
             try:
-                return benchmark(fn, warmup=warm, iterations=iters, cuda_graph=True, fn_sets=fns, cold_l2=True)
+                return benchmark(fn, warmup=warm, iterations=iters, cuda_graph=True, fn_sets=fns, cold_l2=True,
+                                 warmup_ms=warmup_ms)
             except RuntimeError as exc:  # not capturable (host sync, eager allocation, ...)
                 notes.append(f"graph capture failed ({_short(exc)}); timed without a graph")
                 torch.cuda.synchronize()
-        return benchmark(fn, warmup=warm, iterations=iters, fn_sets=fns, cold_l2=True)
+        return benchmark(fn, warmup=warm, iterations=iters, fn_sets=fns, cold_l2=True, warmup_ms=warmup_ms)
     if graph:
         try:
-            return benchmark(fn, warmup=warm, iterations=iters, cuda_graph=True)
+            return benchmark(fn, warmup=warm, iterations=iters, cuda_graph=True, warmup_ms=warmup_ms)
         except RuntimeError as exc:
             notes.append(f"graph capture failed ({_short(exc)}); timed without a graph")
             torch.cuda.synchronize()
-    return benchmark(fn, warmup=warm, iterations=iters, cold_l2=case.cold_l2)
+    return benchmark(fn, warmup=warm, iterations=iters, cold_l2=case.cold_l2, warmup_ms=warmup_ms)
 
 
 def run_cases(selected: list[Selected], ceilings: rl.Ceilings | None, *, iterations: int = 100,
               budget_ms: float = 300.0, seed: int = 0, progress: bool = True,
               on_result: Callable[[Result], None] | None = None, eager: bool = False,
-              rounds: int = 1) -> list[Result]:
+              rounds: int = 1, warmup_ms: float = 0.0) -> list[Result]:
     """Check and time every selected implementation; one Result each, in order (`eager`:
     no CUDA graphs, every call launched from Python, host time included; `rounds` > 1: each
-    case's implementations timed in that many interleaved rounds, see _time_rounds)."""
+    case's implementations timed in that many interleaved rounds, see _time_rounds; `warmup_ms`:
+    each timing first runs the call back to back this long, timing.benchmark)."""
     if rounds < 1:
         raise ValueError(f"rounds must be >= 1, got {rounds}")
     total = sum(len(s.impls) for s in selected)
@@ -305,7 +308,8 @@ def run_cases(selected: list[Selected], ceilings: rl.Ceilings | None, *, iterati
         for sel in selected:
             interrupted = None
             try:
-                case_results = _run_case(sel, ceilings, iterations, budget_ms, seed, bar, eager, rounds)
+                case_results = _run_case(sel, ceilings, iterations, budget_ms, seed, bar, eager, rounds,
+                                         warmup_ms)
             except _RoundsInterrupted as exc:  # the case's rounds so far still count
                 case_results, interrupted = exc.results, exc
             for r in case_results:
@@ -322,7 +326,7 @@ def run_cases(selected: list[Selected], ceilings: rl.Ceilings | None, *, iterati
 
 
 def _run_case(sel: Selected, ceilings, iterations, budget_ms, seed, bar, eager: bool = False,
-              rounds: int = 1) -> list[Result]:
+              rounds: int = 1, warmup_ms: float = 0.0) -> list[Result]:
     case = sel.case
     results: list[Result] = []
     why_not: dict[str, str] = {}
@@ -402,7 +406,7 @@ def _run_case(sel: Selected, ceilings, iterations, budget_ms, seed, bar, eager: 
                         del out
                         out = None
                         res.timing = _time_impl(case, impl, fn, seed, iterations, budget_ms, res.notes, eager,
-                                                rounds)
+                                                rounds, warmup_ms=warmup_ms)
                         res.roof = _roof(case, ceilings, res.timing.median_ms * 1e-3)
             except Exception as exc:  # noqa: BLE001 - reported as FAILED, the run goes on
                 if _missing_kernel(exc):
@@ -418,7 +422,7 @@ def _run_case(sel: Selected, ceilings, iterations, budget_ms, seed, bar, eager: 
         bar.update(1)
     del ref
     if rounds > 1:
-        _time_rounds(case, results, ceilings, iterations, budget_ms, seed, eager, rounds)
+        _time_rounds(case, results, ceilings, iterations, budget_ms, seed, eager, rounds, warmup_ms)
     return results
 
 
@@ -431,7 +435,7 @@ class _RoundsInterrupted(KeyboardInterrupt):
 
 
 def _time_rounds(case: BenchCase, results: list[Result], ceilings, iterations, budget_ms, seed, eager,
-                 rounds: int) -> None:
+                 rounds: int, warmup_ms: float = 0.0) -> None:
     """Rounds 2..rounds of a case's timed implementations (round 1 timed each right after its
     check), in alternating order, each on fresh inputs under its scope; each Result's timing
     pools its rounds' runs. A long compute-bound case heats the GPU and its clocks drop as it
@@ -454,7 +458,8 @@ def _time_rounds(case: BenchCase, results: list[Result], ceilings, iterations, b
                         fn = res.impl.build(inputs)
                         fn()
                         torch.cuda.synchronize()
-                        part = _time_impl(case, res.impl, fn, seed, iterations, budget_ms, notes, eager, rounds)
+                        part = _time_impl(case, res.impl, fn, seed, iterations, budget_ms, notes, eager, rounds,
+                                          warmup_ms=warmup_ms)
                         res.timing = pool_timings([res.timing, part])
                         pooled[id(res)] += 1
                     except Exception as exc:  # noqa: BLE001 - the other rounds stand
