@@ -180,9 +180,9 @@ def benchmark(fn: Callable[[], object], *, warmup: int = 10, iterations: int = 1
     return Timing(med, p20, p80, iterations, bool(cold_l2), cuda_graph, method, times)
 
 
-def _warm_for(calls: Sequence[Callable[[], object]], ms: float, stream) -> int:
-    """Back-to-back calls until `ms` of GPU time has passed; returns how many ran. Batches of
-    about 5 ms each (sized by the first call), one sync a batch."""
+def _warm_for(calls: Sequence[Callable[[], object]], ms: float, stream) -> None:
+    """Back-to-back calls until `ms` of GPU time has passed, in batches of about 5 ms each
+    (sized by the first call), one sync a batch."""
     done, n, batch = 0.0, 0, 1
     while done < ms:
         s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
@@ -195,7 +195,6 @@ def _warm_for(calls: Sequence[Callable[[], object]], ms: float, stream) -> int:
         took = s.elapsed_time(e)
         done += took
         batch = max(1, min(10000, int(5.0 * batch / max(took, 1e-3))))
-    return n
 
 
 def pool_timings(parts: Sequence[Timing]) -> Timing:
