@@ -2,7 +2,7 @@
 
     python3 scripts/bench_attention_dev.py [--sm90 | --sm90-dims | --sm90-short | --sm90-causal-rule |
                                             --sm90-d64-rule | --sm90-causal-pairs | --sm90-vs-cudnn |
-                                            --sm90-wide |
+                                            --sm90-wide | --sm90-tile-overlap |
                                             --fp32]
 
 Prints median ms and TFLOP/s (non-causal FLOPs = 4*B*H*Nq*Nk*D, causal half)
@@ -172,17 +172,35 @@ SM90_CAUSAL_CASES = [(32, 32, 512, 128), (16, 32, 1024, 128), (8, 32, 2048, 128)
                      (32, 32, 512, 192), (16, 32, 1024, 192), (32, 32, 512, 256)]
 
 
-def best_medians(call, knob, variants, rounds, iters, cuda_graph=False):
-    """Times call() under each (name, knob value) of `variants` (a variant may carry its own
-    callable third, e.g. a peer), the order rotated every round so the order effect (NOTES.md
-    v3) falls on all; returns each name's best median ms. The knob is left empty (the default)."""
+def set_knobs(knob, val):
+    """Sets the knob to val, or (val a dict) each knob the dict names; the others it names empty."""
+    if isinstance(val, dict):
+        for key, value in val.items():
+            os.environ[key] = value
+    else:
+        os.environ[knob] = val
+
+
+def clear_knobs(knob, variants):
+    for _, val, *_own in variants:
+        set_knobs(knob, {key: "" for key in val} if isinstance(val, dict) else "")
+
+
+def best_medians(call, knob, variants, rounds, iters, cuda_graph=False, warmup_ms=0.0):
+    """Times call() under each (name, knob value) of `variants` (the value may be a dict of
+    knob values, set_knobs; a variant may carry its own callable third, e.g. a peer), the order
+    rotated every round so the order effect (NOTES.md v3) falls on all; returns each name's
+    best median ms. `warmup_ms`: back-to-back calls before each timing (timing.benchmark), so
+    each runs at the clock the call sustains. The knobs are left empty (the defaults)."""
     best = {}
     for r in range(rounds):
         for name, val, *own in variants[r % len(variants):] + variants[:r % len(variants)]:
-            os.environ[knob] = val
-            t = benchmark(own[0] if own else call, warmup=3, iterations=iters, cuda_graph=cuda_graph)
+            clear_knobs(knob, variants)
+            set_knobs(knob, val)
+            t = benchmark(own[0] if own else call, warmup=3, iterations=iters, cuda_graph=cuda_graph,
+                          warmup_ms=warmup_ms)
             best[name] = min(best.get(name, 1e9), t.median_ms)
-    os.environ[knob] = ""
+    clear_knobs(knob, variants)
     return best
 
 
@@ -242,7 +260,7 @@ SM90_VS_CUDNN_CASES = [(32, 32, 32, 512, 128, False), (16, 32, 32, 1024, 128, Fa
 
 
 def sm90_vs_cudnn(cases=SM90_VS_CUDNN_CASES, dtypes=(torch.float16,), knob="CUDA_LLM_OPS_FLASH_SM90_SCHED",
-                  ours=(("ours", ""),), rounds=3, iters=20):
+                  ours=(("ours", ""),), rounds=3, iters=20, warmup_ms=0.0):
     """Our Hopper kernel (each (name, knob value) of `ours`) against SDPA-cuDNN timed in
     rotating order (rounds x all), each one's best median: the order effect (NOTES.md v3)
     falls on all. The speed printed is cuDNN's time over the first of `ours`."""
@@ -254,20 +272,34 @@ def sm90_vs_cudnn(cases=SM90_VS_CUDNN_CASES, dtypes=(torch.float16,), knob="CUDA
         ref = F.scaled_dot_product_attention(q.float(), k.float().repeat_interleave(hq // hkv, 1),
                                              v.float().repeat_interleave(hq // hkv, 1), is_causal=causal)
         for _, val in ours:
-            os.environ[knob] = val
+            clear_knobs(knob, ours)
+            set_knobs(knob, val)
             err = rel_error(call().float(), ref)
             assert err < 1e-2, f"{knob}={val}: relative error {err:.2e}"
-        os.environ[knob] = ""
+        clear_knobs(knob, ours)
 
         def cudnn():  # as the bench's peer (cuda_llm_ops.bench.sdpa): GQA through enable_gqa
             with sdpa_kernel(SDPBackend.CUDNN_ATTENTION):
                 return F.scaled_dot_product_attention(q, k, v, is_causal=causal, enable_gqa=hq != hkv)
 
-        best = best_medians(call, knob, tuple(ours) + (("cudnn", "", cudnn),), rounds, iters)
+        best = best_medians(call, knob, tuple(ours) + (("cudnn", "", cudnn),), rounds, iters, warmup_ms=warmup_ms)
         f = flops(b, hq, n, d, causal)
         print(f"vs cudnn | B={b} Hq={hq} Hkv={hkv} N={n} D={d} causal={causal} {str(dtype)[6:]}: " +
               ", ".join(f"{name} {ms:.4f} ms ({f / ms / 1e9:.0f} TFLOP/s)" for name, ms in best.items()) +
               f"; {ours[0][0]}/cudnn speed {best['cudnn'] / best[ours[0][0]]:.3f}", flush=True)
+
+
+# Where a work tile's first S = Q K^T issues (with the last P V of the tile before, or after
+# its epilogue) and how many Q buffers the kernel uses, on the bench's short and long shapes.
+SM90_TILE_OVERLAP_VARIANTS = (
+    ("rule", {"CUDA_LLM_OPS_FLASH_SM90_EARLY_QK": "", "CUDA_LLM_OPS_FLASH_SM90_Q_STAGES": ""}),
+    ("early 2q", {"CUDA_LLM_OPS_FLASH_SM90_EARLY_QK": "1", "CUDA_LLM_OPS_FLASH_SM90_Q_STAGES": "2"}),
+    ("late 1q", {"CUDA_LLM_OPS_FLASH_SM90_EARLY_QK": "0", "CUDA_LLM_OPS_FLASH_SM90_Q_STAGES": "1"}),
+    ("early 1q", {"CUDA_LLM_OPS_FLASH_SM90_EARLY_QK": "1", "CUDA_LLM_OPS_FLASH_SM90_Q_STAGES": "1"}),
+    ("late 2q", {"CUDA_LLM_OPS_FLASH_SM90_EARLY_QK": "0", "CUDA_LLM_OPS_FLASH_SM90_Q_STAGES": "2"}))
+SM90_TILE_OVERLAP_CASES = [(32, 32, 32, 512, 128, True), (32, 32, 8, 512, 128, True), (16, 32, 32, 1024, 128, True),
+                           (16, 32, 8, 1024, 64, True), (16, 32, 8, 1024, 64, False), (32, 32, 32, 512, 128, False),
+                           (8, 32, 8, 2048, 128, False), (4, 32, 8, 4096, 128, True), (16, 32, 8, 1024, 256, True)]
 
 
 # The bench's D = 192 and 256 shapes (GQA 32/8) and a control at D = 160.
@@ -302,7 +334,8 @@ def main():
     # Dev knobs are read per call only when set before the first call (dev_knob, common.cuh).
     for knob in ("CUDA_LLM_OPS_FLASH_SM90", "CUDA_LLM_OPS_FLASH_SM90_SCHED", "CUDA_LLM_OPS_FLASH_TILES",
                  "CUDA_LLM_OPS_FLASH_SM90_PERSISTENT", "CUDA_LLM_OPS_FLASH_SM90_TILE192",
-                 "CUDA_LLM_OPS_FLASH_FP32_TILE", "CUDA_LLM_OPS_FLASH_SM90_CAUSAL_PAIRS"):
+                 "CUDA_LLM_OPS_FLASH_FP32_TILE", "CUDA_LLM_OPS_FLASH_SM90_CAUSAL_PAIRS",
+                 "CUDA_LLM_OPS_FLASH_SM90_EARLY_QK", "CUDA_LLM_OPS_FLASH_SM90_Q_STAGES"):
         os.environ.setdefault(knob, "")
     torch.backends.cuda.matmul.allow_tf32 = False
     print(torch.cuda.get_device_name(), torch.__version__, llm.build_info())
@@ -317,6 +350,11 @@ def main():
         return
     if "--sm90-vs-cudnn" in sys.argv[1:]:
         sm90_vs_cudnn()
+        return
+    if "--sm90-tile-overlap" in sys.argv[1:]:
+        rounds = int(sys.argv[sys.argv.index("--rounds") + 1]) if "--rounds" in sys.argv else 3
+        sm90_vs_cudnn(SM90_TILE_OVERLAP_CASES, (torch.bfloat16,), ours=SM90_TILE_OVERLAP_VARIANTS, rounds=rounds,
+                      warmup_ms=50)
         return
     if "--sm90-wide" in sys.argv[1:]:
         sm90_vs_cudnn(SM90_WIDE_CASES, (torch.float16, torch.bfloat16))

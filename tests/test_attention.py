@@ -24,7 +24,8 @@ pytestmark = pytest.mark.cuda
 # every call only when set before the first call: empty values keep the defaults and let
 # the Hopper tests below switch them in this process.
 for _knob in ("CUDA_LLM_OPS_FLASH_SM90", "CUDA_LLM_OPS_FLASH_SM90_SCHED", "CUDA_LLM_OPS_FLASH_SM90_PERSISTENT",
-              "CUDA_LLM_OPS_FLASH_SM90_TILE192", "CUDA_LLM_OPS_FLASH_FP32_TILE", "CUDA_LLM_OPS_FLASH_SM90_CAUSAL_PAIRS"):
+              "CUDA_LLM_OPS_FLASH_SM90_TILE192", "CUDA_LLM_OPS_FLASH_FP32_TILE", "CUDA_LLM_OPS_FLASH_SM90_CAUSAL_PAIRS",
+              "CUDA_LLM_OPS_FLASH_SM90_EARLY_QK", "CUDA_LLM_OPS_FLASH_SM90_Q_STAGES"):
     os.environ.setdefault(_knob, "")
 
 OPS = {"naive_attention": naive_attention, "tiled_attention": tiled_attention, "flash_attention": flash_attention}
@@ -377,6 +378,15 @@ def test_sm90_kernel_matches_reference(monkeypatch, case, dtype):
         if causal and nq > nk:
             assert (out[:, :, : nq - nk] == 0).all()
     monkeypatch.setenv("CUDA_LLM_OPS_FLASH_SM90_SCHED", "")
+    # A work tile's first S = Q K^T issued after the tile before's epilogue (EARLY_QK 0, full
+    # rows' default) or with its last P V (1, causal calls'), on one Q buffer or two (causal
+    # calls' default where they fit), each forced the other way.
+    for early, q_stages in (("0", "1"), ("0", "2"), ("1", "1"), ("1", "2")):
+        monkeypatch.setenv("CUDA_LLM_OPS_FLASH_SM90_EARLY_QK", early)
+        monkeypatch.setenv("CUDA_LLM_OPS_FLASH_SM90_Q_STAGES", q_stages)
+        assert_close(call(), ref, dtype=dtype, what=f"sm90 path {case}, early_qk={early} q_stages={q_stages or 'auto'}")
+    monkeypatch.setenv("CUDA_LLM_OPS_FLASH_SM90_EARLY_QK", "")
+    monkeypatch.setenv("CUDA_LLM_OPS_FLASH_SM90_Q_STAGES", "")
     monkeypatch.setenv("CUDA_LLM_OPS_FLASH_SM90_PERSISTENT", "0")  # one CTA per work tile
     out = call()
     assert_close(out, ref, dtype=dtype, what=f"sm90 path {case}, a CTA per work tile")

@@ -24,9 +24,11 @@
 // Shared tiles are rows of 64 elements (128 bytes) in the 128-byte swizzle that TMA
 // writes and the wgmma descriptors read; a tile of D columns is D / 64 such chunks.
 // Persistent: one CTA per SM walks work units (WorkTileCursor); the next unit's Q
-// and K load while the consumers finish the last one. The output leaves through TMA
-// stores from 64-row staging slots: one per consumer warpgroup (D <= 128), or one the
-// warpgroups take in turn (D = 192, 256: Q and 2 stages of K and V take 192 KB).
+// and K load while the consumers finish the last one (causal calls: Q in a second buffer
+// where it fits, D <= 128, and the first S = Q K^T issued with the last P V). The
+// output leaves through TMA stores from 64-row staging slots: one per consumer warpgroup
+// (D <= 128), or one the warpgroups take in turn (D = 192, 256: Q and 2 stages of K and
+// V take 192 KB).
 // Edges: TMA zero-fills rows past Nq / Nk and columns past D (so any D in (32, 256] runs
 // on the next tile: 64, 128, 192 or 256); keys past Nk and causal positions are masked.
 // Causal (bottom-right aligned): a CTA stops at the last key its last row sees,
@@ -80,7 +82,11 @@ struct Config {
   // in turn. Either way Q is free after a work tile's last S = Q K^T, so the next tile's Q
   // loads under its last P V and the store.
   static constexpr uint32_t kOBoxBytes = 64 * 128, kOSlotBytes = kChunks * kOBoxBytes;
-  static constexpr size_t kOperandBytes = kQBytes + size_t(kKVBytes) * 2 * kStages;
+  // Two Q buffers where they fit beside a slot per warpgroup (D <= 128): the next work
+  // tile's Q then loads as early as its first K tile, not after this tile's last S = Q K^T.
+  static constexpr int kQStages =
+      2 * kQBytes + size_t(kKVBytes) * 2 * kStages + kConsumers * kOSlotBytes + 1024 <= 227 * 1024 ? 2 : 1;
+  static constexpr size_t kOperandBytes = kQStages * size_t(kQBytes) + size_t(kKVBytes) * 2 * kStages;
   static constexpr int kOSlots = kOperandBytes + kConsumers * kOSlotBytes + 1024 <= 227 * 1024 ? kConsumers : 1;
   static constexpr size_t kSmemBytes = kOperandBytes + kOSlots * kOSlotBytes + 1024;  // + alignment
   // setmaxnreg: the producer gives its registers to the consumers. The sum must fit what
@@ -114,21 +120,23 @@ CLO_DEVICE void softmax_tile(float (&s)[N], float (&row_max)[2], float (&row_sum
 
 // S = Q K^T for one warpgroup: 64 rows x kBlockN keys over the D columns (kChunks
 // 64-column chunks of K-major Q and K tiles), issued and committed as one wgmma group.
+// The first k-step overwrites S (scale-d 0): no instruction zeroes S, which matters where
+// this issues while another wgmma is in flight (ptxas serializes every wgmma of a function
+// in which a non-wgmma instruction writes an accumulator between a wgmma and its wait).
 template <typename T, typename Cfg>
 CLO_DEVICE void issue_qk(float (&s)[Cfg::kSAcc], uint64_t q_desc, uint64_t k_desc) {
-#pragma unroll
-  for (int i = 0; i < Cfg::kSAcc; ++i) s[i] = 0.f;
   wgmma::fence();
 #pragma unroll
   for (int kk = 0; kk < Cfg::kHeadDim / 16; ++kk) {
     const uint64_t dq = wgmma::desc_advance(q_desc, (kk / 4) * Cfg::kQChunkBytes + (kk % 4) * 32);
     const uint64_t dk = wgmma::desc_advance(k_desc, (kk / 4) * Cfg::kKVChunkBytes + (kk % 4) * 32);
+    const wgmma::WgmmaTag<T> tag;
     if constexpr (Cfg::kBlockN == 128)
-      wgmma::wgmma_m64n128k16<0, 0>(wgmma::WgmmaTag<T>{}, s, dq, dk);
+      kk == 0 ? wgmma::wgmma_m64n128k16<0, 0, 0>(tag, s, dq, dk) : wgmma::wgmma_m64n128k16<0, 0>(tag, s, dq, dk);
     else if constexpr (Cfg::kBlockN == 96)
-      wgmma::wgmma_m64n96k16<0, 0>(wgmma::WgmmaTag<T>{}, s, dq, dk);
+      kk == 0 ? wgmma::wgmma_m64n96k16<0, 0, 0>(tag, s, dq, dk) : wgmma::wgmma_m64n96k16<0, 0>(tag, s, dq, dk);
     else
-      wgmma::wgmma_m64n64k16<0, 0>(wgmma::WgmmaTag<T>{}, s, dq, dk);
+      kk == 0 ? wgmma::wgmma_m64n64k16<0, 0, 0>(tag, s, dq, dk) : wgmma::wgmma_m64n64k16<0, 0>(tag, s, dq, dk);
   }
   wgmma::commit_group();
 }
@@ -209,21 +217,29 @@ inline bool flash_causal_pairs(const AttentionParams& p, int block_m) {
   return flash_work_units(p, block_m, false) > device_sm_count();
 }
 
-template <typename T, typename Cfg>
+// Choices a launch makes for the kernel (launch_config; dev knobs there force them).
+struct Schedule {
+  int causal_pairs;  // causal row blocks in pairs (flash_causal_pairs)
+  int q_stages;      // Q buffers in use: 1 .. Cfg::kQStages
+};
+
+// kEarlyQK: a work tile's last P V and the next tile's first S = Q K^T issue together, so
+// that S runs under the epilogue; otherwise that S issues after it.
+template <typename T, typename Cfg, bool kEarlyQK>
 __global__ void __launch_bounds__(Cfg::kThreads, 1)
 flash_attention_fwd_sm90_kernel(const __grid_constant__ CUtensorMap map_q, const __grid_constant__ CUtensorMap map_k,
                                 const __grid_constant__ CUtensorMap map_v, const __grid_constant__ CUtensorMap map_o,
-                                const AttentionParams p, const int causal_pairs) {
+                                const AttentionParams p, const Schedule sched) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   constexpr int kStages = Cfg::kStages, kBlockM = Cfg::kBlockM, kBlockN = Cfg::kBlockN;
   extern __shared__ unsigned char smem_raw[];
-  __shared__ __align__(8) uint64_t q_full, q_empty, o_slot_free;
+  __shared__ __align__(8) uint64_t q_full[Cfg::kQStages], q_empty[Cfg::kQStages], o_slot_free;
   __shared__ __align__(8) uint64_t k_full[kStages], k_empty[kStages], v_full[kStages], v_empty[kStages];
   // 128-byte swizzle atoms start on 1024-byte boundaries.
   unsigned char* smem =
       reinterpret_cast<unsigned char*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t(1023));
   unsigned char* sQ = smem;
-  unsigned char* sK = sQ + Cfg::kQBytes;
+  unsigned char* sK = sQ + Cfg::kQStages * Cfg::kQBytes;
   unsigned char* sV = sK + kStages * Cfg::kKVBytes;
   unsigned char* sO = sV + kStages * Cfg::kKVBytes;
 
@@ -231,6 +247,7 @@ flash_attention_fwd_sm90_kernel(const __grid_constant__ CUtensorMap map_q, const
   const int causal_offset = nk - nq;  // query i sees key j iff j <= i + causal_offset
   const bool causal = p.is_causal;
   const int group = p.num_q_heads / p.num_kv_heads;
+  const int q_stages = sched.q_stages;
   // Key tiles of a work tile (0: no row of it sees a key, it writes zeros).
   auto key_tiles = [&](int m0) {
     const int n_end = flash_key_end(p, m0, kBlockM);
@@ -238,9 +255,12 @@ flash_attention_fwd_sm90_kernel(const __grid_constant__ CUtensorMap map_q, const
   };
 
   if (threadIdx.x == 0) {
-    tma::mbarrier_init(&q_full, 1);
-    // Released once per work tile, by every consumer warp after its last S = Q K^T.
-    tma::mbarrier_init(&q_empty, Cfg::kConsumers * 4);
+#pragma unroll
+    for (int s = 0; s < Cfg::kQStages; ++s) {
+      tma::mbarrier_init(&q_full[s], 1);
+      // Released once per work tile, by every consumer warp after its last S = Q K^T.
+      tma::mbarrier_init(&q_empty[s], Cfg::kConsumers * 4);
+    }
     // A shared O slot: released by each epilogue's storing thread once its store has read it.
     if constexpr (Cfg::kOSlots == 1) tma::mbarrier_init(&o_slot_free, 1);
 #pragma unroll
@@ -257,7 +277,8 @@ flash_attention_fwd_sm90_kernel(const __grid_constant__ CUtensorMap map_q, const
   __syncthreads();
 
   // Producer and consumers walk the same work tiles and count the same K/V tiles (`it`,
-  // across work tiles: stage it % kStages, phase it / kStages) and Q loads (`q_iter`).
+  // across work tiles: stage it % kStages, phase it / kStages) and Q loads (`q_iter`:
+  // buffer q_iter % q_stages, phase q_iter / q_stages).
   // Warp-uniform to the compiler (a shuffle from lane 0), so what derives from it (the Q
   // descriptor) can live in uniform registers, as the wgmma operands must.
   const int warpgroup = __shfl_sync(0xffffffffu, int(threadIdx.x / 128), 0), wg_tid = threadIdx.x % 128;
@@ -268,18 +289,20 @@ flash_attention_fwd_sm90_kernel(const __grid_constant__ CUtensorMap map_q, const
       tma::prefetch_tensor_map(&map_k);
       tma::prefetch_tensor_map(&map_v);
       int it = 0, q_iter = 0, m_block, head, batch;
-      WorkTileCursor cursor(p, kBlockM, causal_pairs != 0);
+      WorkTileCursor cursor(p, kBlockM, sched.causal_pairs != 0);
       while (cursor.next(m_block, head, batch)) {
         const int m0 = m_block * kBlockM, kv_head = head / group;
         const int num_tiles = key_tiles(m0);
         if (num_tiles == 0) continue;
-        // The next Q overwrites the last one once the consumers' last S = Q K^T has read it:
-        // this load overlaps their last P V and the output store.
-        if (q_iter > 0) tma::mbarrier_wait_suspended(&q_empty, (q_iter - 1) & 1);
-        tma::mbarrier_arrive_expect_tx(&q_full, Cfg::kQBytes);
+        // A Q buffer is reloaded once the consumers' last S = Q K^T of the tile before has
+        // read it: with one buffer the load overlaps their last P V and the output store;
+        // with two it goes out beside this tile's first K tile.
+        const int qb = q_iter % q_stages;
+        if (q_iter >= q_stages) tma::mbarrier_wait_suspended(&q_empty[qb], (q_iter / q_stages - 1) & 1);
+        tma::mbarrier_arrive_expect_tx(&q_full[qb], Cfg::kQBytes);
 #pragma unroll
         for (int c = 0; c < Cfg::kChunks; ++c)
-          tma::load_4d(sQ + c * Cfg::kQChunkBytes, &map_q, 64 * c, m0, head, batch, &q_full);
+          tma::load_4d(sQ + qb * Cfg::kQBytes + c * Cfg::kQChunkBytes, &map_q, 64 * c, m0, head, batch, &q_full[qb]);
         ++q_iter;
         for (int j = 0; j < num_tiles; ++j, ++it) {
           const int s = it % kStages;
@@ -315,7 +338,8 @@ flash_attention_fwd_sm90_kernel(const __grid_constant__ CUtensorMap map_q, const
   const float scale_log2 = p.scale * kLog2e;
   // wgmma descriptors of this warpgroup's 64 rows of Q and of K/V stage s (wgmma::desc_advance:
   // built once, advanced per k-step by a constant).
-  const uint64_t q_desc = wgmma::make_desc_sw128(smem_u32addr(sQ) + cw * 64 * 128, 16, 1024);
+  const uint64_t q_desc0 = wgmma::make_desc_sw128(smem_u32addr(sQ) + cw * 64 * 128, 16, 1024);
+  auto q_desc = [&](int qb) { return wgmma::desc_advance(q_desc0, qb * Cfg::kQBytes); };
   const uint64_t k_desc0 = wgmma::make_desc_sw128(smem_u32addr(sK), 16, 1024);
   const uint64_t v_desc0 = wgmma::make_desc_sw128(smem_u32addr(sV), Cfg::kKVChunkBytes, 1024);
   auto k_desc = [&](int s) { return wgmma::desc_advance(k_desc0, s * Cfg::kKVBytes); };
@@ -342,7 +366,7 @@ flash_attention_fwd_sm90_kernel(const __grid_constant__ CUtensorMap map_q, const
   struct WorkTile {
     int m0, head, batch, num_tiles;
   };
-  WorkTileCursor cursor(p, kBlockM, causal_pairs != 0);
+  WorkTileCursor cursor(p, kBlockM, sched.causal_pairs != 0);
   // The next work tile some row of which sees a key; the rows of tiles passed on the way
   // (none of whose rows sees a key) are written as zeros.
   auto next_tile = [&](WorkTile& w) {
@@ -376,23 +400,32 @@ flash_attention_fwd_sm90_kernel(const __grid_constant__ CUtensorMap map_q, const
   } while (0)
 
   int it = 0, q_iter = 0;  // K/V tiles and Q loads consumed before the current work tile
+  // A work tile's first S = Q K^T (key tile `it`, Q load `q_iter`).
+  auto wait_first_qk_operands = [&](int it0, int q_iter0) {
+    tma::mbarrier_wait_untrapped(&q_full[q_iter0 % q_stages], (q_iter0 / q_stages) & 1);
+    tma::mbarrier_wait_untrapped(&k_full[it0 % kStages], (it0 / kStages) & 1);
+  };
   WorkTile cur;
   bool have = next_tile(cur);
   if constexpr (Cfg::kPingPong) {
     if (have && cw == 1) named_barrier_arrive(kTurnBarrier, 256);  // warpgroup 0 issues first
   }
-  while (have) {
-    // The work tile's first S = Q K^T (key tile 0, stage it % kStages): nothing to issue it with.
-    tma::mbarrier_wait_untrapped(&q_full, q_iter & 1);
-    tma::mbarrier_wait_untrapped(&k_full[it % kStages], (it / kStages) & 1);
+  // No wgmma is in flight where control flow joins (at the loop's head, or after a branch
+  // that issued one): ptxas's copies of S there would make it serialize every wgmma.
+  if (have) {
+    wait_first_qk_operands(it, q_iter);
     CLO_FA3_TURN_WAIT();
-    issue_qk<T, Cfg>(s_acc, q_desc, k_desc(it % kStages));
+    issue_qk<T, Cfg>(s_acc, q_desc(0), k_desc(0));
     CLO_FA3_TURN_PASS(false);
     wgmma::wait_group<0>();
+  }
+  // Each pass starts with S of the work tile's key tile 0 ready.
+  while (have) {
+    const int qb = q_iter % q_stages;
     const int n = cur.num_tiles;
     if (lane == 0) {
       tma::mbarrier_arrive(&k_empty[it % kStages]);
-      if (n == 1) tma::mbarrier_arrive(&q_empty);
+      if (n == 1) tma::mbarrier_arrive(&q_empty[qb]);
     }
 #pragma unroll
     for (int i = 0; i < Cfg::kOAcc; ++i) o_acc[i] = 0.f;
@@ -405,13 +438,13 @@ flash_attention_fwd_sm90_kernel(const __grid_constant__ CUtensorMap map_q, const
       tma::mbarrier_wait_untrapped(&k_full[s], ((it + j) / kStages) & 1);
       tma::mbarrier_wait_untrapped(&v_full[sp], ((it + j - 1) / kStages) & 1);
       CLO_FA3_TURN_WAIT();
-      issue_qk<T, Cfg>(s_acc, q_desc, k_desc(s));
+      issue_qk<T, Cfg>(s_acc, q_desc(qb), k_desc(s));
       issue_pv<T, Cfg>(o_acc, p_frag, v_desc(sp));
       CLO_FA3_TURN_PASS(false);
       wgmma::wait_group<1>();  // S of tile j is ready; P V of tile j - 1 may still run
       if (lane == 0) {
         tma::mbarrier_arrive(&k_empty[s]);
-        if (j == n - 1) tma::mbarrier_arrive(&q_empty);
+        if (j == n - 1) tma::mbarrier_arrive(&q_empty[qb]);
       }
       CLO_FA3_SOFTMAX(cur, j);
       wgmma::wait_group<0>();
@@ -420,15 +453,21 @@ flash_attention_fwd_sm90_kernel(const __grid_constant__ CUtensorMap map_q, const
         scale_fragment_rows(o_acc, rescale);
       pack_fragment<T, Cfg::kSAcc>(p_frag, s_acc);
     }
-    // The last P V.
+    // The last P V; with kEarlyQK the next work tile's first S = Q K^T goes with it and runs
+    // under this tile's epilogue (S is free: the last P was packed). After the CTA's last
+    // tile that S is issued all the same, on this tile's finished Q and K, and dropped: an
+    // issue under a branch would put S in flight across the join.
     const int sp = (it + n - 1) % kStages;
     tma::mbarrier_wait_untrapped(&v_full[sp], ((it + n - 1) / kStages) & 1);
     WorkTile nxt;
     const bool more = next_tile(nxt);
     CLO_FA3_TURN_WAIT();
     issue_pv<T, Cfg>(o_acc, p_frag, v_desc(sp));
+    if (kEarlyQK && more) wait_first_qk_operands(it + n, q_iter + 1);
+    if constexpr (kEarlyQK)
+      issue_qk<T, Cfg>(s_acc, q_desc(more ? (q_iter + 1) % q_stages : qb), k_desc((it + n - (more ? 0 : 1)) % kStages));
     CLO_FA3_TURN_PASS(!more);
-    wgmma::wait_group<0>();
+    wgmma::wait_group<kEarlyQK ? 1 : 0>();
     if (lane == 0) tma::mbarrier_arrive(&v_empty[sp]);
 
     // Normalise, stage this warpgroup's 64 rows in the 128-byte swizzle the output map
@@ -475,6 +514,15 @@ flash_attention_fwd_sm90_kernel(const __grid_constant__ CUtensorMap map_q, const
     ++q_iter;
     cur = nxt;
     have = more;
+    if constexpr (kEarlyQK) {
+      wgmma::wait_group<0>();
+    } else if (have) {
+      wait_first_qk_operands(it, q_iter);
+      CLO_FA3_TURN_WAIT();
+      issue_qk<T, Cfg>(s_acc, q_desc(q_iter % q_stages), k_desc(it % kStages));
+      CLO_FA3_TURN_PASS(false);
+      wgmma::wait_group<0>();
+    }
   }
 #undef CLO_FA3_SOFTMAX
   if (wg_tid == 0) tma::store_wait_all();
@@ -506,7 +554,16 @@ cudaError_t launch_config(const AttentionParams& p, cudaStream_t stream) {
       encode_qkv_map(&map_o, bf16, p.o, p.head_dim, p.seq_len_q, p.num_q_heads, p.batch, o_seq, o_head,
                      o_head * p.num_q_heads, 64) != cudaSuccess)
     return cudaErrorNotSupported;
-  auto kernel = flash_attention_fwd_sm90_kernel<T, Cfg>;
+  // Causal calls issue a work tile's first S = Q K^T with the last P V of the tile before
+  // (kEarlyQK) and use two Q buffers where Cfg has them; full rows keep one buffer and issue
+  // that S after the epilogue (bench_attention_dev.py --sm90-tile-overlap, bf16, best of 6
+  // rounds: causal D = 64 N = 1024 and D = 128 N = 512 gain 1-5%; full rows at D = 64, three
+  // consumers, lose 3-4% either way; NOTES.md v11). Dev knobs CUDA_LLM_OPS_FLASH_SM90_EARLY_QK
+  // (0 / 1) and CUDA_LLM_OPS_FLASH_SM90_Q_STAGES (1 / 2) force either.
+  static bool early_dev_mode = std::getenv("CUDA_LLM_OPS_FLASH_SM90_EARLY_QK") != nullptr;
+  static bool q_dev_mode = std::getenv("CUDA_LLM_OPS_FLASH_SM90_Q_STAGES") != nullptr;
+  const bool early_qk = dev_knob("CUDA_LLM_OPS_FLASH_SM90_EARLY_QK", early_dev_mode, p.is_causal ? 1 : 0) != 0;
+  auto kernel = early_qk ? flash_attention_fwd_sm90_kernel<T, Cfg, true> : flash_attention_fwd_sm90_kernel<T, Cfg, false>;
   cudaError_t err = set_dynamic_smem(kernel, Cfg::kSmemBytes);
   if (err != cudaSuccess) return err;
   // Persistent: one CTA per SM (the shared memory and registers of one CTA fill an SM)
@@ -519,8 +576,11 @@ cudaError_t launch_config(const AttentionParams& p, cudaStream_t stream) {
   if (units > INT32_MAX) return cudaErrorNotSupported;  // the kernel counts units in int
   const bool persistent = dev_knob("CUDA_LLM_OPS_FLASH_SM90_PERSISTENT", dev_mode, 1) != 0;
   const int64_t ctas = persistent ? std::min<int64_t>(units, device_sm_count()) : units;
-  kernel<<<dim3(uint32_t(ctas)), Cfg::kThreads, Cfg::kSmemBytes, stream>>>(map_q, map_k, map_v, map_o, p,
-                                                                             pairs ? 1 : 0);
+  Schedule sched;
+  sched.causal_pairs = pairs ? 1 : 0;
+  sched.q_stages = std::clamp(
+      dev_knob("CUDA_LLM_OPS_FLASH_SM90_Q_STAGES", q_dev_mode, p.is_causal ? Cfg::kQStages : 1), 1, Cfg::kQStages);
+  kernel<<<dim3(uint32_t(ctas)), Cfg::kThreads, Cfg::kSmemBytes, stream>>>(map_q, map_k, map_v, map_o, p, sched);
   return cudaGetLastError();
 }
 
