@@ -1657,6 +1657,7 @@ print("ALL VARIANTS OK")
 '''
 
 
+@pytest.mark.slow  # ~29 s: a sweep of the dev-knob kernel choices (the automatic choice is tested above)
 def test_decode_dev_variants_match_reference():
     """Each kernel choice of the CLO_DECODE_VARIANT dev knob (automatic, cp.async, TMA;
     csrc/decode/NOTES.md) against the references: ragged paged batches (block sizes 8-256, D 64-256, GQA
