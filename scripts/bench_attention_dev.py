@@ -2,7 +2,7 @@
 
     python3 scripts/bench_attention_dev.py [--sm90 | --sm90-dims | --sm90-short | --sm90-causal-rule |
                                             --sm90-d64-rule | --sm90-causal-pairs | --sm90-vs-cudnn |
-                                            --sm90-wide | --sm90-tile-overlap |
+                                            --sm90-wide | --sm90-tile-overlap | --sm90-d64-stages |
                                             --fp32]
 
 Prints median ms and TFLOP/s (non-causal FLOPs = 4*B*H*Nq*Nk*D, causal half)
@@ -335,7 +335,8 @@ def main():
     for knob in ("CUDA_LLM_OPS_FLASH_SM90", "CUDA_LLM_OPS_FLASH_SM90_SCHED", "CUDA_LLM_OPS_FLASH_TILES",
                  "CUDA_LLM_OPS_FLASH_SM90_PERSISTENT", "CUDA_LLM_OPS_FLASH_SM90_TILE192",
                  "CUDA_LLM_OPS_FLASH_FP32_TILE", "CUDA_LLM_OPS_FLASH_SM90_CAUSAL_PAIRS",
-                 "CUDA_LLM_OPS_FLASH_SM90_EARLY_QK", "CUDA_LLM_OPS_FLASH_SM90_Q_STAGES"):
+                 "CUDA_LLM_OPS_FLASH_SM90_EARLY_QK", "CUDA_LLM_OPS_FLASH_SM90_Q_STAGES",
+                 "CUDA_LLM_OPS_FLASH_SM90_D64_STAGES"):
         os.environ.setdefault(knob, "")
     torch.backends.cuda.matmul.allow_tf32 = False
     print(torch.cuda.get_device_name(), torch.__version__, llm.build_info())
@@ -355,6 +356,13 @@ def main():
         rounds = int(sys.argv[sys.argv.index("--rounds") + 1]) if "--rounds" in sys.argv else 3
         sm90_vs_cudnn(SM90_TILE_OVERLAP_CASES, (torch.bfloat16,), ours=SM90_TILE_OVERLAP_VARIANTS, rounds=rounds,
                       warmup_ms=50)
+        return
+    if "--sm90-d64-stages" in sys.argv[1:]:
+        rounds = int(sys.argv[sys.argv.index("--rounds") + 1]) if "--rounds" in sys.argv else 3
+        cases = [(32, 32, 8, 512, 64, True), (16, 32, 8, 1024, 64, True), (8, 32, 8, 2048, 64, True),
+                 (4, 32, 8, 4096, 64, True), (16, 32, 8, 1024, 64, False), (4, 32, 8, 4096, 64, False)]
+        sm90_vs_cudnn(cases, (torch.bfloat16,), knob="CUDA_LLM_OPS_FLASH_SM90_D64_STAGES",
+                      ours=(("3 stages", ""), ("2 stages", "2")), rounds=rounds, warmup_ms=50)
         return
     if "--sm90-wide" in sys.argv[1:]:
         sm90_vs_cudnn(SM90_WIDE_CASES, (torch.float16, torch.bfloat16))

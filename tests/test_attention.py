@@ -25,7 +25,8 @@ pytestmark = pytest.mark.cuda
 # the Hopper tests below switch them in this process.
 for _knob in ("CUDA_LLM_OPS_FLASH_SM90", "CUDA_LLM_OPS_FLASH_SM90_SCHED", "CUDA_LLM_OPS_FLASH_SM90_PERSISTENT",
               "CUDA_LLM_OPS_FLASH_SM90_TILE192", "CUDA_LLM_OPS_FLASH_FP32_TILE", "CUDA_LLM_OPS_FLASH_SM90_CAUSAL_PAIRS",
-              "CUDA_LLM_OPS_FLASH_SM90_EARLY_QK", "CUDA_LLM_OPS_FLASH_SM90_Q_STAGES"):
+              "CUDA_LLM_OPS_FLASH_SM90_EARLY_QK", "CUDA_LLM_OPS_FLASH_SM90_Q_STAGES",
+              "CUDA_LLM_OPS_FLASH_SM90_D64_STAGES"):
     os.environ.setdefault(_knob, "")
 
 OPS = {"naive_attention": naive_attention, "tiled_attention": tiled_attention, "flash_attention": flash_attention}
@@ -387,6 +388,13 @@ def test_sm90_kernel_matches_reference(monkeypatch, case, dtype):
         assert_close(call(), ref, dtype=dtype, what=f"sm90 path {case}, early_qk={early} q_stages={q_stages or 'auto'}")
     monkeypatch.setenv("CUDA_LLM_OPS_FLASH_SM90_EARLY_QK", "")
     monkeypatch.setenv("CUDA_LLM_OPS_FLASH_SM90_Q_STAGES", "")
+    if d <= 64:  # the 64 tile's two-consumer schedules on a K/V ring of 2 stages (3 by default)
+        monkeypatch.setenv("CUDA_LLM_OPS_FLASH_SM90_D64_STAGES", "2")
+        for sched in ("1", "2"):
+            monkeypatch.setenv("CUDA_LLM_OPS_FLASH_SM90_SCHED", sched)
+            assert_close(call(), ref, dtype=dtype, what=f"sm90 path {case}, 2 stages, schedule {sched}")
+        monkeypatch.setenv("CUDA_LLM_OPS_FLASH_SM90_SCHED", "")
+        monkeypatch.setenv("CUDA_LLM_OPS_FLASH_SM90_D64_STAGES", "")
     monkeypatch.setenv("CUDA_LLM_OPS_FLASH_SM90_PERSISTENT", "0")  # one CTA per work tile
     out = call()
     assert_close(out, ref, dtype=dtype, what=f"sm90 path {case}, a CTA per work tile")
@@ -408,13 +416,13 @@ def test_sm90_kernel_matches_reference(monkeypatch, case, dtype):
 
 def test_sm90_d64_schedule_rule():
     """The 64 tile's rule: three consumer warpgroups, except causal calls over at most 2048 keys,
-    which take two with ping-pong (NOTES.md v8). Checked by the kernel's template name and
-    against the reference."""
+    which take two with ping-pong (NOTES.md v8) on a K/V ring of 3 stages (v11). Checked by the
+    kernel's template name and against the reference."""
     require_op("flash_attention")
     if not _on_sm90():
         pytest.skip("the wgmma kernel runs on compute capability 9.0 only")
     import re
-    for nk, causal, expect in ((1000, True, r"Config<64, ?true, ?2>"), (2048, True, r"Config<64, ?true, ?2>"),
+    for nk, causal, expect in ((1000, True, r"Config<64, ?true, ?2, ?3>"), (2048, True, r"Config<64, ?true, ?2, ?3>"),
                                (2049, True, r"Config<64, ?false, ?3>"), (1000, False, r"Config<64, ?false, ?3>")):
         q, k, v = _inputs(1, 4, 2, 300, nk, 64, torch.float16, seed=nk)
         names = kernel_names(lambda: flash_attention(q, k, v, is_causal=causal))

@@ -55,16 +55,16 @@ namespace flash_sm90 {
 // kSchedThreeConsumers: three consumer warpgroups (192 query rows a CTA), overlap only; D = 64.
 constexpr int kSchedRule = 0, kSchedOverlap = 1, kSchedPingPong = 2, kSchedThreeConsumers = 3;
 
-template <int kHeadDim_, bool kPingPong_, int kConsumers_ = 2>
+template <int kHeadDim_, bool kPingPong_, int kConsumers_ = 2, int kStages_ = 2>
 struct Config {
-  // 128-key tiles in 2 stages (at D = 128, 64-key tiles in 4 measured 25-40% slower,
-  // NOTES.md v3). At D = 256 the O accumulators take 128 registers a thread: 64-key tiles
+  // 128-key tiles in 2 stages (3 on the 64 tile with two consumers, launch(); at D = 128,
+  // 64-key tiles in 4 measured 25-40% slower, NOTES.md v3). At D = 256 the O accumulators take 128 registers a thread: 64-key tiles
   // keep S and P (48 registers) beside them under the 240 of a consumer; at D = 192, O 96
   // with 96-key tiles (S and P 72), which also fit 2 stages in shared memory (NOTES.md v6).
   static constexpr int kConsumers = kConsumers_, kThreads = 128 * (kConsumers + 1);
   static constexpr int kHeadDim = kHeadDim_, kBlockM = 64 * kConsumers,
                        kBlockN = kHeadDim <= 128 ? 128 : kHeadDim == 192 ? 96 : 64;
-  static constexpr int kStages = 2;
+  static constexpr int kStages = kStages_;
   static_assert(kHeadDim == 64 || kHeadDim == 128 || kHeadDim == 192 || kHeadDim == 256, "head-dim tile");
   // The two consumer warpgroups take turns issuing their wgmmas (named barriers), so one
   // runs its softmax while the other's GEMMs hold the tensor cores (FA3's ping-pong).
@@ -217,19 +217,16 @@ inline bool flash_causal_pairs(const AttentionParams& p, int block_m) {
   return flash_work_units(p, block_m, false) > device_sm_count();
 }
 
-// Choices a launch makes for the kernel (launch_config; dev knobs there force them).
-struct Schedule {
-  int causal_pairs;  // causal row blocks in pairs (flash_causal_pairs)
-  int q_stages;      // Q buffers in use: 1 .. Cfg::kQStages
-};
-
 // kEarlyQK: a work tile's last P V and the next tile's first S = Q K^T issue together, so
-// that S runs under the epilogue; otherwise that S issues after it.
+// that S runs under the epilogue; otherwise that S issues after it. causal_pairs: causal
+// row blocks in pairs (flash_causal_pairs); q_stages: the Q buffers in use, 1 ..
+// Cfg::kQStages. (Plain ints: the profiler shortens kernel names past ~260 characters, and
+// tests read the Config in the name.)
 template <typename T, typename Cfg, bool kEarlyQK>
 __global__ void __launch_bounds__(Cfg::kThreads, 1)
 flash_attention_fwd_sm90_kernel(const __grid_constant__ CUtensorMap map_q, const __grid_constant__ CUtensorMap map_k,
                                 const __grid_constant__ CUtensorMap map_v, const __grid_constant__ CUtensorMap map_o,
-                                const AttentionParams p, const Schedule sched) {
+                                const AttentionParams p, const int causal_pairs, const int q_stages) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   constexpr int kStages = Cfg::kStages, kBlockM = Cfg::kBlockM, kBlockN = Cfg::kBlockN;
   extern __shared__ unsigned char smem_raw[];
@@ -247,7 +244,6 @@ flash_attention_fwd_sm90_kernel(const __grid_constant__ CUtensorMap map_q, const
   const int causal_offset = nk - nq;  // query i sees key j iff j <= i + causal_offset
   const bool causal = p.is_causal;
   const int group = p.num_q_heads / p.num_kv_heads;
-  const int q_stages = sched.q_stages;
   // Key tiles of a work tile (0: no row of it sees a key, it writes zeros).
   auto key_tiles = [&](int m0) {
     const int n_end = flash_key_end(p, m0, kBlockM);
@@ -289,7 +285,7 @@ flash_attention_fwd_sm90_kernel(const __grid_constant__ CUtensorMap map_q, const
       tma::prefetch_tensor_map(&map_k);
       tma::prefetch_tensor_map(&map_v);
       int it = 0, q_iter = 0, m_block, head, batch;
-      WorkTileCursor cursor(p, kBlockM, sched.causal_pairs != 0);
+      WorkTileCursor cursor(p, kBlockM, causal_pairs != 0);
       while (cursor.next(m_block, head, batch)) {
         const int m0 = m_block * kBlockM, kv_head = head / group;
         const int num_tiles = key_tiles(m0);
@@ -366,7 +362,7 @@ flash_attention_fwd_sm90_kernel(const __grid_constant__ CUtensorMap map_q, const
   struct WorkTile {
     int m0, head, batch, num_tiles;
   };
-  WorkTileCursor cursor(p, kBlockM, sched.causal_pairs != 0);
+  WorkTileCursor cursor(p, kBlockM, causal_pairs != 0);
   // The next work tile some row of which sees a key; the rows of tiles passed on the way
   // (none of whose rows sees a key) are written as zeros.
   auto next_tile = [&](WorkTile& w) {
@@ -576,18 +572,17 @@ cudaError_t launch_config(const AttentionParams& p, cudaStream_t stream) {
   if (units > INT32_MAX) return cudaErrorNotSupported;  // the kernel counts units in int
   const bool persistent = dev_knob("CUDA_LLM_OPS_FLASH_SM90_PERSISTENT", dev_mode, 1) != 0;
   const int64_t ctas = persistent ? std::min<int64_t>(units, device_sm_count()) : units;
-  Schedule sched;
-  sched.causal_pairs = pairs ? 1 : 0;
-  sched.q_stages = std::clamp(
+  const int q_stages = std::clamp(
       dev_knob("CUDA_LLM_OPS_FLASH_SM90_Q_STAGES", q_dev_mode, p.is_causal ? Cfg::kQStages : 1), 1, Cfg::kQStages);
-  kernel<<<dim3(uint32_t(ctas)), Cfg::kThreads, Cfg::kSmemBytes, stream>>>(map_q, map_k, map_v, map_o, p, sched);
+  kernel<<<dim3(uint32_t(ctas)), Cfg::kThreads, Cfg::kSmemBytes, stream>>>(map_q, map_k, map_v, map_o, p,
+                                                                             pairs ? 1 : 0, q_stages);
   return cudaGetLastError();
 }
 
-template <typename T, int kHeadDim>
+template <typename T, int kHeadDim, int kStages = 2>
 cudaError_t launch_schedule(const AttentionParams& p, cudaStream_t stream, bool pingpong) {
-  return pingpong ? launch_config<T, Config<kHeadDim, true>>(p, stream)
-                  : launch_config<T, Config<kHeadDim, false>>(p, stream);
+  return pingpong ? launch_config<T, Config<kHeadDim, true, 2, kStages>>(p, stream)
+                  : launch_config<T, Config<kHeadDim, false, 2, kStages>>(p, stream);
 }
 
 // cudaErrorNotSupported (launching nothing) where this kernel does not apply: no
@@ -620,7 +615,15 @@ cudaError_t launch(const AttentionParams& p, cudaStream_t stream) {
     if (sched == kSchedThreeConsumers || (sched == kSchedRule && !short_causal)) {
       return launch_config<T, Config<64, false, 3>>(p, stream);
     }
-    return launch_schedule<T, 64>(p, stream, sched == kSchedRule || pingpong);
+    // Two consumers stream K/V through 3 stages: a key tile of 64 columns is half the math
+    // of one at D = 128, so 2 stages leave the next tile's load too little time
+    // (bench_attention_dev.py --sm90-d64-stages, bf16 GQA 32/8 causal, best of 6: 3-7%
+    // faster at N = 512-2048; three consumers gain nothing, within 2% either way; NOTES.md
+    // v11). Dev knob CUDA_LLM_OPS_FLASH_SM90_D64_STAGES=2 forces 2.
+    static bool stages_dev_mode = std::getenv("CUDA_LLM_OPS_FLASH_SM90_D64_STAGES") != nullptr;
+    const bool two_stages = dev_knob("CUDA_LLM_OPS_FLASH_SM90_D64_STAGES", stages_dev_mode, 3) == 2;
+    return two_stages ? launch_schedule<T, 64>(p, stream, sched == kSchedRule || pingpong)
+                      : launch_schedule<T, 64, 3>(p, stream, sched == kSchedRule || pingpong);
   }
   if (d <= 128) return launch_schedule<T, 128>(p, stream, pingpong);
   if (d <= 192 && tile192) return launch_schedule<T, 192>(p, stream, pingpong);
