@@ -349,6 +349,8 @@ _SM90_CASES = [  # b, hq, hkv, nq, nk, d, causal
     (4, 16, 8, 1000, 1000, 128, True),   # 512 work tiles of unequal length (causal)
     (3, 16, 4, 700, 1200, 64, False),    # 192 on the three-consumer 64 tile
     (2, 16, 16, 600, 300, 256, True),    # 160, some of them rows that see no key (zeros)
+    (4, 16, 8, 1000, 1000, 192, False),  # 512 full-row work tiles on the 192 tile (one shared O slot)
+    (4, 16, 8, 1000, 1000, 128, False),  # 512 full-row work tiles on the 128 tile (ping-pong)
 ]
 
 
@@ -381,11 +383,16 @@ def test_sm90_kernel_matches_reference(monkeypatch, case, dtype):
     monkeypatch.setenv("CUDA_LLM_OPS_FLASH_SM90_SCHED", "")
     # A work tile's first S = Q K^T issued after the tile before's epilogue (EARLY_QK 0, full
     # rows' default) or with its last P V (1, causal calls'), on one Q buffer or two (causal
-    # calls' default where they fit), each forced the other way.
-    for early, q_stages in (("0", "1"), ("0", "2"), ("1", "1"), ("1", "2")):
-        monkeypatch.setenv("CUDA_LLM_OPS_FLASH_SM90_EARLY_QK", early)
-        monkeypatch.setenv("CUDA_LLM_OPS_FLASH_SM90_Q_STAGES", q_stages)
-        assert_close(call(), ref, dtype=dtype, what=f"sm90 path {case}, early_qk={early} q_stages={q_stages or 'auto'}")
+    # calls' default where they fit), under the rule's schedule and with ping-pong turns held
+    # while the next tile's operands land.
+    for sched in ("", "2"):
+        monkeypatch.setenv("CUDA_LLM_OPS_FLASH_SM90_SCHED", sched)
+        for early, q_stages in (("0", "1"), ("0", "2"), ("1", "1"), ("1", "2")):
+            monkeypatch.setenv("CUDA_LLM_OPS_FLASH_SM90_EARLY_QK", early)
+            monkeypatch.setenv("CUDA_LLM_OPS_FLASH_SM90_Q_STAGES", q_stages)
+            assert_close(call(), ref, dtype=dtype,
+                         what=f"sm90 path {case}, schedule {sched or 'auto'} early_qk={early} q_stages={q_stages}")
+    monkeypatch.setenv("CUDA_LLM_OPS_FLASH_SM90_SCHED", "")
     monkeypatch.setenv("CUDA_LLM_OPS_FLASH_SM90_EARLY_QK", "")
     monkeypatch.setenv("CUDA_LLM_OPS_FLASH_SM90_Q_STAGES", "")
     if d <= 64:  # the 64 tile's two-consumer schedules on a K/V ring of 2 stages (3 by default)
@@ -423,7 +430,7 @@ def test_sm90_d64_schedule_rule():
         pytest.skip("the wgmma kernel runs on compute capability 9.0 only")
     import re
     for nk, causal, expect in ((1000, True, r"Config<64, ?true, ?2, ?3>"), (2048, True, r"Config<64, ?true, ?2, ?3>"),
-                               (2049, True, r"Config<64, ?false, ?3>"), (1000, False, r"Config<64, ?false, ?3>")):
+                               (2049, True, r"Config<64, ?false, ?3, ?2>"), (1000, False, r"Config<64, ?false, ?3, ?2>")):
         q, k, v = _inputs(1, 4, 2, 300, nk, 64, torch.float16, seed=nk)
         names = kernel_names(lambda: flash_attention(q, k, v, is_causal=causal))
         assert re.search(expect, names), (nk, causal, names)

@@ -220,8 +220,7 @@ inline bool flash_causal_pairs(const AttentionParams& p, int block_m) {
 // kEarlyQK: a work tile's last P V and the next tile's first S = Q K^T issue together, so
 // that S runs under the epilogue; otherwise that S issues after it. causal_pairs: causal
 // row blocks in pairs (flash_causal_pairs); q_stages: the Q buffers in use, 1 ..
-// Cfg::kQStages. (Plain ints: the profiler shortens kernel names past ~260 characters, and
-// tests read the Config in the name.)
+// Cfg::kQStages.
 template <typename T, typename Cfg, bool kEarlyQK>
 __global__ void __launch_bounds__(Cfg::kThreads, 1)
 flash_attention_fwd_sm90_kernel(const __grid_constant__ CUtensorMap map_q, const __grid_constant__ CUtensorMap map_k,
@@ -342,8 +341,9 @@ flash_attention_fwd_sm90_kernel(const __grid_constant__ CUtensorMap map_q, const
   auto v_desc = [&](int s) { return wgmma::desc_advance(v_desc0, s * Cfg::kKVBytes); };
   // Ping-pong turns: warpgroup cw issues on named barrier kTurnBarrier + cw once the
   // other one has issued (bar.arrive). Issue points run on across work tiles (each tile's
-  // first S = Q K^T, then S_j with P V_{j-1}, then its last P V): the same count in both
-  // warpgroups, warpgroup 0 first, and no turn handed on after the CTA's last.
+  // first S = Q K^T, then S_j with P V_{j-1}, then its last P V; with kEarlyQK the last P V
+  // and the next tile's first S are one point): the same count in both warpgroups,
+  // warpgroup 0 first, and no turn handed on after the CTA's last.
   constexpr int kTurnBarrier = 3;
 #define CLO_FA3_TURN_WAIT()                                                       \
   do {                                                                            \
@@ -551,11 +551,13 @@ cudaError_t launch_config(const AttentionParams& p, cudaStream_t stream) {
                      o_head * p.num_q_heads, 64) != cudaSuccess)
     return cudaErrorNotSupported;
   // Causal calls issue a work tile's first S = Q K^T with the last P V of the tile before
-  // (kEarlyQK) and use two Q buffers where Cfg has them; full rows keep one buffer and issue
-  // that S after the epilogue (bench_attention_dev.py --sm90-tile-overlap, bf16, best of 6
-  // rounds: causal D = 64 N = 1024 and D = 128 N = 512 gain 1-5%; full rows at D = 64, three
-  // consumers, lose 3-4% either way; NOTES.md v11). Dev knobs CUDA_LLM_OPS_FLASH_SM90_EARLY_QK
-  // (0 / 1) and CUDA_LLM_OPS_FLASH_SM90_Q_STAGES (1 / 2) force either.
+  // (kEarlyQK) and use two Q buffers where Cfg has them; full rows use one buffer (the
+  // second's shared memory stays reserved) and issue that S after the epilogue
+  // (bench_attention_dev.py --sm90-tile-overlap, bf16, best of 6 rounds: the early S gains
+  // 3-6% on causal D = 64 N = 1024, 0-1% on causal D = 128 N = 512, and loses 2-7% on full
+  // rows at D = 64, three consumers; two Q buffers are within the spread; NOTES.md v11).
+  // Dev knobs CUDA_LLM_OPS_FLASH_SM90_EARLY_QK (0 / 1) and CUDA_LLM_OPS_FLASH_SM90_Q_STAGES
+  // (1 / 2) force either.
   static bool early_dev_mode = std::getenv("CUDA_LLM_OPS_FLASH_SM90_EARLY_QK") != nullptr;
   static bool q_dev_mode = std::getenv("CUDA_LLM_OPS_FLASH_SM90_Q_STAGES") != nullptr;
   const bool early_qk = dev_knob("CUDA_LLM_OPS_FLASH_SM90_EARLY_QK", early_dev_mode, p.is_causal ? 1 : 0) != 0;
