@@ -2,7 +2,7 @@
 
     python3 scripts/bench_attention_dev.py [--sm90 | --sm90-dims | --sm90-short | --sm90-causal-rule |
                                             --sm90-d64-rule | --sm90-causal-pairs | --sm90-vs-cudnn |
-                                            --sm90-wide | --sm90-tile-overlap | --sm90-d64-stages |
+                                            --sm90-wide | --sm90-tile-overlap | --sm90-d64-stages | [--rounds R] |
                                             --fp32]
 
 Prints median ms and TFLOP/s (non-causal FLOPs = 4*B*H*Nq*Nk*D, causal half)
@@ -340,6 +340,7 @@ def main():
         os.environ.setdefault(knob, "")
     torch.backends.cuda.matmul.allow_tf32 = False
     print(torch.cuda.get_device_name(), torch.__version__, llm.build_info())
+    rounds = int(sys.argv[sys.argv.index("--rounds") + 1]) if "--rounds" in sys.argv else 3  # the knob sweeps
     if "--sm90" in sys.argv[1:]:
         sm90_vs_mma()
         return
@@ -353,12 +354,10 @@ def main():
         sm90_vs_cudnn()
         return
     if "--sm90-tile-overlap" in sys.argv[1:]:
-        rounds = int(sys.argv[sys.argv.index("--rounds") + 1]) if "--rounds" in sys.argv else 3
         sm90_vs_cudnn(SM90_TILE_OVERLAP_CASES, (torch.bfloat16,), ours=SM90_TILE_OVERLAP_VARIANTS, rounds=rounds,
                       warmup_ms=50)
         return
     if "--sm90-d64-stages" in sys.argv[1:]:
-        rounds = int(sys.argv[sys.argv.index("--rounds") + 1]) if "--rounds" in sys.argv else 3
         cases = [(32, 32, 8, 512, 64, True), (16, 32, 8, 1024, 64, True), (8, 32, 8, 2048, 64, True),
                  (4, 32, 8, 4096, 64, True), (16, 32, 8, 1024, 64, False), (4, 32, 8, 4096, 64, False)]
         sm90_vs_cudnn(cases, (torch.bfloat16,), knob="CUDA_LLM_OPS_FLASH_SM90_D64_STAGES",

@@ -58,9 +58,10 @@ constexpr int kSchedRule = 0, kSchedOverlap = 1, kSchedPingPong = 2, kSchedThree
 template <int kHeadDim_, bool kPingPong_, int kConsumers_ = 2, int kStages_ = 2>
 struct Config {
   // 128-key tiles in 2 stages (3 on the 64 tile with two consumers, launch(); at D = 128,
-  // 64-key tiles in 4 measured 25-40% slower, NOTES.md v3). At D = 256 the O accumulators take 128 registers a thread: 64-key tiles
-  // keep S and P (48 registers) beside them under the 240 of a consumer; at D = 192, O 96
-  // with 96-key tiles (S and P 72), which also fit 2 stages in shared memory (NOTES.md v6).
+  // 64-key tiles in 4 measured 25-40% slower, NOTES.md v3). At D = 256 the O accumulators
+  // take 128 registers a thread: 64-key tiles keep S and P (48 registers) beside them under
+  // the 240 of a consumer; at D = 192, O 96 with 96-key tiles (S and P 72), which also fit 2
+  // stages in shared memory (NOTES.md v6).
   static constexpr int kConsumers = kConsumers_, kThreads = 128 * (kConsumers + 1);
   static constexpr int kHeadDim = kHeadDim_, kBlockM = 64 * kConsumers,
                        kBlockN = kHeadDim <= 128 ? 128 : kHeadDim == 192 ? 96 : 64;
