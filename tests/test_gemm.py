@@ -147,7 +147,7 @@ def test_gemm_large_tiles_all_layouts(dtype, trans_a, trans_b):
 @pytest.mark.parametrize("m,n,k", [(200, 264, 136), (1000, 1032, 1000), (132, 68, 20), (2056, 2312, 264),
                                    (1024, 1024, 36)])
 def test_gemm_fp32_tiles_all_layouts(variant, trans_a, trans_b, m, n, k):
-    """Each fp32 kernel (large tile at BK 16 / 32 and its one-stage twin, medium, small) in every
+    """Each fp32 kernel (large tile and its one-stage twin, wide, medium, small) in every
     layout: k-major operands are copied straight, k-contiguous ones transposed while staging; ragged
     edges in M, N and K (2056x2312 gives auto the large tile, 1000x1032 and 1024x1024 the medium one,
     the others the small one; K = 20, 36, 136, 264 leave partial k-tiles of BK 16 and 32)."""
@@ -159,6 +159,31 @@ def test_gemm_fp32_tiles_all_layouts(variant, trans_a, trans_b, m, n, k):
     out = _gemm_variant(a, b, variant, False, trans_a, trans_b, 0.5, -1.0, c)
     ref = gemm_reference(a, b, 0.5, -1.0, trans_a, trans_b, c, dtype=torch.float64)
     assert_close(out, ref, torch.float32, rel_tol=_tol(torch.float32, k), what=f"{variant} ta={trans_a} tb={trans_b}")
+
+
+@pytest.mark.parametrize("trans_a,trans_b", [(False, False), (False, True), (True, False), (True, True)])
+@pytest.mark.parametrize("m,n", [(2048, 4000), (1536, 2048)])
+def test_gemm_fp32_auto_wide_tile(m, n, trans_a, trans_b):
+    """`gemm`'s fp32 tile rule: NN and TT take the wide 128x256 tile where its blocks fill more
+    than one wave of the SMs and 15/16 of the waves' slots (2048x4000: 16 x 16 blocks, the
+    last column 160 wide), the large 128x128 tile elsewhere (1536x2048: 96 wide blocks, one
+    wave); TN and NT always the large one. Checks the kernel that ran and the result."""
+    require_op("gemm")
+    k = 72  # two k-tiles of 32, the second partial
+    a = _rand((k, m) if trans_a else (m, k), torch.float32)
+    b = _rand((n, k) if trans_b else (k, n), torch.float32)
+    sms = torch.cuda.get_device_properties(0).multi_processor_count
+    blocks = -(-m // 128) * -(-n // 256)
+    wide = trans_a == trans_b and sms < blocks and blocks * 16 >= -(-blocks // sms) * sms * 15
+    _poison_allocator(m * n * 4)
+    out = llm.gemm(a, b, trans_a=trans_a, trans_b=trans_b)
+    ref = gemm_reference(a, b, 1.0, 0.0, trans_a, trans_b, None, dtype=torch.float64)
+    assert_close(out, ref, torch.float32, rel_tol=_tol(torch.float32, k), what=f"{m}x{n} ta={trans_a} tb={trans_b}")
+    names = kernel_names(lambda: llm.gemm(a, b, trans_a=trans_a, trans_b=trans_b))
+    tile = re.compile(r"gemm_simt_fp32_v2_kernel<(true|false), (true|false), 128, (\d+)")
+    found = tile.search(names)
+    assert found, names
+    assert found.group(3) == ("256" if wide else "128"), f"expected the {'wide' if wide else 'large'} tile: {names}"
 
 
 # ---- skinny (decode) kernels: M <= 16, b either layout, kAuto's choice there ----------------

@@ -293,7 +293,10 @@ struct TileStagerV2<true, BK, BE, Stride, kThreads> {
   static constexpr int kChunksE = BE / 4;
   static constexpr int kRowsPerPass = kThreads / kChunksE;
   static constexpr int kPasses = BK * kChunksE / kThreads;
-  static_assert(kThreads % kChunksE == 0 && kPasses >= 1 && kRowsPerPass % 8 == 0, "k-major copy split");
+  // row() is additive over krow + p * kRowsPerPass (krow < kRowsPerPass) when a pass covers
+  // whole groups of 8 k rows or a divisor of 8 (the wide tile: 4 rows of 256 per pass).
+  static_assert(kThreads % kChunksE == 0 && kPasses >= 1 && (kRowsPerPass % 8 == 0 || 8 % kRowsPerPass == 0),
+                "k-major copy split");
   const float* src;     // element (k0 + krow, e0 + ch * 4) of the current k-tile
   long long pass_step;  // kRowsPerPass rows
   long long tile_step;  // BK rows
@@ -405,7 +408,7 @@ struct SimtConfigV2 {
   static constexpr int NG = TN / 4;
   static constexpr int kThreads = (BM / 8) * (BN / TN);
   static constexpr int kWarpsN = (BN / TN) / 8;
-  static_assert(TN == 4 || TN == 8, "thread tile 8x8 or 8x4");
+  static_assert(TN == 4 || TN == 8 || TN == 16, "thread tile 8x4, 8x8 or 8x16");
   static_assert((BN / TN) % 8 == 0 && (BM / 8) % 4 == 0, "warp shape 4x8 threads");
   static constexpr int A_STRIDE = BM + 4, B_STRIDE = BN + 4;
   using RowsA = GapRows<BK, A_STRIDE>;
@@ -603,7 +606,15 @@ cudaError_t launch_simt(const GemmProblem& p, cudaStream_t stream) {
   return cudaGetLastError();
 }
 
-// Tiles (all 256 threads but the small one, two blocks per SM):
+// Tiles (all 256 threads but the small one; two blocks per SM but the wide one):
+//   wide   128x256x32, 8x16 per thread, v2 kernel, one block per SM: 6 LDS.128 per 128 FFMA
+//          instead of 4 per 64 (92-94% FFMA in the loop against 88-92%). It has half the
+//          blocks, each alone on its SM, so a last wave it leaves part empty costs a whole
+//          tile time, where the large tile's last blocks run two to an SM or alone and
+//          faster. NN and TT take it where its blocks fill more than one wave and 15/16 of the
+//          waves' slots (H100, % of cuBLAS, large / wide: NN 4096^3 90.5 / 95.3, 8192x4096x2048
+//          92.4 / 98.1, TT 4096^3 98.5 / 101.1; 3072^3, 11/16 filled: NN 92.4 / 83.0); TN and NT
+//          stay on the large tile (4096^3 97.9 / 95.9 and 91.6 / 90.8; NOTES.md "fp32 v3");
 //   large  128x128, 8x8 per thread, v2 kernel; BK 16 when exactly one operand is
 //          transposed while staging (NN, TT), BK 32 otherwise (TN, NT): measured per layout
 //          (H100, 4096^3, % of cuBLAS): NN 91.1 / 89.7, TT 94.6 / 89.5, TN 97.7 / 100.6,
@@ -611,14 +622,17 @@ cudaError_t launch_simt(const GemmProblem& p, cudaStream_t stream) {
 //   medium 128x64, 8x4 per thread, v2 kernel, BK 32 (1024^3 NN 102.6% vs 91.1% at BK 16):
 //          twice the tiles of the large one (1024^2: 64 large tiles for 132 SMs, 128 medium);
 //   small  64x64x16, 64 threads (8x8 each), v1 kernel, for fewer tiles still.
-// Benchmark variants: pipelined = the large tile, alt_a = the medium tile, alt_b = the large
-// tile at the other BK, unpipelined = the large tile's one-stage twin, small_tile.
-enum class TileSize { kLarge, kMedium, kSmall };
+// Benchmark variants: pipelined = the large tile, alt_a = the medium tile, alt_b = the wide
+// tile, unpipelined = the large tile's one-stage twin, small_tile.
+enum class TileSize { kWide, kLarge, kMedium, kSmall };
 
 inline TileSize auto_tile(const GemmProblem& p) {
-  const int sms = device_sm_count();
+  const long long sms = device_sm_count();
   const long long large_blocks = (long long)div_ceil(p.M, 128) * div_ceil(p.N, 128);
   const long long medium_blocks = (long long)div_ceil(p.M, 128) * div_ceil(p.N, 64);
+  const long long wide_blocks = (long long)div_ceil(p.M, 128) * div_ceil(p.N, 256);
+  const long long wide_slots = div_ceil(wide_blocks, sms) * sms;  // whole waves of one block per SM
+  if (p.trans_a == p.trans_b && wide_blocks > sms && wide_blocks * 16 >= wide_slots * 15) return TileSize::kWide;
   return large_blocks >= sms ? TileSize::kLarge : medium_blocks * 4 >= sms * 3 ? TileSize::kMedium : TileSize::kSmall;
 }
 
@@ -627,17 +641,18 @@ cudaError_t launch_simt_layout(const GemmProblem& p, GemmVariant variant, cudaSt
   // NN and TT transpose exactly one operand while staging (A stored [M, K] / B stored
   // [N, K]): BK 16; TN (neither) and NT (both): BK 32.
   constexpr int kLargeBK = kTransA == kTransB ? 16 : 32;
-  constexpr int kOtherBK = 48 - kLargeBK;
   if (variant == GemmVariant::kAuto) {
     const TileSize t = auto_tile(p);
-    variant = t == TileSize::kLarge ? GemmVariant::kPipelined : t == TileSize::kMedium ? GemmVariant::kAltA
-                                                                                       : GemmVariant::kSmallTile;
+    variant = t == TileSize::kWide     ? GemmVariant::kAltB
+              : t == TileSize::kLarge  ? GemmVariant::kPipelined
+              : t == TileSize::kMedium ? GemmVariant::kAltA
+                                       : GemmVariant::kSmallTile;
   }
   switch (variant) {
     case GemmVariant::kPipelined: return launch_simt_v2<kTransA, kTransB, 128, 128, kLargeBK, 8, 2>(p, stream);
     case GemmVariant::kAltA: return launch_simt_v2<kTransA, kTransB, 128, 64, 32, 4, 2>(p, stream);
     case GemmVariant::kSmallTile: return launch_simt<kTransA, kTransB, 64, 64, 16, 8, 2, 1>(p, stream);
-    case GemmVariant::kAltB: return launch_simt_v2<kTransA, kTransB, 128, 128, kOtherBK, 8, 2>(p, stream);
+    case GemmVariant::kAltB: return launch_simt_v2<kTransA, kTransB, 128, 256, 32, 16, 1>(p, stream);
     case GemmVariant::kUnpipelined:
       return launch_simt_v2<kTransA, kTransB, 128, 128, kLargeBK, 8, 2, false>(p, stream);
     default: return cudaErrorInvalidValue;
