@@ -402,6 +402,15 @@ flash_attention_fwd_sm90_kernel(const __grid_constant__ CUtensorMap map_q, const
     tma::mbarrier_wait_untrapped(&q_full[q_iter0 % q_stages], (q_iter0 / q_stages) & 1);
     tma::mbarrier_wait_untrapped(&k_full[it0 % kStages], (it0 / kStages) & 1);
   };
+  // The next work tile's first S on an issue point of its own, waited for: before the first
+  // tile, and after each tile without kEarlyQK.
+  auto first_qk_alone = [&]() {
+    wait_first_qk_operands(it, q_iter);
+    CLO_FA3_TURN_WAIT();
+    issue_qk<T, Cfg>(s_acc, q_desc(q_iter % q_stages), k_desc(it % kStages));
+    CLO_FA3_TURN_PASS(false);
+    wgmma::wait_group<0>();
+  };
   WorkTile cur;
   bool have = next_tile(cur);
   if constexpr (Cfg::kPingPong) {
@@ -409,13 +418,7 @@ flash_attention_fwd_sm90_kernel(const __grid_constant__ CUtensorMap map_q, const
   }
   // No wgmma is in flight where control flow joins (at the loop's head, or after a branch
   // that issued one): ptxas's copies of S there would make it serialize every wgmma.
-  if (have) {
-    wait_first_qk_operands(it, q_iter);
-    CLO_FA3_TURN_WAIT();
-    issue_qk<T, Cfg>(s_acc, q_desc(0), k_desc(0));
-    CLO_FA3_TURN_PASS(false);
-    wgmma::wait_group<0>();
-  }
+  if (have) first_qk_alone();
   // Each pass starts with S of the work tile's key tile 0 ready.
   while (have) {
     const int qb = q_iter % q_stages;
@@ -514,11 +517,7 @@ flash_attention_fwd_sm90_kernel(const __grid_constant__ CUtensorMap map_q, const
     if constexpr (kEarlyQK) {
       wgmma::wait_group<0>();
     } else if (have) {
-      wait_first_qk_operands(it, q_iter);
-      CLO_FA3_TURN_WAIT();
-      issue_qk<T, Cfg>(s_acc, q_desc(q_iter % q_stages), k_desc(it % kStages));
-      CLO_FA3_TURN_PASS(false);
-      wgmma::wait_group<0>();
+      first_qk_alone();
     }
   }
 #undef CLO_FA3_SOFTMAX
