@@ -281,8 +281,8 @@ def f32_wide_section():
         at, bt = (a.t() if ta else a), (b.t() if tb else b)
         ref = torch.matmul(at.double(), bt.double())
         fl = 2.0 * M * N * K
-        fills = {}
-        for name, (bn, slots) in (("wide", (256, 132)), ("large", (128, 264))):
+        fills, sms = {}, torch.cuda.get_device_properties(0).multi_processor_count
+        for name, (bn, slots) in (("wide", (256, sms)), ("large", (128, 2 * sms))):
             tiles = -(-M // 128) * -(-N // bn)
             fills[name] = f"{tiles}/{-(-tiles // slots) * slots}"
         shape = f"{M}x{N}x{K} ta={int(ta)} tb={int(tb)}"

@@ -162,19 +162,23 @@ def test_gemm_fp32_tiles_all_layouts(variant, trans_a, trans_b, m, n, k):
 
 
 @pytest.mark.parametrize("trans_a,trans_b", [(False, False), (False, True), (True, False), (True, True)])
-@pytest.mark.parametrize("m,n", [(2048, 4000), (1536, 2048)])
-def test_gemm_fp32_auto_wide_tile(m, n, trans_a, trans_b):
-    """`gemm`'s fp32 tile rule: NN and TT take the wide 128x256 tile where its blocks fill more
-    than one wave of the SMs and 15/16 of the waves' slots (2048x4000: 16 x 16 blocks, the
-    last column 160 wide), the large 128x128 tile elsewhere (1536x2048: 96 wide blocks, one
-    wave); TN and NT always the large one. Checks the kernel that ran and the result."""
+@pytest.mark.parametrize("waves", ["two", "one", "one and a half"])
+def test_gemm_fp32_auto_wide_tile(waves, trans_a, trans_b):
+    """`gemm`'s fp32 tile rule: on Hopper NN and TT take the wide 128x256 tile where its blocks
+    fill more than one wave of the SMs and 15/16 of the waves' slots (two full waves, the last
+    block column 216 wide), the large 128x128 tile elsewhere (one wave; one and a half); TN
+    and NT, and other GPUs, always the large one. Shapes sized from the SM count, so each case
+    means the same on any GPU. Checks the kernel that ran and the result."""
     require_op("gemm")
-    k = 72  # two k-tiles of 32, the second partial
+    sms = torch.cuda.get_device_properties(0).multi_processor_count
+    m, n = {"two": (256, 256 * sms - 40), "one": (128, 256 * sms), "one and a half": (128, 384 * sms)}[waves]
+    k = 72  # three k-tiles of 32, the last partial
     a = _rand((k, m) if trans_a else (m, k), torch.float32)
     b = _rand((n, k) if trans_b else (k, n), torch.float32)
-    sms = torch.cuda.get_device_properties(0).multi_processor_count
     blocks = -(-m // 128) * -(-n // 256)
-    wide = trans_a == trans_b and sms < blocks and blocks * 16 >= -(-blocks // sms) * sms * 15
+    wide = (torch.cuda.get_device_capability()[0] == 9 and trans_a == trans_b and sms < blocks
+            and blocks * 16 >= -(-blocks // sms) * sms * 15)
+    assert wide == (waves == "two" and trans_a == trans_b and torch.cuda.get_device_capability()[0] == 9)
     _poison_allocator(m * n * 4)
     out = llm.gemm(a, b, trans_a=trans_a, trans_b=trans_b)
     ref = gemm_reference(a, b, 1.0, 0.0, trans_a, trans_b, None, dtype=torch.float64)

@@ -1,6 +1,6 @@
 // fp32 SIMT GEMM: three-level tiling (block BM x BN x BK, warps of 4 x 8 threads,
 // an 8 x TN register tile per thread), k-major shared tiles, a two-stage pipeline.
-// Two kernels: v1 (below, the small 64x64x16 tile only) and v2 (the large and medium
+// Two kernels: v1 (below, the small 64x64x16 tile only) and v2 (the wide, large and medium
 // tiles; BK 16 or 32, see its comment and the tile table above launch_simt_layout).
 //
 // Both tiles live k-major in shared memory (As[k][m], Bs[k][n]): a thread reads its
@@ -311,7 +311,7 @@ struct TileStagerV2<true, BK, BE, Stride, kThreads> {
     pass_step = kRowsPerPass * ld;
     tile_step = BK * ld;
     k_rem = K - krow;
-    sdst = smem_u32addr(smem + Rows::row(krow) + ch * 4);  // kRowsPerPass % 8 == 0: row() is additive
+    sdst = smem_u32addr(smem + Rows::row(krow) + ch * 4);  // row() is additive here (static_assert above)
   }
   CLO_DEVICE void issue(int stage_off, int part) {
     if (part != 0) return;
@@ -611,10 +611,11 @@ cudaError_t launch_simt(const GemmProblem& p, cudaStream_t stream) {
 //          instead of 4 per 64 (92-94% FFMA in the loop against 88-92%). It has half the
 //          blocks, each alone on its SM, so a last wave it leaves part empty costs a whole
 //          tile time, where the large tile's last blocks run two to an SM or alone and
-//          faster. NN and TT take it where its blocks fill more than one wave and 15/16 of the
-//          waves' slots (H100, % of cuBLAS, large / wide: NN 4096^3 90.5 / 95.3, 8192x4096x2048
-//          92.4 / 98.1, TT 4096^3 98.5 / 101.1; 3072^3, 11/16 filled: NN 92.4 / 83.0); TN and NT
-//          stay on the large tile (4096^3 97.9 / 95.9 and 91.6 / 90.8; NOTES.md "fp32 v3");
+//          faster. NN and TT take it on Hopper (where it was measured) where its blocks fill
+//          more than one wave and 15/16 of the waves' slots (H100, % of cuBLAS, large / wide:
+//          NN 4096^3 90.5 / 95.3, 8192x4096x2048 92.4 / 98.1, TT 4096^3 98.5 / 101.1; 3072^3,
+//          ~3/4 filled: NN 92.4 / 83.0); TN and NT stay on the large tile (4096^3 97.9 / 95.9
+//          and 91.6 / 90.8; NOTES.md "fp32 v3");
 //   large  128x128, 8x8 per thread, v2 kernel; BK 16 when exactly one operand is
 //          transposed while staging (NN, TT), BK 32 otherwise (TN, NT): measured per layout
 //          (H100, 4096^3, % of cuBLAS): NN 91.1 / 89.7, TT 94.6 / 89.5, TN 97.7 / 100.6,
@@ -632,7 +633,8 @@ inline TileSize auto_tile(const GemmProblem& p) {
   const long long medium_blocks = (long long)div_ceil(p.M, 128) * div_ceil(p.N, 64);
   const long long wide_blocks = (long long)div_ceil(p.M, 128) * div_ceil(p.N, 256);
   const long long wide_slots = div_ceil(wide_blocks, sms) * sms;  // whole waves of one block per SM
-  if (p.trans_a == p.trans_b && wide_blocks > sms && wide_blocks * 16 >= wide_slots * 15) return TileSize::kWide;
+  if (device_cc_major() == 9 && p.trans_a == p.trans_b && wide_blocks > sms && wide_blocks * 16 >= wide_slots * 15)
+    return TileSize::kWide;
   return large_blocks >= sms ? TileSize::kLarge : medium_blocks * 4 >= sms * 3 ? TileSize::kMedium : TileSize::kSmall;
 }
 
