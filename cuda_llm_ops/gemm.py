@@ -248,8 +248,9 @@ def _gemm_variant(a: torch.Tensor, b: torch.Tensor, variant: str = "auto", out_f
     "small_tile", "generic", "auto", and two kept for comparison: fp16/bf16 "alt_a" =
     128x256x64 x 3 stages (8 warps) and "alt_b" = its one-stage twin; fp32 "alt_a" = the
     medium 128x64x32 tile (auto's choice when large tiles give less than a wave) and "alt_b" =
-    the wide tile (128x256x32, 8x16 a thread, one block per SM; auto's choice for NN and TT on
-    Hopper where its blocks fill more than one wave and 15/16 of the waves' slots).
+    the long tile (one block per SM, BK 16: NN 256x128 with 16x8 a thread, TT 128x256 with 8x16;
+    auto's choice for NN and TT on Hopper where its blocks' useful work fills 15/16 of whole
+    waves; TN and NT: 128x256 at BK 32, benchmark only).
     "wgmma" / "wgmma_n128": the Hopper family (fp16/bf16; TMA + wgmma, warp-specialised,
     128x256x64 x 4 stages / 128x128x64 x 6 stages; RuntimeError unless the device has compute
     capability 9.0 and the build has sm_90a), every layout.

@@ -9,7 +9,7 @@ benchmark-only op `_gemm_variant`.
   GEMM_BENCH_SECTIONS=tail_split python3 scripts/bench_gemm_dev.py   # Hopper GEMM: split last wave off/auto/forced
   SKINNY_WGMMA_SWEEP=1 GEMM_BENCH_SECTIONS=skinny python3 scripts/bench_gemm_dev.py   # the Hopper skinny tile vs the skinny kernels
   GEMM_BENCH_SECTIONS=int8 python3 scripts/bench_gemm_dev.py   # int8: wgmma (single, pairs) vs mma.sync vs _int_mm
-  GEMM_BENCH_SECTIONS=f32_wide python3 scripts/bench_gemm_dev.py   # fp32: the 128x128 tile vs the wide one vs auto
+  GEMM_BENCH_SECTIONS=f32_wide python3 scripts/bench_gemm_dev.py   # fp32: the 128x128 tile vs the long one vs auto
 """
 from __future__ import annotations
 
@@ -47,7 +47,7 @@ def float_section(dtype):
         shapes += [(4096, 12288, 4096), (8192, 8192, 8192), (1, 12288, 4096), (16, 12288, 4096)]
     # fp16/bf16: alt_a = 128x256x64 (alt_b is its one-stage twin, timed in the pipeline rows);
     # wgmma / wgmma_n128 = the Hopper family (TMA + wgmma), 128x256x64 / 128x128x64
-    # fp32: pipelined / alt_a / alt_b = the large / medium / wide tile (auto takes one of them)
+    # fp32: pipelined / alt_a / alt_b = the large / medium / long tile (auto takes one of them)
     variants = ["pipelined", "alt_a", "alt_b", "small_tile"] if dtype == torch.float32 else \
         ["pipelined", "alt_a", "small_tile", "wgmma", "wgmma_n128"]
     for M, N, K in shapes:
@@ -71,7 +71,7 @@ def float_section(dtype):
                 continue
             row("variant", shape, dtype, v, ms_of(lambda v=v: _gemm_variant(a, b, v), iters), fl, "cublas", peer,
                 f"err={rel_error(_gemm_variant(a, b, v), ref):.1e}")
-        if dtype == torch.float32:  # fp32: every layout at every size, auto and the wide tile
+        if dtype == torch.float32:  # fp32: every layout at every size, auto and the long tile
             v2 = ["alt_b"]
             for ta, tb in ((True, False), (False, True), (True, True)):
                 at, bt = (a.t().contiguous() if ta else a), (b.t().contiguous() if tb else b)
@@ -258,21 +258,23 @@ def tail_split_section():
 
 
 def f32_wide_section():
-    """fp32 SIMT: the large 128x128 tile (8x8 a thread, two blocks per SM; `pipelined`), the wide
-    128x256 tile (8x16 a thread, one block per SM; `alt_b`) and auto's pick between them, against
+    """fp32 SIMT: the large 128x128 tile (8x8 a thread, two blocks per SM; `pipelined`), the long
+    tile (`alt_b`, one block per SM: NN 256x128 with 16x8 a thread at BK 16, TT 128x256 with 8x16
+    at BK 16, TN / NT 128x256 at BK 32) and auto's pick between them, against
     cuBLAS (TF32 off). FP32_WIDE_LAYOUTS=all: every layout at a few shapes; default: NN and TT
-    (the layouts auto gives the wide tile) at shapes whose wide blocks fill the last wave or not.
+    (the layouts auto gives the long tile) at shapes whose long blocks fill the last wave or not.
     Each timed in ROUNDS orders (forward, reverse, ...), the best median kept; cuBLAS before and
-    after, the better kept. (Run 1-2 of NOTES.md "fp32 v3" also timed 256x128 with 16x8 a thread
-    and BK 16, through knobs since removed.)"""
+    after, the better kept. (Runs 1-2 of NOTES.md "fp32 v3" timed both long shapes at BK 16 and
+    32 in every layout, through knobs since removed.)"""
     if os.environ.get("FP32_WIDE_LAYOUTS") == "all":
         cases = [(4096, 4096, 4096, ta, tb) for ta in (False, True) for tb in (False, True)] + \
                 [(2048, 2048, 2048, False, False), (3000, 3000, 3000, False, False), (4096, 11008, 4096, False, True),
                  (8192, 4096, 2048, False, False), (2048, 2048, 2048, True, True)]
     else:
         nn = [(2048, 2048, 2048), (4096, 4096, 4096), (8192, 4096, 2048), (6144, 4096, 4096), (1024, 8192, 4096),
-              (4096, 4096, 1024), (3072, 3072, 3072), (2560, 4096, 4096), (4096, 2560, 4096)]
-        tt = [(2048, 2048, 2048), (4096, 4096, 4096), (8192, 4096, 2048), (3072, 3072, 3072)]
+              (4096, 4096, 1024), (3072, 3072, 3072), (2560, 4096, 4096), (4096, 2560, 4096), (4096, 1024, 4096)]
+        tt = [(2048, 2048, 2048), (4096, 4096, 4096), (8192, 4096, 2048), (3072, 3072, 3072), (6144, 4096, 4096),
+              (1024, 4096, 4096)]
         cases = [(m, n, k, False, False) for m, n, k in nn] + [(m, n, k, True, True) for m, n, k in tt]
     rounds = int(os.environ.get("ROUNDS", "2"))
     for M, N, K, ta, tb in cases:
@@ -282,14 +284,15 @@ def f32_wide_section():
         ref = torch.matmul(at.double(), bt.double())
         fl = 2.0 * M * N * K
         fills, sms = {}, torch.cuda.get_device_properties(0).multi_processor_count
-        for name, (bn, slots) in (("wide", (256, sms)), ("large", (128, 2 * sms))):
-            tiles = -(-M // 128) * -(-N // bn)
+        long_bm = 256 if not ta and not tb else 128
+        for name, (bm, bn, slots) in (("long", (long_bm, 384 - long_bm, sms)), ("large", (128, 128, 2 * sms))):
+            tiles = -(-M // bm) * -(-N // bn)
             fills[name] = f"{tiles}/{-(-tiles // slots) * slots}"
         shape = f"{M}x{N}x{K} ta={int(ta)} tb={int(tb)}"
         iters = 10 if M * N * K >= 4096 ** 3 else 20
         peer = ms_of(lambda: torch.matmul(at, bt), iters)
         fns = {"large": lambda: _gemm_variant(a, b, "pipelined", False, ta, tb),
-               "wide": lambda: _gemm_variant(a, b, "alt_b", False, ta, tb),
+               "long": lambda: _gemm_variant(a, b, "alt_b", False, ta, tb),
                "auto": lambda: llm.gemm(a, b, trans_a=ta, trans_b=tb)}
         names = list(fns)
         best: dict = {}

@@ -147,7 +147,7 @@ def test_gemm_large_tiles_all_layouts(dtype, trans_a, trans_b):
 @pytest.mark.parametrize("m,n,k", [(200, 264, 136), (1000, 1032, 1000), (132, 68, 20), (2056, 2312, 264),
                                    (1024, 1024, 36)])
 def test_gemm_fp32_tiles_all_layouts(variant, trans_a, trans_b, m, n, k):
-    """Each fp32 kernel (large tile and its one-stage twin, wide, medium, small) in every
+    """Each fp32 kernel (large tile and its one-stage twin, long, medium, small) in every
     layout: k-major operands are copied straight, k-contiguous ones transposed while staging; ragged
     edges in M, N and K (2056x2312 gives auto the large tile, 1000x1032 and 1024x1024 the medium one,
     the others the small one; K = 20, 36, 136, 264 leave partial k-tiles of BK 16 and 32)."""
@@ -162,32 +162,36 @@ def test_gemm_fp32_tiles_all_layouts(variant, trans_a, trans_b, m, n, k):
 
 
 @pytest.mark.parametrize("trans_a,trans_b", [(False, False), (False, True), (True, False), (True, True)])
-@pytest.mark.parametrize("waves", ["two", "one", "one and a half"])
-def test_gemm_fp32_auto_wide_tile(waves, trans_a, trans_b):
-    """`gemm`'s fp32 tile rule: on Hopper NN and TT take the wide 128x256 tile where its blocks
-    fill more than one wave of the SMs and 15/16 of the waves' slots (two full waves, the last
-    block column 216 wide), the large 128x128 tile elsewhere (one wave; one and a half); TN
-    and NT, and other GPUs, always the large one. Shapes sized from the SM count, so each case
-    means the same on any GPU. Checks the kernel that ran and the result."""
+@pytest.mark.parametrize("case", ["two waves", "one wave of 128 rows", "one and a half waves"])
+def test_gemm_fp32_auto_long_tile(case, trans_a, trans_b):
+    """`gemm`'s fp32 tile rule: on Hopper NN and TT take the long tile (NN 256x128, TT 128x256,
+    BK 16) where its blocks' useful work fills 15/16 of whole waves of the SMs, the large 128x128
+    tile elsewhere; TN and NT, and other GPUs, always the large one. Shapes sized from the SM
+    count: two waves (the last block column 216 wide: long for both), one wave of 128 rows
+    (TT's 128x256 blocks fill it; NN's 256-row blocks would be half empty: large), one and a
+    half waves (large). Checks the kernel that ran and the result."""
     require_op("gemm")
     sms = torch.cuda.get_device_properties(0).multi_processor_count
-    m, n = {"two": (256, 256 * sms - 40), "one": (128, 256 * sms), "one and a half": (128, 384 * sms)}[waves]
-    k = 72  # three k-tiles of 32, the last partial
+    m, n = {"two waves": (256, 256 * sms - 40), "one wave of 128 rows": (128, 256 * sms),
+            "one and a half waves": (256, 192 * sms)}[case]
+    k = 72  # five k-tiles of 16 or three of 32, the last partial
     a = _rand((k, m) if trans_a else (m, k), torch.float32)
     b = _rand((n, k) if trans_b else (k, n), torch.float32)
-    blocks = -(-m // 128) * -(-n // 256)
-    wide = (torch.cuda.get_device_capability()[0] == 9 and trans_a == trans_b and sms < blocks
-            and blocks * 16 >= -(-blocks // sms) * sms * 15)
-    assert wide == (waves == "two" and trans_a == trans_b and torch.cuda.get_device_capability()[0] == 9)
+    hopper = torch.cuda.get_device_capability()[0] == 9
+    bm, bn = (128, 256) if trans_a else (256, 128)
+    blocks = -(-m // bm) * -(-n // bn)
+    slots = -(-blocks // sms) * sms
+    long_tile = hopper and trans_a == trans_b and m * n * 16 >= slots * bm * bn * 15
+    assert long_tile == (hopper and trans_a == trans_b and (case == "two waves" or case.startswith("one wave") and trans_a))
     _poison_allocator(m * n * 4)
     out = llm.gemm(a, b, trans_a=trans_a, trans_b=trans_b)
     ref = gemm_reference(a, b, 1.0, 0.0, trans_a, trans_b, None, dtype=torch.float64)
     assert_close(out, ref, torch.float32, rel_tol=_tol(torch.float32, k), what=f"{m}x{n} ta={trans_a} tb={trans_b}")
     names = kernel_names(lambda: llm.gemm(a, b, trans_a=trans_a, trans_b=trans_b))
-    tile = re.compile(r"gemm_simt_fp32_v2_kernel<(true|false), (true|false), 128, (\d+)")
-    found = tile.search(names)
+    found = re.search(r"gemm_simt_fp32_v2_kernel<(true|false), (true|false), (\d+), (\d+)", names)
     assert found, names
-    assert found.group(3) == ("256" if wide else "128"), f"expected the {'wide' if wide else 'large'} tile: {names}"
+    tile = (int(found.group(3)), int(found.group(4)))
+    assert tile == ((bm, bn) if long_tile else (128, 128)), f"expected the {'long' if long_tile else 'large'} tile: {names}"
 
 
 # ---- skinny (decode) kernels: M <= 16, b either layout, kAuto's choice there ----------------

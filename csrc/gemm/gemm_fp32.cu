@@ -1,6 +1,7 @@
 // fp32 SIMT GEMM: three-level tiling (block BM x BN x BK, warps of 4 x 8 threads,
-// an 8 x TN register tile per thread), k-major shared tiles, a two-stage pipeline.
-// Two kernels: v1 (below, the small 64x64x16 tile only) and v2 (the wide, large and medium
+// a TM x TN register tile per thread: 8 x 4, 8 x 8, 8 x 16 or 16 x 8), k-major shared tiles,
+// a two-stage pipeline.
+// Two kernels: v1 (below, the small 64x64x16 tile only) and v2 (the long, large and medium
 // tiles; BK 16 or 32, see its comment and the tile table above launch_simt_layout).
 //
 // Both tiles live k-major in shared memory (As[k][m], Bs[k][n]): a thread reads its
@@ -132,17 +133,17 @@ struct TileStager<false, BK, BE, Stride, kThreads> {
 
 // alpha * acc (+ beta * C) -> D for the thread's 8 x TN outputs: rows m0 + h * BM/2 + tm * 4 + i,
 // columns n0 + g * BN/NG + tn * 4 + e (16-byte stores when aligned and inside N).
-template <int BM, int BN, int TN>
-CLO_DEVICE void store_acc_tile(const GemmKernelArgs& args, const float (&acc)[8][TN], int m0, int n0, int tm, int tn) {
-  constexpr int NG = TN / 4;
+template <int BM, int BN, int TN, int TM = 8>
+CLO_DEVICE void store_acc_tile(const GemmKernelArgs& args, const float (&acc)[TM][TN], int m0, int n0, int tm, int tn) {
+  constexpr int MG = TM / 4, NG = TN / 4;
   const int M = args.M, N = args.N;
   float* D = static_cast<float*>(args.d);
   const float* C = static_cast<const float*>(args.c);
   const bool vec4 = args.ldd % 4 == 0 && (!args.has_c || args.ldc % 4 == 0) &&
                     reinterpret_cast<uintptr_t>(D) % 16 == 0 && reinterpret_cast<uintptr_t>(C) % 16 == 0;
 #pragma unroll
-  for (int i = 0; i < 8; ++i) {
-    const int row = m0 + (i / 4) * (BM / 2) + tm * 4 + (i % 4);
+  for (int i = 0; i < TM; ++i) {
+    const int row = m0 + (i / 4) * (BM / MG) + tm * 4 + (i % 4);
     if (row >= M) continue;
 #pragma unroll
     for (int g = 0; g < NG; ++g) {
@@ -402,14 +403,14 @@ struct TileStagerV2<false, BK, BE, Stride, kThreads> {
   }
 };
 
-template <int BM_, int BN_, int BK_, int TN_>
+template <int BM_, int BN_, int BK_, int TN_, int TM_ = 8>
 struct SimtConfigV2 {
-  static constexpr int BM = BM_, BN = BN_, BK = BK_, TN = TN_;
-  static constexpr int NG = TN / 4;
-  static constexpr int kThreads = (BM / 8) * (BN / TN);
+  static constexpr int BM = BM_, BN = BN_, BK = BK_, TN = TN_, TM = TM_;
+  static constexpr int MG = TM / 4, NG = TN / 4;
+  static constexpr int kThreads = (BM / TM) * (BN / TN);
   static constexpr int kWarpsN = (BN / TN) / 8;
-  static_assert(TN == 4 || TN == 8 || TN == 16, "thread tile 8x4, 8x8 or 8x16");
-  static_assert((BN / TN) % 8 == 0 && (BM / 8) % 4 == 0, "warp shape 4x8 threads");
+  static_assert(TM == 8 ? (TN == 4 || TN == 8 || TN == 16) : (TM == 16 && TN == 8), "thread tile 8x4, 8x8, 8x16 or 16x8");
+  static_assert((BN / TN) % 8 == 0 && (BM / TM) % 4 == 0, "warp shape 4x8 threads");
   static constexpr int A_STRIDE = BM + 4, B_STRIDE = BN + 4;
   using RowsA = GapRows<BK, A_STRIDE>;
   using RowsB = GapRows<BK, B_STRIDE>;
@@ -419,10 +420,11 @@ struct SimtConfigV2 {
 
 // kPipelined = false is the unpipelined twin (the benchmark's comparison): tile kt is
 // loaded, waited for and only then computed, in one stage.
-template <bool kTransA, bool kTransB, int BM, int BN, int BK, int TN, int MinBlocks, bool kPipelined>
-__global__ void __launch_bounds__((BM / 8) * (BN / TN), MinBlocks)
+template <bool kTransA, bool kTransB, int BM, int BN, int BK, int TN, int MinBlocks, bool kPipelined, int TM>
+__global__ void __launch_bounds__((BM / TM) * (BN / TN), MinBlocks)
 gemm_simt_fp32_v2_kernel(const GemmKernelArgs args) {
-  using Cfg = SimtConfigV2<BM, BN, BK, TN>;
+  using Cfg = SimtConfigV2<BM, BN, BK, TN, TM>;
+  constexpr int MG = Cfg::MG;
   constexpr int kThreads = Cfg::kThreads, NG = Cfg::NG;
   extern __shared__ __align__(128) unsigned char smem_raw[];
   float* smem_a = reinterpret_cast<float*>(smem_raw);
@@ -440,9 +442,9 @@ gemm_simt_fp32_v2_kernel(const GemmKernelArgs args) {
   TileStagerV2<!kTransB, BK, BN, Cfg::B_STRIDE, kThreads> stage_b(static_cast<const float*>(args.b), args.ldb, n0, N, K,
                                                                  tid, smem_b);
 
-  float acc[8][TN];
+  float acc[TM][TN];
 #pragma unroll
-  for (int i = 0; i < 8; ++i)
+  for (int i = 0; i < TM; ++i)
 #pragma unroll
     for (int j = 0; j < TN; ++j) acc[i][j] = 0.f;
 
@@ -453,10 +455,10 @@ gemm_simt_fp32_v2_kernel(const GemmKernelArgs args) {
     constexpr int K0 = decltype(quarter)::value * (BK / 4);
 #pragma unroll
     for (int k = K0; k < K0 + BK / 4; ++k) {
-      float a[8], b[TN];
+      float a[TM], b[TN];
 #pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        const float4 va = *reinterpret_cast<const float4*>(frag_a + a_off + Cfg::RowsA::row(k) + h * (BM / 2));
+      for (int h = 0; h < MG; ++h) {
+        const float4 va = *reinterpret_cast<const float4*>(frag_a + a_off + Cfg::RowsA::row(k) + h * (BM / MG));
         a[h * 4 + 0] = va.x; a[h * 4 + 1] = va.y; a[h * 4 + 2] = va.z; a[h * 4 + 3] = va.w;
       }
 #pragma unroll
@@ -465,7 +467,7 @@ gemm_simt_fp32_v2_kernel(const GemmKernelArgs args) {
         b[g * 4 + 0] = vb.x; b[g * 4 + 1] = vb.y; b[g * 4 + 2] = vb.z; b[g * 4 + 3] = vb.w;
       }
 #pragma unroll
-      for (int i = 0; i < 8; ++i)
+      for (int i = 0; i < TM; ++i)
 #pragma unroll
         for (int j = 0; j < TN; ++j) acc[i][j] = fmaf(a[i], b[j], acc[i][j]);
     }
@@ -534,7 +536,7 @@ gemm_simt_fp32_v2_kernel(const GemmKernelArgs args) {
       compute(0, 0, Q3{});
       __syncthreads();
     }
-    store_acc_tile<BM, BN, TN>(args, acc, m0, n0, tm, tn);
+    store_acc_tile<BM, BN, TN, TM>(args, acc, m0, n0, tm, tn);
     return;
   }
 
@@ -579,13 +581,13 @@ gemm_simt_fp32_v2_kernel(const GemmKernelArgs args) {
     a_cur = a_nxt;
     b_cur = b_nxt;
   }
-  store_acc_tile<BM, BN, TN>(args, acc, m0, n0, tm, tn);
+  store_acc_tile<BM, BN, TN, TM>(args, acc, m0, n0, tm, tn);
 }
 
-template <bool kTransA, bool kTransB, int BM, int BN, int BK, int TN, int MinBlocks, bool kPipelined = true>
+template <bool kTransA, bool kTransB, int BM, int BN, int BK, int TN, int MinBlocks, bool kPipelined = true, int TM = 8>
 cudaError_t launch_simt_v2(const GemmProblem& p, cudaStream_t stream) {
-  using Cfg = SimtConfigV2<BM, BN, BK, TN>;
-  auto kernel = gemm_simt_fp32_v2_kernel<kTransA, kTransB, BM, BN, BK, TN, MinBlocks, kPipelined>;
+  using Cfg = SimtConfigV2<BM, BN, BK, TN, TM>;
+  auto kernel = gemm_simt_fp32_v2_kernel<kTransA, kTransB, BM, BN, BK, TN, MinBlocks, kPipelined, TM>;
   cudaError_t err = set_dynamic_smem(kernel, Cfg::kSmemBytes);
   if (err != cudaSuccess) return err;
   const long long blocks = (long long)div_ceil(p.M, BM) * div_ceil(p.N, BN);
@@ -607,15 +609,16 @@ cudaError_t launch_simt(const GemmProblem& p, cudaStream_t stream) {
 }
 
 // Tiles (all 256 threads but the small one; two blocks per SM but the wide one):
-//   wide   128x256x32, 8x16 per thread, v2 kernel, one block per SM: 6 LDS.128 per 128 FFMA
-//          instead of 4 per 64 (92-94% FFMA in the loop against 88-92%). It has half the
-//          blocks, each alone on its SM, so a last wave it leaves part empty costs a whole
-//          tile time, where the large tile's last blocks run two to an SM or alone and
-//          faster. NN and TT take it on Hopper (where it was measured) where its blocks fill
-//          more than one wave and 15/16 of the waves' slots (H100, % of cuBLAS, large / wide:
-//          NN 4096^3 90.5 / 95.3, 8192x4096x2048 92.4 / 98.1, TT 4096^3 98.5 / 101.1; 3072^3,
-//          ~3/4 filled: NN 92.4 / 83.0); TN and NT stay on the large tile (4096^3 97.9 / 95.9
-//          and 91.6 / 90.8; NOTES.md "fp32 v3");
+//   long   256 wide on the operand transposed while staging, BK 16, one block per SM: NN
+//          256x128 with 16x8 per thread, TT 128x256 with 8x16 (6 LDS.128 per 128 FFMA
+//          instead of 4 per 64: 92-94% FFMA in the loop against 88-92%). It has half the
+//          blocks, each alone on its SM, so a part-empty last wave costs a whole tile time,
+//          where the large tile's last blocks run two to an SM or alone and faster. NN and TT
+//          take it on Hopper (where it was measured) where its blocks' useful work fills 15/16
+//          of whole waves (H100, % of cuBLAS, large / long: NN 2048^3 (one wave) 91.2 / 95.7,
+//          4096^3 90.3 / 94.9; TT 2048^3 98.7 / 101.0, 4096^3 98.5 / 100.4; NN 3072^3, ~3/4
+//          filled: 92.4 / 81.5); TN and NT stay on the large tile (4096^3, 128x256 at BK 32:
+//          97.9 / 95.9 and 91.6 / 90.8; NOTES.md "fp32 v3");
 //   large  128x128, 8x8 per thread, v2 kernel; BK 16 when exactly one operand is
 //          transposed while staging (NN, TT), BK 32 otherwise (TN, NT): measured per layout
 //          (H100, 4096^3, % of cuBLAS): NN 91.1 / 89.7, TT 94.6 / 89.5, TN 97.7 / 100.6,
@@ -623,18 +626,20 @@ cudaError_t launch_simt(const GemmProblem& p, cudaStream_t stream) {
 //   medium 128x64, 8x4 per thread, v2 kernel, BK 32 (1024^3 NN 102.6% vs 91.1% at BK 16):
 //          twice the tiles of the large one (1024^2: 64 large tiles for 132 SMs, 128 medium);
 //   small  64x64x16, 64 threads (8x8 each), v1 kernel, for fewer tiles still.
-// Benchmark variants: pipelined = the large tile, alt_a = the medium tile, alt_b = the wide
-// tile, unpipelined = the large tile's one-stage twin, small_tile.
-enum class TileSize { kWide, kLarge, kMedium, kSmall };
+// Benchmark variants: pipelined = the large tile, alt_a = the medium tile, alt_b = the long
+// tile (TN and NT: 128x256 at BK 32), unpipelined = the large tile's one-stage twin, small_tile.
+enum class TileSize { kLong, kLarge, kMedium, kSmall };
 
 inline TileSize auto_tile(const GemmProblem& p) {
   const long long sms = device_sm_count();
   const long long large_blocks = (long long)div_ceil(p.M, 128) * div_ceil(p.N, 128);
   const long long medium_blocks = (long long)div_ceil(p.M, 128) * div_ceil(p.N, 64);
-  const long long wide_blocks = (long long)div_ceil(p.M, 128) * div_ceil(p.N, 256);
-  const long long wide_slots = div_ceil(wide_blocks, sms) * sms;  // whole waves of one block per SM
-  if (device_cc_major() == 9 && p.trans_a == p.trans_b && wide_blocks > sms && wide_blocks * 16 >= wide_slots * 15)
-    return TileSize::kWide;
+  if (device_cc_major() == 9 && p.trans_a == p.trans_b) {
+    const int bm = p.trans_a ? 128 : 256, bn = 384 - bm;  // the long tile: NN 256x128, TT 128x256
+    const long long blocks = (long long)div_ceil(p.M, bm) * div_ceil(p.N, bn);
+    const long long slots = div_ceil(blocks, sms) * sms;  // whole waves of one block per SM
+    if ((long long)p.M * p.N * 16 >= slots * bm * bn * 15) return TileSize::kLong;
+  }
   return large_blocks >= sms ? TileSize::kLarge : medium_blocks * 4 >= sms * 3 ? TileSize::kMedium : TileSize::kSmall;
 }
 
@@ -645,7 +650,7 @@ cudaError_t launch_simt_layout(const GemmProblem& p, GemmVariant variant, cudaSt
   constexpr int kLargeBK = kTransA == kTransB ? 16 : 32;
   if (variant == GemmVariant::kAuto) {
     const TileSize t = auto_tile(p);
-    variant = t == TileSize::kWide     ? GemmVariant::kAltB
+    variant = t == TileSize::kLong     ? GemmVariant::kAltB
               : t == TileSize::kLarge  ? GemmVariant::kPipelined
               : t == TileSize::kMedium ? GemmVariant::kAltA
                                        : GemmVariant::kSmallTile;
@@ -654,7 +659,9 @@ cudaError_t launch_simt_layout(const GemmProblem& p, GemmVariant variant, cudaSt
     case GemmVariant::kPipelined: return launch_simt_v2<kTransA, kTransB, 128, 128, kLargeBK, 8, 2>(p, stream);
     case GemmVariant::kAltA: return launch_simt_v2<kTransA, kTransB, 128, 64, 32, 4, 2>(p, stream);
     case GemmVariant::kSmallTile: return launch_simt<kTransA, kTransB, 64, 64, 16, 8, 2, 1>(p, stream);
-    case GemmVariant::kAltB: return launch_simt_v2<kTransA, kTransB, 128, 256, 32, 16, 1>(p, stream);
+    case GemmVariant::kAltB:
+      if constexpr (!kTransA && !kTransB) return launch_simt_v2<false, false, 256, 128, 16, 8, 1, true, 16>(p, stream);
+      else return launch_simt_v2<kTransA, kTransB, 128, 256, kLargeBK, 16, 1>(p, stream);
     case GemmVariant::kUnpipelined:
       return launch_simt_v2<kTransA, kTransB, 128, 128, kLargeBK, 8, 2, false>(p, stream);
     default: return cudaErrorInvalidValue;
