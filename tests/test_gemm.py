@@ -167,7 +167,7 @@ def test_gemm_fp32_auto_long_tile(case, trans_a, trans_b):
     """`gemm`'s fp32 tile rule: on Hopper NN and TT take the long tile (NN 256x128, TT 128x256,
     BK 16) where its blocks' useful work fills 15/16 of whole waves of the SMs, the large 128x128
     tile elsewhere; TN and NT, and other GPUs, always the large one. Shapes sized from the SM
-    count: two waves (the last block column 216 wide: long for both), one wave of 128 rows
+    count: two waves (the last block column 216 wide for TT, 88 for NN: long for both), one wave of 128 rows
     (TT's 128x256 blocks fill it; NN's 256-row blocks would be half empty: large), one and a
     half waves (large). Checks the kernel that ran and the result."""
     require_op("gemm")

@@ -5,7 +5,7 @@
 // tiles; BK 16 or 32, see its comment and the tile table above launch_simt_layout).
 //
 // Both tiles live k-major in shared memory (As[k][m], Bs[k][n]): a thread reads its
-// 8 rows and TN columns of one k as 2 + TN/4 float4 (LDS.128, one wavefront: a warp
+// TM rows and TN columns of one k as TM/4 + TN/4 float4 (LDS.128, one wavefront: a warp
 // touches 64 B of A and 128 B of B per k). Layouts are handled while staging, never
 // by a copy in memory:
 //   operand stored k-major (A^T [K, M], B [K, N]): 16-byte cp.async straight into
@@ -131,7 +131,7 @@ struct TileStager<false, BK, BE, Stride, kThreads> {
   }
 };
 
-// alpha * acc (+ beta * C) -> D for the thread's 8 x TN outputs: rows m0 + h * BM/2 + tm * 4 + i,
+// alpha * acc (+ beta * C) -> D for the thread's TM x TN outputs: rows m0 + h * BM/MG + tm * 4 + i,
 // columns n0 + g * BN/NG + tn * 4 + e (16-byte stores when aligned and inside N).
 template <int BM, int BN, int TN, int TM = 8>
 CLO_DEVICE void store_acc_tile(const GemmKernelArgs& args, const float (&acc)[TM][TN], int m0, int n0, int tm, int tn) {
@@ -295,7 +295,7 @@ struct TileStagerV2<true, BK, BE, Stride, kThreads> {
   static constexpr int kRowsPerPass = kThreads / kChunksE;
   static constexpr int kPasses = BK * kChunksE / kThreads;
   // row() is additive over krow + p * kRowsPerPass (krow < kRowsPerPass) when a pass covers
-  // whole groups of 8 k rows or a divisor of 8 (the wide tile: 4 rows of 256 per pass).
+  // whole groups of 8 k rows or a divisor of 8 (TN's 128x256 alt_b tile at BK 32: 4 rows of 256 a pass).
   static_assert(kThreads % kChunksE == 0 && kPasses >= 1 && (kRowsPerPass % 8 == 0 || 8 % kRowsPerPass == 0),
                 "k-major copy split");
   const float* src;     // element (k0 + krow, e0 + ch * 4) of the current k-tile
@@ -608,16 +608,16 @@ cudaError_t launch_simt(const GemmProblem& p, cudaStream_t stream) {
   return cudaGetLastError();
 }
 
-// Tiles (all 256 threads but the small one; two blocks per SM but the wide one):
+// Tiles (all 256 threads but the small one; two blocks per SM but the long one):
 //   long   256 wide on the operand transposed while staging, BK 16, one block per SM: NN
 //          256x128 with 16x8 per thread, TT 128x256 with 8x16 (6 LDS.128 per 128 FFMA
-//          instead of 4 per 64: 92-94% FFMA in the loop against 88-92%). It has half the
+//          instead of 4 per 64: 92.3-92.4% FFMA in the loop against 89.4-89.7%). It has half the
 //          blocks, each alone on its SM, so a part-empty last wave costs a whole tile time,
 //          where the large tile's last blocks run two to an SM or alone and faster. NN and TT
 //          take it on Hopper (where it was measured) where its blocks' useful work fills 15/16
-//          of whole waves (H100, % of cuBLAS, large / long: NN 2048^3 (one wave) 91.2 / 95.7,
-//          4096^3 90.3 / 94.9; TT 2048^3 98.7 / 101.0, 4096^3 98.5 / 100.4; NN 3072^3, ~3/4
-//          filled: 92.4 / 81.5); TN and NT stay on the large tile (4096^3, 128x256 at BK 32:
+//          of whole waves (H100, % of cuBLAS, large / long, run 4: NN 2048^3 (one wave) 91.2 /
+//          95.4, 4096^3 90.4 / 94.9; TT 2048^3 98.2 / 100.4, 4096^3 98.6 / 100.5; NN 3072^3,
+//          ~3/4 filled: 92.4 / 81.7); TN and NT stay on the large tile (4096^3, 128x256 at BK 32:
 //          97.9 / 95.9 and 91.6 / 90.8; NOTES.md "fp32 v3");
 //   large  128x128, 8x8 per thread, v2 kernel; BK 16 when exactly one operand is
 //          transposed while staging (NN, TT), BK 32 otherwise (TN, NT): measured per layout
