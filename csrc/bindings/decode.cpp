@@ -166,6 +166,11 @@ void check_grid(int64_t batch, int64_t num_q_heads) {
   CLO_CHECK(num_q_heads >= 1, "num_q_heads must be >= 1, got ", num_q_heads);
 }
 
+void check_num_splits(int64_t num_splits) {
+  CLO_CHECK(num_splits >= 0 && num_splits <= dec::kMaxSplits, "num_splits must be in [0, ", dec::kMaxSplits,
+            "] (0: the heuristic's), got ", num_splits);
+}
+
 // A split workspace tensor: float32, contiguous, on a CUDA device.
 void check_workspace_tensor(const at::Tensor& w) {
   check_cuda(w, "workspace");
@@ -239,6 +244,41 @@ at::Tensor decode_workspace_counters_stale(const at::Tensor& workspace) {
   return counters.ne(dec::kSplitCounterIdle).any();
 }
 
+
+// The query rows of a decode call: q [B, Hq, D] (one token a sequence) or [B, Hq, Nq, D], and out
+// of the same shape.
+void set_query_rows(dec::DecodeAttentionArgs& a, const at::Tensor& q, const at::Tensor& out, int64_t num_kv_heads) {
+  const bool multi = q.dim() == 4;
+  a.dtype = to_dtype(q.scalar_type());
+  a.head_dim = static_cast<int>(q.size(-1));
+  a.batch = static_cast<int>(q.size(0));
+  a.num_q_heads = static_cast<int>(q.size(1));
+  a.num_kv_heads = static_cast<int>(num_kv_heads);
+  a.seq_len_q = static_cast<int>(multi ? q.size(2) : 1);
+  a.q = q.data_ptr();
+  a.q_stride_b = q.stride(0);
+  a.q_stride_h = q.stride(1);
+  a.q_stride_n = multi ? q.stride(2) : 0;
+  a.out = out.data_ptr();
+  a.o_stride_b = out.stride(0);
+  a.o_stride_h = out.stride(1);
+  a.o_stride_n = multi ? out.stride(2) : 0;
+}
+
+// The split count (the caller's, or the heuristic's for this grid), the workspace, the launch.
+void run_decode_attention(dec::DecodeAttentionArgs& a, int64_t num_splits, const std::optional<at::Tensor>& workspace,
+                          const at::Tensor& q, const char* op) {
+  a.num_splits = num_splits > 0 ? static_cast<int>(num_splits)
+                                : dec::decode_attention_num_splits(a.batch, a.num_kv_heads,
+                                                                   (a.num_q_heads / a.num_kv_heads) * a.seq_len_q,
+                                                                   dec::decode_read_kv_len(a), a.head_dim,
+                                                                   a.kv_fp8 ? DType::kFloat8E4M3 : a.dtype, a.paged,
+                                                                   a.seq_len_q);
+  at::Tensor holder;
+  a.workspace = resolve_workspace(a, workspace, q, holder);
+  check_launch(dec::launch_decode_attention(a, current_stream(q)), op);
+}
+
 void paged_attention(at::Tensor& out, const at::Tensor& q, const at::Tensor& k_cache, const at::Tensor& v_cache,
                      const at::Tensor& block_tables, const at::Tensor& seq_lens, double scale, int64_t num_splits,
                      const std::optional<at::Tensor>& workspace, int64_t window_left, double logits_soft_cap,
@@ -256,8 +296,7 @@ void paged_attention(at::Tensor& out, const at::Tensor& q, const at::Tensor& k_c
   check_kv_scales(fp8, k_scale, v_scale);
   check_dtype(out, q.scalar_type(), "out");
   // 4-D q: the last Nq tokens of each sequence (speculative decoding), causal among them.
-  const bool multi = q.dim() == 4;
-  const int64_t B = q.size(0), Hq = q.size(1), Nq = multi ? q.size(2) : 1, D = q.size(-1);
+  const int64_t B = q.size(0), Hq = q.size(1), Nq = q.dim() == 4 ? q.size(2) : 1, D = q.size(-1);
   const int64_t nb = k_cache.size(0), bs = k_cache.size(1), Hkv = k_cache.size(2);
   CLO_CHECK(Nq >= 1 && Nq <= 65535, "num_new_tokens (q dim 2) must be in [1, 65535], got ", Nq);
   CLO_CHECK(k_cache.size(3) == D, "k_cache head_dim must match q's (", D, "), got ", k_cache.size(3));
@@ -269,24 +308,10 @@ void paged_attention(at::Tensor& out, const at::Tensor& q, const at::Tensor& k_c
   check_head_dim(D, fp8);
   check_rows_aligned(q, "q");
   check_rows_aligned(out, "out");
-  CLO_CHECK(num_splits >= 0 && num_splits <= dec::kMaxSplits, "num_splits must be in [0, ", dec::kMaxSplits,
-              "], got ", num_splits);
+  check_num_splits(num_splits);
 
   dec::DecodeAttentionArgs a;
-  a.dtype = to_dtype(q.scalar_type());
-  a.head_dim = static_cast<int>(D);
-  a.batch = static_cast<int>(B);
-  a.num_q_heads = static_cast<int>(Hq);
-  a.num_kv_heads = static_cast<int>(Hkv);
-  a.seq_len_q = static_cast<int>(Nq);
-  a.q = q.data_ptr();
-  a.q_stride_b = q.stride(0);
-  a.q_stride_h = q.stride(1);
-  a.q_stride_n = multi ? q.stride(2) : 0;
-  a.out = out.data_ptr();
-  a.o_stride_b = out.stride(0);
-  a.o_stride_h = out.stride(1);
-  a.o_stride_n = multi ? out.stride(2) : 0;
+  set_query_rows(a, q, out, Hkv);
   a.k = k_cache.data_ptr();
   a.v = v_cache.data_ptr();
   a.kv_fp8 = fp8;
@@ -300,15 +325,7 @@ void paged_attention(at::Tensor& out, const at::Tensor& q, const at::Tensor& k_c
   check_written_apart(out, lse, workspace, {{&q, "q"}, {&k_cache, "k_cache"}, {&v_cache, "v_cache"},
                                             {&block_tables, "block_tables"}, {&seq_lens, "seq_lens"}});
   a.lse = resolve_lse(lse, q);
-  a.num_splits = num_splits > 0 ? static_cast<int>(num_splits)
-                                : dec::decode_attention_num_splits(a.batch, a.num_kv_heads,
-                                                                   (a.num_q_heads / a.num_kv_heads) * a.seq_len_q,
-                                                                   dec::decode_read_kv_len(a), a.head_dim,
-                                                                   fp8 ? DType::kFloat8E4M3 : a.dtype, a.paged,
-                                                                   a.seq_len_q);
-  at::Tensor holder;
-  a.workspace = resolve_workspace(a, workspace, q, holder);
-  check_launch(dec::launch_decode_attention(a, current_stream(q)), "paged_attention");
+  run_decode_attention(a, num_splits, workspace, q, "paged_attention");
 }
 
 void decode_attention(at::Tensor& out, const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, double scale,
@@ -347,24 +364,10 @@ void decode_attention(at::Tensor& out, const at::Tensor& q, const at::Tensor& k,
   check_rows_aligned(out, "out");
   check_rows_aligned(k, "k");
   check_rows_aligned(v, "v");
-  CLO_CHECK(num_splits >= 0 && num_splits <= dec::kMaxSplits, "num_splits must be in [0, ", dec::kMaxSplits,
-              "], got ", num_splits);
+  check_num_splits(num_splits);
 
   dec::DecodeAttentionArgs a;
-  a.dtype = to_dtype(q.scalar_type());
-  a.head_dim = static_cast<int>(D);
-  a.batch = static_cast<int>(B);
-  a.num_q_heads = static_cast<int>(Hq);
-  a.num_kv_heads = static_cast<int>(Hkv);
-  a.seq_len_q = static_cast<int>(Nq);
-  a.q = q.data_ptr();
-  a.q_stride_b = q.stride(0);
-  a.q_stride_h = q.stride(1);
-  a.q_stride_n = q.stride(2);
-  a.out = out.data_ptr();
-  a.o_stride_b = out.stride(0);
-  a.o_stride_h = out.stride(1);
-  a.o_stride_n = out.stride(2);
+  set_query_rows(a, q, out, Hkv);
   a.k = k.data_ptr();
   a.v = v.data_ptr();
   a.paged = false;
@@ -380,14 +383,7 @@ void decode_attention(at::Tensor& out, const at::Tensor& q, const at::Tensor& k,
   set_window_and_soft_cap(a, window_left, logits_soft_cap);
   check_written_apart(out, lse, workspace, {{&q, "q"}, {&k, "k"}, {&v, "v"}});
   a.lse = resolve_lse(lse, q);
-  a.num_splits = num_splits > 0 ? static_cast<int>(num_splits)
-                                : dec::decode_attention_num_splits(a.batch, a.num_kv_heads,
-                                                                   (a.num_q_heads / a.num_kv_heads) * a.seq_len_q,
-                                                                   dec::decode_read_kv_len(a), a.head_dim, a.dtype,
-                                                                   a.paged, a.seq_len_q);
-  at::Tensor holder;
-  a.workspace = resolve_workspace(a, workspace, q, holder);
-  check_launch(dec::launch_decode_attention(a, current_stream(q)), "decode_attention");
+  run_decode_attention(a, num_splits, workspace, q, "decode_attention");
 }
 
 // Where an append writes token t (dec::AppendSlots): slot_mapping (int64 or int32 [T]), or
@@ -546,8 +542,7 @@ int64_t decode_workspace_numel_upto(int64_t batch, int64_t num_q_heads, int64_t 
                 num_q_heads * seq_len_q < (int64_t(1) << 31),
             "num_q_heads * seq_len_q (query rows per sequence) must be < 2^31, got ", num_q_heads, " * ", seq_len_q);
   CLO_CHECK(max_kv_len >= 0 && max_kv_len < (int64_t(1) << 31), "max_kv_len must be in [0, 2^31), got ", max_kv_len);
-  CLO_CHECK(num_splits >= 0 && num_splits <= dec::kMaxSplits, "num_splits must be in [0, ", dec::kMaxSplits,
-            "] (0: the heuristic's), got ", num_splits);
+  check_num_splits(num_splits);
   check_cache_dtype_and_head_dim(dtype, head_dim);
   return dec::decode_attention_workspace_floats_upto(
       static_cast<int>(batch), static_cast<int>(num_q_heads), static_cast<int>(num_kv_heads),
@@ -599,8 +594,7 @@ void paged_mla_attention(at::Tensor& out, const at::Tensor& q, const at::Tensor&
             " x ", Hq);
   check_rows_aligned(q, "q");
   check_rows_aligned(out, "out");
-  CLO_CHECK(num_splits >= 0 && num_splits <= dec::kMaxSplits, "num_splits must be in [0, ", dec::kMaxSplits,
-            "], got ", num_splits);
+  check_num_splits(num_splits);
   const c10::cuda::CUDAGuard guard(q.device());
   CLO_CHECK(dec::mla_decode_fits(), "the MLA decode kernel needs ", dec::mla_decode_smem_bytes(),
             " bytes of shared memory per block, more than this GPU allows (", dec::decode_smem_limit(), " bytes)");
@@ -681,8 +675,7 @@ int64_t mla_workspace_numel(int64_t batch, int64_t num_q_heads, int64_t max_kv_l
   check_grid(batch, num_q_heads);
   CLO_CHECK(num_q_heads < (int64_t(1) << 24), "num_q_heads must be < 2^24, got ", num_q_heads);
   CLO_CHECK(max_kv_len >= 0 && max_kv_len < (int64_t(1) << 31), "max_kv_len must be in [0, 2^31), got ", max_kv_len);
-  CLO_CHECK(num_splits >= 0 && num_splits <= dec::kMaxSplits, "num_splits must be in [0, ", dec::kMaxSplits,
-            "] (0: the heuristic's), got ", num_splits);
+  check_num_splits(num_splits);
   return dec::mla_decode_workspace_floats_upto(static_cast<int>(batch), static_cast<int>(num_q_heads),
                                                static_cast<int>(max_kv_len), static_cast<int>(num_splits));
 }
