@@ -1,8 +1,9 @@
 """Did a change move the machine code? Compiles CUDA sources as they are in the working tree
 and as they were at a git revision, for each arch, and compares every kernel's .text section
 byte for byte (the anonymous-namespace hashes nvcc derives from the file path stripped from the
-names). A refactor whose kernels all read `same` needs no GPU run to show it changed nothing;
-one that reads `diff` does. With `nvdisasm` on the PATH (CUDA toolkit, or the PyPI wheel
+names; kernels found on one side only are paired by their bytes, so a reordered or renamed
+template argument reads `same code, renamed`). A refactor whose kernels all read `same` (or
+`same code, renamed`) needs no GPU run to show it changed nothing; one that reads `diff` does. With `nvdisasm` on the PATH (CUDA toolkit, or the PyPI wheel
 nvidia-cuda-nvdisasm) it also counts each side's local-memory loads and stores (LDL / STL:
 spills) and the stack frame, so a fold that costs registers shows here first.
 
@@ -149,15 +150,24 @@ def main() -> int:
             old, new = text_sections(old_c), text_sections(new_c)
             old_s, new_s = sass_stats(old_c), sass_stats(new_c)
             print(f"{src} sm_{arch}:")
+            # A kernel whose template arguments were renamed or reordered keeps its code: pair
+            # the kernels found on one side only by their bytes.
+            only_new = {new[n]: n for n in set(new) - set(old)}
+            renamed = {n: only_new[old[n]] for n in set(old) - set(new) if old[n] in only_new}
             for name in sorted(set(old) | set(new)):
                 a, b = old.get(name), new.get(name)
                 if a == b:
                     verdict = "same"
+                elif name in renamed or name in renamed.values():
+                    if name in renamed.values():
+                        continue  # reported with its old name
+                    verdict = "same code, renamed"
+                    name = f"{name[:60]} -> {renamed[name][:60]}"
                 elif a is None or b is None:
                     verdict = "only in " + ("new" if a is None else args.rev)
                 else:
                     verdict = f"diff ({len(a)} -> {len(b)} bytes)"
-                differs |= verdict != "same"
+                differs |= not verdict.startswith("same")
                 extra = ""
                 if old_s is not None and new_s is not None and verdict != "same":
                     o, n = old_s.get(name), new_s.get(name)

@@ -244,7 +244,6 @@ at::Tensor decode_workspace_counters_stale(const at::Tensor& workspace) {
   return counters.ne(dec::kSplitCounterIdle).any();
 }
 
-
 // The query rows of a decode call: q [B, Hq, D] (one token a sequence) or [B, Hq, Nq, D], and out
 // of the same shape.
 void set_query_rows(dec::DecodeAttentionArgs& a, const at::Tensor& q, const at::Tensor& out, int64_t num_kv_heads) {

@@ -133,7 +133,7 @@ struct TileStager<false, BK, BE, Stride, kThreads> {
 
 // alpha * acc (+ beta * C) -> D for the thread's TM x TN outputs: rows m0 + h * BM/MG + tm * 4 + i,
 // columns n0 + g * BN/NG + tn * 4 + e (16-byte stores when aligned and inside N).
-template <int BM, int BN, int TN, int TM = 8>
+template <int BM, int BN, int TM, int TN>
 CLO_DEVICE void store_acc_tile(const GemmKernelArgs& args, const float (&acc)[TM][TN], int m0, int n0, int tm, int tn) {
   constexpr int MG = TM / 4, NG = TN / 4;
   const int M = args.M, N = args.N;
@@ -258,7 +258,7 @@ gemm_simt_fp32_kernel(const GemmKernelArgs args) {
     }
   }
 
-  store_acc_tile<BM, BN, TN>(args, acc, m0, n0, tm, tn);
+  store_acc_tile<BM, BN, 8, TN>(args, acc, m0, n0, tm, tn);
 }
 
 // ---- v2: BK 16 or 32, gap-padded k rows, hoisted staging addresses, split transposes ----
@@ -403,7 +403,7 @@ struct TileStagerV2<false, BK, BE, Stride, kThreads> {
   }
 };
 
-template <int BM_, int BN_, int BK_, int TN_, int TM_ = 8>
+template <int BM_, int BN_, int BK_, int TM_, int TN_>
 struct SimtConfigV2 {
   static constexpr int BM = BM_, BN = BN_, BK = BK_, TN = TN_, TM = TM_;
   static constexpr int MG = TM / 4, NG = TN / 4;
@@ -420,10 +420,10 @@ struct SimtConfigV2 {
 
 // kPipelined = false is the unpipelined twin (the benchmark's comparison): tile kt is
 // loaded, waited for and only then computed, in one stage.
-template <bool kTransA, bool kTransB, int BM, int BN, int BK, int TN, int MinBlocks, bool kPipelined, int TM>
+template <bool kTransA, bool kTransB, int BM, int BN, int BK, int TM, int TN, int MinBlocks, bool kPipelined>
 __global__ void __launch_bounds__((BM / TM) * (BN / TN), MinBlocks)
 gemm_simt_fp32_v2_kernel(const GemmKernelArgs args) {
-  using Cfg = SimtConfigV2<BM, BN, BK, TN, TM>;
+  using Cfg = SimtConfigV2<BM, BN, BK, TM, TN>;
   constexpr int MG = Cfg::MG;
   constexpr int kThreads = Cfg::kThreads, NG = Cfg::NG;
   extern __shared__ __align__(128) unsigned char smem_raw[];
@@ -536,7 +536,7 @@ gemm_simt_fp32_v2_kernel(const GemmKernelArgs args) {
       compute(0, 0, Q3{});
       __syncthreads();
     }
-    store_acc_tile<BM, BN, TN, TM>(args, acc, m0, n0, tm, tn);
+    store_acc_tile<BM, BN, TM, TN>(args, acc, m0, n0, tm, tn);
     return;
   }
 
@@ -581,13 +581,13 @@ gemm_simt_fp32_v2_kernel(const GemmKernelArgs args) {
     a_cur = a_nxt;
     b_cur = b_nxt;
   }
-  store_acc_tile<BM, BN, TN, TM>(args, acc, m0, n0, tm, tn);
+  store_acc_tile<BM, BN, TM, TN>(args, acc, m0, n0, tm, tn);
 }
 
-template <bool kTransA, bool kTransB, int BM, int BN, int BK, int TN, int MinBlocks, bool kPipelined = true, int TM = 8>
+template <bool kTransA, bool kTransB, int BM, int BN, int BK, int TM, int TN, int MinBlocks, bool kPipelined = true>
 cudaError_t launch_simt_v2(const GemmProblem& p, cudaStream_t stream) {
-  using Cfg = SimtConfigV2<BM, BN, BK, TN, TM>;
-  auto kernel = gemm_simt_fp32_v2_kernel<kTransA, kTransB, BM, BN, BK, TN, MinBlocks, kPipelined, TM>;
+  using Cfg = SimtConfigV2<BM, BN, BK, TM, TN>;
+  auto kernel = gemm_simt_fp32_v2_kernel<kTransA, kTransB, BM, BN, BK, TM, TN, MinBlocks, kPipelined>;
   cudaError_t err = set_dynamic_smem(kernel, Cfg::kSmemBytes);
   if (err != cudaSuccess) return err;
   const long long blocks = (long long)div_ceil(p.M, BM) * div_ceil(p.N, BN);
@@ -656,14 +656,14 @@ cudaError_t launch_simt_layout(const GemmProblem& p, GemmVariant variant, cudaSt
                                        : GemmVariant::kSmallTile;
   }
   switch (variant) {
-    case GemmVariant::kPipelined: return launch_simt_v2<kTransA, kTransB, 128, 128, kLargeBK, 8, 2>(p, stream);
-    case GemmVariant::kAltA: return launch_simt_v2<kTransA, kTransB, 128, 64, 32, 4, 2>(p, stream);
+    case GemmVariant::kPipelined: return launch_simt_v2<kTransA, kTransB, 128, 128, kLargeBK, 8, 8, 2>(p, stream);
+    case GemmVariant::kAltA: return launch_simt_v2<kTransA, kTransB, 128, 64, 32, 8, 4, 2>(p, stream);
     case GemmVariant::kSmallTile: return launch_simt<kTransA, kTransB, 64, 64, 16, 8, 2, 1>(p, stream);
     case GemmVariant::kAltB:
-      if constexpr (!kTransA && !kTransB) return launch_simt_v2<false, false, 256, 128, 16, 8, 1, true, 16>(p, stream);
-      else return launch_simt_v2<kTransA, kTransB, 128, 256, kLargeBK, 16, 1>(p, stream);
+      if constexpr (!kTransA && !kTransB) return launch_simt_v2<false, false, 256, 128, 16, 16, 8, 1>(p, stream);
+      else return launch_simt_v2<kTransA, kTransB, 128, 256, kLargeBK, 8, 16, 1>(p, stream);
     case GemmVariant::kUnpipelined:
-      return launch_simt_v2<kTransA, kTransB, 128, 128, kLargeBK, 8, 2, false>(p, stream);
+      return launch_simt_v2<kTransA, kTransB, 128, 128, kLargeBK, 8, 8, 2, false>(p, stream);
     default: return cudaErrorInvalidValue;
   }
 }

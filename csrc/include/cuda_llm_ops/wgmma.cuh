@@ -71,22 +71,22 @@ struct WgmmaTag {};
 // The accumulator operands of m64nNk16 (R = N / 2 fp32 registers per thread): the
 // register list of the PTX text and the matching asm operand list, for each R used.
 #define CLO_WGMMA_D_REGS_8 "{%0, %1, %2, %3, %4, %5, %6, %7}"
-#define CLO_WGMMA_SS_TAIL_8(SCALE_D) ", %8, %9, " SCALE_D ", 1, 1, %10, %11;\n"
+#define CLO_WGMMA_SS_TAIL_8 ", %8, %9, %12, 1, 1, %10, %11;\n"
 #define CLO_WGMMA_RS_TAIL_8 ", {%8, %9, %10, %11}, %12, 1, 1, 1, %13;\n"
 #define CLO_WGMMA_D_REGS_32 "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}"
-#define CLO_WGMMA_SS_TAIL_32(SCALE_D) ", %32, %33, " SCALE_D ", 1, 1, %34, %35;\n"
+#define CLO_WGMMA_SS_TAIL_32 ", %32, %33, %36, 1, 1, %34, %35;\n"
 #define CLO_WGMMA_RS_TAIL_32 ", {%32, %33, %34, %35}, %36, 1, 1, 1, %37;\n"
 #define CLO_WGMMA_D_REGS_48 "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47}"
-#define CLO_WGMMA_SS_TAIL_48(SCALE_D) ", %48, %49, " SCALE_D ", 1, 1, %50, %51;\n"
+#define CLO_WGMMA_SS_TAIL_48 ", %48, %49, %52, 1, 1, %50, %51;\n"
 #define CLO_WGMMA_RS_TAIL_48 ", {%48, %49, %50, %51}, %52, 1, 1, 1, %53;\n"
 #define CLO_WGMMA_D_REGS_96 "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63, %64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, %80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95}"
-#define CLO_WGMMA_SS_TAIL_96(SCALE_D) ", %96, %97, " SCALE_D ", 1, 1, %98, %99;\n"
+#define CLO_WGMMA_SS_TAIL_96 ", %96, %97, %100, 1, 1, %98, %99;\n"
 #define CLO_WGMMA_RS_TAIL_96 ", {%96, %97, %98, %99}, %100, 1, 1, 1, %101;\n"
 #define CLO_WGMMA_D_REGS_64 "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}"
-#define CLO_WGMMA_SS_TAIL_64(SCALE_D) ", %64, %65, " SCALE_D ", 1, 1, %66, %67;\n"
+#define CLO_WGMMA_SS_TAIL_64 ", %64, %65, %68, 1, 1, %66, %67;\n"
 #define CLO_WGMMA_RS_TAIL_64 ", {%64, %65, %66, %67}, %68, 1, 1, 1, %69;\n"
 #define CLO_WGMMA_D_REGS_128 "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63, %64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, %80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95, %96, %97, %98, %99, %100, %101, %102, %103, %104, %105, %106, %107, %108, %109, %110, %111, %112, %113, %114, %115, %116, %117, %118, %119, %120, %121, %122, %123, %124, %125, %126, %127}"
-#define CLO_WGMMA_SS_TAIL_128(SCALE_D) ", %128, %129, " SCALE_D ", 1, 1, %130, %131;\n"
+#define CLO_WGMMA_SS_TAIL_128 ", %128, %129, %132, 1, 1, %130, %131;\n"
 #define CLO_WGMMA_RS_TAIL_128 ", {%128, %129, %130, %131}, %132, 1, 1, 1, %133;\n"
 #define CLO_WGMMA_ACC4(i) "+f"(d[i]), "+f"(d[i + 1]), "+f"(d[i + 2]), "+f"(d[i + 3])
 #define CLO_WGMMA_ACC16(i) CLO_WGMMA_ACC4(i), CLO_WGMMA_ACC4(i + 4), CLO_WGMMA_ACC4(i + 8), CLO_WGMMA_ACC4(i + 12)
@@ -105,16 +105,10 @@ struct WgmmaTag {};
 #define CLO_DEFINE_WGMMA_SS(N, R, TYPE, PTX)                                                          \
   template <int TransA, int TransB, int Accumulate = 1>                                               \
   CLO_DEVICE void wgmma_m64n##N##k16(WgmmaTag<TYPE>, float (&d)[R], uint64_t desc_a, uint64_t desc_b) { \
-    if constexpr (Accumulate)                                                                         \
-      CLO_WGMMA_ASM("wgmma.mma_async.sync.aligned.m64n" #N "k16.f32." PTX "." PTX " " CLO_WGMMA_D_REGS_##R  \
-                        CLO_WGMMA_SS_TAIL_##R("1")                                                  \
-                    : CLO_WGMMA_D_OPS_##R                                                           \
-                    : "l"(desc_a), "l"(desc_b), "n"(TransA), "n"(TransB));                          \
-    else                                                                                              \
-      CLO_WGMMA_ASM("wgmma.mma_async.sync.aligned.m64n" #N "k16.f32." PTX "." PTX " " CLO_WGMMA_D_REGS_##R  \
-                        CLO_WGMMA_SS_TAIL_##R("0")                                                  \
-                    : CLO_WGMMA_D_OPS_##R                                                           \
-                    : "l"(desc_a), "l"(desc_b), "n"(TransA), "n"(TransB));                          \
+    CLO_WGMMA_ASM("wgmma.mma_async.sync.aligned.m64n" #N "k16.f32." PTX "." PTX " " CLO_WGMMA_D_REGS_##R    \
+                      CLO_WGMMA_SS_TAIL_##R                                                         \
+                  : CLO_WGMMA_D_OPS_##R                                                             \
+                  : "l"(desc_a), "l"(desc_b), "n"(TransA), "n"(TransB), "n"(Accumulate));           \
   }
 
 // wgmma_m64n<N>k16_rs<TransB>(tag, d, a0..a3, desc_b): D += A * B with A from registers
