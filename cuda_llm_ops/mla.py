@@ -98,7 +98,7 @@ def mla_num_splits(batch: int, num_q_heads: int, max_kv_len: int) -> int:
     """Splits `paged_mla_attention(num_splits=0)` uses on the current device.
 
     The wgmma kernel (Hopper, 32+ heads, 64-head row tiles): from a time model fitted to an
-    H100 sweep (a block's 64-key tiles at ~1.8 us each, the cache streamed at ~2.5 TB/s, ~2 ns
+    H100 sweep (a block's 64-key tiles at ~1.8 us each, the cache streamed at ~2.8 TB/s, ~2 ns
     per split of each query row for its fp32 partials, whole waves of blocks), the model's
     minimum up to a bound that never grows for a narrower table or a larger batch (the
     count itself may: `mla_workspace` is sized by the bound, so one serves all such calls);

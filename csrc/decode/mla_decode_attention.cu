@@ -450,11 +450,14 @@ cudaError_t run_mla_decode(const MlaDecodeArgs& a, cudaStream_t stream) {
 // the combine and the split rule"): with s splits a call takes about
 //   max(a x ceil(tiles / s) x waves(s), stream) + k x rows x s   (s > 1),
 // a = 1.8 us per 64-key tile of a block, waves = ceil(units x s / SMs), stream = the cache
-// (B x N x 1152 B) at ~2.5 TB/s, k = 2 ns per split of a query row (its 2 KB of fp32 partials
+// (B x N x 1152 B) at ~2.8 TB/s (what the kernel streams once most SMs hold a block: 2.7-2.9
+// TB/s at 64/16K/64 and /32 on 2 splits, 32/16K/64 on 3; at 2.5, 64-head calls with long
+// tables stayed unsplit or split too little, 3-10% slower: NOTES.md "MLA: the stream rate
+// of the split rule"), k = 2 ns per split of a query row (its 2 KB of fp32 partials
 // written, then read by the combine kernel: with 128 heads a split costs as much traffic as
 // ~450 keys of the cache). The count is the model's minimum over s up to cap().
 struct MlaSm90SplitModel {
-  static constexpr double kTileNs = 1800.0, kRowSplitNs = 2.0, kStreamBytesPerNs = 2500.0;
+  static constexpr double kTileNs = 1800.0, kRowSplitNs = 2.0, kStreamBytesPerNs = 2800.0;
   static constexpr double kKeyBytes = kMlaHeadDimQK * 2.0;
   int64_t batch, units, rows, tiles, sms;
 
@@ -468,7 +471,7 @@ struct MlaSm90SplitModel {
   // 4 splits at 2048 keys, 3 at 2112; B=1: 22 at 4096, 23 at 2944). It is 1.25x the least of
   // three limits of the model, the first two with slack for the waves and ceilings they leave
   // out: 3 x SMs / units (past one block per SM the tile term falls only by whole waves), 3 x
-  // the count at which one wave's tile term meets the stream, a x 2.5 TB/s / (64 x 1152 B x B),
+  // the count at which one wave's tile term meets the stream, a x 2.8 TB/s / (64 x 1152 B x B),
   // and sqrt(a x tiles / (k x rows)) (the tile term against the partials).
   int64_t cap() const {
     const double fill = 3.0 * static_cast<double>(sms) / static_cast<double>(units);

@@ -409,12 +409,12 @@ def paged_kv_append_cases(dtype: torch.dtype, preset: str, quick: bool) -> list[
     return [append_case(t, dtype) for t in ((64, 4096) if quick else APPEND_TOKENS)]
 
 
-# MLA decode (preset "all"): DeepSeek-V2-Lite / a V3 tensor-parallel shard (16 heads:
-# memory-bound) and V3 on one GPU (128 heads: near the H100's ridge), block size 64
-# (FlashMLA's and vLLM's for MLA).
+# MLA decode (preset "all"): DeepSeek-V2-Lite / a V3 shard over 8 GPUs (16 heads:
+# memory-bound), over 2 (64 heads) and V3 on one GPU (128 heads: near the H100's ridge),
+# block size 64 (FlashMLA's and vLLM's for MLA).
 MLA_BATCHES = (1, 16, 64)
 MLA_CONTEXTS = (1024, 4096, 16384)
-MLA_HEADS = (16, 128)
+MLA_HEADS = (16, 64, 128)
 MLA_BLOCK_SIZE = 64
 MLA_SHAPES_QUICK = ((1, 16384, 16), (64, 4096, 128))
 
