@@ -452,7 +452,7 @@ cudaError_t run_mla_decode(const MlaDecodeArgs& a, cudaStream_t stream) {
 // a = 1.8 us per 64-key tile of a block, waves = ceil(units x s / SMs), stream = the cache
 // (B x N x 1152 B) at ~2.8 TB/s (what the kernel streams once most SMs hold a block: 2.7-2.9
 // TB/s at 64/16K/64 and /32 on 2 splits, 32/16K/64 on 3; at 2.5, 64-head calls with long
-// tables stayed unsplit or split too little, 3-10% slower: NOTES.md "MLA: the stream rate
+// tables stayed unsplit or split too little, 5-11% slower: NOTES.md "MLA: the stream rate
 // of the split rule"), k = 2 ns per split of a query row (its 2 KB of fp32 partials
 // written, then read by the combine kernel: with 128 heads a split costs as much traffic as
 // ~450 keys of the cache). The count is the model's minimum over s up to cap().
