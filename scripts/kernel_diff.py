@@ -3,7 +3,8 @@ and as they were at a git revision, for each arch, and compares every kernel's .
 byte for byte (the anonymous-namespace hashes nvcc derives from the file path stripped from the
 names; kernels found on one side only are paired by their bytes, so a reordered or renamed
 template argument reads `same code, renamed`). A refactor whose kernels all read `same` (or
-`same code, renamed`) needs no GPU run to show it changed nothing; one that reads `diff` does. With `nvdisasm` on the PATH (CUDA toolkit, or the PyPI wheel
+`same code, renamed`) needs no GPU run to show it changed nothing; one that reads `diff` does.
+With `nvdisasm` on the PATH (CUDA toolkit, or the PyPI wheel
 nvidia-cuda-nvdisasm) it also counts each side's local-memory loads and stores (LDL / STL:
 spills) and the stack frame, so a fold that costs registers shows here first.
 
@@ -154,15 +155,12 @@ def main() -> int:
             # the kernels found on one side only by their bytes.
             only_new = {new[n]: n for n in set(new) - set(old)}
             renamed = {n: only_new[old[n]] for n in set(old) - set(new) if old[n] in only_new}
-            for name in sorted(set(old) | set(new)):
-                a, b = old.get(name), new.get(name)
+            for name in sorted((set(old) | set(new)) - set(renamed.values())):  # a renamed one under its old name
+                new_name = renamed.get(name, name)
+                a, b = old.get(name), new.get(new_name)
+                label = name if new_name == name else f"{name[:60]} -> {new_name[:60]}"
                 if a == b:
-                    verdict = "same"
-                elif name in renamed or name in renamed.values():
-                    if name in renamed.values():
-                        continue  # reported with its old name
-                    verdict = "same code, renamed"
-                    name = f"{name[:60]} -> {renamed[name][:60]}"
+                    verdict = "same" if new_name == name else "same code, renamed"
                 elif a is None or b is None:
                     verdict = "only in " + ("new" if a is None else args.rev)
                 else:
@@ -170,9 +168,9 @@ def main() -> int:
                 differs |= not verdict.startswith("same")
                 extra = ""
                 if old_s is not None and new_s is not None and verdict != "same":
-                    o, n = old_s.get(name), new_s.get(name)
+                    o, n = old_s.get(name), new_s.get(new_name)
                     extra = f"  LDL/STL/stack {o} -> {n}"
-                print(f"  {verdict:28s} {name[:110]}{extra}")
+                print(f"  {verdict:28s} {label[:110]}{extra}")
     shutil.rmtree(work, ignore_errors=True)
     return 1 if differs else 0
 
