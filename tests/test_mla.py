@@ -278,11 +278,23 @@ def test_paged_mla_both_pipelines(monkeypatch, stages):
                      what=f"stages={stages} lens={lens[:3]} hq={hq} splits={ns}")
 
 
+def _nan_past_lengths(kv, table, seq_lens):
+    """NaN in every cache row no sequence reads: the tails of the last blocks and the spare
+    blocks (a kernel must not let them into its sums, not even as 0 x NaN)."""
+    used = torch.zeros(kv.shape[0], kv.shape[1], dtype=torch.bool, device=kv.device)
+    bs = kv.shape[1]
+    for i, n in enumerate(seq_lens.tolist()):
+        pos = torch.arange(n, device=kv.device)
+        used[table[i, pos // bs].long(), pos % bs] = True
+    kv[~used] = float("nan")
+
+
 @pytest.mark.parametrize("kernel", ["mma", "wgmma"])
 def test_paged_mla_both_kernels(monkeypatch, kernel):
     """Each kernel forced (CLO_MLA_SM90; the launcher takes wgmma on Hopper from 32 heads) on
     head counts on both sides of 64 and not multiples of it, every block size class, split
-    and unsplit, ragged lengths across tile edges, with the lse."""
+    and unsplit, ragged lengths across tile edges, with the lse, over a cache whose unread
+    rows are NaN."""
     require_op("paged_mla_attention")
     if kernel == "wgmma" and torch.cuda.get_device_capability() != (9, 0):
         pytest.skip("the wgmma kernel runs on sm_90a only")
@@ -293,6 +305,7 @@ def test_paged_mla_both_kernels(monkeypatch, kernel):
     for i, (lens, hq, bs, ns) in enumerate(cases):
         dtype = (torch.float16, torch.bfloat16)[i % 2]
         q, kv, table, seq_lens = make_mla_problem(lens, hq, bs, dtype, i, four_d=i % 3 == 0)
+        _nan_past_lengths(kv.view(kv.shape[0], bs, DQK), table, seq_lens)
         out = poison_(torch.empty(len(lens), hq, 512, device="cuda", dtype=dtype))
         lse = poison_(torch.empty(len(lens), hq, device="cuda"))
         llm.paged_mla_attention(q, kv, table, seq_lens, out=out, num_splits=ns, lse=lse)
