@@ -540,11 +540,14 @@ def test_wgmma_skinny_matches_float64(m, n8, k8, dtype, trans_b, alpha, beta, wi
 def _skinny_whole_units(n, trans_b):
     """plan_skinny's choice (gemm_wgmma_sm90.cuh): a weight stored [N, K] goes in whole units of
     64..128 rows (the busiest SM's rows fewest, then the most rows) where they keep 90% of the
-    SMs busy; one stored [K, N] in whole 128-row units where they fit one wave and keep 70% of
-    the SMs busy; otherwise stream-K over 128-row units."""
+    SMs busy; one stored [K, N] in whole units of the shortest of 64, 96 or 128 rows that fit
+    one wave, where they keep 70% of the SMs busy; otherwise stream-K over 128-row units."""
     sms = torch.cuda.get_device_properties(0).multi_processor_count
     if not trans_b:
-        units = -(-n // 128)
+        r = 64
+        while r < 128 and -(-n // r) > sms:
+            r += 32
+        units = -(-n // r)
         return units <= sms and units * 10 >= sms * 7
     best = min(range(128, 63, -8), key=lambda r: (-(-(-(-n // r)) // sms) * r, -r))
     if -(-n // best) * 10 >= sms * 9:
@@ -553,13 +556,34 @@ def _skinny_whole_units(n, trans_b):
     return best <= 128 and -(-n // best) * 10 >= sms * 7
 
 
+@pytest.mark.parametrize("n", [6144, 8192, 12288, 12320, 14336])
+def test_wgmma_skinny_kn_unit_heights(n):
+    """b [K, N] on the skinny tile in whole units of 64 rows (N = 6144, 8192), 96 (12288, and
+    12320: a last unit of 32 rows, its 32-row box past N) or 128 (14336), by plan_skinny's rule;
+    k = 520 ends on a partial k-tile. Exact against float64, bit for bit on a second call."""
+    _require_sm90()
+    whole = _skinny_whole_units(n, False)
+    if torch.cuda.get_device_properties(0).multi_processor_count == 132:
+        assert whole
+    for m, dtype in ((16, torch.float16), (9, torch.bfloat16)):
+        a, b = _rand((m, 520), dtype), _rand((520, n), dtype)
+        f = lambda: llm.gemm(a, b)
+        names = kernel_names(f)
+        assert "gemm_wgmma_sm90_kernel" in names and ("Memset" in names) == (not whole), names
+        out = f()
+        assert_close(out, gemm_reference(a, b, dtype=torch.float64), dtype, rel_tol=_tol(dtype, 520),
+                     what=f"wgmma skinny b [K, N] {dtype} {m}x{n}x520")
+        assert torch.equal(f(), out)
+
+
 @pytest.mark.parametrize("trans_b", [False, True])
 @pytest.mark.parametrize("m,n,k", [(1, 12288, 4096), (16, 12288, 4096), (16, 4096, 14336), (5, 28672, 512),
                                    (9, 136, 2056), (3, 8, 24)])
 def test_wgmma_skinny_decode_shapes(monkeypatch, trans_b, m, n, k):
     """Decode projections through kAuto on Hopper take the wgmma skinny tile (kernel name).
     b [N, K] with enough rows goes in whole units (N = 12288: 128 units of 96 rows; 28672: 256
-    of 112), b [K, N] at N = 12288 in 96 units of 128 rows, one a CTA: no counters to zero.
+    of 112), b [K, N] at N = 12288 in 128 units of 96 rows (a 64-row box and a 32-row one in
+    the 64-byte swizzle), one a CTA: no counters to zero.
     Elsewhere stream-K, and the memset of its counters runs wherever a tile is split:
     b [K, N] at N = 28672 is 224 tiles dealt to 132 SMs, ranges over whole tiles and pieces;
     136 x 2056 two tiles in 66 one-k-tile pieces; 8 x 24 one k-tile, whole. Repeated calls

@@ -1,7 +1,7 @@
 // Host side of the Hopper wgmma/TMA GEMM family: when it applies (a cc 9.0 device
 // running the sm_90a build, fp16/bf16, or int8 with B stored [N, K], rows TMA can
 // describe), tile choice, and the schedule (dev knobs), and the CUtensorMap encoding
-// (128-byte swizzle; fp32 / int32 for D).
+// (128-byte swizzle, 64-byte for the skinny tile's 32-row boxes; fp32 / int32 for D).
 #include <algorithm>
 #include <cstdlib>
 
@@ -10,7 +10,7 @@
 namespace cuda_llm_ops::gemm {
 
 cudaError_t encode_tensor_map_2d(CUtensorMap* map, DType dtype, const void* base, uint64_t dim0, uint64_t dim1,
-                                 uint64_t row_stride_bytes, uint32_t box0, uint32_t box1) {
+                                 uint64_t row_stride_bytes, uint32_t box0, uint32_t box1, CUtensorMapSwizzle swizzle) {
   const uint64_t dims[2] = {dim0, dim1};
   const uint32_t box[2] = {box0, box1};
   // TMA moves bytes: int8 travels as UINT8 (no conversion in tiled copies).
@@ -18,10 +18,9 @@ cudaError_t encode_tensor_map_2d(CUtensorMap* map, DType dtype, const void* base
     const CUtensorMapDataType type = dtype == DType::kFloat32 ? CU_TENSOR_MAP_DATA_TYPE_FLOAT32
                                      : dtype == DType::kInt32 ? CU_TENSOR_MAP_DATA_TYPE_INT32
                                                               : CU_TENSOR_MAP_DATA_TYPE_UINT8;
-    return tma::encode_tiled(map, type, base, 2, dims, &row_stride_bytes, box, CU_TENSOR_MAP_SWIZZLE_128B);
+    return tma::encode_tiled(map, type, base, 2, dims, &row_stride_bytes, box, swizzle);
   }
-  return tma::encode_tiled_16bit(map, dtype == DType::kBFloat16, base, 2, dims, &row_stride_bytes, box,
-                                 CU_TENSOR_MAP_SWIZZLE_128B);
+  return tma::encode_tiled_16bit(map, dtype == DType::kBFloat16, base, 2, dims, &row_stride_bytes, box, swizzle);
 }
 
 bool wgmma_family_available() { return wgmma::sm90a_image_loaded() && tma::tensor_map_encoder() != nullptr; }

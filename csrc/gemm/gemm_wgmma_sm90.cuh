@@ -186,7 +186,9 @@ inline WgmmaTailSplit plan_skinny_stream_k(long long units, int ktiles, long lon
 // rows) ran 0.78x stream-K: 4 KB of weight a stage beside 2 KB of activations. A weight stored
 // [K, N] comes in 64-row boxes of its M-major operand: whole 128-row units, one a CTA, where
 // they fit one wave and keep 70% of the SMs busy (12288 rows: 96 CTAs, 1.07x stream-K at
-// K = 4096, 1.19x at 2048: an SM streams ~30 GB/s, so 96 of them still draw 2.9 TB/s).
+// K = 4096, 1.19x at 2048: an SM streams ~30 GB/s, so 96 of them still draw 2.9 TB/s), now
+// in the shortest of 64, 96 (a 64-row box and a 32-row one in the 64-byte swizzle) or 128 rows
+// that fits: 12288 rows in 128 units of 96, 6144 and 8192 in units of 64.
 // Otherwise, with short_wave (int8: 16-bit decode shapes that would fall to stream-K run on
 // the skinny kernels, wgmma_skinny_applies), the same one wave of units where it keeps fewer
 // SMs busy but its busiest CTA, at an SM's ~30 GB/s, still ends before stream-K would: all
@@ -207,7 +209,11 @@ inline WgmmaTailSplit plan_skinny(long long rows, int ktiles, bool k_major, long
     if ((rows + row_step - 1) / row_step * 10 < grid * 9) row_step = 0;
   }
   if (grid > 0 && row_step == 0) {  // one wave of the shortest units the layout allows (70% busy, or short_wave)
-    const int r = k_major ? static_cast<int>(std::max<long long>(64, ((rows + grid - 1) / grid + 7) / 8 * 8)) : 128;
+    int r = k_major ? static_cast<int>(std::max<long long>(64, ((rows + grid - 1) / grid + 7) / 8 * 8)) : 128;
+    if (!k_major) {
+      r = 64;
+      while (r < 128 && (rows + r - 1) / r > grid) r += 32;
+    }
     const long long units = (rows + r - 1) / r;
     const double row_bytes = 128.0 * ktiles;  // k-tiles are 128 bytes
     const bool beats_stream_k = short_wave && k_major &&
@@ -237,16 +243,17 @@ inline size_t skinny_stream_k_workspace_bytes(const WgmmaTailSplit& ts, long lon
   return tail_split_counter_bytes<Cfg>(ts) + size_t(grid) * 2 * Cfg::BM * Cfg::BN * sizeof(float);
 }
 
-// Encodes a 2-D row-major tensor map (dim0 contiguous) with the 128-byte swizzle
+// Encodes a 2-D row-major tensor map (dim0 contiguous), 128-byte swizzle unless told
 // (gemm_wgmma_sm90.cu; the driver entry point is looked up once).
 cudaError_t encode_tensor_map_2d(CUtensorMap* map, DType dtype, const void* base, uint64_t dim0, uint64_t dim1,
-                                 uint64_t row_stride_bytes, uint32_t box0, uint32_t box1);
+                                 uint64_t row_stride_bytes, uint32_t box0, uint32_t box1,
+                                 CUtensorMapSwizzle swizzle = CU_TENSOR_MAP_SWIZZLE_128B);
 
 template <typename T, bool kTransA, bool kTransB, int BN, int Stages, int kCluster>
 __global__ void __launch_bounds__(WgmmaConfig<BN, Stages>::kThreads, 1)
 gemm_wgmma_sm90_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_constant__ CUtensorMap map_b,
-                       const __grid_constant__ CUtensorMap map_d, const GemmKernelArgs args, const int tma_store,
-                       const int raster, const WgmmaTailSplit ts) {
+                       const __grid_constant__ CUtensorMap map_d, const __grid_constant__ CUtensorMap map_a32,
+                       const GemmKernelArgs args, const int tma_store, const int raster, const WgmmaTailSplit ts) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   using Cfg = WgmmaConfig<BN, Stages, sizeof(T)>;
   constexpr int BM = Cfg::BM, BK = Cfg::BK;
@@ -283,9 +290,13 @@ gemm_wgmma_sm90_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_c
   if (dev_stamp != nullptr && threadIdx.x == 0) dev_stamp[0] = dev_now();
 #endif
 
+  // The skinny tile's M-major A in 96-row units: rows 64..95 come as a 32-row box in the
+  // 64-byte swizzle (map_a32), which the second consumer reads with a descriptor of its own.
+  const bool a_half_tail = BN == 16 && kTransA && ts.row_step == 96;
   if (threadIdx.x == 0) {
     tma::prefetch_tensor_map(&map_a);
     tma::prefetch_tensor_map(&map_b);
+    if (a_half_tail) tma::prefetch_tensor_map(&map_a32);
 #pragma unroll
     for (int s = 0; s < Stages; ++s) {
       tma::mbarrier_init(&full_bar[s], 1);
@@ -314,7 +325,12 @@ gemm_wgmma_sm90_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_c
         // 64-wide m/n chunks entirely past M / N are not loaded (their stale smem only
         // feeds output rows / columns the epilogue masks); the byte count follows. A
         // cluster's second tile may lie wholly past M: it loads no A, still its half of B.
-        const int a_chunks = m0 >= M ? 0 : kTransA ? min(BM / 64, div_ceil(M - m0, 64)) : BM / 64;
+        // (The skinny tile's M-major units of 64 rows load one chunk; the second consumer's
+        // rows then read stale shared memory, masked in the epilogue.)
+        const int a_chunks = m0 >= M                       ? 0
+                             : BN == 16 && kTransA && ts.row_step == 64 ? 1
+                             : kTransA                     ? min(BM / 64, div_ceil(M - m0, 64))
+                                                           : BM / 64;
         const int b_chunks = kTransB ? 0 : min(BN / 64, div_ceil(N - n0, 64));  // N-major B: 64-column boxes
         for (int kt = kb; kt < ke; ++kt, ++it) {
           const int s = it % Stages;
@@ -322,7 +338,9 @@ gemm_wgmma_sm90_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_c
           // stage has released it (phase (it/Stages - 1) of empty).
           if (it >= Stages) tma::mbarrier_wait_suspended(&empty_bar[s], ((it / Stages) - 1) & 1);
           // A K-major B tile is one box of BN rows (TMA counts rows past N, zero-filled).
-          const uint32_t a_bytes = BN == 16 && !kTransA ? (a_chunks > 0 ? ts.row_step * 128u : 0u) : a_chunks * 8192u;
+          const uint32_t a_bytes = BN == 16 && !kTransA ? (a_chunks > 0 ? ts.row_step * 128u : 0u)
+                                   : a_half_tail && a_chunks == 2 ? 8192u + 4096u
+                                                                  : a_chunks * 8192u;
           tma::mbarrier_arrive_expect_tx(&full_bar[s], a_bytes + (kTransB ? Cfg::kBBytes : b_chunks * 8192u));
           const int k0 = kt * BK;
           unsigned char* sa = smem_a + s * Cfg::kABytes;
@@ -330,7 +348,13 @@ gemm_wgmma_sm90_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_c
           if constexpr (!kTransA) {
             if (a_chunks > 0) tma::load_2d(sa, &map_a, k0, m0, &full_bar[s]);
           } else {
-            for (int c = 0; c < a_chunks; ++c) tma::load_2d(sa + c * 8192, &map_a, m0 + 64 * c, k0, &full_bar[s]);
+            for (int c = 0; c < a_chunks; ++c) {
+              if (c == 1 && a_half_tail) {
+                tma::load_2d(sa + 8192, &map_a32, m0 + 64, k0, &full_bar[s]);
+              } else {
+                tma::load_2d(sa + c * 8192, &map_a, m0 + 64 * c, k0, &full_bar[s]);
+              }
+            }
           }
           // B: each CTA of the cluster fetches its share once and multicasts it to all.
           if constexpr (kCluster == 1) {
@@ -371,7 +395,11 @@ gemm_wgmma_sm90_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_c
     const int cw = warpgroup - 1;  // rows cw*64 .. cw*64+63 of the tile
     // Descriptors of stage 0 (A: 64 rows x 128 B, or m-chunk cw of 64 k x 128 B); a stage and
     // k-step are a constant further on (wgmma::desc_advance, attention/NOTES.md v9).
-    const uint64_t a_desc0 = wgmma::make_desc_sw128(smem_u32addr(smem_a) + cw * 8192, kTransA ? 8192 : 16, 1024);
+    // The 32-row tail box (a_half_tail): 64-byte rows, its upper 32 rows (lbo) stale and masked.
+    const bool a_sw64 = a_half_tail && cw == 1;
+    const uint64_t a_desc0 = a_sw64 ? wgmma::make_desc_sw64(smem_u32addr(smem_a) + 8192, 4096, 512)
+                                    : wgmma::make_desc_sw128(smem_u32addr(smem_a) + cw * 8192, kTransA ? 8192 : 16, 1024);
+    const uint32_t a_kstep = kTransA ? (a_sw64 ? 1024 : 2048) : 32;  // bytes of a k16 step
     const uint64_t b_desc0 = wgmma::make_desc_sw128(smem_u32addr(smem_b), kTransB ? 16 : 8192, 1024);
     // Stage of k-tile `i` read: one thread per warpgroup arrives for the warpgroup (its
     // wgmmas retired together) on the barrier of every CTA whose producer fills it.
@@ -408,7 +436,7 @@ gemm_wgmma_sm90_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_c
         wgmma::fence();
 #pragma unroll
         for (int kk = 0; kk < Cfg::kKSteps; ++kk) {
-          const uint64_t da = wgmma::desc_advance(a_desc0, s * Cfg::kABytes + (kTransA ? kk * 2048 : kk * 32));
+          const uint64_t da = wgmma::desc_advance(a_desc0, s * Cfg::kABytes + kk * a_kstep);
           const uint64_t db = wgmma::desc_advance(b_desc0, s * Cfg::kBBytes + (kTransB ? kk * 32 : kk * 2048));
           if constexpr (kInt8) {
             if constexpr (BN == 256) {
@@ -798,10 +826,17 @@ inline cudaError_t launch_wgmma_cfg(const GemmProblem& p, const WgmmaSchedule& s
   err = kTransA ? encode_tensor_map_2d(&map_a, p.in_dtype, p.a, p.M, p.K, p.lda * kElem, kRow, Cfg::BK)
                 : encode_tensor_map_2d(&map_a, p.in_dtype, p.a, p.K, p.M, p.lda * kElem, kRow, a_box_rows);
   if (err != cudaSuccess) return err;
+  CUtensorMap map_a32{};  // the skinny tile's 32-row boxes of an M-major A (96-row units)
+  if (BN == 16 && kTransA && ts.row_step == 96) {
+    err = encode_tensor_map_2d(&map_a32, p.in_dtype, p.a, p.M, p.K, p.lda * kElem, 32, Cfg::BK,
+                               CU_TENSOR_MAP_SWIZZLE_64B);
+    if (err != cudaSuccess) return err;
+  }
   cudaLaunchAttribute attr;
   const cudaLaunchConfig_t cfg = cluster::launch_config(dim3(static_cast<unsigned>(clusters * kCluster)), Cfg::kThreads,
                                                        Cfg::kSmemBytes, stream, kCluster, &attr);
-  err = cudaLaunchKernelEx(&cfg, kernel, map_a, map_b, map_d, make_kernel_args(p), tma_store ? 1 : 0, sch.raster, ts);
+  err = cudaLaunchKernelEx(&cfg, kernel, map_a, map_b, map_d, map_a32, make_kernel_args(p), tma_store ? 1 : 0,
+                           sch.raster, ts);
   if (err != cudaSuccess) return err;
   return cudaGetLastError();
 }

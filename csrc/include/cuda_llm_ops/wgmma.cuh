@@ -30,13 +30,25 @@ namespace cuda_llm_ops::wgmma {
 //  MN-major operand (rows of 64 m/n-elements per k): lbo = byte stride between
 //      64-element m/n chunks, sbo = 1024 (next 8 k-rows); the k16 step advances
 //      the start by 16 rows = 2048 bytes.
-CLO_DEVICE uint64_t make_desc_sw128(uint32_t smem_byte_addr, uint32_t lbo_bytes, uint32_t sbo_bytes) {
+// Layout type (bits 62-63): 1 the 128-byte swizzle, 2 the 64-byte one.
+CLO_DEVICE uint64_t make_desc_swizzled(uint32_t smem_byte_addr, uint32_t lbo_bytes, uint32_t sbo_bytes,
+                                       uint64_t layout) {
   uint64_t desc = 0;
   desc |= static_cast<uint64_t>((smem_byte_addr & 0x3FFFF) >> 4);
   desc |= static_cast<uint64_t>((lbo_bytes & 0x3FFFF) >> 4) << 16;
   desc |= static_cast<uint64_t>((sbo_bytes & 0x3FFFF) >> 4) << 32;
-  desc |= 1ull << 62;  // layout type 1: 128-byte swizzle
+  desc |= layout << 62;
   return desc;
+}
+CLO_DEVICE uint64_t make_desc_sw128(uint32_t smem_byte_addr, uint32_t lbo_bytes, uint32_t sbo_bytes) {
+  return make_desc_swizzled(smem_byte_addr, lbo_bytes, sbo_bytes, 1);
+}
+// The 64-byte swizzle (TMA's CU_TENSOR_MAP_SWIZZLE_64B: 16-byte chunk index XOR bits 7-8 of
+// the address, within 512-byte atoms of 8 rows x 64 bytes, 512-byte aligned). MN-major
+// operand (rows of 32 m/n-elements per k): lbo = byte stride between 32-element m/n blocks,
+// sbo = 512 (next 8 k-rows); the k16 step advances the start by 16 rows = 1024 bytes.
+CLO_DEVICE uint64_t make_desc_sw64(uint32_t smem_byte_addr, uint32_t lbo_bytes, uint32_t sbo_bytes) {
+  return make_desc_swizzled(smem_byte_addr, lbo_bytes, sbo_bytes, 2);
 }
 
 // The descriptor of the operand `bytes` further on in shared memory: the start address
