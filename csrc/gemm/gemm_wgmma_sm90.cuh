@@ -32,10 +32,13 @@
 // Layouts (no transposed copy, the wgmma transpose bits pick the major-ness):
 //   A [M,K] (K-major):  TMA box {64 k, 128 m}              -> smem [128 m][64 k], trans-a 0
 //   A^T [K,M] (M-major): 2 boxes {64 m, 64 k}              -> smem [2][64 k][64 m], trans-a 1
+//     (the skinny tile's 96-row units: {64 m, 64 k}, then {32 m, 64 k} in the 64-byte swizzle
+//     -> smem [64 k][32 m] at the second chunk, read through a 64-byte-swizzle descriptor)
 //   B [K,N] (N-major):  BN/64 boxes {64 n, 64 k}           -> smem [BN/64][64 k][64 n], trans-b 1
 //   B^T [N,K] (K-major): box {64 k, BN n}                  -> smem [BN n][64 k], trans-b 0
 // Every row is 128 bytes (64 elements) and every atom of 8 rows 1024-byte aligned:
-// the 128-byte swizzle of TMA and of the wgmma descriptors coincide.
+// the 128-byte swizzle of TMA and of the wgmma descriptors coincide (the 32-row box: rows of
+// 64 bytes, 512-byte atoms, the 64-byte swizzle on both sides).
 // Edges: TMA zero-fills out-of-bounds elements (K tails add zeros), the epilogue
 // masks rows/columns past M, N.
 #pragma once
