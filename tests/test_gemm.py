@@ -556,11 +556,14 @@ def _skinny_whole_units(n, trans_b):
     return best <= 128 and -(-n // best) * 10 >= sms * 7
 
 
-@pytest.mark.parametrize("n", [6144, 8192, 12288, 12320, 14336])
+@pytest.mark.parametrize("n", [6144, 8192, 12288, 12320, 12360, 14336])
 def test_wgmma_skinny_kn_unit_heights(n):
-    """b [K, N] on the skinny tile in whole units of 64 rows (N = 6144, 8192), 96 (12288, and
-    12320: a last unit of 32 rows, its 32-row box past N) or 128 (14336), by plan_skinny's rule;
-    k = 520 ends on a partial k-tile. Exact against float64, bit for bit on a second call."""
+    """b [K, N] on the skinny tile in whole units (no counters to zero), by plan_skinny's rule
+    on 132 SMs: of 64 rows (N = 6144, 8192), 96 (12288; 12320: a last unit of 32 rows, its
+    32-row box wholly past N; 12360: a last unit of 72, its 32-row box partly past N) or 128
+    (14336). The names do not tell 96 from 128 rows; a wrong 32-row box or descriptor would
+    corrupt rows 64-95 of every unit. k = 520 ends on a partial k-tile. Exact against float64,
+    bit for bit on a second call."""
     _require_sm90()
     whole = _skinny_whole_units(n, False)
     if torch.cuda.get_device_properties(0).multi_processor_count == 132:

@@ -115,7 +115,7 @@ WgmmaTailSplit skinny_plan(const GemmProblem& p, long long& grid) {
 }
 
 // Decode shapes on the wgmma family: D^T = op(B)^T op(A)^T, so the weight streams through
-// the 64-row wgmma operand (TMA boxes of 128 rows of N) and the <= 16 rows of A are the
+// the 64-row wgmma operand (TMA boxes of N rows, units of 64-128 rows) and the <= 16 rows of A are the
 // 16-wide operand; the epilogue writes D^T's elements back to D. Can run where the skinny
 // kernels would (M <= 16, A [M, K] not transposed, 16-bit, 16-byte aligned rows) on the
 // sm_90a build; taken where it measured faster than they (NOTES.md "Run 6": it loses on small

@@ -26,7 +26,8 @@
 //
 // The skinny tile (BN = 16, decode shapes M <= 16, the caller swaps the problem so the
 // weight is the 64-row operand): plan_skinny deals units of row_step weight rows whole,
-// one per CTA, where they keep most SMs busy (its row_step is the K-major A box height),
+// one per CTA, where they keep most SMs busy (row_step: a K-major A's box height; an M-major
+// A's unit is a 64-row box, or 64 + 32 rows, or 2 x 64: skinny_m_major_32_box),
 // else stream-K over 128-row units with pieces summed in a workspace.
 //
 // Layouts (no transposed copy, the wgmma transpose bits pick the major-ness):
@@ -108,7 +109,7 @@ struct WgmmaTailSplit {
   // range_start(g + 1)), counted in steps of `step` k-tiles (base >= 1 steps each).
   // step == 1: stream-K, whole units inside a range and a partial piece at either end
   // (slots 2g and 2g + 1, counters per unit); step == ktiles: whole units only. A unit is
-  // row_step rows of the swapped problem (the weight's rows: its TMA box height).
+  // row_step rows of the swapped problem (the weight's rows: a K-major A's TMA box height).
   int base = 0, rem = 0, step = 1, row_step = 0;
   __host__ __device__ int range_start(int g) const { return (g * base + (g < rem ? g : rem)) * step; }
   __device__ int cta_of(int i) const {  // the CTA whose range holds iteration i
@@ -212,9 +213,10 @@ inline WgmmaTailSplit plan_skinny(long long rows, int ktiles, bool k_major, long
     if ((rows + row_step - 1) / row_step * 10 < grid * 9) row_step = 0;
   }
   if (grid > 0 && row_step == 0) {  // one wave of the shortest units the layout allows (70% busy, or short_wave)
-    int r = k_major ? static_cast<int>(std::max<long long>(64, ((rows + grid - 1) / grid + 7) / 8 * 8)) : 128;
-    if (!k_major) {
-      r = 64;
+    int r = 64;
+    if (k_major) {
+      r = static_cast<int>(std::max<long long>(64, ((rows + grid - 1) / grid + 7) / 8 * 8));
+    } else {
       while (r < 128 && (rows + r - 1) / r > grid) r += 32;
     }
     const long long units = (rows + r - 1) / r;
@@ -242,8 +244,17 @@ inline WgmmaTailSplit plan_skinny(long long rows, int ktiles, bool k_major, long
 // Counters, then two pieces per CTA (the ends of its range); 0 when every range is whole.
 template <typename Cfg>
 inline size_t skinny_stream_k_workspace_bytes(const WgmmaTailSplit& ts, long long grid) {
-  if (ts.step > 1 || (grid == ts.tail_units && ts.rem == 0)) return 0;  // whole units only
+  // whole units only (step == ktiles, which is 1 at K <= 64; no stream-K counters then)
+  if (ts.step > 1 || ts.tail_units == 0 || (grid == ts.tail_units && ts.rem == 0)) return 0;
   return tail_split_counter_bytes<Cfg>(ts) + size_t(grid) * 2 * Cfg::BM * Cfg::BN * sizeof(float);
+}
+
+// Whether the skinny tile's M-major A (kTransA) comes in 96-row units: a 64-row box (128-byte
+// swizzle) and a 32-row one (64-byte swizzle, map_a32). The kernel and its launcher (which
+// encodes map_a32) both ask here.
+template <int BN, bool kTransA>
+__host__ __device__ constexpr bool skinny_m_major_32_box(const WgmmaTailSplit& ts) {
+  return BN == 16 && kTransA && ts.row_step == 96;
 }
 
 // Encodes a 2-D row-major tensor map (dim0 contiguous), 128-byte swizzle unless told
@@ -295,7 +306,7 @@ gemm_wgmma_sm90_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_c
 
   // The skinny tile's M-major A in 96-row units: rows 64..95 come as a 32-row box in the
   // 64-byte swizzle (map_a32), which the second consumer reads with a descriptor of its own.
-  const bool a_half_tail = BN == 16 && kTransA && ts.row_step == 96;
+  const bool a_half_tail = skinny_m_major_32_box<BN, kTransA>(ts);
   if (threadIdx.x == 0) {
     tma::prefetch_tensor_map(&map_a);
     tma::prefetch_tensor_map(&map_b);
@@ -830,7 +841,7 @@ inline cudaError_t launch_wgmma_cfg(const GemmProblem& p, const WgmmaSchedule& s
                 : encode_tensor_map_2d(&map_a, p.in_dtype, p.a, p.K, p.M, p.lda * kElem, kRow, a_box_rows);
   if (err != cudaSuccess) return err;
   CUtensorMap map_a32{};  // the skinny tile's 32-row boxes of an M-major A (96-row units)
-  if (BN == 16 && kTransA && ts.row_step == 96) {
+  if (skinny_m_major_32_box<BN, kTransA>(ts)) {
     err = encode_tensor_map_2d(&map_a32, p.in_dtype, p.a, p.M, p.K, p.lda * kElem, 32, Cfg::BK,
                                CU_TENSOR_MAP_SWIZZLE_64B);
     if (err != cudaSuccess) return err;
