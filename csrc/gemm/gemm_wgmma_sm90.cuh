@@ -244,8 +244,9 @@ inline WgmmaTailSplit plan_skinny(long long rows, int ktiles, bool k_major, long
 // Counters, then two pieces per CTA (the ends of its range); 0 when every range is whole.
 template <typename Cfg>
 inline size_t skinny_stream_k_workspace_bytes(const WgmmaTailSplit& ts, long long grid) {
-  // whole units only (step == ktiles, which is 1 at K <= 64; no stream-K counters then)
-  if (ts.step > 1 || ts.tail_units == 0 || (grid == ts.tail_units && ts.rem == 0)) return 0;
+  // A whole-unit deal has no tail units (its step is ktiles, 1 at K <= 64); stream-K's ranges
+  // are all whole units when one CTA holds each.
+  if (ts.tail_units == 0 || (grid == ts.tail_units && ts.rem == 0)) return 0;
   return tail_split_counter_bytes<Cfg>(ts) + size_t(grid) * 2 * Cfg::BM * Cfg::BN * sizeof(float);
 }
 
