@@ -1,4 +1,8 @@
-"""One gemm call for ncu (`ncu -k regex:gemm_wgmma -c 1 python3 scripts/ncu_one_gemm.py M N K [nk]`)."""
+"""One fp16 gemm call for ncu, ours or cuBLAS's (torch.matmul):
+
+    ncu -k regex:gemm_wgmma -c 1 python3 scripts/ncu_one_gemm.py M N K [nk] [ours|cublas]
+
+nk: b stored [N, K] (`trans_b=True`)."""
 import os
 import sys
 
@@ -8,8 +12,12 @@ import torch  # noqa: E402
 import cuda_llm_ops as llm  # noqa: E402
 
 M, N, K = (int(x) for x in sys.argv[1:4])
-nk = len(sys.argv) > 4 and sys.argv[4] == "nk"
+nk = "nk" in sys.argv[4:]
+cublas = "cublas" in sys.argv[4:]
 a = torch.randn(M, K, device="cuda", dtype=torch.float16)
 b = torch.randn((N, K) if nk else (K, N), device="cuda", dtype=torch.float16)
-llm.gemm(a, b, trans_b=nk)
+if cublas:
+    torch.matmul(a, b.t() if nk else b)
+else:
+    llm.gemm(a, b, trans_b=nk)
 torch.cuda.synchronize()

@@ -537,6 +537,55 @@ def test_wgmma_skinny_matches_float64(m, n8, k8, dtype, trans_b, alpha, beta, wi
         os.environ["CLO_GEMM_SKINNY_WGMMA"] = ""
 
 
+@settings(max_examples=30, **SETTINGS)
+@given(m=st.integers(17, 128), n8=st.one_of(st.integers(1, 400), st.sampled_from([1, 16, 17, 513])),
+       k8=st.one_of(st.integers(1, 300), st.sampled_from([1, 8, 9, 520])),
+       dtype=st.sampled_from([torch.float16, torch.bfloat16]), trans_b=st.booleans(),
+       alpha=st.sampled_from([1.0, -0.5]), beta=st.sampled_from([0.0, 1.5]), with_c=st.booleans(),
+       out_fp32=st.booleans())
+def test_wgmma_skinny_batched_matches_float64(m, n8, k8, dtype, trans_b, alpha, beta, with_c, out_fp32):
+    """Batched decode (16 < M <= 128, kAuto, 16-bit) on the Hopper skinny tile, 64 or 128 wide:
+    the rows of a as the wide operand (TMA zero-fills its rows past M), the weight in both
+    layouts, N and K tails, c, alpha, beta and fp32 output (the transposed epilogue)."""
+    _require_sm90()
+    _decode_shape_case("auto", m, 8 * n8, 8 * k8, dtype, trans_b, alpha, beta, with_c, out_fp32)
+
+
+@pytest.mark.parametrize("trans_b", [False, True])
+@pytest.mark.parametrize("m,n,k", [(64, 4096, 4096), (64, 6144, 4096), (128, 4096, 14336), (17, 28672, 512),
+                                   (100, 136, 2056), (65, 8, 24), (33, 12288, 520)])
+def test_wgmma_skinny_batched_shapes(monkeypatch, trans_b, m, n, k):
+    """kAuto sends 16 < M <= 128 to the skinny tile, 64 wide up to M = 64 and 128 above (kernel
+    name), whole units or stream-K as for decode (the memset of the stream-K counters wherever
+    a unit is split). Repeated calls agree bit for bit; a CUDA graph replays it on new data;
+    CLO_GEMM_SKINNY_WGMMA=0 gives the 128-row tiles or mma.sync back, with the same result."""
+    _require_sm90()
+    bn = 64 if m <= 64 else 128
+    for dtype in (torch.float16, torch.bfloat16):
+        a, b = _rand((m, k), dtype), _rand((n, k) if trans_b else (k, n), dtype)
+        f = lambda: llm.gemm(a, b, trans_b=trans_b)
+        names = kernel_names(f)
+        assert re.search(rf"gemm_wgmma_sm90_kernel<[^>]*, {bn}, \d+, 1, true>", names), names
+        out = f()
+        ref = gemm_reference(a, b, trans_b=trans_b, dtype=torch.float64)
+        assert_close(out, ref, dtype, rel_tol=_tol(dtype, k), what=f"wgmma skinny batched {dtype} {m}x{n}x{k} tb={trans_b}")
+        assert torch.equal(f(), out)
+    graph = torch.cuda.CUDAGraph()
+    f()
+    torch.cuda.synchronize()
+    with torch.cuda.graph(graph):
+        out = f()
+    a.copy_(torch.randn_like(a))
+    b.copy_(torch.randn_like(b))
+    out.fill_(float("nan"))
+    graph.replay()
+    ref = gemm_reference(a, b, trans_b=trans_b, dtype=torch.float64)
+    assert_close(out, ref, dtype, rel_tol=_tol(dtype, k), what="wgmma skinny batched graph replay")
+    monkeypatch.setenv("CLO_GEMM_SKINNY_WGMMA", "0")
+    assert not re.search(r"gemm_wgmma_sm90_kernel<[^>]*, true>", kernel_names(f))
+    assert_close(f(), ref, dtype, rel_tol=_tol(dtype, k), what="batched decode without the skinny tile")
+
+
 def _skinny_whole_units(n, trans_b):
     """plan_skinny's choice (gemm_wgmma_sm90.cuh): a weight stored [N, K] goes in whole units of
     64..128 rows (the busiest SM's rows fewest, then the most rows) where they keep 90% of the

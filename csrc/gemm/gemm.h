@@ -145,8 +145,13 @@ bool wgmma_applicable(const GemmProblem& p);
 cudaError_t launch_gemm_wgmma(const GemmProblem& p, GemmVariant variant, cudaStream_t stream);
 // Bytes of workspace the family's split last wave uses for p (0: no split).
 size_t wgmma_workspace_bytes(const GemmProblem& p, GemmVariant variant);
-// Decode shapes (where skinny_applicable, 16-bit) on the family's skinny tile (swapped
-// operands, stream-K over every tile); cudaErrorNotSupported when it does not apply.
+// Decode shapes on the family's skinny tile (swapped operands: the weight streams as the
+// 64-row wgmma operand, whole units or stream-K): 16-bit, A [M, K], M <= kSkinnyMaxM where
+// skinny_applicable (and the rule in wgmma_skinny_applies picks it over the skinny kernels),
+// and batched decode up to kSkinnyWgmmaMaxM rows of A, which the 128-row tiles would leave on
+// a few SMs; cudaErrorNotSupported when it does not apply.
+constexpr int kSkinnyWgmmaMaxM = 128;
+bool wgmma_skinny_applies(const GemmProblem& p);
 cudaError_t launch_gemm_wgmma_skinny(const GemmProblem& p, cudaStream_t stream);
 size_t wgmma_skinny_workspace_bytes(const GemmProblem& p);
 // int8 -> int32 on the family (A [M, K], no C): B stored [N, K] directly (M <= 16 on the

@@ -47,6 +47,9 @@ size_t gemm_workspace_bytes(const GemmProblem& p, GemmVariant variant) {
   if (variant == GemmVariant::kSkinny) return skinny_workspace_bytes(p);
   if (p.in_dtype == DType::kInt8) return variant == GemmVariant::kAuto ? wgmma_int8_workspace_bytes(p) : 0;
   const bool tiles16 = p.in_dtype == DType::kFloat16 || p.in_dtype == DType::kBFloat16;
+  if (tiles16 && variant == GemmVariant::kAuto && p.M > kSkinnyMaxM && wgmma_skinny_applies(p)) {
+    return wgmma_skinny_workspace_bytes(p);  // batched decode on the skinny tile (launch_gemm)
+  }
   if (tiles16 && (variant == GemmVariant::kAuto || variant == GemmVariant::kWgmma || variant == GemmVariant::kWgmmaN128)) {
     return wgmma_workspace_bytes(p, variant);
   }
@@ -75,7 +78,10 @@ cudaError_t launch_gemm(const GemmProblem& p, GemmVariant variant, cudaStream_t 
         return launch_gemm_wgmma(p, variant, stream);
       }
       if (variant == GemmVariant::kAuto) {
-        const cudaError_t err = launch_gemm_wgmma(p, variant, stream);
+        // Batched decode (16 < M <= kSkinnyWgmmaMaxM) on the skinny tile first.
+        cudaError_t err = p.M > kSkinnyMaxM ? launch_gemm_wgmma_skinny(p, stream) : cudaErrorNotSupported;
+        if (err != cudaErrorNotSupported) return err;
+        err = launch_gemm_wgmma(p, variant, stream);
         if (err != cudaErrorNotSupported) return err;
       }
       return p.in_dtype == DType::kFloat16 ? launch_gemm_f16(p, variant, stream) : launch_gemm_bf16(p, variant, stream);

@@ -114,25 +114,37 @@ WgmmaTailSplit skinny_plan(const GemmProblem& p, long long& grid) {
   return plan_skinny(p.N, div_ceil(p.K, bk), p.trans_b, grid, p.in_dtype == DType::kInt8);
 }
 
+}  // namespace
+
 // Decode shapes on the wgmma family: D^T = op(B)^T op(A)^T, so the weight streams through
-// the 64-row wgmma operand (TMA boxes of N rows, units of 64-128 rows) and the <= 16 rows of A are the
-// 16-wide operand; the epilogue writes D^T's elements back to D. Can run where the skinny
-// kernels would (M <= 16, A [M, K] not transposed, 16-bit, 16-byte aligned rows) on the
-// sm_90a build; taken where it measured faster than they (NOTES.md "Run 6": it loses on small
-// calls, 4-5 us behind cuBLAS at 25-100 MB of weight): M >= 8 with b [K, N], or with N >= 8192;
-// and b [N, K] at any M where the units go whole (run 7).
+// the 64-row wgmma operand (TMA boxes of N rows, units of 64-128 rows) and the rows of A are
+// the 16-, 64- or 128-wide operand (skinny_tile_bn); the epilogue writes D^T's elements back to
+// D. A [M, K] not transposed, 16-bit, 16-byte aligned rows, the sm_90a build.
+// M <= 16 (where the skinny kernels run too): taken where it measured faster than they
+// (NOTES.md "Run 6": it loses on small calls, 4-5 us behind cuBLAS at 25-100 MB of weight):
+// M >= 8 with b [K, N], or with N >= 8192; and b [N, K] at any M where the units go whole
+// (run 7). 16 < M <= 128 (batched decode): always; the 128-row tiles of the other kernels
+// would stream the weight on as few SMs as they have tiles.
 // Dev knob CLO_GEMM_SKINNY_WGMMA: 0 never, 1 that rule (default), 2 wherever it can.
 bool wgmma_skinny_applies(const GemmProblem& p) {
   static bool dev_mode = std::getenv("CLO_GEMM_SKINNY_WGMMA") != nullptr;
   const int mode = dev_knob("CLO_GEMM_SKINNY_WGMMA", dev_mode, 1);
-  // Mode 1 also takes b [N, K] at any M where plan_skinny deals whole units (NOTES.md "Skinny",
-  // run 7: 16x6144x4096 and 1x12288x4096 on the tile against the skinny kernels).
-  long long grid = 0;
-  const bool whole = p.trans_b && skinny_plan(p, grid).step > 1;
-  if (mode == 0 || (mode == 1 && !whole && (p.M < 8 || (p.trans_b && p.N < 8192)))) return false;
-  return p.M <= kSkinnyMaxM && !p.trans_a && (p.in_dtype == DType::kFloat16 || p.in_dtype == DType::kBFloat16) &&
+  if (mode == 0 || p.M > kSkinnyWgmmaMaxM) return false;
+  if (mode == 1 && p.M <= kSkinnyMaxM) {
+    // Also b [N, K] at any M where plan_skinny deals whole units (NOTES.md "Skinny", run 7:
+    // 16x6144x4096 and 1x12288x4096 on the tile against the skinny kernels).
+    long long grid = 0;
+    const bool whole = p.trans_b && skinny_plan(p, grid).step > 1;
+    if (!whole && (p.M < 8 || (p.trans_b && p.N < 8192))) return false;
+  }
+  return !p.trans_a && (p.in_dtype == DType::kFloat16 || p.in_dtype == DType::kBFloat16) &&
          (p.out_dtype == p.in_dtype || p.out_dtype == DType::kFloat32) && wgmma_applicable(p);
 }
+
+namespace {
+
+// The skinny tile's width for M rows of a (the swapped problem's N).
+int skinny_tile_bn(long long m) { return m <= 16 ? 16 : m <= 64 ? 64 : 128; }
 
 GemmProblem swapped_for_skinny(const GemmProblem& p) {
   GemmProblem q = p;
@@ -156,7 +168,11 @@ namespace {
 size_t skinny_tile_workspace_bytes(const GemmProblem& p) {
   long long grid = 0;
   const WgmmaTailSplit ts = skinny_plan(p, grid);
-  return skinny_stream_k_workspace_bytes<WgmmaConfig<16, kSkinnyWgmmaStages>>(ts, grid);
+  switch (skinny_tile_bn(p.M)) {
+    case 16: return skinny_stream_k_workspace_bytes<SkinnyWgmmaConfig<16>>(ts, grid);
+    case 64: return skinny_stream_k_workspace_bytes<SkinnyWgmmaConfig<64>>(ts, grid);
+    default: return skinny_stream_k_workspace_bytes<SkinnyWgmmaConfig<128>>(ts, grid);
+  }
 }
 
 }  // namespace
@@ -168,7 +184,8 @@ size_t wgmma_skinny_workspace_bytes(const GemmProblem& p) {
 cudaError_t launch_gemm_wgmma_skinny(const GemmProblem& p, cudaStream_t stream) {
   if (!wgmma_skinny_applies(p)) return cudaErrorNotSupported;
   WgmmaSchedule sch;
-  sch.bn = 16;
+  sch.skinny = true;
+  sch.bn = skinny_tile_bn(p.M);
   sch.tma_store = false;
   sch.tail_split = 0;
   const GemmProblem q = swapped_for_skinny(p);
@@ -232,6 +249,7 @@ cudaError_t launch_gemm_wgmma_int8(const GemmProblem& p, cudaStream_t stream) {
   const GemmVariant variant = int8_wgmma_variant(use);
   if (use && int8_skinny_applies(p)) {
     WgmmaSchedule sch;
+    sch.skinny = true;
     sch.bn = 16;
     sch.tma_store = false;
     sch.tail_split = 0;

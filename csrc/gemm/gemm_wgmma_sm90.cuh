@@ -58,9 +58,12 @@ namespace cuda_llm_ops::gemm {
 
 // Element bytes 2 (fp16/bf16) or 1 (int8): a k-tile is 128 bytes of K either way (64 or 128
 // elements), read in 4 wgmma k-steps of 32 bytes (k16 / k32).
-template <int BN_, int Stages_, int ElemBytes_ = 2>
+// Skinny_: the skinny tile (a swapped decode problem, below), whose epilogue stores from
+// registers.
+template <int BN_, int Stages_, int ElemBytes_ = 2, bool Skinny_ = (BN_ == 16)>
 struct WgmmaConfig {
   static constexpr int BM = 128, BN = BN_, BK = 128 / ElemBytes_, kStages = Stages_;
+  static constexpr bool kSkinny = Skinny_;
   static constexpr int kKSteps = 4;
   static constexpr int kConsumers = 2;
   static constexpr int kThreads = 128 * (kConsumers + 1);
@@ -69,10 +72,11 @@ struct WgmmaConfig {
   static constexpr uint32_t kStageBytes = kABytes + kBBytes;
   // TMA-store staging: per consumer warpgroup 64 rows x 128 columns (two 64 x 64 boxes);
   // none for the skinny tile (register epilogue only).
-  static constexpr uint32_t kEpiBytes = BN == 16 ? 0 : kConsumers * 64 * 128 * 2;
+  static constexpr uint32_t kEpiBytes = kSkinny ? 0 : kConsumers * 64 * 128 * 2;
   static constexpr size_t kSmemBytes = size_t(kStages) * kStageBytes + kEpiBytes + 1024;  // + alignment slack
   static constexpr int kProducerRegs = 56, kConsumerRegs = 224;
-  static_assert(BN == 16 || BN == 128 || BN == 256, "wgmma tile width");
+  static_assert(BN == 16 || BN == 64 || BN == 128 || BN == 256, "wgmma tile width");
+  static_assert(!kSkinny || BN <= 128, "the skinny tile holds a first stream-K piece in registers beside acc");
   static_assert(ElemBytes_ == 2 || ElemBytes_ == 1, "16-bit or int8 elements");
   static_assert(kSmemBytes <= 227 * 1024, "shared memory");
 };
@@ -87,6 +91,7 @@ struct WgmmaSchedule {
   bool tma_store = false;  // epilogue through shared memory and TMA stores (no C)
   int raster = 8;          // grouped_block's group: > 0 groups of unit rows, < 0 of tile columns
   int tail_split = 1;      // the last wave split along K: 0 never, 1 where it pays, 2 wherever it can
+  bool skinny = false;     // the skinny tile (bn 16, 64 or 128): a swapped decode problem (launch_gemm_wgmma_skinny)
 };
 
 // Split-K over the last, partial wave (persistent single CTAs; tail_units == 0: every unit
@@ -253,9 +258,9 @@ inline size_t skinny_stream_k_workspace_bytes(const WgmmaTailSplit& ts, long lon
 // Whether the skinny tile's M-major A (kTransA) comes in 96-row units: a 64-row box (128-byte
 // swizzle) and a 32-row one (64-byte swizzle, map_a32). The kernel and its launcher (which
 // encodes map_a32) both ask here.
-template <int BN, bool kTransA>
+template <bool kSkinny, bool kTransA>
 __host__ __device__ constexpr bool skinny_m_major_32_box(const WgmmaTailSplit& ts) {
-  return BN == 16 && kTransA && ts.row_step == 96;
+  return kSkinny && kTransA && ts.row_step == 96;
 }
 
 // Encodes a 2-D row-major tensor map (dim0 contiguous), 128-byte swizzle unless told
@@ -264,13 +269,13 @@ cudaError_t encode_tensor_map_2d(CUtensorMap* map, DType dtype, const void* base
                                  uint64_t row_stride_bytes, uint32_t box0, uint32_t box1,
                                  CUtensorMapSwizzle swizzle = CU_TENSOR_MAP_SWIZZLE_128B);
 
-template <typename T, bool kTransA, bool kTransB, int BN, int Stages, int kCluster>
-__global__ void __launch_bounds__(WgmmaConfig<BN, Stages>::kThreads, 1)
+template <typename T, bool kTransA, bool kTransB, int BN, int Stages, int kCluster, bool kSkinny = (BN == 16)>
+__global__ void __launch_bounds__(WgmmaConfig<BN, Stages, sizeof(T), kSkinny>::kThreads, 1)
 gemm_wgmma_sm90_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_constant__ CUtensorMap map_b,
                        const __grid_constant__ CUtensorMap map_d, const __grid_constant__ CUtensorMap map_a32,
                        const GemmKernelArgs args, const int tma_store, const int raster, const WgmmaTailSplit ts) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-  using Cfg = WgmmaConfig<BN, Stages, sizeof(T)>;
+  using Cfg = WgmmaConfig<BN, Stages, sizeof(T), kSkinny>;
   constexpr int BM = Cfg::BM, BK = Cfg::BK;
   // int8 -> int32 (exact, no alpha): 8-bit wgmma reads both operands K-major only.
   constexpr bool kInt8 = std::is_same_v<T, int8_t>;
@@ -278,6 +283,7 @@ gemm_wgmma_sm90_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_c
   using Acc = std::conditional_t<kInt8, int32_t, float>;
   using Acc4 = std::conditional_t<kInt8, int4, float4>;
   static_assert(kCluster == 1 || kCluster == 2, "cluster of 1 or 2 CTAs along M");
+  static_assert(!kInt8 || BN != 64, "no m64n64k32 s8 wgmma here");
   extern __shared__ unsigned char smem_raw[];
   __shared__ __align__(8) uint64_t full_bar[Stages];
   __shared__ __align__(8) uint64_t empty_bar[Stages];
@@ -307,7 +313,7 @@ gemm_wgmma_sm90_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_c
 
   // The skinny tile's M-major A in 96-row units: rows 64..95 come as a 32-row box in the
   // 64-byte swizzle (map_a32), which the second consumer reads with a descriptor of its own.
-  const bool a_half_tail = skinny_m_major_32_box<BN, kTransA>(ts);
+  const bool a_half_tail = skinny_m_major_32_box<kSkinny, kTransA>(ts);
   if (threadIdx.x == 0) {
     tma::prefetch_tensor_map(&map_a);
     tma::prefetch_tensor_map(&map_b);
@@ -335,15 +341,15 @@ gemm_wgmma_sm90_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_c
       auto load_unit = [&](int unit, int kb, int ke) {
         // The skinny tile's units are ts.row_step rows (a K-major A box that high) of its one
         // tile column; grouped_block knows only 128-row units.
-        const BlockCoord blk = BN == 16 ? BlockCoord{unit, 0} : grouped_block(unit, unit_rows, tiles_n, raster);
-        const int m0 = BN == 16 ? unit * ts.row_step : (blk.bm * kCluster + rank) * BM, n0 = blk.bn * BN;
+        const BlockCoord blk = kSkinny ? BlockCoord{unit, 0} : grouped_block(unit, unit_rows, tiles_n, raster);
+        const int m0 = kSkinny ? unit * ts.row_step : (blk.bm * kCluster + rank) * BM, n0 = blk.bn * BN;
         // 64-wide m/n chunks entirely past M / N are not loaded (their stale smem only
         // feeds output rows / columns the epilogue masks); the byte count follows. A
         // cluster's second tile may lie wholly past M: it loads no A, still its half of B.
         // (The skinny tile's M-major units of 64 rows load one chunk; the second consumer's
         // rows then read stale shared memory, masked in the epilogue.)
         const int a_chunks = m0 >= M                       ? 0
-                             : BN == 16 && kTransA && ts.row_step == 64 ? 1
+                             : kSkinny && kTransA && ts.row_step == 64 ? 1
                              : kTransA                     ? min(BM / 64, div_ceil(M - m0, 64))
                                                            : BM / 64;
         const int b_chunks = kTransB ? 0 : min(BN / 64, div_ceil(N - n0, 64));  // N-major B: 64-column boxes
@@ -353,7 +359,7 @@ gemm_wgmma_sm90_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_c
           // stage has released it (phase (it/Stages - 1) of empty).
           if (it >= Stages) tma::mbarrier_wait_suspended(&empty_bar[s], ((it / Stages) - 1) & 1);
           // A K-major B tile is one box of BN rows (TMA counts rows past N, zero-filled).
-          const uint32_t a_bytes = BN == 16 && !kTransA ? (a_chunks > 0 ? ts.row_step * 128u : 0u)
+          const uint32_t a_bytes = kSkinny && !kTransA ? (a_chunks > 0 ? ts.row_step * 128u : 0u)
                                    : a_half_tail && a_chunks == 2 ? 8192u + 4096u
                                                                   : a_chunks * 8192u;
           tma::mbarrier_arrive_expect_tx(&full_bar[s], a_bytes + (kTransB ? Cfg::kBBytes : b_chunks * 8192u));
@@ -391,7 +397,7 @@ gemm_wgmma_sm90_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_c
           }
         }
       };
-      if constexpr (BN == 16) {
+      if constexpr (kSkinny) {
         for (int pos = ts.range_start(blockIdx.x), end = ts.range_start(blockIdx.x + 1); pos < end;) {
           const int t = pos / ktiles, stop = min(end, (t + 1) * ktiles);
           load_unit(t, pos - t * ktiles, stop - t * ktiles);
@@ -465,6 +471,8 @@ gemm_wgmma_sm90_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_c
             wgmma::wgmma_m64n256k16<kTransA ? 1 : 0, kTransB ? 0 : 1>(wgmma::WgmmaTag<T>{}, acc, da, db);
           } else if constexpr (BN == 16) {
             wgmma::wgmma_m64n16k16<kTransA ? 1 : 0, kTransB ? 0 : 1>(wgmma::WgmmaTag<T>{}, acc, da, db);
+          } else if constexpr (BN == 64) {
+            wgmma::wgmma_m64n64k16<kTransA ? 1 : 0, kTransB ? 0 : 1>(wgmma::WgmmaTag<T>{}, acc, da, db);
           } else {
             wgmma::wgmma_m64n128k16<kTransA ? 1 : 0, kTransB ? 0 : 1>(wgmma::WgmmaTag<T>{}, acc, da, db);
           }
@@ -487,8 +495,8 @@ gemm_wgmma_sm90_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_c
     // acc (alpha applied) into D at the tile of work unit `unit`. The producer meanwhile
     // fills the ring with the next unit's first k-tiles.
     auto epilogue = [&](int unit) {
-      const BlockCoord blk = BN == 16 ? BlockCoord{unit, 0} : grouped_block(unit, unit_rows, tiles_n, raster);
-      const int m0 = BN == 16 ? unit * ts.row_step : (blk.bm * kCluster + rank) * BM, n0 = blk.bn * BN;
+      const BlockCoord blk = kSkinny ? BlockCoord{unit, 0} : grouped_block(unit, unit_rows, tiles_n, raster);
+      const int m0 = kSkinny ? unit * ts.row_step : (blk.bm * kCluster + rank) * BM, n0 = blk.bn * BN;
       const int warp = wg_tid / 32, lane = wg_tid % 32;
       // The value stored: alpha * acc, or the exact int32 sum for int8.
       auto out = [&](Acc x) {
@@ -498,9 +506,9 @@ gemm_wgmma_sm90_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_c
           return args.alpha * x;
         }
       };
-      if constexpr (BN == 16) {
-        // The skinny tile computes D^T (rows: output columns n, columns: the <= 16 rows m of
-        // a): element (r, c) of the accumulators goes to D[c][r]. D is at most 16 x N.
+      if constexpr (kSkinny) {
+        // The skinny tile computes D^T (rows: output columns n, columns: the <= BN rows m of
+        // a): element (r, c) of the accumulators goes to D[c][r]. D is at most BN x N.
         const int r0 = m0 + cw * 64 + warp * 16 + lane / 4, c0 = 2 * (lane % 4);
         // Rows past the unit's row_step (smem rows the unit's box did not fill) belong to
         // the next unit or to nothing.
@@ -605,7 +613,7 @@ gemm_wgmma_sm90_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_c
       }
     };
 
-    if constexpr (BN == 16) {
+    if constexpr (kSkinny) {
       // Stream-K over every unit: whole units straight to D; a piece at either end of the
       // range is stored, counted in, and the unit's last piece sums the pieces in CTA order
       // (the same bits whichever is last) and stores D. Both pieces are published at the end
@@ -661,7 +669,9 @@ gemm_wgmma_sm90_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_c
         // The last piece of unit t in: every piece from memory, in CTA order, then D. The
         // loads of up to kAhead pieces are issued together (one round trip, not one a piece).
         auto sum_and_store = [&](int t) {
-          constexpr int kAhead = 4;
+          // Up to 8 float4 of loads in flight a thread (4 pieces at BN = 16; the wider tiles'
+          // pieces one at a time, beside their 32 / 64 accumulators).
+          constexpr int kAhead = kVec <= 2 ? 4 : 1;
           const int lo = ts.cta_of(t * ktiles), hi = ts.cta_of((t + 1) * ktiles - 1);
           for (int g0 = lo; g0 <= hi; g0 += kAhead) {
             Acc4 v[kAhead][kVec];
@@ -765,10 +775,10 @@ gemm_wgmma_sm90_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_c
 #endif
 }
 
-template <typename T, bool kTransA, bool kTransB, int BN, int Stages, int kCluster>
+template <typename T, bool kTransA, bool kTransB, int BN, int Stages, int kCluster, bool kSkinny = (BN == 16)>
 inline cudaError_t launch_wgmma_cfg(const GemmProblem& p, const WgmmaSchedule& sch, cudaStream_t stream) {
   const bool persistent = sch.persistent, tma_store = sch.tma_store;
-  using Cfg = WgmmaConfig<BN, Stages, sizeof(T)>;
+  using Cfg = WgmmaConfig<BN, Stages, sizeof(T), kSkinny>;
   CUtensorMap map_a, map_b;
   // Tensor maps over the stored matrices: dim0 is the contiguous one, boxes of 128-byte rows
   // (kRow elements). A cluster's CTAs each fetch 1/kCluster of a K-major B tile.
@@ -783,7 +793,7 @@ inline cudaError_t launch_wgmma_cfg(const GemmProblem& p, const WgmmaSchedule& s
     err = encode_tensor_map_2d(&map_d, p.out_dtype, p.d, p.N, p.M, p.ldd * elem, 128 / elem, 64);
     if (err != cudaSuccess) return err;
   }
-  auto kernel = gemm_wgmma_sm90_kernel<T, kTransA, kTransB, BN, Stages, kCluster>;
+  auto kernel = gemm_wgmma_sm90_kernel<T, kTransA, kTransB, BN, Stages, kCluster, kSkinny>;
   err = set_dynamic_smem(kernel, Cfg::kSmemBytes);
   if (err != cudaSuccess) return err;
   const long long units = (long long)div_ceil(div_ceil(p.M, Cfg::BM), kCluster) * div_ceil(p.N, Cfg::BN);
@@ -807,7 +817,7 @@ inline cudaError_t launch_wgmma_cfg(const GemmProblem& p, const WgmmaSchedule& s
   if (clusters * kCluster > 0x7fffffffLL) return cudaErrorInvalidValue;
   WgmmaTailSplit ts;
   ts.dp_units = static_cast<int>(units);  // every unit whole
-  if constexpr (BN == 16) {
+  if constexpr (kSkinny) {
     // Whole units of fewer rows or stream-K (plan_skinny); stream-K without the workspace:
     // one CTA per 128-row unit.
     const int ktiles = div_ceil(p.K, Cfg::BK);
@@ -837,12 +847,12 @@ inline cudaError_t launch_wgmma_cfg(const GemmProblem& p, const WgmmaSchedule& s
       if (err != cudaSuccess) return err;
     }
   }
-  const uint32_t a_box_rows = BN == 16 ? static_cast<uint32_t>(ts.row_step) : Cfg::BM;
+  const uint32_t a_box_rows = kSkinny ? static_cast<uint32_t>(ts.row_step) : Cfg::BM;
   err = kTransA ? encode_tensor_map_2d(&map_a, p.in_dtype, p.a, p.M, p.K, p.lda * kElem, kRow, Cfg::BK)
                 : encode_tensor_map_2d(&map_a, p.in_dtype, p.a, p.K, p.M, p.lda * kElem, kRow, a_box_rows);
   if (err != cudaSuccess) return err;
   CUtensorMap map_a32{};  // the skinny tile's 32-row boxes of an M-major A (96-row units)
-  if (skinny_m_major_32_box<BN, kTransA>(ts)) {
+  if (skinny_m_major_32_box<kSkinny, kTransA>(ts)) {
     err = encode_tensor_map_2d(&map_a32, p.in_dtype, p.a, p.M, p.K, p.lda * kElem, 32, Cfg::BK,
                                CU_TENSOR_MAP_SWIZZLE_64B);
     if (err != cudaSuccess) return err;
@@ -857,17 +867,26 @@ inline cudaError_t launch_wgmma_cfg(const GemmProblem& p, const WgmmaSchedule& s
 }
 
 // Tiles: "wgmma" 128x256x64 x 4 stages (192 KB), "wgmma_n128" 128x128x64 x 6 stages
-// (192 KB) for problems with less than a wave of wide tiles, and the skinny 128x16x64 x 10
-// stages (180 KB: 160 KB of B in flight per SM) for decode shapes, swapped.
-constexpr int kSkinnyWgmmaStages = 10;
+// (192 KB) for problems with less than a wave of wide tiles, and the skinny tile for decode
+// shapes, swapped, as wide as the rows of a it takes: 128x16x64 x 10 stages (180 KB: 160 KB of
+// the weight in flight per SM), 128x64x64 x 9 (216 KB) and 128x128x64 x 7 (224 KB).
+template <int BN>
+constexpr int skinny_wgmma_stages() {
+  return BN == 16 ? 10 : BN == 64 ? 9 : 7;
+}
+template <int BN, typename T = __half>
+using SkinnyWgmmaConfig = WgmmaConfig<BN, skinny_wgmma_stages<BN>(), sizeof(T), true>;
 template <typename T, bool kTransA, bool kTransB>
 inline cudaError_t launch_wgmma_layout(const GemmProblem& p, const WgmmaSchedule& sch, cudaStream_t stream) {
-  if (sch.bn == 16) {  // the skinny tile: a swapped problem whose B is K-major (launch_gemm_wgmma_skinny)
+  if (sch.skinny) {  // a swapped problem whose B is K-major (launch_gemm_wgmma_skinny)
     if constexpr (kTransB) {
-      return launch_wgmma_cfg<T, kTransA, true, 16, kSkinnyWgmmaStages, 1>(p, sch, stream);
-    } else {
-      return cudaErrorNotSupported;
+      if (sch.bn == 16) return launch_wgmma_cfg<T, kTransA, true, 16, skinny_wgmma_stages<16>(), 1, true>(p, sch, stream);
+      if constexpr (!std::is_same_v<T, int8_t>) {
+        if (sch.bn == 64) return launch_wgmma_cfg<T, kTransA, true, 64, skinny_wgmma_stages<64>(), 1, true>(p, sch, stream);
+        if (sch.bn == 128) return launch_wgmma_cfg<T, kTransA, true, 128, skinny_wgmma_stages<128>(), 1, true>(p, sch, stream);
+      }
     }
+    return cudaErrorNotSupported;
   }
   if (sch.cluster == 2) {
     return sch.bn == 256 ? launch_wgmma_cfg<T, kTransA, kTransB, 256, 4, 2>(p, sch, stream)
@@ -887,7 +906,7 @@ inline cudaError_t launch_wgmma_typed(const GemmProblem& p, const WgmmaSchedule&
                    : launch_wgmma_layout<T, false, false>(p, sch, stream);
 }
 
-// Per-dtype instantiations (gemm_wgmma_sm90_f16.cu / _bf16.cu); sch.bn == 16 takes the skinny
+// Per-dtype instantiations (gemm_wgmma_sm90_f16.cu / _bf16.cu); sch.skinny takes the skinny
 // tile, whose problem the caller has swapped (launch_gemm_wgmma_skinny).
 cudaError_t launch_gemm_wgmma_f16(const GemmProblem& p, const WgmmaSchedule& sch, cudaStream_t stream);
 cudaError_t launch_gemm_wgmma_bf16(const GemmProblem& p, const WgmmaSchedule& sch, cudaStream_t stream);

@@ -57,7 +57,7 @@ cudaError_t launch_transpose_int8_to_nk(const void* b, void* bt, int K, int N, i
 }
 
 cudaError_t launch_gemm_wgmma_s8(const GemmProblem& p, const WgmmaSchedule& sch, cudaStream_t stream) {
-  if (p.trans_a || !p.trans_b) return cudaErrorNotSupported;  // sch.bn == 16: a swapped decode problem
+  if (p.trans_a || !p.trans_b) return cudaErrorNotSupported;  // sch.skinny: a swapped decode problem
   return launch_wgmma_layout<int8_t, false, true>(p, sch, stream);
 }
 

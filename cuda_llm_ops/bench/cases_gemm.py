@@ -32,10 +32,13 @@ from ..roofline import compute_kind, gemm_int8_work, gemm_work
 from .registry import BenchCase, BenchImpl, register
 
 SQUARE = (1024, 2048, 4096)
+SQUARE_SHAPES = tuple((n, n, n) for n in SQUARE)
 PROJECTION = ((4096, 12288, 4096),)
 RAGGED_PREFILL = ((4352, 4096, 14336),)  # a token count that does not fill whole waves of tiles
 SKINNY = ((1, 12288, 4096), (16, 12288, 4096))
 DECODE_8B = ((16, 6144, 4096), (16, 4096, 4096), (16, 28672, 4096), (16, 4096, 14336))  # b [N, K] only
+# The same projections with 64, 128 and 256 token rows (batched decode, small prefill chunks): b [N, K] only.
+BATCHED_8B = tuple((m, n, k) for m in (64, 128, 256) for _, n, k in DECODE_8B)
 
 
 def _has(name: str):
@@ -97,7 +100,9 @@ def _variant(variant: str) -> BenchImpl:
 def float_case(M: int, N: int, K: int, dtype: torch.dtype, op: str = "gemm", b_nk: bool = False) -> BenchCase:
     eb = torch.empty((), dtype=dtype).element_size()
     w = gemm_work(M, N, K, in_bytes=eb)
-    skinny = M <= 64
+    # Up to 256 rows a Llama-sized projection is memory-bound (the weight's bytes dominate) and
+    # short: cold L2, CUDA-graph replays.
+    skinny = M <= 256
     if op == "gemm_pipeline":
         impls = [_variant("pipelined"), _variant("unpipelined")]
         if dtype != torch.float32:  # the 128x256 tile and its one-stage twin
@@ -205,6 +210,7 @@ def gemm_cases(dtype: torch.dtype, preset: str, quick: bool) -> list[BenchCase]:
     if preset != "square":
         shapes += list(PROJECTION) + ([SKINNY[-1]] if quick else list(SKINNY))
     decode_8b = list(DECODE_8B) if preset in ("all", "llama-8b") and not quick else []
+    batched_8b = list(BATCHED_8B) if decode_8b else []
     if dtype == torch.int8:
         rest = [(2048, 2048, 2048)] + list(PROJECTION) + list(RAGGED_PREFILL)
         return [int8_case(4096, 4096, 4096)] + ([] if quick else [int8_case(*s) for s in rest] +
@@ -216,9 +222,11 @@ def gemm_cases(dtype: torch.dtype, preset: str, quick: bool) -> list[BenchCase]:
     elif preset != "square" and not quick:
         shapes += list(RAGGED_PREFILL)
     cases = [float_case(M, N, K, dtype) for M, N, K in shapes]
-    cases += [float_case(M, N, K, dtype, b_nk=True) for M, N, K in shapes if M <= 64]
+    # b [N, K] (nn.Linear's weight) at decode shapes and, for the tensor cores, the prefill ones.
+    cases += [float_case(M, N, K, dtype, b_nk=True) for M, N, K in shapes
+              if M <= 64 or (dtype != torch.float32 and M >= 4096 and (M, N, K) not in SQUARE_SHAPES)]
     if dtype != torch.float32:
-        cases += [float_case(M, N, K, dtype, b_nk=True) for M, N, K in decode_8b]
+        cases += [float_case(M, N, K, dtype, b_nk=True) for M, N, K in decode_8b + batched_8b]
         cases += [tensor_core_case(M, N, K, dtype) for M, N, K in shapes if M >= 1024]
     cases.append(float_case(4096, 4096, 4096, dtype, op="gemm_pipeline"))
     return cases
