@@ -553,11 +553,12 @@ def test_wgmma_skinny_batched_matches_float64(m, n8, k8, dtype, trans_b, alpha, 
 
 @pytest.mark.parametrize("trans_b", [False, True])
 @pytest.mark.parametrize("m,n,k", [(64, 4096, 4096), (64, 6144, 4096), (128, 4096, 14336), (17, 28672, 512),
-                                   (100, 136, 2056), (65, 8, 24), (33, 12288, 520)])
+                                   (100, 136, 2056), (65, 8, 24), (33, 12288, 520), (65, 4096, 4104)])
 def test_wgmma_skinny_batched_shapes(monkeypatch, trans_b, m, n, k):
     """kAuto sends 16 < M <= 128 to the skinny tile, 64 wide up to M = 64 and 128 above (kernel
-    name), whole units or stream-K as for decode (the memset of the stream-K counters wherever
-    a unit is split). Repeated calls agree bit for bit; a CUDA graph replays it on new data;
+    name): whole units as for decode, or (too few weight rows for a wave of them) 64-row units
+    each split along K over the SMs (4096 rows: 64 x 2 ranges; K = 4104, 65 k-tiles: ranges
+    that cross unit boundaries; 136 rows: 3 units of 33 one-k-tile ranges). Repeated calls agree bit for bit; a CUDA graph replays it on new data;
     CLO_GEMM_SKINNY_WGMMA=0 gives the 128-row tiles or mma.sync back, with the same result."""
     _require_sm90()
     bn = 64 if m <= 64 else 128

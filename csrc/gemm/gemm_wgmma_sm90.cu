@@ -111,7 +111,7 @@ namespace {
 WgmmaTailSplit skinny_plan(const GemmProblem& p, long long& grid) {
   grid = device_sm_count();
   const int bk = 128 / static_cast<int>(elem_size(p.in_dtype));
-  return plan_skinny(p.N, div_ceil(p.K, bk), p.trans_b, grid, p.in_dtype == DType::kInt8);
+  return plan_skinny(p.N, div_ceil(p.K, bk), p.trans_b, grid, p.in_dtype == DType::kInt8, p.M > kSkinnyMaxM);
 }
 
 }  // namespace

@@ -203,11 +203,16 @@ inline WgmmaTailSplit plan_skinny_stream_k(long long units, int ktiles, long lon
 // SMs busy but its busiest CTA, at an SM's ~30 GB/s, still ends before stream-K would: all
 // the bytes at 3.0 TB/s plus ~4 us of fixups (int8 16x4096x4096: 64 units of 64 rows, 8.7 us
 // against 9.6 predicted, 10.6 measured against stream-K's 15.6; NOTES.md "Skinny", int8 in
-// one short wave). Otherwise stream-K over 128-row units.
+// one short wave). Otherwise, with split_units (the 64- and 128-wide tiles of batched decode,
+// whose stream-K pieces are 4-8x the 16-wide tile's, 32-64 KB, and a unit's last piece reads
+// them all at one SM's ~30 GB/s), units of 64 rows, each cut along K into as many equal ranges
+// as the SMs allow (4096 rows: 64 units x 2 on 128 CTAs; a unit's last range reads one other
+// piece). Otherwise stream-K over 128-row units.
 // The short-wave estimate's figures (NOTES.md "Skinny"): bytes a microsecond one SM streams
 // (~30 GB/s), the whole GPU streams (3.0 TB/s measured copy), and stream-K's fixups in us.
 constexpr double kSkinnySmBytesPerUs = 30e3, kSkinnyGpuBytesPerUs = 3.0e6, kSkinnyStreamKFixupUs = 4.0;
-inline WgmmaTailSplit plan_skinny(long long rows, int ktiles, bool k_major, long long& grid, bool short_wave) {
+inline WgmmaTailSplit plan_skinny(long long rows, int ktiles, bool k_major, long long& grid, bool short_wave,
+                                  bool split_units = false) {
   int row_step = 0;  // of a whole-unit deal; 0: stream-K
   if (grid > 0 && k_major) {
     long long best_rows = 0;
@@ -232,6 +237,16 @@ inline WgmmaTailSplit plan_skinny(long long rows, int ktiles, bool k_major, long
     if (r <= 128 && units <= grid && (units * 10 >= grid * 7 || beats_stream_k)) row_step = r;
   }
   const long long units = (rows + (row_step > 0 ? row_step : 128) - 1) / (row_step > 0 ? row_step : 128);
+  if (row_step == 0 && split_units && grid > 0) {
+    const long long units64 = (rows + 63) / 64;
+    const long long splits = std::min<long long>(grid / units64, ktiles);
+    if (splits >= 2 && units64 * ktiles < (1LL << 31)) {
+      grid = units64 * splits;
+      WgmmaTailSplit ts = plan_skinny_stream_k(units64, ktiles, grid);
+      ts.row_step = 64;
+      return ts;
+    }
+  }
   if (row_step > 0 && units * ktiles < (1LL << 31)) {
     WgmmaTailSplit ts;
     grid = std::min(grid, units);
@@ -645,7 +660,8 @@ gemm_wgmma_sm90_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_c
           last_unit = t;
         }
       }
-      if (held_unit >= 0 || last_unit >= 0) {
+      // A consumer whose 64 rows lie past the unit's (64-row units) has no piece to add.
+      if ((held_unit >= 0 || last_unit >= 0) && cw * 64 < ts.row_step) {
         // Slot 0: the piece of the unit the range starts in; slot 1: of the unit it ends in.
         auto store_piece = [&](int slot, const Acc (&v)[Cfg::kAccum]) {
           Acc4* mine = piece_of(blockIdx.x, slot);
@@ -669,9 +685,9 @@ gemm_wgmma_sm90_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_c
         // The last piece of unit t in: every piece from memory, in CTA order, then D. The
         // loads of up to kAhead pieces are issued together (one round trip, not one a piece).
         auto sum_and_store = [&](int t) {
-          // Up to 8 float4 of loads in flight a thread (4 pieces at BN = 16; the wider tiles'
-          // pieces one at a time, beside their 32 / 64 accumulators).
-          constexpr int kAhead = kVec <= 2 ? 4 : 1;
+          // Up to 16 float4 of loads in flight a thread (4 pieces at BN = 16, 2 at 64, one at a
+          // time at 128, beside its 64 accumulators).
+          constexpr int kAhead = kVec <= 2 ? 4 : kVec <= 8 ? 2 : 1;
           const int lo = ts.cta_of(t * ktiles), hi = ts.cta_of((t + 1) * ktiles - 1);
           for (int g0 = lo; g0 <= hi; g0 += kAhead) {
             Acc4 v[kAhead][kVec];
@@ -823,11 +839,11 @@ inline cudaError_t launch_wgmma_cfg(const GemmProblem& p, const WgmmaSchedule& s
     const int ktiles = div_ceil(p.K, Cfg::BK);
     clusters = device_sm_count();
     constexpr bool kShortWave = std::is_same_v<T, int8_t>;  // plan_skinny
-    ts = plan_skinny(p.M, ktiles, !kTransA, clusters, kShortWave);
+    ts = plan_skinny(p.M, ktiles, !kTransA, clusters, kShortWave, BN >= 64);
     const size_t bytes = skinny_stream_k_workspace_bytes<Cfg>(ts, clusters);
     if (bytes > 0 && (p.workspace == nullptr || p.workspace_bytes < bytes)) {
       clusters = 0;
-      ts = plan_skinny(p.M, ktiles, !kTransA, clusters, kShortWave);
+      ts = plan_skinny(p.M, ktiles, !kTransA, clusters, kShortWave, BN >= 64);
     } else if (bytes > 0) {
       const size_t counter_bytes = tail_split_counter_bytes<Cfg>(ts);
       ts.counters = static_cast<int*>(p.workspace);
