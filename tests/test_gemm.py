@@ -25,6 +25,7 @@ os.environ.setdefault("CLO_GEMM_WGMMA_TMA_STORE", "")
 os.environ.setdefault("CLO_GEMM_WGMMA_RASTER", "")
 os.environ.setdefault("CLO_GEMM_WGMMA_TAIL_SPLIT", "")
 os.environ.setdefault("CLO_GEMM_SKINNY_WGMMA", "")
+os.environ.setdefault("CLO_GEMM_SKINNY_SPLIT_ROWS", "")
 os.environ.setdefault("CLO_GEMM_INT8_WGMMA", "")
 
 FLOATS = [torch.float32, torch.float16, torch.bfloat16]

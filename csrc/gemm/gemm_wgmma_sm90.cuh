@@ -238,12 +238,15 @@ inline WgmmaTailSplit plan_skinny(long long rows, int ktiles, bool k_major, long
   }
   const long long units = (rows + (row_step > 0 ? row_step : 128) - 1) / (row_step > 0 ? row_step : 128);
   if (row_step == 0 && split_units && grid > 0) {
-    const long long units64 = (rows + 63) / 64;
-    const long long splits = std::min<long long>(grid / units64, ktiles);
-    if (splits >= 2 && units64 * ktiles < (1LL << 31)) {
-      grid = units64 * splits;
-      WgmmaTailSplit ts = plan_skinny_stream_k(units64, ktiles, grid);
-      ts.row_step = 64;
+    // Dev knob CLO_GEMM_SKINNY_SPLIT_ROWS: the split units' rows, 64 (default) or 128.
+    static bool dev_mode = std::getenv("CLO_GEMM_SKINNY_SPLIT_ROWS") != nullptr;
+    const int r = dev_knob("CLO_GEMM_SKINNY_SPLIT_ROWS", dev_mode, 64) == 128 ? 128 : 64;
+    const long long split_units_n = (rows + r - 1) / r;
+    const long long splits = std::min<long long>(grid / split_units_n, ktiles);
+    if (splits >= 2 && split_units_n * ktiles < (1LL << 31)) {
+      grid = split_units_n * splits;
+      WgmmaTailSplit ts = plan_skinny_stream_k(split_units_n, ktiles, grid);
+      ts.row_step = r;
       return ts;
     }
   }
