@@ -95,12 +95,13 @@ def gemm(a: torch.Tensor, b: torch.Tensor, alpha: float = 1.0, beta: float = 0.0
 
     fp32 runs on a SIMT register-tiled kernel (no TF32); fp16/bf16 on tensor cores.
     Decode shapes (M <= 16, a not transposed, 16-byte aligned rows) run on the skinny
-    kernels, which stream b once (`csrc/gemm/gemm_skinny.cu`); for nn.Linear's weight
-    `w [N, K]` call `gemm(x, w, trans_b=True)`.
+    kernels, which stream b once (`csrc/gemm/gemm_skinny.cu`), and on Hopper fp16/bf16 up to
+    M = 128 (batched decode) on a wgmma tile with the weight as the 64-row operand; for
+    nn.Linear's weight `w [N, K]` call `gemm(x, w, trans_b=True)`.
     Any M, N, K >= 1. Returns a new contiguous `[M, N]` tensor in a's dtype (`out` when given).
 
     Scratch: calls that split K across blocks take a workspace from PyTorch's caching
-    allocator for the call (so CUDA-graph capture works): the skinny kernels, and on Hopper
+    allocator for the call (so CUDA-graph capture works): the skinny kernels and tiles, and on Hopper
     fp16/bf16 a last wave of tiles at most half full, which is cut along K over the idle SMs
     (up to one 128 KB fp32 chunk per SM, ~17 MB on an H100). Results are the same bits on
     every call with the same inputs.

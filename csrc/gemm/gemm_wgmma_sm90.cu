@@ -123,13 +123,18 @@ WgmmaTailSplit skinny_plan(const GemmProblem& p, long long& grid) {
 // M <= 16 (where the skinny kernels run too): taken where it measured faster than they
 // (NOTES.md "Run 6": it loses on small calls, 4-5 us behind cuBLAS at 25-100 MB of weight):
 // M >= 8 with b [K, N], or with N >= 8192; and b [N, K] at any M where the units go whole
-// (run 7). 16 < M <= 128 (batched decode): always; the 128-row tiles of the other kernels
-// would stream the weight on as few SMs as they have tiles.
+// (run 7). 16 < M <= 128 (batched decode): where the 128-row tiles of the other kernels
+// would not fill a wave (they would stream the weight on as few SMs as they have tiles).
 // Dev knob CLO_GEMM_SKINNY_WGMMA: 0 never, 1 that rule (default), 2 wherever it can.
 bool wgmma_skinny_applies(const GemmProblem& p) {
   static bool dev_mode = std::getenv("CLO_GEMM_SKINNY_WGMMA") != nullptr;
   const int mode = dev_knob("CLO_GEMM_SKINNY_WGMMA", dev_mode, 1);
   if (mode == 0 || p.M > kSkinnyWgmmaMaxM) return false;
+  // Batched decode: not where the 128-wide tiles fill a wave, which stream the weight as well
+  // (M = 128, 28672 rows: 87.4 us on them against 90.8 on the tile; NOTES.md "Batched decode").
+  if (mode == 1 && p.M > kSkinnyMaxM && (long long)div_ceil(p.M, 128) * div_ceil(p.N, 128) >= device_sm_count()) {
+    return false;
+  }
   if (mode == 1 && p.M <= kSkinnyMaxM) {
     // Also b [N, K] at any M where plan_skinny deals whole units (NOTES.md "Skinny", run 7:
     // 16x6144x4096 and 1x12288x4096 on the tile against the skinny kernels).
