@@ -547,30 +547,40 @@ def test_wgmma_skinny_matches_float64(m, n8, k8, dtype, trans_b, alpha, beta, wi
 def test_wgmma_skinny_batched_matches_float64(m, n8, k8, dtype, trans_b, alpha, beta, with_c, out_fp32):
     """Batched decode (16 < M <= 128, kAuto, 16-bit) on the Hopper skinny tile, 64 or 128 wide:
     the rows of a as the wide operand (TMA zero-fills its rows past M), the weight in both
-    layouts, N and K tails, c, alpha, beta and fp32 output (the transposed epilogue)."""
+    layouts, N and K tails, c, alpha, beta and fp32 output (the transposed epilogue). Forced
+    (CLO_GEMM_SKINNY_WGMMA=2): the default leaves N < 1024 to the other kernels."""
     _require_sm90()
-    _decode_shape_case("auto", m, 8 * n8, 8 * k8, dtype, trans_b, alpha, beta, with_c, out_fp32)
+    os.environ["CLO_GEMM_SKINNY_WGMMA"] = "2"
+    try:
+        _decode_shape_case("auto", m, 8 * n8, 8 * k8, dtype, trans_b, alpha, beta, with_c, out_fp32)
+    finally:
+        os.environ["CLO_GEMM_SKINNY_WGMMA"] = ""
 
 
+@pytest.mark.parametrize("force", ["", "2"])
 @pytest.mark.parametrize("trans_b", [False, True])
 @pytest.mark.parametrize("m,n,k", [(64, 4096, 4096), (64, 6144, 4096), (128, 4096, 14336), (17, 28672, 512),
                                    (100, 136, 2056), (65, 8, 24), (33, 12288, 520), (65, 4096, 4104)])
-def test_wgmma_skinny_batched_shapes(monkeypatch, trans_b, m, n, k):
+def test_wgmma_skinny_batched_shapes(monkeypatch, force, trans_b, m, n, k):
     """kAuto sends 16 < M <= 128 to the skinny tile, 64 wide up to M = 64 and 128 above (kernel
-    name), unless the 128-wide tiles fill a wave: whole units as for decode, or (too few weight rows for a wave of them) 64-row units
-    each split along K over the SMs (4096 rows: 64 x 2 ranges; K = 4104, 65 k-tiles: ranges
-    that cross unit boundaries; 136 rows: 3 units of 33 one-k-tile ranges). Repeated calls agree bit for bit; a CUDA graph replays it on new data;
+    name), unless the 128-wide tiles fill a wave or the weight has fewer than 1024 rows: whole
+    units as for decode, or (too few weight rows for a wave of them) 64-row units each split
+    along K over the SMs, at most ~sqrt(k-tiles / 2) ranges a unit (4096 rows: 64 x 2
+    ranges; K = 4104, 65 k-tiles: ranges that cross unit boundaries; forced, 136 rows: 3 units of
+    4 ranges). Repeated calls agree bit for bit; a CUDA graph replays it on new data;
     CLO_GEMM_SKINNY_WGMMA=0 gives the 128-row tiles or mma.sync back, with the same result."""
     _require_sm90()
     bn = 64 if m <= 64 else 128
-    # Not where the 128-wide tiles fill a wave (17 x 28672: 224 of them): those run.
-    tile = -(-m // 128) * -(-n // 128) < torch.cuda.get_device_properties(0).multi_processor_count
+    # Not where the 128-wide tiles fill a wave (17 x 28672: 224 of them), nor below 1024 weight
+    # rows (136, 8): the other kernels run. Forced (CLO_GEMM_SKINNY_WGMMA=2) the tile takes all.
+    sms = torch.cuda.get_device_properties(0).multi_processor_count
+    tile = force == "2" or (-(-m // 128) * -(-n // 128) < sms and n >= 1024)
+    monkeypatch.setenv("CLO_GEMM_SKINNY_WGMMA", force)
     for dtype in (torch.float16, torch.bfloat16):
         a, b = _rand((m, k), dtype), _rand((n, k) if trans_b else (k, n), dtype)
         f = lambda: llm.gemm(a, b, trans_b=trans_b)
         names = kernel_names(f)
         assert bool(re.search(rf"gemm_wgmma_sm90_kernel<[^>]*, {bn}, \d+, 1, true>", names)) == tile, names
-        assert "gemm_wgmma_sm90_kernel" in names, names
         out = f()
         ref = gemm_reference(a, b, trans_b=trans_b, dtype=torch.float64)
         assert_close(out, ref, dtype, rel_tol=_tol(dtype, k), what=f"wgmma skinny batched {dtype} {m}x{n}x{k} tb={trans_b}")

@@ -132,7 +132,10 @@ bool wgmma_skinny_applies(const GemmProblem& p) {
   if (mode == 0 || p.M > kSkinnyWgmmaMaxM) return false;
   // Batched decode: not where the 128-wide tiles fill a wave, which stream the weight as well
   // (M = 128, 28672 rows: 87.4 us on them against 90.8 on the tile; NOTES.md "Batched decode").
-  if (mode == 1 && p.M > kSkinnyMaxM && (long long)div_ceil(p.M, 128) * div_ceil(p.N, 128) >= device_sm_count()) {
+  // Nor below 1024 weight rows (16 units of 64): a short call whose few units the split would
+  // cut into many short ranges (not measured; the tile's rows measured from 4096).
+  if (mode == 1 && p.M > kSkinnyMaxM &&
+      ((long long)div_ceil(p.M, 128) * div_ceil(p.N, 128) >= device_sm_count() || p.N < 1024)) {
     return false;
   }
   if (mode == 1 && p.M <= kSkinnyMaxM) {

@@ -109,7 +109,7 @@ struct WgmmaTailSplit {
   int splits = 0;             // chunks per tail unit (>= 2), tail_units * splits <= grid
   int* counters = nullptr;    // [tail_units][kConsumers], zeroed before the launch
   float* partials = nullptr;  // [tail_units * splits chunks][kConsumers][kAccum / 4][128 threads] float4
-  // The skinny tile (BN = 16, decode shapes, memory-bound: no L2 reuse to keep) deals
+  // The skinny tile (kSkinny: decode shapes, memory-bound, no L2 reuse to keep) deals
   // ranges of units * ktiles iterations (plan_skinny): CTA g takes [range_start(g),
   // range_start(g + 1)), counted in steps of `step` k-tiles (base >= 1 steps each).
   // step == 1: stream-K, whole units inside a range and a partial piece at either end
@@ -206,8 +206,8 @@ inline WgmmaTailSplit plan_skinny_stream_k(long long units, int ktiles, long lon
 // one short wave). Otherwise, with split_units (the 64- and 128-wide tiles of batched decode,
 // whose stream-K pieces are 4-8x the 16-wide tile's, 32-64 KB, and a unit's last piece reads
 // them all at one SM's ~30 GB/s), units of 64 rows, each cut along K into as many equal ranges
-// as the SMs allow (4096 rows: 64 units x 2 on 128 CTAs; a unit's last range reads one other
-// piece). Otherwise stream-K over 128-row units.
+// as the SMs allow, at most ~sqrt(ktiles / 2) (4096 rows: 64 units x 2 on 128 CTAs; a unit's
+// last range reads one other piece). Otherwise stream-K over 128-row units.
 // The short-wave estimate's figures (NOTES.md "Skinny"): bytes a microsecond one SM streams
 // (~30 GB/s), the whole GPU streams (3.0 TB/s measured copy), and stream-K's fixups in us.
 constexpr double kSkinnySmBytesPerUs = 30e3, kSkinnyGpuBytesPerUs = 3.0e6, kSkinnyStreamKFixupUs = 4.0;
@@ -242,7 +242,10 @@ inline WgmmaTailSplit plan_skinny(long long rows, int ktiles, bool k_major, long
     static bool dev_mode = std::getenv("CLO_GEMM_SKINNY_SPLIT_ROWS") != nullptr;
     const int r = dev_knob("CLO_GEMM_SKINNY_SPLIT_ROWS", dev_mode, 64) == 128 ? 128 : 64;
     const long long split_units_n = (rows + r - 1) / r;
-    const long long splits = std::min<long long>(grid / split_units_n, ktiles);
+    // At most ~sqrt(ktiles / 2) ranges a unit (plan_tail_split's model): a unit's last range
+    // sums all its pieces, one or two a round trip.
+    const long long model = std::max(2LL, std::llround(std::sqrt(ktiles / 2.0)));
+    const long long splits = std::min<long long>({grid / split_units_n, ktiles, model});
     if (splits >= 2 && split_units_n * ktiles < (1LL << 31)) {
       grid = split_units_n * splits;
       WgmmaTailSplit ts = plan_skinny_stream_k(split_units_n, ktiles, grid);
