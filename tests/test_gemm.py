@@ -25,7 +25,6 @@ os.environ.setdefault("CLO_GEMM_WGMMA_TMA_STORE", "")
 os.environ.setdefault("CLO_GEMM_WGMMA_RASTER", "")
 os.environ.setdefault("CLO_GEMM_WGMMA_TAIL_SPLIT", "")
 os.environ.setdefault("CLO_GEMM_SKINNY_WGMMA", "")
-os.environ.setdefault("CLO_GEMM_SKINNY_SPLIT_ROWS", "")
 os.environ.setdefault("CLO_GEMM_INT8_WGMMA", "")
 
 FLOATS = [torch.float32, torch.float16, torch.bfloat16]
@@ -209,6 +208,25 @@ def test_skinny_matches_float64(m, n4, k4, dtype, trans_b, alpha, beta, with_c, 
     step = 4 if dtype == torch.float32 else 8
     n, k = step * ((4 * n4 + step - 1) // step), step * ((4 * k4 + step - 1) // step)
     _decode_shape_case("skinny", m, n, k, dtype, trans_b, alpha, beta, with_c, out_fp32 and dtype != torch.float32)
+
+
+def _assert_graph_replays(f, a, b, trans_b, dtype, k, what, replays=1):
+    """Captures `f` (a gemm of a and b) in a CUDA graph, then `replays` times: new random a and
+    b, the output poisoned with NaN, a replay, the output against float64. Returns the last
+    reference."""
+    graph = torch.cuda.CUDAGraph()
+    f()
+    torch.cuda.synchronize()
+    with torch.cuda.graph(graph):
+        out = f()
+    for _ in range(replays):
+        a.copy_(torch.randn_like(a))
+        b.copy_(torch.randn_like(b))
+        out.fill_(float("nan"))
+        graph.replay()
+        ref = gemm_reference(a, b, trans_b=trans_b, dtype=torch.float64)
+        assert_close(out, ref, dtype, rel_tol=_tol(dtype, k), what=what)
+    return ref
 
 
 def _decode_shape_case(variant, m, n, k, dtype, trans_b, alpha, beta, with_c, out_fp32):
@@ -399,18 +417,7 @@ def test_wgmma_tail_split(monkeypatch, variant):
     monkeypatch.setenv("CLO_GEMM_WGMMA_TAIL_SPLIT", "2")
     a64, b64 = a[:, :64].contiguous(), b[:64].contiguous()
     assert "Memset" not in kernel_names(lambda: _gemm_variant(a64, b64, variant))  # one k-tile: no split
-    graph = torch.cuda.CUDAGraph()
-    f()
-    torch.cuda.synchronize()
-    with torch.cuda.graph(graph):
-        out = f()
-    for _ in range(2):
-        a.copy_(torch.randn_like(a))
-        b.copy_(torch.randn_like(b))
-        out.fill_(float("nan"))
-        graph.replay()
-        assert_close(out, gemm_reference(a, b, dtype=torch.float64), torch.float16,
-                     rel_tol=_tol(torch.float16, 1000), what=f"{variant} split tail graph replay")
+    _assert_graph_replays(f, a, b, False, torch.float16, 1000, f"{variant} split tail graph replay", replays=2)
 
 
 _K16 = st.one_of(st.integers(1, 64).map(lambda x: 16 * x), st.sampled_from([16, 144, 1040]))
@@ -585,17 +592,7 @@ def test_wgmma_skinny_batched_shapes(monkeypatch, force, trans_b, m, n, k):
         ref = gemm_reference(a, b, trans_b=trans_b, dtype=torch.float64)
         assert_close(out, ref, dtype, rel_tol=_tol(dtype, k), what=f"wgmma skinny batched {dtype} {m}x{n}x{k} tb={trans_b}")
         assert torch.equal(f(), out)
-    graph = torch.cuda.CUDAGraph()
-    f()
-    torch.cuda.synchronize()
-    with torch.cuda.graph(graph):
-        out = f()
-    a.copy_(torch.randn_like(a))
-    b.copy_(torch.randn_like(b))
-    out.fill_(float("nan"))
-    graph.replay()
-    ref = gemm_reference(a, b, trans_b=trans_b, dtype=torch.float64)
-    assert_close(out, ref, dtype, rel_tol=_tol(dtype, k), what="wgmma skinny batched graph replay")
+    ref = _assert_graph_replays(f, a, b, trans_b, dtype, k, "wgmma skinny batched graph replay")
     monkeypatch.setenv("CLO_GEMM_SKINNY_WGMMA", "0")
     assert not re.search(r"gemm_wgmma_sm90_kernel<[^>]*, true>", kernel_names(f))
     assert_close(f(), ref, dtype, rel_tol=_tol(dtype, k), what="batched decode without the skinny tile")
@@ -673,17 +670,7 @@ def test_wgmma_skinny_decode_shapes(monkeypatch, trans_b, m, n, k):
         assert_close(out, gemm_reference(a, b, trans_b=trans_b, dtype=torch.float64), dtype, rel_tol=_tol(dtype, k),
                      what=f"wgmma skinny {dtype} {m}x{n}x{k} tb={trans_b}")
         assert torch.equal(f(), out)
-    graph = torch.cuda.CUDAGraph()
-    f()
-    torch.cuda.synchronize()
-    with torch.cuda.graph(graph):
-        out = f()
-    a.copy_(torch.randn_like(a))
-    b.copy_(torch.randn_like(b))
-    out.fill_(float("nan"))
-    graph.replay()
-    assert_close(out, gemm_reference(a, b, trans_b=trans_b, dtype=torch.float64), dtype, rel_tol=_tol(dtype, k),
-                 what="wgmma skinny graph replay")
+    _assert_graph_replays(f, a, b, trans_b, dtype, k, "wgmma skinny graph replay")
     monkeypatch.setenv("CLO_GEMM_SKINNY_WGMMA", "0")
     assert "gemm_wgmma_sm90_kernel" not in kernel_names(f)
     monkeypatch.setenv("CLO_GEMM_SKINNY_WGMMA", "1")

@@ -24,11 +24,12 @@
 // chunks for the idle CTAs instead of leaving them idle for a whole tile time
 // (WgmmaTailSplit).
 //
-// The skinny tile (BN = 16, decode shapes M <= 16, the caller swaps the problem so the
-// weight is the 64-row operand): plan_skinny deals units of row_step weight rows whole,
-// one per CTA, where they keep most SMs busy (row_step: a K-major A's box height; an M-major
-// A's unit is a 64-row box, or 64 + 32 rows, or 2 x 64: skinny_m_major_32_box),
-// else stream-K over 128-row units with pieces summed in a workspace.
+// The skinny tile (kSkinny; BN = 16 for decode shapes M <= 16, 64 or 128 for batched decode
+// up to 128 rows; the caller swaps the problem so the weight is the 64-row operand):
+// plan_skinny deals units of row_step weight rows whole, one per CTA, where they keep most SMs
+// busy (row_step: a K-major A's box height; an M-major A's unit is a 64-row box, or 64 + 32
+// rows, or 2 x 64: skinny_m_major_32_box), else (BN >= 64) 64-row units split along K, else
+// stream-K over 128-row units, with pieces summed in a workspace.
 //
 // Layouts (no transposed copy, the wgmma transpose bits pick the major-ness):
 //   A [M,K] (K-major):  TMA box {64 k, 128 m}              -> smem [128 m][64 k], trans-a 0
@@ -128,6 +129,12 @@ struct WgmmaTailSplit {
 // `grid` single CTAs (mode as WgmmaSchedule::tail_split), and the workspace it needs:
 // counters, then one chunk's accumulators per splitting CTA.
 constexpr long long kTailSplitMinSaved = 8;  // mode 1: k-tiles a CTA must save against a whole last wave
+// Host: the chunks to cut a unit of `ktiles` k-tiles into when its chunks' partial sums meet in
+// memory: ~ktiles/s k-tiles of streaming plus the last chunk's sum of s chunks is least near
+// s = sqrt(ktiles / 2); at least 2.
+inline long long split_k_chunks_model(int ktiles) {
+  return std::max(2LL, std::llround(std::sqrt(ktiles / 2.0)));
+}
 inline WgmmaTailSplit plan_tail_split(long long units, int ktiles, long long grid, int mode) {
   WgmmaTailSplit ts;
   ts.dp_units = static_cast<int>(units);
@@ -135,10 +142,8 @@ inline WgmmaTailSplit plan_tail_split(long long units, int ktiles, long long gri
   const long long tail = units % grid;
   if (tail == 0) return ts;
   // The tail takes ~ktiles/s k-tiles of math (~0.8 us each at 128x256) plus the last chunk's
-  // sum of s chunks (~1.5 us per 128 KB chunk): least near s = sqrt(ktiles / 2), and at most
-  // the idle CTAs per unit.
-  const long long model = std::max(2LL, std::llround(std::sqrt(ktiles / 2.0)));
-  const long long splits = std::min<long long>({grid / tail, ktiles, model});
+  // sum of s chunks (~1.5 us per 128 KB chunk), and at most the idle CTAs per unit.
+  const long long splits = std::min<long long>({grid / tail, ktiles, split_k_chunks_model(ktiles)});
   if (splits < 2) return ts;  // a last wave more than half full stays whole
   // mode 1: the longest chunk (ceil(ktiles / splits)) must save >= kTailSplitMinSaved k-tiles
   // against the whole unit (a chunk writes, and its unit's last chunk reads, 128 KB of fp32
@@ -238,18 +243,14 @@ inline WgmmaTailSplit plan_skinny(long long rows, int ktiles, bool k_major, long
   }
   const long long units = (rows + (row_step > 0 ? row_step : 128) - 1) / (row_step > 0 ? row_step : 128);
   if (row_step == 0 && split_units && grid > 0) {
-    // Dev knob CLO_GEMM_SKINNY_SPLIT_ROWS: the split units' rows, 64 (default) or 128.
-    static bool dev_mode = std::getenv("CLO_GEMM_SKINNY_SPLIT_ROWS") != nullptr;
-    const int r = dev_knob("CLO_GEMM_SKINNY_SPLIT_ROWS", dev_mode, 64) == 128 ? 128 : 64;
-    const long long split_units_n = (rows + r - 1) / r;
-    // At most ~sqrt(ktiles / 2) ranges a unit (plan_tail_split's model): a unit's last range
-    // sums all its pieces, one or two a round trip.
-    const long long model = std::max(2LL, std::llround(std::sqrt(ktiles / 2.0)));
-    const long long splits = std::min<long long>({grid / split_units_n, ktiles, model});
-    if (splits >= 2 && split_units_n * ktiles < (1LL << 31)) {
-      grid = split_units_n * splits;
-      WgmmaTailSplit ts = plan_skinny_stream_k(split_units_n, ktiles, grid);
-      ts.row_step = r;
+    // Units of 64 rows (128: 0.58-0.66x cuBLAS against 0.65-0.72x at 4096 rows, NOTES.md
+    // "Batched decode"); a unit's last range sums all its pieces, one or two a round trip.
+    const long long units64 = (rows + 63) / 64;
+    const long long splits = std::min<long long>({grid / units64, ktiles, split_k_chunks_model(ktiles)});
+    if (splits >= 2 && units64 * ktiles < (1LL << 31)) {
+      grid = units64 * splits;
+      WgmmaTailSplit ts = plan_skinny_stream_k(units64, ktiles, grid);
+      ts.row_step = 64;
       return ts;
     }
   }
@@ -896,8 +897,8 @@ template <int BN>
 constexpr int skinny_wgmma_stages() {
   return BN == 16 ? 10 : BN == 64 ? 9 : 7;
 }
-template <int BN, typename T = __half>
-using SkinnyWgmmaConfig = WgmmaConfig<BN, skinny_wgmma_stages<BN>(), sizeof(T), true>;
+template <int BN>  // the workspace's shape only (BM, BN, consumers): the same for every element size
+using SkinnyWgmmaConfig = WgmmaConfig<BN, skinny_wgmma_stages<BN>(), 2, true>;
 template <typename T, bool kTransA, bool kTransB>
 inline cudaError_t launch_wgmma_layout(const GemmProblem& p, const WgmmaSchedule& sch, cudaStream_t stream) {
   if (sch.skinny) {  // a swapped problem whose B is K-major (launch_gemm_wgmma_skinny)

@@ -15,8 +15,9 @@ Hopper ours runs the wgmma family; a row-major B is transposed first, inside the
 and the decode-skinny shapes with b stored [N, K] (`_int_mm` on A padded to 17 rows).
 Both ops also run a 16-sequence decode step through Llama-8B's projections with nn.Linear
 weights (b [N, K]): QKV 6144x4096 (GQA 32/8), O 4096x4096, gate+up 28672x4096, down 4096x14336
-(presets all and llama-8b).
-Compute-bound: warm L2; the skinny cases are memory-bound and run with cold L2, timed as
+(presets all and llama-8b), and the 16-bit `gemm` the same projections at 64, 128 and 256 token
+rows (batched decode).
+Compute-bound: warm L2; the cases up to M = 256 are memory-bound and run with cold L2, timed as
 CUDA-graph replays: at 18-45 us a call they are within reach of an eager call's host time (one
 eager run at a017555 read both ours and `_int_mm` 1.3-1.5x slower at 4096-6144 rows than the
 next), and decode steps run under graphs in serving engines.
@@ -102,7 +103,7 @@ def float_case(M: int, N: int, K: int, dtype: torch.dtype, op: str = "gemm", b_n
     w = gemm_work(M, N, K, in_bytes=eb)
     # Up to 256 rows a Llama-sized projection is memory-bound (the weight's bytes dominate) and
     # short: cold L2, CUDA-graph replays.
-    skinny = M <= 256
+    short_memory_bound = M <= 256
     if op == "gemm_pipeline":
         impls = [_variant("pipelined"), _variant("unpipelined")]
         if dtype != torch.float32:  # the 128x256 tile and its one-stage twin
@@ -113,7 +114,7 @@ def float_case(M: int, N: int, K: int, dtype: torch.dtype, op: str = "gemm", b_n
     shape = {"M": M, "N": N, "K": K} | ({"b": "[N,K]"} if b_nk else {})
     return BenchCase(op=op, dtype=dtype, shape=shape, flops=w.flops, bytes=w.bytes,
                      compute=compute_kind(dtype), make_inputs=_make_float(M, N, K, dtype, b_nk), impls=impls,
-                     rel_tol=tol, cold_l2=skinny, cuda_graph=skinny, label=f"{M}x{N}x{K}" + (" b[N,K]" if b_nk else ""),
+                     rel_tol=tol, cold_l2=short_memory_bound, cuda_graph=short_memory_bound, label=f"{M}x{N}x{K}" + (" b[N,K]" if b_nk else ""),
                      x_key="M")
 
 
