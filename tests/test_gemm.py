@@ -545,17 +545,20 @@ def test_wgmma_skinny_matches_float64(m, n8, k8, dtype, trans_b, alpha, beta, wi
         os.environ["CLO_GEMM_SKINNY_WGMMA"] = ""
 
 
-@settings(max_examples=30, **SETTINGS)
-@given(m=st.integers(17, 128), n8=st.one_of(st.integers(1, 400), st.sampled_from([1, 16, 17, 513])),
+@settings(max_examples=40, **SETTINGS)
+@given(m=st.one_of(st.integers(17, 256), st.sampled_from([33, 64, 65, 128, 129, 256])),
+       n8=st.one_of(st.integers(1, 400), st.sampled_from([1, 16, 17, 513, 768, 1023])),
        k8=st.one_of(st.integers(1, 300), st.sampled_from([1, 8, 9, 520])),
        dtype=st.sampled_from([torch.float16, torch.bfloat16]), trans_b=st.booleans(),
        alpha=st.sampled_from([1.0, -0.5]), beta=st.sampled_from([0.0, 1.5]), with_c=st.booleans(),
        out_fp32=st.booleans())
 def test_wgmma_skinny_batched_matches_float64(m, n8, k8, dtype, trans_b, alpha, beta, with_c, out_fp32):
-    """Batched decode (16 < M <= 128, kAuto, 16-bit) on the Hopper skinny tile, 64 or 128 wide:
-    the rows of a as the wide operand (TMA zero-fills its rows past M), the weight in both
-    layouts, N and K tails, c, alpha, beta and fp32 output (the transposed epilogue). Forced
-    (CLO_GEMM_SKINNY_WGMMA=2): the default leaves N < 1024 to the other kernels."""
+    """Batched decode (16 < M <= 256, kAuto, 16-bit) on the Hopper skinny tile: the rows of a as
+    the wide operand, all of them (64 or 128 wide, up to M = 128) or token tiles of them (32 to
+    128 wide, where the weight's rows make a wave of whole units x tiles: N from ~2000; TMA
+    zero-fills rows past M), the weight in both layouts, N and K tails, c, alpha, beta and fp32
+    output (the transposed epilogue). Forced (CLO_GEMM_SKINNY_WGMMA=2): the default leaves
+    N < 1024 to the other kernels; M > 128 without a token-tile deal runs elsewhere."""
     _require_sm90()
     os.environ["CLO_GEMM_SKINNY_WGMMA"] = "2"
     try:
@@ -564,30 +567,58 @@ def test_wgmma_skinny_batched_matches_float64(m, n8, k8, dtype, trans_b, alpha, 
         os.environ["CLO_GEMM_SKINNY_WGMMA"] = ""
 
 
+def _skinny_token_tiles(rows, tokens, k_major):
+    """plan_skinny_token_tiles (gemm_wgmma_sm90.cuh): (token tile width, weight rows a unit) of
+    the whole units x token tiles that fill 90% of the SMs in one wave, the fewest rows a CTA
+    reads (a tie to the wider tile); None where there is no such deal (or one token tile)."""
+    sms = torch.cuda.get_device_properties(0).multi_processor_count
+    best = None
+    for bn in (128, 64, 32):
+        tiles = -(-tokens // bn)
+        if tokens <= 16 or tiles < 2:
+            continue
+        for r in range(64, 129, 8 if k_major else 32):
+            items = -(-rows // r) * tiles
+            if items <= sms and items * 10 >= sms * 9 and (best is None or r + bn < sum(best)):
+                best = (bn, r)
+    return best
+
+
 @pytest.mark.parametrize("force", ["", "2"])
 @pytest.mark.parametrize("trans_b", [False, True])
 @pytest.mark.parametrize("m,n,k", [(64, 4096, 4096), (64, 6144, 4096), (128, 4096, 14336), (17, 28672, 512),
-                                   (100, 136, 2056), (65, 8, 24), (33, 12288, 520), (65, 4096, 4104)])
+                                   (100, 136, 2056), (65, 8, 24), (33, 12288, 520), (65, 4096, 4104),
+                                   (17, 4096, 4104), (256, 4096, 1032), (129, 4096, 520), (200, 6144, 264),
+                                   (256, 5120, 520), (256, 1000, 520), (256, 700, 520)])
 def test_wgmma_skinny_batched_shapes(monkeypatch, force, trans_b, m, n, k):
-    """kAuto sends 16 < M <= 128 to the skinny tile, 64 wide up to M = 64 and 128 above (kernel
-    name), unless the 128-wide tiles fill a wave or the weight has fewer than 1024 rows: whole
-    units as for decode, or (too few weight rows for a wave of them) 64-row units each split
-    along K over the SMs, at most ~sqrt(k-tiles / 2) ranges a unit (4096 rows: 64 x 2
-    ranges; K = 4104, 65 k-tiles: ranges that cross unit boundaries; forced, 136 rows: 3 units of
-    4 ranges). Repeated calls agree bit for bit; a CUDA graph replays it on new data;
+    """kAuto sends 16 < M <= 256 to the skinny tile (kernel name) unless the 128-wide tiles fill a
+    wave or the weight has fewer than 1024 rows. Where whole units of weight rows x token tiles
+    fill a wave (plan_skinny_token_tiles: 4096 rows at M = 64 in 64-row units x 2 tiles 32 wide,
+    M = 128 x 64 wide, M = 256 x 128 wide; 6144 rows in units of 96; M = 129: 3 tiles, the last
+    one row), one a CTA; otherwise (M <= 128) all of a in one tile, 64 wide up to M = 64 and 128
+    above, in whole units as for decode or (too few weight rows for a wave of them) 64-row units
+    each split along K over the SMs, at most ~sqrt(k-tiles / 2) ranges a unit (M = 17, 4096
+    rows: 64 x 2 ranges; K = 4104, 65 k-tiles: ranges that cross unit boundaries; forced, 136
+    rows: 3 units of 4 ranges). M > 128 without a token-tile deal (700 rows; 5120 rows of a
+    weight stored [K, N]) runs elsewhere; 1000 rows has one (8 tiles 32 wide), taken when forced.
+    Repeated calls agree bit for bit; a CUDA graph replays it on new data;
     CLO_GEMM_SKINNY_WGMMA=0 gives the 128-row tiles or mma.sync back, with the same result."""
     _require_sm90()
-    bn = 64 if m <= 64 else 128
+    tokens = _skinny_token_tiles(n, m, trans_b)
+    bn = tokens[0] if tokens else 64 if m <= 64 else 128 if m <= 128 else None
     # Not where the 128-wide tiles fill a wave (17 x 28672: 224 of them), nor below 1024 weight
-    # rows (136, 8): the other kernels run. Forced (CLO_GEMM_SKINNY_WGMMA=2) the tile takes all.
+    # rows (136, 8): the other kernels run. Forced (CLO_GEMM_SKINNY_WGMMA=2) the tile takes all
+    # it can run.
     sms = torch.cuda.get_device_properties(0).multi_processor_count
-    tile = force == "2" or (-(-m // 128) * -(-n // 128) < sms and n >= 1024)
+    tile = bn is not None and (force == "2" or (-(-m // 128) * -(-n // 128) < sms and n >= 1024))
     monkeypatch.setenv("CLO_GEMM_SKINNY_WGMMA", force)
     for dtype in (torch.float16, torch.bfloat16):
         a, b = _rand((m, k), dtype), _rand((n, k) if trans_b else (k, n), dtype)
         f = lambda: llm.gemm(a, b, trans_b=trans_b)
         names = kernel_names(f)
         assert bool(re.search(rf"gemm_wgmma_sm90_kernel<[^>]*, {bn}, \d+, 1, true>", names)) == tile, names
+        if tokens:  # whole units: no counters to zero
+            assert "Memset" not in names, names
         out = f()
         ref = gemm_reference(a, b, trans_b=trans_b, dtype=torch.float64)
         assert_close(out, ref, dtype, rel_tol=_tol(dtype, k), what=f"wgmma skinny batched {dtype} {m}x{n}x{k} tb={trans_b}")

@@ -148,9 +148,9 @@ size_t wgmma_workspace_bytes(const GemmProblem& p, GemmVariant variant);
 // Decode shapes on the family's skinny tile (swapped operands: the weight streams as the
 // 64-row wgmma operand, whole units or stream-K): 16-bit, A [M, K], M <= kSkinnyMaxM where
 // skinny_applicable (and the rule in wgmma_skinny_applies picks it over the skinny kernels),
-// and batched decode up to kSkinnyWgmmaMaxM rows of A, which the 128-row tiles would leave on
-// a few SMs; cudaErrorNotSupported when it does not apply.
-constexpr int kSkinnyWgmmaMaxM = 128;
+// and batched decode up to kSkinnyWgmmaMaxM rows of A (above 128 in token tiles only), which
+// the 128-row tiles would leave on a few SMs; cudaErrorNotSupported when it does not apply.
+constexpr int kSkinnyWgmmaMaxM = 256;
 bool wgmma_skinny_applies(const GemmProblem& p);
 cudaError_t launch_gemm_wgmma_skinny(const GemmProblem& p, cudaStream_t stream);
 size_t wgmma_skinny_workspace_bytes(const GemmProblem& p);

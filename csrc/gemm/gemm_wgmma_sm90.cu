@@ -106,30 +106,44 @@ size_t wgmma_workspace_bytes(const GemmProblem& p, GemmVariant variant) {
 
 namespace {
 
+// The skinny tile's width for the (unswapped) problem p: 16 for decode (M <= 16); for batched
+// decode the token tile of plan_skinny_token_tiles, else all M rows of a in one tile 64 or 128
+// wide; 0 where none runs it (M > 128 without a token-tile deal).
+int skinny_tile_bn(const GemmProblem& p) {
+  if (p.M <= kSkinnyMaxM) return 16;
+  const SkinnyTokenTiles tt = plan_skinny_token_tiles(p.N, p.M, p.trans_b, device_sm_count());
+  if (tt.bn != 0) return tt.bn;
+  return p.M <= 64 ? 64 : p.M <= 128 ? 128 : 0;
+}
+
 // The skinny tile's deal of the (unswapped) decode problem p, as launch_wgmma_cfg plans it
-// (plan_skinny: the weight's N rows, k-tiles of 128 bytes, one CTA per SM); `grid` out.
+// (plan_skinny_deal: the weight's N rows, k-tiles of 128 bytes, one CTA per SM); `grid` out.
 WgmmaTailSplit skinny_plan(const GemmProblem& p, long long& grid) {
   grid = device_sm_count();
   const int bk = 128 / static_cast<int>(elem_size(p.in_dtype));
-  return plan_skinny(p.N, div_ceil(p.K, bk), p.trans_b, grid, p.in_dtype == DType::kInt8, p.M > kSkinnyMaxM);
+  WgmmaTailSplit ts;
+  plan_skinny_deal(p.N, p.M, skinny_tile_bn(p), div_ceil(p.K, bk), p.trans_b, grid, p.in_dtype == DType::kInt8, ts);
+  return ts;
 }
 
 }  // namespace
 
 // Decode shapes on the wgmma family: D^T = op(B)^T op(A)^T, so the weight streams through
 // the 64-row wgmma operand (TMA boxes of N rows, units of 64-128 rows) and the rows of A are
-// the 16-, 64- or 128-wide operand (skinny_tile_bn); the epilogue writes D^T's elements back to
-// D. A [M, K] not transposed, 16-bit, 16-byte aligned rows, the sm_90a build.
+// the 16- to 128-wide operand (skinny_tile_bn: all of them, or token tiles of them); the
+// epilogue writes D^T's elements back to D. A [M, K] not transposed, 16-bit, 16-byte aligned
+// rows, the sm_90a build.
 // M <= 16 (where the skinny kernels run too): taken where it measured faster than they
 // (NOTES.md "Run 6": it loses on small calls, 4-5 us behind cuBLAS at 25-100 MB of weight):
 // M >= 8 with b [K, N], or with N >= 8192; and b [N, K] at any M where the units go whole
-// (run 7). 16 < M <= 128 (batched decode): where the 128-row tiles of the other kernels
-// would not fill a wave (they would stream the weight on as few SMs as they have tiles).
+// (run 7). 16 < M <= 256 (batched decode): where the 128-row tiles of the other kernels
+// would not fill a wave (they would stream the weight on as few SMs as they have tiles), and
+// above 128 rows only in token tiles.
 // Dev knob CLO_GEMM_SKINNY_WGMMA: 0 never, 1 that rule (default), 2 wherever it can.
 bool wgmma_skinny_applies(const GemmProblem& p) {
   static bool dev_mode = std::getenv("CLO_GEMM_SKINNY_WGMMA") != nullptr;
   const int mode = dev_knob("CLO_GEMM_SKINNY_WGMMA", dev_mode, 1);
-  if (mode == 0 || p.M > kSkinnyWgmmaMaxM) return false;
+  if (mode == 0 || p.M > kSkinnyWgmmaMaxM || skinny_tile_bn(p) == 0) return false;
   // Batched decode: not where the 128-wide tiles fill a wave, which stream the weight as well
   // (M = 128, 28672 rows: 87.4 us on them against 90.8 on the tile; NOTES.md "Batched decode").
   // Nor below 1024 weight rows (16 units of 64): a short call whose few units the split would
@@ -150,9 +164,6 @@ bool wgmma_skinny_applies(const GemmProblem& p) {
 }
 
 namespace {
-
-// The skinny tile's width for M rows of a (the swapped problem's N).
-int skinny_tile_bn(long long m) { return m <= 16 ? 16 : m <= 64 ? 64 : 128; }
 
 GemmProblem swapped_for_skinny(const GemmProblem& p) {
   GemmProblem q = p;
@@ -176,8 +187,9 @@ namespace {
 size_t skinny_tile_workspace_bytes(const GemmProblem& p) {
   long long grid = 0;
   const WgmmaTailSplit ts = skinny_plan(p, grid);
-  switch (skinny_tile_bn(p.M)) {
+  switch (skinny_tile_bn(p)) {
     case 16: return skinny_stream_k_workspace_bytes<SkinnyWgmmaConfig<16>>(ts, grid);
+    case 32: return skinny_stream_k_workspace_bytes<SkinnyWgmmaConfig<32>>(ts, grid);
     case 64: return skinny_stream_k_workspace_bytes<SkinnyWgmmaConfig<64>>(ts, grid);
     default: return skinny_stream_k_workspace_bytes<SkinnyWgmmaConfig<128>>(ts, grid);
   }
@@ -193,7 +205,7 @@ cudaError_t launch_gemm_wgmma_skinny(const GemmProblem& p, cudaStream_t stream) 
   if (!wgmma_skinny_applies(p)) return cudaErrorNotSupported;
   WgmmaSchedule sch;
   sch.skinny = true;
-  sch.bn = skinny_tile_bn(p.M);
+  sch.bn = skinny_tile_bn(p);
   sch.tma_store = false;
   sch.tail_split = 0;
   const GemmProblem q = swapped_for_skinny(p);

@@ -74,9 +74,12 @@ struct WgmmaConfig {
   // TMA-store staging: per consumer warpgroup 64 rows x 128 columns (two 64 x 64 boxes);
   // none for the skinny tile (register epilogue only).
   static constexpr uint32_t kEpiBytes = kSkinny ? 0 : kConsumers * 64 * 128 * 2;
-  static constexpr size_t kSmemBytes = size_t(kStages) * kStageBytes + kEpiBytes + 1024;  // + alignment slack
+  // The ring: kStages slots of kStageBytes; the skinny tile's A slots hold its unit's rows only
+  // and as many slots as fit kRingBytes are used (launch_wgmma_cfg: WgmmaTailSplit::ring).
+  static constexpr size_t kRingBytes = kSkinny ? size_t(225) * 1024 : size_t(kStages) * kStageBytes;
+  static constexpr size_t kSmemBytes = kRingBytes + kEpiBytes + 1024;  // + alignment slack
   static constexpr int kProducerRegs = 56, kConsumerRegs = 224;
-  static_assert(BN == 16 || BN == 64 || BN == 128 || BN == 256, "wgmma tile width");
+  static_assert(BN == 16 || BN == 32 || BN == 64 || BN == 128 || BN == 256, "wgmma tile width");
   static_assert(!kSkinny || BN <= 128, "the skinny tile holds a first stream-K piece in registers beside acc");
   static_assert(ElemBytes_ == 2 || ElemBytes_ == 1, "16-bit or int8 elements");
   static_assert(kSmemBytes <= 227 * 1024, "shared memory");
@@ -92,7 +95,7 @@ struct WgmmaSchedule {
   bool tma_store = false;  // epilogue through shared memory and TMA stores (no C)
   int raster = 8;          // grouped_block's group: > 0 groups of unit rows, < 0 of tile columns
   int tail_split = 1;      // the last wave split along K: 0 never, 1 where it pays, 2 wherever it can
-  bool skinny = false;     // the skinny tile (bn 16, 64 or 128): a swapped decode problem (launch_gemm_wgmma_skinny)
+  bool skinny = false;     // the skinny tile (bn 16, 32, 64 or 128): a swapped decode problem (launch_gemm_wgmma_skinny)
 };
 
 // Split-K over the last, partial wave (persistent single CTAs; tail_units == 0: every unit
@@ -117,6 +120,13 @@ struct WgmmaTailSplit {
   // (slots 2g and 2g + 1, counters per unit); step == ktiles: whole units only. A unit is
   // row_step rows of the swapped problem (the weight's rows: a K-major A's TMA box height).
   int base = 0, rem = 0, step = 1, row_step = 0;
+  // Token tiles (batched decode, plan_skinny_token_tiles): unit v is weight rows
+  // (v / tiles_n) * row_step.. of the swapped problem and its BN columns (v % tiles_n) * BN..
+  int tiles_n = 1;
+  // The skinny tile's ring (launch_wgmma_cfg): slots of a_stride bytes of A (row_step rows in
+  // whole 1 KB atoms) and BN rows of B, `ring` of them (<= the kernel's Stages).
+  int ring = 0;
+  uint32_t a_stride = 0;
   __host__ __device__ int range_start(int g) const { return (g * base + (g < rem ? g : rem)) * step; }
   __device__ int cta_of(int i) const {  // the CTA whose range holds iteration i
     i /= step;
@@ -186,6 +196,17 @@ inline WgmmaTailSplit plan_skinny_stream_k(long long units, int ktiles, long lon
   return ts;
 }
 
+// Host: `units` whole units of `ktiles` k-tiles, one or more a CTA, over at most `grid` CTAs.
+inline WgmmaTailSplit skinny_whole_deal(long long units, int ktiles, long long& grid, int row_step) {
+  WgmmaTailSplit ts;
+  grid = std::min(grid, units);
+  ts.dp_units = static_cast<int>(units);
+  ts.base = static_cast<int>(units / grid);
+  ts.rem = static_cast<int>(units % grid);
+  ts.step = ktiles;
+  ts.row_step = row_step;
+  return ts;
+}
 // Host: how the skinny tile deals a decode problem of `rows` weight rows (the swapped
 // problem's M) and `ktiles` k-tiles over `grid` CTAs (in: the SMs, or 0 for one CTA per
 // 128-row unit without workspace; out: the CTAs to launch). A weight stored [N, K]
@@ -254,19 +275,56 @@ inline WgmmaTailSplit plan_skinny(long long rows, int ktiles, bool k_major, long
       return ts;
     }
   }
-  if (row_step > 0 && units * ktiles < (1LL << 31)) {
-    WgmmaTailSplit ts;
-    grid = std::min(grid, units);
-    ts.dp_units = static_cast<int>(units);
-    ts.base = static_cast<int>(units / grid);
-    ts.rem = static_cast<int>(units % grid);
-    ts.step = ktiles;
-    ts.row_step = row_step;
-    return ts;
-  }
+  if (row_step > 0 && units * ktiles < (1LL << 31)) return skinny_whole_deal(units, ktiles, grid, row_step);
   WgmmaTailSplit ts = plan_skinny_stream_k((rows + 127) / 128, ktiles, grid);
   ts.row_step = 128;
   return ts;
+}
+// Host: batched decode (more than 16 rows of activations, `tokens`: the swapped problem's N) in
+// whole units of row_step weight rows x BN-wide token tiles, one a CTA, nothing split along K,
+// where such a deal fills one wave (90% of the SMs). It is the shape cuBLAS runs there (64x64
+// tiles at 128 tokens, 64x128 at 256, 96 weight rows at 6144: NOTES.md "Token tiles") and
+// replaces the split units' end-of-range sums, which one SM's round trips through a saturated
+// memory system made the grid's tail. Of the deals with two or more token tiles, the one whose
+// CTA reads the fewest bytes a k-tile (row_step + bn rows: weight and activations alike come
+// through L2 into the SM); a tie goes to the wider token tile (one consumer warpgroup at 64
+// rows, fewer shared-memory reads). row_step: 64..128 in 8s for a weight stored [N, K], else 64,
+// 96 or 128 (skinny_m_major_32_box). bn 0: no such deal.
+struct SkinnyTokenTiles {
+  int bn = 0, row_step = 0, tiles_n = 1;
+};
+inline SkinnyTokenTiles plan_skinny_token_tiles(long long rows, long long tokens, bool k_major, long long grid) {
+  SkinnyTokenTiles best;
+  if (tokens <= 16 || grid <= 0) return best;
+  long long best_rows = 0;
+  for (const int bn : {128, 64, 32}) {
+    const long long tiles = (tokens + bn - 1) / bn;
+    if (tiles < 2) continue;  // one token tile: plan_skinny's deals
+    for (int r = 64; r <= 128; r += k_major ? 8 : 32) {
+      const long long items = (rows + r - 1) / r * tiles;
+      if (items > grid || items * 10 < grid * 9) continue;
+      if (best.bn == 0 || r + bn < best_rows) best = {bn, r, static_cast<int>(tiles)}, best_rows = r + bn;
+    }
+  }
+  return best;
+}
+// Host: the skinny tile's deal of `rows` weight rows, `tokens` activation rows and `ktiles`
+// k-tiles on a tile `bn` wide (grid as plan_skinny): token tiles where plan_skinny_token_tiles
+// finds a deal (it must be of this bn), else plan_skinny's (tokens <= bn). false: this bn cannot
+// run the problem.
+inline bool plan_skinny_deal(long long rows, long long tokens, int bn, int ktiles, bool k_major, long long& grid,
+                             bool short_wave, WgmmaTailSplit& ts) {
+  const SkinnyTokenTiles tt = plan_skinny_token_tiles(rows, tokens, k_major, grid);
+  if (tt.bn != 0) {
+    const long long units = (rows + tt.row_step - 1) / tt.row_step * tt.tiles_n;
+    if (tt.bn != bn || units * ktiles >= (1LL << 31)) return false;
+    ts = skinny_whole_deal(units, ktiles, grid, tt.row_step);
+    ts.tiles_n = tt.tiles_n;
+    return true;
+  }
+  if (tokens > bn) return false;
+  ts = plan_skinny(rows, ktiles, k_major, grid, short_wave, bn >= 64);
+  return true;
 }
 // Counters, then two pieces per CTA (the ends of its range); 0 when every range is whole.
 template <typename Cfg>
@@ -291,6 +349,15 @@ cudaError_t encode_tensor_map_2d(CUtensorMap* map, DType dtype, const void* base
                                  uint64_t row_stride_bytes, uint32_t box0, uint32_t box1,
                                  CUtensorMapSwizzle swizzle = CU_TENSOR_MAP_SWIZZLE_128B);
 
+// A k-tile's place in a ring of runtime length (the skinny tile's): slot and phase parity,
+// advanced one k-tile at a time (no integer division in the loops).
+struct RingPos {
+  int slot = 0, phase = 0;
+  CLO_DEVICE void next(int ring) {
+    if (++slot == ring) slot = 0, phase ^= 1;
+  }
+};
+
 template <typename T, bool kTransA, bool kTransB, int BN, int Stages, int kCluster, bool kSkinny = (BN == 16)>
 __global__ void __launch_bounds__(WgmmaConfig<BN, Stages, sizeof(T), kSkinny>::kThreads, 1)
 gemm_wgmma_sm90_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_constant__ CUtensorMap map_b,
@@ -311,8 +378,12 @@ gemm_wgmma_sm90_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_c
   __shared__ __align__(8) uint64_t empty_bar[Stages];
   // 128-byte swizzle atoms must start on 1024-byte boundaries.
   unsigned char* smem = reinterpret_cast<unsigned char*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t(1023));
+  // The skinny tile's ring: slots of its unit's rows of A, as many as fit (more k-tiles of
+  // weight in flight: an SM's stream is bound by its bytes in flight, NOTES.md "Token tiles").
+  const int ring = kSkinny ? ts.ring : Stages;
+  const uint32_t a_stride = kSkinny ? ts.a_stride : Cfg::kABytes;
   unsigned char* smem_a = smem;
-  unsigned char* smem_b = smem + Stages * Cfg::kABytes;
+  unsigned char* smem_b = smem + ring * a_stride;
   unsigned char* smem_epi = smem + Stages * Cfg::kStageBytes;
 
   const int M = args.M, N = args.N, K = args.K;
@@ -336,6 +407,9 @@ gemm_wgmma_sm90_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_c
   // The skinny tile's M-major A in 96-row units: rows 64..95 come as a 32-row box in the
   // 64-byte swizzle (map_a32), which the second consumer reads with a descriptor of its own.
   const bool a_half_tail = skinny_m_major_32_box<kSkinny, kTransA>(ts);
+  // The skinny tile's units of 64 rows leave the second consumer's rows empty: it sits the call
+  // out, and the stages' empty barriers count one consumer.
+  const int live_consumers = kSkinny && ts.row_step <= 64 ? 1 : Cfg::kConsumers;
   if (threadIdx.x == 0) {
     tma::prefetch_tensor_map(&map_a);
     tma::prefetch_tensor_map(&map_b);
@@ -344,7 +418,7 @@ gemm_wgmma_sm90_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_c
     for (int s = 0; s < Stages; ++s) {
       tma::mbarrier_init(&full_bar[s], 1);
       // One arrival per consumer warpgroup of every CTA whose producer writes the stage.
-      tma::mbarrier_init(&empty_bar[s], Cfg::kConsumers * kCluster);
+      tma::mbarrier_init(&empty_bar[s], live_consumers * kCluster);
     }
     tma::mbarrier_init_fence();
   }
@@ -359,12 +433,14 @@ gemm_wgmma_sm90_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_c
     wgmma::setmaxnreg_dec<Cfg::kProducerRegs>();
     if (wg_tid == 0) {
       int it = 0;  // k-tiles issued by this CTA over all its work: ring slot and phase
+      RingPos pos;  // the skinny tile's slot and phase of k-tile `it`
       // k-tiles [kb, ke) of work unit `unit` into the ring.
       auto load_unit = [&](int unit, int kb, int ke) {
-        // The skinny tile's units are ts.row_step rows (a K-major A box that high) of its one
-        // tile column; grouped_block knows only 128-row units.
-        const BlockCoord blk = kSkinny ? BlockCoord{unit, 0} : grouped_block(unit, unit_rows, tiles_n, raster);
-        const int m0 = kSkinny ? unit * ts.row_step : (blk.bm * kCluster + rank) * BM, n0 = blk.bn * BN;
+        // The skinny tile's units are ts.row_step rows (a K-major A box that high) of one of
+        // its ts.tiles_n tile columns; grouped_block knows only 128-row units.
+        const BlockCoord blk = kSkinny ? BlockCoord{unit / ts.tiles_n, unit % ts.tiles_n}
+                                       : grouped_block(unit, unit_rows, tiles_n, raster);
+        const int m0 = kSkinny ? blk.bm * ts.row_step : (blk.bm * kCluster + rank) * BM, n0 = blk.bn * BN;
         // 64-wide m/n chunks entirely past M / N are not loaded (their stale smem only
         // feeds output rows / columns the epilogue masks); the byte count follows. A
         // cluster's second tile may lie wholly past M: it loads no A, still its half of B.
@@ -376,17 +452,18 @@ gemm_wgmma_sm90_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_c
                                                            : BM / 64;
         const int b_chunks = kTransB ? 0 : min(BN / 64, div_ceil(N - n0, 64));  // N-major B: 64-column boxes
         for (int kt = kb; kt < ke; ++kt, ++it) {
-          const int s = it % Stages;
-          // Stage s last held k-tile it - Stages: wait until every CTA that reads the
-          // stage has released it (phase (it/Stages - 1) of empty).
-          if (it >= Stages) tma::mbarrier_wait_suspended(&empty_bar[s], ((it / Stages) - 1) & 1);
+          const int s = kSkinny ? pos.slot : it % Stages;
+          // Stage s last held k-tile it - ring: wait until every CTA that reads the
+          // stage has released it (phase (it/ring - 1) of empty).
+          if (it >= ring) tma::mbarrier_wait_suspended(&empty_bar[s], kSkinny ? pos.phase ^ 1 : ((it / Stages) - 1) & 1);
+          if constexpr (kSkinny) pos.next(ring);
           // A K-major B tile is one box of BN rows (TMA counts rows past N, zero-filled).
           const uint32_t a_bytes = kSkinny && !kTransA ? (a_chunks > 0 ? ts.row_step * 128u : 0u)
                                    : a_half_tail && a_chunks == 2 ? 8192u + 4096u
                                                                   : a_chunks * 8192u;
           tma::mbarrier_arrive_expect_tx(&full_bar[s], a_bytes + (kTransB ? Cfg::kBBytes : b_chunks * 8192u));
           const int k0 = kt * BK;
-          unsigned char* sa = smem_a + s * Cfg::kABytes;
+          unsigned char* sa = smem_a + s * a_stride;
           unsigned char* sb = smem_b + s * Cfg::kBBytes;
           if constexpr (!kTransA) {
             if (a_chunks > 0) tma::load_2d(sa, &map_a, k0, m0, &full_bar[s]);
@@ -444,11 +521,11 @@ gemm_wgmma_sm90_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_c
                                     : wgmma::make_desc_sw128(smem_u32addr(smem_a) + cw * 8192, kTransA ? 8192 : 16, 1024);
     const uint32_t a_kstep = kTransA ? (a_sw64 ? 1024 : 2048) : 32;  // bytes of a k16 step
     const uint64_t b_desc0 = wgmma::make_desc_sw128(smem_u32addr(smem_b), kTransB ? 16 : 8192, 1024);
-    // Stage of k-tile `i` read: one thread per warpgroup arrives for the warpgroup (its
-    // wgmmas retired together) on the barrier of every CTA whose producer fills it.
-    auto release = [&](int i) {
+    // Stage `slot` read: one thread per warpgroup arrives for the warpgroup (its wgmmas
+    // retired together) on the barrier of every CTA whose producer fills it.
+    auto release = [&](int slot) {
       if (wg_tid != 0) return;
-      uint64_t* bar = &empty_bar[i % Stages];
+      uint64_t* bar = &empty_bar[slot];
       if constexpr (kCluster == 1) {
         tma::mbarrier_arrive(bar);
       } else {
@@ -458,6 +535,7 @@ gemm_wgmma_sm90_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_c
     };
     Acc acc[Cfg::kAccum];
     int it = 0;
+    RingPos pos;  // the skinny tile's slot and phase of k-tile `it`
 #ifdef CLO_DEV_STAMPS
     const bool dev_on = dev_stamp != nullptr && cw == 0 && wg_tid == 0;
     unsigned long long dev_loop_ns = 0, dev_fix_ns = 0, dev_mark = 0;
@@ -470,16 +548,18 @@ gemm_wgmma_sm90_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_c
 #ifdef CLO_DEV_STAMPS
       const unsigned long long dev_t0 = dev_on ? dev_now() : 0;
 #endif
+      int prev = 0;  // the slot of k-tile it - 1
       for (; it < it_end; ++it) {
-        const int s = it % Stages;
-        tma::mbarrier_wait(&full_bar[s], (it / Stages) & 1);
+        const int s = kSkinny ? pos.slot : it % Stages;
+        tma::mbarrier_wait(&full_bar[s], kSkinny ? pos.phase : (it / Stages) & 1);
+        if constexpr (kSkinny) pos.next(ring);
 #ifdef CLO_DEV_STAMPS
         if (dev_on && it == 0) dev_stamp[1] = dev_now();
 #endif
         wgmma::fence();
 #pragma unroll
         for (int kk = 0; kk < Cfg::kKSteps; ++kk) {
-          const uint64_t da = wgmma::desc_advance(a_desc0, s * Cfg::kABytes + kk * a_kstep);
+          const uint64_t da = wgmma::desc_advance(a_desc0, s * a_stride + kk * a_kstep);
           const uint64_t db = wgmma::desc_advance(b_desc0, s * Cfg::kBBytes + (kTransB ? kk * 32 : kk * 2048));
           if constexpr (kInt8) {
             if constexpr (BN == 256) {
@@ -493,6 +573,8 @@ gemm_wgmma_sm90_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_c
             wgmma::wgmma_m64n256k16<kTransA ? 1 : 0, kTransB ? 0 : 1>(wgmma::WgmmaTag<T>{}, acc, da, db);
           } else if constexpr (BN == 16) {
             wgmma::wgmma_m64n16k16<kTransA ? 1 : 0, kTransB ? 0 : 1>(wgmma::WgmmaTag<T>{}, acc, da, db);
+          } else if constexpr (BN == 32) {
+            wgmma::wgmma_m64n32k16<kTransA ? 1 : 0, kTransB ? 0 : 1>(wgmma::WgmmaTag<T>{}, acc, da, db);
           } else if constexpr (BN == 64) {
             wgmma::wgmma_m64n64k16<kTransA ? 1 : 0, kTransB ? 0 : 1>(wgmma::WgmmaTag<T>{}, acc, da, db);
           } else {
@@ -502,11 +584,12 @@ gemm_wgmma_sm90_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_c
         wgmma::commit_group();
         if (it > it_begin) {
           wgmma::wait_group<1>();  // the group of k-tile it-1 has retired: its stage is free
-          release(it - 1);
+          release(kSkinny ? prev : (it - 1) % Stages);
         }
+        prev = s;
       }
       wgmma::wait_group<0>();
-      release(it - 1);  // every work item has at least one k-tile
+      release(kSkinny ? prev : (it - 1) % Stages);  // every work item has at least one k-tile
 #ifdef CLO_DEV_STAMPS
       if (dev_on) {
         dev_mark = dev_stamp[2] = dev_now();
@@ -517,8 +600,9 @@ gemm_wgmma_sm90_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_c
     // acc (alpha applied) into D at the tile of work unit `unit`. The producer meanwhile
     // fills the ring with the next unit's first k-tiles.
     auto epilogue = [&](int unit) {
-      const BlockCoord blk = kSkinny ? BlockCoord{unit, 0} : grouped_block(unit, unit_rows, tiles_n, raster);
-      const int m0 = kSkinny ? unit * ts.row_step : (blk.bm * kCluster + rank) * BM, n0 = blk.bn * BN;
+      const BlockCoord blk = kSkinny ? BlockCoord{unit / ts.tiles_n, unit % ts.tiles_n}
+                                     : grouped_block(unit, unit_rows, tiles_n, raster);
+      const int m0 = kSkinny ? blk.bm * ts.row_step : (blk.bm * kCluster + rank) * BM, n0 = blk.bn * BN;
       const int warp = wg_tid / 32, lane = wg_tid % 32;
       // The value stored: alpha * acc, or the exact int32 sum for int8.
       auto out = [&](Acc x) {
@@ -529,9 +613,9 @@ gemm_wgmma_sm90_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_c
         }
       };
       if constexpr (kSkinny) {
-        // The skinny tile computes D^T (rows: output columns n, columns: the <= BN rows m of
-        // a): element (r, c) of the accumulators goes to D[c][r]. D is at most BN x N.
-        const int r0 = m0 + cw * 64 + warp * 16 + lane / 4, c0 = 2 * (lane % 4);
+        // The skinny tile computes D^T (rows: output columns n, columns: rows m of a, BN of
+        // them from n0): element (r, c) of the accumulators goes to D[c][r].
+        const int r0 = m0 + cw * 64 + warp * 16 + lane / 4, c0 = n0 + 2 * (lane % 4);
         // Rows past the unit's row_step (smem rows the unit's box did not fill) belong to
         // the next unit or to nothing.
         const int row_end = min(M, m0 + ts.row_step);
@@ -636,6 +720,7 @@ gemm_wgmma_sm90_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_c
     };
 
     if constexpr (kSkinny) {
+      if (cw < live_consumers) {  // else no rows of the unit: nothing to compute or store
       // Stream-K over every unit: whole units straight to D; a piece at either end of the
       // range is stored, counted in, and the unit's last piece sums the pieces in CTA order
       // (the same bits whichever is last) and stores D. Both pieces are published at the end
@@ -736,6 +821,7 @@ gemm_wgmma_sm90_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_c
         dev_stamp[5] = dev_fix_ns;
       }
 #endif
+      }
     } else {
     for (int unit = first_unit; unit < ts.dp_units; unit += unit_stride) {
       mainloop(ktiles);
@@ -841,12 +927,12 @@ inline cudaError_t launch_wgmma_cfg(const GemmProblem& p, const WgmmaSchedule& s
   WgmmaTailSplit ts;
   ts.dp_units = static_cast<int>(units);  // every unit whole
   if constexpr (kSkinny) {
-    // Whole units of fewer rows or stream-K (plan_skinny); stream-K without the workspace:
-    // one CTA per 128-row unit.
+    // Token tiles, whole units of fewer rows or stream-K (plan_skinny_deal); stream-K without
+    // the workspace: one CTA per 128-row unit.
     const int ktiles = div_ceil(p.K, Cfg::BK);
     clusters = device_sm_count();
     constexpr bool kShortWave = std::is_same_v<T, int8_t>;  // plan_skinny
-    ts = plan_skinny(p.M, ktiles, !kTransA, clusters, kShortWave, BN >= 64);
+    if (!plan_skinny_deal(p.M, p.N, BN, ktiles, !kTransA, clusters, kShortWave, ts)) return cudaErrorNotSupported;
     const size_t bytes = skinny_stream_k_workspace_bytes<Cfg>(ts, clusters);
     if (bytes > 0 && (p.workspace == nullptr || p.workspace_bytes < bytes)) {
       clusters = 0;
@@ -858,6 +944,12 @@ inline cudaError_t launch_wgmma_cfg(const GemmProblem& p, const WgmmaSchedule& s
       err = cudaMemsetAsync(p.workspace, 0, counter_bytes, stream);
       if (err != cudaSuccess) return err;
     }
+    ts.a_stride = static_cast<uint32_t>((ts.row_step + 7) / 8) * 1024;  // (the fallback re-plans)
+    ts.ring = static_cast<int>(std::min<size_t>(Stages, Cfg::kRingBytes / (ts.a_stride + Cfg::kBBytes)));
+    // Dev knob CLO_GEMM_SKINNY_RING: at most that many slots (unset or 0: as many as fit).
+    static bool dev_ring = std::getenv("CLO_GEMM_SKINNY_RING") != nullptr;
+    const int ring_cap = dev_knob("CLO_GEMM_SKINNY_RING", dev_ring, 0);
+    if (ring_cap > 0) ts.ring = std::min(ts.ring, ring_cap);
   } else if (kCluster == 1 && persistent) {
     const WgmmaTailSplit plan = plan_tail_split(units, div_ceil(p.K, Cfg::BK), clusters, sch.tail_split);
     // The binding sized the workspace by the same plan (wgmma_workspace_bytes); without it, whole units.
@@ -891,11 +983,13 @@ inline cudaError_t launch_wgmma_cfg(const GemmProblem& p, const WgmmaSchedule& s
 
 // Tiles: "wgmma" 128x256x64 x 4 stages (192 KB), "wgmma_n128" 128x128x64 x 6 stages
 // (192 KB) for problems with less than a wave of wide tiles, and the skinny tile for decode
-// shapes, swapped, as wide as the rows of a it takes: 128x16x64 x 10 stages (180 KB: 160 KB of
-// the weight in flight per SM), 128x64x64 x 9 (216 KB) and 128x128x64 x 7 (224 KB).
+// shapes, swapped, as wide as the rows of a it takes (or a token tile of them), 16, 32, 64 or
+// 128, in a 225 KB ring of slots of its unit's rows (64-128 of the weight) and BN rows of a:
+// 18, 14 and 9 slots at 64-row units, 11, 9 and 7 at 128; the decode tile (16 wide) keeps 10
+// (deeper rings measured slower there: NOTES.md "Token tiles").
 template <int BN>
 constexpr int skinny_wgmma_stages() {
-  return BN == 16 ? 10 : BN == 64 ? 9 : 7;
+  return BN == 16 ? 10 : static_cast<int>(WgmmaConfig<BN, 1, 2, true>::kRingBytes / (64 * 128 + BN * 128));
 }
 template <int BN>  // the workspace's shape only (BM, BN, consumers): the same for every element size
 using SkinnyWgmmaConfig = WgmmaConfig<BN, skinny_wgmma_stages<BN>(), 2, true>;
@@ -905,6 +999,7 @@ inline cudaError_t launch_wgmma_layout(const GemmProblem& p, const WgmmaSchedule
     if constexpr (kTransB) {
       if (sch.bn == 16) return launch_wgmma_cfg<T, kTransA, true, 16, skinny_wgmma_stages<16>(), 1, true>(p, sch, stream);
       if constexpr (!std::is_same_v<T, int8_t>) {
+        if (sch.bn == 32) return launch_wgmma_cfg<T, kTransA, true, 32, skinny_wgmma_stages<32>(), 1, true>(p, sch, stream);
         if (sch.bn == 64) return launch_wgmma_cfg<T, kTransA, true, 64, skinny_wgmma_stages<64>(), 1, true>(p, sch, stream);
         if (sch.bn == 128) return launch_wgmma_cfg<T, kTransA, true, 128, skinny_wgmma_stages<128>(), 1, true>(p, sch, stream);
       }

@@ -85,6 +85,8 @@ struct WgmmaTag {};
 #define CLO_WGMMA_D_REGS_8 "{%0, %1, %2, %3, %4, %5, %6, %7}"
 #define CLO_WGMMA_SS_TAIL_8 ", %8, %9, %12, 1, 1, %10, %11;\n"
 #define CLO_WGMMA_RS_TAIL_8 ", {%8, %9, %10, %11}, %12, 1, 1, 1, %13;\n"
+#define CLO_WGMMA_D_REGS_16 "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15}"
+#define CLO_WGMMA_SS_TAIL_16 ", %16, %17, %20, 1, 1, %18, %19;\n"
 #define CLO_WGMMA_D_REGS_32 "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}"
 #define CLO_WGMMA_SS_TAIL_32 ", %32, %33, %36, 1, 1, %34, %35;\n"
 #define CLO_WGMMA_RS_TAIL_32 ", {%32, %33, %34, %35}, %36, 1, 1, 1, %37;\n"
@@ -103,6 +105,7 @@ struct WgmmaTag {};
 #define CLO_WGMMA_ACC4(i) "+f"(d[i]), "+f"(d[i + 1]), "+f"(d[i + 2]), "+f"(d[i + 3])
 #define CLO_WGMMA_ACC16(i) CLO_WGMMA_ACC4(i), CLO_WGMMA_ACC4(i + 4), CLO_WGMMA_ACC4(i + 8), CLO_WGMMA_ACC4(i + 12)
 #define CLO_WGMMA_D_OPS_8 CLO_WGMMA_ACC4(0), CLO_WGMMA_ACC4(4)
+#define CLO_WGMMA_D_OPS_16 CLO_WGMMA_ACC16(0)
 #define CLO_WGMMA_D_OPS_32 CLO_WGMMA_ACC16(0), CLO_WGMMA_ACC16(16)
 #define CLO_WGMMA_D_OPS_48 CLO_WGMMA_D_OPS_32, CLO_WGMMA_ACC16(32)
 #define CLO_WGMMA_D_OPS_64 CLO_WGMMA_D_OPS_32, CLO_WGMMA_ACC16(32), CLO_WGMMA_ACC16(48)
@@ -139,6 +142,8 @@ struct WgmmaTag {};
 
 CLO_DEFINE_WGMMA_SS(16, 8, __half, "f16")
 CLO_DEFINE_WGMMA_SS(16, 8, __nv_bfloat16, "bf16")
+CLO_DEFINE_WGMMA_SS(32, 16, __half, "f16")
+CLO_DEFINE_WGMMA_SS(32, 16, __nv_bfloat16, "bf16")
 CLO_DEFINE_WGMMA_SS(64, 32, __half, "f16")
 CLO_DEFINE_WGMMA_SS(64, 32, __nv_bfloat16, "bf16")
 CLO_DEFINE_WGMMA_SS(96, 48, __half, "f16")
