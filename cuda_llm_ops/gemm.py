@@ -96,7 +96,7 @@ def gemm(a: torch.Tensor, b: torch.Tensor, alpha: float = 1.0, beta: float = 0.0
     fp32 runs on a SIMT register-tiled kernel (no TF32); fp16/bf16 on tensor cores.
     Decode shapes (M <= 16, a not transposed, 16-byte aligned rows) run on the skinny
     kernels, which stream b once (`csrc/gemm/gemm_skinny.cu`), and on Hopper fp16/bf16 up to
-    M = 128 (batched decode) on a wgmma tile with the weight as the 64-row operand; for
+    M = 256 (batched decode) on a wgmma tile with the weight as the 64-row operand; for
     nn.Linear's weight `w [N, K]` call `gemm(x, w, trans_b=True)`.
     Any M, N, K >= 1. Returns a new contiguous `[M, N]` tensor in a's dtype (`out` when given).
 

@@ -24,12 +24,15 @@
 // chunks for the idle CTAs instead of leaving them idle for a whole tile time
 // (WgmmaTailSplit).
 //
-// The skinny tile (kSkinny; BN = 16 for decode shapes M <= 16, 64 or 128 for batched decode
-// up to 128 rows; the caller swaps the problem so the weight is the 64-row operand):
+// The skinny tile (kSkinny; BN = 16 for decode shapes M <= 16; 32-128 for batched decode up to
+// 256 rows; the caller swaps the problem so the weight is the 64-row operand): whole units of
+// weight rows x token tiles where they fill a wave (plan_skinny_token_tiles), else
 // plan_skinny deals units of row_step weight rows whole, one per CTA, where they keep most SMs
 // busy (row_step: a K-major A's box height; an M-major A's unit is a 64-row box, or 64 + 32
 // rows, or 2 x 64: skinny_m_major_32_box), else (BN >= 64) 64-row units split along K, else
-// stream-K over 128-row units, with pieces summed in a workspace.
+// stream-K over 128-row units, with pieces summed in a workspace. Its ring's A slots hold the
+// unit's rows only, as many slots as fit (WgmmaTailSplit::ring); at 64-row units the second
+// consumer warpgroup sits out.
 //
 // Layouts (no transposed copy, the wgmma transpose bits pick the major-ness):
 //   A [M,K] (K-major):  TMA box {64 k, 128 m}              -> smem [128 m][64 k], trans-a 0
