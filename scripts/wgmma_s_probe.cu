@@ -18,15 +18,6 @@
 #include "probe_util.cuh"
 
 using namespace cuda_llm_ops;
-// m64n32k16 (16 accumulators), which the kernels do not use: defined here for the probe.
-#define CLO_WGMMA_D_REGS_16 "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15}"
-#define CLO_WGMMA_SS_TAIL_16 ", %16, %17, %20, 1, 1, %18, %19;\n"
-#define CLO_WGMMA_D_OPS_16                                                                                     \
-  "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), \
-      "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15])
-namespace cuda_llm_ops::wgmma {
-CLO_DEFINE_WGMMA_SS(32, 16, __half, "f16")
-}
 constexpr int kIters = 200;
 constexpr uint32_t kChunk = 64 * 128;  // 64 rows of 128 bytes, 128-byte swizzle
 constexpr size_t kSmem = 9 * kChunk + 18 * kChunk + 1024;  // Q (64 rows), K (128 rows) + alignment
