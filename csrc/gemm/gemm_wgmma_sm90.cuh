@@ -436,7 +436,7 @@ gemm_wgmma_sm90_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_c
     wgmma::setmaxnreg_dec<Cfg::kProducerRegs>();
     if (wg_tid == 0) {
       int it = 0;  // k-tiles issued by this CTA over all its work: ring slot and phase
-      RingPos pos;  // the skinny tile's slot and phase of k-tile `it`
+      RingPos slot_pos;  // the skinny tile's slot and phase of k-tile `it`
       // k-tiles [kb, ke) of work unit `unit` into the ring.
       auto load_unit = [&](int unit, int kb, int ke) {
         // The skinny tile's units are ts.row_step rows (a K-major A box that high) of one of
@@ -455,11 +455,11 @@ gemm_wgmma_sm90_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_c
                                                            : BM / 64;
         const int b_chunks = kTransB ? 0 : min(BN / 64, div_ceil(N - n0, 64));  // N-major B: 64-column boxes
         for (int kt = kb; kt < ke; ++kt, ++it) {
-          const int s = kSkinny ? pos.slot : it % Stages;
+          const int s = kSkinny ? slot_pos.slot : it % Stages;
           // Stage s last held k-tile it - ring: wait until every CTA that reads the
           // stage has released it (phase (it/ring - 1) of empty).
-          if (it >= ring) tma::mbarrier_wait_suspended(&empty_bar[s], kSkinny ? pos.phase ^ 1 : ((it / Stages) - 1) & 1);
-          if constexpr (kSkinny) pos.next(ring);
+          if (it >= ring) tma::mbarrier_wait_suspended(&empty_bar[s], kSkinny ? slot_pos.phase ^ 1 : ((it / Stages) - 1) & 1);
+          if constexpr (kSkinny) slot_pos.next(ring);
           // A K-major B tile is one box of BN rows (TMA counts rows past N, zero-filled).
           const uint32_t a_bytes = kSkinny && !kTransA ? (a_chunks > 0 ? ts.row_step * 128u : 0u)
                                    : a_half_tail && a_chunks == 2 ? 8192u + 4096u
@@ -538,7 +538,7 @@ gemm_wgmma_sm90_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_c
     };
     Acc acc[Cfg::kAccum];
     int it = 0;
-    RingPos pos;  // the skinny tile's slot and phase of k-tile `it`
+    RingPos slot_pos;  // the skinny tile's slot and phase of k-tile `it`
 #ifdef CLO_DEV_STAMPS
     const bool dev_on = dev_stamp != nullptr && cw == 0 && wg_tid == 0;
     unsigned long long dev_loop_ns = 0, dev_fix_ns = 0, dev_mark = 0;
@@ -553,9 +553,9 @@ gemm_wgmma_sm90_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_c
 #endif
       int prev = 0;  // the slot of k-tile it - 1
       for (; it < it_end; ++it) {
-        const int s = kSkinny ? pos.slot : it % Stages;
-        tma::mbarrier_wait(&full_bar[s], kSkinny ? pos.phase : (it / Stages) & 1);
-        if constexpr (kSkinny) pos.next(ring);
+        const int s = kSkinny ? slot_pos.slot : it % Stages;
+        tma::mbarrier_wait(&full_bar[s], kSkinny ? slot_pos.phase : (it / Stages) & 1);
+        if constexpr (kSkinny) slot_pos.next(ring);
 #ifdef CLO_DEV_STAMPS
         if (dev_on && it == 0) dev_stamp[1] = dev_now();
 #endif
