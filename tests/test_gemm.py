@@ -26,7 +26,6 @@ os.environ.setdefault("CLO_GEMM_WGMMA_RASTER", "")
 os.environ.setdefault("CLO_GEMM_WGMMA_TAIL_SPLIT", "")
 os.environ.setdefault("CLO_GEMM_SKINNY_WGMMA", "")
 os.environ.setdefault("CLO_GEMM_INT8_WGMMA", "")
-os.environ.setdefault("CLO_GEMM_SKINNY_PAIR", "")
 
 FLOATS = [torch.float32, torch.float16, torch.bfloat16]
 # Any size 1..1024, or a multiple of 16 (the tensor-core / vectorised paths with edge tiles).
@@ -568,35 +567,20 @@ def test_wgmma_skinny_batched_matches_float64(m, n8, k8, dtype, trans_b, alpha, 
         os.environ["CLO_GEMM_SKINNY_WGMMA"] = ""
 
 
-def _skinny_token_tiles(rows, tokens, k_major, pairs=True):
-    """plan_skinny_token_tiles (gemm_wgmma_sm90.cuh): (token tile width, weight rows a unit, pair)
-    of the whole units x token tiles that fill 90% of the SMs in one wave, the fewest rows a CTA
-    takes from L2 (a tie to the wider tile, then to single CTAs); None where there is no such
-    deal (or one token tile). pair (a weight stored [N, K] only): 1, 2-CTA clusters of two token
-    tiles sharing a weight unit (each CTA fetches half its rows); 2, of two weight units sharing
-    a token tile (half its rows each); 0, single CTAs. The clusters are taken to fill every SM
-    (132 SMs: 66 pairs; pairs=False: dev knob CLO_GEMM_SKINNY_PAIR=0)."""
+def _skinny_token_tiles(rows, tokens, k_major):
+    """plan_skinny_token_tiles (gemm_wgmma_sm90.cuh): (token tile width, weight rows a unit) of
+    the whole units x token tiles that fill 90% of the SMs in one wave, the fewest rows a CTA
+    reads (a tie to the wider tile); None where there is no such deal (or one token tile)."""
     sms = torch.cuda.get_device_properties(0).multi_processor_count
-    pair_grid = sms if pairs else 0
-    best, best_cost = None, None
+    best = None
     for bn in (128, 64, 32):
         tiles = -(-tokens // bn)
         if tokens <= 16 or tiles < 2:
             continue
         for r in range(64, 129, 8 if k_major else 32):
-            row_units = -(-rows // r)
-            items = row_units * tiles
-            if items * 10 < sms * 9:
-                continue
-            options = [(0, r + bn)] if items <= sms else []
-            if k_major and items <= pair_grid:
-                if tiles % 2 == 0 and r % 16 == 0 and (row_units - 1) * r + r // 2 < rows:
-                    options.append((1, r // 2 + bn))
-                if row_units % 2 == 0 and (tiles - 1) * bn + bn // 2 < tokens:
-                    options.append((2, r + bn // 2))
-            for pair, cost in options:
-                if best is None or cost < best_cost:
-                    best, best_cost = (bn, r, pair), cost
+            items = -(-rows // r) * tiles
+            if items <= sms and items * 10 >= sms * 9 and (best is None or r + bn < sum(best)):
+                best = (bn, r)
     return best
 
 
@@ -617,14 +601,11 @@ def test_wgmma_skinny_batched_shapes(monkeypatch, force, trans_b, m, n, k):
     rows: 64 x 2 ranges; K = 4104, 65 k-tiles: ranges that cross unit boundaries; forced, 136
     rows: 3 units of 4 ranges). M > 128 without a token-tile deal (700 rows; 5120 rows of a
     weight stored [K, N]) runs elsewhere; 1000 rows has one (8 tiles 32 wide), taken when forced.
-    A weight stored [N, K] may go in 2-CTA clusters sharing a weight unit or a token tile (the
-    mirror's pair).
     Repeated calls agree bit for bit; a CUDA graph replays it on new data;
     CLO_GEMM_SKINNY_WGMMA=0 gives the 128-row tiles or mma.sync back, with the same result."""
     _require_sm90()
     tokens = _skinny_token_tiles(n, m, trans_b)
     bn = tokens[0] if tokens else 64 if m <= 64 else 128 if m <= 128 else None
-    cluster = 2 if tokens and tokens[2] else 1
     # Not where the 128-wide tiles fill a wave (17 x 28672: 224 of them), nor below 1024 weight
     # rows (136, 8): the other kernels run. Forced (CLO_GEMM_SKINNY_WGMMA=2) the tile takes all
     # it can run.
@@ -635,7 +616,7 @@ def test_wgmma_skinny_batched_shapes(monkeypatch, force, trans_b, m, n, k):
         a, b = _rand((m, k), dtype), _rand((n, k) if trans_b else (k, n), dtype)
         f = lambda: llm.gemm(a, b, trans_b=trans_b)
         names = kernel_names(f)
-        assert bool(re.search(rf"gemm_wgmma_sm90_kernel<[^>]*, {bn}, \d+, {cluster}, true>", names)) == tile, names
+        assert bool(re.search(rf"gemm_wgmma_sm90_kernel<[^>]*, {bn}, \d+, 1, true>", names)) == tile, names
         if tokens:  # whole units: no counters to zero
             assert "Memset" not in names, names
         out = f()
@@ -646,40 +627,6 @@ def test_wgmma_skinny_batched_shapes(monkeypatch, force, trans_b, m, n, k):
     monkeypatch.setenv("CLO_GEMM_SKINNY_WGMMA", "0")
     assert not re.search(r"gemm_wgmma_sm90_kernel<[^>]*, true>", kernel_names(f))
     assert_close(f(), ref, dtype, rel_tol=_tol(dtype, k), what="batched decode without the skinny tile")
-
-
-@pytest.mark.parametrize("m,n,k,pair", [(64, 4096, 4104, 1), (65, 4096, 520, 1), (129, 4096, 520, 1),
-                                        (256, 1000, 520, 1), (256, 4096, 1032, 2), (200, 6144, 264, 2),
-                                        (256, 5120, 520, 2), (128, 6144, 4096, 1)])
-def test_wgmma_skinny_pairs_match_single_ctas(monkeypatch, m, n, k, pair):
-    """The token tiles' 2-CTA clusters (plan_skinny_token_tiles, a weight stored [N, K]): pairs of
-    token tiles sharing a weight unit (pair 1, each CTA multicasting half its rows: 64 rows at
-    M = 64; 96 at 6144 rows; a second tile of 1 token at M = 65 and 129; 1000 rows: a last unit
-    of 40, its upper half partly past N) and pairs of weight units sharing a token tile (pair 2,
-    half its rows each: a last tile of 72 tokens at M = 200, 80-row units at 5120 rows). Forced
-    onto the tile (CLO_GEMM_SKINNY_WGMMA=2: 1000 rows is below the default's floor). The kernel
-    names carry the cluster; against float64, bit for bit on a second call, and a CUDA graph
-    replays it on new data; with CLO_GEMM_SKINNY_PAIR=0 single CTAs run (the mirror's choice
-    without pairs) and agree with the reference too."""
-    _require_sm90()
-    tokens = _skinny_token_tiles(n, m, True)
-    if torch.cuda.get_device_properties(0).multi_processor_count == 132:
-        assert tokens is not None and tokens[2] == pair, tokens
-    monkeypatch.setenv("CLO_GEMM_SKINNY_WGMMA", "2")
-    for pairs in (True, False):
-        monkeypatch.setenv("CLO_GEMM_SKINNY_PAIR", "" if pairs else "0")
-        plan = _skinny_token_tiles(n, m, True, pairs=pairs)
-        cluster = 2 if plan and plan[2] else 1
-        for dtype in (torch.float16, torch.bfloat16):
-            a, b = _rand((m, k), dtype), _rand((n, k), dtype)
-            f = lambda: llm.gemm(a, b, trans_b=True)
-            names = kernel_names(f)
-            assert re.search(rf"gemm_wgmma_sm90_kernel<[^>]*, {plan[0]}, \d+, {cluster}, true>", names), names
-            out = f()
-            ref = gemm_reference(a, b, trans_b=True, dtype=torch.float64)
-            assert_close(out, ref, dtype, rel_tol=_tol(dtype, k), what=f"skinny pairs={pairs} {dtype} {m}x{n}x{k}")
-            assert torch.equal(f(), out)
-        _assert_graph_replays(f, a, b, True, dtype, k, f"skinny pairs={pairs} graph replay")
 
 
 def _skinny_whole_units(n, trans_b):

@@ -108,21 +108,12 @@ namespace {
 
 // The skinny tile's width for the (unswapped) problem p: 16 for decode (M <= 16); for batched
 // decode the token tile of plan_skinny_token_tiles, else all M rows of a in one tile 64 or 128
-// wide; 0 where none runs it (M > 128 without a token-tile deal). `cluster`: 2 for the token
-// tiles' pairs, else 1.
-int skinny_tile_bn(const GemmProblem& p, int& cluster) {
-  cluster = 1;
-  if (p.M <= kSkinnyMaxM) return 16;
-  const SkinnyTokenTiles tt = plan_skinny_token_tiles(p.N, p.M, p.trans_b, device_sm_count(), skinny_pair_cta_slots());
-  if (tt.bn != 0) {
-    cluster = tt.pair != 0 ? 2 : 1;
-    return tt.bn;
-  }
-  return p.M <= 64 ? 64 : p.M <= 128 ? 128 : 0;
-}
+// wide; 0 where none runs it (M > 128 without a token-tile deal).
 int skinny_tile_bn(const GemmProblem& p) {
-  int cluster = 1;
-  return skinny_tile_bn(p, cluster);
+  if (p.M <= kSkinnyMaxM) return 16;
+  const SkinnyTokenTiles tt = plan_skinny_token_tiles(p.N, p.M, p.trans_b, device_sm_count());
+  if (tt.bn != 0) return tt.bn;
+  return p.M <= 64 ? 64 : p.M <= 128 ? 128 : 0;
 }
 
 // The skinny tile's deal of the (unswapped) decode problem p, as launch_wgmma_cfg plans it
@@ -131,10 +122,7 @@ WgmmaTailSplit skinny_plan(const GemmProblem& p, long long& grid) {
   grid = device_sm_count();
   const int bk = 128 / static_cast<int>(elem_size(p.in_dtype));
   WgmmaTailSplit ts;
-  int cluster = 1;
-  const int bn = skinny_tile_bn(p, cluster);
-  plan_skinny_deal(p.N, p.M, bn, cluster, div_ceil(p.K, bk), p.trans_b, grid, skinny_pair_cta_slots(),
-                   p.in_dtype == DType::kInt8, ts);
+  plan_skinny_deal(p.N, p.M, skinny_tile_bn(p), div_ceil(p.K, bk), p.trans_b, grid, p.in_dtype == DType::kInt8, ts);
   return ts;
 }
 
@@ -217,7 +205,7 @@ cudaError_t launch_gemm_wgmma_skinny(const GemmProblem& p, cudaStream_t stream) 
   if (!wgmma_skinny_applies(p)) return cudaErrorNotSupported;
   WgmmaSchedule sch;
   sch.skinny = true;
-  sch.bn = skinny_tile_bn(p, sch.cluster);
+  sch.bn = skinny_tile_bn(p);
   sch.tma_store = false;
   sch.tail_split = 0;
   const GemmProblem q = swapped_for_skinny(p);

@@ -125,8 +125,7 @@ struct WgmmaTailSplit {
   int base = 0, rem = 0, step = 1, row_step = 0;
   // Token tiles (batched decode, plan_skinny_token_tiles): unit v is weight rows
   // (v / tiles_n) * row_step.. of the swapped problem and its BN columns (v % tiles_n) * BN..
-  // pair: 2-CTA clusters sharing a weight unit or a token tile (plan_skinny_token_tiles), 0: none.
-  int tiles_n = 1, pair = 0;
+  int tiles_n = 1;
   // The skinny tile's ring (launch_wgmma_cfg): slots of a_stride bytes of A (row_step rows in
   // whole 1 KB atoms) and BN rows of B, `ring` of them (<= the kernel's Stages).
   int ring = 0;
@@ -289,22 +288,15 @@ inline WgmmaTailSplit plan_skinny(long long rows, int ktiles, bool k_major, long
 // where such a deal fills one wave (90% of the SMs). It is the shape cuBLAS runs there (64x64
 // tiles at 128 tokens, 64x128 at 256, 96 weight rows at 6144: NOTES.md "Token tiles") and
 // replaces the split units' end-of-range sums, which one SM's round trips through a saturated
-// memory system made the grid's tail. A weight stored [N, K] may also go in 2-CTA clusters
-// (pair_grid: the CTAs such clusters fill at once, 0: none), as cuBLAS's do: the pair shares
-// one operand tile, each CTA fetches half of it and multicasts it into both (kSkinnyPairTokens:
-// two token tiles of one weight unit, halves of row_step / 2 rows; kSkinnyPairRows: two weight
-// units of one token tile, halves of BN / 2 rows). A pair needs a partner for every unit (an
-// even count) and both halves starting inside the matrix (no box wholly out of bounds). Of
-// the deals, the one whose CTA takes the fewest rows a k-tile from L2 (row_step + bn, less the
-// half its partner fetches); a tie goes to the wider token tile (one consumer warpgroup at 64
-// rows, fewer shared-memory reads), then to single CTAs. row_step: 64..128 in 8s for a weight
-// stored [N, K], else 64, 96 or 128 (skinny_m_major_32_box). bn 0: no such deal.
-constexpr int kSkinnyPairTokens = 1, kSkinnyPairRows = 2;
+// memory system made the grid's tail. Of the deals with two or more token tiles, the one whose
+// CTA reads the fewest bytes a k-tile (row_step + bn rows: weight and activations alike come
+// through L2 into the SM); a tie goes to the wider token tile (one consumer warpgroup at 64
+// rows, fewer shared-memory reads). row_step: 64..128 in 8s for a weight stored [N, K], else 64,
+// 96 or 128 (skinny_m_major_32_box). bn 0: no such deal.
 struct SkinnyTokenTiles {
-  int bn = 0, row_step = 0, tiles_n = 1, pair = 0;
+  int bn = 0, row_step = 0, tiles_n = 1;
 };
-inline SkinnyTokenTiles plan_skinny_token_tiles(long long rows, long long tokens, bool k_major, long long grid,
-                                                long long pair_grid) {
+inline SkinnyTokenTiles plan_skinny_token_tiles(long long rows, long long tokens, bool k_major, long long grid) {
   SkinnyTokenTiles best;
   if (tokens <= 16 || grid <= 0) return best;
   long long best_rows = 0;
@@ -312,48 +304,28 @@ inline SkinnyTokenTiles plan_skinny_token_tiles(long long rows, long long tokens
     const long long tiles = (tokens + bn - 1) / bn;
     if (tiles < 2) continue;  // one token tile: plan_skinny's deals
     for (int r = 64; r <= 128; r += k_major ? 8 : 32) {
-      const long long row_units = (rows + r - 1) / r, items = row_units * tiles;
-      if (items * 10 < grid * 9) continue;
-      auto consider = [&](int pair, long long cost) {
-        if (best.bn == 0 || cost < best_rows) best = {bn, r, static_cast<int>(tiles), pair}, best_rows = cost;
-      };
-      if (items <= grid) consider(0, r + bn);
-      if (!k_major || items > pair_grid) continue;
-      if (tiles % 2 == 0 && r % 16 == 0 && (row_units - 1) * r + r / 2 < rows) consider(kSkinnyPairTokens, r / 2 + bn);
-      if (row_units % 2 == 0 && (tiles - 1) * bn + bn / 2 < tokens) consider(kSkinnyPairRows, r + bn / 2);
+      const long long items = (rows + r - 1) / r * tiles;
+      if (items > grid || items * 10 < grid * 9) continue;
+      if (best.bn == 0 || r + bn < best_rows) best = {bn, r, static_cast<int>(tiles)}, best_rows = r + bn;
     }
   }
   return best;
 }
-// Device and host: the tile of unit `unit` of a skinny deal for the CTA of cluster rank `rank`
-// (a pair's unit is its two CTAs' tiles, plan_skinny_token_tiles; kCluster 1: no pairs): bm in
-// units of row_step weight rows, bn in token tiles.
-template <int kCluster>
-__host__ __device__ inline BlockCoord skinny_unit_block(const WgmmaTailSplit& ts, int unit, int rank) {
-  if (kCluster == 1) return BlockCoord{unit / ts.tiles_n, unit % ts.tiles_n};
-  if (ts.pair == kSkinnyPairTokens) return BlockCoord{unit / (ts.tiles_n / 2), unit % (ts.tiles_n / 2) * 2 + rank};
-  if (ts.pair == kSkinnyPairRows) return BlockCoord{unit / ts.tiles_n * 2 + rank, unit % ts.tiles_n};
-  return BlockCoord{unit / ts.tiles_n, unit % ts.tiles_n};
-}
 // Host: the skinny tile's deal of `rows` weight rows, `tokens` activation rows and `ktiles`
-// k-tiles on a tile `bn` wide in clusters of `cluster` CTAs (grid as plan_skinny, counted in
-// clusters; pair_grid as plan_skinny_token_tiles): token tiles where plan_skinny_token_tiles
-// finds a deal (it must be of this bn and cluster), else plan_skinny's (tokens <= bn, single
-// CTAs). false: this kernel cannot run the problem.
-inline bool plan_skinny_deal(long long rows, long long tokens, int bn, int cluster, int ktiles, bool k_major,
-                             long long& grid, long long pair_grid, bool short_wave, WgmmaTailSplit& ts) {
-  const SkinnyTokenTiles tt = plan_skinny_token_tiles(rows, tokens, k_major, grid, pair_grid);
+// k-tiles on a tile `bn` wide (grid as plan_skinny): token tiles where plan_skinny_token_tiles
+// finds a deal (it must be of this bn), else plan_skinny's (tokens <= bn). false: this bn cannot
+// run the problem.
+inline bool plan_skinny_deal(long long rows, long long tokens, int bn, int ktiles, bool k_major, long long& grid,
+                             bool short_wave, WgmmaTailSplit& ts) {
+  const SkinnyTokenTiles tt = plan_skinny_token_tiles(rows, tokens, k_major, grid);
   if (tt.bn != 0) {
-    const int per_unit = tt.pair != 0 ? 2 : 1;  // CTAs a unit of the deal
-    const long long units = (rows + tt.row_step - 1) / tt.row_step * tt.tiles_n / per_unit;
-    if (tt.bn != bn || per_unit != cluster || units * ktiles >= (1LL << 31)) return false;
-    if (per_unit == 2) grid = pair_grid / 2;
+    const long long units = (rows + tt.row_step - 1) / tt.row_step * tt.tiles_n;
+    if (tt.bn != bn || units * ktiles >= (1LL << 31)) return false;
     ts = skinny_whole_deal(units, ktiles, grid, tt.row_step);
     ts.tiles_n = tt.tiles_n;
-    ts.pair = tt.pair;
     return true;
   }
-  if (tokens > bn || cluster != 1) return false;
+  if (tokens > bn) return false;
   ts = plan_skinny(rows, ktiles, k_major, grid, short_wave, bn >= 64);
   return true;
 }
@@ -469,7 +441,8 @@ gemm_wgmma_sm90_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_c
       auto load_unit = [&](int unit, int kb, int ke) {
         // The skinny tile's units are ts.row_step rows (a K-major A box that high) of one of
         // its ts.tiles_n tile columns; grouped_block knows only 128-row units.
-        const BlockCoord blk = kSkinny ? skinny_unit_block<kCluster>(ts, unit, rank) : grouped_block(unit, unit_rows, tiles_n, raster);
+        const BlockCoord blk = kSkinny ? BlockCoord{unit / ts.tiles_n, unit % ts.tiles_n}
+                                       : grouped_block(unit, unit_rows, tiles_n, raster);
         const int m0 = kSkinny ? blk.bm * ts.row_step : (blk.bm * kCluster + rank) * BM, n0 = blk.bn * BN;
         // 64-wide m/n chunks entirely past M / N are not loaded (their stale smem only
         // feeds output rows / columns the epilogue masks); the byte count follows. A
@@ -495,17 +468,7 @@ gemm_wgmma_sm90_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_c
           const int k0 = kt * BK;
           unsigned char* sa = smem_a + s * a_stride;
           unsigned char* sb = smem_b + s * Cfg::kBBytes;
-          if constexpr (kSkinny && kCluster > 1) {
-            // A pair's shared weight unit (kSkinnyPairTokens): each CTA fetches half its rows
-            // (the box height) into both; else the CTA's own unit (a weight stored [N, K]).
-            static_assert(!kTransA, "skinny pairs: a weight stored [N, K]");
-            if (ts.pair == kSkinnyPairTokens) {
-              const int half = ts.row_step / 2;
-              tma::load_2d_multicast(sa + rank * half * 128, &map_a, k0, m0 + rank * half, &full_bar[s], 3);
-            } else {
-              tma::load_2d(sa, &map_a, k0, m0, &full_bar[s]);
-            }
-          } else if constexpr (!kTransA) {
+          if constexpr (!kTransA) {
             if (a_chunks > 0) tma::load_2d(sa, &map_a, k0, m0, &full_bar[s]);
           } else {
             for (int c = 0; c < a_chunks; ++c) {
@@ -516,9 +479,8 @@ gemm_wgmma_sm90_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_c
               }
             }
           }
-          // B: each CTA of the cluster fetches its share once and multicasts it to all (the
-          // skinny tile's pairs: those sharing a token tile, kSkinnyPairRows).
-          if (kCluster == 1 || (kSkinny && ts.pair != kSkinnyPairRows)) {
+          // B: each CTA of the cluster fetches its share once and multicasts it to all.
+          if constexpr (kCluster == 1) {
             if constexpr (kTransB) {
               tma::load_2d(sb, &map_b, k0, n0, &full_bar[s]);
             } else {
@@ -538,8 +500,7 @@ gemm_wgmma_sm90_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_c
         }
       };
       if constexpr (kSkinny) {
-        const int g = blockIdx.x / kCluster;  // a pair's CTAs take the same range, rank r tile r of each unit
-        for (int pos = ts.range_start(g), end = ts.range_start(g + 1); pos < end;) {
+        for (int pos = ts.range_start(blockIdx.x), end = ts.range_start(blockIdx.x + 1); pos < end;) {
           const int t = pos / ktiles, stop = min(end, (t + 1) * ktiles);
           load_unit(t, pos - t * ktiles, stop - t * ktiles);
           pos = stop;
@@ -642,7 +603,8 @@ gemm_wgmma_sm90_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_c
     // acc (alpha applied) into D at the tile of work unit `unit`. The producer meanwhile
     // fills the ring with the next unit's first k-tiles.
     auto epilogue = [&](int unit) {
-      const BlockCoord blk = kSkinny ? skinny_unit_block<kCluster>(ts, unit, rank) : grouped_block(unit, unit_rows, tiles_n, raster);
+      const BlockCoord blk = kSkinny ? BlockCoord{unit / ts.tiles_n, unit % ts.tiles_n}
+                                     : grouped_block(unit, unit_rows, tiles_n, raster);
       const int m0 = kSkinny ? blk.bm * ts.row_step : (blk.bm * kCluster + rank) * BM, n0 = blk.bn * BN;
       const int warp = wg_tid / 32, lane = wg_tid % 32;
       // The value stored: alpha * acc, or the exact int32 sum for int8.
@@ -775,8 +737,7 @@ gemm_wgmma_sm90_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_c
         return reinterpret_cast<Acc4*>(ts.partials) + ((size_t(2 * g + piece) * Cfg::kConsumers + cw) * kVec) * 128 +
                wg_tid;
       };
-      // (Pairs: the cluster's range, in whole units only: no pieces.)
-      const int start = ts.range_start(blockIdx.x / kCluster), end = ts.range_start(blockIdx.x / kCluster + 1);
+      const int start = ts.range_start(blockIdx.x), end = ts.range_start(blockIdx.x + 1);
       Acc held[Cfg::kAccum];
       int held_unit = -1, last_unit = -1;
       for (int pos = start; pos < end;) {
@@ -925,21 +886,18 @@ gemm_wgmma_sm90_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_c
 #endif
 }
 
-// Host: the CTAs of the skinny tile's 2-CTA clusters that fit on the device at once (the
-// pair_grid of plan_skinny_token_tiles; 0 without the sm_90a build or with dev knob
-// CLO_GEMM_SKINNY_PAIR=0), cached per device (gemm_wgmma_sm90_f16.cu).
-long long skinny_pair_cta_slots();
-
 template <typename T, bool kTransA, bool kTransB, int BN, int Stages, int kCluster, bool kSkinny = false>
 inline cudaError_t launch_wgmma_cfg(const GemmProblem& p, const WgmmaSchedule& sch, cudaStream_t stream) {
   const bool persistent = sch.persistent, tma_store = sch.tma_store;
   using Cfg = WgmmaConfig<BN, Stages, sizeof(T), kSkinny>;
   CUtensorMap map_a, map_b;
   // Tensor maps over the stored matrices: dim0 is the contiguous one, boxes of 128-byte rows
-  // (kRow elements). (map_a and map_b, whose boxes the skinny tile's plan decides, are encoded
-  // below.)
+  // (kRow elements). A cluster's CTAs each fetch 1/kCluster of a K-major B tile.
+  // (map_a, whose box height the skinny tile's plan decides, is encoded below.)
   constexpr uint32_t kRow = Cfg::BK, kElem = sizeof(T);
-  cudaError_t err = cudaSuccess;
+  cudaError_t err = kTransB ? encode_tensor_map_2d(&map_b, p.in_dtype, p.b, p.K, p.N, p.ldb * kElem, kRow, Cfg::BN / kCluster)
+                : encode_tensor_map_2d(&map_b, p.in_dtype, p.b, p.N, p.K, p.ldb * kElem, kRow, Cfg::BK);
+  if (err != cudaSuccess) return err;
   CUtensorMap map_d{};
   if (tma_store) {
     const uint32_t elem = static_cast<uint32_t>(elem_size(p.out_dtype));  // boxes of 128-byte rows
@@ -951,7 +909,7 @@ inline cudaError_t launch_wgmma_cfg(const GemmProblem& p, const WgmmaSchedule& s
   if (err != cudaSuccess) return err;
   const long long units = (long long)div_ceil(div_ceil(p.M, Cfg::BM), kCluster) * div_ceil(p.N, Cfg::BN);
   long long clusters = units;
-  if (persistent && !kSkinny) {  // (the skinny tile's deal sets its own grid, below)
+  if (persistent) {
     // Co-resident clusters: one CTA per SM for single CTAs (cached per device by
     // device_sm_count); for pairs the occupancy query, cached per device.
     long long resident = device_sm_count();
@@ -976,9 +934,7 @@ inline cudaError_t launch_wgmma_cfg(const GemmProblem& p, const WgmmaSchedule& s
     const int ktiles = div_ceil(p.K, Cfg::BK);
     clusters = device_sm_count();
     constexpr bool kShortWave = std::is_same_v<T, int8_t>;  // plan_skinny
-    if (!plan_skinny_deal(p.M, p.N, BN, kCluster, ktiles, !kTransA, clusters, skinny_pair_cta_slots(), kShortWave, ts)) {
-      return cudaErrorNotSupported;
-    }
+    if (!plan_skinny_deal(p.M, p.N, BN, ktiles, !kTransA, clusters, kShortWave, ts)) return cudaErrorNotSupported;
     const size_t bytes = skinny_stream_k_workspace_bytes<Cfg>(ts, clusters);
     if (bytes > 0 && (p.workspace == nullptr || p.workspace_bytes < bytes)) {
       clusters = 0;
@@ -1008,16 +964,7 @@ inline cudaError_t launch_wgmma_cfg(const GemmProblem& p, const WgmmaSchedule& s
       if (err != cudaSuccess) return err;
     }
   }
-  // A cluster's CTAs each fetch 1/kCluster of a K-major B tile (the skinny tile's pairs: of
-  // the token tile they share, kSkinnyPairRows) or of the skinny tile's weight unit
-  // (kSkinnyPairTokens).
-  const uint32_t b_box_rows = kSkinny && ts.pair != kSkinnyPairRows ? Cfg::BN : Cfg::BN / kCluster;
-  err = kTransB ? encode_tensor_map_2d(&map_b, p.in_dtype, p.b, p.K, p.N, p.ldb * kElem, kRow, b_box_rows)
-                : encode_tensor_map_2d(&map_b, p.in_dtype, p.b, p.N, p.K, p.ldb * kElem, kRow, Cfg::BK);
-  if (err != cudaSuccess) return err;
-  const uint32_t a_box_rows = !kSkinny                          ? Cfg::BM
-                              : ts.pair == kSkinnyPairTokens ? static_cast<uint32_t>(ts.row_step / 2)
-                                                             : static_cast<uint32_t>(ts.row_step);
+  const uint32_t a_box_rows = kSkinny ? static_cast<uint32_t>(ts.row_step) : Cfg::BM;
   err = kTransA ? encode_tensor_map_2d(&map_a, p.in_dtype, p.a, p.M, p.K, p.lda * kElem, kRow, Cfg::BK)
                 : encode_tensor_map_2d(&map_a, p.in_dtype, p.a, p.K, p.M, p.lda * kElem, kRow, a_box_rows);
   if (err != cudaSuccess) return err;
@@ -1051,15 +998,6 @@ using SkinnyWgmmaConfig = WgmmaConfig<BN, skinny_wgmma_stages<BN>(), 2, true>;
 template <typename T, bool kTransA, bool kTransB>
 inline cudaError_t launch_wgmma_layout(const GemmProblem& p, const WgmmaSchedule& sch, cudaStream_t stream) {
   if (sch.skinny) {  // a swapped problem whose B is K-major (launch_gemm_wgmma_skinny)
-    if constexpr (kTransB && !kTransA && !std::is_same_v<T, int8_t>) {
-      if (sch.cluster == 2) {  // pairs (plan_skinny_token_tiles)
-        if (sch.bn == 32) return launch_wgmma_cfg<T, false, true, 32, skinny_wgmma_stages<32>(), 2, true>(p, sch, stream);
-        if (sch.bn == 64) return launch_wgmma_cfg<T, false, true, 64, skinny_wgmma_stages<64>(), 2, true>(p, sch, stream);
-        if (sch.bn == 128) return launch_wgmma_cfg<T, false, true, 128, skinny_wgmma_stages<128>(), 2, true>(p, sch, stream);
-        return cudaErrorNotSupported;
-      }
-    }
-    if (sch.cluster != 1) return cudaErrorNotSupported;
     if constexpr (kTransB) {
       if (sch.bn == 16) return launch_wgmma_cfg<T, kTransA, true, 16, skinny_wgmma_stages<16>(), 1, true>(p, sch, stream);
       if constexpr (!std::is_same_v<T, int8_t>) {
