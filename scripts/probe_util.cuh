@@ -40,3 +40,28 @@ inline double median_of(std::vector<double> x) {
   std::sort(x.begin(), x.end());
   return x.empty() ? 0.0 : x[x.size() / 2];
 }
+
+// us per launch of `launch(buffer)`, L2-cold by rotating `buffers` inputs (each bigger than the
+// L2): two warm-up rounds, then `loops` loops of `launches` launches between events; the median.
+template <class Launch>
+float time_rotated(Launch launch, int buffers, int launches = 16, int loops = 7) {
+  for (int i = 0; i < 2 * buffers; ++i) launch(i % buffers);
+  CK(cudaDeviceSynchronize());
+  cudaEvent_t e0, e1;
+  CK(cudaEventCreate(&e0));
+  CK(cudaEventCreate(&e1));
+  std::vector<double> t;
+  for (int l = 0; l < loops; ++l) {
+    CK(cudaEventRecord(e0));
+    for (int i = 0; i < launches; ++i) launch(i % buffers);
+    CK(cudaEventRecord(e1));
+    CK(cudaEventSynchronize(e1));
+    float ms = 0;
+    CK(cudaEventElapsedTime(&ms, e0, e1));
+    t.push_back(ms * 1000.0 / launches);
+  }
+  CK(cudaGetLastError());
+  CK(cudaEventDestroy(e0));
+  CK(cudaEventDestroy(e1));
+  return static_cast<float>(median_of(t));
+}

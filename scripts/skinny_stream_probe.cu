@@ -123,30 +123,11 @@ __global__ void __launch_bounds__(256) register_stream(const uint4* w, long long
   if (acc == 12345.f) sink[blockIdx.x] = acc;
 }
 
-constexpr int kBuffers = 4, kLaunches = 16, kLoops = 7;
+constexpr int kBuffers = 4;
 
 template <class Launch>
-float time_rotated(Launch launch) {  // us per launch, median over loops
-  for (int i = 0; i < 2 * kBuffers; ++i) launch(i % kBuffers);
-  CK(cudaDeviceSynchronize());
-  cudaEvent_t e0, e1;
-  CK(cudaEventCreate(&e0));
-  CK(cudaEventCreate(&e1));
-  std::vector<float> t;
-  for (int l = 0; l < kLoops; ++l) {
-    CK(cudaEventRecord(e0));
-    for (int i = 0; i < kLaunches; ++i) launch(i % kBuffers);
-    CK(cudaEventRecord(e1));
-    CK(cudaEventSynchronize(e1));
-    float ms = 0;
-    CK(cudaEventElapsedTime(&ms, e0, e1));
-    t.push_back(ms * 1000.f / kLaunches);
-  }
-  CK(cudaGetLastError());
-  std::sort(t.begin(), t.end());
-  CK(cudaEventDestroy(e0));
-  CK(cudaEventDestroy(e1));
-  return t[t.size() / 2];
+float time_rotated(Launch launch) {  // us per launch, median over loops (probe_util.cuh)
+  return time_rotated(launch, kBuffers);
 }
 
 struct Buffers {

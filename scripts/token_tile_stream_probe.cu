@@ -1,0 +1,204 @@
+// Dev probe (csrc/gemm/NOTES.md, "Token tiles in 2-CTA clusters"): batched decode's memory side
+// alone. Why did the skinny tile's 2-CTA pairs (7777a12, TMA multicast of half a weight unit) run
+// 1.2-1.4x slower than single CTAs, while cuBLAS's clusters beat both? No math: each of 128 CTAs
+// streams, a k-tile at a time, an own box X and a tile Y (own, or in a 2-CTA cluster each CTA
+// fetching half of it and multicasting it into both), through a ring of full/empty mbarriers; one
+// consumer thread touches 16 bytes of every landed slot and releases it (in a cluster, on both
+// CTAs' empty barriers, as gemm_wgmma_sm90.cuh does).
+//
+// Rows per CTA and k-tile (weight [4096, K] fp16, tokens [M, K], K = 4096, 128-byte k-tiles):
+//   M = 64:  ours (X 64 weight rows, Y 32 tokens), ours as pairs (X 32 tokens, Y 64 weight rows
+//            multicast), cuBLAS's 64x32 tile (X 32 weight rows, Y 64 tokens, own or multicast);
+//   M = 256: ours (X 64 weight rows, Y 128 tokens), ours as pairs of weight units (Y multicast),
+//            cuBLAS's 64x128 tile (X 64 tokens, Y 128 weight rows, own or multicast).
+// Printed per row: us a call (L2-cold: 4 weight buffers of 33.5 MB in rotation, 16 launches
+// between events, median of 7 loops) and the bytes each SM takes in a microsecond. The same
+// shapes' real kernels, for reference: 17.2 us (ours, M = 64), 15.0 (cuBLAS); 21.6 and 19.0 at
+// M = 256 (benchmarks/results/h100_gemm_skinny_pairs_7777a12.json).
+//
+//   nvcc -std=c++20 -O3 -I csrc/include -gencode=arch=compute_90a,code=sm_90a \
+//        -o /tmp/token_tile_stream_probe scripts/token_tile_stream_probe.cu && /tmp/token_tile_stream_probe
+//   /tmp/token_tile_stream_probe 0 6     # only those cases (their row numbers, from 0), e.g. under
+//   ncu --launch-skip 8 -c 1 ...         # the first timed launch (8 warm-up launches before it)
+#include <cuda_fp16.h>
+
+#include <cstdio>
+#include <vector>
+
+#include "cuda_llm_ops/cluster.cuh"
+#include "cuda_llm_ops/tma.cuh"
+#include "probe_util.cuh"
+
+using namespace cuda_llm_ops;
+
+constexpr int kMaxSlots = 32;
+
+struct StreamArgs {
+  int ktiles, x_rows, y_rows, slots;
+  const int2* offsets;  // [grid]: the CTA's first row of X, and of the whole Y tile
+  float* sink;
+};
+
+// kCoupled (clusters): each slot is released on both CTAs' empty barriers, as a multicast needs;
+// without it a cluster launch only (each CTA its own loads and barriers).
+template <int kCluster, bool kMulticastY, bool kCoupled = kMulticastY>
+__global__ void __launch_bounds__(64, 1) token_tile_stream(const __grid_constant__ CUtensorMap map_x,
+                                                           const __grid_constant__ CUtensorMap map_y, StreamArgs a) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  extern __shared__ unsigned char smem_raw[];
+  __shared__ __align__(8) uint64_t full[kMaxSlots], empty[kMaxSlots];
+  unsigned char* smem = reinterpret_cast<unsigned char*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t(1023));
+  const uint32_t slot_bytes = (a.x_rows + a.y_rows) * 128u;
+  const int rank = kCluster > 1 ? static_cast<int>(cluster::ctarank()) : 0;
+  if (threadIdx.x == 0) {
+    tma::prefetch_tensor_map(&map_x);
+    tma::prefetch_tensor_map(&map_y);
+    for (int s = 0; s < a.slots; ++s) {
+      tma::mbarrier_init(&full[s], 1);
+      tma::mbarrier_init(&empty[s], kCoupled ? kCluster : 1);  // the consumer of every CTA the slot's loads fill
+    }
+    tma::mbarrier_init_fence();
+  }
+  if constexpr (kCluster > 1) {
+    cluster::sync();
+  } else {
+    __syncthreads();
+  }
+  const int2 off = a.offsets[blockIdx.x];
+  if (threadIdx.x == 0) {
+    for (int kt = 0, s = 0, phase = 0; kt < a.ktiles; ++kt) {
+      if (kt >= a.slots) tma::mbarrier_wait(&empty[s], phase ^ 1);
+      tma::mbarrier_arrive_expect_tx(&full[s], slot_bytes);
+      unsigned char* slot = smem + s * slot_bytes;
+      tma::load_2d(slot, &map_x, kt * 64, off.x, &full[s]);
+      unsigned char* y = slot + a.x_rows * 128;
+      if constexpr (kMulticastY) {
+        const int half = a.y_rows / 2;
+        tma::load_2d_multicast(y + rank * half * 128, &map_y, kt * 64, off.y + rank * half, &full[s], 3);
+      } else {
+        tma::load_2d(y, &map_y, kt * 64, off.y, &full[s]);
+      }
+      if (++s == a.slots) s = 0, phase ^= 1;
+    }
+  } else if (threadIdx.x == 32) {
+    float acc = 0.f;
+    for (int kt = 0, s = 0, phase = 0; kt < a.ktiles; ++kt) {
+      tma::mbarrier_wait(&full[s], phase);
+      const uint4 v = *reinterpret_cast<const uint4*>(smem + s * slot_bytes + (kt % 64) * 16);
+      acc += __half2float(*reinterpret_cast<const __half*>(&v.x));
+      if constexpr (!kCoupled) {
+        tma::mbarrier_arrive(&empty[s]);
+      } else {
+        for (int r = 0; r < kCluster; ++r) cluster::mbarrier_arrive_remote(cluster::map_shared(&empty[s], r));
+      }
+      if (++s == a.slots) s = 0, phase ^= 1;
+    }
+    if (acc == 12345.f) a.sink[blockIdx.x] = acc;
+  }
+  if constexpr (kCluster > 1) cluster::sync();  // no CTA exits while its peer may still arrive on it
+#endif
+}
+
+constexpr int kK = 4096, kWeightRows = 4096, kGrid = 128, kBuffers = 4;
+
+CUtensorMap map_rows(const __half* base, int rows, int box_rows) {
+  CUtensorMap m;
+  const uint64_t dims[2] = {uint64_t(kK), uint64_t(rows)}, strides[1] = {uint64_t(kK) * 2};
+  const uint32_t box[2] = {64, uint32_t(box_rows)};
+  CK(tma::encode_tiled_16bit(&m, false, base, 2, dims, strides, box, CU_TENSOR_MAP_SWIZZLE_128B));
+  return m;
+}
+
+struct Case {
+  const char* name;
+  int tokens;
+  bool x_is_weight;  // else Y is the weight
+  int x_rows, y_rows, cluster, slots;
+  bool multicast_y, coupled;
+  int2 (*offset)(int cta);  // the CTA's first X row and first row of its whole Y tile
+};
+
+int main(int argc, char** argv) {
+  int sms = 0;
+  CK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
+  std::vector<__half*> weights(kBuffers);
+  for (auto& w : weights) {
+    CK(cudaMalloc(&w, size_t(kWeightRows) * kK * 2));
+    fill_random<<<1024, 256>>>(w, int64_t(kWeightRows) * kK, 7u);
+  }
+  __half* tokens = nullptr;
+  CK(cudaMalloc(&tokens, size_t(256) * kK * 2));
+  fill_random<<<256, 256>>>(tokens, int64_t(256) * kK, 11u);
+  float* sink = nullptr;
+  CK(cudaMalloc(&sink, kGrid * sizeof(float)));
+  int2* offsets = nullptr;
+  CK(cudaMalloc(&offsets, kGrid * sizeof(int2)));
+
+  const Case cases[] = {
+      {"M=64 ours: 64 weight + 32 tokens", 64, true, 64, 32, 1, 18, false, false,
+       [](int c) { return int2{c / 2 * 64, c % 2 * 32}; }},
+      {"M=64 ours, 8 slots", 64, true, 64, 32, 1, 8, false, false, [](int c) { return int2{c / 2 * 64, c % 2 * 32}; }},
+      {"M=64 ours as pairs: 32 tokens + 64 weight mc", 64, false, 32, 64, 2, 18, true, true,
+       [](int c) { return int2{c % 2 * 32, c / 2 * 64}; }},
+      {"M=64 cuBLAS 64x32: 32 weight + 64 tokens", 64, true, 32, 64, 1, 18, false, false,
+       [](int c) { return int2{c * 32, 0}; }},
+      {"M=64 cuBLAS 64x32: 32 weight + 64 tokens mc", 64, true, 32, 64, 2, 18, true, true,
+       [](int c) { return int2{c * 32, 0}; }},
+      {"M=64 cuBLAS 64x32, pairs coupled, no mc", 64, true, 32, 64, 2, 18, false, true,
+       [](int c) { return int2{c * 32, 0}; }},
+      {"M=64 cuBLAS 64x32, cluster launch only", 64, true, 32, 64, 2, 18, false, false,
+       [](int c) { return int2{c * 32, 0}; }},
+      {"M=64 cuBLAS 64x32 mc, 10 slots", 64, true, 32, 64, 2, 10, true, true,
+       [](int c) { return int2{c * 32, 0}; }},
+      {"M=256 ours: 64 weight + 128 tokens", 256, true, 64, 128, 1, 9, false, false,
+       [](int c) { return int2{c / 2 * 64, c % 2 * 128}; }},
+      {"M=256 ours as pairs: 64 weight + 128 tokens mc", 256, true, 64, 128, 2, 9, true, true,
+       [](int c) { return int2{(c / 4 * 2 + c % 2) * 64, c / 2 % 2 * 128}; }},
+      {"M=256 cuBLAS 64x128: 64 tokens + 128 weight", 256, false, 64, 128, 1, 9, false, false,
+       [](int c) { return int2{c % 4 * 64, c / 4 * 128}; }},
+      {"M=256 cuBLAS 64x128: 64 tokens + 128 weight mc", 256, false, 64, 128, 2, 9, true, true,
+       [](int c) { return int2{c % 4 * 64, c / 4 * 128}; }},
+      {"M=256 cuBLAS 64x128, pairs coupled, no mc", 256, false, 64, 128, 2, 9, false, true,
+       [](int c) { return int2{c % 4 * 64, c / 4 * 128}; }},
+      {"M=256 cuBLAS 64x128, cluster launch only", 256, false, 64, 128, 2, 9, false, false,
+       [](int c) { return int2{c % 4 * 64, c / 4 * 128}; }},
+  };
+  std::printf("%d SMs, %d CTAs, K = %d, weight %d rows (33.5 MB) x %d buffers\n", sms, kGrid, kK, kWeightRows,
+              kBuffers);
+  std::printf("%-50s %9s %12s\n", "case", "us/call", "GB/s per SM");
+  for (int ci = 0; ci < int(sizeof(cases) / sizeof(cases[0])); ++ci) {
+    bool chosen = argc == 1;
+    for (int i = 1; i < argc; ++i) chosen |= std::atoi(argv[i]) == ci;
+    if (!chosen) continue;
+    const Case& c = cases[ci];
+    if (c.slots > kMaxSlots) {
+      std::fprintf(stderr, "%s: %d slots, at most %d\n", c.name, c.slots, kMaxSlots);
+      return 1;
+    }
+    std::vector<int2> host(kGrid);
+    for (int i = 0; i < kGrid; ++i) host[i] = c.offset(i);
+    CK(cudaMemcpy(offsets, host.data(), kGrid * sizeof(int2), cudaMemcpyHostToDevice));
+    const int y_box = c.multicast_y ? c.y_rows / 2 : c.y_rows;
+    std::vector<CUtensorMap> mx(kBuffers), my(kBuffers);
+    for (int b = 0; b < kBuffers; ++b) {
+      mx[b] = c.x_is_weight ? map_rows(weights[b], kWeightRows, c.x_rows) : map_rows(tokens, c.tokens, c.x_rows);
+      my[b] = c.x_is_weight ? map_rows(tokens, c.tokens, y_box) : map_rows(weights[b], kWeightRows, y_box);
+    }
+    StreamArgs a{kK / 64, c.x_rows, c.y_rows, c.slots, offsets, sink};
+    const size_t smem = size_t(c.slots) * (c.x_rows + c.y_rows) * 128 + 1024;
+    auto kernel = c.cluster == 1 ? token_tile_stream<1, false>
+                  : c.multicast_y ? token_tile_stream<2, true>
+                  : c.coupled     ? token_tile_stream<2, false, true>
+                                  : token_tile_stream<2, false, false>;
+    CK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
+    auto launch = [&](int b) {
+      cudaLaunchAttribute attr;
+      const cudaLaunchConfig_t cfg = cluster::launch_config(dim3(kGrid), 64, smem, nullptr, c.cluster, &attr);
+      CK(cudaLaunchKernelEx(&cfg, kernel, mx[b], my[b], a));
+    };
+    const double us = time_rotated(launch, kBuffers);
+    const double per_sm = double(c.x_rows + c.y_rows) * 128 * (kK / 64) / us / 1e3;  // GB/s
+    std::printf("%-50s %9.1f %12.1f\n", c.name, us, per_sm);
+  }
+  return 0;
+}
