@@ -27,6 +27,7 @@
 
 #include "cuda_llm_ops/cluster.cuh"
 #include "cuda_llm_ops/tma.cuh"
+#include "cuda_llm_ops/wgmma.cuh"
 #include "probe_util.cuh"
 
 using namespace cuda_llm_ops;
@@ -39,6 +40,19 @@ struct StreamArgs {
   float* sink;
 };
 
+// The ring's start (128-byte swizzle atoms on 1 KB boundaries) and its barriers: full, one
+// arrival with the slot's bytes; empty, `releases` arrivals.
+__device__ __forceinline__ unsigned char* ring_start(unsigned char* smem_raw) {
+  return reinterpret_cast<unsigned char*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t(1023));
+}
+__device__ __forceinline__ void init_ring(uint64_t* full, uint64_t* empty, int slots, int releases) {
+  for (int s = 0; s < slots; ++s) {
+    tma::mbarrier_init(&full[s], 1);
+    tma::mbarrier_init(&empty[s], releases);
+  }
+  tma::mbarrier_init_fence();
+}
+
 // kCoupled (clusters): each slot is released on both CTAs' empty barriers, as a multicast needs;
 // without it a cluster launch only (each CTA its own loads and barriers).
 template <int kCluster, bool kMulticastY, bool kCoupled = kMulticastY>
@@ -47,17 +61,13 @@ __global__ void __launch_bounds__(64, 1) token_tile_stream(const __grid_constant
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   extern __shared__ unsigned char smem_raw[];
   __shared__ __align__(8) uint64_t full[kMaxSlots], empty[kMaxSlots];
-  unsigned char* smem = reinterpret_cast<unsigned char*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t(1023));
+  unsigned char* smem = ring_start(smem_raw);
   const uint32_t slot_bytes = (a.x_rows + a.y_rows) * 128u;
   const int rank = kCluster > 1 ? static_cast<int>(cluster::ctarank()) : 0;
   if (threadIdx.x == 0) {
     tma::prefetch_tensor_map(&map_x);
     tma::prefetch_tensor_map(&map_y);
-    for (int s = 0; s < a.slots; ++s) {
-      tma::mbarrier_init(&full[s], 1);
-      tma::mbarrier_init(&empty[s], kCoupled ? kCluster : 1);  // the consumer of every CTA the slot's loads fill
-    }
-    tma::mbarrier_init_fence();
+    init_ring(full, empty, a.slots, kCoupled ? kCluster : 1);  // the consumer of every CTA the slot's loads fill
   }
   if constexpr (kCluster > 1) {
     cluster::sync();
@@ -99,6 +109,82 @@ __global__ void __launch_bounds__(64, 1) token_tile_stream(const __grid_constant
 #endif
 }
 
+// The same stream with the skinny tile's math (gemm_wgmma_sm90.cuh): X is the 64-row weight box
+// (wgmma's A, K-major), Y the token tile (B, K-major, kN rows a consumer), 4 m64nKNk16 a k-tile,
+// one wgmma group in flight, each slot released once its group retired. kMath 1: one consumer
+// warpgroup on the whole tile (the kernel today at 64-row units); 2: two, each on half the
+// token tile's rows (kN = half of them); 3: two, taking the k-tiles in turn (each its own
+// accumulators; their sum is left out).
+template <int kN>
+__device__ __forceinline__ void mma_k16(float (&acc)[kN / 2], uint64_t da, uint64_t db) {
+  constexpr wgmma::WgmmaTag<__half> tag{};
+  if constexpr (kN == 16) wgmma::wgmma_m64n16k16<0, 0>(tag, acc, da, db);
+  else if constexpr (kN == 32) wgmma::wgmma_m64n32k16<0, 0>(tag, acc, da, db);
+  else if constexpr (kN == 64) wgmma::wgmma_m64n64k16<0, 0>(tag, acc, da, db);
+  else wgmma::wgmma_m64n128k16<0, 0>(tag, acc, da, db);
+}
+
+template <int kMath, int kN>
+__global__ void __launch_bounds__(384, 1) token_tile_math(const __grid_constant__ CUtensorMap map_x,
+                                                          const __grid_constant__ CUtensorMap map_y, StreamArgs a) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  extern __shared__ unsigned char smem_raw[];
+  __shared__ __align__(8) uint64_t full[kMaxSlots], empty[kMaxSlots];
+  unsigned char* smem = ring_start(smem_raw);
+  const uint32_t slot_bytes = (a.x_rows + a.y_rows) * 128u;
+  const int warpgroup = __shfl_sync(0xffffffffu, int(threadIdx.x / 128), 0), wg_tid = threadIdx.x % 128;
+  if (threadIdx.x == 0) init_ring(full, empty, a.slots, kMath == 2 ? 2 : 1);
+  __syncthreads();
+  const int2 off = a.offsets[blockIdx.x];
+  // Branches on the warp-uniform warpgroup first (a wgmma under a test of threadIdx.x is on a
+  // divergent path to ptxas, which then serializes every wgmma: C7520).
+  if (warpgroup == 0) {
+    if (threadIdx.x != 0) return;
+    for (int kt = 0, s = 0, phase = 0; kt < a.ktiles; ++kt) {
+      if (kt >= a.slots) tma::mbarrier_wait(&empty[s], phase ^ 1);
+      tma::mbarrier_arrive_expect_tx(&full[s], slot_bytes);
+      unsigned char* slot = smem + s * slot_bytes;
+      tma::load_2d(slot, &map_x, kt * 64, off.x, &full[s]);
+      tma::load_2d(slot + a.x_rows * 128, &map_y, kt * 64, off.y, &full[s]);
+      if (++s == a.slots) s = 0, phase ^= 1;
+    }
+  } else if (kMath != 1 || warpgroup == 1) {
+    const int cw = warpgroup - 1;
+    const uint64_t a_desc0 = wgmma::make_desc_sw128(smem_u32addr(smem), 16, 1024);
+    const uint64_t b_desc0 = wgmma::make_desc_sw128(
+        smem_u32addr(smem) + a.x_rows * 128 + (kMath == 2 ? cw * kN * 128 : 0), 16, 1024);
+    // Accumulators from a value ptxas cannot fold, and only two read at the end: a zero start or
+    // a sum of all of them made ptxas serialize the wgmmas (C7514), which the real kernel avoids.
+    float acc[kN / 2];
+#pragma unroll
+    for (int i = 0; i < kN / 2; ++i) acc[i] = __int_as_float(threadIdx.x & 1);
+    // The real kernel's loop shape (no wgmma under a branch; ptxas would serialize them all):
+    // this warpgroup's k-tiles kt0, kt0 + step, ...
+    const int kt0 = kMath == 3 ? cw : 0, step = kMath == 3 ? 2 : 1;
+    int prev = 0;
+    for (int kt = kt0; kt < a.ktiles; kt += step) {
+      const int s = kt % a.slots;
+      tma::mbarrier_wait(&full[s], (kt / a.slots) & 1);
+      wgmma::fence();
+#pragma unroll
+      for (int kk = 0; kk < 4; ++kk) {
+        mma_k16<kN>(acc, wgmma::desc_advance(a_desc0, s * slot_bytes + kk * 32),
+                    wgmma::desc_advance(b_desc0, s * slot_bytes + kk * 32));
+      }
+      wgmma::commit_group();
+      if (kt > kt0) {
+        wgmma::wait_group<1>();
+        if (wg_tid == 0) tma::mbarrier_arrive(&empty[prev]);
+      }
+      prev = s;
+    }
+    wgmma::wait_group<0>();
+    if (wg_tid == 0) tma::mbarrier_arrive(&empty[prev]);
+    if (acc[0] == 12345.f) a.sink[blockIdx.x] = acc[1];
+  }
+#endif
+}
+
 constexpr int kK = 4096, kWeightRows = 4096, kGrid = 128, kBuffers = 4;
 
 CUtensorMap map_rows(const __half* base, int rows, int box_rows) {
@@ -116,6 +202,7 @@ struct Case {
   int x_rows, y_rows, cluster, slots;
   bool multicast_y, coupled;
   int2 (*offset)(int cta);  // the CTA's first X row and first row of its whole Y tile
+  int math = 0;             // token_tile_math's kMath (single CTAs, X the 64-row weight box); 0: none
 };
 
 int main(int argc, char** argv) {
@@ -162,6 +249,12 @@ int main(int argc, char** argv) {
        [](int c) { return int2{c % 4 * 64, c / 4 * 128}; }},
       {"M=256 cuBLAS 64x128, cluster launch only", 256, false, 64, 128, 2, 9, false, false,
        [](int c) { return int2{c % 4 * 64, c / 4 * 128}; }},
+      {"M=256 ours + math, 1 WG m64n128", 256, true, 64, 128, 1, 9, false, false,
+       [](int c) { return int2{c / 2 * 64, c % 2 * 128}; }, 1},
+      {"M=256 ours + math, 2 WG m64n64 (halves)", 256, true, 64, 128, 1, 9, false, false,
+       [](int c) { return int2{c / 2 * 64, c % 2 * 128}; }, 2},
+      {"M=256 ours + math, 2 WG m64n128 (k-tiles in turn)", 256, true, 64, 128, 1, 9, false, false,
+       [](int c) { return int2{c / 2 * 64, c % 2 * 128}; }, 3},
   };
   std::printf("%d SMs, %d CTAs, K = %d, weight %d rows (33.5 MB) x %d buffers\n", sms, kGrid, kK, kWeightRows,
               kBuffers);
@@ -190,10 +283,19 @@ int main(int argc, char** argv) {
                   : c.multicast_y ? token_tile_stream<2, true>
                   : c.coupled     ? token_tile_stream<2, false, true>
                                   : token_tile_stream<2, false, false>;
+    int threads = 64;
+    if (c.math != 0) {
+      threads = 384;
+      if (c.y_rows != 128) {  // (at 32 tokens ptxas serialized the probe's wgmmas, C7514: not kept)
+        std::fprintf(stderr, "%s: the math rows take 128-token tiles\n", c.name);
+        return 1;
+      }
+      kernel = c.math == 1 ? token_tile_math<1, 128> : c.math == 2 ? token_tile_math<2, 64> : token_tile_math<3, 128>;
+    }
     CK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
     auto launch = [&](int b) {
       cudaLaunchAttribute attr;
-      const cudaLaunchConfig_t cfg = cluster::launch_config(dim3(kGrid), 64, smem, nullptr, c.cluster, &attr);
+      const cudaLaunchConfig_t cfg = cluster::launch_config(dim3(kGrid), threads, smem, nullptr, c.cluster, &attr);
       CK(cudaLaunchKernelEx(&cfg, kernel, mx[b], my[b], a));
     };
     const double us = time_rotated(launch, kBuffers);
