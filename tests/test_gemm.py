@@ -26,7 +26,6 @@ os.environ.setdefault("CLO_GEMM_WGMMA_RASTER", "")
 os.environ.setdefault("CLO_GEMM_WGMMA_TAIL_SPLIT", "")
 os.environ.setdefault("CLO_GEMM_SKINNY_WGMMA", "")
 os.environ.setdefault("CLO_GEMM_INT8_WGMMA", "")
-os.environ.setdefault("CLO_GEMM_SKINNY_TURNS", "")
 
 FLOATS = [torch.float32, torch.float16, torch.bfloat16]
 # Any size 1..1024, or a multiple of 16 (the tensor-core / vectorised paths with edge tiles).
@@ -628,38 +627,6 @@ def test_wgmma_skinny_batched_shapes(monkeypatch, force, trans_b, m, n, k):
     monkeypatch.setenv("CLO_GEMM_SKINNY_WGMMA", "0")
     assert not re.search(r"gemm_wgmma_sm90_kernel<[^>]*, true>", kernel_names(f))
     assert_close(f(), ref, dtype, rel_tol=_tol(dtype, k), what="batched decode without the skinny tile")
-
-
-@pytest.mark.parametrize("m,n,k,trans_b", [(64, 4096, 4104, True), (65, 4096, 520, True), (128, 4096, 1032, True),
-                                           (256, 4096, 1032, True), (100, 4096, 520, True), (128, 4096, 24, True),
-                                           (48, 4096, 520, False), (256, 4096, 136, False)])
-def test_wgmma_skinny_ktile_turns(monkeypatch, m, n, k, trans_b):
-    """Whole units of 64 weight rows on a tile 32-128 wide (the token tiles at 4096 rows, the
-    weight stored either way; M = 100: a second tile of 36 tokens) take their k-tiles in turns: the
-    second consumer warpgroup the odd ones, into its own accumulators, which the first adds
-    through shared memory before it stores. K = 4104 (65 k-tiles: the first consumer has one
-    more), 24 (one k-tile: the second has none). Against float64 in fp16 / bf16 and with fp32
-    output, with the turns and without (CLO_GEMM_SKINNY_TURNS=0); with fp32 output and 2+
-    k-tiles the two sum in another order, so they differ somewhere (the knob reaches the
-    kernel); a CUDA graph replays the turns on new data."""
-    _require_sm90()
-    for dtype in (torch.float16, torch.bfloat16):
-        a, b = _rand((m, k), dtype), _rand((n, k) if trans_b else (k, n), dtype)
-        ref = gemm_reference(a, b, trans_b=trans_b, dtype=torch.float64)
-        outs = {}
-        for turns in ("", "0"):
-            monkeypatch.setenv("CLO_GEMM_SKINNY_TURNS", turns)
-            names = kernel_names(lambda: llm.gemm(a, b, trans_b=trans_b))
-            assert re.search(r"gemm_wgmma_sm90_kernel<[^>]*, (32|64|128), \d+, 1, true>", names), names
-            _poison_allocator(m * n * 4)
-            out = llm.gemm(a, b, trans_b=trans_b)
-            assert_close(out, ref, dtype, rel_tol=_tol(dtype, k), what=f"turns={turns!r} {dtype} {m}x{n}x{k}")
-            outs[turns] = _gemm_variant(a, b, "auto", True, False, trans_b)
-            assert_close(outs[turns], ref, torch.float32, rel_tol=4e-4, what=f"turns={turns!r} fp32 out {m}x{n}x{k}")
-        if k > 64:
-            assert not torch.equal(outs[""], outs["0"]), "CLO_GEMM_SKINNY_TURNS=0 did not change the summation"
-    monkeypatch.setenv("CLO_GEMM_SKINNY_TURNS", "")
-    _assert_graph_replays(lambda: llm.gemm(a, b, trans_b=trans_b), a, b, trans_b, dtype, k, "turns graph replay")
 
 
 def _skinny_whole_units(n, trans_b):

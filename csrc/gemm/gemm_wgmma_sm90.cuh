@@ -130,10 +130,6 @@ struct WgmmaTailSplit {
   // whole 1 KB atoms) and BN rows of B, `ring` of them (<= the kernel's Stages).
   int ring = 0;
   uint32_t a_stride = 0;
-  // The skinny tile's k-tiles in turns (whole units of <= 64 rows, BN >= 32; launch_wgmma_cfg):
-  // the two consumer warpgroups take a unit's k-tiles alternately, each into its own
-  // accumulators, and the first adds the second's (through a buffer after the ring) and stores.
-  int turns = 0;
   __host__ __device__ int range_start(int g) const { return (g * base + (g < rem ? g : rem)) * step; }
   __device__ int cta_of(int i) const {  // the CTA whose range holds iteration i
     i /= step;
@@ -415,12 +411,8 @@ gemm_wgmma_sm90_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_c
   // 64-byte swizzle (map_a32), which the second consumer reads with a descriptor of its own.
   const bool a_half_tail = skinny_m_major_32_box<kSkinny, kTransA>(ts);
   // The skinny tile's units of 64 rows leave the second consumer's rows empty: it sits the call
-  // out, and the stages' empty barriers count one consumer; or it takes every other k-tile
-  // (ts.turns), and each stage is still released once.
-  constexpr bool kTurnsOk = kSkinny && BN >= 32;
-  const bool turns = kTurnsOk && ts.turns != 0;
-  const int live_consumers = kSkinny && ts.row_step <= 64 && !turns ? 1 : Cfg::kConsumers;
-  const int stage_releases = turns ? 1 : live_consumers;
+  // out, and the stages' empty barriers count one consumer.
+  const int live_consumers = kSkinny && ts.row_step <= 64 ? 1 : Cfg::kConsumers;
   if (threadIdx.x == 0) {
     tma::prefetch_tensor_map(&map_a);
     tma::prefetch_tensor_map(&map_b);
@@ -429,7 +421,7 @@ gemm_wgmma_sm90_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_c
     for (int s = 0; s < Stages; ++s) {
       tma::mbarrier_init(&full_bar[s], 1);
       // One arrival per consumer warpgroup of every CTA whose producer writes the stage.
-      tma::mbarrier_init(&empty_bar[s], stage_releases * kCluster);
+      tma::mbarrier_init(&empty_bar[s], live_consumers * kCluster);
     }
     tma::mbarrier_init_fence();
   }
@@ -527,11 +519,9 @@ gemm_wgmma_sm90_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_c
     // Descriptors of stage 0 (A: 64 rows x 128 B, or m-chunk cw of 64 k x 128 B); a stage and
     // k-step are a constant further on (wgmma::desc_advance, attention/NOTES.md v9).
     // The 32-row tail box (a_half_tail): 64-byte rows, its upper 32 rows (lbo) stale and masked.
-    // In turns both consumers read the unit's 64 rows (chunk 0).
     const bool a_sw64 = a_half_tail && cw == 1;
-    const int a_chunk = turns ? 0 : cw;
     const uint64_t a_desc0 = a_sw64 ? wgmma::make_desc_sw64(smem_u32addr(smem_a) + 8192, 4096, 512)
-                                    : wgmma::make_desc_sw128(smem_u32addr(smem_a) + a_chunk * 8192, kTransA ? 8192 : 16, 1024);
+                                    : wgmma::make_desc_sw128(smem_u32addr(smem_a) + cw * 8192, kTransA ? 8192 : 16, 1024);
     const uint32_t a_kstep = kTransA ? (a_sw64 ? 1024 : 2048) : 32;  // bytes of a k16 step
     const uint64_t b_desc0 = wgmma::make_desc_sw128(smem_u32addr(smem_b), kTransB ? 16 : 8192, 1024);
     // Stage `slot` read: one thread per warpgroup arrives for the warpgroup (its wgmmas
@@ -547,35 +537,6 @@ gemm_wgmma_sm90_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_c
       }
     };
     Acc acc[Cfg::kAccum];
-    // acc += the k-tile in stage s (fence, the k-steps' wgmmas, one commit group).
-    auto issue_ktile = [&](int s) {
-      wgmma::fence();
-#pragma unroll
-      for (int kk = 0; kk < Cfg::kKSteps; ++kk) {
-        const uint64_t da = wgmma::desc_advance(a_desc0, s * a_stride + kk * a_kstep);
-        const uint64_t db = wgmma::desc_advance(b_desc0, s * Cfg::kBBytes + (kTransB ? kk * 32 : kk * 2048));
-        if constexpr (kInt8) {
-          if constexpr (BN == 256) {
-            wgmma::wgmma_m64n256k32_s8(acc, da, db);
-          } else if constexpr (BN == 16) {
-            wgmma::wgmma_m64n16k32_s8(acc, da, db);
-          } else {
-            wgmma::wgmma_m64n128k32_s8(acc, da, db);
-          }
-        } else if constexpr (BN == 256) {
-          wgmma::wgmma_m64n256k16<kTransA ? 1 : 0, kTransB ? 0 : 1>(wgmma::WgmmaTag<T>{}, acc, da, db);
-        } else if constexpr (BN == 16) {
-          wgmma::wgmma_m64n16k16<kTransA ? 1 : 0, kTransB ? 0 : 1>(wgmma::WgmmaTag<T>{}, acc, da, db);
-        } else if constexpr (BN == 32) {
-          wgmma::wgmma_m64n32k16<kTransA ? 1 : 0, kTransB ? 0 : 1>(wgmma::WgmmaTag<T>{}, acc, da, db);
-        } else if constexpr (BN == 64) {
-          wgmma::wgmma_m64n64k16<kTransA ? 1 : 0, kTransB ? 0 : 1>(wgmma::WgmmaTag<T>{}, acc, da, db);
-        } else {
-          wgmma::wgmma_m64n128k16<kTransA ? 1 : 0, kTransB ? 0 : 1>(wgmma::WgmmaTag<T>{}, acc, da, db);
-        }
-      }
-      wgmma::commit_group();
-    };
     int it = 0;
     RingPos slot_pos;  // the skinny tile's slot and phase of k-tile `it`
 #ifdef CLO_DEV_STAMPS
@@ -598,7 +559,32 @@ gemm_wgmma_sm90_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_c
 #ifdef CLO_DEV_STAMPS
         if (dev_on && it == 0) dev_stamp[1] = dev_now();
 #endif
-        issue_ktile(s);
+        wgmma::fence();
+#pragma unroll
+        for (int kk = 0; kk < Cfg::kKSteps; ++kk) {
+          const uint64_t da = wgmma::desc_advance(a_desc0, s * a_stride + kk * a_kstep);
+          const uint64_t db = wgmma::desc_advance(b_desc0, s * Cfg::kBBytes + (kTransB ? kk * 32 : kk * 2048));
+          if constexpr (kInt8) {
+            if constexpr (BN == 256) {
+              wgmma::wgmma_m64n256k32_s8(acc, da, db);
+            } else if constexpr (BN == 16) {
+              wgmma::wgmma_m64n16k32_s8(acc, da, db);
+            } else {
+              wgmma::wgmma_m64n128k32_s8(acc, da, db);
+            }
+          } else if constexpr (BN == 256) {
+            wgmma::wgmma_m64n256k16<kTransA ? 1 : 0, kTransB ? 0 : 1>(wgmma::WgmmaTag<T>{}, acc, da, db);
+          } else if constexpr (BN == 16) {
+            wgmma::wgmma_m64n16k16<kTransA ? 1 : 0, kTransB ? 0 : 1>(wgmma::WgmmaTag<T>{}, acc, da, db);
+          } else if constexpr (BN == 32) {
+            wgmma::wgmma_m64n32k16<kTransA ? 1 : 0, kTransB ? 0 : 1>(wgmma::WgmmaTag<T>{}, acc, da, db);
+          } else if constexpr (BN == 64) {
+            wgmma::wgmma_m64n64k16<kTransA ? 1 : 0, kTransB ? 0 : 1>(wgmma::WgmmaTag<T>{}, acc, da, db);
+          } else {
+            wgmma::wgmma_m64n128k16<kTransA ? 1 : 0, kTransB ? 0 : 1>(wgmma::WgmmaTag<T>{}, acc, da, db);
+          }
+        }
+        wgmma::commit_group();
         if (it > it_begin) {
           wgmma::wait_group<1>();  // the group of k-tile it-1 has retired: its stage is free
           release(kSkinny ? prev : (it - 1) % Stages);
@@ -613,33 +599,6 @@ gemm_wgmma_sm90_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_c
         dev_loop_ns += dev_mark - dev_t0;
       }
 #endif
-    };
-    // ts.turns: acc = the sum over this consumer's k-tiles of the next `nk` (cw, cw + 2, ...);
-    // the ring position then moves past all nk. Every wgmma issue and wait sits outside
-    // branches (ptxas would serialize them all), as in mainloop.
-    auto mainloop_turns = [&](int nk) {
-#pragma unroll
-      for (int i = 0; i < Cfg::kAccum; ++i) acc[i] = Acc(0);
-      const RingPos begin = slot_pos;
-      if (cw == 1) slot_pos.next(ring);
-      int prev = 0;
-      for (int j = cw; j < nk; j += 2) {
-        const int s = slot_pos.slot;
-        tma::mbarrier_wait(&full_bar[s], slot_pos.phase);
-        slot_pos.next(ring);
-        slot_pos.next(ring);  // (the other consumer's k-tile)
-        issue_ktile(s);
-        if (j > cw) {
-          wgmma::wait_group<1>();
-          release(prev);
-        }
-        prev = s;
-      }
-      wgmma::wait_group<0>();
-      if (cw < nk) release(prev);
-      // One division a unit (not a k-tile: NOTES.md "Token tiles", the ring).
-      slot_pos.slot = (begin.slot + nk) % ring;
-      slot_pos.phase = begin.phase ^ (((begin.slot + nk) / ring) & 1);
     };
     // acc (alpha applied) into D at the tile of work unit `unit`. The producer meanwhile
     // fills the ring with the next unit's first k-tiles.
@@ -763,33 +722,8 @@ gemm_wgmma_sm90_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_c
       }
     };
 
-    if constexpr (kTurnsOk) {
-      if (turns) {
-        // Whole units only (launch_wgmma_cfg). The second consumer's sums go through the buffer
-        // after the ring (thread-major: conflict-free), named barrier kXchgFull (it arrives,
-        // the first waits); the first then frees it (kXchgFree) for the next unit's.
-        constexpr int kXchgFull = 3, kXchgFree = 4;
-        Acc* xchg = reinterpret_cast<Acc*>(smem + ring * (a_stride + Cfg::kBBytes));
-        const int start = ts.range_start(blockIdx.x), end = ts.range_start(blockIdx.x + 1);
-        for (int pos = start; pos < end; pos += ktiles) {
-          mainloop_turns(ktiles);
-          if (cw == 1) {
-            if (pos > start) named_barrier_sync(kXchgFree, 256);
-#pragma unroll
-            for (int i = 0; i < Cfg::kAccum; ++i) xchg[i * 128 + wg_tid] = acc[i];
-            named_barrier_arrive(kXchgFull, 256);
-          } else {
-            named_barrier_sync(kXchgFull, 256);
-#pragma unroll
-            for (int i = 0; i < Cfg::kAccum; ++i) acc[i] += xchg[i * 128 + wg_tid];
-            if (pos + ktiles < end) named_barrier_arrive(kXchgFree, 256);
-            epilogue(pos / ktiles);
-          }
-        }
-      }
-    }
     if constexpr (kSkinny) {
-      if (cw < live_consumers && !turns) {  // else no rows of the unit (or turns, above)
+      if (cw < live_consumers) {  // else no rows of the unit: nothing to compute or store
       // Stream-K over every unit: whole units straight to D; a piece at either end of the
       // range is stored, counted in, and the unit's last piece sums the pieces in CTA order
       // (the same bits whichever is last) and stores D. Both pieces are published at the end
@@ -1013,16 +947,7 @@ inline cudaError_t launch_wgmma_cfg(const GemmProblem& p, const WgmmaSchedule& s
       if (err != cudaSuccess) return err;
     }
     ts.a_stride = static_cast<uint32_t>((ts.row_step + 7) / 8) * 1024;  // (the fallback re-plans)
-    // k-tiles in turns where the second consumer would sit out (64-row units) and the units go
-    // whole, for tiles 32 wide or more (M = 256, 4096 rows: the stream alone 16.3 us, one
-    // consumer 29.5, two in turns 19.2; scripts/token_tile_stream_probe.cu, NOTES.md "The
-    // consumer, measured"). Its exchange buffer (one warpgroup's accumulators) follows the
-    // ring. Dev knob CLO_GEMM_SKINNY_TURNS (0: never).
-    static bool dev_turns = std::getenv("CLO_GEMM_SKINNY_TURNS") != nullptr;
-    ts.turns = BN >= 32 && ts.row_step <= 64 && ts.tail_units == 0 && ts.step == ktiles &&
-               dev_knob("CLO_GEMM_SKINNY_TURNS", dev_turns, 1) != 0;
-    const size_t xchg_bytes = ts.turns ? size_t(Cfg::kAccum) * 128 * sizeof(float) : 0;
-    ts.ring = static_cast<int>(std::min<size_t>(Stages, (Cfg::kRingBytes - xchg_bytes) / (ts.a_stride + Cfg::kBBytes)));
+    ts.ring = static_cast<int>(std::min<size_t>(Stages, Cfg::kRingBytes / (ts.a_stride + Cfg::kBBytes)));
     // Dev knob CLO_GEMM_SKINNY_RING: at most that many slots (unset or 0: as many as fit).
     static bool dev_ring = std::getenv("CLO_GEMM_SKINNY_RING") != nullptr;
     const int ring_cap = dev_knob("CLO_GEMM_SKINNY_RING", dev_ring, 0);
