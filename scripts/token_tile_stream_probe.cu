@@ -12,7 +12,7 @@
 //   M = 256: ours (X 64 weight rows, Y 128 tokens), ours as pairs of weight units (Y multicast),
 //            cuBLAS's 64x128 tile (X 64 tokens, Y 128 weight rows, own or multicast).
 // Printed per row: us a call (L2-cold: 4 weight buffers of 33.5 MB in rotation, 16 launches
-// between events, median of 7 loops) and the bytes each SM takes in a microsecond. The same
+// between events, median of 7 loops) and what each SM takes in, in GB/s. The same
 // shapes' real kernels under the bench's CUDA graphs, for reference: 17.2 us (ours, M = 64),
 // 15.0 (cuBLAS); 21.6 and 19.0 at M = 256 (benchmarks/results/h100_gemm_skinny_pairs_7777a12.json).
 // Timed launch by launch, as here, ours took 29.7 us at M = 256 under ncu: compare this probe's
@@ -22,7 +22,7 @@
 //   nvcc -std=c++20 -O3 -I csrc/include -gencode=arch=compute_90a,code=sm_90a \
 //        -o /tmp/token_tile_stream_probe scripts/token_tile_stream_probe.cu && /tmp/token_tile_stream_probe
 //   /tmp/token_tile_stream_probe 0 6     # only those cases (their row numbers, from 0), e.g. under
-//   ncu --launch-skip 8 -c 1 ...         # the first timed launch (8 warm-up launches before it)
+//   ncu -k regex:token_tile --launch-skip 8 -c 1 ...  # the first timed launch (after 8 warm-up ones)
 #include <cuda_fp16.h>
 
 #include <cstdio>
