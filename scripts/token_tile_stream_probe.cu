@@ -43,17 +43,47 @@ struct StreamArgs {
   float* sink;
 };
 
-// The ring's start (128-byte swizzle atoms on 1 KB boundaries) and its barriers: full, one
-// arrival with the slot's bytes; empty, `releases` arrivals.
-__device__ __forceinline__ unsigned char* ring_start(unsigned char* smem_raw) {
-  return reinterpret_cast<unsigned char*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t(1023));
+// A kernel's ring: its slots (dynamic shared memory, 128-byte swizzle atoms on 1 KB
+// boundaries), each X then Y, and per slot the barriers full (one arrival with the slot's bytes)
+// and empty (`releases` arrivals, init_ring). The barriers are function-scope shared memory: one
+// set per block of whichever kernel calls it.
+struct Ring {
+  unsigned char* smem;
+  uint64_t *full, *empty;
+  uint32_t slot_bytes;
+};
+__device__ __forceinline__ Ring kernel_ring(const StreamArgs& a) {
+  extern __shared__ unsigned char smem_raw[];
+  __shared__ __align__(8) uint64_t full[kMaxSlots], empty[kMaxSlots];
+  unsigned char* smem = reinterpret_cast<unsigned char*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t(1023));
+  return Ring{smem, full, empty, (a.x_rows + a.y_rows) * 128u};
 }
-__device__ __forceinline__ void init_ring(uint64_t* full, uint64_t* empty, int slots, int releases) {
+__device__ __forceinline__ void init_ring(const Ring& ring, int slots, int releases) {
   for (int s = 0; s < slots; ++s) {
-    tma::mbarrier_init(&full[s], 1);
-    tma::mbarrier_init(&empty[s], releases);
+    tma::mbarrier_init(&ring.full[s], 1);
+    tma::mbarrier_init(&ring.empty[s], releases);
   }
   tma::mbarrier_init_fence();
+}
+// The producer (one thread): every k-tile's X box at row off.x and Y tile at row off.y into the
+// next slot once it is free; Y whole, or (kMulticastY) this cluster rank's half into both CTAs.
+template <bool kMulticastY>
+__device__ __forceinline__ void produce(const Ring& ring, const CUtensorMap* map_x, const CUtensorMap* map_y,
+                                        const StreamArgs& a, int2 off, int rank) {
+  for (int kt = 0, s = 0, phase = 0; kt < a.ktiles; ++kt) {
+    if (kt >= a.slots) tma::mbarrier_wait(&ring.empty[s], phase ^ 1);
+    tma::mbarrier_arrive_expect_tx(&ring.full[s], ring.slot_bytes);
+    unsigned char* slot = ring.smem + s * ring.slot_bytes;
+    tma::load_2d(slot, map_x, kt * 64, off.x, &ring.full[s]);
+    unsigned char* y = slot + a.x_rows * 128;
+    if constexpr (kMulticastY) {
+      const int half = a.y_rows / 2;
+      tma::load_2d_multicast(y + rank * half * 128, map_y, kt * 64, off.y + rank * half, &ring.full[s], 3);
+    } else {
+      tma::load_2d(y, map_y, kt * 64, off.y, &ring.full[s]);
+    }
+    if (++s == a.slots) s = 0, phase ^= 1;
+  }
 }
 
 // kCoupled (clusters): each slot is released on both CTAs' empty barriers, as a multicast needs;
@@ -62,15 +92,12 @@ template <int kCluster, bool kMulticastY, bool kCoupled = kMulticastY>
 __global__ void __launch_bounds__(64, 1) token_tile_stream(const __grid_constant__ CUtensorMap map_x,
                                                            const __grid_constant__ CUtensorMap map_y, StreamArgs a) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-  extern __shared__ unsigned char smem_raw[];
-  __shared__ __align__(8) uint64_t full[kMaxSlots], empty[kMaxSlots];
-  unsigned char* smem = ring_start(smem_raw);
-  const uint32_t slot_bytes = (a.x_rows + a.y_rows) * 128u;
+  const Ring ring = kernel_ring(a);
   const int rank = kCluster > 1 ? static_cast<int>(cluster::ctarank()) : 0;
   if (threadIdx.x == 0) {
     tma::prefetch_tensor_map(&map_x);
     tma::prefetch_tensor_map(&map_y);
-    init_ring(full, empty, a.slots, kCoupled ? kCluster : 1);  // the consumer of every CTA the slot's loads fill
+    init_ring(ring, a.slots, kCoupled ? kCluster : 1);  // the consumer of every CTA the slot's loads fill
   }
   if constexpr (kCluster > 1) {
     cluster::sync();
@@ -79,30 +106,17 @@ __global__ void __launch_bounds__(64, 1) token_tile_stream(const __grid_constant
   }
   const int2 off = a.offsets[blockIdx.x];
   if (threadIdx.x == 0) {
-    for (int kt = 0, s = 0, phase = 0; kt < a.ktiles; ++kt) {
-      if (kt >= a.slots) tma::mbarrier_wait(&empty[s], phase ^ 1);
-      tma::mbarrier_arrive_expect_tx(&full[s], slot_bytes);
-      unsigned char* slot = smem + s * slot_bytes;
-      tma::load_2d(slot, &map_x, kt * 64, off.x, &full[s]);
-      unsigned char* y = slot + a.x_rows * 128;
-      if constexpr (kMulticastY) {
-        const int half = a.y_rows / 2;
-        tma::load_2d_multicast(y + rank * half * 128, &map_y, kt * 64, off.y + rank * half, &full[s], 3);
-      } else {
-        tma::load_2d(y, &map_y, kt * 64, off.y, &full[s]);
-      }
-      if (++s == a.slots) s = 0, phase ^= 1;
-    }
+    produce<kMulticastY>(ring, &map_x, &map_y, a, off, rank);
   } else if (threadIdx.x == 32) {
     float acc = 0.f;
     for (int kt = 0, s = 0, phase = 0; kt < a.ktiles; ++kt) {
-      tma::mbarrier_wait(&full[s], phase);
-      const uint4 v = *reinterpret_cast<const uint4*>(smem + s * slot_bytes + (kt % 64) * 16);
+      tma::mbarrier_wait(&ring.full[s], phase);
+      const uint4 v = *reinterpret_cast<const uint4*>(ring.smem + s * ring.slot_bytes + (kt % 64) * 16);
       acc += __half2float(*reinterpret_cast<const __half*>(&v.x));
       if constexpr (!kCoupled) {
-        tma::mbarrier_arrive(&empty[s]);
+        tma::mbarrier_arrive(&ring.empty[s]);
       } else {
-        for (int r = 0; r < kCluster; ++r) cluster::mbarrier_arrive_remote(cluster::map_shared(&empty[s], r));
+        for (int r = 0; r < kCluster; ++r) cluster::mbarrier_arrive_remote(cluster::map_shared(&ring.empty[s], r));
       }
       if (++s == a.slots) s = 0, phase ^= 1;
     }
@@ -131,31 +145,21 @@ template <int kMath, int kN>
 __global__ void __launch_bounds__(384, 1) token_tile_math(const __grid_constant__ CUtensorMap map_x,
                                                           const __grid_constant__ CUtensorMap map_y, StreamArgs a) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-  extern __shared__ unsigned char smem_raw[];
-  __shared__ __align__(8) uint64_t full[kMaxSlots], empty[kMaxSlots];
-  unsigned char* smem = ring_start(smem_raw);
-  const uint32_t slot_bytes = (a.x_rows + a.y_rows) * 128u;
+  const Ring ring = kernel_ring(a);
   const int warpgroup = __shfl_sync(0xffffffffu, int(threadIdx.x / 128), 0), wg_tid = threadIdx.x % 128;
-  if (threadIdx.x == 0) init_ring(full, empty, a.slots, kMath == 2 ? 2 : 1);
+  if (threadIdx.x == 0) init_ring(ring, a.slots, kMath == 2 ? 2 : 1);
   __syncthreads();
   const int2 off = a.offsets[blockIdx.x];
   // Branches on the warp-uniform warpgroup first (a wgmma under a test of threadIdx.x is on a
   // divergent path to ptxas, which then serializes every wgmma: C7520).
   if (warpgroup == 0) {
     if (threadIdx.x != 0) return;
-    for (int kt = 0, s = 0, phase = 0; kt < a.ktiles; ++kt) {
-      if (kt >= a.slots) tma::mbarrier_wait(&empty[s], phase ^ 1);
-      tma::mbarrier_arrive_expect_tx(&full[s], slot_bytes);
-      unsigned char* slot = smem + s * slot_bytes;
-      tma::load_2d(slot, &map_x, kt * 64, off.x, &full[s]);
-      tma::load_2d(slot + a.x_rows * 128, &map_y, kt * 64, off.y, &full[s]);
-      if (++s == a.slots) s = 0, phase ^= 1;
-    }
+    produce<false>(ring, &map_x, &map_y, a, off, 0);
   } else if (kMath != 1 || warpgroup == 1) {
     const int cw = warpgroup - 1;
-    const uint64_t a_desc0 = wgmma::make_desc_sw128(smem_u32addr(smem), 16, 1024);
+    const uint64_t a_desc0 = wgmma::make_desc_sw128(smem_u32addr(ring.smem), 16, 1024);
     const uint64_t b_desc0 = wgmma::make_desc_sw128(
-        smem_u32addr(smem) + a.x_rows * 128 + (kMath == 2 ? cw * kN * 128 : 0), 16, 1024);
+        smem_u32addr(ring.smem) + a.x_rows * 128 + (kMath == 2 ? cw * kN * 128 : 0), 16, 1024);
     // Accumulators from a value ptxas cannot fold, and only two read at the end: a zero start or
     // a sum of all of them made ptxas serialize the wgmmas (C7514), which the real kernel avoids.
     float acc[kN / 2];
@@ -167,22 +171,22 @@ __global__ void __launch_bounds__(384, 1) token_tile_math(const __grid_constant_
     int prev = 0;
     for (int kt = kt0; kt < a.ktiles; kt += step) {
       const int s = kt % a.slots;
-      tma::mbarrier_wait(&full[s], (kt / a.slots) & 1);
+      tma::mbarrier_wait(&ring.full[s], (kt / a.slots) & 1);
       wgmma::fence();
 #pragma unroll
       for (int kk = 0; kk < 4; ++kk) {
-        mma_k16<kN>(acc, wgmma::desc_advance(a_desc0, s * slot_bytes + kk * 32),
-                    wgmma::desc_advance(b_desc0, s * slot_bytes + kk * 32));
+        mma_k16<kN>(acc, wgmma::desc_advance(a_desc0, s * ring.slot_bytes + kk * 32),
+                    wgmma::desc_advance(b_desc0, s * ring.slot_bytes + kk * 32));
       }
       wgmma::commit_group();
       if (kt > kt0) {
         wgmma::wait_group<1>();
-        if (wg_tid == 0) tma::mbarrier_arrive(&empty[prev]);
+        if (wg_tid == 0) tma::mbarrier_arrive(&ring.empty[prev]);
       }
       prev = s;
     }
     wgmma::wait_group<0>();
-    if (wg_tid == 0) tma::mbarrier_arrive(&empty[prev]);
+    if (wg_tid == 0) tma::mbarrier_arrive(&ring.empty[prev]);
     if (acc[0] == 12345.f) a.sink[blockIdx.x] = acc[1];
   }
 #endif
