@@ -10,6 +10,7 @@ benchmark-only op `_gemm_variant`.
   SKINNY_WGMMA_SWEEP=1 GEMM_BENCH_SECTIONS=skinny python3 scripts/bench_gemm_dev.py   # the Hopper skinny tile vs the skinny kernels
   GEMM_BENCH_SECTIONS=int8 python3 scripts/bench_gemm_dev.py   # int8: wgmma (single, pairs) vs mma.sync vs _int_mm
   GEMM_BENCH_SECTIONS=f32_wide python3 scripts/bench_gemm_dev.py   # fp32: the 128x128 tile vs the long one vs auto
+  GEMM_BENCH_SECTIONS=pdl python3 scripts/bench_gemm_dev.py   # PDL modes on decode shapes, graphs, cold L2
 """
 from __future__ import annotations
 
@@ -257,6 +258,46 @@ def tail_split_section():
     os.environ["CLO_GEMM_WGMMA_TAIL_SPLIT"] = ""
 
 
+def pdl_section():
+    """Programmatic dependent launch (CLO_GEMM_PDL: 0 none, 1 the wgmma family, 2 also the
+    skinny kernels) on decode and batched-decode shapes with b [N, K] (nn.Linear), CUDA-graph
+    replays of back-to-back calls over rotated inputs (cold L2), as `llm-speed bench` times
+    them. Each mode timed in forward and reverse order, the better median kept; cuBLAS before
+    and after, the better kept. The `launches` rows time the same rotation launch by launch
+    (no graph, mode 1), against cuBLAS likewise: what a graph changes for each."""
+    from cuda_llm_ops.timing import rotation_count
+    shapes = [(1, 4096, 4096), (1, 12288, 4096), (16, 4096, 4096), (16, 12288, 4096), (64, 4096, 4096),
+              (128, 4096, 4096), (256, 4096, 4096), (256, 4096, 14336), (2048, 4096, 4096)]
+    dtype = torch.float16
+
+    def time_sets(calls, graph):
+        return benchmark(None, warmup=5, iterations=30, cold_l2=True, cuda_graph=graph, fn_sets=calls,
+                         warmup_ms=20).median_ms
+
+    for M, N, K in shapes:
+        sets = rotation_count(2.0 * (M * K + N * K + M * N))
+        data = [(torch.randn(M, K, device="cuda").to(dtype), torch.randn(N, K, device="cuda").to(dtype))
+                for _ in range(sets)]
+        ours = [lambda a=a, w=w: llm.gemm(a, w, trans_b=True) for a, w in data]
+        theirs = [lambda a=a, w=w: torch.matmul(a, w.t()) for a, w in data]
+        ref = torch.matmul(data[0][0].double(), data[0][1].double().t())
+        fl, shape = 2.0 * M * N * K, f"{M}x{N}x{K}"
+        peer = time_sets(theirs, True)
+        best: dict = {}
+        for order in ((0, 1, 2), (2, 1, 0)):
+            for mode in order:
+                os.environ["CLO_GEMM_PDL"] = str(mode)
+                best[mode] = min(best.get(mode, 1e9), time_sets(ours, True))
+        peer = min(peer, time_sets(theirs, True))
+        os.environ["CLO_GEMM_PDL"] = ""
+        err = rel_error(ours[0](), ref)
+        for mode, ms in best.items():
+            row("pdl", shape, dtype, f"graph pdl={mode}", ms, fl, "cublas graph", peer, f"sets={sets} err={err:.1e}")
+        row("pdl", shape, dtype, "launches pdl=1", time_sets(ours, False), fl, "cublas launches",
+            time_sets(theirs, False), f"sets={sets}")
+        del data, ours, theirs, ref
+
+
 def f32_wide_section():
     """fp32 SIMT: the large 128x128 tile (8x8 a thread, two blocks per SM; `pipelined`), the long
     tile (`alt_b`, one block per SM: NN 256x128 with 16x8 a thread at BK 16, TT 128x256 with 8x16
@@ -350,10 +391,12 @@ if __name__ == "__main__":
             os.environ.setdefault(name, "")
     if "tail_split" in wanted:
         os.environ.setdefault("CLO_GEMM_WGMMA_TAIL_SPLIT", "")
+    if "pdl" in wanted:
+        os.environ.setdefault("CLO_GEMM_PDL", "")
     if "int8" in wanted:
         for name in INT8_KNOB_NAMES:
             os.environ.setdefault(name, "")
-    for name, section, arg in (("f32_wide", f32_wide_section, None), ("tail_split", tail_split_section, None), ("wgmma_sched", wgmma_sched_section, None), ("skinny", skinny_section, None), ("int8", int8_section, None),
+    for name, section, arg in (("pdl", pdl_section, None), ("f32_wide", f32_wide_section, None), ("tail_split", tail_split_section, None), ("wgmma_sched", wgmma_sched_section, None), ("skinny", skinny_section, None), ("int8", int8_section, None),
                                ("f16", float_section, torch.float16),
                                ("f32", float_section, torch.float32), ("bf16", float_section, torch.bfloat16)):
         if name not in wanted:

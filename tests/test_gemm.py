@@ -26,6 +26,7 @@ os.environ.setdefault("CLO_GEMM_WGMMA_RASTER", "")
 os.environ.setdefault("CLO_GEMM_WGMMA_TAIL_SPLIT", "")
 os.environ.setdefault("CLO_GEMM_SKINNY_WGMMA", "")
 os.environ.setdefault("CLO_GEMM_INT8_WGMMA", "")
+os.environ.setdefault("CLO_GEMM_PDL", "")
 
 FLOATS = [torch.float32, torch.float16, torch.bfloat16]
 # Any size 1..1024, or a multiple of 16 (the tensor-core / vectorised paths with edge tiles).
@@ -707,6 +708,52 @@ def test_wgmma_skinny_decode_shapes(monkeypatch, trans_b, m, n, k):
     monkeypatch.setenv("CLO_GEMM_SKINNY_WGMMA", "1")
     takes = (m >= 8 and (not trans_b or n >= 8192)) or (trans_b and whole)
     assert ("gemm_wgmma_sm90_kernel" in kernel_names(f)) == takes
+
+
+@pytest.mark.parametrize("pdl", ["0", "1", "2"])
+@pytest.mark.parametrize("m,n,kernel", [
+    (1, 4096, r"gemm_skinny_nk_mma"),                                         # mma.sync skinny
+    (16, 8192, r"gemm_wgmma_sm90_kernel<[^>]*, 16, \d+, 1, true>"),           # decode tile
+    (24, 4096, r"gemm_wgmma_sm90_kernel<[^>]*, 64, \d+, 1, true>"),           # split along K
+    (256, 4096, r"gemm_wgmma_sm90_kernel<[^>]*, 128, \d+, 1, true>"),         # token tiles
+    (2048, 2048, r"gemm_wgmma_sm90_kernel<[^>]*, 256, 4, 1(, false)?>"),      # persistent tiles
+])
+def test_gemm_pdl_chain(monkeypatch, pdl, m, n, kernel):
+    """Back-to-back gemms under each PDL mode (dev knob CLO_GEMM_PDL: 0 none, 1 the wgmma family,
+    2 also the skinny kernels): each call reads the output of the one before and writes over the
+    buffer the one before read (two buffers in turn), eagerly and replayed from a CUDA graph
+    with new input and the other buffer poisoned. A call that read before the previous kernel
+    had finished, or wrote while it still read, breaks the chain against a float64 one rounded
+    to fp16 at every step as the kernels round."""
+    _require_sm90()
+    monkeypatch.setenv("CLO_GEMM_PDL", pdl)
+    dtype, steps = torch.float16, 6
+    weights = [(torch.randn(n, n, device="cuda") / n ** 0.5).to(dtype) for _ in range(2)]
+    bufs = [_rand((m, n), dtype), torch.full((m, n), float("nan"), device="cuda", dtype=dtype)]
+
+    def chain():
+        for i in range(steps):
+            llm.gemm(bufs[i % 2], weights[i % 2], trans_b=True, out=bufs[(i + 1) % 2])
+
+    def check(x0, what):
+        ref = x0.double()
+        for i in range(steps):
+            ref = (ref @ weights[i % 2].double().T).to(dtype).double()
+        assert_close(bufs[steps % 2], ref, dtype, rel_tol=2 * _tol(dtype, n), what=f"{what} {m}x{n} CLO_GEMM_PDL={pdl}")
+
+    assert re.search(kernel, kernel_names(lambda: llm.gemm(bufs[0], weights[0], trans_b=True))), kernel
+    x0 = bufs[0].clone()
+    chain()
+    check(x0, "eager chain")
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        chain()
+    for _ in range(2):
+        x0 = _rand((m, n), dtype)
+        bufs[0].copy_(x0)
+        bufs[1].fill_(float("nan"))
+        graph.replay()
+        check(x0, "graph replay")
 
 
 def test_wgmma_errors():

@@ -5,6 +5,7 @@
 // to mma.sync when it does not apply), and the generic kernel for
 // rows that cannot be read 16 bytes at a time.
 #include <cstdint>
+#include <cstdlib>
 
 #include "gemm/gemm.h"
 
@@ -25,6 +26,11 @@ Family select_family(const GemmProblem& p, GemmVariant variant) {
 }
 
 }  // namespace
+
+int gemm_pdl_mode() {
+  static bool dev_mode = std::getenv("CLO_GEMM_PDL") != nullptr;
+  return device_cc_major() >= 9 ? dev_knob("CLO_GEMM_PDL", dev_mode, kGemmPdlWgmma) : kGemmPdlOff;
+}
 
 bool gemm_vectorizable(const GemmProblem& p) {
   const size_t elem = elem_size(p.in_dtype);

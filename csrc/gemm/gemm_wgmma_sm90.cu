@@ -87,6 +87,7 @@ cudaError_t select_wgmma_schedule(const GemmProblem& p, GemmVariant variant, Wgm
   // CLO_GEMM_WGMMA_TAIL_SPLIT: 0 never, 1 where it pays (default), 2 wherever it can.
   static bool dev_tail_split = std::getenv("CLO_GEMM_WGMMA_TAIL_SPLIT") != nullptr;
   sch.tail_split = dev_knob("CLO_GEMM_WGMMA_TAIL_SPLIT", dev_tail_split, 1);
+  sch.pdl = gemm_pdl_mode() != kGemmPdlOff;
   return cudaSuccess;
 }
 
@@ -118,15 +119,24 @@ int skinny_tile_bn(const GemmProblem& p) {
 
 // The skinny tile's deal of the (unswapped) decode problem p, as launch_wgmma_cfg plans it
 // (plan_skinny_deal: the weight's N rows, k-tiles of 128 bytes, one CTA per SM); `grid` out.
-WgmmaTailSplit skinny_plan(const GemmProblem& p, long long& grid) {
+WgmmaTailSplit skinny_plan(const GemmProblem& p, int bn, long long& grid) {
   grid = device_sm_count();
   const int bk = 128 / static_cast<int>(elem_size(p.in_dtype));
   WgmmaTailSplit ts;
-  plan_skinny_deal(p.N, p.M, skinny_tile_bn(p), div_ceil(p.K, bk), p.trans_b, grid, p.in_dtype == DType::kInt8, ts);
+  plan_skinny_deal(p.N, p.M, bn, div_ceil(p.K, bk), p.trans_b, grid, p.in_dtype == DType::kInt8, ts);
   return ts;
 }
 
-}  // namespace
+// The skinny tile's schedule at width bn: register epilogue, no split of a last wave.
+WgmmaSchedule skinny_schedule(int bn) {
+  WgmmaSchedule sch;
+  sch.skinny = true;
+  sch.bn = bn;
+  sch.tma_store = false;
+  sch.tail_split = 0;
+  sch.pdl = gemm_pdl_mode() != kGemmPdlOff;
+  return sch;
+}
 
 // Decode shapes on the wgmma family: D^T = op(B)^T op(A)^T, so the weight streams through
 // the 64-row wgmma operand (TMA boxes of N rows, units of 64-128 rows) and the rows of A are
@@ -140,28 +150,36 @@ WgmmaTailSplit skinny_plan(const GemmProblem& p, long long& grid) {
 // would not fill a wave (they would stream the weight on as few SMs as they have tiles), and
 // above 128 rows only in token tiles.
 // Dev knob CLO_GEMM_SKINNY_WGMMA: 0 never, 1 that rule (default), 2 wherever it can.
-bool wgmma_skinny_applies(const GemmProblem& p) {
+// The tile's width for p (skinny_tile_bn) where it applies, else 0.
+int wgmma_skinny_tile(const GemmProblem& p) {
   static bool dev_mode = std::getenv("CLO_GEMM_SKINNY_WGMMA") != nullptr;
   const int mode = dev_knob("CLO_GEMM_SKINNY_WGMMA", dev_mode, 1);
-  if (mode == 0 || p.M > kSkinnyWgmmaMaxM || skinny_tile_bn(p) == 0) return false;
+  if (mode == 0 || p.M > kSkinnyWgmmaMaxM) return 0;
+  const int bn = skinny_tile_bn(p);
+  if (bn == 0) return 0;
   // Batched decode: not where the 128-wide tiles fill a wave, which stream the weight as well
   // (M = 128, 28672 rows: 87.4 us on them against 90.8 on the tile; NOTES.md "Batched decode").
   // Nor below 1024 weight rows (16 units of 64): a short call whose few units the split would
   // cut into many short ranges (not measured; the tile's rows measured from 4096).
   if (mode == 1 && p.M > kSkinnyMaxM &&
       ((long long)div_ceil(p.M, 128) * div_ceil(p.N, 128) >= device_sm_count() || p.N < 1024)) {
-    return false;
+    return 0;
   }
   if (mode == 1 && p.M <= kSkinnyMaxM) {
     // Also b [N, K] at any M where plan_skinny deals whole units (NOTES.md "Skinny", run 7:
     // 16x6144x4096 and 1x12288x4096 on the tile against the skinny kernels).
     long long grid = 0;
-    const bool whole = p.trans_b && skinny_plan(p, grid).step > 1;
-    if (!whole && (p.M < 8 || (p.trans_b && p.N < 8192))) return false;
+    const bool whole = p.trans_b && skinny_plan(p, bn, grid).step > 1;
+    if (!whole && (p.M < 8 || (p.trans_b && p.N < 8192))) return 0;
   }
-  return !p.trans_a && (p.in_dtype == DType::kFloat16 || p.in_dtype == DType::kBFloat16) &&
-         (p.out_dtype == p.in_dtype || p.out_dtype == DType::kFloat32) && wgmma_applicable(p);
+  const bool fits = !p.trans_a && (p.in_dtype == DType::kFloat16 || p.in_dtype == DType::kBFloat16) &&
+                    (p.out_dtype == p.in_dtype || p.out_dtype == DType::kFloat32) && wgmma_applicable(p);
+  return fits ? bn : 0;
 }
+
+}  // namespace
+
+bool wgmma_skinny_applies(const GemmProblem& p) { return wgmma_skinny_tile(p) != 0; }
 
 namespace {
 
@@ -184,10 +202,10 @@ namespace {
 
 // The stream-K scratch of the skinny tile for the (unswapped) decode problem p (none where
 // the units go whole).
-size_t skinny_tile_workspace_bytes(const GemmProblem& p) {
+size_t skinny_tile_workspace_bytes(const GemmProblem& p, int bn) {
   long long grid = 0;
-  const WgmmaTailSplit ts = skinny_plan(p, grid);
-  switch (skinny_tile_bn(p)) {
+  const WgmmaTailSplit ts = skinny_plan(p, bn, grid);
+  switch (bn) {
     case 16: return skinny_stream_k_workspace_bytes<SkinnyWgmmaConfig<16>>(ts, grid);
     case 32: return skinny_stream_k_workspace_bytes<SkinnyWgmmaConfig<32>>(ts, grid);
     case 64: return skinny_stream_k_workspace_bytes<SkinnyWgmmaConfig<64>>(ts, grid);
@@ -198,16 +216,14 @@ size_t skinny_tile_workspace_bytes(const GemmProblem& p) {
 }  // namespace
 
 size_t wgmma_skinny_workspace_bytes(const GemmProblem& p) {
-  return wgmma_skinny_applies(p) ? skinny_tile_workspace_bytes(p) : 0;
+  const int bn = wgmma_skinny_tile(p);
+  return bn != 0 ? skinny_tile_workspace_bytes(p, bn) : 0;
 }
 
 cudaError_t launch_gemm_wgmma_skinny(const GemmProblem& p, cudaStream_t stream) {
-  if (!wgmma_skinny_applies(p)) return cudaErrorNotSupported;
-  WgmmaSchedule sch;
-  sch.skinny = true;
-  sch.bn = skinny_tile_bn(p);
-  sch.tma_store = false;
-  sch.tail_split = 0;
+  const int bn = wgmma_skinny_tile(p);
+  if (bn == 0) return cudaErrorNotSupported;
+  const WgmmaSchedule sch = skinny_schedule(bn);
   const GemmProblem q = swapped_for_skinny(p);
   return p.in_dtype == DType::kBFloat16 ? launch_gemm_wgmma_bf16(q, sch, stream) : launch_gemm_wgmma_f16(q, sch, stream);
 }
@@ -253,7 +269,7 @@ bool int8_skinny_applies(const GemmProblem& p) {
 size_t wgmma_int8_workspace_bytes(const GemmProblem& p) {
   bool use = false;
   const GemmVariant variant = int8_wgmma_variant(use);
-  if (use && int8_skinny_applies(p)) return skinny_tile_workspace_bytes(p);
+  if (use && int8_skinny_applies(p)) return skinny_tile_workspace_bytes(p, 16);
   GemmProblem sized = p;
   sized.workspace = nullptr;
   sized.workspace_bytes = 0;
@@ -267,14 +283,7 @@ size_t wgmma_int8_workspace_bytes(const GemmProblem& p) {
 cudaError_t launch_gemm_wgmma_int8(const GemmProblem& p, cudaStream_t stream) {
   bool use = false;
   const GemmVariant variant = int8_wgmma_variant(use);
-  if (use && int8_skinny_applies(p)) {
-    WgmmaSchedule sch;
-    sch.skinny = true;
-    sch.bn = 16;
-    sch.tma_store = false;
-    sch.tail_split = 0;
-    return launch_gemm_wgmma_s8(swapped_for_skinny(p), sch, stream);
-  }
+  if (use && int8_skinny_applies(p)) return launch_gemm_wgmma_s8(swapped_for_skinny(p), skinny_schedule(16), stream);
   size_t bt_bytes = 0;
   const GemmProblem q = int8_wgmma_problem(p, bt_bytes);
   WgmmaSchedule sch;

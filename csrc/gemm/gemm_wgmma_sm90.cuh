@@ -99,6 +99,7 @@ struct WgmmaSchedule {
   int raster = 8;          // grouped_block's group: > 0 groups of unit rows, < 0 of tile columns
   int tail_split = 1;      // the last wave split along K: 0 never, 1 where it pays, 2 wherever it can
   bool skinny = false;     // the skinny tile (bn 16, 32, 64 or 128): a swapped decode problem (launch_gemm_wgmma_skinny)
+  bool pdl = false;        // a PDL secondary of the stream's previous kernel (gemm_pdl_mode)
 };
 
 // Split-K over the last, partial wave (persistent single CTAs; tail_units == 0: every unit
@@ -431,6 +432,12 @@ gemm_wgmma_sm90_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_c
   } else {
     __syncthreads();
   }
+  // Launched as a PDL secondary (WgmmaSchedule::pdl), the set-up above ran beside the
+  // previous kernel's tail; every global access (the TMA loads, the split's workspace, the
+  // stores) comes after this wait. The next kernel may then be scheduled: its CTAs take only
+  // SMs this grid leaves idle or frees, since one of these CTAs fills an SM's registers.
+  pdl_wait_primary();
+  pdl_launch_dependents();
 
   if (warpgroup == 0) {
     wgmma::setmaxnreg_dec<Cfg::kProducerRegs>();
@@ -974,9 +981,9 @@ inline cudaError_t launch_wgmma_cfg(const GemmProblem& p, const WgmmaSchedule& s
                                CU_TENSOR_MAP_SWIZZLE_64B);
     if (err != cudaSuccess) return err;
   }
-  cudaLaunchAttribute attr;
+  cudaLaunchAttribute attr[2];
   const cudaLaunchConfig_t cfg = cluster::launch_config(dim3(static_cast<unsigned>(clusters * kCluster)), Cfg::kThreads,
-                                                       Cfg::kSmemBytes, stream, kCluster, &attr);
+                                                       Cfg::kSmemBytes, stream, kCluster, attr, sch.pdl);
   err = cudaLaunchKernelEx(&cfg, kernel, map_a, map_b, map_d, map_a32, make_kernel_args(p), tma_store ? 1 : 0,
                            sch.raster, ts);
   if (err != cudaSuccess) return err;

@@ -68,22 +68,25 @@ CLO_DEVICE void store_remote(uint32_t addr, float2 v) {
 }
 
 // A launch of `grid` CTAs of `threads` in clusters of `cluster_size` along x (no cluster
-// attribute for 1); `attr` holds the attribute and must live until the launch.
+// attribute for 1), with programmatic dependent launch when `pdl` (common.cuh's
+// launch_kernel: the kernel must call pdl_wait_primary before its first global access).
+// `attr` holds the attributes (room for two) and must live until the launch.
 inline cudaLaunchConfig_t launch_config(dim3 grid, unsigned threads, size_t smem_bytes, cudaStream_t stream,
-                                        int cluster_size, cudaLaunchAttribute* attr) {
+                                        int cluster_size, cudaLaunchAttribute* attr, bool pdl = false) {
   cudaLaunchConfig_t cfg = {};
   cfg.gridDim = grid;
   cfg.blockDim = dim3(threads);
   cfg.dynamicSmemBytes = smem_bytes;
   cfg.stream = stream;
+  cfg.attrs = attr;
   if (cluster_size > 1) {
-    attr->id = cudaLaunchAttributeClusterDimension;
-    attr->val.clusterDim.x = cluster_size;
-    attr->val.clusterDim.y = 1;
-    attr->val.clusterDim.z = 1;
-    cfg.attrs = attr;
-    cfg.numAttrs = 1;
+    cudaLaunchAttribute& a = attr[cfg.numAttrs++];
+    a.id = cudaLaunchAttributeClusterDimension;
+    a.val.clusterDim.x = cluster_size;
+    a.val.clusterDim.y = 1;
+    a.val.clusterDim.z = 1;
   }
+  if (pdl) attr[cfg.numAttrs++] = pdl_launch_attribute();
   return cfg;
 }
 

@@ -200,6 +200,14 @@ CLO_DEVICE int atomic_add_relaxed_gpu(int* counter, int value) {
   return before;
 }
 
+// The launch attribute that makes a launch a PDL secondary of the stream's previous kernel.
+inline cudaLaunchAttribute pdl_launch_attribute() {
+  cudaLaunchAttribute a{};
+  a.id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  a.val.programmaticStreamSerializationAllowed = 1;
+  return a;
+}
+
 // kernel<<<grid, block, smem, stream>>>(args...), with the PDL attribute when `pdl`
 // (ignored by devices below sm_90, so callers pass device_cc_major() >= 9). Captured
 // into a CUDA graph, the attribute becomes a programmatic edge.
@@ -211,9 +219,7 @@ inline cudaError_t launch_kernel(void (*kernel)(Params...), dim3 grid, dim3 bloc
   cfg.blockDim = block;
   cfg.dynamicSmemBytes = smem;
   cfg.stream = stream;
-  cudaLaunchAttribute attr[1];
-  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  attr[0].val.programmaticStreamSerializationAllowed = 1;
+  cudaLaunchAttribute attr[1] = {pdl_launch_attribute()};
   cfg.attrs = attr;
   cfg.numAttrs = pdl ? 1 : 0;
   return cudaLaunchKernelEx(&cfg, kernel, std::forward<Args>(args)...);
