@@ -259,8 +259,8 @@ def tail_split_section():
 
 
 def pdl_section():
-    """Programmatic dependent launch (CLO_GEMM_PDL: 0 none, 1 the wgmma family, 2 also the
-    skinny kernels) on decode and batched-decode shapes with b [N, K] (nn.Linear), CUDA-graph
+    """Programmatic dependent launch (CLO_GEMM_PDL: 0 none, 1 the decode kernels, 2 also the
+    large wgmma tiles) on decode and batched-decode shapes with b [N, K] (nn.Linear), CUDA-graph
     replays of back-to-back calls over rotated inputs (cold L2), as `llm-speed bench` times
     them. Each mode timed in forward and reverse order, the better median kept; cuBLAS before
     and after, the better kept. The `launches` rows time the same rotation launch by launch

@@ -130,9 +130,10 @@ cudaError_t launch_gemm_generic(const GemmProblem& p, cudaStream_t stream);
 
 // Which GEMM launches are PDL secondaries of the stream's previous kernel (sm_90: their
 // start-up overlaps its tail; each kernel waits for it before its first global access).
-// kGemmPdlWgmma: the Hopper family's kernels; kGemmPdlAll: also the skinny kernels. Dev knob
-// CLO_GEMM_PDL (0, 1, 2; read like the other dev knobs, common.cuh dev_knob).
-constexpr int kGemmPdlOff = 0, kGemmPdlWgmma = 1, kGemmPdlAll = 2;
+// kGemmPdlDecode (default): the decode kernels (the skinny kernels and the Hopper family's
+// skinny tile, calls of 15-110 us where it gained 0.5-1.3 us: NOTES.md "PDL"); kGemmPdlAll:
+// also the Hopper family's large tiles. Dev knob CLO_GEMM_PDL (0, 1, 2; common.cuh dev_knob).
+constexpr int kGemmPdlOff = 0, kGemmPdlDecode = 1, kGemmPdlAll = 2;
 int gemm_pdl_mode();
 
 // Skinny family (gemm_skinny.cu): fp32/fp16/bf16 with M <= kSkinnyMaxM, A not transposed,

@@ -29,7 +29,7 @@ Family select_family(const GemmProblem& p, GemmVariant variant) {
 
 int gemm_pdl_mode() {
   static bool dev_mode = std::getenv("CLO_GEMM_PDL") != nullptr;
-  return device_cc_major() >= 9 ? dev_knob("CLO_GEMM_PDL", dev_mode, kGemmPdlWgmma) : kGemmPdlOff;
+  return device_cc_major() >= 9 ? dev_knob("CLO_GEMM_PDL", dev_mode, kGemmPdlDecode) : kGemmPdlOff;
 }
 
 bool gemm_vectorizable(const GemmProblem& p) {

@@ -710,7 +710,7 @@ cudaError_t launch_skinny(Kernel kernel, void (*reduce)(const GemmKernelArgs, co
   const GemmKernelArgs args = make_kernel_args(p);
   const SkinnySplit split{plan.k_warps, plan.k_splits, static_cast<float*>(p.workspace)};
   cudaError_t err = launch_kernel(kernel, dim3(plan.blocks_x, plan.k_splits), dim3(kSkinnyThreads), smem_bytes, stream,
-                                  gemm_pdl_mode() == kGemmPdlAll, args, split);
+                                  gemm_pdl_mode() != kGemmPdlOff, args, split);
   if (err == cudaSuccess) err = cudaGetLastError();
   if (err != cudaSuccess || plan.k_splits == 1) return err;
   const long long mn = static_cast<long long>(p.M) * p.N;

@@ -87,7 +87,7 @@ cudaError_t select_wgmma_schedule(const GemmProblem& p, GemmVariant variant, Wgm
   // CLO_GEMM_WGMMA_TAIL_SPLIT: 0 never, 1 where it pays (default), 2 wherever it can.
   static bool dev_tail_split = std::getenv("CLO_GEMM_WGMMA_TAIL_SPLIT") != nullptr;
   sch.tail_split = dev_knob("CLO_GEMM_WGMMA_TAIL_SPLIT", dev_tail_split, 1);
-  sch.pdl = gemm_pdl_mode() != kGemmPdlOff;
+  sch.pdl = gemm_pdl_mode() == kGemmPdlAll;
   return cudaSuccess;
 }
 
