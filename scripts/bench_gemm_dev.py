@@ -259,29 +259,31 @@ def tail_split_section():
 
 
 def pdl_section():
-    """Programmatic dependent launch (CLO_GEMM_PDL: 0 none, 1 the decode kernels, 2 also the
-    large wgmma tiles) on decode and batched-decode shapes with b [N, K] (nn.Linear), CUDA-graph
+    """Programmatic dependent launch (CLO_GEMM_PDL: 0 none, 1 where it pays, 2 every kernel) on
+    decode and batched-decode shapes with b [N, K] (nn.Linear; "kn": b [K, N]), CUDA-graph
     replays of back-to-back calls over rotated inputs (cold L2), as `llm-speed bench` times
     them. Each mode timed in forward and reverse order, the better median kept; cuBLAS before
     and after, the better kept. The `launches` rows time the same rotation launch by launch
     (no graph, mode 1), against cuBLAS likewise: what a graph changes for each."""
     from cuda_llm_ops.timing import rotation_count
-    shapes = [(1, 4096, 4096), (1, 12288, 4096), (16, 4096, 4096), (16, 12288, 4096), (64, 4096, 4096),
-              (128, 4096, 4096), (256, 4096, 4096), (256, 4096, 14336), (2048, 4096, 4096)]
+    shapes = [(1, 4096, 4096), (1, 12288, 4096), (1, 12288, 4096, "kn"), (16, 4096, 4096, "kn"),
+              (16, 4096, 4096), (16, 12288, 4096), (64, 4096, 4096), (64, 6144, 4096), (128, 4096, 4096),
+              (128, 6144, 4096), (256, 4096, 4096), (256, 6144, 4096), (256, 4096, 14336), (2048, 4096, 4096)]
     dtype = torch.float16
 
     def time_sets(calls, graph):
         return benchmark(None, warmup=5, iterations=30, cold_l2=True, cuda_graph=graph, fn_sets=calls,
                          warmup_ms=20).median_ms
 
-    for M, N, K in shapes:
+    for M, N, K, *layout in shapes:
+        nk = not layout
         sets = rotation_count(2.0 * (M * K + N * K + M * N))
-        data = [(torch.randn(M, K, device="cuda").to(dtype), torch.randn(N, K, device="cuda").to(dtype))
-                for _ in range(sets)]
-        ours = [lambda a=a, w=w: llm.gemm(a, w, trans_b=True) for a, w in data]
-        theirs = [lambda a=a, w=w: torch.matmul(a, w.t()) for a, w in data]
-        ref = torch.matmul(data[0][0].double(), data[0][1].double().t())
-        fl, shape = 2.0 * M * N * K, f"{M}x{N}x{K}"
+        data = [(torch.randn(M, K, device="cuda").to(dtype),
+                 torch.randn((N, K) if nk else (K, N), device="cuda").to(dtype)) for _ in range(sets)]
+        ours = [lambda a=a, w=w: llm.gemm(a, w, trans_b=nk) for a, w in data]
+        theirs = [lambda a=a, w=w: torch.matmul(a, w.t() if nk else w) for a, w in data]
+        ref = torch.matmul(data[0][0].double(), data[0][1].double().t() if nk else data[0][1].double())
+        fl, shape = 2.0 * M * N * K, f"{M}x{N}x{K}" + ("" if nk else " kn")
         peer = time_sets(theirs, True)
         best: dict = {}
         for order in ((0, 1, 2), (2, 1, 0)):

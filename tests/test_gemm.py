@@ -713,14 +713,15 @@ def test_wgmma_skinny_decode_shapes(monkeypatch, trans_b, m, n, k):
 @pytest.mark.parametrize("pdl", ["0", "1", "2"])
 @pytest.mark.parametrize("m,n,kernel", [
     (1, 4096, r"gemm_skinny_nk_mma"),                                         # mma.sync skinny
+    (1, 12288, r"gemm_wgmma_sm90_kernel<[^>]*, 16, \d+, 1, true>"),          # whole units
     (16, 8192, r"gemm_wgmma_sm90_kernel<[^>]*, 16, \d+, 1, true>"),           # decode tile
     (24, 4096, r"gemm_wgmma_sm90_kernel<[^>]*, 64, \d+, 1, true>"),           # split along K
     (256, 4096, r"gemm_wgmma_sm90_kernel<[^>]*, 128, \d+, 1, true>"),         # token tiles
     (2048, 2048, r"gemm_wgmma_sm90_kernel<[^>]*, 256, 4, 1(, false)?>"),      # persistent tiles
 ])
 def test_gemm_pdl_chain(monkeypatch, pdl, m, n, kernel):
-    """Back-to-back gemms under each PDL mode (dev knob CLO_GEMM_PDL: 0 none, 1 the decode kernels,
-    2 also the large wgmma tiles): each call reads the output of the one before and writes over the
+    """Back-to-back gemms under each PDL mode (dev knob CLO_GEMM_PDL: 0 none, 1 where it pays, 2
+    every kernel): each call reads the output of the one before and writes over the
     buffer the one before read (two buffers in turn), eagerly and replayed from a CUDA graph
     with new input and the other buffer poisoned. A call that read before the previous kernel
     had finished, or wrote while it still read, breaks the chain against a float64 one rounded

@@ -709,8 +709,12 @@ cudaError_t launch_skinny(Kernel kernel, void (*reduce)(const GemmKernelArgs, co
   if (plan.k_splits > 1 && (p.workspace == nullptr || p.workspace_bytes < partial_bytes)) plan.k_splits = 1;
   const GemmKernelArgs args = make_kernel_args(p);
   const SkinnySplit split{plan.k_warps, plan.k_splits, static_cast<float*>(p.workspace)};
+  const int pdl_mode = gemm_pdl_mode();
+  const bool pdl = pdl_mode == kGemmPdlAll ||
+                   (pdl_mode == kGemmPdlDecode &&
+                    gemm_skinny_pdl_pays(static_cast<long long>(plan.blocks_x) * plan.k_splits, device_sm_count()));
   cudaError_t err = launch_kernel(kernel, dim3(plan.blocks_x, plan.k_splits), dim3(kSkinnyThreads), smem_bytes, stream,
-                                  gemm_pdl_mode() != kGemmPdlOff, args, split);
+                                  pdl, args, split);
   if (err == cudaSuccess) err = cudaGetLastError();
   if (err != cudaSuccess || plan.k_splits == 1) return err;
   const long long mn = static_cast<long long>(p.M) * p.N;
