@@ -717,6 +717,7 @@ def test_wgmma_skinny_decode_shapes(monkeypatch, trans_b, m, n, k):
     (16, 8192, r"gemm_wgmma_sm90_kernel<[^>]*, 16, \d+, 1, true>"),           # decode tile
     (24, 4096, r"gemm_wgmma_sm90_kernel<[^>]*, 64, \d+, 1, true>"),           # split along K
     (256, 4096, r"gemm_wgmma_sm90_kernel<[^>]*, 128, \d+, 1, true>"),         # token tiles
+    (128, 6144, r"gemm_wgmma_sm90_kernel<[^>]*, 64, \d+, 1, true>"),          # 96-row units (mode 1: no PDL)
     (2048, 2048, r"gemm_wgmma_sm90_kernel<[^>]*, 256, 4, 1(, false)?>"),      # persistent tiles
 ])
 def test_gemm_pdl_chain(monkeypatch, pdl, m, n, kernel):

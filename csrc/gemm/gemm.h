@@ -131,8 +131,9 @@ cudaError_t launch_gemm_generic(const GemmProblem& p, cudaStream_t stream);
 // Which GEMM launches are PDL secondaries of the stream's previous kernel (sm_90: their
 // start-up overlaps its tail; each kernel waits for it before its first global access).
 // kGemmPdlDecode (default): where it measured to pay (NOTES.md "PDL"): the Hopper family's
-// skinny tile (one CTA per SM), and the skinny kernels on grids of at most one block per SM
-// or at least 1.8 (gemm_skinny_pdl_pays); kGemmPdlAll: every kernel of both families. Dev knob
+// skinny tile (one CTA per SM) except in token tiles of units above 64 rows, and the skinny
+// kernels on grids of at most one block per SM or at least 1.8 (gemm_skinny_pdl_pays);
+// kGemmPdlAll: every kernel of both families, with no exception. Dev knob
 // CLO_GEMM_PDL (0, 1, 2; common.cuh dev_knob).
 constexpr int kGemmPdlOff = 0, kGemmPdlDecode = 1, kGemmPdlAll = 2;
 int gemm_pdl_mode();

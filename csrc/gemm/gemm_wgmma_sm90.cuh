@@ -981,9 +981,12 @@ inline cudaError_t launch_wgmma_cfg(const GemmProblem& p, const WgmmaSchedule& s
                                CU_TENSOR_MAP_SWIZZLE_64B);
     if (err != cudaSuccess) return err;
   }
+  // Token tiles of units above 64 weight rows ran slower as PDL secondaries (6144 rows in
+  // 96-row units, 64-256 tokens: 1-10%; NOTES.md "PDL"), those of 64 rows faster.
+  const bool pdl = sch.pdl && (!(kSkinny && ts.tiles_n > 1 && ts.row_step > 64) || gemm_pdl_mode() == kGemmPdlAll);
   cudaLaunchAttribute attr[2];
   const cudaLaunchConfig_t cfg = cluster::launch_config(dim3(static_cast<unsigned>(clusters * kCluster)), Cfg::kThreads,
-                                                       Cfg::kSmemBytes, stream, kCluster, attr, sch.pdl);
+                                                       Cfg::kSmemBytes, stream, kCluster, attr, pdl);
   err = cudaLaunchKernelEx(&cfg, kernel, map_a, map_b, map_d, map_a32, make_kernel_args(p), tma_store ? 1 : 0,
                            sch.raster, ts);
   if (err != cudaSuccess) return err;
