@@ -266,7 +266,7 @@ def pdl_section():
     and after, the better kept. The `launches` rows time the same rotation launch by launch
     (no graph, mode 1), against cuBLAS likewise: what a graph changes for each."""
     from cuda_llm_ops.timing import rotation_count
-    shapes = [(1, 4096, 4096), (1, 12288, 4096), (1, 12288, 4096, "kn"), (16, 4096, 4096, "kn"),
+    shapes = [(1, 4096, 4096), (1, 12288, 4096), (1, 12288, 4096, "kn"), (8, 4096, 4096, "kn"), (16, 4096, 4096, "kn"),
               (16, 4096, 4096), (16, 12288, 4096), (64, 4096, 4096), (64, 6144, 4096), (128, 4096, 4096),
               (128, 6144, 4096), (256, 4096, 4096), (256, 6144, 4096), (256, 4096, 14336), (2048, 4096, 4096)]
     dtype = torch.float16

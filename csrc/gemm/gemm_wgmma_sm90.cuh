@@ -235,7 +235,7 @@ inline WgmmaTailSplit skinny_whole_deal(long long units, int ktiles, long long& 
 // against 9.6 predicted, 10.6 measured against stream-K's 15.6; NOTES.md "Skinny", int8 in
 // one short wave). Otherwise, with split_units (the 64- and 128-wide tiles of batched decode,
 // whose stream-K pieces are 4-8x the 16-wide tile's, 32-64 KB, and a unit's last piece reads
-// them all at one SM's ~30 GB/s), units of 64 rows, each cut along K into as many equal ranges
+// them all at one SM's ~30 GB/s; and an M-major weight's decode tile), units of 64 rows, each cut along K into as many equal ranges
 // as the SMs allow, at most ~sqrt(ktiles / 2) (4096 rows: 64 units x 2 on 128 CTAs; a unit's
 // last range reads one other piece). Otherwise stream-K over 128-row units.
 // The short-wave estimate's figures (NOTES.md "Skinny"): bytes a microsecond one SM streams
@@ -327,7 +327,10 @@ inline bool plan_skinny_deal(long long rows, long long tokens, int bn, int ktile
     return true;
   }
   if (tokens > bn) return false;
-  ts = plan_skinny(rows, ktiles, k_major, grid, short_wave, bn >= 64);
+  // 64-row units split along K also for the decode tile of an M-major weight (b [K, N]: 4096
+  // rows, 64 units x 2 ranges), which stream-K over 128-row units ran at 0.74x cuBLAS
+  // (NOTES.md "PDL", left).
+  ts = plan_skinny(rows, ktiles, k_major, grid, short_wave, bn >= 64 || !k_major);
   return true;
 }
 // Counters, then two pieces per CTA (the ends of its range); 0 when every range is whole.
