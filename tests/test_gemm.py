@@ -680,9 +680,11 @@ def test_wgmma_skinny_decode_shapes(monkeypatch, trans_b, m, n, k):
     b [N, K] with enough rows goes in whole units (N = 12288: 128 units of 96 rows; 28672: 256
     of 112), b [K, N] at N = 12288 in 128 units of 96 rows (a 64-row box and a 32-row one in
     the 64-byte swizzle), one a CTA: no counters to zero.
-    Elsewhere stream-K, and the memset of its counters runs wherever a tile is split:
-    b [K, N] at N = 28672 is 224 tiles dealt to 132 SMs, ranges over whole tiles and pieces;
-    136 x 2056 two tiles in 66 one-k-tile pieces; 8 x 24 one k-tile, whole. Repeated calls
+    Elsewhere the memset of the counters runs wherever a unit is split: b [K, N] with too few
+    64-row units for a wave splits each along K (4096 rows at K = 14336: 64 units x 2 ranges;
+    136 rows at K = 2056: 3 units x 4), else stream-K (28672 rows: 224 tiles dealt to 132 SMs,
+    ranges over whole tiles and pieces); b [N, K] at 136 x 2056 stream-K, two tiles in 66
+    one-k-tile pieces; 8 x 24 one k-tile, whole. Repeated calls
     agree bit for bit; a CUDA graph replays it on new data; CLO_GEMM_SKINNY_WGMMA=0 gives the
     skinny kernels back. Forced (CLO_GEMM_SKINNY_WGMMA=2); the default rule takes M >= 8 with
     b [K, N] or N >= 8192, and b [N, K] at any M where the units go whole."""
@@ -713,6 +715,7 @@ def test_wgmma_skinny_decode_shapes(monkeypatch, trans_b, m, n, k):
 @pytest.mark.parametrize("pdl", ["0", "1", "2"])
 @pytest.mark.parametrize("m,n,kernel", [
     (1, 4096, r"gemm_skinny_nk_mma"),                                         # mma.sync skinny
+    (16, -4096, r"gemm_wgmma_sm90_kernel<[^>]*, 16, \d+, 1, true>"),         # b [K, N]: split, memset
     (1, 12288, r"gemm_wgmma_sm90_kernel<[^>]*, 16, \d+, 1, true>"),          # whole units
     (16, 8192, r"gemm_wgmma_sm90_kernel<[^>]*, 16, \d+, 1, true>"),           # decode tile
     (24, 4096, r"gemm_wgmma_sm90_kernel<[^>]*, 64, \d+, 1, true>"),           # split along K
@@ -729,21 +732,25 @@ def test_gemm_pdl_chain(monkeypatch, pdl, m, n, kernel):
     to fp16 at every step as the kernels round."""
     _require_sm90()
     monkeypatch.setenv("CLO_GEMM_PDL", pdl)
+    trans_b, n = n > 0, abs(n)  # n < 0: the weights stored [K, N]
     dtype, steps = torch.float16, 6
     weights = [(torch.randn(n, n, device="cuda") / n ** 0.5).to(dtype) for _ in range(2)]
     bufs = [_rand((m, n), dtype), torch.full((m, n), float("nan"), device="cuda", dtype=dtype)]
 
     def chain():
         for i in range(steps):
-            llm.gemm(bufs[i % 2], weights[i % 2], trans_b=True, out=bufs[(i + 1) % 2])
+            llm.gemm(bufs[i % 2], weights[i % 2], trans_b=trans_b, out=bufs[(i + 1) % 2])
 
     def check(x0, what):
         ref = x0.double()
         for i in range(steps):
-            ref = (ref @ weights[i % 2].double().T).to(dtype).double()
-        assert_close(bufs[steps % 2], ref, dtype, rel_tol=2 * _tol(dtype, n), what=f"{what} {m}x{n} CLO_GEMM_PDL={pdl}")
+            w = weights[i % 2].double()
+            ref = (ref @ (w.T if trans_b else w)).to(dtype).double()
+        assert_close(bufs[steps % 2], ref, dtype, rel_tol=2 * _tol(dtype, n),
+                     what=f"{what} {m}x{n} trans_b={trans_b} CLO_GEMM_PDL={pdl}")
 
-    assert re.search(kernel, kernel_names(lambda: llm.gemm(bufs[0], weights[0], trans_b=True))), kernel
+    names = kernel_names(lambda: llm.gemm(bufs[0], weights[0], trans_b=trans_b))
+    assert re.search(kernel, names), names
     x0 = bufs[0].clone()
     chain()
     check(x0, "eager chain")

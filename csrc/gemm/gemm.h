@@ -131,8 +131,8 @@ cudaError_t launch_gemm_generic(const GemmProblem& p, cudaStream_t stream);
 // Which GEMM launches are PDL secondaries of the stream's previous kernel (sm_90: their
 // start-up overlaps its tail; each kernel waits for it before its first global access).
 // kGemmPdlDecode (default): where it measured to pay (NOTES.md "PDL"): the Hopper family's
-// skinny tile (one CTA per SM) except in token tiles of units above 64 rows, and the skinny
-// kernels on grids of at most one block per SM or at least 1.8 (gemm_skinny_pdl_pays);
+// skinny tile (at most one CTA per SM) except in token tiles of units above 64 rows, and the
+// 16-bit skinny kernels on grids of at most one block per SM or at least 1.8 (gemm_skinny_pdl_pays);
 // kGemmPdlAll: every kernel of both families, with no exception. Dev knob
 // CLO_GEMM_PDL (0, 1, 2; common.cuh dev_knob).
 constexpr int kGemmPdlOff = 0, kGemmPdlDecode = 1, kGemmPdlAll = 2;
@@ -140,7 +140,7 @@ int gemm_pdl_mode();
 // Between one and 1.8 blocks per SM the blocks waiting behind the previous kernel take the
 // free slots of SMs still running it and land the grid unevenly (as the decode kernels
 // measured: csrc/decode/decode_internal.h); 1x12288x4096 with b [K, N] (192 blocks) ran
-// 38.1 -> 41.0 us with PDL.
+// 37.8 -> 40.9 us with PDL.
 inline bool gemm_skinny_pdl_pays(long long blocks, long long sms) { return blocks <= sms || blocks * 10 >= sms * 18; }
 
 // Skinny family (gemm_skinny.cu): fp32/fp16/bf16 with M <= kSkinnyMaxM, A not transposed,

@@ -709,9 +709,10 @@ cudaError_t launch_skinny(Kernel kernel, void (*reduce)(const GemmKernelArgs, co
   if (plan.k_splits > 1 && (p.workspace == nullptr || p.workspace_bytes < partial_bytes)) plan.k_splits = 1;
   const GemmKernelArgs args = make_kernel_args(p);
   const SkinnySplit split{plan.k_warps, plan.k_splits, static_cast<float*>(p.workspace)};
+  // The fp32 kernels only under kGemmPdlAll: not measured as secondaries.
   const int pdl_mode = gemm_pdl_mode();
   const bool pdl = pdl_mode == kGemmPdlAll ||
-                   (pdl_mode == kGemmPdlDecode &&
+                   (pdl_mode == kGemmPdlDecode && p.in_dtype != DType::kFloat32 &&
                     gemm_skinny_pdl_pays(static_cast<long long>(plan.blocks_x) * plan.k_splits, device_sm_count()));
   cudaError_t err = launch_kernel(kernel, dim3(plan.blocks_x, plan.k_splits), dim3(kSkinnyThreads), smem_bytes, stream,
                                   pdl, args, split);
@@ -720,7 +721,7 @@ cudaError_t launch_skinny(Kernel kernel, void (*reduce)(const GemmKernelArgs, co
   const long long mn = static_cast<long long>(p.M) * p.N;
   const unsigned blocks =
       static_cast<unsigned>(std::min<long long>(div_ceil<long long>(mn, kSkinnyThreads), 4LL * device_sm_count()));
-  return launch_kernel(reduce, dim3(blocks), dim3(kSkinnyThreads), 0, stream, device_cc_major() >= 9, args,
+  return launch_kernel(reduce, dim3(blocks), dim3(kSkinnyThreads), 0, stream, pdl_mode != kGemmPdlOff, args,
                        static_cast<const float*>(p.workspace), plan.k_splits);
 }
 

@@ -312,6 +312,10 @@ inline SkinnyTokenTiles plan_skinny_token_tiles(long long rows, long long tokens
   }
   return best;
 }
+// Host: whether plan_skinny may split 64-row units along K for a tile `bn` wide: the wide
+// tiles of batched decode, and the decode tile of an M-major weight (b [K, N]: 4096 rows, 64
+// units x 2 ranges, which stream-K over 128-row units ran at 0.74x cuBLAS; NOTES.md "PDL").
+constexpr bool skinny_split_units(int bn, bool k_major) { return bn >= 64 || !k_major; }
 // Host: the skinny tile's deal of `rows` weight rows, `tokens` activation rows and `ktiles`
 // k-tiles on a tile `bn` wide (grid as plan_skinny): token tiles where plan_skinny_token_tiles
 // finds a deal (it must be of this bn), else plan_skinny's (tokens <= bn). false: this bn cannot
@@ -327,10 +331,7 @@ inline bool plan_skinny_deal(long long rows, long long tokens, int bn, int ktile
     return true;
   }
   if (tokens > bn) return false;
-  // 64-row units split along K also for the decode tile of an M-major weight (b [K, N]: 4096
-  // rows, 64 units x 2 ranges), which stream-K over 128-row units ran at 0.74x cuBLAS
-  // (NOTES.md "PDL", left).
-  ts = plan_skinny(rows, ktiles, k_major, grid, short_wave, bn >= 64 || !k_major);
+  ts = plan_skinny(rows, ktiles, k_major, grid, short_wave, skinny_split_units(bn, k_major));
   return true;
 }
 // Counters, then two pieces per CTA (the ends of its range); 0 when every range is whole.
@@ -437,7 +438,7 @@ gemm_wgmma_sm90_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_c
   }
   // Launched as a PDL secondary (WgmmaSchedule::pdl), the set-up above ran beside the
   // previous kernel's tail; every global access (the TMA loads, the split's workspace, the
-  // stores) comes after this wait. The next kernel may then be scheduled: its CTAs take only
+  // stores) comes after this wait (but a CLO_DEV_STAMPS build's first stamp, a probe's own buffer). The next kernel may then be scheduled: its CTAs take only
   // SMs this grid leaves idle or frees, since one of these CTAs fills an SM's registers.
   pdl_wait_primary();
   pdl_launch_dependents();
@@ -948,7 +949,7 @@ inline cudaError_t launch_wgmma_cfg(const GemmProblem& p, const WgmmaSchedule& s
     const size_t bytes = skinny_stream_k_workspace_bytes<Cfg>(ts, clusters);
     if (bytes > 0 && (p.workspace == nullptr || p.workspace_bytes < bytes)) {
       clusters = 0;
-      ts = plan_skinny(p.M, ktiles, !kTransA, clusters, kShortWave, BN >= 64);
+      ts = plan_skinny(p.M, ktiles, !kTransA, clusters, kShortWave, skinny_split_units(BN, !kTransA));
     } else if (bytes > 0) {
       const size_t counter_bytes = tail_split_counter_bytes<Cfg>(ts);
       ts.counters = static_cast<int*>(p.workspace);
