@@ -1140,8 +1140,7 @@ __global__ void __launch_bounds__(kDecodeThreads)
   // start launching.
   const int spec_start = decode_split_start(p, w, kv.capacity());
   if (warp == 0) decode_prefetch_inputs<D>(p, w, kv, spec_start);
-  pdl_wait_primary();
-  pdl_launch_dependents();
+  pdl_wait_then_release();
   const auto cur = kv.cursor(b, kvh);
   const int len_raw = kv.load_len(b);
   // Start-up chain: seq_len -> block table -> first K/V tile, three dependent DRAM

@@ -136,8 +136,7 @@ __global__ void __launch_bounds__(kTmaThreads)
   }
   int spec_start = decode_split_start(p, w, kv.capacity());
   if (producer) decode_prefetch_inputs<D>(p, w, kv, spec_start);
-  pdl_wait_primary();
-  pdl_launch_dependents();
+  pdl_wait_then_release();
   // Tiles of the earlier pieces: the stages and the mbarriers' phases run on across pieces.
   int tiles_done = 0;
   if constexpr (kBalanced) {

@@ -40,7 +40,7 @@ int decode_dev_pdl();
 inline bool decode_pdl_pays(int64_t blocks, int sms, int kernel_head_dim, bool fp8, bool balanced) {
   if (blocks <= sms) return true;
   if (balanced) return false;
-  const bool past_band = blocks * 10 >= int64_t(sms) * 18;  // 1.8 blocks per SM
+  const bool past_band = grid_past_pdl_band(blocks, sms);
   if (fp8 && kernel_head_dim == 128) return !past_band;
   return kernel_head_dim == 256 || blocks * 100 <= int64_t(sms) * 105 || past_band;
 }

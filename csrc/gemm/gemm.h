@@ -137,11 +137,8 @@ cudaError_t launch_gemm_generic(const GemmProblem& p, cudaStream_t stream);
 // CLO_GEMM_PDL (0, 1, 2; common.cuh dev_knob).
 constexpr int kGemmPdlOff = 0, kGemmPdlDecode = 1, kGemmPdlAll = 2;
 int gemm_pdl_mode();
-// Between one and 1.8 blocks per SM the blocks waiting behind the previous kernel take the
-// free slots of SMs still running it and land the grid unevenly (as the decode kernels
-// measured: csrc/decode/decode_internal.h); 1x12288x4096 with b [K, N] (192 blocks) ran
-// 37.8 -> 40.9 us with PDL.
-inline bool gemm_skinny_pdl_pays(long long blocks, long long sms) { return blocks <= sms || blocks * 10 >= sms * 18; }
+// Outside common.cuh's band (1x12288x4096 with b [K, N], 192 blocks: 37.8 -> 40.9 us with PDL).
+inline bool gemm_skinny_pdl_pays(long long blocks, long long sms) { return blocks <= sms || grid_past_pdl_band(blocks, sms); }
 
 // Skinny family (gemm_skinny.cu): fp32/fp16/bf16 with M <= kSkinnyMaxM, A not transposed,
 // 16-byte aligned rows; launch_gemm_skinny returns cudaErrorInvalidValue otherwise.
@@ -168,7 +165,8 @@ size_t wgmma_workspace_bytes(const GemmProblem& p, GemmVariant variant);
 constexpr int kSkinnyWgmmaMaxM = 256;
 bool wgmma_skinny_applies(const GemmProblem& p);
 cudaError_t launch_gemm_wgmma_skinny(const GemmProblem& p, cudaStream_t stream);
-size_t wgmma_skinny_workspace_bytes(const GemmProblem& p);
+// Its workspace (0 also where it does not apply: `applies` tells the two apart).
+size_t wgmma_skinny_workspace_bytes(const GemmProblem& p, bool* applies = nullptr);
 // int8 -> int32 on the family (A [M, K], no C): B stored [N, K] directly (M <= 16 on the
 // skinny tile), B stored [K, N] through a transposed copy in the workspace (not for M <= 16);
 // cudaErrorNotSupported (nothing launched) where it does not apply or the workspace is

@@ -47,14 +47,17 @@ bool gemm_vectorizable(const GemmProblem& p) {
 size_t gemm_workspace_bytes(const GemmProblem& p, GemmVariant variant) {
   if (p.M <= 0 || p.N <= 0 || p.K <= 0) return 0;
   if (variant == GemmVariant::kAuto && skinny_applicable(p)) {
-    const size_t wgmma_bytes = wgmma_skinny_workspace_bytes(p);  // 0 also where it does not apply
-    return wgmma_bytes > 0 ? wgmma_bytes : skinny_workspace_bytes(p);
+    bool wgmma = false;
+    const size_t wgmma_bytes = wgmma_skinny_workspace_bytes(p, &wgmma);
+    return wgmma ? wgmma_bytes : skinny_workspace_bytes(p);
   }
   if (variant == GemmVariant::kSkinny) return skinny_workspace_bytes(p);
   if (p.in_dtype == DType::kInt8) return variant == GemmVariant::kAuto ? wgmma_int8_workspace_bytes(p) : 0;
   const bool tiles16 = p.in_dtype == DType::kFloat16 || p.in_dtype == DType::kBFloat16;
-  if (tiles16 && variant == GemmVariant::kAuto && p.M > kSkinnyMaxM && wgmma_skinny_applies(p)) {
-    return wgmma_skinny_workspace_bytes(p);  // batched decode on the skinny tile (launch_gemm)
+  if (tiles16 && variant == GemmVariant::kAuto && p.M > kSkinnyMaxM) {
+    bool wgmma = false;  // batched decode on the skinny tile (launch_gemm)
+    const size_t wgmma_bytes = wgmma_skinny_workspace_bytes(p, &wgmma);
+    if (wgmma) return wgmma_bytes;
   }
   if (tiles16 && (variant == GemmVariant::kAuto || variant == GemmVariant::kWgmma || variant == GemmVariant::kWgmmaN128)) {
     return wgmma_workspace_bytes(p, variant);

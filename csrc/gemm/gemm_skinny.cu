@@ -178,9 +178,7 @@ CLO_DEVICE void kn_store_partials(float* p, const float (&acc)[8][4], int cols, 
 // Block: (8 / k_warps) row warps x k_warps -> 16 * 8 / k_warps output columns.
 template <typename T, typename TOut, int kMTiles>
 __global__ void __launch_bounds__(kSkinnyThreads) gemm_skinny_nk_mma_kernel(const GemmKernelArgs args, SkinnySplit split) {
-  // A PDL secondary where gemm_pdl_mode says (launch_skinny): global memory only after this.
-  pdl_wait_primary();
-  pdl_launch_dependents();
+  pdl_wait_then_release();  // a PDL secondary where launch_skinny says: global memory only after this
   constexpr int kRows = 8 * kMTiles, kUnroll = 4;
   __shared__ float part[kSkinnyWarps * 16 * kRows];
   const auto [warp, lane, g, t, rw, kw, cols, n0] = skinny_warp(split, 16);
@@ -228,9 +226,7 @@ constexpr int kPipeSmemBytes = kSkinnyWarps * kPipeStages * kPipeStageBytes;
 template <typename T, typename TOut, int kMTiles>
 __global__ void __launch_bounds__(kSkinnyThreads) gemm_skinny_nk_mma_pipe_kernel(const GemmKernelArgs args,
                                                                                SkinnySplit split) {
-  // A PDL secondary where gemm_pdl_mode says (launch_skinny): global memory only after this.
-  pdl_wait_primary();
-  pdl_launch_dependents();
+  pdl_wait_then_release();  // a PDL secondary where launch_skinny says: global memory only after this
   constexpr int kRows = 8 * kMTiles;
   __shared__ float part[kSkinnyWarps * 16 * kRows];
   extern __shared__ __align__(128) unsigned char skinny_ring[];
@@ -301,9 +297,7 @@ __global__ void __launch_bounds__(kSkinnyThreads) gemm_skinny_nk_mma_pipe_kernel
 // Block: (8 / k_warps) column warps x k_warps -> 64 * 8 / k_warps output columns.
 template <typename T, typename TOut, bool kM16>
 __global__ void __launch_bounds__(kSkinnyThreads) gemm_skinny_kn_mma_kernel(const GemmKernelArgs args, SkinnySplit split) {
-  // A PDL secondary where gemm_pdl_mode says (launch_skinny): global memory only after this.
-  pdl_wait_primary();
-  pdl_launch_dependents();
+  pdl_wait_then_release();  // a PDL secondary where launch_skinny says: global memory only after this
   constexpr int kRows = kM16 ? 16 : 8, kUnroll = 4;
   __shared__ float part[kSkinnyWarps * 64 * kRows];
   const auto [warp, lane, g, t, cw, kw, cols, n0] = skinny_warp(split, 64);
@@ -351,9 +345,7 @@ __global__ void __launch_bounds__(kSkinnyThreads) gemm_skinny_kn_mma_kernel(cons
 template <typename T, typename TOut, bool kM16>
 __global__ void __launch_bounds__(kSkinnyThreads) gemm_skinny_kn_mma_pipe_kernel(const GemmKernelArgs args,
                                                                                SkinnySplit split) {
-  // A PDL secondary where gemm_pdl_mode says (launch_skinny): global memory only after this.
-  pdl_wait_primary();
-  pdl_launch_dependents();
+  pdl_wait_then_release();  // a PDL secondary where launch_skinny says: global memory only after this
   constexpr int kRows = kM16 ? 16 : 8, kStageSteps = 2;
   __shared__ float part[kSkinnyWarps * 64 * kRows];
   extern __shared__ __align__(128) unsigned char skinny_ring[];
@@ -427,9 +419,7 @@ __global__ void __launch_bounds__(kSkinnyThreads) gemm_skinny_kn_mma_pipe_kernel
 // partial dot products are summed with shuffles. Block: (8 / k_warps) row warps x k_warps.
 template <int kRows, int kBRows>
 __global__ void __launch_bounds__(kSkinnyThreads) gemm_skinny_nk_fp32_kernel(const GemmKernelArgs args, SkinnySplit split) {
-  // A PDL secondary where gemm_pdl_mode says (launch_skinny): global memory only after this.
-  pdl_wait_primary();
-  pdl_launch_dependents();
+  pdl_wait_then_release();  // a PDL secondary where launch_skinny says: global memory only after this
   constexpr int kVec = 4, kStepK = 32 * kVec;
   constexpr int kUnroll = kRows >= 8 ? 1 : 2;
   __shared__ float part[kSkinnyWarps * kBRows * kRows];
@@ -519,9 +509,7 @@ CLO_DEVICE constexpr int kn_fp32_stage_index(int r, int m) {
 template <int kRows>
 __global__ void __launch_bounds__(kSkinnyThreads, 1) gemm_skinny_kn_fp32_kernel(const GemmKernelArgs args,
                                                                                       SkinnySplit split) {
-  // A PDL secondary where gemm_pdl_mode says (launch_skinny): global memory only after this.
-  pdl_wait_primary();
-  pdl_launch_dependents();
+  pdl_wait_then_release();  // a PDL secondary where launch_skinny says: global memory only after this
   constexpr int kUnitK = kKnFp32UnitK, kBatch = kKnFp32Batch, kBatches = kUnitK / kBatch;
   static_assert(kBatches % 2 == 0, "batches alternate between two register buffers");
   extern __shared__ float4 kn_fp32_smem[];

@@ -87,7 +87,7 @@ cudaError_t select_wgmma_schedule(const GemmProblem& p, GemmVariant variant, Wgm
   // CLO_GEMM_WGMMA_TAIL_SPLIT: 0 never, 1 where it pays (default), 2 wherever it can.
   static bool dev_tail_split = std::getenv("CLO_GEMM_WGMMA_TAIL_SPLIT") != nullptr;
   sch.tail_split = dev_knob("CLO_GEMM_WGMMA_TAIL_SPLIT", dev_tail_split, 1);
-  sch.pdl = gemm_pdl_mode() == kGemmPdlAll;
+  sch.pdl_mode = gemm_pdl_mode();
   return cudaSuccess;
 }
 
@@ -134,7 +134,7 @@ WgmmaSchedule skinny_schedule(int bn) {
   sch.bn = bn;
   sch.tma_store = false;
   sch.tail_split = 0;
-  sch.pdl = gemm_pdl_mode() != kGemmPdlOff;
+  sch.pdl_mode = gemm_pdl_mode();
   return sch;
 }
 
@@ -215,8 +215,9 @@ size_t skinny_tile_workspace_bytes(const GemmProblem& p, int bn) {
 
 }  // namespace
 
-size_t wgmma_skinny_workspace_bytes(const GemmProblem& p) {
+size_t wgmma_skinny_workspace_bytes(const GemmProblem& p, bool* applies) {
   const int bn = wgmma_skinny_tile(p);
+  if (applies != nullptr) *applies = bn != 0;
   return bn != 0 ? skinny_tile_workspace_bytes(p, bn) : 0;
 }
 

@@ -99,7 +99,7 @@ struct WgmmaSchedule {
   int raster = 8;          // grouped_block's group: > 0 groups of unit rows, < 0 of tile columns
   int tail_split = 1;      // the last wave split along K: 0 never, 1 where it pays, 2 wherever it can
   bool skinny = false;     // the skinny tile (bn 16, 32, 64 or 128): a swapped decode problem (launch_gemm_wgmma_skinny)
-  bool pdl = false;        // a PDL secondary of the stream's previous kernel (gemm_pdl_mode)
+  int pdl_mode = kGemmPdlOff;  // gemm_pdl_mode(); wgmma_pdl decides per launch
 };
 
 // Split-K over the last, partial wave (persistent single CTAs; tail_units == 0: every unit
@@ -436,12 +436,12 @@ gemm_wgmma_sm90_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_c
   } else {
     __syncthreads();
   }
-  // Launched as a PDL secondary (WgmmaSchedule::pdl), the set-up above ran beside the
-  // previous kernel's tail; every global access (the TMA loads, the split's workspace, the
-  // stores) comes after this wait (but a CLO_DEV_STAMPS build's first stamp, a probe's own buffer). The next kernel may then be scheduled: its CTAs take only
-  // SMs this grid leaves idle or frees, since one of these CTAs fills an SM's registers.
-  pdl_wait_primary();
-  pdl_launch_dependents();
+  // Launched as a PDL secondary (wgmma_pdl), the set-up above ran beside the previous
+  // kernel's tail; every global access (the TMA loads, the split's workspace, the stores)
+  // comes after this wait (but a CLO_DEV_STAMPS build's first stamp, a probe's own buffer).
+  // The next kernel's CTAs may then take only SMs this grid leaves idle or frees: one of
+  // these CTAs fills an SM's registers.
+  pdl_wait_then_release();
 
   if (warpgroup == 0) {
     wgmma::setmaxnreg_dec<Cfg::kProducerRegs>();
@@ -897,6 +897,15 @@ gemm_wgmma_sm90_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_c
 #endif
 }
 
+// Whether a launch of the family is a PDL secondary (gemm.h, kGemmPdl*): under the default the
+// skinny tile, but not its token tiles of units above 64 weight rows (6144 rows in 96-row
+// units, 64-256 tokens: 1-10% slower; those of 64 rows faster), and never the large tiles (no
+// gain: NOTES.md "PDL").
+inline bool wgmma_pdl(int mode, bool skinny, const WgmmaTailSplit& ts) {
+  if (mode == kGemmPdlAll) return true;
+  return mode == kGemmPdlDecode && skinny && !(ts.tiles_n > 1 && ts.row_step > 64);
+}
+
 template <typename T, bool kTransA, bool kTransB, int BN, int Stages, int kCluster, bool kSkinny = false>
 inline cudaError_t launch_wgmma_cfg(const GemmProblem& p, const WgmmaSchedule& sch, cudaStream_t stream) {
   const bool persistent = sch.persistent, tma_store = sch.tma_store;
@@ -985,12 +994,10 @@ inline cudaError_t launch_wgmma_cfg(const GemmProblem& p, const WgmmaSchedule& s
                                CU_TENSOR_MAP_SWIZZLE_64B);
     if (err != cudaSuccess) return err;
   }
-  // Token tiles of units above 64 weight rows ran slower as PDL secondaries (6144 rows in
-  // 96-row units, 64-256 tokens: 1-10%; NOTES.md "PDL"), those of 64 rows faster.
-  const bool pdl = sch.pdl && (!(kSkinny && ts.tiles_n > 1 && ts.row_step > 64) || gemm_pdl_mode() == kGemmPdlAll);
   cudaLaunchAttribute attr[2];
   const cudaLaunchConfig_t cfg = cluster::launch_config(dim3(static_cast<unsigned>(clusters * kCluster)), Cfg::kThreads,
-                                                       Cfg::kSmemBytes, stream, kCluster, attr, pdl);
+                                                       Cfg::kSmemBytes, stream, kCluster, attr,
+                                                       wgmma_pdl(sch.pdl_mode, kSkinny, ts));
   err = cudaLaunchKernelEx(&cfg, kernel, map_a, map_b, map_d, map_a32, make_kernel_args(p), tma_store ? 1 : 0,
                            sch.raster, ts);
   if (err != cudaSuccess) return err;

@@ -168,6 +168,17 @@ CLO_DEVICE void pdl_launch_dependents() {
   asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
 #endif
 }
+// A secondary's usual entry: wait for the previous grid, then let the next one be scheduled
+// at once (its own wait holds it until this grid completes).
+CLO_DEVICE void pdl_wait_then_release() {
+  pdl_wait_primary();
+  pdl_launch_dependents();
+}
+// Grids between one and 1.8 blocks per SM lose as PDL secondaries: the blocks waiting behind
+// the previous kernel take the free slots of SMs still running it and land the grid unevenly
+// (decode kernels 3-13%, csrc/decode/decode_internal.h; the GEMM skinny kernels 8%,
+// csrc/gemm/NOTES.md "PDL"). Past the band the grid is two full waves either way.
+inline bool grid_past_pdl_band(long long blocks, long long sms) { return blocks * 10 >= sms * 18; }
 
 // 16 bytes read once (weights of a decode GEMV, a KV cache): kept out of L1, where the
 // data a block re-reads (activations) stays.
