@@ -135,7 +135,7 @@ BENCH_VARIANTS = {
     "tma": {"CLO_DECODE_VARIANT": "2"},
 }
 _KNOBS = ("CLO_DECODE_VARIANT", "CLO_DECODE_TMA_STAGES", "CLO_DECODE_PACK", "CLO_DECODE_SMEM_LIMIT",
-          "CLO_DECODE_STREAMK", "CLO_DECODE_PDL")
+          "CLO_DECODE_STREAMK", "CLO_DECODE_PDL", "CLO_TMA_L2_PROMOTION")
 # --shape-sweep: the cp.async kernel and the TMA kernel at each pipeline depth
 # (CLO_DECODE_TMA_STAGES; depths that do not fit in shared memory are skipped).
 SWEEP_VARIANTS = {
@@ -606,6 +606,72 @@ def d80_wide_sweep(iters, copy_bw, rows=D80_WIDE_ROWS, labels=("cp", "tma2", "tm
                          peer="sdpa-cudnn", contiguous=contiguous)
 
 
+def _layout_rows(rows, variants, iters, copy_bw):
+    """`_split_sweep_row` over 16-bit rows (B, N, Hkv, D, contiguous, splits, block_size),
+    cuDNN first; `variants`: a dict, or a function of D giving one."""
+    for B, N, Hkv, D, contiguous, splits, bs in rows:
+        _split_sweep_row(cd.paged_case(B, N, Hkv, torch.float16, D=D, block_size=bs), splits,
+                         variants(D) if callable(variants) else variants, iters, copy_bw,
+                         f"{'contig' if contiguous else 'paged'} D={D} B={B} N={N} Hkv={Hkv} bs={bs}",
+                         peer="sdpa-cudnn", contiguous=contiguous)
+
+
+# --large-grids: the bandwidth-bound grids where the H200 (4.8 TB/s) showed cuDNN ahead by
+# 5-9% (and D=80 by 27-29%) while the H100 had them level: (B, N, Hkv, D, contiguous, splits,
+# block_size)
+LARGE_GRID_ROWS = [(64, 4096, 32, 128, False, (0,), 16), (64, 4096, 32, 128, True, (0,), 16),
+                   (64, 4096, 32, 128, False, (0,), 256), (64, 1024, 8, 128, False, (0,), 16),
+                   (16, 4096, 8, 128, False, (0,), 16), (17, 1024, 8, 128, False, (0,), 16),
+                   (64, 2048, 32, 80, False, (0,), 16), (64, 2048, 8, 80, False, (0,), 16),
+                   (64, 2048, 32, 64, False, (0,), 16), (64, 2048, 32, 96, False, (0,), 16)]
+
+
+def large_grid_sweep(iters, copy_bw, rows=LARGE_GRID_ROWS, labels=("cp", "tma2", "tma3", "tma4")):
+    """Bandwidth-bound grids: the automatic choice against the cp.async kernel and the TMA
+    kernel at each depth that fits (`labels`), cuDNN first (graph replays, cold L2)."""
+    def variants(D):
+        fits = [lb for lb in labels if "CLO_DECODE_TMA_STAGES" not in SWEEP_VARIANTS[lb]
+                or decode_tma_stages_fit(D, int(SWEEP_VARIANTS[lb]["CLO_DECODE_TMA_STAGES"]))]
+        return {"auto": {}, **{lb: SWEEP_VARIANTS[lb] for lb in fits}}
+    _layout_rows(rows, variants, iters, copy_bw)
+
+
+# --l2-promotion: the tensor maps' L2 promotion (CLO_TMA_L2_PROMOTION: 3 = 256 B, 2 = 128 B,
+# 0 = none; auto = tma::stream_l2_promotion's rule) and the cp.async kernel, on the issue's
+# grids and the large ones: (B, N, Hkv, D, contiguous, splits, block_size)
+L2_PROMOTION_ROWS = [(64, 4096, 32, 128, False, (0,), 16), (64, 4096, 32, 128, True, (0,), 16),
+                     (16, 4096, 8, 128, False, (0,), 16), (16, 1024, 8, 128, False, (0,), 16),
+                     (1, 16384, 8, 128, False, (0,), 16), (1, 16384, 8, 128, True, (0,), 16),
+                     (64, 1024, 8, 128, False, (0,), 16), (17, 1024, 8, 128, False, (0,), 16),
+                     (64, 2048, 32, 64, False, (0,), 16), (64, 2048, 32, 80, False, (0,), 16),
+                     (64, 2048, 8, 96, False, (0,), 16), (64, 2048, 8, 256, False, (0,), 16)]
+L2_PROMOTION_VARIANTS = {"auto": {}, "p256": {"CLO_TMA_L2_PROMOTION": "3"}, "p128": {"CLO_TMA_L2_PROMOTION": "2"},
+                         "p0": {"CLO_TMA_L2_PROMOTION": "0"}, "cp": {"CLO_DECODE_VARIANT": "1"},
+                         "tma/p128": {"CLO_DECODE_VARIANT": "2", "CLO_TMA_L2_PROMOTION": "2"}}
+
+
+def l2_promotion_sweep(iters, copy_bw):
+    """The L2 promotion of the decode tensor maps and the cp.async kernel (whose L2 hint is a
+    build choice: CLO_DEV_CP_ASYNC_L2_128), cuDNN first (graph replays, cold L2)."""
+    _layout_rows(L2_PROMOTION_ROWS, L2_PROMOTION_VARIANTS, iters, copy_bw)
+
+
+# --l2-promotion-check: the rule's exceptions and the FP8 caches, automatic against 256 B
+L2_PROMOTION_CHECK_ROWS = [(64, 2048, 32, 192, False, (0,), 16), (64, 2048, 8, 192, False, (0,), 16),
+                           (1, 16384, 8, 192, False, (0,), 16), (64, 4096, 32, 128, False, (0,), 16)]
+L2_PROMOTION_FP8_ROWS = [(1, 16384, 8, 128), (16, 1024, 8, 128), (16, 4096, 8, 128), (64, 4096, 32, 128),
+                         (64, 2048, 8, 64), (64, 2048, 8, 256)]
+
+
+def l2_promotion_check_sweep(iters, copy_bw):
+    """The automatic L2 promotion against 256 B (CLO_TMA_L2_PROMOTION=3) on 16-bit D=192
+    rows and FP8 caches (and one 16-bit D=128 grid), cuDNN first on the 16-bit rows."""
+    variants = {"auto": {}, "p256": {"CLO_TMA_L2_PROMOTION": "3"}}
+    _layout_rows(L2_PROMOTION_CHECK_ROWS, variants, iters, copy_bw)
+    for B, N, Hkv, D in L2_PROMOTION_FP8_ROWS:
+        _fp8_sweep_row(B, N, Hkv, D, None, variants, iters, copy_bw)
+
+
 # --d64-pair-tail: paged 16-bit D=64 at 2-3 blocks per SM, whose head pairs (the D=128
 # kernel) hold 1-1.5 units per SM: (B, N, Hkv)
 D64_PAIR_TAIL_ROWS = ([(B, 2048, 8) for B in (34, 36, 40, 44, 48)] + [(B, 4096, 8) for B in (36, 44)]
@@ -1045,6 +1111,9 @@ SWEEPS = {
     "fp8-pack-splits": (fp8_pack_split_sweep, "FP8 small grids: split counts with and without head pairs"),
     "fp8-boundary": (fp8_boundary_sweep, "FP8 D=64 grids of one to two blocks per SM: splits and pairs"),
     "fp8-narrow": (fp8_narrow_kernel_sweep, "FP8 caches at head_dim <= 64: cp.async vs TMA kernel"),
+    "l2-promotion-check": (l2_promotion_check_sweep, "automatic L2 promotion vs 256 B: 16-bit D=192, FP8 caches"),
+    "l2-promotion": (l2_promotion_sweep, "tensor-map L2 promotion 256 / 128 / none and the cp.async kernel"),
+    "large-grids": (large_grid_sweep, "bandwidth-bound grids (cuDNN ahead on the H200): kernels x TMA depths"),
     "fp8-pack": (fp8_pack_sweep, "FP8 (and 16-bit GQA) D=64 caches with and without head pairs"),
 }
 

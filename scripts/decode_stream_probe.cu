@@ -820,7 +820,7 @@ void run_ours(const OursCase& c, __half* k, __half* v, unsigned long long* stamp
 int main(int argc, char** argv) {
   const int iters = argc > 1 ? std::atoi(argv[1]) : 15;
   // c: patterns on constant data, r: on random, o: ours, s: ours on 128-block grids, b: balance,
-  // g: plain streams in graphs, k: clock resolution
+  // g: plain streams in graphs, k: clock resolution, h: the H200's ceiling patterns
   const char* sections = argc > 2 ? argv[2] : "cro";
   auto has = [&](char ch) { return std::strchr(sections, ch) != nullptr; };
   cudaDeviceProp prop{};
@@ -952,6 +952,25 @@ int main(int argc, char** argv) {
     std::printf("clock64 / globaltimer deltas over successive reads:");
     for (int i = 1; i < 24; ++i) std::printf(" %llu/%llu", h[2 * i] - h[2 * i - 2], h[2 * i + 1] - h[2 * i - 1]);
     std::printf("\n  span: %llu cycles, %llu ns\n", h[2 * n - 2] - h[0], h[2 * n - 1] - h[1]);
+  }
+  if (has('h')) {  // the H200's ceiling patterns (NOTES.md, "H200"): L2 hints, K/V order, depth, registers
+    std::printf("-- H200 ceiling patterns, random data\n");
+    const Problem hp[] = {{64, 32, 4096, 1, "B64 N4K H32 (2048)"}, {16, 8, 4096, 1, "B16 N4K H8 (128 blk)"}};
+    for (const Problem& pr : hp) {
+      Args a{k, v, pr.heads, pr.n, pr.n, 1, g_sink, stamps};
+      const int per_sm = pr.batch * pr.heads > 2 * g_sms ? 2 : 1;
+      run_smem<64, 2, 3, 256>(pr, a, stamps, per_sm, iters);  // the cp.async kernel's pattern
+      run_smem<64, 2, 3, 128>(pr, a, stamps, per_sm, iters);
+      run_smem<64, 2, 3, 0>(pr, a, stamps, per_sm, iters);
+      run_smem<64, 1, 4, 256>(pr, a, stamps, per_sm, iters);  // K and V chunks alternate
+      run_smem<128, 1, 3, 256>(pr, a, stamps, per_sm, iters);  // 32-KB chunks, K then V (cuDNN's tile)
+      run_smem<128, 1, 3, 0>(pr, a, stamps, per_sm, iters);
+      run_smem<64, 2, 2, 256>(pr, a, stamps, 3, iters);
+      run_smem<32, 2, 6, 256>(pr, a, stamps, per_sm, iters);
+      run_regs<8>(pr, a, stamps, iters);
+      run_regs<16>(pr, a, stamps, iters);
+      run_regs<32>(pr, a, stamps, iters);
+    }
   }
   if (has('s')) {  // ours on the two 128-block grids only
     run_ours({16, 8, 1024, true, 0, 0}, k, v, stamps, iters);

@@ -528,12 +528,15 @@ flash_attention_fwd_sm90_kernel(const __grid_constant__ CUtensorMap map_q, const
 }
 
 // A 4-D map over [B, H, N, D] (dims innermost first), boxes of 64 columns x box_rows rows.
+// 256-byte L2 promotion on every part: the prefill kernels re-read K/V tiles from L2 and
+// were tuned with it; stream_l2_promotion()'s HBM3e rule is measured on streams only.
 inline cudaError_t encode_qkv_map(CUtensorMap* map, bool bf16, const void* base, int d, int n, int heads, int batch,
                                   int64_t seq_stride, int64_t head_stride, int64_t batch_stride, uint32_t box_rows) {
   const uint64_t dims[4] = {uint64_t(d), uint64_t(n), uint64_t(heads), uint64_t(batch)};
   const uint64_t strides[3] = {uint64_t(seq_stride) * 2, uint64_t(head_stride) * 2, uint64_t(batch_stride) * 2};
   const uint32_t box[4] = {64, box_rows, 1, 1};
-  return tma::encode_tiled_16bit(map, bf16, base, 4, dims, strides, box, CU_TENSOR_MAP_SWIZZLE_128B);
+  return tma::encode_tiled_16bit(map, bf16, base, 4, dims, strides, box, CU_TENSOR_MAP_SWIZZLE_128B,
+                                 CU_TENSOR_MAP_L2_PROMOTION_L2_256B);
 }
 
 template <typename T, typename Cfg>

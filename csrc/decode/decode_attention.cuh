@@ -1202,8 +1202,13 @@ __global__ void __launch_bounds__(kDecodeThreads)
       }
       const KVT* ksrc = valid ? k_base + cur.k_offset(e, pos) + ch * kColsPerChunk : k_base;
       const KVT* vsrc = valid ? v_base + cur.v_offset(e, pos) + ch * kColsPerChunk : v_base;
-      cp_async_16_prefetch<kRowBytes>(ks + decode_kv_offset<kStageCols>(tok, ch), ksrc, valid);
-      cp_async_16_prefetch<kRowBytes>(vs + decode_kv_offset<kStageCols>(tok, ch), vsrc, valid);
+#ifdef CLO_DEV_CP_ASYNC_L2_128
+      constexpr int kHintBytes = kRowBytes < 128 ? kRowBytes : 128;
+#else
+      constexpr int kHintBytes = kRowBytes;
+#endif
+      cp_async_16_prefetch<kHintBytes>(ks + decode_kv_offset<kStageCols>(tok, ch), ksrc, valid);
+      cp_async_16_prefetch<kHintBytes>(vs + decode_kv_offset<kStageCols>(tok, ch), vsrc, valid);
     }
   };
 

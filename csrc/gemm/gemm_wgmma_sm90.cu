@@ -10,7 +10,8 @@
 namespace cuda_llm_ops::gemm {
 
 cudaError_t encode_tensor_map_2d(CUtensorMap* map, DType dtype, const void* base, uint64_t dim0, uint64_t dim1,
-                                 uint64_t row_stride_bytes, uint32_t box0, uint32_t box1, CUtensorMapSwizzle swizzle) {
+                                 uint64_t row_stride_bytes, uint32_t box0, uint32_t box1, CUtensorMapSwizzle swizzle,
+                                 CUtensorMapL2promotion promotion) {
   const uint64_t dims[2] = {dim0, dim1};
   const uint32_t box[2] = {box0, box1};
   // TMA moves bytes: int8 travels as UINT8 (no conversion in tiled copies).
@@ -18,9 +19,10 @@ cudaError_t encode_tensor_map_2d(CUtensorMap* map, DType dtype, const void* base
     const CUtensorMapDataType type = dtype == DType::kFloat32 ? CU_TENSOR_MAP_DATA_TYPE_FLOAT32
                                      : dtype == DType::kInt32 ? CU_TENSOR_MAP_DATA_TYPE_INT32
                                                               : CU_TENSOR_MAP_DATA_TYPE_UINT8;
-    return tma::encode_tiled(map, type, base, 2, dims, &row_stride_bytes, box, swizzle);
+    return tma::encode_tiled(map, type, base, 2, dims, &row_stride_bytes, box, swizzle, promotion);
   }
-  return tma::encode_tiled_16bit(map, dtype == DType::kBFloat16, base, 2, dims, &row_stride_bytes, box, swizzle);
+  return tma::encode_tiled_16bit(map, dtype == DType::kBFloat16, base, 2, dims, &row_stride_bytes, box, swizzle,
+                                 promotion);
 }
 
 bool wgmma_family_available() { return wgmma::sm90a_image_loaded() && tma::tensor_map_encoder() != nullptr; }

@@ -351,11 +351,12 @@ __host__ __device__ constexpr bool skinny_m_major_32_box(const WgmmaTailSplit& t
   return kSkinny && kTransA && ts.row_step == 96;
 }
 
-// Encodes a 2-D row-major tensor map (dim0 contiguous), 128-byte swizzle unless told
-// (gemm_wgmma_sm90.cu; the driver entry point is looked up once).
+// Encodes a 2-D row-major tensor map (dim0 contiguous), 128-byte swizzle and 256-byte L2
+// promotion unless told (gemm_wgmma_sm90.cu; the driver entry point is looked up once).
 cudaError_t encode_tensor_map_2d(CUtensorMap* map, DType dtype, const void* base, uint64_t dim0, uint64_t dim1,
                                  uint64_t row_stride_bytes, uint32_t box0, uint32_t box1,
-                                 CUtensorMapSwizzle swizzle = CU_TENSOR_MAP_SWIZZLE_128B);
+                                 CUtensorMapSwizzle swizzle = CU_TENSOR_MAP_SWIZZLE_128B,
+                                 CUtensorMapL2promotion promotion = CU_TENSOR_MAP_L2_PROMOTION_L2_256B);
 
 // A k-tile's place in a ring of runtime length (the skinny tile's): slot and phase parity,
 // advanced one k-tile at a time (no integer division in the loops).
@@ -914,9 +915,16 @@ inline cudaError_t launch_wgmma_cfg(const GemmProblem& p, const WgmmaSchedule& s
   // Tensor maps over the stored matrices: dim0 is the contiguous one, boxes of 128-byte rows
   // (kRow elements). A cluster's CTAs each fetch 1/kCluster of a K-major B tile.
   // (map_a, whose box height the skinny tile's plan decides, is encoded below.)
+  // The skinny tile streams its operands once (no L2 reuse to keep): tma::stream_l2_promotion
+  // (H200: M=16 N=12288 K=4096 b [K, N] 29.9 -> 26.4 us, M=1 / 16 b [N, K] 26.9 / 27.0 ->
+  // 26.0 / 26.2; csrc/gemm/NOTES.md, "L2 promotion"). The large tiles keep 256 B.
   constexpr uint32_t kRow = Cfg::BK, kElem = sizeof(T);
-  cudaError_t err = kTransB ? encode_tensor_map_2d(&map_b, p.in_dtype, p.b, p.K, p.N, p.ldb * kElem, kRow, Cfg::BN / kCluster)
-                : encode_tensor_map_2d(&map_b, p.in_dtype, p.b, p.N, p.K, p.ldb * kElem, kRow, Cfg::BK);
+  const CUtensorMapL2promotion promo = kSkinny ? tma::stream_l2_promotion() : CU_TENSOR_MAP_L2_PROMOTION_L2_256B;
+  constexpr CUtensorMapSwizzle kSw128 = CU_TENSOR_MAP_SWIZZLE_128B;
+  cudaError_t err =
+      kTransB ? encode_tensor_map_2d(&map_b, p.in_dtype, p.b, p.K, p.N, p.ldb * kElem, kRow, Cfg::BN / kCluster, kSw128,
+                                     promo)
+              : encode_tensor_map_2d(&map_b, p.in_dtype, p.b, p.N, p.K, p.ldb * kElem, kRow, Cfg::BK, kSw128, promo);
   if (err != cudaSuccess) return err;
   CUtensorMap map_d{};
   if (tma_store) {
@@ -985,13 +993,13 @@ inline cudaError_t launch_wgmma_cfg(const GemmProblem& p, const WgmmaSchedule& s
     }
   }
   const uint32_t a_box_rows = kSkinny ? static_cast<uint32_t>(ts.row_step) : Cfg::BM;
-  err = kTransA ? encode_tensor_map_2d(&map_a, p.in_dtype, p.a, p.M, p.K, p.lda * kElem, kRow, Cfg::BK)
-                : encode_tensor_map_2d(&map_a, p.in_dtype, p.a, p.K, p.M, p.lda * kElem, kRow, a_box_rows);
+  err = kTransA ? encode_tensor_map_2d(&map_a, p.in_dtype, p.a, p.M, p.K, p.lda * kElem, kRow, Cfg::BK, kSw128, promo)
+                : encode_tensor_map_2d(&map_a, p.in_dtype, p.a, p.K, p.M, p.lda * kElem, kRow, a_box_rows, kSw128, promo);
   if (err != cudaSuccess) return err;
   CUtensorMap map_a32{};  // the skinny tile's 32-row boxes of an M-major A (96-row units)
   if (skinny_m_major_32_box<kSkinny, kTransA>(ts)) {
     err = encode_tensor_map_2d(&map_a32, p.in_dtype, p.a, p.M, p.K, p.lda * kElem, 32, Cfg::BK,
-                               CU_TENSOR_MAP_SWIZZLE_64B);
+                               CU_TENSOR_MAP_SWIZZLE_64B, promo);
     if (err != cudaSuccess) return err;
   }
   cudaLaunchAttribute attr[2];

@@ -236,13 +236,29 @@ inline PFN_cuTensorMapEncodeTiled_v12000 tensor_map_encoder() {
   return fn;
 }
 
-// A tiled, zero-filling map of `rank` (2..5) dims of `type` elements, 256-byte L2
-// promotion, `swizzle` (none by default): dims and box innermost first, strides[i] the
-// byte stride of dim i + 1 (each a multiple of 16 below 2^40). cudaErrorNotSupported
-// without the driver entry point, cudaErrorInvalidValue when the driver rejects it.
+// The L2 promotion (the bytes L2 fetches around a box row that misses) of maps over
+// operands streamed once from DRAM (decode K/V, the skinny GEMM tile's weights): 128 B on
+// HBM3e parts (memory clock above 3 GHz: the H200's 3.2), 256 B elsewhere. Measured on
+// the decode K/V streams (csrc/decode/NOTES.md, "L2 promotion on the H200"): on the H200
+// 128 B (or none) lifts most grids 2-10% (paged B=64/4K/MHA 994 -> 948 us, contiguous
+// 1009 -> 921, D = 64 B=64/2K/MHA 256 -> 243); on the H100 (HBM3, 2.6 GHz) the lower
+// settings lost 1-3% at large grids (NOTES.md v6 and v39). Dev knob CLO_TMA_L2_PROMOTION
+// (0 none, 1 64 B, 2 128 B, 3 256 B) overrides it.
+inline CUtensorMapL2promotion stream_l2_promotion() {
+  static bool dev_mode = std::getenv("CLO_TMA_L2_PROMOTION") != nullptr;
+  const int fallback = device_memory_clock_khz() > 3000000 ? 2 : 3;
+  const int v = dev_knob("CLO_TMA_L2_PROMOTION", dev_mode, fallback);
+  return static_cast<CUtensorMapL2promotion>(v >= 0 && v <= 3 ? v : fallback);
+}
+
+// A tiled, zero-filling map of `rank` (2..5) dims of `type` elements, `swizzle`, L2
+// `promotion` (256 B, or stream_l2_promotion() for streams): dims and box innermost
+// first, strides[i] the byte stride of dim i + 1 (each a multiple of 16 below 2^40).
+// cudaErrorNotSupported without the driver entry point, cudaErrorInvalidValue when the
+// driver rejects it.
 inline cudaError_t encode_tiled(CUtensorMap* map, CUtensorMapDataType type, const void* base, int rank,
                                 const uint64_t* dims, const uint64_t* strides, const uint32_t* box,
-                                CUtensorMapSwizzle swizzle = CU_TENSOR_MAP_SWIZZLE_NONE) {
+                                CUtensorMapSwizzle swizzle, CUtensorMapL2promotion promotion) {
   auto encode = tensor_map_encoder();
   if (encode == nullptr) return cudaErrorNotSupported;
   if (rank < 2 || rank > 5) return cudaErrorInvalidValue;
@@ -255,16 +271,16 @@ inline cudaError_t encode_tiled(CUtensorMap* map, CUtensorMapDataType type, cons
     if (i + 1 < rank) st[i] = strides[i];
   }
   const CUresult r = encode(map, type, static_cast<cuuint32_t>(rank), const_cast<void*>(base), d, st, bx, es,
-                            CU_TENSOR_MAP_INTERLEAVE_NONE, swizzle, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+                            CU_TENSOR_MAP_INTERLEAVE_NONE, swizzle, promotion,
                             CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
   return r == CUDA_SUCCESS ? cudaSuccess : cudaErrorInvalidValue;
 }
 // encode_tiled over 16-bit elements: bf16 when `bf16`, else fp16.
 inline cudaError_t encode_tiled_16bit(CUtensorMap* map, bool bf16, const void* base, int rank, const uint64_t* dims,
                                       const uint64_t* strides, const uint32_t* box,
-                                      CUtensorMapSwizzle swizzle = CU_TENSOR_MAP_SWIZZLE_NONE) {
+                                      CUtensorMapSwizzle swizzle, CUtensorMapL2promotion promotion) {
   return encode_tiled(map, bf16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_FLOAT16, base, rank,
-                      dims, strides, box, swizzle);
+                      dims, strides, box, swizzle, promotion);
 }
 
 }  // namespace cuda_llm_ops::tma
