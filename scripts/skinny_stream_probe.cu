@@ -187,12 +187,14 @@ void run_ring(const Buffers& b, int ctas_per_sm, bool by_n, const char* note) {
   for (int i = 0; i < kBuffers; ++i) {
     const uint64_t dims[2] = {(uint64_t)b.K, (uint64_t)b.N}, strides[1] = {(uint64_t)b.K * 2};
     const uint32_t box[2] = {64, R};
-    CK(tma::encode_tiled_16bit(&mw[i], false, b.w[i], 2, dims, strides, box, CU_TENSOR_MAP_SWIZZLE_128B));
+    CK(tma::encode_tiled_16bit(&mw[i], false, b.w[i], 2, dims, strides, box, CU_TENSOR_MAP_SWIZZLE_128B,
+                               tma::stream_l2_promotion()));
   }
   {
     const uint64_t dims[2] = {4096, 16}, strides[1] = {4096 * 2};
     const uint32_t box[2] = {64, 16};
-    CK(tma::encode_tiled_16bit(&ma, false, b.act, 2, dims, strides, box, CU_TENSOR_MAP_SWIZZLE_128B));
+    CK(tma::encode_tiled_16bit(&ma, false, b.act, 2, dims, strides, box, CU_TENSOR_MAP_SWIZZLE_128B,
+                               tma::stream_l2_promotion()));
   }
   const float us = time_rotated([&](int i) { kernel<<<grid, 64, smem>>>(mw[i], ma, a); });
   const double bytes = double(b.N) * b.K * 2;

@@ -198,7 +198,8 @@ CUtensorMap map_rows(const __half* base, int rows, int box_rows) {
   CUtensorMap m;
   const uint64_t dims[2] = {uint64_t(kK), uint64_t(rows)}, strides[1] = {uint64_t(kK) * 2};
   const uint32_t box[2] = {64, uint32_t(box_rows)};
-  CK(tma::encode_tiled_16bit(&m, false, base, 2, dims, strides, box, CU_TENSOR_MAP_SWIZZLE_128B));
+  CK(tma::encode_tiled_16bit(&m, false, base, 2, dims, strides, box, CU_TENSOR_MAP_SWIZZLE_128B,
+                             tma::stream_l2_promotion()));
   return m;
 }
 
