@@ -1,6 +1,9 @@
 """One paged decode call of a given shape, for profilers (ncu -k regex:decode_attention):
     python3 scripts/probe_decode_once.py --batch 16 --context 16384 --kv-heads 8 [--head-dim 96] [--fp8] [--splits 1]
-Warm-up calls first (module load, workspace), then `--calls` profiled ones."""
+        [--peer sdpa-cudnn]
+Warm-up calls first (module load, workspace), then `--calls` profiled ones. `--peer`: instead
+of ours, that peer of the bench case (e.g. sdpa-cudnn, sdpa-flash) on the same keys, as the
+bench builds it."""
 from __future__ import annotations
 
 import argparse
@@ -20,10 +23,20 @@ def main() -> None:
     ap.add_argument("--fp8", action="store_true")
     ap.add_argument("--splits", type=int, default=0)
     ap.add_argument("--calls", type=int, default=1)
+    ap.add_argument("--peer", default="", help="a peer impl of the case to run instead of ours")
     args = ap.parse_args()
     case = (cd.fp8_case if args.fp8 else cd.paged_case)(args.batch, args.context, args.kv_heads, torch.float16,
                                                             D=args.head_dim)
     inp = case.make_inputs()
+    if args.peer:
+        impl = next((i for i in case.impls if i.name == args.peer), None)
+        if impl is None:
+            raise SystemExit(f"--peer: no impl {args.peer!r} in the case (have {[i.name for i in case.impls]})")
+        fn = impl.build(inp)
+        for _ in range(3 + args.calls):
+            fn()
+        torch.cuda.synchronize()
+        return
     suffix = "_fp8" if args.fp8 else ""
     q, kc, vc = inp["q"], inp["k_cache" + suffix], inp["v_cache" + suffix]
     bt, sl = inp["block_tables"], inp["seq_lens"]

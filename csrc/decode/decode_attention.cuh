@@ -1203,7 +1203,7 @@ __global__ void __launch_bounds__(kDecodeThreads)
       const KVT* ksrc = valid ? k_base + cur.k_offset(e, pos) + ch * kColsPerChunk : k_base;
       const KVT* vsrc = valid ? v_base + cur.v_offset(e, pos) + ch * kColsPerChunk : v_base;
 #ifdef CLO_DEV_CP_ASYNC_L2_128
-      constexpr int kHintBytes = kRowBytes < 128 ? kRowBytes : 128;
+      constexpr int kHintBytes = kRowBytes < 128 ? kRowBytes : 128;  // NOTES.md, "L2 promotion on the H200"
 #else
       constexpr int kHintBytes = kRowBytes;
 #endif
