@@ -67,7 +67,8 @@ out-of-bounds access. `check_indices=False` skips the host check everywhere
 
 Kernels: on Hopper a TMA (tensor-memory-accelerator) kernel where it was measured
 faster (every grid at head_dim 64 and 256; at 128 every grid but contiguous caches on at
-most one thread block per SM; at 96 every paged grid, not head dims 80 and below on that
+most one thread block per SM, those too on HBM3e parts such as the H200, with one pipeline
+stage more than the H100 takes on small grids; at 96 every paged grid, not head dims 80 and below on that
 kernel, nor contiguous caches beyond one block per SM), a cp.async kernel otherwise and
 below sm_90 (csrc/decode/NOTES.md, "Kernel choice", v23, v24). On Hopper a paged
 head_dim-64 cache with an even number of KV heads (MHA, or GQA with up to 8 query heads
@@ -77,12 +78,16 @@ the head_dim-128 kernels over pairs of adjacent KV heads (a token's two head row
 one row twice as wide: 16-bit 3-10% faster at N=2048, B=20-128 GQA 32/8 and B=5-32 MHA;
 FP8 3-14%); a 16-bit head_dim-96 cache likewise runs the head_dim-256 kernels over
 192-column rows beyond 1.5 blocks per SM where the paired grid ends in a nearly full
-wave (1-3% faster, MHA B=16/2K 145.7 -> 142.2 us, B=64/4K 1122.6 -> 1092.7). Dev knobs (benchmarks only), set in the environment before the
+wave (1-3% faster, MHA B=16/2K 145.7 -> 142.2 us, B=64/4K 1122.6 -> 1092.7). On HBM3e
+parts (the H200; memory clock above 3 GHz) 16-bit head dims 72-88 pair the same way from
+1.6 pairs per SM, and at 0.95-1.12 pairs per SM with 1 split up to one pair per SM, 2
+beyond (the unpaired 160-byte rows of head_dim 80 read 61-75% of the copy rate there:
+B=64/2K/MHA 449 -> 362 us, B=56/2K/GQA 32/8 113 -> 91). Dev knobs (benchmarks only), set in the environment before the
 process's first decode call and then read on every call: `CLO_DECODE_VARIANT` 0
 automatic, 1 the cp.async kernel, 2 the TMA kernel where it can run;
 `CLO_DECODE_TMA_STAGES` the TMA kernel's pipeline depth (0 automatic, 2-4 where it fits
 in shared memory); `CLO_DECODE_PACK` 0 never pairs KV heads, 2 pairs
-them wherever legal (head_dim 64, or 96 with a 16-bit cache; an even number of KV heads,
+them wherever legal (head_dim 64, or 72-96 with a 16-bit cache; an even number of KV heads,
 one new token, at most 8 query heads per KV head). Unset, the choice is automatic and the environment is never read.
 """
 from __future__ import annotations
@@ -390,7 +395,8 @@ def decode_num_splits(batch: int, num_kv_heads: int, rows_per_kv_head: int, max_
       per SM, but no split shorter than 128 keys of `max_kv_len` and at most 128
       (H100, B=1, Hkv=8, 16K keys: 16 splits);
     - base >= 12 blocks per SM and `max_kv_len >= 4096` on the cp.async kernel (below
-      sm_90, or head_dims 72-88 on the head_dim-96 kernel): 2 (e.g. B=64, N=4096, MHA);
+      sm_90, or head_dims 72-88 on the head_dim-96 kernel, unpaired): 2 (e.g. B=64, N=4096,
+      MHA);
       the TMA kernel that takes those grids on sm_90 at head_dim 64, 96, 128 and 256 runs 1;
     - 16-bit caches on sm_90 with `max_kv_len >= 2048`, where the unsplit grid leaves
       a tail: 2 when `base` is 1.1-1.35 or 2.1-2.5 times the SMs at head_dim 97-128,

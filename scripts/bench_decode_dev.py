@@ -656,6 +656,65 @@ def l2_promotion_sweep(iters, copy_bw):
     _layout_rows(L2_PROMOTION_ROWS, L2_PROMOTION_VARIANTS, iters, copy_bw)
 
 
+# --wide-pairs: paged 16-bit head dims 72-96 in head pairs (the D = 256 kernels over 144-192-
+# column rows: a token's two heads are one 64-byte-aligned run, where one 160-byte D = 80 row
+# shares a 64-byte DRAM atom with its neighbour head's): (B, N, Hkv, D, contiguous, splits, block_size)
+WIDE_PAIR_ROWS = [(B, N, Hkv, D, False, (0,), 16) for D in (80, 96, 72)
+                  for B, N, Hkv in ((64, 2048, 32), (64, 2048, 8), (32, 4096, 8), (16, 2048, 32), (24, 2048, 8))]
+WIDE_PAIR_VARIANTS = {"auto": {}, "single": {"CLO_DECODE_PACK": "0"}, "pairs": {"CLO_DECODE_PACK": "2"},
+                      "pairs/cp": {"CLO_DECODE_PACK": "2", "CLO_DECODE_VARIANT": "1"},
+                      "pairs/tma2": {"CLO_DECODE_PACK": "2", "CLO_DECODE_VARIANT": "2", "CLO_DECODE_TMA_STAGES": "2"},
+                      "pairs/tma3": {"CLO_DECODE_PACK": "2", "CLO_DECODE_VARIANT": "2", "CLO_DECODE_TMA_STAGES": "3"},
+                      "single/tma3": {"CLO_DECODE_PACK": "0", "CLO_DECODE_VARIANT": "2", "CLO_DECODE_TMA_STAGES": "3"}}
+
+
+def wide_pair_sweep(iters, copy_bw):
+    """Paged 16-bit D=72-96 with and without head pairs, per kernel, cuDNN first (graph
+    replays, cold L2)."""
+    _layout_rows(WIDE_PAIR_ROWS, WIDE_PAIR_VARIANTS, iters, copy_bw)
+
+
+# --wide-pairs-bands: paged 16-bit D=80 (and 72 / 88) GQA 32/8 and MHA across 1-3.5 unpaired
+# units per SM, 2K-8K keys: pairs against unpaired at forced split counts, and the pairs'
+# L2 promotion; then B=17/1K/GQA D=128 (1.03 units per SM) at 1-4 splits per kernel
+WIDE_PAIR_BAND_ROWS = ([(B, N, 8, 80, False, (0, 1, 2), 16) for N in (2048, 4096) for B in (20, 34, 40, 44, 50, 56)]
+                       + [(B, 8192, 8, 80, False, (0, 1, 2), 16) for B in (24, 40, 48)]
+                       + [(B, 2048, 32, 80, False, (0, 1, 2), 16) for B in (5, 9, 12)]
+                       + [(B, 4096, 8, D, False, (0, 1, 2), 16) for D in (72, 88) for B in (24, 44)])
+WIDE_PAIR_BAND_VARIANTS = {"auto": {}, "single": {"CLO_DECODE_PACK": "0"}, "pairs": {"CLO_DECODE_PACK": "2"},
+                           "pairs/p0": {"CLO_DECODE_PACK": "2", "CLO_TMA_L2_PROMOTION": "0"},
+                           "pairs/p256": {"CLO_DECODE_PACK": "2", "CLO_TMA_L2_PROMOTION": "3"}}
+SEAM_1K_VARIANTS = {"auto": {}, "even": {"CLO_DECODE_STREAMK": "0"}, "cp": SWEEP_VARIANTS["cp"],
+                    "tma2": SWEEP_VARIANTS["tma2"], "tma3": SWEEP_VARIANTS["tma3"], "tma4": SWEEP_VARIANTS["tma4"]}
+
+
+def wide_pair_band_sweep(iters, copy_bw):
+    """WIDE_PAIR_BAND_ROWS with and without head pairs at forced split counts, cuDNN first;
+    then B=17/1K/GQA at 1-4 splits per kernel (graph replays, cold L2)."""
+    _layout_rows(WIDE_PAIR_BAND_ROWS, WIDE_PAIR_BAND_VARIANTS, iters, copy_bw)
+    _layout_rows([(17, 1024, 8, 128, False, (0, 1, 2, 3, 4), 16), (17, 1024, 8, 128, True, (0, 1, 2, 3, 4), 16)],
+                 SEAM_1K_VARIANTS, iters, copy_bw)
+
+
+# --depth-bands: 16-bit D=128 GQA 32/8 (and MHA) from one block per SM to large grids and
+# the small grids (B=1-16), paged block 16 and contiguous: the automatic kernel against
+# cp.async and TMA 2-4 stages (the H100's depths, measured again on HBM3e)
+DEPTH_BAND_ROWS = ([(B, N, 8, 128, False, (0,), 16) for B, N in ((17, 1024), (20, 1024), (20, 2048), (24, 2048),
+                                                                  (28, 1024), (32, 2048), (40, 2048), (48, 1024),
+                                                                  (64, 1024), (64, 4096))]
+                   + [(B, N, 32, 128, False, (0,), 16) for B, N in ((8, 2048), (16, 1024))]
+                   + [(B, N, 8, 128, True, (0,), 16) for B, N in ((17, 1024), (20, 1024), (32, 2048), (64, 1024))]
+                   + [(B, N, 8, 128, c, (0,), 16) for B, N in ((1, 4096), (4, 4096), (8, 2048), (16, 1024), (16, 4096))
+                      for c in (False, True)]
+                   + [(1, 16384, 8, 128, c, (0, 24, 32), 16) for c in (False, True)])
+
+
+def depth_band_sweep(iters, copy_bw):
+    """DEPTH_BAND_ROWS: auto / cp.async / TMA 2-4 stages, cuDNN first (graph replays, cold L2)."""
+    _layout_rows(DEPTH_BAND_ROWS, {lb: SWEEP_VARIANTS[lb] for lb in ("auto", "cp", "tma2", "tma3", "tma4")},
+                 iters, copy_bw)
+
+
 # --l2-promotion-check: the rule's exceptions and the FP8 caches, automatic against 256 B
 L2_PROMOTION_CHECK_ROWS = [(64, 2048, 32, 192, False, (0,), 16), (64, 2048, 8, 192, False, (0,), 16),
                            (1, 16384, 8, 192, False, (0,), 16), (64, 4096, 32, 128, False, (0,), 16)]
@@ -1113,6 +1172,9 @@ SWEEPS = {
     "fp8-narrow": (fp8_narrow_kernel_sweep, "FP8 caches at head_dim <= 64: cp.async vs TMA kernel"),
     "l2-promotion-check": (l2_promotion_check_sweep, "automatic L2 promotion vs 256 B: 16-bit D=192, FP8 caches"),
     "l2-promotion": (l2_promotion_sweep, "tensor-map L2 promotion 256 / 128 / none and the cp.async kernel"),
+    "wide-pairs": (wide_pair_sweep, "paged 16-bit D=72-96 with and without head pairs, per kernel"),
+    "wide-pairs-bands": (wide_pair_band_sweep, "paged 16-bit D=72-88 pairs vs unpaired at 1-3.5 units per SM, splits"),
+    "depth-bands": (depth_band_sweep, "16-bit D=128 small to large grids: auto vs cp.async / TMA 2-4 stages"),
     "large-grids": (large_grid_sweep, "bandwidth-bound grids (cuDNN ahead on the H200): kernels x TMA depths"),
     "fp8-pack": (fp8_pack_sweep, "FP8 (and 16-bit GQA) D=64 caches with and without head pairs"),
 }

@@ -15,7 +15,7 @@ from cuda_llm_ops.reference import (attention_reference, paged_attention_referen
 from cuda_llm_ops.reference.decode import make_paged_problem
 from cuda_llm_ops.reference.fused import apply_rotary
 from cuda_llm_ops.graphs import capture_graph
-from cuda_llm_ops.testing import assert_close, kernel_names, poison_, run_isolated
+from cuda_llm_ops.testing import assert_close, device_memory_is_hbm3e, kernel_names, poison_, run_isolated
 from conftest import require_op
 
 pytestmark = pytest.mark.cuda
@@ -824,6 +824,16 @@ def test_balanced_schedule_matches_reference():
         for dt in (torch.float16, torch.bfloat16):
             got = llm.decode_num_splits(b, 8, 4, n, d, dt)
             assert got == (want if sm90 else 1), (d, per_sm, n, b, got)
+    # grids of 12 units per SM or more from 4096 keys: 2 splits on the cp.async kernel (head
+    # dims 72-88 on sm_90, every head dim below), 1 where head dims 72-88 run head pairs
+    # (HBM3e parts) and on the TMA kernel (head_dim 96 and 128 on sm_90)
+    b = 12 * sms // 8 + 1
+    paired = sm90 and device_memory_is_hbm3e()
+    for d, want in ((80, 1 if paired else 2), (72, 1 if paired else 2), (96, 1 if sm90 else 2),
+                    (128, 1 if sm90 else 2)):
+        got = llm.decode_num_splits(b, 8, 4, 4096, d, torch.float16)
+        assert got == want, ("large grid", d, b, got)
+    assert llm.decode_num_splits(b, 8, 4, 2048, 80, torch.float16) == 1
     # contiguous D = 96 (and 80 on its kernel): the one-tail band too, balanced
     for d, per_sm, n, want in ((96, 1.2, 2048, 2), (96, 1.3, 4096, 2), (96, 1.08, 2048, 2), (96, 0.97, 2048, 1),
                                (96, 1.45, 2048, 1), (96, 2.9, 2048, 1),
@@ -1149,12 +1159,13 @@ from cuda_llm_ops.reference import attention_reference, paged_attention_referenc
 from cuda_llm_ops.reference.decode import make_paged_problem
 from cuda_llm_ops.reference.fused import apply_rotary
 from cuda_llm_ops.graphs import capture_graph
-from cuda_llm_ops.testing import assert_close, decode_tma_stages_fit, kernel_names, poison_
+from cuda_llm_ops.testing import assert_close, decode_tma_stages_fit, device_memory_is_hbm3e, kernel_names, poison_
 
 assert os.environ.get("CLO_DECODE_VARIANT") is not None  # dev mode: re-read on every call
 assert os.environ.get("CLO_DECODE_TMA_STAGES") is not None
 assert os.environ.get("CLO_DECODE_PACK") is not None
 sm90 = torch.cuda.get_device_capability()[0] >= 9
+hbm3e = device_memory_is_hbm3e()  # the choices measured apart on HBM3e parts (decode_tma_stages_for)
 
 def paged_problem(lens, hkv, group, d, bs, dtype, seed, extra_cols=0):
     q, kc, vc, table, sl = make_paged_problem(lens, hkv, group, d, bs, dtype, seed)
@@ -1290,10 +1301,11 @@ for v in (0, 1, 2):  # CLO_DECODE_VARIANT: automatic, the cp.async kernel, the T
                      dtype=dt, what=f"variant {v} contiguous {j} window_left={wl}")
     # the knob really switches kernels (the TMA kernel runs on sm_90 only); automatic
     # (decode_tma_stages_for): on paged grids just beyond one block per SM the TMA kernel,
-    # 2 stages, at D = 64 4 (up to 1.25 blocks per SM, unpaired there); D = 80 (on the
-    # D = 96 kernel) too, up to 1.5 blocks per SM (v30).
+    # 2 stages (3 at D = 128 on HBM3e parts), at D = 64 4 (up to 1.25 blocks per SM, unpaired
+    # there); D = 80 (on the D = 96 kernel) too, up to 1.5 blocks per SM (v30).
     sms = torch.cuda.get_device_properties(0).multi_processor_count
-    for d, auto_tma, kd, stages in ((96, True, 96, 2), (80, True, 96, 2), (128, True, 128, 2), (64, True, 64, 4),
+    for d, auto_tma, kd, stages in ((96, True, 96, 2), (80, True, 96, 2), (128, True, 128, 3 if hbm3e else 2),
+                                    (64, True, 64, 4),
                                     (256, True, 256, 2)):
         q, kc, vc, table, sl = paged_problem([100] * (sms // 4 + 1), 4, 2, d, 16, torch.float16, 5)
         fn = lambda: llm.paged_attention(q, kc, vc, table, sl, num_splits=1, check_indices=False)
@@ -1340,6 +1352,20 @@ for v in (0, 1, 2):  # CLO_DECODE_VARIANT: automatic, the cp.async kernel, the T
             names = kernel_names(fn)
             assert (re.search(rf"tma_kernel<[^<>,]+, (\(int\))?96, (\(int\))?3, ", names) if stages
                     else "tma_kernel" not in names), f"D=80, {4 * n} blocks, {ns} splits: {names[:300]}"
+    # head_dim 72-88 on HBM3e parts (decode_packs_head_pairs): head pairs on the D = 256
+    # kernel from 1.6 pairs per SM, and at 0.95-1.12 with 1 split up to one pair per SM, 2
+    # beyond (balanced); unpaired between (1.25) and elsewhere
+    for n, ns, d, paired in ((17 * sms // 20, 1, 80, True), (17 * sms // 20, 2, 72, True),
+                             (sms // 2 - 1, 1, 80, True), (sms // 2 + 2, 2, 88, True), (sms // 2 + 2, 1, 80, False),
+                             (5 * sms // 8, 1, 80, False)):
+        q, kc, vc, table, sl = paged_problem([100, 37] * (n // 2) + [5] * (n % 2), 4, 2, d, 16, torch.float16, 10)
+        fn = lambda: llm.paged_attention(q, kc, vc, table, sl, num_splits=ns, check_indices=False)
+        assert_close(fn(), paged_attention_reference(q, kc, vc, table, sl), dtype=torch.float16,
+                     what=f"variant {v} D={d} grid of {2 * n} pairs, {ns} splits")
+        if v == 0 and sm90:
+            names = kernel_names(fn)
+            on_256 = bool(re.search(r"kernel<[^<>,]+, (\(int\))?256, ", names))
+            assert on_256 == (paired and hbm3e), f"D={d}, {2 * n} pairs, {ns} splits, hbm3e={hbm3e}: {names[:300]}"
     # ... but a paged table of 8192 keys or more keeps the cp.async kernel there (v34): the
     # same sequences behind a table padded to 512 blocks of 16
     n = 5 * sms // 8
@@ -1374,9 +1400,9 @@ for v in (0, 1, 2):  # CLO_DECODE_VARIANT: automatic, the cp.async kernel, the T
                 kernel_names(fn)[:300]
     os.environ["CLO_DECODE_PACK"] = "1"
     # contiguous D = 128 beyond one block per SM: the TMA kernel (2 stages) too; on at
-    # most one block per SM the cp.async kernel
+    # most one block per SM the cp.async kernel, on HBM3e parts the TMA kernel at 3 stages
     g = torch.Generator(device="cuda").manual_seed(77)
-    for b, auto_tma in ((sms // 4 + 1, True), (sms // 8, False)):
+    for b, auto_tma, stages in ((sms // 4 + 1, True, 2), (sms // 8, hbm3e, 3)):
         q = torch.randn(b, 8, 1, 128, device="cuda", generator=g).half()
         k = torch.randn(b, 4, 300, 128, device="cuda", generator=g).half()
         vv = torch.randn(b, 4, 300, 128, device="cuda", generator=g).half()
@@ -1386,7 +1412,7 @@ for v in (0, 1, 2):  # CLO_DECODE_VARIANT: automatic, the cp.async kernel, the T
         assert ("tma_kernel" in names) == (sm90 and (v == 2 or (v == 0 and auto_tma))), \
             f"variant {v}, contiguous D=128, {4 * b} blocks: {names[:300]}"
         if v == 0 and auto_tma and sm90:
-            assert re.search(r"tma_kernel<[^<>,]+, (\(int\))?128, (\(int\))?2, ", names), names[:300]
+            assert re.search(rf"tma_kernel<[^<>,]+, (\(int\))?128, (\(int\))?{stages}, ", names), names[:300]
     # contiguous D = 64: the TMA kernel at 4 stages beyond 2 and up to 3 blocks per SM (v27),
     # 2 stages at 2 and 3.5
     for blocks, stages in ((11 * sms // 4, 4), (2 * sms, 2), (7 * sms // 2, 2)):
@@ -1491,8 +1517,8 @@ for v in (0, 1, 2):  # CLO_DECODE_VARIANT: automatic, the cp.async kernel, the T
                          kernel_names(fn)), \
             f"fp8 head pairs {i}: {kernel_names(fn)[:300]}"
     # GQA pairs: both KV heads' query groups share the block's 16 rows (2 x group <= 16).
-    # 16-bit D = 96 pairs run the D = 256 kernels over 192-column rows (the tile's last 64
-    # columns unused; 96-wide partials), MHA and GQA
+    # 16-bit D = 72-96 pairs run the D = 256 kernels over 144-192-column rows (the tile's
+    # columns past them unused; half-width partials), MHA and GQA
     d256 = r"kernel<[^<>,]+, (\(int\))?256, "
     for i, (lens, hkv, group, d, bs, dt, fp8, splits) in enumerate(
             [([1, 17, 64, 700], 2, 2, 64, 16, torch.float16, False, (1, 3)),
@@ -1501,7 +1527,10 @@ for v in (0, 1, 2):  # CLO_DECODE_VARIANT: automatic, the cp.async kernel, the T
              ([65, 300], 2, 8, 64, 16, torch.float16, False, (1, 2)),
              ([1, 15, 17, 63, 64, 65, 700], 2, 1, 96, 16, torch.float16, False, (0, 1, 3)),
              ([2500, 1, 129, 0], 4, 4, 96, 8, torch.bfloat16, False, (1, 2, 16)),
-             ([65, 300, 1000], 8, 8, 96, 32, torch.float16, False, (0, 1, 5))]):
+             ([65, 300, 1000], 8, 8, 96, 32, torch.float16, False, (0, 1, 5)),
+             ([1, 17, 64, 700], 2, 1, 80, 16, torch.float16, False, (0, 1, 3)),
+             ([2500, 1, 129], 4, 4, 80, 8, torch.bfloat16, False, (1, 2)),
+             ([65, 300], 2, 8, 72, 16, torch.float16, False, (1, 2))]):
         q, kc, vc, table, sl = paged_problem(lens, hkv, group, d, bs, dt, 3400 + i)
         sc = {"k_scale": 0.05, "v_scale": 0.07} if fp8 else {}
         if fp8:

@@ -1437,7 +1437,7 @@ cudaError_t run_decode_attention(const DecodeAttentionArgs& a, cudaStream_t stre
       if (sm90 && a.num_splits == 2 && sk_blocks > 0 && forced != kDecodeKernelCpAsync &&
           streamk_mode != kDecodeStreamKOff) {
         DecodeTmaMaps maps;
-        const int box_rows = encode_decode_tma_maps<T, D, kPaged, KVT>(a, maps);
+        const int box_rows = encode_decode_tma_maps<T, D, kPaged, KVT>(a, maps, pack_group > 0);
         const int knob_stages = decode_dev_tma_stages();
         const int stages = knob_stages == 2 ? 2 : decode_streamk_stages<T, D, KVT>();  // the small grids' depth
         if (box_rows > 0) {
@@ -1454,13 +1454,13 @@ cudaError_t run_decode_attention(const DecodeAttentionArgs& a, cudaStream_t stre
     const int64_t blocks = static_cast<int64_t>(grid.x) * grid.y * grid.z;
     const bool grid_pdl = launch_pdl(blocks, false);
     const int auto_stages = decode_tma_stages_for(D, kPaged, blocks, device_sm_count(), kDequant, a.head_dim,
-                                                  pack_group > 0, a.num_splits, decode_read_kv_len(a));
+                                                  pack_group > 0, a.num_splits, decode_read_kv_len(a), a.seq_len_q);
     const int knob_stages = decode_dev_tma_stages();
     const bool want_tma = forced == kDecodeKernelTma || (forced == kDecodeKernelAuto && auto_stages > 0);
     const int tma_stages =
         knob_stages > 0 ? knob_stages : (auto_stages > 0 ? auto_stages : decode_pipeline_stages(D));
     DecodeTmaMaps maps;
-    const int box_rows = want_tma && sm90 ? encode_decode_tma_maps<T, D, kPaged, KVT>(a, maps) : 0;
+    const int box_rows = want_tma && sm90 ? encode_decode_tma_maps<T, D, kPaged, KVT>(a, maps, pack_group > 0) : 0;
     if (box_rows > 0) {
       const cudaError_t err =
           launch_decode_attention_tma_stages<T, D, KVT>(tma_stages, p, kv, grid, stream, grid_pdl, maps, box_rows);

@@ -180,18 +180,25 @@ int decode_attention_num_splits(int batch, int num_kv_heads, int rows_per_kv_hea
     const int64_t splits = std::min<int64_t>({want, by_len, static_cast<int64_t>(kMaxSplits)});
     return static_cast<int>(std::max<int64_t>(1, splits));
   }
-  // 16-bit head_dim 64 on sm_90 at 2-3 blocks per SM (decode_d64_tail_splits, NOTES.md v31).
-  if (dtype != DType::kFloat8E4M3 && device_cc_major() >= 9 && head_dim == 64 && seq_len_q >= 1 &&
-      rows_per_kv_head % seq_len_q == 0) {
-    DecodeAttentionArgs shape;  // what decode_packs_head_pairs reads
+  // What decode_packs_head_pairs reads, with `splits` splits.
+  auto packs_head_pairs = [&](int splits) {
+    if (seq_len_q < 1 || rows_per_kv_head % seq_len_q != 0) return false;
+    DecodeAttentionArgs shape;
     shape.paged = paged;
     shape.dtype = dtype;
+    shape.kv_fp8 = dtype == DType::kFloat8E4M3;
     shape.head_dim = head_dim;
     shape.batch = batch;
     shape.num_kv_heads = num_kv_heads;
     shape.num_q_heads = num_kv_heads * (rows_per_kv_head / seq_len_q);
     shape.seq_len_q = seq_len_q;
-    const int splits = decode_d64_tail_splits(paged, decode_packs_head_pairs(shape), base, sms, max_kv_len);
+    shape.num_splits = splits;
+    return decode_packs_head_pairs(shape);
+  };
+  // 16-bit head_dim 64 on sm_90 at 2-3 blocks per SM (decode_d64_tail_splits, NOTES.md v31).
+  if (dtype != DType::kFloat8E4M3 && device_cc_major() >= 9 && head_dim == 64 && seq_len_q >= 1 &&
+      rows_per_kv_head % seq_len_q == 0) {
+    const int splits = decode_d64_tail_splits(paged, packs_head_pairs(1), base, sms, max_kv_len);
     if (splits > 1) return splits;
   }
   // 16-bit caches on sm_90 where the unsplit grid leaves a tail (decode_tail_splits_pay,
@@ -214,10 +221,12 @@ int decode_attention_num_splits(int batch, int num_kv_heads, int rows_per_kv_hea
     // too, within noise of 2 (1051.5 vs 1049.6, NOTES.md v24). FP8 caches (the TMA
     // kernel on sm_90) run 1 split there too (B=64/4K/MHA 732.6 us; the cp.async kernel
     // 768.0 with 1, 821.3 with 2; NOTES.md v19).
+    // (Head pairs at head_dim 72-88 run the D = 256 TMA kernel: 1 split.)
     const bool large_grid = base >= kLargeGridBlocksPerSm * sms;
     const bool cp_async_large_grid =
         large_grid && dtype != DType::kFloat8E4M3 &&
-        decode_tma_stages_for(kernel_head_dim, true, base, sms, false, head_dim) == 0;
+        decode_tma_stages_for(kernel_head_dim, true, base, sms, false, head_dim) == 0 &&
+        !(kernel_head_dim == 96 && head_dim != 96 && packs_head_pairs(1));
     return (cp_async_large_grid && max_kv_len >= kLargeGridMinKeys) ? 2 : 1;
   }
   int64_t splits = sms / base;  // rounded down: a few idle SMs beat a second, mostly empty wave

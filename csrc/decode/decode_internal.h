@@ -113,14 +113,26 @@ constexpr int decode_pipeline_stages(int head_dim) { return head_dim <= 64 ? 4 :
 // head_dim: the kernel's; row_cols: the cache rows' real columns (0: head_dim); blocks: the
 // whole grid's, `splits` splits of the sequences; max_kv_len: decode_read_kv_len (the keys a
 // block may read: the table capacity or Nk, or a sliding window's span, as the split
-// heuristic sizes for; 0: unknown).
+// heuristic sizes for; 0: unknown); seq_len_q: the new tokens per sequence.
 inline int decode_tma_stages_for(int head_dim, bool paged, int64_t blocks, int64_t sms, bool fp8 = false,
-                                 int row_cols = 0, bool pairs = false, int splits = 1, int64_t max_kv_len = 0) {
+                                 int row_cols = 0, bool pairs = false, int splits = 1, int64_t max_kv_len = 0,
+                                 int seq_len_q = 1) {
   if (device_cc_major() < 9) return 0;
   const bool small_grid = blocks <= sms;
   if (fp8) return small_grid ? 4 : 3;
   if (pairs && head_dim == 256) return 3;
+  // HBM3e parts, 16-bit 128-column rows (NOTES.md "Pipeline depth and kernel on the H200"):
+  // one more stage in flight on small grids, paged (4: B=16/1K/GQA 19.4 -> 19.1 us, B=1/16K
+  // 21.8 -> 21.4, B=16/4K 64.1 -> 63.3) and contiguous (the TMA kernel at 3 stages, where
+  // the H100 ran cp.async: B=16/1K 20.1 -> 18.8, B=1/16K 22.4 -> 21.0, B=16/4K 65.2 ->
+  // 61.9), and on paged grids of up to 1.35 blocks per SM (3: B=17/1K 24.8 -> 23.5, B=20/1K
+  // 27.3 -> 25.2; contiguous ones there keep 2, 22.1 against 23.5). One new token only:
+  // 4 stages lost at Nq 4 (paged B=16/4K/GQA 67.2 -> 74.2 us in the bench).
+  const bool hbm3e_d128 = head_dim == 128 && !pairs && (row_cols == 0 || row_cols == 128) && seq_len_q == 1 &&
+                          device_memory_is_hbm3e();
+  if (small_grid && hbm3e_d128) return paged ? 4 : 3;
   if (small_grid) return paged || head_dim == 64 || head_dim == 256 ? decode_pipeline_stages(head_dim) : 0;
+  if (hbm3e_d128 && paged && 20 * blocks <= 27 * sms) return 3;
   // D = 64 up to 1.25 blocks per SM (unpaired there, decode_packs_head_pairs): most SMs
   // hold one block, whose 128-byte rows need the small grids' 4 stages in flight (v25).
   // Contiguous caches beyond 2 and up to 3 blocks per SM too: the SMs holding three blocks
@@ -286,10 +298,11 @@ inline bool decode_packs_head_pairs(const DecodeAttentionArgs& a) {
   const int knob = decode_dev_pack();  // dev: 0 never, 2 wherever legal, else the rule
   // A pair's query rows (both heads' groups) must fit one row tile: a second tile would
   // read the pair's rows again.
-  // D = 96 pairs need the D = 256 kernels (137 KB of shared memory, not on 99-KB parts).
+  // 16-bit head dims 72-96 pair on the D = 256 kernels (137 KB of shared memory, not on
+  // 99-KB parts) over 144-192-column rows.
+  const bool wide_pair = a.head_dim > 64 && a.head_dim <= 96 && !a.kv_fp8 && decode_head_dim_fits(256);
   const bool legal = a.paged && a.num_kv_heads % 2 == 0 && a.seq_len_q == 1 &&
-                     2 * (a.num_q_heads / a.num_kv_heads) <= kRowsPerBlock &&
-                     (a.head_dim == 64 || (a.head_dim == 96 && !a.kv_fp8 && decode_head_dim_fits(256)));
+                     2 * (a.num_q_heads / a.num_kv_heads) <= kRowsPerBlock && (a.head_dim == 64 || wide_pair);
   if (!legal || knob == 0) return false;
   if (knob == 2) return true;
   if (device_cc_major() < 9) return false;
@@ -299,6 +312,21 @@ inline bool decode_packs_head_pairs(const DecodeAttentionArgs& a) {
   // pairs leave SMs idle: GQA 32:8 B=17/2K 33.5 us paired, 29.1 unpaired on 4 stages,
   // B=20 33.9 / 33.1; MHA B=5 32.6 / 32.4; B=24 38.3 / 38.0-40.3).
   if (a.head_dim == 64) return a.kv_fp8 ? per_split > sms : 4 * per_split > 5 * sms;
+  // 16-bit head dims 72-88 (NOTES.md "Head pairs at head_dim 72-88"), measured on the H200
+  // only, whose unpaired 160-byte D = 80 rows (a 64-byte DRAM atom shared with the next
+  // head's row) read 61-75% of copy at large grids where the H100 reads 92%: pairs from 1.6
+  // pairs per SM (B=64/2K/MHA 449 -> 362 us, B=56/2K/GQA 32/8 113 -> 91), and at 0.95-1.12
+  // pairs per SM where the grid runs 1 split up to one pair per SM and 2 beyond (the
+  // balanced schedule: B=34/2K/GQA 71.1 -> 66.5, B=32/4K 110.5 -> 89.3, MHA B=9/2K 70.7 ->
+  // 65.8). Between, the pairs' partial wave loses (B=40-50 at 2K-4K, 8-15%); below 0.8 pairs
+  // per SM the idle SMs do (B=20/2K 38.6 -> 45.6).
+  if (a.head_dim != 96) {
+    if (!device_memory_is_hbm3e()) return false;
+    const int64_t paired = per_split / 2;
+    const bool one_wave =
+        100 * paired >= 95 * sms && 100 * paired <= 112 * sms && a.num_splits == (paired > sms ? 2 : 1);
+    return one_wave || 5 * paired >= 8 * sms;
+  }
   // D = 96 (16-bit; v24): pairs run the D = 256 kernel, one block per SM. Beyond 1.5
   // unpaired blocks per SM, where the paired grid's last wave is at least 80% full (or
   // there are 3 waves or more): B=64/8K/GQA 32:8 581.8 -> 564.5 us, B=32/2K 75.8 -> 74.2,

@@ -246,7 +246,7 @@ inline PFN_cuTensorMapEncodeTiled_v12000 tensor_map_encoder() {
 // (0 none, 1 64 B, 2 128 B, 3 256 B) overrides it.
 inline CUtensorMapL2promotion stream_l2_promotion() {
   static bool dev_mode = std::getenv("CLO_TMA_L2_PROMOTION") != nullptr;
-  const int fallback = device_memory_clock_khz() > 3000000 ? 2 : 3;
+  const int fallback = device_memory_is_hbm3e() ? 2 : 3;
   const int v = dev_knob("CLO_TMA_L2_PROMOTION", dev_mode, fallback);
   return static_cast<CUtensorMapL2promotion>(v >= 0 && v <= 3 ? v : fallback);
 }
