@@ -65,30 +65,33 @@ that sequence's output, so a bad table is never a silent wrong answer or an
 out-of-bounds access. `check_indices=False` skips the host check everywhere
 (serving loops, benchmarks); `True` forces it (and raises under capture).
 
-Kernels: on Hopper a TMA (tensor-memory-accelerator) kernel where it was measured
-faster (every grid at head_dim 64 and 256; at 128 every grid but contiguous caches on at
-most one thread block per SM, those too on HBM3e parts such as the H200, with one pipeline
-stage more than the H100 takes on small grids; at 96 every paged grid, not head dims 80 and below on that
-kernel, nor contiguous caches beyond one block per SM), a cp.async kernel otherwise and
-below sm_90 (csrc/decode/NOTES.md, "Kernel choice", v23, v24). On Hopper a paged
-head_dim-64 cache with an even number of KV heads (MHA, or GQA with up to 8 query heads
-per KV head), 16-bit or FP8, where one split of the grid has more blocks than SMs (16-bit:
-1.25 times the SMs; up to there unpaired on 4 pipeline stages), runs
-the head_dim-128 kernels over pairs of adjacent KV heads (a token's two head rows are
+Kernels: on Hopper a TMA (tensor-memory-accelerator) kernel where it was measured faster
+(every grid at head_dim 64 and 256; at 128 every grid but contiguous caches on at most one
+thread block per SM, those too on Hopper HBM3e parts such as the H200, which also run 4
+pipeline stages on paged small grids and 3 on paged grids of up to 1.35 blocks per SM
+where the H100 runs 3 and 2, one new token per sequence; at 96 every paged grid, not head
+dims 80 and below on that kernel, nor contiguous caches beyond one block per SM), a
+cp.async kernel otherwise and below sm_90 (csrc/decode/NOTES.md, "Kernel choice", v23,
+v24). On Hopper a paged head_dim-64 cache with an even number of KV heads (MHA, or GQA
+with up to 8 query heads per KV head), 16-bit or FP8, where one split of the grid has more
+blocks than SMs (16-bit: 1.25 times the SMs; up to there unpaired on 4 pipeline stages),
+runs the head_dim-128 kernels over pairs of adjacent KV heads (a token's two head rows are
 one row twice as wide: 16-bit 3-10% faster at N=2048, B=20-128 GQA 32/8 and B=5-32 MHA;
 FP8 3-14%); a 16-bit head_dim-96 cache likewise runs the head_dim-256 kernels over
-192-column rows beyond 1.5 blocks per SM where the paired grid ends in a nearly full
-wave (1-3% faster, MHA B=16/2K 145.7 -> 142.2 us, B=64/4K 1122.6 -> 1092.7). On HBM3e
-parts (the H200; memory clock above 3 GHz) 16-bit head dims 72-88 pair the same way from
-1.6 pairs per SM, and at 0.95-1.12 pairs per SM with 1 split up to one pair per SM, 2
-beyond (the unpaired 160-byte rows of head_dim 80 read 61-75% of the copy rate there:
-B=64/2K/MHA 449 -> 362 us, B=56/2K/GQA 32/8 113 -> 91). Dev knobs (benchmarks only), set in the environment before the
-process's first decode call and then read on every call: `CLO_DECODE_VARIANT` 0
-automatic, 1 the cp.async kernel, 2 the TMA kernel where it can run;
-`CLO_DECODE_TMA_STAGES` the TMA kernel's pipeline depth (0 automatic, 2-4 where it fits
-in shared memory); `CLO_DECODE_PACK` 0 never pairs KV heads, 2 pairs
-them wherever legal (head_dim 64, or 72-96 with a 16-bit cache; an even number of KV heads,
-one new token, at most 8 query heads per KV head). Unset, the choice is automatic and the environment is never read.
+192-column rows beyond 1.5 blocks per SM where the paired grid ends in a nearly full wave
+(1-3% faster, MHA B=16/2K 145.7 -> 142.2 us, B=64/4K 1122.6 -> 1092.7). On Hopper HBM3e
+parts (the H200; memory clock above 3 GHz) 16-bit head dims 72-88 pair the same way (block
+sizes of 8 or more) from 1.6 pairs per SM, and at 0.95-1.12 pairs per SM with 1 split up
+to one pair per SM, 2 beyond (the unpaired 160-byte rows of head_dim 80 read 61-75% of the
+copy rate there: B=64/2K/MHA 449 -> 362 us, B=56/2K/GQA 32/8 113 -> 91).
+
+Dev knobs (benchmarks only), set in the environment before the process's first decode
+call and then read on every call: `CLO_DECODE_VARIANT` 0 automatic, 1 the cp.async kernel,
+2 the TMA kernel where it can run; `CLO_DECODE_TMA_STAGES` the TMA kernel's pipeline depth
+(0 automatic, 2-4 where it fits in shared memory); `CLO_DECODE_PACK` 0 never pairs KV
+heads, 2 pairs them wherever legal (head_dim 64, or 72-96 with a 16-bit cache and 137 KB
+of shared memory per block; an even number of KV heads, one new token, at most 8 query
+heads per KV head). Unset, the choice is automatic and the environment is never read.
 """
 from __future__ import annotations
 

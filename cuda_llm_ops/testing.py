@@ -72,18 +72,25 @@ def decode_tma_stages_fit(head_dim: int, stages: int) -> bool:
     return 1024 + stages * (2 * planes * 64 * 64 * 2 + 16) + 16 * (d + 8) * 2 <= 227 * 1024
 
 
-def device_memory_is_hbm3e(device: int = 0) -> bool:
-    """Whether the GPU's peak memory clock is above 3 GHz (HBM3e: the H200's 3.2 GHz, the
-    H100's HBM3 2.6), read through the driver API as the extension's
-    `device_memory_is_hbm3e` (csrc/include/cuda_llm_ops/common.cuh) reads it: for tests of
-    the choices that rule switches (decode head pairs at head_dim 72-88)."""
+def device_is_hopper_hbm3e(device: int | None = None) -> bool:
+    """Whether the GPU (default: torch's current device) is a Hopper part (sm_90) whose
+    peak memory clock is above 3 GHz (HBM3e: the H200's 3.2 GHz; the H100's HBM3 runs 2.6),
+    as the extension's `device_is_hopper_hbm3e` (csrc/include/cuda_llm_ops/common.cuh)
+    decides, the clock read through the driver API: for tests of the choices that rule
+    switches (decode head pairs at head_dim 72-88, TMA depths, the L2 promotion)."""
     import ctypes
 
+    import torch
+
+    device = torch.cuda.current_device() if device is None else device
+    if torch.cuda.get_device_capability(device)[0] != 9:
+        return False
     cuda = ctypes.CDLL("libcuda.so.1")
     handle, value = ctypes.c_int(), ctypes.c_int()
     memory_clock_rate = 36  # CU_DEVICE_ATTRIBUTE_MEMORY_CLOCK_RATE, kHz
-    for rc in (cuda.cuInit(0), cuda.cuDeviceGet(ctypes.byref(handle), device),
-               cuda.cuDeviceGetAttribute(ctypes.byref(value), memory_clock_rate, handle)):
+    for call in (lambda: cuda.cuInit(0), lambda: cuda.cuDeviceGet(ctypes.byref(handle), device),
+                 lambda: cuda.cuDeviceGetAttribute(ctypes.byref(value), memory_clock_rate, handle)):
+        rc = call()
         if rc != 0:
             raise RuntimeError(f"CUDA driver call failed with CUresult {rc}")
     return value.value > 3_000_000

@@ -15,7 +15,7 @@ from cuda_llm_ops.reference import (attention_reference, paged_attention_referen
 from cuda_llm_ops.reference.decode import make_paged_problem
 from cuda_llm_ops.reference.fused import apply_rotary
 from cuda_llm_ops.graphs import capture_graph
-from cuda_llm_ops.testing import assert_close, device_memory_is_hbm3e, kernel_names, poison_, run_isolated
+from cuda_llm_ops.testing import assert_close, device_is_hopper_hbm3e, kernel_names, poison_, run_isolated
 from conftest import require_op
 
 pytestmark = pytest.mark.cuda
@@ -828,7 +828,7 @@ def test_balanced_schedule_matches_reference():
     # dims 72-88 on sm_90, every head dim below), 1 where head dims 72-88 run head pairs
     # (HBM3e parts) and on the TMA kernel (head_dim 96 and 128 on sm_90)
     b = 12 * sms // 8 + 1
-    paired = sm90 and device_memory_is_hbm3e()
+    paired = sm90 and device_is_hopper_hbm3e()
     for d, want in ((80, 1 if paired else 2), (72, 1 if paired else 2), (96, 1 if sm90 else 2),
                     (128, 1 if sm90 else 2)):
         got = llm.decode_num_splits(b, 8, 4, 4096, d, torch.float16)
@@ -1159,13 +1159,13 @@ from cuda_llm_ops.reference import attention_reference, paged_attention_referenc
 from cuda_llm_ops.reference.decode import make_paged_problem
 from cuda_llm_ops.reference.fused import apply_rotary
 from cuda_llm_ops.graphs import capture_graph
-from cuda_llm_ops.testing import assert_close, decode_tma_stages_fit, device_memory_is_hbm3e, kernel_names, poison_
+from cuda_llm_ops.testing import assert_close, decode_tma_stages_fit, device_is_hopper_hbm3e, kernel_names, poison_
 
 assert os.environ.get("CLO_DECODE_VARIANT") is not None  # dev mode: re-read on every call
 assert os.environ.get("CLO_DECODE_TMA_STAGES") is not None
 assert os.environ.get("CLO_DECODE_PACK") is not None
 sm90 = torch.cuda.get_device_capability()[0] >= 9
-hbm3e = device_memory_is_hbm3e()  # the choices measured apart on HBM3e parts (decode_tma_stages_for)
+hbm3e = device_is_hopper_hbm3e()  # the choices measured apart on HBM3e parts (decode_tma_stages_for)
 
 def paged_problem(lens, hkv, group, d, bs, dtype, seed, extra_cols=0):
     q, kc, vc, table, sl = make_paged_problem(lens, hkv, group, d, bs, dtype, seed)
@@ -1530,7 +1530,8 @@ for v in (0, 1, 2):  # CLO_DECODE_VARIANT: automatic, the cp.async kernel, the T
              ([65, 300, 1000], 8, 8, 96, 32, torch.float16, False, (0, 1, 5)),
              ([1, 17, 64, 700], 2, 1, 80, 16, torch.float16, False, (0, 1, 3)),
              ([2500, 1, 129], 4, 4, 80, 8, torch.bfloat16, False, (1, 2)),
-             ([65, 300], 2, 8, 72, 16, torch.float16, False, (1, 2))]):
+             ([65, 300], 2, 8, 72, 16, torch.float16, False, (1, 2)),
+             ([1, 17, 700], 4, 2, 88, 16, torch.float16, False, (1, 3))]):
         q, kc, vc, table, sl = paged_problem(lens, hkv, group, d, bs, dt, 3400 + i)
         sc = {"k_scale": 0.05, "v_scale": 0.07} if fp8 else {}
         if fp8:
@@ -1696,9 +1697,10 @@ def test_decode_dev_variants_match_reference():
     boxes load whole blocks); which kernel runs (automatic on sm_90: decode_tma_stages_for).
     The forced TMA kernel also at every pipeline depth CLO_DECODE_TMA_STAGES can pick, with
     a block size it does not take (falls back) and on a narrowed contiguous view with NaN
-    past its end. Head pairs (paged D=64 on the D=128 kernels; CLO_DECODE_PACK) forced on
-    ragged batches with splits, MHA and GQA up to 8 query heads per KV head, 16-bit and FP8;
-    never for odd KV heads or larger groups; automatic on a large grid.
+    past its end. Head pairs (paged D=64 on the D=128 kernels, 16-bit D=72-96 on the D=256
+    ones; CLO_DECODE_PACK) forced on ragged batches with splits, MHA and GQA up to 8 query
+    heads per KV head, 16-bit and FP8; never for odd KV heads or larger groups; automatic on
+    a large grid, and at D=72-88 on Hopper HBM3e parts.
     A subprocess: the knobs are read in dev mode only when set before the process's first
     decode call."""
     require_op("paged_attention")

@@ -37,7 +37,7 @@ constexpr int kMinTokensPerSplit = 128;
 constexpr int kMaxSplits = 128;
 // Grids of at least this many blocks per SM with sequences of at least this many
 // keys split in 2 where the cp.async kernel runs them (head dims 72-88 on the D = 96
-// kernel, every head dim below sm_90; measured, see decode_attention_num_splits).
+// kernel unpaired, every head dim below sm_90; measured, see decode_attention_num_splits).
 constexpr int kLargeGridBlocksPerSm = 12;
 constexpr int kLargeGridMinKeys = 4096;
 

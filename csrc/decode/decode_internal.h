@@ -102,8 +102,9 @@ constexpr int decode_pipeline_stages(int head_dim) { return head_dim <= 64 ? 4 :
 //    B=48/4K 229.0 / 206.6 -> 220.4 / 191.2); the cp.async kernel elsewhere (1 split at
 //    1.7-1.9 units per SM: B=28/4K paged 115.1 against TMA 3's 133.9; beyond 3: B=64
 //    paged 242.9 against 300.0);
-//  - 16-bit D = 96 head pairs (the D = 256 kernel over 192-column rows, `pairs`): 3 stages
-//    (v24: B=64/8K/GQA 578.2 -> 564.5 us, MHA B=32/2K 280.2 -> 279.0).
+//  - 16-bit head pairs of D = 72-96 (the D = 256 kernel over 144-192-column rows, `pairs`):
+//    3 stages (v24 at 96: B=64/8K/GQA 578.2 -> 564.5 us, MHA B=32/2K 280.2 -> 279.0; the H200
+//    rules at 72-88, NOTES.md "H200 rules").
 // The caller also needs sm_90 code and a cache TMA can describe. The split heuristic asks
 // the same question (a large grid on the TMA kernel runs 1 split).
 // FP8 caches (paged): the TMA kernel on every grid, 4 stages on at most one block per SM,
@@ -129,7 +130,7 @@ inline int decode_tma_stages_for(int head_dim, bool paged, int64_t blocks, int64
   // 27.3 -> 25.2; contiguous ones there keep 2, 22.1 against 23.5). One new token only:
   // 4 stages lost at Nq 4 (paged B=16/4K/GQA 67.2 -> 74.2 us in the bench).
   const bool hbm3e_d128 = head_dim == 128 && !pairs && (row_cols == 0 || row_cols == 128) && seq_len_q == 1 &&
-                          device_memory_is_hbm3e();
+                          device_is_hopper_hbm3e();
   if (small_grid && hbm3e_d128) return paged ? 4 : 3;
   if (small_grid) return paged || head_dim == 64 || head_dim == 256 ? decode_pipeline_stages(head_dim) : 0;
   if (hbm3e_d128 && paged && 20 * blocks <= 27 * sms) return 3;
@@ -275,8 +276,8 @@ inline int decode_d64_tail_splits(bool paged, bool pairs, int64_t base, int64_t 
 }
 
 // Head pairs (NOTES.md v9, v20, v23, v24): a paged cache with D = 64 and an even number of
-// KV heads can run the D = 128 kernels over pairs of adjacent KV heads (16-bit D = 96: the
-// D = 256 kernels over 192-column rows; rule below). A token's two head
+// KV heads can run the D = 128 kernels over pairs of adjacent KV heads (16-bit D = 72-96:
+// the D = 256 kernels over 144-192-column rows; rules below). A token's two head
 // rows are one row twice as wide in the paged layout ([blocks, block_size, Hkv, D]), so
 // each block reads 256-byte rows (16-bit) or 128-byte rows (FP8) instead of half-width
 // rows at the token stride. Used on sm_90 wherever one split of the grid has more blocks
@@ -320,8 +321,10 @@ inline bool decode_packs_head_pairs(const DecodeAttentionArgs& a) {
   // balanced schedule: B=34/2K/GQA 71.1 -> 66.5, B=32/4K 110.5 -> 89.3, MHA B=9/2K 70.7 ->
   // 65.8). Between, the pairs' partial wave loses (B=40-50 at 2K-4K, 8-15%); below 0.8 pairs
   // per SM the idle SMs do (B=20/2K 38.6 -> 45.6).
+  // Block sizes below 8 (no TMA map: the pairs' cp.async D = 256 kernel read B=64/2K/MHA in
+  // 734 us) stay unpaired.
   if (a.head_dim != 96) {
-    if (!device_memory_is_hbm3e()) return false;
+    if (!device_is_hopper_hbm3e() || a.block_size < 8) return false;
     const int64_t paired = per_split / 2;
     const bool one_wave =
         100 * paired >= 95 * sms && 100 * paired <= 112 * sms && a.num_splits == (paired > sms ? 2 : 1);

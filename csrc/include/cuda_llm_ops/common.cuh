@@ -149,9 +149,11 @@ inline int device_sm_count() { return cached_device_attribute<cudaDevAttrMultiPr
 inline int device_cc_major() { return cached_device_attribute<cudaDevAttrComputeCapabilityMajor>(); }
 // Peak memory clock in kHz: 2.6 GHz on the H100 SXM (HBM3), 3.2 GHz on the H200 (HBM3e).
 inline int device_memory_clock_khz() { return cached_device_attribute<cudaDevAttrMemoryClockRate>(); }
-// HBM3e parts (memory clock above 3 GHz), whose faster streams favour other choices than
-// the H100's where measured (the L2 promotion of streamed maps, decode head pairs).
-inline bool device_memory_is_hbm3e() { return device_memory_clock_khz() > 3000000; }
+// Hopper parts with HBM3e (the H200 and GH200: sm_90, memory clock above 3 GHz), whose
+// faster streams favour other choices than the H100's where measured (the L2 promotion of
+// streamed maps, decode head pairs and pipeline depths). Other architectures (GDDR parts
+// report clocks far above 3 GHz; Blackwell's HBM3e was never measured) keep the H100's.
+inline bool device_is_hopper_hbm3e() { return device_cc_major() == 9 && device_memory_clock_khz() > 3000000; }
 // Shared memory one block may opt in to: 227 KB on sm_90, 163 KB on sm_80/87, 99 KB on
 // sm_86/89/120.
 inline int device_smem_optin() { return cached_device_attribute<cudaDevAttrMaxSharedMemoryPerBlockOptin>(); }

@@ -238,7 +238,7 @@ inline PFN_cuTensorMapEncodeTiled_v12000 tensor_map_encoder() {
 
 // The L2 promotion (the bytes L2 fetches around a box row that misses) of maps over
 // operands streamed once from DRAM (decode K/V, the skinny GEMM tile's weights): 128 B on
-// HBM3e parts (memory clock above 3 GHz: the H200's 3.2), 256 B elsewhere. Measured on
+// Hopper HBM3e parts (device_is_hopper_hbm3e: the H200's 3.2-GHz memory), 256 B elsewhere. Measured on
 // the decode K/V streams (csrc/decode/NOTES.md, "L2 promotion on the H200"): on the H200
 // 128 B (or none) lifts most grids 2-10% (paged B=64/4K/MHA 994 -> 948 us, contiguous
 // 1009 -> 921, D = 64 B=64/2K/MHA 256 -> 243); on the H100 (HBM3, 2.6 GHz) the lower
@@ -246,7 +246,7 @@ inline PFN_cuTensorMapEncodeTiled_v12000 tensor_map_encoder() {
 // (0 none, 1 64 B, 2 128 B, 3 256 B) overrides it.
 inline CUtensorMapL2promotion stream_l2_promotion() {
   static bool dev_mode = std::getenv("CLO_TMA_L2_PROMOTION") != nullptr;
-  const int fallback = device_memory_is_hbm3e() ? 2 : 3;
+  const int fallback = device_is_hopper_hbm3e() ? 2 : 3;
   const int v = dev_knob("CLO_TMA_L2_PROMOTION", dev_mode, fallback);
   return static_cast<CUtensorMapL2promotion>(v >= 0 && v <= 3 ? v : fallback);
 }
