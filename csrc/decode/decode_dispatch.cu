@@ -193,6 +193,7 @@ int decode_attention_num_splits(int batch, int num_kv_heads, int rows_per_kv_hea
     shape.num_q_heads = num_kv_heads * (rows_per_kv_head / seq_len_q);
     shape.seq_len_q = seq_len_q;
     shape.num_splits = splits;
+    shape.block_size = kTileTokens;  // the count is asked without the block size: one TMA can read
     return decode_packs_head_pairs(shape);
   };
   // 16-bit head_dim 64 on sm_90 at 2-3 blocks per SM (decode_d64_tail_splits, NOTES.md v31).
