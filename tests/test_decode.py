@@ -1353,10 +1353,10 @@ for v in (0, 1, 2):  # CLO_DECODE_VARIANT: automatic, the cp.async kernel, the T
             assert (re.search(rf"tma_kernel<[^<>,]+, (\(int\))?96, (\(int\))?3, ", names) if stages
                     else "tma_kernel" not in names), f"D=80, {4 * n} blocks, {ns} splits: {names[:300]}"
     # head_dim 72-88 on HBM3e parts (decode_packs_head_pairs): head pairs on the D = 256
-    # kernel from 1.6 pairs per SM, and at 0.95-1.12 with 1 split up to one pair per SM, 2
-    # beyond (balanced); unpaired between (1.25) and elsewhere
+    # kernel from 1.6 pairs per SM (forced 2 splits: the even grid), and at 0.95-1 with 1
+    # split; unpaired between (1.25) and elsewhere (just past one pair per SM, 2 splits)
     for n, ns, d, paired in ((17 * sms // 20, 1, 80, True), (17 * sms // 20, 2, 72, True),
-                             (sms // 2 - 1, 1, 80, True), (sms // 2 + 2, 2, 88, True), (sms // 2 + 2, 1, 80, False),
+                             (sms // 2 - 1, 1, 80, True), (sms // 2 + 2, 2, 88, False), (sms // 2 + 2, 1, 80, False),
                              (5 * sms // 8, 1, 80, False)):
         q, kc, vc, table, sl = paged_problem([100, 37] * (n // 2) + [5] * (n % 2), 4, 2, d, 16, torch.float16, 10)
         fn = lambda: llm.paged_attention(q, kc, vc, table, sl, num_splits=ns, check_indices=False)
