@@ -49,7 +49,7 @@ fi
 
 if [ "${SKIP_TESTS:-0}" != "1" ]; then
 python3 -m pytest -q -m "cuda and not slow" $TESTS -p no:cacheprovider --durations=15 2>&1 | tee "$OUT/test_cuda.log" >/dev/null
-summary+=("cuda tests: $(tail -1 "$OUT/test_cuda.log")")
+summary+=("cuda tests: $(tail -1 "$OUT/test_cuda.log")$([ "${SLOW:-0}" = "1" ] || echo " (slow-marked tests not run: SLOW=1 adds them)")")
 python3 -m pytest -q -m "not cuda" tests -p no:cacheprovider 2>&1 | tee "$OUT/test_cpu.log" >/dev/null
 summary+=("cpu tests:  $(tail -1 "$OUT/test_cpu.log")")
 t2=$(date +%s)
