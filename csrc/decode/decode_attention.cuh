@@ -1424,6 +1424,7 @@ cudaError_t run_decode_attention(const DecodeAttentionArgs& a, cudaStream_t stre
     return sm90 && pdl_mode != kDecodePdlOff &&
            (pdl_mode == kDecodePdlOn || decode_pdl_pays(blocks, device_sm_count(), D, kDequant, balanced));
   };
+  const CUtensorMapL2promotion kv_promo = decode_kv_l2_promotion(kDequant, head_cols);
   auto launch_variant = [&](const auto& kv) -> cudaError_t {
     const int forced = decode_dev_kernel();
     // The balanced schedule (decode_streamk_blocks): a 2-split call of a 16-bit kernel at
@@ -1440,7 +1441,7 @@ cudaError_t run_decode_attention(const DecodeAttentionArgs& a, cudaStream_t stre
       if (sm90 && a.num_splits == 2 && sk_blocks > 0 && forced != kDecodeKernelCpAsync &&
           streamk_mode != kDecodeStreamKOff && !unchecked_pairs) {
         DecodeTmaMaps maps;
-        const int box_rows = encode_decode_tma_maps<T, D, kPaged, KVT>(a, maps, pack_group > 0);
+        const int box_rows = encode_decode_tma_maps<T, D, kPaged, KVT>(a, maps, kv_promo);
         const int knob_stages = decode_dev_tma_stages();
         const int stages = knob_stages == 2 ? 2 : decode_streamk_stages<T, D, KVT>();  // the small grids' depth
         if (box_rows > 0) {
@@ -1463,7 +1464,7 @@ cudaError_t run_decode_attention(const DecodeAttentionArgs& a, cudaStream_t stre
     const int tma_stages =
         knob_stages > 0 ? knob_stages : (auto_stages > 0 ? auto_stages : decode_pipeline_stages(D));
     DecodeTmaMaps maps;
-    const int box_rows = want_tma && sm90 ? encode_decode_tma_maps<T, D, kPaged, KVT>(a, maps, pack_group > 0) : 0;
+    const int box_rows = want_tma && sm90 ? encode_decode_tma_maps<T, D, kPaged, KVT>(a, maps, kv_promo) : 0;
     if (box_rows > 0) {
       const cudaError_t err =
           launch_decode_attention_tma_stages<T, D, KVT>(tma_stages, p, kv, grid, stream, grid_pdl, maps, box_rows);

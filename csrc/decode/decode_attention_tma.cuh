@@ -414,14 +414,25 @@ __global__ void __launch_bounds__(kTmaThreads)
 #endif  // __CUDA_ARCH__ >= 900
 }
 
+// The L2 promotion of the decode K/V tensor maps, by the cache rows' element size and the
+// real head dim (of one head, also under head pairs): the stream rule
+// (tma::stream_l2_promotion) on 16-bit caches, except heads of 192 columns; those and FP8
+// caches keep 256 B, which the H200 read faster at most of their grids (NOTES.md, "L2
+// promotion on the H200": 16-bit D = 192 paged B=64/2K MHA 837.2 us at 128 B against
+// 795.5-803.6, FP8 D = 64 B=64/2K/GQA 42.9 against 40.4). D = 96 head pairs, 192-column
+// rows of two 96-column heads, keep the stream rule (B=64/2K/MHA 382.7 us, 401.0 at 256 B).
+inline CUtensorMapL2promotion decode_kv_l2_promotion(bool fp8, int real_head_dim) {
+  return !fp8 && real_head_dim != 192 ? tma::stream_l2_promotion() : CU_TENSOR_MAP_L2_PROMOTION_L2_256B;
+}
+
 // The tensor maps for the K and V of `a` (see DecodeTmaMaps): returns the box's
 // key rows (min(block_size, 64), or 64 for the strided layout), or 0 where TMA cannot
 // describe the cache or the driver lacks the encoder (the caller then runs the cp.async kernel):
 // block_size < 8 (a box must start at a multiple of 8 rows, the swizzle's period), a
 // base not 16-byte aligned, a byte stride not a multiple of 16 (or >= 2^40), more than
-// 2^31 - 1 token rows. `pairs`: `a` describes head pairs (decode_packs_head_pairs).
+// 2^31 - 1 token rows. `promo`: the maps' L2 promotion (decode_kv_l2_promotion).
 template <typename T, int D, bool kPaged, typename KVT = T>
-int encode_decode_tma_maps(const DecodeAttentionArgs& a, DecodeTmaMaps& maps, bool pairs) {
+int encode_decode_tma_maps(const DecodeAttentionArgs& a, DecodeTmaMaps& maps, CUtensorMapL2promotion promo) {
   constexpr uint64_t kElem = sizeof(KVT);
   constexpr uint32_t kBoxCols = decode_plane_cache_cols<T, KVT>();  // one 128-byte line
   constexpr bool kTail = decode_has_tail_plane<decode_stage_cols<T, D, KVT>()>();
@@ -434,14 +445,6 @@ int encode_decode_tma_maps(const DecodeAttentionArgs& a, DecodeTmaMaps& maps, bo
   auto stride_ok = [](uint64_t bytes) { return bytes % 16 == 0 && bytes > 0 && bytes < (uint64_t(1) << 40); };
   // K and V maps for boxes `box` (box[0] the 64-column planes' width) and their tail
   // plane's (32 columns, where the kernel has one; else copies).
-  // L2 promotion: the stream rule (tma::stream_l2_promotion) on 16-bit caches, except heads
-  // of 192 columns; those and FP8 caches keep 256 B, which the H200 read faster at most of
-  // their grids (NOTES.md, "L2 promotion on the H200": 16-bit D = 192 paged B=64/2K MHA
-  // 837.2 us at 128 B against 795.5-803.6, FP8 D = 64 B=64/2K/GQA 42.9 against 40.4).
-  // Head pairs of D = 96 (`pairs`: 192-column rows too) keep the stream rule (B=64/2K/MHA
-  // 382.7 us at 128 B, 401.0 at 256).
-  const bool stream_rule = sizeof(KVT) == 2 && (a.head_dim != 192 || pairs);
-  const CUtensorMapL2promotion promo = stream_rule ? tma::stream_l2_promotion() : CU_TENSOR_MAP_L2_PROMOTION_L2_256B;
   auto encode = [&](int rank, const uint64_t* dims, const uint64_t* k_strides, const uint64_t* v_strides,
                     uint32_t* box) {
     constexpr CUtensorMapSwizzle kSw128 = CU_TENSOR_MAP_SWIZZLE_128B, kSw64 = CU_TENSOR_MAP_SWIZZLE_64B;
