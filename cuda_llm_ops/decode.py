@@ -81,9 +81,9 @@ FP8 3-14%); a 16-bit head_dim-96 cache likewise runs the head_dim-256 kernels ov
 192-column rows beyond 1.5 blocks per SM where the paired grid ends in a nearly full wave
 (1-3% faster, MHA B=16/2K 145.7 -> 142.2 us, B=64/4K 1122.6 -> 1092.7). On Hopper HBM3e
 parts (the H200; memory clock above 3 GHz) 16-bit head dims 72-88 pair the same way (block
-sizes of 8 or more) from 1.6 pairs per SM, and at 0.95-1 pair per SM with 1 split (the
-unpaired 160-byte rows of head_dim 80 read 61-75% of the copy rate there: B=64/2K/MHA 449
--> 362 us, B=56/2K/GQA 32/8 113 -> 91).
+sizes of 8 or more) from 1.6 pairs per SM, and at 0.95-1.12 pairs per SM with 1 split up
+to one pair per SM, 2 beyond (the unpaired 160-byte rows of head_dim 80 read 61-75% of the
+copy rate there: B=64/2K/MHA 449 -> 362 us, B=56/2K/GQA 32/8 113 -> 91).
 
 Dev knobs (benchmarks only), set in the environment before the process's first decode
 call and then read on every call: `CLO_DECODE_VARIANT` 0 automatic, 1 the cp.async kernel,

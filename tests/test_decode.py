@@ -1353,10 +1353,10 @@ for v in (0, 1, 2):  # CLO_DECODE_VARIANT: automatic, the cp.async kernel, the T
             assert (re.search(rf"tma_kernel<[^<>,]+, (\(int\))?96, (\(int\))?3, ", names) if stages
                     else "tma_kernel" not in names), f"D=80, {4 * n} blocks, {ns} splits: {names[:300]}"
     # head_dim 72-88 on HBM3e parts (decode_packs_head_pairs): head pairs on the D = 256
-    # kernel from 1.6 pairs per SM (forced 2 splits: the even grid), and at 0.95-1 with 1
-    # split; unpaired between (1.25) and elsewhere (just past one pair per SM, 2 splits)
+    # kernel from 1.6 pairs per SM, and at 0.95-1.12 with 1 split up to one pair per SM, 2
+    # beyond (balanced); unpaired between (1.25) and elsewhere
     for n, ns, d, paired in ((17 * sms // 20, 1, 80, True), (17 * sms // 20, 2, 72, True),
-                             (sms // 2 - 1, 1, 80, True), (sms // 2 + 2, 2, 88, False), (sms // 2 + 2, 1, 80, False),
+                             (sms // 2 - 1, 1, 80, True), (sms // 2 + 2, 2, 88, True), (sms // 2 + 2, 1, 80, False),
                              (5 * sms // 8, 1, 80, False)):
         q, kc, vc, table, sl = paged_problem([100, 37] * (n // 2) + [5] * (n % 2), 4, 2, d, 16, torch.float16, 10)
         fn = lambda: llm.paged_attention(q, kc, vc, table, sl, num_splits=ns, check_indices=False)
@@ -1547,6 +1547,21 @@ for v in (0, 1, 2):  # CLO_DECODE_VARIANT: automatic, the cp.async kernel, the T
             assert_close(out, ref, dtype=dt, what=f"variant {v} GQA head pairs {i} D={d} group={group} splits={ns}")
             assert llm.decode.decode_workspace_counters_idle(ws), f"GQA pairs {i}: counters"
         assert re.search(d128 if d == 64 else d256, kernel_names(fn)), f"head pairs {i}: {kernel_names(fn)[:300]}"
+    # the balanced 2-split schedule over D = 256 pairs (1-2 pair units per SM): ragged
+    # lengths to 4096, MHA and GQA 8, block sizes 16-256
+    for i, (d, n, hkv, group, bs, dt, lens) in enumerate(
+            [(72, 3 * sms // 5, 4, 2, 16, torch.float16, [100, 37, 2100]),
+             (88, sms + 5, 2, 1, 32, torch.float16, [3000, 17, 1]),
+             (96, 7 * sms // 10, 4, 8, 256, torch.bfloat16, [4096, 1, 700])]):
+        q, kc, vc, table, sl = paged_problem((lens * n)[:n], hkv, group, d, bs, dt, 3600 + i)
+        out = poison_(torch.empty_like(q))
+        fn = lambda: llm.paged_attention(q, kc, vc, table, sl, out=out, num_splits=2, check_indices=False)
+        fn()
+        assert_close(out, paged_attention_reference(q, kc, vc, table, sl), dtype=dt,
+                     what=f"variant {v} balanced D={d} pairs, {n * hkv // 2} units")
+        if v != 1 and sm90:
+            assert re.search(r"tma_kernel<[^<>,]+, (\(int\))?256, (\(int\))?2, ", kernel_names(fn)), \
+                f"balanced D={d} pairs: {kernel_names(fn)[:300]}"
     for hkv, group in ((3, 1), (2, 16)):  # odd KV heads; a pair's rows past one row tile: never paired
         q, kc, vc, table, sl = paged_problem([100, 200], hkv, group, 64, 16, torch.float16, 3100 + hkv)
         fn = lambda: llm.paged_attention(q, kc, vc, table, sl, num_splits=1, check_indices=False)

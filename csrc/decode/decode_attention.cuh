@@ -1435,11 +1435,8 @@ cudaError_t run_decode_attention(const DecodeAttentionArgs& a, cudaStream_t stre
       const int64_t sk_blocks = decode_streamk_blocks(static_cast<int64_t>(grid.x) * grid.y, device_sm_count(),
                                                       decode_streamk_blocks_per_sm(D));
       const int streamk_mode = decode_dev_streamk_mode();
-      // Not over D = 256 head pairs (head_dim 72-96): a combination no GPU test has checked
-      // yet (NOTES.md "H200 rules"); they run the even 2-split grid below.
-      const bool unchecked_pairs = D == 256 && pack_group > 0;
       if (sm90 && a.num_splits == 2 && sk_blocks > 0 && forced != kDecodeKernelCpAsync &&
-          streamk_mode != kDecodeStreamKOff && !unchecked_pairs) {
+          streamk_mode != kDecodeStreamKOff) {
         DecodeTmaMaps maps;
         const int box_rows = encode_decode_tma_maps<T, D, kPaged, KVT>(a, maps, kv_promo);
         const int knob_stages = decode_dev_tma_stages();

@@ -316,18 +316,18 @@ inline bool decode_packs_head_pairs(const DecodeAttentionArgs& a) {
   // 16-bit head dims 72-88 (NOTES.md "Head pairs at head_dim 72-88"), measured on the H200
   // only, whose unpaired 160-byte D = 80 rows (a 64-byte DRAM atom shared with the next
   // head's row) read 61-75% of copy at large grids where the H100 reads 92%: pairs from 1.6
-  // pairs per SM (B=64/2K/MHA 449 -> 362 us, B=56/2K/GQA 32/8 113 -> 91), and at 0.95-1
-  // pair per SM on 1 split (B=32/4K 110.5 -> 89.3). Between, the pairs' partial wave loses
-  // (B=40-50 at 2K-4K, 8-15%); below 0.8 pairs per SM the idle SMs do (B=20/2K 38.6 ->
-  // 45.6). Just past one pair per SM, 2 splits over pairs measured faster too (B=34/2K/GQA
-  // 71.1 -> 66.5, MHA B=9/2K 70.7 -> 65.8), but they run the balanced schedule over D = 256
-  // pairs, whose results no GPU test has checked yet (see run_decode_attention): unpaired.
+  // pairs per SM (B=64/2K/MHA 449 -> 362 us, B=56/2K/GQA 32/8 113 -> 91), and at 0.95-1.12
+  // pairs per SM where the grid runs 1 split up to one pair per SM and 2 beyond (the
+  // balanced schedule: B=34/2K/GQA 71.1 -> 66.5, B=32/4K 110.5 -> 89.3, MHA B=9/2K 70.7 ->
+  // 65.8). Between, the pairs' partial wave loses (B=40-50 at 2K-4K, 8-15%); below 0.8 pairs
+  // per SM the idle SMs do (B=20/2K 38.6 -> 45.6).
   // Block sizes below 8 (no TMA map: the pairs' cp.async D = 256 kernel read B=64/2K/MHA in
   // 734 us) stay unpaired.
   if (a.head_dim != 96) {
     if (!device_is_hopper_hbm3e() || a.block_size < 8) return false;
     const int64_t paired = per_split / 2;
-    const bool one_wave = 100 * paired >= 95 * sms && paired <= sms && a.num_splits == 1;
+    const bool one_wave =
+        100 * paired >= 95 * sms && 100 * paired <= 112 * sms && a.num_splits == (paired > sms ? 2 : 1);
     return one_wave || 5 * paired >= 8 * sms;
   }
   // D = 96 (16-bit; v24): pairs run the D = 256 kernel, one block per SM. Beyond 1.5
