@@ -715,6 +715,29 @@ def depth_band_sweep(iters, copy_bw):
                  iters, copy_bw)
 
 
+# --d128-tail-splits: 16-bit D=128 GQA 32/8 where the H200 bench trails cuDNN (1.03-1.4
+# units per SM, and B=16/16K): forced split counts under the automatic kernel, the even
+# 2-split grid and TMA 3 / 4 stages
+D128_TAIL_SPLIT_ROWS = [(B, N, 8, 128, False, (0, 1, 2, 3, 4, 6), 16)
+                        for B, N in ((17, 1024), (20, 2048), (20, 4096), (22, 4096), (16, 16384))] + \
+                       [(20, 4096, 8, 128, True, (0, 1, 2, 3, 4, 6), 16)]
+
+
+# --d128-tail-confirm: the HBM3e rule that came of it (decode_hbm3e_d128_tail_splits) across
+# the band (B=19-22: 1.15-1.33 units per SM) and its edges (B=18, 23), 2K-8K keys
+D128_TAIL_CONFIRM_ROWS = [(B, N, 8, 128, False, (0, 1, 2, 3), 16) for N in (2048, 4096, 8192) for B in (19, 20, 21, 22)] \
+    + [(B, 4096, 8, 128, False, (0, 1, 2, 3), 16) for B in (18, 23)] \
+    + [(B, N, 8, 128, True, (0, 1, 2, 3), 16) for N in (2048, 4096) for B in (19, 21)]
+
+
+def d128_tail_split_sweep(iters, copy_bw, rows=D128_TAIL_SPLIT_ROWS, variants=None):
+    """`rows`: auto / even 2 splits / TMA 3-4 stages (or `variants`) at each split count,
+    cuDNN first (graph replays, cold L2)."""
+    _layout_rows(rows, variants or {"auto": {}, "even": {"CLO_DECODE_STREAMK": "0"},
+                                    "tma3": SWEEP_VARIANTS["tma3"], "tma4": SWEEP_VARIANTS["tma4"]},
+                 iters, copy_bw)
+
+
 # --l2-promotion-check: the rule's exceptions and the FP8 caches, automatic against 256 B
 L2_PROMOTION_CHECK_ROWS = [(64, 2048, 32, 192, False, (0,), 16), (64, 2048, 8, 192, False, (0,), 16),
                            (1, 16384, 8, 192, False, (0,), 16), (64, 4096, 32, 128, False, (0,), 16)]
@@ -1176,6 +1199,10 @@ SWEEPS = {
     "wide-pairs-bands": (wide_pair_band_sweep, "paged 16-bit D=72-88 pairs vs unpaired at 1-3.5 units per SM, splits"),
     "depth-bands": (depth_band_sweep, "16-bit D=128 small to large grids: auto vs cp.async / TMA 2-4 stages"),
     "large-grids": (large_grid_sweep, "bandwidth-bound grids (cuDNN ahead on the H200): kernels x TMA depths"),
+    "d128-tail-splits": (d128_tail_split_sweep, "16-bit D=128 GQA at 1.03-1.4 units per SM and B=16/16K: splits x kernels"),
+    "d128-tail-confirm": (lambda iters, copy_bw: d128_tail_split_sweep(iters, copy_bw, D128_TAIL_CONFIRM_ROWS,
+                                                                       {"auto": {}}),
+                          "the HBM3e D=128 one-tail rule across B=18-23 at 2K-8K: automatic vs 1-3 splits"),
     "fp8-pack": (fp8_pack_sweep, "FP8 (and 16-bit GQA) D=64 caches with and without head pairs"),
 }
 

@@ -250,6 +250,18 @@ inline bool decode_tail_splits_pay(int kernel_head_dim, bool paged, int64_t unit
   return one_tail || (kernel_head_dim == 128 && 10 * units > 21 * sms && 2 * units <= 5 * sms);
 }
 
+// Hopper HBM3e parts (device_is_hopper_hbm3e), 16-bit head_dim 128 with one new token, in
+// the one-tail band of decode_tail_splits_pay (1.1-1.35 units per SM, from 2048 keys): the
+// split count, or 0 where this rule says nothing. The H100's balanced 2-split schedule
+// trailed other counts at every point of that band measured on the H200 (NOTES.md "H200
+// rules", stop 60; GQA 32/8 graph replays, cold L2): paged tables below 4096 keys and
+// contiguous caches run 1 split (paged B=20/2K 51.2 -> 48.7 us, contiguous B=20/4K 83.7 ->
+// 81.3), paged ones from 4096 keys 3 even splits (B=20/4K 89.9 -> 86.9, B=22/4K 96.6 -> 94.0).
+inline int decode_hbm3e_d128_tail_splits(bool paged, int64_t units, int64_t sms, int64_t max_kv_len) {
+  if (max_kv_len < 2048 || 10 * units <= 11 * sms || 20 * units > 27 * sms) return 0;
+  return paged && max_kv_len >= 4096 ? 3 : 1;
+}
+
 // 16-bit head_dim 64 (exactly: narrower rows on its kernel are not measured) on sm_90 at
 // 2-3 blocks per SM, sequences of at least 2048 keys (NOTES.md v31; the tail rule above
 // takes no splits at 64). The split count, or 1:
