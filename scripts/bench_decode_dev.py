@@ -729,6 +729,11 @@ D128_TAIL_CONFIRM_ROWS = [(B, N, 8, 128, False, (0, 1, 2, 3), 16) for N in (2048
     + [(B, 4096, 8, 128, False, (0, 1, 2, 3), 16) for B in (18, 23)] \
     + [(B, N, 8, 128, True, (0, 1, 2, 3), 16) for N in (2048, 4096) for B in (19, 21)]
 
+# --d128-wave-confirm: the second-wave band at D=128 (2.1-2.5 units per SM: 2 even splits
+# by the H100's rule) on HBM3e, B=34-40 (2.06-2.42) and its edges, 2K / 4K keys
+D128_WAVE_CONFIRM_ROWS = [(B, N, 8, 128, False, (0, 1, 2, 3), 16) for N in (2048, 4096) for B in (34, 36, 38, 40)] \
+    + [(B, 4096, 8, 128, True, (0, 1, 2, 3), 16) for B in (36, 40)]
+
 
 def d128_tail_split_sweep(iters, copy_bw, rows=D128_TAIL_SPLIT_ROWS, variants=None):
     """`rows`: auto / even 2 splits / TMA 3-4 stages (or `variants`) at each split count,
@@ -1203,6 +1208,9 @@ SWEEPS = {
     "d128-tail-confirm": (lambda iters, copy_bw: d128_tail_split_sweep(iters, copy_bw, D128_TAIL_CONFIRM_ROWS,
                                                                        {"auto": {}}),
                           "the HBM3e D=128 one-tail rule across B=18-23 at 2K-8K: automatic vs 1-3 splits"),
+    "d128-wave-confirm": (lambda iters, copy_bw: d128_tail_split_sweep(iters, copy_bw, D128_WAVE_CONFIRM_ROWS,
+                                                                       {"auto": {}}),
+                          "the D=128 second-wave band (2.1-2.5 units per SM) at 2K / 4K: automatic vs 1-3 splits"),
     "fp8-pack": (fp8_pack_sweep, "FP8 (and 16-bit GQA) D=64 caches with and without head pairs"),
 }
 
