@@ -807,7 +807,7 @@ def test_balanced_schedule_matches_reference():
     # the heuristic (GQA 32:8 rows, one row tile): units = 8 B; D = 128: both bands (on
     # Hopper HBM3e parts the one-tail band's own counts, decode_hbm3e_d128_tail_splits: 1
     # split below 4096 keys, 3 from there on paged caches, 1 on contiguous ones; 3 in the
-    # second-wave band from the first unit past two per SM, contiguous from 4096 keys), D = 256:
+    # second-wave band from the first unit past two per SM, both layouts), D = 256:
     # the one-tail band, D = 96 (and 80 on its kernel): the second-wave band, D = 64: neither
     # (its bands: test_d64_tail_splits)
     hbm3e = sm90 and device_is_hopper_hbm3e()
@@ -843,7 +843,7 @@ def test_balanced_schedule_matches_reference():
     assert llm.decode_num_splits(b, 8, 4, 2048, 80, torch.float16) == 1
     # contiguous D = 96 (and 80 on its kernel): the one-tail band too, balanced
     for d, per_sm, n, want in ((128, 1.2, 4096, 1 if hbm3e else 2), (128, 1.3, 2048, 1 if hbm3e else 2),
-                               (128, 2.3, 4096, 3 if hbm3e else 2), (128, 2.3, 2048, 2),
+                               (128, 2.3, 4096, 3 if hbm3e else 2), (128, 2.3, 2048, 3 if hbm3e else 2),
                                (96, 1.2, 2048, 2), (96, 1.3, 4096, 2), (96, 1.08, 2048, 2), (96, 0.97, 2048, 1),
                                (96, 1.45, 2048, 1), (96, 2.9, 2048, 1),
                                (96, 1.2, 1024, 1), (96, 2.3, 2048, 2), (80, 1.2, 4096, 2), (64, 1.2, 2048, 1),

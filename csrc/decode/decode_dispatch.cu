@@ -203,8 +203,8 @@ int decode_attention_num_splits(int batch, int num_kv_heads, int rows_per_kv_hea
     if (splits > 1) return splits;
   }
   // Hopper HBM3e parts at head_dim 128: the one-tail band's own counts (decode_hbm3e_d128_tail_splits).
-  if (dtype != DType::kFloat8E4M3 && head_dim == 128 && seq_len_q == 1 && device_is_hopper_hbm3e()) {
-    const int splits = decode_hbm3e_d128_tail_splits(paged, base, sms, max_kv_len);
+  if (dtype != DType::kFloat8E4M3 && head_dim == 128 && device_is_hopper_hbm3e()) {
+    const int splits = decode_hbm3e_d128_tail_splits(paged, seq_len_q == 1, base, sms, max_kv_len);
     if (splits > 0) return static_cast<int>(std::min<int64_t>(splits, by_len));
   }
   // 16-bit caches on sm_90 where the unsplit grid leaves a tail (decode_tail_splits_pay,

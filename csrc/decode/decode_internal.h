@@ -250,21 +250,25 @@ inline bool decode_tail_splits_pay(int kernel_head_dim, bool paged, int64_t unit
   return one_tail || (kernel_head_dim == 128 && 10 * units > 21 * sms && 2 * units <= 5 * sms);
 }
 
-// Hopper HBM3e parts (device_is_hopper_hbm3e), 16-bit head_dim 128 with one new token, in
-// the one-tail band of decode_tail_splits_pay (1.1-1.35 units per SM, from 2048 keys): the
-// split count, or 0 where this rule says nothing. The H100's balanced 2-split schedule
-// trailed other counts at every point of that band measured on the H200 (NOTES.md "H200
-// rules", stop 60; GQA 32/8 graph replays, cold L2): paged tables below 4096 keys and
-// contiguous caches run 1 split (paged B=20/2K 51.2 -> 48.7 us, contiguous B=20/4K 83.7 ->
-// 81.3), paged ones from 4096 keys 3 even splits (B=20/4K 89.9 -> 86.9, B=22/4K 96.6 -> 94.0).
-// In the second-wave band, from the first unit past two per SM to 2.5, 3 even splits beat
-// the H100's 2 (B=36-40/4K 3-4%: B=36 170.1 -> 163.5, contiguous 160.8 -> 154.6; at 2048
-// keys level, paged B=36-40) and, at 2.06 where the H100's band has not begun, 1 (B=34/4K
-// 188.9 -> 157.7, B=34/2K 98.4 -> 90.0); contiguous caches from 4096 keys only (measured).
-inline int decode_hbm3e_d128_tail_splits(bool paged, int64_t units, int64_t sms, int64_t max_kv_len) {
+// Hopper HBM3e parts (device_is_hopper_hbm3e), 16-bit head_dim 128, from 2048 keys: the
+// split count, or 0 where this rule says nothing (NOTES.md "H200 rules", stop 60; GQA 32/8,
+// one new token, graph replays, cold L2). The H100's choices trailed other counts at every
+// point of its two bands measured on the H200:
+// - the one-tail band (1.1-1.35 units per SM), one new token (`one_token`): 1 split on paged
+//   tables below 4096 keys and contiguous caches (paged B=20/2K 51.2 -> 48.7 us, contiguous
+//   B=20/4K 83.7 -> 81.3), 3 even splits on paged ones from 4096 keys (B=20/4K 89.9 -> 86.9,
+//   B=22/4K 96.6 -> 94.0) instead of the balanced 2-split schedule;
+// - from the first unit past two per SM to 2.5: 3 even splits instead of 2 (B=36-40/4K
+//   3-4%: B=36 170.1 -> 163.5, contiguous 160.8 -> 154.5; paged 2048 keys level) and, at
+//   2.06 where the H100's band has not begun, instead of 1 (B=34/4K 188.9 -> 158.2, B=34/2K
+//   98.4 -> 89.8). Like the H100's band it holds for both layouts and any number of new
+//   tokens (neither moves a D = 128 count there); contiguous 2048 keys and Nq > 1 were not
+//   measured.
+inline int decode_hbm3e_d128_tail_splits(bool paged, bool one_token, int64_t units, int64_t sms,
+                                         int64_t max_kv_len) {
   if (max_kv_len < 2048) return 0;
-  if (10 * units > 11 * sms && 20 * units <= 27 * sms) return paged && max_kv_len >= 4096 ? 3 : 1;
-  return units > 2 * sms && 2 * units <= 5 * sms && (paged || max_kv_len >= 4096) ? 3 : 0;
+  if (one_token && 10 * units > 11 * sms && 20 * units <= 27 * sms) return paged && max_kv_len >= 4096 ? 3 : 1;
+  return units > 2 * sms && 2 * units <= 5 * sms ? 3 : 0;
 }
 
 // 16-bit head_dim 64 (exactly: narrower rows on its kernel are not measured) on sm_90 at
