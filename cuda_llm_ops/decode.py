@@ -422,6 +422,10 @@ def decode_num_splits(batch: int, num_kv_heads: int, rows_per_kv_head: int, max_
       1.06-1.35 times the SMs (the balanced schedule on the head_dim-128 kernel);
       contiguous ones (`paged=False`) take 2 (balanced) when `base` is 2-2.7 times
       the SMs, paged ones without head pairs 3 at 2.1-2.45 times;
+    - head_dim 128 (16-bit) on Hopper HBM3e parts (the H200), `max_kv_len >= 2048`,
+      instead of the two bands above: at 1.1-1.35 times the SMs with `seq_len_q` 1, 1
+      (3 when `paged` and `max_kv_len >= 4096`); from just past 2 times to 2.5, 3
+      (measured 3-16% faster there, csrc/decode/NOTES.md "H200 rules");
     - otherwise 1 (one pass per sequence).
     `dtype` is the cache's: with `torch.float8_e4m3fn` (FP8 caches) the same, never 2,
     except at head_dim <= 64: `base <= SMs` takes `2 * SMs / base` splits rounded to
