@@ -730,9 +730,9 @@ D128_TAIL_CONFIRM_ROWS = [(B, N, 8, 128, False, (0, 1, 2, 3), 16) for N in (2048
     + [(B, N, 8, 128, True, (0, 1, 2, 3), 16) for N in (2048, 4096) for B in (19, 21)]
 
 # --d128-wave-confirm: the second-wave band at D=128 (2.1-2.5 units per SM: 2 even splits
-# by the H100's rule) on HBM3e, B=34-40 (2.06-2.42) and its edges, 2K / 4K keys
+# by the H100's rule) on HBM3e, B=34-40 (2.06-2.42), 2K / 4K keys, paged and contiguous
 D128_WAVE_CONFIRM_ROWS = [(B, N, 8, 128, False, (0, 1, 2, 3), 16) for N in (2048, 4096) for B in (34, 36, 38, 40)] \
-    + [(B, 4096, 8, 128, True, (0, 1, 2, 3), 16) for B in (36, 40)]
+    + [(B, N, 8, 128, True, (0, 1, 2, 3), 16) for N in (2048, 4096) for B in (36, 40)]
 
 
 def d128_tail_split_sweep(iters, copy_bw, rows=D128_TAIL_SPLIT_ROWS, variants=None):
