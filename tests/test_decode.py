@@ -738,7 +738,9 @@ def test_balanced_schedule_matches_reference():
     heuristic's 2 splits (decode_tail_splits_pay) at 2048 keys or more: 1.1-1.35 and
     2.1-2.5 units per SM at D = 128, 1-1.35 at D = 256, 2-2.7 at D = 96 and 1.06-1.35
     there on contiguous caches; from 4096 keys 2-3.05 on paged caches at D = 96 and 80 (to
-    3 from 8192 keys) and 1.06-2.95 on contiguous ones, but for exactly whole waves."""
+    3 from 8192 keys) and 1.06-2.95 on contiguous ones, but for exactly whole waves; at
+    D = 128 on Hopper HBM3e parts their own counts instead (decode_hbm3e_d128_tail_splits:
+    1 or 3 at 1.1-1.35, 3 past 2 to 2.5)."""
     require_op("paged_attention")
     require_op("decode_attention")
     sms = torch.cuda.get_device_properties(0).multi_processor_count
@@ -1034,8 +1036,8 @@ def test_d64_tail_splits():
         if sm90:
             assert re.search(r"tma_kernel<[^<>]*, (true|\(bool\)1)>", kernel_names(call)), d
         del q, k, v, out, ws, graph
-    # workspaces: MQA (one block per sequence) at 2.3 blocks per SM needs 2 splits at D = 128,
-    # at a batch size beyond the SMs
+    # workspaces: MQA (one block per sequence) at 2.3 blocks per SM needs 2 splits at D = 128
+    # (3 on Hopper HBM3e parts), at a batch size beyond the SMs
     b_band = int(2.3 * sms) + 1
     need = torch.ops.cuda_llm_ops.decode_workspace_numel(
         b_band, 8, 1, 128, llm.decode_num_splits(b_band, 1, 8, 2048, 128, f16))
