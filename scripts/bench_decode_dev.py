@@ -734,8 +734,15 @@ D128_TAIL_CONFIRM_ROWS = [(B, N, 8, 128, False, (0, 1, 2, 3), 16) for N in (2048
 D128_WAVE_CONFIRM_ROWS = [(B, N, 8, 128, False, (0, 1, 2, 3), 16) for N in (2048, 4096) for B in (34, 36, 38, 40)] \
     + [(B, N, 8, 128, True, (0, 1, 2, 3), 16) for N in (2048, 4096) for B in (36, 40)]
 
+# --band-check-wide: the H100 split bands at head dims 256 and 96 (decode_tail_splits_pay),
+# not yet measured on HBM3e: D=256 at 1.05-1.5 units per SM, D=96 paged in its second wave
+# (2-3.05) and contiguous in its one-tail band, 2K / 4K keys, 1-3 splits
+BAND_CHECK_WIDE_ROWS = [(B, N, 8, 256, False, (0, 1, 2, 3), 16) for N in (2048, 4096) for B in (17, 20, 24)] \
+    + [(B, 4096, 8, 96, False, (0, 1, 2, 3), 16) for B in (34, 40, 48)] \
+    + [(B, N, 8, 96, True, (0, 1, 2, 3), 16) for N in (2048, 4096) for B in (18, 22)]
 
-def d128_tail_split_sweep(iters, copy_bw, rows=D128_TAIL_SPLIT_ROWS, variants=None):
+
+def split_band_sweep(iters, copy_bw, rows=D128_TAIL_SPLIT_ROWS, variants=None):
     """`rows`: auto / even 2 splits / TMA 3-4 stages (or `variants`) at each split count,
     cuDNN first (graph replays, cold L2)."""
     _layout_rows(rows, variants or {"auto": {}, "even": {"CLO_DECODE_STREAMK": "0"},
@@ -1204,13 +1211,15 @@ SWEEPS = {
     "wide-pairs-bands": (wide_pair_band_sweep, "paged 16-bit D=72-88 pairs vs unpaired at 1-3.5 units per SM, splits"),
     "depth-bands": (depth_band_sweep, "16-bit D=128 small to large grids: auto vs cp.async / TMA 2-4 stages"),
     "large-grids": (large_grid_sweep, "bandwidth-bound grids (cuDNN ahead on the H200): kernels x TMA depths"),
-    "d128-tail-splits": (d128_tail_split_sweep, "16-bit D=128 GQA at 1.03-1.4 units per SM and B=16/16K: splits x kernels"),
-    "d128-tail-confirm": (lambda iters, copy_bw: d128_tail_split_sweep(iters, copy_bw, D128_TAIL_CONFIRM_ROWS,
+    "d128-tail-splits": (split_band_sweep, "16-bit D=128 GQA at 1.03-1.4 units per SM and B=16/16K: splits x kernels"),
+    "d128-tail-confirm": (lambda iters, copy_bw: split_band_sweep(iters, copy_bw, D128_TAIL_CONFIRM_ROWS,
                                                                        {"auto": {}}),
                           "the HBM3e D=128 one-tail rule across B=18-23 at 2K-8K: automatic vs 1-3 splits"),
-    "d128-wave-confirm": (lambda iters, copy_bw: d128_tail_split_sweep(iters, copy_bw, D128_WAVE_CONFIRM_ROWS,
+    "d128-wave-confirm": (lambda iters, copy_bw: split_band_sweep(iters, copy_bw, D128_WAVE_CONFIRM_ROWS,
                                                                        {"auto": {}}),
                           "the D=128 second-wave band (2.1-2.5 units per SM) at 2K / 4K: automatic vs 1-3 splits"),
+    "band-check-wide": (lambda iters, copy_bw: split_band_sweep(iters, copy_bw, BAND_CHECK_WIDE_ROWS, {"auto": {}}),
+                        "the H100 split bands at D=256 and D=96 (unmeasured on HBM3e): automatic vs 1-3 splits"),
     "fp8-pack": (fp8_pack_sweep, "FP8 (and 16-bit GQA) D=64 caches with and without head pairs"),
 }
 
