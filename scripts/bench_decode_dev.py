@@ -535,7 +535,7 @@ BALANCED_ROWS = ([(B, 2048, 8) for B in (17, 20, 24, 28, 32, 36, 40, 44, 48)]
 
 def balanced_sweep(iters, copy_bw):
     """The balanced schedule (v28) against the even grids it replaces: the heuristic's
-    count (s0: 2 splits where decode_tail_splits_pay, balanced below 2 units per SM, else 1), 1 split, and 2
+    count (s0: 2 splits where decode_tail_splits, balanced below 2 units per SM, else 1), 1 split, and 2
     splits balanced and even (CLO_DECODE_STREAMK=0), paged at block sizes 16 and 256 and
     contiguous, cuDNN first (graph replays, cold L2)."""
     variants = {"sk": {}, "even": {"CLO_DECODE_STREAMK": "0"}}
@@ -723,7 +723,7 @@ D128_TAIL_SPLIT_ROWS = [(B, N, 8, 128, False, (0, 1, 2, 3, 4, 6), 16)
                        [(20, 4096, 8, 128, True, (0, 1, 2, 3, 4, 6), 16)]
 
 
-# --d128-tail-confirm: the HBM3e rule that came of it (decode_hbm3e_d128_tail_splits) across
+# --d128-tail-confirm: the HBM3e rule that came of it (decode_tail_splits, hbm3e_d128) across
 # the band (B=19-22: 1.15-1.33 units per SM) and its edges (B=18, 23), 2K-8K keys
 D128_TAIL_CONFIRM_ROWS = [(B, N, 8, 128, False, (0, 1, 2, 3), 16) for N in (2048, 4096, 8192) for B in (19, 20, 21, 22)] \
     + [(B, 4096, 8, 128, False, (0, 1, 2, 3), 16) for B in (18, 23)] \
@@ -734,7 +734,7 @@ D128_TAIL_CONFIRM_ROWS = [(B, N, 8, 128, False, (0, 1, 2, 3), 16) for N in (2048
 D128_WAVE_CONFIRM_ROWS = [(B, N, 8, 128, False, (0, 1, 2, 3), 16) for N in (2048, 4096) for B in (34, 36, 38, 40)] \
     + [(B, N, 8, 128, True, (0, 1, 2, 3), 16) for N in (2048, 4096) for B in (36, 40)]
 
-# --band-check-wide: the H100 split bands at head dims 256 and 96 (decode_tail_splits_pay),
+# --band-check-wide: the H100 split bands at head dims 256 and 96 (decode_tail_splits),
 # not yet measured on HBM3e: D=256 at 1.05-1.5 units per SM, D=96 paged in its second wave
 # (2-3.05) and contiguous in its one-tail band, 2K / 4K keys, 1-3 splits
 BAND_CHECK_WIDE_ROWS = [(B, N, 8, 256, False, (0, 1, 2, 3), 16) for N in (2048, 4096) for B in (17, 20, 24)] \

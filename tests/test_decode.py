@@ -735,11 +735,11 @@ def test_balanced_schedule_matches_reference():
     D = 128 kernel (odd KV head counts: no head pairs), D = 64 head pairs (the D = 128
     kernel over half the units, balanced), block sizes 8, 16, 32 and 256, the
     contiguous path; graph replays with new lengths and tables; which kernel runs. The
-    heuristic's 2 splits (decode_tail_splits_pay) at 2048 keys or more: 1.1-1.35 and
+    heuristic's 2 splits (decode_tail_splits) at 2048 keys or more: 1.1-1.35 and
     2.1-2.5 units per SM at D = 128, 1-1.35 at D = 256, 2-2.7 at D = 96 and 1.06-1.35
     there on contiguous caches; from 4096 keys 2-3.05 on paged caches at D = 96 and 80 (to
     3 from 8192 keys) and 1.06-2.95 on contiguous ones, but for exactly whole waves; at
-    D = 128 on Hopper HBM3e parts their own counts instead (decode_hbm3e_d128_tail_splits:
+    D = 128 on Hopper HBM3e parts their own counts instead (decode_tail_splits:
     1 or 3 at 1.1-1.35, 3 past 2 to 2.5)."""
     require_op("paged_attention")
     require_op("decode_attention")
@@ -807,7 +807,7 @@ def test_balanced_schedule_matches_reference():
             names = kernel_names(lambda: llm.decode_attention(q, k, v, num_splits=2))
             assert re.search(balanced, names), f"contiguous D={d}: {names[:400]}"
     # the heuristic (GQA 32:8 rows, one row tile): units = 8 B; D = 128: both bands (on
-    # Hopper HBM3e parts the one-tail band's own counts, decode_hbm3e_d128_tail_splits: 1
+    # Hopper HBM3e parts the one-tail band's own counts, decode_tail_splits: 1
     # split below 4096 keys, 3 from there on paged caches, 1 on contiguous ones; 3 in the
     # second-wave band from the first unit past two per SM, both layouts), D = 256:
     # the one-tail band, D = 96 (and 80 on its kernel): the second-wave band, D = 64: neither

@@ -202,17 +202,14 @@ int decode_attention_num_splits(int batch, int num_kv_heads, int rows_per_kv_hea
     const int splits = decode_d64_tail_splits(paged, packs_head_pairs(1), base, sms, max_kv_len);
     if (splits > 1) return splits;
   }
-  // Hopper HBM3e parts at head_dim 128: the one-tail band's own counts (decode_hbm3e_d128_tail_splits).
-  if (dtype != DType::kFloat8E4M3 && head_dim == 128 && device_is_hopper_hbm3e()) {
-    const int splits = decode_hbm3e_d128_tail_splits(paged, seq_len_q == 1, base, sms, max_kv_len);
-    if (splits > 0) return static_cast<int>(std::min<int64_t>(splits, by_len));
-  }
-  // 16-bit caches on sm_90 where the unsplit grid leaves a tail (decode_tail_splits_pay,
+  // 16-bit caches on sm_90 where the unsplit grid leaves a tail (decode_tail_splits,
   // NOTES.md v28, v29, v32): 2 splits, run as the balanced schedule below two units per SM
-  // (decode_streamk_blocks), as an even grid beyond.
-  if (dtype != DType::kFloat8E4M3 && device_cc_major() >= 9 &&
-      decode_tail_splits_pay(kernel_head_dim, paged, base, sms, max_kv_len))
-    return 2;
+  // (decode_streamk_blocks), as an even grid beyond; on HBM3e parts at head_dim 128, 1 or 3.
+  if (dtype != DType::kFloat8E4M3 && device_cc_major() >= 9) {
+    const int splits = decode_tail_splits(kernel_head_dim, paged, base, sms, max_kv_len,
+                                          head_dim == 128 && device_is_hopper_hbm3e(), seq_len_q == 1);
+    if (splits > 1) return splits;
+  }
   if (base * 2 > sms) {
     // >= half the SMs busy: splitting costs more than it gains, except for very large
     // grids of long sequences on the cp.async kernel: B=64/N=4096/MHA (2048 blocks, 15.5

@@ -192,7 +192,8 @@ inline int64_t decode_streamk_blocks(int64_t units, int64_t sms, int per_sm) {
   const int64_t blocks = per_sm * sms;
   return units > blocks && units < 2 * blocks ? blocks : 0;
 }
-// Where the split heuristic takes 2 splits for 16-bit caches on sm_90 instead of 1
+// Where the split heuristic takes 2 splits for 16-bit caches on sm_90 instead of 1 (3 or 1 at
+// head_dim 128 on HBM3e parts: below)
 // (kernel_head_dim: decode_kernel_head_dim; v28, v29, v32), for sequences of at least 2048 keys:
 // - a tail of SMs holding a second unit: 1.1-1.35 units per SM at D = 128, 1-1.35 at
 //   D = 256 (one block per SM fits there, so the tail runs after the first wave, not
@@ -223,10 +224,25 @@ inline int64_t decode_streamk_blocks(int64_t units, int64_t sms, int per_sm) {
 // tail bands below (2048, 4096, 8192), decode_d64_tail_splits (2048) and the large-grid
 // rule (kLargeGridMinKeys). decode_attention_workspace_floats_upto reads them: a rule that
 // tests another length must add it here.
+// On Hopper HBM3e parts (`hbm3e_d128`: device_is_hopper_hbm3e and head_dim exactly 128)
+// the D = 128 bands take their own counts (NOTES.md "H200 rules", stop 60; GQA 32/8, one
+// new token, graph replays, cold L2); the H100's trailed other counts at every point of
+// both bands measured on the H200:
+// - the one-tail band, one new token (`one_token`): 1 split on paged tables below 4096 keys
+//   and contiguous caches (paged B=20/2K 51.2 -> 48.7 us, contiguous B=20/4K 83.7 -> 81.3),
+//   3 even splits on paged ones from 4096 keys (B=20/4K 89.9 -> 86.9, B=22/4K 96.6 -> 94.0)
+//   instead of the balanced 2-split schedule;
+// - from the first unit past two per SM to 2.5: 3 even splits instead of 2 (B=36-40/4K
+//   3-4%: B=36 170.1 -> 163.5, contiguous 160.8 -> 154.5; paged 2048 keys level) and, at
+//   2.06 where the H100's band has not begun, instead of 1 (B=34/4K 188.9 -> 158.2, B=34/2K
+//   98.4 -> 89.8). Like the H100's band it holds for both layouts and any number of new
+//   tokens (neither moves a D = 128 count there); contiguous 2048 keys and Nq > 1 were not
+//   measured.
+// Returns the split count: 1, 2 or 3.
 constexpr int kSplitRuleLengthEdges[] = {2048, kLargeGridMinKeys, 8192};
-inline bool decode_tail_splits_pay(int kernel_head_dim, bool paged, int64_t units, int64_t sms,
-                                   int64_t max_kv_len) {
-  if (max_kv_len < 2048) return false;
+inline int decode_tail_splits(int kernel_head_dim, bool paged, int64_t units, int64_t sms, int64_t max_kv_len,
+                              bool hbm3e_d128, bool one_token) {
+  if (max_kv_len < 2048) return 1;
   // from the first extra unit at D = 256, from 1.06 units per SM at D = 96, 1.1 at D = 128
   const bool past_first_wave = kernel_head_dim == 256  ? units > sms
                                : kernel_head_dim == 96 ? 100 * units > 106 * sms
@@ -239,36 +255,20 @@ inline bool decode_tail_splits_pay(int kernel_head_dim, bool paged, int64_t unit
   if (kernel_head_dim == 96) {
     // contiguous caches from 4096 keys: one band from the first extra unit to 2.95, but for
     // whole waves (no tail to spread; exactly 2 units per SM lost 1-3%, v35)
-    if (!paged && max_kv_len >= 4096) return past_first_wave && 20 * units <= 59 * sms && units % sms != 0;
+    if (!paged && max_kv_len >= 4096) return past_first_wave && 20 * units <= 59 * sms && units % sms != 0 ? 2 : 1;
     // the second wave to 2.7 units per SM; on paged caches from 4096 keys to 3.05 (v34 at
     // head_dim 72-88, v36 at 96), from 8192 keys to 3: their cp.async kernel
     // (decode_tma_stages_for) fits 6 blocks per SM, and at 3.03 its 2-split grid takes a
     // second wave (v36, B=50/8K D = 96 492.4 -> 510.9 us, D = 80 448.6 -> 466.9)
     const int64_t top_20ths = !paged || max_kv_len < 4096 ? 54 : max_kv_len < 8192 ? 61 : 60;
-    return one_tail || (units > 2 * sms && 20 * units <= top_20ths * sms);
+    return one_tail || (units > 2 * sms && 20 * units <= top_20ths * sms) ? 2 : 1;
   }
-  return one_tail || (kernel_head_dim == 128 && 10 * units > 21 * sms && 2 * units <= 5 * sms);
-}
-
-// Hopper HBM3e parts (device_is_hopper_hbm3e), 16-bit head_dim 128, from 2048 keys: the
-// split count, or 0 where this rule says nothing (NOTES.md "H200 rules", stop 60; GQA 32/8,
-// one new token, graph replays, cold L2). The H100's choices trailed other counts at every
-// point of its two bands measured on the H200:
-// - the one-tail band (1.1-1.35 units per SM), one new token (`one_token`): 1 split on paged
-//   tables below 4096 keys and contiguous caches (paged B=20/2K 51.2 -> 48.7 us, contiguous
-//   B=20/4K 83.7 -> 81.3), 3 even splits on paged ones from 4096 keys (B=20/4K 89.9 -> 86.9,
-//   B=22/4K 96.6 -> 94.0) instead of the balanced 2-split schedule;
-// - from the first unit past two per SM to 2.5: 3 even splits instead of 2 (B=36-40/4K
-//   3-4%: B=36 170.1 -> 163.5, contiguous 160.8 -> 154.5; paged 2048 keys level) and, at
-//   2.06 where the H100's band has not begun, instead of 1 (B=34/4K 188.9 -> 158.2, B=34/2K
-//   98.4 -> 89.8). Like the H100's band it holds for both layouts and any number of new
-//   tokens (neither moves a D = 128 count there); contiguous 2048 keys and Nq > 1 were not
-//   measured.
-inline int decode_hbm3e_d128_tail_splits(bool paged, bool one_token, int64_t units, int64_t sms,
-                                         int64_t max_kv_len) {
-  if (max_kv_len < 2048) return 0;
-  if (one_token && 10 * units > 11 * sms && 20 * units <= 27 * sms) return paged && max_kv_len >= 4096 ? 3 : 1;
-  return units > 2 * sms && 2 * units <= 5 * sms ? 3 : 0;
+  const bool second_wave_top = kernel_head_dim == 128 && 2 * units <= 5 * sms;
+  if (hbm3e_d128) {
+    if (one_tail && one_token) return paged && max_kv_len >= 4096 ? 3 : 1;
+    if (second_wave_top && units > 2 * sms) return 3;
+  }
+  return one_tail || (second_wave_top && 10 * units > 21 * sms) ? 2 : 1;
 }
 
 // 16-bit head_dim 64 (exactly: narrower rows on its kernel are not measured) on sm_90 at
