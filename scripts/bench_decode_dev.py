@@ -741,6 +741,40 @@ BAND_CHECK_WIDE_ROWS = [(B, N, 8, 256, False, (0, 1, 2, 3), 16) for N in (2048, 
     + [(B, 4096, 8, 96, False, (0, 1, 2, 3), 16) for B in (34, 40, 48)] \
     + [(B, N, 8, 96, True, (0, 1, 2, 3), 16) for N in (2048, 4096) for B in (18, 22)]
 
+# --hbm3e-band-edges: where the bands found by --band-check-wide end on HBM3e (the H200:
+# D=256 2 splits beat 1 by 12-14% at 1.45 units per SM, past the H100's 1.35 edge; D=96
+# paged 4K took 3 splits over 2 at 2.06-2.42; contiguous D=96 2K 1 split over 2 at 1.33)
+HBM3E_BAND_EDGE_ROWS = [(B, N, 8, 256, False, (0, 1, 2, 3), 16) for N in (2048, 4096) for B in (24, 26, 28, 30, 33)] \
+    + [(B, 4096, 8, 256, True, (0, 1, 2, 3), 16) for B in (20, 24, 28)] \
+    + [(B, N, 8, 96, False, (0, 2, 3), 16) for N in (2048, 4096, 8192) for B in (34, 37, 40, 43, 46)] \
+    + [(B, 2048, 8, 96, True, (0, 1, 2), 16) for B in (19, 20, 21, 22, 24)] \
+    + [(B, N, 8, 128, False, (0, 1, 2, 3), 16) for N in (2048, 4096) for B in (24, 28)]
+
+# --hbm3e-band-confirm: the rules that came of --hbm3e-band-edges (decode_tail_splits, hbm3e)
+# at lengths and layouts the edges sweep did not run, and at the new bands' edges
+HBM3E_BAND_CONFIRM_ROWS = [(B, 8192, 8, 256, False, (0, 1, 2), 16) for B in (24, 26)] \
+    + [(B, N, 8, 256, True, (0, 1, 2), 16) for N in (2048, 8192) for B in (24, 26)] \
+    + [(B, 2048, 8, 256, False, (0, 1, 2), 16) for B in (23, 27)] \
+    + [(B, 2048, 8, 96, False, (0, 1, 2), 16) for B in (44, 45, 47)] \
+    + [(B, 4096, 8, 96, False, (0, 2, 3), 16) for B in (35, 42, 44)] \
+    + [(B, 8192, 8, 96, False, (0, 2, 3, 4), 16) for B in (34, 40)] \
+    + [(B, 3072, 8, 96, True, (0, 1, 2), 16) for B in (19, 21)]
+
+# --hbm3e-band-edges2: the edges the confirmation moved (D=256 paged to 1.7, contiguous
+# 1.5; paged D=96 to 2.9 below 4096 keys, 4 splits from 8192)
+HBM3E_BAND_EDGE2_ROWS = [(B, 2048, 8, 256, False, (0, 1, 2), 16) for B in (28, 29)] \
+    + [(B, 4096, 8, 256, True, (0, 1, 2), 16) for B in (25, 26)] \
+    + [(48, 2048, 8, 96, False, (0, 1, 2), 16)] \
+    + [(B, N, 8, 96, False, (0, 3, 4, 5), 16) for N in (8192, 16384) for B in (34, 37, 40, 43)] \
+    + [(44, 8192, 8, 96, False, (0, 2, 4), 16)]
+
+# --hbm3e-band-final: the final HBM3e D=256 / D=96 counts (automatic) against the H100's
+# count at points of each changed band, some not swept before
+HBM3E_BAND_FINAL_ROWS = [(B, 8192, 8, 96, False, (0, 2, 3, 4), 16) for B in (36, 41)] \
+    + [(37, 16384, 8, 96, False, (0, 2, 4), 16), (48, 2048, 8, 96, False, (0, 1), 16),
+       (25, 4096, 8, 256, True, (0, 1), 16), (27, 4096, 8, 256, False, (0, 1), 16),
+       (21, 2048, 8, 96, True, (0, 2), 16), (25, 8192, 8, 256, False, (0, 1), 16)]
+
 
 def split_band_sweep(iters, copy_bw, rows=D128_TAIL_SPLIT_ROWS, variants=None):
     """`rows`: auto / even 2 splits / TMA 3-4 stages (or `variants`) at each split count,
@@ -1220,6 +1254,14 @@ SWEEPS = {
                           "the D=128 second-wave band (2.1-2.5 units per SM) at 2K / 4K: automatic vs 1-3 splits"),
     "band-check-wide": (lambda iters, copy_bw: split_band_sweep(iters, copy_bw, BAND_CHECK_WIDE_ROWS, {"auto": {}}),
                         "the H100 split bands at D=256 and D=96 (unmeasured on HBM3e): automatic vs 1-3 splits"),
+    "hbm3e-band-edges": (lambda iters, copy_bw: split_band_sweep(iters, copy_bw, HBM3E_BAND_EDGE_ROWS, {"auto": {}}),
+                         "the ends of the D=256 / D=96 bands on HBM3e: automatic vs forced split counts"),
+    "hbm3e-band-confirm": (lambda iters, copy_bw: split_band_sweep(iters, copy_bw, HBM3E_BAND_CONFIRM_ROWS, {"auto": {}}),
+                           "the HBM3e D=256 / D=96 split rules at unswept lengths and edges: automatic vs forced"),
+    "hbm3e-band-edges2": (lambda iters, copy_bw: split_band_sweep(iters, copy_bw, HBM3E_BAND_EDGE2_ROWS, {"auto": {}}),
+                          "the moved HBM3e D=256 / D=96 band edges and 4 splits at 8K-16K: automatic vs forced"),
+    "hbm3e-band-final": (lambda iters, copy_bw: split_band_sweep(iters, copy_bw, HBM3E_BAND_FINAL_ROWS, {"auto": {}}),
+                         "the final HBM3e D=256 / D=96 counts against the H100's at points of each band"),
     "fp8-pack": (fp8_pack_sweep, "FP8 (and 16-bit GQA) D=64 caches with and without head pairs"),
 }
 

@@ -236,35 +236,68 @@ inline int64_t decode_streamk_blocks(int64_t units, int64_t sms, int per_sm) {
 //   3-4%: B=36 170.1 -> 163.5, contiguous 160.8 -> 154.5; paged 2048 keys level) and, at
 //   2.06 where the H100's band has not begun, instead of 1 (B=34/4K 188.9 -> 158.2, B=34/2K
 //   98.4 -> 89.8). Like the H100's band it holds for both layouts and any number of new
-//   tokens (neither moves a D = 128 count there); contiguous 2048 keys and Nq > 1 were not
-//   measured.
-// Returns the split count: 1, 2 or 3.
+//   tokens (neither moves a D = 128 count there); contiguous 2048 keys were level with 2
+//   splits at stop 61 (B=36 85.4 vs 86.0, B=40 89.8 vs 89.4); Nq > 1 was not measured.
+// The H100's bands at head_dim 256 and 96 measured on the H200 (stop 61, `--band-check-wide`,
+// `--hbm3e-band-edges`, `-confirm`, `-edges2`, `-final`; GQA 32/8, block 16; us, the H100's
+// count -> this one), at exactly those head dims (others keep the H100's counts):
+// - D = 256: the balanced band to 1.7 units per SM on paged caches, 1.55 on contiguous ones
+//   (B=24/2K 120.8 -> 106.3, B=24/4K 231.4 -> 200.6, B=24/8K 452.8 -> 383.0, B=26/4K 230.2
+//   -> 213.8, B=27/4K 229.5 -> 216.6, B=28/2K 121.2 -> 120.1; contiguous B=24/4K 196.5 ->
+//   188.4, B=25/4K 196.2 -> 191.7; 1 split ahead at paged B=29-33 and contiguous B=26-28);
+// - paged D = 96 from 4096 keys, past two units per SM to 2.65: 3 even splits instead of 2
+//   (4K B=34-43 129.0 / 141.9 / 143.6 / 145.3 -> 123.4 / 134.4 / 137.4 / 144.6), from 8192
+//   keys 4 to 2.45 (B=36/8K 302.8 -> 272.1, B=37/16K 579.8 -> 518.7), 3 beyond (B=43/8K
+//   318.9 at 2, 318.6 at 4 -> 287.9; B=43/16K 606.6 at 4 -> 552.4); at 2.67 (B=44) 2 stays
+//   ahead;
+// - paged D = 96 below 4096 keys: the second wave's 2 splits to 2.95 instead of 2.7 (B=45
+//   87.9 -> 82.3, B=47 88.5 -> 85.3, B=48 87.8 -> 85.5);
+// - contiguous D = 96 below 4096 keys: the one-tail band ends at 1.15 instead of 1.35
+//   (B=20/2K 39.2 -> 38.5, B=21 40.0 -> 38.3, B=22 40.9 -> 39.0, B=21/3K 55.7 -> 55.4;
+//   B=18-19 keep 2 splits).
+// Returns the split count: 1 to 4.
 constexpr int kSplitRuleLengthEdges[] = {2048, kLargeGridMinKeys, 8192};
-inline int decode_tail_splits(int kernel_head_dim, bool paged, int64_t units, int64_t sms, int64_t max_kv_len,
-                              bool hbm3e_d128, bool one_token) {
+inline int decode_tail_splits(int head_dim, bool paged, int64_t units, int64_t sms, int64_t max_kv_len, bool hbm3e,
+                              bool one_token) {
   if (max_kv_len < 2048) return 1;
+  const int kernel_head_dim = decode_kernel_head_dim(head_dim);
   // from the first extra unit at D = 256, from 1.06 units per SM at D = 96, 1.1 at D = 128
   const bool past_first_wave = kernel_head_dim == 256  ? units > sms
                                : kernel_head_dim == 96 ? 100 * units > 106 * sms
                                                        : 10 * units > 11 * sms;
+  // The one-tail band's top, in 100ths of a unit per SM: 1.35, but on HBM3e parts at
+  // D = 256 1.7 (paged) and 1.55 (contiguous), on contiguous D = 96 caches below 4096 keys
+  // 1.15 (stop 61).
+  const bool hbm3e_d96 = hbm3e && head_dim == 96;
+  const int64_t one_tail_top_100ths = hbm3e && head_dim == 256                 ? (paged ? 170 : 155)
+                                      : hbm3e_d96 && !paged && max_kv_len < 4096 ? 116
+                                                                                 : 135;
   // balanced schedules of one block per SM only (two at 64 start at 2 units per SM:
   // decode_d64_tail_splits)
   const bool one_tail = decode_balanced_head_dim(kernel_head_dim, paged) &&
                         decode_streamk_blocks_per_sm(kernel_head_dim) == 1 && past_first_wave &&
-                        20 * units <= 27 * sms;
+                        100 * units <= one_tail_top_100ths * sms;
   if (kernel_head_dim == 96) {
     // contiguous caches from 4096 keys: one band from the first extra unit to 2.95, but for
     // whole waves (no tail to spread; exactly 2 units per SM lost 1-3%, v35)
     if (!paged && max_kv_len >= 4096) return past_first_wave && 20 * units <= 59 * sms && units % sms != 0 ? 2 : 1;
-    // the second wave to 2.7 units per SM; on paged caches from 4096 keys to 3.05 (v34 at
-    // head_dim 72-88, v36 at 96), from 8192 keys to 3: their cp.async kernel
-    // (decode_tma_stages_for) fits 6 blocks per SM, and at 3.03 its 2-split grid takes a
-    // second wave (v36, B=50/8K D = 96 492.4 -> 510.9 us, D = 80 448.6 -> 466.9)
-    const int64_t top_20ths = !paged || max_kv_len < 4096 ? 54 : max_kv_len < 8192 ? 61 : 60;
+    // HBM3e, paged head_dim 96 from 4096 keys: past two units per SM to 2.65, 3 even
+    // splits (from 8192 keys 4 to 2.45)
+    if (hbm3e_d96 && paged && max_kv_len >= 4096 && units > 2 * sms && 20 * units <= 53 * sms)
+      return max_kv_len >= 8192 && 20 * units <= 49 * sms ? 4 : 3;
+    // the second wave to 2.7 units per SM (2.95 on HBM3e's paged head_dim 96); on paged
+    // caches from 4096 keys to 3.05 (v34 at head_dim 72-88, v36 at 96), from 8192 keys to
+    // 3: their cp.async kernel (decode_tma_stages_for) fits 6 blocks per SM, and at 3.03
+    // its 2-split grid takes a second wave (v36, B=50/8K D = 96 492.4 -> 510.9 us, D = 80
+    // 448.6 -> 466.9)
+    const int64_t top_20ths = !paged                ? 54
+                              : max_kv_len < 4096   ? (hbm3e_d96 ? 59 : 54)
+                              : max_kv_len < 8192   ? 61
+                                                    : 60;
     return one_tail || (units > 2 * sms && 20 * units <= top_20ths * sms) ? 2 : 1;
   }
   const bool second_wave_top = kernel_head_dim == 128 && 2 * units <= 5 * sms;
-  if (hbm3e_d128) {
+  if (hbm3e && head_dim == 128) {
     if (one_tail && one_token) return paged && max_kv_len >= 4096 ? 3 : 1;
     if (second_wave_top && units > 2 * sms) return 3;
   }
