@@ -775,6 +775,14 @@ HBM3E_BAND_FINAL_ROWS = [(B, 8192, 8, 96, False, (0, 2, 3, 4), 16) for B in (36,
        (25, 4096, 8, 256, True, (0, 1), 16), (27, 4096, 8, 256, False, (0, 1), 16),
        (21, 2048, 8, 96, True, (0, 2), 16), (25, 8192, 8, 256, False, (0, 1), 16)]
 
+# --hbm3e-narrow-bands: the HBM3e one-tail edges at the other head dims of the same kernels
+# (D=160 / 192 on the D=256 kernel, contiguous D=80 / 88 on the D=96 one)
+HBM3E_NARROW_BAND_ROWS = [(B, N, 8, D, False, (0, 1, 2), 16) for D in (192, 160) for N in (2048, 4096)
+                          for B in (20, 24, 27)] \
+    + [(B, 4096, 8, 192, True, (0, 1, 2), 16) for B in (20, 24, 26)] \
+    + [(B, 2048, 8, D, True, (0, 1, 2), 16) for D in (80, 88) for B in (19, 20, 22)]
+HBM3E_CONTIG_192_ROWS = [(B, N, 8, 192, True, (0, 1, 2), 16) for N in (2048, 4096) for B in (25, 26, 28)]
+
 
 def split_band_sweep(iters, copy_bw, rows=D128_TAIL_SPLIT_ROWS, variants=None):
     """`rows`: auto / even 2 splits / TMA 3-4 stages (or `variants`) at each split count,
@@ -1262,6 +1270,10 @@ SWEEPS = {
                           "the moved HBM3e D=256 / D=96 band edges and 4 splits at 8K-16K: automatic vs forced"),
     "hbm3e-band-final": (lambda iters, copy_bw: split_band_sweep(iters, copy_bw, HBM3E_BAND_FINAL_ROWS, {"auto": {}}),
                          "the final HBM3e D=256 / D=96 counts against the H100's at points of each band"),
+    "hbm3e-narrow-bands": (lambda iters, copy_bw: split_band_sweep(iters, copy_bw, HBM3E_NARROW_BAND_ROWS, {"auto": {}}),
+                           "the HBM3e one-tail edges at D=160/192 and contiguous D=80/88: automatic vs 1-2 splits"),
+    "hbm3e-contig-192": (lambda iters, copy_bw: split_band_sweep(iters, copy_bw, HBM3E_CONTIG_192_ROWS, {"auto": {}}),
+                         "contiguous D=192 on HBM3e at 1.5-1.7 units per SM: automatic vs 1-2 splits"),
     "fp8-pack": (fp8_pack_sweep, "FP8 (and 16-bit GQA) D=64 caches with and without head pairs"),
 }
 

@@ -224,7 +224,7 @@ inline int64_t decode_streamk_blocks(int64_t units, int64_t sms, int per_sm) {
 // tail bands below (2048, 4096, 8192), decode_d64_tail_splits (2048) and the large-grid
 // rule (kLargeGridMinKeys). decode_attention_workspace_floats_upto reads them: a rule that
 // tests another length must add it here.
-// On Hopper HBM3e parts (`hbm3e_d128`: device_is_hopper_hbm3e and head_dim exactly 128)
+// On Hopper HBM3e parts (`hbm3e`: device_is_hopper_hbm3e) at head_dim exactly 128
 // the D = 128 bands take their own counts (NOTES.md "H200 rules", stop 60; GQA 32/8, one
 // new token, graph replays, cold L2); the H100's trailed other counts at every point of
 // both bands measured on the H200:
@@ -240,11 +240,16 @@ inline int64_t decode_streamk_blocks(int64_t units, int64_t sms, int per_sm) {
 //   splits at stop 61 (B=36 85.4 vs 86.0, B=40 89.8 vs 89.4); Nq > 1 was not measured.
 // The H100's bands at head_dim 256 and 96 measured on the H200 (stop 61, `--band-check-wide`,
 // `--hbm3e-band-edges`, `-confirm`, `-edges2`, `-final`; GQA 32/8, block 16; us, the H100's
-// count -> this one), at exactly those head dims (others keep the H100's counts):
+// count -> this one), at exactly those head dims and contiguous 192 (others keep the
+// H100's counts):
 // - D = 256: the balanced band to 1.7 units per SM on paged caches, 1.55 on contiguous ones
 //   (B=24/2K 120.8 -> 106.3, B=24/4K 231.4 -> 200.6, B=24/8K 452.8 -> 383.0, B=26/4K 230.2
 //   -> 213.8, B=27/4K 229.5 -> 216.6, B=28/2K 121.2 -> 120.1; contiguous B=24/4K 196.5 ->
 //   188.4, B=25/4K 196.2 -> 191.7; 1 split ahead at paged B=29-33 and contiguous B=26-28);
+//   contiguous D = 192 to 1.6 (B=25/2K 93.9 -> 82.8, B=26/4K 182.0 -> 161.1; at 1.7 2 splits
+//   still win, B=28/4K 185.3 vs 172.1: the top is not found yet). Paged D = 160 / 192 keep
+//   1.35 (D = 192 B=24 level, B=27/2K 100.9 unsplit vs 106.7; D = 160 B=24 94.5 vs 99.0),
+//   contiguous D = 80 / 88 keep D = 96's H100 band (D = 88 B=20/2K 41.2 -> 39.8 split);
 // - paged D = 96 from 4096 keys, past two units per SM to 2.65: 3 even splits instead of 2
 //   (4K B=34-43 129.0 / 141.9 / 143.6 / 145.3 -> 123.4 / 134.4 / 137.4 / 144.6), from 8192
 //   keys 4 to 2.45 (B=36/8K 302.8 -> 272.1, B=37/16K 579.8 -> 518.7), 3 beyond (B=43/8K
@@ -266,10 +271,11 @@ inline int decode_tail_splits(int head_dim, bool paged, int64_t units, int64_t s
                                : kernel_head_dim == 96 ? 100 * units > 106 * sms
                                                        : 10 * units > 11 * sms;
   // The one-tail band's top, in 100ths of a unit per SM: 1.35, but on HBM3e parts at
-  // D = 256 1.7 (paged) and 1.55 (contiguous), on contiguous D = 96 caches below 4096 keys
-  // 1.15 (stop 61).
+  // D = 256 1.7 (paged) and 1.55 (contiguous), contiguous D = 192 1.6, on contiguous D = 96
+  // caches below 4096 keys 1.15 (stop 61).
   const bool hbm3e_d96 = hbm3e && head_dim == 96;
   const int64_t one_tail_top_100ths = hbm3e && head_dim == 256                 ? (paged ? 170 : 155)
+                                      : hbm3e && head_dim == 192 && !paged         ? 160
                                       : hbm3e_d96 && !paged && max_kv_len < 4096 ? 116
                                                                                  : 135;
   // balanced schedules of one block per SM only (two at 64 start at 2 units per SM:
