@@ -781,6 +781,8 @@ HBM3E_NARROW_BAND_ROWS = [(B, N, 8, D, False, (0, 1, 2), 16) for D in (192, 160)
                           for B in (20, 24, 27)] \
     + [(B, 4096, 8, 192, True, (0, 1, 2), 16) for B in (20, 24, 26)] \
     + [(B, 2048, 8, D, True, (0, 1, 2), 16) for D in (80, 88) for B in (19, 20, 22)]
+# --hbm3e-contig-192: contiguous D=192, where --hbm3e-narrow-bands found 2 splits 11-14% ahead
+# at 1.2-1.6 units per SM: the band's top
 HBM3E_CONTIG_192_ROWS = [(B, N, 8, 192, True, (0, 1, 2), 16) for N in (2048, 4096) for B in (25, 26, 28)]
 
 
@@ -790,6 +792,11 @@ def split_band_sweep(iters, copy_bw, rows=D128_TAIL_SPLIT_ROWS, variants=None):
     _layout_rows(rows, variants or {"auto": {}, "even": {"CLO_DECODE_STREAMK": "0"},
                                     "tma3": SWEEP_VARIANTS["tma3"], "tma4": SWEEP_VARIANTS["tma4"]},
                  iters, copy_bw)
+
+
+def auto_split_sweep(rows):
+    """A `SWEEPS` entry: `split_band_sweep` over `rows`, the automatic kernel at each count."""
+    return lambda iters, copy_bw: split_band_sweep(iters, copy_bw, rows, {"auto": {}})
 
 
 # --l2-promotion-check: the rule's exceptions and the FP8 caches, automatic against 256 B
@@ -1254,25 +1261,23 @@ SWEEPS = {
     "depth-bands": (depth_band_sweep, "16-bit D=128 small to large grids: auto vs cp.async / TMA 2-4 stages"),
     "large-grids": (large_grid_sweep, "bandwidth-bound grids (cuDNN ahead on the H200): kernels x TMA depths"),
     "d128-tail-splits": (split_band_sweep, "16-bit D=128 GQA at 1.03-1.4 units per SM and B=16/16K: splits x kernels"),
-    "d128-tail-confirm": (lambda iters, copy_bw: split_band_sweep(iters, copy_bw, D128_TAIL_CONFIRM_ROWS,
-                                                                       {"auto": {}}),
+    "d128-tail-confirm": (auto_split_sweep(D128_TAIL_CONFIRM_ROWS),
                           "the HBM3e D=128 one-tail rule across B=18-23 at 2K-8K: automatic vs 1-3 splits"),
-    "d128-wave-confirm": (lambda iters, copy_bw: split_band_sweep(iters, copy_bw, D128_WAVE_CONFIRM_ROWS,
-                                                                       {"auto": {}}),
+    "d128-wave-confirm": (auto_split_sweep(D128_WAVE_CONFIRM_ROWS),
                           "the D=128 second-wave band (2.1-2.5 units per SM) at 2K / 4K: automatic vs 1-3 splits"),
-    "band-check-wide": (lambda iters, copy_bw: split_band_sweep(iters, copy_bw, BAND_CHECK_WIDE_ROWS, {"auto": {}}),
+    "band-check-wide": (auto_split_sweep(BAND_CHECK_WIDE_ROWS),
                         "the H100 split bands at D=256 and D=96 (unmeasured on HBM3e): automatic vs 1-3 splits"),
-    "hbm3e-band-edges": (lambda iters, copy_bw: split_band_sweep(iters, copy_bw, HBM3E_BAND_EDGE_ROWS, {"auto": {}}),
+    "hbm3e-band-edges": (auto_split_sweep(HBM3E_BAND_EDGE_ROWS),
                          "the ends of the D=256 / D=96 bands on HBM3e: automatic vs forced split counts"),
-    "hbm3e-band-confirm": (lambda iters, copy_bw: split_band_sweep(iters, copy_bw, HBM3E_BAND_CONFIRM_ROWS, {"auto": {}}),
+    "hbm3e-band-confirm": (auto_split_sweep(HBM3E_BAND_CONFIRM_ROWS),
                            "the HBM3e D=256 / D=96 split rules at unswept lengths and edges: automatic vs forced"),
-    "hbm3e-band-edges2": (lambda iters, copy_bw: split_band_sweep(iters, copy_bw, HBM3E_BAND_EDGE2_ROWS, {"auto": {}}),
+    "hbm3e-band-edges2": (auto_split_sweep(HBM3E_BAND_EDGE2_ROWS),
                           "the moved HBM3e D=256 / D=96 band edges and 4 splits at 8K-16K: automatic vs forced"),
-    "hbm3e-band-final": (lambda iters, copy_bw: split_band_sweep(iters, copy_bw, HBM3E_BAND_FINAL_ROWS, {"auto": {}}),
+    "hbm3e-band-final": (auto_split_sweep(HBM3E_BAND_FINAL_ROWS),
                          "the final HBM3e D=256 / D=96 counts against the H100's at points of each band"),
-    "hbm3e-narrow-bands": (lambda iters, copy_bw: split_band_sweep(iters, copy_bw, HBM3E_NARROW_BAND_ROWS, {"auto": {}}),
+    "hbm3e-narrow-bands": (auto_split_sweep(HBM3E_NARROW_BAND_ROWS),
                            "the HBM3e one-tail edges at D=160/192 and contiguous D=80/88: automatic vs 1-2 splits"),
-    "hbm3e-contig-192": (lambda iters, copy_bw: split_band_sweep(iters, copy_bw, HBM3E_CONTIG_192_ROWS, {"auto": {}}),
+    "hbm3e-contig-192": (auto_split_sweep(HBM3E_CONTIG_192_ROWS),
                          "contiguous D=192 on HBM3e at 1.5-1.7 units per SM: automatic vs 1-2 splits"),
     "fp8-pack": (fp8_pack_sweep, "FP8 (and 16-bit GQA) D=64 caches with and without head pairs"),
 }

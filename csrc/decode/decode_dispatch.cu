@@ -204,7 +204,8 @@ int decode_attention_num_splits(int batch, int num_kv_heads, int rows_per_kv_hea
   }
   // 16-bit caches on sm_90 where the unsplit grid leaves a tail (decode_tail_splits,
   // NOTES.md v28, v29, v32): 2 splits, run as the balanced schedule below two units per SM
-  // (decode_streamk_blocks), as an even grid beyond; on HBM3e parts at head_dim 128, 1 or 3.
+  // (decode_streamk_blocks), as an even grid beyond; HBM3e parts have their own bands and
+  // counts (1-4) at head_dim 96, 128, 192 and 256.
   if (dtype != DType::kFloat8E4M3 && device_cc_major() >= 9) {
     const int splits =
         decode_tail_splits(head_dim, paged, base, sms, max_kv_len, device_is_hopper_hbm3e(), seq_len_q == 1);

@@ -192,8 +192,8 @@ inline int64_t decode_streamk_blocks(int64_t units, int64_t sms, int per_sm) {
   const int64_t blocks = per_sm * sms;
   return units > blocks && units < 2 * blocks ? blocks : 0;
 }
-// Where the split heuristic takes 2 splits for 16-bit caches on sm_90 instead of 1 (3 or 1 at
-// head_dim 128 on HBM3e parts: below)
+// Where the split heuristic takes 2 splits for 16-bit caches on sm_90 instead of 1 (on HBM3e
+// parts, at head_dim 96, 128, 192 and 256, other bands and counts: below)
 // (kernel_head_dim: decode_kernel_head_dim; v28, v29, v32), for sequences of at least 2048 keys:
 // - a tail of SMs holding a second unit: 1.1-1.35 units per SM at D = 128, 1-1.35 at
 //   D = 256 (one block per SM fits there, so the tail runs after the first wave, not
