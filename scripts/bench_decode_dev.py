@@ -784,6 +784,23 @@ HBM3E_NARROW_BAND_ROWS = [(B, N, 8, D, False, (0, 1, 2), 16) for D in (192, 160)
 # --hbm3e-contig-192: contiguous D=192, where --hbm3e-narrow-bands found 2 splits 11-14% ahead
 # at 1.2-1.6 units per SM: the band's top
 HBM3E_CONTIG_192_ROWS = [(B, N, 8, 192, True, (0, 1, 2), 16) for N in (2048, 4096) for B in (25, 26, 28)]
+# --hbm3e-band-tops: the two band tops left open at stop 61: contiguous D=192 past 1.7 units
+# per SM (2 splits still 4-8% ahead at B=28), to the first whole wave and past it; paged D=96
+# from 8192 keys, 4 splits against 3 around the 2.45 edge (B=41: 2.48, B=42: 2.55)
+HBM3E_BAND_TOP_ROWS = [(B, N, 8, 192, True, (0, 1, 2), 16) for N in (2048, 4096) for B in (28, 30, 32)] \
+    + [(B, N, 8, 192, True, (0, 1, 2, 3), 16) for N in (2048, 4096) for B in (33, 34, 36)] \
+    + [(B, 8192, 8, 192, True, (0, 1, 2), 16) for B in (28, 31)] \
+    + [(B, N, 8, 96, False, (0, 3, 4), 16) for N in (8192, 16384) for B in (41, 42)]
+# --hbm3e-band-tops-confirm: the tops moved by it (contiguous D=192 to 1.83, paged D=96 4 splits
+# to 2.5 from 8192 keys) at their edges, and contiguous D=192 past two units per SM, where 2-3
+# splits led at 4096 keys (B=34, 36) and lost at 2048
+HBM3E_BAND_TOP_CONFIRM_ROWS = [(B, N, 8, 192, True, (0, 1, 2), 16) for N in (3072, 4096) for B in (29, 30, 31)] \
+    + [(B, N, 8, 96, False, (0, 3, 4), 16) for N in (8192, 12288) for B in (40, 41, 42)] \
+    + [(B, N, 8, 192, True, (0, 1, 2, 3), 16) for N in (4096, 8192) for B in (34, 36, 38, 40, 42)]
+# --hbm3e-contig-192-wave: the band that came of it (contiguous D=192 from 4096 keys past two
+# units per SM to 2.45: 2 splits), automatic against 1-2 splits, and its edges
+HBM3E_CONTIG_192_WAVE_ROWS = [(B, N, 8, 192, True, (0, 1, 2), 16) for N in (4096, 8192) for B in (34, 40)] \
+    + [(42, 4096, 8, 192, True, (0, 1, 2), 16), (36, 2048, 8, 192, True, (0, 1, 2), 16)]
 
 
 def split_band_sweep(iters, copy_bw, rows=D128_TAIL_SPLIT_ROWS, variants=None):
@@ -1279,6 +1296,12 @@ SWEEPS = {
                            "the HBM3e one-tail edges at D=160/192 and contiguous D=80/88: automatic vs 1-2 splits"),
     "hbm3e-contig-192": (auto_split_sweep(HBM3E_CONTIG_192_ROWS),
                          "contiguous D=192 on HBM3e at 1.5-1.7 units per SM: automatic vs 1-2 splits"),
+    "hbm3e-band-tops": (auto_split_sweep(HBM3E_BAND_TOP_ROWS),
+                        "contiguous D=192 past 1.7 units per SM and paged D=96 8K-16K at 2.48-2.55: automatic vs forced"),
+    "hbm3e-band-tops-confirm": (auto_split_sweep(HBM3E_BAND_TOP_CONFIRM_ROWS),
+                                "the moved tops at their edges, and contiguous D=192 at 2-2.5 units per SM"),
+    "hbm3e-contig-192-wave": (auto_split_sweep(HBM3E_CONTIG_192_WAVE_ROWS),
+                              "contiguous D=192 past two units per SM on HBM3e: automatic vs 1-2 splits"),
     "fp8-pack": (fp8_pack_sweep, "FP8 (and 16-bit GQA) D=64 caches with and without head pairs"),
 }
 

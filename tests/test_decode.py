@@ -815,7 +815,7 @@ def test_balanced_schedule_matches_reference():
     # second-wave band from the first unit past two per SM, both layouts), D = 256:
     # the one-tail band (to 1.7 on HBM3e), D = 96 (and 80 on its kernel): the second-wave
     # band (on HBM3e at 96 itself: to 2.95 below 4096 keys, 3 splits to 2.65 from there,
-    # from 8192 keys 4 to 2.45), D = 64: neither (its bands: test_d64_tail_splits)
+    # from 8192 keys 4 to 2.5), D = 64: neither (its bands: test_d64_tail_splits)
     hbm3e = sm90 and device_is_hopper_hbm3e()
     for d, per_sm, n, want in ((128, 1.2, 2048, 1 if hbm3e else 2), (128, 1.2, 8192, 3 if hbm3e else 2),
                                (128, 1.3, 4096, 3 if hbm3e else 2), (128, 2.3, 4096, 3 if hbm3e else 2),
@@ -830,6 +830,7 @@ def test_balanced_schedule_matches_reference():
                                (96, 2.9, 2048, 2 if hbm3e else 1), (96, 3.0, 2048, 1),
                                (96, 2.8, 2048, 2 if hbm3e else 1), (96, 2.3, 4096, 3 if hbm3e else 2),
                                (96, 2.1, 8192, 4 if hbm3e else 2), (96, 2.6, 8192, 3 if hbm3e else 2),
+                               (96, 2.46, 16384, 4 if hbm3e else 2),
                                (96, 2.7, 4096, 2), (88, 2.3, 4096, 2),
                                (80, 2.3, 4096, 2), (96, 2.3, 1024, 1), (64, 1.2, 2048, 1),
                                # paged narrower rows on the D = 96 kernel from 4096 keys: to 3.05 (v34)
@@ -855,11 +856,13 @@ def test_balanced_schedule_matches_reference():
         assert got == want, ("large grid", d, b, got)
     assert llm.decode_num_splits(b, 8, 4, 2048, 80, torch.float16) == 1
     # contiguous D = 96 (and 80 on its kernel): the one-tail band too, balanced (to 1.15
-    # below 4096 keys at 96 itself on HBM3e; there contiguous D = 256 to 1.55, D = 192 to 1.6)
+    # below 4096 keys at 96 itself on HBM3e; there contiguous D = 256 to 1.55, D = 192 to 1.83)
     for d, per_sm, n, want in ((128, 1.2, 4096, 1 if hbm3e else 2), (128, 1.3, 2048, 1 if hbm3e else 2),
                                (128, 2.3, 4096, 3 if hbm3e else 2), (128, 2.3, 2048, 3 if hbm3e else 2),
                                (96, 1.2, 2048, 1 if hbm3e else 2), (96, 1.3, 4096, 2), (96, 1.08, 2048, 2),
                                (96, 0.97, 2048, 1), (80, 1.2, 2048, 2), (192, 1.55, 4096, 2 if hbm3e else 1),
+                               (192, 1.75, 2048, 2 if hbm3e else 1), (192, 1.9, 4096, 1),
+                               (192, 2.2, 4096, 2 if hbm3e else 1), (192, 2.2, 2048, 1), (192, 2.5, 8192, 1),
                                (256, 1.4, 4096, 2 if hbm3e else 1), (256, 1.55, 4096, 1),
                                (96, 1.45, 2048, 1), (96, 2.9, 2048, 1),
                                (96, 1.2, 1024, 1), (96, 2.3, 2048, 2), (80, 1.2, 4096, 2), (64, 1.2, 2048, 1),

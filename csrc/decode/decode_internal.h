@@ -246,15 +246,24 @@ inline int64_t decode_streamk_blocks(int64_t units, int64_t sms, int per_sm) {
 //   (B=24/2K 120.8 -> 106.3, B=24/4K 231.4 -> 200.6, B=24/8K 452.8 -> 383.0, B=26/4K 230.2
 //   -> 213.8, B=27/4K 229.5 -> 216.6, B=28/2K 121.2 -> 120.1; contiguous B=24/4K 196.5 ->
 //   188.4, B=25/4K 196.2 -> 191.7; 1 split ahead at paged B=29-33 and contiguous B=26-28);
-//   contiguous D = 192 to 1.6 (B=25/2K 93.9 -> 82.8, B=26/4K 182.0 -> 161.1; at 1.7 2 splits
-//   still win, B=28/4K 185.3 vs 172.1: the top is not found yet). Paged D = 160 / 192 keep
-//   1.35 (D = 192 B=24 level, B=27/2K 100.9 unsplit vs 106.7; D = 160 B=24 94.5 vs 99.0),
-//   contiguous D = 80 / 88 keep D = 96's H100 band (D = 88 B=20/2K 41.2 -> 39.8 split);
+//   contiguous D = 192 to 1.83 (B=25/2K 93.9 -> 82.8, B=26/4K 182.0 -> 161.1; stop 62,
+//   `--hbm3e-band-tops`: B=28 2K / 4K / 8K 96.5 / 184.9 / 364.3 -> 90.9 / 173.1 / 343.2, B=30
+//   98.1 / 187.9 -> 95.9 / 185.7; 1 split ahead from 1.88, B=31/8K 373.5 vs 378.6, B=32/4K
+//   197.7 vs 199.2), and from 4096 keys past two units per SM to 2.45 2 even splits
+//   (`--hbm3e-band-tops-confirm`, 1 -> 2: B=34 4K / 8K 253.2 / 498.7 -> 239.3 / 455.0, B=36
+//   254.5 / 502.0 -> 242.6 / 461.6, B=38 258.7 / 509.9 -> 255.4 / 490.2, B=40 264.8 / 521.9
+//   -> 259.6 / 496.4; 3 splits were ahead at B=34 and 38, behind at 36 and 40; at 2048 keys
+//   and at B=42, 2.55, 1 split led, 131.3 vs 133.4 at B=34/2K, 280.2 vs 288.8 at B=42/4K;
+//   one new token measured, like the D = 128 second-wave band it holds for any). Paged
+//   D = 160 / 192 keep 1.35 (D = 192 B=24 level, B=27/2K 100.9 unsplit vs 106.7; D = 160
+//   B=24 94.5 vs 99.0), contiguous D = 80 / 88 keep D = 96's H100 band (D = 88 B=20/2K 41.2
+//   -> 39.8 split);
 // - paged D = 96 from 4096 keys, past two units per SM to 2.65: 3 even splits instead of 2
 //   (4K B=34-43 129.0 / 141.9 / 143.6 / 145.3 -> 123.4 / 134.4 / 137.4 / 144.6), from 8192
-//   keys 4 to 2.45 (B=36/8K 302.8 -> 272.1, B=37/16K 579.8 -> 518.7), 3 beyond (B=43/8K
-//   318.9 at 2, 318.6 at 4 -> 287.9; B=43/16K 606.6 at 4 -> 552.4); at 2.67 (B=44) 2 stays
-//   ahead;
+//   keys 4 to 2.5 (B=36/8K 302.8 -> 272.1, B=37/16K 579.8 -> 518.7; stop 62, B=41 at 2.48:
+//   8K 285.6 -> 277.9, 16K 552.6 -> 539.8), 3 beyond (B=42/8K 286.0 against 318.6 at 4;
+//   B=43/8K 318.9 at 2, 318.6 at 4 -> 287.9; B=43/16K 606.6 at 4 -> 552.4); at 2.67 (B=44) 2
+//   stays ahead;
 // - paged D = 96 below 4096 keys: the second wave's 2 splits to 2.95 instead of 2.7 (B=45
 //   87.9 -> 82.3, B=47 88.5 -> 85.3, B=48 87.8 -> 85.5);
 // - contiguous D = 96 below 4096 keys: the one-tail band ends at 1.15 instead of 1.35
@@ -271,11 +280,11 @@ inline int decode_tail_splits(int head_dim, bool paged, int64_t units, int64_t s
                                : kernel_head_dim == 96 ? 100 * units > 106 * sms
                                                        : 10 * units > 11 * sms;
   // The one-tail band's top, in 100ths of a unit per SM: 1.35, but on HBM3e parts at
-  // D = 256 1.7 (paged) and 1.55 (contiguous), contiguous D = 192 1.6, on contiguous D = 96
-  // caches below 4096 keys 1.15 (stop 61).
+  // D = 256 1.7 (paged) and 1.55 (contiguous), contiguous D = 192 1.83, on contiguous D = 96
+  // caches below 4096 keys 1.15 (stops 61, 62).
   const bool hbm3e_d96 = hbm3e && head_dim == 96;
   const int64_t one_tail_top_100ths = hbm3e && head_dim == 256                 ? (paged ? 170 : 155)
-                                      : hbm3e && head_dim == 192 && !paged         ? 160
+                                      : hbm3e && head_dim == 192 && !paged         ? 183
                                       : hbm3e_d96 && !paged && max_kv_len < 4096 ? 116
                                                                                  : 135;
   // balanced schedules of one block per SM only (two at 64 start at 2 units per SM:
@@ -288,9 +297,9 @@ inline int decode_tail_splits(int head_dim, bool paged, int64_t units, int64_t s
     // whole waves (no tail to spread; exactly 2 units per SM lost 1-3%, v35)
     if (!paged && max_kv_len >= 4096) return past_first_wave && 20 * units <= 59 * sms && units % sms != 0 ? 2 : 1;
     // HBM3e, paged head_dim 96 from 4096 keys: past two units per SM to 2.65, 3 even
-    // splits (from 8192 keys 4 to 2.45)
+    // splits (from 8192 keys 4 to 2.5)
     if (hbm3e_d96 && paged && max_kv_len >= 4096 && units > 2 * sms && 20 * units <= 53 * sms)
-      return max_kv_len >= 8192 && 20 * units <= 49 * sms ? 4 : 3;
+      return max_kv_len >= 8192 && 2 * units <= 5 * sms ? 4 : 3;
     // the second wave to 2.7 units per SM (2.95 on HBM3e's paged head_dim 96); on paged
     // caches from 4096 keys to 3.05 (v34 at head_dim 72-88, v36 at 96), from 8192 keys to
     // 3: their cp.async kernel (decode_tma_stages_for) fits 6 blocks per SM, and at 3.03
@@ -303,6 +312,10 @@ inline int decode_tail_splits(int head_dim, bool paged, int64_t units, int64_t s
     return one_tail || (units > 2 * sms && 20 * units <= top_20ths * sms) ? 2 : 1;
   }
   const bool second_wave_top = kernel_head_dim == 128 && 2 * units <= 5 * sms;
+  // HBM3e, contiguous head_dim 192 from 4096 keys, past two units per SM to 2.45: 2 even
+  // splits (stop 62)
+  if (hbm3e && head_dim == 192 && !paged && max_kv_len >= 4096 && units > 2 * sms && 20 * units <= 49 * sms)
+    return 2;
   if (hbm3e && head_dim == 128) {
     if (one_tail && one_token) return paged && max_kv_len >= 4096 ? 3 : 1;
     if (second_wave_top && units > 2 * sms) return 3;
