@@ -428,9 +428,10 @@ def decode_num_splits(batch: int, num_kv_heads: int, rows_per_kv_head: int, max_
       (measured 3-16% faster there, csrc/decode/NOTES.md "H200 rules");
     - on Hopper HBM3e parts, 16-bit head_dim 256, 192 and 96 exactly (NOTES.md "D = 256 and
       96 split counts on the H200"): head_dim 256 takes 2 (balanced) up to 1.7 times the
-      SMs when `paged`, 1.55 when not (head_dim 192 when not: 1.6); paged head_dim 96
+      SMs when `paged`, 1.55 when not (head_dim 192 when not: 1.83, and 2 even splits
+      from just past 2 times the SMs to 2.45 with `max_kv_len >= 4096`); paged head_dim 96
       with `max_kv_len >= 4096` takes 3 from just past 2 times the SMs to 2.65 (from 8192
-      keys 4 up to 2.45), 2 up to 2.95 below 4096 keys; contiguous head_dim 96 below 4096
+      keys 4 up to 2.5), 2 up to 2.95 below 4096 keys; contiguous head_dim 96 below 4096
       keys takes 2 only up to 1.15;
     - otherwise 1 (one pass per sequence).
     `dtype` is the cache's: with `torch.float8_e4m3fn` (FP8 caches) the same, never 2,

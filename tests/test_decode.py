@@ -741,9 +741,10 @@ def test_balanced_schedule_matches_reference():
     3 from 8192 keys) and 1.06-2.95 on contiguous ones, but for exactly whole waves; at
     D = 128 on Hopper HBM3e parts their own counts instead (decode_tail_splits:
     1 or 3 at 1.1-1.35, 3 past 2 to 2.5), and there D = 256's band reaches 1.7 on paged
-    caches and 1.55 on contiguous ones, paged D = 96 takes 3 past 2 to 2.65 from 4096 keys
-    (4 to 2.45 from 8192) and 2 to 2.95 below, contiguous D = 96's one-tail band ends at
-    1.15 below 4096 keys."""
+    caches and 1.55 on contiguous ones, contiguous D = 192's to 1.83 (and 2 even splits past
+    2 to 2.45 from 4096 keys), paged D = 96 takes 3 past 2 to 2.65 from 4096 keys (4 to 2.5
+    from 8192) and 2 to 2.95 below, contiguous D = 96's one-tail band ends at 1.15 below
+    4096 keys."""
     require_op("paged_attention")
     require_op("decode_attention")
     sms = torch.cuda.get_device_properties(0).multi_processor_count
