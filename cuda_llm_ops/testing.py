@@ -108,6 +108,28 @@ def kernel_names(fn) -> str:
     return " ".join(e.key for e in prof.key_averages())
 
 
+def kernel_grid_blocks(fn, name_part: str) -> int:
+    """Thread blocks of the largest grid among the GPU kernels whose name contains
+    `name_part` that one call of `fn` launches (the torch profiler's trace), 0 if none ran:
+    for tests and sweeps that check a dispatcher's grid."""
+    import json
+    import tempfile
+
+    import torch
+    from torch.profiler import ProfilerActivity, profile
+
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        fn()
+        torch.cuda.synchronize()
+    with tempfile.NamedTemporaryFile(suffix=".json") as f:
+        prof.export_chrome_trace(f.name)
+        with open(f.name) as trace:
+            events = json.load(trace).get("traceEvents", [])
+    grids = [e["args"]["grid"] for e in events
+             if e.get("cat") == "kernel" and name_part in e.get("name", "") and "grid" in e.get("args", {})]
+    return max((g[0] * g[1] * g[2] for g in grids), default=0)
+
+
 def run_isolated(code: str, timeout: float = 120.0, env: dict[str, str] | None = None) -> None:
     """Run `code` (a Python script) in a child process and assert it finished.
 

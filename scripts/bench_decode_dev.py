@@ -135,7 +135,7 @@ BENCH_VARIANTS = {
     "tma": {"CLO_DECODE_VARIANT": "2"},
 }
 _KNOBS = ("CLO_DECODE_VARIANT", "CLO_DECODE_TMA_STAGES", "CLO_DECODE_PACK", "CLO_DECODE_SMEM_LIMIT",
-          "CLO_DECODE_STREAMK", "CLO_DECODE_PDL", "CLO_TMA_L2_PROMOTION")
+          "CLO_DECODE_STREAMK", "CLO_DECODE_PDL", "CLO_TMA_L2_PROMOTION", "CLO_DECODE_SPREAD")
 # --shape-sweep: the cp.async kernel and the TMA kernel at each pipeline depth
 # (CLO_DECODE_TMA_STAGES; depths that do not fit in shared memory are skipped).
 SWEEP_VARIANTS = {
@@ -276,30 +276,18 @@ def _graph_split_ms(sets, ns, iters, cache_suffix="", contiguous=False, **kwargs
 
 
 def _attention_kernel_blocks(fn) -> int:
-    """Thread blocks of the grid of the decode attention kernel one call of `fn` launches
-    (the torch profiler's trace), 0 if none was seen: the quantity decode_pdl_pays and the
-    kernel choice test."""
-    import json
-    import tempfile
-
-    from torch.profiler import ProfilerActivity, profile
-    with profile(activities=[ProfilerActivity.CUDA]) as prof:
-        fn()
-        torch.cuda.synchronize()
-    with tempfile.NamedTemporaryFile(suffix=".json") as f:
-        prof.export_chrome_trace(f.name)
-        with open(f.name) as trace:
-            events = json.load(trace).get("traceEvents", [])
-    grids = [e["args"]["grid"] for e in events
-             if e.get("cat") == "kernel" and "decode_attention" in e.get("name", "") and "grid" in e.get("args", {})]
-    return max((g[0] * g[1] * g[2] for g in grids), default=0)
+    """Thread blocks of the grid of the decode attention kernel one call of `fn` launches,
+    0 if none was seen: the quantity decode_pdl_pays and the kernel choice test."""
+    from cuda_llm_ops.testing import kernel_grid_blocks
+    return kernel_grid_blocks(fn, "decode_attention")
 
 
 def _split_sweep_row(case, splits, variants, iters, copy_bw, title, cache_suffix="", peer=None, contiguous=False,
-                     **kwargs):
+                     only=None, **kwargs):
     """One printed row: `case` at each split count under each variant's dev knobs
-    (`_graph_split_ms`), us and % of the copy rate; first the impl named `peer` (say
-    "sdpa-cudnn", on its own contiguous copy of the same keys) timed the same way."""
+    (`_graph_split_ms`; `only(splits, label)` false: that pair skipped), us and % of the
+    copy rate; first the impl named `peer` (say "sdpa-cudnn", on its own contiguous copy
+    of the same keys) timed the same way."""
     from cuda_llm_ops.timing import rotation_count
     if contiguous and cache_suffix:
         raise ValueError(f"contiguous rows read the 16-bit cache only (cache_suffix={cache_suffix!r})")
@@ -319,6 +307,8 @@ def _split_sweep_row(case, splits, variants, iters, copy_bw, title, cache_suffix
         del fns
     for ns in splits:
         for label, env in variants.items():
+            if only is not None and not only(ns, label):
+                continue
             set_knobs(env)
             t = _graph_split_ms(sets, ns, iters, cache_suffix, contiguous, **kwargs)
             pct = 100 * case.bytes / (t * 1e-3) / 1e12 / copy_bw
@@ -801,6 +791,42 @@ HBM3E_BAND_TOP_CONFIRM_ROWS = [(B, N, 8, 192, True, (0, 1, 2), 16) for N in (307
 # units per SM to 2.45: 2 splits), automatic against 1-2 splits, and its edges
 HBM3E_CONTIG_192_WAVE_ROWS = [(B, N, 8, 192, True, (0, 1, 2), 16) for N in (4096, 8192) for B in (34, 40)] \
     + [(42, 4096, 8, 192, True, (0, 1, 2), 16), (36, 2048, 8, 192, True, (0, 1, 2), 16)]
+
+# --hbm3e-contig-192-fill: the same band's every batch (2.0-3.3 units per SM) at 1-4 splits, for
+# a count by how full the last wave of blocks is
+HBM3E_CONTIG_192_FILL_ROWS = [(B, N, 8, 192, True, (0, 1, 2, 3, 4), 16) for N in (4096, 8192)
+                              for B in range(33, 45)]
+
+# --spread-tail: D=128 GQA 32/8 grids of one to 1.4 units per SM (B=17-22), the automatic
+# count (and 1 split) against the spread tail (CLO_DECODE_SPREAD=1) in 4, 8 and 16 pieces
+SPREAD_TAIL_ROWS = [(B, N, contiguous) for N in (1024, 2048, 4096) for B in (17, 18, 20, 22)
+                    for contiguous in (False, True)]
+
+
+def spread_tail_sweep(iters, copy_bw, rows=SPREAD_TAIL_ROWS):
+    """`rows` (B, N, contiguous): s0 / s1 automatic, s4 / s8 / s16 as the spread tail."""
+    variants = {"auto": {}, "spread": {"CLO_DECODE_SPREAD": "1"}}
+    for B, N, contiguous in rows:
+        _split_sweep_row(cd.paged_case(B, N, 8, torch.float16, D=128, block_size=16), (0, 1, 4, 8, 16), variants,
+                         iters, copy_bw, f"{'contig' if contiguous else 'paged'} D=128 B={B} N={N} Hkv=8 bs=16",
+                         peer="sdpa-cudnn", contiguous=contiguous,
+                         only=lambda ns, label: (ns <= 1) == (label == "auto"))
+
+
+# --spread-tail-confirm: the rule (decode_spread_tail_pieces) against the spread tail off
+# (CLO_DECODE_SPREAD=0: the earlier counts), its band and both edges
+SPREAD_TAIL_CONFIRM_ROWS = [(B, N, contiguous) for N in (1024, 2048, 4096) for B in (16, 17, 18, 19, 20, 21)
+                            for contiguous in (False, True)]
+
+
+def spread_tail_confirm_sweep(iters, copy_bw, rows=SPREAD_TAIL_CONFIRM_ROWS):
+    """`rows` (B, N, contiguous): the automatic count with the spread tail on (PDL on, its
+    default, and off) and off."""
+    variants = {"auto": {}, "nopdl": {"CLO_DECODE_PDL": "0"}, "off": {"CLO_DECODE_SPREAD": "0"}}
+    for B, N, contiguous in rows:
+        _split_sweep_row(cd.paged_case(B, N, 8, torch.float16, D=128, block_size=16), (0,), variants, iters,
+                         copy_bw, f"{'contig' if contiguous else 'paged'} D=128 B={B} N={N} Hkv=8 bs=16",
+                         peer="sdpa-cudnn", contiguous=contiguous)
 
 
 def split_band_sweep(iters, copy_bw, rows=D128_TAIL_SPLIT_ROWS, variants=None):
@@ -1302,6 +1328,11 @@ SWEEPS = {
                                 "the moved tops at their edges, and contiguous D=192 at 2-2.5 units per SM"),
     "hbm3e-contig-192-wave": (auto_split_sweep(HBM3E_CONTIG_192_WAVE_ROWS),
                               "contiguous D=192 past two units per SM on HBM3e: automatic vs 1-2 splits"),
+    "hbm3e-contig-192-fill": (auto_split_sweep(HBM3E_CONTIG_192_FILL_ROWS),
+                              "contiguous D=192 at 2.0-3.3 units per SM on HBM3e: automatic vs 1-4 splits"),
+    "spread-tail": (spread_tail_sweep, "D=128 GQA at 1-1.4 units per SM: automatic vs the spread tail in 4-16 pieces"),
+    "spread-tail-confirm": (spread_tail_confirm_sweep,
+                            "D=128 GQA at 1-1.3 units per SM: the automatic count, the spread tail on and off"),
     "fp8-pack": (fp8_pack_sweep, "FP8 (and 16-bit GQA) D=64 caches with and without head pairs"),
 }
 

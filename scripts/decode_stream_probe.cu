@@ -570,7 +570,7 @@ static std::vector<double> stamps_ns(const unsigned long long* h, int nblk, unsi
     const unsigned long long* c = h + size_t(kS) * b;
     if (c[0] == 0) continue;
     for (int k = 0; k < kS; ++k) {
-      if (k == 8 || k == 9) continue;
+      if (k == 8 || k == 9 || k == 20) continue;  // 20: the SM id + 1, not a time
       if (k == 0 || k == 4) out[size_t(kS) * b + k] = double(c[k] - base);
       else if (c[k] != 0) out[size_t(kS) * b + k] = double(c[0] - base) + double(int64_t(c[k] - c[8])) / rate;
     }
@@ -676,8 +676,20 @@ void run_ours(const OursCase& c, __half* k, __half* v, unsigned long long* stamp
                              "out index / partials", "out merge / counted", "out store / merged",
                              "merge batch 1 folded", "merge folded"};
     std::printf("   stamps (%d blocks, span %.2f us):", nblk, (tend - t0) / 1e3);
+    {  // SMs holding two or more of the blocks, and those blocks' start / end
+      std::vector<int> per_sm_count(1024, 0);
+      for (int i = 0; i < nblk; ++i) if (raw[kS * i + 20]) ++per_sm_count[int(raw[kS * i + 20] - 1) & 1023];
+      int shared = 0;
+      for (int c : per_sm_count) shared += c > 1;
+      std::printf(" SMs holding 2+ blocks: %d;", shared);
+      for (int i = 0; i < nblk && shared; ++i) {
+        if (!raw[kS * i + 20] || per_sm_count[int(raw[kS * i + 20] - 1) & 1023] < 2) continue;
+        std::printf(" [sm %d blk %d %.2f-%.2f]", int(raw[kS * i + 20] - 1), i, (h[kS * i] - t0) / 1e3,
+                    (h[kS * i + 4] - t0) / 1e3);
+      }
+    }
     for (int k = 0; k < kS; ++k) {
-      if (k == 8 || k == 9) continue;
+      if (k == 8 || k == 9 || k == 20) continue;
       std::vector<double> v;
       for (int i = 0; i < nblk; ++i) if (h[kS * i + k]) v.push_back((h[kS * i + k] - t0) / 1e3);
       if (v.empty()) continue;
@@ -740,6 +752,7 @@ void run_ours(const OursCase& c, __half* k, __half* v, unsigned long long* stamp
         double s0 = 1e300, e1 = 0;
         std::vector<double> iss, lan, lal, lo, en, li, sy, tl, e1v, e2v, e3v, m1v, m2v, m3v, o1v, o2v, o3v, ml, mf;
         for (int b = 0; b < nblk; ++b) {
+          if (c[kS * b] == 0) continue;  // a block that did not run (or an unused slot)
           s0 = std::min(s0, c[kS * b]);
           e1 = std::max(e1, c[kS * b + 4]);
         }
@@ -821,6 +834,7 @@ int main(int argc, char** argv) {
   const int iters = argc > 1 ? std::atoi(argv[1]) : 15;
   // c: patterns on constant data, r: on random, o: ours, s: ours on 128-block grids, b: balance,
   // g: plain streams in graphs, k: clock resolution, h: the H200's ceiling patterns
+  // x: B=17/1K (136 units on 132 SMs): streams, even shares and ours
   const char* sections = argc > 2 ? argv[2] : "cro";
   auto has = [&](char ch) { return std::strchr(sections, ch) != nullptr; };
   cudaDeviceProp prop{};
@@ -835,6 +849,7 @@ int main(int argc, char** argv) {
   max_elems_global = max_elems;
   setenv("CLO_DECODE_PDL", "0", 1);  // dev knobs are read per call only when set at the first call
   setenv("CLO_DECODE_VARIANT", "0", 1);
+  setenv("CLO_DECODE_SPREAD", "2", 1);  // automatic (decode_internal.h); section x forces it on and off
   __half *k = nullptr, *v = nullptr;
   CK(cudaMalloc(&k, max_elems * 2));
   CK(cudaMalloc(&v, max_elems * 2));
@@ -971,6 +986,39 @@ int main(int argc, char** argv) {
       run_regs<16>(pr, a, stamps, iters);
       run_regs<32>(pr, a, stamps, iters);
     }
+  }
+  if (has('x')) {  // B=17/1K/GQA (136 units on 132 SMs): plain streams, even shares, ours
+    std::printf("-- B=17/1K: 136 units\n");
+    const Problem x17{17, 8, 1024, 1, "B17 N1K H8 (136 blk)"}, x16{16, 8, 1024, 1, "B16 N1K H8 (128 blk)"};
+    run_smem_graph<64, 2, 3>(x17, k, v, stamps, 1, iters);
+    run_smem_graph<64, 2, 3>(x17, k, v, stamps, 2, iters);
+    run_smem_graph<64, 2, 4>(x17, k, v, stamps, 1, iters);
+    int* table = shuffled_block_table(x17.batch * x17.n / 16);
+    run_smem_graph<64, 2, 3, 1>(x17, k, v, stamps, 1, iters, table);
+    run_smem_graph<64, 2, 3, 1>(x17, k, v, stamps, 2, iters, table);
+    run_smem_graph<64, 2, 4, 1>(x17, k, v, stamps, 1, iters, table);
+    CK(cudaFree(table));
+    int* counters = nullptr;
+    CK(cudaMalloc(&counters, 4096 * 32 * 4));
+    CK(cudaMemset(counters, 0, 4096 * 32 * 4));
+    for (const Problem* pr : {&x16, &x17}) {
+      Args a{k, v, pr->heads, pr->n, pr->n, 1, g_sink, stamps};
+      run_balanced<0, 1, 3>(*pr, a, stamps, iters, counters);
+      run_balanced<1, 1, 3>(*pr, a, stamps, iters, counters);
+      run_balanced<1, 1, 4>(*pr, a, stamps, iters, counters);
+      run_balanced<2, 1, 4>(*pr, a, stamps, iters, counters);
+    }
+    cudaFree(counters);
+    run_ours({16, 8, 1024, true, 0, 0}, k, v, stamps, iters);
+    // Unsplit, then the spread tail (132 whole units, the other 4 in 16 / 8 / 4 pieces beside them).
+    setenv("CLO_DECODE_SPREAD", "0", 1);
+    for (int sp : {1, 8}) run_ours({17, 8, 1024, true, sp, 0}, k, v, stamps, iters);
+    run_ours({20, 8, 1024, true, 1, 0}, k, v, stamps, iters);
+    setenv("CLO_DECODE_SPREAD", "1", 1);
+    for (int sp : {16, 8, 4}) run_ours({17, 8, 1024, true, sp, 0}, k, v, stamps, iters);
+    for (int sp : {16, 8}) run_ours({17, 8, 1024, false, sp, 0}, k, v, stamps, iters);
+    run_ours({20, 8, 1024, true, 4, 0}, k, v, stamps, iters);
+    setenv("CLO_DECODE_SPREAD", "2", 1);
   }
   if (has('s')) {  // ours on the two 128-block grids only
     run_ours({16, 8, 1024, true, 0, 0}, k, v, stamps, iters);

@@ -15,7 +15,8 @@ from cuda_llm_ops.reference import (attention_reference, paged_attention_referen
 from cuda_llm_ops.reference.decode import make_paged_problem
 from cuda_llm_ops.reference.fused import apply_rotary
 from cuda_llm_ops.graphs import capture_graph
-from cuda_llm_ops.testing import assert_close, device_is_hopper_hbm3e, kernel_names, poison_, run_isolated
+from cuda_llm_ops.testing import (assert_close, device_is_hopper_hbm3e, kernel_grid_blocks, kernel_names, poison_,
+                                  run_isolated)
 from conftest import require_op
 
 pytestmark = pytest.mark.cuda
@@ -750,7 +751,7 @@ def test_balanced_schedule_matches_reference():
     sms = torch.cuda.get_device_properties(0).multi_processor_count
     sm90 = torch.cuda.get_device_capability()[0] >= 9
     gen = torch.Generator().manual_seed(28)
-    balanced = r"tma_kernel<[^<>]*, (true|\(bool\)1)>"
+    balanced = r"tma_kernel<[^<>]*, (\(int\))?1>"
     # (units per SM, KV heads, group, Nq, D, dtype, block size, window_left, soft cap)
     cases = [(1.2, 8, 4, 1, 128, torch.float16, 16, -1, 0.0), (1.9, 8, 4, 1, 128, torch.bfloat16, 256, -1, 0.0),
              (1.5, 32, 1, 1, 112, torch.float16, 16, -1, 30.0), (1.5, 4, 4, 5, 128, torch.float16, 16, 100, 0.0),
@@ -818,11 +819,14 @@ def test_balanced_schedule_matches_reference():
     # band (on HBM3e at 96 itself: to 2.95 below 4096 keys, 3 splits to 2.65 from there,
     # from 8192 keys 4 to 2.5), D = 64: neither (its bands: test_d64_tail_splits)
     hbm3e = sm90 and device_is_hopper_hbm3e()
-    for d, per_sm, n, want in ((128, 1.2, 2048, 1 if hbm3e else 2), (128, 1.2, 8192, 3 if hbm3e else 2),
+    # (and the spread tail's pieces at 1-1.22 units per SM from 1024 keys on HBM3e:
+    # decode_spread_tail_pieces, SMs / (units - SMs) up to 8)
+    for d, per_sm, n, want in ((128, 1.2, 2048, 4 if hbm3e else 2), (128, 1.2, 8192, 4 if hbm3e else 2),
                                (128, 1.3, 4096, 3 if hbm3e else 2), (128, 2.3, 4096, 3 if hbm3e else 2),
                                (128, 2.4, 2048, 3 if hbm3e else 2), (128, 2.05, 4096, 3 if hbm3e else 1),
-                               (128, 1.2, 1024, 1),
-                               (128, 1.03, 2048, 1), (128, 1.7, 2048, 1), (128, 2.7, 2048, 1), (128, 2.9, 2048, 1),
+                               (128, 1.2, 1024, 4 if hbm3e else 1), (128, 1.2, 960, 1), (128, 1.1, 4096, 6 if hbm3e else 2),
+                               (128, 1.03, 2048, 8 if hbm3e else 1), (128, 1.03, 1024, 8 if hbm3e else 1),
+                               (128, 1.7, 2048, 1), (128, 2.7, 2048, 1), (128, 2.9, 2048, 1),
                                (256, 1.05, 2048, 2), (256, 1.2, 2048, 2), (256, 1.5, 2048, 2 if hbm3e else 1),
                                (256, 1.5, 8192, 2 if hbm3e else 1), (192, 1.5, 2048, 1),
                                (256, 1.65, 2048, 2 if hbm3e else 1),
@@ -857,8 +861,11 @@ def test_balanced_schedule_matches_reference():
         assert got == want, ("large grid", d, b, got)
     assert llm.decode_num_splits(b, 8, 4, 2048, 80, torch.float16) == 1
     # contiguous D = 96 (and 80 on its kernel): the one-tail band too, balanced (to 1.15
-    # below 4096 keys at 96 itself on HBM3e; there contiguous D = 256 to 1.55, D = 192 to 1.83)
+    # below 4096 keys at 96 itself on HBM3e; there contiguous D = 256 to 1.55, D = 192 to 1.83,
+    # and D = 128's spread tail to 1.1)
     for d, per_sm, n, want in ((128, 1.2, 4096, 1 if hbm3e else 2), (128, 1.3, 2048, 1 if hbm3e else 2),
+                               (128, 1.03, 1024, 8 if hbm3e else 1), (128, 1.03, 4096, 8 if hbm3e else 1),
+                               (128, 1.08, 2048, 8 if hbm3e else 1),
                                (128, 2.3, 4096, 3 if hbm3e else 2), (128, 2.3, 2048, 3 if hbm3e else 2),
                                (96, 1.2, 2048, 1 if hbm3e else 2), (96, 1.3, 4096, 2), (96, 1.08, 2048, 2),
                                (96, 0.97, 2048, 1), (80, 1.2, 2048, 2), (192, 1.55, 4096, 2 if hbm3e else 1),
@@ -954,6 +961,103 @@ def test_balanced_schedule_by_length():
     assert _counters_idle(ws)
 
 
+_SPREAD_TAIL_SCRIPT = r"""
+import torch
+import cuda_llm_ops as llm
+from cuda_llm_ops.graphs import capture_graph
+from cuda_llm_ops.reference import attention_reference, paged_attention_reference
+from cuda_llm_ops.reference.decode import make_paged_problem
+from cuda_llm_ops.testing import assert_close, kernel_grid_blocks, poison_
+
+sms = torch.cuda.get_device_properties(0).multi_processor_count
+sm90 = torch.cuda.get_device_capability()[0] >= 9
+gen = torch.Generator().manual_seed(63)
+# (units past one per SM, KV heads, group, dtype, block size, pieces, longest sequence)
+cases = [(4, 8, 4, torch.float16, 16, 16, 1024), (12, 8, 4, torch.bfloat16, 8, 8, 700),
+         (29, 8, 4, torch.float16, 256, 4, 2000), (1, 4, 8, torch.float16, 16, 3, 65),
+         (40, 2, 16, torch.bfloat16, 32, 3, 300)]
+for i, (extra, hkv, group, dt, bs, pieces, top) in enumerate(cases):
+    b = (sms + extra + hkv - 1) // hkv
+    units = b * hkv
+    lens = [int(x) for x in torch.randint(1, top + 1, (b,), generator=gen)]
+    # short and empty sequences among the whole units and among the pieces (the last units)
+    lens[:3] = [0, 1, top]
+    lens[-3:] = [0, 1, 65]
+    q, kc, vc, table, sl = make_paged_problem(lens, hkv, group, 128, bs, dt, 630 + i)
+    what = f"case {i}: {units} units, B={b} Hkv={hkv} G={group} bs={bs} pieces={pieces}"
+
+    def call(out, ws=None, q=q, kc=kc, vc=vc, table=table, sl=sl, pieces=pieces):
+        return llm.paged_attention(q, kc, vc, table, sl, out=out, workspace=ws, num_splits=pieces,
+                                   check_indices=False)
+    out = poison_(torch.empty_like(q))
+    call(out)
+    assert_close(out, paged_attention_reference(q, kc, vc, table, sl), dtype=dt, what=what)
+    if sm90:
+        blocks = kernel_grid_blocks(lambda: call(torch.empty_like(q)), "decode_attention")
+        assert blocks == sms + (units - sms) * pieces, f"{what}: grid of {blocks} blocks"
+    if i == 0:  # graph replays with new lengths and tables: the counters of the pieces' units
+        out = torch.empty_like(q)
+        ws = llm.paged_attention_workspace(q, kc, table, num_splits=pieces)
+        graph, _ = capture_graph(lambda: call(out, ws))
+        for trial in range(3):
+            q.copy_(torch.randn_like(q))
+            sl.copy_(torch.randint(0, table.shape[1] * bs + 1, (b,), dtype=torch.int32))
+            table.copy_(torch.randperm(kc.shape[0], device="cuda")[: table.numel()].view_as(table).int())
+            poison_(out)
+            graph.replay()
+            assert_close(out, paged_attention_reference(q, kc, vc, table, sl), dtype=dt, what=f"{what}, replay {trial}")
+# the contiguous path ([B, Hkv, N, D] keys), three pieces of each tail unit and 16 (2-split
+# calls there run the balanced schedule)
+for pieces, n in ((3, 1000), (16, 1024)):
+    b = (sms + 8 + 7) // 8
+    q = torch.randn(b, 32, 1, 128, device="cuda").half()
+    k = torch.randn(b, 8, n, 128, device="cuda").half()
+    v = torch.randn(b, 8, n, 128, device="cuda").half()
+    out = poison_(torch.empty_like(q))
+    llm.decode_attention(q, k, v, out=out, num_splits=pieces)
+    assert_close(out, attention_reference(q, k, v), dtype=torch.float16, what=f"contiguous, {pieces} pieces")
+    if sm90:
+        blocks = kernel_grid_blocks(lambda: llm.decode_attention(q, k, v, num_splits=pieces), "decode_attention")
+        assert blocks == sms + (b * 8 - sms) * pieces, f"contiguous {pieces} pieces: grid of {blocks} blocks"
+"""
+
+
+def test_spread_tail_matches_reference():
+    """The spread tail (CLO_DECODE_SPREAD=1: split calls of the 16-bit D = 128 kernel whose
+    grid holds one to two units per SM run the first SM-count units whole and the others
+    in num_splits pieces beside them, csrc/decode/NOTES.md stop 63) against the
+    references: 1-40 units past one per SM, 3-16 pieces, GQA 4-16, fp16 and bf16, block
+    sizes 8-256, empty, 1-key and short sequences among the whole units and the pieces,
+    graph replays with new lengths and tables, the contiguous path; the grid on sm_90.
+    A subprocess: the knob is read in dev mode only when set before the first decode call.
+    Then, on Hopper HBM3e parts, the automatic count and grid (paged and contiguous)."""
+    require_op("paged_attention")
+    require_op("decode_attention")
+    run_isolated(_SPREAD_TAIL_SCRIPT, timeout=300, env={"CLO_DECODE_SPREAD": "1"})
+    # the automatic count on Hopper HBM3e parts (decode_spread_tail_pieces): GQA 32/8, one
+    # sequence past SMs / 8, 1024 keys (a short and a 1-key sequence among the pieces)
+    if not (torch.cuda.get_device_capability()[0] >= 9 and device_is_hopper_hbm3e()):
+        return
+    f16 = torch.float16
+    sms = torch.cuda.get_device_properties(0).multi_processor_count
+    b = sms // 8 + 1
+    units = 8 * b
+    pieces = min(8, sms // (units - sms))
+    grid = sms + (units - sms) * pieces
+    assert llm.decode_num_splits(b, 8, 4, 1024, 128, f16) == pieces
+    q, kc, vc, table, sl = make_paged_problem([1024] * (b - 2) + [700, 1], 8, 4, 128, 16, f16, 631)
+    out = poison_(torch.empty_like(q))
+    llm.paged_attention(q, kc, vc, table, sl, out=out)
+    assert_close(out, paged_attention_reference(q, kc, vc, table, sl), dtype=f16, what=f"paged B={b}, automatic")
+    assert kernel_grid_blocks(lambda: llm.paged_attention(q, kc, vc, table, sl), "decode_attention") == grid
+    q = torch.randn(b, 32, 1, 128, device="cuda").half()
+    k, v = (torch.randn(b, 8, 1024, 128, device="cuda").half() for _ in range(2))
+    out = poison_(torch.empty_like(q))
+    llm.decode_attention(q, k, v, out=out)
+    assert_close(out, attention_reference(q, k, v), dtype=f16, what=f"contiguous B={b}, automatic")
+    assert kernel_grid_blocks(lambda: llm.decode_attention(q, k, v), "decode_attention") == grid
+
+
 def test_d64_tail_splits():
     """16-bit head_dim 64 at 2-3 blocks per SM on sm_90 (csrc/decode/NOTES.md v31): paged
     calls in head pairs take 2 splits (the balanced schedule on the head_dim-128 kernel) at
@@ -981,7 +1085,8 @@ def test_d64_tail_splits():
         for dt in (f16, torch.bfloat16):
             got = llm.decode_num_splits(b, hkv, group * nq, n, 64, dt, paged=paged, seq_len_q=nq)
             assert got == (want if sm90 else 1), (per_sm, hkv, group, nq, n, paged, b, got)
-            # the layout and Nq do not move D = 128 (they move D = 64, and 65-96 contiguous)
+            # the layout and Nq do not move D = 128 here (they move D = 64, 65-96 contiguous,
+            # and D = 128's spread tail at 1-1.22 units per SM)
             d128 = llm.decode_num_splits(b, hkv, group * nq, n, 128, dt, paged=paged, seq_len_q=nq)
             assert d128 == llm.decode_num_splits(b, hkv, group * nq, n, 128, dt), (per_sm, hkv, group, nq, n, paged)
     with pytest.raises(RuntimeError, match=r"seq_len_q must be >= 1 and divide rows_per_kv_head \(4\), got 3"):
@@ -997,7 +1102,7 @@ def test_d64_tail_splits():
     assert_close(out, paged_attention_reference(q, kc, vc, table, sl), dtype=f16, what=f"paged B={b}")
     if sm90:
         names = kernel_names(lambda: llm.paged_attention(q, kc, vc, table, sl, check_indices=False))
-        assert re.search(r"tma_kernel<[^<>,]+, (\(int\))?128, (\(int\))?3, [^<>]*, (true|\(bool\)1)>", names), \
+        assert re.search(r"tma_kernel<[^<>,]+, (\(int\))?128, (\(int\))?3, [^<>]*, (\(int\))?1>", names), \
             names[:400]
     del q, kc, vc, table
     # paged without head pairs (Nq 2), automatic count (3 splits on sm_90): ragged lengths
@@ -1024,7 +1129,7 @@ def test_d64_tail_splits():
     out2 = poison_(torch.empty_like(q))
     llm.decode_attention(q, k, v, out=out2, workspace=ws)
     assert torch.equal(out, out2)
-    balanced_d64 = r"tma_kernel<[^<>,]+, (\(int\))?64, (\(int\))?2, [^<>]*, (true|\(bool\)1)>"
+    balanced_d64 = r"tma_kernel<[^<>,]+, (\(int\))?64, (\(int\))?2, [^<>]*, (\(int\))?1>"
     if sm90:
         names = kernel_names(lambda: llm.decode_attention(q, k, v, out=out2, workspace=ws))
         assert re.search(balanced_d64, names), names[:400]
@@ -1052,7 +1157,7 @@ def test_d64_tail_splits():
             ref = attention_reference(q, k, v, is_causal=True, window_left=window)
             assert_close(out, ref, dtype=torch.bfloat16, what=f"contiguous balanced D={d} B={b}, replay {trial}")
         if sm90:
-            assert re.search(r"tma_kernel<[^<>]*, (true|\(bool\)1)>", kernel_names(call)), d
+            assert re.search(r"tma_kernel<[^<>]*, (\(int\))?1>", kernel_names(call)), d
         del q, k, v, out, ws, graph
     # workspaces: MQA (one block per sequence) at 2.3 blocks per SM needs 2 splits at D = 128
     # (3 on Hopper HBM3e parts), at a batch size beyond the SMs

@@ -74,7 +74,8 @@ struct DecodeKernelParams {
   // 12-14 after the last tile's QK^T, softmax, PV (thread 0), 15-17 the 1-split output's
   // index math, warp merge, store; with splits 15 partials stored, 16 counted in (thread
   // 0), 17 merge done (0 in the blocks that did not merge), 18 / 19 thread 0's first
-  // item: first batch folded / fold done (the merger): the host maps clocks to ns per block
+  // item: first batch folded / fold done (the merger), 20 the SM id + 1: the host maps clocks
+  // to ns per block
   unsigned long long* dev_stamps;
 #endif
   const void* q;
@@ -95,6 +96,10 @@ struct DecodeKernelParams {
   // ... shared by the keys each sequence reads, planned on the device from seq_lens
   // (decode_streamk_len_range; paged caches: the host does not see their lengths)
   bool streamk_by_len;
+  // Spread tail (decode_spread_work; 0: off): a 1-D grid whose first spread_from blocks
+  // run units 0 .. spread_from - 1 whole (one per SM) and whose later blocks run the
+  // remaining units in num_splits even pieces each, beside them.
+  int spread_from;
   float scale_log2;
   // Logit soft-capping: score (log2 domain) = cap_log2 * tanh(q.k * cap_scale) where
   // cap_scale = scale / cap and cap_log2 = cap * log2(e); cap_scale 0: off (q.k * scale_log2).
@@ -146,6 +151,30 @@ CLO_DEVICE DecodeWork decode_block_work(const DecodeKernelParams& p) {
   w.tiles_cap = 0;
   return w;
 }
+// The spread tail's 1-D grid (p.spread_from > 0; the TMA kernel's kDecodeSpreadTail
+// instance: a separate one, since data-dependent unit indices cost the other grids' kernels
+// 5-45 registers): block i < spread_from runs unit i (units in batch-major order, as the
+// split counters) whole; the later blocks run the units from spread_from on, num_splits
+// consecutive blocks per unit, one even split each.
+CLO_DEVICE DecodeWork decode_spread_work(const DecodeKernelParams& p) {
+  const int i = blockIdx.x, piece = i - p.spread_from;
+  const bool whole = piece < 0;
+  const int unit = whole ? i : p.spread_from + piece / p.num_splits;
+  DecodeWork w;
+  w.b = unit / p.units_x;
+  w.unit_x = unit % p.units_x;
+  w.kvh = w.unit_x / p.row_tiles;
+  w.row_tile = w.unit_x % p.row_tiles;
+  w.split = whole ? 0 : piece % p.num_splits;
+  w.num_splits = whole ? 1 : p.num_splits;
+  w.tile_lo = 0;
+  w.tile_hi = -1;
+  w.tiles_cap = 0;
+  return w;
+}
+// The TMA kernel's schedules (its kSchedule): the even grid (decode_block_work), the
+// balanced schedule (decode_streamk_piece), the spread tail (decode_spread_work).
+constexpr int kDecodeEvenGrid = 0, kDecodeBalanced = 1, kDecodeSpreadTail = 2;
 // The balanced schedule: block blockIdx.x of streamk_blocks takes the slots [lo, hi) of
 // the units' slots laid end to end (unit-major: batch, then KV head and row tile; a unit
 // has one slot per 64-key tile of the table's capacity, known at launch, and its slots
@@ -1448,6 +1477,37 @@ cudaError_t run_decode_attention(const DecodeAttentionArgs& a, cudaStream_t stre
           const cudaError_t err = launch_decode_attention_tma_stages<T, D, KVT>(
               stages, ps, kv, dim3(static_cast<unsigned>(sk_blocks)), stream, launch_pdl(sk_blocks, true), maps,
               box_rows);
+          if (err != cudaErrorNotSupported) return err;
+        }
+      }
+    }
+    // The spread tail (decode_spread_tail_pieces): the split call the heuristic sized for
+    // it (or, under the CLO_DECODE_SPREAD knob, any split call of one to two units per SM)
+    // runs the first SM-count units whole, one block each, and the others in num_splits
+    // pieces whose blocks sit beside them, instead of leaving a second unit on some SMs.
+    if constexpr (decode_runs_spread<T, D, KVT>()) {
+      const int64_t units = static_cast<int64_t>(grid.x) * grid.y, sms = device_sm_count();
+      const int spread_mode = decode_dev_spread();
+      const bool spread = spread_mode == kDecodeSpreadOn
+                              ? units > sms && units < 2 * sms
+                              : spread_mode != kDecodeSpreadOff &&
+                                    a.num_splits == decode_spread_tail_pieces(a.head_dim, kPaged, units, sms,
+                                                                              decode_read_kv_len(a),
+                                                                              device_is_hopper_hbm3e(),
+                                                                              a.seq_len_q == 1);
+      if (sm90 && a.num_splits > 1 && pack_group == 0 && forced != kDecodeKernelCpAsync && spread) {
+        DecodeTmaMaps maps;
+        const int box_rows = encode_decode_tma_maps<T, D, kPaged, KVT>(a, maps, kv_promo);
+        if (box_rows > 0) {
+          DecodeKernelParams ps = p;
+          ps.spread_from = static_cast<int>(sms);
+          const int64_t blocks = sms + (units - sms) * a.num_splits;
+          // PDL on (the knob can force it off): the next call's whole units take the SMs'
+          // free slots as this call's pieces end (probe, B=17/1K graph replays: 8 pieces
+          // 22.8 -> 21.4 us paged, 22.2 -> 20.9 contiguous; B=20 4 pieces 26.0 -> 24.8)
+          const bool pdl = sm90 && pdl_mode != kDecodePdlOff;
+          const cudaError_t err = launch_decode_attention_tma_stages<T, D, KVT>(
+              3, ps, kv, dim3(static_cast<unsigned>(blocks)), stream, pdl, maps, box_rows);
           if (err != cudaErrorNotSupported) return err;
         }
       }

@@ -58,17 +58,20 @@ CLO_DEVICE void decode_tma_box(void* dst, const CUtensorMap* map, int col, int k
 
 // KVT: the cache's element type, T or an FP8 byte: its tiles are D/2 16-bit columns
 // (planes of 128 e4m3 columns), dequantized in registers (decode_warp_tile_fp8).
-// kBalanced: the balanced schedule (p.streamk_blocks > 0, decode_streamk_piece): the
-// block runs its pieces one after the other. A separate instantiation: the piece loop's
-// state costs ~35 registers, which would cut the other grids' blocks per SM.
-template <typename T, int D, int kStages, class KV, typename KVT = T, bool kBalanced = false>
-__global__ void __launch_bounds__(kTmaThreads)
+// kSchedule: the even grid, or kDecodeBalanced, the balanced schedule (p.streamk_blocks > 0,
+// decode_streamk_piece): the block runs its pieces one after the other (a separate
+// instantiation: the piece loop's state costs ~35 registers, which would cut the other
+// grids' blocks per SM), or kDecodeSpreadTail (p.spread_from > 0, decode_spread_work),
+// held to two blocks per SM's registers, as its pieces sit beside the whole units.
+template <typename T, int D, int kStages, class KV, typename KVT = T, int kSchedule = kDecodeEvenGrid>
+__global__ void __launch_bounds__(kTmaThreads, kSchedule == kDecodeSpreadTail ? 2 : 0)
     decode_attention_tma_kernel(const DecodeKernelParams p, const KV kv, const __grid_constant__ CUtensorMap k_map,
                                const __grid_constant__ CUtensorMap v_map,
                                const __grid_constant__ CUtensorMap k_tail_map,
                                const __grid_constant__ CUtensorMap v_tail_map, const int box_rows) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   static_assert(kStages >= 2, "the pipeline needs two stages");
+  constexpr bool kBalanced = kSchedule == kDecodeBalanced;
   static_assert(kTileTokens == 64 && kTmaMathWarps == 4, "16 keys per math warp");
   constexpr bool kDequant = decode_dequantizes<T, KVT>();
   constexpr int kStageCols = decode_stage_cols<T, D, KVT>();  // 16-bit columns of a tile's rows
@@ -131,6 +134,8 @@ __global__ void __launch_bounds__(kTmaThreads)
   if constexpr (kBalanced) {
     sk = decode_streamk_range(p, kv.capacity());
     w = decode_streamk_piece(p, sk);
+  } else if constexpr (kSchedule == kDecodeSpreadTail) {
+    w = decode_spread_work(p);
   } else {
     w = decode_block_work(p);
   }
@@ -150,6 +155,9 @@ __global__ void __launch_bounds__(kTmaThreads)
     if (stamps_on && tid == 0) {  // after the wait: a graph's gap is start - previous end
       stamp[8] = clk();
       stamp[0] = now();
+      unsigned smid;
+      asm volatile("mov.u32 %0, %%smid;" : "=r"(smid));
+      stamp[20] = 1ull + smid;  // which SM (the probe counts SMs holding two blocks)
     }
 #endif
 
@@ -506,13 +514,13 @@ int encode_decode_tma_maps(const DecodeAttentionArgs& a, DecodeTmaMaps& maps, CU
 
 // box_rows from encode_decode_tma_maps. cudaErrorNotSupported where the kernel has no
 // sm_90 code (a build without sm_90, run through PTX JIT): the caller falls back.
-template <typename T, int D, int kStages, class KV, typename KVT = T, bool kBalanced = false>
+template <typename T, int D, int kStages, class KV, typename KVT = T, int kSchedule = kDecodeEvenGrid>
 cudaError_t launch_decode_attention_tma_kernel(const DecodeKernelParams& p, const KV& kv, dim3 grid,
                                               cudaStream_t stream, bool pdl, const DecodeTmaMaps& maps,
                                               int box_rows) {
-  constexpr size_t smem = decode_tma_smem_bytes<T, D, kStages, KVT, kBalanced>();
+  constexpr size_t smem = decode_tma_smem_bytes<T, D, kStages, KVT, kSchedule == kDecodeBalanced>();
   static_assert(smem <= 227 * 1024, "the TMA kernel's shared memory must fit the H100's 227 KB");
-  auto kernel = decode_attention_tma_kernel<T, D, kStages, KV, KVT, kBalanced>;
+  auto kernel = decode_attention_tma_kernel<T, D, kStages, KV, KVT, kSchedule>;
   if (box_rows < 8 || box_rows > kTileTokens || kTileTokens % box_rows != 0) return cudaErrorInvalidValue;
   if (smem > static_cast<size_t>(decode_smem_limit())) return cudaErrorNotSupported;  // the caller falls back
   static int state[64] = {0};
@@ -528,6 +536,12 @@ template <typename T, int D, typename KVT, bool kPaged>
 constexpr bool decode_runs_streamk() {
   return decode_balanced_head_dim(D, kPaged) && !decode_dequantizes<T, KVT>();
 }
+// The kernels that run the spread tail (decode_dev_spread): 16-bit D = 128, whose 3-stage
+// blocks fit two per SM.
+template <typename T, int D, typename KVT>
+constexpr bool decode_runs_spread() {
+  return D == 128 && !decode_dequantizes<T, KVT>();
+}
 // The balanced kernel's depth: 3 stages where they fit beside its epilogue scratch, else 2;
 // 2 at D = 64, whose two blocks per SM (decode_streamk_blocks_per_sm) keep four tiles in
 // flight per SM (NOTES.md v33: contiguous GQA B=40/2K 62.5 -> 61.4 us, MHA B=10 61.8 -> 60.4,
@@ -539,7 +553,7 @@ constexpr int decode_streamk_stages() {
 }
 // The TMA kernel with `stages` pipeline stages: 2, 3 or 4 where they fit in shared memory
 // (decode_tma_stages_fit), else cudaErrorInvalidValue; with p.streamk_blocks, the balanced
-// schedule's kernel (2 or 3 stages).
+// schedule's kernel (2 or 3 stages); with p.spread_from, the spread tail's (3).
 template <typename T, int D, int kStages, typename KVT = T>
 constexpr bool decode_tma_stages_fit() {
   return decode_tma_smem_bytes<T, D, kStages, KVT>() <= 227 * 1024;
@@ -551,12 +565,21 @@ cudaError_t launch_decode_attention_tma_stages(int stages, const DecodeKernelPar
   if (p.streamk_blocks > 0) {  // the balanced schedule (decode_runs_streamk): 2 or 3 stages
     if constexpr (decode_runs_streamk<T, D, KVT, KV::kPagedLayout>()) {
       if (stages == 2)
-        return launch_decode_attention_tma_kernel<T, D, 2, KV, KVT, true>(p, kv, grid, stream, pdl, maps, box_rows);
+        return launch_decode_attention_tma_kernel<T, D, 2, KV, KVT, kDecodeBalanced>(p, kv, grid, stream, pdl, maps,
+                                                                                     box_rows);
       if constexpr (decode_streamk_stages<T, D, KVT>() == 3) {
         if (stages == 3)
-          return launch_decode_attention_tma_kernel<T, D, 3, KV, KVT, true>(p, kv, grid, stream, pdl, maps,
-                                                                             box_rows);
+          return launch_decode_attention_tma_kernel<T, D, 3, KV, KVT, kDecodeBalanced>(p, kv, grid, stream, pdl,
+                                                                                       maps, box_rows);
       }
+    }
+    return cudaErrorInvalidValue;
+  }
+  if (p.spread_from > 0) {  // the spread tail (decode_runs_spread): 3 stages, two blocks per SM
+    if constexpr (decode_runs_spread<T, D, KVT>()) {
+      if (stages == 3)
+        return launch_decode_attention_tma_kernel<T, D, 3, KV, KVT, kDecodeSpreadTail>(p, kv, grid, stream, pdl,
+                                                                                       maps, box_rows);
     }
     return cudaErrorInvalidValue;
   }

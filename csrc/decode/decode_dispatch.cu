@@ -60,6 +60,11 @@ int decode_dev_streamk_mode() {
   return dev_knob("CLO_DECODE_STREAMK", dev_mode, kDecodeStreamKByLength);
 }
 
+int decode_dev_spread() {
+  static bool dev_mode = std::getenv("CLO_DECODE_SPREAD") != nullptr;
+  return dev_knob("CLO_DECODE_SPREAD", dev_mode, kDecodeSpreadAuto);
+}
+
 int decode_dev_smem_limit() {
   static bool dev_mode = std::getenv("CLO_DECODE_SMEM_LIMIT") != nullptr;
   return dev_knob("CLO_DECODE_SMEM_LIMIT", dev_mode, 0);
@@ -201,6 +206,13 @@ int decode_attention_num_splits(int batch, int num_kv_heads, int rows_per_kv_hea
       rows_per_kv_head % seq_len_q == 0) {
     const int splits = decode_d64_tail_splits(paged, packs_head_pairs(1), base, sms, max_kv_len);
     if (splits > 1) return splits;
+  }
+  // 16-bit head_dim 128 on Hopper HBM3e parts a little past one unit per SM: the spread
+  // tail's pieces (decode_spread_tail_pieces).
+  if (dtype != DType::kFloat8E4M3 && device_cc_major() >= 9) {
+    const int pieces = decode_spread_tail_pieces(head_dim, paged, base, sms, max_kv_len, device_is_hopper_hbm3e(),
+                                                 seq_len_q == 1);
+    if (pieces > 0) return pieces;
   }
   // 16-bit caches on sm_90 where the unsplit grid leaves a tail (decode_tail_splits,
   // NOTES.md v28, v29, v32): 2 splits, run as the balanced schedule below two units per SM

@@ -4,6 +4,8 @@
 
 #include <cuda_fp8.h>
 
+#include <algorithm>
+
 #include "decode/decode.h"
 
 namespace cuda_llm_ops::decode {
@@ -56,12 +58,19 @@ int decode_dev_pack();
 // automatic choice (by length on paged caches, by capacity on contiguous ones).
 constexpr int kDecodeStreamKOff = 0, kDecodeStreamKByLength = 1, kDecodeStreamKByCapacity = 2;
 int decode_dev_streamk_mode();
+// Dev knob CLO_DECODE_SPREAD, read like CLO_DECODE_VARIANT: kDecodeSpreadOn runs every split
+// call of the 16-bit D = 128 TMA kernel whose grid holds one to two units per SM as the
+// spread tail (decode_spread_tail_pieces) in the call's num_splits pieces (2-split calls
+// there still run the balanced schedule), kDecodeSpreadOff never; anything else: the
+// automatic choice.
+constexpr int kDecodeSpreadOff = 0, kDecodeSpreadOn = 1, kDecodeSpreadAuto = 2;
+int decode_dev_spread();
 // Dev knob CLO_DECODE_SMEM_LIMIT, read like CLO_DECODE_VARIANT: a shared-memory budget per
 // block in bytes, below the device's (decode_smem_limit takes the smaller): the choices
 // of a 99-KB GPU (sm_86/89/120) tested on a larger one.
 int decode_dev_smem_limit();
 #ifdef CLO_DEV_STAMPS
-constexpr int kDecodeDevStamps = 20;  // per block (DecodeKernelParams::dev_stamps)
+constexpr int kDecodeDevStamps = 21;  // per block (DecodeKernelParams::dev_stamps)
 unsigned long long* decode_dev_stamps();
 void decode_dev_set_stamps(unsigned long long* p);
 #endif
@@ -219,10 +228,35 @@ inline int64_t decode_streamk_blocks(int64_t units, int64_t sms, int per_sm) {
 // Elsewhere 1 split measured faster or level (D = 128 at 1.03, 1.45-1.7 and 2.7 units per
 // SM; 1024 keys; D = 64 at both bands; D = 256 at 1.45 and 2.2; D = 96 at 1.2, paged;
 // contiguous D = 96 at 1.45 and 2048 keys gains 1%, 58.1 -> 57.3, not taken).
+// The spread tail (NOTES.md "Stop 63"; the TMA kernel's kDecodeSpreadTail schedule, run
+// where a call's num_splits equals this count): on Hopper HBM3e parts, one new token of
+// 16-bit head_dim 128 whose grid holds a little more than one unit (batch x KV heads x row
+// tiles) per SM, from kSpreadTailMinKeys keys: to 1.22 units per SM on paged caches, 1.1 on
+// contiguous ones. An unsplit grid there runs the SMs' second units after the first
+// wave (or beside it, two blocks per SM sharing an SM's bandwidth), an even split grid
+// splits every unit; the spread tail runs the first SM-count units whole, one block each,
+// and every other unit in P even pieces whose blocks sit beside them (3 stages: two blocks
+// fit per SM), merged like splits. P = SMs / (units - SMs), at most 8 (and the by-length
+// cap): every SM holds a whole unit and at most one piece. GQA 32/8 block 16, graph
+// replays, cold L2, automatic count -> spread (pieces): paged B=17 1K / 2K / 4K 23.1 /
+// 43.9 / 85.1 -> 22.0 / 37.8 / 69.6 (8; cuDNN 21.4 / 37.6 / 69.0), B=18 23.5 / 41.5 / 78.3
+// -> 23.4 / 39.9 / 74.2 (8), B=20 25.8 / 46.4 / 85.3 -> 25.2 / 44.2 / 82.0 (4); contiguous
+// B=17 22.0 / 40.5 / 77.0 -> 21.8 / 37.1 / 68.0 (8), B=18 23.4 / 40.5 / 74.7 -> 22.8 / 39.4
+// / 71.8 (8). At 1.33 (B=22) it loses at every length (paged 2K 51.2 -> 50.8-56.3 at 4-16
+// pieces, 4K 91.8 -> 93.8), contiguous B=20 at 1K (24.5 -> 24.9). Returns P, or 0.
+constexpr int kSpreadTailMinKeys = 1024;
+inline int decode_spread_tail_pieces(int head_dim, bool paged, int64_t units, int64_t sms, int64_t max_kv_len,
+                                     bool hbm3e, bool one_token) {
+  if (!hbm3e || !one_token || head_dim != 128 || max_kv_len < kSpreadTailMinKeys || units <= sms ||
+      100 * units > (paged ? 122 : 110) * sms)
+    return 0;
+  const int64_t pieces = std::min<int64_t>({8, sms / (units - sms), max_kv_len / kMinTokensPerSplit});
+  return pieces >= 3 ? static_cast<int>(pieces) : 0;
+}
 // The lengths (keys) at which a rule of decode_attention_num_splits changes its answer,
 // besides the by-length cap (kMinTokensPerSplit), which only grows with the length: the
-// tail bands below (2048, 4096, 8192), decode_d64_tail_splits (2048) and the large-grid
-// rule (kLargeGridMinKeys). decode_attention_workspace_floats_upto reads them: a rule that
+// spread tail (kSpreadTailMinKeys), the tail bands below (2048, 4096, 8192),
+// decode_d64_tail_splits (2048) and the large-grid rule (kLargeGridMinKeys). decode_attention_workspace_floats_upto reads them: a rule that
 // tests another length must add it here.
 // On Hopper HBM3e parts (`hbm3e`: device_is_hopper_hbm3e) at head_dim exactly 128
 // the D = 128 bands take their own counts (NOTES.md "H200 rules", stop 60; GQA 32/8, one
@@ -270,7 +304,7 @@ inline int64_t decode_streamk_blocks(int64_t units, int64_t sms, int per_sm) {
 //   (B=20/2K 39.2 -> 38.5, B=21 40.0 -> 38.3, B=22 40.9 -> 39.0, B=21/3K 55.7 -> 55.4;
 //   B=18-19 keep 2 splits).
 // Returns the split count: 1 to 4.
-constexpr int kSplitRuleLengthEdges[] = {2048, kLargeGridMinKeys, 8192};
+constexpr int kSplitRuleLengthEdges[] = {kSpreadTailMinKeys, 2048, kLargeGridMinKeys, 8192};
 inline int decode_tail_splits(int head_dim, bool paged, int64_t units, int64_t sms, int64_t max_kv_len, bool hbm3e,
                               bool one_token) {
   if (max_kv_len < 2048) return 1;
