@@ -828,6 +828,10 @@ def spread_tail_confirm_sweep(iters, copy_bw, rows=SPREAD_TAIL_CONFIRM_ROWS):
                          copy_bw, f"{'contig' if contiguous else 'paged'} D=128 B={B} N={N} Hkv=8 bs=16",
                          peer="sdpa-cudnn", contiguous=contiguous)
 
+# --hbm3e-contig-192-top: that band's top at 2.5 (stop 63), automatic against 1-2 splits
+HBM3E_CONTIG_192_TOP_ROWS = [(41, 4096, 8, 192, True, (0, 1, 2), 16), (41, 8192, 8, 192, True, (0, 1, 2), 16),
+                             (42, 4096, 8, 192, True, (0, 1, 2), 16)]
+
 
 def split_band_sweep(iters, copy_bw, rows=D128_TAIL_SPLIT_ROWS, variants=None):
     """`rows`: auto / even 2 splits / TMA 3-4 stages (or `variants`) at each split count,
@@ -1331,6 +1335,8 @@ SWEEPS = {
     "hbm3e-contig-192-fill": (auto_split_sweep(HBM3E_CONTIG_192_FILL_ROWS),
                               "contiguous D=192 at 2.0-3.3 units per SM on HBM3e: automatic vs 1-4 splits"),
     "spread-tail": (spread_tail_sweep, "D=128 GQA at 1-1.4 units per SM: automatic vs the spread tail in 4-16 pieces"),
+    "hbm3e-contig-192-top": (auto_split_sweep(HBM3E_CONTIG_192_TOP_ROWS),
+                             "contiguous D=192 at the 2-split band's top (2.5 units per SM) on HBM3e"),
     "spread-tail-confirm": (spread_tail_confirm_sweep,
                             "D=128 GQA at 1-1.3 units per SM: the automatic count, the spread tail on and off"),
     "fp8-pack": (fp8_pack_sweep, "FP8 (and 16-bit GQA) D=64 caches with and without head pairs"),

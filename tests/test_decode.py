@@ -743,7 +743,7 @@ def test_balanced_schedule_matches_reference():
     D = 128 on Hopper HBM3e parts their own counts instead (decode_tail_splits:
     1 or 3 at 1.1-1.35, 3 past 2 to 2.5), and there D = 256's band reaches 1.7 on paged
     caches and 1.55 on contiguous ones, contiguous D = 192's to 1.83 (and 2 even splits past
-    2 to 2.45 from 4096 keys), paged D = 96 takes 3 past 2 to 2.65 from 4096 keys (4 to 2.5
+    2 to 2.5 from 4096 keys), paged D = 96 takes 3 past 2 to 2.65 from 4096 keys (4 to 2.5
     from 8192) and 2 to 2.95 below, contiguous D = 96's one-tail band ends at 1.15 below
     4096 keys."""
     require_op("paged_attention")
@@ -871,6 +871,7 @@ def test_balanced_schedule_matches_reference():
                                (96, 0.97, 2048, 1), (80, 1.2, 2048, 2), (192, 1.55, 4096, 2 if hbm3e else 1),
                                (192, 1.75, 2048, 2 if hbm3e else 1), (192, 1.9, 4096, 1),
                                (192, 2.2, 4096, 2 if hbm3e else 1), (192, 2.2, 2048, 1), (192, 2.5, 8192, 1),
+                               (192, 2.43, 8192, 2 if hbm3e else 1),
                                (256, 1.4, 4096, 2 if hbm3e else 1), (256, 1.55, 4096, 1),
                                (96, 1.45, 2048, 1), (96, 2.9, 2048, 1),
                                (96, 1.2, 1024, 1), (96, 2.3, 2048, 2), (80, 1.2, 4096, 2), (64, 1.2, 2048, 1),

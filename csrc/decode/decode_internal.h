@@ -283,12 +283,14 @@ inline int decode_spread_tail_pieces(int head_dim, bool paged, int64_t units, in
 //   contiguous D = 192 to 1.83 (B=25/2K 93.9 -> 82.8, B=26/4K 182.0 -> 161.1; stop 62,
 //   `--hbm3e-band-tops`: B=28 2K / 4K / 8K 96.5 / 184.9 / 364.3 -> 90.9 / 173.1 / 343.2, B=30
 //   98.1 / 187.9 -> 95.9 / 185.7; 1 split ahead from 1.88, B=31/8K 373.5 vs 378.6, B=32/4K
-//   197.7 vs 199.2), and from 4096 keys past two units per SM to 2.45 2 even splits
+//   197.7 vs 199.2), and from 4096 keys past two units per SM to 2.5 2 even splits
 //   (`--hbm3e-band-tops-confirm`, 1 -> 2: B=34 4K / 8K 253.2 / 498.7 -> 239.3 / 455.0, B=36
 //   254.5 / 502.0 -> 242.6 / 461.6, B=38 258.7 / 509.9 -> 255.4 / 490.2, B=40 264.8 / 521.9
-//   -> 259.6 / 496.4; 3 splits were ahead at B=34 and 38, behind at 36 and 40; at 2048 keys
-//   and at B=42, 2.55, 1 split led, 131.3 vs 133.4 at B=34/2K, 280.2 vs 288.8 at B=42/4K;
-//   one new token measured, like the D = 128 second-wave band it holds for any). Paged
+//   -> 259.6 / 496.4; stop 63, `--hbm3e-contig-192-fill`: B=41 at 2.48 272.9 / 540.5 -> 262.7
+//   / 505.6; 3 splits were ahead at B=34 and 38, behind at 36 and 40, ahead by 1-3% at
+//   8192 keys to B=44 in one run; at 2048 keys and at B=42, 2.55, 1 split led, 131.3 vs
+//   133.4 at B=34/2K, 280.2 vs 288.8 at B=42/4K; one new token measured, like the D = 128
+//   second-wave band it holds for any). Paged
 //   D = 160 / 192 keep 1.35 (D = 192 B=24 level, B=27/2K 100.9 unsplit vs 106.7; D = 160
 //   B=24 94.5 vs 99.0), contiguous D = 80 / 88 keep D = 96's H100 band (D = 88 B=20/2K 41.2
 //   -> 39.8 split);
@@ -346,9 +348,9 @@ inline int decode_tail_splits(int head_dim, bool paged, int64_t units, int64_t s
     return one_tail || (units > 2 * sms && 20 * units <= top_20ths * sms) ? 2 : 1;
   }
   const bool second_wave_top = kernel_head_dim == 128 && 2 * units <= 5 * sms;
-  // HBM3e, contiguous head_dim 192 from 4096 keys, past two units per SM to 2.45: 2 even
-  // splits (stop 62)
-  if (hbm3e && head_dim == 192 && !paged && max_kv_len >= 4096 && units > 2 * sms && 20 * units <= 49 * sms)
+  // HBM3e, contiguous head_dim 192 from 4096 keys, past two units per SM to 2.5: 2 even
+  // splits (stops 62, 63)
+  if (hbm3e && head_dim == 192 && !paged && max_kv_len >= 4096 && units > 2 * sms && 2 * units <= 5 * sms)
     return 2;
   if (hbm3e && head_dim == 128) {
     if (one_tail && one_token) return paged && max_kv_len >= 4096 ? 3 : 1;
