@@ -428,8 +428,9 @@ def decode_num_splits(batch: int, num_kv_heads: int, rows_per_kv_head: int, max_
       tail (the first SM-count units whole, each other unit in that many pieces beside
       them; csrc/decode/NOTES.md "Stop 63");
     - head_dim 128 (16-bit) on Hopper HBM3e parts (the H200), `max_kv_len >= 2048`,
-      instead of the two bands above: at 1.1-1.35 times the SMs with `seq_len_q` 1, 1
-      (3 when `paged` and `max_kv_len >= 4096`); from just past 2 times to 2.5, 3
+      instead of the two bands above: at 1.1-1.35 times the SMs with `seq_len_q` 1
+      (beyond the spread tail's band), 1 (3 when `paged` and `max_kv_len >= 4096`); from
+      just past 2 times to 2.5, 3
       (measured 3-16% faster there, csrc/decode/NOTES.md "H200 rules");
     - on Hopper HBM3e parts, 16-bit head_dim 256, 192 and 96 exactly (NOTES.md "D = 256 and
       96 split counts on the H200"): head_dim 256 takes 2 (balanced) up to 1.7 times the
@@ -562,7 +563,12 @@ def paged_attention(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tenso
         num_splits: 0 = heuristic (`decode_num_splits`); 1 = one pass per sequence
             (PagedAttention v1); > 1 = split-KV with a log-sum-exp merge (v2); 2 at
             16-bit head_dim 97-256 on sm_90 with B x Hkv between one and two times the
-            SMs: the balanced schedule (`decode_num_splits`), same results to rounding.
+            SMs: the balanced schedule (`decode_num_splits`), same results to rounding;
+            on Hopper HBM3e parts a count equal to the heuristic's spread-tail count
+            (16-bit head_dim 128, one new token, a little more than one B x Hkv per SM)
+            runs the spread tail: the first SM-count (sequence, KV head) pairs unsplit,
+            the others in that many pieces (where TMA cannot describe the cache, block
+            sizes below 8, an even grid of that count).
         workspace: optional float32 buffer from `paged_attention_workspace` /
             `decode_workspace` (used when the call splits), passed as returned: its
             split counters are left at rest by every call (module docstring), so it
