@@ -832,6 +832,11 @@ def spread_tail_confirm_sweep(iters, copy_bw, rows=SPREAD_TAIL_CONFIRM_ROWS):
 HBM3E_CONTIG_192_TOP_ROWS = [(41, 4096, 8, 192, True, (0, 1, 2), 16), (41, 8192, 8, 192, True, (0, 1, 2), 16),
                              (42, 4096, 8, 192, True, (0, 1, 2), 16)]
 
+# --spread-tail-other: the spread tail's rule off the sweeps' GQA 32/8 block 16: MHA B=5 (160
+# units; stop 62's counts 1 / 1 / 3) and GQA B=17 on block sizes 8 and 256
+SPREAD_TAIL_OTHER_ROWS = [(5, N, 32, 128, False, (0, 1, 3), 16) for N in (1024, 2048, 4096)] \
+    + [(17, 2048, 8, 128, False, (0, 1), bs) for bs in (8, 256)]
+
 
 def split_band_sweep(iters, copy_bw, rows=D128_TAIL_SPLIT_ROWS, variants=None):
     """`rows`: auto / even 2 splits / TMA 3-4 stages (or `variants`) at each split count,
@@ -1337,6 +1342,8 @@ SWEEPS = {
     "spread-tail": (spread_tail_sweep, "D=128 GQA at 1-1.4 units per SM: automatic vs the spread tail in 4-16 pieces"),
     "hbm3e-contig-192-top": (auto_split_sweep(HBM3E_CONTIG_192_TOP_ROWS),
                              "contiguous D=192 at the 2-split band's top (2.5 units per SM) on HBM3e"),
+    "spread-tail-other": (auto_split_sweep(SPREAD_TAIL_OTHER_ROWS),
+                          "the spread tail's rule at MHA and at block sizes 8 and 256: automatic vs forced counts"),
     "spread-tail-confirm": (spread_tail_confirm_sweep,
                             "D=128 GQA at 1-1.3 units per SM: the automatic count, the spread tail on and off"),
     "fp8-pack": (fp8_pack_sweep, "FP8 (and 16-bit GQA) D=64 caches with and without head pairs"),
