@@ -23,7 +23,7 @@ import torch
 
 import cuda_llm_ops as llm
 from cuda_llm_ops.bench import cases_decode as cd
-from cuda_llm_ops.testing import decode_tma_stages_fit, rel_error
+from cuda_llm_ops.testing import decode_tma_stages_fit, kernel_grid_blocks, rel_error
 from cuda_llm_ops.timing import benchmark
 
 
@@ -273,13 +273,6 @@ def _graph_split_ms(sets, ns, iters, cache_suffix="", contiguous=False, **kwargs
     replays, cold L2."""
     fns = _split_fns(sets, ns, cache_suffix, contiguous, **kwargs)
     return benchmark(None, warmup=3, iterations=iters, cold_l2=True, cuda_graph=True, fn_sets=fns).median_ms
-
-
-def _attention_kernel_blocks(fn) -> int:
-    """Thread blocks of the grid of the decode attention kernel one call of `fn` launches,
-    0 if none was seen: the quantity decode_pdl_pays and the kernel choice test."""
-    from cuda_llm_ops.testing import kernel_grid_blocks
-    return kernel_grid_blocks(fn, "decode_attention")
 
 
 def _split_sweep_row(case, splits, variants, iters, copy_bw, title, cache_suffix="", peer=None, contiguous=False,
@@ -803,18 +796,22 @@ SPREAD_TAIL_ROWS = [(B, N, contiguous) for N in (1024, 2048, 4096) for B in (17,
                     for contiguous in (False, True)]
 
 
+def _spread_rows(rows, splits, variants, iters, copy_bw, only=None):
+    """`_split_sweep_row` over D=128 GQA 32/8 block-16 rows (B, N, contiguous), cuDNN first."""
+    for B, N, contiguous in rows:
+        _split_sweep_row(cd.paged_case(B, N, 8, torch.float16, D=128, block_size=16), splits, variants, iters,
+                         copy_bw, f"{'contig' if contiguous else 'paged'} D=128 B={B} N={N} Hkv=8 bs=16",
+                         peer="sdpa-cudnn", contiguous=contiguous, only=only)
+
+
 def spread_tail_sweep(iters, copy_bw, rows=SPREAD_TAIL_ROWS):
     """`rows` (B, N, contiguous): s0 / s1 automatic, s4 / s8 / s16 as the spread tail."""
-    variants = {"auto": {}, "spread": {"CLO_DECODE_SPREAD": "1"}}
-    for B, N, contiguous in rows:
-        _split_sweep_row(cd.paged_case(B, N, 8, torch.float16, D=128, block_size=16), (0, 1, 4, 8, 16), variants,
-                         iters, copy_bw, f"{'contig' if contiguous else 'paged'} D=128 B={B} N={N} Hkv=8 bs=16",
-                         peer="sdpa-cudnn", contiguous=contiguous,
-                         only=lambda ns, label: (ns <= 1) == (label == "auto"))
+    _spread_rows(rows, (0, 1, 4, 8, 16), {"auto": {}, "spread": {"CLO_DECODE_SPREAD": "1"}}, iters, copy_bw,
+                 only=lambda ns, label: (ns <= 1) == (label == "auto"))
 
 
-# --spread-tail-confirm: the rule (decode_spread_tail_pieces) against the spread tail off
-# (CLO_DECODE_SPREAD=0: the earlier counts), its band and both edges
+# --spread-tail-confirm: the rule (decode_spread_tail_pieces), its PDL off, and the spread tail
+# off (CLO_DECODE_SPREAD=0: the rule's count as an even grid), its band and both edges
 SPREAD_TAIL_CONFIRM_ROWS = [(B, N, contiguous) for N in (1024, 2048, 4096) for B in (16, 17, 18, 19, 20, 21)
                             for contiguous in (False, True)]
 
@@ -822,11 +819,8 @@ SPREAD_TAIL_CONFIRM_ROWS = [(B, N, contiguous) for N in (1024, 2048, 4096) for B
 def spread_tail_confirm_sweep(iters, copy_bw, rows=SPREAD_TAIL_CONFIRM_ROWS):
     """`rows` (B, N, contiguous): the automatic count with the spread tail on (PDL on, its
     default, and off) and off."""
-    variants = {"auto": {}, "nopdl": {"CLO_DECODE_PDL": "0"}, "off": {"CLO_DECODE_SPREAD": "0"}}
-    for B, N, contiguous in rows:
-        _split_sweep_row(cd.paged_case(B, N, 8, torch.float16, D=128, block_size=16), (0,), variants, iters,
-                         copy_bw, f"{'contig' if contiguous else 'paged'} D=128 B={B} N={N} Hkv=8 bs=16",
-                         peer="sdpa-cudnn", contiguous=contiguous)
+    _spread_rows(rows, (0,), {"auto": {}, "nopdl": {"CLO_DECODE_PDL": "0"}, "off": {"CLO_DECODE_SPREAD": "0"}},
+                 iters, copy_bw)
 
 # --hbm3e-contig-192-top: that band's top at 2.5 (stop 63), automatic against 1-2 splits
 HBM3E_CONTIG_192_TOP_ROWS = [(41, 4096, 8, 192, True, (0, 1, 2), 16), (41, 8192, 8, 192, True, (0, 1, 2), 16),
@@ -1034,7 +1028,8 @@ def pdl_map_more_sweep(iters, copy_bw, rows=PDL_MAP_MORE_ROWS):
         scales = {"k_scale": cd.FP8_SCALE, "v_scale": cd.FP8_SCALE} if fp8 else {}
         suffix = "_fp8" if fp8 else ""
         set_knobs({})
-        blocks = _attention_kernel_blocks(_split_fns([case.make_inputs()], splits, suffix, contiguous, **scales)[0])
+        blocks = kernel_grid_blocks(_split_fns([case.make_inputs()], splits, suffix, contiguous, **scales)[0],
+                                    "decode_attention")
         layout = "contig" if contiguous else "paged"
         title = f"{layout} {cache} D={D} B={B} N={N} ({B * 8 / sms:.2f} units/SM, {blocks / sms:.2f} blocks/SM)"
         _split_sweep_row(case, (splits,), PDL_VARIANTS, iters, copy_bw, title, suffix, contiguous=contiguous,

@@ -172,9 +172,6 @@ CLO_DEVICE DecodeWork decode_spread_work(const DecodeKernelParams& p) {
   w.tiles_cap = 0;
   return w;
 }
-// The TMA kernel's schedules (its kSchedule): the even grid (decode_block_work), the
-// balanced schedule (decode_streamk_piece), the spread tail (decode_spread_work).
-constexpr int kDecodeEvenGrid = 0, kDecodeBalanced = 1, kDecodeSpreadTail = 2;
 // The balanced schedule: block blockIdx.x of streamk_blocks takes the slots [lo, hi) of
 // the units' slots laid end to end (unit-major: batch, then KV head and row tile; a unit
 // has one slot per 64-key tile of the table's capacity, known at launch, and its slots
@@ -1449,9 +1446,9 @@ cudaError_t run_decode_attention(const DecodeAttentionArgs& a, cudaStream_t stre
   const bool sm90 = device_cc_major() >= 9;
   // PDL for a grid of `blocks` (decode_pdl_pays; the CLO_DECODE_PDL knob forces it off or on)
   const int pdl_mode = decode_dev_pdl();
-  auto launch_pdl = [&](int64_t blocks, bool balanced) {
+  auto launch_pdl = [&](int64_t blocks, int schedule) {
     return sm90 && pdl_mode != kDecodePdlOff &&
-           (pdl_mode == kDecodePdlOn || decode_pdl_pays(blocks, device_sm_count(), D, kDequant, balanced));
+           (pdl_mode == kDecodePdlOn || decode_pdl_pays(blocks, device_sm_count(), D, kDequant, schedule));
   };
   const CUtensorMapL2promotion kv_promo = decode_kv_l2_promotion(kDequant, head_cols);
   auto launch_variant = [&](const auto& kv) -> cudaError_t {
@@ -1475,7 +1472,7 @@ cudaError_t run_decode_attention(const DecodeAttentionArgs& a, cudaStream_t stre
           ps.streamk_blocks = static_cast<int>(sk_blocks);
           ps.streamk_by_len = kPaged && streamk_mode != kDecodeStreamKByCapacity;  // contiguous: one length
           const cudaError_t err = launch_decode_attention_tma_stages<T, D, KVT>(
-              stages, ps, kv, dim3(static_cast<unsigned>(sk_blocks)), stream, launch_pdl(sk_blocks, true), maps,
+              stages, ps, kv, dim3(static_cast<unsigned>(sk_blocks)), stream, launch_pdl(sk_blocks, kDecodeBalanced), maps,
               box_rows);
           if (err != cudaErrorNotSupported) return err;
         }
@@ -1502,18 +1499,17 @@ cudaError_t run_decode_attention(const DecodeAttentionArgs& a, cudaStream_t stre
           DecodeKernelParams ps = p;
           ps.spread_from = static_cast<int>(sms);
           const int64_t blocks = sms + (units - sms) * a.num_splits;
-          // PDL on (the knob can force it off): the next call's whole units take the SMs'
-          // free slots as this call's pieces end (probe, B=17/1K graph replays: 8 pieces
-          // 22.8 -> 21.4 us paged, 22.2 -> 20.9 contiguous; B=20 4 pieces 26.0 -> 24.8)
-          const bool pdl = sm90 && pdl_mode != kDecodePdlOff;
-          const cudaError_t err = launch_decode_attention_tma_stages<T, D, KVT>(
-              3, ps, kv, dim3(static_cast<unsigned>(blocks)), stream, pdl, maps, box_rows);
+          // 3 stages: two blocks fit per SM
+          const cudaError_t err =
+              launch_decode_attention_tma_kernel<T, D, 3, std::decay_t<decltype(kv)>, KVT, kDecodeSpreadTail>(
+                  ps, kv, dim3(static_cast<unsigned>(blocks)), stream, launch_pdl(blocks, kDecodeSpreadTail), maps,
+                  box_rows);
           if (err != cudaErrorNotSupported) return err;
         }
       }
     }
     const int64_t blocks = static_cast<int64_t>(grid.x) * grid.y * grid.z;
-    const bool grid_pdl = launch_pdl(blocks, false);
+    const bool grid_pdl = launch_pdl(blocks, kDecodeEvenGrid);
     const int auto_stages = decode_tma_stages_for(D, kPaged, blocks, device_sm_count(), kDequant, a.head_dim,
                                                   pack_group > 0, a.num_splits, decode_read_kv_len(a), a.seq_len_q);
     const int knob_stages = decode_dev_tma_stages();

@@ -553,7 +553,7 @@ constexpr int decode_streamk_stages() {
 }
 // The TMA kernel with `stages` pipeline stages: 2, 3 or 4 where they fit in shared memory
 // (decode_tma_stages_fit), else cudaErrorInvalidValue; with p.streamk_blocks, the balanced
-// schedule's kernel (2 or 3 stages); with p.spread_from, the spread tail's (3).
+// schedule's kernel (2 or 3 stages). (The spread tail launches its 3-stage kernel itself.)
 template <typename T, int D, int kStages, typename KVT = T>
 constexpr bool decode_tma_stages_fit() {
   return decode_tma_smem_bytes<T, D, kStages, KVT>() <= 227 * 1024;
@@ -572,14 +572,6 @@ cudaError_t launch_decode_attention_tma_stages(int stages, const DecodeKernelPar
           return launch_decode_attention_tma_kernel<T, D, 3, KV, KVT, kDecodeBalanced>(p, kv, grid, stream, pdl,
                                                                                        maps, box_rows);
       }
-    }
-    return cudaErrorInvalidValue;
-  }
-  if (p.spread_from > 0) {  // the spread tail (decode_runs_spread): 3 stages, two blocks per SM
-    if constexpr (decode_runs_spread<T, D, KVT>()) {
-      if (stages == 3)
-        return launch_decode_attention_tma_kernel<T, D, 3, KV, KVT, kDecodeSpreadTail>(p, kv, grid, stream, pdl,
-                                                                                       maps, box_rows);
     }
     return cudaErrorInvalidValue;
   }

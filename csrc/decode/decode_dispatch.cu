@@ -207,20 +207,17 @@ int decode_attention_num_splits(int batch, int num_kv_heads, int rows_per_kv_hea
     const int splits = decode_d64_tail_splits(paged, packs_head_pairs(1), base, sms, max_kv_len);
     if (splits > 1) return splits;
   }
-  // 16-bit head_dim 128 on Hopper HBM3e parts a little past one unit per SM: the spread
-  // tail's pieces (decode_spread_tail_pieces).
+  // 16-bit caches on sm_90 where the unsplit grid leaves a tail: on Hopper HBM3e parts at
+  // head_dim 128 a little past one unit per SM, the spread tail's pieces
+  // (decode_spread_tail_pieces); else (decode_tail_splits, NOTES.md v28, v29, v32) 2 splits,
+  // run as the balanced schedule below two units per SM (decode_streamk_blocks), as an even
+  // grid beyond; HBM3e parts have their own bands and counts (1-4) at head_dim 96, 128, 192
+  // and 256.
   if (dtype != DType::kFloat8E4M3 && device_cc_major() >= 9) {
-    const int pieces = decode_spread_tail_pieces(head_dim, paged, base, sms, max_kv_len, device_is_hopper_hbm3e(),
-                                                 seq_len_q == 1);
+    const bool hbm3e = device_is_hopper_hbm3e(), one_token = seq_len_q == 1;
+    const int pieces = decode_spread_tail_pieces(head_dim, paged, base, sms, max_kv_len, hbm3e, one_token);
     if (pieces > 0) return pieces;
-  }
-  // 16-bit caches on sm_90 where the unsplit grid leaves a tail (decode_tail_splits,
-  // NOTES.md v28, v29, v32): 2 splits, run as the balanced schedule below two units per SM
-  // (decode_streamk_blocks), as an even grid beyond; HBM3e parts have their own bands and
-  // counts (1-4) at head_dim 96, 128, 192 and 256.
-  if (dtype != DType::kFloat8E4M3 && device_cc_major() >= 9) {
-    const int splits =
-        decode_tail_splits(head_dim, paged, base, sms, max_kv_len, device_is_hopper_hbm3e(), seq_len_q == 1);
+    const int splits = decode_tail_splits(head_dim, paged, base, sms, max_kv_len, hbm3e, one_token);
     if (splits > 1) return splits;
   }
   if (base * 2 > sms) {

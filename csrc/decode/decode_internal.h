@@ -39,11 +39,15 @@ int decode_dev_pdl();
 //  - the balanced schedule at two blocks per SM (contiguous D = 64): lost 6%;
 //  - the 256 kernel holds one block per SM, so nothing waits on a busy SM: ~1% gained at
 //    1.45-1.94.
-// The spread tail's grids (1.2-1.5 blocks per SM: one whole unit per SM, the pieces beside
-// them) launch with PDL whatever this says (run_decode_attention; stop 63: 0.6-1.5 us gained).
-inline bool decode_pdl_pays(int64_t blocks, int sms, int kernel_head_dim, bool fp8, bool balanced) {
-  if (blocks <= sms) return true;
-  if (balanced) return false;
+//  - the spread tail (1.2-1.5 blocks per SM: one whole unit per SM, the pieces beside them):
+//    gained 0.6-1.5 us at every grid measured (stop 63).
+// The TMA kernel's schedules (its kSchedule, and `schedule` here): the even grid
+// (decode_block_work), the balanced schedule (decode_streamk_piece), the spread tail
+// (decode_spread_work).
+constexpr int kDecodeEvenGrid = 0, kDecodeBalanced = 1, kDecodeSpreadTail = 2;
+inline bool decode_pdl_pays(int64_t blocks, int sms, int kernel_head_dim, bool fp8, int schedule) {
+  if (blocks <= sms || schedule == kDecodeSpreadTail) return true;
+  if (schedule == kDecodeBalanced) return false;
   const bool past_band = grid_past_pdl_band(blocks, sms);
   if (fp8 && kernel_head_dim == 128) return !past_band;
   return kernel_head_dim == 256 || blocks * 100 <= int64_t(sms) * 105 || past_band;
