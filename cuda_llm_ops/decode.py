@@ -423,7 +423,7 @@ def decode_num_splits(batch: int, num_kv_heads: int, rows_per_kv_head: int, max_
       contiguous ones (`paged=False`) take 2 (balanced) when `base` is 2-2.7 times
       the SMs, paged ones without head pairs 3 at 2.1-2.45 times;
     - head_dim 128 (16-bit) on Hopper HBM3e parts (the H200) with `seq_len_q` 1 and
-      `max_kv_len >= 1024`, `base` past the SMs up to 1.22 times them when `paged`, 1.1
+      `max_kv_len >= 1024`, `base` past the SMs up to 1.34 times them when `paged`, 1.1
       when not: SMs / (base - SMs) up to 8 (and the by-length cap), run as the spread
       tail (the first SM-count units whole, each other unit in that many pieces beside
       them; csrc/decode/NOTES.md "Stop 63");

@@ -135,7 +135,8 @@ BENCH_VARIANTS = {
     "tma": {"CLO_DECODE_VARIANT": "2"},
 }
 _KNOBS = ("CLO_DECODE_VARIANT", "CLO_DECODE_TMA_STAGES", "CLO_DECODE_PACK", "CLO_DECODE_SMEM_LIMIT",
-          "CLO_DECODE_STREAMK", "CLO_DECODE_PDL", "CLO_TMA_L2_PROMOTION", "CLO_DECODE_SPREAD")
+          "CLO_DECODE_STREAMK", "CLO_DECODE_PDL", "CLO_TMA_L2_PROMOTION", "CLO_DECODE_SPREAD",
+          "CLO_DECODE_PLANE_BOXES")
 # --shape-sweep: the cp.async kernel and the TMA kernel at each pipeline depth
 # (CLO_DECODE_TMA_STAGES; depths that do not fit in shared memory are skipped).
 SWEEP_VARIANTS = {
@@ -826,6 +827,61 @@ def spread_tail_confirm_sweep(iters, copy_bw, rows=SPREAD_TAIL_CONFIRM_ROWS):
 HBM3E_CONTIG_192_TOP_ROWS = [(41, 4096, 8, 192, True, (0, 1, 2), 16), (41, 8192, 8, 192, True, (0, 1, 2), 16),
                              (42, 4096, 8, 192, True, (0, 1, 2), 16)]
 
+# --spread-tail-wide: past the spread tail's band (1.27-1.45 units per SM, B=21-24): the
+# automatic count, 1 split and 2 (the balanced schedule) against the spread tail in 2-4 pieces
+# (at B=21-22 3 pieces leave every SM at most one piece; stop 63 tried only 4-16)
+SPREAD_TAIL_WIDE_ROWS = [(B, N, contiguous) for N in (1024, 2048, 4096) for B in (21, 22, 23, 24)
+                         for contiguous in (False, True)]
+
+
+def spread_tail_wide_sweep(iters, copy_bw, rows=SPREAD_TAIL_WIDE_ROWS):
+    """`rows` (B, N, contiguous): s0-s2 automatic, s2-s4 as the spread tail."""
+    _spread_rows(rows, (0, 1, 2, 3, 4), {"auto": {}, "spread": {"CLO_DECODE_SPREAD": "1"}}, iters, copy_bw,
+                 only=lambda ns, label: ns >= 2 if label == "spread" else ns <= 2)
+
+
+# --spread-tail-top: the paged band's new top (1.34 units per SM: B=21-22 at 3 pieces),
+# automatic against the spread off (the count as an even grid) and 1 split, and its edge (B=23)
+SPREAD_TAIL_TOP_ROWS = [(B, N, False) for N in (1024, 2048, 4096) for B in (21, 22, 23)]
+
+
+def spread_tail_top_sweep(iters, copy_bw, rows=SPREAD_TAIL_TOP_ROWS):
+    """`rows` (B, N, contiguous): s0 automatic and with the spread off, s1."""
+    _spread_rows(rows, (0, 1), {"auto": {}, "off": {"CLO_DECODE_SPREAD": "0"}}, iters, copy_bw,
+                 only=lambda ns, label: ns == 0 or label == "auto")
+
+
+# --paged-box-rows: paged D=128 grids that trail their contiguous copy on the H200 (B=46/8K
+# GQA 402 against 371 us, stop 64) at block sizes 8, 16, 32, 64 and 256 (8- to 64-row boxes:
+# 32, 16, 8, 4 and 4 boxes per 64-key tile), and contiguous
+PAGED_BOX_ROW_ROWS = [(B, N, Hkv, 128, contiguous, (0,), bs) for B, N, Hkv in ((46, 8192, 8), (16, 16384, 8), (64, 1024, 32))
+                      for contiguous, bs in ((False, 16), (False, 64), (False, 256), (True, 16))]
+PAGED_BOX_ROW_MORE_ROWS = [(B, N, Hkv, 128, False, (0,), bs) for B, N, Hkv in ((46, 8192, 8), (64, 1024, 32))
+                           for bs in (8, 16, 32, 64)]
+
+
+# --plane-boxes: one TMA box over every 64-column plane of its rows (CLO_DECODE_PLANE_BOXES=2)
+# against a box per plane (0), both into the grouped tiles, and the automatic choice
+# (decode_row_boxes_pay): (B, N, Hkv, D, contiguous, splits, block_size)
+PLANE_BOX_ROWS = ([(B, N, Hkv, 128, False, (0,), bs) for B, N, Hkv in ((46, 8192, 8), (64, 1024, 32))
+                   for bs in (8, 16, 32, 64)]
+                  + [(1, 16384, 8, 128, True, (0,), 16), (16, 16384, 8, 128, False, (0,), 16),
+                     (4, 4096, 8, 128, True, (0,), 16)]
+                  + [(16, 1024, 8, 128, False, (0,), 16), (1, 16384, 8, 128, False, (0,), 16),
+                     (16, 4096, 32, 128, False, (0,), 16), (64, 4096, 8, 128, False, (0,), 16),
+                     (17, 1024, 8, 128, False, (0,), 16), (64, 4096, 32, 128, True, (0,), 16),
+                     (16, 1024, 8, 128, True, (0,), 16), (64, 2048, 8, 256, False, (0,), 16),
+                     (64, 2048, 32, 64, False, (0,), 16), (64, 2048, 8, 192, False, (0,), 16)])
+
+
+# --plane-boxes-confirm: the rule's edges (one block per SM and just past it) and two large grids
+PLANE_BOX_CONFIRM_ROWS = [(16, 1024, 8, 128, False, (0,), 16), (1, 16384, 8, 128, False, (0,), 16),
+                          (16, 1024, 8, 128, True, (0,), 16), (1, 16384, 8, 128, True, (0,), 16),
+                          (16, 16384, 8, 128, False, (0,), 16), (17, 1024, 8, 128, False, (0,), 16),
+                          (24, 2048, 8, 128, False, (0,), 16), (46, 8192, 8, 128, False, (0,), 16),
+                          (64, 1024, 32, 128, False, (0,), 8)]
+
+
 # --spread-tail-other: the spread tail's rule off the sweeps' GQA 32/8 block 16: MHA B=5 (160
 # units; stop 62's counts 1 / 1 / 3) and GQA B=17 on block sizes 8 and 256
 SPREAD_TAIL_OTHER_ROWS = [(5, N, 32, 128, False, (0, 1, 3), 16) for N in (1024, 2048, 4096)] \
@@ -1341,6 +1397,20 @@ SWEEPS = {
                           "the spread tail's rule at MHA and at block sizes 8 and 256: automatic vs forced counts"),
     "spread-tail-confirm": (spread_tail_confirm_sweep,
                             "D=128 GQA at 1-1.3 units per SM: the automatic count, the spread tail on and off"),
+    "spread-tail-top": (spread_tail_top_sweep, "D=128 GQA paged at 1.27-1.4 units per SM: automatic, spread off, 1 split"),
+    "paged-box-rows": (auto_split_sweep(PAGED_BOX_ROW_ROWS),
+                       "paged D=128 large grids at block sizes 16, 64 and 256 against contiguous keys"),
+    "paged-box-rows-more": (auto_split_sweep(PAGED_BOX_ROW_MORE_ROWS), "the same at block sizes 8-64"),
+    "plane-boxes": (lambda iters, copy_bw: split_band_sweep(iters, copy_bw, PLANE_BOX_ROWS,
+                                                            {"auto": {}, "perplane": {"CLO_DECODE_PLANE_BOXES": "0"},
+                                                             "span": {"CLO_DECODE_PLANE_BOXES": "2"}}),
+                    "one TMA box over every plane of its rows against a box per plane"),
+    "plane-boxes-confirm": (lambda iters, copy_bw: split_band_sweep(iters, copy_bw, PLANE_BOX_CONFIRM_ROWS,
+                                                                    {"auto": {}, "perplane": {"CLO_DECODE_PLANE_BOXES": "0"},
+                                                                     "span": {"CLO_DECODE_PLANE_BOXES": "2"}}),
+                            "the plane-box rule's edges: automatic, a box per plane, one over every plane"),
+    "spread-tail-wide": (spread_tail_wide_sweep,
+                         "D=128 GQA at 1.27-1.45 units per SM: automatic, 1-2 splits vs the spread tail in 2-4 pieces"),
     "fp8-pack": (fp8_pack_sweep, "FP8 (and 16-bit GQA) D=64 caches with and without head pairs"),
 }
 

@@ -154,7 +154,7 @@ __global__ void __launch_bounds__(kThreads) stream_smem(Args a) {
 // blocks (contiguous 16 * H * 256 bytes per array), with G splits per sequence to keep
 // the grid. The block's table entries are read after the PDL wait into smem (as the
 // kernels must), then the cp.async pipeline of stream_smem.
-template <int S, int G>
+template <int S, int G, int kHint = 256>
 __global__ void __launch_bounds__(kThreads) stream_paged(Args a, const int* table, int table_stride) {
   extern __shared__ __align__(128) unsigned char smem[];
   constexpr int kBs = 16, kKeys = 64 / G;  // keys per stage
@@ -184,7 +184,7 @@ __global__ void __launch_bounds__(kThreads) stream_paged(Args a, const int* tabl
         const int off = (threadIdx.x + i * kThreads) * 16;
         const int key = t * kKeys + off / kRun;  // within the block's range
         const int64_t row = int64_t(tbl[key / kBs]) * kBs + key % kBs;
-        cp16<256>(st + g * kHalf + off, arr + (row * a.heads + hg * G) * kRowBytes + off % kRun);
+        cp16<kHint>(st + g * kHalf + off, arr + (row * a.heads + hg * G) * kRowBytes + off % kRun);
       }
     }
   };
@@ -323,6 +323,7 @@ struct Problem {
   const char* name;
 };
 
+constexpr int64_t kStampSlots = 65536;  // the stamp buffer's 8-byte slots
 static float4* g_flush = nullptr;
 static int64_t g_flush_n = 0;
 static float* g_sink = nullptr;
@@ -437,13 +438,14 @@ static double graph_us_per_call(cudaGraphExec_t ge, cudaStream_t st, int iters, 
 // block end and the next call's first post-wait start, and each call's end spread.
 // kHeadsPerBlock 0: the contiguous cache (stream_smem); >= 1: the paged cache
 // (stream_paged with that many heads per block and as many splits per sequence).
-template <int CH, int G, int S, int kHeadsPerBlock = 0>
+// kHint: the cp.async L2 prefetch hint (256, 128 or 0: none).
+template <int CH, int G, int S, int kHeadsPerBlock = 0, int kHint = 256>
 void run_smem_graph(const Problem& pr, __half* k, __half* v, unsigned long long* stamps, int per_sm, int iters,
                     const int* table = nullptr) {
   constexpr bool kPaged = kHeadsPerBlock > 0;
   static_assert(!kPaged || (CH == 64 && G == 2), "stream_paged streams 32-KB K+V stages");
-  auto kern = stream_smem<CH, G, S, 256>;
-  auto paged_kern = stream_paged<S, kPaged ? kHeadsPerBlock : 1>;
+  auto kern = stream_smem<CH, G, S, kHint>;
+  auto paged_kern = stream_paged<S, kPaged ? kHeadsPerBlock : 1, kHint>;
   const int splits = pr.splits * (kPaged ? kHeadsPerBlock : 1);
   const int need = S * G * CH * kRowBytes;
   const int blocks = pr.batch * pr.heads * pr.splits;
@@ -451,7 +453,7 @@ void run_smem_graph(const Problem& pr, __half* k, __half* v, unsigned long long*
   const int sets = int(std::min<int64_t>(4, max_elems_global / set_elems));
   const int calls = 3 * sets;
   const char* skip = need > 227 * 1024                          ? "stages do not fit in smem"
-                     : int64_t(calls) * 2 * blocks > 16384      ? "more block stamps than the buffer's 16384"
+                     : int64_t(calls) * 2 * blocks > kStampSlots ? "more block stamps than the buffer holds"
                      : kPaged && pr.n / splits / 16 > 1024      ? "more table entries per block than 1024"
                                                                 : nullptr;
   if (skip != nullptr) {
@@ -500,7 +502,7 @@ void run_smem_graph(const Problem& pr, __half* k, __half* v, unsigned long long*
     char label[96];
     char layout[24] = "";
     if (kPaged) std::snprintf(layout, sizeof layout, " paged %dh", kHeadsPerBlock);
-    std::snprintf(label, sizeof label, "graph%s CH%d G%d S%d %d/SM PDL %s", layout, CH, G, S, per_sm,
+    std::snprintf(label, sizeof label, "graph%s CH%d G%d S%d L2:%d %d/SM PDL %s", layout, CH, G, S, kHint, per_sm,
                   pdl ? "on" : "off");
     std::printf("%-22s %-34s %8.1f us %6.3f TB/s | per call: start->last end %5.2f, end spread %5.2f, "
                 "gap to next start %5.2f us\n",
@@ -835,6 +837,7 @@ int main(int argc, char** argv) {
   // c: patterns on constant data, r: on random, o: ours, s: ours on 128-block grids, b: balance,
   // g: plain streams in graphs, k: clock resolution, h: the H200's ceiling patterns
   // x: B=17/1K (136 units on 132 SMs): streams, even shares and ours
+  // n: the H200's paged layout at the 128-B hint: heads per block, against contiguous
   const char* sections = argc > 2 ? argv[2] : "cro";
   auto has = [&](char ch) { return std::strchr(sections, ch) != nullptr; };
   cudaDeviceProp prop{};
@@ -854,7 +857,7 @@ int main(int argc, char** argv) {
   CK(cudaMalloc(&k, max_elems * 2));
   CK(cudaMalloc(&v, max_elems * 2));
   unsigned long long* stamps = nullptr;
-  CK(cudaMalloc(&stamps, 2 * 8 * 8192));
+  CK(cudaMalloc(&stamps, kStampSlots * sizeof(unsigned long long)));
 
   // Copy ceiling (read + write of 2 x 1 GB), as the notes' % copy figures use.
   {
@@ -985,6 +988,24 @@ int main(int argc, char** argv) {
       run_regs<8>(pr, a, stamps, iters);
       run_regs<16>(pr, a, stamps, iters);
       run_regs<32>(pr, a, stamps, iters);
+    }
+  }
+  if (has('n')) {  // the H200's paged layout (stop 64): one KV head's 256-B rows at an H x 256-B stride
+    // against G heads per block (G x 256-B runs; 8 = whole paged blocks) and the contiguous
+    // cache, at the 128-B hint the H200's decode maps take (NOTES.md "L2 promotion on the H200")
+    std::printf("-- H200 paged layout: heads per block, 128-B hint, random data\n");
+    const Problem np[] = {{16, 8, 4096, 1, "B16 N4K H8 (128 blk)"}, {46, 8, 8192, 1, "B46 N8K H8 (368 blk)"},
+                          {64, 32, 1024, 1, "B64 N1K H32 (2048)"}, {64, 8, 4096, 1, "B64 N4K H8 (512 blk)"}};
+    for (const Problem& pr : np) {
+      const int per_sm = pr.batch * pr.heads > g_sms ? 2 : 1;
+      run_smem_graph<64, 2, 3, 0, 128>(pr, k, v, stamps, per_sm, iters);
+      int* table = shuffled_block_table(pr.batch * pr.n / 16);
+      run_smem_graph<64, 2, 3, 1, 128>(pr, k, v, stamps, per_sm, iters, table);
+      run_smem_graph<64, 2, 3, 1, 256>(pr, k, v, stamps, per_sm, iters, table);
+      run_smem_graph<64, 2, 3, 2, 128>(pr, k, v, stamps, per_sm, iters, table);
+      run_smem_graph<64, 2, 3, 4, 128>(pr, k, v, stamps, per_sm, iters, table);
+      run_smem_graph<64, 2, 3, 8, 128>(pr, k, v, stamps, per_sm, iters, table);
+      CK(cudaFree(table));
     }
   }
   if (has('x')) {  // B=17/1K/GQA (136 units on 132 SMs): plain streams, even shares, ours

@@ -819,7 +819,7 @@ def test_balanced_schedule_matches_reference():
     # band (on HBM3e at 96 itself: to 2.95 below 4096 keys, 3 splits to 2.65 from there,
     # from 8192 keys 4 to 2.5), D = 64: neither (its bands: test_d64_tail_splits)
     hbm3e = sm90 and device_is_hopper_hbm3e()
-    # (and the spread tail's pieces at 1-1.22 units per SM from 1024 keys on HBM3e:
+    # (and the spread tail's pieces at 1-1.34 units per SM from 1024 keys on HBM3e, paged:
     # decode_spread_tail_pieces, SMs / (units - SMs) up to 8)
     for d, per_sm, n, want in ((128, 1.2, 2048, 4 if hbm3e else 2), (128, 1.2, 8192, 4 if hbm3e else 2),
                                (128, 1.3, 4096, 3 if hbm3e else 2), (128, 2.3, 4096, 3 if hbm3e else 2),
@@ -1057,6 +1057,59 @@ def test_spread_tail_matches_reference():
     llm.decode_attention(q, k, v, out=out)
     assert_close(out, attention_reference(q, k, v), dtype=f16, what=f"contiguous B={b}, automatic")
     assert kernel_grid_blocks(lambda: llm.decode_attention(q, k, v), "decode_attention") == grid
+    # paged, at the band's top (1.3 units per SM: 3 pieces, every SM holding at most one),
+    # 2048 keys with ragged lengths among the pieces
+    b = int(1.3 * sms) // 8 + 1
+    units = 8 * b
+    pieces = min(8, sms // (units - sms))
+    assert pieces == 3 and llm.decode_num_splits(b, 8, 4, 2048, 128, f16) == pieces
+    q, kc, vc, table, sl = make_paged_problem([2048] * (b - 3) + [1500, 129, 2], 8, 4, 128, 16, f16, 632)
+    out = poison_(torch.empty_like(q))
+    llm.paged_attention(q, kc, vc, table, sl, out=out)
+    assert_close(out, paged_attention_reference(q, kc, vc, table, sl), dtype=f16, what=f"paged B={b}, automatic")
+    assert kernel_grid_blocks(lambda: llm.paged_attention(q, kc, vc, table, sl), "decode_attention") == \
+        sms + (units - sms) * pieces
+
+
+_PLANE_BOXES_SCRIPT = r"""
+import torch
+import cuda_llm_ops as llm
+from cuda_llm_ops.reference import attention_reference, paged_attention_reference
+from cuda_llm_ops.reference.decode import make_paged_problem
+from cuda_llm_ops.testing import assert_close, poison_
+
+gen = torch.Generator().manual_seed(64)
+# (head dim, KV heads, group, dtype, block size, splits): whole planes (2 at 128, 3 at 192
+# on the 256 kernel, 4 at 256), at every box height (block sizes 8-64 and 256), split and not
+cases = [(128, 8, 4, torch.float16, 8, 1), (128, 4, 8, torch.bfloat16, 16, 3), (128, 2, 4, torch.float16, 32, 1),
+         (128, 8, 1, torch.float16, 64, 2), (192, 4, 2, torch.bfloat16, 16, 1), (256, 2, 4, torch.float16, 16, 2),
+         (256, 4, 1, torch.bfloat16, 256, 1)]
+for i, (d, hkv, group, dt, bs, splits) in enumerate(cases):
+    lens = [int(x) for x in torch.randint(1, 700, (5,), generator=gen)]
+    lens[:2] = [1, 700]
+    q, kc, vc, table, sl = make_paged_problem(lens, hkv, group, d, bs, dt, 640 + i)
+    out = poison_(torch.empty_like(q))
+    llm.paged_attention(q, kc, vc, table, sl, out=out, num_splits=splits)
+    assert_close(out, paged_attention_reference(q, kc, vc, table, sl), dtype=dt,
+                 what=f"case {i}: D={d} Hkv={hkv} G={group} bs={bs} splits={splits}")
+for d, n in ((128, 1000), (256, 333)):
+    q = torch.randn(3, 8, 1, d, device="cuda").half()
+    k, v = (torch.randn(3, 2, n, d, device="cuda").half() for _ in range(2))
+    out = poison_(torch.empty_like(q))
+    llm.decode_attention(q, k, v, out=out)
+    assert_close(out, attention_reference(q, k, v), dtype=torch.float16, what=f"contiguous D={d}")
+"""
+
+
+def test_plane_boxes_off_matches_reference():
+    """CLO_DECODE_PLANE_BOXES=0: the TMA kernel's boxes one per 64-column plane (into the
+    tiles grouped by box height, as the default one box over all planes of its rows; the
+    automatic path is every other decode test's) against the references: head dims of 2-4
+    whole planes, block sizes 8-256, split and not, contiguous caches. A subprocess: the
+    knob is read in dev mode only when set before the first decode call."""
+    require_op("paged_attention")
+    require_op("decode_attention")
+    run_isolated(_PLANE_BOXES_SCRIPT, timeout=300, env={"CLO_DECODE_PLANE_BOXES": "0"})
 
 
 def test_d64_tail_splits():
@@ -1087,7 +1140,7 @@ def test_d64_tail_splits():
             got = llm.decode_num_splits(b, hkv, group * nq, n, 64, dt, paged=paged, seq_len_q=nq)
             assert got == (want if sm90 else 1), (per_sm, hkv, group, nq, n, paged, b, got)
             # the layout and Nq do not move D = 128 here (they move D = 64, 65-96 contiguous,
-            # and D = 128's spread tail at 1-1.22 units per SM)
+            # and D = 128's spread tail at 1-1.34 units per SM)
             d128 = llm.decode_num_splits(b, hkv, group * nq, n, 128, dt, paged=paged, seq_len_q=nq)
             assert d128 == llm.decode_num_splits(b, hkv, group * nq, n, 128, dt), (per_sm, hkv, group, nq, n, paged)
     with pytest.raises(RuntimeError, match=r"seq_len_q must be >= 1 and divide rows_per_kv_head \(4\), got 3"):

@@ -333,6 +333,13 @@ constexpr int decode_smem_stride() {
 // every 128-byte global request in two (ncu, B=64/4K/MHA: 2.15x the L2 requests and
 // 1.25x the sectors of a plain stream of the same bytes, 4-5% of the streaming rate).
 // The 8 rows of an ldmatrix (one logical chunk) still hit 8 distinct bank groups.
+// The TMA kernel groups the 64-column planes by its box rows (stop 64): with boxes of
+// 2^lg keys (lg = log2 min(block_size, 64); 6 for the cp.async kernel and strided caches)
+// the tile is [64 / 2^lg groups][planes][2^lg keys][64 columns], so one box of 2^lg keys x
+// every plane (a 4-D map whose third dim steps 128 bytes along the row) lands as one
+// group: paged block-16 tiles then take 8 boxes instead of 16 (B=46/8K/GQA on the H200:
+// 16-row boxes 402 us, 32-row ones 384, 64-row ones 377). lg = 6 is the plain planes
+// layout; the swizzle phase stays r % 8 (a group is a multiple of 8 lines).
 // A 16-bit D = 96 tile ends in a 32-column tail plane (64-byte lines, two rows per 128
 // bytes) with the TMA unit's 64-byte swizzle, chunk c of row r at c ^ ((r / 2) % 4): 8
 // consecutive rows still hit 8 distinct bank groups, and no smem column or TMA box column
@@ -361,13 +368,19 @@ template <int kCols>
 constexpr int decode_kv_tile_elems() {
   return decode_wide_planes<kCols>() * kPlaneElems + (decode_has_tail_plane<kCols>() ? kTileTokens * kTailPlaneCols : 0);
 }
-// Element offset of 16-byte chunk `chunk` (columns 8 * chunk ..) of key row `row` in a tile.
+// Element offset of 16-byte chunk `chunk` (columns 8 * chunk ..) of key row `row` in a
+// tile whose wide planes are grouped by 2^lg keys (above; the tail plane is never grouped).
+constexpr int kDecodeUngroupedLog2 = 6;  // log2(kTileTokens): the plain planes layout
+static_assert(1 << kDecodeUngroupedLog2 == kTileTokens, "one group of 64 keys");
 template <int kCols>
-CLO_HOST_DEVICE constexpr int decode_kv_offset(int row, int chunk) {
+CLO_HOST_DEVICE constexpr int decode_kv_offset(int row, int chunk, int lg = kDecodeUngroupedLog2) {
   constexpr int kWide = decode_wide_planes<kCols>();
   if (decode_has_tail_plane<kCols>() && (chunk >> 3) == kWide)
     return kWide * kPlaneElems + row * kTailPlaneCols + (((chunk & 3) ^ ((row >> 1) & 3)) << 3);
-  return (chunk >> 3) * kPlaneElems + row * kPlaneCols + (((chunk & 7) ^ (row & 7)) << 3);
+  const int swizzled = ((chunk & 7) ^ (row & 7)) << 3;
+  if constexpr (kWide == 1) return row * kPlaneCols + swizzled;
+  const int in_group = row & ((1 << lg) - 1);
+  return ((row - in_group) * kWide + ((chunk >> 3) << lg) + in_group) * kPlaneCols + swizzled;
 }
 // The smem base is rounded up to this (TMA's 128-byte swizzle repeats every 1024 bytes
 // and reads the address bits): the launch asks for that much more.
@@ -766,13 +779,13 @@ CLO_DEVICE void decode_q_frag(const T* q_s, int kk, uint32_t (&a)[4]) {
 }
 
 // One warp's 16 keys of a tile (rows r0 .. r0 + 15 of the K and V tiles `ks`, `vs`, laid
-// out as decode_kv_offset): S = Q K^T (16 query rows x 16 keys, mma.sync), mask and scale
+// out as decode_kv_offset with planes grouped by 2^lg keys): S = Q K^T (16 query rows x 16 keys, mma.sync), mask and scale
 // into the log2 domain, online softmax per row, O += P V. q_frag(kk, a) gives Q's
 // A-operand fragment of k-step kk (decode_q_frag from smem, or registers loaded once).
 // range.lower[i] / range.limit[i]: the first / last visible key of row g + 8 i (sliding
 // window; causal or sequence end); scores soft-capped where p.cap_scale > 0.
 template <typename T, int D, class QFrag>
-CLO_DEVICE void decode_warp_tile(const QFrag& q_frag, const T* ks, const T* vs, int r0, int tok0,
+CLO_DEVICE void decode_warp_tile(const QFrag& q_frag, const T* ks, const T* vs, int lg, int r0, int tok0,
                                  const DecodeSplitRange& range, const DecodeKernelParams& p, float (&o)[D / 8][4],
                                  float (&row_max)[2], float (&row_sum)[2]
 #ifdef CLO_DEV_STAMPS
@@ -790,7 +803,7 @@ CLO_DEVICE void decode_warp_tile(const QFrag& q_frag, const T* ks, const T* vs, 
   for (int k0 = 0; k0 < D / 16; k0 += kGroup) {
     uint32_t bk[kGroup][4];
 #pragma unroll
-    for (int g = 0; g < kGroup; ++g) ldmatrix_x4(bk[g], ks + decode_kv_offset<D>(k_row, (k0 + g) * 2 + k_half));
+    for (int g = 0; g < kGroup; ++g) ldmatrix_x4(bk[g], ks + decode_kv_offset<D>(k_row, (k0 + g) * 2 + k_half, lg));
 #pragma unroll
     for (int g = 0; g < kGroup; ++g) {
       uint32_t a[4];
@@ -818,7 +831,7 @@ CLO_DEVICE void decode_warp_tile(const QFrag& q_frag, const T* ks, const T* vs, 
 #pragma unroll
   for (int dn = 0; dn < D / 16; ++dn) {
     uint32_t bv[4];
-    ldmatrix_x4_trans(bv, vs + decode_kv_offset<D>(v_row, dn * 2 + v_half));
+    ldmatrix_x4_trans(bv, vs + decode_kv_offset<D>(v_row, dn * 2 + v_half, lg));
     const uint32_t b0[2] = {bv[0], bv[1]}, b1[2] = {bv[2], bv[3]};
     mma_m16n8k16<T>(o[2 * dn], pa, b0);
     mma_m16n8k16<T>(o[2 * dn + 1], pa, b1);
@@ -844,7 +857,7 @@ CLO_DEVICE void decode_warp_tile(const QFrag& q_frag, const T* ks, const T* vs, 
 // kScaledQ (bf16 q, decode_fp8_scales_q): T is fp16 and q_unscale[i] undoes the scale of
 // row g + 8 i's q (decode_load_q), applied to the scores before the softmax.
 template <typename T, int D, bool kScaledQ, class QFrag>
-CLO_DEVICE void decode_warp_tile_fp8(const QFrag& q_frag, const T* ks, const T* vs, int r0, int tok0,
+CLO_DEVICE void decode_warp_tile_fp8(const QFrag& q_frag, const T* ks, const T* vs, int lg, int r0, int tok0,
                                      const DecodeSplitRange& range, const DecodeKernelParams& p,
                                      float (&o)[D / 8][4], float (&row_max)[2], float (&row_sum)[2],
                                      const float (&q_unscale)[2]) {
@@ -856,7 +869,7 @@ CLO_DEVICE void decode_warp_tile_fp8(const QFrag& q_frag, const T* ks, const T* 
   constexpr int kPairs = D / 32;
   uint32_t bk[kPairs][4];
 #pragma unroll
-  for (int i = 0; i < kPairs; ++i) ldmatrix_x4(bk[i], ks + decode_kv_offset<D / 2>(k_row, 2 * i + k_next));
+  for (int i = 0; i < kPairs; ++i) ldmatrix_x4(bk[i], ks + decode_kv_offset<D / 2>(k_row, 2 * i + k_next, lg));
 #pragma unroll
   for (int i = 0; i < kPairs; ++i) {
 #pragma unroll
@@ -884,7 +897,7 @@ CLO_DEVICE void decode_warp_tile_fp8(const QFrag& q_frag, const T* ks, const T* 
 #pragma unroll
   for (int c = 0; c < D / 16; c += 2) {
     uint32_t bv[4];
-    ldmatrix_x4_trans(bv, vs + decode_kv_offset<D / 2>(v_row, c + v_next));
+    ldmatrix_x4_trans(bv, vs + decode_kv_offset<D / 2>(v_row, c + v_next, lg));
 #pragma unroll
     for (int h = 0; h < 2; ++h) {  // chunk c + h
       // bytes (key 2t col 2g, key 2t col 2g+1, key 2t+1 col 2g, key 2t+1 col 2g+1) -> pairs by key
@@ -1279,11 +1292,11 @@ __global__ void __launch_bounds__(kDecodeThreads)
     if constexpr (kScaledQ) decode_read_q_unscale<D, kQStride>(q_s, q_unscale);  // after the barrier above
     if constexpr (kDequant) {
       const MathT* kh = reinterpret_cast<const MathT*>(ks);
-      decode_warp_tile_fp8<MathT, D, kScaledQ>(q_smem, kh, kh + kTileElems, warp * 16, tok0, range, p, o, row_max,
-                                               row_sum, q_unscale);
+      decode_warp_tile_fp8<MathT, D, kScaledQ>(q_smem, kh, kh + kTileElems, kDecodeUngroupedLog2, warp * 16, tok0,
+                                               range, p, o, row_max, row_sum, q_unscale);
     } else {
-      decode_warp_tile<T, D>(q_smem, ks, ks + kTileElems, warp * 16, tok0, range, p, o, row_max,
-                             row_sum);
+      decode_warp_tile<T, D>(q_smem, ks, ks + kTileElems, kDecodeUngroupedLog2, warp * 16, tok0, range, p, o,
+                             row_max, row_sum);
     }
   }
   cp_async_wait_all();
@@ -1464,7 +1477,8 @@ cudaError_t run_decode_attention(const DecodeAttentionArgs& a, cudaStream_t stre
       if (sm90 && a.num_splits == 2 && sk_blocks > 0 && forced != kDecodeKernelCpAsync &&
           streamk_mode != kDecodeStreamKOff) {
         DecodeTmaMaps maps;
-        const int box_rows = encode_decode_tma_maps<T, D, kPaged, KVT>(a, maps, kv_promo);
+        const int box_rows = encode_decode_tma_maps<T, D, kPaged, KVT>(
+            a, maps, kv_promo, decode_row_boxes_pay(sk_blocks, device_sm_count()));
         const int knob_stages = decode_dev_tma_stages();
         const int stages = knob_stages == 2 ? 2 : decode_streamk_stages<T, D, KVT>();  // the small grids' depth
         if (box_rows > 0) {
@@ -1493,12 +1507,13 @@ cudaError_t run_decode_attention(const DecodeAttentionArgs& a, cudaStream_t stre
                                                                               device_is_hopper_hbm3e(),
                                                                               a.seq_len_q == 1);
       if (sm90 && a.num_splits > 1 && pack_group == 0 && forced != kDecodeKernelCpAsync && spread) {
+        const int64_t blocks = sms + (units - sms) * a.num_splits;
         DecodeTmaMaps maps;
-        const int box_rows = encode_decode_tma_maps<T, D, kPaged, KVT>(a, maps, kv_promo);
+        const int box_rows =
+            encode_decode_tma_maps<T, D, kPaged, KVT>(a, maps, kv_promo, decode_row_boxes_pay(blocks, sms));
         if (box_rows > 0) {
           DecodeKernelParams ps = p;
           ps.spread_from = static_cast<int>(sms);
-          const int64_t blocks = sms + (units - sms) * a.num_splits;
           // 3 stages: two blocks fit per SM
           const cudaError_t err =
               launch_decode_attention_tma_kernel<T, D, 3, std::decay_t<decltype(kv)>, KVT, kDecodeSpreadTail>(
@@ -1517,7 +1532,10 @@ cudaError_t run_decode_attention(const DecodeAttentionArgs& a, cudaStream_t stre
     const int tma_stages =
         knob_stages > 0 ? knob_stages : (auto_stages > 0 ? auto_stages : decode_pipeline_stages(D));
     DecodeTmaMaps maps;
-    const int box_rows = want_tma && sm90 ? encode_decode_tma_maps<T, D, kPaged, KVT>(a, maps, kv_promo) : 0;
+    const int box_rows =
+        want_tma && sm90
+            ? encode_decode_tma_maps<T, D, kPaged, KVT>(a, maps, kv_promo, decode_row_boxes_pay(blocks, device_sm_count()))
+            : 0;
     if (box_rows > 0) {
       const cudaError_t err =
           launch_decode_attention_tma_stages<T, D, KVT>(tma_stages, p, kv, grid, stream, grid_pdl, maps, box_rows);

@@ -38,9 +38,14 @@ constexpr size_t decode_tma_smem_bytes() {
       barriers + (kBalanced ? 16 + decode_epilogue_smem_bytes<D>() + kDecodeMaxPieces * sizeof(int) : 0));
 }
 
-// Tensor maps encoded on the host per call, one box per plane line (boxes land in the
-// decode_kv_offset layout: 64-column planes with the 128-byte swizzle, 32-column planes
-// with the 64-byte one):
+// Tensor maps encoded on the host per call (boxes land in the decode_kv_offset layout,
+// planes grouped by the box's rows: 64-column planes with the 128-byte swizzle, 32-column
+// planes with the 64-byte one). Where the head dim is two or more whole 64-column planes
+// (and the tile has no tail plane), one box carries every plane of its rows (`spans_planes`,
+// stop 64: half the boxes of a paged block-16 tile):
+// paged: 4-D (64, num_blocks * block_size, planes, Hkv), box (64, min(block_size, 64),
+// planes, 1); strided: 5-D (64, Nk, planes, Hkv, B), box (64, 64, planes, 1, 1): the plane
+// dim steps 128 bytes along the row. Else one box per plane:
 // paged: 3-D (D, Hkv, num_blocks * block_size), box (plane, 1, min(block_size, 64));
 // strided: 4-D (D, Nk, Hkv, B), box (plane, 64, 1, 1), with D the real head dim. Columns
 // past it (a narrower head dim run on a wider kernel: the rest of its last plane, and
@@ -48,12 +53,24 @@ constexpr size_t decode_tma_smem_bytes() {
 struct DecodeTmaMaps {
   CUtensorMap k, v;
   CUtensorMap k_tail, v_tail;  // the tail plane's boxes (32 columns, 64-byte swizzle); else copies of k, v
+  bool spans_planes = false;
 };
 
 template <class KV>
 CLO_DEVICE void decode_tma_box(void* dst, const CUtensorMap* map, int col, int kvh, int row, int b, uint64_t* bar) {
   if constexpr (KV::kPagedLayout) tma::load_3d(dst, map, col, kvh, row, bar);
   else tma::load_4d(dst, map, col, row, kvh, b, bar);
+}
+// One box over every plane of its rows (DecodeTmaMaps::spans_planes): tiles of two or more
+// 64-column planes and no tail plane.
+template <int kCols>
+constexpr bool decode_spans_planes() {
+  return decode_wide_planes<kCols>() >= 2 && !decode_has_tail_plane<kCols>();
+}
+template <class KV>
+CLO_DEVICE void decode_tma_row_box(void* dst, const CUtensorMap* map, int kvh, int row, int b, uint64_t* bar) {
+  if constexpr (KV::kPagedLayout) tma::load_4d(dst, map, 0, row, 0, kvh, bar);
+  else tma::load_5d(dst, map, 0, row, 0, kvh, b, bar);
 }
 
 // KVT: the cache's element type, T or an FP8 byte: its tiles are D/2 16-bit columns
@@ -68,7 +85,8 @@ __global__ void __launch_bounds__(kTmaThreads, kSchedule == kDecodeSpreadTail ? 
     decode_attention_tma_kernel(const DecodeKernelParams p, const KV kv, const __grid_constant__ CUtensorMap k_map,
                                const __grid_constant__ CUtensorMap v_map,
                                const __grid_constant__ CUtensorMap k_tail_map,
-                               const __grid_constant__ CUtensorMap v_tail_map, const int box_rows) {
+                               const __grid_constant__ CUtensorMap v_tail_map, const int box_rows,
+                               const bool spans_planes) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   static_assert(kStages >= 2, "the pipeline needs two stages");
   constexpr bool kBalanced = kSchedule == kDecodeBalanced;
@@ -109,6 +127,7 @@ __global__ void __launch_bounds__(kTmaThreads, kSchedule == kDecodeSpreadTail ? 
   // Set-up that reads no global memory (kernel parameters, smem, L2 prefetches) runs
   // before the PDL wait, overlapping the previous kernel's tail; everything else after it.
   const int n_boxes = kTileTokens / box_rows;
+  const int box_lg = 31 - __clz(box_rows);  // the tile's planes come in groups of box_rows keys
   const bool box_lane = producer && lane < n_boxes;
   const int my_key = lane * box_rows;
   if (box_lane && lane == 0) {
@@ -209,13 +228,14 @@ __global__ void __launch_bounds__(kTmaThreads, kSchedule == kDecodeSpreadTail ? 
     // every stage, before the start-up barrier orders it before any ldmatrix.
     const int planes = (p.row_cols + kColsPerPlane - 1) / kColsPerPlane;
     if (!producer) decode_load_q<T, D, kQStride, kDequant>(p, w, q_s, kDecodeThreads);
-    if (!producer && piece == 0) {
-      // The planes in use come first (the tail plane last): the rest of the tile is unused.
-      const int used = planes > kWidePlanes ? kTileElems : planes * kPlaneElems;
-      const int pad_chunks = (kTileElems - used) / 8;
+    if (!producer && piece == 0 && planes < kPlanes) {
+      // The planes in use come first (the tail plane last): the chunks of every row past
+      // them are unused.
+      const int used_chunks = planes * 8, pad_chunks = kTileTokens * (kChunksPerRow - used_chunks);
       for (int c = tid; c < kStages * 2 * pad_chunks; c += kDecodeThreads) {
         T* tile = kv_s + (c / pad_chunks) * kTileElems;  // stage-major K, V tiles
-        reinterpret_cast<uint4*>(tile + used)[c % pad_chunks] = make_uint4(0, 0, 0, 0);
+        const int i = c % pad_chunks, row = i % kTileTokens, chunk = used_chunks + i / kTileTokens;
+        *reinterpret_cast<uint4*>(tile + decode_kv_offset<kStageCols>(row, chunk, box_lg)) = make_uint4(0, 0, 0, 0);
       }
     }
     bool bad = false;
@@ -325,13 +345,19 @@ __global__ void __launch_bounds__(kTmaThreads, kSchedule == kDecodeSpreadTail ? 
           T* ks = kv_s + stage * 2 * kTileElems;
           T* vs = ks + kTileElems;
           const int row = cur.tma_row(e, my_pos);
+          if (decode_spans_planes<kStageCols>() && spans_planes) {  // the group of my_key's rows, every plane
+            const int at = decode_kv_offset<kStageCols>(my_key, 0, box_lg);
+            decode_tma_row_box<KV>(ks + at, &k_map, kvh, row, b, bar);
+            decode_tma_row_box<KV>(vs + at, &v_map, kvh, row, b, bar);
+          } else {
 #pragma unroll
-          for (int pl = 0; pl < kPlanes; ++pl) {
-            if (pl >= planes) break;
-            const bool tail = pl == kWidePlanes;  // the 32-column tail plane (D = 96)
-            const int at = pl * kPlaneElems + my_key * (tail ? kTailPlaneCols : kPlaneCols);
-            decode_tma_box<KV>(ks + at, tail ? &k_tail_map : &k_map, pl * kColsPerPlane, kvh, row, b, bar);
-            decode_tma_box<KV>(vs + at, tail ? &v_tail_map : &v_map, pl * kColsPerPlane, kvh, row, b, bar);
+            for (int pl = 0; pl < kPlanes; ++pl) {
+              if (pl >= planes) break;
+              const bool tail = pl == kWidePlanes;  // the 32-column tail plane (D = 96)
+              const int at = decode_kv_offset<kStageCols>(my_key, pl * 8, box_lg);
+              decode_tma_box<KV>(ks + at, tail ? &k_tail_map : &k_map, pl * kColsPerPlane, kvh, row, b, bar);
+              decode_tma_box<KV>(vs + at, tail ? &v_tail_map : &v_map, pl * kColsPerPlane, kvh, row, b, bar);
+            }
           }
         }
       }
@@ -362,7 +388,8 @@ __global__ void __launch_bounds__(kTmaThreads, kSchedule == kDecodeSpreadTail ? 
             for (int c = lane; c < 16 * kChunksPerRow; c += 32) {
               const int rr = c / kChunksPerRow, ch = c % kChunksPerRow;
               if (rr < valid_rows && rr >= below) continue;
-              *reinterpret_cast<uint4*>(vz + decode_kv_offset<kStageCols>(warp * 16 + rr, ch)) = make_uint4(0, 0, 0, 0);
+              *reinterpret_cast<uint4*>(vz + decode_kv_offset<kStageCols>(warp * 16 + rr, ch, box_lg)) =
+                  make_uint4(0, 0, 0, 0);
             }
             // Order these generic writes before the async-proxy (TMA) writes of a later
             // piece's tile to this stage (the "empty" arrive below hands the stage over).
@@ -372,10 +399,10 @@ __global__ void __launch_bounds__(kTmaThreads, kSchedule == kDecodeSpreadTail ? 
 #ifndef CLO_DEV_NO_MATH  // dev probe builds only: the load path alone (the output is garbage)
           if constexpr (kDequant) {
             decode_warp_tile_fp8<MathT, D, kScaledQ>(q_frag, reinterpret_cast<const MathT*>(ks),
-                                                     reinterpret_cast<const MathT*>(vs), warp * 16, tok0, range, p, o,
+                                                     reinterpret_cast<const MathT*>(vs), box_lg, warp * 16, tok0, range, p, o,
                                                      row_max, row_sum, q_unscale);
           } else {
-            decode_warp_tile<T, D>(q_frag, ks, vs, warp * 16, tok0, range, p, o, row_max, row_sum
+            decode_warp_tile<T, D>(q_frag, ks, vs, box_lg, warp * 16, tok0, range, p, o, row_max, row_sum
 #ifdef CLO_DEV_STAMPS
                                    , stamps_on && t + 1 == n_tiles && tid == 0 ? stamp + 12 : nullptr
 #endif
@@ -438,9 +465,12 @@ inline CUtensorMapL2promotion decode_kv_l2_promotion(bool fp8, int real_head_dim
 // describe the cache or the driver lacks the encoder (the caller then runs the cp.async kernel):
 // block_size < 8 (a box must start at a multiple of 8 rows, the swizzle's period), a
 // base not 16-byte aligned, a byte stride not a multiple of 16 (or >= 2^40), more than
-// 2^31 - 1 token rows. `promo`: the maps' L2 promotion (decode_kv_l2_promotion).
+// 2^31 - 1 token rows. `promo`: the maps' L2 promotion (decode_kv_l2_promotion);
+// `want_row_boxes`: one box over every plane of its rows where the head dim allows
+// (decode_row_boxes_pay).
 template <typename T, int D, bool kPaged, typename KVT = T>
-int encode_decode_tma_maps(const DecodeAttentionArgs& a, DecodeTmaMaps& maps, CUtensorMapL2promotion promo) {
+int encode_decode_tma_maps(const DecodeAttentionArgs& a, DecodeTmaMaps& maps, CUtensorMapL2promotion promo,
+                           bool want_row_boxes) {
   constexpr uint64_t kElem = sizeof(KVT);
   constexpr uint32_t kBoxCols = decode_plane_cache_cols<T, KVT>();  // one 128-byte line
   constexpr bool kTail = decode_has_tail_plane<decode_stage_cols<T, D, KVT>()>();
@@ -470,6 +500,25 @@ int encode_decode_tma_maps(const DecodeAttentionArgs& a, DecodeTmaMaps& maps, CU
     }
     return true;
   };
+  // Whole 64-column planes (two or more, no tail plane): one box over every plane of its
+  // rows, the plane a dim of its own that steps one 128-byte line (DecodeTmaMaps); where
+  // the driver refuses such a map, the per-plane maps below.
+  const uint64_t planes = a.head_dim / kBoxCols;
+  const bool row_boxes =
+      want_row_boxes && decode_spans_planes<decode_stage_cols<T, D, KVT>()>() && a.head_dim % kBoxCols == 0 && planes >= 2;
+  auto encode_row_boxes = [&](int rank, const uint64_t* dims, const uint64_t* k_strides, const uint64_t* v_strides,
+                              const uint32_t* box) {
+    maps.spans_planes =
+        tma::encode_tiled(&maps.k, kType, a.k, rank, dims, k_strides, box, CU_TENSOR_MAP_SWIZZLE_128B, promo) ==
+            cudaSuccess &&
+        tma::encode_tiled(&maps.v, kType, a.v, rank, dims, v_strides, box, CU_TENSOR_MAP_SWIZZLE_128B, promo) ==
+            cudaSuccess;
+    if (!maps.spans_planes) cudaGetLastError();
+    maps.k_tail = maps.k;
+    maps.v_tail = maps.v;
+    return maps.spans_planes;
+  };
+  maps.spans_planes = false;
   if (a.k == nullptr || a.v == nullptr || !aligned(a.k) || !aligned(a.v)) return 0;
   if constexpr (kPaged) {
     const int64_t rows = static_cast<int64_t>(a.num_blocks) * a.block_size;
@@ -478,6 +527,11 @@ int encode_decode_tma_maps(const DecodeAttentionArgs& a, DecodeTmaMaps& maps, CU
     const uint64_t dims[3] = {uint64_t(a.head_dim), uint64_t(a.num_kv_heads), uint64_t(rows)};
     const uint64_t strides[2] = {a.head_dim * kElem, uint64_t(a.num_kv_heads) * a.head_dim * kElem};
     if (!stride_ok(strides[1])) return 0;
+    const uint64_t line = kBoxCols * kElem;
+    const uint64_t row_dims[4] = {kBoxCols, uint64_t(rows), planes, uint64_t(a.num_kv_heads)};
+    const uint64_t row_strides[3] = {strides[1], line, strides[0]};
+    const uint32_t row_box[4] = {kBoxCols, uint32_t(box_rows), uint32_t(planes), 1u};
+    if (row_boxes && encode_row_boxes(4, row_dims, row_strides, row_strides, row_box)) return box_rows;
     uint32_t box[3] = {kBoxCols, 1u, uint32_t(box_rows)};
     if (!encode(3, dims, strides, strides, box)) {
       cudaGetLastError();
@@ -504,6 +558,11 @@ int encode_decode_tma_maps(const DecodeAttentionArgs& a, DecodeTmaMaps& maps, CU
     uint64_t ks[3], vs[3];
     if (!make(a.k_stride_n, a.k_stride_h, a.k_stride_b, ks) || !make(a.v_stride_n, a.v_stride_h, a.v_stride_b, vs))
       return 0;
+    const uint64_t line = kBoxCols * kElem;
+    const uint64_t row_dims[5] = {kBoxCols, dims[1], planes, dims[2], dims[3]};
+    const uint64_t k_row_strides[4] = {ks[0], line, ks[1], ks[2]}, v_row_strides[4] = {vs[0], line, vs[1], vs[2]};
+    const uint32_t row_box[5] = {kBoxCols, uint32_t(kTileTokens), uint32_t(planes), 1u, 1u};
+    if (row_boxes && encode_row_boxes(5, row_dims, k_row_strides, v_row_strides, row_box)) return kTileTokens;
     if (!encode(4, dims, ks, vs, box)) {
       cudaGetLastError();
       return 0;
@@ -527,7 +586,7 @@ cudaError_t launch_decode_attention_tma_kernel(const DecodeKernelParams& p, cons
   const cudaError_t err = configure_decode_kernel_once(kernel, smem, true, state);
   if (err != cudaSuccess) return err;
   return launch_kernel(kernel, grid, dim3(kTmaThreads), smem, stream, pdl, p, kv, maps.k, maps.v, maps.k_tail,
-                       maps.v_tail, box_rows);
+                       maps.v_tail, box_rows, maps.spans_planes);
 }
 
 // The kernels instantiated with the balanced schedule (decode_streamk_blocks): 16-bit, at

@@ -65,6 +65,11 @@ int decode_dev_spread() {
   return dev_knob("CLO_DECODE_SPREAD", dev_mode, kDecodeSpreadAuto);
 }
 
+int decode_dev_plane_boxes() {
+  static bool dev_mode = std::getenv("CLO_DECODE_PLANE_BOXES") != nullptr;
+  return dev_knob("CLO_DECODE_PLANE_BOXES", dev_mode, 1);
+}
+
 int decode_dev_smem_limit() {
   static bool dev_mode = std::getenv("CLO_DECODE_SMEM_LIMIT") != nullptr;
   return dev_knob("CLO_DECODE_SMEM_LIMIT", dev_mode, 0);

@@ -71,6 +71,26 @@ int decode_dev_streamk_mode();
 // automatic choice.
 constexpr int kDecodeSpreadOff = 0, kDecodeSpreadOn = 1, kDecodeSpreadAuto = 2;
 int decode_dev_spread();
+// Dev knob CLO_DECODE_PLANE_BOXES, read like CLO_DECODE_VARIANT: 0 has the TMA kernel issue
+// a box per 64-column plane (into the same grouped tile layout), 2 one box over every plane
+// of its rows wherever the head dim is whole planes (encode_decode_tma_maps); anything else:
+// the automatic choice (decode_row_boxes_pay).
+constexpr int kDecodePlaneBoxesOff = 0, kDecodePlaneBoxesOn = 2;
+int decode_dev_plane_boxes();
+// Whether the TMA kernel's grid of `blocks` takes one box over every 64-column plane of its
+// rows (half the boxes of a two-plane tile) rather than one per plane (NOTES.md "Stop 64":
+// the tiles' planes grouped by box height either way). Beyond one block per SM, where the
+// TMA unit's per-box cost shows (H200, graph replays, cold L2, per plane -> spanning: paged
+// GQA 32/8 B=46/8K block 16 405.3 -> 378.8 us, block 8 461.9 -> 393.7; MHA B=64/1K 255.3 ->
+// 249.2; contiguous MHA B=64/4K 949.5 -> 941.4; paged D = 256 B=64/2K/GQA 261.5 -> 250.3,
+// D = 192 213.9 -> 203.6; the spread tail B=17/1K 21.1 -> 20.8). At one block per SM or
+// fewer the larger boxes lost (contiguous B=16/1K/GQA 19.7 -> 21.7, paged B=1/16K 21.9 ->
+// 22.4, B=16/1K 20.1 -> 20.3): fewer boxes in flight per SM there.
+inline bool decode_row_boxes_pay(int64_t blocks, int64_t sms) {
+  const int knob = decode_dev_plane_boxes();
+  if (knob == kDecodePlaneBoxesOff || knob == kDecodePlaneBoxesOn) return knob == kDecodePlaneBoxesOn;
+  return blocks > sms;
+}
 // Dev knob CLO_DECODE_SMEM_LIMIT, read like CLO_DECODE_VARIANT: a shared-memory budget per
 // block in bytes, below the device's (decode_smem_limit takes the smaller): the choices
 // of a 99-KB GPU (sm_86/89/120) tested on a larger one.
@@ -237,7 +257,7 @@ inline int64_t decode_streamk_blocks(int64_t units, int64_t sms, int per_sm) {
 // The spread tail (NOTES.md "Stop 63"; the TMA kernel's kDecodeSpreadTail schedule, run
 // where a call's num_splits equals this count): on Hopper HBM3e parts, one new token of
 // 16-bit head_dim 128 whose grid holds a little more than one unit (batch x KV heads x row
-// tiles) per SM, from kSpreadTailMinKeys keys: to 1.22 units per SM on paged caches, 1.1 on
+// tiles) per SM, from kSpreadTailMinKeys keys: to 1.34 units per SM on paged caches, 1.1 on
 // contiguous ones. An unsplit grid there runs the SMs' second units after the first
 // wave (or beside it, two blocks per SM sharing an SM's bandwidth), an even split grid
 // splits every unit; the spread tail runs the first SM-count units whole, one block each,
@@ -248,13 +268,16 @@ inline int64_t decode_streamk_blocks(int64_t units, int64_t sms, int per_sm) {
 // 43.9 / 85.1 -> 22.0 / 37.8 / 69.6 (8; cuDNN 21.4 / 37.6 / 69.0), B=18 23.5 / 41.5 / 78.3
 // -> 23.4 / 39.9 / 74.2 (8), B=20 25.8 / 46.4 / 85.3 -> 25.2 / 44.2 / 82.0 (4); contiguous
 // B=17 22.0 / 40.5 / 77.0 -> 21.8 / 37.1 / 68.0 (8), B=18 23.4 / 40.5 / 74.7 -> 22.8 / 39.4
-// / 71.8 (8). At 1.33 (B=22) it loses at every length (paged 2K 51.2 -> 50.8-56.3 at 4-16
-// pieces, 4K 91.8 -> 93.8), contiguous B=20 at 1K (24.5 -> 24.9). Returns P, or 0.
+// / 71.8 (8). Paged B=21 and 22 (1.27 and 1.33) at 3 pieces, each SM then holding at most
+// one (stop 64): 1K / 2K / 4K 26.8 / 49.0 / 90.5 -> 25.8 / 47.0 / 89.4 and 27.9 / 50.4 /
+// 94.4 -> 27.2 / 49.5 / 93.7; more pieces than free slots lose (B=22 at 4-16: 50.8-56.3
+// at 2K). Contiguous ones there, and B=23-24 at 2-3 pieces, level or lost (contiguous B=21/1K
+// 25.5 -> 29.3 at 3). Returns P, or 0.
 constexpr int kSpreadTailMinKeys = 1024;
 inline int decode_spread_tail_pieces(int head_dim, bool paged, int64_t units, int64_t sms, int64_t max_kv_len,
                                      bool hbm3e, bool one_token) {
   if (!hbm3e || !one_token || head_dim != 128 || max_kv_len < kSpreadTailMinKeys || units <= sms ||
-      100 * units > (paged ? 122 : 110) * sms)
+      100 * units > (paged ? 134 : 110) * sms)
     return 0;
   const int64_t pieces = std::min<int64_t>({8, sms / (units - sms), max_kv_len / kMinTokensPerSplit});
   return pieces >= 3 ? static_cast<int>(pieces) : 0;

@@ -133,7 +133,7 @@ CLO_DEVICE void load_2d_multicast(void* smem_dst, const CUtensorMap* map, int c0
 #endif
 }
 
-// 3-D / 4-D tile loads (as load_2d).
+// 3-D / 4-D / 5-D tile loads (as load_2d).
 CLO_DEVICE void load_3d(void* smem_dst, const CUtensorMap* map, int c0, int c1, int c2, uint64_t* bar) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   asm volatile(
@@ -150,6 +150,17 @@ CLO_DEVICE void load_4d(void* smem_dst, const CUtensorMap* map, int c0, int c1, 
       "cp.async.bulk.tensor.4d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3, %4, "
       "%5}], [%6];\n" ::"r"(smem_u32addr(smem_dst)),
       "l"(reinterpret_cast<uint64_t>(map)), "r"(c0), "r"(c1), "r"(c2), "r"(c3), "r"(smem_u32addr(bar))
+      : "memory");
+#endif
+}
+
+CLO_DEVICE void load_5d(void* smem_dst, const CUtensorMap* map, int c0, int c1, int c2, int c3, int c4,
+                        uint64_t* bar) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile(
+      "cp.async.bulk.tensor.5d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3, %4, "
+      "%5, %6}], [%7];\n" ::"r"(smem_u32addr(smem_dst)),
+      "l"(reinterpret_cast<uint64_t>(map)), "r"(c0), "r"(c1), "r"(c2), "r"(c3), "r"(c4), "r"(smem_u32addr(bar))
       : "memory");
 #endif
 }
