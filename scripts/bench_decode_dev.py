@@ -861,7 +861,7 @@ PAGED_BOX_ROW_MORE_ROWS = [(B, N, Hkv, 128, False, (0,), bs) for B, N, Hkv in ((
 
 
 # --plane-boxes: one TMA box over every 64-column plane of its rows (CLO_DECODE_PLANE_BOXES=2)
-# against a box per plane (0), both into the grouped tiles, and the automatic choice
+# against a box per plane (0, into the plain planes layout), and the automatic choice
 # (decode_row_boxes_pay): (B, N, Hkv, D, contiguous, splits, block_size)
 PLANE_BOX_ROWS = ([(B, N, Hkv, 128, False, (0,), bs) for B, N, Hkv in ((46, 8192, 8), (64, 1024, 32))
                    for bs in (8, 16, 32, 64)]

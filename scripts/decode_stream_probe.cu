@@ -838,6 +838,7 @@ int main(int argc, char** argv) {
   // g: plain streams in graphs, k: clock resolution, h: the H200's ceiling patterns
   // x: B=17/1K (136 units on 132 SMs): streams, even shares and ours
   // n: the H200's paged layout at the 128-B hint: heads per block, against contiguous
+  // r: ours on the bench's grids around the plane-box rule (one block per SM and beyond)
   const char* sections = argc > 2 ? argv[2] : "cro";
   auto has = [&](char ch) { return std::strchr(sections, ch) != nullptr; };
   cudaDeviceProp prop{};
@@ -1044,6 +1045,12 @@ int main(int argc, char** argv) {
   if (has('s')) {  // ours on the two 128-block grids only
     run_ours({16, 8, 1024, true, 0, 0}, k, v, stamps, iters);
     run_ours({1, 8, 16384, true, 0, 0}, k, v, stamps, iters);
+  }
+  if (has('r')) {  // stop 64: the bench's grids around the plane-box rule, for builds of two trees (SRC_ROOT)
+    std::printf("-- ours (raw launcher), random data: one block per SM and beyond\n");
+    const OursCase cases[] = {{16, 8, 16384, true, 0, 0}, {16, 8, 1024, true, 0, 0}, {1, 8, 16384, true, 0, 0},
+                              {46, 8, 8192, true, 0, 0},  {64, 32, 1024, true, 0, 0}, {64, 8, 4096, true, 0, 0}};
+    for (const OursCase& c : cases) run_ours(c, k, v, stamps, iters);
   }
   if (has('o')) {
     std::printf("-- ours (raw launcher), random data\n");

@@ -1101,15 +1101,16 @@ for d, n in ((128, 1000), (256, 333)):
 """
 
 
-def test_plane_boxes_off_matches_reference():
-    """CLO_DECODE_PLANE_BOXES=0: the TMA kernel's boxes one per 64-column plane (into the
-    tiles grouped by box height, as the default one box over all planes of its rows; the
-    automatic path is every other decode test's) against the references: head dims of 2-4
-    whole planes, block sizes 8-256, split and not, contiguous caches. A subprocess: the
-    knob is read in dev mode only when set before the first decode call."""
+def test_plane_boxes_span_matches_reference():
+    """CLO_DECODE_PLANE_BOXES=2: the TMA kernel's one box over every 64-column plane of its
+    rows, into tiles grouped by box height, on every grid (the automatic choice takes it
+    beyond one block per SM only; these small grids otherwise run a box per plane) against
+    the references: head dims of 2-4 whole planes, block sizes 8-256, split and not,
+    contiguous caches. A subprocess: the knob is read in dev mode only when set before the
+    first decode call."""
     require_op("paged_attention")
     require_op("decode_attention")
-    run_isolated(_PLANE_BOXES_SCRIPT, timeout=300, env={"CLO_DECODE_PLANE_BOXES": "0"})
+    run_isolated(_PLANE_BOXES_SCRIPT, timeout=300, env={"CLO_DECODE_PLANE_BOXES": "2"})
 
 
 def test_d64_tail_splits():

@@ -333,8 +333,9 @@ constexpr int decode_smem_stride() {
 // every 128-byte global request in two (ncu, B=64/4K/MHA: 2.15x the L2 requests and
 // 1.25x the sectors of a plain stream of the same bytes, 4-5% of the streaming rate).
 // The 8 rows of an ldmatrix (one logical chunk) still hit 8 distinct bank groups.
-// The TMA kernel groups the 64-column planes by its box rows (stop 64): with boxes of
-// 2^lg keys (lg = log2 min(block_size, 64); 6 for the cp.async kernel and strided caches)
+// Under boxes that span every plane (stop 64) the TMA kernel groups the 64-column planes
+// by its box rows: with boxes of 2^lg keys (lg = log2 min(block_size, 64); 6, the plain
+// layout, for the cp.async kernel, strided caches and boxes per plane)
 // the tile is [64 / 2^lg groups][planes][2^lg keys][64 columns], so one box of 2^lg keys x
 // every plane (a 4-D map whose third dim steps 128 bytes along the row) lands as one
 // group: paged block-16 tiles then take 8 boxes instead of 16 (B=46/8K/GQA on the H200:

@@ -38,11 +38,11 @@ constexpr size_t decode_tma_smem_bytes() {
       barriers + (kBalanced ? 16 + decode_epilogue_smem_bytes<D>() + kDecodeMaxPieces * sizeof(int) : 0));
 }
 
-// Tensor maps encoded on the host per call (boxes land in the decode_kv_offset layout,
-// planes grouped by the box's rows: 64-column planes with the 128-byte swizzle, 32-column
-// planes with the 64-byte one). Where the head dim is two or more whole 64-column planes
-// (and the tile has no tail plane), one box carries every plane of its rows (`spans_planes`,
-// stop 64: half the boxes of a paged block-16 tile):
+// Tensor maps encoded on the host per call (boxes land in the decode_kv_offset layout:
+// 64-column planes with the 128-byte swizzle, 32-column planes with the 64-byte one). Where
+// the head dim is two or more whole 64-column planes (and the tile has no tail plane), one
+// box carries every plane of its rows (`spans_planes`, stop 64: half the boxes of a paged
+// block-16 tile), the tile's planes then grouped by the box's rows:
 // paged: 4-D (64, num_blocks * block_size, planes, Hkv), box (64, min(block_size, 64),
 // planes, 1); strided: 5-D (64, Nk, planes, Hkv, B), box (64, 64, planes, 1, 1): the plane
 // dim steps 128 bytes along the row. Else one box per plane:
@@ -127,7 +127,10 @@ __global__ void __launch_bounds__(kTmaThreads, kSchedule == kDecodeSpreadTail ? 
   // Set-up that reads no global memory (kernel parameters, smem, L2 prefetches) runs
   // before the PDL wait, overlapping the previous kernel's tail; everything else after it.
   const int n_boxes = kTileTokens / box_rows;
-  const int box_lg = 31 - __clz(box_rows);  // the tile's planes come in groups of box_rows keys
+  // The tile's planes come in groups of box_rows keys under spanning boxes; a box per
+  // plane fills the plain planes layout (grouped, one block per SM lost 0.6%: B=16/16K/GQA
+  // 246.5 -> 248.0 us in the probe's same-process A/B, stop 64).
+  const int box_lg = spans_planes ? 31 - __clz(box_rows) : kDecodeUngroupedLog2;
   const bool box_lane = producer && lane < n_boxes;
   const int my_key = lane * box_rows;
   if (box_lane && lane == 0) {

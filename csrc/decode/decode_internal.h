@@ -72,14 +72,14 @@ int decode_dev_streamk_mode();
 constexpr int kDecodeSpreadOff = 0, kDecodeSpreadOn = 1, kDecodeSpreadAuto = 2;
 int decode_dev_spread();
 // Dev knob CLO_DECODE_PLANE_BOXES, read like CLO_DECODE_VARIANT: 0 has the TMA kernel issue
-// a box per 64-column plane (into the same grouped tile layout), 2 one box over every plane
+// a box per 64-column plane (into the plain planes layout), 2 one box over every plane
 // of its rows wherever the head dim is whole planes (encode_decode_tma_maps); anything else:
 // the automatic choice (decode_row_boxes_pay).
 constexpr int kDecodePlaneBoxesOff = 0, kDecodePlaneBoxesOn = 2;
 int decode_dev_plane_boxes();
 // Whether the TMA kernel's grid of `blocks` takes one box over every 64-column plane of its
-// rows (half the boxes of a two-plane tile) rather than one per plane (NOTES.md "Stop 64":
-// the tiles' planes grouped by box height either way). Beyond one block per SM, where the
+// rows (half the boxes of a two-plane tile, its planes grouped by box height) rather than one
+// per plane (NOTES.md "Stop 64"). Beyond one block per SM, where the
 // TMA unit's per-box cost shows (H200, graph replays, cold L2, per plane -> spanning: paged
 // GQA 32/8 B=46/8K block 16 405.3 -> 378.8 us, block 8 461.9 -> 393.7; MHA B=64/1K 255.3 ->
 // 249.2; contiguous MHA B=64/4K 949.5 -> 941.4; paged D = 256 B=64/2K/GQA 261.5 -> 250.3,
