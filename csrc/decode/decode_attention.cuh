@@ -380,6 +380,9 @@ CLO_HOST_DEVICE constexpr int decode_kv_offset(int row, int chunk, int lg = kDec
     return kWide * kPlaneElems + row * kTailPlaneCols + (((chunk & 3) ^ ((row >> 1) & 3)) << 3);
   const int swizzled = ((chunk & 7) ^ (row & 7)) << 3;
   if constexpr (kWide == 1) return row * kPlaneCols + swizzled;
+  // The plain layout written out: the cp.async kernel passes a constant lg = 6, and the
+  // grouped form of it costs that kernel registers (D = 256 strided spilled 4 bytes).
+  if (lg == kDecodeUngroupedLog2) return (chunk >> 3) * kPlaneElems + row * kPlaneCols + swizzled;
   const int in_group = row & ((1 << lg) - 1);
   return ((row - in_group) * kWide + ((chunk >> 3) << lg) + in_group) * kPlaneCols + swizzled;
 }
@@ -1479,7 +1482,7 @@ cudaError_t run_decode_attention(const DecodeAttentionArgs& a, cudaStream_t stre
           streamk_mode != kDecodeStreamKOff) {
         DecodeTmaMaps maps;
         const int box_rows = encode_decode_tma_maps<T, D, kPaged, KVT>(
-            a, maps, kv_promo, decode_row_boxes_pay(sk_blocks, device_sm_count()));
+            a, maps, kv_promo, decode_row_boxes_pay(sk_blocks, device_sm_count(), device_is_hopper_hbm3e()));
         const int knob_stages = decode_dev_tma_stages();
         const int stages = knob_stages == 2 ? 2 : decode_streamk_stages<T, D, KVT>();  // the small grids' depth
         if (box_rows > 0) {
@@ -1510,8 +1513,8 @@ cudaError_t run_decode_attention(const DecodeAttentionArgs& a, cudaStream_t stre
       if (sm90 && a.num_splits > 1 && pack_group == 0 && forced != kDecodeKernelCpAsync && spread) {
         const int64_t blocks = sms + (units - sms) * a.num_splits;
         DecodeTmaMaps maps;
-        const int box_rows =
-            encode_decode_tma_maps<T, D, kPaged, KVT>(a, maps, kv_promo, decode_row_boxes_pay(blocks, sms));
+        const int box_rows = encode_decode_tma_maps<T, D, kPaged, KVT>(
+            a, maps, kv_promo, decode_row_boxes_pay(blocks, sms, device_is_hopper_hbm3e()));
         if (box_rows > 0) {
           DecodeKernelParams ps = p;
           ps.spread_from = static_cast<int>(sms);
@@ -1535,7 +1538,8 @@ cudaError_t run_decode_attention(const DecodeAttentionArgs& a, cudaStream_t stre
     DecodeTmaMaps maps;
     const int box_rows =
         want_tma && sm90
-            ? encode_decode_tma_maps<T, D, kPaged, KVT>(a, maps, kv_promo, decode_row_boxes_pay(blocks, device_sm_count()))
+            ? encode_decode_tma_maps<T, D, kPaged, KVT>(
+                  a, maps, kv_promo, decode_row_boxes_pay(blocks, device_sm_count(), device_is_hopper_hbm3e()))
             : 0;
     if (box_rows > 0) {
       const cudaError_t err =

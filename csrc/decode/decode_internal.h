@@ -85,11 +85,13 @@ int decode_dev_plane_boxes();
 // 249.2; contiguous MHA B=64/4K 949.5 -> 941.4; paged D = 256 B=64/2K/GQA 261.5 -> 250.3,
 // D = 192 213.9 -> 203.6; the spread tail B=17/1K 21.1 -> 20.8). At one block per SM or
 // fewer the larger boxes lost (contiguous B=16/1K/GQA 19.7 -> 21.7, paged B=1/16K 21.9 ->
-// 22.4, B=16/1K 20.1 -> 20.3): fewer boxes in flight per SM there.
-inline bool decode_row_boxes_pay(int64_t blocks, int64_t sms) {
+// 22.4, B=16/1K 20.1 -> 20.3): fewer boxes in flight per SM there. Measured on the H200
+// only: other parts (`hbm3e` false: the H100's 3.35 TB/s needs fewer boxes a microsecond)
+// keep a box per plane until measured.
+inline bool decode_row_boxes_pay(int64_t blocks, int64_t sms, bool hbm3e) {
   const int knob = decode_dev_plane_boxes();
   if (knob == kDecodePlaneBoxesOff || knob == kDecodePlaneBoxesOn) return knob == kDecodePlaneBoxesOn;
-  return blocks > sms;
+  return hbm3e && blocks > sms;
 }
 // Dev knob CLO_DECODE_SMEM_LIMIT, read like CLO_DECODE_VARIANT: a shared-memory budget per
 // block in bytes, below the device's (decode_smem_limit takes the smaller): the choices
