@@ -901,6 +901,13 @@ def auto_split_sweep(rows):
     return lambda iters, copy_bw: split_band_sweep(iters, copy_bw, rows, {"auto": {}})
 
 
+def plane_box_sweep(rows):
+    """A `SWEEPS` entry: `split_band_sweep` over `rows`, automatic against a box per plane
+    (CLO_DECODE_PLANE_BOXES=0) and one box over every plane (2)."""
+    variants = {"auto": {}, "perplane": {"CLO_DECODE_PLANE_BOXES": "0"}, "span": {"CLO_DECODE_PLANE_BOXES": "2"}}
+    return lambda iters, copy_bw: split_band_sweep(iters, copy_bw, rows, variants)
+
+
 # --l2-promotion-check: the rule's exceptions and the FP8 caches, automatic against 256 B
 L2_PROMOTION_CHECK_ROWS = [(64, 2048, 32, 192, False, (0,), 16), (64, 2048, 8, 192, False, (0,), 16),
                            (1, 16384, 8, 192, False, (0,), 16), (64, 4096, 32, 128, False, (0,), 16)]
@@ -1401,13 +1408,8 @@ SWEEPS = {
     "paged-box-rows": (auto_split_sweep(PAGED_BOX_ROW_ROWS),
                        "paged D=128 large grids at block sizes 16, 64 and 256 against contiguous keys"),
     "paged-box-rows-more": (auto_split_sweep(PAGED_BOX_ROW_MORE_ROWS), "the same at block sizes 8-64"),
-    "plane-boxes": (lambda iters, copy_bw: split_band_sweep(iters, copy_bw, PLANE_BOX_ROWS,
-                                                            {"auto": {}, "perplane": {"CLO_DECODE_PLANE_BOXES": "0"},
-                                                             "span": {"CLO_DECODE_PLANE_BOXES": "2"}}),
-                    "one TMA box over every plane of its rows against a box per plane"),
-    "plane-boxes-confirm": (lambda iters, copy_bw: split_band_sweep(iters, copy_bw, PLANE_BOX_CONFIRM_ROWS,
-                                                                    {"auto": {}, "perplane": {"CLO_DECODE_PLANE_BOXES": "0"},
-                                                                     "span": {"CLO_DECODE_PLANE_BOXES": "2"}}),
+    "plane-boxes": (plane_box_sweep(PLANE_BOX_ROWS), "one TMA box over every plane of its rows against a box per plane"),
+    "plane-boxes-confirm": (plane_box_sweep(PLANE_BOX_CONFIRM_ROWS),
                             "the plane-box rule's edges: automatic, a box per plane, one over every plane"),
     "spread-tail-wide": (spread_tail_wide_sweep,
                          "D=128 GQA at 1.27-1.45 units per SM: automatic, 1-2 splits vs the spread tail in 2-4 pieces"),

@@ -783,8 +783,8 @@ CLO_DEVICE void decode_q_frag(const T* q_s, int kk, uint32_t (&a)[4]) {
 }
 
 // One warp's 16 keys of a tile (rows r0 .. r0 + 15 of the K and V tiles `ks`, `vs`, laid
-// out as decode_kv_offset with planes grouped by 2^lg keys): S = Q K^T (16 query rows x 16 keys, mma.sync), mask and scale
-// into the log2 domain, online softmax per row, O += P V. q_frag(kk, a) gives Q's
+// out as decode_kv_offset with planes grouped by 2^lg keys): S = Q K^T (16 query rows x 16
+// keys, mma.sync), mask and scale into the log2 domain, online softmax per row, O += P V. q_frag(kk, a) gives Q's
 // A-operand fragment of k-step kk (decode_q_frag from smem, or registers loaded once).
 // range.lower[i] / range.limit[i]: the first / last visible key of row g + 8 i (sliding
 // window; causal or sequence end); scores soft-capped where p.cap_scale > 0.
@@ -1467,6 +1467,10 @@ cudaError_t run_decode_attention(const DecodeAttentionArgs& a, cudaStream_t stre
     return sm90 && pdl_mode != kDecodePdlOff &&
            (pdl_mode == kDecodePdlOn || decode_pdl_pays(blocks, device_sm_count(), D, kDequant, schedule));
   };
+  // one TMA box over every plane of its rows for a grid of `blocks` (decode_row_boxes_pay)
+  auto row_boxes = [&](int64_t blocks) {
+    return decode_row_boxes_pay(blocks, device_sm_count(), device_is_hopper_hbm3e());
+  };
   const CUtensorMapL2promotion kv_promo = decode_kv_l2_promotion(kDequant, head_cols);
   auto launch_variant = [&](const auto& kv) -> cudaError_t {
     const int forced = decode_dev_kernel();
@@ -1481,8 +1485,7 @@ cudaError_t run_decode_attention(const DecodeAttentionArgs& a, cudaStream_t stre
       if (sm90 && a.num_splits == 2 && sk_blocks > 0 && forced != kDecodeKernelCpAsync &&
           streamk_mode != kDecodeStreamKOff) {
         DecodeTmaMaps maps;
-        const int box_rows = encode_decode_tma_maps<T, D, kPaged, KVT>(
-            a, maps, kv_promo, decode_row_boxes_pay(sk_blocks, device_sm_count(), device_is_hopper_hbm3e()));
+        const int box_rows = encode_decode_tma_maps<T, D, kPaged, KVT>(a, maps, kv_promo, row_boxes(sk_blocks));
         const int knob_stages = decode_dev_tma_stages();
         const int stages = knob_stages == 2 ? 2 : decode_streamk_stages<T, D, KVT>();  // the small grids' depth
         if (box_rows > 0) {
@@ -1513,8 +1516,7 @@ cudaError_t run_decode_attention(const DecodeAttentionArgs& a, cudaStream_t stre
       if (sm90 && a.num_splits > 1 && pack_group == 0 && forced != kDecodeKernelCpAsync && spread) {
         const int64_t blocks = sms + (units - sms) * a.num_splits;
         DecodeTmaMaps maps;
-        const int box_rows = encode_decode_tma_maps<T, D, kPaged, KVT>(
-            a, maps, kv_promo, decode_row_boxes_pay(blocks, sms, device_is_hopper_hbm3e()));
+        const int box_rows = encode_decode_tma_maps<T, D, kPaged, KVT>(a, maps, kv_promo, row_boxes(blocks));
         if (box_rows > 0) {
           DecodeKernelParams ps = p;
           ps.spread_from = static_cast<int>(sms);
@@ -1537,10 +1539,7 @@ cudaError_t run_decode_attention(const DecodeAttentionArgs& a, cudaStream_t stre
         knob_stages > 0 ? knob_stages : (auto_stages > 0 ? auto_stages : decode_pipeline_stages(D));
     DecodeTmaMaps maps;
     const int box_rows =
-        want_tma && sm90
-            ? encode_decode_tma_maps<T, D, kPaged, KVT>(
-                  a, maps, kv_promo, decode_row_boxes_pay(blocks, device_sm_count(), device_is_hopper_hbm3e()))
-            : 0;
+        want_tma && sm90 ? encode_decode_tma_maps<T, D, kPaged, KVT>(a, maps, kv_promo, row_boxes(blocks)) : 0;
     if (box_rows > 0) {
       const cudaError_t err =
           launch_decode_attention_tma_stages<T, D, KVT>(tma_stages, p, kv, grid, stream, grid_pdl, maps, box_rows);

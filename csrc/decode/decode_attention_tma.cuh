@@ -503,25 +503,18 @@ int encode_decode_tma_maps(const DecodeAttentionArgs& a, DecodeTmaMaps& maps, CU
     }
     return true;
   };
-  // Whole 64-column planes (two or more, no tail plane): one box over every plane of its
-  // rows, the plane a dim of its own that steps one 128-byte line (DecodeTmaMaps); where
-  // the driver refuses such a map, the per-plane maps below.
+  // Whole 64-column planes (two or more, so no tail plane): one box over every plane of its
+  // rows, the plane a dim of its own that steps one 128-byte line (DecodeTmaMaps), through
+  // `encode`; where the driver refuses such a map, the per-plane maps below.
   const uint64_t planes = a.head_dim / kBoxCols;
   const bool row_boxes =
       want_row_boxes && decode_spans_planes<decode_stage_cols<T, D, KVT>()>() && a.head_dim % kBoxCols == 0 && planes >= 2;
   auto encode_row_boxes = [&](int rank, const uint64_t* dims, const uint64_t* k_strides, const uint64_t* v_strides,
-                              const uint32_t* box) {
-    maps.spans_planes =
-        tma::encode_tiled(&maps.k, kType, a.k, rank, dims, k_strides, box, CU_TENSOR_MAP_SWIZZLE_128B, promo) ==
-            cudaSuccess &&
-        tma::encode_tiled(&maps.v, kType, a.v, rank, dims, v_strides, box, CU_TENSOR_MAP_SWIZZLE_128B, promo) ==
-            cudaSuccess;
+                              uint32_t* box) {
+    maps.spans_planes = encode(rank, dims, k_strides, v_strides, box);
     if (!maps.spans_planes) cudaGetLastError();
-    maps.k_tail = maps.k;
-    maps.v_tail = maps.v;
     return maps.spans_planes;
   };
-  maps.spans_planes = false;
   if (a.k == nullptr || a.v == nullptr || !aligned(a.k) || !aligned(a.v)) return 0;
   if constexpr (kPaged) {
     const int64_t rows = static_cast<int64_t>(a.num_blocks) * a.block_size;
@@ -533,7 +526,7 @@ int encode_decode_tma_maps(const DecodeAttentionArgs& a, DecodeTmaMaps& maps, CU
     const uint64_t line = kBoxCols * kElem;
     const uint64_t row_dims[4] = {kBoxCols, uint64_t(rows), planes, uint64_t(a.num_kv_heads)};
     const uint64_t row_strides[3] = {strides[1], line, strides[0]};
-    const uint32_t row_box[4] = {kBoxCols, uint32_t(box_rows), uint32_t(planes), 1u};
+    uint32_t row_box[4] = {kBoxCols, uint32_t(box_rows), uint32_t(planes), 1u};
     if (row_boxes && encode_row_boxes(4, row_dims, row_strides, row_strides, row_box)) return box_rows;
     uint32_t box[3] = {kBoxCols, 1u, uint32_t(box_rows)};
     if (!encode(3, dims, strides, strides, box)) {
@@ -564,7 +557,7 @@ int encode_decode_tma_maps(const DecodeAttentionArgs& a, DecodeTmaMaps& maps, CU
     const uint64_t line = kBoxCols * kElem;
     const uint64_t row_dims[5] = {kBoxCols, dims[1], planes, dims[2], dims[3]};
     const uint64_t k_row_strides[4] = {ks[0], line, ks[1], ks[2]}, v_row_strides[4] = {vs[0], line, vs[1], vs[2]};
-    const uint32_t row_box[5] = {kBoxCols, uint32_t(kTileTokens), uint32_t(planes), 1u, 1u};
+    uint32_t row_box[5] = {kBoxCols, uint32_t(kTileTokens), uint32_t(planes), 1u, 1u};
     if (row_boxes && encode_row_boxes(5, row_dims, k_row_strides, v_row_strides, row_box)) return kTileTokens;
     if (!encode(4, dims, ks, vs, box)) {
       cudaGetLastError();
