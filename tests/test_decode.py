@@ -1071,6 +1071,51 @@ def test_spread_tail_matches_reference():
         sms + (units - sms) * pieces
 
 
+def test_partial_wave_splits():
+    """16-bit head_dim 128 grids of 0.5-0.9 units per SM from 2048 keys (csrc/decode/NOTES.md
+    stop 65, decode_partial_wave_splits): paged caches on Hopper HBM3e parts 2 * SMs / units
+    splits (two blocks per SM in one wave), else 1 (contiguous ones too); both 16-bit
+    dtypes, Nq 1 and 4. Then
+    automatic calls in the band against the references (paged with ragged, 1-key and
+    capacity-long sequences; contiguous), and the grid on HBM3e parts."""
+    require_op("paged_attention")
+    require_op("decode_attention")
+    sms = torch.cuda.get_device_properties(0).multi_processor_count
+    hbm3e = torch.cuda.get_device_capability()[0] >= 9 and device_is_hopper_hbm3e()
+    # (units per SM, keys, head dim, want on HBM3e); GQA 32/8, units = 8 B
+    for per_sm, n, d, want in ((0.6, 16384, 128, 3), (0.7, 4096, 128, 2), (0.7, 2048, 128, 2),
+                               (0.8, 8192, 128, 2), (0.5, 4096, 128, 3), (0.7, 2047, 128, 1), (0.7, 1024, 128, 1),
+                               (0.95, 4096, 128, 1), (0.7, 4096, 256, 1), (0.7, 4096, 96, 1), (0.7, 4096, 64, 1)):
+        b = int(per_sm * sms) // 8 + 1
+        units = 8 * b
+        assert 2 * units > sms
+        for dt in (torch.float16, torch.bfloat16):
+            for paged in (True, False):
+                for nq in (1, 4):
+                    got = llm.decode_num_splits(b, 8, 4 * nq, n, d, dt, paged=paged, seq_len_q=nq)
+                    assert got == (want if hbm3e and paged else 1), (per_sm, n, d, dt, paged, nq, b, got)
+    f16 = torch.float16
+    b = int(0.6 * sms) // 8 + 1
+    splits = llm.decode_num_splits(b, 8, 4, 2048, 128, f16)
+    gen = torch.Generator().manual_seed(65)
+    lens = [int(x) for x in torch.randint(1, 2049, (b,), generator=gen)]
+    lens[:3] = [1, 2048, 129]
+    q, kc, vc, table, sl = make_paged_problem(lens, 8, 4, 128, 16, f16, 650)
+    out = poison_(torch.empty_like(q))
+    llm.paged_attention(q, kc, vc, table, sl, out=out)
+    assert_close(out, paged_attention_reference(q, kc, vc, table, sl), dtype=f16, what=f"paged B={b}, automatic")
+    qc = torch.randn(b, 32, 1, 128, device="cuda").bfloat16()
+    k, v = (torch.randn(b, 8, 2048, 128, device="cuda").bfloat16() for _ in range(2))
+    out = poison_(torch.empty_like(qc))
+    llm.decode_attention(qc, k, v, out=out)
+    assert_close(out, attention_reference(qc, k, v), dtype=torch.bfloat16, what=f"contiguous B={b}, automatic")
+    if hbm3e:
+        assert splits == 2 * sms // (8 * b) > 1
+        grid = 8 * b * splits
+        assert kernel_grid_blocks(lambda: llm.paged_attention(q, kc, vc, table, sl), "decode_attention") == grid
+        assert kernel_grid_blocks(lambda: llm.decode_attention(qc, k, v), "decode_attention") == 8 * b
+
+
 _PLANE_BOXES_SCRIPT = r"""
 import torch
 import cuda_llm_ops as llm

@@ -225,6 +225,11 @@ int decode_attention_num_splits(int batch, int num_kv_heads, int rows_per_kv_hea
     const int splits = decode_tail_splits(head_dim, paged, base, sms, max_kv_len, hbm3e, one_token);
     if (splits > 1) return splits;
   }
+  // 16-bit paged head_dim 128 on Hopper HBM3e parts at 0.5-0.9 units per SM (decode_partial_wave_splits).
+  if (dtype != DType::kFloat8E4M3 && device_cc_major() >= 9) {
+    const int fill = decode_partial_wave_splits(head_dim, paged, base, sms, max_kv_len, device_is_hopper_hbm3e());
+    if (fill > 1) return static_cast<int>(std::min<int64_t>({fill, by_len, static_cast<int64_t>(kMaxSplits)}));
+  }
   if (base * 2 > sms) {
     // >= half the SMs busy: splitting costs more than it gains, except for very large
     // grids of long sequences on the cp.async kernel: B=64/N=4096/MHA (2048 blocks, 15.5

@@ -284,9 +284,28 @@ inline int decode_spread_tail_pieces(int head_dim, bool paged, int64_t units, in
   const int64_t pieces = std::min<int64_t>({8, sms / (units - sms), max_kv_len / kMinTokensPerSplit});
   return pieces >= 3 ? static_cast<int>(pieces) : 0;
 }
+// On Hopper HBM3e parts at head_dim exactly 128 (16-bit), a grid of more than half and up
+// to 0.9 units (batch x KV heads x row tiles) per SM on sequences of 2048 keys or more: the
+// splits that fill the SMs at two blocks each in one wave, 2 * SMs / units (2 or 3), instead
+// of 1 split, which left a third of the SMs idle (stop 65, `--sustained-splits`, GQA 32/8
+// block 16, cool GPU; us, 1 / 2 / 3 splits, cuDNN on the same keys contiguous): B=10/16K
+// (0.61) 245.5 / 169.2 / 162.0 (165.0), B=12/4K (0.73) 63.7 / 52.7 / 65.0 (50.0; 3 takes a
+// second wave); at 0.97 (B=16) 1 split stays (4K 64.4 / 65.5, 1K 19.3 / 21.4, 16K 245.2 /
+// 242.5). Paged caches only: contiguous ones (3 TMA stages on their small grids) lost at
+// 0.73 and 0.85 (B=12/4K 48.9 -> 51.8 us at 2, B=14/4K 55.6 -> 59.3) and gained at 0.61
+// (B=10/16K 173.8 -> 157.2 at 2, 161.8 at 3): not a rule yet. Returns the count, or 0.
+constexpr int kPartialWaveMinKeys = 2048;
+inline int decode_partial_wave_splits(int head_dim, bool paged, int64_t units, int64_t sms, int64_t max_kv_len,
+                                      bool hbm3e) {
+  if (!hbm3e || !paged || head_dim != 128 || max_kv_len < kPartialWaveMinKeys || 2 * units <= sms ||
+      10 * units > 9 * sms)
+    return 0;
+  return static_cast<int>(2 * sms / units);
+}
 // The lengths (keys) at which a rule of decode_attention_num_splits changes its answer,
 // besides the by-length cap (kMinTokensPerSplit), which only grows with the length: the
-// spread tail (kSpreadTailMinKeys), the tail bands below (2048, 4096, 8192),
+// spread tail (kSpreadTailMinKeys), the partial wave above (kPartialWaveMinKeys), the
+// tail bands below (2048, 4096, 8192),
 // decode_d64_tail_splits (2048) and the large-grid rule (kLargeGridMinKeys). decode_attention_workspace_floats_upto reads them: a rule that
 // tests another length must add it here.
 // On Hopper HBM3e parts (`hbm3e`: device_is_hopper_hbm3e) at head_dim exactly 128
