@@ -439,12 +439,13 @@ def decode_num_splits(batch: int, num_kv_heads: int, rows_per_kv_head: int, max_
       with `max_kv_len >= 4096` takes 3 from just past 2 times the SMs to 2.65 (from 8192
       keys 4 up to 2.5), 2 up to 2.95 below 4096 keys; contiguous head_dim 96 below 4096
       keys takes 2 only up to 1.15;
-    - paged head_dim 128 (16-bit) on Hopper HBM3e parts with `max_kv_len >= 2048`, `base`
-      more than half the SMs and up to 0.9 times them: `2 * SMs // base` (2 or 3: two
-      blocks per SM in one wave; B=10/16K/GQA 32:8 246.9 -> 161.7 us, csrc/decode/NOTES.md
+    - paged head_dim 128 (16-bit) on Hopper HBM3e parts with `seq_len_q` 1 and
+      `max_kv_len >= 2048`, `base` more than half the SMs and up to 0.9 times them:
+      `2 * SMs // base` (2 or 3: 1.33-2 blocks per SM in one wave; B=10/16K/GQA 32:8 246.9 -> 161.7 us, csrc/decode/NOTES.md
       "Stop 65"), where the first rule's `SMs // base` is 1;
     - otherwise 1 (one pass per sequence).
-    `dtype` is the cache's: with `torch.float8_e4m3fn` (FP8 caches) the same, never 2,
+    `dtype` is the cache's: with `torch.float8_e4m3fn` (FP8 caches) the same but for the
+    16-bit-only HBM3e rules above, never 2,
     except at head_dim <= 64: `base <= SMs` takes `2 * SMs / base` splits rounded to
     nearest (about two blocks per SM), `SMs < base < 1.6 * SMs` takes 2 (head pairs then
     halve the grid; same caps).

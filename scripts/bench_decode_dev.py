@@ -58,7 +58,7 @@ def run_case(B, N, Hkv, dtype, iters, copy_bw, contiguous=False,
         t = benchmark(fn, warmup=3, iterations=iters, cold_l2=True)
         rows[impl.name] = (t.median_ms, err)
         del out
-    splits = llm.decode_num_splits(B, Hkv, HQ_ // Hkv, N, 128, dtype)
+    splits = llm.decode_num_splits(B, Hkv, HQ_ // Hkv, N, 128, dtype, paged=not contiguous)
     ours = rows.get("cuda_llm_ops", (None, ""))[0]
     sdpa = {k: v[0] for k, v in rows.items() if k.startswith("sdpa") and v[0] is not None}
     best_name, best = min(sdpa.items(), key=lambda kv: kv[1]) if sdpa else ("-", None)
@@ -210,7 +210,7 @@ def compare_variants(iters, copy_bw, variants=BENCH_VARIANTS, cases=ISSUE_VARIAN
         if contiguous:
             k, v = cd.contiguous_kv(inp)
             q4 = q.unsqueeze(2)
-        h = llm.decode_num_splits(B, Hkv, Hq // Hkv, N, D, dtype)
+        h = llm.decode_num_splits(B, Hkv, Hq // Hkv, N, D, dtype, paged=not contiguous)
         kind = "MHA" if Hkv == Hq else f"GQA{Hq}/{Hkv}"
         head = f"{'contig' if contiguous else 'paged':6s} B={B:3d} N={N:6d} {kind:8s} D={D:3d} bs={bs:3d}"
         sd = " ".join(f"{k_} {t * 1e3:.1f}" for k_, t in sorted(sdpa.items()))

@@ -284,20 +284,22 @@ inline int decode_spread_tail_pieces(int head_dim, bool paged, int64_t units, in
   const int64_t pieces = std::min<int64_t>({8, sms / (units - sms), max_kv_len / kMinTokensPerSplit});
   return pieces >= 3 ? static_cast<int>(pieces) : 0;
 }
-// On Hopper HBM3e parts at head_dim exactly 128 (16-bit), a grid of more than half and up
-// to 0.9 units (batch x KV heads x row tiles) per SM on sequences of 2048 keys or more: the
-// splits that fill the SMs at two blocks each in one wave, 2 * SMs / units (2 or 3), instead
-// of 1 split, which left a third of the SMs idle (stop 65, `--sustained-splits`, GQA 32/8
+// On Hopper HBM3e parts at head_dim exactly 128 (16-bit, paged, one new token), a grid of
+// more than half and up to 0.9 units (batch x KV heads x row tiles) per SM on sequences of
+// 2048 keys or more: the splits that fill the SMs at up to two blocks each in one wave,
+// 2 * SMs / units (2 or 3: 1.33-2 blocks per SM), instead of 1 split, which left 10-50% of
+// the SMs idle (stop 65, `--sustained-splits`, GQA 32/8
 // block 16, cool GPU; us, 1 / 2 / 3 splits, cuDNN on the same keys contiguous): B=10/16K
 // (0.61) 245.5 / 169.2 / 162.0 (165.0), B=12/4K (0.73) 63.7 / 52.7 / 65.0 (50.0; 3 takes a
 // second wave); at 0.97 (B=16) 1 split stays (4K 64.4 / 65.5, 1K 19.3 / 21.4, 16K 245.2 /
 // 242.5). Paged caches only: contiguous ones (3 TMA stages on their small grids) lost at
 // 0.73 and 0.85 (B=12/4K 48.9 -> 51.8 us at 2, B=14/4K 55.6 -> 59.3) and gained at 0.61
-// (B=10/16K 173.8 -> 157.2 at 2, 161.8 at 3): not a rule yet. Returns the count, or 0.
+// (B=10/16K 173.8 -> 157.2 at 2, 161.8 at 3): not a rule yet; Nq > 1 not measured.
+// Returns the count (at most 3: units > SMs / 2), or 0.
 constexpr int kPartialWaveMinKeys = 2048;
 inline int decode_partial_wave_splits(int head_dim, bool paged, int64_t units, int64_t sms, int64_t max_kv_len,
-                                      bool hbm3e) {
-  if (!hbm3e || !paged || head_dim != 128 || max_kv_len < kPartialWaveMinKeys || 2 * units <= sms ||
+                                      bool hbm3e, bool one_token) {
+  if (!hbm3e || !paged || !one_token || head_dim != 128 || max_kv_len < kPartialWaveMinKeys || 2 * units <= sms ||
       10 * units > 9 * sms)
     return 0;
   return static_cast<int>(2 * sms / units);
@@ -356,7 +358,7 @@ inline int decode_partial_wave_splits(int head_dim, bool paged, int64_t units, i
 //   (B=20/2K 39.2 -> 38.5, B=21 40.0 -> 38.3, B=22 40.9 -> 39.0, B=21/3K 55.7 -> 55.4;
 //   B=18-19 keep 2 splits).
 // Returns the split count: 1 to 4.
-constexpr int kSplitRuleLengthEdges[] = {kSpreadTailMinKeys, 2048, kLargeGridMinKeys, 8192};
+constexpr int kSplitRuleLengthEdges[] = {kSpreadTailMinKeys, kPartialWaveMinKeys, 2048, kLargeGridMinKeys, 8192};
 inline int decode_tail_splits(int head_dim, bool paged, int64_t units, int64_t sms, int64_t max_kv_len, bool hbm3e,
                               bool one_token) {
   if (max_kv_len < 2048) return 1;
