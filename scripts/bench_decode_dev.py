@@ -1103,6 +1103,26 @@ def sustained_sweep(iters, copy_bw, rows=SUSTAINED_ROWS, variants=SUSTAINED_VARI
         torch.cuda.empty_cache()
 
 
+# --wave-top: paged D=128 GQA past the second-wave band's top (2.5 units per SM), where the
+# cool GPU read B=46/8K (2.79) at 1 split 371.0 us, 2 splits 348.7, TMA 4 stages 348.1 (cuDNN
+# 361.5; stop 65): 1-2 splits at the automatic depth and at 4 stages, cool, then at the cap
+WAVE_TOP_ROWS = [(b, n, 8, 128, False, (1, 2), 16) for n in (4096, 16384) for b in (42, 46, 50, 56, 64)]
+WAVE_TOP_VARIANTS = {"auto": {}, "tma4": SWEEP_VARIANTS["tma4"]}
+# --contig-partial-wave: contiguous D=128 at 0.5-0.9 units per SM (the paged rule's band;
+# contiguous B=10/16K gained 173.8 -> 157.2 us at 2 splits, B=12/4K lost 48.9 -> 51.8)
+CONTIG_PARTIAL_WAVE_ROWS = [(b, n, 8, 128, True, (1, 2, 3), 16)
+                            for b, n in ((9, 4096), (9, 16384), (10, 4096), (10, 16384), (11, 8192), (12, 16384),
+                                         (14, 16384))]
+
+
+def wave_top_sweep(iters, copy_bw):
+    """WAVE_TOP_ROWS cool (`split_band_sweep`: graph replays, cold L2, cuDNN first), then
+    each row's 1 and 2 splits and 4 stages at the cap (`sustained_sweep`, 600 ms warm)."""
+    split_band_sweep(iters, copy_bw, WAVE_TOP_ROWS, WAVE_TOP_VARIANTS)
+    sustained_sweep(iters, copy_bw, [(b, n, hkv, bs) for b, n, hkv, _, _, _, bs in WAVE_TOP_ROWS],
+                    [("s1", 1, {}), ("s2", 2, {}), ("tma4", 1, SWEEP_VARIANTS["tma4"])], warm_ms=600.0, rounds=2)
+
+
 def sustained_split_sweep(iters, copy_bw):
     """SUSTAINED_SPLIT_ROWS cool (one round), then at the cap (two rounds, 600 ms warm)."""
     sustained_sweep(iters, copy_bw, SUSTAINED_SPLIT_ROWS, SUSTAINED_SPLIT_VARIANTS, rounds=1, cool_s=1.2)
@@ -1549,6 +1569,9 @@ SWEEPS = {
                          "D=128 GQA at 1.27-1.45 units per SM: automatic, 1-2 splits vs the spread tail in 2-4 pieces"),
     "partial-wave": (auto_split_sweep(PARTIAL_WAVE_ROWS),
                      "16-bit D=128 at 0.5-0.97 units per SM: automatic (2 * SMs / units splits) vs 1-3"),
+    "wave-top": (wave_top_sweep, "paged D=128 GQA at 2.5-3.9 units per SM: 1-2 splits, 4 stages, cool and at the cap"),
+    "contig-partial-wave": (auto_split_sweep(CONTIG_PARTIAL_WAVE_ROWS),
+                            "contiguous D=128 at 0.5-0.9 units per SM: 1-3 splits"),
     "sustained": (sustained_sweep, "cuDNN and ours' split counts / depths each at the clock it sustains (power cap)"),
     "sustained-splits": (sustained_split_sweep, "split counts at one unit per SM or less and at 2.8, cool and at the cap"),
     "bench-gap": (bench_gap_sweep, "ours after each SDPA backend, idle and fresh inputs, stamped (bench vs sweep gap)"),
