@@ -441,8 +441,9 @@ def decode_num_splits(batch: int, num_kv_heads: int, rows_per_kv_head: int, max_
       keys takes 2 only up to 1.15;
     - paged head_dim 128 (16-bit) on Hopper HBM3e parts with `seq_len_q` 1 and
       `max_kv_len >= 2048`, `base` more than half the SMs and up to 0.9 times them:
-      `2 * SMs // base` (2 or 3: 1.33-2 blocks per SM in one wave; B=10/16K/GQA 32:8 246.9 -> 161.7 us, csrc/decode/NOTES.md
-      "Stop 65"), where the first rule's `SMs // base` is 1;
+      `2 * SMs // base` (2 or 3: 1.33-2 blocks per SM in one wave; B=10/16K/GQA 32:8
+      246.9 -> 161.7 us, csrc/decode/NOTES.md "Stop 65"), where the first rule's
+      `SMs // base` is 1;
     - otherwise 1 (one pass per sequence).
     `dtype` is the cache's: with `torch.float8_e4m3fn` (FP8 caches) the same but for the
     16-bit-only HBM3e rules above, never 2,

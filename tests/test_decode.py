@@ -1023,6 +1023,31 @@ for pieces, n in ((3, 1000), (16, 1024)):
 """
 
 
+def _automatic_calls_match(lens, seed, dtype, contiguous=None, grids=False):
+    """GQA 32/8 head_dim 128 calls at the automatic split count against the references:
+    paged (block 16) on sequences of `lens` keys, then, with `contiguous` = (keys, dtype), a
+    contiguous cache of as many sequences that long. Returns the decode kernel's grid
+    (thread blocks; 0 unless `grids`, or where the call did not run) of each call."""
+    b = len(lens)
+    q, kc, vc, table, sl = make_paged_problem(lens, 8, 4, 128, 16, dtype, seed)
+    out = poison_(torch.empty_like(q))
+    llm.paged_attention(q, kc, vc, table, sl, out=out)
+    assert_close(out, paged_attention_reference(q, kc, vc, table, sl), dtype=dtype, what=f"paged B={b}, automatic")
+    paged_grid = kernel_grid_blocks(lambda: llm.paged_attention(q, kc, vc, table, sl), "decode_attention") if grids \
+        else 0
+    contiguous_grid = 0
+    if contiguous is not None:
+        n, cdt = contiguous
+        qc = torch.randn(b, 32, 1, 128, device="cuda").to(cdt)
+        k, v = (torch.randn(b, 8, n, 128, device="cuda").to(cdt) for _ in range(2))
+        out = poison_(torch.empty_like(qc))
+        llm.decode_attention(qc, k, v, out=out)
+        assert_close(out, attention_reference(qc, k, v), dtype=cdt, what=f"contiguous B={b}, automatic")
+        if grids:
+            contiguous_grid = kernel_grid_blocks(lambda: llm.decode_attention(qc, k, v), "decode_attention")
+    return paged_grid, contiguous_grid
+
+
 def test_spread_tail_matches_reference():
     """The spread tail (CLO_DECODE_SPREAD=1: split calls of the 16-bit D = 128 kernel whose
     grid holds one to two units per SM run the first SM-count units whole and the others
@@ -1046,29 +1071,16 @@ def test_spread_tail_matches_reference():
     pieces = min(8, sms // (units - sms))
     grid = sms + (units - sms) * pieces
     assert llm.decode_num_splits(b, 8, 4, 1024, 128, f16) == pieces
-    q, kc, vc, table, sl = make_paged_problem([1024] * (b - 2) + [700, 1], 8, 4, 128, 16, f16, 631)
-    out = poison_(torch.empty_like(q))
-    llm.paged_attention(q, kc, vc, table, sl, out=out)
-    assert_close(out, paged_attention_reference(q, kc, vc, table, sl), dtype=f16, what=f"paged B={b}, automatic")
-    assert kernel_grid_blocks(lambda: llm.paged_attention(q, kc, vc, table, sl), "decode_attention") == grid
-    q = torch.randn(b, 32, 1, 128, device="cuda").half()
-    k, v = (torch.randn(b, 8, 1024, 128, device="cuda").half() for _ in range(2))
-    out = poison_(torch.empty_like(q))
-    llm.decode_attention(q, k, v, out=out)
-    assert_close(out, attention_reference(q, k, v), dtype=f16, what=f"contiguous B={b}, automatic")
-    assert kernel_grid_blocks(lambda: llm.decode_attention(q, k, v), "decode_attention") == grid
+    grids = _automatic_calls_match([1024] * (b - 2) + [700, 1], 631, f16, contiguous=(1024, f16), grids=True)
+    assert grids == (grid, grid), (b, grids)
     # paged, at the band's top (1.3 units per SM: 3 pieces, every SM holding at most one),
     # 2048 keys with ragged lengths among the pieces
     b = int(1.3 * sms) // 8 + 1
     units = 8 * b
     pieces = min(8, sms // (units - sms))
     assert pieces == 3 and llm.decode_num_splits(b, 8, 4, 2048, 128, f16) == pieces
-    q, kc, vc, table, sl = make_paged_problem([2048] * (b - 3) + [1500, 129, 2], 8, 4, 128, 16, f16, 632)
-    out = poison_(torch.empty_like(q))
-    llm.paged_attention(q, kc, vc, table, sl, out=out)
-    assert_close(out, paged_attention_reference(q, kc, vc, table, sl), dtype=f16, what=f"paged B={b}, automatic")
-    assert kernel_grid_blocks(lambda: llm.paged_attention(q, kc, vc, table, sl), "decode_attention") == \
-        sms + (units - sms) * pieces
+    paged_grid, _ = _automatic_calls_match([2048] * (b - 3) + [1500, 129, 2], 632, f16, grids=True)
+    assert paged_grid == sms + (units - sms) * pieces, (b, paged_grid)
 
 
 def test_partial_wave_splits():
@@ -1105,20 +1117,10 @@ def test_partial_wave_splits():
     gen = torch.Generator().manual_seed(65)
     lens = [int(x) for x in torch.randint(1, 2049, (b,), generator=gen)]
     lens[:3] = [1, 2048, 129]
-    q, kc, vc, table, sl = make_paged_problem(lens, 8, 4, 128, 16, f16, 650)
-    out = poison_(torch.empty_like(q))
-    llm.paged_attention(q, kc, vc, table, sl, out=out)
-    assert_close(out, paged_attention_reference(q, kc, vc, table, sl), dtype=f16, what=f"paged B={b}, automatic")
-    qc = torch.randn(b, 32, 1, 128, device="cuda").bfloat16()
-    k, v = (torch.randn(b, 8, 2048, 128, device="cuda").bfloat16() for _ in range(2))
-    out = poison_(torch.empty_like(qc))
-    llm.decode_attention(qc, k, v, out=out)
-    assert_close(out, attention_reference(qc, k, v), dtype=torch.bfloat16, what=f"contiguous B={b}, automatic")
+    grids = _automatic_calls_match(lens, 650, f16, contiguous=(2048, torch.bfloat16), grids=hbm3e)
     if hbm3e:
         assert splits == 2 * sms // (8 * b) > 1
-        grid = 8 * b * splits
-        assert kernel_grid_blocks(lambda: llm.paged_attention(q, kc, vc, table, sl), "decode_attention") == grid
-        assert kernel_grid_blocks(lambda: llm.decode_attention(qc, k, v), "decode_attention") == 8 * b
+        assert grids == (8 * b * splits, 8 * b), (b, splits, grids)
 
 
 _PLANE_BOXES_SCRIPT = r"""

@@ -1493,8 +1493,8 @@ cudaError_t run_decode_attention(const DecodeAttentionArgs& a, cudaStream_t stre
           ps.streamk_blocks = static_cast<int>(sk_blocks);
           ps.streamk_by_len = kPaged && streamk_mode != kDecodeStreamKByCapacity;  // contiguous: one length
           const cudaError_t err = launch_decode_attention_tma_stages<T, D, KVT>(
-              stages, ps, kv, dim3(static_cast<unsigned>(sk_blocks)), stream, launch_pdl(sk_blocks, kDecodeBalanced), maps,
-              box_rows);
+              stages, ps, kv, dim3(static_cast<unsigned>(sk_blocks)), stream, launch_pdl(sk_blocks, kDecodeBalanced),
+              maps, box_rows);
           if (err != cudaErrorNotSupported) return err;
         }
       }

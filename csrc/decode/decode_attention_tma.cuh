@@ -402,8 +402,8 @@ __global__ void __launch_bounds__(kTmaThreads, kSchedule == kDecodeSpreadTail ? 
 #ifndef CLO_DEV_NO_MATH  // dev probe builds only: the load path alone (the output is garbage)
           if constexpr (kDequant) {
             decode_warp_tile_fp8<MathT, D, kScaledQ>(q_frag, reinterpret_cast<const MathT*>(ks),
-                                                     reinterpret_cast<const MathT*>(vs), box_lg, warp * 16, tok0, range, p, o,
-                                                     row_max, row_sum, q_unscale);
+                                                     reinterpret_cast<const MathT*>(vs), box_lg, warp * 16, tok0, range,
+                                                     p, o, row_max, row_sum, q_unscale);
           } else {
             decode_warp_tile<T, D>(q_frag, ks, vs, box_lg, warp * 16, tok0, range, p, o, row_max, row_sum
 #ifdef CLO_DEV_STAMPS
@@ -507,8 +507,8 @@ int encode_decode_tma_maps(const DecodeAttentionArgs& a, DecodeTmaMaps& maps, CU
   // rows, the plane a dim of its own that steps one 128-byte line (DecodeTmaMaps), through
   // `encode`; where the driver refuses such a map, the per-plane maps below.
   const uint64_t planes = a.head_dim / kBoxCols;
-  const bool row_boxes =
-      want_row_boxes && decode_spans_planes<decode_stage_cols<T, D, KVT>()>() && a.head_dim % kBoxCols == 0 && planes >= 2;
+  const bool row_boxes = want_row_boxes && decode_spans_planes<decode_stage_cols<T, D, KVT>()>() &&
+                         a.head_dim % kBoxCols == 0 && planes >= 2;
   auto encode_row_boxes = [&](int rank, const uint64_t* dims, const uint64_t* k_strides, const uint64_t* v_strides,
                               uint32_t* box) {
     maps.spans_planes = encode(rank, dims, k_strides, v_strides, box);

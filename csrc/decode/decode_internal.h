@@ -288,8 +288,8 @@ inline int decode_spread_tail_pieces(int head_dim, bool paged, int64_t units, in
 // more than half and up to 0.9 units (batch x KV heads x row tiles) per SM on sequences of
 // 2048 keys or more: the splits that fill the SMs at up to two blocks each in one wave,
 // 2 * SMs / units (2 or 3: 1.33-2 blocks per SM), instead of 1 split, which left 10-50% of
-// the SMs idle (stop 65, `--sustained-splits`, GQA 32/8
-// block 16, cool GPU; us, 1 / 2 / 3 splits, cuDNN on the same keys contiguous): B=10/16K
+// the SMs idle (stop 65, `--sustained-splits`, GQA 32/8 block 16, cool GPU; us, 1 / 2 / 3
+// splits, cuDNN on the same keys contiguous): B=10/16K
 // (0.61) 245.5 / 169.2 / 162.0 (165.0), B=12/4K (0.73) 63.7 / 52.7 / 65.0 (50.0; 3 takes a
 // second wave); at 0.97 (B=16) 1 split stays (4K 64.4 / 65.5, 1K 19.3 / 21.4, 16K 245.2 /
 // 242.5). Paged caches only: contiguous ones (3 TMA stages on their small grids) lost at
@@ -306,10 +306,10 @@ inline int decode_partial_wave_splits(int head_dim, bool paged, int64_t units, i
 }
 // The lengths (keys) at which a rule of decode_attention_num_splits changes its answer,
 // besides the by-length cap (kMinTokensPerSplit), which only grows with the length: the
-// spread tail (kSpreadTailMinKeys), the partial wave above (kPartialWaveMinKeys), the
-// tail bands below (2048, 4096, 8192),
-// decode_d64_tail_splits (2048) and the large-grid rule (kLargeGridMinKeys). decode_attention_workspace_floats_upto reads them: a rule that
-// tests another length must add it here.
+// spread tail (kSpreadTailMinKeys), the partial wave above (kPartialWaveMinKeys: 2048, also
+// the tail bands' first edge below and decode_d64_tail_splits'), the tail bands' 4096 and
+// 8192 and the large-grid rule (kLargeGridMinKeys). decode_attention_workspace_floats_upto
+// reads them: a rule that tests another length must add it here.
 // On Hopper HBM3e parts (`hbm3e`: device_is_hopper_hbm3e) at head_dim exactly 128
 // the D = 128 bands take their own counts (NOTES.md "H200 rules", stop 60; GQA 32/8, one
 // new token, graph replays, cold L2); the H100's trailed other counts at every point of
@@ -358,7 +358,8 @@ inline int decode_partial_wave_splits(int head_dim, bool paged, int64_t units, i
 //   (B=20/2K 39.2 -> 38.5, B=21 40.0 -> 38.3, B=22 40.9 -> 39.0, B=21/3K 55.7 -> 55.4;
 //   B=18-19 keep 2 splits).
 // Returns the split count: 1 to 4.
-constexpr int kSplitRuleLengthEdges[] = {kSpreadTailMinKeys, kPartialWaveMinKeys, 2048, kLargeGridMinKeys, 8192};
+static_assert(kPartialWaveMinKeys == 2048, "the edge list holds 2048 once, as kPartialWaveMinKeys");
+constexpr int kSplitRuleLengthEdges[] = {kSpreadTailMinKeys, kPartialWaveMinKeys, kLargeGridMinKeys, 8192};
 inline int decode_tail_splits(int head_dim, bool paged, int64_t units, int64_t sms, int64_t max_kv_len, bool hbm3e,
                               bool one_token) {
   if (max_kv_len < 2048) return 1;
