@@ -1114,6 +1114,28 @@ CONTIG_PARTIAL_WAVE_ROWS = [(b, n, 8, 128, True, (1, 2, 3), 16)
                             for b, n in ((9, 4096), (9, 16384), (10, 4096), (10, 16384), (11, 8192), (12, 16384),
                                          (14, 16384))]
 
+# --wave-top-confirm: stop 66's rules at their edges, the automatic count (0) against 1-3
+# splits: paged 2.67-2.91 units per SM at 2048 and 8192 keys (2 splits to 2.85), contiguous
+# past 2.5 (not a rule: measured here first), contiguous partial waves at 2048 keys and 0.73
+WAVE_TOP_CONFIRM_ROWS = ([(b, n, 8, 128, False, (0, 1, 2, 3), 16) for n in (2048, 8192) for b in (44, 47, 48)]
+                         + [(b, n, 8, 128, True, (0, 1, 2, 3), 16) for n in (4096, 16384) for b in (42, 46, 50)]
+                         + [(9, 2048, 8, 128, True, (0, 1, 2, 3), 16), (11, 2048, 8, 128, True, (0, 1, 2, 3), 16),
+                            (12, 4096, 8, 128, True, (0, 1, 2), 16), (9, 4096, 8, 128, True, (0, 1, 3), 16),
+                            (11, 8192, 8, 128, True, (0, 1, 3), 16)])
+
+# --one-wave-long: paged D=128 GQA at 0.91-0.97 units per SM (B=15-16), where 2 splits read
+# level cool and kept ours with cuDNN at the cap at 16K keys (stop 65: B=16/16K cool 245.2 /
+# 242.5, at the cap 265.6 / 248.1) but lost at 1K-4K cool: 1 and 2 splits, cool then at the cap
+ONE_WAVE_LONG_ROWS = [(b, n, 8, 16) for b in (15, 16) for n in (4096, 8192, 16384)]
+ONE_WAVE_LONG_VARIANTS = [("s1", 1, {}), ("s2", 2, {})]
+
+
+def one_wave_long_sweep(iters, copy_bw):
+    """ONE_WAVE_LONG_ROWS cool (one round, 1.2 s idle before each timing), then at the cap
+    (two rounds, 600 ms warm)."""
+    sustained_sweep(iters, copy_bw, ONE_WAVE_LONG_ROWS, ONE_WAVE_LONG_VARIANTS, rounds=1, cool_s=1.2)
+    sustained_sweep(iters, copy_bw, ONE_WAVE_LONG_ROWS, ONE_WAVE_LONG_VARIANTS, warm_ms=600.0, rounds=2)
+
 
 def wave_top_sweep(iters, copy_bw):
     """WAVE_TOP_ROWS cool (`split_band_sweep`: graph replays, cold L2, cuDNN first), then
@@ -1572,6 +1594,9 @@ SWEEPS = {
     "wave-top": (wave_top_sweep, "paged D=128 GQA at 2.5-3.9 units per SM: 1-2 splits, 4 stages, cool and at the cap"),
     "contig-partial-wave": (auto_split_sweep(CONTIG_PARTIAL_WAVE_ROWS),
                             "contiguous D=128 at 0.5-0.9 units per SM: 1-3 splits"),
+    "one-wave-long": (one_wave_long_sweep, "paged D=128 GQA at 0.91-0.97 units per SM, 4-16K keys: 1-2 splits, cool and at the cap"),
+    "wave-top-confirm": (auto_split_sweep(WAVE_TOP_CONFIRM_ROWS),
+                         "stop 66's edges: paged 2.67-2.91 and contiguous 2.5-3 units per SM, contiguous partial waves"),
     "sustained": (sustained_sweep, "cuDNN and ours' split counts / depths each at the clock it sustains (power cap)"),
     "sustained-splits": (sustained_split_sweep, "split counts at one unit per SM or less and at 2.8, cool and at the cap"),
     "bench-gap": (bench_gap_sweep, "ours after each SDPA backend, idle and fresh inputs, stamped (bench vs sweep gap)"),

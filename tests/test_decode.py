@@ -826,7 +826,10 @@ def test_balanced_schedule_matches_reference():
                                (128, 2.4, 2048, 3 if hbm3e else 2), (128, 2.05, 4096, 3 if hbm3e else 1),
                                (128, 1.2, 1024, 4 if hbm3e else 1), (128, 1.2, 960, 1), (128, 1.1, 4096, 6 if hbm3e else 2),
                                (128, 1.03, 2048, 8 if hbm3e else 1), (128, 1.03, 1024, 8 if hbm3e else 1),
-                               (128, 1.7, 2048, 1), (128, 2.7, 2048, 1), (128, 2.9, 2048, 1),
+                               (128, 1.7, 2048, 1), (128, 2.9, 2048, 1),
+                               # HBM3e, one new token from 4096 keys: 2 splits past 2.5 to 2.85 (stop 66)
+                               (128, 2.6, 4096, 2 if hbm3e else 1), (128, 2.7, 2048, 1),
+                               (128, 2.8, 16384, 2 if hbm3e else 1), (128, 2.8, 8192, 2 if hbm3e else 1),
                                (256, 1.05, 2048, 2), (256, 1.2, 2048, 2), (256, 1.5, 2048, 2 if hbm3e else 1),
                                (256, 1.5, 8192, 2 if hbm3e else 1), (192, 1.5, 2048, 1),
                                (256, 1.65, 2048, 2 if hbm3e else 1),
@@ -850,6 +853,9 @@ def test_balanced_schedule_matches_reference():
         for dt in (torch.float16, torch.bfloat16):
             got = llm.decode_num_splits(b, 8, 4, n, d, dt)
             assert got == (want if sm90 else 1), (d, per_sm, n, b, got)
+    for per_sm in (2.6, 2.8):  # the 2.5-2.85 band is one new token's: Nq 2 keeps 1 split
+        b = int(per_sm * sms) // 8 + 1
+        assert llm.decode_num_splits(b, 8, 8, 4096, 128, torch.float16, seq_len_q=2) == 1, (per_sm, b)
     # grids of 12 units per SM or more from 4096 keys: 2 splits on the cp.async kernel (head
     # dims 72-88 on sm_90, every head dim below), 1 where head dims 72-88 run head pairs
     # (HBM3e parts) and on the TMA kernel (head_dim 96 and 128 on sm_90)
@@ -867,6 +873,7 @@ def test_balanced_schedule_matches_reference():
                                (128, 1.03, 1024, 8 if hbm3e else 1), (128, 1.03, 4096, 8 if hbm3e else 1),
                                (128, 1.08, 2048, 8 if hbm3e else 1),
                                (128, 2.3, 4096, 3 if hbm3e else 2), (128, 2.3, 2048, 3 if hbm3e else 2),
+                               (128, 2.7, 4096, 2 if hbm3e else 1), (128, 2.6, 2048, 1),
                                (96, 1.2, 2048, 1 if hbm3e else 2), (96, 1.3, 4096, 2), (96, 1.08, 2048, 2),
                                (96, 0.97, 2048, 1), (80, 1.2, 2048, 2), (192, 1.55, 4096, 2 if hbm3e else 1),
                                (192, 1.75, 2048, 2 if hbm3e else 1), (192, 1.9, 4096, 1),
@@ -1085,30 +1092,36 @@ def test_spread_tail_matches_reference():
 
 def test_partial_wave_splits():
     """16-bit head_dim 128 grids of 0.5-0.9 units per SM from 2048 keys (csrc/decode/NOTES.md
-    stop 65, decode_partial_wave_splits): paged one-token calls on Hopper HBM3e parts
-    2 * SMs / units splits (up to two blocks per SM in one wave), else 1 (contiguous caches,
-    Nq 4, FP8 caches, other head dims); both 16-bit dtypes. Then
+    stops 65, 66, decode_partial_wave_splits): one-token calls on Hopper HBM3e parts
+    2 * SMs / units splits (up to two blocks per SM in one wave) to 0.9 on paged caches (1.0
+    from 8192 keys), to 0.7 from 4096 keys on contiguous ones, else 1 (Nq 4, FP8 caches,
+    other head dims); both 16-bit dtypes. Then
     automatic calls in the band against the references (paged with ragged, 1-key and
     capacity-long sequences; contiguous), and the grid on HBM3e parts."""
     require_op("paged_attention")
     require_op("decode_attention")
     sms = torch.cuda.get_device_properties(0).multi_processor_count
     hbm3e = torch.cuda.get_device_capability()[0] >= 9 and device_is_hopper_hbm3e()
-    # (units per SM, keys, head dim, want on HBM3e); GQA 32/8, units = 8 B
-    for per_sm, n, d, want in ((0.6, 16384, 128, 3), (0.7, 4096, 128, 2), (0.7, 2048, 128, 2),
-                               (0.8, 8192, 128, 2), (0.5, 4096, 128, 3), (0.7, 2047, 128, 1), (0.7, 1024, 128, 1),
-                               (0.9, 4096, 128, 1), (0.95, 4096, 128, 1), (0.7, 4096, 256, 1), (0.7, 4096, 112, 1),
-                               (0.7, 4096, 96, 1), (0.7, 4096, 64, 1)):
+    # (units per SM, keys, head dim, want on HBM3e paged, contiguous); GQA 32/8, units = 8 B
+    for per_sm, n, d, want_paged, want_contiguous in (
+            (0.6, 16384, 128, 3, 3), (0.7, 4096, 128, 2, 1), (0.7, 2048, 128, 2, 1), (0.8, 8192, 128, 2, 1),
+            (0.5, 4096, 128, 3, 3), (0.6, 2048, 128, 3, 1), (0.65, 8192, 128, 3, 3), (0.6, 4095, 128, 3, 1),
+            (0.6, 4096, 128, 3, 3), (0.6, 2047, 128, 1, 1),
+            (0.7, 2047, 128, 1, 1), (0.7, 1024, 128, 1, 1), (0.9, 4096, 128, 1, 1), (0.95, 4096, 128, 1, 1),
+            (0.9, 8192, 128, 2, 1), (0.95, 16384, 128, 2, 1), (0.95, 8191, 128, 1, 1),
+            (0.7, 4096, 256, 1, 1), (0.7, 4096, 112, 1, 1), (0.6, 4096, 96, 1, 1), (0.7, 4096, 64, 1, 1)):
         b = int(per_sm * sms) // 8 + 1
         units = 8 * b
-        # the cases sit in (or past) the band for this SM count (132 on every HBM3e Hopper part)
-        assert 2 * units > sms and (want == 1 or not hbm3e or (10 * units <= 9 * sms and 2 * sms // units == want)), \
-            ("SM count", sms, per_sm, want)
+        # the cases sit in (or past) the bands for this SM count (132 on every HBM3e Hopper part)
+        for want, top in ((want_paged, 10 if n >= 8192 else 9), (want_contiguous, 7)):
+            assert 2 * units > sms and (want == 1 or not hbm3e or (10 * units <= top * sms and 2 * sms // units == want)), \
+                ("SM count", sms, per_sm, want)
         for dt in (torch.float16, torch.bfloat16):
             for paged in (True, False):
                 for nq in (1, 4):
+                    want = (want_paged if paged else want_contiguous) if hbm3e and nq == 1 else 1
                     got = llm.decode_num_splits(b, 8, 4 * nq, n, d, dt, paged=paged, seq_len_q=nq)
-                    assert got == (want if hbm3e and paged and nq == 1 else 1), (per_sm, n, d, dt, paged, nq, b, got)
+                    assert got == want, (per_sm, n, d, dt, paged, nq, b, got)
         if d == 128:  # FP8 caches: not this rule's (16-bit measurements)
             assert llm.decode_num_splits(b, 8, 4, n, d, torch.float8_e4m3fn) == 1, (per_sm, n)
     f16 = torch.float16
@@ -1117,10 +1130,38 @@ def test_partial_wave_splits():
     gen = torch.Generator().manual_seed(65)
     lens = [int(x) for x in torch.randint(1, 2049, (b,), generator=gen)]
     lens[:3] = [1, 2048, 129]
-    grids = _automatic_calls_match(lens, 650, f16, contiguous=(2048, torch.bfloat16), grids=hbm3e)
+    grids = _automatic_calls_match(lens, 650, f16, contiguous=(4096, torch.bfloat16), grids=hbm3e)
     if hbm3e:
         assert splits == 2 * sms // (8 * b) > 1
-        assert grids == (8 * b * splits, 8 * b), (b, splits, grids)
+        assert llm.decode_num_splits(b, 8, 4, 4096, 128, torch.bfloat16, paged=False) == splits
+        assert grids == (8 * b * splits, 8 * b * splits), (b, splits, grids)
+    # the band's top from 8192 keys (0.9-1.0 units per SM: 2 splits), paged
+    b = int(0.95 * sms) // 8 + 1
+    lens = [int(x) for x in torch.randint(1, 8193, (b,), generator=gen)]
+    lens[:3] = [8192, 1, 4097]
+    paged_grid, _ = _automatic_calls_match(lens, 651, torch.bfloat16, grids=hbm3e)
+    if hbm3e:
+        assert paged_grid == 16 * b, (b, paged_grid)
+
+
+def test_wave_top_splits():
+    """On Hopper HBM3e parts, one-token head_dim 128 grids past 2.5 units per SM to 2.85
+    from 4096 keys take 2 even splits on both layouts (csrc/decode/NOTES.md stop 66,
+    decode_tail_splits): automatic calls there (paged with ragged, 1-key and capacity-long
+    sequences; contiguous) against the references, and their grids."""
+    require_op("paged_attention")
+    require_op("decode_attention")
+    sms = torch.cuda.get_device_properties(0).multi_processor_count
+    hbm3e = torch.cuda.get_device_capability()[0] >= 9 and device_is_hopper_hbm3e()
+    f16 = torch.float16
+    b = int(2.6 * sms) // 8 + 1
+    gen = torch.Generator().manual_seed(66)
+    lens = [int(x) for x in torch.randint(1, 4097, (b,), generator=gen)]
+    lens[:3] = [1, 4096, 2049]
+    grids = _automatic_calls_match(lens, 660, f16, contiguous=(4096, f16), grids=hbm3e)
+    if hbm3e:
+        assert 20 * 8 * b > 50 * sms and 20 * 8 * b <= 57 * sms, ("SM count", sms, b)
+        assert grids == (16 * b, 16 * b), (b, grids)
 
 
 _PLANE_BOXES_SCRIPT = r"""
@@ -1193,8 +1234,8 @@ def test_d64_tail_splits():
             got = llm.decode_num_splits(b, hkv, group * nq, n, 64, dt, paged=paged, seq_len_q=nq)
             assert got == (want if sm90 else 1), (per_sm, hkv, group, nq, n, paged, b, got)
             # the layout and Nq do not move D = 128 here (they move D = 64, 65-96 contiguous,
-            # and on HBM3e D = 128's spread tail at 1-1.34 units per SM and paged partial
-            # wave at 0.5-0.9)
+            # and on HBM3e D = 128's spread tail at 1-1.34 units per SM, the partial wave at
+            # 0.5-0.9 and, Nq only, 2.5-2.85 from 4096 keys)
             d128 = llm.decode_num_splits(b, hkv, group * nq, n, 128, dt, paged=paged, seq_len_q=nq)
             assert d128 == llm.decode_num_splits(b, hkv, group * nq, n, 128, dt), (per_sm, hkv, group, nq, n, paged)
     with pytest.raises(RuntimeError, match=r"seq_len_q must be >= 1 and divide rows_per_kv_head \(4\), got 3"):
@@ -2257,7 +2298,7 @@ def test_split_heuristic_small_grids():
 
 def test_fp8_split_heuristic():
     """FP8 caches at head_dim > 64 split as 16-bit ones (one block per SM), except that
-    large grids of long sequences never take 2 splits; at head_dim <= 64 grids up to one
+    large grids of long sequences never take 2 splits and the 16-bit-only HBM3e rules; at head_dim <= 64 grids up to one
     block per SM split to about two blocks per SM (rounded to nearest), grids of one to
     1.6 blocks per SM take 2 (at most 128 splits, none under 128 keys)."""
     require_op("paged_attention")
@@ -2265,6 +2306,9 @@ def test_fp8_split_heuristic():
     sms = torch.cuda.get_device_properties(0).multi_processor_count
     for b, hkv, n in ((1, 8, 16384), (16, 8, 16384), (2, 8, 4096), (64, 8, 1024)):
         for d in (96, 128, 256):
+            if (b, d) == (16, 128):  # 16-bit: 2 on HBM3e parts (decode_partial_wave_splits), FP8: 1
+                assert llm.decode_num_splits(b, hkv, 4, n, d, f8) == 1
+                continue
             assert llm.decode_num_splits(b, hkv, 4, n, d, f8) == llm.decode_num_splits(b, hkv, 4, n, d, f16)
     assert llm.decode_num_splits(128, 32, 1, 8192, 128, f8) == 1
     for b, hkv, n, d in ((16, 8, 2048, 64), (1, 8, 16384, 64), (8, 8, 2048, 32), (4, 32, 2048, 48), (1, 1, 1024, 64),

@@ -286,21 +286,32 @@ inline int decode_spread_tail_pieces(int head_dim, bool paged, int64_t units, in
 }
 // On Hopper HBM3e parts at head_dim exactly 128 (16-bit, paged, one new token), a grid of
 // more than half and up to 0.9 units (batch x KV heads x row tiles) per SM on sequences of
-// 2048 keys or more: the splits that fill the SMs at up to two blocks each in one wave,
+// 2048 keys or more (to 1.0 from 8192 keys, below): the splits that fill the SMs at up to two blocks each in one wave,
 // 2 * SMs / units (2 or 3: 1.33-2 blocks per SM), instead of 1 split, which left 10-50% of
 // the SMs idle (stop 65, `--sustained-splits`, GQA 32/8 block 16, cool GPU; us, 1 / 2 / 3
 // splits, cuDNN on the same keys contiguous): B=10/16K
 // (0.61) 245.5 / 169.2 / 162.0 (165.0), B=12/4K (0.73) 63.7 / 52.7 / 65.0 (50.0; 3 takes a
-// second wave); at 0.97 (B=16) 1 split stays (4K 64.4 / 65.5, 1K 19.3 / 21.4, 16K 245.2 /
-// 242.5). Paged caches only: contiguous ones (3 TMA stages on their small grids) lost at
-// 0.73 and 0.85 (B=12/4K 48.9 -> 51.8 us at 2, B=14/4K 55.6 -> 59.3) and gained at 0.61
-// (B=10/16K 173.8 -> 157.2 at 2, 161.8 at 3): not a rule yet; Nq > 1 not measured.
+// second wave); at 0.97 (B=16) 1 split stays below 8192 keys (4K 64.4 / 65.5, 1K 19.3 / 21.4).
+// From 8192 keys the paged band runs to 1.0 (2 splits): one block per SM slows with the SM
+// clock, which an H200 streaming decode drops within a second at its 700 W cap (stop 65),
+// while two blocks per SM keep ours with cuDNN (stop 66, `--one-wave-long`, 1 / 2 splits
+// (cuDNN), cool then after 600 ms of the same calls): B=16/16K (0.97) cool 247.6 / 248.5
+// (240.7), at the cap 268-269 / 248.6 (243); B=16/8K 126.2 / 128.4 (123.0), 133-135 / 128.0
+// (125); B=15/16K (0.91) 244.7 / 243.0 (227.2), 257-263 / 243.8 (230); B=15/8K 124.3 / 124.4,
+// 126.3 / 124.2; at 4096 keys level or behind either way (B=16 cool 64.9 / 66.7, at the cap
+// 67.6-69.1 / 66.7-67.0). Contiguous caches (3 TMA stages on their small grids) to 0.7 units per SM from
+// 4096 keys (stop 66, `--contig-partial-wave`, `--wave-top-confirm`; 1 split / the count
+// (cuDNN)): B=9/4K (0.55) 48.2 / 41.6 (46.4), B=9/16K 174.7 / 142.6 (162.0), B=10/4K 47.1 /
+// 46.3 (46.2), B=10/16K 173.5 / 164.7 (167.3; 2 splits 159.9), B=11/8K (0.67) 90.8 / 87.7
+// (91.4); they lose past 0.7 (B=12/16K (0.73) 186.2 / 187.4 at 2, B=12/4K 49.9 / 52.9, B=14/16K
+// 212.9 / 220.1) and at 2048 keys (B=11 26.3 / 27.2; B=9 25.9 / 24.7). Nq > 1 not measured.
 // Returns the count (at most 3: units > SMs / 2), or 0.
 constexpr int kPartialWaveMinKeys = 2048;
 inline int decode_partial_wave_splits(int head_dim, bool paged, int64_t units, int64_t sms, int64_t max_kv_len,
                                       bool hbm3e, bool one_token) {
-  if (!hbm3e || !paged || !one_token || head_dim != 128 || max_kv_len < kPartialWaveMinKeys || 2 * units <= sms ||
-      10 * units > 9 * sms)
+  const int64_t top_tenths = !paged ? 7 : max_kv_len >= 8192 ? 10 : 9;
+  if (!hbm3e || !one_token || head_dim != 128 || max_kv_len < (paged ? kPartialWaveMinKeys : 4096) ||
+      2 * units <= sms || 10 * units > top_tenths * sms)
     return 0;
   return static_cast<int>(2 * sms / units);
 }
@@ -408,6 +419,17 @@ inline int decode_tail_splits(int head_dim, bool paged, int64_t units, int64_t s
   if (hbm3e && head_dim == 128) {
     if (one_tail && one_token) return paged && max_kv_len >= 4096 ? 3 : 1;
     if (second_wave_top && units > 2 * sms) return 3;
+    // one new token from 4096 keys, past 2.5 units per SM to 2.85: 2 even splits, both
+    // layouts (stop 66, `--wave-top`, `--wave-top-confirm`; GQA 32/8 block 16, cold L2, us,
+    // 1 / 2 splits (cuDNN)): paged B=42 (2.55) 4K 185.9 / 172.8 (178.8), 16K 729.0 / 650.1
+    // (699.5); B=44/8K 372.9 / 344.2 (363.5); B=46 (2.79) 4K 191.6 / 185.5 (187.8), 16K 749.3 /
+    // 696.3 (730.8); B=47/8K (2.85) 381.0 / 363.0 (377.4); contiguous B=42 4K 181.9 / 168.2
+    // (178.3), 16K 714.9 / 637.7 (705.7), B=46 186.6 / 181.5, 735.9 / 690.4. At the power cap
+    // (600 ms warm) the same: paged B=42/16K 737 / 659 (709), B=46/16K 762 / 700 (748). At
+    // 3.03 (B=50) 1 split leads on both (paged 4K 200.0 / 216.3, 16K 786.0 / 817.0); at 2048
+    // keys 2 splits are level or behind (B=44 97.9 / 97.6, B=47 99.9 / 101.7); paged B=48/8K
+    // (2.91) 383.6 / 370.0 is the one point past the top measured.
+    if (one_token && max_kv_len >= 4096 && !second_wave_top && 20 * units <= 57 * sms) return 2;
   }
   return one_tail || (second_wave_top && 10 * units > 21 * sms) ? 2 : 1;
 }
