@@ -1129,6 +1129,13 @@ WAVE_TOP_CONFIRM_ROWS = ([(b, n, 8, 128, False, (0, 1, 2, 3), 16) for n in (2048
 ONE_WAVE_LONG_ROWS = [(b, n, 8, 16) for b in (15, 16) for n in (4096, 8192, 16384)]
 ONE_WAVE_LONG_VARIANTS = [("s1", 1, {}), ("s2", 2, {})]
 
+# --wave-top-edge: past the wave top's 2.85 (B=48 2.91, B=49 2.97: paged B=48/8K read 2 splits
+# 370.0 against 1 split's 383.6 twice) on both layouts at 4K and 16K, and contiguous B=15-16 at
+# 8K-16K (the paged 0.9-1.0 band's rows), cool then at the cap
+WAVE_TOP_EDGE_ROWS = [(b, n, 8, 128, contiguous, (0, 1, 2), 16) for contiguous in (False, True)
+                      for b, n in ((48, 4096), (48, 16384), (49, 4096), (49, 16384))]
+ONE_WAVE_LONG_CONTIG_ROWS = [(b, n, 8, 128, True, (0, 1, 2), 16) for b in (15, 16) for n in (8192, 16384)]
+
 
 def one_wave_long_sweep(iters, copy_bw):
     """ONE_WAVE_LONG_ROWS cool (one round, 1.2 s idle before each timing), then at the cap
@@ -1595,6 +1602,8 @@ SWEEPS = {
     "contig-partial-wave": (auto_split_sweep(CONTIG_PARTIAL_WAVE_ROWS),
                             "contiguous D=128 at 0.5-0.9 units per SM: 1-3 splits"),
     "one-wave-long": (one_wave_long_sweep, "paged D=128 GQA at 0.91-0.97 units per SM, 4-16K keys: 1-2 splits, cool and at the cap"),
+    "wave-top-edge": (auto_split_sweep(WAVE_TOP_EDGE_ROWS + ONE_WAVE_LONG_CONTIG_ROWS),
+                      "D=128 GQA at 2.91-2.97 units per SM (both layouts) and contiguous 0.91-0.97 at 8-16K: 0-2 splits"),
     "wave-top-confirm": (auto_split_sweep(WAVE_TOP_CONFIRM_ROWS),
                          "stop 66's edges: paged 2.67-2.91 and contiguous 2.5-3 units per SM, contiguous partial waves"),
     "sustained": (sustained_sweep, "cuDNN and ours' split counts / depths each at the clock it sustains (power cap)"),

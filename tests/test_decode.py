@@ -827,9 +827,12 @@ def test_balanced_schedule_matches_reference():
                                (128, 1.2, 1024, 4 if hbm3e else 1), (128, 1.2, 960, 1), (128, 1.1, 4096, 6 if hbm3e else 2),
                                (128, 1.03, 2048, 8 if hbm3e else 1), (128, 1.03, 1024, 8 if hbm3e else 1),
                                (128, 1.7, 2048, 1), (128, 2.9, 2048, 1),
-                               # HBM3e, one new token from 4096 keys: 2 splits past 2.5 to 2.85 (stop 66)
-                               (128, 2.6, 4096, 2 if hbm3e else 1), (128, 2.7, 2048, 1),
+                               # HBM3e, one new token from 4096 keys: 2 splits past 2.5 to 2.85 (stop 66;
+                               # 2.45 / 2.52 / 2.8 / 2.86: 2.485 / 2.545 / 2.848 / 2.909 at 132 SMs)
+                               (128, 2.6, 4096, 2 if hbm3e else 1), (128, 2.7, 2048, 1), (128, 2.6, 4095, 1),
                                (128, 2.8, 16384, 2 if hbm3e else 1), (128, 2.8, 8192, 2 if hbm3e else 1),
+                               (128, 2.45, 4096, 3 if hbm3e else 2), (128, 2.52, 4096, 2 if hbm3e else 1),
+                               (128, 2.86, 4096, 1), (112, 2.6, 4096, 1),
                                (256, 1.05, 2048, 2), (256, 1.2, 2048, 2), (256, 1.5, 2048, 2 if hbm3e else 1),
                                (256, 1.5, 8192, 2 if hbm3e else 1), (192, 1.5, 2048, 1),
                                (256, 1.65, 2048, 2 if hbm3e else 1),
@@ -853,9 +856,10 @@ def test_balanced_schedule_matches_reference():
         for dt in (torch.float16, torch.bfloat16):
             got = llm.decode_num_splits(b, 8, 4, n, d, dt)
             assert got == (want if sm90 else 1), (d, per_sm, n, b, got)
-    for per_sm in (2.6, 2.8):  # the 2.5-2.85 band is one new token's: Nq 2 keeps 1 split
+    for per_sm in (2.6, 2.8):  # the 2.5-2.85 band is one new token's and 16-bit: Nq 2, FP8 keep 1
         b = int(per_sm * sms) // 8 + 1
         assert llm.decode_num_splits(b, 8, 8, 4096, 128, torch.float16, seq_len_q=2) == 1, (per_sm, b)
+        assert llm.decode_num_splits(b, 8, 4, 4096, 128, torch.float8_e4m3fn) == 1, (per_sm, b)
     # grids of 12 units per SM or more from 4096 keys: 2 splits on the cp.async kernel (head
     # dims 72-88 on sm_90, every head dim below), 1 where head dims 72-88 run head pairs
     # (HBM3e parts) and on the TMA kernel (head_dim 96 and 128 on sm_90)
@@ -873,7 +877,8 @@ def test_balanced_schedule_matches_reference():
                                (128, 1.03, 1024, 8 if hbm3e else 1), (128, 1.03, 4096, 8 if hbm3e else 1),
                                (128, 1.08, 2048, 8 if hbm3e else 1),
                                (128, 2.3, 4096, 3 if hbm3e else 2), (128, 2.3, 2048, 3 if hbm3e else 2),
-                               (128, 2.7, 4096, 2 if hbm3e else 1), (128, 2.6, 2048, 1),
+                               (128, 2.7, 4096, 2 if hbm3e else 1), (128, 2.6, 2048, 1), (128, 2.86, 4096, 1),
+                               (128, 2.52, 16384, 2 if hbm3e else 1),
                                (96, 1.2, 2048, 1 if hbm3e else 2), (96, 1.3, 4096, 2), (96, 1.08, 2048, 2),
                                (96, 0.97, 2048, 1), (80, 1.2, 2048, 2), (192, 1.55, 4096, 2 if hbm3e else 1),
                                (192, 1.75, 2048, 2 if hbm3e else 1), (192, 1.9, 4096, 1),
@@ -1112,10 +1117,12 @@ def test_partial_wave_splits():
             (0.7, 4096, 256, 1, 1), (0.7, 4096, 112, 1, 1), (0.6, 4096, 96, 1, 1), (0.7, 4096, 64, 1, 1)):
         b = int(per_sm * sms) // 8 + 1
         units = 8 * b
-        # the cases sit in (or past) the bands for this SM count (132 on every HBM3e Hopper part)
-        for want, top in ((want_paged, 10 if n >= 8192 else 9), (want_contiguous, 7)):
-            assert 2 * units > sms and (want == 1 or not hbm3e or (10 * units <= top * sms and 2 * sms // units == want)), \
-                ("SM count", sms, per_sm, want)
+        # each case sits in its band, or out of it, for this SM count (132 on every HBM3e
+        # Hopper part) as its want says
+        for want, top, min_keys in ((want_paged, 10 if n >= 8192 else 9, 2048), (want_contiguous, 7, 4096)):
+            in_band = d == 128 and n >= min_keys and 2 * units > sms and 10 * units <= top * sms
+            assert not hbm3e or (in_band == (want > 1) and (want == 1 or 2 * sms // units == want)), \
+                ("SM count", sms, per_sm, n, d, want)
         for dt in (torch.float16, torch.bfloat16):
             for paged in (True, False):
                 for nq in (1, 4):
@@ -1135,7 +1142,11 @@ def test_partial_wave_splits():
         assert splits == 2 * sms // (8 * b) > 1
         assert llm.decode_num_splits(b, 8, 4, 4096, 128, torch.bfloat16, paged=False) == splits
         assert grids == (8 * b * splits, 8 * b * splits), (b, splits, grids)
-    # the band's top from 8192 keys (0.9-1.0 units per SM: 2 splits), paged
+    # the band's top from 8192 keys (0.9-1.0 units per SM: 2 splits), paged; exactly one unit
+    # per SM (GQA 32/4 at B = SMs / 4) included
+    if hbm3e and sms % 4 == 0:
+        assert llm.decode_num_splits(sms // 4, 4, 8, 8192, 128, f16) == 2
+        assert llm.decode_num_splits(sms // 4, 4, 8, 4096, 128, f16) == 1
     b = int(0.95 * sms) // 8 + 1
     lens = [int(x) for x in torch.randint(1, 8193, (b,), generator=gen)]
     lens[:3] = [8192, 1, 4097]

@@ -217,7 +217,7 @@ int decode_attention_num_splits(int batch, int num_kv_heads, int rows_per_kv_hea
   // (decode_spread_tail_pieces); else (decode_tail_splits, NOTES.md v28, v29, v32) 2 splits,
   // run as the balanced schedule below two units per SM (decode_streamk_blocks), as an even
   // grid beyond; HBM3e parts have their own bands and counts (1-4) at head_dim 96, 128, 192
-  // and 256; below one unit per SM, head_dim 128 there splits a partial wave
+  // and 256; up to one unit per SM, head_dim 128 there splits a partial wave
   // (decode_partial_wave_splits).
   if (dtype != DType::kFloat8E4M3 && device_cc_major() >= 9) {
     const bool hbm3e = device_is_hopper_hbm3e(), one_token = seq_len_q == 1;
@@ -225,7 +225,8 @@ int decode_attention_num_splits(int batch, int num_kv_heads, int rows_per_kv_hea
     if (pieces > 0) return pieces;
     const int splits = decode_tail_splits(head_dim, paged, base, sms, max_kv_len, hbm3e, one_token);
     if (splits > 1) return splits;
-    // head_dim 128 at 0.5-0.9 units per SM on HBM3e parts (0.7 contiguous): a partial wave's idle SMs
+    // head_dim 128 at 0.5-0.9 units per SM on HBM3e parts (paged from 8192 keys 1.0, contiguous
+    // 0.7 from 4096): a partial wave's idle SMs
     const int partial = decode_partial_wave_splits(head_dim, paged, base, sms, max_kv_len, hbm3e, one_token);
     if (partial > 1) return partial;
   }

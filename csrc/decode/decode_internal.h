@@ -253,8 +253,8 @@ inline int64_t decode_streamk_blocks(int64_t units, int64_t sms, int per_sm) {
 //   B=24/4K 108.9 -> 93.4, B=30/4K 133.1 -> 113.7, B=26/8K 226.8 -> 193.1; at exactly 2
 //   units per SM, B=33, whole waves, 2 splits lose: D = 96 4K 139.1 -> 142.9, D = 80 8K
 //   273.1 -> 277.5; at 3.03 D = 96 B=50/4K lost once, 214.1 -> 216.7, and won in a rerun).
-// Elsewhere 1 split measured faster or level (D = 128 at 1.03, 1.45-1.7 and 2.7 units per
-// SM; 1024 keys; D = 64 at both bands; D = 256 at 1.45 and 2.2; D = 96 at 1.2, paged;
+// Elsewhere 1 split measured faster or level (on the H100: D = 128 at 1.03, 1.45-1.7 and 2.7
+// units per SM; 1024 keys; D = 64 at both bands; D = 256 at 1.45 and 2.2; D = 96 at 1.2, paged;
 // contiguous D = 96 at 1.45 and 2048 keys gains 1%, 58.1 -> 57.3, not taken).
 // The spread tail (NOTES.md "Stop 63"; the TMA kernel's kDecodeSpreadTail schedule, run
 // where a call's num_splits equals this count): on Hopper HBM3e parts, one new token of
@@ -284,10 +284,11 @@ inline int decode_spread_tail_pieces(int head_dim, bool paged, int64_t units, in
   const int64_t pieces = std::min<int64_t>({8, sms / (units - sms), max_kv_len / kMinTokensPerSplit});
   return pieces >= 3 ? static_cast<int>(pieces) : 0;
 }
-// On Hopper HBM3e parts at head_dim exactly 128 (16-bit, paged, one new token), a grid of
-// more than half and up to 0.9 units (batch x KV heads x row tiles) per SM on sequences of
-// 2048 keys or more (to 1.0 from 8192 keys, below): the splits that fill the SMs at up to two blocks each in one wave,
-// 2 * SMs / units (2 or 3: 1.33-2 blocks per SM), instead of 1 split, which left 10-50% of
+// On Hopper HBM3e parts at head_dim exactly 128 (16-bit, one new token), a grid of more than
+// half and up to 0.9 units (batch x KV heads x row tiles) per SM on paged sequences of 2048
+// keys or more (to 1.0 from 8192 keys; contiguous: to 0.7 from 4096, below): the splits that
+// fill the SMs at up to two blocks each in one wave, 2 * SMs / units (2 or 3: 1.33-2 blocks
+// per SM), instead of 1 split, which left 10-50% of
 // the SMs idle (stop 65, `--sustained-splits`, GQA 32/8 block 16, cool GPU; us, 1 / 2 / 3
 // splits, cuDNN on the same keys contiguous): B=10/16K
 // (0.61) 245.5 / 169.2 / 162.0 (165.0), B=12/4K (0.73) 63.7 / 52.7 / 65.0 (50.0; 3 takes a
@@ -299,27 +300,34 @@ inline int decode_spread_tail_pieces(int head_dim, bool paged, int64_t units, in
 // (240.7), at the cap 268-269 / 248.6 (243); B=16/8K 126.2 / 128.4 (123.0), 133-135 / 128.0
 // (125); B=15/16K (0.91) 244.7 / 243.0 (227.2), 257-263 / 243.8 (230); B=15/8K 124.3 / 124.4,
 // 126.3 / 124.2; at 4096 keys level or behind either way (B=16 cool 64.9 / 66.7, at the cap
-// 67.6-69.1 / 66.7-67.0). Contiguous caches (3 TMA stages on their small grids) to 0.7 units per SM from
-// 4096 keys (stop 66, `--contig-partial-wave`, `--wave-top-confirm`; 1 split / the count
+// 67.6-69.1 / 66.7-67.0). Contiguous caches (3 TMA stages on their small grids) to 0.7 units
+// per SM from 4096 keys (stop 66, `--contig-partial-wave`, `--wave-top-confirm`; 1 split / the count
 // (cuDNN)): B=9/4K (0.55) 48.2 / 41.6 (46.4), B=9/16K 174.7 / 142.6 (162.0), B=10/4K 47.1 /
 // 46.3 (46.2), B=10/16K 173.5 / 164.7 (167.3; 2 splits 159.9), B=11/8K (0.67) 90.8 / 87.7
 // (91.4); they lose past 0.7 (B=12/16K (0.73) 186.2 / 187.4 at 2, B=12/4K 49.9 / 52.9, B=14/16K
-// 212.9 / 220.1) and at 2048 keys (B=11 26.3 / 27.2; B=9 25.9 / 24.7). Nq > 1 not measured.
+// 212.9 / 220.1) and at 2048 keys (B=11 26.3 / 27.2; B=9 25.9 / 24.7). At 0.61 (B=10) 2 splits
+// led 3 (16K 159.9 / 164.7, 4K 45.9 / 46.3). Nq > 1 not measured.
 // Returns the count (at most 3: units > SMs / 2), or 0.
 constexpr int kPartialWaveMinKeys = 2048;
+// From these lengths: the contiguous partial wave and the wave top (decode_tail_splits), and
+// the paged partial wave's top of 1.0 units per SM
+constexpr int kHbm3eD128LongKeys = 4096;
+constexpr int kPartialWaveFullWaveKeys = 8192;
 inline int decode_partial_wave_splits(int head_dim, bool paged, int64_t units, int64_t sms, int64_t max_kv_len,
                                       bool hbm3e, bool one_token) {
-  const int64_t top_tenths = !paged ? 7 : max_kv_len >= 8192 ? 10 : 9;
-  if (!hbm3e || !one_token || head_dim != 128 || max_kv_len < (paged ? kPartialWaveMinKeys : 4096) ||
-      2 * units <= sms || 10 * units > top_tenths * sms)
+  const int64_t min_keys = paged ? kPartialWaveMinKeys : kHbm3eD128LongKeys;
+  const int64_t top_tenths = !paged ? 7 : max_kv_len >= kPartialWaveFullWaveKeys ? 10 : 9;
+  if (!hbm3e || !one_token || head_dim != 128 || max_kv_len < min_keys || 2 * units <= sms ||
+      10 * units > top_tenths * sms)
     return 0;
   return static_cast<int>(2 * sms / units);
 }
 // The lengths (keys) at which a rule of decode_attention_num_splits changes its answer,
 // besides the by-length cap (kMinTokensPerSplit), which only grows with the length: the
 // spread tail (kSpreadTailMinKeys), the partial wave above (kPartialWaveMinKeys: 2048, also
-// the tail bands' first edge below and decode_d64_tail_splits'), the tail bands' 4096 and
-// 8192 and the large-grid rule (kLargeGridMinKeys). decode_attention_workspace_floats_upto
+// the tail bands' first edge below and decode_d64_tail_splits'; kHbm3eD128LongKeys and
+// kPartialWaveFullWaveKeys), the tail bands' 4096 (also the HBM3e wave top's) and 8192 and
+// the large-grid rule (kLargeGridMinKeys). decode_attention_workspace_floats_upto
 // reads them: a rule that tests another length must add it here.
 // On Hopper HBM3e parts (`hbm3e`: device_is_hopper_hbm3e) at head_dim exactly 128
 // the D = 128 bands take their own counts (NOTES.md "H200 rules", stop 60; GQA 32/8, one
@@ -329,6 +337,8 @@ inline int decode_partial_wave_splits(int head_dim, bool paged, int64_t units, i
 //   and contiguous caches (paged B=20/2K 51.2 -> 48.7 us, contiguous B=20/4K 83.7 -> 81.3),
 //   3 even splits on paged ones from 4096 keys (B=20/4K 89.9 -> 86.9, B=22/4K 96.6 -> 94.0)
 //   instead of the balanced 2-split schedule;
+// - past 2.5 units per SM to 2.85, one new token from 4096 keys: 2 even splits instead of 1
+//   (stop 66; figures at the rule below);
 // - from the first unit past two per SM to 2.5: 3 even splits instead of 2 (B=36-40/4K
 //   3-4%: B=36 170.1 -> 163.5, contiguous 160.8 -> 154.5; paged 2048 keys level) and, at
 //   2.06 where the H100's band has not begun, instead of 1 (B=34/4K 188.9 -> 158.2, B=34/2K
@@ -370,6 +380,8 @@ inline int decode_partial_wave_splits(int head_dim, bool paged, int64_t units, i
 //   B=18-19 keep 2 splits).
 // Returns the split count: 1 to 4.
 static_assert(kPartialWaveMinKeys == 2048, "the edge list holds 2048 once, as kPartialWaveMinKeys");
+static_assert(kHbm3eD128LongKeys == kLargeGridMinKeys && kPartialWaveFullWaveKeys == 8192,
+              "the HBM3e D = 128 rules' lengths are in the edge list");
 constexpr int kSplitRuleLengthEdges[] = {kSpreadTailMinKeys, kPartialWaveMinKeys, kLargeGridMinKeys, 8192};
 inline int decode_tail_splits(int head_dim, bool paged, int64_t units, int64_t sms, int64_t max_kv_len, bool hbm3e,
                               bool one_token) {
@@ -429,7 +441,7 @@ inline int decode_tail_splits(int head_dim, bool paged, int64_t units, int64_t s
     // 3.03 (B=50) 1 split leads on both (paged 4K 200.0 / 216.3, 16K 786.0 / 817.0); at 2048
     // keys 2 splits are level or behind (B=44 97.9 / 97.6, B=47 99.9 / 101.7); paged B=48/8K
     // (2.91) 383.6 / 370.0 is the one point past the top measured.
-    if (one_token && max_kv_len >= 4096 && !second_wave_top && 20 * units <= 57 * sms) return 2;
+    if (one_token && max_kv_len >= kHbm3eD128LongKeys && 2 * units > 5 * sms && 20 * units <= 57 * sms) return 2;
   }
   return one_tail || (second_wave_top && 10 * units > 21 * sms) ? 2 : 1;
 }
