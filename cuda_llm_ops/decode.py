@@ -431,8 +431,8 @@ def decode_num_splits(batch: int, num_kv_heads: int, rows_per_kv_head: int, max_
       instead of the two bands above: at 1.1-1.35 times the SMs with `seq_len_q` 1
       (beyond the spread tail's band), 1 (3 when `paged` and `max_kv_len >= 4096`); from
       just past 2 times to 2.5, 3
-      (measured 3-16% faster there, csrc/decode/NOTES.md "H200 rules"); past 2.5 times to
-      2.85 with `seq_len_q` 1 and `max_kv_len >= 4096`, 2 (B=42/16K/GQA 32:8 paged 729.0
+      (measured 3-16% faster there, csrc/decode/NOTES.md "H200 rules"); past 2.5 times and
+      under 3 with `seq_len_q` 1 and `max_kv_len >= 4096`, 2 (B=42/16K/GQA 32:8 paged 729.0
       -> 650.1 us, "Stop 66");
     - on Hopper HBM3e parts, 16-bit head_dim 256, 192 and 96 exactly (NOTES.md "D = 256 and
       96 split counts on the H200"): head_dim 256 takes 2 (balanced) up to 1.7 times the

@@ -337,7 +337,7 @@ inline int decode_partial_wave_splits(int head_dim, bool paged, int64_t units, i
 //   and contiguous caches (paged B=20/2K 51.2 -> 48.7 us, contiguous B=20/4K 83.7 -> 81.3),
 //   3 even splits on paged ones from 4096 keys (B=20/4K 89.9 -> 86.9, B=22/4K 96.6 -> 94.0)
 //   instead of the balanced 2-split schedule;
-// - past 2.5 units per SM to 2.85, one new token from 4096 keys: 2 even splits instead of 1
+// - past 2.5 units per SM to just under 3, one new token from 4096 keys: 2 even splits instead of 1
 //   (stop 66; figures at the rule below);
 // - from the first unit past two per SM to 2.5: 3 even splits instead of 2 (B=36-40/4K
 //   3-4%: B=36 170.1 -> 163.5, contiguous 160.8 -> 154.5; paged 2048 keys level) and, at
@@ -431,7 +431,7 @@ inline int decode_tail_splits(int head_dim, bool paged, int64_t units, int64_t s
   if (hbm3e && head_dim == 128) {
     if (one_tail && one_token) return paged && max_kv_len >= 4096 ? 3 : 1;
     if (second_wave_top && units > 2 * sms) return 3;
-    // one new token from 4096 keys, past 2.5 units per SM to 2.85: 2 even splits, both
+    // one new token from 4096 keys, past 2.5 units per SM to just under 3: 2 even splits, both
     // layouts (stop 66, `--wave-top`, `--wave-top-confirm`; GQA 32/8 block 16, cold L2, us,
     // 1 / 2 splits (cuDNN)): paged B=42 (2.55) 4K 185.9 / 172.8 (178.8), 16K 729.0 / 650.1
     // (699.5); B=44/8K 372.9 / 344.2 (363.5); B=46 (2.79) 4K 191.6 / 185.5 (187.8), 16K 749.3 /
@@ -439,9 +439,12 @@ inline int decode_tail_splits(int head_dim, bool paged, int64_t units, int64_t s
     // (178.3), 16K 714.9 / 637.7 (705.7), B=46 186.6 / 181.5, 735.9 / 690.4. At the power cap
     // (600 ms warm) the same: paged B=42/16K 737 / 659 (709), B=46/16K 762 / 700 (748). At
     // 3.03 (B=50) 1 split leads on both (paged 4K 200.0 / 216.3, 16K 786.0 / 817.0); at 2048
-    // keys 2 splits are level or behind (B=44 97.9 / 97.6, B=47 99.9 / 101.7); paged B=48/8K
-    // (2.91) 383.6 / 370.0 is the one point past the top measured.
-    if (one_token && max_kv_len >= kHbm3eD128LongKeys && 2 * units > 5 * sms && 20 * units <= 57 * sms) return 2;
+    // keys 2 splits are level or behind (B=44 97.9 / 97.6, B=47 99.9 / 101.7). `--wave-top-edge`:
+    // B=48 (2.91) paged 4K 191.4 / 187.7 (187.4), 16K 749.4 / 709.0 (733.0), 8K 383.6 / 370.0,
+    // contiguous 187.3 / 184.8, 732.8 / 701.0; B=49 (2.97) paged 194.7 / 191.3, 756.8 / 718.9,
+    // contiguous 188.6 / 187.6, 738.7 / 711.1. Exactly 3 units per SM (whole waves: no tail to
+    // spread; not measured, at D = 96 exactly 2 lost, v35) keeps 1.
+    if (one_token && max_kv_len >= kHbm3eD128LongKeys && 2 * units > 5 * sms && units < 3 * sms) return 2;
   }
   return one_tail || (second_wave_top && 10 * units > 21 * sms) ? 2 : 1;
 }
