@@ -259,8 +259,10 @@ def _split_fns(sets, ns, cache_suffix="", contiguous=False, **kwargs):
         bt, sl = inp["block_tables"], inp["seq_lens"]
         if contiguous:  # the same keys as [B, Hkv, N, D] through decode_attention
             k, v = cd.contiguous_kv(inp)
-            q4, (B, Hkv, N, D) = q.unsqueeze(2), k.shape
-            out, ws = torch.empty_like(q4), decode_workspace(B, q.shape[1], Hkv, D, N, q.dtype, num_splits=ns)
+            q4, (B, Hkv, N, D) = (q if q.dim() == 4 else q.unsqueeze(2)), k.shape
+            out = torch.empty_like(q4)
+            ws = decode_workspace(B, q.shape[1], Hkv, D, N, q.dtype, seq_len_q=q4.shape[2], num_splits=ns,
+                                  paged=False)
             fns.append(lambda q4=q4, k=k, v=v, out=out, ws=ws: decode_attention(
                 q4, k, v, out=out, num_splits=ns, workspace=ws, **kwargs))
             continue
@@ -1074,7 +1076,8 @@ def sustained_sweep(iters, copy_bw, rows=SUSTAINED_ROWS, variants=SUSTAINED_VARI
         return benchmark(None, warmup=3, iterations=max(iters, 30), cold_l2=True, cuda_graph=True, fn_sets=fns,
                          warmup_ms=0.0 if cool_s > 0 else warm_ms)
 
-    for B, N, Hkv, bs in rows:
+    for B, N, Hkv, bs, *layout in rows:
+        contiguous = bool(layout and layout[0])  # a fifth field True: decode_attention on the same keys
         case = cd.paged_case(B, N, Hkv, torch.float16, block_size=bs)
         peer = next(i for i in case.impls if i.name == "sdpa-cudnn")
         sets = [case.make_inputs() for _ in range(rotation_count(case.bytes))]
@@ -1092,12 +1095,12 @@ def sustained_sweep(iters, copy_bw, rows=SUSTAINED_ROWS, variants=SUSTAINED_VARI
                         t = timed(fns)
                 else:
                     set_knobs(env)
-                    fns = _split_fns(sets, ns)
+                    fns = _split_fns(sets, ns, contiguous=contiguous)
                     t = timed(fns)
                     set_knobs({})
                 del fns
                 results.setdefault(label, []).append(f"{t.median_ms * 1e3:.1f}@{stamp}")
-        print(f"sustained B={B} N={N} Hkv={Hkv} bs={bs} (sets {len(sets)}, {mode}) | "
+        print(f"sustained {'contig' if contiguous else 'paged'} B={B} N={N} Hkv={Hkv} bs={bs} (sets {len(sets)}, {mode}) | "
               + " | ".join(f"{k} {' / '.join(v)}" for k, v in results.items()), flush=True)
         del sets
         torch.cuda.empty_cache()
@@ -1135,6 +1138,26 @@ ONE_WAVE_LONG_VARIANTS = [("s1", 1, {}), ("s2", 2, {})]
 WAVE_TOP_EDGE_ROWS = [(b, n, 8, 128, contiguous, (0, 1, 2), 16) for contiguous in (False, True)
                       for b, n in ((48, 4096), (48, 16384), (49, 4096), (49, 16384))]
 ONE_WAVE_LONG_CONTIG_ROWS = [(b, n, 8, 128, True, (0, 1, 2), 16) for b in (15, 16) for n in (8192, 16384)]
+# --bands-next: stop 66's open questions. Contiguous at the wave top and at 0.91-0.97 under the
+# cap (the rules were swept cool there: 1 / 2 splits), then Nq 2 and 4 (speculative rows, one
+# row tile at GQA 32/8) in the three new bands, where the rules keep 1 split unmeasured:
+# (B, N, Nq, contiguous)
+BANDS_NEXT_CAP_ROWS = [(42, 16384, 8, 16, True), (48, 4096, 8, 16, True), (16, 16384, 8, 16, True),
+                       (15, 8192, 8, 16, True)]
+BANDS_NEXT_NQ_ROWS = [(b, n, nq, contiguous) for nq in (2, 4) for contiguous in (False, True)
+                      for b, n in ((10, 16384), (16, 16384), (42, 16384), (48, 4096))]
+
+
+def bands_next_sweep(iters, copy_bw):
+    """BANDS_NEXT_CAP_ROWS at the cap (two rounds, 600 ms warm: 1 and 2 splits), then
+    BANDS_NEXT_NQ_ROWS at 0-3 splits (graph replays, cold L2; cuDNN with its causal mask
+    where SDPA runs it)."""
+    sustained_sweep(iters, copy_bw, BANDS_NEXT_CAP_ROWS, [("s1", 1, {}), ("s2", 2, {})], warm_ms=600.0, rounds=2)
+    for B, N, Nq, contiguous in BANDS_NEXT_NQ_ROWS:
+        case = cd.paged_case(B, N, 8, torch.float16, Nq=Nq)
+        _split_sweep_row(case, (0, 1, 2, 3), {"auto": {}}, iters, copy_bw,
+                         f"{'contig' if contiguous else 'paged'} D=128 B={B} N={N} Hkv=8 Nq={Nq}", peer="sdpa-cudnn",
+                         contiguous=contiguous)
 
 
 def one_wave_long_sweep(iters, copy_bw):
@@ -1601,6 +1624,7 @@ SWEEPS = {
     "wave-top": (wave_top_sweep, "paged D=128 GQA at 2.5-3.9 units per SM: 1-2 splits, 4 stages, cool and at the cap"),
     "contig-partial-wave": (auto_split_sweep(CONTIG_PARTIAL_WAVE_ROWS),
                             "contiguous D=128 at 0.5-0.9 units per SM: 1-3 splits"),
+    "bands-next": (bands_next_sweep, "stop 66's bands: contiguous at the cap, Nq 2 and 4 at 0-3 splits"),
     "one-wave-long": (one_wave_long_sweep, "paged D=128 GQA at 0.91-0.97 units per SM, 4-16K keys: 1-2 splits, cool and at the cap"),
     "wave-top-edge": (auto_split_sweep(WAVE_TOP_EDGE_ROWS + ONE_WAVE_LONG_CONTIG_ROWS),
                       "D=128 GQA at 2.91-2.97 units per SM (both layouts) and contiguous 0.91-0.97 at 8-16K: 0-2 splits"),
