@@ -1130,7 +1130,7 @@ WAVE_TOP_CONFIRM_ROWS = ([(b, n, 8, 128, False, (0, 1, 2, 3), 16) for n in (2048
 # level cool and kept ours with cuDNN at the cap at 16K keys (stop 65: B=16/16K cool 245.2 /
 # 242.5, at the cap 265.6 / 248.1) but lost at 1K-4K cool: 1 and 2 splits, cool then at the cap
 ONE_WAVE_LONG_ROWS = [(b, n, 8, 16) for b in (15, 16) for n in (4096, 8192, 16384)]
-ONE_WAVE_LONG_VARIANTS = [("s1", 1, {}), ("s2", 2, {})]
+SPLITS_1_2_VARIANTS = [("s1", 1, {}), ("s2", 2, {})]
 
 # --wave-top-edge: past the wave top's 2.85 (B=48 2.91, B=49 2.97: paged B=48/8K read 2 splits
 # 370.0 against 1 split's 383.6 twice) on both layouts at 4K and 16K, and contiguous B=15-16 at
@@ -1152,7 +1152,7 @@ def bands_next_sweep(iters, copy_bw):
     """BANDS_NEXT_CAP_ROWS at the cap (two rounds, 600 ms warm: 1 and 2 splits), then
     BANDS_NEXT_NQ_ROWS at 0-3 splits (graph replays, cold L2; cuDNN with its causal mask
     where SDPA runs it)."""
-    sustained_sweep(iters, copy_bw, BANDS_NEXT_CAP_ROWS, [("s1", 1, {}), ("s2", 2, {})], warm_ms=600.0, rounds=2)
+    sustained_sweep(iters, copy_bw, BANDS_NEXT_CAP_ROWS, SPLITS_1_2_VARIANTS, warm_ms=600.0, rounds=2)
     for B, N, Nq, contiguous in BANDS_NEXT_NQ_ROWS:
         case = cd.paged_case(B, N, 8, torch.float16, Nq=Nq)
         _split_sweep_row(case, (0, 1, 2, 3), {"auto": {}}, iters, copy_bw,
@@ -1160,25 +1160,21 @@ def bands_next_sweep(iters, copy_bw):
                          contiguous=contiguous)
 
 
-def one_wave_long_sweep(iters, copy_bw):
-    """ONE_WAVE_LONG_ROWS cool (one round, 1.2 s idle before each timing), then at the cap
-    (two rounds, 600 ms warm)."""
-    sustained_sweep(iters, copy_bw, ONE_WAVE_LONG_ROWS, ONE_WAVE_LONG_VARIANTS, rounds=1, cool_s=1.2)
-    sustained_sweep(iters, copy_bw, ONE_WAVE_LONG_ROWS, ONE_WAVE_LONG_VARIANTS, warm_ms=600.0, rounds=2)
-
-
 def wave_top_sweep(iters, copy_bw):
     """WAVE_TOP_ROWS cool (`split_band_sweep`: graph replays, cold L2, cuDNN first), then
     each row's 1 and 2 splits and 4 stages at the cap (`sustained_sweep`, 600 ms warm)."""
     split_band_sweep(iters, copy_bw, WAVE_TOP_ROWS, WAVE_TOP_VARIANTS)
     sustained_sweep(iters, copy_bw, [(b, n, hkv, bs) for b, n, hkv, _, _, _, bs in WAVE_TOP_ROWS],
-                    [("s1", 1, {}), ("s2", 2, {}), ("tma4", 1, SWEEP_VARIANTS["tma4"])], warm_ms=600.0, rounds=2)
+                    SPLITS_1_2_VARIANTS + [("tma4", 1, SWEEP_VARIANTS["tma4"])], warm_ms=600.0, rounds=2)
 
 
-def sustained_split_sweep(iters, copy_bw):
-    """SUSTAINED_SPLIT_ROWS cool (one round), then at the cap (two rounds, 600 ms warm)."""
-    sustained_sweep(iters, copy_bw, SUSTAINED_SPLIT_ROWS, SUSTAINED_SPLIT_VARIANTS, rounds=1, cool_s=1.2)
-    sustained_sweep(iters, copy_bw, SUSTAINED_SPLIT_ROWS, SUSTAINED_SPLIT_VARIANTS, warm_ms=600.0, rounds=2)
+def cool_then_cap_sweep(rows, variants):
+    """A `SWEEPS` entry: `sustained_sweep` over `rows` cool (one round, 1.2 s idle before each
+    timing), then at the cap (two rounds, 600 ms warm)."""
+    def sweep(iters, copy_bw):
+        sustained_sweep(iters, copy_bw, rows, variants, rounds=1, cool_s=1.2)
+        sustained_sweep(iters, copy_bw, rows, variants, warm_ms=600.0, rounds=2)
+    return sweep
 
 
 def _edited_case(case, edit, **fields):
@@ -1625,13 +1621,15 @@ SWEEPS = {
     "contig-partial-wave": (auto_split_sweep(CONTIG_PARTIAL_WAVE_ROWS),
                             "contiguous D=128 at 0.5-0.9 units per SM: 1-3 splits"),
     "bands-next": (bands_next_sweep, "stop 66's bands: contiguous at the cap, Nq 2 and 4 at 0-3 splits"),
-    "one-wave-long": (one_wave_long_sweep, "paged D=128 GQA at 0.91-0.97 units per SM, 4-16K keys: 1-2 splits, cool and at the cap"),
+    "one-wave-long": (cool_then_cap_sweep(ONE_WAVE_LONG_ROWS, SPLITS_1_2_VARIANTS),
+                      "paged D=128 GQA at 0.91-0.97 units per SM, 4-16K keys: 1-2 splits, cool and at the cap"),
     "wave-top-edge": (auto_split_sweep(WAVE_TOP_EDGE_ROWS + ONE_WAVE_LONG_CONTIG_ROWS),
                       "D=128 GQA at 2.91-2.97 units per SM (both layouts) and contiguous 0.91-0.97 at 8-16K: 0-2 splits"),
     "wave-top-confirm": (auto_split_sweep(WAVE_TOP_CONFIRM_ROWS),
                          "stop 66's edges: paged 2.67-2.91 and contiguous 2.5-3 units per SM, contiguous partial waves"),
     "sustained": (sustained_sweep, "cuDNN and ours' split counts / depths each at the clock it sustains (power cap)"),
-    "sustained-splits": (sustained_split_sweep, "split counts at one unit per SM or less and at 2.8, cool and at the cap"),
+    "sustained-splits": (cool_then_cap_sweep(SUSTAINED_SPLIT_ROWS, SUSTAINED_SPLIT_VARIANTS),
+                         "split counts at one unit per SM or less and at 2.8, cool and at the cap"),
     "bench-gap": (bench_gap_sweep, "ours after each SDPA backend, idle and fresh inputs, stamped (bench vs sweep gap)"),
     "fp8-pack": (fp8_pack_sweep, "FP8 (and 16-bit GQA) D=64 caches with and without head pairs"),
 }
