@@ -1076,9 +1076,11 @@ def sustained_sweep(iters, copy_bw, rows=SUSTAINED_ROWS, variants=SUSTAINED_VARI
         return benchmark(None, warmup=3, iterations=max(iters, 30), cold_l2=True, cuda_graph=True, fn_sets=fns,
                          warmup_ms=0.0 if cool_s > 0 else warm_ms)
 
-    for B, N, Hkv, bs, *layout in rows:
-        contiguous = bool(layout and layout[0])  # a fifth field True: decode_attention on the same keys
-        case = cd.paged_case(B, N, Hkv, torch.float16, block_size=bs)
+    for B, N, Hkv, bs, *extra in rows:
+        contiguous = bool(extra and extra[0])  # a fifth field True: decode_attention on the same keys
+        nq = extra[1] if len(extra) > 1 else 1  # a sixth: new tokens (causal on both layouts)
+        causal = {"is_causal": True} if contiguous and nq > 1 else {}
+        case = cd.paged_case(B, N, Hkv, torch.float16, block_size=bs, Nq=nq)
         peer = next(i for i in case.impls if i.name == "sdpa-cudnn")
         sets = [case.make_inputs() for _ in range(rotation_count(case.bytes))]
         why = peer.unavailable(sets[0]) if peer.unavailable else None  # also picks SDPA's GQA mode
@@ -1095,12 +1097,13 @@ def sustained_sweep(iters, copy_bw, rows=SUSTAINED_ROWS, variants=SUSTAINED_VARI
                         t = timed(fns)
                 else:
                     set_knobs(env)
-                    fns = _split_fns(sets, ns, contiguous=contiguous)
+                    fns = _split_fns(sets, ns, contiguous=contiguous, **causal)
                     t = timed(fns)
                     set_knobs({})
                 del fns
                 results.setdefault(label, []).append(f"{t.median_ms * 1e3:.1f}@{stamp}")
-        print(f"sustained {'contig' if contiguous else 'paged'} B={B} N={N} Hkv={Hkv} bs={bs} (sets {len(sets)}, {mode}) | "
+        print(f"sustained {'contig' if contiguous else 'paged'} B={B} N={N} Hkv={Hkv} bs={bs} Nq={nq} "
+              f"(sets {len(sets)}, {mode}) | "
               + " | ".join(f"{k} {' / '.join(v)}" for k, v in results.items()), flush=True)
         del sets
         torch.cuda.empty_cache()
@@ -1148,16 +1151,81 @@ BANDS_NEXT_NQ_ROWS = [(b, n, nq, contiguous) for nq in (2, 4) for contiguous in 
                       for b, n in ((10, 16384), (16, 16384), (42, 16384), (48, 4096))]
 
 
+def _nq_rows(rows, splits, iters, copy_bw, variants=None, only=None):
+    """`_split_sweep_row` over D=128 GQA 32/8 block-16 rows (B, N, Nq, contiguous) at `splits`,
+    cuDNN first (with its causal mask where SDPA runs it); contiguous rows causal too, as the
+    paged op's speculative rows."""
+    for B, N, Nq, contiguous in rows:
+        _split_sweep_row(cd.paged_case(B, N, 8, torch.float16, Nq=Nq), splits, variants or {"auto": {}}, iters,
+                         copy_bw, f"{'contig' if contiguous else 'paged'} D=128 B={B} N={N} Hkv=8 Nq={Nq}",
+                         peer="sdpa-cudnn", contiguous=contiguous, only=only,
+                         **({"is_causal": True} if contiguous and Nq > 1 else {}))
+
+
 def bands_next_sweep(iters, copy_bw):
     """BANDS_NEXT_CAP_ROWS at the cap (two rounds, 600 ms warm: 1 and 2 splits), then
-    BANDS_NEXT_NQ_ROWS at 0-3 splits (graph replays, cold L2; cuDNN with its causal mask
-    where SDPA runs it)."""
+    BANDS_NEXT_NQ_ROWS at 0-3 splits (graph replays, cold L2)."""
     sustained_sweep(iters, copy_bw, BANDS_NEXT_CAP_ROWS, SPLITS_1_2_VARIANTS, warm_ms=600.0, rounds=2)
-    for B, N, Nq, contiguous in BANDS_NEXT_NQ_ROWS:
-        case = cd.paged_case(B, N, 8, torch.float16, Nq=Nq)
-        _split_sweep_row(case, (0, 1, 2, 3), {"auto": {}}, iters, copy_bw,
-                         f"{'contig' if contiguous else 'paged'} D=128 B={B} N={N} Hkv=8 Nq={Nq}", peer="sdpa-cudnn",
-                         contiguous=contiguous)
+    _nq_rows(BANDS_NEXT_NQ_ROWS, (0, 1, 2, 3), iters, copy_bw)
+
+
+# --nq-rules: `--bands-next` (stop 67) read Nq 2 and 4 (8 and 16 rows: one row tile) like one
+# token in the partial wave (B=10/16K paged Nq 2 1 / 2 / 3 splits 243.7 / 165.5 / 164.3) and the
+# wave top at 16K (B=42 722.6 / 642.3 / 628.8), but Nq 4 at B=48/4K (2.91) 196.5 / 198.9: the
+# edges of those bands and the one-tail band (1.1-1.35 units per SM: the balanced 2 splits for
+# Nq > 1, 1 split or the spread tail for one token) at Nq 2 and 4; one token at 3 splits on the
+# paged wave top's low end (contiguous B=42/16K read 3 splits ahead of 2: 628.2 / 637.7)
+NQ_PARTIAL_WAVE_ROWS = [(b, n, nq, contiguous) for nq in (2, 4) for b, n, contiguous in
+                        ((9, 2048, False), (12, 4096, False), (15, 4096, False), (16, 8192, False),
+                         (12, 16384, False), (9, 4096, True), (11, 8192, True), (12, 16384, True))]
+NQ_WAVE_TOP_ROWS = [(b, n, nq, contiguous) for nq in (2, 4) for b, n, contiguous in
+                    ((42, 4096, False), (46, 4096, False), (49, 4096, False), (44, 8192, False), (48, 8192, False),
+                     (46, 16384, False), (48, 16384, False), (50, 16384, False), (42, 4096, True),
+                     (46, 16384, True), (48, 16384, True))]
+NQ_ONE_TAIL_ROWS = [(b, n, nq, contiguous) for nq in (2, 4) for contiguous in (False, True)
+                    for b, n in ((17, 2048), (17, 4096), (20, 4096), (22, 4096))]
+ONE_TOKEN_WAVE_TOP_LOW_ROWS = [(42, 4096, 1, False), (42, 8192, 1, False), (42, 16384, 1, False),
+                               (44, 16384, 1, False), (46, 16384, 1, False), (44, 4096, 1, True)]
+
+
+def nq_rules_sweep(iters, copy_bw):
+    """NQ_PARTIAL_WAVE_ROWS and NQ_WAVE_TOP_ROWS at 0-3 splits, NQ_ONE_TAIL_ROWS at 0-3 splits
+    and as the spread tail in 3-8 pieces (CLO_DECODE_SPREAD=1), ONE_TOKEN_WAVE_TOP_LOW_ROWS at
+    0, 2 and 3 splits (graph replays, cold L2, cuDNN first)."""
+    _nq_rows(NQ_PARTIAL_WAVE_ROWS + NQ_WAVE_TOP_ROWS, (0, 1, 2, 3), iters, copy_bw)
+    _nq_rows(NQ_ONE_TAIL_ROWS, (0, 1, 3, 4, 8), iters, copy_bw,
+             {"auto": {}, "spread": {"CLO_DECODE_SPREAD": "1"}},
+             only=lambda ns, label: ns <= 3 if label == "auto" else ns >= 3)
+    _nq_rows(ONE_TOKEN_WAVE_TOP_LOW_ROWS, (0, 2, 3), iters, copy_bw)
+
+
+# --nq-confirm: stop 67's changes. Contiguous Nq 2 and 4 on at most one block per SM now run
+# TMA 3 stages (the cp.async kernel before; 4 stages the other candidate), at 0 (automatic) and
+# 1 split; the rules' new edges at Nq 2 and 4 and one token, automatic against the neighbours;
+# at the cap the wave top's 3 splits (one token) and the paged partial wave's 8192-key top
+# at Nq 4 (cool: B=16/8K 127.3 at 1 split, 130.3 at 2)
+NQ_CONTIG_SMALL_ROWS = [(b, n, nq, True) for nq in (2, 4)
+                        for b, n in ((1, 16384), (4, 4096), (8, 8192), (16, 1024), (16, 4096), (16, 16384),
+                                     (12, 16384))]
+NQ_CONFIRM_ROWS = [((45, 4096, 4, False), (0, 1, 2)), ((46, 4096, 4, False), (0, 1, 2)),
+                   ((49, 4096, 2, False), (0, 1, 2)), ((43, 8192, 1, False), (0, 2, 3)),
+                   ((44, 16384, 1, True), (0, 2, 3)), ((44, 8192, 2, True), (0, 2, 3)),
+                   ((20, 4096, 2, False), (0, 1, 2)), ((17, 4096, 4, True), (0, 1, 2)),
+                   ((22, 4096, 4, False), (0, 1, 2)), ((12, 16384, 2, True), (0, 1, 2))]
+NQ_CONFIRM_CAP_ROWS = [(42, 16384, 8, 16), (44, 16384, 8, 16)]
+NQ_CONFIRM_CAP_NQ_ROWS = [(16, 8192, 8, 16, False, 4), (16, 16384, 8, 16, False, 4)]
+
+
+def nq_confirm_sweep(iters, copy_bw):
+    """NQ_CONTIG_SMALL_ROWS automatic / cp.async / TMA 4 stages; NQ_CONFIRM_ROWS at their
+    splits; then at the cap (two rounds, 600 ms warm) NQ_CONFIRM_CAP_ROWS at 2 and 3 splits,
+    NQ_CONFIRM_CAP_NQ_ROWS at 1 and 2."""
+    _nq_rows(NQ_CONTIG_SMALL_ROWS, (0, 1), iters, copy_bw,
+             {"auto": {}, "cp": SWEEP_VARIANTS["cp"], "tma4": SWEEP_VARIANTS["tma4"]})
+    for row, splits in NQ_CONFIRM_ROWS:
+        _nq_rows([row], splits, iters, copy_bw)
+    sustained_sweep(iters, copy_bw, NQ_CONFIRM_CAP_ROWS, [("s2", 2, {}), ("s3", 3, {})], warm_ms=600.0, rounds=2)
+    sustained_sweep(iters, copy_bw, NQ_CONFIRM_CAP_NQ_ROWS, SPLITS_1_2_VARIANTS, warm_ms=600.0, rounds=2)
 
 
 def wave_top_sweep(iters, copy_bw):
@@ -1621,6 +1689,8 @@ SWEEPS = {
     "contig-partial-wave": (auto_split_sweep(CONTIG_PARTIAL_WAVE_ROWS),
                             "contiguous D=128 at 0.5-0.9 units per SM: 1-3 splits"),
     "bands-next": (bands_next_sweep, "stop 66's bands: contiguous at the cap, Nq 2 and 4 at 0-3 splits"),
+    "nq-rules": (nq_rules_sweep, "Nq 2 and 4 at the HBM3e D=128 bands' edges, one token at 3 splits on the wave top"),
+    "nq-confirm": (nq_confirm_sweep, "stop 67: contiguous Nq > 1 small grids on TMA 3, the Nq rules' edges, the cap"),
     "one-wave-long": (cool_then_cap_sweep(ONE_WAVE_LONG_ROWS, SPLITS_1_2_VARIANTS),
                       "paged D=128 GQA at 0.91-0.97 units per SM, 4-16K keys: 1-2 splits, cool and at the cap"),
     "wave-top-edge": (auto_split_sweep(WAVE_TOP_EDGE_ROWS + ONE_WAVE_LONG_CONTIG_ROWS),

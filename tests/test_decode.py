@@ -827,9 +827,13 @@ def test_balanced_schedule_matches_reference():
                                (128, 1.2, 1024, 4 if hbm3e else 1), (128, 1.2, 960, 1), (128, 1.1, 4096, 6 if hbm3e else 2),
                                (128, 1.03, 2048, 8 if hbm3e else 1), (128, 1.03, 1024, 8 if hbm3e else 1),
                                (128, 1.7, 2048, 1), (128, 2.9, 2048, 1),
-                               # HBM3e, one new token from 4096 keys: 2 splits past 2.5 to under 3 (stop
-                               # 66; 2.45 / 2.52 / 2.96 / 3.02: 2.485 / 2.545 / 2.97 / 3.03 at 132 SMs)
+                               # HBM3e from 4096 keys: 2 splits past 2.5 to under 3 (stop 66; 2.45 /
+                               # 2.52 / 2.96 / 3.02: 2.485 / 2.545 / 2.97 / 3.03 at 132 SMs), 3 to 2.67
+                               # from 8192 keys (stop 67; 2.66 / 2.7: 2.667 / 2.73)
                                (128, 2.6, 4096, 2 if hbm3e else 1), (128, 2.7, 2048, 1), (128, 2.6, 4095, 1),
+                               (128, 2.52, 8192, 3 if hbm3e else 1), (128, 2.6, 16384, 3 if hbm3e else 1),
+                               (128, 2.66, 8192, 3 if hbm3e else 1), (128, 2.7, 8192, 2 if hbm3e else 1),
+                               (128, 2.66, 8191, 2 if hbm3e else 1),
                                (128, 2.8, 16384, 2 if hbm3e else 1), (128, 2.8, 8192, 2 if hbm3e else 1),
                                (128, 2.45, 4096, 3 if hbm3e else 2), (128, 2.52, 4096, 2 if hbm3e else 1),
                                (128, 2.86, 4096, 2 if hbm3e else 1), (128, 2.96, 16384, 2 if hbm3e else 1),
@@ -859,10 +863,18 @@ def test_balanced_schedule_matches_reference():
             assert got == (want if sm90 else 1), (d, per_sm, n, b, got)
     if hbm3e and sms % 4 == 0:  # exactly three units per SM (GQA 32/4): whole waves, 1 split
         assert llm.decode_num_splits(3 * sms // 4, 4, 8, 4096, 128, torch.float16) == 1
-    for per_sm in (2.6, 2.8):  # the 2.5-3 band is one new token's and 16-bit: Nq 2, FP8 keep 1
+    # the 2.5-3 band is 16-bit (FP8 keeps 1) and holds for Nq > 1 within one row tile
+    # (decode_rule_unit_rows): Nq 2 (8 rows) as one token, Nq 4 (16 rows) to 2.75 below 8192
+    # keys; Nq 8 (two row tiles, units = 16 B) keeps 1
+    for per_sm, n, want_nq2, want_nq4 in ((2.6, 4096, 2, 2), (2.8, 4096, 2, 1), (2.7, 4096, 2, 2),
+                                          (2.8, 8192, 2, 2), (2.6, 8192, 3, 3), (2.6, 4095, 1, 1)):
         b = int(per_sm * sms) // 8 + 1
-        assert llm.decode_num_splits(b, 8, 8, 4096, 128, torch.float16, seq_len_q=2) == 1, (per_sm, b)
-        assert llm.decode_num_splits(b, 8, 4, 4096, 128, torch.float8_e4m3fn) == 1, (per_sm, b)
+        for nq, want in ((2, want_nq2), (4, want_nq4)):
+            got = llm.decode_num_splits(b, 8, 4 * nq, n, 128, torch.float16, seq_len_q=nq)
+            assert got == (want if hbm3e else 1), (per_sm, n, nq, b, got)
+        assert llm.decode_num_splits(b, 8, 4, n, 128, torch.float8_e4m3fn) == 1, (per_sm, b)
+        b = int(per_sm * sms) // 16 + 1
+        assert llm.decode_num_splits(b, 8, 32, n, 128, torch.float16, seq_len_q=8) == 1, (per_sm, n, b)
     # grids of 12 units per SM or more from 4096 keys: 2 splits on the cp.async kernel (head
     # dims 72-88 on sm_90, every head dim below), 1 where head dims 72-88 run head pairs
     # (HBM3e parts) and on the TMA kernel (head_dim 96 and 128 on sm_90)
@@ -881,7 +893,8 @@ def test_balanced_schedule_matches_reference():
                                (128, 1.08, 2048, 8 if hbm3e else 1),
                                (128, 2.3, 4096, 3 if hbm3e else 2), (128, 2.3, 2048, 3 if hbm3e else 2),
                                (128, 2.7, 4096, 2 if hbm3e else 1), (128, 2.6, 2048, 1),
-                               (128, 2.86, 4096, 2 if hbm3e else 1), (128, 2.52, 16384, 2 if hbm3e else 1),
+                               (128, 2.86, 4096, 2 if hbm3e else 1), (128, 2.52, 16384, 3 if hbm3e else 1),
+                               (128, 2.52, 4096, 2 if hbm3e else 1), (128, 2.7, 16384, 2 if hbm3e else 1),
                                (128, 3.02, 16384, 1),
                                (96, 1.2, 2048, 1 if hbm3e else 2), (96, 1.3, 4096, 2), (96, 1.08, 2048, 2),
                                (96, 0.97, 2048, 1), (80, 1.2, 2048, 2), (192, 1.55, 4096, 2 if hbm3e else 1),
@@ -1024,15 +1037,16 @@ for i, (extra, hkv, group, dt, bs, pieces, top) in enumerate(cases):
             graph.replay()
             assert_close(out, paged_attention_reference(q, kc, vc, table, sl), dtype=dt, what=f"{what}, replay {trial}")
 # the contiguous path ([B, Hkv, N, D] keys), three pieces of each tail unit and 16 (2-split
-# calls there run the balanced schedule)
-for pieces, n in ((3, 1000), (16, 1024)):
+# calls there run the balanced schedule); 4 new tokens, causal (16 rows: one row tile)
+for pieces, n, nq in ((3, 1000, 1), (16, 1024, 1), (5, 777, 4)):
     b = (sms + 8 + 7) // 8
-    q = torch.randn(b, 32, 1, 128, device="cuda").half()
+    q = torch.randn(b, 32, nq, 128, device="cuda").half()
     k = torch.randn(b, 8, n, 128, device="cuda").half()
     v = torch.randn(b, 8, n, 128, device="cuda").half()
     out = poison_(torch.empty_like(q))
-    llm.decode_attention(q, k, v, out=out, num_splits=pieces)
-    assert_close(out, attention_reference(q, k, v), dtype=torch.float16, what=f"contiguous, {pieces} pieces")
+    llm.decode_attention(q, k, v, out=out, num_splits=pieces, is_causal=nq > 1)
+    assert_close(out, attention_reference(q, k, v, is_causal=nq > 1), dtype=torch.float16,
+                 what=f"contiguous, {pieces} pieces, Nq {nq}")
     if sm90:
         blocks = kernel_grid_blocks(lambda: llm.decode_attention(q, k, v, num_splits=pieces), "decode_attention")
         assert blocks == sms + (b * 8 - sms) * pieces, f"contiguous {pieces} pieces: grid of {blocks} blocks"
@@ -1087,6 +1101,9 @@ def test_spread_tail_matches_reference():
     pieces = min(8, sms // (units - sms))
     grid = sms + (units - sms) * pieces
     assert llm.decode_num_splits(b, 8, 4, 1024, 128, f16) == pieces
+    # Nq 2 and 4 (one row tile: decode_rule_unit_rows) as one token; Nq 8 (two tiles) not
+    assert llm.decode_num_splits(b, 8, 8, 1024, 128, f16, seq_len_q=2) == pieces
+    assert llm.decode_num_splits(b, 8, 16, 1024, 128, f16, seq_len_q=4, paged=False) == pieces
     grids = _automatic_calls_match([1024] * (b - 2) + [700, 1], 631, f16, contiguous=(1024, f16), grids=True)
     assert grids == (grid, grid), (b, grids)
     # paged, at the band's top (1.3 units per SM: 3 pieces, every SM holding at most one),
@@ -1101,10 +1118,10 @@ def test_spread_tail_matches_reference():
 
 def test_partial_wave_splits():
     """16-bit head_dim 128 grids of 0.5-0.9 units per SM from 2048 keys (csrc/decode/NOTES.md
-    stops 65, 66, decode_partial_wave_splits): one-token calls on Hopper HBM3e parts
-    2 * SMs / units splits (up to two blocks per SM in one wave) to 0.9 on paged caches (1.0
-    from 8192 keys), to 0.7 from 4096 keys on contiguous ones, else 1 (Nq 4, FP8 caches,
-    other head dims); both 16-bit dtypes. Then
+    stops 65-67, decode_partial_wave_splits): calls of one new token or Nq 2 and 4 (one row
+    tile) on Hopper HBM3e parts 2 * SMs / units splits (up to two blocks per SM in one wave)
+    to 0.9 on paged caches (1.0 from 8192 keys), to 0.7 from 4096 keys on contiguous ones,
+    else 1 (Nq 8: two row tiles, FP8 caches, other head dims); both 16-bit dtypes. Then
     automatic calls in the band against the references (paged with ragged, 1-key and
     capacity-long sequences; contiguous), and the grid on HBM3e parts."""
     require_op("paged_attention")
@@ -1129,10 +1146,14 @@ def test_partial_wave_splits():
                 ("SM count", sms, per_sm, n, d, want)
         for dt in (torch.float16, torch.bfloat16):
             for paged in (True, False):
-                for nq in (1, 4):
-                    want = (want_paged if paged else want_contiguous) if hbm3e and nq == 1 else 1
+                for nq in (1, 2, 4):  # Nq > 1 within one row tile (decode_rule_unit_rows) as one token
+                    want = (want_paged if paged else want_contiguous) if hbm3e else 1
                     got = llm.decode_num_splits(b, 8, 4 * nq, n, d, dt, paged=paged, seq_len_q=nq)
                     assert got == want, (per_sm, n, d, dt, paged, nq, b, got)
+                # Nq 8: two row tiles (units = 16 B), the rules off
+                b8 = int(per_sm * sms) // 16 + 1
+                got = llm.decode_num_splits(b8, 8, 32, n, d, dt, paged=paged, seq_len_q=8)
+                assert got == 1, (per_sm, n, d, dt, paged, b8, got)
         if d == 128:  # FP8 caches: not this rule's (16-bit measurements)
             assert llm.decode_num_splits(b, 8, 4, n, d, torch.float8_e4m3fn) == 1, (per_sm, n)
     f16 = torch.float16
@@ -1250,7 +1271,7 @@ def test_d64_tail_splits():
             assert got == (want if sm90 else 1), (per_sm, hkv, group, nq, n, paged, b, got)
             # the layout and Nq do not move D = 128 here (they move D = 64, 65-96 contiguous,
             # and on HBM3e D = 128's spread tail at 1-1.34 units per SM, the partial wave at
-            # 0.5-0.9 and, Nq only, 2.5-3 from 4096 keys)
+            # 0.5-0.9 and, rows only, 2.75-3 below 8192 keys)
             d128 = llm.decode_num_splits(b, hkv, group * nq, n, 128, dt, paged=paged, seq_len_q=nq)
             assert d128 == llm.decode_num_splits(b, hkv, group * nq, n, 128, dt), (per_sm, hkv, group, nq, n, paged)
     with pytest.raises(RuntimeError, match=r"seq_len_q must be >= 1 and divide rows_per_kv_head \(4\), got 3"):
@@ -1698,17 +1719,19 @@ for v in (0, 1, 2):  # CLO_DECODE_VARIANT: automatic, the cp.async kernel, the T
                 kernel_names(fn)[:300]
     os.environ["CLO_DECODE_PACK"] = "1"
     # contiguous D = 128 beyond one block per SM: the TMA kernel (2 stages) too; on at
-    # most one block per SM the cp.async kernel, on HBM3e parts the TMA kernel at 3 stages
+    # most one block per SM the cp.async kernel, on HBM3e parts the TMA kernel at 3 stages,
+    # one new token or Nq 3 causal (12 rows: one row tile)
     g = torch.Generator(device="cuda").manual_seed(77)
-    for b, auto_tma, stages in ((sms // 4 + 1, True, 2), (sms // 8, hbm3e, 3)):
-        q = torch.randn(b, 8, 1, 128, device="cuda", generator=g).half()
+    for b, auto_tma, stages, nq in ((sms // 4 + 1, True, 2, 1), (sms // 8, hbm3e, 3, 1), (sms // 8, hbm3e, 3, 3)):
+        q = torch.randn(b, 8, nq, 128, device="cuda", generator=g).half()
         k = torch.randn(b, 4, 300, 128, device="cuda", generator=g).half()
         vv = torch.randn(b, 4, 300, 128, device="cuda", generator=g).half()
-        fn = lambda: llm.decode_attention(q, k, vv, num_splits=1)
-        assert_close(fn(), attention_reference(q, k, vv), dtype=torch.float16, what=f"variant {v} contiguous B={b}")
+        fn = lambda: llm.decode_attention(q, k, vv, num_splits=1, is_causal=nq > 1)
+        assert_close(fn(), attention_reference(q, k, vv, is_causal=nq > 1), dtype=torch.float16,
+                     what=f"variant {v} contiguous B={b} Nq={nq}")
         names = kernel_names(fn)
         assert ("tma_kernel" in names) == (sm90 and (v == 2 or (v == 0 and auto_tma))), \
-            f"variant {v}, contiguous D=128, {4 * b} blocks: {names[:300]}"
+            f"variant {v}, contiguous D=128, {4 * b} blocks, Nq {nq}: {names[:300]}"
         if v == 0 and auto_tma and sm90:
             assert re.search(rf"tma_kernel<[^<>,]+, (\(int\))?128, (\(int\))?{stages}, ", names), names[:300]
     # contiguous D = 64: the TMA kernel at 4 stages beyond 2 and up to 3 blocks per SM (v27),

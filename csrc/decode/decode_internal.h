@@ -164,13 +164,15 @@ inline int decode_tma_stages_for(int head_dim, bool paged, int64_t blocks, int64
   // 21.8 -> 21.4, B=16/4K 64.1 -> 63.3) and contiguous (the TMA kernel at 3 stages, where
   // the H100 ran cp.async: B=16/1K 20.1 -> 18.8, B=1/16K 22.4 -> 21.0, B=16/4K 65.2 ->
   // 61.9), and on paged grids of up to 1.35 blocks per SM (3: B=17/1K 24.8 -> 23.5, B=20/1K
-  // 27.3 -> 25.2; contiguous ones there keep 2, 22.1 against 23.5). One new token only:
-  // 4 stages lost at Nq 4 (paged B=16/4K/GQA 67.2 -> 74.2 us in the bench).
-  const bool hbm3e_d128 = head_dim == 128 && !pairs && (row_cols == 0 || row_cols == 128) && seq_len_q == 1 &&
-                          device_is_hopper_hbm3e();
-  if (small_grid && hbm3e_d128) return paged ? 4 : 3;
+  // 27.3 -> 25.2; contiguous ones there keep 2, 22.1 against 23.5). One new token only on
+  // paged caches: 4 stages lost at Nq 4 (paged B=16/4K/GQA 67.2 -> 74.2 us in the bench);
+  // contiguous small grids run TMA 3 at any Nq (stop 67: the cp.async kernel read Nq 2
+  // B=12/16K at 1 split in 237.7 us, one token on TMA 3 186.2).
+  const bool hbm3e_rows128 =
+      head_dim == 128 && !pairs && (row_cols == 0 || row_cols == 128) && device_is_hopper_hbm3e();
+  if (small_grid && hbm3e_rows128) return paged && seq_len_q == 1 ? 4 : 3;
   if (small_grid) return paged || head_dim == 64 || head_dim == 256 ? decode_pipeline_stages(head_dim) : 0;
-  if (hbm3e_d128 && paged && 20 * blocks <= 27 * sms) return 3;
+  if (hbm3e_rows128 && seq_len_q == 1 && paged && 20 * blocks <= 27 * sms) return 3;
   // D = 64 up to 1.25 blocks per SM (unpaired there, decode_packs_head_pairs): most SMs
   // hold one block, whose 128-byte rows need the small grids' 4 stages in flight (v25).
   // Contiguous caches beyond 2 and up to 3 blocks per SM too: the SMs holding three blocks
@@ -257,8 +259,8 @@ inline int64_t decode_streamk_blocks(int64_t units, int64_t sms, int per_sm) {
 // units per SM; 1024 keys; D = 64 at both bands; D = 256 at 1.45 and 2.2; D = 96 at 1.2, paged;
 // contiguous D = 96 at 1.45 and 2048 keys gains 1%, 58.1 -> 57.3, not taken).
 // The spread tail (NOTES.md "Stop 63"; the TMA kernel's kDecodeSpreadTail schedule, run
-// where a call's num_splits equals this count): on Hopper HBM3e parts, one new token of
-// 16-bit head_dim 128 whose grid holds a little more than one unit (batch x KV heads x row
+// where a call's num_splits equals this count): on Hopper HBM3e parts, one new token (or
+// Nq > 1 within one row tile: decode_rule_unit_rows) of 16-bit head_dim 128 whose grid holds a little more than one unit (batch x KV heads x row
 // tiles) per SM, from kSpreadTailMinKeys keys: to 1.34 units per SM on paged caches, 1.1 on
 // contiguous ones. An unsplit grid there runs the SMs' second units after the first
 // wave (or beside it, two blocks per SM sharing an SM's bandwidth), an even split grid
@@ -275,16 +277,27 @@ inline int64_t decode_streamk_blocks(int64_t units, int64_t sms, int per_sm) {
 // 94.4 -> 27.2 / 49.5 / 93.7; more pieces than free slots lose (B=22 at 4-16: 50.8-56.3
 // at 2K). Contiguous ones there, and B=23-24 at 2-3 pieces, level or lost (contiguous B=21/1K
 // 25.5 -> 29.3 at 3). Returns P, or 0.
+// The HBM3e D = 128 rules (the spread tail, the partial wave, the one-tail band's 3 splits and
+// the wave top) were measured on one new token (GQA 32/8: 4 query rows per unit) and on 2 and
+// 4 speculative tokens there (8 and 16 rows: one row tile), which read like one token in every
+// band (stop 67, `--bands-next`, `--nq-rules`) but the wave top's 4096-key end (below). The
+// query rows of one unit those rules read: a row tile's at most for one new token (a wider
+// group fills its tiles), the rows for Nq > 1 within one row tile, 0 (the rules off) beyond.
+inline int decode_rule_unit_rows(int seq_len_q, int rows_per_kv_head) {
+  if (rows_per_kv_head <= kRowsPerBlock) return rows_per_kv_head;
+  return seq_len_q == 1 ? kRowsPerBlock : 0;
+}
 constexpr int kSpreadTailMinKeys = 1024;
 inline int decode_spread_tail_pieces(int head_dim, bool paged, int64_t units, int64_t sms, int64_t max_kv_len,
-                                     bool hbm3e, bool one_token) {
-  if (!hbm3e || !one_token || head_dim != 128 || max_kv_len < kSpreadTailMinKeys || units <= sms ||
+                                     bool hbm3e, int unit_rows) {
+  if (!hbm3e || unit_rows == 0 || head_dim != 128 || max_kv_len < kSpreadTailMinKeys || units <= sms ||
       100 * units > (paged ? 134 : 110) * sms)
     return 0;
   const int64_t pieces = std::min<int64_t>({8, sms / (units - sms), max_kv_len / kMinTokensPerSplit});
   return pieces >= 3 ? static_cast<int>(pieces) : 0;
 }
-// On Hopper HBM3e parts at head_dim exactly 128 (16-bit, one new token), a grid of more than
+// On Hopper HBM3e parts at head_dim exactly 128 (16-bit, one new token or Nq > 1 within one
+// row tile: decode_rule_unit_rows), a grid of more than
 // half and up to 0.9 units (batch x KV heads x row tiles) per SM on paged sequences of 2048
 // keys or more (to 1.0 from 8192 keys; contiguous: to 0.7 from 4096, below): the splits that
 // fill the SMs at up to two blocks each in one wave, 2 * SMs / units (2 or 3: 1.33-2 blocks
@@ -306,7 +319,9 @@ inline int decode_spread_tail_pieces(int head_dim, bool paged, int64_t units, in
 // 46.3 (46.2), B=10/16K 173.5 / 164.7 (167.3; 2 splits 159.9), B=11/8K (0.67) 90.8 / 87.7
 // (91.4); they lose past 0.7 (B=12/16K (0.73) 186.2 / 187.4 at 2, B=12/4K 49.9 / 52.9, B=14/16K
 // 212.9 / 220.1) and at 2048 keys (B=11 26.3 / 27.2; B=9 25.9 / 24.7). At 0.61 (B=10) 2 splits
-// led 3 (16K 159.9 / 164.7, 4K 45.9 / 46.3). Nq > 1 not measured.
+// led 3 (16K 159.9 / 164.7, 4K 45.9 / 46.3). Nq 2 and 4 alike (stop 67, 1 / the count: paged
+// B=10/16K 243.7 / 164.3, B=12/4K Nq 4 65.3 / 58.0, B=9/2K Nq 2 34.4 / 26.6; contiguous B=9/4K
+// 63.3 / 43.3; B=15/4K keeps 1, 65.4 / 66.4 at 2).
 // Returns the count (at most 3: units > SMs / 2), or 0.
 constexpr int kPartialWaveMinKeys = 2048;
 // From these lengths: the contiguous partial wave and the wave top (decode_tail_splits), and
@@ -314,10 +329,10 @@ constexpr int kPartialWaveMinKeys = 2048;
 constexpr int kHbm3eD128LongKeys = 4096;
 constexpr int kPartialWaveFullWaveKeys = 8192;
 inline int decode_partial_wave_splits(int head_dim, bool paged, int64_t units, int64_t sms, int64_t max_kv_len,
-                                      bool hbm3e, bool one_token) {
+                                      bool hbm3e, int unit_rows) {
   const int64_t min_keys = paged ? kPartialWaveMinKeys : kHbm3eD128LongKeys;
   const int64_t top_tenths = !paged ? 7 : max_kv_len >= kPartialWaveFullWaveKeys ? 10 : 9;
-  if (!hbm3e || !one_token || head_dim != 128 || max_kv_len < min_keys || 2 * units <= sms ||
+  if (!hbm3e || unit_rows == 0 || head_dim != 128 || max_kv_len < min_keys || 2 * units <= sms ||
       10 * units > top_tenths * sms)
     return 0;
   return static_cast<int>(2 * sms / units);
@@ -333,12 +348,13 @@ inline int decode_partial_wave_splits(int head_dim, bool paged, int64_t units, i
 // the D = 128 bands take their own counts (NOTES.md "H200 rules", stop 60; GQA 32/8, one
 // new token, graph replays, cold L2); the H100's trailed other counts at every point of
 // both bands measured on the H200:
-// - the one-tail band, one new token (`one_token`): 1 split on paged tables below 4096 keys
+// - the one-tail band, one new token or Nq > 1 within one row tile (decode_rule_unit_rows;
+//   stop 67: Nq 2 and 4 lost 5-21% at the H100's 2 balanced splits): 1 split on paged tables below 4096 keys
 //   and contiguous caches (paged B=20/2K 51.2 -> 48.7 us, contiguous B=20/4K 83.7 -> 81.3),
 //   3 even splits on paged ones from 4096 keys (B=20/4K 89.9 -> 86.9, B=22/4K 96.6 -> 94.0)
 //   instead of the balanced 2-split schedule;
-// - past 2.5 units per SM to just under 3, one new token from 4096 keys: 2 even splits instead of 1
-//   (stop 66; figures at the rule below);
+// - past 2.5 units per SM to just under 3, from 4096 keys: 2 even splits instead of 1, 3 to
+//   2.67 from 8192 keys (stops 66, 67; the rows' bounds and figures at the rule below);
 // - from the first unit past two per SM to 2.5: 3 even splits instead of 2 (B=36-40/4K
 //   3-4%: B=36 170.1 -> 163.5, contiguous 160.8 -> 154.5; paged 2048 keys level) and, at
 //   2.06 where the H100's band has not begun, instead of 1 (B=34/4K 188.9 -> 158.2, B=34/2K
@@ -384,7 +400,7 @@ static_assert(kHbm3eD128LongKeys == kLargeGridMinKeys && kPartialWaveFullWaveKey
               "the HBM3e D = 128 rules' lengths are in the edge list");
 constexpr int kSplitRuleLengthEdges[] = {kSpreadTailMinKeys, kPartialWaveMinKeys, kLargeGridMinKeys, 8192};
 inline int decode_tail_splits(int head_dim, bool paged, int64_t units, int64_t sms, int64_t max_kv_len, bool hbm3e,
-                              bool one_token) {
+                              int unit_rows) {
   if (max_kv_len < 2048) return 1;
   const int kernel_head_dim = decode_kernel_head_dim(head_dim);
   // from the first extra unit at D = 256, from 1.06 units per SM at D = 96, 1.1 at D = 128
@@ -429,7 +445,7 @@ inline int decode_tail_splits(int head_dim, bool paged, int64_t units, int64_t s
   if (hbm3e && head_dim == 192 && !paged && max_kv_len >= 4096 && units > 2 * sms && 2 * units <= 5 * sms)
     return 2;
   if (hbm3e && head_dim == 128) {
-    if (one_tail && one_token) return paged && max_kv_len >= 4096 ? 3 : 1;
+    if (one_tail && unit_rows > 0) return paged && max_kv_len >= 4096 ? 3 : 1;
     if (second_wave_top && units > 2 * sms) return 3;
     // one new token from 4096 keys, past 2.5 units per SM to just under 3: 2 even splits, both
     // layouts (stop 66, `--wave-top`, `--wave-top-confirm`; GQA 32/8 block 16, cold L2, us,
@@ -444,7 +460,17 @@ inline int decode_tail_splits(int head_dim, bool paged, int64_t units, int64_t s
     // contiguous 187.3 / 184.8, 732.8 / 701.0; B=49 (2.97) paged 194.7 / 191.3, 756.8 / 718.9,
     // contiguous 188.6 / 187.6, 738.7 / 711.1. Exactly 3 units per SM (whole waves: no tail to
     // spread; not measured, at D = 96 exactly 2 lost, v35) keeps 1.
-    if (one_token && max_kv_len >= kHbm3eD128LongKeys && 2 * units > 5 * sms && units < 3 * sms) return 2;
+    // From 8192 keys its low end, to 2.67 units per SM, takes 3 (stop 67, `--nq-rules`, 2 / 3
+    // splits: one token paged B=42/16K 637.1 / 622.4, B=44/16K 660.7 / 649.8, B=42/8K 324.0 /
+    // 320.0, contiguous B=42/16K 637.7 / 628.2; Nq 2 paged B=42/16K 642.3 / 628.8, Nq 4 648.9 /
+    // 638.2; at 2.79, B=46/16K, 680.6 / 705.7; at 4096 keys level, B=42 169.8 / 169.4).
+    // Units of 9-16 query rows (Nq 4 at GQA 32/8) end it at 2.75 below 8192 keys (Nq 4 paged
+    // 4K, 1 / 2 splits: B=42 187.2 / 182.0, B=46 (2.79) 192.5 / 193.5, B=48 196.5 / 198.9,
+    // B=49 197.9 / 201.9; from 8192 keys the gain holds to 2.91: B=48/8K 382.6 / 373.2).
+    const bool wave_top = unit_rows > 0 && max_kv_len >= kHbm3eD128LongKeys && 2 * units > 5 * sms &&
+                          units < 3 * sms &&
+                          (unit_rows <= kRowsPerBlock / 2 || max_kv_len >= 8192 || 20 * units <= 55 * sms);
+    if (wave_top) return max_kv_len >= 8192 && 3 * units <= 8 * sms ? 3 : 2;
   }
   return one_tail || (second_wave_top && 10 * units > 21 * sms) ? 2 : 1;
 }

@@ -67,6 +67,9 @@ SLIDING_WINDOW = 4096
 # Speculative-decoding cases (preset "all"): new tokens per sequence (GQA 32/8: 4 x 4 = 16
 # query rows per KV head, one thread block's tile).
 SPEC_TOKENS = 4
+# Their grids: a long sequence split, one wave (B=16/4K), the HBM3e partial wave (B=10) and
+# wave top (B=42) at 16K keys (csrc/decode/NOTES.md "Stop 67")
+SPEC_GRIDS = ((1, 16384), (16, 4096), (10, 16384), (42, 16384))
 SDPA_BACKENDS = ("flash", "cudnn", "efficient")
 # The plain-PyTorch paged peer materialises a gathered copy of the cache per call.
 TORCH_PAGED_MAX_BYTES = 3 << 30
@@ -135,12 +138,13 @@ def ours_contiguous() -> BenchImpl:
         from ..decode import decode_attention, decode_workspace
 
         k, v = contiguous_kv(inp)
-        q = inp["q"].unsqueeze(2)
-        B, Hq, _, D = q.shape
+        q = inp["q"] if inp["q"].dim() == 4 else inp["q"].unsqueeze(2)  # [B, Hq, Nq, D]
+        B, Hq, Nq, D = q.shape
         out = torch.empty_like(q)
-        ws = decode_workspace(B, Hq, k.shape[1], D, k.shape[2], q.dtype, paged=False)
-        fn = lambda: decode_attention(q, k, v, out=out, workspace=ws)  # noqa: E731
-        return lambda: fn().squeeze(2)
+        ws = decode_workspace(B, Hq, k.shape[1], D, k.shape[2], q.dtype, seq_len_q=Nq, paged=False)
+        # Nq > 1 new tokens: bottom-right causal, as the paged op's speculative rows
+        fn = lambda: decode_attention(q, k, v, out=out, workspace=ws, is_causal=Nq > 1)  # noqa: E731
+        return lambda: fn().squeeze(2) if Nq == 1 else fn()
 
     return BenchImpl("cuda_llm_ops", False, build, unavailable)
 
@@ -260,7 +264,7 @@ def paged_attention_cases(dtype: torch.dtype, preset: str, quick: bool) -> list[
         cases += [paged_case(64, OTHER_HEAD_DIMS_CONTEXT, h, dtype, D=d) for d in OTHER_HEAD_DIMS for h in KV_HEADS]
         cases += [paged_case(1, 16384, 8, dtype, D=d) for d in PADDED_HEAD_DIMS]
         cases += [paged_case(b, 16384, 8, dtype, window=SLIDING_WINDOW) for b in (1, 16)]
-        cases += [paged_case(b, n, 8, dtype, Nq=SPEC_TOKENS) for b, n in ((1, 16384), (16, 4096))]
+        cases += [paged_case(b, n, 8, dtype, Nq=SPEC_TOKENS) for b, n in SPEC_GRIDS]
         cases += [paged_case(b, n, h, dtype) for b, n, h in MID_GRIDS]
         cases += [paged_case(b, n, h, dtype, capacity=c) for b, n, h in SERVING_TABLE_GRIDS
                   for c in (n, SERVING_TABLE_FACTOR * n)]
@@ -273,7 +277,10 @@ def decode_attention_cases(dtype: torch.dtype, preset: str, quick: bool) -> list
         return []
     shapes = [(64, 4096, 32), (1, 16384, 8)] if quick else [(64, 4096, 32), (16, 4096, 8), (1, 16384, 8),
                                                              (1, 16384, 32)]
-    return [paged_case(b, n, h, dtype, op="decode_attention") for b, n, h in shapes]
+    cases = [paged_case(b, n, h, dtype, op="decode_attention") for b, n, h in shapes]
+    if preset == "all" and not quick:
+        cases += [paged_case(b, n, 8, dtype, op="decode_attention", Nq=SPEC_TOKENS) for b, n in SPEC_GRIDS]
+    return cases
 
 
 # FP8 (e4m3) caches: shapes of the table (GQA 32/8 and MHA, D = 128, block 16), and
