@@ -67,9 +67,9 @@ out-of-bounds access. `check_indices=False` skips the host check everywhere
 
 Kernels: on Hopper a TMA (tensor-memory-accelerator) kernel where it was measured faster
 (every grid at head_dim 64 and 256; at 128 every grid but contiguous caches on at most one
-thread block per SM, those too on Hopper HBM3e parts such as the H200, which also run 4
-pipeline stages on paged small grids and 3 on paged grids of up to 1.35 blocks per SM
-where the H100 runs 3 and 2, one new token per sequence; at 96 every paged grid, not head
+thread block per SM, those too on Hopper HBM3e parts such as the H200 (3 stages, any number
+of new tokens), which also run 4 pipeline stages on paged small grids and 3 on paged grids
+of up to 1.35 blocks per SM where the H100 runs 3 and 2, one new token per sequence; at 96 every paged grid, not head
 dims 80 and below on that kernel, nor contiguous caches beyond one block per SM), a
 cp.async kernel otherwise and below sm_90 (csrc/decode/NOTES.md, "Kernel choice", v23,
 v24). On Hopper a paged head_dim-64 cache with an even number of KV heads (MHA, or GQA
@@ -576,7 +576,8 @@ def paged_attention(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tenso
             16-bit head_dim 97-256 on sm_90 with B x Hkv between one and two times the
             SMs: the balanced schedule (`decode_num_splits`), same results to rounding;
             on Hopper HBM3e parts a count equal to the heuristic's spread-tail count
-            (16-bit head_dim 128, one new token, a little more than one B x Hkv per SM)
+            (16-bit head_dim 128, one new token or Nq > 1 whose rows fit one 16-row tile,
+            a little more than one B x Hkv per SM)
             runs the spread tail: the first SM-count (sequence, KV head) pairs unsplit,
             the others in that many pieces (where TMA cannot describe the cache, block
             sizes below 8, an even grid of that count).

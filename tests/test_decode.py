@@ -864,7 +864,7 @@ def test_balanced_schedule_matches_reference():
     if hbm3e and sms % 4 == 0:  # exactly three units per SM (GQA 32/4): whole waves, 1 split
         assert llm.decode_num_splits(3 * sms // 4, 4, 8, 4096, 128, torch.float16) == 1
     # the 2.5-3 band is 16-bit (FP8 keeps 1) and holds for Nq > 1 within one row tile
-    # (decode_rule_unit_rows): Nq 2 (8 rows) as one token, Nq 4 (16 rows) to 2.75 below 8192
+    # (decode_rule_spec_rows): Nq 2 (8 rows) as one token, Nq 4 (16 rows) to 2.75 below 8192
     # keys; Nq 8 (two row tiles, units = 16 B) keeps 1
     for per_sm, n, want_nq2, want_nq4 in ((2.6, 4096, 2, 2), (2.8, 4096, 2, 1), (2.7, 4096, 2, 2),
                                           (2.8, 8192, 2, 2), (2.6, 8192, 3, 3), (2.6, 4095, 1, 1)):
@@ -875,6 +875,9 @@ def test_balanced_schedule_matches_reference():
         assert llm.decode_num_splits(b, 8, 4, n, 128, torch.float8_e4m3fn) == 1, (per_sm, b)
         b = int(per_sm * sms) // 16 + 1
         assert llm.decode_num_splits(b, 8, 32, n, 128, torch.float16, seq_len_q=8) == 1, (per_sm, n, b)
+    # one new token at a 16-row group (GQA 32/2) keeps the top just under 3 at 4096 keys
+    b = int(2.8 * sms) // 2 + 1
+    assert llm.decode_num_splits(b, 2, 16, 4096, 128, torch.float16) == (2 if hbm3e else 1), b
     # grids of 12 units per SM or more from 4096 keys: 2 splits on the cp.async kernel (head
     # dims 72-88 on sm_90, every head dim below), 1 where head dims 72-88 run head pairs
     # (HBM3e parts) and on the TMA kernel (head_dim 96 and 128 on sm_90)
@@ -1048,18 +1051,22 @@ for pieces, n, nq in ((3, 1000, 1), (16, 1024, 1), (5, 777, 4)):
     assert_close(out, attention_reference(q, k, v, is_causal=nq > 1), dtype=torch.float16,
                  what=f"contiguous, {pieces} pieces, Nq {nq}")
     if sm90:
-        blocks = kernel_grid_blocks(lambda: llm.decode_attention(q, k, v, num_splits=pieces), "decode_attention")
+        blocks = kernel_grid_blocks(lambda: llm.decode_attention(q, k, v, num_splits=pieces, is_causal=nq > 1),
+                                    "decode_attention")
         assert blocks == sms + (b * 8 - sms) * pieces, f"contiguous {pieces} pieces: grid of {blocks} blocks"
 """
 
 
-def _automatic_calls_match(lens, seed, dtype, contiguous=None, grids=False):
+def _automatic_calls_match(lens, seed, dtype, contiguous=None, grids=False, nq=1):
     """GQA 32/8 head_dim 128 calls at the automatic split count against the references:
     paged (block 16) on sequences of `lens` keys, then, with `contiguous` = (keys, dtype), a
-    contiguous cache of as many sequences that long. Returns the decode kernel's grid
-    (thread blocks; 0 unless `grids`, or where the call did not run) of each call."""
+    contiguous cache of as many sequences that long; `nq` > 1 new tokens per sequence (causal;
+    `lens` at least nq). Returns the decode kernel's grid (thread blocks; 0 unless `grids`, or
+    where the call did not run) of each call."""
     b = len(lens)
     q, kc, vc, table, sl = make_paged_problem(lens, 8, 4, 128, 16, dtype, seed)
+    if nq > 1:
+        q = torch.randn(b, nq, 32, 128, device="cuda").to(dtype).transpose(1, 2)
     out = poison_(torch.empty_like(q))
     llm.paged_attention(q, kc, vc, table, sl, out=out)
     assert_close(out, paged_attention_reference(q, kc, vc, table, sl), dtype=dtype, what=f"paged B={b}, automatic")
@@ -1068,13 +1075,15 @@ def _automatic_calls_match(lens, seed, dtype, contiguous=None, grids=False):
     contiguous_grid = 0
     if contiguous is not None:
         n, cdt = contiguous
-        qc = torch.randn(b, 32, 1, 128, device="cuda").to(cdt)
+        qc = torch.randn(b, 32, nq, 128, device="cuda").to(cdt)
         k, v = (torch.randn(b, 8, n, 128, device="cuda").to(cdt) for _ in range(2))
         out = poison_(torch.empty_like(qc))
-        llm.decode_attention(qc, k, v, out=out)
-        assert_close(out, attention_reference(qc, k, v), dtype=cdt, what=f"contiguous B={b}, automatic")
+        llm.decode_attention(qc, k, v, out=out, is_causal=nq > 1)
+        assert_close(out, attention_reference(qc, k, v, is_causal=nq > 1), dtype=cdt,
+                     what=f"contiguous B={b} Nq={nq}, automatic")
         if grids:
-            contiguous_grid = kernel_grid_blocks(lambda: llm.decode_attention(qc, k, v), "decode_attention")
+            contiguous_grid = kernel_grid_blocks(lambda: llm.decode_attention(qc, k, v, is_causal=nq > 1),
+                                                 "decode_attention")
     return paged_grid, contiguous_grid
 
 
@@ -1101,11 +1110,17 @@ def test_spread_tail_matches_reference():
     pieces = min(8, sms // (units - sms))
     grid = sms + (units - sms) * pieces
     assert llm.decode_num_splits(b, 8, 4, 1024, 128, f16) == pieces
-    # Nq 2 and 4 (one row tile: decode_rule_unit_rows) as one token; Nq 8 (two tiles) not
+    # Nq 2 and 4 (one row tile: decode_rule_spec_rows) as one token; Nq 8 (two tiles, units
+    # = 16 B) not: the rules off, 1 split where one token's units as many take the pieces
     assert llm.decode_num_splits(b, 8, 8, 1024, 128, f16, seq_len_q=2) == pieces
     assert llm.decode_num_splits(b, 8, 16, 1024, 128, f16, seq_len_q=4, paged=False) == pieces
+    b8 = sms // 16 + 1
+    assert llm.decode_num_splits(2 * b8, 8, 4, 1024, 128, f16) >= 3
+    assert llm.decode_num_splits(b8, 8, 32, 1024, 128, f16, seq_len_q=8) == 1
     grids = _automatic_calls_match([1024] * (b - 2) + [700, 1], 631, f16, contiguous=(1024, f16), grids=True)
     assert grids == (grid, grid), (b, grids)
+    grids = _automatic_calls_match([1024] * (b - 2) + [700, 2], 633, f16, contiguous=(1024, f16), grids=True, nq=2)
+    assert grids == (grid, grid), ("Nq 2", b, grids)
     # paged, at the band's top (1.3 units per SM: 3 pieces, every SM holding at most one),
     # 2048 keys with ragged lengths among the pieces
     b = int(1.3 * sms) // 8 + 1
@@ -1146,7 +1161,7 @@ def test_partial_wave_splits():
                 ("SM count", sms, per_sm, n, d, want)
         for dt in (torch.float16, torch.bfloat16):
             for paged in (True, False):
-                for nq in (1, 2, 4):  # Nq > 1 within one row tile (decode_rule_unit_rows) as one token
+                for nq in (1, 2, 4):  # Nq > 1 within one row tile (decode_rule_spec_rows) as one token
                     want = (want_paged if paged else want_contiguous) if hbm3e else 1
                     got = llm.decode_num_splits(b, 8, 4 * nq, n, d, dt, paged=paged, seq_len_q=nq)
                     assert got == want, (per_sm, n, d, dt, paged, nq, b, got)
@@ -1181,10 +1196,11 @@ def test_partial_wave_splits():
 
 
 def test_wave_top_splits():
-    """On Hopper HBM3e parts, one-token head_dim 128 grids past 2.5 units per SM and under 3
-    from 4096 keys take 2 even splits on both layouts (csrc/decode/NOTES.md stop 66,
-    decode_tail_splits): automatic calls there (paged with ragged, 1-key and capacity-long
-    sequences; contiguous) against the references, and their grids."""
+    """On Hopper HBM3e parts, head_dim 128 grids past 2.5 units per SM and under 3 from 4096
+    keys take 2 even splits on both layouts, 3 to 2.67 from 8192 keys, one new token or Nq 4
+    (csrc/decode/NOTES.md stops 66, 67, decode_tail_splits): automatic calls there (paged with
+    ragged, short and capacity-long sequences; contiguous) against the references, and their
+    grids."""
     require_op("paged_attention")
     require_op("decode_attention")
     sms = torch.cuda.get_device_properties(0).multi_processor_count
@@ -1198,6 +1214,13 @@ def test_wave_top_splits():
     if hbm3e:
         assert 2 * 8 * b > 5 * sms and 8 * b < 3 * sms, ("SM count", sms, b)
         assert grids == (16 * b, 16 * b), (b, grids)
+    # Nq 4 (16 rows: one row tile) from 8192 keys, 2.6 units per SM: 3 splits
+    lens = [int(x) for x in torch.randint(4, 8193, (b,), generator=gen)]
+    lens[:3] = [4, 8192, 4101]
+    grids = _automatic_calls_match(lens, 661, torch.bfloat16, contiguous=(8192, torch.bfloat16), grids=hbm3e, nq=4)
+    if hbm3e:
+        assert 3 * 8 * b <= 8 * sms, ("SM count", sms, b)
+        assert grids == (24 * b, 24 * b), ("Nq 4", b, grids)
 
 
 _PLANE_BOXES_SCRIPT = r"""
@@ -1269,9 +1292,10 @@ def test_d64_tail_splits():
         for dt in (f16, torch.bfloat16):
             got = llm.decode_num_splits(b, hkv, group * nq, n, 64, dt, paged=paged, seq_len_q=nq)
             assert got == (want if sm90 else 1), (per_sm, hkv, group, nq, n, paged, b, got)
-            # the layout and Nq do not move D = 128 here (they move D = 64, 65-96 contiguous,
-            # and on HBM3e D = 128's spread tail at 1-1.34 units per SM, the partial wave at
-            # 0.5-0.9 and, rows only, 2.75-3 below 8192 keys)
+            # the layout and Nq do not move D = 128 here (they move D = 64, 65-96 contiguous;
+            # on HBM3e D = 128 the layout moves the spread tail's and partial wave's tops, Nq
+            # > 1 within one row tile only the wave top's 2.75-3 below 8192 keys, and Nq
+            # beyond one tile turns those rules off)
             d128 = llm.decode_num_splits(b, hkv, group * nq, n, 128, dt, paged=paged, seq_len_q=nq)
             assert d128 == llm.decode_num_splits(b, hkv, group * nq, n, 128, dt), (per_sm, hkv, group, nq, n, paged)
     with pytest.raises(RuntimeError, match=r"seq_len_q must be >= 1 and divide rows_per_kv_head \(4\), got 3"):
@@ -1720,7 +1744,7 @@ for v in (0, 1, 2):  # CLO_DECODE_VARIANT: automatic, the cp.async kernel, the T
     os.environ["CLO_DECODE_PACK"] = "1"
     # contiguous D = 128 beyond one block per SM: the TMA kernel (2 stages) too; on at
     # most one block per SM the cp.async kernel, on HBM3e parts the TMA kernel at 3 stages,
-    # one new token or Nq 3 causal (12 rows: one row tile)
+    # one new token or Nq 3 causal (6 rows: one row tile)
     g = torch.Generator(device="cuda").manual_seed(77)
     for b, auto_tma, stages, nq in ((sms // 4 + 1, True, 2, 1), (sms // 8, hbm3e, 3, 1), (sms // 8, hbm3e, 3, 3)):
         q = torch.randn(b, 8, nq, 128, device="cuda", generator=g).half()

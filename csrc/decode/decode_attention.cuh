@@ -1505,14 +1505,14 @@ cudaError_t run_decode_attention(const DecodeAttentionArgs& a, cudaStream_t stre
     // pieces whose blocks sit beside them, instead of leaving a second unit on some SMs.
     if constexpr (decode_runs_spread<T, D, KVT>()) {
       const int64_t units = static_cast<int64_t>(grid.x) * grid.y, sms = device_sm_count();
-      const int unit_rows = decode_rule_unit_rows(a.seq_len_q, a.num_q_heads / a.num_kv_heads * a.seq_len_q);
+      const int spec_rows = decode_rule_spec_rows(a.seq_len_q, p.rows);
       const int spread_mode = decode_dev_spread();
       const bool spread = spread_mode == kDecodeSpreadOn
                               ? units > sms && units < 2 * sms
                               : spread_mode != kDecodeSpreadOff &&
                                     a.num_splits == decode_spread_tail_pieces(a.head_dim, kPaged, units, sms,
                                                                               decode_read_kv_len(a),
-                                                                              device_is_hopper_hbm3e(), unit_rows);
+                                                                              device_is_hopper_hbm3e(), spec_rows);
       if (sm90 && a.num_splits > 1 && pack_group == 0 && forced != kDecodeKernelCpAsync && spread) {
         const int64_t blocks = sms + (units - sms) * a.num_splits;
         DecodeTmaMaps maps;

@@ -221,14 +221,14 @@ int decode_attention_num_splits(int batch, int num_kv_heads, int rows_per_kv_hea
   // (decode_partial_wave_splits).
   if (dtype != DType::kFloat8E4M3 && device_cc_major() >= 9) {
     const bool hbm3e = device_is_hopper_hbm3e();
-    const int unit_rows = decode_rule_unit_rows(seq_len_q, rows_per_kv_head);
-    const int pieces = decode_spread_tail_pieces(head_dim, paged, base, sms, max_kv_len, hbm3e, unit_rows);
+    const int spec_rows = decode_rule_spec_rows(seq_len_q, rows_per_kv_head);
+    const int pieces = decode_spread_tail_pieces(head_dim, paged, base, sms, max_kv_len, hbm3e, spec_rows);
     if (pieces > 0) return pieces;
-    const int splits = decode_tail_splits(head_dim, paged, base, sms, max_kv_len, hbm3e, unit_rows);
+    const int splits = decode_tail_splits(head_dim, paged, base, sms, max_kv_len, hbm3e, spec_rows);
     if (splits > 1) return splits;
     // head_dim 128 at 0.5-0.9 units per SM on HBM3e parts (paged from 8192 keys 1.0, contiguous
     // 0.7 from 4096): a partial wave's idle SMs
-    const int partial = decode_partial_wave_splits(head_dim, paged, base, sms, max_kv_len, hbm3e, unit_rows);
+    const int partial = decode_partial_wave_splits(head_dim, paged, base, sms, max_kv_len, hbm3e, spec_rows);
     if (partial > 1) return partial;
   }
   if (base * 2 > sms) {

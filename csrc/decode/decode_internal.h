@@ -166,8 +166,9 @@ inline int decode_tma_stages_for(int head_dim, bool paged, int64_t blocks, int64
   // 61.9), and on paged grids of up to 1.35 blocks per SM (3: B=17/1K 24.8 -> 23.5, B=20/1K
   // 27.3 -> 25.2; contiguous ones there keep 2, 22.1 against 23.5). One new token only on
   // paged caches: 4 stages lost at Nq 4 (paged B=16/4K/GQA 67.2 -> 74.2 us in the bench);
-  // contiguous small grids run TMA 3 at any Nq (stop 67: the cp.async kernel read Nq 2
-  // B=12/16K at 1 split in 237.7 us, one token on TMA 3 186.2).
+  // contiguous small grids run TMA 3 at any Nq (stop 67, Nq 2 and 4 at GQA 32/8: the cp.async
+  // kernel read Nq 2 B=12/16K at 1 split in 243.5 us, TMA 3 188.0; Nq 8+, two row tiles, by
+  // analogy: not measured).
   const bool hbm3e_rows128 =
       head_dim == 128 && !pairs && (row_cols == 0 || row_cols == 128) && device_is_hopper_hbm3e();
   if (small_grid && hbm3e_rows128) return paged && seq_len_q == 1 ? 4 : 3;
@@ -260,8 +261,8 @@ inline int64_t decode_streamk_blocks(int64_t units, int64_t sms, int per_sm) {
 // contiguous D = 96 at 1.45 and 2048 keys gains 1%, 58.1 -> 57.3, not taken).
 // The spread tail (NOTES.md "Stop 63"; the TMA kernel's kDecodeSpreadTail schedule, run
 // where a call's num_splits equals this count): on Hopper HBM3e parts, one new token (or
-// Nq > 1 within one row tile: decode_rule_unit_rows) of 16-bit head_dim 128 whose grid holds a little more than one unit (batch x KV heads x row
-// tiles) per SM, from kSpreadTailMinKeys keys: to 1.34 units per SM on paged caches, 1.1 on
+// Nq > 1 within one row tile: decode_rule_spec_rows) of 16-bit head_dim 128 whose grid
+// holds a little more than one unit (batch x KV heads x row tiles) per SM, from kSpreadTailMinKeys keys: to 1.34 units per SM on paged caches, 1.1 on
 // contiguous ones. An unsplit grid there runs the SMs' second units after the first
 // wave (or beside it, two blocks per SM sharing an SM's bandwidth), an even split grid
 // splits every unit; the spread tail runs the first SM-count units whole, one block each,
@@ -278,26 +279,26 @@ inline int64_t decode_streamk_blocks(int64_t units, int64_t sms, int per_sm) {
 // at 2K). Contiguous ones there, and B=23-24 at 2-3 pieces, level or lost (contiguous B=21/1K
 // 25.5 -> 29.3 at 3). Returns P, or 0.
 // The HBM3e D = 128 rules (the spread tail, the partial wave, the one-tail band's 3 splits and
-// the wave top) were measured on one new token (GQA 32/8: 4 query rows per unit) and on 2 and
-// 4 speculative tokens there (8 and 16 rows: one row tile), which read like one token in every
-// band (stop 67, `--bands-next`, `--nq-rules`) but the wave top's 4096-key end (below). The
-// query rows of one unit those rules read: a row tile's at most for one new token (a wider
-// group fills its tiles), the rows for Nq > 1 within one row tile, 0 (the rules off) beyond.
-inline int decode_rule_unit_rows(int seq_len_q, int rows_per_kv_head) {
-  if (rows_per_kv_head <= kRowsPerBlock) return rows_per_kv_head;
-  return seq_len_q == 1 ? kRowsPerBlock : 0;
+// the wave top) were measured on one new token (at any group) and, at stop 67 (`--bands-next`,
+// `--nq-rules`), on 2 and 4 speculative tokens at GQA 32/8 (8 and 16 query rows per unit: one
+// row tile), which read like one token in every band but the wave top's 4096-key end
+// (decode_tail_splits). What those rules read of the new tokens: 0 for one new token, the
+// query rows per unit for Nq > 1 within one row tile, -1 (the rules off: not measured) beyond.
+inline int decode_rule_spec_rows(int seq_len_q, int rows_per_kv_head) {
+  if (seq_len_q == 1) return 0;
+  return rows_per_kv_head <= kRowsPerBlock ? rows_per_kv_head : -1;
 }
 constexpr int kSpreadTailMinKeys = 1024;
 inline int decode_spread_tail_pieces(int head_dim, bool paged, int64_t units, int64_t sms, int64_t max_kv_len,
-                                     bool hbm3e, int unit_rows) {
-  if (!hbm3e || unit_rows == 0 || head_dim != 128 || max_kv_len < kSpreadTailMinKeys || units <= sms ||
+                                     bool hbm3e, int spec_rows) {
+  if (!hbm3e || spec_rows < 0 || head_dim != 128 || max_kv_len < kSpreadTailMinKeys || units <= sms ||
       100 * units > (paged ? 134 : 110) * sms)
     return 0;
   const int64_t pieces = std::min<int64_t>({8, sms / (units - sms), max_kv_len / kMinTokensPerSplit});
   return pieces >= 3 ? static_cast<int>(pieces) : 0;
 }
 // On Hopper HBM3e parts at head_dim exactly 128 (16-bit, one new token or Nq > 1 within one
-// row tile: decode_rule_unit_rows), a grid of more than
+// row tile: decode_rule_spec_rows), a grid of more than
 // half and up to 0.9 units (batch x KV heads x row tiles) per SM on paged sequences of 2048
 // keys or more (to 1.0 from 8192 keys; contiguous: to 0.7 from 4096, below): the splits that
 // fill the SMs at up to two blocks each in one wave, 2 * SMs / units (2 or 3: 1.33-2 blocks
@@ -329,10 +330,10 @@ constexpr int kPartialWaveMinKeys = 2048;
 constexpr int kHbm3eD128LongKeys = 4096;
 constexpr int kPartialWaveFullWaveKeys = 8192;
 inline int decode_partial_wave_splits(int head_dim, bool paged, int64_t units, int64_t sms, int64_t max_kv_len,
-                                      bool hbm3e, int unit_rows) {
+                                      bool hbm3e, int spec_rows) {
   const int64_t min_keys = paged ? kPartialWaveMinKeys : kHbm3eD128LongKeys;
   const int64_t top_tenths = !paged ? 7 : max_kv_len >= kPartialWaveFullWaveKeys ? 10 : 9;
-  if (!hbm3e || unit_rows == 0 || head_dim != 128 || max_kv_len < min_keys || 2 * units <= sms ||
+  if (!hbm3e || spec_rows < 0 || head_dim != 128 || max_kv_len < min_keys || 2 * units <= sms ||
       10 * units > top_tenths * sms)
     return 0;
   return static_cast<int>(2 * sms / units);
@@ -348,7 +349,7 @@ inline int decode_partial_wave_splits(int head_dim, bool paged, int64_t units, i
 // the D = 128 bands take their own counts (NOTES.md "H200 rules", stop 60; GQA 32/8, one
 // new token, graph replays, cold L2); the H100's trailed other counts at every point of
 // both bands measured on the H200:
-// - the one-tail band, one new token or Nq > 1 within one row tile (decode_rule_unit_rows;
+// - the one-tail band, one new token or Nq > 1 within one row tile (decode_rule_spec_rows;
 //   stop 67: Nq 2 and 4 lost 5-21% at the H100's 2 balanced splits): 1 split on paged tables below 4096 keys
 //   and contiguous caches (paged B=20/2K 51.2 -> 48.7 us, contiguous B=20/4K 83.7 -> 81.3),
 //   3 even splits on paged ones from 4096 keys (B=20/4K 89.9 -> 86.9, B=22/4K 96.6 -> 94.0)
@@ -400,7 +401,7 @@ static_assert(kHbm3eD128LongKeys == kLargeGridMinKeys && kPartialWaveFullWaveKey
               "the HBM3e D = 128 rules' lengths are in the edge list");
 constexpr int kSplitRuleLengthEdges[] = {kSpreadTailMinKeys, kPartialWaveMinKeys, kLargeGridMinKeys, 8192};
 inline int decode_tail_splits(int head_dim, bool paged, int64_t units, int64_t sms, int64_t max_kv_len, bool hbm3e,
-                              int unit_rows) {
+                              int spec_rows) {
   if (max_kv_len < 2048) return 1;
   const int kernel_head_dim = decode_kernel_head_dim(head_dim);
   // from the first extra unit at D = 256, from 1.06 units per SM at D = 96, 1.1 at D = 128
@@ -445,9 +446,9 @@ inline int decode_tail_splits(int head_dim, bool paged, int64_t units, int64_t s
   if (hbm3e && head_dim == 192 && !paged && max_kv_len >= 4096 && units > 2 * sms && 2 * units <= 5 * sms)
     return 2;
   if (hbm3e && head_dim == 128) {
-    if (one_tail && unit_rows > 0) return paged && max_kv_len >= 4096 ? 3 : 1;
+    if (one_tail && spec_rows >= 0) return paged && max_kv_len >= 4096 ? 3 : 1;
     if (second_wave_top && units > 2 * sms) return 3;
-    // one new token from 4096 keys, past 2.5 units per SM to just under 3: 2 even splits, both
+    // From 4096 keys, past 2.5 units per SM to just under 3: 2 even splits, both
     // layouts (stop 66, `--wave-top`, `--wave-top-confirm`; GQA 32/8 block 16, cold L2, us,
     // 1 / 2 splits (cuDNN)): paged B=42 (2.55) 4K 185.9 / 172.8 (178.8), 16K 729.0 / 650.1
     // (699.5); B=44/8K 372.9 / 344.2 (363.5); B=46 (2.79) 4K 191.6 / 185.5 (187.8), 16K 749.3 /
@@ -464,13 +465,14 @@ inline int decode_tail_splits(int head_dim, bool paged, int64_t units, int64_t s
     // splits: one token paged B=42/16K 637.1 / 622.4, B=44/16K 660.7 / 649.8, B=42/8K 324.0 /
     // 320.0, contiguous B=42/16K 637.7 / 628.2; Nq 2 paged B=42/16K 642.3 / 628.8, Nq 4 648.9 /
     // 638.2; at 2.79, B=46/16K, 680.6 / 705.7; at 4096 keys level, B=42 169.8 / 169.4).
-    // Units of 9-16 query rows (Nq 4 at GQA 32/8) end it at 2.75 below 8192 keys (Nq 4 paged
-    // 4K, 1 / 2 splits: B=42 187.2 / 182.0, B=46 (2.79) 192.5 / 193.5, B=48 196.5 / 198.9,
-    // B=49 197.9 / 201.9; from 8192 keys the gain holds to 2.91: B=48/8K 382.6 / 373.2).
-    const bool wave_top = unit_rows > 0 && max_kv_len >= kHbm3eD128LongKeys && 2 * units > 5 * sms &&
-                          units < 3 * sms &&
-                          (unit_rows <= kRowsPerBlock / 2 || max_kv_len >= 8192 || 20 * units <= 55 * sms);
-    if (wave_top) return max_kv_len >= 8192 && 3 * units <= 8 * sms ? 3 : 2;
+    // Speculative units of 9-16 query rows (Nq 4 at GQA 32/8) end it at 2.75 below 8192 keys
+    // (Nq 4 paged 4K, 1 / 2 splits: B=42 187.2 / 182.0, B=46 (2.79) 192.5 / 193.5, B=48 196.5 /
+    // 198.9, B=49 197.9 / 201.9; from 8192 keys the gain holds to 2.91: B=48/8K 382.6 / 373.2);
+    // one new token keeps stop 66's top at any group.
+    const bool wave_top =
+        spec_rows >= 0 && max_kv_len >= kHbm3eD128LongKeys && 2 * units > 5 * sms && units < 3 * sms &&
+        (spec_rows <= kRowsPerBlock / 2 || max_kv_len >= kPartialWaveFullWaveKeys || 20 * units <= 55 * sms);
+    if (wave_top) return max_kv_len >= kPartialWaveFullWaveKeys && 3 * units <= 8 * sms ? 3 : 2;
   }
   return one_tail || (second_wave_top && 10 * units > 21 * sms) ? 2 : 1;
 }

@@ -138,13 +138,14 @@ def ours_contiguous() -> BenchImpl:
         from ..decode import decode_attention, decode_workspace
 
         k, v = contiguous_kv(inp)
-        q = inp["q"] if inp["q"].dim() == 4 else inp["q"].unsqueeze(2)  # [B, Hq, Nq, D]
+        one_token = inp["q"].dim() == 3  # [B, Hq, D]; else [B, Hq, Nq, D]
+        q = inp["q"].unsqueeze(2) if one_token else inp["q"]
         B, Hq, Nq, D = q.shape
         out = torch.empty_like(q)
         ws = decode_workspace(B, Hq, k.shape[1], D, k.shape[2], q.dtype, seq_len_q=Nq, paged=False)
         # Nq > 1 new tokens: bottom-right causal, as the paged op's speculative rows
-        fn = lambda: decode_attention(q, k, v, out=out, workspace=ws, is_causal=Nq > 1)  # noqa: E731
-        return lambda: fn().squeeze(2) if Nq == 1 else fn()
+        fn = lambda: decode_attention(q, k, v, out=out, workspace=ws, is_causal=not one_token)  # noqa: E731
+        return (lambda: fn().squeeze(2)) if one_token else fn
 
     return BenchImpl("cuda_llm_ops", False, build, unavailable)
 
