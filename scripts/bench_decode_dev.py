@@ -1228,6 +1228,21 @@ def nq_confirm_sweep(iters, copy_bw):
     sustained_sweep(iters, copy_bw, NQ_CONFIRM_CAP_NQ_ROWS, SPLITS_1_2_VARIANTS, warm_ms=600.0, rounds=2)
 
 
+# --nq-next: stop 67's open questions. Paged Nq 2 and 4 on small grids at TMA 4 stages (lost
+# at v25, B=16/4K Nq 4 67.2 -> 74.2 us; the kernel changed since) against the automatic 3; Nq 8
+# (32 rows at GQA 32/8: two row tiles, the HBM3e rules off) at the partial wave's and the wave
+# top's unit counts (B=5: 0.61 units per SM, B=21: 2.55; B=8: 0.97)
+NQ_PAGED_SMALL_ROWS = [(b, n, nq, False) for nq in (2, 4) for b, n in ((1, 16384), (16, 4096), (8, 8192),
+                                                                       (16, 16384))]
+NQ8_ROWS = [(b, n, 8, contiguous) for contiguous in (False, True) for b, n in ((5, 16384), (8, 16384), (21, 16384))]
+
+
+def nq_next_sweep(iters, copy_bw):
+    """NQ_PAGED_SMALL_ROWS automatic / TMA 4 at 0 and 1 split; NQ8_ROWS at 0-3 splits."""
+    _nq_rows(NQ_PAGED_SMALL_ROWS, (0, 1), iters, copy_bw, {"auto": {}, "tma4": SWEEP_VARIANTS["tma4"]})
+    _nq_rows(NQ8_ROWS, (0, 1, 2, 3), iters, copy_bw)
+
+
 def wave_top_sweep(iters, copy_bw):
     """WAVE_TOP_ROWS cool (`split_band_sweep`: graph replays, cold L2, cuDNN first), then
     each row's 1 and 2 splits and 4 stages at the cap (`sustained_sweep`, 600 ms warm)."""
@@ -1690,6 +1705,7 @@ SWEEPS = {
                             "contiguous D=128 at 0.5-0.9 units per SM: 1-3 splits"),
     "bands-next": (bands_next_sweep, "stop 66's bands: contiguous at the cap, Nq 2 and 4 at 0-3 splits"),
     "nq-rules": (nq_rules_sweep, "Nq 2 and 4 at the HBM3e D=128 bands' edges, one token at 3 splits on the wave top"),
+    "nq-next": (nq_next_sweep, "paged Nq 2-4 small grids at TMA 4 stages; Nq 8 (two row tiles) at 0-3 splits"),
     "nq-confirm": (nq_confirm_sweep, "stop 67: contiguous Nq > 1 small grids on TMA 3, the Nq rules' edges, the cap"),
     "one-wave-long": (cool_then_cap_sweep(ONE_WAVE_LONG_ROWS, SPLITS_1_2_VARIANTS),
                       "paged D=128 GQA at 0.91-0.97 units per SM, 4-16K keys: 1-2 splits, cool and at the cap"),
