@@ -251,7 +251,8 @@ def compare_variants(iters, copy_bw, variants=BENCH_VARIANTS, cases=ISSUE_VARIAN
 def _split_fns(sets, ns, cache_suffix="", contiguous=False, **kwargs):
     """One call per input of the rotated `sets`: paged_attention with `ns` splits (caches
     `k_cache{cache_suffix}` / `v_cache{cache_suffix}`; `contiguous`: decode_attention on
-    the same keys in [B, Hkv, N, D]), outputs and workspaces preallocated."""
+    the same keys in [B, Hkv, N, D], causal for Nq > 1 as the paged op's speculative rows),
+    outputs and workspaces preallocated."""
     from cuda_llm_ops.decode import decode_attention, decode_workspace, paged_attention, paged_attention_workspace
     fns = []
     for inp in sets:
@@ -264,7 +265,7 @@ def _split_fns(sets, ns, cache_suffix="", contiguous=False, **kwargs):
             ws = decode_workspace(B, q.shape[1], Hkv, D, N, q.dtype, seq_len_q=q4.shape[2], num_splits=ns,
                                   paged=False)
             fns.append(lambda q4=q4, k=k, v=v, out=out, ws=ws: decode_attention(
-                q4, k, v, out=out, num_splits=ns, workspace=ws, **kwargs))
+                q4, k, v, out=out, num_splits=ns, workspace=ws, is_causal=q4.shape[2] > 1, **kwargs))
             continue
         out, ws = torch.empty_like(q), paged_attention_workspace(q, kc, bt, num_splits=ns)
         fns.append(lambda q=q, kc=kc, vc=vc, bt=bt, sl=sl, out=out, ws=ws: paged_attention(
@@ -801,11 +802,8 @@ SPREAD_TAIL_ROWS = [(B, N, contiguous) for N in (1024, 2048, 4096) for B in (17,
 
 
 def _spread_rows(rows, splits, variants, iters, copy_bw, only=None):
-    """`_split_sweep_row` over D=128 GQA 32/8 block-16 rows (B, N, contiguous), cuDNN first."""
-    for B, N, contiguous in rows:
-        _split_sweep_row(cd.paged_case(B, N, 8, torch.float16, D=128, block_size=16), splits, variants, iters,
-                         copy_bw, f"{'contig' if contiguous else 'paged'} D=128 B={B} N={N} Hkv=8 bs=16",
-                         peer="sdpa-cudnn", contiguous=contiguous, only=only)
+    """`_nq_rows` over one-token rows (B, N, contiguous)."""
+    _nq_rows([(B, N, 1, contiguous) for B, N, contiguous in rows], splits, iters, copy_bw, variants, only)
 
 
 def spread_tail_sweep(iters, copy_bw, rows=SPREAD_TAIL_ROWS):
@@ -1079,7 +1077,6 @@ def sustained_sweep(iters, copy_bw, rows=SUSTAINED_ROWS, variants=SUSTAINED_VARI
     for B, N, Hkv, bs, *extra in rows:
         contiguous = bool(extra and extra[0])  # a fifth field True: decode_attention on the same keys
         nq = extra[1] if len(extra) > 1 else 1  # a sixth: new tokens (causal on both layouts)
-        causal = {"is_causal": True} if contiguous and nq > 1 else {}
         case = cd.paged_case(B, N, Hkv, torch.float16, block_size=bs, Nq=nq)
         peer = next(i for i in case.impls if i.name == "sdpa-cudnn")
         sets = [case.make_inputs() for _ in range(rotation_count(case.bytes))]
@@ -1097,7 +1094,7 @@ def sustained_sweep(iters, copy_bw, rows=SUSTAINED_ROWS, variants=SUSTAINED_VARI
                         t = timed(fns)
                 else:
                     set_knobs(env)
-                    fns = _split_fns(sets, ns, contiguous=contiguous, **causal)
+                    fns = _split_fns(sets, ns, contiguous=contiguous)
                     t = timed(fns)
                     set_knobs({})
                 del fns
@@ -1153,13 +1150,12 @@ BANDS_NEXT_NQ_ROWS = [(b, n, nq, contiguous) for nq in (2, 4) for contiguous in 
 
 def _nq_rows(rows, splits, iters, copy_bw, variants=None, only=None):
     """`_split_sweep_row` over D=128 GQA 32/8 block-16 rows (B, N, Nq, contiguous) at `splits`,
-    cuDNN first (with its causal mask where SDPA runs it); contiguous rows causal too, as the
-    paged op's speculative rows."""
+    cuDNN first (with its causal mask where SDPA runs it, for Nq > 1)."""
     for B, N, Nq, contiguous in rows:
-        _split_sweep_row(cd.paged_case(B, N, 8, torch.float16, Nq=Nq), splits, variants or {"auto": {}}, iters,
-                         copy_bw, f"{'contig' if contiguous else 'paged'} D=128 B={B} N={N} Hkv=8 Nq={Nq}",
-                         peer="sdpa-cudnn", contiguous=contiguous, only=only,
-                         **({"is_causal": True} if contiguous and Nq > 1 else {}))
+        _split_sweep_row(cd.paged_case(B, N, 8, torch.float16, D=128, block_size=16, Nq=Nq), splits,
+                         variants or {"auto": {}}, iters, copy_bw,
+                         f"{'contig' if contiguous else 'paged'} D=128 B={B} N={N} Hkv=8 Nq={Nq}",
+                         peer="sdpa-cudnn", contiguous=contiguous, only=only)
 
 
 def bands_next_sweep(iters, copy_bw):
