@@ -423,19 +423,21 @@ def decode_num_splits(batch: int, num_kv_heads: int, rows_per_kv_head: int, max_
       contiguous ones (`paged=False`) take 2 (balanced) when `base` is 2-2.7 times
       the SMs, paged ones without head pairs 3 at 2.1-2.45 times;
     - head_dim 128 (16-bit) on Hopper HBM3e parts (the H200) with `seq_len_q` 1 or
-      `rows_per_kv_head <= 16` (speculative rows within one row tile: "one row tile"
-      below) and `max_kv_len >= 1024`, `base` past the SMs up to 1.34 times them when `paged`, 1.1
-      when not: SMs / (base - SMs) up to 8 (and the by-length cap), run as the spread
+      `rows_per_kv_head <= 64` (speculative rows up to four row tiles: "spec rows"
+      below) and `max_kv_len >= 1024`, `base` past the SMs up to 1.34 times them when `paged`
+      or the rows span more than one tile (`rows_per_kv_head > 16`), 1.1 otherwise: SMs /
+      (base - SMs) up to 8 (4 beyond one tile; and the by-length cap), run as the spread
       tail (the first SM-count units whole, each other unit in that many pieces beside
       them; csrc/decode/NOTES.md "Stop 63");
     - head_dim 128 (16-bit) on Hopper HBM3e parts (the H200), `max_kv_len >= 2048`,
       instead of the two bands above: at 1.1-1.35 times the SMs with `seq_len_q` 1 or
-      one row tile (beyond the spread tail's band), 1 (3 when `paged` and `max_kv_len >= 4096`); from
+      spec rows (beyond the spread tail's band), 1 (3 when `paged` and `max_kv_len >= 4096`); from
       just past 2 times to 2.5, 3
       (measured 3-16% faster there, csrc/decode/NOTES.md "H200 rules"); past 2.5 times and
-      under 3 with `seq_len_q` 1 or one row tile and `max_kv_len >= 4096`, 2 (B=42/16K/GQA
+      under 3 with `seq_len_q` 1 or spec rows and `max_kv_len >= 4096`, 2 (B=42/16K/GQA
       32:8 paged 729.0 -> 650.1 us, "Stop 66"), 3 up to 2.67 times from 8192 keys (-> 622.4,
-      "Stop 67"); units of 9-16 query rows end it at 2.75 times below 8192 keys;
+      "Stop 67"); units of 9-16 query rows end it at 2.75 times below 8192 keys; rows
+      beyond one tile take 2 to 2.8 times at any length ("Stop 68");
     - on Hopper HBM3e parts, 16-bit head_dim 256, 192 and 96 exactly (NOTES.md "D = 256 and
       96 split counts on the H200"): head_dim 256 takes 2 (balanced) up to 1.7 times the
       SMs when `paged`, 1.55 when not (head_dim 192 when not: 1.83, and 2 even splits
@@ -443,9 +445,10 @@ def decode_num_splits(batch: int, num_kv_heads: int, rows_per_kv_head: int, max_
       with `max_kv_len >= 4096` takes 3 from just past 2 times the SMs to 2.65 (from 8192
       keys 4 up to 2.5), 2 up to 2.95 below 4096 keys; contiguous head_dim 96 below 4096
       keys takes 2 only up to 1.15;
-    - head_dim 128 (16-bit) on Hopper HBM3e parts with `seq_len_q` 1 or one row tile,
+    - head_dim 128 (16-bit) on Hopper HBM3e parts with `seq_len_q` 1 or spec rows,
       `base` more than half the SMs and up to 0.9 times them with `paged` and `max_kv_len >= 2048` (1.0
-      from 8192 keys; 0.7 times them and 4096 keys when not): `2 * SMs // base` (2 or 3: 1.33-2 blocks per SM
+      from 8192 keys; 0.7 times them and 4096 keys when not; rows beyond one tile: 1.0 on
+      both layouts): `2 * SMs // base` (2 or 3: 1.33-2 blocks per SM
       in one wave; B=10/16K/GQA 32:8 paged 246.9 -> 161.7 us, csrc/decode/NOTES.md "Stop
       65"; contiguous B=9/16K 174.7 -> 142.6, "Stop 66"), where the first rule's
       `SMs // base` is 1;

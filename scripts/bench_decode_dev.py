@@ -1239,6 +1239,63 @@ def nq_next_sweep(iters, copy_bw):
     _nq_rows(NQ8_ROWS, (0, 1, 2, 3), iters, copy_bw)
 
 
+# --nq-tiles: stop 68. Units of more than one row tile (Nq 8: 32 rows at GQA 32/8, two tiles; Nq
+# 16: four), where the HBM3e D = 128 rules are off (`--nq-next`: B=5/16K paged 1 / 3 splits 246.7 /
+# 103.8, B=8/16K 245.1 / 156.8 at 2, B=21/16K 507.5 / 466.7 at 2), across the bands: the partial
+# wave (Nq 8 B=5-8: 0.61-0.97 units per SM), the one-tail band (B=9-11: 1.09-1.33; 0 there runs
+# the H100's balanced 2 splits), the second wave (B=13 1.58, B=17 2.06, B=19 2.3) and the wave top
+# (B=21-24: 2.55-2.91); then paged Nq 2, 4 and 8 small grids at TMA 3 (automatic) and 4, twice
+NQ_TILES_PARTIAL_ROWS = [(b, n, 8, False) for b, n in ((5, 4096), (7, 4096), (8, 4096), (6, 2048), (7, 16384),
+                                                       (8, 8192))] + \
+                        [(b, n, 8, True) for b, n in ((5, 4096), (6, 16384), (7, 16384), (8, 4096))] + \
+                        [(3, 16384, 16, False), (3, 16384, 16, True), (4, 8192, 16, False)]
+NQ_TILES_ONE_TAIL_ROWS = [(b, n, 8, False) for b, n in ((9, 4096), (10, 4096), (11, 4096), (10, 2048), (10, 16384))] + \
+                         [(10, 4096, 8, True), (9, 16384, 8, True)]
+NQ_TILES_WAVE_ROWS = [(b, n, 8, False) for b, n in ((13, 4096), (17, 16384), (19, 4096), (21, 4096), (22, 8192),
+                                                    (23, 4096), (23, 16384), (24, 4096), (24, 16384))] + \
+                     [(22, 16384, 8, True), (24, 4096, 8, True), (10, 4096, 16, False)]
+NQ_TILES_SMALL_ROWS = [(b, n, nq, False) for nq, b, n in ((2, 16, 4096), (4, 16, 4096), (4, 1, 16384), (4, 8, 8192),
+                                                          (8, 1, 16384), (8, 4, 4096), (8, 2, 16384))]
+
+
+def nq_tiles_sweep(iters, copy_bw):
+    """NQ_TILES_PARTIAL_ROWS and NQ_TILES_WAVE_ROWS at 0-3 splits, NQ_TILES_ONE_TAIL_ROWS at
+    0, 1, 3 and as the spread tail in 4 and 8 pieces (CLO_DECODE_SPREAD=1); NQ_TILES_SMALL_ROWS
+    automatic / TMA 4 stages at 0 splits, two rounds (graph replays, cold L2, cuDNN first)."""
+    _nq_rows(NQ_TILES_PARTIAL_ROWS + NQ_TILES_WAVE_ROWS, (0, 1, 2, 3), iters, copy_bw)
+    _nq_rows(NQ_TILES_ONE_TAIL_ROWS, (0, 1, 3, 4, 8), iters, copy_bw,
+             {"auto": {}, "spread": {"CLO_DECODE_SPREAD": "1"}},
+             only=lambda ns, label: ns <= 3 if label == "auto" else ns >= 4)
+    for _ in range(2):
+        _nq_rows(NQ_TILES_SMALL_ROWS, (0,), iters, copy_bw, {"auto": {}, "tma4": SWEEP_VARIANTS["tma4"]})
+
+
+# --nq-tiles-confirm: stop 68's rules for units of more than one row tile (decode_rule_multi_tile)
+# at their edges, automatic (0) against the neighbours (1-3 even splits; spread: the spread tail
+# in that many pieces); Nq 16 (four tiles) in the one-tail band and the wave top, measured only
+# in the partial wave by `--nq-tiles`; paged Nq 4 small grids, now at 4 TMA stages, against 3
+_SPREAD_ONLY = {"auto": {}, "spread": {"CLO_DECODE_SPREAD": "1"}}
+NQ_TILES_CONFIRM_ROWS = [((8, 4096, 8, False), (0, 1), None), ((8, 4096, 8, True), (0, 1), None),
+                         ((11, 4096, 8, False), (0, 1, 3, 4), _SPREAD_ONLY),
+                         ((9, 2048, 8, False), (0, 1, 8), _SPREAD_ONLY),
+                         ((10, 16384, 8, True), (0, 1, 3), None),
+                         ((24, 8192, 8, False), (0, 2), None), ((23, 8192, 8, False), (0, 1, 3), None),
+                         ((23, 4096, 8, True), (0, 1), None),
+                         ((5, 4096, 16, False), (0, 1, 2, 3), None), ((5, 4096, 16, True), (0, 1, 2), None),
+                         ((11, 4096, 16, False), (0, 1, 3), None), ((11, 16384, 16, False), (0, 1, 3), None),
+                         ((4, 4096, 16, False), (0, 1), None)]
+NQ_SMALL_CONFIRM_ROWS = [(16, 4096, 4, False), (1, 16384, 4, False), (2, 16384, 8, False)]
+
+
+def nq_tiles_confirm_sweep(iters, copy_bw):
+    """NQ_TILES_CONFIRM_ROWS at their splits (the spread tail only at 4+ pieces); then
+    NQ_SMALL_CONFIRM_ROWS automatic / TMA 3 stages (graph replays, cold L2, cuDNN first)."""
+    for row, splits, variants in NQ_TILES_CONFIRM_ROWS:
+        only = (lambda ns, label: ns <= 3 if label == "auto" else ns >= 4) if variants else None
+        _nq_rows([row], splits, iters, copy_bw, variants, only=only)
+    _nq_rows(NQ_SMALL_CONFIRM_ROWS, (0,), iters, copy_bw, {"auto": {}, "tma3": SWEEP_VARIANTS["tma3"]})
+
+
 def wave_top_sweep(iters, copy_bw):
     """WAVE_TOP_ROWS cool (`split_band_sweep`: graph replays, cold L2, cuDNN first), then
     each row's 1 and 2 splits and 4 stages at the cap (`sustained_sweep`, 600 ms warm)."""
@@ -1703,6 +1760,8 @@ SWEEPS = {
     "nq-rules": (nq_rules_sweep, "Nq 2 and 4 at the HBM3e D=128 bands' edges, one token at 3 splits on the wave top"),
     "nq-next": (nq_next_sweep, "paged Nq 2-4 small grids at TMA 4 stages; Nq 8 (two row tiles) at 0-3 splits"),
     "nq-confirm": (nq_confirm_sweep, "stop 67: contiguous Nq > 1 small grids on TMA 3, the Nq rules' edges, the cap"),
+    "nq-tiles": (nq_tiles_sweep, "Nq 8 and 16 (two and four row tiles) across the HBM3e D=128 bands; paged small-grid stages"),
+    "nq-tiles-confirm": (nq_tiles_confirm_sweep, "stop 68's multi-tile rules at their edges; Nq 16 bands; paged small-grid stages"),
     "one-wave-long": (cool_then_cap_sweep(ONE_WAVE_LONG_ROWS, SPLITS_1_2_VARIANTS),
                       "paged D=128 GQA at 0.91-0.97 units per SM, 4-16K keys: 1-2 splits, cool and at the cap"),
     "wave-top-edge": (auto_split_sweep(WAVE_TOP_EDGE_ROWS + ONE_WAVE_LONG_CONTIG_ROWS),

@@ -863,18 +863,23 @@ def test_balanced_schedule_matches_reference():
             assert got == (want if sm90 else 1), (d, per_sm, n, b, got)
     if hbm3e and sms % 4 == 0:  # exactly three units per SM (GQA 32/4): whole waves, 1 split
         assert llm.decode_num_splits(3 * sms // 4, 4, 8, 4096, 128, torch.float16) == 1
-    # the 2.5-3 band is 16-bit (FP8 keeps 1) and holds for Nq > 1 within one row tile
-    # (decode_rule_spec_rows): Nq 2 (8 rows) as one token, Nq 4 (16 rows) to 2.75 below 8192
-    # keys; Nq 8 (two row tiles, units = 16 B) keeps 1
-    for per_sm, n, want_nq2, want_nq4 in ((2.6, 4096, 2, 2), (2.8, 4096, 2, 1), (2.7, 4096, 2, 2),
-                                          (2.8, 8192, 2, 2), (2.6, 8192, 3, 3), (2.6, 4095, 1, 1)):
+    # the 2.5-3 band is 16-bit (FP8 keeps 1) and holds for Nq > 1 (decode_rule_spec_rows): Nq 2
+    # (8 rows) as one token, Nq 4 (16 rows) to 2.75 below 8192 keys; Nq 8 (two row tiles, units
+    # = 16 B, here 2.67 / 2.91 / 2.79 / 2.91 / 2.67 / 2.67 units per SM at 132 SMs) 2 splits to
+    # 2.8 at any length, no 3; Nq 32 (128 rows, eight tiles) keeps 1
+    for per_sm, n, want_nq2, want_nq4, want_nq8 in ((2.6, 4096, 2, 2, 2), (2.8, 4096, 2, 1, 1), (2.7, 4096, 2, 2, 2),
+                                                    (2.8, 8192, 2, 2, 1), (2.6, 8192, 3, 3, 2),
+                                                    (2.6, 4095, 1, 1, 1)):
         b = int(per_sm * sms) // 8 + 1
         for nq, want in ((2, want_nq2), (4, want_nq4)):
             got = llm.decode_num_splits(b, 8, 4 * nq, n, 128, torch.float16, seq_len_q=nq)
             assert got == (want if hbm3e else 1), (per_sm, n, nq, b, got)
         assert llm.decode_num_splits(b, 8, 4, n, 128, torch.float8_e4m3fn) == 1, (per_sm, b)
         b = int(per_sm * sms) // 16 + 1
-        assert llm.decode_num_splits(b, 8, 32, n, 128, torch.float16, seq_len_q=8) == 1, (per_sm, n, b)
+        got = llm.decode_num_splits(b, 8, 32, n, 128, torch.float16, seq_len_q=8)
+        assert got == (want_nq8 if hbm3e else 1), (per_sm, n, b, got)
+        b = int(per_sm * sms) // 64 + 1
+        assert llm.decode_num_splits(b, 8, 128, n, 128, torch.float16, seq_len_q=32) == 1, (per_sm, n, b)
     # one new token at a 16-row group (GQA 32/2) keeps the top just under 3 at 4096 keys
     b = int(2.8 * sms) // 2 + 1
     assert llm.decode_num_splits(b, 2, 16, 4096, 128, torch.float16) == (2 if hbm3e else 1), b
@@ -1111,16 +1116,28 @@ def test_spread_tail_matches_reference():
     grid = sms + (units - sms) * pieces
     assert llm.decode_num_splits(b, 8, 4, 1024, 128, f16) == pieces
     # Nq 2 and 4 (one row tile: decode_rule_spec_rows) as one token; Nq 8 (two tiles, units
-    # = 16 B) not: the rules off, 1 split where one token's units as many take the pieces
+    # = 16 B: decode_rule_multi_tile) in at most 4 pieces, to 1.34 units per SM on contiguous
+    # caches too; Nq 32 (eight tiles) the rules off: the H100's balanced 2 splits
     assert llm.decode_num_splits(b, 8, 8, 1024, 128, f16, seq_len_q=2) == pieces
     assert llm.decode_num_splits(b, 8, 16, 1024, 128, f16, seq_len_q=4, paged=False) == pieces
     b8 = sms // 16 + 1
-    assert llm.decode_num_splits(2 * b8, 8, 4, 1024, 128, f16) >= 3
-    assert llm.decode_num_splits(b8, 8, 32, 1024, 128, f16, seq_len_q=8) == 1
+    units8 = 16 * b8
+    pieces8 = min(4, sms // (units8 - sms))
+    grid8 = sms + (units8 - sms) * pieces8
+    assert pieces8 == 4 and llm.decode_num_splits(2 * b8, 8, 4, 1024, 128, f16) == 8
+    assert llm.decode_num_splits(b8, 8, 32, 1024, 128, f16, seq_len_q=8) == pieces8
+    b32 = int(1.2 * sms) // 16 + 1  # GQA 8/2 Nq 32: 128 rows, units = 16 B
+    assert llm.decode_num_splits(b32, 2, 128, 2048, 128, f16, seq_len_q=32) == 2
+    b8_mid = int(1.2 * sms) // 16 + 1  # 1.21 units per SM: past one token's contiguous 1.1
+    assert llm.decode_num_splits(b8_mid, 8, 32, 4096, 128, f16, seq_len_q=8, paged=False) == \
+        sms // (16 * b8_mid - sms) >= 3
     grids = _automatic_calls_match([1024] * (b - 2) + [700, 1], 631, f16, contiguous=(1024, f16), grids=True)
     assert grids == (grid, grid), (b, grids)
     grids = _automatic_calls_match([1024] * (b - 2) + [700, 2], 633, f16, contiguous=(1024, f16), grids=True, nq=2)
     assert grids == (grid, grid), ("Nq 2", b, grids)
+    grids = _automatic_calls_match([1024] * (b8 - 2) + [700, 8], 634, torch.bfloat16,
+                                   contiguous=(1024, torch.bfloat16), grids=True, nq=8)
+    assert grids == (grid8, grid8), ("Nq 8", b8, grids)
     # paged, at the band's top (1.3 units per SM: 3 pieces, every SM holding at most one),
     # 2048 keys with ragged lengths among the pieces
     b = int(1.3 * sms) // 8 + 1
@@ -1135,10 +1152,11 @@ def test_partial_wave_splits():
     """16-bit head_dim 128 grids of 0.5-0.9 units per SM from 2048 keys (csrc/decode/NOTES.md
     stops 65-67, decode_partial_wave_splits): calls of one new token or Nq 2 and 4 (one row
     tile) on Hopper HBM3e parts 2 * SMs / units splits (up to two blocks per SM in one wave)
-    to 0.9 on paged caches (1.0 from 8192 keys), to 0.7 from 4096 keys on contiguous ones,
-    else 1 (Nq 8: two row tiles, FP8 caches, other head dims); both 16-bit dtypes. Then
-    automatic calls in the band against the references (paged with ragged, 1-key and
-    capacity-long sequences; contiguous), and the grid on HBM3e parts."""
+    to 0.9 on paged caches (1.0 from 8192 keys), to 0.7 from 4096 keys on contiguous ones;
+    Nq 8 and 16 (two and four row tiles, stop 68) to 1.0 on both; else 1 (Nq 32, FP8 caches,
+    other head dims); both 16-bit dtypes. Then automatic calls in the band against the
+    references (paged with ragged, 1-key and capacity-long sequences; contiguous; one token
+    and Nq 8), and the grid on HBM3e parts."""
     require_op("paged_attention")
     require_op("decode_attention")
     sms = torch.cuda.get_device_properties(0).multi_processor_count
@@ -1165,12 +1183,22 @@ def test_partial_wave_splits():
                     want = (want_paged if paged else want_contiguous) if hbm3e else 1
                     got = llm.decode_num_splits(b, 8, 4 * nq, n, d, dt, paged=paged, seq_len_q=nq)
                     assert got == want, (per_sm, n, d, dt, paged, nq, b, got)
-                # Nq 8: two row tiles (units = 16 B), the rules off
+                # Nq 8: two row tiles (units = 16 B, decode_rule_multi_tile), the band's top
+                # 1.0 on both layouts
                 b8 = int(per_sm * sms) // 16 + 1
+                units8 = 16 * b8
+                in_band8 = hbm3e and d == 128 and n >= (2048 if paged else 4096) and sms < 2 * units8 <= 2 * sms
                 got = llm.decode_num_splits(b8, 8, 32, n, d, dt, paged=paged, seq_len_q=8)
-                assert got == 1, (per_sm, n, d, dt, paged, b8, got)
+                assert got == (2 * sms // units8 if in_band8 else 1), (per_sm, n, d, dt, paged, b8, got)
         if d == 128:  # FP8 caches: not this rule's (16-bit measurements)
             assert llm.decode_num_splits(b, 8, 4, n, d, torch.float8_e4m3fn) == 1, (per_sm, n)
+    # Nq 8 where one row tile's units keep 1 (stop 68; GQA 32/8 at 132 SMs): paged B=8/4K (0.97
+    # units per SM) and contiguous B=6/16K (0.73) 2 splits, B=5/4K (0.61) 3; Nq 16 (four tiles)
+    # B=3/16K 2; Nq 32 (eight) the rules off
+    for b8, n, nq, paged, want in ((8, 4096, 8, True, 2), (6, 16384, 8, False, 2), (5, 4096, 8, False, 3),
+                                   (3, 16384, 16, True, 2), (3, 16384, 16, False, 2), (2, 16384, 32, True, 1)):
+        got = llm.decode_num_splits(b8, 8, 4 * nq, n, 128, torch.float16, paged=paged, seq_len_q=nq)
+        assert got == (want if hbm3e else 1), (b8, n, nq, paged, got)
     f16 = torch.float16
     b = int(0.6 * sms) // 8 + 1
     splits = llm.decode_num_splits(b, 8, 4, 2048, 128, f16)
@@ -1193,12 +1221,21 @@ def test_partial_wave_splits():
     paged_grid, _ = _automatic_calls_match(lens, 651, torch.bfloat16, grids=hbm3e)
     if hbm3e:
         assert paged_grid == 16 * b, (b, paged_grid)
+    # Nq 8 (two row tiles, units = 16 B) at 0.85 units per SM, 4096 keys: 2 splits on both
+    # layouts (one tile's contiguous top is 0.7)
+    b = int(0.8 * sms) // 16 + 1
+    lens = [int(x) for x in torch.randint(8, 4097, (b,), generator=gen)]
+    lens[:3] = [8, 4096, 1111]
+    grids = _automatic_calls_match(lens, 652, f16, contiguous=(4096, f16), grids=hbm3e, nq=8)
+    if hbm3e:
+        assert 10 * 16 * b > 7 * sms and 2 * sms // (16 * b) == 2, ("SM count", sms, b)
+        assert grids == (32 * b, 32 * b), ("Nq 8", b, grids)
 
 
 def test_wave_top_splits():
     """On Hopper HBM3e parts, head_dim 128 grids past 2.5 units per SM and under 3 from 4096
-    keys take 2 even splits on both layouts, 3 to 2.67 from 8192 keys, one new token or Nq 4
-    (csrc/decode/NOTES.md stops 66, 67, decode_tail_splits): automatic calls there (paged with
+    keys take 2 even splits on both layouts, 3 to 2.67 from 8192 keys, one new token or Nq 4;
+    Nq 8 (two row tiles) 2 (csrc/decode/NOTES.md stops 66-68, decode_tail_splits): automatic calls there (paged with
     ragged, short and capacity-long sequences; contiguous) against the references, and their
     grids."""
     require_op("paged_attention")
@@ -1221,6 +1258,14 @@ def test_wave_top_splits():
     if hbm3e:
         assert 3 * 8 * b <= 8 * sms, ("SM count", sms, b)
         assert grids == (24 * b, 24 * b), ("Nq 4", b, grids)
+    # Nq 8 (two row tiles, units = 16 B) at 2.67 units per SM, 4096 keys: 2 splits
+    b = int(2.6 * sms) // 16 + 1
+    lens = [int(x) for x in torch.randint(8, 4097, (b,), generator=gen)]
+    lens[:3] = [8, 4096, 2222]
+    grids = _automatic_calls_match(lens, 662, f16, contiguous=(4096, f16), grids=hbm3e, nq=8)
+    if hbm3e:
+        assert 2 * 16 * b > 5 * sms and 20 * 16 * b <= 56 * sms, ("SM count", sms, b)
+        assert grids == (32 * b, 32 * b), ("Nq 8", b, grids)
 
 
 _PLANE_BOXES_SCRIPT = r"""
@@ -1294,8 +1339,8 @@ def test_d64_tail_splits():
             assert got == (want if sm90 else 1), (per_sm, hkv, group, nq, n, paged, b, got)
             # the layout and Nq do not move D = 128 here (they move D = 64, 65-96 contiguous;
             # on HBM3e D = 128 the layout moves the spread tail's and partial wave's tops, Nq
-            # > 1 within one row tile only the wave top's 2.75-3 below 8192 keys, and Nq
-            # beyond one tile turns those rules off)
+            # > 1 within one row tile only the wave top's 2.75-3 below 8192 keys; Nq beyond
+            # one tile takes its own tops, beyond four tiles those rules are off)
             d128 = llm.decode_num_splits(b, hkv, group * nq, n, 128, dt, paged=paged, seq_len_q=nq)
             assert d128 == llm.decode_num_splits(b, hkv, group * nq, n, 128, dt), (per_sm, hkv, group, nq, n, paged)
     with pytest.raises(RuntimeError, match=r"seq_len_q must be >= 1 and divide rows_per_kv_head \(4\), got 3"):
@@ -1758,6 +1803,20 @@ for v in (0, 1, 2):  # CLO_DECODE_VARIANT: automatic, the cp.async kernel, the T
             f"variant {v}, contiguous D=128, {4 * b} blocks, Nq {nq}: {names[:300]}"
         if v == 0 and auto_tma and sm90:
             assert re.search(rf"tma_kernel<[^<>,]+, (\(int\))?128, (\(int\))?{stages}, ", names), names[:300]
+    # paged D = 128 on at most one block per SM, HBM3e parts: the TMA kernel at 4 stages at any
+    # Nq (GQA 16/4: one new token, Nq 3 causal in one row tile, Nq 5 in two; at most 8 units per
+    # sequence), ragged lengths, one as short as its new tokens
+    b = sms // 8
+    for nq in (1, 3, 5):
+        lens = [nq, 300, 17 + nq] + [250] * (b - 3)
+        _, kc, vc, table, sl = make_paged_problem(lens, 4, 4, 128, 16, torch.float16, 78 + nq)
+        q = torch.randn(b, nq, 16, 128, device="cuda", generator=g).half().transpose(1, 2)
+        fn = lambda: llm.paged_attention(q, kc, vc, table, sl, num_splits=1, check_indices=False)
+        assert_close(fn(), paged_attention_reference(q, kc, vc, table, sl), dtype=torch.float16,
+                     what=f"variant {v} paged small grid B={b} Nq={nq}")
+        if v == 0 and sm90 and hbm3e:
+            names = kernel_names(fn)
+            assert re.search(r"tma_kernel<[^<>,]+, (\(int\))?128, (\(int\))?4, ", names), (nq, names[:300])
     # contiguous D = 64: the TMA kernel at 4 stages beyond 2 and up to 3 blocks per SM (v27),
     # 2 stages at 2 and 3.5
     for blocks, stages in ((11 * sms // 4, 4), (2 * sms, 2), (7 * sms // 2, 2)):

@@ -164,14 +164,15 @@ inline int decode_tma_stages_for(int head_dim, bool paged, int64_t blocks, int64
   // 21.8 -> 21.4, B=16/4K 64.1 -> 63.3) and contiguous (the TMA kernel at 3 stages, where
   // the H100 ran cp.async: B=16/1K 20.1 -> 18.8, B=1/16K 22.4 -> 21.0, B=16/4K 65.2 ->
   // 61.9), and on paged grids of up to 1.35 blocks per SM (3: B=17/1K 24.8 -> 23.5, B=20/1K
-  // 27.3 -> 25.2; contiguous ones there keep 2, 22.1 against 23.5). One new token only on
-  // paged caches: 4 stages lost at Nq 4 (paged B=16/4K/GQA 67.2 -> 74.2 us in the bench);
-  // contiguous small grids run TMA 3 at any Nq (stop 67, Nq 2 and 4 at GQA 32/8: the cp.async
-  // kernel read Nq 2 B=12/16K at 1 split in 243.5 us, TMA 3 188.0; Nq 8+, two row tiles, by
-  // analogy: not measured).
+  // 27.3 -> 25.2; contiguous ones there keep 2, 22.1 against 23.5). Paged small grids at any
+  // Nq (stop 68, `--nq-tiles`, two rounds, 3 / 4 stages: Nq 2 B=16/4K 65.9 / 64.9, Nq 4
+  // B=16/4K 67.0 / 66.0, B=1/16K 28.3 / 27.8, B=8/8K 71.9 / 71.1; Nq 8 B=1/16K 40.6 / 40.3,
+  // B=2/16K 70.5 / 70.1; v25's loss at Nq 4, 67.2 -> 74.2 us, was before the kernel's later
+  // changes); contiguous small grids run TMA 3 at any Nq (stop 67, Nq 2 and 4 at GQA 32/8: the
+  // cp.async kernel read Nq 2 B=12/16K at 1 split in 243.5 us, TMA 3 188.0, TMA 4 218.6).
   const bool hbm3e_rows128 =
       head_dim == 128 && !pairs && (row_cols == 0 || row_cols == 128) && device_is_hopper_hbm3e();
-  if (small_grid && hbm3e_rows128) return paged && seq_len_q == 1 ? 4 : 3;
+  if (small_grid && hbm3e_rows128) return paged ? 4 : 3;
   if (small_grid) return paged || head_dim == 64 || head_dim == 256 ? decode_pipeline_stages(head_dim) : 0;
   if (hbm3e_rows128 && seq_len_q == 1 && paged && 20 * blocks <= 27 * sms) return 3;
   // D = 64 up to 1.25 blocks per SM (unpaired there, decode_packs_head_pairs): most SMs
@@ -261,7 +262,7 @@ inline int64_t decode_streamk_blocks(int64_t units, int64_t sms, int per_sm) {
 // contiguous D = 96 at 1.45 and 2048 keys gains 1%, 58.1 -> 57.3, not taken).
 // The spread tail (NOTES.md "Stop 63"; the TMA kernel's kDecodeSpreadTail schedule, run
 // where a call's num_splits equals this count): on Hopper HBM3e parts, one new token (or
-// Nq > 1 within one row tile: decode_rule_spec_rows) of 16-bit head_dim 128 whose grid
+// Nq > 1 up to four row tiles: decode_rule_spec_rows) of 16-bit head_dim 128 whose grid
 // holds a little more than one unit (batch x KV heads x row tiles) per SM, from kSpreadTailMinKeys keys: to 1.34 units per SM on paged caches, 1.1 on
 // contiguous ones. An unsplit grid there runs the SMs' second units after the first
 // wave (or beside it, two blocks per SM sharing an SM's bandwidth), an even split grid
@@ -279,26 +280,44 @@ inline int64_t decode_streamk_blocks(int64_t units, int64_t sms, int per_sm) {
 // at 2K). Contiguous ones there, and B=23-24 at 2-3 pieces, level or lost (contiguous B=21/1K
 // 25.5 -> 29.3 at 3). Returns P, or 0.
 // The HBM3e D = 128 rules (the spread tail, the partial wave, the one-tail band's 3 splits and
-// the wave top) were measured on one new token (at any group) and, at stop 67 (`--bands-next`,
-// `--nq-rules`), on 2 and 4 speculative tokens at GQA 32/8 (8 and 16 query rows per unit: one
+// the wave top) were measured on one new token (at any group); at stop 67 (`--bands-next`,
+// `--nq-rules`) on 2 and 4 speculative tokens at GQA 32/8 (8 and 16 query rows per unit: one
 // row tile), which read like one token in every band but the wave top's 4096-key end
-// (decode_tail_splits). What those rules read of the new tokens: 0 for one new token, the
-// query rows per unit for Nq > 1 within one row tile, -1 (the rules off: not measured) beyond.
+// (decode_tail_splits); at stop 68 (`--nq-tiles`) on Nq 8 (32 rows: two row tiles, whose
+// blocks read the same keys) and, in the partial wave, Nq 16 (64 rows: four), which take
+// their own tops and counts (decode_rule_multi_tile). What those rules read of the new
+// tokens: 0 for one new token, the query rows per unit for Nq > 1 up to four row tiles, -1
+// (the rules off: not measured) beyond.
+constexpr int kRuleMaxSpecRows = 4 * kRowsPerBlock;
 inline int decode_rule_spec_rows(int seq_len_q, int rows_per_kv_head) {
   if (seq_len_q == 1) return 0;
-  return rows_per_kv_head <= kRowsPerBlock ? rows_per_kv_head : -1;
+  return rows_per_kv_head <= kRuleMaxSpecRows ? rows_per_kv_head : -1;
 }
+// Whether a unit's speculative rows span more than one row tile: one block per SM then
+// streams its keys slower than one tile's unit does (its tiles' blocks share them through L2
+// but each SM's stream stays bound by its bytes in flight), so splits pay further than one
+// token's (stop 68, NOTES.md).
+constexpr bool decode_rule_multi_tile(int spec_rows) { return spec_rows > kRowsPerBlock; }
 constexpr int kSpreadTailMinKeys = 1024;
+// Units of more than one row tile (decode_rule_multi_tile) run the spread tail to 1.34 units
+// per SM on contiguous caches too and in at most 4 pieces (stop 68, `--nq-tiles`, Nq 8 at GQA
+// 32/8, us, 1 split / 3 even / spread 4 / spread 8; the balanced 2 splits these bands ran
+// before): paged B=9/4K (1.09) 67.2 / 61.6 / 51.6 / 52.4, B=10/4K (1.21; balanced 100.1) 67.9
+// / 64.3 / 58.1 / 65.0, B=10/2K (60.0) 37.8 / 40.8 / 32.6 / 35.7, B=11/4K (1.33, 3 pieces) 68.6
+// / 68.1 / 66.2 (4) / 69.1, B=10/16K (329.3) 247.8 / 206.2 / 214.3 / 245.6; contiguous
+// B=10/4K (1.21; 87.6) 64.8 / 62.1 / 56.6 / 62.8, B=9/16K 232.0 / 188.1 / 178.9 / 182.7.
 inline int decode_spread_tail_pieces(int head_dim, bool paged, int64_t units, int64_t sms, int64_t max_kv_len,
                                      bool hbm3e, int spec_rows) {
+  const bool multi_tile = decode_rule_multi_tile(spec_rows);
   if (!hbm3e || spec_rows < 0 || head_dim != 128 || max_kv_len < kSpreadTailMinKeys || units <= sms ||
-      100 * units > (paged ? 134 : 110) * sms)
+      100 * units > (paged || multi_tile ? 134 : 110) * sms)
     return 0;
-  const int64_t pieces = std::min<int64_t>({8, sms / (units - sms), max_kv_len / kMinTokensPerSplit});
+  const int64_t most = multi_tile ? 4 : 8;
+  const int64_t pieces = std::min<int64_t>({most, sms / (units - sms), max_kv_len / kMinTokensPerSplit});
   return pieces >= 3 ? static_cast<int>(pieces) : 0;
 }
-// On Hopper HBM3e parts at head_dim exactly 128 (16-bit, one new token or Nq > 1 within one
-// row tile: decode_rule_spec_rows), a grid of more than
+// On Hopper HBM3e parts at head_dim exactly 128 (16-bit, one new token or Nq > 1 up to four
+// row tiles: decode_rule_spec_rows), a grid of more than
 // half and up to 0.9 units (batch x KV heads x row tiles) per SM on paged sequences of 2048
 // keys or more (to 1.0 from 8192 keys; contiguous: to 0.7 from 4096, below): the splits that
 // fill the SMs at up to two blocks each in one wave, 2 * SMs / units (2 or 3: 1.33-2 blocks
@@ -322,7 +341,14 @@ inline int decode_spread_tail_pieces(int head_dim, bool paged, int64_t units, in
 // 212.9 / 220.1) and at 2048 keys (B=11 26.3 / 27.2; B=9 25.9 / 24.7). At 0.61 (B=10) 2 splits
 // led 3 (16K 159.9 / 164.7, 4K 45.9 / 46.3). Nq 2 and 4 alike (stop 67, 1 / the count: paged
 // B=10/16K 243.7 / 164.3, B=12/4K Nq 4 65.3 / 58.0, B=9/2K Nq 2 34.4 / 26.6; contiguous B=9/4K
-// 63.3 / 43.3; B=15/4K keeps 1, 65.4 / 66.4 at 2).
+// 63.3 / 43.3; B=15/4K keeps 1, 65.4 / 66.4 at 2). Units of more than one row tile
+// (decode_rule_multi_tile) to 1.0 on both layouts (stop 68, `--nq-tiles`, Nq 8 at GQA 32/8,
+// 1 / 2 / 3 splits): paged B=8/4K (0.97) 65.4 / 47.5 / 59.6, B=7/4K 65.3 / 45.8 / 57.8, B=5/4K
+// 65.3 / 43.5 / 35.5, B=6/2K 35.2 / 28.8 / 36.4, B=7/16K 245.2 / 141.6 / 187.5, B=8/8K 125.0 /
+// 82.7 / 102.7; contiguous B=6/16K (0.73) 173.7 / 130.8 / 179.1, B=7/16K 173.9 / 135.3 /
+// 182.5, B=8/16K 177.0 / 157.0 / 195.8 (stop 67), B=5/4K 47.3 / 41.8 / 34.3, B=8/4K 47.9 /
+// 47.7 / 57.1; Nq 16 (four tiles) paged B=3/16K 245.2 / 128.9 / 166.2, B=4/8K 125.2 / 71.3 /
+// 93.0, contiguous B=3/16K 173.7 / 122.9 / 158.0.
 // Returns the count (at most 3: units > SMs / 2), or 0.
 constexpr int kPartialWaveMinKeys = 2048;
 // From these lengths: the contiguous partial wave and the wave top (decode_tail_splits), and
@@ -332,7 +358,10 @@ constexpr int kPartialWaveFullWaveKeys = 8192;
 inline int decode_partial_wave_splits(int head_dim, bool paged, int64_t units, int64_t sms, int64_t max_kv_len,
                                       bool hbm3e, int spec_rows) {
   const int64_t min_keys = paged ? kPartialWaveMinKeys : kHbm3eD128LongKeys;
-  const int64_t top_tenths = !paged ? 7 : max_kv_len >= kPartialWaveFullWaveKeys ? 10 : 9;
+  const int64_t top_tenths = decode_rule_multi_tile(spec_rows)              ? 10
+                             : !paged                                       ? 7
+                             : max_kv_len >= kPartialWaveFullWaveKeys ? 10
+                                                                            : 9;
   if (!hbm3e || spec_rows < 0 || head_dim != 128 || max_kv_len < min_keys || 2 * units <= sms ||
       10 * units > top_tenths * sms)
     return 0;
@@ -349,8 +378,9 @@ inline int decode_partial_wave_splits(int head_dim, bool paged, int64_t units, i
 // the D = 128 bands take their own counts (NOTES.md "H200 rules", stop 60; GQA 32/8, one
 // new token, graph replays, cold L2); the H100's trailed other counts at every point of
 // both bands measured on the H200:
-// - the one-tail band, one new token or Nq > 1 within one row tile (decode_rule_spec_rows;
-//   stop 67: Nq 2 and 4 lost 5-21% at the H100's 2 balanced splits): 1 split on paged tables below 4096 keys
+// - the one-tail band, one new token or Nq > 1 up to four row tiles (decode_rule_spec_rows;
+//   stop 67: Nq 2 and 4 lost 5-21% at the H100's 2 balanced splits; stop 68: Nq 8 up to 49%,
+//   paged B=10/4K 100.1 against 67.9 at 1 split), beyond the spread tail's band: 1 split on paged tables below 4096 keys
 //   and contiguous caches (paged B=20/2K 51.2 -> 48.7 us, contiguous B=20/4K 83.7 -> 81.3),
 //   3 even splits on paged ones from 4096 keys (B=20/4K 89.9 -> 86.9, B=22/4K 96.6 -> 94.0)
 //   instead of the balanced 2-split schedule;
@@ -469,10 +499,20 @@ inline int decode_tail_splits(int head_dim, bool paged, int64_t units, int64_t s
     // (Nq 4 paged 4K, 1 / 2 splits: B=42 187.2 / 182.0, B=46 (2.79) 192.5 / 193.5, B=48 196.5 /
     // 198.9, B=49 197.9 / 201.9; from 8192 keys the gain holds to 2.91: B=48/8K 382.6 / 373.2);
     // one new token keeps stop 66's top at any group.
-    const bool wave_top =
-        spec_rows >= 0 && max_kv_len >= kHbm3eD128LongKeys && 2 * units > 5 * sms && units < 3 * sms &&
-        (spec_rows <= kRowsPerBlock / 2 || max_kv_len >= kPartialWaveFullWaveKeys || 20 * units <= 55 * sms);
-    if (wave_top) return max_kv_len >= kPartialWaveFullWaveKeys && 3 * units <= 8 * sms ? 3 : 2;
+    // Units of more than one row tile (decode_rule_multi_tile) take 2 splits to 2.8 at any
+    // length from 4096 keys, no 3 at the low end (stop 68, `--nq-tiles`, Nq 8 at GQA 32/8, 1 / 2 /
+    // 3 splits): paged B=21/16K (2.55) 507.5 / 466.7 / 471.9 (stop 67), B=21/4K 135.9 / 130.6 /
+    // 128.9, B=22/8K (2.67) 259.9 / 238.5 / 239.5, B=23 (2.79) 4K 138.0 / 134.3 / 153.8, 16K 497.2
+    // / 473.9 / 537.2; contiguous B=21/16K 495.9 / 456.4 / 460.9, B=22/16K 495.6 / 451.1 / 462.7;
+    // at 2.91 (B=24) 16K 484.8 / 533.9 (1 ahead), 4K 139.6 / 136.6, contiguous 4K 133.8 / 133.4.
+    const bool multi_tile = decode_rule_multi_tile(spec_rows);
+    const bool wave_top_end = multi_tile ? 20 * units <= 56 * sms
+                                         : spec_rows <= kRowsPerBlock / 2 ||
+                                               max_kv_len >= kPartialWaveFullWaveKeys || 20 * units <= 55 * sms;
+    const bool wave_top = spec_rows >= 0 && max_kv_len >= kHbm3eD128LongKeys && 2 * units > 5 * sms &&
+                          units < 3 * sms && wave_top_end;
+    if (wave_top)
+      return !multi_tile && max_kv_len >= kPartialWaveFullWaveKeys && 3 * units <= 8 * sms ? 3 : 2;
   }
   return one_tail || (second_wave_top && 10 * units > 21 * sms) ? 2 : 1;
 }

@@ -70,6 +70,12 @@ SPEC_TOKENS = 4
 # Their grids: a long sequence split, one wave (B=16/4K), the HBM3e partial wave (B=10) and
 # wave top (B=42) at 16K keys (csrc/decode/NOTES.md "Stop 67")
 SPEC_GRIDS = ((1, 16384), (16, 4096), (10, 16384), (42, 16384))
+# Units of two row tiles (8 new tokens: 32 query rows per KV head), by grid: a long sequence
+# split, the partial wave's top (B=8/16K), the spread tail (B=10/4K) and the wave top
+# (B=21/16K) on HBM3e parts ("Stop 68")
+SPEC_TWO_TILE_TOKENS = 8
+SPEC_TWO_TILE_GRIDS = ((1, 16384), (8, 16384), (10, 4096), (21, 16384))
+SPEC_ROWS = ((SPEC_TOKENS, SPEC_GRIDS), (SPEC_TWO_TILE_TOKENS, SPEC_TWO_TILE_GRIDS))
 SDPA_BACKENDS = ("flash", "cudnn", "efficient")
 # The plain-PyTorch paged peer materialises a gathered copy of the cache per call.
 TORCH_PAGED_MAX_BYTES = 3 << 30
@@ -265,7 +271,7 @@ def paged_attention_cases(dtype: torch.dtype, preset: str, quick: bool) -> list[
         cases += [paged_case(64, OTHER_HEAD_DIMS_CONTEXT, h, dtype, D=d) for d in OTHER_HEAD_DIMS for h in KV_HEADS]
         cases += [paged_case(1, 16384, 8, dtype, D=d) for d in PADDED_HEAD_DIMS]
         cases += [paged_case(b, 16384, 8, dtype, window=SLIDING_WINDOW) for b in (1, 16)]
-        cases += [paged_case(b, n, 8, dtype, Nq=SPEC_TOKENS) for b, n in SPEC_GRIDS]
+        cases += [paged_case(b, n, 8, dtype, Nq=nq) for nq, grids in SPEC_ROWS for b, n in grids]
         cases += [paged_case(b, n, h, dtype) for b, n, h in MID_GRIDS]
         cases += [paged_case(b, n, h, dtype, capacity=c) for b, n, h in SERVING_TABLE_GRIDS
                   for c in (n, SERVING_TABLE_FACTOR * n)]
@@ -280,7 +286,8 @@ def decode_attention_cases(dtype: torch.dtype, preset: str, quick: bool) -> list
                                                              (1, 16384, 32)]
     cases = [paged_case(b, n, h, dtype, op="decode_attention") for b, n, h in shapes]
     if preset == "all" and not quick:
-        cases += [paged_case(b, n, 8, dtype, op="decode_attention", Nq=SPEC_TOKENS) for b, n in SPEC_GRIDS]
+        cases += [paged_case(b, n, 8, dtype, op="decode_attention", Nq=nq) for nq, grids in SPEC_ROWS
+                  for b, n in grids]
     return cases
 
 
