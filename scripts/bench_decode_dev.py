@@ -1296,6 +1296,21 @@ def nq_tiles_confirm_sweep(iters, copy_bw):
     _nq_rows(NQ_SMALL_CONFIRM_ROWS, (0,), iters, copy_bw, {"auto": {}, "tma3": SWEEP_VARIANTS["tma3"]})
 
 
+# --nq-small-splits: units of more than one row tile on small grids (at most half the SMs' units),
+# where the count is SMs / units (one block per SM; bench B=1/16K Nq 8 paged 40.5 us, 34.6% of
+# the roofline, contiguous 32.3): 1.5 and 2 blocks per SM against it
+NQ_SMALL_SPLIT_ROWS = [((b, n, nq, contiguous), splits) for contiguous in (False, True)
+                       for b, n, nq, splits in ((1, 16384, 8, (0, 12, 16)), (2, 16384, 8, (0, 6, 8)),
+                                                (4, 4096, 8, (0, 3, 4)), (1, 16384, 16, (0, 6, 8)),
+                                                (2, 8192, 16, (0, 3, 4)))]
+
+
+def nq_small_splits_sweep(iters, copy_bw):
+    """NQ_SMALL_SPLIT_ROWS at their splits (graph replays, cold L2, cuDNN first)."""
+    for row, splits in NQ_SMALL_SPLIT_ROWS:
+        _nq_rows([row], splits, iters, copy_bw)
+
+
 def wave_top_sweep(iters, copy_bw):
     """WAVE_TOP_ROWS cool (`split_band_sweep`: graph replays, cold L2, cuDNN first), then
     each row's 1 and 2 splits and 4 stages at the cap (`sustained_sweep`, 600 ms warm)."""
@@ -1762,6 +1777,7 @@ SWEEPS = {
     "nq-confirm": (nq_confirm_sweep, "stop 67: contiguous Nq > 1 small grids on TMA 3, the Nq rules' edges, the cap"),
     "nq-tiles": (nq_tiles_sweep, "Nq 8 and 16 (two and four row tiles) across the HBM3e D=128 bands; paged small-grid stages"),
     "nq-tiles-confirm": (nq_tiles_confirm_sweep, "stop 68's multi-tile rules at their edges; Nq 16 bands; paged small-grid stages"),
+    "nq-small-splits": (nq_small_splits_sweep, "Nq 8 and 16 small grids at 1, 1.5 and 2 blocks per SM"),
     "one-wave-long": (cool_then_cap_sweep(ONE_WAVE_LONG_ROWS, SPLITS_1_2_VARIANTS),
                       "paged D=128 GQA at 0.91-0.97 units per SM, 4-16K keys: 1-2 splits, cool and at the cap"),
     "wave-top-edge": (auto_split_sweep(WAVE_TOP_EDGE_ROWS + ONE_WAVE_LONG_CONTIG_ROWS),

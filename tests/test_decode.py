@@ -1116,21 +1116,25 @@ def test_spread_tail_matches_reference():
     grid = sms + (units - sms) * pieces
     assert llm.decode_num_splits(b, 8, 4, 1024, 128, f16) == pieces
     # Nq 2 and 4 (one row tile: decode_rule_spec_rows) as one token; Nq 8 (two tiles, units
-    # = 16 B: decode_rule_multi_tile) in at most 4 pieces, to 1.34 units per SM on contiguous
-    # caches too; Nq 32 (eight tiles) the rules off: the H100's balanced 2 splits
+    # = 16 B: decode_rule_multi_tile) in 4 pieces, to 1.34 units per SM on contiguous caches
+    # too (where one token's units as many take 8 pieces, or none); Nq 32 (eight tiles) the
+    # rules off: the H100's balanced 2 splits
     assert llm.decode_num_splits(b, 8, 8, 1024, 128, f16, seq_len_q=2) == pieces
     assert llm.decode_num_splits(b, 8, 16, 1024, 128, f16, seq_len_q=4, paged=False) == pieces
     b8 = sms // 16 + 1
     units8 = 16 * b8
-    pieces8 = min(4, sms // (units8 - sms))
-    grid8 = sms + (units8 - sms) * pieces8
-    assert pieces8 == 4 and llm.decode_num_splits(2 * b8, 8, 4, 1024, 128, f16) == 8
-    assert llm.decode_num_splits(b8, 8, 32, 1024, 128, f16, seq_len_q=8) == pieces8
+    grid8 = sms + (units8 - sms) * 4
+    assert llm.decode_num_splits(2 * b8, 8, 4, 1024, 128, f16) == 8
+    assert llm.decode_num_splits(b8, 8, 32, 1024, 128, f16, seq_len_q=8) == 4
     b32 = int(1.2 * sms) // 16 + 1  # GQA 8/2 Nq 32: 128 rows, units = 16 B
     assert llm.decode_num_splits(b32, 2, 128, 2048, 128, f16, seq_len_q=32) == 2
-    b8_mid = int(1.2 * sms) // 16 + 1  # 1.21 units per SM: past one token's contiguous 1.1
-    assert llm.decode_num_splits(b8_mid, 8, 32, 4096, 128, f16, seq_len_q=8, paged=False) == \
-        sms // (16 * b8_mid - sms) >= 3
+    for per_sm, n, paged, want in ((1.2, 4096, False, 4), (1.3, 4096, True, 4), (1.3, 4096, False, 4),
+                                   (1.3, 1024, True, 4), (1.3, 1023, True, 1), (1.4, 4096, True, 1)):
+        b8_band = int(per_sm * sms) // 16 + 1  # 1.21 / 1.33 / 1.45 units per SM
+        got = llm.decode_num_splits(b8_band, 8, 32, n, 128, f16, seq_len_q=8, paged=paged)
+        assert got == want, (per_sm, n, paged, b8_band, got)
+        if per_sm < 1.25:  # past one token's contiguous 1.1: no pieces
+            assert llm.decode_num_splits(2 * b8_band, 8, 4, n, 128, f16, paged=paged) == 1
     grids = _automatic_calls_match([1024] * (b - 2) + [700, 1], 631, f16, contiguous=(1024, f16), grids=True)
     assert grids == (grid, grid), (b, grids)
     grids = _automatic_calls_match([1024] * (b - 2) + [700, 2], 633, f16, contiguous=(1024, f16), grids=True, nq=2)

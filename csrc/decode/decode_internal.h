@@ -300,20 +300,24 @@ inline int decode_rule_spec_rows(int seq_len_q, int rows_per_kv_head) {
 constexpr bool decode_rule_multi_tile(int spec_rows) { return spec_rows > kRowsPerBlock; }
 constexpr int kSpreadTailMinKeys = 1024;
 // Units of more than one row tile (decode_rule_multi_tile) run the spread tail to 1.34 units
-// per SM on contiguous caches too and in at most 4 pieces (stop 68, `--nq-tiles`, Nq 8 at GQA
-// 32/8, us, 1 split / 3 even / spread 4 / spread 8; the balanced 2 splits these bands ran
-// before): paged B=9/4K (1.09) 67.2 / 61.6 / 51.6 / 52.4, B=10/4K (1.21; balanced 100.1) 67.9
-// / 64.3 / 58.1 / 65.0, B=10/2K (60.0) 37.8 / 40.8 / 32.6 / 35.7, B=11/4K (1.33, 3 pieces) 68.6
-// / 68.1 / 66.2 (4) / 69.1, B=10/16K (329.3) 247.8 / 206.2 / 214.3 / 245.6; contiguous
-// B=10/4K (1.21; 87.6) 64.8 / 62.1 / 56.6 / 62.8, B=9/16K 232.0 / 188.1 / 178.9 / 182.7.
+// per SM on contiguous caches too, in 4 pieces wherever it runs (stop 68, `--nq-tiles`, Nq 8
+// at GQA 32/8, us, 1 split / 3 even / spread 4 / spread 8; the balanced 2 splits these bands
+// ran before): paged B=9/4K (1.09) 67.2 / 61.6 / 51.6 / 52.4, B=10/4K (1.21; balanced 100.1)
+// 67.9 / 64.3 / 58.1 / 65.0, B=10/2K (60.0) 37.8 / 40.8 / 32.6 / 35.7, B=11/4K (1.33, where
+// SMs / (units - SMs) is 3) 68.6 / 68.1 / 66.2 / 69.1 (`--nq-tiles-confirm`: spread 3 68.7,
+// 4 65.9), B=10/16K (329.3) 247.8 / 206.2 / 214.3 / 245.6; contiguous B=10/4K (1.21; 87.6)
+// 64.8 / 62.1 / 56.6 / 62.8, B=9/16K 232.0 / 188.1 / 178.9 / 182.7. Nq 16 (four tiles)
+// alike: B=5/4K (1.21) paged 1 split / balanced 2 / 3 even / spread 4 64.8 / 99.4 / 56.8 /
+// 50.8, contiguous 61.6 / 84.8 / - / 49.0. (From 16384 keys 3 even splits read 2-4% ahead
+// of the 4 pieces: contiguous B=10/16K 199.6 / 204.3.)
 inline int decode_spread_tail_pieces(int head_dim, bool paged, int64_t units, int64_t sms, int64_t max_kv_len,
                                      bool hbm3e, int spec_rows) {
   const bool multi_tile = decode_rule_multi_tile(spec_rows);
   if (!hbm3e || spec_rows < 0 || head_dim != 128 || max_kv_len < kSpreadTailMinKeys || units <= sms ||
       100 * units > (paged || multi_tile ? 134 : 110) * sms)
     return 0;
-  const int64_t most = multi_tile ? 4 : 8;
-  const int64_t pieces = std::min<int64_t>({most, sms / (units - sms), max_kv_len / kMinTokensPerSplit});
+  const int64_t by_len = max_kv_len / kMinTokensPerSplit;
+  const int64_t pieces = multi_tile ? std::min<int64_t>(4, by_len) : std::min<int64_t>({8, sms / (units - sms), by_len});
   return pieces >= 3 ? static_cast<int>(pieces) : 0;
 }
 // On Hopper HBM3e parts at head_dim exactly 128 (16-bit, one new token or Nq > 1 up to four
