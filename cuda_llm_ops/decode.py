@@ -452,7 +452,9 @@ def decode_num_splits(batch: int, num_kv_heads: int, rows_per_kv_head: int, max_
       both layouts): `2 * SMs // base` (2 or 3: 1.33-2 blocks per SM
       in one wave; B=10/16K/GQA 32:8 paged 246.9 -> 161.7 us, csrc/decode/NOTES.md "Stop
       65"; contiguous B=9/16K 174.7 -> 142.6, "Stop 66"), where the first rule's
-      `SMs // base` is 1;
+      `SMs // base` is 1; rows beyond one tile take `2 * SMs // base` (two blocks per SM,
+      with the first rule's caps) below half the SMs too (B=1/16K/GQA 32:8 Nq 8 paged 40.4
+      -> 32.6 us, "Stop 68");
     - otherwise 1 (one pass per sequence).
     `dtype` is the cache's: with `torch.float8_e4m3fn` (FP8 caches) the same but for the
     16-bit-only HBM3e rules above, never 2,

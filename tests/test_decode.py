@@ -1157,8 +1157,8 @@ def test_partial_wave_splits():
     stops 65-67, decode_partial_wave_splits): calls of one new token or Nq 2 and 4 (one row
     tile) on Hopper HBM3e parts 2 * SMs / units splits (up to two blocks per SM in one wave)
     to 0.9 on paged caches (1.0 from 8192 keys), to 0.7 from 4096 keys on contiguous ones;
-    Nq 8 and 16 (two and four row tiles, stop 68) to 1.0 on both; else 1 (Nq 32, FP8 caches,
-    other head dims); both 16-bit dtypes. Then automatic calls in the band against the
+    Nq 8 and 16 (two and four row tiles, stop 68) to 1.0 on both, and below half the SMs;
+    else 1 (Nq 32, FP8 caches, other head dims); both 16-bit dtypes. Then automatic calls in the band against the
     references (paged with ragged, 1-key and capacity-long sequences; contiguous; one token
     and Nq 8), and the grid on HBM3e parts."""
     require_op("paged_attention")
@@ -1198,11 +1198,21 @@ def test_partial_wave_splits():
             assert llm.decode_num_splits(b, 8, 4, n, d, torch.float8_e4m3fn) == 1, (per_sm, n)
     # Nq 8 where one row tile's units keep 1 (stop 68; GQA 32/8 at 132 SMs): paged B=8/4K (0.97
     # units per SM) and contiguous B=6/16K (0.73) 2 splits, B=5/4K (0.61) 3; Nq 16 (four tiles)
-    # B=3/16K 2; Nq 32 (eight) the rules off
-    for b8, n, nq, paged, want in ((8, 4096, 8, True, 2), (6, 16384, 8, False, 2), (5, 4096, 8, False, 3),
-                                   (3, 16384, 16, True, 2), (3, 16384, 16, False, 2), (2, 16384, 32, True, 1)):
-        got = llm.decode_num_splits(b8, 8, 4 * nq, n, 128, torch.float16, paged=paged, seq_len_q=nq)
-        assert got == (want if hbm3e else 1), (b8, n, nq, paged, got)
+    # B=3/16K 2; Nq 32 (eight) the rules off. Below half the SMs two blocks per SM (SMs / units
+    # elsewhere), within the small grids' caps: 128 keys a split, 128 splits; not below the
+    # band's lengths (paged 2048, contiguous 4096)
+    for b8, hkv, n, nq, paged, want, want_generic in (
+            (8, 8, 4096, 8, True, 2, 1), (6, 8, 16384, 8, False, 2, 1), (5, 8, 4096, 8, False, 3, 1),
+            (3, 8, 16384, 16, True, 2, 1), (3, 8, 16384, 16, False, 2, 1), (2, 8, 16384, 32, True, 1, 1),
+            (1, 8, 16384, 8, True, 16, 8), (2, 8, 16384, 8, False, 8, 4), (4, 8, 4096, 8, False, 4, 2),
+            (1, 8, 16384, 16, False, 8, 4), (2, 8, 8192, 16, True, 4, 2), (1, 8, 2048, 8, True, 16, 8),
+            (1, 8, 2047, 8, True, 8, 8), (1, 8, 4095, 8, False, 8, 8), (1, 1, 16384, 8, True, 128, 66),
+            (1, 1, 4096, 8, False, 32, 32), (1, 8, 16384, 32, True, 2, 2)):
+        got = llm.decode_num_splits(b8, hkv, 4 * nq, n, 128, torch.float16, paged=paged, seq_len_q=nq)
+        assert got == (want if hbm3e else want_generic), (b8, hkv, n, nq, paged, got)
+        # another head dim (96): the generic count
+        assert llm.decode_num_splits(b8, hkv, 4 * nq, n, 96, torch.float16, paged=paged, seq_len_q=nq) == \
+            want_generic, (b8, hkv, n, nq, paged)
     f16 = torch.float16
     b = int(0.6 * sms) // 8 + 1
     splits = llm.decode_num_splits(b, 8, 4, 2048, 128, f16)
@@ -1225,8 +1235,14 @@ def test_partial_wave_splits():
     paged_grid, _ = _automatic_calls_match(lens, 651, torch.bfloat16, grids=hbm3e)
     if hbm3e:
         assert paged_grid == 16 * b, (b, paged_grid)
-    # Nq 8 (two row tiles, units = 16 B) at 0.85 units per SM, 4096 keys: 2 splits on both
-    # layouts (one tile's contiguous top is 0.7)
+    # Nq 8 (two row tiles, units = 16 B) on a small grid: two blocks per SM, 8 splits of 4096
+    # keys at B=2, ragged (one sequence as long as its new tokens)
+    lens = [8, 4096]
+    grids = _automatic_calls_match(lens, 653, f16, contiguous=(4096, f16), grids=hbm3e, nq=8)
+    if hbm3e:
+        assert grids == (256, 256), ("Nq 8 B=2", grids)
+    # Nq 8 at 0.85 units per SM, 4096 keys: 2 splits on both layouts (one tile's contiguous
+    # top is 0.7)
     b = int(0.8 * sms) // 16 + 1
     lens = [int(x) for x in torch.randint(8, 4097, (b,), generator=gen)]
     lens[:3] = [8, 4096, 1111]

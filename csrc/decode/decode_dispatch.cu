@@ -227,9 +227,10 @@ int decode_attention_num_splits(int batch, int num_kv_heads, int rows_per_kv_hea
     const int splits = decode_tail_splits(head_dim, paged, base, sms, max_kv_len, hbm3e, spec_rows);
     if (splits > 1) return splits;
     // head_dim 128 at 0.5-0.9 units per SM on HBM3e parts (paged from 8192 keys 1.0, contiguous
-    // 0.7 from 4096): a partial wave's idle SMs
+    // 0.7 from 4096; units of more than one row tile to 1.0 and below 0.5): a partial wave's
+    // idle SMs
     const int partial = decode_partial_wave_splits(head_dim, paged, base, sms, max_kv_len, hbm3e, spec_rows);
-    if (partial > 1) return partial;
+    if (partial > 1) return static_cast<int>(std::min<int64_t>({partial, by_len, static_cast<int64_t>(kMaxSplits)}));
   }
   if (base * 2 > sms) {
     // >= half the SMs busy: splitting costs more than it gains, except for very large

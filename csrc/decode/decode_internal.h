@@ -353,7 +353,14 @@ inline int decode_spread_tail_pieces(int head_dim, bool paged, int64_t units, in
 // 182.5, B=8/16K 177.0 / 157.0 / 195.8 (stop 67), B=5/4K 47.3 / 41.8 / 34.3, B=8/4K 47.9 /
 // 47.7 / 57.1; Nq 16 (four tiles) paged B=3/16K 245.2 / 128.9 / 166.2, B=4/8K 125.2 / 71.3 /
 // 93.0, contiguous B=3/16K 173.7 / 122.9 / 158.0.
-// Returns the count (at most 3: units > SMs / 2), or 0.
+// Those units take the count (two blocks per SM) on smaller grids too, where the generic
+// count is SMs / units, one block per SM (stop 68, `--nq-small-splits`, GQA 32/8, us,
+// SMs / units / 1.5x / 2x splits): Nq 8 paged B=1/16K 40.4 / 35.8 / 32.6, B=2/16K 70.1 / 55.5
+// / 49.5, B=4/4K 40.0 / 33.8 / 30.3; contiguous B=1/16K 32.4 / 35.1 / 32.2, B=2/16K 53.5 /
+// 53.6 / 48.7, B=4/4K 32.0 / 32.9 / 30.1; Nq 16 paged B=1/16K 70.2 / 52.1 / 42.1, B=2/8K
+// 70.0 / 51.1 / 41.8, contiguous 52.7 / 49.9 / 40.7 and 52.4 / 49.1 / 40.3.
+// Returns the count (at most 3 where units > SMs / 2; the caller caps it by the length and
+// kMaxSplits), or 0.
 constexpr int kPartialWaveMinKeys = 2048;
 // From these lengths: the contiguous partial wave and the wave top (decode_tail_splits), and
 // the paged partial wave's top of 1.0 units per SM
@@ -366,8 +373,8 @@ inline int decode_partial_wave_splits(int head_dim, bool paged, int64_t units, i
                              : !paged                                       ? 7
                              : max_kv_len >= kPartialWaveFullWaveKeys ? 10
                                                                             : 9;
-  if (!hbm3e || spec_rows < 0 || head_dim != 128 || max_kv_len < min_keys || 2 * units <= sms ||
-      10 * units > top_tenths * sms)
+  if (!hbm3e || spec_rows < 0 || head_dim != 128 || max_kv_len < min_keys ||
+      (2 * units <= sms && !decode_rule_multi_tile(spec_rows)) || 10 * units > top_tenths * sms)
     return 0;
   return static_cast<int>(2 * sms / units);
 }
