@@ -423,8 +423,8 @@ def decode_num_splits(batch: int, num_kv_heads: int, rows_per_kv_head: int, max_
       contiguous ones (`paged=False`) take 2 (balanced) when `base` is 2-2.7 times
       the SMs, paged ones without head pairs 3 at 2.1-2.45 times;
     - head_dim 128 (16-bit) on Hopper HBM3e parts (the H200) with `seq_len_q` 1 or
-      `rows_per_kv_head <= 64` (speculative rows up to four row tiles: "spec rows"
-      below) and `max_kv_len >= 1024`, `base` past the SMs up to 1.34 times them when `paged`
+      `rows_per_kv_head <= 64` (up to four row tiles: "spec rows" below; rows beyond
+      one tile take their own tops, with one new token too) and `max_kv_len >= 1024`, `base` past the SMs up to 1.34 times them when `paged`
       or the rows span more than one tile (`rows_per_kv_head > 16`), 1.1 otherwise: SMs /
       (base - SMs) up to 8 (beyond one tile 4), capped by the length (`max_kv_len //
       128`), where that is at least 3, run as the spread

@@ -1311,6 +1311,24 @@ def nq_small_splits_sweep(iters, copy_bw):
         _nq_rows([row], splits, iters, copy_bw)
 
 
+# --mqa-tiles: one new token whose group spans two row tiles (Hq 32 / Hkv 1: 32 rows, units =
+# 2 B), which runs one tile's rules (decode_rule_spec_rows reads one token as 0), against the
+# counts stop 68 gave Nq 8's two-tile units: (B, N, contiguous, splits)
+MQA_TILES_ROWS = [(8, 16384, False, (0, 16)), (8, 16384, True, (0, 16)), (40, 4096, False, (0, 1, 2, 3)),
+                  (64, 4096, False, (0, 2)), (48, 16384, True, (0, 2)), (80, 4096, False, (0, 1, 3, 4)),
+                  (80, 4096, True, (0, 4))]
+
+
+def mqa_tiles_sweep(iters, copy_bw):
+    """MQA_TILES_ROWS (D=128 block 16, one token; 4 splits and more as the spread tail:
+    CLO_DECODE_SPREAD=1) (graph replays, cold L2, cuDNN first)."""
+    for B, N, contiguous, splits in MQA_TILES_ROWS:
+        _split_sweep_row(cd.paged_case(B, N, 1, torch.float16, D=128, block_size=16), splits, _SPREAD_ONLY,
+                         iters, copy_bw, f"{'contig' if contiguous else 'paged'} D=128 B={B} N={N} Hq=32 Hkv=1",
+                         peer="sdpa-cudnn", contiguous=contiguous,
+                         only=lambda ns, label: label == "auto" if ns != 4 else label == "spread")
+
+
 def wave_top_sweep(iters, copy_bw):
     """WAVE_TOP_ROWS cool (`split_band_sweep`: graph replays, cold L2, cuDNN first), then
     each row's 1 and 2 splits and 4 stages at the cap (`sustained_sweep`, 600 ms warm)."""
@@ -1778,6 +1796,7 @@ SWEEPS = {
     "nq-tiles": (nq_tiles_sweep, "Nq 8 and 16 (two and four row tiles) across the HBM3e D=128 bands; paged small-grid stages"),
     "nq-tiles-confirm": (nq_tiles_confirm_sweep, "stop 68's multi-tile rules at their edges; Nq 16 bands; paged small-grid stages"),
     "nq-small-splits": (nq_small_splits_sweep, "Nq 8 and 16 small grids at 1, 1.5 and 2 blocks per SM"),
+    "mqa-tiles": (mqa_tiles_sweep, "one token at Hq 32 / Hkv 1 (two row tiles) against Nq 8's two-tile counts"),
     "one-wave-long": (cool_then_cap_sweep(ONE_WAVE_LONG_ROWS, SPLITS_1_2_VARIANTS),
                       "paged D=128 GQA at 0.91-0.97 units per SM, 4-16K keys: 1-2 splits, cool and at the cap"),
     "wave-top-edge": (auto_split_sweep(WAVE_TOP_EDGE_ROWS + ONE_WAVE_LONG_CONTIG_ROWS),

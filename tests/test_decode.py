@@ -1235,6 +1235,16 @@ def test_partial_wave_splits():
     paged_grid, _ = _automatic_calls_match(lens, 651, torch.bfloat16, grids=hbm3e)
     if hbm3e:
         assert paged_grid == 16 * b, (b, paged_grid)
+    # one new token whose group spans two row tiles (Hq 32 / Hkv 1, 32 rows): as Nq 8's units
+    # (stop 68, `--mqa-tiles`): paged B=64/4K (0.97 units per SM) and contiguous B=48/16K (0.73)
+    # 2 splits, contiguous B=80/4K (1.21) the spread tail's 4 pieces (elsewhere on sm_90 the
+    # balanced 2); a 16-row group (GQA 32/2) keeps one tile's 1 at 0.91 paged, 0.73 contiguous
+    sm90 = torch.cuda.get_device_capability()[0] >= 9
+    for b1, hkv, group, n, paged, want, want_sm90 in (
+            (64, 1, 32, 4096, True, 2, 1), (48, 1, 32, 16384, False, 2, 1), (80, 1, 32, 4096, False, 4, 2),
+            (60, 2, 16, 4096, True, 1, 1), (48, 2, 16, 16384, False, 1, 1)):
+        got = llm.decode_num_splits(b1, hkv, group, n, 128, torch.float16, paged=paged)
+        assert got == (want if hbm3e else want_sm90 if sm90 else 1), (b1, hkv, group, n, paged, got)
     # Nq 8 (two row tiles, units = 16 B) on a small grid: two blocks per SM, 8 splits of 4096
     # keys at B=2, ragged (one sequence as long as its new tokens)
     lens = [8, 4096]
@@ -2425,14 +2435,19 @@ def test_opcheck_paged_attention_fp8():
 
 def test_split_heuristic_small_grids():
     """Grids under half the SMs split to about one block per SM, no split under 128 keys of
-    the table's capacity, at most 128 splits (16-bit caches at head dims 64-256)."""
+    the table's capacity, at most 128 splits (16-bit caches at head dims 64-256); groups of
+    two to four row tiles at head_dim 128 on Hopper HBM3e parts, from 2048 keys (paged), to
+    two blocks per SM (decode_partial_wave_splits)."""
     require_op("paged_attention")
     sms = torch.cuda.get_device_properties(0).multi_processor_count
+    hbm3e = torch.cuda.get_device_capability()[0] >= 9 and device_is_hopper_hbm3e()
     for b, hkv, group, n in ((1, 8, 4, 100), (1, 8, 4, 512), (1, 8, 4, 1024), (1, 8, 4, 2048), (1, 8, 4, 16384),
-                             (1, 32, 1, 1024), (2, 8, 4, 4096), (1, 1, 8, 10 ** 6), (1, 8, 32, 8192)):
+                             (1, 32, 1, 1024), (2, 8, 4, 4096), (1, 1, 8, 10 ** 6), (1, 8, 32, 8192),
+                             (1, 8, 32, 2047), (1, 2, 64, 16384), (1, 1, 128, 4096)):
         base = b * hkv * -(-group // 16)
-        want = max(1, min(sms // base, -(-n // 128), 128))
         for d in (64, 128, 256):
+            multi_tile = hbm3e and d == 128 and 16 < group <= 64 and n >= 2048
+            want = max(1, min((2 if multi_tile else 1) * sms // base, -(-n // 128), 128))
             for dt in (torch.float16, torch.bfloat16):
                 assert llm.decode_num_splits(b, hkv, group, n, d, dt) == want, (b, hkv, group, n, d, dt)
 

@@ -285,22 +285,26 @@ inline int64_t decode_streamk_blocks(int64_t units, int64_t sms, int per_sm) {
 // row tile), which read like one token in every band but the wave top's 4096-key end
 // (decode_tail_splits); at stop 68 (`--nq-tiles`) on Nq 8 (32 rows: two row tiles, whose
 // blocks read the same keys) and, in the partial wave, Nq 16 (64 rows: four), which take
-// their own tops and counts (decode_rule_multi_tile). What those rules read of the new
-// tokens: 0 for one new token, the query rows per unit for Nq > 1 up to four row tiles, -1
-// (the rules off: not measured) beyond.
+// their own tops and counts (decode_rule_multi_tile), as one new token does whose group spans
+// two tiles (`--mqa-tiles`, Hq 32 / Hkv 1). What those rules read of the query rows per unit:
+// 0 for one new token within one row tile (or beyond four: one token keeps one tile's rules
+// at any group, not measured there), the rows up to four row tiles, -1 (the rules off: not
+// measured) for Nq > 1 beyond.
 constexpr int kRuleMaxSpecRows = 4 * kRowsPerBlock;
 inline int decode_rule_spec_rows(int seq_len_q, int rows_per_kv_head) {
+  if (rows_per_kv_head > kRowsPerBlock && rows_per_kv_head <= kRuleMaxSpecRows) return rows_per_kv_head;
   if (seq_len_q == 1) return 0;
-  return rows_per_kv_head <= kRuleMaxSpecRows ? rows_per_kv_head : -1;
+  return rows_per_kv_head <= kRowsPerBlock ? rows_per_kv_head : -1;
 }
-// Whether a unit's speculative rows span more than one row tile: one block per SM then
+// Whether a unit's query rows span more than one row tile: one block per SM then
 // streams its keys slower than one tile's unit does (its tiles' blocks share them through L2
 // but each SM's stream stays bound by its bytes in flight), so splits pay further than one
 // token's (stop 68, NOTES.md).
 constexpr bool decode_rule_multi_tile(int spec_rows) { return spec_rows > kRowsPerBlock; }
 constexpr int kSpreadTailMinKeys = 1024;
 // Units of more than one row tile (decode_rule_multi_tile) run the spread tail to 1.34 units
-// per SM on contiguous caches too, in 4 pieces wherever it runs (stop 68, `--nq-tiles`, Nq 8
+// per SM on contiguous caches too, in 4 pieces wherever it runs (one token at Hq 32 / Hkv 1,
+// contiguous B=80/4K (1.21): 1 split 64.9, spread 4 56.1; stop 68, `--nq-tiles`, Nq 8
 // at GQA 32/8, us, 1 split / 3 even / spread 4 / spread 8; the balanced 2 splits these bands
 // ran before): paged B=9/4K (1.09) 67.2 / 61.6 / 51.6 / 52.4, B=10/4K (1.21; balanced 100.1)
 // 67.9 / 64.3 / 58.1 / 65.0, B=10/2K (60.0) 37.8 / 40.8 / 32.6 / 35.7, B=11/4K (1.33, where
@@ -358,7 +362,9 @@ inline int decode_spread_tail_pieces(int head_dim, bool paged, int64_t units, in
 // SMs / units / 1.5x / 2x splits): Nq 8 paged B=1/16K 40.4 / 35.8 / 32.6, B=2/16K 70.1 / 55.5
 // / 49.5, B=4/4K 40.0 / 33.8 / 30.3; contiguous B=1/16K 32.4 / 35.1 / 32.2, B=2/16K 53.5 /
 // 53.6 / 48.7, B=4/4K 32.0 / 32.9 / 30.1; Nq 16 paged B=1/16K 70.2 / 52.1 / 42.1, B=2/8K
-// 70.0 / 51.1 / 41.8, contiguous 52.7 / 49.9 / 40.7 and 52.4 / 49.1 / 40.3.
+// 70.0 / 51.1 / 41.8, contiguous 52.7 / 49.9 / 40.7 and 52.4 / 49.1 / 40.3. One token at Hq 32
+// / Hkv 1 (two tiles, `--mqa-tiles`, the old count / this one): paged B=8/16K 40.4 / 33.1, B=64/4K
+// (0.97) 65.1 / 48.7, contiguous B=48/16K (0.73) 175.0 / 131.3, B=8/16K 32.3 / 32.1.
 // Returns the count (at most 3 where units > SMs / 2; the caller caps it by the length and
 // kMaxSplits), or 0.
 constexpr int kPartialWaveMinKeys = 2048;
