@@ -147,6 +147,15 @@ SWEEP_VARIANTS = {
     "tma3": {"CLO_DECODE_VARIANT": "2", "CLO_DECODE_TMA_STAGES": "3"},
     "tma4": {"CLO_DECODE_VARIANT": "2", "CLO_DECODE_TMA_STAGES": "4"},
 }
+# The automatic choice, and the spread tail (CLO_DECODE_SPREAD=1: a split call of the 16-bit
+# D = 128 kernel at one to two units per SM runs as the spread tail in its num_splits pieces)
+AUTO_SPREAD_VARIANTS = {"auto": {}, "spread": {"CLO_DECODE_SPREAD": "1"}}
+
+
+def spread_from(pieces):
+    """An `only` filter over AUTO_SPREAD_VARIANTS: the automatic choice below `pieces` splits,
+    the spread tail from there."""
+    return lambda ns, label: ns < pieces if label == "auto" else ns >= pieces
 
 
 def set_knobs(env: dict[str, str]) -> None:
@@ -808,8 +817,7 @@ def _spread_rows(rows, splits, variants, iters, copy_bw, only=None):
 
 def spread_tail_sweep(iters, copy_bw, rows=SPREAD_TAIL_ROWS):
     """`rows` (B, N, contiguous): s0 / s1 automatic, s4 / s8 / s16 as the spread tail."""
-    _spread_rows(rows, (0, 1, 4, 8, 16), {"auto": {}, "spread": {"CLO_DECODE_SPREAD": "1"}}, iters, copy_bw,
-                 only=lambda ns, label: (ns <= 1) == (label == "auto"))
+    _spread_rows(rows, (0, 1, 4, 8, 16), AUTO_SPREAD_VARIANTS, iters, copy_bw, only=spread_from(2))
 
 
 # --spread-tail-confirm: the rule (decode_spread_tail_pieces), its PDL off, and the spread tail
@@ -837,7 +845,7 @@ SPREAD_TAIL_WIDE_ROWS = [(B, N, contiguous) for N in (1024, 2048, 4096) for B in
 
 def spread_tail_wide_sweep(iters, copy_bw, rows=SPREAD_TAIL_WIDE_ROWS):
     """`rows` (B, N, contiguous): s0-s2 automatic, s2-s4 as the spread tail."""
-    _spread_rows(rows, (0, 1, 2, 3, 4), {"auto": {}, "spread": {"CLO_DECODE_SPREAD": "1"}}, iters, copy_bw,
+    _spread_rows(rows, (0, 1, 2, 3, 4), AUTO_SPREAD_VARIANTS, iters, copy_bw,
                  only=lambda ns, label: ns >= 2 if label == "spread" else ns <= 2)
 
 
@@ -1190,8 +1198,7 @@ def nq_rules_sweep(iters, copy_bw):
     0, 2 and 3 splits (graph replays, cold L2, cuDNN first)."""
     _nq_rows(NQ_PARTIAL_WAVE_ROWS + NQ_WAVE_TOP_ROWS, (0, 1, 2, 3), iters, copy_bw)
     _nq_rows(NQ_ONE_TAIL_ROWS, (0, 1, 3, 4, 8), iters, copy_bw,
-             {"auto": {}, "spread": {"CLO_DECODE_SPREAD": "1"}},
-             only=lambda ns, label: ns <= 3 if label == "auto" else ns >= 3)
+             AUTO_SPREAD_VARIANTS, only=lambda ns, label: ns <= 3 if label == "auto" else ns >= 3)
     _nq_rows(ONE_TOKEN_WAVE_TOP_LOW_ROWS, (0, 2, 3), iters, copy_bw)
 
 
@@ -1239,12 +1246,13 @@ def nq_next_sweep(iters, copy_bw):
     _nq_rows(NQ8_ROWS, (0, 1, 2, 3), iters, copy_bw)
 
 
-# --nq-tiles: stop 68. Units of more than one row tile (Nq 8: 32 rows at GQA 32/8, two tiles; Nq
-# 16: four), where the HBM3e D = 128 rules are off (`--nq-next`: B=5/16K paged 1 / 3 splits 246.7 /
-# 103.8, B=8/16K 245.1 / 156.8 at 2, B=21/16K 507.5 / 466.7 at 2), across the bands: the partial
-# wave (Nq 8 B=5-8: 0.61-0.97 units per SM), the one-tail band (B=9-11: 1.09-1.33; 0 there runs
-# the H100's balanced 2 splits), the second wave (B=13 1.58, B=17 2.06, B=19 2.3) and the wave top
-# (B=21-24: 2.55-2.91); then paged Nq 2, 4 and 8 small grids at TMA 3 (automatic) and 4, twice
+# --nq-tiles: stop 68 (run at 1fb4c8e, before its rules; "auto" is that tree's count). Units of
+# more than one row tile (Nq 8: 32 rows at GQA 32/8, two tiles; Nq 16: four), where the HBM3e
+# D = 128 rules were off (`--nq-next`: B=5/16K paged 1 / 3 splits 246.7 / 103.8, B=8/16K 245.1 /
+# 156.8 at 2, B=21/16K 507.5 / 466.7 at 2), across the bands: the partial wave (Nq 8 B=5-8:
+# 0.61-0.97 units per SM), the one-tail band (B=9-11: 1.09-1.33; 0 there ran the H100's balanced
+# 2 splits), the second wave (B=13 1.58, B=17 2.06, B=19 2.3) and the wave top (B=21-24:
+# 2.55-2.91); then paged Nq 2, 4 and 8 small grids at TMA 3 (that tree's automatic) and 4, twice
 NQ_TILES_PARTIAL_ROWS = [(b, n, 8, False) for b, n in ((5, 4096), (7, 4096), (8, 4096), (6, 2048), (7, 16384),
                                                        (8, 8192))] + \
                         [(b, n, 8, True) for b, n in ((5, 4096), (6, 16384), (7, 16384), (8, 4096))] + \
@@ -1264,8 +1272,7 @@ def nq_tiles_sweep(iters, copy_bw):
     automatic / TMA 4 stages at 0 splits, two rounds (graph replays, cold L2, cuDNN first)."""
     _nq_rows(NQ_TILES_PARTIAL_ROWS + NQ_TILES_WAVE_ROWS, (0, 1, 2, 3), iters, copy_bw)
     _nq_rows(NQ_TILES_ONE_TAIL_ROWS, (0, 1, 3, 4, 8), iters, copy_bw,
-             {"auto": {}, "spread": {"CLO_DECODE_SPREAD": "1"}},
-             only=lambda ns, label: ns <= 3 if label == "auto" else ns >= 4)
+             AUTO_SPREAD_VARIANTS, only=spread_from(4))
     for _ in range(2):
         _nq_rows(NQ_TILES_SMALL_ROWS, (0,), iters, copy_bw, {"auto": {}, "tma4": SWEEP_VARIANTS["tma4"]})
 
@@ -1274,10 +1281,9 @@ def nq_tiles_sweep(iters, copy_bw):
 # at their edges, automatic (0) against the neighbours (1-3 even splits; spread: the spread tail
 # in that many pieces); Nq 16 (four tiles) in the one-tail band and the wave top, measured only
 # in the partial wave by `--nq-tiles`; paged Nq 4 small grids, now at 4 TMA stages, against 3
-_SPREAD_ONLY = {"auto": {}, "spread": {"CLO_DECODE_SPREAD": "1"}}
 NQ_TILES_CONFIRM_ROWS = [((8, 4096, 8, False), (0, 1), None), ((8, 4096, 8, True), (0, 1), None),
-                         ((11, 4096, 8, False), (0, 1, 3, 4), _SPREAD_ONLY),
-                         ((9, 2048, 8, False), (0, 1, 8), _SPREAD_ONLY),
+                         ((11, 4096, 8, False), (0, 1, 3, 4), AUTO_SPREAD_VARIANTS),
+                         ((9, 2048, 8, False), (0, 1, 8), AUTO_SPREAD_VARIANTS),
                          ((10, 16384, 8, True), (0, 1, 3), None),
                          ((24, 8192, 8, False), (0, 2), None), ((23, 8192, 8, False), (0, 1, 3), None),
                          ((23, 4096, 8, True), (0, 1), None),
@@ -1291,7 +1297,7 @@ def nq_tiles_confirm_sweep(iters, copy_bw):
     """NQ_TILES_CONFIRM_ROWS at their splits (the spread tail only at 4+ pieces); then
     NQ_SMALL_CONFIRM_ROWS automatic / TMA 3 stages (graph replays, cold L2, cuDNN first)."""
     for row, splits, variants in NQ_TILES_CONFIRM_ROWS:
-        only = (lambda ns, label: ns <= 3 if label == "auto" else ns >= 4) if variants else None
+        only = spread_from(4) if variants else None
         _nq_rows([row], splits, iters, copy_bw, variants, only=only)
     _nq_rows(NQ_SMALL_CONFIRM_ROWS, (0,), iters, copy_bw, {"auto": {}, "tma3": SWEEP_VARIANTS["tma3"]})
 
@@ -1312,8 +1318,8 @@ def nq_small_splits_sweep(iters, copy_bw):
 
 
 # --mqa-tiles: one new token whose group spans two row tiles (Hq 32 / Hkv 1: 32 rows, units =
-# 2 B), which runs one tile's rules (decode_rule_spec_rows reads one token as 0), against the
-# counts stop 68 gave Nq 8's two-tile units: (B, N, contiguous, splits)
+# 2 B), which ran one tile's rules until e80064e (decode_rule_spec_rows read one token as 0),
+# against the counts stop 68 gave Nq 8's two-tile units: (B, N, contiguous, splits)
 MQA_TILES_ROWS = [(8, 16384, False, (0, 16)), (8, 16384, True, (0, 16)), (40, 4096, False, (0, 1, 2, 3)),
                   (64, 4096, False, (0, 2)), (48, 16384, True, (0, 2)), (80, 4096, False, (0, 1, 3, 4)),
                   (80, 4096, True, (0, 4))]
@@ -1323,7 +1329,7 @@ def mqa_tiles_sweep(iters, copy_bw):
     """MQA_TILES_ROWS (D=128 block 16, one token; 4 splits and more as the spread tail:
     CLO_DECODE_SPREAD=1) (graph replays, cold L2, cuDNN first)."""
     for B, N, contiguous, splits in MQA_TILES_ROWS:
-        _split_sweep_row(cd.paged_case(B, N, 1, torch.float16, D=128, block_size=16), splits, _SPREAD_ONLY,
+        _split_sweep_row(cd.paged_case(B, N, 1, torch.float16, D=128, block_size=16), splits, AUTO_SPREAD_VARIANTS,
                          iters, copy_bw, f"{'contig' if contiguous else 'paged'} D=128 B={B} N={N} Hq=32 Hkv=1",
                          peer="sdpa-cudnn", contiguous=contiguous,
                          only=lambda ns, label: label == "auto" if ns != 4 else label == "spread")

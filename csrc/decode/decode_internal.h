@@ -320,8 +320,9 @@ inline int decode_spread_tail_pieces(int head_dim, bool paged, int64_t units, in
   if (!hbm3e || spec_rows < 0 || head_dim != 128 || max_kv_len < kSpreadTailMinKeys || units <= sms ||
       100 * units > (paged || multi_tile ? 134 : 110) * sms)
     return 0;
-  const int64_t by_len = max_kv_len / kMinTokensPerSplit;
-  const int64_t pieces = multi_tile ? std::min<int64_t>(4, by_len) : std::min<int64_t>({8, sms / (units - sms), by_len});
+  static_assert(kSpreadTailMinKeys / kMinTokensPerSplit >= 4, "4 pieces fit the by-length cap from the band's keys");
+  const int64_t pieces =
+      multi_tile ? 4 : std::min<int64_t>({8, sms / (units - sms), max_kv_len / kMinTokensPerSplit});
   return pieces >= 3 ? static_cast<int>(pieces) : 0;
 }
 // On Hopper HBM3e parts at head_dim exactly 128 (16-bit, one new token or Nq > 1 up to four
@@ -374,13 +375,11 @@ constexpr int kHbm3eD128LongKeys = 4096;
 constexpr int kPartialWaveFullWaveKeys = 8192;
 inline int decode_partial_wave_splits(int head_dim, bool paged, int64_t units, int64_t sms, int64_t max_kv_len,
                                       bool hbm3e, int spec_rows) {
+  const bool multi_tile = decode_rule_multi_tile(spec_rows);
   const int64_t min_keys = paged ? kPartialWaveMinKeys : kHbm3eD128LongKeys;
-  const int64_t top_tenths = decode_rule_multi_tile(spec_rows)              ? 10
-                             : !paged                                       ? 7
-                             : max_kv_len >= kPartialWaveFullWaveKeys ? 10
-                                                                            : 9;
-  if (!hbm3e || spec_rows < 0 || head_dim != 128 || max_kv_len < min_keys ||
-      (2 * units <= sms && !decode_rule_multi_tile(spec_rows)) || 10 * units > top_tenths * sms)
+  const int64_t top_tenths = multi_tile || (paged && max_kv_len >= kPartialWaveFullWaveKeys) ? 10 : paged ? 9 : 7;
+  if (!hbm3e || spec_rows < 0 || head_dim != 128 || max_kv_len < min_keys || (2 * units <= sms && !multi_tile) ||
+      10 * units > top_tenths * sms)
     return 0;
   return static_cast<int>(2 * sms / units);
 }
@@ -396,8 +395,8 @@ inline int decode_partial_wave_splits(int head_dim, bool paged, int64_t units, i
 // new token, graph replays, cold L2); the H100's trailed other counts at every point of
 // both bands measured on the H200:
 // - the one-tail band, one new token or Nq > 1 up to four row tiles (decode_rule_spec_rows;
-//   stop 67: Nq 2 and 4 lost 5-21% at the H100's 2 balanced splits; stop 68: Nq 8 up to 49%,
-//   paged B=10/4K 100.1 against 67.9 at 1 split), beyond the spread tail's band: 1 split on paged tables below 4096 keys
+//   stop 67: Nq 2 and 4 lost 5-21% at the H100's 2 balanced splits; stop 68: Nq 8 33-59%,
+//   paged B=10/2K 60.0 against 37.8 at 1 split), beyond the spread tail's band: 1 split on paged tables below 4096 keys
 //   and contiguous caches (paged B=20/2K 51.2 -> 48.7 us, contiguous B=20/4K 83.7 -> 81.3),
 //   3 even splits on paged ones from 4096 keys (B=20/4K 89.9 -> 86.9, B=22/4K 96.6 -> 94.0)
 //   instead of the balanced 2-split schedule;
@@ -515,13 +514,16 @@ inline int decode_tail_splits(int head_dim, bool paged, int64_t units, int64_t s
     // Speculative units of 9-16 query rows (Nq 4 at GQA 32/8) end it at 2.75 below 8192 keys
     // (Nq 4 paged 4K, 1 / 2 splits: B=42 187.2 / 182.0, B=46 (2.79) 192.5 / 193.5, B=48 196.5 /
     // 198.9, B=49 197.9 / 201.9; from 8192 keys the gain holds to 2.91: B=48/8K 382.6 / 373.2);
-    // one new token keeps stop 66's top at any group.
+    // one new token within one row tile (or beyond four) keeps stop 66's top at any group.
     // Units of more than one row tile (decode_rule_multi_tile) take 2 splits to 2.8 at any
     // length from 4096 keys, no 3 at the low end (stop 68, `--nq-tiles`, Nq 8 at GQA 32/8, 1 / 2 /
     // 3 splits): paged B=21/16K (2.55) 507.5 / 466.7 / 471.9 (stop 67), B=21/4K 135.9 / 130.6 /
     // 128.9, B=22/8K (2.67) 259.9 / 238.5 / 239.5, B=23 (2.79) 4K 138.0 / 134.3 / 153.8, 16K 497.2
     // / 473.9 / 537.2; contiguous B=21/16K 495.9 / 456.4 / 460.9, B=22/16K 495.6 / 451.1 / 462.7;
-    // at 2.91 (B=24) 16K 484.8 / 533.9 (1 ahead), 4K 139.6 / 136.6, contiguous 4K 133.8 / 133.4.
+    // at 2.91 (B=24) 16K 484.8 / 533.9 (1 ahead), but 8K 267.2 / 250.1 and 4K 139.6 / 136.6 (2
+    // ahead), contiguous 4K 133.8 / 133.4: the top between stays at 2.8 until more lengths are
+    // read. One new token over two to four tiles (decode_rule_spec_rows) by analogy: its wave
+    // top was not measured (`--mqa-tiles` read the partial wave, the spread tail and small grids).
     const bool multi_tile = decode_rule_multi_tile(spec_rows);
     const bool wave_top_end = multi_tile ? 20 * units <= 56 * sms
                                          : spec_rows <= kRowsPerBlock / 2 ||
