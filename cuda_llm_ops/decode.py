@@ -424,11 +424,11 @@ def decode_num_splits(batch: int, num_kv_heads: int, rows_per_kv_head: int, max_
       the SMs, paged ones without head pairs 3 at 2.1-2.45 times;
     - head_dim 128 (16-bit) on Hopper HBM3e parts (the H200) with `seq_len_q` 1 or
       `rows_per_kv_head <= 64` (up to four row tiles: "spec rows" below; rows beyond
-      one tile take their own tops, with one new token too) and `max_kv_len >= 1024`, `base` past the SMs up to 1.34 times them when `paged`
-      or the rows span more than one tile (`rows_per_kv_head > 16`), 1.1 otherwise: SMs /
-      (base - SMs) up to 8 and the length (`max_kv_len // 128`), where that is at least 3
-      (beyond one tile always 4), run as the spread
-      tail (the first SM-count units whole, each other unit in that many pieces beside
+      one tile take their own tops, with one new token too) and `max_kv_len >= 1024`,
+      `base` past the SMs up to 1.34 times them when `paged` or the rows span more than
+      one tile (`rows_per_kv_head > 16`), 1.1 otherwise: SMs / (base - SMs) up to 8 and the
+      length (`max_kv_len // 128`), where that is at least 3 (beyond one tile always 4), run
+      as the spread tail (the first SM-count units whole, each other unit in that many pieces beside
       them; csrc/decode/NOTES.md "Stop 63");
     - head_dim 128 (16-bit) on Hopper HBM3e parts (the H200), `max_kv_len >= 2048`,
       instead of the two bands above: at 1.1-1.35 times the SMs with `seq_len_q` 1 or

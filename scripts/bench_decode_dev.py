@@ -1156,14 +1156,20 @@ BANDS_NEXT_NQ_ROWS = [(b, n, nq, contiguous) for nq in (2, 4) for contiguous in 
                       for b, n in ((10, 16384), (16, 16384), (42, 16384), (48, 4096))]
 
 
-def _nq_rows(rows, splits, iters, copy_bw, variants=None, only=None):
-    """`_split_sweep_row` over D=128 GQA 32/8 block-16 rows (B, N, Nq, contiguous) at `splits`,
-    cuDNN first (with its causal mask where SDPA runs it, for Nq > 1)."""
+def _nq_rows(rows, splits, iters, copy_bw, variants=None, only=None, hkv=8):
+    """`_split_sweep_row` over D=128 Hq 32 / `hkv` block-16 rows (B, N, Nq, contiguous) at
+    `splits`, cuDNN first (with its causal mask where SDPA runs it, for Nq > 1)."""
     for B, N, Nq, contiguous in rows:
-        _split_sweep_row(cd.paged_case(B, N, 8, torch.float16, D=128, block_size=16, Nq=Nq), splits,
+        _split_sweep_row(cd.paged_case(B, N, hkv, torch.float16, D=128, block_size=16, Nq=Nq), splits,
                          variants or {"auto": {}}, iters, copy_bw,
-                         f"{'contig' if contiguous else 'paged'} D=128 B={B} N={N} Hkv=8 Nq={Nq}",
+                         f"{'contig' if contiguous else 'paged'} D=128 B={B} N={N} Hkv={hkv} Nq={Nq}",
                          peer="sdpa-cudnn", contiguous=contiguous, only=only)
+
+
+def _nq_rows_each(rows, iters, copy_bw):
+    """`_nq_rows` over (row, splits) pairs, each row at its own splits."""
+    for row, splits in rows:
+        _nq_rows([row], splits, iters, copy_bw)
 
 
 def bands_next_sweep(iters, copy_bw):
@@ -1225,8 +1231,7 @@ def nq_confirm_sweep(iters, copy_bw):
     NQ_CONFIRM_CAP_NQ_ROWS at 1 and 2."""
     _nq_rows(NQ_CONTIG_SMALL_ROWS, (0, 1), iters, copy_bw,
              {"auto": {}, "cp": SWEEP_VARIANTS["cp"], "tma4": SWEEP_VARIANTS["tma4"]})
-    for row, splits in NQ_CONFIRM_ROWS:
-        _nq_rows([row], splits, iters, copy_bw)
+    _nq_rows_each(NQ_CONFIRM_ROWS, iters, copy_bw)
     sustained_sweep(iters, copy_bw, NQ_CONFIRM_CAP_ROWS, [("s2", 2, {}), ("s3", 3, {})], warm_ms=600.0, rounds=2)
     sustained_sweep(iters, copy_bw, NQ_CONFIRM_CAP_NQ_ROWS, SPLITS_1_2_VARIANTS, warm_ms=600.0, rounds=2)
 
@@ -1311,12 +1316,6 @@ NQ_SMALL_SPLIT_ROWS = [((b, n, nq, contiguous), splits) for contiguous in (False
                                                 (2, 8192, 16, (0, 3, 4)))]
 
 
-def nq_small_splits_sweep(iters, copy_bw):
-    """NQ_SMALL_SPLIT_ROWS at their splits (graph replays, cold L2, cuDNN first)."""
-    for row, splits in NQ_SMALL_SPLIT_ROWS:
-        _nq_rows([row], splits, iters, copy_bw)
-
-
 # --mqa-tiles: one new token whose group spans two row tiles (Hq 32 / Hkv 1: 32 rows, units =
 # 2 B), which ran one tile's rules until e80064e (decode_rule_spec_rows read one token as 0),
 # against the counts stop 68 gave Nq 8's two-tile units: (B, N, contiguous, splits)
@@ -1326,13 +1325,11 @@ MQA_TILES_ROWS = [(8, 16384, False, (0, 16)), (8, 16384, True, (0, 16)), (40, 40
 
 
 def mqa_tiles_sweep(iters, copy_bw):
-    """MQA_TILES_ROWS (D=128 block 16, one token; 4 splits and more as the spread tail:
+    """MQA_TILES_ROWS (`_nq_rows` at Hkv 1, one token; 4 splits as the spread tail:
     CLO_DECODE_SPREAD=1) (graph replays, cold L2, cuDNN first)."""
     for B, N, contiguous, splits in MQA_TILES_ROWS:
-        _split_sweep_row(cd.paged_case(B, N, 1, torch.float16, D=128, block_size=16), splits, AUTO_SPREAD_VARIANTS,
-                         iters, copy_bw, f"{'contig' if contiguous else 'paged'} D=128 B={B} N={N} Hq=32 Hkv=1",
-                         peer="sdpa-cudnn", contiguous=contiguous,
-                         only=lambda ns, label: label == "auto" if ns != 4 else label == "spread")
+        _nq_rows([(B, N, 1, contiguous)], splits, iters, copy_bw, AUTO_SPREAD_VARIANTS,
+                 only=lambda ns, label: label == "auto" if ns != 4 else label == "spread", hkv=1)
 
 
 def wave_top_sweep(iters, copy_bw):
@@ -1801,7 +1798,8 @@ SWEEPS = {
     "nq-confirm": (nq_confirm_sweep, "stop 67: contiguous Nq > 1 small grids on TMA 3, the Nq rules' edges, the cap"),
     "nq-tiles": (nq_tiles_sweep, "Nq 8 and 16 (two and four row tiles) across the HBM3e D=128 bands; paged small-grid stages"),
     "nq-tiles-confirm": (nq_tiles_confirm_sweep, "stop 68's multi-tile rules at their edges; Nq 16 bands; paged small-grid stages"),
-    "nq-small-splits": (nq_small_splits_sweep, "Nq 8 and 16 small grids at 1, 1.5 and 2 blocks per SM"),
+    "nq-small-splits": (lambda iters, copy_bw: _nq_rows_each(NQ_SMALL_SPLIT_ROWS, iters, copy_bw),
+                        "Nq 8 and 16 small grids at 1, 1.5 and 2 blocks per SM"),
     "mqa-tiles": (mqa_tiles_sweep, "one token at Hq 32 / Hkv 1 (two row tiles) against Nq 8's two-tile counts"),
     "one-wave-long": (cool_then_cap_sweep(ONE_WAVE_LONG_ROWS, SPLITS_1_2_VARIANTS),
                       "paged D=128 GQA at 0.91-0.97 units per SM, 4-16K keys: 1-2 splits, cool and at the cap"),

@@ -1106,7 +1106,7 @@ def test_spread_tail_matches_reference():
     run_isolated(_SPREAD_TAIL_SCRIPT, timeout=300, env={"CLO_DECODE_SPREAD": "1"})
     # the automatic count on Hopper HBM3e parts (decode_spread_tail_pieces): GQA 32/8, one
     # sequence past SMs / 8, 1024 keys (a short and a 1-key sequence among the pieces)
-    if not (torch.cuda.get_device_capability()[0] >= 9 and device_is_hopper_hbm3e()):
+    if not device_is_hopper_hbm3e():
         return
     f16 = torch.float16
     sms = torch.cuda.get_device_properties(0).multi_processor_count
@@ -1164,7 +1164,7 @@ def test_partial_wave_splits():
     require_op("paged_attention")
     require_op("decode_attention")
     sms = torch.cuda.get_device_properties(0).multi_processor_count
-    hbm3e = torch.cuda.get_device_capability()[0] >= 9 and device_is_hopper_hbm3e()
+    hbm3e = device_is_hopper_hbm3e()
     # (units per SM, keys, head dim, want on HBM3e paged, contiguous); GQA 32/8, units = 8 B
     for per_sm, n, d, want_paged, want_contiguous in (
             (0.6, 16384, 128, 3, 3), (0.7, 4096, 128, 2, 1), (0.7, 2048, 128, 2, 1), (0.8, 8192, 128, 2, 1),
@@ -1274,7 +1274,7 @@ def test_wave_top_splits():
     require_op("paged_attention")
     require_op("decode_attention")
     sms = torch.cuda.get_device_properties(0).multi_processor_count
-    hbm3e = torch.cuda.get_device_capability()[0] >= 9 and device_is_hopper_hbm3e()
+    hbm3e = device_is_hopper_hbm3e()
     f16 = torch.float16
     b = int(2.6 * sms) // 8 + 1
     gen = torch.Generator().manual_seed(66)
@@ -2443,7 +2443,7 @@ def test_split_heuristic_small_grids():
     two blocks per SM (decode_partial_wave_splits)."""
     require_op("paged_attention")
     sms = torch.cuda.get_device_properties(0).multi_processor_count
-    hbm3e = torch.cuda.get_device_capability()[0] >= 9 and device_is_hopper_hbm3e()
+    hbm3e = device_is_hopper_hbm3e()
     for b, hkv, group, n in ((1, 8, 4, 100), (1, 8, 4, 512), (1, 8, 4, 1024), (1, 8, 4, 2048), (1, 8, 4, 16384),
                              (1, 32, 1, 1024), (2, 8, 4, 4096), (1, 1, 8, 10 ** 6), (1, 8, 32, 8192),
                              (1, 8, 32, 2047), (1, 2, 64, 16384), (1, 1, 128, 4096)):

@@ -174,6 +174,11 @@ int decode_attention_num_splits(int batch, int num_kv_heads, int rows_per_kv_hea
   const int kernel_head_dim = decode_kernel_head_dim(head_dim);
   const int64_t by_len = std::max<int64_t>(1, (static_cast<int64_t>(max_kv_len) + kMinTokensPerSplit - 1) /
                                                   kMinTokensPerSplit);
+  // The small grids' caps on a count of several blocks per SM: no split under
+  // kMinTokensPerSplit keys, at most kMaxSplits.
+  auto capped = [&](int64_t want) {
+    return static_cast<int>(std::max<int64_t>(1, std::min<int64_t>({want, by_len, static_cast<int64_t>(kMaxSplits)})));
+  };
   // FP8 caches with rows of 64 bytes or fewer (head_dim <= 64; NOTES.md v20). Their 8-KB
   // tiles leave one block's per-tile steps exposed (a deeper pipeline did not help, two
   // co-resident blocks do):
@@ -186,9 +191,7 @@ int decode_attention_num_splits(int batch, int num_kv_heads, int rows_per_kv_hea
   //    still beat 1 but for B=24: 25.0, 25.5, 29.1, 25.2);
   //  - beyond: 1 split, paired (B=28 28.7 -> 27.4, B=32 29.6 -> 28.8).
   if (dtype == DType::kFloat8E4M3 && kernel_head_dim == 64 && 5 * base < 8 * sms) {
-    const int64_t want = base <= sms ? (2 * sms + base / 2) / base : 2;
-    const int64_t splits = std::min<int64_t>({want, by_len, static_cast<int64_t>(kMaxSplits)});
-    return static_cast<int>(std::max<int64_t>(1, splits));
+    return capped(base <= sms ? (2 * sms + base / 2) / base : 2);
   }
   // What decode_packs_head_pairs reads, with `splits` splits.
   auto packs_head_pairs = [&](int splits) {
@@ -230,7 +233,7 @@ int decode_attention_num_splits(int batch, int num_kv_heads, int rows_per_kv_hea
     // 0.7 from 4096; units of more than one row tile to 1.0 and below 0.5): a partial wave's
     // idle SMs
     const int partial = decode_partial_wave_splits(head_dim, paged, base, sms, max_kv_len, hbm3e, spec_rows);
-    if (partial > 1) return static_cast<int>(std::min<int64_t>({partial, by_len, static_cast<int64_t>(kMaxSplits)}));
+    if (partial > 1) return capped(partial);
   }
   if (base * 2 > sms) {
     // >= half the SMs busy: splitting costs more than it gains, except for very large
@@ -254,9 +257,7 @@ int decode_attention_num_splits(int batch, int num_kv_heads, int rows_per_kv_hea
         !(kernel_head_dim == 96 && head_dim != 96 && packs_head_pairs(1));
     return (cp_async_large_grid && max_kv_len >= kLargeGridMinKeys) ? 2 : 1;
   }
-  int64_t splits = sms / base;  // rounded down: a few idle SMs beat a second, mostly empty wave
-  splits = std::min<int64_t>({splits, by_len, static_cast<int64_t>(kMaxSplits)});
-  return static_cast<int>(std::max<int64_t>(1, splits));
+  return capped(sms / base);  // rounded down: a few idle SMs beat a second, mostly empty wave
 }
 
 cudaError_t launch_decode_attention(const DecodeAttentionArgs& a, cudaStream_t stream) {

@@ -263,8 +263,8 @@ inline int64_t decode_streamk_blocks(int64_t units, int64_t sms, int per_sm) {
 // The spread tail (NOTES.md "Stop 63"; the TMA kernel's kDecodeSpreadTail schedule, run
 // where a call's num_splits equals this count): on Hopper HBM3e parts, one new token (or
 // Nq > 1 up to four row tiles: decode_rule_spec_rows) of 16-bit head_dim 128 whose grid
-// holds a little more than one unit (batch x KV heads x row tiles) per SM, from kSpreadTailMinKeys keys: to 1.34 units per SM on paged caches, 1.1 on
-// contiguous ones. An unsplit grid there runs the SMs' second units after the first
+// holds a little more than one unit (batch x KV heads x row tiles) per SM, from
+// kSpreadTailMinKeys keys: to 1.34 units per SM on paged caches, 1.1 on contiguous ones. An unsplit grid there runs the SMs' second units after the first
 // wave (or beside it, two blocks per SM sharing an SM's bandwidth), an even split grid
 // splits every unit; the spread tail runs the first SM-count units whole, one block each,
 // and every other unit in P even pieces whose blocks sit beside them (3 stages: two blocks
