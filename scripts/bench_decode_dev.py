@@ -137,7 +137,7 @@ BENCH_VARIANTS = {
 }
 _KNOBS = ("CLO_DECODE_VARIANT", "CLO_DECODE_TMA_STAGES", "CLO_DECODE_PACK", "CLO_DECODE_SMEM_LIMIT",
           "CLO_DECODE_STREAMK", "CLO_DECODE_PDL", "CLO_TMA_L2_PROMOTION", "CLO_DECODE_SPREAD",
-          "CLO_DECODE_PLANE_BOXES")
+          "CLO_DECODE_PLANE_BOXES", "CLO_DECODE_WIDE_ROWS")
 # --shape-sweep: the cp.async kernel and the TMA kernel at each pipeline depth
 # (CLO_DECODE_TMA_STAGES; depths that do not fit in shared memory are skipped).
 SWEEP_VARIANTS = {
@@ -1332,6 +1332,52 @@ def mqa_tiles_sweep(iters, copy_bw):
                  only=lambda ns, label: label == "auto" if ns != 4 else label == "spread", hkv=1)
 
 
+# --wide-rows: two 16-row tiles per block (CLO_DECODE_WIDE_ROWS=1, stop 69) against the 16-row
+# blocks at their automatic count: Nq 8 at GQA 32/8 and one token at Hq 32 / Hkv 1 (32 rows
+# per KV head, units of 32 rows = B x Hkv), (B, N, Nq, contiguous, Hkv, wide split counts)
+WIDE_ROWS_ROWS = [(1, 16384, 8, False, 8, (8, 16)), (1, 16384, 8, True, 8, (8, 16)), (2, 16384, 8, False, 8, (4, 8)),
+                  (4, 16384, 8, False, 8, (2, 4)), (8, 16384, 8, False, 8, (1, 2)), (8, 16384, 8, True, 8, (1, 2)),
+                  (10, 4096, 8, False, 8, (1, 2)), (16, 4096, 8, False, 8, (1, 2)), (21, 16384, 8, False, 8, (1, 2)),
+                  (21, 16384, 8, True, 8, (1, 2)), (33, 4096, 8, False, 8, (1, 2)),
+                  (8, 16384, 1, False, 1, (8, 16)), (48, 16384, 1, True, 1, (2, 3)), (64, 4096, 1, False, 1, (1, 2)),
+                  (80, 4096, 1, False, 1, (1, 2))]
+WIDE_ROWS_VARIANTS = {"narrow": {"CLO_DECODE_WIDE_ROWS": "0"}, "wide": {"CLO_DECODE_WIDE_ROWS": "1"},
+                      "wide3": {"CLO_DECODE_WIDE_ROWS": "1", "CLO_DECODE_TMA_STAGES": "3"}}
+
+
+def wide_rows_sweep(iters, copy_bw):
+    """WIDE_ROWS_ROWS (`_nq_rows`: graph replays, cold L2, cuDNN first): the 16-row blocks
+    at the automatic count, two row tiles per block at each row's counts (the automatic depth,
+    and 3 stages)."""
+    for B, N, nq, contiguous, hkv, splits in WIDE_ROWS_ROWS:
+        _nq_rows([(B, N, nq, contiguous)], (0,) + splits, iters, copy_bw, WIDE_ROWS_VARIANTS,
+                 only=lambda ns, label: (label == "narrow") == (ns == 0), hkv=hkv)
+
+
+# --wide-rows-confirm: the automatic choice (decode_wide_rows_splits) against the 16-row blocks
+# (CLO_DECODE_WIDE_ROWS=0, their count) at the rule's edges and at rows `--wide-rows` did not
+# read: 0.73 of the SMs (Nq 8 B=6/16K, B=12/4K), 1.52 and 1.82 units per SM (rule off: the
+# 16-row blocks), 1.27 at 4K, 1.82 at 1 split, Nq 16 (64 rows: two 32-row units per KV head),
+# 1024-2048 keys, MQA at 0.76 and 0.5, contiguous 1 and 2 units per SM: (B, N, Nq, contiguous,
+# Hkv, other wide split counts)
+WIDE_ROWS_CONFIRM_ROWS = [(6, 16384, 8, False, 8, (3,)), (12, 4096, 8, False, 8, (2,)),
+                          (25, 8192, 8, False, 8, (1, 2, 3)), (21, 4096, 8, False, 8, (1,)),
+                          (30, 4096, 8, False, 8, (2,)), (4, 16384, 16, False, 8, ()), (8, 4096, 16, False, 8, ()),
+                          (16, 1024, 8, False, 8, ()), (1, 2048, 8, False, 8, ()),
+                          (100, 4096, 1, False, 1, (2,)), (66, 8192, 1, False, 1, ()),
+                          (16, 4096, 8, True, 8, ()), (33, 4096, 8, True, 8, ())]
+WIDE_ROWS_CONFIRM_VARIANTS = {"auto": {}, "narrow": {"CLO_DECODE_WIDE_ROWS": "0"},
+                              "wide": {"CLO_DECODE_WIDE_ROWS": "1"}}
+
+
+def wide_rows_confirm_sweep(iters, copy_bw):
+    """WIDE_ROWS_CONFIRM_ROWS (`_nq_rows`, cuDNN first): automatic and 16-row blocks at their
+    counts, then two row tiles per block at the row's other counts."""
+    for B, N, nq, contiguous, hkv, splits in WIDE_ROWS_CONFIRM_ROWS:
+        _nq_rows([(B, N, nq, contiguous)], (0,) + splits, iters, copy_bw, WIDE_ROWS_CONFIRM_VARIANTS,
+                 only=lambda ns, label: (label == "wide") == (ns > 0), hkv=hkv)
+
+
 def wave_top_sweep(iters, copy_bw):
     """WAVE_TOP_ROWS cool (`split_band_sweep`: graph replays, cold L2, cuDNN first), then
     each row's 1 and 2 splits and 4 stages at the cap (`sustained_sweep`, 600 ms warm)."""
@@ -1800,6 +1846,8 @@ SWEEPS = {
     "nq-tiles-confirm": (nq_tiles_confirm_sweep, "stop 68's multi-tile rules at their edges; Nq 16 bands; paged small-grid stages"),
     "nq-small-splits": (lambda iters, copy_bw: _nq_rows_each(NQ_SMALL_SPLIT_ROWS, iters, copy_bw),
                         "Nq 8 and 16 small grids at 1, 1.5 and 2 blocks per SM"),
+    "wide-rows": (wide_rows_sweep, "two row tiles per block against 16-row blocks: Nq 8 GQA 32/8, one token MQA"),
+    "wide-rows-confirm": (wide_rows_confirm_sweep, "the automatic two-row-tile choice against 16-row blocks at its edges"),
     "mqa-tiles": (mqa_tiles_sweep, "one token at Hq 32 / Hkv 1 (two row tiles) against Nq 8's two-tile counts"),
     "one-wave-long": (cool_then_cap_sweep(ONE_WAVE_LONG_ROWS, SPLITS_1_2_VARIANTS),
                       "paged D=128 GQA at 0.91-0.97 units per SM, 4-16K keys: 1-2 splits, cool and at the cap"),

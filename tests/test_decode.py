@@ -751,7 +751,7 @@ def test_balanced_schedule_matches_reference():
     sms = torch.cuda.get_device_properties(0).multi_processor_count
     sm90 = torch.cuda.get_device_capability()[0] >= 9
     gen = torch.Generator().manual_seed(28)
-    balanced = r"tma_kernel<[^<>]*, (\(int\))?1>"
+    balanced = r"tma_kernel<[^<>]*, (\(int\))?1, (\(int\))?1>"
     # (units per SM, KV heads, group, Nq, D, dtype, block size, window_left, soft cap)
     cases = [(1.2, 8, 4, 1, 128, torch.float16, 16, -1, 0.0), (1.9, 8, 4, 1, 128, torch.bfloat16, 256, -1, 0.0),
              (1.5, 32, 1, 1, 112, torch.float16, 16, -1, 30.0), (1.5, 4, 4, 5, 128, torch.float16, 16, 100, 0.0),
@@ -877,6 +877,7 @@ def test_balanced_schedule_matches_reference():
         assert llm.decode_num_splits(b, 8, 4, n, 128, torch.float8_e4m3fn) == 1, (per_sm, b)
         b = int(per_sm * sms) // 16 + 1
         got = llm.decode_num_splits(b, 8, 32, n, 128, torch.float16, seq_len_q=8)
+        want_nq8 = _wide_rows_splits(b, 8, 32, n, sms, hbm3e) or want_nq8  # two row tiles per block first
         assert got == (want_nq8 if hbm3e else 1), (per_sm, n, b, got)
         # Nq 32 at GQA 8/2 (128 rows: eight tiles, units = 16 B as Nq 8's): the rules off
         assert llm.decode_num_splits(b, 2, 128, n, 128, torch.float16, seq_len_q=32) == 1, (per_sm, n, b)
@@ -1062,6 +1063,130 @@ for pieces, n, nq in ((3, 1000, 1), (16, 1024, 1), (5, 777, 4)):
 """
 
 
+_WIDE_ROWS_SCRIPT = r"""
+import os
+import torch
+import cuda_llm_ops as llm
+from cuda_llm_ops.graphs import capture_graph
+from cuda_llm_ops.reference import attention_reference, paged_attention_reference
+from cuda_llm_ops.reference.decode import make_paged_problem
+from cuda_llm_ops.testing import assert_close, kernel_grid_blocks, poison_
+
+sm90 = torch.cuda.get_device_capability()[0] >= 9
+gen = torch.Generator().manual_seed(69)
+
+def wide_blocks(b, hkv, rows, splits):
+    return b * hkv * -(-rows // 32) * splits
+
+# (lens, KV heads, group, Nq, head_dim, block size, dtype, splits): 17-64 rows per KV head
+# (one 32-row unit; 48: a second unit whose second tile has no row; 64: two units), causal
+# for Nq > 1, empty / 1-key / short sequences, head_dim 112 on the 128 kernel
+cases = [([1, 15, 17, 63, 64, 65, 700], 2, 8, 4, 128, 16, torch.float16, (1, 3, 16)),
+         ([0, 1, 129, 2000], 1, 32, 1, 128, 8, torch.bfloat16, (1, 4)),
+         ([300, 5, 1000], 2, 20, 1, 128, 64, torch.float16, (1, 2)),
+         ([33, 1000, 64], 2, 4, 12, 112, 16, torch.bfloat16, (1, 5)),
+         ([4096, 17], 1, 16, 4, 128, 256, torch.float16, (1, 8)),
+         ([777, 40], 2, 8, 8, 128, 32, torch.float16, (1, 3))]
+for stages in ("0", "2", "3", "4"):  # the automatic depth, then each forced one
+    os.environ["CLO_DECODE_TMA_STAGES"] = stages
+    for i, (lens, hkv, group, nq, d, bs, dt, splits) in enumerate(cases):
+        q, kc, vc, table, sl = make_paged_problem(lens, hkv, group, d, bs, dt, 690 + i)
+        b = len(lens)
+        if nq > 1:
+            q = torch.randn(b, nq, hkv * group, d, device="cuda", generator=None).to(dt).transpose(1, 2)
+        rows = group * nq
+        ref = paged_attention_reference(q, kc, vc, table, sl)
+        what = f"stages {stages} case {i}: lens={lens} Hkv={hkv} G={group} Nq={nq} D={d} bs={bs}"
+        for ns in splits:
+            out = poison_(torch.empty_like(q))
+            llm.paged_attention(q, kc, vc, table, sl, out=out, num_splits=ns)
+            assert_close(out, ref, dtype=dt, what=f"{what} splits={ns}")
+            if sm90:
+                blocks = kernel_grid_blocks(lambda: llm.paged_attention(q, kc, vc, table, sl, num_splits=ns),
+                                            "decode_attention")
+                assert blocks == wide_blocks(b, hkv, rows, ns), f"{what} splits={ns}: grid of {blocks} blocks"
+        if stages != "0":
+            continue
+        # sliding window, soft cap and lse
+        wl, cap = max(lens) // 3 + i, (0.0, 30.0)[i % 2]
+        out = poison_(torch.empty_like(q))
+        lse = torch.full(q.shape[:-1], float("nan"), device="cuda")
+        llm.paged_attention(q, kc, vc, table, sl, out=out, num_splits=splits[-1], window_left=wl,
+                            logits_soft_cap=cap, lse=lse)
+        ref_w, ref_lse = paged_attention_reference(q, kc, vc, table, sl, window_left=wl, logits_soft_cap=cap,
+                                                   return_lse=True)
+        assert_close(out, ref_w, dtype=dt, what=f"{what} window_left={wl} cap={cap}")
+        torch.testing.assert_close(lse, ref_lse.float(), rtol=1e-4, atol=3e-3 + cap * 1e-3)
+        # contiguous keys [B, Hkv, N, D]
+        n = max(lens) + 3
+        qc = torch.randn(b, hkv * group, nq, d, device="cuda").to(dt)
+        k, v = (torch.randn(b, hkv, n, d, device="cuda").to(dt) for _ in range(2))
+        for ns in (1, splits[-1]):
+            out = poison_(torch.empty_like(qc))
+            llm.decode_attention(qc, k, v, out=out, num_splits=ns, is_causal=nq > 1)
+            assert_close(out, attention_reference(qc, k, v, is_causal=nq > 1), dtype=dt,
+                         what=f"{what} contiguous N={n} splits={ns}")
+            if sm90:
+                blocks = kernel_grid_blocks(lambda: llm.decode_attention(qc, k, v, num_splits=ns, is_causal=nq > 1),
+                                            "decode_attention")
+                assert blocks == wide_blocks(b, hkv, rows, ns), f"{what} contiguous: grid of {blocks} blocks"
+os.environ["CLO_DECODE_TMA_STAGES"] = "0"
+# graph replays with new lengths, tables and queries: the split counters of 32-row units
+lens = [500, 3000, 1, 64]
+q, kc, vc, table, sl = make_paged_problem(lens, 2, 24, 128, 16, torch.float16, 699)
+out = torch.empty_like(q)
+ws = llm.paged_attention_workspace(q, kc, table, num_splits=6)
+graph, _ = capture_graph(lambda: llm.paged_attention(q, kc, vc, table, sl, out=out, workspace=ws, num_splits=6,
+                                                     check_indices=False))
+for trial in range(3):
+    q.copy_(torch.randn_like(q))
+    sl.copy_(torch.randint(0, table.shape[1] * 16 + 1, (len(lens),), dtype=torch.int32, generator=gen).cuda())
+    table.copy_(torch.randperm(kc.shape[0], device="cuda")[: table.numel()].view_as(table).int())
+    poison_(out)
+    graph.replay()
+    assert_close(out, paged_attention_reference(q, kc, vc, table, sl), dtype=torch.float16, what=f"replay {trial}")
+# a bad block index: NaN for that sequence only
+table[1, 3] = kc.shape[0] + 5
+sl.copy_(torch.tensor([500, 3000, 1, 64], dtype=torch.int32))
+for ns in (1, 4):
+    res = llm.paged_attention(q, kc, vc, table, sl, num_splits=ns, check_indices=False)
+    assert torch.isnan(res[1]).all() and not torch.isnan(res[[0, 2, 3]]).any(), f"bad index, splits={ns}"
+"""
+
+
+def _wide_rows_splits(b, hkv, rows, n, sms, hbm3e, d=128):
+    """The automatic count of two row tiles per block (decode_wide_rows_splits, stop 69), or 0:
+    HBM3e parts, head_dim 128, 17-32 rows per KV head, splits of 1024 keys or more; `b` x
+    `hkv` units: up to one per SM, SMs / units splits where they fill 90% of the SMs; up to
+    two, 1 split where its two waves are 75% full, else 2 where their three are 84% full."""
+    cap = min(128, n // 1024)
+    if not hbm3e or d != 128 or not 16 < rows <= 32 or cap < 1:
+        return 0
+    units = b * hkv
+    if units <= sms:
+        splits = min(cap, sms // units)
+        return splits if 10 * units * splits >= 9 * sms else 0
+    if units > 2 * sms:
+        return 0
+    if 4 * units >= 3 * 2 * sms:
+        return 1
+    return 2 if cap >= 2 and 100 * 2 * units >= 84 * 3 * sms else 0
+
+
+def test_wide_rows_match_reference():
+    """Two 16-row tiles per block (CLO_DECODE_WIDE_ROWS=1: the TMA kernel's even grid at 8
+    math warps over the same K/V stages for KV heads of 17-64 query rows, csrc/decode/NOTES.md
+    stop 69) against the references: one token at groups 16-32, Nq 4-12 causal (32-row units,
+    a unit whose second tile is empty, two units), fp16 and bf16, block sizes 8-256, head_dim
+    112 on the 128 kernel, 1-16 splits at each forced pipeline depth, sliding window, soft cap
+    and lse, the contiguous path, graph replays with new lengths and tables, a bad block
+    index; on sm_90 the grid counts 32-row units. A subprocess: the knob is read in dev mode
+    only when set before the first decode call."""
+    require_op("paged_attention")
+    require_op("decode_attention")
+    run_isolated(_WIDE_ROWS_SCRIPT, timeout=300, env={"CLO_DECODE_WIDE_ROWS": "1", "CLO_DECODE_TMA_STAGES": "0"})
+
+
 def _automatic_calls_match(lens, seed, dtype, contiguous=None, grids=False, nq=1):
     """GQA 32/8 head_dim 128 calls at the automatic split count against the references:
     paged (block 16) on sequences of `lens` keys, then, with `contiguous` = (keys, dtype), a
@@ -1132,6 +1257,8 @@ def test_spread_tail_matches_reference():
                                    (1.3, 1024, True, 4), (1.3, 1023, True, 1), (1.4, 4096, True, 1)):
         b8_band = int(per_sm * sms) // 16 + 1  # 1.21 / 1.33 / 1.45 units per SM
         got = llm.decode_num_splits(b8_band, 8, 32, n, 128, f16, seq_len_q=8, paged=paged)
+        # two row tiles per block first (0.61 / 0.67 / 0.73 two-tile units per SM: only the last)
+        want = _wide_rows_splits(b8_band, 8, 32, n, sms, True) or want
         assert got == want, (per_sm, n, paged, b8_band, got)
         if per_sm < 1.25:  # past one token's contiguous 1.1: no pieces
             assert llm.decode_num_splits(2 * b8_band, 8, 4, n, 128, f16, paged=paged) == 1
@@ -1193,7 +1320,8 @@ def test_partial_wave_splits():
                 units8 = 16 * b8
                 in_band8 = hbm3e and d == 128 and n >= (2048 if paged else 4096) and sms < 2 * units8 <= 2 * sms
                 got = llm.decode_num_splits(b8, 8, 32, n, d, dt, paged=paged, seq_len_q=8)
-                assert got == (2 * sms // units8 if in_band8 else 1), (per_sm, n, d, dt, paged, b8, got)
+                want8 = _wide_rows_splits(b8, 8, 32, n, sms, hbm3e, d) or (2 * sms // units8 if in_band8 else 1)
+                assert got == want8, (per_sm, n, d, dt, paged, b8, got)
         if d == 128:  # FP8 caches: not this rule's (16-bit measurements)
             assert llm.decode_num_splits(b, 8, 4, n, d, torch.float8_e4m3fn) == 1, (per_sm, n)
     # stop 68's measured points (GQA 32/8; the counts are 132 SMs', every HBM3e Hopper part's
@@ -1211,6 +1339,7 @@ def test_partial_wave_splits():
                 (1, 8, 2047, 8, True, 8, 8), (1, 8, 4095, 8, False, 8, 8), (1, 1, 16384, 8, True, 128, 66),
                 (1, 1, 4096, 8, False, 32, 32), (1, 8, 16384, 32, True, 2, 2)):
             got = llm.decode_num_splits(b8, hkv, 4 * nq, n, 128, torch.float16, paged=paged, seq_len_q=nq)
+            want = _wide_rows_splits(b8, hkv, 4 * nq, n, sms, hbm3e) or want  # two row tiles per block first
             assert got == (want if hbm3e else want_generic), (b8, hkv, n, nq, paged, got)
             # another head dim (96): the generic count
             assert llm.decode_num_splits(b8, hkv, 4 * nq, n, 96, torch.float16, paged=paged, seq_len_q=nq) == \
@@ -1247,22 +1376,45 @@ def test_partial_wave_splits():
             (64, 1, 32, 4096, True, 2, 1), (48, 1, 32, 16384, False, 2, 1), (80, 1, 32, 4096, False, 4, 2),
             (60, 2, 16, 4096, True, 1, 1), (48, 2, 16, 16384, False, 1, 1)) if sms == 132 else ():
         got = llm.decode_num_splits(b1, hkv, group, n, 128, torch.float16, paged=paged)
+        want = _wide_rows_splits(b1, hkv, group, n, sms, hbm3e) or want  # two row tiles per block first
         assert got == (want if hbm3e else want_sm90 if sm90 else 1), (b1, hkv, group, n, paged, got)
     # Nq 8 (two row tiles, units = 16 B) on a small grid: two blocks per SM, 8 splits of 4096
-    # keys at B=2, ragged (one sequence as long as its new tokens)
+    # keys at B=2, ragged (one sequence as long as its new tokens); one block of 32 rows per KV
+    # head would take 4 splits of 1024 keys, filling under half the SMs
     lens = [8, 4096]
     grids = _automatic_calls_match(lens, 653, f16, contiguous=(4096, f16), grids=hbm3e, nq=8)
     if hbm3e:
+        assert _wide_rows_splits(2, 8, 32, 4096, sms, hbm3e) == 0
         assert grids == (256, 256), ("Nq 8 B=2", grids)
     # Nq 8 at 0.85 units per SM, 4096 keys: 2 splits on both layouts (one tile's contiguous
-    # top is 0.7)
+    # top is 0.7); as 32-row blocks, 2 splits would fill 85% of the SMs (under the 90% they need)
     b = int(0.8 * sms) // 16 + 1
     lens = [int(x) for x in torch.randint(8, 4097, (b,), generator=gen)]
     lens[:3] = [8, 4096, 1111]
     grids = _automatic_calls_match(lens, 652, f16, contiguous=(4096, f16), grids=hbm3e, nq=8)
     if hbm3e:
         assert 10 * 16 * b > 7 * sms and 2 * sms // (16 * b) == 2, ("SM count", sms, b)
+        assert _wide_rows_splits(b, 8, 32, 4096, sms, hbm3e) == 0, ("SM count", sms, b)
         assert grids == (32 * b, 32 * b), ("Nq 8", b, grids)
+    # Nq 8 at one 32-row unit per SM or a little less (B = SMs / 8, 4096 keys): 1 split of
+    # 32-row blocks on both layouts (decode_wide_rows_splits), ragged lengths
+    b = sms // 8
+    lens = [int(x) for x in torch.randint(8, 4097, (b,), generator=gen)]
+    lens[:3] = [8, 4096, 1025]
+    grids = _automatic_calls_match(lens, 654, f16, contiguous=(4096, f16), grids=hbm3e, nq=8)
+    if hbm3e:
+        assert _wide_rows_splits(b, 8, 32, 4096, sms, hbm3e) == 1, ("SM count", sms, b)
+        assert grids == (8 * b, 8 * b), ("Nq 8 wide", b, grids)
+    # one token at Hq 32 / Hkv 1 (32 rows), 16384 keys, B=8: SMs / 8 splits of 32-row blocks
+    lens = [16384] * 7 + [5000]
+    q, kc, vc, table, sl = make_paged_problem(lens, 1, 32, 128, 16, f16, 655)
+    out = poison_(torch.empty_like(q))
+    llm.paged_attention(q, kc, vc, table, sl, out=out)
+    assert_close(out, paged_attention_reference(q, kc, vc, table, sl), dtype=f16, what="MQA B=8/16K automatic")
+    if hbm3e:
+        splits = _wide_rows_splits(8, 1, 32, 16384, sms, hbm3e)
+        assert splits == min(16, sms // 8) > 0, ("SM count", sms, splits)
+        assert kernel_grid_blocks(lambda: llm.paged_attention(q, kc, vc, table, sl), "decode_attention") == 8 * splits
 
 
 def test_wave_top_splits():
@@ -1291,14 +1443,16 @@ def test_wave_top_splits():
     if hbm3e:
         assert 3 * 8 * b <= 8 * sms, ("SM count", sms, b)
         assert grids == (24 * b, 24 * b), ("Nq 4", b, grids)
-    # Nq 8 (two row tiles, units = 16 B) at 2.67 units per SM, 4096 keys: 2 splits
+    # Nq 8 at 2.67 16-row units per SM, 4096 keys: 1.33 two-tile units per SM (units = 8 B), 2
+    # splits as one block of 32 rows (decode_wide_rows_splits: 3 waves 89% full)
     b = int(2.6 * sms) // 16 + 1
     lens = [int(x) for x in torch.randint(8, 4097, (b,), generator=gen)]
     lens[:3] = [8, 4096, 2222]
     grids = _automatic_calls_match(lens, 662, f16, contiguous=(4096, f16), grids=hbm3e, nq=8)
     if hbm3e:
         assert 2 * 16 * b > 5 * sms and 20 * 16 * b <= 56 * sms, ("SM count", sms, b)
-        assert grids == (32 * b, 32 * b), ("Nq 8", b, grids)
+        assert _wide_rows_splits(b, 8, 32, 4096, sms, hbm3e) == 2, ("SM count", sms, b)
+        assert grids == (16 * b, 16 * b), ("Nq 8", b, grids)
 
 
 _PLANE_BOXES_SCRIPT = r"""
@@ -1389,7 +1543,7 @@ def test_d64_tail_splits():
     assert_close(out, paged_attention_reference(q, kc, vc, table, sl), dtype=f16, what=f"paged B={b}")
     if sm90:
         names = kernel_names(lambda: llm.paged_attention(q, kc, vc, table, sl, check_indices=False))
-        assert re.search(r"tma_kernel<[^<>,]+, (\(int\))?128, (\(int\))?3, [^<>]*, (\(int\))?1>", names), \
+        assert re.search(r"tma_kernel<[^<>,]+, (\(int\))?128, (\(int\))?3, [^<>]*, (\(int\))?1, (\(int\))?1>", names), \
             names[:400]
     del q, kc, vc, table
     # paged without head pairs (Nq 2), automatic count (3 splits on sm_90): ragged lengths
@@ -1416,7 +1570,7 @@ def test_d64_tail_splits():
     out2 = poison_(torch.empty_like(q))
     llm.decode_attention(q, k, v, out=out2, workspace=ws)
     assert torch.equal(out, out2)
-    balanced_d64 = r"tma_kernel<[^<>,]+, (\(int\))?64, (\(int\))?2, [^<>]*, (\(int\))?1>"
+    balanced_d64 = r"tma_kernel<[^<>,]+, (\(int\))?64, (\(int\))?2, [^<>]*, (\(int\))?1, (\(int\))?1>"
     if sm90:
         names = kernel_names(lambda: llm.decode_attention(q, k, v, out=out2, workspace=ws))
         assert re.search(balanced_d64, names), names[:400]
@@ -1444,7 +1598,7 @@ def test_d64_tail_splits():
             ref = attention_reference(q, k, v, is_causal=True, window_left=window)
             assert_close(out, ref, dtype=torch.bfloat16, what=f"contiguous balanced D={d} B={b}, replay {trial}")
         if sm90:
-            assert re.search(r"tma_kernel<[^<>]*, (\(int\))?1>", kernel_names(call)), d
+            assert re.search(r"tma_kernel<[^<>]*, (\(int\))?1, (\(int\))?1>", kernel_names(call)), d
         del q, k, v, out, ws, graph
     # workspaces: MQA (one block per sequence) at 2.3 blocks per SM needs 2 splits at D = 128
     # (3 on Hopper HBM3e parts), at a batch size beyond the SMs
@@ -2450,7 +2604,8 @@ def test_split_heuristic_small_grids():
         base = b * hkv * -(-group // 16)
         for d in (64, 128, 256):
             multi_tile = hbm3e and d == 128 and 16 < group <= 64 and n >= 2048
-            want = max(1, min((2 if multi_tile else 1) * sms // base, -(-n // 128), 128))
+            want = _wide_rows_splits(b, hkv, group, n, sms, hbm3e, d) or \
+                max(1, min((2 if multi_tile else 1) * sms // base, -(-n // 128), 128))
             for dt in (torch.float16, torch.bfloat16):
                 assert llm.decode_num_splits(b, hkv, group, n, d, dt) == want, (b, hkv, group, n, d, dt)
 

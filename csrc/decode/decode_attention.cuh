@@ -394,10 +394,13 @@ CLO_DEVICE unsigned char* decode_smem_base(unsigned char* raw) {
   return raw + ((kDecodeSmemAlign - a % kDecodeSmemAlign) % kDecodeSmemAlign);
 }
 
-// decode_epilogue's warp merge (the split merge needs no shared memory).
-template <int D>
+// decode_epilogue's warp merge (the split merge needs no shared memory): a state and an O
+// row per math warp and row of its 16-row tile; kRowTiles 16-row tiles per block
+// (decode_attention_tma_kernel) have kRowTiles x kDecodeWarps math warps.
+template <int D, int kRowTiles = 1>
 constexpr size_t decode_epilogue_smem_bytes() {
-  return kDecodeWarps * kRowsPerBlock * sizeof(float2) + size_t(kDecodeWarps) * kRowsPerBlock * (D + 4) * sizeof(float);
+  constexpr size_t kWarpRows = size_t(kDecodeWarps) * kRowTiles * kRowsPerBlock;
+  return kWarpRows * sizeof(float2) + kWarpRows * (D + 4) * sizeof(float);
 }
 // FP8 caches (KVT one byte): a stage holds the cache bytes, a tile of D/2 16-bit columns
 // in the same swizzled plane layout (16-byte chunk c = 16 e4m3 values); the warps
@@ -417,18 +420,18 @@ constexpr int decode_plane_cache_cols() {
 }
 // [K/V stages (or the epilogue's scratch)][Q rows][extra]: the pipeline first, at the
 // aligned base.
-template <typename T, int D, int kStages, typename KVT = T>
+template <typename T, int D, int kStages, typename KVT = T, int kRowTiles = 1>
 constexpr size_t decode_pipeline_smem_bytes() {
   constexpr size_t pipeline =
       size_t(kStages) * 2 * decode_kv_tile_elems<decode_stage_cols<T, D, KVT>()>() * sizeof(T);
-  constexpr size_t epilogue = decode_epilogue_smem_bytes<D>();
+  constexpr size_t epilogue = decode_epilogue_smem_bytes<D, kRowTiles>();
   constexpr size_t larger = pipeline > epilogue ? pipeline : epilogue;
   return (larger + 127) / 128 * 128;
 }
-template <typename T, int D, int kStages, typename KVT = T>
+template <typename T, int D, int kStages, typename KVT = T, int kRowTiles = 1>
 constexpr size_t decode_smem_bytes(size_t extra = 0) {
-  return kDecodeSmemAlign + decode_pipeline_smem_bytes<T, D, kStages, KVT>() +
-         size_t(kRowsPerBlock) * decode_smem_stride<D>() * sizeof(T) + extra;
+  return kDecodeSmemAlign + decode_pipeline_smem_bytes<T, D, kStages, KVT, kRowTiles>() +
+         size_t(kRowTiles) * kRowsPerBlock * decode_smem_stride<D>() * sizeof(T) + extra;
 }
 
 // The order of q's 16 columns of a k-step in smem for FP8 caches: ldmatrix position j
@@ -460,12 +463,13 @@ CLO_DEVICE void decode_read_q_unscale(T* q_s, float (&u)[2]) {
   u[1] = *decode_q_unscale_slot<D, kQStride>(q_s, g + 8);
 }
 
-// This block's 16 query rows into smem ([16][kQStride]; rows past p.rows zero):
-// row r <-> query head kvh * group + r_global / Nq, position r_global % Nq. Threads
+// This block's kRows query rows (16, or 32 for two row tiles) into smem ([kRows][kQStride];
+// rows past p.rows zero): row r <-> query head kvh * group + r_global / Nq, position
+// r_global % Nq, r_global = row_tile * kRows + r. Threads
 // 0 .. count - 1 of the block take part (whole warps for kFp8Order). kFp8Order: each
 // k-step's 16 columns in the order decode_fp8_q_col gives (the head dim is then a
 // multiple of 16), bf16 rows scaled into fp16 (decode_fp8_scales_q).
-template <typename T, int D, int kQStride, bool kFp8Order = false>
+template <typename T, int D, int kQStride, bool kFp8Order = false, int kRows = kRowsPerBlock>
 CLO_DEVICE void decode_load_q(const DecodeKernelParams& p, const DecodeWork& w, T* q_s, int count) {
   const int kvh = w.kvh, row_tile = w.row_tile, b = w.b;
   if constexpr (kFp8Order) {
@@ -479,8 +483,8 @@ CLO_DEVICE void decode_load_q(const DecodeKernelParams& p, const DecodeWork& w, 
     constexpr bool kScaled = std::is_same_v<T, __nv_bfloat16>;
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, warps = count >> 5;
     uint16_t* q16 = reinterpret_cast<uint16_t*>(q_s);  // 16-bit values, moved as bits
-    for (int r = warp; r < kRowsPerBlock; r += warps) {
-      const int gr = row_tile * kRowsPerBlock + r;
+    for (int r = warp; r < kRows; r += warps) {
+      const int gr = row_tile * kRows + r;
       const int col = gr < p.rows && lane * 8 < D ? decode_own_col<D>(p, gr, lane * 8) : -1;
       uint4 row = make_uint4(0, 0, 0, 0);
       if (col >= 0) {
@@ -524,9 +528,9 @@ CLO_DEVICE void decode_load_q(const DecodeKernelParams& p, const DecodeWork& w, 
     return;
   }
   constexpr int kChunksPerRow = D / 8;  // 16-byte chunks
-  for (int c = threadIdx.x; c < kRowsPerBlock * kChunksPerRow; c += count) {
+  for (int c = threadIdx.x; c < kRows * kChunksPerRow; c += count) {
     const int r = c / kChunksPerRow, ch = c % kChunksPerRow;
-    const int gr = row_tile * kRowsPerBlock + r;
+    const int gr = row_tile * kRows + r;
     const int col = gr < p.rows ? decode_own_col<D>(p, gr, ch * 8) : -1;
     uint4 val = make_uint4(0, 0, 0, 0);
     if (col >= 0) {
@@ -545,15 +549,15 @@ CLO_DEVICE void decode_load_q(const DecodeKernelParams& p, const DecodeWork& w, 
 // visible to the loads after the wait. Why: those loads start the block's dependent
 // chain (seq_len || table -> first K/V tile); cold, they took ~2 us of a 27-us call at
 // B=16/1K/GQA (NOTES.md v7, per-block timeline).
-template <int D, class KV>
+template <int D, class KV, int kRows = kRowsPerBlock>
 CLO_DEVICE void decode_prefetch_inputs(const DecodeKernelParams& p, const DecodeWork& w, const KV& kv,
                                        int spec_start) {
   const int lines_per_row = (decode_head_cols<D>(p) * 2 + 127) / 128;  // 16-bit q rows
   const int lane = threadIdx.x & 31;
   const int kvh = w.kvh, row_tile = w.row_tile, b = w.b;
   if (lane == 0) kv.prefetch_len_and_table(b, spec_start);
-  for (int i = lane; i < kRowsPerBlock * lines_per_row; i += 32) {
-    const int gr = row_tile * kRowsPerBlock + i / lines_per_row;
+  for (int i = lane; i < kRows * lines_per_row; i += 32) {
+    const int gr = row_tile * kRows + i / lines_per_row;
     if (gr >= p.rows) break;
     const int head = kvh * p.group + gr / p.seq_len_q, qi = gr % p.seq_len_q;
     const char* row = static_cast<const char*>(p.q) + 2 * (b * p.q_sb + head * p.q_sh + qi * p.q_sn);
@@ -691,8 +695,9 @@ CLO_DEVICE int decode_split_start(const DecodeKernelParams& p, const DecodeWork&
 
 // The keys [start, end) of this block's split of a kv_len-key sequence, its 64-key
 // tiles, and the splits the sequence actually uses (eff); the first and last visible
-// key of the thread's rows g and g + 8 (causal: each query position sees its own
-// prefix; a sliding window: the window_left keys before it).
+// key of the thread's rows tile_row0 + g and + g + 8 (tile_row0: the first row of the
+// warp's 16-row tile; causal: each query position sees its own prefix; a sliding window:
+// the window_left keys before it).
 struct DecodeSplitRange {
   int eff, start, end, n_tiles;
   int lowest;  // decode_lowest_key: keys below it are not loaded
@@ -700,9 +705,10 @@ struct DecodeSplitRange {
 };
 // A balanced piece: its tiles' keys from decode_first_key on, below kv_len; every piece
 // of a cut unit writes its partials (an empty one: no key), so eff = its pieces.
-CLO_DEVICE DecodeSplitRange decode_split_range(const DecodeKernelParams& p, const DecodeWork& w, int kv_len) {
+CLO_DEVICE DecodeSplitRange decode_split_range(const DecodeKernelParams& p, const DecodeWork& w, int kv_len,
+                                               int tile_row0) {
   DecodeSplitRange r;
-  const int row_tile = w.row_tile, g = (threadIdx.x & 31) >> 2;
+  const int g = (threadIdx.x & 31) >> 2;
   const int first = decode_first_key(p, kv_len);
   if (w.tile_hi >= 0) {
     r.eff = w.num_splits;
@@ -718,7 +724,7 @@ CLO_DEVICE DecodeSplitRange decode_split_range(const DecodeKernelParams& p, cons
   r.lowest = decode_lowest_key(p, kv_len);
 #pragma unroll
   for (int i = 0; i < 2; ++i) {
-    const int gr = row_tile * kRowsPerBlock + g + 8 * i;
+    const int gr = tile_row0 + g + 8 * i;
     const int qi = gr < p.rows ? gr % p.seq_len_q : p.seq_len_q - 1;
     const int pos = qi + kv_len - p.seq_len_q;
     r.limit[i] = p.causal ? pos : kv_len - 1;
@@ -927,16 +933,22 @@ CLO_DEVICE void decode_warp_tile_fp8(const QFrag& q_frag, const T* ks, const T* 
 // kMathOnly (the balanced schedule's kernel): only the kThreads math threads run it, on
 // named barrier kEpilogueBarrier and its own `smem` (the producer warp meanwhile fetches
 // the next piece's tiles into the pipeline buffer).
+// kRowTiles: the block's 16-row MMA tiles (rows row_tile * 16 kRowTiles ..); math warp w
+// holds the state of tile w / (kMathWarps / kRowTiles), merged with that tile's warps only.
 constexpr int kEpilogueBarrier = 2;
-template <typename T, int D, int kThreads, int kMathWarps, bool kFp8 = false, bool kMathOnly = false>
+template <typename T, int D, int kThreads, int kMathWarps, bool kFp8 = false, bool kMathOnly = false,
+          int kRowTiles = 1>
 CLO_DEVICE void decode_epilogue(const DecodeKernelParams& p, const DecodeWork& w, float (&o)[D / 8][4],
                                 const float (&row_max)[2], float (&row_sum)[2], bool bad, int eff,
                                 unsigned char* smem) {
   constexpr int kDTiles = D / 8;
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
   const int g = lane >> 2, t4 = lane & 3;
-  const int kvh = w.kvh, row_tile = w.row_tile, b = w.b, split = w.split;
+  const int kvh = w.kvh, b = w.b, split = w.split;
   const bool math = warp < kMathWarps;
+  static_assert(kMathWarps % kRowTiles == 0, "each row tile has its own math warps");
+  constexpr int kKeyWarps = kMathWarps / kRowTiles;  // warps splitting one tile's keys
+  const int row0 = w.row_tile * kRowTiles * kRowsPerBlock;  // the block's first row
   auto sync = [] {
     if constexpr (kMathOnly) named_barrier_sync(kEpilogueBarrier, kThreads);
     else __syncthreads();
@@ -950,7 +962,7 @@ CLO_DEVICE void decode_epilogue(const DecodeKernelParams& p, const DecodeWork& w
     row_sum[i] += __shfl_xor_sync(0xffffffffu, row_sum[i], 1);
     row_sum[i] += __shfl_xor_sync(0xffffffffu, row_sum[i], 2);
   }
-  const int rows_here = min(kRowsPerBlock, p.rows - row_tile * kRowsPerBlock);
+  const int rows_here = min(kRowTiles * kRowsPerBlock, p.rows - row0);
   CLO_DEV_CHAOS_POINT(10);
   bad = sync_or(bad);  // also: every warp is done with the pipeline buffers
 #ifdef CLO_DEV_STAMPS
@@ -966,10 +978,11 @@ CLO_DEVICE void decode_epilogue(const DecodeKernelParams& p, const DecodeWork& w
   constexpr int kOStride = D + 4;
   CLO_DEV_CHAOS_POINT(11);
   if (math) {
+    const int tile_rows = warp / kKeyWarps * kRowsPerBlock;  // this warp's tile's first row in the block
 #pragma unroll
     for (int i = 0; i < 2; ++i) {
       const int r = g + 8 * i;
-      if (r >= rows_here) continue;
+      if (tile_rows + r >= rows_here) continue;
       if (t4 == 0) warp_state[warp * kRowsPerBlock + r] = make_float2(row_max[i] == -INFINITY ? kNegInf : row_max[i],
                                                                       row_sum[i]);
       if constexpr (kFp8) {  // o[2m], o[2m + 1]: columns 16 m + 4 t4 .. + 3
@@ -996,18 +1009,21 @@ CLO_DEVICE void decode_epilogue(const DecodeKernelParams& p, const DecodeWork& w
 
   const float nan = __int_as_float(0x7fc00000);
   constexpr int kD4 = D / 4;  // float4 columns
-  // Row r's merged (max, sum) over the math warps (log-sum-exp) and its O columns d..d+3.
+  // Block row r's merged (max, sum) over its tile's math warps (log-sum-exp) and its O
+  // columns d..d+3.
   auto warp_sum = [&](int r, int d, float4& acc) {
+    // slot of (the tile's first warp, the row in its tile); warp k of the tile at + k * 16
+    const int slot0 = (r / kRowsPerBlock) * kKeyWarps * kRowsPerBlock + r % kRowsPerBlock;
     float m = kNegInf;
 #pragma unroll
-    for (int w = 0; w < kMathWarps; ++w) m = fmaxf(m, warp_state[w * kRowsPerBlock + r].x);
+    for (int w = 0; w < kKeyWarps; ++w) m = fmaxf(m, warp_state[slot0 + w * kRowsPerBlock].x);
     float l = 0.f;
     acc = make_float4(0.f, 0.f, 0.f, 0.f);
 #pragma unroll
-    for (int w = 0; w < kMathWarps; ++w) {
-      const float2 st = warp_state[w * kRowsPerBlock + r];
+    for (int w = 0; w < kKeyWarps; ++w) {
+      const float2 st = warp_state[slot0 + w * kRowsPerBlock];
       const float wt = exp2f(st.x - m);
-      const float4 x = *reinterpret_cast<const float4*>(obuf + (w * kRowsPerBlock + r) * kOStride + d);
+      const float4 x = *reinterpret_cast<const float4*>(obuf + (slot0 + w * kRowsPerBlock) * kOStride + d);
       l += st.y * wt;
       acc.x += x.x * wt;
       acc.y += x.y * wt;
@@ -1031,7 +1047,7 @@ CLO_DEVICE void decode_epilogue(const DecodeKernelParams& p, const DecodeWork& w
   if (w.num_splits == 1) {
     for (int idx = tid; idx < items; idx += kThreads) {
       const int r = idx / kD4, d = (idx % kD4) * 4;
-      const int gr = row_tile * kRowsPerBlock + r, col = decode_own_col<D>(p, gr, d);
+      const int gr = row0 + r, col = decode_own_col<D>(p, gr, d);
       if (col < 0) continue;
 #ifdef CLO_DEV_STAMPS
       if (p.dev_stamps != nullptr && tid == 0) {
@@ -1063,7 +1079,7 @@ CLO_DEVICE void decode_epilogue(const DecodeKernelParams& p, const DecodeWork& w
   if (split < eff) {
     for (int idx = tid; idx < items; idx += kThreads) {
       const int r = idx / kD4, d = (idx % kD4) * 4;
-      const int gr = row_tile * kRowsPerBlock + r, col = decode_own_col<D>(p, gr, d);
+      const int gr = row0 + r, col = decode_own_col<D>(p, gr, d);
       if (col < 0) continue;
       float4 acc;
       const float2 st = warp_sum(r, d, acc);
@@ -1116,7 +1132,7 @@ CLO_DEVICE void decode_epilogue(const DecodeKernelParams& p, const DecodeWork& w
   const int64_t split_stride = p.total_rows;
   for (int idx = tid; idx < items; idx += kThreads) {
     const int r = idx / kD4, d = (idx % kD4) * 4;
-    const int gr = row_tile * kRowsPerBlock + r, col = decode_own_col<D>(p, gr, d);
+    const int gr = row0 + r, col = decode_own_col<D>(p, gr, d);
     if (col < 0) continue;
     const int64_t row_id = row_id_of(gr);
     const float2* ps = p.partial_state + row_id;
@@ -1206,7 +1222,7 @@ __global__ void __launch_bounds__(kDecodeThreads)
   decode_load_q<T, D, kQStride, kDequant>(p, w, q_s, kDecodeThreads);
   bool bad = false;
   const int kv_len = kv.check_len(len_raw, bad);
-  const DecodeSplitRange range = decode_split_range(p, w, kv_len);
+  const DecodeSplitRange range = decode_split_range(p, w, kv_len, w.row_tile * kRowsPerBlock);
   const int eff = range.eff, start = range.start, end = range.end, n_tiles = range.n_tiles;
   if (start != spec_start) {
 #pragma unroll
@@ -1474,6 +1490,31 @@ cudaError_t run_decode_attention(const DecodeAttentionArgs& a, cudaStream_t stre
   const CUtensorMapL2promotion kv_promo = decode_kv_l2_promotion(kDequant, head_cols);
   auto launch_variant = [&](const auto& kv) -> cudaError_t {
     const int forced = decode_dev_kernel();
+    // Two row tiles per block (decode_wide_rows_pay): units of 17-32 rows, or 32-row tiles
+    // of larger ones, as one block each, on the even grid of the TMA kernel; where TMA
+    // cannot describe the cache, the 16-row paths below.
+    if constexpr (decode_runs_wide_rows<T, D, KVT>()) {
+      const int wide_tiles = div_ceil(p.rows, 2 * kRowsPerBlock);
+      const int64_t wide_blocks = static_cast<int64_t>(a.num_kv_heads) * wide_tiles * a.batch * a.num_splits;
+      if (sm90 && pack_group == 0 && forced != kDecodeKernelCpAsync &&
+          decode_wide_rows_pay(a.head_dim, p.rows, wide_blocks / a.num_splits, a.num_splits, device_sm_count(),
+                               decode_read_kv_len(a), device_is_hopper_hbm3e())) {
+        DecodeTmaMaps maps;
+        const int box_rows = encode_decode_tma_maps<T, D, kPaged, KVT>(a, maps, kv_promo, row_boxes(wide_blocks));
+        if (box_rows > 0) {
+          DecodeKernelParams pw = p;
+          pw.row_tiles = wide_tiles;
+          pw.units_x = a.num_kv_heads * wide_tiles;
+          const int knob_stages = decode_dev_tma_stages();
+          const int stages =
+              knob_stages > 0 ? knob_stages : decode_wide_rows_stages(kPaged, wide_blocks, device_sm_count());
+          const cudaError_t err = launch_decode_attention_tma_stages<T, D, KVT>(
+              stages, pw, kv, dim3(pw.units_x, a.batch, a.num_splits), stream,
+              launch_pdl(wide_blocks, kDecodeEvenGrid), maps, box_rows, true);
+          if (err != cudaErrorNotSupported) return err;
+        }
+      }
+    }
     // The balanced schedule (decode_streamk_blocks): a 2-split call of a 16-bit kernel at
     // D = 128 or 256, or 64 and 96 contiguous (decode_runs_streamk; head pairs too: head_dim
     // 64 at 2-3 blocks per SM, decode_d64_tail_splits) on the TMA kernel; where TMA cannot

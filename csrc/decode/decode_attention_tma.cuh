@@ -22,8 +22,10 @@
 
 namespace cuda_llm_ops::decode {
 
-constexpr int kTmaMathWarps = kDecodeWarps;  // 4 x 16 keys of a 64-key tile
-constexpr int kTmaThreads = (kTmaMathWarps + 1) * 32;
+constexpr int kTmaMathWarps = kDecodeWarps;  // 4 x 16 keys of a 64-key tile (per row tile)
+// Threads of a block serving kRowTiles 16-row tiles: kTmaMathWarps math warps per tile, all
+// reading the same K/V stages, and the producer.
+constexpr int decode_tma_threads(int row_tiles) { return (kTmaMathWarps * row_tiles + 1) * 32; }
 constexpr int kStartupBarrier = 1;  // named barrier id (0 is __syncthreads'; 2 is kEpilogueBarrier)
 
 // [K/V stages][Q rows][one "full" (the tile's boxes) and one "empty" (4 arrivals)
@@ -31,10 +33,10 @@ constexpr int kStartupBarrier = 1;  // named barrier id (0 is __syncthreads'; 2 
 // kBalanced (the balanced schedule's kernel) adds the epilogue's own scratch after the
 // barriers (16-byte aligned) and a flag per piece: the pipeline keeps streaming the next
 // piece while the math warps merge the last one.
-template <typename T, int D, int kStages, typename KVT = T, bool kBalanced = false>
+template <typename T, int D, int kStages, typename KVT = T, bool kBalanced = false, int kRowTiles = 1>
 constexpr size_t decode_tma_smem_bytes() {
   const size_t barriers = size_t(kStages) * 2 * sizeof(uint64_t);
-  return decode_smem_bytes<T, D, kStages, KVT>(
+  return decode_smem_bytes<T, D, kStages, KVT, kRowTiles>(
       barriers + (kBalanced ? 16 + decode_epilogue_smem_bytes<D>() + kDecodeMaxPieces * sizeof(int) : 0));
 }
 
@@ -80,8 +82,13 @@ CLO_DEVICE void decode_tma_row_box(void* dst, const CUtensorMap* map, int kvh, i
 // instantiation: the piece loop's state costs ~35 registers, which would cut the other
 // grids' blocks per SM), or kDecodeSpreadTail (p.spread_from > 0, decode_spread_work),
 // held to two blocks per SM's registers, as its pieces sit beside the whole units.
-template <typename T, int D, int kStages, class KV, typename KVT = T, int kSchedule = kDecodeEvenGrid>
-__global__ void __launch_bounds__(kTmaThreads, kSchedule == kDecodeSpreadTail ? 2 : 0)
+// kRowTiles (decode_runs_wide_rows): the block serves that many 16-row tiles of one KV head
+// (32 rows: Nq 8 at GQA 32/8, one token at groups of 17-32), each with its own 4 math warps
+// over the same K/V stages, so the keys are read once per 32 rows rather than once per 16
+// (two blocks streaming the same keys). p.row_tiles then counts 32-row tiles.
+template <typename T, int D, int kStages, class KV, typename KVT = T, int kSchedule = kDecodeEvenGrid,
+          int kRowTiles = 1>
+__global__ void __launch_bounds__(decode_tma_threads(kRowTiles), kSchedule == kDecodeSpreadTail ? 2 : 0)
     decode_attention_tma_kernel(const DecodeKernelParams p, const KV kv, const __grid_constant__ CUtensorMap k_map,
                                const __grid_constant__ CUtensorMap v_map,
                                const __grid_constant__ CUtensorMap k_tail_map,
@@ -92,6 +99,11 @@ __global__ void __launch_bounds__(kTmaThreads, kSchedule == kDecodeSpreadTail ? 
   constexpr bool kBalanced = kSchedule == kDecodeBalanced;
   static_assert(kTileTokens == 64 && kTmaMathWarps == 4, "16 keys per math warp");
   constexpr bool kDequant = decode_dequantizes<T, KVT>();
+  static_assert(kRowTiles == 1 || (kSchedule == kDecodeEvenGrid && !kDequant),
+                "two row tiles: the even grid of 16-bit caches");
+  constexpr int kMathWarps = kTmaMathWarps * kRowTiles;
+  constexpr int kThreads = decode_tma_threads(kRowTiles);
+  constexpr int kBlockRows = kRowTiles * kRowsPerBlock;
   constexpr int kStageCols = decode_stage_cols<T, D, KVT>();  // 16-bit columns of a tile's rows
   constexpr int kColsPerPlane = decode_plane_cache_cols<T, KVT>();  // cache columns of a 64-column plane
   constexpr int kWidePlanes = decode_wide_planes<kStageCols>();  // then the tail plane, if any
@@ -100,13 +112,13 @@ __global__ void __launch_bounds__(kTmaThreads, kSchedule == kDecodeSpreadTail ? 
   constexpr int kChunksPerRow = kStageCols / 8;  // 16-byte chunks
   constexpr int kTileElems = decode_kv_tile_elems<kStageCols>();
   constexpr int kDTiles = D / 8;
-  constexpr int kProducerWarp = kTmaMathWarps;
+  constexpr int kProducerWarp = kMathWarps;
 
   extern __shared__ __align__(128) unsigned char smem_raw[];
   unsigned char* smem = decode_smem_base(smem_raw);  // 1024-byte aligned: the swizzle's period
   T* kv_s = reinterpret_cast<T*>(smem);              // [stages][K, V][tile (decode_kv_offset)]
-  T* q_s = reinterpret_cast<T*>(smem + decode_pipeline_smem_bytes<T, D, kStages, KVT>());
-  uint64_t* full_bar = reinterpret_cast<uint64_t*>(q_s + kRowsPerBlock * kQStride);  // [stages]
+  T* q_s = reinterpret_cast<T*>(smem + decode_pipeline_smem_bytes<T, D, kStages, KVT, kRowTiles>());
+  uint64_t* full_bar = reinterpret_cast<uint64_t*>(q_s + kBlockRows * kQStride);  // [stages]
   uint64_t* empty_bar = full_bar + kStages;                                          // [stages]
   // kBalanced: the epilogue's scratch, then the pieces' bad-index flags (set by the producer
   // before the "full" arrive of the tile that met one; read after the piece's last wait)
@@ -116,6 +128,8 @@ __global__ void __launch_bounds__(kTmaThreads, kSchedule == kDecodeSpreadTail ? 
 
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
   const bool producer = warp == kProducerWarp;
+  // A math warp's 16 keys of each tile (key_warp) and its row tile (the producer: the last).
+  const int key_warp = warp % kTmaMathWarps, row_sub = min(warp / kTmaMathWarps, kRowTiles - 1);
 #ifdef CLO_DEV_STAMPS
   unsigned long long* stamp =
       p.dev_stamps + kDecodeDevStamps * (blockIdx.x + gridDim.x * (blockIdx.y + gridDim.y * blockIdx.z));
@@ -145,7 +159,7 @@ __global__ void __launch_bounds__(kTmaThreads, kSchedule == kDecodeSpreadTail ? 
 #pragma unroll
     for (int s = 0; s < kStages; ++s) {
       tma::mbarrier_init(full_bar + s, 1);
-      tma::mbarrier_init(empty_bar + s, kTmaMathWarps);
+      tma::mbarrier_init(empty_bar + s, kMathWarps);
     }
     tma::mbarrier_init_fence();
   }
@@ -162,7 +176,7 @@ __global__ void __launch_bounds__(kTmaThreads, kSchedule == kDecodeSpreadTail ? 
     w = decode_block_work(p);
   }
   int spec_start = decode_split_start(p, w, kv.capacity());
-  if (producer) decode_prefetch_inputs<D>(p, w, kv, spec_start);
+  if (producer) decode_prefetch_inputs<D, KV, kBlockRows>(p, w, kv, spec_start);
   pdl_wait_then_release();
   // Tiles of the earlier pieces: the stages and the mbarriers' phases run on across pieces.
   int tiles_done = 0;
@@ -230,12 +244,12 @@ __global__ void __launch_bounds__(kTmaThreads, kSchedule == kDecodeSpreadTail ? 
     // (a box wholly outside the tensor is not relied on) and stay zero: set once here, in
     // every stage, before the start-up barrier orders it before any ldmatrix.
     const int planes = (p.row_cols + kColsPerPlane - 1) / kColsPerPlane;
-    if (!producer) decode_load_q<T, D, kQStride, kDequant>(p, w, q_s, kDecodeThreads);
+    if (!producer) decode_load_q<T, D, kQStride, kDequant, kBlockRows>(p, w, q_s, kMathWarps * 32);
     if (!producer && piece == 0 && planes < kPlanes) {
       // The planes in use come first (the tail plane last): the chunks of every row past
       // them are unused.
       const int used_chunks = planes * 8, pad_chunks = kTileTokens * (kChunksPerRow - used_chunks);
-      for (int c = tid; c < kStages * 2 * pad_chunks; c += kDecodeThreads) {
+      for (int c = tid; c < kStages * 2 * pad_chunks; c += kMathWarps * 32) {
         T* tile = kv_s + (c / pad_chunks) * kTileElems;  // stage-major K, V tiles
         const int i = c % pad_chunks, row = i % kTileTokens, chunk = used_chunks + i / kTileTokens;
         *reinterpret_cast<uint4*>(tile + decode_kv_offset<kStageCols>(row, chunk, box_lg)) = make_uint4(0, 0, 0, 0);
@@ -243,7 +257,8 @@ __global__ void __launch_bounds__(kTmaThreads, kSchedule == kDecodeSpreadTail ? 
     }
     bool bad = false;
     const int kv_len = kv.check_len(len_raw, bad);
-    const DecodeSplitRange range = decode_split_range(p, w, kv_len);
+    const DecodeSplitRange range =
+        decode_split_range(p, w, kv_len, (w.row_tile * kRowTiles + row_sub) * kRowsPerBlock);
     const int eff = range.eff, start = range.start, end = range.end, n_tiles = range.n_tiles;
     if (start != spec_start) lookup_ahead(start, end);
 
@@ -263,9 +278,9 @@ __global__ void __launch_bounds__(kTmaThreads, kSchedule == kDecodeSpreadTail ? 
       if (!producer) named_barrier_sync(kEpilogueBarrier, kDecodeThreads);
     } else if (producer) {
       __syncwarp();
-      named_barrier_arrive(kStartupBarrier, kTmaThreads);
+      named_barrier_arrive(kStartupBarrier, kThreads);
     } else {
-      named_barrier_sync(kStartupBarrier, kTmaThreads);
+      named_barrier_sync(kStartupBarrier, kThreads);
     }
 #ifdef CLO_DEV_STAMPS
     if (stamps_on && producer && lane == 0) stamp[6] = clk();
@@ -280,11 +295,12 @@ __global__ void __launch_bounds__(kTmaThreads, kSchedule == kDecodeSpreadTail ? 
     // registers; this kernel has one block or two per SM): one ldmatrix fewer per k-step
     // on each tile's latency chain. D = 256 reads them from q_s per tile.
     constexpr bool kQInRegs = D <= 128;
+    const T* q_tile = q_s + row_sub * kRowsPerBlock * kQStride;  // this warp's 16 rows
     uint32_t q_regs[kQInRegs ? D / 16 : 1][4];
     if constexpr (kQInRegs) {
       if (!producer) {
 #pragma unroll
-        for (int kk = 0; kk < D / 16; ++kk) decode_q_frag<T, kQStride>(q_s, kk, q_regs[kk]);
+        for (int kk = 0; kk < D / 16; ++kk) decode_q_frag<T, kQStride>(q_tile, kk, q_regs[kk]);
       }
     }
     constexpr bool kScaledQ = decode_fp8_scales_q<T, KVT>();
@@ -298,7 +314,7 @@ __global__ void __launch_bounds__(kTmaThreads, kSchedule == kDecodeSpreadTail ? 
 #pragma unroll
         for (int i = 0; i < 4; ++i) a[i] = q_regs[kk][i];
       } else {
-        decode_q_frag<T, kQStride>(q_s, kk, a);
+        decode_q_frag<T, kQStride>(q_tile, kk, a);
       }
     };
 
@@ -368,7 +384,7 @@ __global__ void __launch_bounds__(kTmaThreads, kSchedule == kDecodeSpreadTail ? 
       for (int t = 0; t < n_tiles; ++t) {
         const int gt = tiles_done + t;
         const int stage = gt % kStages;
-        const int tok0 = start + t * kTileTokens + warp * 16;
+        const int tok0 = start + t * kTileTokens + key_warp * 16;
         if (tok0 < end) {  // warp-uniform; else this warp's keys are all past the end (last tile)
           tma::mbarrier_wait(full_bar + stage, (gt / kStages) & 1);
           CLO_DEV_CHAOS_POINT(3);
@@ -382,7 +398,8 @@ __global__ void __launch_bounds__(kTmaThreads, kSchedule == kDecodeSpreadTail ? 
           // real memory there (other tokens; garbage, even NaN) or nothing (stale smem).
           // Their scores are masked to -inf by a select (K may stay), but P = 0 times a
           // non-finite V is NaN: zero those V rows, after the tile landed (the wait above)
-          // and before any lane's ldmatrix (__syncwarp). Only this warp reads them.
+          // and before any lane's ldmatrix (__syncwarp). Only this warp reads them (with two
+          // row tiles, also warp key_warp of the other tile, which writes the same zeros).
           // The same for keys below the lowest visible one (sliding window; the first tile
           // of the first split only): rows [0, below) of this warp.
           const int valid_rows = end - tok0, below = range.lowest - tok0;
@@ -391,7 +408,7 @@ __global__ void __launch_bounds__(kTmaThreads, kSchedule == kDecodeSpreadTail ? 
             for (int c = lane; c < 16 * kChunksPerRow; c += 32) {
               const int rr = c / kChunksPerRow, ch = c % kChunksPerRow;
               if (rr < valid_rows && rr >= below) continue;
-              *reinterpret_cast<uint4*>(vz + decode_kv_offset<kStageCols>(warp * 16 + rr, ch, box_lg)) =
+              *reinterpret_cast<uint4*>(vz + decode_kv_offset<kStageCols>(key_warp * 16 + rr, ch, box_lg)) =
                   make_uint4(0, 0, 0, 0);
             }
             // Order these generic writes before the async-proxy (TMA) writes of a later
@@ -402,10 +419,10 @@ __global__ void __launch_bounds__(kTmaThreads, kSchedule == kDecodeSpreadTail ? 
 #ifndef CLO_DEV_NO_MATH  // dev probe builds only: the load path alone (the output is garbage)
           if constexpr (kDequant) {
             decode_warp_tile_fp8<MathT, D, kScaledQ>(q_frag, reinterpret_cast<const MathT*>(ks),
-                                                     reinterpret_cast<const MathT*>(vs), box_lg, warp * 16, tok0, range,
+                                                     reinterpret_cast<const MathT*>(vs), box_lg, key_warp * 16, tok0, range,
                                                      p, o, row_max, row_sum, q_unscale);
           } else {
-            decode_warp_tile<T, D>(q_frag, ks, vs, box_lg, warp * 16, tok0, range, p, o, row_max, row_sum
+            decode_warp_tile<T, D>(q_frag, ks, vs, box_lg, key_warp * 16, tok0, range, p, o, row_max, row_sum
 #ifdef CLO_DEV_STAMPS
                                    , stamps_on && t + 1 == n_tiles && tid == 0 ? stamp + 12 : nullptr
 #endif
@@ -434,7 +451,8 @@ __global__ void __launch_bounds__(kTmaThreads, kSchedule == kDecodeSpreadTail ? 
                                                                              scratch);
       }
     } else {
-      decode_epilogue<T, D, kTmaThreads, kTmaMathWarps, kDequant>(p, w, o, row_max, row_sum, bad, eff, smem);
+      decode_epilogue<T, D, kThreads, kMathWarps, kDequant, false, kRowTiles>(p, w, o, row_max, row_sum, bad, eff,
+                                                                              smem);
     }
     tiles_done += n_tiles;
     more = kBalanced && sk.pos < sk.hi && piece + 1 < kDecodeMaxPieces;
@@ -569,19 +587,21 @@ int encode_decode_tma_maps(const DecodeAttentionArgs& a, DecodeTmaMaps& maps, CU
 
 // box_rows from encode_decode_tma_maps. cudaErrorNotSupported where the kernel has no
 // sm_90 code (a build without sm_90, run through PTX JIT): the caller falls back.
-template <typename T, int D, int kStages, class KV, typename KVT = T, int kSchedule = kDecodeEvenGrid>
+template <typename T, int D, int kStages, class KV, typename KVT = T, int kSchedule = kDecodeEvenGrid,
+          int kRowTiles = 1>
 cudaError_t launch_decode_attention_tma_kernel(const DecodeKernelParams& p, const KV& kv, dim3 grid,
                                               cudaStream_t stream, bool pdl, const DecodeTmaMaps& maps,
                                               int box_rows) {
-  constexpr size_t smem = decode_tma_smem_bytes<T, D, kStages, KVT, kSchedule == kDecodeBalanced>();
+  constexpr size_t smem = decode_tma_smem_bytes<T, D, kStages, KVT, kSchedule == kDecodeBalanced, kRowTiles>();
   static_assert(smem <= 227 * 1024, "the TMA kernel's shared memory must fit the H100's 227 KB");
-  auto kernel = decode_attention_tma_kernel<T, D, kStages, KV, KVT, kSchedule>;
+  auto kernel = decode_attention_tma_kernel<T, D, kStages, KV, KVT, kSchedule, kRowTiles>;
   if (box_rows < 8 || box_rows > kTileTokens || kTileTokens % box_rows != 0) return cudaErrorInvalidValue;
   if (smem > static_cast<size_t>(decode_smem_limit())) return cudaErrorNotSupported;  // the caller falls back
   static int state[64] = {0};
   const cudaError_t err = configure_decode_kernel_once(kernel, smem, true, state);
   if (err != cudaSuccess) return err;
-  return launch_kernel(kernel, grid, dim3(kTmaThreads), smem, stream, pdl, p, kv, maps.k, maps.v, maps.k_tail,
+  return launch_kernel(kernel, grid, dim3(decode_tma_threads(kRowTiles)), smem, stream, pdl, p, kv, maps.k, maps.v,
+                       maps.k_tail,
                        maps.v_tail, box_rows, maps.spans_planes);
 }
 
@@ -590,6 +610,12 @@ cudaError_t launch_decode_attention_tma_kernel(const DecodeKernelParams& p, cons
 template <typename T, int D, typename KVT, bool kPaged>
 constexpr bool decode_runs_streamk() {
   return decode_balanced_head_dim(D, kPaged) && !decode_dequantizes<T, KVT>();
+}
+// The kernels instantiated with two row tiles per block (decode_attention_tma_kernel's
+// kRowTiles; where they run: decode_wide_rows_pay): 16-bit D = 128.
+template <typename T, int D, typename KVT>
+constexpr bool decode_runs_wide_rows() {
+  return D == 128 && !decode_dequantizes<T, KVT>();
 }
 // The kernels that run the spread tail (decode_dev_spread): 16-bit D = 128, whose 3-stage
 // blocks fit two per SM.
@@ -609,6 +635,8 @@ constexpr int decode_streamk_stages() {
 // The TMA kernel with `stages` pipeline stages: 2, 3 or 4 where they fit in shared memory
 // (decode_tma_stages_fit), else cudaErrorInvalidValue; with p.streamk_blocks, the balanced
 // schedule's kernel (2 or 3 stages). (The spread tail launches its 3-stage kernel itself.)
+// wide_rows: the even grid's kernel at two row tiles per block (decode_runs_wide_rows; p and
+// grid count 32-row tiles).
 template <typename T, int D, int kStages, typename KVT = T>
 constexpr bool decode_tma_stages_fit() {
   return decode_tma_smem_bytes<T, D, kStages, KVT>() <= 227 * 1024;
@@ -616,7 +644,21 @@ constexpr bool decode_tma_stages_fit() {
 template <typename T, int D, typename KVT = T, class KV>
 cudaError_t launch_decode_attention_tma_stages(int stages, const DecodeKernelParams& p, const KV& kv, dim3 grid,
                                                cudaStream_t stream, bool pdl, const DecodeTmaMaps& maps,
-                                               int box_rows) {
+                                               int box_rows, bool wide_rows = false) {
+  if (wide_rows) {
+    if constexpr (decode_runs_wide_rows<T, D, KVT>()) {
+      switch (stages) {
+        case 2: return launch_decode_attention_tma_kernel<T, D, 2, KV, KVT, kDecodeEvenGrid, 2>(p, kv, grid, stream, pdl,
+                                                                                               maps, box_rows);
+        case 3: return launch_decode_attention_tma_kernel<T, D, 3, KV, KVT, kDecodeEvenGrid, 2>(p, kv, grid, stream, pdl,
+                                                                                               maps, box_rows);
+        case 4: return launch_decode_attention_tma_kernel<T, D, 4, KV, KVT, kDecodeEvenGrid, 2>(p, kv, grid, stream, pdl,
+                                                                                               maps, box_rows);
+        default: break;
+      }
+    }
+    return cudaErrorInvalidValue;
+  }
   if (p.streamk_blocks > 0) {  // the balanced schedule (decode_runs_streamk): 2 or 3 stages
     if constexpr (decode_runs_streamk<T, D, KVT, KV::kPagedLayout>()) {
       if (stages == 2)

@@ -65,6 +65,11 @@ int decode_dev_spread() {
   return dev_knob("CLO_DECODE_SPREAD", dev_mode, kDecodeSpreadAuto);
 }
 
+int decode_dev_wide_rows() {
+  static bool dev_mode = std::getenv("CLO_DECODE_WIDE_ROWS") != nullptr;
+  return dev_knob("CLO_DECODE_WIDE_ROWS", dev_mode, kDecodeWideRowsAuto);
+}
+
 int decode_dev_plane_boxes() {
   static bool dev_mode = std::getenv("CLO_DECODE_PLANE_BOXES") != nullptr;
   return dev_knob("CLO_DECODE_PLANE_BOXES", dev_mode, 1);
@@ -224,6 +229,13 @@ int decode_attention_num_splits(int batch, int num_kv_heads, int rows_per_kv_hea
   // (decode_partial_wave_splits).
   if (dtype != DType::kFloat8E4M3 && device_cc_major() >= 9) {
     const bool hbm3e = device_is_hopper_hbm3e();
+    // two row tiles per block where their grid fills its waves (decode_wide_rows_splits)
+    if (decode_dev_wide_rows() != kDecodeWideRowsOff) {
+      const int64_t wide_units = static_cast<int64_t>(batch) * num_kv_heads *
+                                 ((rows_per_kv_head + 2 * kRowsPerBlock - 1) / (2 * kRowsPerBlock));
+      const int wide = decode_wide_rows_splits(head_dim, rows_per_kv_head, wide_units, sms, max_kv_len, hbm3e);
+      if (wide > 0) return wide;
+    }
     const int spec_rows = decode_rule_spec_rows(seq_len_q, rows_per_kv_head);
     const int pieces = decode_spread_tail_pieces(head_dim, paged, base, sms, max_kv_len, hbm3e, spec_rows);
     if (pieces > 0) return pieces;

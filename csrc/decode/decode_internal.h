@@ -71,6 +71,11 @@ int decode_dev_streamk_mode();
 // automatic choice.
 constexpr int kDecodeSpreadOff = 0, kDecodeSpreadOn = 1, kDecodeSpreadAuto = 2;
 int decode_dev_spread();
+// Dev knob CLO_DECODE_WIDE_ROWS, read like CLO_DECODE_VARIANT: kDecodeWideRowsOff keeps
+// every block at one 16-row tile, kDecodeWideRowsOn runs two row tiles per block wherever
+// the kernel can (decode_wide_rows_pay); anything else: the automatic choice.
+constexpr int kDecodeWideRowsOff = 0, kDecodeWideRowsOn = 1, kDecodeWideRowsAuto = 2;
+int decode_dev_wide_rows();
 // Dev knob CLO_DECODE_PLANE_BOXES, read like CLO_DECODE_VARIANT: 0 has the TMA kernel issue
 // a box per 64-column plane (into the plain planes layout), 2 one box over every plane
 // of its rows wherever the head dim is whole planes (encode_decode_tma_maps); anything else:
@@ -291,6 +296,64 @@ inline int64_t decode_streamk_blocks(int64_t units, int64_t sms, int per_sm) {
 // at any group, not measured there), the rows up to four row tiles, -1 (the rules off: not
 // measured) for Nq > 1 beyond.
 constexpr int kRuleMaxSpecRows = 4 * kRowsPerBlock;
+// Two 16-row tiles per block (the TMA kernel's even grid, decode_runs_wide_rows: 16-bit, on
+// the head_dim 128 kernel, sm_90): a KV head's rows in 32-row units, each one block of 8
+// math warps over the same K/V stages, where 16-row blocks stream the same keys once per
+// tile (NOTES.md "Stop 69"). Such a block takes 288 threads at ~160 registers: one per SM,
+// so its grid must fill its waves. On Hopper HBM3e parts at head_dim exactly 128 with 17-32
+// query rows per KV head (one 32-row unit), splits of at least kWideRowsSplitKeys keys,
+// `units` (batch x KV heads) run:
+//  - up to one unit per SM, SMs / units splits (rounded down) where that fills 90% of the SMs;
+//  - up to two, 1 split where the two waves are 75% full, else 2 splits where their three
+//    waves are 84% full.
+// H200, graph replays, cold L2, us, the 16-row blocks at their automatic count -> this
+// (splits); Nq 8 at GQA 32/8 (`--wide-rows`): paged B=1/16K 32.5 -> 31.3 (16; contiguous
+// 32.1 -> 30.9), B=2/16K 48.9 -> 46.6 (8), B=4/16K 84.1 -> 79.1 (4), B=8/16K 153.4 -> 146.8 (2;
+// contiguous 149.2 -> 132.5), B=16/4K 76.5 -> 74.7 (1; contiguous 74.0 -> 65.8), B=21/16K
+// (1.27 units per SM) 450.5 -> 380.8 (2; contiguous 439.9 -> 368.8; 1 split 465.0), B=33/4K
+// (2.0) 161.0 -> 138.2 (1; contiguous 158.7 -> 133.3); `--wide-rows-confirm`: B=25/8K (1.52)
+// 270.5 -> 240.4 (1), B=21/4K 130.7 -> 120.1 (2), B=30/4K (1.82) 149.7 -> 128.1 (1), B=16/1K
+// 24.3 -> 23.3 (1); one token at Hq 32 / Hkv 1: paged B=8/16K 33.2 -> 31.3 (16), B=64/4K
+// 48.5 -> 45.7 (2), B=66/8K 90.2 -> 79.4 (2). Lost, so left to the 16-row rules (spread tail,
+// partial wave): a wave 61-76% full (Nq 8 B=10/4K 57.8 against 72.8, B=6/16K 135.8 against
+// 144.3 at 2, B=12/4K 69.0 against 72.4 at 1, MQA B=80/4K 58.7 against 72.3, B=100/4K 69.0
+// against 72.5; contiguous MQA B=48/16K gained at 73%, 129.4 -> 118.3), 128-key splits (Nq 8
+// B=1/2K 15.4 against 16.9 at 16), and Nq 16 (64 rows, two units per KV head: B=4/16K 130.3
+// against 145.5, B=8/4K 65.5 against 73.1). Returns the count, or 0.
+constexpr int64_t kWideRowsSplitKeys = 1024;
+inline int decode_wide_rows_splits(int head_dim, int rows_per_kv_head, int64_t units, int64_t sms,
+                                   int64_t max_kv_len, bool hbm3e) {
+  if (!hbm3e || head_dim != 128 || rows_per_kv_head <= kRowsPerBlock || rows_per_kv_head > 2 * kRowsPerBlock ||
+      units <= 0 || sms <= 0)
+    return 0;
+  const int64_t cap = std::min<int64_t>(kMaxSplits, max_kv_len / kWideRowsSplitKeys);
+  if (cap < 1) return 0;
+  if (units <= sms) {
+    const int64_t splits = std::min(cap, sms / units);
+    return 10 * units * splits >= 9 * sms ? static_cast<int>(splits) : 0;
+  }
+  if (units > 2 * sms) return 0;
+  if (4 * units >= 3 * 2 * sms) return 1;
+  return cap >= 2 && 100 * 2 * units >= 84 * 3 * sms ? 2 : 0;
+}
+// Whether a call of `splits` splits runs two row tiles per block: the automatic count's
+// (decode_wide_rows_splits; the CLO_DECODE_WIDE_ROWS knob forces it off, or on for any
+// count wherever the rows span two tiles).
+inline bool decode_wide_rows_pay(int head_dim, int rows_per_kv_head, int64_t units, int splits, int64_t sms,
+                                 int64_t max_kv_len, bool hbm3e) {
+  const int knob = decode_dev_wide_rows();
+  if (knob == kDecodeWideRowsOff || rows_per_kv_head <= kRowsPerBlock) return false;
+  return knob == kDecodeWideRowsOn || splits == decode_wide_rows_splits(head_dim, rows_per_kv_head, units, sms,
+                                                                          max_kv_len, hbm3e);
+}
+// The wide-row kernel's pipeline depth: on one wave, 4 stages on paged caches and 3 on
+// contiguous ones (`--wide-rows`, 4 / 3: paged B=1/16K 31.3 / 32.0, B=4/16K 79.1 / 81.2,
+// B=8/16K 146.8 / 150.7; contiguous B=8/16K 132.5 / 130.7, MQA B=48/16K 118.3 / 117.2), as
+// the 16-row small grids (decode_tma_stages_for); 3 beyond (its smem plan fits four stages
+// but a second block per SM does not fit its registers either way).
+inline int decode_wide_rows_stages(bool paged, int64_t blocks, int64_t sms) {
+  return blocks <= sms && paged ? 4 : 3;
+}
 inline int decode_rule_spec_rows(int seq_len_q, int rows_per_kv_head) {
   if (rows_per_kv_head > kRowsPerBlock && rows_per_kv_head <= kRuleMaxSpecRows) return rows_per_kv_head;
   if (seq_len_q == 1) return 0;
