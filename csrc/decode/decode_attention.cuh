@@ -12,7 +12,10 @@
 //    heads of that KV head times the Nq query positions (GQA: each KV element is
 //    read once, not once per query head). The 16 rows are one m16 tile of
 //    mma.sync m16n8k16; padding rows (e.g. 4 heads of GQA 32/8) cost tensor-core
-//    slots, which are idle in a memory-bound kernel anyway.
+//    slots, which are idle in a memory-bound kernel anyway. On sm_90 a KV head of 17-32
+//    rows may run as one block of two such tiles instead (the TMA kernel's kRowTiles,
+//    decode_wide_rows_splits): 8 math warps over the same K/V tiles, so the keys are read
+//    once per 32 rows rather than once per 16.
 //  - grid.z splits the sequence (flash-decoding) so that B=1 at 16K context still
 //    puts a thread block on every SM. The merge is fused: each split writes its
 //    partial (o, max, sum) to the workspace and counts itself in on a per-(batch,
@@ -85,7 +88,8 @@ struct DecodeKernelParams {
   int* split_counters;     // [B * units_x] splits done per (batch, KV head, row tile); idle between calls
   int64_t q_sb, q_sh, q_sn;
   int64_t o_sb, o_sh, o_sn;
-  int num_q_heads, group, seq_len_q, rows, row_tiles;
+  int num_q_heads, group, seq_len_q, rows;
+  int row_tiles;  // blocks per (batch, KV head, split): ceil(rows / 16), or / 32 (two row tiles per block)
   int num_splits;
   int batch;
   int units_x;  // KV heads x row tiles: the grid's x extent without the balanced schedule

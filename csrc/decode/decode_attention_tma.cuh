@@ -10,8 +10,8 @@
 //    instead of 2048 16-byte cp.async spread over the 4 math warps, which keep no
 //    table entries or load addresses;
 //  - one "full" mbarrier per stage (expect_tx = the boxes' bytes) and one "empty"
-//    mbarrier (4 arrivals): a math warp frees a stage by itself; there is no
-//    __syncthreads in the main loop.
+//    mbarrier (4 arrivals, 8 with two row tiles): a math warp frees a stage by itself;
+//    there is no __syncthreads in the main loop.
 // Only for sm_90: below sm_90 the body is empty and the launcher refuses
 // (cudaErrorNotSupported, the caller then runs decode_attention_kernel).
 #pragma once
@@ -28,8 +28,8 @@ constexpr int kTmaMathWarps = kDecodeWarps;  // 4 x 16 keys of a 64-key tile (pe
 constexpr int decode_tma_threads(int row_tiles) { return (kTmaMathWarps * row_tiles + 1) * 32; }
 constexpr int kStartupBarrier = 1;  // named barrier id (0 is __syncthreads'; 2 is kEpilogueBarrier)
 
-// [K/V stages][Q rows][one "full" (the tile's boxes) and one "empty" (4 arrivals)
-// mbarrier per stage]: the cp.async kernel's plan with the barriers as its extra.
+// [K/V stages][Q rows][one "full" (the tile's boxes) and one "empty" (one arrival per math
+// warp) mbarrier per stage]: the cp.async kernel's plan with the barriers as its extra.
 // kBalanced (the balanced schedule's kernel) adds the epilogue's own scratch after the
 // barriers (16-byte aligned) and a flag per piece: the pipeline keeps streaming the next
 // piece while the math warps merge the last one.
