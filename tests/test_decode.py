@@ -1065,12 +1065,13 @@ for pieces, n, nq in ((3, 1000, 1), (16, 1024, 1), (5, 777, 4)):
 
 _WIDE_ROWS_SCRIPT = r"""
 import os
+import re
 import torch
 import cuda_llm_ops as llm
 from cuda_llm_ops.graphs import capture_graph
 from cuda_llm_ops.reference import attention_reference, paged_attention_reference
 from cuda_llm_ops.reference.decode import make_paged_problem
-from cuda_llm_ops.testing import assert_close, kernel_grid_blocks, poison_
+from cuda_llm_ops.testing import assert_close, kernel_grid_blocks, kernel_names, poison_
 
 sm90 = torch.cuda.get_device_capability()[0] >= 9
 gen = torch.Generator().manual_seed(69)
@@ -1106,6 +1107,10 @@ for stages in ("0", "2", "3", "4"):  # the automatic depth, then each forced one
                                             "decode_attention")
                 assert blocks == wide_blocks(b, hkv, rows, ns), f"{what} splits={ns}: grid of {blocks} blocks"
         if stages != "0":
+            if sm90:  # the forced depth's two-row-tile kernel (even grid 0, kRowTiles 2)
+                names = kernel_names(lambda: llm.paged_attention(q, kc, vc, table, sl, num_splits=splits[-1]))
+                assert re.search(rf"tma_kernel<[^<>,]+, (\(int\))?128, (\(int\))?{stages}, [^<>]*, (\(int\))?0, "
+                                 r"(\(int\))?2>", names), f"{what}: {names[:400]}"
             continue
         # sliding window, soft cap and lse
         wl, cap = max(lens) // 3 + i, (0.0, 30.0)[i % 2]
@@ -1257,8 +1262,8 @@ def test_spread_tail_matches_reference():
                                    (1.3, 1024, True, 4), (1.3, 1023, True, 1), (1.4, 4096, True, 1)):
         b8_band = int(per_sm * sms) // 16 + 1  # 1.21 / 1.33 / 1.45 units per SM
         got = llm.decode_num_splits(b8_band, 8, 32, n, 128, f16, seq_len_q=8, paged=paged)
-        # two row tiles per block first (0.61 / 0.67 / 0.73 two-tile units per SM: only the last)
-        want = _wide_rows_splits(b8_band, 8, 32, n, sms, True) or want
+        # (as 32-row blocks: 0.61-0.73 units per SM at 1 split, under the 90% of the SMs they need)
+        assert _wide_rows_splits(b8_band, 8, 32, n, sms, True) == 0, ("SM count", sms, b8_band)
         assert got == want, (per_sm, n, paged, b8_band, got)
         if per_sm < 1.25:  # past one token's contiguous 1.1: no pieces
             assert llm.decode_num_splits(2 * b8_band, 8, 4, n, 128, f16, paged=paged) == 1
@@ -1384,7 +1389,7 @@ def test_partial_wave_splits():
     lens = [8, 4096]
     grids = _automatic_calls_match(lens, 653, f16, contiguous=(4096, f16), grids=hbm3e, nq=8)
     if hbm3e:
-        assert _wide_rows_splits(2, 8, 32, 4096, sms, hbm3e) == 0
+        assert _wide_rows_splits(2, 8, 32, 4096, sms, hbm3e) == 0  # premise: the rule's mirror
         assert grids == (256, 256), ("Nq 8 B=2", grids)
     # Nq 8 at 0.85 units per SM, 4096 keys: 2 splits on both layouts (one tile's contiguous
     # top is 0.7); as 32-row blocks, 2 splits would fill 85% of the SMs (under the 90% they need)
@@ -1403,8 +1408,19 @@ def test_partial_wave_splits():
     lens[:3] = [8, 4096, 1025]
     grids = _automatic_calls_match(lens, 654, f16, contiguous=(4096, f16), grids=hbm3e, nq=8)
     if hbm3e:
-        assert _wide_rows_splits(b, 8, 32, 4096, sms, hbm3e) == 1, ("SM count", sms, b)
+        assert _wide_rows_splits(b, 8, 32, 4096, sms, hbm3e) == 1, ("SM count", sms, b)  # premise
+        assert llm.decode_num_splits(b, 8, 32, 4096, 128, f16, seq_len_q=8) == 1
         assert grids == (8 * b, 8 * b), ("Nq 8 wide", b, grids)
+        # an explicit count other than the rule's (3, an even grid of 16-row blocks there): two
+        # 16-row blocks per KV head and split
+        q8 = torch.randn(b, 8, 32, 128, device="cuda", dtype=f16).transpose(1, 2)
+        k8, v8 = (torch.randn(b, 8, 4096, 128, device="cuda", dtype=f16) for _ in range(2))
+        out = poison_(torch.empty_like(q8))
+        llm.decode_attention(q8, k8, v8, out=out, num_splits=3, is_causal=True)
+        assert_close(out, attention_reference(q8, k8, v8, is_causal=True), dtype=f16, what="Nq 8, 3 splits")
+        blocks = kernel_grid_blocks(lambda: llm.decode_attention(q8, k8, v8, num_splits=3, is_causal=True),
+                                    "decode_attention")
+        assert blocks == 16 * b * 3, ("Nq 8 at 3 splits: 16-row blocks", b, blocks)
     # one token at Hq 32 / Hkv 1 (32 rows), 16384 keys, B=8: SMs / 8 splits of 32-row blocks
     lens = [16384] * 7 + [5000]
     q, kc, vc, table, sl = make_paged_problem(lens, 1, 32, 128, 16, f16, 655)
@@ -1451,7 +1467,7 @@ def test_wave_top_splits():
     grids = _automatic_calls_match(lens, 662, f16, contiguous=(4096, f16), grids=hbm3e, nq=8)
     if hbm3e:
         assert 2 * 16 * b > 5 * sms and 20 * 16 * b <= 56 * sms, ("SM count", sms, b)
-        assert _wide_rows_splits(b, 8, 32, 4096, sms, hbm3e) == 2, ("SM count", sms, b)
+        assert _wide_rows_splits(b, 8, 32, 4096, sms, hbm3e) == 2, ("SM count", sms, b)  # premise
         assert grids == (16 * b, 16 * b), ("Nq 8", b, grids)
 
 

@@ -126,7 +126,8 @@ inline int decode_read_kv_len(const DecodeAttentionArgs& a) {
 // bfloat16 or kFloat8E4M3; FP8 caches never take the large-grid case).
 // paged / seq_len_q: the call's layout and query rows per (batch, head), which decide head
 // pairs, the head_dim-64 bands (decode_d64_tail_splits) and, on HBM3e parts, head_dim 128's
-// spread tail, partial wave and wave top (decode_internal.h).
+// 32-row blocks (decode_wide_rows_splits, first), spread tail, partial wave and wave top
+// (decode_internal.h).
 int decode_attention_num_splits(int batch, int num_kv_heads, int rows_per_kv_head, int max_kv_len, int head_dim,
                                 DType dtype, bool paged, int seq_len_q);
 
@@ -135,7 +136,7 @@ int decode_attention_num_splits(int batch, int num_kv_heads, int rows_per_kv_hea
 //    [slots, B*Hq*Nq, 2] (float32; slots = decode_partial_slots(splits)), written and
 //    read within one call;
 //  - the last decode_workspace_counter_slots(W) = ceil(W / 128) elements: int32
-//    split counters, one per (batch, KV head, 16-row tile), counted up by the splits
+//    split counters, one per (batch, KV head, row unit of 16 or 32 rows), counted up by the splits
 //    from kSplitCounterIdle and reset to it by the block that merges. They must hold
 //    it before the first call (decode_workspace_init) and hold it again after every
 //    completed call, so a buffer serves any later call, graph replays included.

@@ -937,7 +937,7 @@ CLO_DEVICE void decode_warp_tile_fp8(const QFrag& q_frag, const T* ks, const T* 
 // kMathOnly (the balanced schedule's kernel): only the kThreads math threads run it, on
 // named barrier kEpilogueBarrier and its own `smem` (the producer warp meanwhile fetches
 // the next piece's tiles into the pipeline buffer).
-// kRowTiles: the block's 16-row MMA tiles (rows row_tile * 16 kRowTiles ..); math warp w
+// kRowTiles: the block's 16-row MMA tiles (rows row_tile * 16 * kRowTiles ..); math warp w
 // holds the state of tile w / (kMathWarps / kRowTiles), merged with that tile's warps only.
 constexpr int kEpilogueBarrier = 2;
 template <typename T, int D, int kThreads, int kMathWarps, bool kFp8 = false, bool kMathOnly = false,
@@ -1498,7 +1498,7 @@ cudaError_t run_decode_attention(const DecodeAttentionArgs& a, cudaStream_t stre
     // of larger ones, as one block each, on the even grid of the TMA kernel; where TMA
     // cannot describe the cache, the 16-row paths below.
     if constexpr (decode_runs_wide_rows<T, D, KVT>()) {
-      const int wide_tiles = div_ceil(p.rows, 2 * kRowsPerBlock);
+      const int wide_tiles = decode_wide_row_tiles(p.rows);
       const int64_t wide_blocks = static_cast<int64_t>(a.num_kv_heads) * wide_tiles * a.batch * a.num_splits;
       if (sm90 && pack_group == 0 && forced != kDecodeKernelCpAsync &&
           decode_wide_rows_pay(a.head_dim, p.rows, wide_blocks / a.num_splits, a.num_splits, device_sm_count(),
@@ -1512,9 +1512,9 @@ cudaError_t run_decode_attention(const DecodeAttentionArgs& a, cudaStream_t stre
           const int knob_stages = decode_dev_tma_stages();
           const int stages =
               knob_stages > 0 ? knob_stages : decode_wide_rows_stages(kPaged, wide_blocks, device_sm_count());
-          const cudaError_t err = launch_decode_attention_tma_stages<T, D, KVT>(
+          const cudaError_t err = launch_decode_attention_tma_stages<T, D, KVT, 2>(
               stages, pw, kv, dim3(pw.units_x, a.batch, a.num_splits), stream,
-              launch_pdl(wide_blocks, kDecodeEvenGrid), maps, box_rows, true);
+              launch_pdl(wide_blocks, kDecodeEvenGrid), maps, box_rows);
           if (err != cudaErrorNotSupported) return err;
         }
       }

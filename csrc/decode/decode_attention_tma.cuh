@@ -37,7 +37,7 @@ template <typename T, int D, int kStages, typename KVT = T, bool kBalanced = fal
 constexpr size_t decode_tma_smem_bytes() {
   const size_t barriers = size_t(kStages) * 2 * sizeof(uint64_t);
   return decode_smem_bytes<T, D, kStages, KVT, kRowTiles>(
-      barriers + (kBalanced ? 16 + decode_epilogue_smem_bytes<D>() + kDecodeMaxPieces * sizeof(int) : 0));
+      barriers + (kBalanced ? 16 + decode_epilogue_smem_bytes<D, kRowTiles>() + kDecodeMaxPieces * sizeof(int) : 0));
 }
 
 // Tensor maps encoded on the host per call (boxes land in the decode_kv_offset layout:
@@ -85,7 +85,7 @@ CLO_DEVICE void decode_tma_row_box(void* dst, const CUtensorMap* map, int kvh, i
 // kRowTiles (decode_runs_wide_rows): the block serves that many 16-row tiles of one KV head
 // (32 rows: Nq 8 at GQA 32/8, one token at groups of 17-32), each with its own 4 math warps
 // over the same K/V stages, so the keys are read once per 32 rows rather than once per 16
-// (two blocks streaming the same keys). p.row_tiles then counts 32-row tiles.
+// (two blocks streaming the same keys). p.row_tiles then counts units of kRowTiles x 16 rows.
 template <typename T, int D, int kStages, class KV, typename KVT = T, int kSchedule = kDecodeEvenGrid,
           int kRowTiles = 1>
 __global__ void __launch_bounds__(decode_tma_threads(kRowTiles), kSchedule == kDecodeSpreadTail ? 2 : 0)
@@ -124,7 +124,7 @@ __global__ void __launch_bounds__(decode_tma_threads(kRowTiles), kSchedule == kD
   // before the "full" arrive of the tile that met one; read after the piece's last wait)
   unsigned char* scratch = reinterpret_cast<unsigned char*>(
       (reinterpret_cast<uintptr_t>(empty_bar + kStages) + 15) / 16 * 16);
-  int* piece_bad = reinterpret_cast<int*>(scratch + decode_epilogue_smem_bytes<D>());
+  int* piece_bad = reinterpret_cast<int*>(scratch + decode_epilogue_smem_bytes<D, kRowTiles>());
 
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
   const bool producer = warp == kProducerWarp;
@@ -275,7 +275,7 @@ __global__ void __launch_bounds__(decode_tma_threads(kRowTiles), kSchedule == kD
     // ends after their last reads of the previous rows).
     CLO_DEV_CHAOS_POINT(0);
     if (piece > 0) {
-      if (!producer) named_barrier_sync(kEpilogueBarrier, kDecodeThreads);
+      if (!producer) named_barrier_sync(kEpilogueBarrier, kMathWarps * 32);
     } else if (producer) {
       __syncwarp();
       named_barrier_arrive(kStartupBarrier, kThreads);
@@ -419,8 +419,8 @@ __global__ void __launch_bounds__(decode_tma_threads(kRowTiles), kSchedule == kD
 #ifndef CLO_DEV_NO_MATH  // dev probe builds only: the load path alone (the output is garbage)
           if constexpr (kDequant) {
             decode_warp_tile_fp8<MathT, D, kScaledQ>(q_frag, reinterpret_cast<const MathT*>(ks),
-                                                     reinterpret_cast<const MathT*>(vs), box_lg, key_warp * 16, tok0, range,
-                                                     p, o, row_max, row_sum, q_unscale);
+                                                     reinterpret_cast<const MathT*>(vs), box_lg, key_warp * 16, tok0,
+                                                     range, p, o, row_max, row_sum, q_unscale);
           } else {
             decode_warp_tile<T, D>(q_frag, ks, vs, box_lg, key_warp * 16, tok0, range, p, o, row_max, row_sum
 #ifdef CLO_DEV_STAMPS
@@ -447,8 +447,8 @@ __global__ void __launch_bounds__(decode_tma_threads(kRowTiles), kSchedule == kD
       // next piece's boxes. Warp 0 has waited for every tile of this piece (the flag).
       if (!producer) {
         bad = bad || *reinterpret_cast<volatile int*>(piece_bad + piece) != 0;
-        decode_epilogue<T, D, kDecodeThreads, kTmaMathWarps, kDequant, true>(p, w, o, row_max, row_sum, bad, eff,
-                                                                             scratch);
+        decode_epilogue<T, D, kMathWarps * 32, kMathWarps, kDequant, true, kRowTiles>(p, w, o, row_max, row_sum, bad,
+                                                                                      eff, scratch);
       }
     } else {
       decode_epilogue<T, D, kThreads, kMathWarps, kDequant, false, kRowTiles>(p, w, o, row_max, row_sum, bad, eff,
@@ -635,32 +635,18 @@ constexpr int decode_streamk_stages() {
 // The TMA kernel with `stages` pipeline stages: 2, 3 or 4 where they fit in shared memory
 // (decode_tma_stages_fit), else cudaErrorInvalidValue; with p.streamk_blocks, the balanced
 // schedule's kernel (2 or 3 stages). (The spread tail launches its 3-stage kernel itself.)
-// wide_rows: the even grid's kernel at two row tiles per block (decode_runs_wide_rows; p and
-// grid count 32-row tiles).
-template <typename T, int D, int kStages, typename KVT = T>
+// kRowTiles 2: the even grid's kernel at two row tiles per block (decode_runs_wide_rows; p and
+// grid count 32-row units).
+template <typename T, int D, int kStages, typename KVT = T, int kRowTiles = 1>
 constexpr bool decode_tma_stages_fit() {
-  return decode_tma_smem_bytes<T, D, kStages, KVT>() <= 227 * 1024;
+  return decode_tma_smem_bytes<T, D, kStages, KVT, false, kRowTiles>() <= 227 * 1024;
 }
-template <typename T, int D, typename KVT = T, class KV>
+template <typename T, int D, typename KVT = T, int kRowTiles = 1, class KV>
 cudaError_t launch_decode_attention_tma_stages(int stages, const DecodeKernelParams& p, const KV& kv, dim3 grid,
                                                cudaStream_t stream, bool pdl, const DecodeTmaMaps& maps,
-                                               int box_rows, bool wide_rows = false) {
-  if (wide_rows) {
-    if constexpr (decode_runs_wide_rows<T, D, KVT>()) {
-      switch (stages) {
-        case 2: return launch_decode_attention_tma_kernel<T, D, 2, KV, KVT, kDecodeEvenGrid, 2>(p, kv, grid, stream, pdl,
-                                                                                               maps, box_rows);
-        case 3: return launch_decode_attention_tma_kernel<T, D, 3, KV, KVT, kDecodeEvenGrid, 2>(p, kv, grid, stream, pdl,
-                                                                                               maps, box_rows);
-        case 4: return launch_decode_attention_tma_kernel<T, D, 4, KV, KVT, kDecodeEvenGrid, 2>(p, kv, grid, stream, pdl,
-                                                                                               maps, box_rows);
-        default: break;
-      }
-    }
-    return cudaErrorInvalidValue;
-  }
+                                               int box_rows) {
   if (p.streamk_blocks > 0) {  // the balanced schedule (decode_runs_streamk): 2 or 3 stages
-    if constexpr (decode_runs_streamk<T, D, KVT, KV::kPagedLayout>()) {
+    if constexpr (kRowTiles == 1 && decode_runs_streamk<T, D, KVT, KV::kPagedLayout>()) {
       if (stages == 2)
         return launch_decode_attention_tma_kernel<T, D, 2, KV, KVT, kDecodeBalanced>(p, kv, grid, stream, pdl, maps,
                                                                                      box_rows);
@@ -673,14 +659,18 @@ cudaError_t launch_decode_attention_tma_stages(int stages, const DecodeKernelPar
     return cudaErrorInvalidValue;
   }
   switch (stages) {
-    case 2: return launch_decode_attention_tma_kernel<T, D, 2, KV, KVT>(p, kv, grid, stream, pdl, maps, box_rows);
+    case 2:
+      return launch_decode_attention_tma_kernel<T, D, 2, KV, KVT, kDecodeEvenGrid, kRowTiles>(p, kv, grid, stream, pdl,
+                                                                                             maps, box_rows);
     case 3:
-      if constexpr (decode_tma_stages_fit<T, D, 3, KVT>())
-        return launch_decode_attention_tma_kernel<T, D, 3, KV, KVT>(p, kv, grid, stream, pdl, maps, box_rows);
+      if constexpr (decode_tma_stages_fit<T, D, 3, KVT, kRowTiles>())
+        return launch_decode_attention_tma_kernel<T, D, 3, KV, KVT, kDecodeEvenGrid, kRowTiles>(p, kv, grid, stream,
+                                                                                               pdl, maps, box_rows);
       break;
     case 4:
-      if constexpr (decode_tma_stages_fit<T, D, 4, KVT>())
-        return launch_decode_attention_tma_kernel<T, D, 4, KV, KVT>(p, kv, grid, stream, pdl, maps, box_rows);
+      if constexpr (decode_tma_stages_fit<T, D, 4, KVT, kRowTiles>())
+        return launch_decode_attention_tma_kernel<T, D, 4, KV, KVT, kDecodeEvenGrid, kRowTiles>(p, kv, grid, stream,
+                                                                                               pdl, maps, box_rows);
       break;
     default: break;
   }

@@ -143,8 +143,10 @@ int64_t decode_attention_workspace_floats_upto(int batch, int num_q_heads, int n
   // Every length up to max_kv_len: a sliding window's call sizes for the keys it reads
   // (decode_read_kv_len), and the count is not monotone in the length (the paged D = 96
   // band ends at 3.05 units per SM below 8192 keys, at 3 from there). Between the rules'
-  // length edges only the by-length cap moves, and it grows with the length: each
-  // interval's longest length stands for it.
+  // length edges only the by-length caps move, and they grow with the length: each
+  // interval's longest length stands for it. (Two row tiles per block, decode_wide_rows_splits,
+  // switch on and off between the edges with their 1024-key cap, but their count never
+  // exceeds the 16-row count at the interval's longest length.)
   int lengths[1 + std::size(kSplitRuleLengthEdges)] = {max_kv_len};
   int n_lengths = 1;
   for (const int edge : kSplitRuleLengthEdges)
@@ -231,8 +233,7 @@ int decode_attention_num_splits(int batch, int num_kv_heads, int rows_per_kv_hea
     const bool hbm3e = device_is_hopper_hbm3e();
     // two row tiles per block where their grid fills its waves (decode_wide_rows_splits)
     if (decode_dev_wide_rows() != kDecodeWideRowsOff) {
-      const int64_t wide_units = static_cast<int64_t>(batch) * num_kv_heads *
-                                 ((rows_per_kv_head + 2 * kRowsPerBlock - 1) / (2 * kRowsPerBlock));
+      const int64_t wide_units = static_cast<int64_t>(batch) * num_kv_heads * decode_wide_row_tiles(rows_per_kv_head);
       const int wide = decode_wide_rows_splits(head_dim, rows_per_kv_head, wide_units, sms, max_kv_len, hbm3e);
       if (wide > 0) return wide;
     }

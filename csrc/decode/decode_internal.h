@@ -73,7 +73,9 @@ constexpr int kDecodeSpreadOff = 0, kDecodeSpreadOn = 1, kDecodeSpreadAuto = 2;
 int decode_dev_spread();
 // Dev knob CLO_DECODE_WIDE_ROWS, read like CLO_DECODE_VARIANT: kDecodeWideRowsOff keeps
 // every block at one 16-row tile, kDecodeWideRowsOn runs two row tiles per block wherever
-// the kernel can (decode_wide_rows_pay); anything else: the automatic choice.
+// the kernel can (decode_wide_rows_pay); anything else: the automatic choice. A call that
+// runs them does not reach the balanced schedule or the spread tail: CLO_DECODE_SPREAD and
+// CLO_DECODE_STREAMK act on a count the two-tile rule takes only with this knob at 0.
 constexpr int kDecodeWideRowsOff = 0, kDecodeWideRowsOn = 1, kDecodeWideRowsAuto = 2;
 int decode_dev_wide_rows();
 // Dev knob CLO_DECODE_PLANE_BOXES, read like CLO_DECODE_VARIANT: 0 has the TMA kernel issue
@@ -296,6 +298,16 @@ inline int64_t decode_streamk_blocks(int64_t units, int64_t sms, int per_sm) {
 // at any group, not measured there), the rows up to four row tiles, -1 (the rules off: not
 // measured) for Nq > 1 beyond.
 constexpr int kRuleMaxSpecRows = 4 * kRowsPerBlock;
+inline int decode_rule_spec_rows(int seq_len_q, int rows_per_kv_head) {
+  if (rows_per_kv_head > kRowsPerBlock && rows_per_kv_head <= kRuleMaxSpecRows) return rows_per_kv_head;
+  if (seq_len_q == 1) return 0;
+  return rows_per_kv_head <= kRowsPerBlock ? rows_per_kv_head : -1;
+}
+// Whether a unit's query rows span more than one row tile: one block per SM then
+// streams its keys slower than one tile's unit does (its tiles' blocks share them through L2
+// but each SM's stream stays bound by its bytes in flight), so splits pay further than one
+// token's (stop 68, NOTES.md).
+constexpr bool decode_rule_multi_tile(int spec_rows) { return spec_rows > kRowsPerBlock; }
 // Two 16-row tiles per block (the TMA kernel's even grid, decode_runs_wide_rows: 16-bit, on
 // the head_dim 128 kernel, sm_90): a KV head's rows in 32-row units, each one block of 8
 // math warps over the same K/V stages, where 16-row blocks stream the same keys once per
@@ -321,6 +333,10 @@ constexpr int kRuleMaxSpecRows = 4 * kRowsPerBlock;
 // B=1/2K 15.4 against 16.9 at 16), and Nq 16 (64 rows, two units per KV head: B=4/16K 130.3
 // against 145.5, B=8/4K 65.5 against 73.1). Returns the count, or 0.
 constexpr int64_t kWideRowsSplitKeys = 1024;
+// 32-row units of a KV head's rows: the grid's x extent per KV head at two row tiles per block.
+constexpr int decode_wide_row_tiles(int rows_per_kv_head) {
+  return (rows_per_kv_head + 2 * kRowsPerBlock - 1) / (2 * kRowsPerBlock);
+}
 inline int decode_wide_rows_splits(int head_dim, int rows_per_kv_head, int64_t units, int64_t sms,
                                    int64_t max_kv_len, bool hbm3e) {
   if (!hbm3e || head_dim != 128 || rows_per_kv_head <= kRowsPerBlock || rows_per_kv_head > 2 * kRowsPerBlock ||
@@ -346,24 +362,16 @@ inline bool decode_wide_rows_pay(int head_dim, int rows_per_kv_head, int64_t uni
   return knob == kDecodeWideRowsOn || splits == decode_wide_rows_splits(head_dim, rows_per_kv_head, units, sms,
                                                                           max_kv_len, hbm3e);
 }
-// The wide-row kernel's pipeline depth: on one wave, 4 stages on paged caches and 3 on
-// contiguous ones (`--wide-rows`, 4 / 3: paged B=1/16K 31.3 / 32.0, B=4/16K 79.1 / 81.2,
-// B=8/16K 146.8 / 150.7; contiguous B=8/16K 132.5 / 130.7, MQA B=48/16K 118.3 / 117.2), as
-// the 16-row small grids (decode_tma_stages_for); 3 beyond (its smem plan fits four stages
-// but a second block per SM does not fit its registers either way).
+// The wide-row kernel's pipeline depth (PDL and the row boxes follow the 16-row grids' rules,
+// decode_pdl_pays and decode_row_boxes_pay, unmeasured for this kernel beyond one wave): on one
+// wave, 4 stages on paged caches and 3 on contiguous ones (`--wide-rows`, 4 / 3: paged
+// B=1/16K 31.3 / 32.0, B=4/16K 79.1 / 81.2, B=8/16K 146.8 / 150.7; contiguous B=8/16K 132.5 /
+// 130.7, MQA B=48/16K 118.3 / 117.2), as the 16-row small grids (decode_tma_stages_for); 3
+// beyond (its smem plan fits four stages but a second block per SM does not fit its registers
+// either way).
 inline int decode_wide_rows_stages(bool paged, int64_t blocks, int64_t sms) {
   return blocks <= sms && paged ? 4 : 3;
 }
-inline int decode_rule_spec_rows(int seq_len_q, int rows_per_kv_head) {
-  if (rows_per_kv_head > kRowsPerBlock && rows_per_kv_head <= kRuleMaxSpecRows) return rows_per_kv_head;
-  if (seq_len_q == 1) return 0;
-  return rows_per_kv_head <= kRowsPerBlock ? rows_per_kv_head : -1;
-}
-// Whether a unit's query rows span more than one row tile: one block per SM then
-// streams its keys slower than one tile's unit does (its tiles' blocks share them through L2
-// but each SM's stream stays bound by its bytes in flight), so splits pay further than one
-// token's (stop 68, NOTES.md).
-constexpr bool decode_rule_multi_tile(int spec_rows) { return spec_rows > kRowsPerBlock; }
 constexpr int kSpreadTailMinKeys = 1024;
 // Units of more than one row tile (decode_rule_multi_tile) run the spread tail to 1.34 units
 // per SM on contiguous caches too, in 4 pieces wherever it runs (one token at Hq 32 / Hkv 1,
