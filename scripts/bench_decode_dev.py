@@ -1378,6 +1378,19 @@ def wide_rows_confirm_sweep(iters, copy_bw):
                  only=lambda ns, label: (label == "wide") == (ns > 0), hkv=hkv)
 
 
+# --wide-rows-partial: units of 20-28 rows (Nq 5-7 at GQA 32/8: the second tile part empty),
+# which decode_wide_rows_splits takes as 32-row units without a measurement of their own:
+# (B, N, Nq, contiguous)
+WIDE_ROWS_PARTIAL_ROWS = [(8, 16384, nq, False) for nq in (5, 6, 7)] + [(21, 16384, 6, False), (16, 4096, 7, True)]
+
+
+def wide_rows_partial_sweep(iters, copy_bw):
+    """WIDE_ROWS_PARTIAL_ROWS (`_nq_rows`, cuDNN first): the automatic choice against the
+    16-row blocks at their count."""
+    _nq_rows(WIDE_ROWS_PARTIAL_ROWS, (0,), iters, copy_bw,
+             {"auto": {}, "narrow": {"CLO_DECODE_WIDE_ROWS": "0"}})
+
+
 def wave_top_sweep(iters, copy_bw):
     """WAVE_TOP_ROWS cool (`split_band_sweep`: graph replays, cold L2, cuDNN first), then
     each row's 1 and 2 splits and 4 stages at the cap (`sustained_sweep`, 600 ms warm)."""
@@ -1848,6 +1861,7 @@ SWEEPS = {
                         "Nq 8 and 16 small grids at 1, 1.5 and 2 blocks per SM"),
     "wide-rows": (wide_rows_sweep, "two row tiles per block against 16-row blocks: Nq 8 GQA 32/8, one token MQA"),
     "wide-rows-confirm": (wide_rows_confirm_sweep, "the automatic two-row-tile choice against 16-row blocks at its edges"),
+    "wide-rows-partial": (wide_rows_partial_sweep, "the automatic two-row-tile choice at 20-28 rows (Nq 5-7)"),
     "mqa-tiles": (mqa_tiles_sweep, "one token at Hq 32 / Hkv 1 (two row tiles) against Nq 8's two-tile counts"),
     "one-wave-long": (cool_then_cap_sweep(ONE_WAVE_LONG_ROWS, SPLITS_1_2_VARIANTS),
                       "paged D=128 GQA at 0.91-0.97 units per SM, 4-16K keys: 1-2 splits, cool and at the cap"),
