@@ -76,6 +76,11 @@ SPEC_GRIDS = ((1, 16384), (16, 4096), (10, 16384), (42, 16384))
 SPEC_TWO_TILE_TOKENS = 8
 SPEC_TWO_TILE_GRIDS = ((1, 16384), (8, 16384), (10, 4096), (21, 16384))
 SPEC_ROWS = ((SPEC_TOKENS, SPEC_GRIDS), (SPEC_TWO_TILE_TOKENS, SPEC_TWO_TILE_GRIDS))
+# One new token at Hq 32 / Hkv 1 (MQA: 32 query rows per KV head, one 32-row block on HBM3e
+# parts, csrc/decode/NOTES.md "Stop 69"), (B, N): a long-context small grid split 16 ways, one
+# wave at 2 splits (B=64/4K, B=66/8K); contiguous (decode_attention) the first and the last
+MQA_GRIDS = ((8, 16384), (64, 4096), (66, 8192))
+MQA_CONTIGUOUS_GRIDS = ((8, 16384), (66, 8192))
 SDPA_BACKENDS = ("flash", "cudnn", "efficient")
 # The plain-PyTorch paged peer materialises a gathered copy of the cache per call.
 TORCH_PAGED_MAX_BYTES = 3 << 30
@@ -272,6 +277,7 @@ def paged_attention_cases(dtype: torch.dtype, preset: str, quick: bool) -> list[
         cases += [paged_case(1, 16384, 8, dtype, D=d) for d in PADDED_HEAD_DIMS]
         cases += [paged_case(b, 16384, 8, dtype, window=SLIDING_WINDOW) for b in (1, 16)]
         cases += [paged_case(b, n, 8, dtype, Nq=nq) for nq, grids in SPEC_ROWS for b, n in grids]
+        cases += [paged_case(b, n, 1, dtype) for b, n in MQA_GRIDS]
         cases += [paged_case(b, n, h, dtype) for b, n, h in MID_GRIDS]
         cases += [paged_case(b, n, h, dtype, capacity=c) for b, n, h in SERVING_TABLE_GRIDS
                   for c in (n, SERVING_TABLE_FACTOR * n)]
@@ -288,6 +294,7 @@ def decode_attention_cases(dtype: torch.dtype, preset: str, quick: bool) -> list
     if preset == "all" and not quick:
         cases += [paged_case(b, n, 8, dtype, op="decode_attention", Nq=nq) for nq, grids in SPEC_ROWS
                   for b, n in grids]
+        cases += [paged_case(b, n, 1, dtype, op="decode_attention") for b, n in MQA_CONTIGUOUS_GRIDS]
     return cases
 
 
