@@ -1345,13 +1345,19 @@ WIDE_ROWS_VARIANTS = {"narrow": {"CLO_DECODE_WIDE_ROWS": "0"}, "wide": {"CLO_DEC
                       "wide3": {"CLO_DECODE_WIDE_ROWS": "1", "CLO_DECODE_TMA_STAGES": "3"}}
 
 
+def _wide_rows_rows(rows, variants, at_auto, iters, copy_bw):
+    """`_nq_rows` over (B, N, Nq, contiguous, Hkv, split counts) rows (graph replays, cold L2,
+    cuDNN first): the `variants` labelled in `at_auto` at the automatic count, the others at
+    the row's counts."""
+    for B, N, nq, contiguous, hkv, splits in rows:
+        _nq_rows([(B, N, nq, contiguous)], (0,) + splits, iters, copy_bw, variants,
+                 only=lambda ns, label: (label in at_auto) == (ns == 0), hkv=hkv)
+
+
 def wide_rows_sweep(iters, copy_bw):
-    """WIDE_ROWS_ROWS (`_nq_rows`: graph replays, cold L2, cuDNN first): the 16-row blocks
-    at the automatic count, two row tiles per block at each row's counts (the automatic depth,
-    and 3 stages)."""
-    for B, N, nq, contiguous, hkv, splits in WIDE_ROWS_ROWS:
-        _nq_rows([(B, N, nq, contiguous)], (0,) + splits, iters, copy_bw, WIDE_ROWS_VARIANTS,
-                 only=lambda ns, label: (label == "narrow") == (ns == 0), hkv=hkv)
+    """WIDE_ROWS_ROWS: the 16-row blocks at the automatic count, two row tiles per block at
+    each row's counts (the automatic depth, and 3 stages)."""
+    _wide_rows_rows(WIDE_ROWS_ROWS, WIDE_ROWS_VARIANTS, ("narrow",), iters, copy_bw)
 
 
 # --wide-rows-confirm: the automatic choice (decode_wide_rows_splits) against the 16-row blocks
@@ -1371,11 +1377,9 @@ WIDE_ROWS_CONFIRM_VARIANTS = {"auto": {}, "narrow": {"CLO_DECODE_WIDE_ROWS": "0"
 
 
 def wide_rows_confirm_sweep(iters, copy_bw):
-    """WIDE_ROWS_CONFIRM_ROWS (`_nq_rows`, cuDNN first): automatic and 16-row blocks at their
-    counts, then two row tiles per block at the row's other counts."""
-    for B, N, nq, contiguous, hkv, splits in WIDE_ROWS_CONFIRM_ROWS:
-        _nq_rows([(B, N, nq, contiguous)], (0,) + splits, iters, copy_bw, WIDE_ROWS_CONFIRM_VARIANTS,
-                 only=lambda ns, label: (label == "wide") == (ns > 0), hkv=hkv)
+    """WIDE_ROWS_CONFIRM_ROWS: automatic and 16-row blocks at their counts, then two row tiles
+    per block at the row's other counts."""
+    _wide_rows_rows(WIDE_ROWS_CONFIRM_ROWS, WIDE_ROWS_CONFIRM_VARIANTS, ("auto", "narrow"), iters, copy_bw)
 
 
 # --wide-rows-partial: units of 20-28 rows (Nq 5-7 at GQA 32/8: the second tile part empty),

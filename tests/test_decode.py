@@ -1094,7 +1094,7 @@ for stages in ("0", "2", "3", "4"):  # the automatic depth, then each forced one
         q, kc, vc, table, sl = make_paged_problem(lens, hkv, group, d, bs, dt, 690 + i)
         b = len(lens)
         if nq > 1:
-            q = torch.randn(b, nq, hkv * group, d, device="cuda", generator=None).to(dt).transpose(1, 2)
+            q = torch.randn(b, nq, hkv * group, d, device="cuda").to(dt).transpose(1, 2)
         rows = group * nq
         ref = paged_attention_reference(q, kc, vc, table, sl)
         what = f"stages {stages} case {i}: lens={lens} Hkv={hkv} G={group} Nq={nq} D={d} bs={bs}"

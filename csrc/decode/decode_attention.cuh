@@ -1499,10 +1499,11 @@ cudaError_t run_decode_attention(const DecodeAttentionArgs& a, cudaStream_t stre
     // cannot describe the cache, the 16-row paths below.
     if constexpr (decode_runs_wide_rows<T, D, KVT>()) {
       const int wide_tiles = decode_wide_row_tiles(p.rows);
-      const int64_t wide_blocks = static_cast<int64_t>(a.num_kv_heads) * wide_tiles * a.batch * a.num_splits;
-      if (sm90 && pack_group == 0 && forced != kDecodeKernelCpAsync &&
-          decode_wide_rows_pay(a.head_dim, p.rows, wide_blocks / a.num_splits, a.num_splits, device_sm_count(),
-                               decode_read_kv_len(a), device_is_hopper_hbm3e())) {
+      const int64_t wide_units = static_cast<int64_t>(a.num_kv_heads) * wide_tiles * a.batch;
+      const int64_t wide_blocks = wide_units * a.num_splits;
+      if (sm90 && pack_group == 0 && p.rows > kRowsPerBlock && forced != kDecodeKernelCpAsync &&
+          decode_wide_rows_pay(a.head_dim, p.rows, wide_units, a.num_splits, device_sm_count(), decode_read_kv_len(a),
+                               device_is_hopper_hbm3e())) {
         DecodeTmaMaps maps;
         const int box_rows = encode_decode_tma_maps<T, D, kPaged, KVT>(a, maps, kv_promo, row_boxes(wide_blocks));
         if (box_rows > 0) {
