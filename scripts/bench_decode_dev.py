@@ -137,7 +137,7 @@ BENCH_VARIANTS = {
 }
 _KNOBS = ("CLO_DECODE_VARIANT", "CLO_DECODE_TMA_STAGES", "CLO_DECODE_PACK", "CLO_DECODE_SMEM_LIMIT",
           "CLO_DECODE_STREAMK", "CLO_DECODE_PDL", "CLO_TMA_L2_PROMOTION", "CLO_DECODE_SPREAD",
-          "CLO_DECODE_PLANE_BOXES", "CLO_DECODE_WIDE_ROWS")
+          "CLO_DECODE_PLANE_BOXES", "CLO_DECODE_WIDE_ROWS", "CLO_DECODE_MERGE_APART")
 # --shape-sweep: the cp.async kernel and the TMA kernel at each pipeline depth
 # (CLO_DECODE_TMA_STAGES; depths that do not fit in shared memory are skipped).
 SWEEP_VARIANTS = {
@@ -1752,6 +1752,103 @@ def anchor_method(iters, dtype=torch.float16):
     del inp
 
 
+# --mqa-paged: one-token MQA (Hq 32 / Hkv 1, 32 rows: the two-row-tile kernel) paged against
+# the same keys contiguous, where the bench read paged 0.90-0.92x SDPA flash and contiguous
+# level (stop 69): the table in random and sequential order, boxes spanning both planes
+# (CLO_DECODE_PLANE_BOXES=2; a box per plane is the automatic choice at one block per SM),
+# 3 stages; then Nq 4 B=16/4K at GQA 32/8 (stop 69's bench read 71.1 us against 66.5): (B, N)
+MQA_PAGED_ROWS = [(8, 16384), (64, 4096), (66, 8192)]
+MQA_PAGED_VARIANTS = {"auto": {}, "boxes": {"CLO_DECODE_PLANE_BOXES": "2"}, "tma3": {"CLO_DECODE_TMA_STAGES": "3"}}
+
+
+def mqa_paged_sweep(iters, copy_bw):
+    """MQA_PAGED_ROWS (graph replays, cold L2, SDPA flash first on a contiguous copy):
+    MQA_PAGED_VARIANTS at the automatic count on random and sequential tables, the
+    automatic choice contiguous; then paged Nq 4 B=16/4K at 3 and 4 stages (cuDNN first)."""
+    for B, N in MQA_PAGED_ROWS:
+        for order in ("random", "sequential"):
+            case = _edited_case(cd.paged_case(B, N, 1, torch.float16, D=128, block_size=16),
+                                lambda inp, order=order: {**inp, "block_tables": _reorder_table(inp["block_tables"],
+                                                                                                order)})
+            _split_sweep_row(case, (0,), MQA_PAGED_VARIANTS, iters, copy_bw,
+                             f"paged MQA B={B} N={N} table {order}", peer="sdpa-flash" if order == "random" else None)
+        _split_sweep_row(cd.paged_case(B, N, 1, torch.float16, D=128, block_size=16), (0,), {"auto": {}}, iters,
+                         copy_bw, f"contig MQA B={B} N={N}", peer="sdpa-flash", contiguous=True)
+    _nq_rows([(16, 4096, 4, False)], (0,), iters, copy_bw,
+             {"auto": {}, "tma3": {"CLO_DECODE_TMA_STAGES": "3"}, "tma4": {"CLO_DECODE_TMA_STAGES": "4"}})
+
+
+# --merge-apart: the split merge as its own kernel (decode_split_merge_kernel, stop 70) against
+# the last split block of each unit merging (CLO_DECODE_MERGE_APART=0), at the automatic count
+# and kernel: where that block's fold sits on the call's tail (16-32 rows per KV head, 8-16
+# splits), rows the rule leaves fused (4-8 rows), other head dims, and grids beyond one wave
+# that split too. (B, N, Hkv, Nq, D, contiguous)
+MERGE_APART_ROWS = [(1, 16384, 8, 1, 128, False), (1, 16384, 8, 2, 128, False), (1, 16384, 8, 4, 128, False),
+                    (1, 16384, 8, 4, 128, True), (1, 16384, 8, 8, 128, False), (8, 16384, 1, 1, 128, False),
+                    (8, 16384, 1, 1, 128, True), (4, 16384, 8, 8, 128, False), (8, 16384, 8, 8, 128, False),
+                    (21, 16384, 8, 8, 128, False), (10, 16384, 8, 4, 128, False), (42, 16384, 8, 4, 128, False),
+                    (46, 8192, 8, 1, 128, False), (1, 16384, 8, 1, 64, False), (1, 16384, 8, 4, 64, False),
+                    (1, 16384, 8, 1, 256, False), (1, 16384, 8, 4, 256, False), (1, 4096, 8, 4, 128, False),
+                    (64, 4096, 1, 1, 128, False), (66, 8192, 1, 1, 128, False)]
+MERGE_APART_VARIANTS = {"auto": {}, "apart": {"CLO_DECODE_MERGE_APART": "1"}, "fused": {"CLO_DECODE_MERGE_APART": "0"}}
+
+
+def merge_apart_sweep(iters, copy_bw):
+    """MERGE_APART_ROWS (graph replays, cold L2, cuDNN first): automatic, apart, fused."""
+    for B, N, hkv, nq, D, contiguous in MERGE_APART_ROWS:
+        _split_sweep_row(cd.paged_case(B, N, hkv, torch.float16, D=D, block_size=16, Nq=nq), (0,),
+                         MERGE_APART_VARIANTS, iters, copy_bw,
+                         f"{'contig' if contiguous else 'paged'} D={D} B={B} N={N} Hkv={hkv} Nq={nq}",
+                         peer="sdpa-cudnn", contiguous=contiguous)
+
+
+# --mqa-paged: one-token MQA (Hq 32 / Hkv 1, 32 rows: the two-row-tile kernel) paged against
+# the same keys contiguous, where the bench read paged 0.90-0.92x SDPA flash and contiguous
+# level (stop 69): the table in random and sequential order, boxes spanning both planes
+# (CLO_DECODE_PLANE_BOXES=2; a box per plane is the automatic choice at one block per SM),
+# 3 stages; then Nq 4 B=16/4K at GQA 32/8 (stop 69's bench read 71.1 us against 66.5): (B, N)
+MQA_PAGED_ROWS = [(8, 16384), (64, 4096), (66, 8192)]
+MQA_PAGED_VARIANTS = {"auto": {}, "boxes": {"CLO_DECODE_PLANE_BOXES": "2"}, "tma3": {"CLO_DECODE_TMA_STAGES": "3"}}
+
+
+def mqa_paged_sweep(iters, copy_bw):
+    """MQA_PAGED_ROWS (graph replays, cold L2, SDPA flash first on a contiguous copy):
+    MQA_PAGED_VARIANTS at the automatic count on random and sequential tables, the
+    automatic choice contiguous; then paged Nq 4 B=16/4K at 3 and 4 stages (cuDNN first)."""
+    for B, N in MQA_PAGED_ROWS:
+        for order in ("random", "sequential"):
+            case = _edited_case(cd.paged_case(B, N, 1, torch.float16, D=128, block_size=16),
+                                lambda inp, order=order: {**inp, "block_tables": _reorder_table(inp["block_tables"],
+                                                                                                order)})
+            _split_sweep_row(case, (0,), MQA_PAGED_VARIANTS, iters, copy_bw,
+                             f"paged MQA B={B} N={N} table {order}", peer="sdpa-flash" if order == "random" else None)
+        _split_sweep_row(cd.paged_case(B, N, 1, torch.float16, D=128, block_size=16), (0,), {"auto": {}}, iters,
+                         copy_bw, f"contig MQA B={B} N={N}", peer="sdpa-flash", contiguous=True)
+    _nq_rows([(16, 4096, 4, False)], (0,), iters, copy_bw,
+             {"auto": {}, "tma3": {"CLO_DECODE_TMA_STAGES": "3"}, "tma4": {"CLO_DECODE_TMA_STAGES": "4"}})
+
+
+# --merge-staged: the split merger's partials staged in shared memory (decode_merge_staged,
+# stop 70) against folded through registers (CLO_DECODE_MERGE_APART=0), at the automatic
+# count: where the merge sits on the call's tail (16-32 rows per KV head, 8-16 splits), and
+# rows of other kernels and head dims that merge too. (B, N, Hkv, Nq, D, contiguous)
+MERGE_STAGED_ROWS = [(1, 16384, 8, 1, 128, False), (1, 16384, 8, 4, 128, False), (1, 16384, 8, 8, 128, False),
+                     (8, 16384, 1, 1, 128, False), (8, 16384, 1, 1, 128, True), (4, 16384, 8, 8, 128, False),
+                     (8, 16384, 8, 8, 128, False), (10, 16384, 8, 1, 128, False), (46, 8192, 8, 1, 128, False),
+                     (42, 16384, 8, 1, 128, False), (1, 16384, 8, 1, 64, False), (1, 16384, 8, 1, 256, False),
+                     (1, 16384, 8, 4, 256, False), (1, 4096, 8, 1, 128, False), (64, 4096, 1, 1, 128, False)]
+MERGE_STAGED_VARIANTS = {"staged": {}, "regs": {"CLO_DECODE_MERGE_APART": "0"}}
+
+
+def merge_staged_sweep(iters, copy_bw):
+    """MERGE_STAGED_ROWS (graph replays, cold L2, cuDNN first): staged against registers."""
+    for B, N, hkv, nq, D, contiguous in MERGE_STAGED_ROWS:
+        _split_sweep_row(cd.paged_case(B, N, hkv, torch.float16, D=D, block_size=16, Nq=nq), (0,),
+                         MERGE_STAGED_VARIANTS, iters, copy_bw,
+                         f"{'contig' if contiguous else 'paged'} D={D} B={B} N={N} Hkv={hkv} Nq={nq}",
+                         peer="sdpa-cudnn", contiguous=contiguous)
+
+
 # Stand-alone sweeps (flag -> function(iters, copy_bw), help): each runs alone, then stops.
 SWEEPS = {
     "graph-knobs": (graph_knob_sweep, "split counts and TMA depths on the small-grid targets"),
@@ -1866,6 +1963,8 @@ SWEEPS = {
     "wide-rows": (wide_rows_sweep, "two row tiles per block against 16-row blocks: Nq 8 GQA 32/8, one token MQA"),
     "wide-rows-confirm": (wide_rows_confirm_sweep, "the automatic two-row-tile choice against 16-row blocks at its edges"),
     "wide-rows-partial": (wide_rows_partial_sweep, "the automatic two-row-tile choice at 20-28 rows (Nq 5-7)"),
+    "merge-apart": (merge_apart_sweep, "the split merge as its own kernel against the last split block merging"),
+    "mqa-paged": (mqa_paged_sweep, "one-token MQA paged (table orders, spanning boxes, 3 stages) vs contiguous; Nq 4 B=16/4K"),
     "mqa-tiles": (mqa_tiles_sweep, "one token at Hq 32 / Hkv 1 (two row tiles) against Nq 8's two-tile counts"),
     "one-wave-long": (cool_then_cap_sweep(ONE_WAVE_LONG_ROWS, SPLITS_1_2_VARIANTS),
                       "paged D=128 GQA at 0.91-0.97 units per SM, 4-16K keys: 1-2 splits, cool and at the cap"),

@@ -837,6 +837,7 @@ int main(int argc, char** argv) {
   // c: patterns on constant data, r: on random, o: ours, s: ours on 128-block grids, b: balance,
   // g: plain streams in graphs, k: clock resolution, h: the H200's ceiling patterns
   // x: B=17/1K (136 units on 132 SMs): streams, even shares and ours
+  // w: ours at 4, 16 and 32 query rows per KV head on the same bytes and grid (stop 70)
   // n: the H200's paged layout at the 128-B hint: heads per block, against contiguous
   // r: ours on the bench's grids around the plane-box rule (one block per SM and beyond)
   const char* sections = argc > 2 ? argv[2] : "cro";
@@ -853,6 +854,7 @@ int main(int argc, char** argv) {
   max_elems_global = max_elems;
   setenv("CLO_DECODE_PDL", "0", 1);  // dev knobs are read per call only when set at the first call
   setenv("CLO_DECODE_VARIANT", "0", 1);
+  setenv("CLO_DECODE_MERGE_APART", "2", 1);  // automatic (section w switches it)
   setenv("CLO_DECODE_SPREAD", "2", 1);  // automatic (decode_internal.h); section x forces it on and off
   __half *k = nullptr, *v = nullptr;
   CK(cudaMalloc(&k, max_elems * 2));
@@ -1045,6 +1047,17 @@ int main(int argc, char** argv) {
   if (has('s')) {  // ours on the two 128-block grids only
     run_ours({16, 8, 1024, true, 0, 0}, k, v, stamps, iters);
     run_ours({1, 8, 16384, true, 0, 0}, k, v, stamps, iters);
+  }
+  if (has('w')) {  // stop 70: rows per KV head at equal bytes and grid (8 units x 16 splits of 1024 keys)
+    std::printf("-- ours (raw launcher), random data: 4 / 16 / 32 rows per KV head, the same K/V bytes\n");
+    const OursCase cases[] = {{1, 8, 16384, true, 0, 0}, {4, 2, 16384, true, 0, 0}, {8, 1, 16384, true, 0, 0},
+                              {1, 8, 16384, false, 0, 0}, {4, 2, 16384, false, 0, 0}, {8, 1, 16384, false, 0, 0}};
+    for (const char* apart : {"0", "1"}) {  // the last split block merges, then a merge kernel
+      setenv("CLO_DECODE_MERGE_APART", apart, 1);
+      std::printf("-- CLO_DECODE_MERGE_APART=%s\n", apart);
+      for (const OursCase& c : cases) run_ours(c, k, v, stamps, iters);
+    }
+    setenv("CLO_DECODE_MERGE_APART", "2", 1);
   }
   if (has('r')) {  // stop 64: the bench's grids around the plane-box rule, for builds of two trees (SRC_ROOT)
     std::printf("-- ours (raw launcher), random data: one block per SM and beyond\n");

@@ -1192,6 +1192,93 @@ def test_wide_rows_match_reference():
     run_isolated(_WIDE_ROWS_SCRIPT, timeout=300, env={"CLO_DECODE_WIDE_ROWS": "1", "CLO_DECODE_TMA_STAGES": "0"})
 
 
+_MERGE_APART_SCRIPT = r"""
+import torch
+import cuda_llm_ops as llm
+from cuda_llm_ops.graphs import capture_graph
+from cuda_llm_ops.reference import attention_reference, paged_attention_reference
+from cuda_llm_ops.reference.decode import make_paged_problem
+from cuda_llm_ops.testing import assert_close, kernel_names, poison_
+
+sm90 = torch.cuda.get_device_capability()[0] >= 9
+gen = torch.Generator().manual_seed(70)
+# (lens, KV heads, group, Nq, head_dim, block size, dtype, splits): one token and Nq > 1 (causal),
+# 16-row and 32-row blocks, every kernel head dim and narrower ones on them, empty / 1-key /
+# short sequences, more splits than a sequence has tiles
+cases = [([1, 15, 17, 63, 64, 65, 700], 2, 8, 2, 128, 16, torch.float16, (2, 16)),
+         ([0, 1, 129, 2000], 1, 32, 1, 128, 8, torch.bfloat16, (3, 8)),
+         ([33, 1000, 64], 2, 4, 4, 112, 16, torch.bfloat16, (2, 5)),
+         ([4096, 17], 1, 4, 4, 256, 64, torch.float16, (2, 16)),
+         ([700, 63, 2], 2, 8, 1, 192, 32, torch.bfloat16, (4,)),
+         ([2500, 1, 129], 3, 4, 4, 64, 16, torch.float16, (2, 64)),
+         ([1000, 33], 2, 8, 2, 80, 16, torch.bfloat16, (3,))]
+for i, (lens, hkv, group, nq, d, bs, dt, splits) in enumerate(cases):
+    q, kc, vc, table, sl = make_paged_problem(lens, hkv, group, d, bs, dt, 700 + i)
+    b = len(lens)
+    if nq > 1:
+        q = torch.randn(b, nq, hkv * group, d, device="cuda").to(dt).transpose(1, 2)
+    what = f"case {i}: lens={lens} Hkv={hkv} G={group} Nq={nq} D={d} bs={bs}"
+    ref = paged_attention_reference(q, kc, vc, table, sl)
+    for ns in splits:
+        out = poison_(torch.empty_like(q))
+        llm.paged_attention(q, kc, vc, table, sl, out=out, num_splits=ns)
+        assert_close(out, ref, dtype=dt, what=f"{what} splits={ns}")
+    if sm90 and d == 128:  # the merge kernel ran (the TMA kernel's even grid; other dims may run cp.async)
+        names = kernel_names(lambda: llm.paged_attention(q, kc, vc, table, sl, num_splits=splits[-1]))
+        assert "decode_split_merge_kernel" in names, f"{what}: {names[:400]}"
+    # sliding window, soft cap and lse
+    wl, cap = max(lens) // 3 + i, (0.0, 30.0)[i % 2]
+    out = poison_(torch.empty_like(q))
+    lse = torch.full(q.shape[:-1], float("nan"), device="cuda")
+    llm.paged_attention(q, kc, vc, table, sl, out=out, num_splits=splits[-1], window_left=wl, logits_soft_cap=cap,
+                        lse=lse)
+    ref_w, ref_lse = paged_attention_reference(q, kc, vc, table, sl, window_left=wl, logits_soft_cap=cap,
+                                               return_lse=True)
+    assert_close(out, ref_w, dtype=dt, what=f"{what} window_left={wl} cap={cap}")
+    torch.testing.assert_close(lse, ref_lse.float(), rtol=1e-4, atol=3e-3 + cap * 1e-3)
+    # contiguous keys [B, Hkv, N, D]
+    n = max(lens) + 3
+    qc = torch.randn(b, hkv * group, nq, d, device="cuda").to(dt)
+    k, v = (torch.randn(b, hkv, n, d, device="cuda").to(dt) for _ in range(2))
+    out = poison_(torch.empty_like(qc))
+    llm.decode_attention(qc, k, v, out=out, num_splits=splits[-1], is_causal=nq > 1)
+    assert_close(out, attention_reference(qc, k, v, is_causal=nq > 1), dtype=dt,
+                 what=f"{what} contiguous N={n} splits={splits[-1]}")
+# graph replays with new lengths, tables and queries (the merge kernel reads each replay's seq_lens)
+lens = [500, 3000, 1, 64]
+q, kc, vc, table, sl = make_paged_problem(lens, 2, 16, 128, 16, torch.float16, 799)
+out = torch.empty_like(q)
+ws = llm.paged_attention_workspace(q, kc, table, num_splits=6)
+graph, _ = capture_graph(lambda: llm.paged_attention(q, kc, vc, table, sl, out=out, workspace=ws, num_splits=6,
+                                                     check_indices=False))
+for trial in range(3):
+    q.copy_(torch.randn_like(q))
+    sl.copy_(torch.randint(0, table.shape[1] * 16 + 1, (len(lens),), dtype=torch.int32, generator=gen).cuda())
+    table.copy_(torch.randperm(kc.shape[0], device="cuda")[: table.numel()].view_as(table).int())
+    poison_(out)
+    graph.replay()
+    assert_close(out, paged_attention_reference(q, kc, vc, table, sl), dtype=torch.float16, what=f"replay {trial}")
+# a bad block index and a length past the table: NaN for those sequences only
+table[1, 3] = kc.shape[0] + 5
+sl.copy_(torch.tensor([500, 3000, table.shape[1] * 16 + 1, 64], dtype=torch.int32))
+res = llm.paged_attention(q, kc, vc, table, sl, num_splits=4, check_indices=False)
+assert torch.isnan(res[1]).all() and torch.isnan(res[2]).all() and not torch.isnan(res[[0, 3]]).any()
+"""
+
+
+def test_merge_apart_matches_reference():
+    """The split merge as its own kernel (CLO_DECODE_MERGE_APART=1: decode_split_merge_kernel
+    after the even grid of the TMA kernel, csrc/decode/NOTES.md stop 70) against the references:
+    one token and Nq 2-4 causal, 16- and 32-row blocks, head_dim 64-256 and narrower ones on
+    them, 2-64 splits (more than some sequences have tiles), empty and 1-key sequences, sliding
+    window, soft cap and lse, the contiguous path, graph replays with new lengths and tables, a
+    bad block index and a bad length (NaN rows for those sequences only). A subprocess: the
+    knob is read in dev mode only when set before the first decode call."""
+    require_op("paged_attention")
+    require_op("decode_attention")
+    run_isolated(_MERGE_APART_SCRIPT, timeout=300, env={"CLO_DECODE_MERGE_APART": "1"})
+
+
 def _automatic_calls_match(lens, seed, dtype, contiguous=None, grids=False, nq=1):
     """GQA 32/8 head_dim 128 calls at the automatic split count against the references:
     paged (block 16) on sequences of `lens` keys, then, with `contiguous` = (keys, dtype), a

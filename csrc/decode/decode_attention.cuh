@@ -127,6 +127,10 @@ struct DecodeKernelParams {
   // FP8 caches: V's dequantization scale, applied in decode_epilogue (K's is folded into
   // scale_log2 / cap_scale). Unused by 16-bit caches.
   float v_scale;
+  // The even grid's split blocks store their partials and end; decode_split_merge_kernel,
+  // launched after them, merges (decode_merge_apart_pays). False: the last block of each
+  // unit merges (the split counters).
+  bool merge_apart;
 };
 
 // What a block computes: one (batch, KV head, row tile) unit's keys, or one piece of
@@ -1096,6 +1100,7 @@ CLO_DEVICE void decode_epilogue(const DecodeKernelParams& p, const DecodeWork& w
 #ifdef CLO_DEV_STAMPS
   if (p.dev_stamps != nullptr && tid == 0) stamp[15] = clock64();
 #endif
+  if (p.merge_apart) return;  // decode_split_merge_kernel merges
   // Count the split in. The barrier orders every thread's partials before thread 0's
   // acq_rel add at gpu scope (release, cumulative over the block); in the last block the
   // same add acquires the other splits' partials, which its threads read after the barrier.
@@ -1392,6 +1397,59 @@ constexpr int decode_cp_async_stages(size_t limit) {
   return decode_smem_bytes<T, D, kMin, KVT>() <= limit ? kMin : 0;
 }
 
+// The split merge on its own (p.merge_apart): one thread per 4 columns of a query row folds
+// the row's partials of every split that holds keys of its sequence (the count the split blocks
+// used, from its length) and writes the output row (and its lse). The fused merge, by the last
+// split block of a unit, folds kThreads items per L2 round trip, ~1.9 us each at the end of a
+// call on the H200: 4 of them for 16-32 rows at head_dim 128 (csrc/decode/NOTES.md "Stop 70").
+// Launched after the attention grid, as its PDL secondary on sm_90 (set-up overlaps its tail).
+constexpr int kDecodeMergeThreads = 128;
+template <typename T, class KV>
+__global__ void __launch_bounds__(kDecodeMergeThreads) decode_split_merge_kernel(const DecodeKernelParams p,
+                                                                                 const KV kv) {
+  const int cols4 = p.row_cols / 4;
+  const int64_t item = blockIdx.x * int64_t(kDecodeMergeThreads) + threadIdx.x;
+  const bool live = item < p.total_rows * cols4;
+  const int64_t row_id = live ? item / cols4 : 0;
+  const int col = static_cast<int>(item % cols4) * 4;
+  const int per_b = p.num_q_heads * p.seq_len_q;
+  const int b = static_cast<int>(row_id / per_b), in_b = static_cast<int>(row_id % per_b);
+  const int head = in_b / p.seq_len_q, qi = in_b % p.seq_len_q;
+  pdl_wait_then_release();  // the split blocks' partials (and q / seq_lens writes before them)
+  if (!live) return;
+  bool bad = false;
+  const int kv_len = kv.check_len(kv.load_len(b), bad);
+  const int eff = split_count<kTileTokens>(p.num_splits, kv_len - decode_first_key(p, kv_len));
+  const int64_t split_stride = p.total_rows;
+  const float2* ps = p.partial_state + row_id;
+  const float* po = p.partial_o + row_id * p.row_cols + col;
+  float m = kNegInf, l = 0.f;
+  float4 acc = make_float4(0.f, 0.f, 0.f, 0.f);
+  bool nan_seen = bad;
+  constexpr int kFoldBatch = 16;
+  for (int s0 = 0; s0 < eff; s0 += kFoldBatch) {
+    decode_fold_splits<kFoldBatch>(
+        s0, min(kFoldBatch, eff - s0),
+        [&](int s, float2& st, float4& x) {
+          st = __ldcg(ps + s * split_stride);
+          x = __ldcg(reinterpret_cast<const float4*>(po + s * split_stride * p.row_cols));
+        },
+        m, l, acc, nan_seen);
+  }
+  const float inv = nan_seen ? __int_as_float(0x7fc00000) : (l > 0.f ? 1.f / l : 0.f);
+  if (p.lse != nullptr && col == 0) p.lse[row_id] = decode_row_lse(m, l, nan_seen);
+  *reinterpret_cast<uint2*>(static_cast<T*>(p.out) + b * p.o_sb + head * p.o_sh + qi * p.o_sn + col) =
+      make_uint2(pack_float2<T>(acc.x * inv, acc.y * inv), pack_float2<T>(acc.z * inv, acc.w * inv));
+}
+
+template <typename T, class KV>
+cudaError_t launch_decode_split_merge(const DecodeKernelParams& p, const KV& kv, cudaStream_t stream, bool pdl) {
+  const int64_t items = p.total_rows * (p.row_cols / 4);
+  return launch_kernel(decode_split_merge_kernel<T, KV>,
+                       dim3(static_cast<unsigned>(div_ceil<int64_t>(items, kDecodeMergeThreads))),
+                       dim3(kDecodeMergeThreads), 0, stream, pdl, p, kv);
+}
+
 template <typename T, int D, int kStages, class KV, typename KVT>
 cudaError_t launch_decode_attention_kernel_stages(const DecodeKernelParams& p, const KV& kv, dim3 grid,
                                                   cudaStream_t stream, bool pdl) {
@@ -1456,6 +1514,7 @@ cudaError_t run_decode_attention(const DecodeAttentionArgs& a, cudaStream_t stre
   p.causal = a.causal;
   p.total_rows = static_cast<int64_t>(a.batch) * a.num_q_heads * a.seq_len_q;
   p.pack_group = pack_group;
+  p.merge_apart = false;
   // A head dim narrower than D runs here padded (decode_kernel_head_dim); head pairs fill D.
   if (a.head_dim > D || a.head_dim % 8 != 0 || (pack_group > 0 && a.head_dim % 16 != 0)) return cudaErrorInvalidValue;
   p.row_cols = a.head_dim;
@@ -1492,6 +1551,13 @@ cudaError_t run_decode_attention(const DecodeAttentionArgs& a, cudaStream_t stre
     return decode_row_boxes_pay(blocks, device_sm_count(), device_is_hopper_hbm3e());
   };
   const CUtensorMapL2promotion kv_promo = decode_kv_l2_promotion(kDequant, head_cols);
+  // The split merge as its own kernel for the TMA kernel's even grid of `row_tiles` 16-row
+  // tiles per block (decode_merge_apart_pays; 16-bit caches, no head pairs).
+  auto merge_apart = [&](int row_tiles) {
+    return !kDequant && pack_group == 0 &&
+           decode_merge_apart_pays(a.num_splits, std::min(p.rows, row_tiles * kRowsPerBlock), a.head_dim,
+                                   decode_tma_threads(row_tiles));
+  };
   auto launch_variant = [&](const auto& kv) -> cudaError_t {
     const int forced = decode_dev_kernel();
     // Two row tiles per block (decode_wide_rows_pay): units of 17-32 rows, or 32-row tiles
@@ -1513,9 +1579,11 @@ cudaError_t run_decode_attention(const DecodeAttentionArgs& a, cudaStream_t stre
           const int knob_stages = decode_dev_tma_stages();
           const int stages =
               knob_stages > 0 ? knob_stages : decode_wide_rows_stages(kPaged, wide_blocks, device_sm_count());
+          pw.merge_apart = merge_apart(2);
           const cudaError_t err = launch_decode_attention_tma_stages<T, D, KVT, 2>(
               stages, pw, kv, dim3(pw.units_x, a.batch, a.num_splits), stream,
               launch_pdl(wide_blocks, kDecodeEvenGrid), maps, box_rows);
+          if (err == cudaSuccess && pw.merge_apart) return launch_decode_split_merge<T>(pw, kv, stream, sm90);
           if (err != cudaErrorNotSupported) return err;
         }
       }
@@ -1587,8 +1655,11 @@ cudaError_t run_decode_attention(const DecodeAttentionArgs& a, cudaStream_t stre
     const int box_rows =
         want_tma && sm90 ? encode_decode_tma_maps<T, D, kPaged, KVT>(a, maps, kv_promo, row_boxes(blocks)) : 0;
     if (box_rows > 0) {
+      DecodeKernelParams pe = p;
+      pe.merge_apart = merge_apart(1);
       const cudaError_t err =
-          launch_decode_attention_tma_stages<T, D, KVT>(tma_stages, p, kv, grid, stream, grid_pdl, maps, box_rows);
+          launch_decode_attention_tma_stages<T, D, KVT>(tma_stages, pe, kv, grid, stream, grid_pdl, maps, box_rows);
+      if (err == cudaSuccess && pe.merge_apart) return launch_decode_split_merge<T>(pe, kv, stream, sm90);
       if (err != cudaErrorNotSupported) return err;
     }
     return launch_decode_attention_kernel<T, D, KVT>(p, kv, grid, stream, grid_pdl);

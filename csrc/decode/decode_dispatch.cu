@@ -70,6 +70,11 @@ int decode_dev_wide_rows() {
   return dev_knob("CLO_DECODE_WIDE_ROWS", dev_mode, kDecodeWideRowsAuto);
 }
 
+int decode_dev_merge_apart() {
+  static bool dev_mode = std::getenv("CLO_DECODE_MERGE_APART") != nullptr;
+  return dev_knob("CLO_DECODE_MERGE_APART", dev_mode, kDecodeMergeApartAuto);
+}
+
 int decode_dev_plane_boxes() {
   static bool dev_mode = std::getenv("CLO_DECODE_PLANE_BOXES") != nullptr;
   return dev_knob("CLO_DECODE_PLANE_BOXES", dev_mode, 1);
