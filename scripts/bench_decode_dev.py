@@ -1802,53 +1802,6 @@ def merge_apart_sweep(iters, copy_bw):
                          peer="sdpa-cudnn", contiguous=contiguous)
 
 
-# --mqa-paged: one-token MQA (Hq 32 / Hkv 1, 32 rows: the two-row-tile kernel) paged against
-# the same keys contiguous, where the bench read paged 0.90-0.92x SDPA flash and contiguous
-# level (stop 69): the table in random and sequential order, boxes spanning both planes
-# (CLO_DECODE_PLANE_BOXES=2; a box per plane is the automatic choice at one block per SM),
-# 3 stages; then Nq 4 B=16/4K at GQA 32/8 (stop 69's bench read 71.1 us against 66.5): (B, N)
-MQA_PAGED_ROWS = [(8, 16384), (64, 4096), (66, 8192)]
-MQA_PAGED_VARIANTS = {"auto": {}, "boxes": {"CLO_DECODE_PLANE_BOXES": "2"}, "tma3": {"CLO_DECODE_TMA_STAGES": "3"}}
-
-
-def mqa_paged_sweep(iters, copy_bw):
-    """MQA_PAGED_ROWS (graph replays, cold L2, SDPA flash first on a contiguous copy):
-    MQA_PAGED_VARIANTS at the automatic count on random and sequential tables, the
-    automatic choice contiguous; then paged Nq 4 B=16/4K at 3 and 4 stages (cuDNN first)."""
-    for B, N in MQA_PAGED_ROWS:
-        for order in ("random", "sequential"):
-            case = _edited_case(cd.paged_case(B, N, 1, torch.float16, D=128, block_size=16),
-                                lambda inp, order=order: {**inp, "block_tables": _reorder_table(inp["block_tables"],
-                                                                                                order)})
-            _split_sweep_row(case, (0,), MQA_PAGED_VARIANTS, iters, copy_bw,
-                             f"paged MQA B={B} N={N} table {order}", peer="sdpa-flash" if order == "random" else None)
-        _split_sweep_row(cd.paged_case(B, N, 1, torch.float16, D=128, block_size=16), (0,), {"auto": {}}, iters,
-                         copy_bw, f"contig MQA B={B} N={N}", peer="sdpa-flash", contiguous=True)
-    _nq_rows([(16, 4096, 4, False)], (0,), iters, copy_bw,
-             {"auto": {}, "tma3": {"CLO_DECODE_TMA_STAGES": "3"}, "tma4": {"CLO_DECODE_TMA_STAGES": "4"}})
-
-
-# --merge-staged: the split merger's partials staged in shared memory (decode_merge_staged,
-# stop 70) against folded through registers (CLO_DECODE_MERGE_APART=0), at the automatic
-# count: where the merge sits on the call's tail (16-32 rows per KV head, 8-16 splits), and
-# rows of other kernels and head dims that merge too. (B, N, Hkv, Nq, D, contiguous)
-MERGE_STAGED_ROWS = [(1, 16384, 8, 1, 128, False), (1, 16384, 8, 4, 128, False), (1, 16384, 8, 8, 128, False),
-                     (8, 16384, 1, 1, 128, False), (8, 16384, 1, 1, 128, True), (4, 16384, 8, 8, 128, False),
-                     (8, 16384, 8, 8, 128, False), (10, 16384, 8, 1, 128, False), (46, 8192, 8, 1, 128, False),
-                     (42, 16384, 8, 1, 128, False), (1, 16384, 8, 1, 64, False), (1, 16384, 8, 1, 256, False),
-                     (1, 16384, 8, 4, 256, False), (1, 4096, 8, 1, 128, False), (64, 4096, 1, 1, 128, False)]
-MERGE_STAGED_VARIANTS = {"staged": {}, "regs": {"CLO_DECODE_MERGE_APART": "0"}}
-
-
-def merge_staged_sweep(iters, copy_bw):
-    """MERGE_STAGED_ROWS (graph replays, cold L2, cuDNN first): staged against registers."""
-    for B, N, hkv, nq, D, contiguous in MERGE_STAGED_ROWS:
-        _split_sweep_row(cd.paged_case(B, N, hkv, torch.float16, D=D, block_size=16, Nq=nq), (0,),
-                         MERGE_STAGED_VARIANTS, iters, copy_bw,
-                         f"{'contig' if contiguous else 'paged'} D={D} B={B} N={N} Hkv={hkv} Nq={nq}",
-                         peer="sdpa-cudnn", contiguous=contiguous)
-
-
 # Stand-alone sweeps (flag -> function(iters, copy_bw), help): each runs alone, then stops.
 SWEEPS = {
     "graph-knobs": (graph_knob_sweep, "split counts and TMA depths on the small-grid targets"),

@@ -2,6 +2,7 @@
 head dims, dtypes, forced splits, out=/workspace), the append op, flash_attention's
 few-query-row path, CUDA-graph capture/replay, CUDAGraphRunner, error paths,
 opcheck and torch.compile."""
+import inspect
 import re
 
 import pytest
@@ -1063,6 +1064,50 @@ for pieces, n, nq in ((3, 1000, 1), (16, 1024, 1), (5, 777, 4)):
 """
 
 
+def check_window_cap_lse(q, kc, vc, table, sl, ns, wl, cap, dt, what):
+    """A paged call at `ns` splits with sliding window `wl`, soft cap `cap` and lse against the
+    reference (lse -inf where a sequence is empty; tanh.approx, ~2^-11 relative, moves capped
+    logits by up to cap * 5e-4)."""
+    out = poison_(torch.empty_like(q))
+    lse = torch.full(q.shape[:-1], float("nan"), device="cuda")
+    llm.paged_attention(q, kc, vc, table, sl, out=out, num_splits=ns, window_left=wl, logits_soft_cap=cap, lse=lse)
+    ref, ref_lse = paged_attention_reference(q, kc, vc, table, sl, window_left=wl, logits_soft_cap=cap,
+                                             return_lse=True)
+    assert_close(out, ref, dtype=dt, what=f"{what} window_left={wl} cap={cap} splits={ns}")
+    torch.testing.assert_close(lse, ref_lse.float(), rtol=1e-4, atol=3e-3 + cap * 1e-3)
+
+
+def replay_then_bad_inputs(group, seed, bad_len, splits, gen):
+    """Graph replays of a 6-split paged call (GQA `group`:1, 2 KV heads, head_dim 128) with new
+    lengths, tables and queries against the reference, then a bad block index (and, with
+    `bad_len`, a length past the table): NaN for those sequences only, at each of `splits`."""
+    lens = [500, 3000, 1, 64]
+    q, kc, vc, table, sl = make_paged_problem(lens, 2, group, 128, 16, torch.float16, seed)
+    out = torch.empty_like(q)
+    ws = llm.paged_attention_workspace(q, kc, table, num_splits=6)
+    graph, _ = capture_graph(lambda: llm.paged_attention(q, kc, vc, table, sl, out=out, workspace=ws, num_splits=6,
+                                                         check_indices=False))
+    for trial in range(3):
+        q.copy_(torch.randn_like(q))
+        sl.copy_(torch.randint(0, table.shape[1] * 16 + 1, (len(lens),), dtype=torch.int32, generator=gen).cuda())
+        table.copy_(torch.randperm(kc.shape[0], device="cuda")[: table.numel()].view_as(table).int())
+        poison_(out)
+        graph.replay()
+        assert_close(out, paged_attention_reference(q, kc, vc, table, sl), dtype=torch.float16,
+                     what=f"replay {trial}")
+    table[1, 3] = kc.shape[0] + 5
+    sl.copy_(torch.tensor([500, 3000, table.shape[1] * 16 + 1 if bad_len else 1, 64], dtype=torch.int32))
+    bad = [1, 2] if bad_len else [1]
+    good = [i for i in range(len(lens)) if i not in bad]
+    for ns in splits:
+        res = llm.paged_attention(q, kc, vc, table, sl, num_splits=ns, check_indices=False)
+        assert torch.isnan(res[bad]).all() and not torch.isnan(res[good]).any(), f"bad inputs, splits={ns}"
+
+
+# The helpers above, for the dev-knob scripts below (run_isolated, which import what they use).
+_SCRIPT_HELPERS = inspect.getsource(check_window_cap_lse) + "\n\n" + inspect.getsource(replay_then_bad_inputs)
+
+
 _WIDE_ROWS_SCRIPT = r"""
 import os
 import re
@@ -1113,15 +1158,7 @@ for stages in ("0", "2", "3", "4"):  # the automatic depth, then each forced one
                                  r"(\(int\))?2>", names), f"{what}: {names[:400]}"
             continue
         # sliding window, soft cap and lse
-        wl, cap = max(lens) // 3 + i, (0.0, 30.0)[i % 2]
-        out = poison_(torch.empty_like(q))
-        lse = torch.full(q.shape[:-1], float("nan"), device="cuda")
-        llm.paged_attention(q, kc, vc, table, sl, out=out, num_splits=splits[-1], window_left=wl,
-                            logits_soft_cap=cap, lse=lse)
-        ref_w, ref_lse = paged_attention_reference(q, kc, vc, table, sl, window_left=wl, logits_soft_cap=cap,
-                                                   return_lse=True)
-        assert_close(out, ref_w, dtype=dt, what=f"{what} window_left={wl} cap={cap}")
-        torch.testing.assert_close(lse, ref_lse.float(), rtol=1e-4, atol=3e-3 + cap * 1e-3)
+        check_window_cap_lse(q, kc, vc, table, sl, splits[-1], max(lens) // 3 + i, (0.0, 30.0)[i % 2], dt, what)
         # contiguous keys [B, Hkv, N, D]
         n = max(lens) + 3
         qc = torch.randn(b, hkv * group, nq, d, device="cuda").to(dt)
@@ -1136,26 +1173,7 @@ for stages in ("0", "2", "3", "4"):  # the automatic depth, then each forced one
                                             "decode_attention")
                 assert blocks == wide_blocks(b, hkv, rows, ns), f"{what} contiguous: grid of {blocks} blocks"
 os.environ["CLO_DECODE_TMA_STAGES"] = "0"
-# graph replays with new lengths, tables and queries: the split counters of 32-row units
-lens = [500, 3000, 1, 64]
-q, kc, vc, table, sl = make_paged_problem(lens, 2, 24, 128, 16, torch.float16, 699)
-out = torch.empty_like(q)
-ws = llm.paged_attention_workspace(q, kc, table, num_splits=6)
-graph, _ = capture_graph(lambda: llm.paged_attention(q, kc, vc, table, sl, out=out, workspace=ws, num_splits=6,
-                                                     check_indices=False))
-for trial in range(3):
-    q.copy_(torch.randn_like(q))
-    sl.copy_(torch.randint(0, table.shape[1] * 16 + 1, (len(lens),), dtype=torch.int32, generator=gen).cuda())
-    table.copy_(torch.randperm(kc.shape[0], device="cuda")[: table.numel()].view_as(table).int())
-    poison_(out)
-    graph.replay()
-    assert_close(out, paged_attention_reference(q, kc, vc, table, sl), dtype=torch.float16, what=f"replay {trial}")
-# a bad block index: NaN for that sequence only
-table[1, 3] = kc.shape[0] + 5
-sl.copy_(torch.tensor([500, 3000, 1, 64], dtype=torch.int32))
-for ns in (1, 4):
-    res = llm.paged_attention(q, kc, vc, table, sl, num_splits=ns, check_indices=False)
-    assert torch.isnan(res[1]).all() and not torch.isnan(res[[0, 2, 3]]).any(), f"bad index, splits={ns}"
+replay_then_bad_inputs(24, 699, bad_len=False, splits=(1, 4), gen=gen)  # the split counters of 32-row units
 """
 
 
@@ -1189,7 +1207,8 @@ def test_wide_rows_match_reference():
     only when set before the first decode call."""
     require_op("paged_attention")
     require_op("decode_attention")
-    run_isolated(_WIDE_ROWS_SCRIPT, timeout=300, env={"CLO_DECODE_WIDE_ROWS": "1", "CLO_DECODE_TMA_STAGES": "0"})
+    run_isolated(_SCRIPT_HELPERS + _WIDE_ROWS_SCRIPT, timeout=300,
+                 env={"CLO_DECODE_WIDE_ROWS": "1", "CLO_DECODE_TMA_STAGES": "0"})
 
 
 _MERGE_APART_SCRIPT = r"""
@@ -1227,15 +1246,7 @@ for i, (lens, hkv, group, nq, d, bs, dt, splits) in enumerate(cases):
         names = kernel_names(lambda: llm.paged_attention(q, kc, vc, table, sl, num_splits=splits[-1]))
         assert "decode_split_merge_kernel" in names, f"{what}: {names[:400]}"
     # sliding window, soft cap and lse
-    wl, cap = max(lens) // 3 + i, (0.0, 30.0)[i % 2]
-    out = poison_(torch.empty_like(q))
-    lse = torch.full(q.shape[:-1], float("nan"), device="cuda")
-    llm.paged_attention(q, kc, vc, table, sl, out=out, num_splits=splits[-1], window_left=wl, logits_soft_cap=cap,
-                        lse=lse)
-    ref_w, ref_lse = paged_attention_reference(q, kc, vc, table, sl, window_left=wl, logits_soft_cap=cap,
-                                               return_lse=True)
-    assert_close(out, ref_w, dtype=dt, what=f"{what} window_left={wl} cap={cap}")
-    torch.testing.assert_close(lse, ref_lse.float(), rtol=1e-4, atol=3e-3 + cap * 1e-3)
+    check_window_cap_lse(q, kc, vc, table, sl, splits[-1], max(lens) // 3 + i, (0.0, 30.0)[i % 2], dt, what)
     # contiguous keys [B, Hkv, N, D]
     n = max(lens) + 3
     qc = torch.randn(b, hkv * group, nq, d, device="cuda").to(dt)
@@ -1244,25 +1255,7 @@ for i, (lens, hkv, group, nq, d, bs, dt, splits) in enumerate(cases):
     llm.decode_attention(qc, k, v, out=out, num_splits=splits[-1], is_causal=nq > 1)
     assert_close(out, attention_reference(qc, k, v, is_causal=nq > 1), dtype=dt,
                  what=f"{what} contiguous N={n} splits={splits[-1]}")
-# graph replays with new lengths, tables and queries (the merge kernel reads each replay's seq_lens)
-lens = [500, 3000, 1, 64]
-q, kc, vc, table, sl = make_paged_problem(lens, 2, 16, 128, 16, torch.float16, 799)
-out = torch.empty_like(q)
-ws = llm.paged_attention_workspace(q, kc, table, num_splits=6)
-graph, _ = capture_graph(lambda: llm.paged_attention(q, kc, vc, table, sl, out=out, workspace=ws, num_splits=6,
-                                                     check_indices=False))
-for trial in range(3):
-    q.copy_(torch.randn_like(q))
-    sl.copy_(torch.randint(0, table.shape[1] * 16 + 1, (len(lens),), dtype=torch.int32, generator=gen).cuda())
-    table.copy_(torch.randperm(kc.shape[0], device="cuda")[: table.numel()].view_as(table).int())
-    poison_(out)
-    graph.replay()
-    assert_close(out, paged_attention_reference(q, kc, vc, table, sl), dtype=torch.float16, what=f"replay {trial}")
-# a bad block index and a length past the table: NaN for those sequences only
-table[1, 3] = kc.shape[0] + 5
-sl.copy_(torch.tensor([500, 3000, table.shape[1] * 16 + 1, 64], dtype=torch.int32))
-res = llm.paged_attention(q, kc, vc, table, sl, num_splits=4, check_indices=False)
-assert torch.isnan(res[1]).all() and torch.isnan(res[2]).all() and not torch.isnan(res[[0, 3]]).any()
+replay_then_bad_inputs(16, 799, bad_len=True, splits=(4,), gen=gen)  # the merge kernel reads each replay's seq_lens
 """
 
 
@@ -1276,7 +1269,7 @@ def test_merge_apart_matches_reference():
     knob is read in dev mode only when set before the first decode call."""
     require_op("paged_attention")
     require_op("decode_attention")
-    run_isolated(_MERGE_APART_SCRIPT, timeout=300, env={"CLO_DECODE_MERGE_APART": "1"})
+    run_isolated(_SCRIPT_HELPERS + _MERGE_APART_SCRIPT, timeout=300, env={"CLO_DECODE_MERGE_APART": "1"})
 
 
 def _automatic_calls_match(lens, seed, dtype, contiguous=None, grids=False, nq=1):
@@ -1939,16 +1932,9 @@ for v in (0, 1, 2):  # CLO_DECODE_VARIANT: automatic, the cp.async kernel, the T
             llm.paged_attention(q4, kc, vc, table, sl, out=out, num_splits=splits[-1])
             assert_close(out, paged_attention_reference(q4, kc, vc, table, sl), dtype=dt,
                          what=f"variant {v} paged {i} 4 new tokens splits={splits[-1]}")
-        wl, cap = max(lens) // 3 + i, (0.0, 20.0)[i % 2]  # sliding window (and soft cap): splits over its keys
-        out = poison_(torch.empty_like(q))
-        lse = torch.full(q.shape[:-1], float("nan"), device="cuda")
-        llm.paged_attention(q, kc, vc, table, sl, out=out, num_splits=splits[-1], window_left=wl, logits_soft_cap=cap,
-                            lse=lse)
-        ref, ref_lse = paged_attention_reference(q, kc, vc, table, sl, window_left=wl, logits_soft_cap=cap,
-                                                 return_lse=True)
-        assert_close(out, ref, dtype=dt, what=f"variant {v} paged {i} window_left={wl} cap={cap} splits={splits[-1]}")
-        # -inf where a sequence is empty; tanh.approx (~2^-11 relative) moves capped logits by up to cap * 5e-4
-        torch.testing.assert_close(lse, ref_lse.float(), rtol=1e-4, atol=3e-3 + cap * 1e-3)
+        # sliding window (and soft cap): splits over its keys
+        check_window_cap_lse(q, kc, vc, table, sl, splits[-1], max(lens) // 3 + i, (0.0, 20.0)[i % 2], dt,
+                             f"variant {v} paged {i}")
     # bad block index: NaN for that sequence only
     q, kc, vc, table, sl = paged_problem([300, 200], 2, 4, 128, 16, torch.float16, 7)
     table[1, 3] = kc.shape[0] + 5

@@ -76,8 +76,8 @@ struct DecodeKernelParams {
   // barrier (q in smem), 7 last tile landed, 10 and 11 after the epilogue's two barriers,
   // 12-14 after the last tile's QK^T, softmax, PV (thread 0), 15-17 the 1-split output's
   // index math, warp merge, store; with splits 15 partials stored, 16 counted in (thread
-  // 0), 17 merge done (0 in the blocks that did not merge), 18 / 19 thread 0's first
-  // item: first batch folded / fold done (the merger), 20 the SM id + 1: the host maps clocks
+  // 0), 17 merge done (0 in the blocks that did not merge), 18 and 19 thread 0's first
+  // item folded and stored (the merger), 20 the SM id + 1: the host maps clocks
   // to ns per block
   unsigned long long* dev_stamps;
 #endif
@@ -929,6 +929,31 @@ CLO_DEVICE void decode_warp_tile_fp8(const QFrag& q_frag, const T* ks, const T* 
   }
 }
 
+// Four output columns of one query row (and its lse, where `lse` is not null) from the
+// partials of its first `n` splits: split s's (max, sum) at ps[s * split_stride] and columns at
+// po + s * split_stride * cols, written by other blocks (ld.global.cg, never through L1),
+// kBatch splits per L2 round trip. `nan_seen`: the row is NaN already (a bad length, a stale
+// split group).
+template <typename T, int kBatch>
+CLO_DEVICE void decode_merge_row_cols(const float2* ps, const float* po, int64_t split_stride, int cols, int n,
+                                      bool nan_seen, T* out, float* lse) {
+  float m = kNegInf, l = 0.f;
+  float4 acc = make_float4(0.f, 0.f, 0.f, 0.f);
+  for (int s0 = 0; s0 < n; s0 += kBatch) {
+    decode_fold_splits<kBatch>(
+        s0, min(kBatch, n - s0),
+        [&](int s, float2& st, float4& x) {
+          st = __ldcg(ps + s * split_stride);
+          x = __ldcg(reinterpret_cast<const float4*>(po + s * split_stride * cols));
+        },
+        m, l, acc, nan_seen);
+  }
+  const float inv = nan_seen ? __int_as_float(0x7fc00000) : (l > 0.f ? 1.f / l : 0.f);
+  if (lse != nullptr) *lse = decode_row_lse(m, l, nan_seen);
+  *reinterpret_cast<uint2*>(out) =
+      make_uint2(pack_float2<T>(acc.x * inv, acc.y * inv), pack_float2<T>(acc.z * inv, acc.w * inv));
+}
+
 // Epilogue shared by the decode kernels: merge the math warps' online-softmax states
 // (log-sum-exp through smem), then write `out` (1 split) or this split's partials;
 // with splits, count the split in on the (batch, KV head, row tile)'s counter, and
@@ -1135,41 +1160,20 @@ CLO_DEVICE void decode_epilogue(const DecodeKernelParams& p, const DecodeWork& w
   const int merged = stale_group ? 0 : eff;
 
   // Merge (log-sum-exp) the eff splits of this tile's rows, kFoldBatch splits per round
-  // trip (ld.global.cg: written by other SMs during this kernel, never through L1); 16
-  // would take the D < 128 kernels from ~95 to ~128 registers (NOTES v13).
+  // trip; 16 would take the D < 128 kernels from ~95 to ~128 registers (NOTES v13).
   constexpr int kFoldBatch = D >= 128 ? 16 : 8;
-  const int64_t split_stride = p.total_rows;
   for (int idx = tid; idx < items; idx += kThreads) {
     const int r = idx / kD4, d = (idx % kD4) * 4;
     const int gr = row0 + r, col = decode_own_col<D>(p, gr, d);
     if (col < 0) continue;
     const int64_t row_id = row_id_of(gr);
-    const float2* ps = p.partial_state + row_id;
-    const float* po = p.partial_o + row_id * head_cols + col;
-    float m = kNegInf, l = 0.f;
-    float4 acc = make_float4(0.f, 0.f, 0.f, 0.f);
-    bool nan_seen = stale_group;
-    for (int s0 = 0; s0 < merged; s0 += kFoldBatch) {
-      decode_fold_splits<kFoldBatch>(
-          s0, min(kFoldBatch, merged - s0),
-          [&](int s, float2& st, float4& x) {
-            st = __ldcg(ps + s * split_stride);
-            x = __ldcg(reinterpret_cast<const float4*>(po + s * split_stride * head_cols));
-          },
-          m, l, acc, nan_seen);
+    decode_merge_row_cols<T, kFoldBatch>(p.partial_state + row_id, p.partial_o + row_id * head_cols + col,
+                                         p.total_rows, head_cols, merged, stale_group,
+                                         reinterpret_cast<T*>(out_ptr(gr, col)),
+                                         p.lse != nullptr && col == 0 ? p.lse + row_id : nullptr);
 #ifdef CLO_DEV_STAMPS
-      if (p.dev_stamps != nullptr && idx == 0 && s0 == 0) stamp[18] = clock64();
+    if (p.dev_stamps != nullptr && idx == 0) stamp[18] = stamp[19] = clock64();
 #endif
-    }
-    const float inv = nan_seen ? nan : (l > 0.f ? 1.f / l : 0.f);
-    if (p.lse != nullptr && col == 0) p.lse[row_id] = decode_row_lse(m, l, nan_seen);
-#ifdef CLO_DEV_STAMPS
-    if (p.dev_stamps != nullptr && idx == 0) {
-      asm volatile("" ::"f"(inv), "f"(acc.x), "f"(acc.w));
-      stamp[19] = clock64();
-    }
-#endif
-    *out_ptr(gr, col) = make_uint2(pack_float2<T>(acc.x * inv, acc.y * inv), pack_float2<T>(acc.z * inv, acc.w * inv));
   }
 #ifdef CLO_DEV_STAMPS
   if (p.dev_stamps != nullptr && tid == 0) stamp[17] = clock64();
@@ -1420,26 +1424,9 @@ __global__ void __launch_bounds__(kDecodeMergeThreads) decode_split_merge_kernel
   bool bad = false;
   const int kv_len = kv.check_len(kv.load_len(b), bad);
   const int eff = split_count<kTileTokens>(p.num_splits, kv_len - decode_first_key(p, kv_len));
-  const int64_t split_stride = p.total_rows;
-  const float2* ps = p.partial_state + row_id;
-  const float* po = p.partial_o + row_id * p.row_cols + col;
-  float m = kNegInf, l = 0.f;
-  float4 acc = make_float4(0.f, 0.f, 0.f, 0.f);
-  bool nan_seen = bad;
-  constexpr int kFoldBatch = 16;
-  for (int s0 = 0; s0 < eff; s0 += kFoldBatch) {
-    decode_fold_splits<kFoldBatch>(
-        s0, min(kFoldBatch, eff - s0),
-        [&](int s, float2& st, float4& x) {
-          st = __ldcg(ps + s * split_stride);
-          x = __ldcg(reinterpret_cast<const float4*>(po + s * split_stride * p.row_cols));
-        },
-        m, l, acc, nan_seen);
-  }
-  const float inv = nan_seen ? __int_as_float(0x7fc00000) : (l > 0.f ? 1.f / l : 0.f);
-  if (p.lse != nullptr && col == 0) p.lse[row_id] = decode_row_lse(m, l, nan_seen);
-  *reinterpret_cast<uint2*>(static_cast<T*>(p.out) + b * p.o_sb + head * p.o_sh + qi * p.o_sn + col) =
-      make_uint2(pack_float2<T>(acc.x * inv, acc.y * inv), pack_float2<T>(acc.z * inv, acc.w * inv));
+  T* out = static_cast<T*>(p.out) + b * p.o_sb + head * p.o_sh + qi * p.o_sn + col;
+  decode_merge_row_cols<T, 16>(p.partial_state + row_id, p.partial_o + row_id * p.row_cols + col, p.total_rows,
+                               p.row_cols, eff, bad, out, p.lse != nullptr && col == 0 ? p.lse + row_id : nullptr);
 }
 
 template <typename T, class KV>
