@@ -6,7 +6,11 @@ with the host.
 Split-KV workspace: a split call runs one kernel; each split writes its partial
 output to the workspace and counts itself in on a counter at the workspace's end,
 and the split that finishes last merges (log-sum-exp) and resets the counter to its
-rest value. So the counters must be at rest before the first call: use a workspace
+rest value. (On Hopper, where that last split's merge would take two or more L2 round
+trips, e.g. 16-32 query rows per KV head at head_dim 128, the splits only write their
+partials and a second kernel launched right after merges them, reading no counter:
+B=1/16K GQA 32/8 with 4 new tokens 28.2 -> 23.7 us on the H200, csrc/decode/NOTES.md
+"Stop 70".) So the counters must be at rest before the first call: use a workspace
 from `decode_workspace` / `paged_attention_workspace` (which set them), passed as
 returned (not a slice: the counters sit at the end of the tensor). It is
 self-resetting: after every completed call the counters are at rest again, so one
@@ -14,7 +18,8 @@ workspace serves any number of later calls and CUDA-graph replays, and calls of 
 shapes (batch, splits, heads) that it is large enough for. Calls sharing a workspace
 must be ordered (one stream). Without `workspace=` a split call allocates one and sets
 its counters (one small kernel). A workspace whose counters are not at rest (a
-`torch.zeros` / `torch.empty` buffer, or an overwritten one) gives NaN outputs, never
+`torch.zeros` / `torch.empty` buffer, or an overwritten one) gives NaN outputs where the
+splits merge themselves (a call with a merge kernel does not read the counters), never
 stale or early-merged values (the rest value is not 0, a small integer, -1 or common float
 bit pattern), and `paged_attention`'s host check (`check_indices`, below) raises
 ValueError for it.
