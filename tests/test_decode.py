@@ -1173,7 +1173,7 @@ for stages in ("0", "2", "3", "4"):  # the automatic depth, then each forced one
                                             "decode_attention")
                 assert blocks == wide_blocks(b, hkv, rows, ns), f"{what} contiguous: grid of {blocks} blocks"
 os.environ["CLO_DECODE_TMA_STAGES"] = "0"
-replay_then_bad_inputs(24, 699, bad_len=False, splits=(1, 4), gen=gen)  # the split counters of 32-row units
+replay_then_bad_inputs(24, 699, bad_len=False, splits=(1, 4), gen=gen)  # 32-row units' splits merged
 """
 
 
@@ -1196,7 +1196,11 @@ def _wide_rows_splits(b, hkv, rows, n, sms, hbm3e, d=128):
     return 2 if cap >= 2 and 100 * 2 * units >= 84 * 3 * sms else 0
 
 
-def test_wide_rows_match_reference():
+# The two-row-tile kernel's splits merge in the merge kernel (every unit of 17-32 rows takes two
+# L2 round trips or more: decode_merge_apart_pays); the last split block's merge, under the
+# CLO_DECODE_MERGE_APART=0 dev knob only, with the slow tests.
+@pytest.mark.parametrize("merge_apart", ["2", pytest.param("0", marks=pytest.mark.slow)])
+def test_wide_rows_match_reference(merge_apart):
     """Two 16-row tiles per block (CLO_DECODE_WIDE_ROWS=1: the TMA kernel's even grid at 8
     math warps over the same K/V stages for KV heads of 17-64 query rows, csrc/decode/NOTES.md
     stop 69) against the references: one token at groups 16-32, Nq 4-12 causal (32-row units,
@@ -1208,7 +1212,7 @@ def test_wide_rows_match_reference():
     require_op("paged_attention")
     require_op("decode_attention")
     run_isolated(_SCRIPT_HELPERS + _WIDE_ROWS_SCRIPT, timeout=300,
-                 env={"CLO_DECODE_WIDE_ROWS": "1", "CLO_DECODE_TMA_STAGES": "0"})
+                 env={"CLO_DECODE_WIDE_ROWS": "1", "CLO_DECODE_TMA_STAGES": "0", "CLO_DECODE_MERGE_APART": merge_apart})
 
 
 _MERGE_APART_SCRIPT = r"""
@@ -2407,7 +2411,8 @@ def test_decode_dev_variants_match_reference():
     root = pathlib.Path(__file__).resolve().parents[1]
     env = dict(os.environ, CLO_DECODE_VARIANT="0", CLO_DECODE_TMA_STAGES="0", CLO_DECODE_PACK="1",
                CLO_DECODE_SMEM_LIMIT="0")
-    res = subprocess.run([sys.executable, "-c", _VARIANT_SCRIPT], cwd=root, env=env, capture_output=True,
+    res = subprocess.run([sys.executable, "-c", _SCRIPT_HELPERS + _VARIANT_SCRIPT], cwd=root, env=env,
+                         capture_output=True,
                          text=True, timeout=600)
     assert res.returncode == 0 and "ALL VARIANTS OK" in res.stdout, (res.stdout[-3000:] + res.stderr[-5000:])
 

@@ -1540,11 +1540,13 @@ cudaError_t run_decode_attention(const DecodeAttentionArgs& a, cudaStream_t stre
   const CUtensorMapL2promotion kv_promo = decode_kv_l2_promotion(kDequant, head_cols);
   // The split merge as its own kernel for the TMA kernel's even grid of `row_tiles` 16-row
   // tiles per block (decode_merge_apart_pays; 16-bit caches, no head pairs).
+  // (the fused merge folds D / 4 items a row, a narrower head dim's unused columns included)
   auto merge_apart = [&](int row_tiles) {
     return !kDequant && pack_group == 0 &&
-           decode_merge_apart_pays(a.num_splits, std::min(p.rows, row_tiles * kRowsPerBlock), a.head_dim,
+           decode_merge_apart_pays(a.num_splits, std::min(p.rows, row_tiles * kRowsPerBlock), D,
                                    decode_tma_threads(row_tiles));
   };
+  const bool merge_pdl = sm90 && pdl_mode != kDecodePdlOff;  // the merge kernel: a PDL secondary
   auto launch_variant = [&](const auto& kv) -> cudaError_t {
     const int forced = decode_dev_kernel();
     // Two row tiles per block (decode_wide_rows_pay): units of 17-32 rows, or 32-row tiles
@@ -1570,7 +1572,7 @@ cudaError_t run_decode_attention(const DecodeAttentionArgs& a, cudaStream_t stre
           const cudaError_t err = launch_decode_attention_tma_stages<T, D, KVT, 2>(
               stages, pw, kv, dim3(pw.units_x, a.batch, a.num_splits), stream,
               launch_pdl(wide_blocks, kDecodeEvenGrid), maps, box_rows);
-          if (err == cudaSuccess && pw.merge_apart) return launch_decode_split_merge<T>(pw, kv, stream, sm90);
+          if (err == cudaSuccess && pw.merge_apart) return launch_decode_split_merge<T>(pw, kv, stream, merge_pdl);
           if (err != cudaErrorNotSupported) return err;
         }
       }
@@ -1646,7 +1648,7 @@ cudaError_t run_decode_attention(const DecodeAttentionArgs& a, cudaStream_t stre
       pe.merge_apart = merge_apart(1);
       const cudaError_t err =
           launch_decode_attention_tma_stages<T, D, KVT>(tma_stages, pe, kv, grid, stream, grid_pdl, maps, box_rows);
-      if (err == cudaSuccess && pe.merge_apart) return launch_decode_split_merge<T>(pe, kv, stream, sm90);
+      if (err == cudaSuccess && pe.merge_apart) return launch_decode_split_merge<T>(pe, kv, stream, merge_pdl);
       if (err != cudaErrorNotSupported) return err;
     }
     return launch_decode_attention_kernel<T, D, KVT>(p, kv, grid, stream, grid_pdl);

@@ -85,16 +85,16 @@ constexpr int kDecodeMergeApartOff = 0, kDecodeMergeApartOn = 1, kDecodeMergeApa
 int decode_dev_merge_apart();
 // Whether a split call of the TMA kernel's even grid merges its splits in a kernel of its own
 // (decode_split_merge_kernel) rather than in the last split block of each unit, whose
-// `block_threads` fold `block_rows` x head_dim / 4 items, as many per L2 round trip as it has
+// `block_threads` fold `block_rows` x kernel_head_dim / 4 items, as many per L2 round trip as it has
 // threads (~1.9 us each on the H200 at the end of a call): where that takes two round trips or
 // more (H200, graph replays, cold L2, fused -> apart: B=1/16K GQA 32/8 Nq 2 23.9 -> 22.7 us,
 // Nq 4 28.2 -> 23.6, Nq 8 31.4 -> 26.0; MQA B=8/16K 31.5 -> 26.2; D = 64 Nq 4 18.6 -> 16.7,
 // D = 256 one token 39.9 -> 38.8; one round trip, one token at D = 128: 21.9 -> 22.2; NOTES.md
 // "Stop 70"). Measured on the H200 only; the rule is the round-trip count, not the part.
-inline bool decode_merge_apart_pays(int num_splits, int block_rows, int head_dim, int block_threads) {
+inline bool decode_merge_apart_pays(int num_splits, int block_rows, int kernel_head_dim, int block_threads) {
   const int knob = decode_dev_merge_apart();
   if (num_splits <= 1 || knob == kDecodeMergeApartOff) return false;
-  return knob == kDecodeMergeApartOn || block_rows * (head_dim / 4) > block_threads;
+  return knob == kDecodeMergeApartOn || block_rows * (kernel_head_dim / 4) > block_threads;
 }
 // Dev knob CLO_DECODE_PLANE_BOXES, read like CLO_DECODE_VARIANT: 0 has the TMA kernel issue
 // a box per 64-column plane (into the plain planes layout), 2 one box over every plane
