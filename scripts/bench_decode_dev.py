@@ -1802,6 +1802,24 @@ def merge_apart_sweep(iters, copy_bw):
                          peer="sdpa-cudnn", contiguous=contiguous)
 
 
+# --wide-boxes: the two-row-tile kernel at one wave or less with one TMA box over both planes of
+# its rows (CLO_DECODE_PLANE_BOXES=2) against a box per plane (the automatic choice there:
+# decode_row_boxes_pay), where `--mqa-paged` (stop 70) read spanning boxes ahead at MQA B=64-66
+# paged and behind at B=8/16K. (B, N, Nq, contiguous, Hkv)
+WIDE_BOXES_ROWS = [(8, 16384, 1, False, 1), (48, 16384, 1, False, 1), (64, 4096, 1, False, 1),
+                   (66, 8192, 1, False, 1), (66, 8192, 1, True, 1), (2, 16384, 8, False, 8),
+                   (8, 16384, 8, False, 8), (8, 16384, 8, True, 8)]
+
+
+def wide_boxes_sweep(iters, copy_bw):
+    """WIDE_BOXES_ROWS (`_nq_rows`, cuDNN first; graph replays, cold L2): automatic against
+    spanning boxes, each at the automatic count, run twice in alternation."""
+    for B, N, nq, contiguous, hkv in WIDE_BOXES_ROWS:
+        _nq_rows([(B, N, nq, contiguous)], (0,), iters, copy_bw,
+                 {"auto": {}, "boxes": {"CLO_DECODE_PLANE_BOXES": "2"}, "auto.2": {},
+                  "boxes.2": {"CLO_DECODE_PLANE_BOXES": "2"}}, hkv=hkv)
+
+
 # Stand-alone sweeps (flag -> function(iters, copy_bw), help): each runs alone, then stops.
 SWEEPS = {
     "graph-knobs": (graph_knob_sweep, "split counts and TMA depths on the small-grid targets"),
@@ -1917,6 +1935,7 @@ SWEEPS = {
     "wide-rows-confirm": (wide_rows_confirm_sweep, "the automatic two-row-tile choice against 16-row blocks at its edges"),
     "wide-rows-partial": (wide_rows_partial_sweep, "the automatic two-row-tile choice at 20-28 rows (Nq 5-7)"),
     "merge-apart": (merge_apart_sweep, "the split merge as its own kernel against the last split block merging"),
+    "wide-boxes": (wide_boxes_sweep, "the two-row-tile kernel at one wave: spanning boxes against a box per plane"),
     "mqa-paged": (mqa_paged_sweep, "one-token MQA paged (table orders, spanning boxes, 3 stages) vs contiguous; Nq 4 B=16/4K"),
     "mqa-tiles": (mqa_tiles_sweep, "one token at Hq 32 / Hkv 1 (two row tiles) against Nq 8's two-tile counts"),
     "one-wave-long": (cool_then_cap_sweep(ONE_WAVE_LONG_ROWS, SPLITS_1_2_VARIANTS),
