@@ -1276,6 +1276,36 @@ def test_merge_apart_matches_reference():
     run_isolated(_SCRIPT_HELPERS + _MERGE_APART_SCRIPT, timeout=300, env={"CLO_DECODE_MERGE_APART": "1"})
 
 
+def test_merge_kernel_where_the_fused_merge_takes_round_trips():
+    """The automatic choice of the merge kernel (decode_merge_apart_pays): GQA 32/8 head_dim 128
+    at B=1 and 16K keys splits 16 ways on a small grid; with 4 new tokens a block's 16 rows x 32
+    column groups are 512 items for 160 threads (four L2 round trips of the fused merge): the
+    merge kernel runs; one new token's 4 rows are 128 items (one round trip): the last split
+    block merges. Both against the reference, contiguous too."""
+    require_op("paged_attention")
+    require_op("decode_attention")
+    for nq, apart in ((4, True), (1, False)):
+        q, kc, vc, table, sl = make_paged_problem([16384], 8, 4, 128, 16, torch.float16, 70 + nq)
+        if nq > 1:
+            q = torch.randn(1, nq, 32, 128, device="cuda").to(torch.float16).transpose(1, 2)
+        splits = llm.decode_num_splits(1, 8, 4 * nq, 16384, 128, torch.float16, paged=True, seq_len_q=nq)
+        assert splits > 1, f"Nq={nq}: {splits} splits"
+        out = poison_(torch.empty_like(q))
+        llm.paged_attention(q, kc, vc, table, sl, out=out)
+        assert_close(out, paged_attention_reference(q, kc, vc, table, sl), dtype=torch.float16, what=f"Nq={nq}")
+        qc = torch.randn(1, 32, nq, 128, device="cuda").to(torch.float16)
+        k, v = (torch.randn(1, 8, 16384, 128, device="cuda").to(torch.float16) for _ in range(2))
+        outc = poison_(torch.empty_like(qc))
+        llm.decode_attention(qc, k, v, out=outc, is_causal=nq > 1)
+        assert_close(outc, attention_reference(qc, k, v, is_causal=nq > 1), dtype=torch.float16,
+                     what=f"contiguous Nq={nq}")
+        if torch.cuda.get_device_capability()[0] >= 9:
+            for what, fn in (("paged", lambda: llm.paged_attention(q, kc, vc, table, sl)),
+                             ("contiguous", lambda: llm.decode_attention(qc, k, v, is_causal=nq > 1))):
+                names = kernel_names(fn)
+                assert ("decode_split_merge_kernel" in names) == apart, f"{what} Nq={nq}: {names[:400]}"
+
+
 def _automatic_calls_match(lens, seed, dtype, contiguous=None, grids=False, nq=1):
     """GQA 32/8 head_dim 128 calls at the automatic split count against the references:
     paged (block 16) on sequences of `lens` keys, then, with `contiguous` = (keys, dtype), a
