@@ -1501,7 +1501,6 @@ cudaError_t run_decode_attention(const DecodeAttentionArgs& a, cudaStream_t stre
   p.causal = a.causal;
   p.total_rows = static_cast<int64_t>(a.batch) * a.num_q_heads * a.seq_len_q;
   p.pack_group = pack_group;
-  p.merge_apart = false;
   // A head dim narrower than D runs here padded (decode_kernel_head_dim); head pairs fill D.
   if (a.head_dim > D || a.head_dim % 8 != 0 || (pack_group > 0 && a.head_dim % 16 != 0)) return cudaErrorInvalidValue;
   p.row_cols = a.head_dim;
@@ -1538,15 +1537,18 @@ cudaError_t run_decode_attention(const DecodeAttentionArgs& a, cudaStream_t stre
     return decode_row_boxes_pay(blocks, device_sm_count(), device_is_hopper_hbm3e());
   };
   const CUtensorMapL2promotion kv_promo = decode_kv_l2_promotion(kDequant, head_cols);
-  // The split merge as its own kernel for the TMA kernel's even grid of `row_tiles` 16-row
-  // tiles per block (decode_merge_apart_pays; 16-bit caches, no head pairs).
-  // (the fused merge folds D / 4 items a row, a narrower head dim's unused columns included)
-  auto merge_apart = [&](int row_tiles) {
-    return !kDequant && pack_group == 0 &&
-           decode_merge_apart_pays(a.num_splits, std::min(p.rows, row_tiles * kRowsPerBlock), D,
-                                   decode_tma_threads(row_tiles));
+  // The TMA kernel's even grid of `row_tiles` 16-row tiles per block: `launch(params)`, then,
+  // where its splits merge in a kernel of their own (decode_merge_apart_pays, which counts the
+  // fused merge's D / 4 items a row; 16-bit caches, no head pairs), that kernel as its PDL
+  // secondary.
+  auto launch_even_grid = [&](DecodeKernelParams params, int row_tiles, const auto& kv, auto&& launch) {
+    params.merge_apart = !kDequant && pack_group == 0 &&
+                         decode_merge_apart_pays(a.num_splits, std::min(p.rows, row_tiles * kRowsPerBlock), D,
+                                                 decode_tma_threads(row_tiles));
+    const cudaError_t err = launch(params);
+    if (err != cudaSuccess || !params.merge_apart) return err;
+    return launch_decode_split_merge<T>(params, kv, stream, sm90 && pdl_mode != kDecodePdlOff);
   };
-  const bool merge_pdl = sm90 && pdl_mode != kDecodePdlOff;  // the merge kernel: a PDL secondary
   auto launch_variant = [&](const auto& kv) -> cudaError_t {
     const int forced = decode_dev_kernel();
     // Two row tiles per block (decode_wide_rows_pay): units of 17-32 rows, or 32-row tiles
@@ -1568,11 +1570,12 @@ cudaError_t run_decode_attention(const DecodeAttentionArgs& a, cudaStream_t stre
           const int knob_stages = decode_dev_tma_stages();
           const int stages =
               knob_stages > 0 ? knob_stages : decode_wide_rows_stages(kPaged, wide_blocks, device_sm_count());
-          pw.merge_apart = merge_apart(2);
-          const cudaError_t err = launch_decode_attention_tma_stages<T, D, KVT, 2>(
-              stages, pw, kv, dim3(pw.units_x, a.batch, a.num_splits), stream,
-              launch_pdl(wide_blocks, kDecodeEvenGrid), maps, box_rows);
-          if (err == cudaSuccess && pw.merge_apart) return launch_decode_split_merge<T>(pw, kv, stream, merge_pdl);
+          const cudaError_t err = launch_even_grid(pw, 2, kv, [&](const DecodeKernelParams& pm) {
+            return launch_decode_attention_tma_stages<T, D, KVT, 2>(stages, pm, kv,
+                                                                    dim3(pw.units_x, a.batch, a.num_splits), stream,
+                                                                    launch_pdl(wide_blocks, kDecodeEvenGrid), maps,
+                                                                    box_rows);
+          });
           if (err != cudaErrorNotSupported) return err;
         }
       }
@@ -1644,11 +1647,10 @@ cudaError_t run_decode_attention(const DecodeAttentionArgs& a, cudaStream_t stre
     const int box_rows =
         want_tma && sm90 ? encode_decode_tma_maps<T, D, kPaged, KVT>(a, maps, kv_promo, row_boxes(blocks)) : 0;
     if (box_rows > 0) {
-      DecodeKernelParams pe = p;
-      pe.merge_apart = merge_apart(1);
-      const cudaError_t err =
-          launch_decode_attention_tma_stages<T, D, KVT>(tma_stages, pe, kv, grid, stream, grid_pdl, maps, box_rows);
-      if (err == cudaSuccess && pe.merge_apart) return launch_decode_split_merge<T>(pe, kv, stream, merge_pdl);
+      const cudaError_t err = launch_even_grid(p, 1, kv, [&](const DecodeKernelParams& pm) {
+        return launch_decode_attention_tma_stages<T, D, KVT>(tma_stages, pm, kv, grid, stream, grid_pdl, maps,
+                                                             box_rows);
+      });
       if (err != cudaErrorNotSupported) return err;
     }
     return launch_decode_attention_kernel<T, D, KVT>(p, kv, grid, stream, grid_pdl);
