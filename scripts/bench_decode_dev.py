@@ -1811,13 +1811,42 @@ WIDE_BOXES_ROWS = [(8, 16384, 1, False, 1), (48, 16384, 1, False, 1), (64, 4096,
                    (8, 16384, 8, False, 8), (8, 16384, 8, True, 8)]
 
 
-def wide_boxes_sweep(iters, copy_bw):
-    """WIDE_BOXES_ROWS (`_nq_rows`, cuDNN first; graph replays, cold L2): automatic against
+# --one-wave-boxes: `--wide-boxes` (stop 71) read spanning boxes 12-17% ahead on paged GQA
+# Nq 8 B=8/16K (132.8 / 132.4 us against 149.9 / 159.2), level to 2% behind on MQA: the same
+# choice over one-wave paged grids of one and two row tiles, GQA 32/8 and MQA, 1-16 splits.
+ONE_WAVE_BOXES_ROWS = [(16, 4096, 2, False, 8), (16, 4096, 4, False, 8), (8, 16384, 4, False, 8),
+                       (10, 16384, 4, False, 8), (1, 16384, 4, False, 8), (16, 16384, 1, False, 8),
+                       (8, 16384, 1, False, 8), (16, 4096, 1, False, 8), (4, 16384, 8, False, 8),
+                       (8, 8192, 8, False, 8), (8, 4096, 8, False, 8), (16, 4096, 8, False, 8),
+                       (10, 4096, 8, False, 8), (16, 16384, 1, False, 1), (32, 16384, 1, False, 1),
+                       (4, 16384, 1, False, 1), (16, 4096, 4, True, 8), (8, 16384, 8, True, 8)]
+
+
+def wide_boxes_sweep(iters, copy_bw, rows=WIDE_BOXES_ROWS):
+    """`rows` (`_nq_rows`, cuDNN first; graph replays, cold L2): automatic against
     spanning boxes, each at the automatic count, run twice in alternation."""
-    for B, N, nq, contiguous, hkv in WIDE_BOXES_ROWS:
+    for B, N, nq, contiguous, hkv in rows:
         _nq_rows([(B, N, nq, contiguous)], (0,), iters, copy_bw,
                  {"auto": {}, "boxes": {"CLO_DECODE_PLANE_BOXES": "2"}, "auto.2": {},
                   "boxes.2": {"CLO_DECODE_PLANE_BOXES": "2"}}, hkv=hkv)
+
+
+# --wide-boxes-depth: after `--one-wave-boxes` (the spanning boxes for paged two-tile blocks of
+# 2048 keys or more at one wave), the 4 stages chosen with a box per plane (decode_wide_rows_stages)
+# against 3 under spanning boxes, and a box per plane, on the paged two-tile rows
+WIDE_BOXES_DEPTH_ROWS = [(b, n, 8, False, 8) for b, n in ((8, 16384), (4, 16384), (8, 8192), (16, 4096), (8, 4096),
+                                                          (2, 16384), (1, 16384))] + \
+                        [(b, 16384, 1, False, 1) for b in (8, 16, 32)]
+
+
+def wide_boxes_depth_sweep(iters, copy_bw):
+    """WIDE_BOXES_DEPTH_ROWS (`_nq_rows`, cuDNN first; graph replays, cold L2): automatic,
+    a box per plane, spanning boxes at 3 stages, automatic again."""
+    for B, N, nq, contiguous, hkv in WIDE_BOXES_DEPTH_ROWS:
+        _nq_rows([(B, N, nq, contiguous)], (0,), iters, copy_bw,
+                 {"auto": {}, "plane": {"CLO_DECODE_PLANE_BOXES": "0"},
+                  "tma3": {"CLO_DECODE_TMA_STAGES": "3"},
+                  "auto.2": {}}, hkv=hkv)
 
 
 # Stand-alone sweeps (flag -> function(iters, copy_bw), help): each runs alone, then stops.
@@ -1936,6 +1965,9 @@ SWEEPS = {
     "wide-rows-partial": (wide_rows_partial_sweep, "the automatic two-row-tile choice at 20-28 rows (Nq 5-7)"),
     "merge-apart": (merge_apart_sweep, "the split merge as its own kernel against the last split block merging"),
     "wide-boxes": (wide_boxes_sweep, "the two-row-tile kernel at one wave: spanning boxes against a box per plane"),
+    "wide-boxes-depth": (wide_boxes_depth_sweep, "paged two-tile one-wave rows: auto, a box per plane, 3 stages"),
+    "one-wave-boxes": (lambda iters, copy_bw: wide_boxes_sweep(iters, copy_bw, ONE_WAVE_BOXES_ROWS),
+                       "one-wave paged GQA / MQA, one and two row tiles: spanning boxes against a box per plane"),
     "mqa-paged": (mqa_paged_sweep, "one-token MQA paged (table orders, spanning boxes, 3 stages) vs contiguous; Nq 4 B=16/4K"),
     "mqa-tiles": (mqa_tiles_sweep, "one token at Hq 32 / Hkv 1 (two row tiles) against Nq 8's two-tile counts"),
     "one-wave-long": (cool_then_cap_sweep(ONE_WAVE_LONG_ROWS, SPLITS_1_2_VARIANTS),

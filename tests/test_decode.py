@@ -1545,6 +1545,18 @@ def test_partial_wave_splits():
         splits = _wide_rows_splits(8, 1, 32, 16384, sms, hbm3e)
         assert splits == min(16, sms // 8) > 0, ("SM count", sms, splits)
         assert kernel_grid_blocks(lambda: llm.paged_attention(q, kc, vc, table, sl), "decode_attention") == 8 * splits
+    # Nq 8 at GQA 32/8, B=2/16K: 16 two-tile units split 8 ways, 2048 keys a block, where
+    # paged two-tile blocks take spanning boxes at one wave (decode_wide_row_boxes_pay)
+    lens = [16384, 9001]
+    q, kc, vc, table, sl = make_paged_problem(lens, 8, 4, 128, 16, f16, 656)
+    q = torch.randn(2, 8, 32, 128, device="cuda", dtype=f16).transpose(1, 2)
+    out = poison_(torch.empty_like(q))
+    llm.paged_attention(q, kc, vc, table, sl, out=out)
+    assert_close(out, paged_attention_reference(q, kc, vc, table, sl), dtype=f16, what="Nq 8 B=2/16K automatic")
+    if hbm3e:
+        splits = _wide_rows_splits(2, 8, 32, 16384, sms, hbm3e)
+        assert splits == min(16, sms // 16) and 16384 // splits >= 2048, ("SM count", sms, splits)
+        assert kernel_grid_blocks(lambda: llm.paged_attention(q, kc, vc, table, sl), "decode_attention") == 16 * splits
 
 
 def test_wave_top_splits():
@@ -1612,19 +1624,38 @@ for d, n in ((128, 1000), (256, 333)):
     out = poison_(torch.empty_like(q))
     llm.decode_attention(q, k, v, out=out)
     assert_close(out, attention_reference(q, k, v), dtype=torch.float16, what=f"contiguous D={d}")
+# two row tiles per block (CLO_DECODE_WIDE_ROWS=1): one token at 32 rows per KV head, Nq 8 causal
+# (32 rows), Nq 6 (24: a second tile part empty); block sizes 8-64, split and not, contiguous
+for i, (hkv, group, nq, dt, bs, splits) in enumerate(((1, 32, 1, torch.float16, 16, 4), (2, 4, 8, torch.bfloat16, 8, 3),
+                                                     (2, 4, 6, torch.float16, 64, 1))):
+    lens = [int(x) for x in torch.randint(nq, 2500, (4,), generator=gen)]
+    lens[:2] = [nq, 2500]
+    q, kc, vc, table, sl = make_paged_problem(lens, hkv, group, 128, bs, dt, 650 + i)
+    if nq > 1:
+        q = torch.randn(len(lens), nq, hkv * group, 128, device="cuda").to(dt).transpose(1, 2)
+    out = poison_(torch.empty_like(q))
+    llm.paged_attention(q, kc, vc, table, sl, out=out, num_splits=splits)
+    assert_close(out, paged_attention_reference(q, kc, vc, table, sl), dtype=dt,
+                 what=f"two tiles {i}: Hkv={hkv} G={group} Nq={nq} bs={bs} splits={splits}")
+    qc = torch.randn(2, hkv * group, nq, 128, device="cuda").to(dt)
+    k, v = (torch.randn(2, hkv, 777, 128, device="cuda").to(dt) for _ in range(2))
+    out = poison_(torch.empty_like(qc))
+    llm.decode_attention(qc, k, v, out=out, num_splits=splits, is_causal=nq > 1)
+    assert_close(out, attention_reference(qc, k, v, is_causal=nq > 1), dtype=dt, what=f"two tiles {i} contiguous")
 """
 
 
 def test_plane_boxes_span_matches_reference():
     """CLO_DECODE_PLANE_BOXES=2: the TMA kernel's one box over every 64-column plane of its
     rows, into tiles grouped by box height, on every grid (the automatic choice takes it
-    beyond one block per SM only; these small grids otherwise run a box per plane) against
-    the references: head dims of 2-4 whole planes, block sizes 8-256, split and not,
-    contiguous caches. A subprocess: the knob is read in dev mode only when set before the
+    beyond one block per SM, and for paged two-row-tile blocks of 2048 keys or more; these
+    small grids otherwise run a box per plane) against the references: head dims of 2-4 whole
+    planes, block sizes 8-256, split and not, contiguous caches, and two row tiles per block
+    (CLO_DECODE_WIDE_ROWS=1). A subprocess: the knob is read in dev mode only when set before the
     first decode call."""
     require_op("paged_attention")
     require_op("decode_attention")
-    run_isolated(_PLANE_BOXES_SCRIPT, timeout=300, env={"CLO_DECODE_PLANE_BOXES": "2"})
+    run_isolated(_PLANE_BOXES_SCRIPT, timeout=300, env={"CLO_DECODE_PLANE_BOXES": "2", "CLO_DECODE_WIDE_ROWS": "1"})
 
 
 def test_d64_tail_splits():

@@ -1562,7 +1562,10 @@ cudaError_t run_decode_attention(const DecodeAttentionArgs& a, cudaStream_t stre
           decode_wide_rows_pay(a.head_dim, p.rows, wide_units, a.num_splits, device_sm_count(), decode_read_kv_len(a),
                                device_is_hopper_hbm3e())) {
         DecodeTmaMaps maps;
-        const int box_rows = encode_decode_tma_maps<T, D, kPaged, KVT>(a, maps, kv_promo, row_boxes(wide_blocks));
+        const int64_t block_keys = (decode_read_kv_len(a) + a.num_splits - 1) / a.num_splits;
+        const int box_rows = encode_decode_tma_maps<T, D, kPaged, KVT>(
+            a, maps, kv_promo,
+            decode_wide_row_boxes_pay(kPaged, wide_blocks, device_sm_count(), block_keys, device_is_hopper_hbm3e()));
         if (box_rows > 0) {
           DecodeKernelParams pw = p;
           pw.row_tiles = wide_tiles;

@@ -118,6 +118,21 @@ inline bool decode_row_boxes_pay(int64_t blocks, int64_t sms, bool hbm3e) {
   if (knob == kDecodePlaneBoxesOff || knob == kDecodePlaneBoxesOn) return knob == kDecodePlaneBoxesOn;
   return hbm3e && blocks > sms;
 }
+// The two-row-tile kernel (decode_wide_rows_pay) on paged caches takes them at one wave too
+// where each block reads 2048 keys or more: its 32 rows' math per tile leaves a box per plane
+// short of bytes in flight on the 16-row layout of a KV head's block (rows 2 KB apart at
+// Hkv 8). `--one-wave-boxes` (stop 71, H200, graph replays, cold L2, us, per plane ->
+// spanning): GQA 32/8 Nq 8 B=8/16K 149.9-159.2 -> 132.4-132.8 (contiguous 130.5-136.1),
+// B=4/16K 76.0-80.1 -> 71.3, B=8/8K 78.2-81.2 -> 73.6, B=16/4K 73.6-76.8 -> 69.0, B=8/4K
+// (2048 keys a block) 44.0 -> 43.1, B=2/16K (2048) 42.4 -> 41.7; MQA (Hq 32 / Hkv 1) B=32/16K
+// 76.4 -> 74.1, B=16/16K (2048) 42.5 -> 42.4, but B=8/16K (1024 keys a block) 26.2 -> 26.8,
+// B=4/16K (512) level. One row tile keeps a box per plane (GQA Nq 4 B=16/4K 66.7 -> 67.9,
+// B=1/16K 23.5 -> 24.1; one token B=16/4K 65.0 -> 66.3); contiguous caches too (level).
+constexpr int64_t kWideRowBoxesMinKeys = 2048;
+inline bool decode_wide_row_boxes_pay(bool paged, int64_t blocks, int64_t sms, int64_t block_keys, bool hbm3e) {
+  if (decode_row_boxes_pay(blocks, sms, hbm3e)) return true;
+  return decode_dev_plane_boxes() != kDecodePlaneBoxesOff && hbm3e && paged && block_keys >= kWideRowBoxesMinKeys;
+}
 // Dev knob CLO_DECODE_SMEM_LIMIT, read like CLO_DECODE_VARIANT: a shared-memory budget per
 // block in bytes, below the device's (decode_smem_limit takes the smaller): the choices
 // of a 99-KB GPU (sm_86/89/120) tested on a larger one.
@@ -380,8 +395,8 @@ inline bool decode_wide_rows_pay(int head_dim, int rows_per_kv_head, int64_t uni
   return knob == kDecodeWideRowsOn || splits == decode_wide_rows_splits(head_dim, rows_per_kv_head, units, sms,
                                                                           max_kv_len, hbm3e);
 }
-// The wide-row kernel's pipeline depth (PDL and the row boxes follow the 16-row grids' rules,
-// decode_pdl_pays and decode_row_boxes_pay, unmeasured for this kernel beyond one wave): on one
+// The wide-row kernel's pipeline depth (PDL follows the 16-row grids' rule, decode_pdl_pays,
+// unmeasured for this kernel beyond one wave; the row boxes decode_wide_row_boxes_pay): on one
 // wave, 4 stages on paged caches and 3 on contiguous ones (`--wide-rows`, 4 / 3: paged
 // B=1/16K 31.3 / 32.0, B=4/16K 79.1 / 81.2, B=8/16K 146.8 / 150.7; contiguous B=8/16K 132.5 /
 // 130.7, MQA B=48/16K 118.3 / 117.2), as the 16-row small grids (decode_tma_stages_for); 3
