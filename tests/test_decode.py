@@ -1105,7 +1105,13 @@ def replay_then_bad_inputs(group, seed, bad_len, splits, gen):
 
 
 # The helpers above, for the dev-knob scripts below (run_isolated, which import what they use).
-_SCRIPT_HELPERS = inspect.getsource(check_window_cap_lse) + "\n\n" + inspect.getsource(replay_then_bad_inputs)
+# The TMA kernel's even grid (schedule 0) of two row tiles at head_dim 128 and `stages` stages,
+# in a profiler kernel name
+_TWO_TILE_TMA = r"tma_kernel<[^<>,]+, (\(int\))?128, (\(int\))?{stages}, [^<>]*, (\(int\))?0, (\(int\))?2>"
+
+
+_SCRIPT_HELPERS = (f"_TWO_TILE_TMA = {_TWO_TILE_TMA!r}\n\n" + inspect.getsource(check_window_cap_lse) + "\n\n"
+                   + inspect.getsource(replay_then_bad_inputs))
 
 
 _WIDE_ROWS_SCRIPT = r"""
@@ -1154,8 +1160,7 @@ for stages in ("0", "2", "3", "4"):  # the automatic depth, then each forced one
         if stages != "0":
             if sm90:  # the forced depth's two-row-tile kernel (even grid 0, kRowTiles 2)
                 names = kernel_names(lambda: llm.paged_attention(q, kc, vc, table, sl, num_splits=splits[-1]))
-                assert re.search(rf"tma_kernel<[^<>,]+, (\(int\))?128, (\(int\))?{stages}, [^<>]*, (\(int\))?0, "
-                                 r"(\(int\))?2>", names), f"{what}: {names[:400]}"
+                assert re.search(_TWO_TILE_TMA.format(stages=stages), names), f"{what}: {names[:400]}"
             continue
         # sliding window, soft cap and lse
         check_window_cap_lse(q, kc, vc, table, sl, splits[-1], max(lens) // 3 + i, (0.0, 30.0)[i % 2], dt, what)
@@ -1545,8 +1550,11 @@ def test_partial_wave_splits():
         splits = _wide_rows_splits(8, 1, 32, 16384, sms, hbm3e)
         assert splits == min(16, sms // 8) > 0, ("SM count", sms, splits)
         assert kernel_grid_blocks(lambda: llm.paged_attention(q, kc, vc, table, sl), "decode_attention") == 8 * splits
+        # blocks of 1024 keys: a box per plane, 4 stages (decode_wide_rows_stages)
+        assert re.search(_TWO_TILE_TMA.format(stages=4), kernel_names(lambda: llm.paged_attention(q, kc, vc, table, sl)))
     # Nq 8 at GQA 32/8, B=2/16K: 16 two-tile units split 8 ways, 2048 keys a block, where
-    # paged two-tile blocks take spanning boxes at one wave (decode_wide_row_boxes_pay)
+    # paged two-tile blocks take spanning boxes at one wave (decode_wide_row_boxes_pay), and
+    # with them 3 stages
     lens = [16384, 9001]
     q, kc, vc, table, sl = make_paged_problem(lens, 8, 4, 128, 16, f16, 656)
     q = torch.randn(2, 8, 32, 128, device="cuda", dtype=f16).transpose(1, 2)
@@ -1557,6 +1565,7 @@ def test_partial_wave_splits():
         splits = _wide_rows_splits(2, 8, 32, 16384, sms, hbm3e)
         assert splits == min(16, sms // 16) and 16384 // splits >= 2048, ("SM count", sms, splits)
         assert kernel_grid_blocks(lambda: llm.paged_attention(q, kc, vc, table, sl), "decode_attention") == 16 * splits
+        assert re.search(_TWO_TILE_TMA.format(stages=3), kernel_names(lambda: llm.paged_attention(q, kc, vc, table, sl)))
 
 
 def test_wave_top_splits():

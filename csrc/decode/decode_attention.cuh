@@ -1571,8 +1571,9 @@ cudaError_t run_decode_attention(const DecodeAttentionArgs& a, cudaStream_t stre
           pw.row_tiles = wide_tiles;
           pw.units_x = a.num_kv_heads * wide_tiles;
           const int knob_stages = decode_dev_tma_stages();
-          const int stages =
-              knob_stages > 0 ? knob_stages : decode_wide_rows_stages(kPaged, wide_blocks, device_sm_count());
+          const int stages = knob_stages > 0 ? knob_stages
+                                             : decode_wide_rows_stages(kPaged, wide_blocks, device_sm_count(),
+                                                                       maps.spans_planes);
           const cudaError_t err = launch_even_grid(pw, 2, kv, [&](const DecodeKernelParams& pm) {
             return launch_decode_attention_tma_stages<T, D, KVT, 2>(stages, pm, kv,
                                                                     dim3(pw.units_x, a.batch, a.num_splits), stream,

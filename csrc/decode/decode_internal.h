@@ -401,9 +401,13 @@ inline bool decode_wide_rows_pay(int head_dim, int rows_per_kv_head, int64_t uni
 // B=1/16K 31.3 / 32.0, B=4/16K 79.1 / 81.2, B=8/16K 146.8 / 150.7; contiguous B=8/16K 132.5 /
 // 130.7, MQA B=48/16K 118.3 / 117.2), as the 16-row small grids (decode_tma_stages_for); 3
 // beyond (its smem plan fits four stages but a second block per SM does not fit its registers
-// either way).
-inline int decode_wide_rows_stages(bool paged, int64_t blocks, int64_t sms) {
-  return blocks <= sms && paged ? 4 : 3;
+// either way). Those 4 stages were measured with a box per plane; where the boxes span every
+// plane (`spans_planes`, decode_wide_row_boxes_pay) 3 (`--wide-boxes-depth`, stop 71, 4 / 3
+// stages under spanning boxes, us: Nq 8 B=16/4K 67.8 / 67.3, B=8/4K 42.7 / 42.3, B=2/16K
+// 40.5 / 40.3, B=8/16K 131.3 / 131.9, B=4/16K 70.1 / 70.2; MQA B=16/16K 41.6 / 40.9, B=32/16K
+// 72.8 / 71.2).
+inline int decode_wide_rows_stages(bool paged, int64_t blocks, int64_t sms, bool spans_planes) {
+  return blocks <= sms && paged && !spans_planes ? 4 : 3;
 }
 constexpr int kSpreadTailMinKeys = 1024;
 // Units of more than one row tile (decode_rule_multi_tile) run the spread tail to 1.34 units
