@@ -1849,6 +1849,22 @@ def wide_boxes_depth_sweep(iters, copy_bw):
                   "auto.2": {}}, hkv=hkv)
 
 
+# --wide-boxes-confirm: the bench's MQA rows that the rule moved (B=64/4K, B=66/8K: 2048 and 4096
+# keys a block at one wave, now spanning boxes at 3 stages; the bench read B=66/8K 87.4 -> 75.0 us
+# across nodes), Nq 8 B=8/16K, and controls (MQA B=8/16K, contiguous): automatic, a box per
+# plane (4 stages), spanning at 4 stages, automatic again
+WIDE_BOXES_CONFIRM_ROWS = [(64, 4096, 1, False, 1), (66, 8192, 1, False, 1), (8, 16384, 1, False, 1),
+                           (66, 8192, 1, True, 1), (8, 16384, 8, False, 8), (8, 16384, 8, True, 8)]
+
+
+def wide_boxes_confirm_sweep(iters, copy_bw):
+    """WIDE_BOXES_CONFIRM_ROWS (`_nq_rows`, cuDNN first; graph replays, cold L2)."""
+    for B, N, nq, contiguous, hkv in WIDE_BOXES_CONFIRM_ROWS:
+        _nq_rows([(B, N, nq, contiguous)], (0,), iters, copy_bw,
+                 {"auto": {}, "plane": {"CLO_DECODE_PLANE_BOXES": "0"},
+                  "span4": {"CLO_DECODE_PLANE_BOXES": "2", "CLO_DECODE_TMA_STAGES": "4"}, "auto.2": {}}, hkv=hkv)
+
+
 # Stand-alone sweeps (flag -> function(iters, copy_bw), help): each runs alone, then stops.
 SWEEPS = {
     "graph-knobs": (graph_knob_sweep, "split counts and TMA depths on the small-grid targets"),
@@ -1966,6 +1982,8 @@ SWEEPS = {
     "merge-apart": (merge_apart_sweep, "the split merge as its own kernel against the last split block merging"),
     "wide-boxes": (wide_boxes_sweep, "the two-row-tile kernel at one wave: spanning boxes against a box per plane"),
     "wide-boxes-depth": (wide_boxes_depth_sweep, "paged two-tile one-wave rows: auto, a box per plane, 3 stages"),
+    "wide-boxes-confirm": (wide_boxes_confirm_sweep,
+                           "the bench's MQA rows and Nq 8 B=8/16K: auto, a box per plane, spanning at 4 stages"),
     "one-wave-boxes": (lambda iters, copy_bw: wide_boxes_sweep(iters, copy_bw, ONE_WAVE_BOXES_ROWS),
                        "one-wave paged GQA / MQA, one and two row tiles: spanning boxes against a box per plane"),
     "mqa-paged": (mqa_paged_sweep, "one-token MQA paged (table orders, spanning boxes, 3 stages) vs contiguous; Nq 4 B=16/4K"),
