@@ -1803,9 +1803,10 @@ def merge_apart_sweep(iters, copy_bw):
 
 
 # --wide-boxes: the two-row-tile kernel at one wave or less with one TMA box over both planes of
-# its rows (CLO_DECODE_PLANE_BOXES=2) against a box per plane (the automatic choice there:
-# decode_row_boxes_pay), where `--mqa-paged` (stop 70) read spanning boxes ahead at MQA B=64-66
-# paged and behind at B=8/16K. (B, N, Nq, contiguous, Hkv)
+# its rows (CLO_DECODE_PLANE_BOXES=2) against the automatic choice (a box per plane there up to
+# stop 70; since stop 71, decode_wide_row_boxes_pay, spanning on paged blocks of 2048 keys or
+# more, so those rows compare a launch with itself), where `--mqa-paged` (stop 70) read spanning
+# boxes ahead at MQA B=64-66 paged and behind at B=8/16K. (B, N, Nq, contiguous, Hkv)
 WIDE_BOXES_ROWS = [(8, 16384, 1, False, 1), (48, 16384, 1, False, 1), (64, 4096, 1, False, 1),
                    (66, 8192, 1, False, 1), (66, 8192, 1, True, 1), (2, 16384, 8, False, 8),
                    (8, 16384, 8, False, 8), (8, 16384, 8, True, 8)]

@@ -1182,6 +1182,13 @@ replay_then_bad_inputs(24, 699, bad_len=False, splits=(1, 4), gen=gen)  # 32-row
 """
 
 
+def _paged_two_tile_one_wave_stages(n, splits):
+    """The pipeline depth of paged two-row-tile blocks at one wave on HBM3e parts: 3 where each
+    block reads 2048 keys or more of a table of `n` (spanning boxes: decode_wide_row_boxes_pay,
+    decode_wide_rows_stages, stop 71), else 4."""
+    return 3 if -(-n // splits) >= 2048 else 4
+
+
 def _wide_rows_splits(b, hkv, rows, n, sms, hbm3e, d=128):
     """The automatic count of two row tiles per block (decode_wide_rows_splits, stop 69), or 0:
     HBM3e parts, head_dim 128, 17-32 rows per KV head, splits of 1024 keys or more; `b` x
@@ -1550,8 +1557,11 @@ def test_partial_wave_splits():
         splits = _wide_rows_splits(8, 1, 32, 16384, sms, hbm3e)
         assert splits == min(16, sms // 8) > 0, ("SM count", sms, splits)
         assert kernel_grid_blocks(lambda: llm.paged_attention(q, kc, vc, table, sl), "decode_attention") == 8 * splits
-        # blocks of 1024 keys: a box per plane, 4 stages (decode_wide_rows_stages)
-        assert re.search(_TWO_TILE_TMA.format(stages=4), kernel_names(lambda: llm.paged_attention(q, kc, vc, table, sl)))
+        # 132 SMs: blocks of 1024 keys, a box per plane, 4 stages (decode_wide_rows_stages)
+        names = kernel_names(lambda: llm.paged_attention(q, kc, vc, table, sl))
+        assert sms != 132 or _paged_two_tile_one_wave_stages(16384, splits) == 4, splits
+        assert re.search(_TWO_TILE_TMA.format(stages=_paged_two_tile_one_wave_stages(16384, splits)), names), \
+            ("MQA B=8/16K", splits, names[:400])
     # Nq 8 at GQA 32/8, B=2/16K: 16 two-tile units split 8 ways, 2048 keys a block, where
     # paged two-tile blocks take spanning boxes at one wave (decode_wide_row_boxes_pay), and
     # with them 3 stages
@@ -1561,11 +1571,13 @@ def test_partial_wave_splits():
     out = poison_(torch.empty_like(q))
     llm.paged_attention(q, kc, vc, table, sl, out=out)
     assert_close(out, paged_attention_reference(q, kc, vc, table, sl), dtype=f16, what="Nq 8 B=2/16K automatic")
-    if hbm3e:
-        splits = _wide_rows_splits(2, 8, 32, 16384, sms, hbm3e)
-        assert splits == min(16, sms // 16) and 16384 // splits >= 2048, ("SM count", sms, splits)
+    splits = _wide_rows_splits(2, 8, 32, 16384, sms, hbm3e)
+    assert splits == 8 or sms != 132 or not hbm3e, ("premise: 8 splits of 2048 keys", splits)
+    if splits:
         assert kernel_grid_blocks(lambda: llm.paged_attention(q, kc, vc, table, sl), "decode_attention") == 16 * splits
-        assert re.search(_TWO_TILE_TMA.format(stages=3), kernel_names(lambda: llm.paged_attention(q, kc, vc, table, sl)))
+        names = kernel_names(lambda: llm.paged_attention(q, kc, vc, table, sl))
+        assert re.search(_TWO_TILE_TMA.format(stages=_paged_two_tile_one_wave_stages(16384, splits)), names), \
+            ("Nq 8 B=2/16K", splits, names[:400])
 
 
 def test_wave_top_splits():
@@ -1607,11 +1619,12 @@ def test_wave_top_splits():
 
 
 _PLANE_BOXES_SCRIPT = r"""
+import re
 import torch
 import cuda_llm_ops as llm
 from cuda_llm_ops.reference import attention_reference, paged_attention_reference
 from cuda_llm_ops.reference.decode import make_paged_problem
-from cuda_llm_ops.testing import assert_close, poison_
+from cuda_llm_ops.testing import assert_close, kernel_names, poison_
 
 gen = torch.Generator().manual_seed(64)
 # (head dim, KV heads, group, dtype, block size, splits): whole planes (2 at 128, 3 at 192
@@ -1646,6 +1659,9 @@ for i, (hkv, group, nq, dt, bs, splits) in enumerate(((1, 32, 1, torch.float16, 
     llm.paged_attention(q, kc, vc, table, sl, out=out, num_splits=splits)
     assert_close(out, paged_attention_reference(q, kc, vc, table, sl), dtype=dt,
                  what=f"two tiles {i}: Hkv={hkv} G={group} Nq={nq} bs={bs} splits={splits}")
+    if torch.cuda.get_device_capability()[0] >= 9:  # spanning boxes: 3 stages (decode_wide_rows_stages)
+        names = kernel_names(lambda: llm.paged_attention(q, kc, vc, table, sl, num_splits=splits))
+        assert re.search(_TWO_TILE_TMA.format(stages=3), names), (i, names[:400])
     qc = torch.randn(2, hkv * group, nq, 128, device="cuda").to(dt)
     k, v = (torch.randn(2, hkv, 777, 128, device="cuda").to(dt) for _ in range(2))
     out = poison_(torch.empty_like(qc))
@@ -1664,7 +1680,8 @@ def test_plane_boxes_span_matches_reference():
     first decode call."""
     require_op("paged_attention")
     require_op("decode_attention")
-    run_isolated(_PLANE_BOXES_SCRIPT, timeout=300, env={"CLO_DECODE_PLANE_BOXES": "2", "CLO_DECODE_WIDE_ROWS": "1"})
+    run_isolated(_SCRIPT_HELPERS + _PLANE_BOXES_SCRIPT, timeout=300,
+                 env={"CLO_DECODE_PLANE_BOXES": "2", "CLO_DECODE_WIDE_ROWS": "1"})
 
 
 def test_d64_tail_splits():

@@ -1558,11 +1558,12 @@ cudaError_t run_decode_attention(const DecodeAttentionArgs& a, cudaStream_t stre
       const int wide_tiles = decode_wide_row_tiles(p.rows);
       const int64_t wide_units = static_cast<int64_t>(a.num_kv_heads) * wide_tiles * a.batch;
       const int64_t wide_blocks = wide_units * a.num_splits;
+      const int64_t read_kv_len = decode_read_kv_len(a);
       if (sm90 && pack_group == 0 && p.rows > kRowsPerBlock && forced != kDecodeKernelCpAsync &&
-          decode_wide_rows_pay(a.head_dim, p.rows, wide_units, a.num_splits, device_sm_count(), decode_read_kv_len(a),
+          decode_wide_rows_pay(a.head_dim, p.rows, wide_units, a.num_splits, device_sm_count(), read_kv_len,
                                device_is_hopper_hbm3e())) {
         DecodeTmaMaps maps;
-        const int64_t block_keys = (decode_read_kv_len(a) + a.num_splits - 1) / a.num_splits;
+        const int64_t block_keys = div_ceil<int64_t>(read_kv_len, a.num_splits);
         const int box_rows = encode_decode_tma_maps<T, D, kPaged, KVT>(
             a, maps, kv_promo,
             decode_wide_row_boxes_pay(kPaged, wide_blocks, device_sm_count(), block_keys, device_is_hopper_hbm3e()));

@@ -488,7 +488,7 @@ inline CUtensorMapL2promotion decode_kv_l2_promotion(bool fp8, int real_head_dim
 // base not 16-byte aligned, a byte stride not a multiple of 16 (or >= 2^40), more than
 // 2^31 - 1 token rows. `promo`: the maps' L2 promotion (decode_kv_l2_promotion);
 // `want_row_boxes`: one box over every plane of its rows where the head dim allows
-// (decode_row_boxes_pay).
+// (decode_row_boxes_pay, decode_wide_row_boxes_pay).
 template <typename T, int D, bool kPaged, typename KVT = T>
 int encode_decode_tma_maps(const DecodeAttentionArgs& a, DecodeTmaMaps& maps, CUtensorMapL2promotion promo,
                            bool want_row_boxes) {

@@ -99,7 +99,7 @@ inline bool decode_merge_apart_pays(int num_splits, int block_rows, int kernel_h
 // Dev knob CLO_DECODE_PLANE_BOXES, read like CLO_DECODE_VARIANT: 0 has the TMA kernel issue
 // a box per 64-column plane (into the plain planes layout), 2 one box over every plane
 // of its rows wherever the head dim is whole planes (encode_decode_tma_maps); anything else:
-// the automatic choice (decode_row_boxes_pay).
+// the automatic choice (decode_row_boxes_pay; two-row-tile blocks decode_wide_row_boxes_pay).
 constexpr int kDecodePlaneBoxesOff = 0, kDecodePlaneBoxesOn = 2;
 int decode_dev_plane_boxes();
 // Whether the TMA kernel's grid of `blocks` takes one box over every 64-column plane of its
@@ -119,9 +119,11 @@ inline bool decode_row_boxes_pay(int64_t blocks, int64_t sms, bool hbm3e) {
   return hbm3e && blocks > sms;
 }
 // The two-row-tile kernel (decode_wide_rows_pay) on paged caches takes them at one wave too
-// where each block reads 2048 keys or more: its 32 rows' math per tile leaves a box per plane
-// short of bytes in flight on the 16-row layout of a KV head's block (rows 2 KB apart at
-// Hkv 8). `--one-wave-boxes` (stop 71, H200, graph replays, cold L2, us, per plane ->
+// where a block's share of the keys is 2048 or more (`block_keys`: the table's capacity, or
+// the window, over the splits, as the split count reads it; a table sized far past its
+// lengths spans where 1024-key blocks measured 2% better with a box per plane): its 32 rows'
+// math per tile leaves a box per plane short of bytes in flight on the 16-row layout of a KV
+// head's block (rows 2 KB apart at Hkv 8). `--one-wave-boxes` (stop 71, H200, graph replays, cold L2, us, per plane ->
 // spanning): GQA 32/8 Nq 8 B=8/16K 149.9-159.2 -> 132.4-132.8 (contiguous 130.5-136.1),
 // B=4/16K 76.0-80.1 -> 71.3, B=8/8K 78.2-81.2 -> 73.6, B=16/4K 73.6-76.8 -> 69.0, B=8/4K
 // (2048 keys a block) 44.0 -> 43.1, B=2/16K (2048) 42.4 -> 41.7; MQA (Hq 32 / Hkv 1) B=32/16K
