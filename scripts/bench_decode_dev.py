@@ -1866,6 +1866,16 @@ def wide_boxes_confirm_sweep(iters, copy_bw):
                   "span4": {"CLO_DECODE_PLANE_BOXES": "2", "CLO_DECODE_TMA_STAGES": "4"}, "auto.2": {}}, hkv=hkv)
 
 
+# --wide-sustained: stop 71's spanning boxes at 3 stages for paged two-tile blocks at one wave,
+# read cool and at the power cap (stop 65: ours slows with the SM clock there; a contiguous Nq 8
+# B=8/16K row drifted 130.8 -> 193.5 us within one sweep): automatic, a box per plane (4
+# stages), spanning at 4 stages. (B, N, Hkv, block size, contiguous, Nq)
+WIDE_SUSTAINED_ROWS = [(8, 16384, 8, 16, False, 8), (8, 16384, 8, 16, True, 8), (4, 16384, 8, 16, False, 8),
+                       (66, 8192, 1, 16, False, 1), (64, 4096, 1, 16, False, 1)]
+WIDE_SUSTAINED_VARIANTS = [("s0", 0, {}), ("plane", 0, {"CLO_DECODE_PLANE_BOXES": "0"}),
+                           ("span4", 0, {"CLO_DECODE_PLANE_BOXES": "2", "CLO_DECODE_TMA_STAGES": "4"})]
+
+
 # Stand-alone sweeps (flag -> function(iters, copy_bw), help): each runs alone, then stops.
 SWEEPS = {
     "graph-knobs": (graph_knob_sweep, "split counts and TMA depths on the small-grid targets"),
@@ -1985,6 +1995,8 @@ SWEEPS = {
     "wide-boxes-depth": (wide_boxes_depth_sweep, "paged two-tile one-wave rows: auto, a box per plane, 3 stages"),
     "wide-boxes-confirm": (wide_boxes_confirm_sweep,
                            "the bench's MQA rows and Nq 8 B=8/16K: auto, a box per plane, spanning at 4 stages"),
+    "wide-sustained": (cool_then_cap_sweep(WIDE_SUSTAINED_ROWS, WIDE_SUSTAINED_VARIANTS),
+                       "paged two-tile one-wave rows (Nq 8, MQA), cool and at the cap: auto, a box per plane, span 4"),
     "one-wave-boxes": (lambda iters, copy_bw: wide_boxes_sweep(iters, copy_bw, ONE_WAVE_BOXES_ROWS),
                        "one-wave paged GQA / MQA, one and two row tiles: spanning boxes against a box per plane"),
     "mqa-paged": (mqa_paged_sweep, "one-token MQA paged (table orders, spanning boxes, 3 stages) vs contiguous; Nq 4 B=16/4K"),
