@@ -1823,13 +1823,18 @@ ONE_WAVE_BOXES_ROWS = [(16, 4096, 2, False, 8), (16, 4096, 4, False, 8), (8, 163
                        (4, 16384, 1, False, 1), (16, 4096, 4, True, 8), (8, 16384, 8, True, 8)]
 
 
-def wide_boxes_sweep(iters, copy_bw, rows=WIDE_BOXES_ROWS):
-    """`rows` (`_nq_rows`, cuDNN first; graph replays, cold L2): automatic against
-    spanning boxes, each at the automatic count, run twice in alternation."""
-    for B, N, nq, contiguous, hkv in rows:
-        _nq_rows([(B, N, nq, contiguous)], (0,), iters, copy_bw,
-                 {"auto": {}, "boxes": {"CLO_DECODE_PLANE_BOXES": "2"}, "auto.2": {},
-                  "boxes.2": {"CLO_DECODE_PLANE_BOXES": "2"}}, hkv=hkv)
+# spanning boxes against the automatic choice, each twice in alternation
+WIDE_BOXES_VARIANTS = {"auto": {}, "boxes": {"CLO_DECODE_PLANE_BOXES": "2"}, "auto.2": {},
+                       "boxes.2": {"CLO_DECODE_PLANE_BOXES": "2"}}
+
+
+def hkv_rows_sweep(rows, variants):
+    """A `SWEEPS` entry: `_nq_rows` over `rows` (B, N, Nq, contiguous, Hkv) at the automatic
+    count, cuDNN first (graph replays, cold L2), `variants` in their order."""
+    def sweep(iters, copy_bw):
+        for B, N, nq, contiguous, hkv in rows:
+            _nq_rows([(B, N, nq, contiguous)], (0,), iters, copy_bw, variants, hkv=hkv)
+    return sweep
 
 
 # --wide-boxes-depth: after `--one-wave-boxes` (the spanning boxes for paged two-tile blocks of
@@ -1838,16 +1843,8 @@ def wide_boxes_sweep(iters, copy_bw, rows=WIDE_BOXES_ROWS):
 WIDE_BOXES_DEPTH_ROWS = [(b, n, 8, False, 8) for b, n in ((8, 16384), (4, 16384), (8, 8192), (16, 4096), (8, 4096),
                                                           (2, 16384), (1, 16384))] + \
                         [(b, 16384, 1, False, 1) for b in (8, 16, 32)]
-
-
-def wide_boxes_depth_sweep(iters, copy_bw):
-    """WIDE_BOXES_DEPTH_ROWS (`_nq_rows`, cuDNN first; graph replays, cold L2): automatic,
-    a box per plane, spanning boxes at 3 stages, automatic again."""
-    for B, N, nq, contiguous, hkv in WIDE_BOXES_DEPTH_ROWS:
-        _nq_rows([(B, N, nq, contiguous)], (0,), iters, copy_bw,
-                 {"auto": {}, "plane": {"CLO_DECODE_PLANE_BOXES": "0"},
-                  "tma3": {"CLO_DECODE_TMA_STAGES": "3"},
-                  "auto.2": {}}, hkv=hkv)
+WIDE_BOXES_DEPTH_VARIANTS = {"auto": {}, "plane": {"CLO_DECODE_PLANE_BOXES": "0"},
+                             "tma3": {"CLO_DECODE_TMA_STAGES": "3"}, "auto.2": {}}
 
 
 # --wide-boxes-confirm: the bench's MQA rows that the rule moved (B=64/4K, B=66/8K: 2048 and 4096
@@ -1856,14 +1853,8 @@ def wide_boxes_depth_sweep(iters, copy_bw):
 # plane (4 stages), spanning at 4 stages, automatic again
 WIDE_BOXES_CONFIRM_ROWS = [(64, 4096, 1, False, 1), (66, 8192, 1, False, 1), (8, 16384, 1, False, 1),
                            (66, 8192, 1, True, 1), (8, 16384, 8, False, 8), (8, 16384, 8, True, 8)]
-
-
-def wide_boxes_confirm_sweep(iters, copy_bw):
-    """WIDE_BOXES_CONFIRM_ROWS (`_nq_rows`, cuDNN first; graph replays, cold L2)."""
-    for B, N, nq, contiguous, hkv in WIDE_BOXES_CONFIRM_ROWS:
-        _nq_rows([(B, N, nq, contiguous)], (0,), iters, copy_bw,
-                 {"auto": {}, "plane": {"CLO_DECODE_PLANE_BOXES": "0"},
-                  "span4": {"CLO_DECODE_PLANE_BOXES": "2", "CLO_DECODE_TMA_STAGES": "4"}, "auto.2": {}}, hkv=hkv)
+WIDE_BOXES_CONFIRM_VARIANTS = {"auto": {}, "plane": {"CLO_DECODE_PLANE_BOXES": "0"},
+                               "span4": {"CLO_DECODE_PLANE_BOXES": "2", "CLO_DECODE_TMA_STAGES": "4"}, "auto.2": {}}
 
 
 # --wide-sustained: stop 71's spanning boxes at 3 stages for paged two-tile blocks at one wave,
@@ -1991,13 +1982,13 @@ SWEEPS = {
     "wide-rows-confirm": (wide_rows_confirm_sweep, "the automatic two-row-tile choice against 16-row blocks at its edges"),
     "wide-rows-partial": (wide_rows_partial_sweep, "the automatic two-row-tile choice at 20-28 rows (Nq 5-7)"),
     "merge-apart": (merge_apart_sweep, "the split merge as its own kernel against the last split block merging"),
-    "wide-boxes": (wide_boxes_sweep, "the two-row-tile kernel at one wave: spanning boxes against a box per plane"),
-    "wide-boxes-depth": (wide_boxes_depth_sweep, "paged two-tile one-wave rows: auto, a box per plane, 3 stages"),
-    "wide-boxes-confirm": (wide_boxes_confirm_sweep,
+    "wide-boxes": (hkv_rows_sweep(WIDE_BOXES_ROWS, WIDE_BOXES_VARIANTS), "the two-row-tile kernel at one wave: spanning boxes against a box per plane"),
+    "wide-boxes-depth": (hkv_rows_sweep(WIDE_BOXES_DEPTH_ROWS, WIDE_BOXES_DEPTH_VARIANTS), "paged two-tile one-wave rows: auto, a box per plane, 3 stages"),
+    "wide-boxes-confirm": (hkv_rows_sweep(WIDE_BOXES_CONFIRM_ROWS, WIDE_BOXES_CONFIRM_VARIANTS),
                            "the bench's MQA rows and Nq 8 B=8/16K: auto, a box per plane, spanning at 4 stages"),
     "wide-sustained": (cool_then_cap_sweep(WIDE_SUSTAINED_ROWS, WIDE_SUSTAINED_VARIANTS),
                        "paged two-tile one-wave rows (Nq 8, MQA), cool and at the cap: auto, a box per plane, span 4"),
-    "one-wave-boxes": (lambda iters, copy_bw: wide_boxes_sweep(iters, copy_bw, ONE_WAVE_BOXES_ROWS),
+    "one-wave-boxes": (hkv_rows_sweep(ONE_WAVE_BOXES_ROWS, WIDE_BOXES_VARIANTS),
                        "one-wave paged GQA / MQA, one and two row tiles: spanning boxes against a box per plane"),
     "mqa-paged": (mqa_paged_sweep, "one-token MQA paged (table orders, spanning boxes, 3 stages) vs contiguous; Nq 4 B=16/4K"),
     "mqa-tiles": (mqa_tiles_sweep, "one token at Hq 32 / Hkv 1 (two row tiles) against Nq 8's two-tile counts"),

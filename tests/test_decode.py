@@ -1189,6 +1189,13 @@ def _paged_two_tile_one_wave_stages(n, splits):
     return 3 if -(-n // splits) >= 2048 else 4
 
 
+def _assert_paged_two_tile_one_wave_depth(fn, n, splits, what):
+    """`fn` runs the TMA kernel's even grid of two row tiles at `_paged_two_tile_one_wave_stages`."""
+    names = kernel_names(fn)
+    assert re.search(_TWO_TILE_TMA.format(stages=_paged_two_tile_one_wave_stages(n, splits)), names), \
+        (what, splits, names[:400])
+
+
 def _wide_rows_splits(b, hkv, rows, n, sms, hbm3e, d=128):
     """The automatic count of two row tiles per block (decode_wide_rows_splits, stop 69), or 0:
     HBM3e parts, head_dim 128, 17-32 rows per KV head, splits of 1024 keys or more; `b` x
@@ -1558,10 +1565,9 @@ def test_partial_wave_splits():
         assert splits == min(16, sms // 8) > 0, ("SM count", sms, splits)
         assert kernel_grid_blocks(lambda: llm.paged_attention(q, kc, vc, table, sl), "decode_attention") == 8 * splits
         # 132 SMs: blocks of 1024 keys, a box per plane, 4 stages (decode_wide_rows_stages)
-        names = kernel_names(lambda: llm.paged_attention(q, kc, vc, table, sl))
         assert sms != 132 or _paged_two_tile_one_wave_stages(16384, splits) == 4, splits
-        assert re.search(_TWO_TILE_TMA.format(stages=_paged_two_tile_one_wave_stages(16384, splits)), names), \
-            ("MQA B=8/16K", splits, names[:400])
+        _assert_paged_two_tile_one_wave_depth(lambda: llm.paged_attention(q, kc, vc, table, sl), 16384, splits,
+                                              "MQA B=8/16K")
     # Nq 8 at GQA 32/8, B=2/16K: 16 two-tile units split 8 ways, 2048 keys a block, where
     # paged two-tile blocks take spanning boxes at one wave (decode_wide_row_boxes_pay), and
     # with them 3 stages
@@ -1575,9 +1581,8 @@ def test_partial_wave_splits():
     assert splits == 8 or sms != 132 or not hbm3e, ("premise: 8 splits of 2048 keys", splits)
     if splits:
         assert kernel_grid_blocks(lambda: llm.paged_attention(q, kc, vc, table, sl), "decode_attention") == 16 * splits
-        names = kernel_names(lambda: llm.paged_attention(q, kc, vc, table, sl))
-        assert re.search(_TWO_TILE_TMA.format(stages=_paged_two_tile_one_wave_stages(16384, splits)), names), \
-            ("Nq 8 B=2/16K", splits, names[:400])
+        _assert_paged_two_tile_one_wave_depth(lambda: llm.paged_attention(q, kc, vc, table, sl), 16384, splits,
+                                              "Nq 8 B=2/16K")
 
 
 def test_wave_top_splits():
