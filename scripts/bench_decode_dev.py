@@ -1867,6 +1867,34 @@ WIDE_SUSTAINED_VARIANTS = [("s0", 0, {}), ("plane", 0, {"CLO_DECODE_PLANE_BOXES"
                            ("span4", 0, {"CLO_DECODE_PLANE_BOXES": "2", "CLO_DECODE_TMA_STAGES": "4"})]
 
 
+# --wide-beyond: the two-row-tile kernel beyond one wave, where its PDL and boxes are still the
+# 16-row rules' (decode_pdl_pays: off at 1.05-1.8 blocks per SM; decode_row_boxes_pay: spanning
+# beyond one block per SM), unmeasured for this kernel, which holds one block per SM (288 threads
+# at ~160 registers: a waiting block of the next call cannot sit beside a running one, as on the
+# 256 kernel). 1 split at 1.5-1.8 units per SM (PDL off there), 2 splits at 2.5-3 blocks and 1 at
+# 1.82 (PDL on), both layouts: automatic, PDL on, PDL off, a box per plane, automatic again.
+# (B, N, Nq, contiguous, Hkv)
+WIDE_BEYOND_ROWS = [(25, 8192, 8, False, 8), (28, 4096, 8, False, 8), (25, 8192, 8, True, 8), (28, 4096, 8, True, 8),
+                    (200, 4096, 1, False, 1), (200, 4096, 1, True, 1), (30, 4096, 8, False, 8),
+                    (21, 16384, 8, False, 8), (21, 4096, 8, True, 8)]
+WIDE_BEYOND_VARIANTS = {**PDL_VARIANTS, "plane": {"CLO_DECODE_PLANE_BOXES": "0"}, "auto.2": {}}
+
+# --mqa-beyond: one token at Hq 32 / Hkv 1 (32 rows a KV head) beyond one wave, where `--wide-beyond`
+# read the two-tile kernel's 1 split at B=200/4K (1.52 units per SM) 0.94x cuDNN paged (128.4
+# against 121.3 us) and 0.97x contiguous: the automatic count, and 1-3 splits on 16-row blocks
+# (CLO_DECODE_WIDE_ROWS=0: their rules' spread tail and balanced schedule where those run) and on
+# two-tile blocks (=1). (B, N, contiguous)
+MQA_BEYOND_ROWS = [(b, 4096, False) for b in (150, 180, 200, 230, 264)] + [(200, 4096, True), (200, 8192, False)]
+MQA_BEYOND_VARIANTS = {"auto": {}, "w0": {"CLO_DECODE_WIDE_ROWS": "0"}, "w1": {"CLO_DECODE_WIDE_ROWS": "1"}}
+
+
+def mqa_beyond_sweep(iters, copy_bw):
+    """MQA_BEYOND_ROWS (`_nq_rows` at Hkv 1, one token): the automatic count, then 1-3 splits
+    on 16-row and on two-tile blocks (graph replays, cold L2, cuDNN first)."""
+    for B, N, contiguous in MQA_BEYOND_ROWS:
+        _nq_rows([(B, N, 1, contiguous)], (0, 1, 2, 3), iters, copy_bw, MQA_BEYOND_VARIANTS,
+                 only=lambda ns, label: (label == "auto") == (ns == 0), hkv=1)
+
 # Stand-alone sweeps (flag -> function(iters, copy_bw), help): each runs alone, then stops.
 SWEEPS = {
     "graph-knobs": (graph_knob_sweep, "split counts and TMA depths on the small-grid targets"),
@@ -1986,6 +2014,9 @@ SWEEPS = {
     "wide-boxes-depth": (hkv_rows_sweep(WIDE_BOXES_DEPTH_ROWS, WIDE_BOXES_DEPTH_VARIANTS), "paged two-tile one-wave rows: auto, a box per plane, 3 stages"),
     "wide-boxes-confirm": (hkv_rows_sweep(WIDE_BOXES_CONFIRM_ROWS, WIDE_BOXES_CONFIRM_VARIANTS),
                            "the bench's MQA rows and Nq 8 B=8/16K: auto, a box per plane, spanning at 4 stages"),
+    "wide-beyond": (hkv_rows_sweep(WIDE_BEYOND_ROWS, WIDE_BEYOND_VARIANTS),
+                    "the two-row-tile kernel beyond one wave (Nq 8, MQA; both layouts): PDL on / off, a box per plane"),
+    "mqa-beyond": (mqa_beyond_sweep, "one token at Hq 32 / Hkv 1 at 1.1-2 units per SM: 1-3 splits, 16-row and two-tile blocks"),
     "wide-sustained": (cool_then_cap_sweep(WIDE_SUSTAINED_ROWS, WIDE_SUSTAINED_VARIANTS),
                        "paged two-tile one-wave rows (Nq 8, MQA), cool and at the cap: auto, a box per plane, span 4"),
     "one-wave-boxes": (hkv_rows_sweep(ONE_WAVE_BOXES_ROWS, WIDE_BOXES_VARIANTS),

@@ -1528,9 +1528,10 @@ cudaError_t run_decode_attention(const DecodeAttentionArgs& a, cudaStream_t stre
   const bool sm90 = device_cc_major() >= 9;
   // PDL for a grid of `blocks` (decode_pdl_pays; the CLO_DECODE_PDL knob forces it off or on)
   const int pdl_mode = decode_dev_pdl();
-  auto launch_pdl = [&](int64_t blocks, int schedule) {
+  auto launch_pdl = [&](int64_t blocks, int schedule, bool wide_rows = false) {
     return sm90 && pdl_mode != kDecodePdlOff &&
-           (pdl_mode == kDecodePdlOn || decode_pdl_pays(blocks, device_sm_count(), D, kDequant, schedule));
+           (pdl_mode == kDecodePdlOn ||
+            decode_pdl_pays(blocks, device_sm_count(), D, kDequant, schedule, wide_rows));
   };
   // one TMA box over every plane of its rows for a grid of `blocks` (decode_row_boxes_pay)
   auto row_boxes = [&](int64_t blocks) {
@@ -1578,7 +1579,7 @@ cudaError_t run_decode_attention(const DecodeAttentionArgs& a, cudaStream_t stre
           const cudaError_t err = launch_even_grid(pw, 2, kv, [&](const DecodeKernelParams& pm) {
             return launch_decode_attention_tma_stages<T, D, KVT, 2>(stages, pm, kv,
                                                                     dim3(pw.units_x, a.batch, a.num_splits), stream,
-                                                                    launch_pdl(wide_blocks, kDecodeEvenGrid), maps,
+                                                                    launch_pdl(wide_blocks, kDecodeEvenGrid, true), maps,
                                                                     box_rows);
           });
           if (err != cudaErrorNotSupported) return err;

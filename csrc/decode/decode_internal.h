@@ -38,15 +38,19 @@ int decode_dev_pdl();
 //    the 16-bit rule;
 //  - the balanced schedule at two blocks per SM (contiguous D = 64): lost 6%;
 //  - the 256 kernel holds one block per SM, so nothing waits on a busy SM: ~1% gained at
-//    1.45-1.94.
+//    1.45-1.94. So do two-row-tile blocks (`wide_rows`, decode_wide_rows_pay): `--wide-beyond`
+//    (stop 72, 1 split at 1.52-1.7 units per SM, PDL off -> on, us): Nq 8 GQA 32/8 paged
+//    B=25/8K 240.1 -> 238.5, B=28/4K 128.2 -> 126.7, contiguous B=25/8K 230.7 -> 229.3; one
+//    token at Hq 32 / Hkv 1 B=200/4K paged 128.4 -> 126.8, contiguous 123.2 -> 121.9.
 //  - the spread tail (1.2-1.5 blocks per SM: one whole unit per SM, the pieces beside them):
 //    gained 0.6-1.5 us at every grid measured (stop 63).
 // The TMA kernel's schedules (its kSchedule, and `schedule` here): the even grid
 // (decode_block_work), the balanced schedule (decode_streamk_piece), the spread tail
 // (decode_spread_work).
 constexpr int kDecodeEvenGrid = 0, kDecodeBalanced = 1, kDecodeSpreadTail = 2;
-inline bool decode_pdl_pays(int64_t blocks, int sms, int kernel_head_dim, bool fp8, int schedule) {
-  if (blocks <= sms || schedule == kDecodeSpreadTail) return true;
+inline bool decode_pdl_pays(int64_t blocks, int sms, int kernel_head_dim, bool fp8, int schedule,
+                            bool wide_rows = false) {
+  if (blocks <= sms || schedule == kDecodeSpreadTail || wide_rows) return true;
   if (schedule == kDecodeBalanced) return false;
   const bool past_band = grid_past_pdl_band(blocks, sms);
   if (fp8 && kernel_head_dim == 128) return !past_band;
@@ -397,9 +401,11 @@ inline bool decode_wide_rows_pay(int head_dim, int rows_per_kv_head, int64_t uni
   return knob == kDecodeWideRowsOn || splits == decode_wide_rows_splits(head_dim, rows_per_kv_head, units, sms,
                                                                           max_kv_len, hbm3e);
 }
-// The wide-row kernel's pipeline depth (PDL follows the 16-row grids' rule, decode_pdl_pays,
-// unmeasured for this kernel beyond one wave; the row boxes decode_wide_row_boxes_pay): on one
-// wave, 4 stages on paged caches and 3 on contiguous ones (`--wide-rows`, 4 / 3: paged
+// The wide-row kernel's pipeline depth (PDL on every grid, decode_pdl_pays; the row boxes
+// decode_wide_row_boxes_pay, spanning beyond one wave as the 16-row rule: `--wide-beyond`, stop
+// 72, a box per plane -> spanning, paged Nq 8 B=25/8K 290.9 -> 240.1 us, MQA B=200/4K 152.3 ->
+// 128.4, contiguous level): on one wave, 4 stages on paged caches and 3 on contiguous ones
+// (`--wide-rows`, 4 / 3: paged
 // B=1/16K 31.3 / 32.0, B=4/16K 79.1 / 81.2, B=8/16K 146.8 / 150.7; contiguous B=8/16K 132.5 /
 // 130.7, MQA B=48/16K 118.3 / 117.2), as the 16-row small grids (decode_tma_stages_for); 3
 // beyond (its smem plan fits four stages but a second block per SM does not fit its registers
