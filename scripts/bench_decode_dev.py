@@ -1895,6 +1895,23 @@ def mqa_beyond_sweep(iters, copy_bw):
         _nq_rows([(B, N, 1, contiguous)], (0, 1, 2, 3), iters, copy_bw, MQA_BEYOND_VARIANTS,
                  only=lambda ns, label: (label == "auto") == (ns == 0), hkv=1)
 
+# --wide-three: after `--mqa-beyond` (one token at Hq 32 / Hkv 1, B=150/4K, 1.14 units per SM: the
+# 16-row rules' count 119.7 us, two-tile blocks at 2 / 3 splits 114.8 / 113.0, cuDNN 117.1), the
+# two-tile rule's 3 splits where their four waves are 84% full (1.12-1.26 units per SM): automatic
+# (that rule), the 16-row rules (CLO_DECODE_WIDE_ROWS=0), two-tile blocks at 2-4 splits; below the
+# band (1.06) and Nq 8 at GQA 32/8 too. (B, N, Nq, contiguous, Hkv)
+WIDE_THREE_ROWS = [(b, 4096, 1, False, 1) for b in (140, 150, 160, 165)] + \
+                  [(150, 4096, 1, True, 1), (150, 8192, 1, False, 1), (19, 4096, 8, False, 8), (20, 8192, 8, False, 8),
+                   (19, 16384, 8, False, 8), (20, 4096, 8, True, 8)]
+
+
+def wide_three_sweep(iters, copy_bw):
+    """WIDE_THREE_ROWS (`_nq_rows`, cuDNN first): the automatic count and the 16-row rules' count
+    (CLO_DECODE_WIDE_ROWS=0), then two-tile blocks (=1) at 2-4 splits (graph replays, cold L2)."""
+    for B, N, nq, contiguous, hkv in WIDE_THREE_ROWS:
+        _nq_rows([(B, N, nq, contiguous)], (0, 2, 3, 4), iters, copy_bw, MQA_BEYOND_VARIANTS,
+                 only=lambda ns, label: (label != "w1") == (ns == 0), hkv=hkv)
+
 # Stand-alone sweeps (flag -> function(iters, copy_bw), help): each runs alone, then stops.
 SWEEPS = {
     "graph-knobs": (graph_knob_sweep, "split counts and TMA depths on the small-grid targets"),
@@ -2017,6 +2034,7 @@ SWEEPS = {
     "wide-beyond": (hkv_rows_sweep(WIDE_BEYOND_ROWS, WIDE_BEYOND_VARIANTS),
                     "the two-row-tile kernel beyond one wave (Nq 8, MQA; both layouts): PDL on / off, a box per plane"),
     "mqa-beyond": (mqa_beyond_sweep, "one token at Hq 32 / Hkv 1 at 1.1-2 units per SM: 1-3 splits, 16-row and two-tile blocks"),
+    "wide-three": (wide_three_sweep, "two-tile blocks at 3 splits, 1.06-1.25 units per SM (MQA, Nq 8): auto, 16-row rules, 2-4 splits"),
     "wide-sustained": (cool_then_cap_sweep(WIDE_SUSTAINED_ROWS, WIDE_SUSTAINED_VARIANTS),
                        "paged two-tile one-wave rows (Nq 8, MQA), cool and at the cap: auto, a box per plane, span 4"),
     "one-wave-boxes": (hkv_rows_sweep(ONE_WAVE_BOXES_ROWS, WIDE_BOXES_VARIANTS),

@@ -355,8 +355,8 @@ constexpr bool decode_rule_multi_tile(int spec_rows) { return spec_rows > kRowsP
 // query rows per KV head (one 32-row unit), splits of at least kWideRowsSplitKeys keys,
 // `units` (batch x KV heads) run:
 //  - up to one unit per SM, SMs / units splits (rounded down) where that fills 90% of the SMs;
-//  - up to two, 1 split where the two waves are 75% full, else 2 splits where their three
-//    waves are 84% full.
+//  - up to two, 1 split where the two waves are 75% full, else 2 splits, else 3, where their
+//    waves are 84% full (3 splits: 1.12-1.26 units per SM, four waves).
 // H200, graph replays, cold L2, us, the 16-row blocks at their automatic count -> this
 // (splits); Nq 8 at GQA 32/8 (`--wide-rows`): paged B=1/16K 32.5 -> 31.3 (16; contiguous
 // 32.1 -> 30.9), B=2/16K 48.9 -> 46.6 (8), B=4/16K 84.1 -> 79.1 (4), B=8/16K 153.4 -> 146.8 (2;
@@ -389,7 +389,9 @@ inline int decode_wide_rows_splits(int head_dim, int rows_per_kv_head, int64_t u
   }
   if (units > 2 * sms) return 0;
   if (4 * units >= 3 * 2 * sms) return 1;
-  return cap >= 2 && 100 * 2 * units >= 84 * 3 * sms ? 2 : 0;
+  for (int64_t splits = 2; splits <= std::min<int64_t>(cap, 3); ++splits)
+    if (100 * splits * units >= 84 * div_ceil(splits * units, sms) * sms) return static_cast<int>(splits);
+  return 0;
 }
 // Whether a call of `splits` splits runs two row tiles per block: the automatic count's
 // (decode_wide_rows_splits; the CLO_DECODE_WIDE_ROWS knob forces it off, or on for any
