@@ -1905,12 +1905,21 @@ WIDE_THREE_ROWS = [(b, 4096, 1, False, 1) for b in (140, 150, 160, 165)] + \
                    (19, 16384, 8, False, 8), (20, 4096, 8, True, 8)]
 
 
-def wide_three_sweep(iters, copy_bw):
-    """WIDE_THREE_ROWS (`_nq_rows`, cuDNN first): the automatic count and the 16-row rules' count
-    (CLO_DECODE_WIDE_ROWS=0), then two-tile blocks (=1) at 2-4 splits (graph replays, cold L2)."""
-    for B, N, nq, contiguous, hkv in WIDE_THREE_ROWS:
-        _nq_rows([(B, N, nq, contiguous)], (0, 2, 3, 4), iters, copy_bw, MQA_BEYOND_VARIANTS,
-                 only=lambda ns, label: (label != "w1") == (ns == 0), hkv=hkv)
+# --wide-low: `--wide-three` read 3 splits ahead at 1.06 units per SM too (MQA B=140/4K 112.0
+# against 121.9), so the rule takes 3 from one unit per SM: its low end, 1.01-1.06
+WIDE_LOW_ROWS = [(b, 4096, 1, False, 1) for b in (133, 136)] + \
+                [(136, 4096, 1, True, 1), (17, 4096, 8, False, 8), (17, 16384, 8, False, 8), (136, 2048, 1, False, 1)]
+
+
+def wide_splits_sweep(rows):
+    """A `SWEEPS` entry: `_nq_rows` over `rows` (B, N, Nq, contiguous, Hkv), cuDNN first: the
+    automatic count and the 16-row rules' count (CLO_DECODE_WIDE_ROWS=0), then two-tile blocks
+    (=1) at 2-4 splits (graph replays, cold L2)."""
+    def sweep(iters, copy_bw):
+        for B, N, nq, contiguous, hkv in rows:
+            _nq_rows([(B, N, nq, contiguous)], (0, 2, 3, 4), iters, copy_bw, MQA_BEYOND_VARIANTS,
+                     only=lambda ns, label: (label != "w1") == (ns == 0), hkv=hkv)
+    return sweep
 
 # Stand-alone sweeps (flag -> function(iters, copy_bw), help): each runs alone, then stops.
 SWEEPS = {
@@ -2034,7 +2043,9 @@ SWEEPS = {
     "wide-beyond": (hkv_rows_sweep(WIDE_BEYOND_ROWS, WIDE_BEYOND_VARIANTS),
                     "the two-row-tile kernel beyond one wave (Nq 8, MQA; both layouts): PDL on / off, a box per plane"),
     "mqa-beyond": (mqa_beyond_sweep, "one token at Hq 32 / Hkv 1 at 1.1-2 units per SM: 1-3 splits, 16-row and two-tile blocks"),
-    "wide-three": (wide_three_sweep, "two-tile blocks at 3 splits, 1.06-1.25 units per SM (MQA, Nq 8): auto, 16-row rules, 2-4 splits"),
+    "wide-three": (wide_splits_sweep(WIDE_THREE_ROWS),
+                   "two-tile blocks at 3 splits, 1.06-1.25 units per SM (MQA, Nq 8): auto, 16-row rules, 2-4 splits"),
+    "wide-low": (wide_splits_sweep(WIDE_LOW_ROWS), "the same at 1.01-1.06 units per SM and 2K keys (3 splits from one unit per SM)"),
     "wide-sustained": (cool_then_cap_sweep(WIDE_SUSTAINED_ROWS, WIDE_SUSTAINED_VARIANTS),
                        "paged two-tile one-wave rows (Nq 8, MQA), cool and at the cap: auto, a box per plane, span 4"),
     "one-wave-boxes": (hkv_rows_sweep(ONE_WAVE_BOXES_ROWS, WIDE_BOXES_VARIANTS),

@@ -355,8 +355,8 @@ constexpr bool decode_rule_multi_tile(int spec_rows) { return spec_rows > kRowsP
 // query rows per KV head (one 32-row unit), splits of at least kWideRowsSplitKeys keys,
 // `units` (batch x KV heads) run:
 //  - up to one unit per SM, SMs / units splits (rounded down) where that fills 90% of the SMs;
-//  - up to two, 1 split where the two waves are 75% full, else 2 splits, else 3, where their
-//    waves are 84% full (3 splits: 1.12-1.26 units per SM, four waves).
+//  - up to two, 1 split where the two waves are 75% full, else 2 splits where their three
+//    waves are 84% full, else (1-1.26 units per SM) 3 splits.
 // H200, graph replays, cold L2, us, the 16-row blocks at their automatic count -> this
 // (splits); Nq 8 at GQA 32/8 (`--wide-rows`): paged B=1/16K 32.5 -> 31.3 (16; contiguous
 // 32.1 -> 30.9), B=2/16K 48.9 -> 46.6 (8), B=4/16K 84.1 -> 79.1 (4), B=8/16K 153.4 -> 146.8 (2;
@@ -365,7 +365,11 @@ constexpr bool decode_rule_multi_tile(int spec_rows) { return spec_rows > kRowsP
 // (2.0) 161.0 -> 138.2 (1; contiguous 158.7 -> 133.3); `--wide-rows-confirm`: B=25/8K (1.52)
 // 270.5 -> 240.4 (1), B=21/4K 130.7 -> 120.1 (2), B=30/4K (1.82) 149.7 -> 128.1 (1), B=16/1K
 // 24.3 -> 23.3 (1); one token at Hq 32 / Hkv 1: paged B=8/16K 33.2 -> 31.3 (16), B=64/4K
-// 48.5 -> 45.7 (2), B=66/8K 90.2 -> 79.4 (2). Lost, so left to the 16-row rules (spread tail,
+// 48.5 -> 45.7 (2), B=66/8K 90.2 -> 79.4 (2); `--wide-three` (stop 72, 3 splits at 1.06-1.25
+// units per SM): one token at Hq 32 / Hkv 1 paged B=140/4K 121.9 -> 112.0 (cuDNN 111.1),
+// B=150/4K 122.5 -> 114.0, B=165/4K 127.0 -> 117.0, B=150/8K 219.8 -> 193.6, contiguous B=150/4K
+// 115.7 -> 109.2; Nq 8 paged B=19/4K 121.3 -> 113.8, B=20/8K 221.3 -> 195.0, B=19/16K 408.6 ->
+// 358.2, contiguous B=20/4K 118.9 -> 110.7. Lost, so left to the 16-row rules (spread tail,
 // partial wave): a wave 61-76% full (Nq 8 B=10/4K 57.8 against 72.8, B=6/16K 135.8 against
 // 144.3 at 2, B=12/4K 69.0 against 72.4 at 1, MQA B=80/4K 58.7 against 72.3, B=100/4K 69.0
 // against 72.5; contiguous MQA B=48/16K gained at 73%, 129.4 -> 118.3), 128-key splits (Nq 8
@@ -389,9 +393,8 @@ inline int decode_wide_rows_splits(int head_dim, int rows_per_kv_head, int64_t u
   }
   if (units > 2 * sms) return 0;
   if (4 * units >= 3 * 2 * sms) return 1;
-  for (int64_t splits = 2; splits <= std::min<int64_t>(cap, 3); ++splits)
-    if (100 * splits * units >= 84 * div_ceil(splits * units, sms) * sms) return static_cast<int>(splits);
-  return 0;
+  if (cap >= 2 && 100 * 2 * units >= 84 * 3 * sms) return 2;
+  return cap >= 3 ? 3 : 0;
 }
 // Whether a call of `splits` splits runs two row tiles per block: the automatic count's
 // (decode_wide_rows_splits; the CLO_DECODE_WIDE_ROWS knob forces it off, or on for any
