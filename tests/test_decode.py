@@ -1200,7 +1200,8 @@ def _wide_rows_splits(b, hkv, rows, n, sms, hbm3e, d=128):
     """The automatic count of two row tiles per block (decode_wide_rows_splits, stop 69), or 0:
     HBM3e parts, head_dim 128, 17-32 rows per KV head, splits of 1024 keys or more; `b` x
     `hkv` units: up to one per SM, SMs / units splits where they fill 90% of the SMs; up to
-    two, 1 split where its two waves are 75% full, else 2 where their three are 84% full."""
+    two, 1 split where its two waves are 75% full, else 2 where their three are 84% full, else
+    (1-1.26 units per SM, stop 72) 3."""
     cap = min(128, n // 1024)
     if not hbm3e or d != 128 or not 16 < rows <= 32 or cap < 1:
         return 0
@@ -1212,7 +1213,9 @@ def _wide_rows_splits(b, hkv, rows, n, sms, hbm3e, d=128):
         return 0
     if 4 * units >= 3 * 2 * sms:
         return 1
-    return 2 if cap >= 2 and 100 * 2 * units >= 84 * 3 * sms else 0
+    if cap >= 2 and 100 * 2 * units >= 84 * 3 * sms:
+        return 2
+    return 3 if cap >= 3 else 0
 
 
 # The two-row-tile kernel's splits merge in the merge kernel (every unit of 17-32 rows takes two
@@ -1323,6 +1326,48 @@ def test_merge_kernel_where_the_fused_merge_takes_round_trips():
                              ("contiguous", lambda: llm.decode_attention(qc, k, v, is_causal=nq > 1))):
                 names = kernel_names(fn)
                 assert ("decode_split_merge_kernel" in names) == apart, f"{what} Nq={nq}: {names[:400]}"
+
+
+def test_wide_rows_three_splits():
+    """Two-row-tile blocks at 1-1.26 32-row units per SM (decode_wide_rows_splits, stop 72): 3
+    splits where the table holds 3072 keys or more, on both layouts, else the 16-row rules'
+    count (2048 keys). Nq 8 at GQA 32/8 (units = 8 B) and one token at Hq 32 / Hkv 1 (units =
+    B), 1.1 units per SM: automatic calls against the references (paged with ragged, 8-key
+    and capacity-long sequences; contiguous), and on HBM3e parts the grid of 32-row blocks."""
+    require_op("paged_attention")
+    require_op("decode_attention")
+    sms = torch.cuda.get_device_properties(0).multi_processor_count
+    hbm3e = device_is_hopper_hbm3e()
+    f16 = torch.float16
+    gen = torch.Generator().manual_seed(72)
+    b8 = int(1.1 * sms) // 8 + 1
+    want = _wide_rows_splits(b8, 8, 32, 4096, sms, hbm3e)
+    if hbm3e:
+        assert sms < 8 * b8 and 100 * 8 * b8 <= 126 * sms and want == 3, ("SM count", sms, b8, want)  # premise
+        for paged in (True, False):
+            assert llm.decode_num_splits(b8, 8, 32, 4096, 128, f16, seq_len_q=8, paged=paged) == 3, paged
+        # 2048 keys: splits of 1024 keys at least, so no two-tile blocks (the 16-row rules)
+        assert _wide_rows_splits(b8, 8, 32, 2048, sms, hbm3e) == 0
+        q2 = torch.randn(b8, 32, 8, 128, device="cuda", dtype=f16)
+        k2, v2 = (torch.randn(b8, 8, 2048, 128, device="cuda", dtype=f16) for _ in range(2))
+        names = kernel_names(lambda: llm.decode_attention(q2, k2, v2, is_causal=True))
+        assert "decode_attention" in names and not re.search(_TWO_TILE_TMA.format(stages=r"\d"), names), names[:400]
+    lens = [int(x) for x in torch.randint(8, 4097, (b8,), generator=gen)]
+    lens[:3] = [8, 4096, 1025]
+    grids = _automatic_calls_match(lens, 720, f16, contiguous=(4096, torch.bfloat16), grids=hbm3e, nq=8)
+    if hbm3e:
+        assert grids == (8 * b8 * 3, 8 * b8 * 3), ("Nq 8", b8, grids)
+    # one token at Hq 32 / Hkv 1: 32 rows a KV head, B units
+    b1 = int(1.1 * sms) + 1
+    lens = [int(x) for x in torch.randint(1, 4097, (b1,), generator=gen)]
+    lens[:3] = [1, 4096, 3000]
+    q, kc, vc, table, sl = make_paged_problem(lens, 1, 32, 128, 16, f16, 721)
+    out = poison_(torch.empty_like(q))
+    llm.paged_attention(q, kc, vc, table, sl, out=out)
+    assert_close(out, paged_attention_reference(q, kc, vc, table, sl), dtype=f16, what=f"MQA B={b1}/4K automatic")
+    if hbm3e:
+        assert _wide_rows_splits(b1, 1, 32, 4096, sms, hbm3e) == 3, ("SM count", sms, b1)  # premise
+        assert kernel_grid_blocks(lambda: llm.paged_attention(q, kc, vc, table, sl), "decode_attention") == 3 * b1
 
 
 def _automatic_calls_match(lens, seed, dtype, contiguous=None, grids=False, nq=1):
