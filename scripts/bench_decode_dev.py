@@ -1867,9 +1867,9 @@ WIDE_SUSTAINED_VARIANTS = [("s0", 0, {}), ("plane", 0, {"CLO_DECODE_PLANE_BOXES"
                            ("span4", 0, {"CLO_DECODE_PLANE_BOXES": "2", "CLO_DECODE_TMA_STAGES": "4"})]
 
 
-# --wide-beyond: the two-row-tile kernel beyond one wave, where its PDL and boxes are still the
-# 16-row rules' (decode_pdl_pays: off at 1.05-1.8 blocks per SM; decode_row_boxes_pay: spanning
-# beyond one block per SM), unmeasured for this kernel, which holds one block per SM (288 threads
+# --wide-beyond: the two-row-tile kernel beyond one wave, where its PDL and boxes followed the
+# 16-row rules' until stop 72 (decode_pdl_pays: off at 1.05-1.8 blocks per SM; decode_row_boxes_pay:
+# spanning beyond one block per SM), unmeasured for this kernel, which holds one block per SM (288 threads
 # at ~160 registers: a waiting block of the next call cannot sit beside a running one, as on the
 # 256 kernel). 1 split at 1.5-1.8 units per SM (PDL off there), 2 splits at 2.5-3 blocks and 1 at
 # 1.82 (PDL on), both layouts: automatic, PDL on, PDL off, a box per plane, automatic again.
@@ -1895,7 +1895,7 @@ def mqa_beyond_sweep(iters, copy_bw):
         _nq_rows([(B, N, 1, contiguous)], (0, 1, 2, 3), iters, copy_bw, MQA_BEYOND_VARIANTS,
                  only=lambda ns, label: (label == "auto") == (ns == 0), hkv=1)
 
-# --wide-three: after `--mqa-beyond` (one token at Hq 32 / Hkv 1, B=150/4K, 1.14 units per SM: the
+# --wide-three (90b0a94's rule; ddbb300 widened it to 1-1.26 after this sweep): after `--mqa-beyond` (one token at Hq 32 / Hkv 1, B=150/4K, 1.14 units per SM: the
 # 16-row rules' count 119.7 us, two-tile blocks at 2 / 3 splits 114.8 / 113.0, cuDNN 117.1), the
 # two-tile rule's 3 splits where their four waves are 84% full (1.12-1.26 units per SM): automatic
 # (that rule), the 16-row rules (CLO_DECODE_WIDE_ROWS=0), two-tile blocks at 2-4 splits; below the

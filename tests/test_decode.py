@@ -1331,9 +1331,11 @@ def test_merge_kernel_where_the_fused_merge_takes_round_trips():
 def test_wide_rows_three_splits():
     """Two-row-tile blocks at 1-1.26 32-row units per SM (decode_wide_rows_splits, stop 72): 3
     splits where the table holds 3072 keys or more, on both layouts, else the 16-row rules'
-    count (2048 keys). Nq 8 at GQA 32/8 (units = 8 B) and one token at Hq 32 / Hkv 1 (units =
+    blocks (3071 keys). Nq 8 at GQA 32/8 (units = 8 B) and one token at Hq 32 / Hkv 1 (units =
     B), 1.1 units per SM: automatic calls against the references (paged with ragged, 8-key
-    and capacity-long sequences; contiguous), and on HBM3e parts the grid of 32-row blocks."""
+    and capacity-long sequences; contiguous at 4096, 3072 and 3071 keys), and on HBM3e parts
+    the grid of 32-row blocks; the band's top (1.255 units per SM), where the 16-row rules
+    took another count at 132 SMs."""
     require_op("paged_attention")
     require_op("decode_attention")
     sms = torch.cuda.get_device_properties(0).multi_processor_count
@@ -1341,22 +1343,35 @@ def test_wide_rows_three_splits():
     f16 = torch.float16
     gen = torch.Generator().manual_seed(72)
     b8 = int(1.1 * sms) // 8 + 1
-    want = _wide_rows_splits(b8, 8, 32, 4096, sms, hbm3e)
     if hbm3e:
-        assert sms < 8 * b8 and 100 * 8 * b8 <= 126 * sms and want == 3, ("SM count", sms, b8, want)  # premise
+        assert sms < 8 * b8 and 100 * 8 * b8 <= 126 * sms, ("SM count", sms, b8)  # premise: in the band
+        for n, want in ((4096, 3), (3072, 3), (3071, 0)):
+            assert _wide_rows_splits(b8, 8, 32, n, sms, hbm3e) == want, (n, want)  # the rule's mirror
         for paged in (True, False):
             assert llm.decode_num_splits(b8, 8, 32, 4096, 128, f16, seq_len_q=8, paged=paged) == 3, paged
-        # 2048 keys: splits of 1024 keys at least, so no two-tile blocks (the 16-row rules)
-        assert _wide_rows_splits(b8, 8, 32, 2048, sms, hbm3e) == 0
-        q2 = torch.randn(b8, 32, 8, 128, device="cuda", dtype=f16)
-        k2, v2 = (torch.randn(b8, 8, 2048, 128, device="cuda", dtype=f16) for _ in range(2))
-        names = kernel_names(lambda: llm.decode_attention(q2, k2, v2, is_causal=True))
-        assert "decode_attention" in names and not re.search(_TWO_TILE_TMA.format(stages=r"\d"), names), names[:400]
+        # the band's top, one token at Hq 32 / Hkv 1 (the 16-row rules: 2 at 132 SMs)
+        b_top = int(1.255 * sms) + 1
+        assert 100 * b_top <= 126 * sms and _wide_rows_splits(b_top, 1, 32, 4096, sms, hbm3e) == 3, b_top
+        assert llm.decode_num_splits(b_top, 1, 32, 4096, 128, f16) == 3, b_top
     lens = [int(x) for x in torch.randint(8, 4097, (b8,), generator=gen)]
     lens[:3] = [8, 4096, 1025]
     grids = _automatic_calls_match(lens, 720, f16, contiguous=(4096, torch.bfloat16), grids=hbm3e, nq=8)
     if hbm3e:
         assert grids == (8 * b8 * 3, 8 * b8 * 3), ("Nq 8", b8, grids)
+    # the 3072-key edge (3071: splits of 1024 keys at least allow 2, so the 16-row rules run)
+    q8 = torch.randn(b8, 32, 8, 128, device="cuda", dtype=f16)
+    for n, two_tile in ((3072, True), (3071, False)):
+        k8, v8 = (torch.randn(b8, 8, n, 128, device="cuda", dtype=f16) for _ in range(2))
+        out = poison_(torch.empty_like(q8))
+        llm.decode_attention(q8, k8, v8, out=out, is_causal=True)
+        assert_close(out, attention_reference(q8, k8, v8, is_causal=True), dtype=f16, what=f"Nq 8 contiguous N={n}")
+        if hbm3e:
+            fn = lambda: llm.decode_attention(q8, k8, v8, is_causal=True)  # noqa: E731
+            names = kernel_names(fn)
+            assert "decode_attention" in names, names[:400]
+            assert bool(re.search(_TWO_TILE_TMA.format(stages=r"\d"), names)) == two_tile, (n, names[:400])
+            if two_tile:
+                assert kernel_grid_blocks(fn, "decode_attention") == 8 * b8 * 3, n
     # one token at Hq 32 / Hkv 1: 32 rows a KV head, B units
     b1 = int(1.1 * sms) + 1
     lens = [int(x) for x in torch.randint(1, 4097, (b1,), generator=gen)]

@@ -150,8 +150,11 @@ int64_t decode_attention_workspace_floats_upto(int batch, int num_q_heads, int n
   // band ends at 3.05 units per SM below 8192 keys, at 3 from there). Between the rules'
   // length edges only the by-length caps move, and they grow with the length: each
   // interval's longest length stands for it. (Two row tiles per block, decode_wide_rows_splits,
-  // switch on and off between the edges with their 1024-key cap, but their count never
-  // exceeds the 16-row count at the interval's longest length.)
+  // switch on at multiples of their 1024-key cap, some between the edges: where they run at an
+  // interval's longest length, the 16-row count they replace at its shorter lengths was not
+  // above theirs there in a brute-force check of the rules at 132 SMs (Hkv 1, 2, 8; 17-32 rows;
+  // B up to 2 SMs / Hkv; stop 72's review), which is not a proof for other SM counts. Their
+  // 3-split band's 3072 keys is an edge.)
   int lengths[1 + std::size(kSplitRuleLengthEdges)] = {max_kv_len};
   int n_lengths = 1;
   for (const int edge : kSplitRuleLengthEdges)

@@ -509,8 +509,9 @@ inline int decode_partial_wave_splits(int head_dim, bool paged, int64_t units, i
 // spread tail (kSpreadTailMinKeys), the partial wave above (kPartialWaveMinKeys: 2048, also
 // the tail bands' first edge below and decode_d64_tail_splits'; kHbm3eD128LongKeys and
 // kPartialWaveFullWaveKeys), the tail bands' 4096 (also the HBM3e wave top's) and 8192 and
-// the large-grid rule (kLargeGridMinKeys). decode_attention_workspace_floats_upto
-// reads them: a rule that tests another length must add it here.
+// the large-grid rule (kLargeGridMinKeys), two-row-tile blocks' 3 splits (3 x
+// kWideRowsSplitKeys). decode_attention_workspace_floats_upto reads them: a rule that tests
+// another length must add it here.
 // On Hopper HBM3e parts (`hbm3e`: device_is_hopper_hbm3e) at head_dim exactly 128
 // the D = 128 bands take their own counts (NOTES.md "H200 rules", stop 60; GQA 32/8, one
 // new token, graph replays, cold L2); the H100's trailed other counts at every point of
@@ -566,7 +567,8 @@ inline int decode_partial_wave_splits(int head_dim, bool paged, int64_t units, i
 static_assert(kPartialWaveMinKeys == 2048, "the edge list holds 2048 once, as kPartialWaveMinKeys");
 static_assert(kHbm3eD128LongKeys == kLargeGridMinKeys && kPartialWaveFullWaveKeys == 8192,
               "the HBM3e D = 128 rules' lengths are in the edge list");
-constexpr int kSplitRuleLengthEdges[] = {kSpreadTailMinKeys, kPartialWaveMinKeys, kLargeGridMinKeys, 8192};
+constexpr int kSplitRuleLengthEdges[] = {kSpreadTailMinKeys, kPartialWaveMinKeys, 3 * kWideRowsSplitKeys,
+                                         kLargeGridMinKeys, 8192};
 inline int decode_tail_splits(int head_dim, bool paged, int64_t units, int64_t sms, int64_t max_kv_len, bool hbm3e,
                               int spec_rows) {
   if (max_kv_len < 2048) return 1;
