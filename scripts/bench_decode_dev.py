@@ -1868,10 +1868,10 @@ WIDE_SUSTAINED_VARIANTS = [("s0", 0, {}), ("plane", 0, {"CLO_DECODE_PLANE_BOXES"
 
 
 # --wide-beyond: the two-row-tile kernel beyond one wave, where its PDL and boxes followed the
-# 16-row rules' until stop 72 (decode_pdl_pays: off at 1.05-1.8 blocks per SM; decode_row_boxes_pay:
-# spanning beyond one block per SM), unmeasured for this kernel, which holds one block per SM (288 threads
-# at ~160 registers: a waiting block of the next call cannot sit beside a running one, as on the
-# 256 kernel). 1 split at 1.5-1.8 units per SM (PDL off there), 2 splits at 2.5-3 blocks and 1 at
+# 16-row rules' until stop 72 (decode_pdl_pays: off at 1.05-1.8 blocks per SM;
+# decode_row_boxes_pay: spanning beyond one block per SM), unmeasured for this kernel, which holds
+# one block per SM (288 threads at ~160 registers: a waiting block of the next call cannot sit
+# beside a running one, as on the 256 kernel). 1 split at 1.5-1.8 units per SM (PDL off there), 2 splits at 2.5-3 blocks and 1 at
 # 1.82 (PDL on), both layouts: automatic, PDL on, PDL off, a box per plane, automatic again.
 # (B, N, Nq, contiguous, Hkv)
 WIDE_BEYOND_ROWS = [(25, 8192, 8, False, 8), (28, 4096, 8, False, 8), (25, 8192, 8, True, 8), (28, 4096, 8, True, 8),
@@ -1895,11 +1895,13 @@ def mqa_beyond_sweep(iters, copy_bw):
         _nq_rows([(B, N, 1, contiguous)], (0, 1, 2, 3), iters, copy_bw, MQA_BEYOND_VARIANTS,
                  only=lambda ns, label: (label == "auto") == (ns == 0), hkv=1)
 
-# --wide-three (90b0a94's rule; ddbb300 widened it to 1-1.26 after this sweep): after `--mqa-beyond` (one token at Hq 32 / Hkv 1, B=150/4K, 1.14 units per SM: the
-# 16-row rules' count 119.7 us, two-tile blocks at 2 / 3 splits 114.8 / 113.0, cuDNN 117.1), the
-# two-tile rule's 3 splits where their four waves are 84% full (1.12-1.26 units per SM): automatic
-# (that rule), the 16-row rules (CLO_DECODE_WIDE_ROWS=0), two-tile blocks at 2-4 splits; below the
-# band (1.06) and Nq 8 at GQA 32/8 too. (B, N, Nq, contiguous, Hkv)
+
+# --wide-three (90b0a94's rule; ddbb300 widened it to 1-1.26 after this sweep): after
+# `--mqa-beyond` (one token at Hq 32 / Hkv 1, B=150/4K, 1.14 units per SM: the 16-row rules'
+# count 119.7 us, two-tile blocks at 2 / 3 splits 114.8 / 113.0, cuDNN 117.1), the two-tile
+# rule's 3 splits where their four waves are 84% full (1.12-1.26 units per SM): automatic (that
+# rule), the 16-row rules (CLO_DECODE_WIDE_ROWS=0), two-tile blocks at 2-4 splits; below the band
+# (1.06) and Nq 8 at GQA 32/8 too. (B, N, Nq, contiguous, Hkv)
 WIDE_THREE_ROWS = [(b, 4096, 1, False, 1) for b in (140, 150, 160, 165)] + \
                   [(150, 4096, 1, True, 1), (150, 8192, 1, False, 1), (19, 4096, 8, False, 8), (20, 8192, 8, False, 8),
                    (19, 16384, 8, False, 8), (20, 4096, 8, True, 8)]
@@ -1920,6 +1922,7 @@ def wide_splits_sweep(rows):
             _nq_rows([(B, N, nq, contiguous)], (0, 2, 3, 4), iters, copy_bw, MQA_BEYOND_VARIANTS,
                      only=lambda ns, label: (label != "w1") == (ns == 0), hkv=hkv)
     return sweep
+
 
 # Stand-alone sweeps (flag -> function(iters, copy_bw), help): each runs alone, then stops.
 SWEEPS = {

@@ -1577,10 +1577,9 @@ cudaError_t run_decode_attention(const DecodeAttentionArgs& a, cudaStream_t stre
                                              : decode_wide_rows_stages(kPaged, wide_blocks, device_sm_count(),
                                                                        maps.spans_planes);
           const cudaError_t err = launch_even_grid(pw, 2, kv, [&](const DecodeKernelParams& pm) {
-            return launch_decode_attention_tma_stages<T, D, KVT, 2>(stages, pm, kv,
-                                                                    dim3(pw.units_x, a.batch, a.num_splits), stream,
-                                                                    launch_pdl(wide_blocks, kDecodeEvenGrid, true), maps,
-                                                                    box_rows);
+            return launch_decode_attention_tma_stages<T, D, KVT, 2>(
+                stages, pm, kv, dim3(pw.units_x, a.batch, a.num_splits), stream,
+                launch_pdl(wide_blocks, kDecodeEvenGrid, true), maps, box_rows);
           });
           if (err != cudaErrorNotSupported) return err;
         }

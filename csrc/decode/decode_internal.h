@@ -410,9 +410,8 @@ inline bool decode_wide_rows_pay(int head_dim, int rows_per_kv_head, int64_t uni
 // decode_wide_row_boxes_pay, spanning beyond one wave as the 16-row rule: `--wide-beyond`, stop
 // 72, a box per plane -> spanning, paged Nq 8 B=25/8K 290.9 -> 240.1 us, MQA B=200/4K 152.3 ->
 // 128.4, contiguous level): on one wave, 4 stages on paged caches and 3 on contiguous ones
-// (`--wide-rows`, 4 / 3: paged
-// B=1/16K 31.3 / 32.0, B=4/16K 79.1 / 81.2, B=8/16K 146.8 / 150.7; contiguous B=8/16K 132.5 /
-// 130.7, MQA B=48/16K 118.3 / 117.2), as the 16-row small grids (decode_tma_stages_for); 3
+// (`--wide-rows`, 4 / 3: paged B=1/16K 31.3 / 32.0, B=4/16K 79.1 / 81.2, B=8/16K 146.8 /
+// 150.7; contiguous B=8/16K 132.5 / 130.7, MQA B=48/16K 118.3 / 117.2), as the 16-row small grids (decode_tma_stages_for); 3
 // beyond (its smem plan fits four stages but a second block per SM does not fit its registers
 // either way). Those 4 stages were measured with a box per plane; where the boxes span every
 // plane (`spans_planes`, decode_wide_row_boxes_pay) 3 (`--wide-boxes-depth`, stop 71, 4 / 3
