@@ -1924,6 +1924,29 @@ def wide_splits_sweep(rows):
     return sweep
 
 
+# --wide-balanced: the balanced schedule at two row tiles (CLO_DECODE_WIDE_ROWS=3, written in stop
+# 72, not yet measured) where the even grid loses a wave's tail at any split count: one token at
+# Hq 32 / Hkv 1 B=136/2K (0.79x cuDNN: 73.3 against 58.1 us), B=140-150/4K (3 splits, 61-65% of the
+# copy rate), B=200/4K (two waves, the second half full: 0.96x), B=230/4K, contiguous B=136/2K;
+# Nq 8 at GQA 32/8 B=17/4K, B=25/8K. The automatic count, then 2 splits as even two-tile splits
+# (w1), as the balanced schedule (wb), and that with a box per plane (wbp). Full tables: the plan
+# by capacity only (the test runs the plan by length). (B, N, Nq, contiguous, Hkv)
+WIDE_BALANCED_ROWS = [(b, n, 1, False, 1) for b, n in ((136, 2048), (140, 4096), (150, 4096), (200, 4096),
+                                                       (230, 4096))] + \
+                     [(136, 2048, 1, True, 1), (17, 4096, 8, False, 8), (25, 8192, 8, False, 8)]
+WIDE_BALANCED_VARIANTS = {"auto": {}, "w1": {"CLO_DECODE_WIDE_ROWS": "1"}, "wb": {"CLO_DECODE_WIDE_ROWS": "3"},
+                          "wbp": {"CLO_DECODE_WIDE_ROWS": "3", "CLO_DECODE_PLANE_BOXES": "0"}}
+
+
+def wide_balanced_sweep(iters, copy_bw):
+    """WIDE_BALANCED_ROWS (`_nq_rows`, cuDNN first): the automatic count, then 2 splits as even
+    two-tile splits, the two-tile balanced schedule, and it with a box per plane (graph replays,
+    cold L2)."""
+    for B, N, nq, contiguous, hkv in WIDE_BALANCED_ROWS:
+        _nq_rows([(B, N, nq, contiguous)], (0, 2), iters, copy_bw, WIDE_BALANCED_VARIANTS,
+                 only=lambda ns, label: (label == "auto") == (ns == 0), hkv=hkv)
+
+
 # Stand-alone sweeps (flag -> function(iters, copy_bw), help): each runs alone, then stops.
 SWEEPS = {
     "graph-knobs": (graph_knob_sweep, "split counts and TMA depths on the small-grid targets"),
@@ -2049,6 +2072,8 @@ SWEEPS = {
     "wide-three": (wide_splits_sweep(WIDE_THREE_ROWS),
                    "two-tile blocks at 3 splits, 1.06-1.25 units per SM (MQA, Nq 8): auto, 16-row rules, 2-4 splits"),
     "wide-low": (wide_splits_sweep(WIDE_LOW_ROWS), "the same at 1.01-1.06 units per SM and 2K keys (3 splits from one unit per SM)"),
+    "wide-balanced": (wide_balanced_sweep,
+                      "the balanced schedule at two row tiles (MQA near one unit per SM, Nq 8): auto, even 2, balanced"),
     "wide-sustained": (cool_then_cap_sweep(WIDE_SUSTAINED_ROWS, WIDE_SUSTAINED_VARIANTS),
                        "paged two-tile one-wave rows (Nq 8, MQA), cool and at the cap: auto, a box per plane, span 4"),
     "one-wave-boxes": (hkv_rows_sweep(ONE_WAVE_BOXES_ROWS, WIDE_BOXES_VARIANTS),

@@ -1237,6 +1237,125 @@ def test_wide_rows_match_reference(merge_apart):
                  env={"CLO_DECODE_WIDE_ROWS": "1", "CLO_DECODE_TMA_STAGES": "0", "CLO_DECODE_MERGE_APART": merge_apart})
 
 
+_WIDE_BALANCED_SCRIPT = r"""
+import re
+import torch
+import cuda_llm_ops as llm
+from cuda_llm_ops.graphs import capture_graph
+from cuda_llm_ops.reference import attention_reference, paged_attention_reference
+from cuda_llm_ops.reference.decode import make_paged_problem
+from cuda_llm_ops.testing import assert_close, kernel_grid_blocks, kernel_names, poison_
+
+sm90 = torch.cuda.get_device_capability()[0] >= 9
+sms = torch.cuda.get_device_properties(0).multi_processor_count
+gen = torch.Generator().manual_seed(72)
+# the TMA kernel's balanced schedule (1) at two row tiles, head_dim 128, 3 stages
+balanced = r"tma_kernel<[^<>,]+, (\(int\))?128, (\(int\))?3, [^<>]*, (\(int\))?1, (\(int\))?2>"
+
+def check_balanced(fn, what):
+    if sm90:  # one block per SM, each an equal share of every unit's keys
+        names = kernel_names(fn)
+        assert re.search(balanced, names), f"{what}: {names[:400]}"
+        blocks = kernel_grid_blocks(fn, "decode_attention")
+        assert blocks == sms, f"{what}: grid of {blocks} blocks"
+
+# (32-row units per SM, KV heads, group, Nq, block size, dtype, lengths, table capacity): one
+# token at Hq 32 / Hkv 1, Nq 8 at GQA 32/8 (causal), 24 rows (Nq 2 at 12:1, the second tile
+# half empty); block sizes 8-256. Lengths: "band" (cap / 2 to cap: the plan by length,
+# decode_streamk_len_range, units cut in up to three pieces), "short-first" (short sequences
+# ahead of long ones: six pieces a block, the plan's limit), "ragged" (0- and 1-key sequences
+# among them: the plan by capacity, as a share would span more than five shortest units) and
+# "full" (every sequence at the capacity: the plan by capacity)
+cases = [(1.03, 1, 32, 1, 16, torch.float16, "band", 2048),
+         (1.03, 1, 32, 1, 16, torch.float16, "full", 2048),
+         (1.5, 8, 4, 8, 32, torch.bfloat16, "band", 1500),
+         (1.9, 2, 12, 2, 64, torch.float16, "ragged", 700),
+         (1.2, 1, 32, 1, 256, torch.bfloat16, "full", 4096),
+         (1.3, 1, 32, 1, 8, torch.float16, "band", 1000),
+         (1.2, 1, 32, 1, 16, torch.float16, "short-first", 1536),
+         (1.3, 1, 32, 1, 16, torch.bfloat16, "ragged", 1000)]
+for i, (per_sm, hkv, group, nq, bs, dt, kind, cap) in enumerate(cases):
+    b = int(per_sm * sms) // hkv + 1
+    assert sms < hkv * b < 2 * sms, (per_sm, hkv, b)  # premise: one to two units per SM
+    if kind == "full":
+        lens = [cap] * b
+    elif kind == "band":
+        lens = [int(x) for x in torch.randint(cap // 2, cap + 1, (b,), generator=gen)]
+        lens[:2] = [cap // 2, cap]
+    elif kind == "short-first":
+        lens = next(c for c in ([256] * ns + [cap] * (b - ns) for ns in range(round(0.35 * b), round(0.55 * b) + 1))
+                    if _len_plan_runs(c, hkv, sms, -1, nq))
+    else:
+        lens = [int(x) for x in torch.randint(nq, cap + 1, (b,), generator=gen)]
+        lens[:3] = [cap, nq, 0 if nq == 1 else cap - 1]
+    # premise: which plan the lengths take (units_x = Hkv: one 32-row unit per KV head)
+    assert _len_plan_runs(lens, hkv, sms, -1, nq) == (kind in ("band", "short-first")), (kind, lens[:8])
+    q, kc, vc, table, sl = make_paged_problem(lens, hkv, group, 128, bs, dt, 7200 + i)
+    if nq > 1:
+        q = torch.randn(b, nq, hkv * group, 128, device="cuda").to(dt).transpose(1, 2)
+    what = f"case {i}: B={b} Hkv={hkv} G={group} Nq={nq} bs={bs} {kind} cap={cap}"
+    out = poison_(torch.empty_like(q))
+    ws = llm.paged_attention_workspace(q, kc, table, num_splits=2)
+    llm.paged_attention(q, kc, vc, table, sl, out=out, workspace=ws, num_splits=2)
+    assert_close(out, paged_attention_reference(q, kc, vc, table, sl), dtype=dt, what=what)
+    assert llm.decode.decode_workspace_counters_idle(ws), what
+    check_balanced(lambda: llm.paged_attention(q, kc, vc, table, sl, num_splits=2), what)
+    # sliding window, soft cap and lse
+    check_window_cap_lse(q, kc, vc, table, sl, 2, cap // 3 + i, (0.0, 30.0)[i % 2], dt, what)
+    # contiguous keys [B, Hkv, N, D] (one length: the plan by capacity)
+    n = cap + 3
+    qc = torch.randn(b, hkv * group, nq, 128, device="cuda").to(dt)
+    k, v = (torch.randn(b, hkv, n, 128, device="cuda").to(dt) for _ in range(2))
+    out = poison_(torch.empty_like(qc))
+    llm.decode_attention(qc, k, v, out=out, num_splits=2, is_causal=nq > 1)
+    assert_close(out, attention_reference(qc, k, v, is_causal=nq > 1), dtype=dt, what=f"{what} contiguous N={n}")
+    check_balanced(lambda: llm.decode_attention(qc, k, v, num_splits=2, is_causal=nq > 1), f"{what} contiguous")
+
+# graph replays with new lengths, tables and queries (one token at Hq 32 / Hkv 1, 1.03 units per
+# SM), then a bad block index: NaN for that sequence only
+b = int(1.03 * sms) + 1
+lens = [2048] * b
+q, kc, vc, table, sl = make_paged_problem(lens, 1, 32, 128, 16, torch.float16, 7290)
+out = torch.empty_like(q)
+ws = llm.paged_attention_workspace(q, kc, table, num_splits=2)
+graph, _ = capture_graph(lambda: llm.paged_attention(q, kc, vc, table, sl, out=out, workspace=ws, num_splits=2,
+                                                     check_indices=False))
+# lengths by trial: the plan by length (1024-2048 keys), by capacity (a zero among them), full
+for trial, new in enumerate((torch.randint(1024, 2049, (b,), generator=gen),
+                             torch.cat([torch.zeros(1, dtype=torch.int64), torch.randint(1, 2049, (b - 1,), generator=gen)]),
+                             torch.full((b,), 2048))):
+    q.copy_(torch.randn_like(q))
+    sl.copy_(new.to(torch.int32))
+    table.copy_(torch.randperm(kc.shape[0], device="cuda")[: table.numel()].view_as(table).int())
+    poison_(out)
+    graph.replay()
+    assert_close(out, paged_attention_reference(q, kc, vc, table, sl), dtype=torch.float16,
+                 what=f"replay {trial} (by length: {_len_plan_runs(new.tolist(), 1, sms)})")
+assert llm.decode.decode_workspace_counters_idle(ws), "replays"
+table[1, 3] = kc.shape[0] + 5
+sl.fill_(2048)
+res = llm.paged_attention(q, kc, vc, table, sl, num_splits=2, check_indices=False)
+others = [i for i in range(b) if i != 1]
+assert torch.isnan(res[1]).all() and not torch.isnan(res[others]).any(), "bad block index"
+"""
+
+
+def test_wide_rows_balanced_matches_reference():
+    """Two-row-tile blocks as the balanced schedule (CLO_DECODE_WIDE_ROWS=3: a 2-split call of
+    one to two 32-row units per SM runs one block per SM, each an equal share of every unit's
+    keys; a dev knob, stop 72) against the references: one token at Hq 32 / Hkv 1, Nq 8 at GQA
+    32/8 and 24-row units, 1.03-1.9 units per SM, the plan by length (units in up to three
+    pieces, blocks of six) and by capacity (0- and 1-key sequences, full tables; the split
+    counters at rest after each), block sizes 8-256, both 16-bit dtypes, sliding window, soft cap and lse, the
+    contiguous path, graph replays with new lengths and tables, a bad block index; on sm_90 the
+    kernel (schedule 1, two row tiles) and its grid. A subprocess: the knob is read in dev mode
+    only when set before the first decode call."""
+    require_op("paged_attention")
+    require_op("decode_attention")
+    run_isolated(_SCRIPT_HELPERS + "\n\n" + inspect.getsource(_len_plan_runs) + _WIDE_BALANCED_SCRIPT, timeout=300,
+                 env={"CLO_DECODE_WIDE_ROWS": "3"})
+
+
 _MERGE_APART_SCRIPT = r"""
 import torch
 import cuda_llm_ops as llm

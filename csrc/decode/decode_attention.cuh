@@ -1553,29 +1553,44 @@ cudaError_t run_decode_attention(const DecodeAttentionArgs& a, cudaStream_t stre
   auto launch_variant = [&](const auto& kv) -> cudaError_t {
     const int forced = decode_dev_kernel();
     // Two row tiles per block (decode_wide_rows_pay): units of 17-32 rows, or 32-row tiles
-    // of larger ones, as one block each, on the even grid of the TMA kernel; where TMA
-    // cannot describe the cache, the 16-row paths below.
+    // of larger ones, as one block each, on the even grid of the TMA kernel (under the
+    // kDecodeWideRowsBalanced dev knob, a 2-split call of one to two units per SM as the
+    // balanced schedule, one block per SM); where TMA cannot describe the cache, the 16-row
+    // paths below.
     if constexpr (decode_runs_wide_rows<T, D, KVT>()) {
       const int wide_tiles = decode_wide_row_tiles(p.rows);
       const int64_t wide_units = static_cast<int64_t>(a.num_kv_heads) * wide_tiles * a.batch;
-      const int64_t wide_blocks = wide_units * a.num_splits;
+      const int64_t sms = device_sm_count();
       const int64_t read_kv_len = decode_read_kv_len(a);
       if (sm90 && pack_group == 0 && p.rows > kRowsPerBlock && forced != kDecodeKernelCpAsync &&
-          decode_wide_rows_pay(a.head_dim, p.rows, wide_units, a.num_splits, device_sm_count(), read_kv_len,
+          decode_wide_rows_pay(a.head_dim, p.rows, wide_units, a.num_splits, sms, read_kv_len,
                                device_is_hopper_hbm3e())) {
+        const int64_t sk_blocks = decode_dev_wide_rows() == kDecodeWideRowsBalanced && a.num_splits == 2 &&
+                                          decode_dev_streamk_mode() != kDecodeStreamKOff
+                                      ? decode_streamk_blocks(wide_units, sms, 1)
+                                      : 0;
+        const int64_t wide_blocks = sk_blocks > 0 ? sk_blocks : wide_units * a.num_splits;
+        // the keys a block reads: a split's, or a balanced block's share of every unit's
+        const int64_t block_keys = sk_blocks > 0 ? div_ceil<int64_t>(wide_units * read_kv_len, sk_blocks)
+                                                 : div_ceil<int64_t>(read_kv_len, a.num_splits);
         DecodeTmaMaps maps;
-        const int64_t block_keys = div_ceil<int64_t>(read_kv_len, a.num_splits);
         const int box_rows = encode_decode_tma_maps<T, D, kPaged, KVT>(
             a, maps, kv_promo,
-            decode_wide_row_boxes_pay(kPaged, wide_blocks, device_sm_count(), block_keys, device_is_hopper_hbm3e()));
-        if (box_rows > 0) {
-          DecodeKernelParams pw = p;
-          pw.row_tiles = wide_tiles;
-          pw.units_x = a.num_kv_heads * wide_tiles;
+            decode_wide_row_boxes_pay(kPaged, wide_blocks, sms, block_keys, device_is_hopper_hbm3e()));
+        DecodeKernelParams pw = p;
+        pw.row_tiles = wide_tiles;
+        pw.units_x = a.num_kv_heads * wide_tiles;
+        if (box_rows > 0 && sk_blocks > 0) {  // its 3 stages (the launcher's only depth at two row tiles)
+          pw.streamk_blocks = static_cast<int>(sk_blocks);
+          pw.streamk_by_len = kPaged && decode_dev_streamk_mode() != kDecodeStreamKByCapacity;
+          const cudaError_t err = launch_decode_attention_tma_stages<T, D, KVT, 2>(
+              3, pw, kv, dim3(static_cast<unsigned>(sk_blocks)), stream, launch_pdl(sk_blocks, kDecodeBalanced, true),
+              maps, box_rows);
+          if (err != cudaErrorNotSupported) return err;
+        } else if (box_rows > 0) {
           const int knob_stages = decode_dev_tma_stages();
-          const int stages = knob_stages > 0 ? knob_stages
-                                             : decode_wide_rows_stages(kPaged, wide_blocks, device_sm_count(),
-                                                                       maps.spans_planes);
+          const int stages =
+              knob_stages > 0 ? knob_stages : decode_wide_rows_stages(kPaged, wide_blocks, sms, maps.spans_planes);
           const cudaError_t err = launch_even_grid(pw, 2, kv, [&](const DecodeKernelParams& pm) {
             return launch_decode_attention_tma_stages<T, D, KVT, 2>(
                 stages, pm, kv, dim3(pw.units_x, a.batch, a.num_splits), stream,

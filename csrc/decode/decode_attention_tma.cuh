@@ -99,8 +99,8 @@ __global__ void __launch_bounds__(decode_tma_threads(kRowTiles), kSchedule == kD
   constexpr bool kBalanced = kSchedule == kDecodeBalanced;
   static_assert(kTileTokens == 64 && kTmaMathWarps == 4, "16 keys per math warp");
   constexpr bool kDequant = decode_dequantizes<T, KVT>();
-  static_assert(kRowTiles == 1 || (kSchedule == kDecodeEvenGrid && !kDequant),
-                "two row tiles: the even grid of 16-bit caches");
+  static_assert(kRowTiles == 1 || (kSchedule != kDecodeSpreadTail && !kDequant),
+                "two row tiles: the even grid or the balanced schedule of 16-bit caches");
   constexpr int kMathWarps = kTmaMathWarps * kRowTiles;
   constexpr int kThreads = decode_tma_threads(kRowTiles);
   constexpr int kBlockRows = kRowTiles * kRowsPerBlock;
@@ -634,9 +634,9 @@ constexpr int decode_streamk_stages() {
 }
 // The TMA kernel with `stages` pipeline stages: 2, 3 or 4 where they fit in shared memory
 // (decode_tma_stages_fit), else cudaErrorInvalidValue; with p.streamk_blocks, the balanced
-// schedule's kernel (2 or 3 stages). (The spread tail launches its 3-stage kernel itself.)
-// kRowTiles 2: the even grid's kernel at two row tiles per block (decode_runs_wide_rows; p and
-// grid count 32-row units).
+// schedule's kernel (2 or 3 stages; at two row tiles 3). (The spread tail launches its 3-stage
+// kernel itself.) kRowTiles 2: the kernel at two row tiles per block (decode_runs_wide_rows; p
+// and grid count 32-row units).
 template <typename T, int D, int kStages, typename KVT = T, int kRowTiles = 1>
 constexpr bool decode_tma_stages_fit() {
   return decode_tma_smem_bytes<T, D, kStages, KVT, false, kRowTiles>() <= 227 * 1024;
@@ -655,6 +655,11 @@ cudaError_t launch_decode_attention_tma_stages(int stages, const DecodeKernelPar
           return launch_decode_attention_tma_kernel<T, D, 3, KV, KVT, kDecodeBalanced>(p, kv, grid, stream, pdl,
                                                                                        maps, box_rows);
       }
+    } else if constexpr (kRowTiles == 2 && decode_runs_wide_rows<T, D, KVT>() &&
+                         decode_tma_smem_bytes<T, D, 3, KVT, true, 2>() <= 227 * 1024) {
+      if (stages == 3)
+        return launch_decode_attention_tma_kernel<T, D, 3, KV, KVT, kDecodeBalanced, 2>(p, kv, grid, stream, pdl,
+                                                                                        maps, box_rows);
     }
     return cudaErrorInvalidValue;
   }

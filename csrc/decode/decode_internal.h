@@ -77,10 +77,14 @@ constexpr int kDecodeSpreadOff = 0, kDecodeSpreadOn = 1, kDecodeSpreadAuto = 2;
 int decode_dev_spread();
 // Dev knob CLO_DECODE_WIDE_ROWS, read like CLO_DECODE_VARIANT: kDecodeWideRowsOff keeps
 // every block at one 16-row tile, kDecodeWideRowsOn runs two row tiles per block wherever
-// the kernel can (decode_wide_rows_pay); anything else: the automatic choice. A call that
-// runs them does not reach the balanced schedule or the spread tail: CLO_DECODE_SPREAD and
+// the kernel can (decode_wide_rows_pay); kDecodeWideRowsBalanced as On, and a 2-split call
+// of one to two 32-row units per SM runs them as the balanced schedule (one block per SM, an
+// equal share of every unit's keys each: decode_streamk_blocks at one block per SM; dev only,
+// stop 72, not yet measured; CLO_DECODE_STREAMK plans it as the 16-row one's: by length on paged
+// caches, 2 by capacity, 0 off); anything else: the automatic choice. A call that runs them
+// does not reach the 16-row balanced schedule or the spread tail: CLO_DECODE_SPREAD and
 // CLO_DECODE_STREAMK act on a count the two-tile rule takes only with this knob at 0.
-constexpr int kDecodeWideRowsOff = 0, kDecodeWideRowsOn = 1, kDecodeWideRowsAuto = 2;
+constexpr int kDecodeWideRowsOff = 0, kDecodeWideRowsOn = 1, kDecodeWideRowsAuto = 2, kDecodeWideRowsBalanced = 3;
 int decode_dev_wide_rows();
 // Dev knob CLO_DECODE_MERGE_APART, read like CLO_DECODE_VARIANT: kDecodeMergeApartOff keeps the
 // split merge in the last split block of each unit, kDecodeMergeApartOn runs it as its own
@@ -403,8 +407,8 @@ inline bool decode_wide_rows_pay(int head_dim, int rows_per_kv_head, int64_t uni
                                  int64_t max_kv_len, bool hbm3e) {
   const int knob = decode_dev_wide_rows();
   if (knob == kDecodeWideRowsOff || rows_per_kv_head <= kRowsPerBlock) return false;
-  return knob == kDecodeWideRowsOn || splits == decode_wide_rows_splits(head_dim, rows_per_kv_head, units, sms,
-                                                                          max_kv_len, hbm3e);
+  return knob == kDecodeWideRowsOn || knob == kDecodeWideRowsBalanced ||
+         splits == decode_wide_rows_splits(head_dim, rows_per_kv_head, units, sms, max_kv_len, hbm3e);
 }
 // The wide-row kernel's pipeline depth (PDL on every grid, decode_pdl_pays; the row boxes
 // decode_wide_row_boxes_pay, spanning beyond one wave as the 16-row rule: `--wide-beyond`, stop
