@@ -1828,13 +1828,20 @@ WIDE_BOXES_VARIANTS = {"auto": {}, "boxes": {"CLO_DECODE_PLANE_BOXES": "2"}, "au
                        "boxes.2": {"CLO_DECODE_PLANE_BOXES": "2"}}
 
 
-def hkv_rows_sweep(rows, variants):
-    """A `SWEEPS` entry: `_nq_rows` over `rows` (B, N, Nq, contiguous, Hkv) at the automatic
-    count, cuDNN first (graph replays, cold L2), `variants` in their order."""
+def hkv_rows_sweep(rows, variants, splits=(0,), only=None):
+    """A `SWEEPS` entry: `_nq_rows` over `rows` (B, N, Nq, contiguous, Hkv) at `splits` (the
+    automatic count unless given), cuDNN first (graph replays, cold L2), `variants` in their
+    order (`only(splits, label)` false: that pair skipped)."""
     def sweep(iters, copy_bw):
         for B, N, nq, contiguous, hkv in rows:
-            _nq_rows([(B, N, nq, contiguous)], (0,), iters, copy_bw, variants, hkv=hkv)
+            _nq_rows([(B, N, nq, contiguous)], splits, iters, copy_bw, variants, only=only, hkv=hkv)
     return sweep
+
+
+def _auto_at_s0(ns, label):
+    """`only` for sweeps whose "auto" variant runs at the automatic count alone, the others at
+    the given counts."""
+    return (label == "auto") == (ns == 0)
 
 
 # --wide-boxes-depth: after `--one-wave-boxes` (the spanning boxes for paged two-tile blocks of
@@ -1883,17 +1890,10 @@ WIDE_BEYOND_VARIANTS = {**PDL_VARIANTS, "plane": {"CLO_DECODE_PLANE_BOXES": "0"}
 # read the two-tile kernel's 1 split at B=200/4K (1.52 units per SM) 0.94x cuDNN paged (128.4
 # against 121.3 us) and 0.97x contiguous: the automatic count, and 1-3 splits on 16-row blocks
 # (CLO_DECODE_WIDE_ROWS=0: their rules' spread tail and balanced schedule where those run) and on
-# two-tile blocks (=1). (B, N, contiguous)
-MQA_BEYOND_ROWS = [(b, 4096, False) for b in (150, 180, 200, 230, 264)] + [(200, 4096, True), (200, 8192, False)]
+# two-tile blocks (=1). (B, N, Nq, contiguous, Hkv)
+MQA_BEYOND_ROWS = [(b, 4096, 1, False, 1) for b in (150, 180, 200, 230, 264)] + \
+                  [(200, 4096, 1, True, 1), (200, 8192, 1, False, 1)]
 MQA_BEYOND_VARIANTS = {"auto": {}, "w0": {"CLO_DECODE_WIDE_ROWS": "0"}, "w1": {"CLO_DECODE_WIDE_ROWS": "1"}}
-
-
-def mqa_beyond_sweep(iters, copy_bw):
-    """MQA_BEYOND_ROWS (`_nq_rows` at Hkv 1, one token): the automatic count, then 1-3 splits
-    on 16-row and on two-tile blocks (graph replays, cold L2, cuDNN first)."""
-    for B, N, contiguous in MQA_BEYOND_ROWS:
-        _nq_rows([(B, N, 1, contiguous)], (0, 1, 2, 3), iters, copy_bw, MQA_BEYOND_VARIANTS,
-                 only=lambda ns, label: (label == "auto") == (ns == 0), hkv=1)
 
 
 # --wide-three (90b0a94's rule; ddbb300 widened it to 1-1.26 after this sweep): after
@@ -1914,14 +1914,10 @@ WIDE_LOW_ROWS = [(b, 4096, 1, False, 1) for b in (133, 136)] + \
 
 
 def wide_splits_sweep(rows):
-    """A `SWEEPS` entry: `_nq_rows` over `rows` (B, N, Nq, contiguous, Hkv), cuDNN first: the
-    automatic count and the 16-row rules' count (CLO_DECODE_WIDE_ROWS=0), then two-tile blocks
-    (=1) at 2-4 splits (graph replays, cold L2)."""
-    def sweep(iters, copy_bw):
-        for B, N, nq, contiguous, hkv in rows:
-            _nq_rows([(B, N, nq, contiguous)], (0, 2, 3, 4), iters, copy_bw, MQA_BEYOND_VARIANTS,
-                     only=lambda ns, label: (label != "w1") == (ns == 0), hkv=hkv)
-    return sweep
+    """A `SWEEPS` entry: `hkv_rows_sweep` over `rows`: the automatic count and the 16-row rules'
+    count (CLO_DECODE_WIDE_ROWS=0), then two-tile blocks (=1) at 2-4 splits."""
+    return hkv_rows_sweep(rows, MQA_BEYOND_VARIANTS, (0, 2, 3, 4),
+                          only=lambda ns, label: (label != "w1") == (ns == 0))
 
 
 # --wide-balanced: the balanced schedule at two row tiles (CLO_DECODE_WIDE_ROWS=3, written in stop
@@ -1936,15 +1932,6 @@ WIDE_BALANCED_ROWS = [(b, n, 1, False, 1) for b, n in ((136, 2048), (140, 4096),
                      [(136, 2048, 1, True, 1), (17, 4096, 8, False, 8), (25, 8192, 8, False, 8)]
 WIDE_BALANCED_VARIANTS = {"auto": {}, "w1": {"CLO_DECODE_WIDE_ROWS": "1"}, "wb": {"CLO_DECODE_WIDE_ROWS": "3"},
                           "wbp": {"CLO_DECODE_WIDE_ROWS": "3", "CLO_DECODE_PLANE_BOXES": "0"}}
-
-
-def wide_balanced_sweep(iters, copy_bw):
-    """WIDE_BALANCED_ROWS (`_nq_rows`, cuDNN first): the automatic count, then 2 splits as even
-    two-tile splits, the two-tile balanced schedule, and it with a box per plane (graph replays,
-    cold L2)."""
-    for B, N, nq, contiguous, hkv in WIDE_BALANCED_ROWS:
-        _nq_rows([(B, N, nq, contiguous)], (0, 2), iters, copy_bw, WIDE_BALANCED_VARIANTS,
-                 only=lambda ns, label: (label == "auto") == (ns == 0), hkv=hkv)
 
 
 # Stand-alone sweeps (flag -> function(iters, copy_bw), help): each runs alone, then stops.
@@ -2068,11 +2055,11 @@ SWEEPS = {
                            "the bench's MQA rows and Nq 8 B=8/16K: auto, a box per plane, spanning at 4 stages"),
     "wide-beyond": (hkv_rows_sweep(WIDE_BEYOND_ROWS, WIDE_BEYOND_VARIANTS),
                     "the two-row-tile kernel beyond one wave (Nq 8, MQA; both layouts): PDL on / off, a box per plane"),
-    "mqa-beyond": (mqa_beyond_sweep, "one token at Hq 32 / Hkv 1 at 1.1-2 units per SM: 1-3 splits, 16-row and two-tile blocks"),
+    "mqa-beyond": (hkv_rows_sweep(MQA_BEYOND_ROWS, MQA_BEYOND_VARIANTS, (0, 1, 2, 3), _auto_at_s0), "one token at Hq 32 / Hkv 1 at 1.1-2 units per SM: 1-3 splits, 16-row and two-tile blocks"),
     "wide-three": (wide_splits_sweep(WIDE_THREE_ROWS),
                    "two-tile blocks at 3 splits, 1.06-1.25 units per SM (MQA, Nq 8): auto, 16-row rules, 2-4 splits"),
     "wide-low": (wide_splits_sweep(WIDE_LOW_ROWS), "the same at 1.01-1.06 units per SM and 2K keys (3 splits from one unit per SM)"),
-    "wide-balanced": (wide_balanced_sweep,
+    "wide-balanced": (hkv_rows_sweep(WIDE_BALANCED_ROWS, WIDE_BALANCED_VARIANTS, (0, 2), _auto_at_s0),
                       "the balanced schedule at two row tiles (MQA near one unit per SM, Nq 8): auto, even 2, balanced"),
     "wide-sustained": (cool_then_cap_sweep(WIDE_SUSTAINED_ROWS, WIDE_SUSTAINED_VARIANTS),
                        "paged two-tile one-wave rows (Nq 8, MQA), cool and at the cap: auto, a box per plane, span 4"),

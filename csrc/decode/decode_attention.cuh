@@ -1550,6 +1550,15 @@ cudaError_t run_decode_attention(const DecodeAttentionArgs& a, cudaStream_t stre
     if (err != cudaSuccess || !params.merge_apart) return err;
     return launch_decode_split_merge<T>(params, kv, stream, sm90 && pdl_mode != kDecodePdlOff);
   };
+  // `params` as the balanced schedule's `blocks` blocks (decode_streamk_blocks), planned by
+  // length on paged caches unless the CLO_DECODE_STREAMK knob plans by capacity (contiguous:
+  // one length)
+  const int streamk_mode = decode_dev_streamk_mode();
+  auto as_balanced = [&](DecodeKernelParams params, int64_t blocks) {
+    params.streamk_blocks = static_cast<int>(blocks);
+    params.streamk_by_len = kPaged && streamk_mode != kDecodeStreamKByCapacity;
+    return params;
+  };
   auto launch_variant = [&](const auto& kv) -> cudaError_t {
     const int forced = decode_dev_kernel();
     // Two row tiles per block (decode_wide_rows_pay): units of 17-32 rows, or 32-row tiles
@@ -1566,7 +1575,7 @@ cudaError_t run_decode_attention(const DecodeAttentionArgs& a, cudaStream_t stre
           decode_wide_rows_pay(a.head_dim, p.rows, wide_units, a.num_splits, sms, read_kv_len,
                                device_is_hopper_hbm3e())) {
         const int64_t sk_blocks = decode_dev_wide_rows() == kDecodeWideRowsBalanced && a.num_splits == 2 &&
-                                          decode_dev_streamk_mode() != kDecodeStreamKOff
+                                          streamk_mode != kDecodeStreamKOff
                                       ? decode_streamk_blocks(wide_units, sms, 1)
                                       : 0;
         const int64_t wide_blocks = sk_blocks > 0 ? sk_blocks : wide_units * a.num_splits;
@@ -1581,11 +1590,9 @@ cudaError_t run_decode_attention(const DecodeAttentionArgs& a, cudaStream_t stre
         pw.row_tiles = wide_tiles;
         pw.units_x = a.num_kv_heads * wide_tiles;
         if (box_rows > 0 && sk_blocks > 0) {  // its 3 stages (the launcher's only depth at two row tiles)
-          pw.streamk_blocks = static_cast<int>(sk_blocks);
-          pw.streamk_by_len = kPaged && decode_dev_streamk_mode() != kDecodeStreamKByCapacity;
           const cudaError_t err = launch_decode_attention_tma_stages<T, D, KVT, 2>(
-              3, pw, kv, dim3(static_cast<unsigned>(sk_blocks)), stream, launch_pdl(sk_blocks, kDecodeBalanced, true),
-              maps, box_rows);
+              3, as_balanced(pw, sk_blocks), kv, dim3(static_cast<unsigned>(sk_blocks)), stream,
+              launch_pdl(sk_blocks, kDecodeBalanced, true), maps, box_rows);
           if (err != cudaErrorNotSupported) return err;
         } else if (box_rows > 0) {
           const int knob_stages = decode_dev_tma_stages();
@@ -1607,7 +1614,6 @@ cudaError_t run_decode_attention(const DecodeAttentionArgs& a, cudaStream_t stre
     if constexpr (decode_runs_streamk<T, D, KVT, kPaged>()) {
       const int64_t sk_blocks = decode_streamk_blocks(static_cast<int64_t>(grid.x) * grid.y, device_sm_count(),
                                                       decode_streamk_blocks_per_sm(D));
-      const int streamk_mode = decode_dev_streamk_mode();
       if (sm90 && a.num_splits == 2 && sk_blocks > 0 && forced != kDecodeKernelCpAsync &&
           streamk_mode != kDecodeStreamKOff) {
         DecodeTmaMaps maps;
@@ -1615,12 +1621,9 @@ cudaError_t run_decode_attention(const DecodeAttentionArgs& a, cudaStream_t stre
         const int knob_stages = decode_dev_tma_stages();
         const int stages = knob_stages == 2 ? 2 : decode_streamk_stages<T, D, KVT>();  // the small grids' depth
         if (box_rows > 0) {
-          DecodeKernelParams ps = p;
-          ps.streamk_blocks = static_cast<int>(sk_blocks);
-          ps.streamk_by_len = kPaged && streamk_mode != kDecodeStreamKByCapacity;  // contiguous: one length
           const cudaError_t err = launch_decode_attention_tma_stages<T, D, KVT>(
-              stages, ps, kv, dim3(static_cast<unsigned>(sk_blocks)), stream, launch_pdl(sk_blocks, kDecodeBalanced),
-              maps, box_rows);
+              stages, as_balanced(p, sk_blocks), kv, dim3(static_cast<unsigned>(sk_blocks)), stream,
+              launch_pdl(sk_blocks, kDecodeBalanced), maps, box_rows);
           if (err != cudaErrorNotSupported) return err;
         }
       }
