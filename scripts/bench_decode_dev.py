@@ -1934,6 +1934,23 @@ WIDE_BALANCED_VARIANTS = {"auto": {}, "w1": {"CLO_DECODE_WIDE_ROWS": "1"}, "wb":
                           "wbp": {"CLO_DECODE_WIDE_ROWS": "3", "CLO_DECODE_PLANE_BOXES": "0"}}
 
 
+# --wide-balanced-band: `--wide-balanced` (stop 73) read the balanced schedule at two row tiles
+# ahead of the automatic count at 1.03-1.14 units per SM (MQA B=136/2K 73.1 -> 57.1 us, cuDNN
+# 56.9; B=140/4K 111.0 -> 97.7; Nq 8 B=17/4K 109.6 -> 90.3) and at 1.52 on 8192 keys (Nq 8 B=25/8K
+# 237.6 -> 226.3), behind it at 1.52-1.74 on 4096 (MQA B=200/4K 125.8 -> 129.1, B=230 127.6 ->
+# 144.8): its band's edges over the length, 1-2 units per SM at 1024-16384 keys (one token at Hq
+# 32 / Hkv 1 and Nq 8 at GQA 32/8, both layouts): the automatic count, then the balanced
+# schedule. (B, N, Nq, contiguous, Hkv)
+WIDE_BALANCED_BAND_ROWS = [(b, n, 1, False, 1) for n, bs in ((1024, (136, 170, 200)), (2048, (140, 170, 190, 200, 230)),
+                                                             (4096, (160, 170, 185, 195, 210, 250)),
+                                                             (8192, (140, 170, 200, 230)), (16384, (140, 200)))
+                           for b in bs] + \
+                          [(b, n, 8, False, 8) for b, n in ((17, 16384), (20, 4096), (22, 4096), (24, 8192),
+                                                            (25, 4096), (28, 8192), (28, 16384))] + \
+                          [(170, 4096, 1, True, 1), (200, 8192, 1, True, 1), (22, 4096, 8, True, 8),
+                           (25, 8192, 8, True, 8)]
+WIDE_BALANCED_BAND_VARIANTS = {"auto": {}, "wb": {"CLO_DECODE_WIDE_ROWS": "3"}}
+
 # Stand-alone sweeps (flag -> function(iters, copy_bw), help): each runs alone, then stops.
 SWEEPS = {
     "graph-knobs": (graph_knob_sweep, "split counts and TMA depths on the small-grid targets"),
@@ -2061,6 +2078,8 @@ SWEEPS = {
     "wide-low": (wide_splits_sweep(WIDE_LOW_ROWS), "the same at 1.01-1.06 units per SM and 2K keys (3 splits from one unit per SM)"),
     "wide-balanced": (hkv_rows_sweep(WIDE_BALANCED_ROWS, WIDE_BALANCED_VARIANTS, (0, 2), _auto_at_s0),
                       "the balanced schedule at two row tiles (MQA near one unit per SM, Nq 8): auto, even 2, balanced"),
+    "wide-balanced-band": (hkv_rows_sweep(WIDE_BALANCED_BAND_ROWS, WIDE_BALANCED_BAND_VARIANTS, (0, 2), _auto_at_s0),
+                           "the two-tile balanced schedule's band: 1-2 units per SM at 1K-16K, auto against balanced"),
     "wide-sustained": (cool_then_cap_sweep(WIDE_SUSTAINED_ROWS, WIDE_SUSTAINED_VARIANTS),
                        "paged two-tile one-wave rows (Nq 8, MQA), cool and at the cap: auto, a box per plane, span 4"),
     "one-wave-boxes": (hkv_rows_sweep(ONE_WAVE_BOXES_ROWS, WIDE_BOXES_VARIANTS),

@@ -1108,10 +1108,12 @@ def replay_then_bad_inputs(group, seed, bad_len, splits, gen):
 # The TMA kernel's even grid (schedule 0) of two row tiles at head_dim 128 and `stages` stages,
 # in a profiler kernel name
 _TWO_TILE_TMA = r"tma_kernel<[^<>,]+, (\(int\))?128, (\(int\))?{stages}, [^<>]*, (\(int\))?0, (\(int\))?2>"
+# the TMA kernel's balanced schedule (1) at two row tiles, head_dim 128, 3 stages
+_TWO_TILE_BALANCED = r"tma_kernel<[^<>,]+, (\(int\))?128, (\(int\))?3, [^<>]*, (\(int\))?1, (\(int\))?2>"
 
 
-_SCRIPT_HELPERS = (f"_TWO_TILE_TMA = {_TWO_TILE_TMA!r}\n\n" + inspect.getsource(check_window_cap_lse) + "\n\n"
-                   + inspect.getsource(replay_then_bad_inputs))
+_SCRIPT_HELPERS = (f"_TWO_TILE_TMA = {_TWO_TILE_TMA!r}\n_TWO_TILE_BALANCED = {_TWO_TILE_BALANCED!r}\n\n"
+                   + inspect.getsource(check_window_cap_lse) + "\n\n" + inspect.getsource(replay_then_bad_inputs))
 
 
 _WIDE_ROWS_SCRIPT = r"""
@@ -1196,12 +1198,18 @@ def _assert_paged_two_tile_one_wave_depth(fn, n, splits, what):
         (what, splits, names[:400])
 
 
+def _wide_rows_balanced_band(units, sms, n):
+    """Whether two-row-tile blocks' 2 splits run as the balanced schedule (one block per SM:
+    decode_wide_rows_balanced_band, stop 73): 1-1.35 32-row units per SM, 2048 keys or more."""
+    return sms < units and 100 * units <= 135 * sms and n >= 2048
+
+
 def _wide_rows_splits(b, hkv, rows, n, sms, hbm3e, d=128):
     """The automatic count of two row tiles per block (decode_wide_rows_splits, stop 69), or 0:
     HBM3e parts, head_dim 128, 17-32 rows per KV head, splits of 1024 keys or more; `b` x
     `hkv` units: up to one per SM, SMs / units splits where they fill 90% of the SMs; up to
-    two, 1 split where its two waves are 75% full, else 2 where their three are 84% full, else
-    (1-1.26 units per SM, stop 72) 3."""
+    two, 2 in the balanced band (`_wide_rows_balanced_band`), else 1 split where its two waves
+    are 75% full, else 2 where their three are 84% full."""
     cap = min(128, n // 1024)
     if not hbm3e or d != 128 or not 16 < rows <= 32 or cap < 1:
         return 0
@@ -1211,11 +1219,11 @@ def _wide_rows_splits(b, hkv, rows, n, sms, hbm3e, d=128):
         return splits if 10 * units * splits >= 9 * sms else 0
     if units > 2 * sms:
         return 0
+    if _wide_rows_balanced_band(units, sms, n):
+        return 2
     if 4 * units >= 3 * 2 * sms:
         return 1
-    if cap >= 2 and 100 * 2 * units >= 84 * 3 * sms:
-        return 2
-    return 3 if cap >= 3 else 0
+    return 2 if cap >= 2 and 100 * 2 * units >= 84 * 3 * sms else 0
 
 
 # The two-row-tile kernel's splits merge in the merge kernel (every unit of 17-32 rows takes two
@@ -1249,13 +1257,11 @@ from cuda_llm_ops.testing import assert_close, kernel_grid_blocks, kernel_names,
 sm90 = torch.cuda.get_device_capability()[0] >= 9
 sms = torch.cuda.get_device_properties(0).multi_processor_count
 gen = torch.Generator().manual_seed(72)
-# the TMA kernel's balanced schedule (1) at two row tiles, head_dim 128, 3 stages
-balanced = r"tma_kernel<[^<>,]+, (\(int\))?128, (\(int\))?3, [^<>]*, (\(int\))?1, (\(int\))?2>"
 
 def check_balanced(fn, what):
     if sm90:  # one block per SM, each an equal share of every unit's keys
         names = kernel_names(fn)
-        assert re.search(balanced, names), f"{what}: {names[:400]}"
+        assert re.search(_TWO_TILE_BALANCED, names), f"{what}: {names[:400]}"
         blocks = kernel_grid_blocks(fn, "decode_attention")
         assert blocks == sms, f"{what}: grid of {blocks} blocks"
 
@@ -1447,39 +1453,35 @@ def test_merge_kernel_where_the_fused_merge_takes_round_trips():
                 assert ("decode_split_merge_kernel" in names) == apart, f"{what} Nq={nq}: {names[:400]}"
 
 
-def test_wide_rows_three_splits():
-    """Two-row-tile blocks at 1-1.26 32-row units per SM (decode_wide_rows_splits, stop 72): 3
-    splits where the table holds 3072 keys or more, on both layouts, else the 16-row rules'
-    blocks (3071 keys). Nq 8 at GQA 32/8 (units = 8 B) and one token at Hq 32 / Hkv 1 (units =
-    B), 1.1 units per SM: automatic calls against the references (paged with ragged, 8-key
-    and capacity-long sequences; contiguous at 4096, 3072 and 3071 keys), and on HBM3e parts
-    the grid of 32-row blocks; the band's top (1.255 units per SM), where the 16-row rules
-    took another count at 132 SMs."""
+def test_wide_rows_balanced_band():
+    """Two-row-tile blocks at 1-1.35 32-row units per SM from 2048 keys (decode_wide_rows_splits,
+    decode_wide_rows_balanced_band, stop 73): 2 splits run as the balanced schedule, one block
+    per SM, on both layouts; at 2047 keys the 16-row rules' blocks; past the band's top, 2 even
+    splits. Nq 8 at GQA 32/8 (units = 8 B), 1.1 units per SM: automatic calls against the
+    references (paged with ragged, 8-key and capacity-long sequences; contiguous at 4096, 2048
+    and 2047 keys); one token at Hq 32 / Hkv 1 (units = B) at the band's top and one past it
+    (ragged, 1-key sequences), against the references; on HBM3e parts the kernels and grids."""
     require_op("paged_attention")
     require_op("decode_attention")
     sms = torch.cuda.get_device_properties(0).multi_processor_count
     hbm3e = device_is_hopper_hbm3e()
     f16 = torch.float16
-    gen = torch.Generator().manual_seed(72)
+    gen = torch.Generator().manual_seed(73)
     b8 = int(1.1 * sms) // 8 + 1
     if hbm3e:
-        assert sms < 8 * b8 and 100 * 8 * b8 <= 126 * sms, ("SM count", sms, b8)  # premise: in the band
-        for n, want in ((4096, 3), (3072, 3), (3071, 0)):
+        assert _wide_rows_balanced_band(8 * b8, sms, 4096), ("SM count", sms, b8)  # premise: in the band
+        for n, want in ((4096, 2), (2048, 2), (2047, 0)):
             assert _wide_rows_splits(b8, 8, 32, n, sms, hbm3e) == want, (n, want)  # the rule's mirror
         for paged in (True, False):
-            assert llm.decode_num_splits(b8, 8, 32, 4096, 128, f16, seq_len_q=8, paged=paged) == 3, paged
-        # the band's top, one token at Hq 32 / Hkv 1 (the 16-row rules: 2 at 132 SMs)
-        b_top = int(1.255 * sms) + 1
-        assert 100 * b_top <= 126 * sms and _wide_rows_splits(b_top, 1, 32, 4096, sms, hbm3e) == 3, b_top
-        assert llm.decode_num_splits(b_top, 1, 32, 4096, 128, f16) == 3, b_top
+            assert llm.decode_num_splits(b8, 8, 32, 4096, 128, f16, seq_len_q=8, paged=paged) == 2, paged
     lens = [int(x) for x in torch.randint(8, 4097, (b8,), generator=gen)]
     lens[:3] = [8, 4096, 1025]
-    grids = _automatic_calls_match(lens, 720, f16, contiguous=(4096, torch.bfloat16), grids=hbm3e, nq=8)
+    grids = _automatic_calls_match(lens, 730, f16, contiguous=(4096, torch.bfloat16), grids=hbm3e, nq=8)
     if hbm3e:
-        assert grids == (8 * b8 * 3, 8 * b8 * 3), ("Nq 8", b8, grids)
-    # the 3072-key edge (3071: splits of 1024 keys at least allow 2, so the 16-row rules run)
+        assert grids == (sms, sms), ("Nq 8", b8, grids)
+    # the 2048-key edge (2047: splits of 1024 keys at least allow 1, so the 16-row rules run)
     q8 = torch.randn(b8, 32, 8, 128, device="cuda", dtype=f16)
-    for n, two_tile in ((3072, True), (3071, False)):
+    for n, balanced in ((2048, True), (2047, False)):
         k8, v8 = (torch.randn(b8, 8, n, 128, device="cuda", dtype=f16) for _ in range(2))
         out = poison_(torch.empty_like(q8))
         llm.decode_attention(q8, k8, v8, out=out, is_causal=True)
@@ -1488,20 +1490,30 @@ def test_wide_rows_three_splits():
             fn = lambda: llm.decode_attention(q8, k8, v8, is_causal=True)  # noqa: E731
             names = kernel_names(fn)
             assert "decode_attention" in names, names[:400]
-            assert bool(re.search(_TWO_TILE_TMA.format(stages=r"\d"), names)) == two_tile, (n, names[:400])
-            if two_tile:
-                assert kernel_grid_blocks(fn, "decode_attention") == 8 * b8 * 3, n
-    # one token at Hq 32 / Hkv 1: 32 rows a KV head, B units
-    b1 = int(1.1 * sms) + 1
-    lens = [int(x) for x in torch.randint(1, 4097, (b1,), generator=gen)]
-    lens[:3] = [1, 4096, 3000]
-    q, kc, vc, table, sl = make_paged_problem(lens, 1, 32, 128, 16, f16, 721)
-    out = poison_(torch.empty_like(q))
-    llm.paged_attention(q, kc, vc, table, sl, out=out)
-    assert_close(out, paged_attention_reference(q, kc, vc, table, sl), dtype=f16, what=f"MQA B={b1}/4K automatic")
-    if hbm3e:
-        assert _wide_rows_splits(b1, 1, 32, 4096, sms, hbm3e) == 3, ("SM count", sms, b1)  # premise
-        assert kernel_grid_blocks(lambda: llm.paged_attention(q, kc, vc, table, sl), "decode_attention") == 3 * b1
+            assert bool(re.search(_TWO_TILE_BALANCED, names)) == balanced, (n, names[:400])
+            assert not re.search(_TWO_TILE_TMA.format(stages=r"\d"), names), (n, names[:400])  # no even grid
+            if balanced:
+                assert kernel_grid_blocks(fn, "decode_attention") == sms, n
+    # one token at Hq 32 / Hkv 1 (32 rows a KV head, B units): the band's top, then 2 even splits
+    b_top = 135 * sms // 100
+    for b1, balanced in ((b_top, True), (b_top + 1, False)):
+        if hbm3e:
+            assert _wide_rows_balanced_band(b1, sms, 4096) == balanced, ("SM count", sms, b1)  # premise
+            assert _wide_rows_splits(b1, 1, 32, 4096, sms, hbm3e) == 2, ("SM count", sms, b1)
+            assert llm.decode_num_splits(b1, 1, 32, 4096, 128, f16) == 2, b1
+        lens = [int(x) for x in torch.randint(1, 4097, (b1,), generator=gen)]
+        lens[:3] = [1, 4096, 3000]
+        q, kc, vc, table, sl = make_paged_problem(lens, 1, 32, 128, 16, f16, 731 + b1)
+        out = poison_(torch.empty_like(q))
+        llm.paged_attention(q, kc, vc, table, sl, out=out)
+        assert_close(out, paged_attention_reference(q, kc, vc, table, sl), dtype=f16,
+                     what=f"MQA B={b1}/4K automatic")
+        if hbm3e:
+            fn = lambda: llm.paged_attention(q, kc, vc, table, sl)  # noqa: E731
+            names = kernel_names(fn)
+            assert bool(re.search(_TWO_TILE_BALANCED, names)) == balanced, (b1, names[:400])
+            assert bool(re.search(_TWO_TILE_TMA.format(stages=r"\d"), names)) != balanced, (b1, names[:400])
+            assert kernel_grid_blocks(fn, "decode_attention") == (sms if balanced else 2 * b1), b1
 
 
 def _automatic_calls_match(lens, seed, dtype, contiguous=None, grids=False, nq=1):
@@ -1790,8 +1802,9 @@ def test_wave_top_splits():
     if hbm3e:
         assert 3 * 8 * b <= 8 * sms, ("SM count", sms, b)
         assert grids == (24 * b, 24 * b), ("Nq 4", b, grids)
-    # Nq 8 at 2.67 16-row units per SM, 4096 keys: 1.33 two-tile units per SM (units = 8 B), 2
-    # splits as one block of 32 rows (decode_wide_rows_splits: 3 waves 89% full)
+    # Nq 8 at 2.67 16-row units per SM, 4096 keys: 1.3-1.36 two-tile units per SM (units = 8 B),
+    # 2 splits as blocks of 32 rows (decode_wide_rows_splits): the balanced schedule's one block
+    # per SM to 1.35 (1.33 at 132 SMs), an even grid past it
     b = int(2.6 * sms) // 16 + 1
     lens = [int(x) for x in torch.randint(8, 4097, (b,), generator=gen)]
     lens[:3] = [8, 4096, 2222]
@@ -1799,7 +1812,8 @@ def test_wave_top_splits():
     if hbm3e:
         assert 2 * 16 * b > 5 * sms and 20 * 16 * b <= 56 * sms, ("SM count", sms, b)
         assert _wide_rows_splits(b, 8, 32, 4096, sms, hbm3e) == 2, ("SM count", sms, b)  # premise
-        assert grids == (16 * b, 16 * b), ("Nq 8", b, grids)
+        want = sms if _wide_rows_balanced_band(8 * b, sms, 4096) else 16 * b
+        assert grids == (want, want), ("Nq 8", b, grids)
 
 
 _PLANE_BOXES_SCRIPT = r"""

@@ -1562,10 +1562,9 @@ cudaError_t run_decode_attention(const DecodeAttentionArgs& a, cudaStream_t stre
   auto launch_variant = [&](const auto& kv) -> cudaError_t {
     const int forced = decode_dev_kernel();
     // Two row tiles per block (decode_wide_rows_pay): units of 17-32 rows, or 32-row tiles
-    // of larger ones, as one block each, on the even grid of the TMA kernel (under the
-    // kDecodeWideRowsBalanced dev knob, a 2-split call of one to two units per SM as the
-    // balanced schedule, one block per SM); where TMA cannot describe the cache, the 16-row
-    // paths below.
+    // of larger ones, as one block each, on the even grid of the TMA kernel (2-split calls of
+    // decode_wide_rows_runs_balanced as the balanced schedule, one block per SM); where TMA
+    // cannot describe the cache, the 16-row paths below.
     if constexpr (decode_runs_wide_rows<T, D, KVT>()) {
       const int wide_tiles = decode_wide_row_tiles(p.rows);
       const int64_t wide_units = static_cast<int64_t>(a.num_kv_heads) * wide_tiles * a.batch;
@@ -1574,10 +1573,10 @@ cudaError_t run_decode_attention(const DecodeAttentionArgs& a, cudaStream_t stre
       if (sm90 && pack_group == 0 && p.rows > kRowsPerBlock && forced != kDecodeKernelCpAsync &&
           decode_wide_rows_pay(a.head_dim, p.rows, wide_units, a.num_splits, sms, read_kv_len,
                                device_is_hopper_hbm3e())) {
-        const int64_t sk_blocks = decode_dev_wide_rows() == kDecodeWideRowsBalanced && a.num_splits == 2 &&
-                                          streamk_mode != kDecodeStreamKOff
-                                      ? decode_streamk_blocks(wide_units, sms, 1)
-                                      : 0;
+        const int64_t sk_blocks =
+            streamk_mode != kDecodeStreamKOff && decode_wide_rows_runs_balanced(wide_units, a.num_splits, sms, read_kv_len)
+                ? decode_streamk_blocks(wide_units, sms, 1)
+                : 0;
         const int64_t wide_blocks = sk_blocks > 0 ? sk_blocks : wide_units * a.num_splits;
         // the keys a block reads: a split's, or a balanced block's share of every unit's
         const int64_t block_keys = sk_blocks > 0 ? div_ceil<int64_t>(wide_units * read_kv_len, sk_blocks)

@@ -154,7 +154,7 @@ int64_t decode_attention_workspace_floats_upto(int batch, int num_q_heads, int n
   // interval's longest length, the 16-row count they replace at its shorter lengths was not
   // above theirs there in a brute-force check of the rules at 132 SMs (Hkv 1, 2, 8; 17-32 rows;
   // B up to 2 SMs / Hkv; stop 72's review), which is not a proof for other SM counts. Their
-  // 3-split band's 3072 keys is an edge.)
+  // 2-split bands' 2048 keys is an edge.)
   int lengths[1 + std::size(kSplitRuleLengthEdges)] = {max_kv_len};
   int n_lengths = 1;
   for (const int edge : kSplitRuleLengthEdges)

@@ -77,11 +77,11 @@ constexpr int kDecodeSpreadOff = 0, kDecodeSpreadOn = 1, kDecodeSpreadAuto = 2;
 int decode_dev_spread();
 // Dev knob CLO_DECODE_WIDE_ROWS, read like CLO_DECODE_VARIANT: kDecodeWideRowsOff keeps
 // every block at one 16-row tile, kDecodeWideRowsOn runs two row tiles per block wherever
-// the kernel can (decode_wide_rows_pay); kDecodeWideRowsBalanced as On, and a 2-split call
-// of one to two 32-row units per SM runs them as the balanced schedule (one block per SM, an
-// equal share of every unit's keys each: decode_streamk_blocks at one block per SM; dev only,
-// stop 72, not yet measured; CLO_DECODE_STREAMK plans it as the 16-row one's: by length on paged
-// caches, 2 by capacity, 0 off); anything else: the automatic choice. A call that runs them
+// the kernel can (decode_wide_rows_pay), as an even grid at every count; kDecodeWideRowsBalanced
+// as On, and any 2-split call of one to two 32-row units per SM runs them as the balanced
+// schedule (the automatic rule: 1-1.35 units per SM, decode_wide_rows_runs_balanced;
+// CLO_DECODE_STREAMK plans it as the 16-row one's: by length on paged caches, 2 by capacity, 0
+// off); anything else: the automatic choice. A call that runs them
 // does not reach the 16-row balanced schedule or the spread tail: CLO_DECODE_SPREAD and
 // CLO_DECODE_STREAMK act on a count the two-tile rule takes only with this knob at 0.
 constexpr int kDecodeWideRowsOff = 0, kDecodeWideRowsOn = 1, kDecodeWideRowsAuto = 2, kDecodeWideRowsBalanced = 3;
@@ -359,8 +359,10 @@ constexpr bool decode_rule_multi_tile(int spec_rows) { return spec_rows > kRowsP
 // query rows per KV head (one 32-row unit), splits of at least kWideRowsSplitKeys keys,
 // `units` (batch x KV heads) run:
 //  - up to one unit per SM, SMs / units splits (rounded down) where that fills 90% of the SMs;
-//  - up to two, 1 split where the two waves are 75% full, else 2 splits where their three
-//    waves are 84% full, else (1-1.26 units per SM) 3 splits.
+//  - 1-1.35 units per SM from 2048 keys, 2 splits run as the balanced schedule
+//    (decode_wide_rows_balanced_band);
+//  - up to two, 1 split where the two waves are 75% full, else 2 even splits where their three
+//    waves are 84% full.
 // H200, graph replays, cold L2, us, the 16-row blocks at their automatic count -> this
 // (splits); Nq 8 at GQA 32/8 (`--wide-rows`): paged B=1/16K 32.5 -> 31.3 (16; contiguous
 // 32.1 -> 30.9), B=2/16K 48.9 -> 46.6 (8), B=4/16K 84.1 -> 79.1 (4), B=8/16K 153.4 -> 146.8 (2;
@@ -373,13 +375,32 @@ constexpr bool decode_rule_multi_tile(int spec_rows) { return spec_rows > kRowsP
 // units per SM): one token at Hq 32 / Hkv 1 paged B=140/4K 121.9 -> 112.0 (cuDNN 111.1),
 // B=150/4K 122.5 -> 114.0, B=165/4K 127.0 -> 117.0, B=150/8K 219.8 -> 193.6, contiguous B=150/4K
 // 115.7 -> 109.2; Nq 8 paged B=19/4K 121.3 -> 113.8, B=20/8K 221.3 -> 195.0, B=19/16K 408.6 ->
-// 358.2, contiguous B=20/4K 118.9 -> 110.7. Lost, so left to the 16-row rules (spread tail,
+// 358.2, contiguous B=20/4K 118.9 -> 110.7 (the balanced band took these over in stop 73). Lost, so left to the 16-row rules (spread tail,
 // partial wave): a wave 61-76% full (Nq 8 B=10/4K 57.8 against 72.8, B=6/16K 135.8 against
 // 144.3 at 2, B=12/4K 69.0 against 72.4 at 1, MQA B=80/4K 58.7 against 72.3, B=100/4K 69.0
 // against 72.5; contiguous MQA B=48/16K gained at 73%, 129.4 -> 118.3), 128-key splits (Nq 8
 // B=1/2K 15.4 against 16.9 at 16), and Nq 16 (64 rows, two units per KV head: B=4/16K 130.3
 // against 145.5, B=8/4K 65.5 against 73.1). Returns the count, or 0.
 constexpr int64_t kWideRowsSplitKeys = 1024;
+// Where decode_wide_rows_splits's 2 splits run as the balanced schedule (one block per SM, each
+// an equal share of every unit's keys: decode_streamk_blocks at one block per SM) rather than an
+// even grid: more than one 32-row unit per SM up to 1.35, tables of 2048 keys or more. H200,
+// graph replays, cold L2, us, the automatic count before (3 splits from 3072 keys at 1-1.26,
+// even 2 beyond, the 16-row rules below 3072) -> balanced (`--wide-balanced`,
+// `--wide-balanced-band`, stop 73), one token at Hq 32 / Hkv 1: paged B=136/2K 73.1 -> 57.1
+// (cuDNN 56.9), B=140/2K 74.1 -> 58.5, B=140/4K 111.0 -> 97.7, B=150/4K 112.7 -> 103.1, B=160/4K
+// 115.9 -> 108.8, B=170/4K (1.29) 118.3 -> 114.3, B=140/8K 192.5 -> 169.6, B=140/16K 351.8 ->
+// 330.8, B=170/2K 73.6 -> 72.5, B=170/8K 208.4 -> 207.7, contiguous B=136/2K 69.4 -> 52.7,
+// B=170/4K 114.6 -> 110.4; Nq 8 at GQA 32/8 paged B=17/4K 109.6 -> 90.3, B=17/16K 350.5 ->
+// 317.3, B=20/4K 115.6 -> 109.7, B=22/4K (1.33) 118.1 -> 111.5, contiguous B=22/4K 113.7 ->
+// 106.5. Lost: 1024 keys (B=136 39.5 against 41.5, B=170 42.4 against 53.1), and from 1.4 units
+// per SM (even 2 / 1 split ahead: B=185/4K 121.3 against 123.4, B=195/4K 126.7 against 128.6,
+// B=200/2K 70.1 against 79.9, Nq 8 B=24/8K 219.5 against 232.1, B=200/16K 487.0 against 518.2;
+// mixed at 1.5-1.7 on 8192 keys: B=200/8K 246.8 -> 231.7, B=230/8K 261.8 against 273.5).
+// Measured on the H200 only (`hbm3e`, as the rest of the rule).
+inline bool decode_wide_rows_balanced_band(int64_t units, int64_t sms, int64_t max_kv_len) {
+  return units > sms && 100 * units <= 135 * sms && max_kv_len >= 2 * kWideRowsSplitKeys;
+}
 // 32-row units of a KV head's rows: the grid's x extent per KV head at two row tiles per block.
 constexpr int decode_wide_row_tiles(int rows_per_kv_head) {
   return (rows_per_kv_head + 2 * kRowsPerBlock - 1) / (2 * kRowsPerBlock);
@@ -396,9 +417,9 @@ inline int decode_wide_rows_splits(int head_dim, int rows_per_kv_head, int64_t u
     return 10 * units * splits >= 9 * sms ? static_cast<int>(splits) : 0;
   }
   if (units > 2 * sms) return 0;
+  if (decode_wide_rows_balanced_band(units, sms, max_kv_len)) return 2;
   if (4 * units >= 3 * 2 * sms) return 1;
-  if (cap >= 2 && 100 * 2 * units >= 84 * 3 * sms) return 2;
-  return cap >= 3 ? 3 : 0;
+  return cap >= 2 && 100 * 2 * units >= 84 * 3 * sms ? 2 : 0;
 }
 // Whether a call of `splits` splits runs two row tiles per block: the automatic count's
 // (decode_wide_rows_splits; the CLO_DECODE_WIDE_ROWS knob forces it off, or on for any
@@ -409,6 +430,16 @@ inline bool decode_wide_rows_pay(int head_dim, int rows_per_kv_head, int64_t uni
   if (knob == kDecodeWideRowsOff || rows_per_kv_head <= kRowsPerBlock) return false;
   return knob == kDecodeWideRowsOn || knob == kDecodeWideRowsBalanced ||
          splits == decode_wide_rows_splits(head_dim, rows_per_kv_head, units, sms, max_kv_len, hbm3e);
+}
+// Whether a two-row-tile call of `splits` splits (decode_wide_rows_pay) runs as the balanced
+// schedule: 2 splits in the automatic rule's band (decode_wide_rows_balanced_band), or under the
+// kDecodeWideRowsBalanced dev knob any 2-split call of one to two units per SM; never under
+// kDecodeWideRowsOn (the even grid at any count).
+inline bool decode_wide_rows_runs_balanced(int64_t units, int splits, int64_t sms, int64_t max_kv_len) {
+  const int knob = decode_dev_wide_rows();
+  if (splits != 2 || knob == kDecodeWideRowsOn) return false;
+  return knob == kDecodeWideRowsBalanced ? units > sms && units < 2 * sms
+                                         : decode_wide_rows_balanced_band(units, sms, max_kv_len);
 }
 // The wide-row kernel's pipeline depth (PDL on every grid, decode_pdl_pays; the row boxes
 // decode_wide_row_boxes_pay, spanning beyond one wave as the 16-row rule: `--wide-beyond`, stop
@@ -512,8 +543,8 @@ inline int decode_partial_wave_splits(int head_dim, bool paged, int64_t units, i
 // spread tail (kSpreadTailMinKeys), the partial wave above (kPartialWaveMinKeys: 2048, also
 // the tail bands' first edge below and decode_d64_tail_splits'; kHbm3eD128LongKeys and
 // kPartialWaveFullWaveKeys), the tail bands' 4096 (also the HBM3e wave top's) and 8192 and
-// the large-grid rule (kLargeGridMinKeys), two-row-tile blocks' 3 splits (3 x
-// kWideRowsSplitKeys). decode_attention_workspace_floats_upto reads them: a rule that tests
+// the large-grid rule (kLargeGridMinKeys); two-row-tile blocks' 2 splits (2 x
+// kWideRowsSplitKeys, as kPartialWaveMinKeys). decode_attention_workspace_floats_upto reads them: a rule that tests
 // another length must add it here.
 // On Hopper HBM3e parts (`hbm3e`: device_is_hopper_hbm3e) at head_dim exactly 128
 // the D = 128 bands take their own counts (NOTES.md "H200 rules", stop 60; GQA 32/8, one
@@ -570,8 +601,9 @@ inline int decode_partial_wave_splits(int head_dim, bool paged, int64_t units, i
 static_assert(kPartialWaveMinKeys == 2048, "the edge list holds 2048 once, as kPartialWaveMinKeys");
 static_assert(kHbm3eD128LongKeys == kLargeGridMinKeys && kPartialWaveFullWaveKeys == 8192,
               "the HBM3e D = 128 rules' lengths are in the edge list");
-constexpr int kSplitRuleLengthEdges[] = {kSpreadTailMinKeys, kPartialWaveMinKeys, 3 * kWideRowsSplitKeys,
-                                         kLargeGridMinKeys, 8192};
+static_assert(2 * kWideRowsSplitKeys == kPartialWaveMinKeys,
+              "the two-tile rule's 2-split edges (2048 keys) are in the edge list as kPartialWaveMinKeys");
+constexpr int kSplitRuleLengthEdges[] = {kSpreadTailMinKeys, kPartialWaveMinKeys, kLargeGridMinKeys, 8192};
 inline int decode_tail_splits(int head_dim, bool paged, int64_t units, int64_t sms, int64_t max_kv_len, bool hbm3e,
                               int spec_rows) {
   if (max_kv_len < 2048) return 1;

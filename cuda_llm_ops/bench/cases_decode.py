@@ -78,8 +78,9 @@ SPEC_TWO_TILE_GRIDS = ((1, 16384), (8, 16384), (10, 4096), (21, 16384))
 SPEC_ROWS = ((SPEC_TOKENS, SPEC_GRIDS), (SPEC_TWO_TILE_TOKENS, SPEC_TWO_TILE_GRIDS))
 # One new token at Hq 32 / Hkv 1 (MQA: 32 query rows per KV head, one 32-row block on HBM3e
 # parts, csrc/decode/NOTES.md "Stop 69"), (B, N): a long-context small grid split 16 ways, one
-# wave at 2 splits (B=64/4K, B=66/8K); contiguous (decode_attention) the first and the last
-MQA_GRIDS = ((8, 16384), (64, 4096), (66, 8192))
+# wave at 2 splits (B=64/4K, B=66/8K), a little past one wave (B=136/2K, B=150/4K: the balanced
+# schedule, "Stop 73"); contiguous (decode_attention) the first and (B=66/8K) the third
+MQA_GRIDS = ((8, 16384), (64, 4096), (66, 8192), (136, 2048), (150, 4096))
 MQA_CONTIGUOUS_GRIDS = ((8, 16384), (66, 8192))
 SDPA_BACKENDS = ("flash", "cudnn", "efficient")
 # The plain-PyTorch paged peer materialises a gathered copy of the cache per call.
