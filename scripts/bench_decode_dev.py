@@ -1951,6 +1951,18 @@ WIDE_BALANCED_BAND_ROWS = [(b, n, 1, False, 1) for n, bs in ((1024, (136, 170, 2
                            (25, 8192, 8, True, 8)]
 WIDE_BALANCED_BAND_VARIANTS = {"auto": {}, "wb": {"CLO_DECODE_WIDE_ROWS": "3"}}
 
+# --wide-balanced-long: the bench read Nq 8 B=21/16K (1.27 units per SM) at 414.8 us paged under
+# the balanced band (stop 73), where stop 69's sweep read even 2 splits at 380.8: the band's
+# 8192- and 16384-key rows at 1.2-1.35 units per SM, the automatic count (balanced) against even
+# 2 splits (w1) and the balanced knob (wb). (B, N, Nq, contiguous, Hkv)
+WIDE_BALANCED_LONG_ROWS = [(b, n, 8, False, 8) for b, n in ((20, 16384), (21, 16384), (22, 16384), (21, 8192))] + \
+                          [(170, 16384, 1, False, 1), (21, 16384, 8, True, 8)]
+# --wide-balanced-ab: those rows read the variants in a row's order slower as the GPU heats (auto
+# first 367.8 us at B=20/16K, the balanced knob third 407.6, though both run the same schedule):
+# even 2 splits and balanced at 2 splits, interleaved, each twice
+WIDE_BALANCED_AB_VARIANTS = {"even": {"CLO_DECODE_WIDE_ROWS": "1"}, "bal": {"CLO_DECODE_WIDE_ROWS": "3"},
+                             "even.2": {"CLO_DECODE_WIDE_ROWS": "1"}, "bal.2": {"CLO_DECODE_WIDE_ROWS": "3"}}
+
 # Stand-alone sweeps (flag -> function(iters, copy_bw), help): each runs alone, then stops.
 SWEEPS = {
     "graph-knobs": (graph_knob_sweep, "split counts and TMA depths on the small-grid targets"),
@@ -2080,6 +2092,10 @@ SWEEPS = {
                       "the balanced schedule at two row tiles (MQA near one unit per SM, Nq 8): auto, even 2, balanced"),
     "wide-balanced-band": (hkv_rows_sweep(WIDE_BALANCED_BAND_ROWS, WIDE_BALANCED_BAND_VARIANTS, (0, 2), _auto_at_s0),
                            "the two-tile balanced schedule's band: 1-2 units per SM at 1K-16K, auto against balanced"),
+    "wide-balanced-long": (hkv_rows_sweep(WIDE_BALANCED_LONG_ROWS, WIDE_BALANCED_VARIANTS, (0, 2), _auto_at_s0),
+                           "the two-tile balanced band at 8K-16K keys: auto (balanced) against even 2"),
+    "wide-balanced-ab": (hkv_rows_sweep(WIDE_BALANCED_LONG_ROWS, WIDE_BALANCED_AB_VARIANTS, (2,)),
+                         "the two-tile balanced band at 8K-16K keys: even 2 and balanced interleaved, twice"),
     "wide-sustained": (cool_then_cap_sweep(WIDE_SUSTAINED_ROWS, WIDE_SUSTAINED_VARIANTS),
                        "paged two-tile one-wave rows (Nq 8, MQA), cool and at the cap: auto, a box per plane, span 4"),
     "one-wave-boxes": (hkv_rows_sweep(ONE_WAVE_BOXES_ROWS, WIDE_BOXES_VARIANTS),
