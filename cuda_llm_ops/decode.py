@@ -403,13 +403,12 @@ def decode_num_splits(batch: int, num_kv_heads: int, rows_per_kv_head: int, max_
       per KV head (Nq 8 at GQA 32/8, one new token at groups of 17-32) and at least 1024
       keys: one block of 32 rows per (batch, KV head) reads the keys once for both 16-row
       tiles, at `units = batch * num_kv_heads` per split; up to one unit per SM,
-      `SMs // units` splits (no split under 1024 keys) where that fills 90% of the SMs;
-      1-1.35 units per SM with `max_kv_len >= 2048`, 2 run as the balanced schedule (one
-      block per SM, an equal share of every unit's keys each: one-token MQA B=136/2K 73.1 ->
-      57.1 us, 0.98x cuDNN; Nq 8 B=17/4K 109.6 -> 90.3, csrc/decode/NOTES.md "Stop 73"); up
-      to two, 1 where its two waves are 75% full, else 2 where their three are 84% full
-      (Nq 8 B=21/16K paged 450.5 -> 380.8 us at 2, B=8/16K 153.4 -> 146.8 at 2, "Stop 69");
-      elsewhere the rules below;
+      `SMs // units` splits (no split under 1024 keys) where that fills 90% of the SMs
+      (Nq 8 B=8/16K paged 153.4 -> 146.8 us at 2, csrc/decode/NOTES.md "Stop 69"); 1-1.35
+      units per SM with `max_kv_len >= 2048`, 2 run as the balanced schedule (one block
+      per SM, an equal share of every unit's keys each: one-token MQA B=136/2K 73.1 ->
+      57.1 us, 0.98x cuDNN; Nq 8 B=17/4K 109.6 -> 90.3, "Stop 73"); up to two, 1 where its
+      two waves are 75% full, else (1.35-1.5 units per SM) 2; elsewhere the rules below;
     - base < SMs / 2 (small grids, e.g. B=1): `SMs // base` splits, about one block
       per SM, but no split shorter than 128 keys of `max_kv_len` and at most 128
       (H100, B=1, Hkv=8, 16K keys: 16 splits);
@@ -596,7 +595,9 @@ def paged_attention(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tenso
         num_splits: 0 = heuristic (`decode_num_splits`); 1 = one pass per sequence
             (PagedAttention v1); > 1 = split-KV with a log-sum-exp merge (v2); 2 at
             16-bit head_dim 97-256 on sm_90 with B x Hkv between one and two times the
-            SMs: the balanced schedule (`decode_num_splits`), same results to rounding;
+            SMs: the balanced schedule (`decode_num_splits`), same results to rounding
+            (on Hopper HBM3e parts at head_dim 128 with 17-32 query rows per KV head,
+            only at 1-1.35 times the SMs from 2048 keys; an even grid beyond);
             on Hopper HBM3e parts a count equal to the heuristic's spread-tail count
             (16-bit head_dim 128, one new token or Nq > 1 whose rows fit one 16-row tile,
             a little more than one B x Hkv per SM)

@@ -1209,7 +1209,7 @@ def _wide_rows_splits(b, hkv, rows, n, sms, hbm3e, d=128):
     HBM3e parts, head_dim 128, 17-32 rows per KV head, splits of 1024 keys or more; `b` x
     `hkv` units: up to one per SM, SMs / units splits where they fill 90% of the SMs; up to
     two, 2 in the balanced band (`_wide_rows_balanced_band`), else 1 split where its two waves
-    are 75% full, else 2 where their three are 84% full."""
+    are 75% full, else (1.35-1.5 units per SM) 2."""
     cap = min(128, n // 1024)
     if not hbm3e or d != 128 or not 16 < rows <= 32 or cap < 1:
         return 0
@@ -1223,7 +1223,7 @@ def _wide_rows_splits(b, hkv, rows, n, sms, hbm3e, d=128):
         return 2
     if 4 * units >= 3 * 2 * sms:
         return 1
-    return 2 if cap >= 2 and 100 * 2 * units >= 84 * 3 * sms else 0
+    return 2 if cap >= 2 else 0
 
 
 # The two-row-tile kernel's splits merge in the merge kernel (every unit of 17-32 rows takes two
@@ -1995,14 +1995,17 @@ def test_d64_tail_splits():
     # the size op equals the largest need over every batch size, every length up to the
     # one given (a sliding window's call splits for the keys it reads; the count is not
     # monotone in the length: paged D = 96 at 3.03 units per SM splits in 2 below 8192
-    # keys, not from there) and the layouts asked for; lengths in 64-key steps (the split
-    # rules' edges are multiples of 128, and the by-length cap changes every 128)
+    # keys, not from there; one-token MQA at B=1-2 on HBM3e parts takes two-tile blocks
+    # where their 1024-key splits first fill 90% of the SMs, fewer splits than the 16-row
+    # rules just short of it: 66 against 60 at B=2, 61440 keys, 132 SMs) and the layouts
+    # asked for; lengths in 64-key steps (the split rules' edges are multiples of 128, and
+    # the by-length cap changes every 128)
     upto = torch.ops.cuda_llm_ops.decode_workspace_numel_upto
     numel = torch.ops.cuda_llm_ops.decode_workspace_numel
     b_d96 = (303 * sms + 799) // 800  # 3.03 units per SM at GQA 32/8
     shapes = [(3 * sms, 8, 1, 1, 128, 2048, f16), (3 * sms, 32, 2, 1, 64, 4096, torch.bfloat16),
               (2 * sms, 32, 8, 3, 80, 8192, f16), (40, 32, 8, 1, 96, 16384, torch.float8_e4m3fn),
-              (b_d96, 32, 8, 1, 96, 16384, f16)]
+              (b_d96, 32, 8, 1, 96, 16384, f16), (2, 32, 1, 1, 128, 131072, f16)]
     for b, hq, hkv, nq, d, n, dt in shapes:
         rows = (hq // hkv) * nq
         lengths = sorted({*range(64, n, 64), n})

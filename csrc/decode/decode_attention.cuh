@@ -1573,10 +1573,9 @@ cudaError_t run_decode_attention(const DecodeAttentionArgs& a, cudaStream_t stre
       if (sm90 && pack_group == 0 && p.rows > kRowsPerBlock && forced != kDecodeKernelCpAsync &&
           decode_wide_rows_pay(a.head_dim, p.rows, wide_units, a.num_splits, sms, read_kv_len,
                                device_is_hopper_hbm3e())) {
-        const int64_t sk_blocks =
-            streamk_mode != kDecodeStreamKOff && decode_wide_rows_runs_balanced(wide_units, a.num_splits, sms, read_kv_len)
-                ? decode_streamk_blocks(wide_units, sms, 1)
-                : 0;
+        const bool balanced = streamk_mode != kDecodeStreamKOff &&
+                              decode_wide_rows_runs_balanced(wide_units, a.num_splits, sms, read_kv_len);
+        const int64_t sk_blocks = balanced ? decode_streamk_blocks(wide_units, sms, 1) : 0;
         const int64_t wide_blocks = sk_blocks > 0 ? sk_blocks : wide_units * a.num_splits;
         // the keys a block reads: a split's, or a balanced block's share of every unit's
         const int64_t block_keys = sk_blocks > 0 ? div_ceil<int64_t>(wide_units * read_kv_len, sk_blocks)

@@ -149,20 +149,26 @@ int64_t decode_attention_workspace_floats_upto(int batch, int num_q_heads, int n
   // (decode_read_kv_len), and the count is not monotone in the length (the paged D = 96
   // band ends at 3.05 units per SM below 8192 keys, at 3 from there). Between the rules'
   // length edges only the by-length caps move, and they grow with the length: each
-  // interval's longest length stands for it. (Two row tiles per block, decode_wide_rows_splits,
-  // switch on at multiples of their 1024-key cap, some between the edges: where they run at an
-  // interval's longest length, the 16-row count they replace at its shorter lengths was not
-  // above theirs there in a brute-force check of the rules at 132 SMs (Hkv 1, 2, 8; 17-32 rows;
-  // B up to 2 SMs / Hkv; stop 72's review), which is not a proof for other SM counts. Their
-  // 2-split bands' 2048 keys is an edge.)
-  int lengths[1 + std::size(kSplitRuleLengthEdges)] = {max_kv_len};
+  // interval's longest length stands for it. Two row tiles per block (decode_wide_rows_splits)
+  // are the exception: up to one 32-row unit per SM they take over where their 1024-key cap
+  // first fills 90% of the SMs, a length that depends on the batch and can fall between the
+  // edges, and their count there can be below the 16-row count just short of it (MQA B=2 at
+  // 132 SMs: 66 splits up to 61439 keys, 60 from 61440; stop 73's review). So each batch size
+  // also reads the length just short of that one; above it their count only grows with the
+  // length. (Beyond one unit per SM their edges, 1024 and 2048 keys, are in the list.)
+  int lengths[2 + std::size(kSplitRuleLengthEdges)] = {max_kv_len};
   int n_lengths = 1;
   for (const int edge : kSplitRuleLengthEdges)
     if (edge <= max_kv_len) lengths[n_lengths++] = edge - 1;
+  const int64_t sms = device_sm_count();
+  const int wide_tiles = decode_wide_row_tiles(rows_per_kv_head);
   int64_t most = 0;
   for (int b = 1; b <= batch; ++b) {
+    const int64_t wide_units = static_cast<int64_t>(b) * num_kv_heads * wide_tiles;
+    const int64_t wide_on_keys = div_ceil<int64_t>(9 * sms, 10 * wide_units) * kWideRowsSplitKeys;
+    lengths[n_lengths] = static_cast<int>(std::min<int64_t>(max_kv_len, wide_on_keys - 1));
     int splits = 1;
-    for (int i = 0; i < n_lengths; ++i) {
+    for (int i = 0; i <= n_lengths; ++i) {
       if (paged)
         splits = std::max(splits, decode_attention_num_splits(b, num_kv_heads, rows_per_kv_head, lengths[i],
                                                               head_dim, dtype, true, seq_len_q));

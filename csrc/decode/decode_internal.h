@@ -81,9 +81,9 @@ int decode_dev_spread();
 // as On, and any 2-split call of one to two 32-row units per SM runs them as the balanced
 // schedule (the automatic rule: 1-1.35 units per SM, decode_wide_rows_runs_balanced;
 // CLO_DECODE_STREAMK plans it as the 16-row one's: by length on paged caches, 2 by capacity, 0
-// off); anything else: the automatic choice. A call that runs them
-// does not reach the 16-row balanced schedule or the spread tail: CLO_DECODE_SPREAD and
-// CLO_DECODE_STREAMK act on a count the two-tile rule takes only with this knob at 0.
+// off; CLO_DECODE_STREAMK=0 leaves it an even grid); anything else: the automatic choice. A
+// call that runs two row tiles does not reach the 16-row balanced schedule or the spread tail:
+// CLO_DECODE_SPREAD acts on a count the two-tile rule takes only with this knob at 0.
 constexpr int kDecodeWideRowsOff = 0, kDecodeWideRowsOn = 1, kDecodeWideRowsAuto = 2, kDecodeWideRowsBalanced = 3;
 int decode_dev_wide_rows();
 // Dev knob CLO_DECODE_MERGE_APART, read like CLO_DECODE_VARIANT: kDecodeMergeApartOff keeps the
@@ -361,22 +361,24 @@ constexpr bool decode_rule_multi_tile(int spec_rows) { return spec_rows > kRowsP
 //  - up to one unit per SM, SMs / units splits (rounded down) where that fills 90% of the SMs;
 //  - 1-1.35 units per SM from 2048 keys, 2 splits run as the balanced schedule
 //    (decode_wide_rows_balanced_band);
-//  - up to two, 1 split where the two waves are 75% full, else 2 even splits where their three
-//    waves are 84% full.
+//  - up to two, 1 split where the two waves are 75% full, else (1.35-1.5 units per SM, their
+//    three waves at least 90% full) 2 even splits.
 // H200, graph replays, cold L2, us, the 16-row blocks at their automatic count -> this
 // (splits); Nq 8 at GQA 32/8 (`--wide-rows`): paged B=1/16K 32.5 -> 31.3 (16; contiguous
 // 32.1 -> 30.9), B=2/16K 48.9 -> 46.6 (8), B=4/16K 84.1 -> 79.1 (4), B=8/16K 153.4 -> 146.8 (2;
 // contiguous 149.2 -> 132.5), B=16/4K 76.5 -> 74.7 (1; contiguous 74.0 -> 65.8), B=21/16K
-// (1.27 units per SM) 450.5 -> 380.8 (2; contiguous 439.9 -> 368.8; 1 split 465.0), B=33/4K
+// (1.27 units per SM: balanced since stop 73) 450.5 -> 380.8 (2; contiguous 439.9 -> 368.8;
+// 1 split 465.0), B=33/4K
 // (2.0) 161.0 -> 138.2 (1; contiguous 158.7 -> 133.3); `--wide-rows-confirm`: B=25/8K (1.52)
-// 270.5 -> 240.4 (1), B=21/4K 130.7 -> 120.1 (2), B=30/4K (1.82) 149.7 -> 128.1 (1), B=16/1K
+// 270.5 -> 240.4 (1), B=21/4K 130.7 -> 120.1 (2; balanced since stop 73), B=30/4K (1.82)
+// 149.7 -> 128.1 (1), B=16/1K
 // 24.3 -> 23.3 (1); one token at Hq 32 / Hkv 1: paged B=8/16K 33.2 -> 31.3 (16), B=64/4K
 // 48.5 -> 45.7 (2), B=66/8K 90.2 -> 79.4 (2); `--wide-three` (stop 72, 3 splits at 1.06-1.25
 // units per SM): one token at Hq 32 / Hkv 1 paged B=140/4K 121.9 -> 112.0 (cuDNN 111.1),
 // B=150/4K 122.5 -> 114.0, B=165/4K 127.0 -> 117.0, B=150/8K 219.8 -> 193.6, contiguous B=150/4K
 // 115.7 -> 109.2; Nq 8 paged B=19/4K 121.3 -> 113.8, B=20/8K 221.3 -> 195.0, B=19/16K 408.6 ->
-// 358.2, contiguous B=20/4K 118.9 -> 110.7 (the balanced band took these over in stop 73). Lost, so left to the 16-row rules (spread tail,
-// partial wave): a wave 61-76% full (Nq 8 B=10/4K 57.8 against 72.8, B=6/16K 135.8 against
+// 358.2, contiguous B=20/4K 118.9 -> 110.7 (the balanced band took these over in stop 73).
+// Lost, so left to the 16-row rules (spread tail, partial wave): a wave 61-76% full (Nq 8 B=10/4K 57.8 against 72.8, B=6/16K 135.8 against
 // 144.3 at 2, B=12/4K 69.0 against 72.4 at 1, MQA B=80/4K 58.7 against 72.3, B=100/4K 69.0
 // against 72.5; contiguous MQA B=48/16K gained at 73%, 129.4 -> 118.3), 128-key splits (Nq 8
 // B=1/2K 15.4 against 16.9 at 16), and Nq 16 (64 rows, two units per KV head: B=4/16K 130.3
@@ -419,7 +421,7 @@ inline int decode_wide_rows_splits(int head_dim, int rows_per_kv_head, int64_t u
   if (units > 2 * sms) return 0;
   if (decode_wide_rows_balanced_band(units, sms, max_kv_len)) return 2;
   if (4 * units >= 3 * 2 * sms) return 1;
-  return cap >= 2 && 100 * 2 * units >= 84 * 3 * sms ? 2 : 0;
+  return cap >= 2 ? 2 : 0;
 }
 // Whether a call of `splits` splits runs two row tiles per block: the automatic count's
 // (decode_wide_rows_splits; the CLO_DECODE_WIDE_ROWS knob forces it off, or on for any
@@ -543,9 +545,11 @@ inline int decode_partial_wave_splits(int head_dim, bool paged, int64_t units, i
 // spread tail (kSpreadTailMinKeys), the partial wave above (kPartialWaveMinKeys: 2048, also
 // the tail bands' first edge below and decode_d64_tail_splits'; kHbm3eD128LongKeys and
 // kPartialWaveFullWaveKeys), the tail bands' 4096 (also the HBM3e wave top's) and 8192 and
-// the large-grid rule (kLargeGridMinKeys); two-row-tile blocks' 2 splits (2 x
-// kWideRowsSplitKeys, as kPartialWaveMinKeys). decode_attention_workspace_floats_upto reads them: a rule that tests
-// another length must add it here.
+// the large-grid rule (kLargeGridMinKeys); two-row-tile blocks beyond one unit per SM at
+// kWideRowsSplitKeys (as kSpreadTailMinKeys) and twice that (as kPartialWaveMinKeys).
+// decode_attention_workspace_floats_upto reads them (and, per batch size, where two-row-tile
+// blocks first fill the SMs up to one unit per SM): a rule that tests another length must add
+// it here.
 // On Hopper HBM3e parts (`hbm3e`: device_is_hopper_hbm3e) at head_dim exactly 128
 // the D = 128 bands take their own counts (NOTES.md "H200 rules", stop 60; GQA 32/8, one
 // new token, graph replays, cold L2); the H100's trailed other counts at every point of
@@ -601,8 +605,8 @@ inline int decode_partial_wave_splits(int head_dim, bool paged, int64_t units, i
 static_assert(kPartialWaveMinKeys == 2048, "the edge list holds 2048 once, as kPartialWaveMinKeys");
 static_assert(kHbm3eD128LongKeys == kLargeGridMinKeys && kPartialWaveFullWaveKeys == 8192,
               "the HBM3e D = 128 rules' lengths are in the edge list");
-static_assert(2 * kWideRowsSplitKeys == kPartialWaveMinKeys,
-              "the two-tile rule's 2-split edges (2048 keys) are in the edge list as kPartialWaveMinKeys");
+static_assert(kWideRowsSplitKeys == kSpreadTailMinKeys && 2 * kWideRowsSplitKeys == kPartialWaveMinKeys,
+              "the two-tile rule's edges beyond one unit per SM (1024, 2048 keys) are in the edge list");
 constexpr int kSplitRuleLengthEdges[] = {kSpreadTailMinKeys, kPartialWaveMinKeys, kLargeGridMinKeys, 8192};
 inline int decode_tail_splits(int head_dim, bool paged, int64_t units, int64_t sms, int64_t max_kv_len, bool hbm3e,
                               int spec_rows) {
