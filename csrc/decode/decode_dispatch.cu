@@ -165,7 +165,7 @@ int64_t decode_attention_workspace_floats_upto(int batch, int num_q_heads, int n
   int64_t most = 0;
   for (int b = 1; b <= batch; ++b) {
     const int64_t wide_units = static_cast<int64_t>(b) * num_kv_heads * wide_tiles;
-    const int64_t wide_on_keys = div_ceil<int64_t>(9 * sms, 10 * wide_units) * kWideRowsSplitKeys;
+    const int64_t wide_on_keys = decode_wide_rows_fill_splits(wide_units, sms) * kWideRowsSplitKeys;
     lengths[n_lengths] = static_cast<int>(std::min<int64_t>(max_kv_len, wide_on_keys - 1));
     int splits = 1;
     for (int i = 0; i <= n_lengths; ++i) {

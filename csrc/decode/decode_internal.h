@@ -363,26 +363,24 @@ constexpr bool decode_rule_multi_tile(int spec_rows) { return spec_rows > kRowsP
 //    (decode_wide_rows_balanced_band);
 //  - up to two, 1 split where the two waves are 75% full, else (1.35-1.5 units per SM, their
 //    three waves at least 90% full) 2 even splits.
-// H200, graph replays, cold L2, us, the 16-row blocks at their automatic count -> this
-// (splits); Nq 8 at GQA 32/8 (`--wide-rows`): paged B=1/16K 32.5 -> 31.3 (16; contiguous
-// 32.1 -> 30.9), B=2/16K 48.9 -> 46.6 (8), B=4/16K 84.1 -> 79.1 (4), B=8/16K 153.4 -> 146.8 (2;
-// contiguous 149.2 -> 132.5), B=16/4K 76.5 -> 74.7 (1; contiguous 74.0 -> 65.8), B=21/16K
-// (1.27 units per SM: balanced since stop 73) 450.5 -> 380.8 (2; contiguous 439.9 -> 368.8;
-// 1 split 465.0), B=33/4K
-// (2.0) 161.0 -> 138.2 (1; contiguous 158.7 -> 133.3); `--wide-rows-confirm`: B=25/8K (1.52)
-// 270.5 -> 240.4 (1), B=21/4K 130.7 -> 120.1 (2; balanced since stop 73), B=30/4K (1.82)
-// 149.7 -> 128.1 (1), B=16/1K
-// 24.3 -> 23.3 (1); one token at Hq 32 / Hkv 1: paged B=8/16K 33.2 -> 31.3 (16), B=64/4K
-// 48.5 -> 45.7 (2), B=66/8K 90.2 -> 79.4 (2); `--wide-three` (stop 72, 3 splits at 1.06-1.25
-// units per SM): one token at Hq 32 / Hkv 1 paged B=140/4K 121.9 -> 112.0 (cuDNN 111.1),
-// B=150/4K 122.5 -> 114.0, B=165/4K 127.0 -> 117.0, B=150/8K 219.8 -> 193.6, contiguous B=150/4K
-// 115.7 -> 109.2; Nq 8 paged B=19/4K 121.3 -> 113.8, B=20/8K 221.3 -> 195.0, B=19/16K 408.6 ->
-// 358.2, contiguous B=20/4K 118.9 -> 110.7 (the balanced band took these over in stop 73).
-// Lost, so left to the 16-row rules (spread tail, partial wave): a wave 61-76% full (Nq 8 B=10/4K 57.8 against 72.8, B=6/16K 135.8 against
-// 144.3 at 2, B=12/4K 69.0 against 72.4 at 1, MQA B=80/4K 58.7 against 72.3, B=100/4K 69.0
-// against 72.5; contiguous MQA B=48/16K gained at 73%, 129.4 -> 118.3), 128-key splits (Nq 8
-// B=1/2K 15.4 against 16.9 at 16), and Nq 16 (64 rows, two units per KV head: B=4/16K 130.3
-// against 145.5, B=8/4K 65.5 against 73.1). Returns the count, or 0.
+// H200, graph replays, cold L2, us, the 16-row blocks at their automatic count -> this (splits); Nq
+// 8 at GQA 32/8 (`--wide-rows`): paged B=1/16K 32.5 -> 31.3 (16; contiguous 32.1 -> 30.9), B=2/16K
+// 48.9 -> 46.6 (8), B=4/16K 84.1 -> 79.1 (4), B=8/16K 153.4 -> 146.8 (2; contiguous 149.2 ->
+// 132.5), B=16/4K 76.5 -> 74.7 (1; contiguous 74.0 -> 65.8), B=21/16K (1.27 units per SM: balanced
+// since stop 73) 450.5 -> 380.8 (2; contiguous 439.9 -> 368.8; 1 split 465.0), B=33/4K (2.0) 161.0
+// -> 138.2 (1; contiguous 158.7 -> 133.3); `--wide-rows-confirm`: B=25/8K (1.52) 270.5 -> 240.4
+// (1), B=21/4K 130.7 -> 120.1 (2; balanced since stop 73), B=30/4K (1.82) 149.7 -> 128.1 (1),
+// B=16/1K 24.3 -> 23.3 (1); one token at Hq 32 / Hkv 1: paged B=8/16K 33.2 -> 31.3 (16), B=64/4K
+// 48.5 -> 45.7 (2), B=66/8K 90.2 -> 79.4 (2); `--wide-three` (stop 72, 3 splits at 1.06-1.25 units
+// per SM): one token at Hq 32 / Hkv 1 paged B=140/4K 121.9 -> 112.0 (cuDNN 111.1), B=150/4K 122.5
+// -> 114.0, B=165/4K 127.0 -> 117.0, B=150/8K 219.8 -> 193.6, contiguous B=150/4K 115.7 -> 109.2;
+// Nq 8 paged B=19/4K 121.3 -> 113.8, B=20/8K 221.3 -> 195.0, B=19/16K 408.6 -> 358.2, contiguous
+// B=20/4K 118.9 -> 110.7 (the balanced band took these over in stop 73). Lost, so left to the
+// 16-row rules (spread tail, partial wave): a wave 61-76% full (Nq 8 B=10/4K 57.8 against 72.8,
+// B=6/16K 135.8 against 144.3 at 2, B=12/4K 69.0 against 72.4 at 1, MQA B=80/4K 58.7 against 72.3,
+// B=100/4K 69.0 against 72.5; contiguous MQA B=48/16K gained at 73%, 129.4 -> 118.3), 128-key
+// splits (Nq 8 B=1/2K 15.4 against 16.9 at 16), and Nq 16 (64 rows, two units per KV head: B=4/16K
+// 130.3 against 145.5, B=8/4K 65.5 against 73.1). Returns the count, or 0.
 constexpr int64_t kWideRowsSplitKeys = 1024;
 // Where decode_wide_rows_splits's 2 splits run as the balanced schedule (one block per SM, each
 // an equal share of every unit's keys: decode_streamk_blocks at one block per SM) rather than an
@@ -407,6 +405,12 @@ inline bool decode_wide_rows_balanced_band(int64_t units, int64_t sms, int64_t m
 constexpr int decode_wide_row_tiles(int rows_per_kv_head) {
   return (rows_per_kv_head + 2 * kRowsPerBlock - 1) / (2 * kRowsPerBlock);
 }
+// Up to one unit per SM, the fewest splits whose grid fills 90% of the SMs: the rule's count
+// switches on at this many kWideRowsSplitKeys keys (decode_attention_workspace_floats_upto reads
+// that length too).
+constexpr int64_t decode_wide_rows_fill_splits(int64_t units, int64_t sms) {
+  return (9 * sms + 10 * units - 1) / (10 * units);
+}
 inline int decode_wide_rows_splits(int head_dim, int rows_per_kv_head, int64_t units, int64_t sms,
                                    int64_t max_kv_len, bool hbm3e) {
   if (!hbm3e || head_dim != 128 || rows_per_kv_head <= kRowsPerBlock || rows_per_kv_head > 2 * kRowsPerBlock ||
@@ -416,7 +420,7 @@ inline int decode_wide_rows_splits(int head_dim, int rows_per_kv_head, int64_t u
   if (cap < 1) return 0;
   if (units <= sms) {
     const int64_t splits = std::min(cap, sms / units);
-    return 10 * units * splits >= 9 * sms ? static_cast<int>(splits) : 0;
+    return splits >= decode_wide_rows_fill_splits(units, sms) ? static_cast<int>(splits) : 0;
   }
   if (units > 2 * sms) return 0;
   if (decode_wide_rows_balanced_band(units, sms, max_kv_len)) return 2;
@@ -433,15 +437,14 @@ inline bool decode_wide_rows_pay(int head_dim, int rows_per_kv_head, int64_t uni
   return knob == kDecodeWideRowsOn || knob == kDecodeWideRowsBalanced ||
          splits == decode_wide_rows_splits(head_dim, rows_per_kv_head, units, sms, max_kv_len, hbm3e);
 }
-// Whether a two-row-tile call of `splits` splits (decode_wide_rows_pay) runs as the balanced
-// schedule: 2 splits in the automatic rule's band (decode_wide_rows_balanced_band), or under the
-// kDecodeWideRowsBalanced dev knob any 2-split call of one to two units per SM; never under
-// kDecodeWideRowsOn (the even grid at any count).
+// Whether a two-row-tile call of `splits` splits (decode_wide_rows_pay) asks for the balanced
+// schedule: 2 splits in the automatic rule's band (decode_wide_rows_balanced_band), or any 2-split
+// call under the kDecodeWideRowsBalanced dev knob (decode_streamk_blocks then takes those of one
+// to two units per SM); never under kDecodeWideRowsOn (the even grid at any count).
 inline bool decode_wide_rows_runs_balanced(int64_t units, int splits, int64_t sms, int64_t max_kv_len) {
   const int knob = decode_dev_wide_rows();
   if (splits != 2 || knob == kDecodeWideRowsOn) return false;
-  return knob == kDecodeWideRowsBalanced ? units > sms && units < 2 * sms
-                                         : decode_wide_rows_balanced_band(units, sms, max_kv_len);
+  return knob == kDecodeWideRowsBalanced || decode_wide_rows_balanced_band(units, sms, max_kv_len);
 }
 // The wide-row kernel's pipeline depth (PDL on every grid, decode_pdl_pays; the row boxes
 // decode_wide_row_boxes_pay, spanning beyond one wave as the 16-row rule: `--wide-beyond`, stop
