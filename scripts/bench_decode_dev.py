@@ -137,7 +137,7 @@ BENCH_VARIANTS = {
 }
 _KNOBS = ("CLO_DECODE_VARIANT", "CLO_DECODE_TMA_STAGES", "CLO_DECODE_PACK", "CLO_DECODE_SMEM_LIMIT",
           "CLO_DECODE_STREAMK", "CLO_DECODE_PDL", "CLO_TMA_L2_PROMOTION", "CLO_DECODE_SPREAD",
-          "CLO_DECODE_PLANE_BOXES", "CLO_DECODE_WIDE_ROWS", "CLO_DECODE_MERGE_APART")
+          "CLO_DECODE_PLANE_BOXES", "CLO_DECODE_WIDE_ROWS", "CLO_DECODE_MERGE_APART", "CLO_DECODE_PAIR_KERNEL")
 # --shape-sweep: the cp.async kernel and the TMA kernel at each pipeline depth
 # (CLO_DECODE_TMA_STAGES; depths that do not fit in shared memory are skipped).
 SWEEP_VARIANTS = {
@@ -1963,6 +1963,32 @@ WIDE_BALANCED_LONG_ROWS = [(b, n, 8, False, 8) for b, n in ((20, 16384), (21, 16
 WIDE_BALANCED_AB_VARIANTS = {"even": {"CLO_DECODE_WIDE_ROWS": "1"}, "bal": {"CLO_DECODE_WIDE_ROWS": "3"},
                              "even.2": {"CLO_DECODE_WIDE_ROWS": "1"}, "bal.2": {"CLO_DECODE_WIDE_ROWS": "3"}}
 
+# --pair-d160: paged 16-bit D=72-80 head pairs (160-column rows: 0.88x cuDNN on the D = 256
+# kernel at stop 59) on the D = 160 kernel at 2 / 3 / 4 stages and PDL off / on, against the
+# D = 256 kernel and unpaired: (B, N, Hkv, D, contiguous, splits, block_size)
+PAIR_D160_ROWS = ([(64, 2048, 32, 80, False, (0,), 16), (64, 2048, 8, 80, False, (0,), 16),
+                   (32, 4096, 8, 80, False, (0,), 16), (16, 2048, 32, 80, False, (0,), 16),
+                   (56, 2048, 8, 80, False, (0,), 16), (56, 4096, 8, 80, False, (0,), 16),
+                   (48, 8192, 8, 80, False, (0,), 16), (64, 2048, 32, 72, False, (0,), 16),
+                   (9, 2048, 32, 80, False, (0,), 16), (34, 2048, 8, 80, False, (0,), 16)])
+PAIR_D160_VARIANTS = {"auto": {}, "p256": {"CLO_DECODE_PAIR_KERNEL": "256"},
+                      **{f"p160/tma{n}": {"CLO_DECODE_PAIR_KERNEL": "160", "CLO_DECODE_TMA_STAGES": str(n)}
+                         for n in (2, 3, 4)},
+                      "p160/tma3/pdl0": {"CLO_DECODE_PAIR_KERNEL": "160", "CLO_DECODE_TMA_STAGES": "3",
+                                         "CLO_DECODE_PDL": "0"},
+                      "p160/tma3/pdl1": {"CLO_DECODE_PAIR_KERNEL": "160", "CLO_DECODE_TMA_STAGES": "3",
+                                         "CLO_DECODE_PDL": "1"},
+                      "single": {"CLO_DECODE_PACK": "0"}}
+
+# --pair-d160-bands: where decode_packs_head_pairs leaves D = 72-88 unpaired (measured on the
+# D = 256 kernel: 1.12-1.6 pairs per SM, below 0.95), pairs on the D = 160 kernel against
+# unpaired at forced split counts: (B, N, Hkv, D, contiguous, splits, block_size)
+PAIR_D160_BAND_ROWS = ([(B, N, 8, 80, False, (0, 1, 2), 16) for N in (2048, 4096) for B in (20, 28, 40, 44, 50)]
+                       + [(B, 8192, 8, 80, False, (0, 1, 2), 16) for B in (24, 40, 48)]
+                       + [(B, 2048, 32, 80, False, (0, 1, 2), 16) for B in (5, 12)]
+                       + [(44, 4096, 8, 72, False, (0, 1, 2), 16)])
+PAIR_D160_BAND_VARIANTS = {"auto": {}, "single": {"CLO_DECODE_PACK": "0"}, "pairs": {"CLO_DECODE_PACK": "2"}}
+
 # Stand-alone sweeps (flag -> function(iters, copy_bw), help): each runs alone, then stops.
 SWEEPS = {
     "graph-knobs": (graph_knob_sweep, "split counts and TMA depths on the small-grid targets"),
@@ -2015,6 +2041,11 @@ SWEEPS = {
     "l2-promotion-check": (l2_promotion_check_sweep, "automatic L2 promotion vs 256 B: 16-bit D=192, FP8 caches"),
     "l2-promotion": (l2_promotion_sweep, "tensor-map L2 promotion 256 / 128 / none and the cp.async kernel"),
     "wide-pairs": (wide_pair_sweep, "paged 16-bit D=72-96 with and without head pairs, per kernel"),
+    "pair-d160": (lambda iters, copy_bw: _layout_rows(PAIR_D160_ROWS, PAIR_D160_VARIANTS, iters, copy_bw),
+                  "paged 16-bit D=72-80 head pairs on the D=160 kernel (depths, PDL) vs the D=256 kernel"),
+    "pair-d160-bands": (lambda iters, copy_bw: _layout_rows(PAIR_D160_BAND_ROWS, PAIR_D160_BAND_VARIANTS, iters,
+                                                            copy_bw),
+                        "paged 16-bit D=72-80 pairs on the D=160 kernel vs unpaired where pairs are off, splits"),
     "wide-pairs-bands": (wide_pair_band_sweep, "paged 16-bit D=72-88 pairs vs unpaired at 1-3.5 units per SM, splits"),
     "depth-bands": (depth_band_sweep, "16-bit D=128 small to large grids: auto vs cp.async / TMA 2-4 stages"),
     "large-grids": (large_grid_sweep, "bandwidth-bound grids (cuDNN ahead on the H200): kernels x TMA depths"),

@@ -2308,20 +2308,27 @@ for v in (0, 1, 2):  # CLO_DECODE_VARIANT: automatic, the cp.async kernel, the T
             names = kernel_names(fn)
             assert (re.search(rf"tma_kernel<[^<>,]+, (\(int\))?96, (\(int\))?3, ", names) if stages
                     else "tma_kernel" not in names), f"D=80, {4 * n} blocks, {ns} splits: {names[:300]}"
-    # head_dim 72-88 on HBM3e parts (decode_packs_head_pairs): head pairs on the D = 256
-    # kernel from 1.6 pairs per SM, and at 0.95-1.12 with 1 split up to one pair per SM, 2
-    # beyond (balanced); unpaired between (1.25) and elsewhere
-    for n, ns, d, paired in ((17 * sms // 20, 1, 80, True), (17 * sms // 20, 2, 72, True),
-                             (sms // 2 - 1, 1, 80, True), (sms // 2 + 2, 2, 88, True), (sms // 2 + 2, 1, 80, False),
-                             (5 * sms // 8, 1, 80, False)):
+    # head_dim 72-88 on HBM3e parts (decode_packs_head_pairs): head pairs from 1.6 pairs per
+    # SM, and at 0.95-1.12 with 1 split up to one pair per SM, 2 beyond; unpaired between
+    # (1.25) and elsewhere. Pairs of 72-80 run the D = 160 kernel (decode_pair_kernel_head_dim;
+    # 3 stages up to one block per SM, 2 beyond: decode_tma_stages_for), 88 the D = 256 one
+    for n, ns, d, pair_kd in ((17 * sms // 20, 1, 80, 160), (17 * sms // 20, 2, 72, 160),
+                              (sms // 2 - 1, 1, 80, 160), (sms // 2 + 2, 2, 88, 256), (sms // 2 + 2, 1, 80, 0),
+                              (5 * sms // 8, 1, 80, 0)):
         q, kc, vc, table, sl = paged_problem([100, 37] * (n // 2) + [5] * (n % 2), 4, 2, d, 16, torch.float16, 10)
         fn = lambda: llm.paged_attention(q, kc, vc, table, sl, num_splits=ns, check_indices=False)
         assert_close(fn(), paged_attention_reference(q, kc, vc, table, sl), dtype=torch.float16,
                      what=f"variant {v} D={d} grid of {2 * n} pairs, {ns} splits")
         if v == 0 and sm90:
             names = kernel_names(fn)
-            on_256 = bool(re.search(r"kernel<[^<>,]+, (\(int\))?256, ", names))
-            assert on_256 == (paired and hbm3e), f"D={d}, {2 * n} pairs, {ns} splits, hbm3e={hbm3e}: {names[:300]}"
+            kd = pair_kd if hbm3e else 0
+            for width in (160, 256):
+                assert bool(re.search(rf"kernel<[^<>,]+, (\(int\))?{width}, ", names)) == (kd == width), \
+                    f"D={d}, {2 * n} pairs, {ns} splits, hbm3e={hbm3e}: {names[:300]}"
+            if kd == 160:
+                stages = 3 if 2 * n * ns <= sms else 2
+                assert re.search(rf"tma_kernel<[^<>,]+, (\(int\))?160, (\(int\))?{stages}, ", names), \
+                    f"D={d}, {2 * n} pairs, {ns} splits: {names[:300]}"
     # ... but a paged table of 8192 keys or more keeps the cp.async kernel there (v34): the
     # same sequences behind a table padded to 512 blocks of 16
     n = 5 * sms // 8
@@ -2489,8 +2496,9 @@ for v in (0, 1, 2):  # CLO_DECODE_VARIANT: automatic, the cp.async kernel, the T
                          kernel_names(fn)), \
             f"fp8 head pairs {i}: {kernel_names(fn)[:300]}"
     # GQA pairs: both KV heads' query groups share the block's 16 rows (2 x group <= 16).
-    # 16-bit D = 72-96 pairs run the D = 256 kernels over 144-192-column rows (the tile's
-    # columns past them unused; half-width partials), MHA and GQA
+    # 16-bit D = 72-80 pairs run the D = 160 kernels over 144-160-column rows, 88-96 the D = 256
+    # ones over 176-192 (the tile's columns past them unused; half-width partials), MHA and GQA
+    d160 = r"kernel<[^<>,]+, (\(int\))?160, "
     d256 = r"kernel<[^<>,]+, (\(int\))?256, "
     for i, (lens, hkv, group, d, bs, dt, fp8, splits) in enumerate(
             [([1, 17, 64, 700], 2, 2, 64, 16, torch.float16, False, (1, 3)),
@@ -2518,9 +2526,11 @@ for v in (0, 1, 2):  # CLO_DECODE_VARIANT: automatic, the cp.async kernel, the T
             fn()
             assert_close(out, ref, dtype=dt, what=f"variant {v} GQA head pairs {i} D={d} group={group} splits={ns}")
             assert llm.decode.decode_workspace_counters_idle(ws), f"GQA pairs {i}: counters"
-        assert re.search(d128 if d == 64 else d256, kernel_names(fn)), f"head pairs {i}: {kernel_names(fn)[:300]}"
-    # the balanced 2-split schedule over D = 256 pairs (1-2 pair units per SM): ragged
-    # lengths to 4096, MHA and GQA 8, block sizes 16-256
+        assert re.search(d128 if d == 64 else d160 if d <= 80 else d256, kernel_names(fn)), \
+            f"head pairs {i}: {kernel_names(fn)[:300]}"
+    # 2 splits at 1-2 pair units per SM: the balanced schedule over D = 256 pairs (88-96), the
+    # D = 160 kernel's even grid at 2 stages (72-80: two blocks per SM); ragged lengths to
+    # 4096, MHA and GQA 8, block sizes 16-256
     for i, (d, n, hkv, group, bs, dt, lens) in enumerate(
             [(72, 3 * sms // 5, 4, 2, 16, torch.float16, [100, 37, 2100]),
              (88, sms + 5, 2, 1, 32, torch.float16, [3000, 17, 1]),
@@ -2532,8 +2542,8 @@ for v in (0, 1, 2):  # CLO_DECODE_VARIANT: automatic, the cp.async kernel, the T
         assert_close(out, paged_attention_reference(q, kc, vc, table, sl), dtype=dt,
                      what=f"variant {v} balanced D={d} pairs, {n * hkv // 2} units")
         if v != 1 and sm90:
-            assert re.search(r"tma_kernel<[^<>,]+, (\(int\))?256, (\(int\))?2, ", kernel_names(fn)), \
-                f"balanced D={d} pairs: {kernel_names(fn)[:300]}"
+            assert re.search(rf"tma_kernel<[^<>,]+, (\(int\))?{160 if d <= 80 else 256}, (\(int\))?2, ",
+                             kernel_names(fn)), f"balanced D={d} pairs: {kernel_names(fn)[:300]}"
     for hkv, group in ((3, 1), (2, 16)):  # odd KV heads; a pair's rows past one row tile: never paired
         q, kc, vc, table, sl = paged_problem([100, 200], hkv, group, 64, 16, torch.float16, 3100 + hkv)
         fn = lambda: llm.paged_attention(q, kc, vc, table, sl, num_splits=1, check_indices=False)

@@ -214,10 +214,11 @@ CLO_DEVICE DecodeWork decode_streamk_piece(const DecodeKernelParams& p, DecodeSt
   return w;
 }
 
-// The kernels that run head pairs (decode_packs_head_pairs).
+// The kernels that run head pairs (decode_packs_head_pairs; 160: 16-bit head dims 72-80 only,
+// decode_pair_kernel_head_dim).
 template <int D>
 constexpr bool decode_runs_head_pairs() {
-  return D == 128 || D == 256;
+  return D == 128 || D == 160 || D == 256;
 }
 // Columns of one real head row: row_cols, or half of them for head pairs (also the
 // partials' width).
@@ -1695,6 +1696,9 @@ cudaError_t run_decode_attention(const DecodeAttentionArgs& a, cudaStream_t stre
 #define CLO_INSTANTIATE_DECODE(T, D)                                                                    \
   template cudaError_t run_decode_attention<T, D, true>(const DecodeAttentionArgs&, cudaStream_t, int);     \
   template cudaError_t run_decode_attention<T, D, false>(const DecodeAttentionArgs&, cudaStream_t, int);
+// Paged caches only: a kernel width that only head pairs run (decode_pair_kernel_head_dim).
+#define CLO_INSTANTIATE_DECODE_PAIRS(T, D) \
+  template cudaError_t run_decode_attention<T, D, true>(const DecodeAttentionArgs&, cudaStream_t, int);
 // FP8 (e4m3) paged caches with T queries.
 #define CLO_INSTANTIATE_DECODE_FP8_KV(T, D) \
   template cudaError_t run_decode_attention<T, D, true, __nv_fp8_e4m3>(const DecodeAttentionArgs&, cudaStream_t, int);

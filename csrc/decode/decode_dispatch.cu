@@ -55,6 +55,11 @@ int decode_dev_pack() {
   return dev_knob("CLO_DECODE_PACK", dev_mode, 1);
 }
 
+int decode_dev_pair_kernel() {
+  static bool dev_mode = std::getenv("CLO_DECODE_PAIR_KERNEL") != nullptr;
+  return dev_knob("CLO_DECODE_PAIR_KERNEL", dev_mode, 0);
+}
+
 int decode_dev_streamk_mode() {
   static bool dev_mode = std::getenv("CLO_DECODE_STREAMK") != nullptr;
   return dev_knob("CLO_DECODE_STREAMK", dev_mode, kDecodeStreamKByLength);
@@ -299,8 +304,11 @@ cudaError_t launch_decode_attention(const DecodeAttentionArgs& a, cudaStream_t s
     const int group = a.num_q_heads / a.num_kv_heads;
     return dispatch_half_dtype(a.dtype, [&]<typename T>() {
       if (a.kv_fp8) return run_decode_attention<T, 128, true, __nv_fp8_e4m3>(pairs, stream, group);
-      return pairs.head_dim <= 128 ? run_decode_attention<T, 128, true>(pairs, stream, group)
-                                   : run_decode_attention<T, 256, true>(pairs, stream, group);  // D = 72-96 pairs
+      switch (decode_pair_kernel_head_dim(pairs.head_dim)) {
+        case 128: return run_decode_attention<T, 128, true>(pairs, stream, group);
+        case 160: return run_decode_attention<T, 160, true>(pairs, stream, group);  // D = 72-80 pairs
+        default: return run_decode_attention<T, 256, true>(pairs, stream, group);   // D = 72-96 pairs
+      }
     });
   }
   return dispatch_half_dtype(a.dtype, [&]<typename T>() {

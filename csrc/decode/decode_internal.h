@@ -62,6 +62,10 @@ int decode_dev_tma_stages();
 // Dev knob CLO_DECODE_PACK, read like CLO_DECODE_VARIANT: 0 never pairs KV heads, 2 pairs
 // them wherever legal (decode_packs_head_pairs), anything else: the automatic rule.
 int decode_dev_pack();
+// Dev knob CLO_DECODE_PAIR_KERNEL, read like CLO_DECODE_VARIANT: 256 runs 16-bit head pairs of
+// head dims 72-80 on the D = 256 kernel (before stop 74); anything else: the D = 160 one
+// (decode_pair_kernel_head_dim).
+int decode_dev_pair_kernel();
 // Dev knob CLO_DECODE_STREAMK, read like CLO_DECODE_VARIANT: kDecodeStreamKOff runs 2-split
 // calls as even splits where the balanced schedule would run (decode_streamk_blocks);
 // kDecodeStreamKByCapacity plans it by capacity on paged caches too; anything else: the
@@ -209,6 +213,10 @@ inline int decode_tma_stages_for(int head_dim, bool paged, int64_t blocks, int64
   const bool small_grid = blocks <= sms;
   if (fp8) return small_grid ? 4 : 3;
   if (pairs && head_dim == 256) return 3;
+  // D = 160 (head pairs of 72-80; NOTES.md "Stop 74"): 2 stages (86 KB: two blocks per SM)
+  // beyond one block per SM (D = 80 MHA B=64/2K 346.0 us at 3, 345.2 at 4, 319.0 at 2; GQA
+  // 32/8 B=56/2K 88.2 / 87.3 / 78.1), 3 up to one (GQA B=32/4K 84.1 at 3, 86.5 at 4, 90.4 at 2)
+  if (pairs && head_dim == 160) return small_grid ? 3 : 2;
   // HBM3e parts, 16-bit 128-column rows (NOTES.md "Pipeline depth and kernel on the H200"):
   // one more stage in flight on small grids, paged (4: B=16/1K/GQA 19.4 -> 19.1 us, B=1/16K
   // 21.8 -> 21.4, B=16/4K 64.1 -> 63.3) and contiguous (the TMA kernel at 3 stages, where
@@ -791,6 +799,21 @@ inline bool decode_packs_head_pairs(const DecodeAttentionArgs& a) {
   return 2 * per_split > 3 * sms && (last == 0 || 5 * last >= 4 * sms || paired >= 3 * sms);
 }
 
+// The kernel width that runs head pairs (decode_packs_head_pairs) of `pair_cols` columns (2 x
+// the head dim): 128 for head dim 64, 160 for 16-bit 72-80, 256 for 88-96. The D = 160 kernel
+// reads the same bytes as the D = 256 one did for 72-80 over a 160-column tile: 40 KB a stage,
+// not 64, 37% less math, and at 2 stages two blocks per SM (decode_tma_stages_for). H200,
+// graph replays, cold L2, paged block 16, D = 256 (3 stages) -> D = 160 (2): D = 80 MHA B=64/2K
+// 368.5 -> 319.0 us (cuDNN 315.1), GQA 32/8 B=64/2K 95.3 -> 86.9, B=56/4K 175.7 -> 153.6, MHA
+// B=16/2K 91.9 -> 85.3, D = 72 MHA B=64/2K 361.4 -> 315.8; 2 splits at 1.03-1.09 pairs per SM,
+// against the D = 256 kernel's balanced schedule: MHA B=9/2K 69.4 -> 67.8, GQA B=34/2K 69.3 ->
+// 69.6 (NOTES.md "Stop 74").
+inline int decode_pair_kernel_head_dim(int pair_cols) {
+  if (pair_cols <= 128) return 128;
+  const int knob = decode_dev_pair_kernel();
+  return pair_cols > 160 || knob == 256 ? 256 : 160;
+}
+
 // The launch parameters of both MLA decode kernels (mla_decode_attention.cu: mma.sync;
 // mla_decode_sm90.cuh: wgmma) and of their combine kernel, resolved from MlaDecodeArgs.
 struct MlaKernelParams {
@@ -810,8 +833,8 @@ struct MlaKernelParams {
 };
 
 // Attention kernel (+ merge when args.num_splits > 1) for one dtype, head dim and
-// KV layout (paged block table or strided cache). pack_group > 0 (D = 128 only): `args`
-// describes head pairs (decode_packs_head_pairs), pack_group real query heads per real
+// KV layout (paged block table or strided cache). pack_group > 0 (D = 128, 160 and 256:
+// decode_runs_head_pairs): `args` describes head pairs (decode_packs_head_pairs), pack_group real query heads per real
 // KV head. KVT: the caches' element type, T or __nv_fp8_e4m3 (args.kv_fp8, paged only).
 template <typename T, int D, bool kPaged, typename KVT = T>
 cudaError_t run_decode_attention(const DecodeAttentionArgs& args, cudaStream_t stream, int pack_group = 0);
@@ -834,5 +857,9 @@ CLO_DECLARE_DECODE(__nv_bfloat16, 96)
 CLO_DECLARE_DECODE(__nv_bfloat16, 128)
 CLO_DECLARE_DECODE(__nv_bfloat16, 256)
 #undef CLO_DECLARE_DECODE
+// head pairs of 16-bit head dims 72-80 only (decode_pair_kernel_head_dim)
+extern template cudaError_t run_decode_attention<__half, 160, true>(const DecodeAttentionArgs&, cudaStream_t, int);
+extern template cudaError_t run_decode_attention<__nv_bfloat16, 160, true>(const DecodeAttentionArgs&, cudaStream_t,
+                                                                           int);
 
 }  // namespace cuda_llm_ops::decode
