@@ -1986,7 +1986,9 @@ PAIR_D160_VARIANTS = {"auto": {}, "p256": {"CLO_DECODE_PAIR_KERNEL": "256"},
 PAIR_D160_BAND_ROWS = ([(B, N, 8, 80, False, (0, 1, 2), 16) for N in (2048, 4096) for B in (20, 28, 40, 44, 50)]
                        + [(B, 8192, 8, 80, False, (0, 1, 2), 16) for B in (24, 40, 48)]
                        + [(B, 2048, 32, 80, False, (0, 1, 2), 16) for B in (5, 12)]
-                       + [(44, 4096, 8, 72, False, (0, 1, 2), 16)])
+                       + [(44, 4096, 8, 72, False, (0, 1, 2), 16)]
+                       + [(B, 2048, 8, 80, False, (0, 1, 2), 16) for B in (16, 34)]
+                       + [(9, 2048, 32, 80, False, (0, 1, 2), 16)])
 PAIR_D160_BAND_VARIANTS = {"auto": {}, "single": {"CLO_DECODE_PACK": "0"}, "pairs": {"CLO_DECODE_PACK": "2"}}
 
 # Stand-alone sweeps (flag -> function(iters, copy_bw), help): each runs alone, then stops.

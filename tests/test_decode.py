@@ -2297,8 +2297,10 @@ for v in (0, 1, 2):  # CLO_DECODE_VARIANT: automatic, the cp.async kernel, the T
         if v == 0 and sm90:
             names = kernel_names(fn)
             assert "tma_kernel" not in names and "attention_kernel" in names, f"D=96, {hkv * n} blocks: {names[:300]}"
-    # D = 80 (on the D = 96 kernel): TMA 3 stages where one split's grid holds 2-3.05 units
-    # per SM, 1 or 2 splits (v31, v34); the cp.async kernel at 1.75 units per SM
+    # D = 80 (on the D = 96 kernel, unpaired: HBM3e parts pair these grids, below): TMA 3
+    # stages where one split's grid holds 2-3.05 units per SM, 1 or 2 splits (v31, v34); the
+    # cp.async kernel at 1.75 units per SM
+    os.environ["CLO_DECODE_PACK"] = "0"
     for n, ns, stages in ((5 * sms // 8, 1, 3), (5 * sms // 8, 2, 3), (7 * sms // 16, 1, 0), (3 * sms // 4 + 1, 2, 3)):
         q, kc, vc, table, sl = paged_problem([100, 37] * (n // 2) + [5] * (n % 2), 4, 2, 80, 16, torch.float16, 8)
         fn = lambda: llm.paged_attention(q, kc, vc, table, sl, num_splits=ns, check_indices=False)
@@ -2308,13 +2310,15 @@ for v in (0, 1, 2):  # CLO_DECODE_VARIANT: automatic, the cp.async kernel, the T
             names = kernel_names(fn)
             assert (re.search(rf"tma_kernel<[^<>,]+, (\(int\))?96, (\(int\))?3, ", names) if stages
                     else "tma_kernel" not in names), f"D=80, {4 * n} blocks, {ns} splits: {names[:300]}"
-    # head_dim 72-88 on HBM3e parts (decode_packs_head_pairs): head pairs from 1.6 pairs per
-    # SM, and at 0.95-1.12 with 1 split up to one pair per SM, 2 beyond; unpaired between
-    # (1.25) and elsewhere. Pairs of 72-80 run the D = 160 kernel (decode_pair_kernel_head_dim;
-    # 3 stages up to one block per SM, 2 beyond: decode_tma_stages_for), 88 the D = 256 one
+    os.environ["CLO_DECODE_PACK"] = "1"
+    # head_dim 72-88 on HBM3e parts (decode_packs_head_pairs): 72-80 in head pairs on the D =
+    # 160 kernel (decode_pair_kernel_head_dim; 3 stages up to one block per SM, 2 beyond:
+    # decode_tma_stages_for) from 0.6 pairs per SM; 88 on the D = 256 kernel from 1.6 pairs
+    # per SM, and at 0.95-1.12 with 1 split up to one pair per SM, 2 beyond; unpaired
+    # elsewhere
     for n, ns, d, pair_kd in ((17 * sms // 20, 1, 80, 160), (17 * sms // 20, 2, 72, 160),
-                              (sms // 2 - 1, 1, 80, 160), (sms // 2 + 2, 2, 88, 256), (sms // 2 + 2, 1, 80, 0),
-                              (5 * sms // 8, 1, 80, 0)):
+                              (sms // 2 - 1, 1, 80, 160), (sms // 2 + 2, 2, 88, 256), (sms // 2 + 2, 1, 80, 160),
+                              (5 * sms // 8, 1, 80, 160), (5 * sms // 8, 1, 88, 0), (sms // 4, 2, 80, 0)):
         q, kc, vc, table, sl = paged_problem([100, 37] * (n // 2) + [5] * (n % 2), 4, 2, d, 16, torch.float16, 10)
         fn = lambda: llm.paged_attention(q, kc, vc, table, sl, num_splits=ns, check_indices=False)
         assert_close(fn(), paged_attention_reference(q, kc, vc, table, sl), dtype=torch.float16,
@@ -2330,7 +2334,8 @@ for v in (0, 1, 2):  # CLO_DECODE_VARIANT: automatic, the cp.async kernel, the T
                 assert re.search(rf"tma_kernel<[^<>,]+, (\(int\))?160, (\(int\))?{stages}, ", names), \
                     f"D={d}, {2 * n} pairs, {ns} splits: {names[:300]}"
     # ... but a paged table of 8192 keys or more keeps the cp.async kernel there (v34): the
-    # same sequences behind a table padded to 512 blocks of 16
+    # same sequences behind a table padded to 512 blocks of 16 (unpaired, as above)
+    os.environ["CLO_DECODE_PACK"] = "0"
     n = 5 * sms // 8
     q, kc, vc, table, sl = paged_problem([100, 37] * (n // 2) + [5] * (n % 2), 4, 2, 80, 16, torch.float16, 9)
     table = torch.cat([table, table[:, :1].expand(-1, 512 - table.shape[1])], 1).contiguous()
@@ -2511,7 +2516,12 @@ for v in (0, 1, 2):  # CLO_DECODE_VARIANT: automatic, the cp.async kernel, the T
              ([1, 17, 64, 700], 2, 1, 80, 16, torch.float16, False, (0, 1, 3)),
              ([2500, 1, 129], 4, 4, 80, 8, torch.bfloat16, False, (1, 2)),
              ([65, 300], 2, 8, 72, 16, torch.float16, False, (1, 2)),
-             ([1, 17, 700], 4, 2, 88, 16, torch.float16, False, (1, 3))]):
+             ([1, 17, 700], 4, 2, 88, 16, torch.float16, False, (1, 3)),
+             # many pairs per sequence, long rows, unsplit: every k-step group of the
+             # D = 160 kernel's 10 (a last group of 8 read past Q's row and the tile)
+             ([2048, 130, 700], 32, 1, 80, 16, torch.float16, False, (1, 2)),
+             ([2048, 700], 8, 4, 80, 16, torch.bfloat16, False, (1,)),
+             ([1000, 65], 8, 2, 72, 32, torch.float16, False, (1,))]):
         q, kc, vc, table, sl = paged_problem(lens, hkv, group, d, bs, dt, 3400 + i)
         sc = {"k_scale": 0.05, "v_scale": 0.07} if fp8 else {}
         if fp8:

@@ -790,6 +790,15 @@ CLO_DEVICE void decode_tile_softmax(float (&s)[2][4], int tok0, const DecodeSpli
   pa[3] = pack_float2<T>(s[1][2], s[1][3]);
 }
 
+// The k-steps whose K fragments decode_warp_tile loads together: the largest divisor of
+// the tile's k-steps up to 8.
+constexpr int decode_k_step_group(int k_steps) {
+  int group = k_steps < 8 ? k_steps : 8;
+  while (k_steps % group != 0) --group;
+  return group;
+}
+static_assert(decode_k_step_group(10) == 5 && decode_k_step_group(16) == 8 && decode_k_step_group(6) == 6);
+
 // Q's A-operand fragment of k-step kk from q_s ([16][kQStride]), as ldmatrix gives it.
 template <typename T, int kQStride>
 CLO_DEVICE void decode_q_frag(const T* q_s, int kk, uint32_t (&a)[4]) {
@@ -816,10 +825,13 @@ CLO_DEVICE void decode_warp_tile(const QFrag& q_frag, const T* ks, const T* vs, 
   const int k_row = r0 + (lane & 7) + (lane >> 4) * 8, k_half = (lane >> 3) & 1;
   // K fragments of up to 8 k-steps are loaded before their mma: one ldmatrix latency
   // per group instead of one per k-step (a decode tile's math is latency-bound, one
-  // warp per scheduler; NOTES.md v12).
-  constexpr int kGroup = D / 16 < 8 ? D / 16 : 8;
+  // warp per scheduler; NOTES.md v12). Groups of equal size (D = 160: two of 5): a last
+  // group past the k-steps would read past the tile's rows and Q's (stop 74 found it).
+  constexpr int kKSteps = D / 16;
+  constexpr int kGroup = decode_k_step_group(kKSteps);
+  static_assert(kKSteps % kGroup == 0, "whole groups of k-steps");
 #pragma unroll
-  for (int k0 = 0; k0 < D / 16; k0 += kGroup) {
+  for (int k0 = 0; k0 < kKSteps; k0 += kGroup) {
     uint32_t bk[kGroup][4];
 #pragma unroll
     for (int g = 0; g < kGroup; ++g) ldmatrix_x4(bk[g], ks + decode_kv_offset<D>(k_row, (k0 + g) * 2 + k_half, lg));

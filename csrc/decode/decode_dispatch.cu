@@ -235,6 +235,14 @@ int decode_attention_num_splits(int batch, int num_kv_heads, int rows_per_kv_hea
     shape.block_size = kTileTokens;  // the count is asked without the block size: one TMA can read
     return decode_packs_head_pairs(shape);
   };
+  // 16-bit head dims 72-80 in head pairs (the D = 160 kernel on HBM3e parts,
+  // decode_packs_head_pairs; stop 74): 1 split from 0.8 pairs per SM (B=40/2K GQA 32/8, 1.21
+  // pairs per SM: 60.4 us against 72.8 at 2; B=28/4K, 0.85: 81.5 / 81.2), 2 below (B=24/8K,
+  // 0.73: 157.7 -> 134.2; B=20/2K, 0.61: 43.0 -> 36.4).
+  if (dtype != DType::kFloat8E4M3 && head_dim > 64 && head_dim <= 80 && packs_head_pairs(1)) {
+    const int64_t paired = base / 2;
+    return 10 * paired >= 8 * sms ? 1 : capped(2);
+  }
   // 16-bit head_dim 64 on sm_90 at 2-3 blocks per SM (decode_d64_tail_splits, NOTES.md v31).
   if (dtype != DType::kFloat8E4M3 && device_cc_major() >= 9 && head_dim == 64 && seq_len_q >= 1 &&
       rows_per_kv_head % seq_len_q == 0) {

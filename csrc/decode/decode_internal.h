@@ -772,7 +772,8 @@ inline bool decode_packs_head_pairs(const DecodeAttentionArgs& a) {
   // pairs leave SMs idle: GQA 32:8 B=17/2K 33.5 us paired, 29.1 unpaired on 4 stages,
   // B=20 33.9 / 33.1; MHA B=5 32.6 / 32.4; B=24 38.3 / 38.0-40.3).
   if (a.head_dim == 64) return a.kv_fp8 ? per_split > sms : 4 * per_split > 5 * sms;
-  // 16-bit head dims 72-88 (NOTES.md "Head pairs at head_dim 72-88"), measured on the H200
+  // 16-bit head dims 72-88 on the D = 256 kernel (NOTES.md "Head pairs at head_dim 72-88";
+  // 88 still runs there, 72-80 now below), measured on the H200
   // only, whose unpaired 160-byte D = 80 rows (a 64-byte DRAM atom shared with the next
   // head's row) read 61-75% of copy at large grids where the H100 reads 92%: pairs from 1.6
   // pairs per SM (B=64/2K/MHA 449 -> 362 us, B=56/2K/GQA 32/8 113 -> 91), and at 0.95-1.12
@@ -782,9 +783,16 @@ inline bool decode_packs_head_pairs(const DecodeAttentionArgs& a) {
   // per SM the idle SMs do (B=20/2K 38.6 -> 45.6).
   // Block sizes below 8 (no TMA map: the pairs' cp.async D = 256 kernel read B=64/2K/MHA in
   // 734 us) stay unpaired.
+  // Head dims 72-80 pair on the D = 160 kernel (decode_pair_kernel_head_dim; stop 74) from
+  // 0.6 pairs per SM: there and in every band the D = 256 kernel lost, pairs at
+  // decode_attention_num_splits' count (1 split from 0.8 pairs per SM, 2 below) beat the
+  // unpaired rules (H200, graph replays, GQA 32/8: B=20/4K 71.4 -> 62.6 us, B=28/4K 107.4 ->
+  // 81.5, B=40/8K 322.7 -> 221.4, B=48/8K 330.6 -> 266.6, B=50/2K 86.4 -> 71.1; MHA B=5/2K 40.0
+  // -> 34.5, B=12/2K 85.5 -> 66.8).
   if (a.head_dim != 96) {
     if (!device_is_hopper_hbm3e() || a.block_size < 8) return false;
     const int64_t paired = per_split / 2;
+    if (a.head_dim <= 80) return 10 * paired >= 6 * sms;
     const bool one_wave =
         100 * paired >= 95 * sms && 100 * paired <= 112 * sms && a.num_splits == (paired > sms ? 2 : 1);
     return one_wave || 5 * paired >= 8 * sms;
