@@ -1990,6 +1990,10 @@ PAIR_D160_BAND_ROWS = ([(B, N, 8, 80, False, (0, 1, 2), 16) for N in (2048, 4096
                        + [(B, 2048, 8, 80, False, (0, 1, 2), 16) for B in (16, 34)]
                        + [(9, 2048, 32, 80, False, (0, 1, 2), 16)])
 PAIR_D160_BAND_VARIANTS = {"auto": {}, "single": {"CLO_DECODE_PACK": "0"}, "pairs": {"CLO_DECODE_PACK": "2"}}
+# --pair-d160-edge: around the rule's lower edge (0.45 pairs per SM), 2 and 4 splits
+PAIR_D160_EDGE_ROWS = ([(B, N, 8, 80, False, (0, 2, 4), 16) for B, N in ((12, 2048), (15, 2048), (16, 4096),
+                                                                        (14, 8192))]
+                       + [(3, 2048, 32, 80, False, (0, 2, 4), 16)])
 
 # Stand-alone sweeps (flag -> function(iters, copy_bw), help): each runs alone, then stops.
 SWEEPS = {
@@ -2048,6 +2052,9 @@ SWEEPS = {
     "pair-d160-bands": (lambda iters, copy_bw: _layout_rows(PAIR_D160_BAND_ROWS, PAIR_D160_BAND_VARIANTS, iters,
                                                             copy_bw),
                         "paged 16-bit D=72-80 pairs on the D=160 kernel vs unpaired where pairs are off, splits"),
+    "pair-d160-edge": (lambda iters, copy_bw: _layout_rows(PAIR_D160_EDGE_ROWS, PAIR_D160_BAND_VARIANTS, iters,
+                                                           copy_bw),
+                       "paged 16-bit D=80 pairs vs unpaired around 0.45 pairs per SM, 2 and 4 splits"),
     "wide-pairs-bands": (wide_pair_band_sweep, "paged 16-bit D=72-88 pairs vs unpaired at 1-3.5 units per SM, splits"),
     "depth-bands": (depth_band_sweep, "16-bit D=128 small to large grids: auto vs cp.async / TMA 2-4 stages"),
     "large-grids": (large_grid_sweep, "bandwidth-bound grids (cuDNN ahead on the H200): kernels x TMA depths"),

@@ -861,7 +861,12 @@ def test_balanced_schedule_matches_reference():
         b = int(per_sm * sms) // 8 + 1
         for dt in (torch.float16, torch.bfloat16):
             got = llm.decode_num_splits(b, 8, 4, n, d, dt)
-            assert got == (want if sm90 else 1), (d, per_sm, n, b, got)
+            # head dims 72-80 on HBM3e parts: head pairs (every row here: 1.15 pairs per SM or more)
+            assert got == (1 if hbm3e and d <= 80 else want if sm90 else 1), (d, per_sm, n, b, got)
+    if hbm3e:  # head dims 72-80 in head pairs from 0.45 pairs per SM: 2 splits below 0.8, 1 from there
+        for d, pairs_per_sm, want in ((80, 0.5, 2), (80, 0.7, 2), (72, 0.75, 2), (80, 0.82, 1), (80, 1.05, 1)):
+            b = int(pairs_per_sm * sms) // 4 + 1  # GQA 32/8: 4 pairs a sequence
+            assert llm.decode_num_splits(b, 8, 4, 4096, d, torch.float16) == want, (d, pairs_per_sm, b)
     if hbm3e and sms % 4 == 0:  # exactly three units per SM (GQA 32/4): whole waves, 1 split
         assert llm.decode_num_splits(3 * sms // 4, 4, 8, 4096, 128, torch.float16) == 1
     # the 2.5-3 band is 16-bit (FP8 keeps 1) and holds for Nq > 1 (decode_rule_spec_rows): Nq 2
@@ -2313,12 +2318,12 @@ for v in (0, 1, 2):  # CLO_DECODE_VARIANT: automatic, the cp.async kernel, the T
     os.environ["CLO_DECODE_PACK"] = "1"
     # head_dim 72-88 on HBM3e parts (decode_packs_head_pairs): 72-80 in head pairs on the D =
     # 160 kernel (decode_pair_kernel_head_dim; 3 stages up to one block per SM, 2 beyond:
-    # decode_tma_stages_for) from 0.6 pairs per SM; 88 on the D = 256 kernel from 1.6 pairs
+    # decode_tma_stages_for) from 0.45 pairs per SM; 88 on the D = 256 kernel from 1.6 pairs
     # per SM, and at 0.95-1.12 with 1 split up to one pair per SM, 2 beyond; unpaired
     # elsewhere
     for n, ns, d, pair_kd in ((17 * sms // 20, 1, 80, 160), (17 * sms // 20, 2, 72, 160),
                               (sms // 2 - 1, 1, 80, 160), (sms // 2 + 2, 2, 88, 256), (sms // 2 + 2, 1, 80, 160),
-                              (5 * sms // 8, 1, 80, 160), (5 * sms // 8, 1, 88, 0), (sms // 4, 2, 80, 0)):
+                              (5 * sms // 8, 1, 80, 160), (5 * sms // 8, 1, 88, 0), (sms // 5, 2, 80, 0)):
         q, kc, vc, table, sl = paged_problem([100, 37] * (n // 2) + [5] * (n % 2), 4, 2, d, 16, torch.float16, 10)
         fn = lambda: llm.paged_attention(q, kc, vc, table, sl, num_splits=ns, check_indices=False)
         assert_close(fn(), paged_attention_reference(q, kc, vc, table, sl), dtype=torch.float16,
@@ -2704,8 +2709,8 @@ def test_decode_dev_variants_match_reference():
     boxes load whole blocks); which kernel runs (automatic on sm_90: decode_tma_stages_for).
     The forced TMA kernel also at every pipeline depth CLO_DECODE_TMA_STAGES can pick, with
     a block size it does not take (falls back) and on a narrowed contiguous view with NaN
-    past its end. Head pairs (paged D=64 on the D=128 kernels, 16-bit D=72-96 on the D=256
-    ones; CLO_DECODE_PACK) forced on ragged batches with splits, MHA and GQA up to 8 query
+    past its end. Head pairs (paged D=64 on the D=128 kernels, 16-bit D=72-80 on the D=160
+    ones, 88-96 on the D=256 ones; CLO_DECODE_PACK) forced on ragged batches with splits, MHA and GQA up to 8 query
     heads per KV head, 16-bit and FP8; never for odd KV heads or larger groups; automatic on
     a large grid, and at D=72-88 on Hopper HBM3e parts.
     A subprocess: the knobs are read in dev mode only when set before the process's first

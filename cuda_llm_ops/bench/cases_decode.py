@@ -5,7 +5,8 @@ against a plain-PyTorch paged implementation (gather through the block table, th
 Shapes (issue 5): Hq = 32, D = 128, block size 16, fp16/bf16, B in {1, 16, 64} x
 context in {1024, 4096, 16384} x Hkv in {32 (MHA), 8 (GQA 32/8)}, every sequence at
 the full context, physical blocks shuffled; with preset "all" also D in {64, 96, 256}
-and D = 80 and 192 (no kernel of their own: they run on the 96- and 256-wide ones) at
+and D = 80 and 192 (no kernel of their own: 192 runs on the 256-wide one, 80 on the
+96-wide one or, on HBM3e parts, as head pairs on the 160-wide one) at
 B=64, N=2048 (MHA and GQA 32/8), and D = 80 and 192 at B=1, N=16384, GQA 32/8 (split-KV);
 a sliding window of 4096 keys at N=16384, GQA 32/8, B in {1, 16} (ours reads the
 window; the SDPA peers run on the last 4096 keys of the contiguous cache); and 4 new tokens
