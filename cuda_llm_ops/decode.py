@@ -89,7 +89,7 @@ parts (the H200; memory clock above 3 GHz) 16-bit head dims 72-88 pair the same 
 sizes of 8 or more; the unpaired 160-byte rows of head_dim 80 read 61-75% of the copy rate
 there): 72-80 on a head_dim-160 kernel (two blocks per SM beyond one per SM) from 0.45
 pairs per SM, with 1 split from 0.8 pairs per SM and 2 below (B=64/2K/MHA 449 -> 319 us,
-1.04x cuDNN; GQA 32/8 B=40/8K 322 -> 216, 1.22x; csrc/decode/NOTES.md "Stop 74"); 88 on the
+0.99-1.04x cuDNN; GQA 32/8 B=40/8K 322 -> 216, 1.22x; csrc/decode/NOTES.md "Stop 74"); 88 on the
 head_dim-256 kernels from 1.6 pairs per SM, and at 0.95-1.12 pairs per SM with 1 split up
 to one pair per SM, 2 beyond.
 

@@ -41,7 +41,11 @@ def main() -> int:
             for kn in KNOBS:
                 os.environ[kn] = env.get(kn, "")
             out = torch.full_like(q, float("nan"))
-            llm.paged_attention(q, kc, vc, table, sl, out=out, check_indices=False)
+            try:
+                llm.paged_attention(q, kc, vc, table, sl, out=out, check_indices=False)
+            except RuntimeError:  # a forced depth that does not fit this kernel (dev knobs only)
+                parts.append(f"{label} refused")
+                continue
             torch.cuda.synchronize()
             err = (out.float() - ref).abs().max().item()
             ok = err == err and err < 2e-2
