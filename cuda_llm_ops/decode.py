@@ -100,7 +100,8 @@ call and then read on every call: `CLO_DECODE_VARIANT` 0 automatic, 1 the cp.asy
 heads, 2 pairs them wherever legal (head_dim 64, or 72-96 with a 16-bit cache and 137 KB
 of shared memory per block; an even number of KV heads, one new token, at most 8 query
 heads per KV head); `CLO_DECODE_PAIR_KERNEL` 256 runs head dims 72-80 in pairs on the
-head_dim-256 kernel (before stop 74) instead of the head_dim-160 one. Unset, the choice is
+head_dim-256 kernel (stop 74's pairing rule and split count, the kernel before it) instead of
+the head_dim-160 one. Unset, the choice is
 automatic and the environment is never read.
 """
 from __future__ import annotations

@@ -655,7 +655,8 @@ def l2_promotion_sweep(iters, copy_bw):
 
 # --wide-pairs: paged 16-bit head dims 72-96 in head pairs (the D = 256 kernels over 144-192-
 # column rows: a token's two heads are one 64-byte-aligned run, where one 160-byte D = 80 row
-# shares a 64-byte DRAM atom with its neighbour head's): (B, N, Hkv, D, contiguous, splits, block_size)
+# shares a 64-byte DRAM atom with its neighbour head's; since stop 74 72-80 run the D = 160
+# kernel unless CLO_DECODE_PAIR_KERNEL=256): (B, N, Hkv, D, contiguous, splits, block_size)
 WIDE_PAIR_ROWS = [(B, N, Hkv, D, False, (0,), 16) for D in (80, 96, 72)
                   for B, N, Hkv in ((64, 2048, 32), (64, 2048, 8), (32, 4096, 8), (16, 2048, 32), (24, 2048, 8))]
 WIDE_PAIR_VARIANTS = {"auto": {}, "single": {"CLO_DECODE_PACK": "0"}, "pairs": {"CLO_DECODE_PACK": "2"},
@@ -673,7 +674,8 @@ def wide_pair_sweep(iters, copy_bw):
 
 # --wide-pairs-bands: paged 16-bit D=80 (and 72 / 88) GQA 32/8 and MHA across 1-3.5 unpaired
 # units per SM, 2K-8K keys: pairs against unpaired at forced split counts, and the pairs'
-# L2 promotion; then B=17/1K/GQA D=128 (1.03 units per SM) at 1-4 splits per kernel
+# L2 promotion (stop 59, the D = 256 kernel; 72-80 pairs now run the D = 160 one); then
+# B=17/1K/GQA D=128 (1.03 units per SM) at 1-4 splits per kernel
 WIDE_PAIR_BAND_ROWS = ([(B, N, 8, 80, False, (0, 1, 2), 16) for N in (2048, 4096) for B in (20, 34, 40, 44, 50, 56)]
                        + [(B, 8192, 8, 80, False, (0, 1, 2), 16) for B in (24, 40, 48)]
                        + [(B, 2048, 32, 80, False, (0, 1, 2), 16) for B in (5, 9, 12)]
@@ -1995,6 +1997,15 @@ PAIR_D160_EDGE_ROWS = ([(B, N, 8, 80, False, (0, 2, 4), 16) for B, N in ((12, 20
                                                                         (14, 8192))]
                        + [(3, 2048, 32, 80, False, (0, 2, 4), 16)])
 
+# --pair-d160-small-blocks: block sizes below 8 (no TMA map: the cp.async kernels), where the
+# automatic rule leaves 72-80 unpaired, against forced pairs (the D = 160 cp.async kernel);
+# then PDL off / on at the D = 160 kernel's 2 stages (1.05-1.8 blocks per SM: off by rule)
+PAIR_D160_SMALL_BLOCK_ROWS = [(64, 2048, 32, 80, False, (0, 1, 2), 4), (20, 2048, 8, 80, False, (0, 1, 2), 4),
+                              (40, 4096, 8, 80, False, (0, 1, 2), 1)]
+PAIR_D160_PDL_ROWS = [(B, N, 8, 80, False, (0,), 16) for B, N in ((34, 2048), (40, 4096), (50, 2048), (20, 4096))]
+PAIR_D160_PDL_VARIANTS = {"auto": {}, "pdl0": {"CLO_DECODE_PDL": "0"}, "pdl1": {"CLO_DECODE_PDL": "1"},
+                          "auto.2": {}}
+
 # Stand-alone sweeps (flag -> function(iters, copy_bw), help): each runs alone, then stops.
 SWEEPS = {
     "graph-knobs": (graph_knob_sweep, "split counts and TMA depths on the small-grid targets"),
@@ -2055,6 +2066,11 @@ SWEEPS = {
     "pair-d160-edge": (lambda iters, copy_bw: _layout_rows(PAIR_D160_EDGE_ROWS, PAIR_D160_BAND_VARIANTS, iters,
                                                            copy_bw),
                        "paged 16-bit D=80 pairs vs unpaired around 0.45 pairs per SM, 2 and 4 splits"),
+    "pair-d160-small-blocks": (lambda iters, copy_bw: (_layout_rows(PAIR_D160_SMALL_BLOCK_ROWS,
+                                                                     PAIR_D160_BAND_VARIANTS, iters, copy_bw),
+                                                        _layout_rows(PAIR_D160_PDL_ROWS, PAIR_D160_PDL_VARIANTS,
+                                                                     iters, copy_bw)),
+                               "paged D=80 at block sizes 1-4: pairs (cp.async D=160) vs unpaired; PDL at 2 stages"),
     "wide-pairs-bands": (wide_pair_band_sweep, "paged 16-bit D=72-88 pairs vs unpaired at 1-3.5 units per SM, splits"),
     "depth-bands": (depth_band_sweep, "16-bit D=128 small to large grids: auto vs cp.async / TMA 2-4 stages"),
     "large-grids": (large_grid_sweep, "bandwidth-bound grids (cuDNN ahead on the H200): kernels x TMA depths"),

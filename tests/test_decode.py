@@ -2010,7 +2010,8 @@ def test_d64_tail_splits():
     b_d96 = (303 * sms + 799) // 800  # 3.03 units per SM at GQA 32/8
     shapes = [(3 * sms, 8, 1, 1, 128, 2048, f16), (3 * sms, 32, 2, 1, 64, 4096, torch.bfloat16),
               (2 * sms, 32, 8, 3, 80, 8192, f16), (40, 32, 8, 1, 96, 16384, torch.float8_e4m3fn),
-              (b_d96, 32, 8, 1, 96, 16384, f16), (2, 32, 1, 1, 128, 131072, f16)]
+              (b_d96, 32, 8, 1, 96, 16384, f16), (2, 32, 1, 1, 128, 131072, f16),
+              (sms, 32, 8, 1, 80, 8192, f16)]  # head pairs of 80 on HBM3e parts (1-2 splits)
     for b, hq, hkv, nq, d, n, dt in shapes:
         rows = (hq // hkv) * nq
         lengths = sorted({*range(64, n, 64), n})
@@ -2265,6 +2266,7 @@ for v in (0, 1, 2):  # CLO_DECODE_VARIANT: automatic, the cp.async kernel, the T
     # 2 stages (3 at D = 128 on HBM3e parts), at D = 64 4 (up to 1.25 blocks per SM, unpaired
     # there); D = 80 (on the D = 96 kernel) too, up to 1.5 blocks per SM (v30).
     sms = torch.cuda.get_device_properties(0).multi_processor_count
+    os.environ["CLO_DECODE_PACK"] = "0"  # D = 80 unpaired (HBM3e parts pair this grid: below)
     for d, auto_tma, kd, stages in ((96, True, 96, 2), (80, True, 96, 2), (128, True, 128, 3 if hbm3e else 2),
                                     (64, True, 64, 4),
                                     (256, True, 256, 2)):
@@ -2278,6 +2280,7 @@ for v in (0, 1, 2):  # CLO_DECODE_VARIANT: automatic, the cp.async kernel, the T
         if v == 0 and auto_tma and sm90:
             assert re.search(rf"tma_kernel<[^<>,]+, (\(int\))?{kd}, (\(int\))?{stages}, ", names), \
                 f"D={d} medium grid: {names[:300]}"
+    os.environ["CLO_DECODE_PACK"] = "1"
     # D = 96 beyond 1.5 blocks per SM: head pairs on the D = 256 kernel (3 stages) where the
     # paired grid's last wave is at least 80% full (sms // 2 sequences x 4 KV heads: one
     # wave of pairs); else unpaired, TMA 3 stages (3 * sms // 4 sequences: 1.5 waves of pairs)
@@ -2338,6 +2341,17 @@ for v in (0, 1, 2):  # CLO_DECODE_VARIANT: automatic, the cp.async kernel, the T
                 stages = 3 if 2 * n * ns <= sms else 2
                 assert re.search(rf"tma_kernel<[^<>,]+, (\(int\))?160, (\(int\))?{stages}, ", names), \
                     f"D={d}, {2 * n} pairs, {ns} splits: {names[:300]}"
+    # ... and long rows there, bf16, unsplit beyond one block per SM (the D = 160 kernel's 2
+    # stages on HBM3e parts, its ring of stages wrapping many times): automatic count
+    n = sms
+    q, kc, vc, table, sl = paged_problem(([2048, 1500, 700, 1] * n)[:n], 4, 2, 80, 16, torch.bfloat16, 11)
+    fn = lambda: llm.paged_attention(q, kc, vc, table, sl, check_indices=False)
+    assert_close(fn(), paged_attention_reference(q, kc, vc, table, sl), dtype=torch.bfloat16,
+                 what=f"variant {v} D=80 grid of {2 * n} pairs, long rows")
+    if v == 0 and sm90 and hbm3e:
+        names = kernel_names(fn)
+        assert re.search(r"tma_kernel<[^<>,]+, (\(int\))?160, (\(int\))?2, ", names), \
+            f"D=80, {2 * n} pairs, long rows: {names[:300]}"
     # ... but a paged table of 8192 keys or more keeps the cp.async kernel there (v34): the
     # same sequences behind a table padded to 512 blocks of 16 (unpaired, as above)
     os.environ["CLO_DECODE_PACK"] = "0"

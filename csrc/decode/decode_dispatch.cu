@@ -290,7 +290,8 @@ int decode_attention_num_splits(int batch, int num_kv_heads, int rows_per_kv_hea
     // too, within noise of 2 (1051.5 vs 1049.6, NOTES.md v24). FP8 caches (the TMA
     // kernel on sm_90) run 1 split there too (B=64/4K/MHA 732.6 us; the cp.async kernel
     // 768.0 with 1, 821.3 with 2; NOTES.md v19).
-    // (Head pairs at head_dim 72-88, on Hopper HBM3e parts, run the D = 256 TMA kernel: 1 split.)
+    // (Head pairs at head_dim 88, on Hopper HBM3e parts, run the D = 256 TMA kernel: 1 split;
+    // 72-80 took their count above.)
     const bool large_grid = base >= kLargeGridBlocksPerSm * sms;
     const bool cp_async_large_grid =
         large_grid && dtype != DType::kFloat8E4M3 &&
@@ -316,7 +317,7 @@ cudaError_t launch_decode_attention(const DecodeAttentionArgs& a, cudaStream_t s
       switch (decode_pair_kernel_head_dim(pairs.head_dim)) {
         case 128: return run_decode_attention<T, 128, true>(pairs, stream, group);
         case 160: return run_decode_attention<T, 160, true>(pairs, stream, group);  // D = 72-80 pairs
-        default: return run_decode_attention<T, 256, true>(pairs, stream, group);   // D = 72-96 pairs
+        default: return run_decode_attention<T, 256, true>(pairs, stream, group);   // D = 88-96 pairs
       }
     });
   }

@@ -63,8 +63,8 @@ int decode_dev_tma_stages();
 // them wherever legal (decode_packs_head_pairs), anything else: the automatic rule.
 int decode_dev_pack();
 // Dev knob CLO_DECODE_PAIR_KERNEL, read like CLO_DECODE_VARIANT: 256 runs 16-bit head pairs of
-// head dims 72-80 on the D = 256 kernel (before stop 74); anything else: the D = 160 one
-// (decode_pair_kernel_head_dim).
+// head dims 72-80 on the D = 256 kernel (the kernel before stop 74; the pairing rule and split
+// count stay stop 74's); anything else: the D = 160 one (decode_pair_kernel_head_dim).
 int decode_dev_pair_kernel();
 // Dev knob CLO_DECODE_STREAMK, read like CLO_DECODE_VARIANT: kDecodeStreamKOff runs 2-split
 // calls as even splits where the balanced schedule would run (decode_streamk_blocks);
@@ -193,9 +193,9 @@ constexpr int decode_pipeline_stages(int head_dim) { return head_dim <= 64 ? 4 :
 //    B=48/4K 229.0 / 206.6 -> 220.4 / 191.2); the cp.async kernel elsewhere (1 split at
 //    1.7-1.9 units per SM: B=28/4K paged 115.1 against TMA 3's 133.9; beyond 3: B=64
 //    paged 242.9 against 300.0);
-//  - 16-bit head pairs of D = 72-96 (the D = 256 kernel over 144-192-column rows, `pairs`):
+//  - 16-bit head pairs of D = 88-96 (the D = 256 kernel over 176-192-column rows, `pairs`):
 //    3 stages (v24 at 96: B=64/8K/GQA 578.2 -> 564.5 us, MHA B=32/2K 280.2 -> 279.0; the H200
-//    rules at 72-88, NOTES.md "H200 rules").
+//    rules at 72-88, NOTES.md "H200 rules"); of 72-80 (the D = 160 kernel): below.
 // The caller also needs sm_90 code and a cache TMA can describe. The split heuristic asks
 // the same question (a large grid on the TMA kernel runs 1 split).
 // FP8 caches (paged): the TMA kernel on every grid, 4 stages on at most one block per SM,
@@ -735,8 +735,8 @@ inline int decode_d64_tail_splits(bool paged, bool pairs, int64_t base, int64_t 
 }
 
 // Head pairs (NOTES.md v9, v20, v23, v24): a paged cache with D = 64 and an even number of
-// KV heads can run the D = 128 kernels over pairs of adjacent KV heads (16-bit D = 72-96:
-// the D = 256 kernels over 144-192-column rows; rules below). A token's two head
+// KV heads can run the D = 128 kernels over pairs of adjacent KV heads (16-bit D = 72-80:
+// the D = 160 kernels, 88-96 the D = 256 ones, over 144-192-column rows; rules below). A token's two head
 // rows are one row twice as wide in the paged layout ([blocks, block_size, Hkv, D]), so
 // each block reads 256-byte rows (16-bit) or 128-byte rows (FP8) instead of half-width
 // rows at the token stride. Used on sm_90 wherever one split of the grid has more blocks
@@ -758,8 +758,8 @@ inline bool decode_packs_head_pairs(const DecodeAttentionArgs& a) {
   const int knob = decode_dev_pack();  // dev: 0 never, 2 wherever legal, else the rule
   // A pair's query rows (both heads' groups) must fit one row tile: a second tile would
   // read the pair's rows again.
-  // 16-bit head dims 72-96 pair on the D = 256 kernels (137 KB of shared memory, not on
-  // 99-KB parts) over 144-192-column rows.
+  // 16-bit head dims 72-96 pair on the D = 160 and 256 kernels (decode_pair_kernel_head_dim;
+  // the latter needs 137 KB of shared memory, not on 99-KB parts) over 144-192-column rows.
   const bool wide_pair = a.head_dim > 64 && a.head_dim <= 96 && !a.kv_fp8 && decode_head_dim_fits(256);
   const bool legal = a.paged && a.num_kv_heads % 2 == 0 && a.seq_len_q == 1 &&
                      2 * (a.num_q_heads / a.num_kv_heads) <= kRowsPerBlock && (a.head_dim == 64 || wide_pair);
