@@ -85,13 +85,13 @@ one row twice as wide: 16-bit 3-10% faster at N=2048, B=20-128 GQA 32/8 and B=5-
 FP8 3-14%); a 16-bit head_dim-96 cache likewise runs the head_dim-256 kernels over
 192-column rows beyond 1.5 blocks per SM where the paired grid ends in a nearly full wave
 (1-3% faster, MHA B=16/2K 145.7 -> 142.2 us, B=64/4K 1122.6 -> 1092.7). On Hopper HBM3e
-parts (the H200; memory clock above 3 GHz) 16-bit head dims 72-88 pair the same way (block
-sizes of 8 or more; the unpaired 160-byte rows of head_dim 80 read 61-75% of the copy rate
-there): 72-80 on a head_dim-160 kernel (two blocks per SM beyond one per SM) from 0.45
-pairs per SM, with 1 split from 0.8 pairs per SM and 2 below (B=64/2K/MHA 449 -> 319 us,
+parts (the H200; memory clock above 3 GHz) 16-bit head dims 72-88 pair the same way (the
+unpaired 160-byte rows of head_dim 80 read 61-75% of the copy rate there): 72-80 on a
+head_dim-160 kernel (two blocks per SM beyond one per SM; block sizes below 8 on its
+cp.async form) from 0.35 pairs per SM, with 1 split from 0.8 pairs per SM and 2 below (B=64/2K/MHA 449 -> 319 us,
 0.99-1.04x cuDNN; GQA 32/8 B=40/8K 322 -> 216, 1.22x; csrc/decode/NOTES.md "Stop 74"); 88 on the
-head_dim-256 kernels from 1.6 pairs per SM, and at 0.95-1.12 pairs per SM with 1 split up
-to one pair per SM, 2 beyond.
+head_dim-256 kernels (block sizes of 8 or more) from 1.6 pairs per SM, and at 0.95-1.12
+pairs per SM with 1 split up to one pair per SM, 2 beyond.
 
 Dev knobs (benchmarks only), set in the environment before the process's first decode
 call and then read on every call: `CLO_DECODE_VARIANT` 0 automatic, 1 the cp.async kernel,
@@ -444,7 +444,7 @@ def decode_num_splits(batch: int, num_kv_heads: int, rows_per_kv_head: int, max_
       contiguous ones (`paged=False`) take 2 (balanced) when `base` is 2-2.7 times
       the SMs, paged ones without head pairs 3 at 2.1-2.45 times;
     - 16-bit head_dim 72-80 `paged` calls that run head pairs (Hopper HBM3e parts, the
-      pairs `base / 2` at least 0.45 times the SMs): 1 split from 0.8 times, 2 below;
+      pairs `base / 2` at least 0.35 times the SMs): 1 split from 0.8 times, 2 below;
     - head_dim 128 (16-bit) on Hopper HBM3e parts (the H200) with `seq_len_q` 1 or
       `rows_per_kv_head <= 64` (up to four row tiles: "spec rows" below; rows beyond
       one tile take their own tops, with one new token too) and `max_kv_len >= 1024`,

@@ -863,8 +863,9 @@ def test_balanced_schedule_matches_reference():
             got = llm.decode_num_splits(b, 8, 4, n, d, dt)
             # head dims 72-80 on HBM3e parts: head pairs (every row here: 1.15 pairs per SM or more)
             assert got == (1 if hbm3e and d <= 80 else want if sm90 else 1), (d, per_sm, n, b, got)
-    if hbm3e:  # head dims 72-80 in head pairs from 0.45 pairs per SM: 2 splits below 0.8, 1 from there
-        for d, pairs_per_sm, want in ((80, 0.5, 2), (80, 0.7, 2), (72, 0.75, 2), (80, 0.82, 1), (80, 1.05, 1)):
+    if hbm3e:  # head dims 72-80 in head pairs from 0.35 pairs per SM: 2 splits below 0.8, 1 from there
+        for d, pairs_per_sm, want in ((80, 0.38, 2), (80, 0.5, 2), (80, 0.7, 2), (72, 0.75, 2), (80, 0.82, 1),
+                                      (80, 1.05, 1)):
             b = int(pairs_per_sm * sms) // 4 + 1  # GQA 32/8: 4 pairs a sequence
             assert llm.decode_num_splits(b, 8, 4, 4096, d, torch.float16) == want, (d, pairs_per_sm, b)
     if hbm3e and sms % 4 == 0:  # exactly three units per SM (GQA 32/4): whole waves, 1 split
@@ -2321,12 +2322,12 @@ for v in (0, 1, 2):  # CLO_DECODE_VARIANT: automatic, the cp.async kernel, the T
     os.environ["CLO_DECODE_PACK"] = "1"
     # head_dim 72-88 on HBM3e parts (decode_packs_head_pairs): 72-80 in head pairs on the D =
     # 160 kernel (decode_pair_kernel_head_dim; 3 stages up to one block per SM, 2 beyond:
-    # decode_tma_stages_for) from 0.45 pairs per SM; 88 on the D = 256 kernel from 1.6 pairs
+    # decode_tma_stages_for) from 0.35 pairs per SM; 88 on the D = 256 kernel from 1.6 pairs
     # per SM, and at 0.95-1.12 with 1 split up to one pair per SM, 2 beyond; unpaired
     # elsewhere
     for n, ns, d, pair_kd in ((17 * sms // 20, 1, 80, 160), (17 * sms // 20, 2, 72, 160),
                               (sms // 2 - 1, 1, 80, 160), (sms // 2 + 2, 2, 88, 256), (sms // 2 + 2, 1, 80, 160),
-                              (5 * sms // 8, 1, 80, 160), (5 * sms // 8, 1, 88, 0), (sms // 5, 2, 80, 0)):
+                              (5 * sms // 8, 1, 80, 160), (5 * sms // 8, 1, 88, 0), (sms // 8, 2, 80, 0)):
         q, kc, vc, table, sl = paged_problem([100, 37] * (n // 2) + [5] * (n % 2), 4, 2, d, 16, torch.float16, 10)
         fn = lambda: llm.paged_attention(q, kc, vc, table, sl, num_splits=ns, check_indices=False)
         assert_close(fn(), paged_attention_reference(q, kc, vc, table, sl), dtype=torch.float16,
@@ -2352,6 +2353,16 @@ for v in (0, 1, 2):  # CLO_DECODE_VARIANT: automatic, the cp.async kernel, the T
         names = kernel_names(fn)
         assert re.search(r"tma_kernel<[^<>,]+, (\(int\))?160, (\(int\))?2, ", names), \
             f"D=80, {2 * n} pairs, long rows: {names[:300]}"
+    # ... at any block size: below 8 (no TMA map) on the D = 160 cp.async kernel
+    n = sms // 2
+    q, kc, vc, table, sl = paged_problem(([1000, 333, 64, 5] * n)[:n], 4, 2, 80, 4, torch.float16, 12)
+    fn = lambda: llm.paged_attention(q, kc, vc, table, sl, check_indices=False)
+    assert_close(fn(), paged_attention_reference(q, kc, vc, table, sl), dtype=torch.float16,
+                 what=f"variant {v} D=80 block 4, grid of {2 * n} pairs")
+    if sm90 and hbm3e:
+        names = kernel_names(fn)
+        assert re.search(r"attention_kernel<[^<>,]+, (\(int\))?160, ", names) and "tma_kernel" not in names, \
+            f"D=80 block 4, {2 * n} pairs: {names[:300]}"
     # ... but a paged table of 8192 keys or more keeps the cp.async kernel there (v34): the
     # same sequences behind a table padded to 512 blocks of 16 (unpaired, as above)
     os.environ["CLO_DECODE_PACK"] = "0"

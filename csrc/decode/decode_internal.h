@@ -781,19 +781,23 @@ inline bool decode_packs_head_pairs(const DecodeAttentionArgs& a) {
   // balanced schedule: B=34/2K/GQA 71.1 -> 66.5, B=32/4K 110.5 -> 89.3, MHA B=9/2K 70.7 ->
   // 65.8). Between, the pairs' partial wave loses (B=40-50 at 2K-4K, 8-15%); below 0.8 pairs
   // per SM the idle SMs do (B=20/2K 38.6 -> 45.6).
-  // Block sizes below 8 (no TMA map: the pairs' cp.async D = 256 kernel read B=64/2K/MHA in
-  // 734 us) stay unpaired.
+  // At 88, block sizes below 8 (no TMA map: the pairs' cp.async D = 256 kernel read
+  // B=64/2K/MHA in 734 us) stay unpaired; 72-80 pair there too, on the D = 160 cp.async kernel
+  // (stop 74, unpaired -> paired, us: block 4 MHA B=64/2K 444.9 -> 345.9, GQA B=20/2K 57.0 ->
+  // 47.2; block 1 GQA B=40/4K 171.5 -> 141.6).
   // Head dims 72-80 pair on the D = 160 kernel (decode_pair_kernel_head_dim; NOTES.md "Stop
-  // 74") from 0.45 pairs per SM: there and in every band the D = 256 kernel lost, pairs at
+  // 74") from 0.35 pairs per SM: there and in every band the D = 256 kernel lost, pairs at
   // decode_attention_num_splits' count (1 split from 0.8 pairs per SM, 2 below) beat the
   // unpaired rules (H200, graph replays, cold L2, GQA 32/8 unless marked, us: B=16/2K 31.8 ->
   // 27.7, B=20/4K 71.4 -> 61.6, B=28/4K 107.5 -> 80.0, B=34/2K 70.2 -> 53.1, B=40/8K 321.7 ->
   // 216.3, B=48/8K 322.1 -> 269.6, B=50/2K 86.3 -> 70.8; MHA B=5/2K 38.3 -> 33.5, B=9/2K 70.7
-  // -> 53.7, B=12/2K 85.4 -> 67.8). Below 0.45 unmeasured: unpaired.
+  // -> 53.7, B=12/2K 85.4 -> 67.8; 0.36-0.42 pairs per SM: GQA B=14/8K 116.5 -> 82.4, MHA
+  // B=3/2K 31.5 -> 24.6). Below 0.35 unmeasured: unpaired.
   if (a.head_dim != 96) {
-    if (!device_is_hopper_hbm3e() || a.block_size < 8) return false;
+    if (!device_is_hopper_hbm3e()) return false;
     const int64_t paired = per_split / 2;
-    if (a.head_dim <= 80) return 20 * paired >= 9 * sms;
+    if (a.head_dim <= 80) return 20 * paired >= 7 * sms;
+    if (a.block_size < 8) return false;
     const bool one_wave =
         100 * paired >= 95 * sms && 100 * paired <= 112 * sms && a.num_splits == (paired > sms ? 2 : 1);
     return one_wave || 5 * paired >= 8 * sms;
