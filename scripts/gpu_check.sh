@@ -78,6 +78,8 @@ fi
 if [ "${SLOW:-0}" = "1" ]; then
   python3 -m pytest -q -m "slow" tests -p no:cacheprovider 2>&1 | tee "$OUT/test_slow.log" >/dev/null
   summary+=("slow tests: $(tail -1 "$OUT/test_slow.log")")
+  # a skipped slow test is not a pass: name why (say, an op its area build left out)
+  while IFS= read -r line; do summary+=("  $line"); done < <(grep -E "^SKIPPED" "$OUT/test_slow.log" | head -5)
 fi
 
 echo "---- failures ----"
