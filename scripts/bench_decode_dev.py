@@ -1992,7 +1992,7 @@ PAIR_D160_BAND_ROWS = ([(B, N, 8, 80, False, (0, 1, 2), 16) for N in (2048, 4096
                        + [(B, 2048, 8, 80, False, (0, 1, 2), 16) for B in (16, 34)]
                        + [(9, 2048, 32, 80, False, (0, 1, 2), 16)])
 PAIR_D160_BAND_VARIANTS = {"auto": {}, "single": {"CLO_DECODE_PACK": "0"}, "pairs": {"CLO_DECODE_PACK": "2"}}
-# --pair-d160-edge: around the rule's lower edge (0.45 pairs per SM), 2 and 4 splits
+# --pair-d160-edge: around the rule's lower edge (0.45 pairs per SM at 5d90d2e, 0.35 since), 2 and 4 splits
 PAIR_D160_EDGE_ROWS = ([(B, N, 8, 80, False, (0, 2, 4), 16) for B, N in ((12, 2048), (15, 2048), (16, 4096),
                                                                         (14, 8192))]
                        + [(3, 2048, 32, 80, False, (0, 2, 4), 16)])

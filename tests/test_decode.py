@@ -2735,9 +2735,9 @@ def test_decode_dev_variants_match_reference():
     The forced TMA kernel also at every pipeline depth CLO_DECODE_TMA_STAGES can pick, with
     a block size it does not take (falls back) and on a narrowed contiguous view with NaN
     past its end. Head pairs (paged D=64 on the D=128 kernels, 16-bit D=72-80 on the D=160
-    ones, 88-96 on the D=256 ones; CLO_DECODE_PACK) forced on ragged batches with splits, MHA and GQA up to 8 query
-    heads per KV head, 16-bit and FP8; never for odd KV heads or larger groups; automatic on
-    a large grid, and at D=72-88 on Hopper HBM3e parts.
+    ones, 88-96 on the D=256 ones; CLO_DECODE_PACK) forced on ragged batches with splits, MHA
+    and GQA up to 8 query heads per KV head, 16-bit and FP8; never for odd KV heads or larger
+    groups; automatic on a large grid, and at D=72-88 on Hopper HBM3e parts.
     A subprocess: the knobs are read in dev mode only when set before the process's first
     decode call."""
     require_op("paged_attention")

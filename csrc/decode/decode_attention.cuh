@@ -114,8 +114,8 @@ struct DecodeKernelParams {
   int64_t total_rows;  // B * Hq * Nq
   // Head pairs (decode_packs_head_pairs, D = 128, 160 and 256 only): 0, or the real query
   // heads per KV head when this row_cols-wide "head" is two adjacent row_cols/2-wide KV heads
-  // (64 on the D = 128 kernel, 72-80 on the D = 160 one, 88-96 on the D = 256 one). Query row r then belongs to real KV
-  // head (r / Nq) / pack_group of the pair: its q fills that half of the columns (the other
+  // (64 on the D = 128 kernel, 72-80 on the D = 160 one, 88-96 on the D = 256 one). Query
+  // row r then belongs to real KV head (r / Nq) / pack_group of the pair: its q fills that half of the columns (the other
   // half zero, so its scores see only its own head's keys) and only that half of its
   // output row is real. Partials are stored row_cols/2 wide.
   int pack_group;

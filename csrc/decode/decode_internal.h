@@ -214,8 +214,8 @@ inline int decode_tma_stages_for(int head_dim, bool paged, int64_t blocks, int64
   if (fp8) return small_grid ? 4 : 3;
   if (pairs && head_dim == 256) return 3;
   // D = 160 (head pairs of 72-80; NOTES.md "Stop 74"): 2 stages (86 KB: two blocks per SM)
-  // beyond one block per SM (D = 80 MHA B=64/2K 346.0 us at 3, 345.2 at 4, 319.0 at 2; GQA
-  // 32/8 B=56/2K 88.2 / 87.3 / 78.1), 3 up to one (GQA B=32/4K 84.1 at 3, 86.5 at 4, 90.4 at 2)
+  // beyond one block per SM (D = 80 MHA B=64/2K 342.4 us at 3, 343.1 at 4, 318.5 at 2; GQA
+  // 32/8 B=56/2K 87.4 / 87.3 / 77.4), 3 up to one (GQA B=32/4K 84.5 at 3, 86.8 at 4, 89.0 at 2)
   if (pairs && head_dim == 160) return small_grid ? 3 : 2;
   // HBM3e parts, 16-bit 128-column rows (NOTES.md "Pipeline depth and kernel on the H200"):
   // one more stage in flight on small grids, paged (4: B=16/1K/GQA 19.4 -> 19.1 us, B=1/16K
@@ -736,8 +736,8 @@ inline int decode_d64_tail_splits(bool paged, bool pairs, int64_t base, int64_t 
 
 // Head pairs (NOTES.md v9, v20, v23, v24): a paged cache with D = 64 and an even number of
 // KV heads can run the D = 128 kernels over pairs of adjacent KV heads (16-bit D = 72-80:
-// the D = 160 kernels, 88-96 the D = 256 ones, over 144-192-column rows; rules below). A token's two head
-// rows are one row twice as wide in the paged layout ([blocks, block_size, Hkv, D]), so
+// the D = 160 kernels, 88-96 the D = 256 ones, over 144-192-column rows; rules below). A
+// token's two head rows are one row twice as wide in the paged layout ([blocks, block_size, Hkv, D]), so
 // each block reads 256-byte rows (16-bit) or 128-byte rows (FP8) instead of half-width
 // rows at the token stride. Used on sm_90 wherever one split of the grid has more blocks
 // than SMs (16-bit: 1.25 times the SMs, v25), for both cache types, MHA or GQA:
@@ -816,11 +816,9 @@ inline bool decode_packs_head_pairs(const DecodeAttentionArgs& a) {
 // the head dim): 128 for head dim 64, 160 for 16-bit 72-80, 256 for 88-96. The D = 160 kernel
 // reads the same bytes as the D = 256 one did for 72-80 over a 160-column tile: 40 KB a stage,
 // not 64, 37% less math, and at 2 stages two blocks per SM (decode_tma_stages_for). H200,
-// graph replays, cold L2, paged block 16, D = 256 (3 stages) -> D = 160 (2): D = 80 MHA B=64/2K
-// 368.5 -> 319.0 us (cuDNN 315.1), GQA 32/8 B=64/2K 95.3 -> 86.9, B=56/4K 175.7 -> 153.6, MHA
-// B=16/2K 91.9 -> 85.3, D = 72 MHA B=64/2K 361.4 -> 315.8; 2 splits at 1.03-1.09 pairs per SM,
-// against the D = 256 kernel's balanced schedule: MHA B=9/2K 69.4 -> 67.8, GQA B=34/2K 69.3 ->
-// 69.6 (NOTES.md "Stop 74").
+// graph replays, cold L2, paged block 16, D = 256 (3 stages) -> D = 160 (2), us: D = 80 MHA
+// B=64/2K 366.3 -> 318.5 (cuDNN 315.6), GQA 32/8 B=64/2K 95.5 -> 86.6, B=56/4K 176.6 -> 152.9,
+// MHA B=16/2K 92.4 -> 85.1, D = 72 MHA B=64/2K 361.4 -> 319.3 (NOTES.md "Stop 74").
 inline int decode_pair_kernel_head_dim(int pair_cols) {
   if (pair_cols <= 128) return 128;
   const int knob = decode_dev_pair_kernel();
