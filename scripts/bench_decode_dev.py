@@ -2006,6 +2006,57 @@ PAIR_D160_PDL_ROWS = [(B, N, 8, 80, False, (0,), 16) for B, N in ((34, 2048), (4
 PAIR_D160_PDL_VARIANTS = {"auto": {}, "pdl0": {"CLO_DECODE_PDL": "0"}, "pdl1": {"CLO_DECODE_PDL": "1"},
                           "auto.2": {}}
 
+# --pair-d160-small-grids: below the pairing rule's 0.35 pairs per SM (B=1/16K GQA D=80: 0.93x
+# cuDNN unpaired), pairs at the split counts that refill the SMs against unpaired at theirs:
+# (B, N, Hkv, D, unpaired split counts, paired split counts); 0 = the automatic count
+PAIR_D160_SMALL_GRID_ROWS = [(1, 16384, 8, 80, (0, 12, 16, 24), (16, 24, 32, 33, 48)),
+                             (1, 32768, 8, 80, (0, 16, 24), (24, 32, 33, 48, 64)),
+                             (2, 16384, 8, 80, (0, 8, 12), (12, 16, 24, 33)),
+                             (4, 8192, 8, 80, (0, 4, 6), (6, 8, 12, 16)),
+                             (8, 4096, 8, 80, (0, 2, 3), (3, 4, 6, 8)),
+                             (1, 16384, 32, 80, (0, 4, 6), (6, 8, 12)),
+                             (1, 16384, 8, 72, (0, 16), (24, 32, 33))]
+PAIR_D160_SMALL_GRID_VARIANTS = {"auto": {}, "single": {"CLO_DECODE_PACK": "0"}, "pairs": {"CLO_DECODE_PACK": "2"},
+                                 "pairs/tma2": {"CLO_DECODE_PACK": "2", "CLO_DECODE_TMA_STAGES": "2"}}
+
+# --pair-d160-small-auto: the rule stop 75 drew from those rows (pairs where one wave of pair
+# splits reaches 90% of the SMs): the automatic call against unpaired (CLO_DECODE_PACK=0, its
+# count), short and long keys, MHA, D = 72, block 4; B=7/4K GQA (0.21 pairs per SM: 112 blocks
+# at 4 splits, unpaired by rule) with pairs forced at 4 and 5 splits:
+# (B, N, Hkv, D, contiguous, splits, block_size)
+PAIR_D160_SMALL_AUTO_ROWS = ([(1, N, 8, 80, False, (0,), 16) for N in (2048, 4096, 8192, 16384, 32768)]
+                             + [(B, N, 8, 80, False, (0,), 16) for B, N in ((2, 4096), (2, 16384), (3, 16384),
+                                                                              (4, 2048), (4, 8192), (5, 4096),
+                                                                              (6, 8192), (8, 2048), (8, 8192),
+                                                                              (10, 8192), (11, 4096))]
+                             + [(1, N, 32, 80, False, (0,), 16) for N in (4096, 16384)]
+                             + [(2, 8192, 32, 80, False, (0,), 16), (1, 16384, 8, 72, False, (0,), 16),
+                                (1, 16384, 8, 80, False, (0,), 4), (4, 8192, 8, 80, False, (0,), 4)])
+PAIR_D160_SMALL_AUTO_VARIANTS = {"auto": {}, "single": {"CLO_DECODE_PACK": "0"}}
+
+
+def pair_d160_small_grid_sweep(iters, copy_bw):
+    """PAIR_D160_SMALL_GRID_ROWS: paged block 16, cuDNN first, the automatic call, unpaired
+    and paired at their own split counts (graph replays, cold L2)."""
+    for B, N, Hkv, D, single_splits, pair_splits in PAIR_D160_SMALL_GRID_ROWS:
+        def only(ns, label, single_splits=single_splits, pair_splits=pair_splits):
+            if label == "auto":
+                return ns == 0
+            return ns in (single_splits if label == "single" else pair_splits)
+        _split_sweep_row(cd.paged_case(B, N, Hkv, torch.float16, D=D), sorted({0, *single_splits, *pair_splits}),
+                         PAIR_D160_SMALL_GRID_VARIANTS, iters, copy_bw, f"paged D={D} B={B} N={N} Hkv={Hkv}",
+                         peer="sdpa-cudnn", only=only)
+
+
+def pair_d160_small_auto_sweep(iters, copy_bw):
+    """PAIR_D160_SMALL_AUTO_ROWS (graph replays, cold L2, cuDNN first), then B=7/4K GQA with
+    pairs forced at 4 and 5 splits."""
+    _layout_rows(PAIR_D160_SMALL_AUTO_ROWS, PAIR_D160_SMALL_AUTO_VARIANTS, iters, copy_bw)
+    _split_sweep_row(cd.paged_case(7, 4096, 8, torch.float16, D=80), (0, 4, 5),
+                     PAIR_D160_SMALL_GRID_VARIANTS, iters, copy_bw, "paged D=80 B=7 N=4096 Hkv=8",
+                     peer="sdpa-cudnn", only=lambda ns, label: (ns == 0) == (label in ("auto", "single")))
+
+
 # Stand-alone sweeps (flag -> function(iters, copy_bw), help): each runs alone, then stops.
 SWEEPS = {
     "graph-knobs": (graph_knob_sweep, "split counts and TMA depths on the small-grid targets"),
@@ -2071,6 +2122,10 @@ SWEEPS = {
                                                         _layout_rows(PAIR_D160_PDL_ROWS, PAIR_D160_PDL_VARIANTS,
                                                                      iters, copy_bw)),
                                "paged D=80 at block sizes 1-4: pairs (cp.async D=160) vs unpaired; PDL at 2 stages"),
+    "pair-d160-small-grids": (pair_d160_small_grid_sweep,
+                              "paged D=72-80 below 0.35 pairs per SM: pairs vs unpaired at their split counts"),
+    "pair-d160-small-auto": (pair_d160_small_auto_sweep,
+                             "paged D=72-80 below 0.35 pairs per SM: the automatic call vs unpaired"),
     "wide-pairs-bands": (wide_pair_band_sweep, "paged 16-bit D=72-88 pairs vs unpaired at 1-3.5 units per SM, splits"),
     "depth-bands": (depth_band_sweep, "16-bit D=128 small to large grids: auto vs cp.async / TMA 2-4 stages"),
     "large-grids": (large_grid_sweep, "bandwidth-bound grids (cuDNN ahead on the H200): kernels x TMA depths"),

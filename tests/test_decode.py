@@ -3043,6 +3043,74 @@ def test_split_heuristic_small_grids():
                 assert llm.decode_num_splits(b, hkv, group, n, d, dt) == want, (b, hkv, group, n, d, dt)
 
 
+
+def _d80_pair_wave(b, hkv, n, sms):
+    """The split count of head pairs of 16-bit head dims 72-80 below 0.35 pairs per SM on
+    HBM3e parts (decode_attention_num_splits): SMs // pairs splits under the small grids'
+    caps, cut back to the splits that hold keys (split_merge.cuh's whole-tile splits);
+    None where that grid is not 90-100% of the SMs (decode_packs_head_pairs: unpaired)."""
+    paired = b * hkv // 2
+    tiles = -(-n // 64)
+    want = max(1, min(sms // paired, -(-n // 128), 128, tiles))
+    wave = -(-tiles // -(-tiles // want))
+    return wave if 10 * paired * wave >= 9 * sms and paired * wave <= sms else None
+
+
+def test_d80_small_grid_pairs(monkeypatch):
+    """16-bit head dims 72-80 below 0.35 pairs per SM on Hopper HBM3e parts: head pairs over
+    one wave of splits where the length allows 90% of it, unpaired elsewhere (stop 75). The
+    count, the kernel (D = 160: TMA from block 8, cp.async below), the output against the
+    reference on ragged batches, bf16, block 4, and graph replays on the upto workspace."""
+    require_op("paged_attention")
+    sms = torch.cuda.get_device_properties(0).multi_processor_count
+    hbm3e = device_is_hopper_hbm3e()
+    for b, hkv, group, n in ((1, 8, 4, 16384), (1, 8, 4, 32768), (2, 8, 4, 16384), (4, 8, 4, 8192),
+                             (8, 8, 4, 4096), (1, 32, 1, 16384), (3, 8, 4, 16384), (1, 8, 4, 1024),
+                             (1, 8, 4, 3000), (7, 8, 4, 4096), (1, 2, 8, 100)):
+        for d in (72, 80):
+            for dt in (torch.float16, torch.bfloat16):
+                monkeypatch.setenv("CLO_DECODE_PACK", "0")
+                unpaired = llm.decode_num_splits(b, hkv, group, n, d, dt)
+                monkeypatch.delenv("CLO_DECODE_PACK")
+                wave = _d80_pair_wave(b, hkv, n, sms) if hbm3e else None
+                got = llm.decode_num_splits(b, hkv, group, n, d, dt)
+                assert got == (unpaired if wave is None else wave), (b, hkv, group, n, d, dt, got, unpaired, wave)
+    if hbm3e and sms == 132:  # the measured row: 33 splits would leave the last of 16384 keys empty
+        assert llm.decode_num_splits(1, 8, 4, 16384, 80, torch.float16) == 32
+    for lens, hkv, group, d, bs, dt in (([16384], 8, 4, 80, 16, torch.float16),
+                                        ([9000, 16384, 1], 8, 4, 80, 16, torch.bfloat16),
+                                        ([5000, 16384], 32, 1, 72, 16, torch.float16),
+                                        ([16384, 333], 8, 4, 80, 4, torch.float16),
+                                        ([1000], 8, 4, 80, 16, torch.float16)):
+        q, kc, vc, table, sl = paged_problem(lens, hkv, group, d, bs, dt, 75)
+        paired = hbm3e and _d80_pair_wave(len(lens), hkv, table.shape[1] * bs, sms) is not None
+        out = poison_(torch.empty_like(q))
+        fn = lambda: llm.paged_attention(q, kc, vc, table, sl, out=out, check_indices=False)
+        fn()
+        assert_close(out, paged_attention_reference(q, kc, vc, table, sl), dtype=dt,
+                     what=f"D={d} lens={lens} Hkv={hkv} block {bs}")
+        names = kernel_names(fn)
+        assert bool(re.search(r"kernel<[^<>,]+, (\(int\))?160, ", names)) == paired, \
+            f"D={d} lens={lens} Hkv={hkv} block {bs}, paired={paired}: {names[:300]}"
+        if paired and bs >= 8:
+            assert "tma_kernel" in names, f"D={d} lens={lens} block {bs}: {names[:300]}"
+    # graph replays with new lengths on the workspace sized for every batch up to 4 and every
+    # length up to the table's (pairs at 16-33 splits, unpaired below)
+    q, kc, vc, table, sl = paged_problem([16384, 16384, 1, 4000], 8, 4, 80, 16, torch.float16, 76)
+    ws = llm.paged_attention_workspace(q, kc, table)
+    out = torch.empty_like(q)
+    graph, _ = capture_graph(lambda: llm.paged_attention(q, kc, vc, table, sl, out=out, workspace=ws,
+                                                         check_indices=False))
+    for trial, lens in enumerate(([16384, 16384, 1, 4000], [1, 9000, 16383, 2], [700, 5, 12000, 16384])):
+        sl.copy_(torch.tensor(lens, dtype=torch.int32, device="cuda"))
+        q.copy_(torch.randn_like(q))
+        poison_(out)
+        graph.replay()
+        assert_close(out, paged_attention_reference(q, kc, vc, table, sl), dtype=torch.float16,
+                     what=f"graph replay {trial}, lens={lens}")
+    torch.cuda.synchronize()
+    assert llm.decode.decode_workspace_counters_idle(ws)
+
 def test_fp8_split_heuristic():
     """FP8 caches at head_dim > 64 split as 16-bit ones (one block per SM), except that
     large grids of long sequences never take 2 splits and the 16-bit-only HBM3e rules; at head_dim <= 64 grids up to one

@@ -240,9 +240,17 @@ int decode_attention_num_splits(int batch, int num_kv_heads, int rows_per_kv_hea
   // pairs per SM (B=34/2K, 1.03 pairs per SM: 52.4 / 67.7; B=40/4K, 1.21: 110.8 / 132.1;
   // B=28/2K, 0.85: 42.5 / 45.4), 2 below (B=24/8K, 0.73: 155.3 / 136.2; B=20/2K, 0.61: 42.5 /
   // 35.8; B=16/2K, 0.48: 42.5 / 27.7; B=14/8K, 0.42: 2 / 4 splits 82.5 / 81.0).
-  if (head_dim > 64 && head_dim <= 80 && packs_head_pairs(1)) {  // 16-bit only: decode_packs_head_pairs
+  if (head_dim > 64 && head_dim <= 80) {  // 16-bit only: decode_packs_head_pairs
     const int64_t paired = base / 2;
-    return 10 * paired >= 8 * sms ? 1 : capped(2);
+    if (packs_head_pairs(1)) return 10 * paired >= 8 * sms ? 1 : capped(2);
+    // Below 0.35 pairs per SM: one wave of pair splits, as many as hold keys (33 splits of
+    // 16384 keys leave the last one empty: B=1/16K/GQA 20.4 us against 19.6 at 32), where
+    // the length allows 90% of a wave (decode_packs_head_pairs); else unpaired, below.
+    if (paired > 0 && max_kv_len > 0) {
+      const int want = capped(sms / paired);
+      const int wave = div_ceil(max_kv_len, split_keys<kTileTokens>(want, max_kv_len));
+      if (packs_head_pairs(wave)) return wave;
+    }
   }
   // 16-bit head_dim 64 on sm_90 at 2-3 blocks per SM (decode_d64_tail_splits, NOTES.md v31).
   if (dtype != DType::kFloat8E4M3 && device_cc_major() >= 9 && head_dim == 64 && seq_len_q >= 1 &&

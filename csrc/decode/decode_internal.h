@@ -792,11 +792,19 @@ inline bool decode_packs_head_pairs(const DecodeAttentionArgs& a) {
   // 27.7, B=20/4K 71.4 -> 61.6, B=28/4K 107.5 -> 80.0, B=34/2K 70.2 -> 53.1, B=40/8K 321.7 ->
   // 216.3, B=48/8K 322.1 -> 269.6, B=50/2K 86.3 -> 70.8; MHA B=5/2K 38.3 -> 33.5, B=9/2K 70.7
   // -> 53.7, B=12/2K 85.4 -> 67.8; 0.36-0.42 pairs per SM: GQA B=14/8K 116.5 -> 82.4, MHA
-  // B=3/2K 31.5 -> 24.6). Below 0.35 unmeasured: unpaired.
+  // B=3/2K 31.5 -> 24.6). Below 0.35 pairs per SM they pair where the call's splits make
+  // the pairs' grid 90-100% of one wave, as decode_attention_num_splits' count does from
+  // 30 splits a pair's sequence (stop 75, unpaired automatic -> pairs, us, cuDNN in
+  // brackets: GQA B=1/16K 19.9 -> 19.6 (18.1), B=1/32K 34.1 -> 29.2 (28.1), B=2/16K 33.5 ->
+  // 27.8 (27.5), B=4/8K 33.4 -> 27.4 (27.1), B=8/4K 33.3 -> 27.3 (27.1); MHA B=1/16K 61.9 ->
+  // 44.9 (45.4)); a paired grid of half a wave lost (B=1/16K at 16 splits: 26.5).
   if (a.head_dim != 96) {
     if (!device_is_hopper_hbm3e()) return false;
     const int64_t paired = per_split / 2;
-    if (a.head_dim <= 80) return 20 * paired >= 7 * sms;
+    if (a.head_dim <= 80) {
+      const int64_t grid = paired * a.num_splits;
+      return 20 * paired >= 7 * sms || (10 * grid >= 9 * sms && grid <= sms);
+    }
     if (a.block_size < 8) return false;
     const bool one_wave =
         100 * paired >= 95 * sms && 100 * paired <= 112 * sms && a.num_splits == (paired > sms ? 2 : 1);

@@ -10,13 +10,16 @@ namespace cuda_llm_ops::decode {
 
 // Splits that hold keys of a sequence of n keys cut into kTile-key tiles: num_splits, never
 // more than its tiles, at least 1 (later splits hold none). A merger must count the same.
+// (Host too: the split-count rules read it.)
 template <int kTile>
-CLO_DEVICE int split_count(int num_splits, int n) {
-  return max(1, min(num_splits, div_ceil(n, kTile)));
+CLO_HOST_DEVICE int split_count(int num_splits, int n) {
+  const int tiles = div_ceil(n, kTile);
+  const int c = num_splits < tiles ? num_splits : tiles;
+  return c > 1 ? c : 1;
 }
 // Keys per split (whole tiles): split z takes [z * split_keys, (z + 1) * split_keys) of n.
 template <int kTile>
-CLO_DEVICE int split_keys(int num_splits, int n) {
+CLO_HOST_DEVICE int split_keys(int num_splits, int n) {
   // ceil(n / (kTile * splits)) tiles, in 64 bits (n + kTile * splits - 1 may pass 2^31)
   const int64_t per_split = int64_t(kTile) * split_count<kTile>(num_splits, n);
   return static_cast<int>((n + per_split - 1) / per_split * kTile);
