@@ -3046,19 +3046,22 @@ def test_split_heuristic_small_grids():
 
 def _d80_pair_wave(b, hkv, n, sms):
     """The split count of head pairs of 16-bit head dims 72-80 below 0.35 pairs per SM on
-    HBM3e parts (decode_attention_num_splits): SMs // pairs splits under the small grids'
-    caps, cut back to the splits that hold keys (split_merge.cuh's whole-tile splits);
-    None where that grid is not 90-100% of the SMs (decode_packs_head_pairs: unpaired)."""
+    HBM3e parts (decode_attention_num_splits): SMs // pairs splits of 512 keys or more
+    under the small grids' caps, cut back to the splits that hold keys (split_merge.cuh's
+    whole-tile splits); None where that grid is not 80-100% of the SMs or its splits hold
+    fewer than 512 keys (decode_packs_head_pairs: unpaired)."""
     paired = b * hkv // 2
     tiles = -(-n // 64)
-    want = max(1, min(sms // paired, -(-n // 128), 128, tiles))
-    wave = -(-tiles // -(-tiles // want))
-    return wave if 10 * paired * wave >= 9 * sms and paired * wave <= sms else None
+    want = max(1, min(sms // paired, -(-n // 512), -(-n // 128), 128, tiles))
+    per = -(-tiles // want)  # tiles a split
+    wave = -(-tiles // per)
+    return wave if 5 * paired * wave >= 4 * sms and paired * wave <= sms and 64 * per >= 512 else None
 
 
 def test_d80_small_grid_pairs(monkeypatch):
     """16-bit head dims 72-80 below 0.35 pairs per SM on Hopper HBM3e parts: head pairs over
-    one wave of splits where the length allows 90% of it, unpaired elsewhere (stop 75). The
+    one wave of splits of 512 keys or more where that is 80% of a wave or more, unpaired
+    elsewhere (stop 75). The
     count, the kernel (D = 160: TMA from block 8, cp.async below), the output against the
     reference on ragged batches, bf16, block 4, and graph replays on the upto workspace."""
     require_op("paged_attention")
@@ -3075,14 +3078,16 @@ def test_d80_small_grid_pairs(monkeypatch):
                 wave = _d80_pair_wave(b, hkv, n, sms) if hbm3e else None
                 got = llm.decode_num_splits(b, hkv, group, n, d, dt)
                 assert got == (unpaired if wave is None else wave), (b, hkv, group, n, d, dt, got, unpaired, wave)
-    if hbm3e and sms == 132:  # the measured row: 33 splits would leave the last of 16384 keys empty
-        assert llm.decode_num_splits(1, 8, 4, 16384, 80, torch.float16) == 32
+    if hbm3e and sms == 132:  # measured rows: 33 splits would leave the last of 16384 keys empty;
+        # B=7/4K's 4 splits fill 85% of a wave; 256-key splits (B=1/8K, B=2/4K) stay unpaired
+        for b, n, want in ((1, 16384, 32), (7, 4096, 4), (1, 8192, 16), (2, 4096, 8), (8, 2048, 4)):
+            assert llm.decode_num_splits(b, 8, 4, n, 80, torch.float16) == want, (b, n, want)
     for lens, hkv, group, d, bs, dt in (([16384], 8, 4, 80, 16, torch.float16),
                                         ([9000, 16384, 1], 8, 4, 80, 16, torch.bfloat16),
                                         ([5000, 16384], 32, 1, 72, 16, torch.float16),
                                         ([16384, 333], 8, 4, 80, 4, torch.float16),
                                         ([1000], 8, 4, 80, 16, torch.float16)):
-        q, kc, vc, table, sl = paged_problem(lens, hkv, group, d, bs, dt, 75)
+        q, kc, vc, table, sl = make_paged_problem(lens, hkv, group, d, bs, dt, 75)
         paired = hbm3e and _d80_pair_wave(len(lens), hkv, table.shape[1] * bs, sms) is not None
         out = poison_(torch.empty_like(q))
         fn = lambda: llm.paged_attention(q, kc, vc, table, sl, out=out, check_indices=False)
@@ -3096,7 +3101,7 @@ def test_d80_small_grid_pairs(monkeypatch):
             assert "tma_kernel" in names, f"D={d} lens={lens} block {bs}: {names[:300]}"
     # graph replays with new lengths on the workspace sized for every batch up to 4 and every
     # length up to the table's (pairs at 16-33 splits, unpaired below)
-    q, kc, vc, table, sl = paged_problem([16384, 16384, 1, 4000], 8, 4, 80, 16, torch.float16, 76)
+    q, kc, vc, table, sl = make_paged_problem([16384, 16384, 1, 4000], 8, 4, 80, 16, torch.float16, 76)
     ws = llm.paged_attention_workspace(q, kc, table)
     out = torch.empty_like(q)
     graph, _ = capture_graph(lambda: llm.paged_attention(q, kc, vc, table, sl, out=out, workspace=ws,

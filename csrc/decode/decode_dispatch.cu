@@ -233,6 +233,7 @@ int decode_attention_num_splits(int batch, int num_kv_heads, int rows_per_kv_hea
     shape.seq_len_q = seq_len_q;
     shape.num_splits = splits;
     shape.block_size = kTileTokens;  // the count is asked without the block size: one TMA can read
+    shape.max_blocks_per_seq = static_cast<int>(div_ceil<int64_t>(max_kv_len, kTileTokens));  // keys read, whole tiles
     return decode_packs_head_pairs(shape);
   };
   // 16-bit head dims 72-80 in head pairs (the D = 160 kernel on HBM3e parts,
@@ -243,11 +244,11 @@ int decode_attention_num_splits(int batch, int num_kv_heads, int rows_per_kv_hea
   if (head_dim > 64 && head_dim <= 80) {  // 16-bit only: decode_packs_head_pairs
     const int64_t paired = base / 2;
     if (packs_head_pairs(1)) return 10 * paired >= 8 * sms ? 1 : capped(2);
-    // Below 0.35 pairs per SM: one wave of pair splits, as many as hold keys (33 splits of
-    // 16384 keys leave the last one empty: B=1/16K/GQA 20.4 us against 19.6 at 32), where
-    // the length allows 90% of a wave (decode_packs_head_pairs); else unpaired, below.
+    // Below 0.35 pairs per SM: one wave of pair splits of 512 keys or more, as many as hold
+    // keys (33 splits of 16384 keys leave the last one empty: B=1/16K/GQA 20.4 us against
+    // 19.6 at 32), where that is 80% of a wave (decode_packs_head_pairs); else unpaired, below.
     if (paired > 0 && max_kv_len > 0) {
-      const int want = capped(sms / paired);
+      const int want = capped(std::min(sms / paired, div_ceil<int64_t>(max_kv_len, kPairSplitMinKeys)));
       const int wave = div_ceil(max_kv_len, split_keys<kTileTokens>(want, max_kv_len));
       if (packs_head_pairs(wave)) return wave;
     }

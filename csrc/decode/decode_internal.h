@@ -7,6 +7,7 @@
 #include <algorithm>
 
 #include "decode/decode.h"
+#include "decode/split_merge.cuh"  // split_keys: the head-pair rule reads a split's keys
 
 namespace cuda_llm_ops::decode {
 
@@ -754,6 +755,10 @@ inline int decode_d64_tail_splits(bool paged, bool pairs, int64_t base, int64_t 
 // B=1/16K at 32 14.2 -> 14.9; B=16/8K gains 56.8 -> 54.6; unsplit B=16/2K 23.1 -> 26.4).
 // The split count stays the one sized for the real grid: decode_d64_tail_splits gives the
 // paired and unpaired grids their own counts.
+// Keys a split of head pairs of head dims 72-80 reads at least below 0.35 pairs per SM
+// (decode_packs_head_pairs).
+constexpr int kPairSplitMinKeys = 512;
+
 inline bool decode_packs_head_pairs(const DecodeAttentionArgs& a) {
   const int knob = decode_dev_pack();  // dev: 0 never, 2 wherever legal, else the rule
   // A pair's query rows (both heads' groups) must fit one row tile: a second tile would
@@ -793,17 +798,24 @@ inline bool decode_packs_head_pairs(const DecodeAttentionArgs& a) {
   // 216.3, B=48/8K 322.1 -> 269.6, B=50/2K 86.3 -> 70.8; MHA B=5/2K 38.3 -> 33.5, B=9/2K 70.7
   // -> 53.7, B=12/2K 85.4 -> 67.8; 0.36-0.42 pairs per SM: GQA B=14/8K 116.5 -> 82.4, MHA
   // B=3/2K 31.5 -> 24.6). Below 0.35 pairs per SM they pair where the call's splits make
-  // the pairs' grid 90-100% of one wave, as decode_attention_num_splits' count does from
-  // 30 splits a pair's sequence (stop 75, unpaired automatic -> pairs, us, cuDNN in
-  // brackets: GQA B=1/16K 19.9 -> 19.6 (18.1), B=1/32K 34.1 -> 29.2 (28.1), B=2/16K 33.5 ->
-  // 27.8 (27.5), B=4/8K 33.4 -> 27.4 (27.1), B=8/4K 33.3 -> 27.3 (27.1); MHA B=1/16K 61.9 ->
-  // 44.9 (45.4)); a paired grid of half a wave lost (B=1/16K at 16 splits: 26.5).
+  // the pairs' grid 80-100% of one wave of splits of 512 keys or more (of the keys read),
+  // as decode_attention_num_splits' count proposes (stop 75, unpaired automatic -> pairs,
+  // us, cuDNN in brackets: GQA B=1/32K 34.3 -> 29.5 (28.3), B=2/16K 33.6 -> 28.3 (27.6),
+  // B=4/8K 33.5 -> 27.8 (27.2), B=6/8K 61.8 -> 38.4 (38.4), B=10/8K 117.0 -> 58.4 (86.5),
+  // B=11/4K 60.3 -> 36.0 (45.6), B=8/2K 19.2 -> 17.9 (17.3), B=1/16K 20.1 -> 19.7 (18.3),
+  // B=7/4K at 4 splits, 85% of a wave, 33.3 -> 26.1 (25.4);
+  // MHA B=1/16K 61.9 -> 45.5 (46.2), B=1/4K 19.3 -> 16.3 (17.2); block 4 B=4/8K 51.3 ->
+  // 42.1, but B=1/16K 28.6 -> 31.5). Splits of 256 keys lost (B=1/4K 9.0 -> 11.7, B=1/8K 12.7
+  // -> 14.4, B=2/4K 12.1 -> 13.1, B=4/2K 12.0 -> 12.7), as did half a wave (B=1/16K at 16
+  // splits: 26.5).
   if (a.head_dim != 96) {
     if (!device_is_hopper_hbm3e()) return false;
     const int64_t paired = per_split / 2;
     if (a.head_dim <= 80) {
+      if (20 * paired >= 7 * sms) return true;
       const int64_t grid = paired * a.num_splits;
-      return 20 * paired >= 7 * sms || (10 * grid >= 9 * sms && grid <= sms);
+      return 5 * grid >= 4 * sms && grid <= sms &&
+             split_keys<kTileTokens>(a.num_splits, decode_read_kv_len(a)) >= kPairSplitMinKeys;
     }
     if (a.block_size < 8) return false;
     const bool one_wave =
