@@ -89,7 +89,9 @@ parts (the H200; memory clock above 3 GHz) 16-bit head dims 72-88 pair the same 
 unpaired 160-byte rows of head_dim 80 read 61-75% of the copy rate there): 72-80 on a
 head_dim-160 kernel (two blocks per SM beyond one per SM; block sizes below 8 on its
 cp.async form) from 0.35 pairs per SM, with 1 split from 0.8 pairs per SM and 2 below (B=64/2K/MHA 449 -> 319 us,
-0.99-1.04x cuDNN; GQA 32/8 B=40/8K 322 -> 216, 1.22x; csrc/decode/NOTES.md "Stop 74"); 88 on the
+0.99-1.04x cuDNN; GQA 32/8 B=40/8K 322 -> 216, 1.22x; csrc/decode/NOTES.md "Stop 74"), and
+below 0.35 where one wave of splits of 512 keys or more fills 80-100% of the SMs (GQA 32/8
+B=2/16K 33.6 -> 28.3 us, B=10/8K 117.0 -> 58.4; MHA B=1/16K 61.9 -> 45.5; "Stop 75"); 88 on the
 head_dim-256 kernels (block sizes of 8 or more) from 1.6 pairs per SM, and at 0.95-1.12
 pairs per SM with 1 split up to one pair per SM, 2 beyond.
 
@@ -445,6 +447,10 @@ def decode_num_splits(batch: int, num_kv_heads: int, rows_per_kv_head: int, max_
       the SMs, paged ones without head pairs 3 at 2.1-2.45 times;
     - 16-bit head_dim 72-80 `paged` calls that run head pairs (Hopper HBM3e parts, the
       pairs `base / 2` at least 0.35 times the SMs): 1 split from 0.8 times, 2 below;
+      below 0.35 times, `SMs // (base / 2)` splits of at least 512 keys of `max_kv_len`
+      (under the small grids' caps below), cut back to the splits that hold keys (33 of
+      16384 keys leave one empty: 32), run as head pairs where that grid is 80-100% of
+      the SMs (B=1, Hkv=8, 16K keys: 32 splits on 132 SMs), else the rules below;
     - head_dim 128 (16-bit) on Hopper HBM3e parts (the H200) with `seq_len_q` 1 or
       `rows_per_kv_head <= 64` (up to four row tiles: "spec rows" below; rows beyond
       one tile take their own tops, with one new token too) and `max_kv_len >= 1024`,
