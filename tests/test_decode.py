@@ -2012,7 +2012,8 @@ def test_d64_tail_splits():
     shapes = [(3 * sms, 8, 1, 1, 128, 2048, f16), (3 * sms, 32, 2, 1, 64, 4096, torch.bfloat16),
               (2 * sms, 32, 8, 3, 80, 8192, f16), (40, 32, 8, 1, 96, 16384, torch.float8_e4m3fn),
               (b_d96, 32, 8, 1, 96, 16384, f16), (2, 32, 1, 1, 128, 131072, f16),
-              (sms, 32, 8, 1, 80, 8192, f16)]  # head pairs of 80 on HBM3e parts (1-2 splits)
+              (sms, 32, 8, 1, 80, 8192, f16),  # head pairs of 80 on HBM3e parts (1-2 splits)
+              (2, 32, 8, 1, 80, 32768, f16), (3, 32, 32, 1, 72, 20000, torch.bfloat16)]  # ... below 0.35 per SM
     for b, hq, hkv, nq, d, n, dt in shapes:
         rows = (hq // hkv) * nq
         lengths = sorted({*range(64, n, 64), n})
@@ -3053,12 +3054,19 @@ def _d80_pair_wave(b, hkv, n, sms):
     paired = b * hkv // 2
     tiles = -(-n // 64)
     want = max(1, min(sms // paired, -(-n // 512), -(-n // 128), 128, tiles))
-    per = -(-tiles // want)  # tiles a split
-    wave = -(-tiles // per)
-    return wave if 5 * paired * wave >= 4 * sms and paired * wave <= sms and 64 * per >= 512 else None
+    wave = -(-tiles // -(-tiles // want))
+    return wave if _d80_pairs_below(paired, wave, n, sms) else None
 
 
-def test_d80_small_grid_pairs(monkeypatch):
+def _d80_pairs_below(paired, splits, n, sms):
+    """decode_packs_head_pairs below 0.35 pairs per SM: a call of `splits` splits of n keys
+    pairs where its grid is 80-100% of the SMs and a split holds 512 keys or more."""
+    tiles = -(-n // 64)
+    per = -(-tiles // max(1, min(splits, tiles)))  # tiles a split (split_keys)
+    return 5 * paired * splits >= 4 * sms and paired * splits <= sms and 64 * per >= 512
+
+
+def test_d80_small_grid_pairs():
     """16-bit head dims 72-80 below 0.35 pairs per SM on Hopper HBM3e parts: head pairs over
     one wave of splits of 512 keys or more where that is 80% of a wave or more, unpaired
     elsewhere (stop 75). The
@@ -3072,12 +3080,12 @@ def test_d80_small_grid_pairs(monkeypatch):
                              (1, 8, 4, 3000), (7, 8, 4, 4096), (1, 2, 8, 100)):
         for d in (72, 80):
             for dt in (torch.float16, torch.bfloat16):
-                monkeypatch.setenv("CLO_DECODE_PACK", "0")
-                unpaired = llm.decode_num_splits(b, hkv, group, n, d, dt)
-                monkeypatch.delenv("CLO_DECODE_PACK")
                 wave = _d80_pair_wave(b, hkv, n, sms) if hbm3e else None
                 got = llm.decode_num_splits(b, hkv, group, n, d, dt)
-                assert got == (unpaired if wave is None else wave), (b, hkv, group, n, d, dt, got, unpaired, wave)
+                if wave is not None:
+                    assert got == wave, (b, hkv, group, n, d, dt, got, wave)
+                else:  # an unpaired count: the call it makes does not pair either
+                    assert not (hbm3e and _d80_pairs_below(b * hkv // 2, got, n, sms)), (b, hkv, n, d, got)
     if hbm3e and sms == 132:  # measured rows: 33 splits would leave the last of 16384 keys empty;
         # B=7/4K's 4 splits fill 85% of a wave; 256-key splits (B=1/8K, B=2/4K) stay unpaired
         for b, n, want in ((1, 16384, 32), (7, 4096, 4), (1, 8192, 16), (2, 4096, 8), (8, 2048, 4)):
@@ -3099,8 +3107,21 @@ def test_d80_small_grid_pairs(monkeypatch):
             f"D={d} lens={lens} Hkv={hkv} block {bs}, paired={paired}: {names[:300]}"
         if paired and bs >= 8:
             assert "tma_kernel" in names, f"D={d} lens={lens} block {bs}: {names[:300]}"
+    # the most splits come short of the table: SMs // 4 at that many 512-key splits (33 at
+    # 16896 keys on 132 SMs, 32 at 32768), which a window reaches; the workspace sized for
+    # the table covers it (stop 75's review: it did not)
+    q, kc, vc, table, sl = make_paged_problem([32768], 8, 4, 80, 16, torch.float16, 77)
+    ws = llm.paged_attention_workspace(q, kc, table)
+    top = min(sms // 4, 128) * 512
+    window = top - 64  # keys read: window + 1 new + 63, at most the table's
+    if hbm3e:
+        assert llm.decode_num_splits(1, 8, 4, top, 80, torch.float16) == min(sms // 4, 128)
+    out = poison_(torch.empty_like(q))
+    llm.paged_attention(q, kc, vc, table, sl, out=out, workspace=ws, check_indices=False, window_left=window)
+    assert_close(out, paged_attention_reference(q, kc, vc, table, sl, window_left=window), dtype=torch.float16,
+                 what=f"window {window} on a 32768-key table, the upto workspace")
     # graph replays with new lengths on the workspace sized for every batch up to 4 and every
-    # length up to the table's (pairs at 16-33 splits, unpaired below)
+    # length up to the table's (pairs at 8-32 splits where the batch and lengths allow)
     q, kc, vc, table, sl = make_paged_problem([16384, 16384, 1, 4000], 8, 4, 80, 16, torch.float16, 76)
     ws = llm.paged_attention_workspace(q, kc, table)
     out = torch.empty_like(q)

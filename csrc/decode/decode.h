@@ -105,7 +105,9 @@ struct DecodeAttentionArgs : PagedTable {
 
 // Upper bound of the keys one sequence may hold: the table capacity (paged) or Nk.
 inline int decode_max_kv_len(const DecodeAttentionArgs& a) {
-  return a.paged ? a.max_blocks_per_seq * a.block_size : a.seq_len_k;
+  // in 64 bits, held at INT32_MAX: a capacity just past it stays a length
+  const int64_t n = a.paged ? static_cast<int64_t>(a.max_blocks_per_seq) * a.block_size : a.seq_len_k;
+  return static_cast<int>(n < INT32_MAX ? n : INT32_MAX);
 }
 // Upper bound of the keys a block reads: decode_max_kv_len, or with a sliding window
 // the window of the lowest query row, its start rounded down to a 64-key tile (what the

@@ -161,7 +161,13 @@ int64_t decode_attention_workspace_floats_upto(int batch, int num_q_heads, int n
   // 132 SMs: 66 splits up to 61439 keys, 60 from 61440; stop 73's review). So each batch size
   // also reads the length just short of that one; above it their count only grows with the
   // length. (Beyond one unit per SM their edges, 1024 and 2048 keys, are in the list.)
-  int lengths[2 + std::size(kSplitRuleLengthEdges)] = {max_kv_len};
+  // Head pairs of 72-80 below 0.35 pairs per SM (decode_packs_head_pairs) are the other:
+  // their count grows with the length to SMs // pairs splits (kMaxSplits at most), reached at
+  // that many splits of kPairSplitMinKeys, and beyond is cut back to the splits that hold
+  // keys (33 at 16896 keys, 32 at 16384 and 30 at 16960 for one GQA 32/8 sequence at 132
+  // SMs; stop 75's review); every unpaired count there is smaller (at most SMs / (2 x
+  // pairs), or 2). So each batch size also reads that length.
+  int lengths[3 + std::size(kSplitRuleLengthEdges)] = {max_kv_len};
   int n_lengths = 1;
   for (const int edge : kSplitRuleLengthEdges)
     if (edge <= max_kv_len) lengths[n_lengths++] = edge - 1;
@@ -172,8 +178,11 @@ int64_t decode_attention_workspace_floats_upto(int batch, int num_q_heads, int n
     const int64_t wide_units = static_cast<int64_t>(b) * num_kv_heads * wide_tiles;
     const int64_t wide_on_keys = decode_wide_rows_fill_splits(wide_units, sms) * kWideRowsSplitKeys;
     lengths[n_lengths] = static_cast<int>(std::min<int64_t>(max_kv_len, wide_on_keys - 1));
+    const int64_t pairs = static_cast<int64_t>(b) * num_kv_heads / 2;
+    const int64_t pairs_top = pairs > 0 ? std::min<int64_t>(sms / pairs, kMaxSplits) * kPairSplitMinKeys : 0;
+    lengths[n_lengths + 1] = static_cast<int>(pairs_top > 0 ? std::min<int64_t>(pairs_top, max_kv_len) : max_kv_len);
     int splits = 1;
-    for (int i = 0; i <= n_lengths; ++i) {
+    for (int i = 0; i <= n_lengths + 1; ++i) {
       if (paged)
         splits = std::max(splits, decode_attention_num_splits(b, num_kv_heads, rows_per_kv_head, lengths[i],
                                                               head_dim, dtype, true, seq_len_q));
@@ -247,10 +256,14 @@ int decode_attention_num_splits(int batch, int num_kv_heads, int rows_per_kv_hea
     // Below 0.35 pairs per SM: one wave of pair splits of 512 keys or more, as many as hold
     // keys (33 splits of 16384 keys leave the last one empty: B=1/16K/GQA 20.4 us against
     // 19.6 at 32), where that is 80% of a wave (decode_packs_head_pairs); else unpaired, below.
+    // (decode_attention_workspace_floats_upto sizes for the uncut count, at most SMs // pairs,
+    // which the length of that many 512-key splits reaches.)
     if (paired > 0 && max_kv_len > 0) {
       const int want = capped(std::min(sms / paired, div_ceil<int64_t>(max_kv_len, kPairSplitMinKeys)));
-      const int wave = div_ceil(max_kv_len, split_keys<kTileTokens>(want, max_kv_len));
-      if (packs_head_pairs(wave)) return wave;
+      if (want > 1) {  // (one split never fills 80% of the SMs here; split_keys of 1 may pass 2^31)
+        const int wave = div_ceil(max_kv_len, split_keys<kTileTokens>(want, max_kv_len));
+        if (packs_head_pairs(wave)) return wave;
+      }
     }
   }
   // 16-bit head_dim 64 on sm_90 at 2-3 blocks per SM (decode_d64_tail_splits, NOTES.md v31).

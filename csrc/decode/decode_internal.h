@@ -65,7 +65,7 @@ int decode_dev_tma_stages();
 int decode_dev_pack();
 // Dev knob CLO_DECODE_PAIR_KERNEL, read like CLO_DECODE_VARIANT: 256 runs 16-bit head pairs of
 // head dims 72-80 on the D = 256 kernel (the kernel before stop 74; the pairing rule and split
-// count stay stop 74's); anything else: the D = 160 one (decode_pair_kernel_head_dim).
+// count stay the automatic ones); anything else: the D = 160 one (decode_pair_kernel_head_dim).
 int decode_dev_pair_kernel();
 // Dev knob CLO_DECODE_STREAMK, read like CLO_DECODE_VARIANT: kDecodeStreamKOff runs 2-split
 // calls as even splits where the balanced schedule would run (decode_streamk_blocks);
@@ -560,8 +560,8 @@ inline int decode_partial_wave_splits(int head_dim, bool paged, int64_t units, i
 // the large-grid rule (kLargeGridMinKeys); two-row-tile blocks beyond one unit per SM at
 // kWideRowsSplitKeys (as kSpreadTailMinKeys) and twice that (as kPartialWaveMinKeys).
 // decode_attention_workspace_floats_upto reads them (and, per batch size, where two-row-tile
-// blocks first fill the SMs up to one unit per SM): a rule that tests another length must add
-// it here.
+// blocks first fill the SMs up to one unit per SM, and where head pairs of 72-80 below 0.35
+// pairs per SM reach their most splits): a rule that tests another length must add it here.
 // On Hopper HBM3e parts (`hbm3e`: device_is_hopper_hbm3e) at head_dim exactly 128
 // the D = 128 bands take their own counts (NOTES.md "H200 rules", stop 60; GQA 32/8, one
 // new token, graph replays, cold L2); the H100's trailed other counts at every point of

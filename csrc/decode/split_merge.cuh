@@ -13,9 +13,9 @@ namespace cuda_llm_ops::decode {
 // (Host too: the split-count rules read it.)
 template <int kTile>
 CLO_HOST_DEVICE int split_count(int num_splits, int n) {
-  const int tiles = div_ceil(n, kTile);
-  const int c = num_splits < tiles ? num_splits : tiles;
-  return c > 1 ? c : 1;
+  const int64_t tiles = div_ceil<int64_t>(n, kTile);  // n + kTile - 1 may pass 2^31
+  const int64_t c = num_splits < tiles ? num_splits : tiles;
+  return c > 1 ? static_cast<int>(c) : 1;
 }
 // Keys per split (whole tiles): split z takes [z * split_keys, (z + 1) * split_keys) of n.
 template <int kTile>
