@@ -3137,6 +3137,7 @@ def test_d80_small_grid_pairs():
     torch.cuda.synchronize()
     assert llm.decode.decode_workspace_counters_idle(ws)
 
+
 def test_fp8_split_heuristic():
     """FP8 caches at head_dim > 64 split as 16-bit ones (one block per SM), except that
     large grids of long sequences never take 2 splits and the 16-bit-only HBM3e rules; at head_dim <= 64 grids up to one
