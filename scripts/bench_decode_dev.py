@@ -2020,9 +2020,10 @@ PAIR_D160_SMALL_GRID_VARIANTS = {"auto": {}, "single": {"CLO_DECODE_PACK": "0"},
                                  "pairs/tma2": {"CLO_DECODE_PACK": "2", "CLO_DECODE_TMA_STAGES": "2"}}
 
 # --pair-d160-small-auto: the rule stop 75 drew from those rows (pairs where one wave of pair
-# splits reaches 90% of the SMs): the automatic call against unpaired (CLO_DECODE_PACK=0, its
-# count), short and long keys, MHA, D = 72, block 4; B=7/4K GQA (0.21 pairs per SM: 112 blocks
-# at 4 splits, unpaired by rule) with pairs forced at 4 and 5 splits:
+# splits of 512 keys or more fills 80-100% of the SMs; its first form, 4d9efb9: 90%, no key
+# floor): the automatic call against unpaired (CLO_DECODE_PACK=0, its count), short and long
+# keys, MHA, D = 72, block 4; then B=7/4K GQA (0.21 pairs per SM: 112 blocks at 4 splits, 85%
+# of a wave, which made the 80%) with pairs forced at 4 and 5 splits:
 # (B, N, Hkv, D, contiguous, splits, block_size)
 PAIR_D160_SMALL_AUTO_ROWS = ([(1, N, 8, 80, False, (0,), 16) for N in (2048, 4096, 8192, 16384, 32768)]
                              + [(B, N, 8, 80, False, (0,), 16) for B, N in ((2, 4096), (2, 16384), (3, 16384),

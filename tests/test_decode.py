@@ -3044,7 +3044,6 @@ def test_split_heuristic_small_grids():
                 assert llm.decode_num_splits(b, hkv, group, n, d, dt) == want, (b, hkv, group, n, d, dt)
 
 
-
 def _d80_pair_wave(b, hkv, n, sms):
     """The split count of head pairs of 16-bit head dims 72-80 below 0.35 pairs per SM on
     HBM3e parts (decode_attention_num_splits): SMs // pairs splits of 512 keys or more
@@ -3069,9 +3068,9 @@ def _d80_pairs_below(paired, splits, n, sms):
 def test_d80_small_grid_pairs():
     """16-bit head dims 72-80 below 0.35 pairs per SM on Hopper HBM3e parts: head pairs over
     one wave of splits of 512 keys or more where that is 80% of a wave or more, unpaired
-    elsewhere (stop 75). The
-    count, the kernel (D = 160: TMA from block 8, cp.async below), the output against the
-    reference on ragged batches, bf16, block 4, and graph replays on the upto workspace."""
+    elsewhere (stop 75). The count, the kernel (D = 160: TMA from block 8, cp.async below),
+    the output against the reference on ragged batches, bf16, block 4, a window call on the
+    upto workspace, and graph replays."""
     require_op("paged_attention")
     sms = torch.cuda.get_device_properties(0).multi_processor_count
     hbm3e = device_is_hopper_hbm3e()

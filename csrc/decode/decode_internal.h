@@ -799,15 +799,14 @@ inline bool decode_packs_head_pairs(const DecodeAttentionArgs& a) {
   // -> 53.7, B=12/2K 85.4 -> 67.8; 0.36-0.42 pairs per SM: GQA B=14/8K 116.5 -> 82.4, MHA
   // B=3/2K 31.5 -> 24.6). Below 0.35 pairs per SM they pair where the call's splits make
   // the pairs' grid 80-100% of one wave of splits of 512 keys or more (of the keys read),
-  // as decode_attention_num_splits' count proposes (stop 75, unpaired automatic -> pairs,
-  // us, cuDNN in brackets: GQA B=1/32K 34.3 -> 29.5 (28.3), B=2/16K 33.6 -> 28.3 (27.6),
-  // B=4/8K 33.5 -> 27.8 (27.2), B=6/8K 61.8 -> 38.4 (38.4), B=10/8K 117.0 -> 58.4 (86.5),
-  // B=11/4K 60.3 -> 36.0 (45.6), B=8/2K 19.2 -> 17.9 (17.3), B=1/16K 20.1 -> 19.7 (18.3),
-  // B=7/4K at 4 splits, 85% of a wave, 33.3 -> 26.1 (25.4);
-  // MHA B=1/16K 61.9 -> 45.5 (46.2), B=1/4K 19.3 -> 16.3 (17.2); block 4 B=4/8K 51.3 ->
-  // 42.1, but B=1/16K 28.6 -> 31.5). Splits of 256 keys lost (B=1/4K 9.0 -> 11.7, B=1/8K 12.7
-  // -> 14.4, B=2/4K 12.1 -> 13.1, B=4/2K 12.0 -> 12.7), as did half a wave (B=1/16K at 16
-  // splits: 26.5).
+  // as decode_attention_num_splits' count proposes (stop 75, 28dd423, unpaired -> the
+  // automatic call, us, cuDNN in brackets: GQA B=1/32K 34.3 -> 29.6 (28.4), B=2/16K 33.8 ->
+  // 28.2 (28.1), B=6/8K 61.7 -> 38.3 (38.3), B=10/8K 117.2 -> 58.3 (86.5), B=11/4K 60.3 ->
+  // 36.1 (45.7), B=7/4K (4 splits: 85% of a wave) 33.4 -> 26.1 (25.3), B=8/2K 19.3 -> 17.8
+  // (17.3), B=1/16K 20.2 -> 19.7 (18.2); MHA B=1/16K 62.1 -> 45.5 (46.1), B=1/4K 19.3 -> 16.3
+  // (17.3); block 4 B=4/8K 51.8 -> 42.1, but B=1/16K 29.3 -> 31.5). Splits of 256 keys lost
+  // (4d9efb9, which paired them: B=1/4K 9.0 -> 11.7, B=1/8K 12.7 -> 14.4, B=2/4K 12.1 ->
+  // 13.1), as did half a wave (B=1/16K at 16 splits: 26.5).
   if (a.head_dim != 96) {
     if (!device_is_hopper_hbm3e()) return false;
     const int64_t paired = per_split / 2;
