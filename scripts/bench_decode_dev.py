@@ -137,7 +137,8 @@ BENCH_VARIANTS = {
 }
 _KNOBS = ("CLO_DECODE_VARIANT", "CLO_DECODE_TMA_STAGES", "CLO_DECODE_PACK", "CLO_DECODE_SMEM_LIMIT",
           "CLO_DECODE_STREAMK", "CLO_DECODE_PDL", "CLO_TMA_L2_PROMOTION", "CLO_DECODE_SPREAD",
-          "CLO_DECODE_PLANE_BOXES", "CLO_DECODE_WIDE_ROWS", "CLO_DECODE_MERGE_APART", "CLO_DECODE_PAIR_KERNEL")
+          "CLO_DECODE_PLANE_BOXES", "CLO_DECODE_WIDE_ROWS", "CLO_DECODE_MERGE_APART", "CLO_DECODE_PAIR_KERNEL",
+          "CLO_DECODE_NARROW")
 # --shape-sweep: the cp.async kernel and the TMA kernel at each pipeline depth
 # (CLO_DECODE_TMA_STAGES; depths that do not fit in shared memory are skipped).
 SWEEP_VARIANTS = {
@@ -2058,6 +2059,32 @@ def pair_d160_small_auto_sweep(iters, copy_bw):
                      peer="sdpa-cudnn", only=lambda ns, label: (ns == 0) == (label in ("auto", "single")))
 
 
+# --narrow: the narrow math tile (stop 76: keys as the MMA's M dimension for units of at most 8
+# rows, on the TMA kernel's even grid) against the 16-row tile (CLO_DECODE_NARROW=0): the
+# automatic call, then the even grid forced (no balanced schedule or spread tail) both ways;
+# paged GQA 32/8 and MHA from one block per SM to 15 units per SM, contiguous controls:
+# (B, N, Hkv, D, contiguous, splits, block_size)
+NARROW_ROWS = ([(B, N, 8, 128, False, (0,), 16) for B, N in ((1, 16384), (16, 1024), (16, 4096), (16, 16384),
+                                                              (64, 1024), (64, 4096), (46, 8192), (10, 16384))]
+               + [(B, N, 32, 128, False, (0,), 16) for B, N in ((64, 1024), (64, 4096), (16, 4096), (1, 16384))]
+               + [(64, 4096, 32, 128, True, (0,), 16), (16, 4096, 8, 128, True, (0,), 16),
+                  (1, 16384, 8, 128, True, (0,), 16)])
+_EVEN_GRID = {"CLO_DECODE_STREAMK": "0", "CLO_DECODE_SPREAD": "0"}
+NARROW_VARIANTS = {"auto": {}, "rows16": {"CLO_DECODE_NARROW": "0"}, "even": _EVEN_GRID,
+                   "even16": {**_EVEN_GRID, "CLO_DECODE_NARROW": "0"}}
+# --narrow-sustained: the large grids at the H200's power cap (stop 65), narrow against 16 rows
+NARROW_SUSTAINED_ROWS = [(64, 1024, 32, 16), (64, 4096, 32, 16), (16, 16384, 8, 16), (46, 8192, 8, 16),
+                         (64, 4096, 32, 16, True)]
+NARROW_SUSTAINED_VARIANTS = [("auto", 0, {}), ("rows16", 0, {"CLO_DECODE_NARROW": "0"})]
+
+
+def narrow_sweep(iters, copy_bw):
+    """NARROW_ROWS (graph replays, cold L2, cuDNN first), then NARROW_SUSTAINED_ROWS at the
+    power cap (1 s of each variant's own calls before its timing, two interleaved rounds)."""
+    _layout_rows(NARROW_ROWS, NARROW_VARIANTS, iters, copy_bw)
+    sustained_sweep(iters, copy_bw, rows=NARROW_SUSTAINED_ROWS, variants=NARROW_SUSTAINED_VARIANTS)
+
+
 # Stand-alone sweeps (flag -> function(iters, copy_bw), help): each runs alone, then stops.
 SWEEPS = {
     "graph-knobs": (graph_knob_sweep, "split counts and TMA depths on the small-grid targets"),
@@ -2125,6 +2152,7 @@ SWEEPS = {
                                "paged D=80 at block sizes 1-4: pairs (cp.async D=160) vs unpaired; PDL at 2 stages"),
     "pair-d160-small-grids": (pair_d160_small_grid_sweep,
                               "paged D=72-80 below 0.35 pairs per SM: pairs vs unpaired at their split counts"),
+    "narrow": (narrow_sweep, "D=128 one token: the narrow math tile vs the 16-row one, cool and at the cap"),
     "pair-d160-small-auto": (pair_d160_small_auto_sweep,
                              "paged D=72-80 below 0.35 pairs per SM: the automatic call vs unpaired"),
     "wide-pairs-bands": (wide_pair_band_sweep, "paged 16-bit D=72-88 pairs vs unpaired at 1-3.5 units per SM, splits"),

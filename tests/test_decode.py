@@ -752,7 +752,7 @@ def test_balanced_schedule_matches_reference():
     sms = torch.cuda.get_device_properties(0).multi_processor_count
     sm90 = torch.cuda.get_device_capability()[0] >= 9
     gen = torch.Generator().manual_seed(28)
-    balanced = r"tma_kernel<[^<>]*, (\(int\))?1, (\(int\))?1>"
+    balanced = r"tma_kernel<[^<>]*, (\(int\))?1, (\(int\))?1, [^<>,]+>"
     # (units per SM, KV heads, group, Nq, D, dtype, block size, window_left, soft cap)
     cases = [(1.2, 8, 4, 1, 128, torch.float16, 16, -1, 0.0), (1.9, 8, 4, 1, 128, torch.bfloat16, 256, -1, 0.0),
              (1.5, 32, 1, 1, 112, torch.float16, 16, -1, 30.0), (1.5, 4, 4, 5, 128, torch.float16, 16, 100, 0.0),
@@ -1113,9 +1113,9 @@ def replay_then_bad_inputs(group, seed, bad_len, splits, gen):
 # The helpers above, for the dev-knob scripts below (run_isolated, which import what they use).
 # The TMA kernel's even grid (schedule 0) of two row tiles at head_dim 128 and `stages` stages,
 # in a profiler kernel name
-_TWO_TILE_TMA = r"tma_kernel<[^<>,]+, (\(int\))?128, (\(int\))?{stages}, [^<>]*, (\(int\))?0, (\(int\))?2>"
+_TWO_TILE_TMA = r"tma_kernel<[^<>,]+, (\(int\))?128, (\(int\))?{stages}, [^<>]*, (\(int\))?0, (\(int\))?2, [^<>,]+>"
 # the TMA kernel's balanced schedule (1) at two row tiles, head_dim 128, 3 stages
-_TWO_TILE_BALANCED = r"tma_kernel<[^<>,]+, (\(int\))?128, (\(int\))?3, [^<>]*, (\(int\))?1, (\(int\))?2>"
+_TWO_TILE_BALANCED = r"tma_kernel<[^<>,]+, (\(int\))?128, (\(int\))?3, [^<>]*, (\(int\))?1, (\(int\))?2, [^<>,]+>"
 
 
 _SCRIPT_HELPERS = (f"_TWO_TILE_TMA = {_TWO_TILE_TMA!r}\n_TWO_TILE_BALANCED = {_TWO_TILE_BALANCED!r}\n\n"
@@ -1249,6 +1249,90 @@ def test_wide_rows_match_reference(merge_apart):
     require_op("decode_attention")
     run_isolated(_SCRIPT_HELPERS + _WIDE_ROWS_SCRIPT, timeout=300,
                  env={"CLO_DECODE_WIDE_ROWS": "1", "CLO_DECODE_TMA_STAGES": "0", "CLO_DECODE_MERGE_APART": merge_apart})
+
+
+_NARROW_SCRIPT = r"""
+import os
+import re
+import torch
+import cuda_llm_ops as llm
+from cuda_llm_ops.graphs import capture_graph
+from cuda_llm_ops.reference import attention_reference, paged_attention_reference
+from cuda_llm_ops.reference.decode import make_paged_problem
+from cuda_llm_ops.testing import assert_close, kernel_names, poison_
+
+sm90 = torch.cuda.get_device_capability()[0] >= 9
+gen = torch.Generator().manual_seed(76)
+# the TMA kernel's even grid (0) at one row tile on the narrow tile, head_dim 128
+NARROW = r"tma_kernel<[^<>,]+, (\(int\))?128, [^<>]*, (\(int\))?0, (\(int\))?1, (true|\(bool\)1)>"
+
+def on_narrow(fn, want, what):
+    if sm90:
+        names = kernel_names(fn)
+        assert bool(re.search(NARROW, names)) == want, f"{what}: {names[:400]}"
+
+# (lengths, KV heads, group, Nq, head_dim, block size, dtype, splits, window, soft cap): MHA
+# ragged (1- and 17-key sequences), group 8 (all 8 rows), Nq 2 causal at group 4 (8 rows) with a
+# window and a soft cap, 3 rows at head_dim 112 on the 128 kernel, B=1 at 16K keys (the
+# automatic count), a 1-key sequence alone, and 9 rows (Nq 3 at group 3: the 16-row tile)
+cases = [([2048, 1, 17, 1000, 65], 4, 1, 1, 128, 16, torch.float16, 0, -1, 0.0),
+         ([4096, 333], 2, 8, 1, 128, 32, torch.bfloat16, 3, -1, 0.0),
+         ([1500, 900, 64], 2, 4, 2, 128, 8, torch.float16, 2, 100, 5.0),
+         ([3000, 1], 3, 3, 1, 112, 64, torch.float16, 1, -1, 0.0),
+         ([16384], 8, 4, 1, 128, 16, torch.bfloat16, 0, -1, 30.0),
+         ([1], 2, 4, 1, 128, 16, torch.float16, 0, -1, 0.0),
+         ([700, 2500], 2, 3, 3, 128, 16, torch.float16, 3, 300, 0.0)]
+for i, (lens, hkv, group, nq, d, bs, dt, ns, wl, cap) in enumerate(cases):
+    q, kc, vc, table, sl = make_paged_problem(lens, hkv, group, d, bs, dt, 760 + i)
+    if nq > 1:  # the last nq keys of each sequence are queries, [B, Hq, nq, D]
+        q = torch.randn(len(lens), nq, hkv * group, d, generator=gen).to(dt).cuda().transpose(1, 2)
+    what = f"lens={lens[:3]} Hkv={hkv} G={group} Nq={nq} D={d} bs={bs} {dt}"
+    outs = []
+    for knob in ("1", "0"):  # the automatic choice (narrow at <= 8 rows), then the 16-row tile
+        os.environ["CLO_DECODE_NARROW"] = knob
+        check_window_cap_lse(q, kc, vc, table, sl, ns, wl, cap, dt, f"{what} narrow={knob}")
+        out = poison_(torch.empty_like(q))
+        call = lambda: llm.paged_attention(q, kc, vc, table, sl, out=out, num_splits=ns, window_left=wl,
+                                           logits_soft_cap=cap)
+        on_narrow(call, knob == "1" and group * nq <= 8, f"{what} narrow={knob}")
+        call()
+        outs.append(out.clone())
+    # the same math to float32 rounding: the two tiles differ in summation order only
+    torch.testing.assert_close(outs[0], outs[1], rtol=2e-2, atol=2e-3)
+
+# contiguous caches: one token at GQA 32/8 and MHA, splits 1 and 4
+os.environ["CLO_DECODE_NARROW"] = "1"
+for hq, hkv, n, ns in ((32, 8, 1000, 1), (16, 16, 4099, 4)):
+    q = torch.randn(3, hq, 1, 128, generator=gen).half().cuda()
+    k = torch.randn(3, hkv, n, 128, generator=gen).half().cuda()
+    v = torch.randn(3, hkv, n, 128, generator=gen).half().cuda()
+    out = poison_(torch.empty_like(q))
+    call = lambda: llm.decode_attention(q, k, v, out=out, num_splits=ns)
+    call()
+    assert_close(out, attention_reference(q, k, v), dtype=torch.float16, what=f"contiguous Hq={hq} Hkv={hkv} N={n}")
+    on_narrow(call, True, f"contiguous Hq={hq} Hkv={hkv}")
+
+# graph replays with new lengths, tables and queries, then bad inputs (group 4: 8 rows per KV head)
+replay_then_bad_inputs(4, 77, True, (0, 1, 6), gen)
+print("narrow ok")
+"""
+
+
+def test_narrow_tile_matches_reference():
+    """The narrow math tile (decode_warp_tile_narrow: keys as the MMA's M dimension, for units
+    of at most 8 query rows; csrc/decode/NOTES.md stop 76) against the references and against the
+    16-row tile (CLO_DECODE_NARROW=0): MHA with ragged lengths, group 8, Nq 2 causal at group 4
+    with a window, a soft cap and lse, head_dim 112 on the 128 kernel, B=1 at 16K keys, a 1-key
+    sequence, fp16 and bf16, block sizes 8-64, 1-3 splits and the automatic count; contiguous
+    caches; graph replays and bad inputs. On sm_90 the profiler names the kernel each call ran
+    (9 rows: the 16-row tile). The TMA kernel's even grid is forced (CLO_DECODE_VARIANT=2, no
+    balanced schedule or spread tail), where the narrow tile runs. A subprocess: the knobs are
+    read in dev mode only when set before the first decode call."""
+    require_op("paged_attention")
+    require_op("decode_attention")
+    run_isolated(_SCRIPT_HELPERS + _NARROW_SCRIPT, timeout=300,
+                 env={"CLO_DECODE_NARROW": "1", "CLO_DECODE_VARIANT": "2", "CLO_DECODE_STREAMK": "0",
+                      "CLO_DECODE_SPREAD": "0", "CLO_DECODE_WIDE_ROWS": "0"})
 
 
 _WIDE_BALANCED_SCRIPT = r"""
@@ -1934,7 +2018,7 @@ def test_d64_tail_splits():
     assert_close(out, paged_attention_reference(q, kc, vc, table, sl), dtype=f16, what=f"paged B={b}")
     if sm90:
         names = kernel_names(lambda: llm.paged_attention(q, kc, vc, table, sl, check_indices=False))
-        assert re.search(r"tma_kernel<[^<>,]+, (\(int\))?128, (\(int\))?3, [^<>]*, (\(int\))?1, (\(int\))?1>", names), \
+        assert re.search(r"tma_kernel<[^<>,]+, (\(int\))?128, (\(int\))?3, [^<>]*, (\(int\))?1, (\(int\))?1, [^<>,]+>", names), \
             names[:400]
     del q, kc, vc, table
     # paged without head pairs (Nq 2), automatic count (3 splits on sm_90): ragged lengths
@@ -1961,7 +2045,7 @@ def test_d64_tail_splits():
     out2 = poison_(torch.empty_like(q))
     llm.decode_attention(q, k, v, out=out2, workspace=ws)
     assert torch.equal(out, out2)
-    balanced_d64 = r"tma_kernel<[^<>,]+, (\(int\))?64, (\(int\))?2, [^<>]*, (\(int\))?1, (\(int\))?1>"
+    balanced_d64 = r"tma_kernel<[^<>,]+, (\(int\))?64, (\(int\))?2, [^<>]*, (\(int\))?1, (\(int\))?1, [^<>,]+>"
     if sm90:
         names = kernel_names(lambda: llm.decode_attention(q, k, v, out=out2, workspace=ws))
         assert re.search(balanced_d64, names), names[:400]
@@ -1989,7 +2073,7 @@ def test_d64_tail_splits():
             ref = attention_reference(q, k, v, is_causal=True, window_left=window)
             assert_close(out, ref, dtype=torch.bfloat16, what=f"contiguous balanced D={d} B={b}, replay {trial}")
         if sm90:
-            assert re.search(r"tma_kernel<[^<>]*, (\(int\))?1, (\(int\))?1>", kernel_names(call)), d
+            assert re.search(r"tma_kernel<[^<>]*, (\(int\))?1, (\(int\))?1, [^<>,]+>", kernel_names(call)), d
         del q, k, v, out, ws, graph
     # workspaces: MQA (one block per sequence) at 2.3 blocks per SM needs 2 splits at D = 128
     # (3 on Hopper HBM3e parts), at a batch size beyond the SMs

@@ -706,7 +706,8 @@ CLO_DEVICE int decode_split_start(const DecodeKernelParams& p, const DecodeWork&
 // tiles, and the splits the sequence actually uses (eff); the first and last visible
 // key of the thread's rows tile_row0 + g and + g + 8 (tile_row0: the first row of the
 // warp's 16-row tile; causal: each query position sees its own prefix; a sliding window:
-// the window_left keys before it).
+// the window_left keys before it). `narrow` (decode_warp_tile_narrow): the thread's rows
+// are tile_row0 + 2 t and + 2 t + 1 instead.
 struct DecodeSplitRange {
   int eff, start, end, n_tiles;
   int lowest;  // decode_lowest_key: keys below it are not loaded
@@ -715,9 +716,10 @@ struct DecodeSplitRange {
 // A balanced piece: its tiles' keys from decode_first_key on, below kv_len; every piece
 // of a cut unit writes its partials (an empty one: no key), so eff = its pieces.
 CLO_DEVICE DecodeSplitRange decode_split_range(const DecodeKernelParams& p, const DecodeWork& w, int kv_len,
-                                               int tile_row0) {
+                                               int tile_row0, bool narrow = false) {
   DecodeSplitRange r;
-  const int g = (threadIdx.x & 31) >> 2;
+  const int lane = threadIdx.x & 31;
+  const int row_lo = narrow ? 2 * (lane & 3) : lane >> 2, row_step = narrow ? 1 : 8;
   const int first = decode_first_key(p, kv_len);
   if (w.tile_hi >= 0) {
     r.eff = w.num_splits;
@@ -733,7 +735,7 @@ CLO_DEVICE DecodeSplitRange decode_split_range(const DecodeKernelParams& p, cons
   r.lowest = decode_lowest_key(p, kv_len);
 #pragma unroll
   for (int i = 0; i < 2; ++i) {
-    const int gr = tile_row0 + g + 8 * i;
+    const int gr = tile_row0 + row_lo + row_step * i;
     const int qi = gr < p.rows ? gr % p.seq_len_q : p.seq_len_q - 1;
     const int pos = qi + kv_len - p.seq_len_q;
     r.limit[i] = p.causal ? pos : kv_len - 1;
@@ -875,6 +877,82 @@ CLO_DEVICE void decode_warp_tile(const QFrag& q_frag, const T* ks, const T* vs, 
 #endif
 }
 
+// Units of at most 8 query rows (decode_narrow_rows_pay: one token at groups up to 8, MHA
+// included) fill 8 of the 16 rows of decode_warp_tile's A operand. With the keys as the
+// MMA's M dimension they fill the 8 columns of its N instead: S^T = K Q^T (16 keys x 8
+// rows) and O^T += V^T P^T (16 head columns x 8 rows a fragment): half the mma of
+// decode_warp_tile, half its O registers (`ot`: D / 16 fragments) and half the exponentials.
+// Thread (g, t) holds the scores of keys g and g + 8 for query rows 2t and 2t + 1, and
+// ot[m][2h + j] is column 16m + 8h + g of row 2t + j; row_max[j] / row_sum[j] are row
+// 2t + j's (row_sum a partial over the thread's keys: decode_epilogue sums it over g).
+// The operands are decode_warp_tile's: K's and V's ldmatrix at the same addresses (the
+// fragments reordered), Q's A fragment's rows 0-7 as the B operand, and P^T's B operand
+// from the S^T accumulators by one movmatrix per 8 keys.
+template <typename T, int D, class QFrag>
+CLO_DEVICE void decode_warp_tile_narrow(const QFrag& q_frag, const T* ks, const T* vs, int lg, int r0, int tok0,
+                                        const DecodeSplitRange& range, const DecodeKernelParams& p,
+                                        float (&ot)[D / 16][4], float (&row_max)[2], float (&row_sum)[2]) {
+  const int lane = threadIdx.x & 31, g = lane >> 2;
+  float s[4] = {0.f, 0.f, 0.f, 0.f};
+  const int k_row = r0 + (lane & 7) + (lane >> 4) * 8, k_half = (lane >> 3) & 1;
+  constexpr int kKSteps = D / 16;
+  constexpr int kGroup = decode_k_step_group(kKSteps);
+  static_assert(kKSteps % kGroup == 0, "whole groups of k-steps");
+#pragma unroll
+  for (int k0 = 0; k0 < kKSteps; k0 += kGroup) {
+    uint32_t bk[kGroup][4];  // (keys 0-7, columns 0-7), (0-7, 8-15), (8-15, 0-7), (8-15, 8-15)
+#pragma unroll
+    for (int i = 0; i < kGroup; ++i) ldmatrix_x4(bk[i], ks + decode_kv_offset<D>(k_row, (k0 + i) * 2 + k_half, lg));
+#pragma unroll
+    for (int i = 0; i < kGroup; ++i) {
+      uint32_t q[4];
+      q_frag(k0 + i, q);
+      const uint32_t a[4] = {bk[i][0], bk[i][2], bk[i][1], bk[i][3]};
+      const uint32_t b[2] = {q[0], q[2]};  // Q rows 0-7, columns 0-7 and 8-15 of the k-step
+      mma_m16n8k16<T>(s, a, b);
+    }
+  }
+  float tile_max[2] = {-INFINITY, -INFINITY};
+#pragma unroll
+  for (int e = 0; e < 4; ++e) {
+    const int pos = tok0 + g + 8 * (e >> 1), j = e & 1;
+    const float logit = p.cap_scale > 0.f ? p.cap_log2 * fast_tanh(s[e] * p.cap_scale) : s[e] * p.scale_log2;
+    const float x = pos <= range.limit[j] && pos >= range.lower[j] ? logit : -INFINITY;
+    s[e] = x;
+    tile_max[j] = fmaxf(tile_max[j], x);
+  }
+  float rescale[2], m_sub[2];
+#pragma unroll
+  for (int j = 0; j < 2; ++j) {
+#pragma unroll
+    for (int x = 4; x < 32; x <<= 1) tile_max[j] = fmaxf(tile_max[j], __shfl_xor_sync(0xffffffffu, tile_max[j], x));
+    const float m_new = fmaxf(row_max[j], tile_max[j]);
+    m_sub[j] = m_new == -INFINITY ? 0.f : m_new;  // as decode_tile_softmax: no exp2(-inf + inf)
+    rescale[j] = fast_exp2(row_max[j] - m_sub[j]);
+    row_max[j] = m_new;
+    row_sum[j] *= rescale[j];
+  }
+#pragma unroll
+  for (int e = 0; e < 4; ++e) {
+    s[e] = fast_exp2(s[e] - m_sub[e & 1]);
+    row_sum[e & 1] += s[e];
+  }
+#pragma unroll
+  for (int m = 0; m < D / 16; ++m)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) ot[m][e] *= rescale[e & 1];
+  // P^T (keys 0-7, 8-15 x rows) as the B operand: each 8 x 8 block of S^T transposed.
+  const uint32_t pb[2] = {movmatrix_trans(pack_float2<T>(s[0], s[1])), movmatrix_trans(pack_float2<T>(s[2], s[3]))};
+  const int v_row = r0 + (lane & 7) + ((lane >> 3) & 1) * 8, v_half = lane >> 4;
+#pragma unroll
+  for (int dn = 0; dn < D / 16; ++dn) {
+    uint32_t bv[4];  // transposed: (keys 0-7, columns 0-7), (8-15, 0-7), (0-7, 8-15), (8-15, 8-15)
+    ldmatrix_x4_trans(bv, vs + decode_kv_offset<D>(v_row, dn * 2 + v_half, lg));
+    const uint32_t a[4] = {bv[0], bv[2], bv[1], bv[3]};  // V^T: (columns, keys) as the A operand
+    mma_m16n8k16<T>(ot[dn], a, pb);
+  }
+}
+
 // decode_warp_tile over FP8 (e4m3) tiles (`ks`, `vs`: D/2 16-bit columns, 16 values per
 // 16-byte chunk), dequantized in registers: ldmatrix moves the bytes as it moves 16-bit
 // pairs, and each thread converts the fragments it holds (one cvt per pair on sm_89+).
@@ -981,12 +1059,14 @@ CLO_DEVICE void decode_merge_row_cols(const float2* ps, const float* po, int64_t
 // the next piece's tiles into the pipeline buffer).
 // kRowTiles: the block's 16-row MMA tiles (rows row_tile * 16 * kRowTiles ..); math warp w
 // holds the state of tile w / (kMathWarps / kRowTiles), merged with that tile's warps only.
+// kNarrow: the math warps hold decode_warp_tile_narrow's state (O^T fragments, rows 2t, 2t + 1).
 constexpr int kEpilogueBarrier = 2;
 template <typename T, int D, int kThreads, int kMathWarps, bool kFp8 = false, bool kMathOnly = false,
-          int kRowTiles = 1>
-CLO_DEVICE void decode_epilogue(const DecodeKernelParams& p, const DecodeWork& w, float (&o)[D / 8][4],
-                                const float (&row_max)[2], float (&row_sum)[2], bool bad, int eff,
-                                unsigned char* smem) {
+          int kRowTiles = 1, bool kNarrow = false>
+CLO_DEVICE void decode_epilogue(const DecodeKernelParams& p, const DecodeWork& w,
+                                float (&o)[kNarrow ? D / 16 : D / 8][4], const float (&row_max)[2],
+                                float (&row_sum)[2], bool bad, int eff, unsigned char* smem) {
+  static_assert(!(kNarrow && kFp8), "the narrow tile runs 16-bit caches");
   constexpr int kDTiles = D / 8;
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
   const int g = lane >> 2, t4 = lane & 3;
@@ -1003,11 +1083,12 @@ CLO_DEVICE void decode_epilogue(const DecodeKernelParams& p, const DecodeWork& w
     if constexpr (kMathOnly) return named_barrier_or(kEpilogueBarrier, kThreads, x);
     else return __syncthreads_or(x) != 0;
   };
+  // A row's partial sums sit across its quad (t), or across g (kNarrow).
 #pragma unroll
-  for (int i = 0; i < 2; ++i) {
-    row_sum[i] += __shfl_xor_sync(0xffffffffu, row_sum[i], 1);
-    row_sum[i] += __shfl_xor_sync(0xffffffffu, row_sum[i], 2);
-  }
+  for (int i = 0; i < 2; ++i)
+#pragma unroll
+    for (int x = kNarrow ? 4 : 1; x < (kNarrow ? 32 : 4); x <<= 1)
+      row_sum[i] += __shfl_xor_sync(0xffffffffu, row_sum[i], x);
   const int rows_here = min(kRowTiles * kRowsPerBlock, p.rows - row0);
   CLO_DEV_CHAOS_POINT(10);
   bad = sync_or(bad);  // also: every warp is done with the pipeline buffers
@@ -1023,7 +1104,22 @@ CLO_DEVICE void decode_epilogue(const DecodeKernelParams& p, const DecodeWork& w
   float* obuf = reinterpret_cast<float*>(warp_state + kMathWarps * kRowsPerBlock);  // [math warps][16][D + 4]
   constexpr int kOStride = D + 4;
   CLO_DEV_CHAOS_POINT(11);
-  if (math) {
+  if constexpr (kNarrow) {
+    const int tile_rows = warp / kKeyWarps * kRowsPerBlock;
+#pragma unroll
+    for (int j = 0; j < 2; ++j) {
+      const int r = 2 * t4 + j;
+      if (!math || tile_rows + r >= rows_here) continue;
+      if (g == 0)
+        warp_state[warp * kRowsPerBlock + r] = make_float2(row_max[j] == -INFINITY ? kNegInf : row_max[j], row_sum[j]);
+      float* ob = obuf + (warp * kRowsPerBlock + r) * kOStride + g;
+#pragma unroll
+      for (int m = 0; m < D / 16; ++m) {
+        ob[16 * m] = o[m][j];
+        ob[16 * m + 8] = o[m][2 + j];
+      }
+    }
+  } else if (math) {
     const int tile_rows = warp / kKeyWarps * kRowsPerBlock;  // this warp's tile's first row in the block
 #pragma unroll
     for (int i = 0; i < 2; ++i) {
@@ -1682,6 +1778,11 @@ cudaError_t run_decode_attention(const DecodeAttentionArgs& a, cudaStream_t stre
         want_tma && sm90 ? encode_decode_tma_maps<T, D, kPaged, KVT>(a, maps, kv_promo, row_boxes(blocks)) : 0;
     if (box_rows > 0) {
       const cudaError_t err = launch_even_grid(p, 1, kv, [&](const DecodeKernelParams& pm) {
+        if constexpr (decode_runs_narrow<T, D, KVT>()) {
+          if (decode_narrow_rows_pay(p.rows))
+            return launch_decode_attention_tma_stages<T, D, KVT, 1, true>(tma_stages, pm, kv, grid, stream, grid_pdl,
+                                                                          maps, box_rows);
+        }
         return launch_decode_attention_tma_stages<T, D, KVT>(tma_stages, pm, kv, grid, stream, grid_pdl, maps,
                                                              box_rows);
       });

@@ -86,8 +86,9 @@ CLO_DEVICE void decode_tma_row_box(void* dst, const CUtensorMap* map, int kvh, i
 // (32 rows: Nq 8 at GQA 32/8, one token at groups of 17-32), each with its own 4 math warps
 // over the same K/V stages, so the keys are read once per 32 rows rather than once per 16
 // (two blocks streaming the same keys). p.row_tiles then counts units of kRowTiles x 16 rows.
+// kNarrow (decode_narrow_rows_pay): units of at most 8 rows on decode_warp_tile_narrow.
 template <typename T, int D, int kStages, class KV, typename KVT = T, int kSchedule = kDecodeEvenGrid,
-          int kRowTiles = 1>
+          int kRowTiles = 1, bool kNarrow = false>
 __global__ void __launch_bounds__(decode_tma_threads(kRowTiles), kSchedule == kDecodeSpreadTail ? 2 : 0)
     decode_attention_tma_kernel(const DecodeKernelParams p, const KV kv, const __grid_constant__ CUtensorMap k_map,
                                const __grid_constant__ CUtensorMap v_map,
@@ -101,6 +102,7 @@ __global__ void __launch_bounds__(decode_tma_threads(kRowTiles), kSchedule == kD
   constexpr bool kDequant = decode_dequantizes<T, KVT>();
   static_assert(kRowTiles == 1 || (kSchedule != kDecodeSpreadTail && !kDequant),
                 "two row tiles: the even grid or the balanced schedule of 16-bit caches");
+  static_assert(!kNarrow || (kRowTiles == 1 && !kDequant), "the narrow tile: one row tile, 16-bit caches");
   constexpr int kMathWarps = kTmaMathWarps * kRowTiles;
   constexpr int kThreads = decode_tma_threads(kRowTiles);
   constexpr int kBlockRows = kRowTiles * kRowsPerBlock;
@@ -258,7 +260,7 @@ __global__ void __launch_bounds__(decode_tma_threads(kRowTiles), kSchedule == kD
     bool bad = false;
     const int kv_len = kv.check_len(len_raw, bad);
     const DecodeSplitRange range =
-        decode_split_range(p, w, kv_len, (w.row_tile * kRowTiles + row_sub) * kRowsPerBlock);
+        decode_split_range(p, w, kv_len, (w.row_tile * kRowTiles + row_sub) * kRowsPerBlock, kNarrow);
     const int eff = range.eff, start = range.start, end = range.end, n_tiles = range.n_tiles;
     if (start != spec_start) lookup_ahead(start, end);
 
@@ -286,9 +288,10 @@ __global__ void __launch_bounds__(decode_tma_threads(kRowTiles), kSchedule == kD
     if (stamps_on && producer && lane == 0) stamp[6] = clk();
 #endif
 
-    float o[kDTiles][4];
+    constexpr int kOTiles = kNarrow ? D / 16 : kDTiles;  // O^T fragments of 16 columns (kNarrow), or 8
+    float o[kOTiles][4];
 #pragma unroll
-    for (int n = 0; n < kDTiles; ++n) o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.f;
+    for (int n = 0; n < kOTiles; ++n) o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.f;
     float row_max[2] = {-INFINITY, -INFINITY};
     float row_sum[2] = {0.f, 0.f};
     // Q's fragments in registers for the whole loop where they fit (D <= 128: up to 32
@@ -417,7 +420,9 @@ __global__ void __launch_bounds__(decode_tma_threads(kRowTiles), kSchedule == kD
             __syncwarp();
           }
 #ifndef CLO_DEV_NO_MATH  // dev probe builds only: the load path alone (the output is garbage)
-          if constexpr (kDequant) {
+          if constexpr (kNarrow) {
+            decode_warp_tile_narrow<T, D>(q_frag, ks, vs, box_lg, key_warp * 16, tok0, range, p, o, row_max, row_sum);
+          } else if constexpr (kDequant) {
             decode_warp_tile_fp8<MathT, D, kScaledQ>(q_frag, reinterpret_cast<const MathT*>(ks),
                                                      reinterpret_cast<const MathT*>(vs), box_lg, key_warp * 16, tok0,
                                                      range, p, o, row_max, row_sum, q_unscale);
@@ -447,12 +452,13 @@ __global__ void __launch_bounds__(decode_tma_threads(kRowTiles), kSchedule == kD
       // next piece's boxes. Warp 0 has waited for every tile of this piece (the flag).
       if (!producer) {
         bad = bad || *reinterpret_cast<volatile int*>(piece_bad + piece) != 0;
-        decode_epilogue<T, D, kMathWarps * 32, kMathWarps, kDequant, true, kRowTiles>(p, w, o, row_max, row_sum, bad,
-                                                                                      eff, scratch);
+        decode_epilogue<T, D, kMathWarps * 32, kMathWarps, kDequant, true, kRowTiles, kNarrow>(p, w, o, row_max,
+                                                                                               row_sum, bad, eff,
+                                                                                               scratch);
       }
     } else {
-      decode_epilogue<T, D, kThreads, kMathWarps, kDequant, false, kRowTiles>(p, w, o, row_max, row_sum, bad, eff,
-                                                                              smem);
+      decode_epilogue<T, D, kThreads, kMathWarps, kDequant, false, kRowTiles, kNarrow>(p, w, o, row_max, row_sum,
+                                                                                       bad, eff, smem);
     }
     tiles_done += n_tiles;
     more = kBalanced && sk.pos < sk.hi && piece + 1 < kDecodeMaxPieces;
@@ -588,13 +594,13 @@ int encode_decode_tma_maps(const DecodeAttentionArgs& a, DecodeTmaMaps& maps, CU
 // box_rows from encode_decode_tma_maps. cudaErrorNotSupported where the kernel has no
 // sm_90 code (a build without sm_90, run through PTX JIT): the caller falls back.
 template <typename T, int D, int kStages, class KV, typename KVT = T, int kSchedule = kDecodeEvenGrid,
-          int kRowTiles = 1>
+          int kRowTiles = 1, bool kNarrow = false>
 cudaError_t launch_decode_attention_tma_kernel(const DecodeKernelParams& p, const KV& kv, dim3 grid,
                                               cudaStream_t stream, bool pdl, const DecodeTmaMaps& maps,
                                               int box_rows) {
   constexpr size_t smem = decode_tma_smem_bytes<T, D, kStages, KVT, kSchedule == kDecodeBalanced, kRowTiles>();
   static_assert(smem <= 227 * 1024, "the TMA kernel's shared memory must fit the H100's 227 KB");
-  auto kernel = decode_attention_tma_kernel<T, D, kStages, KV, KVT, kSchedule, kRowTiles>;
+  auto kernel = decode_attention_tma_kernel<T, D, kStages, KV, KVT, kSchedule, kRowTiles, kNarrow>;
   if (box_rows < 8 || box_rows > kTileTokens || kTileTokens % box_rows != 0) return cudaErrorInvalidValue;
   if (smem > static_cast<size_t>(decode_smem_limit())) return cudaErrorNotSupported;  // the caller falls back
   static int state[64] = {0};
@@ -617,6 +623,12 @@ template <typename T, int D, typename KVT>
 constexpr bool decode_runs_wide_rows() {
   return D == 128 && !decode_dequantizes<T, KVT>();
 }
+// The kernels instantiated with the narrow tile (kNarrow; where they run:
+// decode_narrow_rows_pay): 16-bit D = 128, the even grid at one row tile.
+template <typename T, int D, typename KVT>
+constexpr bool decode_runs_narrow() {
+  return D == 128 && !decode_dequantizes<T, KVT>();
+}
 // The kernels that run the spread tail (decode_dev_spread): 16-bit D = 128, whose 3-stage
 // blocks fit two per SM.
 template <typename T, int D, typename KVT>
@@ -636,15 +648,17 @@ constexpr int decode_streamk_stages() {
 // (decode_tma_stages_fit), else cudaErrorInvalidValue; with p.streamk_blocks, the balanced
 // schedule's kernel (2 or 3 stages; at two row tiles 3). (The spread tail launches its 3-stage
 // kernel itself.) kRowTiles 2: the kernel at two row tiles per block (decode_runs_wide_rows; p
-// and grid count 32-row units).
+// and grid count 32-row units). kNarrow: the even grid on the narrow tile (decode_runs_narrow).
 template <typename T, int D, int kStages, typename KVT = T, int kRowTiles = 1>
 constexpr bool decode_tma_stages_fit() {
   return decode_tma_smem_bytes<T, D, kStages, KVT, false, kRowTiles>() <= 227 * 1024;
 }
-template <typename T, int D, typename KVT = T, int kRowTiles = 1, class KV>
+template <typename T, int D, typename KVT = T, int kRowTiles = 1, bool kNarrow = false, class KV>
 cudaError_t launch_decode_attention_tma_stages(int stages, const DecodeKernelParams& p, const KV& kv, dim3 grid,
                                                cudaStream_t stream, bool pdl, const DecodeTmaMaps& maps,
                                                int box_rows) {
+  static_assert(!kNarrow || (kRowTiles == 1 && decode_runs_narrow<T, D, KVT>()), "see decode_runs_narrow");
+  if (kNarrow && p.streamk_blocks > 0) return cudaErrorInvalidValue;
   if (p.streamk_blocks > 0) {  // the balanced schedule (decode_runs_streamk): 2 or 3 stages
     if constexpr (kRowTiles == 1 && decode_runs_streamk<T, D, KVT, KV::kPagedLayout>()) {
       if (stages == 2)
@@ -665,17 +679,17 @@ cudaError_t launch_decode_attention_tma_stages(int stages, const DecodeKernelPar
   }
   switch (stages) {
     case 2:
-      return launch_decode_attention_tma_kernel<T, D, 2, KV, KVT, kDecodeEvenGrid, kRowTiles>(p, kv, grid, stream, pdl,
-                                                                                             maps, box_rows);
+      return launch_decode_attention_tma_kernel<T, D, 2, KV, KVT, kDecodeEvenGrid, kRowTiles, kNarrow>(
+          p, kv, grid, stream, pdl, maps, box_rows);
     case 3:
       if constexpr (decode_tma_stages_fit<T, D, 3, KVT, kRowTiles>())
-        return launch_decode_attention_tma_kernel<T, D, 3, KV, KVT, kDecodeEvenGrid, kRowTiles>(p, kv, grid, stream,
-                                                                                               pdl, maps, box_rows);
+        return launch_decode_attention_tma_kernel<T, D, 3, KV, KVT, kDecodeEvenGrid, kRowTiles, kNarrow>(
+            p, kv, grid, stream, pdl, maps, box_rows);
       break;
     case 4:
       if constexpr (decode_tma_stages_fit<T, D, 4, KVT, kRowTiles>())
-        return launch_decode_attention_tma_kernel<T, D, 4, KV, KVT, kDecodeEvenGrid, kRowTiles>(p, kv, grid, stream,
-                                                                                               pdl, maps, box_rows);
+        return launch_decode_attention_tma_kernel<T, D, 4, KV, KVT, kDecodeEvenGrid, kRowTiles, kNarrow>(
+            p, kv, grid, stream, pdl, maps, box_rows);
       break;
     default: break;
   }

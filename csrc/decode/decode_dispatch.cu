@@ -85,6 +85,10 @@ int decode_dev_plane_boxes() {
   return dev_knob("CLO_DECODE_PLANE_BOXES", dev_mode, 1);
 }
 
+int decode_dev_narrow() {
+  static bool dev_mode = std::getenv("CLO_DECODE_NARROW") != nullptr;
+  return dev_knob("CLO_DECODE_NARROW", dev_mode, kDecodeNarrowAuto);
+}
 int decode_dev_smem_limit() {
   static bool dev_mode = std::getenv("CLO_DECODE_SMEM_LIMIT") != nullptr;
   return dev_knob("CLO_DECODE_SMEM_LIMIT", dev_mode, 0);

@@ -148,6 +148,18 @@ inline bool decode_wide_row_boxes_pay(bool paged, int64_t blocks, int64_t sms, i
   if (decode_row_boxes_pay(blocks, sms, hbm3e)) return true;
   return decode_dev_plane_boxes() != kDecodePlaneBoxesOff && hbm3e && paged && block_keys >= kWideRowBoxesMinKeys;
 }
+// Dev knob CLO_DECODE_NARROW, read like CLO_DECODE_VARIANT: kDecodeNarrowOff keeps every unit
+// on the 16-row math tile (decode_warp_tile); anything else: the automatic choice
+// (decode_narrow_rows_pay).
+constexpr int kDecodeNarrowOff = 0, kDecodeNarrowAuto = 1;
+int decode_dev_narrow();
+// Whether a unit of `rows` query rows runs the narrow math tile (decode_warp_tile_narrow:
+// the keys as the MMA's M dimension, for at most 8 rows) where the kernel has it
+// (decode_runs_narrow: the TMA kernel's even grid, 16-bit D = 128).
+constexpr int kNarrowMaxRows = 8;
+inline bool decode_narrow_rows_pay(int rows) {
+  return rows <= kNarrowMaxRows && decode_dev_narrow() != kDecodeNarrowOff;
+}
 // Dev knob CLO_DECODE_SMEM_LIMIT, read like CLO_DECODE_VARIANT: a shared-memory budget per
 // block in bytes, below the device's (decode_smem_limit takes the smaller): the choices
 // of a 99-KB GPU (sm_86/89/120) tested on a larger one.

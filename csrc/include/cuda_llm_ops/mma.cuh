@@ -36,6 +36,15 @@ CLO_DEVICE void ldmatrix_x2_trans(uint32_t (&r)[2], const void* smem_row_ptr) {
                : "r"(smem_u32addr(smem_row_ptr)));
 }
 
+// An 8x8 b16 matrix held in the fragment layout (thread (g, t) holds row g, columns 2t and
+// 2t + 1), transposed across the warp: thread (g, t) then holds rows 2t, 2t + 1 of column g.
+// It turns a C fragment (after packing to 16 bits) into a B operand without shared memory.
+CLO_DEVICE uint32_t movmatrix_trans(uint32_t x) {
+  uint32_t y;
+  asm volatile("movmatrix.sync.aligned.m8n8.trans.b16 %0, %1;\n" : "=r"(y) : "r"(x));
+  return y;
+}
+
 template <typename T> struct MmaF16Kind;
 template <> struct MmaF16Kind<__half> { static constexpr bool kIsBf16 = false; };
 template <> struct MmaF16Kind<__nv_bfloat16> { static constexpr bool kIsBf16 = true; };
