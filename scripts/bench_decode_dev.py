@@ -2078,6 +2078,17 @@ NARROW_SUSTAINED_ROWS = [(64, 1024, 32, 16), (64, 4096, 32, 16), (16, 16384, 8, 
 NARROW_SUSTAINED_VARIANTS = [("auto", 0, {}), ("rows16", 0, {"CLO_DECODE_NARROW": "0"})]
 
 
+# --narrow-dims: the narrow tile at the other kernel widths (9f25d0a ran it at 128 only): 64, 96
+# and 256 unpaired, head pairs of 64 (on the 128 kernel), 72-80 (160) and 96 (256), paged
+# block 16, cuDNN first, against the 16-row tile: (B, N, Hkv, D, contiguous, splits, block_size)
+NARROW_DIMS_ROWS = ([(64, 2048, hkv, D, False, (0,), 16) for D in (64, 80, 96, 256) for hkv in (32, 8)]
+                    + [(1, 16384, 8, D, False, (0,), 16) for D in (64, 80, 96, 256)]
+                    + [(16, 4096, 8, D, False, (0,), 16) for D in (64, 96)]
+                    + [(1, 16384, 32, 80, False, (0,), 16), (16, 4096, 8, 128, False, (0,), 16),
+                       (1, 16384, 32, 128, False, (0,), 16)])
+NARROW_DIMS_VARIANTS = {"auto": {}, "rows16": {"CLO_DECODE_NARROW": "0"}}
+
+
 def narrow_sweep(iters, copy_bw):
     """NARROW_ROWS (graph replays, cold L2, cuDNN first), then NARROW_SUSTAINED_ROWS at the
     power cap (1 s of each variant's own calls before its timing, two interleaved rounds)."""
@@ -2153,6 +2164,8 @@ SWEEPS = {
     "pair-d160-small-grids": (pair_d160_small_grid_sweep,
                               "paged D=72-80 below 0.35 pairs per SM: pairs vs unpaired at their split counts"),
     "narrow": (narrow_sweep, "D=128 one token: the narrow math tile vs the 16-row one, cool and at the cap"),
+    "narrow-dims": (lambda iters, copy_bw: _layout_rows(NARROW_DIMS_ROWS, NARROW_DIMS_VARIANTS, iters, copy_bw),
+                    "head dims 64-256 and head pairs: the narrow math tile vs the 16-row one"),
     "pair-d160-small-auto": (pair_d160_small_auto_sweep,
                              "paged D=72-80 below 0.35 pairs per SM: the automatic call vs unpaired"),
     "wide-pairs-bands": (wide_pair_band_sweep, "paged 16-bit D=72-88 pairs vs unpaired at 1-3.5 units per SM, splits"),

@@ -1263,30 +1263,41 @@ from cuda_llm_ops.testing import assert_close, kernel_names, poison_
 
 sm90 = torch.cuda.get_device_capability()[0] >= 9
 gen = torch.Generator().manual_seed(76)
-# the TMA kernel's even grid (0) at one row tile on the narrow tile, head_dim 128
-NARROW = r"tma_kernel<[^<>,]+, (\(int\))?128, [^<>]*, (\(int\))?0, (\(int\))?1, (true|\(bool\)1)>"
+# the TMA kernel's even grid (0) at one row tile on the narrow tile, kernel head dim {kd}
+NARROW = r"tma_kernel<[^<>,]+, (\(int\))?{kd}, [^<>]*, (\(int\))?0, (\(int\))?1, (true|\(bool\)1)>"
 
-def on_narrow(fn, want, what):
+def on_narrow(fn, kd, want, what):
     if sm90:
         names = kernel_names(fn)
-        assert bool(re.search(NARROW, names)) == want, f"{what}: {names[:400]}"
+        assert bool(re.search(NARROW.format(kd=kd), names)) == want, f"{what}: {names[:400]}"
 
-# (lengths, KV heads, group, Nq, head_dim, block size, dtype, splits, window, soft cap): MHA
-# ragged (1- and 17-key sequences), group 8 (all 8 rows), Nq 2 causal at group 4 (8 rows) with a
-# window and a soft cap, 3 rows at head_dim 112 on the 128 kernel, B=1 at 16K keys (the
-# automatic count), a 1-key sequence alone, and 9 rows (Nq 3 at group 3: the 16-row tile)
-cases = [([2048, 1, 17, 1000, 65], 4, 1, 1, 128, 16, torch.float16, 0, -1, 0.0),
-         ([4096, 333], 2, 8, 1, 128, 32, torch.bfloat16, 3, -1, 0.0),
-         ([1500, 900, 64], 2, 4, 2, 128, 8, torch.float16, 2, 100, 5.0),
-         ([3000, 1], 3, 3, 1, 112, 64, torch.float16, 1, -1, 0.0),
-         ([16384], 8, 4, 1, 128, 16, torch.bfloat16, 0, -1, 30.0),
-         ([1], 2, 4, 1, 128, 16, torch.float16, 0, -1, 0.0),
-         ([700, 2500], 2, 3, 3, 128, 16, torch.float16, 3, 300, 0.0)]
-for i, (lens, hkv, group, nq, d, bs, dt, ns, wl, cap) in enumerate(cases):
+# (lengths, KV heads, group, Nq, head_dim, block size, dtype, splits, window, soft cap, head pairs
+# (CLO_DECODE_PACK: 0 never, 2 wherever legal), the kernel's head dim): at 128, MHA ragged (1- and
+# 17-key sequences), group 8 (all 8 rows), Nq 2 causal at group 4 (8 rows) with a window and a
+# soft cap, 3 rows at head_dim 112, B=1 at 16K keys (the automatic count), a 1-key sequence
+# alone, and 9 rows (Nq 3 at group 3: the 16-row tile); then head dims 64, 96 and 256 (Q in
+# registers on the narrow tile), and head pairs: 64 on the 128 kernel, 72-80 on the 160 one, 96
+# on the 256 one
+cases = [([2048, 1, 17, 1000, 65], 4, 1, 1, 128, 16, torch.float16, 0, -1, 0.0, "0", 128),
+         ([4096, 333], 2, 8, 1, 128, 32, torch.bfloat16, 3, -1, 0.0, "0", 128),
+         ([1500, 900, 64], 2, 4, 2, 128, 8, torch.float16, 2, 100, 5.0, "0", 128),
+         ([3000, 1], 3, 3, 1, 112, 64, torch.float16, 1, -1, 0.0, "0", 128),
+         ([16384], 8, 4, 1, 128, 16, torch.bfloat16, 0, -1, 30.0, "0", 128),
+         ([1], 2, 4, 1, 128, 16, torch.float16, 0, -1, 0.0, "0", 128),
+         ([700, 2500], 2, 3, 3, 128, 16, torch.float16, 3, 300, 0.0, "0", 128),
+         ([1000, 2048, 5], 4, 1, 1, 64, 16, torch.float16, 0, -1, 0.0, "0", 64),
+         ([3000, 70], 2, 4, 1, 96, 32, torch.bfloat16, 2, 500, 0.0, "0", 96),
+         ([2000, 1, 4096], 2, 2, 1, 256, 16, torch.float16, 3, -1, 10.0, "0", 256),
+         ([1000, 3000], 4, 2, 1, 64, 16, torch.float16, 1, -1, 0.0, "2", 128),
+         ([4096, 100], 4, 4, 1, 80, 16, torch.float16, 0, -1, 0.0, "2", 160),
+         ([1500, 17], 8, 1, 1, 72, 16, torch.bfloat16, 2, -1, 0.0, "2", 160),
+         ([2048], 4, 4, 1, 96, 16, torch.float16, 0, 700, 0.0, "2", 256)]
+for i, (lens, hkv, group, nq, d, bs, dt, ns, wl, cap, pack, kd) in enumerate(cases):
     q, kc, vc, table, sl = make_paged_problem(lens, hkv, group, d, bs, dt, 760 + i)
     if nq > 1:  # the last nq keys of each sequence are queries, [B, Hq, nq, D]
         q = torch.randn(len(lens), nq, hkv * group, d, generator=gen).to(dt).cuda().transpose(1, 2)
-    what = f"lens={lens[:3]} Hkv={hkv} G={group} Nq={nq} D={d} bs={bs} {dt}"
+    what = f"lens={lens[:3]} Hkv={hkv} G={group} Nq={nq} D={d} bs={bs} {dt} pack={pack}"
+    os.environ["CLO_DECODE_PACK"] = pack
     outs = []
     for knob in ("1", "0"):  # the automatic choice (narrow at <= 8 rows), then the 16-row tile
         os.environ["CLO_DECODE_NARROW"] = knob
@@ -1294,23 +1305,25 @@ for i, (lens, hkv, group, nq, d, bs, dt, ns, wl, cap) in enumerate(cases):
         out = poison_(torch.empty_like(q))
         call = lambda: llm.paged_attention(q, kc, vc, table, sl, out=out, num_splits=ns, window_left=wl,
                                            logits_soft_cap=cap)
-        on_narrow(call, knob == "1" and group * nq <= 8, f"{what} narrow={knob}")
+        rows = group * nq * (2 if pack == "2" else 1)  # a pair's rows: both heads' queries
+        on_narrow(call, kd, knob == "1" and rows <= 8, f"{what} narrow={knob}")
         call()
         outs.append(out.clone())
     # the same math to float32 rounding: the two tiles differ in summation order only
     torch.testing.assert_close(outs[0], outs[1], rtol=2e-2, atol=2e-3)
+os.environ["CLO_DECODE_PACK"] = "1"
 
-# contiguous caches: one token at GQA 32/8 and MHA, splits 1 and 4
+# contiguous caches: one token at GQA 32/8 and MHA (head dims 128 and 64), splits 1 and 4
 os.environ["CLO_DECODE_NARROW"] = "1"
-for hq, hkv, n, ns in ((32, 8, 1000, 1), (16, 16, 4099, 4)):
-    q = torch.randn(3, hq, 1, 128, generator=gen).half().cuda()
-    k = torch.randn(3, hkv, n, 128, generator=gen).half().cuda()
-    v = torch.randn(3, hkv, n, 128, generator=gen).half().cuda()
+for hq, hkv, n, d, ns in ((32, 8, 1000, 128, 1), (16, 16, 4099, 128, 4), (8, 8, 3000, 64, 1)):
+    q = torch.randn(3, hq, 1, d, generator=gen).half().cuda()
+    k = torch.randn(3, hkv, n, d, generator=gen).half().cuda()
+    v = torch.randn(3, hkv, n, d, generator=gen).half().cuda()
     out = poison_(torch.empty_like(q))
     call = lambda: llm.decode_attention(q, k, v, out=out, num_splits=ns)
     call()
     assert_close(out, attention_reference(q, k, v), dtype=torch.float16, what=f"contiguous Hq={hq} Hkv={hkv} N={n}")
-    on_narrow(call, True, f"contiguous Hq={hq} Hkv={hkv}")
+    on_narrow(call, d, True, f"contiguous Hq={hq} Hkv={hkv} D={d}")
 
 # graph replays with new lengths, tables and queries, then bad inputs (group 4: 8 rows per KV head)
 replay_then_bad_inputs(4, 77, True, (0, 1, 6), gen)
@@ -1323,16 +1336,17 @@ def test_narrow_tile_matches_reference():
     of at most 8 query rows; csrc/decode/NOTES.md stop 76) against the references and against the
     16-row tile (CLO_DECODE_NARROW=0): MHA with ragged lengths, group 8, Nq 2 causal at group 4
     with a window, a soft cap and lse, head_dim 112 on the 128 kernel, B=1 at 16K keys, a 1-key
-    sequence, fp16 and bf16, block sizes 8-64, 1-3 splits and the automatic count; contiguous
-    caches; graph replays and bad inputs. On sm_90 the profiler names the kernel each call ran
-    (9 rows: the 16-row tile). The TMA kernel's even grid is forced (CLO_DECODE_VARIANT=2, no
-    balanced schedule or spread tail), where the narrow tile runs. A subprocess: the knobs are
-    read in dev mode only when set before the first decode call."""
+    sequence, head dims 64, 96 and 256, head pairs on the 128, 160 and 256 kernels, fp16 and
+    bf16, block sizes 8-64, 1-3 splits and the automatic count; contiguous caches; graph replays
+    and bad inputs. On sm_90 the profiler names the kernel each call ran (9 rows: the 16-row
+    tile). The TMA kernel's even grid is forced (CLO_DECODE_VARIANT=2, no balanced schedule or
+    spread tail), where the narrow tile runs. A subprocess: the knobs are read in dev mode only
+    when set before the first decode call."""
     require_op("paged_attention")
     require_op("decode_attention")
     run_isolated(_SCRIPT_HELPERS + _NARROW_SCRIPT, timeout=300,
                  env={"CLO_DECODE_NARROW": "1", "CLO_DECODE_VARIANT": "2", "CLO_DECODE_STREAMK": "0",
-                      "CLO_DECODE_SPREAD": "0", "CLO_DECODE_WIDE_ROWS": "0"})
+                      "CLO_DECODE_SPREAD": "0", "CLO_DECODE_WIDE_ROWS": "0", "CLO_DECODE_PACK": "0"})
 
 
 _WIDE_BALANCED_SCRIPT = r"""

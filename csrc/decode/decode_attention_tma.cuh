@@ -296,8 +296,9 @@ __global__ void __launch_bounds__(decode_tma_threads(kRowTiles), kSchedule == kD
     float row_sum[2] = {0.f, 0.f};
     // Q's fragments in registers for the whole loop where they fit (D <= 128: up to 32
     // registers; this kernel has one block or two per SM): one ldmatrix fewer per k-step
-    // on each tile's latency chain. D = 256 reads them from q_s per tile.
-    constexpr bool kQInRegs = D <= 128;
+    // on each tile's latency chain. The narrow tile keeps half of each (its rows 0-7: D / 8
+    // registers) at every D; the 16-row tile reads them from q_s per tile from D = 160.
+    constexpr bool kQInRegs = D <= 128 || kNarrow;
     const T* q_tile = q_s + row_sub * kRowsPerBlock * kQStride;  // this warp's 16 rows
     uint32_t q_regs[kQInRegs ? D / 16 : 1][4];
     if constexpr (kQInRegs) {
@@ -624,10 +625,10 @@ constexpr bool decode_runs_wide_rows() {
   return D == 128 && !decode_dequantizes<T, KVT>();
 }
 // The kernels instantiated with the narrow tile (kNarrow; where they run:
-// decode_narrow_rows_pay): 16-bit D = 128, the even grid at one row tile.
+// decode_narrow_rows_pay): 16-bit caches, the even grid at one row tile.
 template <typename T, int D, typename KVT>
 constexpr bool decode_runs_narrow() {
-  return D == 128 && !decode_dequantizes<T, KVT>();
+  return !decode_dequantizes<T, KVT>();
 }
 // The kernels that run the spread tail (decode_dev_spread): 16-bit D = 128, whose 3-stage
 // blocks fit two per SM.
