@@ -2079,13 +2079,17 @@ NARROW_SUSTAINED_VARIANTS = [("auto", 0, {}), ("rows16", 0, {"CLO_DECODE_NARROW"
 
 
 # --narrow-dims: the narrow tile at the other kernel widths (9f25d0a ran it at 128 only): 64, 96
-# and 256 unpaired, head pairs of 64 (on the 128 kernel), 72-80 (160) and 96 (256), paged
-# block 16, cuDNN first, against the 16-row tile: (B, N, Hkv, D, contiguous, splits, block_size)
+# and 256 unpaired, head pairs of 64 (on the 128 kernel), 72-80 (160) and 96 (256), and on the
+# balanced schedule and the spread tail; paged block 16, cuDNN first, against the 16-row tile:
+# (B, N, Hkv, D, contiguous, splits, block_size)
 NARROW_DIMS_ROWS = ([(64, 2048, hkv, D, False, (0,), 16) for D in (64, 80, 96, 256) for hkv in (32, 8)]
                     + [(1, 16384, 8, D, False, (0,), 16) for D in (64, 80, 96, 256)]
                     + [(16, 4096, 8, D, False, (0,), 16) for D in (64, 96)]
                     + [(1, 16384, 32, 80, False, (0,), 16), (16, 4096, 8, 128, False, (0,), 16),
-                       (1, 16384, 32, 128, False, (0,), 16)])
+                       (1, 16384, 32, 128, False, (0,), 16)]
+                    # 1-1.5 units per SM at D = 128: the spread tail and the balanced schedule
+                    + [(B, N, 8, 128, False, (0,), 16) for B, N in ((17, 1024), (20, 4096), (22, 2048))]
+                    + [(5, 4096, 32, 128, False, (0,), 16)])
 NARROW_DIMS_VARIANTS = {"auto": {}, "rows16": {"CLO_DECODE_NARROW": "0"}}
 
 

@@ -1325,6 +1325,32 @@ for hq, hkv, n, d, ns in ((32, 8, 1000, 128, 1), (16, 16, 4099, 128, 4), (8, 8, 
     assert_close(out, attention_reference(q, k, v), dtype=torch.float16, what=f"contiguous Hq={hq} Hkv={hkv} N={n}")
     on_narrow(call, d, True, f"contiguous Hq={hq} Hkv={hkv} D={d}")
 
+# the other one-row-tile kernels on the narrow tile, GQA 32/8 at 1.2 units per SM: the cp.async
+# kernel (CLO_DECODE_VARIANT=1), the balanced schedule (a 2-split call) and the spread tail
+# (CLO_DECODE_SPREAD=1, a 3-split call), each against the reference, narrow and 16-row
+sms = torch.cuda.get_device_properties(0).multi_processor_count
+b = int(1.2 * sms) // 8 + 1
+lens = [int(x) for x in torch.randint(1, 1500, (b,), generator=gen)]
+lens[:2] = [1, 1500]
+q, kc, vc, table, sl = make_paged_problem(lens, 8, 4, 128, 16, torch.float16, 79)
+ref = paged_attention_reference(q, kc, vc, table, sl)
+for label, knobs, ns, kernel in (
+        ("cp.async", {"CLO_DECODE_VARIANT": "1"}, 1, r"attention_kernel<[^<>,]+, (\(int\))?128, [^<>]*"),
+        ("balanced", {"CLO_DECODE_STREAMK": "1"}, 2, r"tma_kernel<[^<>]*, (\(int\))?1, (\(int\))?1"),
+        ("spread tail", {"CLO_DECODE_SPREAD": "1"}, 3, r"tma_kernel<[^<>]*, (\(int\))?2, (\(int\))?1")):
+    os.environ.update(knobs)
+    for knob in ("1", "0"):
+        os.environ["CLO_DECODE_NARROW"] = knob
+        out = poison_(torch.empty_like(q))
+        call = lambda: llm.paged_attention(q, kc, vc, table, sl, out=out, num_splits=ns)
+        call()
+        assert_close(out, ref, dtype=torch.float16, what=f"{label} B={b} narrow={knob}")
+        if sm90 or label == "cp.async":
+            names = kernel_names(call)
+            want = r"(true|\(bool\)1)>" if knob == "1" else r"(false|\(bool\)0)>"
+            assert re.search(kernel + ", " + want, names), f"{label} narrow={knob}: {names[:400]}"
+    os.environ.update({"CLO_DECODE_VARIANT": "2", "CLO_DECODE_STREAMK": "0", "CLO_DECODE_SPREAD": "0"})
+
 # graph replays with new lengths, tables and queries, then bad inputs (group 4: 8 rows per KV head)
 replay_then_bad_inputs(4, 77, True, (0, 1, 6), gen)
 print("narrow ok")
@@ -1337,11 +1363,12 @@ def test_narrow_tile_matches_reference():
     16-row tile (CLO_DECODE_NARROW=0): MHA with ragged lengths, group 8, Nq 2 causal at group 4
     with a window, a soft cap and lse, head_dim 112 on the 128 kernel, B=1 at 16K keys, a 1-key
     sequence, head dims 64, 96 and 256, head pairs on the 128, 160 and 256 kernels, fp16 and
-    bf16, block sizes 8-64, 1-3 splits and the automatic count; contiguous caches; graph replays
-    and bad inputs. On sm_90 the profiler names the kernel each call ran (9 rows: the 16-row
-    tile). The TMA kernel's even grid is forced (CLO_DECODE_VARIANT=2, no balanced schedule or
-    spread tail), where the narrow tile runs. A subprocess: the knobs are read in dev mode only
-    when set before the first decode call."""
+    bf16, block sizes 8-64, 1-3 splits and the automatic count; contiguous caches; then the
+    cp.async kernel, the balanced schedule and the spread tail; graph replays and bad inputs.
+    The profiler names the kernel each call ran (9 rows: the 16-row tile; the TMA kernels on
+    sm_90 only). The TMA kernel's even grid is forced (CLO_DECODE_VARIANT=2, no balanced
+    schedule or spread tail) but where a section picks another. A subprocess: the knobs are
+    read in dev mode only when set before the first decode call."""
     require_op("paged_attention")
     require_op("decode_attention")
     run_isolated(_SCRIPT_HELPERS + _NARROW_SCRIPT, timeout=300,

@@ -418,6 +418,12 @@ template <typename T, typename KVT>
 constexpr bool decode_dequantizes() {
   return sizeof(KVT) == 1;
 }
+// The kernels instantiated with the narrow tile (kNarrow; where they run:
+// decode_narrow_rows_pay): 16-bit caches, one row tile, every schedule.
+template <typename T, int D, typename KVT>
+constexpr bool decode_runs_narrow() {
+  return !decode_dequantizes<T, KVT>();
+}
 template <typename T, int D, typename KVT>
 constexpr int decode_stage_cols() {
   return D * static_cast<int>(sizeof(KVT)) / static_cast<int>(sizeof(T));
@@ -1290,12 +1296,14 @@ CLO_DEVICE void decode_epilogue(const DecodeKernelParams& p, const DecodeWork& w
 }
 
 // T: q / out (and the math); KVT: the cache's element type, T or an FP8 byte (the warps
-// dequantize their fragments, decode_warp_tile_fp8).
-template <typename T, int D, int kStages, class KV, typename KVT = T>
+// dequantize their fragments, decode_warp_tile_fp8). kNarrow (decode_narrow_rows_pay): units
+// of at most 8 rows on decode_warp_tile_narrow.
+template <typename T, int D, int kStages, class KV, typename KVT = T, bool kNarrow = false>
 __global__ void __launch_bounds__(kDecodeThreads)
     decode_attention_kernel(const DecodeKernelParams p, const KV kv) {
   static_assert(kStages >= 2, "the pipeline needs two stages");
   constexpr bool kDequant = decode_dequantizes<T, KVT>();
+  static_assert(!(kNarrow && kDequant), "the narrow tile runs 16-bit caches");
   constexpr int kStageCols = decode_stage_cols<T, D, KVT>();  // 16-bit columns of a stage tile's rows
   constexpr int kQStride = decode_smem_stride<D>();
   constexpr int kChunksPerRow = kStageCols / 8;  // 16-byte chunks
@@ -1344,7 +1352,7 @@ __global__ void __launch_bounds__(kDecodeThreads)
   decode_load_q<T, D, kQStride, kDequant>(p, w, q_s, kDecodeThreads);
   bool bad = false;
   const int kv_len = kv.check_len(len_raw, bad);
-  const DecodeSplitRange range = decode_split_range(p, w, kv_len, w.row_tile * kRowsPerBlock);
+  const DecodeSplitRange range = decode_split_range(p, w, kv_len, w.row_tile * kRowsPerBlock, kNarrow);
   const int eff = range.eff, start = range.start, end = range.end, n_tiles = range.n_tiles;
   if (start != spec_start) {
 #pragma unroll
@@ -1405,11 +1413,12 @@ __global__ void __launch_bounds__(kDecodeThreads)
     lookup_tile(kStages - 1, entries);
   }
 
-  float o[kDTiles][4];
+  constexpr int kOTiles = kNarrow ? D / 16 : kDTiles;  // O^T fragments of 16 columns (kNarrow), or 8
+  float o[kOTiles][4];
 #pragma unroll
-  for (int n = 0; n < kDTiles; ++n) o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.f;
+  for (int n = 0; n < kOTiles; ++n) o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.f;
   float row_max[2] = {-INFINITY, -INFINITY};
-  float row_sum[2] = {0.f, 0.f};  // this lane's share; summed over the quad at the end
+  float row_sum[2] = {0.f, 0.f};  // this lane's share; summed over the quad (kNarrow: over g) at the end
   // Q fragments from smem per tile (this kernel runs up to 3 blocks per SM: no
   // registers to spare for them).
   const auto q_smem = [q_s](int kk, uint32_t (&a)[4]) { decode_q_frag<T, kQStride>(q_s, kk, a); };
@@ -1432,7 +1441,10 @@ __global__ void __launch_bounds__(kDecodeThreads)
     if (tok0 >= end) continue;  // this warp's 16 keys are all past the end (warp-uniform)
     const T* ks = kv_s + (t % kStages) * 2 * kTileElems;
     if constexpr (kScaledQ) decode_read_q_unscale<D, kQStride>(q_s, q_unscale);  // after the barrier above
-    if constexpr (kDequant) {
+    if constexpr (kNarrow) {
+      decode_warp_tile_narrow<T, D>(q_smem, ks, ks + kTileElems, kDecodeUngroupedLog2, warp * 16, tok0, range, p, o,
+                                    row_max, row_sum);
+    } else if constexpr (kDequant) {
       const MathT* kh = reinterpret_cast<const MathT*>(ks);
       decode_warp_tile_fp8<MathT, D, kScaledQ>(q_smem, kh, kh + kTileElems, kDecodeUngroupedLog2, warp * 16, tok0,
                                                range, p, o, row_max, row_sum, q_unscale);
@@ -1443,7 +1455,8 @@ __global__ void __launch_bounds__(kDecodeThreads)
   }
   cp_async_wait_all();
 
-  decode_epilogue<T, D, kDecodeThreads, kDecodeWarps, kDequant>(p, w, o, row_max, row_sum, bad, eff, smem);
+  decode_epilogue<T, D, kDecodeThreads, kDecodeWarps, kDequant, false, 1, kNarrow>(p, w, o, row_max, row_sum, bad, eff,
+                                                                                  smem);
 }
 
 // Once per device and kernel instantiation (`state`, the caller's static array): the
@@ -1546,26 +1559,28 @@ cudaError_t launch_decode_split_merge(const DecodeKernelParams& p, const KV& kv,
                        dim3(kDecodeMergeThreads), 0, stream, pdl, p, kv);
 }
 
-template <typename T, int D, int kStages, class KV, typename KVT>
+template <typename T, int D, int kStages, class KV, typename KVT, bool kNarrow>
 cudaError_t launch_decode_attention_kernel_stages(const DecodeKernelParams& p, const KV& kv, dim3 grid,
                                                   cudaStream_t stream, bool pdl) {
   constexpr size_t smem = decode_smem_bytes<T, D, kStages, KVT>();
-  auto kernel = decode_attention_kernel<T, D, kStages, KV, KVT>;
+  auto kernel = decode_attention_kernel<T, D, kStages, KV, KVT, kNarrow>;
   static int state[64] = {0};
   const cudaError_t err = configure_decode_kernel_once(kernel, smem, false, state);
   if (err != cudaSuccess) return err;
   return launch_kernel(kernel, grid, dim3(kDecodeThreads), smem, stream, pdl, p, kv);
 }
 
-template <typename T, int D, typename KVT = T, class KV>
+template <typename T, int D, typename KVT = T, bool kNarrow = false, class KV>
 cudaError_t launch_decode_attention_kernel(const DecodeKernelParams& p, const KV& kv, dim3 grid,
                                            cudaStream_t stream, bool pdl) {
   constexpr int kStages = decode_cp_async_pref_stages<T, D, KVT>();
   const int stages = decode_cp_async_stages<T, D, KVT>(static_cast<size_t>(decode_smem_limit()));
-  if (stages == kStages) return launch_decode_attention_kernel_stages<T, D, kStages, KV, KVT>(p, kv, grid, stream, pdl);
+  if (stages == kStages)
+    return launch_decode_attention_kernel_stages<T, D, kStages, KV, KVT, kNarrow>(p, kv, grid, stream, pdl);
   if constexpr (decode_has_fallback_stages<T, D, KVT>()) {
     constexpr int kMin = decode_min_cp_async_stages<T, D, KVT>();
-    if (stages == kMin) return launch_decode_attention_kernel_stages<T, D, kMin, KV, KVT>(p, kv, grid, stream, pdl);
+    if (stages == kMin)
+      return launch_decode_attention_kernel_stages<T, D, kMin, KV, KVT, kNarrow>(p, kv, grid, stream, pdl);
   }
   return cudaErrorNotSupported;
 }
@@ -1668,6 +1683,14 @@ cudaError_t run_decode_attention(const DecodeAttentionArgs& a, cudaStream_t stre
     params.streamk_by_len = kPaged && streamk_mode != kDecodeStreamKByCapacity;
     return params;
   };
+  // The math tile of one-row-tile blocks: the narrow one for units of at most 8 rows
+  // (decode_narrow_rows_pay), else the 16-row one; `launch(std::bool_constant<narrow>)`.
+  auto with_tile = [&](auto&& launch) -> cudaError_t {
+    if constexpr (decode_runs_narrow<T, D, KVT>()) {
+      if (decode_narrow_rows_pay(p.rows)) return launch(std::true_type{});
+    }
+    return launch(std::false_type{});
+  };
   auto launch_variant = [&](const auto& kv) -> cudaError_t {
     const int forced = decode_dev_kernel();
     // Two row tiles per block (decode_wide_rows_pay): units of 17-32 rows, or 32-row tiles
@@ -1728,9 +1751,11 @@ cudaError_t run_decode_attention(const DecodeAttentionArgs& a, cudaStream_t stre
         const int knob_stages = decode_dev_tma_stages();
         const int stages = knob_stages == 2 ? 2 : decode_streamk_stages<T, D, KVT>();  // the small grids' depth
         if (box_rows > 0) {
-          const cudaError_t err = launch_decode_attention_tma_stages<T, D, KVT>(
-              stages, as_balanced(p, sk_blocks), kv, dim3(static_cast<unsigned>(sk_blocks)), stream,
-              launch_pdl(sk_blocks, kDecodeBalanced), maps, box_rows);
+          const cudaError_t err = with_tile([&](auto narrow) {
+            return launch_decode_attention_tma_stages<T, D, KVT, 1, decltype(narrow)::value>(
+                stages, as_balanced(p, sk_blocks), kv, dim3(static_cast<unsigned>(sk_blocks)), stream,
+                launch_pdl(sk_blocks, kDecodeBalanced), maps, box_rows);
+          });
           if (err != cudaErrorNotSupported) return err;
         }
       }
@@ -1757,10 +1782,12 @@ cudaError_t run_decode_attention(const DecodeAttentionArgs& a, cudaStream_t stre
           DecodeKernelParams ps = p;
           ps.spread_from = static_cast<int>(sms);
           // 3 stages: two blocks fit per SM
-          const cudaError_t err =
-              launch_decode_attention_tma_kernel<T, D, 3, std::decay_t<decltype(kv)>, KVT, kDecodeSpreadTail>(
-                  ps, kv, dim3(static_cast<unsigned>(blocks)), stream, launch_pdl(blocks, kDecodeSpreadTail), maps,
-                  box_rows);
+          const cudaError_t err = with_tile([&](auto narrow) {
+            return launch_decode_attention_tma_kernel<T, D, 3, std::decay_t<decltype(kv)>, KVT, kDecodeSpreadTail, 1,
+                                                      decltype(narrow)::value>(
+                ps, kv, dim3(static_cast<unsigned>(blocks)), stream, launch_pdl(blocks, kDecodeSpreadTail), maps,
+                box_rows);
+          });
           if (err != cudaErrorNotSupported) return err;
         }
       }
@@ -1778,17 +1805,16 @@ cudaError_t run_decode_attention(const DecodeAttentionArgs& a, cudaStream_t stre
         want_tma && sm90 ? encode_decode_tma_maps<T, D, kPaged, KVT>(a, maps, kv_promo, row_boxes(blocks)) : 0;
     if (box_rows > 0) {
       const cudaError_t err = launch_even_grid(p, 1, kv, [&](const DecodeKernelParams& pm) {
-        if constexpr (decode_runs_narrow<T, D, KVT>()) {
-          if (decode_narrow_rows_pay(p.rows))
-            return launch_decode_attention_tma_stages<T, D, KVT, 1, true>(tma_stages, pm, kv, grid, stream, grid_pdl,
-                                                                          maps, box_rows);
-        }
-        return launch_decode_attention_tma_stages<T, D, KVT>(tma_stages, pm, kv, grid, stream, grid_pdl, maps,
-                                                             box_rows);
+        return with_tile([&](auto narrow) {
+          return launch_decode_attention_tma_stages<T, D, KVT, 1, decltype(narrow)::value>(
+              tma_stages, pm, kv, grid, stream, grid_pdl, maps, box_rows);
+        });
       });
       if (err != cudaErrorNotSupported) return err;
     }
-    return launch_decode_attention_kernel<T, D, KVT>(p, kv, grid, stream, grid_pdl);
+    return with_tile([&](auto narrow) {
+      return launch_decode_attention_kernel<T, D, KVT, decltype(narrow)::value>(p, kv, grid, stream, grid_pdl);
+    });
   };
   if constexpr (kPaged) {
     PagedKV kv{a.k, a.v, a.block_tables, a.table_stride, a.max_blocks_per_seq, a.num_blocks,

@@ -624,12 +624,6 @@ template <typename T, int D, typename KVT>
 constexpr bool decode_runs_wide_rows() {
   return D == 128 && !decode_dequantizes<T, KVT>();
 }
-// The kernels instantiated with the narrow tile (kNarrow; where they run:
-// decode_narrow_rows_pay): 16-bit caches, the even grid at one row tile.
-template <typename T, int D, typename KVT>
-constexpr bool decode_runs_narrow() {
-  return !decode_dequantizes<T, KVT>();
-}
 // The kernels that run the spread tail (decode_dev_spread): 16-bit D = 128, whose 3-stage
 // blocks fit two per SM.
 template <typename T, int D, typename KVT>
@@ -649,7 +643,7 @@ constexpr int decode_streamk_stages() {
 // (decode_tma_stages_fit), else cudaErrorInvalidValue; with p.streamk_blocks, the balanced
 // schedule's kernel (2 or 3 stages; at two row tiles 3). (The spread tail launches its 3-stage
 // kernel itself.) kRowTiles 2: the kernel at two row tiles per block (decode_runs_wide_rows; p
-// and grid count 32-row units). kNarrow: the even grid on the narrow tile (decode_runs_narrow).
+// and grid count 32-row units). kNarrow: the narrow tile (decode_runs_narrow), one row tile.
 template <typename T, int D, int kStages, typename KVT = T, int kRowTiles = 1>
 constexpr bool decode_tma_stages_fit() {
   return decode_tma_smem_bytes<T, D, kStages, KVT, false, kRowTiles>() <= 227 * 1024;
@@ -659,16 +653,15 @@ cudaError_t launch_decode_attention_tma_stages(int stages, const DecodeKernelPar
                                                cudaStream_t stream, bool pdl, const DecodeTmaMaps& maps,
                                                int box_rows) {
   static_assert(!kNarrow || (kRowTiles == 1 && decode_runs_narrow<T, D, KVT>()), "see decode_runs_narrow");
-  if (kNarrow && p.streamk_blocks > 0) return cudaErrorInvalidValue;
   if (p.streamk_blocks > 0) {  // the balanced schedule (decode_runs_streamk): 2 or 3 stages
     if constexpr (kRowTiles == 1 && decode_runs_streamk<T, D, KVT, KV::kPagedLayout>()) {
       if (stages == 2)
-        return launch_decode_attention_tma_kernel<T, D, 2, KV, KVT, kDecodeBalanced>(p, kv, grid, stream, pdl, maps,
-                                                                                     box_rows);
+        return launch_decode_attention_tma_kernel<T, D, 2, KV, KVT, kDecodeBalanced, 1, kNarrow>(p, kv, grid, stream,
+                                                                                                pdl, maps, box_rows);
       if constexpr (decode_streamk_stages<T, D, KVT>() == 3) {
         if (stages == 3)
-          return launch_decode_attention_tma_kernel<T, D, 3, KV, KVT, kDecodeBalanced>(p, kv, grid, stream, pdl,
-                                                                                       maps, box_rows);
+          return launch_decode_attention_tma_kernel<T, D, 3, KV, KVT, kDecodeBalanced, 1, kNarrow>(
+              p, kv, grid, stream, pdl, maps, box_rows);
       }
     } else if constexpr (kRowTiles == 2 && decode_runs_wide_rows<T, D, KVT>() &&
                          decode_tma_smem_bytes<T, D, 3, KVT, true, 2>() <= 227 * 1024) {

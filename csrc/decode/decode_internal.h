@@ -155,7 +155,7 @@ constexpr int kDecodeNarrowOff = 0, kDecodeNarrowAuto = 1;
 int decode_dev_narrow();
 // Whether a unit of `rows` query rows runs the narrow math tile (decode_warp_tile_narrow:
 // the keys as the MMA's M dimension, for at most 8 rows) where the kernel has it
-// (decode_runs_narrow: the TMA kernel's even grid, 16-bit caches).
+// (decode_runs_narrow: 16-bit caches, every one-row-tile kernel and schedule).
 constexpr int kNarrowMaxRows = 8;
 inline bool decode_narrow_rows_pay(int rows) {
   return rows <= kNarrowMaxRows && decode_dev_narrow() != kDecodeNarrowOff;
