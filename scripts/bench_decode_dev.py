@@ -2091,6 +2091,12 @@ NARROW_DIMS_ROWS = ([(64, 2048, hkv, D, False, (0,), 16) for D in (64, 80, 96, 2
                     + [(B, N, 8, 128, False, (0,), 16) for B, N in ((17, 1024), (20, 4096), (22, 2048))]
                     + [(5, 4096, 32, 128, False, (0,), 16)])
 NARROW_DIMS_VARIANTS = {"auto": {}, "rows16": {"CLO_DECODE_NARROW": "0"}}
+# --narrow-d160: the one row f65759d read slower on the narrow tile (paged D = 80 MHA B=1/16K,
+# head pairs on the 160 kernel: 46.5 against 45.5 us) and its neighbours, narrow / 16-row /
+# narrow again
+NARROW_D160_ROWS = [(1, 16384, 32, 80, False, (0,), 16), (1, 16384, 8, 80, False, (0,), 16),
+                    (2, 8192, 32, 80, False, (0,), 16), (1, 16384, 32, 72, False, (0,), 16)]
+NARROW_ABA_VARIANTS = {"auto": {}, "rows16": {"CLO_DECODE_NARROW": "0"}, "auto2": {}}
 
 
 def narrow_sweep(iters, copy_bw):
@@ -2170,6 +2176,8 @@ SWEEPS = {
     "narrow": (narrow_sweep, "D=128 one token: the narrow math tile vs the 16-row one, cool and at the cap"),
     "narrow-dims": (lambda iters, copy_bw: _layout_rows(NARROW_DIMS_ROWS, NARROW_DIMS_VARIANTS, iters, copy_bw),
                     "head dims 64-256 and head pairs: the narrow math tile vs the 16-row one"),
+    "narrow-d160": (lambda iters, copy_bw: _layout_rows(NARROW_D160_ROWS, NARROW_ABA_VARIANTS, iters, copy_bw),
+                    "D=72-80 head pairs at B=1-2: narrow / 16-row / narrow"),
     "pair-d160-small-auto": (pair_d160_small_auto_sweep,
                              "paged D=72-80 below 0.35 pairs per SM: the automatic call vs unpaired"),
     "wide-pairs-bands": (wide_pair_band_sweep, "paged 16-bit D=72-88 pairs vs unpaired at 1-3.5 units per SM, splits"),
