@@ -1276,8 +1276,8 @@ def on_narrow(fn, kd, want, what):
 # 17-key sequences), group 8 (all 8 rows), Nq 2 causal at group 4 (8 rows) with a window and a
 # soft cap, 3 rows at head_dim 112, B=1 at 16K keys (the automatic count), a 1-key sequence
 # alone, and 9 rows (Nq 3 at group 3: the 16-row tile); then head dims 64, 96 and 256 (Q in
-# registers on the narrow tile), and head pairs: 64 on the 128 kernel, 72-80 on the 160 one, 96
-# on the 256 one
+# registers on the narrow tile), and head pairs: 64 on the 128 kernel, 72-80 on the 160 one (the
+# 16-row tile there), 96 on the 256 one
 cases = [([2048, 1, 17, 1000, 65], 4, 1, 1, 128, 16, torch.float16, 0, -1, 0.0, "0", 128),
          ([4096, 333], 2, 8, 1, 128, 32, torch.bfloat16, 3, -1, 0.0, "0", 128),
          ([1500, 900, 64], 2, 4, 2, 128, 8, torch.float16, 2, 100, 5.0, "0", 128),
@@ -1306,7 +1306,8 @@ for i, (lens, hkv, group, nq, d, bs, dt, ns, wl, cap, pack, kd) in enumerate(cas
         call = lambda: llm.paged_attention(q, kc, vc, table, sl, out=out, num_splits=ns, window_left=wl,
                                            logits_soft_cap=cap)
         rows = group * nq * (2 if pack == "2" else 1)  # a pair's rows: both heads' queries
-        on_narrow(call, kd, knob == "1" and rows <= 8, f"{what} narrow={knob}")
+        # decode_runs_narrow: every 16-bit kernel width but 160
+        on_narrow(call, kd, knob == "1" and rows <= 8 and kd != 160, f"{what} narrow={knob}")
         call()
         outs.append(out.clone())
     # the same math to float32 rounding: the two tiles differ in summation order only
@@ -1362,9 +1363,10 @@ def test_narrow_tile_matches_reference():
     of at most 8 query rows; csrc/decode/NOTES.md stop 76) against the references and against the
     16-row tile (CLO_DECODE_NARROW=0): MHA with ragged lengths, group 8, Nq 2 causal at group 4
     with a window, a soft cap and lse, head_dim 112 on the 128 kernel, B=1 at 16K keys, a 1-key
-    sequence, head dims 64, 96 and 256, head pairs on the 128, 160 and 256 kernels, fp16 and
-    bf16, block sizes 8-64, 1-3 splits and the automatic count; contiguous caches; then the
-    cp.async kernel, the balanced schedule and the spread tail; graph replays and bad inputs.
+    sequence, head dims 64, 96 and 256, head pairs on the 128 and 256 kernels (and on the 160
+    one, which keeps the 16-row tile), fp16 and bf16, block sizes 8-64, 1-3 splits and the
+    automatic count; contiguous caches; then the cp.async kernel, the balanced schedule and the
+    spread tail; graph replays and bad inputs.
     The profiler names the kernel each call ran (9 rows: the 16-row tile; the TMA kernels on
     sm_90 only). The TMA kernel's even grid is forced (CLO_DECODE_VARIANT=2, no balanced
     schedule or spread tail) but where a section picks another. A subprocess: the knobs are

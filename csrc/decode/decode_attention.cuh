@@ -419,10 +419,13 @@ constexpr bool decode_dequantizes() {
   return sizeof(KVT) == 1;
 }
 // The kernels instantiated with the narrow tile (kNarrow; where they run:
-// decode_narrow_rows_pay): 16-bit caches, one row tile, every schedule.
+// decode_narrow_rows_pay): 16-bit caches, one row tile, every schedule; not the D = 160
+// kernel (head pairs of 72-80), where it read 2.4% slower at MHA's small grids (paged D = 80
+// B=1/16K 45.3 -> 46.4 us, B=2/8K 45.3 -> 46.4; GQA 32/8 B=1/16K 19.8 -> 19.9, B=64/2K 86.7 ->
+// 86.0; NOTES.md "Stop 76").
 template <typename T, int D, typename KVT>
 constexpr bool decode_runs_narrow() {
-  return !decode_dequantizes<T, KVT>();
+  return !decode_dequantizes<T, KVT>() && D != 160;
 }
 template <typename T, int D, typename KVT>
 constexpr int decode_stage_cols() {
