@@ -810,6 +810,30 @@ constexpr int decode_k_step_group(int k_steps) {
 }
 static_assert(decode_k_step_group(10) == 5 && decode_k_step_group(16) == 8 && decode_k_step_group(6) == 6);
 
+// K's fragments of a warp's 16 keys (rows r0 .. r0 + 15 of the tile `ks`, laid out as
+// decode_kv_offset with planes grouped by 2^lg keys): mma(kk, bk) for each k-step kk, bk the
+// ldmatrix_x4 matrices (keys 0-7, columns 0-7), (0-7, 8-15), (8-15, 0-7), (8-15, 8-15) of its
+// 16 columns. Up to 8 k-steps are loaded before their mma: one ldmatrix latency per group
+// instead of one per k-step (a decode tile's math is latency-bound, one warp per scheduler;
+// NOTES.md v12). Groups of equal size (D = 160: two of 5): a last group past the k-steps
+// would read past the tile's rows and Q's (stop 74 found it).
+template <int D, typename T, class Mma>
+CLO_DEVICE void decode_k_fragments(const T* ks, int lg, int r0, Mma&& mma) {
+  const int lane = threadIdx.x & 31;
+  const int k_row = r0 + (lane & 7) + (lane >> 4) * 8, k_half = (lane >> 3) & 1;
+  constexpr int kKSteps = D / 16;
+  constexpr int kGroup = decode_k_step_group(kKSteps);
+  static_assert(kKSteps % kGroup == 0, "whole groups of k-steps");
+#pragma unroll
+  for (int k0 = 0; k0 < kKSteps; k0 += kGroup) {
+    uint32_t bk[kGroup][4];
+#pragma unroll
+    for (int i = 0; i < kGroup; ++i) ldmatrix_x4(bk[i], ks + decode_kv_offset<D>(k_row, (k0 + i) * 2 + k_half, lg));
+#pragma unroll
+    for (int i = 0; i < kGroup; ++i) mma(k0 + i, bk[i]);
+  }
+}
+
 // Q's A-operand fragment of k-step kk from q_s ([16][kQStride]), as ldmatrix gives it.
 template <typename T, int kQStride>
 CLO_DEVICE void decode_q_frag(const T* q_s, int kk, uint32_t (&a)[4]) {
@@ -833,28 +857,13 @@ CLO_DEVICE void decode_warp_tile(const QFrag& q_frag, const T* ks, const T* vs, 
 ) {
   const int lane = threadIdx.x & 31;
   float s[2][4] = {{0.f, 0.f, 0.f, 0.f}, {0.f, 0.f, 0.f, 0.f}};
-  const int k_row = r0 + (lane & 7) + (lane >> 4) * 8, k_half = (lane >> 3) & 1;
-  // K fragments of up to 8 k-steps are loaded before their mma: one ldmatrix latency
-  // per group instead of one per k-step (a decode tile's math is latency-bound, one
-  // warp per scheduler; NOTES.md v12). Groups of equal size (D = 160: two of 5): a last
-  // group past the k-steps would read past the tile's rows and Q's (stop 74 found it).
-  constexpr int kKSteps = D / 16;
-  constexpr int kGroup = decode_k_step_group(kKSteps);
-  static_assert(kKSteps % kGroup == 0, "whole groups of k-steps");
-#pragma unroll
-  for (int k0 = 0; k0 < kKSteps; k0 += kGroup) {
-    uint32_t bk[kGroup][4];
-#pragma unroll
-    for (int g = 0; g < kGroup; ++g) ldmatrix_x4(bk[g], ks + decode_kv_offset<D>(k_row, (k0 + g) * 2 + k_half, lg));
-#pragma unroll
-    for (int g = 0; g < kGroup; ++g) {
-      uint32_t a[4];
-      q_frag(k0 + g, a);
-      const uint32_t b0[2] = {bk[g][0], bk[g][1]}, b1[2] = {bk[g][2], bk[g][3]};
-      mma_m16n8k16<T>(s[0], a, b0);
-      mma_m16n8k16<T>(s[1], a, b1);
-    }
-  }
+  decode_k_fragments<D>(ks, lg, r0, [&](int kk, const uint32_t (&bk)[4]) {
+    uint32_t a[4];
+    q_frag(kk, a);
+    const uint32_t b0[2] = {bk[0], bk[1]}, b1[2] = {bk[2], bk[3]};
+    mma_m16n8k16<T>(s[0], a, b0);
+    mma_m16n8k16<T>(s[1], a, b1);
+  });
 #ifdef CLO_DEV_STAMPS
   if (dev_clk != nullptr) {
     asm volatile("" ::"f"(s[0][0]), "f"(s[1][3]));
@@ -903,24 +912,13 @@ CLO_DEVICE void decode_warp_tile_narrow(const QFrag& q_frag, const T* ks, const 
                                         float (&ot)[D / 16][4], float (&row_max)[2], float (&row_sum)[2]) {
   const int lane = threadIdx.x & 31, g = lane >> 2;
   float s[4] = {0.f, 0.f, 0.f, 0.f};
-  const int k_row = r0 + (lane & 7) + (lane >> 4) * 8, k_half = (lane >> 3) & 1;
-  constexpr int kKSteps = D / 16;
-  constexpr int kGroup = decode_k_step_group(kKSteps);
-  static_assert(kKSteps % kGroup == 0, "whole groups of k-steps");
-#pragma unroll
-  for (int k0 = 0; k0 < kKSteps; k0 += kGroup) {
-    uint32_t bk[kGroup][4];  // (keys 0-7, columns 0-7), (0-7, 8-15), (8-15, 0-7), (8-15, 8-15)
-#pragma unroll
-    for (int i = 0; i < kGroup; ++i) ldmatrix_x4(bk[i], ks + decode_kv_offset<D>(k_row, (k0 + i) * 2 + k_half, lg));
-#pragma unroll
-    for (int i = 0; i < kGroup; ++i) {
-      uint32_t q[4];
-      q_frag(k0 + i, q);
-      const uint32_t a[4] = {bk[i][0], bk[i][2], bk[i][1], bk[i][3]};
-      const uint32_t b[2] = {q[0], q[2]};  // Q rows 0-7, columns 0-7 and 8-15 of the k-step
-      mma_m16n8k16<T>(s, a, b);
-    }
-  }
+  decode_k_fragments<D>(ks, lg, r0, [&](int kk, const uint32_t (&bk)[4]) {
+    uint32_t q[4];
+    q_frag(kk, q);
+    const uint32_t a[4] = {bk[0], bk[2], bk[1], bk[3]};  // K (keys x columns) as the A operand
+    const uint32_t b[2] = {q[0], q[2]};                   // Q rows 0-7, columns 0-7 and 8-15
+    mma_m16n8k16<T>(s, a, b);
+  });
   float tile_max[2] = {-INFINITY, -INFINITY};
 #pragma unroll
   for (int e = 0; e < 4; ++e) {
