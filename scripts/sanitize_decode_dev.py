@@ -8,12 +8,14 @@ merges, sliding windows, a bad block index (the NaN path, no host check).
 The dev knobs (CLO_DECODE_VARIANT / CLO_DECODE_PACK / CLO_DECODE_TMA_STAGES) are set
 before the first decode call, so they are read again on every call. SANITIZE_ONLY,
 SANITIZE_REPEAT, SANITIZE_SOFT and SANITIZE_ONEHOT (onehot_triage) narrow it for triage
-(csrc/decode/NOTES.md v26).
+(csrc/decode/NOTES.md v26); SANITIZE_NARROW=0 keeps the 16-row math tile at <= 8 rows.
 """
 import os
 
 for knob in ("CLO_DECODE_VARIANT", "CLO_DECODE_PACK", "CLO_DECODE_TMA_STAGES"):
     os.environ[knob] = "0"
+# SANITIZE_NARROW=0: units of at most 8 rows on the 16-row math tile too (CLO_DECODE_NARROW=0)
+os.environ["CLO_DECODE_NARROW"] = os.environ.get("SANITIZE_NARROW", "1")
 
 import torch  # noqa: E402
 

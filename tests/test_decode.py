@@ -1265,10 +1265,12 @@ sm90 = torch.cuda.get_device_capability()[0] >= 9
 gen = torch.Generator().manual_seed(76)
 # the TMA kernel's even grid (0) at one row tile on the narrow tile, kernel head dim {kd}
 NARROW = r"tma_kernel<[^<>,]+, (\(int\))?{kd}, [^<>]*, (\(int\))?0, (\(int\))?1, (true|\(bool\)1)>"
+ROWS16 = r"tma_kernel<[^<>,]+, (\(int\))?{kd}, [^<>]*, (\(int\))?0, (\(int\))?1, (false|\(bool\)0)>"
 
-def on_narrow(fn, kd, want, what):
+def on_narrow(fn, kd, want, what):  # the even grid at kernel head dim kd ran, on the tile `want` says
     if sm90:
         names = kernel_names(fn)
+        assert re.search((NARROW if want else ROWS16).format(kd=kd), names), f"{what}: {names[:400]}"
         assert bool(re.search(NARROW.format(kd=kd), names)) == want, f"{what}: {names[:400]}"
 
 # (lengths, KV heads, group, Nq, head_dim, block size, dtype, splits, window, soft cap, head pairs
@@ -1352,7 +1354,9 @@ for label, knobs, ns, kernel in (
             assert re.search(kernel + ", " + want, names), f"{label} narrow={knob}: {names[:400]}"
     os.environ.update({"CLO_DECODE_VARIANT": "2", "CLO_DECODE_STREAMK": "0", "CLO_DECODE_SPREAD": "0"})
 
-# graph replays with new lengths, tables and queries, then bad inputs (group 4: 8 rows per KV head)
+# graph replays with new lengths, tables and queries, then bad inputs (group 4: 4 rows per KV
+# head), on the narrow tile
+os.environ["CLO_DECODE_NARROW"] = "1"
 replay_then_bad_inputs(4, 77, True, (0, 1, 6), gen)
 print("narrow ok")
 """
