@@ -725,7 +725,7 @@ struct DecodeSplitRange {
 // A balanced piece: its tiles' keys from decode_first_key on, below kv_len; every piece
 // of a cut unit writes its partials (an empty one: no key), so eff = its pieces.
 CLO_DEVICE DecodeSplitRange decode_split_range(const DecodeKernelParams& p, const DecodeWork& w, int kv_len,
-                                               int tile_row0, bool narrow = false) {
+                                               int tile_row0, bool narrow) {
   DecodeSplitRange r;
   const int lane = threadIdx.x & 31;
   const int row_lo = narrow ? 2 * (lane & 3) : lane >> 2, row_step = narrow ? 1 : 8;
@@ -753,6 +753,25 @@ CLO_DEVICE DecodeSplitRange decode_split_range(const DecodeKernelParams& p, cons
   return r;
 }
 
+// A score's logit in the log2 domain (scaled; soft-capped where p.cap_scale > 0), or -inf
+// where its key `pos` is outside its row's visible keys [lower, limit].
+CLO_DEVICE float decode_masked_logit(const DecodeKernelParams& p, float s, int pos, int lower, int limit) {
+  const float logit = p.cap_scale > 0.f ? p.cap_log2 * fast_tanh(s * p.cap_scale) : s * p.scale_log2;
+  return pos <= limit && pos >= lower ? logit : -INFINITY;
+}
+// One row's online-softmax step from the max of its tile's logits (held by every lane of the
+// row): the new running max, the factor the older O and sum take (`rescale`, applied to
+// row_sum here) and what the tile's logits subtract before exp2 (`m_sub`). A row with no
+// visible key yet keeps m = -inf; subtracting 0 then makes every exp2 exactly 0 instead of
+// exp2(-inf + inf) = NaN.
+CLO_DEVICE void decode_row_step(float tile_max, float& row_max, float& row_sum, float& rescale, float& m_sub) {
+  const float m_new = fmaxf(row_max, tile_max);
+  m_sub = m_new == -INFINITY ? 0.f : m_new;
+  rescale = fast_exp2(row_max - m_sub);
+  row_max = m_new;
+  row_sum *= rescale;
+}
+
 // The online-softmax step of a warp's 16 keys: scores `s` (QK^T, n8 tiles j = 0, 1 of keys
 // tok0 + 8 j ..) masked (range), scaled (and soft-capped) into the log2 domain and
 // exponentiated; row_max / row_sum and o rescaled; P returned as the A operand of PV.
@@ -767,8 +786,7 @@ CLO_DEVICE void decode_tile_softmax(float (&s)[2][4], int tok0, const DecodeSpli
 #pragma unroll
     for (int e = 0; e < 4; ++e) {
       const int pos = tok0 + j * 8 + 2 * t4 + (e & 1);
-      const float logit = p.cap_scale > 0.f ? p.cap_log2 * fast_tanh(s[j][e] * p.cap_scale) : s[j][e] * p.scale_log2;
-      const float x = pos <= range.limit[e >> 1] && pos >= range.lower[e >> 1] ? logit : -INFINITY;
+      const float x = decode_masked_logit(p, s[j][e], pos, range.lower[e >> 1], range.limit[e >> 1]);
       s[j][e] = x;
       tile_max[e >> 1] = fmaxf(tile_max[e >> 1], x);
     }
@@ -777,13 +795,7 @@ CLO_DEVICE void decode_tile_softmax(float (&s)[2][4], int tok0, const DecodeSpli
   for (int i = 0; i < 2; ++i) {
     tile_max[i] = fmaxf(tile_max[i], __shfl_xor_sync(0xffffffffu, tile_max[i], 1));
     tile_max[i] = fmaxf(tile_max[i], __shfl_xor_sync(0xffffffffu, tile_max[i], 2));
-    const float m_new = fmaxf(row_max[i], tile_max[i]);
-    // A row with no visible key yet keeps m = -inf; subtracting 0 then makes
-    // every exp2 exactly 0 instead of exp2(-inf + inf) = NaN.
-    m_sub[i] = m_new == -INFINITY ? 0.f : m_new;
-    rescale[i] = fast_exp2(row_max[i] - m_sub[i]);
-    row_max[i] = m_new;
-    row_sum[i] *= rescale[i];
+    decode_row_step(tile_max[i], row_max[i], row_sum[i], rescale[i], m_sub[i]);
   }
 #pragma unroll
   for (int j = 0; j < 2; ++j)
@@ -923,8 +935,7 @@ CLO_DEVICE void decode_warp_tile_narrow(const QFrag& q_frag, const T* ks, const 
 #pragma unroll
   for (int e = 0; e < 4; ++e) {
     const int pos = tok0 + g + 8 * (e >> 1), j = e & 1;
-    const float logit = p.cap_scale > 0.f ? p.cap_log2 * fast_tanh(s[e] * p.cap_scale) : s[e] * p.scale_log2;
-    const float x = pos <= range.limit[j] && pos >= range.lower[j] ? logit : -INFINITY;
+    const float x = decode_masked_logit(p, s[e], pos, range.lower[j], range.limit[j]);
     s[e] = x;
     tile_max[j] = fmaxf(tile_max[j], x);
   }
@@ -933,11 +944,7 @@ CLO_DEVICE void decode_warp_tile_narrow(const QFrag& q_frag, const T* ks, const 
   for (int j = 0; j < 2; ++j) {
 #pragma unroll
     for (int x = 4; x < 32; x <<= 1) tile_max[j] = fmaxf(tile_max[j], __shfl_xor_sync(0xffffffffu, tile_max[j], x));
-    const float m_new = fmaxf(row_max[j], tile_max[j]);
-    m_sub[j] = m_new == -INFINITY ? 0.f : m_new;  // as decode_tile_softmax: no exp2(-inf + inf)
-    rescale[j] = fast_exp2(row_max[j] - m_sub[j]);
-    row_max[j] = m_new;
-    row_sum[j] *= rescale[j];
+    decode_row_step(tile_max[j], row_max[j], row_sum[j], rescale[j], m_sub[j]);
   }
 #pragma unroll
   for (int e = 0; e < 4; ++e) {
