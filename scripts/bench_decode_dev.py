@@ -2105,6 +2105,24 @@ def narrow_sweep(iters, copy_bw):
     _layout_rows(NARROW_ROWS, NARROW_VARIANTS, iters, copy_bw)
     sustained_sweep(iters, copy_bw, rows=NARROW_SUSTAINED_ROWS, variants=NARROW_SUSTAINED_VARIANTS)
 
+# --small-d64-d96: paged 16-bit D = 64 and 96 on small grids (at most one unit per SM), where
+# f65759d read cuDNN 7-9% ahead (D = 64 GQA B=16/4K 37.8 against 41.3 us, B=1/16K 14.3 against
+# 15.3; D = 96 B=16/4K 54.6 against 58.8): head pairs (the 128 / 256 kernel over 128 / 192-
+# column rows) against unpaired kernels at each depth, forced split counts, block 16:
+# (B, N, Hkv, D, contiguous, splits, block_size)
+SMALL_D64_D96_ROWS = ([(B, N, 8, 64, False, (0, 1, 2, 3, 4), 16) for B, N in ((16, 4096), (16, 2048), (8, 8192))]
+                      + [(1, 16384, 8, 64, False, (0, 8, 16, 24, 32), 16), (4, 4096, 32, 64, False, (0, 1, 2, 3), 16)]
+                      + [(B, N, 8, 96, False, (0, 1, 2, 3), 16) for B, N in ((16, 4096), (8, 8192))]
+                      + [(1, 16384, 8, 96, False, (0, 8, 16, 24, 32), 16)])
+
+
+def _small_d64_d96_variants(D):
+    single = {"CLO_DECODE_PACK": "0"}
+    return {"auto": {}, "pairs": {"CLO_DECODE_PACK": "2"}, "cp": {**single, **SWEEP_VARIANTS["cp"]},
+            **{lb: {**single, **SWEEP_VARIANTS[lb]} for lb in ("tma2", "tma3", "tma4")
+               if decode_tma_stages_fit(D, int(SWEEP_VARIANTS[lb]["CLO_DECODE_TMA_STAGES"]))}}
+
+
 
 # Stand-alone sweeps (flag -> function(iters, copy_bw), help): each runs alone, then stops.
 SWEEPS = {
@@ -2178,6 +2196,8 @@ SWEEPS = {
                     "head dims 64-256 and head pairs: the narrow math tile vs the 16-row one"),
     "narrow-d160": (lambda iters, copy_bw: _layout_rows(NARROW_D160_ROWS, NARROW_ABA_VARIANTS, iters, copy_bw),
                     "D=72-80 head pairs at B=1-2: narrow / 16-row / narrow"),
+    "small-d64-d96": (lambda iters, copy_bw: _layout_rows(SMALL_D64_D96_ROWS, _small_d64_d96_variants, iters, copy_bw),
+                      "paged D=64 / 96 at most one unit per SM: head pairs vs unpaired per depth, forced splits"),
     "pair-d160-small-auto": (pair_d160_small_auto_sweep,
                              "paged D=72-80 below 0.35 pairs per SM: the automatic call vs unpaired"),
     "wide-pairs-bands": (wide_pair_band_sweep, "paged 16-bit D=72-88 pairs vs unpaired at 1-3.5 units per SM, splits"),
