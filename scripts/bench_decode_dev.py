@@ -2123,6 +2123,26 @@ def _small_d64_d96_variants(D):
                if decode_tma_stages_fit(D, int(SWEEP_VARIANTS[lb]["CLO_DECODE_TMA_STAGES"]))}}
 
 
+# --small-d64-d96-bands: bc028ce's finding (two blocks per SM: D = 64 on 3 stages, D = 96 on 2,
+# 7-12% ahead of one block per SM) across the small grids: 0.36-1 units per SM, 2K-16K keys,
+# both layouts; forced counts around 2 * SMs / units
+SMALL_D64_D96_BAND_ROWS = ([(B, 4096, 8, 64, False, (0, 1, 2, 3, 4, 6), 16) for B in (10, 12, 14)]
+                           + [(6, 4096, 8, 64, False, (0, 4, 5, 6, 8), 16), (16, 16384, 8, 64, False, (0, 1, 2, 3), 16),
+                              (4, 16384, 8, 64, False, (0, 4, 6, 8, 12), 16),
+                              (2, 16384, 8, 64, False, (0, 8, 12, 16, 24), 16)]
+                           + [(B, 4096, 8, 96, False, (0, 1, 2, 3, 4), 16) for B in (12, 16)]
+                           + [(8, 8192, 8, 96, False, (0, 3, 4, 5), 16), (16, 16384, 8, 96, False, (0, 1, 2, 3), 16),
+                              (2, 16384, 8, 96, False, (0, 8, 12, 16, 24), 16)]
+                           + [(16, 4096, 8, D, True, (0, 1, 2, 3), 16) for D in (64, 96)])
+
+
+def _small_d64_d96_band_variants(D):
+    single = {"CLO_DECODE_PACK": "0"}
+    return {"auto": {}, "cp": {**single, **SWEEP_VARIANTS["cp"]},
+            **{lb: {**single, **SWEEP_VARIANTS[lb]} for lb in ("tma2", "tma3", "tma4")
+               if decode_tma_stages_fit(D, int(SWEEP_VARIANTS[lb]["CLO_DECODE_TMA_STAGES"]))}}
+
+
 
 # Stand-alone sweeps (flag -> function(iters, copy_bw), help): each runs alone, then stops.
 SWEEPS = {
@@ -2198,6 +2218,9 @@ SWEEPS = {
                     "D=72-80 head pairs at B=1-2: narrow / 16-row / narrow"),
     "small-d64-d96": (lambda iters, copy_bw: _layout_rows(SMALL_D64_D96_ROWS, _small_d64_d96_variants, iters, copy_bw),
                       "paged D=64 / 96 at most one unit per SM: head pairs vs unpaired per depth, forced splits"),
+    "small-d64-d96-bands": (lambda iters, copy_bw: _layout_rows(SMALL_D64_D96_BAND_ROWS, _small_d64_d96_band_variants,
+                                                                iters, copy_bw),
+                            "D=64 / 96 at 0.36-1 units per SM, both layouts: forced splits x depths"),
     "pair-d160-small-auto": (pair_d160_small_auto_sweep,
                              "paged D=72-80 below 0.35 pairs per SM: the automatic call vs unpaired"),
     "wide-pairs-bands": (wide_pair_band_sweep, "paged 16-bit D=72-88 pairs vs unpaired at 1-3.5 units per SM, splits"),
