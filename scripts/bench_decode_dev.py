@@ -2143,6 +2143,26 @@ def _small_d64_d96_band_variants(D):
                if decode_tma_stages_fit(D, int(SWEEP_VARIANTS[lb]["CLO_DECODE_TMA_STAGES"]))}}
 
 
+# --small-d64-d96-confirm: the automatic count (2 SMs // units splits on HBM3e parts: stop 77)
+# against the generic one it replaced (SMs // units below half the SMs, else 1), paged GQA
+# 32/8 and MHA; then contiguous D = 96 small grids (the cp.async kernel) against TMA 3 and 4,
+# where --small-d64-d96-bands read TMA 4 ahead at B=16/4K (49.9 against 53.0 us)
+SMALL_D64_D96_CONFIRM_ROWS = [(B, N, hkv, D, False, (0, 1 if 2 * B * hkv > 132 else 132 // (B * hkv)), 16)
+                              for D in (64, 96)
+                              for B, N, hkv in ((16, 4096, 8), (13, 4096, 8), (11, 2048, 8), (9, 8192, 8),
+                                                (5, 4096, 8), (3, 16384, 8), (16, 16384, 8), (4, 4096, 32))]
+SMALL_CONTIG_D96_ROWS = [(B, N, 8, 96, True, (0,), 16) for B, N in ((1, 16384), (2, 16384), (8, 8192), (12, 4096),
+                                                                    (16, 4096), (16, 16384))]
+
+
+def small_d64_d96_confirm_sweep(iters, copy_bw):
+    """SMALL_D64_D96_CONFIRM_ROWS (automatic against the generic count), then
+    SMALL_CONTIG_D96_ROWS (cp.async against TMA 3 / 4), cuDNN first (graph replays, cold L2)."""
+    _layout_rows(SMALL_D64_D96_CONFIRM_ROWS, {"auto": {}}, iters, copy_bw)
+    _layout_rows(SMALL_CONTIG_D96_ROWS, {"auto": {}, "tma3": SWEEP_VARIANTS["tma3"], "tma4": SWEEP_VARIANTS["tma4"]},
+                 iters, copy_bw)
+
+
 
 # Stand-alone sweeps (flag -> function(iters, copy_bw), help): each runs alone, then stops.
 SWEEPS = {
@@ -2221,6 +2241,8 @@ SWEEPS = {
     "small-d64-d96-bands": (lambda iters, copy_bw: _layout_rows(SMALL_D64_D96_BAND_ROWS, _small_d64_d96_band_variants,
                                                                 iters, copy_bw),
                             "D=64 / 96 at 0.36-1 units per SM, both layouts: forced splits x depths"),
+    "small-d64-d96-confirm": (small_d64_d96_confirm_sweep,
+                              "the stop 77 small-grid count against the generic one; contiguous D=96 small grids on TMA"),
     "pair-d160-small-auto": (pair_d160_small_auto_sweep,
                              "paged D=72-80 below 0.35 pairs per SM: the automatic call vs unpaired"),
     "wide-pairs-bands": (wide_pair_band_sweep, "paged 16-bit D=72-88 pairs vs unpaired at 1-3.5 units per SM, splits"),

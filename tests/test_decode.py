@@ -2019,6 +2019,73 @@ def test_plane_boxes_span_matches_reference():
                  env={"CLO_DECODE_PLANE_BOXES": "2", "CLO_DECODE_WIDE_ROWS": "1"})
 
 
+def test_small_grid_two_blocks():
+    """Paged 16-bit head_dim 64 and 96 at most one unit per SM, one new token in units of at
+    most 8 rows, on HBM3e Hopper parts (csrc/decode/NOTES.md "Stop 77"): 2 SMs // units splits
+    where each holds 1024 keys, on 3 (D = 64) / 2 (D = 96) TMA stages; elsewhere (other parts,
+    shorter tables, contiguous caches, FP8, Nq 2, 16-row units) the generic count. The counts,
+    the automatic call on ragged lengths against the reference (through a sized workspace and
+    a graph replayed with other lengths) and which kernel ran."""
+    require_op("paged_attention")
+    sms = torch.cuda.get_device_properties(0).multi_processor_count
+    hbm3e = device_is_hopper_hbm3e()
+    f16 = torch.float16
+
+    def generic(units, n):
+        return 1 if 2 * units > sms else max(1, min(sms // units, -(-n // 128), 128))
+
+    for d in (64, 96):
+        for b, hkv, group, n in ((16, 8, 4, 4096), (12, 8, 4, 4096), (10, 8, 4, 4096), (6, 8, 4, 4096),
+                                 (2, 8, 4, 16384), (1, 8, 4, 16384), (4, 32, 1, 4096), (16, 8, 4, 2047),
+                                 (1, 1, 8, 300000)):
+            units = b * hkv
+            if units > sms:
+                continue
+            two = 2 * sms // units
+            want = min(two, 128) if hbm3e and two * 1024 <= n else generic(units, n)
+            for dt in (f16, torch.bfloat16):
+                got = llm.decode_num_splits(b, hkv, group, n, d, dt)
+                assert got == want, (d, b, hkv, group, n, dt, got)
+            assert llm.decode_num_splits(b, hkv, group, n, d, f16, paged=False) == generic(units, n), (d, b, n)
+            if d == 96:  # FP8 head_dim 96: the generic count (FP8 64 has its own rule)
+                assert llm.decode_num_splits(b, hkv, group, n, d, torch.float8_e4m3fn) == generic(units, n), (b, n)
+            if group <= 4:  # Nq 2 (8 rows)
+                assert llm.decode_num_splits(b, hkv, 2 * group, n, d, f16, seq_len_q=2) == generic(units, n), (d, b, n)
+        # 16 rows a unit (GQA 32/2): the generic count
+        assert llm.decode_num_splits(8, 2, 16, 4096, d, f16) == generic(16, 4096), d
+    # the automatic call: ragged lengths, one at the table's capacity, out= through a sized workspace,
+    # then a captured graph replayed with other lengths
+    gen = torch.Generator().manual_seed(77)
+    for d, b, n, dt, stages in ((64, 16, 4096, f16, 3), (96, 6, 8192, torch.bfloat16, 2)):
+        lens = [int(x) for x in torch.randint(1, n + 1, (b,), generator=gen)]
+        lens[:3] = [n, 1, 1025]
+        q, kc, vc, table, sl = make_paged_problem(lens, 8, 4, d, 16, dt, 770 + d)
+        splits = llm.decode_num_splits(b, 8, 4, table.shape[1] * 16, d, dt)
+        if hbm3e:
+            assert splits == 2 * sms // (8 * b), (d, splits)
+        ws = llm.paged_attention_workspace(q, kc, table)
+        out = poison_(torch.empty_like(q))
+        call = lambda: llm.paged_attention(q, kc, vc, table, sl, out=out, workspace=ws, check_indices=False)
+        call()
+        assert_close(out, paged_attention_reference(q, kc, vc, table, sl), dtype=dt, what=f"D={d} B={b}")
+        if hbm3e:
+            names = kernel_names(call)
+            assert re.search(rf"tma_kernel<[^<>,]+, (\(int\))?{d}, (\(int\))?{stages}, ", names), (d, names[:400])
+            assert kernel_grid_blocks(call, "tma_kernel") == 8 * b * splits, d
+        graph, _ = capture_graph(call)
+        for trial in range(2):
+            new = [int(x) for x in torch.randint(1, n + 1, (b,), generator=gen)]
+            new[trial] = n
+            sl.copy_(torch.tensor(new, dtype=torch.int32, device="cuda"))
+            q.copy_(torch.randn_like(q))
+            poison_(out)
+            graph.replay()
+            assert_close(out, paged_attention_reference(q, kc, vc, table, sl), dtype=dt,
+                         what=f"D={d} B={b} replay {trial}")
+        del q, kc, vc, table, graph
+    torch.cuda.synchronize()
+
+
 def test_d64_tail_splits():
     """16-bit head_dim 64 at 2-3 blocks per SM on sm_90 (csrc/decode/NOTES.md v31): paged
     calls in head pairs take 2 splits (the balanced schedule on the head_dim-128 kernel) at

@@ -232,6 +232,13 @@ int decode_attention_num_splits(int batch, int num_kv_heads, int rows_per_kv_hea
   if (dtype == DType::kFloat8E4M3 && kernel_head_dim == 64 && 5 * base < 8 * sms) {
     return capped(base <= sms ? (2 * sms + base / 2) / base : 2);
   }
+  // 16-bit head dims 64 and 96 (exactly) on HBM3e Hopper parts, one new token, small grids
+  // (decode_small_grid_two_blocks_splits): about two blocks per SM.
+  if (dtype != DType::kFloat8E4M3 && seq_len_q == 1 && (head_dim == 64 || head_dim == 96) &&
+      rows_per_kv_head <= kNarrowMaxRows && device_cc_major() >= 9 && device_is_hopper_hbm3e()) {
+    const int splits = decode_small_grid_two_blocks_splits(paged, base, sms, max_kv_len);
+    if (splits > 1) return capped(splits);
+  }
   // What decode_packs_head_pairs reads, with `splits` splits.
   auto packs_head_pairs = [&](int splits) {
     if (seq_len_q < 1 || rows_per_kv_head % seq_len_q != 0) return false;

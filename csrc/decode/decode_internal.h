@@ -255,6 +255,13 @@ inline int decode_tma_stages_for(int head_dim, bool paged, int64_t blocks, int64
   // 129.4, B=12/1K 39.9 -> 38.0; at 1.9 and 3.2 blocks per SM 4 stages lose: B=32 47.3 ->
   // 55.1, B=52 81.1 -> 83.5, MHA B=13 80.8 -> 83.7). Paged ones there run head pairs;
   // narrower rows on this kernel were not measured there.
+  // Paged D = 64 / 96 split to about two blocks per SM on HBM3e parts (decode_small_grid_two_blocks_splits,
+  // NOTES.md "Stop 77"): 3 / 2 stages (D = 64 B=16/4K at 2 splits 2 / 3 / 4 stages 38.6 / 36.3 /
+  // 46.5 us, B=12/4K 35.5 / 31.2 / 31.0, B=8/8K at 4 38.6 / 36.4 / 46.7; D = 96 B=16/4K 52.5 /
+  // 55.8 / 58.6, B=8/8K at 4 52.4 / 55.8 / 58.5, B=16/16K 192.0 / 210.8 / 229.0, cp.async 206.3).
+  if (paged && splits > 1 && blocks <= 2 * sms && (head_dim == 64 || head_dim == 96) && seq_len_q == 1 &&
+      (row_cols == 0 || row_cols == head_dim) && device_is_hopper_hbm3e())
+    return head_dim == 64 ? 3 : 2;
   if (head_dim == 64) {
     const bool contiguous_band =
         !paged && (row_cols == 0 || row_cols == 64) && blocks > 2 * sms && blocks <= 3 * sms;
@@ -745,6 +752,30 @@ inline int decode_d64_tail_splits(bool paged, bool pairs, int64_t base, int64_t 
   if (paged && pairs) return 100 * (base / 2) > 106 * sms && 20 * (base / 2) <= 27 * sms ? 2 : 1;
   if (!paged) return base > 2 * sms && 10 * base <= 27 * sms ? 2 : 1;
   return 10 * base > 21 * sms && 20 * base <= 49 * sms ? 3 : 1;
+}
+
+// Paged 16-bit head dims 64 and 96 (exactly: narrower rows on their kernels are not
+// measured), one new token in units of at most kNarrowMaxRows rows, on HBM3e Hopper parts, at
+// most one unit per SM (NOTES.md "Stop 77"): SMs * 2 / units splits (rounded down), so about
+// two blocks per SM (1.35-2), where each split still holds kSmallGridSplitMinKeys keys; they
+// run on 3 (D = 64) / 2 (D = 96) TMA stages (decode_tma_stages_for). One block per SM leaves
+// a paged tile's strided 128-192-byte head rows short of bytes in flight; a second block
+// per SM hides one block's per-tile steps behind the other's loads. H200, graph replays, cold
+// L2, GQA 32/8 block 16, us, the previous count (SMs / units: 1 split) -> this one, cuDNN in
+// brackets: D = 64 B=16/4K 41.2 -> 36.3 (37.7), B=16/2K 22.4 -> 21.0 (21.3), B=16/16K 153.5
+// -> 126.8 (137.0), B=14/4K 41.0 -> 34.0 (35.9), B=12/4K 40.9 -> 31.2 (34.2; 3 splits 38.7),
+// B=10/4K 40.9 -> 25.3 (33.2), B=6/4K 23.7 -> 17.5 (17.9; 6 splits 22.6), B=8/8K 42.7 -> 36.4
+// (36.2), B=4/16K 42.7 -> 36.3 (36.1), B=2/16K 24.1 -> 22.0 (21.6), MHA B=4/4K 41.0 -> 35.3
+// (37.5); D = 96 B=16/4K 58.9 -> 52.5 (55.6), B=12/4K 58.4 -> 44.6 (47.8), B=8/8K 60.2 ->
+// 52.4 (55.0), B=16/16K 226.6 -> 192.0 (192.6), B=2/16K 33.2 -> 30.3 (31.2). Splits of 512
+// keys lose (B=1/16K D = 64 at 32 splits 15.6 against 15.4 at 16, D = 96 19.9 against
+// 20.2: level). Contiguous caches keep one block per SM: their 64 consecutive keys per tile
+// already read 90% of copy at D = 64 (B=16/4K 34.8 us, 2 splits 35.8).
+constexpr int64_t kSmallGridSplitMinKeys = 1024;
+inline int decode_small_grid_two_blocks_splits(bool paged, int64_t units, int64_t sms, int64_t max_kv_len) {
+  if (!paged || units <= 0 || units > sms) return 0;
+  const int64_t splits = 2 * sms / units;
+  return max_kv_len >= splits * kSmallGridSplitMinKeys ? static_cast<int>(splits) : 0;
 }
 
 // Head pairs (NOTES.md v9, v20, v23, v24): a paged cache with D = 64 and an even number of
