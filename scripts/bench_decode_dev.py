@@ -2157,10 +2157,10 @@ SMALL_CONTIG_D96_ROWS = [(B, N, 8, 96, True, (0,), 16) for B, N in ((1, 16384), 
 
 def small_d64_d96_confirm_sweep(iters, copy_bw):
     """SMALL_D64_D96_CONFIRM_ROWS (automatic against the generic count), then
-    SMALL_CONTIG_D96_ROWS (cp.async against TMA 3 / 4), cuDNN first (graph replays, cold L2)."""
+    SMALL_CONTIG_D96_ROWS (automatic, cp.async, TMA 3 / 4), cuDNN first (graph replays, cold L2)."""
     _layout_rows(SMALL_D64_D96_CONFIRM_ROWS, {"auto": {}}, iters, copy_bw)
-    _layout_rows(SMALL_CONTIG_D96_ROWS, {"auto": {}, "tma3": SWEEP_VARIANTS["tma3"], "tma4": SWEEP_VARIANTS["tma4"]},
-                 iters, copy_bw)
+    _layout_rows(SMALL_CONTIG_D96_ROWS, {"auto": {}, "cp": SWEEP_VARIANTS["cp"], "tma3": SWEEP_VARIANTS["tma3"],
+                                         "tma4": SWEEP_VARIANTS["tma4"]}, iters, copy_bw)
 
 
 

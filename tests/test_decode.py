@@ -1751,7 +1751,8 @@ def test_partial_wave_splits():
     tile) on Hopper HBM3e parts 2 * SMs / units splits (up to two blocks per SM in one wave)
     to 0.9 on paged caches (1.0 from 8192 keys), to 0.7 from 4096 keys on contiguous ones;
     Nq 8 and 16 (two and four row tiles, stop 68) to 1.0 on both, and below half the SMs;
-    else 1 (Nq 32, FP8 caches, other head dims); both 16-bit dtypes. Then automatic calls in the band against the
+    else 1 (Nq 32, FP8 caches, other head dims; paged one-token D = 64 / 96 take
+    decode_small_grid_two_blocks_splits' count, stop 77); both 16-bit dtypes. Then automatic calls in the band against the
     references (paged with ragged, 1-key and capacity-long sequences; contiguous; one token
     and Nq 8), and the grid on HBM3e parts."""
     require_op("paged_attention")
@@ -1778,6 +1779,8 @@ def test_partial_wave_splits():
             for paged in (True, False):
                 for nq in (1, 2, 4):  # Nq > 1 within one row tile (decode_rule_spec_rows) as one token
                     want = (want_paged if paged else want_contiguous) if hbm3e else 1
+                    if hbm3e and paged and nq == 1 and d in (64, 96):  # one token: decode_small_grid_two_blocks_splits
+                        want = 2 * sms // units
                     got = llm.decode_num_splits(b, 8, 4 * nq, n, d, dt, paged=paged, seq_len_q=nq)
                     assert got == want, (per_sm, n, d, dt, paged, nq, b, got)
                 # Nq 8: two row tiles (units = 16 B, decode_rule_multi_tile), the band's top
@@ -2021,12 +2024,15 @@ def test_plane_boxes_span_matches_reference():
 
 def test_small_grid_two_blocks():
     """Paged 16-bit head_dim 64 and 96 at most one unit per SM, one new token in units of at
-    most 8 rows, on HBM3e Hopper parts (csrc/decode/NOTES.md "Stop 77"): 2 SMs // units splits
-    where each holds 1024 keys, on 3 (D = 64) / 2 (D = 96) TMA stages; elsewhere (other parts,
-    shorter tables, contiguous caches, FP8, Nq 2, 16-row units) the generic count. The counts,
-    the automatic call on ragged lengths against the reference (through a sized workspace and
-    a graph replayed with other lengths) and which kernel ran."""
+    most 8 rows, on HBM3e Hopper parts (csrc/decode/NOTES.md "Stop 77"): 2 SMs // units splits,
+    fewer where a split would hold under 1024 keys, where that is more than the generic count,
+    on 3 (D = 64) / 2 (D = 96) TMA stages; elsewhere (other parts, contiguous caches, FP8, Nq
+    2, 16-row units) the generic count. D = 96 small grids of one block per SM run 4 TMA
+    stages there, contiguous ones included. The counts, automatic calls on ragged lengths
+    against the reference (through a sized workspace and a graph replayed with other
+    lengths) and which kernel ran."""
     require_op("paged_attention")
+    require_op("decode_attention")
     sms = torch.cuda.get_device_properties(0).multi_processor_count
     hbm3e = device_is_hopper_hbm3e()
     f16 = torch.float16
@@ -2036,13 +2042,14 @@ def test_small_grid_two_blocks():
 
     for d in (64, 96):
         for b, hkv, group, n in ((16, 8, 4, 4096), (12, 8, 4, 4096), (10, 8, 4, 4096), (6, 8, 4, 4096),
-                                 (2, 8, 4, 16384), (1, 8, 4, 16384), (4, 32, 1, 4096), (16, 8, 4, 2047),
+                                 (11, 8, 4, 2048), (16, 8, 4, 2047), (16, 8, 4, 1023), (2, 8, 4, 16384),
+                                 (1, 8, 4, 16384), (1, 8, 4, 32768), (1, 8, 4, 8192), (4, 32, 1, 4096),
                                  (1, 1, 8, 300000)):
             units = b * hkv
             if units > sms:
                 continue
-            two = 2 * sms // units
-            want = min(two, 128) if hbm3e and two * 1024 <= n else generic(units, n)
+            two = min(2 * sms // units, n // 1024, 128)
+            want = two if hbm3e and two > sms // units else generic(units, n)
             for dt in (f16, torch.bfloat16):
                 got = llm.decode_num_splits(b, hkv, group, n, d, dt)
                 assert got == want, (d, b, hkv, group, n, dt, got)
@@ -2054,15 +2061,15 @@ def test_small_grid_two_blocks():
         # 16 rows a unit (GQA 32/2): the generic count
         assert llm.decode_num_splits(8, 2, 16, 4096, d, f16) == generic(16, 4096), d
     # the automatic call: ragged lengths, one at the table's capacity, out= through a sized workspace,
-    # then a captured graph replayed with other lengths
+    # then a captured graph replayed with other lengths (B=11 at 2048 keys: two splits, not three)
     gen = torch.Generator().manual_seed(77)
-    for d, b, n, dt, stages in ((64, 16, 4096, f16, 3), (96, 6, 8192, torch.bfloat16, 2)):
+    for d, b, n, dt, stages in ((64, 16, 4096, f16, 3), (96, 6, 8192, torch.bfloat16, 2), (64, 11, 2048, f16, 3)):
         lens = [int(x) for x in torch.randint(1, n + 1, (b,), generator=gen)]
         lens[:3] = [n, 1, 1025]
-        q, kc, vc, table, sl = make_paged_problem(lens, 8, 4, d, 16, dt, 770 + d)
+        q, kc, vc, table, sl = make_paged_problem(lens, 8, 4, d, 16, dt, 770 + d + b)
         splits = llm.decode_num_splits(b, 8, 4, table.shape[1] * 16, d, dt)
         if hbm3e:
-            assert splits == 2 * sms // (8 * b), (d, splits)
+            assert splits == min(2 * sms // (8 * b), table.shape[1] * 16 // 1024), (d, b, splits)
         ws = llm.paged_attention_workspace(q, kc, table)
         out = poison_(torch.empty_like(q))
         call = lambda: llm.paged_attention(q, kc, vc, table, sl, out=out, workspace=ws, check_indices=False)
@@ -2071,7 +2078,7 @@ def test_small_grid_two_blocks():
         if hbm3e:
             names = kernel_names(call)
             assert re.search(rf"tma_kernel<[^<>,]+, (\(int\))?{d}, (\(int\))?{stages}, ", names), (d, names[:400])
-            assert kernel_grid_blocks(call, "tma_kernel") == 8 * b * splits, d
+            assert kernel_grid_blocks(call, "tma_kernel") == 8 * b * splits, (d, b)
         graph, _ = capture_graph(call)
         for trial in range(2):
             new = [int(x) for x in torch.randint(1, n + 1, (b,), generator=gen)]
@@ -2083,6 +2090,19 @@ def test_small_grid_two_blocks():
             assert_close(out, paged_attention_reference(q, kc, vc, table, sl), dtype=dt,
                          what=f"D={d} B={b} replay {trial}")
         del q, kc, vc, table, graph
+    # D = 96 small grids at one block per SM: 4 TMA stages on HBM3e parts, both layouts (a
+    # paged table of 1023 keys keeps one split a unit: no 1024-key splits)
+    q, kc, vc, table, sl = make_paged_problem([1023, 1, 500] * 5, 8, 4, 96, 16, f16, 796)
+    call = lambda: llm.paged_attention(q, kc, vc, table, sl, check_indices=False)
+    assert_close(call(), paged_attention_reference(q, kc, vc, table, sl), dtype=f16, what="paged D=96 1023 keys")
+    qc = torch.randn(3, 32, 1, 96, device="cuda", dtype=torch.bfloat16)
+    kk, vv = (torch.randn(3, 8, 3001, 96, device="cuda", dtype=torch.bfloat16) for _ in range(2))
+    ccall = lambda: llm.decode_attention(qc, kk, vv)
+    assert_close(ccall(), attention_reference(qc, kk, vv), dtype=torch.bfloat16, what="contiguous D=96")
+    if hbm3e:
+        for fn, what in ((call, "paged"), (ccall, "contiguous")):
+            names = kernel_names(fn)
+            assert re.search(r"tma_kernel<[^<>,]+, (\(int\))?96, (\(int\))?4, ", names), (what, names[:400])
     torch.cuda.synchronize()
 
 
@@ -3345,7 +3365,9 @@ def test_fp8_split_heuristic():
     sms = torch.cuda.get_device_properties(0).multi_processor_count
     for b, hkv, n in ((1, 8, 16384), (16, 8, 16384), (2, 8, 4096), (64, 8, 1024)):
         for d in (96, 128, 256):
-            if (b, d) == (16, 128):  # 16-bit: 2 on HBM3e parts (decode_partial_wave_splits), FP8: 1
+            # 16-bit: 2 on HBM3e parts (decode_partial_wave_splits at 128,
+            # decode_small_grid_two_blocks_splits at 96), FP8: 1
+            if b == 16 and d in (96, 128) and device_is_hopper_hbm3e():
                 assert llm.decode_num_splits(b, hkv, 4, n, d, f8) == 1
                 continue
             assert llm.decode_num_splits(b, hkv, 4, n, d, f8) == llm.decode_num_splits(b, hkv, 4, n, d, f16)

@@ -648,6 +648,9 @@ template <typename T, int D, int kStages, typename KVT = T, int kRowTiles = 1>
 constexpr bool decode_tma_stages_fit() {
   return decode_tma_smem_bytes<T, D, kStages, KVT, false, kRowTiles>() <= 227 * 1024;
 }
+static_assert(decode_tma_smem_bytes<__half, 96, 4>() == kDecodeD96FourStageSmem &&
+                  decode_tma_smem_bytes<__nv_bfloat16, 96, 4>() == kDecodeD96FourStageSmem,
+              "decode_tma_stages_for's 4-stage D = 96 rule asks the limit for these bytes");
 template <typename T, int D, typename KVT = T, int kRowTiles = 1, bool kNarrow = false, class KV>
 cudaError_t launch_decode_attention_tma_stages(int stages, const DecodeKernelParams& p, const KV& kv, dim3 grid,
                                                cudaStream_t stream, bool pdl, const DecodeTmaMaps& maps,

@@ -63,6 +63,10 @@ OTHER_HEAD_DIMS = (64, 80, 96, 192, 256)
 OTHER_HEAD_DIMS_CONTEXT = 2048
 # Head dims run on a wider kernel, also on the split-KV grid of one long sequence.
 PADDED_HEAD_DIMS = (80, 192)
+# Head dims 64 and 96 on small GQA 32/8 grids (preset "all"; paged and contiguous): where the
+# split heuristic puts about two blocks per SM on paged caches on HBM3e parts (stop 77).
+SMALL_GRID_HEAD_DIMS = (64, 96)
+SMALL_GRIDS = ((16, 4096), (4, 16384))
 # Sliding-window cases (preset "all"): Mistral-7B's 4096 keys at a 16K context.
 SLIDING_WINDOW = 4096
 # Speculative-decoding cases (preset "all"): new tokens per sequence (GQA 32/8: 4 x 4 = 16
@@ -277,6 +281,7 @@ def paged_attention_cases(dtype: torch.dtype, preset: str, quick: bool) -> list[
     if preset == "all":  # the other head dims on a medium (GQA) and a large (MHA) grid
         cases += [paged_case(64, OTHER_HEAD_DIMS_CONTEXT, h, dtype, D=d) for d in OTHER_HEAD_DIMS for h in KV_HEADS]
         cases += [paged_case(1, 16384, 8, dtype, D=d) for d in PADDED_HEAD_DIMS]
+        cases += [paged_case(b, n, 8, dtype, D=d) for d in SMALL_GRID_HEAD_DIMS for b, n in SMALL_GRIDS]
         cases += [paged_case(b, 16384, 8, dtype, window=SLIDING_WINDOW) for b in (1, 16)]
         cases += [paged_case(b, n, 8, dtype, Nq=nq) for nq, grids in SPEC_ROWS for b, n in grids]
         cases += [paged_case(b, n, 1, dtype) for b, n in MQA_GRIDS]
@@ -297,6 +302,8 @@ def decode_attention_cases(dtype: torch.dtype, preset: str, quick: bool) -> list
         cases += [paged_case(b, n, 8, dtype, op="decode_attention", Nq=nq) for nq, grids in SPEC_ROWS
                   for b, n in grids]
         cases += [paged_case(b, n, 1, dtype, op="decode_attention") for b, n in MQA_CONTIGUOUS_GRIDS]
+        cases += [paged_case(b, n, 8, dtype, op="decode_attention", D=d) for d in SMALL_GRID_HEAD_DIMS
+                  for b, n in SMALL_GRIDS]
     return cases
 
 
