@@ -2089,9 +2089,11 @@ def test_small_grid_two_blocks():
             graph.replay()
             assert_close(out, paged_attention_reference(q, kc, vc, table, sl), dtype=dt,
                          what=f"D={d} B={b} replay {trial}")
+        assert _counters_idle(ws), (d, b)
         del q, kc, vc, table, graph
     # D = 96 small grids at one block per SM: 4 TMA stages on HBM3e parts, both layouts (a
-    # paged table of 1023 keys keeps one split a unit: no 1024-key splits)
+    # paged table of 1024 keys, 1023 rounded up to whole blocks, keeps one split a unit: one
+    # 1024-key split is not more than the generic count); 16-row units (GQA 32/2) keep 3
     q, kc, vc, table, sl = make_paged_problem([1023, 1, 500] * 5, 8, 4, 96, 16, f16, 796)
     call = lambda: llm.paged_attention(q, kc, vc, table, sl, check_indices=False)
     assert_close(call(), paged_attention_reference(q, kc, vc, table, sl), dtype=f16, what="paged D=96 1023 keys")
@@ -2099,10 +2101,14 @@ def test_small_grid_two_blocks():
     kk, vv = (torch.randn(3, 8, 3001, 96, device="cuda", dtype=torch.bfloat16) for _ in range(2))
     ccall = lambda: llm.decode_attention(qc, kk, vv)
     assert_close(ccall(), attention_reference(qc, kk, vv), dtype=torch.bfloat16, what="contiguous D=96")
+    q16, kc16, vc16, table16, sl16 = make_paged_problem([1023, 1, 500] * 20, 2, 16, 96, 16, f16, 797)
+    call16 = lambda: llm.paged_attention(q16, kc16, vc16, table16, sl16, check_indices=False)
+    assert_close(call16(), paged_attention_reference(q16, kc16, vc16, table16, sl16), dtype=f16,
+                 what="paged D=96 16-row units")
     if hbm3e:
-        for fn, what in ((call, "paged"), (ccall, "contiguous")):
+        for fn, what, stages in ((call, "paged", 4), (ccall, "contiguous", 4), (call16, "paged 16 rows", 3)):
             names = kernel_names(fn)
-            assert re.search(r"tma_kernel<[^<>,]+, (\(int\))?96, (\(int\))?4, ", names), (what, names[:400])
+            assert re.search(rf"tma_kernel<[^<>,]+, (\(int\))?96, (\(int\))?{stages}, ", names), (what, names[:400])
     torch.cuda.synchronize()
 
 

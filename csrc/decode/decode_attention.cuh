@@ -1803,7 +1803,7 @@ cudaError_t run_decode_attention(const DecodeAttentionArgs& a, cudaStream_t stre
     const int64_t blocks = static_cast<int64_t>(grid.x) * grid.y * grid.z;
     const bool grid_pdl = launch_pdl(blocks, kDecodeEvenGrid);
     const int auto_stages = decode_tma_stages_for(D, kPaged, blocks, device_sm_count(), kDequant, a.head_dim,
-                                                  pack_group > 0, a.num_splits, decode_read_kv_len(a), a.seq_len_q);
+                                                  pack_group > 0, a.num_splits, decode_read_kv_len(a), a.seq_len_q, p.rows);
     const int knob_stages = decode_dev_tma_stages();
     const bool want_tma = forced == kDecodeKernelTma || (forced == kDecodeKernelAuto && auto_stages > 0);
     const int tma_stages =

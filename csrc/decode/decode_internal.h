@@ -218,13 +218,14 @@ constexpr int decode_pipeline_stages(int head_dim) { return head_dim <= 64 ? 4 :
 // head_dim: the kernel's; row_cols: the cache rows' real columns (0: head_dim); blocks: the
 // whole grid's, `splits` splits of the sequences; max_kv_len: decode_read_kv_len (the keys a
 // block may read: the table capacity or Nk, or a sliding window's span, as the split
-// heuristic sizes for; 0: unknown); seq_len_q: the new tokens per sequence.
+// heuristic sizes for; 0: unknown); seq_len_q: the new tokens per sequence; rows_per_kv_head:
+// the query rows a unit holds (0: unknown).
 // The 16-bit D = 96 TMA kernel's shared memory at 4 stages (decode_tma_smem_bytes; checked
 // beside it)
 constexpr int64_t kDecodeD96FourStageSmem = 102720;
 inline int decode_tma_stages_for(int head_dim, bool paged, int64_t blocks, int64_t sms, bool fp8 = false,
                                  int row_cols = 0, bool pairs = false, int splits = 1, int64_t max_kv_len = 0,
-                                 int seq_len_q = 1) {
+                                 int seq_len_q = 1, int rows_per_kv_head = 0) {
   if (device_cc_major() < 9) return 0;
   const bool small_grid = blocks <= sms;
   if (fp8) return small_grid ? 4 : 3;
@@ -247,20 +248,23 @@ inline int decode_tma_stages_for(int head_dim, bool paged, int64_t blocks, int64
   const bool hbm3e_rows128 =
       head_dim == 128 && !pairs && (row_cols == 0 || row_cols == 128) && device_is_hopper_hbm3e();
   if (small_grid && hbm3e_rows128) return paged ? 4 : 3;
-  // HBM3e parts, 16-bit 96-column rows, small grids, one new token: 4 stages on both layouts where they fit
+  // HBM3e parts, 16-bit 96-column rows, small grids, one new token in units of at most
+  // kNarrowMaxRows rows (the GQA 32/8 units measured): 4 stages on both layouts where they fit
   // (NOTES.md "Stop 77", paged 3 -> 4, us: B=16/4K 58.9 -> 58.4, B=12/4K 58.5 -> 57.8, B=16/16K
   // 224.8 -> 222.7, B=2/16K 33.3 -> 32.9; contiguous, cp.async -> TMA 4 (TMA 3): B=16/4K 52.4 ->
   // 49.8 (50.7), B=12/4K 50.4 -> 44.8 (45.0), B=8/8K 54.0 -> 51.0 (52.3), B=16/16K 189.8 ->
   // 178.6 (180.6), B=2/16K 30.7 -> 29.1 (29.8), B=1/16K 18.7 -> 18.1 (18.2)).
+  const bool narrow_units = seq_len_q == 1 && rows_per_kv_head > 0 && rows_per_kv_head <= kNarrowMaxRows;
   const bool hbm3e_rows96 = head_dim == 96 && !pairs && (row_cols == 0 || row_cols == 96) && device_is_hopper_hbm3e();
-  if (small_grid && hbm3e_rows96 && seq_len_q == 1 && decode_smem_limit() >= kDecodeD96FourStageSmem) return 4;
+  if (small_grid && hbm3e_rows96 && narrow_units && decode_smem_limit() >= kDecodeD96FourStageSmem) return 4;
   if (small_grid) return paged || head_dim == 64 || head_dim == 256 ? decode_pipeline_stages(head_dim) : 0;
   if (hbm3e_rows128 && seq_len_q == 1 && paged && 20 * blocks <= 27 * sms) return 3;
   // Paged D = 64 / 96 split to about two blocks per SM on HBM3e parts (decode_small_grid_two_blocks_splits,
   // NOTES.md "Stop 77"): 3 / 2 stages (D = 64 B=16/4K at 2 splits 2 / 3 / 4 stages 38.6 / 36.3 /
   // 46.5 us, B=12/4K 35.5 / 31.2 / 31.0, B=8/8K at 4 38.6 / 36.4 / 46.7; D = 96 B=16/4K 52.5 /
   // 55.8 / 58.6, B=8/8K at 4 52.4 / 55.8 / 58.5, B=16/16K 192.0 / 210.8 / 229.0, cp.async 206.3).
-  if (paged && splits > 1 && blocks <= 2 * sms && seq_len_q == 1 &&
+  // The same units only (a forced count elsewhere keeps the depths below).
+  if (paged && splits > 1 && blocks <= 2 * sms && narrow_units &&
       ((head_dim == 64 && (row_cols == 0 || row_cols == 64) && device_is_hopper_hbm3e()) || hbm3e_rows96))
     return head_dim == 64 ? 3 : 2;
   // D = 64 up to 1.25 blocks per SM (unpaired there, decode_packs_head_pairs): most SMs
@@ -767,20 +771,26 @@ inline int decode_d64_tail_splits(bool paged, bool pairs, int64_t base, int64_t 
 // Paged 16-bit head dims 64 and 96 (exactly: narrower rows on their kernels are not
 // measured), one new token in units of at most kNarrowMaxRows rows, on HBM3e Hopper parts, at
 // most one unit per SM (NOTES.md "Stop 77"): 2 SMs // units splits (about two blocks per SM,
-// 1.35-2), fewer where a split would hold under kSmallGridSplitMinKeys keys, where that is
-// more than the generic count (SMs // units, at most one block per SM); they run on 3 (D = 64)
+// 1.35-2), fewer where a split would hold under kSmallGridSplitMinKeys keys (then down to
+// just over one block per SM), where that is more than the generic count (SMs // units, at
+// most one block per SM); they run on 3 (D = 64)
 // / 2 (D = 96) TMA stages (decode_tma_stages_for). One block per SM leaves a paged tile's
 // strided 128-192-byte head rows short of bytes in flight; a second block per SM hides one
 // block's per-tile steps behind the other's loads. H200, graph replays, cold L2, GQA 32/8
-// block 16, us, the generic count -> this one, cuDNN in brackets: D = 64 B=16/4K 41.6 ->
+// block 16, us, the generic count -> this one (c514c2b, before the 1024-key cap), cuDNN in brackets: D = 64 B=16/4K 41.6 ->
 // 35.7 (37.6), B=13/4K 41.3 -> 32.3 (34.9), B=16/16K 154.9 -> 124.0 (135.3), B=9/8K 78.7 ->
 // 41.2 (62.0), B=3/16K 35.8 -> 29.1 (29.0), MHA B=4/4K 41.2 -> 34.9 (37.3); D = 96 B=16/4K
 // 59.2 -> 51.3 (54.1), B=13/4K 59.0 -> 45.9 (48.4), B=16/16K 224.2 -> 186.2 (188.0), B=9/8K
 // 113.9 -> 60.0 (86.7), B=3/16K 50.0 -> 41.1 (44.7), MHA B=4/4K 58.6 -> 50.0 (53.9). Forced
 // counts (`--small-d64-d96-bands`): rounding 2 SMs / units up lost (D = 64 B=12/4K 3 splits
 // 38.7 against 31.2 at 2, B=6/4K 6 splits 22.6 against 17.5 at 5); 1024-key splits gain
-// (B=6/4K 4 splits 19.1 against 21.5 at 2; B=2/16K 16 splits 22.0 against 24.1 at 8); 512-key
-// ones do not (B=1/16K D = 64 32 splits 15.6 against 15.4 at 16, D = 96 19.9 against 20.2).
+// (B=6/4K 4 splits 19.1 against 23.7 at 2, the generic count; B=2/16K 16 splits 22.0 against
+// 24.1 at 8); 512-key ones are level (B=1/16K D = 64 32 splits 15.6 against 15.4 at 16, D = 96
+// 19.9 against 20.2). Between, the cap gives up some: B=6/4K at 5 splits of 820 keys read
+// 17.5, the capped 4 19.1; at D = 96 B=5/4K the capped 4 splits (1.2 blocks per SM, 2
+// stages) read 24.5 against the generic 3's 24.1 (d7c41da). The count only grows with the
+// length: its first length (a multiple of 1024 that depends on the batch) needs no entry in
+// kSplitRuleLengthEdges for decode_attention_workspace_floats_upto, which reads max_kv_len.
 // Contiguous caches keep one block per SM: 64 consecutive keys per tile already read 90% of
 // copy at D = 64 (B=16/4K 34.8 us; 2 splits 35.8). Returns the count, or 0.
 constexpr int64_t kSmallGridSplitMinKeys = 1024;
