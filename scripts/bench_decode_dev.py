@@ -2116,9 +2116,12 @@ SMALL_D64_D96_ROWS = ([(B, N, 8, 64, False, (0, 1, 2, 3, 4), 16) for B, N in ((1
                       + [(1, 16384, 8, 96, False, (0, 8, 16, 24, 32), 16)])
 
 
-def _small_d64_d96_variants(D):
+def _small_d64_d96_variants(D, pairs=True):
+    """The automatic call, forced head pairs (`pairs`), and unpaired kernels: cp.async and TMA
+    at each depth that fits D."""
     single = {"CLO_DECODE_PACK": "0"}
-    return {"auto": {}, "pairs": {"CLO_DECODE_PACK": "2"}, "cp": {**single, **SWEEP_VARIANTS["cp"]},
+    return {"auto": {}, **({"pairs": {"CLO_DECODE_PACK": "2"}} if pairs else {}),
+            "cp": {**single, **SWEEP_VARIANTS["cp"]},
             **{lb: {**single, **SWEEP_VARIANTS[lb]} for lb in ("tma2", "tma3", "tma4")
                if decode_tma_stages_fit(D, int(SWEEP_VARIANTS[lb]["CLO_DECODE_TMA_STAGES"]))}}
 
@@ -2135,12 +2138,6 @@ SMALL_D64_D96_BAND_ROWS = ([(B, 4096, 8, 64, False, (0, 1, 2, 3, 4, 6), 16) for 
                               (2, 16384, 8, 96, False, (0, 8, 12, 16, 24), 16)]
                            + [(16, 4096, 8, D, True, (0, 1, 2, 3), 16) for D in (64, 96)])
 
-
-def _small_d64_d96_band_variants(D):
-    single = {"CLO_DECODE_PACK": "0"}
-    return {"auto": {}, "cp": {**single, **SWEEP_VARIANTS["cp"]},
-            **{lb: {**single, **SWEEP_VARIANTS[lb]} for lb in ("tma2", "tma3", "tma4")
-               if decode_tma_stages_fit(D, int(SWEEP_VARIANTS[lb]["CLO_DECODE_TMA_STAGES"]))}}
 
 
 # --small-d64-d96-confirm: the automatic count (2 SMs // units splits on HBM3e parts: stop 77)
@@ -2238,8 +2235,8 @@ SWEEPS = {
                     "D=72-80 head pairs at B=1-2: narrow / 16-row / narrow"),
     "small-d64-d96": (lambda iters, copy_bw: _layout_rows(SMALL_D64_D96_ROWS, _small_d64_d96_variants, iters, copy_bw),
                       "paged D=64 / 96 at most one unit per SM: head pairs vs unpaired per depth, forced splits"),
-    "small-d64-d96-bands": (lambda iters, copy_bw: _layout_rows(SMALL_D64_D96_BAND_ROWS, _small_d64_d96_band_variants,
-                                                                iters, copy_bw),
+    "small-d64-d96-bands": (lambda iters, copy_bw: _layout_rows(
+                                SMALL_D64_D96_BAND_ROWS, lambda D: _small_d64_d96_variants(D, pairs=False), iters, copy_bw),
                             "D=64 / 96 at 0.36-1 units per SM, both layouts: forced splits x depths"),
     "small-d64-d96-confirm": (small_d64_d96_confirm_sweep,
                               "the stop 77 small-grid count against the generic one; contiguous D=96 small grids on TMA"),

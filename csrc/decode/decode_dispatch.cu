@@ -232,10 +232,9 @@ int decode_attention_num_splits(int batch, int num_kv_heads, int rows_per_kv_hea
   if (dtype == DType::kFloat8E4M3 && kernel_head_dim == 64 && 5 * base < 8 * sms) {
     return capped(base <= sms ? (2 * sms + base / 2) / base : 2);
   }
-  // 16-bit head dims 64 and 96 (exactly) on HBM3e Hopper parts, one new token, small grids
+  // 16-bit head dims 64 and 96 on HBM3e Hopper parts, small grids
   // (decode_small_grid_two_blocks_splits): about two blocks per SM.
-  if (dtype != DType::kFloat8E4M3 && seq_len_q == 1 && (head_dim == 64 || head_dim == 96) &&
-      rows_per_kv_head <= kNarrowMaxRows && device_cc_major() >= 9 && device_is_hopper_hbm3e()) {
+  if (dtype != DType::kFloat8E4M3 && decode_small_grid_rule_units(head_dim, seq_len_q, rows_per_kv_head)) {
     const int splits = decode_small_grid_two_blocks_splits(paged, base, sms, max_kv_len);
     if (splits > 1) return capped(splits);
   }

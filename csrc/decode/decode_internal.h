@@ -160,6 +160,15 @@ constexpr int kNarrowMaxRows = 8;
 inline bool decode_narrow_rows_pay(int rows) {
   return rows <= kNarrowMaxRows && decode_dev_narrow() != kDecodeNarrowOff;
 }
+// The calls stop 77's small-grid rules measured and apply to (the split count,
+// decode_small_grid_two_blocks_splits, and its depths and D = 96's 4 stages in
+// decode_tma_stages_for): 16-bit caches (the callers' check) at head_dim exactly 64 or 96,
+// one new token in units of at most kNarrowMaxRows rows (GQA 32/8 and MHA measured), on
+// HBM3e Hopper parts.
+inline bool decode_small_grid_rule_units(int head_dim, int seq_len_q, int rows_per_kv_head) {
+  return (head_dim == 64 || head_dim == 96) && seq_len_q == 1 && rows_per_kv_head > 0 &&
+         rows_per_kv_head <= kNarrowMaxRows && device_is_hopper_hbm3e();
+}
 // Dev knob CLO_DECODE_SMEM_LIMIT, read like CLO_DECODE_VARIANT: a shared-memory budget per
 // block in bytes, below the device's (decode_smem_limit takes the smaller): the choices
 // of a 99-KB GPU (sm_86/89/120) tested on a larger one.
@@ -254,9 +263,10 @@ inline int decode_tma_stages_for(int head_dim, bool paged, int64_t blocks, int64
   // 224.8 -> 222.7, B=2/16K 33.3 -> 32.9; contiguous, cp.async -> TMA 4 (TMA 3): B=16/4K 52.4 ->
   // 49.8 (50.7), B=12/4K 50.4 -> 44.8 (45.0), B=8/8K 54.0 -> 51.0 (52.3), B=16/16K 189.8 ->
   // 178.6 (180.6), B=2/16K 30.7 -> 29.1 (29.8), B=1/16K 18.7 -> 18.1 (18.2)).
-  const bool narrow_units = seq_len_q == 1 && rows_per_kv_head > 0 && rows_per_kv_head <= kNarrowMaxRows;
-  const bool hbm3e_rows96 = head_dim == 96 && !pairs && (row_cols == 0 || row_cols == 96) && device_is_hopper_hbm3e();
-  if (small_grid && hbm3e_rows96 && narrow_units && decode_smem_limit() >= kDecodeD96FourStageSmem) return 4;
+  // (head pairs never run the 64 / 96 kernels: their rows are 128 columns or more)
+  const bool small_grid_rule =
+      (row_cols == 0 || row_cols == head_dim) && decode_small_grid_rule_units(head_dim, seq_len_q, rows_per_kv_head);
+  if (small_grid && small_grid_rule && head_dim == 96 && decode_smem_limit() >= kDecodeD96FourStageSmem) return 4;
   if (small_grid) return paged || head_dim == 64 || head_dim == 256 ? decode_pipeline_stages(head_dim) : 0;
   if (hbm3e_rows128 && seq_len_q == 1 && paged && 20 * blocks <= 27 * sms) return 3;
   // Paged D = 64 / 96 split to about two blocks per SM on HBM3e parts (decode_small_grid_two_blocks_splits,
@@ -264,9 +274,7 @@ inline int decode_tma_stages_for(int head_dim, bool paged, int64_t blocks, int64
   // 46.5 us, B=12/4K 35.5 / 31.2 / 31.0, B=8/8K at 4 38.6 / 36.4 / 46.7; D = 96 B=16/4K 52.5 /
   // 55.8 / 58.6, B=8/8K at 4 52.4 / 55.8 / 58.5, B=16/16K 192.0 / 210.8 / 229.0, cp.async 206.3).
   // The same units only (a forced count elsewhere keeps the depths below).
-  if (paged && splits > 1 && blocks <= 2 * sms && narrow_units &&
-      ((head_dim == 64 && (row_cols == 0 || row_cols == 64) && device_is_hopper_hbm3e()) || hbm3e_rows96))
-    return head_dim == 64 ? 3 : 2;
+  if (paged && splits > 1 && blocks <= 2 * sms && small_grid_rule) return head_dim == 64 ? 3 : 2;
   // D = 64 up to 1.25 blocks per SM (unpaired there, decode_packs_head_pairs): most SMs
   // hold one block, whose 128-byte rows need the small grids' 4 stages in flight (v25).
   // Contiguous caches beyond 2 and up to 3 blocks per SM too: the SMs holding three blocks
