@@ -2161,6 +2161,19 @@ def small_d64_d96_confirm_sweep(iters, copy_bw):
 
 
 
+# --small-d64-d96-mid: where stop 77's 1024-key cap binds on short tables (2 SMs // units is
+# more than keys / 1024), D = 64 B=5/4K read 17.8 us against cuDNN's 16.5 and D = 96 B=5/4K
+# 24.5 at 4 splits on 2 stages against the generic 3 splits' 24.1: forced counts past the cap
+# (splits of 512-1024 keys) x TMA depths, paged GQA 32/8 block 16
+SMALL_D64_D96_MID_ROWS = [(B, N, 8, D, False, splits, 16) for D in (64, 96)
+                          for B, N, splits in ((5, 4096, (0, 3, 4, 5, 6, 8)), (4, 4096, (0, 4, 6, 8)),
+                                               (2, 4096, (0, 4, 6, 8, 12)), (7, 4096, (0, 4, 5, 6)),
+                                               (10, 2048, (0, 2, 3)), (3, 8192, (0, 8, 10, 12)))]
+SMALL_D64_D96_MID_VARIANTS = {"auto": {}, **{lb: {"CLO_DECODE_PACK": "0", **SWEEP_VARIANTS[lb]}
+                                             for lb in ("tma2", "tma3", "tma4")}}
+
+
+
 # Stand-alone sweeps (flag -> function(iters, copy_bw), help): each runs alone, then stops.
 SWEEPS = {
     "graph-knobs": (graph_knob_sweep, "split counts and TMA depths on the small-grid targets"),
@@ -2240,6 +2253,9 @@ SWEEPS = {
                             "D=64 / 96 at 0.36-1 units per SM, both layouts: forced splits x depths"),
     "small-d64-d96-confirm": (small_d64_d96_confirm_sweep,
                               "the stop 77 small-grid count against the generic one; contiguous D=96 small grids on TMA"),
+    "small-d64-d96-mid": (lambda iters, copy_bw: _layout_rows(SMALL_D64_D96_MID_ROWS, SMALL_D64_D96_MID_VARIANTS,
+                                                               iters, copy_bw),
+                          "paged D=64 / 96 where the 1024-key cap binds: splits of 512-1024 keys x depths"),
     "pair-d160-small-auto": (pair_d160_small_auto_sweep,
                              "paged D=72-80 below 0.35 pairs per SM: the automatic call vs unpaired"),
     "wide-pairs-bands": (wide_pair_band_sweep, "paged 16-bit D=72-88 pairs vs unpaired at 1-3.5 units per SM, splits"),
