@@ -2174,6 +2174,24 @@ SMALL_D64_D96_MID_VARIANTS = {"auto": {}, **{lb: {"CLO_DECODE_PACK": "0", **SWEE
 
 
 
+def _stop77_small_grid_count(units, n, sms=132):
+    """Stop 77's count (2 SMs // units, splits of 1024 keys or more, where that beats SMs //
+    units), else the generic one: what --small-d64-d96-mid-confirm forces against the automatic."""
+    two = min(2 * sms // units, n // 1024)
+    return two if two > sms // units else (1 if 2 * units > sms else max(1, min(sms // units, -(-n // 128), 128)))
+
+
+# --small-d64-d96-mid-confirm: the 512-key cap (stop 78) against stop 77's 1024-key one, paged
+# GQA 32/8 block 16: the rows it moves (--small-d64-d96-mid's, 1024-key tables, B=11/2K,
+# B=1/8K-16K) and two it leaves (B=16/4K, B=7/4K)
+SMALL_D64_D96_MID_CONFIRM_ROWS = [(B, N, 8, D, False, (0, _stop77_small_grid_count(8 * B, N)), 16)
+                                  for D in (64, 96)
+                                  for B, N in ((5, 4096), (4, 4096), (6, 4096), (10, 2048), (11, 2048), (9, 2048),
+                                               (8, 2048), (3, 8192), (16, 1024), (12, 1024), (1, 16384), (1, 8192),
+                                               (16, 4096), (7, 4096))]
+
+
+
 # Stand-alone sweeps (flag -> function(iters, copy_bw), help): each runs alone, then stops.
 SWEEPS = {
     "graph-knobs": (graph_knob_sweep, "split counts and TMA depths on the small-grid targets"),
@@ -2256,6 +2274,9 @@ SWEEPS = {
     "small-d64-d96-mid": (lambda iters, copy_bw: _layout_rows(SMALL_D64_D96_MID_ROWS, SMALL_D64_D96_MID_VARIANTS,
                                                                iters, copy_bw),
                           "paged D=64 / 96 where the 1024-key cap binds: splits of 512-1024 keys x depths"),
+    "small-d64-d96-mid-confirm": (lambda iters, copy_bw: _layout_rows(SMALL_D64_D96_MID_CONFIRM_ROWS, {"auto": {}},
+                                                                       iters, copy_bw),
+                                  "paged D=64 / 96 small grids: the 512-key cap (automatic) vs stop 77's 1024"),
     "pair-d160-small-auto": (pair_d160_small_auto_sweep,
                              "paged D=72-80 below 0.35 pairs per SM: the automatic call vs unpaired"),
     "wide-pairs-bands": (wide_pair_band_sweep, "paged 16-bit D=72-88 pairs vs unpaired at 1-3.5 units per SM, splits"),

@@ -2024,8 +2024,8 @@ def test_plane_boxes_span_matches_reference():
 
 def test_small_grid_two_blocks():
     """Paged 16-bit head_dim 64 and 96 at most one unit per SM, one new token in units of at
-    most 8 rows, on HBM3e Hopper parts (csrc/decode/NOTES.md "Stop 77"): 2 SMs // units splits,
-    fewer where a split would hold under 1024 keys, where that is more than the generic count,
+    most 8 rows, on HBM3e Hopper parts (csrc/decode/NOTES.md "Stop 77", "Stop 78"): 2 SMs //
+    units splits, fewer where a split would hold under 512 keys, where that is more than the generic count,
     on 3 (D = 64) / 2 (D = 96) TMA stages; elsewhere (other parts, contiguous caches, FP8, Nq
     2, 16-row units) the generic count. D = 96 small grids of one block per SM run 4 TMA
     stages there, contiguous ones included. The counts, automatic calls on ragged lengths
@@ -2042,13 +2042,14 @@ def test_small_grid_two_blocks():
 
     for d in (64, 96):
         for b, hkv, group, n in ((16, 8, 4, 4096), (12, 8, 4, 4096), (10, 8, 4, 4096), (6, 8, 4, 4096),
-                                 (11, 8, 4, 2048), (16, 8, 4, 2047), (16, 8, 4, 1023), (2, 8, 4, 16384),
+                                 (11, 8, 4, 2048), (16, 8, 4, 2047), (16, 8, 4, 1023), (5, 8, 4, 4096), (16, 8, 4, 1024),
+                                 (2, 8, 4, 4096), (3, 8, 4, 8192), (2, 8, 4, 16384),
                                  (1, 8, 4, 16384), (1, 8, 4, 32768), (1, 8, 4, 8192), (4, 32, 1, 4096),
                                  (1, 1, 8, 300000)):
             units = b * hkv
             if units > sms:
                 continue
-            two = min(2 * sms // units, n // 1024, 128)
+            two = min(2 * sms // units, n // 512, 128)
             want = two if hbm3e and two > sms // units else generic(units, n)
             for dt in (f16, torch.bfloat16):
                 got = llm.decode_num_splits(b, hkv, group, n, d, dt)
@@ -2061,15 +2062,17 @@ def test_small_grid_two_blocks():
         # 16 rows a unit (GQA 32/2): the generic count
         assert llm.decode_num_splits(8, 2, 16, 4096, d, f16) == generic(16, 4096), d
     # the automatic call: ragged lengths, one at the table's capacity, out= through a sized workspace,
-    # then a captured graph replayed with other lengths (B=11 at 2048 keys: two splits, not three)
+    # then a captured graph replayed with other lengths (B=5 at 4096 keys: 6 splits of 704 keys, past
+    # stop 77's 1024-key cap; B=11 at 2048: three)
     gen = torch.Generator().manual_seed(77)
-    for d, b, n, dt, stages in ((64, 16, 4096, f16, 3), (96, 6, 8192, torch.bfloat16, 2), (64, 11, 2048, f16, 3)):
+    for d, b, n, dt, stages in ((64, 16, 4096, f16, 3), (96, 6, 8192, torch.bfloat16, 2), (64, 11, 2048, f16, 3),
+                                (96, 5, 4096, f16, 2)):
         lens = [int(x) for x in torch.randint(1, n + 1, (b,), generator=gen)]
         lens[:3] = [n, 1, 1025]
         q, kc, vc, table, sl = make_paged_problem(lens, 8, 4, d, 16, dt, 770 + d + b)
         splits = llm.decode_num_splits(b, 8, 4, table.shape[1] * 16, d, dt)
         if hbm3e:
-            assert splits == min(2 * sms // (8 * b), table.shape[1] * 16 // 1024), (d, b, splits)
+            assert splits == min(2 * sms // (8 * b), table.shape[1] * 16 // 512), (d, b, splits)
         ws = llm.paged_attention_workspace(q, kc, table)
         out = poison_(torch.empty_like(q))
         call = lambda: llm.paged_attention(q, kc, vc, table, sl, out=out, workspace=ws, check_indices=False)
@@ -2092,11 +2095,11 @@ def test_small_grid_two_blocks():
         assert _counters_idle(ws), (d, b)
         del q, kc, vc, table, graph
     # D = 96 small grids at one block per SM: 4 TMA stages on HBM3e parts, both layouts (a
-    # paged table of 1024 keys, 1023 rounded up to whole blocks, keeps one split a unit: one
-    # 1024-key split is not more than the generic count); 16-row units (GQA 32/2) keep 3
-    q, kc, vc, table, sl = make_paged_problem([1023, 1, 500] * 5, 8, 4, 96, 16, f16, 796)
+    # paged table of 512 keys, 511 rounded up to whole blocks, keeps one split a unit: one
+    # 512-key split is not more than the generic count); 16-row units (GQA 32/2) keep 3
+    q, kc, vc, table, sl = make_paged_problem([511, 1, 300] * 5, 8, 4, 96, 16, f16, 796)
     call = lambda: llm.paged_attention(q, kc, vc, table, sl, check_indices=False)
-    assert_close(call(), paged_attention_reference(q, kc, vc, table, sl), dtype=f16, what="paged D=96 1023 keys")
+    assert_close(call(), paged_attention_reference(q, kc, vc, table, sl), dtype=f16, what="paged D=96 511 keys")
     qc = torch.randn(3, 32, 1, 96, device="cuda", dtype=torch.bfloat16)
     kk, vv = (torch.randn(3, 8, 3001, 96, device="cuda", dtype=torch.bfloat16) for _ in range(2))
     ccall = lambda: llm.decode_attention(qc, kk, vv)
@@ -3252,7 +3255,9 @@ def test_split_heuristic_small_grids():
     """Grids under half the SMs split to about one block per SM, no split under 128 keys of
     the table's capacity, at most 128 splits (16-bit caches at head dims 64-256); groups of
     two to four row tiles at head_dim 128 on Hopper HBM3e parts, from 2048 keys (paged), to
-    two blocks per SM (decode_partial_wave_splits)."""
+    two blocks per SM (decode_partial_wave_splits); one token at head_dim 64 in units of up to
+    8 rows there, to two blocks per SM in splits of 512 keys or more where that is more
+    (decode_small_grid_two_blocks_splits, stops 77-78: B=1/16K GQA 32 splits)."""
     require_op("paged_attention")
     sms = torch.cuda.get_device_properties(0).multi_processor_count
     hbm3e = device_is_hopper_hbm3e()
@@ -3264,6 +3269,8 @@ def test_split_heuristic_small_grids():
             multi_tile = hbm3e and d == 128 and 16 < group <= 64 and n >= 2048
             want = _wide_rows_splits(b, hkv, group, n, sms, hbm3e, d) or \
                 max(1, min((2 if multi_tile else 1) * sms // base, -(-n // 128), 128))
+            if hbm3e and d == 64 and group <= 8 and min(2 * sms // base, n // 512) > sms // base:
+                want = min(2 * sms // base, n // 512, 128)
             for dt in (torch.float16, torch.bfloat16):
                 assert llm.decode_num_splits(b, hkv, group, n, d, dt) == want, (b, hkv, group, n, d, dt)
 
@@ -3375,6 +3382,12 @@ def test_fp8_split_heuristic():
             # decode_small_grid_two_blocks_splits at 96), FP8: 1
             if b == 16 and d in (96, 128) and device_is_hopper_hbm3e():
                 assert llm.decode_num_splits(b, hkv, 4, n, d, f8) == 1
+                continue
+            # B=1/16K at 96: 16-bit 32 splits of 512 keys (two blocks per SM, stop 78), FP8 the
+            # generic SMs // units
+            if b == 1 and d == 96 and device_is_hopper_hbm3e():
+                assert llm.decode_num_splits(b, hkv, 4, n, d, f8) == sms // hkv
+                assert llm.decode_num_splits(b, hkv, 4, n, d, f16) == min(2 * sms // hkv, n // 512)
                 continue
             assert llm.decode_num_splits(b, hkv, 4, n, d, f8) == llm.decode_num_splits(b, hkv, 4, n, d, f16)
     assert llm.decode_num_splits(128, 32, 1, 8192, 128, f8) == 1

@@ -778,30 +778,31 @@ inline int decode_d64_tail_splits(bool paged, bool pairs, int64_t base, int64_t 
 
 // Paged 16-bit head dims 64 and 96 (exactly: narrower rows on their kernels are not
 // measured), one new token in units of at most kNarrowMaxRows rows, on HBM3e Hopper parts, at
-// most one unit per SM (NOTES.md "Stop 77"): 2 SMs // units splits (about two blocks per SM,
-// 1.35-2), fewer where a split would hold under kSmallGridSplitMinKeys keys (then down to
-// just over one block per SM), where that is more than the generic count (SMs // units, at
-// most one block per SM); they run on 3 (D = 64)
-// / 2 (D = 96) TMA stages (decode_tma_stages_for). One block per SM leaves a paged tile's
-// strided 128-192-byte head rows short of bytes in flight; a second block per SM hides one
-// block's per-tile steps behind the other's loads. H200, graph replays, cold L2, GQA 32/8
-// block 16, us, the generic count -> this one (c514c2b, before the 1024-key cap), cuDNN in brackets: D = 64 B=16/4K 41.6 ->
-// 35.7 (37.6), B=13/4K 41.3 -> 32.3 (34.9), B=16/16K 154.9 -> 124.0 (135.3), B=9/8K 78.7 ->
-// 41.2 (62.0), B=3/16K 35.8 -> 29.1 (29.0), MHA B=4/4K 41.2 -> 34.9 (37.3); D = 96 B=16/4K
-// 59.2 -> 51.3 (54.1), B=13/4K 59.0 -> 45.9 (48.4), B=16/16K 224.2 -> 186.2 (188.0), B=9/8K
-// 113.9 -> 60.0 (86.7), B=3/16K 50.0 -> 41.1 (44.7), MHA B=4/4K 58.6 -> 50.0 (53.9). Forced
-// counts (`--small-d64-d96-bands`): rounding 2 SMs / units up lost (D = 64 B=12/4K 3 splits
-// 38.7 against 31.2 at 2, B=6/4K 6 splits 22.6 against 17.5 at 5); 1024-key splits gain
-// (B=6/4K 4 splits 19.1 against 23.7 at 2, the generic count; B=2/16K 16 splits 22.0 against
-// 24.1 at 8); 512-key ones are level (B=1/16K D = 64 32 splits 15.6 against 15.4 at 16, D = 96
-// 19.9 against 20.2). Between, the cap gives up some: B=6/4K at 5 splits of 820 keys read
-// 17.5, the capped 4 19.1; at D = 96 B=5/4K the capped 4 splits (1.2 blocks per SM, 2
-// stages) read 24.5 against the generic 3's 24.1 (d7c41da). The count only grows with the
-// length: its first length (a multiple of 1024 that depends on the batch) needs no entry in
-// kSplitRuleLengthEdges for decode_attention_workspace_floats_upto, which reads max_kv_len.
-// Contiguous caches keep one block per SM: 64 consecutive keys per tile already read 90% of
-// copy at D = 64 (B=16/4K 34.8 us; 2 splits 35.8). Returns the count, or 0.
-constexpr int64_t kSmallGridSplitMinKeys = 1024;
+// most one unit per SM (NOTES.md "Stop 77", "Stop 78"): 2 SMs // units splits (about two
+// blocks per SM, 1.35-2), fewer where a split would hold under kSmallGridSplitMinKeys keys,
+// where that is more than the generic count (SMs // units, at most one block per SM); they
+// run on 3 (D = 64) / 2 (D = 96) TMA stages (decode_tma_stages_for). One block per SM leaves
+// a paged tile's strided 128-192-byte head rows short of bytes in flight; a second block per
+// SM hides one block's per-tile steps behind the other's loads. H200, graph replays, cold L2,
+// GQA 32/8 block 16, us, the generic count -> this one (c514c2b), cuDNN in brackets: D = 64
+// B=16/4K 41.6 -> 35.7 (37.6), B=13/4K 41.3 -> 32.3 (34.9), B=16/16K 154.9 -> 124.0 (135.3),
+// B=9/8K 78.7 -> 41.2 (62.0), B=3/16K 35.8 -> 29.1 (29.0), MHA B=4/4K 41.2 -> 34.9 (37.3);
+// D = 96 B=16/4K 59.2 -> 51.3 (54.1), B=13/4K 59.0 -> 45.9 (48.4), B=16/16K 224.2 -> 186.2
+// (188.0), B=9/8K 113.9 -> 60.0 (86.7), B=3/16K 50.0 -> 41.1 (44.7), MHA B=4/4K 58.6 -> 50.0
+// (53.9). Forced counts (`--small-d64-d96-bands`, `--small-d64-d96-mid`): rounding 2 SMs /
+// units up lost (D = 64 B=12/4K 3 splits 38.7 against 31.2 at 2, B=7/4K 5 splits 22.6
+// against 20.4 at 4, B=3/8K 12 splits 22.1 against 17.8 at 10). Splits of 512 keys still
+// gain where two blocks per SM need them (b41fc10, stop 77's 1024-key cap first: D = 64
+// B=5/4K 4 -> 6 splits 17.7 -> 15.5 (cuDNN 16.4), B=4/4K 4 -> 8 14.6 -> 13.5 (13.7), B=10/2K
+// 2 -> 3 17.7 -> 15.4 (18.7); D = 96 B=5/4K 24.3 -> 20.9 (23.5), B=4/4K 19.4 -> 17.9 (19.9),
+// B=10/2K 24.1 -> 20.8 (25.7)); under 512 they lose (B=2/4K 12 splits of 384 keys 11.8
+// against 10.0 at 8; D = 96 14.5 against 12.5) and at 16K keys 512 was level with 1024 (B=1
+// D = 64 32 splits 15.6 against 15.4 at 16, D = 96 19.9 against 20.2). The count only grows
+// with the length: its first length (a multiple of 512 that depends on the batch) needs no
+// entry in kSplitRuleLengthEdges for decode_attention_workspace_floats_upto, which reads
+// max_kv_len. Contiguous caches keep one block per SM: 64 consecutive keys per tile already
+// read 90% of copy at D = 64 (B=16/4K 34.8 us; 2 splits 35.8). Returns the count, or 0.
+constexpr int64_t kSmallGridSplitMinKeys = 512;
 inline int decode_small_grid_two_blocks_splits(bool paged, int64_t units, int64_t sms, int64_t max_kv_len) {
   if (!paged || units <= 0 || units > sms) return 0;
   const int64_t splits = std::min(2 * sms / units, max_kv_len / kSmallGridSplitMinKeys);
