@@ -64,9 +64,10 @@ OTHER_HEAD_DIMS_CONTEXT = 2048
 # Head dims run on a wider kernel, also on the split-KV grid of one long sequence.
 PADDED_HEAD_DIMS = (80, 192)
 # Head dims 64 and 96 on small GQA 32/8 grids (preset "all"; paged and contiguous): where the
-# split heuristic puts about two blocks per SM on paged caches on HBM3e parts (stop 77).
+# split heuristic puts about two blocks per SM on paged caches on HBM3e parts (stop 77; B=5/4K
+# in splits of 512-1024 keys, stop 78).
 SMALL_GRID_HEAD_DIMS = (64, 96)
-SMALL_GRIDS = ((16, 4096), (4, 16384))
+SMALL_GRIDS = ((16, 4096), (4, 16384), (5, 4096))
 # Sliding-window cases (preset "all"): Mistral-7B's 4096 keys at a 16K context.
 SLIDING_WINDOW = 4096
 # Speculative-decoding cases (preset "all"): new tokens per sequence (GQA 32/8: 4 x 4 = 16
