@@ -456,7 +456,7 @@ def decode_num_splits(batch: int, num_kv_heads: int, rows_per_kv_head: int, max_
       (about two blocks per SM), fewer where a split would hold under 512 keys of
       `max_kv_len`, where that is more than the generic `SMs // base` (GQA 32:8 B=16/4K D=64
       41.6 -> 36.3 us, 1.04x cuDNN in `llm-speed bench`; D=96 58.7 -> 52.3, 1.06x; B=5/4K
-      D=64 18.1 -> 15.5, D=96 24.1 -> 20.9; csrc/decode/NOTES.md "Stop 77", "Stop 78");
+      D=64 17.7 -> 15.5, D=96 24.3 -> 20.9; csrc/decode/NOTES.md "Stop 77", "Stop 78");
     - head_dim 128 (16-bit) on Hopper HBM3e parts (the H200) with `seq_len_q` 1 or
       `rows_per_kv_head <= 64` (up to four row tiles: "spec rows" below; rows beyond
       one tile take their own tops, with one new token too) and `max_kv_len >= 1024`,

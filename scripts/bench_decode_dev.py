@@ -2183,12 +2183,13 @@ def _stop77_small_grid_count(units, n, sms=132):
 
 # --small-d64-d96-mid-confirm: the 512-key cap (stop 78) against stop 77's 1024-key one, paged
 # GQA 32/8 block 16: the rows it moves (--small-d64-d96-mid's, 1024-key tables, B=11/2K,
-# B=1/8K-16K) and two it leaves (B=16/4K, B=7/4K)
+# B=3/4K, B=2/8K, B=1/16K, B=1/32K at 33 splits, the 33rd empty) and three it leaves (B=1/8K,
+# B=16/4K, B=7/4K)
 SMALL_D64_D96_MID_CONFIRM_ROWS = [(B, N, 8, D, False, (0, _stop77_small_grid_count(8 * B, N)), 16)
                                   for D in (64, 96)
                                   for B, N in ((5, 4096), (4, 4096), (6, 4096), (10, 2048), (11, 2048), (9, 2048),
                                                (8, 2048), (3, 8192), (16, 1024), (12, 1024), (1, 16384), (1, 8192),
-                                               (16, 4096), (7, 4096))]
+                                               (3, 4096), (2, 8192), (1, 32768), (16, 4096), (7, 4096))]
 
 
 

@@ -2834,7 +2834,8 @@ for v in (0, 1, 2):  # CLO_DECODE_VARIANT: automatic, the cp.async kernel, the T
     assert not re.search(d128, kernel_names(fn)), f"MHA B=2: {kernel_names(fn)[:300]}"
     # automatic, GQA 32/8: both cache types pair where one split has more blocks than SMs
     # (16-bit: 1.25 times the SMs; FP8: unsplit, or 2 splits just above one block per SM);
-    # grids of at most one block per SM (16-bit: unsplit; FP8: split to about two) do not pair
+    # grids of at most one block per SM (16-bit: unsplit, or on HBM3e parts split to about two,
+    # decode_small_grid_two_blocks_splits; FP8: split to about two) do not pair
     for lens, fp8, paired in (([300, 1, 1100, 64] * (sms // 16 + 1), True, sm90),
                               ([300, 1, 1100, 64] * (sms // 16 + 1), False, sm90),
                               ([300, 1, 1100, 64] * (sms // 32), False, False),
