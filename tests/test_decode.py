@@ -2022,10 +2022,19 @@ def test_plane_boxes_span_matches_reference():
                  env={"CLO_DECODE_PLANE_BOXES": "2", "CLO_DECODE_WIDE_ROWS": "1"})
 
 
+def _small_grid_two_blocks(units, n, sms):
+    """decode_small_grid_two_blocks_splits' count before the generic comparison: 2 SMs // units
+    where each split holds 512 keys or more and they are at most 16, else that many splits of
+    1024 keys at most (stops 77-78)."""
+    two = 2 * sms // units
+    return two if two <= 16 and n // 512 >= two else min(two, n // 1024)
+
+
 def test_small_grid_two_blocks():
     """Paged 16-bit head_dim 64 and 96 at most one unit per SM, one new token in units of at
     most 8 rows, on HBM3e Hopper parts (csrc/decode/NOTES.md "Stop 77", "Stop 78"): 2 SMs //
-    units splits, fewer where a split would hold under 512 keys, where that is more than the generic count,
+    units splits of 512 keys or more up to 16 splits, else of 1024 keys or more
+    (`_small_grid_two_blocks`), where that is more than the generic count,
     on 3 (D = 64) / 2 (D = 96) TMA stages; elsewhere (other parts, contiguous caches, FP8, Nq
     2, 16-row units) the generic count. D = 96 small grids of one block per SM run 4 TMA
     stages there, contiguous ones included. The counts, automatic calls on ragged lengths
@@ -2043,13 +2052,13 @@ def test_small_grid_two_blocks():
     for d in (64, 96):
         for b, hkv, group, n in ((16, 8, 4, 4096), (12, 8, 4, 4096), (10, 8, 4, 4096), (6, 8, 4, 4096),
                                  (11, 8, 4, 2048), (16, 8, 4, 2047), (16, 8, 4, 1023), (5, 8, 4, 4096), (16, 8, 4, 1024),
-                                 (2, 8, 4, 4096), (3, 8, 4, 8192), (2, 8, 4, 16384),
+                                 (2, 8, 4, 4096), (3, 8, 4, 8192), (3, 8, 4, 4096), (2, 8, 4, 8192), (2, 8, 4, 16384),
                                  (1, 8, 4, 16384), (1, 8, 4, 32768), (1, 8, 4, 8192), (4, 32, 1, 4096),
                                  (1, 1, 8, 300000)):
             units = b * hkv
             if units > sms:
                 continue
-            two = min(2 * sms // units, n // 512, 128)
+            two = min(_small_grid_two_blocks(units, n, sms), 128)
             want = two if hbm3e and two > sms // units else generic(units, n)
             for dt in (f16, torch.bfloat16):
                 got = llm.decode_num_splits(b, hkv, group, n, d, dt)
@@ -2072,7 +2081,7 @@ def test_small_grid_two_blocks():
         q, kc, vc, table, sl = make_paged_problem(lens, 8, 4, d, 16, dt, 770 + d + b)
         splits = llm.decode_num_splits(b, 8, 4, table.shape[1] * 16, d, dt)
         if hbm3e:
-            assert splits == min(2 * sms // (8 * b), table.shape[1] * 16 // 512), (d, b, splits)
+            assert splits == _small_grid_two_blocks(8 * b, table.shape[1] * 16, sms), (d, b, splits)
         ws = llm.paged_attention_workspace(q, kc, table)
         out = poison_(torch.empty_like(q))
         call = lambda: llm.paged_attention(q, kc, vc, table, sl, out=out, workspace=ws, check_indices=False)
@@ -3257,8 +3266,8 @@ def test_split_heuristic_small_grids():
     the table's capacity, at most 128 splits (16-bit caches at head dims 64-256); groups of
     two to four row tiles at head_dim 128 on Hopper HBM3e parts, from 2048 keys (paged), to
     two blocks per SM (decode_partial_wave_splits); one token at head_dim 64 in units of up to
-    8 rows there, to two blocks per SM in splits of 512 keys or more where that is more
-    (decode_small_grid_two_blocks_splits, stops 77-78: B=1/16K GQA 32 splits)."""
+    8 rows there, to two blocks per SM where that is more (`_small_grid_two_blocks`, stops
+    77-78: none of these grids)."""
     require_op("paged_attention")
     sms = torch.cuda.get_device_properties(0).multi_processor_count
     hbm3e = device_is_hopper_hbm3e()
@@ -3270,8 +3279,8 @@ def test_split_heuristic_small_grids():
             multi_tile = hbm3e and d == 128 and 16 < group <= 64 and n >= 2048
             want = _wide_rows_splits(b, hkv, group, n, sms, hbm3e, d) or \
                 max(1, min((2 if multi_tile else 1) * sms // base, -(-n // 128), 128))
-            if hbm3e and d == 64 and group <= 8 and min(2 * sms // base, n // 512) > sms // base:
-                want = min(2 * sms // base, n // 512, 128)
+            if hbm3e and d == 64 and group <= 8 and _small_grid_two_blocks(base, n, sms) > sms // base:
+                want = min(_small_grid_two_blocks(base, n, sms), 128)
             for dt in (torch.float16, torch.bfloat16):
                 assert llm.decode_num_splits(b, hkv, group, n, d, dt) == want, (b, hkv, group, n, d, dt)
 
@@ -3383,12 +3392,6 @@ def test_fp8_split_heuristic():
             # decode_small_grid_two_blocks_splits at 96), FP8: 1
             if b == 16 and d in (96, 128) and device_is_hopper_hbm3e():
                 assert llm.decode_num_splits(b, hkv, 4, n, d, f8) == 1
-                continue
-            # B=1/16K at 96: 16-bit 32 splits of 512 keys (two blocks per SM, stop 78), FP8 the
-            # generic SMs // units
-            if b == 1 and d == 96 and device_is_hopper_hbm3e():
-                assert llm.decode_num_splits(b, hkv, 4, n, d, f8) == sms // hkv
-                assert llm.decode_num_splits(b, hkv, 4, n, d, f16) == min(2 * sms // hkv, n // 512)
                 continue
             assert llm.decode_num_splits(b, hkv, 4, n, d, f8) == llm.decode_num_splits(b, hkv, 4, n, d, f16)
     assert llm.decode_num_splits(128, 32, 1, 8192, 128, f8) == 1

@@ -779,33 +779,45 @@ inline int decode_d64_tail_splits(bool paged, bool pairs, int64_t base, int64_t 
 // Paged 16-bit head dims 64 and 96 (exactly: narrower rows on their kernels are not
 // measured), one new token in units of at most kNarrowMaxRows rows, on HBM3e Hopper parts, at
 // most one unit per SM (NOTES.md "Stop 77", "Stop 78"): 2 SMs // units splits (about two
-// blocks per SM, 1.35-2), fewer where a split would hold under kSmallGridSplitMinKeys keys,
-// where that is more than the generic count (SMs // units, at most one block per SM); they
-// run on 3 (D = 64) / 2 (D = 96) TMA stages (decode_tma_stages_for). One block per SM leaves
-// a paged tile's strided 128-192-byte head rows short of bytes in flight; a second block per
-// SM hides one block's per-tile steps behind the other's loads. H200, graph replays, cold L2,
-// GQA 32/8 block 16, us, the generic count -> this one (c514c2b), cuDNN in brackets: D = 64
-// B=16/4K 41.6 -> 35.7 (37.6), B=13/4K 41.3 -> 32.3 (34.9), B=16/16K 154.9 -> 124.0 (135.3),
-// B=9/8K 78.7 -> 41.2 (62.0), B=3/16K 35.8 -> 29.1 (29.0), MHA B=4/4K 41.2 -> 34.9 (37.3);
-// D = 96 B=16/4K 59.2 -> 51.3 (54.1), B=13/4K 59.0 -> 45.9 (48.4), B=16/16K 224.2 -> 186.2
-// (188.0), B=9/8K 113.9 -> 60.0 (86.7), B=3/16K 50.0 -> 41.1 (44.7), MHA B=4/4K 58.6 -> 50.0
-// (53.9). Forced counts (`--small-d64-d96-bands`, `--small-d64-d96-mid`): rounding 2 SMs /
-// units up lost (D = 64 B=12/4K 3 splits 38.7 against 31.2 at 2, B=7/4K 5 splits 22.6
-// against 20.4 at 4, B=3/8K 12 splits 22.1 against 17.8 at 10). Splits of 512 keys still
-// gain where two blocks per SM need them (b41fc10, stop 77's 1024-key cap first: D = 64
-// B=5/4K 4 -> 6 splits 17.7 -> 15.5 (cuDNN 16.4), B=4/4K 4 -> 8 14.6 -> 13.5 (13.7), B=10/2K
-// 2 -> 3 17.7 -> 15.4 (18.7); D = 96 B=5/4K 24.3 -> 20.9 (23.5), B=4/4K 19.4 -> 17.9 (19.9),
-// B=10/2K 24.1 -> 20.8 (25.7)); under 512 they lose (B=2/4K 12 splits of 384 keys 11.8
-// against 10.0 at 8; D = 96 14.5 against 12.5) and at 16K keys 512 was level with 1024 (B=1
-// D = 64 32 splits 15.6 against 15.4 at 16, D = 96 19.9 against 20.2). The count only grows
-// with the length: its first length (a multiple of 512 that depends on the batch) needs no
-// entry in kSplitRuleLengthEdges for decode_attention_workspace_floats_upto, which reads
-// max_kv_len. Contiguous caches keep one block per SM: 64 consecutive keys per tile already
-// read 90% of copy at D = 64 (B=16/4K 34.8 us; 2 splits 35.8). Returns the count, or 0.
-constexpr int64_t kSmallGridSplitMinKeys = 512;
+// blocks per SM, 1.35-2) where each holds kSmallGridShortSplitKeys keys or more and they are at
+// most kSmallGridShortSplitsMax, else min(2 SMs // units, splits of kSmallGridSplitMinKeys keys);
+// taken where that is more than the generic count (SMs // units, at most one block per SM).
+// They run on 3 (D = 64) / 2 (D = 96) TMA stages (decode_tma_stages_for). One block per SM
+// leaves a paged tile's strided 128-192-byte head rows short of bytes in flight; a second
+// block per SM hides one block's per-tile steps behind the other's loads. H200, graph
+// replays, cold L2, GQA 32/8 block 16, us, the generic count -> this one (c514c2b), cuDNN in
+// brackets: D = 64 B=16/4K 41.6 -> 35.7 (37.6), B=13/4K 41.3 -> 32.3 (34.9), B=16/16K 154.9
+// -> 124.0 (135.3), B=9/8K 78.7 -> 41.2 (62.0), B=3/16K 35.8 -> 29.1 (29.0), MHA B=4/4K 41.2
+// -> 34.9 (37.3); D = 96 B=16/4K 59.2 -> 51.3 (54.1), B=13/4K 59.0 -> 45.9 (48.4), B=16/16K
+// 224.2 -> 186.2 (188.0), B=9/8K 113.9 -> 60.0 (86.7), B=3/16K 50.0 -> 41.1 (44.7), MHA
+// B=4/4K 58.6 -> 50.0 (53.9). Rounding 2 SMs / units up lost (`--small-d64-d96-bands`,
+// `--small-d64-d96-mid`: D = 64 B=12/4K 3 splits 38.7 against 31.2 at 2, B=7/4K 5 splits
+// 22.6 against 20.4 at 4, B=3/8K 12 splits 22.1 against 17.8 at 10). The short splits (512
+// keys or more, stop 78) against stop 77's 1024-key cap (`--small-d64-d96-mid-confirm`,
+// 5c328fe): D = 64 B=5/4K 6 splits 15.6 against 17.7 (cuDNN 16.4), B=4/4K 8 13.6 / 14.5
+// (13.8), B=6/4K 5 17.4 / 19.1 (18.1), B=10/2K 3 15.5 / 17.7 (18.5), B=8/2K 4 13.4 / 14.5
+// (13.7), B=3/8K 11 17.9 / 19.1 (17.9), B=2/8K 16 14.2 / 14.7 (13.8); D = 96 B=5/4K 21.0 /
+// 24.3 (23.4), B=4/4K 18.0 / 19.3 (19.7), B=10/2K 21.0 / 24.2 (25.5), B=3/8K 24.3 / 26.2
+// (25.9), B=2/8K 18.7 / 19.4 (19.6); 1024-key tables level (D = 64 B=16/1K 2 splits 13.4 /
+// 13.0, B=12/1K 12.8 / 12.7; D = 96 17.7 / 17.6, 16.6 / 17.2). Where 2 SMs // units splits
+// would hold under 512 keys, splits of 512 lost to the generic count (B=3/4K 8 splits: D = 64
+// 13.1 against 12.8 at 5, D = 96 16.7 / 16.5; B=2/4K 12 splits of 384 keys 11.8 against 10.0
+// at 8), and past 16 splits to 1024-key ones (B=1/16K 32 splits: D = 64 15.6 against 15.3 at
+// 16; B=1/32K 33 splits, the 33rd empty: 23.9 / 23.3, D = 96 32.4 / 31.7). The count only grows
+// with the length (it jumps from the 1024-key count to 2 SMs // units at 512 x that many
+// keys): its first lengths depend on the batch and need no entry in kSplitRuleLengthEdges for
+// decode_attention_workspace_floats_upto, which reads max_kv_len for every batch up to its
+// own. Contiguous caches keep one block per SM: 64 consecutive keys per tile already read 90%
+// of copy at D = 64 (B=16/4K 34.8 us; 2 splits 35.8). Returns the count, or 0.
+constexpr int64_t kSmallGridSplitMinKeys = 1024;
+constexpr int64_t kSmallGridShortSplitKeys = 512;
+constexpr int64_t kSmallGridShortSplitsMax = 16;
 inline int decode_small_grid_two_blocks_splits(bool paged, int64_t units, int64_t sms, int64_t max_kv_len) {
   if (!paged || units <= 0 || units > sms) return 0;
-  const int64_t splits = std::min(2 * sms / units, max_kv_len / kSmallGridSplitMinKeys);
+  const int64_t two_blocks = 2 * sms / units;
+  const bool short_splits =
+      two_blocks <= kSmallGridShortSplitsMax && max_kv_len / kSmallGridShortSplitKeys >= two_blocks;
+  const int64_t splits = short_splits ? two_blocks : std::min(two_blocks, max_kv_len / kSmallGridSplitMinKeys);
   return splits > sms / units ? static_cast<int>(splits) : 0;
 }
 
