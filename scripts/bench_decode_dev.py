@@ -2181,10 +2181,11 @@ def _stop77_small_grid_count(units, n, sms=132):
     return two if two > sms // units else (1 if 2 * units > sms else max(1, min(sms // units, -(-n // 128), 128)))
 
 
-# --small-d64-d96-mid-confirm: the 512-key cap (stop 78) against stop 77's 1024-key one, paged
-# GQA 32/8 block 16: the rows it moves (--small-d64-d96-mid's, 1024-key tables, B=11/2K,
-# B=3/4K, B=2/8K, B=1/16K, B=1/32K at 33 splits, the 33rd empty) and three it leaves (B=1/8K,
-# B=16/4K, B=7/4K)
+# --small-d64-d96-mid-confirm: the automatic count (stop 78: 512-key splits where 2 SMs //
+# units of them fit, at most 16) against stop 77's (the 1024-key cap), paged GQA 32/8 block
+# 16: the rows it moves (--small-d64-d96-mid's, 1024-key tables, B=11/2K, B=2/8K), the rows a
+# 512-key cap everywhere moved and lost on (B=3/4K, B=1/16K, B=1/32K: stop 77's counts again)
+# and three neither moves (B=1/8K, B=16/4K, B=7/4K)
 SMALL_D64_D96_MID_CONFIRM_ROWS = [(B, N, 8, D, False, (0, _stop77_small_grid_count(8 * B, N)), 16)
                                   for D in (64, 96)
                                   for B, N in ((5, 4096), (4, 4096), (6, 4096), (10, 2048), (11, 2048), (9, 2048),
@@ -2277,7 +2278,7 @@ SWEEPS = {
                           "paged D=64 / 96 where the 1024-key cap binds: splits of 512-1024 keys x depths"),
     "small-d64-d96-mid-confirm": (lambda iters, copy_bw: _layout_rows(SMALL_D64_D96_MID_CONFIRM_ROWS, {"auto": {}},
                                                                        iters, copy_bw),
-                                  "paged D=64 / 96 small grids: the 512-key cap (automatic) vs stop 77's 1024"),
+                                  "paged D=64 / 96 small grids: the automatic count (stop 78) vs stop 77's"),
     "pair-d160-small-auto": (pair_d160_small_auto_sweep,
                              "paged D=72-80 below 0.35 pairs per SM: the automatic call vs unpaired"),
     "wide-pairs-bands": (wide_pair_band_sweep, "paged 16-bit D=72-88 pairs vs unpaired at 1-3.5 units per SM, splits"),

@@ -2024,8 +2024,8 @@ def test_plane_boxes_span_matches_reference():
 
 def _small_grid_two_blocks(units, n, sms):
     """decode_small_grid_two_blocks_splits' count before the generic comparison: 2 SMs // units
-    where each split holds 512 keys or more and they are at most 16, else that many splits of
-    1024 keys at most (stops 77-78)."""
+    where each split holds 512 keys or more and they are at most 16, else at most that many
+    splits, of 1024 keys or more (stops 77-78)."""
     two = 2 * sms // units
     return two if two <= 16 and n // 512 >= two else min(two, n // 1024)
 
@@ -2104,8 +2104,9 @@ def test_small_grid_two_blocks():
         assert _counters_idle(ws), (d, b)
         del q, kc, vc, table, graph
     # D = 96 small grids at one block per SM: 4 TMA stages on HBM3e parts, both layouts (a
-    # paged table of 512 keys, 511 rounded up to whole blocks, keeps one split a unit: one
-    # 512-key split is not more than the generic count); 16-row units (GQA 32/2) keep 3
+    # paged table of 512 keys, 511 rounded up to whole blocks, keeps one split a unit: it holds
+    # fewer than 2 SMs // units = 2 splits of 512 keys and no 1024-key split, so the generic
+    # count); 16-row units (GQA 32/2) keep 3
     q, kc, vc, table, sl = make_paged_problem([511, 1, 300] * 5, 8, 4, 96, 16, f16, 796)
     call = lambda: llm.paged_attention(q, kc, vc, table, sl, check_indices=False)
     assert_close(call(), paged_attention_reference(q, kc, vc, table, sl), dtype=f16, what="paged D=96 511 keys")
@@ -3267,7 +3268,7 @@ def test_split_heuristic_small_grids():
     two to four row tiles at head_dim 128 on Hopper HBM3e parts, from 2048 keys (paged), to
     two blocks per SM (decode_partial_wave_splits); one token at head_dim 64 in units of up to
     8 rows there, to two blocks per SM where that is more (`_small_grid_two_blocks`, stops
-    77-78: none of these grids)."""
+    77-78: only MQA B=1 at 10**6 keys, capped at 128 as before)."""
     require_op("paged_attention")
     sms = torch.cuda.get_device_properties(0).multi_processor_count
     hbm3e = device_is_hopper_hbm3e()

@@ -798,8 +798,8 @@ inline int decode_d64_tail_splits(bool paged, bool pairs, int64_t base, int64_t 
 // (13.8), B=6/4K 5 17.4 / 19.1 (18.1), B=10/2K 3 15.5 / 17.7 (18.5), B=8/2K 4 13.4 / 14.5
 // (13.7), B=3/8K 11 17.9 / 19.1 (17.9), B=2/8K 16 14.2 / 14.7 (13.8); D = 96 B=5/4K 21.0 /
 // 24.3 (23.4), B=4/4K 18.0 / 19.3 (19.7), B=10/2K 21.0 / 24.2 (25.5), B=3/8K 24.3 / 26.2
-// (25.9), B=2/8K 18.7 / 19.4 (19.6); 1024-key tables level (D = 64 B=16/1K 2 splits 13.4 /
-// 13.0, B=12/1K 12.8 / 12.7; D = 96 17.7 / 17.6, 16.6 / 17.2). Where 2 SMs // units splits
+// (25.9), B=2/8K 18.7 / 19.4 (19.6); 1024-key tables mixed (2 splits: D = 64 B=16/1K 13.4 /
+// 13.0, 3% slower, B=12/1K 12.8 / 12.7; D = 96 17.7 / 17.6, 16.6 / 17.2). Where 2 SMs // units splits
 // would hold under 512 keys, splits of 512 lost to the generic count (B=3/4K 8 splits: D = 64
 // 13.1 against 12.8 at 5, D = 96 16.7 / 16.5; B=2/4K 12 splits of 384 keys 11.8 against 10.0
 // at 8), and past 16 splits to 1024-key ones (B=1/16K 32 splits: D = 64 15.6 against 15.3 at
