@@ -2194,6 +2194,17 @@ SMALL_D64_D96_MID_CONFIRM_ROWS = [(B, N, 8, D, False, (0, _stop77_small_grid_cou
 
 
 
+# --small-d64-behind: the paged D = 64 small grids stop 78 left behind cuDNN (GQA 32/8 block 16,
+# f2a4a54, us: B=16/1K 13.4 against 12.6, B=12/1K 12.8 against 11.6, B=1/16K 15.4 against 14.3,
+# B=3/4K 12.9 against 12.0): forced counts x the cp.async kernel, TMA depths and the 16-row
+# math tile in place of the narrow one
+SMALL_D64_BEHIND_ROWS = [(16, 1024, 8, 64, False, (0, 1, 2), 16), (12, 1024, 8, 64, False, (0, 1, 2), 16),
+                         (1, 16384, 8, 64, False, (0, 16, 24, 32), 16), (3, 4096, 8, 64, False, (0, 4, 5, 6, 8), 16)]
+SMALL_D64_BEHIND_VARIANTS = {"auto": {}, "rows16": {"CLO_DECODE_NARROW": "0"},
+                             **{lb: {"CLO_DECODE_PACK": "0", **SWEEP_VARIANTS[lb]} for lb in ("cp", "tma2", "tma3", "tma4")}}
+
+
+
 # Stand-alone sweeps (flag -> function(iters, copy_bw), help): each runs alone, then stops.
 SWEEPS = {
     "graph-knobs": (graph_knob_sweep, "split counts and TMA depths on the small-grid targets"),
@@ -2279,6 +2290,9 @@ SWEEPS = {
     "small-d64-d96-mid-confirm": (lambda iters, copy_bw: _layout_rows(SMALL_D64_D96_MID_CONFIRM_ROWS, {"auto": {}},
                                                                        iters, copy_bw),
                                   "paged D=64 / 96 small grids: the automatic count (stop 78) vs stop 77's"),
+    "small-d64-behind": (lambda iters, copy_bw: _layout_rows(SMALL_D64_BEHIND_ROWS, SMALL_D64_BEHIND_VARIANTS, iters,
+                                                              copy_bw),
+                         "paged D=64 small grids behind cuDNN after stop 78: counts x kernels, depths, 16-row tile"),
     "pair-d160-small-auto": (pair_d160_small_auto_sweep,
                              "paged D=72-80 below 0.35 pairs per SM: the automatic call vs unpaired"),
     "wide-pairs-bands": (wide_pair_band_sweep, "paged 16-bit D=72-88 pairs vs unpaired at 1-3.5 units per SM, splits"),
