@@ -2116,12 +2116,14 @@ SMALL_D64_D96_ROWS = ([(B, N, 8, 64, False, (0, 1, 2, 3, 4), 16) for B, N in ((1
                       + [(1, 16384, 8, 96, False, (0, 8, 16, 24, 32), 16)])
 
 
-def _small_d64_d96_variants(D, pairs=True):
-    """The automatic call, forced head pairs (`pairs`), and unpaired kernels: cp.async and TMA
-    at each depth that fits D."""
+def _small_d64_d96_variants(D, pairs=True, cp=True, rows16=False):
+    """The automatic call, forced head pairs (`pairs`), the 16-row math tile in place of the
+    narrow one (`rows16`), and unpaired kernels: cp.async (`cp`) and TMA at each depth that
+    fits D."""
     single = {"CLO_DECODE_PACK": "0"}
     return {"auto": {}, **({"pairs": {"CLO_DECODE_PACK": "2"}} if pairs else {}),
-            "cp": {**single, **SWEEP_VARIANTS["cp"]},
+            **({"rows16": {"CLO_DECODE_NARROW": "0"}} if rows16 else {}),
+            **({"cp": {**single, **SWEEP_VARIANTS["cp"]}} if cp else {}),
             **{lb: {**single, **SWEEP_VARIANTS[lb]} for lb in ("tma2", "tma3", "tma4")
                if decode_tma_stages_fit(D, int(SWEEP_VARIANTS[lb]["CLO_DECODE_TMA_STAGES"]))}}
 
@@ -2139,12 +2141,17 @@ SMALL_D64_D96_BAND_ROWS = ([(B, 4096, 8, 64, False, (0, 1, 2, 3, 4, 6), 16) for 
                            + [(16, 4096, 8, D, True, (0, 1, 2, 3), 16) for D in (64, 96)])
 
 
+def _generic_small_grid_count(units, n, sms=132):
+    """The split count of a 16-bit grid of `units` units at most one per SM without the stop-77
+    rule: SMs // units below half the SMs (at most 128, none under 128 keys), else 1."""
+    return 1 if 2 * units > sms else max(1, min(sms // units, -(-n // 128), 128))
+
 
 # --small-d64-d96-confirm: the automatic count (2 SMs // units splits on HBM3e parts: stop 77)
 # against the generic one it replaced (SMs // units below half the SMs, else 1), paged GQA
 # 32/8 and MHA; then contiguous D = 96 small grids (the cp.async kernel) against TMA 3 and 4,
 # where --small-d64-d96-bands read TMA 4 ahead at B=16/4K (49.9 against 53.0 us)
-SMALL_D64_D96_CONFIRM_ROWS = [(B, N, hkv, D, False, (0, 1 if 2 * B * hkv > 132 else 132 // (B * hkv)), 16)
+SMALL_D64_D96_CONFIRM_ROWS = [(B, N, hkv, D, False, (0, _generic_small_grid_count(B * hkv, N)), 16)
                               for D in (64, 96)
                               for B, N, hkv in ((16, 4096, 8), (13, 4096, 8), (11, 2048, 8), (9, 8192, 8),
                                                 (5, 4096, 8), (3, 16384, 8), (16, 16384, 8), (4, 4096, 32))]
@@ -2160,7 +2167,6 @@ def small_d64_d96_confirm_sweep(iters, copy_bw):
                                          "tma4": SWEEP_VARIANTS["tma4"]}, iters, copy_bw)
 
 
-
 # --small-d64-d96-mid: where stop 77's 1024-key cap binds on short tables (2 SMs // units is
 # more than keys / 1024), D = 64 B=5/4K read 17.8 us against cuDNN's 16.5 and D = 96 B=5/4K
 # 24.5 at 4 splits on 2 stages against the generic 3 splits' 24.1: forced counts past the cap
@@ -2169,16 +2175,13 @@ SMALL_D64_D96_MID_ROWS = [(B, N, 8, D, False, splits, 16) for D in (64, 96)
                           for B, N, splits in ((5, 4096, (0, 3, 4, 5, 6, 8)), (4, 4096, (0, 4, 6, 8)),
                                                (2, 4096, (0, 4, 6, 8, 12)), (7, 4096, (0, 4, 5, 6)),
                                                (10, 2048, (0, 2, 3)), (3, 8192, (0, 8, 10, 12)))]
-SMALL_D64_D96_MID_VARIANTS = {"auto": {}, **{lb: {"CLO_DECODE_PACK": "0", **SWEEP_VARIANTS[lb]}
-                                             for lb in ("tma2", "tma3", "tma4")}}
-
 
 
 def _stop77_small_grid_count(units, n, sms=132):
     """Stop 77's count (2 SMs // units, splits of 1024 keys or more, where that beats SMs //
     units), else the generic one: what --small-d64-d96-mid-confirm forces against the automatic."""
     two = min(2 * sms // units, n // 1024)
-    return two if two > sms // units else (1 if 2 * units > sms else max(1, min(sms // units, -(-n // 128), 128)))
+    return two if two > sms // units else _generic_small_grid_count(units, n, sms)
 
 
 # --small-d64-d96-mid-confirm: the automatic count (stop 78: 512-key splits where 2 SMs //
@@ -2193,15 +2196,12 @@ SMALL_D64_D96_MID_CONFIRM_ROWS = [(B, N, 8, D, False, (0, _stop77_small_grid_cou
                                                (3, 4096), (2, 8192), (1, 32768), (16, 4096), (7, 4096))]
 
 
-
 # --small-d64-behind: the paged D = 64 small grids stop 78 left behind cuDNN (GQA 32/8 block 16,
 # f2a4a54, us: B=16/1K 13.4 against 12.6, B=12/1K 12.8 against 11.6, B=1/16K 15.4 against 14.3,
 # B=3/4K 12.9 against 12.0): forced counts x the cp.async kernel, TMA depths and the 16-row
 # math tile in place of the narrow one
 SMALL_D64_BEHIND_ROWS = [(16, 1024, 8, 64, False, (0, 1, 2), 16), (12, 1024, 8, 64, False, (0, 1, 2), 16),
                          (1, 16384, 8, 64, False, (0, 16, 24, 32), 16), (3, 4096, 8, 64, False, (0, 4, 5, 6, 8), 16)]
-SMALL_D64_BEHIND_VARIANTS = {"auto": {}, "rows16": {"CLO_DECODE_NARROW": "0"},
-                             **{lb: {"CLO_DECODE_PACK": "0", **SWEEP_VARIANTS[lb]} for lb in ("cp", "tma2", "tma3", "tma4")}}
 
 
 
@@ -2284,14 +2284,16 @@ SWEEPS = {
                             "D=64 / 96 at 0.36-1 units per SM, both layouts: forced splits x depths"),
     "small-d64-d96-confirm": (small_d64_d96_confirm_sweep,
                               "the stop 77 small-grid count against the generic one; contiguous D=96 small grids on TMA"),
-    "small-d64-d96-mid": (lambda iters, copy_bw: _layout_rows(SMALL_D64_D96_MID_ROWS, SMALL_D64_D96_MID_VARIANTS,
-                                                               iters, copy_bw),
+    "small-d64-d96-mid": (lambda iters, copy_bw: _layout_rows(
+                              SMALL_D64_D96_MID_ROWS, lambda D: _small_d64_d96_variants(D, pairs=False, cp=False),
+                              iters, copy_bw),
                           "paged D=64 / 96 where the 1024-key cap binds: splits of 512-1024 keys x depths"),
     "small-d64-d96-mid-confirm": (lambda iters, copy_bw: _layout_rows(SMALL_D64_D96_MID_CONFIRM_ROWS, {"auto": {}},
                                                                        iters, copy_bw),
                                   "paged D=64 / 96 small grids: the automatic count (stop 78) vs stop 77's"),
-    "small-d64-behind": (lambda iters, copy_bw: _layout_rows(SMALL_D64_BEHIND_ROWS, SMALL_D64_BEHIND_VARIANTS, iters,
-                                                              copy_bw),
+    "small-d64-behind": (lambda iters, copy_bw: _layout_rows(
+                             SMALL_D64_BEHIND_ROWS, lambda D: _small_d64_d96_variants(D, pairs=False, rows16=True),
+                             iters, copy_bw),
                          "paged D=64 small grids behind cuDNN after stop 78: counts x kernels, depths, 16-row tile"),
     "pair-d160-small-auto": (pair_d160_small_auto_sweep,
                              "paged D=72-80 below 0.35 pairs per SM: the automatic call vs unpaired"),
