@@ -2204,6 +2204,23 @@ SMALL_D64_BEHIND_ROWS = [(16, 1024, 8, 64, False, (0, 1, 2), 16), (12, 1024, 8, 
                          (1, 16384, 8, 64, False, (0, 16, 24, 32), 16), (3, 4096, 8, 64, False, (0, 4, 5, 6, 8), 16)]
 
 
+# --small-d64-d96-spec: what stop 78's small-grid rule (one token only) leaves unmeasured.
+# Paged D = 64 / 96 GQA 32/8 block 16 with Nq 2 and 4 (8 and 16 rows per KV head: one row tile),
+# which keep the generic count, against about two blocks per SM; then one token at B=1 on 64K /
+# 128K keys, where the rule takes 2 SMs // 8 = 33 splits: (B, N, D, Nq, split counts)
+SMALL_D64_D96_SPEC_ROWS = ([(B, N, D, nq, (0, 2 * 132 // (8 * B))) for D in (64, 96) for nq in (2, 4)
+                            for B, N in ((5, 4096), (16, 4096), (4, 16384), (2, 8192))]
+                           + [(1, N, D, 1, (0, 16, 24, 32)) for D in (64, 96) for N in (65536, 131072)])
+
+
+def small_d64_d96_spec_sweep(iters, copy_bw):
+    """SMALL_D64_D96_SPEC_ROWS, the automatic count against forced ones, cuDNN first (with
+    its causal mask for Nq > 1; graph replays, cold L2)."""
+    for B, N, D, nq, splits in SMALL_D64_D96_SPEC_ROWS:
+        _split_sweep_row(cd.paged_case(B, N, 8, torch.float16, D=D, block_size=16, Nq=nq), splits, {"auto": {}},
+                         iters, copy_bw, f"paged D={D} B={B} N={N} Hkv=8 Nq={nq}", peer="sdpa-cudnn")
+
+
 
 # Stand-alone sweeps (flag -> function(iters, copy_bw), help): each runs alone, then stops.
 SWEEPS = {
@@ -2295,6 +2312,8 @@ SWEEPS = {
                              SMALL_D64_BEHIND_ROWS, lambda D: _small_d64_d96_variants(D, pairs=False, rows16=True),
                              iters, copy_bw),
                          "paged D=64 small grids behind cuDNN after stop 78: counts x kernels, depths, 16-row tile"),
+    "small-d64-d96-spec": (small_d64_d96_spec_sweep,
+                           "paged D=64 / 96 small grids at Nq 2 / 4, and B=1 at 64K / 128K keys: auto vs counts"),
     "pair-d160-small-auto": (pair_d160_small_auto_sweep,
                              "paged D=72-80 below 0.35 pairs per SM: the automatic call vs unpaired"),
     "wide-pairs-bands": (wide_pair_band_sweep, "paged 16-bit D=72-88 pairs vs unpaired at 1-3.5 units per SM, splits"),
