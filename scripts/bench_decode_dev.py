@@ -2213,12 +2213,26 @@ SMALL_D64_D96_SPEC_ROWS = ([(B, N, D, nq, (0, 2 * 132 // (8 * B))) for D in (64,
                            + [(1, N, D, 1, (0, 16, 24, 32)) for D in (64, 96) for N in (65536, 131072)])
 
 
-def small_d64_d96_spec_sweep(iters, copy_bw):
-    """SMALL_D64_D96_SPEC_ROWS, the automatic count against forced ones, cuDNN first (with
-    its causal mask for Nq > 1; graph replays, cold L2)."""
-    for B, N, D, nq, splits in SMALL_D64_D96_SPEC_ROWS:
+def small_d64_d96_spec_sweep(iters, copy_bw, rows=SMALL_D64_D96_SPEC_ROWS):
+    """`rows` (B, N, D, Nq, split counts), the automatic count against forced ones, cuDNN
+    first (with its causal mask for Nq > 1; graph replays, cold L2)."""
+    for B, N, D, nq, splits in rows:
         _split_sweep_row(cd.paged_case(B, N, 8, torch.float16, D=D, block_size=16, Nq=nq), splits, {"auto": {}},
                          iters, copy_bw, f"paged D={D} B={B} N={N} Hkv=8 Nq={nq}", peer="sdpa-cudnn")
+
+
+# --small-spec-counts: --small-d64-d96-spec read paged D = 64 / 96 Nq 2 and 4 small grids 7-11%
+# faster at about two blocks per SM than at the generic count (D = 96 B=5/4K Nq 2 25.2 -> 22.5
+# us at 6 splits, D = 64 B=4/16K Nq 2 42.7 -> 38.3 at 8), but B=2/8K at 16 splits of 512 keys
+# lost (D = 96 Nq 4 20.9 -> 25.7) and D = 64 B=16/4K Nq 4 at 2 (44.0 -> 46.6): forced counts
+# from the generic one to 2 SMs // units, GQA 32/8 block 16; then B=1 one token at 40K / 48K
+# keys, where the rule's 33 splits leave the 33rd empty, against 32: (B, N, D, Nq, split counts)
+SMALL_SPEC_COUNT_ROWS = ([(B, N, D, nq, splits) for D in (64, 96) for nq in (2, 4)
+                          for B, N, splits in ((5, 4096, (0, 3, 4, 5, 6)), (16, 4096, (0, 1, 2)),
+                                               (4, 16384, (0, 4, 6, 8)), (2, 8192, (0, 8, 12, 16)),
+                                               (8, 4096, (0, 2, 3, 4)), (12, 2048, (0, 1, 2)),
+                                               (3, 8192, (0, 5, 8, 11)), (10, 4096, (0, 1, 2, 3)))]
+                         + [(1, N, D, 1, (0, 32, 33)) for D in (64, 96) for N in (40960, 49152)])
 
 
 
@@ -2314,6 +2328,8 @@ SWEEPS = {
                          "paged D=64 small grids behind cuDNN after stop 78: counts x kernels, depths, 16-row tile"),
     "small-d64-d96-spec": (small_d64_d96_spec_sweep,
                            "paged D=64 / 96 small grids at Nq 2 / 4, and B=1 at 64K / 128K keys: auto vs counts"),
+    "small-spec-counts": (lambda iters, copy_bw: small_d64_d96_spec_sweep(iters, copy_bw, SMALL_SPEC_COUNT_ROWS),
+                          "paged D=64 / 96 Nq 2 / 4 small grids: generic to two-blocks counts; B=1 33 vs 32"),
     "pair-d160-small-auto": (pair_d160_small_auto_sweep,
                              "paged D=72-80 below 0.35 pairs per SM: the automatic call vs unpaired"),
     "wide-pairs-bands": (wide_pair_band_sweep, "paged 16-bit D=72-88 pairs vs unpaired at 1-3.5 units per SM, splits"),
