@@ -2235,6 +2235,15 @@ SMALL_SPEC_COUNT_ROWS = ([(B, N, D, nq, splits) for D in (64, 96) for nq in (2, 
                          + [(1, N, D, 1, (0, 32, 33)) for D in (64, 96) for N in (40960, 49152)])
 
 
+# --small-spec-confirm: stop 79's counts (Nq 2-4 on the small-grid count, every count cut back
+# to the splits that hold keys), automatic against the count before them forced, on
+# --small-spec-counts' rows; then B=1 one token at 64K keys (33 splits cut to 32)
+SMALL_SPEC_CONFIRM_ROWS = ([(B, N, D, nq, (0, _generic_small_grid_count(8 * B, N))) for D in (64, 96) for nq in (2, 4)
+                            for B, N in ((5, 4096), (16, 4096), (4, 16384), (2, 8192), (8, 4096), (12, 2048),
+                                         (3, 8192), (10, 4096))]
+                           + [(1, N, D, 1, (0, 33)) for D in (64, 96) for N in (40960, 49152, 65536)])
+
+
 
 # Stand-alone sweeps (flag -> function(iters, copy_bw), help): each runs alone, then stops.
 SWEEPS = {
@@ -2330,6 +2339,8 @@ SWEEPS = {
                            "paged D=64 / 96 small grids at Nq 2 / 4, and B=1 at 64K / 128K keys: auto vs counts"),
     "small-spec-counts": (lambda iters, copy_bw: small_d64_d96_spec_sweep(iters, copy_bw, SMALL_SPEC_COUNT_ROWS),
                           "paged D=64 / 96 Nq 2 / 4 small grids: generic to two-blocks counts; B=1 33 vs 32"),
+    "small-spec-confirm": (lambda iters, copy_bw: small_d64_d96_spec_sweep(iters, copy_bw, SMALL_SPEC_CONFIRM_ROWS),
+                           "stop 79's counts (Nq 2-4 small grids; cut to splits holding keys) vs the previous ones"),
     "pair-d160-small-auto": (pair_d160_small_auto_sweep,
                              "paged D=72-80 below 0.35 pairs per SM: the automatic call vs unpaired"),
     "wide-pairs-bands": (wide_pair_band_sweep, "paged 16-bit D=72-88 pairs vs unpaired at 1-3.5 units per SM, splits"),

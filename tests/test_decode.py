@@ -1751,8 +1751,8 @@ def test_partial_wave_splits():
     tile) on Hopper HBM3e parts 2 * SMs / units splits (up to two blocks per SM in one wave)
     to 0.9 on paged caches (1.0 from 8192 keys), to 0.7 from 4096 keys on contiguous ones;
     Nq 8 and 16 (two and four row tiles, stop 68) to 1.0 on both, and below half the SMs;
-    else 1 (Nq 32, FP8 caches, other head dims; paged one-token D = 64 / 96 take
-    decode_small_grid_two_blocks_splits' count, stop 77); both 16-bit dtypes. Then automatic calls in the band against the
+    else 1 (Nq 32, FP8 caches, other head dims; paged D = 64 / 96 of one token or Nq 2 / 4 take
+    decode_small_grid_two_blocks_splits' count, stops 77-79); both 16-bit dtypes. Then automatic calls in the band against the
     references (paged with ragged, 1-key and capacity-long sequences; contiguous; one token
     and Nq 8), and the grid on HBM3e parts."""
     require_op("paged_attention")
@@ -1779,8 +1779,10 @@ def test_partial_wave_splits():
             for paged in (True, False):
                 for nq in (1, 2, 4):  # Nq > 1 within one row tile (decode_rule_spec_rows) as one token
                     want = (want_paged if paged else want_contiguous) if hbm3e else 1
-                    if hbm3e and paged and nq == 1 and d in (64, 96):  # one token: decode_small_grid_two_blocks_splits
-                        want = 2 * sms // units
+                    # paged D = 64 / 96: decode_small_grid_two_blocks_splits (Nq 2 / 4: stop 79's scope)
+                    short_max = 16 if nq == 1 else _small_grid_spec_short_max(d, 4 * nq, units, sms)
+                    if hbm3e and paged and d in (64, 96) and short_max:
+                        want = _small_grid_two_blocks(units, n, sms, short_max)
                     got = llm.decode_num_splits(b, 8, 4 * nq, n, d, dt, paged=paged, seq_len_q=nq)
                     assert got == want, (per_sm, n, d, dt, paged, nq, b, got)
                 # Nq 8: two row tiles (units = 16 B, decode_rule_multi_tile), the band's top
@@ -2022,24 +2024,40 @@ def test_plane_boxes_span_matches_reference():
                  env={"CLO_DECODE_PLANE_BOXES": "2", "CLO_DECODE_WIDE_ROWS": "1"})
 
 
-def _small_grid_two_blocks(units, n, sms):
+def _small_grid_two_blocks(units, n, sms, short_max=16):
     """decode_small_grid_two_blocks_splits' count before the generic comparison: 2 SMs // units
-    where each split holds 512 keys or more and they are at most 16, else at most that many
-    splits, of 1024 keys or more (stops 77-78)."""
+    where each split holds 512 keys or more and they are at most `short_max` (16; 8 for Nq 2-4
+    at D = 96), else at most that many splits, of 1024 keys or more (stops 77-79); cut back to
+    the splits that hold keys (whole 64-key tiles a split, split_merge.cuh's split_keys)."""
     two = 2 * sms // units
-    return two if two <= 16 and n // 512 >= two else min(two, n // 1024)
+    count = two if two <= short_max and n // 512 >= two else min(two, n // 1024)
+    if count <= 1:
+        return count
+    tiles = -(-n // 64)
+    return -(-tiles // -(-tiles // min(count, tiles)))
+
+
+def _small_grid_spec_short_max(d, rows, units, sms):
+    """decode_small_grid_spec_units on an HBM3e part for Nq 2-4 in one row tile: the short-splits
+    cap (16 at D = 64, 8 at D = 96), or None (D = 64 units of more than 8 rows where 2 SMs // units
+    is under 3; other head dims)."""
+    if d not in (64, 96) or rows > 16 or (d == 64 and rows > 8 and 3 * units > 2 * sms):
+        return None
+    return 16 if d == 64 else 8
 
 
 def test_small_grid_two_blocks():
     """Paged 16-bit head_dim 64 and 96 at most one unit per SM, one new token in units of at
-    most 8 rows, on HBM3e Hopper parts (csrc/decode/NOTES.md "Stop 77", "Stop 78"): 2 SMs //
+    most 8 rows, on HBM3e Hopper parts (csrc/decode/NOTES.md "Stop 77" to "Stop 79"): 2 SMs //
     units splits of 512 keys or more up to 16 splits, else of 1024 keys or more
     (`_small_grid_two_blocks`), where that is more than the generic count,
-    on 3 (D = 64) / 2 (D = 96) TMA stages; elsewhere (other parts, contiguous caches, FP8, Nq
-    2, 16-row units) the generic count. D = 96 small grids of one block per SM run 4 TMA
-    stages there, contiguous ones included. The counts, automatic calls on ragged lengths
-    against the reference (through a sized workspace and a graph replayed with other
-    lengths) and which kernel ran."""
+    on 3 (D = 64) / 2 (D = 96) TMA stages; elsewhere (other parts, contiguous caches, FP8,
+    one token's 16-row units) the generic count. D = 96 small grids of one block per SM run 4 TMA
+    stages there, contiguous ones included. Nq 2-4 in one row tile take the same count (at most
+    8 splits of 512 keys at D = 96; not D = 64 16-row units under 3 splits: stop 79) on their
+    own depths; every count is cut back to the splits that hold keys. The counts, automatic
+    calls on ragged lengths against the reference (through a sized workspace and a graph
+    replayed with other lengths) and which kernel ran."""
     require_op("paged_attention")
     require_op("decode_attention")
     sms = torch.cuda.get_device_properties(0).multi_processor_count
@@ -2066,10 +2084,28 @@ def test_small_grid_two_blocks():
             assert llm.decode_num_splits(b, hkv, group, n, d, f16, paged=False) == generic(units, n), (d, b, n)
             if d == 96:  # FP8 head_dim 96: the generic count (FP8 64 has its own rule)
                 assert llm.decode_num_splits(b, hkv, group, n, d, torch.float8_e4m3fn) == generic(units, n), (b, n)
-            if group <= 4:  # Nq 2 (8 rows)
-                assert llm.decode_num_splits(b, hkv, 2 * group, n, d, f16, seq_len_q=2) == generic(units, n), (d, b, n)
-        # 16 rows a unit (GQA 32/2): the generic count
+            for nq in (2, 3, 4):  # Nq 2-4 in one row tile: the same count, 8 short splits at most at D = 96
+                if group * nq > 16:
+                    continue
+                short_max = _small_grid_spec_short_max(d, group * nq, units, sms) if hbm3e else None
+                two_nq = min(_small_grid_two_blocks(units, n, sms, short_max), 128) if short_max else 0
+                want_nq = two_nq if two_nq > sms // units else generic(units, n)
+                for paged in (True, False):
+                    got = llm.decode_num_splits(b, hkv, nq * group, n, d, f16, paged=paged, seq_len_q=nq)
+                    assert got == (want_nq if paged else generic(units, n)), (d, b, hkv, group, n, nq, paged, got)
+        # 16 rows a unit (GQA 32/2) of one token: the generic count
         assert llm.decode_num_splits(8, 2, 16, 4096, d, f16) == generic(16, 4096), d
+    # stop 79's measured Nq 2 / 4 points at 132 SMs (GQA 32/8): at 4096 keys B=5 6 splits, B=10 3
+    # (D = 64 Nq 4 too: 16-row units, but 2 SMs // 80 units is 3 splits), B=16 2 but the generic 1
+    # at D = 64 Nq 4; B=2/8K 16 at D = 64, the generic 8 at D = 96
+    if hbm3e and sms == 132:
+        for d, nq, b, n, want in ((96, 2, 5, 4096, 6), (96, 4, 10, 4096, 3), (64, 2, 10, 4096, 3),
+                                  (64, 4, 10, 4096, 3), (64, 4, 16, 4096, 1), (64, 2, 16, 4096, 2),
+                                  (96, 4, 16, 4096, 2), (64, 2, 2, 8192, 16), (96, 2, 2, 8192, 8)):
+            assert llm.decode_num_splits(b, 8, 4 * nq, n, d, f16, seq_len_q=nq) == want, (d, nq, b, n)
+        # one token, B=1/GQA 32/8: 33 splits of 40960 keys hold 32 of 20 tiles, the 33rd none
+        assert llm.decode_num_splits(1, 8, 4, 40960, 64, f16) == 32
+        assert llm.decode_num_splits(1, 8, 4, 33792, 64, f16) == 33
     # the automatic call: ragged lengths, one at the table's capacity, out= through a sized workspace,
     # then a captured graph replayed with other lengths (B=5 at 4096 keys: 6 splits of 704 keys, past
     # stop 77's 1024-key cap; B=11 at 2048: three)
@@ -2102,6 +2138,39 @@ def test_small_grid_two_blocks():
             assert_close(out, paged_attention_reference(q, kc, vc, table, sl), dtype=dt,
                          what=f"D={d} B={b} replay {trial}")
         assert _counters_idle(ws), (d, b)
+        del q, kc, vc, table, graph
+    # Nq 2 / 4 (stop 79): the automatic call on ragged lengths (a sequence shorter than the new
+    # tokens included), through a sized workspace, then a graph replayed with other lengths;
+    # the grid is units x the count on HBM3e parts (D = 96 B=5 Nq 2: 6 splits; D = 64 B=10 Nq 4:
+    # 3; 4096 keys at 132 SMs)
+    for d, b, nq, dt in ((96, 5, 2, f16), (64, 10, 4, torch.bfloat16)):
+        lens = [int(x) for x in torch.randint(1, 4097, (b,), generator=gen)]
+        lens[:3] = [4096, 1, 2049]
+        _, kc, vc, table, sl = make_paged_problem(lens, 8, 4, d, 16, dt, 790 + d + nq)
+        q = torch.randn(b, 32, nq, d, device="cuda", dtype=dt)
+        splits = llm.decode_num_splits(b, 8, 4 * nq, table.shape[1] * 16, d, dt, seq_len_q=nq)
+        short_max = _small_grid_spec_short_max(d, 4 * nq, 8 * b, sms)
+        if hbm3e and short_max:
+            two = _small_grid_two_blocks(8 * b, table.shape[1] * 16, sms, short_max)
+            assert splits == (two if two > sms // (8 * b) else generic(8 * b, table.shape[1] * 16)), (d, b, nq, splits)
+        ws = llm.paged_attention_workspace(q, kc, table)
+        out = poison_(torch.empty_like(q))
+        call = lambda: llm.paged_attention(q, kc, vc, table, sl, out=out, workspace=ws, check_indices=False)
+        call()
+        assert_close(out, paged_attention_reference(q, kc, vc, table, sl), dtype=dt, what=f"D={d} B={b} Nq={nq}")
+        if hbm3e:
+            assert kernel_grid_blocks(call, "decode_attention") == 8 * b * splits, (d, b, nq, splits)
+        graph, _ = capture_graph(call)
+        for trial in range(2):
+            new = [int(x) for x in torch.randint(1, 4097, (b,), generator=gen)]
+            new[trial] = 4096
+            sl.copy_(torch.tensor(new, dtype=torch.int32, device="cuda"))
+            q.copy_(torch.randn_like(q))
+            poison_(out)
+            graph.replay()
+            assert_close(out, paged_attention_reference(q, kc, vc, table, sl), dtype=dt,
+                         what=f"D={d} B={b} Nq={nq} replay {trial}")
+        assert _counters_idle(ws), (d, b, nq)
         del q, kc, vc, table, graph
     # D = 96 small grids at one block per SM: 4 TMA stages on HBM3e parts, both layouts (a
     # paged table of 512 keys, 511 rounded up to whole blocks, keeps one split a unit: it holds
@@ -2242,7 +2311,8 @@ def test_d64_tail_splits():
     # where their 1024-key splits first fill 90% of the SMs, fewer splits than the 16-row
     # rules just short of it: 66 against 60 at B=2, 61440 keys, 132 SMs) and the layouts
     # asked for; lengths in 64-key steps (the split rules' edges are multiples of 128, and
-    # the by-length cap changes every 128)
+    # the by-length cap changes every 128); paged D = 64 / 96 small grids cut their count back
+    # to the splits that hold keys (B=1 at 132 SMs: 33 splits from 33792 keys, 32 at 40960)
     upto = torch.ops.cuda_llm_ops.decode_workspace_numel_upto
     numel = torch.ops.cuda_llm_ops.decode_workspace_numel
     b_d96 = (303 * sms + 799) // 800  # 3.03 units per SM at GQA 32/8
@@ -2250,7 +2320,9 @@ def test_d64_tail_splits():
               (2 * sms, 32, 8, 3, 80, 8192, f16), (40, 32, 8, 1, 96, 16384, torch.float8_e4m3fn),
               (b_d96, 32, 8, 1, 96, 16384, f16), (2, 32, 1, 1, 128, 131072, f16),
               (sms, 32, 8, 1, 80, 8192, f16),  # head pairs of 80 on HBM3e parts (1-2 splits)
-              (2, 32, 8, 1, 80, 32768, f16), (3, 32, 32, 1, 72, 20000, torch.bfloat16)]  # ... below 0.35 per SM
+              (2, 32, 8, 1, 80, 32768, f16), (3, 32, 32, 1, 72, 20000, torch.bfloat16),  # ... below 0.35 per SM
+              # paged D = 64 / 96 small grids (one token, Nq 2 / 4) cut back to the splits that hold keys
+              (2, 32, 8, 1, 64, 65536, f16), (12, 32, 8, 2, 96, 8192, f16), (16, 32, 8, 4, 64, 4096, torch.bfloat16)]
     for b, hq, hkv, nq, d, n, dt in shapes:
         rows = (hq // hkv) * nq
         lengths = sorted({*range(64, n, 64), n})

@@ -171,12 +171,16 @@ int64_t decode_attention_workspace_floats_upto(int batch, int num_q_heads, int n
   // keys (33 at 16896 keys, 32 at 16384 and 30 at 16960 for one GQA 32/8 sequence at 132
   // SMs; stop 75's review); every unpaired count there is smaller (at most SMs / (2 x
   // pairs), or 2). So each batch size also reads that length.
-  int lengths[3 + std::size(kSplitRuleLengthEdges)] = {max_kv_len};
+  // Paged D = 64 / 96 small grids (decode_small_grid_two_blocks_splits) cut their count back
+  // to the splits that hold keys, which is not monotone in the length either: each batch size
+  // also reads the shortest length that takes its top count (decode_small_grid_top_length).
+  int lengths[4 + std::size(kSplitRuleLengthEdges)] = {max_kv_len};
   int n_lengths = 1;
   for (const int edge : kSplitRuleLengthEdges)
     if (edge <= max_kv_len) lengths[n_lengths++] = edge - 1;
   const int64_t sms = device_sm_count();
   const int wide_tiles = decode_wide_row_tiles(rows_per_kv_head);
+  const int row_tiles = std::max(1, (rows_per_kv_head + kRowsPerBlock - 1) / kRowsPerBlock);
   int64_t most = 0;
   for (int b = 1; b <= batch; ++b) {
     const int64_t wide_units = static_cast<int64_t>(b) * num_kv_heads * wide_tiles;
@@ -185,8 +189,12 @@ int64_t decode_attention_workspace_floats_upto(int batch, int num_q_heads, int n
     const int64_t pairs = static_cast<int64_t>(b) * num_kv_heads / 2;
     const int64_t pairs_top = pairs > 0 ? std::min<int64_t>(sms / pairs, kMaxSplits) * kPairSplitMinKeys : 0;
     lengths[n_lengths + 1] = static_cast<int>(pairs_top > 0 ? std::min<int64_t>(pairs_top, max_kv_len) : max_kv_len);
+    const int64_t units = static_cast<int64_t>(b) * num_kv_heads * row_tiles;
+    const int64_t spec_max = decode_small_grid_spec_units(head_dim, seq_len_q, rows_per_kv_head, units, sms);
+    lengths[n_lengths + 2] = static_cast<int>(
+        decode_small_grid_top_length(units, sms, max_kv_len, spec_max > 0 ? spec_max : kSmallGridShortSplitsMax));
     int splits = 1;
-    for (int i = 0; i <= n_lengths + 1; ++i) {
+    for (int i = 0; i <= n_lengths + 2; ++i) {
       if (paged)
         splits = std::max(splits, decode_attention_num_splits(b, num_kv_heads, rows_per_kv_head, lengths[i],
                                                               head_dim, dtype, true, seq_len_q));
@@ -236,6 +244,14 @@ int decode_attention_num_splits(int batch, int num_kv_heads, int rows_per_kv_hea
   // (decode_small_grid_two_blocks_splits): about two blocks per SM.
   if (dtype != DType::kFloat8E4M3 && decode_small_grid_rule_units(head_dim, seq_len_q, rows_per_kv_head)) {
     const int splits = decode_small_grid_two_blocks_splits(paged, base, sms, max_kv_len);
+    if (splits > 1) return capped(splits);
+  }
+  // ... and Nq 2-4 in one row tile (decode_small_grid_spec_units, NOTES.md "Stop 79")
+  if (const int64_t short_max = dtype != DType::kFloat8E4M3
+                                    ? decode_small_grid_spec_units(head_dim, seq_len_q, rows_per_kv_head, base, sms)
+                                    : 0;
+      short_max > 0) {
+    const int splits = decode_small_grid_two_blocks_splits(paged, base, sms, max_kv_len, short_max);
     if (splits > 1) return capped(splits);
   }
   // What decode_packs_head_pairs reads, with `splits` splits.

@@ -808,17 +808,62 @@ inline int decode_d64_tail_splits(bool paged, bool pairs, int64_t base, int64_t 
 // keys): its first lengths depend on the batch and need no entry in kSplitRuleLengthEdges for
 // decode_attention_workspace_floats_upto, which reads max_kv_len for every batch up to its
 // own. Contiguous caches keep one block per SM: 64 consecutive keys per tile already read 90%
-// of copy at D = 64 (B=16/4K 34.8 us; 2 splits 35.8). Returns the count, or 0.
+// of copy at D = 64 (B=16/4K 34.8 us; 2 splits 35.8).
+// Nq 2-4 new tokens in one row tile (decode_small_grid_spec_units, stop 79) take the same count,
+// with `short_splits_max` 8 at D = 96.
+// The count is cut back to the splits that hold keys (whole-tile splits, split_keys): 33
+// splits of 40960 keys leave the 33rd empty, and B=1/GQA 32/8 ran 32 faster (stop 79, us:
+// D = 64 40K 27.3 against 26.6, 48K 31.0 / 30.3; D = 96 37.4 / 36.9, 42.8 / 42.3). The cut count
+// is not monotone in the length, the uncut one is, and the cut one equals it at
+// decode_small_grid_top_length (decode_attention_workspace_floats_upto reads that length).
+// Returns the count, or 0.
 constexpr int64_t kSmallGridSplitMinKeys = 1024;
 constexpr int64_t kSmallGridShortSplitKeys = 512;
 constexpr int64_t kSmallGridShortSplitsMax = 16;
-inline int decode_small_grid_two_blocks_splits(bool paged, int64_t units, int64_t sms, int64_t max_kv_len) {
-  if (!paged || units <= 0 || units > sms) return 0;
+// The uncut count (0: none), and the keys a split of it holds at least.
+struct SmallGridSplits {
+  int64_t splits, min_keys;
+};
+inline SmallGridSplits decode_small_grid_uncut_splits(bool paged, int64_t units, int64_t sms, int64_t max_kv_len,
+                                                      int64_t short_splits_max) {
+  if (!paged || units <= 0 || units > sms) return {0, 0};
   const int64_t two_blocks = 2 * sms / units;
-  const bool short_splits =
-      two_blocks <= kSmallGridShortSplitsMax && max_kv_len / kSmallGridShortSplitKeys >= two_blocks;
-  const int64_t splits = short_splits ? two_blocks : std::min(two_blocks, max_kv_len / kSmallGridSplitMinKeys);
-  return splits > sms / units ? static_cast<int>(splits) : 0;
+  if (two_blocks <= short_splits_max && max_kv_len / kSmallGridShortSplitKeys >= two_blocks)
+    return {two_blocks, kSmallGridShortSplitKeys};
+  return {std::min(two_blocks, max_kv_len / kSmallGridSplitMinKeys), kSmallGridSplitMinKeys};
+}
+inline int decode_small_grid_two_blocks_splits(bool paged, int64_t units, int64_t sms, int64_t max_kv_len,
+                                               int64_t short_splits_max = kSmallGridShortSplitsMax) {
+  const int64_t splits = decode_small_grid_uncut_splits(paged, units, sms, max_kv_len, short_splits_max).splits;
+  if (splits <= sms / units) return 0;  // (splits > 1 here: at least 1024 keys, at most 2 SMs)
+  const int64_t held =
+      div_ceil<int64_t>(max_kv_len, split_keys<kTileTokens>(static_cast<int>(splits), static_cast<int>(max_kv_len)));
+  return held > sms / units ? static_cast<int>(held) : 0;
+}
+// The calls stop 79 measured for the same split count (decode_small_grid_two_blocks_splits;
+// their TMA depths stay the ones measured there, not the small-grid rule's): 16-bit head_dim 64
+// or 96, Nq 2-4 new tokens in units of one row tile (GQA 32/8 measured: 8 and 16 rows), on
+// HBM3e Hopper parts; not D = 64 units of more than kNarrowMaxRows rows where two blocks per SM
+// are fewer than 3 splits (B=16/4K Nq 4: 1 / 2 splits 44.1 / 46.7 us, B=12/2K 24.0 / 24.0; B=10/4K
+// at 2 splits 43.6 -> 32.2). Returns the short-splits cap (kSmallGridShortSplitsMax at D = 64,
+// 8 at D = 96: B=2/8K Nq 2 / 4 at 16 splits of 512 keys 22.3 / 25.8 against 20.3 / 21.0 at the
+// generic 8), or 0 where the rule does not apply.
+constexpr int64_t kSmallGridSpecShortSplitsMaxD96 = 8;
+inline int64_t decode_small_grid_spec_units(int head_dim, int seq_len_q, int rows_per_kv_head, int64_t units,
+                                            int64_t sms) {
+  if ((head_dim != 64 && head_dim != 96) || seq_len_q < 2 || seq_len_q > 4 || rows_per_kv_head <= 0 ||
+      rows_per_kv_head > kRowsPerBlock || !device_is_hopper_hbm3e())
+    return 0;
+  if (head_dim == 64 && rows_per_kv_head > kNarrowMaxRows && 3 * units > 2 * sms) return 0;
+  return head_dim == 64 ? kSmallGridShortSplitsMax : kSmallGridSpecShortSplitsMaxD96;
+}
+// The shortest length whose cut count is the uncut count at max_kv_len, which no length up to
+// max_kv_len passes: that many splits of their minimum keys (a whole number of tiles each, so
+// none is empty); max_kv_len where there is no such count.
+inline int64_t decode_small_grid_top_length(int64_t units, int64_t sms, int64_t max_kv_len,
+                                            int64_t short_splits_max) {
+  const SmallGridSplits top = decode_small_grid_uncut_splits(true, units, sms, max_kv_len, short_splits_max);
+  return top.splits > 1 ? std::min(max_kv_len, top.splits * top.min_keys) : max_kv_len;
 }
 
 // Head pairs (NOTES.md v9, v20, v23, v24): a paged cache with D = 64 and an even number of

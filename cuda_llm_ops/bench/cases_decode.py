@@ -68,6 +68,8 @@ PADDED_HEAD_DIMS = (80, 192)
 # in splits of 512-1024 keys, stop 78).
 SMALL_GRID_HEAD_DIMS = (64, 96)
 SMALL_GRIDS = ((16, 4096), (4, 16384), (5, 4096))
+# ... and their Nq 2-4 calls (paged; stop 79): (B, N, Nq)
+SMALL_SPEC_GRIDS = ((5, 4096, 2), (10, 4096, 4))
 # Sliding-window cases (preset "all"): Mistral-7B's 4096 keys at a 16K context.
 SLIDING_WINDOW = 4096
 # Speculative-decoding cases (preset "all"): new tokens per sequence (GQA 32/8: 4 x 4 = 16
@@ -283,6 +285,7 @@ def paged_attention_cases(dtype: torch.dtype, preset: str, quick: bool) -> list[
         cases += [paged_case(64, OTHER_HEAD_DIMS_CONTEXT, h, dtype, D=d) for d in OTHER_HEAD_DIMS for h in KV_HEADS]
         cases += [paged_case(1, 16384, 8, dtype, D=d) for d in PADDED_HEAD_DIMS]
         cases += [paged_case(b, n, 8, dtype, D=d) for d in SMALL_GRID_HEAD_DIMS for b, n in SMALL_GRIDS]
+        cases += [paged_case(b, n, 8, dtype, D=d, Nq=nq) for d in SMALL_GRID_HEAD_DIMS for b, n, nq in SMALL_SPEC_GRIDS]
         cases += [paged_case(b, 16384, 8, dtype, window=SLIDING_WINDOW) for b in (1, 16)]
         cases += [paged_case(b, n, 8, dtype, Nq=nq) for nq, grids in SPEC_ROWS for b, n in grids]
         cases += [paged_case(b, n, 1, dtype) for b, n in MQA_GRIDS]
