@@ -452,12 +452,16 @@ def decode_num_splits(batch: int, num_kv_heads: int, rows_per_kv_head: int, max_
       16384 keys leave one empty: 32), run as head pairs where that grid is 80-100% of
       the SMs (B=1, Hkv=8, 16K keys: 32 splits on 132 SMs), else the rules below;
     - 16-bit head_dim 64 and 96 `paged` calls on Hopper HBM3e parts (the H200) with
-      `seq_len_q` 1, `rows_per_kv_head <= 8` and `base` at most the SMs: `2 * SMs // base`
-      (about two blocks per SM) where those are at most 16 splits of 512 keys or more of
-      `max_kv_len`, else at most that many splits of 1024 keys or more, where that is
-      more than the generic `SMs // base` (GQA 32:8 B=16/4K D=64 41.6 -> 36.3 us, 1.04x
-      cuDNN in `llm-speed bench`; D=96 58.7 -> 52.3, 1.06x; B=5/4K D=64 17.7 -> 15.6,
-      D=96 24.3 -> 21.0; csrc/decode/NOTES.md "Stop 77", "Stop 78");
+      `seq_len_q` 1 and `rows_per_kv_head <= 8`, or `seq_len_q` 2-4 and
+      `rows_per_kv_head <= 16` (not head_dim 64 with more than 8 rows where `2 * SMs //
+      base` is under 3), and `base` at most the SMs: `2 * SMs // base` (about two blocks
+      per SM) where those are at most 16 splits (8 at head_dim 96 with `seq_len_q` > 1)
+      of 512 keys or more of `max_kv_len`, else at most that many splits of 1024 keys or
+      more; cut back to the splits that hold keys (33 of 40960 keys leave one empty: 32),
+      where that is more than the generic `SMs // base` (GQA 32:8 B=16/4K D=64 41.6 ->
+      36.3 us, 1.04x cuDNN in `llm-speed bench`; D=96 58.7 -> 52.3, 1.06x; B=5/4K D=64
+      17.7 -> 15.6, D=96 24.3 -> 21.0; Nq 2 B=10/4K D=96 58.6 -> 37.2; csrc/decode/NOTES.md
+      "Stop 77" to "Stop 79");
     - head_dim 128 (16-bit) on Hopper HBM3e parts (the H200) with `seq_len_q` 1 or
       `rows_per_kv_head <= 64` (up to four row tiles: "spec rows" below; rows beyond
       one tile take their own tops, with one new token too) and `max_kv_len >= 1024`,

@@ -1751,8 +1751,9 @@ def test_partial_wave_splits():
     tile) on Hopper HBM3e parts 2 * SMs / units splits (up to two blocks per SM in one wave)
     to 0.9 on paged caches (1.0 from 8192 keys), to 0.7 from 4096 keys on contiguous ones;
     Nq 8 and 16 (two and four row tiles, stop 68) to 1.0 on both, and below half the SMs;
-    else 1 (Nq 32, FP8 caches, other head dims; paged D = 64 / 96 of one token or Nq 2 / 4 take
-    decode_small_grid_two_blocks_splits' count, stops 77-79); both 16-bit dtypes. Then automatic calls in the band against the
+    else 1 (Nq 32, FP8 caches, other head dims; paged D = 64 / 96 of one token or Nq 2 / 4 in
+    stop 79's scope, `_small_grid_spec_short_max`, take decode_small_grid_two_blocks_splits'
+    count, stops 77-79); both 16-bit dtypes. Then automatic calls in the band against the
     references (paged with ragged, 1-key and capacity-long sequences; contiguous; one token
     and Nq 8), and the grid on HBM3e parts."""
     require_op("paged_attention")
@@ -2147,7 +2148,7 @@ def test_small_grid_two_blocks():
         lens = [int(x) for x in torch.randint(1, 4097, (b,), generator=gen)]
         lens[:3] = [4096, 1, 2049]
         _, kc, vc, table, sl = make_paged_problem(lens, 8, 4, d, 16, dt, 790 + d + nq)
-        q = torch.randn(b, 32, nq, d, device="cuda", dtype=dt)
+        q = torch.randn(b, 32, nq, d, generator=torch.Generator().manual_seed(79 + d)).to(dt).cuda()
         splits = llm.decode_num_splits(b, 8, 4 * nq, table.shape[1] * 16, d, dt, seq_len_q=nq)
         short_max = _small_grid_spec_short_max(d, 4 * nq, 8 * b, sms)
         if hbm3e and short_max:

@@ -180,7 +180,7 @@ int64_t decode_attention_workspace_floats_upto(int batch, int num_q_heads, int n
     if (edge <= max_kv_len) lengths[n_lengths++] = edge - 1;
   const int64_t sms = device_sm_count();
   const int wide_tiles = decode_wide_row_tiles(rows_per_kv_head);
-  const int row_tiles = std::max(1, (rows_per_kv_head + kRowsPerBlock - 1) / kRowsPerBlock);
+  const int row_tiles = decode_row_tiles(rows_per_kv_head);
   int64_t most = 0;
   for (int b = 1; b <= batch; ++b) {
     const int64_t wide_units = static_cast<int64_t>(b) * num_kv_heads * wide_tiles;
@@ -190,7 +190,7 @@ int64_t decode_attention_workspace_floats_upto(int batch, int num_q_heads, int n
     const int64_t pairs_top = pairs > 0 ? std::min<int64_t>(sms / pairs, kMaxSplits) * kPairSplitMinKeys : 0;
     lengths[n_lengths + 1] = static_cast<int>(pairs_top > 0 ? std::min<int64_t>(pairs_top, max_kv_len) : max_kv_len);
     const int64_t units = static_cast<int64_t>(b) * num_kv_heads * row_tiles;
-    const int64_t spec_max = decode_small_grid_spec_units(head_dim, seq_len_q, rows_per_kv_head, units, sms);
+    const int64_t spec_max = decode_small_grid_spec_short_splits_max(head_dim, seq_len_q, rows_per_kv_head, units, sms);
     lengths[n_lengths + 2] = static_cast<int>(
         decode_small_grid_top_length(units, sms, max_kv_len, spec_max > 0 ? spec_max : kSmallGridShortSplitsMax));
     int splits = 1;
@@ -214,7 +214,7 @@ int decode_attention_num_splits(int batch, int num_kv_heads, int rows_per_kv_hea
   // blocks per SM, was 13% slower), B=16/GQA at 1 split (128 blocks) beats 2, B=1/16K/MHA
   // is fastest at 4 splits (128 blocks). Fewer blocks leave SMs idle; more add
   // pipeline start-up per block and merge work without adding bandwidth.
-  const int row_tiles = std::max(1, (rows_per_kv_head + kRowsPerBlock - 1) / kRowsPerBlock);
+  const int row_tiles = decode_row_tiles(rows_per_kv_head);
   const int64_t base = static_cast<int64_t>(batch) * num_kv_heads * row_tiles;
   const int64_t sms = device_sm_count();
   if (base <= 0) return 1;
@@ -246,12 +246,10 @@ int decode_attention_num_splits(int batch, int num_kv_heads, int rows_per_kv_hea
     const int splits = decode_small_grid_two_blocks_splits(paged, base, sms, max_kv_len);
     if (splits > 1) return capped(splits);
   }
-  // ... and Nq 2-4 in one row tile (decode_small_grid_spec_units, NOTES.md "Stop 79")
-  if (const int64_t short_max = dtype != DType::kFloat8E4M3
-                                    ? decode_small_grid_spec_units(head_dim, seq_len_q, rows_per_kv_head, base, sms)
-                                    : 0;
-      short_max > 0) {
-    const int splits = decode_small_grid_two_blocks_splits(paged, base, sms, max_kv_len, short_max);
+  // ... and Nq 2-4 in one row tile (decode_small_grid_spec_short_splits_max, NOTES.md "Stop 79")
+  if (dtype != DType::kFloat8E4M3) {
+    const int64_t short_max = decode_small_grid_spec_short_splits_max(head_dim, seq_len_q, rows_per_kv_head, base, sms);
+    const int splits = short_max > 0 ? decode_small_grid_two_blocks_splits(paged, base, sms, max_kv_len, short_max) : 0;
     if (splits > 1) return capped(splits);
   }
   // What decode_packs_head_pairs reads, with `splits` splits.

@@ -451,6 +451,10 @@ constexpr int64_t kWideRowsSplitKeys = 1024;
 inline bool decode_wide_rows_balanced_band(int64_t units, int64_t sms, int64_t max_kv_len) {
   return units > sms && 100 * units <= 135 * sms && max_kv_len >= 2 * kWideRowsSplitKeys;
 }
+// 16-row tiles of a KV head's rows (at least one): the units of decode_attention_num_splits.
+constexpr int decode_row_tiles(int rows_per_kv_head) {
+  return rows_per_kv_head > kRowsPerBlock ? (rows_per_kv_head + kRowsPerBlock - 1) / kRowsPerBlock : 1;
+}
 // 32-row units of a KV head's rows: the grid's x extent per KV head at two row tiles per block.
 constexpr int decode_wide_row_tiles(int rows_per_kv_head) {
   return (rows_per_kv_head + 2 * kRowsPerBlock - 1) / (2 * kRowsPerBlock);
@@ -803,14 +807,13 @@ inline int decode_d64_tail_splits(bool paged, bool pairs, int64_t base, int64_t 
 // would hold under 512 keys, splits of 512 lost to the generic count (B=3/4K 8 splits: D = 64
 // 13.1 against 12.8 at 5, D = 96 16.7 / 16.5; B=2/4K 12 splits of 384 keys 11.8 against 10.0
 // at 8), and past 16 splits to 1024-key ones (B=1/16K 32 splits: D = 64 15.6 against 15.3 at
-// 16; B=1/32K 33 splits, the 33rd empty: 23.9 / 23.3, D = 96 32.4 / 31.7). The count only grows
-// with the length (it jumps from the 1024-key count to 2 SMs // units at 512 x that many
-// keys): its first lengths depend on the batch and need no entry in kSplitRuleLengthEdges for
-// decode_attention_workspace_floats_upto, which reads max_kv_len for every batch up to its
-// own. Contiguous caches keep one block per SM: 64 consecutive keys per tile already read 90%
-// of copy at D = 64 (B=16/4K 34.8 us; 2 splits 35.8).
-// Nq 2-4 new tokens in one row tile (decode_small_grid_spec_units, stop 79) take the same count,
-// with `short_splits_max` 8 at D = 96.
+// 16; B=1/32K 33 splits, the 33rd empty: 23.9 / 23.3, D = 96 32.4 / 31.7). The uncut count
+// only grows with the length (it jumps from the 1024-key count to 2 SMs // units at 512 x that
+// many keys): its first lengths depend on the batch and need no entry in kSplitRuleLengthEdges.
+// Contiguous caches keep one block per SM: 64 consecutive keys per tile already read 90% of
+// copy at D = 64 (B=16/4K 34.8 us; 2 splits 35.8).
+// Nq 2-4 new tokens in one row tile (decode_small_grid_spec_short_splits_max, stop 79) take the
+// same count, with `short_splits_max` 8 at D = 96.
 // The count is cut back to the splits that hold keys (whole-tile splits, split_keys): 33
 // splits of 40960 keys leave the 33rd empty, and B=1/GQA 32/8 ran 32 faster (stop 79, us:
 // D = 64 40K 27.3 against 26.6, 48K 31.0 / 30.3; D = 96 37.4 / 36.9, 42.8 / 42.3). The cut count
@@ -826,7 +829,7 @@ struct SmallGridSplits {
 };
 inline SmallGridSplits decode_small_grid_uncut_splits(bool paged, int64_t units, int64_t sms, int64_t max_kv_len,
                                                       int64_t short_splits_max) {
-  if (!paged || units <= 0 || units > sms) return {0, 0};
+  if (!paged || units <= 0 || sms <= 0 || units > sms) return {0, 0};
   const int64_t two_blocks = 2 * sms / units;
   if (two_blocks <= short_splits_max && max_kv_len / kSmallGridShortSplitKeys >= two_blocks)
     return {two_blocks, kSmallGridShortSplitKeys};
@@ -835,7 +838,8 @@ inline SmallGridSplits decode_small_grid_uncut_splits(bool paged, int64_t units,
 inline int decode_small_grid_two_blocks_splits(bool paged, int64_t units, int64_t sms, int64_t max_kv_len,
                                                int64_t short_splits_max = kSmallGridShortSplitsMax) {
   const int64_t splits = decode_small_grid_uncut_splits(paged, units, sms, max_kv_len, short_splits_max).splits;
-  if (splits <= sms / units) return 0;  // (splits > 1 here: at least 1024 keys, at most 2 SMs)
+  // (past this, units > 0 and 2 <= splits <= 2 SMs, so max_kv_len >= 1024 and the casts hold)
+  if (splits == 0 || splits <= sms / units) return 0;
   const int64_t held =
       div_ceil<int64_t>(max_kv_len, split_keys<kTileTokens>(static_cast<int>(splits), static_cast<int>(max_kv_len)));
   return held > sms / units ? static_cast<int>(held) : 0;
@@ -844,13 +848,15 @@ inline int decode_small_grid_two_blocks_splits(bool paged, int64_t units, int64_
 // their TMA depths stay the ones measured there, not the small-grid rule's): 16-bit head_dim 64
 // or 96, Nq 2-4 new tokens in units of one row tile (GQA 32/8 measured: 8 and 16 rows), on
 // HBM3e Hopper parts; not D = 64 units of more than kNarrowMaxRows rows where two blocks per SM
-// are fewer than 3 splits (B=16/4K Nq 4: 1 / 2 splits 44.1 / 46.7 us, B=12/2K 24.0 / 24.0; B=10/4K
-// at 2 splits 43.6 -> 32.2). Returns the short-splits cap (kSmallGridShortSplitsMax at D = 64,
-// 8 at D = 96: B=2/8K Nq 2 / 4 at 16 splits of 512 keys 22.3 / 25.8 against 20.3 / 21.0 at the
-// generic 8), or 0 where the rule does not apply.
+// are fewer than 3 splits (GQA 32/8 Nq 4, us, 1 / 2 splits: B=16/4K 44.1 / 46.7, B=12/2K 24.0 /
+// 24.0; at 80 units, 3 splits, it gains: B=10/4K 43.6 -> 34.1, 2 splits 32.2). (One token's 16-row
+// units keep the generic count: stop 77 measured only up to 8 rows there.) Returns the
+// short-splits cap (kSmallGridShortSplitsMax at D = 64, 8 at D = 96: B=2/8K Nq 2 / 4 at 16 splits
+// of 512 keys 22.3 / 25.8 against 20.3 / 21.0 at the generic 8), or 0 where the rule does not
+// apply.
 constexpr int64_t kSmallGridSpecShortSplitsMaxD96 = 8;
-inline int64_t decode_small_grid_spec_units(int head_dim, int seq_len_q, int rows_per_kv_head, int64_t units,
-                                            int64_t sms) {
+inline int64_t decode_small_grid_spec_short_splits_max(int head_dim, int seq_len_q, int rows_per_kv_head,
+                                                       int64_t units, int64_t sms) {
   if ((head_dim != 64 && head_dim != 96) || seq_len_q < 2 || seq_len_q > 4 || rows_per_kv_head <= 0 ||
       rows_per_kv_head > kRowsPerBlock || !device_is_hopper_hbm3e())
     return 0;
