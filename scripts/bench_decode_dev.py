@@ -2244,6 +2244,22 @@ SMALL_SPEC_CONFIRM_ROWS = ([(B, N, D, nq, (0, _generic_small_grid_count(8 * B, N
                            + [(1, N, D, 1, (0, 33)) for D in (64, 96) for N in (40960, 49152, 65536)])
 
 
+# --small-spec-layouts: stop 79's Nq 2-4 rule on layouts it was not measured on (MHA Nq 2 / 4,
+# GQA 32/8 Nq 3, GQA 32/4 Nq 2: 16-row units), automatic against the generic count forced:
+# (B, N, Hkv, D, Nq, split counts)
+SMALL_SPEC_LAYOUT_ROWS = [(B, N, hkv, D, nq, (0, _generic_small_grid_count(B * hkv, N))) for D in (64, 96)
+                          for B, N, hkv, nq in ((2, 4096, 32, 2), (3, 4096, 32, 4), (1, 16384, 32, 2),
+                                                (5, 4096, 8, 3), (10, 4096, 8, 3), (10, 4096, 4, 2), (20, 4096, 4, 2))]
+
+
+def small_spec_layout_sweep(iters, copy_bw):
+    """SMALL_SPEC_LAYOUT_ROWS: the automatic count against the generic one, cuDNN first (with its
+    causal mask; graph replays, cold L2)."""
+    for B, N, hkv, D, nq, splits in SMALL_SPEC_LAYOUT_ROWS:
+        _split_sweep_row(cd.paged_case(B, N, hkv, torch.float16, D=D, block_size=16, Nq=nq), splits, {"auto": {}},
+                         iters, copy_bw, f"paged D={D} B={B} N={N} Hkv={hkv} Nq={nq}", peer="sdpa-cudnn")
+
+
 
 # Stand-alone sweeps (flag -> function(iters, copy_bw), help): each runs alone, then stops.
 SWEEPS = {
@@ -2341,6 +2357,8 @@ SWEEPS = {
                           "paged D=64 / 96 Nq 2 / 4 small grids: generic to two-blocks counts; B=1 33 vs 32"),
     "small-spec-confirm": (lambda iters, copy_bw: small_d64_d96_spec_sweep(iters, copy_bw, SMALL_SPEC_CONFIRM_ROWS),
                            "stop 79's counts (Nq 2-4 small grids; cut to splits holding keys) vs the previous ones"),
+    "small-spec-layouts": (small_spec_layout_sweep,
+                           "stop 79's Nq 2-4 rule on unmeasured layouts (MHA, Nq 3, GQA 32/4): auto vs generic"),
     "pair-d160-small-auto": (pair_d160_small_auto_sweep,
                              "paged D=72-80 below 0.35 pairs per SM: the automatic call vs unpaired"),
     "wide-pairs-bands": (wide_pair_band_sweep, "paged 16-bit D=72-88 pairs vs unpaired at 1-3.5 units per SM, splits"),
