@@ -2207,18 +2207,18 @@ SMALL_D64_BEHIND_ROWS = [(16, 1024, 8, 64, False, (0, 1, 2), 16), (12, 1024, 8, 
 # --small-d64-d96-spec: what stop 78's small-grid rule (one token only) leaves unmeasured.
 # Paged D = 64 / 96 GQA 32/8 block 16 with Nq 2 and 4 (8 and 16 rows per KV head: one row tile),
 # which keep the generic count, against about two blocks per SM; then one token at B=1 on 64K /
-# 128K keys, where the rule takes 2 SMs // 8 = 33 splits: (B, N, D, Nq, split counts)
-SMALL_D64_D96_SPEC_ROWS = ([(B, N, D, nq, (0, 2 * 132 // (8 * B))) for D in (64, 96) for nq in (2, 4)
+# 128K keys, where the rule takes 2 SMs // 8 = 33 splits: (B, N, Hkv, D, Nq, split counts)
+SMALL_D64_D96_SPEC_ROWS = ([(B, N, 8, D, nq, (0, 2 * 132 // (8 * B))) for D in (64, 96) for nq in (2, 4)
                             for B, N in ((5, 4096), (16, 4096), (4, 16384), (2, 8192))]
-                           + [(1, N, D, 1, (0, 16, 24, 32)) for D in (64, 96) for N in (65536, 131072)])
+                           + [(1, N, 8, D, 1, (0, 16, 24, 32)) for D in (64, 96) for N in (65536, 131072)])
 
 
 def small_d64_d96_spec_sweep(iters, copy_bw, rows=SMALL_D64_D96_SPEC_ROWS):
-    """`rows` (B, N, D, Nq, split counts), the automatic count against forced ones, cuDNN
-    first (with its causal mask for Nq > 1; graph replays, cold L2)."""
-    for B, N, D, nq, splits in rows:
-        _split_sweep_row(cd.paged_case(B, N, 8, torch.float16, D=D, block_size=16, Nq=nq), splits, {"auto": {}},
-                         iters, copy_bw, f"paged D={D} B={B} N={N} Hkv=8 Nq={nq}", peer="sdpa-cudnn")
+    """`rows` (B, N, Hkv, D, Nq, split counts; Hq 32, block 16), the automatic count against
+    forced ones, cuDNN first (with its causal mask for Nq > 1; graph replays, cold L2)."""
+    for B, N, hkv, D, nq, splits in rows:
+        _split_sweep_row(cd.paged_case(B, N, hkv, torch.float16, D=D, block_size=16, Nq=nq), splits, {"auto": {}},
+                         iters, copy_bw, f"paged D={D} B={B} N={N} Hkv={hkv} Nq={nq}", peer="sdpa-cudnn")
 
 
 # --small-spec-counts: --small-d64-d96-spec read paged D = 64 / 96 Nq 2 and 4 small grids 7-11%
@@ -2226,22 +2226,23 @@ def small_d64_d96_spec_sweep(iters, copy_bw, rows=SMALL_D64_D96_SPEC_ROWS):
 # us at 6 splits, D = 64 B=4/16K Nq 2 42.7 -> 38.3 at 8), but B=2/8K at 16 splits of 512 keys
 # lost (D = 96 Nq 4 20.9 -> 25.7) and D = 64 B=16/4K Nq 4 at 2 (44.0 -> 46.6): forced counts
 # from the generic one to 2 SMs // units, GQA 32/8 block 16; then B=1 one token at 40K / 48K
-# keys, where the rule's 33 splits leave the 33rd empty, against 32: (B, N, D, Nq, split counts)
-SMALL_SPEC_COUNT_ROWS = ([(B, N, D, nq, splits) for D in (64, 96) for nq in (2, 4)
+# keys, where the rule's 33 splits leave the 33rd empty, against 32: (B, N, Hkv, D, Nq, split counts)
+SMALL_SPEC_COUNT_ROWS = ([(B, N, 8, D, nq, splits) for D in (64, 96) for nq in (2, 4)
                           for B, N, splits in ((5, 4096, (0, 3, 4, 5, 6)), (16, 4096, (0, 1, 2)),
                                                (4, 16384, (0, 4, 6, 8)), (2, 8192, (0, 8, 12, 16)),
                                                (8, 4096, (0, 2, 3, 4)), (12, 2048, (0, 1, 2)),
                                                (3, 8192, (0, 5, 8, 11)), (10, 4096, (0, 1, 2, 3)))]
-                         + [(1, N, D, 1, (0, 32, 33)) for D in (64, 96) for N in (40960, 49152)])
+                         + [(1, N, 8, D, 1, (0, 32, 33)) for D in (64, 96) for N in (40960, 49152)])
 
 
 # --small-spec-confirm: stop 79's counts (Nq 2-4 on the small-grid count, every count cut back
 # to the splits that hold keys), automatic against the count before them forced, on
 # --small-spec-counts' rows; then B=1 one token at 64K keys (33 splits cut to 32)
-SMALL_SPEC_CONFIRM_ROWS = ([(B, N, D, nq, (0, _generic_small_grid_count(8 * B, N))) for D in (64, 96) for nq in (2, 4)
+SMALL_SPEC_CONFIRM_ROWS = ([(B, N, 8, D, nq, (0, _generic_small_grid_count(8 * B, N))) for D in (64, 96)
+                            for nq in (2, 4)
                             for B, N in ((5, 4096), (16, 4096), (4, 16384), (2, 8192), (8, 4096), (12, 2048),
                                          (3, 8192), (10, 4096))]
-                           + [(1, N, D, 1, (0, 33)) for D in (64, 96) for N in (40960, 49152, 65536)])
+                           + [(1, N, 8, D, 1, (0, 33)) for D in (64, 96) for N in (40960, 49152, 65536)])
 
 
 # --small-spec-layouts: stop 79's Nq 2-4 rule on layouts it was not measured on (MHA Nq 2 / 4,
@@ -2250,14 +2251,6 @@ SMALL_SPEC_CONFIRM_ROWS = ([(B, N, D, nq, (0, _generic_small_grid_count(8 * B, N
 SMALL_SPEC_LAYOUT_ROWS = [(B, N, hkv, D, nq, (0, _generic_small_grid_count(B * hkv, N))) for D in (64, 96)
                           for B, N, hkv, nq in ((2, 4096, 32, 2), (3, 4096, 32, 4), (1, 16384, 32, 2),
                                                 (5, 4096, 8, 3), (10, 4096, 8, 3), (10, 4096, 4, 2), (20, 4096, 4, 2))]
-
-
-def small_spec_layout_sweep(iters, copy_bw):
-    """SMALL_SPEC_LAYOUT_ROWS: the automatic count against the generic one, cuDNN first (with its
-    causal mask; graph replays, cold L2)."""
-    for B, N, hkv, D, nq, splits in SMALL_SPEC_LAYOUT_ROWS:
-        _split_sweep_row(cd.paged_case(B, N, hkv, torch.float16, D=D, block_size=16, Nq=nq), splits, {"auto": {}},
-                         iters, copy_bw, f"paged D={D} B={B} N={N} Hkv={hkv} Nq={nq}", peer="sdpa-cudnn")
 
 
 
@@ -2357,7 +2350,7 @@ SWEEPS = {
                           "paged D=64 / 96 Nq 2 / 4 small grids: generic to two-blocks counts; B=1 33 vs 32"),
     "small-spec-confirm": (lambda iters, copy_bw: small_d64_d96_spec_sweep(iters, copy_bw, SMALL_SPEC_CONFIRM_ROWS),
                            "stop 79's counts (Nq 2-4 small grids; cut to splits holding keys) vs the previous ones"),
-    "small-spec-layouts": (small_spec_layout_sweep,
+    "small-spec-layouts": (lambda iters, copy_bw: small_d64_d96_spec_sweep(iters, copy_bw, SMALL_SPEC_LAYOUT_ROWS),
                            "stop 79's Nq 2-4 rule on unmeasured layouts (MHA, Nq 3, GQA 32/4): auto vs generic"),
     "pair-d160-small-auto": (pair_d160_small_auto_sweep,
                              "paged D=72-80 below 0.35 pairs per SM: the automatic call vs unpaired"),

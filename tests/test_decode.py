@@ -2032,10 +2032,14 @@ def _small_grid_two_blocks(units, n, sms, short_max=16):
     the splits that hold keys (whole 64-key tiles a split, split_merge.cuh's split_keys)."""
     two = 2 * sms // units
     count = two if two <= short_max and n // 512 >= two else min(two, n // 1024)
-    if count <= 1:
-        return count
+    return _splits_holding_keys(count, n) if count > 1 else count
+
+
+def _splits_holding_keys(splits, n):
+    """split_merge.cuh's split_count_holding_keys: of `splits` whole-tile (64-key) splits of n
+    keys, those that hold keys."""
     tiles = -(-n // 64)
-    return -(-tiles // -(-tiles // min(count, tiles)))
+    return -(-tiles // -(-tiles // min(splits, tiles)))
 
 
 def _small_grid_spec_short_max(d, rows, units, sms):
@@ -2109,25 +2113,36 @@ def test_small_grid_two_blocks():
         assert llm.decode_num_splits(1, 8, 4, 33792, 64, f16) == 33
     # the automatic call: ragged lengths, one at the table's capacity, out= through a sized workspace,
     # then a captured graph replayed with other lengths (B=5 at 4096 keys: 6 splits of 704 keys, past
-    # stop 77's 1024-key cap; B=11 at 2048: three)
+    # stop 77's 1024-key cap; B=11 at 2048: three); Nq 2 / 4 (stop 79; a sequence shorter than the
+    # new tokens included: D = 96 B=5 Nq 2 6 splits, D = 64 B=10 Nq 4 3), on their own depths
+    # (stages None: one token's are checked); the grid is units x the count on HBM3e parts
     gen = torch.Generator().manual_seed(77)
-    for d, b, n, dt, stages in ((64, 16, 4096, f16, 3), (96, 6, 8192, torch.bfloat16, 2), (64, 11, 2048, f16, 3),
-                                (96, 5, 4096, f16, 2)):
+    for d, b, n, nq, dt, stages in ((64, 16, 4096, 1, f16, 3), (96, 6, 8192, 1, torch.bfloat16, 2),
+                                    (64, 11, 2048, 1, f16, 3), (96, 5, 4096, 1, f16, 2),
+                                    (96, 5, 4096, 2, f16, None), (64, 10, 4096, 4, torch.bfloat16, None)):
         lens = [int(x) for x in torch.randint(1, n + 1, (b,), generator=gen)]
         lens[:3] = [n, 1, 1025]
-        q, kc, vc, table, sl = make_paged_problem(lens, 8, 4, d, 16, dt, 770 + d + b)
-        splits = llm.decode_num_splits(b, 8, 4, table.shape[1] * 16, d, dt)
+        q, kc, vc, table, sl = make_paged_problem(lens, 8, 4, d, 16, dt, 770 + d + b + nq)
+        if nq > 1:
+            q = torch.randn(b, 32, nq, d, generator=gen).to(dt).cuda()
+        units, cap = 8 * b, table.shape[1] * 16
+        splits = llm.decode_num_splits(b, 8, 4 * nq, cap, d, dt, seq_len_q=nq)
         if hbm3e:
-            assert splits == _small_grid_two_blocks(8 * b, table.shape[1] * 16, sms), (d, b, splits)
+            short_max = 16 if nq == 1 else _small_grid_spec_short_max(d, 4 * nq, units, sms)
+            assert short_max is not None, (d, b, nq)
+            two = _small_grid_two_blocks(units, cap, sms, short_max)
+            assert two > sms // units and splits == two, (d, b, nq, splits)
         ws = llm.paged_attention_workspace(q, kc, table)
         out = poison_(torch.empty_like(q))
         call = lambda: llm.paged_attention(q, kc, vc, table, sl, out=out, workspace=ws, check_indices=False)
         call()
-        assert_close(out, paged_attention_reference(q, kc, vc, table, sl), dtype=dt, what=f"D={d} B={b}")
+        what = f"D={d} B={b} Nq={nq}"
+        assert_close(out, paged_attention_reference(q, kc, vc, table, sl), dtype=dt, what=what)
         if hbm3e:
-            names = kernel_names(call)
-            assert re.search(rf"tma_kernel<[^<>,]+, (\(int\))?{d}, (\(int\))?{stages}, ", names), (d, names[:400])
-            assert kernel_grid_blocks(call, "tma_kernel") == 8 * b * splits, (d, b)
+            if stages is not None:
+                names = kernel_names(call)
+                assert re.search(rf"tma_kernel<[^<>,]+, (\(int\))?{d}, (\(int\))?{stages}, ", names), (d, names[:400])
+            assert kernel_grid_blocks(call, "tma_kernel" if stages else "decode_attention") == units * splits, what
         graph, _ = capture_graph(call)
         for trial in range(2):
             new = [int(x) for x in torch.randint(1, n + 1, (b,), generator=gen)]
@@ -2136,42 +2151,8 @@ def test_small_grid_two_blocks():
             q.copy_(torch.randn_like(q))
             poison_(out)
             graph.replay()
-            assert_close(out, paged_attention_reference(q, kc, vc, table, sl), dtype=dt,
-                         what=f"D={d} B={b} replay {trial}")
-        assert _counters_idle(ws), (d, b)
-        del q, kc, vc, table, graph
-    # Nq 2 / 4 (stop 79): the automatic call on ragged lengths (a sequence shorter than the new
-    # tokens included), through a sized workspace, then a graph replayed with other lengths;
-    # the grid is units x the count on HBM3e parts (D = 96 B=5 Nq 2: 6 splits; D = 64 B=10 Nq 4:
-    # 3; 4096 keys at 132 SMs)
-    for d, b, nq, dt in ((96, 5, 2, f16), (64, 10, 4, torch.bfloat16)):
-        lens = [int(x) for x in torch.randint(1, 4097, (b,), generator=gen)]
-        lens[:3] = [4096, 1, 2049]
-        _, kc, vc, table, sl = make_paged_problem(lens, 8, 4, d, 16, dt, 790 + d + nq)
-        q = torch.randn(b, 32, nq, d, generator=torch.Generator().manual_seed(79 + d)).to(dt).cuda()
-        splits = llm.decode_num_splits(b, 8, 4 * nq, table.shape[1] * 16, d, dt, seq_len_q=nq)
-        short_max = _small_grid_spec_short_max(d, 4 * nq, 8 * b, sms)
-        if hbm3e and short_max:
-            two = _small_grid_two_blocks(8 * b, table.shape[1] * 16, sms, short_max)
-            assert splits == (two if two > sms // (8 * b) else generic(8 * b, table.shape[1] * 16)), (d, b, nq, splits)
-        ws = llm.paged_attention_workspace(q, kc, table)
-        out = poison_(torch.empty_like(q))
-        call = lambda: llm.paged_attention(q, kc, vc, table, sl, out=out, workspace=ws, check_indices=False)
-        call()
-        assert_close(out, paged_attention_reference(q, kc, vc, table, sl), dtype=dt, what=f"D={d} B={b} Nq={nq}")
-        if hbm3e:
-            assert kernel_grid_blocks(call, "decode_attention") == 8 * b * splits, (d, b, nq, splits)
-        graph, _ = capture_graph(call)
-        for trial in range(2):
-            new = [int(x) for x in torch.randint(1, 4097, (b,), generator=gen)]
-            new[trial] = 4096
-            sl.copy_(torch.tensor(new, dtype=torch.int32, device="cuda"))
-            q.copy_(torch.randn_like(q))
-            poison_(out)
-            graph.replay()
-            assert_close(out, paged_attention_reference(q, kc, vc, table, sl), dtype=dt,
-                         what=f"D={d} B={b} Nq={nq} replay {trial}")
-        assert _counters_idle(ws), (d, b, nq)
+            assert_close(out, paged_attention_reference(q, kc, vc, table, sl), dtype=dt, what=f"{what} replay {trial}")
+        assert _counters_idle(ws), what
         del q, kc, vc, table, graph
     # D = 96 small grids at one block per SM: 4 TMA stages on HBM3e parts, both layouts (a
     # paged table of 512 keys, 511 rounded up to whole blocks, keeps one split a unit: it holds
@@ -3366,9 +3347,8 @@ def _d80_pair_wave(b, hkv, n, sms):
     whole-tile splits); None where that grid is not 80-100% of the SMs or its splits hold
     fewer than 512 keys (decode_packs_head_pairs: unpaired)."""
     paired = b * hkv // 2
-    tiles = -(-n // 64)
-    want = max(1, min(sms // paired, -(-n // 512), -(-n // 128), 128, tiles))
-    wave = -(-tiles // -(-tiles // want))
+    want = max(1, min(sms // paired, -(-n // 512), -(-n // 128), 128, -(-n // 64)))
+    wave = _splits_holding_keys(want, n)
     return wave if _d80_pairs_below(paired, wave, n, sms) else None
 
 

@@ -285,7 +285,7 @@ int decode_attention_num_splits(int batch, int num_kv_heads, int rows_per_kv_hea
     if (paired > 0 && max_kv_len > 0) {
       const int want = capped(std::min(sms / paired, div_ceil<int64_t>(max_kv_len, kPairSplitMinKeys)));
       if (want > 1) {  // (one split never fills 80% of the SMs here; split_keys of 1 may pass 2^31)
-        const int wave = div_ceil(max_kv_len, split_keys<kTileTokens>(want, max_kv_len));
+        const int wave = split_count_holding_keys<kTileTokens>(want, max_kv_len);
         if (packs_head_pairs(wave)) return wave;
       }
     }

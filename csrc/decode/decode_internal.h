@@ -7,7 +7,7 @@
 #include <algorithm>
 
 #include "decode/decode.h"
-#include "decode/split_merge.cuh"  // split_keys: the head-pair rule reads a split's keys
+#include "decode/split_merge.cuh"  // split_keys, split_count_holding_keys: the split-count rules
 
 namespace cuda_llm_ops::decode {
 
@@ -814,7 +814,7 @@ inline int decode_d64_tail_splits(bool paged, bool pairs, int64_t base, int64_t 
 // copy at D = 64 (B=16/4K 34.8 us; 2 splits 35.8).
 // Nq 2-4 new tokens in one row tile (decode_small_grid_spec_short_splits_max, stop 79) take the
 // same count, with `short_splits_max` 8 at D = 96.
-// The count is cut back to the splits that hold keys (whole-tile splits, split_keys): 33
+// The count is cut back to the splits that hold keys (split_count_holding_keys): 33
 // splits of 40960 keys leave the 33rd empty, and B=1/GQA 32/8 ran 32 faster (stop 79, us:
 // D = 64 40K 27.3 against 26.6, 48K 31.0 / 30.3; D = 96 37.4 / 36.9, 42.8 / 42.3). The cut count
 // is not monotone in the length, the uncut one is, and the cut one equals it at
@@ -840,9 +840,8 @@ inline int decode_small_grid_two_blocks_splits(bool paged, int64_t units, int64_
   const int64_t splits = decode_small_grid_uncut_splits(paged, units, sms, max_kv_len, short_splits_max).splits;
   // (past this, units > 0 and 2 <= splits <= 2 SMs, so max_kv_len >= 1024 and the casts hold)
   if (splits == 0 || splits <= sms / units) return 0;
-  const int64_t held =
-      div_ceil<int64_t>(max_kv_len, split_keys<kTileTokens>(static_cast<int>(splits), static_cast<int>(max_kv_len)));
-  return held > sms / units ? static_cast<int>(held) : 0;
+  const int held = split_count_holding_keys<kTileTokens>(static_cast<int>(splits), static_cast<int>(max_kv_len));
+  return held > sms / units ? held : 0;
 }
 // The calls stop 79 measured for the same split count (decode_small_grid_two_blocks_splits;
 // their TMA depths stay the ones measured there, not the small-grid rule's): 16-bit head_dim 64

@@ -8,9 +8,10 @@
 
 namespace cuda_llm_ops::decode {
 
-// Splits that hold keys of a sequence of n keys cut into kTile-key tiles: num_splits, never
-// more than its tiles, at least 1 (later splits hold none). A merger must count the same.
-// (Host too: the split-count rules read it.)
+// Splits a sequence of n keys is cut into, in kTile-key tiles: num_splits, never more than its
+// tiles, at least 1 (later splits hold none; where whole-tile splits round up, the last of
+// these may hold none too: split_count_holding_keys). A merger must count the same. (Host too:
+// the split-count rules read it.)
 template <int kTile>
 CLO_HOST_DEVICE int split_count(int num_splits, int n) {
   const int64_t tiles = div_ceil<int64_t>(n, kTile);  // n + kTile - 1 may pass 2^31
@@ -23,6 +24,14 @@ CLO_HOST_DEVICE int split_keys(int num_splits, int n) {
   // ceil(n / (kTile * splits)) tiles, in 64 bits (n + kTile * splits - 1 may pass 2^31)
   const int64_t per_split = int64_t(kTile) * split_count<kTile>(num_splits, n);
   return static_cast<int>((n + per_split - 1) / per_split * kTile);
+}
+// The splits of that cut that hold keys: split_count less the last ones whole-tile splits
+// leave empty (33 splits of 40960 keys: 20 tiles each, 32 hold keys). The host's split-count
+// rules launch that many. n > 0, and num_splits > 1 where n nears 2^31 (split_keys of 1 rounds
+// n up past it).
+template <int kTile>
+CLO_HOST_DEVICE int split_count_holding_keys(int num_splits, int n) {
+  return static_cast<int>(div_ceil<int64_t>(n, split_keys<kTile>(num_splits, n)));
 }
 
 // Log-sum-exp fold of splits s0 .. s0 + n - 1 (n <= kBatch) into (m, l, acc): `load(s,
