@@ -9,8 +9,18 @@ The dev knobs (CLO_DECODE_VARIANT / CLO_DECODE_PACK / CLO_DECODE_TMA_STAGES) are
 before the first decode call, so they are read again on every call. SANITIZE_ONLY,
 SANITIZE_REPEAT, SANITIZE_SOFT and SANITIZE_ONEHOT (onehot_triage) narrow it for triage
 (csrc/decode/NOTES.md v26); SANITIZE_NARROW=0 keeps the 16-row math tile at <= 8 rows.
+SANITIZE_AUTO: after those small forced-count cases, automatic calls (num_splits=0, every knob
+at its default) at the shapes where each split-count and kernel rule of the heuristic applies
+on this GPU (auto_rule_cases); 0 skips them, "only" runs them alone.
+
+PyTorch's caching allocator is off here (PYTORCH_NO_CUDA_MEMORY_CACHING=1 unless set): each
+tensor, the op's own workspace included, is then its own cudaMalloc, whose exact bounds
+memcheck checks. Pooled, an overrun into a neighbour in the same segment goes unseen.
 """
 import os
+import time
+
+os.environ.setdefault("PYTORCH_NO_CUDA_MEMORY_CACHING", "1")
 
 for knob in ("CLO_DECODE_VARIANT", "CLO_DECODE_PACK", "CLO_DECODE_TMA_STAGES"):
     os.environ[knob] = "0"
@@ -31,6 +41,8 @@ only = tuple(int(x) for x in os.environ["SANITIZE_ONLY"].split(",")) if os.envir
 # that timing alone exposes, without a sanitizer)
 repeat = int(os.environ.get("SANITIZE_REPEAT", "1"))
 soft = os.environ.get("SANITIZE_SOFT") == "1"  # print mismatches and go on (triage)
+auto = os.environ.get("SANITIZE_AUTO", "1")
+small = auto != "only"  # the forced-count cases below
 failed = []
 
 
@@ -91,7 +103,7 @@ def onehot_triage():
             n += 2
 
 
-for d in (64, 96, 80, 128, 256) if not onehot or only is not None else ():
+for d in (64, 96, 80, 128, 256) if small and (not onehot or only is not None) else ():
     for bs in (8, 256):
         for lens, hkv, group in (([0, 1, 17, 130], 2, 4), ([65, 300], 4, 1)):
             if only is not None and (d, bs) != only:
@@ -145,7 +157,7 @@ for d in (64, 96, 80, 128, 256) if not onehot or only is not None else ():
                 n += 1
 # a block index past the cache: that sequence's output is NaN, the others exact, nothing read out of bounds
 os.environ["CLO_DECODE_VARIANT"], os.environ["CLO_DECODE_PACK"] = "0", "1"
-for d in (64, 96, 128) if only is None and not onehot else ():
+for d in (64, 96, 128) if small and only is None and not onehot else ():
     q, kc, vc, table, sl = make_paged_problem([40, 90], 2, 4, d, 16, torch.float16, 7)
     ref = paged_attention_reference(q, kc, vc, table, sl)
     table[0, 1] = kc.shape[0] + 5
@@ -157,6 +169,92 @@ for d in (64, 96, 128) if only is None and not onehot else ():
         n += 1
 if onehot:  # SANITIZE_ONLY as well: its cases first, in the same process
     onehot_triage()
+
+
+def auto_rule_cases(sms):
+    """(what, head_dim, batch, Hkv, group, Nq, table capacity, block size, cache dtype, paged)
+    where a rule of the split-count heuristic or the kernel choice applies on an H200 (132 SMs,
+    HBM3e; elsewhere the same calls take other rules, still checked): the shapes of the tests
+    that assert each rule (tests/test_decode.py), B scaled by the SM count as they are."""
+    f16, b16, f8 = torch.float16, torch.bfloat16, torch.float8_e4m3fn
+    return [
+        # small grids at two blocks per SM (stops 77-79): one token 3 / 2 / 4 stages, Nq 2 / 4,
+        # the count cut to the splits holding keys (B=1/40K: 32, not 33)
+        ("small grid D=64", 64, 16, 8, 4, 1, 4096, 16, f16, True),
+        ("small grid D=96 2 stages", 96, 6, 8, 4, 1, 8192, 16, b16, True),
+        ("small grid D=96 4 stages", 96, sms // 8 - 1, 8, 4, 1, 1024, 16, f16, True),
+        ("small grid Nq 2", 96, 5, 8, 4, 2, 4096, 16, f16, True),
+        ("small grid Nq 4 (16-row units)", 64, 10, 8, 4, 4, 4096, 32, b16, True),
+        ("small grid, count cut", 64, 1, 8, 4, 1, 40960, 16, f16, True),
+        ("small grid block 256", 64, 3, 8, 4, 1, 8192, 256, f16, True),
+        ("contiguous small grid", 64, 5, 8, 4, 1, 4096, 0, f16, False),
+        # head pairs of D = 72-80 (D = 160 kernel) on small grids and MHA D = 64 pairs
+        ("D=80 pairs, one sequence", 80, 1, 8, 4, 1, 16384, 16, f16, True),
+        ("D=80 pairs B=7", 80, 7, 8, 4, 1, 4096, 16, b16, True),
+        ("D=64 MHA pairs", 64, 8, 32, 1, 1, 2048, 16, f16, True),
+        # head_dim 128: the split merge apart (B=1/16K), wave top (2.6 units per SM: 2 splits,
+        # Nq 4 3, Nq 8 two row tiles), spread tail (1.3), tail splits at D = 64 (2.3)
+        ("merge apart", 128, 1, 8, 4, 1, 16384, 16, f16, True),
+        ("merge apart Nq 4", 128, 1, 8, 4, 4, 16384, 16, f16, True),
+        ("merge apart contiguous Nq 4", 128, 1, 8, 4, 4, 16384, 0, f16, False),
+        ("wave top", 128, int(2.6 * sms) // 8 + 1, 8, 4, 1, 4096, 16, f16, True),
+        ("wave top Nq 4", 128, int(2.6 * sms) // 8 + 1, 8, 4, 4, 8192, 16, b16, True),
+        ("wave top Nq 8 (two row tiles)", 128, int(2.6 * sms) // 16 + 1, 8, 4, 8, 4096, 16, f16, True),
+        ("spread tail", 128, int(1.3 * sms) // 8 + 1, 8, 4, 1, 4096, 16, f16, True),
+        ("spread tail contiguous", 128, int(1.3 * sms) // 8 + 1, 8, 4, 1, 4096, 0, f16, False),
+        ("D=64 tail splits", 64, int(2.3 * sms) // 8 + 1, 8, 4, 1, 2048, 16, f16, True),
+        # the balanced schedule: 32-row units (Hq 32 / Hkv 1) at 1.2 per SM, Nq 8 GQA at 1.5
+        ("balanced 32-row units", 128, int(1.2 * sms), 1, 32, 1, 2048, 16, b16, True),
+        ("balanced Nq 8", 128, int(1.5 * sms) // 8, 8, 4, 8, 1500, 32, f16, True),
+        ("D=256", 256, 4, 8, 4, 1, 4096, 16, f16, True),
+        # FP8 caches: D = 64 (its own small-grid rule) and 128
+        ("fp8 D=64", 64, 4, 8, 4, 1, 16384, 16, f8, True),
+        ("fp8 D=128", 128, 16, 8, 4, 1, 1024, 16, f8, True),
+    ]
+
+
+def run_auto_rule_cases():
+    """Each case once, automatically: ragged lengths (the capacity, 1, 0 or Nq, a block and a
+    tile past a boundary, the rest random), against the reference; the count it took printed."""
+    global n
+    for knob, default in (("CLO_DECODE_VARIANT", "0"), ("CLO_DECODE_PACK", "1"), ("CLO_DECODE_TMA_STAGES", "0"),
+                          ("CLO_DECODE_NARROW", "1")):
+        os.environ[knob] = default
+    sms = torch.cuda.get_device_properties(0).multi_processor_count
+    gen = torch.Generator().manual_seed(80)
+    for i, (what, d, b, hkv, group, nq, cap, bs, dt, paged) in enumerate(auto_rule_cases(sms)):
+        t0 = time.time()
+        fp8 = dt == torch.float8_e4m3fn
+        dt16 = torch.float16 if fp8 else dt
+        if paged:
+            lens = [int(x) for x in torch.randint(1, cap + 1, (b,), generator=gen)]
+            lens[:4] = [cap, 1, 0 if nq == 1 else nq, min(cap, bs + 65)][:b]
+            q, kc, vc, table, sl = make_paged_problem(lens, hkv, group, d, bs, dt16, 800 + i)
+            if nq > 1:
+                q = torch.randn(b, hkv * group, nq, d, generator=gen).to(dt16).cuda()
+            scales = {}
+            if fp8:
+                scales = {"k_scale": 0.05, "v_scale": 0.05}
+                kc, vc = quantize_fp8_e4m3(kc, 0.05), quantize_fp8_e4m3(vc, 0.05)
+            splits = llm.decode_num_splits(b, hkv, group * nq, table.shape[1] * bs, d, dt, seq_len_q=nq)
+            out = llm.paged_attention(q, kc, vc, table, sl, check_indices=False, **scales)
+            ref = paged_attention_reference(q, kc, vc, table, sl, **scales)
+        else:
+            g = torch.Generator(device="cuda").manual_seed(800 + i)
+            q = torch.randn(b, hkv * group, nq, d, device="cuda", generator=g).to(dt)
+            k, v = (torch.randn(b, hkv, cap, d, device="cuda", generator=g).to(dt) for _ in range(2))
+            splits = llm.decode_num_splits(b, hkv, group * nq, cap, d, dt, paged=False, seq_len_q=nq)
+            out = llm.decode_attention(q, k, v, is_causal=True)
+            ref = attention_reference(q, k, v, is_causal=True)
+        check(out, ref, f"auto {what}: D={d} B={b} Hkv={hkv} G={group} Nq={nq} cap={cap} bs={bs} {dt}", dtype=dt16)
+        torch.cuda.synchronize()
+        print(f"auto {what}: D={d} B={b} Hkv={hkv} G={group} Nq={nq} cap={cap} {'paged bs ' + str(bs) if paged else 'contiguous'}"
+              f" {str(dt)[6:]}: {splits} splits, {time.time() - t0:.1f} s", flush=True)
+        n += 1
+
+
+if auto != "0" and only is None and not onehot:
+    run_auto_rule_cases()
 torch.cuda.synchronize()
 print(f"sanitize cases: {n}, mismatches: {len(failed)}")
 assert not failed, failed
