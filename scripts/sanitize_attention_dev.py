@@ -3,11 +3,15 @@ strided inputs, causal with Nq > Nk, every kernel family.
 
     compute-sanitizer --tool memcheck python3 scripts/sanitize_attention_dev.py
 """
-import torch
+import os
 
-import cuda_llm_ops as llm
-from cuda_llm_ops.reference import attention_reference
-from cuda_llm_ops.testing import assert_close
+os.environ.setdefault("PYTORCH_NO_CUDA_MEMORY_CACHING", "1")  # exact bounds: see sanitize_decode_dev.py
+
+import torch  # noqa: E402
+
+import cuda_llm_ops as llm  # noqa: E402
+from cuda_llm_ops.reference import attention_reference  # noqa: E402
+from cuda_llm_ops.testing import assert_close  # noqa: E402
 
 ops = {"naive": llm.naive_attention, "tiled": llm.tiled_attention,
        "flash": lambda q, k, v, is_causal: torch.ops.cuda_llm_ops.flash_attention(q, k, v, q.shape[-1] ** -0.5, is_causal)}

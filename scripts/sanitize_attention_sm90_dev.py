@@ -10,6 +10,8 @@ import os
 
 os.environ["CUDA_LLM_OPS_FLASH_SM90_SCHED"] = ""  # set before the first call: read on every call
 
+os.environ.setdefault("PYTORCH_NO_CUDA_MEMORY_CACHING", "1")  # exact bounds: see sanitize_decode_dev.py
+
 import torch  # noqa: E402
 
 import cuda_llm_ops as llm  # noqa: E402

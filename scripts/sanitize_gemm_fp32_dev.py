@@ -6,12 +6,15 @@ and `gemm`'s own pick on a shape that gives NN and TT the long tile. Each result
 
     compute-sanitizer --tool memcheck python3 scripts/sanitize_gemm_fp32_dev.py
 """
+import os
 import sys
 
-import torch
+os.environ.setdefault("PYTORCH_NO_CUDA_MEMORY_CACHING", "1")  # exact bounds: see sanitize_decode_dev.py
 
-from cuda_llm_ops.gemm import _gemm_variant, gemm
-from cuda_llm_ops.reference import gemm_reference
+import torch  # noqa: E402
+
+from cuda_llm_ops.gemm import _gemm_variant, gemm  # noqa: E402
+from cuda_llm_ops.reference import gemm_reference  # noqa: E402
 
 failed = []
 

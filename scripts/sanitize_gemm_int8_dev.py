@@ -13,6 +13,8 @@ import os
 for knob in ("CLO_GEMM_INT8_WGMMA", "CLO_GEMM_WGMMA_TAIL_SPLIT", "CLO_GEMM_SKINNY_WGMMA"):
     os.environ[knob] = ""  # set before the first call, so the launchers read them on every call
 
+os.environ.setdefault("PYTORCH_NO_CUDA_MEMORY_CACHING", "1")  # exact bounds: see sanitize_decode_dev.py
+
 import torch  # noqa: E402
 
 import cuda_llm_ops as llm  # noqa: E402

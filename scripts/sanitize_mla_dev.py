@@ -12,6 +12,8 @@ import sys
 
 os.environ["CLO_MLA_SM90"] = ""  # set before the first call: read again on every call
 
+os.environ.setdefault("PYTORCH_NO_CUDA_MEMORY_CACHING", "1")  # exact bounds: see sanitize_decode_dev.py
+
 import torch  # noqa: E402
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "tests"))
