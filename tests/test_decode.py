@@ -3488,3 +3488,29 @@ def test_torch_compile_fullgraph_fp8_cache():
 
     ref = paged_attention_reference(q * 2, kc, vc, table, seq_lens, k_scale=0.05, v_scale=0.1) + 1
     assert_close(f(q, kc, vc, table, seq_lens), ref, dtype=torch.bfloat16)
+
+
+def test_partial_last_tile_repeatable():
+    """Sequences whose last 64-key tile is partial, at block sizes whose TMA boxes span 32 or 64
+    keys (some math warps hold no key of that tile): automatic calls, each close to the reference
+    and bitwise equal to the first. Stop 80 (csrc/decode/NOTES.md): a warp past the end arrived
+    on the stage's "empty" barrier without waiting for the tile, and under delay injection or
+    compute-sanitizer's timing the producer refilled a stage a slower warp still read (whole
+    16-row tiles wrong, different on each call). Plain runs rarely open that window; a
+    CLO_DEV_CHAOS build of the suite does (scripts/decode_race_repro_dev.py)."""
+    require_op("paged_attention")
+    gen = torch.Generator().manual_seed(80)
+    lens = [1500, 1, 8, 97, 1350, 584, 597, 1269, 346, 210, 249, 1439, 295, 1337, 1423, 116, 1065, 714, 1285,
+            983, 294, 470, 1251, 126]  # stop 80's memcheck case: B = 24, at most 1500 keys
+    for bs, nq, dt in ((32, 8, torch.float16), (64, 1, torch.bfloat16), (256, 8, torch.float16)):
+        q, kc, vc, table, sl = make_paged_problem(lens, 8, 4, 128, bs, dt, 800 + bs + nq)
+        if nq > 1:
+            q = torch.randn(len(lens), 32, nq, 128, generator=gen).to(dt).cuda()
+        ref = paged_attention_reference(q, kc, vc, table, sl)
+        first = llm.paged_attention(q, kc, vc, table, sl, check_indices=False)
+        what = f"block {bs} Nq {nq} {dt}"
+        assert_close(first, ref, dtype=dt, what=what)
+        for i in range(4):
+            again = poison_(torch.empty_like(q))
+            llm.paged_attention(q, kc, vc, table, sl, out=again, check_indices=False)
+            assert torch.equal(again, first), f"{what}: call {i + 2} not bitwise equal to the first"
