@@ -252,10 +252,11 @@ def run_auto_rule_cases():
             splits = llm.decode_num_splits(b, hkv, group * nq, cap, d, dt, paged=False, seq_len_q=nq)
             out = llm.decode_attention(q, k, v, is_causal=True)
             ref = attention_reference(q, k, v, is_causal=True)
-        check(out, ref, f"auto {what}: D={d} B={b} Hkv={hkv} G={group} Nq={nq} cap={cap} bs={bs} {dt}", dtype=dt16)
+        case = (f"auto {what}: D={d} B={b} Hkv={hkv} G={group} Nq={nq} cap={cap} "
+                f"{'paged bs ' + str(bs) if paged else 'contiguous'} {str(dt)[6:]}")
+        check(out, ref, case, dtype=dt16)
         torch.cuda.synchronize()
-        print(f"auto {what}: D={d} B={b} Hkv={hkv} G={group} Nq={nq} cap={cap} {'paged bs ' + str(bs) if paged else 'contiguous'}"
-              f" {str(dt)[6:]}: {splits} splits, {time.time() - t0:.1f} s", flush=True)
+        print(f"{case}: {splits} splits, {time.time() - t0:.1f} s", flush=True)
         n += 1
 
 

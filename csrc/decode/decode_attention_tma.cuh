@@ -389,8 +389,15 @@ __global__ void __launch_bounds__(decode_tma_threads(kRowTiles), kSchedule == kD
         const int gt = tiles_done + t;
         const int stage = gt % kStages;
         const int tok0 = start + t * kTileTokens + key_warp * 16;
-        if (tok0 < end) {  // warp-uniform; else this warp's keys are all past the end (last tile)
-          tma::mbarrier_wait(full_bar + stage, (gt / kStages) & 1);
+        // Every warp waits for the tile, also one whose keys are all past the end (the last
+        // tile), which then skips the math: its "empty" arrive below counts toward whichever
+        // phase is pending. Unwaited, it could land in the phase of tile gt - kStages that a
+        // slower warp is still reading, complete it, and let the producer refill the stage
+        // under that warp (stop 80: wrong tiles under delay injection and compute-sanitizer's
+        // timing, boxes of 32 and 64 keys). The producer arrives on every tile's "full"
+        // barrier, boxes or none: the wait ends.
+        tma::mbarrier_wait(full_bar + stage, (gt / kStages) & 1);
+        if (tok0 < end) {  // warp-uniform
           CLO_DEV_CHAOS_POINT(3);
 #ifdef CLO_DEV_STAMPS
           if (stamps_on && t == 0 && tid == 0) stamp[2] = clk();
@@ -435,14 +442,6 @@ __global__ void __launch_bounds__(decode_tma_threads(kRowTiles), kSchedule == kD
             );
           }
 #endif
-        } else {
-          // A warp that skips the tile's math still waits for the tile before its "empty"
-          // arrive, which counts toward whichever phase is pending. Unwaited, it could land in
-          // the phase of tile gt - kStages that a slower warp is still reading, complete it,
-          // and let the producer refill the stage under that warp (stop 80: wrong tiles under
-          // delay injection and compute-sanitizer's timing, boxes of 32 and 64 keys). The
-          // producer arrives on every tile's "full" barrier, boxes or none: the wait ends.
-          tma::mbarrier_wait(full_bar + stage, (gt / kStages) & 1);
         }
         // This warp's reads of the stage are done (the ldmatrix results fed the mma above).
         CLO_DEV_CHAOS_POINT(4);
