@@ -5,7 +5,8 @@
 #   CUDA_LLM_OPS_AREAS=attention,gemm   build only these kernel areas (faster)
 #   TESTS="tests/test_attention.py"      pytest paths/args for the cuda tests (default: tests)
 #   BENCH="--quick"                      run `llm-speed bench $BENCH` (unset: no bench; BENCH_TIMEOUT=300 s)
-#   SLOW=1                               also run the `slow` sweeps, last
+#   SLOW=1                               also run the `slow` sweeps, last (decode's dev-variants test
+#                                        needs CUDA_LLM_OPS_AREAS=attention,decode; it builds as fast as decode alone)
 #   EXTRA="python3 some_script.py"       extra command after the tests (output to $OUT/extra.log)
 #   SKIP_BUILD=1                         reuse the extension built by the previous call (warm machine)
 #   SKIP_TESTS=1                         no pytest (e.g. a bench-only second call)
