@@ -2819,7 +2819,7 @@ for v in (0, 1, 2):  # CLO_DECODE_VARIANT: automatic, the cp.async kernel, the T
         for ns in splits:
             fn = lambda: llm.paged_attention(q, kc, vc, table, sl, num_splits=ns, k_scale=0.05, v_scale=0.05)
             assert_close(fn(), ref, dtype=dt, what=f"variant {v} fp8 head pairs {i} lens={lens} splits={ns}")
-        assert re.search(r"kernel<[^<>,]+, (\(int\))?128, [^<>]*__nv_fp8_e4m3(, [^<>,]+)*>",
+        assert re.search(r"kernel<[^<>,]+, (\(int\))?128, [^<>]*__nv_fp8_e4m3(, ((\(int\))?\d+|true|false))*>",
                          kernel_names(fn)), \
             f"fp8 head pairs {i}: {kernel_names(fn)[:300]}"
     # GQA pairs: both KV heads' query groups share the block's 16 rows (2 x group <= 16).
@@ -2946,7 +2946,7 @@ def fp8_check(d, stages, what, seed, tma=False):
     kernel = "attention_tma_kernel" if tma else "attention_kernel"
     assert ("tma_kernel" in names) == tma and re.search(
         rf"{kernel}<[^<>,]+, (\(int\))?{llm.decode.decode_kernel_head_dim(d)}, (\(int\))?{stages}, "
-        rf"[^<>,]+, __nv_fp8_e4m3(, [^<>,]+)*>", names), \
+        rf"[^<>,]+, __nv_fp8_e4m3(, ((\(int\))?\d+|true|false))*>", names), \
         f"{what}: {names[:300]}"
 for v in (0, 1, 2):
     os.environ["CLO_DECODE_VARIANT"] = str(v)
