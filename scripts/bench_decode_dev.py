@@ -2254,6 +2254,28 @@ SMALL_SPEC_LAYOUT_ROWS = [(B, N, hkv, D, nq, (0, _generic_small_grid_count(B * h
 
 
 
+# --balanced-merge: the balanced schedule's merge as its own kernel (decode_balanced_merge_kernel,
+# stop 82) against the last piece of each cut unit folding (CLO_DECODE_MERGE_APART=0), at the
+# automatic count and kernel (auto, fused, auto again: the drift within a row): the two-row-tile
+# band (one token at Hq 32 / Hkv 1, Nq 8 at GQA 32/8), then D = 256 one token at GQA 32/8 (4 rows
+# x 64 column groups: two round trips of its 128 math threads) and Nq 4 at D = 128 forced to the
+# balanced 2 splits (16 rows). (B, N, Nq, contiguous, Hkv)
+BALANCED_MERGE_ROWS = [(136, 2048, 1, False, 1), (140, 4096, 1, False, 1), (150, 4096, 1, False, 1),
+                       (150, 4096, 1, True, 1), (170, 4096, 1, False, 1), (17, 4096, 8, False, 8),
+                       (20, 4096, 8, False, 8), (25, 8192, 8, False, 8)]
+BALANCED_MERGE_VARIANTS = {"auto": {}, "fused": {"CLO_DECODE_MERGE_APART": "0"}, "auto2": {}}
+
+
+def balanced_merge_sweep(iters, copy_bw):
+    """BALANCED_MERGE_ROWS, then D = 256 GQA 32/8 one token and D = 128 Nq 4 at 2 splits (graph
+    replays, cold L2, cuDNN first)."""
+    hkv_rows_sweep(BALANCED_MERGE_ROWS, BALANCED_MERGE_VARIANTS)(iters, copy_bw)
+    for B, N in ((18, 2048), (20, 8192)):
+        _split_sweep_row(cd.paged_case(B, N, 8, torch.float16, D=256, block_size=16), (0,), BALANCED_MERGE_VARIANTS,
+                         iters, copy_bw, f"paged D=256 B={B} N={N} Hkv=8 Nq=1", peer="sdpa-cudnn")
+    _nq_rows([(20, 4096, 4, False)], (2,), iters, copy_bw, BALANCED_MERGE_VARIANTS)
+
+
 # Stand-alone sweeps (flag -> function(iters, copy_bw), help): each runs alone, then stops.
 SWEEPS = {
     "graph-knobs": (graph_knob_sweep, "split counts and TMA depths on the small-grid targets"),
@@ -2430,6 +2452,7 @@ SWEEPS = {
     "wide-low": (wide_splits_sweep(WIDE_LOW_ROWS), "the same at 1.01-1.06 units per SM and 2K keys (3 splits from one unit per SM)"),
     "wide-balanced": (hkv_rows_sweep(WIDE_BALANCED_ROWS, WIDE_BALANCED_VARIANTS, (0, 2), _auto_at_s0),
                       "the balanced schedule at two row tiles (MQA near one unit per SM, Nq 8): auto, even 2, balanced"),
+    "balanced-merge": (balanced_merge_sweep, "the balanced schedule's merge as its own kernel against the fused fold"),
     "wide-balanced-band": (hkv_rows_sweep(WIDE_BALANCED_BAND_ROWS, WIDE_BALANCED_BAND_VARIANTS, (0, 2), _auto_at_s0),
                            "the two-tile balanced schedule's band: 1-2 units per SM at 1K-16K, auto against balanced"),
     "wide-balanced-long": (hkv_rows_sweep(WIDE_BALANCED_LONG_ROWS, WIDE_BALANCED_VARIANTS, (0, 2), _auto_at_s0),

@@ -786,6 +786,11 @@ def test_balanced_schedule_matches_reference():
             kernel_units = units // 2 if pairs else units
             want = kernel_units < 2 * sms and (pairs or d in (112, 128, 256))  # decode_runs_streamk: D = 128, 256
             assert bool(re.search(balanced, names)) == want, f"{what}: {names[:400]}"
+            # the cut units' merge as its own kernel where the fused fold of a unit's rows x
+            # kernel head_dim / 4 items takes its 128 math threads two round trips or more
+            # (decode_merge_apart_pays; not head pairs): Nq 5 (16-row tiles), D = 256 GQA
+            apart = want and not pairs and min(group * nq, 16) * (128 if d == 112 else d) // 4 > 128
+            assert ("decode_balanced_merge_kernel" in names) == apart, f"{what}: {names[:400]}"
         if i == 0:  # graph capture, replays with new lengths and tables (the schedule is the table's capacity)
             out = torch.empty_like(q)
             ws = llm.paged_attention_workspace(q, kc, table, num_splits=2)
@@ -1395,12 +1400,18 @@ sm90 = torch.cuda.get_device_capability()[0] >= 9
 sms = torch.cuda.get_device_properties(0).multi_processor_count
 gen = torch.Generator().manual_seed(72)
 
+import os
+merge_apart = os.environ.get("CLO_DECODE_MERGE_APART", "2") != "0"
+
 def check_balanced(fn, what):
     if sm90:  # one block per SM, each an equal share of every unit's keys
         names = kernel_names(fn)
         assert re.search(_TWO_TILE_BALANCED, names), f"{what}: {names[:400]}"
         blocks = kernel_grid_blocks(fn, "decode_attention")
         assert blocks == sms, f"{what}: grid of {blocks} blocks"
+        # 17-32 rows x 32 column groups on 256 math threads: two or more round trips of the
+        # fused fold (decode_merge_apart_pays), so the cut units merge in a kernel of their own
+        assert ("decode_balanced_merge_kernel" in names) == merge_apart, f"{what}: {names[:400]}"
 
 # (32-row units per SM, KV heads, group, Nq, block size, dtype, lengths, table capacity): one
 # token at Hq 32 / Hkv 1, Nq 8 at GQA 32/8 (causal), 24 rows (Nq 2 at 12:1, the second tile
@@ -1480,23 +1491,40 @@ sl.fill_(2048)
 res = llm.paged_attention(q, kc, vc, table, sl, num_splits=2, check_indices=False)
 others = [i for i in range(b) if i != 1]
 assert torch.isnan(res[1]).all() and not torch.isnan(res[others]).any(), "bad block index"
+# a length past the table among ragged ones: NaN for that sequence only (the plan reads it as
+# 0 keys, one slot: by capacity, as a share would span more than five shortest units)
+table[1, 3] = 0
+sl.copy_(torch.randint(1, 2049, (b,), generator=gen).to(torch.int32))
+sl[2] = 2048 + 7
+poison_(out)
+llm.paged_attention(q, kc, vc, table, sl, out=out, workspace=ws, num_splits=2, check_indices=False)
+others = [i for i in range(b) if i != 2]
+assert torch.isnan(out[2]).all(), "bad length"
+ok = sl.clone()
+ok[2] = 0
+assert_close(out[others], paged_attention_reference(q, kc, vc, table, ok)[others], dtype=torch.float16,
+             what="bad length, the other sequences")
+assert llm.decode.decode_workspace_counters_idle(ws), "bad length"
 """
 
 
-def test_wide_rows_balanced_matches_reference():
+@pytest.mark.parametrize("merge_apart", ["2", pytest.param("0", marks=pytest.mark.slow)])
+def test_wide_rows_balanced_matches_reference(merge_apart):
     """Two-row-tile blocks as the balanced schedule (CLO_DECODE_WIDE_ROWS=3: a 2-split call of
     one to two 32-row units per SM runs one block per SM, each an equal share of every unit's
     keys; a dev knob, stop 72) against the references: one token at Hq 32 / Hkv 1, Nq 8 at GQA
     32/8 and 24-row units, 1.03-1.9 units per SM, the plan by length (units in up to three
     pieces, blocks of six) and by capacity (0- and 1-key sequences, full tables; the split
     counters at rest after each), block sizes 8-256, both 16-bit dtypes, sliding window, soft cap and lse, the
-    contiguous path, graph replays with new lengths and tables, a bad block index; on sm_90 the
-    kernel (schedule 1, two row tiles) and its grid. A subprocess: the knob is read in dev mode
-    only when set before the first decode call."""
+    contiguous path, graph replays with new lengths and tables, a bad block index and a bad
+    length; on sm_90 the kernel (schedule 1, two row tiles), its grid and the cut units' merge
+    kernel (decode_balanced_merge_kernel, stop 82; with the slow tests, the fused fold of the last
+    piece to arrive under CLO_DECODE_MERGE_APART=0). A subprocess: the knobs are read in dev
+    mode only when set before the first decode call."""
     require_op("paged_attention")
     require_op("decode_attention")
     run_isolated(_SCRIPT_HELPERS + "\n\n" + inspect.getsource(_len_plan_runs) + _WIDE_BALANCED_SCRIPT, timeout=300,
-                 env={"CLO_DECODE_WIDE_ROWS": "3"})
+                 env={"CLO_DECODE_WIDE_ROWS": "3", "CLO_DECODE_MERGE_APART": merge_apart})
 
 
 _MERGE_APART_SCRIPT = r"""

@@ -127,7 +127,8 @@ struct DecodeKernelParams {
   // FP8 caches: V's dequantization scale, applied in decode_epilogue (K's is folded into
   // scale_log2 / cap_scale). Unused by 16-bit caches.
   float v_scale;
-  // The even grid's split blocks store their partials and end; decode_split_merge_kernel,
+  // The split blocks (the even grid's; the balanced schedule's pieces of cut units) store
+  // their partials and end; decode_split_merge_kernel (decode_balanced_merge_kernel),
   // launched after them, merges (decode_merge_apart_pays). False: the last block of each
   // unit merges (the split counters).
   bool merge_apart;
@@ -1248,7 +1249,7 @@ CLO_DEVICE void decode_epilogue(const DecodeKernelParams& p, const DecodeWork& w
 #ifdef CLO_DEV_STAMPS
   if (p.dev_stamps != nullptr && tid == 0) stamp[15] = clock64();
 #endif
-  if (p.merge_apart) return;  // decode_split_merge_kernel merges
+  if (p.merge_apart) return;  // decode_split_merge_kernel or decode_balanced_merge_kernel merges
   // Count the split in. The barrier orders every thread's partials before thread 0's
   // acq_rel add at gpu scope (release, cumulative over the block); in the last block the
   // same add acquires the other splits' partials, which its threads read after the barrier.
@@ -1567,6 +1568,57 @@ cudaError_t launch_decode_split_merge(const DecodeKernelParams& p, const KV& kv,
                        dim3(kDecodeMergeThreads), 0, stream, pdl, p, kv);
 }
 
+// The balanced schedule's merge on its own (p.merge_apart with p.streamk_blocks > 0): a cut
+// unit's last piece is always the first piece of its block, which the block reaches at the
+// start of its range while the unit's first piece closes another block's range, so the fused
+// fold of the last piece to arrive sits at the end of nearly every block (four L2 round trips
+// for a 32-row unit at head_dim 128 on 256 math threads). Blocks (i, c): block i's plan, as
+// the balanced kernel's block i made it (decode_streamk_range, then by length where that
+// kernel switched: the same seq_lens give the same pieces); where its first piece is the last
+// of a cut unit (split num_splits - 1 > 0: later pieces start at a unit's first slot, split
+// 0), chunk c of that unit's (row, 4 columns) items folds the unit's num_splits partials (every
+// piece wrote its own, an empty one too: decode_split_range's eff). 16-bit caches, no head
+// pairs (the partials are row_cols wide); unit_rows: 16 x the kernel's row tiles.
+template <typename T, class KV>
+__global__ void __launch_bounds__(kDecodeMergeThreads) decode_balanced_merge_kernel(const DecodeKernelParams p,
+                                                                                    const KV kv, const int unit_rows) {
+  pdl_wait_then_release();  // the pieces' partials (and seq_lens writes before the attention grid)
+  DecodeStreamKRange sk = decode_streamk_range(p, kv.capacity());
+  DecodeWork w = decode_streamk_piece(p, sk);
+  if (p.streamk_by_len) {
+    const DecodeStreamKRange by_len = decode_streamk_len_range(p, kv);
+    if (by_len.tiles_cap == 0) {
+      sk = by_len;
+      w = decode_streamk_len_piece(p, kv, sk);
+    }
+  }
+  if (w.num_splits < 2 || w.split != w.num_splits - 1) return;
+  bool bad = false;
+  kv.check_len(kv.load_len(w.b), bad);
+  const int cols4 = p.row_cols / 4, row0 = w.row_tile * unit_rows;
+  const int items = min(unit_rows, p.rows - row0) * cols4;
+  for (int idx = blockIdx.y * kDecodeMergeThreads + threadIdx.x; idx < items;
+       idx += gridDim.y * kDecodeMergeThreads) {
+    const int gr = row0 + idx / cols4, col = (idx % cols4) * 4;
+    const int head = w.kvh * p.group + gr / p.seq_len_q, qi = gr % p.seq_len_q;
+    const int64_t row_id = (static_cast<int64_t>(w.b) * p.num_q_heads + head) * p.seq_len_q + qi;
+    T* out = static_cast<T*>(p.out) + w.b * p.o_sb + head * p.o_sh + qi * p.o_sn + col;
+    decode_merge_row_cols<T, decode_partial_slots(2)>(p.partial_state + row_id, p.partial_o + row_id * p.row_cols + col,
+                                                      p.total_rows, p.row_cols, w.num_splits, bad, out,
+                                                      p.lse != nullptr && col == 0 ? p.lse + row_id : nullptr);
+  }
+}
+
+// blocks: the balanced grid's; a unit's items spread over enough blocks for one per thread.
+template <typename T, class KV>
+cudaError_t launch_decode_balanced_merge(const DecodeKernelParams& p, const KV& kv, int unit_rows,
+                                         cudaStream_t stream, bool pdl) {
+  const int chunks = div_ceil(std::min(unit_rows, p.rows) * (p.row_cols / 4), kDecodeMergeThreads);
+  return launch_kernel(decode_balanced_merge_kernel<T, KV>,
+                       dim3(static_cast<unsigned>(p.streamk_blocks), static_cast<unsigned>(chunks)),
+                       dim3(kDecodeMergeThreads), 0, stream, pdl, p, kv, unit_rows);
+}
+
 template <typename T, int D, int kStages, class KV, typename KVT, bool kNarrow>
 cudaError_t launch_decode_attention_kernel_stages(const DecodeKernelParams& p, const KV& kv, dim3 grid,
                                                   cudaStream_t stream, bool pdl) {
@@ -1670,17 +1722,22 @@ cudaError_t run_decode_attention(const DecodeAttentionArgs& a, cudaStream_t stre
     return decode_row_boxes_pay(blocks, device_sm_count(), device_is_hopper_hbm3e());
   };
   const CUtensorMapL2promotion kv_promo = decode_kv_l2_promotion(kDequant, head_cols);
-  // The TMA kernel's even grid of `row_tiles` 16-row tiles per block: `launch(params)`, then,
-  // where its splits merge in a kernel of their own (decode_merge_apart_pays, which counts the
-  // fused merge's D / 4 items a row; 16-bit caches, no head pairs), that kernel as its PDL
-  // secondary.
-  auto launch_even_grid = [&](DecodeKernelParams params, int row_tiles, const auto& kv, auto&& launch) {
+  // A split call of the TMA kernel's blocks of `row_tiles` 16-row tiles: `launch(params)`, then,
+  // where its splits merge in a kernel of their own (decode_merge_apart_pays: the fused fold's
+  // `fold_threads` over D / 4 items a row; 16-bit caches, no head pairs), that kernel as its PDL
+  // secondary: the even grid's (decode_split_merge_kernel) or, for params as_balanced, the
+  // balanced schedule's (decode_balanced_merge_kernel).
+  auto launch_with_merge = [&](DecodeKernelParams params, int row_tiles, int fold_threads, const auto& kv,
+                               auto&& launch) {
     params.merge_apart = !kDequant && pack_group == 0 &&
                          decode_merge_apart_pays(a.num_splits, std::min(p.rows, row_tiles * kRowsPerBlock), D,
-                                                 decode_tma_threads(row_tiles));
+                                                 fold_threads);
     const cudaError_t err = launch(params);
     if (err != cudaSuccess || !params.merge_apart) return err;
-    return launch_decode_split_merge<T>(params, kv, stream, sm90 && pdl_mode != kDecodePdlOff);
+    const bool merge_pdl = sm90 && pdl_mode != kDecodePdlOff;
+    return params.streamk_blocks > 0
+               ? launch_decode_balanced_merge<T>(params, kv, row_tiles * kRowsPerBlock, stream, merge_pdl)
+               : launch_decode_split_merge<T>(params, kv, stream, merge_pdl);
   };
   // `params` as the balanced schedule's `blocks` blocks (decode_streamk_blocks), planned by
   // length on paged caches unless the CLO_DECODE_STREAMK knob plans by capacity (contiguous:
@@ -1728,15 +1785,18 @@ cudaError_t run_decode_attention(const DecodeAttentionArgs& a, cudaStream_t stre
         pw.row_tiles = wide_tiles;
         pw.units_x = a.num_kv_heads * wide_tiles;
         if (box_rows > 0 && sk_blocks > 0) {  // its 3 stages (the launcher's only depth at two row tiles)
-          const cudaError_t err = launch_decode_attention_tma_stages<T, D, KVT, 2>(
-              3, as_balanced(pw, sk_blocks), kv, dim3(static_cast<unsigned>(sk_blocks)), stream,
-              launch_pdl(sk_blocks, kDecodeBalanced, true), maps, box_rows);
+          const cudaError_t err = launch_with_merge(
+              as_balanced(pw, sk_blocks), 2, 2 * kTmaMathWarps * 32, kv, [&](const DecodeKernelParams& pm) {
+                return launch_decode_attention_tma_stages<T, D, KVT, 2>(3, pm, kv, dim3(static_cast<unsigned>(sk_blocks)),
+                                                                        stream, launch_pdl(sk_blocks, kDecodeBalanced, true),
+                                                                        maps, box_rows);
+              });
           if (err != cudaErrorNotSupported) return err;
         } else if (box_rows > 0) {
           const int knob_stages = decode_dev_tma_stages();
           const int stages =
               knob_stages > 0 ? knob_stages : decode_wide_rows_stages(kPaged, wide_blocks, sms, maps.spans_planes);
-          const cudaError_t err = launch_even_grid(pw, 2, kv, [&](const DecodeKernelParams& pm) {
+          const cudaError_t err = launch_with_merge(pw, 2, decode_tma_threads(2), kv, [&](const DecodeKernelParams& pm) {
             return launch_decode_attention_tma_stages<T, D, KVT, 2>(
                 stages, pm, kv, dim3(pw.units_x, a.batch, a.num_splits), stream,
                 launch_pdl(wide_blocks, kDecodeEvenGrid, true), maps, box_rows);
@@ -1759,11 +1819,15 @@ cudaError_t run_decode_attention(const DecodeAttentionArgs& a, cudaStream_t stre
         const int knob_stages = decode_dev_tma_stages();
         const int stages = knob_stages == 2 ? 2 : decode_streamk_stages<T, D, KVT>();  // the small grids' depth
         if (box_rows > 0) {
-          const cudaError_t err = with_tile([&](auto narrow) {
-            return launch_decode_attention_tma_stages<T, D, KVT, 1, decltype(narrow)::value>(
-                stages, as_balanced(p, sk_blocks), kv, dim3(static_cast<unsigned>(sk_blocks)), stream,
-                launch_pdl(sk_blocks, kDecodeBalanced), maps, box_rows);
-          });
+          // the fold's threads: the math warps (the producer streams the next piece meanwhile)
+          const cudaError_t err = launch_with_merge(
+              as_balanced(p, sk_blocks), 1, kTmaMathWarps * 32, kv, [&](const DecodeKernelParams& pm) {
+                return with_tile([&](auto narrow) {
+                  return launch_decode_attention_tma_stages<T, D, KVT, 1, decltype(narrow)::value>(
+                      stages, pm, kv, dim3(static_cast<unsigned>(sk_blocks)), stream,
+                      launch_pdl(sk_blocks, kDecodeBalanced), maps, box_rows);
+                });
+              });
           if (err != cudaErrorNotSupported) return err;
         }
       }
@@ -1812,7 +1876,7 @@ cudaError_t run_decode_attention(const DecodeAttentionArgs& a, cudaStream_t stre
     const int box_rows =
         want_tma && sm90 ? encode_decode_tma_maps<T, D, kPaged, KVT>(a, maps, kv_promo, row_boxes(blocks)) : 0;
     if (box_rows > 0) {
-      const cudaError_t err = launch_even_grid(p, 1, kv, [&](const DecodeKernelParams& pm) {
+      const cudaError_t err = launch_with_merge(p, 1, decode_tma_threads(1), kv, [&](const DecodeKernelParams& pm) {
         return with_tile([&](auto narrow) {
           return launch_decode_attention_tma_stages<T, D, KVT, 1, decltype(narrow)::value>(
               tma_stages, pm, kv, grid, stream, grid_pdl, maps, box_rows);
