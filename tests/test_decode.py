@@ -787,9 +787,10 @@ def test_balanced_schedule_matches_reference():
             want = kernel_units < 2 * sms and (pairs or d in (112, 128, 256))  # decode_runs_streamk: D = 128, 256
             assert bool(re.search(balanced, names)) == want, f"{what}: {names[:400]}"
             # the cut units' merge as its own kernel where the fused fold of a unit's rows x
-            # kernel head_dim / 4 items takes its 128 math threads two round trips or more
-            # (decode_merge_apart_pays; not head pairs): Nq 5 (16-row tiles), D = 256 GQA
-            apart = want and not pairs and min(group * nq, 16) * (128 if d == 112 else d) // 4 > 128
+            # kernel head_dim / 4 items takes its 128 math threads three round trips or more
+            # (decode_merge_apart_pays; not head pairs): Nq 5 (16-row tiles, four), not D = 256
+            # GQA 32/8 (4 rows, two)
+            apart = want and not pairs and min(group * nq, 16) * (128 if d == 112 else d) // 4 > 2 * 128
             assert ("decode_balanced_merge_kernel" in names) == apart, f"{what}: {names[:400]}"
         if i == 0:  # graph capture, replays with new lengths and tables (the schedule is the table's capacity)
             out = torch.empty_like(q)

@@ -1729,15 +1729,16 @@ cudaError_t run_decode_attention(const DecodeAttentionArgs& a, cudaStream_t stre
   // balanced schedule's (decode_balanced_merge_kernel).
   auto launch_with_merge = [&](DecodeKernelParams params, int row_tiles, int fold_threads, const auto& kv,
                                auto&& launch) {
+    const bool balanced = params.streamk_blocks > 0;
     params.merge_apart = !kDequant && pack_group == 0 &&
                          decode_merge_apart_pays(a.num_splits, std::min(p.rows, row_tiles * kRowsPerBlock), D,
-                                                 fold_threads);
+                                                 fold_threads,
+                                                 balanced ? kBalancedMergeApartTrips : kEvenGridMergeApartTrips);
     const cudaError_t err = launch(params);
     if (err != cudaSuccess || !params.merge_apart) return err;
     const bool merge_pdl = sm90 && pdl_mode != kDecodePdlOff;
-    return params.streamk_blocks > 0
-               ? launch_decode_balanced_merge<T>(params, kv, row_tiles * kRowsPerBlock, stream, merge_pdl)
-               : launch_decode_split_merge<T>(params, kv, stream, merge_pdl);
+    return balanced ? launch_decode_balanced_merge<T>(params, kv, row_tiles * kRowsPerBlock, stream, merge_pdl)
+                    : launch_decode_split_merge<T>(params, kv, stream, merge_pdl);
   };
   // `params` as the balanced schedule's `blocks` blocks (decode_streamk_blocks), planned by
   // length on paged caches unless the CLO_DECODE_STREAMK knob plans by capacity (contiguous:

@@ -96,19 +96,26 @@ int decode_dev_wide_rows();
 // kernel wherever it can (decode_merge_apart_pays); anything else: the automatic choice.
 constexpr int kDecodeMergeApartOff = 0, kDecodeMergeApartOn = 1, kDecodeMergeApartAuto = 2;
 int decode_dev_merge_apart();
-// Whether a split call of the TMA kernel's even grid merges its splits in a kernel of its own
-// (decode_split_merge_kernel) rather than in the last split block of each unit, whose
-// `block_threads` fold `block_rows` x kernel_head_dim / 4 items, as many per L2 round trip as it has
-// threads (~1.9 us each on the H200 at the end of a call): where that takes two round trips or
-// more (H200, graph replays, cold L2, fused -> apart: B=1/16K GQA 32/8 Nq 2 23.9 -> 22.7 us,
+// Whether a split call of the TMA kernel merges its splits in a kernel of its own rather than
+// in the last split block of each unit, whose `block_threads` fold `block_rows` x kernel_head_dim / 4
+// items, as many per L2 round trip as it has threads (~1.9 us each on the H200 at the end of a
+// call): where that takes `min_round_trips` or more. The even grid (decode_split_merge_kernel)
+// from two (H200, graph replays, cold L2, fused -> apart: B=1/16K GQA 32/8 Nq 2 23.9 -> 22.7 us,
 // Nq 4 28.2 -> 23.6, Nq 8 31.4 -> 26.0; MQA B=8/16K 31.5 -> 26.2; D = 64 Nq 4 18.6 -> 16.7,
 // D = 256 one token 39.9 -> 38.8; one round trip, one token at D = 128: 21.9 -> 22.2; NOTES.md
-// "Stop 70"). Measured on the H200 only; the rule is the round-trip count, not the part.
-inline bool decode_merge_apart_pays(int num_splits, int block_rows, int kernel_head_dim, int block_threads) {
+// "Stop 70"). The balanced schedule (decode_balanced_merge_kernel; its math warps fold) from
+// three, since only its cut units merge (NOTES.md "Stop 82": four round trips, MQA B=136/2K 57.9
+// -> 56.5, B=150/4K 104.6 -> 103.5, Nq 8 B=17/4K 91.8 -> 89.9, Nq 4 B=20/4K 103.4 -> 101.2; two,
+// D = 256 one token B=18/2K 81.6 -> 83.5, B=20/8K 312.9 -> 314.5). Measured on the H200 only;
+// the rule is the round-trip count, not the part.
+inline bool decode_merge_apart_pays(int num_splits, int block_rows, int kernel_head_dim, int block_threads,
+                                    int min_round_trips) {
   const int knob = decode_dev_merge_apart();
   if (num_splits <= 1 || knob == kDecodeMergeApartOff) return false;
-  return knob == kDecodeMergeApartOn || block_rows * (kernel_head_dim / 4) > block_threads;
+  return knob == kDecodeMergeApartOn || block_rows * (kernel_head_dim / 4) > (min_round_trips - 1) * block_threads;
 }
+// decode_merge_apart_pays' min_round_trips: the even grid's, the balanced schedule's
+constexpr int kEvenGridMergeApartTrips = 2, kBalancedMergeApartTrips = 3;
 // Dev knob CLO_DECODE_PLANE_BOXES, read like CLO_DECODE_VARIANT: 0 has the TMA kernel issue
 // a box per 64-column plane (into the plain planes layout), 2 one box over every plane
 // of its rows wherever the head dim is whole planes (encode_decode_tma_maps); anything else:
