@@ -1390,6 +1390,7 @@ def test_narrow_tile_matches_reference():
 
 
 _WIDE_BALANCED_SCRIPT = r"""
+import os
 import re
 import torch
 import cuda_llm_ops as llm
@@ -1402,7 +1403,6 @@ sm90 = torch.cuda.get_device_capability()[0] >= 9
 sms = torch.cuda.get_device_properties(0).multi_processor_count
 gen = torch.Generator().manual_seed(72)
 
-import os
 merge_apart = os.environ.get("CLO_DECODE_MERGE_APART", "2") != "0"
 
 def check_balanced(fn, what):

@@ -1035,6 +1035,16 @@ CLO_DEVICE void decode_warp_tile_fp8(const QFrag& q_frag, const T* ks, const T* 
   }
 }
 
+// Query row (b, head, qi): its index in the partials' and lse's [B, Hq, Nq] order, and its
+// output row.
+CLO_DEVICE int64_t decode_row_id(const DecodeKernelParams& p, int b, int head, int qi) {
+  return (static_cast<int64_t>(b) * p.num_q_heads + head) * p.seq_len_q + qi;
+}
+template <typename T>
+CLO_DEVICE T* decode_out_row(const DecodeKernelParams& p, int b, int head, int qi) {
+  return static_cast<T*>(p.out) + b * p.o_sb + head * p.o_sh + qi * p.o_sn;
+}
+
 // Four output columns of one query row (and its lse, where `lse` is not null) from the
 // partials of its first `n` splits: split s's (max, sum) at ps[s * split_stride] and columns at
 // po + s * split_stride * cols, written by other blocks (ld.global.cg, never through L1),
@@ -1190,13 +1200,9 @@ CLO_DEVICE void decode_epilogue(const DecodeKernelParams& p, const DecodeWork& w
     return make_float2(m, l);
   };
   auto out_ptr = [&](int gr, int d) {
-    const int head = kvh * p.group + gr / p.seq_len_q, qi = gr % p.seq_len_q;
-    return reinterpret_cast<uint2*>(static_cast<T*>(p.out) + b * p.o_sb + head * p.o_sh + qi * p.o_sn + d);
+    return reinterpret_cast<uint2*>(decode_out_row<T>(p, b, kvh * p.group + gr / p.seq_len_q, gr % p.seq_len_q) + d);
   };
-  auto row_id_of = [&](int gr) {
-    const int head = kvh * p.group + gr / p.seq_len_q, qi = gr % p.seq_len_q;
-    return (static_cast<int64_t>(b) * p.num_q_heads + head) * p.seq_len_q + qi;
-  };
+  auto row_id_of = [&](int gr) { return decode_row_id(p, b, kvh * p.group + gr / p.seq_len_q, gr % p.seq_len_q); };
   // Head pairs: only the row's own head's columns are computed and stored (the other
   // half of the block's row is the other head's), and partials are that wide.
   const int head_cols = decode_head_cols<D>(p);
@@ -1555,7 +1561,7 @@ __global__ void __launch_bounds__(kDecodeMergeThreads) decode_split_merge_kernel
   bool bad = false;
   const int kv_len = kv.check_len(kv.load_len(b), bad);
   const int eff = split_count<kTileTokens>(p.num_splits, kv_len - decode_first_key(p, kv_len));
-  T* out = static_cast<T*>(p.out) + b * p.o_sb + head * p.o_sh + qi * p.o_sn + col;
+  T* out = decode_out_row<T>(p, b, head, qi) + col;
   decode_merge_row_cols<T, 16>(p.partial_state + row_id, p.partial_o + row_id * p.row_cols + col, p.total_rows,
                                p.row_cols, eff, bad, out, p.lse != nullptr && col == 0 ? p.lse + row_id : nullptr);
 }
@@ -1601,8 +1607,8 @@ __global__ void __launch_bounds__(kDecodeMergeThreads) decode_balanced_merge_ker
        idx += gridDim.y * kDecodeMergeThreads) {
     const int gr = row0 + idx / cols4, col = (idx % cols4) * 4;
     const int head = w.kvh * p.group + gr / p.seq_len_q, qi = gr % p.seq_len_q;
-    const int64_t row_id = (static_cast<int64_t>(w.b) * p.num_q_heads + head) * p.seq_len_q + qi;
-    T* out = static_cast<T*>(p.out) + w.b * p.o_sb + head * p.o_sh + qi * p.o_sn + col;
+    const int64_t row_id = decode_row_id(p, w.b, head, qi);
+    T* out = decode_out_row<T>(p, w.b, head, qi) + col;
     decode_merge_row_cols<T, decode_partial_slots(2)>(p.partial_state + row_id, p.partial_o + row_id * p.row_cols + col,
                                                       p.total_rows, p.row_cols, w.num_splits, bad, out,
                                                       p.lse != nullptr && col == 0 ? p.lse + row_id : nullptr);
@@ -1724,12 +1730,13 @@ cudaError_t run_decode_attention(const DecodeAttentionArgs& a, cudaStream_t stre
   const CUtensorMapL2promotion kv_promo = decode_kv_l2_promotion(kDequant, head_cols);
   // A split call of the TMA kernel's blocks of `row_tiles` 16-row tiles: `launch(params)`, then,
   // where its splits merge in a kernel of their own (decode_merge_apart_pays: the fused fold's
-  // `fold_threads` over D / 4 items a row; 16-bit caches, no head pairs), that kernel as its PDL
-  // secondary: the even grid's (decode_split_merge_kernel) or, for params as_balanced, the
-  // balanced schedule's (decode_balanced_merge_kernel).
-  auto launch_with_merge = [&](DecodeKernelParams params, int row_tiles, int fold_threads, const auto& kv,
-                               auto&& launch) {
+  // threads over D / 4 items a row; 16-bit caches, no head pairs), that kernel as its PDL
+  // secondary: the even grid's (decode_split_merge_kernel; every thread of the block folds) or,
+  // for params as_balanced, the balanced schedule's (decode_balanced_merge_kernel; the math
+  // warps fold, the producer streams the next piece meanwhile).
+  auto launch_with_merge = [&](DecodeKernelParams params, int row_tiles, const auto& kv, auto&& launch) {
     const bool balanced = params.streamk_blocks > 0;
+    const int fold_threads = balanced ? kTmaMathWarps * row_tiles * 32 : decode_tma_threads(row_tiles);
     params.merge_apart = !kDequant && pack_group == 0 &&
                          decode_merge_apart_pays(a.num_splits, std::min(p.rows, row_tiles * kRowsPerBlock), D,
                                                  fold_threads,
@@ -1787,7 +1794,7 @@ cudaError_t run_decode_attention(const DecodeAttentionArgs& a, cudaStream_t stre
         pw.units_x = a.num_kv_heads * wide_tiles;
         if (box_rows > 0 && sk_blocks > 0) {  // its 3 stages (the launcher's only depth at two row tiles)
           const cudaError_t err = launch_with_merge(
-              as_balanced(pw, sk_blocks), 2, 2 * kTmaMathWarps * 32, kv, [&](const DecodeKernelParams& pm) {
+              as_balanced(pw, sk_blocks), 2, kv, [&](const DecodeKernelParams& pm) {
                 return launch_decode_attention_tma_stages<T, D, KVT, 2>(3, pm, kv, dim3(static_cast<unsigned>(sk_blocks)),
                                                                         stream, launch_pdl(sk_blocks, kDecodeBalanced, true),
                                                                         maps, box_rows);
@@ -1797,7 +1804,7 @@ cudaError_t run_decode_attention(const DecodeAttentionArgs& a, cudaStream_t stre
           const int knob_stages = decode_dev_tma_stages();
           const int stages =
               knob_stages > 0 ? knob_stages : decode_wide_rows_stages(kPaged, wide_blocks, sms, maps.spans_planes);
-          const cudaError_t err = launch_with_merge(pw, 2, decode_tma_threads(2), kv, [&](const DecodeKernelParams& pm) {
+          const cudaError_t err = launch_with_merge(pw, 2, kv, [&](const DecodeKernelParams& pm) {
             return launch_decode_attention_tma_stages<T, D, KVT, 2>(
                 stages, pm, kv, dim3(pw.units_x, a.batch, a.num_splits), stream,
                 launch_pdl(wide_blocks, kDecodeEvenGrid, true), maps, box_rows);
@@ -1820,9 +1827,8 @@ cudaError_t run_decode_attention(const DecodeAttentionArgs& a, cudaStream_t stre
         const int knob_stages = decode_dev_tma_stages();
         const int stages = knob_stages == 2 ? 2 : decode_streamk_stages<T, D, KVT>();  // the small grids' depth
         if (box_rows > 0) {
-          // the fold's threads: the math warps (the producer streams the next piece meanwhile)
           const cudaError_t err = launch_with_merge(
-              as_balanced(p, sk_blocks), 1, kTmaMathWarps * 32, kv, [&](const DecodeKernelParams& pm) {
+              as_balanced(p, sk_blocks), 1, kv, [&](const DecodeKernelParams& pm) {
                 return with_tile([&](auto narrow) {
                   return launch_decode_attention_tma_stages<T, D, KVT, 1, decltype(narrow)::value>(
                       stages, pm, kv, dim3(static_cast<unsigned>(sk_blocks)), stream,
@@ -1877,7 +1883,7 @@ cudaError_t run_decode_attention(const DecodeAttentionArgs& a, cudaStream_t stre
     const int box_rows =
         want_tma && sm90 ? encode_decode_tma_maps<T, D, kPaged, KVT>(a, maps, kv_promo, row_boxes(blocks)) : 0;
     if (box_rows > 0) {
-      const cudaError_t err = launch_with_merge(p, 1, decode_tma_threads(1), kv, [&](const DecodeKernelParams& pm) {
+      const cudaError_t err = launch_with_merge(p, 1, kv, [&](const DecodeKernelParams& pm) {
         return with_tile([&](auto narrow) {
           return launch_decode_attention_tma_stages<T, D, KVT, 1, decltype(narrow)::value>(
               tma_stages, pm, kv, grid, stream, grid_pdl, maps, box_rows);
