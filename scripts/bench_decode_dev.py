@@ -1781,6 +1781,29 @@ def mqa_paged_sweep(iters, copy_bw):
              {"auto": {}, "tma3": {"CLO_DECODE_TMA_STAGES": "3"}, "tma4": {"CLO_DECODE_TMA_STAGES": "4"}})
 
 
+# --mqa-block-sizes: where paged one-token MQA (Hq 32 / Hkv 1, D = 128) trails its contiguous
+# copy (stop 82: B=150/4K 103.5 against 91.9 us). A block-16 tile of 64 keys takes four boxes
+# of 4 KB each for K and for V, a contiguous one a single 16-KB box each; larger blocks
+# (min(block_size, 64) keys a box) take that count down with the same bytes, a sequential
+# table keeps the DRAM order of the contiguous copy with the block-16 boxes. (B, N)
+MQA_BLOCK_SIZE_ROWS = [(150, 4096), (66, 8192), (136, 2048)]
+
+
+def mqa_block_sizes_sweep(iters, copy_bw):
+    """MQA_BLOCK_SIZE_ROWS at the automatic count and kernel (graph replays, cold L2): paged
+    block 16 on a random table (SDPA flash first, on its contiguous copy) and on a sequential
+    one, blocks of 32, 64 and 128 keys on random tables, then the contiguous layout."""
+    for B, N in MQA_BLOCK_SIZE_ROWS:
+        for bs, order in ((16, "random"), (16, "sequential"), (32, "random"), (64, "random"), (128, "random")):
+            case = _edited_case(cd.paged_case(B, N, 1, torch.float16, D=128, block_size=bs),
+                                lambda inp, order=order: {**inp, "block_tables": _reorder_table(inp["block_tables"],
+                                                                                                order)})
+            _split_sweep_row(case, (0,), {"auto": {}}, iters, copy_bw, f"paged MQA B={B} N={N} block {bs} {order}",
+                             peer="sdpa-flash" if (bs, order) == (16, "random") else None)
+        _split_sweep_row(cd.paged_case(B, N, 1, torch.float16, D=128, block_size=16), (0,), {"auto": {}}, iters,
+                         copy_bw, f"contig MQA B={B} N={N}", contiguous=True)
+
+
 # --merge-apart: the split merge as its own kernel (decode_split_merge_kernel, stop 70) against
 # the last split block of each unit merging (CLO_DECODE_MERGE_APART=0), at the automatic count
 # and kernel: where that block's fold sits on the call's tail (16-32 rows per KV head, 8-16
@@ -2464,6 +2487,7 @@ SWEEPS = {
     "one-wave-boxes": (hkv_rows_sweep(ONE_WAVE_BOXES_ROWS, WIDE_BOXES_VARIANTS),
                        "one-wave paged GQA / MQA, one and two row tiles: spanning boxes against a box per plane"),
     "mqa-paged": (mqa_paged_sweep, "one-token MQA paged (table orders, spanning boxes, 3 stages) vs contiguous; Nq 4 B=16/4K"),
+    "mqa-block-sizes": (mqa_block_sizes_sweep, "one-token MQA paged at block sizes 16-128 (and a sequential table) vs contiguous"),
     "mqa-tiles": (mqa_tiles_sweep, "one token at Hq 32 / Hkv 1 (two row tiles) against Nq 8's two-tile counts"),
     "one-wave-long": (cool_then_cap_sweep(ONE_WAVE_LONG_ROWS, SPLITS_1_2_VARIANTS),
                       "paged D=128 GQA at 0.91-0.97 units per SM, 4-16K keys: 1-2 splits, cool and at the cap"),
