@@ -1804,6 +1804,31 @@ def mqa_block_sizes_sweep(iters, copy_bw):
                          copy_bw, f"contig MQA B={B} N={N}", contiguous=True)
 
 
+# --balanced-plan: the balanced schedule's plan on paged caches (p.streamk_by_len) reads every
+# seq_len on each block's start-up path and again in its merge kernel; stop 83 issues those
+# loads 256 sequences at a time (they had been one round trip per 32). Automatic (by length)
+# against the capacity plan (CLO_DECODE_STREAMK=2: no seq_lens scan) and automatic again, on
+# the MQA band (B=136-170: 5-6 loads a lane), Nq 8 B=17/4K and GQA 32/8 B=20/4K (one load a
+# lane); then the contiguous copies (no scan), and ragged MQA lengths (the plan by length runs).
+BALANCED_PLAN_ROWS = [(136, 2048, 1, False, 1), (140, 4096, 1, False, 1), (150, 4096, 1, False, 1),
+                      (170, 4096, 1, False, 1), (17, 4096, 8, False, 8), (20, 4096, 1, False, 8),
+                      (136, 2048, 1, True, 1), (150, 4096, 1, True, 1)]
+BALANCED_PLAN_VARIANTS = {"auto": {}, "bycap": {"CLO_DECODE_STREAMK": "2"}, "auto2": {}}
+
+
+def balanced_plan_sweep(iters, copy_bw):
+    """BALANCED_PLAN_ROWS (cuDNN first), then MQA B=150/4K and B=136/2K with lengths uniform in
+    [N/2, N] (seeded; no peer: SDPA reads one length; % of copy counts the keys read)."""
+    hkv_rows_sweep(BALANCED_PLAN_ROWS, BALANCED_PLAN_VARIANTS)(iters, copy_bw)
+    for B, N in ((150, 4096), (136, 2048)):
+        lens = torch.randint(N // 2, N + 1, (B,), generator=torch.Generator().manual_seed(B + N), dtype=torch.int32)
+        case = cd.paged_case(B, N, 1, torch.float16, D=128)
+        case = _edited_case(case, lambda inp, lens=lens: {**inp, "seq_lens": lens.to("cuda")},
+                            bytes=case.bytes * float(lens.sum()) / (B * N))
+        _split_sweep_row(case, (0,), BALANCED_PLAN_VARIANTS, iters, copy_bw,
+                         f"paged MQA B={B} N={N} ragged [{N // 2}, {N}]")
+
+
 # --merge-apart: the split merge as its own kernel (decode_split_merge_kernel, stop 70) against
 # the last split block of each unit merging (CLO_DECODE_MERGE_APART=0), at the automatic count
 # and kernel: where that block's fold sits on the call's tail (16-32 rows per KV head, 8-16
@@ -2488,6 +2513,7 @@ SWEEPS = {
                        "one-wave paged GQA / MQA, one and two row tiles: spanning boxes against a box per plane"),
     "mqa-paged": (mqa_paged_sweep, "one-token MQA paged (table orders, spanning boxes, 3 stages) vs contiguous; Nq 4 B=16/4K"),
     "mqa-block-sizes": (mqa_block_sizes_sweep, "one-token MQA paged at block sizes 16-128 (and a sequential table) vs contiguous"),
+    "balanced-plan": (balanced_plan_sweep, "the balanced schedule's seq_lens plan: by length against by capacity, MQA band"),
     "mqa-tiles": (mqa_tiles_sweep, "one token at Hq 32 / Hkv 1 (two row tiles) against Nq 8's two-tile counts"),
     "one-wave-long": (cool_then_cap_sweep(ONE_WAVE_LONG_ROWS, SPLITS_1_2_VARIANTS),
                       "paged D=128 GQA at 0.91-0.97 units per SM, 4-16K keys: 1-2 splits, cool and at the cap"),
