@@ -1805,11 +1805,12 @@ def mqa_block_sizes_sweep(iters, copy_bw):
 
 
 # --balanced-plan: the balanced schedule's plan on paged caches (p.streamk_by_len) reads every
-# seq_len on each block's start-up path and again in its merge kernel; stop 83 issues those
-# loads 256 sequences at a time (they had been one round trip per 32). Automatic (by length)
-# against the capacity plan (CLO_DECODE_STREAMK=2: no seq_lens scan) and automatic again, on
-# the MQA band (B=136-170: 5-6 loads a lane), Nq 8 B=17/4K and GQA 32/8 B=20/4K (one load a
-# lane); then the contiguous copies (no scan), and ragged MQA lengths (the plan by length runs).
+# seq_len on each block's start-up path and again in its merge kernel (a loop of one load per 32
+# sequences). Automatic (by length) against the capacity plan (CLO_DECODE_STREAMK=2: no seq_lens
+# scan) and automatic again, on the MQA band (B=136-170: 5-6 loads a lane), Nq 8 B=17/4K and GQA
+# 32/8 B=20/4K (one load a lane); then the contiguous copies (no scan), and ragged MQA lengths
+# (the plan by length runs). Stop 83 (NOTES.md): loading them 256 at a time made "auto" 2-3 us
+# slower on the two-tile rows, and was reverted.
 BALANCED_PLAN_ROWS = [(136, 2048, 1, False, 1), (140, 4096, 1, False, 1), (150, 4096, 1, False, 1),
                       (170, 4096, 1, False, 1), (17, 4096, 8, False, 8), (20, 4096, 1, False, 8),
                       (136, 2048, 1, True, 1), (150, 4096, 1, True, 1)]

@@ -291,10 +291,6 @@ struct PagedKV {
     prefetch_l2(seq_lens + b);
     if (pos < capacity()) prefetch_l2(block_tables + b * table_stride + (pos >> log2_block_size));
   }
-  // Every 128-byte line of seq_lens, one per lane (the by-length plan reads them all).
-  CLO_DEVICE void prefetch_all_lens(int batch, int lane) const {
-    for (int b = lane * 32; b < batch; b += 32 * 32) prefetch_l2(seq_lens + b);
-  }
   // seq_len outside [0, table capacity] cannot be served without reading past
   // the table: flag it (the output becomes NaN) and read nothing.
   CLO_DEVICE int check_len(int n, bool& bad) const {
@@ -327,7 +323,6 @@ struct StridedKV {
   CLO_DEVICE int capacity() const { return seq_len_k; }
   CLO_DEVICE int load_len(int) const { return seq_len_k; }
   CLO_DEVICE void prefetch_len_and_table(int, int) const {}
-  CLO_DEVICE void prefetch_all_lens(int, int) const {}
   CLO_DEVICE int check_len(int n, bool&) const { return n; }
 };
 
@@ -580,7 +575,6 @@ CLO_DEVICE void decode_prefetch_inputs(const DecodeKernelParams& p, const Decode
   const int lane = threadIdx.x & 31;
   const int kvh = w.kvh, row_tile = w.row_tile, b = w.b;
   if (lane == 0) kv.prefetch_len_and_table(b, spec_start);
-  if (p.streamk_by_len) kv.prefetch_all_lens(p.batch, lane);
   for (int i = lane; i < kRows * lines_per_row; i += 32) {
     const int gr = row_tile * kRows + i / lines_per_row;
     if (gr >= p.rows) break;
@@ -624,26 +618,11 @@ constexpr int kDecodeMaxPieces = 6;
 CLO_DEVICE int decode_read_tiles(int first, int kv_len) {
   return kv_len > first ? div_ceil(kv_len - first, kTileTokens) : 0;
 }
-// A unit's slots from its sequence's raw seq_len.
 template <class KV>
-CLO_DEVICE int decode_unit_slots(const DecodeKernelParams& p, const KV& kv, int len_raw) {
+CLO_DEVICE int decode_unit_slots(const DecodeKernelParams& p, const KV& kv, int b) {
   bool bad = false;  // a seq_len past the table: read as 0 here, NaN output (check_len)
-  const int kv_len = kv.check_len(len_raw, bad);
+  const int kv_len = kv.check_len(kv.load_len(b), bad);
   return max(1, decode_read_tiles(decode_first_key(p, kv_len), kv_len));
-}
-// The plan reads seq_lens 32 * kPlanLenLoads at a time, every load issued before any is
-// used: one round trip per 256 sequences. A loop of one load per 32 sequences paid one
-// round trip each (the branches between them kept them apart), on every block's start-up
-// path and again in the balanced merge kernel: MQA B=150, five.
-constexpr int kPlanLenLoads = 8;
-template <class KV>
-CLO_DEVICE void decode_load_plan_lens(const DecodeKernelParams& p, const KV& kv, int b0, int (&len)[kPlanLenLoads]) {
-  const int lane = threadIdx.x & 31;
-#pragma unroll
-  for (int i = 0; i < kPlanLenLoads; ++i) {
-    const int b = b0 + i * 32 + lane;
-    len[i] = b < p.batch ? kv.load_len(b) : 0;
-  }
 }
 template <class KV>
 CLO_DEVICE DecodeStreamKRange decode_streamk_len_range(const DecodeKernelParams& p, const KV& kv) {
@@ -651,17 +630,11 @@ CLO_DEVICE DecodeStreamKRange decode_streamk_len_range(const DecodeKernelParams&
   // Lane-wise first, one reduction each after: the uniform case skips the sum's.
   int64_t seq_slots = 0;
   int longest_unit = 0, shortest_unit = INT_MAX;
-  for (int b0 = 0; b0 < p.batch; b0 += 32 * kPlanLenLoads) {
-    int len[kPlanLenLoads];
-    decode_load_plan_lens(p, kv, b0, len);
-#pragma unroll
-    for (int i = 0; i < kPlanLenLoads; ++i) {
-      if (b0 + i * 32 + lane >= p.batch) break;
-      const int w = decode_unit_slots(p, kv, len[i]);
-      seq_slots += w;
-      longest_unit = max(longest_unit, w);
-      shortest_unit = min(shortest_unit, w);
-    }
+  for (int b = lane; b < p.batch; b += 32) {
+    const int w = decode_unit_slots(p, kv, b);
+    seq_slots += w;
+    longest_unit = max(longest_unit, w);
+    shortest_unit = min(shortest_unit, w);
   }
   longest_unit = warp_reduce_max(longest_unit);
   shortest_unit = warp_reduce_min(shortest_unit);
@@ -686,29 +659,20 @@ CLO_DEVICE DecodeWork decode_streamk_len_piece(const DecodeKernelParams& p, cons
   const int lane = threadIdx.x & 31;
   int64_t seq_start = 0, base = 0;
   int b = p.batch - 1, unit_slots = 1;
-  bool found = false;
-  for (int c0 = 0; c0 < p.batch && !found; c0 += 32 * kPlanLenLoads) {
-    int len[kPlanLenLoads];
-    decode_load_plan_lens(p, kv, c0, len);
-#pragma unroll
-    for (int i = 0; i < kPlanLenLoads; ++i) {
-      const int b0 = c0 + i * 32;
-      if (b0 >= p.batch) break;  // warp-uniform
-      const bool in = b0 + lane < p.batch;
-      const int w = in ? decode_unit_slots(p, kv, len[i]) : 0;
-      const int64_t span = static_cast<int64_t>(w) * p.units_x;
-      const int64_t end = base + warp_inclusive_sum(span);
-      const unsigned hit = __ballot_sync(kFullMask, in && r.pos < end && r.pos >= end - span);
-      if (hit != 0) {
-        const int src = __ffs(hit) - 1;
-        b = b0 + src;
-        seq_start = __shfl_sync(kFullMask, end - span, src);
-        unit_slots = __shfl_sync(kFullMask, w, src);
-        found = true;
-        break;
-      }
-      base = __shfl_sync(kFullMask, end, 31);
+  for (int b0 = 0; b0 < p.batch; b0 += 32) {
+    const bool in = b0 + lane < p.batch;
+    const int w = in ? decode_unit_slots(p, kv, b0 + lane) : 0;
+    const int64_t span = static_cast<int64_t>(w) * p.units_x;
+    const int64_t end = base + warp_inclusive_sum(span);
+    const unsigned hit = __ballot_sync(kFullMask, in && r.pos < end && r.pos >= end - span);
+    if (hit != 0) {
+      const int src = __ffs(hit) - 1;
+      b = b0 + src;
+      seq_start = __shfl_sync(kFullMask, end - span, src);
+      unit_slots = __shfl_sync(kFullMask, w, src);
+      break;
     }
+    base = __shfl_sync(kFullMask, end, 31);
   }
   const int64_t j = (r.pos - seq_start) / unit_slots, unit_start = seq_start + j * unit_slots;
   DecodeWork w;
