@@ -1809,12 +1809,14 @@ def mqa_block_sizes_sweep(iters, copy_bw):
 # sequences). Automatic (by length) against the capacity plan (CLO_DECODE_STREAMK=2: no seq_lens
 # scan) and automatic again, on the MQA band (B=136-170: 5-6 loads a lane), Nq 8 B=17/4K and GQA
 # 32/8 B=20/4K (one load a lane); then the contiguous copies (no scan), and ragged MQA lengths
-# (the plan by length runs). Stop 83 (NOTES.md): loading them 256 at a time made "auto" 2-3 us
-# slower on the two-tile rows, and was reverted.
+# (the plan by length runs). Stop 83 (NOTES.md): loading them 256 at a time did not move the
+# gap to the capacity plan (reverted); the two-row-tile blocks now plan by capacity ("auto"),
+# "bylen" (CLO_DECODE_STREAMK=1) is the plan they had.
 BALANCED_PLAN_ROWS = [(136, 2048, 1, False, 1), (140, 4096, 1, False, 1), (150, 4096, 1, False, 1),
                       (170, 4096, 1, False, 1), (17, 4096, 8, False, 8), (20, 4096, 1, False, 8),
                       (136, 2048, 1, True, 1), (150, 4096, 1, True, 1)]
-BALANCED_PLAN_VARIANTS = {"auto": {}, "bycap": {"CLO_DECODE_STREAMK": "2"}, "auto2": {}}
+BALANCED_PLAN_VARIANTS = {"auto": {}, "bylen": {"CLO_DECODE_STREAMK": "1"}, "bycap": {"CLO_DECODE_STREAMK": "2"},
+                          "auto2": {}}
 
 
 def balanced_plan_sweep(iters, copy_bw):

@@ -1521,12 +1521,14 @@ def test_wide_rows_balanced_matches_reference(merge_apart):
     contiguous path, graph replays with new lengths and tables, a bad block index and a bad
     length; on sm_90 the kernel (schedule 1, two row tiles), its grid and the cut units' merge
     kernel (decode_balanced_merge_kernel, stop 82; with the slow tests, the fused fold of the last
-    piece to arrive under CLO_DECODE_MERGE_APART=0). A subprocess: the knobs are read in dev
-    mode only when set before the first decode call."""
+    piece to arrive under CLO_DECODE_MERGE_APART=0). CLO_DECODE_STREAMK=1: the plan by length,
+    which the automatic choice no longer takes for two-row-tile blocks (stop 83; the "ragged" and
+    "full" cases run the capacity plan either way). A subprocess: the knobs are read in dev mode
+    only when set before the first decode call."""
     require_op("paged_attention")
     require_op("decode_attention")
     run_isolated(_SCRIPT_HELPERS + "\n\n" + inspect.getsource(_len_plan_runs) + _WIDE_BALANCED_SCRIPT, timeout=300,
-                 env={"CLO_DECODE_WIDE_ROWS": "3", "CLO_DECODE_MERGE_APART": merge_apart})
+                 env={"CLO_DECODE_WIDE_ROWS": "3", "CLO_DECODE_MERGE_APART": merge_apart, "CLO_DECODE_STREAMK": "1"})
 
 
 _MERGE_APART_SCRIPT = r"""

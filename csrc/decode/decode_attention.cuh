@@ -1747,13 +1747,16 @@ cudaError_t run_decode_attention(const DecodeAttentionArgs& a, cudaStream_t stre
     return balanced ? launch_decode_balanced_merge<T>(params, kv, row_tiles * kRowsPerBlock, stream, merge_pdl)
                     : launch_decode_split_merge<T>(params, kv, stream, merge_pdl);
   };
-  // `params` as the balanced schedule's `blocks` blocks (decode_streamk_blocks), planned by
-  // length on paged caches unless the CLO_DECODE_STREAMK knob plans by capacity (contiguous:
-  // one length)
+  // `params` as the balanced schedule's `blocks` blocks (decode_streamk_blocks) of `row_tiles`
+  // 16-row tiles, planned by length on paged caches for 16-row blocks, by capacity for
+  // two-row-tile ones (contiguous: one length), unless the CLO_DECODE_STREAMK knob says
+  // otherwise. The two-row-tile blocks planned by length ran 1.4-3.5 us slower than by capacity
+  // at uniform lengths (MQA B=136-170, Nq 8 B=17), 3.8 and 11.2 us at ragged MQA ones (stop 83).
   const int streamk_mode = decode_dev_streamk_mode();
-  auto as_balanced = [&](DecodeKernelParams params, int64_t blocks) {
+  auto as_balanced = [&](DecodeKernelParams params, int64_t blocks, int row_tiles) {
     params.streamk_blocks = static_cast<int>(blocks);
-    params.streamk_by_len = kPaged && streamk_mode != kDecodeStreamKByCapacity;
+    params.streamk_by_len = kPaged && streamk_mode != kDecodeStreamKByCapacity &&
+                            (row_tiles == 1 || streamk_mode == kDecodeStreamKByLength);
     return params;
   };
   // The math tile of one-row-tile blocks: the narrow one for units of at most 8 rows
@@ -1794,7 +1797,7 @@ cudaError_t run_decode_attention(const DecodeAttentionArgs& a, cudaStream_t stre
         pw.units_x = a.num_kv_heads * wide_tiles;
         if (box_rows > 0 && sk_blocks > 0) {  // its 3 stages (the launcher's only depth at two row tiles)
           const cudaError_t err = launch_with_merge(
-              as_balanced(pw, sk_blocks), 2, kv, [&](const DecodeKernelParams& pm) {
+              as_balanced(pw, sk_blocks, 2), 2, kv, [&](const DecodeKernelParams& pm) {
                 return launch_decode_attention_tma_stages<T, D, KVT, 2>(3, pm, kv, dim3(static_cast<unsigned>(sk_blocks)),
                                                                         stream, launch_pdl(sk_blocks, kDecodeBalanced, true),
                                                                         maps, box_rows);
@@ -1828,7 +1831,7 @@ cudaError_t run_decode_attention(const DecodeAttentionArgs& a, cudaStream_t stre
         const int stages = knob_stages == 2 ? 2 : decode_streamk_stages<T, D, KVT>();  // the small grids' depth
         if (box_rows > 0) {
           const cudaError_t err = launch_with_merge(
-              as_balanced(p, sk_blocks), 1, kv, [&](const DecodeKernelParams& pm) {
+              as_balanced(p, sk_blocks, 1), 1, kv, [&](const DecodeKernelParams& pm) {
                 return with_tile([&](auto narrow) {
                   return launch_decode_attention_tma_stages<T, D, KVT, 1, decltype(narrow)::value>(
                       stages, pm, kv, dim3(static_cast<unsigned>(sk_blocks)), stream,
