@@ -433,11 +433,13 @@ def decode_num_splits(batch: int, num_kv_heads: int, rows_per_kv_head: int, max_
       of the SMs: whole waves leave no tail). Between
       one and two blocks per SM a 2-split call at head_dim 97-256 (65-96 with
       `paged=False`) runs as a balanced schedule (one block per SM, each taking an equal
-      share of all the sequences' keys: on paged caches planned on the GPU from
-      `seq_lens`, so ragged batches stay balanced, a sequence cut in up to three pieces
-      merged like splits, where the lengths allow it; else, and on contiguous caches,
-      each sequence's share of the table's capacity laid over the keys it reads, cut in
-      at most two); so does one at head_dim <= 64 with `paged=False` between two and
+      share of all the sequences' keys: on paged caches of blocks of 16 query rows
+      planned on the GPU from `seq_lens`, so ragged batches stay balanced, a sequence
+      cut in up to three pieces merged like splits, where the lengths allow it; else,
+      on contiguous caches, and for blocks of 17-32 query rows per KV head (one-token
+      MQA, 8 new tokens at GQA 32/8), where that plan measured slower, each sequence's
+      share of the table's capacity laid over the keys it reads, cut in at most
+      two); so does one at head_dim <= 64 with `paged=False` between two and
       four blocks per SM, at two blocks per SM;
     - 16-bit head_dim 64 on sm_90 with `max_kv_len >= 2048`: `paged` calls that run
       head pairs (an even `num_kv_heads`, `seq_len_q` 1, at most 8 query heads per KV
