@@ -436,8 +436,9 @@ def decode_num_splits(batch: int, num_kv_heads: int, rows_per_kv_head: int, max_
       share of all the sequences' keys: on paged caches of blocks of 16 query rows
       planned on the GPU from `seq_lens`, so ragged batches stay balanced, a sequence
       cut in up to three pieces merged like splits, where the lengths allow it; else,
-      on contiguous caches, and for blocks of 17-32 query rows per KV head (one-token
-      MQA, 8 new tokens at GQA 32/8), where that plan measured slower, each sequence's
+      on contiguous caches, and for the two-row-tile kernel's blocks (16-bit head_dim
+      128 on Hopper HBM3e parts, 17-32 query rows per KV head: one-token MQA, 8 new
+      tokens at GQA 32/8), where that plan measured slower, each sequence's
       share of the table's capacity laid over the keys it reads, cut in at most
       two); so does one at head_dim <= 64 with `paged=False` between two and
       four blocks per SM, at two blocks per SM;

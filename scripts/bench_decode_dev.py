@@ -1806,8 +1806,8 @@ def mqa_block_sizes_sweep(iters, copy_bw):
 
 # --balanced-plan: the balanced schedule's plan on paged caches (p.streamk_by_len) reads every
 # seq_len on each block's start-up path and again in its merge kernel (a loop of one load per 32
-# sequences). Automatic (by length) against the capacity plan (CLO_DECODE_STREAMK=2: no seq_lens
-# scan) and automatic again, on the MQA band (B=136-170: 5-6 loads a lane), Nq 8 B=17/4K and GQA
+# sequences). Automatic (by length until stop 83) against the capacity plan (CLO_DECODE_STREAMK=2:
+# no seq_lens scan) and automatic again, on the MQA band (B=136-170: 5-6 loads a lane), Nq 8 B=17/4K and GQA
 # 32/8 B=20/4K (one load a lane); then the contiguous copies (no scan), and ragged MQA lengths
 # (the plan by length runs). Stop 83 (NOTES.md): loading them 256 at a time did not move the
 # gap to the capacity plan (reverted); the two-row-tile blocks now plan by capacity ("auto"),

@@ -1750,7 +1750,7 @@ cudaError_t run_decode_attention(const DecodeAttentionArgs& a, cudaStream_t stre
   // `params` as the balanced schedule's `blocks` blocks (decode_streamk_blocks) of `row_tiles`
   // 16-row tiles, planned by length on paged caches for 16-row blocks, by capacity for
   // two-row-tile ones (contiguous: one length), unless the CLO_DECODE_STREAMK knob says
-  // otherwise. The two-row-tile blocks planned by length ran 1.4-3.5 us slower than by capacity
+  // otherwise. The two-row-tile blocks planned by length ran 1.4-3.2 us slower than by capacity
   // at uniform lengths (MQA B=136-170, Nq 8 B=17), 3.8 and 11.2 us at ragged MQA ones (stop 83).
   const int streamk_mode = decode_dev_streamk_mode();
   auto as_balanced = [&](DecodeKernelParams params, int64_t blocks, int row_tiles) {
