@@ -1422,6 +1422,18 @@ def _edited_case(case, edit, **fields):
     return dataclasses.replace(case, make_inputs=lambda: edit(make()), **fields)
 
 
+def _ragged_case(case, lens: torch.Tensor, B: int, N: int):
+    """Paged `case` (B sequences of N keys) with `seq_lens` = `lens` (int32, CPU), its bytes
+    counting the keys read."""
+    return _edited_case(case, lambda inp: {**inp, "seq_lens": lens.to("cuda")},
+                        bytes=case.bytes * float(lens.sum()) / (B * N))
+
+
+def _ordered_case(case, order: str):
+    """Paged `case` with its block table renumbered in `order` (`_reorder_table`)."""
+    return _edited_case(case, lambda inp: {**inp, "block_tables": _reorder_table(inp["block_tables"], order)})
+
+
 # --balanced-ragged: the balanced schedule's grids (2 splits, 1.1-1.35 units per SM) with
 # ragged lengths, uniform in [N/4, N] (seeded), table capacity N: (D, B, N)
 BALANCED_RAGGED_ROWS = [(128, B, N) for B in (20, 22) for N in (4096, 8192)] + [(256, 18, 4096)]
@@ -1437,9 +1449,7 @@ def balanced_ragged_sweep(iters, copy_bw):
     sms = torch.cuda.get_device_properties(0).multi_processor_count
     for D, B, N, lo in [(*r, r[2] // 4) for r in BALANCED_RAGGED_ROWS] + [(*r, r[2]) for r in BALANCED_UNIFORM_ROWS]:
         lens = torch.randint(lo, N + 1, (B,), generator=torch.Generator().manual_seed(B * N + D), dtype=torch.int32)
-        case = cd.paged_case(B, N, 8, torch.float16, D=D)
-        case = _edited_case(case, lambda inp, lens=lens: {**inp, "seq_lens": lens.to("cuda")},
-                            bytes=case.bytes * float(lens.sum()) / (B * N))
+        case = _ragged_case(cd.paged_case(B, N, 8, torch.float16, D=D), lens, B, N)
         title = f"paged D={D} B={B} N={N} ragged [{lo}, {N}] mean {float(lens.float().mean()):.0f} ({B * 8 / sms:.2f} units/SM)"
         _split_sweep_row(case, (0, 1, 2), {"auto": {}}, iters, copy_bw, title)
         _split_sweep_row(case, (2,), {"even": {"CLO_DECODE_STREAMK": "0"}, "bycap": {"CLO_DECODE_STREAMK": "2"}},
@@ -1476,9 +1486,7 @@ def paged_order_sweep(iters, copy_bw):
     variants.update({f"{lb}-nopdl": {**variants[lb], "CLO_DECODE_PDL": "0"} for lb in ("cp", "tma3")})
     for D, B, N, splits in PAGED_ORDER_ROWS:
         for order in ("random", "local", "sequential"):
-            case = _edited_case(cd.paged_case(B, N, 8, torch.float16, D=D),
-                                lambda inp, order=order: {**inp, "block_tables": _reorder_table(inp["block_tables"],
-                                                                                                order)})
+            case = _ordered_case(cd.paged_case(B, N, 8, torch.float16, D=D), order)
             _split_sweep_row(case, (splits,), variants, iters, copy_bw, f"paged D={D} B={B} N={N} table {order}",
                              peer="sdpa-cudnn" if order == "random" else None)
         _split_sweep_row(cd.paged_case(B, N, 8, torch.float16, D=D), (splits,), variants, iters, copy_bw,
@@ -1770,9 +1778,7 @@ def mqa_paged_sweep(iters, copy_bw):
     automatic choice contiguous; then paged Nq 4 B=16/4K at 3 and 4 stages (cuDNN first)."""
     for B, N in MQA_PAGED_ROWS:
         for order in ("random", "sequential"):
-            case = _edited_case(cd.paged_case(B, N, 1, torch.float16, D=128, block_size=16),
-                                lambda inp, order=order: {**inp, "block_tables": _reorder_table(inp["block_tables"],
-                                                                                                order)})
+            case = _ordered_case(cd.paged_case(B, N, 1, torch.float16, D=128, block_size=16), order)
             _split_sweep_row(case, (0,), MQA_PAGED_VARIANTS, iters, copy_bw,
                              f"paged MQA B={B} N={N} table {order}", peer="sdpa-flash" if order == "random" else None)
         _split_sweep_row(cd.paged_case(B, N, 1, torch.float16, D=128, block_size=16), (0,), {"auto": {}}, iters,
@@ -1795,9 +1801,7 @@ def mqa_block_sizes_sweep(iters, copy_bw):
     one, blocks of 32, 64 and 128 keys on random tables, then the contiguous layout."""
     for B, N in MQA_BLOCK_SIZE_ROWS:
         for bs, order in ((16, "random"), (16, "sequential"), (32, "random"), (64, "random"), (128, "random")):
-            case = _edited_case(cd.paged_case(B, N, 1, torch.float16, D=128, block_size=bs),
-                                lambda inp, order=order: {**inp, "block_tables": _reorder_table(inp["block_tables"],
-                                                                                                order)})
+            case = _ordered_case(cd.paged_case(B, N, 1, torch.float16, D=128, block_size=bs), order)
             _split_sweep_row(case, (0,), {"auto": {}}, iters, copy_bw, f"paged MQA B={B} N={N} block {bs} {order}",
                              peer="sdpa-flash" if (bs, order) == (16, "random") else None)
         _split_sweep_row(cd.paged_case(B, N, 1, torch.float16, D=128, block_size=16), (0,), {"auto": {}}, iters,
@@ -1825,9 +1829,7 @@ def balanced_plan_sweep(iters, copy_bw):
     hkv_rows_sweep(BALANCED_PLAN_ROWS, BALANCED_PLAN_VARIANTS)(iters, copy_bw)
     for B, N in ((150, 4096), (136, 2048)):
         lens = torch.randint(N // 2, N + 1, (B,), generator=torch.Generator().manual_seed(B + N), dtype=torch.int32)
-        case = cd.paged_case(B, N, 1, torch.float16, D=128)
-        case = _edited_case(case, lambda inp, lens=lens: {**inp, "seq_lens": lens.to("cuda")},
-                            bytes=case.bytes * float(lens.sum()) / (B * N))
+        case = _ragged_case(cd.paged_case(B, N, 1, torch.float16, D=128), lens, B, N)
         _split_sweep_row(case, (0,), BALANCED_PLAN_VARIANTS, iters, copy_bw,
                          f"paged MQA B={B} N={N} ragged [{N // 2}, {N}]")
 

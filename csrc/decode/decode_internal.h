@@ -89,9 +89,10 @@ int decode_dev_spread();
 // as On, and any 2-split call of one to two 32-row units per SM runs them as the balanced
 // schedule (the automatic rule: 1-1.35 units per SM, decode_wide_rows_runs_balanced;
 // CLO_DECODE_STREAMK plans it: automatically by capacity (stop 83), 1 by length on paged
-// caches, 2 by capacity; CLO_DECODE_STREAMK=0 leaves it an even grid); anything else: the automatic choice. A
-// call that runs two row tiles does not reach the 16-row balanced schedule or the spread tail:
-// CLO_DECODE_SPREAD acts on a count the two-tile rule takes only with this knob at 0.
+// caches, 2 by capacity; CLO_DECODE_STREAMK=0 leaves it an even grid); anything else: the
+// automatic choice. A call that runs two row tiles does not reach the 16-row balanced schedule
+// or the spread tail: CLO_DECODE_SPREAD acts on a count the two-tile rule takes only with this
+// knob at 0.
 constexpr int kDecodeWideRowsOff = 0, kDecodeWideRowsOn = 1, kDecodeWideRowsAuto = 2, kDecodeWideRowsBalanced = 3;
 int decode_dev_wide_rows();
 // Dev knob CLO_DECODE_MERGE_APART, read like CLO_DECODE_VARIANT: kDecodeMergeApartOff keeps the
