@@ -1815,7 +1815,8 @@ def mqa_block_sizes_sweep(iters, copy_bw):
 # 32/8 B=20/4K (one load a lane); then the contiguous copies (no scan), and ragged MQA lengths
 # (the plan by length runs). Stop 83 (NOTES.md): loading them 256 at a time did not move the
 # gap to the capacity plan (reverted); the two-row-tile blocks now plan by capacity ("auto"),
-# "bylen" (CLO_DECODE_STREAMK=1) is the plan they had.
+# and since stop 84 their kernel holds no other plan: "bylen" (CLO_DECODE_STREAMK=1) moves
+# only the 16-row rows (GQA B=20/4K).
 BALANCED_PLAN_ROWS = [(136, 2048, 1, False, 1), (140, 4096, 1, False, 1), (150, 4096, 1, False, 1),
                       (170, 4096, 1, False, 1), (17, 4096, 8, False, 8), (20, 4096, 1, False, 8),
                       (136, 2048, 1, True, 1), (150, 4096, 1, True, 1)]

@@ -12,7 +12,7 @@ import sys
 
 # every dev knob set before the first call, so each call reads it again
 KNOB_DEFAULTS = {"CLO_DECODE_VARIANT": "0", "CLO_DECODE_PACK": "1", "CLO_DECODE_TMA_STAGES": "0",
-                 "CLO_DECODE_NARROW": "1", "CLO_DECODE_WIDE_ROWS": "2", "CLO_DECODE_STREAMK": "3",
+                 "CLO_DECODE_NARROW": "1", "CLO_DECODE_WIDE_ROWS": "2", "CLO_DECODE_STREAMK": "1",
                  "CLO_DECODE_PDL": "2", "CLO_DECODE_PLANE_BOXES": "1"}
 for k, v in KNOB_DEFAULTS.items():
     os.environ[k] = v

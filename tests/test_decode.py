@@ -1417,11 +1417,11 @@ def check_balanced(fn, what):
 
 # (32-row units per SM, KV heads, group, Nq, block size, dtype, lengths, table capacity): one
 # token at Hq 32 / Hkv 1, Nq 8 at GQA 32/8 (causal), 24 rows (Nq 2 at 12:1, the second tile
-# half empty); block sizes 8-256. Lengths: "band" (cap / 2 to cap: the plan by length,
-# decode_streamk_len_range, units cut in up to three pieces), "short-first" (short sequences
-# ahead of long ones: six pieces a block, the plan's limit), "ragged" (0- and 1-key sequences
-# among them: the plan by capacity, as a share would span more than five shortest units) and
-# "full" (every sequence at the capacity: the plan by capacity)
+# half empty); block sizes 8-256. Two-row-tile blocks plan by capacity whatever the lengths
+# (stop 84: their kernel holds no plan by length), so a block's pieces may hold no keys, or
+# a few of a unit's: "band" (cap / 2 to cap), "short-first" (short sequences ahead of long
+# ones: whole blocks of short units' empty slots), "ragged" (0- and 1-key sequences among
+# them) and "full" (every sequence at the capacity)
 cases = [(1.03, 1, 32, 1, 16, torch.float16, "band", 2048),
          (1.03, 1, 32, 1, 16, torch.float16, "full", 2048),
          (1.5, 8, 4, 8, 32, torch.bfloat16, "band", 1500),
@@ -1439,13 +1439,11 @@ for i, (per_sm, hkv, group, nq, bs, dt, kind, cap) in enumerate(cases):
         lens = [int(x) for x in torch.randint(cap // 2, cap + 1, (b,), generator=gen)]
         lens[:2] = [cap // 2, cap]
     elif kind == "short-first":
-        lens = next(c for c in ([256] * ns + [cap] * (b - ns) for ns in range(round(0.35 * b), round(0.55 * b) + 1))
-                    if _len_plan_runs(c, hkv, sms, -1, nq))
+        ns = round(0.45 * b)
+        lens = [256] * ns + [cap] * (b - ns)
     else:
         lens = [int(x) for x in torch.randint(nq, cap + 1, (b,), generator=gen)]
         lens[:3] = [cap, nq, 0 if nq == 1 else cap - 1]
-    # premise: which plan the lengths take (units_x = Hkv: one 32-row unit per KV head)
-    assert _len_plan_runs(lens, hkv, sms, -1, nq) == (kind in ("band", "short-first")), (kind, lens[:8])
     q, kc, vc, table, sl = make_paged_problem(lens, hkv, group, 128, bs, dt, 7200 + i)
     if nq > 1:
         q = torch.randn(b, nq, hkv * group, 128, device="cuda").to(dt).transpose(1, 2)
@@ -1476,7 +1474,7 @@ out = torch.empty_like(q)
 ws = llm.paged_attention_workspace(q, kc, table, num_splits=2)
 graph, _ = capture_graph(lambda: llm.paged_attention(q, kc, vc, table, sl, out=out, workspace=ws, num_splits=2,
                                                      check_indices=False))
-# lengths by trial: the plan by length (1024-2048 keys), by capacity (a zero among them), full
+# lengths by trial: 1024-2048 keys, a zero among them, full
 for trial, new in enumerate((torch.randint(1024, 2049, (b,), generator=gen),
                              torch.cat([torch.zeros(1, dtype=torch.int64), torch.randint(1, 2049, (b - 1,), generator=gen)]),
                              torch.full((b,), 2048))):
@@ -1486,15 +1484,14 @@ for trial, new in enumerate((torch.randint(1024, 2049, (b,), generator=gen),
     poison_(out)
     graph.replay()
     assert_close(out, paged_attention_reference(q, kc, vc, table, sl), dtype=torch.float16,
-                 what=f"replay {trial} (by length: {_len_plan_runs(new.tolist(), 1, sms)})")
+                 what=f"replay {trial}")
 assert llm.decode.decode_workspace_counters_idle(ws), "replays"
 table[1, 3] = kc.shape[0] + 5
 sl.fill_(2048)
 res = llm.paged_attention(q, kc, vc, table, sl, num_splits=2, check_indices=False)
 others = [i for i in range(b) if i != 1]
 assert torch.isnan(res[1]).all() and not torch.isnan(res[others]).any(), "bad block index"
-# a length past the table among ragged ones: NaN for that sequence only (the plan reads it as
-# 0 keys, one slot: by capacity, as a share would span more than five shortest units)
+# a length past the table among ragged ones: NaN for that sequence only
 table[1, 3] = 0
 sl.copy_(torch.randint(1, 2049, (b,), generator=gen).to(torch.int32))
 sl[2] = 2048 + 7
@@ -1514,20 +1511,20 @@ assert llm.decode.decode_workspace_counters_idle(ws), "bad length"  # the fused 
 def test_wide_rows_balanced_matches_reference(merge_apart):
     """Two-row-tile blocks as the balanced schedule (CLO_DECODE_WIDE_ROWS=3: a 2-split call of
     one to two 32-row units per SM runs one block per SM, each an equal share of every unit's
-    keys; a dev knob, stop 72) against the references: one token at Hq 32 / Hkv 1, Nq 8 at GQA
-    32/8 and 24-row units, 1.03-1.9 units per SM, the plan by length (units in up to three
-    pieces, blocks of six) and by capacity (0- and 1-key sequences, full tables; the split
-    counters at rest after each), block sizes 8-256, both 16-bit dtypes, sliding window, soft cap and lse, the
+    keys by capacity; a dev knob, stop 72) against the references: one token at Hq 32 / Hkv 1,
+    Nq 8 at GQA 32/8 and 24-row units, 1.03-1.9 units per SM, ragged lengths (0- and 1-key
+    sequences, short ones ahead of long ones) and full tables (the split counters at rest
+    after each), block sizes 8-256, both 16-bit dtypes, sliding window, soft cap and lse, the
     contiguous path, graph replays with new lengths and tables, a bad block index and a bad
     length; on sm_90 the kernel (schedule 1, two row tiles), its grid and the cut units' merge
     kernel (decode_balanced_merge_kernel, stop 82; with the slow tests, the fused fold of the last
-    piece to arrive under CLO_DECODE_MERGE_APART=0). CLO_DECODE_STREAMK=1: the plan by length,
-    which the automatic choice no longer takes for two-row-tile blocks (stop 83; the "ragged" and
-    "full" cases run the capacity plan either way). A subprocess: the knobs are read in dev mode
-    only when set before the first decode call."""
+    piece to arrive under CLO_DECODE_MERGE_APART=0). CLO_DECODE_STREAMK=1 (the plan by length for
+    16-row blocks) must leave these blocks on the capacity plan, which is all their kernel holds
+    since stop 84. A subprocess: the knobs are read in dev mode only when set before the first
+    decode call."""
     require_op("paged_attention")
     require_op("decode_attention")
-    run_isolated(_SCRIPT_HELPERS + "\n\n" + inspect.getsource(_len_plan_runs) + _WIDE_BALANCED_SCRIPT, timeout=300,
+    run_isolated(_SCRIPT_HELPERS + _WIDE_BALANCED_SCRIPT, timeout=300,
                  env={"CLO_DECODE_WIDE_ROWS": "3", "CLO_DECODE_MERGE_APART": merge_apart, "CLO_DECODE_STREAMK": "1"})
 
 

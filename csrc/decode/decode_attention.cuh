@@ -1748,15 +1748,15 @@ cudaError_t run_decode_attention(const DecodeAttentionArgs& a, cudaStream_t stre
                     : launch_decode_split_merge<T>(params, kv, stream, merge_pdl);
   };
   // `params` as the balanced schedule's `blocks` blocks (decode_streamk_blocks) of `row_tiles`
-  // 16-row tiles, planned by length on paged caches for 16-row blocks, by capacity for
-  // two-row-tile ones (contiguous: one length), unless the CLO_DECODE_STREAMK knob says
-  // otherwise. The two-row-tile blocks planned by length ran 1.4-3.2 us slower than by capacity
-  // at uniform lengths (MQA B=136-170, Nq 8 B=17), 3.8 and 11.2 us at ragged MQA ones (stop 83).
+  // 16-row tiles, planned by length on paged caches for 16-row blocks unless the
+  // CLO_DECODE_STREAMK knob says by capacity; always by capacity for two-row-tile blocks
+  // (contiguous: one length). Planned by length, those ran 1.4-3.2 us slower than by capacity
+  // at uniform lengths (MQA B=136-170, Nq 8 B=17), 3.8 and 11.2 us at ragged MQA ones (stop 83),
+  // and their kernel no longer holds that plan (decode_attention_tma_kernel, stop 84).
   const int streamk_mode = decode_dev_streamk_mode();
   auto as_balanced = [&](DecodeKernelParams params, int64_t blocks, int row_tiles) {
     params.streamk_blocks = static_cast<int>(blocks);
-    params.streamk_by_len = kPaged && streamk_mode != kDecodeStreamKByCapacity &&
-                            (row_tiles == 1 || streamk_mode == kDecodeStreamKByLength);
+    params.streamk_by_len = kPaged && row_tiles == 1 && streamk_mode != kDecodeStreamKByCapacity;
     return params;
   };
   // The math tile of one-row-tile blocks: the narrow one for units of at most 8 rows

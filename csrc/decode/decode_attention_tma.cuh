@@ -215,11 +215,13 @@ __global__ void __launch_bounds__(decode_tma_threads(kRowTiles), kSchedule == kD
       }
     };
     lookup_ahead(spec_start, kv.capacity());
-    if constexpr (kBalanced) {
-      // By length (decode_streamk_len_range): planned from seq_lens, so after the wait, with
-      // the loads of the capacity plan's first piece already in flight (kept where the two
-      // plans' first pieces agree; where every sequence reads as many tiles the plan returns
-      // the capacity range and this branch does not run).
+    // By length (decode_streamk_len_range): planned from seq_lens, so after the wait, with
+    // the loads of the capacity plan's first piece already in flight (kept where the two
+    // plans' first pieces agree; where every sequence reads as many tiles the plan returns
+    // the capacity range and this branch does not run). 16-row blocks only: two-row-tile
+    // blocks plan by capacity (as_balanced, stop 83), and without this code their paged
+    // instance keeps its state in 168 registers (88 / 76 bytes of spill with it, stop 84).
+    if constexpr (kBalanced && kRowTiles == 1) {
       if (piece == 0 && p.streamk_by_len) {
         const DecodeStreamKRange by_len = decode_streamk_len_range(p, kv);
         if (by_len.tiles_cap == 0) {
@@ -471,7 +473,7 @@ __global__ void __launch_bounds__(decode_tma_threads(kRowTiles), kSchedule == kD
     tiles_done += n_tiles;
     more = kBalanced && sk.pos < sk.hi && piece + 1 < kDecodeMaxPieces;
     if (more) {
-      w = sk.tiles_cap > 0 ? decode_streamk_piece(p, sk) : decode_streamk_len_piece(p, kv, sk);
+      w = (kRowTiles > 1 || sk.tiles_cap > 0) ? decode_streamk_piece(p, sk) : decode_streamk_len_piece(p, kv, sk);
       spec_start = decode_split_start(p, w, kv.capacity());
     }
   }  // pieces

@@ -62,7 +62,7 @@ int decode_dev_pair_kernel() {
 
 int decode_dev_streamk_mode() {
   static bool dev_mode = std::getenv("CLO_DECODE_STREAMK") != nullptr;
-  return dev_knob("CLO_DECODE_STREAMK", dev_mode, kDecodeStreamKAuto);
+  return dev_knob("CLO_DECODE_STREAMK", dev_mode, kDecodeStreamKByLength);
 }
 
 int decode_dev_spread() {

@@ -69,12 +69,11 @@ int decode_dev_pack();
 int decode_dev_pair_kernel();
 // Dev knob CLO_DECODE_STREAMK, read like CLO_DECODE_VARIANT: kDecodeStreamKOff runs 2-split
 // calls as even splits where the balanced schedule would run (decode_streamk_blocks);
-// kDecodeStreamKByCapacity plans it by capacity on paged caches too; kDecodeStreamKByLength
-// plans every paged call by length, two-row-tile blocks too; anything else: the automatic
-// choice (by length for paged 16-row blocks; by capacity for two-row-tile blocks, stop 83,
-// and on contiguous caches).
-constexpr int kDecodeStreamKOff = 0, kDecodeStreamKByLength = 1, kDecodeStreamKByCapacity = 2,
-              kDecodeStreamKAuto = 3;
+// kDecodeStreamKByCapacity plans it by capacity on paged caches too; anything else
+// (kDecodeStreamKByLength, the default): by length for paged 16-row blocks, by capacity for
+// two-row-tile blocks (stop 83; their kernel holds no other plan since stop 84) and on
+// contiguous caches.
+constexpr int kDecodeStreamKOff = 0, kDecodeStreamKByLength = 1, kDecodeStreamKByCapacity = 2;
 int decode_dev_streamk_mode();
 // Dev knob CLO_DECODE_SPREAD, read like CLO_DECODE_VARIANT: kDecodeSpreadOn runs every split
 // call of the 16-bit D = 128 TMA kernel whose grid holds one to two units per SM as the
