@@ -840,6 +840,7 @@ int main(int argc, char** argv) {
   // w: ours at 4, 16 and 32 query rows per KV head on the same bytes and grid (stop 70)
   // n: the H200's paged layout at the 128-B hint: heads per block, against contiguous
   // r: ours on the bench's grids around the plane-box rule (one block per SM and beyond)
+  // m: one-token MQA on the two-row-tile balanced schedule, paged and contiguous (stop 84)
   const char* sections = argc > 2 ? argv[2] : "cro";
   auto has = [&](char ch) { return std::strchr(sections, ch) != nullptr; };
   cudaDeviceProp prop{};
@@ -1063,6 +1064,12 @@ int main(int argc, char** argv) {
     std::printf("-- ours (raw launcher), random data: one block per SM and beyond\n");
     const OursCase cases[] = {{16, 8, 16384, true, 0, 0}, {16, 8, 1024, true, 0, 0}, {1, 8, 16384, true, 0, 0},
                               {46, 8, 8192, true, 0, 0},  {64, 32, 1024, true, 0, 0}, {64, 8, 4096, true, 0, 0}};
+    for (const OursCase& c : cases) run_ours(c, k, v, stamps, iters);
+  }
+  if (has('m')) {  // stop 84: one-token MQA on the two-row-tile balanced schedule, paged against contiguous
+    std::printf("-- ours (raw launcher), random data: MQA balanced rows, paged / contiguous\n");
+    const OursCase cases[] = {{136, 1, 2048, true, 0, 0}, {136, 1, 2048, false, 0, 0},
+                              {150, 1, 4096, true, 0, 0}, {150, 1, 4096, false, 0, 0}};
     for (const OursCase& c : cases) run_ours(c, k, v, stamps, iters);
   }
   if (has('o')) {
