@@ -587,6 +587,7 @@ struct OursCase {
   bool paged;
   int splits;   // 0: the heuristic's
   int variant;  // CLO_DECODE_VARIANT: 0 auto, 1 cp.async, 2 TMA
+  int block_size = 16;  // paged
 };
 
 void run_ours(const OursCase& c, __half* k, __half* v, unsigned long long* stamps, int iters) {
@@ -621,7 +622,7 @@ void run_ours(const OursCase& c, __half* k, __half* v, unsigned long long* stamp
   int* table = nullptr;
   int* lens = nullptr;
   if (c.paged) {
-    const int bs = 16, per_seq = c.n / bs, nb = c.batch * per_seq;
+    const int bs = c.block_size, per_seq = c.n / bs, nb = c.batch * per_seq;
     std::vector<int> h_lens(c.batch, c.n);
     table = shuffled_block_table(nb);
     CK(cudaMalloc(&lens, c.batch * 4));
@@ -652,7 +653,8 @@ void run_ours(const OursCase& c, __half* k, __half* v, unsigned long long* stamp
   }
   Problem pr{c.batch, c.hkv, c.n, 1, c.paged ? "ours paged" : "ours contiguous"};
   char label[96];
-  std::snprintf(label, sizeof label, "B%d N%d Hkv%d splits %d var %d", c.batch, c.n, c.hkv, a.num_splits, c.variant);
+  std::snprintf(label, sizeof label, "B%d N%d Hkv%d splits %d var %d bs %d", c.batch, c.n, c.hkv, a.num_splits,
+                c.variant, c.paged ? c.block_size : 0);
   // Block stamps are not written by our kernels: the spread columns read the last pattern's.
   setenv("CLO_DECODE_PDL", "0", 1);
 #ifdef CLO_DEV_STAMPS
@@ -1068,8 +1070,9 @@ int main(int argc, char** argv) {
   }
   if (has('m')) {  // stop 84: one-token MQA on the two-row-tile balanced schedule, paged against contiguous
     std::printf("-- ours (raw launcher), random data: MQA balanced rows, paged / contiguous\n");
-    const OursCase cases[] = {{136, 1, 2048, true, 0, 0}, {136, 1, 2048, false, 0, 0},
-                              {150, 1, 4096, true, 0, 0}, {150, 1, 4096, false, 0, 0}};
+    const OursCase cases[] = {{136, 1, 2048, true, 0, 0}, {136, 1, 2048, true, 0, 0, 64},
+                              {136, 1, 2048, false, 0, 0}, {150, 1, 4096, true, 0, 0},
+                              {150, 1, 4096, true, 0, 0, 64}, {150, 1, 4096, false, 0, 0}};
     for (const OursCase& c : cases) run_ours(c, k, v, stamps, iters);
   }
   if (has('o')) {
