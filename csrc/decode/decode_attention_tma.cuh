@@ -300,7 +300,7 @@ __global__ void __launch_bounds__(decode_tma_threads(kRowTiles), kSchedule == kD
     // registers; this kernel has one block or two per SM): one ldmatrix fewer per k-step
     // on each tile's latency chain. The narrow tile keeps half of each (its rows 0-7: D / 8
     // registers) at every D; the 16-row tile reads them from q_s per tile from D = 160.
-    constexpr bool kQInRegs = D <= 128 || kNarrow;
+    constexpr bool kQInRegs = (D <= 128 && !(kBalanced && kRowTiles > 1)) || kNarrow;
     const T* q_tile = q_s + row_sub * kRowsPerBlock * kQStride;  // this warp's 16 rows
     uint32_t q_regs[kQInRegs ? D / 16 : 1][4];
     if constexpr (kQInRegs) {
