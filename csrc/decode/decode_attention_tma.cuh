@@ -302,7 +302,7 @@ __global__ void __launch_bounds__(decode_tma_threads(kRowTiles), kSchedule == kD
     // registers) at every D; the 16-row tile reads them from q_s per tile from D = 160, and
     // so do the balanced schedule's two-row-tile blocks: the piece loop's state holds them at
     // the 168-register cap of 9 warps, where ptxas loaded K's fragments one or two k-steps
-    // ahead; Q from smem (157-159 registers) measured 1.2-3.7 us faster on MQA B=136-170
+    // ahead; Q from smem (157-159 registers) measured 1.2-1.9 us faster on MQA B=136-170 and Nq 8 B=17, 3.2-3.6 on ragged MQA,
     // (stop 84). A later piece's q rows are written after the epilogue's first barrier,
     // which every math warp reaches after its last read of the previous rows.
     constexpr bool kQInRegs = (D <= 128 && !(kBalanced && kRowTiles > 1)) || kNarrow;
