@@ -300,11 +300,12 @@ __global__ void __launch_bounds__(decode_tma_threads(kRowTiles), kSchedule == kD
     // registers; this kernel has one block or two per SM): one ldmatrix fewer per k-step
     // on each tile's latency chain. The narrow tile keeps half of each (its rows 0-7: D / 8
     // registers) at every D; the 16-row tile reads them from q_s per tile from D = 160, and
-    // so do the balanced schedule's two-row-tile blocks: the piece loop's state holds them at
-    // the 168-register cap of 9 warps, where ptxas loaded K's fragments one or two k-steps
-    // ahead; Q from smem (157-159 registers) measured 1.2-1.9 us faster on MQA B=136-170 and Nq 8 B=17, 3.2-3.6 on ragged MQA,
-    // (stop 84). A later piece's q rows are written after the epilogue's first barrier,
-    // which every math warp reaches after its last read of the previous rows.
+    // so do the balanced schedule's two-row-tile blocks: with Q in registers the piece loop
+    // sat at the 168-register cap of 9 warps, where ptxas loaded K's fragments one or two
+    // k-steps ahead; Q from smem (157-159 registers) measured 1.2-1.9 us faster on MQA
+    // B=136-170 and Nq 8 B=17, 3.2-3.6 us on ragged MQA (stop 84). A later piece's q rows
+    // are written after the epilogue's first barrier, which every math warp reaches after
+    // its last read of the previous rows.
     constexpr bool kQInRegs = (D <= 128 && !(kBalanced && kRowTiles > 1)) || kNarrow;
     const T* q_tile = q_s + row_sub * kRowsPerBlock * kQStride;  // this warp's 16 rows
     uint32_t q_regs[kQInRegs ? D / 16 : 1][4];
