@@ -275,8 +275,8 @@ __global__ void __launch_bounds__(decode_tma_threads(kRowTiles), kSchedule == kD
     // Start-up hand-off: the producer issues its first boxes as soon as its table entries
     // land; the math warps wait for the mbarriers' initialisation (the producer's arrival)
     // and for each other's q rows.
-    // A later piece (kBalanced): the math warps' q rows only (the epilogue they just left
-    // ends after their last reads of the previous rows).
+    // A later piece (kBalanced): the math warps' q rows only (the first barrier of the
+    // epilogue they just left comes after every math warp's last read of the previous rows).
     CLO_DEV_CHAOS_POINT(0);
     if (piece > 0) {
       if (!producer) named_barrier_sync(kEpilogueBarrier, kMathWarps * 32);
