@@ -1813,7 +1813,7 @@ def mqa_block_sizes_sweep(iters, copy_bw):
 # sequences). Automatic (by length until stop 83) against the capacity plan (CLO_DECODE_STREAMK=2:
 # no seq_lens scan) and automatic again, on the MQA band (B=136-170: 5-6 loads a lane), Nq 8 B=17/4K and GQA
 # 32/8 B=20/4K (one load a lane); then the contiguous copies (no scan), and ragged MQA lengths
-# (the plan by length runs). Stop 83 (NOTES.md): loading them 256 at a time did not move the
+# (where the plan by length ran until stop 84). Stop 83 (NOTES.md): loading them 256 at a time did not move the
 # gap to the capacity plan (reverted); the two-row-tile blocks now plan by capacity ("auto"),
 # and since stop 84 their kernel holds no other plan: "bylen" (CLO_DECODE_STREAMK=1) moves
 # only the 16-row rows (GQA B=20/4K).
@@ -2519,7 +2519,7 @@ SWEEPS = {
                        "one-wave paged GQA / MQA, one and two row tiles: spanning boxes against a box per plane"),
     "mqa-paged": (mqa_paged_sweep, "one-token MQA paged (table orders, spanning boxes, 3 stages) vs contiguous; Nq 4 B=16/4K"),
     "mqa-block-sizes": (mqa_block_sizes_sweep, "one-token MQA paged at block sizes 16-128 (and a sequential table) vs contiguous"),
-    "balanced-plan": (balanced_plan_sweep, "the balanced schedule's seq_lens plan: by length against by capacity, MQA band"),
+    "balanced-plan": (balanced_plan_sweep, "the balanced schedule's seq_lens plan: by length against by capacity (16-row blocks; MQA band: capacity)"),
     "mqa-tiles": (mqa_tiles_sweep, "one token at Hq 32 / Hkv 1 (two row tiles) against Nq 8's two-tile counts"),
     "one-wave-long": (cool_then_cap_sweep(ONE_WAVE_LONG_ROWS, SPLITS_1_2_VARIANTS),
                       "paged D=128 GQA at 0.91-0.97 units per SM, 4-16K keys: 1-2 splits, cool and at the cap"),

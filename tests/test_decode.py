@@ -1418,10 +1418,12 @@ def check_balanced(fn, what):
 # (32-row units per SM, KV heads, group, Nq, block size, dtype, lengths, table capacity): one
 # token at Hq 32 / Hkv 1, Nq 8 at GQA 32/8 (causal), 24 rows (Nq 2 at 12:1, the second tile
 # half empty); block sizes 8-256. Two-row-tile blocks plan by capacity whatever the lengths
-# (stop 84: their kernel holds no plan by length), so a block's pieces may hold no keys, or
-# a few of a unit's: "band" (cap / 2 to cap), "short-first" (short sequences ahead of long
-# ones: whole blocks of short units' empty slots), "ragged" (0- and 1-key sequences among
-# them) and "full" (every sequence at the capacity)
+# (stop 84: their kernel holds no plan by length): "band" (cap / 2 to cap: lengths a 16-row
+# block would plan by length, asserted, so that under CLO_DECODE_STREAMK=1 a host that
+# flagged these launches by length would split the merge kernel's plan from the attention
+# kernel's and fail here), "short-first" (short sequences ahead of long ones: blocks whose
+# shares hold only short units, few keys each), "ragged" (0- and 1-key sequences among them)
+# and "full" (every sequence at the capacity)
 cases = [(1.03, 1, 32, 1, 16, torch.float16, "band", 2048),
          (1.03, 1, 32, 1, 16, torch.float16, "full", 2048),
          (1.5, 8, 4, 8, 32, torch.bfloat16, "band", 1500),
@@ -1444,6 +1446,8 @@ for i, (per_sm, hkv, group, nq, bs, dt, kind, cap) in enumerate(cases):
     else:
         lens = [int(x) for x in torch.randint(nq, cap + 1, (b,), generator=gen)]
         lens[:3] = [cap, nq, 0 if nq == 1 else cap - 1]
+    # premise (units_x = Hkv: one 32-row unit per KV head)
+    assert kind != "band" or _len_plan_runs(lens, hkv, sms, -1, nq), (kind, lens[:8])
     q, kc, vc, table, sl = make_paged_problem(lens, hkv, group, 128, bs, dt, 7200 + i)
     if nq > 1:
         q = torch.randn(b, nq, hkv * group, 128, device="cuda").to(dt).transpose(1, 2)
@@ -1512,9 +1516,9 @@ def test_wide_rows_balanced_matches_reference(merge_apart):
     """Two-row-tile blocks as the balanced schedule (CLO_DECODE_WIDE_ROWS=3: a 2-split call of
     one to two 32-row units per SM runs one block per SM, each an equal share of every unit's
     keys by capacity; a dev knob, stop 72) against the references: one token at Hq 32 / Hkv 1,
-    Nq 8 at GQA 32/8 and 24-row units, 1.03-1.9 units per SM, ragged lengths (0- and 1-key
-    sequences, short ones ahead of long ones) and full tables (the split counters at rest
-    after each), block sizes 8-256, both 16-bit dtypes, sliding window, soft cap and lse, the
+    Nq 8 at GQA 32/8 and 24-row units, 1.03-1.9 units per SM, lengths in [cap / 2, cap],
+    ragged ones (0- and 1-key sequences, short ones ahead of long ones) and full tables (the
+    split counters at rest after each), block sizes 8-256, both 16-bit dtypes, sliding window, soft cap and lse, the
     contiguous path, graph replays with new lengths and tables, a bad block index and a bad
     length; on sm_90 the kernel (schedule 1, two row tiles), its grid and the cut units' merge
     kernel (decode_balanced_merge_kernel, stop 82; with the slow tests, the fused fold of the last
@@ -1524,7 +1528,7 @@ def test_wide_rows_balanced_matches_reference(merge_apart):
     decode call."""
     require_op("paged_attention")
     require_op("decode_attention")
-    run_isolated(_SCRIPT_HELPERS + _WIDE_BALANCED_SCRIPT, timeout=300,
+    run_isolated(_SCRIPT_HELPERS + "\n\n" + inspect.getsource(_len_plan_runs) + _WIDE_BALANCED_SCRIPT, timeout=300,
                  env={"CLO_DECODE_WIDE_ROWS": "3", "CLO_DECODE_MERGE_APART": merge_apart, "CLO_DECODE_STREAMK": "1"})
 
 

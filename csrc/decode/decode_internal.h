@@ -87,8 +87,8 @@ int decode_dev_spread();
 // the kernel can (decode_wide_rows_pay), as an even grid at every count; kDecodeWideRowsBalanced
 // as On, and any 2-split call of one to two 32-row units per SM runs them as the balanced
 // schedule (the automatic rule: 1-1.35 units per SM, decode_wide_rows_runs_balanced;
-// CLO_DECODE_STREAMK plans it: automatically by capacity (stop 83), 1 by length on paged
-// caches, 2 by capacity; CLO_DECODE_STREAMK=0 leaves it an even grid); anything else: the
+// always by capacity (stop 83; its kernel holds no other plan since stop 84);
+// CLO_DECODE_STREAMK=0 leaves it an even grid); anything else: the
 // automatic choice. A call that runs two row tiles does not reach the 16-row balanced schedule
 // or the spread tail: CLO_DECODE_SPREAD acts on a count the two-tile rule takes only with this
 // knob at 0.
