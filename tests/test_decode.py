@@ -1418,12 +1418,12 @@ def check_balanced(fn, what):
 # (32-row units per SM, KV heads, group, Nq, block size, dtype, lengths, table capacity): one
 # token at Hq 32 / Hkv 1, Nq 8 at GQA 32/8 (causal), 24 rows (Nq 2 at 12:1, the second tile
 # half empty); block sizes 8-256. Two-row-tile blocks plan by capacity whatever the lengths
-# (stop 84: their kernel holds no plan by length): "band" (cap / 2 to cap: lengths a 16-row
-# block would plan by length, asserted, so that under CLO_DECODE_STREAMK=1 a host that
-# flagged these launches by length would split the merge kernel's plan from the attention
-# kernel's and fail here), "short-first" (short sequences ahead of long ones: blocks whose
-# shares hold only short units, few keys each), "ragged" (0- and 1-key sequences among them)
-# and "full" (every sequence at the capacity)
+# (stop 84: their kernel holds no plan by length): "band" (cap / 2 to cap) and "short-first"
+# (short sequences ahead of long ones: blocks whose shares hold only short units, few keys
+# each) are lengths a 16-row block would plan by length, asserted, so that under
+# CLO_DECODE_STREAMK=1 a host that flagged these launches by length would split the merge
+# kernel's plan from the attention kernel's and fail here; "ragged" (0- and 1-key sequences
+# among them) and "full" (every sequence at the capacity) the capacity plan either way
 cases = [(1.03, 1, 32, 1, 16, torch.float16, "band", 2048),
          (1.03, 1, 32, 1, 16, torch.float16, "full", 2048),
          (1.5, 8, 4, 8, 32, torch.bfloat16, "band", 1500),
@@ -1441,13 +1441,14 @@ for i, (per_sm, hkv, group, nq, bs, dt, kind, cap) in enumerate(cases):
         lens = [int(x) for x in torch.randint(cap // 2, cap + 1, (b,), generator=gen)]
         lens[:2] = [cap // 2, cap]
     elif kind == "short-first":
-        ns = round(0.45 * b)
-        lens = [256] * ns + [cap] * (b - ns)
+        lens = next(c for c in ([256] * ns + [cap] * (b - ns) for ns in range(round(0.35 * b), round(0.55 * b) + 1))
+                    if _len_plan_runs(c, hkv, sms, -1, nq))
     else:
         lens = [int(x) for x in torch.randint(nq, cap + 1, (b,), generator=gen)]
         lens[:3] = [cap, nq, 0 if nq == 1 else cap - 1]
-    # premise (units_x = Hkv: one 32-row unit per KV head)
-    assert kind != "band" or _len_plan_runs(lens, hkv, sms, -1, nq), (kind, lens[:8])
+    # premise: which plan 16-row blocks would take for these lengths (units_x = Hkv: one 32-row
+    # unit per KV head)
+    assert _len_plan_runs(lens, hkv, sms, -1, nq) == (kind in ("band", "short-first")), (kind, lens[:8])
     q, kc, vc, table, sl = make_paged_problem(lens, hkv, group, 128, bs, dt, 7200 + i)
     if nq > 1:
         q = torch.randn(b, nq, hkv * group, 128, device="cuda").to(dt).transpose(1, 2)

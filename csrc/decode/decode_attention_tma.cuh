@@ -98,6 +98,10 @@ __global__ void __launch_bounds__(decode_tma_threads(kRowTiles), kSchedule == kD
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   static_assert(kStages >= 2, "the pipeline needs two stages");
   constexpr bool kBalanced = kSchedule == kDecodeBalanced;
+  // The balanced schedule's plan by length (p.streamk_by_len) exists for 16-row blocks only:
+  // two-row-tile blocks plan by capacity (as_balanced, stop 83), and without that code their
+  // paged instance keeps its state in 168 registers (88 / 76 bytes of spill with it, stop 84).
+  constexpr bool kPlansByLength = kBalanced && kRowTiles == 1;
   static_assert(kTileTokens == 64 && kTmaMathWarps == 4, "16 keys per math warp");
   constexpr bool kDequant = decode_dequantizes<T, KVT>();
   static_assert(kRowTiles == 1 || (kSchedule != kDecodeSpreadTail && !kDequant),
@@ -218,10 +222,8 @@ __global__ void __launch_bounds__(decode_tma_threads(kRowTiles), kSchedule == kD
     // By length (decode_streamk_len_range): planned from seq_lens, so after the wait, with
     // the loads of the capacity plan's first piece already in flight (kept where the two
     // plans' first pieces agree; where every sequence reads as many tiles the plan returns
-    // the capacity range and this branch does not run). 16-row blocks only: two-row-tile
-    // blocks plan by capacity (as_balanced, stop 83), and without this code their paged
-    // instance keeps its state in 168 registers (88 / 76 bytes of spill with it, stop 84).
-    if constexpr (kBalanced && kRowTiles == 1) {
+    // the capacity range and this branch does not run).
+    if constexpr (kPlansByLength) {
       if (piece == 0 && p.streamk_by_len) {
         const DecodeStreamKRange by_len = decode_streamk_len_range(p, kv);
         if (by_len.tiles_cap == 0) {
@@ -479,7 +481,7 @@ __global__ void __launch_bounds__(decode_tma_threads(kRowTiles), kSchedule == kD
     tiles_done += n_tiles;
     more = kBalanced && sk.pos < sk.hi && piece + 1 < kDecodeMaxPieces;
     if (more) {
-      w = (kRowTiles > 1 || sk.tiles_cap > 0) ? decode_streamk_piece(p, sk) : decode_streamk_len_piece(p, kv, sk);
+      w = (!kPlansByLength || sk.tiles_cap > 0) ? decode_streamk_piece(p, sk) : decode_streamk_len_piece(p, kv, sk);
       spec_start = decode_split_start(p, w, kv.capacity());
     }
   }  // pieces
