@@ -1824,6 +1824,17 @@ BALANCED_PLAN_VARIANTS = {"auto": {}, "bylen": {"CLO_DECODE_STREAMK": "1"}, "byc
                           "auto2": {}}
 
 
+# --build-ab: the automatic choice only, twice, on a row of each D = 128 kernel family: the even
+# grid's two-tile blocks (MQA and Nq 8, paged and contiguous), the balanced two-tile blocks (MQA
+# B=136 / 150) and the 16-row blocks (GQA one token; MHA). For comparing two builds of the
+# extension (scripts/gpu_ab.sh swaps them between runs): (B, N, Nq, contiguous, Hkv)
+BUILD_AB_ROWS = [(8, 16384, 1, False, 1), (64, 4096, 1, False, 1), (66, 8192, 1, False, 1), (66, 8192, 1, True, 1),
+                 (8, 16384, 8, False, 8), (8, 16384, 8, True, 8), (21, 16384, 8, False, 8), (16, 4096, 8, False, 8),
+                 (136, 2048, 1, False, 1), (150, 4096, 1, False, 1), (16, 1024, 1, False, 8),
+                 (1, 16384, 1, False, 8), (64, 4096, 1, False, 8), (16, 1024, 1, False, 32)]
+BUILD_AB_VARIANTS = {"auto": {}, "auto2": {}}
+
+
 def balanced_plan_sweep(iters, copy_bw):
     """BALANCED_PLAN_ROWS (cuDNN first), then MQA B=150/4K and B=136/2K with lengths uniform in
     [N/2, N] (seeded; no peer: SDPA reads one length; % of copy counts the keys read)."""
@@ -2519,6 +2530,7 @@ SWEEPS = {
                        "one-wave paged GQA / MQA, one and two row tiles: spanning boxes against a box per plane"),
     "mqa-paged": (mqa_paged_sweep, "one-token MQA paged (table orders, spanning boxes, 3 stages) vs contiguous; Nq 4 B=16/4K"),
     "mqa-block-sizes": (mqa_block_sizes_sweep, "one-token MQA paged at block sizes 16-128 (and a sequential table) vs contiguous"),
+    "build-ab": (hkv_rows_sweep(BUILD_AB_ROWS, BUILD_AB_VARIANTS), "the automatic choice on a row of each D=128 kernel family (two builds compared)"),
     "balanced-plan": (balanced_plan_sweep, "the balanced schedule's seq_lens plan: by length against by capacity (16-row blocks; MQA band: capacity)"),
     "mqa-tiles": (mqa_tiles_sweep, "one token at Hq 32 / Hkv 1 (two row tiles) against Nq 8's two-tile counts"),
     "one-wave-long": (cool_then_cap_sweep(ONE_WAVE_LONG_ROWS, SPLITS_1_2_VARIANTS),
