@@ -1,24 +1,36 @@
 #!/usr/bin/env bash
-# Builds of the extension compared in one GPU call: A is the tree as sent, B (C, ...) the same
-# tree with CUDA_LLM_OPS_DEV_DEFINES set to each space-separated word of $AB_DEFINES (a dev macro,
-# or a comma-separated set, that switches a kernel variant). Each is built once; then $AB_CMD
-# runs A, B, ..., A, B, ... ($AB_ROUNDS rounds), the built .so swapped in before each run, so
-# every build meets the same clocks and the same drift.
-#   AB_DEFINES=CLO_DEV_Q_SMEM_WIDE CUDA_LLM_OPS_AREAS=attention,decode \
+# Builds of the extension compared in one GPU call: A is the tree as sent, B (C, ... up to F)
+# the same tree with CUDA_LLM_OPS_DEV_DEFINES set to each space-separated word of $AB_DEFINES (a
+# dev macro, or a comma-separated set of them, that switches a kernel variant). Each is built
+# once; then $AB_CMD runs on A, B, ..., A, B, ... ($AB_ROUNDS rounds, default 2), the built .so
+# copied in before each run (each run its own process), so the machine's drift spreads over all
+# the builds. Build A is installed again at the end.
+#   AB_DEFINES=CLO_DEV_SOME_VARIANT CUDA_LLM_OPS_AREAS=attention,decode \
 #     AB_CMD="python3 scripts/bench_decode_dev.py --iters 30 --build-ab" bash scripts/gpu_ab.sh
-# Logs under $OUT (ab_build_{A,B,...}.log, ab_{A,B,...}{1,2,...}.log); each run's lines printed last.
+# Logs under $OUT (ab_build_{A,B,...}.log, ab_{A,B,...}{1,2,...}.log); each run's table lines
+# (those holding "|") printed last. Exit status: 1 when a build or a copy fails, 2 when a run
+# of $AB_CMD failed (the others still ran).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-$PWD/out}
 mkdir -p "$OUT"
 : "${AB_DEFINES:?set AB_DEFINES (the dev macro of build B)}" "${AB_CMD:?set AB_CMD (the command timed)}"
+read -r -a variants <<<"$AB_DEFINES"
+sides=(A B C D E F)
+if [ ${#variants[@]} -eq 0 ] || [ ${#variants[@]} -ge ${#sides[@]} ]; then
+  echo "AB_DEFINES: 1 to $(( ${#sides[@]} - 1 )) words, got ${#variants[@]}"; exit 1
+fi
+defines_of=("" "${variants[@]}")
+sides=("${sides[@]:0:${#defines_of[@]}}")
 export PYTHONUNBUFFERED=1 MAX_JOBS=${MAX_JOBS:-16} TORCH_CUDA_ARCH_LIST=${TORCH_CUDA_ARCH_LIST:-9.0a}
 nvidia-smi --query-gpu=name,clocks.sm,clocks.mem,temperature.gpu --format=csv,noheader || true
 store=$(mktemp -d)
-read -r -a variants <<<"$AB_DEFINES"
-defines_of=("" "${variants[@]}")
-sides=(A B C D E F)
-sides=("${sides[@]:0:${#defines_of[@]}}")
+trap 'rm -rf "$store"' EXIT
+installed() {  # the one built extension (a second, e.g. another Python's, would make the swap ambiguous)
+  local sos=(cuda_llm_ops/_C*.so)
+  [ ${#sos[@]} -eq 1 ] && [ -f "${sos[0]}" ] || { echo "want one cuda_llm_ops/_C*.so, found: ${sos[*]}" >&2; return 1; }
+  echo "${sos[0]}"
+}
 for i in "${!sides[@]}"; do
   side=${sides[$i]} defines=${defines_of[$i]}
   find csrc -type f -exec touch {} +  # build from what was sent (see gpu_check.sh)
@@ -26,14 +38,18 @@ for i in "${!sides[@]}"; do
   CUDA_LLM_OPS_DEV_DEFINES=$defines python3 -m pip install --no-build-isolation --no-deps -v -e . \
     >"$OUT/ab_build_$side.log" 2>&1 || { echo "build $side failed"; grep -E "error" "$OUT/ab_build_$side.log" | head -20; exit 1; }
   echo "build $side (defines '$defines'): $(( $(date +%s) - t0 )) s"
-  cp cuda_llm_ops/_C*.so "$store/$side.so"
+  so=$(installed) && cp "$so" "$store/$side.so" || exit 1
 done
-so=$(ls cuda_llm_ops/_C*.so)
+status=0
 for r in $(seq 1 "${AB_ROUNDS:-2}"); do
   for side in "${sides[@]}"; do
-    cp "$store/$side.so" "$so"
+    cp "$store/$side.so" "$so" || exit 1
     bash -c "$AB_CMD" >"$OUT/ab_$side$r.log" 2>&1
-    echo "---- $side$r (rc $?) ----"
+    rc=$?
+    [ $rc -eq 0 ] || status=2
+    echo "---- $side$r (rc $rc) ----"
     grep -E "\|" "$OUT/ab_$side$r.log" | sed -E 's/ \(sets [0-9]+\)//'
   done
 done
+cp "$store/A.so" "$so" || exit 1
+exit $status
