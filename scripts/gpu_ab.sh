@@ -22,7 +22,7 @@ if [ ${#variants[@]} -eq 0 ] || [ ${#variants[@]} -ge ${#sides[@]} ]; then
 fi
 defines_of=("" "${variants[@]}")
 sides=("${sides[@]:0:${#defines_of[@]}}")
-export PYTHONUNBUFFERED=1 MAX_JOBS=${MAX_JOBS:-16} TORCH_CUDA_ARCH_LIST=${TORCH_CUDA_ARCH_LIST:-9.0a}
+source scripts/gpu_build.sh  # the build environment and build_extension
 nvidia-smi --query-gpu=name,clocks.sm,clocks.mem,temperature.gpu --format=csv,noheader || true
 store=$(mktemp -d)
 trap 'rm -rf "$store"' EXIT
@@ -33,10 +33,8 @@ installed() {  # the one built extension (a second, e.g. another Python's, would
 }
 for i in "${!sides[@]}"; do
   side=${sides[$i]} defines=${defines_of[$i]}
-  find csrc -type f -exec touch {} +  # build from what was sent (see gpu_check.sh)
   t0=$(date +%s)
-  CUDA_LLM_OPS_DEV_DEFINES=$defines python3 -m pip install --no-build-isolation --no-deps -v -e . \
-    >"$OUT/ab_build_$side.log" 2>&1 || { echo "build $side failed"; grep -E "error" "$OUT/ab_build_$side.log" | head -20; exit 1; }
+  CUDA_LLM_OPS_DEV_DEFINES=$defines build_extension "$OUT/ab_build_$side.log" || { echo "build $side failed"; grep -E "error" "$OUT/ab_build_$side.log" | head -20; exit 1; }
   echo "build $side (defines '$defines'): $(( $(date +%s) - t0 )) s"
   so=$(installed) && cp "$so" "$store/$side.so" || exit 1
 done

@@ -15,7 +15,7 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-$PWD/out}
 mkdir -p "$OUT"
-export PYTHONUNBUFFERED=1 MAX_JOBS=${MAX_JOBS:-16} TORCH_CUDA_ARCH_LIST=${TORCH_CUDA_ARCH_LIST:-9.0a}
+source scripts/gpu_build.sh  # the build environment and build_extension
 TESTS=${TESTS:-tests}
 summary=()
 nvidia-smi --query-gpu=name,clocks.sm,clocks.mem,temperature.gpu,utilization.gpu --format=csv,noheader || true
@@ -24,10 +24,7 @@ t0=$(date +%s)
 if [ "${SKIP_BUILD:-0}" = "1" ] && ls cuda_llm_ops/_C*.so >/dev/null 2>&1; then
   rc=0; echo "reusing the extension of the previous call" >"$OUT/build.log"
 else
-  # The sources arrive as copies whose times may be older than a warm machine's objects
-  # (ninja would keep those): build from what was sent.
-  find csrc -type f -exec touch {} +
-  python3 -m pip install --no-build-isolation --no-deps -v -e . >"$OUT/build.log" 2>&1
+  build_extension "$OUT/build.log"
   rc=$?
 fi
 t1=$(date +%s)
