@@ -104,7 +104,7 @@ def profile_kernels(B, N, Hkv, dtype=torch.float16):
         for e in prof.key_averages():
             if "decode" in e.key:
                 dt = getattr(e, "device_time", None) or getattr(e, "cuda_time", 0.0)
-                rows.append(f"{e.key[:60]}... x{e.count} avg {dt:.1f} us")
+                rows.append(f"{e.key[:200]}... x{e.count} avg {dt:.1f} us")
         print(f"profile B={B} N={N} Hkv={Hkv}: " + " | ".join(rows), flush=True)
         del inp
     except Exception as exc:  # noqa: BLE001 - diagnostics only
