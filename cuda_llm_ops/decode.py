@@ -445,7 +445,9 @@ def decode_num_splits(batch: int, num_kv_heads: int, rows_per_kv_head: int, max_
     - 16-bit head_dim 64 on sm_90 with `max_kv_len >= 2048`: `paged` calls that run
       head pairs (an even `num_kv_heads`, `seq_len_q` 1, at most 8 query heads per KV
       head, `base` beyond 1.25 times the SMs) take 2 when the pairs (`base / 2`) are
-      1.06-1.35 times the SMs (the balanced schedule on the head_dim-128 kernel);
+      1.06-1.35 times the SMs (the balanced schedule on the head_dim-128 kernel; on
+      Hopper HBM3e parts 1 below `max_kv_len` 8192, 3 from there, which ran up to 19%
+      faster: GQA 32:8 B=40/2K 56.1 -> 45.4 us, B=40/16K 328.0 -> 314.3, "Stop 86");
       contiguous ones (`paged=False`) take 2 (balanced) when `base` is 2-2.7 times
       the SMs, paged ones without head pairs 3 at 2.1-2.45 times;
     - 16-bit head_dim 72-80 `paged` calls that run head pairs (Hopper HBM3e parts, the
@@ -482,6 +484,9 @@ def decode_num_splits(batch: int, num_kv_heads: int, rows_per_kv_head: int, max_
       32:8 paged 729.0 -> 650.1 us, "Stop 66"), 3 up to 2.67 times from 8192 keys (-> 622.4,
       "Stop 67"); units of 9-16 query rows end it at 2.75 times below 8192 keys; rows
       beyond one tile take 2 to 2.8 times at any length ("Stop 68");
+    - on Hopper HBM3e parts, 16-bit head_dims 104-120 (on the head_dim-128 kernel) with
+      `paged` keep 1 at 1.1-1.35 times the SMs (the balanced 2 splits ran 20-43% slower:
+      D=112 GQA 32:8 B=20/4K 132.7 -> 77.9 us, csrc/decode/NOTES.md "Stop 86");
     - on Hopper HBM3e parts, 16-bit head_dim 256, 192 and 96 exactly (NOTES.md "D = 256 and
       96 split counts on the H200"): head_dim 256 takes 2 (balanced) up to 1.7 times the
       SMs when `paged`, 1.55 when not (head_dim 192 when not: 1.83, and 2 even splits

@@ -18,13 +18,14 @@ import argparse
 import contextlib
 import dataclasses
 import os
+import re
 import sys
 
 import torch
 
 import cuda_llm_ops as llm
 from cuda_llm_ops.bench import cases_decode as cd
-from cuda_llm_ops.testing import decode_tma_stages_fit, kernel_grid_blocks, rel_error
+from cuda_llm_ops.testing import decode_tma_stages_fit, kernel_grid_blocks, kernel_names, rel_error
 from cuda_llm_ops.timing import benchmark
 
 
@@ -1835,6 +1836,73 @@ BUILD_AB_ROWS = [(8, 16384, 1, False, 1), (64, 4096, 1, False, 1), (66, 8192, 1,
 BUILD_AB_VARIANTS = {"auto": {}, "auto2": {}}
 
 
+# --pair-band (stop 86): paged 16-bit rows whose automatic call ran the balanced 16-row D = 128
+# kernel on HBM3e parts until stop 86 (D = 64 head pairs at 1.06-1.35 pairs per SM, D = 112 at
+# 1.1-1.35 units per SM; still the H100's choice) and their neighbours, against 1 and 3 splits,
+# even 2 splits, unpaired blocks and the cp.async kernel. (B, N, Hkv, D)
+PAIR_BAND_ROWS = [(32, 2048, 8, 64), (34, 2048, 8, 64), (36, 2048, 8, 64), (40, 2048, 8, 64), (44, 2048, 8, 64),
+                  (48, 2048, 8, 64), (36, 4096, 8, 64), (44, 4096, 8, 64), (40, 8192, 8, 64), (9, 2048, 32, 64),
+                  (9, 8192, 32, 64), (18, 2048, 8, 112), (20, 2048, 8, 112), (22, 2048, 8, 112),
+                  (20, 4096, 8, 112), (22, 8192, 8, 112), (20, 2048, 8, 128)]
+PAIR_BAND_VARIANTS = {"auto": {}, "pairs": {"CLO_DECODE_PACK": "2"}, "single": {"CLO_DECODE_PACK": "0"},
+                      "even": {"CLO_DECODE_PACK": "2", "CLO_DECODE_STREAMK": "0"},
+                      "cp": {"CLO_DECODE_VARIANT": "1"}, "tma3": {"CLO_DECODE_VARIANT": "2", "CLO_DECODE_TMA_STAGES": "3"}}
+# (splits, variant) pairs timed on every row
+PAIR_BAND_RUNS = {(0, "auto"), (1, "pairs"), (1, "single"), (2, "pairs"), (2, "even"), (2, "single"), (3, "pairs"),
+                  (3, "single"), (1, "cp"), (1, "tma3"), (0, "auto.2")}
+
+
+def pair_band_sweep(iters, copy_bw):
+    """PAIR_BAND_ROWS, paged block 16, cuDNN first, at PAIR_BAND_RUNS (graph replays, cold L2); the
+    automatic call's decode kernels printed first."""
+    variants = {**PAIR_BAND_VARIANTS, "auto.2": {}}
+    for B, N, hkv, d in PAIR_BAND_ROWS:
+        case = cd.paged_case(B, N, hkv, torch.float16, D=d, block_size=16)
+        fn = _split_fns([case.make_inputs()], 0)[0]
+        names = re.findall(r"(\w+_kernel(?:<[^<>]*>)?)", kernel_names(fn).replace("cuda_llm_ops::decode::", ""))
+        print(f"kernels D={d} B={B} N={N} Hkv={hkv}: {sorted(set(n for n in names if 'decode' in n))}", flush=True)
+        del fn
+        _split_sweep_row(case, (0, 1, 2, 3), variants, iters, copy_bw, f"paged D={d} B={B} N={N} Hkv={hkv}",
+                         peer="sdpa-cudnn", only=lambda ns, label: (ns, label) in PAIR_BAND_RUNS)
+
+
+# --pair-band-confirm (stop 86): the automatic count against forced 1-3 splits (2: the balanced
+# schedule below two units per SM) where stop 86 moved HBM3e parts off 2 splits (D = 64 head
+# pairs at 1.06-1.35 pairs per SM: 1, from 8192 keys 3; paged D = 104-120 at 1.1-1.35 units per
+# SM: 1, Nq 2 too), contiguous D = 112 there (kept at 2), and D = 112 past two units per SM (2
+# even splits). (B, N, Hkv, D, Nq, contiguous)
+PAIR_BAND_CONFIRM_ROWS = [(36, 2048, 8, 64, 1, False), (40, 2048, 8, 64, 1, False), (44, 4096, 8, 64, 1, False),
+                          (40, 8192, 8, 64, 1, False), (40, 16384, 8, 64, 1, False), (9, 2048, 32, 64, 1, False),
+                          (9, 16384, 32, 64, 1, False), (20, 2048, 8, 112, 1, False), (22, 8192, 8, 112, 1, False),
+                          (20, 2048, 8, 112, 1, True), (20, 4096, 8, 112, 1, True), (22, 16384, 8, 112, 1, True),
+                          (20, 4096, 8, 112, 2, False), (20, 2048, 8, 104, 1, False), (36, 2048, 8, 112, 1, False),
+                          (40, 4096, 8, 112, 1, False)]
+
+
+# --pair-band-edges (stop 86): the length edges of those bands: contiguous D = 104-120 at 6-12K
+# keys, head pairs at 4-16K keys (1 or 3 splits)
+PAIR_BAND_EDGE_ROWS = [(20, 6144, 8, 112, 1, True), (20, 8192, 8, 112, 1, True), (22, 8192, 8, 112, 1, True),
+                       (20, 12288, 8, 112, 1, True), (20, 4096, 8, 120, 1, True), (20, 16384, 8, 120, 1, True),
+                       (20, 4096, 8, 120, 1, False), (20, 4096, 8, 104, 1, True), (36, 8192, 8, 64, 1, False),
+                       (44, 8192, 8, 64, 1, False), (36, 16384, 8, 64, 1, False), (9, 4096, 32, 64, 1, False),
+                       (10, 8192, 32, 64, 1, False), (11, 8192, 32, 64, 1, False), (40, 6144, 8, 64, 1, False)]
+
+
+def forced_splits_sweep(rows):
+    """A `SWEEPS` entry over `rows` (B, N, Hkv, D, Nq, contiguous), paged block 16 (or its
+    contiguous copy), cuDNN first: the automatic count twice, then 1, 2 and 3 splits (graph
+    replays, cold L2)."""
+    def sweep(iters, copy_bw):
+        variants = {"auto": {}, "auto.2": {}, "forced": {}}
+        for B, N, hkv, d, nq, contiguous in rows:
+            case = cd.paged_case(B, N, hkv, torch.float16, D=d, block_size=16, Nq=nq)
+            _split_sweep_row(case, (0, 1, 2, 3), variants, iters, copy_bw,
+                             f"{'contig' if contiguous else 'paged'} D={d} B={B} N={N} Hkv={hkv} Nq={nq}",
+                             peer="sdpa-cudnn", contiguous=contiguous,
+                             only=lambda ns, label: (label == "forced") == (ns > 0))
+    return sweep
+
+
 def balanced_plan_sweep(iters, copy_bw):
     """BALANCED_PLAN_ROWS (cuDNN first), then MQA B=150/4K and B=136/2K with lengths uniform in
     [N/2, N] (seeded; no peer: SDPA reads one length; % of copy counts the keys read)."""
@@ -2531,6 +2599,9 @@ SWEEPS = {
     "mqa-paged": (mqa_paged_sweep, "one-token MQA paged (table orders, spanning boxes, 3 stages) vs contiguous; Nq 4 B=16/4K"),
     "mqa-block-sizes": (mqa_block_sizes_sweep, "one-token MQA paged at block sizes 16-128 (and a sequential table) vs contiguous"),
     "build-ab": (hkv_rows_sweep(BUILD_AB_ROWS, BUILD_AB_VARIANTS), "the automatic choice on a row of each D=128 kernel family (two builds compared)"),
+    "pair-band-edges": (forced_splits_sweep(PAIR_BAND_EDGE_ROWS), "the length edges of stop 86's HBM3e bands: auto against 1-3 splits"),
+    "pair-band-confirm": (forced_splits_sweep(PAIR_BAND_CONFIRM_ROWS), "stop 86's HBM3e 1-split bands (D=64 pairs, D=104-120): auto against 1-3 splits"),
+    "pair-band": (pair_band_sweep, "D=64 head pairs and D=112 around their balanced band: 1-3 splits, pairs / unpaired, cp.async"),
     "balanced-plan": (balanced_plan_sweep, "the balanced schedule's seq_lens plan: by length against by capacity (16-row blocks; MQA band: capacity)"),
     "mqa-tiles": (mqa_tiles_sweep, "one token at Hq 32 / Hkv 1 (two row tiles) against Nq 8's two-tile counts"),
     "one-wave-long": (cool_then_cap_sweep(ONE_WAVE_LONG_ROWS, SPLITS_1_2_VARIANTS),

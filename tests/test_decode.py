@@ -846,6 +846,10 @@ def test_balanced_schedule_matches_reference():
                                (128, 2.45, 4096, 3 if hbm3e else 2), (128, 2.52, 4096, 2 if hbm3e else 1),
                                (128, 2.86, 4096, 2 if hbm3e else 1), (128, 2.96, 16384, 2 if hbm3e else 1),
                                (128, 3.02, 4096, 1), (112, 2.6, 4096, 1),
+                               # paged narrower rows on the D = 128 kernel: 1 split in the one-tail
+                               # band on HBM3e (stop 86; contiguous ones keep 2, below)
+                               (112, 1.2, 2048, 1 if hbm3e else 2), (112, 1.3, 8192, 1 if hbm3e else 2),
+                               (104, 1.2, 4096, 1 if hbm3e else 2),
                                (256, 1.05, 2048, 2), (256, 1.2, 2048, 2), (256, 1.5, 2048, 2 if hbm3e else 1),
                                (256, 1.5, 8192, 2 if hbm3e else 1), (192, 1.5, 2048, 1),
                                (256, 1.65, 2048, 2 if hbm3e else 1),
@@ -870,6 +874,9 @@ def test_balanced_schedule_matches_reference():
             got = llm.decode_num_splits(b, 8, 4, n, d, dt)
             # head dims 72-80 on HBM3e parts: head pairs (every row here: 1.15 pairs per SM or more)
             assert got == (1 if hbm3e and d <= 80 else want if sm90 else 1), (d, per_sm, n, b, got)
+    b = int(1.2 * sms) // 8 + 1
+    for d in (104, 112, 120):
+        assert llm.decode_num_splits(b, 8, 4, 4096, d, torch.float16, paged=False) == (2 if sm90 else 1), (d, b)
     if hbm3e:  # head dims 72-80 in head pairs from 0.35 pairs per SM: 2 splits below 0.8, 1 from there
         for d, pairs_per_sm, want in ((80, 0.38, 2), (80, 0.5, 2), (80, 0.7, 2), (72, 0.75, 2), (80, 0.82, 1),
                                       (80, 1.05, 1)):
@@ -2213,10 +2220,9 @@ def test_small_grid_two_blocks():
 def test_d64_tail_splits():
     """16-bit head_dim 64 at 2-3 blocks per SM on sm_90 (csrc/decode/NOTES.md v31): paged
     calls in head pairs take 2 splits (the balanced schedule on the head_dim-128 kernel) at
-    1.06-1.35 pairs per SM, contiguous ones 2 at 2-2.7 blocks per SM (the balanced
-    schedule at two blocks per SM, v33), paged ones without pairs 3 at 2.1-2.45 (v32); the
-    heuristic's
-    counts, both layouts' results against the reference with ragged lengths, and which
+    1.06-1.35 pairs per SM (on Hopper HBM3e parts 1, from 8192 keys 3: stop 86), contiguous
+    ones 2 at 2-2.7 blocks per SM (the balanced schedule at two blocks per SM, v33), paged
+    ones without pairs 3 at 2.1-2.45 (v32); the heuristic's counts, both layouts' results against the reference with ragged lengths, and which
     kernel runs. Workspaces sized by the helpers hold every batch size's split count
     (MQA grids reach the bands beyond batch = SMs)."""
     require_op("paged_attention")
@@ -2224,10 +2230,16 @@ def test_d64_tail_splits():
     sms = torch.cuda.get_device_properties(0).multi_processor_count
     sm90 = torch.cuda.get_device_capability()[0] >= 9
     f16 = torch.float16
-    # (blocks per SM unpaired, KV heads, group, Nq, keys, paged, want on sm_90)
+    # (blocks per SM unpaired, KV heads, group, Nq, keys, paged, want on sm_90); head pairs on
+    # HBM3e parts take 1 split below 8192 keys, 3 from there (stop 86)
+    hbm3e = sm90 and device_is_hopper_hbm3e()
+    pair_band, pair_band_long = (1, 3) if hbm3e else (2, 2)
     for per_sm, hkv, group, nq, n, paged, want in (
-            (2.3, 8, 4, 1, 2048, True, 2), (2.6, 8, 4, 1, 4096, True, 2), (2.05, 8, 4, 1, 2048, True, 1),
-            (2.9, 8, 4, 1, 2048, True, 1), (2.3, 8, 4, 1, 1024, True, 1), (2.3, 32, 1, 1, 2048, True, 2),
+            (2.3, 8, 4, 1, 2048, True, pair_band), (2.6, 8, 4, 1, 4096, True, pair_band),
+            (2.3, 8, 4, 1, 8192, True, pair_band_long), (2.6, 32, 1, 1, 16384, True, pair_band_long),
+            (2.3, 8, 4, 1, 8191, True, pair_band),
+            (2.05, 8, 4, 1, 2048, True, 1), (2.9, 8, 4, 1, 2048, True, 1), (2.3, 8, 4, 1, 1024, True, 1),
+            (2.3, 32, 1, 1, 2048, True, pair_band),
             (2.3, 5, 4, 1, 2048, True, 3), (2.3, 8, 2, 2, 2048, True, 3), (2.3, 8, 16, 1, 2048, True, 3),
             (2.05, 5, 4, 1, 2048, True, 1), (2.6, 5, 4, 1, 2048, True, 1), (2.3, 5, 4, 1, 1024, True, 1),
             (2.2, 8, 4, 1, 2048, False, 2), (2.4, 32, 1, 1, 4096, False, 2), (2.6, 8, 4, 1, 2048, False, 2),
@@ -2254,10 +2266,11 @@ def test_d64_tail_splits():
     out = poison_(torch.empty_like(q))
     llm.paged_attention(q, kc, vc, table, sl, out=out, check_indices=False)
     assert_close(out, paged_attention_reference(q, kc, vc, table, sl), dtype=f16, what=f"paged B={b}")
-    if sm90:
+    if sm90:  # the D = 128 kernel over the pairs: balanced (schedule 1) at 3 stages, on HBM3e 1 split
         names = kernel_names(lambda: llm.paged_attention(q, kc, vc, table, sl, check_indices=False))
-        assert re.search(r"tma_kernel<[^<>,]+, (\(int\))?128, (\(int\))?3, [^<>]*, (\(int\))?1, (\(int\))?1, [^<>,]+>", names), \
-            names[:400]
+        pattern = (r"tma_kernel<[^<>,]+, (\(int\))?128, (\(int\))?\d, [^<>]*, (\(int\))?0, (\(int\))?1, [^<>,]+>" if hbm3e
+                   else r"tma_kernel<[^<>,]+, (\(int\))?128, (\(int\))?3, [^<>]*, (\(int\))?1, (\(int\))?1, [^<>,]+>")
+        assert re.search(pattern, names), names[:400]
     del q, kc, vc, table
     # paged without head pairs (Nq 2), automatic count (3 splits on sm_90): ragged lengths
     nq = 2

@@ -611,7 +611,8 @@ inline int decode_partial_wave_splits(int head_dim, bool paged, int64_t units, i
 // besides the by-length cap (kMinTokensPerSplit), which only grows with the length: the
 // spread tail (kSpreadTailMinKeys), the partial wave above (kPartialWaveMinKeys: 2048, also
 // the tail bands' first edge below and decode_d64_tail_splits'; kHbm3eD128LongKeys and
-// kPartialWaveFullWaveKeys), the tail bands' 4096 (also the HBM3e wave top's) and 8192 and
+// kPartialWaveFullWaveKeys), the tail bands' 4096 (also the HBM3e wave top's) and 8192 (also
+// the HBM3e pair band's, kPairBandLongKeys) and
 // the large-grid rule (kLargeGridMinKeys); two-row-tile blocks beyond one unit per SM at
 // kWideRowsSplitKeys (as kSpreadTailMinKeys) and twice that (as kPartialWaveMinKeys).
 // decode_attention_workspace_floats_upto reads them (and, per batch size, where two-row-tile
@@ -696,6 +697,13 @@ inline int decode_tail_splits(int head_dim, bool paged, int64_t units, int64_t s
   const bool one_tail = decode_balanced_head_dim(kernel_head_dim, paged) &&
                         decode_streamk_blocks_per_sm(kernel_head_dim) == 1 && past_first_wave &&
                         100 * units <= one_tail_top_100ths * sms;
+  // HBM3e parts, paged rows narrower than the D = 128 kernel's (head_dim 104-120 on it): 1 split
+  // in the one-tail band, where the balanced 2 splits lose 20-43% (NOTES.md "Stop 86", GQA 32/8
+  // block 16, 1 / 2 balanced splits, us: D = 112 B=20/2K 41.7 / 62.4, B=22/2K 44.0 / 73.3, B=20/4K
+  // 77.9 / 132.7, B=22/8K 160.2 / 282.9, Nq 2 B=20/4K 78.4 / 135.6; D = 120 B=20/4K 89.9 / 145.3;
+  // D = 104 B=20/2K 49.8 / 62.0). Contiguous caches keep 2 (1 / 2: D = 112 B=20/2K 40.1 / 43.5,
+  // B=20/8K 141.8 / 140.5, B=22/16K 302.6 / 294.8; D = 120 B=20/4K 86.7 / 81.8).
+  if (hbm3e && paged && kernel_head_dim == 128 && head_dim != 128 && one_tail) return 1;
   if (kernel_head_dim == 96) {
     // contiguous caches from 4096 keys: one band from the first extra unit to 2.95, but for
     // whole waves (no tail to spread; exactly 2 units per SM lost 1-3%, v35)
@@ -783,9 +791,22 @@ inline int decode_tail_splits(int head_dim, bool paged, int64_t units, int64_t s
 //   B=36/4K 126.5 -> 115.9; GQA 28/7 B=41/2K 63.5 -> 61.2, B=45 68.2 -> 66.1; at 2.06-2.07,
 //   B=34 Nq 2 and 28/7 B=39, 3 splits lose 55.7 -> 58.2). The balanced schedule loses
 //   there (v33: B=45 66.0 -> 73.9).
-inline int decode_d64_tail_splits(bool paged, bool pairs, int64_t base, int64_t sms, int64_t max_kv_len) {
+// On HBM3e parts paged head pairs in that band take 1 split below 8192 keys, 3 from there: the
+// balanced 2 splits lost to both (NOTES.md "Stop 86", GQA 32/8 block 16, us, 2 balanced / 1 / 3
+// splits: B=36/2K 48.8 / 42.4 / 47.0, B=40/2K 56.1 / 45.4 / 50.7, B=44/4K 100.1 / 90.5 / 94.6,
+// B=40/6K 132.9 / 122.9 / 124.8, B=36/8K 154.4 / 150.6 / 150.0, B=40/8K 172.3 / 162.4 / 162.9,
+// B=36/16K 294.1 / 294.7 / 285.0, B=40/16K 328.0 / 318.1 / 314.3; MHA B=9/2K 45.9 / 41.2 / 44.1,
+// B=9/4K 80.4 / 76.6 / 77.1, B=9/8K 150.2 / 147.7 / 142.8, B=11/8K 181.3 / 171.9 / 170.7,
+// B=9/16K 291.0 / 291.0 / 278.4).
+constexpr int kPairBandLongKeys = 8192;
+static_assert(kPairBandLongKeys == kSplitRuleLengthEdges[3], "the HBM3e pair band's length is in the edge list");
+inline int decode_d64_tail_splits(bool paged, bool pairs, int64_t base, int64_t sms, int64_t max_kv_len, bool hbm3e) {
   if (max_kv_len < 2048) return 1;
-  if (paged && pairs) return 100 * (base / 2) > 106 * sms && 20 * (base / 2) <= 27 * sms ? 2 : 1;
+  if (paged && pairs) {
+    const bool band = 100 * (base / 2) > 106 * sms && 20 * (base / 2) <= 27 * sms;
+    if (hbm3e) return band && max_kv_len >= kPairBandLongKeys ? 3 : 1;
+    return band ? 2 : 1;
+  }
   if (!paged) return base > 2 * sms && 10 * base <= 27 * sms ? 2 : 1;
   return 10 * base > 21 * sms && 20 * base <= 49 * sms ? 3 : 1;
 }

@@ -90,6 +90,11 @@ SPEC_ROWS = ((SPEC_TOKENS, SPEC_GRIDS), (SPEC_TWO_TILE_TOKENS, SPEC_TWO_TILE_GRI
 # schedule, "Stop 73"); contiguous (decode_attention) the first and (B=66/8K) the third
 MQA_GRIDS = ((8, 16384), (64, 4096), (66, 8192), (136, 2048), (150, 4096))
 MQA_CONTIGUOUS_GRIDS = ((8, 16384), (66, 8192))
+# Head dims off the 128 a little past one block per SM (preset "all"; GQA 32/8):
+# D = 64 in head pairs at 1.21 pairs per SM (B=40) and D = 112 on the D = 128 kernel at 1.21
+# units per SM (B=20), where HBM3e parts run 1 or 3 splits, the H100 2 balanced ones
+# (csrc/decode/NOTES.md "Stop 86"): (D, B, N)
+BAND_HEAD_DIM_GRIDS = ((64, 40, 2048), (64, 40, 16384), (112, 20, 4096))
 SDPA_BACKENDS = ("flash", "cudnn", "efficient")
 # The plain-PyTorch paged peer materialises a gathered copy of the cache per call.
 TORCH_PAGED_MAX_BYTES = 3 << 30
@@ -286,6 +291,7 @@ def paged_attention_cases(dtype: torch.dtype, preset: str, quick: bool) -> list[
         cases += [paged_case(1, 16384, 8, dtype, D=d) for d in PADDED_HEAD_DIMS]
         cases += [paged_case(b, n, 8, dtype, D=d) for d in SMALL_GRID_HEAD_DIMS for b, n in SMALL_GRIDS]
         cases += [paged_case(b, n, 8, dtype, D=d, Nq=nq) for d in SMALL_GRID_HEAD_DIMS for b, n, nq in SMALL_SPEC_GRIDS]
+        cases += [paged_case(b, n, 8, dtype, D=d) for d, b, n in BAND_HEAD_DIM_GRIDS]
         cases += [paged_case(b, 16384, 8, dtype, window=SLIDING_WINDOW) for b in (1, 16)]
         cases += [paged_case(b, n, 8, dtype, Nq=nq) for nq, grids in SPEC_ROWS for b, n in grids]
         cases += [paged_case(b, n, 1, dtype) for b, n in MQA_GRIDS]
