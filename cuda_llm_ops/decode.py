@@ -485,8 +485,9 @@ def decode_num_splits(batch: int, num_kv_heads: int, rows_per_kv_head: int, max_
       "Stop 67"); units of 9-16 query rows end it at 2.75 times below 8192 keys; rows
       beyond one tile take 2 to 2.8 times at any length ("Stop 68");
     - on Hopper HBM3e parts, 16-bit head_dims 104-120 (on the head_dim-128 kernel) with
-      `paged` keep 1 at 1.1-1.35 times the SMs (the balanced 2 splits ran 20-43% slower:
-      D=112 GQA 32:8 B=20/4K 132.7 -> 77.9 us, csrc/decode/NOTES.md "Stop 86");
+      `paged` and `seq_len_q` 1 or spec rows keep 1 at 1.1-1.35 times the SMs (the
+      balanced 2 splits took 25-77% longer: D=112 GQA 32:8 B=20/4K 132.7 -> 77.9 us,
+      csrc/decode/NOTES.md "Stop 86");
     - on Hopper HBM3e parts, 16-bit head_dim 256, 192 and 96 exactly (NOTES.md "D = 256 and
       96 split counts on the H200"): head_dim 256 takes 2 (balanced) up to 1.7 times the
       SMs when `paged`, 1.55 when not (head_dim 192 when not: 1.83, and 2 even splits

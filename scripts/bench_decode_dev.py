@@ -1879,8 +1879,8 @@ PAIR_BAND_CONFIRM_ROWS = [(36, 2048, 8, 64, 1, False), (40, 2048, 8, 64, 1, Fals
                           (40, 4096, 8, 112, 1, False)]
 
 
-# --pair-band-edges (stop 86): the length edges of those bands: contiguous D = 104-120 at 6-12K
-# keys, head pairs at 4-16K keys (1 or 3 splits)
+# --pair-band-edges (stop 86): the length edges of those bands: contiguous D = 104-120 at 4-16K
+# keys (and paged D = 120 at 4K), head pairs at 4-16K keys (1 or 3 splits)
 PAIR_BAND_EDGE_ROWS = [(20, 6144, 8, 112, 1, True), (20, 8192, 8, 112, 1, True), (22, 8192, 8, 112, 1, True),
                        (20, 12288, 8, 112, 1, True), (20, 4096, 8, 120, 1, True), (20, 16384, 8, 120, 1, True),
                        (20, 4096, 8, 120, 1, False), (20, 4096, 8, 104, 1, True), (36, 8192, 8, 64, 1, False),

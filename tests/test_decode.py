@@ -849,7 +849,7 @@ def test_balanced_schedule_matches_reference():
                                # paged narrower rows on the D = 128 kernel: 1 split in the one-tail
                                # band on HBM3e (stop 86; contiguous ones keep 2, below)
                                (112, 1.2, 2048, 1 if hbm3e else 2), (112, 1.3, 8192, 1 if hbm3e else 2),
-                               (104, 1.2, 4096, 1 if hbm3e else 2),
+                               (104, 1.2, 4096, 1 if hbm3e else 2), (120, 1.25, 2048, 1 if hbm3e else 2),
                                (256, 1.05, 2048, 2), (256, 1.2, 2048, 2), (256, 1.5, 2048, 2 if hbm3e else 1),
                                (256, 1.5, 8192, 2 if hbm3e else 1), (192, 1.5, 2048, 1),
                                (256, 1.65, 2048, 2 if hbm3e else 1),
@@ -877,6 +877,9 @@ def test_balanced_schedule_matches_reference():
     b = int(1.2 * sms) // 8 + 1
     for d in (104, 112, 120):
         assert llm.decode_num_splits(b, 8, 4, 4096, d, torch.float16, paged=False) == (2 if sm90 else 1), (d, b)
+    # ... and paged units beyond four row tiles (Nq 5 x group 16: 80 rows, five tiles), as at 128
+    b = int(1.2 * sms) // 40 + 1
+    assert llm.decode_num_splits(b, 8, 80, 4096, 112, torch.float16, seq_len_q=5) == (2 if sm90 else 1), b
     if hbm3e:  # head dims 72-80 in head pairs from 0.35 pairs per SM: 2 splits below 0.8, 1 from there
         for d, pairs_per_sm, want in ((80, 0.38, 2), (80, 0.5, 2), (80, 0.7, 2), (72, 0.75, 2), (80, 0.82, 1),
                                       (80, 1.05, 1)):

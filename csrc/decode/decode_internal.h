@@ -697,13 +697,16 @@ inline int decode_tail_splits(int head_dim, bool paged, int64_t units, int64_t s
   const bool one_tail = decode_balanced_head_dim(kernel_head_dim, paged) &&
                         decode_streamk_blocks_per_sm(kernel_head_dim) == 1 && past_first_wave &&
                         100 * units <= one_tail_top_100ths * sms;
-  // HBM3e parts, paged rows narrower than the D = 128 kernel's (head_dim 104-120 on it): 1 split
-  // in the one-tail band, where the balanced 2 splits lose 20-43% (NOTES.md "Stop 86", GQA 32/8
-  // block 16, 1 / 2 balanced splits, us: D = 112 B=20/2K 41.7 / 62.4, B=22/2K 44.0 / 73.3, B=20/4K
-  // 77.9 / 132.7, B=22/8K 160.2 / 282.9, Nq 2 B=20/4K 78.4 / 135.6; D = 120 B=20/4K 89.9 / 145.3;
-  // D = 104 B=20/2K 49.8 / 62.0). Contiguous caches keep 2 (1 / 2: D = 112 B=20/2K 40.1 / 43.5,
-  // B=20/8K 141.8 / 140.5, B=22/16K 302.6 / 294.8; D = 120 B=20/4K 86.7 / 81.8).
-  if (hbm3e && paged && kernel_head_dim == 128 && head_dim != 128 && one_tail) return 1;
+  // HBM3e parts, paged rows narrower than the D = 128 kernel's (head_dim 104-120 on it), units
+  // of up to four row tiles (spec rows, as the D = 128 rule below): 1 split in the one-tail
+  // band, where the balanced 2 splits take 25-77% longer (NOTES.md "Stop 86", GQA 32/8 block 16,
+  // 1 / 2 balanced splits, us: D = 112 B=20/2K 41.7 / 62.4, B=22/2K 44.0 / 73.3, B=20/4K 77.9 /
+  // 132.7, B=22/8K 160.2 / 282.9, Nq 2 B=20/4K 78.4 / 135.6; D = 120 B=20/4K 89.9 / 145.3;
+  // D = 104 B=20/2K 49.8 / 62.0; units of 17-64 rows not measured). Contiguous caches keep 2:
+  // 1 split wins only D = 112 below 8192 keys (1 / 2: B=20/2K 40.1 / 43.5, B=20/4K 73.7 / 75.9),
+  // 2 from there (B=20/8K 141.8 / 140.5, B=22/16K 302.6 / 294.8) and at D = 104 and 120 (B=20/4K
+  // 86.6 / 82.0 and 86.7 / 81.8; D = 120 16K 325.8 / 297.5).
+  if (hbm3e && paged && kernel_head_dim == 128 && head_dim != 128 && one_tail && spec_rows >= 0) return 1;
   if (kernel_head_dim == 96) {
     // contiguous caches from 4096 keys: one band from the first extra unit to 2.95, but for
     // whole waves (no tail to spread; exactly 2 units per SM lost 1-3%, v35)
