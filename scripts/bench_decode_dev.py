@@ -1839,31 +1839,19 @@ BUILD_AB_VARIANTS = {"auto": {}, "auto2": {}}
 # --pair-band (stop 86): paged 16-bit rows whose automatic call ran the balanced 16-row D = 128
 # kernel on HBM3e parts until stop 86 (D = 64 head pairs at 1.06-1.35 pairs per SM, D = 112 at
 # 1.1-1.35 units per SM; still the H100's choice) and their neighbours, against 1 and 3 splits,
-# even 2 splits, unpaired blocks and the cp.async kernel. (B, N, Hkv, D)
-PAIR_BAND_ROWS = [(32, 2048, 8, 64), (34, 2048, 8, 64), (36, 2048, 8, 64), (40, 2048, 8, 64), (44, 2048, 8, 64),
-                  (48, 2048, 8, 64), (36, 4096, 8, 64), (44, 4096, 8, 64), (40, 8192, 8, 64), (9, 2048, 32, 64),
-                  (9, 8192, 32, 64), (18, 2048, 8, 112), (20, 2048, 8, 112), (22, 2048, 8, 112),
-                  (20, 4096, 8, 112), (22, 8192, 8, 112), (20, 2048, 8, 128)]
+# even 2 splits, unpaired blocks and the cp.async kernel. (B, N, Hkv, D, Nq, contiguous)
+PAIR_BAND_ROWS = [(b, n, h, d, 1, False) for b, n, h, d in (
+    (32, 2048, 8, 64), (34, 2048, 8, 64), (36, 2048, 8, 64), (40, 2048, 8, 64), (44, 2048, 8, 64), (48, 2048, 8, 64),
+    (36, 4096, 8, 64), (44, 4096, 8, 64), (40, 8192, 8, 64), (9, 2048, 32, 64), (9, 8192, 32, 64),
+    (18, 2048, 8, 112), (20, 2048, 8, 112), (22, 2048, 8, 112), (20, 4096, 8, 112), (22, 8192, 8, 112),
+    (20, 2048, 8, 128))]
 PAIR_BAND_VARIANTS = {"auto": {}, "pairs": {"CLO_DECODE_PACK": "2"}, "single": {"CLO_DECODE_PACK": "0"},
                       "even": {"CLO_DECODE_PACK": "2", "CLO_DECODE_STREAMK": "0"},
-                      "cp": {"CLO_DECODE_VARIANT": "1"}, "tma3": {"CLO_DECODE_VARIANT": "2", "CLO_DECODE_TMA_STAGES": "3"}}
+                      "cp": {"CLO_DECODE_VARIANT": "1"}, "tma3": {"CLO_DECODE_VARIANT": "2", "CLO_DECODE_TMA_STAGES": "3"},
+                      "auto.2": {}}
 # (splits, variant) pairs timed on every row
 PAIR_BAND_RUNS = {(0, "auto"), (1, "pairs"), (1, "single"), (2, "pairs"), (2, "even"), (2, "single"), (3, "pairs"),
                   (3, "single"), (1, "cp"), (1, "tma3"), (0, "auto.2")}
-
-
-def pair_band_sweep(iters, copy_bw):
-    """PAIR_BAND_ROWS, paged block 16, cuDNN first, at PAIR_BAND_RUNS (graph replays, cold L2); the
-    automatic call's decode kernels printed first."""
-    variants = {**PAIR_BAND_VARIANTS, "auto.2": {}}
-    for B, N, hkv, d in PAIR_BAND_ROWS:
-        case = cd.paged_case(B, N, hkv, torch.float16, D=d, block_size=16)
-        fn = _split_fns([case.make_inputs()], 0)[0]
-        names = re.findall(r"(\w+_kernel(?:<[^<>]*>)?)", kernel_names(fn).replace("cuda_llm_ops::decode::", ""))
-        print(f"kernels D={d} B={B} N={N} Hkv={hkv}: {sorted(set(n for n in names if 'decode' in n))}", flush=True)
-        del fn
-        _split_sweep_row(case, (0, 1, 2, 3), variants, iters, copy_bw, f"paged D={d} B={B} N={N} Hkv={hkv}",
-                         peer="sdpa-cudnn", only=lambda ns, label: (ns, label) in PAIR_BAND_RUNS)
 
 
 # --pair-band-confirm (stop 86): the automatic count against forced 1-3 splits (2: the balanced
@@ -1888,18 +1876,28 @@ PAIR_BAND_EDGE_ROWS = [(20, 6144, 8, 112, 1, True), (20, 8192, 8, 112, 1, True),
                        (10, 8192, 32, 64, 1, False), (11, 8192, 32, 64, 1, False), (40, 6144, 8, 64, 1, False)]
 
 
-def forced_splits_sweep(rows):
+FORCED_SPLITS_VARIANTS = {"auto": {}, "auto.2": {}, "forced": {}}
+
+
+def forced_splits_sweep(rows, variants=FORCED_SPLITS_VARIANTS, runs=None, show_kernels=False):
     """A `SWEEPS` entry over `rows` (B, N, Hkv, D, Nq, contiguous), paged block 16 (or its
-    contiguous copy), cuDNN first: the automatic count twice, then 1, 2 and 3 splits (graph
-    replays, cold L2)."""
+    contiguous copy), cuDNN first, at 0-3 splits (graph replays, cold L2): the (splits, label)
+    pairs of `runs`, or else the automatic count under the "auto" labels and 1, 2 and 3 splits
+    under the others; `show_kernels`: first the decode kernels of each row's automatic call."""
+    def only(ns, label):
+        return (ns, label) in runs if runs is not None else label.startswith("auto") == (ns == 0)
+
     def sweep(iters, copy_bw):
-        variants = {"auto": {}, "auto.2": {}, "forced": {}}
         for B, N, hkv, d, nq, contiguous in rows:
             case = cd.paged_case(B, N, hkv, torch.float16, D=d, block_size=16, Nq=nq)
-            _split_sweep_row(case, (0, 1, 2, 3), variants, iters, copy_bw,
-                             f"{'contig' if contiguous else 'paged'} D={d} B={B} N={N} Hkv={hkv} Nq={nq}",
-                             peer="sdpa-cudnn", contiguous=contiguous,
-                             only=lambda ns, label: (label == "forced") == (ns > 0))
+            title = f"{'contig' if contiguous else 'paged'} D={d} B={B} N={N} Hkv={hkv} Nq={nq}"
+            if show_kernels:
+                fn = _split_fns([case.make_inputs()], 0, contiguous=contiguous)[0]
+                names = re.findall(r"(\w+_kernel(?:<[^<>]*>)?)", kernel_names(fn).replace("cuda_llm_ops::decode::", ""))
+                print(f"kernels {title}: {sorted(set(n for n in names if 'decode' in n))}", flush=True)
+                del fn
+            _split_sweep_row(case, (0, 1, 2, 3), variants, iters, copy_bw, title, peer="sdpa-cudnn",
+                             contiguous=contiguous, only=only)
     return sweep
 
 
@@ -2601,7 +2599,7 @@ SWEEPS = {
     "build-ab": (hkv_rows_sweep(BUILD_AB_ROWS, BUILD_AB_VARIANTS), "the automatic choice on a row of each D=128 kernel family (two builds compared)"),
     "pair-band-edges": (forced_splits_sweep(PAIR_BAND_EDGE_ROWS), "the length edges of stop 86's HBM3e bands: auto against 1-3 splits"),
     "pair-band-confirm": (forced_splits_sweep(PAIR_BAND_CONFIRM_ROWS), "stop 86's HBM3e 1-split bands (D=64 pairs, D=104-120): auto against 1-3 splits"),
-    "pair-band": (pair_band_sweep, "D=64 head pairs and D=112 around their balanced band: 1-3 splits, pairs / unpaired, cp.async"),
+    "pair-band": (forced_splits_sweep(PAIR_BAND_ROWS, PAIR_BAND_VARIANTS, PAIR_BAND_RUNS, show_kernels=True), "D=64 head pairs and D=112 around their balanced band: 1-3 splits, pairs / unpaired, cp.async"),
     "balanced-plan": (balanced_plan_sweep, "the balanced schedule's seq_lens plan: by length against by capacity (16-row blocks; MQA band: capacity)"),
     "mqa-tiles": (mqa_tiles_sweep, "one token at Hq 32 / Hkv 1 (two row tiles) against Nq 8's two-tile counts"),
     "one-wave-long": (cool_then_cap_sweep(ONE_WAVE_LONG_ROWS, SPLITS_1_2_VARIANTS),
