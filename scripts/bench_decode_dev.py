@@ -1876,6 +1876,21 @@ PAIR_BAND_EDGE_ROWS = [(20, 6144, 8, 112, 1, True), (20, 8192, 8, 112, 1, True),
                        (10, 8192, 32, 64, 1, False), (11, 8192, 32, 64, 1, False), (40, 6144, 8, 64, 1, False)]
 
 
+# --misaligned-rows (stop 87): paged rows whose heads are not a whole number of 128-byte lines
+# (D = 104-120 on the D = 128 kernel, 176-240 on the D = 256 one; a line holds two KV heads'
+# columns) under the balanced 2 splits, whose pieces start each unit at its own key offset, against
+# 1 split and even 2 splits (every unit's split at the same keys at the same time), each at the
+# maps' L2 promotion (128 B on HBM3e) and without (p0) or at 256 B (p3); D = 128 / 256 controls.
+# (B, N, Hkv, D, Nq, contiguous)
+MISALIGNED_ROWS = [(b, n, 8, d, 1, False) for b, n, d in (
+    (20, 2048, 112), (22, 8192, 112), (20, 4096, 120), (20, 2048, 104), (20, 8192, 128),
+    (20, 4096, 224), (20, 4096, 240), (20, 4096, 176), (20, 4096, 256))]
+MISALIGNED_VARIANTS = {"auto": {}, "one": {}, "one.p0": {"CLO_TMA_L2_PROMOTION": "0"}, "bal": {},
+                       "bal.p0": {"CLO_TMA_L2_PROMOTION": "0"}, "bal.p3": {"CLO_TMA_L2_PROMOTION": "3"},
+                       "even": {"CLO_DECODE_STREAMK": "0"}}
+MISALIGNED_RUNS = {(0, "auto"), (1, "one"), (1, "one.p0"), (2, "bal"), (2, "bal.p0"), (2, "bal.p3"), (2, "even")}
+
+
 FORCED_SPLITS_VARIANTS = {"auto": {}, "auto.2": {}, "forced": {}}
 
 
@@ -2599,6 +2614,8 @@ SWEEPS = {
     "build-ab": (hkv_rows_sweep(BUILD_AB_ROWS, BUILD_AB_VARIANTS), "the automatic choice on a row of each D=128 kernel family (two builds compared)"),
     "pair-band-edges": (forced_splits_sweep(PAIR_BAND_EDGE_ROWS), "the length edges of stop 86's HBM3e bands: auto against 1-3 splits"),
     "pair-band-confirm": (forced_splits_sweep(PAIR_BAND_CONFIRM_ROWS), "stop 86's HBM3e 1-split bands (D=64 pairs, D=104-120): auto against 1-3 splits"),
+    "misaligned-rows": (forced_splits_sweep(MISALIGNED_ROWS, MISALIGNED_VARIANTS, MISALIGNED_RUNS, show_kernels=True),
+                        "paged heads not a whole number of 128-byte lines: balanced 2 splits, 1 and even 2, by L2 promotion"),
     "pair-band": (forced_splits_sweep(PAIR_BAND_ROWS, PAIR_BAND_VARIANTS, PAIR_BAND_RUNS, show_kernels=True), "D=64 head pairs and D=112 around their balanced band: 1-3 splits, pairs / unpaired, cp.async"),
     "balanced-plan": (balanced_plan_sweep, "the balanced schedule's seq_lens plan: by length against by capacity (16-row blocks; MQA band: capacity)"),
     "mqa-tiles": (mqa_tiles_sweep, "one token at Hq 32 / Hkv 1 (two row tiles) against Nq 8's two-tile counts"),

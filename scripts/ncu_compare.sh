@@ -4,9 +4,11 @@
 # $OUT/ncu_<op>_<variant>.txt; the key lines are printed.
 #   VARIANTS="name:KNOB=V,KNOB=V ... cudnn" bash scripts/ncu_compare.sh attention B Hq Hkv N D causal
 #   VARIANTS="ours cublas" bash scripts/ncu_compare.sh gemm M N K [nk]
+#   VARIANTS="name:KNOB=V ... cudnn" bash scripts/ncu_compare.sh decode --batch B --context N --head-dim D [--splits S]
 # attention: KNOB is a CUDA_LLM_OPS_FLASH_SM90_ knob without that prefix (e.g. SCHED=1), the peer
 # SDPA-cuDNN; gemm: KNOB is a full environment name (e.g. CLO_GEMM_WGMMA_CLUSTER=2), the peer cuBLAS
-# (torch.matmul). Default variants: "ours <peer>".
+# (torch.matmul); decode: KNOB a full environment name (e.g. CLO_TMA_L2_PROMOTION=0), the arguments
+# those of scripts/probe_decode_once.py, the peer SDPA-cuDNN on the same keys. Default variants: "ours <peer>".
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-$PWD/out}
@@ -16,7 +18,8 @@ case $op in
   attention) peer=cudnn; prefix=CUDA_LLM_OPS_FLASH_SM90_; kernels='flash_attention_fwd_sm90|fprop'
              script=scripts/ncu_one_attention.py ;;
   gemm) peer=cublas; prefix=; kernels='gemm_wgmma|nvjet|xmma|cutlass'; script=scripts/ncu_one_gemm.py ;;
-  *) echo "op: attention or gemm, got '$op'" >&2; exit 2 ;;
+  decode) peer=cudnn; prefix=; kernels='decode_attention|fprop'; script=scripts/probe_decode_once.py ;;
+  *) echo "op: attention, gemm or decode, got '$op'" >&2; exit 2 ;;
 esac
 for spec in ${VARIANTS:-ours $peer}; do
   name=${spec%%:*}
@@ -28,10 +31,12 @@ for spec in ${VARIANTS:-ours $peer}; do
   impl=ours
   [ "$name" = "$peer" ] && impl=$peer
   report="$OUT/ncu_${op}_$name.txt"
+  impl_args=("$impl")
+  [ "$op" = decode ] && impl_args=(--peer "$([ "$impl" = ours ] || echo sdpa-$impl)")
   env "${env[@]}" ncu --clock-control none -k regex:"$kernels" -c 1 \
     --section SpeedOfLight --section WarpStateStats --section SchedulerStats --section LaunchStats \
     --metrics 'sm__pipe_tensor_cycles_active.avg.pct_of_peak_sustained_active,regex:smsp__average_warps_issue_stalled_.*_per_issue_active.ratio,sm__cycles_elapsed.avg,smsp__inst_executed.sum,lts__t_bytes.sum,dram__bytes.sum,l1tex__data_pipe_lsu_wavefronts_mem_shared.sum' \
-    python3 "$script" "$@" "$impl" >"$report" 2>&1
+    python3 "$script" "$@" "${impl_args[@]}" >"$report" 2>&1
   echo "== $name ($spec) $*: $(grep -E '^\s+(sm__cycles_elapsed.avg|sm__pipe_tensor|smsp__inst_executed.sum|lts__t_bytes.sum|dram__bytes.sum|l1tex__data_pipe_lsu_wavefronts_mem_shared.sum|SM Frequency|Duration|Issued Warp|Registers Per|Block Size|Grid Size|Dynamic Shared)' \
     "$report" | awk '{print $1, $(NF-1), $NF}' | sed 's/.pct_of_peak_sustained_active//' | tr '\n' ' ')"
   grep -E "^\s+[a-zA-Z_0-9]+(<|\()|gemm_wgmma|nvjet|xmma|cutlass|flash_attention_fwd|fprop" "$report" | grep -v "==PROF==" | head -1
