@@ -1891,6 +1891,16 @@ MISALIGNED_VARIANTS = {"auto": {}, "one": {}, "one.p0": {"CLO_TMA_L2_PROMOTION":
 MISALIGNED_RUNS = {(0, "auto"), (1, "one"), (1, "one.p0"), (2, "bal"), (2, "bal.p0"), (2, "bal.p3"), (2, "even")}
 
 
+# --misaligned-band (stop 87): after decode_units_share_lines (those calls' 2 splits even, not
+# balanced), the D = 256 kernel's one-tail band over paged heads of 144-240 columns: the automatic
+# count against 1 and 3 splits and the balanced 2 it replaced (CLO_DECODE_STREAMK=3).
+MISALIGNED_BAND_ROWS = ([(b, n, 8, 224, 1, False) for b in (17, 20, 22) for n in (2048, 4096, 16384)]
+                        + [(20, n, 8, 176, 1, False) for n in (2048, 16384)]
+                        + [(20, 4096, 8, d, 1, False) for d in (144, 160)] + [(20, 4096, 8, 112, 1, False)])
+MISALIGNED_BAND_VARIANTS = {"auto": {}, "forced": {}, "bal": {"CLO_DECODE_STREAMK": "3"}}
+MISALIGNED_BAND_RUNS = {(0, "auto"), (1, "forced"), (3, "forced"), (2, "bal")}
+
+
 FORCED_SPLITS_VARIANTS = {"auto": {}, "auto.2": {}, "forced": {}}
 
 
@@ -2616,6 +2626,8 @@ SWEEPS = {
     "pair-band-confirm": (forced_splits_sweep(PAIR_BAND_CONFIRM_ROWS), "stop 86's HBM3e 1-split bands (D=64 pairs, D=104-120): auto against 1-3 splits"),
     "misaligned-rows": (forced_splits_sweep(MISALIGNED_ROWS, MISALIGNED_VARIANTS, MISALIGNED_RUNS, show_kernels=True),
                         "paged heads not a whole number of 128-byte lines: balanced 2 splits, 1 and even 2, by L2 promotion"),
+    "misaligned-band": (forced_splits_sweep(MISALIGNED_BAND_ROWS, MISALIGNED_BAND_VARIANTS, MISALIGNED_BAND_RUNS),
+                        "the D=256 kernel's one-tail band over paged heads of 144-240 columns: auto, 1, 3, balanced 2"),
     "pair-band": (forced_splits_sweep(PAIR_BAND_ROWS, PAIR_BAND_VARIANTS, PAIR_BAND_RUNS, show_kernels=True), "D=64 head pairs and D=112 around their balanced band: 1-3 splits, pairs / unpaired, cp.async"),
     "balanced-plan": (balanced_plan_sweep, "the balanced schedule's seq_lens plan: by length against by capacity (16-row blocks; MQA band: capacity)"),
     "mqa-tiles": (mqa_tiles_sweep, "one token at Hq 32 / Hkv 1 (two row tiles) against Nq 8's two-tile counts"),

@@ -1,6 +1,6 @@
 """One paged decode call of a given shape, for profilers (ncu -k regex:decode_attention):
-    python3 scripts/probe_decode_once.py --batch 16 --context 16384 --kv-heads 8 [--head-dim 96] [--fp8] [--splits 1]
-        [--peer sdpa-cudnn]
+    python3 scripts/probe_decode_once.py --batch 16 --context 16384 --kv-heads 8 [--head-dim 96] [--nq 4] [--fp8]
+        [--splits 1] [--peer sdpa-cudnn]
 Warm-up calls first (module load, workspace), then `--calls` profiled ones. `--peer`: instead
 of ours, that peer of the bench case (e.g. sdpa-cudnn, sdpa-flash) on the same keys, as the
 bench builds it."""
@@ -20,13 +20,14 @@ def main() -> None:
     ap.add_argument("--context", type=int, default=16384)
     ap.add_argument("--kv-heads", type=int, default=8)
     ap.add_argument("--head-dim", type=int, default=cd.HEAD_DIM)
+    ap.add_argument("--nq", type=int, default=1, help="query rows per sequence (speculative decoding)")
     ap.add_argument("--fp8", action="store_true")
     ap.add_argument("--splits", type=int, default=0)
     ap.add_argument("--calls", type=int, default=1)
     ap.add_argument("--peer", default="", help="a peer impl of the case to run instead of ours")
     args = ap.parse_args()
     case = (cd.fp8_case if args.fp8 else cd.paged_case)(args.batch, args.context, args.kv_heads, torch.float16,
-                                                            D=args.head_dim)
+                                                            D=args.head_dim, **({"Nq": args.nq} if args.nq > 1 else {}))
     inp = case.make_inputs()
     if args.peer:
         impl = next((i for i in case.impls if i.name == args.peer), None)

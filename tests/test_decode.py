@@ -759,7 +759,8 @@ def test_balanced_schedule_matches_reference():
              (1.02, 8, 4, 1, 128, torch.float16, 8, 300, 0.0), (2.3, 8, 4, 1, 128, torch.float16, 16, -1, 0.0),
              (1.3, 5, 4, 1, 64, torch.float16, 16, -1, 0.0), (1.6, 5, 2, 1, 96, torch.bfloat16, 32, 200, 0.0),
              (1.2, 4, 8, 1, 256, torch.float16, 16, -1, 0.0), (2.4, 8, 4, 1, 64, torch.bfloat16, 16, -1, 0.0),
-             (1.2, 8, 4, 1, 256, torch.bfloat16, 16, -1, 0.0)]
+             (1.2, 8, 4, 1, 256, torch.bfloat16, 16, -1, 0.0), (1.3, 1, 16, 1, 112, torch.float16, 16, -1, 0.0),
+             (1.2, 8, 4, 1, 224, torch.float16, 16, -1, 0.0)]
     for i, (per_sm, hkv, group, nq, d, dt, bs, window, cap) in enumerate(cases):
         row_tiles = -(-group * nq // 16)
         b = int(per_sm * sms) // (hkv * row_tiles) + 1
@@ -785,13 +786,16 @@ def test_balanced_schedule_matches_reference():
             # blocks per SM) run the D = 128 kernel over half the units
             pairs = d == 64 and hkv % 2 == 0 and nq == 1 and 4 * units > 5 * sms
             kernel_units = units // 2 if pairs else units
-            want = kernel_units < 2 * sms and (pairs or d in (112, 128, 256))  # decode_runs_streamk: D = 128, 256
+            # decode_runs_streamk: D = 128, 256; not where a 128-byte line holds two units' rows
+            # (decode_units_share_lines: paged heads of 224 or 448 bytes beside other KV heads)
+            shares_lines = not pairs and d * 2 % 128 != 0 and hkv > 1
+            want = kernel_units < 2 * sms and (pairs or d in (112, 128, 224, 256)) and not shares_lines
             assert bool(re.search(balanced, names)) == want, f"{what}: {names[:400]}"
             # the cut units' merge as its own kernel where the fused fold of a unit's rows x
             # kernel head_dim / 4 items takes its 128 math threads three round trips or more
             # (decode_merge_apart_pays; not head pairs): Nq 5 (16-row tiles: four) and D = 256 at
             # 8 rows (four), not D = 256 at 4 rows (two) nor D = 128 at 4 (one)
-            apart = want and not pairs and min(group * nq, 16) * (128 if d == 112 else d) // 4 > 2 * 128
+            apart = want and not pairs and min(group * nq, 16) * (128 if d == 112 else 256 if d == 224 else d) // 4 > 2 * 128
             assert ("decode_balanced_merge_kernel" in names) == apart, f"{what}: {names[:400]}"
         if i == 0:  # graph capture, replays with new lengths and tables (the schedule is the table's capacity)
             out = torch.empty_like(q)
@@ -809,16 +813,22 @@ def test_balanced_schedule_matches_reference():
     # the contiguous path: [B, Hkv, N, D] keys, 1.3 units per SM; D = 96 runs the balanced
     # schedule on contiguous caches only (NOTES.md v32)
     b = int(1.3 * sms) // 4 + 1
-    for d, dt in ((128, torch.float16), (96, torch.bfloat16), (80, torch.float16)):
+    # ([B, Hkv, N, D] rows of one head back to back share lines only at a unit's ends; D = 112 as
+    # a [B, N, Hkv, D] view puts two heads on some lines: even splits, decode_units_share_lines)
+    for d, dt, token_major in ((128, torch.float16, False), (96, torch.bfloat16, False), (80, torch.float16, False),
+                               (112, torch.float16, False), (112, torch.float16, True)):
         q = torch.randn(b, 16, 1, d, device="cuda").to(dt)
-        k = torch.randn(b, 4, 333, d, device="cuda").to(dt)
-        v = torch.randn(b, 4, 333, d, device="cuda").to(dt)
+        shape = (b, 333, 4, d) if token_major else (b, 4, 333, d)
+        k, v = (torch.randn(*shape, device="cuda").to(dt) for _ in range(2))
+        if token_major:
+            k, v = k.transpose(1, 2), v.transpose(1, 2)
         out = poison_(torch.empty_like(q))
         llm.decode_attention(q, k, v, out=out, num_splits=2)
-        assert_close(out, attention_reference(q, k, v), dtype=dt, what=f"contiguous B={b} D={d}")
+        what = f"contiguous B={b} D={d}{' token-major' if token_major else ''}"
+        assert_close(out, attention_reference(q, k, v), dtype=dt, what=what)
         if sm90:
             names = kernel_names(lambda: llm.decode_attention(q, k, v, num_splits=2))
-            assert re.search(balanced, names), f"contiguous D={d}: {names[:400]}"
+            assert bool(re.search(balanced, names)) != token_major, f"{what}: {names[:400]}"
     # the heuristic (GQA 32:8 rows, one row tile): units = 8 B; D = 128: both bands (on
     # Hopper HBM3e parts the one-tail band's own counts, decode_tail_splits: 1
     # split below 4096 keys, 3 from there on paged caches, 1 on contiguous ones; 3 in the

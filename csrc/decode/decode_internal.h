@@ -72,8 +72,10 @@ int decode_dev_pair_kernel();
 // kDecodeStreamKByCapacity plans it by capacity on paged caches too; anything else
 // (kDecodeStreamKByLength, the default): by length for paged 16-row blocks, by capacity for
 // two-row-tile blocks (stop 83; their kernel holds no other plan since stop 84) and on
-// contiguous caches.
-constexpr int kDecodeStreamKOff = 0, kDecodeStreamKByLength = 1, kDecodeStreamKByCapacity = 2;
+// contiguous caches; kDecodeStreamKSharedLines: by length, also where units share cache lines
+// (decode_units_share_lines), which the automatic choice runs as even splits.
+constexpr int kDecodeStreamKOff = 0, kDecodeStreamKByLength = 1, kDecodeStreamKByCapacity = 2,
+              kDecodeStreamKSharedLines = 3;
 int decode_dev_streamk_mode();
 // Dev knob CLO_DECODE_SPREAD, read like CLO_DECODE_VARIANT: kDecodeSpreadOn runs every split
 // call of the 16-bit D = 128 TMA kernel whose grid holds one to two units per SM as the
@@ -342,6 +344,32 @@ constexpr int decode_streamk_blocks_per_sm(int kernel_head_dim) { return kernel_
 inline int64_t decode_streamk_blocks(int64_t units, int64_t sms, int per_sm) {
   const int64_t blocks = per_sm * sms;
   return units > blocks && units < 2 * blocks ? blocks : 0;
+}
+// Whether a 128-byte line of the K or V cache can hold the rows of two units (batch x KV
+// head, or head pair; `elem_bytes` per cache element). The balanced schedule lays the units end
+// to end and cuts them into one range per block, so two units that share lines read them at
+// different times and each fetches them from DRAM: ncu (NOTES.md "Stop 87", H200, one launch,
+// paged GQA 32/8 block 16 B=22/8K, 646 MB of keys): D = 112 (224-byte rows, two heads to some
+// lines) 1.18 GB read under the balanced 2 splits (889 MB without L2 promotion), 681 MB under
+// even 2 splits, whose units' splits stream the same keys at the same time, 649 MB at 1 split;
+// D = 128 balanced 675 MB for 671. The launchers run those calls as even splits. No line is
+// shared where every row starts on one (the base and every stride multiples of 128 bytes), and
+// only at the two ends of a unit's run where its rows lie back to back (the token stride is the
+// row: paged caches of one KV head, or one head pair; contiguous [B, Hkv, N, D]).
+inline bool decode_units_share_lines(const DecodeAttentionArgs& a, int elem_bytes) {
+  constexpr int64_t kLine = 128;
+  const int64_t row = static_cast<int64_t>(a.head_dim) * elem_bytes;
+  auto shares = [&](const void* base, int64_t token, int64_t head, int64_t batch) {
+    if (token == row) return false;
+    return reinterpret_cast<uintptr_t>(base) % kLine != 0 || token % kLine != 0 || head % kLine != 0 ||
+           batch % kLine != 0;
+  };
+  if (a.paged) {
+    const int64_t token = a.num_kv_heads * row;
+    return shares(a.k, token, row, token * a.block_size) || shares(a.v, token, row, token * a.block_size);
+  }
+  return shares(a.k, a.k_stride_n * elem_bytes, a.k_stride_h * elem_bytes, a.k_stride_b * elem_bytes) ||
+         shares(a.v, a.v_stride_n * elem_bytes, a.v_stride_h * elem_bytes, a.v_stride_b * elem_bytes);
 }
 // Where the split heuristic takes 2 splits for 16-bit caches on sm_90 instead of 1 (on HBM3e
 // parts, at head_dim 96, 128, 192 and 256, other bands and counts: below)
