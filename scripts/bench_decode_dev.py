@@ -1896,9 +1896,16 @@ MISALIGNED_RUNS = {(0, "auto"), (1, "one"), (1, "one.p0"), (2, "bal"), (2, "bal.
 # count against 1 and 3 splits and the balanced 2 it replaced (CLO_DECODE_STREAMK=3).
 MISALIGNED_BAND_ROWS = ([(b, n, 8, 224, 1, False) for b in (17, 20, 22) for n in (2048, 4096, 16384)]
                         + [(20, n, 8, 176, 1, False) for n in (2048, 16384)]
-                        + [(20, 4096, 8, d, 1, False) for d in (144, 160)] + [(20, 4096, 8, 112, 1, False)])
+                        + [(20, 4096, 8, d, 1, False) for d in (144, 160)] + [(20, 4096, 8, 112, 1, False)]
+                        + [(17, 8192, 8, 224, 1, False), (18, 2048, 8, 224, 1, False), (18, 16384, 8, 224, 1, False)])
+# --shared-tiles (stop 87): units of two row tiles of one KV head (every line in common) in the
+# balanced band: GQA 32/8 Nq 5 (two 16-row tiles) at D = 128 and 256, paged and contiguous, and
+# MQA Nq 2 (64 rows: two 32-row tiles); auto, 1 and 3 splits, even 2 and balanced 2
+SHARED_TILES_ROWS = [(10, 2048, 8, 128, 5, False), (10, 8192, 8, 128, 5, False), (10, 8192, 8, 128, 5, True),
+                     (10, 4096, 8, 256, 5, False), (80, 4096, 1, 128, 2, False), (80, 16384, 1, 128, 2, False)]
+SHARED_TILES_RUNS = MISALIGNED_BAND_RUNS | {(2, "forced")}
 MISALIGNED_BAND_VARIANTS = {"auto": {}, "forced": {}, "bal": {"CLO_DECODE_STREAMK": "3"}}
-MISALIGNED_BAND_RUNS = {(0, "auto"), (1, "forced"), (3, "forced"), (2, "bal")}
+MISALIGNED_BAND_RUNS = {(0, "auto"), (1, "forced"), (3, "forced"), (2, "bal")}  # (2, "forced"): even 2
 
 
 FORCED_SPLITS_VARIANTS = {"auto": {}, "auto.2": {}, "forced": {}}
@@ -2628,6 +2635,8 @@ SWEEPS = {
                         "paged heads not a whole number of 128-byte lines: balanced 2 splits, 1 and even 2, by L2 promotion"),
     "misaligned-band": (forced_splits_sweep(MISALIGNED_BAND_ROWS, MISALIGNED_BAND_VARIANTS, MISALIGNED_BAND_RUNS),
                         "the D=256 kernel's one-tail band over paged heads of 144-240 columns: auto, 1, 3, balanced 2"),
+    "shared-tiles": (forced_splits_sweep(SHARED_TILES_ROWS, MISALIGNED_BAND_VARIANTS, SHARED_TILES_RUNS),
+                     "units of two row tiles of one KV head in the balanced band: auto, 1, 3, even and balanced 2"),
     "pair-band": (forced_splits_sweep(PAIR_BAND_ROWS, PAIR_BAND_VARIANTS, PAIR_BAND_RUNS, show_kernels=True), "D=64 head pairs and D=112 around their balanced band: 1-3 splits, pairs / unpaired, cp.async"),
     "balanced-plan": (balanced_plan_sweep, "the balanced schedule's seq_lens plan: by length against by capacity (16-row blocks; MQA band: capacity)"),
     "mqa-tiles": (mqa_tiles_sweep, "one token at Hq 32 / Hkv 1 (two row tiles) against Nq 8's two-tile counts"),

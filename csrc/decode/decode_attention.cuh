@@ -1754,9 +1754,12 @@ cudaError_t run_decode_attention(const DecodeAttentionArgs& a, cudaStream_t stre
   // at uniform lengths (MQA B=136-170, Nq 8 B=17), 3.8 and 11.2 us at ragged MQA ones (stop 83),
   // and their kernel no longer holds that plan (decode_attention_tma_kernel, stop 84).
   const int streamk_mode = decode_dev_streamk_mode();
-  // the balanced schedule where the units' rows share no cache line (decode_units_share_lines)
-  const bool streamk_on = streamk_mode != kDecodeStreamKOff &&
-                          (streamk_mode == kDecodeStreamKSharedLines || !decode_units_share_lines(a, sizeof(KVT)));
+  // the balanced schedule's `blocks` over `units` of `row_tiles` row tiles, but where units that
+  // read common cache lines start too far apart (decode_streamk_pays_shared_reads)
+  auto streamk_pays = [&](int row_tiles, int64_t units, int64_t blocks) {
+    return streamk_mode == kDecodeStreamKSharedLines ||
+           decode_streamk_pays_shared_reads(a, sizeof(KVT), row_tiles, units, blocks);
+  };
   auto as_balanced = [&](DecodeKernelParams params, int64_t blocks, int row_tiles) {
     params.streamk_blocks = static_cast<int>(blocks);
     params.streamk_by_len = kPaged && row_tiles == 1 && streamk_mode != kDecodeStreamKByCapacity;
@@ -1784,8 +1787,10 @@ cudaError_t run_decode_attention(const DecodeAttentionArgs& a, cudaStream_t stre
       if (sm90 && pack_group == 0 && p.rows > kRowsPerBlock && forced != kDecodeKernelCpAsync &&
           decode_wide_rows_pay(a.head_dim, p.rows, wide_units, a.num_splits, sms, read_kv_len,
                                device_is_hopper_hbm3e())) {
-        const bool balanced = streamk_on && decode_wide_rows_runs_balanced(wide_units, a.num_splits, sms, read_kv_len);
-        const int64_t sk_blocks = balanced ? decode_streamk_blocks(wide_units, sms, 1) : 0;
+        const bool balanced = streamk_mode != kDecodeStreamKOff &&
+                              decode_wide_rows_runs_balanced(wide_units, a.num_splits, sms, read_kv_len);
+        int64_t sk_blocks = balanced ? decode_streamk_blocks(wide_units, sms, 1) : 0;
+        if (sk_blocks > 0 && !streamk_pays(wide_tiles, wide_units, sk_blocks)) sk_blocks = 0;
         const int64_t wide_blocks = sk_blocks > 0 ? sk_blocks : wide_units * a.num_splits;
         // the keys a block reads: a split's, or a balanced block's share of every unit's
         const int64_t block_keys = sk_blocks > 0 ? div_ceil<int64_t>(wide_units * read_kv_len, sk_blocks)
@@ -1826,7 +1831,8 @@ cudaError_t run_decode_attention(const DecodeAttentionArgs& a, cudaStream_t stre
     if constexpr (decode_runs_streamk<T, D, KVT, kPaged>()) {
       const int64_t sk_blocks = decode_streamk_blocks(static_cast<int64_t>(grid.x) * grid.y, device_sm_count(),
                                                       decode_streamk_blocks_per_sm(D));
-      if (sm90 && a.num_splits == 2 && sk_blocks > 0 && forced != kDecodeKernelCpAsync && streamk_on) {
+      if (sm90 && a.num_splits == 2 && sk_blocks > 0 && forced != kDecodeKernelCpAsync &&
+          streamk_mode != kDecodeStreamKOff && streamk_pays(p.row_tiles, static_cast<int64_t>(grid.x) * grid.y, sk_blocks)) {
         DecodeTmaMaps maps;
         const int box_rows = encode_decode_tma_maps<T, D, kPaged, KVT>(a, maps, kv_promo, row_boxes(sk_blocks));
         const int knob_stages = decode_dev_tma_stages();

@@ -72,8 +72,8 @@ int decode_dev_pair_kernel();
 // kDecodeStreamKByCapacity plans it by capacity on paged caches too; anything else
 // (kDecodeStreamKByLength, the default): by length for paged 16-row blocks, by capacity for
 // two-row-tile blocks (stop 83; their kernel holds no other plan since stop 84) and on
-// contiguous caches; kDecodeStreamKSharedLines: by length, also where units share cache lines
-// (decode_units_share_lines), which the automatic choice runs as even splits.
+// contiguous caches; kDecodeStreamKSharedLines: by length, also where units read common cache
+// lines that the automatic choice runs as even splits (decode_streamk_pays_shared_reads).
 constexpr int kDecodeStreamKOff = 0, kDecodeStreamKByLength = 1, kDecodeStreamKByCapacity = 2,
               kDecodeStreamKSharedLines = 3;
 int decode_dev_streamk_mode();
@@ -346,16 +346,10 @@ inline int64_t decode_streamk_blocks(int64_t units, int64_t sms, int per_sm) {
   return units > blocks && units < 2 * blocks ? blocks : 0;
 }
 // Whether a 128-byte line of the K or V cache can hold the rows of two units (batch x KV
-// head, or head pair; `elem_bytes` per cache element). The balanced schedule lays the units end
-// to end and cuts them into one range per block, so two units that share lines read them at
-// different times and each fetches them from DRAM: ncu (NOTES.md "Stop 87", H200, one launch,
-// paged GQA 32/8 block 16 B=22/8K, 646 MB of keys): D = 112 (224-byte rows, two heads to some
-// lines) 1.18 GB read under the balanced 2 splits (889 MB without L2 promotion), 681 MB under
-// even 2 splits, whose units' splits stream the same keys at the same time, 649 MB at 1 split;
-// D = 128 balanced 675 MB for 671. The launchers run those calls as even splits. No line is
-// shared where every row starts on one (the base and every stride multiples of 128 bytes), and
-// only at the two ends of a unit's run where its rows lie back to back (the token stride is the
-// row: paged caches of one KV head, or one head pair; contiguous [B, Hkv, N, D]).
+// head, or head pair; `elem_bytes` per cache element). No line is shared where every row
+// starts on one (the base and every stride multiples of 128 bytes), and only at the two ends of
+// a unit's run where its rows lie back to back (the token stride is the row: paged caches of
+// one KV head, or one head pair; contiguous [B, Hkv, N, D]).
 inline bool decode_units_share_lines(const DecodeAttentionArgs& a, int elem_bytes) {
   constexpr int64_t kLine = 128;
   const int64_t row = static_cast<int64_t>(a.head_dim) * elem_bytes;
@@ -370,6 +364,25 @@ inline bool decode_units_share_lines(const DecodeAttentionArgs& a, int elem_byte
   }
   return shares(a.k, a.k_stride_n * elem_bytes, a.k_stride_h * elem_bytes, a.k_stride_b * elem_bytes) ||
          shares(a.v, a.v_stride_n * elem_bytes, a.v_stride_h * elem_bytes, a.v_stride_b * elem_bytes);
+}
+// Whether the balanced schedule's `blocks` (decode_streamk_blocks) over `units` of `row_tiles`
+// row tiles each (16- or 32-row) pay where units read the same cache lines: units of one KV
+// head's row tiles (every line), or rows that share lines (decode_units_share_lines). The
+// schedule lays the units end to end and cuts them into one range per block, so a block
+// starts each unit (units / blocks - 1) of a unit later than its neighbour's block started the
+// one before: past a tenth of a unit apart, two units read a common line further apart than
+// L2 keeps it, and each fetches it from DRAM. ncu (NOTES.md "Stop 87", H200, one launch,
+// paged GQA 32/8 block 16, 1.2 units per SM): D = 112 (224-byte rows) B=22/8K 1.18 GB read
+// for 646 MB of keys (889 MB without L2 promotion), 681 MB under even 2 splits, whose units'
+// splits stream the same keys at the same time, 649 MB at 1 split (D = 128 balanced: 675 MB for
+// 671); Nq 5 (two row tiles) B=10/8K 675 MB for 336 MB, even 2 splits 340 MB. The launchers
+// run the other calls' 2 splits as an even grid. Within a tenth of a unit the lines are still
+// in L2 (D = 224 B=17, 1.03 units per SM, balanced / even 2 splits: 2K 75.0 / 96.5 us, 16K
+// 637.8 / 663.2).
+inline bool decode_streamk_pays_shared_reads(const DecodeAttentionArgs& a, int elem_bytes, int row_tiles,
+                                             int64_t units, int64_t blocks) {
+  if (row_tiles == 1 && !decode_units_share_lines(a, elem_bytes)) return true;
+  return 10 * units <= 11 * blocks;
 }
 // Where the split heuristic takes 2 splits for 16-bit caches on sm_90 instead of 1 (on HBM3e
 // parts, at head_dim 96, 128, 192 and 256, other bands and counts: below)
@@ -840,6 +853,25 @@ inline int decode_d64_tail_splits(bool paged, bool pairs, int64_t base, int64_t 
   }
   if (!paged) return base > 2 * sms && 10 * base <= 27 * sms ? 2 : 1;
   return 10 * base > 21 * sms && 20 * base <= 49 * sms ? 3 : 1;
+}
+
+// HBM3e parts, paged 16-bit heads on the D = 256 kernel whose rows are not whole 128-byte
+// lines (head_dim 136-248 but 192) beside other KV heads, units of one row tile, in the
+// one-tail band (past one unit per SM to 1.35): 3 even splits past 1.1 units per SM, or from
+// 8192 keys; else 0 (the band's 2 splits, balanced within 1.1: decode_streamk_pays_shared_reads).
+// There the balanced schedule re-reads the lines two KV heads share and even 2 splits leave
+// half a wave (NOTES.md "Stop 87", GQA 32/8 block 16, us, 2 balanced / 2 even / 3 splits:
+// D = 224 B=20 2K 105.3 / 96.1 / 93.1, 4K 200.3 / 175.8 / 164.0, 16K 767.0 / 657.8 / 597.7;
+// B=22 2K 111.2 / 96.5 / 98.5, 4K 208.2 / 176.5 / 175.4, 16K 807.6 / 658.4 / 637.4; B=17
+// (1.03) 2K 75.0 / 96.5 / 91.7, 4K 146.9 / 178.0 / 163.4, 16K 637.8 / 663.2 / 597.5; D = 176
+// B=20 2K 93.6 / 82.5 / 81.2, 16K 680.9 / 541.1 / 494.2; D = 144 B=20/4K 157.2 / 140.1 / 132.0;
+// D = 160 163.4 / 143.9 / 135.0).
+inline int decode_shared_lines_tail_splits(int head_dim, bool paged, int num_kv_heads, int row_tiles, int64_t units,
+                                           int64_t sms, int64_t max_kv_len, bool hbm3e) {
+  if (!hbm3e || !paged || decode_kernel_head_dim(head_dim) != 256 || head_dim % 64 == 0 || num_kv_heads < 2 ||
+      row_tiles != 1 || max_kv_len < 2048 || units <= sms || 100 * units > 135 * sms)
+    return 0;
+  return 10 * units > 11 * sms || max_kv_len >= kSplitRuleLengthEdges[3] ? 3 : 0;
 }
 
 // Paged 16-bit head dims 64 and 96 (exactly: narrower rows on their kernels are not
