@@ -1903,7 +1903,7 @@ MISALIGNED_BAND_ROWS = ([(b, n, 8, 224, 1, False) for b in (17, 20, 22) for n in
 # MQA Nq 2 (64 rows: two 32-row tiles); auto, 1 and 3 splits, even 2 and balanced 2
 SHARED_TILES_ROWS = [(10, 2048, 8, 128, 5, False), (10, 8192, 8, 128, 5, False), (10, 8192, 8, 128, 5, True),
                      (10, 4096, 8, 256, 5, False), (80, 4096, 1, 128, 2, False), (80, 16384, 1, 128, 2, False)]
-SHARED_TILES_RUNS = MISALIGNED_BAND_RUNS | {(2, "forced")}
+SHARED_TILES_RUNS = {(0, "auto"), (1, "forced"), (2, "forced"), (3, "forced"), (2, "bal")}
 MISALIGNED_BAND_VARIANTS = {"auto": {}, "forced": {}, "bal": {"CLO_DECODE_STREAMK": "3"}}
 MISALIGNED_BAND_RUNS = {(0, "auto"), (1, "forced"), (3, "forced"), (2, "bal")}  # (2, "forced"): even 2
 
