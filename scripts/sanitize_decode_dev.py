@@ -207,6 +207,10 @@ def auto_rule_cases(sms):
         # 8192 keys (3 splits; 1 below, the case above), paged D = 112 at 1.2 units per SM (1)
         ("D=64 pairs from 8192 keys", 64, int(2.3 * sms) // 8 + 1, 8, 4, 1, 8192, 16, b16, True),
         ("D=112 one-tail band", 112, int(1.2 * sms) // 8 + 1, 8, 4, 1, 4096, 16, f16, True),
+        # units that read common lines (stop 87): D = 224 paged at 1.2 units per SM (HBM3e 3
+        # splits, else an even 2), at 1.03 and 2048 keys (the balanced 2)
+        ("D=224 shared lines", 224, int(1.2 * sms) // 8 + 1, 8, 4, 1, 4096, 16, b16, True),
+        ("D=224 shared lines, balanced", 224, int(1.03 * sms) // 8 + 1, 8, 4, 1, 2048, 16, f16, True),
         # the balanced schedule (two row tiles at 2 splits, 1-1.35 32-row units per SM, 2048
         # keys or more): Hq 32 / Hkv 1 and Nq 8 GQA at 1.2 per SM
         ("balanced 32-row units", 128, int(1.2 * sms), 1, 32, 1, 2048, 16, b16, True),

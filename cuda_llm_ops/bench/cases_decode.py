@@ -93,8 +93,10 @@ MQA_CONTIGUOUS_GRIDS = ((8, 16384), (66, 8192))
 # Head dims off the 128 a little past one block per SM (preset "all"; GQA 32/8):
 # D = 64 in head pairs at 1.21 pairs per SM (B=40) and D = 112 on the D = 128 kernel at 1.21
 # units per SM (B=20), where HBM3e parts run 1 or 3 splits, the H100 2 balanced ones
-# (csrc/decode/NOTES.md "Stop 86"): (D, B, N)
-BAND_HEAD_DIM_GRIDS = ((64, 40, 2048), (64, 40, 16384), (112, 20, 4096))
+# (csrc/decode/NOTES.md "Stop 86"); D = 224 on the D = 256 kernel at 1.21 units per SM, rows
+# that are not whole 128-byte lines: 3 splits on HBM3e parts, even 2 elsewhere ("Stop 87"):
+# (D, B, N)
+BAND_HEAD_DIM_GRIDS = ((64, 40, 2048), (64, 40, 16384), (112, 20, 4096), (224, 20, 4096), (224, 20, 16384))
 SDPA_BACKENDS = ("flash", "cudnn", "efficient")
 # The plain-PyTorch paged peer materialises a gathered copy of the cache per call.
 TORCH_PAGED_MAX_BYTES = 3 << 30
