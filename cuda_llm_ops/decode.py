@@ -443,11 +443,11 @@ def decode_num_splits(batch: int, num_kv_heads: int, rows_per_kv_head: int, max_
       two); so does one at head_dim <= 64 with `paged=False` between two and
       four blocks per SM, at two blocks per SM. Where the blocks' units read common
       128-byte cache lines (paged heads whose rows are not whole lines beside other KV
-      heads, head_dim 104-120 and 136-248 but 192, a token-major strided cache, or units
-      of several row tiles of one KV head), a block starts each unit further from its
-      neighbour's than L2 keeps the lines past 1.1 units per block, and each unit read
-      them from DRAM (1.8x the bytes at D=112 B=22/8K, csrc/decode/NOTES.md "Stop 87"):
-      those 2 splits run as an even grid;
+      heads, head_dim 104-120 and 136-248 but 192; a token-major strided cache whose head
+      stride is not a multiple of 128 bytes; units of several row tiles of one KV head),
+      a block starts each unit further from its neighbour's than L2 keeps the lines past
+      1.1 units per block, and each unit read them from DRAM (1.8x the bytes at D=112
+      B=22/8K, csrc/decode/NOTES.md "Stop 87"): those 2 splits run as an even grid;
     - 16-bit head_dim 64 on sm_90 with `max_kv_len >= 2048`: `paged` calls that run
       head pairs (an even `num_kv_heads`, `seq_len_q` 1, at most 8 query heads per KV
       head, `base` beyond 1.25 times the SMs) take 2 when the pairs (`base / 2`) are
@@ -495,10 +495,10 @@ def decode_num_splits(batch: int, num_kv_heads: int, rows_per_kv_head: int, max_
       balanced 2 splits took 25-77% longer: D=112 GQA 32:8 B=20/4K 132.7 -> 77.9 us,
       csrc/decode/NOTES.md "Stop 86");
     - on Hopper HBM3e parts, 16-bit head_dims 136-248 but 192 (rows that are not whole
-      128-byte lines on the head_dim-256 kernel) with `paged`, `num_kv_heads` > 1 and
-      one row tile take 3 in the one-tail band (1-1.35 times the SMs) past 1.1 times or
-      with `max_kv_len >= 8192` (GQA 32:8 D=224 B=20/16K 767.0 us balanced -> 597.7,
-      csrc/decode/NOTES.md "Stop 87");
+      128-byte lines on the head_dim-256 kernel) with `paged`, `num_kv_heads` > 1, one
+      row tile and `max_kv_len >= 2048` take 3 in the one-tail band (past the SMs to
+      1.35 times them) past 1.1 times or with `max_kv_len >= 8192`, else 2 (GQA 32:8
+      D=224 B=20/16K 737.4-767.0 us balanced -> 591.1, csrc/decode/NOTES.md "Stop 87");
     - on Hopper HBM3e parts, 16-bit head_dim 256, 192 and 96 exactly (NOTES.md "D = 256 and
       96 split counts on the H200"): head_dim 256 takes 2 (balanced) up to 1.7 times the
       SMs when `paged`, 1.55 when not (head_dim 192 when not: 1.83, and 2 even splits

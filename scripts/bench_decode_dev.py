@@ -1885,8 +1885,11 @@ PAIR_BAND_EDGE_ROWS = [(20, 6144, 8, 112, 1, True), (20, 8192, 8, 112, 1, True),
 MISALIGNED_ROWS = [(b, n, 8, d, 1, False) for b, n, d in (
     (20, 2048, 112), (22, 8192, 112), (20, 4096, 120), (20, 2048, 104), (20, 8192, 128),
     (20, 4096, 224), (20, 4096, 240), (20, 4096, 176), (20, 4096, 256))]
-MISALIGNED_VARIANTS = {"auto": {}, "one": {}, "one.p0": {"CLO_TMA_L2_PROMOTION": "0"}, "bal": {},
-                       "bal.p0": {"CLO_TMA_L2_PROMOTION": "0"}, "bal.p3": {"CLO_TMA_L2_PROMOTION": "3"},
+# (bal: the balanced schedule, the automatic 2 splits when this ran at 9c75737; since 79c4475 forced
+# by CLO_DECODE_STREAMK=3)
+MISALIGNED_VARIANTS = {"auto": {}, "one": {}, "one.p0": {"CLO_TMA_L2_PROMOTION": "0"}, "bal": {"CLO_DECODE_STREAMK": "3"},
+                       "bal.p0": {"CLO_TMA_L2_PROMOTION": "0", "CLO_DECODE_STREAMK": "3"},
+                       "bal.p3": {"CLO_TMA_L2_PROMOTION": "3", "CLO_DECODE_STREAMK": "3"},
                        "even": {"CLO_DECODE_STREAMK": "0"}}
 MISALIGNED_RUNS = {(0, "auto"), (1, "one"), (1, "one.p0"), (2, "bal"), (2, "bal.p0"), (2, "bal.p3"), (2, "even")}
 
@@ -1904,6 +1907,10 @@ MISALIGNED_BAND_ROWS = ([(b, n, 8, 224, 1, False) for b in (17, 20, 22) for n in
 SHARED_TILES_ROWS = [(10, 2048, 8, 128, 5, False), (10, 8192, 8, 128, 5, False), (10, 8192, 8, 128, 5, True),
                      (10, 4096, 8, 256, 5, False), (80, 4096, 1, 128, 2, False), (80, 16384, 1, 128, 2, False)]
 SHARED_TILES_RUNS = {(0, "auto"), (1, "forced"), (2, "forced"), (3, "forced"), (2, "bal")}
+# --shared-tiles-contig: the contiguous balanced bands of D = 64 (two blocks per SM, 2-2.7 units
+# per SM) and 96 (1.06-1.35) with units of two row tiles (Nq 5 at GQA 32/8)
+SHARED_TILES_CONTIG_ROWS = [(20, 4096, 8, 64, 5, True), (20, 2048, 8, 64, 5, True), (10, 4096, 8, 96, 5, True),
+                            (10, 2048, 8, 96, 5, True)]
 MISALIGNED_BAND_VARIANTS = {"auto": {}, "forced": {}, "bal": {"CLO_DECODE_STREAMK": "3"}}
 MISALIGNED_BAND_RUNS = {(0, "auto"), (1, "forced"), (3, "forced"), (2, "bal")}  # (2, "forced"): even 2
 
@@ -2637,6 +2644,8 @@ SWEEPS = {
                         "the D=256 kernel's one-tail band over paged heads of 144-240 columns: auto, 1, 3, balanced 2"),
     "shared-tiles": (forced_splits_sweep(SHARED_TILES_ROWS, MISALIGNED_BAND_VARIANTS, SHARED_TILES_RUNS),
                      "units of two row tiles of one KV head in the balanced band: auto, 1, 3, even and balanced 2"),
+    "shared-tiles-contig": (forced_splits_sweep(SHARED_TILES_CONTIG_ROWS, MISALIGNED_BAND_VARIANTS, SHARED_TILES_RUNS),
+                            "contiguous D=64 / 96 balanced bands with two row tiles per KV head: auto, 1, 3, even and balanced 2"),
     "pair-band": (forced_splits_sweep(PAIR_BAND_ROWS, PAIR_BAND_VARIANTS, PAIR_BAND_RUNS, show_kernels=True), "D=64 head pairs and D=112 around their balanced band: 1-3 splits, pairs / unpaired, cp.async"),
     "balanced-plan": (balanced_plan_sweep, "the balanced schedule's seq_lens plan: by length against by capacity (16-row blocks; MQA band: capacity)"),
     "mqa-tiles": (mqa_tiles_sweep, "one token at Hq 32 / Hkv 1 (two row tiles) against Nq 8's two-tile counts"),

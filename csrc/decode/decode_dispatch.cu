@@ -315,10 +315,9 @@ int decode_attention_num_splits(int batch, int num_kv_heads, int rows_per_kv_hea
     const int spec_rows = decode_rule_spec_rows(seq_len_q, rows_per_kv_head);
     const int pieces = decode_spread_tail_pieces(head_dim, paged, base, sms, max_kv_len, hbm3e, spec_rows);
     if (pieces > 0) return pieces;
-    const int shared_lines = decode_shared_lines_tail_splits(head_dim, paged, num_kv_heads, row_tiles, base, sms,
-                                                             max_kv_len, hbm3e);
-    if (shared_lines > 0) return shared_lines;
-    const int splits = decode_tail_splits(head_dim, paged, base, sms, max_kv_len, hbm3e, spec_rows);
+    // paged 16-bit rows not whole 128-byte lines beside other KV heads (decode_units_share_lines)
+    const bool shared_lines = paged && head_dim % 64 != 0 && num_kv_heads > 1 && row_tiles == 1;
+    const int splits = decode_tail_splits(head_dim, paged, base, sms, max_kv_len, hbm3e, spec_rows, shared_lines);
     if (splits > 1) return splits;
     // head_dim 128 at 0.5-0.9 units per SM on HBM3e parts (paged from 8192 keys 1.0, contiguous
     // 0.7 from 4096; units of more than one row tile to 1.0 and below 0.5): a partial wave's

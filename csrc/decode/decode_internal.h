@@ -347,9 +347,12 @@ inline int64_t decode_streamk_blocks(int64_t units, int64_t sms, int per_sm) {
 }
 // Whether a 128-byte line of the K or V cache can hold the rows of two units (batch x KV
 // head, or head pair; `elem_bytes` per cache element). No line is shared where every row
-// starts on one (the base and every stride multiples of 128 bytes), and only at the two ends of
-// a unit's run where its rows lie back to back (the token stride is the row: paged caches of
-// one KV head, or one head pair; contiguous [B, Hkv, N, D]).
+// starts on one (the base and every stride multiples of 128 bytes), and few where one unit's
+// rows lie back to back (the token stride is the row: paged caches of one KV head, or one head
+// pair, whose pages hold whole lines from 4 keys on; contiguous [B, Hkv, N, D]): only at the
+// ends of its run or pages. Shared: paged heads of 104-120 and 136-248 columns but 192 (and head
+// pairs of 88, 352-byte rows) beside other KV heads, token-major strided caches whose head
+// stride is not a multiple of 128 bytes.
 inline bool decode_units_share_lines(const DecodeAttentionArgs& a, int elem_bytes) {
   constexpr int64_t kLine = 128;
   const int64_t row = static_cast<int64_t>(a.head_dim) * elem_bytes;
@@ -372,17 +375,18 @@ inline bool decode_units_share_lines(const DecodeAttentionArgs& a, int elem_byte
 // starts each unit (units / blocks - 1) of a unit later than its neighbour's block started the
 // one before: past a tenth of a unit apart, two units read a common line further apart than
 // L2 keeps it, and each fetches it from DRAM. ncu (NOTES.md "Stop 87", H200, one launch,
-// paged GQA 32/8 block 16, 1.2 units per SM): D = 112 (224-byte rows) B=22/8K 1.18 GB read
-// for 646 MB of keys (889 MB without L2 promotion), 681 MB under even 2 splits, whose units'
+// paged GQA 32/8 block 16, 1.2-1.33 units per SM): D = 112 (224-byte rows) B=22/8K 1.18 GB read
+// for 646 MB of keys (888 MB without L2 promotion), 681 MB under even 2 splits, whose units'
 // splits stream the same keys at the same time, 649 MB at 1 split (D = 128 balanced: 675 MB for
 // 671); Nq 5 (two row tiles) B=10/8K 675 MB for 336 MB, even 2 splits 340 MB. The launchers
 // run the other calls' 2 splits as an even grid. Within a tenth of a unit the lines are still
 // in L2 (D = 224 B=17, 1.03 units per SM, balanced / even 2 splits: 2K 75.0 / 96.5 us, 16K
 // 637.8 / 663.2).
+constexpr int64_t kStreamKSharedReadsTop10ths = 11;  // units per block, in tenths
 inline bool decode_streamk_pays_shared_reads(const DecodeAttentionArgs& a, int elem_bytes, int row_tiles,
                                              int64_t units, int64_t blocks) {
   if (row_tiles == 1 && !decode_units_share_lines(a, elem_bytes)) return true;
-  return 10 * units <= 11 * blocks;
+  return 10 * units <= kStreamKSharedReadsTop10ths * blocks;
 }
 // Where the split heuristic takes 2 splits for 16-bit caches on sm_90 instead of 1 (on HBM3e
 // parts, at head_dim 96, 128, 192 and 256, other bands and counts: below)
@@ -717,8 +721,10 @@ static_assert(kHbm3eD128LongKeys == kLargeGridMinKeys && kPartialWaveFullWaveKey
 static_assert(kWideRowsSplitKeys == kSpreadTailMinKeys && 2 * kWideRowsSplitKeys == kPartialWaveMinKeys,
               "the two-tile rule's edges beyond one unit per SM (1024, 2048 keys) are in the edge list");
 constexpr int kSplitRuleLengthEdges[] = {kSpreadTailMinKeys, kPartialWaveMinKeys, kLargeGridMinKeys, 8192};
+// `shared_lines`: paged rows that are not whole 128-byte lines beside other KV heads
+// (decode_units_share_lines), units of one row tile.
 inline int decode_tail_splits(int head_dim, bool paged, int64_t units, int64_t sms, int64_t max_kv_len, bool hbm3e,
-                              int spec_rows) {
+                              int spec_rows, bool shared_lines) {
   if (max_kv_len < 2048) return 1;
   const int kernel_head_dim = decode_kernel_head_dim(head_dim);
   // from the first extra unit at D = 256, from 1.06 units per SM at D = 96, 1.1 at D = 128
@@ -748,6 +754,18 @@ inline int decode_tail_splits(int head_dim, bool paged, int64_t units, int64_t s
   // 2 from there (B=20/8K 141.8 / 140.5, B=22/16K 302.6 / 294.8) and at D = 104 and 120 (B=20/4K
   // 86.6 / 82.0 and 86.7 / 81.8; D = 120 16K 325.8 / 297.5).
   if (hbm3e && paged && kernel_head_dim == 128 && head_dim != 128 && one_tail && spec_rows >= 0) return 1;
+  // HBM3e parts, shared_lines on the D = 256 kernel (head_dim 136-248 but 192) in the one-tail
+  // band: 3 even splits past kStreamKSharedReadsTop10ths units per SM, or from 8192 keys; else
+  // the band's 2 (balanced: decode_streamk_pays_shared_reads). There the balanced schedule
+  // re-reads the lines two KV heads share and even 2 splits leave half a wave (NOTES.md "Stop
+  // 87", GQA 32/8 block 16, us, 2 balanced / 2 even / 3 splits: D = 224 B=20 2K 105.3 / 96.1 /
+  // 93.1, 4K 200.3 / 175.8 / 164.0, 16K 767.0 / 657.8 / 597.7; B=22 2K 111.2 / 96.5 / 98.5, 4K
+  // 208.2 / 176.5 / 175.4, 16K 807.6 / 658.4 / 637.4; B=17 (1.03) 2K 75.0 / 96.5 / 91.7, 4K
+  // 146.9 / 178.0 / 163.4, 16K 637.8 / 663.2 / 597.5, 8K balanced / 3: 299.7 / 304.2; D = 176
+  // B=20 2K 93.6 / 82.5 / 81.2, 16K 680.9 / 541.1 / 494.2; D = 144 B=20/4K 157.2 / 140.1 /
+  // 132.0; D = 160 163.4 / 143.9 / 135.0).
+  if (hbm3e && shared_lines && paged && kernel_head_dim == 256 && one_tail)
+    return 10 * units > kStreamKSharedReadsTop10ths * sms || max_kv_len >= kSplitRuleLengthEdges[3] ? 3 : 2;
   if (kernel_head_dim == 96) {
     // contiguous caches from 4096 keys: one band from the first extra unit to 2.95, but for
     // whole waves (no tail to spread; exactly 2 units per SM lost 1-3%, v35)
@@ -853,25 +871,6 @@ inline int decode_d64_tail_splits(bool paged, bool pairs, int64_t base, int64_t 
   }
   if (!paged) return base > 2 * sms && 10 * base <= 27 * sms ? 2 : 1;
   return 10 * base > 21 * sms && 20 * base <= 49 * sms ? 3 : 1;
-}
-
-// HBM3e parts, paged 16-bit heads on the D = 256 kernel whose rows are not whole 128-byte
-// lines (head_dim 136-248 but 192) beside other KV heads, units of one row tile, in the
-// one-tail band (past one unit per SM to 1.35): 3 even splits past 1.1 units per SM, or from
-// 8192 keys; else 0 (the band's 2 splits, balanced within 1.1: decode_streamk_pays_shared_reads).
-// There the balanced schedule re-reads the lines two KV heads share and even 2 splits leave
-// half a wave (NOTES.md "Stop 87", GQA 32/8 block 16, us, 2 balanced / 2 even / 3 splits:
-// D = 224 B=20 2K 105.3 / 96.1 / 93.1, 4K 200.3 / 175.8 / 164.0, 16K 767.0 / 657.8 / 597.7;
-// B=22 2K 111.2 / 96.5 / 98.5, 4K 208.2 / 176.5 / 175.4, 16K 807.6 / 658.4 / 637.4; B=17
-// (1.03) 2K 75.0 / 96.5 / 91.7, 4K 146.9 / 178.0 / 163.4, 16K 637.8 / 663.2 / 597.5; D = 176
-// B=20 2K 93.6 / 82.5 / 81.2, 16K 680.9 / 541.1 / 494.2; D = 144 B=20/4K 157.2 / 140.1 / 132.0;
-// D = 160 163.4 / 143.9 / 135.0).
-inline int decode_shared_lines_tail_splits(int head_dim, bool paged, int num_kv_heads, int row_tiles, int64_t units,
-                                           int64_t sms, int64_t max_kv_len, bool hbm3e) {
-  if (!hbm3e || !paged || decode_kernel_head_dim(head_dim) != 256 || head_dim % 64 == 0 || num_kv_heads < 2 ||
-      row_tiles != 1 || max_kv_len < 2048 || units <= sms || 100 * units > 135 * sms)
-    return 0;
-  return 10 * units > 11 * sms || max_kv_len >= kSplitRuleLengthEdges[3] ? 3 : 0;
 }
 
 // Paged 16-bit head dims 64 and 96 (exactly: narrower rows on their kernels are not
