@@ -252,9 +252,9 @@ int decode_attention_num_splits(int batch, int num_kv_heads, int rows_per_kv_hea
     const int splits = short_max > 0 ? decode_small_grid_two_blocks_splits(paged, base, sms, max_kv_len, short_max) : 0;
     if (splits > 1) return capped(splits);
   }
-  // What decode_packs_head_pairs reads, with `splits` splits.
-  auto packs_head_pairs = [&](int splits) {
-    if (seq_len_q < 1 || rows_per_kv_head % seq_len_q != 0) return false;
+  // The call as launch arguments without tensors (bases aligned, strides 0), for the launcher's
+  // predicates, with `splits` splits.
+  auto shape_args = [&](int splits) {
     DecodeAttentionArgs shape;
     shape.paged = paged;
     shape.dtype = dtype;
@@ -262,12 +262,17 @@ int decode_attention_num_splits(int batch, int num_kv_heads, int rows_per_kv_hea
     shape.head_dim = head_dim;
     shape.batch = batch;
     shape.num_kv_heads = num_kv_heads;
-    shape.num_q_heads = num_kv_heads * (rows_per_kv_head / seq_len_q);
+    shape.num_q_heads = seq_len_q >= 1 ? num_kv_heads * (rows_per_kv_head / seq_len_q) : 0;
     shape.seq_len_q = seq_len_q;
     shape.num_splits = splits;
     shape.block_size = kTileTokens;  // the count is asked without the block size: one TMA can read
     shape.max_blocks_per_seq = static_cast<int>(div_ceil<int64_t>(max_kv_len, kTileTokens));  // keys read, whole tiles
-    return decode_packs_head_pairs(shape);
+    return shape;
+  };
+  // What decode_packs_head_pairs reads, with `splits` splits.
+  auto packs_head_pairs = [&](int splits) {
+    if (seq_len_q < 1 || rows_per_kv_head % seq_len_q != 0) return false;
+    return decode_packs_head_pairs(shape_args(splits));
   };
   // 16-bit head dims 72-80 in head pairs (the D = 160 kernel on HBM3e parts,
   // decode_packs_head_pairs; NOTES.md "Stop 74"), GQA 32/8, 1 / 2 splits, us: 1 split from 0.8
@@ -315,8 +320,9 @@ int decode_attention_num_splits(int batch, int num_kv_heads, int rows_per_kv_hea
     const int spec_rows = decode_rule_spec_rows(seq_len_q, rows_per_kv_head);
     const int pieces = decode_spread_tail_pieces(head_dim, paged, base, sms, max_kv_len, hbm3e, spec_rows);
     if (pieces > 0) return pieces;
-    // paged 16-bit rows not whole 128-byte lines beside other KV heads (decode_units_share_lines)
-    const bool shared_lines = paged && head_dim % 64 != 0 && num_kv_heads > 1 && row_tiles == 1;
+    // units of one row tile whose 16-bit rows share 128-byte lines: paged rows that are not whole
+    // lines beside other KV heads (a contiguous call's strides are not known here)
+    const bool shared_lines = row_tiles == 1 && decode_units_share_lines(shape_args(2), 2);
     const int splits = decode_tail_splits(head_dim, paged, base, sms, max_kv_len, hbm3e, spec_rows, shared_lines);
     if (splits > 1) return splits;
     // head_dim 128 at 0.5-0.9 units per SM on HBM3e parts (paged from 8192 keys 1.0, contiguous
