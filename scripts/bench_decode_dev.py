@@ -1912,6 +1912,17 @@ SHARED_TILES_RUNS = {(0, "auto"), (1, "forced"), (2, "forced"), (3, "forced"), (
 SHARED_TILES_CONTIG_ROWS = [(20, 4096, 8, 64, 5, True), (20, 2048, 8, 64, 5, True), (10, 4096, 8, 96, 5, True),
                             (10, 2048, 8, 96, 5, True)]
 MISALIGNED_BAND_VARIANTS = {"auto": {}, "forced": {}, "bal": {"CLO_DECODE_STREAMK": "3"}}
+# --pair-vs-d128 (stop 88): paged D = 64 head pairs (the D = 128 kernel over two KV heads' 128
+# bytes each) against D = 128 at the same grid (GQA 32/8: B=40 pairs and B=20 heads are 160 units,
+# the same bytes), where stop 86's pairs trailed cuDNN by 7%: auto and 1-3 splits
+PAIR_VS_D128_ROWS = [(2 * b, n, 8, 64, 1, False) for b, n in ((20, 2048), (20, 16384), (16, 4096))] + \
+                    [(b, n, 8, 128, 1, False) for b, n in ((20, 2048), (20, 16384), (16, 4096))]
+# --spec-contig (stop 88): contiguous D = 64 / 96 with two row tiles per KV head (GQA 32/8 Nq 5,
+# and Nq 8) across their one-token bands (units per SM, row tiles counted): auto, 1, 3, even and
+# balanced 2
+SPEC_CONTIG_ROWS = ([(b, n, 8, 64, 5, True) for b in (12, 16, 20, 24) for n in (2048, 4096, 16384)]
+                    + [(b, n, 8, 96, 5, True) for b in (9, 10, 16, 20) for n in (2048, 4096, 16384)]
+                    + [(20, 4096, 8, 64, 8, True), (10, 4096, 8, 96, 8, True)])
 MISALIGNED_BAND_RUNS = {(0, "auto"), (1, "forced"), (3, "forced"), (2, "bal")}  # (2, "forced"): even 2
 
 
@@ -2646,6 +2657,10 @@ SWEEPS = {
                      "units of two row tiles of one KV head in the balanced band: auto, 1, 3, even and balanced 2"),
     "shared-tiles-contig": (forced_splits_sweep(SHARED_TILES_CONTIG_ROWS, MISALIGNED_BAND_VARIANTS, SHARED_TILES_RUNS),
                             "contiguous D=64 / 96 balanced bands with two row tiles per KV head: auto, 1, 3, even and balanced 2"),
+    "pair-vs-d128": (forced_splits_sweep(PAIR_VS_D128_ROWS, show_kernels=True),
+                     "paged D=64 head pairs against D=128 at the same grid and bytes: auto, 1-3 splits"),
+    "spec-contig": (forced_splits_sweep(SPEC_CONTIG_ROWS, MISALIGNED_BAND_VARIANTS, SHARED_TILES_RUNS),
+                    "contiguous D=64 / 96 Nq 5 and 8 (two row tiles per KV head) over their bands: auto, 1, 3, even and balanced 2"),
     "pair-band": (forced_splits_sweep(PAIR_BAND_ROWS, PAIR_BAND_VARIANTS, PAIR_BAND_RUNS, show_kernels=True), "D=64 head pairs and D=112 around their balanced band: 1-3 splits, pairs / unpaired, cp.async"),
     "balanced-plan": (balanced_plan_sweep, "the balanced schedule's seq_lens plan: by length against by capacity (16-row blocks; MQA band: capacity)"),
     "mqa-tiles": (mqa_tiles_sweep, "one token at Hq 32 / Hkv 1 (two row tiles) against Nq 8's two-tile counts"),
