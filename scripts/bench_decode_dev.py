@@ -1929,13 +1929,37 @@ MISALIGNED_BAND_RUNS = {(0, "auto"), (1, "forced"), (3, "forced"), (2, "bal")}  
 FORCED_SPLITS_VARIANTS = {"auto": {}, "auto.2": {}, "forced": {}}
 
 
-def forced_splits_sweep(rows, variants=FORCED_SPLITS_VARIANTS, runs=None, show_kernels=False):
+# --wide-d64-d96 (stop 88): two 16-row tiles per block (decode_runs_wide_rows, D = 128 only until
+# then; CLO_DECODE_WIDE_ROWS=1 forces it at any count) at D = 64 and 96, GQA 32/8 Nq 5 (20 rows:
+# two tiles per KV head), where the 16-row blocks of one KV head read its keys once per tile
+# (`--spec-contig`): the automatic count (16-row blocks) against wide blocks at 1-4 splits; no peer
+WIDE_D64_D96_ROWS = ([(b, n, 8, d, 5, c) for d in (64, 96) for c in (True, False) for b in (8, 12, 16, 20, 24)
+                      for n in (4096, 16384)]
+                     + [(b, 2048, 8, d, 5, c) for d in (64, 96) for c in (True, False) for b in (12, 20)]
+                     + [(b, 4096, 8, d, 8, True) for d in (64, 96) for b in (12, 20)])
+WIDE_D64_D96_VARIANTS = {"auto": {}, "wide": {"CLO_DECODE_WIDE_ROWS": "1"}}
+WIDE_D64_D96_RUNS = {(0, "auto")} | {(s, "wide") for s in (1, 2, 3, 4)}
+# --pair-depth (stop 88): paged D = 64 head pairs on the D = 128 kernel at the depths and schedule
+# D = 128 rows get on HBM3e parts (4 stages on small grids, 3 to 1.35 units per SM, the spread
+# tail: CLO_DECODE_SPREAD=1 lets head pairs run it) against their own (3 / 2 stages, even grid)
+PAIR_DEPTH_ROWS = [(b, n, 8, 64, 1, False) for b, n in ((40, 2048), (40, 4096), (40, 16384), (44, 2048), (36, 4096),
+                                                       (32, 4096), (24, 4096), (32, 16384))]
+PAIR_DEPTH_VARIANTS = {"auto": {}, "st3": {"CLO_DECODE_TMA_STAGES": "3"}, "st4": {"CLO_DECODE_TMA_STAGES": "4"},
+                       "spread": {"CLO_DECODE_SPREAD": "1"}, "forced": {}}
+PAIR_DEPTH_RUNS = {(0, "auto"), (0, "st3"), (0, "st4"), (1, "forced"), (3, "forced"), (3, "spread"), (4, "spread")}
+
+
+def forced_splits_sweep(rows, variants=FORCED_SPLITS_VARIANTS, runs=None, show_kernels=False, peer="sdpa-cudnn"):
     """A `SWEEPS` entry over `rows` (B, N, Hkv, D, Nq, contiguous), paged block 16 (or its
-    contiguous copy), cuDNN first, at 0-3 splits (graph replays, cold L2): the (splits, label)
+    contiguous copy), the peer first, at 0-3 splits or the counts `runs` names (graph replays, cold
+    L2): the (splits, label)
     pairs of `runs`, or else the automatic count under the "auto" labels and 1, 2 and 3 splits
-    under the others; `show_kernels`: first the decode kernels of each row's automatic call."""
+    under the others; `show_kernels`: first the decode kernels of each row's automatic call; `peer`
+    None: no peer timed."""
     def only(ns, label):
         return (ns, label) in runs if runs is not None else label.startswith("auto") == (ns == 0)
+
+    counts = sorted({ns for ns, _ in runs}) if runs is not None else (0, 1, 2, 3)
 
     def sweep(iters, copy_bw):
         for B, N, hkv, d, nq, contiguous in rows:
@@ -1946,7 +1970,7 @@ def forced_splits_sweep(rows, variants=FORCED_SPLITS_VARIANTS, runs=None, show_k
                 names = re.findall(r"(\w+_kernel(?:<[^<>]*>)?)", kernel_names(fn).replace("cuda_llm_ops::decode::", ""))
                 print(f"kernels {title}: {sorted(set(n for n in names if 'decode' in n))}", flush=True)
                 del fn
-            _split_sweep_row(case, (0, 1, 2, 3), variants, iters, copy_bw, title, peer="sdpa-cudnn",
+            _split_sweep_row(case, counts, variants, iters, copy_bw, title, peer=peer,
                              contiguous=contiguous, only=only)
     return sweep
 
@@ -2661,6 +2685,10 @@ SWEEPS = {
                      "paged D=64 head pairs against D=128 at the same grid and bytes: auto, 1-3 splits"),
     "spec-contig": (forced_splits_sweep(SPEC_CONTIG_ROWS, MISALIGNED_BAND_VARIANTS, SHARED_TILES_RUNS),
                     "contiguous D=64 / 96 Nq 5 and 8 (two row tiles per KV head) over their bands: auto, 1, 3, even and balanced 2"),
+    "wide-d64-d96": (forced_splits_sweep(WIDE_D64_D96_ROWS, WIDE_D64_D96_VARIANTS, WIDE_D64_D96_RUNS, peer=None),
+                     "D=64 / 96 Nq 5 and 8 (two row tiles per KV head): 16-row blocks at auto against wide blocks at 1-4 splits"),
+    "pair-depth": (forced_splits_sweep(PAIR_DEPTH_ROWS, PAIR_DEPTH_VARIANTS, PAIR_DEPTH_RUNS, show_kernels=True),
+                   "paged D=64 head pairs at D=128's HBM3e depths and the spread tail against their own"),
     "pair-band": (forced_splits_sweep(PAIR_BAND_ROWS, PAIR_BAND_VARIANTS, PAIR_BAND_RUNS, show_kernels=True), "D=64 head pairs and D=112 around their balanced band: 1-3 splits, pairs / unpaired, cp.async"),
     "balanced-plan": (balanced_plan_sweep, "the balanced schedule's seq_lens plan: by length against by capacity (16-row blocks; MQA band: capacity)"),
     "mqa-tiles": (mqa_tiles_sweep, "one token at Hq 32 / Hkv 1 (two row tiles) against Nq 8's two-tile counts"),

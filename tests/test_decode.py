@@ -1093,6 +1093,19 @@ for i, (extra, hkv, group, dt, bs, pieces, top) in enumerate(cases):
             poison_(out)
             graph.replay()
             assert_close(out, paged_attention_reference(q, kc, vc, table, sl), dtype=dt, what=f"{what}, replay {trial}")
+# head pairs of D = 64 (decode_packs_head_pairs: the D = 128 kernel over two KV heads' columns,
+# automatic past 1.25 KV heads per SM at GQA 32/8), spread over the pair units past one per SM
+b = (sms + 20 + 3) // 4
+lens = [int(x) for x in torch.randint(1, 1500, (b,), generator=gen)]
+lens[:2] = [0, 1]
+lens[-2:] = [1, 65]
+q, kc, vc, table, sl = make_paged_problem(lens, 8, 4, 64, 16, torch.float16, 640)
+out = poison_(torch.empty_like(q))
+llm.paged_attention(q, kc, vc, table, sl, out=out, num_splits=4, check_indices=False)
+assert_close(out, paged_attention_reference(q, kc, vc, table, sl), dtype=torch.float16, what="D=64 pairs")
+if sm90:
+    blocks = kernel_grid_blocks(lambda: llm.paged_attention(q, kc, vc, table, sl, num_splits=4), "decode_attention")
+    assert blocks == sms + (b * 4 - sms) * 4, f"D=64 pairs: grid of {blocks} blocks"
 # the contiguous path ([B, Hkv, N, D] keys), three pieces of each tail unit and 16 (2-split
 # calls there run the balanced schedule); 4 new tokens, causal (16 rows: one row tile)
 for pieces, n, nq in ((3, 1000, 1), (16, 1024, 1), (5, 777, 4)):
@@ -1152,9 +1165,9 @@ def replay_then_bad_inputs(group, seed, bad_len, splits, gen):
 
 
 # The helpers above, for the dev-knob scripts below (run_isolated, which import what they use).
-# The TMA kernel's even grid (schedule 0) of two row tiles at head_dim 128 and `stages` stages,
-# in a profiler kernel name
-_TWO_TILE_TMA = r"tma_kernel<[^<>,]+, (\(int\))?128, (\(int\))?{stages}, [^<>]*, (\(int\))?0, (\(int\))?2, [^<>,]+>"
+# The TMA kernel's even grid (schedule 0) of two row tiles at kernel head_dim `d` and `stages`
+# stages, in a profiler kernel name
+_TWO_TILE_TMA = r"tma_kernel<[^<>,]+, (\(int\))?{d}, (\(int\))?{stages}, [^<>]*, (\(int\))?0, (\(int\))?2, [^<>,]+>"
 # the TMA kernel's balanced schedule (1) at two row tiles, head_dim 128, 3 stages
 _TWO_TILE_BALANCED = r"tma_kernel<[^<>,]+, (\(int\))?128, (\(int\))?3, [^<>]*, (\(int\))?1, (\(int\))?2, [^<>,]+>"
 
@@ -1187,7 +1200,10 @@ cases = [([1, 15, 17, 63, 64, 65, 700], 2, 8, 4, 128, 16, torch.float16, (1, 3, 
          ([300, 5, 1000], 2, 20, 1, 128, 64, torch.float16, (1, 2)),
          ([33, 1000, 64], 2, 4, 12, 112, 16, torch.bfloat16, (1, 5)),
          ([4096, 17], 1, 16, 4, 128, 256, torch.float16, (1, 8)),
-         ([777, 40], 2, 8, 8, 128, 32, torch.float16, (1, 3))]
+         ([777, 40], 2, 8, 8, 128, 32, torch.float16, (1, 3)),
+         ([1, 15, 17, 700, 2000], 2, 4, 5, 64, 16, torch.float16, (1, 3)),
+         ([33, 1000, 64], 2, 8, 3, 96, 32, torch.bfloat16, (1, 4)),
+         ([5, 300], 1, 4, 6, 80, 16, torch.float16, (1, 2))]
 for stages in ("0", "2", "3", "4"):  # the automatic depth, then each forced one
     os.environ["CLO_DECODE_TMA_STAGES"] = stages
     for i, (lens, hkv, group, nq, d, bs, dt, splits) in enumerate(cases):
@@ -1196,6 +1212,7 @@ for stages in ("0", "2", "3", "4"):  # the automatic depth, then each forced one
         if nq > 1:
             q = torch.randn(b, nq, hkv * group, d, device="cuda").to(dt).transpose(1, 2)
         rows = group * nq
+        kd = 64 if d <= 64 else 96 if d <= 96 else 128  # the kernel's head_dim
         ref = paged_attention_reference(q, kc, vc, table, sl)
         what = f"stages {stages} case {i}: lens={lens} Hkv={hkv} G={group} Nq={nq} D={d} bs={bs}"
         for ns in splits:
@@ -1209,7 +1226,7 @@ for stages in ("0", "2", "3", "4"):  # the automatic depth, then each forced one
         if stages != "0":
             if sm90:  # the forced depth's two-row-tile kernel (even grid 0, kRowTiles 2)
                 names = kernel_names(lambda: llm.paged_attention(q, kc, vc, table, sl, num_splits=splits[-1]))
-                assert re.search(_TWO_TILE_TMA.format(stages=stages), names), f"{what}: {names[:400]}"
+                assert re.search(_TWO_TILE_TMA.format(d=kd, stages=stages), names), f"{what}: {names[:400]}"
             continue
         # sliding window, soft cap and lse
         check_window_cap_lse(q, kc, vc, table, sl, splits[-1], max(lens) // 3 + i, (0.0, 30.0)[i % 2], dt, what)
@@ -1241,7 +1258,7 @@ def _paged_two_tile_one_wave_stages(n, splits):
 def _assert_paged_two_tile_one_wave_depth(fn, n, splits, what):
     """`fn` runs the TMA kernel's even grid of two row tiles at `_paged_two_tile_one_wave_stages`."""
     names = kernel_names(fn)
-    assert re.search(_TWO_TILE_TMA.format(stages=_paged_two_tile_one_wave_stages(n, splits)), names), \
+    assert re.search(_TWO_TILE_TMA.format(d=128, stages=_paged_two_tile_one_wave_stages(n, splits)), names), \
         (what, splits, names[:400])
 
 
@@ -1696,7 +1713,7 @@ def test_wide_rows_balanced_band():
             names = kernel_names(fn)
             assert "decode_attention" in names, names[:400]
             assert bool(re.search(_TWO_TILE_BALANCED, names)) == balanced, (n, names[:400])
-            assert not re.search(_TWO_TILE_TMA.format(stages=r"\d"), names), (n, names[:400])  # no even grid
+            assert not re.search(_TWO_TILE_TMA.format(d=128, stages=r"\d"), names), (n, names[:400])  # no even grid
             if balanced:
                 assert kernel_grid_blocks(fn, "decode_attention") == sms, n
     # one token at Hq 32 / Hkv 1 (32 rows a KV head, B units): the band's top, then 2 even splits
@@ -1717,7 +1734,7 @@ def test_wide_rows_balanced_band():
             fn = lambda: llm.paged_attention(q, kc, vc, table, sl)  # noqa: E731
             names = kernel_names(fn)
             assert bool(re.search(_TWO_TILE_BALANCED, names)) == balanced, (b1, names[:400])
-            assert bool(re.search(_TWO_TILE_TMA.format(stages=r"\d"), names)) != balanced, (b1, names[:400])
+            assert bool(re.search(_TWO_TILE_TMA.format(d=128, stages=r"\d"), names)) != balanced, (b1, names[:400])
             assert kernel_grid_blocks(fn, "decode_attention") == (sms if balanced else 2 * b1), b1
 
 
@@ -2070,7 +2087,7 @@ for i, (hkv, group, nq, dt, bs, splits) in enumerate(((1, 32, 1, torch.float16, 
                  what=f"two tiles {i}: Hkv={hkv} G={group} Nq={nq} bs={bs} splits={splits}")
     if torch.cuda.get_device_capability()[0] >= 9:  # spanning boxes: 3 stages (decode_wide_rows_stages)
         names = kernel_names(lambda: llm.paged_attention(q, kc, vc, table, sl, num_splits=splits))
-        assert re.search(_TWO_TILE_TMA.format(stages=3), names), (i, names[:400])
+        assert re.search(_TWO_TILE_TMA.format(d=128, stages=3), names), (i, names[:400])
     qc = torch.randn(2, hkv * group, nq, 128, device="cuda").to(dt)
     k, v = (torch.randn(2, hkv, 777, 128, device="cuda").to(dt) for _ in range(2))
     out = poison_(torch.empty_like(qc))

@@ -1864,7 +1864,8 @@ cudaError_t run_decode_attention(const DecodeAttentionArgs& a, cudaStream_t stre
                                     a.num_splits == decode_spread_tail_pieces(a.head_dim, kPaged, units, sms,
                                                                               decode_read_kv_len(a),
                                                                               device_is_hopper_hbm3e(), spec_rows);
-      if (sm90 && a.num_splits > 1 && pack_group == 0 && forced != kDecodeKernelCpAsync && spread) {
+      if (sm90 && a.num_splits > 1 && (pack_group == 0 || spread_mode == kDecodeSpreadOn) &&
+          forced != kDecodeKernelCpAsync && spread) {
         const int64_t blocks = sms + (units - sms) * a.num_splits;
         DecodeTmaMaps maps;
         const int box_rows = encode_decode_tma_maps<T, D, kPaged, KVT>(a, maps, kv_promo, row_boxes(blocks));

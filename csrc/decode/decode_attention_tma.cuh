@@ -639,7 +639,7 @@ constexpr bool decode_runs_streamk() {
 // kRowTiles; where they run: decode_wide_rows_pay): 16-bit D = 128.
 template <typename T, int D, typename KVT>
 constexpr bool decode_runs_wide_rows() {
-  return D == 128 && !decode_dequantizes<T, KVT>();
+  return (D == 64 || D == 96 || D == 128) && !decode_dequantizes<T, KVT>();
 }
 // The kernels that run the spread tail (decode_dev_spread): 16-bit D = 128, whose 3-stage
 // blocks fit two per SM.
