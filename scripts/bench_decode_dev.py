@@ -1939,6 +1939,21 @@ WIDE_D64_D96_ROWS = ([(b, n, 8, d, 5, c) for d in (64, 96) for c in (True, False
                      + [(b, 4096, 8, d, 8, True) for d in (64, 96) for b in (12, 20)])
 WIDE_D64_D96_VARIANTS = {"auto": {}, "wide": {"CLO_DECODE_WIDE_ROWS": "1"}}
 WIDE_D64_D96_RUNS = {(0, "auto")} | {(s, "wide") for s in (1, 2, 3, 4)}
+# --wide-d64-d96-confirm (stop 88): the rule (decode_wide_rows_d64_d96_splits, two row tiles per
+# block at D = 64 / 96) against the 16-row rules it replaced (CLO_DECODE_WIDE_ROWS=0: the wide
+# rule off, in the count too), between and around the measured points; one-token MQA (32 rows)
+WIDE_CONFIRM_ROWS = ([(b, n, 8, d, 5, c) for d in (64, 96) for c in (True, False) for b in (8, 10, 14, 16)
+                      for n in (2048, 4096, 16384)]
+                     + [(b, n, 8, 96, 5, c) for c in (True, False) for b in (18, 22) for n in (2048, 8192)]
+                     + [(b, 4096, 1, d, 1, c) for d in (64, 96) for c in (True, False) for b in (64, 96, 128)]
+                     + [(b, 8192, 8, d, 8, c) for d in (64, 96) for c in (True, False) for b in (9, 15)])
+WIDE_CONFIRM_VARIANTS = {"auto": {}, "old": {"CLO_DECODE_WIDE_ROWS": "0"}}
+WIDE_CONFIRM_RUNS = {(0, "auto"), (0, "old")}
+# --pair-spread-confirm (stop 88): paged D = 64 head pairs' automatic spread tail below 8192 keys
+# (decode_pairs_spread_pieces) against 1 split (the count before) and 4 pieces; GQA and MHA
+PAIR_SPREAD_ROWS = ([(b, n, 8, 64, 1, False) for b in (36, 38, 40, 42, 44) for n in (2048, 4096, 6144)]
+                    + [(b, n, 32, 64, 1, False) for b in (9, 10) for n in (2048, 4096)] + [(40, 8192, 8, 64, 1, False)])
+PAIR_SPREAD_RUNS = {(0, "auto"), (1, "forced"), (4, "spread")}
 # --pair-depth (stop 88): paged D = 64 head pairs on the D = 128 kernel at the depths and schedule
 # D = 128 rows get on HBM3e parts (4 stages on small grids, 3 to 1.35 units per SM, the spread
 # tail: CLO_DECODE_SPREAD=1 lets head pairs run it) against their own (3 / 2 stages, even grid)
@@ -2687,6 +2702,10 @@ SWEEPS = {
                     "contiguous D=64 / 96 Nq 5 and 8 (two row tiles per KV head) over their bands: auto, 1, 3, even and balanced 2"),
     "wide-d64-d96": (forced_splits_sweep(WIDE_D64_D96_ROWS, WIDE_D64_D96_VARIANTS, WIDE_D64_D96_RUNS, peer=None),
                      "D=64 / 96 Nq 5 and 8 (two row tiles per KV head): 16-row blocks at auto against wide blocks at 1-4 splits"),
+    "wide-d64-d96-confirm": (forced_splits_sweep(WIDE_CONFIRM_ROWS, WIDE_CONFIRM_VARIANTS, WIDE_CONFIRM_RUNS, peer=None),
+                             "stop 88's two-row-tile rule at D=64 / 96 against the 16-row rules it replaced"),
+    "pair-spread-confirm": (forced_splits_sweep(PAIR_SPREAD_ROWS, PAIR_DEPTH_VARIANTS, PAIR_SPREAD_RUNS),
+                            "paged D=64 head pairs: the automatic spread tail below 8K against 1 split and 4 pieces"),
     "pair-depth": (forced_splits_sweep(PAIR_DEPTH_ROWS, PAIR_DEPTH_VARIANTS, PAIR_DEPTH_RUNS, show_kernels=True),
                    "paged D=64 head pairs at D=128's HBM3e depths and the spread tail against their own"),
     "pair-band": (forced_splits_sweep(PAIR_BAND_ROWS, PAIR_BAND_VARIANTS, PAIR_BAND_RUNS, show_kernels=True), "D=64 head pairs and D=112 around their balanced band: 1-3 splits, pairs / unpaired, cp.async"),

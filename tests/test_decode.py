@@ -1268,16 +1268,18 @@ def _wide_rows_balanced_band(units, sms, n):
     return sms < units and 100 * units <= 135 * sms and n >= 2048
 
 
-def _wide_rows_splits(b, hkv, rows, n, sms, hbm3e, d=128):
+def _wide_rows_splits(b, hkv, rows, n, sms, hbm3e, d=128, paged=True):
     """The automatic count of two row tiles per block (decode_wide_rows_splits, stop 69), or 0:
-    HBM3e parts, head_dim 128, 17-32 rows per KV head, splits of 1024 keys or more; `b` x
+    HBM3e parts, 17-32 rows per KV head, splits of 1024 keys or more; at head_dim 128, `b` x
     `hkv` units: up to one per SM, SMs / units splits where they fill 90% of the SMs; up to
     two, 2 in the balanced band (`_wide_rows_balanced_band`), else 1 split where its two waves
-    are 75% full, else (1.35-1.5 units per SM) 2."""
+    are 75% full, else (1.35-1.5 units per SM) 2; at head_dim 64 and 96 `_wide_rows_d64_d96`."""
     cap = min(128, n // 1024)
-    if not hbm3e or d != 128 or not 16 < rows <= 32 or cap < 1:
+    if not hbm3e or d not in (64, 96, 128) or not 16 < rows <= 32 or cap < 1:
         return 0
     units = b * hkv
+    if d != 128:
+        return _wide_rows_d64_d96(d, paged, units, n, sms)
     if units <= sms:
         splits = min(cap, sms // units)
         return splits if 10 * units * splits >= 9 * sms else 0
@@ -1288,6 +1290,22 @@ def _wide_rows_splits(b, hkv, rows, n, sms, hbm3e, d=128):
     if 4 * units >= 3 * 2 * sms:
         return 1
     return 2 if cap >= 2 else 0
+
+
+def _wide_rows_d64_d96(d, paged, units, n, sms):
+    """decode_wide_rows_d64_d96_splits (stop 88): from 0.45 units per SM and 2048 keys, up to one
+    unit per SM (head_dim 96: 1.5), the count of 1 to min(4, n // 1024) whose last wave of blocks
+    is fullest (the smaller where level); contiguous head_dim 64 twice that, at most 4; else 0."""
+    if 100 * units < 45 * sms or n < 2048 or (units > sms and (d == 64 or 2 * units > 3 * sms)):
+        return 0
+    cap = min(128, n // 1024)
+    splits, blocks, slots = 1, units, -(-units // sms) * sms
+    for k in range(2, min(4, cap) + 1):
+        k_blocks = k * units
+        k_slots = -(-k_blocks // sms) * sms
+        if k_blocks * slots > blocks * k_slots:
+            splits, blocks, slots = k, k_blocks, k_slots
+    return min(2 * splits, 4, cap) if d == 64 and not paged else splits
 
 
 # The two-row-tile kernel's splits merge in the merge kernel (every unit of 17-32 rows takes two
@@ -1768,6 +1786,53 @@ def _automatic_calls_match(lens, seed, dtype, contiguous=None, grids=False, nq=1
     return paged_grid, contiguous_grid
 
 
+def test_wide_rows_d64_d96_automatic():
+    """Head dims 64 and 96 with 17-32 query rows per KV head (GQA 32/8, Nq 5 and 8) on Hopper HBM3e
+    parts run two row tiles per block at decode_wide_rows_d64_d96_splits' count (stop 88: from
+    0.45 units per SM, up to one, and at head_dim 96 to 1.5; the fullest last wave of 1-4 splits,
+    twice that on contiguous head_dim 64 caches, at most 4); head_dim 64 past one unit per SM
+    keeps 16-row blocks. Ragged lengths (one shorter than the new tokens, one at the capacity),
+    both layouts, fp16 and bf16, against the references; the count, the kernel and its grid."""
+    require_op("paged_attention")
+    require_op("decode_attention")
+    sms = torch.cuda.get_device_properties(0).multi_processor_count
+    hbm3e = torch.cuda.get_device_capability()[0] >= 9 and device_is_hopper_hbm3e()
+    gen = torch.Generator().manual_seed(88)
+    for d, paged, per_sm, n, nq, dt in ((64, True, 0.48, 4096, 5, torch.float16), (64, False, 0.73, 4096, 5, torch.bfloat16),
+                                        (96, True, 0.97, 2048, 5, torch.float16), (96, False, 1.21, 4096, 8, torch.float16),
+                                        (96, True, 1.45, 2048, 5, torch.bfloat16), (64, True, 1.21, 4096, 5, torch.float16),
+                                        (64, False, 0.97, 2048, 8, torch.float16)):
+        b = int(per_sm * sms) // 8 + 1
+        rows = 4 * nq
+        want = _wide_rows_splits(b, 8, rows, n, sms, hbm3e, d, paged)
+        assert not hbm3e or (want > 0) == (d == 96 or per_sm <= 1), (d, paged, per_sm, want)
+        got = llm.decode_num_splits(b, 8, rows, n, d, dt, paged=paged, seq_len_q=nq)
+        if want:
+            assert got == want, (d, paged, per_sm, n, nq, got, want)
+        what = f"D={d} {'paged' if paged else 'contiguous'} B={b} N={n} Nq={nq}"
+        lens = [int(x) for x in torch.randint(nq, n + 1, (b,), generator=gen)]
+        lens[:3] = [nq - 1, n, 1025]
+        if paged:
+            _, kc, vc, table, sl = make_paged_problem(lens, 8, 4, d, 16, dt, 880 + d + b)
+            q = torch.randn(b, nq, 32, d, device="cuda").to(dt).transpose(1, 2)
+            out = poison_(torch.empty_like(q))
+            llm.paged_attention(q, kc, vc, table, sl, out=out, check_indices=False)
+            assert_close(out, paged_attention_reference(q, kc, vc, table, sl), dtype=dt, what=what)
+            call = lambda: llm.paged_attention(q, kc, vc, table, sl, check_indices=False)  # noqa: E731
+        else:
+            q = torch.randn(b, 32, nq, d, device="cuda").to(dt)
+            k, v = (torch.randn(b, 8, n, d, device="cuda").to(dt) for _ in range(2))
+            out = poison_(torch.empty_like(q))
+            llm.decode_attention(q, k, v, out=out, is_causal=True)
+            assert_close(out, attention_reference(q, k, v, is_causal=True), dtype=dt, what=what)
+            call = lambda: llm.decode_attention(q, k, v, is_causal=True)  # noqa: E731
+        if hbm3e:
+            names = kernel_names(call)
+            assert bool(re.search(_TWO_TILE_TMA.format(d=d, stages=r"\d"), names)) == (want > 0), (what, names[:400])
+            if want:
+                assert kernel_grid_blocks(call, "decode_attention") == 8 * b * want, what
+
+
 def test_spread_tail_matches_reference():
     """The spread tail (CLO_DECODE_SPREAD=1: split calls of the 16-bit D = 128 kernel whose
     grid holds one to two units per SM run the first SM-count units whole and the others
@@ -1877,7 +1942,7 @@ def test_partial_wave_splits():
                 units8 = 16 * b8
                 in_band8 = hbm3e and d == 128 and n >= (2048 if paged else 4096) and sms < 2 * units8 <= 2 * sms
                 got = llm.decode_num_splits(b8, 8, 32, n, d, dt, paged=paged, seq_len_q=8)
-                want8 = _wide_rows_splits(b8, 8, 32, n, sms, hbm3e, d) or (2 * sms // units8 if in_band8 else 1)
+                want8 = _wide_rows_splits(b8, 8, 32, n, sms, hbm3e, d, paged) or (2 * sms // units8 if in_band8 else 1)
                 assert got == want8, (per_sm, n, d, dt, paged, b8, got)
         if d == 128:  # FP8 caches: not this rule's (16-bit measurements)
             assert llm.decode_num_splits(b, 8, 4, n, d, torch.float8_e4m3fn) == 1, (per_sm, n)
@@ -1898,9 +1963,10 @@ def test_partial_wave_splits():
             got = llm.decode_num_splits(b8, hkv, 4 * nq, n, 128, torch.float16, paged=paged, seq_len_q=nq)
             want = _wide_rows_splits(b8, hkv, 4 * nq, n, sms, hbm3e) or want  # two row tiles per block first
             assert got == (want if hbm3e else want_generic), (b8, hkv, n, nq, paged, got)
-            # another head dim (96): the generic count
+            # another head dim (96): the generic count, but where its two-row-tile rule applies
+            want96 = _wide_rows_splits(b8, hkv, 4 * nq, n, sms, hbm3e, 96, paged) or want_generic
             assert llm.decode_num_splits(b8, hkv, 4 * nq, n, 96, torch.float16, paged=paged, seq_len_q=nq) == \
-                want_generic, (b8, hkv, n, nq, paged)
+                want96, (b8, hkv, n, nq, paged)
     f16 = torch.float16
     b = int(0.6 * sms) // 8 + 1
     splits = llm.decode_num_splits(b, 8, 4, 2048, 128, f16)
@@ -2275,9 +2341,11 @@ def test_d64_tail_splits():
     sm90 = torch.cuda.get_device_capability()[0] >= 9
     f16 = torch.float16
     # (blocks per SM unpaired, KV heads, group, Nq, keys, paged, want on sm_90); head pairs on
-    # HBM3e parts take 1 split below 8192 keys, 3 from there (stop 86)
+    # HBM3e parts take the spread tail's pieces below 8192 keys (stop 88: SMs // (pairs - SMs), at
+    # most 8; pair_band marks them), 3 from there (stop 86)
     hbm3e = sm90 and device_is_hopper_hbm3e()
-    pair_band, pair_band_long = (1, 3) if hbm3e else (2, 2)
+    pair_band = None if hbm3e else 2
+    pair_band_long = 3 if hbm3e else 2
     for per_sm, hkv, group, nq, n, paged, want in (
             (2.3, 8, 4, 1, 2048, True, pair_band), (2.6, 8, 4, 1, 4096, True, pair_band),
             (2.3, 8, 4, 1, 8192, True, pair_band_long), (2.6, 32, 1, 1, 16384, True, pair_band_long),
@@ -2290,6 +2358,10 @@ def test_d64_tail_splits():
             (2.8, 8, 4, 1, 2048, False, 1), (2.2, 8, 2, 2, 4096, False, 2),
             (1.9, 8, 4, 1, 2048, False, 1), (2.2, 8, 4, 1, 1024, False, 1)):
         b = int(per_sm * sms) // hkv + 1
+        if want is None:
+            pairs = b * hkv // 2
+            assert sms < pairs and 100 * pairs <= 134 * sms and sms // (pairs - sms) >= 3, ("SM count", sms, b)
+            want = min(8, sms // (pairs - sms))
         for dt in (f16, torch.bfloat16):
             got = llm.decode_num_splits(b, hkv, group * nq, n, 64, dt, paged=paged, seq_len_q=nq)
             assert got == (want if sm90 else 1), (per_sm, hkv, group, nq, n, paged, b, got)
@@ -2310,11 +2382,15 @@ def test_d64_tail_splits():
     out = poison_(torch.empty_like(q))
     llm.paged_attention(q, kc, vc, table, sl, out=out, check_indices=False)
     assert_close(out, paged_attention_reference(q, kc, vc, table, sl), dtype=f16, what=f"paged B={b}")
-    if sm90:  # the D = 128 kernel over the pairs: balanced (schedule 1) at 3 stages, on HBM3e 1 split
-        names = kernel_names(lambda: llm.paged_attention(q, kc, vc, table, sl, check_indices=False))
-        pattern = (r"tma_kernel<[^<>,]+, (\(int\))?128, (\(int\))?\d, [^<>]*, (\(int\))?0, (\(int\))?1, [^<>,]+>" if hbm3e
+    if sm90:  # the D = 128 kernel over the pairs: balanced (schedule 1) at 3 stages, on HBM3e the spread tail (2)
+        call = lambda: llm.paged_attention(q, kc, vc, table, sl, check_indices=False)  # noqa: E731
+        names = kernel_names(call)
+        pattern = (r"tma_kernel<[^<>,]+, (\(int\))?128, (\(int\))?3, [^<>]*, (\(int\))?2, (\(int\))?1, [^<>,]+>" if hbm3e
                    else r"tma_kernel<[^<>,]+, (\(int\))?128, (\(int\))?3, [^<>]*, (\(int\))?1, (\(int\))?1, [^<>,]+>")
         assert re.search(pattern, names), names[:400]
+        if hbm3e:  # the first SM-count pairs whole, the others in pieces
+            pairs = 4 * b
+            assert kernel_grid_blocks(call, "decode_attention") == sms + (pairs - sms) * min(8, sms // (pairs - sms))
     del q, kc, vc, table
     # paged without head pairs (Nq 2), automatic count (3 splits on sm_90): ragged lengths
     nq = 2
@@ -2399,7 +2475,9 @@ def test_d64_tail_splits():
               (sms, 32, 8, 1, 80, 8192, f16),  # head pairs of 80 on HBM3e parts (1-2 splits)
               (2, 32, 8, 1, 80, 32768, f16), (3, 32, 32, 1, 72, 20000, torch.bfloat16),  # ... below 0.35 per SM
               # paged D = 64 / 96 small grids (one token, Nq 2 / 4) cut back to the splits that hold keys
-              (2, 32, 8, 1, 64, 65536, f16), (12, 32, 8, 2, 96, 8192, f16), (16, 32, 8, 4, 64, 4096, torch.bfloat16)]
+              (2, 32, 8, 1, 64, 65536, f16), (12, 32, 8, 2, 96, 8192, f16), (16, 32, 8, 4, 64, 4096, torch.bfloat16),
+              # two row tiles per block at D = 64 / 96 (stop 88); paged D = 64 pairs' spread tail below 8192 keys
+              (sms, 32, 8, 5, 96, 8192, f16), (sms, 32, 8, 5, 64, 4096, torch.bfloat16), (48, 32, 8, 1, 64, 8192, f16)]
     for b, hq, hkv, nq, d, n, dt in shapes:
         rows = (hq // hkv) * nq
         lengths = sorted({*range(64, n, 64), n})

@@ -1785,10 +1785,10 @@ cudaError_t run_decode_attention(const DecodeAttentionArgs& a, cudaStream_t stre
       const int64_t sms = device_sm_count();
       const int64_t read_kv_len = decode_read_kv_len(a);
       if (sm90 && pack_group == 0 && p.rows > kRowsPerBlock && forced != kDecodeKernelCpAsync &&
-          decode_wide_rows_pay(a.head_dim, p.rows, wide_units, a.num_splits, sms, read_kv_len,
+          decode_wide_rows_pay(a.head_dim, kPaged, p.rows, wide_units, a.num_splits, sms, read_kv_len,
                                device_is_hopper_hbm3e())) {
         const bool balanced = streamk_mode != kDecodeStreamKOff &&
-                              decode_wide_rows_runs_balanced(wide_units, a.num_splits, sms, read_kv_len);
+                              decode_wide_rows_runs_balanced(D, wide_units, a.num_splits, sms, read_kv_len);
         int64_t sk_blocks = balanced ? decode_streamk_blocks(wide_units, sms, 1) : 0;
         if (sk_blocks > 0 && !streamk_pays(wide_tiles, wide_units, sk_blocks)) sk_blocks = 0;
         const int64_t wide_blocks = sk_blocks > 0 ? sk_blocks : wide_units * a.num_splits;
@@ -1858,14 +1858,14 @@ cudaError_t run_decode_attention(const DecodeAttentionArgs& a, cudaStream_t stre
       const int64_t units = static_cast<int64_t>(grid.x) * grid.y, sms = device_sm_count();
       const int spec_rows = decode_rule_spec_rows(a.seq_len_q, p.rows);
       const int spread_mode = decode_dev_spread();
-      const bool spread = spread_mode == kDecodeSpreadOn
-                              ? units > sms && units < 2 * sms
-                              : spread_mode != kDecodeSpreadOff &&
-                                    a.num_splits == decode_spread_tail_pieces(a.head_dim, kPaged, units, sms,
-                                                                              decode_read_kv_len(a),
-                                                                              device_is_hopper_hbm3e(), spec_rows);
-      if (sm90 && a.num_splits > 1 && (pack_group == 0 || spread_mode == kDecodeSpreadOn) &&
-          forced != kDecodeKernelCpAsync && spread) {
+      // (head pairs: the D = 64 pairs' own pieces, decode_pairs_spread_pieces)
+      const int auto_pieces =
+          pack_group > 0 ? decode_pairs_spread_pieces(kPaged, units, sms, decode_read_kv_len(a), device_is_hopper_hbm3e())
+                         : decode_spread_tail_pieces(a.head_dim, kPaged, units, sms, decode_read_kv_len(a),
+                                                     device_is_hopper_hbm3e(), spec_rows);
+      const bool spread = spread_mode == kDecodeSpreadOn ? units > sms && units < 2 * sms
+                                                         : spread_mode != kDecodeSpreadOff && a.num_splits == auto_pieces;
+      if (sm90 && a.num_splits > 1 && forced != kDecodeKernelCpAsync && spread) {
         const int64_t blocks = sms + (units - sms) * a.num_splits;
         DecodeTmaMaps maps;
         const int box_rows = encode_decode_tma_maps<T, D, kPaged, KVT>(a, maps, kv_promo, row_boxes(blocks));

@@ -636,7 +636,7 @@ constexpr bool decode_runs_streamk() {
   return decode_balanced_head_dim(D, kPaged) && !decode_dequantizes<T, KVT>();
 }
 // The kernels instantiated with two row tiles per block (decode_attention_tma_kernel's
-// kRowTiles; where they run: decode_wide_rows_pay): 16-bit D = 128.
+// kRowTiles; where they run: decode_wide_rows_pay): 16-bit D = 128, and 64 and 96 (stop 88).
 template <typename T, int D, typename KVT>
 constexpr bool decode_runs_wide_rows() {
   return (D == 64 || D == 96 || D == 128) && !decode_dequantizes<T, KVT>();

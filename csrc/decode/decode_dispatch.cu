@@ -314,7 +314,7 @@ int decode_attention_num_splits(int batch, int num_kv_heads, int rows_per_kv_hea
     // two row tiles per block where their grid fills its waves (decode_wide_rows_splits)
     if (decode_dev_wide_rows() != kDecodeWideRowsOff) {
       const int64_t wide_units = static_cast<int64_t>(batch) * num_kv_heads * decode_wide_row_tiles(rows_per_kv_head);
-      const int wide = decode_wide_rows_splits(head_dim, rows_per_kv_head, wide_units, sms, max_kv_len, hbm3e);
+      const int wide = decode_wide_rows_splits(head_dim, paged, rows_per_kv_head, wide_units, sms, max_kv_len, hbm3e);
       if (wide > 0) return wide;
     }
     const int spec_rows = decode_rule_spec_rows(seq_len_q, rows_per_kv_head);

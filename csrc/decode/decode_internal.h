@@ -457,7 +457,7 @@ inline int decode_rule_spec_rows(int seq_len_q, int rows_per_kv_head) {
 // token's (stop 68, NOTES.md).
 constexpr bool decode_rule_multi_tile(int spec_rows) { return spec_rows > kRowsPerBlock; }
 // Two 16-row tiles per block (the TMA kernel's even grid, decode_runs_wide_rows: 16-bit, on
-// the head_dim 128 kernel, sm_90): a KV head's rows in 32-row units, each one block of 8
+// the head_dim 64, 96 and 128 kernels, sm_90): a KV head's rows in 32-row units, each one block of 8
 // math warps over the same K/V stages, where 16-row blocks stream the same keys once per
 // tile (NOTES.md "Stop 69"). Such a block takes 288 threads at ~160 registers: one per SM,
 // so its grid must fill its waves. On Hopper HBM3e parts at head_dim exactly 128 with 17-32
@@ -467,7 +467,8 @@ constexpr bool decode_rule_multi_tile(int spec_rows) { return spec_rows > kRowsP
 //  - 1-1.35 units per SM from 2048 keys, 2 splits run as the balanced schedule
 //    (decode_wide_rows_balanced_band);
 //  - up to two, 1 split where the two waves are 75% full, else (1.35-1.5 units per SM, their
-//    three waves at least 90% full) 2 even splits.
+//    three waves at least 90% full) 2 even splits;
+// at head_dim 64 and 96 decode_wide_rows_d64_d96_splits' count (below).
 // H200, graph replays, cold L2, us, the 16-row blocks at their automatic count -> this (splits); Nq
 // 8 at GQA 32/8 (`--wide-rows`): paged B=1/16K 32.5 -> 31.3 (16; contiguous 32.1 -> 30.9), B=2/16K
 // 48.9 -> 46.6 (8), B=4/16K 84.1 -> 79.1 (4), B=8/16K 153.4 -> 146.8 (2; contiguous 149.2 ->
@@ -520,11 +521,46 @@ constexpr int decode_wide_row_tiles(int rows_per_kv_head) {
 constexpr int64_t decode_wide_rows_fill_splits(int64_t units, int64_t sms) {
   return (9 * sms + 10 * units - 1) / (10 * units);
 }
-inline int decode_wide_rows_splits(int head_dim, int rows_per_kv_head, int64_t units, int64_t sms,
-                                   int64_t max_kv_len, bool hbm3e) {
-  if (!hbm3e || head_dim != 128 || rows_per_kv_head <= kRowsPerBlock || rows_per_kv_head > 2 * kRowsPerBlock ||
-      units <= 0 || sms <= 0)
+// Head dims 64 and 96 (NOTES.md "Stop 88"): their 16-row blocks of one KV head's two tiles read
+// its keys once per tile, and their split rules were measured with one new token. Two row tiles
+// per block, `units` (batch x KV heads) from 0.45 per SM, at the count of 1-4 (splits of
+// kWideRowsSplitKeys keys or more, from 2048 keys) whose last wave of blocks is fullest (the
+// smaller count where two are level): up to one unit per SM, and at head_dim 96 to 1.5; on
+// contiguous head_dim 64 caches twice that count, at most 4 (their 128-byte rows at 3 stages
+// want two blocks per SM). H200, graph replays, cold L2, GQA 32/8 Nq 5 (20 rows), us, the
+// automatic count of 16-row blocks -> this (splits; `--wide-d64-d96`): paged D = 96 B=8 (0.48)
+// 4K 66.3 -> 39.9 (2), 16K 228.1 -> 137.0; B=12 (0.73) 4K 71.1 -> 63.3 (4), 16K 264.8 -> 199.1,
+// 2K 38.9 -> 36.4 (1: 2048 keys cap it at 2); B=16 (0.97) 4K 103.2 -> 69.6 (1), 16K 396.3 ->
+// 264.6; B=20 (1.21) 4K 113.6 -> 105.3 (4), 16K 526.5 -> 333.9, 2K 65.8 -> 63.9 (2); B=24
+// (1.45) 4K 118.5 -> 111.5 (2), 16K 606.0 -> 394.5; contiguous D = 96 B=8 16K 188.0 -> 116.3,
+// B=12 16K 286.2 -> 182.0, B=16 4K 85.3 -> 60.9, 16K 322.5 -> 238.0, B=20 16K 445.6 -> 311.5,
+// B=24 16K 485.3 -> 384.9; paged D = 64 B=8 4K 52.3 -> 30.4, 16K 161.4 -> 97.0, B=12 16K 216.2
+// -> 149.4, B=16 4K 59.2 -> 49.0, 16K 222.0 -> 183.2; contiguous D = 64 B=8 4K 37.9 -> 24.7 (4),
+// 16K 140.0 -> 73.1, B=12 16K 189.1 -> 116.8 (4), B=16 4K 55.1 -> 41.7 (2), 16K 194.9 -> 139.7.
+// Left to the 16-row rules: head_dim 64 past one unit per SM (paged B=20/4K 63.7 against 79.7 at
+// the best count of wide blocks; contiguous there level at best, B=20/16K 16-row 3 splits 211.5,
+// wide 3 210.7), and below 0.45 units per SM (not measured). Returns the count, or 0.
+constexpr int64_t kWideRowsNarrowDimMinUnitsPct = 45;
+inline int decode_wide_rows_d64_d96_splits(int head_dim, bool paged, int64_t units, int64_t sms,
+                                           int64_t max_kv_len) {
+  if (100 * units < kWideRowsNarrowDimMinUnitsPct * sms || max_kv_len < 2 * kWideRowsSplitKeys ||
+      (units > sms && (head_dim == 64 || 2 * units > 3 * sms)))
     return 0;
+  const int64_t cap = std::min<int64_t>(kMaxSplits, max_kv_len / kWideRowsSplitKeys);
+  // the last wave's fill of k splits: (k x units) / (its waves x SMs), compared across k exactly
+  int64_t splits = 1, blocks = units, slots = (units + sms - 1) / sms * sms;
+  for (int64_t k = 2; k <= std::min<int64_t>(4, cap); ++k) {
+    const int64_t k_blocks = k * units, k_slots = (k_blocks + sms - 1) / sms * sms;
+    if (k_blocks * slots > blocks * k_slots) splits = k, blocks = k_blocks, slots = k_slots;
+  }
+  return static_cast<int>(head_dim == 64 && !paged ? std::min<int64_t>({2 * splits, 4, cap}) : splits);
+}
+inline int decode_wide_rows_splits(int head_dim, bool paged, int rows_per_kv_head, int64_t units, int64_t sms,
+                                   int64_t max_kv_len, bool hbm3e) {
+  if (!hbm3e || (head_dim != 64 && head_dim != 96 && head_dim != 128) || rows_per_kv_head <= kRowsPerBlock ||
+      rows_per_kv_head > 2 * kRowsPerBlock || units <= 0 || sms <= 0)
+    return 0;
+  if (head_dim != 128) return decode_wide_rows_d64_d96_splits(head_dim, paged, units, sms, max_kv_len);
   const int64_t cap = std::min<int64_t>(kMaxSplits, max_kv_len / kWideRowsSplitKeys);
   if (cap < 1) return 0;
   if (units <= sms) {
@@ -539,21 +575,23 @@ inline int decode_wide_rows_splits(int head_dim, int rows_per_kv_head, int64_t u
 // Whether a call of `splits` splits runs two row tiles per block: the automatic count's
 // (decode_wide_rows_splits; the CLO_DECODE_WIDE_ROWS knob forces it off, or on for any
 // count wherever the rows span two tiles).
-inline bool decode_wide_rows_pay(int head_dim, int rows_per_kv_head, int64_t units, int splits, int64_t sms,
-                                 int64_t max_kv_len, bool hbm3e) {
+inline bool decode_wide_rows_pay(int head_dim, bool paged, int rows_per_kv_head, int64_t units, int splits,
+                                 int64_t sms, int64_t max_kv_len, bool hbm3e) {
   const int knob = decode_dev_wide_rows();
   if (knob == kDecodeWideRowsOff || rows_per_kv_head <= kRowsPerBlock) return false;
   return knob == kDecodeWideRowsOn || knob == kDecodeWideRowsBalanced ||
-         splits == decode_wide_rows_splits(head_dim, rows_per_kv_head, units, sms, max_kv_len, hbm3e);
+         splits == decode_wide_rows_splits(head_dim, paged, rows_per_kv_head, units, sms, max_kv_len, hbm3e);
 }
 // Whether a two-row-tile call of `splits` splits (decode_wide_rows_pay) asks for the balanced
 // schedule: 2 splits in the automatic rule's band (decode_wide_rows_balanced_band), or any 2-split
 // call under the kDecodeWideRowsBalanced dev knob (decode_streamk_blocks then takes those of one
 // to two units per SM); never under kDecodeWideRowsOn (the even grid at any count).
-inline bool decode_wide_rows_runs_balanced(int64_t units, int splits, int64_t sms, int64_t max_kv_len) {
+inline bool decode_wide_rows_runs_balanced(int kernel_head_dim, int64_t units, int splits, int64_t sms,
+                                           int64_t max_kv_len) {
   const int knob = decode_dev_wide_rows();
   if (splits != 2 || knob == kDecodeWideRowsOn) return false;
-  return knob == kDecodeWideRowsBalanced || decode_wide_rows_balanced_band(units, sms, max_kv_len);
+  return knob == kDecodeWideRowsBalanced ||
+         (kernel_head_dim == 128 && decode_wide_rows_balanced_band(units, sms, max_kv_len));
 }
 // The wide-row kernel's pipeline depth (PDL on every grid, decode_pdl_pays; the row boxes
 // decode_wide_row_boxes_pay, spanning beyond one wave as the 16-row rule: `--wide-beyond`, stop
@@ -859,14 +897,32 @@ inline int decode_tail_splits(int head_dim, bool paged, int64_t units, int64_t s
 // B=40/6K 132.9 / 122.9 / 124.8, B=36/8K 154.4 / 150.6 / 150.0, B=40/8K 172.3 / 162.4 / 162.9,
 // B=36/16K 294.1 / 294.7 / 285.0, B=40/16K 328.0 / 318.1 / 314.3; MHA B=9/2K 45.9 / 41.2 / 44.1,
 // B=9/4K 80.4 / 76.6 / 77.1, B=9/8K 150.2 / 147.7 / 142.8, B=11/8K 181.3 / 171.9 / 170.7,
-// B=9/16K 291.0 / 291.0 / 278.4).
+// B=9/16K 291.0 / 291.0 / 278.4). Below 8192 keys the band's pairs run the spread tail instead of
+// 1 split (decode_pairs_spread_pieces).
 constexpr int kPairBandLongKeys = 8192;
 static_assert(kPairBandLongKeys == kSplitRuleLengthEdges[3], "the HBM3e pair band's length is in the edge list");
+// Paged head pairs of head_dim 64 (the D = 128 kernel) on HBM3e parts below kPairBandLongKeys:
+// the spread tail's pieces over the pair units (decode_spread_tail_pieces at head_dim 128: past one
+// pair per SM to 1.34, 3-8 pieces), or 0. The launcher asks it for head pairs; the rule below
+// takes it in the pair band (1.06-1.35 pairs per SM). H200, graph replays, cold L2, GQA 32/8
+// block 16, us, 1 split -> the pieces (NOTES.md "Stop 88", `--pair-depth`; cuDNN in brackets):
+// B=40/2K 45.7 -> 43.6 (4; 42.1), B=40/4K 84.6 -> 81.7 (4; 79.2), B=44/2K 49.0 -> 47.7 (3; 45.9),
+// B=36/4K 78.4 -> 77.1 at 4 pieces (72.5). From 8192 keys the 3 even splits stay ahead (B=40/16K
+// 312.2 against 322.2 at 3 pieces, 334.0 at 4).
+inline int decode_pairs_spread_pieces(bool paged, int64_t pair_units, int64_t sms, int64_t max_kv_len, bool hbm3e) {
+  if (max_kv_len >= kPairBandLongKeys) return 0;
+  return decode_spread_tail_pieces(128, paged, pair_units, sms, max_kv_len, hbm3e, 0);
+}
 inline int decode_d64_tail_splits(bool paged, bool pairs, int64_t base, int64_t sms, int64_t max_kv_len, bool hbm3e) {
   if (max_kv_len < 2048) return 1;
   if (paged && pairs) {
     const bool band = 100 * (base / 2) > 106 * sms && 20 * (base / 2) <= 27 * sms;
-    if (hbm3e) return band && max_kv_len >= kPairBandLongKeys ? 3 : 1;
+    if (hbm3e) {
+      if (!band) return 1;
+      if (max_kv_len >= kPairBandLongKeys) return 3;
+      const int pieces = decode_pairs_spread_pieces(paged, base / 2, sms, max_kv_len, hbm3e);
+      return pieces > 0 ? pieces : 1;
+    }
     return band ? 2 : 1;
   }
   if (!paged) return base > 2 * sms && 10 * base <= 27 * sms ? 2 : 1;
