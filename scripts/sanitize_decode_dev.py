@@ -219,6 +219,12 @@ def auto_rule_cases(sms):
         # blocks (two per KV head), 1 split, 2 stages, block 32: where stop 80's race showed
         # (a warp past the end arrived on "empty" unwaited; wrong tiles under memcheck's timing)
         ("Nq 8 16-row even grid block 32", 128, int(1.5 * sms) // 8, 8, 4, 8, 1500, 32, f16, True),
+        # two row tiles per block at D = 64 / 96 (stop 88: 17-32 rows per KV head from 0.45 units
+        # per SM), and D = 64 head pairs' spread tail below 8192 keys ("D=64 tail splits" above)
+        ("two row tiles D=64 paged Nq 5", 64, int(0.48 * sms) // 8 + 1, 8, 4, 5, 4096, 16, f16, True),
+        ("two row tiles D=64 contiguous Nq 5", 64, int(0.73 * sms) // 8 + 1, 8, 4, 5, 4096, 0, b16, False),
+        ("two row tiles D=96 paged Nq 8", 96, int(1.21 * sms) // 8 + 1, 8, 4, 8, 4096, 16, f16, True),
+        ("two row tiles D=96 MQA contiguous", 96, int(0.95 * sms), 1, 32, 1, 2048, 0, f16, False),
         ("D=256", 256, 4, 8, 4, 1, 4096, 16, f16, True),
         # FP8 caches: D = 64 (its own small-grid rule) and 128
         ("fp8 D=64", 64, 4, 8, 4, 1, 16384, 16, f8, True),

@@ -70,6 +70,9 @@ SMALL_GRID_HEAD_DIMS = (64, 96)
 SMALL_GRIDS = ((16, 4096), (4, 16384), (5, 4096))
 # ... and their Nq 2-4 calls (paged; stop 79): (B, N, Nq)
 SMALL_SPEC_GRIDS = ((5, 4096, 2), (10, 4096, 4))
+# ... and speculative rows of two row tiles there (GQA 32/8 Nq 5: 20 query rows per KV head), which
+# HBM3e parts run as two-row-tile blocks (stop 88), both layouts: (B, N, Nq)
+SMALL_GRID_WIDE_GRIDS = ((8, 16384, 5), (16, 4096, 5))
 # Sliding-window cases (preset "all"): Mistral-7B's 4096 keys at a 16K context.
 SLIDING_WINDOW = 4096
 # Speculative-decoding cases (preset "all"): new tokens per sequence (GQA 32/8: 4 x 4 = 16
@@ -292,7 +295,8 @@ def paged_attention_cases(dtype: torch.dtype, preset: str, quick: bool) -> list[
         cases += [paged_case(64, OTHER_HEAD_DIMS_CONTEXT, h, dtype, D=d) for d in OTHER_HEAD_DIMS for h in KV_HEADS]
         cases += [paged_case(1, 16384, 8, dtype, D=d) for d in PADDED_HEAD_DIMS]
         cases += [paged_case(b, n, 8, dtype, D=d) for d in SMALL_GRID_HEAD_DIMS for b, n in SMALL_GRIDS]
-        cases += [paged_case(b, n, 8, dtype, D=d, Nq=nq) for d in SMALL_GRID_HEAD_DIMS for b, n, nq in SMALL_SPEC_GRIDS]
+        cases += [paged_case(b, n, 8, dtype, D=d, Nq=nq) for d in SMALL_GRID_HEAD_DIMS
+                  for b, n, nq in SMALL_SPEC_GRIDS + SMALL_GRID_WIDE_GRIDS]
         cases += [paged_case(b, n, 8, dtype, D=d) for d, b, n in BAND_HEAD_DIM_GRIDS]
         cases += [paged_case(b, 16384, 8, dtype, window=SLIDING_WINDOW) for b in (1, 16)]
         cases += [paged_case(b, n, 8, dtype, Nq=nq) for nq, grids in SPEC_ROWS for b, n in grids]
@@ -316,6 +320,8 @@ def decode_attention_cases(dtype: torch.dtype, preset: str, quick: bool) -> list
         cases += [paged_case(b, n, 1, dtype, op="decode_attention") for b, n in MQA_CONTIGUOUS_GRIDS]
         cases += [paged_case(b, n, 8, dtype, op="decode_attention", D=d) for d in SMALL_GRID_HEAD_DIMS
                   for b, n in SMALL_GRIDS]
+        cases += [paged_case(b, n, 8, dtype, op="decode_attention", D=d, Nq=nq) for d in SMALL_GRID_HEAD_DIMS
+                  for b, n, nq in SMALL_GRID_WIDE_GRIDS]
     return cases
 
 
