@@ -1317,7 +1317,8 @@ def test_wide_rows_match_reference(merge_apart):
     math warps over the same K/V stages for KV heads of 17-64 query rows, csrc/decode/NOTES.md
     stop 69) against the references: one token at groups 16-32, Nq 4-12 causal (32-row units,
     a unit whose second tile is empty, two units), fp16 and bf16, block sizes 8-256, head_dim
-    112 on the 128 kernel, 1-16 splits at each forced pipeline depth, sliding window, soft cap
+    112 on the 128 kernel, head_dim 64, 96 and 80 (on the 96 kernel; stop 88), 1-16 splits at
+    each forced pipeline depth, sliding window, soft cap
     and lse, the contiguous path, graph replays with new lengths and tables, a bad block
     index; on sm_90 the grid counts 32-row units. A subprocess: the knob is read in dev mode
     only when set before the first decode call."""
@@ -1799,10 +1800,11 @@ def test_wide_rows_d64_d96_automatic():
     hbm3e = torch.cuda.get_device_capability()[0] >= 9 and device_is_hopper_hbm3e()
     gen = torch.Generator().manual_seed(88)
     # (units per SM: B = int(per_sm x SMs) // 8 + 1 rounds up, 0.95 is one unit per SM at 132)
-    for d, paged, per_sm, n, nq, dt in ((64, True, 0.48, 4096, 5, torch.float16), (64, False, 0.73, 4096, 5, torch.bfloat16),
-                                        (96, True, 0.95, 2048, 5, torch.float16), (96, False, 1.21, 4096, 8, torch.float16),
-                                        (96, True, 1.45, 2048, 5, torch.bfloat16), (64, True, 1.21, 4096, 5, torch.float16),
-                                        (64, False, 0.95, 2048, 8, torch.float16)):
+    f16, b16 = torch.float16, torch.bfloat16
+    for d, paged, per_sm, n, nq, dt in ((64, True, 0.48, 4096, 5, f16), (64, False, 0.73, 4096, 5, b16),
+                                        (96, True, 0.95, 2048, 5, f16), (96, False, 1.21, 4096, 8, f16),
+                                        (96, True, 1.45, 2048, 5, b16), (64, True, 1.21, 4096, 5, f16),
+                                        (64, False, 0.95, 2048, 8, f16)):
         b = int(per_sm * sms) // 8 + 1
         rows = 4 * nq
         want = _wide_rows_splits(b, 8, rows, n, sms, hbm3e, d, paged)
@@ -1839,8 +1841,9 @@ def test_spread_tail_matches_reference():
     grid holds one to two units per SM run the first SM-count units whole and the others
     in num_splits pieces beside them, csrc/decode/NOTES.md stop 63) against the
     references: 1-40 units past one per SM, 3-16 pieces, GQA 4-16, fp16 and bf16, block
-    sizes 8-256, empty, 1-key and short sequences among the whole units and the pieces,
-    graph replays with new lengths and tables, the contiguous path; the grid on sm_90.
+    sizes 8-256, D = 64 head pairs (stop 88), empty, 1-key and short sequences among the
+    whole units and the pieces, graph replays with new lengths and tables, the contiguous
+    path; the grid on sm_90.
     A subprocess: the knob is read in dev mode only when set before the first decode call.
     Then, on Hopper HBM3e parts, the automatic count and grid (paged and contiguous)."""
     require_op("paged_attention")
@@ -2331,7 +2334,8 @@ def test_small_grid_two_blocks():
 def test_d64_tail_splits():
     """16-bit head_dim 64 at 2-3 blocks per SM on sm_90 (csrc/decode/NOTES.md v31): paged
     calls in head pairs take 2 splits (the balanced schedule on the head_dim-128 kernel) at
-    1.06-1.35 pairs per SM (on Hopper HBM3e parts 1, from 8192 keys 3: stop 86), contiguous
+    1.06-1.35 pairs per SM (on Hopper HBM3e parts the spread tail's pieces below 8192 keys, stop
+    88, and 3 from there, stop 86), contiguous
     ones 2 at 2-2.7 blocks per SM (the balanced schedule at two blocks per SM, v33), paged
     ones without pairs 3 at 2.1-2.45 (v32); the heuristic's counts, both layouts' results against the reference with ragged lengths, and which
     kernel runs. Workspaces sized by the helpers hold every batch size's split count

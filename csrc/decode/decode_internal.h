@@ -526,8 +526,8 @@ constexpr int64_t decode_wide_rows_fill_splits(int64_t units, int64_t sms) {
 // per block, `units` (batch x KV heads) from 0.45 per SM, at the count of 1-4 (splits of
 // kWideRowsSplitKeys keys or more, from 2048 keys) whose last wave of blocks is fullest (the
 // smaller count where two are level): up to one unit per SM, and at head_dim 96 to 1.5; on
-// contiguous head_dim 64 caches twice that count, at most 4 (their 128-byte rows at 3 stages
-// want two blocks per SM). H200, graph replays, cold L2, GQA 32/8 Nq 5 (20 rows), us, the
+// contiguous head_dim 64 caches twice that count, at most 4 (measured ahead; why not probed:
+// their wide blocks run 3 stages of 128-byte rows). H200, graph replays, cold L2, GQA 32/8 Nq 5 (20 rows), us, the
 // automatic count of 16-row blocks -> this (splits; `--wide-d64-d96`): paged D = 96 B=8 (0.48)
 // 4K 66.3 -> 39.9 (2), 16K 228.1 -> 137.0; B=12 (0.73) 4K 71.1 -> 63.3 (4), 16K 264.8 -> 199.1,
 // 2K 38.9 -> 36.4 (1: 2048 keys cap it at 2); B=16 (0.97) 4K 103.2 -> 69.6 (1), 16K 396.3 ->
