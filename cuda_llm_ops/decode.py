@@ -407,10 +407,15 @@ def decode_num_splits(batch: int, num_kv_heads: int, rows_per_kv_head: int, max_
 
     With `base = batch * num_kv_heads * ceil(rows_per_kv_head / 16)` thread blocks
     per split (`rows_per_kv_head` = (Hq / Hkv) * Nq) and the device's SM count:
-    - first, 16-bit head_dim 128 on Hopper HBM3e parts (the H200) with 17-32 query rows
-      per KV head (Nq 8 at GQA 32/8, one new token at groups of 17-32) and at least 1024
-      keys: one block of 32 rows per (batch, KV head) reads the keys once for both 16-row
-      tiles, at `units = batch * num_kv_heads` per split; up to one unit per SM,
+    - first, 16-bit head_dim 64, 96 and 128 on Hopper HBM3e parts (the H200) with 17-32
+      query rows per KV head (Nq 5-8 at GQA 32/8, one new token at groups of 17-32): one
+      block of 32 rows per (batch, KV head) reads the keys once for both 16-row tiles, at
+      `units = batch * num_kv_heads` per split. At head_dim 64 and 96, `units` from 0.45
+      times the SMs up to 1 (head_dim 96: 1.5) and `max_kv_len >= 2048`: the count of 1 to
+      4 splits of at least 1024 keys whose last wave of blocks is fullest (twice that, at
+      most 4, on contiguous head_dim 64 caches; GQA 32:8 Nq 5 paged D=96 B=16/4K 102.5 ->
+      69.2 us, contiguous D=64 B=8/16K 141.2 -> 73.6, csrc/decode/NOTES.md "Stop 88"). At
+      head_dim 128 and at least 1024 keys: up to one unit per SM,
       `SMs // units` splits (no split under 1024 keys) where that fills 90% of the SMs
       (Nq 8 B=8/16K paged 153.4 -> 146.8 us at 2, csrc/decode/NOTES.md "Stop 69"); 1-1.35
       units per SM with `max_kv_len >= 2048`, 2 run as the balanced schedule (one block
@@ -452,8 +457,9 @@ def decode_num_splits(batch: int, num_kv_heads: int, rows_per_kv_head: int, max_
       head pairs (an even `num_kv_heads`, `seq_len_q` 1, at most 8 query heads per KV
       head, `base` beyond 1.25 times the SMs) take 2 when the pairs (`base / 2`) are
       1.06-1.35 times the SMs (the balanced schedule on the head_dim-128 kernel; on
-      Hopper HBM3e parts 1 below `max_kv_len` 8192, 3 from there, which ran up to 19%
-      faster: GQA 32:8 B=40/2K 56.1 -> 45.4 us, B=40/16K 328.0 -> 314.3, "Stop 86");
+      Hopper HBM3e parts 3 from `max_kv_len` 8192, which ran up to 19% faster: B=40/16K
+      328.0 -> 314.3 us, "Stop 86", and below it the spread tail's pieces over the pairs,
+      `SMs // (base / 2 - SMs)` up to 8: GQA 32:8 B=40/2K 56.1 -> 45.4 -> 43.6, "Stop 88");
       contiguous ones (`paged=False`) take 2 (balanced) when `base` is 2-2.7 times
       the SMs, paged ones without head pairs 3 at 2.1-2.45 times;
     - 16-bit head_dim 72-80 `paged` calls that run head pairs (Hopper HBM3e parts, the
@@ -480,7 +486,7 @@ def decode_num_splits(batch: int, num_kv_heads: int, rows_per_kv_head: int, max_
       one tile (`rows_per_kv_head > 16`), 1.1 otherwise: SMs / (base - SMs) up to 8 and the
       length (`max_kv_len // 128`), where that is at least 3 (beyond one tile always 4), run
       as the spread tail (the first SM-count units whole, each other unit in that many pieces beside
-      them; csrc/decode/NOTES.md "Stop 63");
+      them; csrc/decode/NOTES.md "Stop 63"; head_dim-64 head pairs take it too, above);
     - head_dim 128 (16-bit) on Hopper HBM3e parts (the H200), `max_kv_len >= 2048`,
       instead of the two bands above: at 1.1-1.35 times the SMs with `seq_len_q` 1 or
       spec rows (beyond the spread tail's band), 1 (3 when `paged` and `max_kv_len >= 4096`); from

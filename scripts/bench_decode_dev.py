@@ -1912,6 +1912,10 @@ SHARED_TILES_RUNS = {(0, "auto"), (1, "forced"), (2, "forced"), (3, "forced"), (
 SHARED_TILES_CONTIG_ROWS = [(20, 4096, 8, 64, 5, True), (20, 2048, 8, 64, 5, True), (10, 4096, 8, 96, 5, True),
                             (10, 2048, 8, 96, 5, True)]
 MISALIGNED_BAND_VARIANTS = {"auto": {}, "forced": {}, "bal": {"CLO_DECODE_STREAMK": "3"}}
+# ... with 16-row blocks at every forced count (since stop 88 a count equal to the two-row-tile
+# rule's at D = 64 / 96 runs two-tile blocks): the sweeps of two-tile rows measured on 16-row blocks
+SIXTEEN_ROW_VARIANTS = {"auto": {}, "forced": {"CLO_DECODE_WIDE_ROWS": "0"},
+                        "bal": {"CLO_DECODE_STREAMK": "3", "CLO_DECODE_WIDE_ROWS": "0"}}
 # --pair-vs-d128 (stop 88): paged D = 64 head pairs (the D = 128 kernel over two KV heads' 128
 # bytes each) against D = 128 at the same grid (GQA 32/8: B=40 pairs and B=20 heads are 160 units,
 # the same bytes), where stop 86's pairs trailed cuDNN by 7%: auto and 1-3 splits
@@ -1960,7 +1964,7 @@ PAIR_SPREAD_RUNS = {(0, "auto"), (1, "forced"), (4, "spread")}
 PAIR_DEPTH_ROWS = [(b, n, 8, 64, 1, False) for b, n in ((40, 2048), (40, 4096), (40, 16384), (44, 2048), (36, 4096),
                                                        (32, 4096), (24, 4096), (32, 16384))]
 PAIR_DEPTH_VARIANTS = {"auto": {}, "st3": {"CLO_DECODE_TMA_STAGES": "3"}, "st4": {"CLO_DECODE_TMA_STAGES": "4"},
-                       "spread": {"CLO_DECODE_SPREAD": "1"}, "forced": {}}
+                       "spread": {"CLO_DECODE_SPREAD": "1"}, "forced": {"CLO_DECODE_SPREAD": "0"}}
 PAIR_DEPTH_RUNS = {(0, "auto"), (0, "st3"), (0, "st4"), (1, "forced"), (3, "forced"), (3, "spread"), (4, "spread")}
 
 
@@ -2694,11 +2698,11 @@ SWEEPS = {
                         "the D=256 kernel's one-tail band over paged heads of 144-240 columns: auto, 1, 3, balanced 2"),
     "shared-tiles": (forced_splits_sweep(SHARED_TILES_ROWS, MISALIGNED_BAND_VARIANTS, SHARED_TILES_RUNS),
                      "units of two row tiles of one KV head in the balanced band: auto, 1, 3, even and balanced 2"),
-    "shared-tiles-contig": (forced_splits_sweep(SHARED_TILES_CONTIG_ROWS, MISALIGNED_BAND_VARIANTS, SHARED_TILES_RUNS),
+    "shared-tiles-contig": (forced_splits_sweep(SHARED_TILES_CONTIG_ROWS, SIXTEEN_ROW_VARIANTS, SHARED_TILES_RUNS),
                             "contiguous D=64 / 96 balanced bands with two row tiles per KV head: auto, 1, 3, even and balanced 2"),
     "pair-vs-d128": (forced_splits_sweep(PAIR_VS_D128_ROWS, show_kernels=True),
                      "paged D=64 head pairs against D=128 at the same grid and bytes: auto, 1-3 splits"),
-    "spec-contig": (forced_splits_sweep(SPEC_CONTIG_ROWS, MISALIGNED_BAND_VARIANTS, SHARED_TILES_RUNS),
+    "spec-contig": (forced_splits_sweep(SPEC_CONTIG_ROWS, SIXTEEN_ROW_VARIANTS, SHARED_TILES_RUNS),
                     "contiguous D=64 / 96 Nq 5 and 8 (two row tiles per KV head) over their bands: auto, 1, 3, even and balanced 2"),
     "wide-d64-d96": (forced_splits_sweep(WIDE_D64_D96_ROWS, WIDE_D64_D96_VARIANTS, WIDE_D64_D96_RUNS, peer=None),
                      "D=64 / 96 Nq 5 and 8 (two row tiles per KV head): 16-row blocks at auto against wide blocks at 1-4 splits"),

@@ -204,7 +204,8 @@ def auto_rule_cases(sms):
         ("spread tail contiguous", 128, int(1.3 * sms) // 8 + 1, 8, 4, 1, 4096, 0, f16, False),
         ("D=64 tail splits", 64, int(2.3 * sms) // 8 + 1, 8, 4, 1, 2048, 16, f16, True),
         # HBM3e bands off the balanced 2 splits (stop 86): D = 64 pairs at 1.15 pairs per SM from
-        # 8192 keys (3 splits; 1 below, the case above), paged D = 112 at 1.2 units per SM (1)
+        # 8192 keys (3 splits; below, the case above, the spread tail's pieces since stop 88),
+        # paged D = 112 at 1.2 units per SM (1)
         ("D=64 pairs from 8192 keys", 64, int(2.3 * sms) // 8 + 1, 8, 4, 1, 8192, 16, b16, True),
         ("D=112 one-tail band", 112, int(1.2 * sms) // 8 + 1, 8, 4, 1, 4096, 16, f16, True),
         # units that read common lines (stop 87): D = 224 paged at 1.2 units per SM (HBM3e 3

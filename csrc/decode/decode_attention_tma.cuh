@@ -641,6 +641,11 @@ template <typename T, int D, typename KVT>
 constexpr bool decode_runs_wide_rows() {
   return (D == 64 || D == 96 || D == 128) && !decode_dequantizes<T, KVT>();
 }
+// ... and of those, with the balanced schedule (decode_wide_rows_runs_balanced): D = 128.
+template <typename T, int D, typename KVT>
+constexpr bool decode_runs_wide_rows_balanced() {
+  return D == 128 && decode_runs_wide_rows<T, D, KVT>();
+}
 // The kernels that run the spread tail (decode_dev_spread): 16-bit D = 128, whose 3-stage
 // blocks fit two per SM.
 template <typename T, int D, typename KVT>
@@ -683,7 +688,7 @@ cudaError_t launch_decode_attention_tma_stages(int stages, const DecodeKernelPar
           return launch_decode_attention_tma_kernel<T, D, 3, KV, KVT, kDecodeBalanced, 1, kNarrow>(
               p, kv, grid, stream, pdl, maps, box_rows);
       }
-    } else if constexpr (kRowTiles == 2 && decode_runs_wide_rows<T, D, KVT>() &&
+    } else if constexpr (kRowTiles == 2 && decode_runs_wide_rows_balanced<T, D, KVT>() &&
                          decode_tma_smem_bytes<T, D, 3, KVT, true, 2>() <= 227 * 1024) {
       if (stages == 3)
         return launch_decode_attention_tma_kernel<T, D, 3, KV, KVT, kDecodeBalanced, 2>(p, kv, grid, stream, pdl,

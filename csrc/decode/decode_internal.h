@@ -460,7 +460,8 @@ constexpr bool decode_rule_multi_tile(int spec_rows) { return spec_rows > kRowsP
 // the head_dim 64, 96 and 128 kernels, sm_90): a KV head's rows in 32-row units, each one block of 8
 // math warps over the same K/V stages, where 16-row blocks stream the same keys once per
 // tile (NOTES.md "Stop 69"). Such a block takes 288 threads at ~160 registers: one per SM,
-// so its grid must fill its waves. On Hopper HBM3e parts at head_dim exactly 128 with 17-32
+// so its grid must fill its waves (at D = 64, 96-112 registers on the even grid, two may fit: the
+// D = 64 / 96 rule below counts waves of one block per SM, as measured). On Hopper HBM3e parts at head_dim exactly 128 with 17-32
 // query rows per KV head (one 32-row unit), splits of at least kWideRowsSplitKeys keys,
 // `units` (batch x KV heads) run:
 //  - up to one unit per SM, SMs / units splits (rounded down) where that fills 90% of the SMs;
@@ -589,9 +590,9 @@ inline bool decode_wide_rows_pay(int head_dim, bool paged, int rows_per_kv_head,
 inline bool decode_wide_rows_runs_balanced(int kernel_head_dim, int64_t units, int splits, int64_t sms,
                                            int64_t max_kv_len) {
   const int knob = decode_dev_wide_rows();
-  if (splits != 2 || knob == kDecodeWideRowsOn) return false;
-  return knob == kDecodeWideRowsBalanced ||
-         (kernel_head_dim == 128 && decode_wide_rows_balanced_band(units, sms, max_kv_len));
+  // (the balanced two-tile kernel is instantiated at head_dim 128 only: decode_runs_wide_rows_balanced)
+  if (splits != 2 || knob == kDecodeWideRowsOn || kernel_head_dim != 128) return false;
+  return knob == kDecodeWideRowsBalanced || decode_wide_rows_balanced_band(units, sms, max_kv_len);
 }
 // The wide-row kernel's pipeline depth (PDL on every grid, decode_pdl_pays; the row boxes
 // decode_wide_row_boxes_pay, spanning beyond one wave as the 16-row rule: `--wide-beyond`, stop
@@ -901,16 +902,16 @@ inline int decode_tail_splits(int head_dim, bool paged, int64_t units, int64_t s
 // 1 split (decode_pairs_spread_pieces).
 constexpr int kPairBandLongKeys = 8192;
 static_assert(kPairBandLongKeys == kSplitRuleLengthEdges[3], "the HBM3e pair band's length is in the edge list");
-// Paged head pairs of head_dim 64 (the D = 128 kernel) on HBM3e parts below kPairBandLongKeys:
-// the spread tail's pieces over the pair units (decode_spread_tail_pieces at head_dim 128: past one
-// pair per SM to 1.34, 3-8 pieces), or 0. The launcher asks it for head pairs; the rule below
-// takes it in the pair band (1.06-1.35 pairs per SM). H200, graph replays, cold L2, GQA 32/8
+// Paged head pairs of head_dim 64 (the D = 128 kernel) on HBM3e parts in their band (past 1.06
+// pairs per SM) from 2048 to kPairBandLongKeys keys: the spread tail's pieces over the pair units
+// (decode_spread_tail_pieces at head_dim 128: to 1.34 pairs per SM, 3-8 pieces), or 0. The rule
+// below and the launcher (head pairs' spread tail) both ask it. H200, graph replays, cold L2, GQA 32/8
 // block 16, us, 1 split -> the pieces (NOTES.md "Stop 88", `--pair-depth`; cuDNN in brackets):
 // B=40/2K 45.7 -> 43.6 (4; 42.1), B=40/4K 84.6 -> 81.7 (4; 79.2), B=44/2K 49.0 -> 47.7 (3; 45.9),
 // B=36/4K 78.4 -> 77.1 at 4 pieces (72.5). From 8192 keys the 3 even splits stay ahead (B=40/16K
 // 312.2 against 322.2 at 3 pieces, 334.0 at 4).
 inline int decode_pairs_spread_pieces(bool paged, int64_t pair_units, int64_t sms, int64_t max_kv_len, bool hbm3e) {
-  if (max_kv_len >= kPairBandLongKeys) return 0;
+  if (max_kv_len < kPartialWaveMinKeys || max_kv_len >= kPairBandLongKeys || 100 * pair_units <= 106 * sms) return 0;
   return decode_spread_tail_pieces(128, paged, pair_units, sms, max_kv_len, hbm3e, 0);
 }
 inline int decode_d64_tail_splits(bool paged, bool pairs, int64_t base, int64_t sms, int64_t max_kv_len, bool hbm3e) {
