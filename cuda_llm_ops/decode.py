@@ -412,7 +412,7 @@ def decode_num_splits(batch: int, num_kv_heads: int, rows_per_kv_head: int, max_
       block of 32 rows per (batch, KV head) reads the keys once for both 16-row tiles, at
       `units = batch * num_kv_heads` per split. At head_dim 64 and 96, `units` from 0.45
       times the SMs up to 1 (head_dim 96: 1.5) and `max_kv_len >= 2048`: the count of 1 to
-      4 splits of at least 1024 keys whose last wave of blocks is fullest (twice that, at
+      4 splits of at least 1024 keys whose waves of blocks are fullest (twice that, at
       most 4, on contiguous head_dim 64 caches; GQA 32:8 Nq 5 paged D=96 B=16/4K 102.5 ->
       69.2 us, contiguous D=64 B=8/16K 141.2 -> 73.6, csrc/decode/NOTES.md "Stop 88"). At
       head_dim 128 and at least 1024 keys: up to one unit per SM,

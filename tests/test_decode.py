@@ -1294,8 +1294,8 @@ def _wide_rows_splits(b, hkv, rows, n, sms, hbm3e, d=128, paged=True):
 
 def _wide_rows_d64_d96(d, paged, units, n, sms):
     """decode_wide_rows_d64_d96_splits (stop 88): from 0.45 units per SM and 2048 keys, up to one
-    unit per SM (head_dim 96: 1.5), the count of 1 to min(4, n // 1024) whose last wave of blocks
-    is fullest (the smaller where level); contiguous head_dim 64 twice that, at most 4; else 0."""
+    unit per SM (head_dim 96: 1.5), the count of 1 to min(4, n // 1024) whose waves of blocks
+    are fullest (the smaller where level); contiguous head_dim 64 twice that, at most 4; else 0."""
     if 100 * units < 45 * sms or n < 2048 or (units > sms and (d == 64 or 2 * units > 3 * sms)):
         return 0
     cap = min(128, n // 1024)
@@ -1790,7 +1790,7 @@ def _automatic_calls_match(lens, seed, dtype, contiguous=None, grids=False, nq=1
 def test_wide_rows_d64_d96_automatic():
     """Head dims 64 and 96 with 17-32 query rows per KV head (GQA 32/8, Nq 5 and 8) on Hopper HBM3e
     parts run two row tiles per block at decode_wide_rows_d64_d96_splits' count (stop 88: from
-    0.45 units per SM, up to one, and at head_dim 96 to 1.5; the fullest last wave of 1-4 splits,
+    0.45 units per SM, up to one, and at head_dim 96 to 1.5; the fullest waves of 1-4 splits,
     twice that on contiguous head_dim 64 caches, at most 4); head_dim 64 past one unit per SM
     keeps 16-row blocks. Ragged lengths (one shorter than the new tokens, one at the capacity),
     both layouts, fp16 and bf16, against the references; the count, the kernel and its grid."""

@@ -525,7 +525,7 @@ constexpr int64_t decode_wide_rows_fill_splits(int64_t units, int64_t sms) {
 // Head dims 64 and 96 (NOTES.md "Stop 88"): their 16-row blocks of one KV head's two tiles read
 // its keys once per tile, and their split rules were measured with one new token. Two row tiles
 // per block, `units` (batch x KV heads) from 0.45 per SM, at the count of 1-4 (splits of
-// kWideRowsSplitKeys keys or more, from 2048 keys) whose last wave of blocks is fullest (the
+// kWideRowsSplitKeys keys or more, from 2048 keys) whose waves are fullest (the
 // smaller count where two are level): up to one unit per SM, and at head_dim 96 to 1.5; on
 // contiguous head_dim 64 caches twice that count, at most 4 (measured ahead; why not probed:
 // their wide blocks run 3 stages of 128-byte rows). H200, graph replays, cold L2, GQA 32/8 Nq 5 (20 rows), us, the
@@ -548,7 +548,7 @@ inline int decode_wide_rows_d64_d96_splits(int head_dim, bool paged, int64_t uni
       (units > sms && (head_dim == 64 || 2 * units > 3 * sms)))
     return 0;
   const int64_t cap = std::min<int64_t>(kMaxSplits, max_kv_len / kWideRowsSplitKeys);
-  // the last wave's fill of k splits: (k x units) / (its waves x SMs), compared across k exactly
+  // the waves' fill at k splits: (k x units) / (its whole waves x SMs), compared across k exactly
   int64_t splits = 1, blocks = units, slots = (units + sms - 1) / sms * sms;
   for (int64_t k = 2; k <= std::min<int64_t>(4, cap); ++k) {
     const int64_t k_blocks = k * units, k_slots = (k_blocks + sms - 1) / sms * sms;
