@@ -1212,7 +1212,7 @@ for stages in ("0", "2", "3", "4"):  # the automatic depth, then each forced one
         if nq > 1:
             q = torch.randn(b, nq, hkv * group, d, device="cuda").to(dt).transpose(1, 2)
         rows = group * nq
-        kd = 64 if d <= 64 else 96 if d <= 96 else 128  # the kernel's head_dim
+        kd = llm.decode.decode_kernel_head_dim(d)
         ref = paged_attention_reference(q, kc, vc, table, sl)
         what = f"stages {stages} case {i}: lens={lens} Hkv={hkv} G={group} Nq={nq} D={d} bs={bs}"
         for ns in splits:

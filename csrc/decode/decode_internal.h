@@ -549,9 +549,9 @@ inline int decode_wide_rows_d64_d96_splits(int head_dim, bool paged, int64_t uni
     return 0;
   const int64_t cap = std::min<int64_t>(kMaxSplits, max_kv_len / kWideRowsSplitKeys);
   // the waves' fill at k splits: (k x units) / (its whole waves x SMs), compared across k exactly
-  int64_t splits = 1, blocks = units, slots = (units + sms - 1) / sms * sms;
+  int64_t splits = 1, blocks = units, slots = div_ceil(units, sms) * sms;
   for (int64_t k = 2; k <= std::min<int64_t>(4, cap); ++k) {
-    const int64_t k_blocks = k * units, k_slots = (k_blocks + sms - 1) / sms * sms;
+    const int64_t k_blocks = k * units, k_slots = div_ceil(k_blocks, sms) * sms;
     if (k_blocks * slots > blocks * k_slots) splits = k, blocks = k_blocks, slots = k_slots;
   }
   return static_cast<int>(head_dim == 64 && !paged ? std::min<int64_t>({2 * splits, 4, cap}) : splits);
@@ -587,11 +587,10 @@ inline bool decode_wide_rows_pay(int head_dim, bool paged, int rows_per_kv_head,
 // schedule: 2 splits in the automatic rule's band (decode_wide_rows_balanced_band), or any 2-split
 // call under the kDecodeWideRowsBalanced dev knob (decode_streamk_blocks then takes those of one
 // to two units per SM); never under kDecodeWideRowsOn (the even grid at any count).
-inline bool decode_wide_rows_runs_balanced(int kernel_head_dim, int64_t units, int splits, int64_t sms,
-                                           int64_t max_kv_len) {
+// (The launcher asks only where that kernel is instantiated: decode_runs_wide_rows_balanced, D = 128.)
+inline bool decode_wide_rows_runs_balanced(int64_t units, int splits, int64_t sms, int64_t max_kv_len) {
   const int knob = decode_dev_wide_rows();
-  // (the balanced two-tile kernel is instantiated at head_dim 128 only: decode_runs_wide_rows_balanced)
-  if (splits != 2 || knob == kDecodeWideRowsOn || kernel_head_dim != 128) return false;
+  if (splits != 2 || knob == kDecodeWideRowsOn) return false;
   return knob == kDecodeWideRowsBalanced || decode_wide_rows_balanced_band(units, sms, max_kv_len);
 }
 // The wide-row kernel's pipeline depth (PDL on every grid, decode_pdl_pays; the row boxes
@@ -910,14 +909,19 @@ static_assert(kPairBandLongKeys == kSplitRuleLengthEdges[3], "the HBM3e pair ban
 // B=40/2K 45.7 -> 43.6 (4; 42.1), B=40/4K 84.6 -> 81.7 (4; 79.2), B=44/2K 49.0 -> 47.7 (3; 45.9),
 // B=36/4K 78.4 -> 77.1 at 4 pieces (72.5). From 8192 keys the 3 even splits stay ahead (B=40/16K
 // 312.2 against 322.2 at 3 pieces, 334.0 at 4).
+// The paged head pairs' band: 1.06-1.35 pairs per SM.
+constexpr bool decode_d64_pair_band(int64_t pair_units, int64_t sms) {
+  return 100 * pair_units > 106 * sms && 20 * pair_units <= 27 * sms;
+}
 inline int decode_pairs_spread_pieces(bool paged, int64_t pair_units, int64_t sms, int64_t max_kv_len, bool hbm3e) {
-  if (max_kv_len < kPartialWaveMinKeys || max_kv_len >= kPairBandLongKeys || 100 * pair_units <= 106 * sms) return 0;
+  if (max_kv_len < kPartialWaveMinKeys || max_kv_len >= kPairBandLongKeys || !decode_d64_pair_band(pair_units, sms))
+    return 0;
   return decode_spread_tail_pieces(128, paged, pair_units, sms, max_kv_len, hbm3e, 0);
 }
 inline int decode_d64_tail_splits(bool paged, bool pairs, int64_t base, int64_t sms, int64_t max_kv_len, bool hbm3e) {
-  if (max_kv_len < 2048) return 1;
+  if (max_kv_len < kPartialWaveMinKeys) return 1;
   if (paged && pairs) {
-    const bool band = 100 * (base / 2) > 106 * sms && 20 * (base / 2) <= 27 * sms;
+    const bool band = decode_d64_pair_band(base / 2, sms);
     if (hbm3e) {
       if (!band) return 1;
       if (max_kv_len >= kPairBandLongKeys) return 3;
