@@ -1967,6 +1967,31 @@ PAIR_DEPTH_VARIANTS = {"auto": {}, "st3": {"CLO_DECODE_TMA_STAGES": "3"}, "st4":
                        "spread": {"CLO_DECODE_SPREAD": "1"}, "forced": {"CLO_DECODE_SPREAD": "0"}}
 PAIR_DEPTH_RUNS = {(0, "auto"), (0, "st3"), (0, "st4"), (1, "forced"), (3, "forced"), (3, "spread"), (4, "spread")}
 
+# --wide-small (stop 89): two row tiles per block at D = 64 / 96 below the rule's 0.45 KV heads
+# per SM (GQA 32/8 Nq 5, B = 1-6: 0.06-0.36), both layouts: the automatic call (16-row blocks)
+# against wide blocks at the counts that fill one wave (SMs // units), two blocks per SM (twice
+# that) and half a wave; no peer. Each row's counts are its own (`wide_small_runs`).
+WIDE_SMALL_ROWS = [(b, n, 8, d, 5, c) for d in (64, 96) for c in (True, False) for b in (1, 2, 4, 6)
+                   for n in (4096, 16384)]
+# --wide-mid (stop 89): D = 64 at 1.03-1.38 KV heads per SM (B = 17-22), where the rule leaves
+# 16-row blocks (contiguous: even 2 splits, paged: 1): auto, wide at 1-3, 16-row at 1-2
+WIDE_MID_ROWS = ([(b, n, 8, 64, 5, True) for b in (17, 18, 20, 22) for n in (2048, 4096, 8192, 16384)]
+                 + [(b, n, 8, 64, 5, False) for b in (18, 20, 22) for n in (4096, 16384)])
+WIDE_MID_VARIANTS = {"auto": {}, "wide": {"CLO_DECODE_WIDE_ROWS": "1"}, "forced": {"CLO_DECODE_WIDE_ROWS": "0"}}
+WIDE_MID_RUNS = {(0, "auto")} | {(s, "wide") for s in (1, 2, 3)} | {(s, "forced") for s in (1, 2)}
+
+
+def wide_small_runs(units: int, sms: int) -> set:
+    """The automatic call and wide blocks at SMs // units splits, twice and half that (at most kMaxSplits 128)."""
+    one_wave = max(1, sms // units)
+    return {(0, "auto")} | {(min(128, k), "wide") for k in {max(1, one_wave // 2), one_wave, 2 * one_wave}}
+
+
+def wide_small_sweep(iters, copy_bw):
+    sms = torch.cuda.get_device_properties(0).multi_processor_count
+    for row in WIDE_SMALL_ROWS:
+        forced_splits_sweep([row], WIDE_D64_D96_VARIANTS, wide_small_runs(row[0] * row[2], sms), peer=None)(iters, copy_bw)
+
 
 def forced_splits_sweep(rows, variants=FORCED_SPLITS_VARIANTS, runs=None, show_kernels=False, peer="sdpa-cudnn"):
     """A `SWEEPS` entry over `rows` (B, N, Hkv, D, Nq, contiguous), paged block 16 (or its
@@ -2706,6 +2731,9 @@ SWEEPS = {
                     "contiguous D=64 / 96 Nq 5 and 8 (two row tiles per KV head) over their bands: auto, 1, 3, even and balanced 2"),
     "wide-d64-d96": (forced_splits_sweep(WIDE_D64_D96_ROWS, WIDE_D64_D96_VARIANTS, WIDE_D64_D96_RUNS, peer=None),
                      "D=64 / 96 Nq 5 and 8 (two row tiles per KV head): 16-row blocks at auto against wide blocks at 1-4 splits"),
+    "wide-small": (wide_small_sweep, "D=64 / 96 Nq 5 below 0.45 KV heads per SM: auto against wide blocks at half, one and two waves' counts"),
+    "wide-mid": (forced_splits_sweep(WIDE_MID_ROWS, WIDE_MID_VARIANTS, WIDE_MID_RUNS, peer=None),
+                 "D=64 Nq 5 at 1.03-1.38 KV heads per SM: auto, wide at 1-3 and 16-row at 1-2 splits"),
     "wide-d64-d96-confirm": (forced_splits_sweep(WIDE_CONFIRM_ROWS, WIDE_CONFIRM_VARIANTS, WIDE_CONFIRM_RUNS, peer=None),
                              "stop 88's two-row-tile rule at D=64 / 96 against the 16-row rules it replaced"),
     "pair-spread-confirm": (forced_splits_sweep(PAIR_SPREAD_ROWS, PAIR_DEPTH_VARIANTS, PAIR_SPREAD_RUNS),
