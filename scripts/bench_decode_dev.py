@@ -1980,6 +1980,19 @@ WIDE_MID_ROWS = ([(b, n, 8, 64, 5, True) for b in (17, 18, 20, 22) for n in (204
 WIDE_MID_VARIANTS = {"auto": {}, "wide": {"CLO_DECODE_WIDE_ROWS": "1"}, "forced": {"CLO_DECODE_WIDE_ROWS": "0"}}
 WIDE_MID_RUNS = {(0, "auto")} | {(s, "wide") for s in (1, 2, 3)} | {(s, "forced") for s in (1, 2)}
 
+# --wide-small-confirm (stop 89): the two-row-tile rule below 0.45 units per SM and contiguous
+# D = 64 past one (decode_wide_rows_d64_d96_splits) against the behaviour before
+# (CLO_DECODE_WIDE_ROWS=0, the 16-row rules), between and around the measured points: odd
+# batches, 2048 and 8192 keys, Nq 8, one-token MQA (32 rows); contiguous D = 64 at 2048 keys past
+# one unit per SM (16-row 1 split since stop 89) also against the even 2 splits it took before
+WIDE_SMALL_CONFIRM_ROWS = ([(b, n, 8, d, 5, c) for d in (64, 96) for c in (True, False) for b in (1, 3, 5, 7)
+                            for n in (2048, 8192)]
+                           + [(b, 4096, 1, d, 1, c) for d in (64, 96) for c in (True, False) for b in (8, 24, 48)]
+                           + [(2, 16384, 8, d, 8, c) for d in (64, 96) for c in (True, False)]
+                           + [(b, n, 8, 64, 5, True) for b in (17, 19, 21) for n in (3072, 4096, 6144)]
+                           + [(20, n, 8, 64, 8, True) for n in (2048, 4096)] + [(19, 2048, 8, 64, 5, True)])
+WIDE_SMALL_CONFIRM_RUNS = {(0, "auto"), (0, "old"), (2, "old")}
+
 
 def wide_small_runs(units: int, sms: int) -> set:
     """The automatic call and wide blocks at SMs // units splits, twice and half that (at most kMaxSplits 128)."""
@@ -2732,6 +2745,9 @@ SWEEPS = {
     "wide-d64-d96": (forced_splits_sweep(WIDE_D64_D96_ROWS, WIDE_D64_D96_VARIANTS, WIDE_D64_D96_RUNS, peer=None),
                      "D=64 / 96 Nq 5 and 8 (two row tiles per KV head): 16-row blocks at auto against wide blocks at 1-4 splits"),
     "wide-small": (wide_small_sweep, "D=64 / 96 Nq 5 below 0.45 KV heads per SM: auto against wide blocks at half, one and two waves' counts"),
+    "wide-small-confirm": (forced_splits_sweep(WIDE_SMALL_CONFIRM_ROWS, WIDE_CONFIRM_VARIANTS, WIDE_SMALL_CONFIRM_RUNS,
+                                               peer=None),
+                           "stop 89's two-row-tile counts (below 0.45, contiguous D=64 past one) against the 16-row rules"),
     "wide-mid": (forced_splits_sweep(WIDE_MID_ROWS, WIDE_MID_VARIANTS, WIDE_MID_RUNS, peer=None),
                  "D=64 Nq 5 at 1.03-1.38 KV heads per SM: auto, wide at 1-3 and 16-row at 1-2 splits"),
     "wide-d64-d96-confirm": (forced_splits_sweep(WIDE_CONFIRM_ROWS, WIDE_CONFIRM_VARIANTS, WIDE_CONFIRM_RUNS, peer=None),

@@ -1293,10 +1293,19 @@ def _wide_rows_splits(b, hkv, rows, n, sms, hbm3e, d=128, paged=True):
 
 
 def _wide_rows_d64_d96(d, paged, units, n, sms):
-    """decode_wide_rows_d64_d96_splits (stop 88): from 0.45 units per SM and 2048 keys, up to one
-    unit per SM (head_dim 96: 1.5), the count of 1 to min(4, n // 1024) whose waves of blocks
-    are fullest (the smaller where level); contiguous head_dim 64 twice that, at most 4; else 0."""
-    if 100 * units < 45 * sms or n < 2048 or (units > sms and (d == 64 or 2 * units > 3 * sms)):
+    """decode_wide_rows_d64_d96_splits, from 2048 keys: below 0.45 units per SM SMs // units
+    splits (contiguous head_dim 64: twice that), at most n // 256 (stop 89); from 0.45 up to one
+    unit per SM (head_dim 96: 1.5) the count of 1 to min(4, n // 1024) whose waves of blocks are
+    fullest (the smaller where level), contiguous head_dim 64 twice that, at most 4 (stop 88);
+    contiguous head_dim 64 past one unit per SM to 1.35, from 4096 keys, 3 (stop 89); else 0."""
+    contiguous_d64 = d == 64 and not paged
+    if n < 2048:
+        return 0
+    if 100 * units < 45 * sms:
+        return min(128, n // 256, (2 if contiguous_d64 else 1) * (sms // units))
+    if contiguous_d64 and units > sms:
+        return 3 if 100 * units <= 135 * sms and n >= 4096 else 0
+    if units > sms and (d == 64 or 2 * units > 3 * sms):
         return 0
     cap = min(128, n // 1024)
     splits, blocks, slots = 1, units, -(-units // sms) * sms
@@ -1791,32 +1800,44 @@ def test_wide_rows_d64_d96_automatic():
     """Head dims 64 and 96 with 17-32 query rows per KV head (GQA 32/8, Nq 5 and 8) on Hopper HBM3e
     parts run two row tiles per block at decode_wide_rows_d64_d96_splits' count (stop 88: from
     0.45 units per SM, up to one, and at head_dim 96 to 1.5; the fullest waves of 1-4 splits,
-    twice that on contiguous head_dim 64 caches, at most 4); head_dim 64 past one unit per SM
-    keeps 16-row blocks. Ragged lengths (one shorter than the new tokens, one at the capacity),
-    both layouts, fp16 and bf16, against the references; the count, the kernel and its grid."""
+    twice that on contiguous head_dim 64 caches, at most 4; stop 89: below 0.45 one wave of
+    splits, contiguous head_dim 64 two, and contiguous head_dim 64 from 4096 keys to 1.35 units
+    per SM 3 splits); paged head_dim 64 past one unit per SM keeps 16-row blocks, and contiguous
+    head_dim 64 there at 2048 keys 16-row blocks at 1 split. Ragged lengths (one shorter than the
+    new tokens, one at the capacity), both layouts, fp16 and bf16, MQA, against the references;
+    the count, the kernel and its grid."""
     require_op("paged_attention")
     require_op("decode_attention")
     sms = torch.cuda.get_device_properties(0).multi_processor_count
     hbm3e = torch.cuda.get_device_capability()[0] >= 9 and device_is_hopper_hbm3e()
     gen = torch.Generator().manual_seed(88)
-    # (units per SM: B = int(per_sm x SMs) // 8 + 1 rounds up, 0.95 is one unit per SM at 132)
+    # (units per SM: from 0.45 B = int(per_sm x SMs) // KV heads + 1 rounds up, 0.95 is one unit
+    # per SM at 132; below, the nearest batch, at least 1)
     f16, b16 = torch.float16, torch.bfloat16
-    for d, paged, per_sm, n, nq, dt in ((64, True, 0.48, 4096, 5, f16), (64, False, 0.73, 4096, 5, b16),
-                                        (96, True, 0.95, 2048, 5, f16), (96, False, 1.21, 4096, 8, f16),
-                                        (96, True, 1.4, 2048, 5, b16), (64, True, 1.21, 4096, 5, f16),
-                                        (64, False, 0.95, 2048, 8, f16)):
-        b = int(per_sm * sms) // 8 + 1
-        rows = 4 * nq
-        want = _wide_rows_splits(b, 8, rows, n, sms, hbm3e, d, paged)
-        assert not hbm3e or (want > 0) == (d == 96 or 8 * b <= sms), (d, paged, per_sm, want)
-        got = llm.decode_num_splits(b, 8, rows, n, d, dt, paged=paged, seq_len_q=nq)
+    # (head_dim, paged, units per SM, keys, Nq, KV heads, dtype, two-tile blocks on HBM3e parts)
+    for d, paged, per_sm, n, nq, hkv, dt, wide in (
+            (64, True, 0.48, 4096, 5, 8, f16, True), (64, False, 0.73, 4096, 5, 8, b16, True),
+            (96, True, 0.95, 2048, 5, 8, f16, True), (96, False, 1.21, 4096, 8, 8, f16, True),
+            (96, True, 1.4, 2048, 5, 8, b16, True), (64, True, 1.21, 4096, 5, 8, f16, False),
+            (64, False, 0.95, 2048, 8, 8, f16, True),
+            (64, False, 1.21, 4096, 5, 8, b16, True), (64, False, 1.3, 2048, 5, 8, f16, False),
+            (64, True, 0.06, 16384, 5, 8, f16, True), (64, False, 0.12, 2048, 8, 8, b16, True),
+            (96, False, 0.3, 4096, 5, 8, f16, True), (96, True, 0.2, 3000, 8, 8, b16, True),
+            (64, False, 0.1, 4096, 1, 1, f16, True)):
+        b = int(per_sm * sms) // hkv + 1 if per_sm >= 0.45 else max(1, round(per_sm * sms / hkv))
+        rows = 32 // hkv * nq
+        want = _wide_rows_splits(b, hkv, rows, n, sms, hbm3e, d, paged)
+        assert not hbm3e or (want > 0) == wide, (d, paged, per_sm, want)
+        got = llm.decode_num_splits(b, hkv, rows, n, d, dt, paged=paged, seq_len_q=nq)
         if want:
             assert got == want, (d, paged, per_sm, n, nq, got, want)
-        what = f"D={d} {'paged' if paged else 'contiguous'} B={b} N={n} Nq={nq}"
+        elif hbm3e and d == 64 and not paged:  # contiguous D = 64 at 2048 keys past one unit per SM
+            assert got == 1, (d, paged, per_sm, n, nq, got)
+        what = f"D={d} {'paged' if paged else 'contiguous'} B={b} Hkv={hkv} N={n} Nq={nq}"
         lens = [int(x) for x in torch.randint(nq, n + 1, (b,), generator=gen)]
-        lens[:3] = [nq - 1, n, 1025]
+        lens = ([n, nq - 1, 1025] + lens[3:])[:b]
         if paged:
-            _, kc, vc, table, sl = make_paged_problem(lens, 8, 4, d, 16, dt, 880 + d + b)
+            _, kc, vc, table, sl = make_paged_problem(lens, hkv, 32 // hkv, d, 16, dt, 880 + d + b)
             q = torch.randn(b, nq, 32, d, device="cuda").to(dt).transpose(1, 2)
             out = poison_(torch.empty_like(q))
             llm.paged_attention(q, kc, vc, table, sl, out=out, check_indices=False)
@@ -1824,7 +1845,7 @@ def test_wide_rows_d64_d96_automatic():
             call = lambda: llm.paged_attention(q, kc, vc, table, sl, check_indices=False)  # noqa: E731
         else:
             q = torch.randn(b, 32, nq, d, device="cuda").to(dt)
-            k, v = (torch.randn(b, 8, n, d, device="cuda").to(dt) for _ in range(2))
+            k, v = (torch.randn(b, hkv, n, d, device="cuda").to(dt) for _ in range(2))
             out = poison_(torch.empty_like(q))
             llm.decode_attention(q, k, v, out=out, is_causal=True)
             assert_close(out, attention_reference(q, k, v, is_causal=True), dtype=dt, what=what)
@@ -1833,7 +1854,7 @@ def test_wide_rows_d64_d96_automatic():
             names = kernel_names(call)
             assert bool(re.search(_TWO_TILE_TMA.format(d=d, stages=r"\d"), names)) == (want > 0), (what, names[:400])
             if want:
-                assert kernel_grid_blocks(call, "decode_attention") == 8 * b * want, what
+                assert kernel_grid_blocks(call, "decode_attention") == hkv * b * want, what
 
 
 def test_spread_tail_matches_reference():
@@ -2482,7 +2503,9 @@ def test_d64_tail_splits():
               # paged D = 64 / 96 small grids (one token, Nq 2 / 4) cut back to the splits that hold keys
               (2, 32, 8, 1, 64, 65536, f16), (12, 32, 8, 2, 96, 8192, f16), (16, 32, 8, 4, 64, 4096, torch.bfloat16),
               # two row tiles per block at D = 64 / 96 (stop 88); paged D = 64 pairs' spread tail below 8192 keys
-              (sms, 32, 8, 5, 96, 8192, f16), (sms, 32, 8, 5, 64, 4096, torch.bfloat16), (48, 32, 8, 1, 64, 8192, f16)]
+              (sms, 32, 8, 5, 96, 8192, f16), (sms, 32, 8, 5, 64, 4096, torch.bfloat16), (48, 32, 8, 1, 64, 8192, f16),
+              # ... below 0.45 units per SM (up to SMs // units splits of 256 keys: stop 89), MQA
+              (8, 32, 1, 1, 64, 16384, torch.bfloat16)]
     for b, hq, hkv, nq, d, n, dt in shapes:
         rows = (hq // hkv) * nq
         lengths = sorted({*range(64, n, 64), n})

@@ -297,10 +297,19 @@ int decode_attention_num_splits(int batch, int num_kv_heads, int rows_per_kv_hea
   }
   // The rules below that HBM3e parts (the H200) take apart from other sm_90 parts.
   const bool hbm3e = device_is_hopper_hbm3e();
+  // Two row tiles per block where their grid fills its waves (decode_wide_rows_splits; at head_dim
+  // 64 ahead of its own rule below, which counts the two tiles as two units).
+  if (dtype != DType::kFloat8E4M3 && device_cc_major() >= 9 && decode_dev_wide_rows() != kDecodeWideRowsOff) {
+    const int64_t wide_units = static_cast<int64_t>(batch) * num_kv_heads * decode_wide_row_tiles(rows_per_kv_head);
+    const int wide = decode_wide_rows_splits(head_dim, paged, rows_per_kv_head, wide_units, sms, max_kv_len, hbm3e);
+    if (wide > 0) return wide;
+  }
   // 16-bit head_dim 64 on sm_90 at 2-3 blocks per SM (decode_d64_tail_splits, NOTES.md v31).
   if (dtype != DType::kFloat8E4M3 && device_cc_major() >= 9 && head_dim == 64 && seq_len_q >= 1 &&
       rows_per_kv_head % seq_len_q == 0) {
-    const int splits = decode_d64_tail_splits(paged, packs_head_pairs(1), base, sms, max_kv_len, hbm3e);
+    const bool two_tile_rows = rows_per_kv_head > kRowsPerBlock && rows_per_kv_head <= 2 * kRowsPerBlock;
+    const int splits =
+        decode_d64_tail_splits(paged, packs_head_pairs(1), base, sms, max_kv_len, hbm3e, two_tile_rows);
     if (splits > 1) return splits;
   }
   // 16-bit caches on sm_90 where the unsplit grid leaves a tail: on Hopper HBM3e parts at
@@ -311,12 +320,6 @@ int decode_attention_num_splits(int batch, int num_kv_heads, int rows_per_kv_hea
   // and 256; up to one unit per SM, head_dim 128 there splits a partial wave
   // (decode_partial_wave_splits).
   if (dtype != DType::kFloat8E4M3 && device_cc_major() >= 9) {
-    // two row tiles per block where their grid fills its waves (decode_wide_rows_splits)
-    if (decode_dev_wide_rows() != kDecodeWideRowsOff) {
-      const int64_t wide_units = static_cast<int64_t>(batch) * num_kv_heads * decode_wide_row_tiles(rows_per_kv_head);
-      const int wide = decode_wide_rows_splits(head_dim, paged, rows_per_kv_head, wide_units, sms, max_kv_len, hbm3e);
-      if (wide > 0) return wide;
-    }
     const int spec_rows = decode_rule_spec_rows(seq_len_q, rows_per_kv_head);
     const int pieces = decode_spread_tail_pieces(head_dim, paged, base, sms, max_kv_len, hbm3e, spec_rows);
     if (pieces > 0) return pieces;

@@ -538,15 +538,33 @@ constexpr int64_t decode_wide_rows_fill_splits(int64_t units, int64_t sms) {
 // B=24 16K 485.3 -> 384.9; paged D = 64 B=8 4K 52.3 -> 30.4, 16K 161.4 -> 97.0, B=12 16K 216.2
 // -> 149.4, B=16 4K 59.2 -> 49.0, 16K 222.0 -> 183.2; contiguous D = 64 B=8 4K 37.9 -> 24.7 (4),
 // 16K 140.0 -> 73.1, B=12 16K 189.1 -> 116.8 (4), B=16 4K 55.1 -> 41.7 (2), 16K 194.9 -> 139.7.
-// Left to the 16-row rules: head_dim 64 past one unit per SM (paged B=20/4K 63.7 against 79.7 at
-// the best count of wide blocks; contiguous there level at best, B=20/16K 16-row 3 splits 211.5,
-// wide 3 210.7), and below 0.45 units per SM (not measured). Returns the count, or 0.
+// Below 0.45 units per SM (NOTES.md "Stop 89", `--wide-small`): one wave of splits,
+// SMs // units (contiguous head_dim 64: twice that), of kWideRowsSmallGridSplitKeys keys or more;
+// the automatic 16-row call -> this, us: contiguous D = 64 B=1/16K 22.7 -> 17.8 (32), B=1/4K
+// 9.8 -> 9.4 (16: 256 keys; 32 splits 11.1), B=2/16K 39.9 -> 24.8 (16), B=4/16K 74.5 -> 41.0
+// (8), B=6/16K 140.8 -> 72.0 (4); paged D = 64 B=1/16K 25.4 -> 17.6 (16; 32 splits 23.4), B=2/4K
+// 15.4 -> 11.7 (8), B=6/16K 161.3 -> 96.7 (2); contiguous D = 96 B=1/4K 13.4 -> 11.6 (16),
+// B=4/16K 99.6 -> 62.7 (4); paged D = 96 B=2/16K 62.3 -> 39.5 (8), B=6/4K 60.3 -> 39.3 (2).
+// Contiguous head_dim 64 past one unit per SM to 1.35, from 4096 keys: 3 splits (`--wide-mid`,
+// GQA 32/8 Nq 5, the 16-row call's even 2 / 16-row 1 split -> wide 3): B=17 (1.03) 4K 65.0 /
+// 57.3 -> 53.6, 16K 225.2 / 213.5 -> 182.6; B=20 (1.21) 4K 66.2 / 57.9 -> 56.2, 8K 118.1 /
+// 110.8 -> 99.2; B=22 (1.33) 16K 249.0 / 239.0 -> 188.4; at 2048 keys the 16-row 1 split leads
+// (B=20 31.7 against wide 3 34.9; decode_d64_tail_splits). Left to the 16-row rules: paged
+// head_dim 64 past one unit per SM (B=20/4K 63.7 against 80.0 at wide 3, 16K 212.3 / 258.6).
+// Returns the count, or 0.
 constexpr int64_t kWideRowsNarrowDimMinUnitsPct = 45;
+constexpr int64_t kWideRowsSmallGridSplitKeys = 256;
 inline int decode_wide_rows_d64_d96_splits(int head_dim, bool paged, int64_t units, int64_t sms,
                                            int64_t max_kv_len) {
-  if (100 * units < kWideRowsNarrowDimMinUnitsPct * sms || max_kv_len < 2 * kWideRowsSplitKeys ||
-      (units > sms && (head_dim == 64 || 2 * units > 3 * sms)))
-    return 0;
+  const bool contiguous_d64 = head_dim == 64 && !paged;
+  if (max_kv_len < 2 * kWideRowsSplitKeys) return 0;
+  if (100 * units < kWideRowsNarrowDimMinUnitsPct * sms) {
+    const int64_t cap = std::min<int64_t>(kMaxSplits, max_kv_len / kWideRowsSmallGridSplitKeys);
+    return static_cast<int>(std::min<int64_t>(cap, (contiguous_d64 ? 2 : 1) * (sms / units)));
+  }
+  if (contiguous_d64 && units > sms)
+    return 100 * units <= 135 * sms && max_kv_len >= kLargeGridMinKeys ? 3 : 0;
+  if (units > sms && (head_dim == 64 || 2 * units > 3 * sms)) return 0;
   const int64_t cap = std::min<int64_t>(kMaxSplits, max_kv_len / kWideRowsSplitKeys);
   // the waves' fill at k splits: (k x units) / (its whole waves x SMs), compared across k exactly
   int64_t splits = 1, blocks = units, slots = div_ceil(units, sms) * sms;
@@ -899,6 +917,12 @@ inline int decode_tail_splits(int head_dim, bool paged, int64_t units, int64_t s
 // B=9/4K 80.4 / 76.6 / 77.1, B=9/8K 150.2 / 147.7 / 142.8, B=11/8K 181.3 / 171.9 / 170.7,
 // B=9/16K 291.0 / 291.0 / 278.4). Below 8192 keys the band's pairs run the spread tail instead of
 // 1 split (decode_pairs_spread_pieces).
+// On HBM3e parts contiguous units that are two 16-row tiles of one KV head (`two_tile_rows`:
+// 17-32 query rows; both read the KV head's keys) take 1 split in that band: even 2 lost on
+// all 16 rows measured (NOTES.md "Stop 89", `--wide-mid`, GQA 32/8 Nq 5, 2 / 1 split, us: B=17
+// (2.06 tiles per SM) 2K 39.0 / 31.0, B=18 2K 40.5 / 31.0, B=20 2K 39.2 / 31.7, 4K 66.2 / 57.9,
+// B=22 (2.67) 2K 42.2 / 33.6, 16K 247.8 / 239.0); from 4096 keys two row tiles per block lead
+// both (decode_wide_rows_d64_d96_splits, asked first).
 constexpr int kPairBandLongKeys = 8192;
 static_assert(kPairBandLongKeys == kSplitRuleLengthEdges[3], "the HBM3e pair band's length is in the edge list");
 // Paged head pairs of head_dim 64 (the D = 128 kernel) on HBM3e parts in their band (past 1.06
@@ -918,7 +942,8 @@ inline int decode_pairs_spread_pieces(bool paged, int64_t pair_units, int64_t sm
     return 0;
   return decode_spread_tail_pieces(128, paged, pair_units, sms, max_kv_len, hbm3e, 0);
 }
-inline int decode_d64_tail_splits(bool paged, bool pairs, int64_t base, int64_t sms, int64_t max_kv_len, bool hbm3e) {
+inline int decode_d64_tail_splits(bool paged, bool pairs, int64_t base, int64_t sms, int64_t max_kv_len, bool hbm3e,
+                                  bool two_tile_rows) {
   if (max_kv_len < kPartialWaveMinKeys) return 1;
   if (paged && pairs) {
     const bool band = decode_d64_pair_band(base / 2, sms);
@@ -930,7 +955,7 @@ inline int decode_d64_tail_splits(bool paged, bool pairs, int64_t base, int64_t 
     }
     return band ? 2 : 1;
   }
-  if (!paged) return base > 2 * sms && 10 * base <= 27 * sms ? 2 : 1;
+  if (!paged) return base > 2 * sms && 10 * base <= 27 * sms && !(hbm3e && two_tile_rows) ? 2 : 1;
   return 10 * base > 21 * sms && 20 * base <= 49 * sms ? 3 : 1;
 }
 
