@@ -71,8 +71,9 @@ SMALL_GRIDS = ((16, 4096), (4, 16384), (5, 4096))
 # ... and their Nq 2-4 calls (paged; stop 79): (B, N, Nq)
 SMALL_SPEC_GRIDS = ((5, 4096, 2), (10, 4096, 4))
 # ... and speculative rows of two row tiles there (GQA 32/8 Nq 5: 20 query rows per KV head), which
-# HBM3e parts run as two-row-tile blocks (stop 88), both layouts: (B, N, Nq)
-SMALL_GRID_WIDE_GRIDS = ((8, 16384, 5), (16, 4096, 5))
+# HBM3e parts run as two-row-tile blocks (stop 88; below 0.45 KV heads per SM and contiguous
+# D = 64 past one, stop 89), both layouts: (B, N, Nq)
+SMALL_GRID_WIDE_GRIDS = ((8, 16384, 5), (16, 4096, 5), (2, 16384, 5), (20, 16384, 5))
 # Sliding-window cases (preset "all"): Mistral-7B's 4096 keys at a 16K context.
 SLIDING_WINDOW = 4096
 # Speculative-decoding cases (preset "all"): new tokens per sequence (GQA 32/8: 4 x 4 = 16
