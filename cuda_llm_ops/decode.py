@@ -410,11 +410,15 @@ def decode_num_splits(batch: int, num_kv_heads: int, rows_per_kv_head: int, max_
     - first, 16-bit head_dim 64, 96 and 128 on Hopper HBM3e parts (the H200) with 17-32
       query rows per KV head (Nq 5-8 at GQA 32/8, one new token at groups of 17-32): one
       block of 32 rows per (batch, KV head) reads the keys once for both 16-row tiles, at
-      `units = batch * num_kv_heads` per split. At head_dim 64 and 96, `units` from 0.45
-      times the SMs up to 1 (head_dim 96: 1.5) and `max_kv_len >= 2048`: the count of 1 to
-      4 splits of at least 1024 keys whose waves of blocks are fullest (twice that, at
-      most 4, on contiguous head_dim 64 caches; GQA 32:8 Nq 5 paged D=96 B=16/4K 102.5 ->
-      69.2 us, contiguous D=64 B=8/16K 141.2 -> 73.6, csrc/decode/NOTES.md "Stop 88"). At
+      `units = batch * num_kv_heads` per split. At head_dim 64 and 96 with
+      `max_kv_len >= 2048`: below 0.45 times the SMs, `SMs // units` splits (twice that on
+      contiguous head_dim 64 caches) of at least 256 keys, at most 128 (GQA 32:8 Nq 5
+      contiguous D=64 B=5/8K 72.2 -> 30.3 us, "Stop 89"); from 0.45 times up to 1 (head_dim
+      96: 1.5), the count of 1 to 4 splits of at least 1024 keys whose waves of blocks are
+      fullest (twice that, at most 4, on contiguous head_dim 64 caches; GQA 32:8 Nq 5 paged
+      D=96 B=16/4K 102.5 -> 69.2 us, contiguous D=64 B=8/16K 141.2 -> 73.6,
+      csrc/decode/NOTES.md "Stop 88"); contiguous head_dim 64 past 1 up to 1.35 times with
+      `max_kv_len >= 4096`: 3 (B=22/16K 249.0 -> 188.4, "Stop 89"). At
       head_dim 128 and at least 1024 keys: up to one unit per SM,
       `SMs // units` splits (no split under 1024 keys) where that fills 90% of the SMs
       (Nq 8 B=8/16K paged 153.4 -> 146.8 us at 2, csrc/decode/NOTES.md "Stop 69"); 1-1.35
@@ -461,7 +465,9 @@ def decode_num_splits(batch: int, num_kv_heads: int, rows_per_kv_head: int, max_
       328.0 -> 314.3 us, "Stop 86", and below it the spread tail's pieces over the pairs,
       `SMs // (base / 2 - SMs)` up to 8: GQA 32:8 B=40/2K 56.1 -> 45.4 -> 43.6, "Stop 88");
       contiguous ones (`paged=False`) take 2 (balanced) when `base` is 2-2.7 times
-      the SMs, paged ones without head pairs 3 at 2.1-2.45 times;
+      the SMs (on Hopper HBM3e parts not for units of two row tiles, 17-32 query rows per
+      KV head: 1, where the two-row-tile rule above gives no count), paged ones without
+      head pairs 3 at 2.1-2.45 times;
     - 16-bit head_dim 72-80 `paged` calls that run head pairs (Hopper HBM3e parts, the
       pairs `base / 2` at least 0.35 times the SMs): 1 split from 0.8 times, 2 below;
       below 0.35 times, `SMs // (base / 2)` splits of at least 512 keys of `max_kv_len`

@@ -1981,8 +1981,9 @@ WIDE_MID_VARIANTS = {"auto": {}, "wide": {"CLO_DECODE_WIDE_ROWS": "1"}, "forced"
 WIDE_MID_RUNS = {(0, "auto")} | {(s, "wide") for s in (1, 2, 3)} | {(s, "forced") for s in (1, 2)}
 
 # --wide-small-confirm (stop 89): the two-row-tile rule below 0.45 units per SM and contiguous
-# D = 64 past one (decode_wide_rows_d64_d96_splits) against the behaviour before
-# (CLO_DECODE_WIDE_ROWS=0, the 16-row rules), between and around the measured points: odd
+# D = 64 past one (decode_wide_rows_d64_d96_splits) against the 16-row rules
+# (CLO_DECODE_WIDE_ROWS=0; it does not undo stop 89's 1 split for contiguous D = 64 two-tile units
+# in the two-blocks band, hence "s2/old"), between and around the measured points: odd
 # batches, 2048 and 8192 keys, Nq 8, one-token MQA (32 rows); contiguous D = 64 at 2048 keys past
 # one unit per SM (16-row 1 split since stop 89) also against the even 2 splits it took before
 WIDE_SMALL_CONFIRM_ROWS = ([(b, n, 8, d, 5, c) for d in (64, 96) for c in (True, False) for b in (1, 3, 5, 7)

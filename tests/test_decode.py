@@ -1814,20 +1814,24 @@ def test_wide_rows_d64_d96_automatic():
     # (units per SM: from 0.45 B = int(per_sm x SMs) // KV heads + 1 rounds up, 0.95 is one unit
     # per SM at 132; below, the nearest batch, at least 1)
     f16, b16 = torch.float16, torch.bfloat16
-    # (head_dim, paged, units per SM, keys, Nq, KV heads, dtype, two-tile blocks on HBM3e parts)
-    for d, paged, per_sm, n, nq, hkv, dt, wide in (
-            (64, True, 0.48, 4096, 5, 8, f16, True), (64, False, 0.73, 4096, 5, 8, b16, True),
-            (96, True, 0.95, 2048, 5, 8, f16, True), (96, False, 1.21, 4096, 8, 8, f16, True),
-            (96, True, 1.4, 2048, 5, 8, b16, True), (64, True, 1.21, 4096, 5, 8, f16, False),
-            (64, False, 0.95, 2048, 8, 8, f16, True),
-            (64, False, 1.21, 4096, 5, 8, b16, True), (64, False, 1.3, 2048, 5, 8, f16, False),
-            (64, True, 0.06, 16384, 5, 8, f16, True), (64, False, 0.12, 2048, 8, 8, b16, True),
-            (96, False, 0.3, 4096, 5, 8, f16, True), (96, True, 0.2, 3000, 8, 8, b16, True),
-            (64, False, 0.1, 4096, 1, 1, f16, True)):
+    # (head_dim, paged, units per SM, keys, Nq, KV heads, dtype, the count at 132 SMs)
+    for d, paged, per_sm, n, nq, hkv, dt, at_132 in (
+            (64, True, 0.48, 4096, 5, 8, f16, 2), (64, False, 0.73, 4096, 5, 8, b16, 2),
+            (96, True, 0.95, 2048, 5, 8, f16, 1), (96, False, 1.21, 4096, 8, 8, f16, 4),
+            (96, True, 1.4, 2048, 5, 8, b16, 2), (64, True, 1.21, 4096, 5, 8, f16, 0),
+            (64, False, 0.95, 2048, 8, 8, f16, 2),
+            (64, False, 1.21, 4096, 5, 8, b16, 3), (64, False, 1.3, 2048, 5, 8, f16, 0),
+            (64, True, 0.06, 16384, 5, 8, f16, 16), (64, False, 0.12, 2048, 8, 8, b16, 8),
+            (96, False, 0.3, 4096, 5, 8, f16, 3), (96, True, 0.2, 3000, 8, 8, b16, 5),
+            (64, False, 0.1, 4096, 1, 1, f16, 16)):
         b = int(per_sm * sms) // hkv + 1 if per_sm >= 0.45 else max(1, round(per_sm * sms / hkv))
         rows = 32 // hkv * nq
         want = _wide_rows_splits(b, hkv, rows, n, sms, hbm3e, d, paged)
+        units = b * hkv
+        wide = (100 * units < 45 * sms or units <= sms or (d == 96 and 2 * units <= 3 * sms)
+                or (d == 64 and not paged and 100 * units <= 135 * sms and n >= 4096))
         assert not hbm3e or (want > 0) == wide, (d, paged, per_sm, want)
+        assert not hbm3e or sms != 132 or want == at_132, (d, paged, per_sm, n, nq, want, at_132)
         got = llm.decode_num_splits(b, hkv, rows, n, d, dt, paged=paged, seq_len_q=nq)
         if want:
             assert got == want, (d, paged, per_sm, n, nq, got, want)
@@ -2357,7 +2361,9 @@ def test_d64_tail_splits():
     calls in head pairs take 2 splits (the balanced schedule on the head_dim-128 kernel) at
     1.06-1.35 pairs per SM (on Hopper HBM3e parts the spread tail's pieces below 8192 keys, stop
     88, and 3 from there, stop 86), contiguous
-    ones 2 at 2-2.7 blocks per SM (the balanced schedule at two blocks per SM, v33), paged
+    ones 2 at 2-2.7 blocks per SM (the balanced schedule at two blocks per SM, v33; on HBM3e parts
+    units of two row tiles keep 1 or take the two-row-tile rule's count, stop 89:
+    test_wide_rows_d64_d96_automatic), paged
     ones without pairs 3 at 2.1-2.45 (v32); the heuristic's counts, both layouts' results against the reference with ragged lengths, and which
     kernel runs. Workspaces sized by the helpers hold every batch size's split count
     (MQA grids reach the bands beyond batch = SMs)."""

@@ -522,9 +522,10 @@ constexpr int decode_wide_row_tiles(int rows_per_kv_head) {
 constexpr int64_t decode_wide_rows_fill_splits(int64_t units, int64_t sms) {
   return (9 * sms + 10 * units - 1) / (10 * units);
 }
-// Head dims 64 and 96 (NOTES.md "Stop 88"): their 16-row blocks of one KV head's two tiles read
-// its keys once per tile, and their split rules were measured with one new token. Two row tiles
-// per block, `units` (batch x KV heads) from 0.45 per SM, at the count of 1-4 (splits of
+// Head dims 64 and 96 (NOTES.md "Stop 88", "Stop 89"): their 16-row blocks of one KV head's two
+// tiles read its keys once per tile, and their split rules were measured with one new token. Two
+// row tiles per block below 0.45 units per SM as the paragraph after the measurements says;
+// `units` (batch x KV heads) from 0.45 per SM, at the count of 1-4 (splits of
 // kWideRowsSplitKeys keys or more, from 2048 keys) whose waves are fullest (the
 // smaller count where two are level): up to one unit per SM, and at head_dim 96 to 1.5; on
 // contiguous head_dim 64 caches twice that count, at most 4 (measured ahead; why not probed:
@@ -715,7 +716,9 @@ inline int decode_partial_wave_splits(int head_dim, bool paged, int64_t units, i
 // kPartialWaveFullWaveKeys), the tail bands' 4096 (also the HBM3e wave top's) and 8192 (also
 // the HBM3e pair band's, kPairBandLongKeys) and
 // the large-grid rule (kLargeGridMinKeys); two-row-tile blocks beyond one unit per SM at
-// kWideRowsSplitKeys (as kSpreadTailMinKeys) and twice that (as kPartialWaveMinKeys).
+// kWideRowsSplitKeys (as kSpreadTailMinKeys) and twice that (as kPartialWaveMinKeys), at head
+// dims 64 / 96 from twice that at any grid (below 0.45 units per SM their count then grows with
+// the length) and on contiguous head_dim 64 past one unit per SM from kLargeGridMinKeys.
 // decode_attention_workspace_floats_upto reads them (and, per batch size, where two-row-tile
 // blocks first fill the SMs up to one unit per SM, and where head pairs of 72-80 below 0.35
 // pairs per SM reach their most splits): a rule that tests another length must add it here.
@@ -776,6 +779,7 @@ static_assert(kHbm3eD128LongKeys == kLargeGridMinKeys && kPartialWaveFullWaveKey
               "the HBM3e D = 128 rules' lengths are in the edge list");
 static_assert(kWideRowsSplitKeys == kSpreadTailMinKeys && 2 * kWideRowsSplitKeys == kPartialWaveMinKeys,
               "the two-tile rule's edges beyond one unit per SM (1024, 2048 keys) are in the edge list");
+static_assert(kLargeGridMinKeys == 4096, "contiguous D = 64 two-tile blocks past one unit per SM start at an edge");
 constexpr int kSplitRuleLengthEdges[] = {kSpreadTailMinKeys, kPartialWaveMinKeys, kLargeGridMinKeys, 8192};
 // `shared_lines`: paged rows that are not whole 128-byte lines beside other KV heads
 // (decode_units_share_lines), units of one row tile.
