@@ -1994,6 +1994,16 @@ WIDE_SMALL_CONFIRM_ROWS = ([(b, n, 8, d, 5, c) for d in (64, 96) for c in (True,
                            + [(20, n, 8, 64, 8, True) for n in (2048, 4096)] + [(19, 2048, 8, 64, 5, True)])
 WIDE_SMALL_CONFIRM_RUNS = {(0, "auto"), (0, "old"), (2, "old")}
 
+# --wide-paged-depth (stop 89): paged D = 64 two-row-tile blocks trail contiguous ones where the
+# contiguous gain from a second block per SM (B=4/16K at 8 splits: 56.6 against 41.0) or run past
+# one unit per SM (B=20/4K): wide blocks at 2, 3 (the launcher's beyond one wave) and 4 stages,
+# both layouts, 3 / 4 / 8 splits
+WIDE_PAGED_DEPTH_ROWS = [(b, n, 8, 64, 5, c) for c in (False, True) for b, n in ((4, 16384), (8, 16384), (20, 4096))]
+WIDE_PAGED_DEPTH_VARIANTS = {"wide": {"CLO_DECODE_WIDE_ROWS": "1"},
+                             "wide.st2": {"CLO_DECODE_WIDE_ROWS": "1", "CLO_DECODE_TMA_STAGES": "2"},
+                             "wide.st4": {"CLO_DECODE_WIDE_ROWS": "1", "CLO_DECODE_TMA_STAGES": "4"}}
+WIDE_PAGED_DEPTH_RUNS = {(s, v) for s in (3, 4, 8) for v in WIDE_PAGED_DEPTH_VARIANTS}
+
 
 def wide_small_runs(units: int, sms: int) -> set:
     """The automatic call and wide blocks at SMs // units splits, twice and half that (at most kMaxSplits 128)."""
@@ -2749,6 +2759,9 @@ SWEEPS = {
     "wide-small-confirm": (forced_splits_sweep(WIDE_SMALL_CONFIRM_ROWS, WIDE_CONFIRM_VARIANTS, WIDE_SMALL_CONFIRM_RUNS,
                                                peer=None),
                            "stop 89's two-row-tile counts (below 0.45, contiguous D=64 past one) against the 16-row rules"),
+    "wide-paged-depth": (forced_splits_sweep(WIDE_PAGED_DEPTH_ROWS, WIDE_PAGED_DEPTH_VARIANTS, WIDE_PAGED_DEPTH_RUNS,
+                                             peer=None),
+                         "paged against contiguous D=64 two-row-tile blocks at 2-4 stages, 3 / 4 / 8 splits"),
     "wide-mid": (forced_splits_sweep(WIDE_MID_ROWS, WIDE_MID_VARIANTS, WIDE_MID_RUNS, peer=None),
                  "D=64 Nq 5 at 1.03-1.38 KV heads per SM: auto, wide at 1-3 and 16-row at 1-2 splits"),
     "wide-d64-d96-confirm": (forced_splits_sweep(WIDE_CONFIRM_ROWS, WIDE_CONFIRM_VARIANTS, WIDE_CONFIRM_RUNS, peer=None),

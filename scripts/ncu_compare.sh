@@ -34,7 +34,7 @@ for spec in ${VARIANTS:-ours $peer}; do
   impl_args=("$impl")
   [ "$op" = decode ] && impl_args=(--peer "$([ "$impl" = ours ] || echo sdpa-$impl)")
   env "${env[@]}" ncu --clock-control none -k regex:"$kernels" -c 1 \
-    --section SpeedOfLight --section WarpStateStats --section SchedulerStats --section LaunchStats \
+    --section SpeedOfLight --section WarpStateStats --section SchedulerStats --section LaunchStats --section Occupancy \
     --metrics 'sm__pipe_tensor_cycles_active.avg.pct_of_peak_sustained_active,regex:smsp__average_warps_issue_stalled_.*_per_issue_active.ratio,sm__cycles_elapsed.avg,smsp__inst_executed.sum,lts__t_bytes.sum,dram__bytes.sum,l1tex__data_pipe_lsu_wavefronts_mem_shared.sum' \
     python3 "$script" "$@" "${impl_args[@]}" >"$report" 2>&1
   echo "== $name ($spec) $*: $(grep -E '^\s+(sm__cycles_elapsed.avg|sm__pipe_tensor|smsp__inst_executed.sum|lts__t_bytes.sum|dram__bytes.sum|l1tex__data_pipe_lsu_wavefronts_mem_shared.sum|SM Frequency|Duration|Issued Warp|Registers Per|Block Size|Grid Size|Dynamic Shared)' \

@@ -1,9 +1,10 @@
 """One paged decode call of a given shape, for profilers (ncu -k regex:decode_attention):
     python3 scripts/probe_decode_once.py --batch 16 --context 16384 --kv-heads 8 [--head-dim 96] [--nq 4] [--fp8]
-        [--splits 1] [--peer sdpa-cudnn]
+        [--splits 1] [--peer sdpa-cudnn] [--contiguous]
 Warm-up calls first (module load, workspace), then `--calls` profiled ones. `--peer`: instead
 of ours, that peer of the bench case (e.g. sdpa-cudnn, sdpa-flash) on the same keys, as the
-bench builds it."""
+bench builds it. `--contiguous`: ours through decode_attention on the same keys as [B, Hkv, N, D]
+(causal for Nq > 1, as the bench's contiguous case)."""
 from __future__ import annotations
 
 import argparse
@@ -11,7 +12,7 @@ import argparse
 import torch
 
 from cuda_llm_ops.bench import cases_decode as cd
-from cuda_llm_ops.decode import paged_attention, paged_attention_workspace
+from cuda_llm_ops.decode import decode_attention, decode_workspace, paged_attention, paged_attention_workspace
 
 
 def main() -> None:
@@ -25,6 +26,7 @@ def main() -> None:
     ap.add_argument("--splits", type=int, default=0)
     ap.add_argument("--calls", type=int, default=1)
     ap.add_argument("--peer", default="", help="a peer impl of the case to run instead of ours")
+    ap.add_argument("--contiguous", action="store_true", help="ours on a contiguous copy of the keys (16-bit)")
     args = ap.parse_args()
     case = (cd.fp8_case if args.fp8 else cd.paged_case)(args.batch, args.context, args.kv_heads, torch.float16,
                                                             D=args.head_dim, **({"Nq": args.nq} if args.nq > 1 else {}))
@@ -36,6 +38,17 @@ def main() -> None:
         fn = impl.build(inp)
         for _ in range(3 + args.calls):
             fn()
+        torch.cuda.synchronize()
+        return
+    if args.contiguous:
+        k, v = cd.contiguous_kv(inp)
+        q = inp["q"] if inp["q"].dim() == 4 else inp["q"].unsqueeze(2)
+        B, Hkv, N, D = k.shape
+        out = torch.empty_like(q)
+        ws = decode_workspace(B, q.shape[1], Hkv, D, N, q.dtype, seq_len_q=q.shape[2], num_splits=args.splits,
+                              paged=False)
+        for _ in range(3 + args.calls):
+            decode_attention(q, k, v, out=out, num_splits=args.splits, workspace=ws, is_causal=q.shape[2] > 1)
         torch.cuda.synchronize()
         return
     suffix = "_fp8" if args.fp8 else ""
