@@ -2004,6 +2004,36 @@ WIDE_PAGED_DEPTH_VARIANTS = {"wide": {"CLO_DECODE_WIDE_ROWS": "1"},
                              "wide.st4": {"CLO_DECODE_WIDE_ROWS": "1", "CLO_DECODE_TMA_STAGES": "4"}}
 WIDE_PAGED_DEPTH_RUNS = {(s, v) for s in (3, 4, 8) for v in WIDE_PAGED_DEPTH_VARIANTS}
 
+# --wide-paged-d64 (stop 89, after the two-tile D = 64 kernel's launch bounds ask two blocks per
+# SM): paged D = 64 Nq 5 across the two-tile bands, the 16-row rules (old) and the automatic call
+# against wide blocks at 2 and 3 stages (w2 / w3) at the paged rule's count and at the contiguous
+# rule's (twice it; 3 past one unit per SM; `wide_paged_d64_runs`)
+WIDE_PAGED_D64_ROWS = [(b, n, 8, 64, 5, False) for b, n in (
+    (2, 16384), (4, 16384), (6, 8192), (8, 16384), (12, 4096), (16, 16384), (18, 4096), (20, 4096), (20, 16384),
+    (22, 8192), (12, 2048), (20, 2048))]
+WIDE_PAGED_D64_VARIANTS = {"auto": {}, "old": {"CLO_DECODE_WIDE_ROWS": "0"},
+                           "w2": {"CLO_DECODE_WIDE_ROWS": "1", "CLO_DECODE_TMA_STAGES": "2"},
+                           "w3": {"CLO_DECODE_WIDE_ROWS": "1", "CLO_DECODE_TMA_STAGES": "3"}}
+
+
+def wide_paged_d64_runs(b: int, n: int, sms: int) -> set:
+    """auto, old, and w2 / w3 at the paged and the contiguous rule's counts (stop 89's mirror)."""
+    units = 8 * b
+    if 100 * units < 45 * sms:
+        counts = {min(128, n // 256, k * (sms // units)) for k in (1, 2)}
+    elif units <= sms:
+        counts = {1, 2, 3, 4}
+    else:
+        counts = {2, 3}
+    return {(0, "auto"), (0, "old")} | {(k, v) for k in counts for v in ("w2", "w3")}
+
+
+def wide_paged_d64_sweep(iters, copy_bw):
+    sms = torch.cuda.get_device_properties(0).multi_processor_count
+    for row in WIDE_PAGED_D64_ROWS:
+        forced_splits_sweep([row], WIDE_PAGED_D64_VARIANTS, wide_paged_d64_runs(row[0], row[1], sms),
+                            peer=None)(iters, copy_bw)
+
 
 def wide_small_runs(units: int, sms: int) -> set:
     """The automatic call and wide blocks at SMs // units splits, twice and half that (at most kMaxSplits 128)."""
@@ -2762,6 +2792,7 @@ SWEEPS = {
     "wide-paged-depth": (forced_splits_sweep(WIDE_PAGED_DEPTH_ROWS, WIDE_PAGED_DEPTH_VARIANTS, WIDE_PAGED_DEPTH_RUNS,
                                              peer=None),
                          "paged against contiguous D=64 two-row-tile blocks at 2-4 stages, 3 / 4 / 8 splits"),
+    "wide-paged-d64": (wide_paged_d64_sweep, "paged D=64 Nq 5 two-tile blocks at 2 / 3 stages, the paged and contiguous rules' counts"),
     "wide-mid": (forced_splits_sweep(WIDE_MID_ROWS, WIDE_MID_VARIANTS, WIDE_MID_RUNS, peer=None),
                  "D=64 Nq 5 at 1.03-1.38 KV heads per SM: auto, wide at 1-3 and 16-row at 1-2 splits"),
     "wide-d64-d96-confirm": (forced_splits_sweep(WIDE_CONFIRM_ROWS, WIDE_CONFIRM_VARIANTS, WIDE_CONFIRM_RUNS, peer=None),
