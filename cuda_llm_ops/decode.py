@@ -411,14 +411,14 @@ def decode_num_splits(batch: int, num_kv_heads: int, rows_per_kv_head: int, max_
       query rows per KV head (Nq 5-8 at GQA 32/8, one new token at groups of 17-32): one
       block of 32 rows per (batch, KV head) reads the keys once for both 16-row tiles, at
       `units = batch * num_kv_heads` per split. At head_dim 64 and 96 with
-      `max_kv_len >= 2048`: below 0.45 times the SMs, `SMs // units` splits (twice that on
-      contiguous head_dim 64 caches) of at least 256 keys, at most 128 (GQA 32:8 Nq 5
-      contiguous D=64 B=5/8K 72.2 -> 30.3 us, "Stop 89"); from 0.45 times up to 1 (head_dim
-      96: 1.5), the count of 1 to 4 splits of at least 1024 keys whose waves of blocks are
-      fullest (twice that, at most 4, on contiguous head_dim 64 caches; GQA 32:8 Nq 5 paged
-      D=96 B=16/4K 102.5 -> 69.2 us, contiguous D=64 B=8/16K 141.2 -> 73.6,
-      csrc/decode/NOTES.md "Stop 88"); contiguous head_dim 64 past 1 up to 1.35 times with
-      `max_kv_len >= 4096`: 3 (B=22/16K 249.0 -> 188.4, "Stop 89"). At
+      `max_kv_len >= 2048`: below 0.45 times the SMs, `SMs // units` splits (twice that at
+      head_dim 64) of at least 256 keys, at most 128 (GQA 32:8 Nq 5 contiguous D=64 B=5/8K
+      72.2 -> 30.3 us, "Stop 89"); from 0.45 times up to 1 (head_dim 96: 1.5), the count of
+      1 to 4 splits of at least 1024 keys whose waves of blocks are fullest (twice that, at
+      most 4, at head_dim 64; GQA 32:8 Nq 5 paged D=96 B=16/4K 102.5 -> 69.2 us, contiguous
+      D=64 B=8/16K 141.2 -> 73.6, csrc/decode/NOTES.md "Stop 88"; paged D=64 B=8/16K 141.1 ->
+      79.2, "Stop 89"); head_dim 64 past 1 up to 1.35 times with `max_kv_len >= 4096`: 3
+      (contiguous B=22/16K 249.0 -> 188.4, paged B=22/8K 147.7 -> 109.7, "Stop 89"). At
       head_dim 128 and at least 1024 keys: up to one unit per SM,
       `SMs // units` splits (no split under 1024 keys) where that fills 90% of the SMs
       (Nq 8 B=8/16K paged 153.4 -> 146.8 us at 2, csrc/decode/NOTES.md "Stop 69"); 1-1.35

@@ -2015,6 +2015,12 @@ WIDE_PAGED_D64_VARIANTS = {"auto": {}, "old": {"CLO_DECODE_WIDE_ROWS": "0"},
                            "w2": {"CLO_DECODE_WIDE_ROWS": "1", "CLO_DECODE_TMA_STAGES": "2"},
                            "w3": {"CLO_DECODE_WIDE_ROWS": "1", "CLO_DECODE_TMA_STAGES": "3"}}
 
+# --wide-paged-d64-confirm (stop 89): paged D = 64 on the contiguous rule's counts (two-tile
+# blocks two per SM) against the 16-row rules, between the measured points; MQA, Nq 8
+WIDE_PAGED_D64_CONFIRM_ROWS = ([(b, n, 8, 64, 5, False) for b, n in (
+    (1, 16384), (1, 4096), (3, 8192), (5, 2048), (8, 4096), (10, 16384), (14, 8192), (17, 4096), (21, 16384),
+    (19, 2048))] + [(24, 4096, 1, 64, 1, False), (2, 16384, 8, 64, 8, False)])
+
 
 def wide_paged_d64_runs(b: int, n: int, sms: int) -> set:
     """auto, old, and w2 / w3 at the paged and the contiguous rule's counts (stop 89's mirror)."""
@@ -2793,6 +2799,9 @@ SWEEPS = {
                                              peer=None),
                          "paged against contiguous D=64 two-row-tile blocks at 2-4 stages, 3 / 4 / 8 splits"),
     "wide-paged-d64": (wide_paged_d64_sweep, "paged D=64 Nq 5 two-tile blocks at 2 / 3 stages, the paged and contiguous rules' counts"),
+    "wide-paged-d64-confirm": (forced_splits_sweep(WIDE_PAGED_D64_CONFIRM_ROWS, WIDE_CONFIRM_VARIANTS, WIDE_CONFIRM_RUNS,
+                                                   peer=None),
+                               "paged D=64 two-tile rows on the contiguous rule's counts against the 16-row rules"),
     "wide-mid": (forced_splits_sweep(WIDE_MID_ROWS, WIDE_MID_VARIANTS, WIDE_MID_RUNS, peer=None),
                  "D=64 Nq 5 at 1.03-1.38 KV heads per SM: auto, wide at 1-3 and 16-row at 1-2 splits"),
     "wide-d64-d96-confirm": (forced_splits_sweep(WIDE_CONFIRM_ROWS, WIDE_CONFIRM_VARIANTS, WIDE_CONFIRM_RUNS, peer=None),

@@ -528,8 +528,8 @@ constexpr int64_t decode_wide_rows_fill_splits(int64_t units, int64_t sms) {
 // `units` (batch x KV heads) from 0.45 per SM, at the count of 1-4 (splits of
 // kWideRowsSplitKeys keys or more, from 2048 keys) whose waves are fullest (the
 // smaller count where two are level): up to one unit per SM, and at head_dim 96 to 1.5; on
-// contiguous head_dim 64 caches twice that count, at most 4 (measured ahead; why not probed:
-// their wide blocks run 3 stages of 128-byte rows). H200, graph replays, cold L2, GQA 32/8 Nq 5 (20 rows), us, the
+// head_dim 64 twice that count, at most 4 (contiguous caches measured ahead in stop 88; paged
+// ones since their blocks run two per SM, stop 89, below). H200, graph replays, cold L2, GQA 32/8 Nq 5 (20 rows), us, the
 // automatic count of 16-row blocks -> this (splits; `--wide-d64-d96`): paged D = 96 B=8 (0.48)
 // 4K 66.3 -> 39.9 (2), 16K 228.1 -> 137.0; B=12 (0.73) 4K 71.1 -> 63.3 (4), 16K 264.8 -> 199.1,
 // 2K 38.9 -> 36.4 (1: 2048 keys cap it at 2); B=16 (0.97) 4K 103.2 -> 69.6 (1), 16K 396.3 ->
@@ -540,32 +540,37 @@ constexpr int64_t decode_wide_rows_fill_splits(int64_t units, int64_t sms) {
 // -> 149.4, B=16 4K 59.2 -> 49.0, 16K 222.0 -> 183.2; contiguous D = 64 B=8 4K 37.9 -> 24.7 (4),
 // 16K 140.0 -> 73.1, B=12 16K 189.1 -> 116.8 (4), B=16 4K 55.1 -> 41.7 (2), 16K 194.9 -> 139.7.
 // Below 0.45 units per SM (NOTES.md "Stop 89", `--wide-small`): one wave of splits,
-// SMs // units (contiguous head_dim 64: twice that), of kWideRowsSmallGridSplitKeys keys or more;
+// SMs // units (head_dim 64: twice that), of kWideRowsSmallGridSplitKeys keys or more;
 // the automatic 16-row call -> this, us: contiguous D = 64 B=1/16K 22.7 -> 17.8 (32), B=1/4K
 // 9.8 -> 9.4 (16: 256 keys; 32 splits 11.1), B=2/16K 39.9 -> 24.8 (16), B=4/16K 74.5 -> 41.0
-// (8), B=6/16K 140.8 -> 72.0 (4); paged D = 64 B=1/16K 25.4 -> 17.6 (16; 32 splits 23.4), B=2/4K
+// (8), B=6/16K 140.8 -> 72.0 (4); paged D = 64 B=1/16K 25.4 -> 17.6 (16; 32 splits 23.4 before the launch bounds below), B=2/4K
 // 15.4 -> 11.7 (8), B=6/16K 161.3 -> 96.7 (2); contiguous D = 96 B=1/4K 13.4 -> 11.6 (16),
 // B=4/16K 99.6 -> 62.7 (4); paged D = 96 B=2/16K 62.3 -> 39.5 (8), B=6/4K 60.3 -> 39.3 (2).
-// Contiguous head_dim 64 past one unit per SM to 1.35, from 4096 keys: 3 splits (`--wide-mid`,
+// Head_dim 64 past one unit per SM to 1.35, from 4096 keys: 3 splits (contiguous: `--wide-mid`,
 // GQA 32/8 Nq 5, the 16-row call's even 2 / 16-row 1 split -> wide 3): B=17 (1.03) 4K 65.0 /
 // 57.3 -> 53.6, 16K 225.2 / 213.5 -> 182.6; B=20 (1.21) 4K 66.2 / 57.9 -> 56.2, 8K 118.1 /
 // 110.8 -> 99.2; B=22 (1.33) 16K 249.0 / 239.0 -> 188.4; at 2048 keys the 16-row 1 split leads
-// (B=20 31.7 against wide 3 34.9; decode_d64_tail_splits). Left to the 16-row rules: paged
-// head_dim 64 past one unit per SM (B=20/4K 63.7 against 80.0 at wide 3, 16K 212.3 / 258.6).
+// (B=20 31.7 against wide 3 34.9; decode_d64_tail_splits).
+// Paged head_dim 64 alike since its two-tile blocks run two per SM (their launch bounds, stop 89:
+// the paged instance had taken 112 registers, one block per SM, and trailed contiguous ones 10-40%
+// wherever a second wave of splits ran beside the first). `--wide-paged-d64`, H200, GQA 32/8 Nq
+// 5, us, the paged count before (one wave; 1-4 from 0.45; 16-row blocks past one unit per SM) ->
+// the contiguous one, 3 stages: B=2/16K 29.9 -> 26.5 (16), B=4/16K 53.2 -> 43.9 (8), B=6/8K 53.0
+// -> 42.8 (4), B=8/16K 141.1 -> 79.2 (4), B=16/16K 191.2 -> 148.9 (2), B=12/2K 27.4 -> 25.5 (2),
+// B=22/8K 147.7 -> 109.7 (3), B=20/16K 214.5 -> 199.9, B=20/4K 64.1 -> 61.3, B=18/4K level 59.8;
+// at 2048 keys past one unit per SM level (B=20 39.0 / 38.6 at wide 3): the 16-row rules keep it.
 // Returns the count, or 0.
 constexpr int64_t kWideRowsNarrowDimMinUnitsPct = 45;
 constexpr int64_t kWideRowsSmallGridSplitKeys = 256;
-inline int decode_wide_rows_d64_d96_splits(int head_dim, bool paged, int64_t units, int64_t sms,
-                                           int64_t max_kv_len) {
-  const bool contiguous_d64 = head_dim == 64 && !paged;
+inline int decode_wide_rows_d64_d96_splits(int head_dim, int64_t units, int64_t sms, int64_t max_kv_len) {
+  const bool d64 = head_dim == 64;
   if (max_kv_len < 2 * kWideRowsSplitKeys) return 0;
   if (100 * units < kWideRowsNarrowDimMinUnitsPct * sms) {
     const int64_t cap = std::min<int64_t>(kMaxSplits, max_kv_len / kWideRowsSmallGridSplitKeys);
-    return static_cast<int>(std::min<int64_t>(cap, (contiguous_d64 ? 2 : 1) * (sms / units)));
+    return static_cast<int>(std::min<int64_t>(cap, (d64 ? 2 : 1) * (sms / units)));
   }
-  if (contiguous_d64 && units > sms)
-    return 100 * units <= 135 * sms && max_kv_len >= kLargeGridMinKeys ? 3 : 0;
-  if (units > sms && (head_dim == 64 || 2 * units > 3 * sms)) return 0;
+  if (d64 && units > sms) return 100 * units <= 135 * sms && max_kv_len >= kLargeGridMinKeys ? 3 : 0;
+  if (units > sms && 2 * units > 3 * sms) return 0;
   const int64_t cap = std::min<int64_t>(kMaxSplits, max_kv_len / kWideRowsSplitKeys);
   // the waves' fill at k splits: (k x units) / (its whole waves x SMs), compared across k exactly
   int64_t splits = 1, blocks = units, slots = div_ceil(units, sms) * sms;
@@ -573,14 +578,14 @@ inline int decode_wide_rows_d64_d96_splits(int head_dim, bool paged, int64_t uni
     const int64_t k_blocks = k * units, k_slots = div_ceil(k_blocks, sms) * sms;
     if (k_blocks * slots > blocks * k_slots) splits = k, blocks = k_blocks, slots = k_slots;
   }
-  return static_cast<int>(head_dim == 64 && !paged ? std::min<int64_t>({2 * splits, 4, cap}) : splits);
+  return static_cast<int>(d64 ? std::min<int64_t>({2 * splits, 4, cap}) : splits);
 }
-inline int decode_wide_rows_splits(int head_dim, bool paged, int rows_per_kv_head, int64_t units, int64_t sms,
+inline int decode_wide_rows_splits(int head_dim, int rows_per_kv_head, int64_t units, int64_t sms,
                                    int64_t max_kv_len, bool hbm3e) {
   if (!hbm3e || (head_dim != 64 && head_dim != 96 && head_dim != 128) || rows_per_kv_head <= kRowsPerBlock ||
       rows_per_kv_head > 2 * kRowsPerBlock || units <= 0 || sms <= 0)
     return 0;
-  if (head_dim != 128) return decode_wide_rows_d64_d96_splits(head_dim, paged, units, sms, max_kv_len);
+  if (head_dim != 128) return decode_wide_rows_d64_d96_splits(head_dim, units, sms, max_kv_len);
   const int64_t cap = std::min<int64_t>(kMaxSplits, max_kv_len / kWideRowsSplitKeys);
   if (cap < 1) return 0;
   if (units <= sms) {
@@ -595,12 +600,12 @@ inline int decode_wide_rows_splits(int head_dim, bool paged, int rows_per_kv_hea
 // Whether a call of `splits` splits runs two row tiles per block: the automatic count's
 // (decode_wide_rows_splits; the CLO_DECODE_WIDE_ROWS knob forces it off, or on for any
 // count wherever the rows span two tiles).
-inline bool decode_wide_rows_pay(int head_dim, bool paged, int rows_per_kv_head, int64_t units, int splits,
+inline bool decode_wide_rows_pay(int head_dim, int rows_per_kv_head, int64_t units, int splits,
                                  int64_t sms, int64_t max_kv_len, bool hbm3e) {
   const int knob = decode_dev_wide_rows();
   if (knob == kDecodeWideRowsOff || rows_per_kv_head <= kRowsPerBlock) return false;
   return knob == kDecodeWideRowsOn || knob == kDecodeWideRowsBalanced ||
-         splits == decode_wide_rows_splits(head_dim, paged, rows_per_kv_head, units, sms, max_kv_len, hbm3e);
+         splits == decode_wide_rows_splits(head_dim, rows_per_kv_head, units, sms, max_kv_len, hbm3e);
 }
 // Whether a two-row-tile call of `splits` splits (decode_wide_rows_pay) asks for the balanced
 // schedule: 2 splits in the automatic rule's band (decode_wide_rows_balanced_band), or any 2-split
@@ -718,7 +723,7 @@ inline int decode_partial_wave_splits(int head_dim, bool paged, int64_t units, i
 // the large-grid rule (kLargeGridMinKeys); two-row-tile blocks beyond one unit per SM at
 // kWideRowsSplitKeys (as kSpreadTailMinKeys) and twice that (as kPartialWaveMinKeys), at head
 // dims 64 / 96 from twice that at any grid (below 0.45 units per SM their count then grows with
-// the length) and on contiguous head_dim 64 past one unit per SM from kLargeGridMinKeys.
+// the length) and on head_dim 64 past one unit per SM from kLargeGridMinKeys.
 // decode_attention_workspace_floats_upto reads them (and, per batch size, where two-row-tile
 // blocks first fill the SMs up to one unit per SM, and where head pairs of 72-80 below 0.35
 // pairs per SM reach their most splits): a rule that tests another length must add it here.
@@ -779,7 +784,7 @@ static_assert(kHbm3eD128LongKeys == kLargeGridMinKeys && kPartialWaveFullWaveKey
               "the HBM3e D = 128 rules' lengths are in the edge list");
 static_assert(kWideRowsSplitKeys == kSpreadTailMinKeys && 2 * kWideRowsSplitKeys == kPartialWaveMinKeys,
               "the two-tile rule's edges beyond one unit per SM (1024, 2048 keys) are in the edge list");
-static_assert(kLargeGridMinKeys == 4096, "contiguous D = 64 two-tile blocks past one unit per SM start at an edge");
+static_assert(kLargeGridMinKeys == 4096, "D = 64 two-tile blocks past one unit per SM start at an edge");
 constexpr int kSplitRuleLengthEdges[] = {kSpreadTailMinKeys, kPartialWaveMinKeys, kLargeGridMinKeys, 8192};
 // `shared_lines`: paged rows that are not whole 128-byte lines beside other KV heads
 // (decode_units_share_lines), units of one row tile.
