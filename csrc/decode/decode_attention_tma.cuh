@@ -88,14 +88,16 @@ CLO_DEVICE void decode_tma_row_box(void* dst, const CUtensorMap* map, int kvh, i
 // (two blocks streaming the same keys). p.row_tiles then counts units of kRowTiles x 16 rows.
 // kNarrow (decode_narrow_rows_pay): units of at most 8 rows on decode_warp_tile_narrow.
 // Two blocks per SM are asked of the spread tail (above) and of two-row-tile blocks at head_dim
-// 64, whose paged instance took 112 registers where the contiguous one took 96: at 9 warps of
-// 112, one block per SM (a sub-partition holds 4 such warps), so paged calls gained nothing from
-// a second wave of splits that contiguous ones ran beside the first (NOTES.md "Stop 89": ncu,
-// GQA 32/8 Nq 5 B=4/16K at 8 splits, paged / contiguous 102.6K / 74.0K cycles, same DRAM bytes).
+// 64 below 4 stages, whose paged instance took 112 registers where the contiguous one took 96: at
+// 9 warps of 112, one block per SM (a sub-partition holds 4 such warps), so paged calls gained
+// nothing from a second wave of splits that contiguous ones ran beside the first (NOTES.md "Stop
+// 89": ncu, GQA 32/8 Nq 5 B=4/16K at 8 splits, paged / contiguous 102.6K / 74.0K cycles, same
+// DRAM bytes). 4 stages run only at one wave or less (decode_wide_rows_stages), one block per SM:
+// there the bound would only add spills.
 template <typename T, int D, int kStages, class KV, typename KVT = T, int kSchedule = kDecodeEvenGrid,
           int kRowTiles = 1, bool kNarrow = false>
 __global__ void __launch_bounds__(decode_tma_threads(kRowTiles),
-                                  kSchedule == kDecodeSpreadTail || (kRowTiles == 2 && D == 64) ? 2 : 0)
+                                  kSchedule == kDecodeSpreadTail || (kRowTiles == 2 && D == 64 && kStages < 4) ? 2 : 0)
     decode_attention_tma_kernel(const DecodeKernelParams p, const KV kv, const __grid_constant__ CUtensorMap k_map,
                                const __grid_constant__ CUtensorMap v_map,
                                const __grid_constant__ CUtensorMap k_tail_map,

@@ -460,8 +460,9 @@ constexpr bool decode_rule_multi_tile(int spec_rows) { return spec_rows > kRowsP
 // the head_dim 64, 96 and 128 kernels, sm_90): a KV head's rows in 32-row units, each one block of 8
 // math warps over the same K/V stages, where 16-row blocks stream the same keys once per
 // tile (NOTES.md "Stop 69"). Such a block takes 288 threads at ~160 registers: one per SM,
-// so its grid must fill its waves (at D = 64, 96-112 registers on the even grid, two may fit: the
-// D = 64 / 96 rule below counts waves of one block per SM, as measured). On Hopper HBM3e parts at head_dim exactly 128 with 17-32
+// so its grid must fill its waves (at D = 64 its launch bounds hold it to 96 registers beyond 3
+// stages' depth, two per SM: the D = 64 rule below runs twice the D = 96 counts, as measured;
+// stop 89). On Hopper HBM3e parts at head_dim exactly 128 with 17-32
 // query rows per KV head (one 32-row unit), splits of at least kWideRowsSplitKeys keys,
 // `units` (batch x KV heads) run:
 //  - up to one unit per SM, SMs / units splits (rounded down) where that fills 90% of the SMs;
@@ -623,8 +624,8 @@ inline bool decode_wide_rows_runs_balanced(int64_t units, int splits, int64_t sm
 // 128.4, contiguous level): on one wave, 4 stages on paged caches and 3 on contiguous ones
 // (`--wide-rows`, 4 / 3: paged B=1/16K 31.3 / 32.0, B=4/16K 79.1 / 81.2, B=8/16K 146.8 /
 // 150.7; contiguous B=8/16K 132.5 / 130.7, MQA B=48/16K 118.3 / 117.2), as the 16-row small grids (decode_tma_stages_for); 3
-// beyond (its smem plan fits four stages but a second block per SM does not fit its registers
-// either way). Those 4 stages were measured with a box per plane; where the boxes span every
+// beyond (its smem plan fits four stages but, at D = 96 and 128, a second block per SM does not
+// fit its registers either way; at D = 64 two fit at 2-3 stages, stop 89). Those 4 stages were measured with a box per plane; where the boxes span every
 // plane (`spans_planes`, decode_wide_row_boxes_pay) 3 (`--wide-boxes-depth`, stop 71, 4 / 3
 // stages under spanning boxes, us: Nq 8 B=16/4K 67.8 / 67.3, B=8/4K 42.7 / 42.3, B=2/16K
 // 40.5 / 40.3, B=8/16K 131.3 / 131.9, B=4/16K 70.1 / 70.2; MQA B=16/16K 41.6 / 40.9, B=32/16K
