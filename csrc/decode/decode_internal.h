@@ -460,9 +460,8 @@ constexpr bool decode_rule_multi_tile(int spec_rows) { return spec_rows > kRowsP
 // the head_dim 64, 96 and 128 kernels, sm_90): a KV head's rows in 32-row units, each one block of 8
 // math warps over the same K/V stages, where 16-row blocks stream the same keys once per
 // tile (NOTES.md "Stop 69"). Such a block takes 288 threads at ~160 registers: one per SM,
-// so its grid must fill its waves (at D = 64 its launch bounds hold it to 96 registers beyond 3
-// stages' depth, two per SM: the D = 64 rule below runs twice the D = 96 counts, as measured;
-// stop 89). On Hopper HBM3e parts at head_dim exactly 128 with 17-32
+// so its grid must fill its waves (at D = 64 its launch bounds hold it to 96 registers at 2-3
+// stages, two per SM: the D = 64 rule below runs twice the D = 96 counts, as measured; stop 89). On Hopper HBM3e parts at head_dim exactly 128 with 17-32
 // query rows per KV head (one 32-row unit), splits of at least kWideRowsSplitKeys keys,
 // `units` (batch x KV heads) run:
 //  - up to one unit per SM, SMs / units splits (rounded down) where that fills 90% of the SMs;
