@@ -2022,8 +2022,9 @@ WIDE_PAGED_D64_CONFIRM_ROWS = ([(b, n, 8, 64, 5, False) for b, n in (
     (19, 2048))] + [(24, 4096, 1, 64, 1, False), (2, 16384, 8, 64, 8, False)])
 
 
-def wide_paged_d64_runs(b: int, n: int, sms: int) -> set:
+def wide_paged_d64_runs(row, sms: int) -> set:
     """auto, old, and w2 / w3 at the paged and the contiguous rule's counts (stop 89's mirror)."""
+    b, n = row[0], row[1]
     units = 8 * b
     if 100 * units < 45 * sms:
         counts = {min(128, n // 256, k * (sms // units)) for k in (1, 2)}
@@ -2034,23 +2035,10 @@ def wide_paged_d64_runs(b: int, n: int, sms: int) -> set:
     return {(0, "auto"), (0, "old")} | {(k, v) for k in counts for v in ("w2", "w3")}
 
 
-def wide_paged_d64_sweep(iters, copy_bw):
-    sms = torch.cuda.get_device_properties(0).multi_processor_count
-    for row in WIDE_PAGED_D64_ROWS:
-        forced_splits_sweep([row], WIDE_PAGED_D64_VARIANTS, wide_paged_d64_runs(row[0], row[1], sms),
-                            peer=None)(iters, copy_bw)
-
-
-def wide_small_runs(units: int, sms: int) -> set:
+def wide_small_runs(row, sms: int) -> set:
     """The automatic call and wide blocks at SMs // units splits, twice and half that (at most kMaxSplits 128)."""
-    one_wave = max(1, sms // units)
+    one_wave = max(1, sms // (row[0] * row[2]))
     return {(0, "auto")} | {(min(128, k), "wide") for k in {max(1, one_wave // 2), one_wave, 2 * one_wave}}
-
-
-def wide_small_sweep(iters, copy_bw):
-    sms = torch.cuda.get_device_properties(0).multi_processor_count
-    for row in WIDE_SMALL_ROWS:
-        forced_splits_sweep([row], WIDE_D64_D96_VARIANTS, wide_small_runs(row[0] * row[2], sms), peer=None)(iters, copy_bw)
 
 
 def forced_splits_sweep(rows, variants=FORCED_SPLITS_VARIANTS, runs=None, show_kernels=False, peer="sdpa-cudnn"):
@@ -2058,15 +2046,19 @@ def forced_splits_sweep(rows, variants=FORCED_SPLITS_VARIANTS, runs=None, show_k
     contiguous copy), the peer first, at 0-3 splits or the counts `runs` names (graph replays, cold
     L2): the (splits, label)
     pairs of `runs`, or else the automatic count under the "auto" labels and 1, 2 and 3 splits
-    under the others; `show_kernels`: first the decode kernels of each row's automatic call; `peer`
-    None: no peer timed."""
-    def only(ns, label):
-        return (ns, label) in runs if runs is not None else label.startswith("auto") == (ns == 0)
-
-    counts = sorted({ns for ns, _ in runs}) if runs is not None else (0, 1, 2, 3)
-
+    under the others; `runs` may also be a function of (row, SMs) giving each row its own pairs;
+    `show_kernels`: first the decode kernels of each row's automatic call; `peer` None: no peer
+    timed."""
     def sweep(iters, copy_bw):
-        for B, N, hkv, d, nq, contiguous in rows:
+        sms = torch.cuda.get_device_properties(0).multi_processor_count
+        for row in rows:
+            B, N, hkv, d, nq, contiguous = row
+            row_runs = runs(row, sms) if callable(runs) else runs
+            counts = sorted({ns for ns, _ in row_runs}) if row_runs is not None else (0, 1, 2, 3)
+
+            def only(ns, label, row_runs=row_runs):
+                return (ns, label) in row_runs if row_runs is not None else label.startswith("auto") == (ns == 0)
+
             case = cd.paged_case(B, N, hkv, torch.float16, D=d, block_size=16, Nq=nq)
             title = f"{'contig' if contiguous else 'paged'} D={d} B={B} N={N} Hkv={hkv} Nq={nq}"
             if show_kernels:
@@ -2791,14 +2783,16 @@ SWEEPS = {
                     "contiguous D=64 / 96 Nq 5 and 8 (two row tiles per KV head) over their bands: auto, 1, 3, even and balanced 2"),
     "wide-d64-d96": (forced_splits_sweep(WIDE_D64_D96_ROWS, WIDE_D64_D96_VARIANTS, WIDE_D64_D96_RUNS, peer=None),
                      "D=64 / 96 Nq 5 and 8 (two row tiles per KV head): 16-row blocks at auto against wide blocks at 1-4 splits"),
-    "wide-small": (wide_small_sweep, "D=64 / 96 Nq 5 below 0.45 KV heads per SM: auto against wide blocks at half, one and two waves' counts"),
+    "wide-small": (forced_splits_sweep(WIDE_SMALL_ROWS, WIDE_D64_D96_VARIANTS, wide_small_runs, peer=None),
+                   "D=64 / 96 Nq 5 below 0.45 KV heads per SM: auto against wide blocks at half, one and two waves' counts"),
     "wide-small-confirm": (forced_splits_sweep(WIDE_SMALL_CONFIRM_ROWS, WIDE_CONFIRM_VARIANTS, WIDE_SMALL_CONFIRM_RUNS,
                                                peer=None),
                            "stop 89's two-row-tile counts (below 0.45, contiguous D=64 past one) against the 16-row rules"),
     "wide-paged-depth": (forced_splits_sweep(WIDE_PAGED_DEPTH_ROWS, WIDE_PAGED_DEPTH_VARIANTS, WIDE_PAGED_DEPTH_RUNS,
                                              peer=None),
                          "paged against contiguous D=64 two-row-tile blocks at 2-4 stages, 3 / 4 / 8 splits"),
-    "wide-paged-d64": (wide_paged_d64_sweep, "paged D=64 Nq 5 two-tile blocks at 2 / 3 stages, the paged and contiguous rules' counts"),
+    "wide-paged-d64": (forced_splits_sweep(WIDE_PAGED_D64_ROWS, WIDE_PAGED_D64_VARIANTS, wide_paged_d64_runs, peer=None),
+                       "paged D=64 Nq 5 two-tile blocks at 2 / 3 stages, the paged and contiguous rules' counts"),
     "wide-paged-d64-confirm": (forced_splits_sweep(WIDE_PAGED_D64_CONFIRM_ROWS, WIDE_CONFIRM_VARIANTS, WIDE_CONFIRM_RUNS,
                                                    peer=None),
                                "paged D=64 two-tile rows on the contiguous rule's counts against the 16-row rules"),

@@ -12,7 +12,6 @@ import argparse
 import torch
 
 from cuda_llm_ops.bench import cases_decode as cd
-from cuda_llm_ops.decode import decode_attention, decode_workspace, paged_attention, paged_attention_workspace
 
 
 def main() -> None:
@@ -28,6 +27,8 @@ def main() -> None:
     ap.add_argument("--peer", default="", help="a peer impl of the case to run instead of ours")
     ap.add_argument("--contiguous", action="store_true", help="ours on a contiguous copy of the keys (16-bit)")
     args = ap.parse_args()
+    if args.contiguous and args.fp8:
+        ap.error("--contiguous reads the 16-bit keys: not with --fp8")
     case = (cd.fp8_case if args.fp8 else cd.paged_case)(args.batch, args.context, args.kv_heads, torch.float16,
                                                             D=args.head_dim, **({"Nq": args.nq} if args.nq > 1 else {}))
     inp = case.make_inputs()
@@ -36,29 +37,12 @@ def main() -> None:
         if impl is None:
             raise SystemExit(f"--peer: no impl {args.peer!r} in the case (have {[i.name for i in case.impls]})")
         fn = impl.build(inp)
-        for _ in range(3 + args.calls):
-            fn()
-        torch.cuda.synchronize()
-        return
-    if args.contiguous:
-        k, v = cd.contiguous_kv(inp)
-        q = inp["q"] if inp["q"].dim() == 4 else inp["q"].unsqueeze(2)
-        B, Hkv, N, D = k.shape
-        out = torch.empty_like(q)
-        ws = decode_workspace(B, q.shape[1], Hkv, D, N, q.dtype, seq_len_q=q.shape[2], num_splits=args.splits,
-                              paged=False)
-        for _ in range(3 + args.calls):
-            decode_attention(q, k, v, out=out, num_splits=args.splits, workspace=ws, is_causal=q.shape[2] > 1)
-        torch.cuda.synchronize()
-        return
-    suffix = "_fp8" if args.fp8 else ""
-    q, kc, vc = inp["q"], inp["k_cache" + suffix], inp["v_cache" + suffix]
-    bt, sl = inp["block_tables"], inp["seq_lens"]
-    scales = {"k_scale": cd.FP8_SCALE, "v_scale": cd.FP8_SCALE} if args.fp8 else {}
-    out, ws = torch.empty_like(q), paged_attention_workspace(q, kc, bt, num_splits=args.splits)
+    else:  # the call as the dev sweeps time it (scripts/bench_decode_dev.py; this directory is on sys.path)
+        from bench_decode_dev import _split_fns
+        scales = {"k_scale": cd.FP8_SCALE, "v_scale": cd.FP8_SCALE} if args.fp8 else {}
+        fn = _split_fns([inp], args.splits, "_fp8" if args.fp8 else "", contiguous=args.contiguous, **scales)[0]
     for _ in range(3 + args.calls):
-        paged_attention(q, kc, vc, bt, sl, out=out, num_splits=args.splits, workspace=ws, check_indices=False,
-                        **scales)
+        fn()
     torch.cuda.synchronize()
 
 

@@ -1797,14 +1797,13 @@ def _automatic_calls_match(lens, seed, dtype, contiguous=None, grids=False, nq=1
 
 def test_wide_rows_d64_d96_automatic():
     """Head dims 64 and 96 with 17-32 query rows per KV head (GQA 32/8, Nq 5 and 8) on Hopper HBM3e
-    parts run two row tiles per block at decode_wide_rows_d64_d96_splits' count (stop 88: from
-    0.45 units per SM, up to one, and at head_dim 96 to 1.5; the fullest waves of 1-4 splits,
-    twice that on contiguous head_dim 64 caches, at most 4; stop 89: below 0.45 one wave of
-    splits, contiguous head_dim 64 two, and contiguous head_dim 64 from 4096 keys to 1.35 units
-    per SM 3 splits, and paged head_dim 64 alike since its blocks run two per SM); head_dim 64
-    there at 2048 keys keeps 16-row blocks (contiguous: 1 split). Ragged lengths (one shorter than the
-    new tokens, one at the capacity), both layouts, fp16 and bf16, MQA, against the references;
-    the count, the kernel and its grid."""
+    parts run two row tiles per block at decode_wide_rows_d64_d96_splits' count (`_wide_rows_d64_d96`):
+    below 0.45 units per SM one wave of splits (stop 89), up to one unit per SM (head_dim 96: 1.5)
+    the fullest waves of 1-4 (stop 88), twice those counts at head_dim 64 on both layouts, and
+    head_dim 64 past one unit per SM from 4096 keys 3 (stop 89); at 2048 keys there head_dim 64
+    keeps 16-row blocks (contiguous: 1 split). Ragged lengths (one shorter than the new tokens,
+    one at the capacity), both layouts, fp16 and bf16, MQA, against the references; the count,
+    the kernel and its grid."""
     require_op("paged_attention")
     require_op("decode_attention")
     sms = torch.cuda.get_device_properties(0).multi_processor_count

@@ -309,9 +309,8 @@ int decode_attention_num_splits(int batch, int num_kv_heads, int rows_per_kv_hea
   // 16-bit head_dim 64 on sm_90 at 2-3 blocks per SM (decode_d64_tail_splits, NOTES.md v31).
   if (dtype != DType::kFloat8E4M3 && device_cc_major() >= 9 && head_dim == 64 && seq_len_q >= 1 &&
       rows_per_kv_head % seq_len_q == 0) {
-    const bool two_tile_rows = rows_per_kv_head > kRowsPerBlock && rows_per_kv_head <= 2 * kRowsPerBlock;
-    const int splits =
-        decode_d64_tail_splits(paged, packs_head_pairs(1), base, sms, max_kv_len, hbm3e, two_tile_rows);
+    const int splits = decode_d64_tail_splits(paged, packs_head_pairs(1), base, sms, max_kv_len, hbm3e,
+                                              decode_two_tile_rows(rows_per_kv_head));
     if (splits > 1) return splits;
   }
   // 16-bit caches on sm_90 where the unsplit grid leaves a tail: on Hopper HBM3e parts at

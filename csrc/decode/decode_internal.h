@@ -516,6 +516,10 @@ constexpr int decode_row_tiles(int rows_per_kv_head) {
 constexpr int decode_wide_row_tiles(int rows_per_kv_head) {
   return (rows_per_kv_head + 2 * kRowsPerBlock - 1) / (2 * kRowsPerBlock);
 }
+// A KV head's rows span exactly two 16-row tiles (17-32 rows): one two-row-tile unit.
+constexpr bool decode_two_tile_rows(int rows_per_kv_head) {
+  return rows_per_kv_head > kRowsPerBlock && rows_per_kv_head <= 2 * kRowsPerBlock;
+}
 // Up to one unit per SM, the fewest splits whose grid fills 90% of the SMs: the rule's count
 // switches on at this many kWideRowsSplitKeys keys (decode_attention_workspace_floats_upto reads
 // that length too).
@@ -582,8 +586,8 @@ inline int decode_wide_rows_d64_d96_splits(int head_dim, int64_t units, int64_t 
 }
 inline int decode_wide_rows_splits(int head_dim, int rows_per_kv_head, int64_t units, int64_t sms,
                                    int64_t max_kv_len, bool hbm3e) {
-  if (!hbm3e || (head_dim != 64 && head_dim != 96 && head_dim != 128) || rows_per_kv_head <= kRowsPerBlock ||
-      rows_per_kv_head > 2 * kRowsPerBlock || units <= 0 || sms <= 0)
+  if (!hbm3e || (head_dim != 64 && head_dim != 96 && head_dim != 128) || !decode_two_tile_rows(rows_per_kv_head) ||
+      units <= 0 || sms <= 0)
     return 0;
   if (head_dim != 128) return decode_wide_rows_d64_d96_splits(head_dim, units, sms, max_kv_len);
   const int64_t cap = std::min<int64_t>(kMaxSplits, max_kv_len / kWideRowsSplitKeys);
