@@ -2022,6 +2022,18 @@ WIDE_PAGED_D64_CONFIRM_ROWS = ([(b, n, 8, 64, 5, False) for b, n in (
     (19, 2048))] + [(24, 4096, 1, 64, 1, False), (2, 16384, 8, 64, 8, False)])
 
 
+# --wide-short (stop 90): the small band's shortest tables (2-4K keys, where its splits of 256 keys
+# leave part of the SMs idle: B=1/2K at D = 64 runs 8 splits, 64 blocks): the automatic call and
+# the 16-row rules (old) against wide blocks at splits of 256 and 512 keys, both layouts
+WIDE_SHORT_ROWS = ([(b, n, 8, 64, 5, c) for c in (True, False) for b in (1, 2, 3) for n in (2048, 2560, 3072, 4096)]
+                   + [(b, n, 8, 96, 5, c) for c in (True, False) for b in (1, 2) for n in (2048, 3072)])
+WIDE_SHORT_VARIANTS = {"auto": {}, "old": {"CLO_DECODE_WIDE_ROWS": "0"}, "wide": {"CLO_DECODE_WIDE_ROWS": "1"}}
+
+
+def wide_short_runs(row, sms: int) -> set:
+    """auto, old, and wide blocks at splits of 256 and 512 keys."""
+    return {(0, "auto"), (0, "old")} | {(row[1] // k, "wide") for k in (256, 512)}
+
 def wide_paged_d64_runs(row, sms: int) -> set:
     """auto, old, and w2 / w3 at the paged and the contiguous rule's counts (stop 89's mirror)."""
     b, n = row[0], row[1]
@@ -2796,6 +2808,8 @@ SWEEPS = {
     "wide-paged-d64-confirm": (forced_splits_sweep(WIDE_PAGED_D64_CONFIRM_ROWS, WIDE_CONFIRM_VARIANTS, WIDE_CONFIRM_RUNS,
                                                    peer=None),
                                "paged D=64 two-tile rows on the contiguous rule's counts against the 16-row rules"),
+    "wide-short": (forced_splits_sweep(WIDE_SHORT_ROWS, WIDE_SHORT_VARIANTS, wide_short_runs, peer=None),
+                   "D=64 / 96 Nq 5 small band at 2-4K keys: auto, 16-row rules, wide at splits of 256 / 512 keys"),
     "wide-mid": (forced_splits_sweep(WIDE_MID_ROWS, WIDE_MID_VARIANTS, WIDE_MID_RUNS, peer=None),
                  "D=64 Nq 5 at 1.03-1.38 KV heads per SM: auto, wide at 1-3 and 16-row at 1-2 splits"),
     "wide-d64-d96-confirm": (forced_splits_sweep(WIDE_CONFIRM_ROWS, WIDE_CONFIRM_VARIANTS, WIDE_CONFIRM_RUNS, peer=None),
