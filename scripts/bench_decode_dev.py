@@ -2034,6 +2034,21 @@ def wide_short_runs(row, sms: int) -> set:
     """auto, old, and wide blocks at splits of 256 and 512 keys."""
     return {(0, "auto"), (0, "old")} | {(row[1] // k, "wide") for k in (256, 512)}
 
+# --wide-short-confirm (stop 90): paged D = 64's small band at one wave (SMs // units) against two
+# (the contiguous rule's count) across lengths; the 16-row rules where the wide grid fills at most
+# half the SMs (B=1/2K, MQA B=8/2K)
+WIDE_SHORT_CONFIRM_ROWS = ([(b, n, 8, 64, 5, False) for b, n in (
+    (1, 2048), (1, 8192), (1, 16384), (2, 2560), (2, 3072), (2, 8192), (2, 16384), (3, 2048), (3, 3072), (3, 4096),
+    (3, 8192), (4, 2048), (4, 4096), (4, 8192), (5, 2048), (5, 4096), (6, 4096))]
+    + [(b, n, 1, 64, 1, c) for b, n in ((24, 4096), (8, 2048), (16, 2048)) for c in (False, True)]
+    + [(2, 4096, 8, 64, 8, False), (1, 2048, 8, 64, 5, True), (1, 2560, 8, 64, 5, True)])
+
+
+def wide_short_confirm_runs(row, sms: int) -> set:
+    """auto, old, and wide blocks at one and two waves' counts, at most n // 256."""
+    one_wave = sms // (row[0] * row[2])
+    return {(0, "auto"), (0, "old")} | {(min(128, row[1] // 256, k * one_wave), "wide") for k in (1, 2)}
+
 def wide_paged_d64_runs(row, sms: int) -> set:
     """auto, old, and w2 / w3 at the paged and the contiguous rule's counts (stop 89's mirror)."""
     b, n = row[0], row[1]
@@ -2810,6 +2825,9 @@ SWEEPS = {
                                "paged D=64 two-tile rows on the contiguous rule's counts against the 16-row rules"),
     "wide-short": (forced_splits_sweep(WIDE_SHORT_ROWS, WIDE_SHORT_VARIANTS, wide_short_runs, peer=None),
                    "D=64 / 96 Nq 5 small band at 2-4K keys: auto, 16-row rules, wide at splits of 256 / 512 keys"),
+    "wide-short-confirm": (forced_splits_sweep(WIDE_SHORT_CONFIRM_ROWS, WIDE_SHORT_VARIANTS, wide_short_confirm_runs,
+                                               peer=None),
+                           "paged D=64 small band at one and two waves' counts, and the 16-row rules at half-full grids"),
     "wide-mid": (forced_splits_sweep(WIDE_MID_ROWS, WIDE_MID_VARIANTS, WIDE_MID_RUNS, peer=None),
                  "D=64 Nq 5 at 1.03-1.38 KV heads per SM: auto, wide at 1-3 and 16-row at 1-2 splits"),
     "wide-d64-d96-confirm": (forced_splits_sweep(WIDE_CONFIRM_ROWS, WIDE_CONFIRM_VARIANTS, WIDE_CONFIRM_RUNS, peer=None),
