@@ -1268,7 +1268,7 @@ def _wide_rows_balanced_band(units, sms, n):
     return sms < units and 100 * units <= 135 * sms and n >= 2048
 
 
-def _wide_rows_splits(b, hkv, rows, n, sms, hbm3e, d=128):
+def _wide_rows_splits(b, hkv, rows, n, sms, hbm3e, d=128, paged=True):
     """The automatic count of two row tiles per block (decode_wide_rows_splits, stop 69), or 0:
     HBM3e parts, 17-32 rows per KV head, splits of 1024 keys or more; at head_dim 128, `b` x
     `hkv` units: up to one per SM, SMs / units splits where they fill 90% of the SMs; up to
@@ -1279,7 +1279,7 @@ def _wide_rows_splits(b, hkv, rows, n, sms, hbm3e, d=128):
         return 0
     units = b * hkv
     if d != 128:
-        return _wide_rows_d64_d96(d, units, n, sms)
+        return _wide_rows_d64_d96(d, units, n, sms, paged)
     if units <= sms:
         splits = min(cap, sms // units)
         return splits if 10 * units * splits >= 9 * sms else 0
@@ -1292,16 +1292,18 @@ def _wide_rows_splits(b, hkv, rows, n, sms, hbm3e, d=128):
     return 2 if cap >= 2 else 0
 
 
-def _wide_rows_d64_d96(d, units, n, sms):
+def _wide_rows_d64_d96(d, units, n, sms, paged):
     """decode_wide_rows_d64_d96_splits, from 2048 keys: below 0.45 units per SM SMs // units
-    splits (head_dim 64: twice that), at most n // 256 (stop 89); from 0.45 up to one unit per SM
+    splits (head_dim 64: twice that, on paged caches only where n > 1024 x SMs // units, stop 90),
+    at most n // 256 (stop 89); from 0.45 up to one unit per SM
     (head_dim 96: 1.5) the count of 1 to min(4, n // 1024) whose waves of blocks are fullest (the
     smaller where level), head_dim 64 twice that, at most 4 (stop 88, paged since stop 89);
     head_dim 64 past one unit per SM to 1.35, from 4096 keys, 3 (stop 89); else 0."""
     if n < 2048:
         return 0
     if 100 * units < 45 * sms:
-        return min(128, n // 256, (2 if d == 64 else 1) * (sms // units))
+        two_waves = d == 64 and (not paged or n > 1024 * (sms // units))
+        return min(128, n // 256, (2 if two_waves else 1) * (sms // units))
     if d == 64 and units > sms:
         return 3 if 100 * units <= 135 * sms and n >= 4096 else 0
     if units > sms and 2 * units > 3 * sms:
@@ -1798,7 +1800,8 @@ def _automatic_calls_match(lens, seed, dtype, contiguous=None, grids=False, nq=1
 def test_wide_rows_d64_d96_automatic():
     """Head dims 64 and 96 with 17-32 query rows per KV head (GQA 32/8, Nq 5 and 8) on Hopper HBM3e
     parts run two row tiles per block at decode_wide_rows_d64_d96_splits' count (`_wide_rows_d64_d96`):
-    below 0.45 units per SM one wave of splits (stop 89), up to one unit per SM (head_dim 96: 1.5)
+    below 0.45 units per SM one wave of splits, head_dim 64 two (stop 89; paged caches only where one
+    wave's splits would hold more than 1024 keys, stop 90), up to one unit per SM (head_dim 96: 1.5)
     the fullest waves of 1-4 (stop 88), twice those counts at head_dim 64 on both layouts, and
     head_dim 64 past one unit per SM from 4096 keys 3 (stop 89); at 2048 keys there head_dim 64
     keeps 16-row blocks (contiguous: 1 split). Ragged lengths (one shorter than the new tokens,
@@ -1819,12 +1822,13 @@ def test_wide_rows_d64_d96_automatic():
             (96, True, 1.4, 2048, 5, 8, b16, 2), (64, True, 1.21, 4096, 5, 8, f16, 3),
             (64, False, 0.95, 2048, 8, 8, f16, 2),
             (64, False, 1.21, 4096, 5, 8, b16, 3), (64, False, 1.3, 2048, 5, 8, f16, 0),
-            (64, True, 0.06, 16384, 5, 8, f16, 32), (64, False, 0.12, 2048, 8, 8, b16, 8),
+            (64, True, 0.06, 16384, 5, 8, f16, 16), (64, True, 0.12, 16384, 5, 8, b16, 16),
+            (64, False, 0.12, 2048, 8, 8, b16, 8),
             (96, False, 0.3, 4096, 5, 8, f16, 3), (96, True, 0.2, 3000, 8, 8, b16, 5),
             (64, False, 0.1, 4096, 1, 1, f16, 16)):
         b = int(per_sm * sms) // hkv + 1 if per_sm >= 0.45 else max(1, round(per_sm * sms / hkv))
         rows = 32 // hkv * nq
-        want = _wide_rows_splits(b, hkv, rows, n, sms, hbm3e, d)
+        want = _wide_rows_splits(b, hkv, rows, n, sms, hbm3e, d, paged)
         units = b * hkv
         wide = (100 * units < 45 * sms or units <= sms or (d == 96 and 2 * units <= 3 * sms)
                 or (d == 64 and 100 * units <= 135 * sms and n >= 4096))
@@ -1969,7 +1973,7 @@ def test_partial_wave_splits():
                 units8 = 16 * b8
                 in_band8 = hbm3e and d == 128 and n >= (2048 if paged else 4096) and sms < 2 * units8 <= 2 * sms
                 got = llm.decode_num_splits(b8, 8, 32, n, d, dt, paged=paged, seq_len_q=8)
-                want8 = _wide_rows_splits(b8, 8, 32, n, sms, hbm3e, d) or (2 * sms // units8 if in_band8 else 1)
+                want8 = _wide_rows_splits(b8, 8, 32, n, sms, hbm3e, d, paged) or (2 * sms // units8 if in_band8 else 1)
                 assert got == want8, (per_sm, n, d, dt, paged, b8, got)
         if d == 128:  # FP8 caches: not this rule's (16-bit measurements)
             assert llm.decode_num_splits(b, 8, 4, n, d, torch.float8_e4m3fn) == 1, (per_sm, n)
@@ -1991,7 +1995,7 @@ def test_partial_wave_splits():
             want = _wide_rows_splits(b8, hkv, 4 * nq, n, sms, hbm3e) or want  # two row tiles per block first
             assert got == (want if hbm3e else want_generic), (b8, hkv, n, nq, paged, got)
             # another head dim (96): the generic count, but where its two-row-tile rule applies
-            want96 = _wide_rows_splits(b8, hkv, 4 * nq, n, sms, hbm3e, 96) or want_generic
+            want96 = _wide_rows_splits(b8, hkv, 4 * nq, n, sms, hbm3e, 96, paged) or want_generic
             assert llm.decode_num_splits(b8, hkv, 4 * nq, n, 96, torch.float16, paged=paged, seq_len_q=nq) == \
                 want96, (b8, hkv, n, nq, paged)
     f16 = torch.float16

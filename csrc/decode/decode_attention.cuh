@@ -1786,7 +1786,7 @@ cudaError_t run_decode_attention(const DecodeAttentionArgs& a, cudaStream_t stre
       const int64_t read_kv_len = decode_read_kv_len(a);
       if (sm90 && pack_group == 0 && p.rows > kRowsPerBlock && forced != kDecodeKernelCpAsync &&
           decode_wide_rows_pay(a.head_dim, p.rows, wide_units, a.num_splits, sms, read_kv_len,
-                               device_is_hopper_hbm3e())) {
+                               device_is_hopper_hbm3e(), kPaged)) {
         const bool balanced = decode_runs_wide_rows_balanced<T, D, KVT>() && streamk_mode != kDecodeStreamKOff &&
                               decode_wide_rows_runs_balanced(wide_units, a.num_splits, sms, read_kv_len);
         int64_t sk_blocks = balanced ? decode_streamk_blocks(wide_units, sms, 1) : 0;

@@ -303,7 +303,7 @@ int decode_attention_num_splits(int batch, int num_kv_heads, int rows_per_kv_hea
   // 64 ahead of its own rule below, which counts the two tiles as two units).
   if (dtype != DType::kFloat8E4M3 && device_cc_major() >= 9 && decode_dev_wide_rows() != kDecodeWideRowsOff) {
     const int64_t wide_units = static_cast<int64_t>(batch) * num_kv_heads * decode_wide_row_tiles(rows_per_kv_head);
-    const int wide = decode_wide_rows_splits(head_dim, rows_per_kv_head, wide_units, sms, max_kv_len, hbm3e);
+    const int wide = decode_wide_rows_splits(head_dim, rows_per_kv_head, wide_units, sms, max_kv_len, hbm3e, paged);
     if (wide > 0) return wide;
   }
   // 16-bit head_dim 64 on sm_90 at 2-3 blocks per SM (decode_d64_tail_splits, NOTES.md v31).

@@ -563,15 +563,25 @@ constexpr int64_t decode_wide_rows_fill_splits(int64_t units, int64_t sms) {
 // -> 42.8 (4), B=8/16K 141.1 -> 79.2 (4), B=16/16K 191.2 -> 148.9 (2), B=12/2K 27.4 -> 25.5 (2),
 // B=22/8K 147.7 -> 109.7 (3), B=20/16K 214.5 -> 199.9, B=20/4K 64.1 -> 61.3, B=18/4K level 59.8;
 // at 2048 keys past one unit per SM level (B=20 39.0 / 38.6 at wide 3): the 16-row rules keep it.
+// Paged head_dim 64 below 0.45 units per SM takes the second wave only where one wave's splits
+// would hold more than kWideRowsSplitKeys keys (NOTES.md "Stop 90", `--wide-short-confirm`, GQA
+// 32/8 Nq 5, us, two waves -> one): B=1/8K 14.2 -> 11.8 (16), B=1/16K 18.9 -> 17.5 (16), B=2/3K
+// 11.7 -> 10.3 (8), B=3/4K 15.9 -> 15.2 (5), B=4/2K 12.9 -> 11.9 (4), MQA B=24/4K 16.5 -> 15.8
+// (5), Nq 8 B=2/4K 13.8 -> 12.0 (8); level at 1024 keys (B=2/8K 17.6 / 17.4, B=4/4K 17.6 / 17.6);
+// beyond, two waves lead (B=2/16K 26.6 against 28.8, B=3/8K 22.9 / 24.6, B=5/4K 20.6 / 21.9,
+// B=6/4K 25.5 / 28.7). Contiguous caches keep both waves (MQA B=24/4K 15.4 against 15.8).
 // Returns the count, or 0.
 constexpr int64_t kWideRowsNarrowDimMinUnitsPct = 45;
 constexpr int64_t kWideRowsSmallGridSplitKeys = 256;
-inline int decode_wide_rows_d64_d96_splits(int head_dim, int64_t units, int64_t sms, int64_t max_kv_len) {
+inline int decode_wide_rows_d64_d96_splits(int head_dim, int64_t units, int64_t sms, int64_t max_kv_len,
+                                           bool paged) {
   const bool d64 = head_dim == 64;
   if (max_kv_len < 2 * kWideRowsSplitKeys) return 0;
   if (100 * units < kWideRowsNarrowDimMinUnitsPct * sms) {
     const int64_t cap = std::min<int64_t>(kMaxSplits, max_kv_len / kWideRowsSmallGridSplitKeys);
-    return static_cast<int>(std::min<int64_t>(cap, (d64 ? 2 : 1) * (sms / units)));
+    const int64_t one_wave = sms / units;
+    const bool two_waves = d64 && (!paged || max_kv_len > kWideRowsSplitKeys * one_wave);
+    return static_cast<int>(std::min<int64_t>(cap, (two_waves ? 2 : 1) * one_wave));
   }
   if (d64 && units > sms) return 100 * units <= 135 * sms && max_kv_len >= kLargeGridMinKeys ? 3 : 0;
   if (units > sms && 2 * units > 3 * sms) return 0;
@@ -585,11 +595,11 @@ inline int decode_wide_rows_d64_d96_splits(int head_dim, int64_t units, int64_t 
   return static_cast<int>(d64 ? std::min<int64_t>({2 * splits, 4, cap}) : splits);
 }
 inline int decode_wide_rows_splits(int head_dim, int rows_per_kv_head, int64_t units, int64_t sms,
-                                   int64_t max_kv_len, bool hbm3e) {
+                                   int64_t max_kv_len, bool hbm3e, bool paged) {
   if (!hbm3e || (head_dim != 64 && head_dim != 96 && head_dim != 128) || !decode_two_tile_rows(rows_per_kv_head) ||
       units <= 0 || sms <= 0)
     return 0;
-  if (head_dim != 128) return decode_wide_rows_d64_d96_splits(head_dim, units, sms, max_kv_len);
+  if (head_dim != 128) return decode_wide_rows_d64_d96_splits(head_dim, units, sms, max_kv_len, paged);
   const int64_t cap = std::min<int64_t>(kMaxSplits, max_kv_len / kWideRowsSplitKeys);
   if (cap < 1) return 0;
   if (units <= sms) {
@@ -605,11 +615,11 @@ inline int decode_wide_rows_splits(int head_dim, int rows_per_kv_head, int64_t u
 // (decode_wide_rows_splits; the CLO_DECODE_WIDE_ROWS knob forces it off, or on for any
 // count wherever the rows span two tiles).
 inline bool decode_wide_rows_pay(int head_dim, int rows_per_kv_head, int64_t units, int splits,
-                                 int64_t sms, int64_t max_kv_len, bool hbm3e) {
+                                 int64_t sms, int64_t max_kv_len, bool hbm3e, bool paged) {
   const int knob = decode_dev_wide_rows();
   if (knob == kDecodeWideRowsOff || rows_per_kv_head <= kRowsPerBlock) return false;
   return knob == kDecodeWideRowsOn || knob == kDecodeWideRowsBalanced ||
-         splits == decode_wide_rows_splits(head_dim, rows_per_kv_head, units, sms, max_kv_len, hbm3e);
+         splits == decode_wide_rows_splits(head_dim, rows_per_kv_head, units, sms, max_kv_len, hbm3e, paged);
 }
 // Whether a two-row-tile call of `splits` splits (decode_wide_rows_pay) asks for the balanced
 // schedule: 2 splits in the automatic rule's band (decode_wide_rows_balanced_band), or any 2-split
