@@ -412,8 +412,9 @@ def decode_num_splits(batch: int, num_kv_heads: int, rows_per_kv_head: int, max_
       block of 32 rows per (batch, KV head) reads the keys once for both 16-row tiles, at
       `units = batch * num_kv_heads` per split. At head_dim 64 and 96 with
       `max_kv_len >= 2048`: below 0.45 times the SMs, `SMs // units` splits (twice that at
-      head_dim 64) of at least 256 keys, at most 128 (GQA 32:8 Nq 5 contiguous D=64 B=5/8K
-      72.2 -> 30.3 us, "Stop 89"); from 0.45 times up to 1 (head_dim 96: 1.5), the count of
+      head_dim 64, on paged caches only where `max_kv_len > 1024 * (SMs // units)`) of at
+      least 256 keys, at most 128 (GQA 32:8 Nq 5 contiguous D=64 B=5/8K 72.2 -> 30.3 us,
+      "Stop 89"; paged D=64 B=1/8K 14.2 -> 11.8, "Stop 90"); from 0.45 times up to 1 (head_dim 96: 1.5), the count of
       1 to 4 splits of at least 1024 keys whose waves of blocks are fullest (twice that, at
       most 4, at head_dim 64; GQA 32:8 Nq 5 paged D=96 B=16/4K 102.5 -> 69.2 us, contiguous
       D=64 B=8/16K 141.2 -> 73.6, csrc/decode/NOTES.md "Stop 88"; paged D=64 B=8/16K 141.1 ->

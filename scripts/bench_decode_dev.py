@@ -2049,6 +2049,7 @@ def wide_short_confirm_runs(row, sms: int) -> set:
     one_wave = sms // (row[0] * row[2])
     return {(0, "auto"), (0, "old")} | {(min(128, row[1] // 256, k * one_wave), "wide") for k in (1, 2)}
 
+
 def wide_paged_d64_runs(row, sms: int) -> set:
     """auto, old, and w2 / w3 at the paged and the contiguous rule's counts (stop 89's mirror)."""
     b, n = row[0], row[1]

@@ -231,8 +231,10 @@ def auto_rule_cases(sms):
         ("fp8 D=64", 64, 4, 8, 4, 1, 16384, 16, f8, True),
         ("fp8 D=128", 128, 16, 8, 4, 1, 1024, 16, f8, True),
         # two row tiles per block at D = 64 / 96 below 0.45 units per SM (stop 89: SMs // units
-        # splits of 256 keys or more, D = 64 twice), and D = 64 at 1.2 (3 splits)
+        # splits of 256 keys or more, D = 64 twice; paged only past 1024 keys a one-wave split,
+        # stop 90: B=1/16K one wave, B=2/16K two), and D = 64 at 1.2 (3 splits)
         ("two row tiles D=64 paged Nq 5 small grid", 64, 1, 8, 4, 5, 16384, 16, f16, True),
+        ("two row tiles D=64 paged Nq 5 small grid, two waves", 64, 2, 8, 4, 5, 16384, 16, b16, True),
         ("two row tiles D=64 contiguous Nq 8 small grid", 64, 2, 8, 4, 8, 4096, 0, b16, False),
         ("two row tiles D=96 MQA paged small grid", 96, 8, 1, 32, 1, 4096, 16, f16, True),
         ("two row tiles D=64 contiguous Nq 5 past one unit per SM", 64, int(1.21 * sms) // 8 + 1, 8, 4, 5, 4096, 0,

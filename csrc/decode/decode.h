@@ -128,7 +128,7 @@ inline int decode_read_kv_len(const DecodeAttentionArgs& a) {
 // bfloat16 or kFloat8E4M3; FP8 caches never take the large-grid case).
 // paged / seq_len_q: the call's layout and query rows per (batch, head), which decide head
 // pairs, the head_dim-64 bands (decode_d64_tail_splits) and, on HBM3e parts, head_dim 64, 96
-// and 128's 32-row blocks (decode_wide_rows_splits, first; seq_len_q only), spread tail, partial
+// and 128's 32-row blocks (decode_wide_rows_splits, first), spread tail, partial
 // wave and wave top, and
 // paged head_dim 64 / 96 small grids at about two blocks per SM
 // (decode_small_grid_two_blocks_splits) (decode_internal.h).

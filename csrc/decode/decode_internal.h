@@ -544,7 +544,7 @@ constexpr int64_t decode_wide_rows_fill_splits(int64_t units, int64_t sms) {
 // -> 149.4, B=16 4K 59.2 -> 49.0, 16K 222.0 -> 183.2; contiguous D = 64 B=8 4K 37.9 -> 24.7 (4),
 // 16K 140.0 -> 73.1, B=12 16K 189.1 -> 116.8 (4), B=16 4K 55.1 -> 41.7 (2), 16K 194.9 -> 139.7.
 // Below 0.45 units per SM (NOTES.md "Stop 89", `--wide-small`): one wave of splits,
-// SMs // units (head_dim 64: twice that), of kWideRowsSmallGridSplitKeys keys or more;
+// SMs // units (head_dim 64: twice that; paged: see stop 90 below), of kWideRowsSmallGridSplitKeys keys or more;
 // the automatic 16-row call -> this, us: contiguous D = 64 B=1/16K 22.7 -> 17.8 (32), B=1/4K
 // 9.8 -> 9.4 (16: 256 keys; 32 splits 11.1), B=2/16K 39.9 -> 24.8 (16), B=4/16K 74.5 -> 41.0
 // (8), B=6/16K 140.8 -> 72.0 (4); paged D = 64 B=1/16K 25.4 -> 17.6 (16; 32 splits 23.4 before the launch bounds below), B=2/4K
