@@ -2027,7 +2027,7 @@ WIDE_PAGED_D64_CONFIRM_ROWS = ([(b, n, 8, 64, 5, False) for b, n in (
 # the 16-row rules (old) against wide blocks at splits of 256 and 512 keys, both layouts
 WIDE_SHORT_ROWS = ([(b, n, 8, 64, 5, c) for c in (True, False) for b in (1, 2, 3) for n in (2048, 2560, 3072, 4096)]
                    + [(b, n, 8, 96, 5, c) for c in (True, False) for b in (1, 2) for n in (2048, 3072)])
-WIDE_SHORT_VARIANTS = {"auto": {}, "old": {"CLO_DECODE_WIDE_ROWS": "0"}, "wide": {"CLO_DECODE_WIDE_ROWS": "1"}}
+WIDE_SHORT_VARIANTS = {**WIDE_CONFIRM_VARIANTS, **WIDE_D64_D96_VARIANTS}  # auto, old, wide
 
 
 def wide_short_runs(row, sms: int) -> set:
@@ -2044,18 +2044,22 @@ WIDE_SHORT_CONFIRM_ROWS = ([(b, n, 8, 64, 5, False) for b, n in (
     + [(2, 4096, 8, 64, 8, False), (1, 2048, 8, 64, 5, True), (1, 2560, 8, 64, 5, True)])
 
 
-def wide_short_confirm_runs(row, sms: int) -> set:
-    """auto, old, and wide blocks at one and two waves' counts, at most n // 256."""
+def _small_band_wave_counts(row, sms: int) -> set:
+    """The two-tile small band's candidate counts (B x Hkv units): one and two waves, at most n // 256."""
     one_wave = sms // (row[0] * row[2])
-    return {(0, "auto"), (0, "old")} | {(min(128, row[1] // 256, k * one_wave), "wide") for k in (1, 2)}
+    return {min(128, row[1] // 256, k * one_wave) for k in (1, 2)}
+
+
+def wide_short_confirm_runs(row, sms: int) -> set:
+    """auto, old, and wide blocks at one and two waves' counts (`_small_band_wave_counts`)."""
+    return {(0, "auto"), (0, "old")} | {(k, "wide") for k in _small_band_wave_counts(row, sms)}
 
 
 def wide_paged_d64_runs(row, sms: int) -> set:
     """auto, old, and w2 / w3 at the paged and the contiguous rule's counts (stop 89's mirror)."""
-    b, n = row[0], row[1]
-    units = 8 * b
+    units = row[0] * row[2]
     if 100 * units < 45 * sms:
-        counts = {min(128, n // 256, k * (sms // units)) for k in (1, 2)}
+        counts = _small_band_wave_counts(row, sms)
     elif units <= sms:
         counts = {1, 2, 3, 4}
     else:
