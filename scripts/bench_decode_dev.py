@@ -2044,6 +2044,17 @@ WIDE_SHORT_CONFIRM_ROWS = ([(b, n, 8, 64, 5, False) for b, n in (
     + [(2, 4096, 8, 64, 8, False), (1, 2048, 8, 64, 5, True), (1, 2560, 8, 64, 5, True)])
 
 
+# --wide-paged-d96 (stop 91): paged D = 96 two-row-tile rows read 11-17% slower than the same keys
+# contiguous (d9c8601 bench, Nq 5: B=8/16K 136.1 / 116.2 us, B=16/4K 68.8 / 59.7), one token (16-row
+# blocks) 1-4%: the automatic count at 2-4 stages and without / with 64-byte L2 promotion, both layouts
+WIDE_PAGED_D96_ROWS = ([(b, n, 8, 96, 5, c) for c in (False, True) for b, n in ((2, 16384), (8, 16384), (16, 4096),
+                                                                               (20, 16384))]
+                       + [(8, 16384, 8, 96, 8, False), (128, 4096, 1, 96, 1, False)])
+WIDE_PAGED_D96_VARIANTS = {"auto": {}, **{f"st{k}": {"CLO_DECODE_TMA_STAGES": str(k)} for k in (2, 3, 4)},
+                           "p0": {"CLO_TMA_L2_PROMOTION": "0"}, "p64": {"CLO_TMA_L2_PROMOTION": "1"}}
+WIDE_PAGED_D96_RUNS = {(0, v) for v in WIDE_PAGED_D96_VARIANTS}
+
+
 def _small_band_wave_counts(row, sms: int) -> set:
     """The two-tile small band's candidate counts (B x Hkv units): one and two waves, at most n // 256."""
     one_wave = sms // (row[0] * row[2])
@@ -2833,6 +2844,9 @@ SWEEPS = {
     "wide-short-confirm": (forced_splits_sweep(WIDE_SHORT_CONFIRM_ROWS, WIDE_SHORT_VARIANTS, wide_short_confirm_runs,
                                                peer=None),
                            "paged D=64 small band at one and two waves' counts, and the 16-row rules at half-full grids"),
+    "wide-paged-d96": (forced_splits_sweep(WIDE_PAGED_D96_ROWS, WIDE_PAGED_D96_VARIANTS, WIDE_PAGED_D96_RUNS, peer=None,
+                                           show_kernels=True),
+                       "D=96 two-tile rows, both layouts: the automatic count at 2-4 stages, L2 promotion none / 64 B"),
     "wide-mid": (forced_splits_sweep(WIDE_MID_ROWS, WIDE_MID_VARIANTS, WIDE_MID_RUNS, peer=None),
                  "D=64 Nq 5 at 1.03-1.38 KV heads per SM: auto, wide at 1-3 and 16-row at 1-2 splits"),
     "wide-d64-d96-confirm": (forced_splits_sweep(WIDE_CONFIRM_ROWS, WIDE_CONFIRM_VARIANTS, WIDE_CONFIRM_RUNS, peer=None),
