@@ -262,8 +262,9 @@ def compare_variants(iters, copy_bw, variants=BENCH_VARIANTS, cases=ISSUE_VARIAN
 def _split_fns(sets, ns, cache_suffix="", contiguous=False, **kwargs):
     """One call per input of the rotated `sets`: paged_attention with `ns` splits (caches
     `k_cache{cache_suffix}` / `v_cache{cache_suffix}`; `contiguous`: decode_attention on
-    the same keys in [B, Hkv, N, D], causal for Nq > 1 as the paged op's speculative rows),
-    outputs and workspaces preallocated."""
+    the same keys in [B, Hkv, N, D], causal for Nq > 1 as the paged op's speculative rows;
+    "token-major": the same [B, Hkv, N, D] view over [B, N, Hkv, D] storage, the paged
+    cache's key-row stride without its pages), outputs and workspaces preallocated."""
     from cuda_llm_ops.decode import decode_attention, decode_workspace, paged_attention, paged_attention_workspace
     fns = []
     for inp in sets:
@@ -271,6 +272,10 @@ def _split_fns(sets, ns, cache_suffix="", contiguous=False, **kwargs):
         bt, sl = inp["block_tables"], inp["seq_lens"]
         if contiguous:  # the same keys as [B, Hkv, N, D] through decode_attention
             k, v = cd.contiguous_kv(inp)
+            if contiguous == "token-major":  # a [B, Hkv, N, D] view of [B, N, Hkv, D] storage
+                if "_token_major" not in inp:
+                    inp["_token_major"] = tuple(t.transpose(1, 2).contiguous().transpose(1, 2) for t in (k, v))
+                k, v = inp["_token_major"]
             q4, (B, Hkv, N, D) = (q if q.dim() == 4 else q.unsqueeze(2)), k.shape
             out = torch.empty_like(q4)
             ws = decode_workspace(B, q.shape[1], Hkv, D, N, q.dtype, seq_len_q=q4.shape[2], num_splits=ns,
@@ -2055,6 +2060,37 @@ WIDE_PAGED_D96_VARIANTS = {"auto": {}, **{f"st{k}": {"CLO_DECODE_TMA_STAGES": st
 WIDE_PAGED_D96_RUNS = {(0, v) for v in WIDE_PAGED_D96_VARIANTS}
 
 
+# --paged-layouts (stop 91): where paged two-row-tile rows lose to the same keys contiguous, one
+# layout change at a time: paged (random table) -> paged with its table in order -> contiguous
+# token-major ([B, N, Hkv, D] storage: the paged key-row stride in boxes of 64 rows, no table) ->
+# contiguous head-major; D = 64 / 96 Nq 5, D = 128 Nq 8 (spanning boxes closed its gap, stop 71)
+# and one-tile D = 96 as controls; the automatic count at the automatic / 3 / 4 stages, and
+# (paged only) without L2 promotion. --paged-layouts-deep: the two-tile rows at 4-6 stages (a dev build with
+# CUDA_LLM_OPS_DEV_DEFINES=CLO_DEV_DEEP_STAGES; elsewhere 5 and 6 stages are refused).
+PAGED_LAYOUT_ROWS = [(16, 4096, 8, 96, 5), (8, 16384, 8, 96, 5), (16, 4096, 8, 64, 5), (8, 16384, 8, 64, 5),
+                     (8, 16384, 8, 128, 8), (16, 4096, 8, 96, 1)]
+PAGED_LAYOUTS = (("paged", False, "random"), ("paged seq", False, "sequential"),
+                 ("contig token-major", "token-major", None), ("contig", True, None))
+PAGED_LAYOUT_VARIANTS = {"auto": {}, "st3": {"CLO_DECODE_TMA_STAGES": "3"}, "st4": {"CLO_DECODE_TMA_STAGES": "4"},
+                         "p0": {"CLO_TMA_L2_PROMOTION": "0"}}
+PAGED_ONLY_VARIANTS = ("p0",)  # not run on the contiguous layouts
+PAGED_LAYOUT_DEEP_VARIANTS = {f"st{k}": {"CLO_DECODE_TMA_STAGES": str(k)} for k in (4, 5, 6)}
+
+
+def paged_layouts_sweep(variants, rows=PAGED_LAYOUT_ROWS):
+    """A `SWEEPS` entry: each of `rows` (B, N, Hkv, D, Nq) in each of PAGED_LAYOUTS at the
+    automatic split count under `variants` (graph replays, cold L2, no peer)."""
+    def sweep(iters, copy_bw):
+        for B, N, hkv, d, nq in rows:
+            case = cd.paged_case(B, N, hkv, torch.float16, D=d, block_size=16, Nq=nq)
+            for name, contiguous, order in PAGED_LAYOUTS:
+                row_case = _ordered_case(case, order) if order not in (None, "random") else case
+                _split_sweep_row(row_case, (0,), variants, iters, copy_bw,
+                                 f"{name} D={d} B={B} N={N} Hkv={hkv} Nq={nq}", contiguous=contiguous,
+                                 only=lambda ns, label, c=contiguous: not c or label not in PAGED_ONLY_VARIANTS)
+    return sweep
+
+
 def _small_band_wave_counts(row, sms: int) -> set:
     """The two-tile small band's candidate counts (B x Hkv units): one and two waves, at most n // 256."""
     one_wave = sms // (row[0] * row[2])
@@ -2847,6 +2883,10 @@ SWEEPS = {
     "wide-paged-d96": (forced_splits_sweep(WIDE_PAGED_D96_ROWS, WIDE_PAGED_D96_VARIANTS, WIDE_PAGED_D96_RUNS, peer=None,
                                            show_kernels=True),
                        "D=96 two-tile rows, both layouts: the automatic count at 2-4 stages, L2 promotion none / 64 B"),
+    "paged-layouts": (paged_layouts_sweep(PAGED_LAYOUT_VARIANTS),
+                      "two-tile rows paged / paged in order / token-major / contiguous, 3-4 stages, no promotion"),
+    "paged-layouts-deep": (paged_layouts_sweep(PAGED_LAYOUT_DEEP_VARIANTS, [r for r in PAGED_LAYOUT_ROWS if r[4] > 1]),
+                           "the two-tile rows of --paged-layouts at 4-6 stages (CLO_DEV_DEEP_STAGES builds)"),
     "wide-mid": (forced_splits_sweep(WIDE_MID_ROWS, WIDE_MID_VARIANTS, WIDE_MID_RUNS, peer=None),
                  "D=64 Nq 5 at 1.03-1.38 KV heads per SM: auto, wide at 1-3 and 16-row at 1-2 splits"),
     "wide-d64-d96-confirm": (forced_splits_sweep(WIDE_CONFIRM_ROWS, WIDE_CONFIRM_VARIANTS, WIDE_CONFIRM_RUNS, peer=None),

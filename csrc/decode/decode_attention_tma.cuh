@@ -670,7 +670,8 @@ constexpr int decode_streamk_stages() {
   return decode_tma_smem_bytes<T, D, 3, KVT, true>() <= 227 * 1024 ? 3 : 2;
 }
 // The TMA kernel with `stages` pipeline stages: 2, 3 or 4 where they fit in shared memory
-// (decode_tma_stages_fit), else cudaErrorInvalidValue; with p.streamk_blocks, the balanced
+// (decode_tma_stages_fit; two row tiles also 5 and 6 in CLO_DEV_DEEP_STAGES builds), else
+// cudaErrorInvalidValue; with p.streamk_blocks, the balanced
 // schedule's kernel (2 or 3 stages; at two row tiles 3). (The spread tail launches its 3-stage
 // kernel itself.) kRowTiles 2: the kernel at two row tiles per block (decode_runs_wide_rows; p
 // and grid count 32-row units). kNarrow: the narrow tile (decode_runs_narrow), one row tile.
@@ -718,6 +719,23 @@ cudaError_t launch_decode_attention_tma_stages(int stages, const DecodeKernelPar
         return launch_decode_attention_tma_kernel<T, D, 4, KV, KVT, kDecodeEvenGrid, kRowTiles, kNarrow>(
             p, kv, grid, stream, pdl, maps, box_rows);
       break;
+#ifdef CLO_DEV_DEEP_STAGES
+    // Dev builds only (CUDA_LLM_OPS_DEV_DEFINES=CLO_DEV_DEEP_STAGES, selected by the
+    // CLO_DECODE_TMA_STAGES knob): two-row-tile blocks, one per SM at head_dim 96 and 128
+    // (registers), 5 or 6 stages deep, to test whether paged caches' per-plane boxes want
+    // more bytes in flight than 4 stages hold (NOTES.md "Stop 91"). Not in the product
+    // builds: each depth is another instance of every two-tile kernel.
+    case 5:
+      if constexpr (kRowTiles == 2 && decode_tma_stages_fit<T, D, 5, KVT, kRowTiles>())
+        return launch_decode_attention_tma_kernel<T, D, 5, KV, KVT, kDecodeEvenGrid, kRowTiles, kNarrow>(
+            p, kv, grid, stream, pdl, maps, box_rows);
+      break;
+    case 6:
+      if constexpr (kRowTiles == 2 && decode_tma_stages_fit<T, D, 6, KVT, kRowTiles>())
+        return launch_decode_attention_tma_kernel<T, D, 6, KV, KVT, kDecodeEvenGrid, kRowTiles, kNarrow>(
+            p, kv, grid, stream, pdl, maps, box_rows);
+      break;
+#endif
     default: break;
   }
   return cudaErrorInvalidValue;
