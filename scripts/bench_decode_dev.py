@@ -2049,17 +2049,6 @@ WIDE_SHORT_CONFIRM_ROWS = ([(b, n, 8, 64, 5, False) for b, n in (
     + [(2, 4096, 8, 64, 8, False), (1, 2048, 8, 64, 5, True), (1, 2560, 8, 64, 5, True)])
 
 
-# --wide-paged-d96 (stop 91): paged D = 96 two-row-tile rows read 11-17% slower than the same keys
-# contiguous (d9c8601 bench, Nq 5: B=8/16K 136.1 / 116.2 us, B=16/4K 68.8 / 59.7), one token (16-row
-# blocks) 1-4%: the automatic count at 2-4 stages and without / with 64-byte L2 promotion, both layouts
-WIDE_PAGED_D96_ROWS = ([(b, n, 8, 96, 5, c) for c in (False, True) for b, n in ((2, 16384), (8, 16384), (16, 4096),
-                                                                               (20, 16384))]
-                       + [(8, 16384, 8, 96, 8, False), (128, 4096, 1, 96, 1, False)])
-WIDE_PAGED_D96_VARIANTS = {"auto": {}, **{f"st{k}": {"CLO_DECODE_TMA_STAGES": str(k)} for k in (2, 3, 4)},
-                           "p0": {"CLO_TMA_L2_PROMOTION": "0"}, "p64": {"CLO_TMA_L2_PROMOTION": "1"}}
-WIDE_PAGED_D96_RUNS = {(0, v) for v in WIDE_PAGED_D96_VARIANTS}
-
-
 # --paged-layouts (stop 91): where paged two-row-tile rows lose to the same keys contiguous, one
 # layout change at a time: paged (random table) -> paged with its table in order -> contiguous
 # token-major ([B, N, Hkv, D] storage: the paged key-row stride in boxes of 64 rows, no table) ->
@@ -2880,9 +2869,6 @@ SWEEPS = {
     "wide-short-confirm": (forced_splits_sweep(WIDE_SHORT_CONFIRM_ROWS, WIDE_SHORT_VARIANTS, wide_short_confirm_runs,
                                                peer=None),
                            "paged D=64 small band at one and two waves' counts, and the 16-row rules at half-full grids"),
-    "wide-paged-d96": (forced_splits_sweep(WIDE_PAGED_D96_ROWS, WIDE_PAGED_D96_VARIANTS, WIDE_PAGED_D96_RUNS, peer=None,
-                                           show_kernels=True),
-                       "D=96 two-tile rows, both layouts: the automatic count at 2-4 stages, L2 promotion none / 64 B"),
     "paged-layouts": (paged_layouts_sweep(PAGED_LAYOUT_VARIANTS),
                       "two-tile rows paged / paged in order / token-major / contiguous, 3-4 stages, no promotion"),
     "paged-layouts-deep": (paged_layouts_sweep(PAGED_LAYOUT_DEEP_VARIANTS, [r for r in PAGED_LAYOUT_ROWS if r[4] > 1]),
