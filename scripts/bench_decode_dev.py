@@ -2053,11 +2053,12 @@ WIDE_SHORT_CONFIRM_ROWS = ([(b, n, 8, 64, 5, False) for b, n in (
 # layout change at a time: paged (random table) -> paged with its table in order -> contiguous
 # token-major ([B, N, Hkv, D] storage: the paged key-row stride in boxes of 64 rows, no table) ->
 # contiguous head-major; D = 64 / 96 Nq 5, D = 128 Nq 8 (spanning boxes closed its gap, stop 71)
-# and one-tile D = 96 as controls; the automatic count at the automatic / 3 / 4 stages, and
+# and one-token D = 96 at one wave and at 2.8 blocks per SM (where D = 128 took spanning boxes,
+# stop 64) as controls; the automatic count at the automatic / 3 / 4 stages, and
 # (paged only) without L2 promotion. --paged-layouts-deep: the two-tile rows at 4-6 stages (a dev build with
 # CUDA_LLM_OPS_DEV_DEFINES=CLO_DEV_DEEP_STAGES; elsewhere 5 and 6 stages are refused).
 PAGED_LAYOUT_ROWS = [(16, 4096, 8, 96, 5), (8, 16384, 8, 96, 5), (16, 4096, 8, 64, 5), (8, 16384, 8, 64, 5),
-                     (8, 16384, 8, 128, 8), (16, 4096, 8, 96, 1)]
+                     (8, 16384, 8, 128, 8), (16, 4096, 8, 96, 1), (46, 8192, 8, 96, 1)]
 PAGED_LAYOUTS = (("paged", False, "random"), ("paged seq", False, "sequential"),
                  ("contig token-major", "token-major", None), ("contig", True, None))
 PAGED_LAYOUT_VARIANTS = {"auto": {}, "st3": {"CLO_DECODE_TMA_STAGES": "3"}, "st4": {"CLO_DECODE_TMA_STAGES": "4"},
