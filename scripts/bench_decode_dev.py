@@ -2059,7 +2059,7 @@ WIDE_SHORT_CONFIRM_ROWS = ([(b, n, 8, 64, 5, False) for b, n in (
 # CUDA_LLM_OPS_DEV_DEFINES=CLO_DEV_DEEP_STAGES; elsewhere 5 and 6 stages are refused).
 PAGED_LAYOUT_ROWS = [(16, 4096, 8, 96, 5), (8, 16384, 8, 96, 5), (16, 4096, 8, 64, 5), (8, 16384, 8, 64, 5),
                      (8, 16384, 8, 128, 8), (16, 4096, 8, 96, 1), (46, 8192, 8, 96, 1)]
-PAGED_LAYOUTS = (("paged", False, "random"), ("paged seq", False, "sequential"),
+PAGED_LAYOUTS = (("paged", False, None), ("paged seq", False, "sequential"),  # (name, contiguous, table order)
                  ("contig token-major", "token-major", None), ("contig", True, None))
 PAGED_LAYOUT_VARIANTS = {"auto": {}, "st3": {"CLO_DECODE_TMA_STAGES": "3"}, "st4": {"CLO_DECODE_TMA_STAGES": "4"},
                          "p0": {"CLO_TMA_L2_PROMOTION": "0"}}
@@ -2074,17 +2074,21 @@ def paged_layouts_sweep(variants, rows=PAGED_LAYOUT_ROWS):
         for B, N, hkv, d, nq in rows:
             case = cd.paged_case(B, N, hkv, torch.float16, D=d, block_size=16, Nq=nq)
             for name, contiguous, order in PAGED_LAYOUTS:
-                row_case = _ordered_case(case, order) if order not in (None, "random") else case
+                row_case = _ordered_case(case, order) if order else case
                 _split_sweep_row(row_case, (0,), variants, iters, copy_bw,
                                  f"{name} D={d} B={B} N={N} Hkv={hkv} Nq={nq}", contiguous=contiguous,
                                  only=lambda ns, label, c=contiguous: not c or label not in PAGED_ONLY_VARIANTS)
     return sweep
 
 
+def _one_wave_splits(row, sms: int) -> int:
+    """SMs // units of a row (B x Hkv two-tile units): the splits that fill one wave, at least 1."""
+    return max(1, sms // (row[0] * row[2]))
+
+
 def _small_band_wave_counts(row, sms: int) -> set:
     """The two-tile small band's candidate counts (B x Hkv units): one and two waves, at most n // 256."""
-    one_wave = sms // (row[0] * row[2])
-    return {min(128, row[1] // 256, k * one_wave) for k in (1, 2)}
+    return {min(128, row[1] // 256, k * _one_wave_splits(row, sms)) for k in (1, 2)}
 
 
 def wide_short_confirm_runs(row, sms: int) -> set:
@@ -2106,7 +2110,7 @@ def wide_paged_d64_runs(row, sms: int) -> set:
 
 def wide_small_runs(row, sms: int) -> set:
     """The automatic call and wide blocks at SMs // units splits, twice and half that (at most kMaxSplits 128)."""
-    one_wave = max(1, sms // (row[0] * row[2]))
+    one_wave = _one_wave_splits(row, sms)
     return {(0, "auto")} | {(min(128, k), "wide") for k in {max(1, one_wave // 2), one_wave, 2 * one_wave}}
 
 
