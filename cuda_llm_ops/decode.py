@@ -169,7 +169,7 @@ def _check_head_dim(d: int, device: torch.device | None = None, fp8_cache: bool 
 
 
 def _check_window_and_soft_cap(window_left: int, logits_soft_cap: float) -> None:
-    if not isinstance(window_left, int) or window_left < -1:
+    if not isinstance(window_left, int) or isinstance(window_left, bool) or window_left < -1:
         raise ValueError(f"window_left must be an int >= -1 (-1: no sliding window), got {window_left!r}")
     if not (isinstance(logits_soft_cap, (int, float)) and math.isfinite(logits_soft_cap) and logits_soft_cap >= 0):
         raise ValueError(f"logits_soft_cap must be finite and >= 0 (0: off), got {logits_soft_cap!r}")
@@ -254,7 +254,7 @@ def _check_kv_scales(fp8: bool, k_scale: float, v_scale: float) -> None:
 
 
 def _check_num_splits(num_splits: int) -> None:
-    if not isinstance(num_splits, int) or num_splits < 0 or num_splits > MAX_SPLITS:
+    if not isinstance(num_splits, int) or isinstance(num_splits, bool) or num_splits < 0 or num_splits > MAX_SPLITS:
         raise ValueError(f"num_splits must be an int in [0, {MAX_SPLITS}] (0: heuristic), got {num_splits!r}")
 
 
@@ -341,8 +341,11 @@ def validate_paged_attention_inputs(q, k_cache, v_cache, block_tables, seq_lens,
     _check_head_dim(d, None if torch.compiler.is_compiling() else q.device, k_cache.dtype == FP8_KV_DTYPE)
     if hkv < 1 or hq % hkv != 0:
         raise ValueError(f"q's number of heads ({hq}) must be a multiple of k_cache's num_kv_heads, got {hkv}")
-    if nb < 1 or b < 1:
-        raise ValueError(f"q and k_cache must not be empty, got q {tuple(q.shape)}, k_cache {tuple(k_cache.shape)}")
+    if b < 1:
+        raise ValueError(f"q's batch (dim 0) must be >= 1, got q shape {tuple(q.shape)}")
+    if nb < 1:
+        raise ValueError(f"k_cache must hold at least one block (num_blocks, dim 0, >= 1), got shape "
+                         f"{tuple(k_cache.shape)}")
     _check_paged_geometry(nb, bs, b, block_tables, seq_lens, "k_cache")
     if out is not None:
         check_tensor(out, "out")

@@ -180,8 +180,8 @@ def validate_attention_inputs(q, k, v) -> None:
 
 def resolve_scale(scale: float, head_dim: int) -> float:
     """`scale == 0` means the usual 1/sqrt(head_dim)."""
-    if scale != scale or scale < 0:  # NaN or negative
-        raise ValueError(f"scale must be >= 0 (0 means 1/sqrt(head_dim)), got {scale}")
+    if scale != scale or scale < 0 or scale == float("inf"):  # NaN, negative or infinite
+        raise ValueError(f"scale must be finite and >= 0 (0 means 1/sqrt(head_dim)), got {scale}")
     if head_dim < 1:
         raise ValueError(f"head_dim (q's last dimension) must be >= 1, got {head_dim}")
     return scale if scale > 0 else head_dim ** -0.5

@@ -229,9 +229,9 @@ def test_validation_errors(name, case):
 def test_bad_scale(name):
     require_op(name)
     q, k, v = _good()
-    with pytest.raises(ValueError, match=r"scale must be >= 0 \(0 means 1/sqrt\(head_dim\)\), got -1.0"):
+    with pytest.raises(ValueError, match=r"scale must be finite and >= 0 \(0 means 1/sqrt\(head_dim\)\), got -1.0"):
         OPS[name](q, k, v, scale=-1.0)
-    with pytest.raises(ValueError, match=r"scale must be >= 0 .* got nan"):
+    with pytest.raises(ValueError, match=r"scale must be finite and >= 0 .* got nan"):
         OPS[name](q, k, v, scale=float("nan"))
 
 

@@ -108,10 +108,11 @@ def test_validate_not_a_tensor():
 def test_resolve_scale():
     assert resolve_scale(0.0, 64) == pytest.approx(0.125)
     assert resolve_scale(0.3, 64) == 0.3
-    with pytest.raises(ValueError, match=r"scale must be >= 0 \(0 means 1/sqrt\(head_dim\)\), got -0.5"):
+    with pytest.raises(ValueError, match=r"scale must be finite and >= 0 \(0 means 1/sqrt\(head_dim\)\), got -0.5"):
         resolve_scale(-0.5, 64)
-    with pytest.raises(ValueError, match=r"got nan"):
-        resolve_scale(float("nan"), 64)
+    for bad in ("nan", "inf", "-inf"):
+        with pytest.raises(ValueError, match=rf"scale must be finite and >= 0 .*got {bad}"):
+            resolve_scale(float(bad), 64)
     with pytest.raises(ValueError, match=r"head_dim \(q's last dimension\) must be >= 1, got 0"):
         resolve_scale(0.0, 0)
 

@@ -224,7 +224,7 @@ def test_paged_attention_errors():
     with pytest.raises(ValueError, match=r"workspace must hold at least \d+ float32 elements for num_splits=4"):
         llm.paged_attention(q, k_cache, v_cache, table, seq_lens, num_splits=4,
                             workspace=torch.empty(3, device="cuda"))
-    with pytest.raises(ValueError, match=r"scale must be >= 0"):
+    with pytest.raises(ValueError, match=r"scale must be finite and >= 0"):
         llm.paged_attention(q, k_cache, v_cache, table, seq_lens, scale=-1.0)
     # lse and the workspace are written: never over an input or the output
     b, hq = q.shape[0], q.shape[1]
@@ -276,6 +276,19 @@ def test_paged_attention_errors():
         raw(torch.empty_like(q), q, k_cache, v_cache, table, seq_lens, 0.125, 1, None, -3, 0.0)
     with pytest.raises(RuntimeError, match=r"logits_soft_cap must be finite and >= 0 \(0: off\), got nan"):
         raw(torch.empty_like(q), q, k_cache, v_cache, table, seq_lens, 0.125, 1, None, -1, float("nan"))
+    # the raw ops take the resolved scale: 0 (the wrappers' "1/sqrt(head_dim)"), inf and NaN are refused
+    for bad in (0.0, -0.5, float("inf"), float("nan")):
+        with pytest.raises(RuntimeError, match=r"scale must be finite and > 0 \(the Python wrapper resolves 0"):
+            raw(torch.empty_like(q), q, k_cache, v_cache, table, seq_lens, bad, 1, None)
+        with pytest.raises(RuntimeError, match=r"scale must be finite and > 0"):
+            torch.ops.cuda_llm_ops.decode_attention(torch.empty_like(q)[:, :, None], q[:, :, None],
+                                                    k_cache[:1].transpose(1, 2), v_cache[:1].transpose(1, 2), bad,
+                                                    False, 1, None, -1, 0.0)
+    for bad in (float("inf"), -1e-3):
+        with pytest.raises(ValueError, match=r"scale must be finite and >= 0 \(0 means 1/sqrt\(head_dim\)\)"):
+            llm.paged_attention(q, k_cache, v_cache, table, seq_lens, scale=bad)
+    with pytest.raises(RuntimeError, match=r"batch \(q dim 0\) must be >= 1, got 0"):
+        raw(torch.empty_like(q[:0]), q[:0], k_cache, v_cache, table[:0], seq_lens[:0], 0.125, 1, None)
     with pytest.raises(RuntimeError, match=r"window_left must be >= -1"):
         torch.ops.cuda_llm_ops.decode_attention(torch.empty_like(q)[:, :, None], q[:, :, None],
                                                 k_cache[:1].transpose(1, 2), v_cache[:1].transpose(1, 2), 0.125,

@@ -197,6 +197,10 @@ def _inputs(**over):
           v_cache=torch.randn(10, 16, 2, 264, dtype=torch.float16)), r"multiple of 8 in \[8, 256\] .* got 264"),
     (dict(k_cache=torch.randn(10, 12, 2, 64, dtype=torch.float16),
           v_cache=torch.randn(10, 12, 2, 64, dtype=torch.float16)), r"block_size .* power of two, got 12"),
+    (dict(q=torch.randn(0, 8, 64, dtype=torch.float16), block_tables=torch.zeros(0, 4, dtype=torch.int32),
+          seq_lens=torch.ones(0, dtype=torch.int32)), r"q's batch \(dim 0\) must be >= 1, got q shape \(0, 8, 64\)"),
+    (dict(k_cache=torch.randn(0, 16, 2, 64, dtype=torch.float16), v_cache=torch.randn(0, 16, 2, 64, dtype=torch.float16)),
+     r"k_cache must hold at least one block \(num_blocks, dim 0, >= 1\), got shape \(0, 16, 2, 64\)"),
     (dict(block_tables=torch.zeros(3, 4, dtype=torch.int32)), r"block_tables must have 2 rows"),
     (dict(seq_lens=torch.ones(5, dtype=torch.int32)), r"seq_lens must have 2 entries"),
     ({}, r"q must be a CUDA tensor"),
@@ -247,9 +251,18 @@ def test_decode_constants():
     assert math.log2(llm.decode.DECODE_MAX_QUERY_ROWS) == 4
 
 
+def test_num_splits_validation():
+    for bad in (-1, 129, 2.0, True, None):
+        with pytest.raises(ValueError, match=r"num_splits must be an int in \[0, 128\] \(0: heuristic\), got "):
+            llm.decode._check_num_splits(bad)
+    for ok in (0, 1, 128):
+        llm.decode._check_num_splits(ok)
+
+
 @pytest.mark.parametrize("window_left, cap, match", [
     (-2, 0.0, r"window_left must be an int >= -1 \(-1: no sliding window\), got -2"),
     (1.5, 0.0, r"window_left must be an int >= -1"),
+    (True, 0.0, r"window_left must be an int >= -1 \(-1: no sliding window\), got True"),
     (-1, -1.0, r"logits_soft_cap must be finite and >= 0 \(0: off\), got -1.0"),
     (-1, float("nan"), r"logits_soft_cap must be finite and >= 0"),
     (-1, float("inf"), r"logits_soft_cap must be finite and >= 0"),

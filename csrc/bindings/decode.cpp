@@ -138,6 +138,14 @@ void check_cache_dtype_and_head_dim(c10::ScalarType dtype, int64_t head_dim) {
 // Sliding window and logit soft-capping (both attention ops). Windows of 2^30 keys or more
 // are clamped to 2^30: no sequence has that many (keys are int32), and the kernel's
 // window arithmetic stays inside int32.
+// The raw ops take the resolved softmax scale: the Python wrappers map 0 to 1/sqrt(head_dim),
+// so a 0, negative, infinite or NaN scale here is a caller's bug, not a request.
+float softmax_scale(double scale) {
+  CLO_CHECK(std::isfinite(scale) && scale > 0.0,
+            "scale must be finite and > 0 (the Python wrapper resolves 0 to 1/sqrt(head_dim)), got ", scale);
+  return static_cast<float>(scale);
+}
+
 void set_window_and_soft_cap(dec::DecodeAttentionArgs& a, int64_t window_left, double logits_soft_cap) {
   CLO_CHECK(window_left >= -1, "window_left must be >= -1 (-1: no sliding window), got ", window_left);
   CLO_CHECK(std::isfinite(logits_soft_cap) && logits_soft_cap >= 0.0,
@@ -299,8 +307,8 @@ void paged_attention(at::Tensor& out, const at::Tensor& q, const at::Tensor& k_c
   const int64_t nb = k_cache.size(0), bs = k_cache.size(1), Hkv = k_cache.size(2);
   CLO_CHECK(Nq >= 1 && Nq <= 65535, "num_new_tokens (q dim 2) must be in [1, 65535], got ", Nq);
   CLO_CHECK(k_cache.size(3) == D, "k_cache head_dim must match q's (", D, "), got ", k_cache.size(3));
-  CLO_CHECK(B >= 1 && Hkv >= 1 && Hq % Hkv == 0, "num_q_heads (", Hq, ") must be a multiple of num_kv_heads (",
-              Hkv, ")");
+  CLO_CHECK(B >= 1, "batch (q dim 0) must be >= 1, got ", B);
+  CLO_CHECK(Hkv >= 1 && Hq % Hkv == 0, "num_q_heads (", Hq, ") must be a multiple of num_kv_heads (", Hkv, ")");
   check_paged_geometry(block_tables, seq_lens, B, nb, bs);
   check_grid(B, Hq);
   const c10::cuda::CUDAGuard guard(q.device());  // before check_head_dim: it asks q's device
@@ -319,7 +327,7 @@ void paged_attention(at::Tensor& out, const at::Tensor& q, const at::Tensor& k_c
   a.paged = true;
   a.causal = true;  // query i of Nq sits at key seq_len - Nq + i (no effect at Nq = 1)
   set_block_table(a, block_tables, seq_lens, nb, bs);
-  a.scale = static_cast<float>(scale);
+  a.scale = softmax_scale(scale);
   set_window_and_soft_cap(a, window_left, logits_soft_cap);
   check_written_apart(out, lse, workspace, {{&q, "q"}, {&k_cache, "k_cache"}, {&v_cache, "v_cache"},
                                             {&block_tables, "block_tables"}, {&seq_lens, "seq_lens"}});
@@ -351,8 +359,8 @@ void decode_attention(at::Tensor& out, const at::Tensor& q, const at::Tensor& k,
   const int64_t Hkv = k.size(1), Nk = k.size(2);
   CLO_CHECK(k.size(0) == B && k.size(3) == D, "k must be [", B, ", num_kv_heads, seq_len_k, ", D, "], got ",
               k.sizes());
-  CLO_CHECK(B >= 1 && Hkv >= 1 && Hq % Hkv == 0, "num_q_heads (", Hq, ") must be a multiple of num_kv_heads (",
-              Hkv, ")");
+  CLO_CHECK(B >= 1, "batch (q dim 0) must be >= 1, got ", B);
+  CLO_CHECK(Hkv >= 1 && Hq % Hkv == 0, "num_q_heads (", Hq, ") must be a multiple of num_kv_heads (", Hkv, ")");
   CLO_CHECK(Nq >= 1 && Nk >= 1, "seq_len_q and seq_len_k must be >= 1, got ", Nq, " and ", Nk);
   check_grid(B, Hq);
   CLO_CHECK(Nq <= 65535 && Nk < (int64_t(1) << 31), "seq_len_q must be <= 65535 and seq_len_k < 2^31, got ", Nq,
@@ -377,7 +385,7 @@ void decode_attention(at::Tensor& out, const at::Tensor& q, const at::Tensor& k,
   a.v_stride_h = v.stride(1);
   a.v_stride_n = v.stride(2);
   a.seq_len_k = static_cast<int>(Nk);
-  a.scale = static_cast<float>(scale);
+  a.scale = softmax_scale(scale);
   a.causal = is_causal;
   set_window_and_soft_cap(a, window_left, logits_soft_cap);
   check_written_apart(out, lse, workspace, {{&q, "q"}, {&k, "k"}, {&v, "v"}});
@@ -610,7 +618,7 @@ void paged_mla_attention(at::Tensor& out, const at::Tensor& q, const at::Tensor&
   a.o_stride_h = out.stride(1);
   a.kv_cache = kv_cache.data_ptr();
   set_block_table(a, block_tables, seq_lens, nb, bs);
-  a.scale = static_cast<float>(scale);
+  a.scale = softmax_scale(scale);
   check_written_apart(out, lse, workspace, {{&q, "q"}, {&kv_cache, "kv_cache"},
                                             {&block_tables, "block_tables"}, {&seq_lens, "seq_lens"}});
   a.lse = resolve_lse(lse, q);
