@@ -37,8 +37,9 @@ class CUDAGraphRunner:
     """Capture `fn` once per batch bucket and replay it for any batch size up to the largest bucket.
 
     Args:
-        fn: `fn(*args)` returning a tensor (or a tuple/list of tensors) whose dim 0 is
-            the batch. It must be capturable: no host synchronisation, no
+        fn: `fn(*args)` returning a tensor or a tuple/list whose tensors have the batch as
+            dim 0 (other items are returned as captured), or None (a step that only writes
+            in place, e.g. `paged_kv_append`). It must be capturable: no host synchronisation, no
             data-dependent shapes (e.g. `paged_attention` with `out=` and a workspace,
             or with `check_indices` left at None, which skips the host check under capture).
         example_args: one call's arguments. Those at `batch_args` have the batch as dim 0;
@@ -128,18 +129,29 @@ class CUDAGraphRunner:
     def __call__(self, *batched: torch.Tensor):
         if len(batched) != len(self.batch_args):
             raise ValueError(f"expected {len(self.batch_args)} batched arguments, got {len(batched)}")
+        for i, t in enumerate(batched):
+            if not isinstance(t, torch.Tensor):
+                raise TypeError(f"batched argument {i} must be a torch.Tensor, got {type(t).__name__}")
+            if t.dim() == 0:
+                raise ValueError(f"batched argument {i} must have the batch as dim 0, got a 0-d tensor")
         batch = batched[0].shape[0]
         for i, t in enumerate(batched):
             ex = self.example_args[self.batch_args[i]]
             if t.shape[0] != batch or tuple(t.shape[1:]) != tuple(ex.shape[1:]) or t.dtype != ex.dtype:
                 raise ValueError(f"batched argument {i} must be [{batch}, *{tuple(ex.shape[1:])}] {ex.dtype}, "
                                  f"got {tuple(t.shape)} {t.dtype}")
+            # A host tensor would be copied in synchronously, every call.
+            if t.device != ex.device:
+                raise ValueError(f"batched argument {i} must be on {ex.device} (the captured buffers' device), "
+                                 f"got {t.device}")
         graph, bufs, out = self._capture(self.bucket_for(batch))
         for buf, t, pad in zip(bufs, batched, self.pad_values):
             buf[:batch].copy_(t)
             if buf.shape[0] > batch:
                 buf[batch:].fill_(pad)
         graph.replay()
+        if out is None:
+            return None
         if isinstance(out, torch.Tensor):
             return out[:batch]
-        return type(out)(o[:batch] for o in out)
+        return type(out)(o[:batch] if isinstance(o, torch.Tensor) else o for o in out)

@@ -2605,6 +2605,50 @@ def test_cuda_graph_runner_buckets():
                      dtype=torch.bfloat16, what=f"runner with one workspace, batch {n}")
 
 
+def test_decode_step_allocates_nothing_and_never_synchronises():
+    """The module docstring's promise, checked: with `out=`, a workspace and the host index
+    checks off, `paged_attention` (split or not, 16-row and 32-row blocks) and `paged_kv_append`
+    allocate no device memory and never synchronise with the host (torch's sync debug mode
+    raises on any synchronising call); the results still match the reference."""
+    require_op("paged_attention")
+    lens = [40, 3000, 1, 700]
+    cases = []
+    for group, seed in ((4, 11), (32, 12)):  # 16 and 32 query rows per KV head
+        q, kc, vc, table, sl = make_paged_problem(lens, 2, group, 128, 16, torch.float16, seed)
+        for ns in (0, 1, 8):
+            ws = llm.paged_attention_workspace(q, kc, table, num_splits=ns)
+            cases.append((q, kc, vc, table, sl, ns, ws, poison_(torch.empty_like(q))))
+    t = len(lens)
+    q, kc, vc, table, sl = cases[0][:5]
+    k_new = torch.randn(t, kc.shape[2], kc.shape[3], device="cuda", dtype=kc.dtype)
+    v_new = torch.randn_like(k_new)
+    slots = table[torch.arange(t, device="cuda"), (sl.long() - 1) // 16].long() * 16 + (sl.long() - 1) % 16
+    kc2, vc2 = kc.clone(), vc.clone()
+
+    def step():
+        for q, kc, vc, table, sl, ns, ws, out in cases:
+            llm.paged_attention(q, kc, vc, table, sl, out=out, workspace=ws, num_splits=ns, check_indices=False)
+        llm.paged_kv_append(k_new, v_new, kc2, vc2, slots, check_slots=False)
+
+    step()  # lazy initialisation (device properties, kernel attributes) happens here
+    torch.cuda.synchronize()
+    allocated = torch.cuda.memory_stats()["allocation.all.allocated"]
+    for q, kc, vc, table, sl, ns, ws, out in cases:
+        poison_(out)
+    torch.cuda.set_sync_debug_mode("error")
+    try:
+        step()
+    finally:
+        torch.cuda.set_sync_debug_mode("default")
+    torch.cuda.synchronize()
+    assert torch.cuda.memory_stats()["allocation.all.allocated"] == allocated, "a call allocated device memory"
+    for q, kc, vc, table, sl, ns, ws, out in cases:
+        assert_close(out, paged_attention_reference(q, kc, vc, table, sl), dtype=torch.float16,
+                     what=f"Hq {q.shape[1]} num_splits {ns}, no-sync call")
+    want_k, want_v = paged_kv_append_reference(k_new, v_new, kc, vc, slots)
+    assert torch.equal(kc2, want_k) and torch.equal(vc2, want_v)
+
+
 def test_opcheck_decode_ops():
     require_op("paged_attention")
     q, k_cache, v_cache, table, seq_lens = make_paged_problem([40, 300], 2, 2, 64, 16, torch.float16, 9)

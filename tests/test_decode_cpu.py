@@ -242,6 +242,89 @@ def test_cuda_graph_runner_argument_checks():
         r.bucket_for(9)
 
 
+class _ReplayGraph:
+    """A CUDA graph's stand-in on the CPU: replay() reruns the captured call, which (as a
+    captured kernel would) writes into the buffers it wrote at capture."""
+
+    def __init__(self, fn):
+        self.fn = fn
+
+    def replay(self):
+        self.fn()
+
+
+@pytest.fixture
+def fake_capture(monkeypatch):
+    """CUDAGraphRunner on the CPU: captures recorded as (bucket, pool) in the returned list."""
+    import cuda_llm_ops.graphs as graphs
+    captured = []
+
+    def capture(fn, warmup=1, pool=None):
+        out = fn()
+        captured.append(pool)
+        return _ReplayGraph(fn), out
+
+    monkeypatch.setattr(graphs, "capture_graph", capture)
+    monkeypatch.setattr(torch.cuda, "graph_pool_handle", lambda: "pool")
+    return captured
+
+
+def test_cuda_graph_runner_replays_pads_and_slices(fake_capture):
+    """Bucketing, padding rows, outputs sliced to the call's batch (a tensor, a tuple with a
+    non-tensor item, None for an in-place step), and the batched arguments' checks."""
+    outs, seen = {}, []
+
+    def step(x, lens, w):  # writes its static output, as a captured kernel does
+        out = outs.setdefault(x.shape[0], torch.empty_like(x))
+        torch.mul(x, w, out=out)
+        seen.append((x.clone(), lens.clone()))
+        return out, "tag", lens
+
+    ex = (torch.randn(2, 3), torch.ones(2, dtype=torch.int32), 2.0)
+    r = llm.CUDAGraphRunner(step, ex, batch_args=(0, 1), buckets=(1, 4, 8), pad_values=(-7.0, 0))
+    x = torch.randn(3, 3)
+    lens = torch.tensor([5, 6, 7], dtype=torch.int32)
+    y, tag, l_out = r(x, lens)
+    assert r.captured == (4,) and tag == "tag"
+    torch.testing.assert_close(y, x * 2.0)
+    assert y.shape == (3, 3) and l_out.tolist() == [5, 6, 7]
+    xs, ls = seen[-1]  # the replay's inputs: the call's rows, then the padding
+    assert torch.equal(xs[:3], x) and (xs[3] == -7.0).all() and ls.tolist() == [5, 6, 7, 0]
+    x1 = torch.randn(1, 3)
+    y1, _, _ = r(x1, lens[:1])  # a smaller batch in the same bucket's range pads the rows the last call used
+    assert r.captured == (1, 4)
+    torch.testing.assert_close(y1, x1 * 2.0)
+    y2, _, _ = r(x[:2], lens[:2])
+    xs, ls = seen[-1]
+    assert r.captured == (1, 4) and (xs[2:] == -7.0).all() and ls.tolist() == [5, 6, 0, 0]
+    torch.testing.assert_close(y2, x[:2] * 2.0)
+    r.capture_all()  # the remaining bucket, one pool for all
+    assert r.captured == (1, 4, 8) and fake_capture == ["pool"] * 3
+    with pytest.raises(ValueError, match=r"batched argument 1 must be \[3, \*\(\)\] torch.int32, got \(3,\) torch.int64"):
+        r(x, lens.long())
+    with pytest.raises(ValueError, match=r"batched argument 0 must be on cpu \(the captured buffers' device\), got meta"):
+        r(x.to("meta"), lens.to("meta"))
+    with pytest.raises(TypeError, match=r"batched argument 1 must be a torch.Tensor, got list"):
+        r(x, [5, 6, 7])
+    with pytest.raises(ValueError, match=r"batched argument 0 must have the batch as dim 0, got a 0-d tensor"):
+        r(torch.tensor(1.0), lens)
+    with pytest.raises(ValueError, match=r"expected 2 batched arguments, got 1"):
+        r(x)
+
+    cache = torch.zeros(8, 3)
+
+    def append(slots, rows):  # an in-place step: returns None; padding rows carry slot -1
+        ok = slots >= 0
+        cache.index_copy_(0, slots[ok], rows[ok])
+
+    ra = llm.CUDAGraphRunner(append, (torch.zeros(1, dtype=torch.int64), torch.zeros(1, 3)), batch_args=(0, 1),
+                             buckets=(4,), pad_values=(-1, 9.0))
+    rows = torch.randn(2, 3)
+    assert ra(torch.tensor([6, 1]), rows) is None
+    assert torch.equal(cache[6], rows[0]) and torch.equal(cache[1], rows[1])
+    assert cache[0].abs().sum() == 0  # the padding rows wrote nothing
+
+
 def test_decode_constants():
     assert llm.decode.DECODE_KERNEL_HEAD_DIMS == (64, 96, 128, 256)
     kd = llm.decode.decode_kernel_head_dim
