@@ -80,6 +80,12 @@ def flash_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: fl
     D must be a multiple of 8 up to 256; Nq and Nk any value >= 1. Inputs may be
     strided if the last dimension is contiguous (see `validate_attention_inputs`).
 
+    Few query rows (Nq <= 16, fp16/bf16: decode and speculative decoding) run
+    `decode_attention`'s split-KV kernel on the same tensors (`use_decode_path`), which
+    spreads the keys over all SMs where the prefill kernel's query tiles would leave
+    most of them idle; same results to rounding. Call `decode_attention` directly to pass
+    `out=`, a workspace (no allocation per call) or a split count.
+
     Returns:
         `[B, Hq, Nq, D]` in q's dtype, contiguous.
     """

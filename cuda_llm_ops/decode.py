@@ -1,31 +1,34 @@
 """Decode attention: paged KV cache (block tables), split-KV (flash-decoding),
-GQA, and the paged cache append. All ops are CUDA-graph capturable: with `out=`
-and a preallocated `workspace` a call allocates nothing and never synchronises
-with the host.
+GQA, and the paged cache append.
+
+CUDA graphs and host synchronisation: every op is CUDA-graph capturable. With `out=`,
+a preallocated `workspace` and the host checks off (`check_indices=False`;
+`paged_kv_append(..., check_slots=False)`), a call allocates nothing and never
+synchronises with the host (tests/test_decode.py checks both). With the defaults
+(`None`), an eager call runs the host index check below: one synchronisation per call,
+skipped by itself under capture and torch.compile tracing. `CUDAGraphRunner`
+(`cuda_llm_ops.graphs`) captures a decode step per batch-size bucket and replays it.
 
 Split-KV workspace: a split call runs one kernel; each split writes its partial
 output to the workspace and counts itself in on a counter at the workspace's end,
 and the split that finishes last merges (log-sum-exp) and resets the counter to its
-rest value. (On Hopper, where that last split's merge would take two or more L2 round
-trips, e.g. 16-32 query rows per KV head at head_dim 128, the splits only write their
-partials and a second kernel launched right after merges them, reading no counter:
-B=1/16K GQA 32/8 with 4 new tokens 28.2 -> 23.7 us on the H200, csrc/decode/NOTES.md
-"Stop 70".) So the counters must be at rest before the first call: use a workspace
-from `decode_workspace` / `paged_attention_workspace` (which set them), passed as
-returned (not a slice: the counters sit at the end of the tensor). It is
-self-resetting: after every completed call the counters are at rest again, so one
-workspace serves any number of later calls and CUDA-graph replays, and calls of other
-shapes (batch, splits, heads) that it is large enough for. Calls sharing a workspace
-must be ordered (one stream). Without `workspace=` a split call allocates one and sets
-its counters (one small kernel). A workspace whose counters are not at rest (a
-`torch.zeros` / `torch.empty` buffer, or an overwritten one) gives NaN outputs where the
-splits merge themselves (a call with a merge kernel does not read the counters), never
-stale or early-merged values (the rest value is not 0, a small integer, -1 or common float
-bit pattern), and `paged_attention`'s host check (`check_indices`, below) raises
-ValueError for it.
+rest value (on Hopper, where that merge would take two or more L2 round trips, a
+second kernel merges instead and no counter is read). So the counters must be at rest
+before the first call: use a workspace from `decode_workspace` /
+`paged_attention_workspace` (which set them), passed as returned (not a slice: the
+counters sit at the end of the tensor). It is self-resetting: after every completed
+call the counters are at rest again, so one workspace serves any number of later
+calls and CUDA-graph replays, and calls of other shapes (batch, splits, heads) that
+it is large enough for. Calls sharing a workspace must be ordered (one stream).
+Without `workspace=` a split call allocates one and sets its counters (one small
+kernel). A workspace whose counters are not at rest (a `torch.zeros` / `torch.empty`
+buffer, or an overwritten one) gives NaN outputs where the splits merge themselves,
+never stale or early-merged values (the rest value is not 0, a small integer, -1 or
+a common float bit pattern), and `paged_attention`'s host check raises ValueError for it.
 
 Layouts (vLLM's):
-- q / out: `[B, Hq, D]`, one new token per sequence.
+- q / out: `[B, Hq, D]`, one new token per sequence (`[B, Hq, Nq, D]`: Nq new tokens,
+  speculative decoding).
 - k_cache / v_cache: `[num_blocks, block_size, Hkv, D]`, contiguous; block_size a
   power of two (8 ... 256 tested).
 - block_tables: int32 `[B, max_blocks_per_seq]`; sequence b's token t lives in
@@ -36,64 +39,54 @@ Layouts (vLLM's):
 Kernels exist for float16 and bfloat16 with D any multiple of 8 up to 256: D in
 `DECODE_KERNEL_HEAD_DIMS` (64, 96, 128, 256) has its own kernel, any other D (32,
 80, 112, 192, ...) runs on the next wider one, reading its own rows once (the
-padding columns are zeros in shared memory, never loaded). Hq any multiple of Hkv
-(one thread block serves all query heads of a KV head, so each K/V element is read
-once); batch <= 65535. GPUs with 99 KB of shared memory per block (sm_86/89/120)
-run D up to 128, not 136-256 (`decode_head_dim_fits`). Both attention ops take a
-sliding window (`window_left`: each query sees the window_left keys before its own
-position and itself; the keys before the window are not read) and logit soft-capping
+padding columns are zeros in shared memory, never loaded). Hq any multiple of Hkv;
+batch <= 65535. GPUs with 99 KB of shared memory per block (sm_86/89/120) run D up to
+128, not 136-256 (`decode_head_dim_fits`). Both attention ops take a sliding window
+(`window_left`: each query sees the window_left keys before its own position and
+itself; the keys before the window are not read) and logit soft-capping
 (`logits_soft_cap`: scores become cap * tanh(score / cap), Gemma 2).
+
+GQA: a thread block serves 16 query rows (query heads x new tokens) of one KV head and
+reads that head's keys once for all of them: with one new token, every group of up to
+16 query heads per KV head (GQA 32/8, 64/8) reads each K/V element once. More rows per
+KV head (MQA with more than 16 query heads, or Nq x Hq / Hkv > 16) take several row
+tiles: on Hopper HBM3e parts (the H200) at 16-bit head dims 64, 96 and 128, 17-32 rows
+run as one block of two tiles over one read of the keys; otherwise each 16-row block
+reads the keys again (mostly from L2, as the blocks of a KV head run together).
 
 FP8 KV cache (vLLM's `kv_cache_dtype="fp8"`, e4m3): `paged_attention` takes caches of
 dtype `torch.float8_e4m3fn` with float16/bfloat16 q, each K element standing for its
 value times `k_scale` and each V element for its value times `v_scale` (per-tensor
 scales, floats: a captured graph keeps them); `paged_kv_append` writes such caches,
-storing `e4m3(x * (1 / scale))` (float32) rounded to nearest and saturated to +-448. Half the bytes of
-a 16-bit cache are read, so a memory-bound decode step takes about half the time. The
-warps convert the K/V fragments they load to float16 in registers (exactly: e4m3 fits it)
-and run the same tensor-core math; with bfloat16 q too (one conversion instruction per pair
-instead of four), each q row scaled by a power of two into float16's range and its scores
-scaled back, so any bfloat16 magnitude keeps its bits; the output is q's dtype; head_dim a multiple of 16
-(16-byte cache rows); on Hopper the TMA kernel on every grid (4 stages up to one block
-per SM, 3 beyond), the cp.async kernel below sm_90. At head_dim <= 64 (rows of 64 bytes
-or fewer) grids up to one block per SM split to about two blocks per SM, and at head_dim
-64 KV heads are paired (below) where one split has more blocks than SMs, MHA or GQA.
+storing `e4m3(x * (1 / scale))` (float32) rounded to nearest and saturated to +-448.
+Half the bytes of a 16-bit cache are read, so a memory-bound decode step takes about
+half the time. The kernels convert the loaded K/V to float16 in registers (exactly:
+e4m3 fits it) and run the same tensor-core math (bfloat16 q rows scaled by a power of
+two into float16's range, so any bfloat16 magnitude keeps its bits); the output is q's
+dtype; head_dim a multiple of 16 (16-byte cache rows).
 
-Index checks and CUDA graphs: a block index outside `[0, num_blocks)` or a
-seq_len outside `[0, table capacity]` is data on the GPU; checking it on the
-host needs a synchronisation. `check_indices=None` (default) checks on the host
-(one sync, ValueError naming the sequence) except while a CUDA graph is being
-captured or torch.compile is tracing, where the sync is impossible (capture) or
-would break the graph: there the check is skipped. The kernel itself never
-dereferences such an index in any mode: it clamps the read and writes NaN to
-that sequence's output, so a bad table is never a silent wrong answer or an
-out-of-bounds access. `check_indices=False` skips the host check everywhere
-(serving loops, benchmarks); `True` forces it (and raises under capture).
+Index checks: a block index outside `[0, num_blocks)` or a seq_len outside
+`[0, table capacity]` is data on the GPU; checking it on the host needs a
+synchronisation. `check_indices=None` (default) checks on the host (one sync,
+ValueError naming the sequence) except while a CUDA graph is being captured or
+torch.compile is tracing, where the sync is impossible (capture) or would break the
+graph: there the check is skipped. The kernel itself never dereferences such an index
+in any mode: it clamps the read and writes NaN to that sequence's output, so a bad
+table is never a silent wrong answer or an out-of-bounds access. `check_indices=False`
+skips the host check everywhere (serving loops, benchmarks); `True` forces it (and
+raises under capture). `paged_kv_append`'s `check_slots` works the same way for slots
+past the cache.
 
-Kernels: on Hopper a TMA (tensor-memory-accelerator) kernel where it was measured faster
-(every grid at head_dim 64 and 256; at 128 every grid but contiguous caches on at most one
-thread block per SM, those too on Hopper HBM3e parts such as the H200 (3 stages, any number
-of new tokens), which also run 4 pipeline stages on paged small grids and 3 on paged grids
-of up to 1.35 blocks per SM where the H100 runs 3 and 2, one new token per sequence; at 96 every paged grid, not head
-dims 80 and below on that kernel, nor contiguous caches beyond one block per SM), a
-cp.async kernel otherwise and below sm_90 (csrc/decode/NOTES.md, "Kernel choice", v23,
-v24). On Hopper a paged head_dim-64 cache with an even number of KV heads (MHA, or GQA
-with up to 8 query heads per KV head), 16-bit or FP8, where one split of the grid has more
-blocks than SMs (16-bit: 1.25 times the SMs; up to there unpaired on 4 pipeline stages),
-runs the head_dim-128 kernels over pairs of adjacent KV heads (a token's two head rows are
-one row twice as wide: 16-bit 3-10% faster at N=2048, B=20-128 GQA 32/8 and B=5-32 MHA;
-FP8 3-14%); a 16-bit head_dim-96 cache likewise runs the head_dim-256 kernels over
-192-column rows beyond 1.5 blocks per SM where the paired grid ends in a nearly full wave
-(1-3% faster, MHA B=16/2K 145.7 -> 142.2 us, B=64/4K 1122.6 -> 1092.7). On Hopper HBM3e
-parts (the H200; memory clock above 3 GHz) 16-bit head dims 72-88 pair the same way (the
-unpaired 160-byte rows of head_dim 80 read 61-75% of the copy rate there): 72-80 on a
-head_dim-160 kernel (two blocks per SM beyond one per SM; block sizes below 8 on its
-cp.async form) from 0.35 pairs per SM, with 1 split from 0.8 pairs per SM and 2 below (B=64/2K/MHA 449 -> 319 us,
-0.99-1.04x cuDNN; GQA 32/8 B=40/8K 322 -> 216, 1.22x; csrc/decode/NOTES.md "Stop 74"), and
-below 0.35 where one wave of splits of 512 keys or more fills 80-100% of the SMs (GQA 32/8
-B=2/16K 33.6 -> 28.3 us, B=10/8K 117.0 -> 58.4; MHA B=1/16K 61.9 -> 45.5; "Stop 75"); 88 on the
-head_dim-256 kernels (block sizes of 8 or more) from 1.6 pairs per SM, and at 0.95-1.12
-pairs per SM with 1 split up to one pair per SM, 2 beyond.
+Kernel choice: on Hopper a TMA (tensor-memory-accelerator) kernel streams K/V through
+swizzled shared-memory tiles on a warp-specialised pipeline, launched with programmatic
+dependent launch where that measured faster; a cp.async kernel runs elsewhere and below
+sm_90. Which kernel, how many pipeline stages, whether adjacent KV heads run as one
+wider row (head pairs at D = 64 and 72-96), how many splits, and the Hopper schedules
+that even out the last wave (the balanced schedule, the spread tail) are chosen per
+GPU (HBM3e parts such as the H200 have their own rules), head dim, layout and grid
+from measurements: `decode_num_splits` states the split rules, and
+csrc/decode/NOTES.md holds each rule's measurements ("Kernel choice", v6 onwards;
+the H200 rules from "Stop 62" on). Every choice gives the same result to rounding.
 
 Dev knobs (benchmarks only), set in the environment before the process's first decode
 call and then read on every call: `CLO_DECODE_VARIANT` 0 automatic, 1 the cp.async kernel,
@@ -653,18 +646,11 @@ def paged_attention(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tenso
         out: optional output of q's shape (q's dtype); written in place and returned. It must
             not overlap q or any other input (a strided view counts from its first element to
             its last, gaps included).
-        num_splits: 0 = heuristic (`decode_num_splits`); 1 = one pass per sequence
-            (PagedAttention v1); > 1 = split-KV with a log-sum-exp merge (v2); 2 at
-            16-bit head_dim 97-256 on sm_90 with B x Hkv between one and two times the
-            SMs: the balanced schedule (`decode_num_splits`), same results to rounding
-            (on Hopper HBM3e parts at head_dim 128 with 17-32 query rows per KV head,
-            only at 1-1.35 times the SMs from 2048 keys; an even grid beyond);
-            on Hopper HBM3e parts a count equal to the heuristic's spread-tail count
-            (16-bit head_dim 128, one new token or Nq > 1 whose rows fit one 16-row tile,
-            a little more than one B x Hkv per SM)
-            runs the spread tail: the first SM-count (sequence, KV head) pairs unsplit,
-            the others in that many pieces (where TMA cannot describe the cache, block
-            sizes below 8, an even grid of that count).
+        num_splits: 0 = heuristic (`decode_num_splits`, the count for this GPU, grid
+            and length); 1 = one pass per sequence (PagedAttention v1); > 1 = split-KV
+            with a log-sum-exp merge (v2), up to 128. On Hopper some counts select the
+            schedules `decode_num_splits` describes (the balanced schedule, the spread
+            tail) where they apply; every count gives the same result to rounding.
         workspace: optional float32 buffer from `paged_attention_workspace` /
             `decode_workspace` (used when the call splits), passed as returned: its
             split counters are left at rest by every call (module docstring), so it
@@ -885,8 +871,10 @@ def paged_kv_append(k: torch.Tensor, v: torch.Tensor, k_cache: torch.Tensor, v_c
             to +-448; D a multiple of 16), as `paged_attention(..., k_scale, v_scale)`
             reads them.
         slot_mapping: int64 or int32 `[T]`, flat slot `block * block_size + offset`
-            of each token; a negative slot skips the token (padding). None: give
-            `block_tables` and `seq_lens` instead.
+            of each token; a negative slot skips the token (padding). Give each token
+            its own slot: tokens sharing one write it at the same time, and what lands
+            is unspecified (as in vLLM's reshape_and_cache). None: give `block_tables`
+            and `seq_lens` instead.
         check_slots: host check (one sync; None: on except under CUDA-graph capture /
             torch.compile) that every slot lies in the cache, or with block_tables, as
             `paged_attention`'s check, that every seq_len is at most the table's capacity
