@@ -2679,6 +2679,46 @@ def test_torch_compile_fullgraph():
     assert_close(out, ref, dtype=torch.float16)
 
 
+def test_torch_compile_fullgraph_decode_path_and_append():
+    """torch.compile(fullgraph=True) over the other decode ops: flash_attention's few-query-row
+    path (decode_attention under it) and decode_attention itself on a strided cache, and a
+    step that appends the new token in place and then attends over it (the append's mutation
+    must order the two)."""
+    require_op("decode_attention")
+    require_op("paged_kv_append")
+    g = torch.Generator(device="cuda").manual_seed(23)
+    q = torch.randn(2, 8, 3, 64, device="cuda", dtype=torch.bfloat16, generator=g)
+    kv = torch.randn(2, 2, 700, 2, 64, device="cuda", dtype=torch.bfloat16, generator=g)  # [2, B, N, Hkv, D]
+    k, v = kv[0].transpose(1, 2), kv[1].transpose(1, 2)  # [B, Hkv, N, D] views, token-major
+    assert llm.decode.use_decode_path(q)
+
+    @torch.compile(fullgraph=True)
+    def attend(q, k, v):
+        return llm.flash_attention(q, k, v, is_causal=True) * 2, llm.decode_attention(q, k, v, num_splits=4)
+
+    causal, split = attend(q, k, v)
+    assert_close(causal, attention_reference(q, k, v, is_causal=True) * 2, dtype=torch.bfloat16,
+                 what="compiled flash_attention, Nq 3")
+    assert_close(split, attention_reference(q, k, v), dtype=torch.bfloat16, what="compiled decode_attention")
+
+    q1, kc, vc, table, sl = make_paged_problem([40, 300], 2, 4, 64, 16, torch.float16, 14)
+    k_new = torch.randn(2, 2, 64, device="cuda", dtype=torch.float16, generator=g)
+    v_new = torch.randn_like(k_new)
+    rows = torch.arange(2, device="cuda")
+    slots = table[rows, sl.long() // 16].long() * 16 + sl.long() % 16  # position seq_len: the new token
+    want_k, want_v = paged_kv_append_reference(k_new, v_new, kc, vc, slots)
+    want = paged_attention_reference(q1, want_k, want_v, table, sl + 1)
+
+    @torch.compile(fullgraph=True)
+    def step(q, kc, vc, table, lens, k_new, v_new, slots):
+        llm.paged_kv_append(k_new, v_new, kc, vc, slots)
+        return llm.paged_attention(q, kc, vc, table, lens + 1)
+
+    out = step(q1, kc, vc, table, sl, k_new, v_new, slots)
+    assert torch.equal(kc, want_k) and torch.equal(vc, want_v)
+    assert_close(out, want, dtype=torch.float16, what="compiled append then attention")
+
+
 _VARIANT_SCRIPT = r'''
 import os, re, sys
 import torch
