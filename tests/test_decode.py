@@ -3779,6 +3779,8 @@ def test_readme_use_example_runs():
     ref = paged_attention_reference(env["q1"], env["k_cache"], env["v_cache"], env["table"], env["seq_lens"],
                                     k_scale=0.05, v_scale=0.05)
     assert_close(env["o1"], ref, dtype=torch.float16, what="README FP8 decode step")
+    assert env["runner"].captured == (4,)
+    assert_close(env["o3"], ref[:3], dtype=torch.float16, what="README CUDAGraphRunner step")
     ref = paged_mla_attention_reference(env["q_lat"], env["kv_lat"], env["table"], env["seq_lens"],
                                         scale=192 ** -0.5)
     assert_close(env["o_lat"], ref, dtype=torch.bfloat16, what="README MLA decode step")
