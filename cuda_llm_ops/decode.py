@@ -12,8 +12,9 @@ skipped by itself under capture and torch.compile tracing. `CUDAGraphRunner`
 Split-KV workspace: a split call runs one kernel; each split writes its partial
 output to the workspace and counts itself in on a counter at the workspace's end,
 and the split that finishes last merges (log-sum-exp) and resets the counter to its
-rest value (on Hopper, where that merge would take two or more L2 round trips, a
-second kernel merges instead and no counter is read). So the counters must be at rest
+rest value (on Hopper's TMA kernel with 16-bit caches, where that merge would take two
+or more L2 round trips, e.g. 16 query rows per KV head at head_dim 256, a second kernel
+merges instead and no counter is read). So the counters must be at rest
 before the first call: use a workspace from `decode_workspace` /
 `paged_attention_workspace` (which set them), passed as returned (not a slice: the
 counters sit at the end of the tensor). It is self-resetting: after every completed
@@ -51,8 +52,9 @@ reads that head's keys once for all of them: with one new token, every group of 
 16 query heads per KV head (GQA 32/8, 64/8) reads each K/V element once. More rows per
 KV head (MQA with more than 16 query heads, or Nq x Hq / Hkv > 16) take several row
 tiles: on Hopper HBM3e parts (the H200) at 16-bit head dims 64, 96 and 128, 17-32 rows
-run as one block of two tiles over one read of the keys; otherwise each 16-row block
-reads the keys again (mostly from L2, as the blocks of a KV head run together).
+run as one block of two tiles over one read of the keys where `decode_num_splits`' two-tile
+rule applies (tables long enough, grids up to about two units per SM); otherwise each
+16-row block reads the keys again (mostly from L2, as the blocks of a KV head run together).
 
 FP8 KV cache (vLLM's `kv_cache_dtype="fp8"`, e4m3): `paged_attention` takes caches of
 dtype `torch.float8_e4m3fn` with float16/bfloat16 q, each K element standing for its

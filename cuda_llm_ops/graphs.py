@@ -37,8 +37,8 @@ class CUDAGraphRunner:
     """Capture `fn` once per batch bucket and replay it for any batch size up to the largest bucket.
 
     Args:
-        fn: `fn(*args)` returning a tensor or a tuple/list whose tensors have the batch as
-            dim 0 (other items are returned as captured), or None (a step that only writes
+        fn: `fn(*args)` returning a tensor or a tuple/list/namedtuple whose tensors have the
+            batch as dim 0 (other items, 0-d tensors too, are returned as captured), or None (a step that only writes
             in place, e.g. `paged_kv_append`). It must be capturable: no host synchronisation, no
             data-dependent shapes (e.g. `paged_attention` with `out=` and a workspace,
             or with `check_indices` left at None, which skips the host check under capture).
@@ -154,4 +154,5 @@ class CUDAGraphRunner:
             return None
         if isinstance(out, torch.Tensor):
             return out[:batch]
-        return type(out)(o[:batch] if isinstance(o, torch.Tensor) else o for o in out)
+        items = [o[:batch] if isinstance(o, torch.Tensor) and o.dim() > 0 else o for o in out]
+        return type(out)(*items) if hasattr(out, "_fields") else type(out)(items)  # a namedtuple takes fields

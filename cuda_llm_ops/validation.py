@@ -178,9 +178,13 @@ def validate_attention_inputs(q, k, v) -> None:
         check_last_dim_contiguous(t, name)
 
 
+FLOAT32_MAX = 3.4028234663852886e38
+
+
 def resolve_scale(scale: float, head_dim: int) -> float:
     """`scale == 0` means the usual 1/sqrt(head_dim)."""
-    if scale != scale or scale < 0 or scale == float("inf"):  # NaN, negative or infinite
+    # NaN, negative, or infinite as the float32 the kernels take (past FLT_MAX)
+    if scale != scale or scale < 0 or scale > FLOAT32_MAX:
         raise ValueError(f"scale must be finite and >= 0 (0 means 1/sqrt(head_dim)), got {scale}")
     if head_dim < 1:
         raise ValueError(f"head_dim (q's last dimension) must be >= 1, got {head_dim}")

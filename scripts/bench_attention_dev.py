@@ -365,7 +365,10 @@ def decode_reroute(iters=30, dtype=torch.float16, d=128):
     """Where the reroute pays: our decode path and our prefill kernel (the raw op, which
     never reroutes) on the same inputs, with SDPA's cuDNN and flash backends beside them;
     cold L2 by rotating input sets (3x the L2), CUDA graphs of 10 calls, as `llm-speed bench`
-    times decode. Prints ms and the prefill / decode ratio (> 1: the reroute wins)."""
+    times decode. Prints ms and the prefill / decode ratio (> 1: the reroute wins). With Nq > 1
+    the cuDNN column is SDPA's materialised-mask path: the lower-right causal bias dispatches to
+    the flash and efficient kernels only, so with cuDNN pinned it builds a bool mask (as
+    `llm-speed bench`'s cuDNN peer does on these rows)."""
     from cuda_llm_ops.reference import attention_reference
     from cuda_llm_ops.timing import rotation_count
     prefill = torch.ops.cuda_llm_ops.flash_attention

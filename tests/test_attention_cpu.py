@@ -3,6 +3,8 @@ F.scaled_dot_product_attention, the input checks that fire before the device
 check, and the install-without-kernels path."""
 from __future__ import annotations
 
+import re
+
 import pytest
 import torch
 import torch.nn.functional as F
@@ -110,9 +112,10 @@ def test_resolve_scale():
     assert resolve_scale(0.3, 64) == 0.3
     with pytest.raises(ValueError, match=r"scale must be finite and >= 0 \(0 means 1/sqrt\(head_dim\)\), got -0.5"):
         resolve_scale(-0.5, 64)
-    for bad in ("nan", "inf", "-inf"):
-        with pytest.raises(ValueError, match=rf"scale must be finite and >= 0 .*got {bad}"):
+    for bad in ("nan", "inf", "-inf", "1e+39"):
+        with pytest.raises(ValueError, match=rf"scale must be finite and >= 0 .*got {re.escape(str(float(bad)))}"):
             resolve_scale(float(bad), 64)
+    assert resolve_scale(3.4e38, 64) == 3.4e38  # still a float32
     with pytest.raises(ValueError, match=r"head_dim \(q's last dimension\) must be >= 1, got 0"):
         resolve_scale(0.0, 0)
 

@@ -277,8 +277,8 @@ def test_paged_attention_errors():
     with pytest.raises(RuntimeError, match=r"logits_soft_cap must be finite and >= 0 \(0: off\), got nan"):
         raw(torch.empty_like(q), q, k_cache, v_cache, table, seq_lens, 0.125, 1, None, -1, float("nan"))
     # the raw ops take the resolved scale: 0 (the wrappers' "1/sqrt(head_dim)"), inf and NaN are refused
-    for bad in (0.0, -0.5, float("inf"), float("nan")):
-        with pytest.raises(RuntimeError, match=r"scale must be finite and > 0 \(the Python wrapper resolves 0"):
+    for bad in (0.0, -0.5, float("inf"), float("nan"), 1e39, 1e-50):  # the last two: inf and 0 as float32
+        with pytest.raises(RuntimeError, match=r"scale must be finite and > 0 as a float32 \(the Python wrapper"):
             raw(torch.empty_like(q), q, k_cache, v_cache, table, seq_lens, bad, 1, None)
         with pytest.raises(RuntimeError, match=r"scale must be finite and > 0"):
             torch.ops.cuda_llm_ops.decode_attention(torch.empty_like(q)[:, :, None], q[:, :, None],
@@ -2607,33 +2607,37 @@ def test_cuda_graph_runner_buckets():
 
 def test_decode_step_allocates_nothing_and_never_synchronises():
     """The module docstring's promise, checked: with `out=`, a workspace and the host index
-    checks off, `paged_attention` (split or not, 16-row and 32-row blocks) and `paged_kv_append`
-    allocate no device memory and never synchronise with the host (torch's sync debug mode
-    raises on any synchronising call); the results still match the reference."""
+    checks off, `paged_attention` (split or not; 16 and 32 query rows per KV head, the latter
+    two row tiles: on Hopper HBM3e parts the heuristic's count at 16K keys runs them as one
+    32-row block) and `paged_kv_append` allocate no device memory and never synchronise with
+    the host (torch's sync debug mode raises on any synchronising call); the results still
+    match the reference."""
     require_op("paged_attention")
-    lens = [40, 3000, 1, 700]
-    cases = []
-    for group, seed in ((4, 11), (32, 12)):  # 16 and 32 query rows per KV head
-        q, kc, vc, table, sl = make_paged_problem(lens, 2, group, 128, 16, torch.float16, seed)
+    lens = [40, 16384, 1, 700]
+    problems = {group: make_paged_problem(lens, 2, group, 128, 16, torch.float16, seed)
+                for group, seed in ((4, 11), (32, 12))}
+    calls = []  # (problem, num_splits, workspace, out)
+    for problem in problems.values():
         for ns in (0, 1, 8):
-            ws = llm.paged_attention_workspace(q, kc, table, num_splits=ns)
-            cases.append((q, kc, vc, table, sl, ns, ws, poison_(torch.empty_like(q))))
+            ws = llm.paged_attention_workspace(problem[0], problem[1], problem[3], num_splits=ns)
+            calls.append((problem, ns, ws, torch.empty_like(problem[0])))
+    _, kc4, vc4, table4, sl4 = problems[4]
     t = len(lens)
-    q, kc, vc, table, sl = cases[0][:5]
-    k_new = torch.randn(t, kc.shape[2], kc.shape[3], device="cuda", dtype=kc.dtype)
+    k_new = torch.randn(t, kc4.shape[2], kc4.shape[3], device="cuda", dtype=kc4.dtype)
     v_new = torch.randn_like(k_new)
-    slots = table[torch.arange(t, device="cuda"), (sl.long() - 1) // 16].long() * 16 + (sl.long() - 1) % 16
-    kc2, vc2 = kc.clone(), vc.clone()
+    last = sl4.long() - 1
+    slots = table4[torch.arange(t, device="cuda"), last // 16].long() * 16 + last % 16
+    kc_appended, vc_appended = kc4.clone(), vc4.clone()
 
     def step():
-        for q, kc, vc, table, sl, ns, ws, out in cases:
+        for (q, kc, vc, table, sl), ns, ws, out in calls:
             llm.paged_attention(q, kc, vc, table, sl, out=out, workspace=ws, num_splits=ns, check_indices=False)
-        llm.paged_kv_append(k_new, v_new, kc2, vc2, slots, check_slots=False)
+        llm.paged_kv_append(k_new, v_new, kc_appended, vc_appended, slots, check_slots=False)
 
     step()  # lazy initialisation (device properties, kernel attributes) happens here
     torch.cuda.synchronize()
     allocated = torch.cuda.memory_stats()["allocation.all.allocated"]
-    for q, kc, vc, table, sl, ns, ws, out in cases:
+    for _, _, _, out in calls:
         poison_(out)
     torch.cuda.set_sync_debug_mode("error")
     try:
@@ -2642,11 +2646,11 @@ def test_decode_step_allocates_nothing_and_never_synchronises():
         torch.cuda.set_sync_debug_mode("default")
     torch.cuda.synchronize()
     assert torch.cuda.memory_stats()["allocation.all.allocated"] == allocated, "a call allocated device memory"
-    for q, kc, vc, table, sl, ns, ws, out in cases:
+    for (q, kc, vc, table, sl), ns, _, out in calls:
         assert_close(out, paged_attention_reference(q, kc, vc, table, sl), dtype=torch.float16,
                      what=f"Hq {q.shape[1]} num_splits {ns}, no-sync call")
-    want_k, want_v = paged_kv_append_reference(k_new, v_new, kc, vc, slots)
-    assert torch.equal(kc2, want_k) and torch.equal(vc2, want_v)
+    want_k, want_v = paged_kv_append_reference(k_new, v_new, kc4, vc4, slots)
+    assert torch.equal(kc_appended, want_k) and torch.equal(vc_appended, want_v)
 
 
 def test_opcheck_decode_ops():

@@ -311,6 +311,14 @@ def test_cuda_graph_runner_replays_pads_and_slices(fake_capture):
     with pytest.raises(ValueError, match=r"expected 2 batched arguments, got 1"):
         r(x)
 
+    from collections import namedtuple
+    Pair = namedtuple("Pair", "out total")
+    rn = llm.CUDAGraphRunner(lambda x: Pair(outs.setdefault("n", torch.empty(4, 3)).copy_(x), torch.tensor(7.0)),
+                             (torch.zeros(1, 3),), batch_args=(0,), buckets=(4,))
+    got = rn(x)
+    assert isinstance(got, Pair) and got.out.shape == (3, 3) and float(got.total) == 7.0  # 0-d: as captured
+    torch.testing.assert_close(got.out, x)
+
     cache = torch.zeros(8, 3)
 
     def append(slots, rows):  # an in-place step: returns None; padding rows carry slot -1

@@ -135,17 +135,20 @@ void check_cache_dtype_and_head_dim(c10::ScalarType dtype, int64_t head_dim) {
   check_head_dim(head_dim, dtype == at::kFloat8_e4m3fn);
 }
 
+// The raw ops take the resolved softmax scale: the Python wrappers map 0 to 1/sqrt(head_dim),
+// so a 0, negative, infinite or NaN scale here is a caller's bug, not a request. Checked as the
+// float the kernels get: a double past float's range (or under its smallest) is inf (or 0) there.
+float softmax_scale(double scale) {
+  const float s = static_cast<float>(scale);
+  CLO_CHECK(std::isfinite(s) && s > 0.0f,
+            "scale must be finite and > 0 as a float32 (the Python wrapper resolves 0 to 1/sqrt(head_dim)), got ",
+            scale);
+  return s;
+}
+
 // Sliding window and logit soft-capping (both attention ops). Windows of 2^30 keys or more
 // are clamped to 2^30: no sequence has that many (keys are int32), and the kernel's
 // window arithmetic stays inside int32.
-// The raw ops take the resolved softmax scale: the Python wrappers map 0 to 1/sqrt(head_dim),
-// so a 0, negative, infinite or NaN scale here is a caller's bug, not a request.
-float softmax_scale(double scale) {
-  CLO_CHECK(std::isfinite(scale) && scale > 0.0,
-            "scale must be finite and > 0 (the Python wrapper resolves 0 to 1/sqrt(head_dim)), got ", scale);
-  return static_cast<float>(scale);
-}
-
 void set_window_and_soft_cap(dec::DecodeAttentionArgs& a, int64_t window_left, double logits_soft_cap) {
   CLO_CHECK(window_left >= -1, "window_left must be >= -1 (-1: no sliding window), got ", window_left);
   CLO_CHECK(std::isfinite(logits_soft_cap) && logits_soft_cap >= 0.0,
