@@ -38,10 +38,11 @@ class CUDAGraphRunner:
 
     Args:
         fn: `fn(*args)` returning a tensor or a tuple/list/namedtuple whose tensors have the
-            batch as dim 0 (other items, 0-d tensors too, are returned as captured), or None (a step that only writes
-            in place, e.g. `paged_kv_append`). It must be capturable: no host synchronisation, no
-            data-dependent shapes (e.g. `paged_attention` with `out=` and a workspace,
-            or with `check_indices` left at None, which skips the host check under capture).
+            batch as dim 0 (other items, 0-d tensors too, are returned as captured), or None
+            (a step that only writes in place, e.g. `paged_kv_append`). It must be
+            capturable: no host synchronisation, no data-dependent shapes (e.g.
+            `paged_attention` with `out=` and a workspace, or with `check_indices` left at
+            None, which skips the host check under capture).
         example_args: one call's arguments. Those at `batch_args` have the batch as dim 0;
             each bucket gets static buffers shaped `[bucket, *shape[1:]]` like them. The
             others (KV caches, weights, floats) are passed as they are to every capture:

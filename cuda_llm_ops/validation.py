@@ -178,12 +178,12 @@ def validate_attention_inputs(q, k, v) -> None:
         check_last_dim_contiguous(t, name)
 
 
-FLOAT32_MAX = 3.4028234663852886e38
+FLOAT32_MAX = torch.finfo(torch.float32).max  # the kernels take the scale as a float32
 
 
 def resolve_scale(scale: float, head_dim: int) -> float:
     """`scale == 0` means the usual 1/sqrt(head_dim)."""
-    # NaN, negative, or infinite as the float32 the kernels take (past FLT_MAX)
+    # NaN, negative, or infinite as a float32
     if scale != scale or scale < 0 or scale > FLOAT32_MAX:
         raise ValueError(f"scale must be finite and >= 0 (0 means 1/sqrt(head_dim)), got {scale}")
     if head_dim < 1:

@@ -248,7 +248,7 @@ v = torch.randn(2, 2, 24, 64, device="cuda", dtype=torch.float16)
 wide = torch.randn(2, 4, 16, 128, device="cuda", dtype=torch.float16)
 with pytest.raises(RuntimeError, match="q must have a contiguous last dimension"):
     op(wide[..., ::2], k, v, 0.125, False)
-with pytest.raises(RuntimeError, match="scale must be > 0"):
+with pytest.raises(RuntimeError, match="scale must be finite and > 0 as a float32"):
     op(q, k, v, 0.0, False)
 with pytest.raises(RuntimeError, match="must be a multiple of k/v's number of heads"):
     op(q[:, :3], k, v, 0.125, False)

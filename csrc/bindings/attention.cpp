@@ -49,8 +49,6 @@ AttentionParams make_params(const at::Tensor& q, const at::Tensor& k, const at::
               q.sizes());
   CLO_CHECK(q.size(2) < (int64_t(1) << 31) && k.size(2) < (int64_t(1) << 31), op,
               ": sequence lengths must be < 2^31");
-  CLO_CHECK(scale > 0.0, op, ": scale must be > 0 (the Python wrapper resolves 0 to 1/sqrt(head_dim)), got ",
-              scale);
   check_rows(q, "q");
   check_rows(k, "k");
   check_rows(v, "v");
@@ -68,7 +66,7 @@ AttentionParams make_params(const at::Tensor& q, const at::Tensor& k, const at::
   p.seq_len_q = static_cast<int>(q.size(2));
   p.seq_len_k = static_cast<int>(k.size(2));
   p.head_dim = static_cast<int>(d);
-  p.scale = static_cast<float>(scale);
+  p.scale = checked_softmax_scale(scale, op);
   p.is_causal = is_causal;
   p.dtype = to_dtype(q.scalar_type());
   return p;

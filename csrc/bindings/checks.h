@@ -11,6 +11,7 @@
 #include <c10/util/Exception.h>
 #include <cuda_runtime.h>
 
+#include <cmath>
 #include <cstdio>
 #include <string>
 #include <string_view>
@@ -67,6 +68,18 @@ std::string concat(const Args&... args) {
       TORCH_CHECK(false, ::cuda_llm_ops::binding::concat(__VA_ARGS__));           \
     }                                                                              \
   } while (0)
+
+// The attention ops' raw schemas take the resolved softmax scale (the Python wrappers map 0 to
+// 1/sqrt(head_dim)), so 0, a negative, infinite or NaN scale is a caller's bug, not a request.
+// Checked as the float the kernels get: a double past float's range (or under its smallest
+// subnormal) is inf (or 0) there.
+inline float checked_softmax_scale(double scale, const char* op) {
+  const float s = static_cast<float>(scale);
+  CLO_CHECK(std::isfinite(s) && s > 0.0f, op,
+            ": scale must be finite and > 0 as a float32 (the Python wrapper resolves 0 to 1/sqrt(head_dim)), got ",
+            scale);
+  return s;
+}
 
 inline DType to_dtype(at::ScalarType t) {
   switch (t) {

@@ -135,17 +135,6 @@ void check_cache_dtype_and_head_dim(c10::ScalarType dtype, int64_t head_dim) {
   check_head_dim(head_dim, dtype == at::kFloat8_e4m3fn);
 }
 
-// The raw ops take the resolved softmax scale: the Python wrappers map 0 to 1/sqrt(head_dim),
-// so a 0, negative, infinite or NaN scale here is a caller's bug, not a request. Checked as the
-// float the kernels get: a double past float's range (or under its smallest) is inf (or 0) there.
-float softmax_scale(double scale) {
-  const float s = static_cast<float>(scale);
-  CLO_CHECK(std::isfinite(s) && s > 0.0f,
-            "scale must be finite and > 0 as a float32 (the Python wrapper resolves 0 to 1/sqrt(head_dim)), got ",
-            scale);
-  return s;
-}
-
 // Sliding window and logit soft-capping (both attention ops). Windows of 2^30 keys or more
 // are clamped to 2^30: no sequence has that many (keys are int32), and the kernel's
 // window arithmetic stays inside int32.
@@ -330,7 +319,7 @@ void paged_attention(at::Tensor& out, const at::Tensor& q, const at::Tensor& k_c
   a.paged = true;
   a.causal = true;  // query i of Nq sits at key seq_len - Nq + i (no effect at Nq = 1)
   set_block_table(a, block_tables, seq_lens, nb, bs);
-  a.scale = softmax_scale(scale);
+  a.scale = checked_softmax_scale(scale, "paged_attention");
   set_window_and_soft_cap(a, window_left, logits_soft_cap);
   check_written_apart(out, lse, workspace, {{&q, "q"}, {&k_cache, "k_cache"}, {&v_cache, "v_cache"},
                                             {&block_tables, "block_tables"}, {&seq_lens, "seq_lens"}});
@@ -388,7 +377,7 @@ void decode_attention(at::Tensor& out, const at::Tensor& q, const at::Tensor& k,
   a.v_stride_h = v.stride(1);
   a.v_stride_n = v.stride(2);
   a.seq_len_k = static_cast<int>(Nk);
-  a.scale = softmax_scale(scale);
+  a.scale = checked_softmax_scale(scale, "decode_attention");
   a.causal = is_causal;
   set_window_and_soft_cap(a, window_left, logits_soft_cap);
   check_written_apart(out, lse, workspace, {{&q, "q"}, {&k, "k"}, {&v, "v"}});
@@ -621,7 +610,7 @@ void paged_mla_attention(at::Tensor& out, const at::Tensor& q, const at::Tensor&
   a.o_stride_h = out.stride(1);
   a.kv_cache = kv_cache.data_ptr();
   set_block_table(a, block_tables, seq_lens, nb, bs);
-  a.scale = softmax_scale(scale);
+  a.scale = checked_softmax_scale(scale, "paged_mla_attention");
   check_written_apart(out, lse, workspace, {{&q, "q"}, {&kv_cache, "kv_cache"},
                                             {&block_tables, "block_tables"}, {&seq_lens, "seq_lens"}});
   a.lse = resolve_lse(lse, q);

@@ -70,7 +70,7 @@ void fused_decode_block(const at::Tensor& x, const at::Tensor& w_qkv, const at::
     check_shape(*cos, kOp, "cos", {batch, head_dim}, "[batch, head_dim]");
     check_shape(*sin, kOp, "sin", {batch, head_dim}, "[batch, head_dim]");
   }
-  FUSED_REQUIRE(scale > 0.0, "scale must be > 0 (0 means 1/sqrt(head_dim) in the Python API), got ", scale);
+  const float softmax_scale = checked_softmax_scale(scale, kOp);
   FUSED_REQUIRE(hidden <= INT32_MAX && max_blocks <= INT32_MAX && block_size <= INT32_MAX,
                 "hidden, max_blocks and block_size must fit int32");
   const c10::cuda::CUDAGuard guard(x.device());
@@ -107,7 +107,7 @@ void fused_decode_block(const at::Tensor& x, const at::Tensor& w_qkv, const at::
   p.block_size = static_cast<int>(block_size);
   p.max_blocks = static_cast<int>(max_blocks);
   p.num_blocks = num_blocks;
-  p.scale = static_cast<float>(scale);
+  p.scale = softmax_scale;
   p.dtype = to_dtype(dt);
   check_launch(fused::launch_fused_decode_block(p, static_cast<int>(cluster_size), current_stream(x)),
                "fused_decode_block");
