@@ -7,6 +7,7 @@ import json
 import os
 import subprocess
 import sys
+from collections import OrderedDict
 
 import pytest
 import torch
@@ -395,6 +396,27 @@ def test_plots_from_a_fixture_result_file(tmp_path):
         with open(p, "rb") as f:
             assert f.read(8) == b"\x89PNG\r\n\x1a\n"
         assert os.path.getsize(p) > 5000
+
+
+def test_single_point_cases_become_bars_and_the_roof_rate():
+    """A sweep (two or more x values in a panel) is a line panel; cases of one point each are
+    drawn together as bars, not as panels of one x value; the roofline's rate comes back from
+    rate / % of roofline of the records bound by that roof."""
+    recs = [r for r in fixture_records() if report.timed(r)]
+    prefill = [r for r in recs if r["op"] == "attention_prefill"]
+    lines, points = report.split_panels(prefill, "N")
+    assert list(lines) == ["Hq=32 Hkv=8 D=128 causal=no"] and len(lines["Hq=32 Hkv=8 D=128 causal=no"]) == 6
+    assert points == []
+    paged = [r for r in recs if r["op"] == "paged_attention"]
+    lines, points = report.split_panels(paged, report._x_key(paged))
+    assert lines == OrderedDict() and [r["impl"] for r in points] == ["sdpa-cudnn"]
+    more = [dict(points[0], shape=dict(points[0]["shape"], N=n)) for n in (1024, 2048)]
+    lines, points = report.split_panels(more + [dict(more[0], shape=dict(more[0]["shape"], D=64))], "N")
+    assert [len(v) for v in lines.values()] == [2] and len(points) == 1  # D=64 has one N: a bar
+    assert report.split_panels(recs, None)[0] == OrderedDict()  # no x key: every case a bar
+    assert report.roof_rate(recs, "tflops") == pytest.approx(989.4)
+    assert report.roof_rate(recs, "tbps") == pytest.approx(3.0)
+    assert report.roof_rate([r for r in recs if r["bottleneck"] == "compute_bound"], "tbps") is None
 
 
 def test_dependent_shape_keys_share_a_panel():

@@ -187,10 +187,77 @@ def _dependent_keys(recs: list[dict], xk: str | None) -> set[str]:
     return out
 
 
+def split_panels(recs: list[dict], xk: str | None) -> tuple["OrderedDict[str, list[dict]]", list[dict]]:
+    """An op's records as line panels (one per shape combination left when the x key and the
+    keys that follow it are set aside, where the x key takes two values or more) and the
+    records of single-point cases, which `plot_records` draws together as grouped bars
+    rather than as panels of one x value each."""
+    dependent = _dependent_keys(recs, xk)
+    panels: OrderedDict[str, list[dict]] = OrderedDict()
+    for r in recs:
+        rest = {k: v for k, v in r["shape"].items() if k != xk and k not in dependent}
+        panels.setdefault(shape_label(rest), []).append(r)
+    lines: OrderedDict[str, list[dict]] = OrderedDict()
+    points: list[dict] = []
+    for title, prs in panels.items():
+        if xk and len({json.dumps(r["shape"].get(xk)) for r in prs}) > 1:
+            lines[title] = prs
+        else:
+            points += prs
+    return lines, points
+
+
+def roof_rate(recs: list[dict], metric: str) -> float | None:
+    """The rate the records' roofline allows in `metric` (TB/s: the copy bandwidth the bench
+    measured; TFLOP/s: the compute peak), from records bound by it: rate / (% of roofline);
+    the median where several give it. None when no record is bound by that roof."""
+    bound = "memory_bound" if metric == "tbps" else "compute_bound"
+    vals = sorted(r[metric] * 100.0 / r["pct_of_roofline"] for r in recs
+                  if r["bottleneck"] == bound and r.get(metric) and r.get("pct_of_roofline"))
+    return vals[len(vals) // 2] if vals else None
+
+
+def _draw_roof(ax, roof: float | None, ylabel: str) -> None:
+    if roof:
+        ax.axhline(roof, color="0.35", linestyle=":", linewidth=1.2, label=f"roofline ({roof:.3g} {ylabel})")
+
+
+def _bar_panel(ax, points: list[dict], metric: str, ylabel: str, roof: float | None) -> None:
+    """Single-point cases side by side: one group of bars per case, one bar per implementation
+    (ours solid with an edge, peers lighter); the keys every case shares go in the title."""
+    cases: OrderedDict[str, dict] = OrderedDict()
+    for r in points:
+        cases.setdefault(json.dumps(r["shape"], sort_keys=True), r["shape"])
+    shared = {k: v for k, v in next(iter(cases.values())).items()
+              if all(sh.get(k, object()) == v for sh in cases.values())}
+    labels = [shape_label({k: v for k, v in sh.items() if k not in shared}) or "case" for sh in cases.values()]
+    impls: OrderedDict[str, bool] = OrderedDict()
+    for r in points:
+        impls.setdefault(r["impl"], r["is_peer"])
+    width = 0.8 / len(impls)
+    index = {key: i for i, key in enumerate(cases)}
+    for j, (name, peer) in enumerate(impls.items()):
+        xs, ys = [], []
+        for r in points:
+            if r["impl"] == name:
+                xs.append(index[json.dumps(r["shape"], sort_keys=True)] - 0.4 + (j + 0.5) * width)
+                ys.append(r[metric])
+        ax.bar(xs, ys, width=width * 0.95, alpha=0.55 if peer else 1.0, edgecolor="none" if peer else "black",
+               linewidth=0 if peer else 1.0, label=name + ("" if peer else " (ours)"))
+    _draw_roof(ax, roof, ylabel)
+    ax.set_xticks(range(len(labels)))
+    ax.set_xticklabels(labels, rotation=25, ha="right", fontsize=7)
+    ax.set_ylabel(ylabel)
+    ax.set_title(f"single cases ({shape_label(shared)})" if shared else "single cases", fontsize=8)
+    ax.grid(True, axis="y", alpha=0.3)
+    ax.legend(fontsize=7, ncol=2)
+
+
 def plot_records(records: list[dict], outdir: str, x_keys: dict[str, str] | None = None) -> list[str]:
     """Per (op, dtype): throughput against the sweep dimension, one line per implementation,
-    one panel per remaining shape combination; plus `roofline.png` with every timed case.
-    Returns the PNG paths written."""
+    one panel per remaining shape combination, the cases of one point each as grouped bars in
+    a last row, and the roofline's rate (copy bandwidth or compute peak) as a dotted line;
+    plus `roofline.png` with every timed case. Returns the PNG paths written."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -207,41 +274,39 @@ def plot_records(records: list[dict], outdir: str, x_keys: dict[str, str] | None
         compute_like = sum(r["bottleneck"] == "compute_bound" for r in recs)
         memory_like = sum(r["bottleneck"] == "memory_bound" for r in recs)
         metric, ylabel = ("tflops", "TFLOP/s") if compute_like >= memory_like else ("tbps", "TB/s")
-        dependent = _dependent_keys(recs, xk)
-        panels: OrderedDict[str, list[dict]] = OrderedDict()
-        for r in recs:
-            rest = {k: v for k, v in r["shape"].items() if k != xk and k not in dependent}
-            panels.setdefault(shape_label(rest), []).append(r)
-        n = len(panels)
-        ncols = min(3, n)
-        nrows = math.ceil(n / ncols)
-        fig, axes = plt.subplots(nrows, ncols, figsize=(max(7.0, 5.2 * ncols), 3.8 * nrows + 0.4), squeeze=False)
-        for ax, (title, prs) in zip(axes.flat, panels.items()):
+        roof = roof_rate(recs, metric)
+        lines, points = split_panels(recs, xk)
+        ncols = max(1, min(3, len(lines)))
+        line_rows = math.ceil(len(lines) / ncols)
+        nrows = line_rows + (1 if points else 0)
+        point_cases = len({json.dumps(r["shape"], sort_keys=True) for r in points})
+        fig = plt.figure(figsize=(max(7.0, 5.2 * ncols, 1.1 * point_cases), 3.8 * nrows + 0.4 + (1.2 if points else 0.0)))
+        grid = fig.add_gridspec(nrows, ncols, height_ratios=[1.0] * line_rows + ([1.3] if points else []))
+        for i, (title, prs) in enumerate(lines.items()):
+            ax = fig.add_subplot(grid[i // ncols, i % ncols])
             impls: OrderedDict[str, list[dict]] = OrderedDict()
             for r in prs:
                 impls.setdefault(r["impl"], []).append(r)
             for name, irs in impls.items():
-                if xk:
-                    irs = sorted(irs, key=lambda r: r["shape"][xk])
-                    xs = [r["shape"][xk] for r in irs]
-                else:
-                    xs = list(range(len(irs)))
+                irs = sorted(irs, key=lambda r: r["shape"][xk])
+                xs = [r["shape"][xk] for r in irs]
                 ys = [r[metric] for r in irs]
                 peer = irs[0]["is_peer"]
                 ax.plot(xs, ys, marker="o" if not peer else "x", linestyle="-" if not peer else "--",
                         linewidth=2.2 if not peer else 1.3, label=name + ("" if peer else " (ours)"))
-            if xk and len({r["shape"][xk] for r in prs}) > 2:
+            _draw_roof(ax, roof, ylabel)
+            if len({r["shape"][xk] for r in prs}) > 2:
                 ax.set_xscale("log", base=2)
-            ax.set_xlabel(xk or "case")
+            ax.set_xlabel(xk)
             ax.set_ylabel(ylabel)
             ax.set_title(title or op, fontsize=8)
             ax.grid(True, alpha=0.3)
             ax.legend(fontsize=7)
-        for ax in list(axes.flat)[n:]:
-            ax.axis("off")
+        if points:
+            _bar_panel(fig.add_subplot(grid[line_rows, :]), points, metric, ylabel, roof)
         gpu = recs[0]["gpu"]
         fig.suptitle(f"{op} ({dtype}) on {gpu}: {ylabel}, higher is better", fontsize=10)
-        fig.tight_layout()
+        fig.tight_layout(rect=(0, 0, 1, 1 - 0.35 / fig.get_figheight()))  # room for the suptitle
         path = os.path.join(outdir, f"{_slug(op)}_{_slug(dtype)}.png")
         fig.savefig(path, dpi=110)
         plt.close(fig)
