@@ -217,6 +217,13 @@ def roof_rate(recs: list[dict], metric: str) -> float | None:
     return vals[len(vals) // 2] if vals else None
 
 
+def _panel_metric(recs: list[dict]) -> tuple[str, str]:
+    """TFLOP/s where most of a panel's cases are compute-bound, else TB/s."""
+    compute_like = sum(r["bottleneck"] == "compute_bound" for r in recs)
+    memory_like = sum(r["bottleneck"] == "memory_bound" for r in recs)
+    return ("tflops", "TFLOP/s") if compute_like >= memory_like else ("tbps", "TB/s")
+
+
 def _draw_roof(ax, roof: float | None, ylabel: str) -> None:
     if roof:
         ax.axhline(roof, color="0.35", linestyle=":", linewidth=1.2, label=f"roofline ({roof:.3g} {ylabel})")
@@ -256,7 +263,8 @@ def _bar_panel(ax, points: list[dict], metric: str, ylabel: str, roof: float | N
 def plot_records(records: list[dict], outdir: str, x_keys: dict[str, str] | None = None) -> list[str]:
     """Per (op, dtype): throughput against the sweep dimension, one line per implementation,
     one panel per remaining shape combination, the cases of one point each as grouped bars in
-    a last row, and the roofline's rate (copy bandwidth or compute peak) as a dotted line;
+    a last row; each panel in TFLOP/s or TB/s as most of its cases are compute- or
+    memory-bound, with that roof's rate (compute peak or copy bandwidth) as a dotted line;
     plus `roofline.png` with every timed case. Returns the PNG paths written."""
     import matplotlib
 
@@ -271,10 +279,6 @@ def plot_records(records: list[dict], outdir: str, x_keys: dict[str, str] | None
             by_op.setdefault((r["op"], r["dtype"]), []).append(r)
     for (op, dtype), recs in by_op.items():
         xk = (x_keys or {}).get(op) or _x_key(recs)
-        compute_like = sum(r["bottleneck"] == "compute_bound" for r in recs)
-        memory_like = sum(r["bottleneck"] == "memory_bound" for r in recs)
-        metric, ylabel = ("tflops", "TFLOP/s") if compute_like >= memory_like else ("tbps", "TB/s")
-        roof = roof_rate(recs, metric)
         lines, points = split_panels(recs, xk)
         ncols = max(1, min(3, len(lines)))
         line_rows = math.ceil(len(lines) / ncols)
@@ -284,6 +288,7 @@ def plot_records(records: list[dict], outdir: str, x_keys: dict[str, str] | None
         grid = fig.add_gridspec(nrows, ncols, height_ratios=[1.0] * line_rows + ([1.3] if points else []))
         for i, (title, prs) in enumerate(lines.items()):
             ax = fig.add_subplot(grid[i // ncols, i % ncols])
+            metric, ylabel = _panel_metric(prs)
             impls: OrderedDict[str, list[dict]] = OrderedDict()
             for r in prs:
                 impls.setdefault(r["impl"], []).append(r)
@@ -294,7 +299,7 @@ def plot_records(records: list[dict], outdir: str, x_keys: dict[str, str] | None
                 peer = irs[0]["is_peer"]
                 ax.plot(xs, ys, marker="o" if not peer else "x", linestyle="-" if not peer else "--",
                         linewidth=2.2 if not peer else 1.3, label=name + ("" if peer else " (ours)"))
-            _draw_roof(ax, roof, ylabel)
+            _draw_roof(ax, roof_rate(recs, metric), ylabel)
             if len({r["shape"][xk] for r in prs}) > 2:
                 ax.set_xscale("log", base=2)
             ax.set_xlabel(xk)
@@ -303,9 +308,10 @@ def plot_records(records: list[dict], outdir: str, x_keys: dict[str, str] | None
             ax.grid(True, alpha=0.3)
             ax.legend(fontsize=7)
         if points:
-            _bar_panel(fig.add_subplot(grid[line_rows, :]), points, metric, ylabel, roof)
+            metric, ylabel = _panel_metric(points)
+            _bar_panel(fig.add_subplot(grid[line_rows, :]), points, metric, ylabel, roof_rate(recs, metric))
         gpu = recs[0]["gpu"]
-        fig.suptitle(f"{op} ({dtype}) on {gpu}: {ylabel}, higher is better", fontsize=10)
+        fig.suptitle(f"{op} ({dtype}) on {gpu}: throughput, higher is better", fontsize=10)
         fig.tight_layout(rect=(0, 0, 1, 1 - 0.35 / fig.get_figheight()))  # room for the suptitle
         path = os.path.join(outdir, f"{_slug(op)}_{_slug(dtype)}.png")
         fig.savefig(path, dpi=110)
