@@ -278,7 +278,8 @@ def test_paged_attention_errors():
         raw(torch.empty_like(q), q, k_cache, v_cache, table, seq_lens, 0.125, 1, None, -1, float("nan"))
     # the raw ops take the resolved scale: 0 (the wrappers' "1/sqrt(head_dim)"), inf and NaN are refused
     for bad in (0.0, -0.5, float("inf"), float("nan"), 1e39, 1e-50):  # the last two: inf and 0 as float32
-        with pytest.raises(RuntimeError, match=r"paged_attention: scale must be finite and > 0 as a float32 \(the Python wrapper"):
+        with pytest.raises(RuntimeError,
+                           match=r"paged_attention: scale must be finite and > 0 as a float32 \(the Python wrapper"):
             raw(torch.empty_like(q), q, k_cache, v_cache, table, seq_lens, bad, 1, None)
         with pytest.raises(RuntimeError, match=r"scale must be finite and > 0"):
             torch.ops.cuda_llm_ops.decode_attention(torch.empty_like(q)[:, :, None], q[:, :, None],

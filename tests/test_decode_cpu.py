@@ -198,8 +198,10 @@ def _inputs(**over):
     (dict(k_cache=torch.randn(10, 12, 2, 64, dtype=torch.float16),
           v_cache=torch.randn(10, 12, 2, 64, dtype=torch.float16)), r"block_size .* power of two, got 12"),
     (dict(q=torch.randn(0, 8, 64, dtype=torch.float16), block_tables=torch.zeros(0, 4, dtype=torch.int32),
-          seq_lens=torch.ones(0, dtype=torch.int32)), r"q's batch \(dim 0\) must be >= 1, got q shape \(0, 8, 64\)"),
-    (dict(k_cache=torch.randn(0, 16, 2, 64, dtype=torch.float16), v_cache=torch.randn(0, 16, 2, 64, dtype=torch.float16)),
+          seq_lens=torch.ones(0, dtype=torch.int32)),
+     r"q's batch \(dim 0\) must be >= 1, got q shape \(0, 8, 64\)"),
+    (dict(k_cache=torch.randn(0, 16, 2, 64, dtype=torch.float16),
+          v_cache=torch.randn(0, 16, 2, 64, dtype=torch.float16)),
      r"k_cache must hold at least one block \(num_blocks, dim 0, >= 1\), got shape \(0, 16, 2, 64\)"),
     (dict(block_tables=torch.zeros(3, 4, dtype=torch.int32)), r"block_tables must have 2 rows"),
     (dict(seq_lens=torch.ones(5, dtype=torch.int32)), r"seq_lens must have 2 entries"),
@@ -300,9 +302,11 @@ def test_cuda_graph_runner_replays_pads_and_slices(fake_capture):
     torch.testing.assert_close(y2, x[:2] * 2.0)
     r.capture_all()  # the remaining bucket, one pool for all
     assert r.captured == (1, 4, 8) and fake_capture == ["pool"] * 3
-    with pytest.raises(ValueError, match=r"batched argument 1 must be \[3, \*\(\)\] torch.int32, got \(3,\) torch.int64"):
+    with pytest.raises(ValueError,
+                       match=r"batched argument 1 must be \[3, \*\(\)\] torch.int32, got \(3,\) torch.int64"):
         r(x, lens.long())
-    with pytest.raises(ValueError, match=r"batched argument 0 must be on cpu \(the captured buffers' device\), got meta"):
+    with pytest.raises(ValueError,
+                       match=r"batched argument 0 must be on cpu \(the captured buffers' device\), got meta"):
         r(x.to("meta"), lens.to("meta"))
     with pytest.raises(TypeError, match=r"batched argument 1 must be a torch.Tensor, got list"):
         r(x, [5, 6, 7])
