@@ -332,80 +332,42 @@ def fp32_variants(iters=10):
 # flash_attention's few-query-row reroute (use_decode_path: Nq <= 16 whatever the group):
 # (B, Hq, Hkv, Nk) x Nq, D = 128, causal (speculative decoding's rows). Rows per KV head run
 # from 1 to 128: past 16 the decode kernel's row tiles each read the keys (from L2 when
-# they run together), the prefill kernel reads them once per 64- or 128-row query tile.
+# they run together), the prefill kernel reads them once per query tile.
 DECODE_REROUTE_CASES = [(b, hq, hkv, nk) for b in (1, 8) for hq, hkv in ((32, 32), (32, 8), (64, 8))
                         for nk in (2048, 16384)]
 DECODE_REROUTE_NQ = (1, 4, 8, 16)
 
 
-def _sdpa_decode_call(name, q, k, v):
-    """SDPA pinned to backend `name` on few causal query rows (bottom-right aligned, as
-    ours): native GQA where the backend takes it, else K/V expanded here, outside any
-    timing (as `llm-speed bench`'s peers). None when the backend refuses the shape."""
-    from torch.nn.attention.bias import causal_lower_right
+def decode_reroute():
+    """Where the reroute pays: `llm-speed bench`'s decode_attention cases (its SDPA peers, checks,
+    cold L2 and graph replays) over DECODE_REROUTE_CASES x DECODE_REROUTE_NQ, with our prefill
+    kernel (the raw op, which never reroutes) as one more implementation beside them. The table's
+    rows give each time; our prefill kernel faster than `cuda_llm_ops` (the decode path) says the
+    reroute loses there. Records go to $OUT/decode_reroute.json when OUT is set."""
+    from cuda_llm_ops import roofline as rl
+    from cuda_llm_ops.bench import cases_decode as cd
+    from cuda_llm_ops.bench import report
+    from cuda_llm_ops.bench.registry import BenchImpl
+    from cuda_llm_ops.bench.runner import Selected, environment, run_cases, to_record
 
-    from cuda_llm_ops.bench import sdpa as pinned_sdpa
-    mask = causal_lower_right(q.shape[2], k.shape[2]) if q.shape[2] > 1 else None
-    g = q.shape[1] // k.shape[1]
-    for native in ((True, False) if g > 1 else (False,)):
-        kk, vv = (k, v) if native or g == 1 else (k.repeat_interleave(g, 1), v.repeat_interleave(g, 1))
+    def build_prefill(inp):
+        k, v = cd.contiguous_kv(inp)
+        one_token = inp["q"].dim() == 3  # [B, Hq, D]; else [B, Hq, Nq, D]
+        q = inp["q"].unsqueeze(2) if one_token else inp["q"]
+        scale = q.shape[-1] ** -0.5
+        fn = lambda: torch.ops.cuda_llm_ops.flash_attention(q, k, v, scale, not one_token)  # noqa: E731
+        return (lambda: fn().squeeze(2)) if one_token else fn
 
-        def call(kk=kk, vv=vv, native=native):
-            return pinned_sdpa.call(name, q, kk, vv, native and g > 1, attn_mask=mask)
-        try:
-            call()
-            torch.cuda.synchronize()
-            return call
-        except RuntimeError:
-            continue
-    return None
-
-
-def decode_reroute(iters=30, dtype=torch.float16, d=128):
-    """Where the reroute pays: our decode path and our prefill kernel (the raw op, which
-    never reroutes) on the same inputs, with SDPA's cuDNN and flash backends beside them;
-    cold L2 by rotating input sets (3x the L2), CUDA graphs of 10 calls, as `llm-speed bench`
-    times decode. Prints ms and the prefill / decode ratio (> 1: the reroute wins). With Nq > 1
-    the cuDNN column is SDPA's materialised-mask path: the lower-right causal bias dispatches to
-    the flash and efficient kernels only, so with cuDNN pinned it builds a bool mask (as
-    `llm-speed bench`'s cuDNN peer does on these rows)."""
-    from cuda_llm_ops.reference import attention_reference
-    from cuda_llm_ops.timing import rotation_count
-    prefill = torch.ops.cuda_llm_ops.flash_attention
-    ours = {"decode path": lambda q, k, v: lambda: llm.decode_attention(q, k, v, is_causal=True),
-            "prefill kernel": lambda q, k, v: lambda: prefill(q, k, v, d ** -0.5, True)}
-    names = list(ours) + ["sdpa-cudnn", "sdpa-flash"]
-    print(f"decode reroute | D={d} {str(dtype).replace('torch.', '')} causal (bottom-right), cold L2 (rotated "
-          f"sets), graphs of 10 calls | ms: {' / '.join(names)} | prefill/decode")
-    g = torch.Generator(device="cuda").manual_seed(0)
+    selected = []
     for (b, hq, hkv, nk), nq in itertools.product(DECODE_REROUTE_CASES, DECODE_REROUTE_NQ):
-        def make():
-            return tuple(torch.randn(b, h, n, d, device="cuda", generator=g).to(dtype)
-                         for h, n in ((hq, nq), (hkv, nk), (hkv, nk)))
-        nbytes = 2 * b * hkv * nk * d * dtype.itemsize + 2 * b * hq * nq * d * dtype.itemsize
-        sets = [make() for _ in range(rotation_count(nbytes))]
-        q, k, v = sets[0]
-        ref = attention_reference(q.float(), k.float(), v.float(), is_causal=True)
-        cells = []
-        for name in names:
-            if name in ours:
-                calls = [ours[name](*s) for s in sets]
-            else:
-                calls = [_sdpa_decode_call(name.split("-")[1], *s) for s in sets]
-                if calls[0] is None:
-                    cells.append(f"{name} n/a")
-                    continue
-            err = rel_error(calls[0]().float(), ref)
-            if not err < 2e-2:
-                cells.append(f"{name} WRONG ({err:.1e})")
-                continue
-            t = benchmark(lambda: None, warmup=3, iterations=iters, cold_l2=True, cuda_graph=True, fn_sets=calls)
-            cells.append(t.median_ms)
-        ratio = f"{cells[1] / cells[0]:.2f}" if all(isinstance(c, float) for c in cells[:2]) else "-"
-        shown = " / ".join(f"{c:.4f}" if isinstance(c, float) else c for c in cells)
-        print(f"  B={b} Hq={hq} Hkv={hkv} Nk={nk} Nq={nq} (rows/KV head {nq * hq // hkv}): {shown} | {ratio}",
-              flush=True)
-        del sets, calls
+        case = cd.paged_case(b, nk, hkv, torch.float16, Hq=hq, op="decode_attention", Nq=nq)
+        case.impls.append(BenchImpl("prefill kernel", True, build_prefill))
+        selected.append(Selected("decode_attention", case, case.impls))
+    env = environment()
+    records = [to_record(r, env) for r in run_cases(selected, rl.ceilings_for(None), progress=False)]
+    print(report.format_table(records))
+    if os.environ.get("OUT"):
+        report.write_json(records, os.path.join(os.environ["OUT"], "decode_reroute.json"))
 
 
 def main():
