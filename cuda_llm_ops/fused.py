@@ -22,15 +22,13 @@ the H100: batch 1 with a block table of at most 1024 keys (csrc/fused/NOTES.md, 
 """
 from __future__ import annotations
 
-import math
-
 import torch
 
 from . import _ops
 from .decode import DECODE_DTYPES, _check_head_dim, _host_checks_allowed, check_paged_indices
 from .reference.fused import apply_rotary
-from .validation import (FLOAT32_MAX, call_or_explain, check_contiguous, check_dtype, check_one_cuda_device,
-                         check_out_apart, check_rank, check_same_dtype, check_tensor, given)
+from .validation import (call_or_explain, check_contiguous, check_dtype, check_one_cuda_device, check_out_apart,
+                         check_rank, check_same_dtype, check_tensor, given, resolve_scale)
 
 def _shape_info(x, w_o, k_cache):
     b, hidden = x.shape
@@ -303,8 +301,8 @@ def fused_decode_block(x: torch.Tensor, w_qkv: torch.Tensor, w_o: torch.Tensor, 
 
     if cluster_size not in (0, 2, 4):
         raise ValueError(f"cluster_size must be 0 (the default, 4), 2 or 4, got {cluster_size}")
-    if not isinstance(scale, (int, float)) or not 0 <= scale <= FLOAT32_MAX:  # NaN fails both; inf as float32
-        raise ValueError(f"scale must be a finite float >= 0 (0: 1/sqrt(head_dim)), got {scale!r}")
+    if not isinstance(scale, (int, float)) or isinstance(scale, bool):
+        raise ValueError(f"scale must be a float (0: 1/sqrt(head_dim)), got {scale!r}")
     try:  # fused_decode_block_path also refuses an unknown `path`
         fused, why = fused_decode_block_path(x, w_o, k_cache, block_tables, path)
         d = k_cache.shape[3]
@@ -319,7 +317,7 @@ def fused_decode_block(x: torch.Tensor, w_qkv: torch.Tensor, w_o: torch.Tensor, 
         validate()
         # seq_lens count the new token; on the unfused path its attention workspace's counters too
         check_paged_indices(k_cache, block_tables, seq_lens, min_seq_len=1, workspace=attn_workspace)
-    scale = float(scale) if scale else 1.0 / math.sqrt(d)
+    scale = resolve_scale(float(scale), d)
     if not fused:
         # The unfused ops check what their kernels rely on; when one refuses, validate() says
         # which of this op's arguments is wrong (their messages would name their own).
