@@ -257,7 +257,7 @@ class _ReplayGraph:
 
 @pytest.fixture
 def fake_capture(monkeypatch):
-    """CUDAGraphRunner on the CPU: captures recorded as (bucket, pool) in the returned list."""
+    """CUDAGraphRunner on the CPU: each capture's memory pool recorded in the returned list."""
     import cuda_llm_ops.graphs as graphs
     captured = []
 

@@ -232,23 +232,21 @@ def _draw_roof(ax, roof: float | None, ylabel: str) -> None:
 def _bar_panel(ax, points: list[dict], metric: str, ylabel: str, roof: float | None) -> None:
     """Single-point cases side by side: one group of bars per case, one bar per implementation
     (ours solid with an edge, peers lighter); the keys every case shares go in the title."""
-    cases: OrderedDict[str, dict] = OrderedDict()
-    for r in points:
-        cases.setdefault(json.dumps(r["shape"], sort_keys=True), r["shape"])
-    shared = {k: v for k, v in next(iter(cases.values())).items()
-              if all(sh.get(k, object()) == v for sh in cases.values())}
-    labels = [shape_label({k: v for k, v in sh.items() if k not in shared}) or "case" for sh in cases.values()]
+    cases = list(group_cases(points).values())  # one op and dtype: a group per shape
+    shapes = [recs[0]["shape"] for recs in cases]
+    shared = {k: v for k, v in shapes[0].items() if all(sh.get(k, object()) == v for sh in shapes)}
+    labels = [shape_label({k: v for k, v in sh.items() if k not in shared}) or "case" for sh in shapes]
     impls: OrderedDict[str, bool] = OrderedDict()
     for r in points:
         impls.setdefault(r["impl"], r["is_peer"])
     width = 0.8 / len(impls)
-    index = {key: i for i, key in enumerate(cases)}
     for j, (name, peer) in enumerate(impls.items()):
         xs, ys = [], []
-        for r in points:
-            if r["impl"] == name:
-                xs.append(index[json.dumps(r["shape"], sort_keys=True)] - 0.4 + (j + 0.5) * width)
-                ys.append(r[metric])
+        for i, recs in enumerate(cases):
+            for r in recs:
+                if r["impl"] == name:
+                    xs.append(i - 0.4 + (j + 0.5) * width)
+                    ys.append(r[metric])
         ax.bar(xs, ys, width=width * 0.95, alpha=0.55 if peer else 1.0, edgecolor="none" if peer else "black",
                linewidth=0 if peer else 1.0, label=name + ("" if peer else " (ours)"))
     _draw_roof(ax, roof, ylabel)
@@ -283,7 +281,7 @@ def plot_records(records: list[dict], outdir: str, x_keys: dict[str, str] | None
         ncols = max(1, min(3, len(lines)))
         line_rows = math.ceil(len(lines) / ncols)
         nrows = line_rows + (1 if points else 0)
-        point_cases = len({json.dumps(r["shape"], sort_keys=True) for r in points})
+        point_cases = len(group_cases(points))
         fig = plt.figure(figsize=(max(7.0, 5.2 * ncols, 1.1 * point_cases), 3.8 * nrows + 0.4 + (1.2 if points else 0.0)))
         grid = fig.add_gridspec(nrows, ncols, height_ratios=[1.0] * line_rows + ([1.3] if points else []))
         for i, (title, prs) in enumerate(lines.items()):
