@@ -10,7 +10,8 @@ Ceilings
 
     Which figure a roofline uses (`ceilings_for`):
     - bandwidth: the calibrated copy bandwidth, else a copy bandwidth measured on that
-      GPU model and recorded in the table (H100 SXM: 3.0 TB/s), else the datasheet.
+      GPU model and recorded in the table (H100 SXM: 3.0 TB/s; H200 SXM: 4.22 TB/s,
+      `llm-speed calibrate`'s 4.224 of 2026-11-28), else the datasheet.
       No kernel reaches the datasheet HBM figure (a copy gets ~90%), so a percentage of
       it would read low; the measured copy is the reachable limit.
     - compute: the datasheet peak of the unit the op runs on. A library matmul is a
@@ -92,7 +93,7 @@ DEVICES: tuple[DeviceSpec, ...] = (
     DeviceSpec("h200-nvl", "NVIDIA H200 NVL 141GB", ("h200", "nvl"), ("gh200",), _peaks(60.0, 417.5, 835.5, 1670.5, 1670.5),
                4.8, None, 50, 132),
     DeviceSpec("h200", "NVIDIA H200 SXM 141GB", ("h200",), ("gh200",), _peaks(66.9, 494.7, 989.4, 1978.9, 1978.9),
-               4.8, None, 50, 132, aliases=("h200-sxm",)),
+               4.8, 4.22, 50, 132, aliases=("h200-sxm",)),
     DeviceSpec("a100-pcie-40gb", "NVIDIA A100 PCIe 40GB", ("a100", "pcie", "40gb"), (),
                _peaks(19.5, 156.0, 312.0, 624.0), 1.555, None, 40, 108),
     DeviceSpec("a100-pcie-80gb", "NVIDIA A100 PCIe 80GB", ("a100", "pcie"), (),

@@ -125,6 +125,9 @@ def test_ceilings_sources():
     assert H100.bandwidth_tbps == 3.0 and "measured copy" in H100.bandwidth_source
     assert H100.peak("fp16_tc") == pytest.approx(989.4)
     assert H100.ridge("fp16_tc") == pytest.approx(989.4 / 3.0)
+    h200 = rl.ceilings_for("NVIDIA H200", calibrations={})
+    assert h200.bandwidth_tbps == 4.22 and "measured copy" in h200.bandwidth_source
+    assert rl.ceilings_for("h200-nvl", calibrations={}).bandwidth_tbps == 4.8  # not measured: the datasheet
     a100 = rl.ceilings_for("a100-40gb", calibrations={})
     assert a100.bandwidth_tbps == pytest.approx(1.555) and "datasheet" in a100.bandwidth_source
     cal = {"NVIDIA A100-SXM4-40GB": {"gpu": "NVIDIA A100-SXM4-40GB", "copy_tbps": 1.31, "timestamp": "t"}}
