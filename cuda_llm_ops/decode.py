@@ -90,16 +90,11 @@ from measurements: `decode_num_splits` states the split rules, and
 csrc/decode/NOTES.md holds each rule's measurements ("Kernel choice", v6 onwards;
 the H200 rules from "Stop 62" on). Every choice gives the same result to rounding.
 
-Dev knobs (benchmarks only), set in the environment before the process's first decode
-call and then read on every call: `CLO_DECODE_VARIANT` 0 automatic, 1 the cp.async kernel,
-2 the TMA kernel where it can run; `CLO_DECODE_TMA_STAGES` the TMA kernel's pipeline depth
-(0 automatic, 2-4 where it fits in shared memory); `CLO_DECODE_PACK` 0 never pairs KV
-heads, 2 pairs them wherever legal (head_dim 64, or 72-96 with a 16-bit cache and 137 KB
-of shared memory per block; an even number of KV heads, one new token, at most 8 query
-heads per KV head); `CLO_DECODE_PAIR_KERNEL` 256 runs head dims 72-80 in pairs on the
-head_dim-256 kernel (stop 74's pairing rule and split count, the kernel before it) instead of
-the head_dim-160 one. Unset, the choice is
-automatic and the environment is never read.
+Dev knobs (benchmarks only): `CLO_DECODE_*` environment variables force the kernel, its
+pipeline depth, head pairs, the schedules, the split merge's kernel and PDL (each with its
+values in csrc/decode/NOTES.md, "Where it stands"). They are read on every call when set
+before the process's first decode call; unset, the choice is automatic and the
+environment is never read.
 """
 from __future__ import annotations
 
@@ -534,7 +529,8 @@ def decode_num_splits(batch: int, num_kv_heads: int, rows_per_kv_head: int, max_
     halve the grid; same caps).
     `paged`: the call's layout (`paged_attention`; False: `decode_attention`);
     `seq_len_q`: its query rows per (batch, head), Nq (it must divide `rows_per_kv_head`).
-    Measured best on the H100 (csrc/decode/NOTES.md). It depends on host-known
+    Each rule measured best on the GPUs it names (the ungated ones on the H100, the HBM3e
+    ones on the H200; csrc/decode/NOTES.md). It depends on host-known
     shapes only (`max_kv_len` is the table capacity, not the seq_lens), so a captured
     CUDA graph and its preallocated workspace stay valid for any seq_lens.
     """
@@ -637,7 +633,8 @@ def paged_attention(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tenso
         q: `[B, Hq, D]` float16/bfloat16, CUDA, last dim contiguous; or `[B, Hq, Nq, D]`
             for Nq new tokens per sequence (speculative decoding: they are the last Nq
             of its seq_len keys, and query i sees keys up to seq_len - Nq + i). Meant for
-            Nq * Hq / Hkv <= 16 (one thread block's rows), as `decode_attention`.
+            Nq * Hq / Hkv <= 16 (one thread block's rows; up to 32 where the split rule
+            runs 32-row blocks, `decode_num_splits`), as `decode_attention`.
         k_cache, v_cache: `[num_blocks, block_size, Hkv, D]`, q's dtype or both
             `torch.float8_e4m3fn` (FP8 cache, D a multiple of 16), contiguous; Hq a
             multiple of Hkv; block_size a power of two; D a multiple of 8 up to 256.
@@ -722,7 +719,9 @@ def decode_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: f
     k and v `[B, Hkv, Nk, D]` (any strides with a contiguous, 16-byte aligned last
     dim), float16/bfloat16, D a multiple of 8 up to 256. Meant for Nq <= 16 (decode,
     speculative decoding): a thread block serves 16 rows of (query head, position)
-    of one KV head, so larger Nq * Hq/Hkv re-reads K/V (from L2) per 16 rows.
+    of one KV head (32 where the split rule runs two-row-tile blocks: 16-bit head_dim
+    64-128 on Hopper HBM3e parts, `decode_num_splits`), so larger Nq * Hq/Hkv re-reads
+    K/V (from L2) per block's rows.
     `is_causal`: query i sees key j when `j <= i + Nk - Nq` (bottom-right aligned,
     as `flash_attention`); rows that see no key output zeros. `window_left`: query i
     sees keys `j >= i + Nk - Nq - window_left` only (-1: no window); keys before the

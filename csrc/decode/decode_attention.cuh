@@ -20,8 +20,11 @@
 //    puts a thread block on every SM. The merge is fused: each split writes its
 //    partial (o, max, sum) to the workspace and counts itself in on a per-(batch,
 //    KV head, row tile) counter; the block that arrives last merges the splits
-//    (log-sum-exp rule) and resets the counter to 0. A separate merge kernel cost
-//    ~9 us end to end at B=1/16K (launch, grid dependency, second pass; NOTES.md).
+//    (log-sum-exp rule) and resets the counter to its idle value (kSplitCounterIdle).
+//    A separate merge kernel cost ~9 us end to end at B=1/16K in v5 (launch, grid
+//    dependency, second pass; NOTES.md); it now runs apart (decode_split_merge_kernel,
+//    decode_balanced_merge_kernel, PDL) only where the last block's fold would take
+//    more L2 round trips than a launch costs (decode_merge_apart_pays).
 //  - Keys stream through a cp.async pipeline of STAGES tiles of 64 tokens
 //    (16-byte copies, zero-filled past the end); each of the 4 warps owns 16
 //    tokens of a tile and keeps its own online-softmax state, so the main loop
@@ -95,7 +98,8 @@ struct DecodeKernelParams {
   int units_x;  // KV heads x row tiles: the grid's x extent without the balanced schedule
   // Balanced schedule (decode_streamk_piece; 0: off): this many blocks share the
   // (batch, KV head, row tile) units' 64-key tiles equally, in order, each unit in at most
-  // two pieces (units >= blocks), merged like 2 splits.
+  // two pieces by capacity (units >= blocks) or three by length (decode_partial_slots(2)),
+  // merged like 2 splits.
   int streamk_blocks;
   // ... shared by the keys each sequence reads, planned on the device from seq_lens
   // (decode_streamk_len_range; paged caches: the host does not see their lengths)
