@@ -80,6 +80,14 @@ if [ "${SLOW:-0}" = "1" ]; then
   while IFS= read -r line; do summary+=("  $line"); done < <(grep -E "^SKIPPED" "$OUT/test_slow.log" | head -5)
 fi
 
+# issue #5's decode targets, where this call's bench files hold its cases (a short table, then a summary line)
+targets=$(ls "$OUT"/bench.json "$OUT"/recheck.json 2>/dev/null)
+if [ -n "$targets" ] && python3 scripts/decode_targets.py $targets > "$OUT/targets.log" 2>&1 \
+    && ! grep -q "^no issue #5 case" "$OUT/targets.log"; then
+  echo "---- issue #5 targets ----"; cat "$OUT/targets.log"
+  summary+=("issue #5 targets: $(tail -1 "$OUT/targets.log") ($OUT/targets.log)")
+fi
+
 echo "---- failures ----"
 grep -E "^(FAILED|ERROR)" "$OUT/test_cuda.log" "$OUT/test_cpu.log" 2>/dev/null | head -30
 echo "---- summary ----"

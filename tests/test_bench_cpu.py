@@ -537,15 +537,15 @@ def test_plot_command(tmp_path, capsys):
 # --------------------------------------------------------------------------- README table
 
 
-def _readme_table():
-    spec = importlib.util.spec_from_file_location("readme_table", os.path.join(ROOT, "scripts", "readme_table.py"))
+def _script(name):
+    spec = importlib.util.spec_from_file_location(name, os.path.join(ROOT, "scripts", f"{name}.py"))
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     return mod
 
 
 def test_readme_table_from_fixture(tmp_path):
-    mod = _readme_table()
+    mod = _script("readme_table")
     results = tmp_path / "h100.json"
     report.write_json(fixture_records(), str(results))
     readme = tmp_path / "README.md"
@@ -565,6 +565,53 @@ def test_readme_table_from_fixture(tmp_path):
     readme.write_text("no markers")
     with pytest.raises(ValueError, match="bench:begin"):
         mod.main([str(results), "--readme", str(readme)])
+
+
+def test_decode_targets_picks_the_issue_cases(tmp_path, capsys):
+    """scripts/decode_targets.py: the issue's cases only, % of copy from the records, x SDPA's best."""
+    mod = _script("decode_targets")
+    recs = []
+
+    def add(op, impl, shape, ms, pct, dtype="float16", status="ok"):
+        recs.append({"op": op, "impl": impl, "is_peer": impl != "cuda_llm_ops", "dtype": dtype, "shape": shape,
+                     "median_ms": ms, "p20_ms": ms, "p80_ms": ms, "tflops": 1.0, "tbps": 2.5,
+                     "pct_of_roofline": pct, "bottleneck": "memory_bound", "cold_l2": True, "cuda_graph": True,
+                     **ENV, "timestamp": "2026-12-05T00:00:00Z", "status": status, "error": None})
+
+    def case(op, b, n, hkv, ours_ms, pct, cudnn_ms, flash_ms=None, **extra):
+        shape = {"B": b, "Hq": 32, "Hkv": hkv, "N": n, "D": 128, "block_size": 16, **extra}
+        add(op, "cuda_llm_ops", shape, ours_ms, pct)
+        add(op, "sdpa-cudnn", shape, cudnn_ms, 90.0)
+        if flash_ms:
+            add(op, "sdpa-flash", shape, flash_ms, 80.0)
+        add(op, "torch-paged", shape, ours_ms / 10, 99.0)  # not SDPA: never the peer the ratio is taken to
+
+    case("paged_attention", 16, 1024, 8, 0.0262, 85.7, 0.026)
+    case("paged_attention", 17, 1024, 8, 0.0284, 84.1, 0.028)
+    case("paged_attention", 16, 512, 8, 0.01, 50.0, 0.01)  # under 1024 keys: no target
+    case("paged_attention", 16, 1024, 8, 0.05, 40.0, 0.05, window=256)  # a window: another case
+    case("decode_attention", 64, 4096, 32, 1.3804, 103.7, 1.3919, 1.8752)
+    case("decode_attention", 1, 16384, 8, 0.0284, 78.8, 0.0297, 0.0369)
+    case("paged_attention", 1, 16384, 8, 0.0284, 78.9, 0.0298)
+    add("paged_attention", "cuda_llm_ops", {"B": 16, "Hq": 32, "Hkv": 32, "N": 1024, "D": 128, "block_size": 16},
+        0.09, 96.0, dtype="bfloat16")  # bf16: the issue's cases are fp16
+    rows = mod.target_rows(recs)
+    got = {(r["target"], r["op"], r["shape"]["B"], r["shape"]["N"]): (round(r["value"], 3), r["met"]) for r in rows}
+    assert got == {
+        ("B>=16, N>=1K: % of copy", "paged_attention", 16, 1024): (85.7, True),
+        ("B>=16, N>=1K: % of copy", "paged_attention", 17, 1024): (84.1, False),
+        ("B>=16, N>=1K: % of copy", "decode_attention", 64, 4096): (103.7, True),
+        ("B=64, N=4K, MHA: x SDPA", "decode_attention", 64, 4096): (1.008, True),
+        ("B=1, N=16K, GQA: % of copy", "decode_attention", 1, 16384): (78.8, True),
+        ("B=1, N=16K, GQA: % of copy", "paged_attention", 1, 16384): (78.9, True),
+        ("B=1, N=16K, GQA: x SDPA", "decode_attention", 1, 16384): (1.046, False),
+    }
+    path = tmp_path / "r.json"
+    report.write_json(recs, str(path))
+    assert mod.main([str(tmp_path / "missing.json"), str(path)]) == 0
+    out = capsys.readouterr().out
+    assert "missing.json: missing, skipped" in out and "5 of 7 met" in out
+    assert "| B>=16, N>=1K: % of copy | paged_attention | 17 1024 8 | 28.4 | 28.0 | 84.1% | >= 85% | NO |" in out
 
 
 def test_repo_readme_has_the_markers():
