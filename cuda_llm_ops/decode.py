@@ -529,7 +529,7 @@ def decode_num_splits(batch: int, num_kv_heads: int, rows_per_kv_head: int, max_
     halve the grid; same caps).
     `paged`: the call's layout (`paged_attention`; False: `decode_attention`);
     `seq_len_q`: its query rows per (batch, head), Nq (it must divide `rows_per_kv_head`).
-    Each rule measured best on the GPUs it names (the ungated ones on the H100, the HBM3e
+    Each rule measured best on the GPUs it names (most ungated ones on the H100, the HBM3e
     ones on the H200; csrc/decode/NOTES.md). It depends on host-known
     shapes only (`max_kv_len` is the table capacity, not the seq_lens), so a captured
     CUDA graph and its preallocated workspace stay valid for any seq_lens.

@@ -81,11 +81,17 @@ if [ "${SLOW:-0}" = "1" ]; then
 fi
 
 # issue #5's decode targets, where this call's bench files hold its cases (a short table, then a summary line)
-targets=$(ls "$OUT"/bench.json "$OUT"/recheck.json 2>/dev/null)
-if [ -n "$targets" ] && python3 scripts/decode_targets.py $targets > "$OUT/targets.log" 2>&1 \
-    && ! grep -q "^no issue #5 case" "$OUT/targets.log"; then
-  echo "---- issue #5 targets ----"; cat "$OUT/targets.log"
-  summary+=("issue #5 targets: $(tail -1 "$OUT/targets.log") ($OUT/targets.log)")
+target_files=()
+for f in "$OUT/bench.json" "$OUT/recheck.json"; do [ -f "$f" ] && target_files+=("$f"); done
+if [ ${#target_files[@]} -gt 0 ]; then
+  python3 scripts/decode_targets.py "${target_files[@]}" > "$OUT/targets.log" 2>&1
+  trc=$?
+  if [ $trc -ne 0 ]; then
+    summary+=("issue #5 targets: decode_targets.py rc=$trc ($OUT/targets.log)")
+  elif ! grep -q "^no issue #5 case" "$OUT/targets.log"; then
+    echo "---- issue #5 targets ----"; cat "$OUT/targets.log"
+    summary+=("issue #5 targets: $(tail -1 "$OUT/targets.log") ($OUT/targets.log)")
+  fi
 fi
 
 echo "---- failures ----"

@@ -23,8 +23,9 @@
 //    (log-sum-exp rule) and resets the counter to its idle value (kSplitCounterIdle).
 //    A separate merge kernel cost ~9 us end to end at B=1/16K in v5 (launch, grid
 //    dependency, second pass; NOTES.md); it now runs apart (decode_split_merge_kernel,
-//    decode_balanced_merge_kernel, PDL) only where the last block's fold would take
-//    more L2 round trips than a launch costs (decode_merge_apart_pays).
+//    decode_balanced_merge_kernel, PDL) only on the 16-bit TMA kernel without head pairs,
+//    where the last block's fold would take more L2 round trips than a launch costs
+//    (decode_merge_apart_pays).
 //  - Keys stream through a cp.async pipeline of STAGES tiles of 64 tokens
 //    (16-byte copies, zero-filled past the end); each of the 4 warps owns 16
 //    tokens of a tile and keeps its own online-softmax state, so the main loop
