@@ -2054,16 +2054,19 @@ WIDE_SHORT_CONFIRM_ROWS = ([(b, n, 8, 64, 5, False) for b, n in (
 # token-major ([B, N, Hkv, D] storage: the paged key-row stride in boxes of 64 rows, no table) ->
 # contiguous head-major; D = 64 / 96 Nq 5, D = 128 Nq 8 (spanning boxes closed its gap, stop 71)
 # and one-token D = 96 at one wave and at 2.8 blocks per SM (where D = 128 took spanning boxes,
-# stop 64) as controls; the automatic count at the automatic / 3 / 4 stages, and
-# (paged only) without L2 promotion. --paged-layouts-deep: the two-tile rows at 4-6 stages (a dev build with
+# stop 64) as controls; the automatic count at the automatic / 3 / 4 stages, and (paged only)
+# without L2 promotion and under boxes spanning every plane (at D = 96 block 16: three 32-column
+# planes, the kernel's tail spans; 3 stages at one wave, or 4). --paged-layouts-deep: the two-tile
+# rows at 4-6 stages (a dev build with
 # CUDA_LLM_OPS_DEV_DEFINES=CLO_DEV_DEEP_STAGES; elsewhere 5 and 6 stages are refused).
 PAGED_LAYOUT_ROWS = [(16, 4096, 8, 96, 5), (8, 16384, 8, 96, 5), (16, 4096, 8, 64, 5), (8, 16384, 8, 64, 5),
                      (8, 16384, 8, 128, 8), (16, 4096, 8, 96, 1), (46, 8192, 8, 96, 1)]
 PAGED_LAYOUTS = (("paged", False, None), ("paged seq", False, "sequential"),  # (name, contiguous, table order)
                  ("contig token-major", "token-major", None), ("contig", True, None))
 PAGED_LAYOUT_VARIANTS = {"auto": {}, "st3": {"CLO_DECODE_TMA_STAGES": "3"}, "st4": {"CLO_DECODE_TMA_STAGES": "4"},
-                         "p0": {"CLO_TMA_L2_PROMOTION": "0"}}
-PAGED_ONLY_VARIANTS = ("p0",)  # not run on the contiguous layouts
+                         "p0": {"CLO_TMA_L2_PROMOTION": "0"}, "span": {"CLO_DECODE_PLANE_BOXES": "2"},
+                         "span.st4": {"CLO_DECODE_PLANE_BOXES": "2", "CLO_DECODE_TMA_STAGES": "4"}}
+PAGED_ONLY_VARIANTS = ("p0", "span", "span.st4")  # not run on the contiguous layouts
 PAGED_LAYOUT_DEEP_VARIANTS = {f"st{k}": {"CLO_DECODE_TMA_STAGES": str(k)} for k in (4, 5, 6)}
 
 
@@ -2875,7 +2878,7 @@ SWEEPS = {
                                                peer=None),
                            "paged D=64 small band at one and two waves' counts, and the 16-row rules at half-full grids"),
     "paged-layouts": (paged_layouts_sweep(PAGED_LAYOUT_VARIANTS),
-                      "two-tile rows paged / paged in order / token-major / contiguous, 3-4 stages, no promotion"),
+                      "two-tile rows paged / paged in order / token-major / contiguous: 3-4 stages, no promotion, spans"),
     "paged-layouts-deep": (paged_layouts_sweep(PAGED_LAYOUT_DEEP_VARIANTS, [r for r in PAGED_LAYOUT_ROWS if r[4] > 1]),
                            "the two-tile rows of --paged-layouts at 4-6 stages (CLO_DEV_DEEP_STAGES builds)"),
     "wide-mid": (forced_splits_sweep(WIDE_MID_ROWS, WIDE_MID_VARIANTS, WIDE_MID_RUNS, peer=None),

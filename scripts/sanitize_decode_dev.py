@@ -5,7 +5,8 @@ merges, sliding windows, a bad block index (the NaN path, no host check).
 
     compute-sanitizer --tool memcheck python3 scripts/sanitize_decode_dev.py
 
-The dev knobs (CLO_DECODE_VARIANT / CLO_DECODE_PACK / CLO_DECODE_TMA_STAGES) are set
+The dev knobs (CLO_DECODE_VARIANT / CLO_DECODE_PACK / CLO_DECODE_TMA_STAGES, and empty
+CLO_DECODE_PLANE_BOXES / CLO_DECODE_WIDE_ROWS, set by the D = 96 tail-span cases) are set
 before the first decode call, so they are read again on every call. SANITIZE_ONLY,
 SANITIZE_REPEAT, SANITIZE_SOFT and SANITIZE_ONEHOT (onehot_triage) narrow it for triage
 (csrc/decode/NOTES.md v26); SANITIZE_NARROW=0 keeps the 16-row math tile at <= 8 rows.
@@ -24,6 +25,8 @@ os.environ.setdefault("PYTORCH_NO_CUDA_MEMORY_CACHING", "1")
 
 for knob in ("CLO_DECODE_VARIANT", "CLO_DECODE_PACK", "CLO_DECODE_TMA_STAGES"):
     os.environ[knob] = "0"
+for knob in ("CLO_DECODE_PLANE_BOXES", "CLO_DECODE_WIDE_ROWS"):  # automatic, read on every call (tail spans set them)
+    os.environ[knob] = ""
 # SANITIZE_NARROW=0: units of at most 8 rows on the 16-row math tile too (CLO_DECODE_NARROW=0)
 os.environ["CLO_DECODE_NARROW"] = os.environ.get("SANITIZE_NARROW", "1")
 
@@ -286,6 +289,29 @@ def run_auto_rule_cases():
         n += 1
 
 
+
+def run_tail_span_cases():
+    """16-bit D = 96 paged block 16 under CLO_DECODE_PLANE_BOXES=2 (sm_90): three 32-column planes,
+    one box a page (the kernel's tail spans, stop 91): ragged lengths (1, past a page, past a
+    tile), one row tile (narrow and 16 rows) and two (Nq 5 at group 4), split and not."""
+    global n
+    os.environ["CLO_DECODE_PLANE_BOXES"] = "2"
+    for i, (lens, hkv, group, nq, ns) in enumerate((([1, 17, 130, 700], 2, 2, 1, 1), ([65, 300], 4, 8, 1, 3),
+                                                    ([5, 17, 300, 1000], 2, 4, 5, 1), ([700, 64], 1, 4, 5, 3))):
+        q, kc, vc, table, sl = make_paged_problem(lens, hkv, group, 96, 16, torch.bfloat16 if i % 2 else torch.float16,
+                                                  900 + i)
+        if nq > 1:
+            q = torch.randn(len(lens), hkv * group, nq, 96, device="cuda").to(q.dtype)
+        os.environ["CLO_DECODE_WIDE_ROWS"] = "1" if nq > 1 else ""
+        out = llm.paged_attention(q, kc, vc, table, sl, num_splits=ns, check_indices=False)
+        check(out, paged_attention_reference(q, kc, vc, table, sl), f"tail spans D=96 {lens} G={group} Nq={nq} s{ns}",
+              dtype=q.dtype)
+        n += 1
+    os.environ["CLO_DECODE_PLANE_BOXES"] = os.environ["CLO_DECODE_WIDE_ROWS"] = ""
+
+
+if small and sm90 and only is None and not onehot:
+    run_tail_span_cases()
 if auto != "0" and only is None and not onehot:
     run_auto_rule_cases()
 torch.cuda.synchronize()

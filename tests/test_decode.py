@@ -770,7 +770,7 @@ def test_balanced_schedule_matches_reference():
     sms = torch.cuda.get_device_properties(0).multi_processor_count
     sm90 = torch.cuda.get_device_capability()[0] >= 9
     gen = torch.Generator().manual_seed(28)
-    balanced = r"tma_kernel<[^<>]*, (\(int\))?1, (\(int\))?1, [^<>,]+>"
+    balanced = r"tma_kernel<[^<>]*, (\(int\))?1, (\(int\))?1, [^<>,]+(, [^<>,]+)?>"
     # (units per SM, KV heads, group, Nq, D, dtype, block size, window_left, soft cap)
     cases = [(1.2, 8, 4, 1, 128, torch.float16, 16, -1, 0.0), (1.9, 8, 4, 1, 128, torch.bfloat16, 256, -1, 0.0),
              (1.5, 32, 1, 1, 112, torch.float16, 16, -1, 30.0), (1.5, 4, 4, 5, 128, torch.float16, 16, 100, 0.0),
@@ -1181,9 +1181,9 @@ def replay_then_bad_inputs(group, seed, bad_len, splits, gen):
 # The helpers above, for the dev-knob scripts below (run_isolated, which import what they use).
 # The TMA kernel's even grid (schedule 0) of two row tiles at kernel head_dim `d` and `stages`
 # stages, in a profiler kernel name
-_TWO_TILE_TMA = r"tma_kernel<[^<>,]+, (\(int\))?{d}, (\(int\))?{stages}, [^<>]*, (\(int\))?0, (\(int\))?2, [^<>,]+>"
+_TWO_TILE_TMA = r"tma_kernel<[^<>,]+, (\(int\))?{d}, (\(int\))?{stages}, [^<>]*, (\(int\))?0, (\(int\))?2, [^<>,]+(, [^<>,]+)?>"
 # the TMA kernel's balanced schedule (1) at two row tiles, head_dim 128, 3 stages
-_TWO_TILE_BALANCED = r"tma_kernel<[^<>,]+, (\(int\))?128, (\(int\))?3, [^<>]*, (\(int\))?1, (\(int\))?2, [^<>,]+>"
+_TWO_TILE_BALANCED = r"tma_kernel<[^<>,]+, (\(int\))?128, (\(int\))?3, [^<>]*, (\(int\))?1, (\(int\))?2, [^<>,]+(, [^<>,]+)?>"
 
 
 _SCRIPT_HELPERS = (f"_TWO_TILE_TMA = {_TWO_TILE_TMA!r}\n_TWO_TILE_BALANCED = {_TWO_TILE_BALANCED!r}\n\n"
@@ -1365,8 +1365,8 @@ from cuda_llm_ops.testing import assert_close, kernel_names, poison_
 sm90 = torch.cuda.get_device_capability()[0] >= 9
 gen = torch.Generator().manual_seed(76)
 # the TMA kernel's even grid (0) at one row tile on the narrow tile, kernel head dim {kd}
-NARROW = r"tma_kernel<[^<>,]+, (\(int\))?{kd}, [^<>]*, (\(int\))?0, (\(int\))?1, (true|\(bool\)1)>"
-ROWS16 = r"tma_kernel<[^<>,]+, (\(int\))?{kd}, [^<>]*, (\(int\))?0, (\(int\))?1, (false|\(bool\)0)>"
+NARROW = r"tma_kernel<[^<>,]+, (\(int\))?{kd}, [^<>]*, (\(int\))?0, (\(int\))?1, (true|\(bool\)1)(, [^<>,]+)?>"
+ROWS16 = r"tma_kernel<[^<>,]+, (\(int\))?{kd}, [^<>]*, (\(int\))?0, (\(int\))?1, (false|\(bool\)0)(, [^<>,]+)?>"
 
 def on_narrow(fn, kd, want, what):  # the even grid at kernel head dim kd ran, on the tile `want` says
     if sm90:
@@ -1451,7 +1451,7 @@ for label, knobs, ns, kernel in (
         assert_close(out, ref, dtype=torch.float16, what=f"{label} B={b} narrow={knob}")
         if sm90 or label == "cp.async":
             names = kernel_names(call)
-            want = r"(true|\(bool\)1)>" if knob == "1" else r"(false|\(bool\)0)>"
+            want = r"(true|\(bool\)1)(, [^<>,]+)?>" if knob == "1" else r"(false|\(bool\)0)(, [^<>,]+)?>"
             assert re.search(kernel + ", " + want, names), f"{label} narrow={knob}: {names[:400]}"
     os.environ.update({"CLO_DECODE_VARIANT": "2", "CLO_DECODE_STREAMK": "0", "CLO_DECODE_SPREAD": "0"})
 
@@ -2183,19 +2183,28 @@ for d, n in ((128, 1000), (256, 333)):
     out = poison_(torch.empty_like(q))
     llm.decode_attention(q, k, v, out=out)
     assert_close(out, attention_reference(q, k, v), dtype=torch.float16, what=f"contiguous D={d}")
+
+
+# four sequences of nq .. n_max keys (the first two nq and n_max), nq query rows each, through
+# paged_attention at `splits` against the reference; returns the problem (q, caches, table, lens)
+def checked_paged(hkv, group, nq, d, bs, dt, splits, seed, n_max, what):
+    lens = [int(x) for x in torch.randint(nq, n_max, (4,), generator=gen)]
+    lens[:2] = [nq, n_max]
+    q, kc, vc, table, sl = make_paged_problem(lens, hkv, group, d, bs, dt, seed)
+    if nq > 1:
+        q = torch.randn(len(lens), nq, hkv * group, d, device="cuda").to(dt).transpose(1, 2)
+    out = poison_(torch.empty_like(q))
+    llm.paged_attention(q, kc, vc, table, sl, out=out, num_splits=splits)
+    assert_close(out, paged_attention_reference(q, kc, vc, table, sl), dtype=dt, what=what)
+    return q, kc, vc, table, sl
+
+
 # two row tiles per block (CLO_DECODE_WIDE_ROWS=1): one token at 32 rows per KV head, Nq 8 causal
 # (32 rows), Nq 6 (24: a second tile part empty); block sizes 8-64, split and not, contiguous
 for i, (hkv, group, nq, dt, bs, splits) in enumerate(((1, 32, 1, torch.float16, 16, 4), (2, 4, 8, torch.bfloat16, 8, 3),
                                                      (2, 4, 6, torch.float16, 64, 1))):
-    lens = [int(x) for x in torch.randint(nq, 2500, (4,), generator=gen)]
-    lens[:2] = [nq, 2500]
-    q, kc, vc, table, sl = make_paged_problem(lens, hkv, group, 128, bs, dt, 650 + i)
-    if nq > 1:
-        q = torch.randn(len(lens), nq, hkv * group, 128, device="cuda").to(dt).transpose(1, 2)
-    out = poison_(torch.empty_like(q))
-    llm.paged_attention(q, kc, vc, table, sl, out=out, num_splits=splits)
-    assert_close(out, paged_attention_reference(q, kc, vc, table, sl), dtype=dt,
-                 what=f"two tiles {i}: Hkv={hkv} G={group} Nq={nq} bs={bs} splits={splits}")
+    q, kc, vc, table, sl = checked_paged(hkv, group, nq, 128, bs, dt, splits, 650 + i, 2500,
+                                         f"two tiles {i}: Hkv={hkv} G={group} Nq={nq} bs={bs} splits={splits}")
     if torch.cuda.get_device_capability()[0] >= 9:  # spanning boxes: 3 stages (decode_wide_rows_stages)
         names = kernel_names(lambda: llm.paged_attention(q, kc, vc, table, sl, num_splits=splits))
         assert re.search(_TWO_TILE_TMA.format(d=128, stages=3), names), (i, names[:400])
@@ -2204,6 +2213,18 @@ for i, (hkv, group, nq, dt, bs, splits) in enumerate(((1, 32, 1, torch.float16, 
     out = poison_(torch.empty_like(qc))
     llm.decode_attention(qc, k, v, out=out, num_splits=splits, is_causal=nq > 1)
     assert_close(out, attention_reference(qc, k, v, is_causal=nq > 1), dtype=dt, what=f"two tiles {i} contiguous")
+# 16-bit D = 96 paged block 16 as three 32-column planes under one box a page (the tail spans, stop
+# 91): one row tile (4 rows: the narrow tile; 16 rows), two (Nq 5 at group 4: 20 rows, whose 3
+# stages at one wave name the spanning boxes), split and not; block sizes 8 and 32 keep a box per
+# plane (the 64 + 32 layout)
+for i, (hkv, group, nq, dt, bs, splits) in enumerate((
+        (2, 2, 1, torch.float16, 16, 1), (2, 16, 1, torch.bfloat16, 16, 3), (2, 4, 5, torch.float16, 16, 2),
+        (1, 4, 5, torch.bfloat16, 16, 1), (2, 4, 5, torch.float16, 8, 1), (2, 2, 1, torch.float16, 32, 2))):
+    what = f"D=96 tail spans {i}: Hkv={hkv} G={group} Nq={nq} bs={bs} splits={splits}"
+    q, kc, vc, table, sl = checked_paged(hkv, group, nq, 96, bs, dt, splits, 660 + i, 1500, what)
+    if nq > 1 and torch.cuda.get_device_capability()[0] >= 9:  # spanning: 3 stages, a box per plane: 4
+        names = kernel_names(lambda: llm.paged_attention(q, kc, vc, table, sl, num_splits=splits))
+        assert re.search(_TWO_TILE_TMA.format(d=96, stages=3 if bs == 16 else 4), names), (what, names[:400])
 """
 
 
@@ -2213,7 +2234,8 @@ def test_plane_boxes_span_matches_reference():
     beyond one block per SM, and for paged two-row-tile blocks of 2048 keys or more; these
     small grids otherwise run a box per plane) against the references: head dims of 2-4 whole
     planes, block sizes 8-256, split and not, contiguous caches, and two row tiles per block
-    (CLO_DECODE_WIDE_ROWS=1). A subprocess: the knob is read in dev mode only when set before the
+    (CLO_DECODE_WIDE_ROWS=1); 16-bit head_dim 96 paged in block-16 pages as three 32-column planes
+    (the knob's only way there). A subprocess: the knob is read in dev mode only when set before the
     first decode call."""
     require_op("paged_attention")
     require_op("decode_attention")
@@ -2433,8 +2455,8 @@ def test_d64_tail_splits():
     if sm90:  # the D = 128 kernel over the pairs: balanced (schedule 1) at 3 stages, on HBM3e the spread tail (2)
         call = lambda: llm.paged_attention(q, kc, vc, table, sl, check_indices=False)  # noqa: E731
         names = kernel_names(call)
-        pattern = (r"tma_kernel<[^<>,]+, (\(int\))?128, (\(int\))?3, [^<>]*, (\(int\))?2, (\(int\))?1, [^<>,]+>" if hbm3e
-                   else r"tma_kernel<[^<>,]+, (\(int\))?128, (\(int\))?3, [^<>]*, (\(int\))?1, (\(int\))?1, [^<>,]+>")
+        pattern = (r"tma_kernel<[^<>,]+, (\(int\))?128, (\(int\))?3, [^<>]*, (\(int\))?2, (\(int\))?1, [^<>,]+(, [^<>,]+)?>" if hbm3e
+                   else r"tma_kernel<[^<>,]+, (\(int\))?128, (\(int\))?3, [^<>]*, (\(int\))?1, (\(int\))?1, [^<>,]+(, [^<>,]+)?>")
         assert re.search(pattern, names), names[:400]
         if hbm3e:  # the first SM-count pairs whole, the others in pieces
             pairs = 4 * b
@@ -2464,7 +2486,7 @@ def test_d64_tail_splits():
     out2 = poison_(torch.empty_like(q))
     llm.decode_attention(q, k, v, out=out2, workspace=ws)
     assert torch.equal(out, out2)
-    balanced_d64 = r"tma_kernel<[^<>,]+, (\(int\))?64, (\(int\))?2, [^<>]*, (\(int\))?1, (\(int\))?1, [^<>,]+>"
+    balanced_d64 = r"tma_kernel<[^<>,]+, (\(int\))?64, (\(int\))?2, [^<>]*, (\(int\))?1, (\(int\))?1, [^<>,]+(, [^<>,]+)?>"
     if sm90:
         names = kernel_names(lambda: llm.decode_attention(q, k, v, out=out2, workspace=ws))
         assert re.search(balanced_d64, names), names[:400]

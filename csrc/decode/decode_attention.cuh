@@ -363,6 +363,13 @@ constexpr int decode_smem_stride() {
 // 10-16% slower than cp.async; all-32-column planes, 1.5x the boxes, were still slower on
 // paged caches). FP8 D = 64 (32 16-bit columns) keeps one 64-column plane (v24: no faster
 // as a 32-column plane).
+// Under boxes that span every plane, a tile with a tail plane (16-bit D = 96 paged block 16,
+// the TMA kernel's kTailSpans instances; CLO_DECODE_PLANE_BOXES=2 only until measured, NOTES.md
+// "Stop 91") is kCols / 32 planes of 32 columns, each with the tail plane's 64-byte swizzle,
+// grouped by 2^lg keys as the wide planes are: [64 / 2^lg groups][kCols / 32 planes][2^lg
+// keys][32 columns], one box of 2^lg keys over every plane (the plane dim stepping 64 bytes
+// along the row) landing as one group: 8 boxes a block-16 tile instead of 16. lg = 6 keeps the
+// 64 + 32 layout (the kernels pass it as a constant there, so its offsets fold as before).
 // kCols: the tile's 16-bit columns (decode_stage_cols).
 constexpr int kPlaneCols = 64;
 constexpr int kPlaneElems = kTileTokens * kPlaneCols;
@@ -388,9 +395,20 @@ constexpr int decode_kv_tile_elems() {
 // tile whose wide planes are grouped by 2^lg keys (above; the tail plane is never grouped).
 constexpr int kDecodeUngroupedLog2 = 6;  // log2(kTileTokens): the plain planes layout
 static_assert(1 << kDecodeUngroupedLog2 == kTileTokens, "one group of 64 keys");
+constexpr int kDecodeTailSpanLog2 = 4;  // tail-plane tiles under spanning boxes: block-16 pages
+// The tiles that have the 32-column layout above (96 columns; the D = 160 kernel keeps its own).
+template <int kCols>
+constexpr bool decode_tail_spans_cols() {
+  return kCols == 96;
+}
 template <int kCols>
 CLO_HOST_DEVICE constexpr int decode_kv_offset(int row, int chunk, int lg = kDecodeUngroupedLog2) {
   constexpr int kWide = decode_wide_planes<kCols>();
+  if (decode_tail_spans_cols<kCols>() && lg != kDecodeUngroupedLog2) {  // 32-column planes, grouped
+    const int in_group = row & ((1 << lg) - 1);
+    return ((row - in_group) * (kCols / kTailPlaneCols) + ((chunk >> 2) << lg) + in_group) * kTailPlaneCols +
+           (((chunk & 3) ^ ((row >> 1) & 3)) << 3);
+  }
   if (decode_has_tail_plane<kCols>() && (chunk >> 3) == kWide)
     return kWide * kPlaneElems + row * kTailPlaneCols + (((chunk & 3) ^ ((row >> 1) & 3)) << 3);
   const int swizzled = ((chunk & 7) ^ (row & 7)) << 3;

@@ -64,10 +64,33 @@ CLO_DEVICE void decode_tma_box(void* dst, const CUtensorMap* map, int col, int k
   else tma::load_4d(dst, map, col, row, kvh, b, bar);
 }
 // One box over every plane of its rows (DecodeTmaMaps::spans_planes): tiles of two or more
-// 64-column planes and no tail plane.
+// 64-column planes and no tail plane; or 16-bit D = 96 paged tiles as three 32-column planes
+// (decode_kv_offset), the kernel's kTailSpans instances (decode_runs_tail_spans).
 template <int kCols>
 constexpr bool decode_spans_planes() {
   return decode_wide_planes<kCols>() >= 2 && !decode_has_tail_plane<kCols>();
+}
+// decode_kv_offset's 96-column tail-span layout is where one box a 16-key group lands: [3
+// planes][16 rows][64 bytes] from the group's start (3 KB apart, 1024-byte aligned in a stage),
+// with the TMA unit's 64-byte swizzle (16-byte chunk bits 4-5 ^= bits 7-8 of the smem offset),
+// every 16-byte chunk of the tile once.
+constexpr bool decode_tail_spans_layout_ok() {
+  bool seen[kTileTokens * 12] = {};
+  for (int row = 0; row < kTileTokens; ++row) {
+    for (int chunk = 0; chunk < 12; ++chunk) {
+      const int line = (row >> 4) * 3072 + (chunk >> 2) * 1024 + (row & 15) * 64;  // before the swizzle
+      const int bytes = line + 16 * ((chunk & 3) ^ ((line >> 7) & 3));
+      const int at = decode_kv_offset<96>(row, chunk, kDecodeTailSpanLog2);
+      if (2 * at != bytes || at < 0 || at / 8 >= kTileTokens * 12 || seen[at / 8]) return false;
+      seen[at / 8] = true;
+    }
+  }
+  return (1 << kDecodeTailSpanLog2) == 16 && decode_kv_tile_elems<96>() == kTileTokens * 96;
+}
+static_assert(decode_tail_spans_layout_ok(), "the tail-span layout must be the boxes' landing");
+template <typename T, int D, typename KVT, bool kPaged>
+constexpr bool decode_runs_tail_spans() {
+  return kPaged && decode_tail_spans_cols<decode_stage_cols<T, D, KVT>()>() && sizeof(KVT) == sizeof(T);
 }
 template <class KV>
 CLO_DEVICE void decode_tma_row_box(void* dst, const CUtensorMap* map, int kvh, int row, int b, uint64_t* bar) {
@@ -95,7 +118,7 @@ CLO_DEVICE void decode_tma_row_box(void* dst, const CUtensorMap* map, int kvh, i
 // DRAM bytes). 4 stages run only at one wave or less (decode_wide_rows_stages), one block per SM:
 // there the bound would only add spills.
 template <typename T, int D, int kStages, class KV, typename KVT = T, int kSchedule = kDecodeEvenGrid,
-          int kRowTiles = 1, bool kNarrow = false>
+          int kRowTiles = 1, bool kNarrow = false, bool kTailSpans = false>
 __global__ void __launch_bounds__(decode_tma_threads(kRowTiles),
                                   kSchedule == kDecodeSpreadTail || (kRowTiles == 2 && D == 64 && kStages < 4) ? 2 : 0)
     decode_attention_tma_kernel(const DecodeKernelParams p, const KV kv, const __grid_constant__ CUtensorMap k_map,
@@ -158,7 +181,12 @@ __global__ void __launch_bounds__(decode_tma_threads(kRowTiles),
   // The tile's planes come in groups of box_rows keys under spanning boxes; a box per
   // plane fills the plain planes layout (grouped, one block per SM lost 0.6%: B=16/16K/GQA
   // 246.5 -> 248.0 us in the probe's same-process A/B, stop 64).
-  const int box_lg = spans_planes ? 31 - __clz(box_rows) : kDecodeUngroupedLog2;
+  // A 96-column tile's layout is the instance's (a constant: its offsets fold as before).
+  constexpr bool kTailSpanCols = decode_tail_spans_cols<kStageCols>();
+  static_assert(!kTailSpans || (kTailSpanCols && decode_runs_tail_spans<T, D, KVT, KV::kPagedLayout>()),
+                "tail spans: 16-bit D = 96 paged tiles");
+  const int box_lg = kTailSpanCols ? (kTailSpans ? kDecodeTailSpanLog2 : kDecodeUngroupedLog2)
+                                   : (spans_planes ? 31 - __clz(box_rows) : kDecodeUngroupedLog2);
   const bool box_lane = producer && lane < n_boxes;
   const int my_key = lane * box_rows;
   if (box_lane && lane == 0) {
@@ -386,7 +414,7 @@ __global__ void __launch_bounds__(decode_tma_threads(kRowTiles),
           T* ks = kv_s + stage * 2 * kTileElems;
           T* vs = ks + kTileElems;
           const int row = cur.tma_row(e, my_pos);
-          if (decode_spans_planes<kStageCols>() && spans_planes) {  // the group of my_key's rows, every plane
+          if ((decode_spans_planes<kStageCols>() || kTailSpans) && spans_planes) {  // my_key's group, every plane
             const int at = decode_kv_offset<kStageCols>(my_key, 0, box_lg);
             decode_tma_row_box<KV>(ks + at, &k_map, kvh, row, b, bar);
             decode_tma_row_box<KV>(vs + at, &v_map, kvh, row, b, bar);
@@ -559,6 +587,11 @@ int encode_decode_tma_maps(const DecodeAttentionArgs& a, DecodeTmaMaps& maps, CU
   const uint64_t planes = a.head_dim / kBoxCols;
   const bool row_boxes = want_row_boxes && decode_spans_planes<decode_stage_cols<T, D, KVT>()>() &&
                          a.head_dim % kBoxCols == 0 && planes >= 2;
+  // 16-bit D = 96 block-16 pages as three 32-column planes (decode_runs_tail_spans), only under
+  // the dev knob until measured (NOTES.md "Stop 91"): the automatic choice keeps a box per plane.
+  const bool tail_row_boxes = decode_runs_tail_spans<T, D, KVT, kPaged>() && want_row_boxes && a.head_dim == D &&
+                              a.block_size == (1 << kDecodeTailSpanLog2) &&
+                              decode_dev_plane_boxes() == kDecodePlaneBoxesOn;
   auto encode_row_boxes = [&](int rank, const uint64_t* dims, const uint64_t* k_strides, const uint64_t* v_strides,
                               uint32_t* box) {
     maps.spans_planes = encode(rank, dims, k_strides, v_strides, box);
@@ -578,6 +611,21 @@ int encode_decode_tma_maps(const DecodeAttentionArgs& a, DecodeTmaMaps& maps, CU
     const uint64_t row_strides[3] = {strides[1], line, strides[0]};
     uint32_t row_box[4] = {kBoxCols, uint32_t(box_rows), uint32_t(planes), 1u};
     if (row_boxes && encode_row_boxes(4, row_dims, row_strides, row_strides, row_box)) return box_rows;
+    if (tail_row_boxes) {  // (32 columns, rows, 3 planes stepping 64 bytes, Hkv), 64-byte swizzle
+      const uint64_t tail_dims[4] = {kTailPlaneCols, uint64_t(rows), D / kTailPlaneCols, uint64_t(a.num_kv_heads)};
+      const uint64_t tail_strides[3] = {strides[1], kTailPlaneCols * kElem, strides[0]};
+      const uint32_t tail_box[4] = {kTailPlaneCols, uint32_t(box_rows), D / kTailPlaneCols, 1u};
+      maps.spans_planes = tma::encode_tiled(&maps.k, kType, a.k, 4, tail_dims, tail_strides, tail_box,
+                                            CU_TENSOR_MAP_SWIZZLE_64B, promo) == cudaSuccess &&
+                          tma::encode_tiled(&maps.v, kType, a.v, 4, tail_dims, tail_strides, tail_box,
+                                            CU_TENSOR_MAP_SWIZZLE_64B, promo) == cudaSuccess;
+      if (maps.spans_planes) {
+        maps.k_tail = maps.k;
+        maps.v_tail = maps.v;
+        return box_rows;
+      }
+      cudaGetLastError();  // a box per plane below
+    }
     uint32_t box[3] = {kBoxCols, 1u, uint32_t(box_rows)};
     if (!encode(3, dims, strides, strides, box)) {
       cudaGetLastError();
@@ -620,14 +668,18 @@ int encode_decode_tma_maps(const DecodeAttentionArgs& a, DecodeTmaMaps& maps, CU
 // box_rows from encode_decode_tma_maps. cudaErrorNotSupported where the kernel has no
 // sm_90 code (a build without sm_90, run through PTX JIT): the caller falls back.
 template <typename T, int D, int kStages, class KV, typename KVT = T, int kSchedule = kDecodeEvenGrid,
-          int kRowTiles = 1, bool kNarrow = false>
+          int kRowTiles = 1, bool kNarrow = false, bool kTailSpans = false>
 cudaError_t launch_decode_attention_tma_kernel(const DecodeKernelParams& p, const KV& kv, dim3 grid,
                                               cudaStream_t stream, bool pdl, const DecodeTmaMaps& maps,
                                               int box_rows) {
   constexpr size_t smem = decode_tma_smem_bytes<T, D, kStages, KVT, kSchedule == kDecodeBalanced, kRowTiles>();
   static_assert(smem <= 227 * 1024, "the TMA kernel's shared memory must fit the H100's 227 KB");
-  auto kernel = decode_attention_tma_kernel<T, D, kStages, KV, KVT, kSchedule, kRowTiles, kNarrow>;
+  auto kernel = decode_attention_tma_kernel<T, D, kStages, KV, KVT, kSchedule, kRowTiles, kNarrow, kTailSpans>;
   if (box_rows < 8 || box_rows > kTileTokens || kTileTokens % box_rows != 0) return cudaErrorInvalidValue;
+  // a 96-column tile's layout is the instance's: the maps must match it
+  if (decode_tail_spans_cols<decode_stage_cols<T, D, KVT>()>() &&
+      (maps.spans_planes != kTailSpans || (kTailSpans && box_rows != (1 << kDecodeTailSpanLog2))))
+    return cudaErrorInvalidValue;
   if (smem > static_cast<size_t>(decode_smem_limit())) return cudaErrorNotSupported;  // the caller falls back
   static int state[64] = {0};
   const cudaError_t err = configure_decode_kernel_once(kernel, smem, true, state);
@@ -704,6 +756,25 @@ cudaError_t launch_decode_attention_tma_stages(int stages, const DecodeKernelPar
                                                                                         maps, box_rows);
     }
     return cudaErrorInvalidValue;
+  }
+  if constexpr (decode_runs_tail_spans<T, D, KVT, KV::kPagedLayout>()) {  // the encoder's tail spans
+    if (maps.spans_planes) {
+      switch (stages) {
+        case 2:
+          return launch_decode_attention_tma_kernel<T, D, 2, KV, KVT, kDecodeEvenGrid, kRowTiles, kNarrow, true>(
+              p, kv, grid, stream, pdl, maps, box_rows);
+        case 3:
+          return launch_decode_attention_tma_kernel<T, D, 3, KV, KVT, kDecodeEvenGrid, kRowTiles, kNarrow, true>(
+              p, kv, grid, stream, pdl, maps, box_rows);
+        case 4:
+          if constexpr (decode_tma_stages_fit<T, D, 4, KVT, kRowTiles>())
+            return launch_decode_attention_tma_kernel<T, D, 4, KV, KVT, kDecodeEvenGrid, kRowTiles, kNarrow, true>(
+                p, kv, grid, stream, pdl, maps, box_rows);
+          break;
+        default: break;
+      }
+      return cudaErrorInvalidValue;
+    }
   }
   switch (stages) {
     case 2:
