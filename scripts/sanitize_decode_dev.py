@@ -293,11 +293,13 @@ def run_auto_rule_cases():
 def run_tail_span_cases():
     """16-bit D = 96 paged block 16 under CLO_DECODE_PLANE_BOXES=2 (sm_90): three 32-column planes,
     one box a page (the kernel's tail spans, stop 91): ragged lengths (1, past a page, past a
-    tile), one row tile (narrow and 16 rows) and two (Nq 5 at group 4), split and not."""
+    tile), one row tile (2 and 8 rows: the narrow tile; 16 rows) and two (Nq 5 at group 4), split
+    and not."""
     global n
     os.environ["CLO_DECODE_PLANE_BOXES"] = "2"
     for i, (lens, hkv, group, nq, ns) in enumerate((([1, 17, 130, 700], 2, 2, 1, 1), ([65, 300], 4, 8, 1, 3),
-                                                    ([5, 17, 300, 1000], 2, 4, 5, 1), ([700, 64], 1, 4, 5, 3))):
+                                                    ([5, 17, 300, 1000], 2, 4, 5, 1), ([700, 64], 1, 4, 5, 3),
+                                                    ([33, 400, 1], 2, 16, 1, 2))):
         q, kc, vc, table, sl = make_paged_problem(lens, hkv, group, 96, 16, torch.bfloat16 if i % 2 else torch.float16,
                                                   900 + i)
         if nq > 1:

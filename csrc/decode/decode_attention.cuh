@@ -392,7 +392,8 @@ constexpr int decode_kv_tile_elems() {
   return decode_wide_planes<kCols>() * kPlaneElems + (decode_has_tail_plane<kCols>() ? kTileTokens * kTailPlaneCols : 0);
 }
 // Element offset of 16-byte chunk `chunk` (columns 8 * chunk ..) of key row `row` in a
-// tile whose wide planes are grouped by 2^lg keys (above; the tail plane is never grouped).
+// tile whose wide planes are grouped by 2^lg keys (above; a tail plane is grouped only as one of
+// the 96-column tile's three 32-column planes, decode_tail_spans_cols).
 constexpr int kDecodeUngroupedLog2 = 6;  // log2(kTileTokens): the plain planes layout
 static_assert(1 << kDecodeUngroupedLog2 == kTileTokens, "one group of 64 keys");
 constexpr int kDecodeTailSpanLog2 = 4;  // tail-plane tiles under spanning boxes: block-16 pages

@@ -71,7 +71,8 @@ constexpr bool decode_spans_planes() {
   return decode_wide_planes<kCols>() >= 2 && !decode_has_tail_plane<kCols>();
 }
 // decode_kv_offset's 96-column tail-span layout is where one box a 16-key group lands: [3
-// planes][16 rows][64 bytes] from the group's start (3 KB apart, 1024-byte aligned in a stage),
+// planes][16 rows][64 bytes] from the group's start (3 KB apart; K and V tiles of 12 KB from the
+// 1024-byte aligned smem base, decode_smem_base),
 // with the TMA unit's 64-byte swizzle (16-byte chunk bits 4-5 ^= bits 7-8 of the smem offset),
 // every 16-byte chunk of the tile once.
 constexpr bool decode_tail_spans_layout_ok() {
@@ -85,7 +86,8 @@ constexpr bool decode_tail_spans_layout_ok() {
       seen[at / 8] = true;
     }
   }
-  return (1 << kDecodeTailSpanLog2) == 16 && decode_kv_tile_elems<96>() == kTileTokens * 96;
+  // the groups' 3 KB steps keep each box 1024-byte aligned only from a 1024-aligned tile
+  return (1 << kDecodeTailSpanLog2) == 16 && decode_kv_tile_elems<96>() * 2 % kDecodeSmemAlign == 0;
 }
 static_assert(decode_tail_spans_layout_ok(), "the tail-span layout must be the boxes' landing");
 template <typename T, int D, typename KVT, bool kPaged>
@@ -414,7 +416,9 @@ __global__ void __launch_bounds__(decode_tma_threads(kRowTiles),
           T* ks = kv_s + stage * 2 * kTileElems;
           T* vs = ks + kTileElems;
           const int row = cur.tma_row(e, my_pos);
-          if ((decode_spans_planes<kStageCols>() || kTailSpans) && spans_planes) {  // my_key's group, every plane
+          // the group of my_key's rows, every plane (a kTailSpans instance always: the launcher
+          // runs it on tail-span maps only, and its per-plane boxes below would not fit its layout)
+          if ((decode_spans_planes<kStageCols>() || kTailSpans) && (kTailSpans || spans_planes)) {
             const int at = decode_kv_offset<kStageCols>(my_key, 0, box_lg);
             decode_tma_row_box<KV>(ks + at, &k_map, kvh, row, b, bar);
             decode_tma_row_box<KV>(vs + at, &v_map, kvh, row, b, bar);
@@ -771,6 +775,18 @@ cudaError_t launch_decode_attention_tma_stages(int stages, const DecodeKernelPar
             return launch_decode_attention_tma_kernel<T, D, 4, KV, KVT, kDecodeEvenGrid, kRowTiles, kNarrow, true>(
                 p, kv, grid, stream, pdl, maps, box_rows);
           break;
+#ifdef CLO_DEV_DEEP_STAGES  // as the switch below
+        case 5:
+          if constexpr (kRowTiles == 2 && decode_tma_stages_fit<T, D, 5, KVT, kRowTiles>())
+            return launch_decode_attention_tma_kernel<T, D, 5, KV, KVT, kDecodeEvenGrid, kRowTiles, kNarrow, true>(
+                p, kv, grid, stream, pdl, maps, box_rows);
+          break;
+        case 6:
+          if constexpr (kRowTiles == 2 && decode_tma_stages_fit<T, D, 6, KVT, kRowTiles>())
+            return launch_decode_attention_tma_kernel<T, D, 6, KV, KVT, kDecodeEvenGrid, kRowTiles, kNarrow, true>(
+                p, kv, grid, stream, pdl, maps, box_rows);
+          break;
+#endif
         default: break;
       }
       return cudaErrorInvalidValue;
