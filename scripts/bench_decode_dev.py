@@ -2068,15 +2068,22 @@ PAGED_LAYOUT_VARIANTS = {"auto": {}, "st3": {"CLO_DECODE_TMA_STAGES": "3"}, "st4
                          "span.st4": {"CLO_DECODE_PLANE_BOXES": "2", "CLO_DECODE_TMA_STAGES": "4"}}
 PAGED_ONLY_VARIANTS = ("p0", "span", "span.st4")  # not run on the contiguous layouts
 PAGED_LAYOUT_DEEP_VARIANTS = {f"st{k}": {"CLO_DECODE_TMA_STAGES": str(k)} for k in (4, 5, 6)}
+# --tail-spans-confirm: the automatic tail spans (decode_tail_spans_pay: paged D = 96 two-row-tile
+# blocks at one wave, 2048 keys a block or more) against a box per plane, on random and in-order
+# tables, at and around the rule's edges (GQA 32/8 Nq 5 and 8; B=24/4K and B=16/1K outside it)
+TAIL_SPANS_CONFIRM_ROWS = [(B, N, 8, 96, nq) for B, N, nq in (
+    (16, 4096, 5), (8, 16384, 5), (4, 16384, 5), (16, 2048, 5), (8, 4096, 5), (12, 8192, 5), (2, 16384, 5),
+    (8, 16384, 8), (16, 4096, 8), (24, 4096, 5), (16, 1024, 5))]
+TAIL_SPANS_CONFIRM_VARIANTS = {"auto": {}, "plane": {"CLO_DECODE_PLANE_BOXES": "0"}}
 
 
-def paged_layouts_sweep(variants, rows=PAGED_LAYOUT_ROWS):
-    """A `SWEEPS` entry: each of `rows` (B, N, Hkv, D, Nq) in each of PAGED_LAYOUTS at the
+def paged_layouts_sweep(variants, rows=PAGED_LAYOUT_ROWS, layouts=PAGED_LAYOUTS):
+    """A `SWEEPS` entry: each of `rows` (B, N, Hkv, D, Nq) in each of `layouts` at the
     automatic split count under `variants` (graph replays, cold L2, no peer)."""
     def sweep(iters, copy_bw):
         for B, N, hkv, d, nq in rows:
             case = cd.paged_case(B, N, hkv, torch.float16, D=d, block_size=16, Nq=nq)
-            for name, contiguous, order in PAGED_LAYOUTS:
+            for name, contiguous, order in layouts:
                 row_case = _ordered_case(case, order) if order else case
                 _split_sweep_row(row_case, (0,), variants, iters, copy_bw,
                                  f"{name} D={d} B={B} N={N} Hkv={hkv} Nq={nq}", contiguous=contiguous,
@@ -2881,6 +2888,9 @@ SWEEPS = {
                       "two-tile rows paged / paged in order / token-major / contiguous: 3-4 stages, no promotion, spans"),
     "paged-layouts-deep": (paged_layouts_sweep(PAGED_LAYOUT_DEEP_VARIANTS, [r for r in PAGED_LAYOUT_ROWS if r[4] > 1]),
                            "the two-tile rows of --paged-layouts at 4-6 stages (CLO_DEV_DEEP_STAGES builds)"),
+    "tail-spans-confirm": (paged_layouts_sweep(TAIL_SPANS_CONFIRM_VARIANTS, TAIL_SPANS_CONFIRM_ROWS,
+                                               PAGED_LAYOUTS[:2] + PAGED_LAYOUTS[3:]),
+                           "paged D=96 two-tile rows: the automatic tail spans against a box per plane"),
     "wide-mid": (forced_splits_sweep(WIDE_MID_ROWS, WIDE_MID_VARIANTS, WIDE_MID_RUNS, peer=None),
                  "D=64 Nq 5 at 1.03-1.38 KV heads per SM: auto, wide at 1-3 and 16-row at 1-2 splits"),
     "wide-d64-d96-confirm": (forced_splits_sweep(WIDE_CONFIRM_ROWS, WIDE_CONFIRM_VARIANTS, WIDE_CONFIRM_RUNS, peer=None),

@@ -1182,6 +1182,9 @@ def replay_then_bad_inputs(group, seed, bad_len, splits, gen):
 # The TMA kernel's even grid (schedule 0) of two row tiles at kernel head_dim `d` and `stages`
 # stages, in a profiler kernel name
 _TWO_TILE_TMA = r"tma_kernel<[^<>,]+, (\(int\))?{d}, (\(int\))?{stages}, [^<>]*, (\(int\))?0, (\(int\))?2, [^<>,]+(, [^<>,]+)?>"
+# ... its paged head_dim 96 instances on the tail spans (kTailSpans: three 32-column planes a block-16 page)
+_TWO_TILE_TAIL_SPANS = (r"tma_kernel<[^<>,]+, (\(int\))?96, (\(int\))?\d, [^<>]*, (\(int\))?0, (\(int\))?2, [^<>,]+, "
+                        r"(true|\(bool\)1)>")
 # the TMA kernel's balanced schedule (1) at two row tiles, head_dim 128, 3 stages
 _TWO_TILE_BALANCED = r"tma_kernel<[^<>,]+, (\(int\))?128, (\(int\))?3, [^<>]*, (\(int\))?1, (\(int\))?2, [^<>,]+(, [^<>,]+)?>"
 
@@ -1820,7 +1823,7 @@ def test_wide_rows_d64_d96_automatic():
     head_dim 64 past one unit per SM from 4096 keys 3 (stop 89); at 2048 keys there head_dim 64
     keeps 16-row blocks (contiguous: 1 split). Ragged lengths (one shorter than the new tokens,
     one at the capacity), both layouts, fp16 and bf16, MQA, against the references; the count,
-    the kernel and its grid."""
+    the kernel and its grid, and paged head_dim 96's tail spans at one wave (stop 93)."""
     require_op("paged_attention")
     require_op("decode_attention")
     sms = torch.cuda.get_device_properties(0).multi_processor_count
@@ -1875,6 +1878,11 @@ def test_wide_rows_d64_d96_automatic():
             assert bool(re.search(_TWO_TILE_TMA.format(d=d, stages=r"\d"), names)) == (want > 0), (what, names[:400])
             if want:
                 assert kernel_grid_blocks(call, "decode_attention") == hkv * b * want, what
+            # paged head_dim 96 at one wave, 2048 keys a block or more of the table's capacity: the
+            # tail spans (decode_tail_spans_pay, stop 93)
+            capacity = -(-n // 16) * 16
+            spans = d == 96 and paged and want > 0 and hkv * b * want <= sms and -(-capacity // want) >= 2048
+            assert bool(re.search(_TWO_TILE_TAIL_SPANS, names)) == spans, (what, names[:400])
 
 
 def test_spread_tail_matches_reference():
@@ -2235,7 +2243,7 @@ def test_plane_boxes_span_matches_reference():
     small grids otherwise run a box per plane) against the references: head dims of 2-4 whole
     planes, block sizes 8-256, split and not, contiguous caches, and two row tiles per block
     (CLO_DECODE_WIDE_ROWS=1); 16-bit head_dim 96 paged in block-16 pages as three 32-column planes
-    (the knob's only way there). A subprocess: the knob is read in dev mode only when set before the
+    (automatic only for two-row-tile blocks at one wave, test_wide_rows_d64_d96_automatic). A subprocess: the knob is read in dev mode only when set before the
     first decode call."""
     require_op("paged_attention")
     require_op("decode_attention")

@@ -364,8 +364,8 @@ constexpr int decode_smem_stride() {
 // paged caches). FP8 D = 64 (32 16-bit columns) keeps one 64-column plane (v24: no faster
 // as a 32-column plane).
 // Under boxes that span every plane, a tile with a tail plane (16-bit D = 96 paged block 16,
-// the TMA kernel's kTailSpans instances; CLO_DECODE_PLANE_BOXES=2 only until measured, NOTES.md
-// "Stop 91") is kCols / 32 planes of 32 columns, each with the tail plane's 64-byte swizzle,
+// the TMA kernel's kTailSpans instances: two-row-tile blocks where decode_tail_spans_pay, anywhere
+// under CLO_DECODE_PLANE_BOXES=2; NOTES.md "Stop 91", "Stop 93") is kCols / 32 planes of 32 columns, each with the tail plane's 64-byte swizzle,
 // grouped by 2^lg keys as the wide planes are: [64 / 2^lg groups][kCols / 32 planes][2^lg
 // keys][32 columns], one box of 2^lg keys over every plane (the plane dim stepping 64 bytes
 // along the row) landing as one group: 8 boxes a block-16 tile instead of 16. lg = 6 keeps the
@@ -1820,9 +1820,10 @@ cudaError_t run_decode_attention(const DecodeAttentionArgs& a, cudaStream_t stre
         const int64_t block_keys = sk_blocks > 0 ? div_ceil<int64_t>(wide_units * read_kv_len, sk_blocks)
                                                  : div_ceil<int64_t>(read_kv_len, a.num_splits);
         DecodeTmaMaps maps;
+        const bool hbm3e = device_is_hopper_hbm3e();
         const int box_rows = encode_decode_tma_maps<T, D, kPaged, KVT>(
-            a, maps, kv_promo,
-            decode_wide_row_boxes_pay(kPaged, wide_blocks, sms, block_keys, device_is_hopper_hbm3e()));
+            a, maps, kv_promo, decode_wide_row_boxes_pay(kPaged, wide_blocks, sms, block_keys, hbm3e),
+            sk_blocks == 0 && decode_tail_spans_pay(kPaged, wide_blocks, sms, block_keys, hbm3e));
         DecodeKernelParams pw = p;
         pw.row_tiles = wide_tiles;
         pw.units_x = a.num_kv_heads * wide_tiles;

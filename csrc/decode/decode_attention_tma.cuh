@@ -552,10 +552,12 @@ inline CUtensorMapL2promotion decode_kv_l2_promotion(bool fp8, int real_head_dim
 // base not 16-byte aligned, a byte stride not a multiple of 16 (or >= 2^40), more than
 // 2^31 - 1 token rows. `promo`: the maps' L2 promotion (decode_kv_l2_promotion);
 // `want_row_boxes`: one box over every plane of its rows where the head dim allows
-// (decode_row_boxes_pay, decode_wide_row_boxes_pay).
+// (decode_row_boxes_pay, decode_wide_row_boxes_pay); `want_tail_spans`: 16-bit D = 96
+// block-16 pages as three 32-column planes under one box (decode_tail_spans_pay; the caller
+// runs the even grid on them: no other schedule has those instances).
 template <typename T, int D, bool kPaged, typename KVT = T>
 int encode_decode_tma_maps(const DecodeAttentionArgs& a, DecodeTmaMaps& maps, CUtensorMapL2promotion promo,
-                           bool want_row_boxes) {
+                           bool want_row_boxes, bool want_tail_spans = false) {
   constexpr uint64_t kElem = sizeof(KVT);
   constexpr uint32_t kBoxCols = decode_plane_cache_cols<T, KVT>();  // one 128-byte line
   constexpr bool kTail = decode_has_tail_plane<decode_stage_cols<T, D, KVT>()>();
@@ -591,11 +593,11 @@ int encode_decode_tma_maps(const DecodeAttentionArgs& a, DecodeTmaMaps& maps, CU
   const uint64_t planes = a.head_dim / kBoxCols;
   const bool row_boxes = want_row_boxes && decode_spans_planes<decode_stage_cols<T, D, KVT>()>() &&
                          a.head_dim % kBoxCols == 0 && planes >= 2;
-  // 16-bit D = 96 block-16 pages as three 32-column planes (decode_runs_tail_spans), only under
-  // the dev knob until measured (NOTES.md "Stop 91"): the automatic choice keeps a box per plane.
-  const bool tail_row_boxes = decode_runs_tail_spans<T, D, KVT, kPaged>() && want_row_boxes && a.head_dim == D &&
+  // 16-bit D = 96 block-16 pages as three 32-column planes (decode_runs_tail_spans): where the
+  // caller asks (two-row-tile blocks, decode_tail_spans_pay) or under CLO_DECODE_PLANE_BOXES=2.
+  const bool tail_row_boxes = decode_runs_tail_spans<T, D, KVT, kPaged>() && a.head_dim == D &&
                               a.block_size == (1 << kDecodeTailSpanLog2) &&
-                              decode_dev_plane_boxes() == kDecodePlaneBoxesOn;
+                              (want_tail_spans || (want_row_boxes && decode_dev_plane_boxes() == kDecodePlaneBoxesOn));
   auto encode_row_boxes = [&](int rank, const uint64_t* dims, const uint64_t* k_strides, const uint64_t* v_strides,
                               uint32_t* box) {
     maps.spans_planes = encode(rank, dims, k_strides, v_strides, box);

@@ -160,6 +160,19 @@ inline bool decode_wide_row_boxes_pay(bool paged, int64_t blocks, int64_t sms, i
   if (decode_row_boxes_pay(blocks, sms, hbm3e)) return true;
   return decode_dev_plane_boxes() != kDecodePlaneBoxesOff && hbm3e && paged && block_keys >= kWideRowBoxesMinKeys;
 }
+// Paged 16-bit head_dim 96 two-row-tile blocks in block-16 pages read each page as three
+// 32-column planes under one box (the tail spans, decode_runs_tail_spans) where the rule above
+// spans at one wave: at most one block per SM, 2048 keys or more a block, HBM3e parts.
+// `--paged-layouts` (stop 93, H200, graph replays, cold L2, GQA 32/8 Nq 5, us, a box per plane
+// -> tail spans; contiguous beside): B=16/4K 69.2 -> 59.9 (60.4), B=8/16K 138.0 -> 117.8
+// (123.5); deeper stages gave nothing (5 / 6: 68.1 / 69.5 and 134.6 / 137.4). Beyond one wave
+// not measured at two row tiles; one row tile keeps a box per plane (one token B=16/4K 54.7 ->
+// 52.5 but in-order pages 51.3 -> 51.6; B=46/8K, 2.8 blocks per SM, 308.2 -> 331.1).
+// CLO_DECODE_PLANE_BOXES=2 takes them wherever the layout allows (encode_decode_tma_maps).
+inline bool decode_tail_spans_pay(bool paged, int64_t blocks, int64_t sms, int64_t block_keys, bool hbm3e) {
+  return decode_dev_plane_boxes() != kDecodePlaneBoxesOff && hbm3e && paged && blocks <= sms &&
+         block_keys >= kWideRowBoxesMinKeys;
+}
 // Dev knob CLO_DECODE_NARROW, read like CLO_DECODE_VARIANT: kDecodeNarrowOff keeps every unit
 // on the 16-row math tile (decode_warp_tile); anything else: the automatic choice
 // (decode_narrow_rows_pay).
