@@ -409,7 +409,8 @@ def decode_num_splits(batch: int, num_kv_heads: int, rows_per_kv_head: int, max_
       least 256 keys, at most 128 (GQA 32:8 Nq 5 contiguous D=64 B=5/8K 72.2 -> 30.3 us,
       "Stop 89"; paged D=64 B=1/8K 14.2 -> 11.8, "Stop 90"); from 0.45 times up to 1 (head_dim 96: 1.5), the count of
       1 to 4 splits of at least 1024 keys whose waves of blocks are fullest (twice that, at
-      most 4, at head_dim 64; GQA 32:8 Nq 5 paged D=96 B=16/4K 102.5 -> 69.2 us, contiguous
+      most 4, at head_dim 64; GQA 32:8 Nq 5 paged D=96 B=16/4K 102.5 -> 69.2 us (59.9 with the
+      tail spans, "Stop 93"), contiguous
       D=64 B=8/16K 141.2 -> 73.6, csrc/decode/NOTES.md "Stop 88"; paged D=64 B=8/16K 141.1 ->
       79.2, "Stop 89"); head_dim 64 past 1 up to 1.35 times with `max_kv_len >= 4096`: 3
       (contiguous B=22/16K 249.0 -> 188.4, paged B=22/8K 147.7 -> 109.7, "Stop 89"). At

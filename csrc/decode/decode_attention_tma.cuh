@@ -112,6 +112,8 @@ CLO_DEVICE void decode_tma_row_box(void* dst, const CUtensorMap* map, int kvh, i
 // over the same K/V stages, so the keys are read once per 32 rows rather than once per 16
 // (two blocks streaming the same keys). p.row_tiles then counts units of kRowTiles x 16 rows.
 // kNarrow (decode_narrow_rows_pay): units of at most 8 rows on decode_warp_tile_narrow.
+// kTailSpans (decode_runs_tail_spans): paged 16-bit D = 96 tiles in the tail-span layout, one box
+// a block-16 page over its three 32-column planes (decode_kv_offset; decode_tail_spans_pay).
 // Two blocks per SM are asked of the spread tail (above) and of two-row-tile blocks at head_dim
 // 64 below 4 stages, whose paged instance took 112 registers where the contiguous one took 96: at
 // 9 warps of 112, one block per SM (a sub-partition holds 4 such warps), so paged calls gained

@@ -123,8 +123,9 @@ inline bool decode_merge_apart_pays(int num_splits, int block_rows, int kernel_h
 constexpr int kEvenGridMergeApartTrips = 2, kBalancedMergeApartTrips = 3;
 // Dev knob CLO_DECODE_PLANE_BOXES, read like CLO_DECODE_VARIANT: 0 has the TMA kernel issue
 // a box per 64-column plane (into the plain planes layout), 2 one box over every plane
-// of its rows wherever the head dim is whole planes (encode_decode_tma_maps); anything else:
-// the automatic choice (decode_row_boxes_pay; two-row-tile blocks decode_wide_row_boxes_pay).
+// of its rows wherever the head dim is whole planes, and paged 16-bit D = 96 block-16 pages as
+// the tail spans (encode_decode_tma_maps); anything else: the automatic choice
+// (decode_row_boxes_pay; two-row-tile blocks decode_wide_row_boxes_pay, decode_tail_spans_pay).
 constexpr int kDecodePlaneBoxesOff = 0, kDecodePlaneBoxesOn = 2;
 int decode_dev_plane_boxes();
 // Whether the TMA kernel's grid of `blocks` takes one box over every 64-column plane of its
@@ -165,8 +166,11 @@ inline bool decode_wide_row_boxes_pay(bool paged, int64_t blocks, int64_t sms, i
 // spans at one wave: at most one block per SM, 2048 keys or more a block, HBM3e parts.
 // `--paged-layouts` (stop 93, H200, graph replays, cold L2, GQA 32/8 Nq 5, us, a box per plane
 // -> tail spans; contiguous beside): B=16/4K 69.2 -> 59.9 (60.4), B=8/16K 138.0 -> 117.8
-// (123.5); deeper stages gave nothing (5 / 6: 68.1 / 69.5 and 134.6 / 137.4). Beyond one wave
-// not measured at two row tiles; one row tile keeps a box per plane (one token B=16/4K 54.7 ->
+// (123.5); deeper stages gave nothing (5 / 6: 68.1 / 69.5 and 134.6 / 137.4); `--tail-spans-confirm`
+// 10-16% at every one-wave row of 2048+ keys a block (Nq 5 and 8). Beyond one wave they measured
+// 7-8% ahead too (B=12/8K 108.5 -> 100.0, B=24/4K 110.7 -> 102.5, B=20/8K 181.1 -> 166.7): that
+// rule (decode_wide_row_boxes_pay's) awaits its GPU tests on the branch
+// stop93-d96-spans-beyond-wave. One row tile keeps a box per plane (one token B=16/4K 54.7 ->
 // 52.5 but in-order pages 51.3 -> 51.6; B=46/8K, 2.8 blocks per SM, 308.2 -> 331.1).
 // CLO_DECODE_PLANE_BOXES=2 takes them wherever the layout allows (encode_decode_tma_maps).
 inline bool decode_tail_spans_pay(bool paged, int64_t blocks, int64_t sms, int64_t block_keys, bool hbm3e) {
@@ -655,7 +659,8 @@ inline bool decode_wide_rows_runs_balanced(int64_t units, int splits, int64_t sm
 // plane (`spans_planes`, decode_wide_row_boxes_pay) 3 (`--wide-boxes-depth`, stop 71, 4 / 3
 // stages under spanning boxes, us: Nq 8 B=16/4K 67.8 / 67.3, B=8/4K 42.7 / 42.3, B=2/16K
 // 40.5 / 40.3, B=8/16K 131.3 / 131.9, B=4/16K 70.1 / 70.2; MQA B=16/16K 41.6 / 40.9, B=32/16K
-// 72.8 / 71.2).
+// 72.8 / 71.2); D = 96's tail spans likewise (stop 93, 4 / 3: Nq 5 B=16/4K 58.6 / 59.9, B=8/16K
+// 118.7 / 117.8).
 inline int decode_wide_rows_stages(bool paged, int64_t blocks, int64_t sms, bool spans_planes) {
   return blocks <= sms && paged && !spans_planes ? 4 : 3;
 }
