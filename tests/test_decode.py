@@ -2243,8 +2243,8 @@ def test_plane_boxes_span_matches_reference():
     small grids otherwise run a box per plane) against the references: head dims of 2-4 whole
     planes, block sizes 8-256, split and not, contiguous caches, and two row tiles per block
     (CLO_DECODE_WIDE_ROWS=1); 16-bit head_dim 96 paged in block-16 pages as three 32-column planes
-    (automatic only for two-row-tile blocks at one wave, test_wide_rows_d64_d96_automatic). A subprocess: the knob is read in dev mode only when set before the
-    first decode call."""
+    (automatic only for two-row-tile blocks at one wave, test_wide_rows_d64_d96_automatic). A
+    subprocess: the knob is read in dev mode only when set before the first decode call."""
     require_op("paged_attention")
     require_op("decode_attention")
     run_isolated(_SCRIPT_HELPERS + _PLANE_BOXES_SCRIPT, timeout=300,

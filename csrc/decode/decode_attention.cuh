@@ -364,9 +364,10 @@ constexpr int decode_smem_stride() {
 // paged caches). FP8 D = 64 (32 16-bit columns) keeps one 64-column plane (v24: no faster
 // as a 32-column plane).
 // Under boxes that span every plane, a tile with a tail plane (16-bit D = 96 paged block 16,
-// the TMA kernel's kTailSpans instances: two-row-tile blocks where decode_tail_spans_pay, anywhere
-// under CLO_DECODE_PLANE_BOXES=2; NOTES.md "Stop 91", "Stop 93") is kCols / 32 planes of 32 columns, each with the tail plane's 64-byte swizzle,
-// grouped by 2^lg keys as the wide planes are: [64 / 2^lg groups][kCols / 32 planes][2^lg
+// the TMA kernel's kTailSpans instances: two-row-tile blocks where decode_tail_spans_pay,
+// anywhere under CLO_DECODE_PLANE_BOXES=2; NOTES.md "Stop 91", "Stop 93") is kCols / 32 planes
+// of 32 columns, each with the tail plane's 64-byte swizzle, grouped by 2^lg keys as the wide
+// planes are: [64 / 2^lg groups][kCols / 32 planes][2^lg
 // keys][32 columns], one box of 2^lg keys over every plane (the plane dim stepping 64 bytes
 // along the row) landing as one group: 8 boxes a block-16 tile instead of 16. lg = 6 keeps the
 // 64 + 32 layout (the kernels pass it as a constant there, so its offsets fold as before).
