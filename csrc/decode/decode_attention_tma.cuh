@@ -742,6 +742,47 @@ constexpr bool decode_tma_stages_fit() {
 static_assert(decode_tma_smem_bytes<__half, 96, 4>() == kDecodeD96FourStageSmem &&
                   decode_tma_smem_bytes<__nv_bfloat16, 96, 4>() == kDecodeD96FourStageSmem,
               "decode_tma_stages_for's 4-stage D = 96 rule asks the limit for these bytes");
+// The even grid at `stages` deep (cudaErrorInvalidValue where that depth has no instance);
+// kTailSpans: the instances of the tail-span layout, for maps that span a 96-column tile's planes.
+template <typename T, int D, typename KVT, int kRowTiles, bool kNarrow, bool kTailSpans, class KV>
+cudaError_t launch_decode_even_grid_stages(int stages, const DecodeKernelParams& p, const KV& kv, dim3 grid,
+                                           cudaStream_t stream, bool pdl, const DecodeTmaMaps& maps, int box_rows) {
+  switch (stages) {
+    case 2:
+      return launch_decode_attention_tma_kernel<T, D, 2, KV, KVT, kDecodeEvenGrid, kRowTiles, kNarrow, kTailSpans>(
+          p, kv, grid, stream, pdl, maps, box_rows);
+    case 3:
+      if constexpr (decode_tma_stages_fit<T, D, 3, KVT, kRowTiles>())
+        return launch_decode_attention_tma_kernel<T, D, 3, KV, KVT, kDecodeEvenGrid, kRowTiles, kNarrow, kTailSpans>(
+            p, kv, grid, stream, pdl, maps, box_rows);
+      break;
+    case 4:
+      if constexpr (decode_tma_stages_fit<T, D, 4, KVT, kRowTiles>())
+        return launch_decode_attention_tma_kernel<T, D, 4, KV, KVT, kDecodeEvenGrid, kRowTiles, kNarrow, kTailSpans>(
+            p, kv, grid, stream, pdl, maps, box_rows);
+      break;
+#ifdef CLO_DEV_DEEP_STAGES
+    // Dev builds only (CUDA_LLM_OPS_DEV_DEFINES=CLO_DEV_DEEP_STAGES, selected by the
+    // CLO_DECODE_TMA_STAGES knob): two-row-tile blocks, one per SM at head_dim 96 and 128
+    // (registers), 5 or 6 stages deep, to test whether paged caches' per-plane boxes want
+    // more bytes in flight than 4 stages hold (NOTES.md "Stop 91"). Not in the product
+    // builds: each depth is another instance of every two-tile kernel.
+    case 5:
+      if constexpr (kRowTiles == 2 && decode_tma_stages_fit<T, D, 5, KVT, kRowTiles>())
+        return launch_decode_attention_tma_kernel<T, D, 5, KV, KVT, kDecodeEvenGrid, kRowTiles, kNarrow, kTailSpans>(
+            p, kv, grid, stream, pdl, maps, box_rows);
+      break;
+    case 6:
+      if constexpr (kRowTiles == 2 && decode_tma_stages_fit<T, D, 6, KVT, kRowTiles>())
+        return launch_decode_attention_tma_kernel<T, D, 6, KV, KVT, kDecodeEvenGrid, kRowTiles, kNarrow, kTailSpans>(
+            p, kv, grid, stream, pdl, maps, box_rows);
+      break;
+#endif
+    default: break;
+  }
+  return cudaErrorInvalidValue;
+}
+
 template <typename T, int D, typename KVT = T, int kRowTiles = 1, bool kNarrow = false, class KV>
 cudaError_t launch_decode_attention_tma_stages(int stages, const DecodeKernelParams& p, const KV& kv, dim3 grid,
                                                cudaStream_t stream, bool pdl, const DecodeTmaMaps& maps,
@@ -766,70 +807,12 @@ cudaError_t launch_decode_attention_tma_stages(int stages, const DecodeKernelPar
     return cudaErrorInvalidValue;
   }
   if constexpr (decode_runs_tail_spans<T, D, KVT, KV::kPagedLayout>()) {  // the encoder's tail spans
-    if (maps.spans_planes) {
-      switch (stages) {
-        case 2:
-          return launch_decode_attention_tma_kernel<T, D, 2, KV, KVT, kDecodeEvenGrid, kRowTiles, kNarrow, true>(
-              p, kv, grid, stream, pdl, maps, box_rows);
-        case 3:
-          return launch_decode_attention_tma_kernel<T, D, 3, KV, KVT, kDecodeEvenGrid, kRowTiles, kNarrow, true>(
-              p, kv, grid, stream, pdl, maps, box_rows);
-        case 4:
-          if constexpr (decode_tma_stages_fit<T, D, 4, KVT, kRowTiles>())
-            return launch_decode_attention_tma_kernel<T, D, 4, KV, KVT, kDecodeEvenGrid, kRowTiles, kNarrow, true>(
-                p, kv, grid, stream, pdl, maps, box_rows);
-          break;
-#ifdef CLO_DEV_DEEP_STAGES  // as the switch below
-        case 5:
-          if constexpr (kRowTiles == 2 && decode_tma_stages_fit<T, D, 5, KVT, kRowTiles>())
-            return launch_decode_attention_tma_kernel<T, D, 5, KV, KVT, kDecodeEvenGrid, kRowTiles, kNarrow, true>(
-                p, kv, grid, stream, pdl, maps, box_rows);
-          break;
-        case 6:
-          if constexpr (kRowTiles == 2 && decode_tma_stages_fit<T, D, 6, KVT, kRowTiles>())
-            return launch_decode_attention_tma_kernel<T, D, 6, KV, KVT, kDecodeEvenGrid, kRowTiles, kNarrow, true>(
-                p, kv, grid, stream, pdl, maps, box_rows);
-          break;
-#endif
-        default: break;
-      }
-      return cudaErrorInvalidValue;
-    }
+    if (maps.spans_planes)
+      return launch_decode_even_grid_stages<T, D, KVT, kRowTiles, kNarrow, true>(stages, p, kv, grid, stream, pdl,
+                                                                                  maps, box_rows);
   }
-  switch (stages) {
-    case 2:
-      return launch_decode_attention_tma_kernel<T, D, 2, KV, KVT, kDecodeEvenGrid, kRowTiles, kNarrow>(
-          p, kv, grid, stream, pdl, maps, box_rows);
-    case 3:
-      if constexpr (decode_tma_stages_fit<T, D, 3, KVT, kRowTiles>())
-        return launch_decode_attention_tma_kernel<T, D, 3, KV, KVT, kDecodeEvenGrid, kRowTiles, kNarrow>(
-            p, kv, grid, stream, pdl, maps, box_rows);
-      break;
-    case 4:
-      if constexpr (decode_tma_stages_fit<T, D, 4, KVT, kRowTiles>())
-        return launch_decode_attention_tma_kernel<T, D, 4, KV, KVT, kDecodeEvenGrid, kRowTiles, kNarrow>(
-            p, kv, grid, stream, pdl, maps, box_rows);
-      break;
-#ifdef CLO_DEV_DEEP_STAGES
-    // Dev builds only (CUDA_LLM_OPS_DEV_DEFINES=CLO_DEV_DEEP_STAGES, selected by the
-    // CLO_DECODE_TMA_STAGES knob): two-row-tile blocks, one per SM at head_dim 96 and 128
-    // (registers), 5 or 6 stages deep, to test whether paged caches' per-plane boxes want
-    // more bytes in flight than 4 stages hold (NOTES.md "Stop 91"). Not in the product
-    // builds: each depth is another instance of every two-tile kernel.
-    case 5:
-      if constexpr (kRowTiles == 2 && decode_tma_stages_fit<T, D, 5, KVT, kRowTiles>())
-        return launch_decode_attention_tma_kernel<T, D, 5, KV, KVT, kDecodeEvenGrid, kRowTiles, kNarrow>(
-            p, kv, grid, stream, pdl, maps, box_rows);
-      break;
-    case 6:
-      if constexpr (kRowTiles == 2 && decode_tma_stages_fit<T, D, 6, KVT, kRowTiles>())
-        return launch_decode_attention_tma_kernel<T, D, 6, KV, KVT, kDecodeEvenGrid, kRowTiles, kNarrow>(
-            p, kv, grid, stream, pdl, maps, box_rows);
-      break;
-#endif
-    default: break;
-  }
-  return cudaErrorInvalidValue;
+  return launch_decode_even_grid_stages<T, D, KVT, kRowTiles, kNarrow, false>(stages, p, kv, grid, stream, pdl, maps,
+                                                                               box_rows);
 }
 
 }  // namespace cuda_llm_ops::decode
