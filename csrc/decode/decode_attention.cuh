@@ -1821,10 +1821,10 @@ cudaError_t run_decode_attention(const DecodeAttentionArgs& a, cudaStream_t stre
         const int64_t block_keys = sk_blocks > 0 ? div_ceil<int64_t>(wide_units * read_kv_len, sk_blocks)
                                                  : div_ceil<int64_t>(read_kv_len, a.num_splits);
         DecodeTmaMaps maps;
-        const bool hbm3e = device_is_hopper_hbm3e();
+        const bool row_boxes =
+            decode_wide_row_boxes_pay(kPaged, wide_blocks, sms, block_keys, device_is_hopper_hbm3e());
         const int box_rows = encode_decode_tma_maps<T, D, kPaged, KVT>(
-            a, maps, kv_promo, decode_wide_row_boxes_pay(kPaged, wide_blocks, sms, block_keys, hbm3e),
-            sk_blocks == 0 && decode_tail_spans_pay(kPaged, wide_blocks, sms, block_keys, hbm3e));
+            a, maps, kv_promo, row_boxes, sk_blocks == 0 && decode_tail_spans_pay(row_boxes, wide_blocks, sms));
         DecodeKernelParams pw = p;
         pw.row_tiles = wide_tiles;
         pw.units_x = a.num_kv_heads * wide_tiles;

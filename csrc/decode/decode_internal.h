@@ -173,9 +173,9 @@ inline bool decode_wide_row_boxes_pay(bool paged, int64_t blocks, int64_t sms, i
 // stop93-d96-spans-beyond-wave. One row tile keeps a box per plane (one token B=16/4K 54.7 ->
 // 52.5 but in-order pages 51.3 -> 51.6; B=46/8K, 2.8 blocks per SM, 308.2 -> 331.1).
 // CLO_DECODE_PLANE_BOXES=2 takes them wherever the layout allows (encode_decode_tma_maps).
-inline bool decode_tail_spans_pay(bool paged, int64_t blocks, int64_t sms, int64_t block_keys, bool hbm3e) {
-  return decode_dev_plane_boxes() != kDecodePlaneBoxesOff && hbm3e && paged && blocks <= sms &&
-         block_keys >= kWideRowBoxesMinKeys;
+// `row_boxes`: decode_wide_row_boxes_pay's answer for the grid of `blocks`.
+inline bool decode_tail_spans_pay(bool row_boxes, int64_t blocks, int64_t sms) {
+  return row_boxes && blocks <= sms;
 }
 // Dev knob CLO_DECODE_NARROW, read like CLO_DECODE_VARIANT: kDecodeNarrowOff keeps every unit
 // on the 16-row math tile (decode_warp_tile); anything else: the automatic choice
