@@ -2068,10 +2068,9 @@ PAGED_LAYOUT_VARIANTS = {"auto": {}, "st3": {"CLO_DECODE_TMA_STAGES": "3"}, "st4
                          "span.st4": {"CLO_DECODE_PLANE_BOXES": "2", "CLO_DECODE_TMA_STAGES": "4"}}
 PAGED_ONLY_VARIANTS = ("p0", "span", "span.st4")  # not run on the contiguous layouts
 PAGED_LAYOUT_DEEP_VARIANTS = {f"st{k}": {"CLO_DECODE_TMA_STAGES": str(k)} for k in (4, 5, 6)}
-# --tail-spans-confirm: the automatic tail spans (decode_tail_spans_pay: paged D = 96 two-row-tile
-# blocks at one wave, 2048 keys a block or more) against a box per plane, on random and in-order
-# tables, at and around the rule's edges (GQA 32/8 Nq 5 and 8; outside it B=12/8K and B=24/4K beyond
-# one wave, B=16/1K on 16-row blocks)
+# --tail-spans-confirm: the automatic tail spans (paged D = 96 two-row-tile blocks where
+# decode_wide_row_boxes_pay) against a box per plane, on random and in-order tables, at and around
+# the rule's edges (GQA 32/8 Nq 5 and 8; beyond one wave B=12/8K, B=24/4K; B=16/1K on 16-row blocks)
 TAIL_SPANS_CONFIRM_ROWS = [(B, N, 8, 96, nq) for B, N, nq in (
     (16, 4096, 5), (8, 16384, 5), (4, 16384, 5), (16, 2048, 5), (8, 4096, 5), (12, 8192, 5), (2, 16384, 5),
     (8, 16384, 8), (16, 4096, 8), (24, 4096, 5), (16, 1024, 5))]

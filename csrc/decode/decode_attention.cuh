@@ -364,7 +364,7 @@ constexpr int decode_smem_stride() {
 // paged caches). FP8 D = 64 (32 16-bit columns) keeps one 64-column plane (v24: no faster
 // as a 32-column plane).
 // Under boxes that span every plane, a tile with a tail plane (16-bit D = 96 paged block 16,
-// the TMA kernel's kTailSpans instances: two-row-tile blocks where decode_tail_spans_pay,
+// the TMA kernel's kTailSpans instances: two-row-tile blocks where decode_wide_row_boxes_pay,
 // anywhere under CLO_DECODE_PLANE_BOXES=2; NOTES.md "Stop 91", "Stop 93") is kCols / 32 planes
 // of 32 columns, each with the tail plane's 64-byte swizzle, grouped by 2^lg keys as the wide
 // planes are: [64 / 2^lg groups][kCols / 32 planes][2^lg
@@ -1823,8 +1823,9 @@ cudaError_t run_decode_attention(const DecodeAttentionArgs& a, cudaStream_t stre
         DecodeTmaMaps maps;
         const bool row_boxes =
             decode_wide_row_boxes_pay(kPaged, wide_blocks, sms, block_keys, device_is_hopper_hbm3e());
-        const int box_rows = encode_decode_tma_maps<T, D, kPaged, KVT>(
-            a, maps, kv_promo, row_boxes, sk_blocks == 0 && decode_tail_spans_pay(row_boxes, wide_blocks, sms));
+        // (paged D = 96 block 16: the tail spans, on the even grid)
+        const int box_rows =
+            encode_decode_tma_maps<T, D, kPaged, KVT>(a, maps, kv_promo, row_boxes, sk_blocks == 0 && row_boxes);
         DecodeKernelParams pw = p;
         pw.row_tiles = wide_tiles;
         pw.units_x = a.num_kv_heads * wide_tiles;

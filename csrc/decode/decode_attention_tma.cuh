@@ -113,7 +113,7 @@ CLO_DEVICE void decode_tma_row_box(void* dst, const CUtensorMap* map, int kvh, i
 // (two blocks streaming the same keys). p.row_tiles then counts units of kRowTiles x 16 rows.
 // kNarrow (decode_narrow_rows_pay): units of at most 8 rows on decode_warp_tile_narrow.
 // kTailSpans (decode_runs_tail_spans): paged 16-bit D = 96 tiles in the tail-span layout, one box
-// a block-16 page over its three 32-column planes (decode_kv_offset; decode_tail_spans_pay).
+// a block-16 page over its three 32-column planes (decode_kv_offset; decode_wide_row_boxes_pay).
 // Two blocks per SM are asked of the spread tail (above) and of two-row-tile blocks at head_dim
 // 64 below 4 stages, whose paged instance took 112 registers where the contiguous one took 96: at
 // 9 warps of 112, one block per SM (a sub-partition holds 4 such warps), so paged calls gained
@@ -555,8 +555,9 @@ inline CUtensorMapL2promotion decode_kv_l2_promotion(bool fp8, int real_head_dim
 // 2^31 - 1 token rows. `promo`: the maps' L2 promotion (decode_kv_l2_promotion);
 // `want_row_boxes`: one box over every plane of its rows where the head dim allows
 // (decode_row_boxes_pay, decode_wide_row_boxes_pay); `want_tail_spans`: 16-bit D = 96
-// block-16 pages as three 32-column planes under one box (decode_tail_spans_pay; the caller
-// runs the even grid on them: no other schedule has those instances).
+// block-16 pages as three 32-column planes under one box (two-row-tile blocks where
+// decode_wide_row_boxes_pay; the caller runs the even grid on them: no other schedule has
+// those instances).
 template <typename T, int D, bool kPaged, typename KVT = T>
 int encode_decode_tma_maps(const DecodeAttentionArgs& a, DecodeTmaMaps& maps, CUtensorMapL2promotion promo,
                            bool want_row_boxes, bool want_tail_spans = false) {
@@ -596,7 +597,7 @@ int encode_decode_tma_maps(const DecodeAttentionArgs& a, DecodeTmaMaps& maps, CU
   const bool row_boxes = want_row_boxes && decode_spans_planes<decode_stage_cols<T, D, KVT>()>() &&
                          a.head_dim % kBoxCols == 0 && planes >= 2;
   // 16-bit D = 96 block-16 pages as three 32-column planes (decode_runs_tail_spans): where the
-  // caller asks (two-row-tile blocks, decode_tail_spans_pay) or under CLO_DECODE_PLANE_BOXES=2.
+  // caller asks (two-row-tile blocks, decode_wide_row_boxes_pay) or under CLO_DECODE_PLANE_BOXES=2.
   const bool tail_row_boxes = decode_runs_tail_spans<T, D, KVT, kPaged>() && a.head_dim == D &&
                               a.block_size == (1 << kDecodeTailSpanLog2) &&
                               (want_tail_spans || (want_row_boxes && decode_dev_plane_boxes() == kDecodePlaneBoxesOn));

@@ -125,7 +125,7 @@ constexpr int kEvenGridMergeApartTrips = 2, kBalancedMergeApartTrips = 3;
 // a box per 64-column plane (into the plain planes layout), 2 one box over every plane
 // of its rows wherever the head dim is whole planes, and paged 16-bit D = 96 block-16 pages as
 // the tail spans (encode_decode_tma_maps); anything else: the automatic choice
-// (decode_row_boxes_pay; two-row-tile blocks decode_wide_row_boxes_pay, decode_tail_spans_pay).
+// (decode_row_boxes_pay; two-row-tile blocks decode_wide_row_boxes_pay).
 constexpr int kDecodePlaneBoxesOff = 0, kDecodePlaneBoxesOn = 2;
 int decode_dev_plane_boxes();
 // Whether the TMA kernel's grid of `blocks` takes one box over every 64-column plane of its
@@ -156,26 +156,19 @@ inline bool decode_row_boxes_pay(int64_t blocks, int64_t sms, bool hbm3e) {
 // 76.4 -> 74.1, B=16/16K (2048) 42.5 -> 42.4, but B=8/16K (1024 keys a block) 26.2 -> 26.8,
 // B=4/16K (512) level. One row tile keeps a box per plane (GQA Nq 4 B=16/4K 66.7 -> 67.9,
 // B=1/16K 23.5 -> 24.1; one token B=16/4K 65.0 -> 66.3); contiguous caches too (level).
+// Paged 16-bit head_dim 96 in block-16 pages takes them as the tail spans (three 32-column
+// planes under one box a page, decode_runs_tail_spans; the even grid only) where this holds:
+// `--tail-spans-confirm` (stop 93, H200, graph replays, cold L2, GQA 32/8, us, a box per plane
+// -> tail spans; contiguous beside): Nq 5 B=16/4K 69.2 -> 59.8 (60.0), B=8/16K 138.7 -> 116.7
+// (118.0), B=4/16K 73.5 -> 64.6, B=16/2K 37.2 -> 32.9, B=8/4K 39.9 -> 35.7, B=2/16K 39.3 ->
+// 35.4; Nq 8 B=8/16K 140.2 -> 117.5, B=16/4K 71.9 -> 63.7; beyond one wave Nq 5 B=12/8K 108.5
+// -> 100.0 (98.8), B=24/4K 110.7 -> 102.5 (101.3), B=20/8K 181.1 -> 166.7 (163.2); B=16/1K,
+// 16-row blocks, level (29.9 / 30.2). One row tile keeps a box per plane (one token
+// B=16/4K 54.7 -> 52.5 but in-order pages 51.3 -> 51.6; B=46/8K 308.2 -> 331.1).
 constexpr int64_t kWideRowBoxesMinKeys = 2048;
 inline bool decode_wide_row_boxes_pay(bool paged, int64_t blocks, int64_t sms, int64_t block_keys, bool hbm3e) {
   if (decode_row_boxes_pay(blocks, sms, hbm3e)) return true;
   return decode_dev_plane_boxes() != kDecodePlaneBoxesOff && hbm3e && paged && block_keys >= kWideRowBoxesMinKeys;
-}
-// Paged 16-bit head_dim 96 two-row-tile blocks in block-16 pages read each page as three
-// 32-column planes under one box (the tail spans, decode_runs_tail_spans) where the rule above
-// spans at one wave: at most one block per SM, 2048 keys or more a block, HBM3e parts.
-// `--paged-layouts` (stop 93, H200, graph replays, cold L2, GQA 32/8 Nq 5, us, a box per plane
-// -> tail spans; contiguous beside): B=16/4K 69.2 -> 59.9 (60.4), B=8/16K 138.0 -> 117.8
-// (123.5); deeper stages gave nothing (5 / 6: 68.1 / 69.5 and 134.6 / 137.4); `--tail-spans-confirm`
-// 10-16% at every one-wave row of 2048+ keys a block (Nq 5 and 8). Beyond one wave they measured
-// 7-8% ahead too (B=12/8K 108.5 -> 100.0, B=24/4K 110.7 -> 102.5, B=20/8K 181.1 -> 166.7): that
-// rule (decode_wide_row_boxes_pay's) awaits its GPU tests on the branch
-// stop93-d96-spans-beyond-wave. One row tile keeps a box per plane (one token B=16/4K 54.7 ->
-// 52.5 but in-order pages 51.3 -> 51.6; B=46/8K, 2.8 blocks per SM, 308.2 -> 331.1).
-// CLO_DECODE_PLANE_BOXES=2 takes them wherever the layout allows (encode_decode_tma_maps).
-// `row_boxes`: decode_wide_row_boxes_pay's answer for the grid of `blocks`.
-inline bool decode_tail_spans_pay(bool row_boxes, int64_t blocks, int64_t sms) {
-  return row_boxes && blocks <= sms;
 }
 // Dev knob CLO_DECODE_NARROW, read like CLO_DECODE_VARIANT: kDecodeNarrowOff keeps every unit
 // on the 16-row math tile (decode_warp_tile); anything else: the automatic choice
