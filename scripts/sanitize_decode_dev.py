@@ -289,7 +289,6 @@ def run_auto_rule_cases():
         n += 1
 
 
-
 def run_tail_span_cases():
     """16-bit D = 96 paged block 16 under CLO_DECODE_PLANE_BOXES=2 (sm_90): three 32-column planes,
     one box a page (the kernel's tail spans, stop 91): ragged lengths (1, past a page, past a

@@ -420,7 +420,7 @@ __global__ void __launch_bounds__(decode_tma_threads(kRowTiles),
           const int row = cur.tma_row(e, my_pos);
           // the group of my_key's rows, every plane (a kTailSpans instance always: the launcher
           // runs it on tail-span maps only, and its per-plane boxes below would not fit its layout)
-          if ((decode_spans_planes<kStageCols>() || kTailSpans) && (kTailSpans || spans_planes)) {
+          if (kTailSpans || (decode_spans_planes<kStageCols>() && spans_planes)) {
             const int at = decode_kv_offset<kStageCols>(my_key, 0, box_lg);
             decode_tma_row_box<KV>(ks + at, &k_map, kvh, row, b, bar);
             decode_tma_row_box<KV>(vs + at, &v_map, kvh, row, b, bar);
