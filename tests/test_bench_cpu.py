@@ -461,6 +461,18 @@ def test_bench_without_gpu_says_so_in_one_line(monkeypatch, capsys):
     assert "no CUDA GPU" in capsys.readouterr().err
 
 
+def test_bench_unknown_gpu_name_is_an_error(monkeypatch, capsys):
+    """`bench --gpu NAME` with a name the ceilings table lacks says so (as `roofline --gpu`),
+    rather than measuring the visible card under the asked-for name's flag; no calibration runs."""
+    import cuda_llm_ops.roofline as rl
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda *a: "NVIDIA H100 80GB HBM3")
+    monkeypatch.setattr(rl, "calibrate", lambda *a, **k: pytest.fail("calibrated for a mistyped --gpu"))
+    assert cli.main(["bench", "--gpu", "h1OO", "gemm"]) == 2
+    err = capsys.readouterr().err
+    assert "bench: error:" in err and "h1OO" in err
+
+
 def test_bench_usage_errors(monkeypatch, capsys):
     assert cli.main(["bench", "no_such_op"]) == 2
     assert "unknown op(s) ['no_such_op']" in capsys.readouterr().err
