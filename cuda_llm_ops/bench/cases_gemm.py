@@ -70,8 +70,8 @@ def _cublas(b_nk: bool = False) -> BenchImpl:
 def _cublas_fp32_out() -> BenchImpl:
     """cuBLAS writing float32 from 16-bit inputs in the GEMM itself (`torch.mm(..., out_dtype=)`),
     as `tensor_core_gemm` does. Until stop 95 the only peer was `_cublas_cast` (labelled "cublas"
-    in the records then, relabelled since): its cast kernel made it 29% slower at 4096^3 than the
-    16-bit GEMM alone (h100.json, c4c5d97)."""
+    in the records then, relabelled since): its cast kernel made it 29% (fp16) / 27% (bf16) slower
+    at 4096^3 than the 16-bit GEMM alone (h100.json, c4c5d97)."""
     def build(inp):
         a, b = inp["a"], inp["b"]
         return lambda: torch.mm(a, b, out_dtype=torch.float32)
