@@ -194,7 +194,10 @@ def cmd_bench(args, parser) -> int:
 
     try:
         ceilings = rl.ceilings_for(args.gpu)
-    except ValueError:
+    except ValueError as exc:
+        if args.gpu:  # a name asked for and not known: say so, as `roofline --gpu` does
+            print(f"{parser.prog} bench: error: {exc}", file=sys.stderr)
+            return 2
         print(f"{torch.cuda.get_device_name()} is not in the ceilings table: measuring it (llm-speed calibrate)",
               file=sys.stderr)
         ceilings = rl.ceilings_for(torch.cuda.get_device_name(),

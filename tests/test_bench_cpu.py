@@ -289,13 +289,25 @@ def test_cold_l2_policy(monkeypatch, nbytes, graph, sets, flush, eager):
     case = BenchCase(op="f", dtype=torch.float16, shape={}, flops=1.0, bytes=nbytes, compute="fp16_tc",
                      make_inputs=lambda: {}, impls=[impl], cold_l2=True, cuda_graph=graph)
     notes = []
-    runner._time_impl(case, impl, lambda: None, 0, 100, 300.0, notes, eager)
+    t = runner._time_impl(case, impl, lambda: None, 0, 100, 300.0, notes, eager)
     assert seen["cold_l2"] is True and seen.get("cuda_graph", False) is (graph and not eager)
     if flush:
         assert "fn_sets" not in seen
     else:
         assert len(seen["fn_sets"]) == sets and len(built) == sets - 1
     assert bool(notes) is (sets == 64)
+    assert t.cold_l2 is (sets != 64)  # a partly warm rotation is not recorded as cold
+
+
+def test_tensor_core_gemm_peers_say_when_they_cannot_run():
+    """fp16 x fp16 -> fp32: cuBLAS writing float32 itself (`torch.mm(out_dtype=)`, "cublas") and
+    the 16-bit GEMM plus a cast ("cublas+cast"); the first says why where torch cannot run it
+    (here: CPU tensors), rather than raising."""
+    case = next(c for c in registry.groups()["gemm"](torch.float16, "all", True) if c.op == "tensor_core_gemm")
+    assert [i.name for i in case.impls if i.is_peer] == ["cublas", "cublas+cast"]
+    inp = {"a": torch.randn(4, 8).half(), "b": torch.randn(8, 3).half()}
+    why = case.impls[0].unavailable(inp)
+    assert isinstance(why, str) and "float32-output cuBLAS GEMM" in why
 
 
 # --------------------------------------------------------------------------- records, table, plots
@@ -459,6 +471,18 @@ def test_bench_without_gpu_says_so_in_one_line(monkeypatch, capsys):
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
     assert cli.main(["calibrate"]) == 2
     assert "no CUDA GPU" in capsys.readouterr().err
+
+
+def test_bench_unknown_gpu_name_is_an_error(monkeypatch, capsys):
+    """`bench --gpu NAME` with a name the ceilings table lacks says so (as `roofline --gpu`),
+    rather than measuring the visible card under the asked-for name's flag; no calibration runs."""
+    import cuda_llm_ops.roofline as rl
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda *a: "NVIDIA H100 80GB HBM3")
+    monkeypatch.setattr(rl, "calibrate", lambda *a, **k: pytest.fail("calibrated for a mistyped --gpu"))
+    assert cli.main(["bench", "--gpu", "h1OO", "gemm"]) == 2
+    err = capsys.readouterr().err
+    assert "bench: error:" in err and "h1OO" in err
 
 
 def test_bench_usage_errors(monkeypatch, capsys):
