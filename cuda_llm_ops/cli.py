@@ -202,7 +202,7 @@ def cmd_bench(args, parser) -> int:
               file=sys.stderr)
         ceilings = rl.ceilings_for(torch.cuda.get_device_name(),
                                    {torch.cuda.get_device_name(): rl.calibrate(("fp16_tc", "fp32"))})
-    env = environment()
+    env = environment() | {"roofline": ceilings.as_record()}
     from . import build_info
 
     print(f"llm-speed bench: {env['gpu']}, torch {env['torch']}, CUDA {env['cuda']}, git {env['git_sha']}, "

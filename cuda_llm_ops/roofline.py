@@ -255,6 +255,12 @@ class Ceilings:
         """Arithmetic intensity (FLOP/byte) where the compute and memory roofs meet."""
         return self.peak(compute) / self.bandwidth_tbps
 
+    def as_record(self) -> dict:
+        """The ceilings as a bench record stores them (`roofline`): which roofs its % is against."""
+        return {"gpu": self.gpu, "bandwidth_tbps": self.bandwidth_tbps, "bandwidth_source": self.bandwidth_source,
+                "peak_tflops": {k: v for k, v in self.peak_tflops.items() if v},
+                "compute_source": self.compute_source}
+
     def describe(self) -> str:
         roofs = ", ".join(f"{k} {v:g}" for k, v in self.peak_tflops.items() if v)
         return (f"{self.gpu}: memory {self.bandwidth_tbps:.2f} TB/s ({self.bandwidth_source}); "

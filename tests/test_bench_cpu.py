@@ -520,6 +520,28 @@ def test_untimed_record_says_cuda_graph_only_outside_eager():
         assert rec["cuda_graph"] is (not eager)
 
 
+def test_records_say_which_ceilings_and_l2_method():
+    """A record stores the ceilings its % of roofline is against and how its L2 was made cold
+    (stop 95); records written before lack both and still validate; other extra fields do not."""
+    import cuda_llm_ops.roofline as rl
+    case = BenchCase(op="f", dtype=torch.float16, shape={}, flops=1.0, bytes=1e6, compute="fp16_tc",
+                     make_inputs=lambda: {}, cold_l2=True)
+    impl = BenchImpl("ours", False, lambda inp: (lambda: None))
+    ceilings = rl.ceilings_for("h100")
+    t = Timing(0.01, 0.009, 0.011, 5, True, False, "rotate:8")
+    res = runner.Result("g", case, impl, "ok", timing=t, roof=rl.analyze(1.0, 1e6, ceilings, "fp16_tc", 0.01e-3))
+    rec = runner.to_record(res, ENV | {"roofline": ceilings.as_record()})
+    runner.validate_record(rec)
+    assert rec["l2_method"] == "rotate:8" and rec["roofline"]["bandwidth_tbps"] == ceilings.bandwidth_tbps
+    assert rec["pct_of_roofline"] == pytest.approx(1e6 / (ceilings.bandwidth_tbps * 1e12) / 0.01e-3 * 100)
+    old = {k: v for k, v in rec.items() if k not in runner.OPTIONAL_FIELDS}
+    runner.validate_record(old)
+    with pytest.raises(ValueError, match=r"extra \['speedup'\]"):
+        runner.validate_record({**rec, "speedup": 2.0})
+    with pytest.raises(ValueError, match="roofline must be null or a dict"):
+        runner.validate_record({**rec, "roofline": 3.0})
+
+
 def test_bench_list_needs_no_gpu(monkeypatch, capsys):
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
     assert cli.main(["bench", "attention", "--quick", "--list"]) == 0

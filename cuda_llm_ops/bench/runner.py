@@ -40,6 +40,10 @@ RECORD_FIELDS = ("op", "impl", "is_peer", "dtype", "shape", "median_ms", "p20_ms
                  "pct_of_roofline", "bottleneck", "cold_l2", "cuda_graph", "gpu", "torch", "cuda", "git_sha",
                  "timestamp", "status", "error")
 STATUSES = ("ok", "unchecked", "failed", "unavailable")
+# Fields a record carries beyond those (records written before stop 95 lack them): the ceilings
+# its pct_of_roofline is against (`Ceilings.as_record`, from the run's environment) and how its
+# L2 was made cold ("", "flush" or "rotate:<sets>"; null when not timed).
+OPTIONAL_FIELDS = ("roofline", "l2_method")
 
 
 # Cold-L2 cases rotate over up to this many input copies; a case too small to span 3x the
@@ -579,15 +583,24 @@ def to_record(r: Result, env: dict[str, str], timestamp: str | None = None) -> d
         "timestamp": timestamp or time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "status": r.status,
         "error": "; ".join([r.error] + r.notes) if r.error else ("; ".join(r.notes) or None),
+        "roofline": env.get("roofline"),
+        "l2_method": t.l2_method if t else None,
     }
-    return {k: _json_safe(rec[k]) for k in RECORD_FIELDS}
+    return {k: _json_safe(rec[k]) for k in RECORD_FIELDS + OPTIONAL_FIELDS}
 
 
 def validate_record(rec: dict) -> None:
     """Raise ValueError when a record does not follow the schema (used by tests and `plot`)."""
-    if set(rec) != set(RECORD_FIELDS):
-        missing, extra = set(RECORD_FIELDS) - set(rec), set(rec) - set(RECORD_FIELDS)
+    missing, extra = set(RECORD_FIELDS) - set(rec), set(rec) - set(RECORD_FIELDS) - set(OPTIONAL_FIELDS)
+    if missing or extra:
         raise ValueError(f"record fields differ from the schema: missing {sorted(missing)}, extra {sorted(extra)}")
+    roof = rec.get("roofline")
+    if roof is not None and not (isinstance(roof, dict) and isinstance(roof.get("bandwidth_tbps"), (int, float))
+                                 and isinstance(roof.get("peak_tflops"), dict)):
+        raise ValueError(f"record field roofline must be null or a dict with bandwidth_tbps and peak_tflops, "
+                         f"got {roof!r}")
+    if not isinstance(rec.get("l2_method"), (str, type(None))):
+        raise ValueError(f"record field l2_method must be a string or null, got {rec['l2_method']!r}")
     if rec["status"] not in STATUSES:
         raise ValueError(f"record status must be one of {STATUSES}, got {rec['status']!r}")
     for k in ("op", "impl", "dtype", "gpu", "torch", "cuda", "git_sha", "timestamp"):
