@@ -19,7 +19,7 @@ import sys
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
-from cuda_llm_ops.bench.report import group_cases, read_json, shape_label, timed  # noqa: E402
+from cuda_llm_ops.bench.report import compared_peers, group_cases, read_json, shape_label, timed  # noqa: E402
 
 BEGIN = "<!-- bench:begin -->"
 END = "<!-- bench:end -->"
@@ -57,7 +57,7 @@ def render(records: list[dict], source: str) -> str:
               "|---|---|---|---:|---|---:|---:|---:|---|"]
     rows_by_op: dict[str, list[str]] = {}
     for (op, dtype, _), recs in group_cases(records).items():
-        peers = [r for r in recs if r["is_peer"] and timed(r)]
+        peers = compared_peers(recs)
         best = min(peers, key=lambda r: r["median_ms"]) if peers else None
         for r in recs:
             if r["is_peer"]:
@@ -82,7 +82,9 @@ def render(records: list[dict], source: str) -> str:
     for op, rows in rows_by_op.items():
         lines += [f"<details><summary><code>{op}</code>: {len(rows)} rows</summary>", "", *header, *rows, "",
                   "</details>", ""]
-    lines += ["", "vs best peer: the fastest peer's median time divided by ours (> 1: ours is faster). "
+    lines += ["", "vs best peer: the fastest peer's median time divided by ours (> 1: ours is faster); peers are "
+              "other libraries' (cuBLAS, SDPA's backends, PyTorch, Triton), our own other paths only where a case "
+              "has no other (gemm_pipeline's variants). "
               "% of roofline: the roofline time (FLOPs at peak rate or bytes at the measured copy bandwidth, "
               "whichever is longer) over our median time. Full records, peers included: the JSON file; plots: "
               "`benchmarks/results/plots/`."]

@@ -542,6 +542,18 @@ def test_records_say_which_ceilings_and_l2_method():
         runner.validate_record({**rec, "roofline": 3.0})
 
 
+def test_best_peer_is_another_librarys_where_a_case_has_one():
+    """"vs best peer" compares with other libraries' peers; our own other paths that records mark
+    as peers (the fused block's unfused ops) count only where a case has nothing else."""
+    def rec(impl, is_peer, ms):
+        return {"impl": impl, "is_peer": is_peer, "status": "ok", "median_ms": ms}
+    fused = [rec("cuda_llm_ops", False, 1.0), rec("cuda_llm_ops-unfused", True, 0.99),
+             rec("torch-cublas+sdpa-cudnn", True, 1.4)]
+    assert report.best_peer_ms(fused) == 1.4
+    variants = [rec("cuda_llm_ops.pipelined", False, 1.0), rec("cuda_llm_ops.unpipelined", True, 1.1)]
+    assert report.best_peer_ms(variants) == 1.1
+
+
 def test_bench_list_needs_no_gpu(monkeypatch, capsys):
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
     assert cli.main(["bench", "attention", "--quick", "--list"]) == 0
