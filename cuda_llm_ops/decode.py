@@ -413,7 +413,10 @@ def decode_num_splits(batch: int, num_kv_heads: int, rows_per_kv_head: int, max_
       tail spans, "Stop 93"), contiguous
       D=64 B=8/16K 141.2 -> 73.6, csrc/decode/NOTES.md "Stop 88"; paged D=64 B=8/16K 141.1 ->
       79.2, "Stop 89"); head_dim 64 past 1 up to 1.35 times with `max_kv_len >= 4096`: 3
-      (contiguous B=22/16K 249.0 -> 188.4, paged B=22/8K 147.7 -> 109.7, "Stop 89"). At
+      (contiguous B=22/16K 249.0 -> 188.4, paged B=22/8K 147.7 -> 109.7, "Stop 89"). With
+      `1024 <= max_kv_len < 2048` there: up to one unit per SM `SMs // units` splits where
+      that is 4 or fewer, one split at head_dim 96 to 1.5 units per SM (paged D=96 B=16/1K
+      30.0 -> 19.2 us, "Stop 94"). At
       head_dim 128 and at least 1024 keys: up to one unit per SM,
       `SMs // units` splits (no split under 1024 keys) where that fills 90% of the SMs
       (Nq 8 B=8/16K paged 153.4 -> 146.8 us at 2, csrc/decode/NOTES.md "Stop 69"); 1-1.35

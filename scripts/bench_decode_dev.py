@@ -2049,6 +2049,43 @@ WIDE_SHORT_CONFIRM_ROWS = ([(b, n, 8, 64, 5, False) for b, n in (
     + [(2, 4096, 8, 64, 8, False), (1, 2048, 8, 64, 5, True), (1, 2560, 8, 64, 5, True)])
 
 
+# --wide-1k (stop 94): D = 64 / 96 Nq 5 (20 rows, two tiles) under 2048 keys, where
+# decode_wide_rows_d64_d96_splits leaves 16-row blocks that read each KV head's keys twice (paged
+# D = 96 B=16/1K: 30.0 us against 23.1 contiguous, stop 93's --tail-spans-confirm): the automatic
+# call against two-tile blocks at 1, 2 and 4 splits and one wave's count, and (paged D = 96) those
+# with the tail spans
+WIDE_1K_ROWS = ([(b, 1024, 8, d, 5, c) for d in (96, 64) for c in (False, True) for b in (2, 4, 8, 12, 16, 20, 24)]
+                + [(16, 1536, 8, d, 5, c) for d in (96, 64) for c in (False, True)]
+                + [(16, 1024, 8, 96, 8, False), (16, 1024, 8, 128, 5, False), (16, 1024, 8, 128, 5, True)])
+WIDE_1K_VARIANTS = {**WIDE_D64_D96_VARIANTS,
+                    "wspan": {"CLO_DECODE_WIDE_ROWS": "1", "CLO_DECODE_PLANE_BOXES": "2"}}
+
+
+def wide_1k_runs(row, sms: int) -> set:
+    """auto, and wide blocks (and, paged D = 96, wide with tail spans) at 1, 2, 4 and one wave's splits."""
+    counts = {1, 2, 4, min(row[1] // 256, _one_wave_splits(row, sms))}
+    labels = ("wide", "wspan") if row[3] == 96 and not row[5] else ("wide",)
+    return {(0, "auto")} | {(k, v) for k in counts for v in labels}
+
+# --wide-1k-confirm (stop 94): decode_wide_rows_d64_d96_splits from 1024 keys (auto) against the
+# 16-row rules (old) across batches and lengths of the band, Nq 8 and one-token MQA, and (paged
+# D = 96) the tail spans from 512 keys a block against a box per plane (plane), also at one wave
+# from 2048 keys where blocks of 512-2047 keys took a box per plane before
+WIDE_1K_CONFIRM_ROWS = ([(b, 1024, 8, d, 5, c) for d in (96, 64) for c in (False, True)
+                         for b in (3, 4, 5, 6, 8, 10, 12, 16, 20, 24)]
+                        + [(b, n, 8, d, 5, c) for d in (96, 64) for c in (False, True) for b in (8, 16)
+                           for n in (1280, 1900)]
+                        + [(b, 1024, 8, 96, 8, False) for b in (6, 8, 12)]
+                        + [(b, 1024, 1, d, 1, False) for d in (96, 64) for b in (48, 64, 100, 128, 180)]
+                        + [(b, n, 8, 96, 5, False) for b, n in ((1, 16384), (2, 8192), (4, 4096), (8, 2048),
+                                                                (1, 8192), (3, 4096))])
+WIDE_1K_CONFIRM_VARIANTS = {"auto": {}, "old": {"CLO_DECODE_WIDE_ROWS": "0"}, "plane": {"CLO_DECODE_PLANE_BOXES": "0"}}
+
+
+def wide_1k_confirm_runs(row, sms: int) -> set:
+    """auto and old; paged D = 96 also plane."""
+    return {(0, "auto"), (0, "old")} | ({(0, "plane")} if row[3] == 96 and not row[5] else set())
+
 # --paged-layouts (stop 91): where paged two-row-tile rows lose to the same keys contiguous, one
 # layout change at a time: paged (random table) -> paged with its table in order -> contiguous
 # token-major ([B, N, Hkv, D] storage: the paged key-row stride in boxes of 64 rows, no table) ->
@@ -2884,6 +2921,11 @@ SWEEPS = {
     "wide-short-confirm": (forced_splits_sweep(WIDE_SHORT_CONFIRM_ROWS, WIDE_SHORT_VARIANTS, wide_short_confirm_runs,
                                                peer=None),
                            "paged D=64 small band at one and two waves' counts, and the 16-row rules at half-full grids"),
+    "wide-1k": (forced_splits_sweep(WIDE_1K_ROWS, WIDE_1K_VARIANTS, wide_1k_runs, show_kernels=True, peer=None),
+                "D=64 / 96 Nq 5 under 2048 keys: auto (16-row blocks) against wide blocks, paged D=96 also tail spans"),
+    "wide-1k-confirm": (forced_splits_sweep(WIDE_1K_CONFIRM_ROWS, WIDE_1K_CONFIRM_VARIANTS, wide_1k_confirm_runs,
+                                            show_kernels=True, peer=None),
+                        "two-tile blocks from 1024 keys and D=96 tail spans from 512 keys a block: auto / old / plane"),
     "paged-layouts": (paged_layouts_sweep(PAGED_LAYOUT_VARIANTS),
                       "two-tile rows paged / paged in order / token-major / contiguous: 3-4 stages, no promotion, spans"),
     "paged-layouts-deep": (paged_layouts_sweep(PAGED_LAYOUT_DEEP_VARIANTS, [r for r in PAGED_LAYOUT_ROWS if r[4] > 1]),

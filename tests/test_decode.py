@@ -1315,9 +1315,15 @@ def _wide_rows_d64_d96(d, units, n, sms, paged):
     at most n // 256 (stop 89); from 0.45 up to one unit per SM
     (head_dim 96: 1.5) the count of 1 to min(4, n // 1024) whose waves of blocks are fullest (the
     smaller where level), head_dim 64 twice that, at most 4 (stop 88, paged since stop 89);
-    head_dim 64 past one unit per SM to 1.35, from 4096 keys, 3 (stop 89); else 0."""
-    if n < 2048:
+    head_dim 64 past one unit per SM to 1.35, from 4096 keys, 3 (stop 89); from 1024 to 2047
+    keys up to one unit per SM SMs // units where that is 4 or fewer, head_dim 96 to 1.5 units
+    per SM 1 (stop 94); else 0."""
+    if n < 1024:
         return 0
+    if n < 2048:
+        if units > sms:
+            return 1 if d == 96 and 2 * units <= 3 * sms else 0
+        return sms // units if sms // units <= 4 else 0
     if 100 * units < 45 * sms:
         two_waves = d == 64 and (not paged or n > 1024 * (sms // units))
         return min(128, n // 256, (2 if two_waves else 1) * (sms // units))
@@ -1843,13 +1849,23 @@ def test_wide_rows_d64_d96_automatic():
             (64, False, 0.12, 2048, 8, 8, b16, 8),
             (96, False, 0.3, 4096, 5, 8, f16, 3), (96, True, 0.2, 3000, 8, 8, b16, 5),
             (96, True, 0.48, 4096, 5, 8, b16, 2),  # the tail spans split: 2048 keys a block
-            (64, False, 0.1, 4096, 1, 1, f16, 16)):
+            (64, False, 0.1, 4096, 1, 1, f16, 16),
+            # 1024-2047 keys (stop 94): one wave of at most 4 splits, head_dim 96 1 to 1.5
+            (96, True, 0.95, 1024, 5, 8, f16, 1), (96, True, 0.48, 1024, 8, 8, b16, 2),
+            (96, True, 0.25, 1500, 5, 8, f16, 4),  # 376 keys a block: a box per plane (spans from 512)
+            (96, False, 1.4, 1024, 5, 8, f16, 1), (96, True, 1.21, 1536, 5, 8, b16, 1),
+            (64, True, 0.73, 1024, 5, 8, f16, 1), (64, False, 0.48, 2047, 5, 8, b16, 2),
+            (64, True, 1.21, 1024, 5, 8, f16, 0), (64, True, 0.12, 1024, 5, 8, f16, 0),
+            (96, False, 0.95, 1023, 5, 8, f16, 0)):
         b = int(per_sm * sms) // hkv + 1 if per_sm >= 0.45 else max(1, round(per_sm * sms / hkv))
         rows = 32 // hkv * nq
         want = _wide_rows_splits(b, hkv, rows, n, sms, hbm3e, d, paged)
         units = b * hkv
-        wide = (100 * units < 45 * sms or units <= sms or (d == 96 and 2 * units <= 3 * sms)
-                or (d == 64 and 100 * units <= 135 * sms and n >= 4096))
+        if n < 2048:  # the premise of each row: on or off as the rule's prose says
+            wide = n >= 1024 and (sms // units <= 4 if units <= sms else d == 96 and 2 * units <= 3 * sms)
+        else:
+            wide = (100 * units < 45 * sms or units <= sms or (d == 96 and 2 * units <= 3 * sms)
+                    or (d == 64 and 100 * units <= 135 * sms and n >= 4096))
         assert not hbm3e or (want > 0) == wide, (d, paged, per_sm, want)
         assert not hbm3e or sms != 132 or want == at_132, (d, paged, per_sm, n, nq, want, at_132)
         got = llm.decode_num_splits(b, hkv, rows, n, d, dt, paged=paged, seq_len_q=nq)
@@ -1859,7 +1875,7 @@ def test_wide_rows_d64_d96_automatic():
             assert got == 1, (d, paged, per_sm, n, nq, got)
         what = f"D={d} {'paged' if paged else 'contiguous'} B={b} Hkv={hkv} N={n} Nq={nq}"
         lens = [int(x) for x in torch.randint(nq, n + 1, (b,), generator=gen)]
-        lens = ([n, nq - 1, 1025] + lens[3:])[:b]
+        lens = ([n, nq - 1, min(n, 1025)] + lens[3:])[:b]
         if paged:
             _, kc, vc, table, sl = make_paged_problem(lens, hkv, 32 // hkv, d, 16, dt, 880 + d + b)
             q = torch.randn(b, nq, 32, d, device="cuda").to(dt).transpose(1, 2)
@@ -1879,10 +1895,10 @@ def test_wide_rows_d64_d96_automatic():
             assert bool(re.search(_TWO_TILE_TMA.format(d=d, stages=r"\d"), names)) == (want > 0), (what, names[:400])
             if want:
                 assert kernel_grid_blocks(call, "decode_attention") == hkv * b * want, what
-            # paged head_dim 96 beyond one wave, or at 2048 keys a block or more of the table's
-            # capacity: the tail spans (decode_wide_row_boxes_pay, stop 93)
+            # paged head_dim 96 beyond one wave, or at 512 keys a block or more of the table's
+            # capacity: the tail spans (decode_wide_row_boxes_pay, stops 93-94)
             capacity = -(-n // 16) * 16
-            spans = d == 96 and paged and want > 0 and (hkv * b * want > sms or -(-capacity // want) >= 2048)
+            spans = d == 96 and paged and want > 0 and (hkv * b * want > sms or -(-capacity // want) >= 512)
             assert bool(re.search(_TWO_TILE_TAIL_SPANS, names)) == spans, (what, names[:400])
 
 

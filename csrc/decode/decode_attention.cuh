@@ -1822,7 +1822,7 @@ cudaError_t run_decode_attention(const DecodeAttentionArgs& a, cudaStream_t stre
                                                  : div_ceil<int64_t>(read_kv_len, a.num_splits);
         DecodeTmaMaps maps;
         const bool row_boxes =
-            decode_wide_row_boxes_pay(kPaged, wide_blocks, sms, block_keys, device_is_hopper_hbm3e());
+            decode_wide_row_boxes_pay(D, kPaged, wide_blocks, sms, block_keys, device_is_hopper_hbm3e());
         // (paged D = 96 block 16: the tail spans, on the even grid)
         const int box_rows =
             encode_decode_tma_maps<T, D, kPaged, KVT>(a, maps, kv_promo, row_boxes, sk_blocks == 0 && row_boxes);

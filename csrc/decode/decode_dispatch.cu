@@ -165,8 +165,8 @@ int64_t decode_attention_workspace_floats_upto(int batch, int num_q_heads, int n
   // 132 SMs: 66 splits up to 61439 keys, 60 from 61440; stop 73's review). So each batch size
   // also reads the length just short of that one; above it their count only grows with the
   // length. (Beyond one unit per SM their edges, 1024, 2048 and 4096 keys, are in the list; at
-  // head dims 64 / 96 their count starts at 2048 keys, also there, and below 0.45 units per SM
-  // grows with the length.)
+  // head dims 64 / 96 their count starts at 1024 keys and changes rule at 2048, both there, is
+  // fixed between, and from 2048 below 0.45 units per SM grows with the length.)
   // Head pairs of 72-80 below 0.35 pairs per SM (decode_packs_head_pairs) are the other:
   // their count grows with the length to SMs // pairs splits (kMaxSplits at most), reached at
   // that many splits of kPairSplitMinKeys, and beyond is cut back to the splits that hold

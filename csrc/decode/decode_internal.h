@@ -163,12 +163,19 @@ inline bool decode_row_boxes_pay(int64_t blocks, int64_t sms, bool hbm3e) {
 // (118.0), B=4/16K 73.5 -> 64.6, B=16/2K 37.2 -> 32.9, B=8/4K 39.9 -> 35.7, B=2/16K 39.3 ->
 // 35.4; Nq 8 B=8/16K 140.2 -> 117.5, B=16/4K 71.9 -> 63.7; beyond one wave Nq 5 B=12/8K 108.5
 // -> 100.0 (98.8), B=24/4K 110.7 -> 102.5 (101.3), B=20/8K 181.1 -> 166.7 (163.2); B=16/1K,
-// 16-row blocks, level (29.9 / 30.2). One row tile keeps a box per plane (one token
+// 16-row blocks then. One row tile keeps a box per plane (one token
 // B=16/4K 54.7 -> 52.5 but in-order pages 51.3 -> 51.6; B=46/8K 308.2 -> 331.1).
-constexpr int64_t kWideRowBoxesMinKeys = 2048;
-inline bool decode_wide_row_boxes_pay(bool paged, int64_t blocks, int64_t sms, int64_t block_keys, bool hbm3e) {
+// The tail spans from 512 keys a block (`head_dim` 96; `--wide-1k`, stop 94, two-tile blocks
+// under 2048 keys, a box per plane -> tail spans, us: 1024 keys a block B=16/1K 20.7 -> 19.2,
+// B=12/1K 20.4 -> 18.6, B=8/1K 19.9 -> 17.9, B=16/1536 28.8 -> 26.1, Nq 8 B=16/1K 21.5 -> 19.9;
+// 512 keys B=8/1K 15.3 -> 15.0, B=2/1K 13.4 -> 12.6, B=4/1K 13.9 -> 13.3; but 256 keys B=4/1K
+// 11.0 -> 11.5, B=2/1K 9.6 -> 9.8).
+constexpr int64_t kWideRowBoxesMinKeys = 2048, kTailSpansMinKeys = 512;
+inline bool decode_wide_row_boxes_pay(int head_dim, bool paged, int64_t blocks, int64_t sms, int64_t block_keys,
+                                      bool hbm3e) {
   if (decode_row_boxes_pay(blocks, sms, hbm3e)) return true;
-  return decode_dev_plane_boxes() != kDecodePlaneBoxesOff && hbm3e && paged && block_keys >= kWideRowBoxesMinKeys;
+  return decode_dev_plane_boxes() != kDecodePlaneBoxesOff && hbm3e && paged &&
+         block_keys >= (head_dim == 96 ? kTailSpansMinKeys : kWideRowBoxesMinKeys);
 }
 // Dev knob CLO_DECODE_NARROW, read like CLO_DECODE_VARIANT: kDecodeNarrowOff keeps every unit
 // on the 16-row math tile (decode_warp_tile); anything else: the automatic choice
@@ -580,13 +587,32 @@ constexpr int64_t decode_wide_rows_fill_splits(int64_t units, int64_t sms) {
 // (5), Nq 8 B=2/4K 13.8 -> 12.0 (8); level at 1024 keys (B=2/8K 17.6 / 17.4, B=4/4K 17.6 / 17.6);
 // beyond, two waves lead (B=2/16K 26.6 against 28.8, B=3/8K 22.9 / 24.6, B=5/4K 20.6 / 21.9,
 // B=6/4K 25.5 / 28.7). Contiguous caches keep both waves (MQA B=24/4K 15.4 against 15.8).
+// From 1024 to 2047 keys (NOTES.md "Stop 94", `--wide-1k`; the 16-row blocks read each KV head's
+// keys twice there, and paged D = 96 ran its cp.async kernel): up to one unit per SM SMs // units
+// splits where that is 4 or fewer (256 keys or more each at every length of the band; head_dim 64
+// not doubled), one split from there to 1.5 units per SM at head_dim 96, else 0. H200, graph
+// replays, cold L2, GQA 32/8 Nq 5 at 1024 keys, us, the 16-row call -> this (splits): paged
+// D = 96 B=4 13.5 -> 11.0 (4), B=8 18.2 -> 15.0 (2, tail spans), B=12 22.8 -> 18.6 (1), B=16
+// 30.0 -> 19.2 (1; 1536 keys 42.3 -> 26.1), B=20 39.1 -> 36.2 (1), B=24 40.3 -> 36.7; contiguous
+// D = 96 B=4 12.8 -> 11.4, B=8 16.1 -> 14.9, B=12 23.6 -> 18.6, B=16 23.2 -> 19.3, B=20 41.6 -> 35.8,
+// B=24 42.5 -> 36.1; paged D = 64 B=4 10.7 -> 9.4, B=8 13.4 -> 12.4, B=12 18.9 -> 15.4, B=16 18.4
+// -> 15.6; contiguous D = 64 B=4 10.3 -> 9.5, B=12 17.1 -> 15.3, B=16 16.9 -> 15.7; Nq 8 paged
+// D = 96 B=16 30.4 -> 19.9. Left to the 16-row rules: B=2 (8 splits would fill the wave: D = 64
+// 7.8 against 8.3 at 4), head_dim 64 past one unit per SM (paged B=20 22.8 / 22.6, contiguous
+// 18.6 against 20.9).
 // Returns the count, or 0.
 constexpr int64_t kWideRowsNarrowDimMinUnitsPct = 45;
 constexpr int64_t kWideRowsSmallGridSplitKeys = 256;
+constexpr int64_t kWideRowsShortMaxSplits = kWideRowsSplitKeys / kWideRowsSmallGridSplitKeys;
 inline int decode_wide_rows_d64_d96_splits(int head_dim, int64_t units, int64_t sms, int64_t max_kv_len,
                                            bool paged) {
   const bool d64 = head_dim == 64;
-  if (max_kv_len < 2 * kWideRowsSplitKeys) return 0;
+  if (max_kv_len < kWideRowsSplitKeys) return 0;
+  if (max_kv_len < 2 * kWideRowsSplitKeys) {
+    if (units > sms) return !d64 && 2 * units <= 3 * sms ? 1 : 0;
+    const int64_t one_wave = sms / units;
+    return one_wave <= kWideRowsShortMaxSplits ? static_cast<int>(one_wave) : 0;
+  }
   if (100 * units < kWideRowsNarrowDimMinUnitsPct * sms) {
     const int64_t cap = std::min<int64_t>(kMaxSplits, max_kv_len / kWideRowsSmallGridSplitKeys);
     const int64_t one_wave = sms / units;
