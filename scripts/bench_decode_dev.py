@@ -2057,7 +2057,7 @@ WIDE_SHORT_CONFIRM_ROWS = ([(b, n, 8, 64, 5, False) for b, n in (
 WIDE_1K_ROWS = ([(b, 1024, 8, d, 5, c) for d in (96, 64) for c in (False, True) for b in (2, 4, 8, 12, 16, 20, 24)]
                 + [(16, 1536, 8, d, 5, c) for d in (96, 64) for c in (False, True)]
                 + [(16, 1024, 8, 96, 8, False), (16, 1024, 8, 128, 5, False), (16, 1024, 8, 128, 5, True)])
-WIDE_1K_VARIANTS = {**WIDE_D64_D96_VARIANTS,
+WIDE_1K_VARIANTS = {"auto": {}, "wide": {"CLO_DECODE_WIDE_ROWS": "1", "CLO_DECODE_PLANE_BOXES": "0"},
                     "wspan": {"CLO_DECODE_WIDE_ROWS": "1", "CLO_DECODE_PLANE_BOXES": "2"}}
 
 

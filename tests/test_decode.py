@@ -1310,7 +1310,7 @@ def _wide_rows_splits(b, hkv, rows, n, sms, hbm3e, d=128, paged=True):
 
 
 def _wide_rows_d64_d96(d, units, n, sms, paged):
-    """decode_wide_rows_d64_d96_splits, from 2048 keys: below 0.45 units per SM SMs // units
+    """decode_wide_rows_d64_d96_splits, from 1024 keys (the band to 2047 last): from 2048 keys below 0.45 units per SM SMs // units
     splits (head_dim 64: twice that, on paged caches only where n > 1024 x SMs // units, stop 90),
     at most n // 256 (stop 89); from 0.45 up to one unit per SM
     (head_dim 96: 1.5) the count of 1 to min(4, n // 1024) whose waves of blocks are fullest (the
@@ -1827,9 +1827,11 @@ def test_wide_rows_d64_d96_automatic():
     wave's splits would hold more than 1024 keys, stop 90), up to one unit per SM (head_dim 96: 1.5)
     the fullest waves of 1-4 (stop 88), twice those counts at head_dim 64 on both layouts, and
     head_dim 64 past one unit per SM from 4096 keys 3 (stop 89); at 2048 keys there head_dim 64
-    keeps 16-row blocks (contiguous: 1 split). Ragged lengths (one shorter than the new tokens,
-    one at the capacity), both layouts, fp16 and bf16, MQA, against the references; the count,
-    the kernel and its grid, and paged head_dim 96's tail spans (stop 93)."""
+    keeps 16-row blocks (contiguous: 1 split); from 1024 to 2047 keys one wave of at most 4
+    splits, head_dim 96 1 to 1.5 units per SM (stop 94). Ragged lengths (one shorter than the new
+    tokens, one at the capacity), both layouts, fp16 and bf16, MQA, against the references; the
+    count, the kernel and its grid, and paged head_dim 96's tail spans (stop 93; from 512 keys a
+    block at one wave, stop 94)."""
     require_op("paged_attention")
     require_op("decode_attention")
     sms = torch.cuda.get_device_properties(0).multi_processor_count
@@ -1861,8 +1863,8 @@ def test_wide_rows_d64_d96_automatic():
         rows = 32 // hkv * nq
         want = _wide_rows_splits(b, hkv, rows, n, sms, hbm3e, d, paged)
         units = b * hkv
-        if n < 2048:  # the premise of each row: on or off as the rule's prose says
-            wide = n >= 1024 and (sms // units <= 4 if units <= sms else d == 96 and 2 * units <= 3 * sms)
+        if n < 2048:  # the band's rows: on wherever the 132-SM count is (their premise: at_132)
+            wide = at_132 > 0 if sms == 132 else want > 0
         else:
             wide = (100 * units < 45 * sms or units <= sms or (d == 96 and 2 * units <= 3 * sms)
                     or (d == 64 and 100 * units <= 135 * sms and n >= 4096))
@@ -2256,7 +2258,8 @@ for i, (hkv, group, nq, dt, bs, splits) in enumerate((
 def test_plane_boxes_span_matches_reference():
     """CLO_DECODE_PLANE_BOXES=2: the TMA kernel's one box over every 64-column plane of its
     rows, into tiles grouped by box height, on every grid (the automatic choice takes it
-    beyond one block per SM, and for paged two-row-tile blocks of 2048 keys or more; these
+    beyond one block per SM, and for paged two-row-tile blocks of 2048 keys or more, at head_dim
+    96 512; these
     small grids otherwise run a box per plane) against the references: head dims of 2-4 whole
     planes, block sizes 8-256, split and not, contiguous caches, and two row tiles per block
     (CLO_DECODE_WIDE_ROWS=1); 16-bit head_dim 96 paged in block-16 pages as three 32-column planes

@@ -145,7 +145,7 @@ inline bool decode_row_boxes_pay(int64_t blocks, int64_t sms, bool hbm3e) {
   return hbm3e && blocks > sms;
 }
 // The two-row-tile kernel (decode_wide_rows_pay) on paged caches takes them at one wave too
-// where a block's share of the keys is 2048 or more (`block_keys`: the table's capacity, or
+// where a block's share of the keys is 2048 or more (head_dim 96: 512, below) (`block_keys`: the table's capacity, or
 // the window, over the splits, as the split count reads it; a table sized far past its
 // lengths spans where 1024-key blocks measured 2% better with a box per plane): its 32 rows'
 // math per tile leaves a box per plane short of bytes in flight on the 16-row layout of a KV
