@@ -25,7 +25,8 @@ Without `workspace=` a split call allocates one and sets its counters (one small
 kernel). A workspace whose counters are not at rest (a `torch.zeros` / `torch.empty`
 buffer, or an overwritten one) gives NaN outputs where the splits merge themselves,
 never stale or early-merged values (the rest value is not 0, a small integer, -1 or
-a common float bit pattern), and `paged_attention`'s host check raises ValueError for it.
+a common float bit pattern), and the host checks raise ValueError for it
+(`paged_attention`'s `check_indices`, `decode_attention`'s `check_workspace`).
 
 Layouts (vLLM's):
 - q / out: `[B, Hq, D]`, one new token per sequence (`[B, Hq, Nq, D]`: Nq new tokens,
@@ -107,6 +108,7 @@ from . import _ops
 from .validation import (
     check_contiguous,
     check_dtype,
+    check_elements_apart,
     check_last_dim_contiguous,
     check_rank,
     check_same_device,
@@ -117,6 +119,7 @@ from .validation import (
     call_or_explain,
     given,
     resolve_scale,
+    token_rows_overlap,
     validate_attention_inputs,
 )
 
@@ -346,11 +349,25 @@ def validate_paged_attention_inputs(q, k_cache, v_cache, block_tables, seq_lens,
                            (seq_lens, "seq_lens")] + given((out, "out")))
     if out is not None:
         _check_rows(out, "out")
+        check_elements_apart(out, "out")
     for t, name in ((k_cache, "k_cache"), (v_cache, "v_cache")):
         check_contiguous(t, name)
     _check_rows(q, "q")
     _check_rows(k_cache, "k_cache")
     _check_rows(v_cache, "v_cache")
+
+
+# (a 1-element workspace is the helpers' for a call that does not split: never counted on)
+_STALE_WORKSPACE = ("workspace's split counters (its last ceil(numel / 128) elements) are not at rest: allocate it "
+                    "with paged_attention_workspace / decode_workspace (a zeroed, empty or overwritten buffer is not "
+                    "one); the kernel would write NaN")
+
+
+def _workspace_counters_stale(workspace: torch.Tensor | None) -> torch.Tensor | None:
+    """A 0-d bool on the GPU, whether a given workspace's split counters are off their rest
+    value (no synchronisation); None for no workspace or a 1-element one."""
+    counted = workspace is not None and workspace.numel() > 1
+    return _ops.op("decode_workspace_counters_stale")(workspace) if counted else None
 
 
 def check_paged_indices(k_cache: torch.Tensor, block_tables: torch.Tensor, seq_lens: torch.Tensor,
@@ -375,16 +392,12 @@ def check_paged_indices(k_cache: torch.Tensor, block_tables: torch.Tensor, seq_l
         lowest = (lens - seq_len_q - window_left).clamp(min=0)
         used &= (blk + 1) * bs > lowest[:, None]
     bad_blk = used & ((block_tables < 0) | (block_tables >= nb))
-    # (a 1-element workspace is the helpers' for a call that does not split: never counted on)
-    counted = workspace is not None and workspace.numel() > 1
-    bad_ws = _ops.op("decode_workspace_counters_stale")(workspace) if counted else None
+    bad_ws = _workspace_counters_stale(workspace)
     any_bad = bad_len.any() | bad_blk.any()
     if not bool(any_bad if bad_ws is None else any_bad | bad_ws):  # the one synchronisation
         return
     if bad_ws is not None and bool(bad_ws):
-        raise ValueError("workspace's split counters (its last ceil(numel / 128) elements) are not at rest: "
-                         "allocate it with paged_attention_workspace / decode_workspace (a zeroed, empty or "
-                         "overwritten buffer is not one); the kernel would write NaN")
+        raise ValueError(_STALE_WORKSPACE)
     if bool(bad_len.any()):
         i = int(bad_len.nonzero()[0, 0])
         raise ValueError(f"seq_lens[{i}] = {int(lens[i])} is outside [{min_seq_len}, {cap}] (max_blocks_per_seq "
@@ -713,7 +726,8 @@ def decode_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: f
                      out: torch.Tensor | None = None, num_splits: int = 0,
                      workspace: torch.Tensor | None = None, window_left: int = -1,
                      logits_soft_cap: float = 0.0, lse: torch.Tensor | None = None,
-                     return_lse: bool = False) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
+                     return_lse: bool = False,
+                     check_workspace: bool | None = None) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
     """Split-KV decode attention over a contiguous (strided) cache, few query rows.
 
     The same kernel as `paged_attention` with strided K/V addressing: q `[B, Hq, Nq, D]`,
@@ -728,7 +742,10 @@ def decode_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: f
     sees keys `j >= i + Nk - Nq - window_left` only (-1: no window); keys before the
     first row's window are not read. `logits_soft_cap`, `out`, `num_splits`,
     `workspace`, `lse` (`[B, Hq, Nq]`) and `return_lse` as `paged_attention`
-    (`decode_workspace(..., seq_len_q=Nq)`).
+    (`decode_workspace(..., seq_len_q=Nq)`). `check_workspace`: with a `workspace` given, a
+    host check (one synchronisation, as `paged_attention`'s `check_indices`; None: on except
+    under CUDA-graph capture / torch.compile) that its split counters are at rest, which a
+    zeroed or overwritten buffer's are not (the kernel would write NaN).
 
     Returns `[B, Hq, Nq, D]` in q's dtype (`out` when given).
     """
@@ -753,9 +770,16 @@ def decode_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: f
             check_same_dtype(out, "out", q, "q")
             check_same_device(out, "out", q, "q")
             _check_rows(out, "out")
+            check_elements_apart(out, "out")
         _check_workspace(workspace, q, k.shape[1], q.shape[2], _read_kv_len(k.shape[2], q.shape[2], window_left),
                          num_splits, False)
         _check_written_apart(out, lse, workspace, [(q, "q"), (k, "k"), (v, "v")])
+
+    if workspace is not None and _host_checks_allowed(check_workspace, "check_workspace"):
+        explain()  # this path synchronises anyway
+        stale = _workspace_counters_stale(workspace)
+        if stale is not None and bool(stale):
+            raise ValueError(_STALE_WORKSPACE)
 
     def call():
         result = torch.empty(q.shape, dtype=q.dtype, device=q.device) if out is None else out
@@ -843,8 +867,8 @@ def _host_check_append_slots(cache: torch.Tensor, num_tokens: int, slot_mapping,
     num_blocks, block_size), or its block table's, as `check_paged_indices`."""
     if num_tokens == 0:
         return
-    if slot_mapping is None:
-        check_paged_indices(cache, block_tables, seq_lens)
+    if slot_mapping is None:  # the block each new token goes to only (a window's freed blocks may be -1)
+        check_paged_indices(cache, block_tables, seq_lens, window_left=0)
         return
     n_slots = cache.shape[0] * cache.shape[1]
     too_big = slot_mapping >= n_slots
@@ -852,6 +876,22 @@ def _host_check_append_slots(cache: torch.Tensor, num_tokens: int, slot_mapping,
         i = int(too_big.nonzero()[0, 0])
         raise ValueError(f"slot_mapping[{i}] = {int(slot_mapping[i])} is past the cache "
                          f"(num_blocks x block_size = {n_slots} slots)")
+
+
+def _check_append_apart(k_cache: torch.Tensor, v_cache: torch.Tensor, named) -> None:
+    """An append's writes land apart from what it reads (`named`: its (tensor, name) inputs,
+    the caches among them): each cache from the other and every input, and a q rotated in
+    place from k, v, cos and sin token row by token row (`token_rows_overlap`: q, k and v
+    views of one fused projection's rows pass). Skipped while torch.compile traces."""
+    if torch.compiler.is_compiling():
+        return
+    for cache, cname in ((k_cache, "k_cache"), (v_cache, "v_cache")):
+        check_out_apart(cache, [(t, name) for t, name in named if name != cname], out_name=cname)
+    q = next((t for t, name in named if name == "q"), None)
+    for t, name in named:
+        if q is not None and name in ("k", "v", "cos", "sin") and token_rows_overlap(q, t):
+            raise ValueError(f"q is rotated in place and must not share memory with {name} (q, k and v views of "
+                             f"one fused projection's rows are fine)")
 
 
 def paged_kv_append(k: torch.Tensor, v: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor,
@@ -880,7 +920,8 @@ def paged_kv_append(k: torch.Tensor, v: torch.Tensor, k_cache: torch.Tensor, v_c
         check_slots: host check (one sync; None: on except under CUDA-graph capture /
             torch.compile) that every slot lies in the cache, or with block_tables, as
             `paged_attention`'s check, that every seq_len is at most the table's capacity
-            and every table entry below it lies in the cache. The kernel skips tokens whose
+            and the table entry of each new token's block lies in the cache (the others are
+            not read: a sliding window's freed blocks may hold anything). The kernel skips tokens whose
             slot is outside the cache in every mode, so it never writes out of bounds.
         k_scale, v_scale: FP8 caches' quantization scales (finite, > 0); 1.0 for others.
         block_tables, seq_lens: int32 `[T, max_blocks_per_seq]` and `[T]` (paged_attention's),
@@ -946,9 +987,7 @@ def paged_kv_append(k: torch.Tensor, v: torch.Tensor, k_cache: torch.Tensor, v_c
                 check_same_dtype(q, "q", k, "k")
                 if q.shape[0] != num_tokens or q.shape[2] != d:
                     raise ValueError(f"q must be [{num_tokens}, num_q_heads, {d}], got {tuple(q.shape)}")
-                if any(st == 0 and n > 1 for st, n in zip(q.stride(), q.shape)):
-                    raise ValueError(f"q is rotated in place and must not repeat memory (an expand()ed view), got "
-                                     f"strides {q.stride()} for shape {tuple(q.shape)}")
+                check_elements_apart(q, "q")  # rotated in place
                 _check_rows(q, "q")
         check_one_cuda_device(named)
         for t, name in ((k_cache, "k_cache"), (v_cache, "v_cache")):
@@ -957,6 +996,7 @@ def paged_kv_append(k: torch.Tensor, v: torch.Tensor, k_cache: torch.Tensor, v_c
         _check_rows(v, "v")
         _check_rows(k_cache, "k_cache")
         _check_rows(v_cache, "v_cache")
+        _check_append_apart(k_cache, v_cache, named)
 
     if _host_checks_allowed(check_slots, "check_slots"):
         explain()  # this path synchronises anyway

@@ -38,6 +38,7 @@ from .validation import (
     call_or_explain,
     check_contiguous,
     check_dtype,
+    check_elements_apart,
     check_one_cuda_device,
     check_out_apart,
     check_rank,
@@ -92,6 +93,7 @@ def validate_paged_mla_inputs(q, kv_cache, block_tables, seq_lens, out=None) -> 
     _check_rows(q, "q")
     if out is not None:
         _check_rows(out, "out")
+        check_elements_apart(out, "out")
 
 
 def mla_num_splits(batch: int, num_q_heads: int, max_kv_len: int) -> int:

@@ -44,6 +44,41 @@ def byte_range(t: torch.Tensor) -> tuple[int, int]:
     return lo, lo + (sum((n - 1) * st for n, st in zip(t.shape, t.stride())) + 1) * t.element_size()
 
 
+def token_rows_overlap(a: torch.Tensor, b: torch.Tensor) -> bool:
+    """Whether two views that step through memory by one common dim-0 stride, each one's dim-0
+    slice within it (q, k and v column blocks of a fused projection's token rows), share bytes;
+    other pairs by their spans (`byte_range`). csrc/bindings/checks.h `token_rows_overlap`."""
+    if a.numel() == 0 or b.numel() == 0:
+        return False
+    if a.dim() and b.dim() and a.stride(0) * a.element_size() == b.stride(0) * b.element_size() > 0:
+        stride = a.stride(0) * a.element_size()
+        sa, sb = (((sum((n - 1) * st for n, st in zip(t.shape[1:], t.stride()[1:])) + 1) * t.element_size())
+                  for t in (a, b))
+        if sa <= stride and sb <= stride:
+            d = a.data_ptr() - b.data_ptr()
+            k_lo = max((d - sb) // stride + 1, 1 - a.shape[0])
+            k_hi = min(-(-(d + sa) // stride) - 1, b.shape[0] - 1)
+            return k_lo <= k_hi
+    a_lo, a_hi = byte_range(a)
+    b_lo, b_hi = byte_range(b)
+    return a_lo < b_hi and b_lo < a_hi
+
+
+def check_elements_apart(t: torch.Tensor, name: str) -> None:
+    """A tensor an op writes must give each element its own memory: the dimensions of size > 1
+    in stride order, each stride at least the span of those below it (an expand()ed view or
+    overlapping as_strided rows would have several elements written at once; every permutation,
+    slice or narrow of a dense buffer passes). csrc/bindings/checks.h `elements_apart`."""
+    if t.numel() <= 1:
+        return
+    span = 1
+    for stride, size in sorted((st, n) for st, n in zip(t.stride(), t.shape) if n > 1):
+        if stride < span:
+            raise ValueError(f"{name} is written and its elements must not share memory (an expand()ed or "
+                             f"overlapping as_strided view), got strides {t.stride()} for shape {tuple(t.shape)}")
+        span += stride * (size - 1)
+
+
 def check_out_apart(out: torch.Tensor | None, named, allow_same=(), out_name: str = "out") -> None:
     """`out` (a tensor the op writes, called `out_name`) must not overlap any (tensor, name) of
     `named` (None entries skipped; overlap as `byte_range`); a name in `allow_same` may be out

@@ -263,6 +263,17 @@ def test_paged_attention_errors():
         llm.decode_attention(qd, kd, vd, out=qd)
     with pytest.raises(ValueError, match=r"out must not overlap v"):
         llm.decode_attention(qd, kd, vd, out=vd.flatten()[:qd.numel()].view(qd.shape))
+    # out's own elements apart: an expand()ed out (every sequence's rows at once) or overlapping rows
+    one_row = torch.empty(1, *q.shape[1:], device="cuda", dtype=q.dtype)
+    rows_overlap = torch.empty(q.numel(), device="cuda", dtype=q.dtype).as_strided(q.shape, (q.shape[2], 8, 1))
+    for bad in (one_row.expand(q.shape), rows_overlap):
+        with pytest.raises(ValueError, match=r"out is written and its elements must not share memory"):
+            llm.paged_attention(q, k_cache, v_cache, table, seq_lens, out=bad)
+        with pytest.raises(RuntimeError, match=r"out is written and its elements must not share memory"):
+            torch.ops.cuda_llm_ops.paged_attention(bad, q, k_cache, v_cache, table, seq_lens, 0.125, 1, None, -1, 0.0,
+                                                   None)
+        with pytest.raises(ValueError, match=r"out is written and its elements must not share memory"):
+            llm.decode_attention(qd, kd, vd, out=bad.unsqueeze(2))
     out_ok = poison_(torch.empty_like(q_view))
     llm.paged_attention(q_view, k2, v2, table2, lens2, out=out_ok)  # a strided q and a separate out
     assert_close(out_ok, paged_attention_reference(q_view, k2, v2, table2, lens2), dtype=q.dtype, what="strided q")
@@ -349,6 +360,19 @@ def test_split_workspace_with_stale_counters_gives_nan():
     assert _counters_idle(good)
     out = llm.paged_attention(q, k_cache, v_cache, table, seq_lens, num_splits=4, workspace=good)
     assert_close(out, paged_attention_reference(q, k_cache, v_cache, table, seq_lens), dtype=torch.float16)
+    # decode_attention's check_workspace: the same refusal; unchecked, the same NaN
+    qd, kd = q.unsqueeze(2), torch.randn(2, 2, 3000, 128, device="cuda").half()
+    vd = torch.randn_like(kd)
+    wsd = llm.decode_workspace(2, 8, 2, 128, 3000, torch.float16, num_splits=4, device="cuda", paged=False)
+    zeroed = torch.zeros_like(wsd)
+    with pytest.raises(ValueError, match=r"workspace's split counters .* are not at rest"):
+        llm.decode_attention(qd, kd, vd, num_splits=4, workspace=zeroed)
+    out = torch.full_like(qd, 7.0)
+    llm.decode_attention(qd, kd, vd, out=out, num_splits=4, workspace=zeroed, check_workspace=False)
+    assert torch.isnan(out).all(), out.flatten()[:4]
+    ref = attention_reference(qd, kd, vd)
+    assert_close(llm.decode_attention(qd, kd, vd, num_splits=4, workspace=wsd), ref, dtype=torch.float16)
+    assert _counters_idle(wsd)
 
 
 FP8 = torch.float8_e4m3fn
@@ -411,6 +435,11 @@ def test_paged_kv_append_slots_from_table(dtype):
     require_op("paged_kv_append")
     kc, vc, table, lens, qkv, _, _ = _decode_append_problem(9, 4, 2, 96, dtype, dtype, seed=3)
     _, k, v = qkv.split([4, 2, 2], dim=1)
+    # the blocks before each new token's are not read: a sliding window's freed ones (-1) pass the host check
+    last_block = (lens.long() - 1).clamp(min=0) // kc.shape[1]
+    freed = torch.arange(table.shape[1], device="cuda")[None, :] < last_block[:, None]
+    assert freed.any()
+    table = torch.where(freed, torch.full_like(table, -1), table)
     ref_k, ref_v = paged_kv_append_reference(k, v, kc, vc, block_tables=table, seq_lens=lens)
     llm.paged_kv_append(k, v, kc, vc, block_tables=table, seq_lens=lens)
     assert torch.equal(kc, ref_k) and torch.equal(vc, ref_v)
@@ -440,8 +469,17 @@ def test_paged_kv_append_glue_errors():
     with pytest.raises(ValueError, match=r"block_tables must have 3 rows \(k's num_tokens: one new token per "
                                          r"sequence\), got 2"):
         llm.paged_kv_append(k, v, kc, vc, block_tables=table[:2], seq_lens=lens[:2])
-    with pytest.raises(ValueError, match=r"q is rotated in place and must not repeat memory"):
+    with pytest.raises(ValueError, match=r"q is written and its elements must not share memory"):
         llm.paged_kv_append(k, v, kc, vc, slots, cos=cos, sin=sin, q=q[:, :1].expand(3, 4, 64))
+    # what the append writes lands apart from what it reads (stop 95): the caches, and q token by token
+    with pytest.raises(ValueError, match=r"k_cache must not overlap v_cache"):
+        llm.paged_kv_append(k, v, kc, kc, slots)
+    with pytest.raises(ValueError, match=r"v_cache must not overlap k"):
+        llm.paged_kv_append(vc[0, 0:3], v, kc, vc, slots, check_slots=False)
+    with pytest.raises(ValueError, match=r"q is rotated in place and must not share memory with k "):
+        llm.paged_kv_append(k, v, kc, vc, slots, cos=cos, sin=sin, q=qkv[:, 3:5])  # q's head 1 is k's head 0
+    with pytest.raises(ValueError, match=r"q is written and its elements must not share memory"):
+        llm.paged_kv_append(k, v, kc, vc, slots, cos=cos, sin=sin, q=qkv.as_strided((3, 4, 64), (512, 32, 1)))
     empty = kc[:, :0]
     with pytest.raises(ValueError, match=r"block_size \(dim 1\) must be >= 1, got 0"):
         llm.paged_kv_append(k, v, empty, empty, block_tables=table, seq_lens=lens, check_slots=False)
@@ -454,9 +492,16 @@ def test_paged_kv_append_glue_errors():
         torch.ops.cuda_llm_ops.paged_kv_append(k, v, kc, vc, slots, 1.0, 1.0, None, None, None, None, q)
     with pytest.raises(RuntimeError, match=r"without slot_mapping, block_tables and seq_lens must be given"):
         torch.ops.cuda_llm_ops.paged_kv_append(k, v, kc, vc, None)
-    with pytest.raises(RuntimeError, match=r"q is rotated in place and must not repeat memory"):
+    with pytest.raises(RuntimeError, match=r"q is written and its elements must not share memory"):
         torch.ops.cuda_llm_ops.paged_kv_append(k, v, kc, vc, slots, 1.0, 1.0, None, None, cos, sin,
                                                q[:, :1].expand(3, 4, 64))
+    with pytest.raises(RuntimeError, match=r"k_cache must not overlap v_cache"):
+        torch.ops.cuda_llm_ops.paged_kv_append(k, v, kc, kc, slots)
+    with pytest.raises(RuntimeError, match=r"q is rotated in place and must not share memory with v "):
+        torch.ops.cuda_llm_ops.paged_kv_append(k, v, kc, vc, slots, 1.0, 1.0, None, None, cos, sin, qkv[:, 6:8])
+    q_before = q.clone()  # q, k and v views of one qkv buffer are apart token by token: accepted
+    llm.paged_kv_append(k, v, kc, vc, slots, cos=cos, sin=sin, q=q)
+    assert not torch.equal(q, q_before)
     with pytest.raises(RuntimeError, match=r"block_size \(k_cache dim 1\) must be in \[1, 2\^31\), got 0"):
         torch.ops.cuda_llm_ops.paged_kv_append(k, v, kc[:, :0].contiguous(), vc[:, :0].contiguous(), None, 1.0, 1.0,
                                                table, lens)

@@ -213,6 +213,8 @@ def test_paged_mla_errors():
         (lambda: call(q, kv, table, seq_lens, out=torch.empty(2, 16, 576, device="cuda").half()), ValueError,
          r"out must have shape"),
         (lambda: call(q, kv, table, seq_lens, out=q[..., :512]), ValueError, r"out must not overlap q"),
+        (lambda: call(q, kv, table, seq_lens, out=torch.empty(1, 16, 512, device="cuda").half().expand(2, 16, 512)),
+         ValueError, r"out is written and its elements must not share memory"),
         (lambda: call(q, kv, table, seq_lens, num_splits=129), ValueError, r"num_splits"),
         (lambda: call(q, kv, table, seq_lens, lse=torch.empty(2, 15, device="cuda")), ValueError, r"lse"),
         (lambda: call(q, kv, table, seq_lens, num_splits=4, workspace=torch.empty(10, device="cuda")), ValueError,
@@ -244,6 +246,8 @@ def test_paged_mla_errors():
         op(out, q, kv, table, seq_lens, 0.1, 1, None, lse_on_q)
     with pytest.raises(RuntimeError, match=r"workspace must not overlap out"):
         op(out_on_ws, q, kv, table, seq_lens, 0.1, 2, ws)
+    with pytest.raises(RuntimeError, match=r"out is written and its elements must not share memory"):
+        op(out[:1].expand(2, 16, DV), q, kv, table, seq_lens, 0.1, 1, None)
 
 
 def test_paged_mla_opcheck_and_compile():

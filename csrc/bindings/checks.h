@@ -11,11 +11,15 @@
 #include <c10/util/Exception.h>
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <cstdio>
 #include <string>
 #include <string_view>
 #include <type_traits>
+#include <utility>
+#include <vector>
 
 #include "cuda_llm_ops/common.cuh"
 
@@ -131,11 +135,12 @@ inline void check_float_dtype(const at::Tensor& t, const char* name) {
 
 // The bytes from a tensor's first element to the end of its last: its size when contiguous
 // (or a transpose of contiguous), more for a strided view (a q sliced from a fused qkv buffer
-// spans the k and v columns between its rows).
-inline int64_t span_bytes(const at::Tensor& t) {
+// spans the k and v columns between its rows). From `first_dim` on: one index of the
+// dimensions before it (a token's row block).
+inline int64_t span_bytes(const at::Tensor& t, int64_t first_dim = 0) {
   if (t.numel() == 0) return 0;
   int64_t last = 0;
-  for (int64_t d = 0; d < t.dim(); ++d) last += (t.size(d) - 1) * t.stride(d);
+  for (int64_t d = first_dim; d < t.dim(); ++d) last += (t.size(d) - 1) * t.stride(d);
   return (last + 1) * static_cast<int64_t>(t.element_size());
 }
 
@@ -146,6 +151,52 @@ inline bool ranges_overlap(const at::Tensor& a, const at::Tensor& b) {
   const auto* pb = static_cast<const char*>(b.data_ptr());
   const int64_t na = span_bytes(a), nb = span_bytes(b);
   return na > 0 && nb > 0 && pa < pb + nb && pb < pa + na;
+}
+
+// Whether two views that step through memory by one common dim-0 stride, each one's dim-0 slice
+// within it (q, k and v column blocks of a fused projection's token rows), share bytes: token t
+// of one against token u of the other is one interval test, and only u - t with
+// (d - span_b, d + span_a) holding a multiple of the stride can meet (d: a's start less b's).
+// Other pairs: their spans (ranges_overlap).
+inline bool token_rows_overlap(const at::Tensor& a, const at::Tensor& b) {
+  if (a.numel() == 0 || b.numel() == 0) return false;
+  const int64_t stride = a.dim() ? a.stride(0) * static_cast<int64_t>(a.element_size()) : 0;
+  const int64_t sa = span_bytes(a, 1), sb = span_bytes(b, 1);
+  if (a.dim() == 0 || b.dim() == 0 || stride <= 0 || b.stride(0) * static_cast<int64_t>(b.element_size()) != stride ||
+      sa > stride || sb > stride)
+    return ranges_overlap(a, b);
+  const int64_t d = static_cast<int64_t>(reinterpret_cast<uintptr_t>(a.data_ptr())) -
+                    static_cast<int64_t>(reinterpret_cast<uintptr_t>(b.data_ptr()));
+  const auto floor_div = [](int64_t x, int64_t y) { return x / y - (x % y != 0 && (x < 0) != (y < 0)); };
+  const int64_t k_lo = std::max<int64_t>(floor_div(d - sb, stride) + 1, 1 - a.size(0));
+  const int64_t k_hi = std::min<int64_t>(-floor_div(-(d + sa), stride) - 1, b.size(0) - 1);
+  return k_lo <= k_hi;
+}
+
+// Whether each element of a tensor has its own memory: the dimensions of size > 1 in stride
+// order, each stride at least the span of those below it. Refuses an expand()ed view (stride
+// 0) and as_strided rows that overlap; every permutation, slice or narrow of a dense buffer
+// passes.
+inline bool elements_apart(const at::Tensor& t) {
+  if (t.numel() <= 1) return true;
+  std::vector<std::pair<int64_t, int64_t>> dims;  // (stride, size)
+  for (int64_t d = 0; d < t.dim(); ++d)
+    if (t.size(d) > 1) dims.emplace_back(t.stride(d), t.size(d));
+  std::sort(dims.begin(), dims.end());
+  int64_t span = 1;
+  for (const auto& [stride, size] : dims) {
+    if (stride < span) return false;
+    span += stride * (size - 1);
+  }
+  return true;
+}
+
+// A tensor the op writes: its elements apart (elements_apart), or several would be written at
+// once and what lands is unspecified.
+inline void check_elements_apart(const at::Tensor& t, const char* name) {
+  CLO_CHECK(elements_apart(t), name,
+            " is written and its elements must not share memory (an expand()ed or overlapping as_strided view), "
+            "got strides ", t.strides(), " for shape ", t.sizes());
 }
 
 inline cudaStream_t current_stream(const at::Tensor& t) {
