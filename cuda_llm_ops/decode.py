@@ -3,7 +3,8 @@ GQA, and the paged cache append.
 
 CUDA graphs and host synchronisation: every op is CUDA-graph capturable. With `out=`,
 a preallocated `workspace` and the host checks off (`check_indices=False`;
-`paged_kv_append(..., check_slots=False)`), a call allocates nothing and never
+`decode_attention(..., check_workspace=False)`; `paged_kv_append(..., check_slots=False)`),
+a call allocates nothing and never
 synchronises with the host (tests/test_decode.py checks both). With the defaults
 (`None`), an eager call runs the host index check below: one synchronisation per call,
 skipped by itself under capture and torch.compile tracing. `CUDAGraphRunner`
@@ -119,7 +120,7 @@ from .validation import (
     call_or_explain,
     given,
     resolve_scale,
-    token_rows_overlap,
+    views_overlap,
     validate_attention_inputs,
 )
 
@@ -646,7 +647,8 @@ def paged_attention(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tenso
     Args:
         q: `[B, Hq, D]` float16/bfloat16, CUDA, last dim contiguous; or `[B, Hq, Nq, D]`
             for Nq new tokens per sequence (speculative decoding: they are the last Nq
-            of its seq_len keys, and query i sees keys up to seq_len - Nq + i). Meant for
+            of its seq_len keys, and query i sees keys up to seq_len - Nq + i; a row that
+            sees none, i < Nq - seq_len, outputs zeros). Meant for
             Nq * Hq / Hkv <= 16 (one thread block's rows; up to 32 where the split rule
             runs 32-row blocks, `decode_num_splits`), as `decode_attention`.
         k_cache, v_cache: `[num_blocks, block_size, Hkv, D]`, q's dtype or both
@@ -656,7 +658,8 @@ def paged_attention(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tenso
             block of each logical block; entries past a sequence's length are ignored.
         seq_lens: int32 `[B]`, keys per sequence, `0 <= seq_len <= max_blocks_per_seq * block_size`.
         scale: softmax scale; 0 means `1/sqrt(D)`.
-        out: optional output of q's shape (q's dtype); written in place and returned. It must
+        out: optional output of q's shape (q's dtype); written in place and returned. Each
+            element its own memory (no expand()ed view), and it must
             not overlap q or any other input (a strided view counts from its first element to
             its last, gaps included).
         num_splits: 0 = heuristic (`decode_num_splits`, the count for this GPU, grid
@@ -881,15 +884,21 @@ def _host_check_append_slots(cache: torch.Tensor, num_tokens: int, slot_mapping,
 def _check_append_apart(k_cache: torch.Tensor, v_cache: torch.Tensor, named) -> None:
     """An append's writes land apart from what it reads (`named`: its (tensor, name) inputs,
     the caches among them): each cache from the other and every input, and a q rotated in
-    place from k, v, cos and sin token row by token row (`token_rows_overlap`: q, k and v
-    views of one fused projection's rows pass). Skipped while torch.compile traces."""
+    place from the index tensors and, element by element (`views_overlap`: q, k and v views of
+    one fused projection's rows pass), from k, v, cos and sin. Skipped while torch.compile
+    traces. csrc/bindings/decode.cpp `check_append_apart`."""
     if torch.compiler.is_compiling():
         return
     for cache, cname in ((k_cache, "k_cache"), (v_cache, "v_cache")):
         check_out_apart(cache, [(t, name) for t, name in named if name != cname], out_name=cname)
     q = next((t for t, name in named if name == "q"), None)
+    if q is None:
+        return
+    rows = ("k", "v", "cos", "sin")
+    check_out_apart(q, [(t, name) for t, name in named if name not in rows + ("q", "k_cache", "v_cache")],
+                    out_name="q")
     for t, name in named:
-        if q is not None and name in ("k", "v", "cos", "sin") and token_rows_overlap(q, t):
+        if name in rows and views_overlap(q, t):
             raise ValueError(f"q is rotated in place and must not share memory with {name} (q, k and v views of "
                              f"one fused projection's rows are fine)")
 

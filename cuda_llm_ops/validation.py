@@ -44,24 +44,54 @@ def byte_range(t: torch.Tensor) -> tuple[int, int]:
     return lo, lo + (sum((n - 1) * st for n, st in zip(t.shape, t.stride())) + 1) * t.element_size()
 
 
-def token_rows_overlap(a: torch.Tensor, b: torch.Tensor) -> bool:
-    """Whether two views that step through memory by one common dim-0 stride, each one's dim-0
-    slice within it (q, k and v column blocks of a fused projection's token rows), share bytes;
-    other pairs by their spans (`byte_range`). csrc/bindings/checks.h `token_rows_overlap`."""
+def _stride_levels(a: torch.Tensor, b: torch.Tensor) -> list[list[int]] | None:
+    """[stride, size in a, size in b] of the two views' dimensions of size > 1, one level per
+    distinct stride, largest first (size 1 where a view has none); None where a view has two
+    dims of one stride. csrc/bindings/checks.h `stride_levels`."""
+    levels: dict[int, list[int]] = {}
+    for which, t in ((1, a), (2, b)):
+        for n, st in zip(t.shape, t.stride()):
+            if n > 1:
+                level = levels.setdefault(st, [st, 1, 1])
+                if level[which] != 1:
+                    return None
+                level[which] = n
+    return sorted(levels.values(), reverse=True)
+
+
+def views_overlap(a: torch.Tensor, b: torch.Tensor) -> bool:
+    """Whether two views share an element: exact where each one's dimensions nest (in stride
+    order, each stride at least the span of those below it) and they start a whole number of
+    equal-sized elements apart, as a fused projection's q / k / v views do (per token
+    [q heads | k heads | v heads], GPT-NeoX's per head [q | k | v], Bloom's [H, 3, D]); other
+    pairs by their spans (`byte_range`). csrc/bindings/checks.h `views_overlap`."""
     if a.numel() == 0 or b.numel() == 0:
         return False
-    if a.dim() and b.dim() and a.stride(0) * a.element_size() == b.stride(0) * b.element_size() > 0:
-        stride = a.stride(0) * a.element_size()
-        sa, sb = (((sum((n - 1) * st for n, st in zip(t.shape[1:], t.stride()[1:])) + 1) * t.element_size())
-                  for t in (a, b))
-        if sa <= stride and sb <= stride:
-            d = a.data_ptr() - b.data_ptr()
-            k_lo = max((d - sb) // stride + 1, 1 - a.shape[0])
-            k_hi = min(-(-(d + sa) // stride) - 1, b.shape[0] - 1)
-            return k_lo <= k_hi
-    a_lo, a_hi = byte_range(a)
-    b_lo, b_hi = byte_range(b)
-    return a_lo < b_hi and b_lo < a_hi
+    e, diff = a.element_size(), a.data_ptr() - b.data_ptr()
+    levels = _stride_levels(a, b) if b.element_size() == e and diff % e == 0 else None
+    below = []  # each view's span of the levels below each level
+    span_a = span_b = 1
+    for s, na, nb in reversed(levels or []):
+        if s < span_a or s < span_b:
+            levels = None
+            break
+        below.append((span_a, span_b))
+        span_a, span_b = span_a + s * (na - 1), span_b + s * (nb - 1)
+    if levels is None:
+        a_lo, a_hi = byte_range(a)
+        b_lo, b_hi = byte_range(b)
+        return a_lo < b_hi and b_lo < a_hi
+    below.reverse()
+
+    def meet(i: int, d: int) -> bool:  # offsets y - x = d, x in a's levels from i down, y in b's
+        if i == len(levels):
+            return d == 0
+        s, na, nb = levels[i]
+        lo = max(-((-(d - below[i][1] + 1)) // s), 1 - na)
+        hi = min((d + below[i][0] - 1) // s, nb - 1)
+        return any(meet(i + 1, d - k * s) for k in range(lo, hi + 1))
+
+    return meet(0, diff // e)
 
 
 def check_elements_apart(t: torch.Tensor, name: str) -> None:

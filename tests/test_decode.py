@@ -126,7 +126,7 @@ def test_split_workspace_self_resets_across_calls_graphs_and_shapes():
             llm.paged_attention(q, kc, vc, table, seq_lens, out=out, num_splits=ns, workspace=ws, check_indices=False)
             outs.append((j, out))
         out_d = poison_(torch.empty_like(qd))
-        llm.decode_attention(qd, kd, vd, is_causal=True, out=out_d, num_splits=5, workspace=ws)
+        llm.decode_attention(qd, kd, vd, is_causal=True, out=out_d, num_splits=5, workspace=ws, check_workspace=False)
         outs.append((-1, out_d))
     for j, out in outs:
         ref = ref_d if j < 0 else problems[j][6]
@@ -264,7 +264,7 @@ def test_paged_attention_errors():
     with pytest.raises(ValueError, match=r"out must not overlap v"):
         llm.decode_attention(qd, kd, vd, out=vd.flatten()[:qd.numel()].view(qd.shape))
     # out's own elements apart: an expand()ed out (every sequence's rows at once) or overlapping rows
-    one_row = torch.empty(1, *q.shape[1:], device="cuda", dtype=q.dtype)
+    one_row = torch.empty(q.shape[0], 1, q.shape[2], device="cuda", dtype=q.dtype)  # every head's row at once
     rows_overlap = torch.empty(q.numel(), device="cuda", dtype=q.dtype).as_strided(q.shape, (q.shape[2], 8, 1))
     for bad in (one_row.expand(q.shape), rows_overlap):
         with pytest.raises(ValueError, match=r"out is written and its elements must not share memory"):
@@ -499,9 +499,14 @@ def test_paged_kv_append_glue_errors():
         torch.ops.cuda_llm_ops.paged_kv_append(k, v, kc, kc, slots)
     with pytest.raises(RuntimeError, match=r"q is rotated in place and must not share memory with v "):
         torch.ops.cuda_llm_ops.paged_kv_append(k, v, kc, vc, slots, 1.0, 1.0, None, None, cos, sin, qkv[:, 6:8])
-    q_before = q.clone()  # q, k and v views of one qkv buffer are apart token by token: accepted
+    q_before = q.clone()  # q, k and v views of one qkv buffer share no element: accepted
     llm.paged_kv_append(k, v, kc, vc, slots, cos=cos, sin=sin, q=q)
     assert not torch.equal(q, q_before)
+    neox = torch.randn(3, 2, 3 * 64, device="cuda").half()  # GPT-NeoX's per head [q | k | v]
+    qn, kn, vn = neox.split(64, dim=-1)
+    want_q = apply_rotary(qn.float(), cos.float(), sin.float()).half()
+    llm.paged_kv_append(kn, vn, kc, vc, slots, cos=cos, sin=sin, q=qn)
+    assert torch.equal(qn, want_q)
     with pytest.raises(RuntimeError, match=r"block_size \(k_cache dim 1\) must be in \[1, 2\^31\), got 0"):
         torch.ops.cuda_llm_ops.paged_kv_append(k, v, kc[:, :0].contiguous(), vc[:, :0].contiguous(), None, 1.0, 1.0,
                                                table, lens)

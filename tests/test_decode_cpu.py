@@ -439,11 +439,11 @@ def _element_bytes(t: torch.Tensor) -> list[set[int]]:
 
 def test_written_tensor_checks_against_brute_force():
     """`check_elements_apart` never passes a tensor two of whose elements share memory and
-    passes every permutation, slice and narrow of a dense buffer; `token_rows_overlap` is
-    exact for views that step by one token stride (q, k and v blocks of a fused qkv output)
-    and never calls overlapping views apart. The C++ twins (csrc/bindings/checks.h) have
-    the same arithmetic."""
-    from cuda_llm_ops.validation import check_elements_apart, token_rows_overlap
+    passes every permutation, slice and narrow of a dense buffer; `views_overlap` is exact for
+    nested views (fused qkv layouts: [T, q | k | v heads, D], GPT-NeoX's [T, H, q | k | v],
+    Bloom's [T, H, 3, D]) and never calls overlapping views apart. The C++ twins
+    (csrc/bindings/checks.h) have the same arithmetic."""
+    from cuda_llm_ops.validation import check_elements_apart, views_overlap
     gen = torch.Generator().manual_seed(5)
     buf = torch.empty(4096, dtype=torch.float16)
 
@@ -465,17 +465,30 @@ def test_written_tensor_checks_against_brute_force():
     for view in (dense, dense.permute(2, 0, 3, 1), dense[:, ::2], dense.narrow(2, 1, 3), dense.transpose(1, 2)[1:],
                  dense[:, 1]):
         check_elements_apart(view, "view")
-    for _ in range(400):
-        tokens, row = pick(1, 5), 8 * pick(1, 6)
-        views = [buf.as_strided((tokens, pick(1, 2), d), (row, d, 1), pick(0, 60)) for d in (4, 8)]
-        if pick(0, 4) == 0:  # another stride: the span test
+
+    def truth(a, b):
+        return bool(set().union(*_element_bytes(a)) & set().union(*_element_bytes(b)))
+
+    for _ in range(600):  # views of one stride layout, nested: exact; others: never "apart" when they meet
+        tokens, heads, d = pick(1, 4), pick(1, 3), 4 * pick(1, 2)
+        row = heads * d * pick(1, 3) + 4 * pick(0, 2)
+        views = [buf.as_strided((tokens, pick(1, heads), d), (row, d * pick(1, 2), 1), pick(0, 60)) for _ in "ab"]
+        nested = True
+        if pick(0, 4) == 0:
             views[0] = buf.as_strided((pick(1, 4), pick(1, 4)), (pick(0, 9), pick(0, 3)), pick(0, 50))
+            nested = False
         a, b = views
-        truth = bool(set().union(*_element_bytes(a)) & set().union(*_element_bytes(b)))
-        got = token_rows_overlap(a, b)
-        assert got or not truth, (a.shape, a.stride(), a.storage_offset(), b.shape, b.storage_offset())
-        if a.stride(0) == b.stride(0) == row and a.shape[1] * a.shape[2] <= row and b.shape[1] * b.shape[2] <= row:
-            assert got == truth, (a.shape, a.storage_offset(), b.shape, b.storage_offset())
-    qkv = torch.empty(3, 8, 64, dtype=torch.float16)
+        got = views_overlap(a, b)
+        assert got or not truth(a, b), (a.shape, a.stride(), a.storage_offset(), b.shape, b.storage_offset())
+        if nested and a.stride() == b.stride() and a.shape[1] * a.stride(1) <= row and b.shape[1] * b.stride(1) <= row:
+            assert got == truth(a, b), (a.shape, a.stride(), a.storage_offset(), b.shape, b.stride(),
+                                        b.storage_offset())
+    qkv = torch.empty(3, 8, 64, dtype=torch.float16)  # [T, q | k | v heads, D]
     q, k, v = qkv.split([4, 2, 2], dim=1)
-    assert not token_rows_overlap(q, k) and not token_rows_overlap(q, v) and token_rows_overlap(qkv[:, 3:5], k)
+    assert not views_overlap(q, k) and not views_overlap(q, v) and views_overlap(qkv[:, 3:5], k)
+    neox = torch.empty(3, 4, 3 * 64, dtype=torch.float16)  # GPT-NeoX: [T, H, q | k | v]
+    q, k, v = neox.split(64, dim=-1)
+    assert not views_overlap(q, k) and not views_overlap(q, v) and views_overlap(q, neox[..., 32:96])
+    bloom = torch.empty(3, 4, 3, 64, dtype=torch.float16)  # Bloom: [T, H, 3, D]
+    q, k, v = bloom.unbind(2)
+    assert not views_overlap(q, k) and not views_overlap(k, v) and views_overlap(q, bloom[:, 1:3, 0])

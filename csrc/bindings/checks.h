@@ -9,6 +9,7 @@
 #include <c10/cuda/CUDAStream.h>
 #include <c10/cuda/CUDAGuard.h>
 #include <c10/util/Exception.h>
+#include <c10/util/SmallVector.h>
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -19,7 +20,6 @@
 #include <string_view>
 #include <type_traits>
 #include <utility>
-#include <vector>
 
 #include "cuda_llm_ops/common.cuh"
 
@@ -153,33 +153,75 @@ inline bool ranges_overlap(const at::Tensor& a, const at::Tensor& b) {
   return na > 0 && nb > 0 && pa < pb + nb && pb < pa + na;
 }
 
-// Whether two views that step through memory by one common dim-0 stride, each one's dim-0 slice
-// within it (q, k and v column blocks of a fused projection's token rows), share bytes: token t
-// of one against token u of the other is one interval test, and only u - t with
-// (d - span_b, d + span_a) holding a multiple of the stride can meet (d: a's start less b's).
-// Other pairs: their spans (ranges_overlap).
-inline bool token_rows_overlap(const at::Tensor& a, const at::Tensor& b) {
-  if (a.numel() == 0 || b.numel() == 0) return false;
-  const int64_t stride = a.dim() ? a.stride(0) * static_cast<int64_t>(a.element_size()) : 0;
-  const int64_t sa = span_bytes(a, 1), sb = span_bytes(b, 1);
-  if (a.dim() == 0 || b.dim() == 0 || stride <= 0 || b.stride(0) * static_cast<int64_t>(b.element_size()) != stride ||
-      sa > stride || sb > stride)
-    return ranges_overlap(a, b);
-  const int64_t d = static_cast<int64_t>(reinterpret_cast<uintptr_t>(a.data_ptr())) -
-                    static_cast<int64_t>(reinterpret_cast<uintptr_t>(b.data_ptr()));
+// The dimensions of size > 1 of two views as levels of distinct strides, largest first, with
+// each view's size there (1 where it has none); false where a view has two dims of one stride.
+struct StrideLevel {
+  int64_t stride, size_a, size_b;
+};
+inline bool stride_levels(const at::Tensor& a, const at::Tensor& b, c10::SmallVector<StrideLevel, 8>& levels) {
+  for (const at::Tensor* t : {&a, &b}) {
+    for (int64_t d = 0; d < t->dim(); ++d) {
+      if (t->size(d) <= 1) continue;
+      auto it = std::find_if(levels.begin(), levels.end(), [&](const StrideLevel& l) { return l.stride == t->stride(d); });
+      if (it == levels.end()) it = levels.insert(levels.end(), StrideLevel{t->stride(d), 1, 1});
+      int64_t& n = t == &a ? it->size_a : it->size_b;
+      if (n != 1) return false;
+      n = t->size(d);
+    }
+  }
+  std::sort(levels.begin(), levels.end(), [](const StrideLevel& x, const StrideLevel& y) { return x.stride > y.stride; });
+  return true;
+}
+
+// Whether offsets y - x = d (elements) exist with x in a's levels from `i` down, y in b's:
+// at level i only a step difference k with d - k * stride within the spans below can serve
+// (at most two where each stride holds the spans below it), each checked the same way a level lower.
+inline bool levels_meet(const StrideLevel* lv, const int64_t* below_a, const int64_t* below_b, size_t n, size_t i,
+                        int64_t d) {
+  if (i == n) return d == 0;
   const auto floor_div = [](int64_t x, int64_t y) { return x / y - (x % y != 0 && (x < 0) != (y < 0)); };
-  const int64_t k_lo = std::max<int64_t>(floor_div(d - sb, stride) + 1, 1 - a.size(0));
-  const int64_t k_hi = std::min<int64_t>(-floor_div(-(d + sa), stride) - 1, b.size(0) - 1);
-  return k_lo <= k_hi;
+  const int64_t s = lv[i].stride;
+  const int64_t k_lo = std::max<int64_t>(-floor_div(-(d - below_b[i] + 1), s), 1 - lv[i].size_a);
+  const int64_t k_hi = std::min<int64_t>(floor_div(d + below_a[i] - 1, s), lv[i].size_b - 1);
+  for (int64_t k = k_lo; k <= k_hi; ++k)
+    if (levels_meet(lv, below_a, below_b, n, i + 1, d - k * s)) return true;
+  return false;
+}
+
+// Whether two views share an element: exact where each one's dimensions nest (in stride order,
+// each stride at least the span of those below it, as elements_apart asks) and they start a
+// whole number of equal-sized elements apart, which a fused projection's q / k / v views are
+// (per token [q heads | k heads | v heads], GPT-NeoX's per head [q | k | v], Bloom's [H, 3, D]);
+// other pairs by their spans (ranges_overlap).
+inline bool views_overlap(const at::Tensor& a, const at::Tensor& b) {
+  if (a.numel() == 0 || b.numel() == 0) return false;
+  const int64_t e = static_cast<int64_t>(a.element_size());
+  const int64_t bytes = static_cast<int64_t>(reinterpret_cast<uintptr_t>(a.data_ptr())) -
+                        static_cast<int64_t>(reinterpret_cast<uintptr_t>(b.data_ptr()));
+  c10::SmallVector<StrideLevel, 8> lv;
+  if (static_cast<int64_t>(b.element_size()) != e || bytes % e != 0 || !stride_levels(a, b, lv))
+    return ranges_overlap(a, b);
+  const size_t n = lv.size();
+  c10::SmallVector<int64_t, 8> below_a(n), below_b(n);  // each view's span of the levels below i
+  int64_t span_a = 1, span_b = 1;
+  for (size_t i = n; i-- > 0;) {
+    below_a[i] = span_a;
+    below_b[i] = span_b;
+    if (lv[i].stride < span_a || lv[i].stride < span_b) return ranges_overlap(a, b);
+    span_a += lv[i].stride * (lv[i].size_a - 1);
+    span_b += lv[i].stride * (lv[i].size_b - 1);
+  }
+  return levels_meet(lv.data(), below_a.data(), below_b.data(), n, 0, bytes / e);
 }
 
 // Whether each element of a tensor has its own memory: the dimensions of size > 1 in stride
 // order, each stride at least the span of those below it. Refuses an expand()ed view (stride
 // 0) and as_strided rows that overlap; every permutation, slice or narrow of a dense buffer
-// passes.
+// passes (some interleaved as_strided layouts that share nothing, shape (2, 3) strides (3, 2),
+// are refused too).
 inline bool elements_apart(const at::Tensor& t) {
   if (t.numel() <= 1) return true;
-  std::vector<std::pair<int64_t, int64_t>> dims;  // (stride, size)
+  c10::SmallVector<std::pair<int64_t, int64_t>, 8> dims;  // (stride, size)
   for (int64_t d = 0; d < t.dim(); ++d)
     if (t.size(d) > 1) dims.emplace_back(t.stride(d), t.size(d));
   std::sort(dims.begin(), dims.end());

@@ -423,9 +423,9 @@ void set_append_target(dec::AppendSlots& a, const std::optional<at::Tensor>& slo
 }
 
 // An append's writes land apart from what it reads: each cache from the other and from every
-// input (null entries skipped), and the q it rotates in place from the rows it reads with it
-// (k, v, cos, sin) token row by token row, so that q, k and v column blocks of one fused
-// projection's output pass (token_rows_overlap).
+// input (null entries skipped), and the q it rotates in place from the index tensors and,
+// element by element, from the rows it reads with it (k, v, cos, sin), so that q, k and v
+// views of one fused projection's output pass (views_overlap).
 using NamedInputs = std::initializer_list<std::pair<const at::Tensor*, const char*>>;
 void check_append_apart(const at::Tensor& k_cache, const at::Tensor& v_cache, const at::Tensor* q, NamedInputs rows,
                         NamedInputs indices) {
@@ -436,9 +436,11 @@ void check_append_apart(const at::Tensor& k_cache, const at::Tensor& v_cache, co
         CLO_CHECK(t == nullptr || !ranges_overlap(*cache, *t), cache_name, " must not overlap ", name);
     CLO_CHECK(q == nullptr || !ranges_overlap(*cache, *q), cache_name, " must not overlap q");
   }
+  if (q == nullptr) return;
+  for (const auto& [t, name] : indices) CLO_CHECK(t == nullptr || !ranges_overlap(*q, *t), "q must not overlap ", name);
   for (const auto& [t, name] : rows)
-    CLO_CHECK(q == nullptr || t == nullptr || !token_rows_overlap(*q, *t), "q is rotated in place and must not ",
-              "share memory with ", name, " (q, k and v views of one fused projection's rows are fine)");
+    CLO_CHECK(t == nullptr || !views_overlap(*q, *t), "q is rotated in place and must not share memory with ", name,
+              " (q, k and v views of one fused projection's rows are fine)");
 }
 
 void paged_kv_append(const at::Tensor& k, const at::Tensor& v, at::Tensor& k_cache, at::Tensor& v_cache,
@@ -672,6 +674,9 @@ void paged_mla_append(const at::Tensor& kv_c, const at::Tensor& k_pe, at::Tensor
   check_rows_aligned(k_pe, "k_pe");
   CLO_CHECK(!ranges_overlap(kv_cache, kv_c) && !ranges_overlap(kv_cache, k_pe),
             "kv_cache must not overlap kv_c or k_pe");
+  for (const auto& [t, name] : {std::pair{&slot_mapping, "slot_mapping"}, std::pair{&block_tables, "block_tables"},
+                                std::pair{&seq_lens, "seq_lens"}})
+    CLO_CHECK(!t->has_value() || !ranges_overlap(kv_cache, **t), "kv_cache must not overlap ", name);
   dec::MlaAppendArgs a;
   a.dtype = to_dtype(kv_c.scalar_type());
   a.num_tokens = static_cast<int>(T);
