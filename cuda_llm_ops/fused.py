@@ -101,15 +101,32 @@ def validate_fused_decode_block_inputs(x, w_qkv, w_o, k_cache, v_cache, block_ta
     check_one_cuda_device(named)
     for t, name in named:
         check_contiguous(t, name)
-    _check_out_apart_of_inputs(x, w_qkv, w_o, k_cache, v_cache, block_tables, seq_lens, cos, sin, out, workspace)
+    _check_writes_apart(x, w_qkv, w_o, k_cache, v_cache, block_tables, seq_lens, cos, sin, out, workspace)
 
 
-def _check_out_apart_of_inputs(x, w_qkv, w_o, k_cache, v_cache, block_tables, seq_lens, cos, sin, out, workspace):
-    # The one kernel adds heads' output projections into out while other heads still read the
-    # inputs: out apart from all of them, on either path (so the path never changes what is allowed).
-    check_out_apart(out, ((x, "x"), (w_qkv, "w_qkv"), (w_o, "w_o"), (k_cache, "k_cache"), (v_cache, "v_cache"),
-                          (block_tables, "block_tables"), (seq_lens, "seq_lens"), (cos, "cos"), (sin, "sin"),
-                          (workspace, "workspace")))
+def _check_writes_apart(x, w_qkv, w_o, k_cache, v_cache, block_tables, seq_lens, cos, sin, out, workspace):
+    """What a call writes lands apart from every other argument, on either path (so the path
+    never changes what is allowed): out (the one kernel adds heads' output projections into it
+    while other heads still read the inputs), the caches and the workspace.
+    csrc/bindings/fused.cpp."""
+    named = ((x, "x"), (w_qkv, "w_qkv"), (w_o, "w_o"), (k_cache, "k_cache"), (v_cache, "v_cache"),
+             (block_tables, "block_tables"), (seq_lens, "seq_lens"), (cos, "cos"), (sin, "sin"), (out, "out"),
+             (workspace, "workspace"))
+    for written in ("out", "k_cache", "v_cache", "workspace"):
+        w = next(t for t, name in named if name == written)
+        check_out_apart(w, [(t, name) for t, name in named if name != written], out_name=written)
+
+
+def _check_fused_workspace_at_rest(workspace: torch.Tensor, hidden: int) -> None:
+    """Host check (one synchronisation): the one kernel's sums and counters, the workspace's
+    first bytes, are zero, as `fused_decode_block_workspace` makes them and every call leaves
+    them; with others a count never reaches its last warp and out is never written."""
+    nbytes = int(_ops.op("fused_decode_block_workspace_bytes")(hidden))
+    if workspace.numel() * workspace.element_size() >= nbytes and bool(
+            workspace.view(torch.uint8)[:nbytes].any()):
+        raise ValueError("workspace's sums and counters (its first fused_decode_block_workspace_bytes(hidden) "
+                         "bytes) are not zero: allocate it with fused_decode_block_workspace (an empty or "
+                         "overwritten buffer is not one); out would never be written")
 
 
 _PATH_CACHE: dict[tuple, tuple[bool, str]] = {}
@@ -317,6 +334,8 @@ def fused_decode_block(x: torch.Tensor, w_qkv: torch.Tensor, w_o: torch.Tensor, 
         validate()
         # seq_lens count the new token; on the unfused path its attention workspace's counters too
         check_paged_indices(k_cache, block_tables, seq_lens, min_seq_len=1, workspace=attn_workspace)
+        if fused and workspace is not None:
+            _check_fused_workspace_at_rest(workspace, x.shape[1])
     scale = resolve_scale(float(scale), d)
     if not fused:
         # The unfused ops check what their kernels rely on; when one refuses, validate() says
@@ -324,8 +343,7 @@ def fused_decode_block(x: torch.Tensor, w_qkv: torch.Tensor, w_o: torch.Tensor, 
         def unfused():
             if cos is not None and d % 16:
                 validate()  # the rotation runs in PyTorch ops, which would broadcast a misshapen cos
-            _check_out_apart_of_inputs(x, w_qkv, w_o, k_cache, v_cache, block_tables, seq_lens, cos, sin, out,
-                                       workspace)
+            _check_writes_apart(x, w_qkv, w_o, k_cache, v_cache, block_tables, seq_lens, cos, sin, out, workspace)
             return _unfused(x, w_qkv, w_o, k_cache, v_cache, block_tables, seq_lens, cos, sin, scale, out,
                             attn_workspace)
 

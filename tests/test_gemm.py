@@ -923,6 +923,40 @@ def test_gemm_out_errors():
         llm.tensor_core_gemm_int8(ai, buf[:24 * 16].view(24, 16).t(), out=buf[376:].view(torch.int32).view(8, 24))
 
 
+def test_beta_zero_reads_no_c_and_scales_are_finite():
+    """beta = 0 does not read c (as BLAS; stop 95): NaN in c, or out=c over an unset buffer, does
+    not reach the output, on the tile kernels and the general one; alpha / beta must be finite."""
+    require_op("gemm")
+    for k in (64, 13):  # 16-byte rows: the tile kernels; K = 13: the general kernel
+        a, b = _rand((32, k), torch.float16), _rand((k, 40), torch.float16)
+        ref = gemm_reference(a, b, alpha=0.5)
+        c = torch.full((32, 40), float("nan"), dtype=torch.float16, device="cuda")
+        assert_close(llm.gemm(a, b, 0.5, 0.0, c=c), ref, dtype=torch.float16, what=f"beta 0, NaN c, K={k}")
+        llm.gemm(a, b, 0.5, 0.0, c=c, out=c)
+        assert_close(c, ref, dtype=torch.float16, what=f"beta 0, out=c over NaN, K={k}")
+        c32 = torch.full((32, 40), float("nan"), device="cuda")
+        assert_close(llm.tensor_core_gemm(a, b, 0.5, 0.0, c=c32), ref.float(), dtype=torch.float16,
+                     what=f"tensor_core_gemm beta 0, K={k}")
+    for alpha, beta in ((float("nan"), 0.0), (1.0, float("inf")), (1e39, 0.0)):
+        with pytest.raises((RuntimeError, ValueError), match=r"alpha and beta must be finite as float32"):
+            llm.gemm(a, b, alpha, beta, c=c)
+
+
+def test_general_kernel_past_65535_row_tiles():
+    """op(A) taller than 65535 tiles of 64 rows on the general kernel (K = 3: rows not 16-byte
+    aligned): the grid's y dimension holds 65535 tiles and each block loops over the rest
+    (the launch used to fail with 'invalid argument'; stop 95)."""
+    require_op("gemm")
+    m = 65535 * 64 + 17
+    a, b = _rand((m, 3), torch.float16), _rand((3, 5), torch.float16)
+    out = torch.full((m, 5), float("nan"), dtype=torch.float16, device="cuda")
+    llm.gemm(a, b, out=out)
+    assert_close(out, gemm_reference(a, b), dtype=torch.float16, what="4.2M rows, general kernel")
+    ai = torch.randint(-5, 5, (m, 3), dtype=torch.int8, device="cuda")
+    bi = torch.randint(-5, 5, (3, 5), dtype=torch.int8, device="cuda")
+    assert torch.equal(llm.tensor_core_gemm_int8(ai, bi), int8_gemm_reference(ai, bi))
+
+
 # ---- errors ---------------------------------------------------------------------------------
 
 def test_gemm_errors():

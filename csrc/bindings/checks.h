@@ -133,6 +133,20 @@ inline void check_float_dtype(const at::Tensor& t, const char* name) {
               " must be float32, float16 or bfloat16, got ", s);
 }
 
+// Rows read 16 bytes at a time: contiguous last dim, 16-byte aligned rows.
+inline void check_rows_aligned(const at::Tensor& t, const char* name) {
+  const int64_t elem = t.element_size();
+  CLO_CHECK(t.size(-1) * elem % 16 == 0, name, " rows must be a multiple of 16 bytes (head_dim ", t.size(-1),
+              " x ", elem, " bytes), got ", t.size(-1) * elem);
+  CLO_CHECK(reinterpret_cast<uintptr_t>(t.data_ptr()) % 16 == 0, name,
+              " must start at a 16-byte aligned address (a view at an odd element offset?), got offset ",
+              reinterpret_cast<uintptr_t>(t.data_ptr()) % 16, " bytes");
+  bool ok = t.stride(-1) == 1;
+  for (int64_t i = 0; i + 1 < t.dim(); ++i) ok = ok && (t.stride(i) * elem) % 16 == 0;
+  CLO_CHECK(ok, name, " must have a contiguous last dimension and 16-byte aligned rows, got strides ",
+              t.strides());
+}
+
 // The bytes from a tensor's first element to the end of its last: its size when contiguous
 // (or a transpose of contiguous), more for a strided view (a q sliced from a fused qkv buffer
 // spans the k and v columns between its rows). From `first_dim` on: one index of the

@@ -24,20 +24,6 @@ void check_half_dtype(const at::Tensor& t, const char* name) {
               " must be float16 or bfloat16, got ", t.scalar_type());
 }
 
-// Rows read 16 bytes at a time: contiguous last dim, 16-byte aligned rows.
-void check_rows_aligned(const at::Tensor& t, const char* name) {
-  const int64_t elem = t.element_size();
-  CLO_CHECK(t.size(-1) * elem % 16 == 0, name, " rows must be a multiple of 16 bytes (head_dim ", t.size(-1),
-              " x ", elem, " bytes), got ", t.size(-1) * elem);
-  CLO_CHECK(reinterpret_cast<uintptr_t>(t.data_ptr()) % 16 == 0, name,
-              " must start at a 16-byte aligned address (a view at an odd element offset?), got offset ",
-              reinterpret_cast<uintptr_t>(t.data_ptr()) % 16, " bytes");
-  bool ok = t.stride(-1) == 1;
-  for (int64_t i = 0; i + 1 < t.dim(); ++i) ok = ok && (t.stride(i) * elem) % 16 == 0;
-  CLO_CHECK(ok, name, " must have a contiguous last dimension and 16-byte aligned rows, got strides ",
-              t.strides());
-}
-
 // A paged cache pair: [num_blocks, block_size, num_kv_heads, head_dim] each, one shape,
 // contiguous, on `like`'s device with its dtype or float8_e4m3fn (`like` checked
 // before), 16-byte rows. Returns whether the caches are FP8.
