@@ -27,12 +27,16 @@ DTYPES = [torch.float16, torch.bfloat16]
 # A head dim below 64 with splits: its workspace once had fewer counter slots than counters.
 @example(lens=[1, 1], block_size=8, group=1, hkv=1, d=8, dtype=torch.float16, num_splits=2, window_left=-1, cap=0.0,
          nq=1, seed=0)
+# The corners the strategy rarely meets: an empty sequence, block 256 at head_dim 256, an odd
+# group (7 x 5 new tokens: three row tiles), a window of 0, a sequence shorter than its new tokens.
+@example(lens=[0, 4096, 3], block_size=256, group=7, hkv=2, d=256, dtype=torch.bfloat16, num_splits=0, window_left=0,
+         cap=0.0, nq=5, seed=1)
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     lens=st.lists(st.one_of(st.integers(1, 4096), st.sampled_from([1, 2, 15, 16, 17, 63, 64, 65, 257])),
                   min_size=1, max_size=5),
     block_size=st.sampled_from([8, 16, 32, 64, 128, 256]),
-    group=st.sampled_from([1, 2, 3, 4, 8]),
+    group=st.sampled_from([1, 2, 3, 4, 5, 7, 8]),
     hkv=st.integers(1, 3),
     d=st.sampled_from([8, 32, 64, 72, 80, 96, 112, 128, 136, 160, 192, 256]),
     dtype=st.sampled_from(DTYPES),
@@ -47,6 +51,10 @@ def test_paged_attention_matches_reference(lens, block_size, group, hkv, d, dtyp
     require_op("paged_attention")
     assume(llm.decode_head_dim_fits(d))  # D = 256 does not fit 99-KB GPUs (sm_86/89/120)
     q, k_cache, v_cache, table, seq_lens = make_paged_problem(lens, hkv, group, d, block_size, dtype, seed)
+    for i, n in enumerate(lens):  # NaN past each sequence's end in its last block: whole-block loads never let it in
+        if n % block_size:
+            k_cache[int(table[i, n // block_size]), n % block_size:] = float("nan")
+            v_cache[int(table[i, n // block_size]), n % block_size:] = float("nan")
     if nq > 1:  # speculative decoding: the last nq keys of each sequence are queries, [B, Hq, nq, D]
         g = torch.Generator(device="cuda").manual_seed(seed)
         q = torch.randn(q.shape[0], nq, q.shape[1], d, device="cuda", generator=g).to(dtype).transpose(1, 2)
@@ -67,7 +75,8 @@ def test_paged_attention_splits_agree_and_scale(dtype):
     ref = paged_attention_reference(q, k_cache, v_cache, table, seq_lens, scale=0.05)
     for ns in (1, 3, 64):
         ws = llm.paged_attention_workspace(q, k_cache, table, num_splits=ns)
-        out = llm.paged_attention(q, k_cache, v_cache, table, seq_lens, scale=0.05, num_splits=ns, workspace=ws)
+        out = llm.paged_attention(q, k_cache, v_cache, table, seq_lens, scale=0.05, num_splits=ns, workspace=ws,
+                                  out=poison_(torch.empty_like(q)))
         assert_close(out, ref, dtype=dtype, what=f"num_splits={ns}")
 
 
@@ -183,7 +192,7 @@ def test_paged_attention_zero_length_and_unused_table_entries():
     q, k_cache, v_cache, table, seq_lens = make_paged_problem([40, 100], 2, 2, 64, 16, torch.float16, 5)
     table[0, 3:] = 10**6  # past the sequence: never read, never checked
     seq_lens[1] = 0
-    out = llm.paged_attention(q, k_cache, v_cache, table, seq_lens)
+    out = llm.paged_attention(q, k_cache, v_cache, table, seq_lens, out=poison_(torch.empty_like(q)))
     assert torch.equal(out[1], torch.zeros_like(out[1]))
     assert_close(out, paged_attention_reference(q, k_cache, v_cache, table, seq_lens), dtype=torch.float16)
 
@@ -203,7 +212,8 @@ def test_paged_attention_bad_indices():
     # Without the host check the kernel still reads nothing out of bounds: the bad
     # sequences come out NaN (never silently wrong), the others are right.
     for ns in (1, 4):
-        out = llm.paged_attention(q, k_cache, v_cache, bad_table, bad_lens, check_indices=False, num_splits=ns)
+        out = llm.paged_attention(q, k_cache, v_cache, bad_table, bad_lens, check_indices=False, num_splits=ns,
+                                  out=torch.full_like(q, 7.0))  # finite: the NaN must come from the call
         torch.cuda.synchronize()
         assert torch.isnan(out[1]).all() and torch.isnan(out[2]).all()
         ref = paged_attention_reference(q[:1], k_cache, v_cache, table[:1], seq_lens[:1])
@@ -646,7 +656,7 @@ def test_decode_attention_more_queries_than_keys_causal():
     q = torch.randn(1, 4, 16, 64, device="cuda").half()
     k = torch.randn(1, 4, 5, 64, device="cuda").half()
     v = torch.randn(1, 4, 5, 64, device="cuda").half()
-    out = llm.decode_attention(q, k, v, is_causal=True)
+    out = llm.decode_attention(q, k, v, is_causal=True, out=poison_(torch.empty_like(q)))
     assert torch.equal(out[:, :, :11], torch.zeros_like(out[:, :, :11]))  # rows that see no key
     assert_close(out, attention_reference(q, k, v, is_causal=True), dtype=torch.float16)
 
@@ -683,7 +693,8 @@ def test_paged_attention_lse_and_cascade(nq):
     q = q3 if nq == 1 else torch.randn(4, 8, nq, 128, device="cuda").half()
     for ns, wl, cap in ((1, -1, 0.0), (4, -1, 0.0), (0, 300, 10.0)):
         out, lse = llm.paged_attention(q, kc, vc, table, sl, num_splits=ns, window_left=wl, logits_soft_cap=cap,
-                                       return_lse=True)
+                                       return_lse=True, out=poison_(torch.empty_like(q)),
+                                       lse=poison_(torch.empty(q.shape[:-1], device="cuda")))
         ref, ref_lse = paged_attention_reference(q, kc, vc, table, sl, window_left=wl, logits_soft_cap=cap,
                                                  return_lse=True)
         assert_close(out, ref, dtype=torch.float16, what=f"splits={ns} window={wl}")
@@ -691,14 +702,15 @@ def test_paged_attention_lse_and_cascade(nq):
         assert torch.isneginf(lse[1]).all(), "empty sequence: lse = -inf"
         fin = torch.isfinite(ref_lse)  # tanh.approx (~2^-11 relative) moves capped logits by up to cap * 5e-4
         torch.testing.assert_close(lse[fin], ref_lse[fin].float(), rtol=1e-4, atol=2e-3 + cap * 1e-3)
-    given = torch.empty(q.shape[:-1], device="cuda")  # lse= (graph-capturable): written in place
+    given = poison_(torch.empty(q.shape[:-1], device="cuda"))  # lse= (graph-capturable): written in place
     llm.paged_attention(q, kc, vc, table, sl, num_splits=3, lse=given, check_indices=False)
     ref_lse = paged_attention_reference(q, kc, vc, table, sl, return_lse=True)[1].float()
     fin = torch.isfinite(ref_lse)
     torch.testing.assert_close(given[fin], ref_lse[fin], rtol=1e-4, atol=2e-3)
     bad = table.clone()
     bad[0, 7] = kc.shape[0] + 3
-    _, lse_bad = llm.paged_attention(q, kc, vc, bad, sl, num_splits=2, check_indices=False, return_lse=True)
+    _, lse_bad = llm.paged_attention(q, kc, vc, bad, sl, num_splits=2, check_indices=False, return_lse=True,
+                                     lse=torch.full(q.shape[:-1], 7.0, device="cuda"))
     assert torch.isnan(lse_bad[0]).all() and not torch.isnan(lse_bad[2:]).any()
     # cascade: prefix blocks shared by every sequence, then each sequence's own blocks
     prefix_blocks = 1000 // 16 + 1  # 1008 keys of prefix (the last block full too)
@@ -1224,7 +1236,8 @@ def replay_then_bad_inputs(group, seed, bad_len, splits, gen):
     bad = [1, 2] if bad_len else [1]
     good = [i for i in range(len(lens)) if i not in bad]
     for ns in splits:
-        res = llm.paged_attention(q, kc, vc, table, sl, num_splits=ns, check_indices=False)
+        res = llm.paged_attention(q, kc, vc, table, sl, num_splits=ns, check_indices=False,
+                                  out=torch.full_like(q, 7.0))
         assert torch.isnan(res[bad]).all() and not torch.isnan(res[good]).any(), f"bad inputs, splits={ns}"
 
 
@@ -1640,7 +1653,7 @@ for trial, new in enumerate((torch.randint(1024, 2049, (b,), generator=gen),
 assert llm.decode.decode_workspace_counters_idle(ws), "replays"
 table[1, 3] = kc.shape[0] + 5
 sl.fill_(2048)
-res = llm.paged_attention(q, kc, vc, table, sl, num_splits=2, check_indices=False)
+res = llm.paged_attention(q, kc, vc, table, sl, num_splits=2, check_indices=False, out=torch.full_like(q, 7.0))
 others = [i for i in range(b) if i != 1]
 assert torch.isnan(res[1]).all() and not torch.isnan(res[others]).any(), "bad block index"
 # a length past the table among ragged ones: NaN for that sequence only
@@ -2921,7 +2934,7 @@ for v in (0, 1, 2):  # CLO_DECODE_VARIANT: automatic, the cp.async kernel, the T
     # bad block index: NaN for that sequence only
     q, kc, vc, table, sl = paged_problem([300, 200], 2, 4, 128, 16, torch.float16, 7)
     table[1, 3] = kc.shape[0] + 5
-    out = llm.paged_attention(q, kc, vc, table, sl, num_splits=2, check_indices=False)
+    out = llm.paged_attention(q, kc, vc, table, sl, num_splits=2, check_indices=False, out=torch.full_like(q, 7.0))
     assert torch.isnan(out[1]).all() and not torch.isnan(out[0]).any(), f"variant {v}: bad index"
     check_past_2g_elements(v)
     # contiguous (strided) layout, few query rows, causal and not, a transposed k/v

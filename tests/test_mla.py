@@ -101,7 +101,9 @@ def test_paged_mla_zero_length_heuristic_and_unused_entries(hq):
     ref = paged_mla_attention_reference(q, kv, table, seq_lens)
     for ns in (0, 1, 5):  # the heuristic splits here; 1: the unsplit epilogue
         out, lse = llm.paged_mla_attention(q, kv, table, seq_lens, num_splits=ns, return_lse=True,
-                                           check_indices=True)
+                                           check_indices=True, out=poison_(torch.empty(*q.shape[:2], DV,
+                                                                                       device="cuda").half()),
+                                           lse=poison_(torch.empty(q.shape[:2], device="cuda")))
         assert_close(out, ref, dtype=torch.float16, what=f"num_splits={ns}")
         assert (out[0] == 0).all() and (out[3] == 0).all()
         assert torch.isneginf(lse[0]).all() and torch.isneginf(lse[3]).all()
@@ -121,7 +123,9 @@ def test_paged_mla_bad_indices_give_nan_and_host_errors(num_splits, hq):
         t, s = table.clone(), seq_lens.clone()
         mutate(t, s)
         out, lse = llm.paged_mla_attention(q, kv, t, s, num_splits=num_splits, check_indices=False,
-                                           return_lse=True)
+                                           return_lse=True, out=torch.full((*q.shape[:2], DV), 7.0, device="cuda",
+                                                                           dtype=q.dtype),
+                                           lse=torch.full(q.shape[:2], 7.0, device="cuda"))
         assert torch.isnan(out[1]).all() and torch.isnan(lse[1]).all(), what
         assert torch.isfinite(lse[[0, 2]]).all(), what
         good = paged_mla_attention_reference(q, kv, table, seq_lens)
