@@ -122,8 +122,9 @@ def _check_fused_workspace_at_rest(workspace: torch.Tensor, hidden: int) -> None
     first bytes, are zero, as `fused_decode_block_workspace` makes them and every call leaves
     them; with others a count never reaches its last warp and out is never written."""
     nbytes = int(_ops.op("fused_decode_block_workspace_bytes")(hidden))
-    if workspace.numel() * workspace.element_size() >= nbytes and bool(
-            workspace.view(torch.uint8)[:nbytes].any()):
+    if not workspace.is_contiguous() or workspace.numel() * workspace.element_size() < nbytes:
+        return  # the op refuses it with the reason
+    if bool(workspace.reshape(-1).view(torch.uint8)[:nbytes].any()):
         raise ValueError("workspace's sums and counters (its first fused_decode_block_workspace_bytes(hidden) "
                          "bytes) are not zero: allocate it with fused_decode_block_workspace (an empty or "
                          "overwritten buffer is not one); out would never be written")
@@ -289,9 +290,11 @@ def fused_decode_block(x: torch.Tensor, w_qkv: torch.Tensor, w_o: torch.Tensor, 
             with k_cache and block_tables it serves the unfused path too). With
             `out=`, a workspace and `check_indices=False` a call allocates nothing and never
             synchronises (CUDA-graph capturable).
-        check_indices: host check of seq_lens and the block-table entries the call uses (one
-            synchronisation; None: on except under CUDA-graph capture / torch.compile). The
-            kernel never reads or writes outside the caches either way.
+        check_indices: host check of seq_lens and the block-table entries the call uses, and on
+            the one-kernel path that a given workspace's sums and counters are zero (one
+            synchronisation, two with a workspace on that path; None: on except under CUDA-graph
+            capture / torch.compile). The kernel never reads or writes outside the caches
+            either way.
         cluster_size: thread blocks per head on the fused path: 2 or 4; 0 (default) takes 4,
             measured faster at every Llama-2-7B shape.
         path: "auto" (default): the one-kernel path where it supports the shapes and measured

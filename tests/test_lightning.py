@@ -230,8 +230,18 @@ def test_torch_compile_fullgraph():
         o, _ = lightning_attention_decode(q, k, v, kv, slope, new_kv=kv)
         return o
 
+    @torch.compile(fullgraph=True)
+    def step_into(q, k, v, kv, slope, buf):  # a given new_kv: no data-pointer test under tracing
+        o, new_kv = lightning_attention_decode(q, k, v, kv, slope, new_kv=buf)
+        return o, new_kv
+
     o2, new_kv = step_out_of_place(q, k, v, kv, slope)
     o_ref, kv_ref = lightning_decode_reference(q, k, v, kv0, slope, dtype=torch.float64)
+    assert torch.equal(kv, kv0)
+    buf = poison_(torch.empty_like(kv))
+    o3, into = step_into(q, k, v, kv, slope, buf)
+    assert_close(o3, o_ref, dtype=torch.bfloat16)
+    assert_close(buf, kv_ref, rel_tol=REL_TOL[torch.float32], what="new_kv=buf under torch.compile")
     assert torch.equal(kv, kv0)
     assert_close(o2 / 2, o_ref, dtype=torch.bfloat16)
     assert_close(new_kv, kv_ref, rel_tol=REL_TOL[torch.float32])

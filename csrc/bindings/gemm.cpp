@@ -107,7 +107,7 @@ at::Tensor run_float_gemm(const char* op, const at::Tensor& a, const at::Tensor&
   p.a = a.data_ptr();
   p.b = b.data_ptr();
   // beta = 0 does not read c (as BLAS): a NaN or an unset buffer there (out=c over torch.empty) stays out.
-  p.c = c.has_value() && beta != 0.0 ? c->data_ptr() : nullptr;
+  p.c = c.has_value() && static_cast<float>(beta) != 0.0f ? c->data_ptr() : nullptr;
   p.d = d.data_ptr();
   p.M = static_cast<int>(M);
   p.N = static_cast<int>(N);
