@@ -2,6 +2,7 @@
 that are and are not multiples of 16, forced and heuristic splits, out= / workspace / lse,
 graph capture and replay, bad indices, the error paths, opcheck and torch.compile."""
 import os
+import re
 
 import pytest
 import torch
@@ -11,7 +12,7 @@ from hypothesis import strategies as st
 import cuda_llm_ops as llm
 from cuda_llm_ops.graphs import capture_graph
 from cuda_llm_ops.reference import paged_mla_attention_reference
-from cuda_llm_ops.testing import assert_close, poison_
+from cuda_llm_ops.testing import assert_close, kernel_names, poison_
 from conftest import require_op
 
 pytestmark = pytest.mark.cuda
@@ -281,7 +282,8 @@ def test_paged_mla_both_pipelines(monkeypatch, stages):
     for lens, hq, ns in (([33, 1000, 1], 40, 0), ([2000] * 40, 128, 1), ([5000], 16, 0), ([77] * 300, 16, 3)):
         q, kv, table, seq_lens = make_mla_problem(lens, hq, 32, torch.bfloat16, len(lens))
         out = poison_(torch.empty(len(lens), hq, 512, device="cuda", dtype=torch.bfloat16))
-        llm.paged_mla_attention(q, kv, table, seq_lens, out=out, num_splits=ns)
+        names = kernel_names(lambda: llm.paged_mla_attention(q, kv, table, seq_lens, out=out, num_splits=ns))
+        assert re.search(rf"mla_decode_attention_kernel<[^<>,]+, (\(int\))?{stages}>", names), names[:300]
         assert_close(out, paged_mla_attention_reference(q, kv, table, seq_lens), dtype=torch.bfloat16,
                      what=f"stages={stages} lens={lens[:3]} hq={hq} splits={ns}")
 
@@ -316,7 +318,9 @@ def test_paged_mla_both_kernels(monkeypatch, kernel):
         _nan_past_lengths(kv.view(kv.shape[0], bs, DQK), table, seq_lens)
         out = poison_(torch.empty(len(lens), hq, 512, device="cuda", dtype=dtype))
         lse = poison_(torch.empty(len(lens), hq, device="cuda"))
-        llm.paged_mla_attention(q, kv, table, seq_lens, out=out, num_splits=ns, lse=lse)
+        names = kernel_names(lambda: llm.paged_mla_attention(q, kv, table, seq_lens, out=out, num_splits=ns, lse=lse))
+        if hq >= 32:  # the forced kernel ran (below 32 heads the launcher may keep mma.sync)
+            assert ("mla_decode_attention_sm90_kernel" in names) == (kernel == "wgmma"), names[:300]
         ref, ref_lse = paged_mla_attention_reference(q, kv, table, seq_lens, return_lse=True)
         what = f"{kernel} lens={lens[:3]} hq={hq} bs={bs} splits={ns}"
         assert_close(out, ref, dtype=dtype, what=what)
