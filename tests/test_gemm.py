@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 import cuda_llm_ops as llm
 from cuda_llm_ops.gemm import _gemm_variant
 from cuda_llm_ops.reference import gemm_reference, int8_gemm_reference
-from cuda_llm_ops.testing import REL_TOL, assert_close, kernel_names, run_isolated
+from cuda_llm_ops.testing import REL_TOL, assert_close, kernel_names, poison_, run_isolated
 from conftest import require_op
 
 pytestmark = pytest.mark.cuda
@@ -87,9 +87,11 @@ def _int8_case(m, n, k, col_major_b):
         b = torch.randint(-128, 128, (n, k), dtype=torch.int8, device="cuda").t()
     else:
         b = torch.randint(-128, 128, (k, n), dtype=torch.int8, device="cuda")
-    _poison_allocator(m * n * 4)
-    out = llm.tensor_core_gemm_int8(a, b)  # first, straight after the poison
+    out = poison_(torch.empty(m, n, dtype=torch.int32, device="cuda"))  # a sentinel, never a freed answer
+    llm.tensor_core_gemm_int8(a, b, out=out)
     assert out.dtype == torch.int32 and out.shape == (m, n)
+    _poison_allocator(m * n * 4)
+    assert torch.equal(llm.tensor_core_gemm_int8(a, b), out)  # the allocating call too
     assert torch.equal(out, int8_gemm_reference(a, b)), f"int8 {m}x{n}x{k} col_major_b={col_major_b}"
     return kernel_names(lambda: llm.tensor_core_gemm_int8(a, b))
 
@@ -409,9 +411,11 @@ def test_wgmma_tail_split(monkeypatch, variant):
     assert "Memset" in kernel_names(f)
     first = f()
     for _ in range(3):
-        assert torch.equal(f(), first)
+        again = f()
+        assert torch.equal(again, first)
+        poison_(again)  # freed holding NaN, not the answer a later call could be handed
     monkeypatch.setenv("CLO_GEMM_WGMMA_TAIL_SPLIT", "0")
-    assert "Memset" not in kernel_names(f)
+    assert "Memset" not in kernel_names(lambda: poison_(f()))
     whole = f()
     assert_close(whole, first, torch.float16, rel_tol=_tol(torch.float16, 1000), what="whole units vs split tail")
 
@@ -470,7 +474,31 @@ def test_int8_wgmma_auto_large(monkeypatch, m, n, k):
     monkeypatch.setenv("CLO_GEMM_INT8_WGMMA", "0")
     names = kernel_names(lambda: llm.tensor_core_gemm_int8(a, b))
     assert "gemm_wgmma_sm90_kernel" not in names and "gemm_mma_int8_kernel" in names, names
-    assert torch.equal(llm.tensor_core_gemm_int8(a, b), split)
+    mma = poison_(torch.empty_like(split))
+    llm.tensor_core_gemm_int8(a, b, out=mma)
+    assert torch.equal(mma, split)
+
+
+@pytest.mark.parametrize("k", [8192, 8191])  # 16-byte rows (the tile kernels) and not (the general kernel)
+@pytest.mark.parametrize("col_major_b", [True, False])
+@pytest.mark.parametrize("wgmma", ["", "0"])
+def test_int8_sums_past_2_24_are_exact(monkeypatch, k, col_major_b, wgmma):
+    """Large odd int8 values over K = 8192 (rows of a all 127 or all -127, b 125 or 127 at random):
+    sums near +-2^27 with odd terms, which a float32 accumulator would round, exact on every int8
+    kernel (the wgmma family on sm_90a, mma.sync with CLO_GEMM_INT8_WGMMA=0 or elsewhere, the
+    general kernel where rows are not 16-byte aligned)."""
+    require_op("tensor_core_gemm_int8")
+    monkeypatch.setenv("CLO_GEMM_INT8_WGMMA", wgmma)
+    g = torch.Generator(device="cuda").manual_seed(k + 2 * col_major_b)
+    sign = torch.where(torch.rand(40, 1, device="cuda", generator=g) < 0.5, -1, 1)
+    a = (127 * sign).expand(40, k).to(torch.int8).contiguous()
+    b = torch.where(torch.rand(k, 72, device="cuda", generator=g) < 0.5, 125, 127).to(torch.int8)
+    b = b.t().contiguous().t() if col_major_b else b
+    ref = int8_gemm_reference(a, b)
+    assert ref.abs().min() > 2**24
+    out = poison_(torch.empty(40, 72, dtype=torch.int32, device="cuda"))
+    llm.tensor_core_gemm_int8(a, b, out=out)
+    assert torch.equal(out, ref), (k, col_major_b, wgmma)
 
 
 @settings(max_examples=25, **SETTINGS)

@@ -41,7 +41,8 @@ def check_against_reference(q, k, v, kv0, slope, o, new_kv):
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(b=st.integers(1, 3), h=st.integers(1, 5), n=st.integers(1, 8), d=st.sampled_from(DIMS),
+@given(b=st.integers(1, 3), h=st.integers(1, 5), n=st.one_of(st.integers(1, 8), st.sampled_from([9, 16, 17, 25])),
+       d=st.sampled_from(DIMS),
        e=st.sampled_from(DIMS), dtype=st.sampled_from(DTYPES), in_place=st.booleans(), give_out=st.booleans(),
        slope_1d=st.booleans(), seed=st.integers(0, 2**16))
 def test_matches_reference(b, h, n, d, e, dtype, in_place, give_out, slope_1d, seed):
