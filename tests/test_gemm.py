@@ -281,6 +281,9 @@ def test_skinny_mma_kernels(monkeypatch, pipe, dtype, trans_b, m, n, k):
     out = _gemm_variant(a, b, "skinny", False, False, trans_b, 0.5, -1.0, c)
     ref = gemm_reference(a, b, 0.5, -1.0, False, trans_b, c, dtype=torch.float64)
     assert_close(out, ref, dtype, rel_tol=_tol(dtype, k), what=f"skinny pipe={pipe} {dtype} {m}x{n}x{k} tb={trans_b}")
+    if pipe == "0":  # the knob took: register batches, not the rings the rule picks for b [N, K] and M <= 8
+        names = kernel_names(lambda: _gemm_variant(a, b, "skinny", False, False, trans_b, 0.5, -1.0, c))
+        assert "_mma_pipe_kernel" not in names and "_mma_kernel" in names, names[:300]
 
 
 @pytest.mark.parametrize("k_warps", ["", "1", "2", "4", "8"])
