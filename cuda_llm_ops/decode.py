@@ -120,7 +120,6 @@ from .validation import (
     call_or_explain,
     given,
     resolve_scale,
-    views_overlap,
     validate_attention_inputs,
 )
 
@@ -373,7 +372,7 @@ def _workspace_counters_stale(workspace: torch.Tensor | None) -> torch.Tensor | 
 
 def check_paged_indices(k_cache: torch.Tensor, block_tables: torch.Tensor, seq_lens: torch.Tensor,
                         workspace: torch.Tensor | None = None, window_left: int = -1, seq_len_q: int = 1,
-                        min_seq_len: int = 0) -> None:
+                        min_seq_len: int = 0, also=()) -> None:
     """Host check (one synchronisation) of the device-side indices of `paged_attention`.
 
     Raises ValueError when a seq_len is outside `[min_seq_len, max_blocks_per_seq * block_size]`
@@ -381,7 +380,8 @@ def check_paged_indices(k_cache: torch.Tensor, block_tables: torch.Tensor, seq_l
     a block index that the sequence uses is outside `[0, num_blocks)`, or a given
     workspace's split counters are not at rest (the kernel would write NaN). With a
     sliding window (`window_left >= 0`, `seq_len_q` new tokens) the blocks wholly before
-    the lowest query's window are not used (a serving engine may have freed them).
+    the lowest query's window are not used (a serving engine may have freed them). `also`:
+    more (0-d bool on the GPU, message) pairs, raised first where true, in the same synchronisation.
     """
     nb, bs = k_cache.shape[0], k_cache.shape[1]
     cap = block_tables.shape[1] * bs
@@ -394,11 +394,15 @@ def check_paged_indices(k_cache: torch.Tensor, block_tables: torch.Tensor, seq_l
         used &= (blk + 1) * bs > lowest[:, None]
     bad_blk = used & ((block_tables < 0) | (block_tables >= nb))
     bad_ws = _workspace_counters_stale(workspace)
+    flags = list(also) + ([(bad_ws, _STALE_WORKSPACE)] if bad_ws is not None else [])
     any_bad = bad_len.any() | bad_blk.any()
-    if not bool(any_bad if bad_ws is None else any_bad | bad_ws):  # the one synchronisation
+    for flag, _ in flags:
+        any_bad = any_bad | flag
+    if not bool(any_bad):  # the one synchronisation
         return
-    if bad_ws is not None and bool(bad_ws):
-        raise ValueError(_STALE_WORKSPACE)
+    for flag, message in flags:
+        if bool(flag):
+            raise ValueError(message)
     if bool(bad_len.any()):
         i = int(bad_len.nonzero()[0, 0])
         raise ValueError(f"seq_lens[{i}] = {int(lens[i])} is outside [{min_seq_len}, {cap}] (max_blocks_per_seq "
@@ -660,8 +664,9 @@ def paged_attention(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tenso
         scale: softmax scale; 0 means `1/sqrt(D)`.
         out: optional output of q's shape (q's dtype); written in place and returned. Each
             element its own memory (no expand()ed view), and it must
-            not overlap q or any other input (a strided view counts from its first element to
-            its last, gaps included).
+            not overlap q or any other input (element by element: views of one buffer that
+            interleave without sharing an element, such as q and out column blocks of one
+            fused buffer, are apart).
         num_splits: 0 = heuristic (`decode_num_splits`, the count for this GPU, grid
             and length); 1 = one pass per sequence (PagedAttention v1); > 1 = split-KV
             with a log-sum-exp merge (v2), up to 128. On Hopper some counts select the
@@ -884,23 +889,13 @@ def _host_check_append_slots(cache: torch.Tensor, num_tokens: int, slot_mapping,
 def _check_append_apart(k_cache: torch.Tensor, v_cache: torch.Tensor, named) -> None:
     """An append's writes land apart from what it reads (`named`: its (tensor, name) inputs,
     the caches among them): each cache from the other and every input, and a q rotated in
-    place from the index tensors and, element by element (`views_overlap`: q, k and v views of
-    one fused projection's rows pass), from k, v, cos and sin. Skipped while torch.compile
-    traces. csrc/bindings/decode.cpp `check_append_apart`."""
-    if torch.compiler.is_compiling():
-        return
-    for cache, cname in ((k_cache, "k_cache"), (v_cache, "v_cache")):
-        check_out_apart(cache, [(t, name) for t, name in named if name != cname], out_name=cname)
-    q = next((t for t, name in named if name == "q"), None)
-    if q is None:
-        return
-    rows = ("k", "v", "cos", "sin")
-    check_out_apart(q, [(t, name) for t, name in named if name not in rows + ("q", "k_cache", "v_cache")],
-                    out_name="q")
-    for t, name in named:
-        if name in rows and views_overlap(q, t):
-            raise ValueError(f"q is rotated in place and must not share memory with {name} (q, k and v views of "
-                             f"one fused projection's rows are fine)")
+    place from every input but the caches (`ranges_overlap` is exact for q, k and v views of one
+    fused projection's rows: they pass). Skipped while torch.compile traces.
+    csrc/bindings/decode.cpp `check_append_apart`."""
+    for written in ("k_cache", "v_cache", "q"):
+        w = next((t for t, name in named if name == written), None)
+        others = [(t, name) for t, name in named if name != written and (written != "q" or "cache" not in name)]
+        check_out_apart(w, others, out_name=written)
 
 
 def paged_kv_append(k: torch.Tensor, v: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor,

@@ -117,17 +117,23 @@ def _check_writes_apart(x, w_qkv, w_o, k_cache, v_cache, block_tables, seq_lens,
         check_out_apart(w, [(t, name) for t, name in named if name != written], out_name=written)
 
 
-def _check_fused_workspace_at_rest(workspace: torch.Tensor, hidden: int) -> None:
-    """Host check (one synchronisation): the one kernel's sums and counters, the workspace's
-    first bytes, are zero, as `fused_decode_block_workspace` makes them and every call leaves
-    them; with others a count never reaches its last warp and out is never written."""
+_DIRTY_WORKSPACE = ("workspace's sums and counters (its first fused_decode_block_workspace_bytes(hidden) bytes) "
+                    "are not zero: allocate it with fused_decode_block_workspace (an empty or overwritten buffer is "
+                    "not one); out would never be written")
+
+
+def _fused_workspace_dirty(workspace: torch.Tensor | None, hidden: int) -> list:
+    """For `check_paged_indices(also=)`: whether the one kernel's sums and counters, the
+    workspace's first bytes, are off zero (0-d bool on the GPU, no synchronisation), as
+    `fused_decode_block_workspace` makes them and every call leaves them; with others a count
+    never reaches its last warp and out is never written. Empty where there is nothing to check
+    (no workspace, or one the op refuses itself)."""
+    if workspace is None or not workspace.is_contiguous():
+        return []
     nbytes = int(_ops.op("fused_decode_block_workspace_bytes")(hidden))
-    if not workspace.is_contiguous() or workspace.numel() * workspace.element_size() < nbytes:
-        return  # the op refuses it with the reason
-    if bool(workspace.reshape(-1).view(torch.uint8)[:nbytes].any()):
-        raise ValueError("workspace's sums and counters (its first fused_decode_block_workspace_bytes(hidden) "
-                         "bytes) are not zero: allocate it with fused_decode_block_workspace (an empty or "
-                         "overwritten buffer is not one); out would never be written")
+    if workspace.numel() * workspace.element_size() < nbytes:
+        return []
+    return [(workspace.reshape(-1).view(torch.uint8)[:nbytes].any(), _DIRTY_WORKSPACE)]
 
 
 _PATH_CACHE: dict[tuple, tuple[bool, str]] = {}
@@ -292,8 +298,7 @@ def fused_decode_block(x: torch.Tensor, w_qkv: torch.Tensor, w_o: torch.Tensor, 
             synchronises (CUDA-graph capturable).
         check_indices: host check of seq_lens and the block-table entries the call uses, and on
             the one-kernel path that a given workspace's sums and counters are zero (one
-            synchronisation, two with a workspace on that path; None: on except under CUDA-graph
-            capture / torch.compile). The kernel never reads or writes outside the caches
+            synchronisation; None: on except under CUDA-graph capture / torch.compile). The kernel never reads or writes outside the caches
             either way.
         cluster_size: thread blocks per head on the fused path: 2 or 4; 0 (default) takes 4,
             measured faster at every Llama-2-7B shape.
@@ -336,9 +341,8 @@ def fused_decode_block(x: torch.Tensor, w_qkv: torch.Tensor, w_o: torch.Tensor, 
     if _host_checks_allowed(check_indices, "check_indices"):
         validate()
         # seq_lens count the new token; on the unfused path its attention workspace's counters too
-        check_paged_indices(k_cache, block_tables, seq_lens, min_seq_len=1, workspace=attn_workspace)
-        if fused and workspace is not None:
-            _check_fused_workspace_at_rest(workspace, x.shape[1])
+        check_paged_indices(k_cache, block_tables, seq_lens, min_seq_len=1, workspace=attn_workspace,
+                            also=_fused_workspace_dirty(workspace, x.shape[1]) if fused else [])
     scale = resolve_scale(float(scale), d)
     if not fused:
         # The unfused ops check what their kernels rely on; when one refuses, validate() says

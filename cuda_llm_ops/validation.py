@@ -59,28 +59,28 @@ def _stride_levels(a: torch.Tensor, b: torch.Tensor) -> list[list[int]] | None:
     return sorted(levels.values(), reverse=True)
 
 
-def views_overlap(a: torch.Tensor, b: torch.Tensor) -> bool:
-    """Whether two views share an element: exact where each one's dimensions nest (in stride
+def ranges_overlap(a: torch.Tensor, b: torch.Tensor) -> bool:
+    """Whether two tensors share an element, the test of every "must not overlap" check: no
+    where their spans (`byte_range`) are apart; exact where each one's dimensions nest (in stride
     order, each stride at least the span of those below it) and they start a whole number of
-    equal-sized elements apart, as a fused projection's q / k / v views do (per token
-    [q heads | k heads | v heads], GPT-NeoX's per head [q | k | v], Bloom's [H, 3, D]); other
-    pairs by their spans (`byte_range`). csrc/bindings/checks.h `views_overlap`."""
-    if a.numel() == 0 or b.numel() == 0:
+    equal-sized elements apart, so views of one buffer that interleave without sharing an
+    element are apart (a fused projection's q / k / v views: per token [q heads | k heads |
+    v heads], GPT-NeoX's per head [q | k | v], Bloom's [H, 3, D]); else by their spans.
+    csrc/bindings/checks.h `ranges_overlap`."""
+    (a_lo, a_hi), (b_lo, b_hi) = byte_range(a), byte_range(b)
+    if not (a_lo < a_hi and b_lo < b_hi and a_lo < b_hi and b_lo < a_hi):
         return False
     e, diff = a.element_size(), a.data_ptr() - b.data_ptr()
     levels = _stride_levels(a, b) if b.element_size() == e and diff % e == 0 else None
+    if levels is None:
+        return True
     below = []  # each view's span of the levels below each level
     span_a = span_b = 1
-    for s, na, nb in reversed(levels or []):
+    for s, na, nb in reversed(levels):
         if s < span_a or s < span_b:
-            levels = None
-            break
+            return True  # not nested: the spans' answer
         below.append((span_a, span_b))
         span_a, span_b = span_a + s * (na - 1), span_b + s * (nb - 1)
-    if levels is None:
-        a_lo, a_hi = byte_range(a)
-        b_lo, b_hi = byte_range(b)
-        return a_lo < b_hi and b_lo < a_hi
     below.reverse()
 
     def meet(i: int, d: int) -> bool:  # offsets y - x = d, x in a's levels from i down, y in b's
@@ -111,16 +111,14 @@ def check_elements_apart(t: torch.Tensor, name: str) -> None:
 
 def check_out_apart(out: torch.Tensor | None, named, allow_same=(), out_name: str = "out") -> None:
     """`out` (a tensor the op writes, called `out_name`) must not overlap any (tensor, name) of
-    `named` (None entries skipped; overlap as `byte_range`); a name in `allow_same` may be out
+    `named` (None entries skipped; overlap as `ranges_overlap`); a name in `allow_same` may be out
     itself (same address). Skipped while torch.compile traces (fake tensors have no addresses)."""
     if out is None or torch.compiler.is_compiling():
         return
-    lo, hi = byte_range(out)
     for t, name in named:
-        if t is None or (name in allow_same and t.data_ptr() == lo):
+        if t is None or (name in allow_same and t.data_ptr() == out.data_ptr()):
             continue
-        t_lo, t_hi = byte_range(t)
-        if lo < hi and t_lo < t_hi and lo < t_hi and t_lo < hi:
+        if ranges_overlap(out, t):
             raise ValueError(f"{out_name} must not overlap {name}" + (f" (it may be {name} itself)"
                                                                       if name in allow_same else ""))
 

@@ -287,6 +287,10 @@ def test_paged_attention_errors():
     out_ok = poison_(torch.empty_like(q_view))
     llm.paged_attention(q_view, k2, v2, table2, lens2, out=out_ok)  # a strided q and a separate out
     assert_close(out_ok, paged_attention_reference(q_view, k2, v2, table2, lens2), dtype=q.dtype, what="strided q")
+    out_beside = poison_(q_rows[:, 2:])  # out in q's fused buffer, its other columns: no element shared
+    llm.paged_attention(q_view, k2, v2, table2, lens2, out=out_beside)
+    assert_close(out_beside, paged_attention_reference(q_view, k2, v2, table2, lens2), dtype=q.dtype,
+                 what="out beside q in one buffer")
     for check in (None, False):
         with pytest.raises(ValueError, match=r"window_left must be an int >= -1 \(-1: no sliding window\), got -3"):
             llm.paged_attention(q, k_cache, v_cache, table, seq_lens, window_left=-3, check_indices=check)
@@ -486,7 +490,7 @@ def test_paged_kv_append_glue_errors():
         llm.paged_kv_append(k, v, kc, kc, slots)
     with pytest.raises(ValueError, match=r"v_cache must not overlap k"):
         llm.paged_kv_append(vc[0, 0:3], v, kc, vc, slots, check_slots=False)
-    with pytest.raises(ValueError, match=r"q is rotated in place and must not share memory with k "):
+    with pytest.raises(ValueError, match=r"q must not overlap k$"):
         llm.paged_kv_append(k, v, kc, vc, slots, cos=cos, sin=sin, q=qkv[:, 3:5])  # q's head 1 is k's head 0
     with pytest.raises(ValueError, match=r"q is written and its elements must not share memory"):
         llm.paged_kv_append(k, v, kc, vc, slots, cos=cos, sin=sin, q=qkv.as_strided((3, 4, 64), (512, 32, 1)))
@@ -507,7 +511,7 @@ def test_paged_kv_append_glue_errors():
                                                q[:, :1].expand(3, 4, 64))
     with pytest.raises(RuntimeError, match=r"k_cache must not overlap v_cache"):
         torch.ops.cuda_llm_ops.paged_kv_append(k, v, kc, kc, slots)
-    with pytest.raises(RuntimeError, match=r"q is rotated in place and must not share memory with v "):
+    with pytest.raises(RuntimeError, match=r"q must not overlap v \(it is rotated in place\)"):
         torch.ops.cuda_llm_ops.paged_kv_append(k, v, kc, vc, slots, 1.0, 1.0, None, None, cos, sin, qkv[:, 6:8])
     q_before = q.clone()  # q, k and v views of one qkv buffer share no element: accepted
     llm.paged_kv_append(k, v, kc, vc, slots, cos=cos, sin=sin, q=q)

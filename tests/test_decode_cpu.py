@@ -439,11 +439,11 @@ def _element_bytes(t: torch.Tensor) -> list[set[int]]:
 
 def test_written_tensor_checks_against_brute_force():
     """`check_elements_apart` never passes a tensor two of whose elements share memory and
-    passes every permutation, slice and narrow of a dense buffer; `views_overlap` is exact for
+    passes every permutation, slice and narrow of a dense buffer; `ranges_overlap` is exact for
     nested views (fused qkv layouts: [T, q | k | v heads, D], GPT-NeoX's [T, H, q | k | v],
     Bloom's [T, H, 3, D]) and never calls overlapping views apart. The C++ twins
     (csrc/bindings/checks.h) have the same arithmetic."""
-    from cuda_llm_ops.validation import check_elements_apart, views_overlap
+    from cuda_llm_ops.validation import check_elements_apart, ranges_overlap
     gen = torch.Generator().manual_seed(5)
     buf = torch.empty(4096, dtype=torch.float16)
 
@@ -478,17 +478,22 @@ def test_written_tensor_checks_against_brute_force():
             views[0] = buf.as_strided((pick(1, 4), pick(1, 4)), (pick(0, 9), pick(0, 3)), pick(0, 50))
             nested = False
         a, b = views
-        got = views_overlap(a, b)
+        got = ranges_overlap(a, b)
         assert got or not truth(a, b), (a.shape, a.stride(), a.storage_offset(), b.shape, b.storage_offset())
         if nested and a.stride() == b.stride() and a.shape[1] * a.stride(1) <= row and b.shape[1] * b.stride(1) <= row:
             assert got == truth(a, b), (a.shape, a.stride(), a.storage_offset(), b.shape, b.stride(),
                                         b.storage_offset())
     qkv = torch.empty(3, 8, 64, dtype=torch.float16)  # [T, q | k | v heads, D]
     q, k, v = qkv.split([4, 2, 2], dim=1)
-    assert not views_overlap(q, k) and not views_overlap(q, v) and views_overlap(qkv[:, 3:5], k)
+    assert not ranges_overlap(q, k) and not ranges_overlap(q, v) and ranges_overlap(qkv[:, 3:5], k)
     neox = torch.empty(3, 4, 3 * 64, dtype=torch.float16)  # GPT-NeoX: [T, H, q | k | v]
     q, k, v = neox.split(64, dim=-1)
-    assert not views_overlap(q, k) and not views_overlap(q, v) and views_overlap(q, neox[..., 32:96])
+    assert not ranges_overlap(q, k) and not ranges_overlap(q, v) and ranges_overlap(q, neox[..., 32:96])
     bloom = torch.empty(3, 4, 3, 64, dtype=torch.float16)  # Bloom: [T, H, 3, D]
     q, k, v = bloom.unbind(2)
-    assert not views_overlap(q, k) and not views_overlap(k, v) and views_overlap(q, bloom[:, 1:3, 0])
+    assert not ranges_overlap(q, k) and not ranges_overlap(k, v) and ranges_overlap(q, bloom[:, 1:3, 0])
+    # every "must not overlap" check goes through it: interleaved column blocks pass, shared elements do not
+    from cuda_llm_ops.validation import check_out_apart
+    check_out_apart(q, [(k, "k"), (v, "v")], out_name="q")
+    with pytest.raises(ValueError, match="q must not overlap k"):
+        check_out_apart(q, [(bloom[:, :, 0:2].transpose(1, 2)[:, 0], "k")], out_name="q")

@@ -149,18 +149,17 @@ inline void check_rows_aligned(const at::Tensor& t, const char* name) {
 
 // The bytes from a tensor's first element to the end of its last: its size when contiguous
 // (or a transpose of contiguous), more for a strided view (a q sliced from a fused qkv buffer
-// spans the k and v columns between its rows). From `first_dim` on: one index of the
-// dimensions before it (a token's row block).
-inline int64_t span_bytes(const at::Tensor& t, int64_t first_dim = 0) {
+// spans the k and v columns between its rows).
+inline int64_t span_bytes(const at::Tensor& t) {
   if (t.numel() == 0) return 0;
   int64_t last = 0;
-  for (int64_t d = first_dim; d < t.dim(); ++d) last += (t.size(d) - 1) * t.stride(d);
+  for (int64_t d = 0; d < t.dim(); ++d) last += (t.size(d) - 1) * t.stride(d);
   return (last + 1) * static_cast<int64_t>(t.element_size());
 }
 
-// Whether two tensors' spans intersect: exact for contiguous tensors; for strided views it may
-// call interleaved but disjoint views overlapping (never the reverse).
-inline bool ranges_overlap(const at::Tensor& a, const at::Tensor& b) {
+// Whether two tensors' spans (span_bytes) intersect: ranges_overlap's first test and its answer
+// where the exact one does not apply.
+inline bool spans_overlap(const at::Tensor& a, const at::Tensor& b) {
   const auto* pa = static_cast<const char*>(a.data_ptr());
   const auto* pb = static_cast<const char*>(b.data_ptr());
   const int64_t na = span_bytes(a), nb = span_bytes(b);
@@ -202,26 +201,26 @@ inline bool levels_meet(const StrideLevel* lv, const int64_t* below_a, const int
   return false;
 }
 
-// Whether two views share an element: exact where each one's dimensions nest (in stride order,
-// each stride at least the span of those below it, as elements_apart asks) and they start a
-// whole number of equal-sized elements apart, which a fused projection's q / k / v views are
-// (per token [q heads | k heads | v heads], GPT-NeoX's per head [q | k | v], Bloom's [H, 3, D]);
-// other pairs by their spans (ranges_overlap).
-inline bool views_overlap(const at::Tensor& a, const at::Tensor& b) {
-  if (a.numel() == 0 || b.numel() == 0) return false;
+// Whether two tensors share an element, the test of every "must not overlap" check: no where
+// their spans are apart; exact where each one's dimensions nest (in stride order, each stride
+// at least the span of those below it, as elements_apart asks) and they start a whole number
+// of equal-sized elements apart, so views of one buffer that interleave without sharing an
+// element are apart (a fused projection's q / k / v views: per token [q heads | k heads |
+// v heads], GPT-NeoX's per head [q | k | v], Bloom's [H, 3, D]); else by their spans.
+inline bool ranges_overlap(const at::Tensor& a, const at::Tensor& b) {
+  if (!spans_overlap(a, b)) return false;
   const int64_t e = static_cast<int64_t>(a.element_size());
   const int64_t bytes = static_cast<int64_t>(reinterpret_cast<uintptr_t>(a.data_ptr())) -
                         static_cast<int64_t>(reinterpret_cast<uintptr_t>(b.data_ptr()));
   c10::SmallVector<StrideLevel, 8> lv;
-  if (static_cast<int64_t>(b.element_size()) != e || bytes % e != 0 || !stride_levels(a, b, lv))
-    return ranges_overlap(a, b);
+  if (static_cast<int64_t>(b.element_size()) != e || bytes % e != 0 || !stride_levels(a, b, lv)) return true;
   const size_t n = lv.size();
   c10::SmallVector<int64_t, 8> below_a(n), below_b(n);  // each view's span of the levels below i
   int64_t span_a = 1, span_b = 1;
   for (size_t i = n; i-- > 0;) {
     below_a[i] = span_a;
     below_b[i] = span_b;
-    if (lv[i].stride < span_a || lv[i].stride < span_b) return ranges_overlap(a, b);
+    if (lv[i].stride < span_a || lv[i].stride < span_b) return true;  // not nested: the spans' answer
     span_a += lv[i].stride * (lv[i].size_a - 1);
     span_b += lv[i].stride * (lv[i].size_b - 1);
   }

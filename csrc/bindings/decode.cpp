@@ -409,24 +409,20 @@ void set_append_target(dec::AppendSlots& a, const std::optional<at::Tensor>& slo
 }
 
 // An append's writes land apart from what it reads: each cache from the other and from every
-// input (null entries skipped), and the q it rotates in place from the index tensors and,
-// element by element, from the rows it reads with it (k, v, cos, sin), so that q, k and v
-// views of one fused projection's output pass (views_overlap).
+// input (null entries skipped), and the q it rotates in place from every input but the caches
+// (ranges_overlap is exact for q, k and v views of one fused projection's output: they pass).
 using NamedInputs = std::initializer_list<std::pair<const at::Tensor*, const char*>>;
-void check_append_apart(const at::Tensor& k_cache, const at::Tensor& v_cache, const at::Tensor* q, NamedInputs rows,
-                        NamedInputs indices) {
+void check_append_apart(const at::Tensor& k_cache, const at::Tensor& v_cache, const at::Tensor* q,
+                        NamedInputs inputs) {
   CLO_CHECK(!ranges_overlap(k_cache, v_cache), "k_cache must not overlap v_cache (give each its own buffer)");
   for (const auto& [cache, cache_name] : {std::pair{&k_cache, "k_cache"}, std::pair{&v_cache, "v_cache"}}) {
-    for (const auto& list : {rows, indices})
-      for (const auto& [t, name] : list)
-        CLO_CHECK(t == nullptr || !ranges_overlap(*cache, *t), cache_name, " must not overlap ", name);
+    for (const auto& [t, name] : inputs)
+      CLO_CHECK(t == nullptr || !ranges_overlap(*cache, *t), cache_name, " must not overlap ", name);
     CLO_CHECK(q == nullptr || !ranges_overlap(*cache, *q), cache_name, " must not overlap q");
   }
-  if (q == nullptr) return;
-  for (const auto& [t, name] : indices) CLO_CHECK(t == nullptr || !ranges_overlap(*q, *t), "q must not overlap ", name);
-  for (const auto& [t, name] : rows)
-    CLO_CHECK(t == nullptr || !views_overlap(*q, *t), "q is rotated in place and must not share memory with ", name,
-              " (q, k and v views of one fused projection's rows are fine)");
+  for (const auto& [t, name] : inputs)
+    CLO_CHECK(q == nullptr || t == nullptr || !ranges_overlap(*q, *t), "q must not overlap ", name,
+              " (it is rotated in place)");
 }
 
 void paged_kv_append(const at::Tensor& k, const at::Tensor& v, at::Tensor& k_cache, at::Tensor& v_cache,
@@ -507,8 +503,9 @@ void paged_kv_append(const at::Tensor& k, const at::Tensor& v, at::Tensor& k_cac
     }
   }
   const auto given = [](const std::optional<at::Tensor>& t) { return t.has_value() ? &*t : nullptr; };
-  check_append_apart(k_cache, v_cache, given(q), {{&k, "k"}, {&v, "v"}, {given(cos), "cos"}, {given(sin), "sin"}},
-                     {{given(slot_mapping), "slot_mapping"}, {given(block_tables), "block_tables"},
+  check_append_apart(k_cache, v_cache, given(q),
+                     {{&k, "k"}, {&v, "v"}, {given(cos), "cos"}, {given(sin), "sin"},
+                      {given(slot_mapping), "slot_mapping"}, {given(block_tables), "block_tables"},
                       {given(seq_lens), "seq_lens"}});
   const c10::cuda::CUDAGuard guard(k.device());
   check_launch(dec::launch_paged_kv_append(a, current_stream(k)), "paged_kv_append");
