@@ -3,7 +3,8 @@ GQA, and the paged cache append.
 
 CUDA graphs and host synchronisation: every op is CUDA-graph capturable. With `out=`,
 a preallocated `workspace` and the host checks off (`check_indices=False`;
-`paged_kv_append(..., check_slots=False)`), a call allocates nothing and never
+`decode_attention(..., check_workspace=False)`; `paged_kv_append(..., check_slots=False)`),
+a call allocates nothing and never
 synchronises with the host (tests/test_decode.py checks both). With the defaults
 (`None`), an eager call runs the host index check below: one synchronisation per call,
 skipped by itself under capture and torch.compile tracing. `CUDAGraphRunner`
@@ -25,7 +26,8 @@ Without `workspace=` a split call allocates one and sets its counters (one small
 kernel). A workspace whose counters are not at rest (a `torch.zeros` / `torch.empty`
 buffer, or an overwritten one) gives NaN outputs where the splits merge themselves,
 never stale or early-merged values (the rest value is not 0, a small integer, -1 or
-a common float bit pattern), and `paged_attention`'s host check raises ValueError for it.
+a common float bit pattern), and the host checks raise ValueError for it
+(`paged_attention`'s `check_indices`, `decode_attention`'s `check_workspace`).
 
 Layouts (vLLM's):
 - q / out: `[B, Hq, D]`, one new token per sequence (`[B, Hq, Nq, D]`: Nq new tokens,
@@ -107,6 +109,7 @@ from . import _ops
 from .validation import (
     check_contiguous,
     check_dtype,
+    check_elements_apart,
     check_last_dim_contiguous,
     check_rank,
     check_same_device,
@@ -346,6 +349,7 @@ def validate_paged_attention_inputs(q, k_cache, v_cache, block_tables, seq_lens,
                            (seq_lens, "seq_lens")] + given((out, "out")))
     if out is not None:
         _check_rows(out, "out")
+        check_elements_apart(out, "out")
     for t, name in ((k_cache, "k_cache"), (v_cache, "v_cache")):
         check_contiguous(t, name)
     _check_rows(q, "q")
@@ -353,9 +357,22 @@ def validate_paged_attention_inputs(q, k_cache, v_cache, block_tables, seq_lens,
     _check_rows(v_cache, "v_cache")
 
 
+# (a 1-element workspace is the helpers' for a call that does not split: never counted on)
+_STALE_WORKSPACE = ("workspace's split counters (its last ceil(numel / 128) elements) are not at rest: allocate it "
+                    "with paged_attention_workspace / decode_workspace (a zeroed, empty or overwritten buffer is not "
+                    "one); the kernel would write NaN")
+
+
+def _workspace_counters_stale(workspace: torch.Tensor | None) -> torch.Tensor | None:
+    """A 0-d bool on the GPU, whether a given workspace's split counters are off their rest
+    value (no synchronisation); None for no workspace or a 1-element one."""
+    counted = workspace is not None and workspace.numel() > 1
+    return _ops.op("decode_workspace_counters_stale")(workspace) if counted else None
+
+
 def check_paged_indices(k_cache: torch.Tensor, block_tables: torch.Tensor, seq_lens: torch.Tensor,
                         workspace: torch.Tensor | None = None, window_left: int = -1, seq_len_q: int = 1,
-                        min_seq_len: int = 0) -> None:
+                        min_seq_len: int = 0, also=()) -> None:
     """Host check (one synchronisation) of the device-side indices of `paged_attention`.
 
     Raises ValueError when a seq_len is outside `[min_seq_len, max_blocks_per_seq * block_size]`
@@ -363,7 +380,8 @@ def check_paged_indices(k_cache: torch.Tensor, block_tables: torch.Tensor, seq_l
     a block index that the sequence uses is outside `[0, num_blocks)`, or a given
     workspace's split counters are not at rest (the kernel would write NaN). With a
     sliding window (`window_left >= 0`, `seq_len_q` new tokens) the blocks wholly before
-    the lowest query's window are not used (a serving engine may have freed them).
+    the lowest query's window are not used (a serving engine may have freed them). `also`:
+    more (0-d bool on the GPU, message) pairs, raised first where true, in the same synchronisation.
     """
     nb, bs = k_cache.shape[0], k_cache.shape[1]
     cap = block_tables.shape[1] * bs
@@ -375,16 +393,16 @@ def check_paged_indices(k_cache: torch.Tensor, block_tables: torch.Tensor, seq_l
         lowest = (lens - seq_len_q - window_left).clamp(min=0)
         used &= (blk + 1) * bs > lowest[:, None]
     bad_blk = used & ((block_tables < 0) | (block_tables >= nb))
-    # (a 1-element workspace is the helpers' for a call that does not split: never counted on)
-    counted = workspace is not None and workspace.numel() > 1
-    bad_ws = _ops.op("decode_workspace_counters_stale")(workspace) if counted else None
+    bad_ws = _workspace_counters_stale(workspace)
+    flags = list(also) + ([(bad_ws, _STALE_WORKSPACE)] if bad_ws is not None else [])
     any_bad = bad_len.any() | bad_blk.any()
-    if not bool(any_bad if bad_ws is None else any_bad | bad_ws):  # the one synchronisation
+    for flag, _ in flags:
+        any_bad = any_bad | flag
+    if not bool(any_bad):  # the one synchronisation
         return
-    if bad_ws is not None and bool(bad_ws):
-        raise ValueError("workspace's split counters (its last ceil(numel / 128) elements) are not at rest: "
-                         "allocate it with paged_attention_workspace / decode_workspace (a zeroed, empty or "
-                         "overwritten buffer is not one); the kernel would write NaN")
+    for flag, message in flags:
+        if bool(flag):
+            raise ValueError(message)
     if bool(bad_len.any()):
         i = int(bad_len.nonzero()[0, 0])
         raise ValueError(f"seq_lens[{i}] = {int(lens[i])} is outside [{min_seq_len}, {cap}] (max_blocks_per_seq "
@@ -636,7 +654,8 @@ def paged_attention(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tenso
     Args:
         q: `[B, Hq, D]` float16/bfloat16, CUDA, last dim contiguous; or `[B, Hq, Nq, D]`
             for Nq new tokens per sequence (speculative decoding: they are the last Nq
-            of its seq_len keys, and query i sees keys up to seq_len - Nq + i). Meant for
+            of its seq_len keys, and query i sees keys up to seq_len - Nq + i; a row that
+            sees none, i < Nq - seq_len, outputs zeros). Meant for
             Nq * Hq / Hkv <= 16 (one thread block's rows; up to 32 where the split rule
             runs 32-row blocks, `decode_num_splits`), as `decode_attention`.
         k_cache, v_cache: `[num_blocks, block_size, Hkv, D]`, q's dtype or both
@@ -646,9 +665,11 @@ def paged_attention(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tenso
             block of each logical block; entries past a sequence's length are ignored.
         seq_lens: int32 `[B]`, keys per sequence, `0 <= seq_len <= max_blocks_per_seq * block_size`.
         scale: softmax scale; 0 means `1/sqrt(D)`.
-        out: optional output of q's shape (q's dtype); written in place and returned. It must
-            not overlap q or any other input (a strided view counts from its first element to
-            its last, gaps included).
+        out: optional output of q's shape (q's dtype); written in place and returned. Each
+            element its own memory (no expand()ed view), and it must
+            not overlap q or any other input (element by element: views of one buffer that
+            interleave without sharing an element, such as q and out column blocks of one
+            fused buffer, are apart).
         num_splits: 0 = heuristic (`decode_num_splits`, the count for this GPU, grid
             and length); 1 = one pass per sequence (PagedAttention v1); > 1 = split-KV
             with a log-sum-exp merge (v2), up to 128. On Hopper some counts select the
@@ -716,7 +737,8 @@ def decode_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: f
                      out: torch.Tensor | None = None, num_splits: int = 0,
                      workspace: torch.Tensor | None = None, window_left: int = -1,
                      logits_soft_cap: float = 0.0, lse: torch.Tensor | None = None,
-                     return_lse: bool = False) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
+                     return_lse: bool = False,
+                     check_workspace: bool | None = None) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
     """Split-KV decode attention over a contiguous (strided) cache, few query rows.
 
     The same kernel as `paged_attention` with strided K/V addressing: q `[B, Hq, Nq, D]`,
@@ -731,7 +753,10 @@ def decode_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: f
     sees keys `j >= i + Nk - Nq - window_left` only (-1: no window); keys before the
     first row's window are not read. `logits_soft_cap`, `out`, `num_splits`,
     `workspace`, `lse` (`[B, Hq, Nq]`) and `return_lse` as `paged_attention`
-    (`decode_workspace(..., seq_len_q=Nq)`).
+    (`decode_workspace(..., seq_len_q=Nq)`). `check_workspace`: with a `workspace` given, a
+    host check (one synchronisation, as `paged_attention`'s `check_indices`; None: on except
+    under CUDA-graph capture / torch.compile) that its split counters are at rest, which a
+    zeroed or overwritten buffer's are not (the kernel would write NaN).
 
     Returns `[B, Hq, Nq, D]` in q's dtype (`out` when given).
     """
@@ -756,9 +781,16 @@ def decode_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: f
             check_same_dtype(out, "out", q, "q")
             check_same_device(out, "out", q, "q")
             _check_rows(out, "out")
+            check_elements_apart(out, "out")
         _check_workspace(workspace, q, k.shape[1], q.shape[2], _read_kv_len(k.shape[2], q.shape[2], window_left),
                          num_splits, False)
         _check_written_apart(out, lse, workspace, [(q, "q"), (k, "k"), (v, "v")])
+
+    if workspace is not None and _host_checks_allowed(check_workspace, "check_workspace"):
+        explain()  # this path synchronises anyway
+        stale = _workspace_counters_stale(workspace)
+        if stale is not None and bool(stale):
+            raise ValueError(_STALE_WORKSPACE)
 
     def call():
         result = torch.empty(q.shape, dtype=q.dtype, device=q.device) if out is None else out
@@ -846,8 +878,8 @@ def _host_check_append_slots(cache: torch.Tensor, num_tokens: int, slot_mapping,
     num_blocks, block_size), or its block table's, as `check_paged_indices`."""
     if num_tokens == 0:
         return
-    if slot_mapping is None:
-        check_paged_indices(cache, block_tables, seq_lens)
+    if slot_mapping is None:  # the block each new token goes to only (a window's freed blocks may be -1)
+        check_paged_indices(cache, block_tables, seq_lens, window_left=0)
         return
     n_slots = cache.shape[0] * cache.shape[1]
     too_big = slot_mapping >= n_slots
@@ -855,6 +887,18 @@ def _host_check_append_slots(cache: torch.Tensor, num_tokens: int, slot_mapping,
         i = int(too_big.nonzero()[0, 0])
         raise ValueError(f"slot_mapping[{i}] = {int(slot_mapping[i])} is past the cache "
                          f"(num_blocks x block_size = {n_slots} slots)")
+
+
+def _check_append_apart(k_cache: torch.Tensor, v_cache: torch.Tensor, named) -> None:
+    """An append's writes land apart from what it reads (`named`: its (tensor, name) inputs,
+    the caches among them): each cache from the other and every input, and a q rotated in
+    place from every input but the caches (`ranges_overlap` is exact for q, k and v views of one
+    fused projection's rows: they pass). Skipped while torch.compile traces.
+    csrc/bindings/decode.cpp `check_append_apart`."""
+    for written in ("k_cache", "v_cache", "q"):
+        w = next((t for t, name in named if name == written), None)
+        others = [(t, name) for t, name in named if name != written and (written != "q" or "cache" not in name)]
+        check_out_apart(w, others, out_name=written)
 
 
 def paged_kv_append(k: torch.Tensor, v: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor,
@@ -883,7 +927,8 @@ def paged_kv_append(k: torch.Tensor, v: torch.Tensor, k_cache: torch.Tensor, v_c
         check_slots: host check (one sync; None: on except under CUDA-graph capture /
             torch.compile) that every slot lies in the cache, or with block_tables, as
             `paged_attention`'s check, that every seq_len is at most the table's capacity
-            and every table entry below it lies in the cache. The kernel skips tokens whose
+            and the table entry of each new token's block lies in the cache (the others are
+            not read: a sliding window's freed blocks may hold anything). The kernel skips tokens whose
             slot is outside the cache in every mode, so it never writes out of bounds.
         k_scale, v_scale: FP8 caches' quantization scales (finite, > 0); 1.0 for others.
         block_tables, seq_lens: int32 `[T, max_blocks_per_seq]` and `[T]` (paged_attention's),
@@ -949,9 +994,7 @@ def paged_kv_append(k: torch.Tensor, v: torch.Tensor, k_cache: torch.Tensor, v_c
                 check_same_dtype(q, "q", k, "k")
                 if q.shape[0] != num_tokens or q.shape[2] != d:
                     raise ValueError(f"q must be [{num_tokens}, num_q_heads, {d}], got {tuple(q.shape)}")
-                if any(st == 0 and n > 1 for st, n in zip(q.stride(), q.shape)):
-                    raise ValueError(f"q is rotated in place and must not repeat memory (an expand()ed view), got "
-                                     f"strides {q.stride()} for shape {tuple(q.shape)}")
+                check_elements_apart(q, "q")  # rotated in place
                 _check_rows(q, "q")
         check_one_cuda_device(named)
         for t, name in ((k_cache, "k_cache"), (v_cache, "v_cache")):
@@ -960,6 +1003,7 @@ def paged_kv_append(k: torch.Tensor, v: torch.Tensor, k_cache: torch.Tensor, v_c
         _check_rows(v, "v")
         _check_rows(k_cache, "k_cache")
         _check_rows(v_cache, "v_cache")
+        _check_append_apart(k_cache, v_cache, named)
 
     if _host_checks_allowed(check_slots, "check_slots"):
         explain()  # this path synchronises anyway

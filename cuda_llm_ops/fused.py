@@ -101,15 +101,39 @@ def validate_fused_decode_block_inputs(x, w_qkv, w_o, k_cache, v_cache, block_ta
     check_one_cuda_device(named)
     for t, name in named:
         check_contiguous(t, name)
-    _check_out_apart_of_inputs(x, w_qkv, w_o, k_cache, v_cache, block_tables, seq_lens, cos, sin, out, workspace)
+    _check_writes_apart(x, w_qkv, w_o, k_cache, v_cache, block_tables, seq_lens, cos, sin, out, workspace)
 
 
-def _check_out_apart_of_inputs(x, w_qkv, w_o, k_cache, v_cache, block_tables, seq_lens, cos, sin, out, workspace):
-    # The one kernel adds heads' output projections into out while other heads still read the
-    # inputs: out apart from all of them, on either path (so the path never changes what is allowed).
-    check_out_apart(out, ((x, "x"), (w_qkv, "w_qkv"), (w_o, "w_o"), (k_cache, "k_cache"), (v_cache, "v_cache"),
-                          (block_tables, "block_tables"), (seq_lens, "seq_lens"), (cos, "cos"), (sin, "sin"),
-                          (workspace, "workspace")))
+def _check_writes_apart(x, w_qkv, w_o, k_cache, v_cache, block_tables, seq_lens, cos, sin, out, workspace):
+    """What a call writes lands apart from every other argument, on either path (so the path
+    never changes what is allowed): out (the one kernel adds heads' output projections into it
+    while other heads still read the inputs), the caches and the workspace.
+    csrc/bindings/fused.cpp."""
+    named = ((x, "x"), (w_qkv, "w_qkv"), (w_o, "w_o"), (k_cache, "k_cache"), (v_cache, "v_cache"),
+             (block_tables, "block_tables"), (seq_lens, "seq_lens"), (cos, "cos"), (sin, "sin"), (out, "out"),
+             (workspace, "workspace"))
+    for written in ("out", "k_cache", "v_cache", "workspace"):
+        w = next(t for t, name in named if name == written)
+        check_out_apart(w, [(t, name) for t, name in named if name != written], out_name=written)
+
+
+_DIRTY_WORKSPACE = ("workspace's sums and counters (its first fused_decode_block_workspace_bytes(hidden) bytes) "
+                    "are not zero: allocate it with fused_decode_block_workspace (an empty or overwritten buffer is "
+                    "not one); out would never be written")
+
+
+def _fused_workspace_dirty(workspace: torch.Tensor | None, hidden: int) -> list:
+    """For `check_paged_indices(also=)`: whether the one kernel's sums and counters, the
+    workspace's first bytes, are off zero (0-d bool on the GPU, no synchronisation), as
+    `fused_decode_block_workspace` makes them and every call leaves them; with others a count
+    never reaches its last warp and out is never written. Empty where there is nothing to check
+    (no workspace, or one the op refuses itself)."""
+    if workspace is None or not workspace.is_contiguous():
+        return []
+    nbytes = int(_ops.op("fused_decode_block_workspace_bytes")(hidden))
+    if workspace.numel() * workspace.element_size() < nbytes:
+        return []
+    return [(workspace.reshape(-1).view(torch.uint8)[:nbytes].any(), _DIRTY_WORKSPACE)]
 
 
 _PATH_CACHE: dict[tuple, tuple[bool, str]] = {}
@@ -272,9 +296,10 @@ def fused_decode_block(x: torch.Tensor, w_qkv: torch.Tensor, w_o: torch.Tensor, 
             with k_cache and block_tables it serves the unfused path too). With
             `out=`, a workspace and `check_indices=False` a call allocates nothing and never
             synchronises (CUDA-graph capturable).
-        check_indices: host check of seq_lens and the block-table entries the call uses (one
-            synchronisation; None: on except under CUDA-graph capture / torch.compile). The
-            kernel never reads or writes outside the caches either way.
+        check_indices: host check of seq_lens and the block-table entries the call uses, and on
+            the one-kernel path that a given workspace's sums and counters are zero (one
+            synchronisation; None: on except under CUDA-graph capture / torch.compile). The kernel never reads or writes outside the caches
+            either way.
         cluster_size: thread blocks per head on the fused path: 2 or 4; 0 (default) takes 4,
             measured faster at every Llama-2-7B shape.
         path: "auto" (default): the one-kernel path where it supports the shapes and measured
@@ -316,7 +341,8 @@ def fused_decode_block(x: torch.Tensor, w_qkv: torch.Tensor, w_o: torch.Tensor, 
     if _host_checks_allowed(check_indices, "check_indices"):
         validate()
         # seq_lens count the new token; on the unfused path its attention workspace's counters too
-        check_paged_indices(k_cache, block_tables, seq_lens, min_seq_len=1, workspace=attn_workspace)
+        check_paged_indices(k_cache, block_tables, seq_lens, min_seq_len=1, workspace=attn_workspace,
+                            also=_fused_workspace_dirty(workspace, x.shape[1]) if fused else [])
     scale = resolve_scale(float(scale), d)
     if not fused:
         # The unfused ops check what their kernels rely on; when one refuses, validate() says
@@ -324,8 +350,7 @@ def fused_decode_block(x: torch.Tensor, w_qkv: torch.Tensor, w_o: torch.Tensor, 
         def unfused():
             if cos is not None and d % 16:
                 validate()  # the rotation runs in PyTorch ops, which would broadcast a misshapen cos
-            _check_out_apart_of_inputs(x, w_qkv, w_o, k_cache, v_cache, block_tables, seq_lens, cos, sin, out,
-                                       workspace)
+            _check_writes_apart(x, w_qkv, w_o, k_cache, v_cache, block_tables, seq_lens, cos, sin, out, workspace)
             return _unfused(x, w_qkv, w_o, k_cache, v_cache, block_tables, seq_lens, cos, sin, scale, out,
                             attn_workspace)
 

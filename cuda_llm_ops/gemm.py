@@ -2,7 +2,8 @@
 
 `gemm` computes `alpha * op(a) @ op(b) + beta * c` with fp32 accumulation and
 returns the input dtype; `tensor_core_gemm` returns fp32; `tensor_core_gemm_int8`
-is exact (int32). Transposed layouts are read in place (no copies).
+is exact (int32 sums: no int8 inputs can overflow them up to K = 131071; past that they wrap
+modulo 2^32, as cuBLAS and torch._int_mm do). Transposed layouts are read in place (no copies).
 
 Fast paths need the stored rows readable 16 bytes at a time (contiguous extents
 a multiple of 4 fp32 / 8 fp16-bf16 / 16 int8 elements); other shapes run on a
@@ -85,7 +86,8 @@ def gemm(a: torch.Tensor, b: torch.Tensor, alpha: float = 1.0, beta: float = 0.0
             float32, float16 or bfloat16, contiguous, CUDA.
         b: `[K, N]`, or `[N, K]` with `trans_b`; same dtype and device as a.
         alpha: scale of the product (default 1).
-        beta: scale of `c`; ignored when `c` is None (default 0).
+        beta: scale of `c`; ignored when `c` is None (default 0); with 0, `c` is not read (as
+            BLAS: NaN or unset values there do not reach the output).
         trans_a, trans_b: layouts as above (NN, NT, TN, TT all supported).
         c: optional `[M, N]` addend in a's dtype.
         out: optional `[M, N]` contiguous output in a's dtype, written in place and returned
@@ -137,7 +139,8 @@ def tensor_core_gemm(a: torch.Tensor, b: torch.Tensor, alpha: float = 1.0, beta:
     Args:
         a: `[M, K]` float16 or bfloat16, contiguous, CUDA.
         b: `[K, N]`, same dtype and device.
-        alpha, beta: scales; beta is ignored when `c` is None.
+        alpha, beta: scales (finite as float32); beta is ignored when `c` is None, and with 0 `c`
+            is not read.
         c: optional `[M, N]` float32 addend.
         out: optional `[M, N]` contiguous float32 output, written in place and returned; it may
             be `c` itself (fp32 accumulation in place), no other overlap.

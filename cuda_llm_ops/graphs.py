@@ -59,8 +59,14 @@ class CUDAGraphRunner:
             slot 0 of the cache, someone's block (vLLM pads with -1 for the same reason).
 
     Graphs are captured lazily on a bucket's first use, or all at once with `capture_all()`
-    (largest first, sharing one memory pool). The returned tensors are views of static
-    buffers, overwritten by the next call: clone them to keep them.
+    (largest first, sharing one memory pool). Capture runs `fn` `warmup` times eagerly first:
+    `capture_all()` on `example_args` (their rows, padded), a bucket's first use on that
+    call's own rows (padded), so a step that writes a cache writes what that call writes, not
+    the example's tokens into slots other sequences may hold by then. A step that is not
+    idempotent (one that updates a state in place, such as lightning attention's `kv`) runs
+    `warmup + 1` times on the call that captures its bucket: `capture_all()` before serving.
+    The returned tensors are views of static buffers, overwritten by the next call: clone
+    them to keep them.
     """
 
     def __init__(self, fn: Callable[..., Any], example_args: Sequence[Any], batch_args: Sequence[int],
@@ -97,15 +103,16 @@ class CUDAGraphRunner:
 
     def capture_all(self) -> None:
         for b in reversed(self.buckets):
-            self._capture(b)
+            self._capture(b, [self.example_args[pos] for pos in self.batch_args])
 
-    def _static_inputs(self, bucket: int) -> list[torch.Tensor]:
+    def _static_inputs(self, bucket: int, rows_from: Sequence[torch.Tensor]) -> list[torch.Tensor]:
+        """A bucket's static buffers, each holding the first rows of `rows_from`'s tensor (one
+        per batched argument) and its pad value below them."""
         bufs = []
-        for pos, pad in zip(self.batch_args, self.pad_values):
-            ex = self.example_args[pos]
-            buf = torch.empty((bucket, *ex.shape[1:]), dtype=ex.dtype, device=ex.device)
-            rows = min(bucket, ex.shape[0])
-            buf[:rows].copy_(ex[:rows])
+        for src, pad in zip(rows_from, self.pad_values):
+            buf = torch.empty((bucket, *src.shape[1:]), dtype=src.dtype, device=src.device)
+            rows = min(bucket, src.shape[0])
+            buf[:rows].copy_(src[:rows])
             buf[rows:].fill_(pad)
             bufs.append(buf)
         return bufs
@@ -116,10 +123,10 @@ class CUDAGraphRunner:
             args[pos] = buf
         return args
 
-    def _capture(self, bucket: int):
+    def _capture(self, bucket: int, rows_from: Sequence[torch.Tensor]):
         if bucket in self._graphs:
             return self._graphs[bucket]
-        bufs = self._static_inputs(bucket)
+        bufs = self._static_inputs(bucket, rows_from)
         args = self._args(bufs)
         if self.pool is None:
             self.pool = torch.cuda.graph_pool_handle()
@@ -145,7 +152,7 @@ class CUDAGraphRunner:
             if t.device != ex.device:
                 raise ValueError(f"batched argument {i} must be on {ex.device} (the captured buffers' device), "
                                  f"got {t.device}")
-        graph, bufs, out = self._capture(self.bucket_for(batch))
+        graph, bufs, out = self._capture(self.bucket_for(batch), batched)
         for buf, t, pad in zip(bufs, batched, self.pad_values):
             buf[:batch].copy_(t)
             if buf.shape[0] > batch:

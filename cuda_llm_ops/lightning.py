@@ -86,9 +86,13 @@ def lightning_attention_decode(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor
 
     def call():
         o = torch.empty(v.shape, dtype=q.dtype, device=q.device) if out is None else out
-        if new_kv is kv:
+        # kv itself, or (eager) a view of all of it (view_as, [:]): the in-place op, whose schema says
+        # kv is written (torch.compile cannot compare data pointers: there only `new_kv is kv`)
+        if new_kv is kv or (new_kv is not None and not torch.compiler.is_compiling()
+                            and new_kv.data_ptr() == kv.data_ptr() and new_kv.dtype == kv.dtype
+                            and new_kv.shape == kv.shape and new_kv.stride() == kv.stride()):
             _ops.op("lightning_attention_decode_inplace")(q, k, v, kv, slope, o)
-            return o, kv
+            return o, new_kv
         state = torch.empty(kv.shape, dtype=torch.float32, device=kv.device) if new_kv is None else new_kv
         kernel(q, k, v, kv, slope, o, state)
         return o, state

@@ -38,6 +38,7 @@ from .validation import (
     call_or_explain,
     check_contiguous,
     check_dtype,
+    check_elements_apart,
     check_one_cuda_device,
     check_out_apart,
     check_rank,
@@ -92,6 +93,7 @@ def validate_paged_mla_inputs(q, kv_cache, block_tables, seq_lens, out=None) -> 
     _check_rows(q, "q")
     if out is not None:
         _check_rows(out, "out")
+        check_elements_apart(out, "out")
 
 
 def mla_num_splits(batch: int, num_q_heads: int, max_kv_len: int) -> int:
@@ -232,7 +234,7 @@ def paged_mla_append(kv_c: torch.Tensor, k_pe: torch.Tensor, kv_cache: torch.Ten
         check_contiguous(kv_cache, "kv_cache")
         for x, name in ((kv_c, "kv_c"), (k_pe, "k_pe"), (kv_cache, "kv_cache")):
             _check_rows(x, name)
-        check_out_apart(kv_cache, [(kv_c, "kv_c"), (k_pe, "k_pe")], out_name="kv_cache")
+        check_out_apart(kv_cache, [(t, name) for t, name in named if name != "kv_cache"], out_name="kv_cache")
 
     if _host_checks_allowed(check_slots, "check_slots"):
         explain()  # this path synchronises anyway

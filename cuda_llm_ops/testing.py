@@ -39,8 +39,10 @@ def assert_close(out: torch.Tensor, ref: torch.Tensor, dtype: torch.dtype | None
                  what: str = "output") -> None:
     """Assert shape equality, no NaN/inf, and relative error within the dtype's tolerance.
 
-    Also bounds the worst element against the reference's scale, so one wrong
-    row cannot hide inside a small average error.
+    Also bounds the worst element against the reference's scale, and each row's error (a row:
+    the last dimension) against 8x the tolerance times that row's norm (at least 5% of the
+    largest row's), so one wrong or unwritten row cannot hide inside a small average error
+    when other rows are much larger (a long sequence's output beside short ones').
     """
     dtype = dtype or out.dtype
     tol = rel_tol if rel_tol is not None else REL_TOL[dtype]
@@ -52,6 +54,17 @@ def assert_close(out: torch.Tensor, ref: torch.Tensor, dtype: torch.dtype | None
     worst = (out.double() - ref.double()).abs().max().item()
     assert worst <= 50 * tol * scale + 1e-6, (
         f"{what}: worst element error {worst:.3e} exceeds {50 * tol:.1e} x max|ref| ({scale:.3e})")
+    if out.dim() >= 2 and out.numel():
+        r = ref.double().reshape(-1, ref.shape[-1])
+        row_err = (out.double().reshape(-1, out.shape[-1]) - r).norm(dim=1)
+        row_ref = r.norm(dim=1)
+        bound = 8 * tol * torch.clamp(row_ref, min=0.05 * row_ref.max().item()) + 1e-6
+        bad = (row_err > bound).nonzero()
+        if bad.numel():
+            i = int(bad[0, 0])
+            raise AssertionError(f"{what}: row {i} (of {r.shape[0]}, flattened) has error {row_err[i].item():.3e} "
+                                 f"> {bound[i].item():.3e} (8 x {tol:.1e} x its norm {row_ref[i].item():.3e}); "
+                                 f"{bad.shape[0]} such rows")
 
 
 def randn(*shape, dtype=torch.float16, device="cuda", generator=None, scale: float = 1.0) -> torch.Tensor:

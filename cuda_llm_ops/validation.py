@@ -44,18 +44,81 @@ def byte_range(t: torch.Tensor) -> tuple[int, int]:
     return lo, lo + (sum((n - 1) * st for n, st in zip(t.shape, t.stride())) + 1) * t.element_size()
 
 
+def _stride_levels(a: torch.Tensor, b: torch.Tensor) -> list[list[int]] | None:
+    """[stride, size in a, size in b] of the two views' dimensions of size > 1, one level per
+    distinct stride, largest first (size 1 where a view has none); None where a view has two
+    dims of one stride. csrc/bindings/checks.h `stride_levels`."""
+    levels: dict[int, list[int]] = {}
+    for which, t in ((1, a), (2, b)):
+        for n, st in zip(t.shape, t.stride()):
+            if n > 1:
+                level = levels.setdefault(st, [st, 1, 1])
+                if level[which] != 1:
+                    return None
+                level[which] = n
+    return sorted(levels.values(), reverse=True)
+
+
+def ranges_overlap(a: torch.Tensor, b: torch.Tensor) -> bool:
+    """Whether two tensors share an element, the test of every "must not overlap" check: no
+    where their spans (`byte_range`) are apart; exact where each one's dimensions nest (in stride
+    order, each stride at least the span of those below it) and they start a whole number of
+    equal-sized elements apart, so views of one buffer that interleave without sharing an
+    element are apart (a fused projection's q / k / v views: per token [q heads | k heads |
+    v heads], GPT-NeoX's per head [q | k | v], Bloom's [H, 3, D]); else by their spans.
+    csrc/bindings/checks.h `ranges_overlap`."""
+    (a_lo, a_hi), (b_lo, b_hi) = byte_range(a), byte_range(b)
+    if not (a_lo < a_hi and b_lo < b_hi and a_lo < b_hi and b_lo < a_hi):
+        return False
+    e, diff = a.element_size(), a.data_ptr() - b.data_ptr()
+    levels = _stride_levels(a, b) if b.element_size() == e and diff % e == 0 else None
+    if levels is None:
+        return True
+    below = []  # each view's span of the levels below each level
+    span_a = span_b = 1
+    for s, na, nb in reversed(levels):
+        if s < span_a or s < span_b:
+            return True  # not nested: the spans' answer
+        below.append((span_a, span_b))
+        span_a, span_b = span_a + s * (na - 1), span_b + s * (nb - 1)
+    below.reverse()
+
+    def meet(i: int, d: int) -> bool:  # offsets y - x = d, x in a's levels from i down, y in b's
+        if i == len(levels):
+            return d == 0
+        s, na, nb = levels[i]
+        lo = max(-((-(d - below[i][1] + 1)) // s), 1 - na)
+        hi = min((d + below[i][0] - 1) // s, nb - 1)
+        return any(meet(i + 1, d - k * s) for k in range(lo, hi + 1))
+
+    return meet(0, diff // e)
+
+
+def check_elements_apart(t: torch.Tensor, name: str) -> None:
+    """A tensor an op writes must give each element its own memory: the dimensions of size > 1
+    in stride order, each stride at least the span of those below it (an expand()ed view or
+    overlapping as_strided rows would have several elements written at once; every permutation,
+    slice or narrow of a dense buffer passes). csrc/bindings/checks.h `elements_apart`."""
+    if t.numel() <= 1:
+        return
+    span = 1
+    for stride, size in sorted((st, n) for st, n in zip(t.stride(), t.shape) if n > 1):
+        if stride < span:
+            raise ValueError(f"{name} is written and its elements must not share memory (an expand()ed or "
+                             f"overlapping as_strided view), got strides {t.stride()} for shape {tuple(t.shape)}")
+        span += stride * (size - 1)
+
+
 def check_out_apart(out: torch.Tensor | None, named, allow_same=(), out_name: str = "out") -> None:
     """`out` (a tensor the op writes, called `out_name`) must not overlap any (tensor, name) of
-    `named` (None entries skipped; overlap as `byte_range`); a name in `allow_same` may be out
+    `named` (None entries skipped; overlap as `ranges_overlap`); a name in `allow_same` may be out
     itself (same address). Skipped while torch.compile traces (fake tensors have no addresses)."""
     if out is None or torch.compiler.is_compiling():
         return
-    lo, hi = byte_range(out)
     for t, name in named:
-        if t is None or (name in allow_same and t.data_ptr() == lo):
+        if t is None or (name in allow_same and t.data_ptr() == out.data_ptr()):
             continue
-        t_lo, t_hi = byte_range(t)
-        if lo < hi and t_lo < t_hi and lo < t_hi and t_lo < hi:
+        if ranges_overlap(out, t):
             raise ValueError(f"{out_name} must not overlap {name}" + (f" (it may be {name} itself)"
                                                                       if name in allow_same else ""))
 

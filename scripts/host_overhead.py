@@ -88,7 +88,8 @@ def cases() -> dict:
             lambda: llm.paged_attention(q, kc, vc, bt, sl, out=out, workspace=ws, check_indices=False),
         "paged_attention() defaults (host index check: syncs)": lambda: llm.paged_attention(q, kc, vc, bt, sl),
         "  raw op paged_attention": lambda: ops.paged_attention(out, q, kc, vc, bt, sl, 128 ** -0.5, 0, ws),
-        "decode_attention(out=, workspace=)": lambda: llm.decode_attention(q4, k, v, out=out4, workspace=ws4),
+        "decode_attention(out=, workspace=, check_workspace=False)":
+            lambda: llm.decode_attention(q4, k, v, out=out4, workspace=ws4, check_workspace=False),
         "decode_attention() (allocates out)": lambda: llm.decode_attention(q4, k, v),
         "flash_attention(q [B,H,1,D]) -> decode": lambda: llm.flash_attention(q4, k, v),
         **peers,

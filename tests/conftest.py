@@ -1,3 +1,5 @@
+import os
+
 import pytest
 import torch
 
@@ -19,6 +21,8 @@ def pytest_collection_modifyitems(config, items):
     if HAS_GPU and _ops.kernels_available():
         return
     why = "no CUDA GPU" if not HAS_GPU else f"kernels not built ({cuda_llm_ops.build_info()})"
+    if os.environ.get("CLO_REQUIRE_KERNELS") == "1":  # the GPU script: a failed build or load is no skip
+        raise pytest.UsageError(f"CLO_REQUIRE_KERNELS=1 but the cuda tests cannot run: {why}")
     skip = pytest.mark.skip(reason=f"cuda test: {why}")
     for item in items:
         if "cuda" in item.keywords:

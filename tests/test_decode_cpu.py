@@ -288,6 +288,8 @@ def test_cuda_graph_runner_replays_pads_and_slices(fake_capture):
     lens = torch.tensor([5, 6, 7], dtype=torch.int32)
     y, tag, l_out = r(x, lens)
     assert r.captured == (4,) and tag == "tag"
+    xs, ls = seen[0]  # the capture ran on this call's rows, not the example's (stale by now in serving)
+    assert torch.equal(xs[:3], x) and (xs[3] == -7.0).all() and ls.tolist() == [5, 6, 7, 0]
     torch.testing.assert_close(y, x * 2.0)
     assert y.shape == (3, 3) and l_out.tolist() == [5, 6, 7]
     xs, ls = seen[-1]  # the replay's inputs: the call's rows, then the padding
@@ -300,8 +302,10 @@ def test_cuda_graph_runner_replays_pads_and_slices(fake_capture):
     xs, ls = seen[-1]
     assert r.captured == (1, 4) and (xs[2:] == -7.0).all() and ls.tolist() == [5, 6, 0, 0]
     torch.testing.assert_close(y2, x[:2] * 2.0)
-    r.capture_all()  # the remaining bucket, one pool for all
+    r.capture_all()  # the remaining bucket, one pool for all, on the example's rows
     assert r.captured == (1, 4, 8) and fake_capture == ["pool"] * 3
+    xs, ls = seen[-1]
+    assert torch.equal(xs[:2], ex[0]) and (xs[2:] == -7.0).all() and ls.tolist() == [1, 1] + [0] * 6
     with pytest.raises(ValueError,
                        match=r"batched argument 1 must be \[3, \*\(\)\] torch.int32, got \(3,\) torch.int64"):
         r(x, lens.long())
@@ -422,3 +426,74 @@ def test_paged_references_on_fp8_caches():
     flat = nk.view(torch.uint8).view(-1, 2, 32)
     assert torch.equal(flat[40], quantize_fp8_e4m3(k[2], 0.01).view(torch.uint8))
     assert torch.equal(flat[1], kc8.view(torch.uint8).view(-1, 2, 32)[1])  # untouched slot
+
+
+def _element_bytes(t: torch.Tensor) -> list[set[int]]:
+    """Each element's byte addresses (brute force, for small tensors)."""
+    es, base = t.element_size(), t.data_ptr()
+    offsets = torch.zeros((), dtype=torch.long)
+    for n, step in zip(t.shape, t.stride()):
+        offsets = offsets.unsqueeze(-1) + torch.arange(n) * step
+    return [set(range(base + o * es, base + (o + 1) * es)) for o in offsets.flatten().tolist()]
+
+
+def test_written_tensor_checks_against_brute_force():
+    """`check_elements_apart` never passes a tensor two of whose elements share memory and
+    passes every permutation, slice and narrow of a dense buffer; `ranges_overlap` is exact for
+    nested views (fused qkv layouts: [T, q | k | v heads, D], GPT-NeoX's [T, H, q | k | v],
+    Bloom's [T, H, 3, D]) and never calls overlapping views apart. The C++ twins
+    (csrc/bindings/checks.h) have the same arithmetic."""
+    from cuda_llm_ops.validation import check_elements_apart, ranges_overlap
+    gen = torch.Generator().manual_seed(5)
+    buf = torch.empty(4096, dtype=torch.float16)
+
+    def pick(lo: int, hi: int) -> int:
+        return int(torch.randint(lo, hi + 1, (), generator=gen))
+
+    for _ in range(400):
+        shape = [pick(0, 4) for _ in range(pick(1, 3))]
+        t = buf.as_strided(shape, [pick(0, 12) for _ in shape], pick(0, 40))
+        elems = _element_bytes(t)
+        shares = len(set().union(*elems)) < sum(map(len, elems)) if elems else False
+        try:
+            check_elements_apart(t, "out")
+        except ValueError as e:
+            assert "out is written and its elements must not share memory" in str(e)
+        else:
+            assert not shares, (t.shape, t.stride())
+    dense = torch.empty(3, 4, 5, 8)
+    for view in (dense, dense.permute(2, 0, 3, 1), dense[:, ::2], dense.narrow(2, 1, 3), dense.transpose(1, 2)[1:],
+                 dense[:, 1]):
+        check_elements_apart(view, "view")
+
+    def truth(a, b):
+        return bool(set().union(*_element_bytes(a)) & set().union(*_element_bytes(b)))
+
+    for _ in range(600):  # views of one stride layout, nested: exact; others: never "apart" when they meet
+        tokens, heads, d = pick(1, 4), pick(1, 3), 4 * pick(1, 2)
+        row = heads * d * pick(1, 3) + 4 * pick(0, 2)
+        views = [buf.as_strided((tokens, pick(1, heads), d), (row, d * pick(1, 2), 1), pick(0, 60)) for _ in "ab"]
+        nested = True
+        if pick(0, 4) == 0:
+            views[0] = buf.as_strided((pick(1, 4), pick(1, 4)), (pick(0, 9), pick(0, 3)), pick(0, 50))
+            nested = False
+        a, b = views
+        got = ranges_overlap(a, b)
+        assert got or not truth(a, b), (a.shape, a.stride(), a.storage_offset(), b.shape, b.storage_offset())
+        if nested and a.stride() == b.stride() and a.shape[1] * a.stride(1) <= row and b.shape[1] * b.stride(1) <= row:
+            assert got == truth(a, b), (a.shape, a.stride(), a.storage_offset(), b.shape, b.stride(),
+                                        b.storage_offset())
+    qkv = torch.empty(3, 8, 64, dtype=torch.float16)  # [T, q | k | v heads, D]
+    q, k, v = qkv.split([4, 2, 2], dim=1)
+    assert not ranges_overlap(q, k) and not ranges_overlap(q, v) and ranges_overlap(qkv[:, 3:5], k)
+    neox = torch.empty(3, 4, 3 * 64, dtype=torch.float16)  # GPT-NeoX: [T, H, q | k | v]
+    q, k, v = neox.split(64, dim=-1)
+    assert not ranges_overlap(q, k) and not ranges_overlap(q, v) and ranges_overlap(q, neox[..., 32:96])
+    bloom = torch.empty(3, 4, 3, 64, dtype=torch.float16)  # Bloom: [T, H, 3, D]
+    q, k, v = bloom.unbind(2)
+    assert not ranges_overlap(q, k) and not ranges_overlap(k, v) and ranges_overlap(q, bloom[:, 1:3, 0])
+    # every "must not overlap" check goes through it: interleaved column blocks pass, shared elements do not
+    from cuda_llm_ops.validation import check_out_apart
+    check_out_apart(q, [(k, "k"), (v, "v")], out_name="q")
+    with pytest.raises(ValueError, match="q must not overlap k"):
+        check_out_apart(q, [(bloom[:, :, 0:2].transpose(1, 2)[:, 0], "k")], out_name="q")

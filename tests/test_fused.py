@@ -242,6 +242,16 @@ def test_errors():
         with pytest.raises(ValueError, match="out must not overlap workspace"):
             fused_decode_block(*(prob[n] for n in names), cos=prob["cos"], sin=prob["sin"],
                                out=ws[:2 * 512 * 2].view(torch.float16).view(2, 512), workspace=ws, path=path)
+        # the caches are written too (stop 95): apart from each other and every input
+        k_as_v = [prob["k_cache"] if n == "v_cache" else prob[n] for n in names]
+        with pytest.raises(ValueError, match="k_cache must not overlap v_cache"):
+            fused_decode_block(*k_as_v, cos=prob["cos"], sin=prob["sin"], path=path)
+    if hopper():  # the one kernel's sums and counters must start at zero (a count off zero never completes)
+        ws = fused_decode_block_workspace(prob["x"], prob["w_o"])
+        ws[5] = 1
+        with pytest.raises(ValueError, match="workspace's sums and counters .* are not zero"):
+            fused_decode_block(*(prob[n] for n in names), cos=prob["cos"], sin=prob["sin"], workspace=ws,
+                               path="fused")
 
 
 @needs_hopper
@@ -274,10 +284,26 @@ def test_binding_errors_and_guards():
         tables[1, :] = 10**6  # past the pool: the kernel skips those keys and the append
         k0, v0 = p["k_cache"].clone(), p["v_cache"].clone()
         args[5] = tables
+        out.fill_(float("nan"))  # every row must be written: sequence 1 too, over no key and no append
         op(*args, p["cos"], p["sin"], 0.088, out, ws, 0)
         torch.cuda.synchronize()
         assert torch.isfinite(out).all()
         assert not ws.any()
         changed = (p["k_cache"] != k0).flatten(1).any(1).nonzero().flatten().tolist()
         assert changed == [int(p["block_tables"][0, 0])], changed  # only sequence 0's append
+        args[5] = p["block_tables"]
+        # stop 95: aligned bases, the caches apart, a table whose capacity fits int32
+        x_odd = torch.empty(p["x"].numel() + 1, dtype=p["x"].dtype, device="cuda")[1:].view(p["x"].shape)
+        x_odd.copy_(p["x"])
+        with pytest.raises(RuntimeError, match="x must start at a 16-byte aligned address"):
+            op(x_odd, *args[1:], p["cos"], p["sin"], 0.088, out, ws, 0)
+        with pytest.raises(RuntimeError, match="workspace must start at a 16-byte aligned address"):
+            op(*args, p["cos"], p["sin"], 0.088, out, torch.zeros(ws.numel() + 8, dtype=torch.uint8,
+                                                                  device="cuda")[4:4 + ws.numel()], 0)
+        with pytest.raises(RuntimeError, match="k_cache must not overlap v_cache"):
+            op(*args[:4], p["k_cache"], *args[5:], p["cos"], p["sin"], 0.088, out, ws, 0)
+        big = torch.zeros(1, 2**16, 4, 128, dtype=p["x"].dtype, device="cuda")  # 2^15 blocks of 2^16 keys a row
+        wide = torch.zeros(2, 2**15, dtype=torch.int32, device="cuda")
+        with pytest.raises(RuntimeError, match=r"max_blocks_per_seq x block_size .* must be < 2\\^31"):
+            op(*args[:3], big, big.clone(), wide, args[6], p["cos"], p["sin"], 0.088, out, ws, 0)
     """)

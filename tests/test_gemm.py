@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 import cuda_llm_ops as llm
 from cuda_llm_ops.gemm import _gemm_variant
 from cuda_llm_ops.reference import gemm_reference, int8_gemm_reference
-from cuda_llm_ops.testing import REL_TOL, assert_close, kernel_names, run_isolated
+from cuda_llm_ops.testing import REL_TOL, assert_close, kernel_names, poison_, run_isolated
 from conftest import require_op
 
 pytestmark = pytest.mark.cuda
@@ -87,9 +87,11 @@ def _int8_case(m, n, k, col_major_b):
         b = torch.randint(-128, 128, (n, k), dtype=torch.int8, device="cuda").t()
     else:
         b = torch.randint(-128, 128, (k, n), dtype=torch.int8, device="cuda")
-    _poison_allocator(m * n * 4)
-    out = llm.tensor_core_gemm_int8(a, b)  # first, straight after the poison
+    out = poison_(torch.empty(m, n, dtype=torch.int32, device="cuda"))  # a sentinel, never a freed answer
+    llm.tensor_core_gemm_int8(a, b, out=out)
     assert out.dtype == torch.int32 and out.shape == (m, n)
+    _poison_allocator(m * n * 4)
+    assert torch.equal(llm.tensor_core_gemm_int8(a, b), out)  # the allocating call too
     assert torch.equal(out, int8_gemm_reference(a, b)), f"int8 {m}x{n}x{k} col_major_b={col_major_b}"
     return kernel_names(lambda: llm.tensor_core_gemm_int8(a, b))
 
@@ -279,6 +281,9 @@ def test_skinny_mma_kernels(monkeypatch, pipe, dtype, trans_b, m, n, k):
     out = _gemm_variant(a, b, "skinny", False, False, trans_b, 0.5, -1.0, c)
     ref = gemm_reference(a, b, 0.5, -1.0, False, trans_b, c, dtype=torch.float64)
     assert_close(out, ref, dtype, rel_tol=_tol(dtype, k), what=f"skinny pipe={pipe} {dtype} {m}x{n}x{k} tb={trans_b}")
+    if pipe == "0":  # the knob took: register batches, not the rings the rule picks for b [N, K] and M <= 8
+        names = kernel_names(lambda: _gemm_variant(a, b, "skinny", False, False, trans_b, 0.5, -1.0, c))
+        assert "_mma_pipe_kernel" not in names and "_mma_kernel" in names, names[:300]
 
 
 @pytest.mark.parametrize("k_warps", ["", "1", "2", "4", "8"])
@@ -409,9 +414,11 @@ def test_wgmma_tail_split(monkeypatch, variant):
     assert "Memset" in kernel_names(f)
     first = f()
     for _ in range(3):
-        assert torch.equal(f(), first)
+        again = f()
+        assert torch.equal(again, first)
+        poison_(again)  # freed holding NaN, not the answer a later call could be handed
     monkeypatch.setenv("CLO_GEMM_WGMMA_TAIL_SPLIT", "0")
-    assert "Memset" not in kernel_names(f)
+    assert "Memset" not in kernel_names(lambda: poison_(f()))
     whole = f()
     assert_close(whole, first, torch.float16, rel_tol=_tol(torch.float16, 1000), what="whole units vs split tail")
 
@@ -470,7 +477,31 @@ def test_int8_wgmma_auto_large(monkeypatch, m, n, k):
     monkeypatch.setenv("CLO_GEMM_INT8_WGMMA", "0")
     names = kernel_names(lambda: llm.tensor_core_gemm_int8(a, b))
     assert "gemm_wgmma_sm90_kernel" not in names and "gemm_mma_int8_kernel" in names, names
-    assert torch.equal(llm.tensor_core_gemm_int8(a, b), split)
+    mma = poison_(torch.empty_like(split))
+    llm.tensor_core_gemm_int8(a, b, out=mma)
+    assert torch.equal(mma, split)
+
+
+@pytest.mark.parametrize("k", [8192, 8191])  # 16-byte rows (the tile kernels) and not (the general kernel)
+@pytest.mark.parametrize("col_major_b", [True, False])
+@pytest.mark.parametrize("wgmma", ["", "0"])
+def test_int8_sums_past_2_24_are_exact(monkeypatch, k, col_major_b, wgmma):
+    """Large odd int8 values over K = 8192 (rows of a all 127 or all -127, b 125 or 127 at random):
+    sums near +-2^27 with odd terms, which a float32 accumulator would round, exact on every int8
+    kernel (the wgmma family on sm_90a, mma.sync with CLO_GEMM_INT8_WGMMA=0 or elsewhere, the
+    general kernel where rows are not 16-byte aligned)."""
+    require_op("tensor_core_gemm_int8")
+    monkeypatch.setenv("CLO_GEMM_INT8_WGMMA", wgmma)
+    g = torch.Generator(device="cuda").manual_seed(k + 2 * col_major_b)
+    sign = torch.where(torch.rand(40, 1, device="cuda", generator=g) < 0.5, -1, 1)
+    a = (127 * sign).expand(40, k).to(torch.int8).contiguous()
+    b = torch.where(torch.rand(k, 72, device="cuda", generator=g) < 0.5, 125, 127).to(torch.int8)
+    b = b.t().contiguous().t() if col_major_b else b
+    ref = int8_gemm_reference(a, b)
+    assert ref.abs().min() > 2**24
+    out = poison_(torch.empty(40, 72, dtype=torch.int32, device="cuda"))
+    llm.tensor_core_gemm_int8(a, b, out=out)
+    assert torch.equal(out, ref), (k, col_major_b, wgmma)
 
 
 @settings(max_examples=25, **SETTINGS)
@@ -921,6 +952,40 @@ def test_gemm_out_errors():
     buf = torch.randint(-5, 5, (376 + 8 * 24 * 4,), dtype=torch.int8, device="cuda")
     with pytest.raises(ValueError, match=r"out must not overlap b"):  # b = w.t(), out over w's last 8 bytes
         llm.tensor_core_gemm_int8(ai, buf[:24 * 16].view(24, 16).t(), out=buf[376:].view(torch.int32).view(8, 24))
+
+
+def test_beta_zero_reads_no_c_and_scales_are_finite():
+    """beta = 0 does not read c (as BLAS; stop 95): NaN in c, or out=c over an unset buffer, does
+    not reach the output, on the tile kernels and the general one; alpha / beta must be finite."""
+    require_op("gemm")
+    for k in (64, 13):  # 16-byte rows: the tile kernels; K = 13: the general kernel
+        a, b = _rand((32, k), torch.float16), _rand((k, 40), torch.float16)
+        ref = gemm_reference(a, b, alpha=0.5)
+        c = torch.full((32, 40), float("nan"), dtype=torch.float16, device="cuda")
+        assert_close(llm.gemm(a, b, 0.5, 0.0, c=c), ref, dtype=torch.float16, what=f"beta 0, NaN c, K={k}")
+        llm.gemm(a, b, 0.5, 0.0, c=c, out=c)
+        assert_close(c, ref, dtype=torch.float16, what=f"beta 0, out=c over NaN, K={k}")
+        c32 = torch.full((32, 40), float("nan"), device="cuda")
+        assert_close(llm.tensor_core_gemm(a, b, 0.5, 0.0, c=c32), ref.float(), dtype=torch.float16,
+                     what=f"tensor_core_gemm beta 0, K={k}")
+    for alpha, beta in ((float("nan"), 0.0), (1.0, float("inf")), (1e39, 0.0)):
+        with pytest.raises((RuntimeError, ValueError), match=r"alpha and beta must be finite as float32"):
+            llm.gemm(a, b, alpha, beta, c=c)
+
+
+def test_general_kernel_past_65535_row_tiles():
+    """op(A) taller than 65535 tiles of 64 rows on the general kernel (K = 3: rows not 16-byte
+    aligned): the grid's y dimension holds 65535 tiles and each block loops over the rest
+    (the launch used to fail with 'invalid argument'; stop 95)."""
+    require_op("gemm")
+    m = 65535 * 64 + 17
+    a, b = _rand((m, 3), torch.float16), _rand((3, 5), torch.float16)
+    out = torch.full((m, 5), float("nan"), dtype=torch.float16, device="cuda")
+    llm.gemm(a, b, out=out)
+    assert_close(out, gemm_reference(a, b), dtype=torch.float16, what="4.2M rows, general kernel")
+    ai = torch.randint(-5, 5, (m, 3), dtype=torch.int8, device="cuda")
+    bi = torch.randint(-5, 5, (3, 5), dtype=torch.int8, device="cuda")
+    assert torch.equal(llm.tensor_core_gemm_int8(ai, bi), int8_gemm_reference(ai, bi))
 
 
 # ---- errors ---------------------------------------------------------------------------------

@@ -41,16 +41,17 @@ def check_against_reference(q, k, v, kv0, slope, o, new_kv):
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(b=st.integers(1, 3), h=st.integers(1, 5), n=st.integers(1, 8), d=st.sampled_from(DIMS),
+@given(b=st.integers(1, 3), h=st.integers(1, 5), n=st.one_of(st.integers(1, 8), st.sampled_from([9, 16, 17, 25])),
+       d=st.sampled_from(DIMS),
        e=st.sampled_from(DIMS), dtype=st.sampled_from(DTYPES), in_place=st.booleans(), give_out=st.booleans(),
        slope_1d=st.booleans(), seed=st.integers(0, 2**16))
 def test_matches_reference(b, h, n, d, e, dtype, in_place, give_out, slope_1d, seed):
     q, k, v, kv, slope = make_inputs(b, h, n, d, e, dtype, seed, slope_1d)
     kv0 = kv.clone()
     out = poison_(torch.empty(b, h, n, e, dtype=dtype, device="cuda")) if give_out else None
-    if in_place:
-        o, new_kv = lightning_attention_decode(q, k, v, kv, slope, out=out, new_kv=kv)
-        assert new_kv is kv
+    if in_place:  # kv itself, or a whole view of it (the in-place op either way)
+        o, new_kv = lightning_attention_decode(q, k, v, kv, slope, out=out, new_kv=kv if seed % 2 else kv.view_as(kv))
+        assert new_kv.data_ptr() == kv.data_ptr()
     else:
         new_kv_buf = poison_(torch.empty_like(kv))
         o, new_kv = lightning_attention_decode(q, k, v, kv, slope, out=out, new_kv=new_kv_buf)
@@ -185,7 +186,8 @@ out = torch.empty(2, 4, 1, 96, device="cuda", dtype=torch.float16)
 expect("out must not overlap v", q, k, v, kv, slope, v, torch.empty_like(kv))
 flat = torch.empty(kv.numel() + 8, device="cuda")
 kv2 = flat[:kv.numel()].view_as(kv)
-expect("new_kv must be kv itself or not overlap it", q, k, v, kv2, slope, out, flat[4:4 + kv.numel()].view_as(kv))
+expect("new_kv must not overlap kv", q, k, v, kv2, slope, out, flat[4:4 + kv.numel()].view_as(kv))
+expect("new_kv must not overlap kv", q, k, v, kv, slope, out, kv)  # the read-only-kv op: in place is the other op
 expect("kv must have dtype Float, got Double", q, k, v, kv.double(), slope, out, torch.empty_like(kv))
 expect(r"slope must have shape \[4, 1, 1\] or \[4\], got \[3\]", q, k, v, kv, slope[:3, 0, 0], out,
        torch.empty_like(kv))
@@ -229,8 +231,18 @@ def test_torch_compile_fullgraph():
         o, _ = lightning_attention_decode(q, k, v, kv, slope, new_kv=kv)
         return o
 
+    @torch.compile(fullgraph=True)
+    def step_into(q, k, v, kv, slope, buf):  # a given new_kv: no data-pointer test under tracing
+        o, new_kv = lightning_attention_decode(q, k, v, kv, slope, new_kv=buf)
+        return o, new_kv
+
     o2, new_kv = step_out_of_place(q, k, v, kv, slope)
     o_ref, kv_ref = lightning_decode_reference(q, k, v, kv0, slope, dtype=torch.float64)
+    assert torch.equal(kv, kv0)
+    buf = poison_(torch.empty_like(kv))
+    o3, into = step_into(q, k, v, kv, slope, buf)
+    assert_close(o3, o_ref, dtype=torch.bfloat16)
+    assert_close(buf, kv_ref, rel_tol=REL_TOL[torch.float32], what="new_kv=buf under torch.compile")
     assert torch.equal(kv, kv0)
     assert_close(o2 / 2, o_ref, dtype=torch.bfloat16)
     assert_close(new_kv, kv_ref, rel_tol=REL_TOL[torch.float32])

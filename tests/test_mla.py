@@ -2,6 +2,7 @@
 that are and are not multiples of 16, forced and heuristic splits, out= / workspace / lse,
 graph capture and replay, bad indices, the error paths, opcheck and torch.compile."""
 import os
+import re
 
 import pytest
 import torch
@@ -11,7 +12,7 @@ from hypothesis import strategies as st
 import cuda_llm_ops as llm
 from cuda_llm_ops.graphs import capture_graph
 from cuda_llm_ops.reference import paged_mla_attention_reference
-from cuda_llm_ops.testing import assert_close, poison_
+from cuda_llm_ops.testing import assert_close, kernel_names, poison_
 from conftest import require_op
 
 pytestmark = pytest.mark.cuda
@@ -101,7 +102,9 @@ def test_paged_mla_zero_length_heuristic_and_unused_entries(hq):
     ref = paged_mla_attention_reference(q, kv, table, seq_lens)
     for ns in (0, 1, 5):  # the heuristic splits here; 1: the unsplit epilogue
         out, lse = llm.paged_mla_attention(q, kv, table, seq_lens, num_splits=ns, return_lse=True,
-                                           check_indices=True)
+                                           check_indices=True, out=poison_(torch.empty(*q.shape[:2], DV,
+                                                                                       device="cuda").half()),
+                                           lse=poison_(torch.empty(q.shape[:2], device="cuda")))
         assert_close(out, ref, dtype=torch.float16, what=f"num_splits={ns}")
         assert (out[0] == 0).all() and (out[3] == 0).all()
         assert torch.isneginf(lse[0]).all() and torch.isneginf(lse[3]).all()
@@ -121,7 +124,9 @@ def test_paged_mla_bad_indices_give_nan_and_host_errors(num_splits, hq):
         t, s = table.clone(), seq_lens.clone()
         mutate(t, s)
         out, lse = llm.paged_mla_attention(q, kv, t, s, num_splits=num_splits, check_indices=False,
-                                           return_lse=True)
+                                           return_lse=True, out=torch.full((*q.shape[:2], DV), 7.0, device="cuda",
+                                                                           dtype=q.dtype),
+                                           lse=torch.full(q.shape[:2], 7.0, device="cuda"))
         assert torch.isnan(out[1]).all() and torch.isnan(lse[1]).all(), what
         assert torch.isfinite(lse[[0, 2]]).all(), what
         good = paged_mla_attention_reference(q, kv, table, seq_lens)
@@ -213,6 +218,8 @@ def test_paged_mla_errors():
         (lambda: call(q, kv, table, seq_lens, out=torch.empty(2, 16, 576, device="cuda").half()), ValueError,
          r"out must have shape"),
         (lambda: call(q, kv, table, seq_lens, out=q[..., :512]), ValueError, r"out must not overlap q"),
+        (lambda: call(q, kv, table, seq_lens, out=torch.empty(1, 16, 512, device="cuda").half().expand(2, 16, 512)),
+         ValueError, r"out is written and its elements must not share memory"),
         (lambda: call(q, kv, table, seq_lens, num_splits=129), ValueError, r"num_splits"),
         (lambda: call(q, kv, table, seq_lens, lse=torch.empty(2, 15, device="cuda")), ValueError, r"lse"),
         (lambda: call(q, kv, table, seq_lens, num_splits=4, workspace=torch.empty(10, device="cuda")), ValueError,
@@ -244,6 +251,8 @@ def test_paged_mla_errors():
         op(out, q, kv, table, seq_lens, 0.1, 1, None, lse_on_q)
     with pytest.raises(RuntimeError, match=r"workspace must not overlap out"):
         op(out_on_ws, q, kv, table, seq_lens, 0.1, 2, ws)
+    with pytest.raises(RuntimeError, match=r"out is written and its elements must not share memory"):
+        op(out[:1].expand(2, 16, DV), q, kv, table, seq_lens, 0.1, 1, None)
 
 
 def test_paged_mla_opcheck_and_compile():
@@ -273,7 +282,8 @@ def test_paged_mla_both_pipelines(monkeypatch, stages):
     for lens, hq, ns in (([33, 1000, 1], 40, 0), ([2000] * 40, 128, 1), ([5000], 16, 0), ([77] * 300, 16, 3)):
         q, kv, table, seq_lens = make_mla_problem(lens, hq, 32, torch.bfloat16, len(lens))
         out = poison_(torch.empty(len(lens), hq, 512, device="cuda", dtype=torch.bfloat16))
-        llm.paged_mla_attention(q, kv, table, seq_lens, out=out, num_splits=ns)
+        names = kernel_names(lambda: llm.paged_mla_attention(q, kv, table, seq_lens, out=out, num_splits=ns))
+        assert re.search(rf"mla_decode_attention_kernel<[^<>,]+, (\(int\))?{stages}>", names), names[:300]
         assert_close(out, paged_mla_attention_reference(q, kv, table, seq_lens), dtype=torch.bfloat16,
                      what=f"stages={stages} lens={lens[:3]} hq={hq} splits={ns}")
 
@@ -308,7 +318,9 @@ def test_paged_mla_both_kernels(monkeypatch, kernel):
         _nan_past_lengths(kv.view(kv.shape[0], bs, DQK), table, seq_lens)
         out = poison_(torch.empty(len(lens), hq, 512, device="cuda", dtype=dtype))
         lse = poison_(torch.empty(len(lens), hq, device="cuda"))
-        llm.paged_mla_attention(q, kv, table, seq_lens, out=out, num_splits=ns, lse=lse)
+        names = kernel_names(lambda: llm.paged_mla_attention(q, kv, table, seq_lens, out=out, num_splits=ns, lse=lse))
+        if hq >= 32:  # the forced kernel ran (below 32 heads the launcher may keep mma.sync)
+            assert ("mla_decode_attention_sm90_kernel" in names) == (kernel == "wgmma"), names[:300]
         ref, ref_lse = paged_mla_attention_reference(q, kv, table, seq_lens, return_lse=True)
         what = f"{kernel} lens={lens[:3]} hq={hq} bs={bs} splits={ns}"
         assert_close(out, ref, dtype=dtype, what=what)

@@ -24,20 +24,6 @@ void check_half_dtype(const at::Tensor& t, const char* name) {
               " must be float16 or bfloat16, got ", t.scalar_type());
 }
 
-// Rows read 16 bytes at a time: contiguous last dim, 16-byte aligned rows.
-void check_rows_aligned(const at::Tensor& t, const char* name) {
-  const int64_t elem = t.element_size();
-  CLO_CHECK(t.size(-1) * elem % 16 == 0, name, " rows must be a multiple of 16 bytes (head_dim ", t.size(-1),
-              " x ", elem, " bytes), got ", t.size(-1) * elem);
-  CLO_CHECK(reinterpret_cast<uintptr_t>(t.data_ptr()) % 16 == 0, name,
-              " must start at a 16-byte aligned address (a view at an odd element offset?), got offset ",
-              reinterpret_cast<uintptr_t>(t.data_ptr()) % 16, " bytes");
-  bool ok = t.stride(-1) == 1;
-  for (int64_t i = 0; i + 1 < t.dim(); ++i) ok = ok && (t.stride(i) * elem) % 16 == 0;
-  CLO_CHECK(ok, name, " must have a contiguous last dimension and 16-byte aligned rows, got strides ",
-              t.strides());
-}
-
 // A paged cache pair: [num_blocks, block_size, num_kv_heads, head_dim] each, one shape,
 // contiguous, on `like`'s device with its dtype or float8_e4m3fn (`like` checked
 // before), 16-byte rows. Returns whether the caches are FP8.
@@ -160,10 +146,12 @@ float* resolve_lse(const std::optional<at::Tensor>& lse, const at::Tensor& q) {
 }
 
 // The decode grid: (KV heads x row tiles, batch, splits).
-void check_grid(int64_t batch, int64_t num_q_heads) {
+// The launchers count a KV head's query rows (num_q_heads / num_kv_heads x seq_len_q) in int.
+void check_grid(int64_t batch, int64_t num_q_heads, int64_t seq_len_q = 1) {
   CLO_CHECK(batch >= 1 && batch <= dec::kDecodeMaxBatch, "batch must be in [1, ", dec::kDecodeMaxBatch, "], got ",
               batch);
-  CLO_CHECK(num_q_heads >= 1, "num_q_heads must be >= 1, got ", num_q_heads);
+  CLO_CHECK(num_q_heads >= 1 && num_q_heads < (int64_t(1) << 31) && num_q_heads * seq_len_q < (int64_t(1) << 31),
+            "num_q_heads and num_q_heads x seq_len_q must be in [1, 2^31), got ", num_q_heads, " x ", seq_len_q);
 }
 
 void check_num_splits(int64_t num_splits) {
@@ -302,11 +290,12 @@ void paged_attention(at::Tensor& out, const at::Tensor& q, const at::Tensor& k_c
   CLO_CHECK(B >= 1, "batch (q dim 0) must be >= 1, got ", B);
   CLO_CHECK(Hkv >= 1 && Hq % Hkv == 0, "num_q_heads (", Hq, ") must be a multiple of num_kv_heads (", Hkv, ")");
   check_paged_geometry(block_tables, seq_lens, B, nb, bs);
-  check_grid(B, Hq);
+  check_grid(B, Hq, Nq);
   const c10::cuda::CUDAGuard guard(q.device());  // before check_head_dim: it asks q's device
   check_head_dim(D, fp8);
   check_rows_aligned(q, "q");
   check_rows_aligned(out, "out");
+  check_elements_apart(out, "out");
   check_num_splits(num_splits);
 
   dec::DecodeAttentionArgs a;
@@ -354,13 +343,14 @@ void decode_attention(at::Tensor& out, const at::Tensor& q, const at::Tensor& k,
   CLO_CHECK(B >= 1, "batch (q dim 0) must be >= 1, got ", B);
   CLO_CHECK(Hkv >= 1 && Hq % Hkv == 0, "num_q_heads (", Hq, ") must be a multiple of num_kv_heads (", Hkv, ")");
   CLO_CHECK(Nq >= 1 && Nk >= 1, "seq_len_q and seq_len_k must be >= 1, got ", Nq, " and ", Nk);
-  check_grid(B, Hq);
   CLO_CHECK(Nq <= 65535 && Nk < (int64_t(1) << 31), "seq_len_q must be <= 65535 and seq_len_k < 2^31, got ", Nq,
               " and ", Nk);
+  check_grid(B, Hq, Nq);
   const c10::cuda::CUDAGuard guard(q.device());  // before check_head_dim: it asks q's device
   check_head_dim(D);
   check_rows_aligned(q, "q");
   check_rows_aligned(out, "out");
+  check_elements_apart(out, "out");
   check_rows_aligned(k, "k");
   check_rows_aligned(v, "v");
   check_num_splits(num_splits);
@@ -416,6 +406,23 @@ void set_append_target(dec::AppendSlots& a, const std::optional<at::Tensor>& slo
     CLO_CHECK(bt.size(1) < (int64_t(1) << 31), "max_blocks_per_seq must be < 2^31, got ", bt.size(1));
     set_block_table(a, bt, sl, a.num_blocks, a.block_size);
   }
+}
+
+// An append's writes land apart from what it reads: each cache from the other and from every
+// input (null entries skipped), and the q it rotates in place from every input but the caches
+// (ranges_overlap is exact for q, k and v views of one fused projection's output: they pass).
+using NamedInputs = std::initializer_list<std::pair<const at::Tensor*, const char*>>;
+void check_append_apart(const at::Tensor& k_cache, const at::Tensor& v_cache, const at::Tensor* q,
+                        NamedInputs inputs) {
+  CLO_CHECK(!ranges_overlap(k_cache, v_cache), "k_cache must not overlap v_cache (give each its own buffer)");
+  for (const auto& [cache, cache_name] : {std::pair{&k_cache, "k_cache"}, std::pair{&v_cache, "v_cache"}}) {
+    for (const auto& [t, name] : inputs)
+      CLO_CHECK(t == nullptr || !ranges_overlap(*cache, *t), cache_name, " must not overlap ", name);
+    CLO_CHECK(q == nullptr || !ranges_overlap(*cache, *q), cache_name, " must not overlap q");
+  }
+  for (const auto& [t, name] : inputs)
+    CLO_CHECK(q == nullptr || t == nullptr || !ranges_overlap(*q, *t), "q must not overlap ", name,
+              " (it is rotated in place)");
 }
 
 void paged_kv_append(const at::Tensor& k, const at::Tensor& v, at::Tensor& k_cache, at::Tensor& v_cache,
@@ -487,10 +494,7 @@ void paged_kv_append(const at::Tensor& k, const at::Tensor& v, at::Tensor& k_cac
       check_dtype(qt, k.scalar_type(), "q");
       CLO_CHECK(qt.size(0) == T && qt.size(2) == D, "q must be [", T, ", num_q_heads, ", D, "], got ", qt.sizes());
       CLO_CHECK(qt.size(1) < (int64_t(1) << 24), "num_q_heads must be < 2^24, got ", qt.size(1));
-      for (int64_t i = 0; i < 3; ++i)
-        CLO_CHECK(qt.stride(i) != 0 || qt.size(i) <= 1,
-                  "q is rotated in place and must not repeat memory (an expand()ed view), got strides ",
-                  qt.strides());
+      check_elements_apart(qt, "q");  // rotated in place
       check_rows_aligned(qt, "q");
       a.q = qt.data_ptr();
       a.q_stride_t = qt.stride(0);
@@ -498,6 +502,11 @@ void paged_kv_append(const at::Tensor& k, const at::Tensor& v, at::Tensor& k_cac
       a.num_q_heads = static_cast<int>(qt.size(1));
     }
   }
+  const auto given = [](const std::optional<at::Tensor>& t) { return t.has_value() ? &*t : nullptr; };
+  check_append_apart(k_cache, v_cache, given(q),
+                     {{&k, "k"}, {&v, "v"}, {given(cos), "cos"}, {given(sin), "sin"},
+                      {given(slot_mapping), "slot_mapping"}, {given(block_tables), "block_tables"},
+                      {given(seq_lens), "seq_lens"}});
   const c10::cuda::CUDAGuard guard(k.device());
   check_launch(dec::launch_paged_kv_append(a, current_stream(k)), "paged_kv_append");
 }
@@ -593,6 +602,7 @@ void paged_mla_attention(at::Tensor& out, const at::Tensor& q, const at::Tensor&
             " x ", Hq);
   check_rows_aligned(q, "q");
   check_rows_aligned(out, "out");
+  check_elements_apart(out, "out");
   check_num_splits(num_splits);
   const c10::cuda::CUDAGuard guard(q.device());
   CLO_CHECK(dec::mla_decode_fits(), "the MLA decode kernel needs ", dec::mla_decode_smem_bytes(),
@@ -647,6 +657,9 @@ void paged_mla_append(const at::Tensor& kv_c, const at::Tensor& k_pe, at::Tensor
   check_rows_aligned(k_pe, "k_pe");
   CLO_CHECK(!ranges_overlap(kv_cache, kv_c) && !ranges_overlap(kv_cache, k_pe),
             "kv_cache must not overlap kv_c or k_pe");
+  for (const auto& [t, name] : {std::pair{&slot_mapping, "slot_mapping"}, std::pair{&block_tables, "block_tables"},
+                                std::pair{&seq_lens, "seq_lens"}})
+    CLO_CHECK(!t->has_value() || !ranges_overlap(kv_cache, **t), "kv_cache must not overlap ", name);
   dec::MlaAppendArgs a;
   a.dtype = to_dtype(kv_c.scalar_type());
   a.num_tokens = static_cast<int>(T);

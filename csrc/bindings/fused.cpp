@@ -73,21 +73,33 @@ void fused_decode_block(const at::Tensor& x, const at::Tensor& w_qkv, const at::
   const float softmax_scale = checked_softmax_scale(scale, kOp);
   FUSED_REQUIRE(hidden <= INT32_MAX && max_blocks <= INT32_MAX && block_size <= INT32_MAX,
                 "hidden, max_blocks and block_size must fit int32");
+  FUSED_REQUIRE(max_blocks * block_size <= INT32_MAX, "max_blocks_per_seq x block_size (the keys a table row ",
+                "addresses) must be < 2^31, got ", max_blocks, " x ", block_size);
   const c10::cuda::CUDAGuard guard(x.device());
   const char* why = fused::fused_decode_block_unsupported(static_cast<int>(batch), static_cast<int>(hidden),
                                                           static_cast<int>(heads), static_cast<int>(heads),
                                                           static_cast<int>(head_dim), static_cast<int>(block_size));
   FUSED_REQUIRE(*why == '\0', why);
+  // 16-byte loads of x, the weights, the caches and cos / sin, 16-byte stores into the caches,
+  // 8-byte reductions into the workspace: aligned bases (a contiguous view can start at any
+  // element, and a misaligned access faults the whole context).
+  for (const auto& [t, name] : all)
+    if (t != &block_tables && t != &seq_lens && t != &workspace) check_rows_aligned(*t, name);
+  FUSED_REQUIRE(reinterpret_cast<uintptr_t>(workspace.data_ptr()) % 16 == 0,
+                "workspace must start at a 16-byte aligned address (fused_decode_block_workspace), got offset ",
+                reinterpret_cast<uintptr_t>(workspace.data_ptr()) % 16, " bytes");
   const size_t ws_bytes = fused::fused_decode_block_workspace_bytes(static_cast<int>(hidden));
   FUSED_REQUIRE(static_cast<size_t>(workspace.nbytes()) >= ws_bytes, "workspace must hold at least ", ws_bytes,
                 " bytes (fused_decode_block_workspace), got ", static_cast<int64_t>(workspace.nbytes()));
   FUSED_REQUIRE(cluster_size == 0 || cluster_size == 2 || cluster_size == 4,
                 "cluster_size must be 0 (the default, 4), 2 or 4, got ", cluster_size);
-  // Heads' clusters add their output projections into out while later clusters may still
-  // read x, the weights or the caches: out must be apart from every input (x included).
-  for (const auto& [t, name] : all) {
-    if (t != &out) FUSED_REQUIRE(!ranges_overlap(out, *t), "out must not overlap ", name);
-  }
+  // What the kernel writes lands apart from every other argument: out (heads' clusters add their
+  // output projections into it while later clusters still read x, the weights or the caches),
+  // the caches (the new token's k and v) and the workspace (the sums and their counters).
+  for (const auto& [w, wname] : {std::pair{&out, "out"}, std::pair{&k_cache, "k_cache"},
+                                 std::pair{&v_cache, "v_cache"}, std::pair{&workspace, "workspace"}})
+    for (const auto& [t, name] : all)
+      if (t != w) FUSED_REQUIRE(!ranges_overlap(*w, *t), wname, " must not overlap ", name);
 
   fused::FusedDecodeBlockProblem p{};
   p.x = x.data_ptr();

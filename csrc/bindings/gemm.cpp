@@ -97,6 +97,8 @@ at::Tensor run_float_gemm(const char* op, const at::Tensor& a, const at::Tensor&
   CLO_CHECK(variant != GemmVariant::kSkinny || (!trans_a && M <= gemm::kSkinnyMaxM), op,
             ": the skinny kernels take a stored [M, K] (trans_a=False) with M <= ", gemm::kSkinnyMaxM, ", got M=", M,
             " trans_a=", trans_a ? "true" : "false");
+  CLO_CHECK(std::isfinite(static_cast<float>(alpha)) && std::isfinite(static_cast<float>(beta)), op,
+            ": alpha and beta must be finite as float32, got ", alpha, " and ", beta);
   c10::cuda::CUDAGuard guard(a.device());
   if (c.has_value()) check_mn_operand(op, *c, "c", a, M, N, out_type);
   if (out.has_value()) check_gemm_out(op, *out, a, b, c, M, N, out_type);
@@ -104,7 +106,8 @@ at::Tensor run_float_gemm(const char* op, const at::Tensor& a, const at::Tensor&
   GemmProblem p;
   p.a = a.data_ptr();
   p.b = b.data_ptr();
-  p.c = c.has_value() ? c->data_ptr() : nullptr;
+  // beta = 0 does not read c (as BLAS): a NaN or an unset buffer there (out=c over torch.empty) stays out.
+  p.c = c.has_value() && static_cast<float>(beta) != 0.0f ? c->data_ptr() : nullptr;
   p.d = d.data_ptr();
   p.M = static_cast<int>(M);
   p.N = static_cast<int>(N);

@@ -27,9 +27,10 @@ constexpr int kMaxDim = cuda_llm_ops::lightning::kMaxHeadDim;
 // The message is formatted only when the check fails.
 #define LIGHTNING_REQUIRE(cond, name, what) CLO_CHECK(cond, kOp, ": ", name, " ", what)
 
-// Checks every argument and launches; new_kv may be kv itself (the in-place op).
+// Checks every argument and launches; `in_place`: new_kv is kv itself (the in-place op, whose
+// schema says kv is written; the other's says it is only read, so there new_kv must be apart).
 void lightning_decode_checked(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& kv,
-                              const at::Tensor& slope, at::Tensor& out, at::Tensor& new_kv) {
+                              const at::Tensor& slope, at::Tensor& out, at::Tensor& new_kv, bool in_place) {
   const at::Tensor* all[] = {&q, &k, &v, &kv, &slope, &out, &new_kv};
   const char* names[] = {"q", "k", "v", "kv", "slope", "out", "new_kv"};
   for (int i = 0; i < 7; ++i) {
@@ -76,8 +77,9 @@ void lightning_decode_checked(const at::Tensor& q, const at::Tensor& k, const at
   for (int i : {0, 1, 2, 4}) {
     LIGHTNING_REQUIRE(!ranges_overlap(new_kv, *all[i]), "new_kv", std::string("must not overlap ") + names[i]);
   }
-  LIGHTNING_REQUIRE(new_kv.data_ptr() == kv.data_ptr() || !ranges_overlap(new_kv, kv), "new_kv",
-                    "must be kv itself or not overlap it");
+  LIGHTNING_REQUIRE(in_place || !ranges_overlap(new_kv, kv), "new_kv",
+                    "must not overlap kv (for the state updated in place: lightning_attention_decode_inplace, or "
+                    "new_kv=kv in the Python API)");
 
   const c10::cuda::CUDAGuard guard(q.device());
   const cudaError_t err = cuda_llm_ops::lightning::launch_lightning_attention_decode(
@@ -88,12 +90,12 @@ void lightning_decode_checked(const at::Tensor& q, const at::Tensor& k, const at
 
 void lightning_attention_decode(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, const at::Tensor& kv,
                                 const at::Tensor& slope, at::Tensor& out, at::Tensor& new_kv) {
-  lightning_decode_checked(q, k, v, kv, slope, out, new_kv);
+  lightning_decode_checked(q, k, v, kv, slope, out, new_kv, /*in_place=*/false);
 }
 
 void lightning_attention_decode_inplace(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, at::Tensor& kv,
                                         const at::Tensor& slope, at::Tensor& out) {
-  lightning_decode_checked(q, k, v, kv, slope, out, kv);
+  lightning_decode_checked(q, k, v, kv, slope, out, kv, /*in_place=*/true);
 }
 
 }  // namespace

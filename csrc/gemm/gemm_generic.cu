@@ -3,6 +3,7 @@
 // the path for shapes whose rows cannot be read 16 bytes at a time (e.g. K or
 // N not a multiple of 8 fp16 elements) and never the fast one. fp32
 // accumulation for float types, int32 for int8 (exact).
+#include <algorithm>
 #include <type_traits>
 
 #include "gemm/gemm_common.cuh"
@@ -30,48 +31,52 @@ __global__ void __launch_bounds__(kGenThreads) gemm_generic_kernel(const GemmKer
   // element strides of op(A) (m, k) and op(B) (k, n)
   const long long a_sm = trans_a ? 1 : args.lda, a_sk = trans_a ? args.lda : 1;
   const long long b_sk = trans_b ? 1 : args.ldb, b_sn = trans_b ? args.ldb : 1;
-  const int m0 = blockIdx.y * kGenTile, n0 = blockIdx.x * kGenTile;
   const int tid = threadIdx.x, tm = tid / 16, tn = tid % 16;
-  Acc acc[4][4] = {};
-  for (int k0 = 0; k0 < K; k0 += kGenBK) {
-    for (int i = tid; i < kGenBK * kGenTile; i += kGenThreads) {
-      // A: the m index runs fastest when A is stored transposed (coalesced either way for one layout).
-      const int kk = trans_a ? i / kGenTile : i % kGenBK;
-      const int mm = trans_a ? i % kGenTile : i / kGenBK;
-      const int gm = m0 + mm, gk = k0 + kk;
-      As[kk][mm] = (gm < M && gk < K) ? widen(A[gm * a_sm + gk * a_sk]) : Acc(0);
-      const int kb = trans_b ? i % kGenBK : i / kGenTile;
-      const int nn = trans_b ? i / kGenBK : i % kGenTile;
-      const int gn = n0 + nn, gkb = k0 + kb;
-      Bs[kb][nn] = (gn < N && gkb < K) ? widen(B[gkb * b_sk + gn * b_sn]) : Acc(0);
+  const int m_tiles = (M + kGenTile - 1) / kGenTile, n0 = blockIdx.x * kGenTile;
+  // grid.y holds at most 65535 row tiles: a taller op(A) loops over the rest.
+  for (int m_tile = blockIdx.y; m_tile < m_tiles; m_tile += gridDim.y) {
+    const int m0 = m_tile * kGenTile;
+    Acc acc[4][4] = {};
+    for (int k0 = 0; k0 < K; k0 += kGenBK) {
+      for (int i = tid; i < kGenBK * kGenTile; i += kGenThreads) {
+        // A: the m index runs fastest when A is stored transposed (coalesced either way for one layout).
+        const int kk = trans_a ? i / kGenTile : i % kGenBK;
+        const int mm = trans_a ? i % kGenTile : i / kGenBK;
+        const int gm = m0 + mm, gk = k0 + kk;
+        As[kk][mm] = (gm < M && gk < K) ? widen(A[gm * a_sm + gk * a_sk]) : Acc(0);
+        const int kb = trans_b ? i % kGenBK : i / kGenTile;
+        const int nn = trans_b ? i / kGenBK : i % kGenTile;
+        const int gn = n0 + nn, gkb = k0 + kb;
+        Bs[kb][nn] = (gn < N && gkb < K) ? widen(B[gkb * b_sk + gn * b_sn]) : Acc(0);
+      }
+      __syncthreads();
+#pragma unroll
+      for (int kk = 0; kk < kGenBK; ++kk) {
+        Acc a[4], b[4];
+#pragma unroll
+        for (int i = 0; i < 4; ++i) a[i] = As[kk][tm + 16 * i];
+#pragma unroll
+        for (int j = 0; j < 4; ++j) b[j] = Bs[kk][tn + 16 * j];
+#pragma unroll
+        for (int i = 0; i < 4; ++i)
+#pragma unroll
+          for (int j = 0; j < 4; ++j) acc[i][j] += a[i] * b[j];
+      }
+      __syncthreads();
     }
-    __syncthreads();
 #pragma unroll
-    for (int kk = 0; kk < kGenBK; ++kk) {
-      Acc a[4], b[4];
+    for (int i = 0; i < 4; ++i) {
+      const int row = m0 + tm + 16 * i;
+      if (row >= M) continue;
 #pragma unroll
-      for (int i = 0; i < 4; ++i) a[i] = As[kk][tm + 16 * i];
-#pragma unroll
-      for (int j = 0; j < 4; ++j) b[j] = Bs[kk][tn + 16 * j];
-#pragma unroll
-      for (int i = 0; i < 4; ++i)
-#pragma unroll
-        for (int j = 0; j < 4; ++j) acc[i][j] += a[i] * b[j];
-    }
-    __syncthreads();
-  }
-#pragma unroll
-  for (int i = 0; i < 4; ++i) {
-    const int row = m0 + tm + 16 * i;
-    if (row >= M) continue;
-#pragma unroll
-    for (int j = 0; j < 4; ++j) {
-      const int col = n0 + tn + 16 * j;
-      if (col >= N) continue;
-      if constexpr (std::is_same_v<Tin, int8_t>) {
-        store_one<int32_t>(args, row, col, acc[i][j]);  // exact: no alpha
-      } else {
-        store_one<TOut>(args, row, col, args.alpha * acc[i][j]);
+      for (int j = 0; j < 4; ++j) {
+        const int col = n0 + tn + 16 * j;
+        if (col >= N) continue;
+        if constexpr (std::is_same_v<Tin, int8_t>) {
+          store_one<int32_t>(args, row, col, acc[i][j]);  // exact: no alpha
+        } else {
+          store_one<TOut>(args, row, col, args.alpha * acc[i][j]);
+        }
       }
     }
   }
@@ -79,8 +84,7 @@ __global__ void __launch_bounds__(kGenThreads) gemm_generic_kernel(const GemmKer
 
 template <typename Tin, typename TOut>
 cudaError_t launch_generic(const GemmProblem& p, cudaStream_t stream) {
-  const dim3 grid(div_ceil(p.N, kGenTile), div_ceil(p.M, kGenTile));
-  if (grid.y > 65535) return cudaErrorInvalidValue;
+  const dim3 grid(div_ceil(p.N, kGenTile), std::min(div_ceil(p.M, kGenTile), 65535));
   gemm_generic_kernel<Tin, TOut><<<grid, kGenThreads, 0, stream>>>(make_kernel_args(p), p.trans_a, p.trans_b);
   return cudaGetLastError();
 }

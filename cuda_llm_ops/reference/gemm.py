@@ -10,7 +10,8 @@ def gemm_reference(a: torch.Tensor, b: torch.Tensor, alpha: float = 1.0, beta: f
     """`alpha * op(a) @ op(b) + beta * c` computed in `dtype` (float32 default, float64 on request).
 
     a `[M, K]` (`[K, M]` with trans_a), b `[K, N]` (`[N, K]` with trans_b), c `[M, N]`
-    or None (then beta is ignored). Returns `[M, N]` in `dtype`.
+    or None (then beta is ignored; as with beta 0 as a float32: c is not read, as BLAS).
+    Returns `[M, N]` in `dtype`.
     """
     x = a.to(dtype)
     y = b.to(dtype)
@@ -19,7 +20,7 @@ def gemm_reference(a: torch.Tensor, b: torch.Tensor, alpha: float = 1.0, beta: f
     if trans_b:
         y = y.t()
     out = torch.matmul(x, y) * alpha
-    if c is not None:
+    if c is not None and float(torch.tensor(beta, dtype=torch.float32)) != 0.0:
         out = out + beta * c.to(dtype)
     return out
 
