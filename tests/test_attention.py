@@ -5,6 +5,7 @@ opcheck, torch.compile and flash attention's O(N) memory."""
 from __future__ import annotations
 
 import os
+import re
 
 import pytest
 import torch
@@ -354,6 +355,22 @@ _SM90_CASES = [  # b, hq, hkv, nq, nk, d, causal
 ]
 
 
+# The sm90 kernel's instance in a profile: Config<tile D, ping-pong, consumer warpgroups, K/V
+# stages> and kEarlyQK (flash_attention_sm90.cuh)
+# (integers may print as "(int)128", booleans as "(bool)1", as the decode tests' patterns allow)
+_I, _B = r"(?:\(int\))?(\d+)", r"(true|false|\(bool\)[01])"
+_SM90_INSTANCE = re.compile(rf"flash_attention_fwd_sm90_kernel<[^<>]*Config<{_I}, {_B}, {_I}, {_I}>, {_B}>")
+
+
+def _sm90_instance(call) -> tuple[int, bool, int, int, bool]:
+    """(tile D, ping-pong, consumers, stages, early QK) of the sm90 kernel one `call` ran."""
+    names = kernel_names(call)
+    found = _SM90_INSTANCE.search(names)
+    assert found, names[:400]
+    tile, pingpong, consumers, stages, early = found.groups()
+    return int(tile), pingpong in ("true", "(bool)1"), int(consumers), int(stages), early in ("true", "(bool)1")
+
+
 @pytest.mark.parametrize("case", _SM90_CASES, ids=lambda c: "-".join(map(str, c)))
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16], ids=str)
 def test_sm90_kernel_matches_reference(monkeypatch, case, dtype):
@@ -371,6 +388,9 @@ def test_sm90_kernel_matches_reference(monkeypatch, case, dtype):
 
     if _on_sm90():
         assert "flash_attention_fwd_sm90" in kernel_names(call)
+    # fp16 confirms each knob took (the kernel's instance in a profile); bf16 runs the same instances
+    confirm = _on_sm90() and dtype == torch.float16
+    tile_d = 64 if d <= 64 else 128 if d <= 128 else 192 if d <= 192 else 256
     # The rule's choice, then each schedule forced (kSchedOverlap 1, kSchedPingPong 2, at
     # D <= 64 also kSchedThreeConsumers 3); monkeypatch puts the caller's knob values back.
     for sched in ("", "1", "2") + (("3",) if d <= 64 else ()):
@@ -380,6 +400,9 @@ def test_sm90_kernel_matches_reference(monkeypatch, case, dtype):
         assert_close(out, ref, dtype=dtype, what=f"sm90 path {case} schedule {sched or 'auto'}")
         if causal and nq > nk:
             assert (out[:, :, : nq - nk] == 0).all()
+        if confirm and sched:
+            tile, pingpong, consumers, _, _ = _sm90_instance(call)
+            assert (tile, pingpong, consumers) == (tile_d, sched == "2", 3 if sched == "3" else 2), (case, sched)
     monkeypatch.setenv("CUDA_LLM_OPS_FLASH_SM90_SCHED", "")
     # A work tile's first S = Q K^T issued after the tile before's epilogue (EARLY_QK 0, full
     # rows' default) or with its last P V (1, causal calls'), on one Q buffer or two (causal
@@ -392,6 +415,8 @@ def test_sm90_kernel_matches_reference(monkeypatch, case, dtype):
             monkeypatch.setenv("CUDA_LLM_OPS_FLASH_SM90_Q_STAGES", q_stages)
             assert_close(call(), ref, dtype=dtype,
                          what=f"sm90 path {case}, schedule {sched or 'auto'} early_qk={early} q_stages={q_stages}")
+            if confirm:
+                assert _sm90_instance(call)[4] == (early == "1"), (case, sched, early)
     monkeypatch.setenv("CUDA_LLM_OPS_FLASH_SM90_SCHED", "")
     monkeypatch.setenv("CUDA_LLM_OPS_FLASH_SM90_EARLY_QK", "")
     monkeypatch.setenv("CUDA_LLM_OPS_FLASH_SM90_Q_STAGES", "")
@@ -400,6 +425,8 @@ def test_sm90_kernel_matches_reference(monkeypatch, case, dtype):
         for sched in ("1", "2"):
             monkeypatch.setenv("CUDA_LLM_OPS_FLASH_SM90_SCHED", sched)
             assert_close(call(), ref, dtype=dtype, what=f"sm90 path {case}, 2 stages, schedule {sched}")
+            if confirm:
+                assert _sm90_instance(call)[:4] == (64, sched == "2", 2, 2), (case, sched)
         monkeypatch.setenv("CUDA_LLM_OPS_FLASH_SM90_SCHED", "")
         monkeypatch.setenv("CUDA_LLM_OPS_FLASH_SM90_D64_STAGES", "")
     monkeypatch.setenv("CUDA_LLM_OPS_FLASH_SM90_PERSISTENT", "0")  # one CTA per work tile
@@ -414,6 +441,8 @@ def test_sm90_kernel_matches_reference(monkeypatch, case, dtype):
     if 128 < d <= 192:  # the 256 tile, which these D ran on before the 192 tile
         monkeypatch.setenv("CUDA_LLM_OPS_FLASH_SM90_TILE192", "0")
         assert_close(call(), ref, dtype=dtype, what=f"sm90 path {case}, 256 tile")
+        if confirm:
+            assert _sm90_instance(call)[0] == 256, case
         monkeypatch.setenv("CUDA_LLM_OPS_FLASH_SM90_TILE192", "")
     monkeypatch.setenv("CUDA_LLM_OPS_FLASH_SM90", "0")
     names = kernel_names(call)

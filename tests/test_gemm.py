@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 import cuda_llm_ops as llm
 from cuda_llm_ops.gemm import _gemm_variant
 from cuda_llm_ops.reference import gemm_reference, int8_gemm_reference
-from cuda_llm_ops.testing import REL_TOL, assert_close, kernel_names, poison_, run_isolated
+from cuda_llm_ops.testing import REL_TOL, assert_close, kernel_grid_blocks, kernel_names, poison_, run_isolated
 from conftest import require_op
 
 pytestmark = pytest.mark.cuda
@@ -301,6 +301,13 @@ def test_skinny_fp32_kn_kernel(monkeypatch, k_warps, m, n, k):
     out = _gemm_variant(a, b, "skinny", False, False, False, 0.5, -1.0, c)
     ref = gemm_reference(a, b, 0.5, -1.0, False, False, c, dtype=torch.float64)
     assert_close(out, ref, torch.float32, rel_tol=_tol(torch.float32, k), what=f"skinny fp32 kn kw={k_warps} {m}x{n}x{k}")
+    if k_warps:  # the knob took: kn_fp32_plan's grid at that count (strips of 128 x 8 / k-warps columns, splits to a wave)
+        sms = torch.cuda.get_device_properties(0).multi_processor_count
+        blocks_x = -(-n // (128 * 8 // int(k_warps)))
+        k_splits = max(1, min(max(1, min(16, k // 256)), sms // blocks_x))
+        grid = kernel_grid_blocks(lambda: _gemm_variant(a, b, "skinny", False, False, False, 0.5, -1.0, c),
+                                  "gemm_skinny_kn_fp32_kernel")
+        assert grid == blocks_x * k_splits, (k_warps, m, n, k, grid, blocks_x, k_splits)
 
 
 def test_skinny_errors():
@@ -387,6 +394,17 @@ def test_wgmma_schedules(monkeypatch, variant, cluster, persistent, tma_store, r
         _wgmma_case(variant, 2312, 2056, 328, dtype, trans_a, trans_b, 0.5, -1.0, i == 2, i == 3)
     for out_fp32 in (False, True):
         _wgmma_case(variant, 2312, 2051, 328, torch.bfloat16, False, True, 1.0, 0.0, False, out_fp32)
+    # The knobs took (launch_wgmma_cfg's grid): one cluster per unit of `cluster` tiles along M
+    # without persistence, at most one CTA per SM with it (pairs: whole clusters)
+    a, b = _rand((2312, 328), torch.float16), _rand((328, 2056), torch.float16)
+    tile_rows, tile_cols = -(-2312 // 128), -(-2056 // (256 if variant == "wgmma" else 128))
+    units = -(-tile_rows // cluster) * tile_cols
+    grid = kernel_grid_blocks(lambda: _gemm_variant(a, b, variant), "gemm_wgmma_sm90_kernel")
+    sms = torch.cuda.get_device_properties(0).multi_processor_count
+    if persistent:
+        assert grid <= sms and grid % cluster == 0 and (cluster == 2 or grid == min(units, sms)), (grid, units)
+    else:
+        assert grid == units * cluster, (grid, units, cluster)
 
 
 @pytest.mark.parametrize("variant", ["wgmma", "wgmma_n128"])
