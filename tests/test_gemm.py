@@ -62,6 +62,10 @@ def test_gemm_matches_float64(m, n, k, dtype, trans_a, trans_b, alpha, beta, wit
     ref = gemm_reference(a, b, alpha, beta, trans_a, trans_b, c, dtype=torch.float64)
     assert out.dtype == dtype and out.shape == (m, n)
     assert_close(out, ref, dtype, rel_tol=_tol(dtype, k), what=f"gemm {dtype} {m}x{n}x{k} ta={trans_a} tb={trans_b}")
+    # into a NaN-filled out (the bait above need not come back): every element written
+    into = poison_(torch.empty(m, n, dtype=dtype, device="cuda"))
+    assert_close(llm.gemm(a, b, alpha, beta, trans_a, trans_b, c, out=into), ref, dtype, rel_tol=_tol(dtype, k),
+                 what=f"gemm out= {dtype} {m}x{n}x{k} ta={trans_a} tb={trans_b}")
 
 
 @settings(max_examples=25, **SETTINGS)
@@ -77,6 +81,9 @@ def test_tensor_core_gemm_matches_float64(m, n, k, dtype, alpha, beta, with_c):
     ref = gemm_reference(a, b, alpha, beta, c=c, dtype=torch.float64)
     # fp32 output: only the accumulation error remains.
     assert_close(out, ref, torch.float32, rel_tol=1e-4, what=f"tensor_core_gemm {dtype} {m}x{n}x{k}")
+    into = poison_(torch.empty(m, n, device="cuda"))  # into a NaN-filled out: every element written
+    assert_close(llm.tensor_core_gemm(a, b, alpha, beta, c, out=into), ref, torch.float32, rel_tol=1e-4,
+                 what=f"tensor_core_gemm out= {dtype} {m}x{n}x{k}")
 
 
 def _int8_case(m, n, k, col_major_b):
