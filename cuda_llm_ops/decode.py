@@ -117,6 +117,7 @@ from .validation import (
     check_one_cuda_device,
     check_tensor,
     check_out_apart,
+    check_writes_apart,
     call_or_explain,
     given,
     resolve_scale,
@@ -889,18 +890,6 @@ def _host_check_append_slots(cache: torch.Tensor, num_tokens: int, slot_mapping,
                          f"(num_blocks x block_size = {n_slots} slots)")
 
 
-def _check_append_apart(k_cache: torch.Tensor, v_cache: torch.Tensor, named) -> None:
-    """An append's writes land apart from what it reads (`named`: its (tensor, name) inputs,
-    the caches among them): each cache from the other and every input, and a q rotated in
-    place from every input but the caches (`ranges_overlap` is exact for q, k and v views of one
-    fused projection's rows: they pass). Skipped while torch.compile traces.
-    csrc/bindings/decode.cpp `check_append_apart`."""
-    for written in ("k_cache", "v_cache", "q"):
-        w = next((t for t, name in named if name == written), None)
-        others = [(t, name) for t, name in named if name != written and (written != "q" or "cache" not in name)]
-        check_out_apart(w, others, out_name=written)
-
-
 def paged_kv_append(k: torch.Tensor, v: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor,
                     slot_mapping: torch.Tensor | None = None, check_slots: bool | None = None, k_scale: float = 1.0,
                     v_scale: float = 1.0, *, block_tables: torch.Tensor | None = None,
@@ -1003,7 +992,10 @@ def paged_kv_append(k: torch.Tensor, v: torch.Tensor, k_cache: torch.Tensor, v_c
         _check_rows(v, "v")
         _check_rows(k_cache, "k_cache")
         _check_rows(v_cache, "v_cache")
-        _check_append_apart(k_cache, v_cache, named)
+        # what an append writes lands apart from what it reads: each cache from the other and every
+        # input, a q rotated in place from every input (ranges_overlap is exact for q, k and v
+        # views of one fused projection's rows: they pass); csrc/bindings/decode.cpp check_append_apart
+        check_writes_apart(named, ("k_cache", "v_cache") + (("q",) if q is not None else ()))
 
     if _host_checks_allowed(check_slots, "check_slots"):
         explain()  # this path synchronises anyway

@@ -27,7 +27,7 @@ import torch
 from . import _ops
 from .decode import DECODE_DTYPES, _check_head_dim, _host_checks_allowed, check_paged_indices
 from .reference.fused import apply_rotary
-from .validation import (call_or_explain, check_contiguous, check_dtype, check_one_cuda_device, check_out_apart,
+from .validation import (call_or_explain, check_contiguous, check_dtype, check_one_cuda_device, check_writes_apart,
                          check_rank, check_same_dtype, check_tensor, given, resolve_scale)
 
 def _shape_info(x, w_o, k_cache):
@@ -112,9 +112,7 @@ def _check_writes_apart(x, w_qkv, w_o, k_cache, v_cache, block_tables, seq_lens,
     named = ((x, "x"), (w_qkv, "w_qkv"), (w_o, "w_o"), (k_cache, "k_cache"), (v_cache, "v_cache"),
              (block_tables, "block_tables"), (seq_lens, "seq_lens"), (cos, "cos"), (sin, "sin"), (out, "out"),
              (workspace, "workspace"))
-    for written in ("out", "k_cache", "v_cache", "workspace"):
-        w = next(t for t, name in named if name == written)
-        check_out_apart(w, [(t, name) for t, name in named if name != written], out_name=written)
+    check_writes_apart(named, ("out", "k_cache", "v_cache", "workspace"))
 
 
 _DIRTY_WORKSPACE = ("workspace's sums and counters (its first fused_decode_block_workspace_bytes(hidden) bytes) "

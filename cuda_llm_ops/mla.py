@@ -40,10 +40,10 @@ from .validation import (
     check_dtype,
     check_elements_apart,
     check_one_cuda_device,
-    check_out_apart,
     check_rank,
     check_same_dtype,
     check_tensor,
+    check_writes_apart,
     given,
     resolve_scale,
 )
@@ -234,7 +234,7 @@ def paged_mla_append(kv_c: torch.Tensor, k_pe: torch.Tensor, kv_cache: torch.Ten
         check_contiguous(kv_cache, "kv_cache")
         for x, name in ((kv_c, "kv_c"), (k_pe, "k_pe"), (kv_cache, "kv_cache")):
             _check_rows(x, name)
-        check_out_apart(kv_cache, [(t, name) for t, name in named if name != "kv_cache"], out_name="kv_cache")
+        check_writes_apart(named, ("kv_cache",))
 
     if _host_checks_allowed(check_slots, "check_slots"):
         explain()  # this path synchronises anyway

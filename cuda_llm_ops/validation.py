@@ -67,9 +67,16 @@ def ranges_overlap(a: torch.Tensor, b: torch.Tensor) -> bool:
     element are apart (a fused projection's q / k / v views: per token [q heads | k heads |
     v heads], GPT-NeoX's per head [q | k | v], Bloom's [H, 3, D]); else by their spans.
     csrc/bindings/checks.h `ranges_overlap`."""
-    (a_lo, a_hi), (b_lo, b_hi) = byte_range(a), byte_range(b)
-    if not (a_lo < a_hi and b_lo < b_hi and a_lo < b_hi and b_lo < a_hi):
-        return False
+    return _spans_meet(byte_range(a), byte_range(b)) and _share_element(a, b)
+
+
+def _spans_meet(a: tuple[int, int], b: tuple[int, int]) -> bool:
+    """Whether two `byte_range`s intersect (both non-empty): `ranges_overlap`'s first test."""
+    return a[0] < a[1] and b[0] < b[1] and a[0] < b[1] and b[0] < a[1]
+
+
+def _share_element(a: torch.Tensor, b: torch.Tensor) -> bool:
+    """`ranges_overlap` for two views whose spans meet: the exact test where it applies, else True."""
     e, diff = a.element_size(), a.data_ptr() - b.data_ptr()
     levels = _stride_levels(a, b) if b.element_size() == e and diff % e == 0 else None
     if levels is None:
@@ -113,14 +120,31 @@ def check_out_apart(out: torch.Tensor | None, named, allow_same=(), out_name: st
     """`out` (a tensor the op writes, called `out_name`) must not overlap any (tensor, name) of
     `named` (None entries skipped; overlap as `ranges_overlap`); a name in `allow_same` may be out
     itself (same address). Skipped while torch.compile traces (fake tensors have no addresses)."""
-    if out is None or torch.compiler.is_compiling():
+    check_writes_apart([(out, out_name)] + list(named), (out_name,), allow_same)
+
+
+def check_writes_apart(named, written, allow_same=()) -> None:
+    """Each tensor an op writes lands apart from every other argument: for each name of
+    `written` in turn, the first (tensor, name) of `named` so called must not overlap any other
+    entry of `named` (`ranges_overlap`; None entries skipped), in `named`'s order; a name in `allow_same`
+    may be the written tensor itself (same address). Each span is computed once and the exact
+    test runs only where two spans meet (an eager call's host time: fused_decode_block's four
+    written tensors against ten others). Skipped while torch.compile traces (fake tensors have
+    no addresses)."""
+    if torch.compiler.is_compiling():
         return
-    for t, name in named:
-        if t is None or (name in allow_same and t.data_ptr() == out.data_ptr()):
+    spans = [byte_range(t) if t is not None else None for t, _ in named]
+    for w_name in written:
+        i = next(k for k, (_, name) in enumerate(named) if name == w_name)
+        w = named[i][0]
+        if w is None:
             continue
-        if ranges_overlap(out, t):
-            raise ValueError(f"{out_name} must not overlap {name}" + (f" (it may be {name} itself)"
-                                                                      if name in allow_same else ""))
+        for j, (t, name) in enumerate(named):
+            if j == i or t is None or (name in allow_same and t.data_ptr() == w.data_ptr()):
+                continue
+            if _spans_meet(spans[i], spans[j]) and _share_element(w, t):
+                raise ValueError(f"{w_name} must not overlap {name}" + (f" (it may be {name} itself)"
+                                                                        if name in allow_same else ""))
 
 
 def _dt(d: torch.dtype) -> str:
