@@ -120,7 +120,8 @@ def check_out_apart(out: torch.Tensor | None, named, allow_same=(), out_name: st
     """`out` (a tensor the op writes, called `out_name`) must not overlap any (tensor, name) of
     `named` (None entries skipped; overlap as `ranges_overlap`); a name in `allow_same` may be out
     itself (same address). Skipped while torch.compile traces (fake tensors have no addresses)."""
-    check_writes_apart([(out, out_name)] + list(named), (out_name,), allow_same)
+    if out is not None:  # the common no-out= call: no spans to compute
+        check_writes_apart([(out, out_name)] + list(named), (out_name,), allow_same)
 
 
 def check_writes_apart(named, written, allow_same=()) -> None:
@@ -131,14 +132,18 @@ def check_writes_apart(named, written, allow_same=()) -> None:
     test runs only where two spans meet (an eager call's host time: fused_decode_block's four
     written tensors against ten others). Skipped while torch.compile traces (fake tensors have
     no addresses)."""
-    if torch.compiler.is_compiling():
+    present = []  # the written tensors given, as indices into `named`
+    for w_name in written:
+        i = next((k for k, (_, name) in enumerate(named) if name == w_name), None)
+        if i is None:  # a caller's slip, not to pass unchecked
+            raise ValueError(f"check_writes_apart: no argument named {w_name!r} among {[n for _, n in named]}")
+        if named[i][0] is not None:
+            present.append(i)
+    if not present or torch.compiler.is_compiling():
         return
     spans = [byte_range(t) if t is not None else None for t, _ in named]
-    for w_name in written:
-        i = next(k for k, (_, name) in enumerate(named) if name == w_name)
-        w = named[i][0]
-        if w is None:
-            continue
+    for i in present:
+        w, w_name = named[i]
         for j, (t, name) in enumerate(named):
             if j == i or t is None or (name in allow_same and t.data_ptr() == w.data_ptr()):
                 continue

@@ -94,3 +94,17 @@ def test_check_out_apart_on_cpu():
         check_out_apart(rows.view(-1)[12:20], [(q, "q")])
     check_out_apart(rows.view(-1)[20:], [(q, "q")])  # past its last element: fine
     check_out_apart(torch.empty(0), [(q, "q")])  # empty: nothing to overlap
+
+
+def test_check_writes_apart_on_cpu():
+    from cuda_llm_ops.validation import check_writes_apart
+    buf = torch.randn(100)
+    x, y, z = buf[:30], buf[30:60], buf[60:90]
+    check_writes_apart([(x, "x"), (y, "y"), (None, "w"), (z, "z")], ("y", "w", "z"))  # apart; w not given
+    # each written tensor in `written`'s order, against the others in `named`'s order
+    with pytest.raises(ValueError, match=r"^y must not overlap z$"):
+        check_writes_apart([(x, "x"), (y, "y"), (buf[50:70], "z")], ("y", "z"))
+    with pytest.raises(ValueError, match=r"^z must not overlap x$"):
+        check_writes_apart([(x, "x"), (y, "y"), (buf[10:25], "z")], ("y", "z"))
+    with pytest.raises(ValueError, match=r"no argument named 'q' among \['x', 'y'\]"):  # a caller's slip
+        check_writes_apart([(x, "x"), (y, "y")], ("y", "q"))
