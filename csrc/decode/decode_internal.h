@@ -599,7 +599,9 @@ constexpr int64_t decode_wide_rows_fill_splits(int64_t units, int64_t sms) {
 // -> 15.6; contiguous D = 64 B=4 10.3 -> 9.5, B=12 17.1 -> 15.3, B=16 16.9 -> 15.7; Nq 8 paged
 // D = 96 B=16 30.4 -> 19.9. Left to the 16-row rules: B=2 (8 splits would fill the wave: D = 64
 // 7.8 against 8.3 at 4), head_dim 64 past one unit per SM (paged B=20 22.8 / 22.6, contiguous
-// 18.6 against 20.9).
+// 18.6 against 20.9), and contiguous head_dim 64 where one wave holds 2 splits (NOTES.md "Stop
+// 96", `--wide-1k-confirm` at c3681ee, 16-row / this at 2: B=8 1024 keys 12.4 / 14.8, 1280 14.5 /
+// 16.5, 1900 19.9 / 21.3; B=6 1024 keys 12.2 / 11.9, level; stop 94's sweep: B=8 12.5 / 14.7).
 // Returns the count, or 0.
 constexpr int64_t kWideRowsNarrowDimMinUnitsPct = 45;
 constexpr int64_t kWideRowsSmallGridSplitKeys = 256;
@@ -611,6 +613,9 @@ inline int decode_wide_rows_d64_d96_splits(int head_dim, int64_t units, int64_t 
   if (max_kv_len < 2 * kWideRowsSplitKeys) {
     if (units > sms) return !d64 && 2 * units <= 3 * sms ? 1 : 0;
     const int64_t one_wave = sms / units;
+    // Contiguous head_dim 64 at 2 splits: the 16-row blocks' one split (as many blocks, no merge;
+    // the second tile's reads of a KV head's keys hit L2) leads (stop 96).
+    if (d64 && !paged && one_wave == 2) return 0;
     return one_wave <= kWideRowsShortMaxSplits ? static_cast<int>(one_wave) : 0;
   }
   if (100 * units < kWideRowsNarrowDimMinUnitsPct * sms) {
