@@ -2938,7 +2938,7 @@ SWEEPS = {
                         "two-tile blocks from 1024 keys and D=96 tail spans from 512 keys a block: auto / old / plane"),
     "wide-1k-d64-contig": (forced_splits_sweep(WIDE_1K_D64_CONTIG_ROWS, WIDE_1K_D64_CONTIG_VARIANTS,
                                                WIDE_1K_D64_CONTIG_RUNS, show_kernels=True, peer=None),
-                           "contiguous D=64 two-tile rows at 2 splits under 2048 keys: auto (16-row) / wide 2, 4"),
+                           "contiguous D=64 Nq 5-8 / MQA under 2048 keys: auto (16-row at 2 splits' units) / wide 2, 4"),
     "paged-layouts": (paged_layouts_sweep(PAGED_LAYOUT_VARIANTS),
                       "two-tile rows paged / paged in order / token-major / contiguous: 3-4 stages, no promotion, spans"),
     "paged-layouts-deep": (paged_layouts_sweep(PAGED_LAYOUT_DEEP_VARIANTS, [r for r in PAGED_LAYOUT_ROWS if r[4] > 1]),
