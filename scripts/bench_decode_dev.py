@@ -2082,14 +2082,15 @@ WIDE_1K_CONFIRM_ROWS = ([(b, 1024, 8, d, 5, c) for d in (96, 64) for c in (False
                                                                 (1, 8192), (3, 4096))])
 WIDE_1K_CONFIRM_VARIANTS = {"auto": {}, "old": {"CLO_DECODE_WIDE_ROWS": "0"}, "plane": {"CLO_DECODE_PLANE_BOXES": "0"}}
 
-# --wide-1k-d64-contig (stop 96): contiguous D = 64 two-tile rows in 1024-2047 keys where one wave
-# holds 2 splits (45-66 units at 132 SMs), which decode_wide_rows_d64_d96_splits now leaves to the
-# 16-row blocks (auto), against two-tile blocks at 2 and 4 splits; B=5 (3 splits) beside them
-WIDE_1K_D64_CONTIG_ROWS = ([(b, n, 8, 64, 5, True) for n in (1024, 1280, 1536, 1900, 2047) for b in (5, 6, 7, 8)]
-                           + [(b, 1024, 8, 64, 8, True) for b in (6, 8)]
-                           + [(b, 1024, 1, 64, 1, True) for b in (48, 56, 64)])
-WIDE_1K_D64_CONTIG_VARIANTS = {"auto": {}, "wide": {"CLO_DECODE_WIDE_ROWS": "1"}}
-WIDE_1K_D64_CONTIG_RUNS = {(0, "auto"), (2, "wide"), (4, "wide")}
+# --wide-1k-d64-contig (stops 96, 98): contiguous D = 64 two-tile rows in 1024-2047 keys where one
+# wave holds 2 splits (45-66 units at 132 SMs), which decode_wide_rows_d64_d96_splits gives 4 splits
+# since stop 98 (auto), against the 16-row blocks (old) and two-tile blocks at 2 and 4 splits:
+# 20 rows (Nq 5 at GQA 4) and 32 rows (Nq 8 at GQA 4, one token at Hq 32 / Hkv 1)
+WIDE_1K_D64_CONTIG_ROWS = ([(b, n, 8, 64, nq, True) for nq in (5, 8) for n in (1024, 1152, 1280, 1536, 2047)
+                            for b in (6, 7, 8)]
+                           + [(b, n, 1, 64, 1, True) for n in (1024, 1152, 1280, 1536, 2047) for b in (48, 56, 64)])
+WIDE_1K_D64_CONTIG_VARIANTS = {"auto": {}, "old": {"CLO_DECODE_WIDE_ROWS": "0"}, "wide": {"CLO_DECODE_WIDE_ROWS": "1"}}
+WIDE_1K_D64_CONTIG_RUNS = {(0, "auto"), (0, "old"), (2, "wide"), (4, "wide")}
 
 
 def wide_1k_confirm_runs(row, sms: int) -> set:
@@ -2938,7 +2939,7 @@ SWEEPS = {
                         "two-tile blocks from 1024 keys and D=96 tail spans from 512 keys a block: auto / old / plane"),
     "wide-1k-d64-contig": (forced_splits_sweep(WIDE_1K_D64_CONTIG_ROWS, WIDE_1K_D64_CONTIG_VARIANTS,
                                                WIDE_1K_D64_CONTIG_RUNS, show_kernels=True, peer=None),
-                           "contiguous D=64 Nq 5-8 / MQA under 2048 keys: auto (16-row at 2 splits' units) / wide 2, 4"),
+                           "contiguous D=64 Nq 5-8 / MQA under 2048 keys: auto (4 splits at 2 splits' units) / old (16-row) / wide 2, 4"),
     "paged-layouts": (paged_layouts_sweep(PAGED_LAYOUT_VARIANTS),
                       "two-tile rows paged / paged in order / token-major / contiguous: 3-4 stages, no promotion, spans"),
     "paged-layouts-deep": (paged_layouts_sweep(PAGED_LAYOUT_DEEP_VARIANTS, [r for r in PAGED_LAYOUT_ROWS if r[4] > 1]),

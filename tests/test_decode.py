@@ -1383,15 +1383,15 @@ def _wide_rows_d64_d96(d, units, n, sms, paged):
     (head_dim 96: 1.5) the count of 1 to min(4, n // 1024) whose waves of blocks are fullest (the
     smaller where level), head_dim 64 twice that, at most 4 (stop 88, paged since stop 89);
     head_dim 64 past one unit per SM to 1.35, from 4096 keys, 3 (stop 89); from 1024 to 2047
-    keys up to one unit per SM SMs // units where that is 4 or fewer (contiguous head_dim 64 not
-    at 2, stop 96), head_dim 96 to 1.5 units per SM 1 (stop 94); else 0."""
+    keys up to one unit per SM SMs // units where that is 4 or fewer (contiguous head_dim 64 4 where
+    that is 2, stop 98), head_dim 96 to 1.5 units per SM 1 (stop 94); else 0."""
     if n < 1024:
         return 0
     if n < 2048:
         if units > sms:
             return 1 if d == 96 and 2 * units <= 3 * sms else 0
-        if d == 64 and not paged and sms // units == 2:  # contiguous D = 64: the 16-row blocks (stop 96)
-            return 0
+        if d == 64 and not paged and sms // units == 2:  # contiguous D = 64: twice that (stop 98)
+            return 4
         return sms // units if sms // units <= 4 else 0
     if 100 * units < 45 * sms:
         two_waves = d == 64 and (not paged or n > 1024 * (sms // units))
@@ -1927,7 +1927,7 @@ def test_wide_rows_d64_d96_automatic():
             (96, True, 0.95, 1024, 5, 8, f16, 1), (96, True, 0.48, 1024, 8, 8, b16, 2),
             (96, True, 0.25, 1500, 5, 8, f16, 4),  # 376 keys a block: a box per plane (spans from 512)
             (96, False, 1.4, 1024, 5, 8, f16, 1), (96, True, 1.21, 1536, 5, 8, b16, 1),
-            (64, True, 0.73, 1024, 5, 8, f16, 1), (64, False, 0.48, 2047, 5, 8, b16, 0),
+            (64, True, 0.73, 1024, 5, 8, f16, 1), (64, False, 0.48, 2047, 5, 8, b16, 4), (64, False, 0.36, 1280, 5, 8, f16, 4),
             (64, True, 0.48, 1024, 5, 8, b16, 2), (64, False, 0.25, 1536, 5, 8, f16, 4),
             (64, True, 1.21, 1024, 5, 8, f16, 0), (64, True, 0.12, 1024, 5, 8, f16, 0),
             (96, False, 0.95, 1023, 5, 8, f16, 0)):

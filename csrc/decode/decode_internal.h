@@ -613,9 +613,11 @@ inline int decode_wide_rows_d64_d96_splits(int head_dim, int64_t units, int64_t 
   if (max_kv_len < 2 * kWideRowsSplitKeys) {
     if (units > sms) return !d64 && 2 * units <= 3 * sms ? 1 : 0;
     const int64_t one_wave = sms / units;
-    // Contiguous head_dim 64 at 2 splits: the 16-row blocks' one split (as many blocks, no merge;
-    // the second tile's reads of a KV head's keys hit L2) leads (stop 96).
-    if (d64 && !paged && one_wave == 2) return 0;
+    // Contiguous head_dim 64 where one wave holds 2 splits: twice that, two blocks per SM (stop 98,
+    // H200, graph replays, cold L2, us, Nq 5 at GQA 32/8, 2 splits / 16-row blocks -> 4: B=6/1536
+    // 14.8 / 16.6 -> 13.6, B=7/1900 17.0 / 19.9 -> 15.7, B=8/2047 22.5 / 21.1 -> 16.7, B=6/1K
+    // 11.9 / 12.2 -> 11.4; stop 96 had the 16-row blocks' one split, ahead of 2 only at B=8).
+    if (d64 && !paged && one_wave == 2) return 4;
     return one_wave <= kWideRowsShortMaxSplits ? static_cast<int>(one_wave) : 0;
   }
   if (100 * units < kWideRowsNarrowDimMinUnitsPct * sms) {
