@@ -1771,9 +1771,12 @@ def test_merge_kernel_where_the_fused_merge_takes_round_trips():
     at B=1 and 16K keys splits 16 ways on a small grid; with 4 new tokens a block's 16 rows x 32
     column groups are 512 items for 160 threads (four L2 round trips of the fused merge): the
     merge kernel runs; one new token's 4 rows are 128 items (one round trip): the last split
-    block merges. Both against the reference, contiguous too."""
+    block merges. Both against the reference, contiguous too. The choice is the TMA kernel's:
+    on an H100 (not HBM3e) a contiguous small grid at head_dim 128 runs the cp.async kernel
+    (decode_tma_stages_for), which merges in its last split block at any Nq."""
     require_op("paged_attention")
     require_op("decode_attention")
+    contiguous_tma = device_is_hopper_hbm3e()
     for nq, apart in ((4, True), (1, False)):
         q, kc, vc, table, sl = make_paged_problem([16384], 8, 4, 128, 16, torch.float16, 70 + nq)
         if nq > 1:
@@ -1793,7 +1796,9 @@ def test_merge_kernel_where_the_fused_merge_takes_round_trips():
             for what, fn in (("paged", lambda: llm.paged_attention(q, kc, vc, table, sl)),
                              ("contiguous", lambda: llm.decode_attention(qc, k, v, is_causal=nq > 1))):
                 names = kernel_names(fn)
-                assert ("decode_split_merge_kernel" in names) == apart, f"{what} Nq={nq}: {names[:400]}"
+                tma = what == "paged" or contiguous_tma
+                assert ("decode_attention_tma_kernel" in names) == tma, f"{what} Nq={nq}: {names[:400]}"
+                assert ("decode_split_merge_kernel" in names) == (apart and tma), f"{what} Nq={nq}: {names[:400]}"
 
 
 def test_wide_rows_balanced_band():
