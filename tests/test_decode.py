@@ -1902,8 +1902,8 @@ def test_wide_rows_d64_d96_automatic():
     the fullest waves of 1-4 (stop 88), twice those counts at head_dim 64 on both layouts, and
     head_dim 64 past one unit per SM from 4096 keys 3 (stop 89); at 2048 keys there head_dim 64
     keeps 16-row blocks (contiguous: 1 split); from 1024 to 2047 keys one wave of at most 4
-    splits, head_dim 96 1 to 1.5 units per SM (stop 94), contiguous head_dim 64 not at 2 (16-row
-    blocks, stop 96). Ragged lengths (one shorter than the new
+    splits, head_dim 96 1 to 1.5 units per SM (stop 94), contiguous head_dim 64 4 where that is 2
+    (stop 98). Ragged lengths (one shorter than the new
     tokens, one at the capacity), both layouts, fp16 and bf16, MQA, against the references; the
     count, the kernel and its grid, and paged head_dim 96's tail spans (stop 93; from 512 keys a
     block at one wave, stop 94)."""
@@ -1927,12 +1927,13 @@ def test_wide_rows_d64_d96_automatic():
             (96, False, 0.3, 4096, 5, 8, f16, 3), (96, True, 0.2, 3000, 8, 8, b16, 5),
             (96, True, 0.48, 4096, 5, 8, b16, 2),  # the tail spans split: 2048 keys a block
             (64, False, 0.1, 4096, 1, 1, f16, 16),
-            # 1024-2047 keys (stop 94): one wave of at most 4 splits (contiguous head_dim 64 not
-            # at 2, stop 96), head_dim 96 1 to 1.5
+            # 1024-2047 keys (stop 94): one wave of at most 4 splits (contiguous head_dim 64 4
+            # where that is 2, stop 98: Nq 5, Nq 8, MQA), head_dim 96 1 to 1.5
             (96, True, 0.95, 1024, 5, 8, f16, 1), (96, True, 0.48, 1024, 8, 8, b16, 2),
             (96, True, 0.25, 1500, 5, 8, f16, 4),  # 376 keys a block: a box per plane (spans from 512)
             (96, False, 1.4, 1024, 5, 8, f16, 1), (96, True, 1.21, 1536, 5, 8, b16, 1),
             (64, True, 0.73, 1024, 5, 8, f16, 1), (64, False, 0.48, 2047, 5, 8, b16, 4), (64, False, 0.36, 1280, 5, 8, f16, 4),
+            (64, False, 0.48, 1152, 8, 8, f16, 4), (64, False, 0.45, 1536, 1, 1, b16, 4),
             (64, True, 0.48, 1024, 5, 8, b16, 2), (64, False, 0.25, 1536, 5, 8, f16, 4),
             (64, True, 1.21, 1024, 5, 8, f16, 0), (64, True, 0.12, 1024, 5, 8, f16, 0),
             (96, False, 0.95, 1023, 5, 8, f16, 0)):

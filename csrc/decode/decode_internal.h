@@ -598,11 +598,14 @@ constexpr int64_t decode_wide_rows_fill_splits(int64_t units, int64_t sms) {
 // B=24 42.5 -> 36.1; paged D = 64 B=4 10.7 -> 9.4, B=8 13.4 -> 12.4, B=12 18.9 -> 15.4, B=16 18.4
 // -> 15.6; contiguous D = 64 B=4 10.3 -> 9.5, B=12 17.1 -> 15.3, B=16 16.9 -> 15.7; Nq 8 paged
 // D = 96 B=16 30.4 -> 19.9. Left to the 16-row rules: B=2 (8 splits would fill the wave: D = 64
-// 7.8 against 8.3 at 4), head_dim 64 past one unit per SM (paged B=20 22.8 / 22.6, contiguous
-// 18.6 against 20.9), and contiguous head_dim 64 where one wave holds 2 splits (NOTES.md "Stop
-// 96", `--wide-1k-confirm` at c3681ee, 16-row / this at 2: B=8 1024 keys 12.4 / 14.8, 1280 14.5 /
-// 16.5, 1900 19.9 / 21.3; B=6 1024 keys 12.2 / 11.9, level; stop 94's sweep: B=8 12.5 / 14.7).
-// Returns the count, or 0.
+// 7.8 against 8.3 at 4) and head_dim 64 past one unit per SM (paged B=20 22.8 / 22.6, contiguous
+// 18.6 against 20.9). Contiguous head_dim 64 where one wave holds 2 splits (45-66 units at 132
+// SMs) takes twice that, 4: two blocks per SM (NOTES.md "Stop 98", `--wide-1k-d64-contig`, us,
+// 2 splits / 16-row blocks -> 4, Nq 5: B=6/1536 14.8 / 16.6 -> 13.7, B=7/1900 17.0 / 19.9 ->
+// 15.7, B=8/2047 22.5 / 21.1 -> 16.8, B=6/1K 11.9 / 12.2 -> 11.5; Nq 8 B=7/2047 22.9 / 21.1 ->
+// 16.9; MQA B=64/2047 23.1 / 21.2 -> 17.8); lost at 1024 keys from 56 32-row units, where the
+// 16-row blocks' one split leads (Nq 8 B=8 12.6 against 13.4, MQA B=64 12.6 against 13.5;
+// level from 1152 keys). Returns the count, or 0.
 constexpr int64_t kWideRowsNarrowDimMinUnitsPct = 45;
 constexpr int64_t kWideRowsSmallGridSplitKeys = 256;
 constexpr int64_t kWideRowsShortMaxSplits = kWideRowsSplitKeys / kWideRowsSmallGridSplitKeys;
@@ -613,10 +616,7 @@ inline int decode_wide_rows_d64_d96_splits(int head_dim, int64_t units, int64_t 
   if (max_kv_len < 2 * kWideRowsSplitKeys) {
     if (units > sms) return !d64 && 2 * units <= 3 * sms ? 1 : 0;
     const int64_t one_wave = sms / units;
-    // Contiguous head_dim 64 where one wave holds 2 splits: twice that, two blocks per SM (stop 98,
-    // H200, graph replays, cold L2, us, Nq 5 at GQA 32/8, 2 splits / 16-row blocks -> 4: B=6/1536
-    // 14.8 / 16.6 -> 13.6, B=7/1900 17.0 / 19.9 -> 15.7, B=8/2047 22.5 / 21.1 -> 16.7, B=6/1K
-    // 11.9 / 12.2 -> 11.4; stop 96 had the 16-row blocks' one split, ahead of 2 only at B=8).
+    // contiguous head_dim 64 where one wave holds 2 splits: 4 (above; stop 98)
     if (d64 && !paged && one_wave == 2) return 4;
     return one_wave <= kWideRowsShortMaxSplits ? static_cast<int>(one_wave) : 0;
   }
