@@ -79,9 +79,11 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--plot", metavar="DIR", help="write PNG plots (per op, and a roofline of every case) to DIR")
     b.add_argument("--gpu", metavar="GPU", help=f"ceilings to use instead of the visible GPU's ({', '.join(device_keys())})")
     b.add_argument("--iterations", type=int, default=100, metavar="N",
-                   help="timed runs per implementation at most (default 100; slow ones get fewer, at least 5)")
+                   help="timed runs per implementation at most (default 100; slow ones get fewer, at least 5; "
+                        "under a CUDA graph a run is one replay of 10 calls or more)")
     b.add_argument("--budget-ms", type=float, default=300.0, metavar="MS",
-                   help="target timing time per implementation, picks the run count (default 300)")
+                   help="target timing time per implementation, picks the run count from the calls' time "
+                        "(default 300)")
     b.add_argument("--rounds", type=int, default=1, metavar="R",
                    help="time a case's implementations in R interleaved rounds (alternating order, the runs "
                         "pooled; --iterations is the total): clocks that fall as a long compute-bound run heats "

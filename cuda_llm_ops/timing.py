@@ -102,8 +102,17 @@ def _quantiles(times: list[float]) -> tuple[float, float, float]:
     return statistics.median(s), q(0.2), q(0.8)
 
 
+DEFAULT_GRAPH_CALLS = 10
+
+
+def graph_replay_calls(graph_calls: int, n_sets: int) -> int:
+    """The calls one replay of `benchmark`'s graph makes: `graph_calls`, or every one of
+    `n_sets` input sets where there are more (else the rotation stays warm)."""
+    return max(graph_calls, n_sets) if n_sets > 1 else graph_calls
+
+
 def benchmark(fn: Callable[[], object], *, warmup: int = 10, iterations: int = 100, cold_l2: bool = False,
-              cuda_graph: bool = False, graph_calls: int = 10,
+              cuda_graph: bool = False, graph_calls: int = DEFAULT_GRAPH_CALLS,
               fn_sets: Sequence[Callable[[], object]] | None = None, warmup_ms: float = 0.0) -> Timing:
     """Time `fn()` on the current CUDA stream.
 
@@ -146,9 +155,8 @@ def benchmark(fn: Callable[[], object], *, warmup: int = 10, iterations: int = 1
     if use_flush:
         flush_l2()
     per_call = 1
-    if cuda_graph and len(fns) > 1:
-        graph_calls = max(graph_calls, len(fns))  # every set in each replay, or the rotation stays warm
     if cuda_graph:
+        graph_calls = graph_replay_calls(graph_calls, len(fns))
         from .graphs import capture_graph
 
         def run_all():

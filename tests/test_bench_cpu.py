@@ -299,6 +299,34 @@ def test_cold_l2_policy(monkeypatch, nbytes, graph, sets, flush, eager):
     assert t.cold_l2 is (sets != 64)  # a partly warm rotation is not recorded as cold
 
 
+@pytest.mark.parametrize("est, graph, sets, iters, warm", [
+    (1.0, False, 1, 100, 10),  # eager, 1-ms calls: the cap of 100 runs within 300 ms
+    (1.0, True, 1, 30, 5),  # a graph replay is 10 calls: 30 replays spend the 300 ms
+    (1.0, True, 64, 5, 1),  # 64 input copies, all in each replay: at least 5 replays
+    (5.5, True, 1, 5, 1),  # a slow call: at least 5, one warm-up replay
+    (0.02, True, 8, 100, 10),  # launch-bound: the cap
+])
+def test_budget_counts_calls(monkeypatch, est, graph, sets, iters, warm):
+    """--budget-ms is the timed calls' time, also under a CUDA graph, whose runs replay 10 calls
+    or one per input copy (it was spent per replay: ten times or more the budget); so is the
+    50-ms warm-up count."""
+    seen = {}
+
+    def fake_benchmark(fn, **kw):
+        seen.update(kw)
+        return Timing(1.0, 1.0, 1.0, 5, kw.get("cold_l2", False), kw.get("cuda_graph", False))
+
+    monkeypatch.setattr(runner, "benchmark", fake_benchmark)
+    monkeypatch.setattr(runner, "_estimate_ms", lambda fn: est)
+    monkeypatch.setattr(runner, "rotation_count", lambda b, max_sets=64: sets)
+    impl = BenchImpl("ours", False, lambda inp: (lambda: None))
+    case = BenchCase(op="f", dtype=torch.float16, shape={}, flops=1.0, bytes=1e9, compute="fp16_tc",
+                     make_inputs=lambda: {}, impls=[impl], cold_l2=True, cuda_graph=graph)
+    runner._time_impl(case, impl, lambda: None, 0, 100, 300.0, [], False)
+    assert (seen["iterations"], seen["warmup"]) == (iters, warm)
+    assert seen.get("cuda_graph", False) is graph and len(seen.get("fn_sets", [None])) == sets
+
+
 def test_tensor_core_gemm_peers_say_when_they_cannot_run():
     """fp16 x fp16 -> fp32: cuBLAS writing float32 itself (`torch.mm(out_dtype=)`, "cublas") and
     the 16-bit GEMM plus a cast ("cublas+cast"); the first says why where torch cannot run it

@@ -23,7 +23,7 @@ import torch
 
 from .. import roofline as rl
 from ..testing import first_tensor, rel_error
-from ..timing import Timing, benchmark, pool_timings, rotation_count
+from ..timing import DEFAULT_GRAPH_CALLS, Timing, benchmark, graph_replay_calls, pool_timings, rotation_count
 from . import registry
 from .registry import BenchCase, BenchImpl
 
@@ -266,35 +266,45 @@ def _time_impl(case: BenchCase, impl: BenchImpl, fn: Callable[[], Any], seed: in
     # rounds: this is one of `rounds` rounds, which share the run count.
     graph = case.cuda_graph and not eager
     est = _estimate_ms(fn)
-    iters = -(-int(min(iterations, max(5, budget_ms // est))) // rounds)
-    warm = int(min(10, max(1, 50 // est)))
     need = rotation_count(case.bytes, max_sets=None)
-    if case.cold_l2 and (need <= MAX_ROTATION_SETS or graph):
+    rotate = case.cold_l2 and (need <= MAX_ROTATION_SETS or graph)
+    n = min(need, MAX_ROTATION_SETS) if rotate else 1
+
+    def runs(calls_per_run: int) -> tuple[int, int]:
+        # (timed runs, warm-up runs) for runs of this many calls: the budget, the run cap and
+        # the 50-ms warm-up count calls (a graph's run is a replay of several)
+        run_ms = est * calls_per_run
+        return (-(-int(min(iterations, max(5, budget_ms // run_ms))) // rounds),
+                int(min(10, max(1, 50 // run_ms))))
+
+    iters, warm = runs(graph_replay_calls(DEFAULT_GRAPH_CALLS, n) if graph else 1)
+    eager_iters, eager_warm = runs(1)  # where a capture fails
+    if rotate:
         # cold by rotating over input copies spanning 3x the L2 (see cuda_llm_ops.timing)
-        n = min(need, MAX_ROTATION_SETS)
         if need > n:
             notes.append(f"L2 partly warm: {n} input sets of {case.bytes / 1e6:.2f} MB span less than 3x the L2")
         fns = [fn] + [impl.build(_inputs(case, seed + j)) for j in range(1, n)]
 
-        def rotated(**graph_kw) -> Timing:  # a record says cold_l2 only where the sets span 3x the L2
+        def rotated(iters: int, warm: int, **graph_kw) -> Timing:
+            # a record says cold_l2 only where the sets span 3x the L2
             t = benchmark(fn, warmup=warm, iterations=iters, fn_sets=fns, cold_l2=True, warmup_ms=warmup_ms,
                           **graph_kw)
             return replace(t, cold_l2=False) if need > n else t
 
         if graph:
             try:
-                return rotated(cuda_graph=True)
+                return rotated(iters, warm, cuda_graph=True)
             except RuntimeError as exc:  # not capturable (host sync, eager allocation, ...)
                 notes.append(f"graph capture failed ({_short(exc)}); timed without a graph")
                 torch.cuda.synchronize()
-        return rotated()
+        return rotated(eager_iters, eager_warm)
     if graph:
         try:
             return benchmark(fn, warmup=warm, iterations=iters, cuda_graph=True, warmup_ms=warmup_ms)
         except RuntimeError as exc:
             notes.append(f"graph capture failed ({_short(exc)}); timed without a graph")
             torch.cuda.synchronize()
-    return benchmark(fn, warmup=warm, iterations=iters, cold_l2=case.cold_l2, warmup_ms=warmup_ms)
+    return benchmark(fn, warmup=eager_warm, iterations=eager_iters, cold_l2=case.cold_l2, warmup_ms=warmup_ms)
 
 
 def run_cases(selected: list[Selected], ceilings: rl.Ceilings | None, *, iterations: int = 100,
