@@ -435,7 +435,7 @@ def decode_num_splits(batch: int, num_kv_heads: int, rows_per_kv_head: int, max_
       (contiguous B=22/16K 249.0 -> 188.4, paged B=22/8K 147.7 -> 109.7, "Stop 89"). With
       `1024 <= max_kv_len < 2048` there: up to one unit per SM `SMs // units` splits where
       that is 4 or fewer (4 where that is 2 on contiguous caches at head_dim 64: contiguous D=64
-      B=8/2047 22.5 -> 16.7 us, "Stop 98"), one split at head_dim 96 to 1.5 units per SM (paged D=96 B=16/1K
+      B=8/2047 22.5 -> 16.8 us, "Stop 98"), one split at head_dim 96 to 1.5 units per SM (paged D=96 B=16/1K
       30.0 -> 19.2 us, "Stop 94"). At
       head_dim 128 and at least 1024 keys: up to one unit per SM,
       `SMs // units` splits (no split under 1024 keys) where that fills 90% of the SMs

@@ -108,7 +108,7 @@ DEFAULT_GRAPH_CALLS = 10
 def graph_replay_calls(graph_calls: int, n_sets: int) -> int:
     """The calls one replay of `benchmark`'s graph makes: `graph_calls`, or every one of
     `n_sets` input sets where there are more (else the rotation stays warm)."""
-    return max(graph_calls, n_sets) if n_sets > 1 else graph_calls
+    return max(graph_calls, n_sets)
 
 
 def benchmark(fn: Callable[[], object], *, warmup: int = 10, iterations: int = 100, cold_l2: bool = False,
