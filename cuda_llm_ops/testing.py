@@ -143,6 +143,120 @@ def kernel_grid_blocks(fn, name_part: str) -> int:
     return max((g[0] * g[1] * g[2] for g in grids), default=0)
 
 
+class IsolatedChild:
+    """One test script running in a child Python process (started at construction).
+
+    `check()` waits for it (at most `timeout` seconds from its start) and asserts it
+    finished: exit code 0 and the ISOLATED-OK line the script ends with. Its output goes to
+    temporary files, not pipes, so a child that prints a lot never blocks on a reader."""
+
+    def __init__(self, code: str, timeout: float = 120.0, env: dict[str, str] | None = None,
+                 base_env: dict[str, str] | None = None):
+        import os
+        import subprocess
+        import sys
+        import tempfile
+        import textwrap
+        import time
+
+        self.timeout = timeout
+        self._out, self._err = tempfile.TemporaryFile("w+"), tempfile.TemporaryFile("w+")
+        script = textwrap.dedent(code) + "\nprint('ISOLATED-OK')\n"
+        self.started = time.monotonic()
+        self.proc = subprocess.Popen([sys.executable, "-c", script], stdout=self._out, stderr=self._err, text=True,
+                                     env={**os.environ, **(base_env or {}), **(env or {})})
+
+    def done(self) -> bool:
+        return self.proc.poll() is not None
+
+    def _outputs(self) -> tuple[str, str]:
+        texts = []
+        for f in (self._out, self._err):
+            f.seek(0)
+            texts.append(f.read())
+            f.close()
+        return texts[0], texts[1]
+
+    def kill(self) -> None:
+        if not self.done():
+            self.proc.kill()
+            self.proc.wait()
+        for f in (self._out, self._err):
+            f.close()
+
+    def check(self) -> None:
+        import subprocess
+        import time
+
+        try:
+            rc = self.proc.wait(timeout=max(0.0, self.timeout - (time.monotonic() - self.started)))
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+            out, err = self._outputs()
+            raise AssertionError(f"child still running after {self.timeout} s, killed\nstdout:\n{out[-2000:]}\n"
+                                 f"stderr:\n{err[-4000:]}") from None
+        out, err = self._outputs()
+        assert rc == 0 and "ISOLATED-OK" in out, f"child exited with {rc}\nstdout:\n{out[-2000:]}\nstderr:\n{err[-4000:]}"
+
+
+def _isolated_key(code: str, timeout: float, env: dict[str, str] | None) -> tuple:
+    import textwrap
+
+    return textwrap.dedent(code), float(timeout), tuple(sorted((env or {}).items()))
+
+
+class IsolatedPool:
+    """Child scripts started ahead of the tests that check them, at most `max_running` at a
+    time: the GPU tests' subprocesses (each pays its own interpreter, torch import and CUDA
+    context) then overlap one another and the tests running in this process.
+
+    `add` queues a script, `top_up` starts queued ones while fewer than `max_running` run
+    (tests/conftest.py calls it before each test), `take` hands over the child of an identical
+    (code, timeout, env) script, started now if it was still queued, or None if none was
+    added. `base_env` goes into every child's environment (not part of the match)."""
+
+    def __init__(self, max_running: int = 4, base_env: dict[str, str] | None = None):
+        self.max_running = max_running
+        self.base_env = dict(base_env or {})
+        self._queued: dict[tuple, tuple] = {}
+        self._started: dict[tuple, IsolatedChild] = {}
+
+    def add(self, code: str, timeout: float = 120.0, env: dict[str, str] | None = None) -> None:
+        key = _isolated_key(code, timeout, env)
+        if key not in self._started:
+            self._queued.setdefault(key, (code, timeout, env))
+
+    def running(self) -> int:
+        return sum(not c.done() for c in self._started.values())
+
+    def _start(self, key: tuple) -> IsolatedChild:
+        code, timeout, env = self._queued.pop(key)
+        child = self._started[key] = IsolatedChild(code, timeout, env, base_env=self.base_env)
+        return child
+
+    def top_up(self) -> None:
+        while self._queued and self.running() < self.max_running:
+            self._start(next(iter(self._queued)))
+
+    def take(self, code: str, timeout: float = 120.0, env: dict[str, str] | None = None) -> IsolatedChild | None:
+        key = _isolated_key(code, timeout, env)
+        if key in self._started:
+            return self._started.pop(key)
+        return self._start(key) if key in self._queued else None
+
+    def close(self) -> None:
+        """Kill the children no test took and drop the queue."""
+        for child in self._started.values():
+            child.kill()
+        self._started.clear()
+        self._queued.clear()
+
+
+# The pool run_isolated takes its children from (tests/conftest.py sets it for a GPU session).
+isolated_pool: IsolatedPool | None = None
+
+
 def run_isolated(code: str, timeout: float = 120.0, env: dict[str, str] | None = None) -> None:
     """Run `code` (a Python script) in a child process and assert it finished.
 
@@ -151,14 +265,7 @@ def run_isolated(code: str, timeout: float = 120.0, env: dict[str, str] | None =
     csrc/bindings/checks.h), the test fails with the child's output instead of
     the whole pytest session dying. `env`: variables added to the child's
     environment (dev knobs read once per process, such as CLO_DECODE_VARIANT).
+    Where `isolated_pool` holds the same script (started ahead), its child is the one checked.
     """
-    import os
-    import subprocess
-    import sys
-    import textwrap
-
-    script = textwrap.dedent(code) + "\nprint('ISOLATED-OK')\n"
-    res = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=timeout,
-                         env=dict(os.environ, **env) if env else None)
-    assert res.returncode == 0 and "ISOLATED-OK" in res.stdout, (
-        f"child exited with {res.returncode}\nstdout:\n{res.stdout[-2000:]}\nstderr:\n{res.stderr[-4000:]}")
+    child = isolated_pool.take(code, timeout, env) if isolated_pool is not None else None
+    (child or IsolatedChild(code, timeout, env)).check()

@@ -1,10 +1,13 @@
+import inspect
 import os
+import shutil
+import tempfile
 
 import pytest
 import torch
 
 import cuda_llm_ops
-from cuda_llm_ops import _ops
+from cuda_llm_ops import _ops, testing
 
 HAS_GPU = torch.cuda.is_available()
 
@@ -33,3 +36,54 @@ def require_op(name: str):
     """Skip (a partial dev build) when the op's area was not built."""
     if not _ops.has_op(name):
         pytest.skip(f"op {name} not in this build ({cuda_llm_ops.build_info()})")
+
+
+def _with_params(fn, item):
+    """fn called with the test's parameters that it names."""
+    callspec = getattr(item, "callspec", None)
+    params = callspec.params if callspec is not None else {}
+    return fn(**{name: params[name] for name in inspect.signature(fn).parameters})
+
+
+def _isolated_runs(items):
+    """run_isolated's arguments of each selected test marked `isolated` whose ops are built
+    (`ops`: op names, or a function of the test's parameters giving them)."""
+    for item in items:
+        mark = item.get_closest_marker("isolated")
+        if mark is None or any(m.name == "skip" or (m.name == "skipif" and m.args and m.args[0] is True)
+                               for m in item.iter_markers()):
+            continue
+        ops = mark.kwargs.get("ops", ())
+        if all(_ops.has_op(op) for op in (_with_params(ops, item) if callable(ops) else ops)):
+            yield _with_params(mark.args[0], item)
+
+
+def pytest_collection_finish(session):
+    """Start the selected tests' child scripts ahead, CLO_ISOLATED_PARALLEL (default 4) at a time:
+    each child pays an interpreter, the torch import and a CUDA context, and run one by one they
+    were most of the GPU suite's time. A child's checks and output are the test's, as before
+    (run_isolated takes the child of the same script); 0 runs each child in its test."""
+    limit = int(os.environ.get("CLO_ISOLATED_PARALLEL", "4"))
+    if limit <= 0 or not (HAS_GPU and _ops.kernels_available()):
+        return
+    runs = list(_isolated_runs(session.items))
+    if not runs:
+        return
+    cache_dir = tempfile.mkdtemp(prefix="llm_speed_cache_")  # as _private_calibration_cache, for children
+    pool = testing.IsolatedPool(max_running=limit, base_env={"LLM_SPEED_CACHE_DIR": cache_dir})
+    for run in runs:
+        pool.add(**run)
+    pool.top_up()
+    testing.isolated_pool = pool
+
+
+def pytest_runtest_setup(item):
+    if testing.isolated_pool is not None:
+        testing.isolated_pool.top_up()
+
+
+def pytest_sessionfinish(session):
+    pool, testing.isolated_pool = testing.isolated_pool, None
+    if pool is not None:
+        pool.close()
+        shutil.rmtree(pool.base_env["LLM_SPEED_CACHE_DIR"], ignore_errors=True)

@@ -169,19 +169,24 @@ def test_naive_at_its_length_limit():
     _check("naive_attention", q, k, v, is_causal=True)
 
 
-def test_naive_length_limit_error():
-    require_op("naive_attention")
-    q = torch.randn(1, 1, 1, 64, device="cuda", dtype=torch.float16)
-    k = torch.randn(1, 1, NAIVE_MAX_SEQ_LEN_K + 1, 64, device="cuda", dtype=torch.float16)
-    with pytest.raises(ValueError, match=rf"seq_len_k <= {NAIVE_MAX_SEQ_LEN_K}, got {NAIVE_MAX_SEQ_LEN_K + 1}"):
-        naive_attention(q, k, k)
-    run_isolated("""import pytest, torch, cuda_llm_ops
+def _naive_limit_child():
+    return dict(code="""import pytest, torch, cuda_llm_ops
 
 q = torch.randn(1, 1, 1, 64, device="cuda", dtype=torch.float16)
 k = torch.randn(1, 1, 32769, 64, device="cuda", dtype=torch.float16)
 with pytest.raises(RuntimeError, match="NAIVE_MAX_SEQ_LEN_K"):  # the op itself refuses too
     torch.ops.cuda_llm_ops.naive_attention(q, k, k, 0.125, False)
 """)
+
+
+@pytest.mark.isolated(_naive_limit_child, ops=("naive_attention",))
+def test_naive_length_limit_error():
+    require_op("naive_attention")
+    q = torch.randn(1, 1, 1, 64, device="cuda", dtype=torch.float16)
+    k = torch.randn(1, 1, NAIVE_MAX_SEQ_LEN_K + 1, 64, device="cuda", dtype=torch.float16)
+    with pytest.raises(ValueError, match=rf"seq_len_k <= {NAIVE_MAX_SEQ_LEN_K}, got {NAIVE_MAX_SEQ_LEN_K + 1}"):
+        naive_attention(q, k, k)
+    run_isolated(**_naive_limit_child())
 
 
 # ---------------------------------------------------------------- validation errors
@@ -236,11 +241,8 @@ def test_bad_scale(name):
         OPS[name](q, k, v, scale=float("nan"))
 
 
-@pytest.mark.parametrize("name", list(OPS))
-def test_op_level_checks(name):
-    """A direct torch.ops call skips the Python validation; the C++ checks still refuse."""
-    require_op(name)
-    run_isolated(f"""import pytest, torch, cuda_llm_ops
+def _op_level_checks_child(name):
+    return dict(code=f"""import pytest, torch, cuda_llm_ops
 
 op = torch.ops.cuda_llm_ops.{name}
 q = torch.randn(2, 4, 16, 64, device="cuda", dtype=torch.float16)
@@ -258,6 +260,14 @@ with pytest.raises(RuntimeError, match="head_dim must be a multiple of 8"):
 with pytest.raises(RuntimeError, match="k must have dtype"):
     op(q, k.float(), v, 0.125, False)
 """)
+
+
+@pytest.mark.isolated(_op_level_checks_child, ops=lambda name: (name,))
+@pytest.mark.parametrize("name", list(OPS))
+def test_op_level_checks(name):
+    """A direct torch.ops call skips the Python validation; the C++ checks still refuse."""
+    require_op(name)
+    run_isolated(**_op_level_checks_child(name))
 
 
 # ---------------------------------------------------------------- torch.library / compile

@@ -95,9 +95,18 @@ assert_close(out, reference.paged_attention_reference(q, kc, vc, table, lens), d
 }
 
 
+def _case_op(case):
+    return {"gemm": "tensor_core_gemm", "gemm_int8": "tensor_core_gemm_int8"}.get(case, case)
+
+
+def _capture_child(case):
+    return dict(code=_PRELUDE + _CASES[case], timeout=180)
+
+
+@pytest.mark.isolated(_capture_child, ops=lambda case: (_case_op(case),))
 @pytest.mark.parametrize("case", sorted(_CASES))
 def test_first_call_inside_capture(case):
-    require_op({"gemm": "tensor_core_gemm", "gemm_int8": "tensor_core_gemm_int8"}.get(case, case))
+    require_op(_case_op(case))
     if not torch.cuda.is_available():
         pytest.skip("no CUDA device")
-    run_isolated(_PRELUDE + _CASES[case], timeout=180)
+    run_isolated(**_capture_child(case))

@@ -1413,6 +1413,12 @@ def _wide_rows_d64_d96(d, units, n, sms, paged):
 # The two-row-tile kernel's splits merge in the merge kernel (every unit of 17-32 rows takes two
 # L2 round trips or more: decode_merge_apart_pays); the last split block's merge, under the
 # CLO_DECODE_MERGE_APART=0 dev knob only, with the slow tests.
+def _wide_rows_child(merge_apart):
+    return dict(code=_SCRIPT_HELPERS + _WIDE_ROWS_SCRIPT, timeout=300,
+                env={"CLO_DECODE_WIDE_ROWS": "1", "CLO_DECODE_TMA_STAGES": "0", "CLO_DECODE_MERGE_APART": merge_apart})
+
+
+@pytest.mark.isolated(_wide_rows_child, ops=("paged_attention", "decode_attention"))
 @pytest.mark.parametrize("merge_apart", ["2", pytest.param("0", marks=pytest.mark.slow)])
 def test_wide_rows_match_reference(merge_apart):
     """Two 16-row tiles per block (CLO_DECODE_WIDE_ROWS=1: the TMA kernel's even grid at 8
@@ -1426,8 +1432,7 @@ def test_wide_rows_match_reference(merge_apart):
     only when set before the first decode call."""
     require_op("paged_attention")
     require_op("decode_attention")
-    run_isolated(_SCRIPT_HELPERS + _WIDE_ROWS_SCRIPT, timeout=300,
-                 env={"CLO_DECODE_WIDE_ROWS": "1", "CLO_DECODE_TMA_STAGES": "0", "CLO_DECODE_MERGE_APART": merge_apart})
+    run_isolated(**_wide_rows_child(merge_apart))
 
 
 _NARROW_SCRIPT = r"""
@@ -1541,6 +1546,13 @@ print("narrow ok")
 """
 
 
+def _narrow_child():
+    return dict(code=_SCRIPT_HELPERS + _NARROW_SCRIPT, timeout=300,
+                env={"CLO_DECODE_NARROW": "1", "CLO_DECODE_VARIANT": "2", "CLO_DECODE_STREAMK": "0",
+                     "CLO_DECODE_SPREAD": "0", "CLO_DECODE_WIDE_ROWS": "0", "CLO_DECODE_PACK": "0"})
+
+
+@pytest.mark.isolated(_narrow_child, ops=("paged_attention", "decode_attention"))
 def test_narrow_tile_matches_reference():
     """The narrow math tile (decode_warp_tile_narrow: keys as the MMA's M dimension, for units
     of at most 8 query rows; csrc/decode/NOTES.md stop 76) against the references and against the
@@ -1556,9 +1568,7 @@ def test_narrow_tile_matches_reference():
     read in dev mode only when set before the first decode call."""
     require_op("paged_attention")
     require_op("decode_attention")
-    run_isolated(_SCRIPT_HELPERS + _NARROW_SCRIPT, timeout=300,
-                 env={"CLO_DECODE_NARROW": "1", "CLO_DECODE_VARIANT": "2", "CLO_DECODE_STREAMK": "0",
-                      "CLO_DECODE_SPREAD": "0", "CLO_DECODE_WIDE_ROWS": "0", "CLO_DECODE_PACK": "0"})
+    run_isolated(**_narrow_child())
 
 
 _WIDE_BALANCED_SCRIPT = r"""
@@ -1684,6 +1694,12 @@ assert llm.decode.decode_workspace_counters_idle(ws), "bad length"  # the fused 
 """
 
 
+def _wide_balanced_child(merge_apart):
+    return dict(code=_SCRIPT_HELPERS + "\n\n" + inspect.getsource(_len_plan_runs) + _WIDE_BALANCED_SCRIPT, timeout=300,
+                env={"CLO_DECODE_WIDE_ROWS": "3", "CLO_DECODE_MERGE_APART": merge_apart, "CLO_DECODE_STREAMK": "1"})
+
+
+@pytest.mark.isolated(_wide_balanced_child, ops=("paged_attention", "decode_attention"))
 @pytest.mark.parametrize("merge_apart", ["2", pytest.param("0", marks=pytest.mark.slow)])
 def test_wide_rows_balanced_matches_reference(merge_apart):
     """Two-row-tile blocks as the balanced schedule (CLO_DECODE_WIDE_ROWS=3: a 2-split call of
@@ -1701,8 +1717,7 @@ def test_wide_rows_balanced_matches_reference(merge_apart):
     decode call."""
     require_op("paged_attention")
     require_op("decode_attention")
-    run_isolated(_SCRIPT_HELPERS + "\n\n" + inspect.getsource(_len_plan_runs) + _WIDE_BALANCED_SCRIPT, timeout=300,
-                 env={"CLO_DECODE_WIDE_ROWS": "3", "CLO_DECODE_MERGE_APART": merge_apart, "CLO_DECODE_STREAMK": "1"})
+    run_isolated(**_wide_balanced_child(merge_apart))
 
 
 _MERGE_APART_SCRIPT = r"""
@@ -1753,6 +1768,11 @@ replay_then_bad_inputs(16, 799, bad_len=True, splits=(4,), gen=gen)  # the merge
 """
 
 
+def _merge_apart_child():
+    return dict(code=_SCRIPT_HELPERS + _MERGE_APART_SCRIPT, timeout=300, env={"CLO_DECODE_MERGE_APART": "1"})
+
+
+@pytest.mark.isolated(_merge_apart_child, ops=("paged_attention", "decode_attention"))
 def test_merge_apart_matches_reference():
     """The split merge as its own kernel (CLO_DECODE_MERGE_APART=1: decode_split_merge_kernel
     after the even grid of the TMA kernel, csrc/decode/NOTES.md stop 70) against the references:
@@ -1763,7 +1783,7 @@ def test_merge_apart_matches_reference():
     knob is read in dev mode only when set before the first decode call."""
     require_op("paged_attention")
     require_op("decode_attention")
-    run_isolated(_SCRIPT_HELPERS + _MERGE_APART_SCRIPT, timeout=300, env={"CLO_DECODE_MERGE_APART": "1"})
+    run_isolated(**_merge_apart_child())
 
 
 def test_merge_kernel_where_the_fused_merge_takes_round_trips():
@@ -1984,6 +2004,11 @@ def test_wide_rows_d64_d96_automatic():
             assert not re.search(_TWO_TILE_TMA.format(d=d, stages=r"\d"), kernel_names(call)), what
 
 
+def _spread_tail_child():
+    return dict(code=_SPREAD_TAIL_SCRIPT, timeout=300, env={"CLO_DECODE_SPREAD": "1"})
+
+
+@pytest.mark.isolated(_spread_tail_child, ops=("paged_attention", "decode_attention"))
 def test_spread_tail_matches_reference():
     """The spread tail (CLO_DECODE_SPREAD=1: split calls of the 16-bit D = 128 kernel whose
     grid holds one to two units per SM run the first SM-count units whole and the others
@@ -1996,7 +2021,7 @@ def test_spread_tail_matches_reference():
     Then, on Hopper HBM3e parts, the automatic count and grid (paged and contiguous)."""
     require_op("paged_attention")
     require_op("decode_attention")
-    run_isolated(_SPREAD_TAIL_SCRIPT, timeout=300, env={"CLO_DECODE_SPREAD": "1"})
+    run_isolated(**_spread_tail_child())
     # the automatic count on Hopper HBM3e parts (decode_spread_tail_pieces): GQA 32/8, one
     # sequence past SMs / 8, 1024 keys (a short and a 1-key sequence among the pieces)
     if not device_is_hopper_hbm3e():
@@ -2335,6 +2360,12 @@ for i, (hkv, group, nq, dt, bs, splits) in enumerate((
 """
 
 
+def _plane_boxes_child():
+    return dict(code=_SCRIPT_HELPERS + _PLANE_BOXES_SCRIPT, timeout=300,
+                env={"CLO_DECODE_PLANE_BOXES": "2", "CLO_DECODE_WIDE_ROWS": "1"})
+
+
+@pytest.mark.isolated(_plane_boxes_child, ops=("paged_attention", "decode_attention"))
 def test_plane_boxes_span_matches_reference():
     """CLO_DECODE_PLANE_BOXES=2: the TMA kernel's one box over every 64-column plane of its
     rows, into tiles grouped by box height, on every grid (the automatic choice takes it
@@ -2347,8 +2378,7 @@ def test_plane_boxes_span_matches_reference():
     subprocess: the knob is read in dev mode only when set before the first decode call."""
     require_op("paged_attention")
     require_op("decode_attention")
-    run_isolated(_SCRIPT_HELPERS + _PLANE_BOXES_SCRIPT, timeout=300,
-                 env={"CLO_DECODE_PLANE_BOXES": "2", "CLO_DECODE_WIDE_ROWS": "1"})
+    run_isolated(**_plane_boxes_child())
 
 
 def _small_grid_two_blocks(units, n, sms, short_max=16):
@@ -3553,17 +3583,7 @@ def test_paged_attention_fp8_cache_matches_reference(lens, block_size, group, hk
     torch.testing.assert_close(lse, ref_lse.float(), rtol=1e-3, atol=1e-3, msg=what)
 
 
-@pytest.mark.parametrize("kernel", ["auto-pairs", "cp.async"])
-def test_paged_attention_fp8_bf16_q_any_magnitude(kernel):
-    """bf16 q over an FP8 cache runs the math in fp16 with each q row scaled by a power
-    of two. Calls with q of magnitude 1e30, 6e4 (past fp16's range), 1e-30 and 1e-39
-    (bf16 subnormals), each with the softmax scale that makes its scores O(1) (so a lost
-    bit shows), plus one row mixing 1e4 with 1e-20 and one zero row, match the float64
-    reference; D = 64 to 256, split and unsplit. Subprocesses with dev knobs, the kernel
-    checked by name: the TMA kernel (sm_90) with head pairs forced wherever legal (D=64,
-    even Hkv), and the cp.async kernel."""
-    require_op("paged_attention")
-    code = r'''
+_FP8_BF16_Q_SCRIPT = r'''
 import math, os, re, torch
 import cuda_llm_ops as llm
 from cuda_llm_ops.reference import paged_attention_reference, quantize_fp8_e4m3
@@ -3598,8 +3618,25 @@ for i, (d, hkv, group, splits) in enumerate([(128, 2, 4, (1, 3)), (64, 4, 2, (1,
     paired = bool(re.search(r"kernel<[^<>,]+, (\(int\))?128, ", names)) and d == 64
     assert paired == (forced_pairs and d == 64 and hkv % 2 == 0), f"case {i} pairs: {names[:300]}"
 '''
+
+
+def _fp8_bf16_q_child(kernel):
     knobs = {"CLO_DECODE_VARIANT": "1"} if kernel == "cp.async" else {"CLO_DECODE_PACK": "2"}
-    run_isolated(code, timeout=300, env=knobs)
+    return dict(code=_FP8_BF16_Q_SCRIPT, timeout=300, env=knobs)
+
+
+@pytest.mark.isolated(_fp8_bf16_q_child, ops=("paged_attention",))
+@pytest.mark.parametrize("kernel", ["auto-pairs", "cp.async"])
+def test_paged_attention_fp8_bf16_q_any_magnitude(kernel):
+    """bf16 q over an FP8 cache runs the math in fp16 with each q row scaled by a power
+    of two. Calls with q of magnitude 1e30, 6e4 (past fp16's range), 1e-30 and 1e-39
+    (bf16 subnormals), each with the softmax scale that makes its scores O(1) (so a lost
+    bit shows), plus one row mixing 1e4 with 1e-20 and one zero row, match the float64
+    reference; D = 64 to 256, split and unsplit. Subprocesses with dev knobs, the kernel
+    checked by name: the TMA kernel (sm_90) with head pairs forced wherever legal (D=64,
+    even Hkv), and the cp.async kernel."""
+    require_op("paged_attention")
+    run_isolated(**_fp8_bf16_q_child(kernel))
 
 
 def test_paged_attention_fp8_cache_close_to_unquantized():

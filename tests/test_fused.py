@@ -254,12 +254,8 @@ def test_errors():
                                path="fused")
 
 
-@needs_hopper
-def test_binding_errors_and_guards():
-    """The raw op's own checks (a child process, as every binding-error test), and the
-    kernel's guards: an out-of-range block index with check_indices=False neither faults nor
-    writes outside the caches."""
-    run_isolated("""
+def _binding_errors_child():
+    return dict(code="""
         import torch, pytest, cuda_llm_ops
         from cuda_llm_ops.reference import make_fused_decode_problem
         p = make_fused_decode_problem(2, 512, 4, 4, 128, [10, 20], 16, torch.float16, "cuda")
@@ -307,3 +303,12 @@ def test_binding_errors_and_guards():
         with pytest.raises(RuntimeError, match=r"max_blocks_per_seq x block_size .* must be < 2\\^31"):
             op(*args[:3], big, big.clone(), wide, args[6], p["cos"], p["sin"], 0.088, out, ws, 0)
     """)
+
+
+@pytest.mark.isolated(_binding_errors_child, ops=("fused_decode_block", "gemm", "paged_attention", "paged_kv_append"))
+@needs_hopper
+def test_binding_errors_and_guards():
+    """The raw op's own checks (a child process, as every binding-error test), and the
+    kernel's guards: an out-of-range block index with check_indices=False neither faults nor
+    writes outside the caches."""
+    run_isolated(**_binding_errors_child())

@@ -1080,13 +1080,18 @@ print("DIRECT-OK")
 """
 
 
+def _direct_op_child():
+    return dict(code=_DIRECT_OP_CHECKS)
+
+
+@pytest.mark.isolated(_direct_op_child, ops=("gemm",))
 def test_direct_op_checks():
     """The C++ layer rejects what the Python layer would have (direct torch.ops calls).
 
     Run in a subprocess: a C++ exception that fails to cross into Python (a toolchain
     mismatch) then fails this test instead of killing the whole pytest process."""
     require_op("gemm")
-    run_isolated(_DIRECT_OP_CHECKS)
+    run_isolated(**_direct_op_child())
 
 
 def test_int8_errors():

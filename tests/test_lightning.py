@@ -201,10 +201,15 @@ print("ALL_RAISED")
 """
 
 
+def _direct_op_errors_child():
+    return dict(code=_DIRECT_OP_ERRORS)
+
+
+@pytest.mark.isolated(_direct_op_errors_child, ops=("lightning_attention_decode",))
 def test_direct_op_call_checks_raise_runtime_errors():
     # The C++ checks keep a direct torch.ops call (no Python validation) from reaching the kernel.
     # Run in a subprocess: a crash while raising from C++ must fail this test, not end the session.
-    run_isolated(_DIRECT_OP_ERRORS)
+    run_isolated(**_direct_op_errors_child())
 
 
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32])
