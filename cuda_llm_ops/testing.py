@@ -146,9 +146,11 @@ def kernel_grid_blocks(fn, name_part: str) -> int:
 class IsolatedChild:
     """One test script running in a child Python process (started at construction).
 
-    `check()` waits for it (at most `timeout` seconds from its start) and asserts it
-    finished: exit code 0 and the ISOLATED-OK line the script ends with. Its output goes to
-    temporary files, not pipes, so a child that prints a lot never blocks on a reader."""
+    `check()` waits for it and asserts it finished: exit code 0 and the ISOLATED-OK line the
+    script ends with. The `timeout` counts from `clock`: the start, or where a pool hands the
+    child to its test, the hand-over (IsolatedPool.take), so time spent queued beside other
+    work is not the test's. Output goes to temporary files, not pipes: a child that prints a
+    lot never blocks on a reader."""
 
     def __init__(self, code: str, timeout: float = 120.0, env: dict[str, str] | None = None,
                  base_env: dict[str, str] | None = None):
@@ -162,12 +164,23 @@ class IsolatedChild:
         self.timeout = timeout
         self._out, self._err = tempfile.TemporaryFile("w+"), tempfile.TemporaryFile("w+")
         script = textwrap.dedent(code) + "\nprint('ISOLATED-OK')\n"
-        self.started = time.monotonic()
+        self.launched = self.clock = time.monotonic()
         self.proc = subprocess.Popen([sys.executable, "-c", script], stdout=self._out, stderr=self._err, text=True,
                                      env={**os.environ, **(base_env or {}), **(env or {})})
 
     def done(self) -> bool:
         return self.proc.poll() is not None
+
+    def wait(self, until: float) -> bool:
+        """Wait for the child to end, up to time.monotonic() `until`; True if it ended."""
+        import subprocess
+        import time
+
+        try:
+            self.proc.wait(timeout=max(0.0, until - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            return False
+        return True
 
     def _outputs(self) -> tuple[str, str]:
         texts = []
@@ -185,18 +198,14 @@ class IsolatedChild:
             f.close()
 
     def check(self) -> None:
-        import subprocess
-        import time
-
-        try:
-            rc = self.proc.wait(timeout=max(0.0, self.timeout - (time.monotonic() - self.started)))
-        except subprocess.TimeoutExpired:
+        if not self.wait(self.clock + self.timeout):
             self.proc.kill()
             self.proc.wait()
             out, err = self._outputs()
             raise AssertionError(f"child still running after {self.timeout} s, killed\nstdout:\n{out[-2000:]}\n"
-                                 f"stderr:\n{err[-4000:]}") from None
+                                 f"stderr:\n{err[-4000:]}")
         out, err = self._outputs()
+        rc = self.proc.returncode
         assert rc == 0 and "ISOLATED-OK" in out, f"child exited with {rc}\nstdout:\n{out[-2000:]}\nstderr:\n{err[-4000:]}"
 
 
@@ -214,7 +223,9 @@ class IsolatedPool:
     `add` queues a script, `top_up` starts queued ones while fewer than `max_running` run
     (tests/conftest.py calls it before each test), `take` hands over the child of an identical
     (code, timeout, env) script, started now if it was still queued, or None if none was
-    added. `base_env` goes into every child's environment (not part of the match)."""
+    added or it was taken already; `wait_running` lets the running ones end (before a test
+    that times the GPU). `base_env` goes into every child's environment (not part of the
+    match)."""
 
     def __init__(self, max_running: int = 4, base_env: dict[str, str] | None = None):
         self.max_running = max_running
@@ -239,11 +250,21 @@ class IsolatedPool:
         while self._queued and self.running() < self.max_running:
             self._start(next(iter(self._queued)))
 
+    def wait_running(self) -> None:
+        """Wait for the started children to end, each at most to its timeout from its start."""
+        for child in self._started.values():
+            child.wait(child.launched + child.timeout)
+
     def take(self, code: str, timeout: float = 120.0, env: dict[str, str] | None = None) -> IsolatedChild | None:
+        import time
+
         key = _isolated_key(code, timeout, env)
-        if key in self._started:
-            return self._started.pop(key)
-        return self._start(key) if key in self._queued else None
+        if key in self._queued:
+            self._start(key)
+        child = self._started.pop(key, None)
+        if child is not None:
+            child.clock = time.monotonic()
+        return child
 
     def close(self) -> None:
         """Kill the children no test took and drop the queue."""
@@ -268,4 +289,9 @@ def run_isolated(code: str, timeout: float = 120.0, env: dict[str, str] | None =
     Where `isolated_pool` holds the same script (started ahead), its child is the one checked.
     """
     child = isolated_pool.take(code, timeout, env) if isolated_pool is not None else None
-    (child or IsolatedChild(code, timeout, env)).check()
+    child = child or IsolatedChild(code, timeout, env)
+    try:
+        child.check()
+    except BaseException:  # an interrupt too: no child outlives its test
+        child.kill()
+        raise

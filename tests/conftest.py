@@ -47,39 +47,53 @@ def _with_params(fn, item):
 
 def _isolated_runs(items):
     """run_isolated's arguments of each selected test marked `isolated` whose ops are built
-    (`ops`: op names, or a function of the test's parameters giving them)."""
+    (`ops`: op names, or a function of the test's parameters giving them), not marked to skip.
+    A builder that raises starts nothing: the test meets the same error itself."""
     for item in items:
         mark = item.get_closest_marker("isolated")
         if mark is None or any(m.name == "skip" or (m.name == "skipif" and m.args and m.args[0] is True)
                                for m in item.iter_markers()):
             continue
-        ops = mark.kwargs.get("ops", ())
-        if all(_ops.has_op(op) for op in (_with_params(ops, item) if callable(ops) else ops)):
-            yield _with_params(mark.args[0], item)
+        try:
+            ops = mark.kwargs.get("ops", ())
+            if all(_ops.has_op(op) for op in (_with_params(ops, item) if callable(ops) else ops)):
+                yield _with_params(mark.args[0], item)
+        except Exception:  # noqa: BLE001 - reported by the test itself
+            continue
 
 
 def pytest_collection_finish(session):
-    """Start the selected tests' child scripts ahead, CLO_ISOLATED_PARALLEL (default 4) at a time:
-    each child pays an interpreter, the torch import and a CUDA context, and run one by one they
-    were most of the GPU suite's time. A child's checks and output are the test's, as before
-    (run_isolated takes the child of the same script); 0 runs each child in its test."""
+    """Start the selected tests' child scripts ahead, CLO_ISOLATED_PARALLEL (default 4) at a time
+    beside the other tests: each child pays an interpreter, the torch import and a CUDA context,
+    and one by one they were most of the GPU suite's slowest tests. A child's checks and output
+    are its test's, as before (run_isolated takes the child of the same script; its timeout
+    counts from then). Ahead-started children see this session's environment, with one
+    LLM_SPEED_CACHE_DIR of their own for all of them (the per-test one of
+    _private_calibration_cache does not exist yet; no child script reads the cache). Tests
+    marked `gpu_alone` (timings) wait for the running children and start none. 0: each child in
+    its test."""
     limit = int(os.environ.get("CLO_ISOLATED_PARALLEL", "4"))
-    if limit <= 0 or not (HAS_GPU and _ops.kernels_available()):
+    if (limit <= 0 or session.config.option.collectonly or session.testsfailed
+            or not (HAS_GPU and _ops.kernels_available())):
         return
     runs = list(_isolated_runs(session.items))
     if not runs:
         return
-    cache_dir = tempfile.mkdtemp(prefix="llm_speed_cache_")  # as _private_calibration_cache, for children
+    cache_dir = tempfile.mkdtemp(prefix="llm_speed_cache_")
     pool = testing.IsolatedPool(max_running=limit, base_env={"LLM_SPEED_CACHE_DIR": cache_dir})
     for run in runs:
         pool.add(**run)
-    pool.top_up()
     testing.isolated_pool = pool
 
 
 def pytest_runtest_setup(item):
-    if testing.isolated_pool is not None:
-        testing.isolated_pool.top_up()
+    pool = testing.isolated_pool
+    if pool is None:
+        return
+    if item.get_closest_marker("gpu_alone") is not None:
+        pool.wait_running()
+    else:
+        pool.top_up()
 
 
 def pytest_sessionfinish(session):

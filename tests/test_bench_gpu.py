@@ -13,7 +13,7 @@ import torch
 
 from conftest import require_op
 
-pytestmark = pytest.mark.cuda
+pytestmark = [pytest.mark.cuda, pytest.mark.gpu_alone]  # timings: no child scripts beside them
 
 
 def _spec_tbps() -> float | None:
