@@ -139,3 +139,16 @@ def test_conftest_picks_the_children_to_start(monkeypatch):
              _Item([_Mark("isolated", lambda: {"code": "# plain"})])]  # no parameters
     assert list(conftest._isolated_runs(items)) == [{"code": "# x", "timeout": 5}, {"code": "# z", "timeout": 5},
                                                      {"code": "# plain"}]
+
+
+def test_no_test_function_lost_to_its_marker():
+    """`@pytest.mark.isolated(build)` with no keyword decorates the test with `build` (pytest's
+    rule for a lone function argument): the test becomes build's result and is never collected.
+    Every module-level test_ name of the GPU test files must still be a function."""
+    import importlib
+    import pathlib
+
+    for path in sorted(pathlib.Path(__file__).parent.glob("test_*.py")):
+        module = importlib.import_module(path.stem)
+        lost = [name for name in dir(module) if name.startswith("test_") and not callable(getattr(module, name))]
+        assert not lost, f"{path.name}: {lost}"
