@@ -452,7 +452,8 @@ def decode_num_splits(batch: int, num_kv_heads: int, rows_per_kv_head: int, max_
       MHA);
       the TMA kernel that takes those grids on sm_90 at head_dim 64, 96, 128 and 256 runs 1;
     - 16-bit caches on sm_90 with `max_kv_len >= 2048`, where the unsplit grid leaves
-      a tail: 2 when `base` is 1.1-1.35 or 2.1-2.5 times the SMs at head_dim 97-128,
+      a tail: 2 when `base` is 1.1-1.35 (head_dim 128, and paged 104-120, of one token
+      or spec rows: 1 or 3, below) or 2.1-2.5 times the SMs at head_dim 97-128,
       1-1.35 times at head_dim 129-256, 2-2.7 times at head_dim 65-96 (2-3.05 when
       `paged` and `max_kv_len >= 4096`, 2-3 from 8192), and also 1.06-1.35 times
       there when `paged=False` (e.g. B=20 or B=36 at GQA 32/8), the whole of 1.06-2.95
@@ -511,24 +512,28 @@ def decode_num_splits(batch: int, num_kv_heads: int, rows_per_kv_head: int, max_
       length (`max_kv_len // 128`), where that is at least 3 (beyond one tile always 4), run
       as the spread tail (the first SM-count units whole, each other unit in that many pieces beside
       them; csrc/decode/NOTES.md "Stop 63"; head_dim-64 head pairs take it too, above);
+    - head_dim 128 (16-bit) on any sm_90 part, `max_kv_len >= 2048`, at 1.1-1.35 times
+      the SMs with `seq_len_q` 1 or spec rows (on Hopper HBM3e parts beyond the spread
+      tail's band): 1, 3 when `paged` and `max_kv_len >= 4096` (on the H100 since stop 99,
+      where the 1 split had caught up with the balanced 2: GQA 32:8 paged B=20/2K 66.7 ->
+      60.4 us, csrc/decode/NOTES.md "Stop 99");
     - head_dim 128 (16-bit) on Hopper HBM3e parts (the H200), `max_kv_len >= 2048`,
-      instead of the two bands above: at 1.1-1.35 times the SMs with `seq_len_q` 1 or
-      spec rows (beyond the spread tail's band), 1 (3 when `paged` and `max_kv_len >= 4096`); from
-      just past 2 times to 2.5, 3
+      instead of the two bands above: from just past 2 times to 2.5, 3
       (measured 3-16% faster there, csrc/decode/NOTES.md "H200 rules"); past 2.5 times and
       under 3 with `seq_len_q` 1 or spec rows and `max_kv_len >= 4096`, 2 (B=42/16K/GQA
       32:8 paged 729.0 -> 650.1 us, "Stop 66"), 3 up to 2.67 times from 8192 keys (-> 622.4,
       "Stop 67"); units of 9-16 query rows end it at 2.75 times below 8192 keys; rows
       beyond one tile take 2 to 2.8 times at any length ("Stop 68");
-    - on Hopper HBM3e parts, 16-bit head_dims 104-120 (on the head_dim-128 kernel) with
-      `paged` and `seq_len_q` 1 or spec rows keep 1 at 1.1-1.35 times the SMs (the
-      balanced 2 splits took 25-77% longer: D=112 GQA 32:8 B=20/4K 132.7 -> 77.9 us,
-      csrc/decode/NOTES.md "Stop 86");
-    - on Hopper HBM3e parts, 16-bit head_dims 136-248 but 192 (rows that are not whole
-      128-byte lines on the head_dim-256 kernel) with `paged`, `num_kv_heads` > 1, one
-      row tile and `max_kv_len >= 2048` take 3 in the one-tail band (past the SMs to
-      1.35 times them) past 1.1 times or with `max_kv_len >= 8192`, else 2 (GQA 32:8
-      D=224 B=20/16K 737.4-767.0 us balanced -> 591.1, csrc/decode/NOTES.md "Stop 87");
+    - on sm_90, 16-bit head_dims 104-120 (on the head_dim-128 kernel) with `paged` and
+      `seq_len_q` 1 or spec rows keep 1 at 1.1-1.35 times the SMs (the 2 splits took
+      25-77% longer on the H200: D=112 GQA 32:8 B=20/4K 132.7 -> 77.9 us,
+      csrc/decode/NOTES.md "Stop 86"; 13% on the H100: 123.5 -> 108.9, "Stop 99");
+    - on sm_90, 16-bit head_dims 136-248 but 192 (rows that are not whole 128-byte lines
+      on the head_dim-256 kernel) with `paged`, `num_kv_heads` > 1, one row tile and
+      `max_kv_len >= 2048` take 3 in the one-tail band (past the SMs to 1.35 times them)
+      with `max_kv_len >= 4096`, else 2 (GQA 32:8 D=224 B=17/16K on the H100 1003.3 ->
+      782.7 us, "Stop 99"); on Hopper HBM3e parts past 1.1 times or with `max_kv_len >=
+      8192`, else 2 (D=224 B=20/16K 737.4-767.0 us balanced -> 591.1, "Stop 87");
     - on Hopper HBM3e parts, 16-bit head_dim 256, 192 and 96 exactly (NOTES.md "D = 256 and
       96 split counts on the H200"): head_dim 256 takes 2 (balanced) up to 1.7 times the
       SMs when `paged`, 1.55 when not (head_dim 192 when not: 1.83, and 2 even splits

@@ -1935,6 +1935,32 @@ SPEC_CONTIG_ROWS = ([(b, n, 8, 64, 5, True) for b in (12, 16, 20, 24) for n in (
                     + [(20, 4096, 8, 64, 8, True), (10, 4096, 8, 96, 8, True)])
 MISALIGNED_BAND_RUNS = {(0, "auto"), (1, "forced"), (3, "forced"), (2, "bal")}  # (2, "forced"): even 2
 
+# --h100-tails (stop 99): the one-tail band (1.1-1.35 units per SM) on a non-HBM3e sm_90 part,
+# where stop 99's H100 sweeps (`--spread-tail`, `--misaligned-band`, `--shared-tiles`) read 1
+# split (or 3) ahead of the 2 splits its rule took since v28: one token at D = 128 (GQA 32/8 and
+# MHA), spec rows (Nq 5: two row tiles; Nq 2), paged D = 104-120 on the D = 128 kernel, and
+# paged D = 224 / 176 rows (not whole lines) on the D = 256 kernel; auto, 1-3 splits (2 as the
+# rule's balanced or even grid, and as an even grid forced), the spread tail in 4 pieces
+H100_TAIL_D128_ROWS = ([(b, n, 8, 128, 1, c) for c in (False, True) for b in (20, 22) for n in (2048, 4096, 8192, 16384)]
+                       + [(5, n, 32, 128, 1, c) for c in (False, True) for n in (4096, 16384)])
+H100_TAIL_SPEC_ROWS = ([(b, n, 8, 128, 5, c) for c in (False, True) for b in (10, 11) for n in (2048, 4096, 16384)]
+                       + [(20, n, 8, 128, 2, c) for c in (False, True) for n in (4096, 16384)])
+H100_TAIL_NARROW_ROWS = [(b, n, 8, d, 1, False) for d in (104, 112, 120) for b, n in ((20, 2048), (22, 4096), (20, 16384))]
+H100_TAIL_SHARED_ROWS = ([(b, n, 8, 224, 1, False) for b, n in ((18, 4096), (18, 8192), (20, 8192), (22, 8192), (19, 2048),
+                                                               (21, 2048), (22, 4096))]
+                         + [(b, 4096, 8, 176, 1, False) for b in (17, 22)])
+H100_TAIL_VARIANTS = {"auto": {}, "forced": {}, "even": {"CLO_DECODE_STREAMK": "0"}, "spread": {"CLO_DECODE_SPREAD": "1"}}
+H100_TAIL_RUNS = {(0, "auto"), (1, "forced"), (2, "forced"), (2, "even"), (3, "forced")}
+
+
+def h100_tails_sweep(iters, copy_bw):
+    """H100_TAIL_*_ROWS (`forced_splits_sweep`, cuDNN first): D = 128 one token with the
+    spread tail in 4 pieces too."""
+    forced_splits_sweep(H100_TAIL_D128_ROWS, H100_TAIL_VARIANTS, H100_TAIL_RUNS | {(4, "spread")})(iters, copy_bw)
+    forced_splits_sweep(H100_TAIL_SPEC_ROWS + H100_TAIL_NARROW_ROWS + H100_TAIL_SHARED_ROWS, H100_TAIL_VARIANTS,
+                        H100_TAIL_RUNS)(iters, copy_bw)
+
+
 
 FORCED_SPLITS_VARIANTS = {"auto": {}, "auto.2": {}, "forced": {}}
 
@@ -2902,6 +2928,7 @@ SWEEPS = {
     "pair-band-confirm": (forced_splits_sweep(PAIR_BAND_CONFIRM_ROWS), "stop 86's HBM3e 1-split bands (D=64 pairs, D=104-120): auto against 1-3 splits"),
     "misaligned-rows": (forced_splits_sweep(MISALIGNED_ROWS, MISALIGNED_VARIANTS, MISALIGNED_RUNS, show_kernels=True),
                         "paged heads not a whole number of 128-byte lines: balanced 2 splits, 1 and even 2, by L2 promotion"),
+    "h100-tails": (h100_tails_sweep, "the one-tail band on non-HBM3e sm_90: auto against 1-3 splits (stop 99)"),
     "misaligned-band": (forced_splits_sweep(MISALIGNED_BAND_ROWS, MISALIGNED_BAND_VARIANTS, MISALIGNED_BAND_RUNS),
                         "the D=256 kernel's one-tail band over paged heads of 144-240 columns: auto, 1, 3, balanced 2"),
     "shared-tiles": (forced_splits_sweep(SHARED_TILES_ROWS, MISALIGNED_BAND_VARIANTS, SHARED_TILES_RUNS),

@@ -916,20 +916,20 @@ def test_balanced_schedule_matches_reference():
         if sm90:
             names = kernel_names(lambda: llm.decode_attention(q, k, v, num_splits=2))
             assert bool(re.search(balanced, names)) != token_major, f"{what}: {names[:400]}"
-    # the heuristic (GQA 32:8 rows, one row tile): units = 8 B; D = 128: both bands (on
-    # Hopper HBM3e parts the one-tail band's own counts, decode_tail_splits: 1
-    # split below 4096 keys, 3 from there on paged caches, 1 on contiguous ones; 3 in the
-    # second-wave band from the first unit past two per SM, both layouts), D = 256:
+    # the heuristic (GQA 32:8 rows, one row tile): units = 8 B; D = 128: both bands (the
+    # one-tail band's counts, decode_tail_splits, on every sm_90 part since stop 99: 1 split
+    # below 4096 keys, 3 from there on paged caches, 1 on contiguous ones; on Hopper HBM3e
+    # parts 3 in the second-wave band from the first unit past two per SM, both layouts), D = 256:
     # the one-tail band (to 1.7 on HBM3e), D = 96 (and 80 on its kernel): the second-wave
     # band (on HBM3e at 96 itself: to 2.95 below 4096 keys, 3 splits to 2.65 from there,
     # from 8192 keys 4 to 2.5), D = 64: neither (its bands: test_d64_tail_splits)
     hbm3e = sm90 and device_is_hopper_hbm3e()
     # (and the spread tail's pieces at 1-1.34 units per SM from 1024 keys on HBM3e, paged:
     # decode_spread_tail_pieces, SMs / (units - SMs) up to 8)
-    for d, per_sm, n, want in ((128, 1.2, 2048, 4 if hbm3e else 2), (128, 1.2, 8192, 4 if hbm3e else 2),
-                               (128, 1.3, 4096, 3 if hbm3e else 2), (128, 2.3, 4096, 3 if hbm3e else 2),
+    for d, per_sm, n, want in ((128, 1.2, 2048, 4 if hbm3e else 1), (128, 1.2, 8192, 4 if hbm3e else 3),
+                               (128, 1.3, 4096, 3), (128, 2.3, 4096, 3 if hbm3e else 2),
                                (128, 2.4, 2048, 3 if hbm3e else 2), (128, 2.05, 4096, 3 if hbm3e else 1),
-                               (128, 1.2, 1024, 4 if hbm3e else 1), (128, 1.2, 960, 1), (128, 1.1, 4096, 6 if hbm3e else 2),
+                               (128, 1.2, 1024, 4 if hbm3e else 1), (128, 1.2, 960, 1), (128, 1.1, 4096, 6 if hbm3e else 3),
                                (128, 1.03, 2048, 8 if hbm3e else 1), (128, 1.03, 1024, 8 if hbm3e else 1),
                                (128, 1.7, 2048, 1), (128, 2.9, 2048, 1),
                                # HBM3e from 4096 keys: 2 splits past 2.5 to under 3 (stop 66; 2.45 /
@@ -944,13 +944,14 @@ def test_balanced_schedule_matches_reference():
                                (128, 2.86, 4096, 2 if hbm3e else 1), (128, 2.96, 16384, 2 if hbm3e else 1),
                                (128, 3.02, 4096, 1), (112, 2.6, 4096, 1),
                                # paged narrower rows on the D = 128 kernel: 1 split in the one-tail
-                               # band on HBM3e (stop 86; contiguous ones keep 2, below)
-                               (112, 1.2, 2048, 1 if hbm3e else 2), (112, 1.3, 8192, 1 if hbm3e else 2),
-                               (104, 1.2, 4096, 1 if hbm3e else 2), (120, 1.25, 2048, 1 if hbm3e else 2),
-                               # paged rows not whole 128-byte lines on the D = 256 kernel on HBM3e:
-                               # 3 splits past 1.1 units per SM or from 8192 keys (stop 87)
-                               (224, 1.2, 2048, 3 if hbm3e else 2), (176, 1.3, 16384, 3 if hbm3e else 2),
-                               (224, 1.03, 2048, 2), (224, 1.03, 8192, 3 if hbm3e else 2), (224, 1.03, 8191, 2),
+                               # band (HBM3e stop 86, the H100 stop 99; contiguous ones keep 2, below)
+                               (112, 1.2, 2048, 1), (112, 1.3, 8192, 1), (104, 1.2, 4096, 1), (120, 1.25, 2048, 1),
+                               # paged rows not whole 128-byte lines on the D = 256 kernel: on HBM3e
+                               # 3 splits past 1.1 units per SM or from 8192 keys (stop 87), on
+                               # other parts from 4096 keys (stop 99)
+                               (224, 1.2, 2048, 3 if hbm3e else 2), (176, 1.3, 16384, 3),
+                               (224, 1.03, 2048, 2), (224, 1.03, 8192, 3), (224, 1.03, 8191, 2 if hbm3e else 3),
+                               (224, 1.03, 4095, 2), (224, 1.3, 4096, 3),
                                (240, 1.4, 4096, 1), (192, 1.2, 4096, 2), (224, 1.2, 1024, 1),
                                (256, 1.05, 2048, 2), (256, 1.2, 2048, 2), (256, 1.5, 2048, 2 if hbm3e else 1),
                                (256, 1.5, 8192, 2 if hbm3e else 1), (192, 1.5, 2048, 1),
@@ -1023,7 +1024,7 @@ def test_balanced_schedule_matches_reference():
     # contiguous D = 96 (and 80 on its kernel): the one-tail band too, balanced (to 1.15
     # below 4096 keys at 96 itself on HBM3e; there contiguous D = 256 to 1.55, D = 192 to 1.83,
     # and D = 128's spread tail to 1.1)
-    for d, per_sm, n, want in ((128, 1.2, 4096, 1 if hbm3e else 2), (128, 1.3, 2048, 1 if hbm3e else 2),
+    for d, per_sm, n, want in ((128, 1.2, 4096, 1), (128, 1.3, 2048, 1),
                                (128, 1.03, 1024, 8 if hbm3e else 1), (128, 1.03, 4096, 8 if hbm3e else 1),
                                (128, 1.08, 2048, 8 if hbm3e else 1),
                                (128, 2.3, 4096, 3 if hbm3e else 2), (128, 2.3, 2048, 3 if hbm3e else 2),

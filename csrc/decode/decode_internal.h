@@ -867,16 +867,17 @@ inline int decode_tail_splits(int head_dim, bool paged, int64_t units, int64_t s
   const bool one_tail = decode_balanced_head_dim(kernel_head_dim, paged) &&
                         decode_streamk_blocks_per_sm(kernel_head_dim) == 1 && past_first_wave &&
                         100 * units <= one_tail_top_100ths * sms;
-  // HBM3e parts, paged rows narrower than the D = 128 kernel's (head_dim 104-120 on it), units
-  // of up to four row tiles (spec rows, as the D = 128 rule below): 1 split in the one-tail
-  // band, where the balanced 2 splits take 25-77% longer (NOTES.md "Stop 86", GQA 32/8 block 16,
+  // Paged rows narrower than the D = 128 kernel's (head_dim 104-120 on it), units of up to
+  // four row tiles (spec rows, as the D = 128 rule below): 1 split in the one-tail band, on
+  // every sm_90 part (the H100 since stop 99: D = 112 B=20/4K 2 even / 1 split 123.5 / 108.9
+  // us, `--misaligned-band`). On HBM3e parts the balanced 2 splits took 25-77% longer (NOTES.md "Stop 86", GQA 32/8 block 16,
   // 1 / 2 balanced splits, us: D = 112 B=20/2K 41.7 / 62.4, B=22/2K 44.0 / 73.3, B=20/4K 77.9 /
   // 132.7, B=22/8K 160.2 / 282.9, Nq 2 B=20/4K 78.4 / 135.6; D = 120 B=20/4K 89.9 / 145.3;
   // D = 104 B=20/2K 49.8 / 62.0; units of 17-64 rows not measured). Contiguous caches keep 2:
   // 1 split wins only D = 112 below 8192 keys (1 / 2: B=20/2K 40.1 / 43.5, B=20/4K 73.7 / 75.9),
   // 2 from there (B=20/8K 141.8 / 140.5, B=22/16K 302.6 / 294.8) and at D = 104 and 120 (B=20/4K
   // 86.6 / 82.0 and 86.7 / 81.8; D = 120 16K 325.8 / 297.5).
-  if (hbm3e && paged && kernel_head_dim == 128 && head_dim != 128 && one_tail && spec_rows >= 0) return 1;
+  if (paged && kernel_head_dim == 128 && head_dim != 128 && one_tail && spec_rows >= 0) return 1;
   // HBM3e parts, shared_lines on the D = 256 kernel (head_dim 136-248 but 192) in the one-tail
   // band: 3 even splits past kStreamKSharedReadsTop10ths units per SM, or from 8192 keys; else
   // the band's 2 (balanced: decode_streamk_pays_shared_reads). There the balanced schedule
@@ -887,8 +888,15 @@ inline int decode_tail_splits(int head_dim, bool paged, int64_t units, int64_t s
   // 146.9 / 178.0 / 163.4, 16K 637.8 / 663.2 / 597.5, 8K balanced / 3: 299.7 / 304.2; D = 176
   // B=20 2K 93.6 / 82.5 / 81.2, 16K 680.9 / 541.1 / 494.2; D = 144 B=20/4K 157.2 / 140.1 /
   // 132.0; D = 160 163.4 / 143.9 / 135.0).
-  if (hbm3e && shared_lines && paged && kernel_head_dim == 256 && one_tail)
+  // Other sm_90 parts (the H100, stop 99, `--misaligned-band`, 2 even / 3 splits, us): 3 from
+  // 4096 keys at any point of the band (D = 224 B=17 (1.03) 4K 221.4 / 197.4, 8K 481.6 / 382.8,
+  // 16K 1003.3 / 782.7; B=20 4K 224.9 / 214.0, 16K 953.9 / 883.7; B=22 16K 995.2 / 967.5; D = 176
+  // B=20/16K 710.4 / 660.6; D = 144 B=20/4K 158.7 / 151.6), 2 below (B=17/2K 104.1 / 108.9, B=22/2K
+  // 123.5 / 127.9; B=18/2K 130.3 / 112.8 and B=20/2K 118.8 / 117.0 the exceptions).
+  if (shared_lines && paged && kernel_head_dim == 256 && one_tail) {
+    if (!hbm3e) return max_kv_len >= kLargeGridMinKeys ? 3 : 2;
     return 10 * units > kStreamKSharedReadsTop10ths * sms || max_kv_len >= kSplitRuleLengthEdges[3] ? 3 : 2;
+  }
   if (kernel_head_dim == 96) {
     // contiguous caches from 4096 keys: one band from the first extra unit to 2.95, but for
     // whole waves (no tail to spread; exactly 2 units per SM lost 1-3%, v35)
@@ -913,8 +921,15 @@ inline int decode_tail_splits(int head_dim, bool paged, int64_t units, int64_t s
   // splits (stops 62, 63)
   if (hbm3e && head_dim == 192 && !paged && max_kv_len >= 4096 && units > 2 * sms && 2 * units <= 5 * sms)
     return 2;
+  // Head_dim 128 in the one-tail band, one new token or spec rows: 1 split, 3 on paged caches
+  // from 4096 keys, on every sm_90 part. The H100 took the balanced 2 splits (v28) until stop
+  // 99, when its 1 split had caught up (stop 98's TMA row boxes: GQA 32/8 block 16, paged B=20
+  // 1 split 131.1 (v28) -> 114.8 us at 4K, 67.6 -> 60.4 at 2K; the balanced 2: 119.4 -> 121.8,
+  // 64.6 -> 66.7); units of two row tiles (Nq 5), 2 / 1 / 3 splits: paged B=10/2K 53.6 / 42.8 /
+  // 45.1, 8K 173.9 / 150.1 / 136.2, contiguous 8K 151.0 / 133.4 / 132.2 (`--spread-tail`,
+  // `--shared-tiles`).
+  if (head_dim == 128 && one_tail && spec_rows >= 0) return paged && max_kv_len >= 4096 ? 3 : 1;
   if (hbm3e && head_dim == 128) {
-    if (one_tail && spec_rows >= 0) return paged && max_kv_len >= 4096 ? 3 : 1;
     if (second_wave_top && units > 2 * sms) return 3;
     // From 4096 keys, past 2.5 units per SM to just under 3: 2 even splits, both
     // layouts (stop 66, `--wave-top`, `--wave-top-confirm`; GQA 32/8 block 16, cold L2, us,
