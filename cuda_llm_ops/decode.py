@@ -514,9 +514,12 @@ def decode_num_splits(batch: int, num_kv_heads: int, rows_per_kv_head: int, max_
       them; csrc/decode/NOTES.md "Stop 63"; head_dim-64 head pairs take it too, above);
     - head_dim 128 (16-bit) on any sm_90 part, `max_kv_len >= 2048`, at 1.1-1.35 times
       the SMs with `seq_len_q` 1 or spec rows (on Hopper HBM3e parts beyond the spread
-      tail's band): 1, 3 when `paged` and `max_kv_len >= 4096` (on the H100 since stop 99,
-      where the 1 split had caught up with the balanced 2: GQA 32:8 paged B=20/2K 66.7 ->
-      60.4 us, csrc/decode/NOTES.md "Stop 99");
+      tail's band): on Hopper HBM3e parts 1, 3 when `paged` and `max_kv_len >= 4096`; on
+      other parts (since stop 99, where the H100's 1 split had caught up with the balanced
+      2: GQA 32:8 paged B=20/2K 66.4 -> 60.4 us, csrc/decode/NOTES.md "Stop 99") 1, but 3
+      for paged units of several row tiles (Nq 5 at GQA 32:8) with `max_kv_len >= 4096`
+      (B=10/16K 334.4 -> 256.6) and the balanced 2 for contiguous units of one tile with
+      `max_kv_len >= 8192`;
     - head_dim 128 (16-bit) on Hopper HBM3e parts (the H200), `max_kv_len >= 2048`,
       instead of the two bands above: from just past 2 times to 2.5, 3
       (measured 3-16% faster there, csrc/decode/NOTES.md "H200 rules"); past 2.5 times and

@@ -917,19 +917,20 @@ def test_balanced_schedule_matches_reference():
             names = kernel_names(lambda: llm.decode_attention(q, k, v, num_splits=2))
             assert bool(re.search(balanced, names)) != token_major, f"{what}: {names[:400]}"
     # the heuristic (GQA 32:8 rows, one row tile): units = 8 B; D = 128: both bands (the
-    # one-tail band's counts, decode_tail_splits, on every sm_90 part since stop 99: 1 split
-    # below 4096 keys, 3 from there on paged caches, 1 on contiguous ones; on Hopper HBM3e
-    # parts 3 in the second-wave band from the first unit past two per SM, both layouts), D = 256:
+    # one-tail band's counts, decode_tail_splits: on Hopper HBM3e parts 1 split below 4096
+    # keys, 3 from there on paged caches, 1 on contiguous ones; on other sm_90 parts since
+    # stop 99 1, but the balanced 2 on contiguous caches from 8192 keys; on HBM3e parts 3 in
+    # the second-wave band from the first unit past two per SM, both layouts), D = 256:
     # the one-tail band (to 1.7 on HBM3e), D = 96 (and 80 on its kernel): the second-wave
     # band (on HBM3e at 96 itself: to 2.95 below 4096 keys, 3 splits to 2.65 from there,
     # from 8192 keys 4 to 2.5), D = 64: neither (its bands: test_d64_tail_splits)
     hbm3e = sm90 and device_is_hopper_hbm3e()
     # (and the spread tail's pieces at 1-1.34 units per SM from 1024 keys on HBM3e, paged:
     # decode_spread_tail_pieces, SMs / (units - SMs) up to 8)
-    for d, per_sm, n, want in ((128, 1.2, 2048, 4 if hbm3e else 1), (128, 1.2, 8192, 4 if hbm3e else 3),
-                               (128, 1.3, 4096, 3), (128, 2.3, 4096, 3 if hbm3e else 2),
+    for d, per_sm, n, want in ((128, 1.2, 2048, 4 if hbm3e else 1), (128, 1.2, 8192, 4 if hbm3e else 1),
+                               (128, 1.3, 4096, 3 if hbm3e else 1), (128, 2.3, 4096, 3 if hbm3e else 2),
                                (128, 2.4, 2048, 3 if hbm3e else 2), (128, 2.05, 4096, 3 if hbm3e else 1),
-                               (128, 1.2, 1024, 4 if hbm3e else 1), (128, 1.2, 960, 1), (128, 1.1, 4096, 6 if hbm3e else 3),
+                               (128, 1.2, 1024, 4 if hbm3e else 1), (128, 1.2, 960, 1), (128, 1.1, 4096, 6 if hbm3e else 1),
                                (128, 1.03, 2048, 8 if hbm3e else 1), (128, 1.03, 1024, 8 if hbm3e else 1),
                                (128, 1.7, 2048, 1), (128, 2.9, 2048, 1),
                                # HBM3e from 4096 keys: 2 splits past 2.5 to under 3 (stop 66; 2.45 /
@@ -983,6 +984,15 @@ def test_balanced_schedule_matches_reference():
     # ... and paged units beyond four row tiles (Nq 5 x group 16: 80 rows, five tiles), as at 128
     b = int(1.2 * sms) // 40 + 1
     assert llm.decode_num_splits(b, 8, 80, 4096, 112, torch.float16, seq_len_q=5) == (2 if sm90 else 1), b
+    # units of two row tiles at head_dim 128 (Nq 5 at GQA 32/8: 20 rows) in the one-tail band off
+    # HBM3e parts (there two row tiles per block take them): 3 on paged caches from 4096 keys,
+    # else 1 (stop 99)
+    if sm90 and not hbm3e:
+        b = int(1.2 * sms) // 16 + 1
+        for n, paged, want in ((4096, True, 3), (16384, True, 3), (4095, True, 1), (2048, True, 1),
+                               (4096, False, 1), (16384, False, 1)):
+            got = llm.decode_num_splits(b, 8, 20, n, 128, torch.float16, paged=paged, seq_len_q=5)
+            assert got == want, ("Nq 5", n, paged, b, got)
     if hbm3e:  # head dims 72-80 in head pairs from 0.35 pairs per SM: 2 splits below 0.8, 1 from there
         for d, pairs_per_sm, want in ((80, 0.38, 2), (80, 0.5, 2), (80, 0.7, 2), (72, 0.75, 2), (80, 0.82, 1),
                                       (80, 1.05, 1)):
@@ -1024,7 +1034,8 @@ def test_balanced_schedule_matches_reference():
     # contiguous D = 96 (and 80 on its kernel): the one-tail band too, balanced (to 1.15
     # below 4096 keys at 96 itself on HBM3e; there contiguous D = 256 to 1.55, D = 192 to 1.83,
     # and D = 128's spread tail to 1.1)
-    for d, per_sm, n, want in ((128, 1.2, 4096, 1), (128, 1.3, 2048, 1),
+    for d, per_sm, n, want in ((128, 1.2, 4096, 1), (128, 1.3, 2048, 1), (128, 1.3, 8192, 1 if hbm3e else 2),
+                               (128, 1.2, 16384, 1 if hbm3e else 2), (128, 1.2, 8191, 1),
                                (128, 1.03, 1024, 8 if hbm3e else 1), (128, 1.03, 4096, 8 if hbm3e else 1),
                                (128, 1.08, 2048, 8 if hbm3e else 1),
                                (128, 2.3, 4096, 3 if hbm3e else 2), (128, 2.3, 2048, 3 if hbm3e else 2),
@@ -2169,12 +2180,12 @@ def test_partial_wave_splits():
         assert paged_grid == 16 * b, (b, paged_grid)
     # one new token whose group spans two row tiles (Hq 32 / Hkv 1, 32 rows): as Nq 8's units
     # (stop 68, `--mqa-tiles`): paged B=64/4K (0.97 units per SM) and contiguous B=48/16K (0.73)
-    # 2 splits, contiguous B=80/4K (1.21) the spread tail's 4 pieces (elsewhere on sm_90 the
-    # balanced 2); a 16-row group (GQA 32/2) keeps one tile's 1 at 0.91 paged, 0.73 contiguous
+    # 2 splits, contiguous B=80/4K (1.21) the spread tail's 4 pieces (elsewhere on sm_90 1,
+    # the balanced 2 before stop 99); a 16-row group (GQA 32/2) keeps one tile's 1 at 0.91 paged, 0.73 contiguous
     # (the counts are 132 SMs')
     sm90 = torch.cuda.get_device_capability()[0] >= 9
     for b1, hkv, group, n, paged, want, want_sm90 in (
-            (64, 1, 32, 4096, True, 2, 1), (48, 1, 32, 16384, False, 2, 1), (80, 1, 32, 4096, False, 4, 2),
+            (64, 1, 32, 4096, True, 2, 1), (48, 1, 32, 16384, False, 2, 1), (80, 1, 32, 4096, False, 4, 1),
             (60, 2, 16, 4096, True, 1, 1), (48, 2, 16, 16384, False, 1, 1)) if sms == 132 else ():
         got = llm.decode_num_splits(b1, hkv, group, n, 128, torch.float16, paged=paged)
         want = _wide_rows_splits(b1, hkv, group, n, sms, hbm3e) or want  # two row tiles per block first

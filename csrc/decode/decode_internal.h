@@ -869,8 +869,11 @@ inline int decode_tail_splits(int head_dim, bool paged, int64_t units, int64_t s
                         100 * units <= one_tail_top_100ths * sms;
   // Paged rows narrower than the D = 128 kernel's (head_dim 104-120 on it), units of up to
   // four row tiles (spec rows, as the D = 128 rule below): 1 split in the one-tail band, on
-  // every sm_90 part (the H100 since stop 99: D = 112 B=20/4K 2 even / 1 split 123.5 / 108.9
-  // us, `--misaligned-band`). On HBM3e parts the balanced 2 splits took 25-77% longer (NOTES.md "Stop 86", GQA 32/8 block 16,
+  // every sm_90 part (the H100 since stop 99, `--h100-tails`, 2 even / 1 / 3 splits, us: D = 112
+  // B=20 2K 64.3 / 56.8 / 60.7, 16K 556.1 / 437.4 / 493.3; D = 104 B=20/16K 653.4 / 571.1 /
+  // 577.9; D = 120 B=20/16K 698.5 / 597.6 / 644.5; at 1.33 units per SM 3 led: B=22/4K D = 104
+  // 141.5 / 141.5 / 125.5, D = 112 128.3 / 126.5 / 121.4, D = 120 154.9 / 154.0 / 140.4, not
+  // taken: one length read). On HBM3e parts the balanced 2 splits took 25-77% longer (NOTES.md "Stop 86", GQA 32/8 block 16,
   // 1 / 2 balanced splits, us: D = 112 B=20/2K 41.7 / 62.4, B=22/2K 44.0 / 73.3, B=20/4K 77.9 /
   // 132.7, B=22/8K 160.2 / 282.9, Nq 2 B=20/4K 78.4 / 135.6; D = 120 B=20/4K 89.9 / 145.3;
   // D = 104 B=20/2K 49.8 / 62.0; units of 17-64 rows not measured). Contiguous caches keep 2:
@@ -888,11 +891,14 @@ inline int decode_tail_splits(int head_dim, bool paged, int64_t units, int64_t s
   // 146.9 / 178.0 / 163.4, 16K 637.8 / 663.2 / 597.5, 8K balanced / 3: 299.7 / 304.2; D = 176
   // B=20 2K 93.6 / 82.5 / 81.2, 16K 680.9 / 541.1 / 494.2; D = 144 B=20/4K 157.2 / 140.1 /
   // 132.0; D = 160 163.4 / 143.9 / 135.0).
-  // Other sm_90 parts (the H100, stop 99, `--misaligned-band`, 2 even / 3 splits, us): 3 from
-  // 4096 keys at any point of the band (D = 224 B=17 (1.03) 4K 221.4 / 197.4, 8K 481.6 / 382.8,
-  // 16K 1003.3 / 782.7; B=20 4K 224.9 / 214.0, 16K 953.9 / 883.7; B=22 16K 995.2 / 967.5; D = 176
-  // B=20/16K 710.4 / 660.6; D = 144 B=20/4K 158.7 / 151.6), 2 below (B=17/2K 104.1 / 108.9, B=22/2K
-  // 123.5 / 127.9; B=18/2K 130.3 / 112.8 and B=20/2K 118.8 / 117.0 the exceptions).
+  // Other sm_90 parts (the H100, stop 99, `--misaligned-band` and `--h100-tails`, 2 (the
+  // rule's) / 3 splits, us): 3 from 4096 keys at any point of the band (D = 224 B=17 (1.03) 4K
+  // 221.4 / 197.4, 8K 481.6 / 382.8, 16K 1003.3 / 782.7; B=18 4K 214.2 / 204.2, 8K 427.7 / 404.5;
+  // B=20 4K 224.9 / 214.0, 8K 452.1 / 422.0, 16K 953.9 / 883.7; B=22 4K 233.9 / 234.3, 8K 477.6 /
+  // 465.2, 16K 995.2 / 967.5; D = 176 B=17/4K 178.7 / 168.2, B=22/4K 187.4 / 190.4, B=20/16K 710.4 /
+  // 660.6; D = 144 B=20/4K 158.7 / 151.6), 2 below (B=17/2K 104.1 / 108.9, B=21/2K 119.7 / 121.8,
+  // B=22/2K 123.5 / 127.9; B=18/2K 130.3 / 112.8, B=19/2K 117.7 / 114.1 and B=20/2K 118.8 / 117.0
+  // the exceptions).
   if (shared_lines && paged && kernel_head_dim == 256 && one_tail) {
     if (!hbm3e) return max_kv_len >= kLargeGridMinKeys ? 3 : 2;
     return 10 * units > kStreamKSharedReadsTop10ths * sms || max_kv_len >= kSplitRuleLengthEdges[3] ? 3 : 2;
@@ -921,14 +927,24 @@ inline int decode_tail_splits(int head_dim, bool paged, int64_t units, int64_t s
   // splits (stops 62, 63)
   if (hbm3e && head_dim == 192 && !paged && max_kv_len >= 4096 && units > 2 * sms && 2 * units <= 5 * sms)
     return 2;
-  // Head_dim 128 in the one-tail band, one new token or spec rows: 1 split, 3 on paged caches
-  // from 4096 keys, on every sm_90 part. The H100 took the balanced 2 splits (v28) until stop
-  // 99, when its 1 split had caught up (stop 98's TMA row boxes: GQA 32/8 block 16, paged B=20
-  // 1 split 131.1 (v28) -> 114.8 us at 4K, 67.6 -> 60.4 at 2K; the balanced 2: 119.4 -> 121.8,
-  // 64.6 -> 66.7); units of two row tiles (Nq 5), 2 / 1 / 3 splits: paged B=10/2K 53.6 / 42.8 /
-  // 45.1, 8K 173.9 / 150.1 / 136.2, contiguous 8K 151.0 / 133.4 / 132.2 (`--spread-tail`,
-  // `--shared-tiles`).
-  if (head_dim == 128 && one_tail && spec_rows >= 0) return paged && max_kv_len >= 4096 ? 3 : 1;
+  // Head_dim 128 in the one-tail band, one new token or spec rows: on HBM3e parts 1 split, 3 on
+  // paged caches from 4096 keys. Other sm_90 parts took the balanced 2 splits (v28) until stop
+  // 99, when the H100's 1 split had caught up with them (`--h100-tails`, GQA 32/8 block 16, us,
+  // balanced 2 / 1 / 3 splits; v28's 1 split: B=20/4K 131.1): paged B=20 2K 66.4 / 60.4 / 64.2,
+  // 4K 121.9 / 114.9 / 118.4, 16K 451.9 / 442.8 / 448.2; B=22 4K 131.5 / 125.9 / 128.2, 16K
+  // 492.3 / 487.5 / 485.1; MHA B=5/4K 119.2 / 115.0 / 116.9; Nq 2 B=20/4K 125.4 / 116.2 /
+  // 120.8. There units of several row tiles (Nq 5: two) take 3 on paged caches from 4096 keys
+  // (B=10 4K 93.4 / 78.2 / 75.2, 16K 334.4 / 303.7 / 256.6; B=11/4K 94.4 / 79.8 / 81.4; 2K
+  // 52.8 / 42.7 / 44.7), contiguous ones 1 (B=10 4K 82.2 / 69.6 / 72.5, 16K 290.0 / 256.5 /
+  // 251.5; B=11/16K 297.0 / 267.3 / 270.8); contiguous units of one tile keep the balanced 2
+  // from 8192 keys (B=22 8K 245.2 / 251.5 / 244.4, 16K 481.4 / 500.0 / 479.7; B=20/16K 439.6 /
+  // 442.3 / 439.2; B=22/4K 125.9 / 128.1, B=20 4K 116.8 / 114.0, 2K 63.4 / 59.9: 1 below).
+  if (head_dim == 128 && one_tail && spec_rows >= 0) {
+    if (hbm3e) return paged && max_kv_len >= kLargeGridMinKeys ? 3 : 1;
+    const bool several_tiles = decode_rule_multi_tile(spec_rows);
+    if (paged) return several_tiles && max_kv_len >= kLargeGridMinKeys ? 3 : 1;
+    return !several_tiles && max_kv_len >= kPartialWaveFullWaveKeys ? 2 : 1;
+  }
   if (hbm3e && head_dim == 128) {
     if (second_wave_top && units > 2 * sms) return 3;
     // From 4096 keys, past 2.5 units per SM to just under 3: 2 even splits, both
