@@ -940,10 +940,9 @@ inline int decode_tail_splits(int head_dim, bool paged, int64_t units, int64_t s
   // from 8192 keys (B=22 8K 245.2 / 251.5 / 244.4, 16K 481.4 / 500.0 / 479.7; B=20/16K 439.6 /
   // 442.3 / 439.2; B=22/4K 125.9 / 128.1, B=20 4K 116.8 / 114.0, 2K 63.4 / 59.9: 1 below).
   if (head_dim == 128 && one_tail && spec_rows >= 0) {
-    if (hbm3e) return paged && max_kv_len >= kLargeGridMinKeys ? 3 : 1;
     const bool several_tiles = decode_rule_multi_tile(spec_rows);
-    if (paged) return several_tiles && max_kv_len >= kLargeGridMinKeys ? 3 : 1;
-    return !several_tiles && max_kv_len >= kPartialWaveFullWaveKeys ? 2 : 1;
+    if (paged) return (hbm3e || several_tiles) && max_kv_len >= kLargeGridMinKeys ? 3 : 1;
+    return !hbm3e && !several_tiles && max_kv_len >= kSplitRuleLengthEdges[3] ? 2 : 1;
   }
   if (hbm3e && head_dim == 128) {
     if (second_wave_top && units > 2 * sms) return 3;
