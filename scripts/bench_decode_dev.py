@@ -1405,6 +1405,29 @@ def wide_rows_partial_sweep(iters, copy_bw):
              {"auto": {}, "narrow": {"CLO_DECODE_WIDE_ROWS": "0"}})
 
 
+# --wide-rows-h100 (stop 99): the two-row-tile rule at head_dim 128 on a non-HBM3e sm_90 part
+# (the H100: the HBM3e counts, the band's 2 splits as an even grid, 3 stages) against the 16-row
+# blocks (CLO_DECODE_WIDE_ROWS=0, their own count), and in the 1-1.35 band the balanced 2 splits
+# (CLO_DECODE_WIDE_ROWS=3) the H100 does not take; rows of `--wide-rows` and `--wide-rows-confirm`
+# and the balanced band's (B, N, Nq, contiguous, Hkv, counts for "bal")
+WIDE_ROWS_H100_ROWS = ([(b, 16384, 8, c, 8, ()) for b in (1, 2, 4, 8) for c in (False, True)]
+                       + [(b, n, 8, False, 8, (2,) if 8 * b > 132 and 100 * 8 * b <= 135 * 132 else ())
+                          for b, n in ((16, 4096), (17, 4096), (21, 4096), (21, 16384), (22, 4096), (25, 8192),
+                                       (33, 4096))]
+                       + [(21, 16384, 8, True, 8, (2,)), (16, 4096, 5, False, 8, ()), (17, 4096, 5, False, 8, (2,))]
+                       + [(b, n, 1, c, 1, (2,) if 132 < b <= 178 and n >= 2048 else ())
+                          for b, n, c in ((8, 16384, False), (64, 4096, False), (66, 8192, False), (136, 2048, False),
+                                          (150, 4096, False), (170, 4096, False), (200, 4096, False),
+                                          (150, 4096, True))])
+WIDE_ROWS_H100_VARIANTS = {"auto": {}, "narrow": {"CLO_DECODE_WIDE_ROWS": "0"}, "bal": {"CLO_DECODE_WIDE_ROWS": "3"}}
+
+
+def wide_rows_h100_sweep(iters, copy_bw):
+    """WIDE_ROWS_H100_ROWS: automatic and 16-row blocks at their counts, then the balanced 2
+    splits where the row names them."""
+    _wide_rows_rows(WIDE_ROWS_H100_ROWS, WIDE_ROWS_H100_VARIANTS, ("auto", "narrow"), iters, copy_bw)
+
+
 def wave_top_sweep(iters, copy_bw):
     """WAVE_TOP_ROWS cool (`split_band_sweep`: graph replays, cold L2, cuDNN first), then
     each row's 1 and 2 splits and 4 stages at the cap (`sustained_sweep`, 600 ms warm)."""
@@ -2928,6 +2951,7 @@ SWEEPS = {
     "pair-band-confirm": (forced_splits_sweep(PAIR_BAND_CONFIRM_ROWS), "stop 86's HBM3e 1-split bands (D=64 pairs, D=104-120): auto against 1-3 splits"),
     "misaligned-rows": (forced_splits_sweep(MISALIGNED_ROWS, MISALIGNED_VARIANTS, MISALIGNED_RUNS, show_kernels=True),
                         "paged heads not a whole number of 128-byte lines: balanced 2 splits, 1 and even 2, by L2 promotion"),
+    "wide-rows-h100": (wide_rows_h100_sweep, "two row tiles per block on non-HBM3e sm_90: auto vs 16-row blocks (stop 99)"),
     "h100-tails": (h100_tails_sweep, "the one-tail band on non-HBM3e sm_90: auto against 1-3 splits (stop 99)"),
     "misaligned-band": (forced_splits_sweep(MISALIGNED_BAND_ROWS, MISALIGNED_BAND_VARIANTS, MISALIGNED_BAND_RUNS),
                         "the D=256 kernel's one-tail band over paged heads of 144-240 columns: auto, 1, 3, balanced 2"),

@@ -1014,8 +1014,9 @@ def test_balanced_schedule_matches_reference():
         assert llm.decode_num_splits(b, 8, 4, n, 128, torch.float8_e4m3fn) == 1, (per_sm, b)
         b = int(per_sm * sms) // 16 + 1
         got = llm.decode_num_splits(b, 8, 32, n, 128, torch.float16, seq_len_q=8)
-        want_nq8 = _wide_rows_splits(b, 8, 32, n, sms, hbm3e) or want_nq8  # two row tiles per block first
-        assert got == (want_nq8 if hbm3e else 1), (per_sm, n, b, got)
+        wide_nq8 = _wide_rows_splits(b, 8, 32, n, sms, hbm3e)  # two row tiles per block first
+        want_nq8 = wide_nq8 or want_nq8
+        assert got == (want_nq8 if hbm3e else wide_nq8 or 1), (per_sm, n, b, got)
         # Nq 32 at GQA 8/2 (128 rows: eight tiles, units = 16 B as Nq 8's): the rules off
         assert llm.decode_num_splits(b, 2, 128, n, 128, torch.float16, seq_len_q=32) == 1, (per_sm, n, b)
     # one new token at a 16-row group (GQA 32/2) keeps the top just under 3 at 4096 keys
@@ -1347,8 +1348,8 @@ replay_then_bad_inputs(24, 699, bad_len=False, splits=(1, 4), gen=gen)  # 32-row
 def _paged_two_tile_one_wave_stages(n, splits):
     """The pipeline depth of paged two-row-tile blocks at one wave on HBM3e parts: 3 where each
     block reads 2048 keys or more of a table of `n` (spanning boxes: decode_wide_row_boxes_pay,
-    decode_wide_rows_stages, stop 71), else 4."""
-    return 3 if -(-n // splits) >= 2048 else 4
+    decode_wide_rows_stages, stop 71), else 4; 3 on other sm_90 parts (stop 99)."""
+    return 3 if -(-n // splits) >= 2048 or not device_is_hopper_hbm3e() else 4
 
 
 def _assert_paged_two_tile_one_wave_depth(fn, n, splits, what):
@@ -1366,12 +1367,15 @@ def _wide_rows_balanced_band(units, sms, n):
 
 def _wide_rows_splits(b, hkv, rows, n, sms, hbm3e, d=128, paged=True):
     """The automatic count of two row tiles per block (decode_wide_rows_splits, stop 69), or 0:
-    HBM3e parts, 17-32 rows per KV head, splits of 1024 keys or more; at head_dim 128, `b` x
+    HBM3e parts (other sm_90 parts, `hbm3e` false on this device's sm_90, at head_dim 128
+    only, since stop 99), 17-32 rows per KV head, splits of 1024 keys or more; at head_dim 128, `b` x
     `hkv` units: up to one per SM, SMs / units splits where they fill 90% of the SMs; up to
     two, 2 in the balanced band (`_wide_rows_balanced_band`), else 1 split where its two waves
     are 75% full, else (1.35-1.5 units per SM) 2; at head_dim 64 and 96 `_wide_rows_d64_d96`."""
     cap = min(128, n // 1024)
-    if not hbm3e or d not in (64, 96, 128) or not 16 < rows <= 32 or cap < 1:
+    if d not in (64, 96, 128) or not 16 < rows <= 32 or cap < 1:
+        return 0
+    if not hbm3e and (d != 128 or torch.cuda.get_device_capability()[0] < 9):
         return 0
     units = b * hkv
     if d != 128:
@@ -2012,7 +2016,7 @@ def test_wide_rows_d64_d96_automatic():
             capacity = -(-n // 16) * 16
             spans = d == 96 and paged and want > 0 and (hkv * b * want > sms or -(-capacity // want) >= 512)
             assert bool(re.search(_TWO_TILE_TAIL_SPANS, names)) == spans, (what, names[:400])
-        else:  # off HBM3e parts the rule is off (want 0): the H100 runs no two-tile kernel
+        else:  # off HBM3e parts the rule at head_dim 64 / 96 is off (want 0): the H100 runs no two-tile kernel
             assert not re.search(_TWO_TILE_TMA.format(d=d, stages=r"\d"), kernel_names(call)), what
 
 
@@ -2150,8 +2154,9 @@ def test_partial_wave_splits():
                 (1, 8, 2047, 8, True, 8, 8), (1, 8, 4095, 8, False, 8, 8), (1, 1, 16384, 8, True, 128, 66),
                 (1, 1, 4096, 8, False, 32, 32), (1, 8, 16384, 32, True, 2, 2)):
             got = llm.decode_num_splits(b8, hkv, 4 * nq, n, 128, torch.float16, paged=paged, seq_len_q=nq)
-            want = _wide_rows_splits(b8, hkv, 4 * nq, n, sms, hbm3e) or want  # two row tiles per block first
-            assert got == (want if hbm3e else want_generic), (b8, hkv, n, nq, paged, got)
+            wide = _wide_rows_splits(b8, hkv, 4 * nq, n, sms, hbm3e)  # two row tiles per block first
+            want = wide or want
+            assert got == (want if hbm3e else wide or want_generic), (b8, hkv, n, nq, paged, got)
             # another head dim (96): the generic count, but where its two-row-tile rule applies
             want96 = _wide_rows_splits(b8, hkv, 4 * nq, n, sms, hbm3e, 96, paged) or want_generic
             assert llm.decode_num_splits(b8, hkv, 4 * nq, n, 96, torch.float16, paged=paged, seq_len_q=nq) == \
@@ -2188,8 +2193,9 @@ def test_partial_wave_splits():
             (64, 1, 32, 4096, True, 2, 1), (48, 1, 32, 16384, False, 2, 1), (80, 1, 32, 4096, False, 4, 1),
             (60, 2, 16, 4096, True, 1, 1), (48, 2, 16, 16384, False, 1, 1)) if sms == 132 else ():
         got = llm.decode_num_splits(b1, hkv, group, n, 128, torch.float16, paged=paged)
-        want = _wide_rows_splits(b1, hkv, group, n, sms, hbm3e) or want  # two row tiles per block first
-        assert got == (want if hbm3e else want_sm90 if sm90 else 1), (b1, hkv, group, n, paged, got)
+        wide = _wide_rows_splits(b1, hkv, group, n, sms, hbm3e)  # two row tiles per block first
+        want = wide or want
+        assert got == (want if hbm3e else wide or want_sm90 if sm90 else 1), (b1, hkv, group, n, paged, got)
     # Nq 8 (two row tiles, units = 16 B) on a small grid: two blocks per SM, 8 splits of 4096
     # keys at B=2, ragged (one sequence as long as its new tokens); one block of 32 rows per KV
     # head would take 4 splits of 1024 keys, filling under half the SMs

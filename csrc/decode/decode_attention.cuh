@@ -1813,7 +1813,8 @@ cudaError_t run_decode_attention(const DecodeAttentionArgs& a, cudaStream_t stre
           decode_wide_rows_pay(a.head_dim, p.rows, wide_units, a.num_splits, sms, read_kv_len,
                                device_is_hopper_hbm3e(), kPaged)) {
         const bool balanced = decode_runs_wide_rows_balanced<T, D, KVT>() && streamk_mode != kDecodeStreamKOff &&
-                              decode_wide_rows_runs_balanced(wide_units, a.num_splits, sms, read_kv_len);
+                              decode_wide_rows_runs_balanced(wide_units, a.num_splits, sms, read_kv_len,
+                                                             device_is_hopper_hbm3e());
         int64_t sk_blocks = balanced ? decode_streamk_blocks(wide_units, sms, 1) : 0;
         if (sk_blocks > 0 && !streamk_pays(wide_tiles, wide_units, sk_blocks)) sk_blocks = 0;
         const int64_t wide_blocks = sk_blocks > 0 ? sk_blocks : wide_units * a.num_splits;
@@ -1840,7 +1841,9 @@ cudaError_t run_decode_attention(const DecodeAttentionArgs& a, cudaStream_t stre
         } else if (box_rows > 0) {
           const int knob_stages = decode_dev_tma_stages();
           const int stages =
-              knob_stages > 0 ? knob_stages : decode_wide_rows_stages(kPaged, wide_blocks, sms, maps.spans_planes);
+              knob_stages > 0 ? knob_stages
+                              : decode_wide_rows_stages(kPaged, wide_blocks, sms, maps.spans_planes,
+                                                        device_is_hopper_hbm3e());
           const cudaError_t err = launch_with_merge(pw, 2, kv, [&](const DecodeKernelParams& pm) {
             return launch_decode_attention_tma_stages<T, D, KVT, 2>(
                 stages, pm, kv, dim3(pw.units_x, a.batch, a.num_splits), stream,

@@ -478,7 +478,8 @@ constexpr bool decode_rule_multi_tile(int spec_rows) { return spec_rows > kRowsP
 // math warps over the same K/V stages, where 16-row blocks stream the same keys once per
 // tile (NOTES.md "Stop 69"). Such a block takes 288 threads at ~160 registers: one per SM,
 // so its grid must fill its waves (at D = 64 its launch bounds hold it to 96 registers at 2-3
-// stages, two per SM: the D = 64 rule below runs twice the D = 96 counts, as measured; stop 89). On Hopper HBM3e parts at head_dim exactly 128 with 17-32
+// stages, two per SM: the D = 64 rule below runs twice the D = 96 counts, as measured; stop 89). On Hopper HBM3e parts (and
+// since stop 99 on other sm_90 parts, after the measurements below) at head_dim exactly 128 with 17-32
 // query rows per KV head (one 32-row unit), splits of at least kWideRowsSplitKeys keys,
 // `units` (batch x KV heads) run:
 //  - up to one unit per SM, SMs / units splits (rounded down) where that fills 90% of the SMs;
@@ -637,12 +638,24 @@ inline int decode_wide_rows_d64_d96_splits(int head_dim, int64_t units, int64_t 
   }
   return static_cast<int>(d64 ? std::min<int64_t>({2 * splits, 4, cap}) : splits);
 }
+// Other sm_90 parts (the H100) since stop 99 at head_dim 128 only, the same counts, but the 2
+// splits of the balanced band as an even grid (decode_wide_rows_runs_balanced) and 3 stages
+// everywhere (decode_wide_rows_stages): H100, `--wide-rows` (two row tiles per block forced on at
+// the rule's counts), graph replays, cold L2, us, the 16-row blocks' automatic count -> this
+// (splits): Nq 8 at GQA 32/8 paged B=1/16K 36.2 -> 32.0 (16), B=2/16K 66.1 -> 54.0 (8), B=4/16K
+// 146.3 -> 98.2 (4), B=8/16K 245.7 -> 187.8 (2; contiguous 243.0 -> 186.6), B=16/4K 100.2 ->
+// 95.4 (1), B=21/16K (1.27) 666.2 -> 519.2 (even 2; contiguous 589.5 -> 481.9), B=33/4K (2.0)
+// 210.7 -> 194.0 (1); one token at Hq 32 / Hkv 1 paged B=8/16K 36.9 -> 32.6 (16), B=64/4K 64.9
+// -> 56.4 (2). Below the 90% fill the H100 reads wins too (MQA contiguous B=48/16K, 73%: 237.5 ->
+// 145.2 at 2; B=80/4K, 61%: 78.7 -> 71.8 at 1; Nq 8 B=10/4K 77.7 -> 72.2 at 1), left to the
+// 16-row rules until more than one length is read there (a 61% grid streams 20% under the copy).
+// Head dims 64 and 96 there: not measured, 16-row blocks.
 inline int decode_wide_rows_splits(int head_dim, int rows_per_kv_head, int64_t units, int64_t sms,
                                    int64_t max_kv_len, bool hbm3e, bool paged) {
-  if (!hbm3e || (head_dim != 64 && head_dim != 96 && head_dim != 128) || !decode_two_tile_rows(rows_per_kv_head) ||
+  if ((head_dim != 64 && head_dim != 96 && head_dim != 128) || !decode_two_tile_rows(rows_per_kv_head) ||
       units <= 0 || sms <= 0)
     return 0;
-  if (head_dim != 128) return decode_wide_rows_d64_d96_splits(head_dim, units, sms, max_kv_len, paged);
+  if (head_dim != 128) return hbm3e ? decode_wide_rows_d64_d96_splits(head_dim, units, sms, max_kv_len, paged) : 0;
   const int64_t cap = std::min<int64_t>(kMaxSplits, max_kv_len / kWideRowsSplitKeys);
   if (cap < 1) return 0;
   if (units <= sms) {
@@ -669,10 +682,12 @@ inline bool decode_wide_rows_pay(int head_dim, int rows_per_kv_head, int64_t uni
 // call under the kDecodeWideRowsBalanced dev knob (decode_streamk_blocks then takes those of one
 // to two units per SM); never under kDecodeWideRowsOn (the even grid at any count).
 // (The launcher asks only where that kernel is instantiated: decode_runs_wide_rows_balanced, D = 128.)
-inline bool decode_wide_rows_runs_balanced(int64_t units, int splits, int64_t sms, int64_t max_kv_len) {
+// Other sm_90 parts (`hbm3e` false) run the band's 2 splits as an even grid: measured there (stop
+// 99, Nq 8 B=21/16K 519.2 us against 666.2 on 16-row blocks), the balanced one not.
+inline bool decode_wide_rows_runs_balanced(int64_t units, int splits, int64_t sms, int64_t max_kv_len, bool hbm3e) {
   const int knob = decode_dev_wide_rows();
   if (splits != 2 || knob == kDecodeWideRowsOn) return false;
-  return knob == kDecodeWideRowsBalanced || decode_wide_rows_balanced_band(units, sms, max_kv_len);
+  return knob == kDecodeWideRowsBalanced || (hbm3e && decode_wide_rows_balanced_band(units, sms, max_kv_len));
 }
 // The wide-row kernel's pipeline depth (PDL on every grid, decode_pdl_pays; the row boxes
 // decode_wide_row_boxes_pay, spanning beyond one wave as the 16-row rule: `--wide-beyond`, stop
@@ -687,8 +702,12 @@ inline bool decode_wide_rows_runs_balanced(int64_t units, int splits, int64_t sm
 // 40.5 / 40.3, B=8/16K 131.3 / 131.9, B=4/16K 70.1 / 70.2; MQA B=16/16K 41.6 / 40.9, B=32/16K
 // 72.8 / 71.2); D = 96's tail spans likewise (stop 93, 4 / 3: Nq 5 B=16/4K 58.6 / 59.9, B=8/16K
 // 118.7 / 117.8).
-inline int decode_wide_rows_stages(bool paged, int64_t blocks, int64_t sms, bool spans_planes) {
-  return blocks <= sms && paged && !spans_planes ? 4 : 3;
+// Other sm_90 parts take 3 everywhere (stop 99, H100 `--wide-rows`, 4 / 3 stages at one wave,
+// paged, us: Nq 8 B=1/16K 33.0 / 32.0, B=2/16K 55.7 / 54.0, B=4/16K 100.8 / 98.2, B=8/16K 192.3 /
+// 187.8, B=16/4K 97.7 / 95.4; MQA B=8/16K 34.1 / 32.6, B=64/4K 59.7 / 56.4; 4 ahead only at
+// counts the rule does not take, B=10/4K 72.2 / 73.6, B=80/4K 71.8 / 73.1).
+inline int decode_wide_rows_stages(bool paged, int64_t blocks, int64_t sms, bool spans_planes, bool hbm3e) {
+  return hbm3e && blocks <= sms && paged && !spans_planes ? 4 : 3;
 }
 constexpr int kSpreadTailMinKeys = 1024;
 // Units of more than one row tile (decode_rule_multi_tile) run the spread tail to 1.34 units
