@@ -1348,7 +1348,7 @@ replay_then_bad_inputs(24, 699, bad_len=False, splits=(1, 4), gen=gen)  # 32-row
 def _paged_two_tile_one_wave_stages(n, splits):
     """The pipeline depth of paged two-row-tile blocks at one wave on HBM3e parts: 3 where each
     block reads 2048 keys or more of a table of `n` (spanning boxes: decode_wide_row_boxes_pay,
-    decode_wide_rows_stages, stop 71), else 4; 3 on other sm_90 parts (stop 99)."""
+    decode_wide_rows_stages, stop 71), else 4; 3 on other sm_90 parts (head_dim 128, stop 99)."""
     return 3 if -(-n // splits) >= 2048 or not device_is_hopper_hbm3e() else 4
 
 
@@ -1878,6 +1878,13 @@ def test_wide_rows_balanced_band():
             assert not re.search(_TWO_TILE_TMA.format(d=128, stages=r"\d"), names), (n, names[:400])  # no even grid
             if balanced:
                 assert kernel_grid_blocks(fn, "decode_attention") == sms, n
+        elif torch.cuda.get_device_capability()[0] >= 9:  # other sm_90 parts: the band's 2 as an even grid (stop 99)
+            fn = lambda: llm.decode_attention(q8, k8, v8, is_causal=True)  # noqa: E731
+            names = kernel_names(fn)
+            assert not re.search(_TWO_TILE_BALANCED, names), (n, names[:400])
+            assert bool(re.search(_TWO_TILE_TMA.format(d=128, stages=3), names)) == balanced, (n, names[:400])
+            if balanced:
+                assert kernel_grid_blocks(fn, "decode_attention") == 8 * b8 * 2, n
     # one token at Hq 32 / Hkv 1 (32 rows a KV head, B units): the band's top, then 2 even splits
     b_top = 135 * sms // 100
     for b1, balanced in ((b_top, True), (b_top + 1, False)):

@@ -1842,7 +1842,7 @@ cudaError_t run_decode_attention(const DecodeAttentionArgs& a, cudaStream_t stre
           const int knob_stages = decode_dev_tma_stages();
           const int stages =
               knob_stages > 0 ? knob_stages
-                              : decode_wide_rows_stages(kPaged, wide_blocks, sms, maps.spans_planes,
+                              : decode_wide_rows_stages(D, kPaged, wide_blocks, sms, maps.spans_planes,
                                                         device_is_hopper_hbm3e());
           const cudaError_t err = launch_with_merge(pw, 2, kv, [&](const DecodeKernelParams& pm) {
             return launch_decode_attention_tma_stages<T, D, KVT, 2>(

@@ -702,12 +702,14 @@ inline bool decode_wide_rows_runs_balanced(int64_t units, int splits, int64_t sm
 // 40.5 / 40.3, B=8/16K 131.3 / 131.9, B=4/16K 70.1 / 70.2; MQA B=16/16K 41.6 / 40.9, B=32/16K
 // 72.8 / 71.2); D = 96's tail spans likewise (stop 93, 4 / 3: Nq 5 B=16/4K 58.6 / 59.9, B=8/16K
 // 118.7 / 117.8).
-// Other sm_90 parts take 3 everywhere (stop 99, H100 `--wide-rows`, 4 / 3 stages at one wave,
-// paged, us: Nq 8 B=1/16K 33.0 / 32.0, B=2/16K 55.7 / 54.0, B=4/16K 100.8 / 98.2, B=8/16K 192.3 /
-// 187.8, B=16/4K 97.7 / 95.4; MQA B=8/16K 34.1 / 32.6, B=64/4K 59.7 / 56.4; 4 ahead only at
-// counts the rule does not take, B=10/4K 72.2 / 73.6, B=80/4K 71.8 / 73.1).
-inline int decode_wide_rows_stages(bool paged, int64_t blocks, int64_t sms, bool spans_planes, bool hbm3e) {
-  return hbm3e && blocks <= sms && paged && !spans_planes ? 4 : 3;
+// Other sm_90 parts take 3 everywhere at head_dim 128 (stop 99, H100 `--wide-rows`, 4 / 3 stages
+// at one wave, paged, us: Nq 8 B=1/16K 33.0 / 32.0, B=2/16K 55.7 / 54.0, B=4/16K 100.8 / 98.2,
+// B=8/16K 192.3 / 187.8, B=16/4K 97.7 / 95.4; MQA B=8/16K 34.1 / 32.6, B=64/4K 59.7 / 56.4; 4 ahead
+// only at counts the rule does not take, B=10/4K 72.2 / 73.6, B=80/4K 71.8 / 73.1); at 64 and 96,
+// which they run under the dev knobs only, the HBM3e depths (not measured there).
+inline int decode_wide_rows_stages(int head_dim, bool paged, int64_t blocks, int64_t sms, bool spans_planes,
+                                   bool hbm3e) {
+  return (hbm3e || head_dim != 128) && blocks <= sms && paged && !spans_planes ? 4 : 3;
 }
 constexpr int kSpreadTailMinKeys = 1024;
 // Units of more than one row tile (decode_rule_multi_tile) run the spread tail to 1.34 units
