@@ -420,9 +420,9 @@ def decode_num_splits(batch: int, num_kv_heads: int, rows_per_kv_head: int, max_
     With `base = batch * num_kv_heads * ceil(rows_per_kv_head / 16)` thread blocks
     per split (`rows_per_kv_head` = (Hq / Hkv) * Nq) and the device's SM count:
     - first, 16-bit head_dim 64, 96 and 128 on Hopper HBM3e parts (the H200), and head_dim
-      128 on other sm_90 parts (the H100, since stop 99: the same counts, the 2 splits of
-      1-1.35 units per SM as an even grid; GQA 32:8 Nq 8 paged B=4/16K 146.3 -> 98.2 us,
-      csrc/decode/NOTES.md "Stop 99"), with 17-32
+      128 on other sm_90 parts (the H100, since stop 99: the same counts; GQA 32:8 Nq 8 paged
+      B=4/16K 146.3 -> 98.2 us, csrc/decode/NOTES.md "Stop 99"; the balanced 2 splits of 1-1.35
+      units per SM since stop 100: B=17/4K 148.1 -> 112.1 us against an even grid), with 17-32
       query rows per KV head (Nq 5-8 at GQA 32/8, one new token at groups of 17-32): one
       block of 32 rows per (batch, KV head) reads the keys once for both 16-row tiles, at
       `units = batch * num_kv_heads` per split. At head_dim 64 and 96 with

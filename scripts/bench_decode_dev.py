@@ -1428,6 +1428,24 @@ def wide_rows_h100_sweep(iters, copy_bw):
     _wide_rows_rows(WIDE_ROWS_H100_ROWS, WIDE_ROWS_H100_VARIANTS, ("auto", "narrow"), iters, copy_bw)
 
 
+# --wide-rows-h100-fill (stop 100): on a non-HBM3e sm_90 part, two row tiles per block (even
+# grid) at other counts where the rule leaves a wave under 90% full (the 16-row rules run) and
+# where one token at Hq 32 / Hkv 1 trails cuDNN (B=64/4K 2 splits, B=66/8K 2, B=200/4K 1,
+# B=8/16K 16): (B, N, Nq, contiguous, Hkv, wide counts)
+WIDE_ROWS_H100_FILL_ROWS = [(6, 16384, 8, False, 8, (2, 3)), (10, 4096, 8, False, 8, (1, 2)),
+                            (12, 4096, 8, False, 8, (1, 2)), (10, 16384, 8, False, 8, (1, 2)),
+                            (48, 16384, 1, True, 1, (2, 3)), (48, 16384, 1, False, 1, (2, 3)),
+                            (80, 4096, 1, False, 1, (1, 2)), (100, 4096, 1, False, 1, (1, 2)),
+                            (64, 4096, 1, False, 1, (3, 4)), (66, 8192, 1, False, 1, (3, 4)),
+                            (200, 4096, 1, False, 1, (2, 3)), (8, 16384, 1, False, 1, (8, 24, 32))]
+
+
+def wide_rows_h100_fill_sweep(iters, copy_bw):
+    """WIDE_ROWS_H100_FILL_ROWS: automatic and 16-row blocks at their counts, then two row tiles
+    per block (even grid) at the row's counts."""
+    _wide_rows_rows(WIDE_ROWS_H100_FILL_ROWS, WIDE_ROWS_CONFIRM_VARIANTS, ("auto", "narrow"), iters, copy_bw)
+
+
 def wave_top_sweep(iters, copy_bw):
     """WAVE_TOP_ROWS cool (`split_band_sweep`: graph replays, cold L2, cuDNN first), then
     each row's 1 and 2 splits and 4 stages at the cap (`sustained_sweep`, 600 ms warm)."""
@@ -2952,6 +2970,8 @@ SWEEPS = {
     "misaligned-rows": (forced_splits_sweep(MISALIGNED_ROWS, MISALIGNED_VARIANTS, MISALIGNED_RUNS, show_kernels=True),
                         "paged heads not a whole number of 128-byte lines: balanced 2 splits, 1 and even 2, by L2 promotion"),
     "wide-rows-h100": (wide_rows_h100_sweep, "two row tiles per block on non-HBM3e sm_90: auto vs 16-row blocks (stop 99)"),
+    "wide-rows-h100-fill": (wide_rows_h100_fill_sweep,
+                            "two row tiles per block on non-HBM3e sm_90 under 90%% fill and at MQA rows (stop 100)"),
     "h100-tails": (h100_tails_sweep, "the one-tail band on non-HBM3e sm_90: auto against 1-3 splits (stop 99)"),
     "misaligned-band": (forced_splits_sweep(MISALIGNED_BAND_ROWS, MISALIGNED_BAND_VARIANTS, MISALIGNED_BAND_RUNS),
                         "the D=256 kernel's one-tail band over paged heads of 144-240 columns: auto, 1, 3, balanced 2"),

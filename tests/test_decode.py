@@ -1844,24 +1844,25 @@ def test_wide_rows_balanced_band():
     splits. Nq 8 at GQA 32/8 (units = 8 B), 1.1 units per SM: automatic calls against the
     references (paged with ragged, 8-key and capacity-long sequences; contiguous at 4096, 2048
     and 2047 keys); one token at Hq 32 / Hkv 1 (units = B) at the band's top and one past it
-    (ragged, 1-key sequences), against the references; on HBM3e parts the kernels and grids."""
+    (ragged, 1-key sequences), against the references; on sm_90 parts the kernels and grids
+    (the H100 since stop 100; stop 99 ran its band as an even grid)."""
     require_op("paged_attention")
     require_op("decode_attention")
     sms = torch.cuda.get_device_properties(0).multi_processor_count
-    hbm3e = device_is_hopper_hbm3e()
+    sm90 = torch.cuda.get_device_capability()[0] >= 9
     f16 = torch.float16
     gen = torch.Generator().manual_seed(73)
     b8 = int(1.1 * sms) // 8 + 1
-    if hbm3e:
+    if sm90:
         assert _wide_rows_balanced_band(8 * b8, sms, 4096), ("SM count", sms, b8)  # premise: in the band
         for n, want in ((4096, 2), (2048, 2), (2047, 0)):
-            assert _wide_rows_splits(b8, 8, 32, n, sms, hbm3e) == want, (n, want)  # the rule's mirror
+            assert _wide_rows_splits(b8, 8, 32, n, sms, device_is_hopper_hbm3e()) == want, (n, want)  # the rule's mirror
         for paged in (True, False):
             assert llm.decode_num_splits(b8, 8, 32, 4096, 128, f16, seq_len_q=8, paged=paged) == 2, paged
     lens = [int(x) for x in torch.randint(8, 4097, (b8,), generator=gen)]
     lens[:3] = [8, 4096, 1025]
-    grids = _automatic_calls_match(lens, 730, f16, contiguous=(4096, torch.bfloat16), grids=hbm3e, nq=8)
-    if hbm3e:
+    grids = _automatic_calls_match(lens, 730, f16, contiguous=(4096, torch.bfloat16), grids=sm90, nq=8)
+    if sm90:
         assert grids == (sms, sms), ("Nq 8", b8, grids)
     # the 2048-key edge (2047: splits of 1024 keys at least allow 1, so the 16-row rules run)
     q8 = torch.randn(b8, 32, 8, 128, device="cuda", dtype=f16)
@@ -1870,7 +1871,7 @@ def test_wide_rows_balanced_band():
         out = poison_(torch.empty_like(q8))
         llm.decode_attention(q8, k8, v8, out=out, is_causal=True)
         assert_close(out, attention_reference(q8, k8, v8, is_causal=True), dtype=f16, what=f"Nq 8 contiguous N={n}")
-        if hbm3e:
+        if sm90:
             fn = lambda: llm.decode_attention(q8, k8, v8, is_causal=True)  # noqa: E731
             names = kernel_names(fn)
             assert "decode_attention" in names, names[:400]
@@ -1878,19 +1879,12 @@ def test_wide_rows_balanced_band():
             assert not re.search(_TWO_TILE_TMA.format(d=128, stages=r"\d"), names), (n, names[:400])  # no even grid
             if balanced:
                 assert kernel_grid_blocks(fn, "decode_attention") == sms, n
-        elif torch.cuda.get_device_capability()[0] >= 9:  # other sm_90 parts: the band's 2 as an even grid (stop 99)
-            fn = lambda: llm.decode_attention(q8, k8, v8, is_causal=True)  # noqa: E731
-            names = kernel_names(fn)
-            assert not re.search(_TWO_TILE_BALANCED, names), (n, names[:400])
-            assert bool(re.search(_TWO_TILE_TMA.format(d=128, stages=3), names)) == balanced, (n, names[:400])
-            if balanced:
-                assert kernel_grid_blocks(fn, "decode_attention") == 8 * b8 * 2, n
     # one token at Hq 32 / Hkv 1 (32 rows a KV head, B units): the band's top, then 2 even splits
     b_top = 135 * sms // 100
     for b1, balanced in ((b_top, True), (b_top + 1, False)):
-        if hbm3e:
+        if sm90:
             assert _wide_rows_balanced_band(b1, sms, 4096) == balanced, ("SM count", sms, b1)  # premise
-            assert _wide_rows_splits(b1, 1, 32, 4096, sms, hbm3e) == 2, ("SM count", sms, b1)
+            assert _wide_rows_splits(b1, 1, 32, 4096, sms, device_is_hopper_hbm3e()) == 2, ("SM count", sms, b1)
             assert llm.decode_num_splits(b1, 1, 32, 4096, 128, f16) == 2, b1
         lens = [int(x) for x in torch.randint(1, 4097, (b1,), generator=gen)]
         lens[:3] = [1, 4096, 3000]
@@ -1899,7 +1893,7 @@ def test_wide_rows_balanced_band():
         llm.paged_attention(q, kc, vc, table, sl, out=out)
         assert_close(out, paged_attention_reference(q, kc, vc, table, sl), dtype=f16,
                      what=f"MQA B={b1}/4K automatic")
-        if hbm3e:
+        if sm90:
             fn = lambda: llm.paged_attention(q, kc, vc, table, sl)  # noqa: E731
             names = kernel_names(fn)
             assert bool(re.search(_TWO_TILE_BALANCED, names)) == balanced, (b1, names[:400])
@@ -2304,8 +2298,9 @@ def test_wave_top_splits():
     b = int(2.6 * sms) // 16 + 1
     lens = [int(x) for x in torch.randint(8, 4097, (b,), generator=gen)]
     lens[:3] = [8, 4096, 2222]
-    grids = _automatic_calls_match(lens, 662, f16, contiguous=(4096, f16), grids=hbm3e, nq=8)
-    if hbm3e:
+    sm90 = torch.cuda.get_device_capability()[0] >= 9  # every sm_90 part here (the H100 since stop 100)
+    grids = _automatic_calls_match(lens, 662, f16, contiguous=(4096, f16), grids=sm90, nq=8)
+    if sm90:
         assert 2 * 16 * b > 5 * sms and 20 * 16 * b <= 56 * sms, ("SM count", sms, b)
         assert _wide_rows_splits(b, 8, 32, 4096, sms, hbm3e) == 2, ("SM count", sms, b)  # premise
         want = sms if _wide_rows_balanced_band(8 * b, sms, 4096) else 16 * b

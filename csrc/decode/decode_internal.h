@@ -522,7 +522,7 @@ constexpr int64_t kWideRowsSplitKeys = 1024;
 // per SM (even 2 / 1 split ahead: B=185/4K 121.3 against 123.4, B=195/4K 126.7 against 128.6,
 // B=200/2K 70.1 against 79.9, Nq 8 B=24/8K 219.5 against 232.1, B=200/16K 487.0 against 518.2;
 // mixed at 1.5-1.7 on 8192 keys: B=200/8K 246.8 -> 231.7, B=230/8K 261.8 against 273.5).
-// Measured on the H200 only (`hbm3e`, as the rest of the rule).
+// The H100 takes it too since stop 100 (its figures at decode_wide_rows_runs_balanced).
 inline bool decode_wide_rows_balanced_band(int64_t units, int64_t sms, int64_t max_kv_len) {
   return units > sms && 100 * units <= 135 * sms && max_kv_len >= 2 * kWideRowsSplitKeys;
 }
@@ -638,13 +638,13 @@ inline int decode_wide_rows_d64_d96_splits(int head_dim, int64_t units, int64_t 
   }
   return static_cast<int>(d64 ? std::min<int64_t>({2 * splits, 4, cap}) : splits);
 }
-// Other sm_90 parts (the H100) since stop 99 at head_dim 128 only, the same counts, but the 2
-// splits of the balanced band as an even grid (decode_wide_rows_runs_balanced) and 3 stages
-// everywhere (decode_wide_rows_stages): H100, `--wide-rows` (two row tiles per block forced on at
+// Other sm_90 parts (the H100) since stop 99 at head_dim 128 only, the same counts (the band's 2
+// splits as the balanced schedule since stop 100, an even grid before:
+// decode_wide_rows_runs_balanced) and 3 stages everywhere (decode_wide_rows_stages): H100, `--wide-rows` (two row tiles per block forced on at
 // the rule's counts), graph replays, cold L2, us, the 16-row blocks' automatic count -> this
 // (splits): Nq 8 at GQA 32/8 paged B=1/16K 36.2 -> 32.0 (16), B=2/16K 66.1 -> 54.0 (8), B=4/16K
 // 146.3 -> 98.2 (4), B=8/16K 245.7 -> 187.8 (2; contiguous 243.0 -> 186.6), B=16/4K 100.2 ->
-// 95.4 (1), B=21/16K (1.27) 666.2 -> 519.2 (even 2; contiguous 589.5 -> 481.9), B=33/4K (2.0)
+// 95.4 (1), B=21/16K (1.27) 666.2 -> 519.2 (even 2; contiguous 589.5 -> 481.9; balanced, stop 100: 490.6 / 472.8), B=33/4K (2.0)
 // 210.7 -> 194.0 (1); one token at Hq 32 / Hkv 1 paged B=8/16K 36.9 -> 32.6 (16), B=64/4K 64.9
 // -> 56.4 (2). Below the 90% fill the H100 reads wins too (MQA contiguous B=48/16K, 73%: 237.5 ->
 // 145.2 at 2; B=80/4K, 61%: 78.7 -> 71.8 at 1; Nq 8 B=10/4K 77.7 -> 72.2 at 1), left to the
@@ -682,12 +682,16 @@ inline bool decode_wide_rows_pay(int head_dim, int rows_per_kv_head, int64_t uni
 // call under the kDecodeWideRowsBalanced dev knob (decode_streamk_blocks then takes those of one
 // to two units per SM); never under kDecodeWideRowsOn (the even grid at any count).
 // (The launcher asks only where that kernel is instantiated: decode_runs_wide_rows_balanced, D = 128.)
-// Other sm_90 parts (`hbm3e` false) run the band's 2 splits as an even grid: measured there (stop
-// 99, Nq 8 B=21/16K 519.2 us against 666.2 on 16-row blocks), the balanced one not.
-inline bool decode_wide_rows_runs_balanced(int64_t units, int splits, int64_t sms, int64_t max_kv_len, bool hbm3e) {
+// Every sm_90 part: on the H100 (stop 100, `--wide-rows-h100`, graph replays, cold L2, us, the
+// band's 2 splits as an even grid -> balanced) Nq 8 at GQA 32/8 paged B=17/4K 148.1 -> 112.1,
+// B=21/4K 151.4 -> 139.4, B=22/4K 153.0 -> 140.7, B=21/16K 518.9 -> 490.6 (contiguous 482.2 ->
+// 472.8), Nq 5 B=17/4K 143.1 -> 109.4; one token at Hq 32 / Hkv 1 paged B=136/2K 85.9 -> 64.0
+// (cuDNN 70.0), B=150/4K 149.3 -> 124.7 (cuDNN 144.5), B=170/4K 153.3 -> 140.6 (cuDNN 144.8),
+// contiguous B=150/4K 137.4 -> 123.6.
+inline bool decode_wide_rows_runs_balanced(int64_t units, int splits, int64_t sms, int64_t max_kv_len) {
   const int knob = decode_dev_wide_rows();
   if (splits != 2 || knob == kDecodeWideRowsOn) return false;
-  return knob == kDecodeWideRowsBalanced || (hbm3e && decode_wide_rows_balanced_band(units, sms, max_kv_len));
+  return knob == kDecodeWideRowsBalanced || decode_wide_rows_balanced_band(units, sms, max_kv_len);
 }
 // The wide-row kernel's pipeline depth (PDL on every grid, decode_pdl_pays; the row boxes
 // decode_wide_row_boxes_pay, spanning beyond one wave as the 16-row rule: `--wide-beyond`, stop
