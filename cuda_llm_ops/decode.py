@@ -442,7 +442,8 @@ def decode_num_splits(batch: int, num_kv_heads: int, rows_per_kv_head: int, max_
       30.0 -> 19.2 us, "Stop 94"). At
       head_dim 128 and at least 1024 keys: up to one unit per SM,
       `SMs // units` splits (no split under 1024 keys) where that fills 90% of the SMs
-      (Nq 8 B=8/16K paged 153.4 -> 146.8 us at 2, csrc/decode/NOTES.md "Stop 69"); 1-1.35
+      (Nq 8 B=8/16K paged 153.4 -> 146.8 us at 2, csrc/decode/NOTES.md "Stop 69"; 70% on
+      other sm_90 parts, stop 100: Nq 8 B=6/16K 242.8 -> 147.7 us on an H100); 1-1.35
       units per SM with `max_kv_len >= 2048`, 2 run as the balanced schedule (one block
       per SM, an equal share of every unit's keys each: one-token MQA B=136/2K 73.1 ->
       57.1 us, 0.98x cuDNN; Nq 8 B=17/4K 109.6 -> 90.3, "Stop 73"); up to two, 1 where its

@@ -1446,6 +1446,23 @@ def wide_rows_h100_fill_sweep(iters, copy_bw):
     _wide_rows_rows(WIDE_ROWS_H100_FILL_ROWS, WIDE_ROWS_CONFIRM_VARIANTS, ("auto", "narrow"), iters, copy_bw)
 
 
+# --wide-rows-h100-fill-confirm (stop 100): the 70% fill (non-HBM3e sm_90) at fills and lengths
+# --wide-rows-h100-fill did not read: Nq 8 B=7/16K (85% at 2), B=14/4K (85% at 1), B=12/1K (73%
+# at 1, 1024 keys), B=12/16K (73% at 1); one token at Hq 32 / Hkv 1 B=35/16K (80% at 3),
+# B=110/4K (83% at 1), B=23/16K (87% at 5), B=100/2K (76% at 1); 61% stays 16-row (B=10/8K)
+WIDE_ROWS_H100_FILL_CONFIRM_ROWS = [(7, 16384, 8, False, 8, ()), (14, 4096, 8, False, 8, ()),
+                                    (12, 1024, 8, False, 8, ()), (12, 16384, 8, False, 8, ()),
+                                    (12, 16384, 8, True, 8, ()), (35, 16384, 1, False, 1, ()),
+                                    (110, 4096, 1, False, 1, ()), (23, 16384, 1, False, 1, ()),
+                                    (100, 2048, 1, False, 1, ()), (10, 8192, 8, False, 8, (1,))]
+
+
+def wide_rows_h100_fill_confirm_sweep(iters, copy_bw):
+    """WIDE_ROWS_H100_FILL_CONFIRM_ROWS: automatic and 16-row blocks at their counts (two row
+    tiles at the row's counts)."""
+    _wide_rows_rows(WIDE_ROWS_H100_FILL_CONFIRM_ROWS, WIDE_ROWS_CONFIRM_VARIANTS, ("auto", "narrow"), iters, copy_bw)
+
+
 def wave_top_sweep(iters, copy_bw):
     """WAVE_TOP_ROWS cool (`split_band_sweep`: graph replays, cold L2, cuDNN first), then
     each row's 1 and 2 splits and 4 stages at the cap (`sustained_sweep`, 600 ms warm)."""
@@ -2972,6 +2989,8 @@ SWEEPS = {
     "wide-rows-h100": (wide_rows_h100_sweep, "two row tiles per block on non-HBM3e sm_90: auto vs 16-row blocks (stop 99)"),
     "wide-rows-h100-fill": (wide_rows_h100_fill_sweep,
                             "two row tiles per block on non-HBM3e sm_90 under 90%% fill and at MQA rows (stop 100)"),
+    "wide-rows-h100-fill-confirm": (wide_rows_h100_fill_confirm_sweep,
+                                    "the 70%% fill of two row tiles on non-HBM3e sm_90: auto vs 16-row blocks (stop 100)"),
     "h100-tails": (h100_tails_sweep, "the one-tail band on non-HBM3e sm_90: auto against 1-3 splits (stop 99)"),
     "misaligned-band": (forced_splits_sweep(MISALIGNED_BAND_ROWS, MISALIGNED_BAND_VARIANTS, MISALIGNED_BAND_RUNS),
                         "the D=256 kernel's one-tail band over paged heads of 144-240 columns: auto, 1, 3, balanced 2"),

@@ -1369,7 +1369,8 @@ def _wide_rows_splits(b, hkv, rows, n, sms, hbm3e, d=128, paged=True):
     """The automatic count of two row tiles per block (decode_wide_rows_splits, stop 69), or 0:
     HBM3e parts (other sm_90 parts, `hbm3e` false on this device's sm_90, at head_dim 128
     only, since stop 99), 17-32 rows per KV head, splits of 1024 keys or more; at head_dim 128, `b` x
-    `hkv` units: up to one per SM, SMs / units splits where they fill 90% of the SMs; up to
+    `hkv` units: up to one per SM, SMs / units splits where they fill 90% of the SMs (70% off
+    HBM3e, stop 100); up to
     two, 2 in the balanced band (`_wide_rows_balanced_band`), else 1 split where its two waves
     are 75% full, else (1.35-1.5 units per SM) 2; at head_dim 64 and 96 `_wide_rows_d64_d96`."""
     cap = min(128, n // 1024)
@@ -1382,7 +1383,7 @@ def _wide_rows_splits(b, hkv, rows, n, sms, hbm3e, d=128, paged=True):
         return _wide_rows_d64_d96(d, units, n, sms, paged)
     if units <= sms:
         splits = min(cap, sms // units)
-        return splits if 10 * units * splits >= 9 * sms else 0
+        return splits if 10 * units * splits >= (9 if hbm3e else 7) * sms else 0
     if units > 2 * sms:
         return 0
     if _wide_rows_balanced_band(units, sms, n):

@@ -160,8 +160,8 @@ int64_t decode_attention_workspace_floats_upto(int batch, int num_q_heads, int n
   // length edges only the by-length caps move, and they grow with the length: each
   // interval's longest length stands for it. Two row tiles per block (decode_wide_rows_splits)
   // are the exception: up to one 32-row unit per SM they take over where their 1024-key cap
-  // first fills 90% of the SMs, a length that depends on the batch and can fall between the
-  // edges, and their count there can be below the 16-row count just short of it (MQA B=2 at
+  // first fills 90% of the SMs (70% off HBM3e), a length that depends on the batch and can fall
+  // between the edges, and their count there can be below the 16-row count just short of it (MQA B=2 at
   // 132 SMs: 66 splits up to 61439 keys, 60 from 61440; stop 73's review). So each batch size
   // also reads the length just short of that one; above it their count only grows with the
   // length. (Beyond one unit per SM their edges, 1024, 2048 and 4096 keys, are in the list; at
@@ -181,12 +181,13 @@ int64_t decode_attention_workspace_floats_upto(int batch, int num_q_heads, int n
   for (const int edge : kSplitRuleLengthEdges)
     if (edge <= max_kv_len) lengths[n_lengths++] = edge - 1;
   const int64_t sms = device_sm_count();
+  const bool hbm3e = device_is_hopper_hbm3e();
   const int wide_tiles = decode_wide_row_tiles(rows_per_kv_head);
   const int row_tiles = decode_row_tiles(rows_per_kv_head);
   int64_t most = 0;
   for (int b = 1; b <= batch; ++b) {
     const int64_t wide_units = static_cast<int64_t>(b) * num_kv_heads * wide_tiles;
-    const int64_t wide_on_keys = decode_wide_rows_fill_splits(wide_units, sms) * kWideRowsSplitKeys;
+    const int64_t wide_on_keys = decode_wide_rows_fill_splits(wide_units, sms, hbm3e) * kWideRowsSplitKeys;
     lengths[n_lengths] = static_cast<int>(std::min<int64_t>(max_kv_len, wide_on_keys - 1));
     const int64_t pairs = static_cast<int64_t>(b) * num_kv_heads / 2;
     const int64_t pairs_top = pairs > 0 ? std::min<int64_t>(sms / pairs, kMaxSplits) * kPairSplitMinKeys : 0;

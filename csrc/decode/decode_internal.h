@@ -538,11 +538,13 @@ constexpr int decode_wide_row_tiles(int rows_per_kv_head) {
 constexpr bool decode_two_tile_rows(int rows_per_kv_head) {
   return rows_per_kv_head > kRowsPerBlock && rows_per_kv_head <= 2 * kRowsPerBlock;
 }
-// Up to one unit per SM, the fewest splits whose grid fills 90% of the SMs: the rule's count
-// switches on at this many kWideRowsSplitKeys keys (decode_attention_workspace_floats_upto reads
-// that length too).
-constexpr int64_t decode_wide_rows_fill_splits(int64_t units, int64_t sms) {
-  return (9 * sms + 10 * units - 1) / (10 * units);
+// Up to one unit per SM, the fewest splits whose grid fills 90% of the SMs on HBM3e parts, 70%
+// on other sm_90 parts (decode_wide_rows_splits, stop 100): the rule's count switches on at this
+// many kWideRowsSplitKeys keys (decode_attention_workspace_floats_upto reads that length too).
+constexpr int64_t kWideRowsFillPctHbm3e = 90, kWideRowsFillPctOther = 70;
+constexpr int64_t decode_wide_rows_fill_splits(int64_t units, int64_t sms, bool hbm3e) {
+  const int64_t pct = hbm3e ? kWideRowsFillPctHbm3e : kWideRowsFillPctOther;
+  return (pct * sms + 100 * units - 1) / (100 * units);
 }
 // Head dims 64 and 96 (NOTES.md "Stop 88", "Stop 89"): their 16-row blocks of one KV head's two
 // tiles read its keys once per tile, and their split rules were measured with one new token. Two
@@ -646,10 +648,12 @@ inline int decode_wide_rows_d64_d96_splits(int head_dim, int64_t units, int64_t 
 // 146.3 -> 98.2 (4), B=8/16K 245.7 -> 187.8 (2; contiguous 243.0 -> 186.6), B=16/4K 100.2 ->
 // 95.4 (1), B=21/16K (1.27) 666.2 -> 519.2 (even 2; contiguous 589.5 -> 481.9; balanced, stop 100: 490.6 / 472.8), B=33/4K (2.0)
 // 210.7 -> 194.0 (1); one token at Hq 32 / Hkv 1 paged B=8/16K 36.9 -> 32.6 (16), B=64/4K 64.9
-// -> 56.4 (2). Below the 90% fill the H100 reads wins too (MQA contiguous B=48/16K, 73%: 237.5 ->
-// 145.2 at 2; B=80/4K, 61%: 78.7 -> 71.8 at 1; Nq 8 B=10/4K 77.7 -> 72.2 at 1), left to the
-// 16-row rules until more than one length is read there (a 61% grid streams 20% under the copy).
-// Head dims 64 and 96 there: not measured, 16-row blocks.
+// -> 56.4 (2). Below the 90% fill the H100 takes them from 70% (stop 100, `--wide-rows-h100-fill`,
+// the 16-row blocks' automatic count -> two row tiles): Nq 8 paged B=6/16K (73%) 242.8 -> 147.7
+// (2), B=12/4K (73%) 82.6 -> 75.6 (1); one token at Hq 32 / Hkv 1 B=48/16K (73%) paged 243.7 ->
+// 150.8, contiguous 237.5 -> 144.8 (2; cuDNN 158.9), B=100/4K (76%) 85.7 -> 79.2 (1). At 61% the
+// lengths disagree (Nq 8 B=10/4K 78.2 -> 73.8, MQA B=80/4K 79.5 -> 73.8, but Nq 8 B=10/16K 262.4
+// against 273.9): 16-row blocks there. Head dims 64 and 96 there: not measured, 16-row blocks.
 inline int decode_wide_rows_splits(int head_dim, int rows_per_kv_head, int64_t units, int64_t sms,
                                    int64_t max_kv_len, bool hbm3e, bool paged) {
   if ((head_dim != 64 && head_dim != 96 && head_dim != 128) || !decode_two_tile_rows(rows_per_kv_head) ||
@@ -660,7 +664,7 @@ inline int decode_wide_rows_splits(int head_dim, int rows_per_kv_head, int64_t u
   if (cap < 1) return 0;
   if (units <= sms) {
     const int64_t splits = std::min(cap, sms / units);
-    return splits >= decode_wide_rows_fill_splits(units, sms) ? static_cast<int>(splits) : 0;
+    return splits >= decode_wide_rows_fill_splits(units, sms, hbm3e) ? static_cast<int>(splits) : 0;
   }
   if (units > 2 * sms) return 0;
   if (decode_wide_rows_balanced_band(units, sms, max_kv_len)) return 2;
