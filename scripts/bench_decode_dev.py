@@ -1408,7 +1408,7 @@ def wide_rows_partial_sweep(iters, copy_bw):
 # --wide-rows-h100 (stop 99): the two-row-tile rule at head_dim 128 on a non-HBM3e sm_90 part
 # (the H100: the HBM3e counts, the band's 2 splits as an even grid, 3 stages) against the 16-row
 # blocks (CLO_DECODE_WIDE_ROWS=0, their own count), and in the 1-1.35 band the balanced 2 splits
-# (CLO_DECODE_WIDE_ROWS=3) the H100 does not take; rows of `--wide-rows` and `--wide-rows-confirm`
+# (CLO_DECODE_WIDE_ROWS=3; the H100's rule since stop 100); rows of `--wide-rows` and `--wide-rows-confirm`
 # and the balanced band's (B, N, Nq, contiguous, Hkv, counts for "bal")
 WIDE_ROWS_H100_ROWS = ([(b, 16384, 8, c, 8, ()) for b in (1, 2, 4, 8) for c in (False, True)]
                        + [(b, n, 8, False, 8, (2,) if 8 * b > 132 and 100 * 8 * b <= 135 * 132 else ())
