@@ -642,18 +642,19 @@ inline int decode_wide_rows_d64_d96_splits(int head_dim, int64_t units, int64_t 
 }
 // Other sm_90 parts (the H100) since stop 99 at head_dim 128 only, the same counts (the band's 2
 // splits as the balanced schedule since stop 100, an even grid before:
-// decode_wide_rows_runs_balanced) and 3 stages everywhere (decode_wide_rows_stages): H100, `--wide-rows` (two row tiles per block forced on at
-// the rule's counts), graph replays, cold L2, us, the 16-row blocks' automatic count -> this
-// (splits): Nq 8 at GQA 32/8 paged B=1/16K 36.2 -> 32.0 (16), B=2/16K 66.1 -> 54.0 (8), B=4/16K
-// 146.3 -> 98.2 (4), B=8/16K 245.7 -> 187.8 (2; contiguous 243.0 -> 186.6), B=16/4K 100.2 ->
-// 95.4 (1), B=21/16K (1.27) 666.2 -> 519.2 (even 2; contiguous 589.5 -> 481.9; balanced, stop 100: 490.6 / 472.8), B=33/4K (2.0)
-// 210.7 -> 194.0 (1); one token at Hq 32 / Hkv 1 paged B=8/16K 36.9 -> 32.6 (16), B=64/4K 64.9
-// -> 56.4 (2). Below the 90% fill the H100 takes them from 70% (stop 100, `--wide-rows-h100-fill`,
-// the 16-row blocks' automatic count -> two row tiles): Nq 8 paged B=6/16K (73%) 242.8 -> 147.7
-// (2), B=12/4K (73%) 82.6 -> 75.6 (1); one token at Hq 32 / Hkv 1 B=48/16K (73%) paged 243.7 ->
-// 150.8, contiguous 237.5 -> 144.8 (2; cuDNN 158.9), B=100/4K (76%) 85.7 -> 79.2 (1). At 61% the
-// lengths disagree (Nq 8 B=10/4K 78.2 -> 73.8, MQA B=80/4K 79.5 -> 73.8, but Nq 8 B=10/16K 262.4
-// against 273.9): 16-row blocks there. Head dims 64 and 96 there: not measured, 16-row blocks.
+// decode_wide_rows_runs_balanced) and 3 stages everywhere (decode_wide_rows_stages): H100,
+// `--wide-rows` (two row tiles per block forced on at the rule's counts), graph replays, cold L2,
+// us, the 16-row blocks' automatic count -> this (splits): Nq 8 at GQA 32/8 paged B=1/16K 36.2 ->
+// 32.0 (16), B=2/16K 66.1 -> 54.0 (8), B=4/16K 146.3 -> 98.2 (4), B=8/16K 245.7 -> 187.8 (2;
+// contiguous 243.0 -> 186.6), B=16/4K 100.2 -> 95.4 (1), B=21/16K (1.27) 666.2 -> 519.2 (even 2;
+// contiguous 589.5 -> 481.9; balanced, stop 100: 490.6 / 472.8), B=33/4K (2.0) 210.7 -> 194.0 (1);
+// one token at Hq 32 / Hkv 1 paged B=8/16K 36.9 -> 32.6 (16), B=64/4K 64.9 -> 56.4 (2). Below the
+// 90% fill the H100 takes them from 70% (stop 100, `--wide-rows-h100-fill`, the 16-row blocks'
+// automatic count -> two row tiles): Nq 8 paged B=6/16K (73%) 242.8 -> 147.7 (2), B=12/4K (73%)
+// 82.6 -> 75.6 (1); one token at Hq 32 / Hkv 1 B=48/16K (73%) paged 243.7 -> 150.8, contiguous
+// 237.5 -> 144.8 (2; cuDNN 158.9), B=100/4K (76%) 85.7 -> 79.2 (1). At 61% the lengths disagree (Nq
+// 8 B=10/4K 78.2 -> 73.8, MQA B=80/4K 79.5 -> 73.8, but Nq 8 B=10/16K 262.4 against 273.9): 16-row
+// blocks there. Head dims 64 and 96 there: not measured, 16-row blocks.
 inline int decode_wide_rows_splits(int head_dim, int rows_per_kv_head, int64_t units, int64_t sms,
                                    int64_t max_kv_len, bool hbm3e, bool paged) {
   if ((head_dim != 64 && head_dim != 96 && head_dim != 128) || !decode_two_tile_rows(rows_per_kv_head) ||
