@@ -1463,6 +1463,25 @@ def wide_rows_h100_fill_confirm_sweep(iters, copy_bw):
     _wide_rows_rows(WIDE_ROWS_H100_FILL_CONFIRM_ROWS, WIDE_ROWS_CONFIRM_VARIANTS, ("auto", "narrow"), iters, copy_bw)
 
 
+# --h100-mqa-rate (stop 100, for the next H100 run): one token at Hq 32 / Hkv 1 (32-row units)
+# at 0.5-1.5 units per SM, where two row tiles per block run at their count but trail cuDNN
+# by 1-9% and other counts do not help (`--wide-rows-h100-fill`): the automatic call against
+# each knob that moves the per-block rate or the fixed cost, at the automatic count: the merge
+# as its own kernel, PDL off, 2 and 4 stages, L2 promotion off / 128 B (256 B off HBM3e):
+# (B, N, Nq, contiguous)
+H100_MQA_RATE_ROWS = [(64, 4096, 1, False), (64, 4096, 1, True), (100, 2048, 1, False), (110, 4096, 1, False),
+                      (200, 4096, 1, False), (66, 8192, 1, False)]
+H100_MQA_RATE_VARIANTS = {"auto": {}, "apart": {"CLO_DECODE_MERGE_APART": "1"}, "nopdl": {"CLO_DECODE_PDL": "0"},
+                          "st2": {"CLO_DECODE_TMA_STAGES": "2"}, "st4": {"CLO_DECODE_TMA_STAGES": "4"},
+                          "l2p0": {"CLO_TMA_L2_PROMOTION": "0"}, "l2p2": {"CLO_TMA_L2_PROMOTION": "2"}}
+
+
+def h100_mqa_rate_sweep(iters, copy_bw):
+    """H100_MQA_RATE_ROWS at the automatic count (`_nq_rows`, cuDNN first), each knob of
+    H100_MQA_RATE_VARIANTS."""
+    _nq_rows(H100_MQA_RATE_ROWS, (0,), iters, copy_bw, H100_MQA_RATE_VARIANTS, hkv=1)
+
+
 def wave_top_sweep(iters, copy_bw):
     """WAVE_TOP_ROWS cool (`split_band_sweep`: graph replays, cold L2, cuDNN first), then
     each row's 1 and 2 splits and 4 stages at the cap (`sustained_sweep`, 600 ms warm)."""
@@ -2991,6 +3010,7 @@ SWEEPS = {
                             "two row tiles per block on non-HBM3e sm_90 under 90%% fill and at MQA rows (stop 100)"),
     "wide-rows-h100-fill-confirm": (wide_rows_h100_fill_confirm_sweep,
                                     "the 70%% fill of two row tiles on non-HBM3e sm_90: auto vs 16-row blocks (stop 100)"),
+    "h100-mqa-rate": (h100_mqa_rate_sweep, "one-token MQA at 0.5-1.5 units per SM: auto against the rate knobs (stop 100)"),
     "h100-tails": (h100_tails_sweep, "the one-tail band on non-HBM3e sm_90: auto against 1-3 splits (stop 99)"),
     "misaligned-band": (forced_splits_sweep(MISALIGNED_BAND_ROWS, MISALIGNED_BAND_VARIANTS, MISALIGNED_BAND_RUNS),
                         "the D=256 kernel's one-tail band over paged heads of 144-240 columns: auto, 1, 3, balanced 2"),
