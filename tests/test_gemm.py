@@ -963,7 +963,6 @@ def test_gemm_out_errors():
     bb = buf[:16 * 24].view(16, 24)
     with pytest.raises(ValueError, match=r"out must not overlap b"):
         llm.gemm(a, bb, out=buf[16 * 24 - 8:16 * 24 - 8 + 8 * 24].view(8, 24))
-    c = _rand((8, 24), torch.float16)
     big = _rand((2 * 8 * 24,), torch.float16)
     with pytest.raises(ValueError, match=r"out must not overlap c \(it may be c itself\)"):
         llm.gemm(a, b, 1.0, 1.0, c=big[:8 * 24].view(8, 24), out=big[4:4 + 8 * 24].view(8, 24))
