@@ -1386,10 +1386,12 @@ WIDE_ROWS_CONFIRM_VARIANTS = {"auto": {}, "narrow": {"CLO_DECODE_WIDE_ROWS": "0"
                               "wide": {"CLO_DECODE_WIDE_ROWS": "1"}}
 
 
-def wide_rows_confirm_sweep(iters, copy_bw):
-    """WIDE_ROWS_CONFIRM_ROWS: automatic and 16-row blocks at their counts, then two row tiles
-    per block at the row's other counts."""
-    _wide_rows_rows(WIDE_ROWS_CONFIRM_ROWS, WIDE_ROWS_CONFIRM_VARIANTS, ("auto", "narrow"), iters, copy_bw)
+def auto_narrow_rows_sweep(rows, variants=WIDE_ROWS_CONFIRM_VARIANTS):
+    """A `SWEEPS` entry: `_wide_rows_rows` over `rows`, the automatic call and the 16-row blocks
+    at their counts, the other `variants` (two row tiles per block, by default) at each row's."""
+    def sweep(iters, copy_bw):
+        _wide_rows_rows(rows, variants, ("auto", "narrow"), iters, copy_bw)
+    return sweep
 
 
 # --wide-rows-partial: units of 20-28 rows (Nq 5-7 at GQA 32/8: the second tile part empty),
@@ -1422,12 +1424,6 @@ WIDE_ROWS_H100_ROWS = ([(b, 16384, 8, c, 8, ()) for b in (1, 2, 4, 8) for c in (
 WIDE_ROWS_H100_VARIANTS = {"auto": {}, "narrow": {"CLO_DECODE_WIDE_ROWS": "0"}, "bal": {"CLO_DECODE_WIDE_ROWS": "3"}}
 
 
-def wide_rows_h100_sweep(iters, copy_bw):
-    """WIDE_ROWS_H100_ROWS: automatic and 16-row blocks at their counts, then the balanced 2
-    splits where the row names them."""
-    _wide_rows_rows(WIDE_ROWS_H100_ROWS, WIDE_ROWS_H100_VARIANTS, ("auto", "narrow"), iters, copy_bw)
-
-
 # --wide-rows-h100-fill (stop 100): on a non-HBM3e sm_90 part, two row tiles per block (even
 # grid) at other counts where the rule leaves a wave under 90% full (the 16-row rules run) and
 # where one token at Hq 32 / Hkv 1 trails cuDNN (B=64/4K 2 splits, B=66/8K 2, B=200/4K 1,
@@ -1440,12 +1436,6 @@ WIDE_ROWS_H100_FILL_ROWS = [(6, 16384, 8, False, 8, (2, 3)), (10, 4096, 8, False
                             (200, 4096, 1, False, 1, (2, 3)), (8, 16384, 1, False, 1, (8, 24, 32))]
 
 
-def wide_rows_h100_fill_sweep(iters, copy_bw):
-    """WIDE_ROWS_H100_FILL_ROWS: automatic and 16-row blocks at their counts, then two row tiles
-    per block (even grid) at the row's counts."""
-    _wide_rows_rows(WIDE_ROWS_H100_FILL_ROWS, WIDE_ROWS_CONFIRM_VARIANTS, ("auto", "narrow"), iters, copy_bw)
-
-
 # --wide-rows-h100-fill-confirm (stop 100): the 70% fill (non-HBM3e sm_90) at fills and lengths
 # --wide-rows-h100-fill did not read: Nq 8 B=7/16K (85% at 2), B=14/4K (85% at 1), B=12/1K (73%
 # at 1, 1024 keys), B=12/16K (73% at 1); one token at Hq 32 / Hkv 1 B=35/16K (80% at 3),
@@ -1455,12 +1445,6 @@ WIDE_ROWS_H100_FILL_CONFIRM_ROWS = [(7, 16384, 8, False, 8, ()), (14, 4096, 8, F
                                     (12, 16384, 8, True, 8, ()), (35, 16384, 1, False, 1, ()),
                                     (110, 4096, 1, False, 1, ()), (23, 16384, 1, False, 1, ()),
                                     (100, 2048, 1, False, 1, ()), (10, 8192, 8, False, 8, (1,))]
-
-
-def wide_rows_h100_fill_confirm_sweep(iters, copy_bw):
-    """WIDE_ROWS_H100_FILL_CONFIRM_ROWS: automatic and 16-row blocks at their counts (two row
-    tiles at the row's counts)."""
-    _wide_rows_rows(WIDE_ROWS_H100_FILL_CONFIRM_ROWS, WIDE_ROWS_CONFIRM_VARIANTS, ("auto", "narrow"), iters, copy_bw)
 
 
 # --h100-mqa-rate (stop 100, for the next H100 run): one token at Hq 32 / Hkv 1 (32-row units)
@@ -2971,7 +2955,8 @@ SWEEPS = {
     "nq-small-splits": (lambda iters, copy_bw: _nq_rows_each(NQ_SMALL_SPLIT_ROWS, iters, copy_bw),
                         "Nq 8 and 16 small grids at 1, 1.5 and 2 blocks per SM"),
     "wide-rows": (wide_rows_sweep, "two row tiles per block against 16-row blocks: Nq 8 GQA 32/8, one token MQA"),
-    "wide-rows-confirm": (wide_rows_confirm_sweep, "the automatic two-row-tile choice against 16-row blocks at its edges"),
+    "wide-rows-confirm": (auto_narrow_rows_sweep(WIDE_ROWS_CONFIRM_ROWS),
+                          "the automatic two-row-tile choice against 16-row blocks at its edges"),
     "wide-rows-partial": (wide_rows_partial_sweep, "the automatic two-row-tile choice at 20-28 rows (Nq 5-7)"),
     "merge-apart": (merge_apart_sweep, "the split merge as its own kernel against the last split block merging"),
     "wide-boxes": (hkv_rows_sweep(WIDE_BOXES_ROWS, WIDE_BOXES_VARIANTS), "the two-row-tile kernel at one wave: spanning boxes against a box per plane"),
@@ -3005,10 +2990,11 @@ SWEEPS = {
     "pair-band-confirm": (forced_splits_sweep(PAIR_BAND_CONFIRM_ROWS), "stop 86's HBM3e 1-split bands (D=64 pairs, D=104-120): auto against 1-3 splits"),
     "misaligned-rows": (forced_splits_sweep(MISALIGNED_ROWS, MISALIGNED_VARIANTS, MISALIGNED_RUNS, show_kernels=True),
                         "paged heads not a whole number of 128-byte lines: balanced 2 splits, 1 and even 2, by L2 promotion"),
-    "wide-rows-h100": (wide_rows_h100_sweep, "two row tiles per block on non-HBM3e sm_90: auto vs 16-row blocks (stop 99)"),
-    "wide-rows-h100-fill": (wide_rows_h100_fill_sweep,
+    "wide-rows-h100": (auto_narrow_rows_sweep(WIDE_ROWS_H100_ROWS, WIDE_ROWS_H100_VARIANTS),
+                       "two row tiles per block on non-HBM3e sm_90: auto vs 16-row blocks (stop 99)"),
+    "wide-rows-h100-fill": (auto_narrow_rows_sweep(WIDE_ROWS_H100_FILL_ROWS),
                             "two row tiles per block on non-HBM3e sm_90 under 90%% fill and at MQA rows (stop 100)"),
-    "wide-rows-h100-fill-confirm": (wide_rows_h100_fill_confirm_sweep,
+    "wide-rows-h100-fill-confirm": (auto_narrow_rows_sweep(WIDE_ROWS_H100_FILL_CONFIRM_ROWS),
                                     "the 70%% fill of two row tiles on non-HBM3e sm_90: auto vs 16-row blocks (stop 100)"),
     "h100-mqa-rate": (h100_mqa_rate_sweep, "one-token MQA at 0.5-1.5 units per SM: auto against the rate knobs (stop 100)"),
     "h100-tails": (h100_tails_sweep, "the one-tail band on non-HBM3e sm_90: auto against 1-3 splits (stop 99)"),

@@ -1851,13 +1851,14 @@ def test_wide_rows_balanced_band():
     require_op("decode_attention")
     sms = torch.cuda.get_device_properties(0).multi_processor_count
     sm90 = torch.cuda.get_device_capability()[0] >= 9
+    hbm3e = device_is_hopper_hbm3e()
     f16 = torch.float16
     gen = torch.Generator().manual_seed(73)
     b8 = int(1.1 * sms) // 8 + 1
     if sm90:
         assert _wide_rows_balanced_band(8 * b8, sms, 4096), ("SM count", sms, b8)  # premise: in the band
         for n, want in ((4096, 2), (2048, 2), (2047, 0)):
-            assert _wide_rows_splits(b8, 8, 32, n, sms, device_is_hopper_hbm3e()) == want, (n, want)  # the rule's mirror
+            assert _wide_rows_splits(b8, 8, 32, n, sms, hbm3e) == want, (n, want)  # the rule's mirror
         for paged in (True, False):
             assert llm.decode_num_splits(b8, 8, 32, 4096, 128, f16, seq_len_q=8, paged=paged) == 2, paged
     lens = [int(x) for x in torch.randint(8, 4097, (b8,), generator=gen)]
@@ -1885,7 +1886,7 @@ def test_wide_rows_balanced_band():
     for b1, balanced in ((b_top, True), (b_top + 1, False)):
         if sm90:
             assert _wide_rows_balanced_band(b1, sms, 4096) == balanced, ("SM count", sms, b1)  # premise
-            assert _wide_rows_splits(b1, 1, 32, 4096, sms, device_is_hopper_hbm3e()) == 2, ("SM count", sms, b1)
+            assert _wide_rows_splits(b1, 1, 32, 4096, sms, hbm3e) == 2, ("SM count", sms, b1)
             assert llm.decode_num_splits(b1, 1, 32, 4096, 128, f16) == 2, b1
         lens = [int(x) for x in torch.randint(1, 4097, (b1,), generator=gen)]
         lens[:3] = [1, 4096, 3000]

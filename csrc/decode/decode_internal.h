@@ -474,15 +474,16 @@ inline int decode_rule_spec_rows(int seq_len_q, int rows_per_kv_head) {
 // token's (stop 68, NOTES.md).
 constexpr bool decode_rule_multi_tile(int spec_rows) { return spec_rows > kRowsPerBlock; }
 // Two 16-row tiles per block (the TMA kernel's even grid, decode_runs_wide_rows: 16-bit, on
-// the head_dim 64, 96 and 128 kernels, sm_90): a KV head's rows in 32-row units, each one block of 8
-// math warps over the same K/V stages, where 16-row blocks stream the same keys once per
+// the head_dim 64, 96 and 128 kernels, sm_90): a KV head's rows in 32-row units, each one block
+// of 8 math warps over the same K/V stages, where 16-row blocks stream the same keys once per
 // tile (NOTES.md "Stop 69"). Such a block takes 288 threads at ~160 registers: one per SM,
 // so its grid must fill its waves (at D = 64 its launch bounds hold it to 96 registers at 2-3
-// stages, two per SM: the D = 64 rule below runs twice the D = 96 counts, as measured; stop 89). On Hopper HBM3e parts (and
-// since stop 99 on other sm_90 parts, after the measurements below) at head_dim exactly 128 with 17-32
-// query rows per KV head (one 32-row unit), splits of at least kWideRowsSplitKeys keys,
-// `units` (batch x KV heads) run:
-//  - up to one unit per SM, SMs / units splits (rounded down) where that fills 90% of the SMs;
+// stages, two per SM: the D = 64 rule below runs twice the D = 96 counts, as measured; stop
+// 89). On Hopper HBM3e parts (and since stop 99 on other sm_90 parts, after the measurements
+// below) at head_dim exactly 128 with 17-32 query rows per KV head (one 32-row unit), splits of
+// at least kWideRowsSplitKeys keys, `units` (batch x KV heads) run:
+//  - up to one unit per SM, SMs / units splits (rounded down) where that fills 90% of the SMs
+//    (70% off HBM3e: decode_wide_rows_fill_splits);
 //  - 1-1.35 units per SM from 2048 keys, 2 splits run as the balanced schedule
 //    (decode_wide_rows_balanced_band);
 //  - up to two, 1 split where the two waves are 75% full, else (1.35-1.5 units per SM, their
