@@ -53,7 +53,7 @@ GQA: a thread block serves 16 query rows (query heads x new tokens) of one KV he
 reads that head's keys once for all of them: with one new token, every group of up to
 16 query heads per KV head (GQA 32/8, 64/8) reads each K/V element once. More rows per
 KV head (MQA with more than 16 query heads, or Nq x Hq / Hkv > 16) take several row
-tiles: on Hopper HBM3e parts (the H200) at 16-bit head dims 64, 96 and 128, 17-32 rows
+tiles: on sm_90 parts (the H100 and H200) at 16-bit head dims 64, 96 and 128, 17-32 rows
 run as one block of two tiles over one read of the keys where `decode_num_splits`' two-tile
 rule applies (tables long enough, grids up to about two units per SM); otherwise each
 16-row block reads the keys again (mostly from L2, as the blocks of a KV head run together).
@@ -419,23 +419,27 @@ def decode_num_splits(batch: int, num_kv_heads: int, rows_per_kv_head: int, max_
 
     With `base = batch * num_kv_heads * ceil(rows_per_kv_head / 16)` thread blocks
     per split (`rows_per_kv_head` = (Hq / Hkv) * Nq) and the device's SM count:
-    - first, 16-bit head_dim 64, 96 and 128 on Hopper HBM3e parts (the H200), and head_dim
-      128 on other sm_90 parts (the H100, since stop 99: the same counts; GQA 32:8 Nq 8 paged
+    - first, 16-bit head_dim 64, 96 and 128 on Hopper HBM3e parts (the H200) and on other
+      sm_90 parts (the H100: head_dim 128 since stop 99, the same counts; GQA 32:8 Nq 8 paged
       B=4/16K 146.3 -> 98.2 us, csrc/decode/NOTES.md "Stop 99"; the balanced 2 splits of 1-1.35
-      units per SM since stop 100: B=17/4K 148.1 -> 112.1 us against an even grid), with 17-32
+      units per SM since stop 100: B=17/4K 148.1 -> 112.1 us against an even grid; head_dim
+      64 and 96 since stop 101, head_dim 64 at its own counts there, below), with 17-32
       query rows per KV head (Nq 5-8 at GQA 32/8, one new token at groups of 17-32): one
       block of 32 rows per (batch, KV head) reads the keys once for both 16-row tiles, at
       `units = batch * num_kv_heads` per split. At head_dim 64 and 96 with
       `max_kv_len >= 2048`: below 0.45 times the SMs, `SMs // units` splits (twice that at
-      head_dim 64, on paged caches only where `max_kv_len > 1024 * (SMs // units)`) of at
+      head_dim 64 on HBM3e parts, on paged caches only where `max_kv_len > 1024 * (SMs // units)`) of at
       least 256 keys, at most 128 (GQA 32:8 Nq 5 contiguous D=64 B=5/8K 72.2 -> 30.3 us,
       "Stop 89"; paged D=64 B=1/8K 14.2 -> 11.8, "Stop 90"); from 0.45 times up to 1 (head_dim 96: 1.5), the count of
       1 to 4 splits of at least 1024 keys whose waves of blocks are fullest (twice that, at
-      most 4, at head_dim 64; GQA 32:8 Nq 5 paged D=96 B=16/4K 102.5 -> 69.2 us (59.9 with the
+      most 4, at head_dim 64 on HBM3e parts; off them head_dim 64's waves are two blocks per
+      SM, not doubled: H100 paged D=64 B=12/16K 216.9 -> 151.4 us, "Stop 101"; GQA 32:8 Nq 5
+      paged D=96 B=16/4K 102.5 -> 69.2 us (59.9 with the
       tail spans, "Stop 93"), contiguous
       D=64 B=8/16K 141.2 -> 73.6, csrc/decode/NOTES.md "Stop 88"; paged D=64 B=8/16K 141.1 ->
       79.2, "Stop 89"); head_dim 64 past 1 up to 1.35 times with `max_kv_len >= 4096`: 3
-      (contiguous B=22/16K 249.0 -> 188.4, paged B=22/8K 147.7 -> 109.7, "Stop 89"). With
+      (contiguous B=22/16K 249.0 -> 188.4, paged B=22/8K 147.7 -> 109.7, "Stop 89"), else
+      off HBM3e up to 1.5 times 1 (H100 contiguous B=20/2K 46.5 -> 36.2 us). With
       `1024 <= max_kv_len < 2048` there: up to one unit per SM `SMs // units` splits where
       that is 4 or fewer (4 where that is 2 on contiguous caches at head_dim 64: contiguous D=64
       B=8/2047 22.5 -> 16.8 us, "Stop 98"), one split at head_dim 96 to 1.5 units per SM (paged D=96 B=16/1K

@@ -2087,6 +2087,21 @@ WIDE_SMALL_CONFIRM_ROWS = ([(b, n, 8, d, 5, c) for d in (64, 96) for c in (True,
                            + [(20, n, 8, 64, 8, True) for n in (2048, 4096)] + [(19, 2048, 8, 64, 5, True)])
 WIDE_SMALL_CONFIRM_RUNS = {(0, "auto"), (0, "old"), (2, "old")}
 
+# --wide-d64-d96-h100 (stop 101): decode_wide_rows_d64_d96_splits on other sm_90 parts (two row
+# tiles at D = 64 / 96 off HBM3e; head_dim 64's own counts there) against the 16-row rules (old),
+# over stop 88-89's confirm rows, head_dim 64 past one unit per SM (1 split off HBM3e) and around
+# 0.73 units per SM; paged D = 96 also with boxes spanning its planes (the tail spans, HBM3e only)
+WIDE_H100_ROWS = (WIDE_CONFIRM_ROWS + WIDE_SMALL_CONFIRM_ROWS
+                  + [(b, n, 8, 64, 5, c) for c in (True, False) for b in (18, 22, 23, 26) for n in (2048, 8192)]
+                  + [(b, 4096, 8, 64, 5, c) for c in (True, False) for b in (11, 13)])
+WIDE_H100_VARIANTS = {**WIDE_CONFIRM_VARIANTS, "span": {"CLO_DECODE_PLANE_BOXES": "2"}}
+
+
+def wide_h100_runs(row, sms: int) -> set:
+    """auto and old; paged D = 96 also spanning boxes at the automatic count."""
+    return {(0, "auto"), (0, "old")} | ({(0, "span")} if row[3] == 96 and not row[5] else set())
+
+
 # --wide-paged-depth (stop 89): paged D = 64 two-row-tile blocks trail contiguous ones where the
 # contiguous gain from a second block per SM (B=4/16K at 8 splits: 56.6 against 41.0) or run past
 # one unit per SM (B=20/4K): wide blocks at 2, 3 (the launcher's beyond one wave) and 4 stages,
@@ -3047,6 +3062,8 @@ SWEEPS = {
                  "D=64 Nq 5 at 1.03-1.38 KV heads per SM: auto, wide at 1-3 and 16-row at 1-2 splits"),
     "wide-d64-d96-confirm": (forced_splits_sweep(WIDE_CONFIRM_ROWS, WIDE_CONFIRM_VARIANTS, WIDE_CONFIRM_RUNS, peer=None),
                              "stop 88's two-row-tile rule at D=64 / 96 against the 16-row rules it replaced"),
+    "wide-d64-d96-h100": (forced_splits_sweep(WIDE_H100_ROWS, WIDE_H100_VARIANTS, wide_h100_runs, peer=None),
+                          "stop 101's two-row-tile counts at D=64 / 96 off HBM3e against the 16-row rules"),
     "pair-spread-confirm": (forced_splits_sweep(PAIR_SPREAD_ROWS, PAIR_DEPTH_VARIANTS, PAIR_SPREAD_RUNS),
                             "paged D=64 head pairs: the automatic spread tail below 8K against 1 split and 4 pieces"),
     "pair-depth": (forced_splits_sweep(PAIR_DEPTH_ROWS, PAIR_DEPTH_VARIANTS, PAIR_DEPTH_RUNS, show_kernels=True),

@@ -1376,11 +1376,11 @@ def _wide_rows_splits(b, hkv, rows, n, sms, hbm3e, d=128, paged=True):
     cap = min(128, n // 1024)
     if d not in (64, 96, 128) or not 16 < rows <= 32 or cap < 1:
         return 0
-    if not hbm3e and (d != 128 or torch.cuda.get_device_capability()[0] < 9):
+    if not hbm3e and torch.cuda.get_device_capability()[0] < 9:
         return 0
     units = b * hkv
     if d != 128:
-        return _wide_rows_d64_d96(d, units, n, sms, paged)
+        return _wide_rows_d64_d96(d, units, n, sms, paged, hbm3e)
     if units <= sms:
         splits = min(cap, sms // units)
         return splits if 10 * units * splits >= (9 if hbm3e else 7) * sms else 0
@@ -1393,13 +1393,15 @@ def _wide_rows_splits(b, hkv, rows, n, sms, hbm3e, d=128, paged=True):
     return 2 if cap >= 2 else 0
 
 
-def _wide_rows_d64_d96(d, units, n, sms, paged):
+def _wide_rows_d64_d96(d, units, n, sms, paged, hbm3e=True):
     """decode_wide_rows_d64_d96_splits, from 1024 keys (the band to 2047 last): from 2048 keys below 0.45 units per SM SMs // units
-    splits (head_dim 64: twice that, on paged caches only where n > 1024 x SMs // units, stop 90),
+    splits (head_dim 64 on HBM3e: twice that, on paged caches only where n > 1024 x SMs // units, stop 90),
     at most n // 256 (stop 89); from 0.45 up to one unit per SM
     (head_dim 96: 1.5) the count of 1 to min(4, n // 1024) whose waves of blocks are fullest (the
-    smaller where level), head_dim 64 twice that, at most 4 (stop 88, paged since stop 89);
-    head_dim 64 past one unit per SM to 1.35, from 4096 keys, 3 (stop 89); from 1024 to 2047
+    smaller where level), head_dim 64 twice that, at most 4 (stop 88, paged since stop 89; off
+    HBM3e, stop 101, head_dim 64's waves are two blocks per SM, its count not doubled);
+    head_dim 64 past one unit per SM to 1.35, from 4096 keys, 3 (stop 89; off HBM3e else 1 to 1.5 units per SM,
+    stop 101); from 1024 to 2047
     keys up to one unit per SM SMs // units where that is 4 or fewer (contiguous head_dim 64 4 where
     that is 2, stop 98), head_dim 96 to 1.5 units per SM 1 (stop 94); else 0."""
     if n < 1024:
@@ -1411,20 +1413,23 @@ def _wide_rows_d64_d96(d, units, n, sms, paged):
             return 4
         return sms // units if sms // units <= 4 else 0
     if 100 * units < 45 * sms:
-        two_waves = d == 64 and (not paged or n > 1024 * (sms // units))
+        two_waves = d == 64 and hbm3e and (not paged or n > 1024 * (sms // units))
         return min(128, n // 256, (2 if two_waves else 1) * (sms // units))
     if d == 64 and units > sms:
-        return 3 if 100 * units <= 135 * sms and n >= 4096 else 0
+        if 100 * units <= 135 * sms and n >= 4096:
+            return 3
+        return 1 if not hbm3e and 2 * units <= 3 * sms else 0  # off HBM3e (stop 101)
     if units > sms and 2 * units > 3 * sms:
         return 0
     cap = min(128, n // 1024)
-    splits, blocks, slots = 1, units, -(-units // sms) * sms
+    wave = 2 * sms if d == 64 and not hbm3e else sms  # head_dim 64 off HBM3e: two blocks per SM (stop 101)
+    splits, blocks, slots = 1, units, -(-units // wave) * wave
     for k in range(2, min(4, cap) + 1):
         k_blocks = k * units
-        k_slots = -(-k_blocks // sms) * sms
+        k_slots = -(-k_blocks // wave) * wave
         if k_blocks * slots > blocks * k_slots:
             splits, blocks, slots = k, k_blocks, k_slots
-    return min(2 * splits, 4, cap) if d == 64 else splits
+    return min(2 * splits, 4, cap) if d == 64 and hbm3e else splits
 
 
 # The two-row-tile kernel's splits merge in the merge kernel (every unit of 17-32 rows takes two
@@ -1934,8 +1939,9 @@ def _automatic_calls_match(lens, seed, dtype, contiguous=None, grids=False, nq=1
 
 
 def test_wide_rows_d64_d96_automatic():
-    """Head dims 64 and 96 with 17-32 query rows per KV head (GQA 32/8, Nq 5 and 8) on Hopper HBM3e
-    parts run two row tiles per block at decode_wide_rows_d64_d96_splits' count (`_wide_rows_d64_d96`):
+    """Head dims 64 and 96 with 17-32 query rows per KV head (GQA 32/8, Nq 5 and 8) on sm_90 parts
+    (off HBM3e since stop 101) run two row tiles per block at decode_wide_rows_d64_d96_splits' count
+    (`_wide_rows_d64_d96`; off HBM3e head_dim 64 takes one wave, and its waves hold two blocks per SM):
     below 0.45 units per SM one wave of splits, head_dim 64 two (stop 89; paged caches only where one
     wave's splits would hold more than 1024 keys, stop 90), up to one unit per SM (head_dim 96: 1.5)
     the fullest waves of 1-4 (stop 88), twice those counts at head_dim 64 on both layouts, and
@@ -1949,23 +1955,27 @@ def test_wide_rows_d64_d96_automatic():
     require_op("paged_attention")
     require_op("decode_attention")
     sms = torch.cuda.get_device_properties(0).multi_processor_count
-    hbm3e = torch.cuda.get_device_capability()[0] >= 9 and device_is_hopper_hbm3e()
+    sm90 = torch.cuda.get_device_capability()[0] >= 9
+    hbm3e = sm90 and device_is_hopper_hbm3e()
     gen = torch.Generator().manual_seed(88)
     # (units per SM: from 0.45 B = int(per_sm x SMs) // KV heads + 1 rounds up, 0.95 is one unit
     # per SM at 132; below, the nearest batch, at least 1)
     f16, b16 = torch.float16, torch.bfloat16
-    # (head_dim, paged, units per SM, keys, Nq, KV heads, dtype, the count at 132 SMs)
+    # (head_dim, paged, units per SM, keys, Nq, KV heads, dtype, the count at 132 SMs: on HBM3e
+    # parts, other sm_90 parts)
     for d, paged, per_sm, n, nq, hkv, dt, at_132 in (
             (64, True, 0.48, 4096, 5, 8, f16, 4), (64, False, 0.73, 4096, 5, 8, b16, 2),
+            (64, True, 0.72, 4096, 5, 8, f16, (4, 2)),
             (96, True, 0.95, 2048, 5, 8, f16, 1), (96, False, 1.21, 4096, 8, 8, f16, 4),
             (96, True, 1.4, 2048, 5, 8, b16, 2), (64, True, 1.21, 4096, 5, 8, f16, 3),
             (64, False, 0.95, 2048, 8, 8, f16, 2),
-            (64, False, 1.21, 4096, 5, 8, b16, 3), (64, False, 1.3, 2048, 5, 8, f16, 0),
-            (64, True, 0.06, 16384, 5, 8, f16, 16), (64, True, 0.12, 16384, 5, 8, b16, 16),
+            (64, False, 1.21, 4096, 5, 8, b16, 3), (64, False, 1.3, 2048, 5, 8, f16, (0, 1)),
+            (64, True, 1.45, 8192, 5, 8, f16, (0, 1)), (64, False, 1.55, 4096, 8, 8, b16, 0),
+            (64, True, 0.06, 16384, 5, 8, f16, 16), (64, True, 0.12, 16384, 5, 8, b16, (16, 8)),
             (64, False, 0.12, 2048, 8, 8, b16, 8),
             (96, False, 0.3, 4096, 5, 8, f16, 3), (96, True, 0.2, 3000, 8, 8, b16, 5),
             (96, True, 0.48, 4096, 5, 8, b16, 2),  # the tail spans split: 2048 keys a block
-            (64, False, 0.1, 4096, 1, 1, f16, 16),
+            (64, False, 0.1, 4096, 1, 1, f16, (16, 10)),
             # 1024-2047 keys (stop 94): one wave of at most 4 splits (contiguous head_dim 64 4
             # where that is 2, stop 98: Nq 5, Nq 8, MQA), head_dim 96 1 to 1.5
             (96, True, 0.95, 1024, 5, 8, f16, 1), (96, True, 0.48, 1024, 8, 8, b16, 2),
@@ -1984,9 +1994,11 @@ def test_wide_rows_d64_d96_automatic():
             wide = at_132 > 0 if sms == 132 else want > 0
         else:
             wide = (100 * units < 45 * sms or units <= sms or (d == 96 and 2 * units <= 3 * sms)
-                    or (d == 64 and 100 * units <= 135 * sms and n >= 4096))
-        assert not hbm3e or (want > 0) == wide, (d, paged, per_sm, want)
-        assert not hbm3e or sms != 132 or want == at_132, (d, paged, per_sm, n, nq, want, at_132)
+                    or (d == 64 and 100 * units <= 135 * sms and n >= 4096)
+                    or (d == 64 and not hbm3e and 2 * units <= 3 * sms))
+        at_132 = at_132 if isinstance(at_132, int) else at_132[0 if hbm3e else 1]
+        assert not sm90 or (want > 0) == wide, (d, paged, per_sm, want)
+        assert not sm90 or sms != 132 or want == at_132, (d, paged, per_sm, n, nq, want, at_132)
         got = llm.decode_num_splits(b, hkv, rows, n, d, dt, paged=paged, seq_len_q=nq)
         if want:
             assert got == want, (d, paged, per_sm, n, nq, got, want)
@@ -2009,17 +2021,17 @@ def test_wide_rows_d64_d96_automatic():
             llm.decode_attention(q, k, v, out=out, is_causal=True)
             assert_close(out, attention_reference(q, k, v, is_causal=True), dtype=dt, what=what)
             call = lambda: llm.decode_attention(q, k, v, is_causal=True)  # noqa: E731
-        if hbm3e:
+        if sm90:
             names = kernel_names(call)
             assert bool(re.search(_TWO_TILE_TMA.format(d=d, stages=r"\d"), names)) == (want > 0), (what, names[:400])
             if want:
                 assert kernel_grid_blocks(call, "decode_attention") == hkv * b * want, what
-            # paged head_dim 96 beyond one wave, or at 512 keys a block or more of the table's
-            # capacity: the tail spans (decode_wide_row_boxes_pay, stops 93-94)
+            # paged head_dim 96 on HBM3e parts beyond one wave, or at 512 keys a block or more of
+            # the table's capacity: the tail spans (decode_wide_row_boxes_pay, stops 93-94)
             capacity = -(-n // 16) * 16
-            spans = d == 96 and paged and want > 0 and (hkv * b * want > sms or -(-capacity // want) >= 512)
+            spans = hbm3e and d == 96 and paged and want > 0 and (hkv * b * want > sms or -(-capacity // want) >= 512)
             assert bool(re.search(_TWO_TILE_TAIL_SPANS, names)) == spans, (what, names[:400])
-        else:  # off HBM3e parts the rule at head_dim 64 / 96 is off (want 0): the H100 runs no two-tile kernel
+        else:  # below sm_90 the rule is off (want 0): no two-tile kernel
             assert not re.search(_TWO_TILE_TMA.format(d=d, stages=r"\d"), kernel_names(call)), what
 
 

@@ -609,12 +609,28 @@ constexpr int64_t decode_wide_rows_fill_splits(int64_t units, int64_t sms, bool 
 // 15.7, B=8/2047 22.5 / 21.1 -> 16.8, B=6/1K 11.9 / 12.2 -> 11.5; Nq 8 B=7/2047 22.9 / 21.1 ->
 // 16.9; MQA B=64/2047 23.1 / 21.2 -> 17.8); lost at 1024 keys from 56 32-row units, where the
 // 16-row blocks' one split leads (Nq 8 B=8 12.6 against 13.4, MQA B=64 12.6 against 13.5;
-// level from 1152 keys). Returns the count, or 0.
+// level from 1152 keys).
+// Other sm_90 parts (the H100) since stop 101 (NOTES.md "Stop 101"; 16-row blocks before), the
+// same counts but at head_dim 64 one wave where HBM3e parts run two below 0.45 units per SM, and
+// from 0.45 the fullest waves of two blocks per SM, not doubled (B=12: 2 splits where HBM3e parts
+// take 4), and past one unit per SM up to 1.5 1 split where HBM3e parts keep 16-row blocks (at
+// 2048 keys, and from 1.35 units per SM). H100, `--wide-d64-d96`, `--wide-small`, `--wide-1k`, graph replays, cold L2, GQA 32/8
+// Nq 5, us, the 16-row call -> two row tiles at this count (splits): paged D = 96 B=8/16K 220.5
+// -> 138.3 (2), B=16/4K 103.2 -> 71.6 (1), B=20/16K 606.5 -> 361.7 (4), B=24/16K 592.9 -> 419.0
+// (2), B=6/16K 219.1 -> 131.5 (2), B=1/16K 34.2 -> 24.8 (16), B=16/1K 30.0 -> 22.3 (1);
+// contiguous D = 96 B=12/16K 290.4 -> 208.4 (4), B=16/16K 320.2 -> 262.9 (1); paged D = 64 B=8/16K
+// 157.2 -> 98.7 (4), B=12/4K 58.4 -> 44.7 (2; 4: 52.4), B=12/16K 216.9 -> 151.4 (2; 4: 169.0),
+// B=6/16K 155.8 -> 78.9 (4), B=2/16K 43.4 -> 29.7 (8; two waves, 16: 32.1), B=20/16K 252.1 ->
+// 238.2 (3), B=20/2K 43.6 -> 39.6 (1), B=24/4K 83.4 -> 78.9 (1), B=24/16K 319.7 -> 295.6 (1);
+// contiguous D = 64 B=12/16K 194.2 -> 141.9 (2; 4: 158.7), B=1/16K 22.6 -> 18.5 (16; 32: 20.5),
+// B=20/16K 286.1 -> 228.3 (3), B=20/2K 46.5 -> 36.2 (1), B=24/4K 83.1 -> 73.0 (1), B=24/16K 318.6
+// -> 274.6 (1). Lost at 1024 keys as on HBM3e parts (contiguous D = 64
+// B=8 12.4 against 13.7 at 4, D = 96 B=8 15.8 against 16.2 at 2). Returns the count, or 0.
 constexpr int64_t kWideRowsNarrowDimMinUnitsPct = 45;
 constexpr int64_t kWideRowsSmallGridSplitKeys = 256;
 constexpr int64_t kWideRowsShortMaxSplits = kWideRowsSplitKeys / kWideRowsSmallGridSplitKeys;
 inline int decode_wide_rows_d64_d96_splits(int head_dim, int64_t units, int64_t sms, int64_t max_kv_len,
-                                           bool paged) {
+                                           bool paged, bool hbm3e) {
   const bool d64 = head_dim == 64;
   if (max_kv_len < kWideRowsSplitKeys) return 0;
   if (max_kv_len < 2 * kWideRowsSplitKeys) {
@@ -627,19 +643,24 @@ inline int decode_wide_rows_d64_d96_splits(int head_dim, int64_t units, int64_t 
   if (100 * units < kWideRowsNarrowDimMinUnitsPct * sms) {
     const int64_t cap = std::min<int64_t>(kMaxSplits, max_kv_len / kWideRowsSmallGridSplitKeys);
     const int64_t one_wave = sms / units;
-    const bool two_waves = d64 && (!paged || max_kv_len > kWideRowsSplitKeys * one_wave);
+    const bool two_waves = d64 && hbm3e && (!paged || max_kv_len > kWideRowsSplitKeys * one_wave);
     return static_cast<int>(std::min<int64_t>(cap, (two_waves ? 2 : 1) * one_wave));
   }
-  if (d64 && units > sms) return 100 * units <= 135 * sms && max_kv_len >= kLargeGridMinKeys ? 3 : 0;
+  if (d64 && units > sms) {
+    if (100 * units <= 135 * sms && max_kv_len >= kLargeGridMinKeys) return 3;
+    return !hbm3e && 2 * units <= 3 * sms ? 1 : 0;  // off HBM3e to 1.5 units per SM: 1 (stop 101)
+  }
   if (units > sms && 2 * units > 3 * sms) return 0;
   const int64_t cap = std::min<int64_t>(kMaxSplits, max_kv_len / kWideRowsSplitKeys);
-  // the waves' fill at k splits: (k x units) / (its whole waves x SMs), compared across k exactly
-  int64_t splits = 1, blocks = units, slots = div_ceil(units, sms) * sms;
+  // the waves' fill at k splits: (k x units) / (its whole waves x slots), compared across k
+  // exactly; a wave is one block per SM, at head_dim 64 off HBM3e two (below)
+  const int64_t wave = d64 && !hbm3e ? 2 * sms : sms;
+  int64_t splits = 1, blocks = units, slots = div_ceil(units, wave) * wave;
   for (int64_t k = 2; k <= std::min<int64_t>(4, cap); ++k) {
-    const int64_t k_blocks = k * units, k_slots = div_ceil(k_blocks, sms) * sms;
+    const int64_t k_blocks = k * units, k_slots = div_ceil(k_blocks, wave) * wave;
     if (k_blocks * slots > blocks * k_slots) splits = k, blocks = k_blocks, slots = k_slots;
   }
-  return static_cast<int>(d64 ? std::min<int64_t>({2 * splits, 4, cap}) : splits);
+  return static_cast<int>(d64 && hbm3e ? std::min<int64_t>({2 * splits, 4, cap}) : splits);
 }
 // Other sm_90 parts (the H100) since stop 99 at head_dim 128 only, the same counts (the band's 2
 // splits as the balanced schedule since stop 100, an even grid before:
@@ -655,13 +676,13 @@ inline int decode_wide_rows_d64_d96_splits(int head_dim, int64_t units, int64_t 
 // 82.6 -> 75.6 (1); one token at Hq 32 / Hkv 1 B=48/16K (73%) paged 243.7 -> 150.8, contiguous
 // 237.5 -> 144.8 (2; cuDNN 158.9), B=100/4K (76%) 85.7 -> 79.2 (1). At 61% the lengths disagree (Nq
 // 8 B=10/4K 78.2 -> 73.8, MQA B=80/4K 79.5 -> 73.8, but Nq 8 B=10/16K 262.4 against 273.9): 16-row
-// blocks there. Head dims 64 and 96 there: not measured, 16-row blocks.
+// blocks there. Head dims 64 and 96 there since stop 101: decode_wide_rows_d64_d96_splits.
 inline int decode_wide_rows_splits(int head_dim, int rows_per_kv_head, int64_t units, int64_t sms,
                                    int64_t max_kv_len, bool hbm3e, bool paged) {
   if ((head_dim != 64 && head_dim != 96 && head_dim != 128) || !decode_two_tile_rows(rows_per_kv_head) ||
       units <= 0 || sms <= 0)
     return 0;
-  if (head_dim != 128) return hbm3e ? decode_wide_rows_d64_d96_splits(head_dim, units, sms, max_kv_len, paged) : 0;
+  if (head_dim != 128) return decode_wide_rows_d64_d96_splits(head_dim, units, sms, max_kv_len, paged, hbm3e);
   const int64_t cap = std::min<int64_t>(kMaxSplits, max_kv_len / kWideRowsSplitKeys);
   if (cap < 1) return 0;
   if (units <= sms) {
@@ -715,8 +736,8 @@ inline bool decode_wide_rows_runs_balanced(int64_t units, int splits, int64_t sm
 // Other sm_90 parts take 3 everywhere at head_dim 128 (stop 99, H100 `--wide-rows`, 4 / 3 stages
 // at one wave, paged, us: Nq 8 B=1/16K 33.0 / 32.0, B=2/16K 55.7 / 54.0, B=4/16K 100.8 / 98.2,
 // B=8/16K 192.3 / 187.8, B=16/4K 97.7 / 95.4; MQA B=8/16K 34.1 / 32.6, B=64/4K 59.7 / 56.4; 4 ahead
-// only at counts the rule does not take, B=10/4K 72.2 / 73.6, B=80/4K 71.8 / 73.1); at 64 and 96,
-// which they run under the dev knobs only, the HBM3e depths (not measured there).
+// only at counts the rule does not take, B=10/4K 72.2 / 73.6, B=80/4K 71.8 / 73.1); at 64 and 96
+// the HBM3e depths (stop 101 measured its counts at these).
 inline int decode_wide_rows_stages(int head_dim, bool paged, int64_t blocks, int64_t sms, bool spans_planes,
                                    bool hbm3e) {
   return (hbm3e || head_dim != 128) && blocks <= sms && paged && !spans_planes ? 4 : 3;
