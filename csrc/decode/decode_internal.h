@@ -171,11 +171,18 @@ inline bool decode_row_boxes_pay(int64_t blocks, int64_t sms, bool hbm3e) {
 // 512 keys B=8/1K 15.3 -> 15.0, B=2/1K 13.4 -> 12.6, B=4/1K 13.9 -> 13.3; but 256 keys B=4/1K
 // 11.0 -> 11.5, B=2/1K 9.6 -> 9.8).
 constexpr int64_t kWideRowBoxesMinKeys = 2048, kTailSpansMinKeys = 512;
+// Other sm_90 parts take paged head_dim 96's tail spans alike since stop 101 (beyond one wave, or
+// from 512 keys a block; head_dim 128 keeps a box per plane there, not measured): H100,
+// `--wide-d64-d96-h100`, graph replays, cold L2, GQA 32/8 Nq 5, us, a box per plane -> tail spans:
+// B=10/2K 35.6 -> 31.6, B=18/2K (beyond one wave) 71.6 -> 67.1, B=18/8K 200.9 -> 193.1, B=14/16K
+// 259.4 -> 251.6, B=16/4K 75.8 -> 74.0, Nq 8 B=9/8K 104.6 -> 98.0; one token at Hq 32 / Hkv 1
+// B=48/4K 39.2 -> 37.1; lost 2-3% at B=3/8K 33.3 / 34.2 and MQA B=24/4K 21.6 / 22.1; `--wide-1k`
+// at 1024 keys a block B=12/1K 19.7 -> 18.0.
 inline bool decode_wide_row_boxes_pay(int head_dim, bool paged, int64_t blocks, int64_t sms, int64_t block_keys,
                                       bool hbm3e) {
   if (decode_row_boxes_pay(blocks, sms, hbm3e)) return true;
-  return decode_dev_plane_boxes() != kDecodePlaneBoxesOff && hbm3e && paged &&
-         block_keys >= (head_dim == 96 ? kTailSpansMinKeys : kWideRowBoxesMinKeys);
+  if (decode_dev_plane_boxes() == kDecodePlaneBoxesOff || !paged || (!hbm3e && head_dim != 96)) return false;
+  return blocks > sms || block_keys >= (head_dim == 96 ? kTailSpansMinKeys : kWideRowBoxesMinKeys);
 }
 // Dev knob CLO_DECODE_NARROW, read like CLO_DECODE_VARIANT: kDecodeNarrowOff keeps every unit
 // on the 16-row math tile (decode_warp_tile); anything else: the automatic choice
