@@ -2090,7 +2090,8 @@ WIDE_SMALL_CONFIRM_RUNS = {(0, "auto"), (0, "old"), (2, "old")}
 # --wide-d64-d96-h100 (stop 101): decode_wide_rows_d64_d96_splits on other sm_90 parts (two row
 # tiles at D = 64 / 96 off HBM3e; head_dim 64's own counts there) against the 16-row rules (old),
 # over stop 88-89's confirm rows, head_dim 64 past one unit per SM (1 split off HBM3e) and around
-# 0.73 units per SM; paged D = 96 also with boxes spanning its planes (the tail spans, HBM3e only)
+# 0.73 units per SM; paged D = 96 also with boxes spanning its planes (the tail spans: HBM3e only
+# before c1011db, which takes them on every sm_90 part)
 WIDE_H100_ROWS = (WIDE_CONFIRM_ROWS + WIDE_SMALL_CONFIRM_ROWS
                   + [(b, n, 8, 64, 5, c) for c in (True, False) for b in (18, 22, 23, 26) for n in (2048, 8192)]
                   + [(b, 4096, 8, 64, 5, c) for c in (True, False) for b in (11, 13)])

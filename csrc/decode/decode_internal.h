@@ -621,8 +621,9 @@ constexpr int64_t decode_wide_rows_fill_splits(int64_t units, int64_t sms, bool 
 // same counts but at head_dim 64 one wave where HBM3e parts run two below 0.45 units per SM, and
 // from 0.45 the fullest waves of two blocks per SM, not doubled (B=12: 2 splits where HBM3e parts
 // take 4), and past one unit per SM up to 1.5 1 split where HBM3e parts keep 16-row blocks (at
-// 2048 keys, and from 1.35 units per SM). H100, `--wide-d64-d96`, `--wide-small`, `--wide-1k`, graph replays, cold L2, GQA 32/8
-// Nq 5, us, the 16-row call -> two row tiles at this count (splits): paged D = 96 B=8/16K 220.5
+// 2048 keys, and from 1.35 units per SM). H100, `--wide-d64-d96`, `--wide-small`, `--wide-1k`,
+// graph replays, cold L2, GQA 32/8 Nq 5, us, the 16-row call -> two row tiles at this count
+// (splits): paged D = 96 B=8/16K 220.5
 // -> 138.3 (2), B=16/4K 103.2 -> 71.6 (1), B=20/16K 606.5 -> 361.7 (4), B=24/16K 592.9 -> 419.0
 // (2), B=6/16K 219.1 -> 131.5 (2), B=1/16K 34.2 -> 24.8 (16), B=16/1K 30.0 -> 22.3 (1);
 // contiguous D = 96 B=12/16K 290.4 -> 208.4 (4), B=16/16K 320.2 -> 262.9 (1); paged D = 64 B=8/16K
@@ -631,8 +632,10 @@ constexpr int64_t decode_wide_rows_fill_splits(int64_t units, int64_t sms, bool 
 // 238.2 (3), B=20/2K 43.6 -> 39.6 (1), B=24/4K 83.4 -> 78.9 (1), B=24/16K 319.7 -> 295.6 (1);
 // contiguous D = 64 B=12/16K 194.2 -> 141.9 (2; 4: 158.7), B=1/16K 22.6 -> 18.5 (16; 32: 20.5),
 // B=20/16K 286.1 -> 228.3 (3), B=20/2K 46.5 -> 36.2 (1), B=24/4K 83.1 -> 73.0 (1), B=24/16K 318.6
-// -> 274.6 (1). Lost at 1024 keys as on HBM3e parts (contiguous D = 64
-// B=8 12.4 against 13.7 at 4, D = 96 B=8 15.8 against 16.2 at 2). Returns the count, or 0.
+// -> 274.6 (1); `--wide-d64-d96-h100` (the rule against the 16-row rules at 156 rows, NOTES.md
+// "Stop 101"): 1.0-2.2x, but at 2048 keys contiguous D = 64 B=8 22.5 against 20.9 and B=1 8.4
+// against 7.7, and at 1024 keys as on HBM3e parts (contiguous D = 64 B=8 12.4 against 13.7 at 4,
+// D = 96 B=8 15.8 against 16.2 at 2). Returns the count, or 0.
 constexpr int64_t kWideRowsNarrowDimMinUnitsPct = 45;
 constexpr int64_t kWideRowsSmallGridSplitKeys = 256;
 constexpr int64_t kWideRowsShortMaxSplits = kWideRowsSplitKeys / kWideRowsSmallGridSplitKeys;
