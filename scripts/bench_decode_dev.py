@@ -2471,6 +2471,16 @@ WIDE_BALANCED_ROWS = [(b, n, 1, False, 1) for b, n in ((136, 2048), (140, 4096),
 WIDE_BALANCED_VARIANTS = {"auto": {}, "w1": {"CLO_DECODE_WIDE_ROWS": "1"}, "wb": {"CLO_DECODE_WIDE_ROWS": "3"},
                           "wbp": {"CLO_DECODE_WIDE_ROWS": "3", "CLO_DECODE_PLANE_BOXES": "0"}}
 
+# --h100-mqa-band (stop 101): after the ncu read of one-token MQA at 1.5 units per SM (a tail of
+# whole one-per-SM two-row-tile blocks; `--wide-balanced` on the H100: B=200/4K balanced 2 splits
+# 161.6 us against the automatic 1 split's 168.4, B=230/4K 181.0 against 175.2), the balanced
+# schedule (wb) against the automatic count across 1.35-1.75 units per SM, 2K-8K keys, both
+# layouts, Hq 32 / Hkv 1 and Nq 8 at GQA 32/8: (B, N, Nq, contiguous, Hkv)
+H100_MQA_BAND_ROWS = ([(b, n, 1, False, 1) for b in (180, 190, 200, 210, 220) for n in (2048, 4096, 8192)]
+                      + [(b, 4096, 1, True, 1) for b in (180, 200, 220)]
+                      + [(b, n, 8, False, 8) for b in (23, 25, 27) for n in (4096, 8192)])
+H100_MQA_BAND_VARIANTS = {"auto": WIDE_BALANCED_VARIANTS["auto"], "wb": WIDE_BALANCED_VARIANTS["wb"]}
+
 
 # --wide-balanced-band: `--wide-balanced` (stop 73) read the balanced schedule at two row tiles
 # ahead of the automatic count at 1.03-1.14 units per SM (MQA B=136/2K 73.1 -> 57.1 us, cuDNN
@@ -2988,6 +2998,8 @@ SWEEPS = {
     "wide-low": (wide_splits_sweep(WIDE_LOW_ROWS), "the same at 1.01-1.06 units per SM and 2K keys (3 splits from one unit per SM)"),
     "wide-balanced": (hkv_rows_sweep(WIDE_BALANCED_ROWS, WIDE_BALANCED_VARIANTS, (0, 2), _auto_at_s0),
                       "the balanced schedule at two row tiles (MQA near one unit per SM, Nq 8): auto, even 2, balanced"),
+    "h100-mqa-band": (hkv_rows_sweep(H100_MQA_BAND_ROWS, H100_MQA_BAND_VARIANTS, (0, 2), _auto_at_s0),
+                      "one-token MQA and Nq 8 at 1.35-1.75 units per SM: auto against the balanced 2 splits"),
     "balanced-merge": (balanced_merge_sweep, "the balanced schedule's merge as its own kernel against the fused fold"),
     "wide-balanced-band": (hkv_rows_sweep(WIDE_BALANCED_BAND_ROWS, WIDE_BALANCED_BAND_VARIANTS, (0, 2), _auto_at_s0),
                            "the two-tile balanced schedule's band: 1-2 units per SM at 1K-16K, auto against balanced"),
