@@ -245,7 +245,7 @@ def auto_rule_cases(sms):
         ("two row tiles D=64 paged Nq 5 past one unit per SM", 64, int(1.21 * sms) // 8 + 1, 8, 4, 5, 4096, 16, f16,
          True),
         # off HBM3e (stop 101): D = 64 at 1.45 units per SM (1 split), paged D = 96's tail spans
-        # beyond one wave (1 split at 1.1)
+        # beyond one wave (2 splits at 1.1 units per SM, 2048 keys)
         ("two row tiles D=64 paged Nq 5 at 1.45 units per SM", 64, int(1.45 * sms) // 8 + 1, 8, 4, 5, 8192, 16, f16,
          True),
         ("two row tiles D=96 paged Nq 5 beyond one wave", 96, int(1.09 * sms) // 8 + 1, 8, 4, 5, 2048, 16, b16, True),
