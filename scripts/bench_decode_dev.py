@@ -2098,11 +2098,6 @@ WIDE_H100_ROWS = (WIDE_CONFIRM_ROWS + WIDE_SMALL_CONFIRM_ROWS
 WIDE_H100_VARIANTS = {**WIDE_CONFIRM_VARIANTS, "span": {"CLO_DECODE_PLANE_BOXES": "2"}}
 
 
-def wide_h100_runs(row, sms: int) -> set:
-    """auto and old; paged D = 96 also spanning boxes at the automatic count."""
-    return {(0, "auto"), (0, "old")} | ({(0, "span")} if row[3] == 96 and not row[5] else set())
-
-
 # --wide-paged-depth (stop 89): paged D = 64 two-row-tile blocks trail contiguous ones where the
 # contiguous gain from a second block per SM (B=4/16K at 8 splits: 56.6 against 41.0) or run past
 # one unit per SM (B=20/4K): wide blocks at 2, 3 (the launcher's beyond one wave) and 4 stages,
@@ -2196,9 +2191,12 @@ WIDE_1K_D64_CONTIG_VARIANTS = {"auto": {}, "old": {"CLO_DECODE_WIDE_ROWS": "0"},
 WIDE_1K_D64_CONTIG_RUNS = {(0, "auto"), (0, "old"), (2, "wide"), (4, "wide")}
 
 
-def wide_1k_confirm_runs(row, sms: int) -> set:
-    """auto and old; paged D = 96 also plane."""
-    return {(0, "auto"), (0, "old")} | ({(0, "plane")} if row[3] == 96 and not row[5] else set())
+def auto_old_runs(d96_paged_label: str):
+    """`runs` for forced_splits_sweep: auto and old at the automatic count; paged D = 96 rows also
+    `d96_paged_label` (their box-layout variant)."""
+    def runs(row, sms: int) -> set:
+        return {(0, "auto"), (0, "old")} | ({(0, d96_paged_label)} if row[3] == 96 and not row[5] else set())
+    return runs
 
 # --paged-layouts (stop 91): where paged two-row-tile rows lose to the same keys contiguous, one
 # layout change at a time: paged (random table) -> paged with its table in order -> contiguous
@@ -3058,7 +3056,7 @@ SWEEPS = {
                            "paged D=64 small band at one and two waves' counts, and the 16-row rules at half-full grids"),
     "wide-1k": (forced_splits_sweep(WIDE_1K_ROWS, WIDE_1K_VARIANTS, wide_1k_runs, show_kernels=True, peer=None),
                 "D=64 / 96 Nq 5 under 2048 keys: auto (16-row blocks) against wide blocks, paged D=96 also tail spans"),
-    "wide-1k-confirm": (forced_splits_sweep(WIDE_1K_CONFIRM_ROWS, WIDE_1K_CONFIRM_VARIANTS, wide_1k_confirm_runs,
+    "wide-1k-confirm": (forced_splits_sweep(WIDE_1K_CONFIRM_ROWS, WIDE_1K_CONFIRM_VARIANTS, auto_old_runs("plane"),
                                             show_kernels=True, peer=None),
                         "two-tile blocks from 1024 keys and D=96 tail spans from 512 keys a block: auto / old / plane"),
     "wide-1k-d64-contig": (forced_splits_sweep(WIDE_1K_D64_CONTIG_ROWS, WIDE_1K_D64_CONTIG_VARIANTS,
@@ -3075,7 +3073,7 @@ SWEEPS = {
                  "D=64 Nq 5 at 1.03-1.38 KV heads per SM: auto, wide at 1-3 and 16-row at 1-2 splits"),
     "wide-d64-d96-confirm": (forced_splits_sweep(WIDE_CONFIRM_ROWS, WIDE_CONFIRM_VARIANTS, WIDE_CONFIRM_RUNS, peer=None),
                              "stop 88's two-row-tile rule at D=64 / 96 against the 16-row rules it replaced"),
-    "wide-d64-d96-h100": (forced_splits_sweep(WIDE_H100_ROWS, WIDE_H100_VARIANTS, wide_h100_runs, peer=None),
+    "wide-d64-d96-h100": (forced_splits_sweep(WIDE_H100_ROWS, WIDE_H100_VARIANTS, auto_old_runs("span"), peer=None),
                           "stop 101's two-row-tile counts at D=64 / 96 off HBM3e against the 16-row rules"),
     "pair-spread-confirm": (forced_splits_sweep(PAIR_SPREAD_ROWS, PAIR_DEPTH_VARIANTS, PAIR_SPREAD_RUNS),
                             "paged D=64 head pairs: the automatic spread tail below 8K against 1 split and 4 pieces"),

@@ -1367,8 +1367,8 @@ def _wide_rows_balanced_band(units, sms, n):
 
 def _wide_rows_splits(b, hkv, rows, n, sms, hbm3e, d=128, paged=True):
     """The automatic count of two row tiles per block (decode_wide_rows_splits, stop 69), or 0:
-    HBM3e parts (other sm_90 parts, `hbm3e` false on this device's sm_90, at head_dim 128
-    only, since stop 99), 17-32 rows per KV head, splits of 1024 keys or more; at head_dim 128, `b` x
+    sm_90 parts (other than HBM3e ones, `hbm3e` false on this device's sm_90: head_dim 128 since
+    stop 99, 64 and 96 since stop 101), 17-32 rows per KV head, splits of 1024 keys or more; at head_dim 128, `b` x
     `hkv` units: up to one per SM, SMs / units splits where they fill 90% of the SMs (70% off
     HBM3e, stop 100); up to
     two, 2 in the balanced band (`_wide_rows_balanced_band`), else 1 split where its two waves
@@ -1393,7 +1393,7 @@ def _wide_rows_splits(b, hkv, rows, n, sms, hbm3e, d=128, paged=True):
     return 2 if cap >= 2 else 0
 
 
-def _wide_rows_d64_d96(d, units, n, sms, paged, hbm3e=True):
+def _wide_rows_d64_d96(d, units, n, sms, paged, hbm3e):
     """decode_wide_rows_d64_d96_splits, from 1024 keys (the band to 2047 last): from 2048 keys below 0.45 units per SM SMs // units
     splits (head_dim 64 on HBM3e: twice that, on paged caches only where n > 1024 x SMs // units, stop 90),
     at most n // 256 (stop 89); from 0.45 up to one unit per SM
