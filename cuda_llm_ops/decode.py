@@ -448,7 +448,8 @@ def decode_num_splits(batch: int, num_kv_heads: int, rows_per_kv_head: int, max_
       `SMs // units` splits (no split under 1024 keys) where that fills 90% of the SMs
       (Nq 8 B=8/16K paged 153.4 -> 146.8 us at 2, csrc/decode/NOTES.md "Stop 69"; 70% on
       other sm_90 parts, stop 100: Nq 8 B=6/16K 242.8 -> 147.7 us on an H100); 1-1.35
-      units per SM with `max_kv_len >= 2048`, 2 run as the balanced schedule (one block
+      units per SM (1.55 on `paged` caches off HBM3e, stop 101: one-token MQA B=200/8K
+      321.3 -> 300.3 us on an H100) with `max_kv_len >= 2048`, 2 run as the balanced schedule (one block
       per SM, an equal share of every unit's keys each: one-token MQA B=136/2K 73.1 ->
       57.1 us, 0.98x cuDNN; Nq 8 B=17/4K 109.6 -> 90.3, "Stop 73"); up to two, 1 where its
       two waves are 75% full, else (1.35-1.5 units per SM) 2; elsewhere the rules below;

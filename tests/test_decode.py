@@ -1359,10 +1359,11 @@ def _assert_paged_two_tile_one_wave_depth(fn, n, splits, what):
         (what, splits, names[:400])
 
 
-def _wide_rows_balanced_band(units, sms, n):
+def _wide_rows_balanced_band(units, sms, n, hbm3e=True, paged=True):
     """Whether two-row-tile blocks' 2 splits run as the balanced schedule (one block per SM:
-    decode_wide_rows_balanced_band, stop 73): 1-1.35 32-row units per SM, 2048 keys or more."""
-    return sms < units and 100 * units <= 135 * sms and n >= 2048
+    decode_wide_rows_balanced_band, stop 73): 1-1.35 32-row units per SM (off HBM3e on paged
+    caches 1.55, stop 101), 2048 keys or more."""
+    return sms < units and 100 * units <= (155 if paged and not hbm3e else 135) * sms and n >= 2048
 
 
 def _wide_rows_splits(b, hkv, rows, n, sms, hbm3e, d=128, paged=True):
@@ -1386,7 +1387,7 @@ def _wide_rows_splits(b, hkv, rows, n, sms, hbm3e, d=128, paged=True):
         return splits if 10 * units * splits >= (9 if hbm3e else 7) * sms else 0
     if units > 2 * sms:
         return 0
-    if _wide_rows_balanced_band(units, sms, n):
+    if _wide_rows_balanced_band(units, sms, n, hbm3e, paged):
         return 2
     if 4 * units >= 3 * 2 * sms:
         return 1
@@ -1886,13 +1887,15 @@ def test_wide_rows_balanced_band():
             assert not re.search(_TWO_TILE_TMA.format(d=128, stages=r"\d"), names), (n, names[:400])  # no even grid
             if balanced:
                 assert kernel_grid_blocks(fn, "decode_attention") == sms, n
-    # one token at Hq 32 / Hkv 1 (32 rows a KV head, B units): the band's top, then 2 even splits
-    b_top = 135 * sms // 100
-    for b1, balanced in ((b_top, True), (b_top + 1, False)):
+    # one token at Hq 32 / Hkv 1 (32 rows a KV head, B units), paged: the band's top (1.35, off
+    # HBM3e 1.55), then an even grid (2 splits; off HBM3e past 1.5 units per SM 1)
+    b_top = (135 if hbm3e else 155) * sms // 100
+    past = 2 if hbm3e or 2 * (b_top + 1) < 3 * sms else 1
+    for b1, balanced, splits in ((b_top, True, 2), (b_top + 1, False, past)):
         if sm90:
-            assert _wide_rows_balanced_band(b1, sms, 4096) == balanced, ("SM count", sms, b1)  # premise
-            assert _wide_rows_splits(b1, 1, 32, 4096, sms, hbm3e) == 2, ("SM count", sms, b1)
-            assert llm.decode_num_splits(b1, 1, 32, 4096, 128, f16) == 2, b1
+            assert _wide_rows_balanced_band(b1, sms, 4096, hbm3e) == balanced, ("SM count", sms, b1)  # premise
+            assert _wide_rows_splits(b1, 1, 32, 4096, sms, hbm3e) == splits, ("SM count", sms, b1)
+            assert llm.decode_num_splits(b1, 1, 32, 4096, 128, f16) == splits, b1
         lens = [int(x) for x in torch.randint(1, 4097, (b1,), generator=gen)]
         lens[:3] = [1, 4096, 3000]
         q, kc, vc, table, sl = make_paged_problem(lens, 1, 32, 128, 16, f16, 731 + b1)
@@ -1905,7 +1908,7 @@ def test_wide_rows_balanced_band():
             names = kernel_names(fn)
             assert bool(re.search(_TWO_TILE_BALANCED, names)) == balanced, (b1, names[:400])
             assert bool(re.search(_TWO_TILE_TMA.format(d=128, stages=r"\d"), names)) != balanced, (b1, names[:400])
-            assert kernel_grid_blocks(fn, "decode_attention") == (sms if balanced else 2 * b1), b1
+            assert kernel_grid_blocks(fn, "decode_attention") == (sms if balanced else splits * b1), b1
 
 
 def _automatic_calls_match(lens, seed, dtype, contiguous=None, grids=False, nq=1):
@@ -2317,7 +2320,7 @@ def test_wave_top_splits():
     if sm90:
         assert 2 * 16 * b > 5 * sms and 20 * 16 * b <= 56 * sms, ("SM count", sms, b)
         assert _wide_rows_splits(b, 8, 32, 4096, sms, hbm3e) == 2, ("SM count", sms, b)  # premise
-        want = sms if _wide_rows_balanced_band(8 * b, sms, 4096) else 16 * b
+        want = sms if _wide_rows_balanced_band(8 * b, sms, 4096, hbm3e) else 16 * b
         assert grids == (want, want), ("Nq 8", b, grids)
 
 

@@ -1813,7 +1813,8 @@ cudaError_t run_decode_attention(const DecodeAttentionArgs& a, cudaStream_t stre
           decode_wide_rows_pay(a.head_dim, p.rows, wide_units, a.num_splits, sms, read_kv_len,
                                device_is_hopper_hbm3e(), kPaged)) {
         const bool balanced = decode_runs_wide_rows_balanced<T, D, KVT>() && streamk_mode != kDecodeStreamKOff &&
-                              decode_wide_rows_runs_balanced(wide_units, a.num_splits, sms, read_kv_len);
+                              decode_wide_rows_runs_balanced(wide_units, a.num_splits, sms, read_kv_len,
+                                                             device_is_hopper_hbm3e(), kPaged);
         int64_t sk_blocks = balanced ? decode_streamk_blocks(wide_units, sms, 1) : 0;
         if (sk_blocks > 0 && !streamk_pays(wide_tiles, wide_units, sk_blocks)) sk_blocks = 0;
         const int64_t wide_blocks = sk_blocks > 0 ? sk_blocks : wide_units * a.num_splits;

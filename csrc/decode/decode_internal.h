@@ -491,7 +491,7 @@ constexpr bool decode_rule_multi_tile(int spec_rows) { return spec_rows > kRowsP
 // at least kWideRowsSplitKeys keys, `units` (batch x KV heads) run:
 //  - up to one unit per SM, SMs / units splits (rounded down) where that fills 90% of the SMs
 //    (70% off HBM3e: decode_wide_rows_fill_splits);
-//  - 1-1.35 units per SM from 2048 keys, 2 splits run as the balanced schedule
+//  - 1-1.35 units per SM (off HBM3e on paged caches 1.55) from 2048 keys, 2 splits run as the balanced schedule
 //    (decode_wide_rows_balanced_band);
 //  - up to two, 1 split where the two waves are 75% full, else (1.35-1.5 units per SM, their
 //    three waves at least 90% full) 2 even splits;
@@ -530,9 +530,20 @@ constexpr int64_t kWideRowsSplitKeys = 1024;
 // per SM (even 2 / 1 split ahead: B=185/4K 121.3 against 123.4, B=195/4K 126.7 against 128.6,
 // B=200/2K 70.1 against 79.9, Nq 8 B=24/8K 219.5 against 232.1, B=200/16K 487.0 against 518.2;
 // mixed at 1.5-1.7 on 8192 keys: B=200/8K 246.8 -> 231.7, B=230/8K 261.8 against 273.5).
-// The H100 takes it too since stop 100 (its figures at decode_wide_rows_runs_balanced).
-inline bool decode_wide_rows_balanced_band(int64_t units, int64_t sms, int64_t max_kv_len) {
-  return units > sms && 100 * units <= 135 * sms && max_kv_len >= 2 * kWideRowsSplitKeys;
+// The H100 takes it too since stop 100 (its figures at decode_wide_rows_runs_balanced), on paged
+// caches since stop 101 to 1.55 units per SM (NOTES.md "Stop 101", `--h100-mqa-band`, graph
+// replays, cold L2, us, the automatic count (even 2 to 1.5, 1 beyond) -> balanced; cuDNN): one
+// token at Hq 32 / Hkv 1 B=180 (1.36) 2K 93.9 -> 84.0 (76.7), 4K 155.2 -> 146.7 (145.2), 8K 281.8
+// -> 273.0 (284.5); B=190 2K 96.9 -> 86.2, 4K 161.7 -> 153.4, 8K 294.2 -> 286.0; B=200 (1.52) 2K
+// 89.2 / 89.1, 4K 166.8 -> 161.2 (147.9), 8K 321.3 -> 300.3 (290.2); Nq 8 at GQA 32/8 B=23 (1.39)
+// 4K 157.7 -> 152.0, 8K 283.2 -> 280.2; B=25 (1.52) 4K 168.2 -> 161.8, 8K 324.7 -> 301.3. Lost
+// from 1.59 (B=210 2K 90.0 against 93.3, B=220 4K 169.6 against 173.6, Nq 8 B=27 4K 169.7
+// against 173.1) and on contiguous caches from 1.5 (B=200 150.1 against 156.7; B=180 149.5 ->
+// 142.9 gained, one point).
+constexpr int64_t kWideRowsBalancedTopPct = 135, kWideRowsBalancedTopPctPagedOther = 155;
+inline bool decode_wide_rows_balanced_band(int64_t units, int64_t sms, int64_t max_kv_len, bool hbm3e, bool paged) {
+  const int64_t top = !hbm3e && paged ? kWideRowsBalancedTopPctPagedOther : kWideRowsBalancedTopPct;
+  return units > sms && 100 * units <= top * sms && max_kv_len >= 2 * kWideRowsSplitKeys;
 }
 // 16-row tiles of a KV head's rows (at least one): the units of decode_attention_num_splits.
 constexpr int decode_row_tiles(int rows_per_kv_head) {
@@ -700,7 +711,7 @@ inline int decode_wide_rows_splits(int head_dim, int rows_per_kv_head, int64_t u
     return splits >= decode_wide_rows_fill_splits(units, sms, hbm3e) ? static_cast<int>(splits) : 0;
   }
   if (units > 2 * sms) return 0;
-  if (decode_wide_rows_balanced_band(units, sms, max_kv_len)) return 2;
+  if (decode_wide_rows_balanced_band(units, sms, max_kv_len, hbm3e, paged)) return 2;
   if (4 * units >= 3 * 2 * sms) return 1;
   return cap >= 2 ? 2 : 0;
 }
@@ -725,10 +736,11 @@ inline bool decode_wide_rows_pay(int head_dim, int rows_per_kv_head, int64_t uni
 // 472.8), Nq 5 B=17/4K 143.1 -> 109.4; one token at Hq 32 / Hkv 1 paged B=136/2K 85.9 -> 64.0
 // (cuDNN 70.0), B=150/4K 149.3 -> 124.7 (cuDNN 144.5), B=170/4K 153.3 -> 140.6 (cuDNN 144.8),
 // contiguous B=150/4K 137.4 -> 123.6.
-inline bool decode_wide_rows_runs_balanced(int64_t units, int splits, int64_t sms, int64_t max_kv_len) {
+inline bool decode_wide_rows_runs_balanced(int64_t units, int splits, int64_t sms, int64_t max_kv_len, bool hbm3e,
+                                           bool paged) {
   const int knob = decode_dev_wide_rows();
   if (splits != 2 || knob == kDecodeWideRowsOn) return false;
-  return knob == kDecodeWideRowsBalanced || decode_wide_rows_balanced_band(units, sms, max_kv_len);
+  return knob == kDecodeWideRowsBalanced || decode_wide_rows_balanced_band(units, sms, max_kv_len, hbm3e, paged);
 }
 // The wide-row kernel's pipeline depth (PDL on every grid, decode_pdl_pays; the row boxes
 // decode_wide_row_boxes_pay, spanning beyond one wave as the 16-row rule: `--wide-beyond`, stop
