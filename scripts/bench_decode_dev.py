@@ -2198,6 +2198,23 @@ def auto_old_runs(d96_paged_label: str):
         return {(0, "auto"), (0, "old")} | ({(0, d96_paged_label)} if row[3] == 96 and not row[5] else set())
     return runs
 
+# --wide-d64-2k-h100 (stop 102): head_dim 64 two-tile rows from 2048 keys on the H100, where the
+# fill loop's 1024-key cap leaves 2 splits at 2048 keys (contiguous Nq 5 B=8: 22.5 us against the
+# 16-row blocks' 20.9, while 2047 keys ran 4 splits in 16.8 on the H200, stop 98) and the small
+# band's 256-key splits (B=1/2K: 8 splits, 8.4 against 7.7): the automatic call and the 16-row
+# rules (old) against two-tile blocks at 1-16 splits of at least 256 keys
+WIDE_D64_2K_ROWS = ([(b, n, 8, 64, 5, c) for c in (True, False) for b in (1, 2, 6, 7, 8) for n in (2048, 3072, 4096)]
+                    + [(b, n, 8, 64, 8, c) for c in (True, False) for b in (7, 8) for n in (2048, 4096)]
+                    + [(b, n, 1, 64, 1, c) for c in (True, False) for b in (48, 56, 64) for n in (2048, 4096)]
+                    + [(8, 2048, 8, 96, 5, c) for c in (True, False)])
+WIDE_D64_2K_VARIANTS = {**WIDE_CONFIRM_VARIANTS, **WIDE_D64_D96_VARIANTS}  # auto, old, wide
+
+
+def wide_d64_2k_runs(row, sms: int) -> set:
+    """auto, old, and wide blocks at 1, 2, 4, 8 and one and two waves' splits of at least 256 keys."""
+    counts = {1, 2, 4, 8} | {k * _one_wave_splits(row, sms) for k in (1, 2)}
+    return {(0, "auto"), (0, "old")} | {(k, "wide") for k in counts if k <= min(128, row[1] // 256)}
+
 # --paged-layouts (stop 91): where paged two-row-tile rows lose to the same keys contiguous, one
 # layout change at a time: paged (random table) -> paged with its table in order -> contiguous
 # token-major ([B, N, Hkv, D] storage: the paged key-row stride in boxes of 64 rows, no table) ->
@@ -3075,6 +3092,8 @@ SWEEPS = {
                              "stop 88's two-row-tile rule at D=64 / 96 against the 16-row rules it replaced"),
     "wide-d64-d96-h100": (forced_splits_sweep(WIDE_H100_ROWS, WIDE_H100_VARIANTS, auto_old_runs("span"), peer=None),
                           "stop 101's two-row-tile counts at D=64 / 96 off HBM3e against the 16-row rules"),
+    "wide-d64-2k-h100": (forced_splits_sweep(WIDE_D64_2K_ROWS, WIDE_D64_2K_VARIANTS, wide_d64_2k_runs, peer=None),
+                         "head_dim 64 two-tile rows at 2-4K keys: auto and the 16-row rules against 1-16 wide splits"),
     "pair-spread-confirm": (forced_splits_sweep(PAIR_SPREAD_ROWS, PAIR_DEPTH_VARIANTS, PAIR_SPREAD_RUNS),
                             "paged D=64 head pairs: the automatic spread tail below 8K against 1 split and 4 pieces"),
     "pair-depth": (forced_splits_sweep(PAIR_DEPTH_ROWS, PAIR_DEPTH_VARIANTS, PAIR_DEPTH_RUNS, show_kernels=True),
