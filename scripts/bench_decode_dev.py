@@ -1459,6 +1459,14 @@ H100_MQA_RATE_VARIANTS = {"auto": {}, "apart": {"CLO_DECODE_MERGE_APART": "1"}, 
                           "st2": {"CLO_DECODE_TMA_STAGES": "2"}, "st4": {"CLO_DECODE_TMA_STAGES": "4"},
                           "l2p0": {"CLO_TMA_L2_PROMOTION": "0"}, "l2p2": {"CLO_TMA_L2_PROMOTION": "2"}}
 
+# --h100-mqa-narrow (stop 102): the same one-token MQA rows on 16-row blocks (the two tiles of a
+# unit as two blocks reading the keys twice, the second from L2) at 2-4 stages, 0-2 splits: can
+# two 160-thread blocks per SM (2 stages) take the tail that cuDNN's two 128-thread blocks per SM
+# take (stop 101's ncu read), where the one-per-SM two-tile block cannot
+H100_MQA_NARROW_ROWS = [(b, n, nq, c, 1) for b, n, nq, c in H100_MQA_RATE_ROWS]
+H100_MQA_NARROW_VARIANTS = {"auto": {}, "old": {"CLO_DECODE_WIDE_ROWS": "0"},
+                            **{f"old{k}": {"CLO_DECODE_WIDE_ROWS": "0", "CLO_DECODE_TMA_STAGES": str(k)}
+                               for k in (2, 3, 4)}}
 
 def h100_mqa_rate_sweep(iters, copy_bw):
     """H100_MQA_RATE_ROWS at the automatic count (`_nq_rows`, cuDNN first), each knob of
@@ -3013,6 +3021,8 @@ SWEEPS = {
     "wide-low": (wide_splits_sweep(WIDE_LOW_ROWS), "the same at 1.01-1.06 units per SM and 2K keys (3 splits from one unit per SM)"),
     "wide-balanced": (hkv_rows_sweep(WIDE_BALANCED_ROWS, WIDE_BALANCED_VARIANTS, (0, 2), _auto_at_s0),
                       "the balanced schedule at two row tiles (MQA near one unit per SM, Nq 8): auto, even 2, balanced"),
+    "h100-mqa-narrow": (hkv_rows_sweep(H100_MQA_NARROW_ROWS, H100_MQA_NARROW_VARIANTS, (0, 1, 2), _auto_at_s0),
+                        "one-token MQA rows on 16-row blocks at 2-4 stages and 0-2 splits against the two-tile auto"),
     "h100-mqa-band": (hkv_rows_sweep(H100_MQA_BAND_ROWS, H100_MQA_BAND_VARIANTS, (0, 2), _auto_at_s0),
                       "one-token MQA and Nq 8 at 1.35-1.75 units per SM: auto against the balanced 2 splits"),
     "balanced-merge": (balanced_merge_sweep, "the balanced schedule's merge as its own kernel against the fused fold"),
