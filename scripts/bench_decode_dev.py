@@ -2494,6 +2494,22 @@ WIDE_BALANCED_ROWS = [(b, n, 1, False, 1) for b, n in ((136, 2048), (140, 4096),
 WIDE_BALANCED_VARIANTS = {"auto": {}, "w1": {"CLO_DECODE_WIDE_ROWS": "1"}, "wb": {"CLO_DECODE_WIDE_ROWS": "3"},
                           "wbp": {"CLO_DECODE_WIDE_ROWS": "3", "CLO_DECODE_PLANE_BOXES": "0"}}
 
+# --wide-low-band (stop 102): two-row-tile blocks as the balanced schedule below one 32-row unit
+# per SM (decode_wide_rows_streamk_blocks: half a unit to one a block, a unit in up to three
+# pieces), where the even grid's one wave leaves SMs idle (the H100's 70% fill: MQA B=110/4K 85.5
+# us on 110 of 132 SMs against cuDNN's 81.5; below 70% the 16-row blocks, B=80/4K 79.5 against
+# 63.1): the automatic count, two-row-tile blocks at 1 split (w1) and the balanced 2 (wb), cuDNN
+# first; one token at Hq 32 / Hkv 1 and Nq 8 at GQA 32/8, 0.5-0.97 units per SM
+WIDE_LOW_BAND_ROWS = ([(b, n, 1, False, 1) for b in (66, 80, 90, 100, 110, 120, 128) for n in (2048, 4096, 8192)]
+                      + [(b, 4096, 1, True, 1) for b in (80, 110)]
+                      + [(b, n, 8, False, 8) for b in (9, 12, 15) for n in (4096, 8192)])
+WIDE_LOW_BAND_VARIANTS = {"auto": {}, "w1": {"CLO_DECODE_WIDE_ROWS": "1"}, "wb": {"CLO_DECODE_WIDE_ROWS": "3"}}
+
+
+def _wide_low_band_only(ns, label):
+    """auto at the automatic count, w1 at 1 split, wb at 2."""
+    return ns == {"auto": 0, "w1": 1, "wb": 2}[label]
+
 # --h100-mqa-band (stop 101): after the ncu read of one-token MQA at 1.5 units per SM (a tail of
 # whole one-per-SM two-row-tile blocks; `--wide-balanced` on the H100: B=200/4K balanced 2 splits
 # 161.6 us against the automatic 1 split's 168.4, B=230/4K 181.0 against 175.2), the balanced
@@ -3023,6 +3039,8 @@ SWEEPS = {
                       "the balanced schedule at two row tiles (MQA near one unit per SM, Nq 8): auto, even 2, balanced"),
     "h100-mqa-narrow": (hkv_rows_sweep(H100_MQA_NARROW_ROWS, H100_MQA_NARROW_VARIANTS, (0, 1, 2), _auto_at_s0),
                         "one-token MQA rows on 16-row blocks at 2-4 stages and 0-2 splits against the two-tile auto"),
+    "wide-low-band": (hkv_rows_sweep(WIDE_LOW_BAND_ROWS, WIDE_LOW_BAND_VARIANTS, (0, 1, 2), _wide_low_band_only),
+                      "two-row-tile blocks as the balanced schedule at 0.5-0.97 units per SM against auto and 1 split"),
     "h100-mqa-band": (hkv_rows_sweep(H100_MQA_BAND_ROWS, H100_MQA_BAND_VARIANTS, (0, 2), _auto_at_s0),
                       "one-token MQA and Nq 8 at 1.35-1.75 units per SM: auto against the balanced 2 splits"),
     "balanced-merge": (balanced_merge_sweep, "the balanced schedule's merge as its own kernel against the fused fold"),

@@ -1636,10 +1636,16 @@ cases = [(1.03, 1, 32, 1, 16, torch.float16, "band", 2048),
          (1.2, 1, 32, 1, 256, torch.bfloat16, "full", 4096),
          (1.3, 1, 32, 1, 8, torch.float16, "band", 1000),
          (1.2, 1, 32, 1, 16, torch.float16, "short-first", 1536),
-         (1.3, 1, 32, 1, 16, torch.bfloat16, "ragged", 1000)]
+         (1.3, 1, 32, 1, 16, torch.bfloat16, "ragged", 1000),
+         # half a unit to one unit per SM (decode_wide_rows_streamk_blocks): a unit in up to
+         # three pieces, the middle one a whole block's share
+         (0.5, 1, 32, 1, 16, torch.float16, "full", 2048),
+         (0.83, 1, 32, 1, 16, torch.bfloat16, "band", 4096),
+         (0.7, 8, 4, 8, 64, torch.float16, "ragged", 1500)]
 for i, (per_sm, hkv, group, nq, bs, dt, kind, cap) in enumerate(cases):
     b = int(per_sm * sms) // hkv + 1
-    assert sms < hkv * b < 2 * sms, (per_sm, hkv, b)  # premise: one to two units per SM
+    # premise: half a unit to two units per SM, not one each
+    assert sms <= 2 * hkv * b and hkv * b < 2 * sms and hkv * b != sms, (per_sm, hkv, b)
     if kind == "full":
         lens = [cap] * b
     elif kind == "band":
@@ -1726,9 +1732,10 @@ def _wide_balanced_child(merge_apart):
 @pytest.mark.parametrize("merge_apart", ["2", pytest.param("0", marks=pytest.mark.slow)])
 def test_wide_rows_balanced_matches_reference(merge_apart):
     """Two-row-tile blocks as the balanced schedule (CLO_DECODE_WIDE_ROWS=3: a 2-split call of
-    one to two 32-row units per SM runs one block per SM, each an equal share of every unit's
-    keys by capacity; a dev knob, stop 72) against the references: one token at Hq 32 / Hkv 1,
-    Nq 8 at GQA 32/8 and 24-row units, 1.03-1.9 units per SM, lengths in [cap / 2, cap],
+    half a unit to two 32-row units per SM runs one block per SM, each an equal share of every
+    unit's keys by capacity; a dev knob, stop 72; below one unit per SM since stop 102, a unit
+    then in up to three pieces) against the references: one token at Hq 32 / Hkv 1,
+    Nq 8 at GQA 32/8 and 24-row units, 0.5-1.9 units per SM, lengths in [cap / 2, cap],
     ragged ones (0- and 1-key sequences, short ones ahead of long ones) and full tables (the
     split counters at rest after each), block sizes 8-256, both 16-bit dtypes, sliding window, soft cap and lse, the
     contiguous path, graph replays with new lengths and tables, a bad block index and a bad

@@ -193,7 +193,11 @@ CLO_DEVICE DecodeWork decode_spread_work(const DecodeKernelParams& p) {
 // block then reads about the same number of keys, where an even grid leaves two units on some SMs and one on the others
 // (NOTES.md v28). A block's range is one to two units long (blocks < units < 2 x blocks,
 // decode_streamk_blocks), so a unit is cut at most once (two pieces) and a block runs at
-// most three. Its pieces are taken in order from `pos`, which this advances.
+// most three; or, for two-row-tile blocks below one unit per block (decode_wide_rows_streamk_blocks:
+// blocks / 2 <= units < blocks), half a unit to one unit long, so a unit is cut at most twice
+// (three pieces: decode_partial_slots(2)) and a block runs at most two. A piece's index in its
+// unit and the unit's piece count come from the blocks' starts inside the unit (as by length).
+// Its pieces are taken in order from `pos`, which this advances.
 struct DecodeStreamKRange {
   int64_t pos, hi;
   int tiles_cap;  // > 0: a unit's slots are its capacity tiles; 0: the tiles it reads (by length)
@@ -214,8 +218,12 @@ CLO_DEVICE DecodeWork decode_streamk_piece(const DecodeKernelParams& p, DecodeSt
   w.unit_x = static_cast<int>(unit % p.units_x);
   w.kvh = w.unit_x / p.row_tiles;
   w.row_tile = w.unit_x % p.row_tiles;
-  w.split = w.tile_lo > 0 ? 1 : 0;
-  w.num_splits = w.tile_lo > 0 || w.tile_hi < r.tiles_cap ? 2 : 1;
+  // #{i >= 0 : total * i / blocks <= x}: the blocks' starts at or before slot x
+  const int64_t blocks = p.streamk_blocks;
+  auto starts_upto = [&](int64_t x) { return div_ceil((x + 1) * blocks, r.total); };
+  const int64_t before = starts_upto(unit_start);
+  w.split = static_cast<int>(starts_upto(r.pos) - before);
+  w.num_splits = static_cast<int>(starts_upto(unit_start + r.tiles_cap - 1) - before) + 1;
   r.pos = unit_start + w.tile_hi;
   return w;
 }
@@ -1815,7 +1823,7 @@ cudaError_t run_decode_attention(const DecodeAttentionArgs& a, cudaStream_t stre
         const bool balanced = decode_runs_wide_rows_balanced<T, D, KVT>() && streamk_mode != kDecodeStreamKOff &&
                               decode_wide_rows_runs_balanced(wide_units, a.num_splits, sms, read_kv_len,
                                                              device_is_hopper_hbm3e(), kPaged);
-        int64_t sk_blocks = balanced ? decode_streamk_blocks(wide_units, sms, 1) : 0;
+        int64_t sk_blocks = balanced ? decode_wide_rows_streamk_blocks(wide_units, sms) : 0;
         if (sk_blocks > 0 && !streamk_pays(wide_tiles, wide_units, sk_blocks)) sk_blocks = 0;
         const int64_t wide_blocks = sk_blocks > 0 ? sk_blocks : wide_units * a.num_splits;
         // the keys a block reads: a split's, or a balanced block's share of every unit's

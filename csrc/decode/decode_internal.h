@@ -369,6 +369,13 @@ inline int64_t decode_streamk_blocks(int64_t units, int64_t sms, int per_sm) {
   const int64_t blocks = per_sm * sms;
   return units > blocks && units < 2 * blocks ? blocks : 0;
 }
+// Two-row-tile blocks' balanced schedule (decode_wide_rows_runs_balanced): one block per SM over
+// one to two 32-row units per SM as above, and also over half a unit to one unit per SM, where
+// an even grid leaves SMs idle (a unit then in at most three pieces: decode_streamk_piece).
+// Returns the block count, or 0.
+inline int64_t decode_wide_rows_streamk_blocks(int64_t units, int64_t sms) {
+  return 2 * units >= sms && units < 2 * sms && units != sms ? sms : 0;
+}
 // Whether a 128-byte line of the K or V cache can hold the rows of two units (batch x KV
 // head, or head pair; `elem_bytes` per cache element). No line is shared where every row
 // starts on one (the base and every stride multiples of 128 bytes), and few where one unit's
