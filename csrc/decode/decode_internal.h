@@ -734,8 +734,8 @@ inline bool decode_wide_rows_pay(int head_dim, int rows_per_kv_head, int64_t uni
 }
 // Whether a two-row-tile call of `splits` splits (decode_wide_rows_pay) asks for the balanced
 // schedule: 2 splits in the automatic rule's band (decode_wide_rows_balanced_band), or any 2-split
-// call under the kDecodeWideRowsBalanced dev knob (decode_streamk_blocks then takes those of one
-// to two units per SM); never under kDecodeWideRowsOn (the even grid at any count).
+// call under the kDecodeWideRowsBalanced dev knob (decode_wide_rows_streamk_blocks then takes those
+// of half a unit to two units per SM); never under kDecodeWideRowsOn (the even grid at any count).
 // (The launcher asks only where that kernel is instantiated: decode_runs_wide_rows_balanced, D = 128.)
 // Every sm_90 part: on the H100 (stop 100, `--wide-rows-h100`, graph replays, cold L2, us, the
 // band's 2 splits as an even grid -> balanced) Nq 8 at GQA 32/8 paged B=17/4K 148.1 -> 112.1,
