@@ -316,8 +316,33 @@ def run_tail_span_cases():
     os.environ["CLO_DECODE_PLANE_BOXES"] = os.environ["CLO_DECODE_WIDE_ROWS"] = ""
 
 
+def run_wide_low_band_cases():
+    """Two-row-tile blocks as the balanced schedule below one 32-row unit per SM under
+    CLO_DECODE_WIDE_ROWS=3 (sm_90, stop 102: one block per SM, a unit in up to three pieces):
+    one token at Hq 32 / Hkv 1 at 0.5 and 0.83 units per SM, Nq 8 at GQA 32/8 at 0.7; ragged
+    lengths (0 and 1 key among them), short tables (a few 64-key slots a unit)."""
+    global n
+    sms = torch.cuda.get_device_properties(0).multi_processor_count
+    os.environ["CLO_DECODE_WIDE_ROWS"] = "3"
+    gen = torch.Generator().manual_seed(102)
+    for i, (per_sm, hkv, group, nq, bs, cap) in enumerate(((0.5, 1, 32, 1, 16, 256), (0.83, 1, 32, 1, 8, 300),
+                                                            (0.7, 8, 4, 8, 64, 200))):
+        b = int(per_sm * sms) // hkv + 1
+        lens = [int(x) for x in torch.randint(1, cap + 1, (b,), generator=gen)]
+        lens[:3] = [cap, nq, 0 if nq == 1 else cap - 1]
+        q, kc, vc, table, sl = make_paged_problem(lens, hkv, group, 128, bs, torch.float16, 1020 + i)
+        if nq > 1:
+            q = torch.randn(b, nq, hkv * group, 128, device="cuda").half().transpose(1, 2)
+        out = llm.paged_attention(q, kc, vc, table, sl, num_splits=2, check_indices=False)
+        check(out, paged_attention_reference(q, kc, vc, table, sl),
+              f"wide low band {per_sm} units/SM B={b} Hkv={hkv} Nq={nq} bs={bs} cap={cap}", dtype=torch.float16)
+        n += 1
+    os.environ["CLO_DECODE_WIDE_ROWS"] = ""
+
+
 if small and sm90 and only is None and not onehot:
     run_tail_span_cases()
+    run_wide_low_band_cases()
 if auto != "0" and only is None and not onehot:
     run_auto_rule_cases()
 torch.cuda.synchronize()
