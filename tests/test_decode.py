@@ -1638,7 +1638,7 @@ cases = [(1.03, 1, 32, 1, 16, torch.float16, "band", 2048),
          (1.2, 1, 32, 1, 16, torch.float16, "short-first", 1536),
          (1.3, 1, 32, 1, 16, torch.bfloat16, "ragged", 1000),
          # half a unit to one unit per SM (decode_wide_rows_streamk_blocks): a unit in up to
-         # three pieces, the middle one a whole block's share
+         # three pieces (at 0.5 and 0.7; at 0.83 two)
          (0.5, 1, 32, 1, 16, torch.float16, "full", 2048),
          (0.83, 1, 32, 1, 16, torch.bfloat16, "band", 4096),
          (0.7, 8, 4, 8, 64, torch.float16, "ragged", 1500)]
@@ -1680,6 +1680,20 @@ for i, (per_sm, hkv, group, nq, bs, dt, kind, cap) in enumerate(cases):
     llm.decode_attention(qc, k, v, out=out, num_splits=2, is_causal=nq > 1)
     assert_close(out, attention_reference(qc, k, v, is_causal=nq > 1), dtype=dt, what=f"{what} contiguous N={n}")
     check_balanced(lambda: llm.decode_attention(qc, k, v, num_splits=2, is_causal=nq > 1), f"{what} contiguous")
+
+# below one unit per SM, a table of one 64-key slot (fewer slots than blocks: some balanced
+# ranges would be empty, decode_wide_rows_streamk_blocks): the even 2-split grid instead
+b = int(0.7 * sms) + 1
+for n in (64, 40):
+    qc = torch.randn(b, 32, 1, 128, device="cuda").half()
+    k, v = (torch.randn(b, 1, n, 128, device="cuda").half() for _ in range(2))
+    out = poison_(torch.empty_like(qc))
+    llm.decode_attention(qc, k, v, out=out, num_splits=2)
+    assert_close(out, attention_reference(qc, k, v), dtype=torch.float16, what=f"one slot B={b} N={n}")
+    if sm90:
+        names = kernel_names(lambda: llm.decode_attention(qc, k, v, num_splits=2))
+        even = re.search(_TWO_TILE_TMA.format(d=128, stages=r"\d"), names)
+        assert even and not re.search(_TWO_TILE_BALANCED, names), names[:400]
 
 # graph replays with new lengths, tables and queries (one token at Hq 32 / Hkv 1, 1.03 units per
 # SM), then a bad block index: NaN for that sequence only

@@ -99,7 +99,8 @@ struct DecodeKernelParams {
   int units_x;  // KV heads x row tiles: the grid's x extent without the balanced schedule
   // Balanced schedule (decode_streamk_piece; 0: off): this many blocks share the
   // (batch, KV head, row tile) units' 64-key tiles equally, in order, each unit in at most
-  // two pieces by capacity (units >= blocks) or three by length (decode_partial_slots(2)),
+  // two pieces by capacity (units >= blocks; three for two-row-tile blocks from blocks / 2
+  // units, decode_wide_rows_streamk_blocks) or three by length (decode_partial_slots(2)),
   // merged like 2 splits.
   int streamk_blocks;
   // ... shared by the keys each sequence reads, planned on the device from seq_lens
@@ -644,8 +645,9 @@ CLO_DEVICE int decode_first_key(const DecodeKernelParams& p, int kv_len) {
 // share holds more) the static plan runs instead (tiles_cap > 0).
 // Pieces of the balanced schedule one block runs at most (the TMA kernel keeps a flag per
 // piece): by capacity its range is more than one and at most two units long
-// (decode_streamk_blocks), so three (a cut unit, at most one whole one, a cut unit); by
-// length this many, which the plan checks.
+// (decode_streamk_blocks), so three (a cut unit, at most one whole one, a cut unit), or half a
+// unit to one long (decode_wide_rows_streamk_blocks), so two; by length this many, which the
+// plan checks.
 constexpr int kDecodeMaxPieces = 6;
 // The 64-key tiles a kv_len-key sequence reads from `first` (decode_first_key) on.
 CLO_DEVICE int decode_read_tiles(int first, int kv_len) {
@@ -1823,7 +1825,7 @@ cudaError_t run_decode_attention(const DecodeAttentionArgs& a, cudaStream_t stre
         const bool balanced = decode_runs_wide_rows_balanced<T, D, KVT>() && streamk_mode != kDecodeStreamKOff &&
                               decode_wide_rows_runs_balanced(wide_units, a.num_splits, sms, read_kv_len,
                                                              device_is_hopper_hbm3e(), kPaged);
-        int64_t sk_blocks = balanced ? decode_wide_rows_streamk_blocks(wide_units, sms) : 0;
+        int64_t sk_blocks = balanced ? decode_wide_rows_streamk_blocks(wide_units, sms, decode_max_kv_len(a)) : 0;
         if (sk_blocks > 0 && !streamk_pays(wide_tiles, wide_units, sk_blocks)) sk_blocks = 0;
         const int64_t wide_blocks = sk_blocks > 0 ? sk_blocks : wide_units * a.num_splits;
         // the keys a block reads: a split's, or a balanced block's share of every unit's

@@ -87,8 +87,9 @@ int decode_dev_spread();
 // Dev knob CLO_DECODE_WIDE_ROWS, read like CLO_DECODE_VARIANT: kDecodeWideRowsOff keeps
 // every block at one 16-row tile, kDecodeWideRowsOn runs two row tiles per block wherever
 // the kernel can (decode_wide_rows_pay), as an even grid at every count; kDecodeWideRowsBalanced
-// as On, and any 2-split call of one to two 32-row units per SM runs them as the balanced
-// schedule (the automatic rule: 1-1.35 units per SM, decode_wide_rows_runs_balanced;
+// as On, and any 2-split call of half a unit to two 32-row units per SM runs them as the balanced
+// schedule (decode_wide_rows_streamk_blocks; the automatic rule: 1-1.35 units per SM,
+// decode_wide_rows_runs_balanced;
 // always by capacity (stop 83; its kernel holds no other plan since stop 84);
 // CLO_DECODE_STREAMK=0 leaves it an even grid); anything else: the
 // automatic choice. A call that runs two row tiles does not reach the 16-row balanced schedule
@@ -371,10 +372,14 @@ inline int64_t decode_streamk_blocks(int64_t units, int64_t sms, int per_sm) {
 }
 // Two-row-tile blocks' balanced schedule (decode_wide_rows_runs_balanced): one block per SM over
 // one to two 32-row units per SM as above, and also over half a unit to one unit per SM, where
-// an even grid leaves SMs idle (a unit then in at most three pieces: decode_streamk_piece).
+// an even grid leaves SMs idle (a unit then in at most three pieces: decode_streamk_piece), if
+// the units' 64-key slots of the table's capacity (`capacity`: decode_max_kv_len) are at least
+// as many as the blocks: fewer (a table of one slot) would leave some blocks an empty range,
+// whose piece writes its unit's output as an unsplit one beside the block that reads it.
 // Returns the block count, or 0.
-inline int64_t decode_wide_rows_streamk_blocks(int64_t units, int64_t sms) {
-  return 2 * units >= sms && units < 2 * sms && units != sms ? sms : 0;
+inline int64_t decode_wide_rows_streamk_blocks(int64_t units, int64_t sms, int64_t capacity) {
+  const int64_t slots = units * ((capacity + kTileTokens - 1) / kTileTokens);
+  return 2 * units >= sms && units < 2 * sms && units != sms && slots >= sms ? sms : 0;
 }
 // Whether a 128-byte line of the K or V cache can hold the rows of two units (batch x KV
 // head, or head pair; `elem_bytes` per cache element). No line is shared where every row
