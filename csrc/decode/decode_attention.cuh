@@ -209,6 +209,17 @@ CLO_DEVICE DecodeStreamKRange decode_streamk_range(const DecodeKernelParams& p, 
   const int64_t total = static_cast<int64_t>(p.batch) * p.units_x * tiles_cap;
   return {total * blockIdx.x / p.streamk_blocks, total * (blockIdx.x + 1) / p.streamk_blocks, tiles_cap, total};
 }
+// A piece's index in its unit and the unit's piece count, from the blocks' starts inside the unit
+// (slots [unit_start, unit_start + unit_slots)); the piece starts at slot r.pos. Both plans.
+CLO_DEVICE void decode_streamk_piece_splits(const DecodeKernelParams& p, const DecodeStreamKRange& r,
+                                            int64_t unit_start, int64_t unit_slots, DecodeWork& w) {
+  // #{i >= 0 : total * i / blocks <= x}: the blocks' starts at or before slot x
+  const int64_t blocks = p.streamk_blocks;
+  auto starts_upto = [&](int64_t x) { return div_ceil((x + 1) * blocks, r.total); };
+  const int64_t before = starts_upto(unit_start);
+  w.split = static_cast<int>(starts_upto(r.pos) - before);
+  w.num_splits = static_cast<int>(starts_upto(unit_start + unit_slots - 1) - before) + 1;
+}
 CLO_DEVICE DecodeWork decode_streamk_piece(const DecodeKernelParams& p, DecodeStreamKRange& r) {
   const int64_t unit = r.pos / r.tiles_cap, unit_start = unit * r.tiles_cap;
   DecodeWork w;
@@ -219,12 +230,7 @@ CLO_DEVICE DecodeWork decode_streamk_piece(const DecodeKernelParams& p, DecodeSt
   w.unit_x = static_cast<int>(unit % p.units_x);
   w.kvh = w.unit_x / p.row_tiles;
   w.row_tile = w.unit_x % p.row_tiles;
-  // #{i >= 0 : total * i / blocks <= x}: the blocks' starts at or before slot x
-  const int64_t blocks = p.streamk_blocks;
-  auto starts_upto = [&](int64_t x) { return div_ceil((x + 1) * blocks, r.total); };
-  const int64_t before = starts_upto(unit_start);
-  w.split = static_cast<int>(starts_upto(r.pos) - before);
-  w.num_splits = static_cast<int>(starts_upto(unit_start + r.tiles_cap - 1) - before) + 1;
+  decode_streamk_piece_splits(p, r, unit_start, r.tiles_cap, w);
   r.pos = unit_start + w.tile_hi;
   return w;
 }
@@ -718,12 +724,7 @@ CLO_DEVICE DecodeWork decode_streamk_len_piece(const DecodeKernelParams& p, cons
   w.tile_lo = static_cast<int>(r.pos - unit_start);
   w.tile_hi = static_cast<int>(min(r.hi, unit_start + unit_slots) - unit_start);
   w.tiles_cap = 0;
-  // #{i >= 0 : total * i / blocks <= x}: the blocks' starts at or before slot x
-  const int64_t blocks = p.streamk_blocks;
-  auto starts_upto = [&](int64_t x) { return div_ceil((x + 1) * blocks, r.total); };
-  const int64_t before = starts_upto(unit_start);
-  w.split = static_cast<int>(starts_upto(r.pos) - before);
-  w.num_splits = static_cast<int>(starts_upto(unit_start + unit_slots - 1) - before) + 1;
+  decode_streamk_piece_splits(p, r, unit_start, unit_slots, w);
   r.pos = unit_start + w.tile_hi;
   return w;
 }

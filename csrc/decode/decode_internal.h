@@ -378,8 +378,8 @@ inline int64_t decode_streamk_blocks(int64_t units, int64_t sms, int per_sm) {
 // whose piece writes its unit's output as an unsplit one beside the block that reads it.
 // Returns the block count, or 0.
 inline int64_t decode_wide_rows_streamk_blocks(int64_t units, int64_t sms, int64_t capacity) {
-  const int64_t slots = units * ((capacity + kTileTokens - 1) / kTileTokens);
-  return 2 * units >= sms && units < 2 * sms && units != sms && slots >= sms ? sms : 0;
+  if (units * div_ceil<int64_t>(capacity, kTileTokens) < sms) return 0;
+  return 2 * units >= sms && units < sms ? sms : decode_streamk_blocks(units, sms, 1);
 }
 // Whether a 128-byte line of the K or V cache can hold the rows of two units (batch x KV
 // head, or head pair; `elem_bytes` per cache element). No line is shared where every row
