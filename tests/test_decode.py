@@ -1359,7 +1359,7 @@ def _assert_paged_two_tile_one_wave_depth(fn, n, splits, what):
         (what, splits, names[:400])
 
 
-def _wide_rows_balanced_band(units, sms, n, hbm3e=True, paged=True):
+def _wide_rows_balanced_band(units, sms, n, hbm3e, paged):
     """Whether two-row-tile blocks' 2 splits run as the balanced schedule (one block per SM:
     decode_wide_rows_balanced_band, stop 73): 1-1.35 32-row units per SM (off HBM3e on paged
     caches 1.55, stop 101), 2048 keys or more."""
@@ -1883,7 +1883,8 @@ def test_wide_rows_balanced_band():
     gen = torch.Generator().manual_seed(73)
     b8 = int(1.1 * sms) // 8 + 1
     if sm90:
-        assert _wide_rows_balanced_band(8 * b8, sms, 4096), ("SM count", sms, b8)  # premise: in the band
+        for paged in (True, False):  # premise: in the band on both layouts
+            assert _wide_rows_balanced_band(8 * b8, sms, 4096, hbm3e, paged), ("SM count", sms, b8, paged)
         for n, want in ((4096, 2), (2048, 2), (2047, 0)):
             assert _wide_rows_splits(b8, 8, 32, n, sms, hbm3e) == want, (n, want)  # the rule's mirror
         for paged in (True, False):
@@ -1914,7 +1915,7 @@ def test_wide_rows_balanced_band():
     past = 2 if hbm3e or 2 * (b_top + 1) < 3 * sms else 1
     for b1, balanced, splits in ((b_top, True, 2), (b_top + 1, False, past)):
         if sm90:
-            assert _wide_rows_balanced_band(b1, sms, 4096, hbm3e) == balanced, ("SM count", sms, b1)  # premise
+            assert _wide_rows_balanced_band(b1, sms, 4096, hbm3e, True) == balanced, ("SM count", sms, b1)  # premise
             assert _wide_rows_splits(b1, 1, 32, 4096, sms, hbm3e) == splits, ("SM count", sms, b1)
             assert llm.decode_num_splits(b1, 1, 32, 4096, 128, f16) == splits, b1
         lens = [int(x) for x in torch.randint(1, 4097, (b1,), generator=gen)]
@@ -2341,8 +2342,9 @@ def test_wave_top_splits():
     if sm90:
         assert 2 * 16 * b > 5 * sms and 20 * 16 * b <= 56 * sms, ("SM count", sms, b)
         assert _wide_rows_splits(b, 8, 32, 4096, sms, hbm3e) == 2, ("SM count", sms, b)  # premise
-        want = sms if _wide_rows_balanced_band(8 * b, sms, 4096, hbm3e) else 16 * b
-        assert grids == (want, want), ("Nq 8", b, grids)
+        want = tuple(sms if _wide_rows_balanced_band(8 * b, sms, 4096, hbm3e, paged) else 16 * b
+                     for paged in (True, False))  # (paged, contiguous), as _automatic_calls_match returns them
+        assert grids == want, ("Nq 8", b, grids)
 
 
 _PLANE_BOXES_SCRIPT = r"""
