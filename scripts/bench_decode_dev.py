@@ -2510,6 +2510,23 @@ def _wide_low_band_only(ns, label):
     """auto at the automatic count, w1 at 1 split, wb at 2."""
     return ns == {"auto": 0, "w1": 1, "wb": 2}[label]
 
+# --h100-low-band-rule (stop 104): stop 103's candidate rule off HBM3e, now automatic (1 split
+# of two-row-tile blocks from a 60% fill; paged tables of 4096 keys or more at 0.5-0.62 units per
+# SM the balanced 2): auto against the 16-row blocks at their count (off: the rule before, below
+# 70%), 1 split (w1) and the balanced 2 (wb), cuDNN first; the lengths stop 103 did not read
+# (16K, contiguous 8K-16K, Nq 8 B=10-11) and the band's edges. (B, N, Nq, contiguous, Hkv)
+H100_LOW_BAND_RULE_ROWS = ([(b, n, 1, False, 1) for b in (70, 76, 80, 84, 90) for n in (2048, 4096, 8192, 16384)]
+                           + [(b, n, 8, False, 8) for b in (9, 10, 11) for n in (4096, 8192, 16384)]
+                           + [(b, n, 1, True, 1) for b in (80, 90) for n in (8192, 16384)]
+                           + [(10, n, 8, True, 8) for n in (4096, 16384)])
+H100_LOW_BAND_RULE_VARIANTS = {"auto": {}, "off": {"CLO_DECODE_WIDE_ROWS": "0"}, "w1": {"CLO_DECODE_WIDE_ROWS": "1"},
+                               "wb": {"CLO_DECODE_WIDE_ROWS": "3"}}
+
+
+def _low_band_rule_only(ns, label):
+    """auto and off at the automatic count, w1 at 1 split, wb at 2."""
+    return ns == {"auto": 0, "off": 0, "w1": 1, "wb": 2}[label]
+
 # --h100-mqa-band (stop 101): after the ncu read of one-token MQA at 1.5 units per SM (a tail of
 # whole one-per-SM two-row-tile blocks; `--wide-balanced` on the H100: B=200/4K balanced 2 splits
 # 161.6 us against the automatic 1 split's 168.4, B=230/4K 181.0 against 175.2), the balanced
@@ -3041,6 +3058,9 @@ SWEEPS = {
                         "one-token MQA rows on 16-row blocks at 2-4 stages and 0-2 splits against the two-tile auto"),
     "wide-low-band": (hkv_rows_sweep(WIDE_LOW_BAND_ROWS, WIDE_LOW_BAND_VARIANTS, (0, 1, 2), _wide_low_band_only),
                       "two-row-tile blocks as the balanced schedule at 0.5-0.97 units per SM against auto and 1 split"),
+    "h100-low-band-rule": (hkv_rows_sweep(H100_LOW_BAND_RULE_ROWS, H100_LOW_BAND_RULE_VARIANTS, (0, 1, 2),
+                                          _low_band_rule_only),
+                           "the off-HBM3e low-band rule (auto) against 16-row blocks, 1 split and the balanced 2"),
     "h100-mqa-band": (hkv_rows_sweep(H100_MQA_BAND_ROWS, H100_MQA_BAND_VARIANTS, (0, 2), _auto_at_s0),
                       "one-token MQA and Nq 8 at 1.35-1.75 units per SM: auto against the balanced 2 splits"),
     "balanced-merge": (balanced_merge_sweep, "the balanced schedule's merge as its own kernel against the fused fold"),

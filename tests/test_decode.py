@@ -1014,7 +1014,7 @@ def test_balanced_schedule_matches_reference():
         assert llm.decode_num_splits(b, 8, 4, n, 128, torch.float8_e4m3fn) == 1, (per_sm, b)
         b = int(per_sm * sms) // 16 + 1
         got = llm.decode_num_splits(b, 8, 32, n, 128, torch.float16, seq_len_q=8)
-        wide_nq8 = _wide_rows_splits(b, 8, 32, n, sms, hbm3e)  # two row tiles per block first
+        wide_nq8 = _wide_rows_splits(b, 8, 32, n, sms, hbm3e, paged=True)  # two row tiles per block first
         want_nq8 = wide_nq8 or want_nq8
         assert got == (want_nq8 if hbm3e else wide_nq8 or 1), (per_sm, n, b, got)
         # Nq 32 at GQA 8/2 (128 rows: eight tiles, units = 16 B as Nq 8's): the rules off
@@ -1362,16 +1362,19 @@ def _assert_paged_two_tile_one_wave_depth(fn, n, splits, what):
 def _wide_rows_balanced_band(units, sms, n, hbm3e, paged):
     """Whether two-row-tile blocks' 2 splits run as the balanced schedule (one block per SM:
     decode_wide_rows_balanced_band, stop 73): 1-1.35 32-row units per SM (off HBM3e on paged
-    caches 1.55, stop 101), 2048 keys or more."""
-    return sms < units and 100 * units <= (155 if paged and not hbm3e else 135) * sms and n >= 2048
+    caches 1.55, stop 101), 2048 keys or more; off HBM3e on paged caches also more than half a
+    unit to 0.62 units per SM, 4096 keys or more (stop 104)."""
+    if units <= sms:
+        return not hbm3e and paged and sms < 2 * units and 100 * units <= 62 * sms and n >= 4096
+    return 100 * units <= (155 if paged and not hbm3e else 135) * sms and n >= 2048
 
 
-def _wide_rows_splits(b, hkv, rows, n, sms, hbm3e, d=128, paged=True):
+def _wide_rows_splits(b, hkv, rows, n, sms, hbm3e, d=128, *, paged):
     """The automatic count of two row tiles per block (decode_wide_rows_splits, stop 69), or 0:
     sm_90 parts (other than HBM3e ones, `hbm3e` false on this device's sm_90: head_dim 128 since
     stop 99, 64 and 96 since stop 101), 17-32 rows per KV head, splits of 1024 keys or more; at head_dim 128, `b` x
-    `hkv` units: up to one per SM, SMs / units splits where they fill 90% of the SMs (70% off
-    HBM3e, stop 100); up to
+    `hkv` units: up to one per SM, 2 in the balanced band (off HBM3e, stop 104), else SMs / units
+    splits where they fill 90% of the SMs (off HBM3e 70% in stop 100, 60% since stop 104); up to
     two, 2 in the balanced band (`_wide_rows_balanced_band`), else 1 split where its two waves
     are 75% full, else (1.35-1.5 units per SM) 2; at head_dim 64 and 96 `_wide_rows_d64_d96`."""
     cap = min(128, n // 1024)
@@ -1383,8 +1386,10 @@ def _wide_rows_splits(b, hkv, rows, n, sms, hbm3e, d=128, paged=True):
     if d != 128:
         return _wide_rows_d64_d96(d, units, n, sms, paged, hbm3e)
     if units <= sms:
+        if _wide_rows_balanced_band(units, sms, n, hbm3e, paged):
+            return 2
         splits = min(cap, sms // units)
-        return splits if 10 * units * splits >= (9 if hbm3e else 7) * sms else 0
+        return splits if 10 * units * splits >= (9 if hbm3e else 6) * sms else 0
     if units > 2 * sms:
         return 0
     if _wide_rows_balanced_band(units, sms, n, hbm3e, paged):
@@ -1886,7 +1891,7 @@ def test_wide_rows_balanced_band():
         for paged in (True, False):  # premise: in the band on both layouts
             assert _wide_rows_balanced_band(8 * b8, sms, 4096, hbm3e, paged), ("SM count", sms, b8, paged)
         for n, want in ((4096, 2), (2048, 2), (2047, 0)):
-            assert _wide_rows_splits(b8, 8, 32, n, sms, hbm3e) == want, (n, want)  # the rule's mirror
+            assert _wide_rows_splits(b8, 8, 32, n, sms, hbm3e, paged=True) == want, (n, want)  # the rule's mirror
         for paged in (True, False):
             assert llm.decode_num_splits(b8, 8, 32, 4096, 128, f16, seq_len_q=8, paged=paged) == 2, paged
     lens = [int(x) for x in torch.randint(8, 4097, (b8,), generator=gen)]
@@ -1916,7 +1921,7 @@ def test_wide_rows_balanced_band():
     for b1, balanced, splits in ((b_top, True, 2), (b_top + 1, False, past)):
         if sm90:
             assert _wide_rows_balanced_band(b1, sms, 4096, hbm3e, True) == balanced, ("SM count", sms, b1)  # premise
-            assert _wide_rows_splits(b1, 1, 32, 4096, sms, hbm3e) == splits, ("SM count", sms, b1)
+            assert _wide_rows_splits(b1, 1, 32, 4096, sms, hbm3e, paged=True) == splits, ("SM count", sms, b1)
             assert llm.decode_num_splits(b1, 1, 32, 4096, 128, f16) == splits, b1
         lens = [int(x) for x in torch.randint(1, 4097, (b1,), generator=gen)]
         lens[:3] = [1, 4096, 3000]
@@ -1931,6 +1936,69 @@ def test_wide_rows_balanced_band():
             assert bool(re.search(_TWO_TILE_BALANCED, names)) == balanced, (b1, names[:400])
             assert bool(re.search(_TWO_TILE_TMA.format(d=128, stages=r"\d"), names)) != balanced, (b1, names[:400])
             assert kernel_grid_blocks(fn, "decode_attention") == (sms if balanced else splits * b1), b1
+
+
+def test_wide_rows_low_band():
+    """Two-row-tile blocks below one 32-row unit per SM off HBM3e (decode_wide_rows_splits,
+    decode_wide_rows_balanced_band, stop 104): on paged tables of 4096 keys or more, above half a
+    unit to 0.62 units per SM, 2 splits as the balanced schedule (one block per SM, a unit in up
+    to three pieces); past 0.62, or on contiguous caches, 1 split from a 60% fill (an even grid of
+    one block per unit); at 4095 keys 16-row blocks below that fill. One token at Hq 32 / Hkv 1
+    (units = B) and Nq 8 at GQA 32/8 (units = 8 B): automatic calls on ragged lengths (1 key,
+    the capacity) against the references, both 16-bit dtypes; on sm_90 the count against the
+    rule's mirror and the kernel and grid it implies (HBM3e parts: the 90% fill, no low band)."""
+    require_op("paged_attention")
+    require_op("decode_attention")
+    sms = torch.cuda.get_device_properties(0).multi_processor_count
+    sm90 = torch.cuda.get_device_capability()[0] >= 9
+    hbm3e = device_is_hopper_hbm3e()
+    gen = torch.Generator().manual_seed(104)
+    b_mid, b_top = int(0.58 * sms), 62 * sms // 100
+    # (B, Hkv, Nq, capacity, paged, dtype)
+    cases = [(b_mid, 1, 1, 4096, True, torch.float16), (b_top, 1, 1, 4096, True, torch.bfloat16),
+             (b_top + 1, 1, 1, 4096, True, torch.float16), (b_mid, 1, 1, 4095, True, torch.float16),
+             (b_top, 1, 1, 4096, False, torch.float16), (int(0.58 * sms) // 8, 8, 8, 4096, True, torch.bfloat16)]
+    if sm90 and not hbm3e:  # premises: the band's edges at this SM count
+        assert _wide_rows_balanced_band(b_mid, sms, 4096, False, True), ("SM count", sms, b_mid)
+        assert _wide_rows_balanced_band(b_top, sms, 4096, False, True), ("SM count", sms, b_top)
+        assert not _wide_rows_balanced_band(b_top + 1, sms, 4096, False, True), ("SM count", sms, b_top)
+        assert _wide_rows_splits(b_top + 1, 1, 32, 4096, sms, False, paged=True) == 1, ("SM count", sms, b_top)
+        assert _wide_rows_splits(b_mid, 1, 32, 4095, sms, False, paged=True) == 0, ("SM count", sms, b_mid)
+    for i, (b, hkv, nq, cap, paged, dt) in enumerate(cases):
+        what = f"B={b} Hkv={hkv} Nq={nq} cap={cap} {'paged' if paged else 'contiguous'} {str(dt)[6:]}"
+        group = 32 // hkv
+        if paged:
+            lens = [int(x) for x in torch.randint(nq, cap + 1, (b,), generator=gen)]
+            lens[:3] = [cap, nq, cap - 100]
+            q, kc, vc, table, sl = make_paged_problem(lens, hkv, group, 128, 16, dt, 1040 + i)
+            if nq > 1:
+                q = torch.randn(b, nq, 32, 128, device="cuda").to(dt).transpose(1, 2)
+            out = poison_(torch.empty_like(q))
+            llm.paged_attention(q, kc, vc, table, sl, out=out)
+            assert_close(out, paged_attention_reference(q, kc, vc, table, sl), dtype=dt, what=what)
+            fn = lambda: llm.paged_attention(q, kc, vc, table, sl)  # noqa: E731
+        else:
+            qc = torch.randn(b, 32, nq, 128, device="cuda").to(dt)
+            k, v = (torch.randn(b, hkv, cap, 128, device="cuda").to(dt) for _ in range(2))
+            out = poison_(torch.empty_like(qc))
+            llm.decode_attention(qc, k, v, out=out, is_causal=nq > 1)
+            assert_close(out, attention_reference(qc, k, v, is_causal=nq > 1), dtype=dt, what=what)
+            fn = lambda: llm.decode_attention(qc, k, v, is_causal=nq > 1)  # noqa: E731
+        if not sm90:
+            continue
+        units = b * hkv
+        want = _wide_rows_splits(b, hkv, 32, cap, sms, hbm3e, paged=paged)
+        got = llm.decode_num_splits(b, hkv, group * nq, cap, 128, dt, paged=paged, seq_len_q=nq)
+        if want:
+            assert got == want, (what, got, want)
+        balanced = _wide_rows_balanced_band(units, sms, cap, hbm3e, paged)
+        assert balanced == (not hbm3e and i in (0, 1, 5)), (what, "premise")
+        names = kernel_names(fn)
+        assert bool(re.search(_TWO_TILE_BALANCED, names)) == balanced, (what, names[:400])
+        assert bool(re.search(_TWO_TILE_TMA.format(d=128, stages=r"\d"), names)) == (want > 0 and not balanced), \
+            (what, want, names[:400])
+        if want:
+            assert kernel_grid_blocks(fn, "decode_attention") == (sms if balanced else units * want), what
 
 
 def _automatic_calls_match(lens, seed, dtype, contiguous=None, grids=False, nq=1):
@@ -2013,7 +2081,7 @@ def test_wide_rows_d64_d96_automatic():
             (96, False, 0.95, 1023, 5, 8, f16, 0)):
         b = int(per_sm * sms) // hkv + 1 if per_sm >= 0.45 else max(1, round(per_sm * sms / hkv))
         rows = 32 // hkv * nq
-        want = _wide_rows_splits(b, hkv, rows, n, sms, hbm3e, d, paged)
+        want = _wide_rows_splits(b, hkv, rows, n, sms, hbm3e, d, paged=paged)
         units = b * hkv
         if n < 2048:  # the band's rows: on wherever the 132-SM count is (their premise: at_132)
             wide = at_132 > 0 if sms == 132 else want > 0
@@ -2107,7 +2175,7 @@ def test_spread_tail_matches_reference():
         b8_band = int(per_sm * sms) // 16 + 1  # 1.21 / 1.33 / 1.45 units per SM
         got = llm.decode_num_splits(b8_band, 8, 32, n, 128, f16, seq_len_q=8, paged=paged)
         # (as 32-row blocks: 0.61-0.73 units per SM at 1 split, under the 90% of the SMs they need)
-        assert _wide_rows_splits(b8_band, 8, 32, n, sms, True) == 0, ("SM count", sms, b8_band)
+        assert _wide_rows_splits(b8_band, 8, 32, n, sms, True, paged=paged) == 0, ("SM count", sms, b8_band)
         assert got == want, (per_sm, n, paged, b8_band, got)
         if per_sm < 1.25:  # past one token's contiguous 1.1: no pieces
             assert llm.decode_num_splits(2 * b8_band, 8, 4, n, 128, f16, paged=paged) == 1
@@ -2175,7 +2243,7 @@ def test_partial_wave_splits():
                 units8 = 16 * b8
                 in_band8 = hbm3e and d == 128 and n >= (2048 if paged else 4096) and sms < 2 * units8 <= 2 * sms
                 got = llm.decode_num_splits(b8, 8, 32, n, d, dt, paged=paged, seq_len_q=8)
-                want8 = _wide_rows_splits(b8, 8, 32, n, sms, hbm3e, d, paged) or (2 * sms // units8 if in_band8 else 1)
+                want8 = _wide_rows_splits(b8, 8, 32, n, sms, hbm3e, d, paged=paged) or (2 * sms // units8 if in_band8 else 1)
                 assert got == want8, (per_sm, n, d, dt, paged, b8, got)
         if d == 128:  # FP8 caches: not this rule's (16-bit measurements)
             assert llm.decode_num_splits(b, 8, 4, n, d, torch.float8_e4m3fn) == 1, (per_sm, n)
@@ -2194,11 +2262,11 @@ def test_partial_wave_splits():
                 (1, 8, 2047, 8, True, 8, 8), (1, 8, 4095, 8, False, 8, 8), (1, 1, 16384, 8, True, 128, 66),
                 (1, 1, 4096, 8, False, 32, 32), (1, 8, 16384, 32, True, 2, 2)):
             got = llm.decode_num_splits(b8, hkv, 4 * nq, n, 128, torch.float16, paged=paged, seq_len_q=nq)
-            wide = _wide_rows_splits(b8, hkv, 4 * nq, n, sms, hbm3e)  # two row tiles per block first
+            wide = _wide_rows_splits(b8, hkv, 4 * nq, n, sms, hbm3e, paged=paged)  # two row tiles per block first
             want = wide or want
             assert got == (want if hbm3e else wide or want_generic), (b8, hkv, n, nq, paged, got)
             # another head dim (96): the generic count, but where its two-row-tile rule applies
-            want96 = _wide_rows_splits(b8, hkv, 4 * nq, n, sms, hbm3e, 96, paged) or want_generic
+            want96 = _wide_rows_splits(b8, hkv, 4 * nq, n, sms, hbm3e, 96, paged=paged) or want_generic
             assert llm.decode_num_splits(b8, hkv, 4 * nq, n, 96, torch.float16, paged=paged, seq_len_q=nq) == \
                 want96, (b8, hkv, n, nq, paged)
     f16 = torch.float16
@@ -2233,7 +2301,7 @@ def test_partial_wave_splits():
             (64, 1, 32, 4096, True, 2, 1), (48, 1, 32, 16384, False, 2, 1), (80, 1, 32, 4096, False, 4, 1),
             (60, 2, 16, 4096, True, 1, 1), (48, 2, 16, 16384, False, 1, 1)) if sms == 132 else ():
         got = llm.decode_num_splits(b1, hkv, group, n, 128, torch.float16, paged=paged)
-        wide = _wide_rows_splits(b1, hkv, group, n, sms, hbm3e)  # two row tiles per block first
+        wide = _wide_rows_splits(b1, hkv, group, n, sms, hbm3e, paged=paged)  # two row tiles per block first
         want = wide or want
         assert got == (want if hbm3e else wide or want_sm90 if sm90 else 1), (b1, hkv, group, n, paged, got)
     # Nq 8 (two row tiles, units = 16 B) on a small grid: two blocks per SM, 8 splits of 4096
@@ -2242,7 +2310,7 @@ def test_partial_wave_splits():
     lens = [8, 4096]
     grids = _automatic_calls_match(lens, 653, f16, contiguous=(4096, f16), grids=hbm3e, nq=8)
     if hbm3e:
-        assert _wide_rows_splits(2, 8, 32, 4096, sms, hbm3e) == 0  # premise: the rule's mirror
+        assert _wide_rows_splits(2, 8, 32, 4096, sms, hbm3e, paged=True) == 0  # premise: the rule's mirror
         assert grids == (256, 256), ("Nq 8 B=2", grids)
     # Nq 8 at 0.85 units per SM, 4096 keys: 2 splits on both layouts (one tile's contiguous
     # top is 0.7); as 32-row blocks, 2 splits would fill 85% of the SMs (under the 90% they need)
@@ -2252,7 +2320,7 @@ def test_partial_wave_splits():
     grids = _automatic_calls_match(lens, 652, f16, contiguous=(4096, f16), grids=hbm3e, nq=8)
     if hbm3e:
         assert 10 * 16 * b > 7 * sms and 2 * sms // (16 * b) == 2, ("SM count", sms, b)
-        assert _wide_rows_splits(b, 8, 32, 4096, sms, hbm3e) == 0, ("SM count", sms, b)
+        assert _wide_rows_splits(b, 8, 32, 4096, sms, hbm3e, paged=True) == 0, ("SM count", sms, b)
         assert grids == (32 * b, 32 * b), ("Nq 8", b, grids)
     # Nq 8 at one 32-row unit per SM or a little less (B = SMs / 8, 4096 keys): 1 split of
     # 32-row blocks on both layouts (decode_wide_rows_splits), ragged lengths
@@ -2261,7 +2329,7 @@ def test_partial_wave_splits():
     lens[:3] = [8, 4096, 1025]
     grids = _automatic_calls_match(lens, 654, f16, contiguous=(4096, f16), grids=hbm3e, nq=8)
     if hbm3e:
-        assert _wide_rows_splits(b, 8, 32, 4096, sms, hbm3e) == 1, ("SM count", sms, b)  # premise
+        assert _wide_rows_splits(b, 8, 32, 4096, sms, hbm3e, paged=True) == 1, ("SM count", sms, b)  # premise
         assert llm.decode_num_splits(b, 8, 32, 4096, 128, f16, seq_len_q=8) == 1
         assert grids == (8 * b, 8 * b), ("Nq 8 wide", b, grids)
         # an explicit count other than the rule's (3, an even grid of 16-row blocks there): two
@@ -2281,7 +2349,7 @@ def test_partial_wave_splits():
     llm.paged_attention(q, kc, vc, table, sl, out=out)
     assert_close(out, paged_attention_reference(q, kc, vc, table, sl), dtype=f16, what="MQA B=8/16K automatic")
     if hbm3e:
-        splits = _wide_rows_splits(8, 1, 32, 16384, sms, hbm3e)
+        splits = _wide_rows_splits(8, 1, 32, 16384, sms, hbm3e, paged=True)
         assert splits == min(16, sms // 8) > 0, ("SM count", sms, splits)
         assert kernel_grid_blocks(lambda: llm.paged_attention(q, kc, vc, table, sl), "decode_attention") == 8 * splits
         # 132 SMs: blocks of 1024 keys, a box per plane, 4 stages (decode_wide_rows_stages)
@@ -2297,7 +2365,7 @@ def test_partial_wave_splits():
     out = poison_(torch.empty_like(q))
     llm.paged_attention(q, kc, vc, table, sl, out=out)
     assert_close(out, paged_attention_reference(q, kc, vc, table, sl), dtype=f16, what="Nq 8 B=2/16K automatic")
-    splits = _wide_rows_splits(2, 8, 32, 16384, sms, hbm3e)
+    splits = _wide_rows_splits(2, 8, 32, 16384, sms, hbm3e, paged=True)
     assert splits == 8 or sms != 132 or not hbm3e, ("premise: 8 splits of 2048 keys", splits)
     if splits:
         assert kernel_grid_blocks(lambda: llm.paged_attention(q, kc, vc, table, sl), "decode_attention") == 16 * splits
@@ -2341,7 +2409,7 @@ def test_wave_top_splits():
     grids = _automatic_calls_match(lens, 662, f16, contiguous=(4096, f16), grids=sm90, nq=8)
     if sm90:
         assert 2 * 16 * b > 5 * sms and 20 * 16 * b <= 56 * sms, ("SM count", sms, b)
-        assert _wide_rows_splits(b, 8, 32, 4096, sms, hbm3e) == 2, ("SM count", sms, b)  # premise
+        assert _wide_rows_splits(b, 8, 32, 4096, sms, hbm3e, paged=True) == 2, ("SM count", sms, b)  # premise
         want = tuple(sms if _wide_rows_balanced_band(8 * b, sms, 4096, hbm3e, paged) else 16 * b
                      for paged in (True, False))  # (paged, contiguous), as _automatic_calls_match returns them
         assert grids == want, ("Nq 8", b, grids)
@@ -3870,7 +3938,7 @@ def test_split_heuristic_small_grids():
         base = b * hkv * -(-group // 16)
         for d in (64, 128, 256):
             multi_tile = hbm3e and d == 128 and 16 < group <= 64 and n >= 2048
-            want = _wide_rows_splits(b, hkv, group, n, sms, hbm3e, d) or \
+            want = _wide_rows_splits(b, hkv, group, n, sms, hbm3e, d, paged=True) or \
                 max(1, min((2 if multi_tile else 1) * sms // base, -(-n // 128), 128))
             if hbm3e and d == 64 and group <= 8 and _small_grid_two_blocks(base, n, sms) > sms // base:
                 want = min(_small_grid_two_blocks(base, n, sms), 128)

@@ -502,7 +502,9 @@ constexpr bool decode_rule_multi_tile(int spec_rows) { return spec_rows > kRowsP
 // below) at head_dim exactly 128 with 17-32 query rows per KV head (one 32-row unit), splits of
 // at least kWideRowsSplitKeys keys, `units` (batch x KV heads) run:
 //  - up to one unit per SM, SMs / units splits (rounded down) where that fills 90% of the SMs
-//    (70% off HBM3e: decode_wide_rows_fill_splits);
+//    (60% off HBM3e: decode_wide_rows_fill_splits); off HBM3e on paged caches from 4096 keys
+//    above half a unit to 0.62 units per SM first 2 splits as the balanced schedule
+//    (decode_wide_rows_balanced_band, stop 104);
 //  - 1-1.35 units per SM (off HBM3e on paged caches 1.55) from 2048 keys, 2 splits run as the balanced schedule
 //    (decode_wide_rows_balanced_band);
 //  - up to two, 1 split where the two waves are 75% full, else (1.35-1.5 units per SM, their
@@ -552,10 +554,24 @@ constexpr int64_t kWideRowsSplitKeys = 1024;
 // from 1.59 (B=210 2K 90.0 against 93.3, B=220 4K 169.6 against 173.6, Nq 8 B=27 4K 169.7
 // against 173.1) and on contiguous caches from 1.5 (B=200 150.1 against 156.7; B=180 149.5 ->
 // 142.9 gained, one point).
+// Off HBM3e below one unit per SM since stop 104, on paged tables of kLargeGridMinKeys keys or
+// more, half a unit to 0.62 units per SM (decode_wide_rows_streamk_blocks: a unit in up to three
+// pieces), where an even grid's one wave leaves 40-50% of the SMs idle and 1 split on two-row-tile
+// blocks leaves as many (NOTES.md "Stop 103", H100, `--wide-low-band`, graph replays, cold L2, us,
+// the automatic count then (16-row blocks) / 1 split / balanced 2; cuDNN): Nq 8 at GQA 32/8 B=9
+// (0.55) 4K 77.1 / 73.3 / 68.1, 8K 147.0 / 140.7 / 118.5; one token at Hq 32 / Hkv 1 B=80 (0.61)
+// 8K 140.7 / 138.2 / 128.9 (118.2), 4K 78.5 / 72.1 / 72.7 (level). From 0.68 units per SM 1 split
+// leads (B=90/4K 74.3 against 80.5 balanced, B=100/4K 79.1 against 87.2), at 2048 keys too (B=80
+// 39.0 against 43.5); at half a unit the even 2 splits fill the wave (B=66: 35.1 / 35.8 at 2K,
+// 104.8 / 105.5 at 8K). Contiguous caches: 1 split ahead at 4096 keys (B=80 66.5 against 69.8).
 constexpr int64_t kWideRowsBalancedTopPct = 135, kWideRowsBalancedTopPctPagedOther = 155;
+constexpr int64_t kWideRowsLowBandTopPct = 62;
 inline bool decode_wide_rows_balanced_band(int64_t units, int64_t sms, int64_t max_kv_len, bool hbm3e, bool paged) {
+  if (units <= sms)
+    return !hbm3e && paged && 2 * units > sms && 100 * units <= kWideRowsLowBandTopPct * sms &&
+           max_kv_len >= kLargeGridMinKeys;
   const int64_t top = !hbm3e && paged ? kWideRowsBalancedTopPctPagedOther : kWideRowsBalancedTopPct;
-  return units > sms && 100 * units <= top * sms && max_kv_len >= 2 * kWideRowsSplitKeys;
+  return 100 * units <= top * sms && max_kv_len >= 2 * kWideRowsSplitKeys;
 }
 // 16-row tiles of a KV head's rows (at least one): the units of decode_attention_num_splits.
 constexpr int decode_row_tiles(int rows_per_kv_head) {
@@ -569,10 +585,10 @@ constexpr int decode_wide_row_tiles(int rows_per_kv_head) {
 constexpr bool decode_two_tile_rows(int rows_per_kv_head) {
   return rows_per_kv_head > kRowsPerBlock && rows_per_kv_head <= 2 * kRowsPerBlock;
 }
-// Up to one unit per SM, the fewest splits whose grid fills 90% of the SMs on HBM3e parts, 70%
-// on other sm_90 parts (decode_wide_rows_splits, stop 100): the rule's count switches on at this
+// Up to one unit per SM, the fewest splits whose grid fills 90% of the SMs on HBM3e parts, 60%
+// on other sm_90 parts (decode_wide_rows_splits; 70% in stop 100, 60% since stop 104): the rule's count switches on at this
 // many kWideRowsSplitKeys keys (decode_attention_workspace_floats_upto reads that length too).
-constexpr int64_t kWideRowsFillPctHbm3e = 90, kWideRowsFillPctOther = 70;
+constexpr int64_t kWideRowsFillPctHbm3e = 90, kWideRowsFillPctOther = 60;
 constexpr int64_t decode_wide_rows_fill_splits(int64_t units, int64_t sms, bool hbm3e) {
   const int64_t pct = hbm3e ? kWideRowsFillPctHbm3e : kWideRowsFillPctOther;
   return (pct * sms + 100 * units - 1) / (100 * units);
@@ -709,7 +725,11 @@ inline int decode_wide_rows_d64_d96_splits(int head_dim, int64_t units, int64_t 
 // 82.6 -> 75.6 (1); one token at Hq 32 / Hkv 1 B=48/16K (73%) paged 243.7 -> 150.8, contiguous
 // 237.5 -> 144.8 (2; cuDNN 158.9), B=100/4K (76%) 85.7 -> 79.2 (1). At 61% the lengths disagree (Nq
 // 8 B=10/4K 78.2 -> 73.8, MQA B=80/4K 79.5 -> 73.8, but Nq 8 B=10/16K 262.4 against 273.9): 16-row
-// blocks there. Head dims 64 and 96 there since stop 101: decode_wide_rows_d64_d96_splits.
+// blocks there. From 60% since stop 104 (NOTES.md "Stop 103", `--wide-low-band`, 16-row blocks -> 1
+// split, one token at Hq 32 / Hkv 1 paged: B=80 (61%) 2K 42.2 -> 39.0, 4K 78.5 -> 72.1, contiguous
+// 4K 69.4 -> 66.5; B=90 (68%) 2K 43.9 -> 40.5, 4K 80.5 -> 74.3, 8K 152.6 -> 141.8), where paged
+// tables from 4096 keys at 0.5-0.62 units per SM run the balanced 2 (decode_wide_rows_balanced_band;
+// Nq 8 B=10/16K above). Head dims 64 and 96 there since stop 101: decode_wide_rows_d64_d96_splits.
 inline int decode_wide_rows_splits(int head_dim, int rows_per_kv_head, int64_t units, int64_t sms,
                                    int64_t max_kv_len, bool hbm3e, bool paged) {
   if ((head_dim != 64 && head_dim != 96 && head_dim != 128) || !decode_two_tile_rows(rows_per_kv_head) ||
@@ -719,6 +739,7 @@ inline int decode_wide_rows_splits(int head_dim, int rows_per_kv_head, int64_t u
   const int64_t cap = std::min<int64_t>(kMaxSplits, max_kv_len / kWideRowsSplitKeys);
   if (cap < 1) return 0;
   if (units <= sms) {
+    if (decode_wide_rows_balanced_band(units, sms, max_kv_len, hbm3e, paged)) return 2;
     const int64_t splits = std::min(cap, sms / units);
     return splits >= decode_wide_rows_fill_splits(units, sms, hbm3e) ? static_cast<int>(splits) : 0;
   }
