@@ -442,7 +442,8 @@ def decode_num_splits(batch: int, num_kv_heads: int, rows_per_kv_head: int, max_
       off HBM3e up to 1.5 times 1 (H100 contiguous B=20/2K 46.5 -> 36.2 us). With
       `1024 <= max_kv_len < 2048` there: up to one unit per SM `SMs // units` splits where
       that is 4 or fewer (4 where that is 2 on contiguous caches at head_dim 64: contiguous D=64
-      B=8/2047 22.5 -> 16.8 us, "Stop 98"), one split at head_dim 96 to 1.5 units per SM (paged D=96 B=16/1K
+      B=8/2047 22.5 -> 16.8 us, "Stop 98"; off HBM3e from 2048 keys too, stop 104: H100 Nq 8
+      B=7/4K 37.0 -> 29.3 us), one split at head_dim 96 to 1.5 units per SM (paged D=96 B=16/1K
       30.0 -> 19.2 us, "Stop 94"). At
       head_dim 128 and at least 1024 keys: up to one unit per SM,
       `SMs // units` splits (no split under 1024 keys) where that fills 90% of the SMs

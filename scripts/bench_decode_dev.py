@@ -2218,6 +2218,16 @@ WIDE_D64_2K_ROWS = ([(b, n, 8, 64, 5, c) for c in (True, False) for b in (1, 2, 
 WIDE_D64_2K_VARIANTS = {**WIDE_CONFIRM_VARIANTS, **WIDE_D64_D96_VARIANTS}  # auto, old, wide
 
 
+# --h100-d64-two-waves (stop 104): contiguous head_dim 64 where one wave of one block per SM holds
+# 2 splits (45-66 two-tile units at 132 SMs) now takes 4 from 2048 keys off HBM3e, after
+# `--wide-d64-2k-h100` read 4 ahead at 2-4K; here 2K-16K: auto against wide 2 and 4. (B, N, Hkv, D,
+# Nq, contiguous)
+H100_D64_TWO_WAVES_ROWS = ([(b, n, 8, 64, 5, True) for b in (6, 7, 8) for n in (2048, 4096, 8192, 16384)]
+                           + [(7, n, 8, 64, 8, True) for n in (2048, 8192, 16384)]
+                           + [(b, n, 1, 64, 1, True) for b in (48, 56, 64) for n in (2048, 8192, 16384)])
+H100_D64_TWO_WAVES_RUNS = {(0, "auto"), (2, "wide"), (4, "wide")}
+
+
 def wide_d64_2k_runs(row, sms: int) -> set:
     """auto, old, and wide blocks at 1, 2, 4, 8 and one and two waves' splits of at least 256 keys."""
     counts = {1, 2, 4, 8} | {k * _one_wave_splits(row, sms) for k in (1, 2)}
@@ -3140,6 +3150,9 @@ SWEEPS = {
                              "stop 88's two-row-tile rule at D=64 / 96 against the 16-row rules it replaced"),
     "wide-d64-d96-h100": (forced_splits_sweep(WIDE_H100_ROWS, WIDE_H100_VARIANTS, auto_old_runs("span"), peer=None),
                           "stop 101's two-row-tile counts at D=64 / 96 off HBM3e against the 16-row rules"),
+    "h100-d64-two-waves": (forced_splits_sweep(H100_D64_TWO_WAVES_ROWS, WIDE_D64_D96_VARIANTS, H100_D64_TWO_WAVES_RUNS,
+                                               peer=None),
+                           "contiguous head_dim 64 at 0.34-0.5 units per SM, 2K-16K: auto (4) against 2 and 4 splits"),
     "wide-d64-2k-h100": (forced_splits_sweep(WIDE_D64_2K_ROWS, WIDE_D64_2K_VARIANTS, wide_d64_2k_runs, peer=None),
                          "head_dim 64 two-tile rows at 2-4K keys: auto and the 16-row rules against 1-16 wide splits"),
     "pair-spread-confirm": (forced_splits_sweep(PAIR_SPREAD_ROWS, PAIR_DEPTH_VARIANTS, PAIR_SPREAD_RUNS),

@@ -254,6 +254,9 @@ def auto_rule_cases(sms):
         ("two row tiles low band MQA", 128, int(0.58 * sms), 1, 32, 1, 4096, 16, f16, True),
         ("two row tiles low band Nq 8 block 32", 128, int(0.58 * sms) // 8, 8, 4, 8, 4096, 32, b16, True),
         ("two row tiles 1 split at 0.63 units per SM contiguous", 128, int(0.63 * sms), 1, 32, 1, 4096, 0, f16, False),
+        # and contiguous head_dim 64 where one wave holds 2 splits: 4 from 2048 keys
+        ("two row tiles D=64 contiguous Nq 8 at 0.42 units per SM", 64, round(0.42 * sms / 8), 8, 4, 8, 4096, 0, b16,
+         False),
     ]
 
 

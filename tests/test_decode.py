@@ -1409,7 +1409,8 @@ def _wide_rows_d64_d96(d, units, n, sms, paged, hbm3e):
     head_dim 64 past one unit per SM to 1.35, from 4096 keys, 3 (stop 89; off HBM3e else 1 to 1.5 units per SM,
     stop 101); from 1024 to 2047
     keys up to one unit per SM SMs // units where that is 4 or fewer (contiguous head_dim 64 4 where
-    that is 2, stop 98), head_dim 96 to 1.5 units per SM 1 (stop 94); else 0."""
+    that is 2, stop 98; off HBM3e from 2048 keys too, stop 104), head_dim 96 to 1.5 units per SM 1
+    (stop 94); else 0."""
     if n < 1024:
         return 0
     if n < 2048:
@@ -1418,6 +1419,8 @@ def _wide_rows_d64_d96(d, units, n, sms, paged, hbm3e):
         if d == 64 and not paged and sms // units == 2:  # contiguous D = 64: twice that (stop 98)
             return 4
         return sms // units if sms // units <= 4 else 0
+    if d == 64 and not paged and not hbm3e and sms // units == 2:  # off HBM3e from 2048 keys too (stop 104)
+        return 4
     if 100 * units < 45 * sms:
         two_waves = d == 64 and hbm3e and (not paged or n > 1024 * (sms // units))
         return min(128, n // 256, (2 if two_waves else 1) * (sms // units))
@@ -2041,7 +2044,7 @@ def test_wide_rows_d64_d96_automatic():
     head_dim 64 past one unit per SM from 4096 keys 3 (stop 89); at 2048 keys there head_dim 64
     keeps 16-row blocks (contiguous: 1 split); from 1024 to 2047 keys one wave of at most 4
     splits, head_dim 96 1 to 1.5 units per SM (stop 94), contiguous head_dim 64 4 where that is 2
-    (stop 98). Ragged lengths (one shorter than the new
+    (stop 98; off HBM3e from 2048 keys too, stop 104). Ragged lengths (one shorter than the new
     tokens, one at the capacity), both layouts, fp16 and bf16, MQA, against the references; the
     count, the kernel and its grid, and paged head_dim 96's tail spans (stop 93; from 512 keys a
     block at one wave, stop 94; off HBM3e since stop 101)."""
@@ -2069,6 +2072,9 @@ def test_wide_rows_d64_d96_automatic():
             (96, False, 0.3, 4096, 5, 8, f16, 3), (96, True, 0.2, 3000, 8, 8, b16, 5),
             (96, True, 0.48, 4096, 5, 8, b16, 2),  # the tail spans split: 2048 keys a block
             (64, False, 0.1, 4096, 1, 1, f16, (16, 10)),
+            # contiguous head_dim 64 where one wave holds 2 splits: 4 from 2048 keys off HBM3e
+            # (stop 104; HBM3e parts: two waves below 0.45, the capped fill loop at 2048 keys)
+            (64, False, 0.42, 4096, 8, 8, b16, 4), (64, False, 0.48, 2048, 5, 8, f16, (2, 4)),
             # 1024-2047 keys (stop 94): one wave of at most 4 splits (contiguous head_dim 64 4
             # where that is 2, stop 98: Nq 5, Nq 8, MQA), head_dim 96 1 to 1.5
             (96, True, 0.95, 1024, 5, 8, f16, 1), (96, True, 0.48, 1024, 8, 8, b16, 2),

@@ -674,7 +674,14 @@ constexpr int64_t decode_wide_rows_fill_splits(int64_t units, int64_t sms, bool 
 // -> 274.6 (1); `--wide-d64-d96-h100` (the rule against the 16-row rules at 156 rows, NOTES.md
 // "Stop 101"): 1.0-2.2x, but at 2048 keys contiguous D = 64 B=8 22.5 against 20.9 and B=1 8.4
 // against 7.7, and at 1024 keys as on HBM3e parts (contiguous D = 64 B=8 12.4 against 13.7 at 4,
-// D = 96 B=8 15.8 against 16.2 at 2). Returns the count, or 0.
+// D = 96 B=8 15.8 against 16.2 at 2). Contiguous head_dim 64 there where one wave of one block per
+// SM holds 2 splits (45-66 units at 132 SMs) takes 4 from 2048 keys too, as from 1024 (stop 98):
+// one wave at two blocks per SM, where the counts above left 2 below 0.45 units per SM, and at
+// 2048-4095 keys the fill loop's 1024-key cap 2-3 (NOTES.md "Stop 103", `--wide-d64-2k-h100`, H100,
+// graph replays, cold L2, us, the automatic count (2) -> 4): Nq 5 at GQA 32/8 B=6 2K 17.3 -> 16.7,
+// 4K 28.1 -> 25.1, B=8 2K 22.1 -> 19.3; Nq 8 B=7 2K 22.3 -> 19.0, 4K 37.0 -> 29.3; one token at
+// Hq 32 / Hkv 1 B=48 4K 28.5 -> 26.2, B=56 4K 37.0 -> 29.2, B=64 2K 22.8 -> 19.9; level at Nq 5
+// B=7 (2K 17.8 / 18.3, 4K 29.3 / 28.4). Returns the count, or 0.
 constexpr int64_t kWideRowsNarrowDimMinUnitsPct = 45;
 constexpr int64_t kWideRowsSmallGridSplitKeys = 256;
 constexpr int64_t kWideRowsShortMaxSplits = kWideRowsSplitKeys / kWideRowsSmallGridSplitKeys;
@@ -689,6 +696,8 @@ inline int decode_wide_rows_d64_d96_splits(int head_dim, int64_t units, int64_t 
     if (d64 && !paged && one_wave == 2) return 4;
     return one_wave <= kWideRowsShortMaxSplits ? static_cast<int>(one_wave) : 0;
   }
+  // off HBM3e from 2048 keys too (stop 104, below)
+  if (d64 && !paged && !hbm3e && sms / units == 2) return 4;
   if (100 * units < kWideRowsNarrowDimMinUnitsPct * sms) {
     const int64_t cap = std::min<int64_t>(kMaxSplits, max_kv_len / kWideRowsSmallGridSplitKeys);
     const int64_t one_wave = sms / units;
