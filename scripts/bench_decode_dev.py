@@ -2533,6 +2533,15 @@ H100_LOW_BAND_RULE_VARIANTS = {"auto": {}, "off": {"CLO_DECODE_WIDE_ROWS": "0"},
                                "wb": {"CLO_DECODE_WIDE_ROWS": "3"}}
 
 
+# --h100-low-band-confirm (stop 104): the rule's edges after `--h100-low-band-rule`: Nq 5 (20
+# rows, whose 16-row blocks waste less of their second tile) in the band and just past it, paged
+# 3072 keys (1 split), contiguous units below the 60% fill, the band's 8192-key top (B=91: 0.69)
+# and 0.76 units per SM at 16384 keys (outside it)
+H100_LOW_BAND_CONFIRM_ROWS = ([(b, n, 5, False, 8) for b in (10, 11) for n in (4096, 16384)] + [(10, 16384, 5, True, 8)]
+                              + [(76, 3072, 1, False, 1), (76, 4096, 1, True, 1), (76, 16384, 1, True, 1),
+                                 (91, 8192, 1, False, 1), (100, 16384, 1, False, 1)])
+
+
 def _low_band_rule_only(ns, label):
     """auto and off at the automatic count, w1 at 1 split, wb at 2."""
     return ns == {"auto": 0, "off": 0, "w1": 1, "wb": 2}[label]
@@ -3071,6 +3080,9 @@ SWEEPS = {
     "h100-low-band-rule": (hkv_rows_sweep(H100_LOW_BAND_RULE_ROWS, H100_LOW_BAND_RULE_VARIANTS, (0, 1, 2),
                                           _low_band_rule_only),
                            "the off-HBM3e low-band rule (auto) against 16-row blocks, 1 split and the balanced 2"),
+    "h100-low-band-confirm": (hkv_rows_sweep(H100_LOW_BAND_CONFIRM_ROWS, H100_LOW_BAND_RULE_VARIANTS, (0, 1, 2),
+                                             _low_band_rule_only),
+                              "the low-band rule's edges: Nq 5, 3K paged, contiguous below 60%%, 0.69-0.76 units per SM"),
     "h100-mqa-band": (hkv_rows_sweep(H100_MQA_BAND_ROWS, H100_MQA_BAND_VARIANTS, (0, 2), _auto_at_s0),
                       "one-token MQA and Nq 8 at 1.35-1.75 units per SM: auto against the balanced 2 splits"),
     "balanced-merge": (balanced_merge_sweep, "the balanced schedule's merge as its own kernel against the fused fold"),
