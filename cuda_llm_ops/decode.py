@@ -447,10 +447,12 @@ def decode_num_splits(batch: int, num_kv_heads: int, rows_per_kv_head: int, max_
       30.0 -> 19.2 us, "Stop 94"). At
       head_dim 128 and at least 1024 keys: up to one unit per SM,
       `SMs // units` splits (no split under 1024 keys) where that fills 90% of the SMs
-      (Nq 8 B=8/16K paged 153.4 -> 146.8 us at 2, csrc/decode/NOTES.md "Stop 69"; 60% on
-      other sm_90 parts, stop 104: Nq 8 B=6/16K 242.8 -> 147.7 us on an H100, one-token MQA
-      B=90/4K 80.5 -> 74.3; there on `paged` caches with `max_kv_len >= 4096` above 0.5 up to
-      0.62 units per SM, 2 run as the balanced schedule below: Nq 8 B=9/8K 147.0 -> 118.5); 1-1.35
+      (Nq 8 B=8/16K paged 153.4 -> 146.8 us at 2, csrc/decode/NOTES.md "Stop 69"; 70% on
+      other sm_90 parts, stop 100: Nq 8 B=6/16K 242.8 -> 147.7 us on an H100; there since
+      stop 104 above 0.5 units per SM with `max_kv_len >= 2048` 1, or 2 run as the balanced
+      schedule below up to 0.62 units per SM on `paged` caches with `max_kv_len >= 4096`,
+      0.67 from 8192, 0.69 on either layout from 16384: one-token MQA B=90/4K 80.5 -> 74.3
+      us at 1, Nq 8 B=9/8K 146.7 -> 116.6 balanced); 1-1.35
       units per SM (1.55 on `paged` caches off HBM3e, stop 101: one-token MQA B=200/8K
       321.3 -> 300.3 us on an H100) with `max_kv_len >= 2048`, 2 run as the balanced schedule (one block
       per SM, an equal share of every unit's keys each: one-token MQA B=136/2K 73.1 ->

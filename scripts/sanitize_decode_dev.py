@@ -249,12 +249,12 @@ def auto_rule_cases(sms):
         ("two row tiles D=64 paged Nq 5 at 1.45 units per SM", 64, int(1.45 * sms) // 8 + 1, 8, 4, 5, 8192, 16, f16,
          True),
         ("two row tiles D=96 paged Nq 5 beyond one wave", 96, int(1.09 * sms) // 8 + 1, 8, 4, 5, 2048, 16, b16, True),
-        # off HBM3e (stop 104): below one 32-row unit per SM the balanced 2 on paged tables of
-        # 4096 keys at 0.58 units per SM (a unit in up to three pieces), contiguous 1 split from a
-        # 60% fill
+        # off HBM3e (stop 104): above half a 32-row unit per SM the balanced 2 on paged tables of
+        # 4096 keys at 0.58 units per SM (a unit in up to three pieces), contiguous 1 split
         ("two row tiles low band MQA", 128, int(0.58 * sms), 1, 32, 1, 4096, 16, f16, True),
         ("two row tiles low band Nq 8 block 32", 128, int(0.58 * sms) // 8, 8, 4, 8, 4096, 32, b16, True),
-        ("two row tiles 1 split at 0.63 units per SM contiguous", 128, int(0.63 * sms), 1, 32, 1, 2048, 0, f16, False),
+        ("two row tiles 1 split at 0.55 units per SM contiguous Nq 8", 128, int(0.58 * sms) // 8, 8, 4, 8, 4096, 0, f16,
+         False),
         # and contiguous head_dim 64 where one wave holds 2 splits: 4 from 2048 keys
         ("two row tiles D=64 contiguous Nq 8 at 0.42 units per SM", 64, round(0.42 * sms / 8), 8, 4, 8, 4096, 0, b16,
          False),

@@ -1363,11 +1363,11 @@ def _assert_paged_two_tile_one_wave_depth(fn, n, splits, what):
 def _wide_rows_balanced_band(units, sms, n, hbm3e, paged):
     """Whether two-row-tile blocks' 2 splits run as the balanced schedule (one block per SM:
     decode_wide_rows_balanced_band, stop 73): 1-1.35 32-row units per SM (off HBM3e on paged
-    caches 1.55, stop 101), 2048 keys or more; off HBM3e also more than half a unit to 0.62
-    units per SM on paged tables from 4096 keys, to 0.69 on paged ones from 8192 and contiguous
-    ones from 16384 (stop 104)."""
+    caches 1.55, stop 101), 2048 keys or more; off HBM3e also more than half a unit per SM to
+    0.62 on paged tables from 4096 keys, 0.67 from 8192, 0.69 on both layouts from 16384 (stop 104)."""
     if units <= sms:
-        top = 0 if hbm3e else 69 if n >= (8192 if paged else 16384) else 62 if paged and n >= 4096 else 0
+        top = (0 if hbm3e else 69 if n >= 16384 else 0 if not paged else 67 if n >= 8192 else 62 if n >= 4096
+               else 0)
         return sms < 2 * units and 100 * units <= top * sms
     return 100 * units <= (155 if paged and not hbm3e else 135) * sms and n >= 2048
 
@@ -1376,9 +1376,9 @@ def _wide_rows_splits(b, hkv, rows, n, sms, hbm3e, d=128, *, paged):
     """The automatic count of two row tiles per block (decode_wide_rows_splits, stop 69), or 0:
     sm_90 parts (other than HBM3e ones, `hbm3e` false on this device's sm_90: head_dim 128 since
     stop 99, 64 and 96 since stop 101), 17-32 rows per KV head, splits of 1024 keys or more; at head_dim 128, `b` x
-    `hkv` units: up to one per SM, 2 in the balanced band (off HBM3e, stop 104; below it on paged
-    caches 1 above half a unit per SM), else SMs / units splits where they fill 90% of the SMs
-    (off HBM3e 70% in stop 100, 60% since stop 104); up to
+    `hkv` units: up to one per SM, 2 in the balanced band (off HBM3e, stop 104; below it 1 above
+    half a unit per SM from 2048 keys), else SMs / units splits where they fill 90% of the SMs
+    (70% off HBM3e, stop 100); up to
     two, 2 in the balanced band (`_wide_rows_balanced_band`), else 1 split where its two waves
     are 75% full, else (1.35-1.5 units per SM) 2; at head_dim 64 and 96 `_wide_rows_d64_d96`."""
     cap = min(128, n // 1024)
@@ -1392,10 +1392,10 @@ def _wide_rows_splits(b, hkv, rows, n, sms, hbm3e, d=128, *, paged):
     if units <= sms:
         if _wide_rows_balanced_band(units, sms, n, hbm3e, paged):
             return 2
-        if not hbm3e and paged and sms < 2 * units:
+        if not hbm3e and sms < 2 * units and n >= 2048:
             return 1
         splits = min(cap, sms // units)
-        return splits if 10 * units * splits >= (9 if hbm3e else 6) * sms else 0
+        return splits if 10 * units * splits >= (9 if hbm3e else 7) * sms else 0
     if units > 2 * sms:
         return 0
     if _wide_rows_balanced_band(units, sms, n, hbm3e, paged):
@@ -1950,27 +1950,28 @@ def test_wide_rows_balanced_band():
 def test_wide_rows_low_band():
     """Two-row-tile blocks above half a 32-row unit per SM off HBM3e (decode_wide_rows_splits,
     decode_wide_rows_balanced_band, stop 104): 2 splits as the balanced schedule (one block per
-    SM, a unit in up to three pieces) to 0.62 units per SM on paged tables of 4096 keys or more, to
-    0.69 from 8192 keys (contiguous caches from 16384); below the band on paged caches 1 split
-    (past 0.62 at 4096 keys, at 4080 keys), on contiguous ones 1 split from a 60% fill (an even
-    grid of one block per unit). One token at Hq 32 / Hkv 1 (units = B) and Nq 8 at GQA 32/8
-    (units = 8 B): automatic calls on ragged lengths (Nq keys, the capacity) against the
-    references, both 16-bit dtypes; on sm_90 the count against the rule's mirror and the kernel
-    and grid it implies (HBM3e parts: the 90% fill, no low band)."""
+    SM, a unit in up to three pieces) to 0.62 units per SM on paged tables of 4096 keys or more,
+    to 0.67 from 8192 keys, on both layouts to 0.69 from 16384; else from 2048 keys 1 split (an
+    even grid of one block per unit: past 0.62 at 4096 keys, 4080 keys, contiguous 4096); below
+    2048 keys the 16-row blocks (under the 70% fill). One token at Hq 32 / Hkv 1 (units = B) and
+    Nq 8 at GQA 32/8 (units = 8 B): automatic calls on ragged lengths (Nq keys, the capacity)
+    against the references, both 16-bit dtypes; on sm_90 the count against the rule's mirror and
+    the kernel and grid it implies (HBM3e parts: the 90% fill, no low band)."""
     require_op("paged_attention")
     require_op("decode_attention")
     sms = torch.cuda.get_device_properties(0).multi_processor_count
     sm90 = torch.cuda.get_device_capability()[0] >= 9
     hbm3e = device_is_hopper_hbm3e()
     gen = torch.Generator().manual_seed(104)
-    b_mid, b_top, b_long, b8 = int(0.58 * sms), 62 * sms // 100, 69 * sms // 100, int(0.58 * sms) // 8
+    b_mid, b_top, b_8k, b8 = int(0.58 * sms), 62 * sms // 100, 67 * sms // 100, int(0.58 * sms) // 8
     f16, b16 = torch.float16, torch.bfloat16
-    # (B, Hkv, Nq, capacity, paged, dtype, in the band off HBM3e)
-    cases = [(b_mid, 1, 1, 4096, True, f16, True), (b_top, 1, 1, 4096, True, b16, True),
-             (b_top + 1, 1, 1, 4096, True, f16, False), (b_mid, 1, 1, 4080, True, f16, False),
-             (b_top, 1, 1, 4096, False, f16, False), (b8, 8, 8, 4096, True, b16, True),
-             (b_long, 1, 1, 8192, True, f16, True), (b8, 8, 8, 16384, False, f16, True)]
-    for i, (b, hkv, nq, cap, paged, dt, in_band) in enumerate(cases):
+    # (B, Hkv, Nq, capacity, paged, dtype, the count off HBM3e: 2 the band's balanced schedule)
+    cases = [(b_mid, 1, 1, 4096, True, f16, 2), (b_top, 1, 1, 4096, True, b16, 2),
+             (b_top + 1, 1, 1, 4096, True, f16, 1), (b_mid, 1, 1, 4080, True, f16, 1),
+             (b_mid, 1, 1, 2032, True, b16, 0), (b_top, 1, 1, 4096, False, f16, 1),
+             (b_mid, 1, 1, 4096, False, b16, 1), (b8, 8, 8, 4096, True, b16, 2),
+             (b_8k, 1, 1, 8192, True, f16, 2), (b8, 8, 8, 16384, False, f16, 2)]
+    for i, (b, hkv, nq, cap, paged, dt, want_off) in enumerate(cases):
         what = f"B={b} Hkv={hkv} Nq={nq} cap={cap} {'paged' if paged else 'contiguous'} {str(dt)[6:]}"
         group = 32 // hkv
         if paged:
@@ -1998,8 +1999,8 @@ def test_wide_rows_low_band():
         if want:
             assert got == want, (what, got, want)
         balanced = _wide_rows_balanced_band(units, sms, cap, hbm3e, paged)
-        assert balanced == (in_band and not hbm3e), (what, "premise: the band's edges at this SM count")
-        assert hbm3e or want == (2 if in_band else 1), (what, want, "premise")
+        assert hbm3e or want == want_off, (what, want, "premise: the band's edges at this SM count")
+        assert balanced == (want_off == 2 and not hbm3e), (what, "premise")
         names = kernel_names(fn)
         assert bool(re.search(_TWO_TILE_BALANCED, names)) == balanced, (what, names[:400])
         assert bool(re.search(_TWO_TILE_TMA.format(d=128, stages=r"\d"), names)) == (want > 0 and not balanced), \

@@ -160,7 +160,7 @@ int64_t decode_attention_workspace_floats_upto(int batch, int num_q_heads, int n
   // length edges only the by-length caps move, and they grow with the length: each
   // interval's longest length stands for it. Two row tiles per block (decode_wide_rows_splits)
   // are the exception: up to one 32-row unit per SM they take over where their 1024-key cap
-  // first fills 90% of the SMs (60% off HBM3e), a length that depends on the batch and can fall
+  // first fills 90% of the SMs (70% off HBM3e), a length that depends on the batch and can fall
   // between the edges, and their count there can be below the 16-row count just short of it
   // (MQA B=2 at 132 SMs: 66 splits up to 61439 keys, 60 from 61440; stop 73's review). So each batch size
   // also reads the length just short of that one; above it their count only grows with the

@@ -502,10 +502,9 @@ constexpr bool decode_rule_multi_tile(int spec_rows) { return spec_rows > kRowsP
 // below) at head_dim exactly 128 with 17-32 query rows per KV head (one 32-row unit), splits of
 // at least kWideRowsSplitKeys keys, `units` (batch x KV heads) run:
 //  - up to one unit per SM, SMs / units splits (rounded down) where that fills 90% of the SMs
-//    (60% off HBM3e: decode_wide_rows_fill_splits); off HBM3e above half a unit per SM first 2
-//    splits as the balanced schedule in its low band (decode_wide_rows_balanced_band, stop 104:
-//    to 0.62 units per SM on paged tables from 4096 keys, to 0.69 from 8192, contiguous from
-//    16384), below it on paged caches 1 split;
+//    (70% off HBM3e: decode_wide_rows_fill_splits); off HBM3e above half a unit per SM from
+//    2048 keys instead 2 splits as the balanced schedule in its low band
+//    (decode_wide_rows_balanced_band, stop 104), else 1;
 //  - 1-1.35 units per SM (off HBM3e on paged caches 1.55) from 2048 keys, 2 splits run as the balanced schedule
 //    (decode_wide_rows_balanced_band);
 //  - up to two, 1 split where the two waves are 75% full, else (1.35-1.5 units per SM, their
@@ -555,32 +554,38 @@ constexpr int64_t kWideRowsSplitKeys = 1024;
 // from 1.59 (B=210 2K 90.0 against 93.3, B=220 4K 169.6 against 173.6, Nq 8 B=27 4K 169.7
 // against 173.1) and on contiguous caches from 1.5 (B=200 150.1 against 156.7; B=180 149.5 ->
 // 142.9 gained, one point).
-// Off HBM3e below one unit per SM since stop 104: above half a unit per SM, to 0.62 on paged
-// tables of kLargeGridMinKeys keys or more, to 0.69 on paged tables from twice that and contiguous
-// caches from four times (decode_wide_rows_streamk_blocks: a unit in up to three pieces), where an
-// even grid's one wave leaves 30-50% of the SMs idle, and so does 1 split of two-row-tile blocks.
-// H100, graph replays, cold L2, us, the automatic count before (16-row blocks below 70%, 1 split
-// from there) -> balanced (1 split; cuDNN), `--h100-low-band-rule` (NOTES.md "Stop 104"): one
-// token at Hq 32 / Hkv 1 paged B=70 (0.53) 4K 75.9 -> 64.9 (72.4; 58.4), 8K 143.3 -> 112.9 (138.0;
-// 110.2), 16K 286.7 -> 207.0 (275.4; 214.0); B=80 (0.61) 4K 78.3 -> 72.6 (72.4), 8K 139.3 -> 126.5
-// (138.9; 116.0), 16K 263.2 -> 234.2 (272.0; 226.6); B=84 (0.64) 8K 139.2 -> 131.5, 16K 272.4 ->
-// 246.0; B=90 (0.68) 8K 140.6 -> 139.3, 16K 276.3 -> 262.4 (248.2); contiguous B=80 16K 243.3 ->
-// 230.2 (230.3), B=90 16K 264.5 -> 256.4; Nq 8 at GQA 32/8 paged B=9 (0.55) 4K 77.4 -> 67.1, 8K
-// 146.7 -> 116.6, 16K 286.8 -> 216.2; B=11 (0.67) 8K 141.8 -> 135.6, 16K 277.5 -> 252.8; contiguous
-// B=10 16K 245.4 -> 229.8. Lost: 2048 keys (B=76 39.0 at 1 split against 42.0; paged tables there
-// take 1 split from half a unit per SM, decode_wide_rows_splits: B=70 42.1 -> 39.1), paged 4096
-// keys past 0.62 (B=84 72.7 at 1 split against 74.6, B=90 73.7 against 78.1, Nq 8 B=11 74.6
-// against 78.6), contiguous 4096 keys (Nq 8 B=10 67.3 at 1 split against 69.3; 8192 keys level:
-// B=90 137.4 / 137.3), and from 0.76 units per SM (stop 103, 8K: B=100 151.2 at 1 split against
-// 157.4, B=110 164.1 against 171.8).
+// Off HBM3e below one unit per SM since stop 104, above half a unit per SM: to 0.62 units per SM
+// on paged tables of kLargeGridMinKeys keys or more, to 0.67 from twice that, to 0.69 from four
+// times that on either layout (decode_wide_rows_streamk_blocks: a unit in up to three pieces),
+// where an even grid's one wave leaves 30-50% of the SMs idle, and so does 1 split of two-row-tile
+// blocks. H100, graph replays, cold L2, us, the automatic count before (16-row blocks below 70%,
+// 1 split from there) -> balanced (1 split; cuDNN), `--h100-low-band-rule`, `--h100-low-band-confirm`
+// (NOTES.md "Stop 104"): one token at Hq 32 / Hkv 1 paged B=70 (0.53) 4K 75.9 -> 64.9 (72.4;
+// 58.4), 8K 143.3 -> 112.9 (138.0; 110.2), 16K 286.7 -> 207.0 (275.4; 214.0); B=80 (0.61) 4K 78.3
+// -> 72.6 (72.4), 8K 139.3 -> 126.5 (138.9; 116.0), 16K 263.2 -> 234.2 (272.0; 226.6); B=84 (0.64)
+// 8K 139.2 -> 131.5, 16K 272.4 -> 246.0; B=90 (0.68) 16K 276.3 -> 262.4 (248.2); contiguous B=76
+// 16K 253.3 -> 223.4 (228.3), B=80 16K 243.3 -> 230.2, B=90 16K 264.5 -> 256.4; Nq 8 at GQA 32/8
+// paged B=9 (0.55) 4K 77.4 -> 67.1, 8K 146.7 -> 116.6, 16K 286.8 -> 216.2; B=11 (0.67) 8K 141.8
+// -> 135.6, 16K 277.5 -> 252.8; contiguous B=10 16K 245.4 -> 229.8; Nq 5 paged B=10 4K 75.3 ->
+// 71.2, 16K 256.5 -> 239.8. Lost to 1 split (which takes them, decode_wide_rows_splits): 2048 and
+// 3072 keys (B=76 39.0 against 42.0, 3K 56.2 / 56.8), paged 4096 keys past 0.62 (B=84 72.7
+// against 74.6, B=90 73.7 against 78.1, Nq 8 B=11 74.6 against 78.6), 8192 keys past 0.67 (B=90
+// 140.6 / 139.3, B=91 142.0 against 144.9), contiguous 4096 keys (Nq 8 B=10 67.5 against 69.3,
+// B=76 62.3 against 68.1), and from 0.76 units per SM (B=100/16K 295.7 against 297.8; stop 103,
+// 8K: B=100 151.2 against 157.4). Contiguous 8192 keys, left to 1 split: B=90 level (137.5 /
+// 137.3), B=80 126.2 against 123.4 balanced.
 constexpr int64_t kWideRowsBalancedTopPct = 135, kWideRowsBalancedTopPctPagedOther = 155;
-constexpr int64_t kWideRowsLowBandTopPct = 62, kWideRowsLowBandLongTopPct = 69;
+// the low band's top (% of the SMs) by table length, paged from 4096 keys and from 8192, either
+// layout from 16384
+constexpr int64_t kWideRowsLowBandTopPct = 62, kWideRowsLowBandTopPct8K = 67, kWideRowsLowBandTopPct16K = 69;
 inline bool decode_wide_rows_balanced_band(int64_t units, int64_t sms, int64_t max_kv_len, bool hbm3e, bool paged) {
   if (units <= sms) {
-    const int64_t top = hbm3e ? 0
-                        : max_kv_len >= (paged ? 2 : 4) * kLargeGridMinKeys ? kWideRowsLowBandLongTopPct
-                        : paged && max_kv_len >= kLargeGridMinKeys          ? kWideRowsLowBandTopPct
-                                                                            : 0;
+    const int64_t top = hbm3e                                                   ? 0
+                        : max_kv_len >= 4 * kLargeGridMinKeys                   ? kWideRowsLowBandTopPct16K
+                        : !paged                                                ? 0
+                        : max_kv_len >= 2 * kLargeGridMinKeys                   ? kWideRowsLowBandTopPct8K
+                        : max_kv_len >= kLargeGridMinKeys                       ? kWideRowsLowBandTopPct
+                                                                                : 0;
     return 2 * units > sms && 100 * units <= top * sms;
   }
   const int64_t top = !hbm3e && paged ? kWideRowsBalancedTopPctPagedOther : kWideRowsBalancedTopPct;
@@ -598,10 +603,10 @@ constexpr int decode_wide_row_tiles(int rows_per_kv_head) {
 constexpr bool decode_two_tile_rows(int rows_per_kv_head) {
   return rows_per_kv_head > kRowsPerBlock && rows_per_kv_head <= 2 * kRowsPerBlock;
 }
-// Up to one unit per SM, the fewest splits whose grid fills 90% of the SMs on HBM3e parts, 60%
-// on other sm_90 parts (decode_wide_rows_splits; 70% in stop 100, 60% since stop 104): the rule's count switches on at this
+// Up to one unit per SM, the fewest splits whose grid fills 90% of the SMs on HBM3e parts, 70%
+// on other sm_90 parts (decode_wide_rows_splits, stop 100): the rule's count switches on at this
 // many kWideRowsSplitKeys keys (decode_attention_workspace_floats_upto reads that length too).
-constexpr int64_t kWideRowsFillPctHbm3e = 90, kWideRowsFillPctOther = 60;
+constexpr int64_t kWideRowsFillPctHbm3e = 90, kWideRowsFillPctOther = 70;
 constexpr int64_t decode_wide_rows_fill_splits(int64_t units, int64_t sms, bool hbm3e) {
   const int64_t pct = hbm3e ? kWideRowsFillPctHbm3e : kWideRowsFillPctOther;
   return (pct * sms + 100 * units - 1) / (100 * units);
@@ -747,11 +752,15 @@ inline int decode_wide_rows_d64_d96_splits(int head_dim, int64_t units, int64_t 
 // 82.6 -> 75.6 (1); one token at Hq 32 / Hkv 1 B=48/16K (73%) paged 243.7 -> 150.8, contiguous
 // 237.5 -> 144.8 (2; cuDNN 158.9), B=100/4K (76%) 85.7 -> 79.2 (1). At 61% the lengths disagree (Nq
 // 8 B=10/4K 78.2 -> 73.8, MQA B=80/4K 79.5 -> 73.8, but Nq 8 B=10/16K 262.4 against 273.9): 16-row
-// blocks there. From 60% since stop 104 (NOTES.md "Stop 103", `--wide-low-band`, 16-row blocks -> 1
-// split, one token at Hq 32 / Hkv 1 paged: B=80 (61%) 2K 42.2 -> 39.0, 4K 78.5 -> 72.1, contiguous
-// 4K 69.4 -> 66.5; B=90 (68%) 2K 43.9 -> 40.5, 4K 80.5 -> 74.3, 8K 152.6 -> 141.8), and above half
-// a unit per SM the balanced 2 in its low band or, below it on paged caches, 1 split
-// (decode_wide_rows_balanced_band; Nq 8 B=10/16K above: 258.3 -> 235.7 balanced). Head dims 64 and 96 there since stop 101: decode_wide_rows_d64_d96_splits.
+// blocks there. Since stop 104 above half a unit per SM from 2048 keys the balanced 2 in its low
+// band (decode_wide_rows_balanced_band; Nq 8 B=10/16K above: 258.3 -> 235.7), else 1 split (the
+// 16-row blocks -> 1 split, `--wide-low-band` (stop 103) and `--h100-low-band-rule` /
+// `--h100-low-band-confirm` (stop 104), one token at Hq 32 / Hkv 1 paged: B=70 (53%) 2K 42.1 ->
+// 39.1, B=76 (58%) 3K 60.2 -> 56.7, B=80 (61%) 2K 42.0 -> 39.1, B=84 4K 80.7 -> 72.7, B=90 (68%)
+// 2K 43.9 -> 40.5, 4K 80.5 -> 74.3, 8K 152.6 -> 141.8; contiguous B=76/4K 67.7 -> 62.3, B=80/4K
+// 69.4 -> 66.5; Nq 8 paged B=11/4K 82.6 -> 74.6, Nq 5 B=11/4K 81.1 -> 73.2; one point lost,
+// contiguous B=90/8K 134.7 against 137.4). Head dims 64 and 96 there since stop 101:
+// decode_wide_rows_d64_d96_splits.
 inline int decode_wide_rows_splits(int head_dim, int rows_per_kv_head, int64_t units, int64_t sms,
                                    int64_t max_kv_len, bool hbm3e, bool paged) {
   if ((head_dim != 64 && head_dim != 96 && head_dim != 128) || !decode_two_tile_rows(rows_per_kv_head) ||
@@ -762,7 +771,7 @@ inline int decode_wide_rows_splits(int head_dim, int rows_per_kv_head, int64_t u
   if (cap < 1) return 0;
   if (units <= sms) {
     if (decode_wide_rows_balanced_band(units, sms, max_kv_len, hbm3e, paged)) return 2;
-    if (!hbm3e && paged && 2 * units > sms) return 1;  // below the band (stop 104, above)
+    if (!hbm3e && 2 * units > sms && max_kv_len >= 2 * kWideRowsSplitKeys) return 1;  // stop 104, above
     const int64_t splits = std::min(cap, sms / units);
     return splits >= decode_wide_rows_fill_splits(units, sms, hbm3e) ? static_cast<int>(splits) : 0;
   }
