@@ -2520,9 +2520,9 @@ def _wide_low_band_only(ns, label):
     """auto at the automatic count, w1 at 1 split, wb at 2."""
     return ns == {"auto": 0, "w1": 1, "wb": 2}[label]
 
-# --h100-low-band-rule (stop 104): stop 103's candidate rule off HBM3e, now automatic (1 split
-# of two-row-tile blocks from a 60% fill; paged tables of 4096 keys or more at 0.5-0.62 units per
-# SM the balanced 2): auto against the 16-row blocks at their count (off: the rule before, below
+# --h100-low-band-rule (stop 104): stop 103's candidate rule off HBM3e, automatic from its first
+# commit (1 split of two-row-tile blocks from a 60% fill; paged tables of 4096 keys or more at
+# 0.5-0.62 units per SM the balanced 2; the band as it landed: decode_wide_rows_balanced_band): auto against the 16-row blocks at their count (off: the rule before, below
 # 70%), 1 split (w1) and the balanced 2 (wb), cuDNN first; the lengths stop 103 did not read
 # (16K, contiguous 8K-16K, Nq 8 B=10-11) and the band's edges. (B, N, Nq, contiguous, Hkv)
 H100_LOW_BAND_RULE_ROWS = ([(b, n, 1, False, 1) for b in (70, 76, 80, 84, 90) for n in (2048, 4096, 8192, 16384)]
