@@ -2517,8 +2517,8 @@ WIDE_LOW_BAND_VARIANTS = {"auto": {}, "w1": {"CLO_DECODE_WIDE_ROWS": "1"}, "wb":
 
 
 def _wide_low_band_only(ns, label):
-    """auto at the automatic count, w1 at 1 split, wb at 2."""
-    return ns == {"auto": 0, "w1": 1, "wb": 2}[label]
+    """auto (and off, where a sweep has it) at the automatic count, w1 at 1 split, wb at 2."""
+    return ns == {"auto": 0, "off": 0, "w1": 1, "wb": 2}[label]
 
 # --h100-low-band-rule (stop 104): stop 103's candidate rule off HBM3e, automatic from its first
 # commit (1 split of two-row-tile blocks from a 60% fill; paged tables of 4096 keys or more at
@@ -2529,8 +2529,8 @@ H100_LOW_BAND_RULE_ROWS = ([(b, n, 1, False, 1) for b in (70, 76, 80, 84, 90) fo
                            + [(b, n, 8, False, 8) for b in (9, 10, 11) for n in (4096, 8192, 16384)]
                            + [(b, n, 1, True, 1) for b in (80, 90) for n in (8192, 16384)]
                            + [(10, n, 8, True, 8) for n in (4096, 16384)])
-H100_LOW_BAND_RULE_VARIANTS = {"auto": {}, "off": {"CLO_DECODE_WIDE_ROWS": "0"}, "w1": {"CLO_DECODE_WIDE_ROWS": "1"},
-                               "wb": {"CLO_DECODE_WIDE_ROWS": "3"}}
+H100_LOW_BAND_RULE_VARIANTS = {"auto": {}, "off": {"CLO_DECODE_WIDE_ROWS": "0"},
+                               **{k: v for k, v in WIDE_LOW_BAND_VARIANTS.items() if k != "auto"}}
 
 
 # --h100-low-band-confirm (stop 104): the rule's edges after `--h100-low-band-rule`: Nq 5 (20
@@ -2540,11 +2540,6 @@ H100_LOW_BAND_RULE_VARIANTS = {"auto": {}, "off": {"CLO_DECODE_WIDE_ROWS": "0"},
 H100_LOW_BAND_CONFIRM_ROWS = ([(b, n, 5, False, 8) for b in (10, 11) for n in (4096, 16384)] + [(10, 16384, 5, True, 8)]
                               + [(76, 3072, 1, False, 1), (76, 4096, 1, True, 1), (76, 16384, 1, True, 1),
                                  (91, 8192, 1, False, 1), (100, 16384, 1, False, 1)])
-
-
-def _low_band_rule_only(ns, label):
-    """auto and off at the automatic count, w1 at 1 split, wb at 2."""
-    return ns == {"auto": 0, "off": 0, "w1": 1, "wb": 2}[label]
 
 # --h100-mqa-band (stop 101): after the ncu read of one-token MQA at 1.5 units per SM (a tail of
 # whole one-per-SM two-row-tile blocks; `--wide-balanced` on the H100: B=200/4K balanced 2 splits
@@ -3078,10 +3073,10 @@ SWEEPS = {
     "wide-low-band": (hkv_rows_sweep(WIDE_LOW_BAND_ROWS, WIDE_LOW_BAND_VARIANTS, (0, 1, 2), _wide_low_band_only),
                       "two-row-tile blocks as the balanced schedule at 0.5-0.97 units per SM against auto and 1 split"),
     "h100-low-band-rule": (hkv_rows_sweep(H100_LOW_BAND_RULE_ROWS, H100_LOW_BAND_RULE_VARIANTS, (0, 1, 2),
-                                          _low_band_rule_only),
+                                          _wide_low_band_only),
                            "the off-HBM3e low-band rule (auto) against 16-row blocks, 1 split and the balanced 2"),
     "h100-low-band-confirm": (hkv_rows_sweep(H100_LOW_BAND_CONFIRM_ROWS, H100_LOW_BAND_RULE_VARIANTS, (0, 1, 2),
-                                             _low_band_rule_only),
+                                             _wide_low_band_only),
                               "the low-band rule's edges: Nq 5, 3K paged, contiguous below 60%%, 0.69-0.76 units per SM"),
     "h100-mqa-band": (hkv_rows_sweep(H100_MQA_BAND_ROWS, H100_MQA_BAND_VARIANTS, (0, 2), _auto_at_s0),
                       "one-token MQA and Nq 8 at 1.35-1.75 units per SM: auto against the balanced 2 splits"),

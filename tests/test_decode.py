@@ -1419,14 +1419,13 @@ def _wide_rows_d64_d96(d, units, n, sms, paged, hbm3e):
     (stop 94); else 0."""
     if n < 1024:
         return 0
+    # contiguous D = 64 where one wave holds 2 splits: twice that (stop 98; off HBM3e from 2048 keys too, stop 104)
+    if d == 64 and not paged and sms // units == 2 and (not hbm3e or n < 2048):
+        return 4
     if n < 2048:
         if units > sms:
             return 1 if d == 96 and 2 * units <= 3 * sms else 0
-        if d == 64 and not paged and sms // units == 2:  # contiguous D = 64: twice that (stop 98)
-            return 4
         return sms // units if sms // units <= 4 else 0
-    if d == 64 and not paged and not hbm3e and sms // units == 2:  # off HBM3e from 2048 keys too (stop 104)
-        return 4
     if 100 * units < 45 * sms:
         two_waves = d == 64 and hbm3e and (not paged or n > 1024 * (sms // units))
         return min(128, n // 256, (2 if two_waves else 1) * (sms // units))

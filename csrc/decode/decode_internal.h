@@ -707,15 +707,14 @@ inline int decode_wide_rows_d64_d96_splits(int head_dim, int64_t units, int64_t 
                                            bool paged, bool hbm3e) {
   const bool d64 = head_dim == 64;
   if (max_kv_len < kWideRowsSplitKeys) return 0;
+  // contiguous head_dim 64 where one wave holds 2 splits: 4 (above; stop 98 to 2047 keys, off
+  // HBM3e from 2048 too since stop 104)
+  if (d64 && !paged && sms / units == 2 && (!hbm3e || max_kv_len < 2 * kWideRowsSplitKeys)) return 4;
   if (max_kv_len < 2 * kWideRowsSplitKeys) {
     if (units > sms) return !d64 && 2 * units <= 3 * sms ? 1 : 0;
     const int64_t one_wave = sms / units;
-    // contiguous head_dim 64 where one wave holds 2 splits: 4 (above; stop 98)
-    if (d64 && !paged && one_wave == 2) return 4;
     return one_wave <= kWideRowsShortMaxSplits ? static_cast<int>(one_wave) : 0;
   }
-  // off HBM3e from 2048 keys too (stop 104, below)
-  if (d64 && !paged && !hbm3e && sms / units == 2) return 4;
   if (100 * units < kWideRowsNarrowDimMinUnitsPct * sms) {
     const int64_t cap = std::min<int64_t>(kMaxSplits, max_kv_len / kWideRowsSmallGridSplitKeys);
     const int64_t one_wave = sms / units;
