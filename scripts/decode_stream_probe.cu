@@ -659,7 +659,9 @@ void run_ours(const OursCase& c, __half* k, __half* v, unsigned long long* stamp
   setenv("CLO_DECODE_PDL", "0", 1);
 #ifdef CLO_DEV_STAMPS
   unsigned long long* ds = nullptr;
-  const int nblk = c.batch * c.hkv * a.num_splits;  // one row tile (GQA <= 16 rows)
+  // Slots for every block of the grid: 16-row blocks of 32-row units (two per unit) and a
+  // balanced grid of one block per SM included.
+  const int nblk = 2 * c.batch * c.hkv * std::max(a.num_splits, 1) + g_sms;
   constexpr int kS = cuda_llm_ops::decode::kDecodeDevStamps;
   CK(cudaMalloc(&ds, nblk * kS * 8));
   CK(cudaMemset(ds, 0, nblk * kS * 8));
@@ -843,6 +845,7 @@ int main(int argc, char** argv) {
   // n: the H200's paged layout at the 128-B hint: heads per block, against contiguous
   // r: ours on the bench's grids around the plane-box rule (one block per SM and beyond)
   // m: one-token MQA on the two-row-tile balanced schedule, paged and contiguous (stop 84)
+  // l: one-token MQA at half a 32-row unit per SM: 16-row blocks, 1 split, balanced (stop 105)
   const char* sections = argc > 2 ? argv[2] : "cro";
   auto has = [&](char ch) { return std::strchr(sections, ch) != nullptr; };
   cudaDeviceProp prop{};
@@ -859,6 +862,7 @@ int main(int argc, char** argv) {
   setenv("CLO_DECODE_VARIANT", "0", 1);
   setenv("CLO_DECODE_MERGE_APART", "2", 1);  // automatic (section w switches it)
   setenv("CLO_DECODE_SPREAD", "2", 1);  // automatic (decode_internal.h); section x forces it on and off
+  setenv("CLO_DECODE_WIDE_ROWS", "2", 1);  // automatic; section l forces it
   __half *k = nullptr, *v = nullptr;
   CK(cudaMalloc(&k, max_elems * 2));
   CK(cudaMalloc(&v, max_elems * 2));
@@ -1074,6 +1078,23 @@ int main(int argc, char** argv) {
                               {136, 1, 2048, false, 0, 0}, {150, 1, 4096, true, 0, 0},
                               {150, 1, 4096, true, 0, 0, 64}, {150, 1, 4096, false, 0, 0}};
     for (const OursCase& c : cases) run_ours(c, k, v, stamps, iters);
+  }
+  if (has('l')) {  // stop 105: one-token MQA below one 32-row unit per SM (16-row, 1 split, balanced)
+    std::printf("-- ours (raw launcher), random data: MQA at 0.5-0.53 units per SM; GQA 128-block baseline\n");
+    struct LowBandCase {
+      OursCase c;
+      const char* wide_rows;  // CLO_DECODE_WIDE_ROWS: 2 auto, 1 two-row tiles at the count, 3 balanced
+    };
+    const LowBandCase cases[] = {{{16, 8, 4096, true, 0, 0}, "2"},  {{66, 1, 4096, true, 0, 0}, "2"},
+                                 {{66, 1, 4096, true, 2, 0}, "3"},  {{70, 1, 4096, true, 0, 0}, "2"},
+                                 {{70, 1, 4096, true, 1, 0}, "1"},  {{70, 1, 16384, true, 0, 0}, "2"},
+                                 {{70, 1, 4096, false, 2, 0}, "3"}, {{70, 1, 2048, true, 2, 0}, "3"}};
+    for (const LowBandCase& lc : cases) {
+      setenv("CLO_DECODE_WIDE_ROWS", lc.wide_rows, 1);
+      std::printf("-- CLO_DECODE_WIDE_ROWS=%s\n", lc.wide_rows);
+      run_ours(lc.c, k, v, stamps, iters);
+    }
+    setenv("CLO_DECODE_WIDE_ROWS", "2", 1);
   }
   if (has('o')) {
     std::printf("-- ours (raw launcher), random data\n");
