@@ -2533,6 +2533,19 @@ H100_LOW_BAND_RULE_VARIANTS = {"auto": {}, "off": {"CLO_DECODE_WIDE_ROWS": "0"},
                                **{k: v for k, v in WIDE_LOW_BAND_VARIANTS.items() if k != "auto"}}
 
 
+# --fused-fold (stop 105): the fused split merge folding a thread's items together (one L2 round
+# trip for 32 rows over 2 splits, where it took one per item) against the merge kernel that
+# decode_merge_apart_pays takes for these rows (auto), on split calls whose blocks hold more
+# items than threads: one token at Hq 32 / Hkv 1 (two-row tiles, the low band's balanced 2 and
+# the even grid's many splits; 16-row blocks at 0.5 units per SM), Nq 8 and Nq 4 at GQA 32/8;
+# auto twice (drift). (B, N, Nq, contiguous, Hkv)
+FUSED_FOLD_ROWS = ([(66, n, 1, False, 1) for n in (2048, 4096)] + [(70, n, 1, False, 1) for n in (2048, 4096, 16384)]
+                   + [(70, 4096, 1, True, 1), (80, 8192, 1, False, 1), (9, 4096, 8, False, 8), (8, 16384, 1, False, 1),
+                      (8, 16384, 1, True, 1), (4, 16384, 8, False, 8), (136, 2048, 1, False, 1),
+                      (150, 4096, 1, False, 1), (17, 4096, 8, False, 8), (1, 16384, 4, False, 8),
+                      (4, 16384, 4, False, 8)])
+FUSED_FOLD_VARIANTS = {"auto": {}, "fused": {"CLO_DECODE_MERGE_APART": "0"}, "auto2": {}}
+
 # --h100-low-band-confirm (stop 104): the rule's edges after `--h100-low-band-rule`: Nq 5 (20
 # rows, whose 16-row blocks waste less of their second tile) in the band and just past it, paged
 # 3072 keys (1 split), contiguous units below the 60% fill, the band's 8192-key top (B=91: 0.69)
@@ -3075,6 +3088,8 @@ SWEEPS = {
     "h100-low-band-rule": (hkv_rows_sweep(H100_LOW_BAND_RULE_ROWS, H100_LOW_BAND_RULE_VARIANTS, (0, 1, 2),
                                           _wide_low_band_only),
                            "the off-HBM3e low-band rule (auto) against 16-row blocks, 1 split and the balanced 2"),
+    "fused-fold": (hkv_rows_sweep(FUSED_FOLD_ROWS, FUSED_FOLD_VARIANTS),
+                   "split calls of more items than threads: the fused fold (items together) against the merge kernel"),
     "h100-low-band-confirm": (hkv_rows_sweep(H100_LOW_BAND_CONFIRM_ROWS, H100_LOW_BAND_RULE_VARIANTS, (0, 1, 2),
                                              _wide_low_band_only),
                               "the low-band rule's edges: Nq 5, 3K paged, contiguous below 60%%, 0.69-0.76 units per SM"),

@@ -1081,6 +1081,58 @@ CLO_DEVICE T* decode_out_row(const DecodeKernelParams& p, int b, int head, int q
   return static_cast<T*>(p.out) + b * p.o_sb + head * p.o_sh + qi * p.o_sn;
 }
 
+// Four output columns of each of kItems query rows (and its lse) from the partials of their
+// first `n` splits, written by other blocks (ld.global.cg, never through L1): `locate(i, ps,
+// po)` gives item i's first split's (max, sum) and columns (split s at s * split_stride and s *
+// split_stride * cols after them) and returns whether the item is live; `store(i, m, l, acc,
+// nan_row)` writes a live item's folded row. Every item's loads of a batch of kBatch splits are
+// issued before any is used: kItems x kBatch loads per L2 round trip. `nan_seen`: the rows are
+// NaN already (a bad length, a stale split group).
+template <int kBatch, int kItems, class Locate, class Store>
+CLO_DEVICE void decode_merge_items(int64_t split_stride, int cols, int n, bool nan_seen, Locate&& locate,
+                                   Store&& store) {
+  float m[kItems], l[kItems];
+  float4 acc[kItems];
+  bool nan_row[kItems];
+#pragma unroll
+  for (int i = 0; i < kItems; ++i) {
+    m[i] = kNegInf;
+    l[i] = 0.f;
+    acc[i] = make_float4(0.f, 0.f, 0.f, 0.f);
+    nan_row[i] = nan_seen;
+  }
+  for (int s0 = 0; s0 < n; s0 += kBatch) {
+    float2 st[kItems][kBatch];
+    float4 x[kItems][kBatch];
+#pragma unroll
+    for (int i = 0; i < kItems; ++i) {
+      const float2* ps;
+      const float* po;
+      const bool live = locate(i, ps, po);
+#pragma unroll
+      for (int j = 0; j < kBatch; ++j) {
+        if (live && s0 + j < n) {
+          st[i][j] = __ldcg(ps + (s0 + j) * split_stride);
+          x[i][j] = __ldcg(reinterpret_cast<const float4*>(po + (s0 + j) * split_stride * cols));
+        } else {
+          decode_fold_neutral(st[i][j], x[i][j]);
+        }
+      }
+    }
+#pragma unroll
+    for (int i = 0; i < kItems; ++i) decode_fold_loaded<kBatch>(st[i], x[i], m[i], l[i], acc[i], nan_row[i]);
+  }
+#pragma unroll
+  for (int i = 0; i < kItems; ++i) store(i, m[i], l[i], acc[i], nan_row[i]);
+}
+// A query row's four columns from (m, l, acc) (and its lse, where `lse` is not null).
+template <typename T>
+CLO_DEVICE void decode_store_row_cols(float m, float l, const float4& acc, bool nan_row, T* out, float* lse) {
+  const float inv = nan_row ? __int_as_float(0x7fc00000) : (l > 0.f ? 1.f / l : 0.f);
+  if (lse != nullptr) *lse = decode_row_lse(m, l, nan_row);
+  *reinterpret_cast<uint2*>(out) =
+      make_uint2(pack_float2<T>(acc.x * inv, acc.y * inv), pack_float2<T>(acc.z * inv, acc.w * inv));
+}
 // Four output columns of one query row (and its lse, where `lse` is not null) from the
 // partials of its first `n` splits: split s's (max, sum) at ps[s * split_stride] and columns at
 // po + s * split_stride * cols, written by other blocks (ld.global.cg, never through L1),
@@ -1100,27 +1152,18 @@ CLO_DEVICE void decode_merge_row_cols(const float2* ps, const float* po, int64_t
         },
         m, l, acc, nan_seen);
   }
-  const float inv = nan_seen ? __int_as_float(0x7fc00000) : (l > 0.f ? 1.f / l : 0.f);
-  if (lse != nullptr) *lse = decode_row_lse(m, l, nan_seen);
-  *reinterpret_cast<uint2*>(out) =
-      make_uint2(pack_float2<T>(acc.x * inv, acc.y * inv), pack_float2<T>(acc.z * inv, acc.w * inv));
+  decode_store_row_cols<T>(m, l, acc, nan_seen, out, lse);
 }
 
-// Epilogue shared by the decode kernels: merge the math warps' online-softmax states
-// (log-sum-exp through smem), then write `out` (1 split) or this split's partials;
-// with splits, count the split in on the (batch, KV head, row tile)'s counter, and
-// the last of its num_splits blocks merges all splits' rows. No block ever waits for
-// another. Warps >= kMathWarps (a producer) hold no state and only help with the loops.
-// `smem` is the (now free) pipeline buffer; `bad` marks a bad block index or length
-// (the rows become NaN).
-// kFp8 (FP8 caches): o holds columns in decode_warp_tile_fp8's order, and V's
-// dequantization scale (p.v_scale) multiplies it here, where it is stored.
-// kMathOnly (the balanced schedule's kernel): only the kThreads math threads run it, on
-// named barrier kEpilogueBarrier and its own `smem` (the producer warp meanwhile fetches
-// the next piece's tiles into the pipeline buffer).
-// kRowTiles: the block's 16-row MMA tiles (rows row_tile * 16 * kRowTiles ..); math warp w
-// holds the state of tile w / (kMathWarps / kRowTiles), merged with that tile's warps only.
-// kNarrow: the math warps hold decode_warp_tile_narrow's state (O^T fragments, rows 2t, 2t + 1).
+// decode_epilogue's fused merge: the items (row, 4 columns) a thread folds together where a
+// block's `items` outnumber its `threads`, up to 4 (D = 128: 32 rows on 256 or 288 threads, 16
+// rows on 160), so that their loads share L2 round trips.
+constexpr int decode_fold_items(int items, int threads) {
+  const int per_thread = (items + threads - 1) / threads;
+  return per_thread < 4 ? per_thread : 4;
+}
+static_assert(decode_fold_items(1024, 256) == 4 && decode_fold_items(1024, 288) == 4 && decode_fold_items(512, 160) == 4 &&
+              decode_fold_items(256, 160) == 2 && decode_fold_items(128, 160) == 1);
 constexpr int kEpilogueBarrier = 2;
 template <typename T, int D, int kThreads, int kMathWarps, bool kFp8 = false, bool kMathOnly = false,
           int kRowTiles = 1, bool kNarrow = false>
@@ -1325,21 +1368,60 @@ CLO_DEVICE void decode_epilogue(const DecodeKernelParams& p, const DecodeWork& w
   const bool stale_group = sync_or(stale);
   const int merged = stale_group ? 0 : eff;
 
-  // Merge (log-sum-exp) the eff splits of this tile's rows, kFoldBatch splits per round
-  // trip; 16 would take the D < 128 kernels from ~95 to ~128 registers (NOTES v13).
+  // Merge (log-sum-exp) the eff splits of this block's rows. Where the block has a thread per
+  // item, or below head_dim 128: a thread's items one at a time, kFoldBatch splits per L2 round
+  // trip (16 would take the D < 128 kernels from ~95 to ~128 registers, NOTES v13). Else
+  // kFoldItems of a thread's items (kThreads apart) together over 2 splits per round trip
+  // (decode_merge_items), so 32 rows at head_dim 128 over 2 splits (the balanced schedule's 2-3
+  // pieces) take one round trip (two), not one per item (four on 256 threads), in fewer
+  // registers than the one-item batch. (Below 128 the items' batch took the paged D = 96 TMA
+  // kernels from 128-143 to 148-151 registers and spilled the narrow D = 64 ones; it spilled the
+  // narrow paged balanced kernel at 128, whose units of up to 8 rows take two items a thread.)
   constexpr int kFoldBatch = D >= 128 ? 16 : 8;
-  for (int idx = tid; idx < items; idx += kThreads) {
-    const int r = idx / kD4, d = (idx % kD4) * 4;
-    const int gr = row0 + r, col = decode_own_col<D>(p, gr, d);
-    if (col < 0) continue;
-    const int64_t row_id = row_id_of(gr);
-    decode_merge_row_cols<T, kFoldBatch>(p.partial_state + row_id, p.partial_o + row_id * head_cols + col,
-                                         p.total_rows, head_cols, merged, stale_group,
-                                         reinterpret_cast<T*>(out_ptr(gr, col)),
-                                         p.lse != nullptr && col == 0 ? p.lse + row_id : nullptr);
+  constexpr int kFoldItems = D >= 128 && !kNarrow ? decode_fold_items(kRowTiles * kRowsPerBlock * kD4, kThreads) : 1;
+  if (kFoldItems == 1 || items <= kThreads) {
+    for (int idx = tid; idx < items; idx += kThreads) {
+      const int r = idx / kD4, d = (idx % kD4) * 4;
+      const int gr = row0 + r, col = decode_own_col<D>(p, gr, d);
+      if (col < 0) continue;
+      const int64_t row_id = row_id_of(gr);
+      decode_merge_row_cols<T, kFoldBatch>(p.partial_state + row_id, p.partial_o + row_id * head_cols + col,
+                                           p.total_rows, head_cols, merged, stale_group,
+                                           reinterpret_cast<T*>(out_ptr(gr, col)),
+                                           p.lse != nullptr && col == 0 ? p.lse + row_id : nullptr);
 #ifdef CLO_DEV_STAMPS
-    if (p.dev_stamps != nullptr && idx == 0) stamp[18] = stamp[19] = clock64();
+      if (p.dev_stamps != nullptr && idx == 0) stamp[18] = stamp[19] = clock64();
 #endif
+    }
+  } else {
+    for (int idx0 = tid; idx0 < items; idx0 += kFoldItems * kThreads) {
+      // item i: (row, 4 columns) idx0 + i * kThreads; its column of the row's own head, or -1
+      auto own_col = [&](int i, int& gr) {
+        const int idx = idx0 + i * kThreads;
+        gr = row0 + idx / kD4;
+        return idx < items ? decode_own_col<D>(p, gr, (idx % kD4) * 4) : -1;
+      };
+      decode_merge_items<2, kFoldItems>(
+          p.total_rows, head_cols, merged, stale_group,
+          [&](int i, const float2*& ps, const float*& po) {
+            int gr;
+            const int col = own_col(i, gr);
+            const int64_t row_id = col >= 0 ? row_id_of(gr) : 0;
+            ps = p.partial_state + row_id;
+            po = p.partial_o + row_id * head_cols + max(col, 0);
+            return col >= 0;
+          },
+          [&](int i, float m, float l, const float4& acc, bool nan_row) {
+            int gr;
+            const int col = own_col(i, gr);
+            if (col < 0) return;
+            decode_store_row_cols<T>(m, l, acc, nan_row, reinterpret_cast<T*>(out_ptr(gr, col)),
+                                     p.lse != nullptr && col == 0 ? p.lse + row_id_of(gr) : nullptr);
+          });
+#ifdef CLO_DEV_STAMPS
+      if (p.dev_stamps != nullptr && idx0 == 0) stamp[18] = stamp[19] = clock64();
+#endif
+    }
   }
 #ifdef CLO_DEV_STAMPS
   if (p.dev_stamps != nullptr && tid == 0) stamp[17] = clock64();

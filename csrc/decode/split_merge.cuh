@@ -34,25 +34,14 @@ CLO_HOST_DEVICE int split_count_holding_keys(int num_splits, int n) {
   return static_cast<int>(div_ceil<int64_t>(n, split_keys<kTile>(num_splits, n)));
 }
 
-// Log-sum-exp fold of splits s0 .. s0 + n - 1 (n <= kBatch) into (m, l, acc): `load(s,
-// state, o)` fetches split s's (max, sum) and 4 unnormalised O columns; all n loads are
-// issued before any is used, then the batch's max is taken first and every split is
-// weighed against it, so the fold is no dependent chain of exp2 per split (the merger
-// runs on the call's critical path). A NaN state (bad index) sets nan_seen; splits
-// that saw no key (sum 0) do not count.
-template <int kBatch, class Load>
-CLO_DEVICE void decode_fold_splits(int s0, int n, Load&& load, float& m, float& l, float4& acc, bool& nan_seen) {
-  float2 st[kBatch];
-  float4 x[kBatch];
-#pragma unroll
-  for (int j = 0; j < kBatch; ++j) {
-    if (j < n) {
-      load(s0 + j, st[j], x[j]);
-    } else {
-      st[j] = make_float2(kNegInf, 0.f);
-      x[j] = make_float4(0.f, 0.f, 0.f, 0.f);
-    }
-  }
+// Log-sum-exp fold of a loaded batch of splits into (m, l, acc): split j's (max, sum) st[j]
+// and 4 unnormalised O columns x[j] (a split past the batch: (-inf, 0) and zeros). The
+// batch's max is taken first and every split is weighed against it, so the fold is no
+// dependent chain of exp2 per split (the merger runs on the call's critical path). A NaN
+// state (bad index) sets nan_seen; splits that saw no key (sum 0) do not count.
+template <int kBatch>
+CLO_DEVICE void decode_fold_loaded(const float2 (&st)[kBatch], const float4 (&x)[kBatch], float& m, float& l,
+                                   float4& acc, bool& nan_seen) {
   float m_new = m;
 #pragma unroll
   for (int j = 0; j < kBatch; ++j) {
@@ -75,6 +64,26 @@ CLO_DEVICE void decode_fold_splits(int s0, int n, Load&& load, float& m, float& 
     acc.w += x[j].w * w;
   }
   m = m_new;
+}
+// The neutral split of decode_fold_loaded's batch (no key: it does not count).
+CLO_DEVICE void decode_fold_neutral(float2& st, float4& x) {
+  st = make_float2(kNegInf, 0.f);
+  x = make_float4(0.f, 0.f, 0.f, 0.f);
+}
+
+// Log-sum-exp fold of splits s0 .. s0 + n - 1 (n <= kBatch) into (m, l, acc): `load(s,
+// state, o)` fetches split s's (max, sum) and 4 unnormalised O columns; all n loads are
+// issued before any is used (decode_fold_loaded).
+template <int kBatch, class Load>
+CLO_DEVICE void decode_fold_splits(int s0, int n, Load&& load, float& m, float& l, float4& acc, bool& nan_seen) {
+  float2 st[kBatch];
+  float4 x[kBatch];
+#pragma unroll
+  for (int j = 0; j < kBatch; ++j) {
+    if (j < n) load(s0 + j, st[j], x[j]);
+    else decode_fold_neutral(st[j], x[j]);
+  }
+  decode_fold_loaded<kBatch>(st, x, m, l, acc, nan_seen);
 }
 
 // A row's log-sum-exp in natural log from its (max, sum) in the log2 domain: -inf for a row
