@@ -2546,6 +2546,22 @@ FUSED_FOLD_ROWS = ([(66, n, 1, False, 1) for n in (2048, 4096)] + [(70, n, 1, Fa
                       (4, 16384, 4, False, 8)])
 FUSED_FOLD_VARIANTS = {"auto": {}, "fused": {"CLO_DECODE_MERGE_APART": "0"}, "auto2": {}}
 
+# --fold-ab (stop 105, under scripts/gpu_ab.sh with AB_DEFINES=CLO_DEV_FOLD_ONE_ITEM): the
+# fused fold of a thread's items together against one at a time, where it runs: FP8 caches
+# (always fused) at one token of Hq 32 / Hkv 1 (16-row blocks, 512 items on 160 threads) at the
+# automatic count, and FUSED_FOLD_ROWS' split rows under CLO_DECODE_MERGE_APART=0. (B, N)
+FOLD_AB_FP8_ROWS = [(8, 16384), (16, 8192), (32, 4096), (66, 4096), (100, 2048)]
+FOLD_AB_ROWS = [(66, 4096, 1, False, 1), (70, 4096, 1, False, 1), (136, 2048, 1, False, 1), (9, 4096, 8, False, 8),
+                (8, 16384, 1, False, 1)]
+
+
+def fold_ab_sweep(iters, copy_bw):
+    """FOLD_AB_FP8_ROWS (FP8 MQA, automatic count), then FOLD_AB_ROWS fused (graph replays,
+    cold L2, cuDNN first)."""
+    for B, N in FOLD_AB_FP8_ROWS:
+        _fp8_sweep_row(B, N, 1, 128, (0,), {"auto": {}}, iters, copy_bw)
+    hkv_rows_sweep(FOLD_AB_ROWS, {"fused": {"CLO_DECODE_MERGE_APART": "0"}})(iters, copy_bw)
+
 # --h100-low-band-confirm (stop 104): the rule's edges after `--h100-low-band-rule`: Nq 5 (20
 # rows, whose 16-row blocks waste less of their second tile) in the band and just past it, paged
 # 3072 keys (1 split), contiguous units below the 60% fill, the band's 8192-key top (B=91: 0.69)
@@ -3090,6 +3106,7 @@ SWEEPS = {
                            "the off-HBM3e low-band rule (auto) against 16-row blocks, 1 split and the balanced 2"),
     "fused-fold": (hkv_rows_sweep(FUSED_FOLD_ROWS, FUSED_FOLD_VARIANTS),
                    "split calls of more items than threads: the fused fold (items together) against the merge kernel"),
+    "fold-ab": (fold_ab_sweep, "FP8 MQA and fused split rows: the fused fold, for builds with and without CLO_DEV_FOLD_ONE_ITEM"),
     "h100-low-band-confirm": (hkv_rows_sweep(H100_LOW_BAND_CONFIRM_ROWS, H100_LOW_BAND_RULE_VARIANTS, (0, 1, 2),
                                              _wide_low_band_only),
                               "the low-band rule's edges: Nq 5, 3K paged, contiguous below 60%%, 0.69-0.76 units per SM"),

@@ -1378,7 +1378,11 @@ CLO_DEVICE void decode_epilogue(const DecodeKernelParams& p, const DecodeWork& w
   // kernels from 128-143 to 148-151 registers and spilled the narrow D = 64 ones; it spilled the
   // narrow paged balanced kernel at 128, whose units of up to 8 rows take two items a thread.)
   constexpr int kFoldBatch = D >= 128 ? 16 : 8;
+#ifdef CLO_DEV_FOLD_ONE_ITEM  // dev A/B builds only: one item at a time everywhere (the fold before stop 105)
+  constexpr int kFoldItems = 1;
+#else
   constexpr int kFoldItems = D >= 128 && !kNarrow ? decode_fold_items(kRowTiles * kRowsPerBlock * kD4, kThreads) : 1;
+#endif
   if (kFoldItems == 1 || items <= kThreads) {
     for (int idx = tid; idx < items; idx += kThreads) {
       const int r = idx / kD4, d = (idx % kD4) * 4;
