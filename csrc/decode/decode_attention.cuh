@@ -1368,22 +1368,27 @@ CLO_DEVICE void decode_epilogue(const DecodeKernelParams& p, const DecodeWork& w
   const bool stale_group = sync_or(stale);
   const int merged = stale_group ? 0 : eff;
 
-  // Merge (log-sum-exp) the eff splits of this block's rows. Where the block has a thread per
-  // item, or below head_dim 128: a thread's items one at a time, kFoldBatch splits per L2 round
-  // trip (16 would take the D < 128 kernels from ~95 to ~128 registers, NOTES v13). Else
+  // Merge (log-sum-exp) the eff splits of this block's rows: a thread's items one at a time,
+  // kFoldBatch splits per L2 round trip (16 would take the D < 128 kernels from ~95 to ~128
+  // registers, NOTES v13); or at head_dim 128 and more, where the items outnumber the threads,
   // kFoldItems of a thread's items (kThreads apart) together over 2 splits per round trip
-  // (decode_merge_items), so 32 rows at head_dim 128 over 2 splits (the balanced schedule's 2-3
-  // pieces) take one round trip (two), not one per item (four on 256 threads), in fewer
-  // registers than the one-item batch. (Below 128 the items' batch took the paged D = 96 TMA
-  // kernels from 128-143 to 148-151 registers and spilled the narrow D = 64 ones; it spilled the
-  // narrow paged balanced kernel at 128, whose units of up to 8 rows take two items a thread.)
+  // (decode_merge_items, fewer registers than the one-item batch), where that takes fewer round
+  // trips: 32 rows over 2-4 splits (the balanced schedule's 2-3 pieces) in one or two, not one
+  // per item (four on 256 threads); many splits keep the one-item batch (MQA B=8/16K at 16
+  // splits: 37.5 us one at a time, 43.3 us together; NOTES.md "Stop 105"). Below 128 the items'
+  // batch took the paged D = 96 TMA kernels from 128-143 to 148-151 registers and spilled the
+  // narrow D = 64 ones; it spilled the narrow paged balanced kernel at 128 (units of up to 8
+  // rows: two items a thread).
   constexpr int kFoldBatch = D >= 128 ? 16 : 8;
 #ifdef CLO_DEV_FOLD_ONE_ITEM  // dev A/B builds only: one item at a time everywhere (the fold before stop 105)
   constexpr int kFoldItems = 1;
 #else
   constexpr int kFoldItems = D >= 128 && !kNarrow ? decode_fold_items(kRowTiles * kRowsPerBlock * kD4, kThreads) : 1;
 #endif
-  if (kFoldItems == 1 || items <= kThreads) {
+  const bool items_together =
+      kFoldItems > 1 && div_ceil(items, kFoldItems * kThreads) * div_ceil(merged, 2) <
+                            div_ceil(items, kThreads) * div_ceil(merged, kFoldBatch);
+  if (!items_together) {
     for (int idx = tid; idx < items; idx += kThreads) {
       const int r = idx / kD4, d = (idx % kD4) * 4;
       const int gr = row0 + r, col = decode_own_col<D>(p, gr, d);
