@@ -3721,6 +3721,35 @@ def test_paged_attention_fp8_cache_matches_reference(lens, block_size, group, hk
     torch.testing.assert_close(lse, ref_lse.float(), rtol=1e-3, atol=1e-3, msg=what)
 
 
+@pytest.mark.parametrize("d", [128, 256])
+def test_fused_fold_items_together_matches_reference(d):
+    """The fused split merge folding a thread's items together (decode_epilogue, stop 105: head
+    dim 128 and more, where a block's rows x D / 4 items outnumber its threads and few splits
+    take fewer L2 round trips together than one item at a time) on FP8 caches, which always
+    merge in the last split block: one token at Hq 32 / Hkv 1 (32 rows on 16-row blocks) and
+    Nq 3 at GQA 32/8 (12 rows), at 2, 3 and 5 splits and at 16 (one item at a time), ragged
+    lengths with a 1-key sequence, with lse, against the reference."""
+    require_op("paged_attention")
+    for hkv, group, nq in ((1, 32, 1), (8, 4, 3)):
+        for num_splits in (2, 3, 5, 16):
+            seed = 105 + num_splits + d
+            q, kc, vc, table, seq_lens = _fp8_problem([3000, 1, 1500, 4096], hkv, group, d, 16, torch.float16, seed,
+                                                      0.3, 2.0)
+            if nq > 1:
+                g = torch.Generator(device="cuda").manual_seed(seed)
+                q = torch.randn(q.shape[0], nq, q.shape[1], d, device="cuda", generator=g).to(torch.float16)
+                q = q.transpose(1, 2)
+            out = poison_(torch.empty_like(q))
+            lse = torch.full(q.shape[:-1], float("nan"), device="cuda")
+            llm.paged_attention(q, kc, vc, table, seq_lens, out=out, num_splits=num_splits, k_scale=0.3, v_scale=2.0,
+                                lse=lse)
+            ref, ref_lse = paged_attention_reference(q, kc, vc, table, seq_lens, k_scale=0.3, v_scale=2.0,
+                                                     return_lse=True)
+            what = f"fp8 fused fold D={d} Hkv={hkv} group={group} Nq={nq} splits={num_splits}"
+            assert_close(out, ref, dtype=torch.float16, what=what)
+            torch.testing.assert_close(lse, ref_lse.float(), rtol=1e-3, atol=1e-3, msg=what)
+
+
 _FP8_BF16_Q_SCRIPT = r'''
 import math, os, re, torch
 import cuda_llm_ops as llm
