@@ -235,8 +235,8 @@ def auto_rule_cases(sms):
         ("fp8 D=128", 128, 16, 8, 4, 1, 1024, 16, f8, True),
         # FP8 one token at Hq 32 / Hkv 1 (32 rows on 16-row blocks, the last split block's fold
         # of a thread's 4 items together at few splits, stop 105) and at D = 256
-        ("fp8 MQA D=128", 128, 32, 1, 32, 1, 4096, 16, f8, True),
-        ("fp8 MQA D=256", 256, 16, 1, 32, 1, 2048, 16, f8, True),
+        ("fp8 MQA D=128", 128, 16, 1, 32, 1, 4096, 16, f8, True),
+        ("fp8 MQA D=256", 256, 8, 1, 32, 1, 2048, 16, f8, True),
         # two row tiles per block at D = 64 / 96 below 0.45 units per SM (stop 89: SMs // units
         # splits of 256 keys or more, D = 64 twice; paged only past 1024 keys a one-wave split,
         # stop 90: B=1/16K one wave, B=2/16K two), and D = 64 at 1.2 (3 splits)
