@@ -1164,6 +1164,21 @@ constexpr int decode_fold_items(int items, int threads) {
 }
 static_assert(decode_fold_items(1024, 256) == 4 && decode_fold_items(1024, 288) == 4 && decode_fold_items(512, 160) == 4 &&
               decode_fold_items(256, 160) == 2 && decode_fold_items(128, 160) == 1);
+// Epilogue shared by the decode kernels: merge the math warps' online-softmax states
+// (log-sum-exp through smem), then write `out` (1 split) or this split's partials;
+// with splits, count the split in on the (batch, KV head, row tile)'s counter, and
+// the last of its num_splits blocks merges all splits' rows. No block ever waits for
+// another. Warps >= kMathWarps (a producer) hold no state and only help with the loops.
+// `smem` is the (now free) pipeline buffer; `bad` marks a bad block index or length
+// (the rows become NaN).
+// kFp8 (FP8 caches): o holds columns in decode_warp_tile_fp8's order, and V's
+// dequantization scale (p.v_scale) multiplies it here, where it is stored.
+// kMathOnly (the balanced schedule's kernel): only the kThreads math threads run it, on
+// named barrier kEpilogueBarrier and its own `smem` (the producer warp meanwhile fetches
+// the next piece's tiles into the pipeline buffer).
+// kRowTiles: the block's 16-row MMA tiles (rows row_tile * 16 * kRowTiles ..); math warp w
+// holds the state of tile w / (kMathWarps / kRowTiles), merged with that tile's warps only.
+// kNarrow: the math warps hold decode_warp_tile_narrow's state (O^T fragments, rows 2t, 2t + 1).
 constexpr int kEpilogueBarrier = 2;
 template <typename T, int D, int kThreads, int kMathWarps, bool kFp8 = false, bool kMathOnly = false,
           int kRowTiles = 1, bool kNarrow = false>
@@ -1668,8 +1683,10 @@ constexpr int decode_cp_async_stages(size_t limit) {
 // The split merge on its own (p.merge_apart): one thread per 4 columns of a query row folds
 // the row's partials of every split that holds keys of its sequence (the count the split blocks
 // used, from its length) and writes the output row (and its lse). The fused merge, by the last
-// split block of a unit, folds kThreads items per L2 round trip, ~1.9 us each at the end of a
-// call on the H200: 4 of them for 16-32 rows at head_dim 128 (csrc/decode/NOTES.md "Stop 70").
+// split block of a unit, folded kThreads items per L2 round trip, ~1.9 us each at the end of a
+// call on the H200: 4 of them for 16-32 rows at head_dim 128 (csrc/decode/NOTES.md "Stop 70");
+// since stop 105 it takes a thread's items together at few splits (decode_epilogue), and on the
+// H100 the two ways read within 1-2 us of each other on those rows.
 // Launched after the attention grid, as its PDL secondary on sm_90 (set-up overlaps its tail).
 constexpr int kDecodeMergeThreads = 128;
 template <typename T, class KV>

@@ -113,7 +113,11 @@ int decode_dev_merge_apart();
 // three, since only its cut units merge (NOTES.md "Stop 82": four round trips, MQA B=136/2K 57.9
 // -> 56.5, B=150/4K 104.6 -> 103.5, Nq 8 B=17/4K 91.8 -> 89.9, Nq 4 B=20/4K 103.4 -> 101.2; two,
 // D = 256 one token B=18/2K 81.6 -> 83.5, B=20/8K 312.9 -> 314.5). Measured on the H200 only;
-// the rule is the round-trip count, not the part.
+// the rule is the round-trip count, not the part. It counts one round trip per item a thread
+// folds, the fold before stop 105; the fold now takes a thread's items together at head_dim 128
+// and more over few splits (decode_epilogue), and on the H100 that fused fold and the merge
+// kernel read within 1-2 us either way on 32-row units at 2-3 splits (NOTES.md "Stop 105"), so
+// the rule is unchanged.
 inline bool decode_merge_apart_pays(int num_splits, int block_rows, int kernel_head_dim, int block_threads,
                                     int min_round_trips) {
   const int knob = decode_dev_merge_apart();
