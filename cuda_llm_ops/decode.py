@@ -15,10 +15,10 @@ output to the workspace and counts itself in on a counter at the workspace's end
 and the split that finishes last merges (log-sum-exp) and resets the counter to its
 rest value (on Hopper's TMA kernel with 16-bit caches, where a block's query rows x
 head_dim / 4 outnumber its threads (the balanced schedule's: twice them), e.g. 16 query
-rows per KV head at head_dim 256, a second kernel merges instead and no counter is read). So the counters must be at rest
-before the first call: use a workspace from `decode_workspace` /
-`paged_attention_workspace` (which set them), passed as returned (not a slice: the
-counters sit at the end of the tensor). It is self-resetting: after every completed
+rows per KV head at head_dim 256, a second kernel merges instead and no counter is
+read). So the counters must be at rest before the first call: use a workspace from
+`decode_workspace` / `paged_attention_workspace` (which set them), passed as returned
+(not a slice: the counters sit at the end of the tensor). It is self-resetting: after every completed
 call the counters are at rest again, so one workspace serves any number of later
 calls and CUDA-graph replays, and calls of other shapes (batch, splits, heads) that
 it is large enough for. Calls sharing a workspace must be ordered (one stream).

@@ -2551,8 +2551,9 @@ FUSED_FOLD_VARIANTS = {"auto": {}, "fused": {"CLO_DECODE_MERGE_APART": "0"}, "au
 # (always fused) at one token of Hq 32 / Hkv 1 (16-row blocks, 512 items on 160 threads) at the
 # automatic count, and FUSED_FOLD_ROWS' split rows under CLO_DECODE_MERGE_APART=0. (B, N)
 FOLD_AB_FP8_ROWS = [(8, 16384), (16, 8192), (32, 4096), (66, 4096), (100, 2048)]
-FOLD_AB_ROWS = [(66, 4096, 1, False, 1), (70, 4096, 1, False, 1), (136, 2048, 1, False, 1), (9, 4096, 8, False, 8),
-                (8, 16384, 1, False, 1)]
+FOLD_AB_ROWS = [r for r in FUSED_FOLD_ROWS if r in {(66, 4096, 1, False, 1), (70, 4096, 1, False, 1),
+                                                     (136, 2048, 1, False, 1), (9, 4096, 8, False, 8),
+                                                     (8, 16384, 1, False, 1)}]
 
 
 def fold_ab_sweep(iters, copy_bw):
@@ -2560,7 +2561,7 @@ def fold_ab_sweep(iters, copy_bw):
     cold L2, cuDNN first)."""
     for B, N in FOLD_AB_FP8_ROWS:
         _fp8_sweep_row(B, N, 1, 128, (0,), {"auto": {}}, iters, copy_bw)
-    hkv_rows_sweep(FOLD_AB_ROWS, {"fused": {"CLO_DECODE_MERGE_APART": "0"}})(iters, copy_bw)
+    hkv_rows_sweep(FOLD_AB_ROWS, {"fused": FUSED_FOLD_VARIANTS["fused"]})(iters, copy_bw)
 
 # --h100-low-band-confirm (stop 104): the rule's edges after `--h100-low-band-rule`: Nq 5 (20
 # rows, whose 16-row blocks waste less of their second tile) in the band and just past it, paged
