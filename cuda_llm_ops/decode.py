@@ -18,9 +18,9 @@ head_dim / 4 outnumber its threads (the balanced schedule's: twice them), e.g. 1
 rows per KV head at head_dim 256, a second kernel merges instead and no counter is
 read). So the counters must be at rest before the first call: use a workspace from
 `decode_workspace` / `paged_attention_workspace` (which set them), passed as returned
-(not a slice: the counters sit at the end of the tensor). It is self-resetting: after every completed
-call the counters are at rest again, so one workspace serves any number of later
-calls and CUDA-graph replays, and calls of other shapes (batch, splits, heads) that
+(not a slice: the counters sit at the end of the tensor). It is self-resetting: after
+every completed call the counters are at rest again, so one workspace serves any number
+of later calls and CUDA-graph replays, and calls of other shapes (batch, splits, heads) that
 it is large enough for. Calls sharing a workspace must be ordered (one stream).
 Without `workspace=` a split call allocates one and sets its counters (one small
 kernel). A workspace whose counters are not at rest (a `torch.zeros` / `torch.empty`
