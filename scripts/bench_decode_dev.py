@@ -139,7 +139,7 @@ BENCH_VARIANTS = {
 _KNOBS = ("CLO_DECODE_VARIANT", "CLO_DECODE_TMA_STAGES", "CLO_DECODE_PACK", "CLO_DECODE_SMEM_LIMIT",
           "CLO_DECODE_STREAMK", "CLO_DECODE_PDL", "CLO_TMA_L2_PROMOTION", "CLO_DECODE_SPREAD",
           "CLO_DECODE_PLANE_BOXES", "CLO_DECODE_WIDE_ROWS", "CLO_DECODE_MERGE_APART", "CLO_DECODE_PAIR_KERNEL",
-          "CLO_DECODE_NARROW")
+          "CLO_DECODE_NARROW", "CLO_DECODE_CLUSTER_PAIR")
 # --shape-sweep: the cp.async kernel and the TMA kernel at each pipeline depth
 # (CLO_DECODE_TMA_STAGES; depths that do not fit in shared memory are skipped).
 SWEEP_VARIANTS = {
@@ -2563,6 +2563,27 @@ def fold_ab_sweep(iters, copy_bw):
         _fp8_sweep_row(B, N, 1, 128, (0,), {"auto": {}}, iters, copy_bw)
     hkv_rows_sweep(FOLD_AB_ROWS, {"fused": FUSED_FOLD_VARIANTS["fused"]})(iters, copy_bw)
 
+# --cluster-pair (stop 106): 2-split calls of the TMA kernel's even grid with each unit's two
+# splits as one cluster merging through distributed shared memory (CLO_DECODE_CLUSTER_PAIR=1)
+# against the same calls without it (the merge kernel or the fused fold): the automatic count
+# (0) and 2 splits forced, and the even grid forced where 2 splits would be the balanced
+# schedule (CLO_DECODE_STREAMK=0); one token at Hq 32 / Hkv 1 (two-row tiles) at 0.3-0.5 units
+# per SM, Nq 8 at GQA 32/8, one token at GQA 32/8 (4-row units). (B, N, Nq, contiguous, Hkv)
+CLUSTER_PAIR_ROWS = ([(66, n, 1, False, 1) for n in (2048, 4096, 8192)] + [(66, 4096, 1, True, 1)]
+                     + [(b, 4096, 1, False, 1) for b in (40, 50, 60)]
+                     + [(8, 4096, 8, False, 8), (8, 8192, 8, True, 8), (8, 8192, 1, False, 8), (4, 16384, 1, False, 8),
+                        (16, 2048, 1, False, 8)])
+CLUSTER_PAIR_VARIANTS = {"auto": {}, "pair": {"CLO_DECODE_CLUSTER_PAIR": "1"}, "even": {"CLO_DECODE_STREAMK": "0"},
+                         "even_pair": {"CLO_DECODE_STREAMK": "0", "CLO_DECODE_CLUSTER_PAIR": "1"}}
+
+
+def cluster_pair_sweep(iters, copy_bw):
+    """CLUSTER_PAIR_ROWS at the automatic count and 2 splits, then FP8 MQA B=32/4K (16-row blocks)
+    at 2 splits, each with and without the cluster pair (graph replays, cold L2, cuDNN first)."""
+    hkv_rows_sweep(CLUSTER_PAIR_ROWS, CLUSTER_PAIR_VARIANTS, (0, 2))(iters, copy_bw)
+    _fp8_sweep_row(32, 4096, 1, 128, (0, 2), {k: CLUSTER_PAIR_VARIANTS[k] for k in ("auto", "pair")}, iters, copy_bw)
+
+
 # --h100-low-band-confirm (stop 104): the rule's edges after `--h100-low-band-rule`: Nq 5 (20
 # rows, whose 16-row blocks waste less of their second tile) in the band and just past it, paged
 # 3072 keys (1 split), contiguous units below the 60% fill, the band's 8192-key top (B=91: 0.69)
@@ -3107,6 +3128,7 @@ SWEEPS = {
                            "the off-HBM3e low-band rule (auto) against 16-row blocks, 1 split and the balanced 2"),
     "fused-fold": (hkv_rows_sweep(FUSED_FOLD_ROWS, FUSED_FOLD_VARIANTS),
                    "split calls of more items than threads: the fused fold (items together) against the merge kernel"),
+    "cluster-pair": (cluster_pair_sweep, "2-split even grids: the cluster pair's DSMEM merge against the merge kernel / fused fold"),
     "fold-ab": (fold_ab_sweep, "FP8 MQA and fused split rows: the fused fold, for builds with and without CLO_DEV_FOLD_ONE_ITEM"),
     "h100-low-band-confirm": (hkv_rows_sweep(H100_LOW_BAND_CONFIRM_ROWS, H100_LOW_BAND_RULE_VARIANTS, (0, 1, 2),
                                              _wide_low_band_only),

@@ -1843,6 +1843,114 @@ def test_merge_apart_matches_reference():
     run_isolated(**_merge_apart_child())
 
 
+_CLUSTER_PAIR_SCRIPT = r"""
+import torch
+import cuda_llm_ops as llm
+from cuda_llm_ops.graphs import capture_graph
+from cuda_llm_ops.reference import attention_reference, paged_attention_reference, quantize_fp8_e4m3
+from cuda_llm_ops.reference.decode import make_paged_problem
+from cuda_llm_ops.testing import assert_close, poison_
+
+sm90 = torch.cuda.get_device_capability()[0] >= 9
+gen = torch.Generator().manual_seed(106)
+SENTINEL = 12345.0
+
+
+def marked_workspace(q, kc, table):
+    # split 0's partial of row 0 (the workspace's first floats): the split blocks without the
+    # cluster pair write it, the pair never does
+    ws = llm.paged_attention_workspace(q, kc, table, num_splits=2)
+    ws[:16] = SENTINEL
+    return ws
+
+
+def pair_ran(ws):
+    return bool((ws[:16] == SENTINEL).all())
+
+
+# (lens, KV heads, group, Nq, head_dim, block size, dtype, fp8 cache): 32-row units (one token at
+# Hq 32 / Hkv 1, Nq 8 at GQA 32/8: two row tiles), 4- and 16-row ones (narrow tile, 16-row tile),
+# head_dim 64-256 and a narrower one, empty / 1-key / one-tile sequences (split 1 holds no key)
+cases = [([3000, 0, 1, 65, 4096], 1, 32, 1, 128, 16, torch.float16, False),
+         ([4096, 17, 2000], 8, 4, 8, 128, 16, torch.bfloat16, False),
+         ([700, 1, 64, 2500], 8, 4, 1, 128, 32, torch.float16, False),
+         ([1500, 2, 129], 2, 8, 2, 64, 16, torch.bfloat16, False),
+         ([2000, 63], 2, 4, 1, 256, 64, torch.float16, False),
+         ([1000, 1, 333], 4, 4, 1, 96, 16, torch.bfloat16, False),
+         ([900, 5], 2, 8, 1, 112, 8, torch.float16, False),
+         ([3000, 1, 1500], 1, 32, 1, 128, 16, torch.float16, True),
+         ([2048, 40], 4, 4, 1, 64, 16, torch.bfloat16, True)]
+for i, (lens, hkv, group, nq, d, bs, dt, fp8) in enumerate(cases):
+    q, kc, vc, table, sl = make_paged_problem(lens, hkv, group, d, bs, dt, 1060 + i)
+    scales = {}
+    if fp8:
+        kc, vc = quantize_fp8_e4m3(kc, 0.3), quantize_fp8_e4m3(vc, 2.0)
+        scales = dict(k_scale=0.3, v_scale=2.0)
+    b = len(lens)
+    if nq > 1:
+        q = torch.randn(b, nq, hkv * group, d, device="cuda").to(dt).transpose(1, 2)
+    what = f"case {i}: lens={lens} Hkv={hkv} G={group} Nq={nq} D={d} bs={bs} fp8={fp8}"
+    ref, ref_lse = paged_attention_reference(q, kc, vc, table, sl, return_lse=True, **scales)
+    out = poison_(torch.empty_like(q))
+    lse = torch.full(q.shape[:-1], float("nan"), device="cuda")
+    ws = marked_workspace(q, kc, table)
+    llm.paged_attention(q, kc, vc, table, sl, out=out, num_splits=2, workspace=ws, lse=lse, **scales)
+    assert_close(out, ref, dtype=dt, what=what)
+    torch.testing.assert_close(lse, ref_lse.float(), rtol=1e-3, atol=1e-3, msg=what)
+    # the pair runs on the TMA kernel's even grid (sm_90)
+    assert pair_ran(ws) == sm90, f"{what}: cluster pair ran {pair_ran(ws)}"
+    if not fp8:
+        check_window_cap_lse(q, kc, vc, table, sl, 2, max(lens) // 3 + i, (0.0, 30.0)[i % 2], dt, what)
+        # contiguous keys [B, Hkv, N, D]
+        n = max(lens) + 3
+        qc = torch.randn(b, hkv * group, nq, d, device="cuda").to(dt)
+        k, v = (torch.randn(b, hkv, n, d, device="cuda").to(dt) for _ in range(2))
+        outc = poison_(torch.empty_like(qc))
+        llm.decode_attention(qc, k, v, out=outc, num_splits=2, is_causal=nq > 1)
+        assert_close(outc, attention_reference(qc, k, v, is_causal=nq > 1), dtype=dt,
+                     what=f"{what} contiguous N={n}")
+
+# graph replays at 2 splits with new lengths, tables and queries: one token at Hq 32 / Hkv 1
+lens = [3000, 1, 800, 4000]
+q, kc, vc, table, sl = make_paged_problem(lens, 1, 32, 128, 16, torch.float16, 1069)
+out = torch.empty_like(q)
+ws = marked_workspace(q, kc, table)
+graph, _ = capture_graph(lambda: llm.paged_attention(q, kc, vc, table, sl, out=out, workspace=ws, num_splits=2,
+                                                     check_indices=False))
+for trial in range(3):
+    q.copy_(torch.randn_like(q))
+    sl.copy_(torch.randint(0, table.shape[1] * 16 + 1, (len(lens),), dtype=torch.int32, generator=gen).cuda())
+    table.copy_(torch.randperm(kc.shape[0], device="cuda")[: table.numel()].view_as(table).int())
+    poison_(out)
+    graph.replay()
+    assert_close(out, paged_attention_reference(q, kc, vc, table, sl), dtype=torch.float16, what=f"replay {trial}")
+assert pair_ran(ws) == sm90, "graph replays: cluster pair"
+replay_then_bad_inputs(16, 1070, bad_len=True, splits=(2,), gen=gen)
+"""
+
+
+def _cluster_pair_child():
+    return dict(code=_SCRIPT_HELPERS + _CLUSTER_PAIR_SCRIPT, timeout=300,
+                env={"CLO_DECODE_CLUSTER_PAIR": "1", "CLO_DECODE_VARIANT": "2", "CLO_DECODE_STREAMK": "0"})
+
+
+@pytest.mark.isolated(_cluster_pair_child, ops=("paged_attention", "decode_attention"))
+def test_cluster_pair_matches_reference():
+    """The cluster pair (CLO_DECODE_CLUSTER_PAIR=1: a 2-split call of the TMA kernel's even grid
+    runs each unit's two splits as one thread-block cluster that merges them through distributed
+    shared memory, stop 106; the TMA kernel and the even grid forced by CLO_DECODE_VARIANT=2 and
+    CLO_DECODE_STREAMK=0) against the references: 32-, 16- and 4-row units, head_dim 64-256 and a
+    narrower one, both 16-bit dtypes and FP8 caches, empty, 1-key and one-tile sequences (the
+    second split holds no key), sliding window, soft cap and lse, the contiguous path, graph
+    replays with new lengths and tables, a bad block index and a bad length (NaN rows for those
+    sequences only). On sm_90 the pair must have run (split 0's partials in the workspace left
+    as they were); elsewhere the fused merge. A subprocess: the knobs are read in dev mode only
+    when set before the first decode call."""
+    require_op("paged_attention")
+    require_op("decode_attention")
+    run_isolated(**_cluster_pair_child())
+
+
 def test_merge_kernel_where_the_fused_merge_takes_round_trips():
     """The automatic choice of the merge kernel (decode_merge_apart_pays): GQA 32/8 head_dim 128
     at B=1 and 16K keys splits 16 ways on a small grid; with 4 new tokens a block's 16 rows x 32

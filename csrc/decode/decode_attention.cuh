@@ -39,6 +39,7 @@
 
 #include <type_traits>
 
+#include "cuda_llm_ops/cluster.cuh"
 #include "cuda_llm_ops/common.cuh"
 #include "cuda_llm_ops/fp8.cuh"
 #include "cuda_llm_ops/mma.cuh"
@@ -138,6 +139,11 @@ struct DecodeKernelParams {
   // launched after them, merges (decode_merge_apart_pays). False: the last block of each
   // unit merges (the split counters).
   bool merge_apart;
+  // The even grid's 2 splits of a unit as one thread-block cluster (1, 1, 2) (sm_90,
+  // decode_cluster_pair_pays): each block leaves its rows' (max, sum) and columns in its own
+  // smem and, after a cluster barrier, merges half of the rows from both blocks' smem
+  // (distributed shared memory). No partials, no count, no merge kernel; merge_apart is false.
+  bool cluster_pair;
 };
 
 // What a block computes: one (batch, KV head, row tile) unit's keys, or one piece of
@@ -452,6 +458,13 @@ constexpr size_t decode_epilogue_smem_bytes() {
   constexpr size_t kWarpRows = size_t(kDecodeWarps) * kRowTiles * kRowsPerBlock;
   return kWarpRows * sizeof(float2) + kWarpRows * (D + 4) * sizeof(float);
 }
+// decode_epilogue's cluster pair (p.cluster_pair): a block's rows' (max, sum) and columns, past
+// the warp merge's smem, inside the pipeline buffer (decode_pair_fits).
+template <int D, int kRowTiles = 1>
+constexpr size_t decode_pair_smem_bytes() {
+  constexpr size_t kRows = size_t(kRowTiles) * kRowsPerBlock;
+  return kRows * D * sizeof(float) + kRows * sizeof(float2);
+}
 // FP8 caches (KVT one byte): a stage holds the cache bytes, a tile of D/2 16-bit columns
 // in the same swizzled plane layout (16-byte chunk c = 16 e4m3 values); the warps
 // dequantize their fragments in registers (decode_warp_tile_fp8).
@@ -486,6 +499,12 @@ constexpr size_t decode_pipeline_smem_bytes() {
   constexpr size_t epilogue = decode_epilogue_smem_bytes<D, kRowTiles>();
   constexpr size_t larger = pipeline > epilogue ? pipeline : epilogue;
   return (larger + 127) / 128 * 128;
+}
+// Whether an instance's pipeline buffer holds the cluster pair's smem after the warp merge's.
+template <typename T, int D, int kStages, typename KVT = T, int kRowTiles = 1>
+constexpr bool decode_pair_fits() {
+  return decode_epilogue_smem_bytes<D, kRowTiles>() + decode_pair_smem_bytes<D, kRowTiles>() <=
+         decode_pipeline_smem_bytes<T, D, kStages, KVT, kRowTiles>();
 }
 template <typename T, int D, int kStages, typename KVT = T, int kRowTiles = 1>
 constexpr size_t decode_smem_bytes(size_t extra = 0) {
@@ -1179,13 +1198,15 @@ static_assert(decode_fold_items(1024, 256) == 4 && decode_fold_items(1024, 288) 
 // kRowTiles: the block's 16-row MMA tiles (rows row_tile * 16 * kRowTiles ..); math warp w
 // holds the state of tile w / (kMathWarps / kRowTiles), merged with that tile's warps only.
 // kNarrow: the math warps hold decode_warp_tile_narrow's state (O^T fragments, rows 2t, 2t + 1).
+// kMayPair: the block may run as one of a cluster pair (p.cluster_pair), its smem room for it.
 constexpr int kEpilogueBarrier = 2;
 template <typename T, int D, int kThreads, int kMathWarps, bool kFp8 = false, bool kMathOnly = false,
-          int kRowTiles = 1, bool kNarrow = false>
+          int kRowTiles = 1, bool kNarrow = false, bool kMayPair = false>
 CLO_DEVICE void decode_epilogue(const DecodeKernelParams& p, const DecodeWork& w,
                                 float (&o)[kNarrow ? D / 16 : D / 8][4], const float (&row_max)[2],
                                 float (&row_sum)[2], bool bad, int eff, unsigned char* smem) {
   static_assert(!(kNarrow && kFp8), "the narrow tile runs 16-bit caches");
+  static_assert(!(kMayPair && kMathOnly), "the balanced schedule's epilogue never runs in a cluster");
   constexpr int kDTiles = D / 8;
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
   const int g = lane >> 2, t4 = lane & 3;
@@ -1329,6 +1350,71 @@ CLO_DEVICE void decode_epilogue(const DecodeKernelParams& p, const DecodeWork& w
 #endif
     }
     return;
+  }
+
+  // ---- a cluster pair (p.cluster_pair: the unit's 2 splits, cluster ranks 0 and 1 = w.split):
+  // each block leaves its rows' merged state and columns in its own smem past the warp states;
+  // after a cluster barrier, block k folds rows [k * half, (k + 1) * half) from its own smem
+  // and the other block's (ld.shared::cluster) and stores them; a second barrier keeps each
+  // block's smem alive until the other has read it. Compiled where kMayPair: the TMA kernel's
+  // even grid, where its pipeline buffer holds the pair's smem (decode_pair_fits).
+  if constexpr (kMayPair) {
+    if (p.cluster_pair) {
+      float4* pair_o = reinterpret_cast<float4*>(obuf + kMathWarps * kRowsPerBlock * kOStride);  // [rows][D / 4]
+      float2* pair_st = reinterpret_cast<float2*>(pair_o + kRowTiles * kRowsPerBlock * kD4);   // [rows]
+      const int half = (rows_here + 1) / 2;
+      const int own_lo = split == 0 ? 0 : half, own_hi = split == 0 ? half : rows_here;
+      // The block's state of item idx (a split past the sequence's last tile holds no key).
+      auto own_state = [&](int idx, float4& acc) {
+        const int r = idx / kD4;
+        if (split >= eff) {
+          float2 st;
+          decode_fold_neutral(st, acc);
+          return st;
+        }
+        const float2 st = warp_sum(r, (idx % kD4) * 4, acc);
+        if (bad) acc = make_float4(nan, nan, nan, nan);
+        return bad ? make_float2(nan, nan) : st;
+      };
+      // the other block's rows first: that block reads them after the barrier
+      for (int idx = (own_lo == 0 ? half : 0) * kD4 + tid; idx < (own_lo == 0 ? rows_here : half) * kD4;
+           idx += kThreads) {
+        float4 acc;
+        const float2 st = own_state(idx, acc);
+        pair_o[idx] = acc;
+        if (idx % kD4 == 0) pair_st[idx / kD4] = st;
+      }
+#ifdef CLO_DEV_STAMPS
+      if (p.dev_stamps != nullptr && tid == 0) stamp[15] = clock64();
+#endif
+      cluster::sync();
+#ifdef CLO_DEV_STAMPS
+      if (p.dev_stamps != nullptr && tid == 0) stamp[16] = clock64();
+#endif
+      const uint32_t other = static_cast<uint32_t>(split ^ 1);
+      const uint32_t other_o = cluster::map_shared(pair_o, other), other_st = cluster::map_shared(pair_st, other);
+      for (int idx = own_lo * kD4 + tid; idx < own_hi * kD4; idx += kThreads) {
+        const int r = idx / kD4, d = (idx % kD4) * 4;
+        const int gr = row0 + r, col = decode_own_col<D>(p, gr, d);
+        if (col < 0) continue;
+        float2 st[2];
+        float4 x[2];
+        st[1] = cluster::load_remote_float2(other_st + r * sizeof(float2));
+        x[1] = cluster::load_remote_float4(other_o + idx * sizeof(float4));
+        st[0] = own_state(idx, x[0]);
+        float m = kNegInf, l = 0.f;
+        float4 acc = make_float4(0.f, 0.f, 0.f, 0.f);
+        bool nan_row = false;
+        decode_fold_loaded<2>(st, x, m, l, acc, nan_row);
+        decode_store_row_cols<T>(m, l, acc, nan_row, reinterpret_cast<T*>(out_ptr(gr, col)),
+                                 p.lse != nullptr && col == 0 ? p.lse + row_id_of(gr) : nullptr);
+      }
+      cluster::sync();
+#ifdef CLO_DEV_STAMPS
+      if (p.dev_stamps != nullptr && tid == 0) stamp[17] = clock64();
+#endif
+      return;
+    }
   }
 
   // ---- split-KV: this split's partials (splits past the sequence's last tile have
@@ -1880,6 +1966,13 @@ cudaError_t run_decode_attention(const DecodeAttentionArgs& a, cudaStream_t stre
   // warps fold, the producer streams the next piece meanwhile).
   auto launch_with_merge = [&](DecodeKernelParams params, int row_tiles, const auto& kv, auto&& launch) {
     const bool balanced = params.streamk_blocks > 0;
+    if (!balanced && sm90 && decode_cluster_pair_pays(a.num_splits)) {
+      params.cluster_pair = true;
+      params.merge_apart = false;
+      const cudaError_t err = launch(params);
+      if (err != cudaErrorNotSupported) return err;
+      params.cluster_pair = false;  // no wave of clusters holds the grid: as below
+    }
     const int fold_threads = balanced ? kTmaMathWarps * row_tiles * 32 : decode_tma_threads(row_tiles);
     params.merge_apart = !kDequant && pack_group == 0 &&
                          decode_merge_apart_pays(a.num_splits, std::min(p.rows, row_tiles * kRowsPerBlock), D,

@@ -517,8 +517,9 @@ __global__ void __launch_bounds__(decode_tma_threads(kRowTiles),
                                                                                                scratch);
       }
     } else {
-      decode_epilogue<T, D, kThreads, kMathWarps, kDequant, false, kRowTiles, kNarrow>(p, w, o, row_max, row_sum,
-                                                                                       bad, eff, smem);
+      constexpr bool kMayPair = kSchedule == kDecodeEvenGrid && decode_pair_fits<T, D, kStages, KVT, kRowTiles>();
+      decode_epilogue<T, D, kThreads, kMathWarps, kDequant, false, kRowTiles, kNarrow, kMayPair>(
+          p, w, o, row_max, row_sum, bad, eff, smem);
     }
     tiles_done += n_tiles;
     more = kBalanced && sk.pos < sk.hi && piece + 1 < kDecodeMaxPieces;
@@ -693,7 +694,35 @@ cudaError_t launch_decode_attention_tma_kernel(const DecodeKernelParams& p, cons
   static int state[64] = {0};
   const cudaError_t err = configure_decode_kernel_once(kernel, smem, true, state);
   if (err != cudaSuccess) return err;
-  return launch_kernel(kernel, grid, dim3(decode_tma_threads(kRowTiles)), smem, stream, pdl, p, kv, maps.k, maps.v,
+  constexpr int kThreads = decode_tma_threads(kRowTiles);
+  if (p.cluster_pair) {
+    // The even grid's 2 splits as clusters (1, 1, 2) of one block per SM: smem past half an
+    // SM's, or the cluster scheduler may put both blocks of a cluster on one SM while others
+    // idle (NOTES.md v13); and only one wave of such clusters (cudaErrorNotSupported: the
+    // caller launches without them).
+    if constexpr (kSchedule != kDecodeEvenGrid || !decode_pair_fits<T, D, kStages, KVT, kRowTiles>()) {
+      return cudaErrorNotSupported;
+    } else {
+      if (grid.z != 2) return cudaErrorInvalidValue;
+      const size_t pair_smem = std::max(smem, static_cast<size_t>(device_smem_optin() / 2 + 1024));
+      if (const cudaError_t e = set_dynamic_smem(kernel, pair_smem); e != cudaSuccess) return e;
+      static int pair_clusters[64] = {0};  // per device: clusters that fit at once (0 not asked, -1 none)
+      int dev = 0;
+      cudaGetDevice(&dev);
+      int& fit = pair_clusters[dev >= 0 && dev < 64 ? dev : 0];
+      if (fit == 0) {
+        const int n = cluster::max_active_clusters(kernel, 2, kThreads, pair_smem);
+        fit = n > 0 ? n : -1;
+      }
+      if (fit <= 0 || static_cast<int64_t>(grid.x) * grid.y > fit) return cudaErrorNotSupported;
+      cudaLaunchAttribute attr[2];
+      const cudaLaunchConfig_t cfg =
+          cluster::launch_config(grid, kThreads, pair_smem, stream, dim3(1, 1, 2), attr, pdl);
+      return cudaLaunchKernelEx(&cfg, kernel, p, kv, maps.k, maps.v, maps.k_tail, maps.v_tail, box_rows,
+                                maps.spans_planes);
+    }
+  }
+  return launch_kernel(kernel, grid, dim3(kThreads), smem, stream, pdl, p, kv, maps.k, maps.v,
                        maps.k_tail,
                        maps.v_tail, box_rows, maps.spans_planes);
 }

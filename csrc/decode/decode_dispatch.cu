@@ -80,6 +80,11 @@ int decode_dev_merge_apart() {
   return dev_knob("CLO_DECODE_MERGE_APART", dev_mode, kDecodeMergeApartAuto);
 }
 
+int decode_dev_cluster_pair() {
+  static bool dev_mode = std::getenv("CLO_DECODE_CLUSTER_PAIR") != nullptr;
+  return dev_knob("CLO_DECODE_CLUSTER_PAIR", dev_mode, kDecodeClusterPairAuto);
+}
+
 int decode_dev_plane_boxes() {
   static bool dev_mode = std::getenv("CLO_DECODE_PLANE_BOXES") != nullptr;
   return dev_knob("CLO_DECODE_PLANE_BOXES", dev_mode, 1);

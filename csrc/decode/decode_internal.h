@@ -124,6 +124,19 @@ inline bool decode_merge_apart_pays(int num_splits, int block_rows, int kernel_h
   if (num_splits <= 1 || knob == kDecodeMergeApartOff) return false;
   return knob == kDecodeMergeApartOn || block_rows * (kernel_head_dim / 4) > (min_round_trips - 1) * block_threads;
 }
+// Dev knob CLO_DECODE_CLUSTER_PAIR, read like CLO_DECODE_VARIANT: kDecodeClusterPairOff never
+// runs the cluster pair, kDecodeClusterPairOn wherever it can; anything else: the automatic
+// choice (decode_cluster_pair_pays).
+constexpr int kDecodeClusterPairOff = 0, kDecodeClusterPairOn = 1, kDecodeClusterPairAuto = 2;
+int decode_dev_cluster_pair();
+// Whether a 2-split call of the TMA kernel's even grid runs each unit's two splits as one
+// thread-block cluster that merges them through distributed shared memory
+// (DecodeKernelParams::cluster_pair; the launcher runs it only where one wave of such clusters
+// at one block per SM holds the grid and the instance's pipeline buffer holds the pair's smem).
+inline bool decode_cluster_pair_pays(int num_splits) {
+  const int knob = decode_dev_cluster_pair();
+  return num_splits == 2 && knob == kDecodeClusterPairOn;
+}
 // decode_merge_apart_pays' min_round_trips: the even grid's, the balanced schedule's
 constexpr int kEvenGridMergeApartTrips = 2, kBalancedMergeApartTrips = 3;
 // Dev knob CLO_DECODE_PLANE_BOXES, read like CLO_DECODE_VARIANT: 0 has the TMA kernel issue

@@ -67,27 +67,52 @@ CLO_DEVICE void store_remote(uint32_t addr, float2 v) {
 #endif
 }
 
-// A launch of `grid` CTAs of `threads` in clusters of `cluster_size` along x (no cluster
-// attribute for 1), with programmatic dependent launch when `pdl` (common.cuh's
-// launch_kernel: the kernel must call pdl_wait_primary before its first global access).
-// `attr` holds the attributes (room for two) and must live until the launch.
+// Loads from the shared::cluster address `addr` (map_shared): another CTA's shared memory,
+// written before a cluster sync() that this thread has passed.
+CLO_DEVICE float2 load_remote_float2(uint32_t addr) {
+  float2 v = make_float2(0.f, 0.f);
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("ld.shared::cluster.v2.f32 {%0, %1}, [%2];\n" : "=f"(v.x), "=f"(v.y) : "r"(addr) : "memory");
+#endif
+  return v;
+}
+CLO_DEVICE float4 load_remote_float4(uint32_t addr) {
+  float4 v = make_float4(0.f, 0.f, 0.f, 0.f);
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("ld.shared::cluster.v4.f32 {%0, %1, %2, %3}, [%4];\n"
+               : "=f"(v.x), "=f"(v.y), "=f"(v.z), "=f"(v.w)
+               : "r"(addr)
+               : "memory");
+#endif
+  return v;
+}
+
+// A launch of `grid` CTAs of `threads` in clusters of `cluster` CTAs (no cluster attribute
+// for one), with programmatic dependent launch when `pdl` (common.cuh's launch_kernel: the
+// kernel must call pdl_wait_primary before its first global access). `attr` holds the
+// attributes (room for two) and must live until the launch.
 inline cudaLaunchConfig_t launch_config(dim3 grid, unsigned threads, size_t smem_bytes, cudaStream_t stream,
-                                        int cluster_size, cudaLaunchAttribute* attr, bool pdl = false) {
+                                        dim3 cluster, cudaLaunchAttribute* attr, bool pdl = false) {
   cudaLaunchConfig_t cfg = {};
   cfg.gridDim = grid;
   cfg.blockDim = dim3(threads);
   cfg.dynamicSmemBytes = smem_bytes;
   cfg.stream = stream;
   cfg.attrs = attr;
-  if (cluster_size > 1) {
+  if (cluster.x * cluster.y * cluster.z > 1) {
     cudaLaunchAttribute& a = attr[cfg.numAttrs++];
     a.id = cudaLaunchAttributeClusterDimension;
-    a.val.clusterDim.x = cluster_size;
-    a.val.clusterDim.y = 1;
-    a.val.clusterDim.z = 1;
+    a.val.clusterDim.x = cluster.x;
+    a.val.clusterDim.y = cluster.y;
+    a.val.clusterDim.z = cluster.z;
   }
   if (pdl) attr[cfg.numAttrs++] = pdl_launch_attribute();
   return cfg;
+}
+// ... in clusters of `cluster_size` along x
+inline cudaLaunchConfig_t launch_config(dim3 grid, unsigned threads, size_t smem_bytes, cudaStream_t stream,
+                                        int cluster_size, cudaLaunchAttribute* attr, bool pdl = false) {
+  return launch_config(grid, threads, smem_bytes, stream, dim3(cluster_size > 1 ? cluster_size : 1), attr, pdl);
 }
 
 // Clusters of `cluster_size` CTAs of this kernel (with this block size and dynamic shared
