@@ -139,7 +139,7 @@ BENCH_VARIANTS = {
 _KNOBS = ("CLO_DECODE_VARIANT", "CLO_DECODE_TMA_STAGES", "CLO_DECODE_PACK", "CLO_DECODE_SMEM_LIMIT",
           "CLO_DECODE_STREAMK", "CLO_DECODE_PDL", "CLO_TMA_L2_PROMOTION", "CLO_DECODE_SPREAD",
           "CLO_DECODE_PLANE_BOXES", "CLO_DECODE_WIDE_ROWS", "CLO_DECODE_MERGE_APART", "CLO_DECODE_PAIR_KERNEL",
-          "CLO_DECODE_NARROW", "CLO_DECODE_CLUSTER_PAIR")
+          "CLO_DECODE_NARROW", "CLO_DECODE_SPLIT_CLUSTER")
 # --shape-sweep: the cp.async kernel and the TMA kernel at each pipeline depth
 # (CLO_DECODE_TMA_STAGES; depths that do not fit in shared memory are skipped).
 SWEEP_VARIANTS = {
@@ -2564,17 +2564,19 @@ def fold_ab_sweep(iters, copy_bw):
     hkv_rows_sweep(FOLD_AB_ROWS, {"fused": FUSED_FOLD_VARIANTS["fused"]})(iters, copy_bw)
 
 # --cluster-pair (stop 106): 2-split calls of the TMA kernel's even grid with each unit's two
-# splits as one cluster merging through distributed shared memory (CLO_DECODE_CLUSTER_PAIR=1)
-# against the same calls without it (the merge kernel or the fused fold): the automatic count
-# (0) and 2 splits forced, and the even grid forced where 2 splits would be the balanced
-# schedule (CLO_DECODE_STREAMK=0); one token at Hq 32 / Hkv 1 (two-row tiles) at 0.3-0.5 units
-# per SM, Nq 8 at GQA 32/8, one token at GQA 32/8 (4-row units). (B, N, Nq, contiguous, Hkv)
+# splits as one cluster merging through distributed shared memory (pair: CLO_DECODE_SPLIT_CLUSTER=2,
+# automatic since; at 20ab941 the knob CLO_DECODE_CLUSTER_PAIR=1, off by default) against the same
+# calls without it (auto: knob 0, the merge kernel or the fused fold): the automatic count (0) and 2 splits forced, and the even
+# grid forced where 2 splits would be the balanced schedule (CLO_DECODE_STREAMK=0); one token at
+# Hq 32 / Hkv 1 (two-row tiles) at 0.3-0.5 units per SM, Nq 8 at GQA 32/8, one token at GQA 32/8
+# (4-row units). (B, N, Nq, contiguous, Hkv)
 CLUSTER_PAIR_ROWS = ([(66, n, 1, False, 1) for n in (2048, 4096, 8192)] + [(66, 4096, 1, True, 1)]
                      + [(b, 4096, 1, False, 1) for b in (40, 50, 60)]
                      + [(8, 4096, 8, False, 8), (8, 8192, 8, True, 8), (8, 8192, 1, False, 8), (4, 16384, 1, False, 8),
                         (16, 2048, 1, False, 8)])
-CLUSTER_PAIR_VARIANTS = {"auto": {}, "pair": {"CLO_DECODE_CLUSTER_PAIR": "1"}, "even": {"CLO_DECODE_STREAMK": "0"},
-                         "even_pair": {"CLO_DECODE_STREAMK": "0", "CLO_DECODE_CLUSTER_PAIR": "1"}}
+CLUSTER_PAIR_VARIANTS = {"auto": {"CLO_DECODE_SPLIT_CLUSTER": "0"}, "pair": {"CLO_DECODE_SPLIT_CLUSTER": "2"},
+                         "even": {"CLO_DECODE_STREAMK": "0", "CLO_DECODE_SPLIT_CLUSTER": "0"},
+                         "even_pair": {"CLO_DECODE_STREAMK": "0", "CLO_DECODE_SPLIT_CLUSTER": "2"}}
 
 
 def cluster_pair_sweep(iters, copy_bw):
@@ -2582,6 +2584,25 @@ def cluster_pair_sweep(iters, copy_bw):
     at 2 splits, each with and without the cluster pair (graph replays, cold L2, cuDNN first)."""
     hkv_rows_sweep(CLUSTER_PAIR_ROWS, CLUSTER_PAIR_VARIANTS, (0, 2))(iters, copy_bw)
     _fp8_sweep_row(32, 4096, 1, 128, (0, 2), {k: CLUSTER_PAIR_VARIANTS[k] for k in ("auto", "pair")}, iters, copy_bw)
+
+
+# --split-clusters (stop 106): split clusters of 3 and 4 (CLO_DECODE_SPLIT_CLUSTER=4) against the
+# automatic choice (2 only: these calls merge as before) where 3 or 4 splits hold one wave at one
+# block per SM, and 2 splits as clusters (knob 2) beside them: one token at Hq 32 / Hkv 1 at
+# 0.25-0.33 units per SM (two-row tiles), GQA 32/8 one token (4-row units) and Nq 8 at 16K keys,
+# FP8 MQA. (B, N, Nq, contiguous, Hkv)
+SPLIT_CLUSTER_ROWS = ([(b, n, 1, False, 1) for b, n in ((33, 4096), (40, 4096), (44, 8192), (32, 16384))]
+                      + [(33, 4096, 1, True, 1), (4, 16384, 1, False, 8), (4, 16384, 8, False, 8), (4, 16384, 8, True, 8),
+                         (3, 16384, 8, False, 8), (2, 16384, 4, False, 8)])
+SPLIT_CLUSTER_VARIANTS = {"auto": {}, "c4": {"CLO_DECODE_SPLIT_CLUSTER": "4"}, "auto2": {}}
+
+
+def split_clusters_sweep(iters, copy_bw):
+    """SPLIT_CLUSTER_ROWS at the automatic count and 2-4 splits, automatic against clusters up to
+    4 splits; FP8 MQA B=16/8K and B=22/4K the same (graph replays, cold L2, cuDNN first)."""
+    hkv_rows_sweep(SPLIT_CLUSTER_ROWS, SPLIT_CLUSTER_VARIANTS, (0, 2, 3, 4))(iters, copy_bw)
+    for B, N in ((16, 8192), (22, 4096)):
+        _fp8_sweep_row(B, N, 1, 128, (0, 3, 4), SPLIT_CLUSTER_VARIANTS, iters, copy_bw)
 
 
 # --h100-low-band-confirm (stop 104): the rule's edges after `--h100-low-band-rule`: Nq 5 (20
@@ -3129,6 +3150,7 @@ SWEEPS = {
     "fused-fold": (hkv_rows_sweep(FUSED_FOLD_ROWS, FUSED_FOLD_VARIANTS),
                    "split calls of more items than threads: the fused fold (items together) against the merge kernel"),
     "cluster-pair": (cluster_pair_sweep, "2-split even grids: the cluster pair's DSMEM merge against the merge kernel / fused fold"),
+    "split-clusters": (split_clusters_sweep, "3-4 split even grids as split clusters against the merge kernel / fused fold"),
     "fold-ab": (fold_ab_sweep, "FP8 MQA and fused split rows: the fused fold, for builds with and without CLO_DEV_FOLD_ONE_ITEM"),
     "h100-low-band-confirm": (hkv_rows_sweep(H100_LOW_BAND_CONFIRM_ROWS, H100_LOW_BAND_RULE_VARIANTS, (0, 1, 2),
                                              _wide_low_band_only),

@@ -92,11 +92,28 @@ graph = capture_cold(lambda: llm.paged_attention(q, kc, vc, table, lens, out=out
 graph.replay(); torch.cuda.synchronize()
 assert_close(out, reference.paged_attention_reference(q, kc, vc, table, lens), dtype=q.dtype)
 """,
+    "paged_attention_split_cluster": """
+# 2 splits of one-token MQA: on sm_90 the even grid's units run as split clusters (a cluster
+# launch and its occupancy query, first under capture)
+B, HQ, HKV, D, BS = 4, 32, 1, 128, 16
+lens = torch.tensor([3000, 1, 900, 2048], dtype=torch.int32, device="cuda")
+table = torch.randperm(4 * 200).int().view(4, 200).cuda()
+kc, vc = (torch.randn(800, BS, HKV, D, device="cuda", dtype=torch.float16) for _ in range(2))
+q = torch.randn(B, HQ, D, device="cuda", dtype=torch.float16)
+ws = llm.paged_attention_workspace(q, kc, table, num_splits=2)
+ws[:16] = 12345.0  # split 0's partials: written outside a split cluster, never in one
+out = poison_(torch.empty_like(q))
+graph = capture_cold(lambda: llm.paged_attention(q, kc, vc, table, lens, out=out, num_splits=2, workspace=ws))
+graph.replay(); torch.cuda.synchronize()
+assert_close(out, reference.paged_attention_reference(q, kc, vc, table, lens), dtype=q.dtype)
+assert bool((ws[:16] == 12345.0).all()) == hopper, "split cluster"
+""",
 }
 
 
 def _case_op(case):
-    return {"gemm": "tensor_core_gemm", "gemm_int8": "tensor_core_gemm_int8"}.get(case, case)
+    return {"gemm": "tensor_core_gemm", "gemm_int8": "tensor_core_gemm_int8",
+            "paged_attention_split_cluster": "paged_attention"}.get(case, case)
 
 
 def _capture_child(case):

@@ -1447,11 +1447,14 @@ def _wide_rows_d64_d96(d, units, n, sms, paged, hbm3e):
 
 
 # The two-row-tile kernel's splits merge in the merge kernel (every unit of 17-32 rows takes two
-# L2 round trips or more: decode_merge_apart_pays); the last split block's merge, under the
-# CLO_DECODE_MERGE_APART=0 dev knob only, with the slow tests.
+# L2 round trips or more: decode_merge_apart_pays), at 2 splits where one wave holds them as
+# split clusters (decode_split_cluster_pays); the last split block's merge, under the
+# CLO_DECODE_MERGE_APART=0 dev knob only (split clusters off), with the slow tests.
 def _wide_rows_child(merge_apart):
     return dict(code=_SCRIPT_HELPERS + _WIDE_ROWS_SCRIPT, timeout=300,
-                env={"CLO_DECODE_WIDE_ROWS": "1", "CLO_DECODE_TMA_STAGES": "0", "CLO_DECODE_MERGE_APART": merge_apart})
+                env={"CLO_DECODE_WIDE_ROWS": "1", "CLO_DECODE_TMA_STAGES": "0", "CLO_DECODE_MERGE_APART": merge_apart,
+                     # the fused fold (knob 0) at 2 splits too, where a split cluster would run
+                     "CLO_DECODE_SPLIT_CLUSTER": "0" if merge_apart == "0" else ""})
 
 
 @pytest.mark.isolated(_wide_rows_child, ops=("paged_attention", "decode_attention"))
@@ -1826,7 +1829,8 @@ replay_then_bad_inputs(16, 799, bad_len=True, splits=(4,), gen=gen)  # the merge
 
 
 def _merge_apart_child():
-    return dict(code=_SCRIPT_HELPERS + _MERGE_APART_SCRIPT, timeout=300, env={"CLO_DECODE_MERGE_APART": "1"})
+    return dict(code=_SCRIPT_HELPERS + _MERGE_APART_SCRIPT, timeout=300,
+                env={"CLO_DECODE_MERGE_APART": "1", "CLO_DECODE_SPLIT_CLUSTER": "0"})  # the merge kernel at 2 splits too
 
 
 @pytest.mark.isolated(_merge_apart_child, ops=("paged_attention", "decode_attention"))
@@ -1836,14 +1840,15 @@ def test_merge_apart_matches_reference():
     one token and Nq 2-4 causal, 16- and 32-row blocks, head_dim 64-256 and narrower ones on
     them, 2-64 splits (more than some sequences have tiles), empty and 1-key sequences, sliding
     window, soft cap and lse, the contiguous path, graph replays with new lengths and tables, a
-    bad block index and a bad length (NaN rows for those sequences only). A subprocess: the
-    knob is read in dev mode only when set before the first decode call."""
+    bad block index and a bad length (NaN rows for those sequences only); CLO_DECODE_SPLIT_CLUSTER=0,
+    so that 2-split calls take it too. A subprocess: the knobs are read in dev mode only when set
+    before the first decode call."""
     require_op("paged_attention")
     require_op("decode_attention")
     run_isolated(**_merge_apart_child())
 
 
-_CLUSTER_PAIR_SCRIPT = r"""
+_SPLIT_CLUSTER_SCRIPT = r"""
 import torch
 import cuda_llm_ops as llm
 from cuda_llm_ops.graphs import capture_graph
@@ -1857,23 +1862,24 @@ SENTINEL = 12345.0
 
 
 def marked_workspace(q, kc, table):
-    # split 0's partial of row 0 (the workspace's first floats): the split blocks without the
-    # cluster pair write it, the pair never does
-    ws = llm.paged_attention_workspace(q, kc, table, num_splits=2)
+    # split 0's partial of row 0 (the workspace's first floats): split blocks outside a cluster
+    # write it, split clusters never do
+    ws = llm.paged_attention_workspace(q, kc, table, num_splits=4)
     ws[:16] = SENTINEL
     return ws
 
 
-def pair_ran(ws):
+def cluster_ran(ws):
     return bool((ws[:16] == SENTINEL).all())
 
 
 # (lens, KV heads, group, Nq, head_dim, block size, dtype, fp8 cache): 32-row units (one token at
 # Hq 32 / Hkv 1, Nq 8 at GQA 32/8: two row tiles), 4- and 16-row ones (narrow tile, 16-row tile),
-# head_dim 64-256 and a narrower one, empty / 1-key / one-tile sequences (split 1 holds no key)
+# head_dim 64-256 and a narrower one, empty / 1-key / one-tile sequences (later splits hold no
+# key); at most 24 units, so that a wave of clusters of 4 holds them
 cases = [([3000, 0, 1, 65, 4096], 1, 32, 1, 128, 16, torch.float16, False),
          ([4096, 17, 2000], 8, 4, 8, 128, 16, torch.bfloat16, False),
-         ([700, 1, 64, 2500], 8, 4, 1, 128, 32, torch.float16, False),
+         ([700, 1, 2500], 8, 4, 1, 128, 32, torch.float16, False),
          ([1500, 2, 129], 2, 8, 2, 64, 16, torch.bfloat16, False),
          ([2000, 63], 2, 4, 1, 256, 64, torch.float16, False),
          ([1000, 1, 333], 4, 4, 1, 96, 16, torch.bfloat16, False),
@@ -1889,66 +1895,69 @@ for i, (lens, hkv, group, nq, d, bs, dt, fp8) in enumerate(cases):
     b = len(lens)
     if nq > 1:
         q = torch.randn(b, nq, hkv * group, d, device="cuda").to(dt).transpose(1, 2)
-    what = f"case {i}: lens={lens} Hkv={hkv} G={group} Nq={nq} D={d} bs={bs} fp8={fp8}"
     ref, ref_lse = paged_attention_reference(q, kc, vc, table, sl, return_lse=True, **scales)
-    out = poison_(torch.empty_like(q))
-    lse = torch.full(q.shape[:-1], float("nan"), device="cuda")
-    ws = marked_workspace(q, kc, table)
-    llm.paged_attention(q, kc, vc, table, sl, out=out, num_splits=2, workspace=ws, lse=lse, **scales)
-    assert_close(out, ref, dtype=dt, what=what)
-    torch.testing.assert_close(lse, ref_lse.float(), rtol=1e-3, atol=1e-3, msg=what)
-    # the pair runs on the TMA kernel's even grid (sm_90)
-    assert pair_ran(ws) == sm90, f"{what}: cluster pair ran {pair_ran(ws)}"
+    for ns in (2, 3, 4):
+        what = f"case {i}: lens={lens} Hkv={hkv} G={group} Nq={nq} D={d} bs={bs} fp8={fp8} splits={ns}"
+        out = poison_(torch.empty_like(q))
+        lse = torch.full(q.shape[:-1], float("nan"), device="cuda")
+        ws = marked_workspace(q, kc, table)
+        llm.paged_attention(q, kc, vc, table, sl, out=out, num_splits=ns, workspace=ws, lse=lse, **scales)
+        assert_close(out, ref, dtype=dt, what=what)
+        torch.testing.assert_close(lse, ref_lse.float(), rtol=1e-3, atol=1e-3, msg=what)
+        # the clusters run on the TMA kernel's even grid (sm_90)
+        assert cluster_ran(ws) == sm90, f"{what}: split cluster ran {cluster_ran(ws)}"
     if not fp8:
-        check_window_cap_lse(q, kc, vc, table, sl, 2, max(lens) // 3 + i, (0.0, 30.0)[i % 2], dt, what)
+        check_window_cap_lse(q, kc, vc, table, sl, 2 + i % 3, max(lens) // 3 + i, (0.0, 30.0)[i % 2], dt, what)
         # contiguous keys [B, Hkv, N, D]
         n = max(lens) + 3
         qc = torch.randn(b, hkv * group, nq, d, device="cuda").to(dt)
         k, v = (torch.randn(b, hkv, n, d, device="cuda").to(dt) for _ in range(2))
         outc = poison_(torch.empty_like(qc))
-        llm.decode_attention(qc, k, v, out=outc, num_splits=2, is_causal=nq > 1)
+        llm.decode_attention(qc, k, v, out=outc, num_splits=2 + i % 3, is_causal=nq > 1)
         assert_close(outc, attention_reference(qc, k, v, is_causal=nq > 1), dtype=dt,
                      what=f"{what} contiguous N={n}")
 
-# graph replays at 2 splits with new lengths, tables and queries: one token at Hq 32 / Hkv 1
-lens = [3000, 1, 800, 4000]
-q, kc, vc, table, sl = make_paged_problem(lens, 1, 32, 128, 16, torch.float16, 1069)
-out = torch.empty_like(q)
-ws = marked_workspace(q, kc, table)
-graph, _ = capture_graph(lambda: llm.paged_attention(q, kc, vc, table, sl, out=out, workspace=ws, num_splits=2,
-                                                     check_indices=False))
-for trial in range(3):
-    q.copy_(torch.randn_like(q))
-    sl.copy_(torch.randint(0, table.shape[1] * 16 + 1, (len(lens),), dtype=torch.int32, generator=gen).cuda())
-    table.copy_(torch.randperm(kc.shape[0], device="cuda")[: table.numel()].view_as(table).int())
-    poison_(out)
-    graph.replay()
-    assert_close(out, paged_attention_reference(q, kc, vc, table, sl), dtype=torch.float16, what=f"replay {trial}")
-assert pair_ran(ws) == sm90, "graph replays: cluster pair"
-replay_then_bad_inputs(16, 1070, bad_len=True, splits=(2,), gen=gen)
+# graph replays at 2 and 3 splits with new lengths, tables and queries: one token at Hq 32 / Hkv 1
+for ns in (2, 3):
+    lens = [3000, 1, 800, 4000]
+    q, kc, vc, table, sl = make_paged_problem(lens, 1, 32, 128, 16, torch.float16, 1069 + ns)
+    out = torch.empty_like(q)
+    ws = marked_workspace(q, kc, table)
+    graph, _ = capture_graph(lambda: llm.paged_attention(q, kc, vc, table, sl, out=out, workspace=ws, num_splits=ns,
+                                                         check_indices=False))
+    for trial in range(3):
+        q.copy_(torch.randn_like(q))
+        sl.copy_(torch.randint(0, table.shape[1] * 16 + 1, (len(lens),), dtype=torch.int32, generator=gen).cuda())
+        table.copy_(torch.randperm(kc.shape[0], device="cuda")[: table.numel()].view_as(table).int())
+        poison_(out)
+        graph.replay()
+        assert_close(out, paged_attention_reference(q, kc, vc, table, sl), dtype=torch.float16,
+                     what=f"splits {ns} replay {trial}")
+    assert cluster_ran(ws) == sm90, f"graph replays at {ns} splits: split cluster"
+replay_then_bad_inputs(16, 1070, bad_len=True, splits=(2, 3, 4), gen=gen)
 """
 
 
-def _cluster_pair_child():
-    return dict(code=_SCRIPT_HELPERS + _CLUSTER_PAIR_SCRIPT, timeout=300,
-                env={"CLO_DECODE_CLUSTER_PAIR": "1", "CLO_DECODE_VARIANT": "2", "CLO_DECODE_STREAMK": "0"})
+def _split_cluster_child():
+    return dict(code=_SCRIPT_HELPERS + _SPLIT_CLUSTER_SCRIPT, timeout=300,
+                env={"CLO_DECODE_SPLIT_CLUSTER": "4", "CLO_DECODE_VARIANT": "2", "CLO_DECODE_STREAMK": "0"})
 
 
-@pytest.mark.isolated(_cluster_pair_child, ops=("paged_attention", "decode_attention"))
-def test_cluster_pair_matches_reference():
-    """The cluster pair (CLO_DECODE_CLUSTER_PAIR=1: a 2-split call of the TMA kernel's even grid
-    runs each unit's two splits as one thread-block cluster that merges them through distributed
+@pytest.mark.isolated(_split_cluster_child, ops=("paged_attention", "decode_attention"))
+def test_split_cluster_matches_reference():
+    """Split clusters (CLO_DECODE_SPLIT_CLUSTER=4: a 2-4 split call of the TMA kernel's even grid
+    runs each unit's splits as one thread-block cluster that merges them through distributed
     shared memory, stop 106; the TMA kernel and the even grid forced by CLO_DECODE_VARIANT=2 and
-    CLO_DECODE_STREAMK=0) against the references: 32-, 16- and 4-row units, head_dim 64-256 and a
-    narrower one, both 16-bit dtypes and FP8 caches, empty, 1-key and one-tile sequences (the
-    second split holds no key), sliding window, soft cap and lse, the contiguous path, graph
-    replays with new lengths and tables, a bad block index and a bad length (NaN rows for those
-    sequences only). On sm_90 the pair must have run (split 0's partials in the workspace left
-    as they were); elsewhere the fused merge. A subprocess: the knobs are read in dev mode only
-    when set before the first decode call."""
+    CLO_DECODE_STREAMK=0) against the references: 32-, 16- and 4-row units, head_dim 64-256 and
+    a narrower one, both 16-bit dtypes and FP8 caches, empty, 1-key and one-tile sequences (later
+    splits hold no key), sliding window, soft cap and lse, the contiguous path, graph replays
+    with new lengths and tables, a bad block index and a bad length (NaN rows for those
+    sequences only). On sm_90 the clusters must have run (split 0's partials in the workspace
+    left as they were); elsewhere the fused merge. A subprocess: the knobs are read in dev mode
+    only when set before the first decode call."""
     require_op("paged_attention")
     require_op("decode_attention")
-    run_isolated(**_cluster_pair_child())
+    run_isolated(**_split_cluster_child())
 
 
 def test_merge_kernel_where_the_fused_merge_takes_round_trips():

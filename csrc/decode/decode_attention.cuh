@@ -139,11 +139,12 @@ struct DecodeKernelParams {
   // launched after them, merges (decode_merge_apart_pays). False: the last block of each
   // unit merges (the split counters).
   bool merge_apart;
-  // The even grid's 2 splits of a unit as one thread-block cluster (1, 1, 2) (sm_90,
-  // decode_cluster_pair_pays): each block leaves its rows' (max, sum) and columns in its own
-  // smem and, after a cluster barrier, merges half of the rows from both blocks' smem
-  // (distributed shared memory). No partials, no count, no merge kernel; merge_apart is false.
-  bool cluster_pair;
+  // The even grid's num_splits (2 .. kDecodeMaxClusterSplits) blocks of a unit as one
+  // thread-block cluster (1, 1, num_splits) (sm_90, decode_split_cluster_pays): each block leaves
+  // its rows' (max, sum) and columns in its own smem and, after a cluster barrier, merges its
+  // share of the rows from every block's smem (distributed shared memory). No partials, no
+  // count, no merge kernel; merge_apart is false.
+  bool split_cluster;
 };
 
 // What a block computes: one (batch, KV head, row tile) unit's keys, or one piece of
@@ -458,10 +459,10 @@ constexpr size_t decode_epilogue_smem_bytes() {
   constexpr size_t kWarpRows = size_t(kDecodeWarps) * kRowTiles * kRowsPerBlock;
   return kWarpRows * sizeof(float2) + kWarpRows * (D + 4) * sizeof(float);
 }
-// decode_epilogue's cluster pair (p.cluster_pair): a block's rows' (max, sum) and columns, past
-// the warp merge's smem, inside the pipeline buffer (decode_pair_fits).
+// decode_epilogue's split cluster (p.split_cluster): a block's rows' (max, sum) and columns,
+// past the warp merge's smem, inside the pipeline buffer (decode_split_cluster_fits).
 template <int D, int kRowTiles = 1>
-constexpr size_t decode_pair_smem_bytes() {
+constexpr size_t decode_split_cluster_smem_bytes() {
   constexpr size_t kRows = size_t(kRowTiles) * kRowsPerBlock;
   return kRows * D * sizeof(float) + kRows * sizeof(float2);
 }
@@ -500,10 +501,10 @@ constexpr size_t decode_pipeline_smem_bytes() {
   constexpr size_t larger = pipeline > epilogue ? pipeline : epilogue;
   return (larger + 127) / 128 * 128;
 }
-// Whether an instance's pipeline buffer holds the cluster pair's smem after the warp merge's.
+// Whether an instance's pipeline buffer holds the split cluster's smem after the warp merge's.
 template <typename T, int D, int kStages, typename KVT = T, int kRowTiles = 1>
-constexpr bool decode_pair_fits() {
-  return decode_epilogue_smem_bytes<D, kRowTiles>() + decode_pair_smem_bytes<D, kRowTiles>() <=
+constexpr bool decode_split_cluster_fits() {
+  return decode_epilogue_smem_bytes<D, kRowTiles>() + decode_split_cluster_smem_bytes<D, kRowTiles>() <=
          decode_pipeline_smem_bytes<T, D, kStages, KVT, kRowTiles>();
 }
 template <typename T, int D, int kStages, typename KVT = T, int kRowTiles = 1>
@@ -1198,15 +1199,15 @@ static_assert(decode_fold_items(1024, 256) == 4 && decode_fold_items(1024, 288) 
 // kRowTiles: the block's 16-row MMA tiles (rows row_tile * 16 * kRowTiles ..); math warp w
 // holds the state of tile w / (kMathWarps / kRowTiles), merged with that tile's warps only.
 // kNarrow: the math warps hold decode_warp_tile_narrow's state (O^T fragments, rows 2t, 2t + 1).
-// kMayPair: the block may run as one of a cluster pair (p.cluster_pair), its smem room for it.
+// kMayCluster: the block may run in a split cluster (p.split_cluster), its smem room for it.
 constexpr int kEpilogueBarrier = 2;
 template <typename T, int D, int kThreads, int kMathWarps, bool kFp8 = false, bool kMathOnly = false,
-          int kRowTiles = 1, bool kNarrow = false, bool kMayPair = false>
+          int kRowTiles = 1, bool kNarrow = false, bool kMayCluster = false>
 CLO_DEVICE void decode_epilogue(const DecodeKernelParams& p, const DecodeWork& w,
                                 float (&o)[kNarrow ? D / 16 : D / 8][4], const float (&row_max)[2],
                                 float (&row_sum)[2], bool bad, int eff, unsigned char* smem) {
   static_assert(!(kNarrow && kFp8), "the narrow tile runs 16-bit caches");
-  static_assert(!(kMayPair && kMathOnly), "the balanced schedule's epilogue never runs in a cluster");
+  static_assert(!(kMayCluster && kMathOnly), "the balanced schedule's epilogue never runs in a cluster");
   constexpr int kDTiles = D / 8;
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
   const int g = lane >> 2, t4 = lane & 3;
@@ -1352,37 +1353,38 @@ CLO_DEVICE void decode_epilogue(const DecodeKernelParams& p, const DecodeWork& w
     return;
   }
 
-  // ---- a cluster pair (p.cluster_pair: the unit's 2 splits, cluster ranks 0 and 1 = w.split):
-  // each block leaves its rows' merged state and columns in its own smem past the warp states;
-  // after a cluster barrier, block k folds rows [k * half, (k + 1) * half) from its own smem
-  // and the other block's (ld.shared::cluster) and stores them; a second barrier keeps each
-  // block's smem alive until the other has read it. Compiled where kMayPair: the TMA kernel's
-  // even grid, where its pipeline buffer holds the pair's smem (decode_pair_fits).
-  if constexpr (kMayPair) {
-    if (p.cluster_pair) {
-      float4* pair_o = reinterpret_cast<float4*>(obuf + kMathWarps * kRowsPerBlock * kOStride);  // [rows][D / 4]
-      float2* pair_st = reinterpret_cast<float2*>(pair_o + kRowTiles * kRowsPerBlock * kD4);   // [rows]
-      const int half = (rows_here + 1) / 2;
-      const int own_lo = split == 0 ? 0 : half, own_hi = split == 0 ? half : rows_here;
+  // ---- a split cluster (p.split_cluster: the unit's num_splits blocks as one cluster, rank =
+  // w.split): each block leaves its rows' merged state and columns in its own smem past the warp
+  // states; after a cluster barrier, block k folds its share of the rows (row tile k of
+  // ceil(rows / splits)) from every block's smem (its own, and the others' through
+  // ld.shared::cluster) in split order and stores them; a second barrier keeps each block's smem
+  // alive until the others have read it. Compiled where kMayCluster: the TMA kernel's even grid,
+  // where its pipeline buffer holds that smem (decode_split_cluster_fits).
+  if constexpr (kMayCluster) {
+    if (p.split_cluster) {
+      const int n_splits = w.num_splits;  // <= kDecodeMaxClusterSplits (the launcher)
+      float4* mine_o = reinterpret_cast<float4*>(obuf + kMathWarps * kRowsPerBlock * kOStride);  // [rows][D / 4]
+      float2* mine_st = reinterpret_cast<float2*>(mine_o + kRowTiles * kRowsPerBlock * kD4);   // [rows]
+      const int share = div_ceil(rows_here, n_splits);
+      const int own_lo = min(split * share, rows_here) * kD4, own_hi = min(split * share + share, rows_here) * kD4;
       // The block's state of item idx (a split past the sequence's last tile holds no key).
       auto own_state = [&](int idx, float4& acc) {
-        const int r = idx / kD4;
         if (split >= eff) {
           float2 st;
           decode_fold_neutral(st, acc);
           return st;
         }
-        const float2 st = warp_sum(r, (idx % kD4) * 4, acc);
+        const float2 st = warp_sum(idx / kD4, (idx % kD4) * 4, acc);
         if (bad) acc = make_float4(nan, nan, nan, nan);
         return bad ? make_float2(nan, nan) : st;
       };
-      // the other block's rows first: that block reads them after the barrier
-      for (int idx = (own_lo == 0 ? half : 0) * kD4 + tid; idx < (own_lo == 0 ? rows_here : half) * kD4;
-           idx += kThreads) {
+      // the other blocks' rows (items v < own_lo, then past own_hi): they read them after the barrier
+      for (int v = tid; v < rows_here * kD4 - (own_hi - own_lo); v += kThreads) {
+        const int idx = v < own_lo ? v : v + (own_hi - own_lo);
         float4 acc;
         const float2 st = own_state(idx, acc);
-        pair_o[idx] = acc;
-        if (idx % kD4 == 0) pair_st[idx / kD4] = st;
+        mine_o[idx] = acc;
+        if (idx % kD4 == 0) mine_st[idx / kD4] = st;
       }
 #ifdef CLO_DEV_STAMPS
       if (p.dev_stamps != nullptr && tid == 0) stamp[15] = clock64();
@@ -1391,21 +1393,41 @@ CLO_DEVICE void decode_epilogue(const DecodeKernelParams& p, const DecodeWork& w
 #ifdef CLO_DEV_STAMPS
       if (p.dev_stamps != nullptr && tid == 0) stamp[16] = clock64();
 #endif
-      const uint32_t other = static_cast<uint32_t>(split ^ 1);
-      const uint32_t other_o = cluster::map_shared(pair_o, other), other_st = cluster::map_shared(pair_st, other);
-      for (int idx = own_lo * kD4 + tid; idx < own_hi * kD4; idx += kThreads) {
+      uint32_t split_o[kDecodeMaxClusterSplits], split_st[kDecodeMaxClusterSplits];
+#pragma unroll
+      for (int j = 0; j < kDecodeMaxClusterSplits; ++j) {
+        const uint32_t rank = static_cast<uint32_t>(j < n_splits ? j : 0);
+        split_o[j] = cluster::map_shared(mine_o, rank);
+        split_st[j] = cluster::map_shared(mine_st, rank);
+      }
+      for (int idx = own_lo + tid; idx < own_hi; idx += kThreads) {
         const int r = idx / kD4, d = (idx % kD4) * 4;
         const int gr = row0 + r, col = decode_own_col<D>(p, gr, d);
         if (col < 0) continue;
-        float2 st[2];
-        float4 x[2];
-        st[1] = cluster::load_remote_float2(other_st + r * sizeof(float2));
-        x[1] = cluster::load_remote_float4(other_o + idx * sizeof(float4));
-        st[0] = own_state(idx, x[0]);
+        float2 st[kDecodeMaxClusterSplits];
+        float4 x[kDecodeMaxClusterSplits];
+#pragma unroll
+        for (int j = 0; j < kDecodeMaxClusterSplits; ++j) {
+          if (j < n_splits && j != split) {
+            st[j] = cluster::load_remote_float2(split_st[j] + r * sizeof(float2));
+            x[j] = cluster::load_remote_float4(split_o[j] + idx * sizeof(float4));
+          } else {
+            decode_fold_neutral(st[j], x[j]);
+          }
+        }
+        float4 own_x;
+        const float2 own_st = own_state(idx, own_x);
+#pragma unroll
+        for (int j = 0; j < kDecodeMaxClusterSplits; ++j) {
+          if (j == split) {
+            st[j] = own_st;
+            x[j] = own_x;
+          }
+        }
         float m = kNegInf, l = 0.f;
         float4 acc = make_float4(0.f, 0.f, 0.f, 0.f);
         bool nan_row = false;
-        decode_fold_loaded<2>(st, x, m, l, acc, nan_row);
+        decode_fold_loaded<kDecodeMaxClusterSplits>(st, x, m, l, acc, nan_row);
         decode_store_row_cols<T>(m, l, acc, nan_row, reinterpret_cast<T*>(out_ptr(gr, col)),
                                  p.lse != nullptr && col == 0 ? p.lse + row_id_of(gr) : nullptr);
       }
@@ -1958,20 +1980,23 @@ cudaError_t run_decode_attention(const DecodeAttentionArgs& a, cudaStream_t stre
     return decode_row_boxes_pay(blocks, device_sm_count(), device_is_hopper_hbm3e());
   };
   const CUtensorMapL2promotion kv_promo = decode_kv_l2_promotion(kDequant, head_cols);
-  // A split call of the TMA kernel's blocks of `row_tiles` 16-row tiles: `launch(params)`, then,
-  // where its splits merge in a kernel of their own (decode_merge_apart_pays: the fused fold's
+  // A split call of the TMA kernel's blocks of `row_tiles` 16-row tiles: on the even grid at
+  // the split counts decode_split_cluster_pays takes, `launch(params)` as split clusters (where
+  // no wave of them holds the grid the launcher says cudaErrorNotSupported, and the call goes on
+  // as follows);
+  // else `launch(params)`, then, where its splits merge in a kernel of their own (decode_merge_apart_pays: the fused fold's
   // threads over D / 4 items a row; 16-bit caches, no head pairs), that kernel as its PDL
   // secondary: the even grid's (decode_split_merge_kernel; every thread of the block folds) or,
   // for params as_balanced, the balanced schedule's (decode_balanced_merge_kernel; the math
   // warps fold, the producer streams the next piece meanwhile).
   auto launch_with_merge = [&](DecodeKernelParams params, int row_tiles, const auto& kv, auto&& launch) {
     const bool balanced = params.streamk_blocks > 0;
-    if (!balanced && sm90 && decode_cluster_pair_pays(a.num_splits)) {
-      params.cluster_pair = true;
+    if (!balanced && sm90 && decode_split_cluster_pays(a.num_splits)) {
+      params.split_cluster = true;
       params.merge_apart = false;
       const cudaError_t err = launch(params);
       if (err != cudaErrorNotSupported) return err;
-      params.cluster_pair = false;  // no wave of clusters holds the grid: as below
+      params.split_cluster = false;  // no wave of clusters holds the grid: as below
     }
     const int fold_threads = balanced ? kTmaMathWarps * row_tiles * 32 : decode_tma_threads(row_tiles);
     params.merge_apart = !kDequant && pack_group == 0 &&

@@ -517,8 +517,9 @@ __global__ void __launch_bounds__(decode_tma_threads(kRowTiles),
                                                                                                scratch);
       }
     } else {
-      constexpr bool kMayPair = kSchedule == kDecodeEvenGrid && decode_pair_fits<T, D, kStages, KVT, kRowTiles>();
-      decode_epilogue<T, D, kThreads, kMathWarps, kDequant, false, kRowTiles, kNarrow, kMayPair>(
+      constexpr bool kMayCluster =
+          kSchedule == kDecodeEvenGrid && decode_split_cluster_fits<T, D, kStages, KVT, kRowTiles>();
+      decode_epilogue<T, D, kThreads, kMathWarps, kDequant, false, kRowTiles, kNarrow, kMayCluster>(
           p, w, o, row_max, row_sum, bad, eff, smem);
     }
     tiles_done += n_tiles;
@@ -695,29 +696,31 @@ cudaError_t launch_decode_attention_tma_kernel(const DecodeKernelParams& p, cons
   const cudaError_t err = configure_decode_kernel_once(kernel, smem, true, state);
   if (err != cudaSuccess) return err;
   constexpr int kThreads = decode_tma_threads(kRowTiles);
-  if (p.cluster_pair) {
-    // The even grid's 2 splits as clusters (1, 1, 2) of one block per SM: smem past half an
-    // SM's, or the cluster scheduler may put both blocks of a cluster on one SM while others
+  if (p.split_cluster) {
+    // The even grid's splits as clusters (1, 1, splits) of one block per SM: smem past half an
+    // SM's, or the cluster scheduler may put two blocks of a cluster on one SM while others
     // idle (NOTES.md v13); and only one wave of such clusters (cudaErrorNotSupported: the
     // caller launches without them).
-    if constexpr (kSchedule != kDecodeEvenGrid || !decode_pair_fits<T, D, kStages, KVT, kRowTiles>()) {
+    if constexpr (kSchedule != kDecodeEvenGrid || !decode_split_cluster_fits<T, D, kStages, KVT, kRowTiles>()) {
       return cudaErrorNotSupported;
     } else {
-      if (grid.z != 2) return cudaErrorInvalidValue;
-      const size_t pair_smem = std::max(smem, static_cast<size_t>(device_smem_optin() / 2 + 1024));
-      if (const cudaError_t e = set_dynamic_smem(kernel, pair_smem); e != cudaSuccess) return e;
-      static int pair_clusters[64] = {0};  // per device: clusters that fit at once (0 not asked, -1 none)
+      const int splits = static_cast<int>(grid.z);
+      if (splits < 2 || splits > kDecodeMaxClusterSplits) return cudaErrorInvalidValue;
+      const size_t cluster_smem = std::max(smem, static_cast<size_t>(device_smem_optin() / 2 + 1024));
+      if (const cudaError_t e = set_dynamic_smem(kernel, cluster_smem); e != cudaSuccess) return e;
+      // per device and cluster size: clusters that fit at once (0 not asked yet, -1 none)
+      static int fits[64][kDecodeMaxClusterSplits + 1] = {};
       int dev = 0;
       cudaGetDevice(&dev);
-      int& fit = pair_clusters[dev >= 0 && dev < 64 ? dev : 0];
+      int& fit = fits[dev >= 0 && dev < 64 ? dev : 0][splits];
       if (fit == 0) {
-        const int n = cluster::max_active_clusters(kernel, 2, kThreads, pair_smem);
+        const int n = cluster::max_active_clusters(kernel, splits, kThreads, cluster_smem);
         fit = n > 0 ? n : -1;
       }
       if (fit <= 0 || static_cast<int64_t>(grid.x) * grid.y > fit) return cudaErrorNotSupported;
       cudaLaunchAttribute attr[2];
-      const cudaLaunchConfig_t cfg =
-          cluster::launch_config(grid, kThreads, pair_smem, stream, dim3(1, 1, 2), attr, pdl);
+      const cudaLaunchConfig_t cfg = cluster::launch_config(grid, kThreads, cluster_smem, stream,
+                                                            dim3(1, 1, static_cast<unsigned>(splits)), attr, pdl);
       return cudaLaunchKernelEx(&cfg, kernel, p, kv, maps.k, maps.v, maps.k_tail, maps.v_tail, box_rows,
                                 maps.spans_planes);
     }

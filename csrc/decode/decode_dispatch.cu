@@ -80,9 +80,9 @@ int decode_dev_merge_apart() {
   return dev_knob("CLO_DECODE_MERGE_APART", dev_mode, kDecodeMergeApartAuto);
 }
 
-int decode_dev_cluster_pair() {
-  static bool dev_mode = std::getenv("CLO_DECODE_CLUSTER_PAIR") != nullptr;
-  return dev_knob("CLO_DECODE_CLUSTER_PAIR", dev_mode, kDecodeClusterPairAuto);
+int decode_dev_split_cluster() {
+  static bool dev_mode = std::getenv("CLO_DECODE_SPLIT_CLUSTER") != nullptr;
+  return dev_knob("CLO_DECODE_SPLIT_CLUSTER", dev_mode, kDecodeSplitClusterAuto);
 }
 
 int decode_dev_plane_boxes() {

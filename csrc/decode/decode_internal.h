@@ -124,18 +124,29 @@ inline bool decode_merge_apart_pays(int num_splits, int block_rows, int kernel_h
   if (num_splits <= 1 || knob == kDecodeMergeApartOff) return false;
   return knob == kDecodeMergeApartOn || block_rows * (kernel_head_dim / 4) > (min_round_trips - 1) * block_threads;
 }
-// Dev knob CLO_DECODE_CLUSTER_PAIR, read like CLO_DECODE_VARIANT: kDecodeClusterPairOff never
-// runs the cluster pair, kDecodeClusterPairOn wherever it can; anything else: the automatic
-// choice (decode_cluster_pair_pays).
-constexpr int kDecodeClusterPairOff = 0, kDecodeClusterPairOn = 1, kDecodeClusterPairAuto = 2;
-int decode_dev_cluster_pair();
-// Whether a 2-split call of the TMA kernel's even grid runs each unit's two splits as one
+// The most splits of a unit that run as one thread-block cluster (decode_split_cluster_pays).
+constexpr int kDecodeMaxClusterSplits = 4;
+// Dev knob CLO_DECODE_SPLIT_CLUSTER, read like CLO_DECODE_VARIANT: the most splits
+// (kDecodeMaxClusterSplits at most) that run as split clusters, 0 or 1 none; anything else
+// (unset, or out of range): the automatic choice (decode_split_cluster_pays).
+constexpr int kDecodeSplitClusterAuto = -1;
+int decode_dev_split_cluster();
+// Whether a split call of the TMA kernel's even grid runs each unit's splits as one
 // thread-block cluster that merges them through distributed shared memory
-// (DecodeKernelParams::cluster_pair; the launcher runs it only where one wave of such clusters
-// at one block per SM holds the grid and the instance's pipeline buffer holds the pair's smem).
-inline bool decode_cluster_pair_pays(int num_splits) {
-  const int knob = decode_dev_cluster_pair();
-  return num_splits == 2 && knob == kDecodeClusterPairOn;
+// (DecodeKernelParams::split_cluster; the launcher runs it only where one wave of such clusters
+// at one block per SM holds the grid and the instance's pipeline buffer holds its smem): at 2
+// splits. It removes the split merge's hand-off between blocks (the merge kernel's ~5 us gap, or
+// the last block's count and L2 round trips) and the partials' stores. `--cluster-pair` (stop
+// 106, H100, graph replays, cold L2, us, without -> with; cuDNN): paged MQA (Hq 32 / Hkv 1)
+// B=66/2K 35.2 -> 30.9 (28.8), B=66/4K 58.0 -> 53.6 (51.9), B=66/8K 104.7 -> 100.8 (98.7),
+// B=50/4K 46.8 -> 43.3 (44.1), B=60/4K 53.7 -> 49.8 (49.0), contiguous B=66/4K 56.0 -> 52.2
+// (51.8); GQA 32/8 Nq 8 B=8/4K 55.8 -> 51.6, contiguous B=8/8K 98.1 -> 94.4; one token B=8/8K
+// 94.0 -> 92.9; FP8 MQA B=32/4K 31.3 -> 29.2. Not measured on HBM3e parts (the H200); the
+// rule is the hand-off it removes, not the part.
+inline bool decode_split_cluster_pays(int num_splits) {
+  const int knob = decode_dev_split_cluster();
+  const int most = knob >= 0 && knob <= kDecodeMaxClusterSplits ? knob : 2;
+  return num_splits >= 2 && num_splits <= most;
 }
 // decode_merge_apart_pays' min_round_trips: the even grid's, the balanced schedule's
 constexpr int kEvenGridMergeApartTrips = 2, kBalancedMergeApartTrips = 3;
