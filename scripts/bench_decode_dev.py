@@ -2587,21 +2587,44 @@ def cluster_pair_sweep(iters, copy_bw):
 
 
 # --split-clusters (stop 106): split clusters of 3 and 4 (CLO_DECODE_SPLIT_CLUSTER=4) against the
-# automatic choice (2 only: these calls merge as before) where 3 or 4 splits hold one wave at one
-# block per SM, and 2 splits as clusters (knob 2) beside them: one token at Hq 32 / Hkv 1 at
-# 0.25-0.33 units per SM (two-row tiles), GQA 32/8 one token (4-row units) and Nq 8 at 16K keys,
-# FP8 MQA. (B, N, Nq, contiguous, Hkv)
-SPLIT_CLUSTER_ROWS = ([(b, n, 1, False, 1) for b, n in ((33, 4096), (40, 4096), (44, 8192), (32, 16384))]
-                      + [(33, 4096, 1, True, 1), (4, 16384, 1, False, 8), (4, 16384, 8, False, 8), (4, 16384, 8, True, 8),
-                         (3, 16384, 8, False, 8), (2, 16384, 4, False, 8)])
+# automatic choice (2 only: 3-4 split calls merge as before), at 2-4 splits, where one wave of
+# clusters at one block per SM can hold them (the H100: 42 clusters of 3, 32 of 4), each row
+# with whether the clusters ran (a paged call's workspace: split 0's partials untouched): one
+# token at Hq 32 / Hkv 1, GQA 32/8 one token (4-row units), Nq 4 and Nq 8 at 16K keys, FP8 MQA.
+# (B, N, Nq, contiguous, Hkv)
+SPLIT_CLUSTER_ROWS = ([(b, n, 1, False, 1) for b, n in ((20, 8192), (16, 16384), (24, 4096))]
+                      + [(2, 16384, 1, False, 8), (3, 16384, 1, False, 8), (2, 16384, 4, False, 8),
+                         (2, 16384, 8, False, 8), (3, 16384, 8, False, 8), (2, 16384, 8, True, 8)])
 SPLIT_CLUSTER_VARIANTS = {"auto": {}, "c4": {"CLO_DECODE_SPLIT_CLUSTER": "4"}, "auto2": {}}
+
+
+def _split_clusters_ran(B, N, nq, hkv, splits, env):
+    """Whether a paged call at each of `splits` (the D = 128 block-16 row) under `env` ran split
+    clusters: split 0's partials, the workspace's first floats, are never written by them."""
+    set_knobs(env)
+    inp = cd.make_paged_inputs(B, HQ_, hkv, N, 128, 16, torch.float16, nq)
+    ran = []
+    for ns in splits:
+        ws = llm.paged_attention_workspace(inp["q"], inp["k_cache"], inp["block_tables"], num_splits=ns)
+        ws[:16] = 12345.0
+        llm.paged_attention(inp["q"], inp["k_cache"], inp["v_cache"], inp["block_tables"], inp["seq_lens"],
+                            num_splits=ns, workspace=ws)
+        ran.append(f"s{ns} {'yes' if bool((ws[:16] == 12345.0).all()) else 'no'}")
+    set_knobs({})
+    del inp
+    return ", ".join(ran)
 
 
 def split_clusters_sweep(iters, copy_bw):
     """SPLIT_CLUSTER_ROWS at the automatic count and 2-4 splits, automatic against clusters up to
-    4 splits; FP8 MQA B=16/8K and B=22/4K the same (graph replays, cold L2, cuDNN first)."""
-    hkv_rows_sweep(SPLIT_CLUSTER_ROWS, SPLIT_CLUSTER_VARIANTS, (0, 2, 3, 4))(iters, copy_bw)
-    for B, N in ((16, 8192), (22, 4096)):
+    4 splits, with where the clusters ran; FP8 MQA B=16/8K and B=12/8K the same (graph replays,
+    cold L2, cuDNN first)."""
+    for B, N, nq, contiguous, hkv in SPLIT_CLUSTER_ROWS:
+        if not contiguous:
+            print(f"  B={B} N={N} Nq={nq} Hkv={hkv} clusters (c4): "
+                  + _split_clusters_ran(B, N, nq, hkv, (0, 2, 3, 4), SPLIT_CLUSTER_VARIANTS["c4"]), flush=True)
+        hkv_rows_sweep([(B, N, nq, contiguous, hkv)], SPLIT_CLUSTER_VARIANTS, (0, 2, 3, 4))(iters, copy_bw)
+    for B, N in ((16, 8192), (12, 8192)):
         _fp8_sweep_row(B, N, 1, 128, (0, 3, 4), SPLIT_CLUSTER_VARIANTS, iters, copy_bw)
 
 

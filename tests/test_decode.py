@@ -1849,6 +1849,7 @@ def test_merge_apart_matches_reference():
 
 
 _SPLIT_CLUSTER_SCRIPT = r"""
+import os
 import torch
 import cuda_llm_ops as llm
 from cuda_llm_ops.graphs import capture_graph
@@ -1873,20 +1874,24 @@ def cluster_ran(ws):
     return bool((ws[:16] == SENTINEL).all())
 
 
-# (lens, KV heads, group, Nq, head_dim, block size, dtype, fp8 cache): 32-row units (one token at
-# Hq 32 / Hkv 1, Nq 8 at GQA 32/8: two row tiles), 4- and 16-row ones (narrow tile, 16-row tile),
-# head_dim 64-256 and a narrower one, empty / 1-key / one-tile sequences (later splits hold no
-# key); at most 24 units, so that a wave of clusters of 4 holds them
-cases = [([3000, 0, 1, 65, 4096], 1, 32, 1, 128, 16, torch.float16, False),
-         ([4096, 17, 2000], 8, 4, 8, 128, 16, torch.bfloat16, False),
-         ([700, 1, 2500], 8, 4, 1, 128, 32, torch.float16, False),
-         ([1500, 2, 129], 2, 8, 2, 64, 16, torch.bfloat16, False),
-         ([2000, 63], 2, 4, 1, 256, 64, torch.float16, False),
-         ([1000, 1, 333], 4, 4, 1, 96, 16, torch.bfloat16, False),
-         ([900, 5], 2, 8, 1, 112, 8, torch.float16, False),
-         ([3000, 1, 1500], 1, 32, 1, 128, 16, torch.float16, True),
-         ([2048, 40], 4, 4, 1, 64, 16, torch.bfloat16, True)]
-for i, (lens, hkv, group, nq, d, bs, dt, fp8) in enumerate(cases):
+# (lens, KV heads, group, Nq, head_dim, block size, dtype, fp8 cache, head pairs): 32-row units (one
+# token at Hq 32 / Hkv 1, Nq 8 at GQA 32/8: two row tiles), 4- and 16-row ones (narrow tile, 16-row
+# tile), head_dim 128 and 256, 112 on the 128 kernel, 64 in head pairs on it; 96 and FP8 64 on
+# their own kernels, which run no clusters (decode_runs_split_clusters); empty / 1-key / one-tile
+# sequences (later splits hold no key); at most 24 units of 16 rows, so that a wave of clusters of
+# 4 holds them at 4 splits (96 blocks: the H100's GPCs of 16 and 18 SMs hold 32 such clusters)
+cases = [([3000, 0, 1, 65, 4096], 1, 32, 1, 128, 16, torch.float16, False, False),
+         ([4096, 17, 2000], 4, 4, 8, 128, 16, torch.bfloat16, False, False),
+         ([700, 1, 2500], 8, 4, 1, 128, 32, torch.float16, False, False),
+         ([1500, 2, 129], 2, 8, 1, 64, 16, torch.bfloat16, False, True),
+         ([2000, 63], 2, 4, 1, 256, 64, torch.float16, False, False),
+         ([1000, 1, 333], 4, 4, 1, 96, 16, torch.bfloat16, False, False),
+         ([900, 5], 2, 8, 1, 112, 8, torch.float16, False, False),
+         ([3000, 1, 1500], 1, 32, 1, 128, 16, torch.float16, True, False),
+         ([2048, 40], 4, 4, 1, 64, 16, torch.bfloat16, True, False)]
+for i, (lens, hkv, group, nq, d, bs, dt, fp8, pairs) in enumerate(cases):
+    os.environ["CLO_DECODE_PACK"] = "2" if pairs else "0"
+    clusters = sm90 and (d > 96 or pairs)
     q, kc, vc, table, sl = make_paged_problem(lens, hkv, group, d, bs, dt, 1060 + i)
     scales = {}
     if fp8:
@@ -1897,15 +1902,15 @@ for i, (lens, hkv, group, nq, d, bs, dt, fp8) in enumerate(cases):
         q = torch.randn(b, nq, hkv * group, d, device="cuda").to(dt).transpose(1, 2)
     ref, ref_lse = paged_attention_reference(q, kc, vc, table, sl, return_lse=True, **scales)
     for ns in (2, 3, 4):
-        what = f"case {i}: lens={lens} Hkv={hkv} G={group} Nq={nq} D={d} bs={bs} fp8={fp8} splits={ns}"
+        what = f"case {i}: lens={lens} Hkv={hkv} G={group} Nq={nq} D={d} bs={bs} fp8={fp8} pairs={pairs} splits={ns}"
         out = poison_(torch.empty_like(q))
         lse = torch.full(q.shape[:-1], float("nan"), device="cuda")
         ws = marked_workspace(q, kc, table)
         llm.paged_attention(q, kc, vc, table, sl, out=out, num_splits=ns, workspace=ws, lse=lse, **scales)
         assert_close(out, ref, dtype=dt, what=what)
         torch.testing.assert_close(lse, ref_lse.float(), rtol=1e-3, atol=1e-3, msg=what)
-        # the clusters run on the TMA kernel's even grid (sm_90)
-        assert cluster_ran(ws) == sm90, f"{what}: split cluster ran {cluster_ran(ws)}"
+        # the clusters run on the TMA kernel's even grid (sm_90) at head_dim 128 and more
+        assert cluster_ran(ws) == clusters, f"{what}: split cluster ran {cluster_ran(ws)}"
     if not fp8:
         check_window_cap_lse(q, kc, vc, table, sl, 2 + i % 3, max(lens) // 3 + i, (0.0, 30.0)[i % 2], dt, what)
         # contiguous keys [B, Hkv, N, D]
@@ -1918,6 +1923,7 @@ for i, (lens, hkv, group, nq, d, bs, dt, fp8) in enumerate(cases):
                      what=f"{what} contiguous N={n}")
 
 # graph replays at 2 and 3 splits with new lengths, tables and queries: one token at Hq 32 / Hkv 1
+os.environ["CLO_DECODE_PACK"] = "0"
 for ns in (2, 3):
     lens = [3000, 1, 800, 4000]
     q, kc, vc, table, sl = make_paged_problem(lens, 1, 32, 128, 16, torch.float16, 1069 + ns)
@@ -1940,7 +1946,8 @@ replay_then_bad_inputs(16, 1070, bad_len=True, splits=(2, 3, 4), gen=gen)
 
 def _split_cluster_child():
     return dict(code=_SCRIPT_HELPERS + _SPLIT_CLUSTER_SCRIPT, timeout=300,
-                env={"CLO_DECODE_SPLIT_CLUSTER": "4", "CLO_DECODE_VARIANT": "2", "CLO_DECODE_STREAMK": "0"})
+                env={"CLO_DECODE_SPLIT_CLUSTER": "4", "CLO_DECODE_VARIANT": "2", "CLO_DECODE_STREAMK": "0",
+                     "CLO_DECODE_PACK": "0"})
 
 
 @pytest.mark.isolated(_split_cluster_child, ops=("paged_attention", "decode_attention"))
@@ -1948,12 +1955,13 @@ def test_split_cluster_matches_reference():
     """Split clusters (CLO_DECODE_SPLIT_CLUSTER=4: a 2-4 split call of the TMA kernel's even grid
     runs each unit's splits as one thread-block cluster that merges them through distributed
     shared memory, stop 106; the TMA kernel and the even grid forced by CLO_DECODE_VARIANT=2 and
-    CLO_DECODE_STREAMK=0) against the references: 32-, 16- and 4-row units, head_dim 64-256 and
-    a narrower one, both 16-bit dtypes and FP8 caches, empty, 1-key and one-tile sequences (later
-    splits hold no key), sliding window, soft cap and lse, the contiguous path, graph replays
-    with new lengths and tables, a bad block index and a bad length (NaN rows for those
-    sequences only). On sm_90 the clusters must have run (split 0's partials in the workspace
-    left as they were); elsewhere the fused merge. A subprocess: the knobs are read in dev mode
+    CLO_DECODE_STREAMK=0) against the references: 32-, 16- and 4-row units, head_dim 128 and 256,
+    112 on the 128 kernel and 64 in head pairs on it (CLO_DECODE_PACK=2), both 16-bit dtypes and
+    FP8 caches, empty, 1-key and one-tile sequences (later splits hold no key), sliding window,
+    soft cap and lse, the contiguous path, graph replays with new lengths and tables, a bad
+    block index and a bad length (NaN rows for those sequences only). On sm_90 the clusters must
+    have run there (split 0's partials in the workspace left as they were), and not on the D = 64
+    and 96 kernels (unpaired head_dim 96, FP8 head_dim 64), which merge as before. A subprocess: the knobs are read in dev mode
     only when set before the first decode call."""
     require_op("paged_attention")
     require_op("decode_attention")

@@ -1355,34 +1355,28 @@ CLO_DEVICE void decode_epilogue(const DecodeKernelParams& p, const DecodeWork& w
 
   // ---- a split cluster (p.split_cluster: the unit's num_splits blocks as one cluster, rank =
   // w.split): each block leaves its rows' merged state and columns in its own smem past the warp
-  // states; after a cluster barrier, block k folds its share of the rows (row tile k of
-  // ceil(rows / splits)) from every block's smem (its own, and the others' through
-  // ld.shared::cluster) in split order and stores them; a second barrier keeps each block's smem
-  // alive until the others have read it. Compiled where kMayCluster: the TMA kernel's even grid,
-  // where its pipeline buffer holds that smem (decode_split_cluster_fits).
+  // states; after a cluster barrier, block k folds its share of the rows (rows [k s, (k + 1) s)
+  // of s = ceil(rows / splits)) from every block's smem (ld.shared::cluster, its own included)
+  // in split order, two splits at a time, and stores them; a second barrier keeps each block's
+  // smem alive until the others have read it. Compiled where kMayCluster: the TMA kernel's even
+  // grid, where its pipeline buffer holds that smem (decode_split_cluster_fits).
   if constexpr (kMayCluster) {
     if (p.split_cluster) {
       const int n_splits = w.num_splits;  // <= kDecodeMaxClusterSplits (the launcher)
       float4* mine_o = reinterpret_cast<float4*>(obuf + kMathWarps * kRowsPerBlock * kOStride);  // [rows][D / 4]
       float2* mine_st = reinterpret_cast<float2*>(mine_o + kRowTiles * kRowsPerBlock * kD4);   // [rows]
-      const int share = div_ceil(rows_here, n_splits);
-      const int own_lo = min(split * share, rows_here) * kD4, own_hi = min(split * share + share, rows_here) * kD4;
-      // The block's state of item idx (a split past the sequence's last tile holds no key).
-      auto own_state = [&](int idx, float4& acc) {
-        if (split >= eff) {
-          float2 st;
-          decode_fold_neutral(st, acc);
-          return st;
-        }
-        const float2 st = warp_sum(idx / kD4, (idx % kD4) * 4, acc);
-        if (bad) acc = make_float4(nan, nan, nan, nan);
-        return bad ? make_float2(nan, nan) : st;
-      };
-      // the other blocks' rows (items v < own_lo, then past own_hi): they read them after the barrier
-      for (int v = tid; v < rows_here * kD4 - (own_hi - own_lo); v += kThreads) {
-        const int idx = v < own_lo ? v : v + (own_hi - own_lo);
+      for (int idx = tid; idx < items; idx += kThreads) {
         float4 acc;
-        const float2 st = own_state(idx, acc);
+        float2 st;
+        if (split < eff) {  // a split past the sequence's last tile holds no key
+          st = warp_sum(idx / kD4, (idx % kD4) * 4, acc);
+          if (bad) {
+            acc = make_float4(nan, nan, nan, nan);
+            st = make_float2(nan, nan);
+          }
+        } else {
+          decode_fold_neutral(st, acc);
+        }
         mine_o[idx] = acc;
         if (idx % kD4 == 0) mine_st[idx / kD4] = st;
       }
@@ -1393,41 +1387,24 @@ CLO_DEVICE void decode_epilogue(const DecodeKernelParams& p, const DecodeWork& w
 #ifdef CLO_DEV_STAMPS
       if (p.dev_stamps != nullptr && tid == 0) stamp[16] = clock64();
 #endif
-      uint32_t split_o[kDecodeMaxClusterSplits], split_st[kDecodeMaxClusterSplits];
-#pragma unroll
-      for (int j = 0; j < kDecodeMaxClusterSplits; ++j) {
-        const uint32_t rank = static_cast<uint32_t>(j < n_splits ? j : 0);
-        split_o[j] = cluster::map_shared(mine_o, rank);
-        split_st[j] = cluster::map_shared(mine_st, rank);
-      }
+      const int share = div_ceil(rows_here, n_splits);
+      const int own_lo = min(split * share, rows_here) * kD4, own_hi = min(split * share + share, rows_here) * kD4;
       for (int idx = own_lo + tid; idx < own_hi; idx += kThreads) {
         const int r = idx / kD4, d = (idx % kD4) * 4;
         const int gr = row0 + r, col = decode_own_col<D>(p, gr, d);
         if (col < 0) continue;
-        float2 st[kDecodeMaxClusterSplits];
-        float4 x[kDecodeMaxClusterSplits];
-#pragma unroll
-        for (int j = 0; j < kDecodeMaxClusterSplits; ++j) {
-          if (j < n_splits && j != split) {
-            st[j] = cluster::load_remote_float2(split_st[j] + r * sizeof(float2));
-            x[j] = cluster::load_remote_float4(split_o[j] + idx * sizeof(float4));
-          } else {
-            decode_fold_neutral(st[j], x[j]);
-          }
-        }
-        float4 own_x;
-        const float2 own_st = own_state(idx, own_x);
-#pragma unroll
-        for (int j = 0; j < kDecodeMaxClusterSplits; ++j) {
-          if (j == split) {
-            st[j] = own_st;
-            x[j] = own_x;
-          }
-        }
         float m = kNegInf, l = 0.f;
         float4 acc = make_float4(0.f, 0.f, 0.f, 0.f);
         bool nan_row = false;
-        decode_fold_loaded<kDecodeMaxClusterSplits>(st, x, m, l, acc, nan_row);
+        for (int j0 = 0; j0 < n_splits; j0 += 2) {
+          decode_fold_splits<2>(
+              j0, min(2, n_splits - j0),
+              [&](int j, float2& st, float4& x) {
+                st = cluster::load_remote_float2(cluster::map_shared(mine_st + r, j));
+                x = cluster::load_remote_float4(cluster::map_shared(mine_o + idx, j));
+              },
+              m, l, acc, nan_row);
+        }
         decode_store_row_cols<T>(m, l, acc, nan_row, reinterpret_cast<T*>(out_ptr(gr, col)),
                                  p.lse != nullptr && col == 0 ? p.lse + row_id_of(gr) : nullptr);
       }

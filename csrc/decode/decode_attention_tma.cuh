@@ -40,6 +40,14 @@ constexpr size_t decode_tma_smem_bytes() {
       barriers + (kBalanced ? 16 + decode_epilogue_smem_bytes<D, kRowTiles>() + kDecodeMaxPieces * sizeof(int) : 0));
 }
 
+// The TMA kernel instances that run split clusters (p.split_cluster): the even grid, head_dim
+// 128 and more, where the pipeline buffer holds their smem. Below 128 the cluster merge took the
+// paged D = 96 kernels from 124-131 to 145-150 registers and spilled the strided narrow ones.
+template <typename T, int D, int kStages, typename KVT, int kSchedule, int kRowTiles>
+constexpr bool decode_runs_split_clusters() {
+  return kSchedule == kDecodeEvenGrid && D >= 128 && decode_split_cluster_fits<T, D, kStages, KVT, kRowTiles>();
+}
+
 // Tensor maps encoded on the host per call (boxes land in the decode_kv_offset layout:
 // 64-column planes with the 128-byte swizzle, 32-column planes with the 64-byte one). Where
 // the head dim is two or more whole 64-column planes (and the tile has no tail plane), one
@@ -517,8 +525,7 @@ __global__ void __launch_bounds__(decode_tma_threads(kRowTiles),
                                                                                                scratch);
       }
     } else {
-      constexpr bool kMayCluster =
-          kSchedule == kDecodeEvenGrid && decode_split_cluster_fits<T, D, kStages, KVT, kRowTiles>();
+      constexpr bool kMayCluster = decode_runs_split_clusters<T, D, kStages, KVT, kSchedule, kRowTiles>();
       decode_epilogue<T, D, kThreads, kMathWarps, kDequant, false, kRowTiles, kNarrow, kMayCluster>(
           p, w, o, row_max, row_sum, bad, eff, smem);
     }
@@ -701,7 +708,7 @@ cudaError_t launch_decode_attention_tma_kernel(const DecodeKernelParams& p, cons
     // SM's, or the cluster scheduler may put two blocks of a cluster on one SM while others
     // idle (NOTES.md v13); and only one wave of such clusters (cudaErrorNotSupported: the
     // caller launches without them).
-    if constexpr (kSchedule != kDecodeEvenGrid || !decode_split_cluster_fits<T, D, kStages, KVT, kRowTiles>()) {
+    if constexpr (!decode_runs_split_clusters<T, D, kStages, KVT, kSchedule, kRowTiles>()) {
       return cudaErrorNotSupported;
     } else {
       const int splits = static_cast<int>(grid.z);
