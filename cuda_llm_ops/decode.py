@@ -16,9 +16,9 @@ and the split that finishes last merges (log-sum-exp) and resets the counter to 
 rest value (on Hopper's TMA kernel with 16-bit caches, where a block's query rows x
 head_dim / 4 outnumber its threads (the balanced schedule's: twice them), e.g. 16 query
 rows per KV head at head_dim 256, a second kernel merges instead and no counter is
-read; and at 2 splits, where one wave of thread-block clusters holds the grid, each
-sequence's two split blocks run as one cluster and merge through each other's shared
-memory: no partials, no counter). So the counters must be at rest before the first call: use a workspace from
+read; and at 2-4 splits on Hopper at head_dim 128 and more, where one wave of
+thread-block clusters holds the grid, each sequence's split blocks run as one cluster and
+merge through each other's shared memory: no partials, no counter). So the counters must be at rest before the first call: use a workspace from
 `decode_workspace` / `paged_attention_workspace` (which set them), passed as returned
 (not a slice: the counters sit at the end of the tensor). It is self-resetting: after
 every completed call the counters are at rest again, so one workspace serves any number

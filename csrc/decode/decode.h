@@ -200,7 +200,7 @@ constexpr int64_t kDecodeMaxBatch = 65535;
 // One kernel: attention, and for num_splits > 1 the merge (by the last split of each
 // (batch, KV head, row tile) to finish; on sm_90, where that merge would take two or more
 // L2 round trips, a second kernel launched right after: decode_merge_apart_pays,
-// decode_split_merge_kernel; on sm_90 at 2 splits, where one wave of clusters holds the
+// decode_split_merge_kernel; on sm_90 at 2-4 splits, where one wave of clusters holds the
 // grid, by the splits of each unit as one cluster through distributed shared memory:
 // decode_split_cluster_pays). Invalid head_dim/dtype or a too-small or
 // misaligned workspace return cudaErrorInvalidValue without launching. Calls sharing a

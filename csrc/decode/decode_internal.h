@@ -134,18 +134,23 @@ int decode_dev_split_cluster();
 // Whether a split call of the TMA kernel's even grid runs each unit's splits as one
 // thread-block cluster that merges them through distributed shared memory
 // (DecodeKernelParams::split_cluster; the launcher runs it only where one wave of such clusters
-// at one block per SM holds the grid and the instance's pipeline buffer holds its smem): at 2
-// splits. It removes the split merge's hand-off between blocks (the merge kernel's ~5 us gap, or
-// the last block's count and L2 round trips) and the partials' stores. `--cluster-pair` (stop
-// 106, H100, graph replays, cold L2, us, without -> with; cuDNN): paged MQA (Hq 32 / Hkv 1)
-// B=66/2K 35.2 -> 30.9 (28.8), B=66/4K 58.0 -> 53.6 (51.9), B=66/8K 104.7 -> 100.8 (98.7),
-// B=50/4K 46.8 -> 43.3 (44.1), B=60/4K 53.7 -> 49.8 (49.0), contiguous B=66/4K 56.0 -> 52.2
-// (51.8); GQA 32/8 Nq 8 B=8/4K 55.8 -> 51.6, contiguous B=8/8K 98.1 -> 94.4; one token B=8/8K
-// 94.0 -> 92.9; FP8 MQA B=32/4K 31.3 -> 29.2. Not measured on HBM3e parts (the H200); the
-// rule is the hand-off it removes, not the part.
+// at one block per SM holds the grid, and its kernel only at head_dim 128 and more:
+// decode_runs_split_clusters): at 2-4 splits. It removes the split merge's hand-off between
+// blocks (the merge kernel's ~5 us gap, or the last block's count and L2 round trips) and the
+// partials' stores. H100, graph replays, cold L2, us, without -> with (cuDNN), NOTES.md "Stop
+// 106": `--cluster-pair` (2 splits): paged MQA (Hq 32 / Hkv 1) B=66/2K 34.6 -> 31.1 (28.2),
+// B=66/4K 56.8 -> 53.2 (50.4), B=66/8K 102.1 -> 98.8 (94.9), B=50/4K 45.9 -> 43.0 (44.0), B=60/4K
+// 52.6 -> 49.3 (47.4), contiguous B=66/4K 55.4 -> 52.4 (50.3); GQA 32/8 Nq 8 B=8/4K 54.5 ->
+// 51.1, contiguous B=8/8K 96.6 -> 93.7; one token B=8/8K 91.6 -> 90.8; FP8 MQA B=32/4K 31.5 ->
+// 30.1. `--split-clusters` (3-4 splits, where a wave of them held the grid): MQA B=24/4K at
+// its automatic 4 26.9 -> 25.0 (25.0), FP8 MQA B=12/8K 4 splits 32.0 -> 29.3, 3 splits 39.6 ->
+// 37.1, B=16/8K 3 splits 40.3 -> 37.9; GQA 32/8 B=2/16K 3 and 4 splits 78.4 -> 77.6, 59.9 ->
+// 59.2, Nq 4 64.1 -> 63.2; no row lost. (The H100's GPCs of 16 and 18 SMs hold 66 clusters of
+// 2, 42 of 3, 32 of 4 at one block per SM: most automatic counts of 3-4 splits fill more.) Not
+// measured on HBM3e parts (the H200); the rule is the hand-off it removes, not the part.
 inline bool decode_split_cluster_pays(int num_splits) {
   const int knob = decode_dev_split_cluster();
-  const int most = knob >= 0 && knob <= kDecodeMaxClusterSplits ? knob : 2;
+  const int most = knob >= 0 && knob <= kDecodeMaxClusterSplits ? knob : kDecodeMaxClusterSplits;
   return num_splits >= 2 && num_splits <= most;
 }
 // decode_merge_apart_pays' min_round_trips: the even grid's, the balanced schedule's
