@@ -2586,8 +2586,9 @@ def cluster_pair_sweep(iters, copy_bw):
     _fp8_sweep_row(32, 4096, 1, 128, (0, 2), {k: CLUSTER_PAIR_VARIANTS[k] for k in ("auto", "pair")}, iters, copy_bw)
 
 
-# --split-clusters (stop 106): split clusters of 3 and 4 (CLO_DECODE_SPLIT_CLUSTER=4) against the
-# automatic choice (2 only: 3-4 split calls merge as before), at 2-4 splits, where one wave of
+# --split-clusters (stop 106): split clusters of 3 and 4 (CLO_DECODE_SPLIT_CLUSTER=4, automatic
+# since 773c8c4) against the automatic choice as it was at d79aeb7 (2 only: 3-4 split calls merged
+# as before; since 773c8c4 auto and c4 are the same), at 2-4 splits, where one wave of
 # clusters at one block per SM can hold them (the H100: 42 clusters of 3, 32 of 4), each row
 # with whether the clusters ran (a paged call's workspace: split 0's partials untouched): one
 # token at Hq 32 / Hkv 1, GQA 32/8 one token (4-row units), Nq 4 and Nq 8 at 16K keys, FP8 MQA.

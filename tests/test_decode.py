@@ -1233,6 +1233,19 @@ def check_window_cap_lse(q, kc, vc, table, sl, ns, wl, cap, dt, what):
     torch.testing.assert_close(lse, ref_lse.float(), rtol=1e-4, atol=3e-3 + cap * 1e-3)
 
 
+def replay_new_inputs(graph, q, kc, vc, table, sl, out, gen, what):
+    """Three replays of `graph` (a captured fp16 paged call into `out`) with new queries, lengths
+    and shuffled tables, each against the reference."""
+    for trial in range(3):
+        q.copy_(torch.randn_like(q))
+        sl.copy_(torch.randint(0, table.shape[1] * kc.shape[1] + 1, (len(sl),), dtype=torch.int32, generator=gen).cuda())
+        table.copy_(torch.randperm(kc.shape[0], device="cuda")[: table.numel()].view_as(table).int())
+        poison_(out)
+        graph.replay()
+        assert_close(out, paged_attention_reference(q, kc, vc, table, sl), dtype=torch.float16,
+                     what=f"{what}replay {trial}")
+
+
 def replay_then_bad_inputs(group, seed, bad_len, splits, gen):
     """Graph replays of a 6-split paged call (GQA `group`:1, 2 KV heads, head_dim 128) with new
     lengths, tables and queries against the reference, then a bad block index (and, with
@@ -1243,14 +1256,7 @@ def replay_then_bad_inputs(group, seed, bad_len, splits, gen):
     ws = llm.paged_attention_workspace(q, kc, table, num_splits=6)
     graph, _ = capture_graph(lambda: llm.paged_attention(q, kc, vc, table, sl, out=out, workspace=ws, num_splits=6,
                                                          check_indices=False))
-    for trial in range(3):
-        q.copy_(torch.randn_like(q))
-        sl.copy_(torch.randint(0, table.shape[1] * 16 + 1, (len(lens),), dtype=torch.int32, generator=gen).cuda())
-        table.copy_(torch.randperm(kc.shape[0], device="cuda")[: table.numel()].view_as(table).int())
-        poison_(out)
-        graph.replay()
-        assert_close(out, paged_attention_reference(q, kc, vc, table, sl), dtype=torch.float16,
-                     what=f"replay {trial}")
+    replay_new_inputs(graph, q, kc, vc, table, sl, out, gen, "")
     table[1, 3] = kc.shape[0] + 5
     sl.copy_(torch.tensor([500, 3000, table.shape[1] * 16 + 1 if bad_len else 1, 64], dtype=torch.int32))
     bad = [1, 2] if bad_len else [1]
@@ -1273,7 +1279,8 @@ _TWO_TILE_BALANCED = r"tma_kernel<[^<>,]+, (\(int\))?128, (\(int\))?3, [^<>]*, (
 
 
 _SCRIPT_HELPERS = (f"_TWO_TILE_TMA = {_TWO_TILE_TMA!r}\n_TWO_TILE_BALANCED = {_TWO_TILE_BALANCED!r}\n\n"
-                   + inspect.getsource(check_window_cap_lse) + "\n\n" + inspect.getsource(replay_then_bad_inputs))
+                   + inspect.getsource(check_window_cap_lse) + "\n\n" + inspect.getsource(replay_new_inputs) + "\n\n"
+                   + inspect.getsource(replay_then_bad_inputs))
 
 
 _WIDE_ROWS_SCRIPT = r"""
@@ -1933,14 +1940,7 @@ for ns in (2, 3):
     ws = marked_workspace(q, kc, table)
     graph, _ = capture_graph(lambda: llm.paged_attention(q, kc, vc, table, sl, out=out, workspace=ws, num_splits=ns,
                                                          check_indices=False))
-    for trial in range(3):
-        q.copy_(torch.randn_like(q))
-        sl.copy_(torch.randint(0, table.shape[1] * 16 + 1, (len(lens),), dtype=torch.int32, generator=gen).cuda())
-        table.copy_(torch.randperm(kc.shape[0], device="cuda")[: table.numel()].view_as(table).int())
-        poison_(out)
-        graph.replay()
-        assert_close(out, paged_attention_reference(q, kc, vc, table, sl), dtype=torch.float16,
-                     what=f"splits {ns} replay {trial}")
+    replay_new_inputs(graph, q, kc, vc, table, sl, out, gen, f"splits {ns} ")
     assert cluster_ran(ws) == sm90, f"graph replays at {ns} splits: split cluster"
 replay_then_bad_inputs(16, 1070, bad_len=True, splits=(2, 3, 4), gen=gen)
 """
