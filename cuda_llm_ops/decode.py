@@ -18,7 +18,8 @@ head_dim / 4 outnumber its threads (the balanced schedule's: twice them), e.g. 1
 rows per KV head at head_dim 256, a second kernel merges instead and no counter is
 read; and at 2-4 splits on Hopper at head_dim 128 and more, where one wave of
 thread-block clusters holds the grid, each sequence's split blocks run as one cluster and
-merge through each other's shared memory: no partials, no counter). So the counters must be at rest before the first call: use a workspace from
+merge through each other's shared memory: no partials, no counter). So the counters must be
+at rest before the first call: use a workspace from
 `decode_workspace` / `paged_attention_workspace` (which set them), passed as returned
 (not a slice: the counters sit at the end of the tensor). It is self-resetting: after
 every completed call the counters are at rest again, so one workspace serves any number
@@ -26,8 +27,8 @@ of later calls and CUDA-graph replays, and calls of other shapes (batch, splits,
 it is large enough for. Calls sharing a workspace must be ordered (one stream).
 Without `workspace=` a split call allocates one and sets its counters (one small
 kernel). A workspace whose counters are not at rest (a `torch.zeros` / `torch.empty`
-buffer, or an overwritten one) gives NaN outputs where the splits merge themselves,
-never stale or early-merged values (the rest value is not 0, a small integer, -1 or
+buffer, or an overwritten one) gives NaN outputs where the splits merge themselves
+(split clusters read no counter: right outputs either way), never stale or early-merged values (the rest value is not 0, a small integer, -1 or
 a common float bit pattern), and the host checks raise ValueError for it
 (`paged_attention`'s `check_indices`, `decode_attention`'s `check_workspace`).
 

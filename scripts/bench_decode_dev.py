@@ -2564,10 +2564,11 @@ def fold_ab_sweep(iters, copy_bw):
     hkv_rows_sweep(FOLD_AB_ROWS, {"fused": FUSED_FOLD_VARIANTS["fused"]})(iters, copy_bw)
 
 # --cluster-pair (stop 106): 2-split calls of the TMA kernel's even grid with each unit's two
-# splits as one cluster merging through distributed shared memory (pair: CLO_DECODE_SPLIT_CLUSTER=2,
-# automatic since; at 20ab941 the knob CLO_DECODE_CLUSTER_PAIR=1, off by default) against the same
-# calls without it (auto: knob 0, the merge kernel or the fused fold): the automatic count (0) and 2 splits forced, and the even
-# grid forced where 2 splits would be the balanced schedule (CLO_DECODE_STREAMK=0); one token at
+# splits as one cluster merging through distributed shared memory (pair:
+# CLO_DECODE_SPLIT_CLUSTER=2, automatic since; at 20ab941 the knob CLO_DECODE_CLUSTER_PAIR=1, off
+# by default) against the same calls without it (auto: knob 0, the merge kernel or the fused
+# fold): the automatic count (0) and 2 splits forced, and the even grid forced where 2 splits
+# would be the balanced schedule (CLO_DECODE_STREAMK=0); one token at
 # Hq 32 / Hkv 1 (two-row tiles) at 0.3-0.5 units per SM, Nq 8 at GQA 32/8, one token at GQA 32/8
 # (4-row units). (B, N, Nq, contiguous, Hkv)
 CLUSTER_PAIR_ROWS = ([(66, n, 1, False, 1) for n in (2048, 4096, 8192)] + [(66, 4096, 1, True, 1)]

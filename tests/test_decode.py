@@ -1456,13 +1456,13 @@ def _wide_rows_d64_d96(d, units, n, sms, paged, hbm3e):
 
 
 # The two-row-tile kernel's splits merge in the merge kernel (every unit of 17-32 rows takes two
-# L2 round trips or more: decode_merge_apart_pays), at 2 splits where one wave holds them as
+# L2 round trips or more: decode_merge_apart_pays), at 2-4 splits where one wave holds them as
 # split clusters (decode_split_cluster_pays); the last split block's merge, under the
 # CLO_DECODE_MERGE_APART=0 dev knob only (split clusters off), with the slow tests.
 def _wide_rows_child(merge_apart):
     return dict(code=_SCRIPT_HELPERS + _WIDE_ROWS_SCRIPT, timeout=300,
                 env={"CLO_DECODE_WIDE_ROWS": "1", "CLO_DECODE_TMA_STAGES": "0", "CLO_DECODE_MERGE_APART": merge_apart,
-                     # the fused fold (knob 0) at 2 splits too, where a split cluster would run
+                     # the fused fold (knob 0) at 2-4 splits too, where split clusters would run
                      "CLO_DECODE_SPLIT_CLUSTER": "0" if merge_apart == "0" else ""})
 
 
@@ -1839,7 +1839,7 @@ replay_then_bad_inputs(16, 799, bad_len=True, splits=(4,), gen=gen)  # the merge
 
 def _merge_apart_child():
     return dict(code=_SCRIPT_HELPERS + _MERGE_APART_SCRIPT, timeout=300,
-                env={"CLO_DECODE_MERGE_APART": "1", "CLO_DECODE_SPLIT_CLUSTER": "0"})  # the merge kernel at 2 splits too
+                env={"CLO_DECODE_MERGE_APART": "1", "CLO_DECODE_SPLIT_CLUSTER": "0"})  # the merge kernel at 2-4 splits too
 
 
 @pytest.mark.isolated(_merge_apart_child, ops=("paged_attention", "decode_attention"))
@@ -1850,7 +1850,7 @@ def test_merge_apart_matches_reference():
     them, 2-64 splits (more than some sequences have tiles), empty and 1-key sequences, sliding
     window, soft cap and lse, the contiguous path, graph replays with new lengths and tables, a
     bad block index and a bad length (NaN rows for those sequences only); CLO_DECODE_SPLIT_CLUSTER=0,
-    so that 2-split calls take it too. A subprocess: the knobs are read in dev mode only when set
+    so that 2-4 split calls take it too. A subprocess: the knobs are read in dev mode only when set
     before the first decode call."""
     require_op("paged_attention")
     require_op("decode_attention")

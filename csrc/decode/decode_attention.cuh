@@ -1960,8 +1960,8 @@ cudaError_t run_decode_attention(const DecodeAttentionArgs& a, cudaStream_t stre
   // A split call of the TMA kernel's blocks of `row_tiles` 16-row tiles: on the even grid at
   // the split counts decode_split_cluster_pays takes, `launch(params)` as split clusters (where
   // no wave of them holds the grid the launcher says cudaErrorNotSupported, and the call goes on
-  // as follows);
-  // else `launch(params)`, then, where its splits merge in a kernel of their own (decode_merge_apart_pays: the fused fold's
+  // as follows); else `launch(params)`, then, where its splits merge in a kernel of their own
+  // (decode_merge_apart_pays: the fused fold's
   // threads over D / 4 items a row; 16-bit caches, no head pairs), that kernel as its PDL
   // secondary: the even grid's (decode_split_merge_kernel; every thread of the block folds) or,
   // for params as_balanced, the balanced schedule's (decode_balanced_merge_kernel; the math
