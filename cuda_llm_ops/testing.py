@@ -109,6 +109,24 @@ def device_is_hopper_hbm3e(device: int | None = None) -> bool:
     return value.value > 3_000_000
 
 
+# A decode split workspace's first floats: split 0's partials of row 0, which every split call
+# writes except those whose splits run as thread-block clusters (they merge through shared
+# memory and write no partials, csrc/decode/NOTES.md "Stop 106").
+_SPLIT_MARK, _SPLIT_MARK_FLOATS = 12345.0, 16
+
+
+def mark_split_partials_(workspace: torch.Tensor) -> torch.Tensor:
+    """Writes a sentinel over split 0's first partials in a decode `workspace` (in place)."""
+    workspace[:_SPLIT_MARK_FLOATS] = _SPLIT_MARK
+    return workspace
+
+
+def split_clusters_ran(workspace: torch.Tensor) -> bool:
+    """Whether the split calls since `mark_split_partials_(workspace)` left the sentinel: their
+    splits ran as thread-block clusters (no partials written)."""
+    return bool((workspace[:_SPLIT_MARK_FLOATS] == _SPLIT_MARK).all())
+
+
 def kernel_names(fn) -> str:
     """The names of the GPU kernels one call of `fn` launches (torch profiler), one
     string: for tests that check which kernel variant a dispatcher picked."""

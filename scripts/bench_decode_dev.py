@@ -2602,16 +2602,17 @@ SPLIT_CLUSTER_VARIANTS = {"auto": {}, "c4": {"CLO_DECODE_SPLIT_CLUSTER": "4"}, "
 
 def _split_clusters_ran(B, N, nq, hkv, splits, env):
     """Whether a paged call at each of `splits` (the D = 128 block-16 row) under `env` ran split
-    clusters: split 0's partials, the workspace's first floats, are never written by them."""
+    clusters (`cuda_llm_ops.testing.split_clusters_ran`)."""
+    from cuda_llm_ops.testing import mark_split_partials_, split_clusters_ran
     set_knobs(env)
     inp = cd.make_paged_inputs(B, HQ_, hkv, N, 128, 16, torch.float16, nq)
     ran = []
     for ns in splits:
-        ws = llm.paged_attention_workspace(inp["q"], inp["k_cache"], inp["block_tables"], num_splits=ns)
-        ws[:16] = 12345.0
+        ws = mark_split_partials_(llm.paged_attention_workspace(inp["q"], inp["k_cache"], inp["block_tables"],
+                                                                num_splits=ns))
         llm.paged_attention(inp["q"], inp["k_cache"], inp["v_cache"], inp["block_tables"], inp["seq_lens"],
                             num_splits=ns, workspace=ws)
-        ran.append(f"s{ns} {'yes' if bool((ws[:16] == 12345.0).all()) else 'no'}")
+        ran.append(f"s{ns} {'yes' if split_clusters_ran(ws) else 'no'}")
     set_knobs({})
     del inp
     return ", ".join(ran)

@@ -1864,23 +1864,14 @@ import cuda_llm_ops as llm
 from cuda_llm_ops.graphs import capture_graph
 from cuda_llm_ops.reference import attention_reference, paged_attention_reference, quantize_fp8_e4m3
 from cuda_llm_ops.reference.decode import make_paged_problem
-from cuda_llm_ops.testing import assert_close, poison_
+from cuda_llm_ops.testing import assert_close, mark_split_partials_, poison_, split_clusters_ran
 
 sm90 = torch.cuda.get_device_capability()[0] >= 9
 gen = torch.Generator().manual_seed(106)
-SENTINEL = 12345.0
 
 
 def marked_workspace(q, kc, table):
-    # split 0's partial of row 0 (the workspace's first floats): split blocks outside a cluster
-    # write it, split clusters never do
-    ws = llm.paged_attention_workspace(q, kc, table, num_splits=4)
-    ws[:16] = SENTINEL
-    return ws
-
-
-def cluster_ran(ws):
-    return bool((ws[:16] == SENTINEL).all())
+    return mark_split_partials_(llm.paged_attention_workspace(q, kc, table, num_splits=4))
 
 
 # (lens, KV heads, group, Nq, head_dim, block size, dtype, fp8 cache, head pairs): 32-row units (one
@@ -1919,7 +1910,7 @@ for i, (lens, hkv, group, nq, d, bs, dt, fp8, pairs) in enumerate(cases):
         assert_close(out, ref, dtype=dt, what=what)
         torch.testing.assert_close(lse, ref_lse.float(), rtol=1e-3, atol=1e-3, msg=what)
         # the clusters run on the TMA kernel's even grid (sm_90) at head_dim 128 and more
-        assert cluster_ran(ws) == clusters, f"{what}: split cluster ran {cluster_ran(ws)}"
+        assert split_clusters_ran(ws) == clusters, f"{what}: split cluster ran {split_clusters_ran(ws)}"
     if not fp8:
         check_window_cap_lse(q, kc, vc, table, sl, 2 + i % 3, max(lens) // 3 + i, (0.0, 30.0)[i % 2], dt, what)
         # contiguous keys [B, Hkv, N, D]
@@ -1941,7 +1932,7 @@ for ns in (2, 3):
     graph, _ = capture_graph(lambda: llm.paged_attention(q, kc, vc, table, sl, out=out, workspace=ws, num_splits=ns,
                                                          check_indices=False))
     replay_new_inputs(graph, q, kc, vc, table, sl, out, gen, f"splits {ns} ")
-    assert cluster_ran(ws) == sm90, f"graph replays at {ns} splits: split cluster"
+    assert split_clusters_ran(ws) == sm90, f"graph replays at {ns} splits: split cluster"
 replay_then_bad_inputs(16, 1070, bad_len=True, splits=(2, 3, 4), gen=gen)
 """
 

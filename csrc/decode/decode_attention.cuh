@@ -1708,9 +1708,7 @@ __global__ void __launch_bounds__(kDecodeThreads)
 // cudaErrorNotSupported, and does so on every later call.
 template <class Kernel>
 cudaError_t configure_decode_kernel_once(Kernel kernel, size_t smem, bool need_sm90, int (&state)[64]) {
-  int dev = 0;
-  cudaGetDevice(&dev);
-  int& st = state[dev >= 0 && dev < 64 ? dev : 0];  // 0 unknown, 1 configured, -1 unusable
+  int& st = state[current_device_slot()];  // 0 unknown, 1 configured, -1 unusable
   if (st == 0) {
     if (need_sm90) {
       cudaFuncAttributes attr{};

@@ -703,6 +703,8 @@ cudaError_t launch_decode_attention_tma_kernel(const DecodeKernelParams& p, cons
   const cudaError_t err = configure_decode_kernel_once(kernel, smem, true, state);
   if (err != cudaSuccess) return err;
   constexpr int kThreads = decode_tma_threads(kRowTiles);
+  size_t launch_smem = smem;
+  unsigned cluster_splits = 1;  // a cluster's blocks along z
   if (p.split_cluster) {
     // The even grid's splits as clusters (1, 1, splits) of one block per SM: smem past half an
     // SM's, or the cluster scheduler may put two blocks of a cluster on one SM while others
@@ -713,28 +715,24 @@ cudaError_t launch_decode_attention_tma_kernel(const DecodeKernelParams& p, cons
     } else {
       const int splits = static_cast<int>(grid.z);
       if (splits < 2 || splits > kDecodeMaxClusterSplits) return cudaErrorInvalidValue;
-      const size_t cluster_smem = std::max(smem, static_cast<size_t>(device_smem_optin() / 2 + 1024));
-      if (const cudaError_t e = set_dynamic_smem(kernel, cluster_smem); e != cudaSuccess) return e;
-      // per device and cluster size: clusters that fit at once (0 not asked yet, -1 none)
+      launch_smem = std::max(smem, static_cast<size_t>(device_smem_optin() / 2 + 1024));
+      // per device and cluster size, asked once: clusters that fit at once (0 not asked yet, -1 none)
       static int fits[64][kDecodeMaxClusterSplits + 1] = {};
-      int dev = 0;
-      cudaGetDevice(&dev);
-      int& fit = fits[dev >= 0 && dev < 64 ? dev : 0][splits];
+      int& fit = fits[current_device_slot()][splits];
       if (fit == 0) {
-        const int n = cluster::max_active_clusters(kernel, splits, kThreads, cluster_smem);
+        if (const cudaError_t e = set_dynamic_smem(kernel, launch_smem); e != cudaSuccess) return e;
+        const int n = cluster::max_active_clusters(kernel, splits, kThreads, launch_smem);
         fit = n > 0 ? n : -1;
       }
       if (fit <= 0 || static_cast<int64_t>(grid.x) * grid.y > fit) return cudaErrorNotSupported;
-      cudaLaunchAttribute attr[2];
-      const cudaLaunchConfig_t cfg = cluster::launch_config(grid, kThreads, cluster_smem, stream,
-                                                            dim3(1, 1, static_cast<unsigned>(splits)), attr, pdl);
-      return cudaLaunchKernelEx(&cfg, kernel, p, kv, maps.k, maps.v, maps.k_tail, maps.v_tail, box_rows,
-                                maps.spans_planes);
+      cluster_splits = static_cast<unsigned>(splits);
     }
   }
-  return launch_kernel(kernel, grid, dim3(kThreads), smem, stream, pdl, p, kv, maps.k, maps.v,
-                       maps.k_tail,
-                       maps.v_tail, box_rows, maps.spans_planes);
+  cudaLaunchAttribute attr[2];
+  const cudaLaunchConfig_t cfg =
+      cluster::launch_config(grid, kThreads, launch_smem, stream, dim3(1, 1, cluster_splits), attr, pdl);
+  return cudaLaunchKernelEx(&cfg, kernel, p, kv, maps.k, maps.v, maps.k_tail, maps.v_tail, box_rows,
+                            maps.spans_planes);
 }
 
 // The kernels instantiated with the balanced schedule (decode_streamk_blocks): 16-bit, at

@@ -943,9 +943,7 @@ inline cudaError_t launch_wgmma_cfg(const GemmProblem& p, const WgmmaSchedule& s
     long long resident = device_sm_count();
     if constexpr (kCluster > 1) {
       static int cluster_slots[64] = {0};
-      int dev = 0;
-      cudaGetDevice(&dev);
-      if (dev < 0 || dev >= 64) dev = 0;
+      const int dev = current_device_slot();
       if (cluster_slots[dev] == 0) {
         cluster_slots[dev] = cluster::max_active_clusters(kernel, kCluster, Cfg::kThreads, Cfg::kSmemBytes);
       }

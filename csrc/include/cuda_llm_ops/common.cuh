@@ -129,15 +129,21 @@ inline cudaError_t set_dynamic_smem(Kernel kernel, size_t bytes) {
   return set_dynamic_smem_bytes(reinterpret_cast<const void*>(kernel), static_cast<int>(bytes));
 }
 
+// The current device's slot in a per-device cache of 64 entries (the callers' static arrays;
+// device 0's slot past them).
+inline int current_device_slot() {
+  int dev = 0;
+  cudaGetDevice(&dev);
+  return dev >= 0 && dev < 64 ? dev : 0;
+}
+
 // An attribute of the current device (at least 1), cached per device: kernel choices
 // and split heuristics need them on every call, and the queries are slow. Not for
 // attributes that can be 0 (a compute-capability minor version reads back as 1).
 template <cudaDeviceAttr kAttr>
 inline int cached_device_attribute() {
   static int cached[64] = {0};
-  int dev = 0;
-  cudaGetDevice(&dev);
-  if (dev < 0 || dev >= 64) dev = 0;
+  const int dev = current_device_slot();
   if (cached[dev] == 0) {
     int n = 0;
     cudaDeviceGetAttribute(&n, kAttr, dev);
