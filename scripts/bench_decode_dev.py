@@ -2059,6 +2059,13 @@ WIDE_CONFIRM_RUNS = {(0, "auto"), (0, "old")}
 PAIR_SPREAD_ROWS = ([(b, n, 8, 64, 1, False) for b in (36, 38, 40, 42, 44) for n in (2048, 4096, 6144)]
                     + [(b, n, 32, 64, 1, False) for b in (9, 10) for n in (2048, 4096)] + [(40, 8192, 8, 64, 1, False)])
 PAIR_SPREAD_RUNS = {(0, "auto"), (1, "forced"), (4, "spread")}
+# --h100-pairs (stop 107): paged D = 64 head pairs in their band (1.06-1.35 pairs per SM) on a
+# non-HBM3e sm_90 part, where v31's balanced 2 splits still run (paged GQA 32/8 B=40/2K 67.9 us
+# against cuDNN's 59.3 at 773c8c4) while stop 99 read D = 128's 1 split ahead of its balanced 2
+# at the same units (B=20/2K 60.4 / 66.4): auto, 1 and 3 splits, and the spread tail in 4 pieces
+H100_PAIR_ROWS = ([(b, n, 8, 64, 1, False) for b in (34, 36, 40, 42, 44) for n in (2048, 4096, 8192)]
+                  + [(b, n, 32, 64, 1, False) for b in (9, 10) for n in (2048, 4096)])
+H100_PAIR_RUNS = {(0, "auto"), (1, "forced"), (3, "forced"), (4, "spread")}
 # --pair-depth (stop 88): paged D = 64 head pairs on the D = 128 kernel at the depths and schedule
 # D = 128 rows get on HBM3e parts (4 stages on small grids, 3 to 1.35 units per SM, the spread
 # tail: CLO_DECODE_SPREAD=1 lets head pairs run it) against their own (3 / 2 stages, even grid)
@@ -3267,6 +3274,8 @@ SWEEPS = {
                          "head_dim 64 two-tile rows at 2-4K keys: auto and the 16-row rules against 1-16 wide splits"),
     "pair-spread-confirm": (forced_splits_sweep(PAIR_SPREAD_ROWS, PAIR_DEPTH_VARIANTS, PAIR_SPREAD_RUNS),
                             "paged D=64 head pairs: the automatic spread tail below 8K against 1 split and 4 pieces"),
+    "h100-pairs": (forced_splits_sweep(H100_PAIR_ROWS, PAIR_DEPTH_VARIANTS, H100_PAIR_RUNS, show_kernels=True),
+                   "paged D=64 head pairs in their band off HBM3e: auto (balanced 2) against 1, 3 and 4 spread pieces"),
     "pair-depth": (forced_splits_sweep(PAIR_DEPTH_ROWS, PAIR_DEPTH_VARIANTS, PAIR_DEPTH_RUNS, show_kernels=True),
                    "paged D=64 head pairs at D=128's HBM3e depths and the spread tail against their own"),
     "pair-band": (forced_splits_sweep(PAIR_BAND_ROWS, PAIR_BAND_VARIANTS, PAIR_BAND_RUNS, show_kernels=True), "D=64 head pairs and D=112 around their balanced band: 1-3 splits, pairs / unpaired, cp.async"),
