@@ -2066,6 +2066,25 @@ PAIR_SPREAD_RUNS = {(0, "auto"), (1, "forced"), (4, "spread")}
 H100_PAIR_ROWS = ([(b, n, 8, 64, 1, False) for b in (34, 36, 40, 42, 44) for n in (2048, 4096, 8192)]
                   + [(b, n, 32, 64, 1, False) for b in (9, 10) for n in (2048, 4096)])
 H100_PAIR_RUNS = {(0, "auto"), (1, "forced"), (3, "forced"), (4, "spread")}
+# --h100-bands (stop 107): the split bands the H100 still takes from v28-v33 (before the row boxes
+# and stop 92's changes moved the 1-split kernel 11-12%: stop 99's D = 128 one-tail band, stop
+# 107's D = 64 pairs), auto against 1 split, even 2 and 3: D = 128 at 2.1-2.5 units per SM
+# (one token, Nq 2, MHA), D = 256 at 1-1.35, D = 96 paged 2-3.05 and contiguous 1.06-2.95,
+# contiguous D = 64 at 2-2.7 (balanced at two blocks per SM), paged D = 64 without head pairs
+# (Nq 2) 3 at 2.1-2.45; and one row of the pairs' new 1 split
+H100_BAND_ROWS = ([(b, n, 8, 128, 1, c) for c in (False, True) for b in (35, 38, 41) for n in (2048, 8192)]
+                  + [(38, n, 8, 128, 2, False) for n in (2048, 8192)] + [(9, 2048, 32, 128, 1, False),
+                                                                         (9, 8192, 32, 128, 1, False),
+                                                                         (10, 8192, 32, 128, 1, True)]
+                  + [(b, n, 8, 256, 1, c) for c in (False, True) for b in (17, 20, 22) for n in (2048, 8192)]
+                  + [(b, n, 8, 96, 1, False) for b in (34, 40, 44) for n in (2048, 8192)] + [(48, 8192, 8, 96, 1, False)]
+                  + [(b, n, 8, 96, 1, True) for b, n in ((20, 8192), (30, 8192), (36, 2048), (36, 8192), (44, 2048),
+                                                         (44, 8192))]
+                  + [(10, 2048, 32, 96, 1, False), (10, 8192, 32, 96, 1, False), (6, 8192, 32, 96, 1, True)]
+                  + [(b, n, 8, 64, 1, True) for b in (35, 40, 44) for n in (2048, 8192)]
+                  + [(b, n, 8, 64, 2, False) for b in (36, 40) for n in (2048, 8192)] + [(40, 2048, 8, 64, 1, False)])
+H100_BAND_VARIANTS = {"auto": {}, "forced": {}, "even": {"CLO_DECODE_STREAMK": "0"}}
+H100_BAND_RUNS = {(0, "auto"), (1, "forced"), (2, "even"), (3, "forced")}
 # --pair-depth (stop 88): paged D = 64 head pairs on the D = 128 kernel at the depths and schedule
 # D = 128 rows get on HBM3e parts (4 stages on small grids, 3 to 1.35 units per SM, the spread
 # tail: CLO_DECODE_SPREAD=1 lets head pairs run it) against their own (3 / 2 stages, even grid)
@@ -3276,6 +3295,8 @@ SWEEPS = {
                             "paged D=64 head pairs: the automatic spread tail below 8K against 1 split and 4 pieces"),
     "h100-pairs": (forced_splits_sweep(H100_PAIR_ROWS, PAIR_DEPTH_VARIANTS, H100_PAIR_RUNS, show_kernels=True),
                    "paged D=64 head pairs in their band off HBM3e: auto (balanced 2) against 1, 3 and 4 spread pieces"),
+    "h100-bands": (forced_splits_sweep(H100_BAND_ROWS, H100_BAND_VARIANTS, H100_BAND_RUNS),
+                   "the H100's split bands from v28-v33 (D=128 / 256 / 96 / 64): auto against 1, even 2 and 3 splits"),
     "pair-depth": (forced_splits_sweep(PAIR_DEPTH_ROWS, PAIR_DEPTH_VARIANTS, PAIR_DEPTH_RUNS, show_kernels=True),
                    "paged D=64 head pairs at D=128's HBM3e depths and the spread tail against their own"),
     "pair-band": (forced_splits_sweep(PAIR_BAND_ROWS, PAIR_BAND_VARIANTS, PAIR_BAND_RUNS, show_kernels=True), "D=64 head pairs and D=112 around their balanced band: 1-3 splits, pairs / unpaired, cp.async"),

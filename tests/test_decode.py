@@ -2790,9 +2790,9 @@ def test_small_grid_two_blocks():
 
 def test_d64_tail_splits():
     """16-bit head_dim 64 at 2-3 blocks per SM on sm_90 (csrc/decode/NOTES.md v31): paged
-    calls in head pairs take 2 splits (the balanced schedule on the head_dim-128 kernel) at
-    1.06-1.35 pairs per SM (on Hopper HBM3e parts the spread tail's pieces below 8192 keys, stop
-    88, and 3 from there, stop 86), contiguous
+    calls in head pairs take 1 split at 1.06-1.35 pairs per SM off Hopper HBM3e parts (stop 107;
+    v31's balanced 2 before), on them the spread tail's pieces below 8192 keys (stop 88) and 3
+    from there (stop 86), contiguous
     ones 2 at 2-2.7 blocks per SM (the balanced schedule at two blocks per SM, v33; on HBM3e parts
     units of two row tiles keep 1 or take the two-row-tile rule's count, stop 89:
     test_wide_rows_d64_d96_automatic), paged
@@ -2808,8 +2808,8 @@ def test_d64_tail_splits():
     # HBM3e parts take the spread tail's pieces below 8192 keys (stop 88: SMs // (pairs - SMs), at
     # most 8; pair_band marks them), 3 from there (stop 86)
     hbm3e = sm90 and device_is_hopper_hbm3e()
-    pair_band = None if hbm3e else 2
-    pair_band_long = 3 if hbm3e else 2
+    pair_band = None if hbm3e else 1
+    pair_band_long = 3 if hbm3e else 1
     for per_sm, hkv, group, nq, n, paged, want in (
             (2.3, 8, 4, 1, 2048, True, pair_band), (2.6, 8, 4, 1, 4096, True, pair_band),
             (2.3, 8, 4, 1, 8192, True, pair_band_long), (2.6, 32, 1, 1, 16384, True, pair_band_long),
@@ -2846,15 +2846,16 @@ def test_d64_tail_splits():
     out = poison_(torch.empty_like(q))
     llm.paged_attention(q, kc, vc, table, sl, out=out, check_indices=False)
     assert_close(out, paged_attention_reference(q, kc, vc, table, sl), dtype=f16, what=f"paged B={b}")
-    if sm90:  # the D = 128 kernel over the pairs: balanced (schedule 1) at 3 stages, on HBM3e the spread tail (2)
+    if sm90:  # the D = 128 kernel over the pairs: on HBM3e the spread tail (schedule 2) at 3 stages, else
+        # the even grid (schedule 0) of 1 split, one block a pair
         call = lambda: llm.paged_attention(q, kc, vc, table, sl, check_indices=False)  # noqa: E731
         names = kernel_names(call)
         pattern = (r"tma_kernel<[^<>,]+, (\(int\))?128, (\(int\))?3, [^<>]*, (\(int\))?2, (\(int\))?1, [^<>,]+(, [^<>,]+)?>" if hbm3e
-                   else r"tma_kernel<[^<>,]+, (\(int\))?128, (\(int\))?3, [^<>]*, (\(int\))?1, (\(int\))?1, [^<>,]+(, [^<>,]+)?>")
+                   else r"tma_kernel<[^<>,]+, (\(int\))?128, (\(int\))?\d, [^<>]*, (\(int\))?0, (\(int\))?1, [^<>,]+(, [^<>,]+)?>")
         assert re.search(pattern, names), names[:400]
-        if hbm3e:  # the first SM-count pairs whole, the others in pieces
-            pairs = 4 * b
-            assert kernel_grid_blocks(call, "decode_attention") == sms + (pairs - sms) * min(8, sms // (pairs - sms))
+        pairs = 4 * b  # the first SM-count pairs whole, the others in pieces on HBM3e
+        want_blocks = sms + (pairs - sms) * min(8, sms // (pairs - sms)) if hbm3e else pairs
+        assert kernel_grid_blocks(call, "decode_attention") == want_blocks
     del q, kc, vc, table
     # paged without head pairs (Nq 2), automatic count (3 splits on sm_90): ragged lengths
     nq = 2

@@ -1162,11 +1162,17 @@ inline int decode_tail_splits(int head_dim, bool paged, int64_t units, int64_t s
 // 16-bit head_dim 64 (exactly: narrower rows on its kernel are not measured) on sm_90 at
 // 2-3 blocks per SM, sequences of at least 2048 keys (NOTES.md v31; the tail rule above
 // takes no splits at 64). The split count, or 1:
-// - paged, in head pairs (decode_packs_head_pairs): 2 splits when the pairs hold 1.06-1.35
-//   units per SM (2.1-2.7 unpaired blocks), run as the balanced schedule on the D = 128
-//   kernel (decode_streamk_blocks). GQA 32/8 block 16, 1 -> 2: B=36/2K 63.1 -> 58.3 us,
-//   B=40 69.5 -> 66.7, B=44 71.2 -> 69.8, B=36/4K 123.6 -> 109.0, MHA B=9/2K 63.1 -> 56.6;
-//   at 1.03 (B=34: 53.9 -> 55.9) and 1.45 (B=48: 75.2 -> 77.4) it loses;
+// - paged, in head pairs (decode_packs_head_pairs), off HBM3e: 1 split. v31 gave the pairs'
+//   band (1.06-1.35 pairs per SM, 2.1-2.7 unpaired blocks) the balanced 2 splits on the D = 128
+//   kernel (decode_streamk_blocks; GQA 32/8 block 16, 1 -> 2: B=36/2K 63.1 -> 58.3 us, B=40
+//   69.5 -> 66.7, MHA B=9/2K 63.1 -> 56.6); the 1-split kernel has since gained 11-12% (the row
+//   boxes, stop 99's D = 128 band) and the balanced one has not: the H100 at 03a70b4
+//   (NOTES.md "Stop 107", `--h100-pairs`, us, balanced 2 / 1 / 3 / spread 4; cuDNN): B=36/2K
+//   59.6 / 56.2 / 61.5 / 55.8 (53.4), B=40/2K 68.9 / 61.6 / 66.7 / 61.0 (59.3), B=42/2K 71.1 /
+//   63.7 / 69.1 / 65.6, B=44/2K 71.9 / 66.5 / 71.8 / 68.0, B=40/4K 123.6 / 116.1 / 121.6 / 115.9,
+//   B=40/8K 235.2 / 227.3 / 232.7 / 227.5, B=44/8K 255.3 / 248.6 / 249.8 / 253.6, MHA B=10/2K
+//   65.7 / 59.9 / 64.2 / 59.4: 1 split ahead of the balanced 2 on all 16 rows of the band
+//   (2-11%), within 0.6 us of the spread tail where that leads;
 // - contiguous: 2 splits at 2-2.7 blocks per SM, run as the balanced schedule at two
 //   blocks per SM (decode_streamk_blocks_per_sm; v33, against 1 split and v31's 3 even
 //   splits: B=34/2K 59.1 / 54.8 -> 54.1, B=36 61.1 / 58.0 -> 55.8, B=40 64.6 / 62.8 ->
@@ -1214,14 +1220,10 @@ inline int decode_d64_tail_splits(bool paged, bool pairs, int64_t base, int64_t 
                                   bool two_tile_rows) {
   if (max_kv_len < kPartialWaveMinKeys) return 1;
   if (paged && pairs) {
-    const bool band = decode_d64_pair_band(base / 2, sms);
-    if (hbm3e) {
-      if (!band) return 1;
-      if (max_kv_len >= kPairBandLongKeys) return 3;
-      const int pieces = decode_pairs_spread_pieces(paged, base / 2, sms, max_kv_len, hbm3e);
-      return pieces > 0 ? pieces : 1;
-    }
-    return band ? 2 : 1;
+    if (!hbm3e || !decode_d64_pair_band(base / 2, sms)) return 1;
+    if (max_kv_len >= kPairBandLongKeys) return 3;
+    const int pieces = decode_pairs_spread_pieces(paged, base / 2, sms, max_kv_len, hbm3e);
+    return pieces > 0 ? pieces : 1;
   }
   if (!paged) return base > 2 * sms && 10 * base <= 27 * sms && !(hbm3e && two_tile_rows) ? 2 : 1;
   return 10 * base > 21 * sms && 20 * base <= 49 * sms ? 3 : 1;
