@@ -472,7 +472,9 @@ def decode_num_splits(batch: int, num_kv_heads: int, rows_per_kv_head: int, max_
       a tail: 2 when `base` is 1.1-1.35 (head_dim 128, and paged 104-120, of one token
       or spec rows: 1 or 3, below) or 2.1-2.5 times the SMs at head_dim 97-128,
       1-1.35 times at head_dim 129-256, 2-2.7 times at head_dim 65-96 (2-3.05 when
-      `paged` and `max_kv_len >= 4096`, 2-3 from 8192), and also 1.06-1.35 times
+      `paged` and `max_kv_len >= 4096`, 2-3 from 8192; paged head_dim 96 exactly off Hopper
+      HBM3e parts takes 3 instead from 4096 keys to 2.5 times, from 8192 to 2.7, stop 107:
+      H100 B=34/16K 743.5 -> 674.0 us), and also 1.06-1.35 times
       there when `paged=False` (e.g. B=20 or B=36 at GQA 32/8), the whole of 1.06-2.95
       times with `paged=False` and `max_kv_len >= 4096` (not when `base` is a multiple
       of the SMs: whole waves leave no tail). Between
@@ -495,14 +497,15 @@ def decode_num_splits(batch: int, num_kv_heads: int, rows_per_kv_head: int, max_
       B=22/8K, csrc/decode/NOTES.md "Stop 87"): those 2 splits run as an even grid;
     - 16-bit head_dim 64 on sm_90 with `max_kv_len >= 2048`: `paged` calls that run
       head pairs (an even `num_kv_heads`, `seq_len_q` 1, at most 8 query heads per KV
-      head, `base` beyond 1.25 times the SMs) take 2 when the pairs (`base / 2`) are
-      1.06-1.35 times the SMs (the balanced schedule on the head_dim-128 kernel; on
-      Hopper HBM3e parts 3 from `max_kv_len` 8192, which ran up to 19% faster: B=40/16K
-      328.0 -> 314.3 us, "Stop 86", and below it the spread tail's pieces over the pairs,
-      `SMs // (base / 2 - SMs)` up to 8: GQA 32:8 B=40/2K 56.1 -> 45.4 -> 43.6, "Stop 88");
+      head, `base` beyond 1.25 times the SMs) on Hopper HBM3e parts take, when the pairs
+      (`base / 2`) are 1.06-1.35 times the SMs, 3 from `max_kv_len` 8192 (up to 19% faster:
+      B=40/16K 328.0 -> 314.3 us, "Stop 86") and below it the spread tail's pieces over the
+      pairs, `SMs // (base / 2 - SMs)` up to 8 (GQA 32:8 B=40/2K 56.1 -> 45.4 -> 43.6, "Stop
+      88"); off them 1 (since stop 107; the balanced 2 before: H100 B=40/2K 68.9 -> 61.6 us);
       contiguous ones (`paged=False`) take 2 (balanced) when `base` is 2-2.7 times
       the SMs (on Hopper HBM3e parts not for units of two row tiles, 17-32 query rows per
-      KV head: 1, where the two-row-tile rule above gives no count), paged ones without
+      KV head: 1, where the two-row-tile rule above gives no count; off them units of one row
+      tile take 3 below 8192 keys, stop 107: H100 B=42/2K 69.6 -> 64.9 us), paged ones without
       head pairs 3 at 2.1-2.45 times;
     - 16-bit head_dim 72-80 `paged` calls that run head pairs (Hopper HBM3e parts, the
       pairs `base / 2` at least 0.35 times the SMs): 1 split from 0.8 times, 2 below;

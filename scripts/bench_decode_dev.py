@@ -2064,7 +2064,8 @@ PAIR_SPREAD_RUNS = {(0, "auto"), (1, "forced"), (4, "spread")}
 # against cuDNN's 59.3 at 773c8c4) while stop 99 read D = 128's 1 split ahead of its balanced 2
 # at the same units (B=20/2K 60.4 / 66.4): auto, 1 and 3 splits, and the spread tail in 4 pieces
 H100_PAIR_ROWS = ([(b, n, 8, 64, 1, False) for b in (34, 36, 40, 42, 44) for n in (2048, 4096, 8192)]
-                  + [(b, n, 32, 64, 1, False) for b in (9, 10) for n in (2048, 4096)])
+                  + [(b, n, 32, 64, 1, False) for b in (9, 10) for n in (2048, 4096)]
+                  + [(b, 16384, 8, 64, 1, False) for b in (36, 40, 44)] + [(10, 16384, 32, 64, 1, False)])
 H100_PAIR_RUNS = {(0, "auto"), (1, "forced"), (3, "forced"), (4, "spread")}
 # --h100-bands (stop 107): the split bands the H100 still takes from v28-v33 (before the row boxes
 # and stop 92's changes moved the 1-split kernel 11-12%: stop 99's D = 128 one-tail band, stop
@@ -2083,6 +2084,12 @@ H100_BAND_ROWS = ([(b, n, 8, 128, 1, c) for c in (False, True) for b in (35, 38,
                   + [(10, 2048, 32, 96, 1, False), (10, 8192, 32, 96, 1, False), (6, 8192, 32, 96, 1, True)]
                   + [(b, n, 8, 64, 1, True) for b in (35, 40, 44) for n in (2048, 8192)]
                   + [(b, n, 8, 64, 2, False) for b in (36, 40) for n in (2048, 8192)] + [(40, 2048, 8, 64, 1, False)])
+# --h100-bands-next (stop 107): where --h100-bands read 3 splits ahead of the automatic 2 on the
+# H100: paged D = 96 at 2-2.9 units per SM (4-16K keys) and contiguous D = 64 at 2-2.7 (2-16K)
+H100_BAND_NEXT_ROWS = ([(b, n, 8, 96, 1, False) for b in (34, 37, 40, 42, 44) for n in (4096, 8192, 16384)]
+                       + [(10, n, 32, 96, 1, False) for n in (4096, 16384)] + [(36, 2048, 8, 96, 1, False)]
+                       + [(b, n, 8, 64, 1, True) for b in (34, 37, 40, 42, 44) for n in (2048, 4096, 16384)]
+                       + [(9, n, 32, 64, 1, True) for n in (2048, 4096)])
 H100_BAND_VARIANTS = {"auto": {}, "forced": {}, "even": {"CLO_DECODE_STREAMK": "0"}}
 H100_BAND_RUNS = {(0, "auto"), (1, "forced"), (2, "even"), (3, "forced")}
 # --pair-depth (stop 88): paged D = 64 head pairs on the D = 128 kernel at the depths and schedule
@@ -3297,6 +3304,8 @@ SWEEPS = {
                    "paged D=64 head pairs in their band off HBM3e: auto (balanced 2) against 1, 3 and 4 spread pieces"),
     "h100-bands": (forced_splits_sweep(H100_BAND_ROWS, H100_BAND_VARIANTS, H100_BAND_RUNS),
                    "the H100's split bands from v28-v33 (D=128 / 256 / 96 / 64): auto against 1, even 2 and 3 splits"),
+    "h100-bands-next": (forced_splits_sweep(H100_BAND_NEXT_ROWS, H100_BAND_VARIANTS, H100_BAND_RUNS),
+                        "paged D=96 at 2-2.9 and contiguous D=64 at 2-2.7 units per SM: auto against 1, even 2 and 3"),
     "pair-depth": (forced_splits_sweep(PAIR_DEPTH_ROWS, PAIR_DEPTH_VARIANTS, PAIR_DEPTH_RUNS, show_kernels=True),
                    "paged D=64 head pairs at D=128's HBM3e depths and the spread tail against their own"),
     "pair-band": (forced_splits_sweep(PAIR_BAND_ROWS, PAIR_BAND_VARIANTS, PAIR_BAND_RUNS, show_kernels=True), "D=64 head pairs and D=112 around their balanced band: 1-3 splits, pairs / unpaired, cp.async"),

@@ -962,9 +962,11 @@ def test_balanced_schedule_matches_reference():
                                (256, 1.75, 2048, 1), (256, 2.3, 2048, 1),
                                (96, 1.2, 2048, 1), (96, 2.05, 2048, 2), (96, 2.6, 2048, 2),
                                (96, 2.9, 2048, 2 if hbm3e else 1), (96, 3.0, 2048, 1),
-                               (96, 2.8, 2048, 2 if hbm3e else 1), (96, 2.3, 4096, 3 if hbm3e else 2),
-                               (96, 2.1, 8192, 4 if hbm3e else 2), (96, 2.6, 8192, 3 if hbm3e else 2),
-                               (96, 2.46, 16384, 4 if hbm3e else 2),
+                               # paged 96 from 4096 keys past 2 units per SM: 3 (HBM3e: to 2.65, 4 from 8192
+                               # to 2.5; else to 2.5, from 8192 to 2.7, stop 107)
+                               (96, 2.8, 2048, 2 if hbm3e else 1), (96, 2.3, 4096, 3),
+                               (96, 2.1, 8192, 4 if hbm3e else 3), (96, 2.6, 8192, 3),
+                               (96, 2.46, 16384, 4 if hbm3e else 3), (96, 2.55, 4096, 3 if hbm3e else 2),
                                (96, 2.7, 4096, 2), (88, 2.3, 4096, 2),
                                (80, 2.3, 4096, 2), (96, 2.3, 1024, 1), (64, 1.2, 2048, 1),
                                # paged narrower rows on the D = 96 kernel from 4096 keys: to 3.05 (v34)
@@ -2795,7 +2797,8 @@ def test_d64_tail_splits():
     from there (stop 86), contiguous
     ones 2 at 2-2.7 blocks per SM (the balanced schedule at two blocks per SM, v33; on HBM3e parts
     units of two row tiles keep 1 or take the two-row-tile rule's count, stop 89:
-    test_wide_rows_d64_d96_automatic), paged
+    test_wide_rows_d64_d96_automatic; off them one-tile units take 3 even splits below 8192
+    keys, stop 107), paged
     ones without pairs 3 at 2.1-2.45 (v32); the heuristic's counts, both layouts' results against the reference with ragged lengths, and which
     kernel runs. Workspaces sized by the helpers hold every batch size's split count
     (MQA grids reach the bands beyond batch = SMs)."""
@@ -2810,6 +2813,8 @@ def test_d64_tail_splits():
     hbm3e = sm90 and device_is_hopper_hbm3e()
     pair_band = None if hbm3e else 1
     pair_band_long = 3 if hbm3e else 1
+    # contiguous one-tile units below 8192 keys: the balanced 2 on HBM3e parts, else 3 even (stop 107)
+    contig_band = 2 if hbm3e else 3
     for per_sm, hkv, group, nq, n, paged, want in (
             (2.3, 8, 4, 1, 2048, True, pair_band), (2.6, 8, 4, 1, 4096, True, pair_band),
             (2.3, 8, 4, 1, 8192, True, pair_band_long), (2.6, 32, 1, 1, 16384, True, pair_band_long),
@@ -2818,8 +2823,10 @@ def test_d64_tail_splits():
             (2.3, 32, 1, 1, 2048, True, pair_band),
             (2.3, 5, 4, 1, 2048, True, 3), (2.3, 8, 2, 2, 2048, True, 3), (2.3, 8, 16, 1, 2048, True, 3),
             (2.05, 5, 4, 1, 2048, True, 1), (2.6, 5, 4, 1, 2048, True, 1), (2.3, 5, 4, 1, 1024, True, 1),
-            (2.2, 8, 4, 1, 2048, False, 2), (2.4, 32, 1, 1, 4096, False, 2), (2.6, 8, 4, 1, 2048, False, 2),
-            (2.8, 8, 4, 1, 2048, False, 1), (2.2, 8, 2, 2, 4096, False, 2),
+            (2.2, 8, 4, 1, 2048, False, contig_band), (2.4, 32, 1, 1, 4096, False, contig_band),
+            (2.6, 8, 4, 1, 2048, False, contig_band), (2.2, 8, 4, 1, 8191, False, contig_band),
+            (2.2, 8, 4, 1, 8192, False, 2), (2.3, 8, 4, 1, 16384, False, 2),
+            (2.8, 8, 4, 1, 2048, False, 1), (2.2, 8, 2, 2, 4096, False, contig_band),
             (1.9, 8, 4, 1, 2048, False, 1), (2.2, 8, 4, 1, 1024, False, 1)):
         b = int(per_sm * sms) // hkv + 1
         if want is None:
@@ -2868,8 +2875,8 @@ def test_d64_tail_splits():
     llm.paged_attention(q, kc, vc, table, sl, out=out, check_indices=False)
     assert_close(out, paged_attention_reference(q, kc, vc, table, sl), dtype=f16, what=f"paged Nq=2 B={b}")
     del q, kc, vc, table
-    # contiguous, automatic count (2 splits on sm_90, the balanced schedule at two blocks per
-    # SM on the head_dim-64 kernel, 2 stages)
+    # contiguous, automatic count (on HBM3e parts 2 splits, the balanced schedule at two blocks
+    # per SM on the head_dim-64 kernel, 2 stages; on other sm_90 parts 3 even splits)
     b = int(2.2 * sms) // 8 + 1
     q = torch.randn(b, 32, 1, 64, device="cuda").half()
     k = torch.randn(b, 8, 2048, 64, device="cuda").half()
@@ -2882,9 +2889,13 @@ def test_d64_tail_splits():
     llm.decode_attention(q, k, v, out=out2, workspace=ws)
     assert torch.equal(out, out2)
     balanced_d64 = r"tma_kernel<[^<>,]+, (\(int\))?64, (\(int\))?2, [^<>]*, (\(int\))?1, (\(int\))?1, [^<>,]+(, [^<>,]+)?>"
+    even_d64 = r"tma_kernel<[^<>,]+, (\(int\))?64, (\(int\))?\d, [^<>]*, (\(int\))?0, (\(int\))?1, [^<>,]+(, [^<>,]+)?>"
     if sm90:
-        names = kernel_names(lambda: llm.decode_attention(q, k, v, out=out2, workspace=ws))
-        assert re.search(balanced_d64, names), names[:400]
+        call = lambda: llm.decode_attention(q, k, v, out=out2, workspace=ws)  # noqa: E731
+        names = kernel_names(call)
+        assert re.search(balanced_d64 if hbm3e else even_d64, names), names[:400]
+        if not hbm3e:
+            assert kernel_grid_blocks(call, "decode_attention") == 3 * 8 * b
     del q, k, v
     # contiguous, forced 2 splits at 3.5 units per SM: Nq 5 causal (GQA 4 x 5 = 20
     # rows: two row tiles per KV head), bf16, an odd length, head_dim 48 on the head_dim-64

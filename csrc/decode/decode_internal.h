@@ -1078,10 +1078,20 @@ inline int decode_tail_splits(int head_dim, bool paged, int64_t units, int64_t s
     // contiguous caches from 4096 keys: one band from the first extra unit to 2.95, but for
     // whole waves (no tail to spread; exactly 2 units per SM lost 1-3%, v35)
     if (!paged && max_kv_len >= 4096) return past_first_wave && 20 * units <= 59 * sms && units % sms != 0 ? 2 : 1;
-    // HBM3e, paged head_dim 96 from 4096 keys: past two units per SM to 2.65, 3 even
-    // splits (from 8192 keys 4 to 2.5)
-    if (hbm3e_d96 && paged && max_kv_len >= 4096 && units > 2 * sms && 20 * units <= 53 * sms)
-      return max_kv_len >= 8192 && 2 * units <= 5 * sms ? 4 : 3;
+    // Paged head_dim 96 from 4096 keys, past two units per SM: on HBM3e parts to 2.65, 3 even
+    // splits (from 8192 keys 4 to 2.5); on other sm_90 parts 3 to 2.5, from 8192 keys to 2.7,
+    // where the 2 below had run since v36 (the H100 at 5cd2324, NOTES.md "Stop 107",
+    // `--h100-bands-next`, GQA 32/8 block 16, us, 2 / 3 splits (cuDNN): B=34 (2.06) 4K 163.8 /
+    // 158.9 (177.3), 8K 369.9 / 340.8 (342.8), 16K 743.5 / 674.0 (677.7); B=37 4K 184.8 / 177.4,
+    // 16K 760.7 / 698.9 (709.9); B=40 (2.42) 4K 187.6 / 183.6, 8K 383.8 / 361.1, 16K 776.0 /
+    // 721.2 (768.7); MHA B=10 4K 185.7 / 180.4, 16K 774.8 / 721.2; at 2.55, B=42, 4K 192.1 /
+    // 193.5 but 8K 386.5 / 373.7, 16K 785.7 / 749.3; at 2.67, B=44, 4K 200.5 / 202.4, 8K 397.9 /
+    // 395.8, 16K 808.6 / 791.2; at 2.91, B=48/8K, 431.0 / 445.1; at 2048 keys level or behind:
+    // B=36 93.6 / 95.5, B=40 99.2 / 100.9).
+    if (head_dim == 96 && paged && max_kv_len >= 4096 && units > 2 * sms) {
+      if (hbm3e && 20 * units <= 53 * sms) return max_kv_len >= 8192 && 2 * units <= 5 * sms ? 4 : 3;
+      if (!hbm3e && (max_kv_len >= 8192 ? 20 * units <= 54 * sms : 2 * units <= 5 * sms)) return 3;
+    }
     // the second wave to 2.7 units per SM (2.95 on HBM3e's paged head_dim 96); on paged
     // caches from 4096 keys to 3.05 (v34 at head_dim 72-88, v36 at 96), from 8192 keys to
     // 3: their cp.async kernel (decode_tma_stages_for) fits 6 blocks per SM, and at 3.03
@@ -1177,7 +1187,13 @@ inline int decode_tail_splits(int head_dim, bool paged, int64_t units, int64_t s
 //   blocks per SM (decode_streamk_blocks_per_sm; v33, against 1 split and v31's 3 even
 //   splits: B=34/2K 59.1 / 54.8 -> 54.1, B=36 61.1 / 58.0 -> 55.8, B=40 64.6 / 62.8 ->
 //   61.3, B=44 67.6 / 67.9 -> 66.0, B=36/4K 116.7 / 106.7 -> 104.4, B=44/4K 129.3 / 127.4
-//   -> 125.9, MHA B=9/2K 60.5 / 56.6 -> 54.9; at 2.91, B=48, 70.7 -> 72.3);
+//   -> 125.9, MHA B=9/2K 60.5 / 56.6 -> 54.9; at 2.91, B=48, 70.7 -> 72.3). Off HBM3e units
+//   of one row tile take v31's 3 even splits again below 8192 keys (the H100 at 5cd2324,
+//   NOTES.md "Stop 107", `--h100-bands-next`, us, balanced 2 / 3 (cuDNN): B=34 2K 56.3 / 54.3
+//   (51.8), 4K 102.8 / 100.1; B=37/2K 61.0 / 58.6; B=40 2K 64.6 / 62.7 (60.0), 4K 118.8 /
+//   116.2; B=42 2K 69.6 / 64.9, 4K 125.8 / 121.6; B=44 2K 68.2 / 67.4, 4K 127.7 / 127.6; MHA
+//   B=9/2K 57.0 / 56.0), the balanced 2 from there (8K level: B=35 198.7 / 198.5, B=40 225.4 /
+//   225.3; 16K B=37 408.2 / 415.1, B=40 438.7 / 441.1);
 // - paged without head pairs (Nq > 1, odd KV head counts, more than 8 query heads per KV
 //   head): 3 even splits at 2.1-2.45 (v32, block 16: Nq 2 GQA 32/8 B=36/2K 64.0 -> 61.6,
 //   B=36/4K 126.5 -> 115.9; GQA 28/7 B=41/2K 63.5 -> 61.2, B=45 68.2 -> 66.1; at 2.06-2.07,
@@ -1225,7 +1241,10 @@ inline int decode_d64_tail_splits(bool paged, bool pairs, int64_t base, int64_t 
     const int pieces = decode_pairs_spread_pieces(paged, base / 2, sms, max_kv_len, hbm3e);
     return pieces > 0 ? pieces : 1;
   }
-  if (!paged) return base > 2 * sms && 10 * base <= 27 * sms && !(hbm3e && two_tile_rows) ? 2 : 1;
+  if (!paged) {
+    if (base <= 2 * sms || 10 * base > 27 * sms || (hbm3e && two_tile_rows)) return 1;
+    return !hbm3e && !two_tile_rows && max_kv_len < kSplitRuleLengthEdges[3] ? 3 : 2;
+  }
   return 10 * base > 21 * sms && 20 * base <= 49 * sms ? 3 : 1;
 }
 

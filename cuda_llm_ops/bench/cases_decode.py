@@ -94,13 +94,16 @@ SPEC_ROWS = ((SPEC_TOKENS, SPEC_GRIDS), (SPEC_TWO_TILE_TOKENS, SPEC_TWO_TILE_GRI
 # schedule, "Stop 73"); contiguous (decode_attention) the first and (B=66/8K) the third
 MQA_GRIDS = ((8, 16384), (64, 4096), (66, 8192), (136, 2048), (150, 4096))
 MQA_CONTIGUOUS_GRIDS = ((8, 16384), (66, 8192))
-# Head dims off the 128 a little past one block per SM (preset "all"; GQA 32/8):
-# D = 64 in head pairs at 1.21 pairs per SM (B=40) and D = 112 on the D = 128 kernel at 1.21
-# units per SM (B=20), where HBM3e parts run 1 or 3 splits, the H100 2 balanced ones
-# (csrc/decode/NOTES.md "Stop 86"); D = 224 on the D = 256 kernel at 1.21 units per SM, rows
-# that are not whole 128-byte lines: 3 splits on HBM3e parts, even 2 elsewhere ("Stop 87"):
-# (D, B, N)
-BAND_HEAD_DIM_GRIDS = ((64, 40, 2048), (64, 40, 16384), (112, 20, 4096), (224, 20, 4096), (224, 20, 16384))
+# Head dims off the 128 past one block per SM (preset "all"; GQA 32/8): D = 64 in
+# head pairs at 1.21 pairs per SM (B=40) and D = 112 on the D = 128 kernel at 1.21 units per
+# SM (B=20), where HBM3e parts run the spread tail or 3 splits, the H100 1 split
+# (csrc/decode/NOTES.md "Stop 86", "Stop 99", "Stop 107"); D = 224 on the D = 256 kernel at
+# 1.21 units per SM, rows that are not whole 128-byte lines: 3 splits ("Stop 87", "Stop 99");
+# D = 96 at 2.06 and 2.42 units per SM, 3 splits from 4096 keys ("Stop 107"): (D, B, N)
+BAND_HEAD_DIM_GRIDS = ((64, 40, 2048), (64, 40, 16384), (112, 20, 4096), (224, 20, 4096), (224, 20, 16384),
+                       (96, 34, 16384), (96, 40, 8192))
+# ... and contiguous (decode_attention) D = 64 at 2.42 units per SM: 3 splits off HBM3e ("Stop 107")
+BAND_CONTIGUOUS_GRIDS = ((64, 40, 2048),)
 SDPA_BACKENDS = ("flash", "cudnn", "efficient")
 # The plain-PyTorch paged peer materialises a gathered copy of the cache per call.
 TORCH_PAGED_MAX_BYTES = 3 << 30
@@ -324,6 +327,7 @@ def decode_attention_cases(dtype: torch.dtype, preset: str, quick: bool) -> list
                   for b, n in SMALL_GRIDS]
         cases += [paged_case(b, n, 8, dtype, op="decode_attention", D=d, Nq=nq) for d in SMALL_GRID_HEAD_DIMS
                   for b, n, nq in SMALL_GRID_WIDE_GRIDS]
+        cases += [paged_case(b, n, 8, dtype, op="decode_attention", D=d) for d, b, n in BAND_CONTIGUOUS_GRIDS]
     return cases
 
 
