@@ -2090,6 +2090,24 @@ H100_BAND_NEXT_ROWS = ([(b, n, 8, 96, 1, False) for b in (34, 37, 40, 42, 44) fo
                        + [(10, n, 32, 96, 1, False) for n in (4096, 16384)] + [(36, 2048, 8, 96, 1, False)]
                        + [(b, n, 8, 64, 1, True) for b in (34, 37, 40, 42, 44) for n in (2048, 4096, 16384)]
                        + [(9, n, 32, 64, 1, True) for n in (2048, 4096)])
+# --h100-small-grids (stop 107): paged head_dim 64 / 96 small grids (one token, up to 8 rows a KV
+# head, at most one unit per SM) on a non-HBM3e sm_90 part, which keeps the generic SMs // units
+# splits: auto against the HBM3e rule's count (about two blocks per SM, stops 77-78)
+H100_SMALL_GRID_ROWS = ([(b, n, 8, d, 1, False) for d in (64, 96) for b, n in ((16, 4096), (13, 4096), (12, 4096),
+                                                                             (9, 8192), (5, 4096), (4, 16384),
+                                                                             (3, 16384), (16, 16384))]
+                        + [(4, 4096, 32, d, 1, False) for d in (64, 96)])
+
+
+def h100_small_grid_runs(row, sms: int) -> set:
+    """auto, and the HBM3e small-grid count (decode_small_grid_two_blocks_splits before its cut)."""
+    B, N, hkv = row[:3]
+    units = B * hkv
+    two = 2 * sms // units
+    two = two if two <= 16 and N // 512 >= two else min(two, N // 1024)
+    return {(0, "auto"), (two, "forced"), (max(1, sms // units), "forced")}
+
+
 H100_BAND_VARIANTS = {"auto": {}, "forced": {}, "even": {"CLO_DECODE_STREAMK": "0"}}
 H100_BAND_RUNS = {(0, "auto"), (1, "forced"), (2, "even"), (3, "forced")}
 # --pair-depth (stop 88): paged D = 64 head pairs on the D = 128 kernel at the depths and schedule
@@ -3306,6 +3324,8 @@ SWEEPS = {
                    "the H100's split bands from v28-v33 (D=128 / 256 / 96 / 64): auto against 1, even 2 and 3 splits"),
     "h100-bands-next": (forced_splits_sweep(H100_BAND_NEXT_ROWS, H100_BAND_VARIANTS, H100_BAND_RUNS),
                         "paged D=96 at 2-2.9 and contiguous D=64 at 2-2.7 units per SM: auto against 1, even 2 and 3"),
+    "h100-small-grids": (forced_splits_sweep(H100_SMALL_GRID_ROWS, H100_BAND_VARIANTS, h100_small_grid_runs),
+                         "paged D=64 / 96 small grids off HBM3e: auto against the HBM3e two-blocks-per-SM count"),
     "pair-depth": (forced_splits_sweep(PAIR_DEPTH_ROWS, PAIR_DEPTH_VARIANTS, PAIR_DEPTH_RUNS, show_kernels=True),
                    "paged D=64 head pairs at D=128's HBM3e depths and the spread tail against their own"),
     "pair-band": (forced_splits_sweep(PAIR_BAND_ROWS, PAIR_BAND_VARIANTS, PAIR_BAND_RUNS, show_kernels=True), "D=64 head pairs and D=112 around their balanced band: 1-3 splits, pairs / unpaired, cp.async"),
