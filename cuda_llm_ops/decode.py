@@ -523,7 +523,10 @@ def decode_num_splits(batch: int, num_kv_heads: int, rows_per_kv_head: int, max_
       where that is more than the generic `SMs // base` (GQA 32:8 B=16/4K D=64 41.6 ->
       36.3 us, 1.04x cuDNN in `llm-speed bench`; D=96 58.7 -> 52.3, 1.06x; B=5/4K D=64
       17.7 -> 15.6, D=96 24.3 -> 21.0; Nq 2 B=10/4K D=96 58.6 -> 37.2; csrc/decode/NOTES.md
-      "Stop 77" to "Stop 79");
+      "Stop 77" to "Stop 79"); on other sm_90 parts (the H100) one token's such units take
+      that count only with `base` past half the SMs up to 2/3 of them and `max_kv_len >=
+      2048` (3 splits where the generic count is 1: B=9/8K D=64 75.3 -> 56.6 us, D=96 108.5
+      -> 82.4, "Stop 107");
     - head_dim 128 (16-bit) on Hopper HBM3e parts (the H200) with `seq_len_q` 1 or
       `rows_per_kv_head <= 64` (up to four row tiles: "spec rows" below; rows beyond
       one tile take their own tops, with one new token too) and `max_kv_len >= 1024`,

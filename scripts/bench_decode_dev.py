@@ -2108,6 +2108,12 @@ def h100_small_grid_runs(row, sms: int) -> set:
     return {(0, "auto"), (two, "forced"), (max(1, sms // units), "forced")}
 
 
+# --h100-half-wave (stop 107): paged head_dim 64 / 96 one-token units past half a unit per SM to
+# 2/3 on a non-HBM3e sm_90 part (decode_small_grid_half_wave_splits: 3 splits), auto against the
+# generic 1 split and 2; out of the band (B=12) and contiguous (1 split) beside
+H100_HALF_WAVE_ROWS = ([(b, n, 8, d, 1, False) for d in (64, 96) for b in (9, 10, 11) for n in (2048, 4096, 16384)]
+                       + [(12, 8192, 8, d, 1, False) for d in (64, 96)] + [(10, 8192, 8, d, 1, True) for d in (64, 96)])
+H100_HALF_WAVE_RUNS = {(0, "auto"), (1, "forced"), (2, "forced"), (3, "forced")}
 H100_BAND_VARIANTS = {"auto": {}, "forced": {}, "even": {"CLO_DECODE_STREAMK": "0"}}
 H100_BAND_RUNS = {(0, "auto"), (1, "forced"), (2, "even"), (3, "forced")}
 # --pair-depth (stop 88): paged D = 64 head pairs on the D = 128 kernel at the depths and schedule
@@ -3326,6 +3332,8 @@ SWEEPS = {
                         "paged D=96 at 2-2.9 and contiguous D=64 at 2-2.7 units per SM: auto against 1, even 2 and 3"),
     "h100-small-grids": (forced_splits_sweep(H100_SMALL_GRID_ROWS, H100_BAND_VARIANTS, h100_small_grid_runs),
                          "paged D=64 / 96 small grids off HBM3e: auto against the HBM3e two-blocks-per-SM count"),
+    "h100-half-wave": (forced_splits_sweep(H100_HALF_WAVE_ROWS, H100_BAND_VARIANTS, H100_HALF_WAVE_RUNS),
+                       "paged D=64 / 96 one token at 0.5-0.67 units per SM off HBM3e: auto (3) against 1 and 2 splits"),
     "pair-depth": (forced_splits_sweep(PAIR_DEPTH_ROWS, PAIR_DEPTH_VARIANTS, PAIR_DEPTH_RUNS, show_kernels=True),
                    "paged D=64 head pairs at D=128's HBM3e depths and the spread tail against their own"),
     "pair-band": (forced_splits_sweep(PAIR_BAND_ROWS, PAIR_BAND_VARIANTS, PAIR_BAND_RUNS, show_kernels=True), "D=64 head pairs and D=112 around their balanced band: 1-3 splits, pairs / unpaired, cp.async"),

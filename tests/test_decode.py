@@ -2341,6 +2341,7 @@ def test_partial_wave_splits():
     require_op("decode_attention")
     sms = torch.cuda.get_device_properties(0).multi_processor_count
     hbm3e = device_is_hopper_hbm3e()
+    sm90 = torch.cuda.get_device_capability()[0] == 9
     # (units per SM, keys, head dim, want on HBM3e paged, contiguous); GQA 32/8, units = 8 B
     for per_sm, n, d, want_paged, want_contiguous in (
             (0.6, 16384, 128, 3, 3), (0.7, 4096, 128, 2, 1), (0.7, 2048, 128, 2, 1), (0.8, 8192, 128, 2, 1),
@@ -2365,6 +2366,8 @@ def test_partial_wave_splits():
                     short_max = 16 if nq == 1 else _small_grid_spec_short_max(d, 4 * nq, units, sms)
                     if hbm3e and paged and d in (64, 96) and short_max:
                         want = _small_grid_two_blocks(units, n, sms, short_max)
+                    if paged and nq == 1 and d in (64, 96):  # off HBM3e above half a unit per SM
+                        want = _small_grid_half_wave(units, n, sms, sm90, hbm3e) or want
                     got = llm.decode_num_splits(b, 8, 4 * nq, n, d, dt, paged=paged, seq_len_q=nq)
                     assert got == want, (per_sm, n, d, dt, paged, nq, b, got)
                 # Nq 8: two row tiles (units = 16 B, decode_rule_multi_tile), the band's top
@@ -2649,6 +2652,15 @@ def _small_grid_two_blocks(units, n, sms, short_max=16):
     return _splits_holding_keys(count, n) if count > 1 else count
 
 
+def _small_grid_half_wave(units, n, sms, sm90, hbm3e):
+    """decode_small_grid_half_wave_splits (paged 16-bit head_dim 64 / 96, one token, at most 8 rows a
+    KV head): off HBM3e Hopper parts above half a unit per SM to 2/3, from 2048 keys, the two-blocks
+    count (`_small_grid_two_blocks`); else 0."""
+    if not sm90 or hbm3e or 2 * units <= sms or 3 * units > 2 * sms or n < 2048:
+        return 0
+    return _small_grid_two_blocks(units, n, sms)
+
+
 def _splits_holding_keys(splits, n):
     """split_merge.cuh's split_count_holding_keys: of `splits` whole-tile (64-key) splits of n
     keys, those that hold keys."""
@@ -2681,6 +2693,7 @@ def test_small_grid_two_blocks():
     require_op("decode_attention")
     sms = torch.cuda.get_device_properties(0).multi_processor_count
     hbm3e = device_is_hopper_hbm3e()
+    sm90 = torch.cuda.get_device_capability()[0] == 9
     f16 = torch.float16
 
     def generic(units, n):
@@ -2696,7 +2709,8 @@ def test_small_grid_two_blocks():
             if units > sms:
                 continue
             two = min(_small_grid_two_blocks(units, n, sms), 128)
-            want = two if hbm3e and two > sms // units else generic(units, n)
+            want = two if hbm3e and two > sms // units else \
+                _small_grid_half_wave(units, n, sms, sm90, hbm3e) or generic(units, n)
             for dt in (f16, torch.bfloat16):
                 got = llm.decode_num_splits(b, hkv, group, n, d, dt)
                 assert got == want, (d, b, hkv, group, n, dt, got)
@@ -2757,6 +2771,9 @@ def test_small_grid_two_blocks():
                 names = kernel_names(call)
                 assert re.search(rf"tma_kernel<[^<>,]+, (\(int\))?{d}, (\(int\))?{stages}, ", names), (d, names[:400])
             assert kernel_grid_blocks(call, "tma_kernel" if stages else "decode_attention") == units * splits, what
+        elif nq == 1 and _small_grid_half_wave(units, cap, sms, sm90, hbm3e):  # off HBM3e: B=11, 3 splits
+            assert splits == _small_grid_half_wave(units, cap, sms, sm90, hbm3e) > 1, (what, splits)
+            assert kernel_grid_blocks(call, "decode_attention") == units * splits, what
         graph, _ = capture_graph(call)
         for trial in range(2):
             new = [int(x) for x in torch.randint(1, n + 1, (b,), generator=gen)]

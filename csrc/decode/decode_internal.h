@@ -1311,6 +1311,27 @@ inline int decode_small_grid_two_blocks_splits(bool paged, int64_t units, int64_
   const int held = split_count_holding_keys<kTileTokens>(static_cast<int>(splits), static_cast<int>(max_kv_len));
   return held > sms / units ? held : 0;
 }
+// Off HBM3e Hopper parts (the H100) the same units (paged 16-bit head_dim 64 / 96, one new token
+// in units of at most kNarrowMaxRows rows) keep the generic count, one block per SM at most,
+// but above half a unit per SM, where it is 1 split and leaves up to half the SMs idle: to
+// 2/3 of a unit per SM they take decode_small_grid_two_blocks_splits' count (3 splits, two
+// blocks per SM or fewer) on their own depths (not the HBM3e 3 / 2 stages), from 2048 keys
+// (kPartialWaveMinKeys; shorter tables not measured). The H100 at a4803ea
+// (NOTES.md "Stop 107", `--h100-small-grids`, GQA 32/8 block 16, us, the generic count / two
+// blocks per SM (cuDNN)): B=9/8K (0.55 units per SM, 3 splits) D = 64 75.3 / 56.6 (63.1),
+// D = 96 108.5 / 82.4 (87.7); beyond 2/3 it gains little or loses (2 splits: B=12/4K D = 64
+// 40.5 / 40.9, D = 96 57.4 / 55.7; B=13/4K 41.7 / 43.5, 58.7 / 61.8; B=16/4K 48.4 / 49.8, 69.5 /
+// 74.7), and below half a unit per SM, where the generic count is already one block per SM, the
+// doubled count loses at D = 96 (B=5/4K 3 / 6 splits 26.7 / 28.3, B=3/16K 5 / 11 55.3 / 57.9)
+// and gains 1-2% at D = 64 (19.9 / 19.6, 39.3 / 38.7). Returns the count, or 0.
+inline int decode_small_grid_half_wave_splits(int head_dim, int seq_len_q, int rows_per_kv_head, bool paged,
+                                              int64_t units, int64_t sms, int64_t max_kv_len) {
+  if ((head_dim != 64 && head_dim != 96) || seq_len_q != 1 || rows_per_kv_head <= 0 ||
+      rows_per_kv_head > kNarrowMaxRows || 2 * units <= sms || 3 * units > 2 * sms ||
+      max_kv_len < kPartialWaveMinKeys || device_cc_major() != 9 || device_is_hopper_hbm3e())
+    return 0;
+  return decode_small_grid_two_blocks_splits(paged, units, sms, max_kv_len);
+}
 // The calls stop 79 measured for the same split count (decode_small_grid_two_blocks_splits;
 // their TMA depths stay the ones measured there, not the small-grid rule's): 16-bit head_dim 64
 // or 96, Nq 2-4 new tokens in units of one row tile (GQA 32/8 measured: 8 and 16 rows), on

@@ -65,9 +65,9 @@ OTHER_HEAD_DIMS_CONTEXT = 2048
 PADDED_HEAD_DIMS = (80, 192)
 # Head dims 64 and 96 on small GQA 32/8 grids (preset "all"; paged and contiguous): where the
 # split heuristic puts about two blocks per SM on paged caches on HBM3e parts (stop 77; B=5/4K
-# in splits of 512-1024 keys, stop 78).
+# in splits of 512-1024 keys, stop 78); B=9/8K (0.55 units per SM) on other sm_90 parts too (stop 107).
 SMALL_GRID_HEAD_DIMS = (64, 96)
-SMALL_GRIDS = ((16, 4096), (4, 16384), (5, 4096))
+SMALL_GRIDS = ((16, 4096), (4, 16384), (5, 4096), (9, 8192))
 # ... and their Nq 2-4 calls (paged; stop 79): (B, N, Nq)
 SMALL_SPEC_GRIDS = ((5, 4096, 2), (10, 4096, 4))
 # ... and speculative rows of two row tiles there (GQA 32/8 Nq 5: 20 query rows per KV head), which
