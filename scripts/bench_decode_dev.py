@@ -3325,7 +3325,7 @@ SWEEPS = {
     "pair-spread-confirm": (forced_splits_sweep(PAIR_SPREAD_ROWS, PAIR_DEPTH_VARIANTS, PAIR_SPREAD_RUNS),
                             "paged D=64 head pairs: the automatic spread tail below 8K against 1 split and 4 pieces"),
     "h100-pairs": (forced_splits_sweep(H100_PAIR_ROWS, PAIR_DEPTH_VARIANTS, H100_PAIR_RUNS, show_kernels=True),
-                   "paged D=64 head pairs in their band off HBM3e: auto (balanced 2) against 1, 3 and 4 spread pieces"),
+                   "paged D=64 head pairs in their band off HBM3e: auto (1 since stop 107; the balanced 2 before) against 1, 3, 4 spread"),
     "h100-bands": (forced_splits_sweep(H100_BAND_ROWS, H100_BAND_VARIANTS, H100_BAND_RUNS),
                    "the H100's split bands from v28-v33 (D=128 / 256 / 96 / 64): auto against 1, even 2 and 3 splits"),
     "h100-bands-next": (forced_splits_sweep(H100_BAND_NEXT_ROWS, H100_BAND_VARIANTS, H100_BAND_RUNS),
