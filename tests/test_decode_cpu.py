@@ -1,6 +1,10 @@
 """CPU tests of the decode area: the paged reference against contiguous SDPA, the
-append reference, input validation and the CUDA-graph runner's argument checks."""
+append reference, input validation, the CUDA-graph runner's argument checks and the split
+heuristic compiled for the host (scripts/split_counts_host.sh)."""
 import math
+import shutil
+import subprocess
+from pathlib import Path
 
 import pytest
 import torch
@@ -497,3 +501,40 @@ def test_written_tensor_checks_against_brute_force():
     check_out_apart(q, [(k, "k"), (v, "v")], out_name="q")
     with pytest.raises(ValueError, match="q must not overlap k"):
         check_out_apart(q, [(bloom[:, :, 0:2].transpose(1, 2)[:, 0], "k")], out_name="q")
+
+
+# (B, N, Hkv, rows per KV head, Nq, D, paged) -> the count, per part (scripts/split_counts_host.sh
+# stand-ins): the H100's own bands (csrc/decode/NOTES.md "Stop 107"), the H200's HBM3e rules
+# (stops 77, 86-88) and an sm_80 part without the sm_90 rules
+_HOST_SPLIT_CASES = {
+    (): [((40, 2048, 8, 4, 1, 64, 1), 1),      # paged D = 64 head pairs in their band: 1 split
+         ((34, 16384, 8, 4, 1, 96, 1), 3),     # paged D = 96 past 2 units per SM from 4096 keys: 3
+         ((42, 4096, 8, 4, 1, 96, 1), 2),      # ... to 2.5 below 8192 keys
+         ((42, 8192, 8, 4, 1, 96, 1), 3),      # ... to 2.7 from there
+         ((40, 2048, 8, 4, 1, 64, 0), 3),      # contiguous D = 64 at 2-2.7 below 8192 keys: 3
+         ((40, 8192, 8, 4, 1, 64, 0), 2),      # ... the balanced 2 from 8192
+         ((9, 8192, 8, 4, 1, 64, 1), 3),       # paged D = 64 / 96 at 0.5-0.67 units per SM: 3
+         ((11, 2048, 8, 4, 1, 96, 1), 3),
+         ((9, 8192, 8, 4, 1, 64, 0), 1),       # ... not contiguous
+         ((12, 8192, 8, 4, 1, 96, 1), 1),      # ... not past 2/3
+         ((9, 1024, 8, 4, 1, 64, 1), 1),       # ... not below 2048 keys
+         ((1, 16384, 8, 4, 1, 128, 1), 16)],   # the issue's B=1/16K GQA: SMs // 8 rows' units
+    ("--mem-khz", "3201000"): [((40, 2048, 8, 4, 1, 64, 1), 4),   # HBM3e pairs: the spread tail's pieces
+                               ((16, 4096, 8, 4, 1, 64, 1), 2),   # HBM3e small grids: two blocks per SM
+                               ((38, 8192, 8, 4, 1, 96, 1), 4)],  # HBM3e paged D = 96 from 8192 keys: 4
+    ("--sms", "108", "--cc", "8.0", "--mem-khz", "1593000"): [((40, 2048, 8, 4, 1, 64, 1), 1),
+                                                              ((1, 16384, 8, 4, 1, 128, 1), 13)],
+}
+
+
+@pytest.mark.skipif(shutil.which("nvcc") is None or shutil.which("nm") is None, reason="needs nvcc and nm")
+def test_split_counts_host():
+    """scripts/split_counts_host.sh lists decode_attention_num_splits on the host for a given
+    part: the counts of a few rules per part, without a GPU (the rules' host logic on CI)."""
+    script = Path(__file__).resolve().parents[1] / "scripts" / "split_counts_host.sh"
+    for args, cases in _HOST_SPLIT_CASES.items():
+        rows = "".join(" ".join(map(str, row)) + "\n" for row, _ in cases)
+        done = subprocess.run(["bash", str(script), *args], input=rows, capture_output=True, text=True, timeout=300)
+        assert done.returncode == 0, done.stderr[-2000:]
+        got = [int(line.rsplit(":", 1)[1]) for line in done.stdout.splitlines()]
+        assert got == [want for _, want in cases], (args, done.stdout)
