@@ -2114,6 +2114,11 @@ def h100_small_grid_runs(row, sms: int) -> set:
 H100_HALF_WAVE_ROWS = ([(b, n, 8, d, 1, False) for d in (64, 96) for b in (9, 10, 11) for n in (2048, 4096, 16384)]
                        + [(12, 8192, 8, d, 1, False) for d in (64, 96)] + [(10, 8192, 8, d, 1, True) for d in (64, 96)])
 H100_HALF_WAVE_RUNS = {(0, "auto"), (1, "forced"), (2, "forced"), (3, "forced")}
+# --h100-half-wave-next (stop 107, for the next stop): the same half-wave band (0.5-0.67 units per
+# SM, one token, GQA 32/8) where the H100 still runs 1 split: contiguous D = 64 / 96 (stop 107's
+# contiguous B=10/8K read 3 splits 4-6% ahead) and D = 128 on both layouts; auto against 2 and 3
+H100_HALF_WAVE_NEXT_ROWS = ([(b, n, 8, d, 1, True) for d in (64, 96) for b in (9, 10, 11) for n in (2048, 4096, 16384)]
+                            + [(b, n, 8, 128, 1, c) for c in (False, True) for b in (9, 11) for n in (4096, 16384)])
 H100_BAND_VARIANTS = {"auto": {}, "forced": {}, "even": {"CLO_DECODE_STREAMK": "0"}}
 H100_BAND_RUNS = {(0, "auto"), (1, "forced"), (2, "even"), (3, "forced")}
 # --pair-depth (stop 88): paged D = 64 head pairs on the D = 128 kernel at the depths and schedule
@@ -3334,6 +3339,8 @@ SWEEPS = {
                          "paged D=64 / 96 small grids off HBM3e: auto against the HBM3e two-blocks-per-SM count"),
     "h100-half-wave": (forced_splits_sweep(H100_HALF_WAVE_ROWS, H100_BAND_VARIANTS, H100_HALF_WAVE_RUNS),
                        "paged D=64 / 96 one token at 0.5-0.67 units per SM off HBM3e: auto (3) against 1 and 2 splits"),
+    "h100-half-wave-next": (forced_splits_sweep(H100_HALF_WAVE_NEXT_ROWS, H100_BAND_VARIANTS, H100_HALF_WAVE_RUNS),
+                            "contiguous D=64 / 96 and D=128 at 0.5-0.67 units per SM off HBM3e: auto (1) against 2, 3"),
     "pair-depth": (forced_splits_sweep(PAIR_DEPTH_ROWS, PAIR_DEPTH_VARIANTS, PAIR_DEPTH_RUNS, show_kernels=True),
                    "paged D=64 head pairs at D=128's HBM3e depths and the spread tail against their own"),
     "pair-band": (forced_splits_sweep(PAIR_BAND_ROWS, PAIR_BAND_VARIANTS, PAIR_BAND_RUNS, show_kernels=True), "D=64 head pairs and D=112 around their balanced band: 1-3 splits, pairs / unpaired, cp.async"),
