@@ -2100,12 +2100,14 @@ H100_SMALL_GRID_ROWS = ([(b, n, 8, d, 1, False) for d in (64, 96) for b, n in ((
 
 
 def h100_small_grid_runs(row, sms: int) -> set:
-    """auto, and the HBM3e small-grid count (decode_small_grid_two_blocks_splits before its cut)."""
+    """auto, the generic count (`_generic_small_grid_count`) and the HBM3e small-grid count
+    (decode_small_grid_two_blocks_splits before its cut: 2 SMs // units splits of 512 keys or
+    more up to 16, else of 1024 keys or more)."""
     B, N, hkv = row[:3]
     units = B * hkv
     two = 2 * sms // units
     two = two if two <= 16 and N // 512 >= two else min(two, N // 1024)
-    return {(0, "auto"), (two, "forced"), (max(1, sms // units), "forced")}
+    return {(0, "auto"), (two, "forced"), (_generic_small_grid_count(units, N, sms), "forced")}
 
 
 # --h100-half-wave (stop 107): paged head_dim 64 / 96 one-token units past half a unit per SM to

@@ -2066,9 +2066,9 @@ cudaError_t run_decode_attention(const DecodeAttentionArgs& a, cudaStream_t stre
       }
     }
     // The balanced schedule (decode_streamk_blocks): a 2-split call of a 16-bit kernel at
-    // D = 128 or 256, or 64 and 96 contiguous (decode_runs_streamk; head pairs too: head_dim
-    // 64 at 2-3 blocks per SM, decode_d64_tail_splits, which on HBM3e parts gives them the
-    // spread tail's pieces or 3 splits instead) on the TMA kernel; where TMA cannot
+    // D = 128 or 256, or 64 and 96 contiguous (decode_runs_streamk; head pairs too, at a
+    // forced 2: decode_d64_tail_splits gives their band the spread tail's pieces or 3 splits
+    // on HBM3e parts, 1 split elsewhere since stop 107) on the TMA kernel; where TMA cannot
     // describe the cache, the even 2-split grid below.
     if constexpr (decode_runs_streamk<T, D, KVT, kPaged>()) {
       const int64_t sk_blocks = decode_streamk_blocks(static_cast<int64_t>(grid.x) * grid.y, device_sm_count(),
