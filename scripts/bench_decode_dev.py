@@ -2122,6 +2122,13 @@ H100_HALF_WAVE_RUNS = {(0, "auto"), (1, "forced"), (2, "forced"), (3, "forced")}
 H100_HALF_WAVE_NEXT_ROWS = ([(b, n, 8, d, 1, True) for d in (64, 96) for b in (9, 10, 11) for n in (2048, 4096, 16384)]
                             + [(b, n, 8, 128, 1, c) for c in (False, True) for b in (9, 11) for n in (4096, 16384)])
 H100_BAND_VARIANTS = {"auto": {}, "forced": {}, "even": {"CLO_DECODE_STREAMK": "0"}}
+# --h100-d128-band (stop 108): D = 128 at 2.1-2.5 units per SM (even 2 splits) from 4096 keys,
+# where stop 107's --h100-bands read 3 splits 1-3% ahead on GQA rows from 8192 keys and 3% behind
+# on MHA paged B=9/8K: more GQA batches, 16K keys, MHA on both layouts; auto against 3
+H100_D128_BAND_ROWS = ([(b, n, 8, 128, 1, c) for c in (False, True) for b in (35, 37, 39, 41) for n in (8192, 16384)]
+                       + [(b, n, 32, 128, 1, c) for c in (False, True) for b in (9, 10) for n in (8192, 16384)]
+                       + [(38, 4096, 8, 128, 1, c) for c in (False, True)] + [(38, 16384, 8, 128, 2, False)])
+H100_D128_BAND_RUNS = {(0, "auto"), (3, "forced")}
 H100_BAND_RUNS = {(0, "auto"), (1, "forced"), (2, "even"), (3, "forced")}
 # --pair-depth (stop 88): paged D = 64 head pairs on the D = 128 kernel at the depths and schedule
 # D = 128 rows get on HBM3e parts (4 stages on small grids, 3 to 1.35 units per SM, the spread
@@ -3343,6 +3350,8 @@ SWEEPS = {
                        "paged D=64 / 96 one token at 0.5-0.67 units per SM off HBM3e: auto (3) against 1 and 2 splits"),
     "h100-half-wave-next": (forced_splits_sweep(H100_HALF_WAVE_NEXT_ROWS, H100_BAND_VARIANTS, H100_HALF_WAVE_RUNS),
                             "contiguous D=64 / 96 and D=128 at 0.5-0.67 units per SM off HBM3e: auto (1) against 2, 3"),
+    "h100-d128-band": (forced_splits_sweep(H100_D128_BAND_ROWS, H100_BAND_VARIANTS, H100_D128_BAND_RUNS),
+                       "D=128 at 2.1-2.5 units per SM from 4096 keys, GQA and MHA, both layouts: auto (even 2) against 3"),
     "pair-depth": (forced_splits_sweep(PAIR_DEPTH_ROWS, PAIR_DEPTH_VARIANTS, PAIR_DEPTH_RUNS, show_kernels=True),
                    "paged D=64 head pairs at D=128's HBM3e depths and the spread tail against their own"),
     "pair-band": (forced_splits_sweep(PAIR_BAND_ROWS, PAIR_BAND_VARIANTS, PAIR_BAND_RUNS, show_kernels=True), "D=64 head pairs and D=112 around their balanced band: 1-3 splits, pairs / unpaired, cp.async"),
