@@ -2129,6 +2129,30 @@ H100_D128_BAND_ROWS = ([(b, n, 8, 128, 1, c) for c in (False, True) for b in (35
                        + [(b, n, 32, 128, 1, c) for c in (False, True) for b in (9, 10) for n in (8192, 16384)]
                        + [(38, 4096, 8, 128, 1, c) for c in (False, True)] + [(38, 16384, 8, 128, 2, False)])
 H100_D128_BAND_RUNS = {(0, "auto"), (3, "forced")}
+# --h100-d128-next (stop 108): one-token GQA 32/8 rows around stop 108's H100 rules: the half-wave
+# band (0.5-0.67 units per SM) at the lengths --h100-half-wave-next did not read (contiguous
+# D = 128 at 2048 / 8192 keys, paged D = 128 at 8192, B=10); 0.7-1.0 units per SM, where the
+# contiguous D = 128 block's 1 split is bound by its bytes in flight (B=12-14; D = 64 / 96 beside);
+# below half a unit per SM (B=6, 8: the generic SMs // units against 2 SMs // units); D = 128 at
+# 2.0-2.1 units per SM (1 split; HBM3e parts take 3 from 2.0) and 2.5-3 (1; HBM3e 2): auto against
+# 1, 2, 3 (and two blocks per SM below half)
+H100_D128_NEXT_ROWS = ([(10, n, 8, 128, 1, True) for n in (2048, 4096, 8192, 16384)]
+                       + [(b, n, 8, 128, 1, True) for b in (9, 11) for n in (2048, 8192)]
+                       + [(10, n, 8, 128, 1, False) for n in (4096, 8192, 16384)]
+                       + [(b, 8192, 8, 128, 1, False) for b in (9, 11)]
+                       + [(b, n, 8, 128, 1, True) for b in (12, 13, 14) for n in (4096, 16384)]
+                       + [(b, 16384, 8, 128, 1, False) for b in (12, 14)]
+                       + [(b, 16384, 8, d, 1, True) for d in (64, 96) for b in (12, 14)]
+                       + [(b, 16384, 8, 128, 1, True) for b in (6, 8)]
+                       + [(b, n, 8, 128, 1, c) for c in (False, True) for b in (33, 34) for n in (8192, 16384)]
+                       + [(b, 16384, 8, 128, 1, c) for c in (False, True) for b in (42, 44, 46)])
+
+
+def h100_d128_next_runs(row, sms: int) -> set:
+    """auto, 1, 2 and 3 splits, and below half a unit per SM 2 SMs // units."""
+    units = row[0] * row[2]
+    runs = {(0, "auto"), (1, "forced"), (2, "forced"), (3, "forced")}
+    return runs | {(2 * sms // units, "forced")} if 2 * units <= sms else runs
 H100_BAND_RUNS = {(0, "auto"), (1, "forced"), (2, "even"), (3, "forced")}
 # --pair-depth (stop 88): paged D = 64 head pairs on the D = 128 kernel at the depths and schedule
 # D = 128 rows get on HBM3e parts (4 stages on small grids, 3 to 1.35 units per SM, the spread
@@ -3350,6 +3374,8 @@ SWEEPS = {
                        "paged D=64 / 96 one token at 0.5-0.67 units per SM off HBM3e: auto (3) against 1 and 2 splits"),
     "h100-half-wave-next": (forced_splits_sweep(H100_HALF_WAVE_NEXT_ROWS, H100_BAND_VARIANTS, H100_HALF_WAVE_RUNS),
                             "contiguous D=64 / 96 and D=128 at 0.5-0.67 units per SM off HBM3e: auto (1) against 2, 3"),
+    "h100-d128-next": (forced_splits_sweep(H100_D128_NEXT_ROWS, H100_BAND_VARIANTS, h100_d128_next_runs),
+                       "one-token D=128 around stop 108's H100 rules: half wave, 0.7-1, below half, 2.0-2.1, 2.5-3"),
     "h100-d128-band": (forced_splits_sweep(H100_D128_BAND_ROWS, H100_BAND_VARIANTS, H100_D128_BAND_RUNS),
                        "D=128 at 2.1-2.5 units per SM from 4096 keys, GQA and MHA, both layouts: auto (even 2) against 3"),
     "pair-depth": (forced_splits_sweep(PAIR_DEPTH_ROWS, PAIR_DEPTH_VARIANTS, PAIR_DEPTH_RUNS, show_kernels=True),

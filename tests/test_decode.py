@@ -930,8 +930,10 @@ def test_balanced_schedule_matches_reference():
     # (and the spread tail's pieces at 1-1.34 units per SM from 1024 keys on HBM3e, paged:
     # decode_spread_tail_pieces, SMs / (units - SMs) up to 8)
     for d, per_sm, n, want in ((128, 1.2, 2048, 4 if hbm3e else 1), (128, 1.2, 8192, 4 if hbm3e else 1),
-                               (128, 1.3, 4096, 3 if hbm3e else 1), (128, 2.3, 4096, 3 if hbm3e else 2),
+                               (128, 1.3, 4096, 3 if hbm3e else 1), (128, 2.3, 4096, 3),
                                (128, 2.4, 2048, 3 if hbm3e else 2), (128, 2.05, 4096, 3 if hbm3e else 1),
+                               # off HBM3e 3 from 4096 keys at 2.1-2.5 too (stop 108), 2 below
+                               (128, 2.15, 16384, 3), (128, 2.3, 4095, 3 if hbm3e else 2),
                                (128, 1.2, 1024, 4 if hbm3e else 1), (128, 1.2, 960, 1), (128, 1.1, 4096, 6 if hbm3e else 1),
                                (128, 1.03, 2048, 8 if hbm3e else 1), (128, 1.03, 1024, 8 if hbm3e else 1),
                                (128, 1.7, 2048, 1), (128, 2.9, 2048, 1),
@@ -943,7 +945,7 @@ def test_balanced_schedule_matches_reference():
                                (128, 2.66, 8192, 3 if hbm3e else 1), (128, 2.7, 8192, 2 if hbm3e else 1),
                                (128, 2.66, 8191, 2 if hbm3e else 1),
                                (128, 2.8, 16384, 2 if hbm3e else 1), (128, 2.8, 8192, 2 if hbm3e else 1),
-                               (128, 2.45, 4096, 3 if hbm3e else 2), (128, 2.52, 4096, 2 if hbm3e else 1),
+                               (128, 2.45, 4096, 3), (128, 2.52, 4096, 2 if hbm3e else 1),
                                (128, 2.86, 4096, 2 if hbm3e else 1), (128, 2.96, 16384, 2 if hbm3e else 1),
                                (128, 3.02, 4096, 1), (112, 2.6, 4096, 1),
                                # paged narrower rows on the D = 128 kernel: 1 split in the one-tail
@@ -1024,6 +1026,18 @@ def test_balanced_schedule_matches_reference():
         assert got == (want_nq8 if hbm3e else wide_nq8 or 1), (per_sm, n, b, got)
         # Nq 32 at GQA 8/2 (128 rows: eight tiles, units = 16 B as Nq 8's): the rules off
         assert llm.decode_num_splits(b, 2, 128, n, 128, torch.float16, seq_len_q=32) == 1, (per_sm, n, b)
+    # head_dim 128 at 2.1-2.5 units per SM from 4096 keys: off HBM3e 3 splits for units of 2-16
+    # query rows (Nq 2 and 4 at GQA 32/8 too), 2 for one-row units (MHA; stop 108); HBM3e parts 3
+    # for all
+    if sm90:
+        for n in (4096, 16384):
+            b = int(2.3 * sms) // 32 + 1
+            for paged in (True, False):
+                got = llm.decode_num_splits(b, 32, 1, n, 128, torch.float16, paged=paged)
+                assert got == (3 if hbm3e else 2), ("MHA 2.3", n, paged, b, got)
+            b = int(2.3 * sms) // 8 + 1
+            for nq in (2, 4):
+                assert llm.decode_num_splits(b, 8, 4 * nq, n, 128, torch.float16, seq_len_q=nq) == 3, (n, nq, b)
     # one new token at a 16-row group (GQA 32/2) keeps the top just under 3 at 4096 keys
     b = int(2.8 * sms) // 2 + 1
     assert llm.decode_num_splits(b, 2, 16, 4096, 128, torch.float16) == (2 if hbm3e else 1), b
@@ -1044,7 +1058,7 @@ def test_balanced_schedule_matches_reference():
                                (128, 1.2, 16384, 1 if hbm3e else 2), (128, 1.2, 8191, 1),
                                (128, 1.03, 1024, 8 if hbm3e else 1), (128, 1.03, 4096, 8 if hbm3e else 1),
                                (128, 1.08, 2048, 8 if hbm3e else 1),
-                               (128, 2.3, 4096, 3 if hbm3e else 2), (128, 2.3, 2048, 3 if hbm3e else 2),
+                               (128, 2.3, 4096, 3), (128, 2.3, 2048, 3 if hbm3e else 2), (128, 2.2, 16384, 3),
                                (128, 2.7, 4096, 2 if hbm3e else 1), (128, 2.6, 2048, 1),
                                (128, 2.86, 4096, 2 if hbm3e else 1), (128, 2.52, 16384, 3 if hbm3e else 1),
                                (128, 2.52, 4096, 2 if hbm3e else 1), (128, 2.7, 16384, 2 if hbm3e else 1),
@@ -2366,8 +2380,8 @@ def test_partial_wave_splits():
                     short_max = 16 if nq == 1 else _small_grid_spec_short_max(d, 4 * nq, units, sms)
                     if hbm3e and paged and d in (64, 96) and short_max:
                         want = _small_grid_two_blocks(units, n, sms, short_max)
-                    if paged and nq == 1 and d in (64, 96):  # off HBM3e above half a unit per SM
-                        want = _small_grid_half_wave(units, n, sms, sm90, hbm3e) or want
+                    if nq == 1:  # off HBM3e above half a unit per SM
+                        want = _small_grid_half_wave(units, n, sms, sm90, hbm3e, d, paged) or want
                     got = llm.decode_num_splits(b, 8, 4 * nq, n, d, dt, paged=paged, seq_len_q=nq)
                     assert got == want, (per_sm, n, d, dt, paged, nq, b, got)
                 # Nq 8: two row tiles (units = 16 B, decode_rule_multi_tile), the band's top
@@ -2408,11 +2422,15 @@ def test_partial_wave_splits():
     gen = torch.Generator().manual_seed(65)
     lens = [int(x) for x in torch.randint(1, 2049, (b,), generator=gen)]
     lens[:3] = [1, 2048, 129]
-    grids = _automatic_calls_match(lens, 650, f16, contiguous=(4096, torch.bfloat16), grids=hbm3e)
+    grids = _automatic_calls_match(lens, 650, f16, contiguous=(4096, torch.bfloat16), grids=sm90)
     if hbm3e:
         assert splits == 2 * sms // (8 * b) > 1
         assert llm.decode_num_splits(b, 8, 4, 4096, 128, torch.bfloat16, paged=False) == splits
         assert grids == (8 * b * splits, 8 * b * splits), (b, splits, grids)
+    elif sm90:  # off HBM3e: the half-wave band's 3 on the contiguous cache of 4096 keys, 1 paged below 8192
+        half = _small_grid_half_wave(8 * b, 4096, sms, sm90, hbm3e, 128, False)
+        assert splits == 1 and half == 2 * sms // (8 * b) > 1, (b, splits, half)
+        assert grids == (8 * b, 8 * b * half), (b, half, grids)
     # the band's top from 8192 keys (0.9-1.0 units per SM: 2 splits), paged; exactly one unit
     # per SM (GQA 32/4 at B = SMs / 4) included
     if hbm3e and sms % 4 == 0:
@@ -2652,13 +2670,16 @@ def _small_grid_two_blocks(units, n, sms, short_max=16):
     return _splits_holding_keys(count, n) if count > 1 else count
 
 
-def _small_grid_half_wave(units, n, sms, sm90, hbm3e):
-    """decode_small_grid_half_wave_splits (paged 16-bit head_dim 64 / 96, one token, at most 8 rows a
-    KV head): off HBM3e Hopper parts above half a unit per SM to 2/3, from 2048 keys, the two-blocks
-    count (`_small_grid_two_blocks`); else 0."""
-    if not sm90 or hbm3e or 2 * units <= sms or 3 * units > 2 * sms or n < 2048:
+def _small_grid_half_wave(units, n, sms, sm90, hbm3e, d=64, paged=True):
+    """decode_small_grid_half_wave_splits (16-bit head_dim 64, 96 and 128, one token, at most 8 rows
+    a KV head): off HBM3e Hopper parts above half a unit per SM to 2/3, 2 SMs // units splits (3)
+    cut back to those that hold keys, from 2048 keys (paged D = 64 / 96, contiguous D = 96), 4096
+    (contiguous D = 128) or 8192 (contiguous D = 64, paged D = 128; stops 107, 108); else 0."""
+    min_keys = {(64, True): 2048, (96, True): 2048, (96, False): 2048, (128, False): 4096,
+                (64, False): 8192, (128, True): 8192}.get((d, paged))
+    if min_keys is None or not sm90 or hbm3e or 2 * units <= sms or 3 * units > 2 * sms or n < min_keys:
         return 0
-    return _small_grid_two_blocks(units, n, sms)
+    return _splits_holding_keys(2 * sms // units, n)
 
 
 def _splits_holding_keys(splits, n):
@@ -2710,11 +2731,12 @@ def test_small_grid_two_blocks():
                 continue
             two = min(_small_grid_two_blocks(units, n, sms), 128)
             want = two if hbm3e and two > sms // units else \
-                _small_grid_half_wave(units, n, sms, sm90, hbm3e) or generic(units, n)
+                _small_grid_half_wave(units, n, sms, sm90, hbm3e, d) or generic(units, n)
             for dt in (f16, torch.bfloat16):
                 got = llm.decode_num_splits(b, hkv, group, n, d, dt)
                 assert got == want, (d, b, hkv, group, n, dt, got)
-            assert llm.decode_num_splits(b, hkv, group, n, d, f16, paged=False) == generic(units, n), (d, b, n)
+            assert llm.decode_num_splits(b, hkv, group, n, d, f16, paged=False) == \
+                (_small_grid_half_wave(units, n, sms, sm90, hbm3e, d, False) or generic(units, n)), (d, b, n)
             if d == 96:  # FP8 head_dim 96: the generic count (FP8 64 has its own rule)
                 assert llm.decode_num_splits(b, hkv, group, n, d, torch.float8_e4m3fn) == generic(units, n), (b, n)
             for nq in (2, 3, 4):  # Nq 2-4 in one row tile: the same count, 8 short splits at most at D = 96
@@ -2771,8 +2793,8 @@ def test_small_grid_two_blocks():
                 names = kernel_names(call)
                 assert re.search(rf"tma_kernel<[^<>,]+, (\(int\))?{d}, (\(int\))?{stages}, ", names), (d, names[:400])
             assert kernel_grid_blocks(call, "tma_kernel" if stages else "decode_attention") == units * splits, what
-        elif nq == 1 and _small_grid_half_wave(units, cap, sms, sm90, hbm3e):  # off HBM3e: B=11, 3 splits
-            assert splits == _small_grid_half_wave(units, cap, sms, sm90, hbm3e) > 1, (what, splits)
+        elif nq == 1 and _small_grid_half_wave(units, cap, sms, sm90, hbm3e, d):  # off HBM3e: B=11, 3 splits
+            assert splits == _small_grid_half_wave(units, cap, sms, sm90, hbm3e, d) > 1, (what, splits)
             assert kernel_grid_blocks(call, "decode_attention") == units * splits, what
         graph, _ = capture_graph(call)
         for trial in range(2):

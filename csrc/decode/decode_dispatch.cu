@@ -254,7 +254,8 @@ int decode_attention_num_splits(int batch, int num_kv_heads, int rows_per_kv_hea
     const int splits = decode_small_grid_two_blocks_splits(paged, base, sms, max_kv_len);
     if (splits > 1) return capped(splits);
   }
-  // ... and on other sm_90 parts above half a unit per SM (decode_small_grid_half_wave_splits)
+  // ... and on other sm_90 parts above half a unit per SM, head_dim 128 too
+  // (decode_small_grid_half_wave_splits)
   if (dtype != DType::kFloat8E4M3) {
     const int splits =
         decode_small_grid_half_wave_splits(head_dim, seq_len_q, rows_per_kv_head, paged, base, sms, max_kv_len);
@@ -339,7 +340,8 @@ int decode_attention_num_splits(int batch, int num_kv_heads, int rows_per_kv_hea
     // units of one row tile whose 16-bit rows share 128-byte lines: paged rows that are not whole
     // lines beside other KV heads (a contiguous call's strides are not known here)
     const bool shared_lines = row_tiles == 1 && decode_units_share_lines(shape_args(2), 2);
-    const int splits = decode_tail_splits(head_dim, paged, base, sms, max_kv_len, hbm3e, spec_rows, shared_lines);
+    const int splits = decode_tail_splits(head_dim, paged, base, sms, max_kv_len, hbm3e, spec_rows, shared_lines,
+                                          rows_per_kv_head == 1);
     if (splits > 1) return splits;
     // head_dim 128 at 0.5-0.9 units per SM on HBM3e parts (paged from 8192 keys 1.0, contiguous
     // 0.7 from 4096; units of more than one row tile to 1.0 and below 0.5): a partial wave's

@@ -1016,9 +1016,10 @@ static_assert(kWideRowsSplitKeys == kSpreadTailMinKeys && 2 * kWideRowsSplitKeys
 static_assert(kLargeGridMinKeys == 4096, "D = 64 two-tile blocks past one unit per SM start at an edge");
 constexpr int kSplitRuleLengthEdges[] = {kSpreadTailMinKeys, kPartialWaveMinKeys, kLargeGridMinKeys, 8192};
 // `shared_lines`: paged rows that are not whole 128-byte lines beside other KV heads
-// (decode_units_share_lines), units of one row tile.
+// (decode_units_share_lines), units of one row tile. `one_row_units`: one query row a KV head
+// (MHA, one new token).
 inline int decode_tail_splits(int head_dim, bool paged, int64_t units, int64_t sms, int64_t max_kv_len, bool hbm3e,
-                              int spec_rows, bool shared_lines) {
+                              int spec_rows, bool shared_lines, bool one_row_units) {
   if (max_kv_len < 2048) return 1;
   const int kernel_head_dim = decode_kernel_head_dim(head_dim);
   // from the first extra unit at D = 256, from 1.06 units per SM at D = 96, 1.1 at D = 128
@@ -1166,7 +1167,22 @@ inline int decode_tail_splits(int head_dim, bool paged, int64_t units, int64_t s
     if (wave_top)
       return !multi_tile && max_kv_len >= kPartialWaveFullWaveKeys && 3 * units <= 8 * sms ? 3 : 2;
   }
-  return one_tail || (second_wave_top && 10 * units > 21 * sms) ? 2 : 1;
+  // Other sm_90 parts (the H100), head_dim 128 from 2.1 units per SM to 2.5: 2 even splits
+  // (v29), 3 from 4096 keys on units of 2-16 query rows (one row tile: GQA, Nq 2-4), as HBM3e
+  // parts take from two units per SM (stop 108, `--h100-d128-band`, fc81a2b; GQA 32/8 block 16,
+  // us, 2 / 3 splits (cuDNN)): paged B=35 (2.12) 8K 407.2 / 397.5 (419.1), 16K 800.0 / 775.6
+  // (837.7); B=37 8K 439.6 / 423.5, 16K 871.4 / 836.6; B=39 8K 448.7 / 437.9, 16K 886.7 /
+  // 864.4; B=41 (2.48) 8K 461.1 / 458.1, 16K 910.9 / 899.2; B=38/4K 226.5 / 220.5; Nq 2
+  // B=38/16K 882.4 / 852.6; contiguous B=35 8K 389.0 / 385.1, 16K 769.9 / 758.4, B=37 431.5 /
+  // 417.2, 851.0 / 820.9, B=39 439.5 / 430.9, 866.9 / 847.6, B=41 453.1 / 451.9, 895.2 / 888.5,
+  // B=38/4K 221.3 / 217.0; at 2048 keys level or behind (stop 107, B=41 paged 124.3 / 125.9,
+  // contiguous 120.6 / 122.6). One-row units (MHA) keep 2: B=9 (2.18) lost 3-4% on both
+  // layouts (paged 8K 408.0 / 420.1, 16K 802.8 / 832.8; contiguous 396.8 / 411.1, 789.4 /
+  // 813.5) where B=10 (2.42) gained 1-2% (paged 451.1 / 440.7, contiguous 440.3 / 435.2).
+  const bool second_wave_3 = !hbm3e && head_dim == 128 && !one_row_units && spec_rows >= 0 &&
+                             !decode_rule_multi_tile(spec_rows) && max_kv_len >= kLargeGridMinKeys;
+  if (second_wave_top && 10 * units > 21 * sms) return second_wave_3 ? 3 : 2;
+  return one_tail ? 2 : 1;
 }
 
 // 16-bit head_dim 64 (exactly: narrower rows on its kernel are not measured) on sm_90 at
@@ -1311,26 +1327,49 @@ inline int decode_small_grid_two_blocks_splits(bool paged, int64_t units, int64_
   const int held = split_count_holding_keys<kTileTokens>(static_cast<int>(splits), static_cast<int>(max_kv_len));
   return held > sms / units ? held : 0;
 }
-// Off HBM3e Hopper parts (the H100) the same units (paged 16-bit head_dim 64 / 96, one new token
-// in units of at most kNarrowMaxRows rows) keep the generic count, one block per SM at most,
+// Off HBM3e Hopper parts (the H100), one new token in units of at most kNarrowMaxRows rows at
+// 16-bit head_dim 64, 96 and 128 (exactly) keep the generic count, one block per SM at most,
 // but above half a unit per SM, where it is 1 split and leaves up to half the SMs idle: to
-// 2/3 of a unit per SM they take decode_small_grid_two_blocks_splits' count (3 splits, two
-// blocks per SM or fewer) on their own depths (not the HBM3e 3 / 2 stages), from 2048 keys
-// (kPartialWaveMinKeys; shorter tables not measured). The H100 at a4803ea
-// (NOTES.md "Stop 107", `--h100-small-grids`, GQA 32/8 block 16, us, the generic count / two
-// blocks per SM (cuDNN)): B=9/8K (0.55 units per SM, 3 splits) D = 64 75.3 / 56.6 (63.1),
-// D = 96 108.5 / 82.4 (87.7); beyond 2/3 it gains little or loses (2 splits: B=12/4K D = 64
-// 40.5 / 40.9, D = 96 57.4 / 55.7; B=13/4K 41.7 / 43.5, 58.7 / 61.8; B=16/4K 48.4 / 49.8, 69.5 /
-// 74.7), and below half a unit per SM, where the generic count is already one block per SM, the
-// doubled count loses at D = 96 (B=5/4K 3 / 6 splits 26.7 / 28.3, B=3/16K 5 / 11 55.3 / 57.9)
-// and gains 1-2% at D = 64 (19.9 / 19.6, 39.3 / 38.7). Returns the count, or 0.
+// 2/3 of a unit per SM they take 2 SMs // units splits (3; two blocks per SM or fewer, cut
+// back to the splits that hold keys) on their own depths (not the HBM3e 3 / 2 stages): paged
+// D = 64 / 96 and contiguous D = 96 from 2048 keys (kPartialWaveMinKeys; shorter tables not
+// measured), contiguous D = 128 from 4096 (kHbm3eD128LongKeys), contiguous D = 64 and paged
+// D = 128 from 8192 (kPartialWaveFullWaveKeys). One block per unit streams its keys no faster
+// than its bytes in flight let it, and the contiguous D = 128 block slowest of all (GQA 32/8
+// B=9/16K: 313.7 us against paged 221.5).
+// The H100 (NOTES.md "Stop 107" and "Stop 108", GQA 32/8 block 16, us, 1 / 2 / 3 splits (cuDNN)):
+// - paged D = 64 / 96 (`--h100-small-grids`, a4803ea): B=9/8K D = 64 75.3 / - / 56.6 (63.1),
+//   D = 96 108.5 / - / 82.4 (87.7); beyond 2/3 it gains little or loses (2 splits: B=12/4K
+//   D = 64 40.5 / 40.9, D = 96 57.4 / 55.7; B=13/4K 41.7 / 43.5, 58.7 / 61.8; B=16/4K 48.4 /
+//   49.8, 69.5 / 74.7), and below half a unit per SM, where the generic count is already one
+//   block per SM, the doubled count loses at D = 96 (B=5/4K 3 / 6 splits 26.7 / 28.3, B=3/16K
+//   5 / 11 55.3 / 57.9) and gains 1-2% at D = 64 (19.9 / 19.6, 39.3 / 38.7);
+// - contiguous D = 96 (`--h100-half-wave-next`, fc81a2b): B=9 2K 27.1 / 26.2 / 25.8 (26.6), 4K
+//   49.7 / 45.6 / 45.5 (48.1), 16K 186.1 / 159.0 / 161.9 (174.1); B=10 2K 27.5 / 27.7 / 26.7,
+//   16K 186.6 / 181.4 / 175.5; B=11 2K 28.5 / 30.3 / 28.5, 4K 52.5 / 54.1 / 51.0, 16K 197.1 /
+//   206.1 / 185.9; B=10/8K (stop 107) 96.1 / - / 90.3;
+// - contiguous D = 64: from 8192 keys (B=9/16K 115.6 / 106.1 / 105.1, B=10/16K 118.4 / 123.0 /
+//   113.2, B=11/16K 127.7 / 129.9 / 124.6; B=10/8K 62.5 / - / 60.2), not below (2K: B=9 18.1 /
+//   19.2 / 19.0, B=11 19.8 / 22.3 / 20.3; 4K: B=9 32.2 / 31.7 / 31.3, B=11 34.9 / 37.8 / 35.4);
+// - contiguous D = 128: B=9 4K 81.3 / 55.6 / 56.8 (54.3), 16K 313.7 / 205.3 / 207.8 (208.0);
+//   B=11 4K 81.7 / 68.6 / 65.4 (63.9), 16K 314.5 / 252.0 / 242.8 (244.7);
+// - paged D = 128: from 8192 keys (B=9/16K 221.5 / 206.3 / 209.4 (206.8), B=11/16K 249.9 /
+//   248.7 / 245.4), not at 4096 (B=9 59.1 / 57.4 / 58.1, B=11 65.2 / 67.5 / 66.2).
+// Returns the count, or 0.
 inline int decode_small_grid_half_wave_splits(int head_dim, int seq_len_q, int rows_per_kv_head, bool paged,
                                               int64_t units, int64_t sms, int64_t max_kv_len) {
-  if ((head_dim != 64 && head_dim != 96) || seq_len_q != 1 || rows_per_kv_head <= 0 ||
-      rows_per_kv_head > kNarrowMaxRows || 2 * units <= sms || 3 * units > 2 * sms ||
-      max_kv_len < kPartialWaveMinKeys || device_cc_major() != 9 || device_is_hopper_hbm3e())
+  const int64_t min_keys = head_dim == 96    ? kPartialWaveMinKeys
+                           : head_dim == 64  ? (paged ? kPartialWaveMinKeys : kPartialWaveFullWaveKeys)
+                           : head_dim == 128 ? (paged ? kPartialWaveFullWaveKeys : kHbm3eD128LongKeys)
+                                             : 0;
+  if (min_keys == 0 || seq_len_q != 1 || rows_per_kv_head <= 0 || rows_per_kv_head > kNarrowMaxRows ||
+      2 * units <= sms || 3 * units > 2 * sms || max_kv_len < min_keys || device_cc_major() != 9 ||
+      device_is_hopper_hbm3e())
     return 0;
-  return decode_small_grid_two_blocks_splits(paged, units, sms, max_kv_len);
+  // (past this, sms / 2 < units <= 2 SMs / 3, so 2 <= splits <= 3, and max_kv_len >= 2048 keys
+  // holds them; split_count_holding_keys takes an int length: longer ones hold 3 too)
+  const int splits = static_cast<int>(2 * sms / units);
+  return split_count_holding_keys<kTileTokens>(splits, static_cast<int>(std::min<int64_t>(max_kv_len, 1 << 30)));
 }
 // The calls stop 79 measured for the same split count (decode_small_grid_two_blocks_splits;
 // their TMA depths stay the ones measured there, not the small-grid rule's): 16-bit head_dim 64
