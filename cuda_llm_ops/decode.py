@@ -524,12 +524,13 @@ def decode_num_splits(batch: int, num_kv_heads: int, rows_per_kv_head: int, max_
       36.3 us, 1.04x cuDNN in `llm-speed bench`; D=96 58.7 -> 52.3, 1.06x; B=5/4K D=64
       17.7 -> 15.6, D=96 24.3 -> 21.0; Nq 2 B=10/4K D=96 58.6 -> 37.2; csrc/decode/NOTES.md
       "Stop 77" to "Stop 79"); on other sm_90 parts (the H100) one token's units of at
-      most 8 rows take `2 * SMs // base` (3, cut back to the splits that hold keys) only
-      with `base` past half the SMs up to 2/3 of them, where the generic count is 1: paged
-      head_dim 64 / 96 and contiguous 96 with `max_kv_len >= 2048`, contiguous head_dim
-      128 from 4096, contiguous 64 and paged 128 from 8192 (B=9/8K D=64 paged 75.3 -> 56.6
-      us, D=96 108.5 -> 82.4, "Stop 107"; contiguous D=128 B=9/16K 313.7 -> 207.8, "Stop
-      108");
+      most 8 rows take `2 * SMs // base` (cut back to the splits that hold keys) only
+      with `base` past half the SMs up to 2/3 of them (3 splits where the generic count
+      is 1): paged head_dim 64 / 96 and contiguous 96 with `max_kv_len >= 2048`,
+      contiguous 64 and paged 128 from 8192; and contiguous head_dim 128 from 2048 keys
+      with `base` past a third of the SMs up to 0.8 times them (5 to 2 splits) (B=9/8K
+      D=64 paged 75.3 -> 56.6 us, D=96 108.5 -> 82.4, "Stop 107"; contiguous D=128
+      B=9/16K 313.7 -> 207.8, B=6/16K 163.7 -> 140.3, "Stop 108");
     - head_dim 128 (16-bit) on Hopper HBM3e parts (the H200) with `seq_len_q` 1 or
       `rows_per_kv_head <= 64` (up to four row tiles: "spec rows" below; rows beyond
       one tile take their own tops, with one new token too) and `max_kv_len >= 1024`,
@@ -545,10 +546,11 @@ def decode_num_splits(batch: int, num_kv_heads: int, rows_per_kv_head: int, max_
       2: GQA 32:8 paged B=20/2K 66.4 -> 60.4 us, csrc/decode/NOTES.md "Stop 99") 1, but 3
       for paged units of several row tiles (Nq 5 at GQA 32:8) with `max_kv_len >= 4096`
       (B=10/16K 334.4 -> 256.6) and the balanced 2 for contiguous units of one tile with
-      `max_kv_len >= 8192`; off Hopper HBM3e parts at 2.1-2.5 times the SMs, 3 instead of
-      the 2 above with `max_kv_len >= 4096` for units of 2-16 query rows (GQA, spec rows
-      within one tile; not MHA's one row: GQA 32:8 paged B=37/16K 871.4 -> 836.6 us,
-      csrc/decode/NOTES.md "Stop 108");
+      `max_kv_len >= 8192`; off Hopper HBM3e parts units of 2-16 query rows (GQA, spec
+      rows within one tile; not MHA's one row) with `max_kv_len >= 4096` take 3 past 2
+      times the SMs to 2.5 instead of the 2 above (1 to 2.1), and 3 past 2.5 times to
+      2.8 from 8192 keys instead of 1 (GQA 32:8 paged B=37/16K 871.4 -> 836.6 us, B=34/16K
+      893.4 -> 755.3, B=42/16K 993.9 -> 920.2; csrc/decode/NOTES.md "Stop 108");
     - head_dim 128 (16-bit) on Hopper HBM3e parts (the H200), `max_kv_len >= 2048`,
       instead of the two bands above: from just past 2 times to 2.5, 3
       (measured 3-16% faster there, csrc/decode/NOTES.md "H200 rules"); past 2.5 times and

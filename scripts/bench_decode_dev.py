@@ -2148,6 +2148,36 @@ H100_D128_NEXT_ROWS = ([(10, n, 8, 128, 1, True) for n in (2048, 4096, 8192, 163
                        + [(b, 16384, 8, 128, 1, c) for c in (False, True) for b in (42, 44, 46)])
 
 
+# --h100-contig-small (stop 108): contiguous D = 128 one-token small grids on the H100, where
+# decode_tma_stages_for gives grids of at most one block per SM the cp.async kernel (HBM3e parts:
+# TMA 3): the kernel at the generic count (SMs // units, 1 past half the SMs) and at 2 SMs // units,
+# against the TMA kernel at 3 and 4 stages; GQA 32/8 B=1-16 and MHA B=1-2 at 16K keys, a few
+# shorter; no peer but cuDNN
+H100_CONTIG_SMALL_ROWS = ([(b, 16384, 8, 128, 1, True) for b in (1, 2, 4, 5, 6, 8, 9, 12, 14, 16)]
+                          + [(b, 4096, 8, 128, 1, True) for b in (6, 12, 16)] + [(b, 2048, 8, 128, 1, True) for b in (12, 13)]
+                          + [(b, 16384, 32, 128, 1, True) for b in (1, 2)])
+H100_CONTIG_SMALL_VARIANTS = {"auto": {}, "forced": {}, "tma3": {"CLO_DECODE_VARIANT": "2", "CLO_DECODE_TMA_STAGES": "3"},
+                              "tma4": {"CLO_DECODE_VARIANT": "2", "CLO_DECODE_TMA_STAGES": "4"}}
+
+
+def h100_contig_small_runs(row, sms: int) -> set:
+    """auto; the generic count on the automatic kernel and on TMA 3 / 4; 2 SMs // units on both."""
+    B, N, hkv = row[:3]
+    units = B * hkv
+    generic = _generic_small_grid_count(units, N, sms)
+    two = min(2 * sms // units, N // 128, 128)
+    return {(0, "auto"), (generic, "forced"), (generic, "tma3"), (generic, "tma4"), (two, "forced"), (two, "tma3")}
+
+
+# --h100-d128-confirm (stop 108): the D = 128 second-wave rules' new edges at the lengths the
+# sweeps before did not read: 2.06 units per SM at 4096 keys, 2.5-2.8 at 8192 (and 4096, outside),
+# 2.91 at 16K (outside); auto against 1, 2, 3
+H100_D128_CONFIRM_ROWS = ([(34, 4096, 8, 128, 1, c) for c in (False, True)]
+                          + [(b, 8192, 8, 128, 1, c) for c in (False, True) for b in (42, 44, 46)]
+                          + [(44, 4096, 8, 128, 1, c) for c in (False, True)]
+                          + [(48, 16384, 8, 128, 1, c) for c in (False, True)])
+
+
 def h100_d128_next_runs(row, sms: int) -> set:
     """auto, 1, 2 and 3 splits, and below half a unit per SM 2 SMs // units."""
     units = row[0] * row[2]
@@ -3376,6 +3406,10 @@ SWEEPS = {
                             "contiguous D=64 / 96 and D=128 at 0.5-0.67 units per SM off HBM3e: auto (1) against 2, 3"),
     "h100-d128-next": (forced_splits_sweep(H100_D128_NEXT_ROWS, H100_BAND_VARIANTS, h100_d128_next_runs),
                        "one-token D=128 around stop 108's H100 rules: half wave, 0.7-1, below half, 2.0-2.1, 2.5-3"),
+    "h100-contig-small": (forced_splits_sweep(H100_CONTIG_SMALL_ROWS, H100_CONTIG_SMALL_VARIANTS, h100_contig_small_runs),
+                          "contiguous D=128 one-token small grids: cp.async against TMA 3 / 4, generic and doubled counts"),
+    "h100-d128-confirm": (forced_splits_sweep(H100_D128_CONFIRM_ROWS, H100_BAND_VARIANTS, H100_HALF_WAVE_RUNS),
+                          "D=128 at 2.06 units per SM (4K) and 2.5-2.91 (4-16K): auto against 1, 2, 3"),
     "h100-d128-band": (forced_splits_sweep(H100_D128_BAND_ROWS, H100_BAND_VARIANTS, H100_D128_BAND_RUNS),
                        "D=128 at 2.1-2.5 units per SM from 4096 keys, GQA and MHA, both layouts: auto (even 2) against 3"),
     "pair-depth": (forced_splits_sweep(PAIR_DEPTH_ROWS, PAIR_DEPTH_VARIANTS, PAIR_DEPTH_RUNS, show_kernels=True),

@@ -931,7 +931,7 @@ def test_balanced_schedule_matches_reference():
     # decode_spread_tail_pieces, SMs / (units - SMs) up to 8)
     for d, per_sm, n, want in ((128, 1.2, 2048, 4 if hbm3e else 1), (128, 1.2, 8192, 4 if hbm3e else 1),
                                (128, 1.3, 4096, 3 if hbm3e else 1), (128, 2.3, 4096, 3),
-                               (128, 2.4, 2048, 3 if hbm3e else 2), (128, 2.05, 4096, 3 if hbm3e else 1),
+                               (128, 2.4, 2048, 3 if hbm3e else 2), (128, 2.05, 4096, 3), (128, 2.05, 2048, 3 if hbm3e else 1),
                                # off HBM3e 3 from 4096 keys at 2.1-2.5 too (stop 108), 2 below
                                (128, 2.15, 16384, 3), (128, 2.3, 4095, 3 if hbm3e else 2),
                                (128, 1.2, 1024, 4 if hbm3e else 1), (128, 1.2, 960, 1), (128, 1.1, 4096, 6 if hbm3e else 1),
@@ -941,8 +941,9 @@ def test_balanced_schedule_matches_reference():
                                # 2.52 / 2.96 / 3.02: 2.485 / 2.545 / 2.97 / 3.03 at 132 SMs), 3 to 2.67
                                # from 8192 keys (stop 67; 2.66 / 2.7: 2.667 / 2.73)
                                (128, 2.6, 4096, 2 if hbm3e else 1), (128, 2.7, 2048, 1), (128, 2.6, 4095, 1),
-                               (128, 2.52, 8192, 3 if hbm3e else 1), (128, 2.6, 16384, 3 if hbm3e else 1),
-                               (128, 2.66, 8192, 3 if hbm3e else 1), (128, 2.7, 8192, 2 if hbm3e else 1),
+                               # (off HBM3e from 8192 keys 3 past 2.5 to 2.8, stop 108)
+                               (128, 2.52, 8192, 3), (128, 2.6, 16384, 3),
+                               (128, 2.66, 8192, 3), (128, 2.7, 8192, 2 if hbm3e else 3),
                                (128, 2.66, 8191, 2 if hbm3e else 1),
                                (128, 2.8, 16384, 2 if hbm3e else 1), (128, 2.8, 8192, 2 if hbm3e else 1),
                                (128, 2.45, 4096, 3), (128, 2.52, 4096, 2 if hbm3e else 1),
@@ -1015,9 +1016,11 @@ def test_balanced_schedule_matches_reference():
                                                     (2.8, 8192, 2, 2, 1), (2.6, 8192, 3, 3, 2),
                                                     (2.6, 4095, 1, 1, 1)):
         b = int(per_sm * sms) // 8 + 1
+        # (off HBM3e one tile's units take 3 past 2.5 to 2.8 from 8192 keys, stop 108)
+        want_h100 = 3 if n >= 8192 and 5 * 8 * b <= 14 * sms else 1
         for nq, want in ((2, want_nq2), (4, want_nq4)):
             got = llm.decode_num_splits(b, 8, 4 * nq, n, 128, torch.float16, seq_len_q=nq)
-            assert got == (want if hbm3e else 1), (per_sm, n, nq, b, got)
+            assert got == (want if hbm3e else want_h100 if sm90 else 1), (per_sm, n, nq, b, got)
         assert llm.decode_num_splits(b, 8, 4, n, 128, torch.float8_e4m3fn) == 1, (per_sm, b)
         b = int(per_sm * sms) // 16 + 1
         got = llm.decode_num_splits(b, 8, 32, n, 128, torch.float16, seq_len_q=8)
@@ -1026,9 +1029,9 @@ def test_balanced_schedule_matches_reference():
         assert got == (want_nq8 if hbm3e else wide_nq8 or 1), (per_sm, n, b, got)
         # Nq 32 at GQA 8/2 (128 rows: eight tiles, units = 16 B as Nq 8's): the rules off
         assert llm.decode_num_splits(b, 2, 128, n, 128, torch.float16, seq_len_q=32) == 1, (per_sm, n, b)
-    # head_dim 128 at 2.1-2.5 units per SM from 4096 keys: off HBM3e 3 splits for units of 2-16
-    # query rows (Nq 2 and 4 at GQA 32/8 too), 2 for one-row units (MHA; stop 108); HBM3e parts 3
-    # for all
+    # head_dim 128 past 2 units per SM to 2.5 from 4096 keys: off HBM3e 3 splits for units of 2-16
+    # query rows (Nq 2 and 4 at GQA 32/8 too), 2 for one-row units (MHA, from 2.1; stop 108);
+    # HBM3e parts 3 for all
     if sm90:
         for n in (4096, 16384):
             b = int(2.3 * sms) // 32 + 1
@@ -1060,8 +1063,8 @@ def test_balanced_schedule_matches_reference():
                                (128, 1.08, 2048, 8 if hbm3e else 1),
                                (128, 2.3, 4096, 3), (128, 2.3, 2048, 3 if hbm3e else 2), (128, 2.2, 16384, 3),
                                (128, 2.7, 4096, 2 if hbm3e else 1), (128, 2.6, 2048, 1),
-                               (128, 2.86, 4096, 2 if hbm3e else 1), (128, 2.52, 16384, 3 if hbm3e else 1),
-                               (128, 2.52, 4096, 2 if hbm3e else 1), (128, 2.7, 16384, 2 if hbm3e else 1),
+                               (128, 2.86, 4096, 2 if hbm3e else 1), (128, 2.52, 16384, 3),
+                               (128, 2.52, 4096, 2 if hbm3e else 1), (128, 2.7, 16384, 2 if hbm3e else 3),
                                (128, 3.02, 16384, 1),
                                (96, 1.2, 2048, 1 if hbm3e else 2), (96, 1.3, 4096, 2), (96, 1.08, 2048, 2),
                                (96, 0.97, 2048, 1), (80, 1.2, 2048, 2), (192, 1.55, 4096, 2 if hbm3e else 1),
@@ -2526,7 +2529,8 @@ def test_partial_wave_splits():
 
 def test_wave_top_splits():
     """On Hopper HBM3e parts, head_dim 128 grids past 2.5 units per SM and under 3 from 4096
-    keys take 2 even splits on both layouts, 3 to 2.67 from 8192 keys, one new token or Nq 4;
+    keys take 2 even splits on both layouts, 3 to 2.67 from 8192 keys, one new token or Nq 4
+    (other sm_90 parts 3 to 2.8 from 8192 keys, stop 108);
     Nq 8 (two row tiles) 2 (csrc/decode/NOTES.md stops 66-68, decode_tail_splits): automatic calls there (paged with
     ragged, short and capacity-long sequences; contiguous) against the references, and their
     grids."""
@@ -2543,12 +2547,14 @@ def test_wave_top_splits():
     if hbm3e:
         assert 2 * 8 * b > 5 * sms and 8 * b < 3 * sms, ("SM count", sms, b)
         assert grids == (16 * b, 16 * b), (b, grids)
-    # Nq 4 (16 rows: one row tile) from 8192 keys, 2.6 units per SM: 3 splits
+    # Nq 4 (16 rows: one row tile) from 8192 keys, 2.6 units per SM: 3 splits (off HBM3e too,
+    # past 2.5 to 2.8: stop 108)
+    sm90 = torch.cuda.get_device_capability()[0] >= 9  # every sm_90 part here (the H100 since stop 100)
     lens = [int(x) for x in torch.randint(4, 8193, (b,), generator=gen)]
     lens[:3] = [4, 8192, 4101]
-    grids = _automatic_calls_match(lens, 661, torch.bfloat16, contiguous=(8192, torch.bfloat16), grids=hbm3e, nq=4)
-    if hbm3e:
-        assert 3 * 8 * b <= 8 * sms, ("SM count", sms, b)
+    grids = _automatic_calls_match(lens, 661, torch.bfloat16, contiguous=(8192, torch.bfloat16), grids=sm90, nq=4)
+    if sm90:
+        assert 3 * 8 * b <= 8 * sms and 5 * 8 * b <= 14 * sms, ("SM count", sms, b)
         assert grids == (24 * b, 24 * b), ("Nq 4", b, grids)
     # Nq 8 at 2.67 16-row units per SM, 4096 keys: 1.3-1.36 two-tile units per SM (units = 8 B),
     # 2 splits as blocks of 32 rows (decode_wide_rows_splits): the balanced schedule's one block
@@ -2556,7 +2562,6 @@ def test_wave_top_splits():
     b = int(2.6 * sms) // 16 + 1
     lens = [int(x) for x in torch.randint(8, 4097, (b,), generator=gen)]
     lens[:3] = [8, 4096, 2222]
-    sm90 = torch.cuda.get_device_capability()[0] >= 9  # every sm_90 part here (the H100 since stop 100)
     grids = _automatic_calls_match(lens, 662, f16, contiguous=(4096, f16), grids=sm90, nq=8)
     if sm90:
         assert 2 * 16 * b > 5 * sms and 20 * 16 * b <= 56 * sms, ("SM count", sms, b)
@@ -2672,12 +2677,15 @@ def _small_grid_two_blocks(units, n, sms, short_max=16):
 
 def _small_grid_half_wave(units, n, sms, sm90, hbm3e, d=64, paged=True):
     """decode_small_grid_half_wave_splits (16-bit head_dim 64, 96 and 128, one token, at most 8 rows
-    a KV head): off HBM3e Hopper parts above half a unit per SM to 2/3, 2 SMs // units splits (3)
-    cut back to those that hold keys, from 2048 keys (paged D = 64 / 96, contiguous D = 96), 4096
-    (contiguous D = 128) or 8192 (contiguous D = 64, paged D = 128; stops 107, 108); else 0."""
-    min_keys = {(64, True): 2048, (96, True): 2048, (96, False): 2048, (128, False): 4096,
+    a KV head): off HBM3e Hopper parts above half a unit per SM to 2/3 (contiguous D = 128: above a
+    third to 0.8), 2 SMs // units splits cut back to those that hold keys, from 2048 keys (paged
+    D = 64 / 96, contiguous D = 96 / 128) or 8192 (contiguous D = 64, paged D = 128; stops 107,
+    108); else 0."""
+    min_keys = {(64, True): 2048, (96, True): 2048, (96, False): 2048, (128, False): 2048,
                 (64, False): 8192, (128, True): 8192}.get((d, paged))
-    if min_keys is None or not sm90 or hbm3e or 2 * units <= sms or 3 * units > 2 * sms or n < min_keys:
+    in_band = sms < 3 * units and 5 * units <= 4 * sms if (d, paged) == (128, False) else \
+        sms < 2 * units and 3 * units <= 2 * sms
+    if min_keys is None or not sm90 or hbm3e or not in_band or n < min_keys:
         return 0
     return _splits_holding_keys(2 * sms // units, n)
 

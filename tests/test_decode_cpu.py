@@ -518,8 +518,8 @@ _HOST_SPLIT_CASES = {
          ((9, 8192, 8, 4, 1, 64, 0), 3),       # ... contiguous D = 64 from 8192 keys (stop 108)
          ((12, 8192, 8, 4, 1, 96, 1), 1),      # ... not past 2/3
          ((9, 1024, 8, 4, 1, 64, 1), 1),       # ... not below 2048 keys
-         ((9, 16384, 8, 4, 1, 128, 0), 3),     # contiguous D = 128 at 0.5-0.67 units per SM from 4096 keys: 3
-         ((9, 4095, 8, 4, 1, 128, 0), 1),
+         ((9, 16384, 8, 4, 1, 128, 0), 3),     # contiguous D = 128 at 0.5-0.67 units per SM from 2048 keys: 3
+         ((9, 2047, 8, 4, 1, 128, 0), 1),
          ((11, 8192, 8, 4, 1, 128, 1), 3),     # ... paged from 8192
          ((11, 8191, 8, 4, 1, 128, 1), 1),
          ((10, 2048, 8, 4, 1, 96, 0), 3),      # contiguous D = 96 from 2048, D = 64 from 8192
@@ -527,6 +527,14 @@ _HOST_SPLIT_CASES = {
          ((37, 4096, 8, 4, 1, 128, 1), 3),     # D = 128 at 2.1-2.5 units per SM from 4096 keys: 3
          ((37, 4095, 8, 4, 1, 128, 0), 2),     # ... 2 below
          ((9, 8192, 32, 1, 1, 128, 1), 2),     # ... and for one-row units (MHA)
+         ((34, 16384, 8, 4, 1, 128, 1), 3),    # ... from just past 2 units per SM (2.06)
+         ((33, 16384, 8, 4, 1, 128, 0), 1),    # ... not at exactly 2
+         ((44, 8192, 8, 4, 1, 128, 0), 3),     # 2.5-2.8 from 8192 keys: 3
+         ((44, 4096, 8, 4, 1, 128, 1), 1),
+         ((47, 16384, 8, 4, 1, 128, 1), 1),    # ... not past 2.8
+         ((6, 16384, 8, 4, 1, 128, 0), 5),     # contiguous D = 128 from a third of a unit per SM: 2 SMs // units
+         ((13, 2048, 8, 4, 1, 128, 0), 2),     # ... to 0.8
+         ((14, 16384, 8, 4, 1, 128, 0), 1),
          ((1, 16384, 8, 4, 1, 128, 1), 16)],   # the issue's B=1/16K GQA: SMs // 8 rows' units
     ("--mem-khz", "3201000"): [((40, 2048, 8, 4, 1, 64, 1), 4),   # HBM3e pairs: the spread tail's pieces
                                ((16, 4096, 8, 4, 1, 64, 1), 2),   # HBM3e small grids: two blocks per SM

@@ -1168,8 +1168,8 @@ inline int decode_tail_splits(int head_dim, bool paged, int64_t units, int64_t s
       return !multi_tile && max_kv_len >= kPartialWaveFullWaveKeys && 3 * units <= 8 * sms ? 3 : 2;
   }
   // Other sm_90 parts (the H100), head_dim 128 from 2.1 units per SM to 2.5: 2 even splits
-  // (v29), 3 from 4096 keys on units of 2-16 query rows (one row tile: GQA, Nq 2-4), as HBM3e
-  // parts take from two units per SM (stop 108, `--h100-d128-band`, fc81a2b; GQA 32/8 block 16,
+  // (v29), 3 from 4096 keys on units of 2-16 query rows (one row tile: GQA, Nq 2-4) past two
+  // units per SM, as HBM3e parts take (stop 108, `--h100-d128-band`, fc81a2b; GQA 32/8 block 16,
   // us, 2 / 3 splits (cuDNN)): paged B=35 (2.12) 8K 407.2 / 397.5 (419.1), 16K 800.0 / 775.6
   // (837.7); B=37 8K 439.6 / 423.5, 16K 871.4 / 836.6; B=39 8K 448.7 / 437.9, 16K 886.7 /
   // 864.4; B=41 (2.48) 8K 461.1 / 458.1, 16K 910.9 / 899.2; B=38/4K 226.5 / 220.5; Nq 2
@@ -1179,9 +1179,20 @@ inline int decode_tail_splits(int head_dim, bool paged, int64_t units, int64_t s
   // contiguous 120.6 / 122.6). One-row units (MHA) keep 2: B=9 (2.18) lost 3-4% on both
   // layouts (paged 8K 408.0 / 420.1, 16K 802.8 / 832.8; contiguous 396.8 / 411.1, 789.4 /
   // 813.5) where B=10 (2.42) gained 1-2% (paged 451.1 / 440.7, contiguous 440.3 / 435.2).
+  // The band's 3 starts past two units per SM (as on HBM3e parts), where 1 split ran before:
+  // B=34 (2.06) 1 / 2 / 3 splits paged 8K 449.6 / 402.0 / 386.9 (cuDNN 404.8), 16K 893.4 /
+  // 789.6 / 755.3 (805.9), contiguous 8K 416.8 / 383.3 / 375.1, 16K 824.6 / 752.4 / 736.4;
+  // exactly 2 (B=33: whole waves) keeps 1 (paged 16K 720.1 / 723.9 / 726.0). And from 8192
+  // keys past 2.5 to 2.8 (HBM3e's wave top, 2 or 3 there), 3 where 1 ran: 16K paged B=42
+  // (2.55) 993.9 / 930.4 / 920.2 (cuDNN 967.4), B=44 1010.9 / 965.2 / 963.9, B=46 (2.79)
+  // 1038.4 / 1010.5 / 1006.1; contiguous B=42 962.0 / 913.2 / 913.9, B=44 982.2 / 951.9 /
+  // 954.4, B=46 1011.7 / 998.0 / 994.8 (`--h100-d128-next`, 326e717).
   const bool second_wave_3 = !hbm3e && head_dim == 128 && !one_row_units && spec_rows >= 0 &&
                              !decode_rule_multi_tile(spec_rows) && max_kv_len >= kLargeGridMinKeys;
-  if (second_wave_top && 10 * units > 21 * sms) return second_wave_3 ? 3 : 2;
+  if (second_wave_3 && second_wave_top && units > 2 * sms) return 3;
+  if (second_wave_3 && max_kv_len >= kPartialWaveFullWaveKeys && 2 * units > 5 * sms && 5 * units <= 14 * sms)
+    return 3;
+  if (second_wave_top && 10 * units > 21 * sms) return 2;
   return one_tail ? 2 : 1;
 }
 
@@ -1332,11 +1343,13 @@ inline int decode_small_grid_two_blocks_splits(bool paged, int64_t units, int64_
 // but above half a unit per SM, where it is 1 split and leaves up to half the SMs idle: to
 // 2/3 of a unit per SM they take 2 SMs // units splits (3; two blocks per SM or fewer, cut
 // back to the splits that hold keys) on their own depths (not the HBM3e 3 / 2 stages): paged
-// D = 64 / 96 and contiguous D = 96 from 2048 keys (kPartialWaveMinKeys; shorter tables not
-// measured), contiguous D = 128 from 4096 (kHbm3eD128LongKeys), contiguous D = 64 and paged
-// D = 128 from 8192 (kPartialWaveFullWaveKeys). One block per unit streams its keys no faster
-// than its bytes in flight let it, and the contiguous D = 128 block slowest of all (GQA 32/8
-// B=9/16K: 313.7 us against paged 221.5).
+// D = 64 / 96 and contiguous D = 96 and 128 from 2048 keys (kPartialWaveMinKeys; shorter
+// tables not measured), contiguous D = 64 and paged D = 128 from 8192
+// (kPartialWaveFullWaveKeys). One block per unit streams its keys no faster than its bytes in
+// flight let it, and the contiguous D = 128 block slowest of all (the cp.async kernel, which
+// decode_tma_stages_for gives the H100's contiguous small grids; GQA 32/8 B=9/16K: 313.7 us
+// against paged 221.5): its band runs from a third of a unit per SM to 0.8 (2 SMs // units:
+// 5 to 2 splits), where the generic count leaves the grid within one wave.
 // The H100 (NOTES.md "Stop 107" and "Stop 108", GQA 32/8 block 16, us, 1 / 2 / 3 splits (cuDNN)):
 // - paged D = 64 / 96 (`--h100-small-grids`, a4803ea): B=9/8K D = 64 75.3 / - / 56.6 (63.1),
 //   D = 96 108.5 / - / 82.4 (87.7); beyond 2/3 it gains little or loses (2 splits: B=12/4K
@@ -1352,22 +1365,29 @@ inline int decode_small_grid_two_blocks_splits(bool paged, int64_t units, int64_
 //   113.2, B=11/16K 127.7 / 129.9 / 124.6; B=10/8K 62.5 / - / 60.2), not below (2K: B=9 18.1 /
 //   19.2 / 19.0, B=11 19.8 / 22.3 / 20.3; 4K: B=9 32.2 / 31.7 / 31.3, B=11 34.9 / 37.8 / 35.4);
 // - contiguous D = 128: B=9 4K 81.3 / 55.6 / 56.8 (54.3), 16K 313.7 / 205.3 / 207.8 (208.0);
-//   B=11 4K 81.7 / 68.6 / 65.4 (63.9), 16K 314.5 / 252.0 / 242.8 (244.7);
+//   B=11 4K 81.7 / 68.6 / 65.4 (63.9), 16K 314.5 / 252.0 / 242.8 (244.7); 2K (326e717) B=9
+//   42.1 / 31.4 / 32.1 (29.2), B=10 43.9 / 34.6 / 33.9, B=11 42.4 / 37.9 / 35.9; B=12 (0.73)
+//   4K 80.8 / 73.8 / 76.6 (68.6), 16K 310.9 / 275.1 / 288.2 (262.1); B=13 (0.79) 4K 82.9 /
+//   78.7 / 80.8, 16K 312.8 / 293.1 / 301.0; not at B=14 (0.85: 4K 82.1 / 84.4 / 85.7, 16K
+//   315.9 / 318.0 / 327.2); below half a unit per SM, 16K, where the generic count is 2:
+//   B=6 (0.36) 163.7 at 2, 140.3 at 3 and 5 (143.9), B=8 (0.48) 181.1 at 2, 185.5 at 3, 179.5
+//   at 4 (179.7);
 // - paged D = 128: from 8192 keys (B=9/16K 221.5 / 206.3 / 209.4 (206.8), B=11/16K 249.9 /
 //   248.7 / 245.4), not at 4096 (B=9 59.1 / 57.4 / 58.1, B=11 65.2 / 67.5 / 66.2).
 // Returns the count, or 0.
 inline int decode_small_grid_half_wave_splits(int head_dim, int seq_len_q, int rows_per_kv_head, bool paged,
                                               int64_t units, int64_t sms, int64_t max_kv_len) {
+  const bool contiguous_d128 = head_dim == 128 && !paged;
   const int64_t min_keys = head_dim == 96    ? kPartialWaveMinKeys
                            : head_dim == 64  ? (paged ? kPartialWaveMinKeys : kPartialWaveFullWaveKeys)
-                           : head_dim == 128 ? (paged ? kPartialWaveFullWaveKeys : kHbm3eD128LongKeys)
+                           : head_dim == 128 ? (paged ? kPartialWaveFullWaveKeys : kPartialWaveMinKeys)
                                              : 0;
-  if (min_keys == 0 || seq_len_q != 1 || rows_per_kv_head <= 0 || rows_per_kv_head > kNarrowMaxRows ||
-      2 * units <= sms || 3 * units > 2 * sms || max_kv_len < min_keys || device_cc_major() != 9 ||
-      device_is_hopper_hbm3e())
+  const bool in_band = contiguous_d128 ? 3 * units > sms && 5 * units <= 4 * sms : 2 * units > sms && 3 * units <= 2 * sms;
+  if (min_keys == 0 || seq_len_q != 1 || rows_per_kv_head <= 0 || rows_per_kv_head > kNarrowMaxRows || !in_band ||
+      max_kv_len < min_keys || device_cc_major() != 9 || device_is_hopper_hbm3e())
     return 0;
-  // (past this, sms / 2 < units <= 2 SMs / 3, so 2 <= splits <= 3, and max_kv_len >= 2048 keys
-  // holds them; split_count_holding_keys takes an int length: longer ones hold 3 too)
+  // (past this, sms / 3 < units <= 0.8 SMs, so 2 <= splits <= 5, and max_kv_len >= 2048 keys
+  // holds them; split_count_holding_keys takes an int length: longer ones hold them too)
   const int splits = static_cast<int>(2 * sms / units);
   return split_count_holding_keys<kTileTokens>(splits, static_cast<int>(std::min<int64_t>(max_kv_len, 1 << 30)));
 }

@@ -51,10 +51,12 @@ CONTEXTS = (1024, 4096, 16384)
 # Grids between one and two thread blocks per SM (136 and 192 blocks on 132 SMs)
 MID_GRIDS = ((17, 1024, 8), (24, 2048, 8))
 # Head_dim 128 one-token GQA 32/8 grids where the H100 takes 3 splits (csrc/decode/NOTES.md
-# "Stop 108"; preset "all"): half a unit per SM to 2/3 (B=9, B=11; contiguous from 4096 keys,
-# paged from 8192) and 2.1-2.5 units per SM from 4096 keys (B=37, B=38), (B, N); paged and
-# contiguous (decode_attention)
-D128_THREE_SPLIT_GRIDS = ((9, 16384), (11, 4096), (37, 16384), (38, 8192))
+# "Stop 108"; preset "all"): half a unit per SM to 2/3 (B=9, B=11; contiguous from 2048 keys,
+# paged from 8192), past 2 units per SM to 2.5 from 4096 keys (B=34, 37, 38) and 2.5-2.8 from
+# 8192 (B=44), (B, N); paged and contiguous (decode_attention)
+D128_THREE_SPLIT_GRIDS = ((9, 16384), (11, 4096), (34, 16384), (37, 16384), (38, 8192), (44, 16384))
+# ... and contiguous ones from a third of a unit per SM to 0.8 (2 SMs // units: 5, 2)
+D128_CONTIGUOUS_SMALL_GRIDS = ((6, 16384), (12, 16384))
 # Serving tables (preset "all"): block tables 4x the sequences' length, as engines size them
 # for the longest context, at a grid where the split heuristic takes the balanced schedule
 # (160 blocks: 2 splits), with the same grid at full capacity beside it: (B, N, Hkv)
@@ -334,7 +336,8 @@ def decode_attention_cases(dtype: torch.dtype, preset: str, quick: bool) -> list
         cases += [paged_case(b, n, 8, dtype, op="decode_attention", D=d, Nq=nq) for d in SMALL_GRID_HEAD_DIMS
                   for b, n, nq in SMALL_GRID_WIDE_GRIDS]
         cases += [paged_case(b, n, 8, dtype, op="decode_attention", D=d) for d, b, n in BAND_CONTIGUOUS_GRIDS]
-        cases += [paged_case(b, n, 8, dtype, op="decode_attention") for b, n in D128_THREE_SPLIT_GRIDS]
+        cases += [paged_case(b, n, 8, dtype, op="decode_attention") for b, n in
+                  D128_THREE_SPLIT_GRIDS + D128_CONTIGUOUS_SMALL_GRIDS]
     return cases
 
 
