@@ -2178,6 +2178,30 @@ H100_D128_CONFIRM_ROWS = ([(34, 4096, 8, 128, 1, c) for c in (False, True)]
                           + [(48, 16384, 8, 128, 1, c) for c in (False, True)])
 
 
+# --h100-contig-tma (stop 108): contiguous D = 128 small grids on TMA 3 (the H100 since stop 108;
+# the cp.async kernel before): one token, GQA 32/8, B=6-14 at the automatic count against 1, 2, 3
+# and 2 SMs // units; then Nq 2 / 4 (8 / 16 rows), MHA and the issue's B=1/16K at the automatic
+# count on TMA 3 against the cp.async kernel (CLO_DECODE_VARIANT=1)
+H100_CONTIG_TMA_ROWS = ([(b, n, 8, 128, 1, True) for b in (6, 8, 9, 11, 12, 13) for n in (2048, 16384)]
+                        + [(b, 4096, 8, 128, 1, True) for b in (7, 10, 14)])
+H100_CONTIG_KERNEL_ROWS = ([(b, 16384, 8, 128, nq, True) for nq in (2, 4) for b in (4, 9, 12)]
+                           + [(b, 16384, 32, 128, 1, True) for b in (1, 2, 3)] + [(1, 16384, 8, 128, 1, True)])
+H100_CONTIG_KERNEL_VARIANTS = {"auto": {}, "cp": {"CLO_DECODE_VARIANT": "1"}}
+
+
+def h100_contig_tma_sweep(iters, copy_bw):
+    """H100_CONTIG_TMA_ROWS at auto, 1, 2, 3 (and 2 SMs // units below half a unit per SM);
+    H100_CONTIG_KERNEL_ROWS auto
+    against the cp.async kernel at the automatic count."""
+    forced_splits_sweep(H100_CONTIG_TMA_ROWS, H100_BAND_VARIANTS, h100_d128_next_runs)(iters, copy_bw)
+    forced_splits_sweep(H100_CONTIG_KERNEL_ROWS, H100_CONTIG_KERNEL_VARIANTS, {(0, "auto"), (0, "cp")})(iters, copy_bw)
+
+
+# --h100-wave-top (stop 108): D = 128 past 2.8 units per SM to just under 3 (B=47, 49) from 8192
+# keys, where stop 108 gives 2 splits (1 before); auto against 1, 2, 3
+H100_WAVE_TOP_ROWS = [(b, n, 8, 128, 1, c) for c in (False, True) for b in (47, 49) for n in (8192, 16384)]
+
+
 def h100_d128_next_runs(row, sms: int) -> set:
     """auto, 1, 2 and 3 splits, and below half a unit per SM 2 SMs // units."""
     units = row[0] * row[2]
@@ -3410,6 +3434,10 @@ SWEEPS = {
                           "contiguous D=128 one-token small grids: cp.async against TMA 3 / 4, generic and doubled counts"),
     "h100-d128-confirm": (forced_splits_sweep(H100_D128_CONFIRM_ROWS, H100_BAND_VARIANTS, H100_HALF_WAVE_RUNS),
                           "D=128 at 2.06 units per SM (4K) and 2.5-2.91 (4-16K): auto against 1, 2, 3"),
+    "h100-contig-tma": (h100_contig_tma_sweep,
+                        "contiguous D=128 small grids on TMA 3: split counts; Nq 2 / 4, MHA, B=1 against cp.async"),
+    "h100-wave-top": (forced_splits_sweep(H100_WAVE_TOP_ROWS, H100_BAND_VARIANTS, H100_HALF_WAVE_RUNS),
+                      "D=128 at 2.85-2.97 units per SM from 8192 keys: auto (2) against 1, 2, 3"),
     "h100-d128-band": (forced_splits_sweep(H100_D128_BAND_ROWS, H100_BAND_VARIANTS, H100_D128_BAND_RUNS),
                        "D=128 at 2.1-2.5 units per SM from 4096 keys, GQA and MHA, both layouts: auto (even 2) against 3"),
     "pair-depth": (forced_splits_sweep(PAIR_DEPTH_ROWS, PAIR_DEPTH_VARIANTS, PAIR_DEPTH_RUNS, show_kernels=True),

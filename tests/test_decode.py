@@ -945,9 +945,10 @@ def test_balanced_schedule_matches_reference():
                                (128, 2.52, 8192, 3), (128, 2.6, 16384, 3),
                                (128, 2.66, 8192, 3), (128, 2.7, 8192, 2 if hbm3e else 3),
                                (128, 2.66, 8191, 2 if hbm3e else 1),
-                               (128, 2.8, 16384, 2 if hbm3e else 1), (128, 2.8, 8192, 2 if hbm3e else 1),
+                               # (and 2 past 2.8 to under 3 from 8192 keys)
+                               (128, 2.8, 16384, 2), (128, 2.8, 8192, 2),
                                (128, 2.45, 4096, 3), (128, 2.52, 4096, 2 if hbm3e else 1),
-                               (128, 2.86, 4096, 2 if hbm3e else 1), (128, 2.96, 16384, 2 if hbm3e else 1),
+                               (128, 2.86, 4096, 2 if hbm3e else 1), (128, 2.96, 16384, 2),
                                (128, 3.02, 4096, 1), (112, 2.6, 4096, 1),
                                # paged narrower rows on the D = 128 kernel: 1 split in the one-tail
                                # band (HBM3e stop 86, the H100 stop 99; contiguous ones keep 2, below)
@@ -1016,8 +1017,8 @@ def test_balanced_schedule_matches_reference():
                                                     (2.8, 8192, 2, 2, 1), (2.6, 8192, 3, 3, 2),
                                                     (2.6, 4095, 1, 1, 1)):
         b = int(per_sm * sms) // 8 + 1
-        # (off HBM3e one tile's units take 3 past 2.5 to 2.8 from 8192 keys, stop 108)
-        want_h100 = 3 if n >= 8192 and 5 * 8 * b <= 14 * sms else 1
+        # (off HBM3e one tile's units take 3 past 2.5 to 2.8 from 8192 keys, 2 beyond, stop 108)
+        want_h100 = 1 if n < 8192 else 3 if 5 * 8 * b <= 14 * sms else 2
         for nq, want in ((2, want_nq2), (4, want_nq4)):
             got = llm.decode_num_splits(b, 8, 4 * nq, n, 128, torch.float16, seq_len_q=nq)
             assert got == (want if hbm3e else want_h100 if sm90 else 1), (per_sm, n, nq, b, got)
@@ -1985,12 +1986,11 @@ def test_merge_kernel_where_the_fused_merge_takes_round_trips():
     at B=1 and 16K keys splits 16 ways on a small grid; with 4 new tokens a block's 16 rows x 32
     column groups are 512 items for 160 threads (four L2 round trips of the fused merge): the
     merge kernel runs; one new token's 4 rows are 128 items (one round trip): the last split
-    block merges. Both against the reference, contiguous too. The choice is the TMA kernel's:
-    on an H100 (not HBM3e) a contiguous small grid at head_dim 128 runs the cp.async kernel
-    (decode_tma_stages_for), which merges in its last split block at any Nq."""
+    block merges. Both against the reference, contiguous too. The choice is the TMA kernel's,
+    which sm_90 parts run on both layouts here (the H100's contiguous small grids since stop 108,
+    decode_tma_stages_for; the cp.async kernel merges in its last split block at any Nq)."""
     require_op("paged_attention")
     require_op("decode_attention")
-    contiguous_tma = device_is_hopper_hbm3e()
     for nq, apart in ((4, True), (1, False)):
         q, kc, vc, table, sl = make_paged_problem([16384], 8, 4, 128, 16, torch.float16, 70 + nq)
         if nq > 1:
@@ -2010,9 +2010,8 @@ def test_merge_kernel_where_the_fused_merge_takes_round_trips():
             for what, fn in (("paged", lambda: llm.paged_attention(q, kc, vc, table, sl)),
                              ("contiguous", lambda: llm.decode_attention(qc, k, v, is_causal=nq > 1))):
                 names = kernel_names(fn)
-                tma = what == "paged" or contiguous_tma
-                assert ("decode_attention_tma_kernel" in names) == tma, f"{what} Nq={nq}: {names[:400]}"
-                assert ("decode_split_merge_kernel" in names) == (apart and tma), f"{what} Nq={nq}: {names[:400]}"
+                assert "decode_attention_tma_kernel" in names, f"{what} Nq={nq}: {names[:400]}"
+                assert ("decode_split_merge_kernel" in names) == apart, f"{what} Nq={nq}: {names[:400]}"
 
 
 def test_wide_rows_balanced_band():
@@ -2430,10 +2429,9 @@ def test_partial_wave_splits():
         assert splits == 2 * sms // (8 * b) > 1
         assert llm.decode_num_splits(b, 8, 4, 4096, 128, torch.bfloat16, paged=False) == splits
         assert grids == (8 * b * splits, 8 * b * splits), (b, splits, grids)
-    elif sm90:  # off HBM3e: the half-wave band's 3 on the contiguous cache of 4096 keys, 1 paged below 8192
-        half = _small_grid_half_wave(8 * b, 4096, sms, sm90, hbm3e, 128, False)
-        assert splits == 1 and half == 2 * sms // (8 * b) > 1, (b, splits, half)
-        assert grids == (8 * b, 8 * b * half), (b, half, grids)
+    elif sm90:  # off HBM3e 1 split on both (paged D = 128 splits from 8192 keys; contiguous D = 128 only below half)
+        assert splits == 1 and not _small_grid_half_wave(8 * b, 4096, sms, sm90, hbm3e, 128, False), (b, splits)
+        assert grids == (8 * b, 8 * b), (b, grids)
     # the band's top from 8192 keys (0.9-1.0 units per SM: 2 splits), paged; exactly one unit
     # per SM (GQA 32/4 at B = SMs / 4) included
     if hbm3e and sms % 4 == 0:
@@ -2678,12 +2676,12 @@ def _small_grid_two_blocks(units, n, sms, short_max=16):
 def _small_grid_half_wave(units, n, sms, sm90, hbm3e, d=64, paged=True):
     """decode_small_grid_half_wave_splits (16-bit head_dim 64, 96 and 128, one token, at most 8 rows
     a KV head): off HBM3e Hopper parts above half a unit per SM to 2/3 (contiguous D = 128: above a
-    third to 0.8), 2 SMs // units splits cut back to those that hold keys, from 2048 keys (paged
+    third to a half), 2 SMs // units splits cut back to those that hold keys, from 2048 keys (paged
     D = 64 / 96, contiguous D = 96 / 128) or 8192 (contiguous D = 64, paged D = 128; stops 107,
     108); else 0."""
     min_keys = {(64, True): 2048, (96, True): 2048, (96, False): 2048, (128, False): 2048,
                 (64, False): 8192, (128, True): 8192}.get((d, paged))
-    in_band = sms < 3 * units and 5 * units <= 4 * sms if (d, paged) == (128, False) else \
+    in_band = sms < 3 * units and 2 * units <= sms if (d, paged) == (128, False) else \
         sms < 2 * units and 3 * units <= 2 * sms
     if min_keys is None or not sm90 or hbm3e or not in_band or n < min_keys:
         return 0
@@ -3476,10 +3474,10 @@ for v in (0, 1, 2):  # CLO_DECODE_VARIANT: automatic, the cp.async kernel, the T
                 kernel_names(fn)[:300]
     os.environ["CLO_DECODE_PACK"] = "1"
     # contiguous D = 128 beyond one block per SM: the TMA kernel (2 stages) too; on at
-    # most one block per SM the cp.async kernel, on HBM3e parts the TMA kernel at 3 stages,
-    # one new token or Nq 3 causal (6 rows: one row tile)
+    # most one block per SM the TMA kernel at 3 stages (the H100 since stop 108; the cp.async
+    # kernel before), one new token or Nq 3 causal (6 rows: one row tile)
     g = torch.Generator(device="cuda").manual_seed(77)
-    for b, auto_tma, stages, nq in ((sms // 4 + 1, True, 2, 1), (sms // 8, hbm3e, 3, 1), (sms // 8, hbm3e, 3, 3)):
+    for b, auto_tma, stages, nq in ((sms // 4 + 1, True, 2, 1), (sms // 8, True, 3, 1), (sms // 8, True, 3, 3)):
         q = torch.randn(b, 8, nq, 128, device="cuda", generator=g).half()
         k = torch.randn(b, 4, 300, 128, device="cuda", generator=g).half()
         vv = torch.randn(b, 4, 300, 128, device="cuda", generator=g).half()

@@ -324,9 +324,19 @@ inline int decode_tma_stages_for(int head_dim, bool paged, int64_t blocks, int64
   // B=2/16K 70.5 / 70.1; v25's loss at Nq 4, 67.2 -> 74.2 us, was before the kernel's later
   // changes); contiguous small grids run TMA 3 at any Nq (stop 67, Nq 2 and 4 at GQA 32/8: the
   // cp.async kernel read Nq 2 B=12/16K at 1 split in 243.5 us, TMA 3 188.0, TMA 4 218.6).
-  const bool hbm3e_rows128 =
-      head_dim == 128 && !pairs && (row_cols == 0 || row_cols == 128) && device_is_hopper_hbm3e();
+  const bool rows128 = head_dim == 128 && !pairs && (row_cols == 0 || row_cols == 128);
+  const bool hbm3e_rows128 = rows128 && device_is_hopper_hbm3e();
   if (small_grid && hbm3e_rows128) return paged ? 4 : 3;
+  // Other sm_90 parts (the H100): contiguous small grids of 128-column rows take TMA 3 too
+  // since stop 108 (`--h100-contig-small`, 253c149, GQA 32/8, us, cp.async / TMA 3 / TMA 4
+  // at the count then automatic): one block per unit, 16K keys, B=9 311.7 / 195.7 / 240.7,
+  // B=12 312.0 / 257.8 / 287.2, B=14 316.6 / 301.7 / 312.7, B=16 341.9 / 339.0 / 338.7; B=12
+  // 4K 81.8 / 67.5 / 74.5, 2K 43.4 / 35.8 / 39.4; split small grids B=1/16K (16 splits) 28.6 /
+  // 27.6 / 27.8, B=2 (8) 49.1 / 48.5 / 48.4, B=6 (2) 159.8 / 141.1 / 146.6, B=8 (2) 176.3 /
+  // 173.6 / 173.5; MHA B=1/16K (4) 90.7 / 89.5 / 89.6, B=2 (2) 176.5 / 173.5 / 173.1. The
+  // cp.async kernel's one block per SM is bound by its bytes in flight (B=9-14 at 1 split read
+  // 16K keys a unit in the same ~312 us).
+  if (small_grid && rows128 && !paged) return 3;
   // HBM3e parts, 16-bit 96-column rows, small grids, one new token in units of at most
   // kNarrowMaxRows rows (the GQA 32/8 units measured): 4 stages on both layouts where they fit
   // (NOTES.md "Stop 77", paged 3 -> 4, us: B=16/4K 58.9 -> 58.4, B=12/4K 58.5 -> 57.8, B=16/16K
@@ -1192,6 +1202,10 @@ inline int decode_tail_splits(int head_dim, bool paged, int64_t units, int64_t s
   if (second_wave_3 && second_wave_top && units > 2 * sms) return 3;
   if (second_wave_3 && max_kv_len >= kPartialWaveFullWaveKeys && 2 * units > 5 * sms && 5 * units <= 14 * sms)
     return 3;
+  // ... and past 2.8 to just under 3, 2 (B=48 (2.91)/16K 1 / 2 / 3 splits: paged 1047.9 /
+  // 1016.9 / 1047.9 (cuDNN 1026.6), contiguous 1028.9 / 1011.3 / 1025.0; 253c149,
+  // `--h100-d128-confirm`); exactly 3 (whole waves) keeps 1
+  if (second_wave_3 && max_kv_len >= kPartialWaveFullWaveKeys && 2 * units > 5 * sms && units < 3 * sms) return 2;
   if (second_wave_top && 10 * units > 21 * sms) return 2;
   return one_tail ? 2 : 1;
 }
@@ -1343,13 +1357,13 @@ inline int decode_small_grid_two_blocks_splits(bool paged, int64_t units, int64_
 // but above half a unit per SM, where it is 1 split and leaves up to half the SMs idle: to
 // 2/3 of a unit per SM they take 2 SMs // units splits (3; two blocks per SM or fewer, cut
 // back to the splits that hold keys) on their own depths (not the HBM3e 3 / 2 stages): paged
-// D = 64 / 96 and contiguous D = 96 and 128 from 2048 keys (kPartialWaveMinKeys; shorter
-// tables not measured), contiguous D = 64 and paged D = 128 from 8192
-// (kPartialWaveFullWaveKeys). One block per unit streams its keys no faster than its bytes in
-// flight let it, and the contiguous D = 128 block slowest of all (the cp.async kernel, which
-// decode_tma_stages_for gives the H100's contiguous small grids; GQA 32/8 B=9/16K: 313.7 us
-// against paged 221.5): its band runs from a third of a unit per SM to 0.8 (2 SMs // units:
-// 5 to 2 splits), where the generic count leaves the grid within one wave.
+// D = 64 / 96 and contiguous D = 96 from 2048 keys (kPartialWaveMinKeys; shorter tables not
+// measured), contiguous D = 64 and paged D = 128 from 8192 (kPartialWaveFullWaveKeys).
+// Contiguous D = 128 takes its count instead from a third of a unit per SM to a half (4-5
+// splits where the generic count is 2), from 2048 keys; above half a unit per SM its one block
+// per unit runs TMA 3 since stop 108 (decode_tma_stages_for), which reads the keys as fast as
+// the splits did on the cp.async kernel (B=9/16K 195.7 us against 3 splits' 201.8; the figures
+// below at 1 split are the cp.async kernel's).
 // The H100 (NOTES.md "Stop 107" and "Stop 108", GQA 32/8 block 16, us, 1 / 2 / 3 splits (cuDNN)):
 // - paged D = 64 / 96 (`--h100-small-grids`, a4803ea): B=9/8K D = 64 75.3 / - / 56.6 (63.1),
 //   D = 96 108.5 / - / 82.4 (87.7); beyond 2/3 it gains little or loses (2 splits: B=12/4K
@@ -1382,7 +1396,7 @@ inline int decode_small_grid_half_wave_splits(int head_dim, int seq_len_q, int r
                            : head_dim == 64  ? (paged ? kPartialWaveMinKeys : kPartialWaveFullWaveKeys)
                            : head_dim == 128 ? (paged ? kPartialWaveFullWaveKeys : kPartialWaveMinKeys)
                                              : 0;
-  const bool in_band = contiguous_d128 ? 3 * units > sms && 5 * units <= 4 * sms : 2 * units > sms && 3 * units <= 2 * sms;
+  const bool in_band = contiguous_d128 ? 3 * units > sms && 2 * units <= sms : 2 * units > sms && 3 * units <= 2 * sms;
   if (min_keys == 0 || seq_len_q != 1 || rows_per_kv_head <= 0 || rows_per_kv_head > kNarrowMaxRows || !in_band ||
       max_kv_len < min_keys || device_cc_major() != 9 || device_is_hopper_hbm3e())
     return 0;
