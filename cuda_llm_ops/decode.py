@@ -524,13 +524,11 @@ def decode_num_splits(batch: int, num_kv_heads: int, rows_per_kv_head: int, max_
       36.3 us, 1.04x cuDNN in `llm-speed bench`; D=96 58.7 -> 52.3, 1.06x; B=5/4K D=64
       17.7 -> 15.6, D=96 24.3 -> 21.0; Nq 2 B=10/4K D=96 58.6 -> 37.2; csrc/decode/NOTES.md
       "Stop 77" to "Stop 79"); on other sm_90 parts (the H100) one token's units of at
-      most 8 rows take `2 * SMs // base` (cut back to the splits that hold keys) only
-      with `base` past half the SMs up to 2/3 of them (3 splits where the generic count
-      is 1): paged head_dim 64 / 96 and contiguous 96 with `max_kv_len >= 2048`,
-      contiguous 64 and paged 128 from 8192; and contiguous head_dim 128 from 2048 keys
-      with `base` past a third of the SMs up to 0.8 times them (5 to 2 splits) (B=9/8K
-      D=64 paged 75.3 -> 56.6 us, D=96 108.5 -> 82.4, "Stop 107"; contiguous D=128
-      B=9/16K 313.7 -> 207.8, B=6/16K 163.7 -> 140.3, "Stop 108");
+      most 8 rows take `2 * SMs // base` (3, cut back to the splits that hold keys) only
+      with `base` past half the SMs up to 2/3 of them, where the generic count is 1: paged
+      head_dim 64 / 96 and contiguous 96 with `max_kv_len >= 2048`, contiguous 64 and
+      paged 128 from 8192 (B=9/8K D=64 paged 75.3 -> 56.6 us, D=96 108.5 -> 82.4, "Stop
+      107"; contiguous D=96 B=9/16K 186.1 -> 161.9, "Stop 108");
     - head_dim 128 (16-bit) on Hopper HBM3e parts (the H200) with `seq_len_q` 1 or
       `rows_per_kv_head <= 64` (up to four row tiles: "spec rows" below; rows beyond
       one tile take their own tops, with one new token too) and `max_kv_len >= 1024`,

@@ -2429,7 +2429,7 @@ def test_partial_wave_splits():
         assert splits == 2 * sms // (8 * b) > 1
         assert llm.decode_num_splits(b, 8, 4, 4096, 128, torch.bfloat16, paged=False) == splits
         assert grids == (8 * b * splits, 8 * b * splits), (b, splits, grids)
-    elif sm90:  # off HBM3e 1 split on both (paged D = 128 splits from 8192 keys; contiguous D = 128 only below half)
+    elif sm90:  # off HBM3e 1 split on both (paged D = 128 splits from 8192 keys; contiguous D = 128 runs TMA 3)
         assert splits == 1 and not _small_grid_half_wave(8 * b, 4096, sms, sm90, hbm3e, 128, False), (b, splits)
         assert grids == (8 * b, 8 * b), (b, grids)
     # the band's top from 8192 keys (0.9-1.0 units per SM: 2 splits), paged; exactly one unit
@@ -2675,15 +2675,12 @@ def _small_grid_two_blocks(units, n, sms, short_max=16):
 
 def _small_grid_half_wave(units, n, sms, sm90, hbm3e, d=64, paged=True):
     """decode_small_grid_half_wave_splits (16-bit head_dim 64, 96 and 128, one token, at most 8 rows
-    a KV head): off HBM3e Hopper parts above half a unit per SM to 2/3 (contiguous D = 128: above a
-    third to a half), 2 SMs // units splits cut back to those that hold keys, from 2048 keys (paged
-    D = 64 / 96, contiguous D = 96 / 128) or 8192 (contiguous D = 64, paged D = 128; stops 107,
-    108); else 0."""
-    min_keys = {(64, True): 2048, (96, True): 2048, (96, False): 2048, (128, False): 2048,
-                (64, False): 8192, (128, True): 8192}.get((d, paged))
-    in_band = sms < 3 * units and 2 * units <= sms if (d, paged) == (128, False) else \
-        sms < 2 * units and 3 * units <= 2 * sms
-    if min_keys is None or not sm90 or hbm3e or not in_band or n < min_keys:
+    a KV head; contiguous D = 128 not): off HBM3e Hopper parts above half a unit per SM to 2/3,
+    2 SMs // units splits (3) cut back to those that hold keys, from 2048 keys (paged D = 64 / 96,
+    contiguous D = 96) or 8192 (contiguous D = 64, paged D = 128; stops 107, 108); else 0."""
+    min_keys = {(64, True): 2048, (96, True): 2048, (96, False): 2048, (64, False): 8192,
+                (128, True): 8192}.get((d, paged))
+    if min_keys is None or not sm90 or hbm3e or 2 * units <= sms or 3 * units > 2 * sms or n < min_keys:
         return 0
     return _splits_holding_keys(2 * sms // units, n)
 

@@ -531,11 +531,8 @@ _HOST_SPLIT_CASES = {
          ((44, 4096, 8, 4, 1, 128, 1), 1),
          ((47, 16384, 8, 4, 1, 128, 1), 2),    # ... 2 past 2.8 to under 3
          ((47, 4096, 8, 4, 1, 128, 1), 1),
-         ((6, 16384, 8, 4, 1, 128, 0), 5),     # contiguous D = 128 from a third of a unit per SM: 2 SMs // units
-         ((8, 2048, 8, 4, 1, 128, 0), 4),      # ... to a half, from 2048 keys
-         ((8, 2047, 8, 4, 1, 128, 0), 2),
-         ((9, 16384, 8, 4, 1, 128, 0), 1),     # ... not past it (TMA 3's one block a unit)
-         ((5, 16384, 8, 4, 1, 128, 0), 3),     # ... nor below a third (the generic SMs // units)
+         ((6, 16384, 8, 4, 1, 128, 0), 2),     # contiguous D = 128 small grids (TMA 3): the generic SMs // units
+         ((9, 16384, 8, 4, 1, 128, 0), 1),
          ((1, 16384, 8, 4, 1, 128, 1), 16)],   # the issue's B=1/16K GQA: SMs // 8 rows' units
     ("--mem-khz", "3201000"): [((40, 2048, 8, 4, 1, 64, 1), 4),   # HBM3e pairs: the spread tail's pieces
                                ((16, 4096, 8, 4, 1, 64, 1), 2),   # HBM3e small grids: two blocks per SM

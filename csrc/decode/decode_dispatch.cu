@@ -254,7 +254,7 @@ int decode_attention_num_splits(int batch, int num_kv_heads, int rows_per_kv_hea
     const int splits = decode_small_grid_two_blocks_splits(paged, base, sms, max_kv_len);
     if (splits > 1) return capped(splits);
   }
-  // ... and on other sm_90 parts above half a unit per SM, head_dim 128 too
+  // ... and on other sm_90 parts above half a unit per SM, paged head_dim 128 too
   // (decode_small_grid_half_wave_splits)
   if (dtype != DType::kFloat8E4M3) {
     const int splits =

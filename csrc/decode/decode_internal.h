@@ -1353,17 +1353,15 @@ inline int decode_small_grid_two_blocks_splits(bool paged, int64_t units, int64_
   return held > sms / units ? held : 0;
 }
 // Off HBM3e Hopper parts (the H100), one new token in units of at most kNarrowMaxRows rows at
-// 16-bit head_dim 64, 96 and 128 (exactly) keep the generic count, one block per SM at most,
+// 16-bit head_dim 64 and 96, and paged 128 (exactly) keep the generic count, one block per SM at most,
 // but above half a unit per SM, where it is 1 split and leaves up to half the SMs idle: to
 // 2/3 of a unit per SM they take 2 SMs // units splits (3; two blocks per SM or fewer, cut
 // back to the splits that hold keys) on their own depths (not the HBM3e 3 / 2 stages): paged
 // D = 64 / 96 and contiguous D = 96 from 2048 keys (kPartialWaveMinKeys; shorter tables not
 // measured), contiguous D = 64 and paged D = 128 from 8192 (kPartialWaveFullWaveKeys).
-// Contiguous D = 128 takes its count instead from a third of a unit per SM to a half (4-5
-// splits where the generic count is 2), from 2048 keys; above half a unit per SM its one block
-// per unit runs TMA 3 since stop 108 (decode_tma_stages_for), which reads the keys as fast as
-// the splits did on the cp.async kernel (B=9/16K 195.7 us against 3 splits' 201.8; the figures
-// below at 1 split are the cp.async kernel's).
+// Contiguous D = 128 keeps the generic count: its small grids run TMA 3 since stop 108
+// (decode_tma_stages_for), whose one block a unit leads every split count (below); the splits
+// had led the cp.async kernel's one block (the figures at 1 split below are that kernel's).
 // The H100 (NOTES.md "Stop 107" and "Stop 108", GQA 32/8 block 16, us, 1 / 2 / 3 splits (cuDNN)):
 // - paged D = 64 / 96 (`--h100-small-grids`, a4803ea): B=9/8K D = 64 75.3 / - / 56.6 (63.1),
 //   D = 96 108.5 / - / 82.4 (87.7); beyond 2/3 it gains little or loses (2 splits: B=12/4K
@@ -1383,25 +1381,28 @@ inline int decode_small_grid_two_blocks_splits(bool paged, int64_t units, int64_
 //   42.1 / 31.4 / 32.1 (29.2), B=10 43.9 / 34.6 / 33.9, B=11 42.4 / 37.9 / 35.9; B=12 (0.73)
 //   4K 80.8 / 73.8 / 76.6 (68.6), 16K 310.9 / 275.1 / 288.2 (262.1); B=13 (0.79) 4K 82.9 /
 //   78.7 / 80.8, 16K 312.8 / 293.1 / 301.0; not at B=14 (0.85: 4K 82.1 / 84.4 / 85.7, 16K
-//   315.9 / 318.0 / 327.2); below half a unit per SM, 16K, where the generic count is 2:
-//   B=6 (0.36) 163.7 at 2, 140.3 at 3 and 5 (143.9), B=8 (0.48) 181.1 at 2, 185.5 at 3, 179.5
-//   at 4 (179.7);
+//   315.9 / 318.0 / 327.2); on TMA 3 (828bb2f, `--h100-contig-tma`) 1 split leads: B=9 2K 28.3
+//   / 31.7 / 32.3 (29.5), 16K 202.2 / 203.8 / 207.1 (207.0); B=11 2K 33.4 / 37.8 / 35.7, 16K
+//   241.5 / 253.2 / 242.5; B=12 2K 36.2 / 40.6 / 42.5, 16K 266.1 / 276.3 / 289.4; B=10/4K 57.2
+//   / 61.9 / 61.6; below half a unit per SM the generic count (2) or 1 there, 2 SMs // units
+//   only at 16K (B=6 (0.36) 2K 22.4 / 22.5 / 23.6, 5 splits 22.9; 16K 148.2 / 143.5 / 137.8,
+//   139.2; B=7/4K 43.7 / 44.6 / 45.3, 4: 45.6; B=8 2K 25.8 / 26.6, 4: 27.5, 16K 179.8 / 177.2,
+//   4: 178.5);
 // - paged D = 128: from 8192 keys (B=9/16K 221.5 / 206.3 / 209.4 (206.8), B=11/16K 249.9 /
 //   248.7 / 245.4), not at 4096 (B=9 59.1 / 57.4 / 58.1, B=11 65.2 / 67.5 / 66.2).
 // Returns the count, or 0.
 inline int decode_small_grid_half_wave_splits(int head_dim, int seq_len_q, int rows_per_kv_head, bool paged,
                                               int64_t units, int64_t sms, int64_t max_kv_len) {
-  const bool contiguous_d128 = head_dim == 128 && !paged;
   const int64_t min_keys = head_dim == 96    ? kPartialWaveMinKeys
                            : head_dim == 64  ? (paged ? kPartialWaveMinKeys : kPartialWaveFullWaveKeys)
-                           : head_dim == 128 ? (paged ? kPartialWaveFullWaveKeys : kPartialWaveMinKeys)
-                                             : 0;
-  const bool in_band = contiguous_d128 ? 3 * units > sms && 2 * units <= sms : 2 * units > sms && 3 * units <= 2 * sms;
-  if (min_keys == 0 || seq_len_q != 1 || rows_per_kv_head <= 0 || rows_per_kv_head > kNarrowMaxRows || !in_band ||
-      max_kv_len < min_keys || device_cc_major() != 9 || device_is_hopper_hbm3e())
+                           : head_dim == 128 && paged ? kPartialWaveFullWaveKeys
+                                                      : 0;
+  if (min_keys == 0 || seq_len_q != 1 || rows_per_kv_head <= 0 || rows_per_kv_head > kNarrowMaxRows ||
+      2 * units <= sms || 3 * units > 2 * sms || max_kv_len < min_keys || device_cc_major() != 9 ||
+      device_is_hopper_hbm3e())
     return 0;
-  // (past this, sms / 3 < units <= 0.8 SMs, so 2 <= splits <= 5, and max_kv_len >= 2048 keys
-  // holds them; split_count_holding_keys takes an int length: longer ones hold them too)
+  // (past this, sms / 2 < units <= 2 SMs / 3, so splits = 3, and max_kv_len >= 2048 keys holds
+  // them; split_count_holding_keys takes an int length: longer ones hold 3 too)
   const int splits = static_cast<int>(2 * sms / units);
   return split_count_holding_keys<kTileTokens>(splits, static_cast<int>(std::min<int64_t>(max_kv_len, 1 << 30)));
 }

@@ -50,12 +50,13 @@ BATCHES = (1, 16, 64)
 CONTEXTS = (1024, 4096, 16384)
 # Grids between one and two thread blocks per SM (136 and 192 blocks on 132 SMs)
 MID_GRIDS = ((17, 1024, 8), (24, 2048, 8))
-# Head_dim 128 one-token GQA 32/8 grids where the H100 takes 3 splits (csrc/decode/NOTES.md
-# "Stop 108"; preset "all"): half a unit per SM to 2/3 (B=9, B=11; contiguous from 2048 keys,
-# paged from 8192), past 2 units per SM to 2.5 from 4096 keys (B=34, 37, 38) and 2.5-2.8 from
-# 8192 (B=44), (B, N); paged and contiguous (decode_attention)
+# Head_dim 128 one-token GQA 32/8 grids of stop 108's H100 rules (csrc/decode/NOTES.md "Stop
+# 108"; preset "all"), (B, N), paged and contiguous (decode_attention): half a unit per SM to 2/3
+# (B=9/16K: paged 3 splits from 8192 keys, contiguous 1 on TMA 3; B=11/4K: 1 on both), past 2
+# units per SM to 2.5 from 4096 keys (B=34, 37, 38) and 2.5-2.8 from 8192 (B=44): 3 splits
 D128_THREE_SPLIT_GRIDS = ((9, 16384), (11, 4096), (34, 16384), (37, 16384), (38, 8192), (44, 16384))
-# ... and contiguous ones from a third of a unit per SM to 0.8 (2 SMs // units: 5, 2)
+# ... and contiguous small grids, which the H100 runs on TMA 3 since stop 108 (the cp.async kernel
+# before): 0.36 and 0.73 units per SM (2 splits, 1)
 D128_CONTIGUOUS_SMALL_GRIDS = ((6, 16384), (12, 16384))
 # Serving tables (preset "all"): block tables 4x the sequences' length, as engines size them
 # for the longest context, at a grid where the split heuristic takes the balanced schedule
