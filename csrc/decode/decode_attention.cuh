@@ -1154,25 +1154,22 @@ CLO_DEVICE void decode_store_row_cols(float m, float l, const float4& acc, bool 
       make_uint2(pack_float2<T>(acc.x * inv, acc.y * inv), pack_float2<T>(acc.z * inv, acc.w * inv));
 }
 // Four output columns of one query row (and its lse, where `lse` is not null) from the
-// partials of its first `n` splits: split s's (max, sum) at ps[s * split_stride] and columns at
-// po + s * split_stride * cols, written by other blocks (ld.global.cg, never through L1),
-// kBatch splits per L2 round trip. `nan_seen`: the row is NaN already (a bad length, a stale
-// split group).
+// partials of its first `n` splits (split s's (max, sum) at ps[s * split_stride], its columns
+// at po + s * split_stride * cols): decode_merge_items' one-item case, kBatch splits per L2
+// round trip. `nan_seen`: the row is NaN already (a bad length, a stale split group).
 template <typename T, int kBatch>
 CLO_DEVICE void decode_merge_row_cols(const float2* ps, const float* po, int64_t split_stride, int cols, int n,
                                       bool nan_seen, T* out, float* lse) {
-  float m = kNegInf, l = 0.f;
-  float4 acc = make_float4(0.f, 0.f, 0.f, 0.f);
-  for (int s0 = 0; s0 < n; s0 += kBatch) {
-    decode_fold_splits<kBatch>(
-        s0, min(kBatch, n - s0),
-        [&](int s, float2& st, float4& x) {
-          st = __ldcg(ps + s * split_stride);
-          x = __ldcg(reinterpret_cast<const float4*>(po + s * split_stride * cols));
-        },
-        m, l, acc, nan_seen);
-  }
-  decode_store_row_cols<T>(m, l, acc, nan_seen, out, lse);
+  decode_merge_items<kBatch, 1>(
+      split_stride, cols, n, nan_seen,
+      [&](int, const float2*& item_ps, const float*& item_po) {
+        item_ps = ps;
+        item_po = po;
+        return true;
+      },
+      [&](int, float m, float l, const float4& acc, bool nan_row) {
+        decode_store_row_cols<T>(m, l, acc, nan_row, out, lse);
+      });
 }
 
 // decode_epilogue's fused merge: the items (row, 4 columns) a thread folds together where a
