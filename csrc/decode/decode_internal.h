@@ -1200,12 +1200,13 @@ inline int decode_tail_splits(int head_dim, bool paged, int64_t units, int64_t s
   const bool second_wave_3 = !hbm3e && head_dim == 128 && !one_row_units && spec_rows >= 0 &&
                              !decode_rule_multi_tile(spec_rows) && max_kv_len >= kLargeGridMinKeys;
   if (second_wave_3 && second_wave_top && units > 2 * sms) return 3;
-  if (second_wave_3 && max_kv_len >= kPartialWaveFullWaveKeys && 2 * units > 5 * sms && 5 * units <= 14 * sms)
-    return 3;
-  // ... and past 2.8 to just under 3, 2 (B=48 (2.91)/16K 1 / 2 / 3 splits: paged 1047.9 /
-  // 1016.9 / 1047.9 (cuDNN 1026.6), contiguous 1028.9 / 1011.3 / 1025.0; 253c149,
-  // `--h100-d128-confirm`); exactly 3 (whole waves) keeps 1
-  if (second_wave_3 && max_kv_len >= kPartialWaveFullWaveKeys && 2 * units > 5 * sms && units < 3 * sms) return 2;
+  // Past 2.8 to just under 3, 2 (B=48 (2.91)/16K 1 / 2 / 3 splits: paged 1047.9 / 1016.9 /
+  // 1047.9 (cuDNN 1026.6), contiguous 1028.9 / 1011.3 / 1025.0; 253c149, `--h100-d128-confirm`;
+  // 828bb2f, `--h100-wave-top`: B=47 (2.85) 8K paged 528.0 / 520.7 / 543.2, 16K 1056.0 /
+  // 1031.0 / 1079.1, B=49 (2.97) 16K 1089.3 / 1069.8 / 1084.9, contiguous B=49/16K 1070.0 /
+  // 1057.8 / 1080.1); exactly 3 (whole waves) keeps 1.
+  if (second_wave_3 && max_kv_len >= kPartialWaveFullWaveKeys && 2 * units > 5 * sms && units < 3 * sms)
+    return 5 * units <= 14 * sms ? 3 : 2;
   if (second_wave_top && 10 * units > 21 * sms) return 2;
   return one_tail ? 2 : 1;
 }
