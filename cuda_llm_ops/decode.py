@@ -546,9 +546,10 @@ def decode_num_splits(batch: int, num_kv_heads: int, rows_per_kv_head: int, max_
       (B=10/16K 334.4 -> 256.6) and the balanced 2 for contiguous units of one tile with
       `max_kv_len >= 8192`; off Hopper HBM3e parts units of 2-16 query rows (GQA, spec
       rows within one tile; not MHA's one row) with `max_kv_len >= 4096` take 3 past 2
-      times the SMs to 2.5 instead of the 2 above (1 to 2.1), and 3 past 2.5 times to
-      2.8 from 8192 keys instead of 1 (GQA 32:8 paged B=37/16K 871.4 -> 836.6 us, B=34/16K
-      893.4 -> 755.3, B=42/16K 993.9 -> 920.2; csrc/decode/NOTES.md "Stop 108");
+      times the SMs to 2.5 instead of the 2 above (1 to 2.1), and from 8192 keys 3 past
+      2.5 times to 2.8, 2 from there to just under 3, instead of 1 (GQA 32:8 paged
+      B=37/16K 871.4 -> 836.6 us, B=34/16K 893.4 -> 755.3, B=42/16K 993.9 -> 920.2;
+      csrc/decode/NOTES.md "Stop 108");
     - head_dim 128 (16-bit) on Hopper HBM3e parts (the H200), `max_kv_len >= 2048`,
       instead of the two bands above: from just past 2 times to 2.5, 3
       (measured 3-16% faster there, csrc/decode/NOTES.md "H200 rules"); past 2.5 times and
