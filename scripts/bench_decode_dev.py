@@ -2202,6 +2202,15 @@ def h100_contig_tma_sweep(iters, copy_bw):
 H100_WAVE_TOP_ROWS = [(b, n, 8, 128, 1, c) for c in (False, True) for b in (47, 49) for n in (8192, 16384)]
 
 
+# --h100-d128-left (stop 108, for the next stop): what stop 108 left on the H100. Contiguous
+# D = 128 one-token small grids below half a unit per SM on TMA 3, where the generic count
+# (SMs // units) was best at neither end (B=6: 1 split led at 2K, 3 at 16K): B=3-8 at 2K, 8K and
+# 16K, auto against 1, 2, 3 and 2 SMs // units; paged D = 128 in the half-wave band from 8192 keys
+# (3 splits; 2 read ahead at B=9/16K): B=9-11 at 8K and 16K, auto against 2
+H100_D128_LEFT_ROWS = ([(b, n, 8, 128, 1, True) for b in (3, 4, 5, 6, 7, 8) for n in (2048, 8192, 16384)]
+                       + [(b, n, 8, 128, 1, False) for b in (9, 10, 11) for n in (8192, 16384)])
+
+
 def h100_d128_next_runs(row, sms: int) -> set:
     """auto, 1, 2 and 3 splits, and below half a unit per SM 2 SMs // units."""
     units = row[0] * row[2]
@@ -3438,6 +3447,8 @@ SWEEPS = {
                         "contiguous D=128 small grids on TMA 3: split counts; Nq 2 / 4, MHA, B=1 against cp.async"),
     "h100-wave-top": (forced_splits_sweep(H100_WAVE_TOP_ROWS, H100_BAND_VARIANTS, H100_HALF_WAVE_RUNS),
                       "D=128 at 2.85-2.97 units per SM from 8192 keys: auto (2) against 1, 2, 3"),
+    "h100-d128-left": (forced_splits_sweep(H100_D128_LEFT_ROWS, H100_BAND_VARIANTS, h100_d128_next_runs),
+                       "contiguous D=128 below half a unit per SM and paged D=128's half wave: auto against 1, 2, 3"),
     "h100-d128-band": (forced_splits_sweep(H100_D128_BAND_ROWS, H100_BAND_VARIANTS, H100_D128_BAND_RUNS),
                        "D=128 at 2.1-2.5 units per SM from 4096 keys, GQA and MHA, both layouts: auto (even 2) against 3"),
     "pair-depth": (forced_splits_sweep(PAIR_DEPTH_ROWS, PAIR_DEPTH_VARIANTS, PAIR_DEPTH_RUNS, show_kernels=True),
