@@ -2117,7 +2117,7 @@ H100_HALF_WAVE_ROWS = ([(b, n, 8, d, 1, False) for d in (64, 96) for b in (9, 10
                        + [(12, 8192, 8, d, 1, False) for d in (64, 96)] + [(10, 8192, 8, d, 1, True) for d in (64, 96)])
 H100_HALF_WAVE_RUNS = {(0, "auto"), (1, "forced"), (2, "forced"), (3, "forced")}
 # --h100-half-wave-next (stop 107, for the next stop): the same half-wave band (0.5-0.67 units per
-# SM, one token, GQA 32/8) where the H100 still runs 1 split: contiguous D = 64 / 96 (stop 107's
+# SM, one token, GQA 32/8) where the H100 ran 1 split before stop 108: contiguous D = 64 / 96 (stop 107's
 # contiguous B=10/8K read 3 splits 4-6% ahead) and D = 128 on both layouts; auto against 2 and 3
 H100_HALF_WAVE_NEXT_ROWS = ([(b, n, 8, d, 1, True) for d in (64, 96) for b in (9, 10, 11) for n in (2048, 4096, 16384)]
                             + [(b, n, 8, 128, 1, c) for c in (False, True) for b in (9, 11) for n in (4096, 16384)])
@@ -3436,7 +3436,7 @@ SWEEPS = {
     "h100-half-wave": (forced_splits_sweep(H100_HALF_WAVE_ROWS, H100_BAND_VARIANTS, H100_HALF_WAVE_RUNS),
                        "paged D=64 / 96 one token at 0.5-0.67 units per SM off HBM3e: auto (3) against 1 and 2 splits"),
     "h100-half-wave-next": (forced_splits_sweep(H100_HALF_WAVE_NEXT_ROWS, H100_BAND_VARIANTS, H100_HALF_WAVE_RUNS),
-                            "contiguous D=64 / 96 and D=128 at 0.5-0.67 units per SM off HBM3e: auto (1) against 2, 3"),
+                            "contiguous D=64 / 96 and D=128 at 0.5-0.67 units per SM off HBM3e: auto against 1, 2, 3"),
     "h100-d128-next": (forced_splits_sweep(H100_D128_NEXT_ROWS, H100_BAND_VARIANTS, h100_d128_next_runs),
                        "one-token D=128 around stop 108's H100 rules: half wave, 0.7-1, below half, 2.0-2.1, 2.5-3"),
     "h100-contig-small": (forced_splits_sweep(H100_CONTIG_SMALL_ROWS, H100_CONTIG_SMALL_VARIANTS, h100_contig_small_runs),

@@ -2707,7 +2707,8 @@ def test_small_grid_two_blocks():
     units splits of 512 keys or more up to 16 splits, else of 1024 keys or more
     (`_small_grid_two_blocks`), where that is more than the generic count,
     on 3 (D = 64) / 2 (D = 96) TMA stages; elsewhere (other parts, contiguous caches, FP8,
-    one token's 16-row units) the generic count. D = 96 small grids of one block per SM run 4 TMA
+    one token's 16-row units) the generic count, but on other sm_90 parts above half a unit per
+    SM to 2/3 the half-wave count on both layouts (`_small_grid_half_wave`, stops 107-108). D = 96 small grids of one block per SM run 4 TMA
     stages there, contiguous ones included. Nq 2-4 in one row tile take the same count (at most
     8 splits of 512 keys at D = 96; not D = 64 16-row units under 3 splits: stop 79) on their
     own depths; every count is cut back to the splits that hold keys. The counts, automatic
