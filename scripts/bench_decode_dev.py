@@ -2210,6 +2210,16 @@ H100_WAVE_TOP_ROWS = [(b, n, 8, 128, 1, c) for c in (False, True) for b in (47, 
 H100_D128_LEFT_ROWS = ([(b, n, 8, 128, 1, True) for b in (3, 4, 5, 6, 7, 8) for n in (2048, 8192, 16384)]
                        + [(b, n, 8, 128, 1, False) for b in (9, 10, 11) for n in (8192, 16384)])
 
+# --h100-d128-left-confirm (stop 109): around stop 109's two H100 rules (contiguous D = 128 3
+# splits at 0.33-0.4 units per SM from 8192 keys, 1 at 0.4-0.5; paged D = 128 2 splits at
+# 0.5-0.62): contiguous GQA 32/4 (8-row units) B=13 (0.39), B=15 (0.45), B=6 GQA 32/8 at 4K
+# (below the 3-split band's 8192 keys), MHA B=2 (0.48, one-row units: not the rule's); paged
+# B=7 / 8 (0.42 / 0.48, the generic 2: 1 not measured there) and B=10/4K (below 8192 keys)
+H100_D128_LEFT_CONFIRM_ROWS = ([(b, n, 4, 128, 1, True) for b in (13, 15) for n in (2048, 16384)]
+                               + [(6, 4096, 8, 128, 1, True)] + [(2, n, 32, 128, 1, True) for n in (2048, 16384)]
+                               + [(b, n, 8, 128, 1, False) for b in (7, 8) for n in (2048, 16384)]
+                               + [(10, 4096, 8, 128, 1, False)])
+
 
 def h100_d128_next_runs(row, sms: int) -> set:
     """auto, 1, 2 and 3 splits, and below half a unit per SM 2 SMs // units."""
@@ -3449,6 +3459,9 @@ SWEEPS = {
                       "D=128 at 2.85-2.97 units per SM from 8192 keys: auto (2) against 1, 2, 3"),
     "h100-d128-left": (forced_splits_sweep(H100_D128_LEFT_ROWS, H100_BAND_VARIANTS, h100_d128_next_runs),
                        "contiguous D=128 below half a unit per SM and paged D=128's half wave: auto against 1, 2, 3"),
+    "h100-d128-left-confirm": (forced_splits_sweep(H100_D128_LEFT_CONFIRM_ROWS, H100_BAND_VARIANTS,
+                                                   h100_d128_next_runs),
+                               "around stop 109's D=128 rules: GQA 32/4 and MHA contiguous, paged 0.42-0.48: auto against 1, 2, 3"),
     "h100-d128-band": (forced_splits_sweep(H100_D128_BAND_ROWS, H100_BAND_VARIANTS, H100_D128_BAND_RUNS),
                        "D=128 at 2.1-2.5 units per SM from 4096 keys, GQA and MHA, both layouts: auto (even 2) against 3"),
     "pair-depth": (forced_splits_sweep(PAIR_DEPTH_ROWS, PAIR_DEPTH_VARIANTS, PAIR_DEPTH_RUNS, show_kernels=True),

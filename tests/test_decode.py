@@ -2677,12 +2677,22 @@ def _small_grid_half_wave(units, n, sms, sm90, hbm3e, d=64, paged=True):
     """decode_small_grid_half_wave_splits (16-bit head_dim 64, 96 and 128, one token, at most 8 rows
     a KV head; contiguous D = 128 not): off HBM3e Hopper parts above half a unit per SM to 2/3,
     2 SMs // units splits (3) cut back to those that hold keys, from 2048 keys (paged D = 64 / 96,
-    contiguous D = 96) or 8192 (contiguous D = 64, paged D = 128; stops 107, 108); else 0."""
+    contiguous D = 96) or 8192 (contiguous D = 64, paged D = 128; stops 107, 108); paged D = 128
+    2 to 5/8 of a unit per SM (stop 109); else 0."""
     min_keys = {(64, True): 2048, (96, True): 2048, (96, False): 2048, (64, False): 8192,
                 (128, True): 8192}.get((d, paged))
     if min_keys is None or not sm90 or hbm3e or 2 * units <= sms or 3 * units > 2 * sms or n < min_keys:
         return 0
-    return _splits_holding_keys(2 * sms // units, n)
+    return _splits_holding_keys(2 if d == 128 and 8 * units <= 5 * sms else 2 * sms // units, n)
+
+
+def _small_grid_contiguous_d128(units, n, sms, sm90, hbm3e, rows=4):
+    """decode_small_grid_contiguous_d128_splits (contiguous 16-bit head_dim 128, one token in
+    units of 2-8 rows, stop 109): off HBM3e Hopper parts past a third of a unit per SM to 0.4 3
+    splits from 8192 keys, past 0.4 to half 1; else 0 (the generic count)."""
+    if not sm90 or hbm3e or not 2 <= rows <= 8 or 3 * units <= sms or 2 * units > sms:
+        return 0
+    return 1 if 5 * units > 2 * sms else 3 if n >= 8192 else 0
 
 
 def _splits_holding_keys(splits, n):
@@ -2699,6 +2709,57 @@ def _small_grid_spec_short_max(d, rows, units, sms):
     if d not in (64, 96) or rows > 16 or (d == 64 and rows > 8 and 3 * units > 2 * sms):
         return None
     return 16 if d == 64 else 8
+
+
+def test_small_grid_contiguous_d128():
+    """Contiguous 16-bit head_dim 128 below half a unit per SM off HBM3e Hopper parts, one new
+    token in units of 2-8 rows (decode_small_grid_contiguous_d128_splits, stop 109,
+    `_small_grid_contiguous_d128`): past a third of a unit per SM to 0.4 3 splits from 8192 keys,
+    past 0.4 to half 1; elsewhere (below a third, shorter caches, one-row units (MHA), Nq 2,
+    paged caches, HBM3e parts) the generic SMs // units. The counts, then automatic calls in
+    both sub-bands against the reference, and their grids."""
+    require_op("decode_attention")
+    sms = torch.cuda.get_device_properties(0).multi_processor_count
+    hbm3e = device_is_hopper_hbm3e()
+    sm90 = torch.cuda.get_device_capability()[0] == 9
+    f16 = torch.float16
+
+    def generic(units, n):
+        return 1 if 2 * units > sms else max(1, min(sms // units, -(-n // 128), 128))
+
+    b3 = sms // 24 + 1  # GQA 32/8: just past a third of a unit per SM (B=6 at 132 SMs: 0.36)
+    b1 = (2 * sms) // 40 + 1  # just past 0.4 (B=7: 0.42)
+    bh = sms // 16  # half (B=8: 0.48)
+    if sms == 132:
+        assert (b3, b1, bh) == (6, 7, 8), (b3, b1, bh)
+    cases = [(b3, 8, 4, n, 1) for n in (16384, 8192, 8191, 2048)] + \
+            [(b, 8, 4, n, 1) for b in (b1, bh) for n in (2048, 16384)] + \
+            [(b3 - 1, 8, 4, 16384, 1), (bh + 1, 8, 4, 16384, 1), (sms // 64, 32, 1, 16384, 1),
+             (2 * b3 + 1, 4, 8, 16384, 1), (sms // 9, 4, 8, 2048, 1), (b1, 8, 8, 16384, 2), (b3, 8, 8, 16384, 2)]
+    for b, hkv, rows, n, nq in cases:
+        units = b * hkv
+        if 2 * units > sms and (hbm3e or not sm90):  # above half: HBM3e parts' partial wave (its own test)
+            continue
+        rule = _small_grid_contiguous_d128(units, n, sms, sm90, hbm3e, rows) if nq == 1 else 0
+        for dt in (f16, torch.bfloat16):
+            got = llm.decode_num_splits(b, hkv, rows, n, 128, dt, paged=False, seq_len_q=nq)
+            assert got == (rule or generic(units, n)), (b, hkv, rows, n, nq, dt, got)
+        # paged caches: not this rule (above half, the H100's half-wave band: `_small_grid_half_wave`)
+        half_wave = _small_grid_half_wave(units, n, sms, sm90, hbm3e, 128) if nq == 1 and rows <= 8 else 0
+        assert llm.decode_num_splits(b, hkv, rows, n, 128, f16, seq_len_q=nq) == (half_wave or generic(units, n)), \
+            (b, hkv, n, nq)
+    if sm90 and not hbm3e and sms == 132:  # the H100: the measured points
+        assert [_small_grid_contiguous_d128(8 * b, n, sms, sm90, hbm3e) for b, n in
+                ((6, 16384), (6, 8192), (6, 8191), (7, 2048), (8, 16384), (5, 16384), (9, 16384))] == [3, 3, 0, 1, 1, 0, 0]
+    # automatic calls in both sub-bands against the reference, the grid units x the count
+    for b, n, dt, seed in ((b3, 8192, f16, 901), (b1, 2048, torch.bfloat16, 902)):
+        splits = llm.decode_num_splits(b, 8, 4, n, 128, dt, paged=False)
+        q = torch.randn(b, 32, 1, 128, device="cuda").to(dt)
+        k, v = (torch.randn(b, 8, n, 128, device="cuda").to(dt) for _ in range(2))
+        out = poison_(torch.empty_like(q))
+        llm.decode_attention(q, k, v, out=out)
+        assert_close(out, attention_reference(q, k, v), dtype=dt, what=f"contiguous B={b} N={n}, {splits} splits")
+        assert kernel_grid_blocks(lambda: llm.decode_attention(q, k, v), "decode_attention") == 8 * b * splits, (b, n)
 
 
 def test_small_grid_two_blocks():

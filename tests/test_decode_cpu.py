@@ -531,7 +531,13 @@ _HOST_SPLIT_CASES = {
          ((44, 4096, 8, 4, 1, 128, 1), 1),
          ((47, 16384, 8, 4, 1, 128, 1), 2),    # ... 2 past 2.8 to under 3
          ((47, 4096, 8, 4, 1, 128, 1), 1),
-         ((6, 16384, 8, 4, 1, 128, 0), 2),     # contiguous D = 128 small grids (TMA 3): the generic SMs // units
+         ((10, 16384, 8, 4, 1, 128, 1), 2),    # ... 2 to 5/8 (stop 109)
+         ((9, 8192, 8, 4, 1, 128, 1), 2),
+         ((6, 16384, 8, 4, 1, 128, 0), 3),     # contiguous D = 128 small grids (TMA 3), 0.33-0.4 units per SM: 3 from 8192 keys
+         ((6, 8191, 8, 4, 1, 128, 0), 2),      # ... the generic SMs // units below
+         ((7, 2048, 8, 4, 1, 128, 0), 1),      # ... 0.4-0.5: 1
+         ((2, 16384, 32, 1, 1, 128, 0), 2),    # ... not for one-row units (MHA)
+         ((5, 16384, 8, 4, 1, 128, 0), 3),     # ... below a third the generic SMs // units
          ((9, 16384, 8, 4, 1, 128, 0), 1),
          ((1, 16384, 8, 4, 1, 128, 1), 16)],   # the issue's B=1/16K GQA: SMs // 8 rows' units
     ("--mem-khz", "3201000"): [((40, 2048, 8, 4, 1, 64, 1), 4),   # HBM3e pairs: the spread tail's pieces
@@ -539,7 +545,9 @@ _HOST_SPLIT_CASES = {
                                ((38, 8192, 8, 4, 1, 96, 1), 4),   # HBM3e paged D = 96 from 8192 keys: 4
                                ((9, 8192, 32, 1, 1, 128, 1), 3),  # HBM3e D = 128 past 2 units per SM: 3, MHA too
                                ((9, 16384, 8, 4, 1, 128, 0), 3),  # HBM3e's partial wave (contiguous 0.5-0.7)
-                               ((48, 16384, 8, 4, 1, 128, 1), 2)],  # HBM3e's wave top
+                               ((48, 16384, 8, 4, 1, 128, 1), 2),  # HBM3e's wave top
+                               ((6, 16384, 8, 4, 1, 128, 0), 2),  # HBM3e contiguous below half: the generic count
+                               ((9, 16384, 8, 4, 1, 128, 1), 3)],  # HBM3e paged 0.5-0.9: 2 SMs // units
     ("--sms", "108", "--cc", "8.0", "--mem-khz", "1593000"): [((40, 2048, 8, 4, 1, 64, 1), 1),
                                                               ((1, 16384, 8, 4, 1, 128, 1), 13)],
 }

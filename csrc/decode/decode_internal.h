@@ -1359,10 +1359,12 @@ inline int decode_small_grid_two_blocks_splits(bool paged, int64_t units, int64_
 // 2/3 of a unit per SM they take 2 SMs // units splits (3; two blocks per SM or fewer, cut
 // back to the splits that hold keys) on their own depths (not the HBM3e 3 / 2 stages): paged
 // D = 64 / 96 and contiguous D = 96 from 2048 keys (kPartialWaveMinKeys; shorter tables not
-// measured), contiguous D = 64 and paged D = 128 from 8192 (kPartialWaveFullWaveKeys).
-// Contiguous D = 128 keeps the generic count: its small grids run TMA 3 since stop 108
+// measured), contiguous D = 64 and paged D = 128 from 8192 (kPartialWaveFullWaveKeys); paged
+// D = 128 takes 2, not 3, to 5/8 of a unit per SM (stop 109).
+// Contiguous D = 128 keeps 1 split here: its small grids run TMA 3 since stop 108
 // (decode_tma_stages_for), whose one block a unit leads every split count (below); the splits
 // had led the cp.async kernel's one block (the figures at 1 split below are that kernel's).
+// Below half a unit per SM it has its own rule (decode_small_grid_contiguous_d128_splits).
 // The H100 (NOTES.md "Stop 107" and "Stop 108", GQA 32/8 block 16, us, 1 / 2 / 3 splits (cuDNN)):
 // - paged D = 64 / 96 (`--h100-small-grids`, a4803ea): B=9/8K D = 64 75.3 / - / 56.6 (63.1),
 //   D = 96 108.5 / - / 82.4 (87.7); beyond 2/3 it gains little or loses (2 splits: B=12/4K
@@ -1390,7 +1392,11 @@ inline int decode_small_grid_two_blocks_splits(bool paged, int64_t units, int64_
 //   139.2; B=7/4K 43.7 / 44.6 / 45.3, 4: 45.6; B=8 2K 25.8 / 26.6, 4: 27.5, 16K 179.8 / 177.2,
 //   4: 178.5);
 // - paged D = 128: from 8192 keys (B=9/16K 221.5 / 206.3 / 209.4 (206.8), B=11/16K 249.9 /
-//   248.7 / 245.4), not at 4096 (B=9 59.1 / 57.4 / 58.1, B=11 65.2 / 67.5 / 66.2).
+//   248.7 / 245.4), not at 4096 (B=9 59.1 / 57.4 / 58.1, B=11 65.2 / 67.5 / 66.2); 2 splits, not
+//   3, to 5/8 of a unit per SM (stop 109, `--h100-d128-left`, dd6060a: B=9 (0.55) 8K 114.1 /
+//   103.2 / 104.7 (100.2), 16K 219.6 / 199.4 / 203.2 (197.2); B=10 (0.61) 8K 112.9 / 113.6 /
+//   113.7, 16K 222.2 / 219.8 / 220.8; B=11 (0.67) 8K 122.0 / 125.0 / 122.3, 16K 239.9 / 240.2 /
+//   237.9).
 // Returns the count, or 0.
 inline int decode_small_grid_half_wave_splits(int head_dim, int seq_len_q, int rows_per_kv_head, bool paged,
                                               int64_t units, int64_t sms, int64_t max_kv_len) {
@@ -1402,10 +1408,35 @@ inline int decode_small_grid_half_wave_splits(int head_dim, int seq_len_q, int r
       2 * units <= sms || 3 * units > 2 * sms || max_kv_len < min_keys || device_cc_major() != 9 ||
       device_is_hopper_hbm3e())
     return 0;
-  // (past this, sms / 2 < units <= 2 SMs / 3, so splits = 3, and max_kv_len >= 2048 keys holds
-  // them; split_count_holding_keys takes an int length: longer ones hold 3 too)
-  const int splits = static_cast<int>(2 * sms / units);
+  // (past this, sms / 2 < units <= 2 SMs / 3, so 2 SMs // units = 3, and max_kv_len >= 2048 keys
+  // holds them; split_count_holding_keys takes an int length: longer ones hold 3 too)
+  const int splits = head_dim == 128 && 8 * units <= 5 * sms ? 2 : static_cast<int>(2 * sms / units);
   return split_count_holding_keys<kTileTokens>(splits, static_cast<int>(std::min<int64_t>(max_kv_len, 1 << 30)));
+}
+// Off HBM3e Hopper parts (the H100), contiguous 16-bit 128-column rows (head_dim exactly 128),
+// one new token in units of 2 to kNarrowMaxRows rows (GQA; 4 measured), below half a unit per
+// SM, where the generic count is SMs // units and the small grid runs TMA 3
+// (decode_tma_stages_for): past 0.4 units per SM 1 split (one block a unit; 2 SMs // units or
+// more blocks add merge work, not bandwidth), from a third to 0.4 and from 8192 keys 3 splits
+// (SMs // units rounded up: two blocks on a few SMs). The H100 (stop 109, `--h100-d128-left`,
+// dd6060a, GQA 32/8, us, 1 / 2 (the generic count) / 3 splits, 2 SMs // units (cuDNN)):
+// - B=7 (0.42) 2K 23.2 / 24.4 / 26.3, 8K 81.4 / 82.3 / 82.2, 16K 156.5 / 160.2 / 160.1
+//   (160.1); stop 108, 4K 43.7 / 44.6 / 45.3;
+// - B=8 (0.48) 2K 25.5 / 26.4 / 29.2 (28.8), 8K 89.8 / 89.2 / 94.5, 16K 172.9 / 173.6 / 181.1;
+//   stop 108, 2K 25.8 / 26.6, 16K 179.8 / 177.2;
+// - B=6 (0.36) 8K 74.6 / 73.0 / 71.1, 5: 70.9 (73.8); 16K 142.8 / 140.5 / 135.1, 5: 135.8
+//   (139.4); stop 108 16K 148.2 / 143.5 / 137.8; not at 2K (21.8 / 22.1 / 23.2; stop 108
+//   22.4 / 22.5 / 23.6);
+// - below a third the generic count leads (B=5 (0.30, 3 splits) 16K 112.2, 2: 131.2, 6:
+//   113.7; B=4 (4) 16K 90.2, 2: 90.8, 8: 90.3; B=3 (5) 16K 70.0, 11: 70.0).
+// Returns the count, or 0 where the rule does not apply.
+inline int decode_small_grid_contiguous_d128_splits(int head_dim, int seq_len_q, int rows_per_kv_head, bool paged,
+                                                    int64_t units, int64_t sms, int64_t max_kv_len) {
+  if (paged || head_dim != 128 || seq_len_q != 1 || rows_per_kv_head < 2 || rows_per_kv_head > kNarrowMaxRows ||
+      3 * units <= sms || 2 * units > sms || device_cc_major() != 9 || device_is_hopper_hbm3e())
+    return 0;
+  if (5 * units > 2 * sms) return 1;
+  return max_kv_len >= kPartialWaveFullWaveKeys ? 3 : 0;
 }
 // The calls stop 79 measured for the same split count (decode_small_grid_two_blocks_splits;
 // their TMA depths stay the ones measured there, not the small-grid rule's): 16-bit head_dim 64

@@ -52,12 +52,13 @@ CONTEXTS = (1024, 4096, 16384)
 MID_GRIDS = ((17, 1024, 8), (24, 2048, 8))
 # Head_dim 128 one-token GQA 32/8 grids of stop 108's H100 rules (csrc/decode/NOTES.md "Stop
 # 108"; preset "all"), (B, N), paged and contiguous (decode_attention): half a unit per SM to 2/3
-# (B=9/16K: paged 3 splits from 8192 keys, contiguous 1 on TMA 3; B=11/4K: 1 on both), past 2
+# (B=9/16K: paged 3 splits from 8192 keys, 2 since stop 109, contiguous 1 on TMA 3; B=11/4K: 1 on both), past 2
 # units per SM to 2.5 from 4096 keys (B=34, 37, 38) and 2.5-2.8 from 8192 (B=44): 3 splits
 D128_THREE_SPLIT_GRIDS = ((9, 16384), (11, 4096), (34, 16384), (37, 16384), (38, 8192), (44, 16384))
 # ... and contiguous small grids, which the H100 runs on TMA 3 since stop 108 (the cp.async kernel
-# before): 0.36 and 0.73 units per SM (2 splits, 1)
-D128_CONTIGUOUS_SMALL_GRIDS = ((6, 16384), (12, 16384))
+# before): 0.36 and 0.73 units per SM (3 splits since stop 109, 1), and 0.42-0.48 (1 split since
+# stop 109, 2 before)
+D128_CONTIGUOUS_SMALL_GRIDS = ((6, 16384), (12, 16384), (7, 2048), (7, 16384), (8, 2048))
 # Serving tables (preset "all"): block tables 4x the sequences' length, as engines size them
 # for the longest context, at a grid where the split heuristic takes the balanced schedule
 # (160 blocks: 2 splits), with the same grid at full capacity beside it: (B, N, Hkv)
