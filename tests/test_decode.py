@@ -2688,11 +2688,12 @@ def _small_grid_half_wave(units, n, sms, sm90, hbm3e, d=64, paged=True):
 
 def _small_grid_contiguous_d128(units, n, sms, sm90, hbm3e, rows=4):
     """decode_small_grid_contiguous_d128_splits (contiguous 16-bit head_dim 128, one token in
-    units of 2-8 rows, stop 109): off HBM3e Hopper parts past a third of a unit per SM to 0.4 3
-    splits from 8192 keys, past 0.4 to half 1; else 0 (the generic count)."""
-    if not sm90 or hbm3e or not 2 <= rows <= 8 or 3 * units <= sms or 2 * units > sms:
+    units of at most 8 rows, stop 109): off HBM3e Hopper parts past a third of a unit per SM to
+    0.4 3 splits from 8192 keys (units of 2 rows or more), past 0.4 to half 1; else 0 (the
+    generic count)."""
+    if not sm90 or hbm3e or not 1 <= rows <= 8 or 3 * units <= sms or 2 * units > sms:
         return 0
-    return 1 if 5 * units > 2 * sms else 3 if n >= 8192 else 0
+    return 1 if 5 * units > 2 * sms else 3 if n >= 8192 and rows >= 2 else 0
 
 
 def _splits_holding_keys(splits, n):
@@ -2715,8 +2716,8 @@ def test_small_grid_contiguous_d128():
     """Contiguous 16-bit head_dim 128 below half a unit per SM off HBM3e Hopper parts, one new
     token in units of 2-8 rows (decode_small_grid_contiguous_d128_splits, stop 109,
     `_small_grid_contiguous_d128`): past a third of a unit per SM to 0.4 3 splits from 8192 keys,
-    past 0.4 to half 1; elsewhere (below a third, shorter caches, one-row units (MHA), Nq 2,
-    paged caches, HBM3e parts) the generic SMs // units. The counts, then automatic calls in
+    past 0.4 to half 1 (one-row units, MHA, too); elsewhere (below a third, shorter caches, MHA
+    below 0.4, Nq 2, paged caches, HBM3e parts) the generic SMs // units. The counts, then automatic calls in
     both sub-bands against the reference, and their grids."""
     require_op("decode_attention")
     sms = torch.cuda.get_device_properties(0).multi_processor_count
@@ -2735,7 +2736,8 @@ def test_small_grid_contiguous_d128():
     cases = [(b3, 8, 4, n, 1) for n in (16384, 8192, 8191, 2048)] + \
             [(b, 8, 4, n, 1) for b in (b1, bh) for n in (2048, 16384)] + \
             [(b3 - 1, 8, 4, 16384, 1), (bh + 1, 8, 4, 16384, 1), (sms // 64, 32, 1, 16384, 1),
-             (2 * b3 + 1, 4, 8, 16384, 1), (sms // 9, 4, 8, 2048, 1), (b1, 8, 8, 16384, 2), (b3, 8, 8, 16384, 2)]
+             (2 * b3 + 1, 4, 8, 16384, 1), (sms // 9, 4, 8, 2048, 1), (b1, 8, 8, 16384, 2), (b3, 8, 8, 16384, 2),
+             (b3 // 2, 16, 1, 16384, 1)]  # MHA at 16 heads: 0.33-0.4 (B=3: 0.36), the generic count
     for b, hkv, rows, n, nq in cases:
         units = b * hkv
         if 2 * units > sms and (hbm3e or not sm90):  # above half: HBM3e parts' partial wave (its own test)
@@ -2751,6 +2753,7 @@ def test_small_grid_contiguous_d128():
     if sm90 and not hbm3e and sms == 132:  # the H100: the measured points
         assert [_small_grid_contiguous_d128(8 * b, n, sms, sm90, hbm3e) for b, n in
                 ((6, 16384), (6, 8192), (6, 8191), (7, 2048), (8, 16384), (5, 16384), (9, 16384))] == [3, 3, 0, 1, 1, 0, 0]
+        assert llm.decode_num_splits(2, 32, 1, 2048, 128, f16, paged=False) == 1  # MHA B=2 (0.48)
     # automatic calls in both sub-bands against the reference, the grid units x the count
     for b, n, dt, seed in ((b3, 8192, f16, 901), (b1, 2048, torch.bfloat16, 902)):
         splits = llm.decode_num_splits(b, 8, 4, n, 128, dt, paged=False)

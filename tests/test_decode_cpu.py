@@ -536,7 +536,8 @@ _HOST_SPLIT_CASES = {
          ((6, 16384, 8, 4, 1, 128, 0), 3),     # contiguous D = 128 small grids (TMA 3), 0.33-0.4 units per SM: 3 from 8192 keys
          ((6, 8191, 8, 4, 1, 128, 0), 2),      # ... the generic SMs // units below
          ((7, 2048, 8, 4, 1, 128, 0), 1),      # ... 0.4-0.5: 1
-         ((2, 16384, 32, 1, 1, 128, 0), 2),    # ... not for one-row units (MHA)
+         ((2, 16384, 32, 1, 1, 128, 0), 1),    # ... one-row units (MHA) too
+         ((3, 16384, 16, 1, 1, 128, 0), 2),    # ... but not their 3 (MHA 16 heads, 0.36: the generic count)
          ((5, 16384, 8, 4, 1, 128, 0), 3),     # ... below a third the generic SMs // units
          ((9, 16384, 8, 4, 1, 128, 0), 1),
          ((1, 16384, 8, 4, 1, 128, 1), 16)],   # the issue's B=1/16K GQA: SMs // 8 rows' units

@@ -1414,12 +1414,13 @@ inline int decode_small_grid_half_wave_splits(int head_dim, int seq_len_q, int r
   return split_count_holding_keys<kTileTokens>(splits, static_cast<int>(std::min<int64_t>(max_kv_len, 1 << 30)));
 }
 // Off HBM3e Hopper parts (the H100), contiguous 16-bit 128-column rows (head_dim exactly 128),
-// one new token in units of 2 to kNarrowMaxRows rows (GQA; 4 measured), below half a unit per
-// SM, where the generic count is SMs // units and the small grid runs TMA 3
-// (decode_tma_stages_for): past 0.4 units per SM 1 split (one block a unit; 2 SMs // units or
-// more blocks add merge work, not bandwidth), from a third to 0.4 and from 8192 keys 3 splits
-// (SMs // units rounded up: two blocks on a few SMs). The H100 (stop 109, `--h100-d128-left`,
-// dd6060a, GQA 32/8, us, 1 / 2 (the generic count) / 3 splits, 2 SMs // units (cuDNN)):
+// one new token in units of at most kNarrowMaxRows rows, below half a unit per SM, where the
+// generic count is SMs // units and the small grid runs TMA 3 (decode_tma_stages_for): past 0.4
+// units per SM 1 split (one block a unit; 2 SMs // units or more blocks add merge work, not
+// bandwidth), from a third to 0.4 and from 8192 keys 3 splits (SMs // units rounded up: two
+// blocks on a few SMs) for units of 2 rows or more (GQA; one-row units, MHA, not measured there).
+// The H100 (stop 109, `--h100-d128-left`, dd6060a, GQA 32/8, us, 1 / 2 (the generic count) / 3
+// splits, 2 SMs // units (cuDNN)):
 // - B=7 (0.42) 2K 23.2 / 24.4 / 26.3, 8K 81.4 / 82.3 / 82.2, 16K 156.5 / 160.2 / 160.1
 //   (160.1); stop 108, 4K 43.7 / 44.6 / 45.3;
 // - B=8 (0.48) 2K 25.5 / 26.4 / 29.2 (28.8), 8K 89.8 / 89.2 / 94.5, 16K 172.9 / 173.6 / 181.1;
@@ -1429,14 +1430,20 @@ inline int decode_small_grid_half_wave_splits(int head_dim, int seq_len_q, int r
 //   22.4 / 22.5 / 23.6);
 // - below a third the generic count leads (B=5 (0.30, 3 splits) 16K 112.2, 2: 131.2, 6:
 //   113.7; B=4 (4) 16K 90.2, 2: 90.8, 8: 90.3; B=3 (5) 16K 70.0, 11: 70.0).
+// `--h100-d128-left-confirm` (a6f05c9): GQA 32/4 (8-row units) B=13 (0.39) 2K 23.1 / 23.9 (the
+// generic 2) / 25.5, 16K 150.1 / 150.3 / 146.9, 5: 144.7 (148.5); B=15 (0.45) 2K 24.9 / 26.0 /
+// 28.6, 16K 164.9 / 167.3 / 171.7 (168.1); MHA B=2 (0.48) 2K 25.1 / 26.1 / 28.4 (28.3), 16K
+// 172.6 / 172.9 / 180.2; GQA 32/8 B=6 below 8192 keys, 4K, level (39.0 / 39.2 / 38.9, 5: 38.5).
+// Paged caches keep the generic 2 (1 split, the paged TMA kernel off HBM3e at its 1-split depth:
+// B=7 2K 30.3 / 24.2, 16K 219.9 / 154.8; B=8 16K 219.8 / 174.6).
 // Returns the count, or 0 where the rule does not apply.
 inline int decode_small_grid_contiguous_d128_splits(int head_dim, int seq_len_q, int rows_per_kv_head, bool paged,
                                                     int64_t units, int64_t sms, int64_t max_kv_len) {
-  if (paged || head_dim != 128 || seq_len_q != 1 || rows_per_kv_head < 2 || rows_per_kv_head > kNarrowMaxRows ||
+  if (paged || head_dim != 128 || seq_len_q != 1 || rows_per_kv_head < 1 || rows_per_kv_head > kNarrowMaxRows ||
       3 * units <= sms || 2 * units > sms || device_cc_major() != 9 || device_is_hopper_hbm3e())
     return 0;
   if (5 * units > 2 * sms) return 1;
-  return max_kv_len >= kPartialWaveFullWaveKeys ? 3 : 0;
+  return max_kv_len >= kPartialWaveFullWaveKeys && rows_per_kv_head >= 2 ? 3 : 0;
 }
 // The calls stop 79 measured for the same split count (decode_small_grid_two_blocks_splits;
 // their TMA depths stay the ones measured there, not the small-grid rule's): 16-bit head_dim 64

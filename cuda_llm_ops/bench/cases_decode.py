@@ -57,8 +57,9 @@ MID_GRIDS = ((17, 1024, 8), (24, 2048, 8))
 D128_THREE_SPLIT_GRIDS = ((9, 16384), (11, 4096), (34, 16384), (37, 16384), (38, 8192), (44, 16384))
 # ... and contiguous small grids, which the H100 runs on TMA 3 since stop 108 (the cp.async kernel
 # before): 0.36 and 0.73 units per SM (3 splits since stop 109, 1), and 0.42-0.48 (1 split since
-# stop 109, 2 before)
-D128_CONTIGUOUS_SMALL_GRIDS = ((6, 16384), (12, 16384), (7, 2048), (7, 16384), (8, 2048))
+# stop 109, 2 before; MHA B=2 too), (B, N, Hkv)
+D128_CONTIGUOUS_SMALL_GRIDS = ((6, 16384, 8), (12, 16384, 8), (7, 2048, 8), (7, 16384, 8), (8, 2048, 8),
+                               (2, 2048, 32))
 # Serving tables (preset "all"): block tables 4x the sequences' length, as engines size them
 # for the longest context, at a grid where the split heuristic takes the balanced schedule
 # (160 blocks: 2 splits), with the same grid at full capacity beside it: (B, N, Hkv)
@@ -338,8 +339,8 @@ def decode_attention_cases(dtype: torch.dtype, preset: str, quick: bool) -> list
         cases += [paged_case(b, n, 8, dtype, op="decode_attention", D=d, Nq=nq) for d in SMALL_GRID_HEAD_DIMS
                   for b, n, nq in SMALL_GRID_WIDE_GRIDS]
         cases += [paged_case(b, n, 8, dtype, op="decode_attention", D=d) for d, b, n in BAND_CONTIGUOUS_GRIDS]
-        cases += [paged_case(b, n, 8, dtype, op="decode_attention") for b, n in
-                  D128_THREE_SPLIT_GRIDS + D128_CONTIGUOUS_SMALL_GRIDS]
+        cases += [paged_case(b, n, 8, dtype, op="decode_attention") for b, n in D128_THREE_SPLIT_GRIDS]
+        cases += [paged_case(b, n, h, dtype, op="decode_attention") for b, n, h in D128_CONTIGUOUS_SMALL_GRIDS]
     return cases
 
 
