@@ -2220,6 +2220,18 @@ H100_D128_LEFT_CONFIRM_ROWS = ([(b, n, 4, 128, 1, True) for b in (13, 15) for n 
                                + [(b, n, 8, 128, 1, False) for b in (7, 8) for n in (2048, 16384)]
                                + [(10, 4096, 8, 128, 1, False)])
 
+# --h100-paged-depth (stop 109): paged D = 128 one-token GQA 32/8 grids just past half a unit per
+# SM on the H100 (2 splits since stop 109 to 5/8, 3 to 2/3: 1.09-1.5 blocks per SM, where the TMA
+# kernel runs 2 stages), still 0.97x cuDNN at B=9/16K: the depths and the cp.async kernel at 2 and
+# 3 splits; B=7/16K (the generic 2: 0.85 blocks per SM, small-grid depth) beside
+H100_PAGED_DEPTH_ROWS = [(b, n, 8, 128, 1, False) for b, n in ((9, 8192), (9, 16384), (10, 16384), (11, 16384),
+                                                              (7, 16384))]
+H100_PAGED_DEPTH_VARIANTS = {"auto": {}, "cp": {"CLO_DECODE_VARIANT": "1"},
+                             **{f"tma{st}": {"CLO_DECODE_VARIANT": "2", "CLO_DECODE_TMA_STAGES": str(st)}
+                                for st in (2, 3, 4)}}
+H100_PAGED_DEPTH_RUNS = {(0, "auto"), (2, "tma2"), (2, "tma3"), (2, "tma4"), (2, "cp"), (3, "tma2"), (3, "tma3"),
+                         (3, "cp")}
+
 
 def h100_d128_next_runs(row, sms: int) -> set:
     """auto, 1, 2 and 3 splits, and below half a unit per SM 2 SMs // units."""
@@ -3462,6 +3474,9 @@ SWEEPS = {
     "h100-d128-left-confirm": (forced_splits_sweep(H100_D128_LEFT_CONFIRM_ROWS, H100_BAND_VARIANTS,
                                                    h100_d128_next_runs),
                                "around stop 109's D=128 rules: GQA 32/4 and MHA contiguous, paged 0.42-0.48: auto against 1, 2, 3"),
+    "h100-paged-depth": (forced_splits_sweep(H100_PAGED_DEPTH_ROWS, H100_PAGED_DEPTH_VARIANTS, H100_PAGED_DEPTH_RUNS,
+                                             show_kernels=True),
+                         "paged D=128 at 0.53-0.67 units per SM: TMA 2 / 3 / 4 stages and cp.async at 2 and 3 splits"),
     "h100-d128-band": (forced_splits_sweep(H100_D128_BAND_ROWS, H100_BAND_VARIANTS, H100_D128_BAND_RUNS),
                        "D=128 at 2.1-2.5 units per SM from 4096 keys, GQA and MHA, both layouts: auto (even 2) against 3"),
     "pair-depth": (forced_splits_sweep(PAIR_DEPTH_ROWS, PAIR_DEPTH_VARIANTS, PAIR_DEPTH_RUNS, show_kernels=True),
