@@ -2686,6 +2686,12 @@ def _small_grid_half_wave(units, n, sms, sm90, hbm3e, d=64, paged=True):
     return _splits_holding_keys(2 if d == 128 and 8 * units <= 5 * sms else 2 * sms // units, n)
 
 
+def _generic_splits(units, n, sms):
+    """The generic count (decode_attention_num_splits' last rule): 1 above half a unit per SM, else
+    SMs // units splits of 128 keys or more, at most 128."""
+    return 1 if 2 * units > sms else max(1, min(sms // units, -(-n // 128), 128))
+
+
 def _small_grid_contiguous_d128(units, n, sms, sm90, hbm3e, rows=4):
     """decode_small_grid_contiguous_d128_splits (contiguous 16-bit head_dim 128, one token in
     units of at most 8 rows, stop 109): off HBM3e Hopper parts past a third of a unit per SM to
@@ -2714,19 +2720,17 @@ def _small_grid_spec_short_max(d, rows, units, sms):
 
 def test_small_grid_contiguous_d128():
     """Contiguous 16-bit head_dim 128 below half a unit per SM off HBM3e Hopper parts, one new
-    token in units of 2-8 rows (decode_small_grid_contiguous_d128_splits, stop 109,
-    `_small_grid_contiguous_d128`): past a third of a unit per SM to 0.4 3 splits from 8192 keys,
-    past 0.4 to half 1 (one-row units, MHA, too); elsewhere (below a third, shorter caches, MHA
-    below 0.4, Nq 2, paged caches, HBM3e parts) the generic SMs // units. The counts, then automatic calls in
-    both sub-bands against the reference, and their grids."""
+    token in units of at most 8 rows (decode_small_grid_contiguous_d128_splits, stop 109,
+    `_small_grid_contiguous_d128`): past a third of a unit per SM to 0.4 3 splits from 8192 keys
+    (units of 2 rows or more), past 0.4 to half 1 (one-row units, MHA, too); elsewhere (below a
+    third, shorter caches, MHA below 0.4, Nq 2, paged caches, HBM3e parts) the generic SMs //
+    units. The counts, then automatic calls in both sub-bands against the reference, and their
+    grids."""
     require_op("decode_attention")
     sms = torch.cuda.get_device_properties(0).multi_processor_count
     hbm3e = device_is_hopper_hbm3e()
     sm90 = torch.cuda.get_device_capability()[0] == 9
     f16 = torch.float16
-
-    def generic(units, n):
-        return 1 if 2 * units > sms else max(1, min(sms // units, -(-n // 128), 128))
 
     b3 = sms // 24 + 1  # GQA 32/8: just past a third of a unit per SM (B=6 at 132 SMs: 0.36)
     b1 = (2 * sms) // 40 + 1  # just past 0.4 (B=7: 0.42)
@@ -2745,11 +2749,11 @@ def test_small_grid_contiguous_d128():
         rule = _small_grid_contiguous_d128(units, n, sms, sm90, hbm3e, rows) if nq == 1 else 0
         for dt in (f16, torch.bfloat16):
             got = llm.decode_num_splits(b, hkv, rows, n, 128, dt, paged=False, seq_len_q=nq)
-            assert got == (rule or generic(units, n)), (b, hkv, rows, n, nq, dt, got)
+            assert got == (rule or _generic_splits(units, n, sms)), (b, hkv, rows, n, nq, dt, got)
         # paged caches: not this rule (above half, the H100's half-wave band: `_small_grid_half_wave`)
         half_wave = _small_grid_half_wave(units, n, sms, sm90, hbm3e, 128) if nq == 1 and rows <= 8 else 0
-        assert llm.decode_num_splits(b, hkv, rows, n, 128, f16, seq_len_q=nq) == (half_wave or generic(units, n)), \
-            (b, hkv, n, nq)
+        got = llm.decode_num_splits(b, hkv, rows, n, 128, f16, seq_len_q=nq)
+        assert got == (half_wave or _generic_splits(units, n, sms)), ("paged", b, hkv, n, nq, got)
     if sm90 and not hbm3e and sms == 132:  # the H100: the measured points
         assert [_small_grid_contiguous_d128(8 * b, n, sms, sm90, hbm3e) for b, n in
                 ((6, 16384), (6, 8192), (6, 8191), (7, 2048), (8, 16384), (5, 16384), (9, 16384))] == [3, 3, 0, 1, 1, 0, 0]
@@ -2757,8 +2761,9 @@ def test_small_grid_contiguous_d128():
     # automatic calls in both sub-bands against the reference, the grid units x the count
     for b, n, dt, seed in ((b3, 8192, f16, 901), (b1, 2048, torch.bfloat16, 902)):
         splits = llm.decode_num_splits(b, 8, 4, n, 128, dt, paged=False)
-        q = torch.randn(b, 32, 1, 128, device="cuda").to(dt)
-        k, v = (torch.randn(b, 8, n, 128, device="cuda").to(dt) for _ in range(2))
+        g = torch.Generator(device="cuda").manual_seed(seed)
+        q = torch.randn(b, 32, 1, 128, device="cuda", generator=g).to(dt)
+        k, v = (torch.randn(b, 8, n, 128, device="cuda", generator=g).to(dt) for _ in range(2))
         out = poison_(torch.empty_like(q))
         llm.decode_attention(q, k, v, out=out)
         assert_close(out, attention_reference(q, k, v), dtype=dt, what=f"contiguous B={b} N={n}, {splits} splits")
@@ -2786,7 +2791,7 @@ def test_small_grid_two_blocks():
     f16 = torch.float16
 
     def generic(units, n):
-        return 1 if 2 * units > sms else max(1, min(sms // units, -(-n // 128), 128))
+        return _generic_splits(units, n, sms)
 
     for d in (64, 96):
         for b, hkv, group, n in ((16, 8, 4, 4096), (12, 8, 4, 4096), (10, 8, 4, 4096), (6, 8, 4, 4096),
