@@ -1434,8 +1434,8 @@ inline int decode_small_grid_half_wave_splits(int head_dim, int seq_len_q, int r
 // generic 2) / 25.5, 16K 150.1 / 150.3 / 146.9, 5: 144.7 (148.5); B=15 (0.45) 2K 24.9 / 26.0 /
 // 28.6, 16K 164.9 / 167.3 / 171.7 (168.1); MHA B=2 (0.48) 2K 25.1 / 26.1 / 28.4 (28.3), 16K
 // 172.6 / 172.9 / 180.2; GQA 32/8 B=6 below 8192 keys, 4K, level (39.0 / 39.2 / 38.9, 5: 38.5).
-// Paged caches keep the generic 2 (1 split, the paged TMA kernel off HBM3e at its 1-split depth:
-// B=7 2K 30.3 / 24.2, 16K 219.9 / 154.8; B=8 16K 219.8 / 174.6).
+// Paged caches keep the generic 2: one block a unit reads far slower there (1 / 2 splits: B=7 2K
+// 30.3 / 24.2, 16K 219.9 / 154.8; B=8 16K 219.8 / 174.6).
 // Returns the count, or 0 where the rule does not apply.
 inline int decode_small_grid_contiguous_d128_splits(int head_dim, int seq_len_q, int rows_per_kv_head, bool paged,
                                                     int64_t units, int64_t sms, int64_t max_kv_len) {
