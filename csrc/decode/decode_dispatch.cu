@@ -254,24 +254,20 @@ int decode_attention_num_splits(int batch, int num_kv_heads, int rows_per_kv_hea
     const int splits = decode_small_grid_two_blocks_splits(paged, base, sms, max_kv_len);
     if (splits > 1) return capped(splits);
   }
-  // ... and on other sm_90 parts above half a unit per SM, paged head_dim 128 too
-  // (decode_small_grid_half_wave_splits)
   if (dtype != DType::kFloat8E4M3) {
-    const int splits =
+    // ... and on other sm_90 parts above half a unit per SM, paged head_dim 128 too
+    // (decode_small_grid_half_wave_splits)
+    int splits =
         decode_small_grid_half_wave_splits(head_dim, seq_len_q, rows_per_kv_head, paged, base, sms, max_kv_len);
     if (splits > 1) return capped(splits);
-  }
-  // ... and contiguous head_dim 128 from a third to half a unit per SM
-  // (decode_small_grid_contiguous_d128_splits)
-  if (dtype != DType::kFloat8E4M3) {
-    const int splits =
+    // ... and contiguous head_dim 128 from a third to half a unit per SM
+    // (decode_small_grid_contiguous_d128_splits)
+    splits =
         decode_small_grid_contiguous_d128_splits(head_dim, seq_len_q, rows_per_kv_head, paged, base, sms, max_kv_len);
     if (splits > 0) return capped(splits);
-  }
-  // ... and Nq 2-4 in one row tile (decode_small_grid_spec_short_splits_max, NOTES.md "Stop 79")
-  if (dtype != DType::kFloat8E4M3) {
+    // ... and Nq 2-4 in one row tile (decode_small_grid_spec_short_splits_max, NOTES.md "Stop 79")
     const int64_t short_max = decode_small_grid_spec_short_splits_max(head_dim, seq_len_q, rows_per_kv_head, base, sms);
-    const int splits = short_max > 0 ? decode_small_grid_two_blocks_splits(paged, base, sms, max_kv_len, short_max) : 0;
+    splits = short_max > 0 ? decode_small_grid_two_blocks_splits(paged, base, sms, max_kv_len, short_max) : 0;
     if (splits > 1) return capped(splits);
   }
   // The call as launch arguments without tensors (bases aligned, strides 0), for the launcher's

@@ -1207,8 +1207,7 @@ inline int decode_tail_splits(int head_dim, bool paged, int64_t units, int64_t s
   // 1057.8 / 1080.1); exactly 3 (whole waves) keeps 1.
   if (second_wave_3 && max_kv_len >= kPartialWaveFullWaveKeys && 2 * units > 5 * sms && units < 3 * sms)
     return 5 * units <= 14 * sms ? 3 : 2;
-  if (second_wave_top && 10 * units > 21 * sms) return 2;
-  return one_tail ? 2 : 1;
+  return one_tail || (second_wave_top && 10 * units > 21 * sms) ? 2 : 1;
 }
 
 // 16-bit head_dim 64 (exactly: narrower rows on its kernel are not measured) on sm_90 at
@@ -1285,7 +1284,7 @@ inline int decode_d64_tail_splits(bool paged, bool pairs, int64_t base, int64_t 
   }
   if (!paged) {
     if (base <= 2 * sms || 10 * base > 27 * sms || (hbm3e && two_tile_rows)) return 1;
-    return !hbm3e && !two_tile_rows && max_kv_len < kSplitRuleLengthEdges[3] ? 3 : 2;
+    return !hbm3e && !two_tile_rows && max_kv_len < kPartialWaveFullWaveKeys ? 3 : 2;
   }
   return 10 * base > 21 * sms && 20 * base <= 49 * sms ? 3 : 1;
 }
