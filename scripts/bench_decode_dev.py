@@ -2233,6 +2233,18 @@ H100_PAGED_DEPTH_RUNS = {(0, "auto"), (2, "tma2"), (2, "tma3"), (2, "tma4"), (2,
                          (3, "cp")}
 
 
+# --h100-d224-splits (stop 110): paged rows that are not whole lines on the D = 256 kernel (one
+# block per SM) in the one-tail band, where the H100 runs 3 even splits from 4096 keys (stop 99)
+# and paged D = 224 B=20/16K read 0.92x flash: at 160 units 3 splits are 3.6 waves (the last 64%
+# full), 4 are 4.85; B=17 at 3 is 3.09 waves. Auto (3) against 2-8 even splits, flash first
+# (cuDNN trails at these head dims); contiguous D = 224 and paged D = 256 (whole lines, balanced
+# 2) beside
+H100_D224_SPLITS_ROWS = ([(b, n, 8, 224, 1, False) for b in (17, 20, 22) for n in (4096, 16384)]
+                         + [(18, 16384, 8, 224, 1, False), (20, 8192, 8, 224, 1, False)]
+                         + [(20, n, 8, d, 1, False) for d in (176, 240) for n in (4096, 16384)]
+                         + [(20, 16384, 8, 224, 1, True), (20, 16384, 8, 256, 1, False)])
+H100_D224_SPLITS_RUNS = {(0, "auto")} | {(s, "forced") for s in (2, 3, 4, 5, 6, 8)}
+
 def h100_d128_next_runs(row, sms: int) -> set:
     """auto, 1, 2 and 3 splits, and below half a unit per SM 2 SMs // units."""
     units = row[0] * row[2]
@@ -3477,6 +3489,9 @@ SWEEPS = {
     "h100-paged-depth": (forced_splits_sweep(H100_PAGED_DEPTH_ROWS, H100_PAGED_DEPTH_VARIANTS, H100_PAGED_DEPTH_RUNS,
                                              show_kernels=True),
                          "paged D=128 at 0.53-0.67 units per SM: TMA 2 / 3 / 4 stages and cp.async at 2 and 3 splits"),
+    "h100-d224-splits": (forced_splits_sweep(H100_D224_SPLITS_ROWS, H100_BAND_VARIANTS, H100_D224_SPLITS_RUNS,
+                                             peer="sdpa-flash"),
+                         "paged rows not whole lines on the D=256 kernel (D=176-240), one-tail band: auto (3) against 2-8 even splits, flash first"),
     "h100-d128-band": (forced_splits_sweep(H100_D128_BAND_ROWS, H100_BAND_VARIANTS, H100_D128_BAND_RUNS),
                        "D=128 at 2.1-2.5 units per SM from 4096 keys, GQA and MHA, both layouts: auto (even 2) against 3"),
     "pair-depth": (forced_splits_sweep(PAIR_DEPTH_ROWS, PAIR_DEPTH_VARIANTS, PAIR_DEPTH_RUNS, show_kernels=True),
