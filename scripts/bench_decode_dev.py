@@ -2244,6 +2244,16 @@ H100_D224_SPLITS_ROWS = ([(b, n, 8, 224, 1, False) for b in (17, 20, 22) for n i
                          + [(20, n, 8, d, 1, False) for d in (176, 240) for n in (4096, 16384)]
                          + [(20, 16384, 8, 224, 1, True), (20, 16384, 8, 256, 1, False)])
 H100_D224_SPLITS_RUNS = {(0, "auto")} | {(s, "forced") for s in (2, 3, 4, 5, 6, 8)}
+# --h100-d224-long (stop 110): --h100-d224-splits read 8 even splits fastest at 16384 keys at every
+# point of the band (D = 224 B=20 880.5 -> 824.1 us, 4 and 5 ahead at 8192 keys): how the best
+# count grows with the length (8192-32768 keys, 3-16 splits), at D = 144-240, and outside the
+# band (B=10, 0.6 units per SM; B=40, 2.4) for the record
+H100_D224_LONG_ROWS = ([(b, n, 8, 224, 1, False) for b in (17, 20, 22) for n in (8192, 12288, 16384, 32768)]
+                       + [(20, n, 8, 176, 1, False) for n in (8192, 16384, 32768)]
+                       + [(20, n, 8, 240, 1, False) for n in (8192, 32768)]
+                       + [(20, 16384, 8, d, 1, False) for d in (144, 160)]
+                       + [(b, 16384, 8, 224, 1, False) for b in (10, 40)])
+H100_D224_LONG_RUNS = {(0, "auto")} | {(s, "forced") for s in (3, 4, 6, 8, 12, 16)}
 
 def h100_d128_next_runs(row, sms: int) -> set:
     """auto, 1, 2 and 3 splits, and below half a unit per SM 2 SMs // units."""
@@ -3492,6 +3502,9 @@ SWEEPS = {
     "h100-d224-splits": (forced_splits_sweep(H100_D224_SPLITS_ROWS, H100_BAND_VARIANTS, H100_D224_SPLITS_RUNS,
                                              peer="sdpa-flash"),
                          "paged rows not whole lines on the D=256 kernel (D=176-240), one-tail band: auto (3) against 2-8 even splits, flash first"),
+    "h100-d224-long": (forced_splits_sweep(H100_D224_LONG_ROWS, H100_BAND_VARIANTS, H100_D224_LONG_RUNS,
+                                           peer="sdpa-flash"),
+                       "paged D=144-240 rows not whole lines, 8192-32768 keys: auto against 3-16 even splits, flash first"),
     "h100-d128-band": (forced_splits_sweep(H100_D128_BAND_ROWS, H100_BAND_VARIANTS, H100_D128_BAND_RUNS),
                        "D=128 at 2.1-2.5 units per SM from 4096 keys, GQA and MHA, both layouts: auto (even 2) against 3"),
     "pair-depth": (forced_splits_sweep(PAIR_DEPTH_ROWS, PAIR_DEPTH_VARIANTS, PAIR_DEPTH_RUNS, show_kernels=True),
