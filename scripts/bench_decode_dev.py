@@ -139,7 +139,7 @@ BENCH_VARIANTS = {
 _KNOBS = ("CLO_DECODE_VARIANT", "CLO_DECODE_TMA_STAGES", "CLO_DECODE_PACK", "CLO_DECODE_SMEM_LIMIT",
           "CLO_DECODE_STREAMK", "CLO_DECODE_PDL", "CLO_TMA_L2_PROMOTION", "CLO_DECODE_SPREAD",
           "CLO_DECODE_PLANE_BOXES", "CLO_DECODE_WIDE_ROWS", "CLO_DECODE_MERGE_APART", "CLO_DECODE_PAIR_KERNEL",
-          "CLO_DECODE_NARROW", "CLO_DECODE_SPLIT_CLUSTER")
+          "CLO_DECODE_NARROW", "CLO_DECODE_SPLIT_CLUSTER", "CLO_DECODE_HEAD_CLUSTER")
 # --shape-sweep: the cp.async kernel and the TMA kernel at each pipeline depth
 # (CLO_DECODE_TMA_STAGES; depths that do not fit in shared memory are skipped).
 SWEEP_VARIANTS = {
@@ -2253,7 +2253,11 @@ H100_D224_LONG_ROWS = ([(b, n, 8, 224, 1, False) for b in (17, 20, 22) for n in 
                        + [(20, n, 8, 240, 1, False) for n in (8192, 32768)]
                        + [(20, 16384, 8, d, 1, False) for d in (144, 160)]
                        + [(b, 16384, 8, 224, 1, False) for b in (10, 40)])
-H100_D224_LONG_RUNS = {(0, "auto")} | {(s, "forced") for s in (3, 4, 6, 8, 12, 16)}
+# hc: KV heads 2k, 2k + 1 (the pair that shares a line per token row) as clusters of 2
+# (CLO_DECODE_HEAD_CLUSTER=2), so the pair always starts together
+H100_D224_LONG_VARIANTS = {**H100_BAND_VARIANTS, "hc": {"CLO_DECODE_HEAD_CLUSTER": "2"}}
+H100_D224_LONG_RUNS = ({(0, "auto")} | {(s, "forced") for s in (3, 4, 6, 8, 12, 16)}
+                       | {(s, "hc") for s in (3, 8)})
 
 def h100_d128_next_runs(row, sms: int) -> set:
     """auto, 1, 2 and 3 splits, and below half a unit per SM 2 SMs // units."""
@@ -3502,7 +3506,7 @@ SWEEPS = {
     "h100-d224-splits": (forced_splits_sweep(H100_D224_SPLITS_ROWS, H100_BAND_VARIANTS, H100_D224_SPLITS_RUNS,
                                              peer="sdpa-flash"),
                          "paged rows not whole lines on the D=256 kernel (D=176-240), one-tail band: auto (3) against 2-8 even splits, flash first"),
-    "h100-d224-long": (forced_splits_sweep(H100_D224_LONG_ROWS, H100_BAND_VARIANTS, H100_D224_LONG_RUNS,
+    "h100-d224-long": (forced_splits_sweep(H100_D224_LONG_ROWS, H100_D224_LONG_VARIANTS, H100_D224_LONG_RUNS,
                                            peer="sdpa-flash"),
                        "paged D=144-240 rows not whole lines, 8192-32768 keys: auto against 3-16 even splits, flash first"),
     "h100-d128-band": (forced_splits_sweep(H100_D128_BAND_ROWS, H100_BAND_VARIANTS, H100_D128_BAND_RUNS),

@@ -728,9 +728,15 @@ cudaError_t launch_decode_attention_tma_kernel(const DecodeKernelParams& p, cons
       cluster_splits = static_cast<unsigned>(splits);
     }
   }
+  // dev: head pairs as clusters (decode_dev_head_cluster), where one block fills an SM
+  const unsigned cluster_heads =
+      cluster_splits == 1 && decode_dev_head_cluster() == 2 && grid.x % 2 == 0 &&
+              2 * smem > static_cast<size_t>(device_smem_optin())
+          ? 2u
+          : 1u;
   cudaLaunchAttribute attr[2];
-  const cudaLaunchConfig_t cfg =
-      cluster::launch_config(grid, kThreads, launch_smem, stream, dim3(1, 1, cluster_splits), attr, pdl);
+  const cudaLaunchConfig_t cfg = cluster::launch_config(grid, kThreads, launch_smem, stream,
+                                                        dim3(cluster_heads, 1, cluster_splits), attr, pdl);
   return cudaLaunchKernelEx(&cfg, kernel, p, kv, maps.k, maps.v, maps.k_tail, maps.v_tail, box_rows,
                             maps.spans_planes);
 }

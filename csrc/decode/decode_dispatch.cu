@@ -85,6 +85,11 @@ int decode_dev_split_cluster() {
   return dev_knob("CLO_DECODE_SPLIT_CLUSTER", dev_mode, kDecodeSplitClusterAuto);
 }
 
+int decode_dev_head_cluster() {
+  static bool dev_mode = std::getenv("CLO_DECODE_HEAD_CLUSTER") != nullptr;
+  return dev_knob("CLO_DECODE_HEAD_CLUSTER", dev_mode, 0);
+}
+
 int decode_dev_plane_boxes() {
   static bool dev_mode = std::getenv("CLO_DECODE_PLANE_BOXES") != nullptr;
   return dev_knob("CLO_DECODE_PLANE_BOXES", dev_mode, 1);

@@ -153,6 +153,12 @@ inline bool decode_split_cluster_pays(int num_splits) {
   const int most = knob >= 0 && knob <= kDecodeMaxClusterSplits ? knob : kDecodeMaxClusterSplits;
   return num_splits >= 2 && num_splits <= most;
 }
+// Dev knob CLO_DECODE_HEAD_CLUSTER, read like CLO_DECODE_VARIANT: 2 launches the TMA kernel's
+// grids of one block per SM (no split cluster) as clusters of 2 along x, so a unit and the next
+// (KV heads 2k and 2k + 1, which share a 128-byte line per token row when a head's row is an odd
+// number of 64-byte halves: paged head_dim 224, 176, ...) always start together; else (0, unset)
+// off. Measured in NOTES.md "Stop 110".
+int decode_dev_head_cluster();
 // decode_merge_apart_pays' min_round_trips: the even grid's, the balanced schedule's
 constexpr int kEvenGridMergeApartTrips = 2, kBalancedMergeApartTrips = 3;
 // Dev knob CLO_DECODE_PLANE_BOXES, read like CLO_DECODE_VARIANT: 0 has the TMA kernel issue
