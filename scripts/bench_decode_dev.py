@@ -2254,10 +2254,13 @@ H100_D224_LONG_ROWS = ([(b, n, 8, 224, 1, False) for b in (17, 20, 22) for n in 
                        + [(20, 16384, 8, d, 1, False) for d in (144, 160)]
                        + [(b, 16384, 8, 224, 1, False) for b in (10, 40)])
 # hc: KV heads 2k, 2k + 1 (the pair that shares a line per token row) as clusters of 2
-# (CLO_DECODE_HEAD_CLUSTER=2), so the pair always starts together
-H100_D224_LONG_VARIANTS = {**H100_BAND_VARIANTS, "hc": {"CLO_DECODE_HEAD_CLUSTER": "2"}}
+# (CLO_DECODE_HEAD_CLUSTER=2), so the pair always starts together; p0-p2: the maps' L2
+# promotion none / 64 / 128 B (the H100's is 256 B: a 448-byte row at offset 192 of 256 fetches
+# 768 bytes when its neighbours' halves are not read from L2)
+H100_D224_LONG_VARIANTS = {**H100_BAND_VARIANTS, "hc": {"CLO_DECODE_HEAD_CLUSTER": "2"},
+                           **{f"p{v}": {"CLO_TMA_L2_PROMOTION": str(v)} for v in (0, 1, 2)}}
 H100_D224_LONG_RUNS = ({(0, "auto")} | {(s, "forced") for s in (3, 4, 6, 8, 12, 16)}
-                       | {(s, "hc") for s in (3, 8)})
+                       | {(s, v) for s in (3, 8) for v in ("hc", "p1")} | {(3, "p0"), (3, "p2")})
 
 def h100_d128_next_runs(row, sms: int) -> set:
     """auto, 1, 2 and 3 splits, and below half a unit per SM 2 SMs // units."""
