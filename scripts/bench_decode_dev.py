@@ -2247,20 +2247,33 @@ H100_D224_SPLITS_RUNS = {(0, "auto")} | {(s, "forced") for s in (2, 3, 4, 5, 6, 
 # --h100-d224-long (stop 110): --h100-d224-splits read 8 even splits fastest at 16384 keys at every
 # point of the band (D = 224 B=20 880.5 -> 824.1 us, 4 and 5 ahead at 8192 keys): how the best
 # count grows with the length (8192-32768 keys, 3-16 splits), at D = 144-240, and outside the
-# band (B=10, 0.6 units per SM; B=40, 2.4) for the record
-H100_D224_LONG_ROWS = ([(b, n, 8, 224, 1, False) for b in (17, 20, 22) for n in (8192, 12288, 16384, 32768)]
+# band (B=10, 0.6 units per SM; B=40, 2.4) for the record. hc: KV heads 2k, 2k + 1 (the pair
+# that shares a line per token row) as clusters of 2 (CLO_DECODE_HEAD_CLUSTER=2), so the pair
+# always starts together; p0-p2: the maps' L2 promotion none / 64 / 128 B (the H100's is 256 B:
+# a 448-byte row at offset 192 of 256 fetches 768 bytes when its neighbours' parts are not read
+# from L2). Then the automatic count at each promotion on other paged rows that are not whole
+# 256-byte segments and trail cuDNN: D = 96 B=64/2K (192-byte rows), D = 64 B=16/4K (head pairs),
+# D = 112 B=20/16K (224-byte rows on the D = 128 kernel)
+H100_D224_LONG_ROWS = ([(b, n, 8, 224, 1, False) for b in (17, 20, 22) for n in (8192, 16384, 32768)]
+                       + [(20, 12288, 8, 224, 1, False)]
                        + [(20, n, 8, 176, 1, False) for n in (8192, 16384, 32768)]
                        + [(20, n, 8, 240, 1, False) for n in (8192, 32768)]
                        + [(20, 16384, 8, d, 1, False) for d in (144, 160)]
-                       + [(b, 16384, 8, 224, 1, False) for b in (10, 40)])
-# hc: KV heads 2k, 2k + 1 (the pair that shares a line per token row) as clusters of 2
-# (CLO_DECODE_HEAD_CLUSTER=2), so the pair always starts together; p0-p2: the maps' L2
-# promotion none / 64 / 128 B (the H100's is 256 B: a 448-byte row at offset 192 of 256 fetches
-# 768 bytes when its neighbours' halves are not read from L2)
+                       + [(b, 16384, 8, 224, 1, False) for b in (10, 40)]
+                       + [(64, 2048, 8, 96, 1, False), (16, 4096, 8, 64, 1, False), (20, 16384, 8, 112, 1, False),
+                          (20, 4096, 8, 224, 1, False)])
 H100_D224_LONG_VARIANTS = {**H100_BAND_VARIANTS, "hc": {"CLO_DECODE_HEAD_CLUSTER": "2"},
                            **{f"p{v}": {"CLO_TMA_L2_PROMOTION": str(v)} for v in (0, 1, 2)}}
-H100_D224_LONG_RUNS = ({(0, "auto")} | {(s, "forced") for s in (3, 4, 6, 8, 12, 16)}
-                       | {(s, v) for s in (3, 8) for v in ("hc", "p1")} | {(3, "p0"), (3, "p2")})
+
+
+def h100_d224_long_runs(row, sms: int) -> set:
+    """D = 144-240 on the D = 256 kernel: auto, 3-16 splits, clusters and promotions at 3 and 8;
+    the others: the automatic count at each promotion."""
+    promos = {(0, "auto")} | {(0, f"p{v}") for v in (0, 1, 2)}
+    if row[3] <= 128:
+        return promos
+    return (promos | {(s, "forced") for s in (3, 4, 6, 8, 12, 16)}
+            | {(s, v) for s in (3, 8) for v in ("hc", "p1")} | {(3, "p0"), (3, "p2")})
 
 def h100_d128_next_runs(row, sms: int) -> set:
     """auto, 1, 2 and 3 splits, and below half a unit per SM 2 SMs // units."""
@@ -3509,7 +3522,7 @@ SWEEPS = {
     "h100-d224-splits": (forced_splits_sweep(H100_D224_SPLITS_ROWS, H100_BAND_VARIANTS, H100_D224_SPLITS_RUNS,
                                              peer="sdpa-flash"),
                          "paged rows not whole lines on the D=256 kernel (D=176-240), one-tail band: auto (3) against 2-8 even splits, flash first"),
-    "h100-d224-long": (forced_splits_sweep(H100_D224_LONG_ROWS, H100_D224_LONG_VARIANTS, H100_D224_LONG_RUNS,
+    "h100-d224-long": (forced_splits_sweep(H100_D224_LONG_ROWS, H100_D224_LONG_VARIANTS, h100_d224_long_runs,
                                            peer="sdpa-flash"),
                        "paged D=144-240 rows not whole lines, 8192-32768 keys: auto against 3-16 even splits, flash first"),
     "h100-d128-band": (forced_splits_sweep(H100_D128_BAND_ROWS, H100_BAND_VARIANTS, H100_D128_BAND_RUNS),
