@@ -955,9 +955,12 @@ def test_balanced_schedule_matches_reference():
                                (112, 1.2, 2048, 1), (112, 1.3, 8192, 1), (104, 1.2, 4096, 1), (120, 1.25, 2048, 1),
                                # paged rows not whole 128-byte lines on the D = 256 kernel: on HBM3e
                                # 3 splits past 1.1 units per SM or from 8192 keys (stop 87), on
-                               # other parts from 4096 keys (stop 99)
-                               (224, 1.2, 2048, 3 if hbm3e else 2), (176, 1.3, 16384, 3),
-                               (224, 1.03, 2048, 2), (224, 1.03, 8192, 3), (224, 1.03, 8191, 2 if hbm3e else 3),
+                               # other parts from 4096 keys (stop 99), and from 8192 keys one of
+                               # 2048 keys each up to 8 (stop 110)
+                               (224, 1.2, 2048, 3 if hbm3e else 2), (176, 1.3, 16384, 3 if hbm3e else 8),
+                               (224, 1.03, 2048, 2), (224, 1.03, 8192, 3 if hbm3e else 4),
+                               (224, 1.03, 8191, 2 if hbm3e else 3), (224, 1.2, 12288, 3 if hbm3e else 6),
+                               (240, 1.2, 16383, 3 if hbm3e else 7), (224, 1.2, 65536, 3 if hbm3e else 8),
                                (224, 1.03, 4095, 2), (224, 1.3, 4096, 3),
                                (240, 1.4, 4096, 1), (192, 1.2, 4096, 2), (224, 1.2, 1024, 1),
                                (256, 1.05, 2048, 2), (256, 1.2, 2048, 2), (256, 1.5, 2048, 2 if hbm3e else 1),
@@ -1083,6 +1086,48 @@ def test_balanced_schedule_matches_reference():
         assert got == (want if sm90 else 1), ("contiguous", d, per_sm, n, b, got)
     if sms % 4 == 0:  # exactly two whole waves: no tail, 1 split
         assert llm.decode_num_splits(sms // 4, 8, 4, 8192, 96, torch.float16, paged=False) == 1
+
+
+def test_shared_lines_long_splits():
+    """Paged 16-bit rows that are not whole lines (head_dim 176-240 on the D = 256 kernel) in the
+    one-tail band: off HBM3e parts from 8192 keys a split of 2048 keys each, up to 8 (csrc/decode/
+    NOTES.md "Stop 110"; the counts are in test_balanced_schedule_matches_reference). Automatic
+    calls on ragged lengths against the reference, with the grid the count gives, and through the
+    workspace sized for the table (graph replays with other lengths) at 8 splits."""
+    require_op("paged_attention")
+    sms = torch.cuda.get_device_properties(0).multi_processor_count
+    sm90 = torch.cuda.get_device_capability()[0] == 9
+    hbm3e = device_is_hopper_hbm3e()
+    b = int(1.2 * sms) // 8 + 1  # GQA 32/8, 1.2 units per SM
+    gen = torch.Generator(device="cuda").manual_seed(110)
+    for d, n, dt, want in ((224, 16384, torch.float16, 8), (240, 12288, torch.bfloat16, 6), (176, 8192, torch.float16, 4)):
+        splits = llm.decode_num_splits(b, 8, 4, n, d, dt)
+        assert splits == (3 if hbm3e else want if sm90 else 1), (d, n, splits)
+        # 64 physical blocks of 16 tokens under a table of n / 16 entries (blocks repeat), so the
+        # long sequences cost little memory
+        kc, vc = (torch.randn(64, 16, 8, d, device="cuda", generator=gen).to(dt) for _ in range(2))
+        table = torch.randint(0, 64, (b, n // 16), device="cuda", generator=gen, dtype=torch.int32)
+        sl = torch.randint(1, n + 1, (b,), device="cuda", generator=gen, dtype=torch.int32)
+        sl[:4] = torch.tensor([n, 1, n - 1, 2049], dtype=torch.int32)
+        q = torch.randn(b, 32, d, device="cuda", generator=gen).to(dt)
+        what = f"D={d} B={b} N={n} {dt}, {splits} splits"
+        out = poison_(torch.empty_like(q))
+        llm.paged_attention(q, kc, vc, table, sl, out=out)
+        assert_close(out, paged_attention_reference(q, kc, vc, table, sl), dtype=dt, what=what)
+        if sm90:
+            grid = kernel_grid_blocks(lambda: llm.paged_attention(q, kc, vc, table, sl), "decode_attention")
+            assert grid == 8 * b * splits, (what, grid)
+        if d == 224:
+            ws = llm.paged_attention_workspace(q, kc, table)
+            out = torch.empty_like(q)
+            graph, _ = capture_graph(lambda: llm.paged_attention(q, kc, vc, table, sl, out=out, workspace=ws))
+            for trial in range(2):
+                sl.copy_(torch.randint(1, n + 1, (b,), device="cuda", generator=gen, dtype=torch.int32))
+                table.copy_(torch.randint(0, 64, table.shape, device="cuda", generator=gen, dtype=torch.int32))
+                poison_(out)
+                graph.replay()
+                assert_close(out, paged_attention_reference(q, kc, vc, table, sl), dtype=dt,
+                             what=f"{what}, replay {trial}")
 
 
 def _len_plan_runs(lens, units_x, blocks, window_left=-1, nq=1):

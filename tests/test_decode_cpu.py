@@ -540,6 +540,9 @@ _HOST_SPLIT_CASES = {
          ((3, 16384, 16, 1, 1, 128, 0), 2),    # ... but not their 3 (MHA 16 heads, 0.36: the generic count)
          ((5, 16384, 8, 4, 1, 128, 0), 3),     # ... below a third the generic SMs // units
          ((9, 16384, 8, 4, 1, 128, 0), 1),
+         ((20, 16384, 8, 4, 1, 224, 1), 8),    # paged rows sharing lines, one-tail band: 2048 keys a split to 8 (stop 110)
+         ((20, 12288, 8, 4, 1, 224, 1), 6),
+         ((20, 8191, 8, 4, 1, 224, 1), 3),     # ... 3 from 4096 keys below 8192
          ((1, 16384, 8, 4, 1, 128, 1), 16)],   # the issue's B=1/16K GQA: SMs // 8 rows' units
     ("--mem-khz", "3201000"): [((40, 2048, 8, 4, 1, 64, 1), 4),   # HBM3e pairs: the spread tail's pieces
                                ((16, 4096, 8, 4, 1, 64, 1), 2),   # HBM3e small grids: two blocks per SM
@@ -548,7 +551,8 @@ _HOST_SPLIT_CASES = {
                                ((9, 16384, 8, 4, 1, 128, 0), 3),  # HBM3e's partial wave (contiguous 0.5-0.7)
                                ((48, 16384, 8, 4, 1, 128, 1), 2),  # HBM3e's wave top
                                ((6, 16384, 8, 4, 1, 128, 0), 2),  # HBM3e contiguous below half: the generic count
-                               ((9, 16384, 8, 4, 1, 128, 1), 3)],  # HBM3e paged 0.5-0.9: 2 SMs // units
+                               ((9, 16384, 8, 4, 1, 128, 1), 3),  # HBM3e paged 0.5-0.9: 2 SMs // units
+                               ((20, 16384, 8, 4, 1, 224, 1), 3)],  # HBM3e paged rows sharing lines: 3
     ("--sms", "108", "--cc", "8.0", "--mem-khz", "1593000"): [((40, 2048, 8, 4, 1, 64, 1), 1),
                                                               ((1, 16384, 8, 4, 1, 128, 1), 13)],
 }

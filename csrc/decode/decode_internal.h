@@ -1023,13 +1023,19 @@ inline int decode_partial_wave_splits(int head_dim, bool paged, int64_t units, i
 // - contiguous D = 96 below 4096 keys: the one-tail band ends at 1.15 instead of 1.35
 //   (B=20/2K 39.2 -> 38.5, B=21 40.0 -> 38.3, B=22 40.9 -> 39.0, B=21/3K 55.7 -> 55.4;
 //   B=18-19 keep 2 splits).
-// Returns the split count: 1 to 4.
+// Returns the split count: 1 to 4, and on paged rows that share lines off HBM3e up to
+// kSharedLinesMostSplits.
 static_assert(kPartialWaveMinKeys == 2048, "the edge list holds 2048 once, as kPartialWaveMinKeys");
 static_assert(kHbm3eD128LongKeys == kLargeGridMinKeys && kPartialWaveFullWaveKeys == 8192,
               "the HBM3e D = 128 rules' lengths are in the edge list");
 static_assert(kWideRowsSplitKeys == kSpreadTailMinKeys && 2 * kWideRowsSplitKeys == kPartialWaveMinKeys,
               "the two-tile rule's edges beyond one unit per SM (1024, 2048 keys) are in the edge list");
 static_assert(kLargeGridMinKeys == 4096, "D = 64 two-tile blocks past one unit per SM start at an edge");
+// Paged rows that share lines on the D = 256 kernel in the one-tail band, off HBM3e: the keys
+// of a split and the most splits (decode_tail_splits). The count grows with the length, so the
+// workspace's longest length stands for its interval (decode_attention_workspace_floats_upto).
+constexpr int64_t kSharedLinesSplitKeys = 2048;
+constexpr int kSharedLinesMostSplits = 8;
 constexpr int kSplitRuleLengthEdges[] = {kSpreadTailMinKeys, kPartialWaveMinKeys, kLargeGridMinKeys, 8192};
 // `shared_lines`: paged rows that are not whole 128-byte lines beside other KV heads
 // (decode_units_share_lines), units of one row tile. `one_row_units`: one query row a KV head
@@ -1087,8 +1093,18 @@ inline int decode_tail_splits(int head_dim, bool paged, int64_t units, int64_t s
   // 660.6; D = 144 B=20/4K 158.7 / 151.6), 2 below (B=17/2K 104.1 / 108.9, B=21/2K 119.7 / 121.8,
   // B=22/2K 123.5 / 127.9; B=18/2K 130.3 / 112.8, B=19/2K 117.7 / 114.1 and B=20/2K 118.8 / 117.0
   // the exceptions).
+  // From 8192 keys off HBM3e a split of kSharedLinesSplitKeys each, to kSharedLinesMostSplits
+  // (stop 110, `--h100-d224-splits`, flash / 3 / 4 / 8 splits: D = 224 B=20 8K 400.8 / 421.9 /
+  // 415.1 / 420.0, 16K 785.6 / 880.7 / 856.4 / 824.1; B=17/16K 711.2 / 782.8 / 746.9 / 720.1;
+  // B=18/16K 721.6 / 840.2 / 800.2 / 740.9; B=22/16K 851.8 / 976.7 / 983.3 / 908.2; D = 240
+  // B=20/16K 926.0 / 969.8 / 948.6 / 903.8; D = 176 B=20/16K level, 630.3 / 655.4 / 645.3 / 653.1;
+  // at 4096 keys 3 stays: B=20 211.2 / 214.0 / 215.4 / 231.4). Contiguous D = 224 reads 100%
+  // of the copy at 2 (B=20/16K 771.1): the loss is the lines that two KV heads' rows share.
   if (shared_lines && paged && kernel_head_dim == 256 && one_tail) {
-    if (!hbm3e) return max_kv_len >= kLargeGridMinKeys ? 3 : 2;
+    if (!hbm3e)
+      return max_kv_len < kLargeGridMinKeys ? 2
+                                            : static_cast<int>(std::clamp<int64_t>(
+                                                  max_kv_len / kSharedLinesSplitKeys, 3, kSharedLinesMostSplits));
     return 10 * units > kStreamKSharedReadsTop10ths * sms || max_kv_len >= kSplitRuleLengthEdges[3] ? 3 : 2;
   }
   if (kernel_head_dim == 96) {
