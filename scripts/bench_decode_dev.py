@@ -2274,6 +2274,14 @@ def h100_d224_long_runs(row, sms: int) -> set:
         return promos
     return (promos | {(s, "forced") for s in (3, 4, 6, 8, 12, 16)}
             | {(s, v) for s in (3, 8) for v in ("hc", "p1")} | {(3, "p0"), (3, "p2")})
+# --h100-d224-confirm (stop 110): the rule (decode_tail_splits' shared lines: 2048 keys a split
+# to 16, and decode_head_clusters_pay) against the same count without head clusters and the
+# counts before it (3, and stop 110's first 8 at most)
+H100_D224_CONFIRM_ROWS = ([(b, 32768, 8, 224, 1, False) for b in (20, 22)]
+                          + [(20, 16384, 8, 224, 1, False), (22, 8192, 8, 224, 1, False),
+                             (20, 32768, 8, 240, 1, False), (20, 8192, 8, 176, 1, False)])
+H100_D224_CONFIRM_VARIANTS = {"auto": {}, "nohc": {"CLO_DECODE_HEAD_CLUSTER": "0"}}
+H100_D224_CONFIRM_RUNS = {(0, "auto"), (0, "nohc"), (3, "nohc"), (8, "nohc")}
 
 def h100_d128_next_runs(row, sms: int) -> set:
     """auto, 1, 2 and 3 splits, and below half a unit per SM 2 SMs // units."""
@@ -3525,6 +3533,9 @@ SWEEPS = {
     "h100-d224-long": (forced_splits_sweep(H100_D224_LONG_ROWS, H100_D224_LONG_VARIANTS, h100_d224_long_runs,
                                            peer="sdpa-flash"),
                        "paged D=144-240 rows not whole lines, 8192-32768 keys: auto against 3-16 even splits, flash first"),
+    "h100-d224-confirm": (forced_splits_sweep(H100_D224_CONFIRM_ROWS, H100_D224_CONFIRM_VARIANTS,
+                                              H100_D224_CONFIRM_RUNS, peer="sdpa-flash"),
+                          "paged D=176-240 rows not whole lines: auto (2048 keys a split, head clusters) against no clusters, 3 and 8"),
     "h100-d128-band": (forced_splits_sweep(H100_D128_BAND_ROWS, H100_BAND_VARIANTS, H100_D128_BAND_RUNS),
                        "D=128 at 2.1-2.5 units per SM from 4096 keys, GQA and MHA, both layouts: auto (even 2) against 3"),
     "pair-depth": (forced_splits_sweep(PAIR_DEPTH_ROWS, PAIR_DEPTH_VARIANTS, PAIR_DEPTH_RUNS, show_kernels=True),

@@ -956,11 +956,12 @@ def test_balanced_schedule_matches_reference():
                                # paged rows not whole 128-byte lines on the D = 256 kernel: on HBM3e
                                # 3 splits past 1.1 units per SM or from 8192 keys (stop 87), on
                                # other parts from 4096 keys (stop 99), and from 8192 keys one of
-                               # 2048 keys each up to 8 (stop 110)
+                               # 2048 keys each up to 16 (stop 110)
                                (224, 1.2, 2048, 3 if hbm3e else 2), (176, 1.3, 16384, 3 if hbm3e else 8),
                                (224, 1.03, 2048, 2), (224, 1.03, 8192, 3 if hbm3e else 4),
                                (224, 1.03, 8191, 2 if hbm3e else 3), (224, 1.2, 12288, 3 if hbm3e else 6),
-                               (240, 1.2, 16383, 3 if hbm3e else 7), (224, 1.2, 65536, 3 if hbm3e else 8),
+                               (240, 1.2, 16383, 3 if hbm3e else 7), (224, 1.2, 32768, 3 if hbm3e else 16),
+                               (224, 1.2, 65536, 3 if hbm3e else 16),
                                (224, 1.03, 4095, 2), (224, 1.3, 4096, 3),
                                (240, 1.4, 4096, 1), (192, 1.2, 4096, 2), (224, 1.2, 1024, 1),
                                (256, 1.05, 2048, 2), (256, 1.2, 2048, 2), (256, 1.5, 2048, 2 if hbm3e else 1),
@@ -1090,10 +1091,11 @@ def test_balanced_schedule_matches_reference():
 
 def test_shared_lines_long_splits():
     """Paged 16-bit rows that are not whole lines (head_dim 176-240 on the D = 256 kernel) in the
-    one-tail band: off HBM3e parts from 8192 keys a split of 2048 keys each, up to 8 (csrc/decode/
-    NOTES.md "Stop 110"; the counts are in test_balanced_schedule_matches_reference). Automatic
-    calls on ragged lengths against the reference, with the grid the count gives, and through the
-    workspace sized for the table (graph replays with other lengths) at 8 splits."""
+    one-tail band: off HBM3e parts from 8192 keys a split of 2048 keys each, up to 16, and KV
+    heads 2k, 2k + 1 as clusters there (csrc/decode/NOTES.md "Stop 110"; the counts are in
+    test_balanced_schedule_matches_reference). Automatic calls on ragged lengths against the
+    reference, with the grid the count gives, and through the workspace sized for the table
+    (graph replays with other lengths) at 8 splits."""
     require_op("paged_attention")
     sms = torch.cuda.get_device_properties(0).multi_processor_count
     sm90 = torch.cuda.get_device_capability()[0] == 9

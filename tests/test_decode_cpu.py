@@ -540,7 +540,8 @@ _HOST_SPLIT_CASES = {
          ((3, 16384, 16, 1, 1, 128, 0), 2),    # ... but not their 3 (MHA 16 heads, 0.36: the generic count)
          ((5, 16384, 8, 4, 1, 128, 0), 3),     # ... below a third the generic SMs // units
          ((9, 16384, 8, 4, 1, 128, 0), 1),
-         ((20, 16384, 8, 4, 1, 224, 1), 8),    # paged rows sharing lines, one-tail band: 2048 keys a split to 8 (stop 110)
+         ((20, 16384, 8, 4, 1, 224, 1), 8),    # paged rows sharing lines, one-tail band: 2048 keys a split to 16 (stop 110)
+         ((20, 65536, 8, 4, 1, 224, 1), 16),
          ((20, 12288, 8, 4, 1, 224, 1), 6),
          ((20, 8191, 8, 4, 1, 224, 1), 3),     # ... 3 from 4096 keys below 8192
          ((1, 16384, 8, 4, 1, 128, 1), 16)],   # the issue's B=1/16K GQA: SMs // 8 rows' units

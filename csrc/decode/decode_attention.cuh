@@ -145,6 +145,9 @@ struct DecodeKernelParams {
   // share of the rows from every block's smem (distributed shared memory). No partials, no
   // count, no merge kernel; merge_apart is false.
   bool split_cluster;
+  // Launch only (the kernel never reads it): the even grid's KV heads 2k, 2k + 1 as one
+  // thread-block cluster (2, 1, 1) (decode_head_clusters_pay).
+  bool head_cluster;
 };
 
 // What a block computes: one (batch, KV head, row tile) unit's keys, or one piece of
@@ -2134,7 +2137,9 @@ cudaError_t run_decode_attention(const DecodeAttentionArgs& a, cudaStream_t stre
     const int box_rows =
         want_tma && sm90 ? encode_decode_tma_maps<T, D, kPaged, KVT>(a, maps, kv_promo, row_boxes(blocks)) : 0;
     if (box_rows > 0) {
-      const cudaError_t err = launch_with_merge(p, 1, kv, [&](const DecodeKernelParams& pm) {
+      DecodeKernelParams pe = p;
+      pe.head_cluster = pack_group == 0 && decode_head_clusters_pay(a, D, device_is_hopper_hbm3e());
+      const cudaError_t err = launch_with_merge(pe, 1, kv, [&](const DecodeKernelParams& pm) {
         return with_tile([&](auto narrow) {
           return launch_decode_attention_tma_stages<T, D, KVT, 1, decltype(narrow)::value>(
               tma_stages, pm, kv, grid, stream, grid_pdl, maps, box_rows);

@@ -728,10 +728,10 @@ cudaError_t launch_decode_attention_tma_kernel(const DecodeKernelParams& p, cons
       cluster_splits = static_cast<unsigned>(splits);
     }
   }
-  // dev: head pairs as clusters (decode_dev_head_cluster), where one block fills an SM
+  // KV head pairs as clusters (p.head_cluster), where the grid's x holds whole pairs and one
+  // block fills an SM (two blocks of a cluster never share one while other SMs idle)
   const unsigned cluster_heads =
-      cluster_splits == 1 && decode_dev_head_cluster() == 2 && grid.x % 2 == 0 &&
-              2 * smem > static_cast<size_t>(device_smem_optin())
+      cluster_splits == 1 && p.head_cluster && grid.x % 2 == 0 && 2 * smem > static_cast<size_t>(device_smem_optin())
           ? 2u
           : 1u;
   cudaLaunchAttribute attr[2];

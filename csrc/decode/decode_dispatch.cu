@@ -87,7 +87,7 @@ int decode_dev_split_cluster() {
 
 int decode_dev_head_cluster() {
   static bool dev_mode = std::getenv("CLO_DECODE_HEAD_CLUSTER") != nullptr;
-  return dev_knob("CLO_DECODE_HEAD_CLUSTER", dev_mode, 0);
+  return dev_knob("CLO_DECODE_HEAD_CLUSTER", dev_mode, -1);
 }
 
 int decode_dev_plane_boxes() {

@@ -153,11 +153,9 @@ inline bool decode_split_cluster_pays(int num_splits) {
   const int most = knob >= 0 && knob <= kDecodeMaxClusterSplits ? knob : kDecodeMaxClusterSplits;
   return num_splits >= 2 && num_splits <= most;
 }
-// Dev knob CLO_DECODE_HEAD_CLUSTER, read like CLO_DECODE_VARIANT: 2 launches the TMA kernel's
-// grids of one block per SM (no split cluster) as clusters of 2 along x, so a unit and the next
-// (KV heads 2k and 2k + 1, which share a 128-byte line per token row when a head's row is an odd
-// number of 64-byte halves: paged head_dim 224, 176, ...) always start together; else (0, unset)
-// off. Measured in NOTES.md "Stop 110".
+// Dev knob CLO_DECODE_HEAD_CLUSTER, read like CLO_DECODE_VARIANT: 0 never runs head clusters,
+// 2 wherever the launcher can (below); anything else (unset): decode_head_clusters_pay.
+constexpr int kDecodeHeadClusterOff = 0, kDecodeHeadClusterOn = 2;
 int decode_dev_head_cluster();
 // decode_merge_apart_pays' min_round_trips: the even grid's, the balanced schedule's
 constexpr int kEvenGridMergeApartTrips = 2, kBalancedMergeApartTrips = 3;
@@ -452,6 +450,22 @@ inline bool decode_units_share_lines(const DecodeAttentionArgs& a, int elem_byte
   }
   return shares(a.k, a.k_stride_n * elem_bytes, a.k_stride_h * elem_bytes, a.k_stride_b * elem_bytes) ||
          shares(a.v, a.v_stride_n * elem_bytes, a.v_stride_h * elem_bytes, a.v_stride_b * elem_bytes);
+}
+// Whether the TMA kernel's even grid runs KV heads 2k and 2k + 1 as a thread-block cluster
+// (DecodeKernelParams::head_cluster; cluster (2, 1, 1), where the grid's x holds whole pairs and
+// one block fills an SM): 16-bit paged rows that share lines (decode_units_share_lines) on the
+// D = 256 kernel at 3 splits or more, off HBM3e. Paged head_dim 224 puts one 128-byte line
+// across heads 2k and 2k + 1 of every token row; launched together, the pair reads it from DRAM
+// once more often. H100, NOTES.md "Stop 110" (`--h100-d224-long`, GQA 32/8 block 16, us, even
+// splits without -> with): D = 224 B=20 3 splits 16K 878.8 -> 838.1, 32K 1868.7 -> 1744.1,
+// 8 splits 16K 821.9 -> 810.3, 32K 1747.3 -> 1641.7; B=22/32K 8 1919.8 -> 1801.0; B=17/32K 8
+// 1498.0 -> 1443.9; D = 240 B=20/32K 8 1931.8 -> 1852.8; B=40/16K 8 1650.9 -> 1629.5; at
+// 4096-8192 keys and D = 144-176 level (within 0.5%).
+inline bool decode_head_clusters_pay(const DecodeAttentionArgs& a, int kernel_head_dim, bool hbm3e) {
+  const int knob = decode_dev_head_cluster();
+  if (knob == kDecodeHeadClusterOff || knob == kDecodeHeadClusterOn) return knob == kDecodeHeadClusterOn;
+  return a.paged && !a.kv_fp8 && kernel_head_dim == 256 && !hbm3e && a.num_splits >= 3 &&
+         decode_units_share_lines(a, 2);
 }
 // Whether the balanced schedule's `blocks` (decode_streamk_blocks) over `units` of `row_tiles`
 // row tiles each (16- or 32-row) pay where units read the same cache lines: units of one KV
@@ -1035,7 +1049,7 @@ static_assert(kLargeGridMinKeys == 4096, "D = 64 two-tile blocks past one unit p
 // of a split and the most splits (decode_tail_splits). The count grows with the length, so the
 // workspace's longest length stands for its interval (decode_attention_workspace_floats_upto).
 constexpr int64_t kSharedLinesSplitKeys = 2048;
-constexpr int kSharedLinesMostSplits = 8;
+constexpr int kSharedLinesMostSplits = 16;
 constexpr int kSplitRuleLengthEdges[] = {kSpreadTailMinKeys, kPartialWaveMinKeys, kLargeGridMinKeys, 8192};
 // `shared_lines`: paged rows that are not whole 128-byte lines beside other KV heads
 // (decode_units_share_lines), units of one row tile. `one_row_units`: one query row a KV head
@@ -1098,8 +1112,12 @@ inline int decode_tail_splits(int head_dim, bool paged, int64_t units, int64_t s
   // 415.1 / 420.0, 16K 785.6 / 880.7 / 856.4 / 824.1; B=17/16K 711.2 / 782.8 / 746.9 / 720.1;
   // B=18/16K 721.6 / 840.2 / 800.2 / 740.9; B=22/16K 851.8 / 976.7 / 983.3 / 908.2; D = 240
   // B=20/16K 926.0 / 969.8 / 948.6 / 903.8; D = 176 B=20/16K level, 630.3 / 655.4 / 645.3 / 653.1;
-  // at 4096 keys 3 stays: B=20 211.2 / 214.0 / 215.4 / 231.4). Contiguous D = 224 reads 100%
-  // of the copy at 2 (B=20/16K 771.1): the loss is the lines that two KV heads' rows share.
+  // at 4096 keys 3 stays: B=20 211.2 / 214.0 / 215.4 / 231.4; `--h100-d224-long`, 32K keys,
+  // flash / 3 / 8 / 16: B=17 1396.8 / 1636.2 / 1498.0 / 1403.9, B=20 1561.6 / 1868.7 / 1747.3 /
+  // 1648.1, B=22 1686.8 / 2073.3 / 1919.8 / 1802.9, D = 240 B=20 1768.6 / 2076.7 / 1931.8 /
+  // 1821.9; behind 3 once, B=22/8K 462.7 at 3, 473.0 at 4). Contiguous D = 224 reads 100% of
+  // the copy at 2 (B=20/16K 771.1): the loss is the lines that two KV heads' rows share
+  // (decode_head_clusters_pay).
   if (shared_lines && paged && kernel_head_dim == 256 && one_tail) {
     if (!hbm3e)
       return max_kv_len < kLargeGridMinKeys ? 2
