@@ -565,8 +565,10 @@ def decode_num_splits(batch: int, num_kv_heads: int, rows_per_kv_head: int, max_
       on the head_dim-256 kernel) with `paged`, `num_kv_heads` > 1, one row tile and
       `max_kv_len >= 2048` take 3 in the one-tail band (past the SMs to 1.35 times them)
       with `max_kv_len >= 4096`, else 2 (GQA 32:8 D=224 B=17/16K on the H100 1003.3 ->
-      782.7 us, "Stop 99"); on Hopper HBM3e parts past 1.1 times or with `max_kv_len >=
-      8192`, else 2 (D=224 B=20/16K 737.4-767.0 us balanced -> 591.1, "Stop 87");
+      782.7 us, "Stop 99"), and with `max_kv_len >= 8192` `max_kv_len // 2048` up to 16
+      (D=224 B=20/16K 877.8 -> 812.9 us, 32K 1874.9 -> 1626.5 with the head clusters the
+      kernel then runs, "Stop 110"); on Hopper HBM3e parts past 1.1 times or with
+      `max_kv_len >= 8192`, else 2 (D=224 B=20/16K 737.4-767.0 us balanced -> 591.1, "Stop 87");
     - on Hopper HBM3e parts, 16-bit head_dim 256, 192 and 96 exactly (NOTES.md "D = 256 and
       96 split counts on the H200"): head_dim 256 takes 2 (balanced) up to 1.7 times the
       SMs when `paged`, 1.55 when not (head_dim 192 when not: 1.83, and 2 even splits

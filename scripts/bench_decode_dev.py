@@ -2244,6 +2244,9 @@ H100_D224_SPLITS_ROWS = ([(b, n, 8, 224, 1, False) for b in (17, 20, 22) for n i
                          + [(20, n, 8, d, 1, False) for d in (176, 240) for n in (4096, 16384)]
                          + [(20, 16384, 8, 224, 1, True), (20, 16384, 8, 256, 1, False)])
 H100_D224_SPLITS_RUNS = {(0, "auto")} | {(s, "forced") for s in (2, 3, 4, 5, 6, 8)}
+# (the forced counts without head clusters, automatic there since 937b13f: as measured at bf8c7d1 /
+# 48ac79d; "auto" was then 3 splits, then the 2048-key splits to 8, no clusters)
+H100_D224_SPLITS_VARIANTS = {"auto": {}, "forced": {"CLO_DECODE_HEAD_CLUSTER": "0"}}
 # --h100-d224-long (stop 110): --h100-d224-splits read 8 even splits fastest at 16384 keys at every
 # point of the band (D = 224 B=20 880.5 -> 824.1 us, 4 and 5 ahead at 8192 keys): how the best
 # count grows with the length (8192-32768 keys, 3-16 splits), at D = 144-240, and outside the
@@ -2262,8 +2265,9 @@ H100_D224_LONG_ROWS = ([(b, n, 8, 224, 1, False) for b in (17, 20, 22) for n in 
                        + [(b, 16384, 8, 224, 1, False) for b in (10, 40)]
                        + [(64, 2048, 8, 96, 1, False), (16, 4096, 8, 64, 1, False), (20, 16384, 8, 112, 1, False),
                           (20, 4096, 8, 224, 1, False)])
-H100_D224_LONG_VARIANTS = {**H100_BAND_VARIANTS, "hc": {"CLO_DECODE_HEAD_CLUSTER": "2"},
-                           **{f"p{v}": {"CLO_TMA_L2_PROMOTION": str(v)} for v in (0, 1, 2)}}
+H100_D224_LONG_VARIANTS = {**H100_D224_SPLITS_VARIANTS, "hc": {"CLO_DECODE_HEAD_CLUSTER": "2"},
+                           **{f"p{v}": {"CLO_TMA_L2_PROMOTION": str(v), "CLO_DECODE_HEAD_CLUSTER": "0"}
+                              for v in (0, 1, 2)}}
 
 
 def h100_d224_long_runs(row, sms: int) -> set:
@@ -3527,7 +3531,7 @@ SWEEPS = {
     "h100-paged-depth": (forced_splits_sweep(H100_PAGED_DEPTH_ROWS, H100_PAGED_DEPTH_VARIANTS, H100_PAGED_DEPTH_RUNS,
                                              show_kernels=True),
                          "paged D=128 at 0.53-0.67 units per SM: TMA 2 / 3 / 4 stages and cp.async at 2 and 3 splits"),
-    "h100-d224-splits": (forced_splits_sweep(H100_D224_SPLITS_ROWS, H100_BAND_VARIANTS, H100_D224_SPLITS_RUNS,
+    "h100-d224-splits": (forced_splits_sweep(H100_D224_SPLITS_ROWS, H100_D224_SPLITS_VARIANTS, H100_D224_SPLITS_RUNS,
                                              peer="sdpa-flash"),
                          "paged rows not whole lines on the D=256 kernel (D=176-240), one-tail band: auto (3) against 2-8 even splits, flash first"),
     "h100-d224-long": (forced_splits_sweep(H100_D224_LONG_ROWS, H100_D224_LONG_VARIANTS, h100_d224_long_runs,
