@@ -2286,6 +2286,16 @@ H100_D224_CONFIRM_ROWS = ([(b, 32768, 8, 224, 1, False) for b in (20, 22)]
                              (20, 32768, 8, 240, 1, False), (20, 8192, 8, 176, 1, False)])
 H100_D224_CONFIRM_VARIANTS = {"auto": {}, "nohc": {"CLO_DECODE_HEAD_CLUSTER": "0"}}
 H100_D224_CONFIRM_RUNS = {(0, "auto"), (0, "nohc"), (3, "nohc"), (8, "nohc")}
+# --h100-shared-lines-bands (prepared in stop 110, not yet run): paged rows that share lines on
+# the D = 256 kernel outside the one-tail band, where the H100 runs 1 split (from 1.35 units per
+# SM: B=24-64 at GQA 32/8 are 1.45-3.9 waves of one block per SM) or the generic small-grid
+# count (B=4-8), and `--h100-d224-long` read 8 splits with head clusters 10-18% ahead at B=10
+# and 40 (16K 457.4 -> 411.4, 1999.7 -> 1629.5): auto against 2, 3, 4, 8 and 16 splits (head
+# clusters automatic from 3), flash first
+H100_SHARED_LINES_BANDS_ROWS = ([(b, n, 8, 224, 1, False) for b in (6, 10, 14, 24, 32, 40, 48, 64)
+                                 for n in (4096, 8192, 16384)]
+                                + [(40, 16384, 8, d, 1, False) for d in (176, 240)])
+H100_SHARED_LINES_BANDS_RUNS = {(0, "auto")} | {(s, "forced") for s in (2, 3, 4, 8, 16)}
 
 def h100_d128_next_runs(row, sms: int) -> set:
     """auto, 1, 2 and 3 splits, and below half a unit per SM 2 SMs // units."""
@@ -3540,6 +3550,9 @@ SWEEPS = {
     "h100-d224-confirm": (forced_splits_sweep(H100_D224_CONFIRM_ROWS, H100_D224_CONFIRM_VARIANTS,
                                               H100_D224_CONFIRM_RUNS, peer="sdpa-flash"),
                           "paged D=176-240 rows not whole lines: auto (2048 keys a split, head clusters) against no clusters, 3 and 8"),
+    "h100-shared-lines-bands": (forced_splits_sweep(H100_SHARED_LINES_BANDS_ROWS, H100_BAND_VARIANTS,
+                                                    H100_SHARED_LINES_BANDS_RUNS, peer="sdpa-flash"),
+                                "paged D=176-240 rows not whole lines outside the one-tail band: auto against 2-16 splits, flash first"),
     "h100-d128-band": (forced_splits_sweep(H100_D128_BAND_ROWS, H100_BAND_VARIANTS, H100_D128_BAND_RUNS),
                        "D=128 at 2.1-2.5 units per SM from 4096 keys, GQA and MHA, both layouts: auto (even 2) against 3"),
     "pair-depth": (forced_splits_sweep(PAIR_DEPTH_ROWS, PAIR_DEPTH_VARIANTS, PAIR_DEPTH_RUNS, show_kernels=True),
