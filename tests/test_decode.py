@@ -1091,11 +1091,12 @@ def test_balanced_schedule_matches_reference():
 
 def test_shared_lines_long_splits():
     """Paged 16-bit rows that are not whole lines (head_dim 176-240 on the D = 256 kernel) in the
-    one-tail band: off HBM3e parts from 8192 keys a split of 2048 keys each, up to 16, and KV
-    heads 2k, 2k + 1 as clusters there (csrc/decode/NOTES.md "Stop 110"; the counts are in
-    test_balanced_schedule_matches_reference). Automatic calls on ragged lengths against the
-    reference, with the grid the count gives, and through the workspace sized for the table
-    (graph replays with other lengths) at 8 splits."""
+    one-tail band: off HBM3e parts from 8192 keys a split of 2048 keys each, up to 16
+    (csrc/decode/NOTES.md "Stop 110"; the counts are in test_balanced_schedule_matches_reference).
+    Automatic calls on ragged lengths against the reference, with the grid the count gives, and
+    through the workspace sized for the table (graph replays with other lengths) at 8 splits.
+    On the H100 these calls launch KV heads 2k, 2k + 1 as clusters (decode_head_clusters_pay), so
+    the results check that launch too; which launch ran is not observable here."""
     require_op("paged_attention")
     sms = torch.cuda.get_device_properties(0).multi_processor_count
     sm90 = torch.cuda.get_device_capability()[0] == 9

@@ -455,12 +455,14 @@ inline bool decode_units_share_lines(const DecodeAttentionArgs& a, int elem_byte
 // (DecodeKernelParams::head_cluster; cluster (2, 1, 1), where the grid's x holds whole pairs and
 // one block fills an SM): 16-bit paged rows that share lines (decode_units_share_lines) on the
 // D = 256 kernel at 3 splits or more, off HBM3e. Paged head_dim 224 puts one 128-byte line
-// across heads 2k and 2k + 1 of every token row; launched together, the pair reads it from DRAM
-// once more often. H100, NOTES.md "Stop 110" (`--h100-d224-long`, GQA 32/8 block 16, us, even
+// across heads 2k and 2k + 1 of every token row; launched together, the pair's second read of it
+// finds it in L2 more often. H100, NOTES.md "Stop 110" (`--h100-d224-long`, GQA 32/8 block 16, us, even
 // splits without -> with): D = 224 B=20 3 splits 16K 878.8 -> 838.1, 32K 1868.7 -> 1744.1,
 // 8 splits 16K 821.9 -> 810.3, 32K 1747.3 -> 1641.7; B=22/32K 8 1919.8 -> 1801.0; B=17/32K 8
 // 1498.0 -> 1443.9; D = 240 B=20/32K 8 1931.8 -> 1852.8; B=40/16K 8 1650.9 -> 1629.5; at
-// 4096-8192 keys and D = 144-176 level (within 0.5%).
+// 4096-8192 keys and D = 144-176 level (within 0.5%). Measured from 0.6 units per SM (B=10)
+// up; smaller grids at 3-4 splits (B <= 5 here) take them unmeasured: at one block per SM their
+// pairs fit the H100's 66 clusters of 2.
 inline bool decode_head_clusters_pay(const DecodeAttentionArgs& a, int kernel_head_dim, bool hbm3e) {
   const int knob = decode_dev_head_cluster();
   if (knob == kDecodeHeadClusterOff || knob == kDecodeHeadClusterOn) return knob == kDecodeHeadClusterOn;
