@@ -2297,6 +2297,31 @@ H100_SHARED_LINES_BANDS_ROWS = ([(b, n, 8, 224, 1, False) for b in (6, 10, 14, 2
                                 + [(40, 16384, 8, d, 1, False) for d in (176, 240)])
 H100_SHARED_LINES_BANDS_RUNS = {(0, "auto")} | {(s, "forced") for s in (2, 3, 4, 8, 16)}
 
+# --h100-shared-lines-confirm (stop 111): the rule that came of the bands sweep (decode_tail_splits:
+# past the band 2048 keys a split from 4096 keys, below one unit per SM from 16384 keys where that
+# passes a wave) against the count before (1 past the band, SMs // units below), without head
+# clusters, and with head clusters at that count (and at 2 splits past the band): where the
+# splits' gain comes from. Also grids the bands sweep did not reach (B=96-128, 5.8-7.8 units per
+# SM; B=2-4; MHA).
+H100_SHARED_LINES_CONFIRM_ROWS = ([(b, n, 8, 224, 1, False) for b, n in ((24, 4096), (24, 8192), (32, 12288),
+                                                                         (40, 16384), (64, 8192), (96, 8192),
+                                                                         (96, 16384), (128, 16384))]
+                                  + [(10, 16384, 32, 224, 1, False), (64, 6144, 8, 176, 1, False)]
+                                  + [(b, n, 8, 224, 1, False) for b, n in ((2, 32768), (4, 16384), (4, 32768),
+                                                                           (6, 16384), (12, 16384), (16, 16384))])
+H100_SHARED_LINES_CONFIRM_VARIANTS = {"auto": {}, "nohc": {"CLO_DECODE_HEAD_CLUSTER": "0"},
+                                      "hc": {"CLO_DECODE_HEAD_CLUSTER": "2"}, "forced": {}}
+
+
+def h100_shared_lines_confirm_runs(row, sms: int) -> set:
+    """auto with and without head clusters, the count before (1 past one unit per SM, else
+    SMs // units) with and without, and past the SMs 2 splits with head clusters."""
+    units = row[0] * row[2]
+    before = 1 if units > sms else min(16, sms // units)
+    runs = {(0, "auto"), (0, "nohc"), (before, "forced"), (before, "hc")}
+    return runs | {(2, "hc")} if units > sms else runs
+
+
 def h100_d128_next_runs(row, sms: int) -> set:
     """auto, 1, 2 and 3 splits, and below half a unit per SM 2 SMs // units."""
     units = row[0] * row[2]
@@ -3553,6 +3578,9 @@ SWEEPS = {
     "h100-shared-lines-bands": (forced_splits_sweep(H100_SHARED_LINES_BANDS_ROWS, H100_BAND_VARIANTS,
                                                     H100_SHARED_LINES_BANDS_RUNS, peer="sdpa-flash"),
                                 "paged D=176-240 rows not whole lines outside the one-tail band: auto against 2-16 splits, flash first"),
+    "h100-shared-lines-confirm": (forced_splits_sweep(H100_SHARED_LINES_CONFIRM_ROWS, H100_SHARED_LINES_CONFIRM_VARIANTS,
+                                                      h100_shared_lines_confirm_runs, peer="sdpa-flash"),
+                                  "stop 111's rule for paged D=176-240 outside the band against the count before, with and without head clusters"),
     "h100-d128-band": (forced_splits_sweep(H100_D128_BAND_ROWS, H100_BAND_VARIANTS, H100_D128_BAND_RUNS),
                        "D=128 at 2.1-2.5 units per SM from 4096 keys, GQA and MHA, both layouts: auto (even 2) against 3"),
     "pair-depth": (forced_splits_sweep(PAIR_DEPTH_ROWS, PAIR_DEPTH_VARIANTS, PAIR_DEPTH_RUNS, show_kernels=True),

@@ -956,14 +956,15 @@ def test_balanced_schedule_matches_reference():
                                # paged rows not whole 128-byte lines on the D = 256 kernel: on HBM3e
                                # 3 splits past 1.1 units per SM or from 8192 keys (stop 87), on
                                # other parts from 4096 keys (stop 99), and from 8192 keys one of
-                               # 2048 keys each up to 16 (stop 110)
+                               # 2048 keys each up to 16 (stop 110), past the band so from 4096
+                               # keys (stop 111; test_shared_lines_long_splits)
                                (224, 1.2, 2048, 3 if hbm3e else 2), (176, 1.3, 16384, 3 if hbm3e else 8),
                                (224, 1.03, 2048, 2), (224, 1.03, 8192, 3 if hbm3e else 4),
                                (224, 1.03, 8191, 2 if hbm3e else 3), (224, 1.2, 12288, 3 if hbm3e else 6),
                                (240, 1.2, 16383, 3 if hbm3e else 7), (224, 1.2, 32768, 3 if hbm3e else 16),
                                (224, 1.2, 65536, 3 if hbm3e else 16),
                                (224, 1.03, 4095, 2), (224, 1.3, 4096, 3),
-                               (240, 1.4, 4096, 1), (192, 1.2, 4096, 2), (224, 1.2, 1024, 1),
+                               (240, 1.4, 4096, 1 if hbm3e else 2), (240, 1.4, 4095, 1), (192, 1.2, 4096, 2), (224, 1.2, 1024, 1),
                                (256, 1.05, 2048, 2), (256, 1.2, 2048, 2), (256, 1.5, 2048, 2 if hbm3e else 1),
                                (256, 1.5, 8192, 2 if hbm3e else 1), (192, 1.5, 2048, 1),
                                (256, 1.65, 2048, 2 if hbm3e else 1),
@@ -1090,22 +1091,32 @@ def test_balanced_schedule_matches_reference():
 
 
 def test_shared_lines_long_splits():
-    """Paged 16-bit rows that are not whole lines (head_dim 176-240 on the D = 256 kernel) in the
-    one-tail band: off HBM3e parts from 8192 keys a split of 2048 keys each, up to 16
-    (csrc/decode/NOTES.md "Stop 110"; the counts are in test_balanced_schedule_matches_reference).
-    Automatic calls on ragged lengths against the reference, with the grid the count gives, and
-    through the workspace sized for the table (graph replays with other lengths) at 8 splits.
-    On the H100 these calls launch KV heads 2k, 2k + 1 as clusters (decode_head_clusters_pay), so
-    the results check that launch too; which launch ran is not observable here."""
+    """Paged 16-bit rows that are not whole lines (head_dim 176-240 on the D = 256 kernel) off
+    HBM3e parts: a split of 2048 keys each, up to 16, in the one-tail band from 8192 keys
+    (csrc/decode/NOTES.md "Stop 110"), past it from 4096 keys and below one unit per SM from
+    16384 keys where that passes a wave ("Stop 111"; the band's counts are also in
+    test_balanced_schedule_matches_reference). Automatic calls on ragged lengths against the
+    reference, with the grid the count gives, and, at 16384 keys, through the workspace sized
+    for the table (graph replays with other lengths). On the H100 the calls of 3 splits or more
+    launch KV heads 2k, 2k + 1 as clusters (decode_head_clusters_pay), so the results check that
+    launch too; which launch ran is not observable here."""
     require_op("paged_attention")
     sms = torch.cuda.get_device_properties(0).multi_processor_count
     sm90 = torch.cuda.get_device_capability()[0] == 9
     hbm3e = device_is_hopper_hbm3e()
-    b = int(1.2 * sms) // 8 + 1  # GQA 32/8, 1.2 units per SM
     gen = torch.Generator(device="cuda").manual_seed(110)
-    for d, n, dt, want in ((224, 16384, torch.float16, 8), (240, 12288, torch.bfloat16, 6), (176, 8192, torch.float16, 4)):
+    # (units per SM at GQA 32/8, head_dim, keys, dtype, the count off HBM3e on sm_90)
+    cases = ((1.2, 224, 16384, torch.float16, 8), (1.2, 240, 12288, torch.bfloat16, 6),
+             (1.2, 176, 8192, torch.float16, 4), (2.5, 224, 8192, torch.float16, 4),
+             (2.5, 176, 4096, torch.bfloat16, 2), (0.4, 224, 16384, torch.float16, 8))
+    for per_sm, d, n, dt, want in cases:
+        b = int(per_sm * sms) // 8 + 1
+        units = 8 * b
+        # elsewhere the general rules: on HBM3e parts the band's 3 (decode_tail_splits), a
+        # small grid's SMs // units, 1 past one unit per SM
+        other = sms // units if units < sms else 3 if hbm3e and sm90 and per_sm < 1.35 else 1
         splits = llm.decode_num_splits(b, 8, 4, n, d, dt)
-        assert splits == (3 if hbm3e else want if sm90 else 1), (d, n, splits)
+        assert splits == (want if sm90 and not hbm3e else other), (d, n, b, splits)
         # 64 physical blocks of 16 tokens under a table of n / 16 entries (blocks repeat), so the
         # long sequences cost little memory
         kc, vc = (torch.randn(64, 16, 8, d, device="cuda", generator=gen).to(dt) for _ in range(2))
@@ -1119,8 +1130,8 @@ def test_shared_lines_long_splits():
         assert_close(out, paged_attention_reference(q, kc, vc, table, sl), dtype=dt, what=what)
         if sm90:
             grid = kernel_grid_blocks(lambda: llm.paged_attention(q, kc, vc, table, sl), "decode_attention")
-            assert grid == 8 * b * splits, (what, grid)
-        if d == 224:
+            assert grid == units * splits, (what, grid)
+        if n == 16384:
             ws = llm.paged_attention_workspace(q, kc, table)
             out = torch.empty_like(q)
             graph, _ = capture_graph(lambda: llm.paged_attention(q, kc, vc, table, sl, out=out, workspace=ws))

@@ -544,6 +544,13 @@ _HOST_SPLIT_CASES = {
          ((20, 65536, 8, 4, 1, 224, 1), 16),
          ((20, 12288, 8, 4, 1, 224, 1), 6),
          ((20, 8191, 8, 4, 1, 224, 1), 3),     # ... 3 from 4096 keys below 8192
+         ((40, 8192, 8, 4, 1, 224, 1), 4),     # ... past the band from 4096 keys too (stop 111)
+         ((64, 6000, 8, 4, 1, 176, 1), 2),
+         ((40, 4095, 8, 4, 1, 224, 1), 1),
+         ((40, 16384, 8, 4, 1, 192, 1), 1),    # (D = 192 rows are whole lines)
+         ((6, 16384, 8, 4, 1, 224, 1), 8),     # ... below one unit per SM from 16384 keys past a wave
+         ((6, 16383, 8, 4, 1, 224, 1), 2),     # ... else SMs // units
+         ((1, 16384, 8, 4, 1, 224, 1), 16),
          ((1, 16384, 8, 4, 1, 128, 1), 16)],   # the issue's B=1/16K GQA: SMs // 8 rows' units
     ("--mem-khz", "3201000"): [((40, 2048, 8, 4, 1, 64, 1), 4),   # HBM3e pairs: the spread tail's pieces
                                ((16, 4096, 8, 4, 1, 64, 1), 2),   # HBM3e small grids: two blocks per SM
@@ -553,7 +560,9 @@ _HOST_SPLIT_CASES = {
                                ((48, 16384, 8, 4, 1, 128, 1), 2),  # HBM3e's wave top
                                ((6, 16384, 8, 4, 1, 128, 0), 2),  # HBM3e contiguous below half: the generic count
                                ((9, 16384, 8, 4, 1, 128, 1), 3),  # HBM3e paged 0.5-0.9: 2 SMs // units
-                               ((20, 16384, 8, 4, 1, 224, 1), 3)],  # HBM3e paged rows sharing lines: 3
+                               ((20, 16384, 8, 4, 1, 224, 1), 3),  # HBM3e paged rows sharing lines: 3
+                               ((40, 16384, 8, 4, 1, 224, 1), 1),  # ... 1 past the band
+                               ((6, 16384, 8, 4, 1, 224, 1), 2)],  # ... small grids SMs // units
     ("--sms", "108", "--cc", "8.0", "--mem-khz", "1593000"): [((40, 2048, 8, 4, 1, 64, 1), 1),
                                                               ((1, 16384, 8, 4, 1, 128, 1), 13)],
 }

@@ -1047,11 +1047,13 @@ static_assert(kHbm3eD128LongKeys == kLargeGridMinKeys && kPartialWaveFullWaveKey
 static_assert(kWideRowsSplitKeys == kSpreadTailMinKeys && 2 * kWideRowsSplitKeys == kPartialWaveMinKeys,
               "the two-tile rule's edges beyond one unit per SM (1024, 2048 keys) are in the edge list");
 static_assert(kLargeGridMinKeys == 4096, "D = 64 two-tile blocks past one unit per SM start at an edge");
-// Paged rows that share lines on the D = 256 kernel in the one-tail band, off HBM3e: the keys
-// of a split and the most splits (decode_tail_splits). The count grows with the length, so the
+// Paged rows that share lines on the D = 256 kernel off HBM3e: the keys of a split and the most
+// splits (decode_tail_splits), and below one unit per SM the length from which they split so.
+// The count grows with the length (at 16384 keys from the small grid's SMs // units up), so the
 // workspace's longest length stands for its interval (decode_attention_workspace_floats_upto).
 constexpr int64_t kSharedLinesSplitKeys = 2048;
 constexpr int kSharedLinesMostSplits = 16;
+constexpr int64_t kSharedLinesSmallGridMinKeys = 16384;
 constexpr int kSplitRuleLengthEdges[] = {kSpreadTailMinKeys, kPartialWaveMinKeys, kLargeGridMinKeys, 8192};
 // `shared_lines`: paged rows that are not whole 128-byte lines beside other KV heads
 // (decode_units_share_lines), units of one row tile. `one_row_units`: one query row a KV head
@@ -1126,6 +1128,29 @@ inline int decode_tail_splits(int head_dim, bool paged, int64_t units, int64_t s
                                             : static_cast<int>(std::clamp<int64_t>(
                                                   max_kv_len / kSharedLinesSplitKeys, 3, kSharedLinesMostSplits));
     return 10 * units > kStreamKSharedReadsTop10ths * sms || max_kv_len >= kSplitRuleLengthEdges[3] ? 3 : 2;
+  }
+  // The same rows outside the band off HBM3e: splits of kSharedLinesSplitKeys each as well,
+  // from 4096 keys past it, from 16384 keys below one unit per SM where that count passes a
+  // wave (else the small grid's SMs // units, below). At 3 splits or more their head pairs
+  // launch as clusters (decode_head_clusters_pay). H100, NOTES.md "Stop 111"
+  // (`--h100-shared-lines-bands`, paged D = 224 GQA 32/8 block 16, us, flash / 1 (the rule's
+  // then) / 2 / 4 / 8 splits): B=24 (1.45 units per SM) 4K 245.9 / 272.6 / 254.0 / 256.7 /
+  // 275.1, 8K 472.7 / 563.6 / 524.2 / 493.3 / 504.7, 16K 927.6 / 1163.3 / 1103.8 / 982.3 / 974.7;
+  // B=40 4K 558.1 / 452.0 / 419.8 / 423.6 / 440.1, 8K 1048.3 / 940.2 / 854.5 / 813.8 / 826.3,
+  // 16K 2110.8 / 1995.7 / 1824.1 / 1639.6 / 1626.4; B=64 (3.9) 4K 620.3 / 676.6 / 662.0 / 667.3
+  // / 688.4, 8K 1228.0 / 1441.0 / 1382.2 / 1304.2 / 1306.6, 16K 2477.2 / 3131.4 / 2987.7 /
+  // 2651.5 / 2572.6; B=32 and 48 alike (within 0.6% of the best count, 3 once 1.3%); D = 176 and
+  // 240 B=40/16K 1518.1 / 1347.4 / 1286.0 / 1302.2 and 2161.3 / 2032.9 / 1850.6 / 1759.0 (16:
+  // 1738.8). Below one unit per SM (2 / 3 / 4 / 8 splits; the rule's then: 2 at B=6, 1 at
+  // B=10-14): B=6 16K 266.0 / 340.5 / 273.4 / 251.8, B=10 16K 533.9 / 427.5 / 440.7 / 411.9
+  // (1: 448.8), B=14 16K 618.0 / 606.3 / 609.5 / 571.1 (1: 645.8); at 8192 keys 4 splits lost
+  // at B=6 (132.1 at 2, 137.1 at 4) and B=10 (222.3 at 1, 223.8), so 16384 keys it is.
+  if (shared_lines && paged && kernel_head_dim == 256 && !hbm3e && !one_tail) {
+    const int by_keys = static_cast<int>(
+        std::min<int64_t>(max_kv_len / kSharedLinesSplitKeys, kSharedLinesMostSplits));
+    if (units > sms ? max_kv_len >= kLargeGridMinKeys
+                    : max_kv_len >= kSharedLinesSmallGridMinKeys && by_keys * units > sms)
+      return by_keys;
   }
   if (kernel_head_dim == 96) {
     // contiguous caches from 4096 keys: one band from the first extra unit to 2.95, but for

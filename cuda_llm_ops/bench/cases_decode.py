@@ -108,10 +108,12 @@ MQA_CONTIGUOUS_GRIDS = ((8, 16384), (66, 8192))
 # head pairs at 1.21 pairs per SM (B=40) and D = 112 on the D = 128 kernel at 1.21 units per
 # SM (B=20), where HBM3e parts run the spread tail or 3 splits, the H100 1 split
 # (csrc/decode/NOTES.md "Stop 86", "Stop 99", "Stop 107"); D = 224 on the D = 256 kernel at
-# 1.21 units per SM, rows that are not whole 128-byte lines: 3 splits ("Stop 87", "Stop 99");
-# D = 96 at 2.06 and 2.42 units per SM, 3 splits from 4096 keys ("Stop 107"): (D, B, N)
+# 1.21 units per SM, rows that are not whole 128-byte lines: 3 splits ("Stop 87", "Stop 99"), off
+# HBM3e from 8192 keys one of 2048 keys each ("Stop 110"), also at 2.42 and 3.88 units per SM and
+# 0.36 ("Stop 111"); D = 96 at 2.06 and 2.42 units per SM, 3 splits from 4096 keys ("Stop 107"):
+# (D, B, N)
 BAND_HEAD_DIM_GRIDS = ((64, 40, 2048), (64, 40, 16384), (112, 20, 4096), (224, 20, 4096), (224, 20, 16384),
-                       (96, 34, 16384), (96, 40, 8192))
+                       (224, 40, 16384), (224, 64, 8192), (224, 6, 16384), (96, 34, 16384), (96, 40, 8192))
 # ... and contiguous (decode_attention) D = 64 at 2.42 units per SM: 3 splits off HBM3e ("Stop 107")
 BAND_CONTIGUOUS_GRIDS = ((64, 40, 2048),)
 SDPA_BACKENDS = ("flash", "cudnn", "efficient")
