@@ -2322,6 +2322,19 @@ def h100_shared_lines_confirm_runs(row, sms: int) -> set:
     return runs | {(2, "hc")} if units > sms else runs
 
 
+# --hbm3e-shared-lines (stop 111): the same paged D = 224 rows on an HBM3e part (the H200), whose
+# rules (decode_tail_splits: 3 in the band from 8192 keys or past 1.1 units per SM, else 2; 1 past
+# it; no head clusters) were set at stop 87, before the H100's 2048-key splits and head clusters:
+# auto, auto with head clusters, 2 and 3 splits, and 2048 keys a split, with and without
+HBM3E_SHARED_LINES_ROWS = [(b, n, 8, 224, 1, False) for b in (6, 10, 20, 24, 40, 64) for n in (4096, 8192, 16384)]
+
+
+def hbm3e_shared_lines_runs(row, sms: int) -> set:
+    """auto (with and without head clusters), 2, 3 (both ways) and N / 2048 splits (both ways)."""
+    by_keys = max(2, min(16, row[1] // 2048))
+    return {(0, "auto"), (0, "hc"), (2, "forced"), (3, "forced"), (3, "hc"), (by_keys, "forced"), (by_keys, "hc")}
+
+
 def h100_d128_next_runs(row, sms: int) -> set:
     """auto, 1, 2 and 3 splits, and below half a unit per SM 2 SMs // units."""
     units = row[0] * row[2]
@@ -3581,6 +3594,9 @@ SWEEPS = {
     "h100-shared-lines-confirm": (forced_splits_sweep(H100_SHARED_LINES_CONFIRM_ROWS, H100_SHARED_LINES_CONFIRM_VARIANTS,
                                                       h100_shared_lines_confirm_runs, peer="sdpa-flash"),
                                   "stop 111's rule for paged D=176-240 outside the band against the count before, with and without head clusters"),
+    "hbm3e-shared-lines": (forced_splits_sweep(HBM3E_SHARED_LINES_ROWS, H100_SHARED_LINES_CONFIRM_VARIANTS,
+                                               hbm3e_shared_lines_runs, peer="sdpa-flash"),
+                           "paged D=224 B=6-64 at 4-16K on HBM3e parts: auto against 2, 3 and 2048-key splits, with and without head clusters"),
     "h100-d128-band": (forced_splits_sweep(H100_D128_BAND_ROWS, H100_BAND_VARIANTS, H100_D128_BAND_RUNS),
                        "D=128 at 2.1-2.5 units per SM from 4096 keys, GQA and MHA, both layouts: auto (even 2) against 3"),
     "pair-depth": (forced_splits_sweep(PAIR_DEPTH_ROWS, PAIR_DEPTH_VARIANTS, PAIR_DEPTH_RUNS, show_kernels=True),
