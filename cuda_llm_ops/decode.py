@@ -570,9 +570,9 @@ def decode_num_splits(batch: int, num_kv_heads: int, rows_per_kv_head: int, max_
       kernel then runs, "Stop 110"); on Hopper HBM3e parts past 1.1 times or with
       `max_kv_len >= 8192`, else 2 (D=224 B=20/16K 737.4-767.0 us balanced -> 591.1, "Stop 87");
       off HBM3e the same rows past 1.35 times the SMs take `max_kv_len // 2048` up to 16 with
-      `max_kv_len >= 4096`, and below the SMs with `max_kv_len >= 16384` where that count
-      times `base` passes the SMs (D=224 B=40/16K 1995.7 -> 1626.4 us, B=64/8K 1441.0 ->
-      1304.2, B=10/16K 448.8 -> 411.9, "Stop 111");
+      `max_kv_len >= 4096`, and below the SMs with `max_kv_len >= 16384` where the last rule's
+      `SMs // base` leaves splits of more than 4096 keys (D=224 B=40/16K 2003.2 -> 1627.2 us,
+      B=64/8K 1444.7 -> 1309.1, B=16/16K 788.4 -> 653.0, "Stop 111");
     - on Hopper HBM3e parts, 16-bit head_dim 256, 192 and 96 exactly (NOTES.md "D = 256 and
       96 split counts on the H200"): head_dim 256 takes 2 (balanced) up to 1.7 times the
       SMs when `paged`, 1.55 when not (head_dim 192 when not: 1.83, and 2 even splits

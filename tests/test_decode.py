@@ -1097,9 +1097,10 @@ def test_shared_lines_long_splits():
     16384 keys where that passes a wave ("Stop 111"; the band's counts are also in
     test_balanced_schedule_matches_reference). Automatic calls on ragged lengths against the
     reference, with the grid the count gives, and, at 16384 keys, through the workspace sized
-    for the table (graph replays with other lengths). On the H100 the calls of 3 splits or more
-    launch KV heads 2k, 2k + 1 as clusters (decode_head_clusters_pay), so the results check that
-    launch too; which launch ran is not observable here."""
+    for the table (graph replays with other lengths). On the H100 these calls (from 4096 keys,
+    or at 3 splits or more) launch KV heads 2k, 2k + 1 as clusters (decode_head_clusters_pay), so
+    the results check that launch too, at 1 split and 2 as well; which launch ran is not
+    observable here."""
     require_op("paged_attention")
     sms = torch.cuda.get_device_properties(0).multi_processor_count
     sm90 = torch.cuda.get_device_capability()[0] == 9
@@ -1108,7 +1109,8 @@ def test_shared_lines_long_splits():
     # (units per SM at GQA 32/8, head_dim, keys, dtype, the count off HBM3e on sm_90)
     cases = ((1.2, 224, 16384, torch.float16, 8), (1.2, 240, 12288, torch.bfloat16, 6),
              (1.2, 176, 8192, torch.float16, 4), (2.5, 224, 8192, torch.float16, 4),
-             (2.5, 176, 4096, torch.bfloat16, 2), (0.4, 224, 16384, torch.float16, 8))
+             (2.5, 176, 4096, torch.bfloat16, 2), (0.4, 224, 16384, torch.float16, 8),
+             (0.6, 224, 8192, torch.bfloat16, 1))
     for per_sm, d, n, dt, want in cases:
         b = int(per_sm * sms) // 8 + 1
         units = 8 * b

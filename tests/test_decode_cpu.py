@@ -550,6 +550,9 @@ _HOST_SPLIT_CASES = {
          ((40, 16384, 8, 4, 1, 192, 1), 1),    # (D = 192 rows are whole lines)
          ((6, 16384, 8, 4, 1, 224, 1), 8),     # ... below one unit per SM from 16384 keys past a wave
          ((6, 16383, 8, 4, 1, 224, 1), 2),     # ... else SMs // units
+         ((4, 16384, 8, 4, 1, 224, 1), 4),     # ... also where that cuts splits of 4096 keys or fewer
+         ((2, 32768, 8, 4, 1, 224, 1), 8),
+         ((4, 32768, 8, 4, 1, 224, 1), 16),
          ((1, 16384, 8, 4, 1, 224, 1), 16),
          ((1, 16384, 8, 4, 1, 128, 1), 16)],   # the issue's B=1/16K GQA: SMs // 8 rows' units
     ("--mem-khz", "3201000"): [((40, 2048, 8, 4, 1, 64, 1), 4),   # HBM3e pairs: the spread tail's pieces

@@ -454,20 +454,25 @@ inline bool decode_units_share_lines(const DecodeAttentionArgs& a, int elem_byte
 // Whether the TMA kernel's even grid runs KV heads 2k and 2k + 1 as a thread-block cluster
 // (DecodeKernelParams::head_cluster; cluster (2, 1, 1), where the grid's x holds whole pairs and
 // one block fills an SM): 16-bit paged rows that share lines (decode_units_share_lines) on the
-// D = 256 kernel at 3 splits or more, off HBM3e. Paged head_dim 224 puts one 128-byte line
-// across heads 2k and 2k + 1 of every token row; launched together, the pair's second read of it
-// finds it in L2 more often. H100, NOTES.md "Stop 110" (`--h100-d224-long`, GQA 32/8 block 16, us, even
-// splits without -> with): D = 224 B=20 3 splits 16K 878.8 -> 838.1, 32K 1868.7 -> 1744.1,
-// 8 splits 16K 821.9 -> 810.3, 32K 1747.3 -> 1641.7; B=22/32K 8 1919.8 -> 1801.0; B=17/32K 8
-// 1498.0 -> 1443.9; D = 240 B=20/32K 8 1931.8 -> 1852.8; B=40/16K 8 1650.9 -> 1629.5; at
-// 4096-8192 keys and D = 144-176 level (within 0.5%). Measured from 0.6 units per SM (B=10)
-// up; smaller grids at 3-4 splits (B <= 5 here) take them unmeasured: at one block per SM their
-// pairs fit the H100's 66 clusters of 2.
+// D = 256 kernel off HBM3e, at 3 splits or more, and at 1-2 from 4096 keys. Paged head_dim 224
+// puts one 128-byte line across heads 2k and 2k + 1 of every token row; launched together, the
+// pair's second read of it finds it in L2 more often. H100, NOTES.md "Stop 110"
+// (`--h100-d224-long`, GQA 32/8 block 16, us, even splits without -> with): D = 224 B=20 3
+// splits 16K 878.8 -> 838.1, 32K 1868.7 -> 1744.1, 8 splits 16K 821.9 -> 810.3, 32K 1747.3 ->
+// 1641.7; B=22/32K 8 1919.8 -> 1801.0; B=17/32K 8 1498.0 -> 1443.9; D = 240 B=20/32K 8 1931.8 ->
+// 1852.8; B=40/16K 8 1650.9 -> 1629.5; at 4096-8192 keys and D = 144-176 level (within 0.5%).
+// "Stop 111" (`--h100-shared-lines-confirm`, `--hbm3e-shared-lines` run on the H100): 1 split
+// D = 224 B=10 4K 115.1 -> 108.4, 8K 221.3 -> 210.6; B=128/16K 6484.2 -> 5733.7; B=12/16K
+// 512.1 -> 506.4; D = 176 B=64/6K 782.8 -> 764.4; 2 splits B=24/4K 253.3 -> 250.3, B=40/4K
+// 417.3 -> 412.6, B=64/4K 663.7 -> 655.9, B=6/8K 132.6 -> 131.8; at the counts
+// decode_tail_splits now gives (2-16) 0.2-2.7% (B=96/16K 3950.7 -> 3846.2). Below 4096 keys at
+// 1-2 splits not measured: left out. Measured from 0.12 units per SM (B=2/32K) up; at one block
+// per SM the pairs fit the H100's 66 clusters of 2.
 inline bool decode_head_clusters_pay(const DecodeAttentionArgs& a, int kernel_head_dim, bool hbm3e) {
   const int knob = decode_dev_head_cluster();
   if (knob == kDecodeHeadClusterOff || knob == kDecodeHeadClusterOn) return knob == kDecodeHeadClusterOn;
-  return a.paged && !a.kv_fp8 && kernel_head_dim == 256 && !hbm3e && a.num_splits >= 3 &&
-         decode_units_share_lines(a, 2);
+  return a.paged && !a.kv_fp8 && kernel_head_dim == 256 && !hbm3e && decode_units_share_lines(a, 2) &&
+         (a.num_splits >= 3 || decode_max_kv_len(a) >= kLargeGridMinKeys);
 }
 // Whether the balanced schedule's `blocks` (decode_streamk_blocks) over `units` of `row_tiles`
 // row tiles each (16- or 32-row) pay where units read the same cache lines: units of one KV
@@ -1049,7 +1054,7 @@ static_assert(kWideRowsSplitKeys == kSpreadTailMinKeys && 2 * kWideRowsSplitKeys
 static_assert(kLargeGridMinKeys == 4096, "D = 64 two-tile blocks past one unit per SM start at an edge");
 // Paged rows that share lines on the D = 256 kernel off HBM3e: the keys of a split and the most
 // splits (decode_tail_splits), and below one unit per SM the length from which they split so.
-// The count grows with the length (at 16384 keys from the small grid's SMs // units up), so the
+// The count grows with the length (below one unit per SM from the small grid's SMs // units up), so the
 // workspace's longest length stands for its interval (decode_attention_workspace_floats_upto).
 constexpr int64_t kSharedLinesSplitKeys = 2048;
 constexpr int kSharedLinesMostSplits = 16;
@@ -1130,9 +1135,9 @@ inline int decode_tail_splits(int head_dim, bool paged, int64_t units, int64_t s
     return 10 * units > kStreamKSharedReadsTop10ths * sms || max_kv_len >= kSplitRuleLengthEdges[3] ? 3 : 2;
   }
   // The same rows outside the band off HBM3e: splits of kSharedLinesSplitKeys each as well,
-  // from 4096 keys past it, from 16384 keys below one unit per SM where that count passes a
-  // wave (else the small grid's SMs // units, below). At 3 splits or more their head pairs
-  // launch as clusters (decode_head_clusters_pay). H100, NOTES.md "Stop 111"
+  // from 4096 keys past it; below one unit per SM from 16384 keys where the small grid's own
+  // count (SMs // units, below) leaves splits of more than twice that. Their head pairs launch
+  // as clusters (decode_head_clusters_pay). H100, NOTES.md "Stop 111"
   // (`--h100-shared-lines-bands`, paged D = 224 GQA 32/8 block 16, us, flash / 1 (the rule's
   // then) / 2 / 4 / 8 splits): B=24 (1.45 units per SM) 4K 245.9 / 272.6 / 254.0 / 256.7 /
   // 275.1, 8K 472.7 / 563.6 / 524.2 / 493.3 / 504.7, 16K 927.6 / 1163.3 / 1103.8 / 982.3 / 974.7;
@@ -1144,13 +1149,18 @@ inline int decode_tail_splits(int head_dim, bool paged, int64_t units, int64_t s
   // 1738.8). Below one unit per SM (2 / 3 / 4 / 8 splits; the rule's then: 2 at B=6, 1 at
   // B=10-14): B=6 16K 266.0 / 340.5 / 273.4 / 251.8, B=10 16K 533.9 / 427.5 / 440.7 / 411.9
   // (1: 448.8), B=14 16K 618.0 / 606.3 / 609.5 / 571.1 (1: 645.8); at 8192 keys 4 splits lost
-  // at B=6 (132.1 at 2, 137.1 at 4) and B=10 (222.3 at 1, 223.8), so 16384 keys it is.
+  // at B=6 (132.1 at 2, 137.1 at 4) and B=10 (222.3 at 1, 223.8; 1 with head clusters 210.6),
+  // so 16384 keys it is. `--h100-shared-lines-confirm` (the rule then / the count before):
+  // B=12/16K 493.1 / 512.1, B=16/16K 653.0 / 788.4, but where SMs // units already cut splits
+  // of 4096 keys 2048-key splits lost: B=4/16K 171.0 / 167.3, B=2/32K 172.1 / 168.1 (B=4/32K,
+  // splits of 8192 keys, level: 331.5 / 331.8); past the band (1 before) B=96/16K 3846.2 /
+  // 4817.2, B=128/16K 5102.3 / 6484.2, MHA (Hkv 32) B=10/16K 1608.3 / 1987.6, D = 176 B=64/6K
+  // level (782.5 / 782.8).
   if (shared_lines && paged && kernel_head_dim == 256 && !hbm3e && !one_tail) {
-    const int by_keys = static_cast<int>(
-        std::min<int64_t>(max_kv_len / kSharedLinesSplitKeys, kSharedLinesMostSplits));
-    if (units > sms ? max_kv_len >= kLargeGridMinKeys
-                    : max_kv_len >= kSharedLinesSmallGridMinKeys && by_keys * units > sms)
-      return by_keys;
+    const bool small_grid_long_splits =
+        max_kv_len >= kSharedLinesSmallGridMinKeys && max_kv_len > sms / units * 2 * kSharedLinesSplitKeys;
+    if (units > sms ? max_kv_len >= kLargeGridMinKeys : small_grid_long_splits)
+      return static_cast<int>(std::min<int64_t>(max_kv_len / kSharedLinesSplitKeys, kSharedLinesMostSplits));
   }
   if (kernel_head_dim == 96) {
     // contiguous caches from 4096 keys: one band from the first extra unit to 2.95, but for
