@@ -2335,6 +2335,16 @@ def hbm3e_shared_lines_runs(row, sms: int) -> set:
     return {(0, "auto"), (0, "hc"), (2, "forced"), (3, "forced"), (3, "hc"), (by_keys, "forced"), (by_keys, "hc")}
 
 
+# --h100-shared-lines-final (stop 111): head clusters at 1-2 splits from 4096 keys
+# (decode_head_clusters_pay) and the small grids that keep SMs // units, auto against the same
+# count without and with head clusters forced (at 2048 keys: left out by the rule)
+H100_SHARED_LINES_FINAL_ROWS = ([(b, n, 8, 224, 1, False) for b, n in ((10, 4096), (10, 8192), (14, 8192), (24, 4096),
+                                                                       (40, 4096), (64, 4096), (40, 2048), (10, 2048),
+                                                                       (4, 16384), (2, 32768))]
+                                + [(64, 6144, 8, 176, 1, False)])
+H100_SHARED_LINES_FINAL_RUNS = {(0, "auto"), (0, "nohc"), (0, "hc")}
+
+
 def h100_d128_next_runs(row, sms: int) -> set:
     """auto, 1, 2 and 3 splits, and below half a unit per SM 2 SMs // units."""
     units = row[0] * row[2]
@@ -3597,6 +3607,9 @@ SWEEPS = {
     "hbm3e-shared-lines": (forced_splits_sweep(HBM3E_SHARED_LINES_ROWS, H100_SHARED_LINES_CONFIRM_VARIANTS,
                                                hbm3e_shared_lines_runs, peer="sdpa-flash"),
                            "paged D=224 B=6-64 at 4-16K on HBM3e parts: auto against 2, 3 and 2048-key splits, with and without head clusters"),
+    "h100-shared-lines-final": (forced_splits_sweep(H100_SHARED_LINES_FINAL_ROWS, H100_SHARED_LINES_CONFIRM_VARIANTS,
+                                                    H100_SHARED_LINES_FINAL_RUNS, peer="sdpa-flash"),
+                                "stop 111's head clusters at 1-2 splits and small grids: auto against no / forced head clusters"),
     "h100-d128-band": (forced_splits_sweep(H100_D128_BAND_ROWS, H100_BAND_VARIANTS, H100_D128_BAND_RUNS),
                        "D=128 at 2.1-2.5 units per SM from 4096 keys, GQA and MHA, both layouts: auto (even 2) against 3"),
     "pair-depth": (forced_splits_sweep(PAIR_DEPTH_ROWS, PAIR_DEPTH_VARIANTS, PAIR_DEPTH_RUNS, show_kernels=True),
