@@ -466,8 +466,9 @@ inline bool decode_units_share_lines(const DecodeAttentionArgs& a, int elem_byte
 // 512.1 -> 506.4; D = 176 B=64/6K 782.8 -> 764.4; 2 splits B=24/4K 253.3 -> 250.3, B=40/4K
 // 417.3 -> 412.6, B=64/4K 663.7 -> 655.9, B=6/8K 132.6 -> 131.8; at the counts
 // decode_tail_splits now gives (2-16) 0.2-2.7% (B=96/16K 3950.7 -> 3846.2). Below 4096 keys at
-// 1-2 splits not measured: left out. Measured from 0.12 units per SM (B=2/32K) up; at one block
-// per SM the pairs fit the H100's 66 clusters of 2.
+// 1-2 splits one run (`--h100-shared-lines-final`): B=40/2K 220.9 -> 219.0, B=10/2K 59.8 ->
+// 58.8, not taken yet. Measured from 0.12 units per SM (B=2/32K) up; at one block per SM the
+// pairs fit the H100's 66 clusters of 2.
 inline bool decode_head_clusters_pay(const DecodeAttentionArgs& a, int kernel_head_dim, bool hbm3e) {
   const int knob = decode_dev_head_cluster();
   if (knob == kDecodeHeadClusterOff || knob == kDecodeHeadClusterOn) return knob == kDecodeHeadClusterOn;
