@@ -2345,6 +2345,15 @@ H100_SHARED_LINES_FINAL_ROWS = ([(b, n, 8, 224, 1, False) for b, n in ((10, 4096
 H100_SHARED_LINES_FINAL_RUNS = {(0, "auto"), (0, "nohc"), (0, "hc")}
 
 
+# --h100-shared-lines-short (stop 111): head clusters at every length (decode_head_clusters_pay):
+# auto against none below 4096 keys, where `--h100-shared-lines-final` read them 1-2% ahead at 2K
+H100_SHARED_LINES_SHORT_ROWS = ([(b, n, 8, 224, 1, False) for b, n in ((6, 2048), (10, 1024), (10, 2048), (20, 2048),
+                                                                       (24, 2048), (40, 1024), (40, 2048), (64, 2048),
+                                                                       (64, 512))]
+                                + [(40, 2048, 8, 176, 1, False), (20, 2048, 8, 240, 1, False), (10, 2048, 32, 224, 1, False)])
+H100_SHARED_LINES_SHORT_RUNS = {(0, "auto"), (0, "nohc")}
+
+
 def h100_d128_next_runs(row, sms: int) -> set:
     """auto, 1, 2 and 3 splits, and below half a unit per SM 2 SMs // units."""
     units = row[0] * row[2]
@@ -3610,6 +3619,9 @@ SWEEPS = {
     "h100-shared-lines-final": (forced_splits_sweep(H100_SHARED_LINES_FINAL_ROWS, H100_SHARED_LINES_CONFIRM_VARIANTS,
                                                     H100_SHARED_LINES_FINAL_RUNS, peer="sdpa-flash"),
                                 "stop 111's head clusters at 1-2 splits and small grids: auto against no / forced head clusters"),
+    "h100-shared-lines-short": (forced_splits_sweep(H100_SHARED_LINES_SHORT_ROWS, H100_SHARED_LINES_CONFIRM_VARIANTS,
+                                                    H100_SHARED_LINES_SHORT_RUNS, peer="sdpa-flash"),
+                                "paged D=176-240 below 4096 keys: auto (head clusters at every length) against none"),
     "h100-d128-band": (forced_splits_sweep(H100_D128_BAND_ROWS, H100_BAND_VARIANTS, H100_D128_BAND_RUNS),
                        "D=128 at 2.1-2.5 units per SM from 4096 keys, GQA and MHA, both layouts: auto (even 2) against 3"),
     "pair-depth": (forced_splits_sweep(PAIR_DEPTH_ROWS, PAIR_DEPTH_VARIANTS, PAIR_DEPTH_RUNS, show_kernels=True),

@@ -454,7 +454,7 @@ inline bool decode_units_share_lines(const DecodeAttentionArgs& a, int elem_byte
 // Whether the TMA kernel's even grid runs KV heads 2k and 2k + 1 as a thread-block cluster
 // (DecodeKernelParams::head_cluster; cluster (2, 1, 1), where the grid's x holds whole pairs and
 // one block fills an SM): 16-bit paged rows that share lines (decode_units_share_lines) on the
-// D = 256 kernel off HBM3e, at 3 splits or more, and at 1-2 from 4096 keys. Paged head_dim 224
+// D = 256 kernel off HBM3e, at any split count and length. Paged head_dim 224
 // puts one 128-byte line across heads 2k and 2k + 1 of every token row; launched together, the
 // pair's second read of it finds it in L2 more often. H100, NOTES.md "Stop 110"
 // (`--h100-d224-long`, GQA 32/8 block 16, us, even splits without -> with): D = 224 B=20 3
@@ -472,8 +472,7 @@ inline bool decode_units_share_lines(const DecodeAttentionArgs& a, int elem_byte
 inline bool decode_head_clusters_pay(const DecodeAttentionArgs& a, int kernel_head_dim, bool hbm3e) {
   const int knob = decode_dev_head_cluster();
   if (knob == kDecodeHeadClusterOff || knob == kDecodeHeadClusterOn) return knob == kDecodeHeadClusterOn;
-  return a.paged && !a.kv_fp8 && kernel_head_dim == 256 && !hbm3e && decode_units_share_lines(a, 2) &&
-         (a.num_splits >= 3 || decode_max_kv_len(a) >= kLargeGridMinKeys);
+  return a.paged && !a.kv_fp8 && kernel_head_dim == 256 && !hbm3e && decode_units_share_lines(a, 2);
 }
 // Whether the balanced schedule's `blocks` (decode_streamk_blocks) over `units` of `row_tiles`
 // row tiles each (16- or 32-row) pay where units read the same cache lines: units of one KV
