@@ -2345,8 +2345,9 @@ H100_SHARED_LINES_FINAL_ROWS = ([(b, n, 8, 224, 1, False) for b, n in ((10, 4096
 H100_SHARED_LINES_FINAL_RUNS = {(0, "auto"), (0, "nohc"), (0, "hc")}
 
 
-# --h100-shared-lines-short (stop 111): head clusters at every length (decode_head_clusters_pay):
-# auto against none below 4096 keys, where `--h100-shared-lines-final` read them 1-2% ahead at 2K
+# --h100-shared-lines-short (stop 111): below 4096 keys, where `--h100-shared-lines-final` read head
+# clusters 1-2% ahead at 2K, auto against none; run at 58e8dd0, whose decode_head_clusters_pay took
+# them at every length (level: not taken, so on main auto has none there and the two runs match)
 H100_SHARED_LINES_SHORT_ROWS = ([(b, n, 8, 224, 1, False) for b, n in ((6, 2048), (10, 1024), (10, 2048), (20, 2048),
                                                                        (24, 2048), (40, 1024), (40, 2048), (64, 2048),
                                                                        (64, 512))]

@@ -454,7 +454,7 @@ inline bool decode_units_share_lines(const DecodeAttentionArgs& a, int elem_byte
 // Whether the TMA kernel's even grid runs KV heads 2k and 2k + 1 as a thread-block cluster
 // (DecodeKernelParams::head_cluster; cluster (2, 1, 1), where the grid's x holds whole pairs and
 // one block fills an SM): 16-bit paged rows that share lines (decode_units_share_lines) on the
-// D = 256 kernel off HBM3e, at any split count and length. Paged head_dim 224
+// D = 256 kernel off HBM3e, at 3 splits or more, and at 1-2 from 4096 keys. Paged head_dim 224
 // puts one 128-byte line across heads 2k and 2k + 1 of every token row; launched together, the
 // pair's second read of it finds it in L2 more often. H100, NOTES.md "Stop 110"
 // (`--h100-d224-long`, GQA 32/8 block 16, us, even splits without -> with): D = 224 B=20 3
@@ -466,13 +466,16 @@ inline bool decode_units_share_lines(const DecodeAttentionArgs& a, int elem_byte
 // 512.1 -> 506.4; D = 176 B=64/6K 782.8 -> 764.4; 2 splits B=24/4K 253.3 -> 250.3, B=40/4K
 // 417.3 -> 412.6, B=64/4K 663.7 -> 655.9, B=6/8K 132.6 -> 131.8; at the counts
 // decode_tail_splits now gives (2-16) 0.2-2.7% (B=96/16K 3950.7 -> 3846.2). Below 4096 keys at
-// 1-2 splits one run (`--h100-shared-lines-final`): B=40/2K 220.9 -> 219.0, B=10/2K 59.8 ->
-// 58.8, not taken yet. Measured from 0.12 units per SM (B=2/32K) up; at one block per SM the
-// pairs fit the H100's 66 clusters of 2.
+// 1-2 splits level: `--h100-shared-lines-final` read B=40/2K 220.9 -> 219.0, B=10/2K 59.8 ->
+// 58.8, `--h100-shared-lines-short` (with them at every length, none / with) B=10/2K 57.2 /
+// 58.0, B=64/2K 316.0 / 313.5, B=40/1K 112.0 / 111.0, nine more rows within 0.6%: not taken.
+// Measured from 0.12 units per SM (B=2/32K) up; at one block per SM the pairs fit the H100's
+// 66 clusters of 2.
 inline bool decode_head_clusters_pay(const DecodeAttentionArgs& a, int kernel_head_dim, bool hbm3e) {
   const int knob = decode_dev_head_cluster();
   if (knob == kDecodeHeadClusterOff || knob == kDecodeHeadClusterOn) return knob == kDecodeHeadClusterOn;
-  return a.paged && !a.kv_fp8 && kernel_head_dim == 256 && !hbm3e && decode_units_share_lines(a, 2);
+  return a.paged && !a.kv_fp8 && kernel_head_dim == 256 && !hbm3e && decode_units_share_lines(a, 2) &&
+         (a.num_splits >= 3 || decode_max_kv_len(a) >= kLargeGridMinKeys);
 }
 // Whether the balanced schedule's `blocks` (decode_streamk_blocks) over `units` of `row_tiles`
 // row tiles each (16- or 32-row) pay where units read the same cache lines: units of one KV
