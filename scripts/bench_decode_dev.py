@@ -2309,8 +2309,14 @@ H100_SHARED_LINES_CONFIRM_ROWS = ([(b, n, 8, 224, 1, False) for b, n in ((24, 40
                                   + [(10, 16384, 32, 224, 1, False), (64, 6144, 8, 176, 1, False)]
                                   + [(b, n, 8, 224, 1, False) for b, n in ((2, 32768), (4, 16384), (4, 32768),
                                                                            (6, 16384), (12, 16384), (16, 16384))])
-H100_SHARED_LINES_CONFIRM_VARIANTS = {"auto": {}, "nohc": {"CLO_DECODE_HEAD_CLUSTER": "0"},
-                                      "hc": {"CLO_DECODE_HEAD_CLUSTER": "2"}, "forced": {}}
+SHARED_LINES_VARIANTS = {"auto": {}, "nohc": {"CLO_DECODE_HEAD_CLUSTER": "0"},
+                         "hc": {"CLO_DECODE_HEAD_CLUSTER": "2"}, "forced": {}}
+
+
+def shared_lines_sweep(rows, runs):
+    """A `SWEEPS` entry of stop 111's: `rows` under SHARED_LINES_VARIANTS (head clusters as the
+    rule has them, off, forced), flash first."""
+    return forced_splits_sweep(rows, SHARED_LINES_VARIANTS, runs, peer="sdpa-flash")
 
 
 def h100_shared_lines_confirm_runs(row, sms: int) -> set:
@@ -2346,13 +2352,14 @@ H100_SHARED_LINES_FINAL_RUNS = {(0, "auto"), (0, "nohc"), (0, "hc")}
 
 
 # --h100-shared-lines-short (stop 111): below 4096 keys, where `--h100-shared-lines-final` read head
-# clusters 1-2% ahead at 2K, auto against none; run at 58e8dd0, whose decode_head_clusters_pay took
-# them at every length (level: not taken, so on main auto has none there and the two runs match)
+# clusters 1-2% ahead at 2K, none (auto: decode_head_clusters_pay leaves them off there) against
+# forced; run at 58e8dd0 as auto (its decode_head_clusters_pay took them at every length) against
+# "nohc", level: not taken
 H100_SHARED_LINES_SHORT_ROWS = ([(b, n, 8, 224, 1, False) for b, n in ((6, 2048), (10, 1024), (10, 2048), (20, 2048),
                                                                        (24, 2048), (40, 1024), (40, 2048), (64, 2048),
                                                                        (64, 512))]
                                 + [(40, 2048, 8, 176, 1, False), (20, 2048, 8, 240, 1, False), (10, 2048, 32, 224, 1, False)])
-H100_SHARED_LINES_SHORT_RUNS = {(0, "auto"), (0, "nohc")}
+H100_SHARED_LINES_SHORT_RUNS = {(0, "auto"), (0, "hc")}
 
 
 def h100_d128_next_runs(row, sms: int) -> set:
@@ -3611,18 +3618,14 @@ SWEEPS = {
     "h100-shared-lines-bands": (forced_splits_sweep(H100_SHARED_LINES_BANDS_ROWS, H100_BAND_VARIANTS,
                                                     H100_SHARED_LINES_BANDS_RUNS, peer="sdpa-flash"),
                                 "paged D=176-240 rows not whole lines outside the one-tail band: auto against 2-16 splits, flash first"),
-    "h100-shared-lines-confirm": (forced_splits_sweep(H100_SHARED_LINES_CONFIRM_ROWS, H100_SHARED_LINES_CONFIRM_VARIANTS,
-                                                      h100_shared_lines_confirm_runs, peer="sdpa-flash"),
+    "h100-shared-lines-confirm": (shared_lines_sweep(H100_SHARED_LINES_CONFIRM_ROWS, h100_shared_lines_confirm_runs),
                                   "stop 111's rule for paged D=176-240 outside the band against the count before, with and without head clusters"),
-    "hbm3e-shared-lines": (forced_splits_sweep(HBM3E_SHARED_LINES_ROWS, H100_SHARED_LINES_CONFIRM_VARIANTS,
-                                               hbm3e_shared_lines_runs, peer="sdpa-flash"),
+    "hbm3e-shared-lines": (shared_lines_sweep(HBM3E_SHARED_LINES_ROWS, hbm3e_shared_lines_runs),
                            "paged D=224 B=6-64 at 4-16K on HBM3e parts: auto against 2, 3 and 2048-key splits, with and without head clusters"),
-    "h100-shared-lines-final": (forced_splits_sweep(H100_SHARED_LINES_FINAL_ROWS, H100_SHARED_LINES_CONFIRM_VARIANTS,
-                                                    H100_SHARED_LINES_FINAL_RUNS, peer="sdpa-flash"),
+    "h100-shared-lines-final": (shared_lines_sweep(H100_SHARED_LINES_FINAL_ROWS, H100_SHARED_LINES_FINAL_RUNS),
                                 "stop 111's head clusters at 1-2 splits and small grids: auto against no / forced head clusters"),
-    "h100-shared-lines-short": (forced_splits_sweep(H100_SHARED_LINES_SHORT_ROWS, H100_SHARED_LINES_CONFIRM_VARIANTS,
-                                                    H100_SHARED_LINES_SHORT_RUNS, peer="sdpa-flash"),
-                                "paged D=176-240 below 4096 keys: auto (head clusters at every length) against none"),
+    "h100-shared-lines-short": (shared_lines_sweep(H100_SHARED_LINES_SHORT_ROWS, H100_SHARED_LINES_SHORT_RUNS),
+                                "paged D=176-240 below 4096 keys: auto (no head clusters there) against them forced"),
     "h100-d128-band": (forced_splits_sweep(H100_D128_BAND_ROWS, H100_BAND_VARIANTS, H100_D128_BAND_RUNS),
                        "D=128 at 2.1-2.5 units per SM from 4096 keys, GQA and MHA, both layouts: auto (even 2) against 3"),
     "pair-depth": (forced_splits_sweep(PAIR_DEPTH_ROWS, PAIR_DEPTH_VARIANTS, PAIR_DEPTH_RUNS, show_kernels=True),

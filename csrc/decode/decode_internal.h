@@ -1130,13 +1130,6 @@ inline int decode_tail_splits(int head_dim, bool paged, int64_t units, int64_t s
   // 1821.9; behind 3 once, B=22/8K 462.7 at 3, 473.0 at 4). Contiguous D = 224 reads 100% of
   // the copy at 2 (B=20/16K 771.1): the loss is the lines that two KV heads' rows share
   // (decode_head_clusters_pay).
-  if (shared_lines && paged && kernel_head_dim == 256 && one_tail) {
-    if (!hbm3e)
-      return max_kv_len < kLargeGridMinKeys ? 2
-                                            : static_cast<int>(std::clamp<int64_t>(
-                                                  max_kv_len / kSharedLinesSplitKeys, 3, kSharedLinesMostSplits));
-    return 10 * units > kStreamKSharedReadsTop10ths * sms || max_kv_len >= kSplitRuleLengthEdges[3] ? 3 : 2;
-  }
   // The same rows outside the band off HBM3e: splits of kSharedLinesSplitKeys each as well,
   // from 4096 keys past it; below one unit per SM from 16384 keys where the small grid's own
   // count (SMs // units, below) leaves splits of more than twice that. Their head pairs launch
@@ -1159,11 +1152,18 @@ inline int decode_tail_splits(int head_dim, bool paged, int64_t units, int64_t s
   // splits of 8192 keys, level: 331.5 / 331.8); past the band (1 before) B=96/16K 3846.2 /
   // 4817.2, B=128/16K 5102.3 / 6484.2, MHA (Hkv 32) B=10/16K 1608.3 / 1987.6, D = 176 B=64/6K
   // level (782.5 / 782.8).
-  if (shared_lines && paged && kernel_head_dim == 256 && !hbm3e && !one_tail) {
-    const bool small_grid_long_splits =
-        max_kv_len >= kSharedLinesSmallGridMinKeys && max_kv_len > sms / units * 2 * kSharedLinesSplitKeys;
-    if (units > sms ? max_kv_len >= kLargeGridMinKeys : small_grid_long_splits)
-      return static_cast<int>(std::min<int64_t>(max_kv_len / kSharedLinesSplitKeys, kSharedLinesMostSplits));
+  if (shared_lines && paged && kernel_head_dim == 256) {
+    if (hbm3e) {
+      if (one_tail)
+        return 10 * units > kStreamKSharedReadsTop10ths * sms || max_kv_len >= kSplitRuleLengthEdges[3] ? 3 : 2;
+    } else {
+      const int by_keys =
+          static_cast<int>(std::min<int64_t>(max_kv_len / kSharedLinesSplitKeys, kSharedLinesMostSplits));
+      if (one_tail) return max_kv_len < kLargeGridMinKeys ? 2 : std::max(by_keys, 3);
+      const bool small_grid_long_splits =
+          max_kv_len >= kSharedLinesSmallGridMinKeys && max_kv_len > sms / units * 2 * kSharedLinesSplitKeys;
+      if (units > sms ? max_kv_len >= kLargeGridMinKeys : small_grid_long_splits) return by_keys;
+    }
   }
   if (kernel_head_dim == 96) {
     // contiguous caches from 4096 keys: one band from the first extra unit to 2.95, but for
