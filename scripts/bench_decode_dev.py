@@ -2362,22 +2362,6 @@ H100_SHARED_LINES_SHORT_ROWS = ([(b, n, 8, 224, 1, False) for b, n in ((6, 2048)
 H100_SHARED_LINES_SHORT_RUNS = {(0, "auto"), (0, "hc")}
 
 
-# --h100-head-clusters (stop 112): paged D = 128 rows are whole 256-byte segments, but a page's
-# token row holds every KV head's (2 KB at GQA 32/8): does launching a page's heads together
-# (clusters of 2, 4 or 8 KV heads, CLO_DECODE_HEAD_CLUSTER=2/4/8, which run only where one block
-# fills an SM: 4 TMA stages forced, "st4" the same without clusters) read the paged layout closer
-# to the contiguous rate (v11's probe: a plain paged stream 4.5% behind a contiguous one)? The
-# issue's small grids, B=17/1K (136 blocks), MHA beyond a wave, B=9/16K, and contiguous B=1/16K
-# (heads N x D apart: no line in common) for the start-up alone; cuDNN first
-H100_HEAD_CLUSTER_ROWS = ([(b, n, 8, 128, 1, False) for b, n in ((1, 16384), (16, 1024), (17, 1024), (16, 4096),
-                                                                (4, 16384), (9, 16384))]
-                          + [(16, 1024, 32, 128, 1, False), (1, 16384, 8, 128, 1, True)])
-H100_HEAD_CLUSTER_VARIANTS = {"auto": {}, "st4": {"CLO_DECODE_TMA_STAGES": "4", "CLO_DECODE_HEAD_CLUSTER": "0"},
-                              **{f"hc{k}": {"CLO_DECODE_TMA_STAGES": "4", "CLO_DECODE_HEAD_CLUSTER": str(k)}
-                                 for k in (2, 4, 8)}}
-H100_HEAD_CLUSTER_RUNS = {(0, v) for v in H100_HEAD_CLUSTER_VARIANTS}
-
-
 def h100_d128_next_runs(row, sms: int) -> set:
     """auto, 1, 2 and 3 splits, and below half a unit per SM 2 SMs // units."""
     units = row[0] * row[2]
@@ -3642,8 +3626,6 @@ SWEEPS = {
                                 "stop 111's head clusters at 1-2 splits and small grids: auto against no / forced head clusters"),
     "h100-shared-lines-short": (shared_lines_sweep(H100_SHARED_LINES_SHORT_ROWS, H100_SHARED_LINES_SHORT_RUNS),
                                 "paged D=176-240 below 4096 keys: auto (no head clusters there) against them forced"),
-    "h100-head-clusters": (forced_splits_sweep(H100_HEAD_CLUSTER_ROWS, H100_HEAD_CLUSTER_VARIANTS, H100_HEAD_CLUSTER_RUNS),
-                           "paged D=128: a page's KV heads launched together (clusters of 2/4/8 at 4 TMA stages) against none"),
     "h100-d128-band": (forced_splits_sweep(H100_D128_BAND_ROWS, H100_BAND_VARIANTS, H100_D128_BAND_RUNS),
                        "D=128 at 2.1-2.5 units per SM from 4096 keys, GQA and MHA, both layouts: auto (even 2) against 3"),
     "pair-depth": (forced_splits_sweep(PAIR_DEPTH_ROWS, PAIR_DEPTH_VARIANTS, PAIR_DEPTH_RUNS, show_kernels=True),

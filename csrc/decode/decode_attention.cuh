@@ -146,7 +146,7 @@ struct DecodeKernelParams {
   // count, no merge kernel; merge_apart is false.
   bool split_cluster;
   // Launch only (the kernel never reads it): the even grid's KV heads 2k, 2k + 1 as one
-  // thread-block cluster (2, 1, 1) (decode_head_clusters_pay; decode_head_cluster_heads).
+  // thread-block cluster (2, 1, 1) (decode_head_clusters_pay).
   bool head_cluster;
 };
 

@@ -728,13 +728,11 @@ cudaError_t launch_decode_attention_tma_kernel(const DecodeKernelParams& p, cons
       cluster_splits = static_cast<unsigned>(splits);
     }
   }
-  // KV head pairs (or a dev knob's 4 or 8 heads) as clusters (p.head_cluster), where the grid's
-  // x holds whole clusters and one block fills an SM (two blocks of a cluster never share one
-  // while other SMs idle)
-  const unsigned heads = decode_head_cluster_heads();
+  // KV head pairs as clusters (p.head_cluster), where the grid's x holds whole pairs and one
+  // block fills an SM (two blocks of a cluster never share one while other SMs idle)
   const unsigned cluster_heads =
-      cluster_splits == 1 && p.head_cluster && grid.x % heads == 0 && 2 * smem > static_cast<size_t>(device_smem_optin())
-          ? heads
+      cluster_splits == 1 && p.head_cluster && grid.x % 2 == 0 && 2 * smem > static_cast<size_t>(device_smem_optin())
+          ? 2u
           : 1u;
   cudaLaunchAttribute attr[2];
   const cudaLaunchConfig_t cfg = cluster::launch_config(grid, kThreads, launch_smem, stream,

@@ -154,16 +154,9 @@ inline bool decode_split_cluster_pays(int num_splits) {
   return num_splits >= 2 && num_splits <= most;
 }
 // Dev knob CLO_DECODE_HEAD_CLUSTER, read like CLO_DECODE_VARIANT: 0 never runs head clusters,
-// 2 pairs wherever the launcher can (below), 4 or 8 clusters of that many KV heads there (dev
-// only: stop 112's question, whether a page's heads stream faster read together); anything else
-// (unset): decode_head_clusters_pay, pairs.
+// 2 wherever the launcher can (below); anything else (unset): decode_head_clusters_pay.
 constexpr int kDecodeHeadClusterOff = 0, kDecodeHeadClusterOn = 2;
 int decode_dev_head_cluster();
-// KV heads a head cluster holds (DecodeKernelParams::head_cluster)
-inline unsigned decode_head_cluster_heads() {
-  const int knob = decode_dev_head_cluster();
-  return knob == 4 || knob == 8 ? static_cast<unsigned>(knob) : 2u;
-}
 // decode_merge_apart_pays' min_round_trips: the even grid's, the balanced schedule's
 constexpr int kEvenGridMergeApartTrips = 2, kBalancedMergeApartTrips = 3;
 // Dev knob CLO_DECODE_PLANE_BOXES, read like CLO_DECODE_VARIANT: 0 has the TMA kernel issue
@@ -480,8 +473,7 @@ inline bool decode_units_share_lines(const DecodeAttentionArgs& a, int elem_byte
 // 66 clusters of 2.
 inline bool decode_head_clusters_pay(const DecodeAttentionArgs& a, int kernel_head_dim, bool hbm3e) {
   const int knob = decode_dev_head_cluster();
-  if (knob == kDecodeHeadClusterOff || knob == kDecodeHeadClusterOn || knob == 4 || knob == 8)
-    return knob != kDecodeHeadClusterOff;
+  if (knob == kDecodeHeadClusterOff || knob == kDecodeHeadClusterOn) return knob == kDecodeHeadClusterOn;
   return a.paged && !a.kv_fp8 && kernel_head_dim == 256 && !hbm3e && decode_units_share_lines(a, 2) &&
          (a.num_splits >= 3 || decode_max_kv_len(a) >= kLargeGridMinKeys);
 }
