@@ -262,6 +262,22 @@ def auto_rule_cases(sms):
         # and contiguous head_dim 64 where one wave holds 2 splits: 4 from 2048 keys
         ("two row tiles D=64 contiguous Nq 8 at 0.42 units per SM", 64, round(0.42 * sms / 8), 8, 4, 8, 4096, 0, b16,
          False),
+        # split clusters (stop 106: a unit's 2-4 splits as one cluster merging through distributed
+        # shared memory): MQA at 0.48 and 0.18 units per SM (2 and 4 splits)
+        ("split clusters MQA 2 splits", 128, round(0.485 * sms), 1, 32, 1, 4096, 16, f16, True),
+        ("split clusters MQA 4 splits", 128, round(0.18 * sms), 1, 32, 1, 4096, 16, b16, True),
+        # off HBM3e (stops 108-109): contiguous head_dim 128 small grids (TMA 3; 1 split past 0.4
+        # units per SM, 3 from 8192 keys below), paged head_dim 128's half wave (2 splits)
+        ("contiguous D=128 small grid 1 split", 128, round(0.42 * sms / 8), 8, 4, 1, 2048, 0, f16, False),
+        ("contiguous D=128 small grid 3 splits", 128, round(0.36 * sms / 8), 8, 4, 1, 16384, 0, f16, False),
+        ("paged D=128 half wave", 128, round(0.55 * sms / 8), 8, 4, 1, 16384, 16, f16, True),
+        # off HBM3e (stops 110-111): paged rows that share lines on the D = 256 kernel, with head
+        # clusters (KV heads 2k, 2k + 1 as one cluster): the band's 2048 keys a split, past it 2,
+        # a small grid's 8, and 1 split from 4096 keys
+        ("D=224 shared lines band, head clusters", 224, int(1.2 * sms) // 8, 8, 4, 1, 8192, 16, f16, True),
+        ("D=224 shared lines past the band, head clusters", 224, round(2.4 * sms / 8), 8, 4, 1, 4096, 16, b16, True),
+        ("D=224 shared lines small grid, head clusters", 224, round(0.36 * sms / 8), 8, 4, 1, 16384, 16, f16, True),
+        ("D=224 shared lines 1 split, head clusters", 224, round(0.6 * sms / 8), 8, 4, 1, 4096, 16, f16, True),
     ]
 
 
