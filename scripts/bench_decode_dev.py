@@ -2280,11 +2280,10 @@ def h100_d224_long_runs(row, sms: int) -> set:
             | {(s, v) for s in (3, 8) for v in ("hc", "p1")} | {(3, "p0"), (3, "p2")})
 # --h100-d224-confirm (stop 110): the rule (decode_tail_splits' shared lines: 2048 keys a split
 # to 16, and decode_head_clusters_pay) against the same count without head clusters and the
-# counts before it (3, and stop 110's first 8 at most)
+# counts before it (3, and stop 110's first 8 at most), under SHARED_LINES_VARIANTS' auto and nohc
 H100_D224_CONFIRM_ROWS = ([(b, 32768, 8, 224, 1, False) for b in (20, 22)]
                           + [(20, 16384, 8, 224, 1, False), (22, 8192, 8, 224, 1, False),
                              (20, 32768, 8, 240, 1, False), (20, 8192, 8, 176, 1, False)])
-H100_D224_CONFIRM_VARIANTS = {"auto": {}, "nohc": {"CLO_DECODE_HEAD_CLUSTER": "0"}}
 H100_D224_CONFIRM_RUNS = {(0, "auto"), (0, "nohc"), (3, "nohc"), (8, "nohc")}
 # --h100-shared-lines-bands (prepared in stop 110, not yet run): paged rows that share lines on
 # the D = 256 kernel outside the one-tail band, where the H100 runs 1 split (from 1.35 units per
@@ -3612,8 +3611,7 @@ SWEEPS = {
     "h100-d224-long": (forced_splits_sweep(H100_D224_LONG_ROWS, H100_D224_LONG_VARIANTS, h100_d224_long_runs,
                                            peer="sdpa-flash"),
                        "paged D=144-240 rows not whole lines, 8192-32768 keys: auto against 3-16 even splits, flash first"),
-    "h100-d224-confirm": (forced_splits_sweep(H100_D224_CONFIRM_ROWS, H100_D224_CONFIRM_VARIANTS,
-                                              H100_D224_CONFIRM_RUNS, peer="sdpa-flash"),
+    "h100-d224-confirm": (shared_lines_sweep(H100_D224_CONFIRM_ROWS, H100_D224_CONFIRM_RUNS),
                           "paged D=176-240 rows not whole lines: auto (2048 keys a split, head clusters) against no clusters, 3 and 8"),
     "h100-shared-lines-bands": (forced_splits_sweep(H100_SHARED_LINES_BANDS_ROWS, H100_BAND_VARIANTS,
                                                     H100_SHARED_LINES_BANDS_RUNS, peer="sdpa-flash"),
