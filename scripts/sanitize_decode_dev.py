@@ -13,8 +13,10 @@ SANITIZE_REPEAT, SANITIZE_SOFT and SANITIZE_ONEHOT (onehot_triage) narrow it for
 SANITIZE_AUTO: after those small forced-count cases, automatic calls (num_splits=0, every knob
 at its default) at the shapes where each split-count and kernel rule of the heuristic applies
 on this GPU (auto_rule_cases); 0 skips them, "only" runs them alone. SANITIZE_AUTO_MATCH="a,b"
-keeps the automatic cases whose name holds one of those strings (memcheck's device memory runs
-out somewhere past the 48th case in one process).
+keeps the automatic cases whose name holds one of those strings, SANITIZE_AUTO_SLICE="a:b" those
+of index a to b - 1 (Python's slice; memcheck's and synccheck's device memory runs out at the
+49th case in one process: "0:45" and "45:" cover them in two). Each automatic case prints the
+device's free memory after it.
 
 PyTorch's caching allocator is off here (PYTORCH_NO_CUDA_MEMORY_CACHING=1 unless set): each
 tensor, the op's own workspace included, is then its own cudaMalloc, whose exact bounds
@@ -293,8 +295,11 @@ def run_auto_rule_cases():
         os.environ[knob] = default
     sms = torch.cuda.get_device_properties(0).multi_processor_count
     match = [m for m in os.environ.get("SANITIZE_AUTO_MATCH", "").split(",") if m]
-    for i, (what, d, b, hkv, group, nq, cap, bs, dt, paged) in enumerate(auto_rule_cases(sms)):
-        if match and not any(m in what for m in match):
+    lo, _, hi = os.environ.get("SANITIZE_AUTO_SLICE", ":").partition(":")
+    cases = auto_rule_cases(sms)
+    picked = range(len(cases))[slice(int(lo) if lo else None, int(hi) if hi else None)]
+    for i, (what, d, b, hkv, group, nq, cap, bs, dt, paged) in enumerate(cases):
+        if i not in picked or (match and not any(m in what for m in match)):
             continue
         t0 = time.time()
         gen = torch.Generator().manual_seed(80 + i)
@@ -324,7 +329,9 @@ def run_auto_rule_cases():
                 f"{'paged bs ' + str(bs) if paged else 'contiguous'} {str(dt)[6:]}")
         check(out, ref, case, dtype=dt16)
         torch.cuda.synchronize()
-        print(f"{case}: {splits} splits, {time.time() - t0:.1f} s", flush=True)
+        del q, out, ref
+        free = torch.cuda.mem_get_info()[0] / 2**30
+        print(f"{case}: {splits} splits, {time.time() - t0:.1f} s, {free:.1f} GiB free", flush=True)
         n += 1
 
 
