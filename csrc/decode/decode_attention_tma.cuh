@@ -332,7 +332,11 @@ __global__ void __launch_bounds__(decode_tma_threads(kRowTiles),
       if (!producer) named_barrier_sync(kEpilogueBarrier, kMathWarps * 32);
     } else if (producer) {
       __syncwarp();
+#ifdef CLO_DEV_STARTUP_SYNC  // dev builds only: the producer waits too (racecheck's view of bar.arrive, stop 113)
+      named_barrier_sync(kStartupBarrier, kThreads);
+#else
       named_barrier_arrive(kStartupBarrier, kThreads);
+#endif
     } else {
       named_barrier_sync(kStartupBarrier, kThreads);
     }
