@@ -1909,6 +1909,12 @@ BUILD_AB_ROWS = [(8, 16384, 1, False, 1), (64, 4096, 1, False, 1), (66, 8192, 1,
                  (136, 2048, 1, False, 1), (150, 4096, 1, False, 1), (16, 1024, 1, False, 8),
                  (1, 16384, 1, False, 8), (64, 4096, 1, False, 8), (16, 1024, 1, False, 32)]
 BUILD_AB_VARIANTS = {"auto": {}, "auto2": {}}
+# --build-ab-ragged (stop 114): lengths 4 keys short of a 64-key tile, so every split's last tile
+# zeroes V rows past the end (the pair barrier of two-row-tile blocks); the same families.
+BUILD_AB_RAGGED_ROWS = [(8, 16380, 1, False, 1), (64, 4092, 1, False, 1), (66, 8188, 1, True, 1),
+                        (8, 16380, 8, False, 8), (21, 16380, 8, False, 8), (16, 4092, 8, True, 8),
+                        (136, 2044, 1, False, 1), (150, 4092, 1, False, 1), (1, 16380, 1, False, 8),
+                        (64, 4092, 1, False, 8)]
 
 
 # --pair-band (stop 86): paged 16-bit rows whose automatic call ran the balanced 16-row D = 128
@@ -3505,6 +3511,8 @@ SWEEPS = {
     "mqa-paged": (mqa_paged_sweep, "one-token MQA paged (table orders, spanning boxes, 3 stages) vs contiguous; Nq 4 B=16/4K"),
     "mqa-block-sizes": (mqa_block_sizes_sweep, "one-token MQA paged at block sizes 16-128 (and a sequential table) vs contiguous"),
     "build-ab": (hkv_rows_sweep(BUILD_AB_ROWS, BUILD_AB_VARIANTS), "the automatic choice on a row of each D=128 kernel family (two builds compared)"),
+    "build-ab-ragged": (hkv_rows_sweep(BUILD_AB_RAGGED_ROWS, BUILD_AB_VARIANTS),
+                        "--build-ab's families at lengths that end inside a tile (two builds compared)"),
     "pair-band-edges": (forced_splits_sweep(PAIR_BAND_EDGE_ROWS), "the length edges of stop 86's HBM3e bands: auto against 1-3 splits"),
     "pair-band-confirm": (forced_splits_sweep(PAIR_BAND_CONFIRM_ROWS), "stop 86's HBM3e 1-split bands (D=64 pairs, D=104-120): auto against 1-3 splits"),
     "misaligned-rows": (forced_splits_sweep(MISALIGNED_ROWS, MISALIGNED_VARIANTS, MISALIGNED_RUNS, show_kernels=True),
