@@ -13,7 +13,7 @@ import sys
 ACCESS = re.compile(r"(?:Race reported between|and) (Write|Read) access at .* in (?:.*/)?([^/\s]+:\d+)")
 
 
-def main(path: str) -> None:
+def main(path: str) -> int:
     pending: collections.Counter = collections.Counter()
     first = None
     total = 0
@@ -28,7 +28,8 @@ def main(path: str) -> None:
                 total += 1
             continue
         text = line.rstrip()
-        if text.startswith(("auto ", "sanitize cases")) or "RACECHECK SUMMARY" in text:
+        # the program's own lines (a case's line, its summary) and the tool's summary
+        if (text and not text.startswith("=========")) or "RACECHECK SUMMARY" in text:
             print(text)
             for (a, b), n in sorted(pending.items()):
                 print(f"    {n:5d}  {a}  /  {b}")
@@ -36,6 +37,7 @@ def main(path: str) -> None:
     for (a, b), n in sorted(pending.items()):
         print(f"    {n:5d}  {a}  /  {b}")
     print(f"report pairs: {total}")
+    return total
 
 
 if __name__ == "__main__":

@@ -939,3 +939,30 @@ def test_warmup_ms_reaches_every_timing(monkeypatch):
     runner.run_cases([runner.Selected("fake", case, impls)], rl.ceilings_for("h100", {}), progress=False,
                      rounds=2, warmup_ms=75.0)
     assert seen == [("peer", 75.0), ("ours", 75.0), ("ours", 75.0), ("peer", 75.0)]
+
+
+def test_racecheck_pairs_groups_reports_under_their_case(tmp_path, capsys):
+    """scripts/racecheck_pairs.py: every "and" line of a report is one pair (file:line of both
+    accesses, paths and kernel signatures dropped), printed under the program line that follows."""
+    mod = _script("racecheck_pairs")
+    sig = "void ns::decode_epilogue<__half, (int)64, (int)288>(const ns::P &, float (&)[8][4], unsigned char *)"
+    log = tmp_path / "race.log"
+    log.write_text(
+        "========= COMPUTE-SANITIZER\n"
+        "auto clean case: 1 splits, 0.1 s\n"
+        f"========= Error: Race reported between Write access at {sig}+0x7490 in /src/csrc/decode/decode_attention.cuh:1282\n"
+        "=========     and Read access at ns::ldmatrix_x4(unsigned int (&)[4], const void *)+0x57e0 in mma.cuh:18 [128 hazards]\n"
+        "=========     and Read access at ns::ldmatrix_x4(unsigned int (&)[4], const void *)+0x5850 in mma.cuh:18 [64 hazards]\n"
+        f"=========     and Read access at {sig}+0x7600 in /src/csrc/decode/decode_attention.cuh:1309\n"
+        "========= \n"
+        "auto racy case: 2 splits, 0.2 s\n"
+        "sanitize cases: 2, mismatches: 0\n"
+        "========= RACECHECK SUMMARY: 1 hazard displayed (1 error, 0 warnings)\n")
+    assert mod.main(str(log)) == 3
+    out = capsys.readouterr().out.splitlines()
+    assert out[0] == "auto clean case: 1 splits, 0.1 s"
+    assert out[1] == "auto racy case: 2 splits, 0.2 s"
+    assert out[2:4] == ["        1  Write decode_attention.cuh:1282  /  Read decode_attention.cuh:1309",
+                        "        2  Write decode_attention.cuh:1282  /  Read mma.cuh:18"]
+    assert out[4] == "sanitize cases: 2, mismatches: 0"
+    assert out[-1] == "report pairs: 3"
