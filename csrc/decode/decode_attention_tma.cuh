@@ -154,6 +154,11 @@ __global__ void __launch_bounds__(decode_tma_threads(kRowTiles),
                 "two row tiles: the even grid or the balanced schedule of 16-bit caches");
   static_assert(!kNarrow || (kRowTiles == 1 && !kDequant), "the narrow tile: one row tile, 16-bit caches");
   static_assert(kRowTiles <= 2, "the V-row zeroing pairs a warp of the first tile with one of the second");
+#ifdef CLO_DEV_ZERO_BOTH_WARPS  // dev A/B builds only: both warps of a pair zero, as before stop 114
+  constexpr bool kPairZeroes = false;
+#else
+  constexpr bool kPairZeroes = kRowTiles > 1;  // one warp of each pair zeroes V rows past the end
+#endif
   constexpr int kMathWarps = kTmaMathWarps * kRowTiles;
   constexpr int kThreads = decode_tma_threads(kRowTiles);
   constexpr int kBlockRows = kRowTiles * kRowsPerBlock;
@@ -487,11 +492,6 @@ __global__ void __launch_bounds__(decode_tma_threads(kRowTiles),
           // of the first split only): rows [0, below) of this warp.
           const int valid_rows = end - tok0, below = range.lowest - tok0;
           if (valid_rows < 16 || below > 0) {
-#ifdef CLO_DEV_ZERO_BOTH_WARPS  // dev A/B builds only: both warps of a pair zero, as before stop 114
-            constexpr bool kPairZeroes = false;
-#else
-            constexpr bool kPairZeroes = kRowTiles > 1;
-#endif
             if (!kPairZeroes || row_sub == 0) {
               T* vz = const_cast<T*>(vs);
               for (int c = lane; c < 16 * kChunksPerRow; c += 32) {
