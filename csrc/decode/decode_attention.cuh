@@ -913,16 +913,46 @@ CLO_DEVICE void decode_q_frag(const T* q_s, int kk, uint32_t (&a)[4]) {
   ldmatrix_x4(a, q_s + ((lane & 7) + ((lane >> 3) & 1) * 8) * kQStride + kk * 16 + (lane >> 4) * 8);
 }
 
+// Keys of a warp's 16 whose V rows a TMA tile fills with anything: past the sequence's end
+// (real memory of other tokens, garbage, even NaN) or below a sliding window's lowest key.
+// Their P is 0, but 0 * NaN is NaN: the V fragments are masked in registers after their
+// ldmatrix (no shared-memory writes, so no barrier between the warps that read a tile).
+// A transposed ldmatrix gives thread (g, t) keys 2t and 2t + 1 of a matrix in the low and
+// high 16 bits of its register (16-bit values, or an FP8 pair per key: decode_warp_tile_fp8);
+// `lo` masks the matrices of keys 0-7, `hi` those of keys 8-15. Keys [below, valid) stay.
+struct DecodeVKeyMask {
+  uint32_t lo = 0xffffffffu, hi = 0xffffffffu;
+};
+CLO_DEVICE DecodeVKeyMask decode_v_key_mask(int below, int valid) {
+  const int k = 2 * (threadIdx.x & 3);
+  const auto keep = [&](int key, uint32_t bits) { return key >= below && key < valid ? bits : 0u; };
+  DecodeVKeyMask m;
+  m.lo = keep(k, 0xffffu) | keep(k + 1, 0xffff0000u);
+  m.hi = keep(k + 8, 0xffffu) | keep(k + 9, 0xffff0000u);
+  return m;
+}
+// One ldmatrix_x4_trans of V whose matrices are (keys 0-7, 8-15, 0-7, 8-15) x columns, masked.
+template <bool kMaskV>
+CLO_DEVICE void decode_mask_v_frags(uint32_t (&bv)[4], const DecodeVKeyMask& m) {
+  if constexpr (kMaskV) {
+    bv[0] &= m.lo;
+    bv[1] &= m.hi;
+    bv[2] &= m.lo;
+    bv[3] &= m.hi;
+  }
+}
+
 // One warp's 16 keys of a tile (rows r0 .. r0 + 15 of the K and V tiles `ks`, `vs`, laid
 // out as decode_kv_offset with planes grouped by 2^lg keys): S = Q K^T (16 query rows x 16
 // keys, mma.sync), mask and scale into the log2 domain, online softmax per row, O += P V. q_frag(kk, a) gives Q's
 // A-operand fragment of k-step kk (decode_q_frag from smem, or registers loaded once).
 // range.lower[i] / range.limit[i]: the first / last visible key of row g + 8 i (sliding
-// window; causal or sequence end); scores soft-capped where p.cap_scale > 0.
-template <typename T, int D, class QFrag>
+// window; causal or sequence end); scores soft-capped where p.cap_scale > 0. kMaskV: V
+// rows outside `vmask`'s keys are zeroed in registers (decode_v_key_mask).
+template <typename T, int D, bool kMaskV = false, class QFrag>
 CLO_DEVICE void decode_warp_tile(const QFrag& q_frag, const T* ks, const T* vs, int lg, int r0, int tok0,
                                  const DecodeSplitRange& range, const DecodeKernelParams& p, float (&o)[D / 8][4],
-                                 float (&row_max)[2], float (&row_sum)[2]
+                                 float (&row_max)[2], float (&row_sum)[2], const DecodeVKeyMask& vmask = {}
 #ifdef CLO_DEV_STAMPS
                                  , unsigned long long* dev_clk = nullptr  // [3]: after QK^T, softmax, PV
 #endif
@@ -955,6 +985,7 @@ CLO_DEVICE void decode_warp_tile(const QFrag& q_frag, const T* ks, const T* vs, 
   for (int dn = 0; dn < D / 16; ++dn) {
     uint32_t bv[4];
     ldmatrix_x4_trans(bv, vs + decode_kv_offset<D>(v_row, dn * 2 + v_half, lg));
+    decode_mask_v_frags<kMaskV>(bv, vmask);
     const uint32_t b0[2] = {bv[0], bv[1]}, b1[2] = {bv[2], bv[3]};
     mma_m16n8k16<T>(o[2 * dn], pa, b0);
     mma_m16n8k16<T>(o[2 * dn + 1], pa, b1);
@@ -978,10 +1009,11 @@ CLO_DEVICE void decode_warp_tile(const QFrag& q_frag, const T* ks, const T* vs, 
 // The operands are decode_warp_tile's: K's and V's ldmatrix at the same addresses (the
 // fragments reordered), Q's A fragment's rows 0-7 as the B operand, and P^T's B operand
 // from the S^T accumulators by one movmatrix per 8 keys.
-template <typename T, int D, class QFrag>
+template <typename T, int D, bool kMaskV = false, class QFrag>
 CLO_DEVICE void decode_warp_tile_narrow(const QFrag& q_frag, const T* ks, const T* vs, int lg, int r0, int tok0,
                                         const DecodeSplitRange& range, const DecodeKernelParams& p,
-                                        float (&ot)[D / 16][4], float (&row_max)[2], float (&row_sum)[2]) {
+                                        float (&ot)[D / 16][4], float (&row_max)[2], float (&row_sum)[2],
+                                        const DecodeVKeyMask& vmask = {}) {
   const int lane = threadIdx.x & 31, g = lane >> 2;
   float s[4] = {0.f, 0.f, 0.f, 0.f};
   decode_k_fragments<D>(ks, lg, r0, [&](int kk, const uint32_t (&bk)[4]) {
@@ -1022,6 +1054,7 @@ CLO_DEVICE void decode_warp_tile_narrow(const QFrag& q_frag, const T* ks, const 
   for (int dn = 0; dn < D / 16; ++dn) {
     uint32_t bv[4];  // transposed: (keys 0-7, columns 0-7), (8-15, 0-7), (0-7, 8-15), (8-15, 8-15)
     ldmatrix_x4_trans(bv, vs + decode_kv_offset<D>(v_row, dn * 2 + v_half, lg));
+    decode_mask_v_frags<kMaskV>(bv, vmask);
     const uint32_t a[4] = {bv[0], bv[2], bv[1], bv[3]};  // V^T: (columns, keys) as the A operand
     mma_m16n8k16<T>(ot[dn], a, pb);
   }
@@ -1039,11 +1072,11 @@ CLO_DEVICE void decode_warp_tile_narrow(const QFrag& q_frag, const T* ks, const 
 //    column 16 (nt / 2) + 4 t + 2 (e & 1) + (nt & 1) (decode_epilogue's kFp8).
 // kScaledQ (bf16 q, decode_fp8_scales_q): T is fp16 and q_unscale[i] undoes the scale of
 // row g + 8 i's q (decode_load_q), applied to the scores before the softmax.
-template <typename T, int D, bool kScaledQ, class QFrag>
+template <typename T, int D, bool kScaledQ, bool kMaskV = false, class QFrag>
 CLO_DEVICE void decode_warp_tile_fp8(const QFrag& q_frag, const T* ks, const T* vs, int lg, int r0, int tok0,
                                      const DecodeSplitRange& range, const DecodeKernelParams& p,
                                      float (&o)[D / 8][4], float (&row_max)[2], float (&row_sum)[2],
-                                     const float (&q_unscale)[2]) {
+                                     const float (&q_unscale)[2], const DecodeVKeyMask& vmask = {}) {
   static_assert(D % 32 == 0, "k-steps and chunks go in pairs");
   const int lane = threadIdx.x & 31;
   float s[2][4] = {{0.f, 0.f, 0.f, 0.f}, {0.f, 0.f, 0.f, 0.f}};
@@ -1081,6 +1114,7 @@ CLO_DEVICE void decode_warp_tile_fp8(const QFrag& q_frag, const T* ks, const T* 
   for (int c = 0; c < D / 16; c += 2) {
     uint32_t bv[4];
     ldmatrix_x4_trans(bv, vs + decode_kv_offset<D / 2>(v_row, c + v_next, lg));
+    decode_mask_v_frags<kMaskV>(bv, vmask);
 #pragma unroll
     for (int h = 0; h < 2; ++h) {  // chunk c + h
       // bytes (key 2t col 2g, key 2t col 2g+1, key 2t+1 col 2g, key 2t+1 col 2g+1) -> pairs by key

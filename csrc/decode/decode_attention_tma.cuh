@@ -28,7 +28,7 @@ constexpr int kTmaMathWarps = kDecodeWarps;  // 4 x 16 keys of a 64-key tile (pe
 constexpr int decode_tma_threads(int row_tiles) { return (kTmaMathWarps * row_tiles + 1) * 32; }
 constexpr int kStartupBarrier = 1;  // named barrier id (0 is __syncthreads'; 2 is kEpilogueBarrier)
 // Two row tiles: warp key_warp of each tile meets its partner at named barrier
-// kZeroRowsBarrier0 + key_warp (3..6) where V rows past the end are zeroed.
+// kZeroRowsBarrier0 + key_warp (3..6) where V rows outside the keys are zeroed.
 constexpr int kZeroRowsBarrier0 = 3;
 
 // [K/V stages][Q rows][one "full" (the tile's boxes) and one "empty" (one arrival per math
@@ -154,11 +154,7 @@ __global__ void __launch_bounds__(decode_tma_threads(kRowTiles),
                 "two row tiles: the even grid or the balanced schedule of 16-bit caches");
   static_assert(!kNarrow || (kRowTiles == 1 && !kDequant), "the narrow tile: one row tile, 16-bit caches");
   static_assert(kRowTiles <= 2, "the V-row zeroing pairs a warp of the first tile with one of the second");
-#ifdef CLO_DEV_ZERO_BOTH_WARPS  // dev A/B builds only: both warps of a pair zero, as before stop 114
-  constexpr bool kPairZeroes = false;
-#else
-  constexpr bool kPairZeroes = kRowTiles > 1;  // one warp of each pair zeroes V rows past the end
-#endif
+  [[maybe_unused]] constexpr bool kPairZeroes = kRowTiles > 1;  // one warp of each pair zeroes V rows outside the keys
   constexpr int kMathWarps = kTmaMathWarps * kRowTiles;
   constexpr int kThreads = decode_tma_threads(kRowTiles);
   constexpr int kBlockRows = kRowTiles * kRowsPerBlock;
@@ -478,19 +474,49 @@ __global__ void __launch_bounds__(decode_tma_threads(kRowTiles),
 #endif
           const T* ks = kv_s + stage * 2 * kTileElems;
           const T* vs = ks + kTileElems;
-          // Keys past the end in this warp's 16 rows (the last tile only): a box brought
-          // real memory there (other tokens; garbage, even NaN) or nothing (stale smem).
-          // Their scores are masked to -inf by a select (K may stay), but P = 0 times a
-          // non-finite V is NaN: zero those V rows, after the tile landed (the wait above)
-          // and before any lane's ldmatrix (__syncwarp). Only this warp reads them; with two
-          // row tiles also warp key_warp of the other tile: the first tile's warp writes the
-          // zeros and the pair meets at a 64-thread named barrier (range, and so this branch,
-          // is the same for both). Both writing was a data race, if of equal values (stop
-          // 113's racecheck); racecheck then reports the epilogue instead, across the
-          // block-wide barrier every thread reaches: its model of partial barriers (stop 114).
-          // The same for keys below the lowest visible one (sliding window; the first tile
-          // of the first split only): rows [0, below) of this warp.
+          // Keys past the end in this warp's 16 rows (the last tile only), or below the lowest
+          // visible one (sliding window; the first tile of the first split only): a box brought
+          // real memory there (other tokens; garbage, even NaN) or nothing (stale smem). Their
+          // scores are masked to -inf by a select (K may stay), but P = 0 times a non-finite V
+          // is NaN: their V rows are zeroed, after the tile landed (the wait above) and before
+          // any lane's ldmatrix. Only this warp reads them; with two row tiles also warp
+          // key_warp of the other tile: the first tile's warp writes the zeros and the pair
+          // meets at a 64-thread named barrier (range, and so this branch, is the same for
+          // both). Both writing was a data race, if of equal values (stop 113's racecheck);
+          // racecheck then reports the epilogue instead, across the block-wide barrier every
+          // thread reaches: its model of partial barriers (stop 114).
+          // CLO_DEV_MASK_V_REGS (stop 115, dev builds until timed on a GPU): V masked in
+          // registers after its ldmatrix instead (decode_v_key_mask): no smem writes, no
+          // barrier, no proxy fence.
           const int valid_rows = end - tok0, below = range.lowest - tok0;
+#ifdef CLO_DEV_MASK_V_REGS
+          const auto warp_tile = [&](auto mask_v) {
+            constexpr bool kMaskV = decltype(mask_v)::value;
+            const DecodeVKeyMask vmask = kMaskV ? decode_v_key_mask(below, valid_rows) : DecodeVKeyMask{};
+#ifndef CLO_DEV_NO_MATH  // dev probe builds only: the load path alone (the output is garbage)
+            if constexpr (kNarrow) {
+              decode_warp_tile_narrow<T, D, kMaskV>(q_frag, ks, vs, box_lg, key_warp * 16, tok0, range, p, o, row_max,
+                                                    row_sum, vmask);
+            } else if constexpr (kDequant) {
+              decode_warp_tile_fp8<MathT, D, kScaledQ, kMaskV>(
+                  q_frag, reinterpret_cast<const MathT*>(ks), reinterpret_cast<const MathT*>(vs), box_lg, key_warp * 16,
+                  tok0, range, p, o, row_max, row_sum, q_unscale, vmask);
+            } else {
+              decode_warp_tile<T, D, kMaskV>(q_frag, ks, vs, box_lg, key_warp * 16, tok0, range, p, o, row_max, row_sum,
+                                             vmask
+#ifdef CLO_DEV_STAMPS
+                                             , stamps_on && t + 1 == n_tiles && tid == 0 ? stamp + 12 : nullptr
+#endif
+              );
+            }
+#endif
+          };
+          if (valid_rows < 16 || below > 0) {  // warp-uniform
+            warp_tile(std::true_type{});
+          } else {
+            warp_tile(std::false_type{});
+          }
+#else
           if (valid_rows < 16 || below > 0) {
             if (!kPairZeroes || row_sub == 0) {
               T* vz = const_cast<T*>(vs);
@@ -517,11 +543,12 @@ __global__ void __launch_bounds__(decode_tma_threads(kRowTiles),
           } else {
             decode_warp_tile<T, D>(q_frag, ks, vs, box_lg, key_warp * 16, tok0, range, p, o, row_max, row_sum
 #ifdef CLO_DEV_STAMPS
-                                   , stamps_on && t + 1 == n_tiles && tid == 0 ? stamp + 12 : nullptr
+                                   , DecodeVKeyMask{}, stamps_on && t + 1 == n_tiles && tid == 0 ? stamp + 12 : nullptr
 #endif
             );
           }
 #endif
+#endif  // CLO_DEV_MASK_V_REGS
         }
         // This warp's reads of the stage are done (the ldmatrix results fed the mma above).
         CLO_DEV_CHAOS_POINT(4);
