@@ -489,7 +489,6 @@ __global__ void __launch_bounds__(decode_tma_threads(kRowTiles),
           // registers after its ldmatrix instead (decode_v_key_mask): no smem writes, no
           // barrier, no proxy fence.
           const int valid_rows = end - tok0, below = range.lowest - tok0;
-#ifdef CLO_DEV_MASK_V_REGS
           const auto warp_tile = [&](auto mask_v) {
             constexpr bool kMaskV = decltype(mask_v)::value;
             const DecodeVKeyMask vmask = kMaskV ? decode_v_key_mask(below, valid_rows) : DecodeVKeyMask{};
@@ -511,6 +510,7 @@ __global__ void __launch_bounds__(decode_tma_threads(kRowTiles),
             }
 #endif
           };
+#ifdef CLO_DEV_MASK_V_REGS
           if (valid_rows < 16 || below > 0) {  // warp-uniform
             warp_tile(std::true_type{});
           } else {
@@ -528,27 +528,13 @@ __global__ void __launch_bounds__(decode_tma_threads(kRowTiles),
               }
               // Order these generic writes before the async-proxy (TMA) writes of a later
               // piece's tile to this stage (the "empty" arrive below hands the stage over).
-              asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+              tma::fence_proxy_async_shared();
             }
             if constexpr (kPairZeroes) named_barrier_sync(kZeroRowsBarrier0 + key_warp, 64);
             else __syncwarp();
           }
-#ifndef CLO_DEV_NO_MATH  // dev probe builds only: the load path alone (the output is garbage)
-          if constexpr (kNarrow) {
-            decode_warp_tile_narrow<T, D>(q_frag, ks, vs, box_lg, key_warp * 16, tok0, range, p, o, row_max, row_sum);
-          } else if constexpr (kDequant) {
-            decode_warp_tile_fp8<MathT, D, kScaledQ>(q_frag, reinterpret_cast<const MathT*>(ks),
-                                                     reinterpret_cast<const MathT*>(vs), box_lg, key_warp * 16, tok0,
-                                                     range, p, o, row_max, row_sum, q_unscale);
-          } else {
-            decode_warp_tile<T, D>(q_frag, ks, vs, box_lg, key_warp * 16, tok0, range, p, o, row_max, row_sum
-#ifdef CLO_DEV_STAMPS
-                                   , DecodeVKeyMask{}, stamps_on && t + 1 == n_tiles && tid == 0 ? stamp + 12 : nullptr
+          warp_tile(std::false_type{});
 #endif
-            );
-          }
-#endif
-#endif  // CLO_DEV_MASK_V_REGS
         }
         // This warp's reads of the stage are done (the ldmatrix results fed the mma above).
         CLO_DEV_CHAOS_POINT(4);
