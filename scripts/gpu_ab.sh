@@ -4,7 +4,8 @@
 # dev macro, or a comma-separated set of them, that switches a kernel variant). Each is built
 # once; then $AB_CMD runs on A, B, ..., A, B, ... ($AB_ROUNDS rounds, default 2), the built .so
 # copied in before each run (each run its own process), so the machine's drift spreads over all
-# the builds. Build A is installed again at the end.
+# the builds. Build A is installed again at the end ($AB_INSTALL names another side to leave
+# installed, e.g. B, for tests on the variant in the same call).
 #   AB_DEFINES=CLO_DEV_SOME_VARIANT CUDA_LLM_OPS_AREAS=attention,decode \
 #     AB_CMD="python3 scripts/bench_decode_dev.py --iters 30 --build-ab" bash scripts/gpu_ab.sh
 # Logs under $OUT (ab_build_{A,B,...}.log, ab_{A,B,...}{1,2,...}.log); each run's table lines
@@ -49,5 +50,5 @@ for r in $(seq 1 "${AB_ROUNDS:-2}"); do
     grep -E "\|" "$OUT/ab_$side$r.log" | sed -E 's/ \(sets [0-9]+\)//'
   done
 done
-cp "$store/A.so" "$so" || exit 1
+cp "$store/${AB_INSTALL:-A}.so" "$so" || exit 1
 exit $status
