@@ -27,9 +27,6 @@ constexpr int kTmaMathWarps = kDecodeWarps;  // 4 x 16 keys of a 64-key tile (pe
 // reading the same K/V stages, and the producer.
 constexpr int decode_tma_threads(int row_tiles) { return (kTmaMathWarps * row_tiles + 1) * 32; }
 constexpr int kStartupBarrier = 1;  // named barrier id (0 is __syncthreads'; 2 is kEpilogueBarrier)
-// Two row tiles: warp key_warp of each tile meets its partner at named barrier
-// kZeroRowsBarrier0 + key_warp (3..6) where V rows outside the keys are zeroed.
-constexpr int kZeroRowsBarrier0 = 3;
 
 // [K/V stages][Q rows][one "full" (the tile's boxes) and one "empty" (one arrival per math
 // warp) mbarrier per stage]: the cp.async kernel's plan with the barriers as its extra.
@@ -153,8 +150,6 @@ __global__ void __launch_bounds__(decode_tma_threads(kRowTiles),
   static_assert(kRowTiles == 1 || (kSchedule != kDecodeSpreadTail && !kDequant),
                 "two row tiles: the even grid or the balanced schedule of 16-bit caches");
   static_assert(!kNarrow || (kRowTiles == 1 && !kDequant), "the narrow tile: one row tile, 16-bit caches");
-  static_assert(kRowTiles <= 2, "the V-row zeroing pairs a warp of the first tile with one of the second");
-  [[maybe_unused]] constexpr bool kPairZeroes = kRowTiles > 1;  // one warp of each pair zeroes V rows outside the keys
   constexpr int kMathWarps = kTmaMathWarps * kRowTiles;
   constexpr int kThreads = decode_tma_threads(kRowTiles);
   constexpr int kBlockRows = kRowTiles * kRowsPerBlock;
@@ -478,16 +473,11 @@ __global__ void __launch_bounds__(decode_tma_threads(kRowTiles),
           // visible one (sliding window; the first tile of the first split only): a box brought
           // real memory there (other tokens; garbage, even NaN) or nothing (stale smem). Their
           // scores are masked to -inf by a select (K may stay), but P = 0 times a non-finite V
-          // is NaN: their V rows are zeroed, after the tile landed (the wait above) and before
-          // any lane's ldmatrix. Only this warp reads them; with two row tiles also warp
-          // key_warp of the other tile: the first tile's warp writes the zeros and the pair
-          // meets at a 64-thread named barrier (range, and so this branch, is the same for
-          // both). Both writing was a data race, if of equal values (stop 113's racecheck);
-          // racecheck then reports the epilogue instead, across the block-wide barrier every
-          // thread reaches: its model of partial barriers (stop 114).
-          // CLO_DEV_MASK_V_REGS (stop 115, dev builds until timed on a GPU): V masked in
-          // registers after its ldmatrix instead (decode_v_key_mask): no smem writes, no
-          // barrier, no proxy fence.
+          // is NaN: the masked instance clears their V in registers after its ldmatrix
+          // (decode_v_key_mask; the branch is warp-uniform). Stop 116 measured it against
+          // zeroing the rows in smem (stops 113-115), which needed a 64-thread barrier between
+          // the two row tiles' warps that read the same rows and a proxy fence before the
+          // stage's next TMA write.
           const int valid_rows = end - tok0, below = range.lowest - tok0;
           const auto warp_tile = [&](auto mask_v) {
             constexpr bool kMaskV = decltype(mask_v)::value;
@@ -510,31 +500,11 @@ __global__ void __launch_bounds__(decode_tma_threads(kRowTiles),
             }
 #endif
           };
-#ifdef CLO_DEV_MASK_V_REGS
-          if (valid_rows < 16 || below > 0) {  // warp-uniform
+          if (valid_rows < 16 || below > 0) {
             warp_tile(std::true_type{});
           } else {
             warp_tile(std::false_type{});
           }
-#else
-          if (valid_rows < 16 || below > 0) {
-            if (!kPairZeroes || row_sub == 0) {
-              T* vz = const_cast<T*>(vs);
-              for (int c = lane; c < 16 * kChunksPerRow; c += 32) {
-                const int rr = c / kChunksPerRow, ch = c % kChunksPerRow;
-                if (rr < valid_rows && rr >= below) continue;
-                *reinterpret_cast<uint4*>(vz + decode_kv_offset<kStageCols>(key_warp * 16 + rr, ch, box_lg)) =
-                    make_uint4(0, 0, 0, 0);
-              }
-              // Order these generic writes before the async-proxy (TMA) writes of a later
-              // piece's tile to this stage (the "empty" arrive below hands the stage over).
-              tma::fence_proxy_async_shared();
-            }
-            if constexpr (kPairZeroes) named_barrier_sync(kZeroRowsBarrier0 + key_warp, 64);
-            else __syncwarp();
-          }
-          warp_tile(std::false_type{});
-#endif
         }
         // This warp's reads of the stage are done (the ldmatrix results fed the mma above).
         CLO_DEV_CHAOS_POINT(4);
