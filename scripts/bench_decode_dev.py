@@ -1910,8 +1910,8 @@ BUILD_AB_ROWS = [(8, 16384, 1, False, 1), (64, 4096, 1, False, 1), (66, 8192, 1,
                  (1, 16384, 1, False, 8), (64, 4096, 1, False, 8), (16, 1024, 1, False, 32)]
 BUILD_AB_VARIANTS = {"auto": {}, "auto2": {}}
 # --build-ab-ragged (stop 114): lengths 4 keys short of a 64-key tile, so every split's last tile
-# zeroes V rows past the end (the pair barrier of two-row-tile blocks; CLO_DEV_MASK_V_REGS: masked
-# in registers instead); the same families.
+# masks V rows past the end (stops 114-115 zeroed them in smem; since stop 116 the TMA kernel
+# masks them in registers); the same families.
 BUILD_AB_RAGGED_ROWS = [(8, 16380, 1, False, 1), (64, 4092, 1, False, 1), (66, 8188, 1, True, 1),
                         (8, 16380, 8, False, 8), (21, 16380, 8, False, 8), (16, 4092, 8, True, 8),
                         (136, 2044, 1, False, 1), (150, 4092, 1, False, 1), (1, 16380, 1, False, 8),
