@@ -656,7 +656,7 @@ CLO_DEVICE int decode_lowest_key(const DecodeKernelParams& p, int kv_len) {
 }
 // decode_lowest_key rounded down to a 64-key tile: where the splits start (so they stay
 // 64-aligned and TMA boxes start on block boundaries). The keys between it and the
-// lowest key are never loaded (zero-filled, or not issued and their V rows zeroed): a
+// lowest key are never loaded (zero-filled, or not issued and their V masked in registers): a
 // serving engine may have freed and reused their blocks (NaN, stale table entries).
 CLO_DEVICE int decode_first_key(const DecodeKernelParams& p, int kv_len) {
   return decode_lowest_key(p, kv_len) / kTileTokens * kTileTokens;

@@ -390,8 +390,8 @@ __global__ void __launch_bounds__(decode_tma_threads(kRowTiles),
       // tile. A box whose first key is past the end is not issued (its table entry may be
       // anything); one with a bad block index neither: its rows stay stale, harmless
       // since that sequence's output is NaN. Rows past the end inside an issued box are
-      // real memory (other tokens, garbage): the math warps zero their V rows past the
-      // end after the tile lands (the last tile only).
+      // real memory (other tokens, garbage): the math warps mask their V past the end in
+      // registers (the last tile only).
       // Bytes of one box row group over the planes that hold real columns (64-column
       // planes, then the tail plane's 32 columns).
       const uint32_t box_bytes =
