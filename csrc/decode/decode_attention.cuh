@@ -915,9 +915,8 @@ CLO_DEVICE void decode_q_frag(const T* q_s, int kk, uint32_t (&a)[4]) {
 
 // Keys of a warp's 16 whose V rows a TMA tile fills with anything: past the sequence's end
 // (real memory of other tokens, garbage, even NaN) or below a sliding window's lowest key.
-// Their P is 0, but 0 * NaN is NaN: the V fragments are masked in registers after their
-// ldmatrix (no shared-memory writes, so no barrier between the warps that read a tile: the
-// TMA kernel, since stop 116).
+// Their P is 0, but 0 * NaN is NaN: the TMA kernel masks the V fragments in registers after
+// their ldmatrix (no shared-memory writes, so no barrier between the warps that read a tile).
 // A transposed ldmatrix gives thread (g, t) keys 2t and 2t + 1 of a matrix in the low and
 // high 16 bits of its register (16-bit values, or an FP8 pair per key: decode_warp_tile_fp8);
 // `lo` masks the matrices of keys 0-7, `hi` those of keys 8-15. Keys [below, valid) stay.

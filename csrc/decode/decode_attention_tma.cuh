@@ -474,10 +474,9 @@ __global__ void __launch_bounds__(decode_tma_threads(kRowTiles),
           // real memory there (other tokens; garbage, even NaN) or nothing (stale smem). Their
           // scores are masked to -inf by a select (K may stay), but P = 0 times a non-finite V
           // is NaN: the masked instance clears their V in registers after its ldmatrix
-          // (decode_v_key_mask; the branch is warp-uniform). Stop 116 measured it against
-          // zeroing the rows in smem (stops 113-115), which needed a 64-thread barrier between
-          // the two row tiles' warps that read the same rows and a proxy fence before the
-          // stage's next TMA write.
+          // (decode_v_key_mask; the branch is warp-uniform). In registers, not in smem: no
+          // barrier between the two row tiles' warps that read these rows, and no proxy fence
+          // before the stage's next TMA write (csrc/decode/NOTES.md, stops 113-116).
           const int valid_rows = end - tok0, below = range.lowest - tok0;
           const auto warp_tile = [&](auto mask_v) {
             constexpr bool kMaskV = decltype(mask_v)::value;
