@@ -3,7 +3,7 @@
     python3 scripts/bench_attention_dev.py [--sm90 | --sm90-dims | --sm90-short | --sm90-causal-rule |
                                             --sm90-d64-rule | --sm90-causal-pairs | --sm90-vs-cudnn |
                                             --sm90-wide | --sm90-tile-overlap | --sm90-d64-stages | [--rounds R] |
-                                            --fp32 | --decode-reroute]
+                                            --fp32 | --decode-reroute | --kernels-ab]
 
 Prints median ms and TFLOP/s (non-causal FLOPs = 4*B*H*Nq*Nk*D, causal half)
 for flash_attention vs F.scaled_dot_product_attention (flash and cuDNN
@@ -370,6 +370,33 @@ def decode_reroute():
         report.write_json(records, os.path.join(os.environ["OUT"], "decode_reroute.json"))
 
 
+# The prefill kernels other than the Hopper one, as the H100 runs them (fp16 / bf16 head dims
+# outside the wgmma kernel's on mma.sync, fp32 on 3xTF32, tiled and naive): a change to code
+# they share timed as a build A/B (scripts/gpu_ab.sh). (b, h, n, d, dtype, causal, ours)
+KERNELS_AB_CASES = [(4, 32, 4096, 256, torch.float16, False, ("flash",)),
+                    (4, 32, 4096, 192, torch.bfloat16, True, ("flash",)),
+                    (8, 32, 2048, 32, torch.float16, False, ("flash",)),
+                    (2, 16, 2048, 128, torch.float32, False, ("flash",)),
+                    (2, 16, 2048, 64, torch.float32, True, ("flash",)),
+                    (1, 16, 1024, 64, torch.float16, False, ("tiled", "naive")),
+                    (1, 16, 1024, 128, torch.float32, True, ("tiled", "naive"))]
+
+
+def kernels_ab(iters=30):
+    """One table line ('|') per case and kernel: median ms of graph-free calls, warm L2."""
+    impls = {"flash": llm.flash_attention, "tiled": llm.tiled_attention, "naive": llm.naive_attention}
+    for b, h, n, d, dtype, causal, ours in KERNELS_AB_CASES:
+        g = torch.Generator(device="cuda").manual_seed(0)
+        q, k, v = (torch.randn(b, h, n, d, device="cuda", generator=g).to(dtype) for _ in range(3))
+        ref = F.scaled_dot_product_attention(q.float(), k.float(), v.float(), is_causal=causal)
+        for name in ours:
+            fn = impls[name]
+            err = rel_error(fn(q, k, v, is_causal=causal).float(), ref)
+            t = benchmark(lambda: fn(q, k, v, is_causal=causal), warmup=5, iterations=iters)
+            print(f"| B={b} H={h} N={n} D={d} {str(dtype).replace('torch.', '')} causal={int(causal)} | {name} "
+                  f"| {t.median_ms:.3f} ms | err {err:.1e} |")
+
+
 def main():
     import sys
     # Dev knobs are read per call only when set before the first call (dev_knob, common.cuh).
@@ -418,6 +445,9 @@ def main():
         return
     if "--fp32" in sys.argv[1:]:
         fp32_variants()
+        return
+    if "--kernels-ab" in sys.argv[1:]:
+        kernels_ab()
         return
     if "--sm90-dims" in sys.argv[1:]:
         sm90_vs_mma(SM90_DIM_CASES)
