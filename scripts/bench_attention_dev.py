@@ -42,16 +42,19 @@ def row(name, t, f, base_ms=None):
     return t.median_ms
 
 
+# Our prefill kernels by name (the `ours=` names).
+OURS = {"flash": llm.flash_attention, "tiled": llm.tiled_attention, "naive": llm.naive_attention}
+
+
 def compare(b, h, n, d, dtype, causal, peers=True, ours=("flash",), iters=30):
     g = torch.Generator(device="cuda").manual_seed(0)
     q, k, v = (torch.randn(b, h, n, d, device="cuda", generator=g).to(dtype) for _ in range(3))
     f = flops(b, h, n, d, causal)
     print(f"B={b} H={h} N={n} D={d} {str(dtype).replace('torch.', '')} causal={causal}")
-    impls = {"flash": llm.flash_attention, "tiled": llm.tiled_attention, "naive": llm.naive_attention}
     ref = F.scaled_dot_product_attention(q, k, v, is_causal=causal)
     ours_ms = None
     for name in ours:
-        fn = impls[name]
+        fn = OURS[name]
         out = fn(q, k, v, is_causal=causal)
         err = rel_error(out.float(), ref.float())
         t = benchmark(lambda: fn(q, k, v, is_causal=causal), warmup=5, iterations=iters)
@@ -384,13 +387,12 @@ KERNELS_AB_CASES = [(4, 32, 4096, 256, torch.float16, False, ("flash",)),
 
 def kernels_ab(iters=30):
     """One table line ('|') per case and kernel: median ms of graph-free calls, warm L2."""
-    impls = {"flash": llm.flash_attention, "tiled": llm.tiled_attention, "naive": llm.naive_attention}
     for b, h, n, d, dtype, causal, ours in KERNELS_AB_CASES:
         g = torch.Generator(device="cuda").manual_seed(0)
         q, k, v = (torch.randn(b, h, n, d, device="cuda", generator=g).to(dtype) for _ in range(3))
         ref = F.scaled_dot_product_attention(q.float(), k.float(), v.float(), is_causal=causal)
         for name in ours:
-            fn = impls[name]
+            fn = OURS[name]
             err = rel_error(fn(q, k, v, is_causal=causal).float(), ref)
             t = benchmark(lambda: fn(q, k, v, is_causal=causal), warmup=5, iterations=iters)
             print(f"| B={b} H={h} N={n} D={d} {str(dtype).replace('torch.', '')} causal={int(causal)} | {name} "
