@@ -28,6 +28,14 @@ def flops(b, h, n, d, causal):
     return f / 2 if causal else f
 
 
+def seeded_qkv(b, h, n, d, dtype, hkv=None):
+    """q [b, h, n, d], then k and v [b, hkv (default h), n, d]: randn from one generator seeded 0."""
+    g = torch.Generator(device="cuda").manual_seed(0)
+    q = torch.randn(b, h, n, d, device="cuda", generator=g).to(dtype)
+    k, v = (torch.randn(b, hkv or h, n, d, device="cuda", generator=g).to(dtype) for _ in range(2))
+    return q, k, v
+
+
 def sdpa(backend):
     def run(q, k, v, causal):
         with sdpa_kernel(backend):
@@ -47,8 +55,7 @@ OURS = {"flash": llm.flash_attention, "tiled": llm.tiled_attention, "naive": llm
 
 
 def compare(b, h, n, d, dtype, causal, peers=True, ours=("flash",), iters=30):
-    g = torch.Generator(device="cuda").manual_seed(0)
-    q, k, v = (torch.randn(b, h, n, d, device="cuda", generator=g).to(dtype) for _ in range(3))
+    q, k, v = seeded_qkv(b, h, n, d, dtype)
     f = flops(b, h, n, d, causal)
     print(f"B={b} H={h} N={n} D={d} {str(dtype).replace('torch.', '')} causal={causal}")
     ref = F.scaled_dot_product_attention(q, k, v, is_causal=causal)
@@ -86,8 +93,7 @@ def time_sdpa(backends, q, k, v, causal, f, iters, base_ms=None):
 
 def tile_variants(b, h, n, d, dtype, causal):
     """The D=128 tile shapes compiled for comparison (CUDA_LLM_OPS_FLASH_TILES, dev only)."""
-    g = torch.Generator(device="cuda").manual_seed(0)
-    q, k, v = (torch.randn(b, h, n, d, device="cuda", generator=g).to(dtype) for _ in range(3))
+    q, k, v = seeded_qkv(b, h, n, d, dtype)
     f = flops(b, h, n, d, causal)
     ref = F.scaled_dot_product_attention(q, k, v, is_causal=causal)
     print(f"tile variants, B={b} H={h} N={n} D={d} {str(dtype).replace('torch.', '')} causal={causal}")
@@ -147,8 +153,7 @@ def sm90_vs_mma(cases=SM90_CASES, iters=30, short=False):
     only) and SDPA's flash and cuDNN backends, same inputs, same process. The knobs are
     set (empty: defaults) in main() before the first call, so they are read per call."""
     for b, h, n, d, dtype, causal in cases:
-        g = torch.Generator(device="cuda").manual_seed(0)
-        q, k, v = (torch.randn(b, h, n, d, device="cuda", generator=g).to(dtype) for _ in range(3))
+        q, k, v = seeded_qkv(b, h, n, d, dtype)
         f = flops(b, h, n, d, causal)
         ref = F.scaled_dot_product_attention(q.float(), k.float(), v.float(), is_causal=causal)
         print(f"sm90 | B={b} H={h} N={n} D={d} {str(dtype).replace('torch.', '')} causal={causal}")
@@ -211,8 +216,7 @@ def sm90_causal_rule(rounds=3, iters=20):
     """Causal calls, overlap against ping-pong timed in alternating order (rounds x both),
     so the order effect (NOTES.md v3) falls on both; prints each variant's best median."""
     for b, h, n, d in SM90_CAUSAL_CASES:
-        g = torch.Generator(device="cuda").manual_seed(0)
-        q, k, v = (torch.randn(b, h, n, d, device="cuda", generator=g).to(torch.float16) for _ in range(3))
+        q, k, v = seeded_qkv(b, h, n, d, torch.float16)
         best = best_medians(lambda: llm.flash_attention(q, k, v, is_causal=True), "CUDA_LLM_OPS_FLASH_SM90_SCHED",
                             (("overlap", "1"), ("pingpong", "2")), rounds, iters)
         print(f"causal rule | B={b} H={h} N={n} D={d} fp16: overlap {best['overlap']:.4f} ms, "
@@ -229,9 +233,7 @@ def sm90_d64_rule(rounds=3, iters=20):
     scheds = (("3 consumers", "3"), ("pingpong", "2"), ("overlap", "1"))
     for b, n in SM90_D64_CASES:
         for causal in (False, True):
-            g = torch.Generator(device="cuda").manual_seed(0)
-            q = torch.randn(b, 32, n, 64, device="cuda", generator=g).to(torch.float16)
-            k, v = (torch.randn(b, 8, n, 64, device="cuda", generator=g).to(torch.float16) for _ in range(2))
+            q, k, v = seeded_qkv(b, 32, n, 64, torch.float16, hkv=8)
             best = best_medians(lambda: llm.flash_attention(q, k, v, is_causal=causal),
                                 "CUDA_LLM_OPS_FLASH_SM90_SCHED", scheds, rounds, iters)
             print(f"d64 rule | B={b} Hq=32 Hkv=8 N={n} causal={causal}: " +
@@ -247,8 +249,7 @@ def sm90_causal_pairs(rounds=3, iters=30):
     unit (=0), alternating order, each one's best median; CUDA-graph replays (these calls are as
     short as an eager call's host time)."""
     for b, h, n, d in SM90_PAIR_CASES:
-        g = torch.Generator(device="cuda").manual_seed(0)
-        q, k, v = (torch.randn(b, h, n, d, device="cuda", generator=g).to(torch.float16) for _ in range(3))
+        q, k, v = seeded_qkv(b, h, n, d, torch.float16)
         best = best_medians(lambda: llm.flash_attention(q, k, v, is_causal=True), "CUDA_LLM_OPS_FLASH_SM90_CAUSAL_PAIRS",
                             (("pairs", "1"), ("single", "0")), rounds, iters, cuda_graph=True)
         print(f"causal pairs | B={b} H={h} N={n} D={d} fp16: pairs {best['pairs'] * 1e3:.1f} us, "
@@ -268,9 +269,7 @@ def sm90_vs_cudnn(cases=SM90_VS_CUDNN_CASES, dtypes=(torch.float16,), knob="CUDA
     rotating order (rounds x all), each one's best median: the order effect (NOTES.md v3)
     falls on all. The speed printed is cuDNN's time over the first of `ours`."""
     for (b, hq, hkv, n, d, causal), dtype in itertools.product(cases, dtypes):
-        g = torch.Generator(device="cuda").manual_seed(0)
-        q = torch.randn(b, hq, n, d, device="cuda", generator=g).to(dtype)
-        k, v = (torch.randn(b, hkv, n, d, device="cuda", generator=g).to(dtype) for _ in range(2))
+        q, k, v = seeded_qkv(b, hq, n, d, dtype, hkv=hkv)
         call = lambda: llm.flash_attention(q, k, v, is_causal=causal)  # noqa: E731
         ref = F.scaled_dot_product_attention(q.float(), k.float().repeat_interleave(hq // hkv, 1),
                                              v.float().repeat_interleave(hq // hkv, 1), is_causal=causal)
@@ -321,8 +320,7 @@ FP32_CASES = [(1, 16, 2048, 128, False), (8, 32, 2048, 128, False), (8, 32, 2048
 def fp32_variants(iters=10):
     knobs = ("CUDA_LLM_OPS_FLASH_FP32_TILE",)
     for b, h, n, d, causal in FP32_CASES:
-        g = torch.Generator(device="cuda").manual_seed(0)
-        q, k, v = (torch.randn(b, h, n, d, device="cuda", generator=g) for _ in range(3))
+        q, k, v = seeded_qkv(b, h, n, d, torch.float32)
         f = flops(b, h, n, d, causal)
         ref = F.scaled_dot_product_attention(q.double(), k.double(), v.double(), is_causal=causal)
         print(f"fp32 | B={b} H={h} N={n} D={d} causal={causal}")
@@ -388,8 +386,7 @@ KERNELS_AB_CASES = [(4, 32, 4096, 256, torch.float16, False, ("flash",)),
 def kernels_ab(iters=30):
     """One table line ('|') per case and kernel: median ms of graph-free calls, warm L2."""
     for b, h, n, d, dtype, causal, ours in KERNELS_AB_CASES:
-        g = torch.Generator(device="cuda").manual_seed(0)
-        q, k, v = (torch.randn(b, h, n, d, device="cuda", generator=g).to(dtype) for _ in range(3))
+        q, k, v = seeded_qkv(b, h, n, d, dtype)
         ref = F.scaled_dot_product_attention(q.float(), k.float(), v.float(), is_causal=causal)
         for name in ours:
             fn = OURS[name]
