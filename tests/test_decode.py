@@ -928,14 +928,14 @@ def test_balanced_schedule_matches_reference():
     # from 8192 keys 4 to 2.5), D = 64: neither (its bands: test_d64_tail_splits)
     hbm3e = sm90 and device_is_hopper_hbm3e()
     # (and the spread tail's pieces at 1-1.34 units per SM from 1024 keys on HBM3e, paged:
-    # decode_spread_tail_pieces, SMs / (units - SMs) up to 8)
+    # decode_spread_tail_pieces, SMs / (units - SMs) up to 8; off HBM3e to 1.1, 8 pieces, stop 119)
     for d, per_sm, n, want in ((128, 1.2, 2048, 4 if hbm3e else 1), (128, 1.2, 8192, 4 if hbm3e else 1),
                                (128, 1.3, 4096, 3 if hbm3e else 1), (128, 2.3, 4096, 3),
                                (128, 2.4, 2048, 3 if hbm3e else 2), (128, 2.05, 4096, 3), (128, 2.05, 2048, 3 if hbm3e else 1),
                                # off HBM3e 3 from 4096 keys at 2.1-2.5 too (stop 108), 2 below
                                (128, 2.15, 16384, 3), (128, 2.3, 4095, 3 if hbm3e else 2),
                                (128, 1.2, 1024, 4 if hbm3e else 1), (128, 1.2, 960, 1), (128, 1.1, 4096, 6 if hbm3e else 1),
-                               (128, 1.03, 2048, 8 if hbm3e else 1), (128, 1.03, 1024, 8 if hbm3e else 1),
+                               (128, 1.03, 2048, 8), (128, 1.03, 1024, 8),
                                (128, 1.7, 2048, 1), (128, 2.9, 2048, 1),
                                # HBM3e from 4096 keys: 2 splits past 2.5 to under 3 (stop 66; 2.45 /
                                # 2.52 / 2.96 / 3.02: 2.485 / 2.545 / 2.97 / 3.03 at 132 SMs), 3 to 2.67
@@ -1062,11 +1062,10 @@ def test_balanced_schedule_matches_reference():
     assert llm.decode_num_splits(b, 8, 4, 2048, 80, torch.float16) == 1
     # contiguous D = 96 (and 80 on its kernel): the one-tail band too, balanced (to 1.15
     # below 4096 keys at 96 itself on HBM3e; there contiguous D = 256 to 1.55, D = 192 to 1.83,
-    # and D = 128's spread tail to 1.1)
+    # and D = 128's spread tail to 1.1, on every sm_90 part since stop 119)
     for d, per_sm, n, want in ((128, 1.2, 4096, 1), (128, 1.3, 2048, 1), (128, 1.3, 8192, 1 if hbm3e else 2),
                                (128, 1.2, 16384, 1 if hbm3e else 2), (128, 1.2, 8191, 1),
-                               (128, 1.03, 1024, 8 if hbm3e else 1), (128, 1.03, 4096, 8 if hbm3e else 1),
-                               (128, 1.08, 2048, 8 if hbm3e else 1),
+                               (128, 1.03, 1024, 8), (128, 1.03, 4096, 8), (128, 1.08, 2048, 8),
                                (128, 2.3, 4096, 3), (128, 2.3, 2048, 3 if hbm3e else 2), (128, 2.2, 16384, 3),
                                (128, 2.7, 4096, 2 if hbm3e else 1), (128, 2.6, 2048, 1),
                                (128, 2.86, 4096, 2 if hbm3e else 1), (128, 2.52, 16384, 3),

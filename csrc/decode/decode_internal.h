@@ -914,11 +914,19 @@ constexpr int kSpreadTailMinKeys = 1024;
 // alike: B=5/4K (1.21) paged 1 split / balanced 2 / 3 even / spread 4 64.8 / 99.4 / 56.8 /
 // 50.8, contiguous 61.6 / 84.8 / - / 49.0. (From 16384 keys 3 even splits read 2-4% ahead
 // of the 4 pieces: contiguous B=10/16K 199.6 / 204.3.)
+// Other sm_90 parts (the H100) run it in one band only: one new token of one row tile, up to
+// kSpreadTailH100Top100ths / 100 units per SM, where every SM but a few holds one whole unit and
+// the pieces come to 8 (stop 99's `--spread-tail` at 1.03 units per SM, B=17, 1 split -> 8
+// pieces, us: paged 1K / 2K / 4K 27.9 / 51.5 / 99.3 -> 27.6 / 51.0 / 98.0, contiguous 28.3 /
+// 52.9 / 101.7 -> 27.5 / 50.0 / 96.0; at B=20 (1.21) 4 pieces lost at 1K, 32.7 -> 35.1).
+constexpr int kSpreadTailH100Top100ths = 110;
 inline int decode_spread_tail_pieces(int head_dim, bool paged, int64_t units, int64_t sms, int64_t max_kv_len,
                                      bool hbm3e, int spec_rows) {
   const bool multi_tile = decode_rule_multi_tile(spec_rows);
-  if (!hbm3e || spec_rows < 0 || head_dim != 128 || max_kv_len < kSpreadTailMinKeys || units <= sms ||
-      100 * units > (paged || multi_tile ? 134 : 110) * sms)
+  const int64_t top_100ths = !hbm3e ? (spec_rows == 0 ? kSpreadTailH100Top100ths : 0)
+                                    : (paged || multi_tile ? 134 : 110);
+  if (spec_rows < 0 || head_dim != 128 || max_kv_len < kSpreadTailMinKeys || units <= sms ||
+      100 * units > top_100ths * sms)
     return 0;
   static_assert(kSpreadTailMinKeys / kMinTokensPerSplit >= 4, "4 pieces fit the by-length cap from the band's keys");
   const int64_t pieces =
@@ -1349,7 +1357,8 @@ constexpr bool decode_d64_pair_band(int64_t pair_units, int64_t sms) {
   return 100 * pair_units > 106 * sms && 20 * pair_units <= 27 * sms;
 }
 inline int decode_pairs_spread_pieces(bool paged, int64_t pair_units, int64_t sms, int64_t max_kv_len, bool hbm3e) {
-  if (max_kv_len < kPartialWaveMinKeys || max_kv_len >= kPairBandLongKeys || !decode_d64_pair_band(pair_units, sms))
+  if (!hbm3e || max_kv_len < kPartialWaveMinKeys || max_kv_len >= kPairBandLongKeys ||
+      !decode_d64_pair_band(pair_units, sms))
     return 0;
   return decode_spread_tail_pieces(128, paged, pair_units, sms, max_kv_len, hbm3e, 0);
 }
