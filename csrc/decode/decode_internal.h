@@ -915,21 +915,22 @@ constexpr int kSpreadTailMinKeys = 1024;
 // 50.8, contiguous 61.6 / 84.8 / - / 49.0. (From 16384 keys 3 even splits read 2-4% ahead
 // of the 4 pieces: contiguous B=10/16K 199.6 / 204.3.)
 // Other sm_90 parts (the H100, stop 119) run it for one new token of one row tile only, up to
-// 1.1 units per SM on both layouts, where every SM but a few holds one whole unit and the
-// pieces come to 8. H100, NOTES.md "Stop 119" (`--h100-spread-low`, GQA
-// 32/8 block 16, graph replays, cold L2; 1 split -> 8 pieces, us): B=17 (1.03) paged 1K / 4K
-// / 16K 27.8-28.0 / 99.2 / 386.0 -> 27.6-27.7 / 98.1 / 382.6, contiguous 28.5 / 101.8 /
-// 396.5 -> 27.5-28.0 / 95.9 / 372.3; B=18 (1.09) paged 29.9-30.2 / 104.8 / 404.6 -> 29.3-29.5
-// / 103.6 / 400.9, contiguous 2K / 16K 54.1 / 399.7 -> 53.1 / 392.7, but 1K 29.6-29.7 ->
-// 29.8-30.2 (four rounds; a 1.05 top for contiguous caches below 2048 keys would keep 1
-// split there, not yet run on an H100). B=19 (1.15, 6 pieces) gained at most 1.6% paged and
-// lost 8% contiguous at 1K; 4 pieces lost (B=19/1K paged 31.5 -> 34.2, stop 99's B=20/1K 32.7
-// -> 35.1).
+// 1.1 units per SM, where every SM but a few holds one whole unit and the pieces come to 8;
+// contiguous caches below 2048 keys only to 1.05 (stop 120). H100, NOTES.md "Stop 119"
+// (`--h100-spread-low`, GQA 32/8 block 16, graph replays, cold L2; 1 split -> 8 pieces, us):
+// B=17 (1.03) paged 1K / 4K / 16K 27.8-28.0 / 99.2 / 386.0 -> 27.6-27.7 / 98.1 / 382.6,
+// contiguous 28.5 / 101.8 / 396.5 -> 27.5-28.0 / 95.9 / 372.3; B=18 (1.09) paged 29.9-30.2 /
+// 104.8 / 404.6 -> 29.3-29.5 / 103.6 / 400.9, contiguous 2K / 16K 54.1 / 399.7 -> 53.1 /
+// 392.7, but 1K 29.6-29.7 -> 29.8-30.2 (four rounds; hence the 1.05 edge). B=19 (1.15, 6
+// pieces) gained at most 1.6% paged and lost 8% contiguous at 1K; 4 pieces lost (B=19/1K paged
+// 31.5 -> 34.2, stop 99's B=20/1K 32.7 -> 35.1).
 inline int decode_spread_tail_pieces(int head_dim, bool paged, int64_t units, int64_t sms, int64_t max_kv_len,
                                      bool hbm3e, int spec_rows) {
   const bool multi_tile = decode_rule_multi_tile(spec_rows);
+  const int64_t top_100ths = hbm3e ? (paged || multi_tile ? 134 : 110)
+                                   : (paged || max_kv_len >= 2 * kSpreadTailMinKeys ? 110 : 105);
   if (spec_rows < 0 || (!hbm3e && spec_rows != 0) || head_dim != 128 || max_kv_len < kSpreadTailMinKeys ||
-      units <= sms || 100 * units > (hbm3e && (paged || multi_tile) ? 134 : 110) * sms)
+      units <= sms || 100 * units > top_100ths * sms)
     return 0;
   static_assert(kSpreadTailMinKeys / kMinTokensPerSplit >= 4, "4 pieces fit the by-length cap from the band's keys");
   const int64_t pieces =
