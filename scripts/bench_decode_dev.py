@@ -840,17 +840,17 @@ H100_SPREAD_LOW_ROUND_ROWS = [(B, 1024, contiguous) for B in (17, 18) for contig
 
 
 # --h100-spread-low-confirm: the rule's contiguous edge (1.05 below 2048 keys) and the issue's
-# B=17/1K, automatic against 1 split in three rounds
+# B=17/1K, automatic against 1 split and 8 pieces in three rounds
 H100_SPREAD_LOW_CONFIRM_ROWS = [(17, 1024, False), (17, 1024, True), (18, 1024, False), (18, 1024, True),
                                 (18, 2048, True)]
 
 
 def h100_spread_low_sweep(iters, copy_bw, rows=H100_SPREAD_LOW_ROWS, rounds=3, round_rows=H100_SPREAD_LOW_ROUND_ROWS):
     """`rows` (B, N, contiguous): s0 / s1 automatic, s4 / s6 / s8 as the spread tail; then
-    `round_rows` at s0 / s1, `rounds` times."""
+    `round_rows` at s0 / s1 / s8 (the spread tail), `rounds` times."""
     _spread_rows(rows, (0, 1, 4, 6, 8), AUTO_SPREAD_VARIANTS, iters, copy_bw, only=spread_from(2))
     for _ in range(rounds):
-        _spread_rows(round_rows, (0, 1), {"auto": {}}, iters, copy_bw)
+        _spread_rows(round_rows, (0, 1, 8), AUTO_SPREAD_VARIANTS, iters, copy_bw, only=spread_from(2))
 
 
 # --spread-tail-confirm: the rule (decode_spread_tail_pieces), its PDL off, and the spread tail
@@ -3460,7 +3460,7 @@ SWEEPS = {
     "spread-tail": (spread_tail_sweep, "D=128 GQA at 1-1.4 units per SM: automatic vs the spread tail in 4-16 pieces"),
     "h100-spread-low-confirm": (lambda iters, copy_bw: h100_spread_low_sweep(iters, copy_bw, rows=[], rounds=3,
                                                                               round_rows=H100_SPREAD_LOW_CONFIRM_ROWS),
-                                "the H100 spread-tail rule's edges: automatic vs 1 split, three rounds"),
+                                "the H100 spread-tail rule's edges: automatic vs 1 split vs 8 pieces, three rounds"),
     "h100-spread-low": (h100_spread_low_sweep,
                         "the H100's spread-tail band (1.0-1.1 units per SM) at B=17-19, 1K-16K: auto, 1 split, 4-8 pieces"),
     "hbm3e-contig-192-top": (auto_split_sweep(HBM3E_CONTIG_192_TOP_ROWS),
