@@ -538,8 +538,9 @@ def decode_num_splits(batch: int, num_kv_heads: int, rows_per_kv_head: int, max_
       as the spread tail (the first SM-count units whole, each other unit in that many pieces beside
       them; csrc/decode/NOTES.md "Stop 63"; head_dim-64 head pairs take it too, above); on
       other sm_90 parts (the H100, since stop 119) only with `seq_len_q` 1 and
-      `rows_per_kv_head <= 16`, `base` up to 1.1 times the SMs: 8 pieces (GQA 32:8 B=17/16K
-      contiguous 396.5 -> 372.3 us, paged B=17/1K 28.0 -> 27.7, "Stop 119");
+      `rows_per_kv_head <= 16`, `base` up to 1.1 times the SMs (1.05 when contiguous with
+      `max_kv_len < 2048`, "Stop 120"): 8 pieces (GQA 32:8 B=17/16K contiguous 396.5 ->
+      372.3 us, paged B=17/1K 28.0 -> 27.7, "Stop 119");
     - head_dim 128 (16-bit) on any sm_90 part, `max_kv_len >= 2048`, at 1.1-1.35 times
       the SMs with `seq_len_q` 1 or spec rows (on Hopper HBM3e parts beyond the spread
       tail's band): on Hopper HBM3e parts 1, 3 when `paged` and `max_kv_len >= 4096`; on
