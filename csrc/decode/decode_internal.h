@@ -902,6 +902,9 @@ inline int decode_wide_rows_stages(int head_dim, bool paged, int64_t blocks, int
   return (hbm3e || head_dim != 128) && blocks <= sms && paged && !spans_planes ? 4 : 3;
 }
 constexpr int kSpreadTailMinKeys = 1024;
+// A length edge of several rules (kSplitRuleLengthEdges): the partial wave below, the H100
+// spread tail's contiguous top (just below), the tail bands.
+constexpr int kPartialWaveMinKeys = 2048;
 // Units of more than one row tile (decode_rule_multi_tile) run the spread tail to 1.34 units
 // per SM on contiguous caches too, in 4 pieces wherever it runs (one token at Hq 32 / Hkv 1,
 // contiguous B=80/4K (1.21): 1 split 64.9, spread 4 56.1; stop 68, `--nq-tiles`, Nq 8
@@ -928,7 +931,7 @@ inline int decode_spread_tail_pieces(int head_dim, bool paged, int64_t units, in
                                      bool hbm3e, int spec_rows) {
   const bool multi_tile = decode_rule_multi_tile(spec_rows);
   const int64_t top_100ths = hbm3e ? (paged || multi_tile ? 134 : 110)
-                                   : (paged || max_kv_len >= 2 * kSpreadTailMinKeys ? 110 : 105);
+                                   : (paged || max_kv_len >= kPartialWaveMinKeys ? 110 : 105);
   if (spec_rows < 0 || (!hbm3e && spec_rows != 0) || head_dim != 128 || max_kv_len < kSpreadTailMinKeys ||
       units <= sms || 100 * units > top_100ths * sms)
     return 0;
@@ -980,7 +983,6 @@ inline int decode_spread_tail_pieces(int head_dim, bool paged, int64_t units, in
 // (0.97) 65.1 / 48.7, contiguous B=48/16K (0.73) 175.0 / 131.3, B=8/16K 32.3 / 32.1.
 // Returns the count (at most 3 where units > SMs / 2; the caller caps it by the length and
 // kMaxSplits), or 0.
-constexpr int kPartialWaveMinKeys = 2048;
 // From these lengths: the contiguous partial wave and the wave top (decode_tail_splits), and
 // the paged partial wave's top of 1.0 units per SM
 constexpr int kHbm3eD128LongKeys = 4096;
@@ -998,7 +1000,8 @@ inline int decode_partial_wave_splits(int head_dim, bool paged, int64_t units, i
 // The lengths (keys) at which a rule of decode_attention_num_splits changes its answer,
 // besides the by-length cap (kMinTokensPerSplit), which only grows with the length: the
 // spread tail (kSpreadTailMinKeys), the partial wave above (kPartialWaveMinKeys: 2048, also
-// the tail bands' first edge below and decode_d64_tail_splits'; kHbm3eD128LongKeys and
+// the H100 spread tail's contiguous top, the tail bands' first edge below and
+// decode_d64_tail_splits'; kHbm3eD128LongKeys and
 // kPartialWaveFullWaveKeys), the tail bands' 4096 (also the HBM3e wave top's) and 8192 (also
 // the HBM3e pair band's, kPairBandLongKeys) and
 // the large-grid rule (kLargeGridMinKeys); two-row-tile blocks beyond one unit per SM at
@@ -1364,7 +1367,7 @@ inline int decode_pairs_spread_pieces(bool paged, int64_t pair_units, int64_t sm
   if (!hbm3e || max_kv_len < kPartialWaveMinKeys || max_kv_len >= kPairBandLongKeys ||
       !decode_d64_pair_band(pair_units, sms))
     return 0;
-  return decode_spread_tail_pieces(128, paged, pair_units, sms, max_kv_len, hbm3e, 0);
+  return decode_spread_tail_pieces(128, paged, pair_units, sms, max_kv_len, /*hbm3e=*/true, 0);
 }
 inline int decode_d64_tail_splits(bool paged, bool pairs, int64_t base, int64_t sms, int64_t max_kv_len, bool hbm3e,
                                   bool two_tile_rows) {
