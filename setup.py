@@ -63,6 +63,9 @@ def _extensions():
     if unknown:
         raise SystemExit(f"CUDA_LLM_OPS_AREAS: unknown area(s) {unknown}; known: {list(AREAS)}")
     sources = ["csrc/bindings/library.cpp"]
+    if not os.path.exists(os.path.join(ROOT, sources[0])):
+        raise SystemExit(f"llm-speed: {os.path.join(ROOT, sources[0])} is missing: this source tree has no csrc/ "
+                         "(an sdist packed without MANIFEST.in?); build from a checkout or a complete sdist")
     for area in areas:
         sources += sorted(glob.glob(f"csrc/{area}/*.cu"))
         binding = f"csrc/bindings/{area}.cpp"

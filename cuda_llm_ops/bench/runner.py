@@ -543,13 +543,20 @@ def environment() -> dict[str, str]:
 
 
 def git_sha() -> str:
-    """Short commit of the package's checkout, "-dirty" when tracked files changed; "unknown" outside git."""
+    """Short commit of the package's checkout, "-dirty" when tracked files changed; "unknown" outside git.
+
+    Only a checkout of this package counts: installed from a wheel, the package's parent is
+    site-packages, which may lie inside some other repository (a project's .venv)."""
     import os
 
     if os.environ.get("LLM_SPEED_GIT_SHA"):
         return os.environ["LLM_SPEED_GIT_SHA"]
     root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     try:
+        top = subprocess.run(["git", "-C", root, "rev-parse", "--show-toplevel"], capture_output=True, text=True,
+                             timeout=5).stdout.strip()
+        if not top or not os.path.samefile(top, root):
+            return "unknown"
         sha = subprocess.run(["git", "-C", root, "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
                              timeout=5).stdout.strip()
         if not sha:
