@@ -39,7 +39,7 @@ def test_sdist_carries_every_cuda_and_cpp_source(tmp_path):
     assert sorted(sources - packed) == []
     python = _tree_files("cuda_llm_ops", (".py",)) | {"cuda_llm_ops/py.typed"}
     assert sorted(python - packed) == []
-    assert {"setup.py", "pyproject.toml", "README.md", "MANIFEST.in"} <= packed
+    assert {"setup.py", "pyproject.toml", "README.md", "MANIFEST.in", "LICENSE"} <= packed
     assert not any(name.endswith("NOTES.md") for name in packed)
 
 
