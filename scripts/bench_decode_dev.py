@@ -833,7 +833,7 @@ def spread_tail_sweep(iters, copy_bw, rows=SPREAD_TAIL_ROWS):
 # --h100-spread-low: the H100's spread-tail band (stop 119, decode_spread_tail_pieces off HBM3e:
 # one token, 1.0-1.1 units per SM, 8 pieces) at GQA 32/8 B=17-19 over 1K-16K keys: automatic
 # (s0: the rule), 1 split (the count before) and the spread tail in 4, 6 and 8 pieces; then the
-# issue's B=17/1K and B=18/1K rows at s0 / s1 in three more rounds, for the noise
+# issue's B=17/1K and B=18/1K rows at s0 / s1 / s8 in three more rounds, for the noise
 H100_SPREAD_LOW_ROWS = [(B, N, contiguous) for N in (1024, 2048, 4096, 8192, 16384) for B in (17, 18, 19)
                         for contiguous in (False, True)]
 H100_SPREAD_LOW_ROUND_ROWS = [(B, 1024, contiguous) for B in (17, 18) for contiguous in (False, True)]
@@ -845,12 +845,17 @@ H100_SPREAD_LOW_CONFIRM_ROWS = [(17, 1024, False), (17, 1024, True), (18, 1024, 
                                 (18, 2048, True)]
 
 
-def h100_spread_low_sweep(iters, copy_bw, rows=H100_SPREAD_LOW_ROWS, rounds=3, round_rows=H100_SPREAD_LOW_ROUND_ROWS):
-    """`rows` (B, N, contiguous): s0 / s1 automatic, s4 / s6 / s8 as the spread tail; then
-    `round_rows` at s0 / s1 / s8 (the spread tail), `rounds` times."""
-    _spread_rows(rows, (0, 1, 4, 6, 8), AUTO_SPREAD_VARIANTS, iters, copy_bw, only=spread_from(2))
+def h100_spread_rounds(iters, copy_bw, rows, rounds=3):
+    """`rows` (B, N, contiguous) at s0 / s1 automatic and s8 (the spread tail), `rounds` times."""
     for _ in range(rounds):
-        _spread_rows(round_rows, (0, 1, 8), AUTO_SPREAD_VARIANTS, iters, copy_bw, only=spread_from(2))
+        _spread_rows(rows, (0, 1, 8), AUTO_SPREAD_VARIANTS, iters, copy_bw, only=spread_from(2))
+
+
+def h100_spread_low_sweep(iters, copy_bw, rows=H100_SPREAD_LOW_ROWS):
+    """`rows` (B, N, contiguous): s0 / s1 automatic, s4 / s6 / s8 as the spread tail; then
+    H100_SPREAD_LOW_ROUND_ROWS in three rounds (h100_spread_rounds)."""
+    _spread_rows(rows, (0, 1, 4, 6, 8), AUTO_SPREAD_VARIANTS, iters, copy_bw, only=spread_from(2))
+    h100_spread_rounds(iters, copy_bw, H100_SPREAD_LOW_ROUND_ROWS)
 
 
 # --spread-tail-confirm: the rule (decode_spread_tail_pieces), its PDL off, and the spread tail
@@ -3458,8 +3463,7 @@ SWEEPS = {
     "hbm3e-contig-192-fill": (auto_split_sweep(HBM3E_CONTIG_192_FILL_ROWS),
                               "contiguous D=192 at 2.0-3.3 units per SM on HBM3e: automatic vs 1-4 splits"),
     "spread-tail": (spread_tail_sweep, "D=128 GQA at 1-1.4 units per SM: automatic vs the spread tail in 4-16 pieces"),
-    "h100-spread-low-confirm": (lambda iters, copy_bw: h100_spread_low_sweep(iters, copy_bw, rows=[], rounds=3,
-                                                                              round_rows=H100_SPREAD_LOW_CONFIRM_ROWS),
+    "h100-spread-low-confirm": (lambda iters, copy_bw: h100_spread_rounds(iters, copy_bw, H100_SPREAD_LOW_CONFIRM_ROWS),
                                 "the H100 spread-tail rule's edges: automatic vs 1 split vs 8 pieces, three rounds"),
     "h100-spread-low": (h100_spread_low_sweep,
                         "the H100's spread-tail band (1.0-1.1 units per SM) at B=17-19, 1K-16K: auto, 1 split, 4-8 pieces"),

@@ -8,7 +8,7 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-$PWD/out}
 mkdir -p "$OUT"
-export PYTHONUNBUFFERED=1 MAX_JOBS=${MAX_JOBS:-16} TORCH_CUDA_ARCH_LIST=${TORCH_CUDA_ARCH_LIST:-9.0a}
+source scripts/gpu_build.sh  # the build environment (MAX_JOBS, TORCH_CUDA_ARCH_LIST)
 export CUDA_LLM_OPS_AREAS=${CUDA_LLM_OPS_AREAS:-decode}
 TESTS=${TESTS:-tests/test_decode.py}
 work=$(mktemp -d)
@@ -37,7 +37,9 @@ print('installed at', os.path.dirname(c.__file__), '| kernels:', c.kernels_avail
   2>&1 | tee "$OUT/import.log"
 CLO_REQUIRE_KERNELS=1 python3 -m pytest -q -rs -m "cuda and not slow" $TESTS -p no:cacheprovider 2>&1 \
   | tee "$OUT/test_installed.log" >/dev/null
+test_rc=${PIPESTATUS[0]}
 summary+=("cuda tests against the installed wheel ($TESTS): $(grep -v '^$' "$OUT/test_installed.log" | tail -1)")
 python3 -m cuda_llm_ops --help >/dev/null 2>&1 && summary+=("python3 -m cuda_llm_ops --help: ok")
 rm -rf "$work"
 printf '%s\n' "${summary[@]}"
+exit "$test_rc"

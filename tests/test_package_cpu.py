@@ -48,6 +48,11 @@ def _git(*args: str, cwd) -> str:
                           capture_output=True, text=True, timeout=30).stdout.strip()
 
 
+def _copy_package(dest) -> None:
+    shutil.copytree(os.path.join(ROOT, "cuda_llm_ops"), dest / "cuda_llm_ops",
+                    ignore=shutil.ignore_patterns("__pycache__", "*.so"))
+
+
 def _git_sha_of_copy(site: str) -> str:
     env = {k: v for k, v in os.environ.items() if k != "LLM_SPEED_GIT_SHA"}
     code = f"import sys; sys.path.insert(0, {site!r}); from cuda_llm_ops.bench.runner import git_sha; print(git_sha())"
@@ -61,8 +66,7 @@ def test_git_sha_of_an_install_inside_another_repository_is_unknown(tmp_path):
     # whose commit is not this package's.
     project = tmp_path / "project"
     site = project / ".venv" / "lib" / "site-packages"
-    shutil.copytree(os.path.join(ROOT, "cuda_llm_ops"), site / "cuda_llm_ops",
-                    ignore=shutil.ignore_patterns("__pycache__", "*.so"))
+    _copy_package(site)
     _git("init", "-q", cwd=project)
     (project / "app.py").write_text("print('hi')\n")
     _git("add", "app.py", cwd=project)
@@ -73,8 +77,7 @@ def test_git_sha_of_an_install_inside_another_repository_is_unknown(tmp_path):
 def test_git_sha_of_a_checkout_is_its_head(tmp_path):
     # The same copy as above, as the top of its own repository: that repository's commit.
     repo = tmp_path / "repo"
-    shutil.copytree(os.path.join(ROOT, "cuda_llm_ops"), repo / "cuda_llm_ops",
-                    ignore=shutil.ignore_patterns("__pycache__", "*.so"))
+    _copy_package(repo)
     _git("init", "-q", cwd=repo)
     _git("add", "cuda_llm_ops", cwd=repo)
     _git("commit", "-q", "-m", "copy", cwd=repo)

@@ -553,14 +553,11 @@ def git_sha() -> str:
         return os.environ["LLM_SPEED_GIT_SHA"]
     root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     try:
-        top = subprocess.run(["git", "-C", root, "rev-parse", "--show-toplevel"], capture_output=True, text=True,
-                             timeout=5).stdout.strip()
-        if not top or not os.path.samefile(top, root):
+        top_sha = subprocess.run(["git", "-C", root, "rev-parse", "--show-toplevel", "--short", "HEAD"],
+                                 capture_output=True, text=True, timeout=5).stdout.splitlines()
+        if len(top_sha) != 2 or not os.path.samefile(top_sha[0], root):
             return "unknown"
-        sha = subprocess.run(["git", "-C", root, "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
-                             timeout=5).stdout.strip()
-        if not sha:
-            return "unknown"
+        sha = top_sha[1]
         dirty = subprocess.run(["git", "-C", root, "status", "--porcelain", "--untracked-files=no"],
                                capture_output=True, text=True, timeout=5).stdout.strip()
         return sha + ("-dirty" if dirty else "")
