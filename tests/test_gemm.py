@@ -561,8 +561,11 @@ def test_int8_wgmma_skinny_large():
     w = torch.full((640, 8192), -128, dtype=torch.int8, device="cuda")
     assert torch.equal(llm.tensor_core_gemm_int8(a, w.t()), torch.full((3, 640), 16384 * 8192, dtype=torch.int32,
                                                                          device="cuda"))
-    names = _int8_case(16, 4096, 1024, False)
-    assert "gemm_mma_int8_kernel" in names and "gemm_wgmma_sm90_kernel" not in names, names
+    # Also where N alone fills a wave of 128-wide tiles (the tile rule would take it from ~16.8K
+    # columns): 28672 x 4096, Llama-3-8B's gate/up projection.
+    for m, n, k in ((16, 4096, 1024), (1, 28672, 4096), (16, 28672, 4096)):
+        names = _int8_case(m, n, k, False)
+        assert "gemm_mma_int8_kernel" in names and "gemm_wgmma_sm90_kernel" not in names, (m, n, k, names)
 
 
 def test_wgmma_tail_split_auto():
@@ -1067,6 +1070,9 @@ calls = [
      lambda: ops.gemm_out(cc[1:1 + 8 * 24].view(8, 24), a, b, 1.0, 1.0, False, False, cc[:8 * 24].view(8, 24))),
     ("out must have dtype Int", lambda: ops.tensor_core_gemm_int8_out(torch.empty(8, 24, device="cuda"),
                                                                       a.to(torch.int8), b.to(torch.int8))),
+    # K past 2^30 (expanded views: no memory): refused before the kernels' int tile counts wrap
+    ("a dimensions must be <= 2^30", lambda: ops.gemm(a[:1, :1].expand(1, 2**30 + 1), a[:1, :1].expand(2**30 + 1, 8),
+                                                      1.0, 0.0, False, False, None)),
 ]
 for want, call in calls:
     try:

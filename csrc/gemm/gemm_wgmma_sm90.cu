@@ -267,12 +267,20 @@ bool int8_skinny_applies(const GemmProblem& p) {
   return p.M <= kSkinnyMaxM && p.trans_b && wgmma_applicable(p);
 }
 
+// Such a decode shape with B stored [K, N] is not the family's by default, however wide N: the
+// tile rule alone would take it from ~16.8K columns (a wave of 128-wide tiles) and pay for the
+// weight's transpose on every call. The dev knob's mode 2 (kWgmma) still forces it.
+bool int8_transpose_declined(const GemmProblem& p, GemmVariant variant) {
+  return variant == GemmVariant::kAuto && p.M <= kSkinnyMaxM && !p.trans_b;
+}
+
 }  // namespace
 
 size_t wgmma_int8_workspace_bytes(const GemmProblem& p) {
   bool use = false;
   const GemmVariant variant = int8_wgmma_variant(use);
   if (use && int8_skinny_applies(p)) return skinny_tile_workspace_bytes(p, 16);
+  if (!use || int8_transpose_declined(p, variant)) return 0;
   GemmProblem sized = p;
   sized.workspace = nullptr;
   sized.workspace_bytes = 0;
@@ -287,6 +295,7 @@ cudaError_t launch_gemm_wgmma_int8(const GemmProblem& p, cudaStream_t stream) {
   bool use = false;
   const GemmVariant variant = int8_wgmma_variant(use);
   if (use && int8_skinny_applies(p)) return launch_gemm_wgmma_s8(swapped_for_skinny(p), skinny_schedule(16), stream);
+  if (!use || int8_transpose_declined(p, variant)) return cudaErrorNotSupported;
   size_t bt_bytes = 0;
   const GemmProblem q = int8_wgmma_problem(p, bt_bytes);
   WgmmaSchedule sch;
