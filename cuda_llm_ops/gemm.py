@@ -1,4 +1,4 @@
-"""GEMM: fp32 SIMT, tensor-core fp16/bf16 and int8, any M, N, K >= 1.
+"""GEMM: fp32 SIMT, tensor-core fp16/bf16 and int8, any M, N, K in [1, 2^30].
 
 `gemm` computes `alpha * op(a) @ op(b) + beta * c` with fp32 accumulation and
 returns the input dtype; `tensor_core_gemm` returns fp32; `tensor_core_gemm_int8`
@@ -19,6 +19,7 @@ from .validation import (FLOAT_DTYPES, _dt, call_or_explain, check_contiguous, c
 
 TENSOR_CORE_DTYPES = (torch.float16, torch.bfloat16)
 INT8_MIN_CAPABILITY = (8, 0)
+MAX_GEMM_DIM = 1 << 30  # each of M, N, K (and the binding's check_matrix)
 
 
 def _op_shapes(a: torch.Tensor, b: torch.Tensor, trans_a: bool, trans_b: bool):
@@ -56,6 +57,9 @@ def validate_gemm_inputs(a, b, trans_a: bool = False, trans_b: bool = False, c=N
     for t, name in ((a, "a"), (b, "b")):
         if t.numel() == 0:
             raise ValueError(f"{name} must have no empty dimension (M, N, K >= 1), got shape {tuple(t.shape)}")
+        if max(t.shape) > MAX_GEMM_DIM:
+            raise ValueError(f"{name} dimensions must be <= 2^30 ({MAX_GEMM_DIM}; the kernels count tiles in "
+                             f"32-bit integers), got shape {tuple(t.shape)}")
     want = c_dtype if c_dtype is not None else a.dtype
     for t, name in given((c, "c"), (out, "out")):
         check_tensor(t, name)

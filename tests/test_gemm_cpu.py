@@ -48,6 +48,11 @@ def test_validate_gemm_inputs_shapes_on_cpu():
         llm.validate_gemm_inputs(a.double(), b.double())
     with pytest.raises(ValueError, match=r"must have no empty dimension"):
         llm.validate_gemm_inputs(torch.randn(0, 16), b)
+    # a dimension past 2^30 (meta tensors: no memory): the kernels' int tile counts would wrap
+    with pytest.raises(ValueError, match=r"a dimensions must be <= 2\^30 \(1073741824; .*got shape \(1, 1073741825\)"):
+        llm.validate_gemm_inputs(torch.empty(1, 2**30 + 1, device="meta"), torch.empty(2**30 + 1, 8, device="meta"))
+    with pytest.raises(ValueError, match=r"b dimensions must be <= 2\^30"):
+        llm.validate_gemm_inputs(torch.empty(1, 8, device="meta"), torch.empty(8, 2**30 + 1, device="meta"))
     with pytest.raises(ValueError, match=r"c must have shape \[M, N\] = \[8, 24\]"):
         llm.validate_gemm_inputs(a, b, c=torch.randn(24, 8))
     with pytest.raises(ValueError, match=r"c must have dtype float32, got float16"):

@@ -26,12 +26,16 @@ namespace {
 using gemm::GemmProblem;
 using gemm::GemmVariant;
 
+constexpr int64_t kMaxGemmDim = int64_t(1) << 30;
+
 void check_matrix(const at::Tensor& t, const char* name, const char* layout) {
   check_cuda(t, name);
   check_dim(t, 2, name, layout);
   CLO_CHECK(t.size(0) > 0 && t.size(1) > 0, name, " must have no empty dimension, got shape ", t.sizes());
-  CLO_CHECK(t.size(0) <= INT32_MAX && t.size(1) <= INT32_MAX, name, " dimensions must be < 2^31, got ",
-              t.sizes());
+  // 2^30, not 2^31 - 1: the kernels count tiles and k-steps in int (div_ceil(K, tile), k0 += tile),
+  // which wrap for a dimension within a tile of 2^31 (a silent zero, or reads before the operand).
+  CLO_CHECK(t.size(0) <= kMaxGemmDim && t.size(1) <= kMaxGemmDim, name, " dimensions must be <= 2^30 (",
+            kMaxGemmDim, "), got shape ", t.sizes());
 }
 
 int compute_capability(const at::Tensor& t) {
