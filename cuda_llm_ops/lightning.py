@@ -17,6 +17,8 @@ from .validation import (FLOAT_DTYPES, call_or_explain, check_contiguous, check_
 
 # Largest d and e the kernel supports (a block keeps a [d, 32] slice of the state in registers).
 LIGHTNING_MAX_HEAD_DIM = 128
+LIGHTNING_STATE_CHUNK = 32  # state columns (of e) a thread block owns (kChunkCols)
+_INT32_MAX = 2**31 - 1
 
 
 def validate_lightning_decode_inputs(q, k, v, kv, slope, out=None, new_kv=None) -> None:
@@ -44,6 +46,10 @@ def validate_lightning_decode_inputs(q, k, v, kv, slope, out=None, new_kv=None) 
         raise ValueError(f"v must have shape ({b}, {h}, {n}, e) to match q {tuple(q.shape)}, got {tuple(v.shape)}")
     if d > LIGHTNING_MAX_HEAD_DIM or e > LIGHTNING_MAX_HEAD_DIM:
         raise ValueError(f"d (q's last dim) and e (v's last dim) must be <= {LIGHTNING_MAX_HEAD_DIM}, got d={d}, e={e}")
+    blocks = b * h * -(-e // LIGHTNING_STATE_CHUNK)
+    if n > _INT32_MAX or blocks > _INT32_MAX:
+        raise ValueError(f"q and v must have n <= 2^31 - 1 and batch * heads * ceil(e / {LIGHTNING_STATE_CHUNK}) "
+                         f"<= 2^31 - 1 (one thread block each), got n={n} and {blocks} blocks")
     if tuple(kv.shape) != (b, h, d, e):
         raise ValueError(f"kv must have shape ({b}, {h}, {d}, {e}) = [batch, heads, d, e], got {tuple(kv.shape)}")
     if tuple(slope.shape) not in ((h, 1, 1), (h,)):

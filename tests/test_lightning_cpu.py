@@ -126,6 +126,20 @@ def test_validation_empty_dimension():
         cuda_llm_ops.validate_lightning_decode_inputs(**args)
 
 
+def test_validation_grid_past_int32():
+    """batch * heads * ceil(e / 32) thread blocks past 2^31 - 1 (meta tensors: no memory)."""
+    b, h = 2**16, 2**14
+    m = dict(device="meta")
+    args = dict(q=torch.empty(b, h, 1, 1, dtype=torch.float16, **m), k=torch.empty(b, h, 1, 1, dtype=torch.float16, **m),
+                v=torch.empty(b, h, 1, 33, dtype=torch.float16, **m), kv=torch.empty(b, h, 1, 33, **m),
+                slope=torch.empty(h, **m))
+    with pytest.raises(ValueError, match=r"batch \* heads \* ceil\(e / 32\) <= 2\^31 - 1 .*got n=1 and 2147483648 blocks"):
+        cuda_llm_ops.validate_lightning_decode_inputs(**args)
+    args.update(v=args["v"][..., :32], kv=args["kv"][..., :32])  # 2^30 blocks: on to the device check
+    with pytest.raises(ValueError, match=r"must be a CUDA tensor"):
+        cuda_llm_ops.validate_lightning_decode_inputs(**args)
+
+
 @pytest.mark.skipif(_ops.kernels_available(), reason="kernels are built here")
 def test_op_without_kernels_says_how_to_build():
     with pytest.raises(RuntimeError, match="lightning_attention_decode.*without its CUDA kernels"):

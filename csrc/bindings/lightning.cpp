@@ -12,6 +12,7 @@
 
 #include <c10/macros/Macros.h>
 
+#include <climits>
 #include <cstdint>
 #include <string>
 
@@ -60,6 +61,11 @@ void lightning_decode_checked(const at::Tensor& q, const at::Tensor& k, const at
   LIGHTNING_REQUIRE(d <= kMaxDim && e <= kMaxDim, "d and e",
                     "must be <= " + std::to_string(kMaxDim) + ", got d=" + std::to_string(d) +
                         " e=" + std::to_string(e));
+  // The grid (one block per head and 32 state columns) and the token count are ints in the kernel.
+  const int64_t blocks = b * h * ((e + cuda_llm_ops::lightning::kChunkCols - 1) / cuda_llm_ops::lightning::kChunkCols);
+  LIGHTNING_REQUIRE(n <= INT_MAX && blocks <= INT_MAX, "q and v",
+                    "must have n <= 2^31 - 1 and batch * heads * ceil(e / 32) <= 2^31 - 1 (one thread block each), "
+                    "got n=" + std::to_string(n) + " and " + std::to_string(blocks) + " blocks");
   check_shape(k, kOp, "k", {b, h, n, d}, "[batch, heads, n, d]");
   check_shape(v, kOp, "v", {b, h, n, e}, "[batch, heads, n, e]");
   check_shape(out, kOp, "out", {b, h, n, e}, "[batch, heads, n, e]");

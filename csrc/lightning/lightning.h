@@ -12,6 +12,9 @@ namespace cuda_llm_ops::lightning {
 // Largest d (key dim) and e (value dim) the decode kernel supports: one thread
 // block keeps a [d, 32] slice of the state in registers.
 constexpr int kMaxHeadDim = 128;
+// State columns (of e) one thread block owns: the grid is batch * heads * ceil(e / kChunkCols)
+// blocks, at most INT_MAX.
+constexpr int kChunkCols = 32;
 
 // For each head (b, h) and each of the n tokens t in order:
 //   kv  <- exp(-slope[h]) * kv + k_t^T v_t      (kv: [d, e] fp32)

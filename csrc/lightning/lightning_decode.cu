@@ -32,7 +32,6 @@ namespace {
 
 constexpr int kThreads = 256;
 constexpr int kWarps = kThreads / 32;
-constexpr int kChunkCols = 32;   // state columns (of e) one block owns
 constexpr int kTokenChunk = 8;   // tokens whose q/k/v sit in shared memory at once
 
 template <int Vec>
