@@ -189,6 +189,58 @@ def test_naive_length_limit_error():
     run_isolated(**_naive_limit_child())
 
 
+def _small_smem_child():
+    """A GPU with 99 KB of shared memory per block (sm_86/89/120; the CLO_SMEM_LIMIT knob makes
+    this one such a GPU, read once per process)."""
+    return dict(env=dict(CLO_SMEM_LIMIT=str(99 * 1024)), code="""import torch, cuda_llm_ops as llm
+from cuda_llm_ops.reference import attention_reference
+from cuda_llm_ops.testing import assert_close
+
+def randn(*shape, dtype=torch.float16):
+    return torch.randn(*shape, device="cuda", dtype=torch.float32).to(dtype)
+
+def refused(fn, want):
+    try:
+        fn()
+    except RuntimeError as exc:
+        assert want in str(exc), (want, str(exc)[:400])
+    else:
+        raise AssertionError("ran: " + want)
+
+# tiled: head_dim 248 fits (99840 bytes), 256 (102912) is refused by name
+q, k, v = randn(1, 2, 40, 248), randn(1, 2, 70, 248), randn(1, 2, 70, 248)
+assert_close(llm.tiled_attention(q, k, v, is_causal=True), attention_reference(q, k, v, is_causal=True),
+             dtype=torch.float16, what="tiled D=248 at 99 KB")
+q, k = randn(1, 2, 40, 256), randn(1, 2, 70, 256)
+refused(lambda: llm.tiled_attention(q, k, k), "tiled_attention at head_dim 256 needs 102912 bytes of shared memory "
+        "per block, more than this GPU allows (101376 bytes); use flash_attention")
+assert_close(llm.flash_attention(q, k, k), attention_reference(q, k, k), dtype=torch.float16,
+             what="flash D=256 at 99 KB")
+# naive: one score per key; at head_dim 64, 25248 keys fill the 101376 bytes, 25249 are refused
+q, k, v = randn(1, 1, 1, 64), randn(1, 1, 25249, 64), randn(1, 1, 25249, 64)
+assert_close(llm.naive_attention(q, k[:, :, :25248], v[:, :, :25248]),
+             attention_reference(q, k[:, :, :25248], v[:, :, :25248]), dtype=torch.float16, what="naive 25248 keys")
+refused(lambda: llm.naive_attention(q, k, v), "naive_attention keeps one fp32 score per key in shared memory: "
+        "seq_len_k 25249 at head_dim 64 needs 101380 bytes per block, more than this GPU allows (101376 bytes: "
+        "seq_len_k <= 25248 here); use flash_attention")
+refused(lambda: torch.ops.cuda_llm_ops.naive_attention(q, k, v, 0.125, False), "seq_len_k <= 25248 here")
+# fp32 flash on the compact tile that 99 KB holds (54-79 KB), still fp32-accurate
+q, k = randn(1, 2, 33, 256, dtype=torch.float32), randn(1, 2, 90, 256, dtype=torch.float32)
+assert_close(llm.flash_attention(q, k, k, is_causal=True), attention_reference(q, k, k, is_causal=True),
+             dtype=torch.float32, what="flash fp32 D=256 at 99 KB")
+""")
+
+
+@pytest.mark.isolated(_small_smem_child, ops=("naive_attention", "tiled_attention", "flash_attention"))
+def test_small_smem_gpu_refusals():
+    """On a 99-KB GPU the CUDA-core kernels refuse what their shared memory cannot hold with a
+    message naming the size (naive: seq_len_k past ~25K keys; tiled: head_dim 256), instead of
+    a launch failure; what fits still runs right."""
+    for op in ("naive_attention", "tiled_attention", "flash_attention"):
+        require_op(op)
+    run_isolated(**_small_smem_child())
+
+
 # ---------------------------------------------------------------- validation errors
 
 def _good(dtype=torch.float16):
@@ -239,6 +291,8 @@ def test_bad_scale(name):
         OPS[name](q, k, v, scale=-1.0)
     with pytest.raises(ValueError, match=r"scale must be finite and >= 0 .* got nan"):
         OPS[name](q, k, v, scale=float("nan"))
+    with pytest.raises(ValueError, match=r"scale must be 0 or a normal float32 of at most 1.7e38"):
+        OPS[name](q, k, v, scale=3e38)
 
 
 def _op_level_checks_child(name):
@@ -253,6 +307,8 @@ with pytest.raises(RuntimeError, match="q must have a contiguous last dimension"
     op(wide[..., ::2], k, v, 0.125, False)
 with pytest.raises(RuntimeError, match="scale must be finite and > 0 as a float32"):
     op(q, k, v, 0.0, False)
+with pytest.raises(RuntimeError, match="scale must be a normal float32 of at most 1.7e38"):
+    op(q, k, v, 3e38, False)  # scale * log2(e) would overflow float32 (NaN rows)
 with pytest.raises(RuntimeError, match="must be a multiple of k/v's number of heads"):
     op(q[:, :3], k, v, 0.125, False)
 with pytest.raises(RuntimeError, match="head_dim must be a multiple of 8"):

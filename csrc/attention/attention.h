@@ -39,6 +39,20 @@ constexpr int kAttentionMaxHeadDim = 256;
 // naive_attention keeps one fp32 score per key in shared memory.
 constexpr int kNaiveAttentionMaxSeqLenK = 32768;
 
+// Dynamic shared memory per block of the CUDA-core kernels (the bindings check it against
+// smem_budget_per_block: 99-KB GPUs (sm_86/89/120) hold naive's scores up to ~25K keys and
+// tiled's tiles up to head_dim 248). naive: the query row, 32 reduction slots, one score per key.
+inline size_t naive_attention_smem_bytes(int head_dim, int seq_len_k) {
+  return (size_t(head_dim) + 32 + size_t(seq_len_k)) * sizeof(float);
+}
+// tiled: Q, K and V tiles of 32 rows at stride head_dim + 1, and a 32 x 33 score tile, in fp32.
+constexpr int kTiledAttentionBlockM = 32;
+constexpr int kTiledAttentionBlockN = 32;
+inline size_t tiled_attention_smem_bytes(int head_dim) {
+  return (size_t(kTiledAttentionBlockM + 2 * kTiledAttentionBlockN) * (head_dim + 1) +
+          size_t(kTiledAttentionBlockM) * (kTiledAttentionBlockN + 1)) * sizeof(float);
+}
+
 // Returns cudaErrorInvalidValue for parameters the kernels do not support
 // (bad dtype, head_dim, sizes); the binding checks them first with clear messages.
 cudaError_t launch_naive_attention(const AttentionParams& p, cudaStream_t stream);

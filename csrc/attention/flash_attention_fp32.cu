@@ -242,7 +242,7 @@ cudaError_t launch_tf32x3_bucket(const AttentionParams& p, cudaStream_t stream) 
     case 3: return launch_tf32x3<Compact>(p, stream);
     default: break;
   }
-  const size_t smem = size_t(cached_device_attribute<cudaDevAttrMaxSharedMemoryPerBlockOptin>());
+  const size_t smem = size_t(smem_budget_per_block());
   // From D = 128, 8 warps (128 rows a CTA, one CTA an SM) where they fit (D = 256 takes
   // 203 KB: Hopper): 1.22-1.29x 4 warps at D = 128 (whose 255 registers spill), 1.7-2x
   // at D = 256 (one 4-warp CTA an SM); at D <= 96 4 warps ran 1.00-1.04x (NOTES.md v7).

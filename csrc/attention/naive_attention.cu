@@ -71,7 +71,7 @@ __global__ void __launch_bounds__(kNaiveThreads) naive_attention_kernel(const At
 
 cudaError_t launch_naive_attention(const AttentionParams& p, cudaStream_t stream) {
   if (!attention_params_valid(p) || p.seq_len_k > kNaiveAttentionMaxSeqLenK) return cudaErrorInvalidValue;
-  const size_t smem = (size_t(p.head_dim) + 32 + size_t(p.seq_len_k)) * sizeof(float);
+  const size_t smem = naive_attention_smem_bytes(p.head_dim, p.seq_len_k);
   const dim3 grid(p.seq_len_q, p.num_q_heads, p.batch);
   return dispatch_float_dtype(p.dtype, [&]<typename T>() -> cudaError_t {
     auto kernel = naive_attention_kernel<T>;

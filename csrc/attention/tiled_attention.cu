@@ -18,8 +18,8 @@
 namespace cuda_llm_ops {
 namespace {
 
-constexpr int kTiledBlockM = 32;
-constexpr int kTiledBlockN = 32;
+constexpr int kTiledBlockM = kTiledAttentionBlockM;
+constexpr int kTiledBlockN = kTiledAttentionBlockN;
 constexpr int kTiledThreads = 256;
 constexpr int kTiledThreadsPerRow = kTiledThreads / kTiledBlockM;  // 8
 
@@ -128,8 +128,7 @@ __global__ void __launch_bounds__(kTiledThreads) tiled_attention_kernel(const At
 
 template <int kMaxCols>
 cudaError_t launch_tiled(const AttentionParams& p, cudaStream_t stream) {
-  const size_t smem = (size_t(kTiledBlockM + 2 * kTiledBlockN) * (p.head_dim + 1) +
-                       size_t(kTiledBlockM) * (kTiledBlockN + 1)) * sizeof(float);
+  const size_t smem = tiled_attention_smem_bytes(p.head_dim);
   const dim3 grid((p.seq_len_q + kTiledBlockM - 1) / kTiledBlockM, p.num_q_heads, p.batch);
   return dispatch_float_dtype(p.dtype, [&]<typename T>() -> cudaError_t {
     auto kernel = tiled_attention_kernel<T, kMaxCols>;

@@ -72,11 +72,32 @@ AttentionParams make_params(const at::Tensor& q, const at::Tensor& k, const at::
   return p;
 }
 
-template <cudaError_t (*Launch)(const AttentionParams&, cudaStream_t)>
+// The CUDA-core kernels' shared memory against this GPU's (asked under the device guard).
+void check_naive_smem(const AttentionParams& p) {
+  const size_t need = naive_attention_smem_bytes(p.head_dim, p.seq_len_k);
+  const int64_t allow = smem_budget_per_block();
+  CLO_CHECK(need <= static_cast<size_t>(allow), "naive_attention keeps one fp32 score per key in shared memory: "
+            "seq_len_k ", p.seq_len_k, " at head_dim ", p.head_dim, " needs ", need, " bytes per block, more than "
+            "this GPU allows (", allow, " bytes: seq_len_k <= ", allow / 4 - 32 - p.head_dim,
+            " here); use flash_attention");
+}
+
+void check_tiled_smem(const AttentionParams& p) {
+  const size_t need = tiled_attention_smem_bytes(p.head_dim);
+  const int64_t allow = smem_budget_per_block();
+  CLO_CHECK(need <= static_cast<size_t>(allow), "tiled_attention at head_dim ", p.head_dim, " needs ", need,
+            " bytes of shared memory per block, more than this GPU allows (", allow,
+            " bytes); use flash_attention");
+}
+
+void no_smem_check(const AttentionParams&) {}  // flash_attention picks tiles that fit (or falls back)
+
+template <cudaError_t (*Launch)(const AttentionParams&, cudaStream_t), void (*CheckSmem)(const AttentionParams&)>
 at::Tensor run_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, double scale, bool is_causal,
                          const char* op) {
   AttentionParams p = make_params(q, k, v, scale, is_causal, op);
   const c10::cuda::CUDAGuard guard(q.device());
+  CheckSmem(p);
   at::Tensor out = at::empty(q.sizes(), q.options().memory_format(at::MemoryFormat::Contiguous));
   p.o = out.data_ptr();
   check_launch(Launch(p, current_stream(q)), op);
@@ -89,17 +110,17 @@ at::Tensor naive_attention(const at::Tensor& q, const at::Tensor& k, const at::T
               "naive_attention keeps one score row in shared memory and supports seq_len_k <= ",
               kNaiveAttentionMaxSeqLenK, " (NAIVE_MAX_SEQ_LEN_K), got ", k.size(2),
               "; use flash_attention for longer sequences");
-  return run_attention<launch_naive_attention>(q, k, v, scale, is_causal, "naive_attention");
+  return run_attention<launch_naive_attention, check_naive_smem>(q, k, v, scale, is_causal, "naive_attention");
 }
 
 at::Tensor tiled_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, double scale,
                            bool is_causal) {
-  return run_attention<launch_tiled_attention>(q, k, v, scale, is_causal, "tiled_attention");
+  return run_attention<launch_tiled_attention, check_tiled_smem>(q, k, v, scale, is_causal, "tiled_attention");
 }
 
 at::Tensor flash_attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, double scale,
                            bool is_causal) {
-  return run_attention<launch_flash_attention>(q, k, v, scale, is_causal, "flash_attention");
+  return run_attention<launch_flash_attention, no_smem_check>(q, k, v, scale, is_causal, "flash_attention");
 }
 
 }  // namespace

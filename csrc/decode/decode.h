@@ -85,7 +85,7 @@ struct DecodeAttentionArgs : PagedTable {
   int seq_len_k = 0;
 
   float scale = 1.f;    // softmax scale (natural-log domain)
-  bool causal = false;  // query i sees key j when j <= i + Nk - Nq (paged: always, Nk = seq_len)
+  bool causal = false;  // query i sees key j when j <= i + Nk - Nq (paged: Nk = seq_len)
   // Sliding window: query i (at key position p = i + Nk - Nq; paged: seq_len - 1) sees
   // keys j >= p - window_left only; < 0: no window. Keys before the lowest query's
   // window are not read (HF / vLLM sliding_window W is window_left = W - 1).
@@ -191,9 +191,6 @@ bool decode_head_dim_fits(int head_dim, bool fp8_cache = false);
 // The least shared memory per block a decode kernel at this head dim needs (0 for an
 // unsupported head dim).
 int64_t decode_min_smem_bytes(int head_dim, bool fp8_cache = false);
-// The shared memory per block the decode kernels may use: the device's opt-in limit
-// (or less, under the CLO_DECODE_SMEM_LIMIT dev knob; decode_internal.h).
-int decode_smem_limit();
 // The grid's y dimension is the batch.
 constexpr int64_t kDecodeMaxBatch = 65535;
 

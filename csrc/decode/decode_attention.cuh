@@ -1901,7 +1901,7 @@ template <typename T, int D, typename KVT = T, bool kNarrow = false, class KV>
 cudaError_t launch_decode_attention_kernel(const DecodeKernelParams& p, const KV& kv, dim3 grid,
                                            cudaStream_t stream, bool pdl) {
   constexpr int kStages = decode_cp_async_pref_stages<T, D, KVT>();
-  const int stages = decode_cp_async_stages<T, D, KVT>(static_cast<size_t>(decode_smem_limit()));
+  const int stages = decode_cp_async_stages<T, D, KVT>(static_cast<size_t>(smem_budget_per_block()));
   if (stages == kStages)
     return launch_decode_attention_kernel_stages<T, D, kStages, KV, KVT, kNarrow>(p, kv, grid, stream, pdl);
   if constexpr (decode_has_fallback_stages<T, D, KVT>()) {

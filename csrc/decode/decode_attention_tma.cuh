@@ -700,7 +700,7 @@ cudaError_t launch_decode_attention_tma_kernel(const DecodeKernelParams& p, cons
   if (decode_tail_spans_cols<decode_stage_cols<T, D, KVT>()>() &&
       (maps.spans_planes != kTailSpans || (kTailSpans && box_rows != (1 << kDecodeTailSpanLog2))))
     return cudaErrorInvalidValue;
-  if (smem > static_cast<size_t>(decode_smem_limit())) return cudaErrorNotSupported;  // the caller falls back
+  if (smem > static_cast<size_t>(smem_budget_per_block())) return cudaErrorNotSupported;  // the caller falls back
   static int state[64] = {0};
   const cudaError_t err = configure_decode_kernel_once(kernel, smem, true, state);
   if (err != cudaSuccess) return err;

@@ -99,15 +99,6 @@ int decode_dev_narrow() {
   static bool dev_mode = std::getenv("CLO_DECODE_NARROW") != nullptr;
   return dev_knob("CLO_DECODE_NARROW", dev_mode, kDecodeNarrowAuto);
 }
-int decode_dev_smem_limit() {
-  static bool dev_mode = std::getenv("CLO_DECODE_SMEM_LIMIT") != nullptr;
-  return dev_knob("CLO_DECODE_SMEM_LIMIT", dev_mode, 0);
-}
-
-int decode_smem_limit() {
-  const int device = device_smem_optin(), knob = decode_dev_smem_limit();
-  return knob > 0 ? std::min(knob, device) : device;
-}
 
 namespace {
 __global__ void fill_split_counters(int* counters, int64_t n) {
@@ -128,7 +119,7 @@ cudaError_t decode_workspace_init(float* workspace, int64_t workspace_floats, cu
 
 bool decode_head_dim_fits(int head_dim, bool fp8_cache) {
   const int64_t need = decode_min_smem_bytes(head_dim, fp8_cache);
-  return need > 0 && need <= decode_smem_limit();
+  return need > 0 && need <= smem_budget_per_block();
 }
 
 int64_t decode_min_smem_bytes(int head_dim, bool fp8_cache) {

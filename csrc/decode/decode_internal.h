@@ -243,10 +243,6 @@ inline bool decode_small_grid_rule_units(int head_dim, int seq_len_q, int rows_p
   return (head_dim == 64 || head_dim == 96) && seq_len_q == 1 && rows_per_kv_head > 0 &&
          rows_per_kv_head <= kNarrowMaxRows && device_is_hopper_hbm3e();
 }
-// Dev knob CLO_DECODE_SMEM_LIMIT, read like CLO_DECODE_VARIANT: a shared-memory budget per
-// block in bytes, below the device's (decode_smem_limit takes the smaller): the choices
-// of a 99-KB GPU (sm_86/89/120) tested on a larger one.
-int decode_dev_smem_limit();
 #ifdef CLO_DEV_STAMPS
 constexpr int kDecodeDevStamps = 21;  // per block (DecodeKernelParams::dev_stamps)
 unsigned long long* decode_dev_stamps();
@@ -350,7 +346,7 @@ inline int decode_tma_stages_for(int head_dim, bool paged, int64_t blocks, int64
   // (head pairs never run the 64 / 96 kernels: their rows are 128 columns or more)
   const bool small_grid_rule =
       (row_cols == 0 || row_cols == head_dim) && decode_small_grid_rule_units(head_dim, seq_len_q, rows_per_kv_head);
-  if (small_grid && small_grid_rule && head_dim == 96 && decode_smem_limit() >= kDecodeD96FourStageSmem) return 4;
+  if (small_grid && small_grid_rule && head_dim == 96 && smem_budget_per_block() >= kDecodeD96FourStageSmem) return 4;
   if (small_grid) return paged || head_dim == 64 || head_dim == 256 ? decode_pipeline_stages(head_dim) : 0;
   if (hbm3e_rows128 && seq_len_q == 1 && paged && 20 * blocks <= 27 * sms) return 3;
   // Paged D = 64 / 96 split to about two blocks per SM on HBM3e parts (decode_small_grid_two_blocks_splits,

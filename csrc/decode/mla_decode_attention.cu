@@ -367,7 +367,7 @@ bool mla_two_blocks_per_sm() {
 // read as decode_dev_kernel's knobs are) forces one.
 int mla_stages_for(int64_t blocks) {
   static bool dev_mode = std::getenv("CLO_MLA_STAGES") != nullptr;
-  const bool three_fit = smem_bytes<3>() <= decode_smem_limit();
+  const bool three_fit = smem_bytes<3>() <= smem_budget_per_block();
   const int forced = dev_knob("CLO_MLA_STAGES", dev_mode, 0);
   if (forced == 2 || forced == 3) return forced == 3 && three_fit ? 3 : 2;
   return three_fit && (blocks <= device_sm_count() || !mla_two_blocks_per_sm()) ? 3 : 2;
@@ -377,7 +377,7 @@ int mla_stages_for(int64_t blocks) {
 // sm_90a image and grants its 226 KB, and kMlaSm90MinHeads+ heads (NOTES.md "MLA, wgmma"). Dev knob
 // CLO_MLA_SM90 (read as decode_dev_kernel's knobs are): 0 never, 1 wherever it can run.
 bool mla_sm90_applies(int num_q_heads) {
-  if (!wgmma::sm90a_image_loaded() || static_cast<int64_t>(mla_sm90::kSmemBytes) > decode_smem_limit()) return false;
+  if (!wgmma::sm90a_image_loaded() || static_cast<int64_t>(mla_sm90::kSmemBytes) > smem_budget_per_block()) return false;
   static bool dev_mode = std::getenv("CLO_MLA_SM90") != nullptr;
   const int forced = dev_knob("CLO_MLA_SM90", dev_mode, -1);
   if (forced == 0 || forced == 1) return forced == 1;
@@ -523,7 +523,7 @@ int64_t mla_splits(int batch, int num_q_heads, int max_kv_len, bool bound) {
 }  // namespace
 
 int64_t mla_decode_smem_bytes() { return smem_bytes<2>(); }
-bool mla_decode_fits() { return smem_bytes<2>() <= decode_smem_limit(); }
+bool mla_decode_fits() { return smem_bytes<2>() <= smem_budget_per_block(); }
 
 int mla_decode_num_splits(int batch, int num_q_heads, int max_kv_len) {
   return static_cast<int>(mla_splits(batch, num_q_heads, max_kv_len, false));

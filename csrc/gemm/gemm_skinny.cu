@@ -726,7 +726,7 @@ cudaError_t launch_skinny_fp32(const GemmProblem& p, cudaStream_t stream) {
 template <typename T, typename TOut>
 cudaError_t launch_skinny_mma(const GemmProblem& p, cudaStream_t stream) {
   static bool dev_pipe = std::getenv("CLO_SKINNY_PIPE") != nullptr;
-  const bool ring_fits = device_smem_optin() >= kPipeSmemBytes + kSkinnyWarps * 64 * 16 * 4;  // + static partials
+  const bool ring_fits = smem_budget_per_block() >= kPipeSmemBytes + kSkinnyWarps * 64 * 16 * 4;  // + static partials
   const bool ring = ring_fits && dev_knob("CLO_SKINNY_PIPE", dev_pipe, p.trans_b || p.M <= 8 ? 1 : 0) != 0;
   const auto reduce = gemm_skinny_reduce_kernel<TOut>;
   if (ring) {

@@ -163,6 +163,14 @@ inline bool device_is_hopper_hbm3e() { return device_cc_major() == 9 && device_m
 // Shared memory one block may opt in to: 227 KB on sm_90, 163 KB on sm_80/87, 99 KB on
 // sm_86/89/120.
 inline int device_smem_optin() { return cached_device_attribute<cudaDevAttrMaxSharedMemoryPerBlockOptin>(); }
+// The shared memory per block the kernels plan for and the bindings check against: the
+// device's opt-in limit, or less under the dev knob CLO_SMEM_LIMIT (bytes, read as dev_knob
+// reads; 0 or unset: the device's), which tests a 99-KB GPU's choices and refusals on a larger one.
+inline int smem_budget_per_block() {
+  static bool dev_mode = std::getenv("CLO_SMEM_LIMIT") != nullptr;
+  const int device = device_smem_optin(), knob = dev_knob("CLO_SMEM_LIMIT", dev_mode, 0);
+  return knob > 0 && knob < device ? knob : device;
+}
 
 // Programmatic dependent launch (PDL, sm_90+). A kernel launched by launch_kernel with
 // `pdl` set may be scheduled while the previous kernel of the stream is still running
