@@ -110,6 +110,8 @@ import torch
 
 from . import _ops
 from .validation import (
+    FLOAT32_MIN_NORMAL,
+    MAX_SCORE_FACTOR,
     check_contiguous,
     check_dtype,
     check_elements_apart,
@@ -170,6 +172,8 @@ def _check_window_and_soft_cap(window_left: int, logits_soft_cap: float) -> None
         raise ValueError(f"window_left must be an int >= -1 (-1: no sliding window), got {window_left!r}")
     if not (isinstance(logits_soft_cap, (int, float)) and math.isfinite(logits_soft_cap) and logits_soft_cap >= 0):
         raise ValueError(f"logits_soft_cap must be finite and >= 0 (0: off), got {logits_soft_cap!r}")
+    if logits_soft_cap != 0 and not FLOAT32_MIN_NORMAL <= logits_soft_cap <= MAX_SCORE_FACTOR:
+        raise ValueError(f"logits_soft_cap must be 0 or a normal float32 of at most 1.7e38, got {logits_soft_cap!r}")
 
 
 def _check_lse(lse, q: torch.Tensor) -> None:
@@ -698,14 +702,15 @@ def paged_attention(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tenso
                     workspace: torch.Tensor | None = None, check_indices: bool | None = None,
                     window_left: int = -1, logits_soft_cap: float = 0.0, lse: torch.Tensor | None = None,
                     return_lse: bool = False, k_scale: float = 1.0,
-                    v_scale: float = 1.0) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
+                    v_scale: float = 1.0, is_causal: bool = True) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
     """Decode attention over a paged KV cache (one query token per sequence).
 
     Args:
         q: `[B, Hq, D]` float16/bfloat16, CUDA, last dim contiguous; or `[B, Hq, Nq, D]`
             for Nq new tokens per sequence (speculative decoding: they are the last Nq
             of its seq_len keys, and query i sees keys up to seq_len - Nq + i; a row that
-            sees none, i < Nq - seq_len, outputs zeros). Meant for
+            sees none, i < Nq - seq_len, outputs zeros; `is_causal=False`: every row sees
+            all seq_len keys). Meant for
             Nq * Hq / Hkv <= 16 (one thread block's rows; up to 32 where the split rule
             runs 32-row blocks, `decode_num_splits`), as `decode_attention`.
         k_cache, v_cache: `[num_blocks, block_size, Hkv, D]`, q's dtype or both
@@ -742,10 +747,17 @@ def paged_attention(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tenso
             contiguous: each row's log-sum-exp of its scores (natural log; -inf for a
             row that sees no key). Attention over separate key ranges (a shared prefix
             and each request's own keys: cascade attention) then merges exactly with
-            `merge_attention_states`. Written in place (graph-capturable).
+            `merge_attention_states`. Written in place (graph-capturable). With Nq > 1
+            new tokens (each sequence's own keys, at least Nq of them), call the prefix
+            part with `is_causal=False`: every new token sees the whole prefix. A sliding
+            window is anchored at each call's own last key, so a windowed cascade is not
+            exact: use one call over the joined table.
         return_lse: return `(out, lse)`, allocating `lse` when not given.
         k_scale, v_scale: FP8 caches' dequantization scales (K = k_cache * k_scale, V =
             v_cache * v_scale), finite and > 0; must stay 1.0 for 16-bit caches.
+        is_causal: with Nq > 1, query i sees keys up to seq_len - Nq + i (True, the
+            default: speculative decoding) or all seq_len keys (False: the shared-prefix
+            part of a cascade); no effect at Nq = 1.
 
     Returns:
         q's shape (`[B, Hq, D]` or `[B, Hq, Nq, D]`) in q's dtype (`out` when given);
@@ -777,7 +789,8 @@ def paged_attention(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tenso
         result = torch.empty_like(q, memory_format=torch.contiguous_format) if out is None else out
         row_lse = _lse_for(lse, return_lse, q)
         kernel(result, q, k_cache, v_cache, block_tables, seq_lens, resolve_scale(scale, q.shape[-1]), num_splits,
-               workspace, window_left, float(logits_soft_cap), row_lse, float(k_scale), float(v_scale))
+               workspace, window_left, float(logits_soft_cap), row_lse, float(k_scale), float(v_scale),
+               bool(is_causal))
         return (result, row_lse) if return_lse else result
 
     return call_or_explain(call, explain)
@@ -929,7 +942,8 @@ def _host_check_append_slots(cache: torch.Tensor, num_tokens: int, slot_mapping,
     if num_tokens == 0:
         return
     if slot_mapping is None:  # the block each new token goes to only (a window's freed blocks may be -1)
-        check_paged_indices(cache, block_tables, seq_lens, window_left=0)
+        # seq_lens <= 0 (padding rows, as vLLM's -1) are skipped by the kernel, so they pass here too
+        check_paged_indices(cache, block_tables, seq_lens, window_left=0, min_seq_len=-(2**31))
         return
     n_slots = cache.shape[0] * cache.shape[1]
     too_big = slot_mapping >= n_slots
@@ -1056,7 +1070,7 @@ def paged_kv_append(k: torch.Tensor, v: torch.Tensor, k_cache: torch.Tensor, v_c
 
 @_ops.register_fake("paged_attention")
 def _paged_attention_fake(out, q, k_cache, v_cache, block_tables, seq_lens, scale, num_splits, workspace,
-                          window_left=-1, logits_soft_cap=0.0, lse=None, k_scale=1.0, v_scale=1.0):
+                          window_left=-1, logits_soft_cap=0.0, lse=None, k_scale=1.0, v_scale=1.0, is_causal=True):
     return None
 
 

@@ -271,6 +271,10 @@ def validate_attention_inputs(q, k, v) -> None:
 
 
 FLOAT32_MAX = torch.finfo(torch.float32).max  # the kernels take the scale as a float32
+FLOAT32_MIN_NORMAL = torch.finfo(torch.float32).tiny
+# The largest softmax scale / soft cap the kernels take: they multiply it by log2(e) in float32
+# (csrc/bindings/checks.h kMaxScoreFactor).
+MAX_SCORE_FACTOR = FLOAT32_MAX / 2
 
 
 def resolve_scale(scale: float, head_dim: int) -> float:
@@ -278,6 +282,9 @@ def resolve_scale(scale: float, head_dim: int) -> float:
     # NaN, negative, or infinite as a float32
     if scale != scale or scale < 0 or scale > FLOAT32_MAX:
         raise ValueError(f"scale must be finite and >= 0 (0 means 1/sqrt(head_dim)), got {scale}")
+    if scale != 0 and not FLOAT32_MIN_NORMAL <= scale <= MAX_SCORE_FACTOR:
+        raise ValueError(f"scale must be 0 or a normal float32 of at most 1.7e38 (the kernels take scale * log2(e)), "
+                         f"got {scale}")
     if head_dim < 1:
         raise ValueError(f"head_dim (q's last dimension) must be >= 1, got {head_dim}")
     return scale if scale > 0 else head_dim ** -0.5

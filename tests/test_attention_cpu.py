@@ -115,7 +115,11 @@ def test_resolve_scale():
     for bad in ("nan", "inf", "-inf", "1e+39"):
         with pytest.raises(ValueError, match=rf"scale must be finite and >= 0 .*got {re.escape(str(float(bad)))}"):
             resolve_scale(float(bad), 64)
-    assert resolve_scale(3.4e38, 64) == 3.4e38  # still a float32
+    assert resolve_scale(1.7e38, 64) == 1.7e38
+    # a float32, but scale * log2(e) would not be; and one that float32 rounds to 0 or a denormal
+    for bad in (3.4e38, 1e-40, 1e-300):
+        with pytest.raises(ValueError, match=rf"scale must be 0 or a normal float32 of at most 1.7e38 .*got {re.escape(str(bad))}$"):
+            resolve_scale(bad, 64)
     with pytest.raises(ValueError, match=r"head_dim \(q's last dimension\) must be >= 1, got 0"):
         resolve_scale(0.0, 0)
 

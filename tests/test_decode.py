@@ -301,6 +301,11 @@ def test_paged_attention_errors():
         raw(torch.empty_like(q), q, k_cache, v_cache, table, seq_lens, 0.125, 1, None, -3, 0.0)
     with pytest.raises(RuntimeError, match=r"logits_soft_cap must be finite and >= 0 \(0: off\), got nan"):
         raw(torch.empty_like(q), q, k_cache, v_cache, table, seq_lens, 0.125, 1, None, -1, float("nan"))
+    # a cap float32 rounds to 0 (capping silently off), and one whose scale / cap overflows
+    with pytest.raises(RuntimeError, match=r"logits_soft_cap must be 0 or a normal float32 of at most 1.7e38"):
+        raw(torch.empty_like(q), q, k_cache, v_cache, table, seq_lens, 0.125, 1, None, -1, 1e-300)
+    with pytest.raises(RuntimeError, match=r"scale / logits_soft_cap must be finite as a float32"):
+        raw(torch.empty_like(q), q, k_cache, v_cache, table, seq_lens, 100.0, 1, None, -1, 2e-38)
     # the raw ops take the resolved scale: 0 (the wrappers' "1/sqrt(head_dim)"), inf and NaN are refused
     for bad in (0.0, -0.5, float("inf"), float("nan"), 1e39, 1e-50):  # the last two: inf and 0 as float32
         with pytest.raises(RuntimeError,
@@ -458,6 +463,13 @@ def test_paged_kv_append_slots_from_table(dtype):
     table = torch.where(freed, torch.full_like(table, -1), table)
     ref_k, ref_v = paged_kv_append_reference(k, v, kc, vc, block_tables=table, seq_lens=lens)
     llm.paged_kv_append(k, v, kc, vc, block_tables=table, seq_lens=lens)
+    assert torch.equal(kc, ref_k) and torch.equal(vc, ref_v)
+    # padding rows (seq_lens <= 0, vLLM's -1) are skipped, and pass the host check: the cache stays as it was
+    lens = lens.clone()
+    lens[1], lens[4] = -1, 0
+    before_k, before_v = kc.clone(), vc.clone()
+    llm.paged_kv_append(k * 2, v * 2, kc, vc, block_tables=table, seq_lens=lens)
+    ref_k, ref_v = paged_kv_append_reference(k * 2, v * 2, before_k, before_v, block_tables=table, seq_lens=lens)
     assert torch.equal(kc, ref_k) and torch.equal(vc, ref_v)
 
 
@@ -722,15 +734,23 @@ def test_paged_attention_lse_and_cascade(nq):
     prefix_blocks = 1000 // 16 + 1  # 1008 keys of prefix (the last block full too)
     shared = torch.randperm(kc.shape[0], device="cuda")[:prefix_blocks].int()
     own = torch.stack([torch.randperm(kc.shape[0], device="cuda")[:table.shape[1]] for _ in range(4)]).int()
-    own_lens = torch.tensor([700, 1, 0, 65], dtype=torch.int32, device="cuda")
+    # (the Nq new tokens are each sequence's own keys: at least Nq of them)
+    own_lens = torch.tensor([700, 1, 0, 65] if nq == 1 else [700, nq, nq + 2, 65], dtype=torch.int32, device="cuda")
     pre_len = torch.full((4,), prefix_blocks * 16, dtype=torch.int32, device="cuda")
-    if nq == 1:
-        o_pre, l_pre = llm.paged_attention(q, kc, vc, shared.expand(4, -1).contiguous(), pre_len, return_lse=True)
-        o_own, l_own = llm.paged_attention(q, kc, vc, own, own_lens, return_lse=True)
-        merged, _ = llm.merge_attention_states(o_pre, l_pre, o_own, l_own)
-        joined = torch.cat([shared.expand(4, -1), own], dim=1).contiguous()
-        full = paged_attention_reference(q, kc, vc, joined, pre_len + own_lens)
-        assert_close(merged, full, dtype=torch.float16, what="cascade: shared prefix + own keys")
+    # every new token sees the whole prefix (is_causal=False; Nq = 1: the same either way), its own keys causally
+    o_pre, l_pre = llm.paged_attention(q, kc, vc, shared.expand(4, -1).contiguous(), pre_len, return_lse=True,
+                                       is_causal=False)
+    o_own, l_own = llm.paged_attention(q, kc, vc, own, own_lens, return_lse=True)
+    merged, _ = llm.merge_attention_states(o_pre, l_pre, o_own, l_own)
+    joined = torch.cat([shared.expand(4, -1), own], dim=1).contiguous()
+    full = paged_attention_reference(q, kc, vc, joined, pre_len + own_lens)
+    assert_close(merged, full, dtype=torch.float16, what=f"cascade: shared prefix + own keys, Nq={nq}")
+    # is_causal=False on its own (every row sees all seq_len keys), one pass and splits, ragged lengths
+    for ns in (1, 5):
+        out = llm.paged_attention(q, kc, vc, table, sl, num_splits=ns, is_causal=False,
+                                  out=poison_(torch.empty_like(q)))
+        assert_close(out, paged_attention_reference(q, kc, vc, table, sl, is_causal=False), dtype=torch.float16,
+                     what=f"is_causal=False splits={ns} Nq={nq}")
 
 
 def test_paged_attention_window_reads_only_the_window():
@@ -3866,12 +3886,12 @@ for v in (0, 1, 2):
         tma = v != 1 and sm90
         fp8_check(d, 4 if tma else stages, f"fp8 variant {v} D={d}", 5000 + d, tma)
 print("fp8 ok", flush=True)
-# A GPU with 99 KB of shared memory per block (sm_86/89/120), as the CLO_DECODE_SMEM_LIMIT
+# A GPU with 99 KB of shared memory per block (sm_86/89/120), as the CLO_SMEM_LIMIT
 # knob makes this one: D = 128 on the 2-stage cp.async kernel (3 stages need 101 KB; the
 # TMA kernel does not fit either), D = 96 (and 80 on it) at 3 stages on either kernel (76-78
 # KB with its 32-column tail plane), D = 64 unchanged, D = 256 refused with a clear error,
 # and flash_attention keeps D = 256 decode shapes on its prefill kernel.
-os.environ["CLO_DECODE_SMEM_LIMIT"] = str(99 * 1024)
+os.environ["CLO_SMEM_LIMIT"] = str(99 * 1024)
 llm.decode._HEAD_DIM_FITS.clear()
 for v in (0, 1, 2):
     os.environ["CLO_DECODE_VARIANT"] = str(v)
@@ -3922,7 +3942,7 @@ for v in (0, 1, 2):
     fn = lambda: llm.flash_attention(qc, kk, kk)
     assert_close(fn(), attention_reference(qc, kk, kk), dtype=torch.float16, what="99 KB, flash D=256 decode shape")
     assert "decode_attention" not in kernel_names(fn)
-os.environ["CLO_DECODE_SMEM_LIMIT"] = "0"
+os.environ["CLO_SMEM_LIMIT"] = "0"
 llm.decode._HEAD_DIM_FITS.clear()
 assert llm.decode_head_dim_fits(256)
 print("ALL VARIANTS OK")
@@ -3954,7 +3974,7 @@ def test_decode_dev_variants_match_reference():
     import sys
     root = pathlib.Path(__file__).resolve().parents[1]
     env = dict(os.environ, CLO_DECODE_VARIANT="0", CLO_DECODE_TMA_STAGES="0", CLO_DECODE_PACK="1",
-               CLO_DECODE_SMEM_LIMIT="0")
+               CLO_SMEM_LIMIT="0")
     res = subprocess.run([sys.executable, "-c", _SCRIPT_HELPERS + _VARIANT_SCRIPT], cwd=root, env=env,
                          capture_output=True,
                          text=True, timeout=600)
@@ -4222,6 +4242,9 @@ def test_fp8_cache_errors():
             llm.paged_attention(q, kc, vc, table, seq_lens, k_scale=bad)
         with pytest.raises(RuntimeError, match=r"v_scale must be a float32 in \[.*\] \(finite, > 0, normal"):
             op(torch.empty_like(q), q, kc, vc, table, seq_lens, 0.0, 0, None, -1, 0.0, None, 1.0, bad)
+    # K's scale joins the softmax scale in float32: a product that overflows is refused
+    with pytest.raises(RuntimeError, match=r"scale \* k_scale \(the FP8 cache's scores' factor\) must stay a finite"):
+        op(torch.empty_like(q), q, kc, vc, table, seq_lens, 1e38, 0, None, -1, 0.0, None, 8e37, 1.0)
     import numpy as np
     ok = llm.paged_attention(q, kc, vc, table, seq_lens, k_scale=np.float32(0.1), v_scale=0.1)  # numpy floats: fine
     assert torch.isfinite(ok).all()

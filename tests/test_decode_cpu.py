@@ -117,6 +117,11 @@ def test_paged_reference_new_tokens_are_the_last_keys():
         one = paged_attention_reference(q[:, :, i], kc, vc, table, cut, dtype=torch.float64, window_left=20)
         torch.testing.assert_close(out[:, :, i], one)
     assert torch.all(out[1, :, :2] == 0)  # sequence of 3 keys: its first 2 of 5 new tokens see none
+    # is_causal=False: every row sees all its sequence's keys, as a one-token call on the whole sequence
+    out = paged_attention_reference(q, kc, vc, table, lens, dtype=torch.float64, is_causal=False)
+    for i in range(5):
+        torch.testing.assert_close(out[:, :, i], paged_attention_reference(q[:, :, i], kc, vc, table, lens,
+                                                                           dtype=torch.float64))
 
 
 def test_attention_reference_window_rows():
@@ -369,6 +374,8 @@ def test_num_splits_validation():
     (-1, -1.0, r"logits_soft_cap must be finite and >= 0 \(0: off\), got -1.0"),
     (-1, float("nan"), r"logits_soft_cap must be finite and >= 0"),
     (-1, float("inf"), r"logits_soft_cap must be finite and >= 0"),
+    (-1, 1e-300, r"logits_soft_cap must be 0 or a normal float32 of at most 1.7e38, got 1e-300"),  # float32 0: off
+    (-1, 3e38, r"logits_soft_cap must be 0 or a normal float32 of at most 1.7e38, got 3e\+38"),
 ])
 def test_window_and_soft_cap_validation(window_left, cap, match):
     with pytest.raises(ValueError, match=match):

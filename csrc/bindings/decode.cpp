@@ -111,7 +111,7 @@ void check_head_dim(int64_t d, bool fp8_cache = false) {
   CLO_CHECK(dec::decode_head_dim_fits(static_cast<int>(d), fp8_cache), "head_dim ", d, " needs ",
               dec::decode_min_smem_bytes(static_cast<int>(d), fp8_cache),
               " bytes of shared memory per block in the decode kernels, more than this GPU allows (",
-              dec::decode_smem_limit(), " bytes)");
+              smem_budget_per_block(), " bytes)");
 }
 
 // The size queries' (dtype, head_dim): a cache dtype the kernels take, a head dim they run.
@@ -128,8 +128,19 @@ void set_window_and_soft_cap(dec::DecodeAttentionArgs& a, int64_t window_left, d
   CLO_CHECK(window_left >= -1, "window_left must be >= -1 (-1: no sliding window), got ", window_left);
   CLO_CHECK(std::isfinite(logits_soft_cap) && logits_soft_cap >= 0.0,
             "logits_soft_cap must be finite and >= 0 (0: off), got ", logits_soft_cap);
+  const float cap = static_cast<float>(logits_soft_cap);
+  // Not one that float32 rounds to 0 (capping silently off) or whose cap * log2(e) overflows;
+  // and scale / cap (times k_scale for FP8 caches, as the launcher folds them) must stay finite.
+  CLO_CHECK(logits_soft_cap == 0.0 || (cap >= 1.17549435e-38f && cap <= kMaxScoreFactor),
+            "logits_soft_cap must be 0 or a normal float32 of at most 1.7e38, got ", logits_soft_cap);
+  const float score_scale = a.kv_fp8 ? a.scale * a.k_scale : a.scale;
+  CLO_CHECK(std::isfinite(score_scale * 1.4426950408889634f) && score_scale > 0.0f,
+            "scale * k_scale (the FP8 cache's scores' factor) must stay a finite, nonzero float32 times log2(e), got ",
+            a.scale, " * ", a.k_scale);
+  CLO_CHECK(cap == 0.0f || std::isfinite(score_scale / cap), "scale / logits_soft_cap must be finite as a float32, "
+            "got ", score_scale, " / ", cap);
   a.window_left = static_cast<int>(std::min<int64_t>(window_left, int64_t(1) << 30));
-  a.logits_soft_cap = static_cast<float>(logits_soft_cap);
+  a.logits_soft_cap = cap;
 }
 
 // The optional log-sum-exp output: float32, contiguous, q's shape without head_dim.
@@ -269,7 +280,7 @@ void run_decode_attention(dec::DecodeAttentionArgs& a, int64_t num_splits, const
 void paged_attention(at::Tensor& out, const at::Tensor& q, const at::Tensor& k_cache, const at::Tensor& v_cache,
                      const at::Tensor& block_tables, const at::Tensor& seq_lens, double scale, int64_t num_splits,
                      const std::optional<at::Tensor>& workspace, int64_t window_left, double logits_soft_cap,
-                     const std::optional<at::Tensor>& lse, double k_scale, double v_scale) {
+                     const std::optional<at::Tensor>& lse, double k_scale, double v_scale, bool is_causal) {
   CLO_CHECK(q.dim() == 3 || q.dim() == 4,
             "q must be 3-D [batch, num_q_heads, head_dim] or 4-D [batch, num_q_heads, num_new_tokens, head_dim], got ",
             q.dim(), "-D");
@@ -282,7 +293,8 @@ void paged_attention(at::Tensor& out, const at::Tensor& q, const at::Tensor& k_c
   const bool fp8 = check_paged_caches(k_cache, v_cache, q, "q");
   check_kv_scales(fp8, k_scale, v_scale);
   check_dtype(out, q.scalar_type(), "out");
-  // 4-D q: the last Nq tokens of each sequence (speculative decoding), causal among them.
+  // 4-D q: the last Nq tokens of each sequence (speculative decoding), causal among them unless
+  // is_causal is false (every row sees all seq_len keys: a cascade's shared-prefix part).
   const int64_t B = q.size(0), Hq = q.size(1), Nq = q.dim() == 4 ? q.size(2) : 1, D = q.size(-1);
   const int64_t nb = k_cache.size(0), bs = k_cache.size(1), Hkv = k_cache.size(2);
   CLO_CHECK(Nq >= 1 && Nq <= 65535, "num_new_tokens (q dim 2) must be in [1, 65535], got ", Nq);
@@ -306,7 +318,7 @@ void paged_attention(at::Tensor& out, const at::Tensor& q, const at::Tensor& k_c
   a.k_scale = static_cast<float>(k_scale);
   a.v_scale = static_cast<float>(v_scale);
   a.paged = true;
-  a.causal = true;  // query i of Nq sits at key seq_len - Nq + i (no effect at Nq = 1)
+  a.causal = is_causal;  // query i of Nq sits at key seq_len - Nq + i (no effect at Nq = 1)
   set_block_table(a, block_tables, seq_lens, nb, bs);
   a.scale = checked_softmax_scale(scale, "paged_attention");
   set_window_and_soft_cap(a, window_left, logits_soft_cap);
@@ -606,7 +618,7 @@ void paged_mla_attention(at::Tensor& out, const at::Tensor& q, const at::Tensor&
   check_num_splits(num_splits);
   const c10::cuda::CUDAGuard guard(q.device());
   CLO_CHECK(dec::mla_decode_fits(), "the MLA decode kernel needs ", dec::mla_decode_smem_bytes(),
-            " bytes of shared memory per block, more than this GPU allows (", dec::decode_smem_limit(), " bytes)");
+            " bytes of shared memory per block, more than this GPU allows (", smem_budget_per_block(), " bytes)");
 
   dec::MlaDecodeArgs a;
   a.dtype = to_dtype(q.scalar_type());
@@ -698,7 +710,8 @@ TORCH_LIBRARY_FRAGMENT(cuda_llm_ops, m) {
   m.def(
       "paged_attention(Tensor(a!) out, Tensor q, Tensor k_cache, Tensor v_cache, Tensor block_tables, "
       "Tensor seq_lens, float scale, int num_splits, Tensor(b!)? workspace, int window_left=-1, "
-      "float logits_soft_cap=0.0, Tensor(c!)? lse=None, float k_scale=1.0, float v_scale=1.0) -> ()");
+      "float logits_soft_cap=0.0, Tensor(c!)? lse=None, float k_scale=1.0, float v_scale=1.0, "
+      "bool is_causal=True) -> ()");
   m.def(
       "decode_attention(Tensor(a!) out, Tensor q, Tensor k, Tensor v, float scale, bool is_causal, "
       "int num_splits, Tensor(b!)? workspace, int window_left=-1, float logits_soft_cap=0.0, "

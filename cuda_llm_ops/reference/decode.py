@@ -28,11 +28,12 @@ def paged_attention_reference(
     return_lse: bool = False,
     k_scale: float = 1.0,
     v_scale: float = 1.0,
+    is_causal: bool = True,
 ) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
     """Decode attention through the block table, in `dtype` (float32 default, float64 on request).
 
     q `[B, Hq, D]`, or `[B, Hq, Nq, D]` for the last Nq keys of each sequence (query i at key
-    seq_lens[b] - Nq + i, causal); caches `[num_blocks, block_size, Hkv, D]`; block_tables `[B, max_blocks]`;
+    seq_lens[b] - Nq + i, causal unless `is_causal=False`: then every row sees all keys); caches `[num_blocks, block_size, Hkv, D]`; block_tables `[B, max_blocks]`;
     seq_lens `[B]` (sequence b sees its keys 0 .. seq_lens[b] - 1, with `window_left >= 0`
     only from seq_lens[b] - 1 - window_left; 0 keys give zeros); `logits_soft_cap` as
     `attention_reference`. FP8 caches (`torch.float8_e4m3fn`) stand for `k_cache * k_scale`
@@ -52,7 +53,7 @@ def paged_attention_reference(
             continue
         k = gather_paged_kv(k_cache, block_tables[i], n).permute(1, 0, 2).unsqueeze(0)  # [1, Hkv, n, D]
         v = gather_paged_kv(v_cache, block_tables[i], n).permute(1, 0, 2).unsqueeze(0)
-        o, row_lse = attention_reference(q4[i:i + 1], k, v, scale=scale, dtype=dtype, is_causal=True,
+        o, row_lse = attention_reference(q4[i:i + 1], k, v, scale=scale, dtype=dtype, is_causal=is_causal,
                                          window_left=window_left, logits_soft_cap=logits_soft_cap,
                                          return_lse=True)  # [1, Hq, Nq, D], [1, Hq, Nq]
         out[i] = o[0]
