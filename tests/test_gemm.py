@@ -552,8 +552,8 @@ def test_int8_skinny_short_wave_rule(n, k, stream_k):
 
 def test_int8_wgmma_skinny_large():
     """Llama-size decode projections: M = 1 and 16 over a 12288 x 4096 weight stored [N, K], and
-    sums of 2^27 (all -128, K = 8192) exact; B stored [K, N] stays on mma.sync (its transpose per
-    call would triple the bytes)."""
+    sums of 2^27 (all -128, K = 8192) exact; B stored [K, N] stays on mma.sync up to 256 rows (its
+    transpose per call would triple the bytes)."""
     _require_sm90()
     for m in (1, 16):
         assert "gemm_wgmma_sm90_kernel" in _int8_case(m, 12288, 4096, True)
@@ -562,8 +562,8 @@ def test_int8_wgmma_skinny_large():
     assert torch.equal(llm.tensor_core_gemm_int8(a, w.t()), torch.full((3, 640), 16384 * 8192, dtype=torch.int32,
                                                                          device="cuda"))
     # Also where N alone fills a wave of 128-wide tiles (the tile rule would take it from ~16.8K
-    # columns): 28672 x 4096, Llama-3-8B's gate/up projection.
-    for m, n, k in ((16, 4096, 1024), (1, 28672, 4096), (16, 28672, 4096)):
+    # columns): 28672 x 4096, Llama-3-8B's gate/up projection; up to 256 rows (batched decode).
+    for m, n, k in ((16, 4096, 1024), (1, 28672, 4096), (16, 28672, 4096), (200, 28672, 4096)):
         names = _int8_case(m, n, k, False)
         assert "gemm_mma_int8_kernel" in names and "gemm_wgmma_sm90_kernel" not in names, (m, n, k, names)
 

@@ -267,11 +267,14 @@ bool int8_skinny_applies(const GemmProblem& p) {
   return p.M <= kSkinnyMaxM && p.trans_b && wgmma_applicable(p);
 }
 
-// Such a decode shape with B stored [K, N] is not the family's by default, however wide N: the
-// tile rule alone would take it from ~16.8K columns (a wave of 128-wide tiles) and pay for the
-// weight's transpose on every call. The dev knob's mode 2 (kWgmma) still forces it.
+// B stored [K, N] at up to kSkinnyWgmmaMaxM (256) rows of A is not the family's by default,
+// however wide N: the tile rule alone takes it from ~16.8K columns (a wave of 128-wide tiles)
+// and the weight's transpose on every call costs more than the faster tiles save (NOTES.md
+// "Stop 122": 28672 x 4096 at M = 1 / 64 / 256, 54.9 / 57.1 / 118.7 us on mma.sync against
+// 155.2 / 155.6 / 163.8 through the transpose; at M = 512 the transpose wins, 201 against 234).
+// The dev knob's mode 2 (kWgmma) still forces it.
 bool int8_transpose_declined(const GemmProblem& p, GemmVariant variant) {
-  return variant == GemmVariant::kAuto && p.M <= kSkinnyMaxM && !p.trans_b;
+  return variant == GemmVariant::kAuto && p.M <= kSkinnyWgmmaMaxM && !p.trans_b;
 }
 
 }  // namespace
