@@ -7,6 +7,7 @@ crashed (the table and JSON still list every row), or a case module failed to im
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import sys
 import time
@@ -169,14 +170,24 @@ def cmd_bench(args, parser) -> int:
         parser.error("--iterations must be >= 1")
     if args.rounds < 1:
         parser.error("--rounds must be >= 1")
-    if not args.warmup_ms >= 0:
-        parser.error("--warmup-ms must be >= 0")
+    if not 0 <= args.warmup_ms < math.inf:
+        parser.error("--warmup-ms must be finite and >= 0")
     if args.append and not args.json:
         parser.error("--append needs --json FILE")
-    if args.eager and args.append and os.path.exists(args.json):
+    # The outputs are checked before anything runs: a run's records must not be lost at the end.
+    if args.json and os.path.isdir(args.json):
+        parser.error(f"--json {args.json} is a directory: give a file name")
+    if args.plot and os.path.exists(args.plot) and not os.path.isdir(args.plot):
+        parser.error(f"--plot {args.plot} is a file: give a directory")
+    appended_to = None  # the records already in --json, for --append
+    if args.append and os.path.exists(args.json):
         from .bench import report
 
-        if any(r["cuda_graph"] and r["status"] in ("ok", "unchecked") for r in report.read_json(args.json)):
+        try:
+            appended_to = report.read_json(args.json)
+        except (OSError, ValueError) as exc:
+            parser.error(f"--append: cannot read {args.json} ({exc}); write to another --json file")
+        if args.eager and any(r["cuda_graph"] and r["status"] in ("ok", "unchecked") for r in appended_to):
             parser.error(f"--eager --append: {args.json} holds CUDA-graph timings; eager records would replace "
                          "them under the same keys: write them to their own --json file")
     selected = _select(args, parser)
@@ -194,6 +205,13 @@ def cmd_bench(args, parser) -> int:
     from .bench import report
     from .bench.runner import environment, run_cases, to_record
 
+    here = torch.cuda.get_device_name()
+    others = sorted({r["gpu"] for r in appended_to or ()} - {here})
+    if others:  # records are keyed by case and implementation, not GPU: they would replace each other
+        print(f"{parser.prog} bench: error: --append: {args.json} holds records of {', '.join(others)}; this run "
+              f"is on {here}: write them to their own --json file", file=sys.stderr)
+        return 2
+
     try:
         ceilings = rl.ceilings_for(args.gpu)
     except ValueError as exc:
@@ -203,7 +221,7 @@ def cmd_bench(args, parser) -> int:
         print(f"{torch.cuda.get_device_name()} is not in the ceilings table: measuring it (llm-speed calibrate)",
               file=sys.stderr)
         ceilings = rl.ceilings_for(torch.cuda.get_device_name(),
-                                   {torch.cuda.get_device_name(): rl.calibrate(("fp16_tc", "fp32"))})
+                                   {torch.cuda.get_device_name(): rl.calibrate(("fp16_tc", "fp32", "tf32"))})
     env = environment() | {"roofline": ceilings.as_record()}
     from . import build_info
 
@@ -223,8 +241,8 @@ def cmd_bench(args, parser) -> int:
     records = run_records = [to_record(r, env, stamp) for r in results]
     print(report.format_table(records))
     if args.json:
-        if args.append and os.path.exists(args.json):
-            records = report.merge_records(report.read_json(args.json), records)
+        if appended_to is not None:
+            records = report.merge_records(appended_to, records)
         report.write_json(records, args.json)
         print(f"wrote {len(records)} records to {args.json}")
     if args.plot:
@@ -261,12 +279,18 @@ def cmd_roofline(args, parser) -> int:
     head = ["op", "dtype", "shape", "GFLOP", "MB", "FLOP/B", "ridge", "compute us", "memory us", "floor us",
             "bound"]
     rows = []
+    unknown = set()
     for s in selected:
         c = s.case
-        r = rl.analyze(c.flops, c.bytes, ceilings, c.compute)
-        rows.append([c.op, dtype_name(c.dtype), shape_label(c.shape), f"{c.flops / 1e9:.2f}", f"{c.bytes / 1e6:.2f}",
-                     f"{r.intensity:.1f}", f"{r.ridge:.0f}", f"{r.compute_floor_s * 1e6:.2f}",
-                     f"{r.memory_floor_s * 1e6:.2f}", f"{r.floor_s * 1e6:.2f}", r.bound])
+        head_cells = [c.op, dtype_name(c.dtype), shape_label(c.shape), f"{c.flops / 1e9:.2f}", f"{c.bytes / 1e6:.2f}"]
+        try:
+            r = rl.analyze(c.flops, c.bytes, ceilings, c.compute)
+        except ValueError as exc:  # a calibrated GPU without this compute kind's peak: the row has no floor
+            unknown.add(str(exc))
+            rows.append(head_cells + [f"{c.flops / c.bytes:.1f}" if c.bytes else "-"] + ["-"] * 5)
+            continue
+        rows.append(head_cells + [f"{r.intensity:.1f}", f"{r.ridge:.0f}", f"{r.compute_floor_s * 1e6:.2f}",
+                                  f"{r.memory_floor_s * 1e6:.2f}", f"{r.floor_s * 1e6:.2f}", r.bound])
     if not rows:
         print("(no cases match this selection)")
         return 0
@@ -276,6 +300,8 @@ def cmd_roofline(args, parser) -> int:
         print("  ".join(v.ljust(w[i]) if i in left else v.rjust(w[i]) for i, v in enumerate(row)).rstrip())
     print("floor = max(compute, memory): no implementation can run faster on this GPU; bound: compute when "
           "FLOP/B >= ridge (the GPU's peak FLOP/s over its bandwidth).")
+    for msg in sorted(unknown):
+        print(f"-: {msg}")
     return 0
 
 
@@ -312,6 +338,12 @@ def cmd_plot(args, parser) -> int:
         print(f"{parser.prog} plot: error: {exc}", file=sys.stderr)
         return 2
     print(report.format_table(records))
+    if args.out and not records:
+        print(f"{parser.prog} plot: error: {args.file} holds no records: nothing to plot", file=sys.stderr)
+        return 2
+    if args.out and os.path.exists(args.out) and not os.path.isdir(args.out):
+        print(f"{parser.prog} plot: error: --out {args.out} is a file: give a directory", file=sys.stderr)
+        return 2
     if args.out:
         try:
             paths = report.plot_records(records, args.out)

@@ -868,7 +868,16 @@ def decode_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: f
 _HEAD_DIM_FITS: dict[tuple[int, int], bool] = {}
 
 
-@torch._dynamo.assume_constant_result
+def _constant_to_torch_compile(fn):
+    """`torch._dynamo.assume_constant_result` without importing torch._dynamo when the package
+    is imported (it doubled `import cuda_llm_ops`'s time, ~0.5 s): that decorator only sets this
+    attribute, which dynamo reads when it traces a call (tests/test_decode_cpu.py checks the
+    name against the installed torch's decorator)."""
+    fn._dynamo_marked_constant = True
+    return fn
+
+
+@_constant_to_torch_compile
 def _head_dim_fits_on(index: int, head_dim: int, fp8_cache: bool = False) -> bool:
     """The op's answer for device `index`, remembered; a constant to torch.compile (asked
     at trace time, as flash_attention's choice of kernel must be)."""

@@ -37,8 +37,8 @@ class CUDAGraphRunner:
     """Capture `fn` once per batch bucket and replay it for any batch size up to the largest bucket.
 
     Args:
-        fn: `fn(*args)` returning a tensor or a tuple/list/namedtuple whose tensors have the
-            batch as dim 0 (other items, 0-d tensors too, are returned as captured), or None
+        fn: `fn(*args)` returning a tensor or a tuple/list/namedtuple/dict whose tensors have
+            the batch as dim 0 (other items, 0-d tensors too, are returned as captured), or None
             (a step that only writes in place, e.g. `paged_kv_append`). It must be
             capturable: no host synchronisation, no data-dependent shapes (e.g.
             `paged_attention` with `out=` and a workspace, or with `check_indices` left at
@@ -47,8 +47,8 @@ class CUDAGraphRunner:
             each bucket gets static buffers shaped `[bucket, *shape[1:]]` like them. The
             others (KV caches, weights, floats) are passed as they are to every capture:
             the graphs keep their addresses, so update them in place between calls.
-        batch_args: positions in `example_args` of the batched arguments; `__call__`
-            takes exactly these, in this order.
+        batch_args: positions in `example_args` of the batched arguments (at least one);
+            `__call__` takes exactly these, in this order, with a batch of at least 1.
         buckets: batch sizes to capture (sorted ascending; a call with more rows than
             the largest raises ValueError).
         pad_values: value written to the padding rows of each batched argument
@@ -65,7 +65,8 @@ class CUDAGraphRunner:
     the example's tokens into slots other sequences may hold by then. A step that is not
     idempotent (one that updates a state in place, such as lightning attention's `kv`) runs
     `warmup + 1` times on the call that captures its bucket: `capture_all()` before serving.
-    The returned tensors are views of static buffers, overwritten by the next call: clone
+    The returned tensors are views of static buffers, overwritten by the next call of the
+    same bucket (and, as the buckets share one memory pool, possibly by any later call): clone
     them to keep them.
     """
 
@@ -77,6 +78,8 @@ class CUDAGraphRunner:
         self.fn = fn
         self.example_args = list(example_args)
         self.batch_args = [int(i) for i in batch_args]
+        if not self.batch_args:
+            raise ValueError("batch_args must name at least one batched argument (its dim 0 is the batch)")
         for i in self.batch_args:
             if not (0 <= i < len(self.example_args)) or not isinstance(self.example_args[i], torch.Tensor):
                 raise ValueError(f"batch_args entry {i} must index a tensor in example_args "
@@ -143,6 +146,8 @@ class CUDAGraphRunner:
             if t.dim() == 0:
                 raise ValueError(f"batched argument {i} must have the batch as dim 0, got a 0-d tensor")
         batch = batched[0].shape[0]
+        if batch == 0:  # no bucket holds 0 rows; replaying bucket 1 would return 1 row
+            raise ValueError("batch size must be >= 1, got 0")
         for i, t in enumerate(batched):
             ex = self.example_args[self.batch_args[i]]
             if t.shape[0] != batch or tuple(t.shape[1:]) != tuple(ex.shape[1:]) or t.dtype != ex.dtype:
@@ -161,6 +166,8 @@ class CUDAGraphRunner:
         if out is None:
             return None
         if isinstance(out, torch.Tensor):
-            return out[:batch]
+            return out[:batch] if out.dim() > 0 else out
+        if isinstance(out, dict):
+            return {k: o[:batch] if isinstance(o, torch.Tensor) and o.dim() > 0 else o for k, o in out.items()}
         items = [o[:batch] if isinstance(o, torch.Tensor) and o.dim() > 0 else o for o in out]
         return type(out)(*items) if hasattr(out, "_fields") else type(out)(items)  # a namedtuple takes fields

@@ -72,6 +72,10 @@ class CUDAProfiler:
     """
 
     def __init__(self, gpu: str | None = None, cold_l2: bool = False, cuda_graph: bool = False):
+        if cold_l2 and cuda_graph:  # an L2 flush cannot run inside a captured graph (timing.benchmark)
+            raise ValueError("CUDAProfiler: cold_l2 and cuda_graph cannot be combined (an L2 flush cannot run "
+                             "inside the captured graph); use one, or cuda_llm_ops.timing.benchmark with fn_sets "
+                             "(rotated inputs) for both")
         self.gpu = gpu
         self.cold_l2 = cold_l2
         self.cuda_graph = cuda_graph

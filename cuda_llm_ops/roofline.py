@@ -163,7 +163,7 @@ def save_calibration(record: dict, path: str | None = None) -> str:
     path = path or calibration_path()
     data = load_calibrations(path)
     data[record["gpu"]] = record
-    os.makedirs(os.path.dirname(path), exist_ok=True)
+    os.makedirs(os.path.dirname(path) or ".", exist_ok=True)  # a bare file name: the working directory
     tmp = path + ".tmp"
     with open(tmp, "w") as f:
         json.dump(data, f, indent=1, sort_keys=True)
@@ -205,7 +205,7 @@ def measure_matmul_tflops(kind: str, n: int = 8192, iterations: int = 10) -> flo
     return 2.0 * n**3 / (t.median_ms * 1e-3) / 1e12
 
 
-def calibrate(kinds: Iterable[str] = ("fp16_tc", "bf16_tc", "fp32", "int8_tc"), progress=None) -> dict:
+def calibrate(kinds: Iterable[str] = ("fp16_tc", "bf16_tc", "fp32", "tf32", "int8_tc"), progress=None) -> dict:
     """Measure the current GPU's copy bandwidth and matmul rates; returns the record to cache."""
     if not torch.cuda.is_available():
         raise RuntimeError("llm-speed calibrate needs a CUDA GPU (torch.cuda.is_available() is False)")
@@ -241,7 +241,8 @@ class Ceilings:
     compute_source: str = "datasheet (dense)"
 
     def peak(self, compute: str) -> float:
-        """Peak TFLOP/s (TOPS for int8) of a compute kind; tf32 falls back to fp32 and so on."""
+        """Peak TFLOP/s (TOPS for int8) of a compute kind; tf32 falls back to fp32 (a GPU without
+        TF32 runs it as fp32; `calibrate` measures tf32 itself) and so on."""
         if compute not in COMPUTE_KINDS:
             raise ValueError(f"compute must be one of {COMPUTE_KINDS}, got {compute!r}")
         if compute == "tf32x3":

@@ -156,7 +156,12 @@ def test_shape_filters():
         sel = runner.select_cases(["attention_prefill"], [torch.float16], "all", False,
                                   runner.parse_shape_filters([f"causal={off}"]))
         assert sel and not any(s.case.shape["causal"] for s in sel)
-    assert runner.select_cases(["attention"], [torch.float16], "all", False, {"Q": {"1"}}) == []
+    with pytest.raises(ValueError, match=r"no case of this selection has key\(s\) \['Q'\] .*keys: B, "):
+        runner.select_cases(["attention"], [torch.float16], "all", False, {"Q": {"1"}})
+    # a value as the table prints it, commas inside brackets included
+    assert runner.parse_shape_filters(["b=[N,K] M=1,16"]) == {"b": {"[n,k]"}, "M": {"1", "16"}}
+    sel = runner.select_cases(["gemm"], [torch.float16], "all", True, runner.parse_shape_filters(["b=[N,K]"]))
+    assert sel and all(s.case.shape["b"] == "[N,K]" for s in sel)
     with pytest.raises(ValueError, match="KEY=VALUE"):
         runner.parse_shape_filters(["N"])
     with pytest.raises(ValueError, match="KEY=VALUE"):
@@ -261,6 +266,14 @@ def test_reference_first_then_peers_then_unchecked(monkeypatch):
     res = run(case(broken, [ours]))
     assert res["ours"].status == "unchecked" and "reference failed (MemoryError" in res["ours"].error
     assert res["ours"].timing is not None
+    # a reference or peer output holding NaN/inf checks nothing: the next peer, else unchecked
+    nan_peer = BenchImpl("nan_peer", True, lambda inp: (lambda: inp["x"] * float("nan")))
+    good_peer = BenchImpl("good_peer", True, lambda inp: (lambda: inp["x"] + 1))
+    res = run(case(lambda inp: inp["x"] * float("inf"), [nan_peer, good_peer, ours]))
+    assert res["ours"].status == "ok" and res["good_peer"].status == "ok"
+    assert res["nan_peer"].status == "failed" and "vs good_peer" in res["nan_peer"].error
+    res = run(case(lambda inp: inp["x"] * float("nan"), [ours]))
+    assert res["ours"].status == "unchecked" and "reference output holds NaN/inf" in res["ours"].error
 
 
 @pytest.mark.parametrize("nbytes,graph,sets,flush,eager", [
@@ -537,6 +550,55 @@ def test_bench_eager_append_keeps_graph_timings(tmp_path, monkeypatch, capsys):
     assert "holds CUDA-graph" not in capsys.readouterr().err
 
 
+def test_bench_outputs_checked_before_the_run(tmp_path, monkeypatch, capsys):
+    """--json / --plot / --append targets that would fail at the end of a run are refused before
+    anything runs (nothing measured is lost): an unreadable append target, a directory given as
+    --json, a file as --plot, records of another GPU, a non-finite warm-up."""
+    from cuda_llm_ops.bench import runner as bench_runner
+    monkeypatch.setattr(bench_runner, "run_cases", lambda *a, **k: pytest.fail("ran before the check"))
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda *a: "NVIDIA H100 80GB HBM3")
+    bad = tmp_path / "bad.json"
+    bad.write_text('[{"op": "x"}]')
+    assert cli.main(["bench", "gemm", "--append", "--json", str(bad)]) == 2
+    assert "--append: cannot read" in capsys.readouterr().err and bad.read_text() == '[{"op": "x"}]'
+    bad.write_text("not json")
+    assert cli.main(["bench", "gemm", "--eager", "--append", "--json", str(bad)]) == 2
+    assert "--append: cannot read" in capsys.readouterr().err
+    assert cli.main(["bench", "gemm", "--json", str(tmp_path)]) == 2
+    assert "is a directory" in capsys.readouterr().err
+    assert cli.main(["bench", "gemm", "--plot", str(bad)]) == 2
+    assert "is a file: give a directory" in capsys.readouterr().err
+    assert cli.main(["bench", "gemm", "--warmup-ms", "inf"]) == 2
+    assert "--warmup-ms must be finite" in capsys.readouterr().err
+    recs = fixture_records()
+    for r in recs:
+        r["gpu"] = "NVIDIA H200"
+    other = tmp_path / "h200.json"
+    report.write_json(recs, str(other))
+    assert cli.main(["bench", "gemm", "--append", "--json", str(other)]) == 2
+    err = capsys.readouterr().err
+    assert "holds records of NVIDIA H200; this run is on NVIDIA H100 80GB HBM3" in err
+    assert report.read_json(str(other)) == recs
+
+
+def test_write_json_replaces_the_file_whole(tmp_path, monkeypatch):
+    """An interrupted write leaves the old file as it was (a temporary file, then a rename)."""
+    path = tmp_path / "r.json"
+    recs = fixture_records()
+    report.write_json(recs, str(path))
+
+    def boom(*a, **k):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(report.json, "dump", boom)
+    with pytest.raises(KeyboardInterrupt):
+        report.write_json(recs[:1], str(path))
+    monkeypatch.undo()
+    assert report.read_json(str(path)) == recs
+    assert [p.name for p in tmp_path.iterdir()] == ["r.json"]
+
+
 def test_untimed_record_says_cuda_graph_only_outside_eager():
     case = BenchCase(op="f", dtype=torch.float16, shape={}, flops=1.0, bytes=1.0, compute="fp16_tc",
                      make_inputs=lambda: {}, cold_l2=True, cuda_graph=True)
@@ -603,6 +665,22 @@ def test_roofline_command(capsys):
     assert cli.main(["roofline", "--gpu", "no-such-gpu"]) == 2
 
 
+def test_roofline_command_on_a_calibration_without_a_kind(tmp_path, monkeypatch, capsys):
+    """A calibrated GPU outside the table whose int8 rate was not measured: its int8 rows have no
+    floor ("-") and the table says why, instead of a traceback."""
+    from cuda_llm_ops import roofline as rl
+    monkeypatch.setenv("LLM_SPEED_CACHE_DIR", str(tmp_path))
+    rl.save_calibration({"gpu": "NVIDIA B200", "copy_tbps": 7.0, "matmul_tflops": {"fp16_tc": 2000.0, "fp32": 70.0,
+                                                                                     "int8_tc": None}, "timestamp": "t"})
+    assert cli.main(["roofline", "--gpu", "NVIDIA B200", "gemm", "--dtype", "int8", "fp16", "--quick"]) == 0
+    out = capsys.readouterr().out
+    int8_rows = [ln for ln in out.splitlines() if ln.startswith("gemm") and " int8 " in ln]
+    fp16_rows = [ln for ln in out.splitlines() if ln.startswith("gemm") and " float16 " in ln]
+    assert int8_rows and all(ln.split()[-1] == "-" for ln in int8_rows)
+    assert fp16_rows and all(ln.split()[-1] in ("compute_bound", "memory_bound") for ln in fp16_rows)
+    assert "-: no int8_tc peak known for NVIDIA B200" in out
+
+
 def test_python_dash_m_runs_the_cli():
     r = subprocess.run([sys.executable, "-m", "cuda_llm_ops", "roofline", "--help"], capture_output=True, text=True,
                        cwd=ROOT, timeout=120)
@@ -618,6 +696,12 @@ def test_plot_command(tmp_path, capsys):
     out = capsys.readouterr().out
     assert "flash_attention *" in out and "wrote 3 plots" in out
     assert cli.main(["plot", str(tmp_path / "missing.json")]) == 2
+    assert cli.main(["plot", str(path), "--out", str(path)]) == 2  # a file as the plot directory
+    assert "is a file: give a directory" in capsys.readouterr().err
+    empty = tmp_path / "empty.json"
+    empty.write_text("[]")
+    assert cli.main(["plot", str(empty), "--out", str(tmp_path / "q")]) == 2
+    assert "holds no records" in capsys.readouterr().err and not (tmp_path / "q").exists()
 
 
 # --------------------------------------------------------------------------- README table
@@ -966,3 +1050,21 @@ def test_racecheck_pairs_groups_reports_under_their_case(tmp_path, capsys):
                         "        2  Write decode_attention.cuh:1282  /  Read mma.cuh:18"]
     assert out[4] == "sanitize cases: 2, mismatches: 0"
     assert out[-1] == "report pairs: 3"
+
+
+def test_gemm_presets_hold_for_int8_and_the_8b_prefill():
+    """--preset picks the int8 GEMM shapes as it picks the 16-bit ones (square: squares only;
+    llama-7b: no squares, no Llama-8B shapes), and the 4352x4096x14336 prefill (Llama-8B's MLP
+    down projection) only under all / llama-8b."""
+    from cuda_llm_ops.bench import cases_gemm
+
+    def shapes(dtype, preset, quick=False):
+        return {(c.shape["M"], c.shape["N"], c.shape["K"]) for c in cases_gemm.gemm_cases(dtype, preset, quick)}
+
+    assert all(m == n == k for m, n, k in shapes(torch.int8, "square"))
+    for dtype in (torch.int8, torch.float16):
+        assert (4352, 4096, 14336) not in shapes(dtype, "llama-7b")
+        assert (4352, 4096, 14336) in shapes(dtype, "llama-8b") and (4352, 4096, 14336) in shapes(dtype, "all")
+    assert not any(m == n == k for m, n, k in shapes(torch.int8, "llama-7b"))
+    assert (16, 28672, 4096) in shapes(torch.int8, "llama-8b") and (16, 28672, 4096) not in shapes(torch.int8, "llama-7b")
+    assert shapes(torch.int8, "all", quick=True) == {(4096, 4096, 4096)}

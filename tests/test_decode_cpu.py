@@ -246,6 +246,8 @@ def test_cuda_graph_runner_argument_checks():
         llm.CUDAGraphRunner(lambda x, s: x, (q, 1.0), (1,))
     with pytest.raises(ValueError, match=r"pad_values must have one value"):
         llm.CUDAGraphRunner(lambda x: x, (q,), (0,), pad_values=(0, 1))
+    with pytest.raises(ValueError, match=r"batch_args must name at least one batched argument"):
+        llm.CUDAGraphRunner(lambda x: x, (q,), ())
     r = llm.CUDAGraphRunner(lambda x: x, (q,), (0,), buckets=(8, 1, 4))
     assert r.buckets == (1, 4, 8)
     assert [r.bucket_for(n) for n in (1, 2, 4, 5, 8)] == [1, 4, 4, 8, 8]
@@ -327,6 +329,8 @@ def test_cuda_graph_runner_replays_pads_and_slices(fake_capture):
         r(torch.tensor(1.0), lens)
     with pytest.raises(ValueError, match=r"expected 2 batched arguments, got 1"):
         r(x)
+    with pytest.raises(ValueError, match=r"batch size must be >= 1, got 0"):
+        r(x[:0], lens[:0])
 
     from collections import namedtuple
     Pair = namedtuple("Pair", "out total")
@@ -348,6 +352,20 @@ def test_cuda_graph_runner_replays_pads_and_slices(fake_capture):
     assert ra(torch.tensor([6, 1]), rows) is None
     assert torch.equal(cache[6], rows[0]) and torch.equal(cache[1], rows[1])
     assert cache[0].abs().sum() == 0  # the padding rows wrote nothing
+
+
+def test_cuda_graph_runner_dict_and_scalar_outputs(fake_capture):
+    """A step returning a dict (its tensors sliced to the batch) or a 0-d tensor (returned as captured)."""
+    def step(x):
+        return {"y": x * 3, "n": torch.tensor(x.shape[0]), "name": "s"}
+
+    r = llm.CUDAGraphRunner(step, (torch.randn(4, 2),), batch_args=(0,), buckets=(4,))
+    x = torch.randn(3, 2)
+    out = r(x)
+    torch.testing.assert_close(out["y"], x * 3)
+    assert out["n"].item() == 4 and out["name"] == "s"
+    r0 = llm.CUDAGraphRunner(lambda x: x.sum(), (torch.randn(4, 2),), batch_args=(0,), buckets=(4,))
+    assert r0(x).dim() == 0
 
 
 def test_decode_constants():
@@ -589,3 +607,18 @@ def test_split_counts_host():
         assert done.returncode == 0, done.stderr[-2000:]
         got = [int(line.rsplit(":", 1)[1]) for line in done.stdout.splitlines()]
         assert got == [want for _, want in cases], (args, done.stdout)
+
+
+def test_import_leaves_torch_dynamo_unloaded_and_marks_the_constant():
+    """`import cuda_llm_ops` does not import torch._dynamo (~0.5 s), yet the head-dim query stays a
+    constant to torch.compile: marked as the installed torch's assume_constant_result marks."""
+    import subprocess
+    import sys
+    code = "import sys, cuda_llm_ops; print('torch._dynamo' in sys.modules)"
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0 and r.stdout.strip() == "False", r.stdout + r.stderr
+    import torch._dynamo
+    marked = torch._dynamo.assume_constant_result(lambda: 0)
+    attrs = {k for k in vars(marked) if k.startswith("_dynamo")}
+    assert attrs == {"_dynamo_marked_constant"} and marked._dynamo_marked_constant is True
+    assert llm.decode._head_dim_fits_on._dynamo_marked_constant is True

@@ -160,6 +160,10 @@ def test_calibration_cache_round_trip(tmp_path, monkeypatch):
     assert c.peak("fp16_tc") == pytest.approx(989.4)  # compute stays the datasheet peak
     (tmp_path / "calibration.json").write_text("not json")
     assert rl.load_calibrations() == {}
+    # `calibrate --path cal.json`: a bare file name is the working directory's
+    monkeypatch.chdir(tmp_path)
+    assert rl.save_calibration(rec, "cal.json") == "cal.json"
+    assert rl.load_calibrations("cal.json")["NVIDIA H100 80GB HBM3"]["copy_tbps"] == 2.9
 
 
 def test_classification_by_ridge_point():

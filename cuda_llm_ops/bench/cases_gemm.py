@@ -239,16 +239,21 @@ def gemm_cases(dtype: torch.dtype, preset: str, quick: bool) -> list[BenchCase]:
         shapes += list(PROJECTION) + ([SKINNY[-1]] if quick else list(SKINNY))
     decode_8b = list(DECODE_8B) if preset in ("all", "llama-8b") and not quick else []
     batched_8b = list(BATCHED_8B) if decode_8b else []
-    if dtype == torch.int8:
-        rest = [(2048, 2048, 2048)] + list(PROJECTION) + list(RAGGED_PREFILL)
-        return [int8_case(4096, 4096, 4096)] + ([] if quick else [int8_case(*s) for s in rest] +
-                                                [int8_skinny_case(*s) for s in list(SKINNY) + decode_8b])
+    ragged_8b = list(RAGGED_PREFILL) if preset in ("all", "llama-8b") and not quick else []  # Llama-8B's MLP
+    if dtype == torch.int8:  # the preset's shapes as for 16-bit (quick: one square, or the last skinny one)
+        squares = [(4096, 4096, 4096)] + ([] if quick else [(2048, 2048, 2048)]) if preset in ("all", "square") else []
+        if preset == "square":
+            return [int8_case(*s) for s in squares]
+        if quick:
+            return [int8_case(*s) for s in squares] or [int8_skinny_case(*SKINNY[-1])]
+        return ([int8_case(*s) for s in squares + list(PROJECTION) + ragged_8b] +
+                [int8_skinny_case(*s) for s in list(SKINNY) + decode_8b])
     if dtype not in (torch.float32, torch.float16, torch.bfloat16):
         return []
     if dtype == torch.float32:  # fp32 on CUDA cores: the projection shape would take ~8 ms a call
         shapes = [s for s in shapes if s[0] * s[1] * s[2] <= 4096 ** 3]
-    elif preset != "square" and not quick:
-        shapes += list(RAGGED_PREFILL)
+    else:
+        shapes += ragged_8b
     cases = [float_case(M, N, K, dtype) for M, N, K in shapes]
     # b [N, K] (nn.Linear's weight) at decode shapes and, for the tensor cores, the prefill ones.
     cases += [float_case(M, N, K, dtype, b_nk=True) for M, N, K in shapes

@@ -130,11 +130,19 @@ def merge_records(old: list[dict], new: list[dict]) -> list[dict]:
 
 
 def write_json(records: list[dict], path: str) -> None:
+    """Write through a temporary file in the same directory, then rename it over `path`: an
+    interrupted write (Ctrl-C during a long --append) leaves the old file whole."""
     d = os.path.dirname(os.path.abspath(path))
     os.makedirs(d, exist_ok=True)
-    with open(path, "w") as f:
-        json.dump(records, f, indent=1)
-        f.write("\n")
+    tmp = f"{path}.tmp-{os.getpid()}"
+    try:
+        with open(tmp, "w") as f:
+            json.dump(records, f, indent=1)
+            f.write("\n")
+        os.replace(tmp, path)
+    finally:
+        if os.path.exists(tmp):
+            os.remove(tmp)
 
 
 def read_json(path: str) -> list[dict]:

@@ -13,6 +13,7 @@ import contextlib
 import importlib
 import math
 import pkgutil
+import re
 import subprocess
 import sys
 import time
@@ -104,7 +105,8 @@ def parse_shape_filters(items: Iterable[str] | None) -> dict[str, set[str]]:
             key, vals = part.split("=", 1)
             if not key or not vals:
                 raise ValueError(f"--shapes: expected KEY=VALUE[,VALUE...], got {part!r}")
-            filters.setdefault(key, set()).update(v.strip().lower() for v in vals.split(","))
+            # commas inside brackets belong to a value as printed (b=[N,K])
+            filters.setdefault(key, set()).update(v.strip().lower() for v in re.split(r",(?![^\[]*\])", vals))
     return filters
 
 
@@ -163,6 +165,12 @@ def select_cases(ops: Iterable[str] | None = None, dtypes: Iterable[torch.dtype]
             raise ValueError(f"unknown op(s) {unknown}; groups: {sorted(known_groups)}; "
                              f"ops: {sorted(known_ops | _all_names(groups, 'op'))}; "
                              f"our implementations: {sorted(known_impls | _all_names(groups, 'impl'))}")
+    if shape_filters and generated:  # a key no case has (mistyped, or the wrong case) matches nothing: say so
+        keys = {k for _, c in generated for k in c.shape}
+        missing = sorted(k for k in shape_filters if k not in keys)
+        if missing:
+            raise ValueError(f"--shapes: no case of this selection has key(s) {missing} (keys are case-sensitive); "
+                             f"keys: {', '.join(sorted(keys))}")
     out: list[Selected] = []
     for gname, case in generated:
         if shape_filters and not _shape_matches(case.shape, shape_filters):
@@ -372,6 +380,8 @@ def _run_case(sel: Selected, ceilings, iterations, budget_ms, seed, bar, eager: 
             inputs = _inputs(case, seed)
             ref = first_tensor(case.reference(inputs))
             ref_name = "reference"
+            if ref is not None and not bool(torch.isfinite(ref).all()):  # it would fail every implementation
+                ref, ref_problem = None, "the case's reference output holds NaN/inf and no peer ran"
         except Exception as exc:  # noqa: BLE001 - fall back to the peers, say so if none runs
             ref_problem = f"the case's reference failed ({_short(exc)}) and no peer ran"
             if isinstance(exc, torch.cuda.OutOfMemoryError):
@@ -388,6 +398,8 @@ def _run_case(sel: Selected, ceilings, iterations, budget_ms, seed, bar, eager: 
                     continue
                 ref = first_tensor(impl.build(inputs)())
                 ref_name = impl.name
+                if ref is not None and not bool(torch.isfinite(ref).all()):  # this peer fails in its own row
+                    ref = None
             except Exception as exc:  # noqa: BLE001 - this peer then fails in its own row
                 if isinstance(exc, torch.cuda.OutOfMemoryError):
                     torch.cuda.empty_cache()
