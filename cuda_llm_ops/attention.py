@@ -33,7 +33,9 @@ def naive_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: fl
 
     The row's scores live in shared memory, so Nk is limited to
     `NAIVE_MAX_SEQ_LEN_K` (32768); longer keys raise a ValueError (use
-    `flash_attention`). Shapes, dtypes and the causal rule as `flash_attention`.
+    `flash_attention`). On GPUs with 99 KB of shared memory per block (sm_86/89/120)
+    the limit is (101376 / 4 - 32 - D) keys, 25248 at D = 64: a RuntimeError names it.
+    Shapes, dtypes and the causal rule as `flash_attention`.
     """
     kernel = _ops.op("naive_attention")  # first, so a build without kernels says so
     return _attention_call(kernel, q, k, v, scale, is_causal, validate=_validate_naive_inputs)
@@ -52,7 +54,9 @@ def tiled_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: fl
                     is_causal: bool = False) -> torch.Tensor:
     """Attention on shared-memory tiles of Q, K and V (padded against bank conflicts).
 
-    Shapes, dtypes and the causal rule as `flash_attention`.
+    Shapes, dtypes and the causal rule as `flash_attention`; on GPUs with 99 KB of shared
+    memory per block (sm_86/89/120) head_dim up to 248 (its fp32 tiles need 102912 bytes at
+    256: a RuntimeError says so).
     """
     kernel = _ops.op("tiled_attention")  # first, so a build without kernels says so
     return _attention_call(kernel, q, k, v, scale, is_causal)

@@ -750,14 +750,15 @@ def paged_attention(q: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tenso
             `merge_attention_states`. Written in place (graph-capturable). With Nq > 1
             new tokens (each sequence's own keys, at least Nq of them), call the prefix
             part with `is_causal=False`: every new token sees the whole prefix. A sliding
-            window is anchored at each call's own last key, so a windowed cascade is not
-            exact: use one call over the joined table.
+            window is anchored at each row's position within the call's own keys, so a
+            windowed cascade is not exact: use one call over the joined table.
         return_lse: return `(out, lse)`, allocating `lse` when not given.
         k_scale, v_scale: FP8 caches' dequantization scales (K = k_cache * k_scale, V =
             v_cache * v_scale), finite and > 0; must stay 1.0 for 16-bit caches.
         is_causal: with Nq > 1, query i sees keys up to seq_len - Nq + i (True, the
             default: speculative decoding) or all seq_len keys (False: the shared-prefix
-            part of a cascade); no effect at Nq = 1.
+            part of a cascade); no effect at Nq = 1. A window still starts each row at
+            seq_len - Nq + i - window_left either way (as `decode_attention`).
 
     Returns:
         q's shape (`[B, Hq, D]` or `[B, Hq, Nq, D]`) in q's dtype (`out` when given);

@@ -104,7 +104,7 @@ def gemm(a: torch.Tensor, b: torch.Tensor, alpha: float = 1.0, beta: float = 0.0
     kernels, which stream b once (`csrc/gemm/gemm_skinny.cu`), and on Hopper fp16/bf16 up to
     M = 256 (batched decode) on a wgmma tile with the weight as the 64-row operand; for
     nn.Linear's weight `w [N, K]` call `gemm(x, w, trans_b=True)`.
-    Any M, N, K >= 1. Returns a new contiguous `[M, N]` tensor in a's dtype (`out` when given).
+    Any M, N, K in [1, 2^30]. Returns a new contiguous `[M, N]` tensor in a's dtype (`out` when given).
 
     Scratch: calls that split K across blocks take a workspace from PyTorch's caching
     allocator for the call (so CUDA-graph capture works): the skinny kernels and tiles, and on Hopper
@@ -149,7 +149,7 @@ def tensor_core_gemm(a: torch.Tensor, b: torch.Tensor, alpha: float = 1.0, beta:
         out: optional `[M, N]` contiguous float32 output, written in place and returned; it may
             be `c` itself (fp32 accumulation in place), no other overlap.
 
-    Any M, N, K >= 1 (K and N multiples of 8 take the tensor-core path: TMA + wgmma on
+    Any M, N, K in [1, 2^30] (K and N multiples of 8 take the tensor-core path: TMA + wgmma on
     compute capability 9.0 with the sm_90a build, mma.sync otherwise; others a general
     kernel). Returns a new `[M, N]` float32 tensor (`out` when given).
     """
@@ -182,7 +182,7 @@ def tensor_core_gemm_int8(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor | 
         out: optional `[M, N]` contiguous int32 output, written in place and returned
             (must not overlap a or b).
 
-    Needs compute capability >= 8.0 (RuntimeError otherwise). Any M, N, K >= 1
+    Needs compute capability >= 8.0 (RuntimeError otherwise). Any M, N, K in [1, 2^30]
     (K and N multiples of 16 take the tensor-core path). Returns a new int32 tensor
     (`out` when given).
 

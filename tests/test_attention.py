@@ -192,9 +192,11 @@ def test_naive_length_limit_error():
 def _small_smem_child():
     """A GPU with 99 KB of shared memory per block (sm_86/89/120; the CLO_SMEM_LIMIT knob makes
     this one such a GPU, read once per process)."""
-    return dict(env=dict(CLO_SMEM_LIMIT=str(99 * 1024)), code="""import torch, cuda_llm_ops as llm
+    # CUDA_LLM_OPS_FLASH_SM90=0: fp16 flash on the mma.sync kernels such a GPU runs (not Hopper's wgmma one)
+    return dict(env=dict(CLO_SMEM_LIMIT=str(99 * 1024), CUDA_LLM_OPS_FLASH_SM90="0"),
+                code="""import torch, cuda_llm_ops as llm
 from cuda_llm_ops.reference import attention_reference
-from cuda_llm_ops.testing import assert_close
+from cuda_llm_ops.testing import assert_close, kernel_names
 
 def randn(*shape, dtype=torch.float16):
     return torch.randn(*shape, device="cuda", dtype=torch.float32).to(dtype)
@@ -215,7 +217,9 @@ q, k = randn(1, 2, 40, 256), randn(1, 2, 70, 256)
 refused(lambda: llm.tiled_attention(q, k, k), "tiled_attention at head_dim 256 needs 102912 bytes of shared memory "
         "per block, more than this GPU allows (101376 bytes); use flash_attention")
 assert_close(llm.flash_attention(q, k, k), attention_reference(q, k, k), dtype=torch.float16,
-             what="flash D=256 at 99 KB")
+             what="flash D=256 at 99 KB")  # the mma.sync D = 256 kernel needs exactly 101376 bytes
+names = kernel_names(lambda: llm.flash_attention(q, k, k))
+assert "flash_attention_mma_kernel" in names and "sm90" not in names, names
 # naive: one score per key; at head_dim 64, 25248 keys fill the 101376 bytes, 25249 are refused
 q, k, v = randn(1, 1, 1, 64), randn(1, 1, 25249, 64), randn(1, 1, 25249, 64)
 assert_close(llm.naive_attention(q, k[:, :, :25248], v[:, :, :25248]),

@@ -158,6 +158,8 @@ def test_shape_filters():
         assert sel and not any(s.case.shape["causal"] for s in sel)
     with pytest.raises(ValueError, match=r"no case of this selection has key\(s\) \['Q'\] .*keys: B, "):
         runner.select_cases(["attention"], [torch.float16], "all", False, {"Q": {"1"}})
+    with pytest.raises(ValueError, match=r"key\(s\) \['M'\]"):  # a GEMM key, not paged_attention's
+        runner.select_cases(["paged_attention"], [torch.float16], "all", True, {"M": {"16"}})
     # a value as the table prints it, commas inside brackets included
     assert runner.parse_shape_filters(["b=[N,K] M=1,16"]) == {"b": {"[n,k]"}, "M": {"1", "16"}}
     sel = runner.select_cases(["gemm"], [torch.float16], "all", True, runner.parse_shape_filters(["b=[N,K]"]))

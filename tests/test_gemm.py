@@ -566,6 +566,8 @@ def test_int8_wgmma_skinny_large():
     for m, n, k in ((16, 4096, 1024), (1, 28672, 4096), (16, 28672, 4096), (200, 28672, 4096)):
         names = _int8_case(m, n, k, False)
         assert "gemm_mma_int8_kernel" in names and "gemm_wgmma_sm90_kernel" not in names, (m, n, k, names)
+    names = _int8_case(257, 28672, 4096, False)  # past 256 rows the transpose pays: the family takes it
+    assert "gemm_wgmma_sm90_kernel" in names and "transpose_int8_to_nk" in names, names
 
 
 def test_wgmma_tail_split_auto():

@@ -16,6 +16,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
+#include <limits>
 #include <string>
 #include <string_view>
 #include <type_traits>
@@ -77,15 +78,17 @@ std::string concat(const Args&... args) {
 // 1/sqrt(head_dim)), so 0, a negative, infinite or NaN scale is a caller's bug, not a request.
 // Checked as the float the kernels get: a double past float's range (or under its smallest
 // subnormal) is inf (or 0) there.
-// The largest softmax scale / soft cap the kernels take: they multiply it by log2(e) in float32.
-constexpr float kMaxScoreFactor = 3.4028234663852886e38f / 2;
+// float32's smallest normal value (FLT_MIN), and the largest softmax scale / soft cap the
+// kernels take: they multiply it by log2(e) in float32.
+constexpr float kMinNormalFloat = std::numeric_limits<float>::min();
+constexpr float kMaxScoreFactor = std::numeric_limits<float>::max() / 2;
 
 inline float checked_softmax_scale(double scale, const char* op) {
   const float s = static_cast<float>(scale);
   CLO_CHECK(std::isfinite(s) && s > 0.0f, op,
             ": scale must be finite and > 0 as a float32 (the Python wrapper resolves 0 to 1/sqrt(head_dim)), got ",
             scale);
-  CLO_CHECK(s >= 1.17549435e-38f && s <= kMaxScoreFactor, op,
+  CLO_CHECK(s >= kMinNormalFloat && s <= kMaxScoreFactor, op,
             ": scale must be a normal float32 of at most 1.7e38 (the kernels take scale * log2(e)), got ", scale);
   return s;
 }

@@ -49,7 +49,7 @@ bool check_paged_caches(const at::Tensor& k_cache, const at::Tensor& v_cache, co
 // Dequantization (attention) or quantization (append) scales of an FP8 cache: normal
 // float32 values whose reciprocals are too (the append multiplies by 1 / scale; 0 * inf
 // would be NaN); other caches take none (1.0), rather than have them silently ignored.
-constexpr double kMinKvScale = 1.1754943508222875e-38;  // FLT_MIN
+constexpr double kMinKvScale = kMinNormalFloat;
 constexpr double kMaxKvScale = 1.0 / kMinKvScale;
 void check_kv_scales(bool fp8, double k_scale, double v_scale) {
   for (const auto& [x, name] : {std::pair{k_scale, "k_scale"}, std::pair{v_scale, "v_scale"}}) {
@@ -131,7 +131,7 @@ void set_window_and_soft_cap(dec::DecodeAttentionArgs& a, int64_t window_left, d
   const float cap = static_cast<float>(logits_soft_cap);
   // Not one that float32 rounds to 0 (capping silently off) or whose cap * log2(e) overflows;
   // and scale / cap (times k_scale for FP8 caches, as the launcher folds them) must stay finite.
-  CLO_CHECK(logits_soft_cap == 0.0 || (cap >= 1.17549435e-38f && cap <= kMaxScoreFactor),
+  CLO_CHECK(logits_soft_cap == 0.0 || (cap >= kMinNormalFloat && cap <= kMaxScoreFactor),
             "logits_soft_cap must be 0 or a normal float32 of at most 1.7e38, got ", logits_soft_cap);
   const float score_scale = a.kv_fp8 ? a.scale * a.k_scale : a.scale;
   CLO_CHECK(std::isfinite(score_scale * 1.4426950408889634f) && score_scale > 0.0f,

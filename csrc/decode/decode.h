@@ -76,7 +76,7 @@ struct DecodeAttentionArgs : PagedTable {
 
   // Paged cache (paged == true): k/v [num_blocks, block_size, Hkv, D] contiguous, by the
   // PagedTable (B rows). Nq > 1 (speculative decoding): the queries are each sequence's
-  // last Nq keys (causal).
+  // last Nq keys (causal unless `causal` is false: a cascade's shared-prefix part).
   bool paged = false;
 
   // Strided cache (paged == false): k/v [B, Hkv, Nk, D] by strides.

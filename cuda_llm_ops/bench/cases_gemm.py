@@ -4,12 +4,14 @@ and `torch._int_mm`.
 Op `gemm`: `gemm` (and, for fp16/bf16, `tensor_core_gemm`, fp32 out) vs cuBLAS at
 square 1024/2048/4096, the Llama-style projection 4096x12288x4096, a prefill of 4352 tokens
 through Llama-8B's MLP down projection (4352x4096x14336: 544 tiles of 128x256, a last wave of 16
-on 132 SMs; fp16/bf16 only) and the decode-skinny
+on 132 SMs; fp16/bf16 only; presets all and llama-8b) and the decode-skinny
 1x12288x4096 and 16x12288x4096, the latter also with b stored [N, K] (nn.Linear's weight:
 `gemm(..., trans_b=True)` against `torch.matmul(a, w.t())`, shape key `"b": "[N,K]"`).
 Op `gemm_pipeline`: the large-tile kernel with its multi-stage cp.async pipeline vs its
 one-stage twin at 4096^3 (the >= 20% claim).
-Op `gemm_int8` (dtype int8): ours on row-major B (the API's layout) and on column-major B
+Op `gemm_int8` (dtype int8; the preset picks its shapes as for 16-bit: squares under all / square,
+the projection under all / llama-*, the ragged prefill and the 8B decode step under all / llama-8b):
+ours on row-major B (the API's layout) and on column-major B
 vs `torch._int_mm` on both, at square 2048/4096, the projection and the ragged prefill (on
 Hopper ours runs the wgmma family; a row-major B is transposed first, inside the timed call),
 and the decode-skinny shapes with b stored [N, K] (`_int_mm` on A padded to 17 rows).

@@ -165,16 +165,8 @@ def select_cases(ops: Iterable[str] | None = None, dtypes: Iterable[torch.dtype]
             raise ValueError(f"unknown op(s) {unknown}; groups: {sorted(known_groups)}; "
                              f"ops: {sorted(known_ops | _all_names(groups, 'op'))}; "
                              f"our implementations: {sorted(known_impls | _all_names(groups, 'impl'))}")
-    if shape_filters and generated:  # a key no case has (mistyped, or the wrong case) matches nothing: say so
-        keys = {k for _, c in generated for k in c.shape}
-        missing = sorted(k for k in shape_filters if k not in keys)
-        if missing:
-            raise ValueError(f"--shapes: no case of this selection has key(s) {missing} (keys are case-sensitive); "
-                             f"keys: {', '.join(sorted(keys))}")
-    out: list[Selected] = []
+    chosen: list[Selected] = []  # the ops / implementations asked for, before the shape filter
     for gname, case in generated:
-        if shape_filters and not _shape_matches(case.shape, shape_filters):
-            continue
         if not ops or gname in ops or case.op in ops:
             impls = list(case.impls)
         else:
@@ -182,8 +174,14 @@ def select_cases(ops: Iterable[str] | None = None, dtypes: Iterable[torch.dtype]
             if not named:
                 continue
             impls = [i for i in case.impls if i.is_peer or i.name in ops]
-        out.append(Selected(gname, case, impls))
-    return out
+        chosen.append(Selected(gname, case, impls))
+    if shape_filters and chosen:  # a key none of them has (mistyped, or another op's) matches nothing: say so
+        keys = {k for s in chosen for k in s.case.shape}
+        missing = sorted(k for k in shape_filters if k not in keys)
+        if missing:
+            raise ValueError(f"--shapes: no case of this selection has key(s) {missing} (keys are case-sensitive); "
+                             f"its keys: {', '.join(sorted(keys))}")
+    return [s for s in chosen if not shape_filters or _shape_matches(s.case.shape, shape_filters)]
 
 
 _NAME_CACHE: dict[tuple[int, str], set[str]] = {}
@@ -241,6 +239,11 @@ def _missing_kernel(exc: BaseException) -> bool:
 def _inputs(case: BenchCase, seed: int):
     torch.manual_seed(seed)
     return case.make_inputs()
+
+
+def _all_finite(t: torch.Tensor) -> bool:
+    """No NaN/inf (torch.isfinite has no FP8 kernel: those compare as float32)."""
+    return bool(torch.isfinite(t.float() if t.is_floating_point() and t.element_size() == 1 else t).all())
 
 
 def _check(out: Any, ref: torch.Tensor, tol: float) -> tuple[float, str | None]:
@@ -380,7 +383,7 @@ def _run_case(sel: Selected, ceilings, iterations, budget_ms, seed, bar, eager: 
             inputs = _inputs(case, seed)
             ref = first_tensor(case.reference(inputs))
             ref_name = "reference"
-            if ref is not None and not bool(torch.isfinite(ref).all()):  # it would fail every implementation
+            if ref is not None and not _all_finite(ref):  # it would fail every implementation
                 ref, ref_problem = None, "the case's reference output holds NaN/inf and no peer ran"
         except Exception as exc:  # noqa: BLE001 - fall back to the peers, say so if none runs
             ref_problem = f"the case's reference failed ({_short(exc)}) and no peer ran"
@@ -398,7 +401,7 @@ def _run_case(sel: Selected, ceilings, iterations, budget_ms, seed, bar, eager: 
                     continue
                 ref = first_tensor(impl.build(inputs)())
                 ref_name = impl.name
-                if ref is not None and not bool(torch.isfinite(ref).all()):  # this peer fails in its own row
+                if ref is not None and not _all_finite(ref):  # this peer fails in its own row
                     ref = None
             except Exception as exc:  # noqa: BLE001 - this peer then fails in its own row
                 if isinstance(exc, torch.cuda.OutOfMemoryError):
