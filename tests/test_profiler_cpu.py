@@ -276,3 +276,12 @@ def test_benchmark_rejects_bad_arguments_before_touching_the_gpu():
     for bad in (-1.0, float("nan")):
         with pytest.raises(ValueError, match="warmup_ms must be >= 0"):
             benchmark(lambda: None, warmup_ms=bad)
+
+
+def test_profiler_refuses_cold_l2_with_cuda_graph():
+    """Every measure_time would raise (an L2 flush cannot run inside a captured graph): refused
+    when the profiler is made, not at its first measurement."""
+    from cuda_llm_ops.profiler import CUDAProfiler
+    with pytest.raises(ValueError, match=r"cold_l2 and cuda_graph cannot be combined"):
+        CUDAProfiler(cold_l2=True, cuda_graph=True)
+    assert CUDAProfiler(cold_l2=True).cold_l2 and CUDAProfiler(cuda_graph=True).cuda_graph
