@@ -110,8 +110,6 @@ import torch
 
 from . import _ops
 from .validation import (
-    FLOAT32_MIN_NORMAL,
-    MAX_SCORE_FACTOR,
     check_contiguous,
     check_dtype,
     check_elements_apart,
@@ -126,6 +124,7 @@ from .validation import (
     call_or_explain,
     given,
     resolve_scale,
+    score_factor_ok,
     validate_attention_inputs,
 )
 
@@ -172,7 +171,7 @@ def _check_window_and_soft_cap(window_left: int, logits_soft_cap: float) -> None
         raise ValueError(f"window_left must be an int >= -1 (-1: no sliding window), got {window_left!r}")
     if not (isinstance(logits_soft_cap, (int, float)) and math.isfinite(logits_soft_cap) and logits_soft_cap >= 0):
         raise ValueError(f"logits_soft_cap must be finite and >= 0 (0: off), got {logits_soft_cap!r}")
-    if logits_soft_cap != 0 and not FLOAT32_MIN_NORMAL <= logits_soft_cap <= MAX_SCORE_FACTOR:
+    if logits_soft_cap != 0 and not score_factor_ok(logits_soft_cap):
         raise ValueError(f"logits_soft_cap must be 0 or a normal float32 of at most 1.7e38, got {logits_soft_cap!r}")
 
 

@@ -43,6 +43,8 @@ from typing import Iterable
 
 import torch
 
+from ._files import write_json_atomically
+
 # tf32x3: fp32-accurate products on the TF32 tensor cores, three TF32 products each
 # (flash_attention in fp32, and SDPA's mem-efficient kernel): a third of the TF32 peak.
 COMPUTE_KINDS = ("fp32", "tf32", "tf32x3", "fp16_tc", "bf16_tc", "int8_tc", "fp8_tc")
@@ -163,11 +165,7 @@ def save_calibration(record: dict, path: str | None = None) -> str:
     path = path or calibration_path()
     data = load_calibrations(path)
     data[record["gpu"]] = record
-    os.makedirs(os.path.dirname(path) or ".", exist_ok=True)  # a bare file name: the working directory
-    tmp = path + ".tmp"
-    with open(tmp, "w") as f:
-        json.dump(data, f, indent=1, sort_keys=True)
-    os.replace(tmp, path)
+    write_json_atomically(data, path, indent=1, sort_keys=True)
     return path
 
 

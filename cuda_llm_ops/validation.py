@@ -277,12 +277,18 @@ FLOAT32_MIN_NORMAL = torch.finfo(torch.float32).tiny
 MAX_SCORE_FACTOR = FLOAT32_MAX / 2
 
 
+def score_factor_ok(x: float) -> bool:
+    """A softmax scale or soft cap as the kernels take it: a normal float32 whose product with
+    log2(e) stays finite (csrc/bindings/checks.h score_factor_ok)."""
+    return FLOAT32_MIN_NORMAL <= x <= MAX_SCORE_FACTOR
+
+
 def resolve_scale(scale: float, head_dim: int) -> float:
     """`scale == 0` means the usual 1/sqrt(head_dim)."""
     # NaN, negative, or infinite as a float32
     if scale != scale or scale < 0 or scale > FLOAT32_MAX:
         raise ValueError(f"scale must be finite and >= 0 (0 means 1/sqrt(head_dim)), got {scale}")
-    if scale != 0 and not FLOAT32_MIN_NORMAL <= scale <= MAX_SCORE_FACTOR:
+    if scale != 0 and not score_factor_ok(scale):
         raise ValueError(f"scale must be 0 or a normal float32 of at most 1.7e38 (the kernels take scale * log2(e)), "
                          f"got {scale}")
     if head_dim < 1:

@@ -4243,7 +4243,7 @@ def test_fp8_cache_errors():
         with pytest.raises(RuntimeError, match=r"v_scale must be a float32 in \[.*\] \(finite, > 0, normal"):
             op(torch.empty_like(q), q, kc, vc, table, seq_lens, 0.0, 0, None, -1, 0.0, None, 1.0, bad)
     # K's scale joins the softmax scale in float32: a product that overflows is refused
-    with pytest.raises(RuntimeError, match=r"scale \* k_scale \(the FP8 cache's scores' factor\) must stay a finite"):
+    with pytest.raises(RuntimeError, match=r"scale \* k_scale \(the FP8 cache's scores' factor\) must stay a normal float32"):
         op(torch.empty_like(q), q, kc, vc, table, seq_lens, 1e38, 0, None, -1, 0.0, None, 8e37, 1.0)
     import numpy as np
     ok = llm.paged_attention(q, kc, vc, table, seq_lens, k_scale=np.float32(0.1), v_scale=0.1)  # numpy floats: fine

@@ -74,21 +74,23 @@ std::string concat(const Args&... args) {
     }                                                                              \
   } while (0)
 
+// float32's smallest normal value (FLT_MIN). A factor the kernels multiply every score by
+// (the softmax scale, FP8's k_scale folded in) or divide it by (a soft cap) is taken as a
+// normal float32 whose product with log2(e) stays finite: at most kMaxScoreFactor.
+constexpr float kMinNormalFloat = std::numeric_limits<float>::min();
+constexpr float kMaxScoreFactor = std::numeric_limits<float>::max() / 2;
+inline bool score_factor_ok(float x) { return x >= kMinNormalFloat && x <= kMaxScoreFactor; }
+
 // The attention ops' raw schemas take the resolved softmax scale (the Python wrappers map 0 to
 // 1/sqrt(head_dim)), so 0, a negative, infinite or NaN scale is a caller's bug, not a request.
 // Checked as the float the kernels get: a double past float's range (or under its smallest
 // subnormal) is inf (or 0) there.
-// float32's smallest normal value (FLT_MIN), and the largest softmax scale / soft cap the
-// kernels take: they multiply it by log2(e) in float32.
-constexpr float kMinNormalFloat = std::numeric_limits<float>::min();
-constexpr float kMaxScoreFactor = std::numeric_limits<float>::max() / 2;
-
 inline float checked_softmax_scale(double scale, const char* op) {
   const float s = static_cast<float>(scale);
   CLO_CHECK(std::isfinite(s) && s > 0.0f, op,
             ": scale must be finite and > 0 as a float32 (the Python wrapper resolves 0 to 1/sqrt(head_dim)), got ",
             scale);
-  CLO_CHECK(s >= kMinNormalFloat && s <= kMaxScoreFactor, op,
+  CLO_CHECK(score_factor_ok(s), op,
             ": scale must be a normal float32 of at most 1.7e38 (the kernels take scale * log2(e)), got ", scale);
   return s;
 }

@@ -131,11 +131,11 @@ void set_window_and_soft_cap(dec::DecodeAttentionArgs& a, int64_t window_left, d
   const float cap = static_cast<float>(logits_soft_cap);
   // Not one that float32 rounds to 0 (capping silently off) or whose cap * log2(e) overflows;
   // and scale / cap (times k_scale for FP8 caches, as the launcher folds them) must stay finite.
-  CLO_CHECK(logits_soft_cap == 0.0 || (cap >= kMinNormalFloat && cap <= kMaxScoreFactor),
+  CLO_CHECK(logits_soft_cap == 0.0 || score_factor_ok(cap),
             "logits_soft_cap must be 0 or a normal float32 of at most 1.7e38, got ", logits_soft_cap);
-  const float score_scale = a.kv_fp8 ? a.scale * a.k_scale : a.scale;
-  CLO_CHECK(std::isfinite(score_scale * 1.4426950408889634f) && score_scale > 0.0f,
-            "scale * k_scale (the FP8 cache's scores' factor) must stay a finite, nonzero float32 times log2(e), got ",
+  const float score_scale = a.kv_fp8 ? a.scale * a.k_scale : a.scale;  // a.scale: checked_softmax_scale's
+  CLO_CHECK(score_factor_ok(score_scale),
+            "scale * k_scale (the FP8 cache's scores' factor) must stay a normal float32 of at most 1.7e38, got ",
             a.scale, " * ", a.k_scale);
   CLO_CHECK(cap == 0.0f || std::isfinite(score_scale / cap), "scale / logits_soft_cap must be finite as a float32, "
             "got ", score_scale, " / ", cap);

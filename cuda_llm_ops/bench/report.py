@@ -13,6 +13,7 @@ from collections import OrderedDict
 from typing import Any, Iterable
 
 from .. import roofline as rl
+from .._files import write_json_atomically
 
 
 def shape_label(shape: dict) -> str:
@@ -130,19 +131,7 @@ def merge_records(old: list[dict], new: list[dict]) -> list[dict]:
 
 
 def write_json(records: list[dict], path: str) -> None:
-    """Write through a temporary file in the same directory, then rename it over `path`: an
-    interrupted write (Ctrl-C during a long --append) leaves the old file whole."""
-    d = os.path.dirname(os.path.abspath(path))
-    os.makedirs(d, exist_ok=True)
-    tmp = f"{path}.tmp-{os.getpid()}"
-    try:
-        with open(tmp, "w") as f:
-            json.dump(records, f, indent=1)
-            f.write("\n")
-        os.replace(tmp, path)
-    finally:
-        if os.path.exists(tmp):
-            os.remove(tmp)
+    write_json_atomically(records, path, indent=1)
 
 
 def read_json(path: str) -> list[dict]:
