@@ -385,12 +385,12 @@ def int8_section():
 def int8_kn_section():
     """int8 with B stored [K, N] at decode and small-batch M, cold L2: mma.sync (knob 0) against
     the wgmma family with its per-call transpose of B (knob 2 forces it; the default, knob 1,
-    takes it by the tile rule above 16 rows). The peer is _int_mm on a column-major copy of B
+    takes it above 256 rows), and mma.sync without its split-K (CLO_GEMM_INT8_SPLITK=0). The peer is _int_mm on a column-major copy of B
     (rows of A padded to 17 inside the call where M <= 16, as `llm-speed bench`)."""
-    for N, K in ((28672, 4096), (12288, 4096)):
+    for N, K in ((28672, 4096), (12288, 4096), (4096, 4096)):
         b = torch.randint(-128, 128, (K, N), dtype=torch.int8, device="cuda")
         bc = b.t().contiguous().t()
-        for M in (1, 16, 32, 64, 128, 256, 512, 1024):
+        for M in (1, 16, 64, 128, 256, 512):
             a = torch.randint(-128, 128, (M, K), dtype=torch.int8, device="cuda")
             ref = torch.matmul(a.double(), b.double()).to(torch.int32)
             pad = max(0, 17 - M)
@@ -400,13 +400,14 @@ def int8_kn_section():
                 return torch._int_mm(ap, bc)
 
             peer_ms = ms_of(peer, cold=True)
-            for name, mode in (("mma.sync", "0"), ("default", "1"), ("wgmma+transpose", "2")):
-                os.environ["CLO_GEMM_INT8_WGMMA"] = mode
+            for name, mode, split in (("mma.sync, no split-K", "0", "0"), ("mma.sync", "0", ""), ("default", "1", ""),
+                                      ("wgmma+transpose", "2", "")):
+                os.environ["CLO_GEMM_INT8_WGMMA"], os.environ["CLO_GEMM_INT8_SPLITK"] = mode, split
                 ms = ms_of(lambda: llm.tensor_core_gemm_int8(a, b), cold=True)
                 exact = torch.equal(llm.tensor_core_gemm_int8(a, b), ref)
                 row("int8_kn", f"{M}x{N}x{K}", torch.int8, f"{name} [K,N] B", ms, 2.0 * M * N * K,
                     "_int_mm col-major B", peer_ms, f"exact={exact}")
-            os.environ["CLO_GEMM_INT8_WGMMA"] = ""
+            os.environ["CLO_GEMM_INT8_WGMMA"] = os.environ["CLO_GEMM_INT8_SPLITK"] = ""
         del b, bc
         torch.cuda.empty_cache()
 
@@ -425,6 +426,8 @@ if __name__ == "__main__":
         os.environ.setdefault("CLO_GEMM_WGMMA_TAIL_SPLIT", "")
     if "pdl" in wanted:
         os.environ.setdefault("CLO_GEMM_PDL", "")
+    if "int8_kn" in wanted:
+        os.environ.setdefault("CLO_GEMM_INT8_SPLITK", "")
     if "int8" in wanted or "int8_kn" in wanted:
         for name in INT8_KNOB_NAMES:
             os.environ.setdefault(name, "")

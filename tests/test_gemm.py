@@ -570,6 +570,22 @@ def test_int8_wgmma_skinny_large():
     assert "gemm_wgmma_sm90_kernel" in names and "transpose_int8_to_nk" in names, names
 
 
+def test_int8_mma_split_k():
+    """One row tile of A over too few 128x256 tiles for the SMs: mma.sync splits K, its blocks
+    adding into a zeroed D (exact in any order), B in both layouts, a last k-tile cut short at a
+    split's end; a K of < 8 k-tiles is not split."""
+    require_op("tensor_core_gemm_int8")
+    for m, n, k, col_major_b in ((1, 12288, 4096, False), (16, 4096, 4096, False), (100, 4096, 1008, True),
+                                 (128, 2048, 528, False)):
+        names = _int8_case(m, n, k, col_major_b)
+        assert "gemm_mma_int8_kernel" in names and "Memset" in names, (m, n, k, names)
+    a = torch.full((5, 8192), -128, dtype=torch.int8, device="cuda")  # sums of 2^27 across the splits
+    b = torch.full((8192, 1024), -128, dtype=torch.int8, device="cuda")
+    assert torch.equal(llm.tensor_core_gemm_int8(a, b), torch.full((5, 1024), 16384 * 8192, dtype=torch.int32,
+                                                                     device="cuda"))
+    assert "Memset" not in _int8_case(16, 4096, 256, False)
+
+
 def test_wgmma_tail_split_auto():
     """The default (CLO_GEMM_WGMMA_TAIL_SPLIT unset or 1) splits a last wave at most half full when
     a CTA saves >= 8 k-tiles by it: 4352 x 2048 x 2048 is 272 units on 132 SMs, 2 waves + 8 (cut

@@ -13,6 +13,9 @@
 // The mma then computes column 2g in its n8 tile X and 2g + 1 in tile Y, so the
 // lane's accumulators cover columns 4t..4t+3 of one row: a 16-byte store.
 // B column-major (stored [N, K], k contiguous) reads like A, with plain ldmatrix.
+#include <algorithm>
+#include <cstdlib>
+
 #include "cuda_llm_ops/mma.cuh"
 #include "gemm/gemm_common.cuh"
 
@@ -52,8 +55,11 @@ CLO_DEVICE uint32_t byte_perm(uint32_t lo, uint32_t hi, uint32_t selector) {
   return d;
 }
 
+// Split-K (gridDim.y > 1): block y takes `ktiles_per_split` k-tiles from y * ktiles_per_split
+// on and adds its sums into D, which the launcher zeroed; int32 additions in any order give
+// the same exact result.
 template <bool kTransB>
-__global__ void __launch_bounds__(kI8Threads) gemm_mma_int8_kernel(const GemmKernelArgs args) {
+__global__ void __launch_bounds__(kI8Threads) gemm_mma_int8_kernel(const GemmKernelArgs args, int ktiles_per_split) {
   using Tiles = Int8Tiles<kTransB>;
   constexpr int MT = kI8MT, NT = kI8NT, BK = kI8BK;
   extern __shared__ __align__(128) unsigned char smem_raw[];
@@ -66,10 +72,12 @@ __global__ void __launch_bounds__(kI8Threads) gemm_mma_int8_kernel(const GemmKer
   const int warp_m = warp / kI8WarpsN, warp_n = warp % kI8WarpsN;
   const BlockCoord blk = grouped_block(blockIdx.x, div_ceil(M, kI8BM), div_ceil(N, kI8BN));
   const int m0 = blk.bm * kI8BM, n0 = blk.bn * kI8BN;
-  const int ktiles = div_ceil(K, BK);
+  const int kt_begin = static_cast<int>(blockIdx.y) * ktiles_per_split;
+  const int ktiles = max(0, min(div_ceil(K, BK) - kt_begin, ktiles_per_split));  // this block's k-tiles
+  const bool split = gridDim.y > 1;
 
   auto load_tile = [&](int stage, int kt) {
-    const int k0 = kt * BK;
+    const int k0 = (kt_begin + kt) * BK;
     int8_t* sa = smem_a + stage * Tiles::A_STAGE;
     int8_t* sb = smem_b + stage * Tiles::B_STAGE;
 #pragma unroll
@@ -182,12 +190,23 @@ __global__ void __launch_bounds__(kI8Threads) gemm_mma_int8_kernel(const GemmKer
 #pragma unroll
           for (int e = 0; e < 4; ++e) {
             const int c = col + (e >> 1) * 8 + (e & 1);
-            if (c < N) drow[c] = v[e];
+            if (c < N) {
+              if (split) {
+                atomicAdd(drow + c, v[e]);
+              } else {
+                drow[c] = v[e];
+              }
+            }
           }
         } else {
           const int col = n0 + warp_n * kI8WN + np * 16 + 4 * t;
           const int4 v = make_int4(x[2 * h], y[2 * h], x[2 * h + 1], y[2 * h + 1]);
-          if (vec4 && col + 3 < N) {
+          if (split) {
+            const int vv[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+            for (int e = 0; e < 4; ++e)
+              if (col + e < N) atomicAdd(drow + col + e, vv[e]);
+          } else if (vec4 && col + 3 < N) {
             *reinterpret_cast<int4*>(drow + col) = v;
           } else {
             const int vv[4] = {v.x, v.y, v.z, v.w};
@@ -201,6 +220,28 @@ __global__ void __launch_bounds__(kI8Threads) gemm_mma_int8_kernel(const GemmKer
   }
 }
 
+// K splits for a grid of `tiles` 128x256 tiles: one row tile of A (decode and small batches,
+// bound by streaming B) whose tiles leave SMs idle; the count that fills the waves best within
+// two waves, each split keeping >= 4 k-tiles (ties: fewer splits). 1 otherwise. Dev knob
+// CLO_GEMM_INT8_SPLITK: 0 never split, n > 1 that many wherever one row tile (k-tiles allowing).
+int int8_k_splits(const GemmProblem& p, long long tiles) {
+  static bool dev_mode = std::getenv("CLO_GEMM_INT8_SPLITK") != nullptr;
+  const int knob = dev_knob("CLO_GEMM_INT8_SPLITK", dev_mode, -1);
+  const int ktiles = div_ceil(p.K, kI8BK);
+  if (p.M > kI8BM || knob == 0 || ktiles < 8) return 1;
+  if (knob > 0) return std::max(1, std::min(knob, ktiles / 4));
+  const long long sms = device_sm_count();
+  if (tiles >= sms) return 1;
+  int best = 1;
+  double best_fill = 0.0;
+  for (int s = 1; s <= std::min<long long>({16, ktiles / 4, 2 * sms / tiles}); ++s) {
+    const long long ctas = tiles * s, waves = (ctas + sms - 1) / sms;
+    const double fill = double(ctas) / double(waves * sms);
+    if (fill > best_fill + 1e-9) best = s, best_fill = fill;
+  }
+  return best;
+}
+
 template <bool kTransB>
 cudaError_t launch_int8(const GemmProblem& p, cudaStream_t stream) {
   auto kernel = gemm_mma_int8_kernel<kTransB>;
@@ -209,7 +250,14 @@ cudaError_t launch_int8(const GemmProblem& p, cudaStream_t stream) {
   if (err != cudaSuccess) return err;
   const long long blocks = (long long)div_ceil(p.M, kI8BM) * div_ceil(p.N, kI8BN);
   if (blocks > 0x7fffffffLL) return cudaErrorInvalidValue;
-  kernel<<<static_cast<unsigned>(blocks), kI8Threads, smem, stream>>>(make_kernel_args(p));
+  const int splits = int8_k_splits(p, blocks);
+  const int ktiles = div_ceil(p.K, kI8BK), per_split = div_ceil(ktiles, splits);
+  const int used = div_ceil(ktiles, per_split);  // splits that hold k-tiles
+  if (used > 1) {  // the blocks add into D
+    err = cudaMemset2DAsync(p.d, size_t(p.ldd) * sizeof(int32_t), 0, size_t(p.N) * sizeof(int32_t), p.M, stream);
+    if (err != cudaSuccess) return err;
+  }
+  kernel<<<dim3(static_cast<unsigned>(blocks), used), kI8Threads, smem, stream>>>(make_kernel_args(p), per_split);
   return cudaGetLastError();
 }
 
