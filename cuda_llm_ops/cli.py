@@ -205,13 +205,6 @@ def cmd_bench(args, parser) -> int:
     from .bench import report
     from .bench.runner import environment, run_cases, to_record
 
-    here = torch.cuda.get_device_name()
-    others = sorted({r["gpu"] for r in appended_to or ()} - {here})
-    if others:  # records are keyed by case and implementation, not GPU: they would replace each other
-        print(f"{parser.prog} bench: error: --append: {args.json} holds records of {', '.join(others)}; this run "
-              f"is on {here}: write them to their own --json file", file=sys.stderr)
-        return 2
-
     try:
         ceilings = rl.ceilings_for(args.gpu)
     except ValueError as exc:

@@ -53,10 +53,14 @@ def render(records: list[dict], source: str) -> str:
     if not records:
         return f"_No records in `{source}`._"
     r0 = records[0]
+    gpus = sorted({r["gpu"] for r in records})
+    if len(gpus) > 1:  # one "Measured on" line and one table per op: a file of one GPU
+        raise ValueError(f"{source}: records of {len(gpus)} GPUs ({', '.join(gpus)}); the README table is "
+                         f"one GPU's: keep each GPU's records in its own file")
     header = ["| dtype | shape | ours | time | best peer | peer time | vs best peer | % of roofline | bottleneck |",
               "|---|---|---|---:|---|---:|---:|---:|---|"]
     rows_by_op: dict[str, list[str]] = {}
-    for (op, dtype, _), recs in group_cases(records).items():
+    for (_, op, dtype, _), recs in group_cases(records).items():
         peers = compared_peers(recs)
         best = min(peers, key=lambda r: r["median_ms"]) if peers else None
         for r in recs:

@@ -555,7 +555,7 @@ def test_bench_eager_append_keeps_graph_timings(tmp_path, monkeypatch, capsys):
 def test_bench_outputs_checked_before_the_run(tmp_path, monkeypatch, capsys):
     """--json / --plot / --append targets that would fail at the end of a run are refused before
     anything runs (nothing measured is lost): an unreadable append target, a directory given as
-    --json, a file as --plot, records of another GPU, a non-finite warm-up."""
+    --json, a file as --plot, a non-finite warm-up."""
     from cuda_llm_ops.bench import runner as bench_runner
     monkeypatch.setattr(bench_runner, "run_cases", lambda *a, **k: pytest.fail("ran before the check"))
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
@@ -573,15 +573,29 @@ def test_bench_outputs_checked_before_the_run(tmp_path, monkeypatch, capsys):
     assert "is a file: give a directory" in capsys.readouterr().err
     assert cli.main(["bench", "gemm", "--warmup-ms", "inf"]) == 2
     assert "--warmup-ms must be finite" in capsys.readouterr().err
-    recs = fixture_records()
-    for r in recs:
-        r["gpu"] = "NVIDIA H200"
-    other = tmp_path / "h200.json"
-    report.write_json(recs, str(other))
-    assert cli.main(["bench", "gemm", "--append", "--json", str(other)]) == 2
-    err = capsys.readouterr().err
-    assert "holds records of NVIDIA H200; this run is on NVIDIA H100 80GB HBM3" in err
-    assert report.read_json(str(other)) == recs
+
+
+def test_records_of_several_gpus_stay_apart(tmp_path):
+    """A file may hold several GPUs' records (`bench --append` from another GPU): a re-run
+    replaces only its own GPU's records, each GPU's case compares ours with that GPU's peers,
+    the table comes per GPU and each GPU's plots carry its name."""
+    h100 = fixture_records()
+    h200 = [dict(r, gpu="NVIDIA H200", median_ms=r["median_ms"] and r["median_ms"] / 4) for r in h100]
+    merged = report.merge_records(h100, h200)
+    assert merged == h100 + h200
+    again = [dict(r, git_sha="def5678") for r in h200[:2]]
+    assert report.merge_records(merged, again) == h100 + again + h200[2:]
+    assert all(len({r["gpu"] for r in recs}) == 1 for recs in report.group_cases(merged).values())
+    text = report.format_table(merged)
+    assert text.startswith("GPU: NVIDIA H100 80GB HBM3\n") and "\n\nGPU: NVIDIA H200\n" in text
+    h100_part, h200_part = text.split("\n\nGPU: NVIDIA H200\n")
+    assert h100_part.splitlines()[1:] == report.format_table(h100).splitlines()
+    assert h200_part.splitlines() == report.format_table(h200).splitlines()
+    if importlib.util.find_spec("matplotlib") is None:
+        return
+    names = sorted(os.path.basename(p) for p in report.plot_records(merged, str(tmp_path / "plots")))
+    assert names == sorted(f"{stem}_{gpu}.png" for gpu in ("NVIDIA_H100_80GB_HBM3", "NVIDIA_H200")
+                           for stem in ("attention_prefill_float16", "paged_attention_float16", "roofline"))
 
 
 def test_write_json_replaces_the_file_whole(tmp_path, monkeypatch):
@@ -737,6 +751,9 @@ def test_readme_table_from_fixture(tmp_path):
     readme.write_text("no markers")
     with pytest.raises(ValueError, match="bench:begin"):
         mod.main([str(results), "--readme", str(readme)])
+    report.write_json(fixture_records() + [dict(r, gpu="NVIDIA H200") for r in fixture_records()], str(results))
+    with pytest.raises(ValueError, match=r"records of 2 GPUs \(NVIDIA H100 80GB HBM3, NVIDIA H200\)"):
+        mod.main([str(results), "--print"])
 
 
 def test_decode_targets_picks_the_issue_cases(tmp_path, capsys):

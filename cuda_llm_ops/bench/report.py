@@ -31,7 +31,17 @@ def shape_label(shape: dict) -> str:
 
 
 def case_key(rec: dict) -> tuple:
-    return rec["op"], rec["dtype"], json.dumps(rec["shape"], sort_keys=True)
+    """A case is one op, dtype and shape on one GPU: ours and the peers are compared, and a
+    re-run replaces records, only within it (a file may hold several GPUs' records)."""
+    return rec["gpu"], rec["op"], rec["dtype"], json.dumps(rec["shape"], sort_keys=True)
+
+
+def by_gpu(records: Iterable[dict]) -> "OrderedDict[str, list[dict]]":
+    """The records of each GPU, GPUs in order of first appearance."""
+    groups: OrderedDict[str, list[dict]] = OrderedDict()
+    for r in records:
+        groups.setdefault(r["gpu"], []).append(r)
+    return groups
 
 
 def group_cases(records: Iterable[dict]) -> "OrderedDict[tuple, list[dict]]":
@@ -78,7 +88,7 @@ def _ms(v: float | None) -> str:
 def table_rows(records: list[dict]) -> list[list[str]]:
     """Rows of the bench table: one per (case, implementation), cases in run order."""
     rows = []
-    for (op, dtype, _), recs in group_cases(records).items():
+    for (_, op, dtype, _), recs in group_cases(records).items():
         best = best_peer_ms(recs)
         first = True
         for r in recs:
@@ -103,6 +113,14 @@ TABLE_HEADERS = ["op", "dtype", "shape", "impl", "median ms", "TFLOP/s", "TB/s",
 
 
 def format_table(records: list[dict]) -> str:
+    """The bench table; one per GPU, each headed by its name, where the records span several."""
+    gpus = by_gpu(records)
+    if len(gpus) > 1:
+        return "\n\n".join(f"GPU: {gpu}\n{_format_one_table(recs)}" for gpu, recs in gpus.items())
+    return _format_one_table(records)
+
+
+def _format_one_table(records: list[dict]) -> str:
     rows = table_rows(records)
     if not rows:
         return "(no benchmark cases selected)"
@@ -265,17 +283,26 @@ def _bar_panel(ax, points: list[dict], metric: str, ylabel: str, roof: float | N
 
 
 def plot_records(records: list[dict], outdir: str, x_keys: dict[str, str] | None = None) -> list[str]:
-    """Per (op, dtype): throughput against the sweep dimension, one line per implementation,
+    """Per GPU and (op, dtype): throughput against the sweep dimension, one line per implementation,
     one panel per remaining shape combination, the cases of one point each as grouped bars in
     a last row; each panel in TFLOP/s or TB/s as most of its cases are compute- or
     memory-bound, with that roof's rate (compute peak or copy bandwidth) as a dotted line;
-    plus `roofline.png` with every timed case. Returns the PNG paths written."""
+    plus `roofline.png` with every timed case. The files of a GPU carry its name
+    (`OP_DTYPE_GPU.png`) where the records span several GPUs. Returns the PNG paths written."""
+    os.makedirs(outdir, exist_ok=True)
+    gpus = by_gpu(records)
+    paths = []
+    for gpu, recs in (gpus or {"": []}).items():
+        paths += _plot_one_gpu(recs, outdir, x_keys, "" if len(gpus) <= 1 else "_" + _slug(gpu))
+    return paths
+
+
+def _plot_one_gpu(records: list[dict], outdir: str, x_keys: dict[str, str] | None, suffix: str) -> list[str]:
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    os.makedirs(outdir, exist_ok=True)
     paths = []
     by_op: OrderedDict[tuple[str, str], list[dict]] = OrderedDict()
     for r in records:
@@ -317,11 +344,11 @@ def plot_records(records: list[dict], outdir: str, x_keys: dict[str, str] | None
         gpu = recs[0]["gpu"]
         fig.suptitle(f"{op} ({dtype}) on {gpu}: throughput, higher is better", fontsize=10)
         fig.tight_layout(rect=(0, 0, 1, 1 - 0.35 / fig.get_figheight()))  # room for the suptitle
-        path = os.path.join(outdir, f"{_slug(op)}_{_slug(dtype)}.png")
+        path = os.path.join(outdir, f"{_slug(op)}_{_slug(dtype)}{suffix}.png")
         fig.savefig(path, dpi=110)
         plt.close(fig)
         paths.append(path)
-    paths.append(plot_roofline(records, os.path.join(outdir, "roofline.png")))
+    paths.append(plot_roofline(records, os.path.join(outdir, f"roofline{suffix}.png")))
     return paths
 
 
@@ -329,7 +356,8 @@ _ROOF_KINDS = (("fp32", "FP32"), ("fp16_tc", "FP16/BF16 tensor"), ("int8_tc", "I
 
 
 def plot_roofline(records: list[dict], path: str) -> str:
-    """Log-log roofline: every timed record at (FLOP/byte, TFLOP/s); the roofs of its GPU when known."""
+    """Log-log roofline: every timed record at (FLOP/byte, TFLOP/s); the roofs of its GPU when
+    known. The records are one GPU's (`plot_records` splits a file by GPU)."""
     import matplotlib
 
     matplotlib.use("Agg")
