@@ -187,7 +187,10 @@ def cmd_bench(args, parser) -> int:
             appended_to = report.read_json(args.json)
         except (OSError, ValueError) as exc:
             parser.error(f"--append: cannot read {args.json} ({exc}); write to another --json file")
-        if args.eager and any(r["cuda_graph"] and r["status"] in ("ok", "unchecked") for r in appended_to):
+        # Records are replaced within one GPU's (report.case_key): another GPU's graph timings stay.
+        here = torch.cuda.get_device_name() if torch.cuda.is_available() else None
+        if args.eager and any(r["cuda_graph"] and r["status"] in ("ok", "unchecked") and here in (None, r["gpu"])
+                              for r in appended_to):
             parser.error(f"--eager --append: {args.json} holds CUDA-graph timings; eager records would replace "
                          "them under the same keys: write them to their own --json file")
     selected = _select(args, parser)

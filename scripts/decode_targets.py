@@ -25,7 +25,7 @@ import sys
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
-from cuda_llm_ops.bench.report import best_peer_ms, group_cases, merge_records, read_json, timed  # noqa: E402
+from cuda_llm_ops.bench.report import best_peer_ms, group_cases, merge_records, one_gpu, read_json, timed  # noqa: E402
 
 PLAIN_KEYS = {"B", "Hq", "Hkv", "N", "D", "block_size"}  # a window, Nq > 1 or a capacity make another case
 # (name, op, metric, threshold), in the issue's order
@@ -122,6 +122,7 @@ def summary_line(rows: list[dict]) -> str:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("files", nargs="+", help="`llm-speed bench --json` files; later ones replace earlier records")
+    ap.add_argument("--gpu", help="the GPU whose records count, where the files hold several (a part of its name)")
     args = ap.parse_args(argv)
     records: list[dict] = []
     for path in args.files:
@@ -129,12 +130,16 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{path}: missing, skipped")
             continue
         records = merge_records(records, read_json(path))
+    try:  # a case one GPU lacks must read "not measured", not another GPU's figure
+        records = one_gpu(records, args.gpu, ", ".join(args.files))
+    except ValueError as exc:
+        print(f"decode_targets: {exc}", file=sys.stderr)
+        return 2
     rows = target_rows(records)
     if all(r["status"] == "not measured" for r in rows):
         print("no issue #5 case in " + ", ".join(args.files))
         return 0
-    gpus = sorted({r["gpu"] for r in rows if r["gpu"]})
-    print(f"issue #5 targets on {', '.join(gpus)}:" + ("  WARNING: the files mix GPUs" if len(gpus) > 1 else ""))
+    print(f"issue #5 targets on {records[0]['gpu']}:")
     print(format_rows(rows))
     print(summary_line(rows))
     return 0

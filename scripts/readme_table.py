@@ -19,7 +19,7 @@ import sys
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
-from cuda_llm_ops.bench.report import compared_peers, group_cases, read_json, shape_label, timed  # noqa: E402
+from cuda_llm_ops.bench.report import compared_peers, group_cases, one_gpu, read_json, shape_label, timed  # noqa: E402
 
 BEGIN = "<!-- bench:begin -->"
 END = "<!-- bench:end -->"
@@ -53,10 +53,6 @@ def render(records: list[dict], source: str) -> str:
     if not records:
         return f"_No records in `{source}`._"
     r0 = records[0]
-    gpus = sorted({r["gpu"] for r in records})
-    if len(gpus) > 1:  # one "Measured on" line and one table per op: a file of one GPU
-        raise ValueError(f"{source}: records of {len(gpus)} GPUs ({', '.join(gpus)}); the README table is "
-                         f"one GPU's: keep each GPU's records in its own file")
     header = ["| dtype | shape | ours | time | best peer | peer time | vs best peer | % of roofline | bottleneck |",
               "|---|---|---|---:|---|---:|---:|---:|---|"]
     rows_by_op: dict[str, list[str]] = {}
@@ -110,9 +106,15 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--readme", default=os.path.join(ROOT, "README.md"), help="file with the markers")
     ap.add_argument("--check", action="store_true", help="do not write; exit 1 when the README is out of date")
     ap.add_argument("--print", dest="print_only", action="store_true", help="print the table; write nothing")
+    ap.add_argument("--gpu", help="the GPU whose records make the table, where the file holds several (a part of "
+                                  "its name)")
     args = ap.parse_args(argv)
-    records = read_json(args.results)
     source = os.path.relpath(args.results, ROOT) if os.path.abspath(args.results).startswith(ROOT) else args.results
+    try:  # one "Measured on" line and one table per op: one GPU's records
+        records = one_gpu(read_json(args.results), args.gpu, source)
+    except ValueError as exc:
+        print(f"readme_table: {exc}", file=sys.stderr)
+        return 2
     block = render(records, source)
     if args.print_only:
         print(block)

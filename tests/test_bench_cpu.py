@@ -550,6 +550,25 @@ def test_bench_eager_append_keeps_graph_timings(tmp_path, monkeypatch, capsys):
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
     assert cli.main(["bench", "paged_attention", "--eager", "--append", "--json", str(path)]) == 2
     assert "holds CUDA-graph" not in capsys.readouterr().err
+    # another GPU's graph timings are never replaced (a case is one GPU's): the run goes ahead
+    recs[-1]["cuda_graph"] = True
+    report.write_json(recs, str(path))
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda *a: "NVIDIA H200")
+    from cuda_llm_ops.bench import runner as bench_runner
+
+    class Ran(Exception):
+        pass
+
+    def run_cases(*a, **k):
+        raise Ran
+
+    monkeypatch.setattr(bench_runner, "run_cases", run_cases)
+    with pytest.raises(Ran):
+        cli.main(["bench", "paged_attention", "--eager", "--append", "--json", str(path)])
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda *a: recs[-1]["gpu"])
+    assert cli.main(["bench", "paged_attention", "--eager", "--append", "--json", str(path)]) == 2
+    assert "holds CUDA-graph timings" in capsys.readouterr().err
 
 
 def test_bench_outputs_checked_before_the_run(tmp_path, monkeypatch, capsys):
@@ -730,7 +749,7 @@ def _script(name):
     return mod
 
 
-def test_readme_table_from_fixture(tmp_path):
+def test_readme_table_from_fixture(tmp_path, capsys):
     mod = _script("readme_table")
     results = tmp_path / "h100.json"
     report.write_json(fixture_records(), str(results))
@@ -751,9 +770,14 @@ def test_readme_table_from_fixture(tmp_path):
     readme.write_text("no markers")
     with pytest.raises(ValueError, match="bench:begin"):
         mod.main([str(results), "--readme", str(readme)])
+    # a file of several GPUs: the table is one GPU's, picked by --gpu
     report.write_json(fixture_records() + [dict(r, gpu="NVIDIA H200") for r in fixture_records()], str(results))
-    with pytest.raises(ValueError, match=r"records of 2 GPUs \(NVIDIA H100 80GB HBM3, NVIDIA H200\)"):
-        mod.main([str(results), "--print"])
+    assert mod.main([str(results), "--print"]) == 2
+    assert "records of 2 GPUs (NVIDIA H100 80GB HBM3, NVIDIA H200): pick one with --gpu" in capsys.readouterr().err
+    assert mod.main([str(results), "--print", "--gpu", "H200"]) == 0
+    assert "Measured on NVIDIA H200 (" in capsys.readouterr().out
+    assert mod.main([str(results), "--print", "--gpu", "A100"]) == 2
+    assert "--gpu 'A100' names 0 of its GPUs" in capsys.readouterr().err
 
 
 def test_decode_targets_picks_the_issue_cases(tmp_path, capsys):
@@ -823,6 +847,15 @@ def test_decode_targets_picks_the_issue_cases(tmp_path, capsys):
         (16, 1024, 8, "not measured"), (17, 1024, 8, "ok"), (16, 1024, 32, "not measured"),
         (1, 16384, 8, "not measured"), (64, 4096, 32, "not measured"), (1, 16384, 8, "not measured")]
     assert mod.summary_line(rows).startswith("0 of 1 met; not met: paged_attention B=17")
+    # files of several GPUs: one GPU's records, picked by --gpu; its missing cases are its own
+    report.write_json(recs + [dict(r, gpu="NVIDIA H200") for r in only], str(path))
+    assert mod.main([str(path)]) == 2
+    assert "records of 2 GPUs (NVIDIA H100 80GB HBM3, NVIDIA H200): pick one with --gpu" in capsys.readouterr().err
+    assert mod.main([str(path), "--gpu", "h200"]) == 0
+    out = capsys.readouterr().out
+    assert "issue #5 targets on NVIDIA H200:" in out and "0 of 1 met" in out and "5 not measured or n/a" in out
+    assert mod.main([str(path), "--gpu", "NVIDIA"]) == 2
+    assert "--gpu 'NVIDIA' names 2 of its GPUs" in capsys.readouterr().err
 
 
 def test_repo_readme_has_the_markers():

@@ -26,6 +26,7 @@ os.environ.setdefault("CLO_GEMM_WGMMA_RASTER", "")
 os.environ.setdefault("CLO_GEMM_WGMMA_TAIL_SPLIT", "")
 os.environ.setdefault("CLO_GEMM_SKINNY_WGMMA", "")
 os.environ.setdefault("CLO_GEMM_INT8_WGMMA", "")
+os.environ.setdefault("CLO_GEMM_INT8_SPLITK", "")
 os.environ.setdefault("CLO_GEMM_PDL", "")
 
 FLOATS = [torch.float32, torch.float16, torch.bfloat16]
@@ -570,20 +571,61 @@ def test_int8_wgmma_skinny_large():
     assert "gemm_wgmma_sm90_kernel" in names and "transpose_int8_to_nk" in names, names
 
 
-def test_int8_mma_split_k():
-    """One row tile of A over too few 128x256 tiles for the SMs: mma.sync splits K, its blocks
-    adding into a zeroed D (exact in any order), B in both layouts, a last k-tile cut short at a
-    split's end; a K of < 8 k-tiles is not split."""
+def _int8_k_splits(m, n, k, sms):
+    """Mirror of gemm_int8.cu int8_k_splits (default rule): 128x256 tiles, 64-deep k-tiles."""
+    tiles, ktiles = -(-m // 128) * -(-n // 256), -(-k // 64)
+    if m > 128 or ktiles < 8 or tiles >= sms:
+        return 1
+    best, best_fill = 1, 0.0
+    for s in range(1, min(16, ktiles // 4, 2 * sms // tiles) + 1):
+        waves = -(-tiles * s // sms)
+        fill = tiles * s / (waves * sms)
+        if fill > best_fill + 1e-9:
+            best, best_fill = s, fill
+    return best
+
+
+def test_int8_mma_split_k(monkeypatch):
+    """One row tile of A over too few 128x256 tiles for the SMs: mma.sync splits K (the rule
+    mirrored by `_int8_k_splits`), its blocks adding into a zeroed D (exact in any order), B in
+    both layouts, a last k-tile cut short at a split's end; a K of < 8 k-tiles is not split; the
+    dev knob CLO_GEMM_INT8_SPLITK (0 off, n splits); a graph replays the zeroing."""
     require_op("tensor_core_gemm_int8")
+    monkeypatch.setenv("CLO_GEMM_INT8_WGMMA", "0")  # mma.sync for B [N, K] too (sm_90a takes the family there)
+    sms = torch.cuda.get_device_properties(0).multi_processor_count
+    split_seen = False
     for m, n, k, col_major_b in ((1, 12288, 4096, False), (16, 4096, 4096, False), (100, 4096, 1008, True),
-                                 (128, 2048, 528, False)):
+                                 (128, 2048, 528, False), (16, 4096, 256, False), (1, 12288, 4096, True)):
         names = _int8_case(m, n, k, col_major_b)
-        assert "gemm_mma_int8_kernel" in names and "Memset" in names, (m, n, k, names)
+        splits = _int8_k_splits(m, n, k, sms)
+        split_seen |= splits > 1
+        assert "gemm_mma_int8_kernel" in names and ("Memset" in names) == (splits > 1), (m, n, k, splits, names)
+    assert split_seen or sms < 20, sms  # the first cases split on any GPU of 20 SMs or more
+    monkeypatch.setenv("CLO_GEMM_INT8_SPLITK", "0")
+    assert "Memset" not in _int8_case(1, 12288, 4096, False)
+    monkeypatch.setenv("CLO_GEMM_INT8_SPLITK", "7")  # 30 k-tiles in 7 splits of 5: 6 hold them, the last cut short
+    assert "Memset" in _int8_case(16, 1000, 1900, True)
+    monkeypatch.setenv("CLO_GEMM_INT8_SPLITK", "100000")  # clamped to 16
+    assert "Memset" in _int8_case(7, 300, 8192, False)
+    monkeypatch.setenv("CLO_GEMM_INT8_SPLITK", "")
     a = torch.full((5, 8192), -128, dtype=torch.int8, device="cuda")  # sums of 2^27 across the splits
     b = torch.full((8192, 1024), -128, dtype=torch.int8, device="cuda")
     assert torch.equal(llm.tensor_core_gemm_int8(a, b), torch.full((5, 1024), 16384 * 8192, dtype=torch.int32,
                                                                      device="cuda"))
-    assert "Memset" not in _int8_case(16, 4096, 256, False)
+    a = torch.randint(-128, 128, (16, 4096), dtype=torch.int8, device="cuda")
+    b = torch.randint(-128, 128, (4096, 4096), dtype=torch.int8, device="cuda")
+    out = torch.empty(16, 4096, dtype=torch.int32, device="cuda")
+    graph = torch.cuda.CUDAGraph()
+    llm.tensor_core_gemm_int8(a, b, out=out)
+    torch.cuda.synchronize()
+    with torch.cuda.graph(graph):
+        llm.tensor_core_gemm_int8(a, b, out=out)
+    for _ in range(2):
+        a.copy_(torch.randint_like(a, -128, 128))
+        b.copy_(torch.randint_like(b, -128, 128))
+        out.fill_(0x3F3F3F3F)  # a stale result: only the zeroing inside the graph clears it
+        graph.replay()
+        assert torch.equal(out, int8_gemm_reference(a, b)), "int8 split-K graph replay"
 
 
 def test_wgmma_tail_split_auto():

@@ -223,13 +223,14 @@ __global__ void __launch_bounds__(kI8Threads) gemm_mma_int8_kernel(const GemmKer
 // K splits for a grid of `tiles` 128x256 tiles: one row tile of A (decode and small batches,
 // bound by streaming B) whose tiles leave SMs idle; the count that fills the waves best within
 // two waves, each split keeping >= 4 k-tiles (ties: fewer splits). 1 otherwise. Dev knob
-// CLO_GEMM_INT8_SPLITK: 0 never split, n > 1 that many wherever one row tile (k-tiles allowing).
+// CLO_GEMM_INT8_SPLITK: 0 never split, n > 1 that many (at most 16) wherever one row tile
+// (k-tiles allowing).
 int int8_k_splits(const GemmProblem& p, long long tiles) {
   static bool dev_mode = std::getenv("CLO_GEMM_INT8_SPLITK") != nullptr;
   const int knob = dev_knob("CLO_GEMM_INT8_SPLITK", dev_mode, -1);
   const int ktiles = div_ceil(p.K, kI8BK);
   if (p.M > kI8BM || knob == 0 || ktiles < 8) return 1;
-  if (knob > 0) return std::max(1, std::min(knob, ktiles / 4));
+  if (knob > 0) return std::max(1, std::min({knob, 16, ktiles / 4}));
   const long long sms = device_sm_count();
   if (tiles >= sms) return 1;
   int best = 1;

@@ -85,6 +85,22 @@ def _ms(v: float | None) -> str:
     return f"{v:.4f}" if v < 1 else (f"{v:.3f}" if v < 100 else f"{v:.1f}")
 
 
+def one_gpu(records: list[dict], gpu: str | None = None, source: str = "records") -> list[dict]:
+    """The records of one GPU, for summaries that speak of one (the README table, the decode
+    targets): those of `gpu` (its full name, or a part of one name, any case), else all of
+    them where they are one GPU's. ValueError naming the GPUs otherwise."""
+    names = list(by_gpu(records))
+    if gpu is None:
+        if len(names) > 1:
+            raise ValueError(f"{source}: records of {len(names)} GPUs ({', '.join(names)}): pick one with --gpu")
+        return records
+    picked = [n for n in names if n == gpu] or [n for n in names if gpu.lower() in n.lower()]
+    if len(picked) != 1:
+        raise ValueError(f"{source}: --gpu {gpu!r} names {len(picked)} of its GPUs ({', '.join(names) or 'none'}), "
+                         f"expected one")
+    return [r for r in records if r["gpu"] == picked[0]]
+
+
 def table_rows(records: list[dict]) -> list[list[str]]:
     """Rows of the bench table: one per (case, implementation), cases in run order."""
     rows = []
