@@ -572,16 +572,17 @@ def test_int8_wgmma_skinny_large():
 
 
 def _int8_k_splits(m, n, k, sms):
-    """Mirror of gemm_int8.cu int8_k_splits (default rule): 128x256 tiles, 64-deep k-tiles."""
+    """Mirror of gemm_int8.cu int8_k_splits (default rule): 128x256 tiles, 64-deep k-tiles, the
+    split count of least modelled time in k-tile steps."""
     tiles, ktiles = -(-m // 128) * -(-n // 256), -(-k // 64)
     if m > 128 or ktiles < 8 or tiles >= sms:
         return 1
-    best, best_fill = 1, 0.0
-    for s in range(1, min(16, ktiles // 4, 2 * sms // tiles) + 1):
+    best, best_cost = 1, float(ktiles)
+    for s in range(2, min(16, ktiles // 4, 2 * sms // tiles) + 1):
         waves = -(-tiles * s // sms)
-        fill = tiles * s / (waves * sms)
-        if fill > best_fill + 1e-9:
-            best, best_fill = s, fill
+        cost = float(waves * -(-ktiles // s)) + 9.5 + float(s) * float(m) * float(n) / 131072.0
+        if cost < best_cost - 1e-9:
+            best, best_cost = s, cost
     return best
 
 
@@ -595,7 +596,8 @@ def test_int8_mma_split_k(monkeypatch):
     sms = torch.cuda.get_device_properties(0).multi_processor_count
     split_seen = False
     for m, n, k, col_major_b in ((1, 12288, 4096, False), (16, 4096, 4096, False), (100, 4096, 1008, True),
-                                 (128, 2048, 528, False), (16, 4096, 256, False), (1, 12288, 4096, True)):
+                                 (128, 2048, 528, False), (16, 4096, 256, False), (1, 12288, 4096, True),
+                                 (128, 12288, 4096, False), (64, 4096, 4096, True)):
         names = _int8_case(m, n, k, col_major_b)
         splits = _int8_k_splits(m, n, k, sms)
         split_seen |= splits > 1
@@ -604,7 +606,7 @@ def test_int8_mma_split_k(monkeypatch):
     monkeypatch.setenv("CLO_GEMM_INT8_SPLITK", "0")
     assert "Memset" not in _int8_case(1, 12288, 4096, False)
     monkeypatch.setenv("CLO_GEMM_INT8_SPLITK", "7")  # 30 k-tiles in 7 splits of 5: 6 hold them, the last cut short
-    assert "Memset" in _int8_case(16, 1000, 1900, True)
+    assert "Memset" in _int8_case(16, 1008, 1904, True)
     monkeypatch.setenv("CLO_GEMM_INT8_SPLITK", "100000")  # clamped to 16
     assert "Memset" in _int8_case(7, 300, 8192, False)
     monkeypatch.setenv("CLO_GEMM_INT8_SPLITK", "")

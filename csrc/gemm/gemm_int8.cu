@@ -221,10 +221,16 @@ __global__ void __launch_bounds__(kI8Threads) gemm_mma_int8_kernel(const GemmKer
 }
 
 // K splits for a grid of `tiles` 128x256 tiles: one row tile of A (decode and small batches,
-// bound by streaming B) whose tiles leave SMs idle; the count that fills the waves best within
-// two waves, each split keeping >= 4 k-tiles (ties: fewer splits). 1 otherwise. Dev knob
-// CLO_GEMM_INT8_SPLITK: 0 never split, n > 1 that many (at most 16) wherever one row tile
-// (k-tiles allowing).
+// bound by streaming B) whose tiles leave SMs idle. The count of least modelled time within two
+// waves, each split keeping >= 4 k-tiles (ties: fewer splits); 1 otherwise. Time in k-tile steps
+// of one CTA (0.84 us on an H100, where an unsplit 1 x 12288 x 4096 takes 64 of them, 54 us):
+// waves x k-tiles a split, and for a split call a fixed ~8 us (the memset, a wider grid's ramp)
+// plus its atomic adds, ~1.6 us a MB of int32 partials (s x M x N x 4 bytes): fitted to
+// 1/16/64/128 x 4096/12288 x 4096 at 5 and 8 splits (NOTES.md "Stop 123"), where the fill rule
+// alone took 128 x 12288 x 4096 from 60 to 82 us. Dev knob CLO_GEMM_INT8_SPLITK: 0 never split,
+// n > 1 that many (at most 16) wherever one row tile (k-tiles allowing).
+constexpr double kSplitFixedSteps = 9.5;            // ~8 us in 0.84-us steps
+constexpr double kSplitAtomicsPerStep = 131072.0;  // int32 partials added in one step
 int int8_k_splits(const GemmProblem& p, long long tiles) {
   static bool dev_mode = std::getenv("CLO_GEMM_INT8_SPLITK") != nullptr;
   const int knob = dev_knob("CLO_GEMM_INT8_SPLITK", dev_mode, -1);
@@ -234,11 +240,12 @@ int int8_k_splits(const GemmProblem& p, long long tiles) {
   const long long sms = device_sm_count();
   if (tiles >= sms) return 1;
   int best = 1;
-  double best_fill = 0.0;
-  for (int s = 1; s <= std::min<long long>({16, ktiles / 4, 2 * sms / tiles}); ++s) {
-    const long long ctas = tiles * s, waves = (ctas + sms - 1) / sms;
-    const double fill = double(ctas) / double(waves * sms);
-    if (fill > best_fill + 1e-9) best = s, best_fill = fill;
+  double best_cost = double(ktiles);  // one wave, every k-tile
+  for (int s = 2; s <= std::min<long long>({16, ktiles / 4, 2 * sms / tiles}); ++s) {
+    const long long waves = (tiles * s + sms - 1) / sms;
+    const double cost = double(waves * div_ceil(ktiles, s)) + kSplitFixedSteps +
+                        double(s) * double(p.M) * double(p.N) / kSplitAtomicsPerStep;
+    if (cost < best_cost - 1e-9) best = s, best_cost = cost;
   }
   return best;
 }
