@@ -201,6 +201,8 @@ __global__ void __launch_bounds__(kI8Threads) gemm_mma_int8_kernel(const GemmKer
         } else {
           const int col = n0 + warp_n * kI8WN + np * 16 + 4 * t;
           const int4 v = make_int4(x[2 * h], y[2 * h], x[2 * h + 1], y[2 * h + 1]);
+          // The split test stays outside the store loops: one store-or-add helper inside them
+          // grew this kernel's code from 52 to 67 KB (scripts/kernel_diff.py, sm_90a).
           if (split) {
             const int vv[4] = {v.x, v.y, v.z, v.w};
 #pragma unroll
