@@ -9,7 +9,8 @@ benchmark-only op `_gemm_variant`.
   GEMM_BENCH_SECTIONS=tail_split python3 scripts/bench_gemm_dev.py   # Hopper GEMM: split last wave off/auto/forced
   SKINNY_WGMMA_SWEEP=1 GEMM_BENCH_SECTIONS=skinny python3 scripts/bench_gemm_dev.py   # the Hopper skinny tile vs the skinny kernels
   GEMM_BENCH_SECTIONS=int8 python3 scripts/bench_gemm_dev.py   # int8: wgmma (single, pairs) vs mma.sync vs _int_mm
-  GEMM_BENCH_SECTIONS=int8_kn python3 scripts/bench_gemm_dev.py   # int8, B [K, N], M 1-1024: mma.sync vs wgmma + transpose
+  GEMM_BENCH_SECTIONS=int8_kn python3 scripts/bench_gemm_dev.py   # int8, B [K, N], M 1-512: mma.sync (split-K or not) vs wgmma + transpose
+  GEMM_BENCH_SECTIONS=int8_nk python3 scripts/bench_gemm_dev.py   # int8, B [N, K], M 64-512: mma.sync vs the wgmma family
   GEMM_BENCH_SECTIONS=f32_wide python3 scripts/bench_gemm_dev.py   # fp32: the 128x128 tile vs the long one vs auto
   GEMM_BENCH_SECTIONS=pdl python3 scripts/bench_gemm_dev.py   # PDL modes on decode shapes, graphs, cold L2
 """
@@ -382,15 +383,20 @@ def int8_section():
         torch.cuda.empty_cache()
 
 
-def int8_kn_section():
-    """int8 with B stored [K, N] at decode and small-batch M, cold L2: mma.sync (knob 0) against
-    the wgmma family with its per-call transpose of B (knob 2 forces it; the default, knob 1,
-    takes it above 256 rows), and mma.sync without its split-K (CLO_GEMM_INT8_SPLITK=0). The peer is _int_mm on a column-major copy of B
-    (rows of A padded to 17 inside the call where M <= 16, as `llm-speed bench`)."""
-    for N, K in ((28672, 4096), (12288, 4096), (4096, 4096)):
+def int8_batched_section(col_major_b):
+    """int8 at decode and small-batch M, cold L2, B stored [K, N] (`int8_kn`) or [N, K] (`int8_nk`,
+    the `.t()` of a contiguous weight, from 64 rows: below 17 the skinny tile takes it): mma.sync
+    (CLO_GEMM_INT8_WGMMA=0), with and without its split-K (CLO_GEMM_INT8_SPLITK=0), the default
+    (knob 1), and the wgmma family forced onto 128x256 tiles (knob 2; with B [K, N] through a
+    per-call transpose of B). The peer is _int_mm on a column-major copy of B (rows of A padded
+    to 17 inside the call where M <= 16, as `llm-speed bench`)."""
+    kind, layout = ("int8_nk", "[N,K]") if col_major_b else ("int8_kn", "[K,N]")
+    shapes = ((12288, 4096), (4096, 4096)) if col_major_b else ((28672, 4096), (12288, 4096), (4096, 4096))
+    for N, K in shapes:
         b = torch.randint(-128, 128, (K, N), dtype=torch.int8, device="cuda")
         bc = b.t().contiguous().t()
-        for M in (1, 16, 64, 128, 256, 512):
+        ours_b = bc if col_major_b else b
+        for M in ((64, 129, 256, 512) if col_major_b else (1, 16, 64, 128, 256, 512)):
             a = torch.randint(-128, 128, (M, K), dtype=torch.int8, device="cuda")
             ref = torch.matmul(a.double(), b.double()).to(torch.int32)
             pad = max(0, 17 - M)
@@ -401,14 +407,14 @@ def int8_kn_section():
 
             peer_ms = ms_of(peer, cold=True)
             for name, mode, split in (("mma.sync, no split-K", "0", "0"), ("mma.sync", "0", ""), ("default", "1", ""),
-                                      ("wgmma+transpose", "2", "")):
+                                      ("wgmma" if col_major_b else "wgmma+transpose", "2", "")):
                 os.environ["CLO_GEMM_INT8_WGMMA"], os.environ["CLO_GEMM_INT8_SPLITK"] = mode, split
-                ms = ms_of(lambda: llm.tensor_core_gemm_int8(a, b), cold=True)
-                exact = torch.equal(llm.tensor_core_gemm_int8(a, b), ref)
-                row("int8_kn", f"{M}x{N}x{K}", torch.int8, f"{name} [K,N] B", ms, 2.0 * M * N * K,
+                ms = ms_of(lambda: llm.tensor_core_gemm_int8(a, ours_b), cold=True)
+                exact = torch.equal(llm.tensor_core_gemm_int8(a, ours_b), ref)
+                row(kind, f"{M}x{N}x{K}", torch.int8, f"{name} {layout} B", ms, 2.0 * M * N * K,
                     "_int_mm col-major B", peer_ms, f"exact={exact}")
             os.environ["CLO_GEMM_INT8_WGMMA"] = os.environ["CLO_GEMM_INT8_SPLITK"] = ""
-        del b, bc
+        del b, bc, ours_b
         torch.cuda.empty_cache()
 
 
@@ -426,13 +432,13 @@ if __name__ == "__main__":
         os.environ.setdefault("CLO_GEMM_WGMMA_TAIL_SPLIT", "")
     if "pdl" in wanted:
         os.environ.setdefault("CLO_GEMM_PDL", "")
-    if "int8_kn" in wanted:
+    if "int8_kn" in wanted or "int8_nk" in wanted:
         os.environ.setdefault("CLO_GEMM_INT8_SPLITK", "")
-    if "int8" in wanted or "int8_kn" in wanted:
+    if "int8" in wanted or "int8_kn" in wanted or "int8_nk" in wanted:
         for name in INT8_KNOB_NAMES:
             os.environ.setdefault(name, "")
     for name, section, arg in (("pdl", pdl_section, None), ("f32_wide", f32_wide_section, None), ("tail_split", tail_split_section, None), ("wgmma_sched", wgmma_sched_section, None), ("skinny", skinny_section, None), ("int8", int8_section, None),
-                               ("int8_kn", int8_kn_section, None),
+                               ("int8_kn", int8_batched_section, False), ("int8_nk", int8_batched_section, True),
                                ("f16", float_section, torch.float16),
                                ("f32", float_section, torch.float32), ("bf16", float_section, torch.bfloat16)):
         if name not in wanted:

@@ -553,8 +553,9 @@ def test_int8_skinny_short_wave_rule(n, k, stream_k):
 
 def test_int8_wgmma_skinny_large():
     """Llama-size decode projections: M = 1 and 16 over a 12288 x 4096 weight stored [N, K], and
-    sums of 2^27 (all -128, K = 8192) exact; B stored [K, N] stays on mma.sync up to 256 rows (its
-    transpose per call would triple the bytes)."""
+    sums of 2^27 (all -128, K = 8192) exact; B stored [K, N] stays on mma.sync up to 128 rows, and
+    up to 256 where the weight is over 32 MiB (its transpose per call would triple the bytes);
+    past one row tile of A the family takes grids under a wave of tiles too, on 256-wide tiles."""
     _require_sm90()
     for m in (1, 16):
         assert "gemm_wgmma_sm90_kernel" in _int8_case(m, 12288, 4096, True)
@@ -569,6 +570,12 @@ def test_int8_wgmma_skinny_large():
         assert "gemm_mma_int8_kernel" in names and "gemm_wgmma_sm90_kernel" not in names, (m, n, k, names)
     names = _int8_case(257, 28672, 4096, False)  # past 256 rows the transpose pays: the family takes it
     assert "gemm_wgmma_sm90_kernel" in names and "transpose_int8_to_nk" in names, names
+    for m, n, col_major_b in ((129, 4096, False), (256, 4096, False), (129, 4096, True), (512, 4096, True),
+                              (200, 1000, True), (129, 12288, False)):
+        names = _int8_case(m, n, 4096, col_major_b)  # 16 MiB of weight, 32-64 tiles: under a wave
+        takes = n * 4096 <= 32 << 20  # 12288 x 4096 stored [K, N] (48 MiB) stays on mma.sync
+        assert ("gemm_wgmma_sm90_kernel<signed char, false, true, 256," in names) == takes, (m, n, names)
+        assert ("transpose_int8_to_nk" in names) == (takes and not col_major_b), (m, n, names)
 
 
 def _int8_k_splits(m, n, k, sms):

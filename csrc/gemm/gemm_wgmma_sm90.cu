@@ -267,21 +267,34 @@ bool int8_skinny_applies(const GemmProblem& p) {
   return p.M <= kSkinnyMaxM && p.trans_b && wgmma_applicable(p);
 }
 
-// B stored [K, N] at up to kSkinnyWgmmaMaxM (256) rows of A is not the family's by default,
-// however wide N: the tile rule alone takes it from ~16.8K columns (a wave of 128-wide tiles)
-// and the weight's transpose on every call costs more than the faster tiles save (NOTES.md
-// "Stop 122": 28672 x 4096 at M = 1 / 64 / 256, 54.9 / 57.1 / 118.7 us on mma.sync against
-// 155.2 / 155.6 / 163.8 through the transpose; at M = 512 the transpose wins, 201 against 234).
-// The dev knob's mode 2 (kWgmma) still forces it.
+// B stored [K, N] with one row tile of A (M <= 128, where mma.sync splits K), or up to
+// kSkinnyWgmmaMaxM (256) rows and a weight over 32 MiB, is not the family's by default: the
+// weight's transpose on every call (twice its bytes) costs more than the faster tiles save
+// (NOTES.md "Stop 122" and "Stop 123": 28672 x 4096 at M = 1 / 64 / 256, 54.9 / 57.1 / 118.7 us
+// on mma.sync against 155.2 / 155.6 / 163.8 through the transpose, 12288 x 4096 at 256 rows 60.3
+// against 75.4; at 16 MiB, 4096 x 4096, 256 rows take 40.4 through it against 59.8). The dev
+// knob's mode 2 (kWgmma) still forces it.
+constexpr size_t kInt8TransposeMaxBytesBatched = size_t(32) << 20;
 bool int8_transpose_declined(const GemmProblem& p, GemmVariant variant) {
-  return variant == GemmVariant::kAuto && p.M <= kSkinnyWgmmaMaxM && !p.trans_b;
+  if (variant != GemmVariant::kAuto || p.trans_b) return false;
+  return p.M <= 128 || (p.M <= kSkinnyWgmmaMaxM && size_t(p.K) * size_t(p.N) > kInt8TransposeMaxBytesBatched);
+}
+
+// The tile rule's fallback for grids under a wave is mma.sync's smaller tiles, which 16-bit
+// types have; int8 mma.sync runs the family's own 128x256 tile, slower (NOTES.md "Stop 123":
+// 512 x 4096 x 4096 60.4 us on mma.sync, 40.6 through the family with B's transpose). Past one
+// row tile of A (where mma.sync splits K instead) the family keeps such grids on 256-wide tiles.
+GemmVariant int8_tile_variant(const GemmProblem& q, GemmVariant variant) {
+  WgmmaSchedule sch;
+  const bool under_a_wave = variant == GemmVariant::kAuto && q.M > 128 && select_wgmma_schedule(q, variant, sch) != cudaSuccess;
+  return under_a_wave ? GemmVariant::kWgmma : variant;  // where the family does not apply, kWgmma declines too
 }
 
 }  // namespace
 
 size_t wgmma_int8_workspace_bytes(const GemmProblem& p) {
   bool use = false;
-  const GemmVariant variant = int8_wgmma_variant(use);
+  GemmVariant variant = int8_wgmma_variant(use);
   if (use && int8_skinny_applies(p)) return skinny_tile_workspace_bytes(p, 16);
   if (!use || int8_transpose_declined(p, variant)) return 0;
   GemmProblem sized = p;
@@ -289,6 +302,7 @@ size_t wgmma_int8_workspace_bytes(const GemmProblem& p) {
   sized.workspace_bytes = 0;
   size_t bt_bytes = 0;
   const GemmProblem q = int8_wgmma_problem(sized, bt_bytes);
+  variant = int8_tile_variant(q, variant);
   WgmmaSchedule sch;
   if (!use || select_wgmma_schedule(q, variant, sch) != cudaSuccess) return 0;
   return bt_bytes + wgmma_workspace_bytes(q, variant);
@@ -296,11 +310,12 @@ size_t wgmma_int8_workspace_bytes(const GemmProblem& p) {
 
 cudaError_t launch_gemm_wgmma_int8(const GemmProblem& p, cudaStream_t stream) {
   bool use = false;
-  const GemmVariant variant = int8_wgmma_variant(use);
+  GemmVariant variant = int8_wgmma_variant(use);
   if (use && int8_skinny_applies(p)) return launch_gemm_wgmma_s8(swapped_for_skinny(p), skinny_schedule(16), stream);
   if (!use || int8_transpose_declined(p, variant)) return cudaErrorNotSupported;
   size_t bt_bytes = 0;
   const GemmProblem q = int8_wgmma_problem(p, bt_bytes);
+  variant = int8_tile_variant(q, variant);
   WgmmaSchedule sch;
   if (!use || select_wgmma_schedule(q, variant, sch) != cudaSuccess) return cudaErrorNotSupported;
   if (bt_bytes > 0) {
