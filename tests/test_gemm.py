@@ -570,11 +570,15 @@ def test_int8_wgmma_skinny_large():
         assert "gemm_mma_int8_kernel" in names and "gemm_wgmma_sm90_kernel" not in names, (m, n, k, names)
     names = _int8_case(257, 28672, 4096, False)  # past 256 rows the transpose pays: the family takes it
     assert "gemm_wgmma_sm90_kernel" in names and "transpose_int8_to_nk" in names, names
+    sms = torch.cuda.get_device_properties(0).multi_processor_count
     for m, n, col_major_b in ((129, 4096, False), (256, 4096, False), (129, 4096, True), (512, 4096, True),
                               (200, 1000, True), (129, 12288, False)):
-        names = _int8_case(m, n, 4096, col_major_b)  # 16 MiB of weight, 32-64 tiles: under a wave
-        takes = n * 4096 <= 32 << 20  # 12288 x 4096 stored [K, N] (48 MiB) stays on mma.sync
-        assert ("gemm_wgmma_sm90_kernel<signed char, false, true, 256," in names) == takes, (m, n, names)
+        names = _int8_case(m, n, 4096, col_major_b)
+        takes = col_major_b or n * 4096 <= 32 << 20  # 12288 x 4096 stored [K, N] (48 MiB) stays on mma.sync
+        mt = -(-m // 128)  # the tile rule (select_wgmma_schedule): 256 wide from 3/4 of a wave, 128 from one
+        width = 256 if 4 * mt * -(-n // 256) >= 3 * sms or mt * -(-n // 128) < sms else 128
+        assert (f"gemm_wgmma_sm90_kernel<signed char, false, true, {width}," in names) == takes, (m, n, width, names)
+        assert ("gemm_mma_int8_kernel" in names) == (not takes), (m, n, names)
         assert ("transpose_int8_to_nk" in names) == (takes and not col_major_b), (m, n, names)
 
 

@@ -234,8 +234,9 @@ cudaError_t launch_gemm_wgmma_skinny(const GemmProblem& p, cudaStream_t stream) 
 namespace {
 
 // int8 on the family. Dev knob CLO_GEMM_INT8_WGMMA: 0 never (mma.sync), 1 (default) decode
-// shapes with B stored [N, K] and where the tile rule of select_wgmma_schedule takes the
-// family, 2 decode shapes as 1 and everything else on 128x256 tiles, however few.
+// shapes with B stored [N, K], and past one row tile of A where the transpose rule lets it
+// (int8_transpose_declined; the tile rule, or 256-wide tiles under a wave: int8_tile_variant),
+// 2 decode shapes as 1 and everything else on 128x256 tiles, however few.
 GemmVariant int8_wgmma_variant(bool& use) {
   static bool dev_mode = std::getenv("CLO_GEMM_INT8_WGMMA") != nullptr;
   const int mode = dev_knob("CLO_GEMM_INT8_WGMMA", dev_mode, 1);
@@ -274,10 +275,12 @@ bool int8_skinny_applies(const GemmProblem& p) {
 // on mma.sync against 155.2 / 155.6 / 163.8 through the transpose, 12288 x 4096 at 256 rows 60.3
 // against 75.4; at 16 MiB, 4096 x 4096, 256 rows take 40.4 through it against 59.8). The dev
 // knob's mode 2 (kWgmma) still forces it.
+constexpr int kInt8RowTile = 128;  // mma.sync's tile height (gemm_int8.cu kI8BM): it splits K below
 constexpr size_t kInt8TransposeMaxBytesBatched = size_t(32) << 20;
 bool int8_transpose_declined(const GemmProblem& p, GemmVariant variant) {
   if (variant != GemmVariant::kAuto || p.trans_b) return false;
-  return p.M <= 128 || (p.M <= kSkinnyWgmmaMaxM && size_t(p.K) * size_t(p.N) > kInt8TransposeMaxBytesBatched);
+  return p.M <= kInt8RowTile ||
+         (p.M <= kSkinnyWgmmaMaxM && size_t(p.K) * size_t(p.N) > kInt8TransposeMaxBytesBatched);
 }
 
 // The tile rule's fallback for grids under a wave is mma.sync's smaller tiles, which 16-bit
@@ -286,13 +289,17 @@ bool int8_transpose_declined(const GemmProblem& p, GemmVariant variant) {
 // row tile of A (where mma.sync splits K instead) the family keeps such grids on 256-wide tiles.
 GemmVariant int8_tile_variant(const GemmProblem& q, GemmVariant variant) {
   WgmmaSchedule sch;
-  const bool under_a_wave = variant == GemmVariant::kAuto && q.M > 128 && select_wgmma_schedule(q, variant, sch) != cudaSuccess;
+  const bool under_a_wave =
+      variant == GemmVariant::kAuto && q.M > kInt8RowTile && select_wgmma_schedule(q, variant, sch) != cudaSuccess;
   return under_a_wave ? GemmVariant::kWgmma : variant;  // where the family does not apply, kWgmma declines too
 }
 
 }  // namespace
 
 size_t wgmma_int8_workspace_bytes(const GemmProblem& p) {
+  // The family needs TMA-describable rows of A and B as given (launch_gemm_int8 sends it no
+  // other): no transposed copy to size for a B whose own rows are not.
+  if (!gemm_vectorizable(p)) return 0;
   bool use = false;
   GemmVariant variant = int8_wgmma_variant(use);
   if (use && int8_skinny_applies(p)) return skinny_tile_workspace_bytes(p, 16);
