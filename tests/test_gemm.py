@@ -27,6 +27,7 @@ os.environ.setdefault("CLO_GEMM_WGMMA_TAIL_SPLIT", "")
 os.environ.setdefault("CLO_GEMM_SKINNY_WGMMA", "")
 os.environ.setdefault("CLO_GEMM_INT8_WGMMA", "")
 os.environ.setdefault("CLO_GEMM_INT8_SPLITK", "")
+os.environ.setdefault("CLO_GEMM_INT8_SKINNY", "")
 os.environ.setdefault("CLO_GEMM_PDL", "")
 
 FLOATS = [torch.float32, torch.float16, torch.bfloat16]
@@ -309,7 +310,7 @@ def test_skinny_fp32_kn_kernel(monkeypatch, k_warps, m, n, k):
     out = _gemm_variant(a, b, "skinny", False, False, False, 0.5, -1.0, c)
     ref = gemm_reference(a, b, 0.5, -1.0, False, False, c, dtype=torch.float64)
     assert_close(out, ref, torch.float32, rel_tol=_tol(torch.float32, k), what=f"skinny fp32 kn kw={k_warps} {m}x{n}x{k}")
-    if k_warps:  # the knob took: kn_fp32_plan's grid at that count (strips of 128 x 8 / k-warps columns, splits to a wave)
+    if k_warps:  # the knob took: kn_strip_plan's grid at that count (strips of 128 x 8 / k-warps columns, splits to a wave)
         sms = torch.cuda.get_device_properties(0).multi_processor_count
         blocks_x = -(-n // (128 * 8 // int(k_warps)))
         k_splits = max(1, min(max(1, min(16, k // 256)), sms // blocks_x))
@@ -553,9 +554,10 @@ def test_int8_skinny_short_wave_rule(n, k, stream_k):
 
 def test_int8_wgmma_skinny_large():
     """Llama-size decode projections: M = 1 and 16 over a 12288 x 4096 weight stored [N, K], and
-    sums of 2^27 (all -128, K = 8192) exact; B stored [K, N] stays on mma.sync up to 128 rows, and
-    up to 256 where the weight is over 32 MiB (its transpose per call would triple the bytes);
-    past one row tile of A the family takes grids under a wave of tiles too, on 256-wide tiles."""
+    sums of 2^27 (all -128, K = 8192) exact; B stored [K, N] runs on the skinny int8 kernel up to
+    16 rows, then on mma.sync up to 128 rows, and up to 256 where the weight is over 32 MiB (its
+    transpose per call would triple the bytes); past one row tile of A the family takes grids
+    under a wave of tiles too, on 256-wide tiles."""
     _require_sm90()
     for m in (1, 16):
         assert "gemm_wgmma_sm90_kernel" in _int8_case(m, 12288, 4096, True)
@@ -565,9 +567,10 @@ def test_int8_wgmma_skinny_large():
                                                                          device="cuda"))
     # Also where N alone fills a wave of 128-wide tiles (the tile rule would take it from ~16.8K
     # columns): 28672 x 4096, Llama-3-8B's gate/up projection; up to 256 rows (batched decode).
-    for m, n, k in ((16, 4096, 1024), (1, 28672, 4096), (16, 28672, 4096), (200, 28672, 4096)):
+    for m, n, k in ((16, 4096, 1024), (1, 28672, 4096), (16, 28672, 4096), (17, 28672, 4096), (200, 28672, 4096)):
         names = _int8_case(m, n, k, False)
-        assert "gemm_mma_int8_kernel" in names and "gemm_wgmma_sm90_kernel" not in names, (m, n, k, names)
+        kernel = "gemm_skinny_kn_int8_kernel" if m <= 16 else "gemm_mma_int8_kernel"
+        assert kernel in names and "gemm_wgmma_sm90_kernel" not in names, (m, n, k, names)
     names = _int8_case(257, 28672, 4096, False)  # past 256 rows the transpose pays: the family takes it
     assert "gemm_wgmma_sm90_kernel" in names and "transpose_int8_to_nk" in names, names
     sms = torch.cuda.get_device_properties(0).multi_processor_count
@@ -580,6 +583,93 @@ def test_int8_wgmma_skinny_large():
         assert (f"gemm_wgmma_sm90_kernel<signed char, false, true, {width}," in names) == takes, (m, n, width, names)
         assert ("gemm_mma_int8_kernel" in names) == (not takes), (m, n, names)
         assert ("transpose_int8_to_nk" in names) == (takes and not col_major_b), (m, n, names)
+
+
+def _kn_strip_plan(n, k, sms, k_warps=None):
+    """Mirror of gemm_skinny.cu kn_strip_plan (the fp32 and int8 B [K, N] skinny kernels: warps
+    of 128 columns, one block per SM): (k_warps, k_splits, blocks_x)."""
+    max_splits = max(1, min(16, k // 256))
+
+    def plan(kw):
+        blocks_x = -(-n // (128 * 8 // kw))
+        return kw, max(1, min(max_splits, sms // blocks_x)), blocks_x
+
+    def fill(pl):
+        blocks = pl[1] * pl[2]
+        return blocks / (-(-blocks // sms) * sms)
+
+    if k_warps is not None:
+        return plan(k_warps)
+    best = plan(1)
+    for kw in (2, 4, 8):
+        if fill(plan(kw)) >= fill(best) - 1e-9:
+            best = plan(kw)
+    return best
+
+
+@settings(max_examples=30, **SETTINGS)
+@given(m=st.integers(1, 16), n=st.one_of(st.integers(1, 80).map(lambda x: 16 * x), st.sampled_from([4096, 12288])),
+       k=st.one_of(_K16, st.sampled_from([4096, 4112])))
+def test_int8_skinny_kn_exact(m, n, k):
+    """int8 decode shapes with B stored [K, N] (N and K multiples of 16) run on the skinny int8
+    kernel (16 columns of 8 k rows a lane, transposed by byte permutes), exact: N tails inside a
+    warp's 128 columns, K tails inside a 32-k step, splits across blocks summed in int32."""
+    require_op("tensor_core_gemm_int8")
+    names = _int8_case(m, n, k, False)
+    assert "gemm_skinny_kn_int8_kernel" in names and "gemm_mma_int8_kernel" not in names, names
+    sms = torch.cuda.get_device_properties(0).multi_processor_count
+    assert ("gemm_skinny_reduce_kernel" in names) == (_kn_strip_plan(n, k, sms)[1] > 1), (m, n, k, names)
+
+
+@pytest.mark.parametrize("k_warps", ["", "1", "2", "4", "8"])
+@pytest.mark.parametrize("m,n,k", [(16, 4096, 4096), (9, 1040, 8208), (1, 12288, 4096), (8, 48, 16), (3, 2064, 48)])
+def test_int8_skinny_kn_plans(monkeypatch, k_warps, m, n, k):
+    """The skinny int8 kernel under every k-warp count (CLO_SKINNY_KWARPS; empty: the fill rule,
+    mirrored by `_kn_strip_plan`): the grid, the split partials' reduce, exact sums; k-warps with
+    no step at all (K = 16, 48)."""
+    require_op("tensor_core_gemm_int8")
+    monkeypatch.setenv("CLO_SKINNY_KWARPS", k_warps)
+    names = _int8_case(m, n, k, False)
+    sms = torch.cuda.get_device_properties(0).multi_processor_count
+    kw, k_splits, blocks_x = _kn_strip_plan(n, k, sms, int(k_warps) if k_warps else None)
+    a = torch.randint(-128, 128, (m, k), dtype=torch.int8, device="cuda")
+    b = torch.randint(-128, 128, (k, n), dtype=torch.int8, device="cuda")
+    grid = kernel_grid_blocks(lambda: llm.tensor_core_gemm_int8(a, b), "gemm_skinny_kn_int8_kernel")
+    assert grid == blocks_x * k_splits, (k_warps, m, n, k, grid, blocks_x, k_splits)
+    assert ("gemm_skinny_reduce_kernel" in names) == (k_splits > 1), names
+
+
+def test_int8_skinny_kn_sums_graph_and_knob(monkeypatch):
+    """Sums of 2^27 (all -128, K = 8192) across k-warps and split blocks are exact; a captured
+    graph replays the split (its partials in the caching allocator's workspace) over a stale
+    output; the dev knob CLO_GEMM_INT8_SKINNY=0 gives the call back to mma.sync, same result."""
+    require_op("tensor_core_gemm_int8")
+    for m, n in ((16, 1024), (1, 4096), (5, 12288)):
+        a = torch.full((m, 8192), -128, dtype=torch.int8, device="cuda")
+        b = torch.full((8192, n), -128, dtype=torch.int8, device="cuda")
+        out = poison_(torch.empty(m, n, dtype=torch.int32, device="cuda"))
+        llm.tensor_core_gemm_int8(a, b, out=out)
+        assert torch.equal(out, torch.full((m, n), 16384 * 8192, dtype=torch.int32, device="cuda")), (m, n)
+    a = torch.randint(-128, 128, (16, 4096), dtype=torch.int8, device="cuda")
+    b = torch.randint(-128, 128, (4096, 4096), dtype=torch.int8, device="cuda")
+    assert "gemm_skinny_reduce_kernel" in kernel_names(lambda: llm.tensor_core_gemm_int8(a, b))
+    out = torch.empty(16, 4096, dtype=torch.int32, device="cuda")
+    llm.tensor_core_gemm_int8(a, b, out=out)
+    torch.cuda.synchronize()
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        llm.tensor_core_gemm_int8(a, b, out=out)
+    for _ in range(2):
+        a.copy_(torch.randint_like(a, -128, 128))
+        b.copy_(torch.randint_like(b, -128, 128))
+        out.fill_(0x3F3F3F3F)
+        graph.replay()
+        assert torch.equal(out, int8_gemm_reference(a, b)), "int8 skinny graph replay"
+    skinny = llm.tensor_core_gemm_int8(a, b)
+    monkeypatch.setenv("CLO_GEMM_INT8_SKINNY", "0")
+    names = kernel_names(lambda: llm.tensor_core_gemm_int8(a, b))
+    assert "gemm_skinny_kn_int8_kernel" not in names and "gemm_mma_int8_kernel" in names, names
+    assert torch.equal(llm.tensor_core_gemm_int8(a, b), skinny)
 
 
 def _int8_k_splits(m, n, k, sms):
@@ -604,6 +694,7 @@ def test_int8_mma_split_k(monkeypatch):
     dev knob CLO_GEMM_INT8_SPLITK (0 off, n splits); a graph replays the zeroing."""
     require_op("tensor_core_gemm_int8")
     monkeypatch.setenv("CLO_GEMM_INT8_WGMMA", "0")  # mma.sync for B [N, K] too (sm_90a takes the family there)
+    monkeypatch.setenv("CLO_GEMM_INT8_SKINNY", "0")  # and for B [K, N] at M <= 16 (the skinny kernel's)
     sms = torch.cuda.get_device_properties(0).multi_processor_count
     split_seen = False
     for m, n, k, col_major_b in ((1, 12288, 4096, False), (16, 4096, 4096, False), (100, 4096, 1008, True),

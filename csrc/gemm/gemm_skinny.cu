@@ -25,6 +25,10 @@
 //   fp32 (CUDA cores, no TF32, as the fp32 GEMM): B [N, K] lanes stride k in float4, a warp
 //     holds 8 or 4 rows of B, then reduces across lanes; B [K, N] lanes own four columns (a
 //     16-byte load per k row) and read A from a per-warp transposed copy in shared memory.
+//   int8 -> int32, B [K, N]: mma.sync m16n8k32 with A as the 16-row operand. A lane loads 16
+//     consecutive columns of 8 k rows and transposes 4x4 bytes at a time (prmt), so mma j of
+//     16 covers columns 16g + j; exact int32 sums (split partials too). B [N, K] at M <= 16 runs
+//     on the Hopper family's skinny tile or mma.sync (gemm_int8.cu), not here.
 // Figures, the sweep behind the defaults and what was tried: NOTES.md "Skinny".
 #include <algorithm>
 #include <cstdlib>
@@ -42,12 +46,12 @@ constexpr int kSkinnyMaxSplits = 16;
 
 // How the K of one output strip is shared: `k_splits` blocks (blockIdx.y) take contiguous
 // ranges of it and, inside a block, `k_warps` warps every k_warps-th unit of the range.
-// With k_splits > 1 the blocks write fp32 partial sums to `partial` ([k_splits][M][N]) and
-// gemm_skinny_reduce_kernel adds them up.
+// With k_splits > 1 the blocks write partial sums (fp32; int32 for int8) to `partial`
+// ([k_splits][M][N]) and gemm_skinny_reduce_kernel adds them up.
 struct SkinnySplit {
   int k_warps;
   int k_splits;
-  float* partial;
+  void* partial;
 };
 struct KSlice {
   int first, last, stride;
@@ -70,34 +74,53 @@ CLO_DEVICE SkinnyWarp skinny_warp(SkinnySplit split, int strip_cols) {
           static_cast<int>(blockIdx.x) * cols};
 }
 
-// part: [k_warps][kRows][cols], the partial sums of the block's warps. Every thread sums
-// over the k-warps; consecutive threads take consecutive columns (coalesced stores).
-template <typename TOut, int kRows>
-CLO_DEVICE void skinny_epilogue(const GemmKernelArgs& args, const float* part, SkinnySplit split, int cols, int n0) {
+// D's value from a sum: int32 sums (int8) are exact and take no alpha (nor C: the int8
+// launchers refuse it), float ones are scaled by alpha.
+template <typename TOut, typename TAcc>
+CLO_DEVICE void store_sum(const GemmKernelArgs& args, int row, int col, TAcc s) {
+  if constexpr (std::is_same_v<TAcc, int32_t>) {
+    store_one<TOut>(args, row, col, s);
+  } else {
+    store_one<TOut>(args, row, col, args.alpha * s);
+  }
+}
+
+// Padded partials (kPadded): a row of `cols` sums takes one more word every 32 columns and
+// its stride is 4 modulo 32 words, so lanes (g, t) storing columns 32t + j of rows g (the
+// int8 kernel's fragment order) hit 32 distinct banks.
+CLO_DEVICE constexpr int padded_part_stride(int cols) { return cols + cols / 32 + (36 - (cols / 32) % 32) % 32; }
+
+// part: [k_warps][kRows][cols] (row stride padded_part_stride(cols) with kPadded), the partial
+// sums of the block's warps. Every thread sums over the k-warps; consecutive threads take
+// consecutive columns (coalesced stores).
+template <typename TOut, int kRows, typename TAcc = float, bool kPadded = false>
+CLO_DEVICE void skinny_epilogue(const GemmKernelArgs& args, const TAcc* part, SkinnySplit split, int cols, int n0) {
+  const int stride = kPadded ? padded_part_stride(cols) : cols;
   for (int idx = threadIdx.x; idx < kRows * cols; idx += kSkinnyThreads) {
     const int m = idx / cols, ln = idx - m * cols;
     if (m >= args.M || n0 + ln >= args.N) continue;
-    float s = 0.f;
-    for (int w = 0; w < split.k_warps; ++w) s += part[(w * kRows + m) * cols + ln];
+    TAcc s = 0;
+    for (int w = 0; w < split.k_warps; ++w) s += part[(w * kRows + m) * stride + ln + (kPadded ? ln / 32 : 0)];
     if (split.k_splits == 1) {
-      store_one<TOut>(args, m, n0 + ln, args.alpha * s);
+      store_sum<TOut>(args, m, n0 + ln, s);
     } else {
-      split.partial[(static_cast<long long>(blockIdx.y) * args.M + m) * args.N + n0 + ln] = s;
+      static_cast<TAcc*>(split.partial)[(static_cast<long long>(blockIdx.y) * args.M + m) * args.N + n0 + ln] = s;
     }
   }
 }
 
 // Sums the k-splits' partials and applies alpha, beta and C.
-template <typename TOut>
+template <typename TOut, typename TAcc = float>
 __global__ void __launch_bounds__(kSkinnyThreads) gemm_skinny_reduce_kernel(const GemmKernelArgs args,
-                                                                            const float* partial, int k_splits) {
+                                                                            const void* partial_raw, int k_splits) {
   pdl_wait_primary();
+  const TAcc* partial = static_cast<const TAcc*>(partial_raw);
   const long long mn = static_cast<long long>(args.M) * args.N;
   for (long long i = blockIdx.x * static_cast<long long>(kSkinnyThreads) + threadIdx.x; i < mn;
        i += static_cast<long long>(gridDim.x) * kSkinnyThreads) {
-    float s = 0.f;
+    TAcc s = 0;
     for (int y = 0; y < k_splits; ++y) s += partial[y * mn + i];
-    store_one<TOut>(args, static_cast<int>(i / args.N), static_cast<int>(i % args.N), args.alpha * s);
+    store_sum<TOut>(args, static_cast<int>(i / args.N), static_cast<int>(i % args.N), s);
   }
 }
 
@@ -413,6 +436,109 @@ __global__ void __launch_bounds__(kSkinnyThreads) gemm_skinny_kn_mma_pipe_kernel
   skinny_epilogue<TOut, kRows>(args, part, split, cols, n0);
 }
 
+// ---- int8, B [K, N] ---------------------------------------------------------------------
+// Warp: 128 columns x its k-warp's k32 steps of the block's K range; block: (8 / k_warps)
+// column warps x k_warps -> 128 * 8 / k_warps output columns. Lane (g, t) loads columns
+// 16g .. 16g + 15 of the strip at k rows kb + 4t + i and kb + 16 + 4t + i (i < 4): eight 16-byte
+// loads, the 8 lanes of a k row reading its 128 contiguous bytes.
+constexpr int kKnStripCols = 128;  // the B [K, N] kernels that own 128 columns a warp: int8, fp32
+
+// 4 rows (w[i]: 4 columns of k row i) -> 4 columns (c[j]: the 4 k of column j, low k first).
+CLO_DEVICE void transpose_4x4_bytes(const uint32_t (&w)[4], uint32_t (&c)[4]) {
+  const uint32_t x0 = __byte_perm(w[0], w[1], 0x5140), x1 = __byte_perm(w[0], w[1], 0x7362);
+  const uint32_t y0 = __byte_perm(w[2], w[3], 0x5140), y1 = __byte_perm(w[2], w[3], 0x7362);
+  c[0] = __byte_perm(x0, y0, 0x5410);
+  c[1] = __byte_perm(x0, y0, 0x7632);
+  c[2] = __byte_perm(x1, y1, 0x5410);
+  c[3] = __byte_perm(x1, y1, 0x7632);
+}
+CLO_DEVICE uint32_t word_of(const uint4& v, int q) { return q == 0 ? v.x : q == 1 ? v.y : q == 2 ? v.z : v.w; }
+
+// One k32 step: bv[i] = the lane's 16 columns of k row kb + 4t + i (i < 4) and kb + 16 + 4t + i - 4;
+// mma j of 16 takes column 16g + j as its column g (b0: k 4t.., b1: k 16 + 4t..).
+CLO_DEVICE void kn_int8_step(int32_t (&acc)[16][4], const uint32_t (&a)[4], const uint4 (&bv)[8]) {
+#pragma unroll
+  for (int q = 0; q < 4; ++q) {  // columns 4q .. 4q + 3 of the lane's 16
+    uint32_t lo[4], hi[4];
+    const uint32_t wl[4] = {word_of(bv[0], q), word_of(bv[1], q), word_of(bv[2], q), word_of(bv[3], q)};
+    const uint32_t wh[4] = {word_of(bv[4], q), word_of(bv[5], q), word_of(bv[6], q), word_of(bv[7], q)};
+    transpose_4x4_bytes(wl, lo);
+    transpose_4x4_bytes(wh, hi);
+#pragma unroll
+    for (int c = 0; c < 4; ++c) {
+      const uint32_t b[2] = {lo[c], hi[c]};
+      mma_m16n8k32_s8(acc[4 * q + c], a, b);
+    }
+  }
+}
+
+// Bytes of the block's partials [k_warps][kRows][padded cols]: the most any k_warps takes.
+template <int kRows>
+constexpr int kn_int8_smem_bytes() {
+  int most = 0;
+  for (int kw = 1; kw <= kSkinnyWarps; kw *= 2) {
+    most = std::max(most, kw * kRows * padded_part_stride(kKnStripCols * kSkinnyWarps / kw));
+  }
+  return most * static_cast<int>(sizeof(int32_t));
+}
+
+template <bool kM16>
+__global__ void __launch_bounds__(kSkinnyThreads, 1) gemm_skinny_kn_int8_kernel(const GemmKernelArgs args,
+                                                                              SkinnySplit split) {
+  pdl_wait_then_release();  // a PDL secondary where launch_skinny says: global memory only after this
+  constexpr int kRows = kM16 ? 16 : 8, kUnroll = 2;
+  extern __shared__ int4 kn_int8_smem[];
+  int32_t* part = reinterpret_cast<int32_t*>(kn_int8_smem);
+  const auto [warp, lane, g, t, cw, kw, cols, n0] = skinny_warp(split, kKnStripCols);
+  const int ncol = n0 + kKnStripCols * cw + 16 * g;
+  const bool col_ok = ncol < args.N;  // N % 16 == 0: the lane's 16 columns are all in or all out
+  const int8_t* b_col = static_cast<const int8_t*>(args.b) + ncol;
+  const int8_t* a_row[2] = {static_cast<const int8_t*>(args.a) + g * args.lda,
+                            static_cast<const int8_t*>(args.a) + (g + 8) * args.lda};
+  const bool a_ok[2] = {g < args.M, kM16 && g + 8 < args.M};
+  const int K = args.K, steps = div_ceil(K, 32);
+  const KSlice ks = k_slice(steps, kw, split);
+  int32_t acc[16][4] = {};
+  for (int s0 = ks.first; s0 < ks.last; s0 += ks.stride * kUnroll) {
+    uint4 bv[kUnroll][8];
+    uint32_t av[kUnroll][4];
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) {
+      const int step = s0 + u * ks.stride;
+      // Past the range: k >= K, zeros. K % 16 == 0, so a lane's 4 k rows are all in or all out.
+      const int kb = (step < ks.last ? step : steps) * 32 + 4 * t;
+#pragma unroll
+      for (int r = 0; r < 8; ++r) {
+        const int k = kb + (r & 3) + 16 * (r >> 2);
+        bv[u][r] = col_ok && k < K ? load_streaming_16(b_col + static_cast<long long>(k) * args.ldb)
+                                   : make_uint4(0, 0, 0, 0);
+      }
+      // A fragment: a0 = (row g, k kb..kb+3), a1 = row g + 8, a2/a3 the same at kb + 16.
+#pragma unroll
+      for (int r = 0; r < 4; ++r) {
+        const int k = kb + 16 * (r >> 1), h = r & 1;
+        av[u][r] = a_ok[h] && k < K ? __ldg(reinterpret_cast<const uint32_t*>(a_row[h] + k)) : 0u;
+      }
+    }
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) kn_int8_step(acc, av[u], bv[u]);
+  }
+  // acc[j]: c0 = (row g, column 32t + j), c1 = (row g, column 32t + 16 + j), c2/c3 row g + 8.
+  const int stride = padded_part_stride(cols), c = kKnStripCols * cw + 32 * t;
+  int32_t* p = part + kw * kRows * stride + c + c / 32;
+#pragma unroll
+  for (int j = 0; j < 16; ++j) {
+    p[g * stride + j] = acc[j][0];
+    p[g * stride + 16 + j] = acc[j][1];
+    if constexpr (kM16) {
+      p[(g + 8) * stride + j] = acc[j][2];
+      p[(g + 8) * stride + 16 + j] = acc[j][3];
+    }
+  }
+  __syncthreads();
+  skinny_epilogue<int32_t, kRows, int32_t, true>(args, part, split, cols, n0);
+}
+
 // ---- fp32, B [N, K] ----------------------------------------------------------------------
 // Warp: kBRows rows of B x its k-warp's steps of the block's K range; a step is 32 lanes x
 // a float4 along k (each load instruction reads 512 contiguous bytes of one row). The lanes'
@@ -487,10 +613,10 @@ __global__ void __launch_bounds__(kSkinnyThreads) gemm_skinny_nk_fp32_kernel(con
 // each), the next batch in flight while the current one is used; the next unit's A is loaded
 // while this one's B is used. Block: (8 / k_warps) column warps x k_warps; 146-251 registers
 // a thread (kRows 1-16), so one block per SM.
-constexpr int kKnFp32UnitK = 32, kKnFp32Batch = 8, kKnFp32StripCols = 128;
+constexpr int kKnFp32UnitK = 32, kKnFp32Batch = 8;
 template <int kRows>
 constexpr int kn_fp32_smem_bytes() {  // the block's partials [k_warps][kRows][cols], aliasing the staged A
-  return std::max(kSkinnyWarps * kKnFp32StripCols * kRows, kSkinnyWarps * kKnFp32UnitK * kRows) *
+  return std::max(kSkinnyWarps * kKnStripCols * kRows, kSkinnyWarps * kKnFp32UnitK * kRows) *
          static_cast<int>(sizeof(float));
 }
 // Where A^T's row r (k) element m lives in a warp's [32][kRows] stage: 16-byte groups of a row
@@ -514,8 +640,8 @@ __global__ void __launch_bounds__(kSkinnyThreads, 1) gemm_skinny_kn_fp32_kernel(
   static_assert(kBatches % 2 == 0, "batches alternate between two register buffers");
   extern __shared__ float4 kn_fp32_smem[];
   float* smem = reinterpret_cast<float*>(kn_fp32_smem);
-  const auto [warp, lane, g, t, cw, kw, cols, n0] = skinny_warp(split, kKnFp32StripCols);
-  const int ncol = n0 + kKnFp32StripCols * cw + 4 * lane;
+  const auto [warp, lane, g, t, cw, kw, cols, n0] = skinny_warp(split, kKnStripCols);
+  const int ncol = n0 + kKnStripCols * cw + 4 * lane;
   const bool col_ok = ncol < args.N;  // N % 4 == 0: all four columns in or all out
   const float* b_col = static_cast<const float*>(args.b) + ncol;
   const float* A = static_cast<const float*>(args.a);
@@ -610,7 +736,7 @@ __global__ void __launch_bounds__(kSkinnyThreads, 1) gemm_skinny_kn_fp32_kernel(
   }
   __syncthreads();  // the stages are free: the partials go there
   float* p = smem + kw * kRows * cols;
-  const int c = kKnFp32StripCols * cw + 4 * lane;
+  const int c = kKnStripCols * cw + 4 * lane;
 #pragma unroll
   for (int m = 0; m < kRows; ++m) {
     *reinterpret_cast<float4*>(p + m * cols + c) = make_float4(acc[m][0], acc[m][1], acc[m][2], acc[m][3]);
@@ -620,9 +746,11 @@ __global__ void __launch_bounds__(kSkinnyThreads, 1) gemm_skinny_kn_fp32_kernel(
 }
 
 // The kernel a problem takes: mma.sync for fp16/bf16 (a CUDA-core twin of the fp32 B [N, K]
-// kernel for 16-bit A of <= 8 rows measured 0-15% slower, NOTES.md), CUDA cores for fp32.
-enum class SkinnyKind { kMmaNK, kMmaKN, kFp32NK, kFp32KN };
+// kernel for 16-bit A of <= 8 rows measured 0-15% slower, NOTES.md) and int8 (B [K, N] only),
+// CUDA cores for fp32.
+enum class SkinnyKind { kMmaNK, kMmaKN, kFp32NK, kFp32KN, kInt8KN };
 SkinnyKind skinny_kind(const GemmProblem& p) {
+  if (p.in_dtype == DType::kInt8) return SkinnyKind::kInt8KN;
   if (p.in_dtype == DType::kFloat32) return p.trans_b ? SkinnyKind::kFp32NK : SkinnyKind::kFp32KN;
   return p.trans_b ? SkinnyKind::kMmaNK : SkinnyKind::kMmaKN;
 }
@@ -633,21 +761,22 @@ constexpr int nk_fp32_b_rows(int rows) { return rows >= 16 ? 4 : 8; }
 // units), and blocks are split along K (blockIdx.y, each split keeping >= 256 of K) until
 // there are blocks_per_sm blocks per SM. Defaults per kernel from the side-by-side sweeps
 // (NOTES.md "Skinny"): mma kernels 8 k-warps, 1 block per SM; fp32 B [N, K] 4 and 2; fp32
-// B [K, N] its own rule (kn_fp32_plan).
+// and int8 B [K, N] their own rule (kn_strip_plan).
 // Dev knobs (side-by-side timing only): CLO_SKINNY_BLOCKS_PER_SM (not for fp32 B [K, N]: its
 // kernel runs one block per SM), CLO_SKINNY_KWARPS.
 struct SkinnyPlan {
   int k_warps, k_splits, blocks_x;
 };
-// The fp32 B [K, N] kernel runs one block per SM, so a second partial wave costs as much as a
-// full one: k_splits fill at most one wave, and k_warps is the one whose blocks fill the most
-// of whole waves; ties go to more k-warps (measured 0-15% faster at equal fill, NOTES.md).
+// The fp32 and int8 B [K, N] kernels (128-column strips) run one block per SM, so a second
+// partial wave costs as much as a full one: k_splits fill at most one wave, and k_warps is the
+// one whose blocks fill the most of whole waves; ties go to more k-warps (fp32: measured 0-15%
+// faster at equal fill, NOTES.md).
 // forced_kw: CLO_SKINNY_KWARPS's value (1, 2, 4 or 8 takes that count; anything else the rule).
-SkinnyPlan kn_fp32_plan(const GemmProblem& p, int forced_kw) {
+SkinnyPlan kn_strip_plan(const GemmProblem& p, int forced_kw) {
   const int target = device_sm_count();
   const int max_splits = std::max(1, std::min(kSkinnyMaxSplits, p.K / 256));
   auto plan_for = [&](int kw) {
-    const int blocks_x = div_ceil(p.N, kKnFp32StripCols * kSkinnyWarps / kw);
+    const int blocks_x = div_ceil(p.N, kKnStripCols * kSkinnyWarps / kw);
     const int k_splits = std::max(1, std::min(max_splits, target / blocks_x));
     return SkinnyPlan{kw, k_splits, blocks_x};
   };
@@ -673,7 +802,8 @@ SkinnyPlan skinny_plan(const GemmProblem& p) {
     case SkinnyKind::kMmaNK: cols_one = 16 * kSkinnyWarps; unit_k = 32; break;
     case SkinnyKind::kMmaKN: cols_one = 64 * kSkinnyWarps; unit_k = 16; break;
     case SkinnyKind::kFp32NK: cols_one = nk_fp32_b_rows(p.M > 8 ? 16 : 8) * kSkinnyWarps; unit_k = 128; break;
-    case SkinnyKind::kFp32KN: return kn_fp32_plan(p, dev_knob("CLO_SKINNY_KWARPS", dev_kwarps, 0));
+    case SkinnyKind::kFp32KN:
+    case SkinnyKind::kInt8KN: return kn_strip_plan(p, dev_knob("CLO_SKINNY_KWARPS", dev_kwarps, 0));
   }
   const bool mma = kind == SkinnyKind::kMmaNK || kind == SkinnyKind::kMmaKN;
   const long long target = static_cast<long long>(dev_knob("CLO_SKINNY_BLOCKS_PER_SM", dev_blocks, mma ? 1 : 2)) *
@@ -689,14 +819,14 @@ SkinnyPlan skinny_plan(const GemmProblem& p) {
 }
 
 template <typename Kernel>
-cudaError_t launch_skinny(Kernel kernel, void (*reduce)(const GemmKernelArgs, const float*, int), const GemmProblem& p,
+cudaError_t launch_skinny(Kernel kernel, void (*reduce)(const GemmKernelArgs, const void*, int), const GemmProblem& p,
                           cudaStream_t stream, int smem_bytes = 0) {
   if (const cudaError_t err = set_dynamic_smem(kernel, smem_bytes); err != cudaSuccess) return err;
   SkinnyPlan plan = skinny_plan(p);
-  const size_t partial_bytes = static_cast<size_t>(plan.k_splits) * p.M * p.N * sizeof(float);
+  const size_t partial_bytes = static_cast<size_t>(plan.k_splits) * p.M * p.N * sizeof(float);  // or int32
   if (plan.k_splits > 1 && (p.workspace == nullptr || p.workspace_bytes < partial_bytes)) plan.k_splits = 1;
   const GemmKernelArgs args = make_kernel_args(p);
-  const SkinnySplit split{plan.k_warps, plan.k_splits, static_cast<float*>(p.workspace)};
+  const SkinnySplit split{plan.k_warps, plan.k_splits, p.workspace};
   // The fp32 kernels only under kGemmPdlAll: not measured as secondaries.
   const int pdl_mode = gemm_pdl_mode();
   const bool pdl = pdl_mode == kGemmPdlAll ||
@@ -710,7 +840,7 @@ cudaError_t launch_skinny(Kernel kernel, void (*reduce)(const GemmKernelArgs, co
   const unsigned blocks =
       static_cast<unsigned>(std::min<long long>(div_ceil<long long>(mn, kSkinnyThreads), 4LL * device_sm_count()));
   return launch_kernel(reduce, dim3(blocks), dim3(kSkinnyThreads), 0, stream, pdl_mode != kGemmPdlOff, args,
-                       static_cast<const float*>(p.workspace), plan.k_splits);
+                       static_cast<const void*>(p.workspace), plan.k_splits);
 }
 
 template <int kRows>
@@ -745,6 +875,12 @@ cudaError_t launch_skinny_mma(const GemmProblem& p, cudaStream_t stream) {
                  : launch_skinny(gemm_skinny_kn_mma_kernel<T, TOut, false>, reduce, p, stream);
 }
 
+cudaError_t launch_skinny_int8(const GemmProblem& p, cudaStream_t stream) {
+  const auto reduce = gemm_skinny_reduce_kernel<int32_t, int32_t>;
+  return p.M > 8 ? launch_skinny(gemm_skinny_kn_int8_kernel<true>, reduce, p, stream, kn_int8_smem_bytes<16>())
+                 : launch_skinny(gemm_skinny_kn_int8_kernel<false>, reduce, p, stream, kn_int8_smem_bytes<8>());
+}
+
 template <typename T, typename TOut>
 cudaError_t launch_skinny_typed(const GemmProblem& p, cudaStream_t stream) {
   switch (skinny_kind(p)) {
@@ -764,6 +900,15 @@ cudaError_t launch_skinny_typed(const GemmProblem& p, cudaStream_t stream) {
   return cudaErrorInvalidValue;
 }
 
+// int8 decode shapes with B stored [K, N] (the int8 tile kernels would read the weight at ~1 TB/s
+// or transpose it per call, NOTES.md "Stop 124"). Dev knob CLO_GEMM_INT8_SKINNY: 0 leaves them
+// to gemm_int8.cu's mma.sync (split K).
+bool int8_skinny_kn_applies(const GemmProblem& p) {
+  static bool dev_mode = std::getenv("CLO_GEMM_INT8_SKINNY") != nullptr;
+  return !p.trans_b && p.out_dtype == DType::kInt32 && p.c == nullptr &&
+         dev_knob("CLO_GEMM_INT8_SKINNY", dev_mode, 1) != 0;
+}
+
 }  // namespace
 
 size_t skinny_workspace_bytes(const GemmProblem& p) {
@@ -778,6 +923,7 @@ bool skinny_applicable(const GemmProblem& p) {
     case DType::kFloat32: return p.out_dtype == DType::kFloat32;
     case DType::kFloat16:
     case DType::kBFloat16: return p.out_dtype == DType::kFloat32 || p.out_dtype == p.in_dtype;
+    case DType::kInt8: return int8_skinny_kn_applies(p);
     default: return false;
   }
 }
@@ -792,6 +938,7 @@ cudaError_t launch_gemm_skinny(const GemmProblem& p, cudaStream_t stream) {
     case DType::kBFloat16:
       return f32_out ? launch_skinny_typed<__nv_bfloat16, float>(p, stream)
                      : launch_skinny_typed<__nv_bfloat16, __nv_bfloat16>(p, stream);
+    case DType::kInt8: return launch_skinny_int8(p, stream);
     default: return cudaErrorInvalidValue;
   }
 }
