@@ -14,7 +14,8 @@ the projection under all / llama-*, the ragged prefill and the 8B decode step un
 ours on row-major B (the API's layout) and on column-major B
 vs `torch._int_mm` on both, at square 2048/4096, the projection and the ragged prefill (on
 Hopper ours runs the wgmma family; a row-major B is transposed first, inside the timed call),
-and the decode-skinny shapes with b stored [N, K] (`_int_mm` on A padded to 17 rows).
+and the decode-skinny shapes with b stored [N, K] and, at 1 and 16 x 12288 x 4096, [K, N]
+(`_int_mm` on A padded to 17 rows: on the same b, and on a column-major copy of a [K, N] one).
 Both ops also run a 16-sequence decode step through Llama-8B's projections with nn.Linear
 weights (b [N, K]): QKV 6144x4096 (GQA 32/8), O 4096x4096, gate+up 28672x4096, down 4096x14336
 (presets all and llama-8b), and the 16-bit `gemm` the same projections at 64, 128 and 256 token
@@ -192,43 +193,52 @@ def int8_case(M: int, N: int, K: int) -> BenchCase:
                      rel_tol=0.0, label=f"{M}x{N}x{K}", x_key="M")
 
 
-def int8_skinny_case(M: int, N: int, K: int) -> BenchCase:
-    """Decode shapes (M <= 16) with the weight stored [N, K] (nn.Linear's layout, b = w.t()).
-    `torch._int_mm` takes only M > 16: its row is the call on A padded to 17 rows (the pad
-    inside the timed call, as a caller would have to). Memory-bound: cold L2."""
+def int8_skinny_case(M: int, N: int, K: int, b_layout: str = "[N,K]") -> BenchCase:
+    """Decode shapes (M <= 16) with the weight stored [N, K] (nn.Linear's layout, b = w.t()) or
+    [K, N] (b itself, row-major). `torch._int_mm` takes only M > 16: its rows are the call on A
+    padded to 17 rows (the pad inside the timed call, as a caller would have to), on the same b
+    and, for b [K, N], also on a column-major copy (its fast layout). Memory-bound: cold L2."""
     w = gemm_int8_work(M, N, K)
+    nk = b_layout == "[N,K]"
+    layout_name = "col-major B" if nk else "row-major B"
 
     def make() -> dict[str, Any]:
-        return {"a": torch.randint(-128, 128, (M, K), dtype=torch.int8, device="cuda"),
-                "w": torch.randint(-128, 128, (N, K), dtype=torch.int8, device="cuda")}
+        inp = {"a": torch.randint(-128, 128, (M, K), dtype=torch.int8, device="cuda"),
+               "w": torch.randint(-128, 128, (N, K), dtype=torch.int8, device="cuda")}
+        inp["b"] = inp["w"].t() if nk else inp["w"].t().contiguous()
+        if not nk:
+            inp["b_col"] = inp["w"].t()
+        return inp
 
     def ours() -> BenchImpl:
         def build(inp):
             from ..gemm import tensor_core_gemm_int8
-            a, b = inp["a"], inp["w"].t()
+            a, b = inp["a"], inp["b"]
             return lambda: tensor_core_gemm_int8(a, b)
 
-        return BenchImpl("cuda_llm_ops.int8[col-major B]", False, build, _has("tensor_core_gemm_int8"))
+        return BenchImpl(f"cuda_llm_ops.int8[{layout_name}]", False, build, _has("tensor_core_gemm_int8"))
 
-    def int_mm_padded() -> BenchImpl:
+    def int_mm_padded(key: str) -> BenchImpl:
         def build(inp):
-            a, b = inp["a"], inp["w"].t()
+            a, b = inp["a"], inp[key]
             pad = 17 - M
             return lambda: torch._int_mm(torch.nn.functional.pad(a, (0, 0, 0, pad)), b)[:M]
 
         def unavailable(inp) -> str | None:
             return None if hasattr(torch, "_int_mm") else "torch has no _int_mm"
 
-        return BenchImpl("torch._int_mm[col-major B, M padded to 17]", True, build, unavailable)
+        name = "col-major B" if key == "b_col" else layout_name
+        return BenchImpl(f"torch._int_mm[{name}, M padded to 17]", True, build, unavailable)
 
     def reference(inp):
         from ..reference import int8_gemm_reference
-        return int8_gemm_reference(inp["a"], inp["w"].t())
+        return int8_gemm_reference(inp["a"], inp["b"])
 
-    return BenchCase(op="gemm_int8", dtype=torch.int8, shape={"M": M, "N": N, "K": K, "b": "[N,K]"},
+    peers = [int_mm_padded("b")] + ([] if nk else [int_mm_padded("b_col")])
+    return BenchCase(op="gemm_int8", dtype=torch.int8, shape={"M": M, "N": N, "K": K, "b": b_layout},
                      flops=w.flops, bytes=w.bytes, compute="int8_tc", make_inputs=make,
-                     impls=[int_mm_padded(), ours()], reference=reference, rel_tol=0.0, cold_l2=True, cuda_graph=True,
-                     label=f"{M}x{N}x{K} b[N,K]", x_key="M")
+                     impls=peers + [ours()], reference=reference, rel_tol=0.0, cold_l2=True, cuda_graph=True,
+                     label=f"{M}x{N}x{K} b{b_layout}", x_key="M")
 
 
 @register("gemm")
@@ -249,7 +259,8 @@ def gemm_cases(dtype: torch.dtype, preset: str, quick: bool) -> list[BenchCase]:
         if quick:
             return [int8_case(*s) for s in squares] or [int8_skinny_case(*SKINNY[-1])]
         return ([int8_case(*s) for s in squares + list(PROJECTION) + ragged_8b] +
-                [int8_skinny_case(*s) for s in list(SKINNY) + decode_8b])
+                [int8_skinny_case(*s) for s in list(SKINNY) + decode_8b] +
+                [int8_skinny_case(*s, b_layout="[K,N]") for s in SKINNY])
     if dtype not in (torch.float32, torch.float16, torch.bfloat16):
         return []
     if dtype == torch.float32:  # fp32 on CUDA cores: the projection shape would take ~8 ms a call
