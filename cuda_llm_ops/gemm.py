@@ -186,12 +186,14 @@ def tensor_core_gemm_int8(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor | 
     (K and N multiples of 16 take the tensor-core path). Returns a new int32 tensor
     (`out` when given).
 
-    On Hopper (H100, a build with sm_90a) calls with at least a wave of 128x256 tiles run on
-    wgmma: fastest with the column-major b (`w.t()`); a row-major b is first transposed
-    into a scratch buffer (K * N bytes, ~10-15% of the call at 4096^3), from 257 rows of a
-    on (below that the transpose costs more than it saves: mma.sync). Decode shapes
-    (M <= 16) with the column-major b stream the weight through wgmma too; keep decode
-    weights column-major: a row-major one reads at about half the speed there.
+    Decode shapes (M <= 16, K and N multiples of 16) stream the weight once: a row-major b
+    through a skinny mma.sync kernel that transposes bytes in registers, a column-major b
+    through wgmma on Hopper. On Hopper (H100, a build with sm_90a) larger calls run on wgmma
+    where the tiles allow: fastest with the column-major b (`w.t()`); a row-major b is first
+    transposed into a scratch buffer (K * N bytes, ~10-15% of the call at 4096^3) past 128
+    rows of a, and past 256 for weights over 32 MiB (below that the transpose costs more than
+    it saves: mma.sync, splitting K where its tiles leave SMs idle). From 17 to 256 rows a
+    column-major b is the faster layout by up to 2.7x.
     """
     kernel = _ops.op("tensor_core_gemm_int8" if out is None else "tensor_core_gemm_int8_out")
 

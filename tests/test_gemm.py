@@ -472,6 +472,7 @@ def test_int8_wgmma_exact(monkeypatch, m, n, k, col_major_b):
     if not col_major_b and n % 16:
         n = 16 * (n // 16 + 1)
     monkeypatch.setenv("CLO_GEMM_INT8_WGMMA", "2")
+    monkeypatch.setenv("CLO_GEMM_INT8_SKINNY", "0")  # B [K, N] at M <= 16 too (the skinny int8 kernel's)
     names = _int8_case(m, n, k, col_major_b)
     if n == 1:  # b [K, 1] is contiguous however it was made: row-major with N = 1, the generic kernel
         assert "gemm_generic_kernel" in names, names
@@ -569,7 +570,7 @@ def test_int8_wgmma_skinny_large():
     # columns): 28672 x 4096, Llama-3-8B's gate/up projection; up to 256 rows (batched decode).
     for m, n, k in ((16, 4096, 1024), (1, 28672, 4096), (16, 28672, 4096), (17, 28672, 4096), (200, 28672, 4096)):
         names = _int8_case(m, n, k, False)
-        kernel = "gemm_skinny_kn_int8_kernel" if m <= 16 else "gemm_mma_int8_kernel"
+        kernel = "gemm_skinny_kn_int8" if m <= 16 else "gemm_mma_int8_kernel"
         assert kernel in names and "gemm_wgmma_sm90_kernel" not in names, (m, n, k, names)
     names = _int8_case(257, 28672, 4096, False)  # past 256 rows the transpose pays: the family takes it
     assert "gemm_wgmma_sm90_kernel" in names and "transpose_int8_to_nk" in names, names
@@ -585,26 +586,12 @@ def test_int8_wgmma_skinny_large():
         assert ("transpose_int8_to_nk" in names) == (takes and not col_major_b), (m, n, names)
 
 
-def _kn_strip_plan(n, k, sms, k_warps=None):
-    """Mirror of gemm_skinny.cu kn_strip_plan (the fp32 and int8 B [K, N] skinny kernels: warps
-    of 128 columns, one block per SM): (k_warps, k_splits, blocks_x)."""
-    max_splits = max(1, min(16, k // 256))
-
-    def plan(kw):
-        blocks_x = -(-n // (128 * 8 // kw))
-        return kw, max(1, min(max_splits, sms // blocks_x)), blocks_x
-
-    def fill(pl):
-        blocks = pl[1] * pl[2]
-        return blocks / (-(-blocks // sms) * sms)
-
-    if k_warps is not None:
-        return plan(k_warps)
-    best = plan(1)
-    for kw in (2, 4, 8):
-        if fill(plan(kw)) >= fill(best) - 1e-9:
-            best = plan(kw)
-    return best
+def _kn_int8_plan(n, k, sms, k_warps=8):
+    """Mirror of gemm_skinny.cu kn_strip_plan for the int8 B [K, N] skinny kernels (warps of 128
+    columns, one block per SM, 8 k-warps unless CLO_SKINNY_KWARPS says otherwise): blocks of
+    128 * 8 / k_warps columns, splits along K filling at most one wave. (k_splits, blocks_x)."""
+    blocks_x = -(-n // (128 * 8 // k_warps))
+    return max(1, min(max(1, min(16, k // 256)), sms // blocks_x)), blocks_x
 
 
 @settings(max_examples=30, **SETTINGS)
@@ -616,25 +603,28 @@ def test_int8_skinny_kn_exact(m, n, k):
     warp's 128 columns, K tails inside a 32-k step, splits across blocks summed in int32."""
     require_op("tensor_core_gemm_int8")
     names = _int8_case(m, n, k, False)
-    assert "gemm_skinny_kn_int8_kernel" in names and "gemm_mma_int8_kernel" not in names, names
+    assert "gemm_skinny_kn_int8" in names and "gemm_mma_int8_kernel" not in names, names
     sms = torch.cuda.get_device_properties(0).multi_processor_count
-    assert ("gemm_skinny_reduce_kernel" in names) == (_kn_strip_plan(n, k, sms)[1] > 1), (m, n, k, names)
+    assert ("gemm_skinny_reduce_kernel" in names) == (_kn_int8_plan(n, k, sms)[0] > 1), (m, n, k, names)
 
 
-@pytest.mark.parametrize("k_warps", ["", "1", "2", "4", "8"])
+@pytest.mark.parametrize("pipe", ["", "0"])
+@pytest.mark.parametrize("k_warps", ["", "1", "2", "4"])
 @pytest.mark.parametrize("m,n,k", [(16, 4096, 4096), (9, 1040, 8208), (1, 12288, 4096), (8, 48, 16), (3, 2064, 48)])
-def test_int8_skinny_kn_plans(monkeypatch, k_warps, m, n, k):
-    """The skinny int8 kernel under every k-warp count (CLO_SKINNY_KWARPS; empty: the fill rule,
-    mirrored by `_kn_strip_plan`): the grid, the split partials' reduce, exact sums; k-warps with
-    no step at all (K = 16, 48)."""
+def test_int8_skinny_kn_plans(monkeypatch, pipe, k_warps, m, n, k):
+    """Both skinny int8 kernels (CLO_SKINNY_PIPE: the cp.async ring by default, 0 register
+    batches) under every k-warp count (CLO_SKINNY_KWARPS; empty: 8), as `_kn_int8_plan` mirrors:
+    the grid, the split partials' reduce, exact sums; k-warps with no step at all (K = 16, 48)."""
     require_op("tensor_core_gemm_int8")
+    monkeypatch.setenv("CLO_SKINNY_PIPE", pipe)
     monkeypatch.setenv("CLO_SKINNY_KWARPS", k_warps)
     names = _int8_case(m, n, k, False)
+    assert ("gemm_skinny_kn_int8_pipe_kernel" in names) == (pipe == ""), names
     sms = torch.cuda.get_device_properties(0).multi_processor_count
-    kw, k_splits, blocks_x = _kn_strip_plan(n, k, sms, int(k_warps) if k_warps else None)
+    k_splits, blocks_x = _kn_int8_plan(n, k, sms, int(k_warps) if k_warps else 8)
     a = torch.randint(-128, 128, (m, k), dtype=torch.int8, device="cuda")
     b = torch.randint(-128, 128, (k, n), dtype=torch.int8, device="cuda")
-    grid = kernel_grid_blocks(lambda: llm.tensor_core_gemm_int8(a, b), "gemm_skinny_kn_int8_kernel")
+    grid = kernel_grid_blocks(lambda: llm.tensor_core_gemm_int8(a, b), "gemm_skinny_kn_int8")
     assert grid == blocks_x * k_splits, (k_warps, m, n, k, grid, blocks_x, k_splits)
     assert ("gemm_skinny_reduce_kernel" in names) == (k_splits > 1), names
 
@@ -668,7 +658,7 @@ def test_int8_skinny_kn_sums_graph_and_knob(monkeypatch):
     skinny = llm.tensor_core_gemm_int8(a, b)
     monkeypatch.setenv("CLO_GEMM_INT8_SKINNY", "0")
     names = kernel_names(lambda: llm.tensor_core_gemm_int8(a, b))
-    assert "gemm_skinny_kn_int8_kernel" not in names and "gemm_mma_int8_kernel" in names, names
+    assert "gemm_skinny_kn_int8" not in names and "gemm_mma_int8_kernel" in names, names
     assert torch.equal(llm.tensor_core_gemm_int8(a, b), skinny)
 
 
