@@ -385,7 +385,7 @@ def int8_section():
 
 def int8_batched_section(col_major_b):
     """int8 at decode and small-batch M, cold L2, B stored [K, N] (`int8_kn`) or [N, K] (`int8_nk`,
-    the `.t()` of a contiguous weight, from 64 rows: below 17 the skinny tile takes it): mma.sync
+    the `.t()` of a contiguous weight, from 17 rows: below that the skinny tile takes it): mma.sync
     (CLO_GEMM_INT8_WGMMA=0), with and without its split-K (CLO_GEMM_INT8_SPLITK=0), the default
     (knob 1), and the wgmma family forced onto 128x256 tiles (knob 2; with B [K, N] through a
     per-call transpose of B). With B [K, N] at M <= 16 the default is the skinny int8 kernel: the
@@ -394,12 +394,12 @@ def int8_batched_section(col_major_b):
     (CLO_SKINNY_PIPE=0). The peer is _int_mm on a column-major copy of B (rows of A padded to 17
     inside the call where M <= 16, as `llm-speed bench`)."""
     kind, layout = ("int8_nk", "[N,K]") if col_major_b else ("int8_kn", "[K,N]")
-    shapes = ((12288, 4096), (4096, 4096)) if col_major_b else ((28672, 4096), (12288, 4096), (4096, 4096))
+    shapes = ((28672, 4096), (12288, 4096), (4096, 4096))
     for N, K in shapes:
         b = torch.randint(-128, 128, (K, N), dtype=torch.int8, device="cuda")
         bc = b.t().contiguous().t()
         ours_b = bc if col_major_b else b
-        for M in ((64, 129, 256, 512) if col_major_b else (1, 16, 64, 128, 256, 512)):
+        for M in ((17, 64, 129, 256, 512) if col_major_b else (1, 16, 64, 128, 256, 512)):
             a = torch.randint(-128, 128, (M, K), dtype=torch.int8, device="cuda")
             ref = torch.matmul(a.double(), b.double()).to(torch.int32)
             pad = max(0, 17 - M)

@@ -557,8 +557,8 @@ def test_int8_wgmma_skinny_large():
     """Llama-size decode projections: M = 1 and 16 over a 12288 x 4096 weight stored [N, K], and
     sums of 2^27 (all -128, K = 8192) exact; B stored [K, N] runs on the skinny int8 kernel up to
     16 rows, then on mma.sync up to 128 rows, and up to 256 where the weight is over 32 MiB (its
-    transpose per call would triple the bytes); past one row tile of A the family takes grids
-    under a wave of tiles too, on 256-wide tiles."""
+    transpose per call would triple the bytes); past 16 rows the family runs 256-wide tiles on
+    any grid (under a wave too)."""
     _require_sm90()
     for m in (1, 16):
         assert "gemm_wgmma_sm90_kernel" in _int8_case(m, 12288, 4096, True)
@@ -574,14 +574,14 @@ def test_int8_wgmma_skinny_large():
         assert kernel in names and "gemm_wgmma_sm90_kernel" not in names, (m, n, k, names)
     names = _int8_case(257, 28672, 4096, False)  # past 256 rows the transpose pays: the family takes it
     assert "gemm_wgmma_sm90_kernel" in names and "transpose_int8_to_nk" in names, names
-    sms = torch.cuda.get_device_properties(0).multi_processor_count
     for m, n, col_major_b in ((129, 4096, False), (256, 4096, False), (129, 4096, True), (512, 4096, True),
-                              (200, 1000, True), (129, 12288, False)):
+                              (200, 1000, True), (129, 12288, False), (129, 12288, True), (64, 12288, True),
+                              (17, 4096, True), (64, 4096, False)):
         names = _int8_case(m, n, 4096, col_major_b)
-        takes = col_major_b or n * 4096 <= 32 << 20  # 12288 x 4096 stored [K, N] (48 MiB) stays on mma.sync
-        mt = -(-m // 128)  # the tile rule (select_wgmma_schedule): 256 wide from 3/4 of a wave, 128 from one
-        width = 256 if 4 * mt * -(-n // 256) >= 3 * sms or mt * -(-n // 128) < sms else 128
-        assert (f"gemm_wgmma_sm90_kernel<signed char, false, true, {width}," in names) == takes, (m, n, width, names)
+        # B [K, N]: mma.sync up to 128 rows, and 12288 x 4096 (48 MiB) up to 256.
+        takes = col_major_b or (m > 128 and n * 4096 <= 32 << 20)
+        # Past 16 rows every int8 grid the family takes runs 256-wide tiles (not the tile rule's 128 or mma.sync).
+        assert ("gemm_wgmma_sm90_kernel<signed char, false, true, 256," in names) == takes, (m, n, names)
         assert ("gemm_mma_int8_kernel" in names) == (not takes), (m, n, names)
         assert ("transpose_int8_to_nk" in names) == (takes and not col_major_b), (m, n, names)
 

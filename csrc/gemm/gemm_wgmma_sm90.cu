@@ -234,9 +234,9 @@ cudaError_t launch_gemm_wgmma_skinny(const GemmProblem& p, cudaStream_t stream) 
 namespace {
 
 // int8 on the family. Dev knob CLO_GEMM_INT8_WGMMA: 0 never (mma.sync), 1 (default) decode
-// shapes with B stored [N, K], and past one row tile of A where the transpose rule lets it
-// (int8_transpose_declined; the tile rule, or 256-wide tiles under a wave: int8_tile_variant),
-// 2 decode shapes as 1 and everything else on 128x256 tiles, however few.
+// shapes with B stored [N, K], and past them on 256-wide tiles (int8_tile_variant) where the
+// transpose rule lets it (int8_transpose_declined), 2 decode shapes as 1 and everything else on
+// 128x256 tiles, however few.
 GemmVariant int8_wgmma_variant(bool& use) {
   static bool dev_mode = std::getenv("CLO_GEMM_INT8_WGMMA") != nullptr;
   const int mode = dev_knob("CLO_GEMM_INT8_WGMMA", dev_mode, 1);
@@ -283,15 +283,15 @@ bool int8_transpose_declined(const GemmProblem& p, GemmVariant variant) {
          (p.M <= kSkinnyWgmmaMaxM && size_t(p.K) * size_t(p.N) > kInt8TransposeMaxBytesBatched);
 }
 
-// The tile rule's fallback for grids under a wave is mma.sync's smaller tiles, which 16-bit
-// types have; int8 mma.sync runs the family's own 128x256 tile, slower (NOTES.md "Stop 123":
-// 512 x 4096 x 4096 60.4 us on mma.sync, 40.6 through the family with B's transpose). Past one
-// row tile of A (where mma.sync splits K instead) the family keeps such grids on 256-wide tiles.
+// int8 past the decode sizes runs on the family's 256-wide tiles, whatever the grid. The tile
+// rule sends grids under 3/4 of a wave of them to 128-wide tiles or, under a wave of those, to
+// mma.sync, whose smaller tiles pay for 16-bit types; int8 mma.sync runs the family's own
+// 128x256 tile, only slower, and int8's 128-wide tiles lose too (NOTES.md "Stop 124", B stored
+// [N, K]: 64 x 12288 x 4096 28.7 us against mma.sync's 42.9; 129 x 12288 x 4096 29.3 against
+// 41.4 on 128-wide tiles; 512 x 4096 x 4096 with a B stored [K, N], transpose included, 41.1
+// against mma.sync's 59.8). Grids under a wave split K over their one short wave (tail split).
 GemmVariant int8_tile_variant(const GemmProblem& q, GemmVariant variant) {
-  WgmmaSchedule sch;
-  const bool under_a_wave =
-      variant == GemmVariant::kAuto && q.M > kInt8RowTile && select_wgmma_schedule(q, variant, sch) != cudaSuccess;
-  return under_a_wave ? GemmVariant::kWgmma : variant;  // where the family does not apply, kWgmma declines too
+  return variant == GemmVariant::kAuto && q.M > kSkinnyMaxM ? GemmVariant::kWgmma : variant;
 }
 
 }  // namespace
