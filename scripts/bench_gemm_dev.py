@@ -388,10 +388,9 @@ def int8_batched_section(col_major_b):
     the `.t()` of a contiguous weight, from 17 rows: below that the skinny tile takes it): mma.sync
     (CLO_GEMM_INT8_WGMMA=0), with and without its split-K (CLO_GEMM_INT8_SPLITK=0), the default
     (knob 1), and the wgmma family forced onto 128x256 tiles (knob 2; with B [K, N] through a
-    per-call transpose of B). With B [K, N] at M <= 16 the default is the skinny int8 kernel: the
-    mma.sync rows turn it off (CLO_GEMM_INT8_SKINNY=0); it also runs at 2 and 4 k-warps
-    (CLO_SKINNY_KWARPS; default 8) and on register batches instead of its cp.async ring
-    (CLO_SKINNY_PIPE=0). The peer is _int_mm on a column-major copy of B (rows of A padded to 17
+    per-call transpose of B). With B [K, N] at M <= 16 the default takes the skinny int8 kernel
+    for weights of 32 MiB and more: the mma.sync rows turn it off (CLO_GEMM_INT8_SKINNY=0), the
+    skinny rows force it (=2) at 8 and 4 k-warps (CLO_SKINNY_KWARPS). The peer is _int_mm on a column-major copy of B (rows of A padded to 17
     inside the call where M <= 16, as `llm-speed bench`)."""
     kind, layout = ("int8_nk", "[N,K]") if col_major_b else ("int8_kn", "[K,N]")
     shapes = ((28672, 4096), (12288, 4096), (4096, 4096))
@@ -409,24 +408,20 @@ def int8_batched_section(col_major_b):
                 return torch._int_mm(ap, bc)
 
             peer_ms = ms_of(peer, cold=True)
-            # (name, CLO_GEMM_INT8_WGMMA, CLO_GEMM_INT8_SPLITK, CLO_GEMM_INT8_SKINNY, CLO_SKINNY_KWARPS,
-            #  CLO_SKINNY_PIPE)
-            variants = (("mma.sync, no split-K", "0", "0", "0", "", ""),) if M <= 128 else ()  # it splits up to 128 rows
-            variants += (("mma.sync", "0", "", "0", "", ""), ("default", "1", "", "", "", ""),
-                         ("wgmma" if col_major_b else "wgmma+transpose", "2", "", "0", "", ""))
-            if M <= 16 and not col_major_b:
-                variants += tuple((f"skinny ring kw={kw}", "1", "", "", kw, "") for kw in ("2", "4"))
-                variants += (("skinny registers kw=8", "1", "", "", "", "0"),)
-            for name, mode, split, skinny, kwarps, pipe in variants:
+            # (name, CLO_GEMM_INT8_WGMMA, CLO_GEMM_INT8_SPLITK, CLO_GEMM_INT8_SKINNY, CLO_SKINNY_KWARPS)
+            variants = (("mma.sync, no split-K", "0", "0", "0", ""),) if M <= 128 else ()  # it splits up to 128 rows
+            variants += (("mma.sync", "0", "", "0", ""), ("default", "1", "", "", ""),
+                         ("wgmma" if col_major_b else "wgmma+transpose", "2", "", "0", ""))
+            if M <= 16 and not col_major_b:  # the skinny int8 kernel wherever it applies (its rule: >= 32 MiB)
+                variants += (("skinny kw=8", "1", "", "2", ""), ("skinny kw=4", "1", "", "2", "4"))
+            for name, mode, split, skinny, kwarps in variants:
                 os.environ["CLO_GEMM_INT8_WGMMA"], os.environ["CLO_GEMM_INT8_SPLITK"] = mode, split
                 os.environ["CLO_GEMM_INT8_SKINNY"], os.environ["CLO_SKINNY_KWARPS"] = skinny, kwarps
-                os.environ["CLO_SKINNY_PIPE"] = pipe
                 ms = ms_of(lambda: llm.tensor_core_gemm_int8(a, ours_b), cold=True)
                 exact = torch.equal(llm.tensor_core_gemm_int8(a, ours_b), ref)
                 row(kind, f"{M}x{N}x{K}", torch.int8, f"{name} {layout} B", ms, 2.0 * M * N * K,
                     "_int_mm col-major B", peer_ms, f"exact={exact}")
-            for knob in ("CLO_GEMM_INT8_WGMMA", "CLO_GEMM_INT8_SPLITK", "CLO_GEMM_INT8_SKINNY", "CLO_SKINNY_KWARPS",
-                         "CLO_SKINNY_PIPE"):
+            for knob in ("CLO_GEMM_INT8_WGMMA", "CLO_GEMM_INT8_SPLITK", "CLO_GEMM_INT8_SKINNY", "CLO_SKINNY_KWARPS"):
                 os.environ[knob] = ""
         del b, bc, ours_b
         torch.cuda.empty_cache()
@@ -447,7 +442,7 @@ if __name__ == "__main__":
     if "pdl" in wanted:
         os.environ.setdefault("CLO_GEMM_PDL", "")
     if "int8_kn" in wanted or "int8_nk" in wanted:
-        for name in ("CLO_GEMM_INT8_SPLITK", "CLO_GEMM_INT8_SKINNY", "CLO_SKINNY_KWARPS", "CLO_SKINNY_PIPE"):
+        for name in ("CLO_GEMM_INT8_SPLITK", "CLO_GEMM_INT8_SKINNY", "CLO_SKINNY_KWARPS"):
             os.environ.setdefault(name, "")
     if "int8" in wanted or "int8_kn" in wanted or "int8_nk" in wanted:
         for name in INT8_KNOB_NAMES:

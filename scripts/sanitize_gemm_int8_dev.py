@@ -3,14 +3,16 @@
 [N, K] with N odd (the register epilogue) and even (TMA stores), B [K, N] through the transpose
 into the workspace, the split last wave forced (CLO_GEMM_WGMMA_TAIL_SPLIT=2), decode shapes on
 the skinny tile (stream-K pieces summed in the workspace; whole units of 64 and 96 rows with a
-partial last unit, also for fp16 with b [N, K] against the skinny tile forced). Each int8
+partial last unit, also for fp16 with b [N, K] against the skinny tile forced), and the skinny
+int8 kernel for B [K, N] (forced at any size; 8, 1 and 4 k-warps, splits, N and K tails). Each int8
 result is checked exactly against float64, fp16 within 1e-2 relative.
 
     compute-sanitizer --tool memcheck python3 scripts/sanitize_gemm_int8_dev.py
 """
 import os
 
-for knob in ("CLO_GEMM_INT8_WGMMA", "CLO_GEMM_WGMMA_TAIL_SPLIT", "CLO_GEMM_SKINNY_WGMMA"):
+for knob in ("CLO_GEMM_INT8_WGMMA", "CLO_GEMM_WGMMA_TAIL_SPLIT", "CLO_GEMM_SKINNY_WGMMA", "CLO_GEMM_INT8_SKINNY",
+             "CLO_SKINNY_KWARPS"):
     os.environ[knob] = ""  # set before the first call, so the launchers read them on every call
 
 os.environ.setdefault("PYTORCH_NO_CUDA_MEMORY_CACHING", "1")  # exact bounds: see sanitize_decode_dev.py
@@ -26,6 +28,7 @@ cases = [  # (M, N, K, B stored [N, K])
     (3, 8200, 256, True), (16, 12280, 384, True),  # skinny, whole units: 129 of 64 rows, 128 of 96, the last partial
 ]
 failed = []
+os.environ["CLO_GEMM_INT8_SKINNY"] = "0"  # B [K, N] at M <= 16 on the modes' kernels, not the skinny one
 for mode, split in (("2", ""), ("2", "2"), ("0", "")):
     os.environ["CLO_GEMM_INT8_WGMMA"] = mode
     os.environ["CLO_GEMM_WGMMA_TAIL_SPLIT"] = split
@@ -37,6 +40,18 @@ for mode, split in (("2", ""), ("2", "2"), ("0", "")):
         torch.cuda.synchronize()
         if not ok:
             failed.append((mode, split, m, n, k, nk))
+os.environ["CLO_GEMM_INT8_WGMMA"] = os.environ["CLO_GEMM_WGMMA_TAIL_SPLIT"] = ""
+os.environ["CLO_GEMM_INT8_SKINNY"] = "2"  # the skinny int8 kernel (B [K, N], M <= 16) at any size
+for kwarps in ("", "1", "4"):  # 8 k-warps (default), 1, 4: the partials' padded layouts
+    os.environ["CLO_SKINNY_KWARPS"] = kwarps
+    for m, n, k in ((9, 1040, 8208), (3, 2064, 48), (16, 1024, 8192), (5, 16, 16), (1, 12288, 1040)):
+        a = torch.randint(-128, 128, (m, k), dtype=torch.int8, device="cuda")
+        b = torch.randint(-128, 128, (k, n), dtype=torch.int8, device="cuda")
+        ok = torch.equal(llm.tensor_core_gemm_int8(a, b), int8_gemm_reference(a, b))
+        torch.cuda.synchronize()
+        if not ok:
+            failed.append(("int8 skinny", kwarps, m, n, k))
+os.environ["CLO_SKINNY_KWARPS"] = ""
 os.environ["CLO_GEMM_SKINNY_WGMMA"] = "2"  # the 16-bit skinny tile wherever it can run
 for m, n, k, nk in ((5, 12280, 512, True), (16, 8200, 264, True), (9, 12288, 520, False)):
     a = torch.randn(m, k, dtype=torch.float16, device="cuda")

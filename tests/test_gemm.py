@@ -556,9 +556,10 @@ def test_int8_skinny_short_wave_rule(n, k, stream_k):
 def test_int8_wgmma_skinny_large():
     """Llama-size decode projections: M = 1 and 16 over a 12288 x 4096 weight stored [N, K], and
     sums of 2^27 (all -128, K = 8192) exact; B stored [K, N] runs on the skinny int8 kernel up to
-    16 rows, then on mma.sync up to 128 rows, and up to 256 where the weight is over 32 MiB (its
-    transpose per call would triple the bytes); past 16 rows the family runs 256-wide tiles on
-    any grid (under a wave too)."""
+    16 rows where the weight is at least 32 MiB, else on mma.sync up to 128 rows, and up to 256
+    where the weight is over 32 MiB (its transpose per call would triple the bytes); past 128
+    rows the family runs 256-wide tiles on any grid (under a wave too); up to 128 rows with B
+    [N, K] the tile rule holds (mma.sync under a wave of tiles)."""
     _require_sm90()
     for m in (1, 16):
         assert "gemm_wgmma_sm90_kernel" in _int8_case(m, 12288, 4096, True)
@@ -570,7 +571,7 @@ def test_int8_wgmma_skinny_large():
     # columns): 28672 x 4096, Llama-3-8B's gate/up projection; up to 256 rows (batched decode).
     for m, n, k in ((16, 4096, 1024), (1, 28672, 4096), (16, 28672, 4096), (17, 28672, 4096), (200, 28672, 4096)):
         names = _int8_case(m, n, k, False)
-        kernel = "gemm_skinny_kn_int8" if m <= 16 else "gemm_mma_int8_kernel"
+        kernel = "gemm_skinny_kn_int8_kernel" if m <= 16 and n * k >= 32 << 20 else "gemm_mma_int8_kernel"
         assert kernel in names and "gemm_wgmma_sm90_kernel" not in names, (m, n, k, names)
     names = _int8_case(257, 28672, 4096, False)  # past 256 rows the transpose pays: the family takes it
     assert "gemm_wgmma_sm90_kernel" in names and "transpose_int8_to_nk" in names, names
@@ -578,9 +579,9 @@ def test_int8_wgmma_skinny_large():
                               (200, 1000, True), (129, 12288, False), (129, 12288, True), (64, 12288, True),
                               (17, 4096, True), (64, 4096, False)):
         names = _int8_case(m, n, 4096, col_major_b)
-        # B [K, N]: mma.sync up to 128 rows, and 12288 x 4096 (48 MiB) up to 256.
-        takes = col_major_b or (m > 128 and n * 4096 <= 32 << 20)
-        # Past 16 rows every int8 grid the family takes runs 256-wide tiles (not the tile rule's 128 or mma.sync).
+        # Up to 128 rows: mma.sync under a wave of tiles (all of these); B [K, N] 12288 x 4096 (48 MiB) up to 256.
+        takes = m > 128 and (col_major_b or n * 4096 <= 32 << 20)
+        # Past 128 rows every int8 grid the family takes runs 256-wide tiles (not the tile rule's 128 or mma.sync).
         assert ("gemm_wgmma_sm90_kernel<signed char, false, true, 256," in names) == takes, (m, n, names)
         assert ("gemm_mma_int8_kernel" in names) == (not takes), (m, n, names)
         assert ("transpose_int8_to_nk" in names) == (takes and not col_major_b), (m, n, names)
@@ -594,46 +595,55 @@ def _kn_int8_plan(n, k, sms, k_warps=8):
     return max(1, min(max(1, min(16, k // 256)), sms // blocks_x)), blocks_x
 
 
-@settings(max_examples=30, **SETTINGS)
+@settings(max_examples=30, deadline=None,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
 @given(m=st.integers(1, 16), n=st.one_of(st.integers(1, 80).map(lambda x: 16 * x), st.sampled_from([4096, 12288])),
        k=st.one_of(_K16, st.sampled_from([4096, 4112])))
-def test_int8_skinny_kn_exact(m, n, k):
-    """int8 decode shapes with B stored [K, N] (N and K multiples of 16) run on the skinny int8
-    kernel (16 columns of 8 k rows a lane, transposed by byte permutes), exact: N tails inside a
-    warp's 128 columns, K tails inside a 32-k step, splits across blocks summed in int32."""
+def test_int8_skinny_kn_exact(monkeypatch, m, n, k):
+    """int8 decode shapes with B stored [K, N] (N and K multiples of 16) on the skinny int8
+    kernel (16 columns of 8 k rows a lane, transposed by byte permutes; CLO_GEMM_INT8_SKINNY=2:
+    any weight size), exact: N tails inside a warp's 128 columns, K tails inside a 32-k step,
+    splits across blocks summed in int32."""
     require_op("tensor_core_gemm_int8")
+    monkeypatch.setenv("CLO_GEMM_INT8_SKINNY", "2")
     names = _int8_case(m, n, k, False)
-    assert "gemm_skinny_kn_int8" in names and "gemm_mma_int8_kernel" not in names, names
+    assert "gemm_skinny_kn_int8_kernel" in names and "gemm_mma_int8_kernel" not in names, names
     sms = torch.cuda.get_device_properties(0).multi_processor_count
     assert ("gemm_skinny_reduce_kernel" in names) == (_kn_int8_plan(n, k, sms)[0] > 1), (m, n, k, names)
 
 
-@pytest.mark.parametrize("pipe", ["", "0"])
 @pytest.mark.parametrize("k_warps", ["", "1", "2", "4"])
 @pytest.mark.parametrize("m,n,k", [(16, 4096, 4096), (9, 1040, 8208), (1, 12288, 4096), (8, 48, 16), (3, 2064, 48)])
-def test_int8_skinny_kn_plans(monkeypatch, pipe, k_warps, m, n, k):
-    """Both skinny int8 kernels (CLO_SKINNY_PIPE: the cp.async ring by default, 0 register
-    batches) under every k-warp count (CLO_SKINNY_KWARPS; empty: 8), as `_kn_int8_plan` mirrors:
-    the grid, the split partials' reduce, exact sums; k-warps with no step at all (K = 16, 48)."""
+def test_int8_skinny_kn_plans(monkeypatch, k_warps, m, n, k):
+    """The skinny int8 kernel (forced: CLO_GEMM_INT8_SKINNY=2) under every k-warp count
+    (CLO_SKINNY_KWARPS; empty: 8), as `_kn_int8_plan` mirrors: the grid, the split partials'
+    reduce, exact sums; k-warps with no step at all (K = 16, 48)."""
     require_op("tensor_core_gemm_int8")
-    monkeypatch.setenv("CLO_SKINNY_PIPE", pipe)
+    monkeypatch.setenv("CLO_GEMM_INT8_SKINNY", "2")
     monkeypatch.setenv("CLO_SKINNY_KWARPS", k_warps)
     names = _int8_case(m, n, k, False)
-    assert ("gemm_skinny_kn_int8_pipe_kernel" in names) == (pipe == ""), names
+    assert "gemm_skinny_kn_int8_kernel" in names, names
     sms = torch.cuda.get_device_properties(0).multi_processor_count
     k_splits, blocks_x = _kn_int8_plan(n, k, sms, int(k_warps) if k_warps else 8)
     a = torch.randint(-128, 128, (m, k), dtype=torch.int8, device="cuda")
     b = torch.randint(-128, 128, (k, n), dtype=torch.int8, device="cuda")
-    grid = kernel_grid_blocks(lambda: llm.tensor_core_gemm_int8(a, b), "gemm_skinny_kn_int8")
+    grid = kernel_grid_blocks(lambda: llm.tensor_core_gemm_int8(a, b), "gemm_skinny_kn_int8_kernel")
     assert grid == blocks_x * k_splits, (k_warps, m, n, k, grid, blocks_x, k_splits)
     assert ("gemm_skinny_reduce_kernel" in names) == (k_splits > 1), names
 
 
 def test_int8_skinny_kn_sums_graph_and_knob(monkeypatch):
-    """Sums of 2^27 (all -128, K = 8192) across k-warps and split blocks are exact; a captured
+    """The default rule: the skinny int8 kernel for weights of 32 MiB and more, mma.sync below.
+    Sums of 2^27 (all -128, K = 8192) across k-warps and split blocks are exact; a captured
     graph replays the split (its partials in the caching allocator's workspace) over a stale
     output; the dev knob CLO_GEMM_INT8_SKINNY=0 gives the call back to mma.sync, same result."""
     require_op("tensor_core_gemm_int8")
+    for m, n, k, skinny in ((1, 8192, 4096, True), (16, 4096, 8192, True), (16, 4096, 4096, False),
+                            (4, 8192, 4080, False)):  # 32 MiB, 32 MiB, 16 MiB, 128 KiB under 32 MiB
+        names = _int8_case(m, n, k, False)
+        assert ("gemm_skinny_kn_int8_kernel" in names) == skinny and ("gemm_mma_int8_kernel" in names) != skinny, \
+            (m, n, k, names)
+    monkeypatch.setenv("CLO_GEMM_INT8_SKINNY", "2")  # 16 x 4096 x 4096: split across blocks
     for m, n in ((16, 1024), (1, 4096), (5, 12288)):
         a = torch.full((m, 8192), -128, dtype=torch.int8, device="cuda")
         b = torch.full((8192, n), -128, dtype=torch.int8, device="cuda")
@@ -658,7 +668,7 @@ def test_int8_skinny_kn_sums_graph_and_knob(monkeypatch):
     skinny = llm.tensor_core_gemm_int8(a, b)
     monkeypatch.setenv("CLO_GEMM_INT8_SKINNY", "0")
     names = kernel_names(lambda: llm.tensor_core_gemm_int8(a, b))
-    assert "gemm_skinny_kn_int8" not in names and "gemm_mma_int8_kernel" in names, names
+    assert "gemm_skinny_kn_int8_kernel" not in names and "gemm_mma_int8_kernel" in names, names
     assert torch.equal(llm.tensor_core_gemm_int8(a, b), skinny)
 
 

@@ -4,7 +4,7 @@
 //   gemm_fp32.cu          SIMT register-tiled SGEMM (cp.async multi-stage pipeline)
 //   gemm_f16.cu/_bf16.cu  tensor-core mma.sync m16n8k16 + ldmatrix, fp32 accumulation
 //   gemm_int8.cu          tensor-core mma.sync m16n8k32 s8 -> s32 (exact)
-//   gemm_skinny.cu        decode shapes (M <= 16; int8 with B [K, N]): B streamed once, split-K over a block's warps
+//   gemm_skinny.cu        decode shapes (M <= 16; int8: B [K, N] of >= 32 MiB): B streamed once, split-K over a block's warps
 //   gemm_generic.cu       any strides / alignment (fallback when 16-byte loads are impossible)
 //   gemm_wgmma_sm90*.cu   Hopper fp16/bf16 and int8: TMA + wgmma, warp-specialised (sm_90a build, cc 9.0)
 //   gemm_dispatch.cu      picks a family per dtype and device (a Hopper wgmma family slots in there)
@@ -140,9 +140,9 @@ int gemm_pdl_mode();
 // Outside common.cuh's band (1x12288x4096 with b [K, N], 192 blocks: 37.8 -> 40.9 us with PDL).
 inline bool gemm_skinny_pdl_pays(long long blocks, long long sms) { return blocks <= sms || grid_past_pdl_band(blocks, sms); }
 
-// Skinny family (gemm_skinny.cu): fp32/fp16/bf16, and int8 -> int32 with B stored [K, N] (dev
-// knob CLO_GEMM_INT8_SKINNY=0: not int8), with M <= kSkinnyMaxM, A not transposed, 16-byte
-// aligned rows; launch_gemm_skinny returns cudaErrorInvalidValue otherwise.
+// Skinny family (gemm_skinny.cu): fp32/fp16/bf16, and int8 -> int32 with B stored [K, N] of at
+// least 32 MiB (dev knob CLO_GEMM_INT8_SKINNY: 0 no int8, 2 any size), with M <= kSkinnyMaxM, A
+// not transposed, 16-byte aligned rows; launch_gemm_skinny returns cudaErrorInvalidValue otherwise.
 constexpr int kSkinnyMaxM = 16;
 bool skinny_applicable(const GemmProblem& p);
 // Bytes of GemmProblem::workspace the skinny kernels use for p (0: no split along K).
@@ -169,7 +169,7 @@ cudaError_t launch_gemm_wgmma_skinny(const GemmProblem& p, cudaStream_t stream);
 // Its workspace (0 also where it does not apply: `applies` tells the two apart).
 size_t wgmma_skinny_workspace_bytes(const GemmProblem& p, bool* applies = nullptr);
 // int8 -> int32 on the family (A [M, K], no C): B stored [N, K] directly (M <= 16 on the
-// skinny tile, past that on 256-wide tiles whatever the grid), B stored [K, N] through a
+// skinny tile; past 128 rows on 256-wide tiles whatever the grid), B stored [K, N] through a
 // transposed copy in the workspace (not for M <= 128, nor up to 256 rows for weights over 32 MiB);
 // cudaErrorNotSupported (nothing launched) where it does not apply or the workspace is
 // missing. The workspace: the copy, then the split-K scratch.

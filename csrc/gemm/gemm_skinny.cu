@@ -27,7 +27,8 @@
 //     16-byte load per k row) and read A from a per-warp transposed copy in shared memory.
 //   int8 -> int32, B [K, N]: mma.sync m16n8k32 with A as the 16-row operand. A lane loads 16
 //     consecutive columns of 8 k rows and transposes 4x4 bytes at a time (prmt), so mma j of
-//     16 covers columns 16g + j; exact int32 sums (split partials too). B [N, K] at M <= 16 runs
+//     16 covers columns 16g + j; exact int32 sums (split partials too). Register batches only: a
+//     cp.async-ring twin measured 7-40% slower (NOTES.md "Stop 124"). B [N, K] at M <= 16 runs
 //     on the Hopper family's skinny tile or mma.sync (gemm_int8.cu), not here.
 // Figures, the sweep behind the defaults and what was tried: NOTES.md "Skinny".
 #include <algorithm>
@@ -547,82 +548,6 @@ __global__ void __launch_bounds__(kSkinnyThreads, 1) gemm_skinny_kn_int8_kernel(
   skinny_epilogue<int32_t, kRows, int32_t, true>(args, part, split, cols, n0);
 }
 
-// ---- int8, B [K, N], pipelined ----------------------------------------------------------
-// The int8 mapping fed from a per-warp cp.async ring: a stage is one k32 step of the warp's
-// strip (32 rows of 128 bytes = 4 KB), kInt8PipeStages deep, so loads stay in flight while the
-// warp transposes and multiplies. Chunk c of row r sits at c ^ 2 ((r / 4) % 4): the 8 lanes of
-// a quarter-warp (rows 4t + i, chunks g and g + 1) read 8 distinct bank groups.
-constexpr int kInt8PipeStages = 4, kInt8StageBytes = 32 * kKnStripCols;
-constexpr int kInt8RingBytes = kSkinnyWarps * kInt8PipeStages * kInt8StageBytes;
-CLO_DEVICE int int8_ring_chunk(int row, int chunk) { return chunk ^ (((row >> 2) & 3) << 1); }
-
-template <bool kM16>
-__global__ void __launch_bounds__(kSkinnyThreads, 1) gemm_skinny_kn_int8_pipe_kernel(const GemmKernelArgs args,
-                                                                                   SkinnySplit split) {
-  pdl_wait_then_release();  // a PDL secondary where launch_skinny says: global memory only after this
-  constexpr int kRows = kM16 ? 16 : 8;
-  extern __shared__ int4 kn_int8_smem[];
-  const auto [warp, lane, g, t, cw, kw, cols, n0] = skinny_warp(split, kKnStripCols);
-  const int strip = n0 + kKnStripCols * cw;
-  const int8_t* B = static_cast<const int8_t*>(args.b);
-  unsigned char* ring = reinterpret_cast<unsigned char*>(kn_int8_smem) + warp * kInt8PipeStages * kInt8StageBytes;
-  const int8_t* a_row[2] = {static_cast<const int8_t*>(args.a) + g * args.lda,
-                            static_cast<const int8_t*>(args.a) + (g + 8) * args.lda};
-  const bool a_ok[2] = {g < args.M, kM16 && g + 8 < args.M};
-  const int K = args.K;
-  const KSlice ks = k_slice(div_ceil(K, 32), kw, split);
-  const int n_stages = ks.first < ks.last ? div_ceil(ks.last - ks.first, ks.stride) : 0;
-  auto issue = [&](int i) {  // stage i of this warp into its slot (zeros past the range)
-    const int k0 = (ks.first + i * ks.stride) * 32;
-    unsigned char* slot = ring + (i % kInt8PipeStages) * kInt8StageBytes;
-#pragma unroll
-    for (int j = 0; j < 8; ++j) {
-      const int r = 4 * j + lane / 8, c = lane % 8, k = k0 + r;
-      const bool ok = i < n_stages && k < K && strip + 16 * c < args.N;
-      const int8_t* src = ok ? B + static_cast<long long>(k) * args.ldb + strip + 16 * c : B;
-      cp_async_16(slot + r * kKnStripCols + (int8_ring_chunk(r, c) << 4), src, ok);
-    }
-    cp_async_commit();
-  };
-  auto load_a = [&](int i, uint32_t (&av)[4]) {  // a0 = (row g, k0 + 4t..), a1 = row g + 8, a2/a3 at k0 + 16 + 4t
-    const int k0 = (ks.first + i * ks.stride) * 32 + 4 * t;
-#pragma unroll
-    for (int r = 0; r < 4; ++r) {
-      const int k = k0 + 16 * (r >> 1), h = r & 1;
-      av[r] = a_ok[h] && i < n_stages && k < K ? __ldg(reinterpret_cast<const uint32_t*>(a_row[h] + k)) : 0u;
-    }
-  };
-#pragma unroll
-  for (int i = 0; i < kInt8PipeStages - 1; ++i) issue(i);
-  uint32_t av[4];
-  load_a(0, av);
-  int32_t acc[16][4] = {};
-  for (int i = 0; i < n_stages; ++i) {
-    cp_async_wait<kInt8PipeStages - 2>();
-    __syncwarp();
-    issue(i + kInt8PipeStages - 1);  // into the slot computed from in iteration i - 1
-    uint32_t an[4];
-    load_a(i + 1, an);
-    const unsigned char* slot = ring + (i % kInt8PipeStages) * kInt8StageBytes;
-    uint4 bv[8];
-#pragma unroll
-    for (int r = 0; r < 8; ++r) {
-      const int row = 4 * t + (r & 3) + 16 * (r >> 2);
-      bv[r] = *reinterpret_cast<const uint4*>(slot + row * kKnStripCols + (int8_ring_chunk(row, g) << 4));
-    }
-    kn_int8_step(acc, av, bv);
-#pragma unroll
-    for (int r = 0; r < 4; ++r) av[r] = an[r];
-    __syncwarp();
-  }
-  cp_async_wait<0>();
-  __syncthreads();  // every warp is done with its ring: the partials go there
-  int32_t* part = reinterpret_cast<int32_t*>(kn_int8_smem);
-  kn_int8_store_partials<kM16>(part, acc, cols, cw, kw, g, t);
-  __syncthreads();
-  skinny_epilogue<int32_t, kRows, int32_t, true>(args, part, split, cols, n0);
-}
-
 // ---- fp32, B [N, K] ----------------------------------------------------------------------
 // Warp: kBRows rows of B x its k-warp's steps of the block's K range; a step is 32 lanes x
 // a float4 along k (each load instruction reads 512 contiguous bytes of one row). The lanes'
@@ -888,7 +813,7 @@ SkinnyPlan skinny_plan(const GemmProblem& p) {
     case SkinnyKind::kFp32NK: cols_one = nk_fp32_b_rows(p.M > 8 ? 16 : 8) * kSkinnyWarps; unit_k = 128; break;
     case SkinnyKind::kFp32KN: return kn_strip_plan(p, dev_knob("CLO_SKINNY_KWARPS", dev_kwarps, 0));
     // int8: 8 k-warps measured fastest at 4096-28672 columns (NOTES.md "Stop 124"; the fill rule's
-    // 1 k-warp at 12288 columns took 42 us against 30 at 16 rows).
+    // 1 k-warp at 12288 columns took 42.2 us against 29.9 at 16 rows).
     case SkinnyKind::kInt8KN: return kn_strip_plan(p, dev_knob("CLO_SKINNY_KWARPS", dev_kwarps, kSkinnyWarps));
   }
   const bool mma = kind == SkinnyKind::kMmaNK || kind == SkinnyKind::kMmaKN;
@@ -961,16 +886,8 @@ cudaError_t launch_skinny_mma(const GemmProblem& p, cudaStream_t stream) {
                  : launch_skinny(gemm_skinny_kn_mma_kernel<T, TOut, false>, reduce, p, stream);
 }
 
-// The int8 kernels: the cp.async ring where shared memory allows, register batches under
-// CLO_SKINNY_PIPE=0 (as the 16-bit kernels).
 cudaError_t launch_skinny_int8(const GemmProblem& p, cudaStream_t stream) {
-  static bool dev_pipe = std::getenv("CLO_SKINNY_PIPE") != nullptr;
   const auto reduce = gemm_skinny_reduce_kernel<int32_t, int32_t>;
-  const int ring_smem = std::max(kInt8RingBytes, kn_int8_smem_bytes<16>());
-  if (smem_budget_per_block() >= ring_smem && dev_knob("CLO_SKINNY_PIPE", dev_pipe, 1) != 0) {
-    return p.M > 8 ? launch_skinny(gemm_skinny_kn_int8_pipe_kernel<true>, reduce, p, stream, ring_smem)
-                   : launch_skinny(gemm_skinny_kn_int8_pipe_kernel<false>, reduce, p, stream, ring_smem);
-  }
   return p.M > 8 ? launch_skinny(gemm_skinny_kn_int8_kernel<true>, reduce, p, stream, kn_int8_smem_bytes<16>())
                  : launch_skinny(gemm_skinny_kn_int8_kernel<false>, reduce, p, stream, kn_int8_smem_bytes<8>());
 }
@@ -994,13 +911,17 @@ cudaError_t launch_skinny_typed(const GemmProblem& p, cudaStream_t stream) {
   return cudaErrorInvalidValue;
 }
 
-// int8 decode shapes with B stored [K, N] (the int8 tile kernels would read the weight at ~1 TB/s
-// or transpose it per call, NOTES.md "Stop 124"). Dev knob CLO_GEMM_INT8_SKINNY: 0 leaves them
-// to gemm_int8.cu's mma.sync (split K).
+// int8 decode shapes with B stored [K, N] and a weight of at least 32 MiB: mma.sync's 128x256
+// tiles read such a weight at ~1 TB/s unsplit, and with K split (gemm_int8.cu) still lose to
+// this kernel there (NOTES.md "Stop 124": 16 x 12288 x 4096 27.1 us against 32.7, 1 x 12288 x
+// 4096 24.2 against 28.1), while they win at 16 MiB (16 x 4096 x 4096: 13.9 against 14.9).
+// Dev knob CLO_GEMM_INT8_SKINNY: 0 never, 1 that rule (default), 2 every such decode shape.
+constexpr long long kInt8SkinnyMinWeightBytes = 32LL << 20;
 bool int8_skinny_kn_applies(const GemmProblem& p) {
   static bool dev_mode = std::getenv("CLO_GEMM_INT8_SKINNY") != nullptr;
-  return !p.trans_b && p.out_dtype == DType::kInt32 && p.c == nullptr &&
-         dev_knob("CLO_GEMM_INT8_SKINNY", dev_mode, 1) != 0;
+  const int mode = dev_knob("CLO_GEMM_INT8_SKINNY", dev_mode, 1);
+  if (p.trans_b || p.out_dtype != DType::kInt32 || p.c != nullptr || mode == 0) return false;
+  return mode == 2 || static_cast<long long>(p.K) * p.N >= kInt8SkinnyMinWeightBytes;
 }
 
 }  // namespace

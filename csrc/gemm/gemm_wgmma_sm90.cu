@@ -234,9 +234,10 @@ cudaError_t launch_gemm_wgmma_skinny(const GemmProblem& p, cudaStream_t stream) 
 namespace {
 
 // int8 on the family. Dev knob CLO_GEMM_INT8_WGMMA: 0 never (mma.sync), 1 (default) decode
-// shapes with B stored [N, K], and past them on 256-wide tiles (int8_tile_variant) where the
-// transpose rule lets it (int8_transpose_declined), 2 decode shapes as 1 and everything else on
-// 128x256 tiles, however few.
+// shapes with B stored [N, K], and past them by the tile rule, past one row tile of A on
+// 256-wide tiles (int8_tile_variant), where the transpose rule lets it
+// (int8_transpose_declined); 2 decode shapes as 1 and everything else on 128x256 tiles, however
+// few (decode shapes with B [K, N] go to the skinny int8 kernel first, by its own rule).
 GemmVariant int8_wgmma_variant(bool& use) {
   static bool dev_mode = std::getenv("CLO_GEMM_INT8_WGMMA") != nullptr;
   const int mode = dev_knob("CLO_GEMM_INT8_WGMMA", dev_mode, 1);
@@ -283,15 +284,16 @@ bool int8_transpose_declined(const GemmProblem& p, GemmVariant variant) {
          (p.M <= kSkinnyWgmmaMaxM && size_t(p.K) * size_t(p.N) > kInt8TransposeMaxBytesBatched);
 }
 
-// int8 past the decode sizes runs on the family's 256-wide tiles, whatever the grid. The tile
+// Past one row tile of A int8 runs on the family's 256-wide tiles, whatever the grid. The tile
 // rule sends grids under 3/4 of a wave of them to 128-wide tiles or, under a wave of those, to
 // mma.sync, whose smaller tiles pay for 16-bit types; int8 mma.sync runs the family's own
 // 128x256 tile, only slower, and int8's 128-wide tiles lose too (NOTES.md "Stop 124", B stored
-// [N, K]: 64 x 12288 x 4096 28.7 us against mma.sync's 42.9; 129 x 12288 x 4096 29.3 against
-// 41.4 on 128-wide tiles; 512 x 4096 x 4096 with a B stored [K, N], transpose included, 41.1
-// against mma.sync's 59.8). Grids under a wave split K over their one short wave (tail split).
+// [N, K]: 129 x 12288 x 4096 29.3 us against 41.4 on 128-wide tiles; "Stop 123": 512 x 4096 x
+// 4096, B [K, N] transposed, 40.6 against mma.sync's 60.4). Up to 128 rows mma.sync splits K
+// where its tiles leave SMs idle; the family does not split a grid of one wave or less (64 x
+// 4096 x 14336: 68.6 us on 16 wide tiles against mma.sync's 48.4), so the tile rule stays there.
 GemmVariant int8_tile_variant(const GemmProblem& q, GemmVariant variant) {
-  return variant == GemmVariant::kAuto && q.M > kSkinnyMaxM ? GemmVariant::kWgmma : variant;
+  return variant == GemmVariant::kAuto && q.M > kInt8RowTile ? GemmVariant::kWgmma : variant;
 }
 
 }  // namespace
