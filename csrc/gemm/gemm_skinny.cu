@@ -152,7 +152,7 @@ struct KnARows {
   CLO_DEVICE KnARows(const GemmKernelArgs& args, int g)
       : row{static_cast<const T*>(args.a) + g * args.lda, static_cast<const T*>(args.a) + (g + 8) * args.lda},
         ok{g < args.M, kM16 && g + 8 < args.M} {}
-  CLO_DEVICE uint32_t load(int h, int k, bool k_ok) const {  // A's k, k + 1 of row g + 8h
+  CLO_DEVICE uint32_t load(int h, int k, bool k_ok) const {  // A's 4 bytes from k of row g + 8h (2 k, or int8's 4)
     return ok[h] && k_ok ? __ldg(reinterpret_cast<const uint32_t*>(row[h] + k)) : 0u;
   }
 };
@@ -513,9 +513,7 @@ __global__ void __launch_bounds__(kSkinnyThreads, 1) gemm_skinny_kn_int8_kernel(
   const int ncol = n0 + kKnStripCols * cw + 16 * g;
   const bool col_ok = ncol < args.N;  // N % 16 == 0: the lane's 16 columns are all in or all out
   const int8_t* b_col = static_cast<const int8_t*>(args.b) + ncol;
-  const int8_t* a_row[2] = {static_cast<const int8_t*>(args.a) + g * args.lda,
-                            static_cast<const int8_t*>(args.a) + (g + 8) * args.lda};
-  const bool a_ok[2] = {g < args.M, kM16 && g + 8 < args.M};
+  const KnARows<int8_t, kM16> ar(args, g);  // 4 bytes = the fragment's 4 k of a row
   const int K = args.K, steps = div_ceil(K, 32);
   const KSlice ks = k_slice(steps, kw, split);
   int32_t acc[16][4] = {};
@@ -536,8 +534,8 @@ __global__ void __launch_bounds__(kSkinnyThreads, 1) gemm_skinny_kn_int8_kernel(
       // A fragment: a0 = (row g, k kb..kb+3), a1 = row g + 8, a2/a3 the same at kb + 16.
 #pragma unroll
       for (int r = 0; r < 4; ++r) {
-        const int k = kb + 16 * (r >> 1), h = r & 1;
-        av[u][r] = a_ok[h] && k < K ? __ldg(reinterpret_cast<const uint32_t*>(a_row[h] + k)) : 0u;
+        const int k = kb + 16 * (r >> 1);
+        av[u][r] = ar.load(r & 1, k, k < K);
       }
     }
 #pragma unroll
