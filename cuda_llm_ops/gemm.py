@@ -186,9 +186,10 @@ def tensor_core_gemm_int8(a: torch.Tensor, b: torch.Tensor, out: torch.Tensor | 
     (K and N multiples of 16 take the tensor-core path). Returns a new int32 tensor
     (`out` when given).
 
-    Decode shapes (M <= 16, K and N multiples of 16) stream the weight once: a row-major b
-    through a skinny mma.sync kernel that transposes bytes in registers, a column-major b
-    through wgmma on Hopper. On Hopper (H100, a build with sm_90a) larger calls run on wgmma
+    Decode shapes (M <= 16) stream the weight once: a row-major b of 32 MiB or more (K and N
+    multiples of 16) through a skinny mma.sync kernel that transposes bytes in registers
+    (smaller ones: mma.sync with K split across blocks), a column-major b through wgmma on
+    Hopper. On Hopper (H100, a build with sm_90a) larger calls run on wgmma
     where the tiles allow: fastest with the column-major b (`w.t()`); a row-major b is first
     transposed into a scratch buffer (K * N bytes, ~10-15% of the call at 4096^3) past 128
     rows of a, and past 256 for weights over 32 MiB (below that the transpose costs more than

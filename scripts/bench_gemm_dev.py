@@ -9,8 +9,8 @@ benchmark-only op `_gemm_variant`.
   GEMM_BENCH_SECTIONS=tail_split python3 scripts/bench_gemm_dev.py   # Hopper GEMM: split last wave off/auto/forced
   SKINNY_WGMMA_SWEEP=1 GEMM_BENCH_SECTIONS=skinny python3 scripts/bench_gemm_dev.py   # the Hopper skinny tile vs the skinny kernels
   GEMM_BENCH_SECTIONS=int8 python3 scripts/bench_gemm_dev.py   # int8: wgmma (single, pairs) vs mma.sync vs _int_mm
-  GEMM_BENCH_SECTIONS=int8_kn python3 scripts/bench_gemm_dev.py   # int8, B [K, N], M 1-512: mma.sync (split-K or not) vs wgmma + transpose
-  GEMM_BENCH_SECTIONS=int8_nk python3 scripts/bench_gemm_dev.py   # int8, B [N, K], M 64-512: mma.sync vs the wgmma family
+  GEMM_BENCH_SECTIONS=int8_kn python3 scripts/bench_gemm_dev.py   # int8, B [K, N], M 1-512: mma.sync (split-K or not) vs wgmma + transpose vs the skinny int8 kernel
+  GEMM_BENCH_SECTIONS=int8_nk python3 scripts/bench_gemm_dev.py   # int8, B [N, K], M 17-512: mma.sync vs the wgmma family
   GEMM_BENCH_SECTIONS=f32_wide python3 scripts/bench_gemm_dev.py   # fp32: the 128x128 tile vs the long one vs auto
   GEMM_BENCH_SECTIONS=pdl python3 scripts/bench_gemm_dev.py   # PDL modes on decode shapes, graphs, cold L2
 """

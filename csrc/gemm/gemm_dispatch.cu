@@ -1,5 +1,5 @@
 // Family selection for every GEMM entry point: the skinny kernels for decode shapes
-// (M <= 16: any float dtype, int8 with B [K, N]; kAuto or kSkinny), SIMT fp32, mma.sync fp16/bf16
+// (M <= 16: any float dtype, int8 with B [K, N] of >= 32 MiB; kAuto or kSkinny), SIMT fp32, mma.sync fp16/bf16
 // and int8 (Ampere-style, sm_80+, also run on Hopper), the Hopper wgmma/TMA
 // fp16/bf16/int8 family (cc 9.0 with the sm_90a build; tried first, falls back
 // to mma.sync when it does not apply), and the generic kernel for

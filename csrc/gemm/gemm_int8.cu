@@ -1,6 +1,8 @@
 // int8 tensor-core GEMM: mma.sync m16n8k32 s8 x s8 -> s32 (exact), cp.async
 // multi-stage pipeline, 128x256x64 block tile, 8 warps of 64x64. On Hopper (sm_90a
-// build) the wgmma family takes the calls with enough tiles first (launch_gemm_int8).
+// build) the wgmma family takes its calls first (launch_gemm_int8: by the tile rule up to 128
+// rows of A, any grid past them); decode calls with B [K, N] of 32 MiB or more run on the
+// skinny int8 kernel (gemm_skinny.cu) and never reach this file.
 //
 // B row-major [K, N] is the hard layout: mma wants, per lane, 4 consecutive k
 // of one column n, and ldmatrix.trans does not exist for 8-bit elements. We

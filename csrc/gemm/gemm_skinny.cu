@@ -6,10 +6,10 @@
 // mostly padding and on too few blocks (a 64-wide tile gives N/64 blocks); these kernels
 // instead give every warp a strip of B, stream it with 16-byte loads that bypass L1 (A,
 // reused by every warp, stays there), split K across the warps of a block (partials summed
-// in shared memory) and, where the strips give too few blocks, across blocks (fp32
-// partials in a workspace the binding allocates, summed by gemm_skinny_reduce_kernel).
+// in shared memory) and, where the strips give too few blocks, across blocks (fp32 partials,
+// int32 for int8, in a workspace the binding allocates, summed by gemm_skinny_reduce_kernel).
 //
-// Four kernels, by element type and B's layout:
+// Five kernels, by element type and B's layout:
 //   16-bit, B [N, K]: mma.sync m16n8k16 with B as the 16-row operand and A^T as the
 //     8-column one (M <= 8: one n8 tile, M <= 16: two). A lane's 16-byte load of a B row
 //     holds 8 consecutive k; the lane feeds them to two k16 mmas in a fixed order, and
@@ -768,9 +768,10 @@ constexpr int nk_fp32_b_rows(int rows) { return rows >= 16 ? 4 : 8; }
 // units), and blocks are split along K (blockIdx.y, each split keeping >= 256 of K) until
 // there are blocks_per_sm blocks per SM. Defaults per kernel from the side-by-side sweeps
 // (NOTES.md "Skinny"): mma kernels 8 k-warps, 1 block per SM; fp32 B [N, K] 4 and 2; fp32
-// and int8 B [K, N] their own rule (kn_strip_plan).
-// Dev knobs (side-by-side timing only): CLO_SKINNY_BLOCKS_PER_SM (not for fp32 B [K, N]: its
-// kernel runs one block per SM), CLO_SKINNY_KWARPS.
+// and int8 B [K, N] their own rule (kn_strip_plan; int8 at 8 k-warps unless the knob names
+// 1, 2 or 4, fp32 the k-warps of the best fill).
+// Dev knobs (side-by-side timing only): CLO_SKINNY_BLOCKS_PER_SM (not for fp32 or int8 B [K, N]:
+// their kernels run one block per SM), CLO_SKINNY_KWARPS.
 struct SkinnyPlan {
   int k_warps, k_splits, blocks_x;
 };

@@ -264,7 +264,8 @@ GemmProblem int8_wgmma_problem(const GemmProblem& p, size_t& bt_bytes) {
 
 // Decode shapes (M <= 16) with B stored [N, K] run on the skinny tile, swapped as the 16-bit
 // ones are (the weight as the 64-row operand). A B stored [K, N] would need the whole
-// weight transposed on every call (3x the bytes of a memory-bound call): mma.sync keeps it.
+// weight transposed on every call (3x the bytes of a memory-bound call): the skinny int8
+// kernel takes it from 32 MiB (gemm_skinny.cu), mma.sync below.
 bool int8_skinny_applies(const GemmProblem& p) {
   return p.M <= kSkinnyMaxM && p.trans_b && wgmma_applicable(p);
 }
