@@ -473,25 +473,6 @@ CLO_DEVICE void kn_int8_step(int32_t (&acc)[16][4], const uint32_t (&a)[4], cons
   }
 }
 
-// The warp's sums into the block's partials [k_warps][kRows][padded cols]. acc[j]: c0 = (row g,
-// column 32t + j of the warp's strip), c1 = (row g, column 32t + 16 + j), c2/c3 row g + 8.
-template <bool kM16>
-CLO_DEVICE void kn_int8_store_partials(int32_t* part, const int32_t (&acc)[16][4], int cols, int cw, int kw, int g,
-                                       int t) {
-  constexpr int kRows = kM16 ? 16 : 8;
-  const int stride = padded_part_stride(cols), c = kKnStripCols * cw + 32 * t;
-  int32_t* p = part + kw * kRows * stride + c + c / 32;
-#pragma unroll
-  for (int j = 0; j < 16; ++j) {
-    p[g * stride + j] = acc[j][0];
-    p[g * stride + 16 + j] = acc[j][1];
-    if constexpr (kM16) {
-      p[(g + 8) * stride + j] = acc[j][2];
-      p[(g + 8) * stride + 16 + j] = acc[j][3];
-    }
-  }
-}
-
 // Bytes of the block's partials [k_warps][kRows][padded cols]: the most any k_warps takes.
 template <int kRows>
 constexpr int kn_int8_smem_bytes() {
@@ -541,7 +522,19 @@ __global__ void __launch_bounds__(kSkinnyThreads, 1) gemm_skinny_kn_int8_kernel(
 #pragma unroll
     for (int u = 0; u < kUnroll; ++u) kn_int8_step(acc, av[u], bv[u]);
   }
-  kn_int8_store_partials<kM16>(part, acc, cols, cw, kw, g, t);
+  // acc[j]: c0 = (row g, column 32t + j of the warp's strip), c1 = (row g, column 32t + 16 + j),
+  // c2/c3 row g + 8.
+  const int stride = padded_part_stride(cols), c = kKnStripCols * cw + 32 * t;
+  int32_t* p = part + kw * kRows * stride + c + c / 32;
+#pragma unroll
+  for (int j = 0; j < 16; ++j) {
+    p[g * stride + j] = acc[j][0];
+    p[g * stride + 16 + j] = acc[j][1];
+    if constexpr (kM16) {
+      p[(g + 8) * stride + j] = acc[j][2];
+      p[(g + 8) * stride + 16 + j] = acc[j][3];
+    }
+  }
   __syncthreads();
   skinny_epilogue<int32_t, kRows, int32_t, true>(args, part, split, cols, n0);
 }

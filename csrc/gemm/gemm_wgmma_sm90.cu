@@ -299,35 +299,49 @@ GemmVariant int8_tile_variant(const GemmProblem& q, GemmVariant variant) {
 
 }  // namespace
 
+namespace {
+
+// How the family runs p past the skinny tile: q (B stored [N, K]: the caller's, or the
+// transposed copy at the workspace's head, bt_bytes long), its variant and schedule; false
+// where the transpose rule or the tile rule leaves p to mma.sync. The workspace query and the
+// launch both plan through it, so they size and run the same thing.
+bool plan_int8_family(const GemmProblem& p, GemmVariant& variant, GemmProblem& q, WgmmaSchedule& sch,
+                      size_t& bt_bytes) {
+  if (int8_transpose_declined(p, variant)) return false;
+  q = int8_wgmma_problem(p, bt_bytes);
+  variant = int8_tile_variant(q, variant);
+  return select_wgmma_schedule(q, variant, sch) == cudaSuccess;
+}
+
+}  // namespace
+
 size_t wgmma_int8_workspace_bytes(const GemmProblem& p) {
   // The family needs TMA-describable rows of A and B as given (launch_gemm_int8 sends it no
   // other): no transposed copy to size for a B whose own rows are not.
   if (!gemm_vectorizable(p)) return 0;
   bool use = false;
   GemmVariant variant = int8_wgmma_variant(use);
-  if (use && int8_skinny_applies(p)) return skinny_tile_workspace_bytes(p, 16);
-  if (!use || int8_transpose_declined(p, variant)) return 0;
+  if (!use) return 0;
+  if (int8_skinny_applies(p)) return skinny_tile_workspace_bytes(p, 16);
   GemmProblem sized = p;
   sized.workspace = nullptr;
   sized.workspace_bytes = 0;
-  size_t bt_bytes = 0;
-  const GemmProblem q = int8_wgmma_problem(sized, bt_bytes);
-  variant = int8_tile_variant(q, variant);
+  GemmProblem q;
   WgmmaSchedule sch;
-  if (!use || select_wgmma_schedule(q, variant, sch) != cudaSuccess) return 0;
+  size_t bt_bytes = 0;
+  if (!plan_int8_family(sized, variant, q, sch, bt_bytes)) return 0;
   return bt_bytes + wgmma_workspace_bytes(q, variant);
 }
 
 cudaError_t launch_gemm_wgmma_int8(const GemmProblem& p, cudaStream_t stream) {
   bool use = false;
   GemmVariant variant = int8_wgmma_variant(use);
-  if (use && int8_skinny_applies(p)) return launch_gemm_wgmma_s8(swapped_for_skinny(p), skinny_schedule(16), stream);
-  if (!use || int8_transpose_declined(p, variant)) return cudaErrorNotSupported;
-  size_t bt_bytes = 0;
-  const GemmProblem q = int8_wgmma_problem(p, bt_bytes);
-  variant = int8_tile_variant(q, variant);
+  if (!use) return cudaErrorNotSupported;
+  if (int8_skinny_applies(p)) return launch_gemm_wgmma_s8(swapped_for_skinny(p), skinny_schedule(16), stream);
+  GemmProblem q;
   WgmmaSchedule sch;
-  if (!use || select_wgmma_schedule(q, variant, sch) != cudaSuccess) return cudaErrorNotSupported;
+  size_t bt_bytes = 0;
+  if (!plan_int8_family(p, variant, q, sch, bt_bytes)) return cudaErrorNotSupported;
   if (bt_bytes > 0) {
     // The binding sized the workspace by wgmma_int8_workspace_bytes; without it, mma.sync.
     if (p.workspace == nullptr || p.workspace_bytes < bt_bytes) return cudaErrorNotSupported;
