@@ -10,7 +10,7 @@ benchmark-only op `_gemm_variant`.
   SKINNY_WGMMA_SWEEP=1 GEMM_BENCH_SECTIONS=skinny python3 scripts/bench_gemm_dev.py   # the Hopper skinny tile vs the skinny kernels
   GEMM_BENCH_SECTIONS=int8 python3 scripts/bench_gemm_dev.py   # int8: wgmma (single, pairs) vs mma.sync vs _int_mm
   GEMM_BENCH_SECTIONS=int8_kn python3 scripts/bench_gemm_dev.py   # int8, B [K, N], M 1-512: mma.sync (split-K or not) vs wgmma + transpose vs the skinny int8 kernel
-  GEMM_BENCH_SECTIONS=int8_nk python3 scripts/bench_gemm_dev.py   # int8, B [N, K], M 17-512: mma.sync vs the wgmma family
+  GEMM_BENCH_SECTIONS=int8_nk python3 scripts/bench_gemm_dev.py   # int8, B [N, K], M 17-256: mma.sync vs the wgmma family, split along K or whole
   GEMM_BENCH_SECTIONS=f32_wide python3 scripts/bench_gemm_dev.py   # fp32: the 128x128 tile vs the long one vs auto
   GEMM_BENCH_SECTIONS=pdl python3 scripts/bench_gemm_dev.py   # PDL modes on decode shapes, graphs, cold L2
 """
@@ -393,12 +393,12 @@ def int8_batched_section(col_major_b):
     skinny rows force it (=2) at 8 and 4 k-warps (CLO_SKINNY_KWARPS). The peer is _int_mm on a column-major copy of B (rows of A padded to 17
     inside the call where M <= 16, as `llm-speed bench`)."""
     kind, layout = ("int8_nk", "[N,K]") if col_major_b else ("int8_kn", "[K,N]")
-    shapes = ((28672, 4096), (12288, 4096), (4096, 4096))
+    shapes = ((28672, 4096), (12288, 4096), (4096, 4096)) + (((4096, 14336),) if col_major_b else ())
     for N, K in shapes:
         b = torch.randint(-128, 128, (K, N), dtype=torch.int8, device="cuda")
         bc = b.t().contiguous().t()
         ours_b = bc if col_major_b else b
-        for M in ((17, 64, 129, 256, 512) if col_major_b else (1, 16, 64, 128, 256, 512)):
+        for M in ((17, 64, 128, 129, 256) if col_major_b else (1, 16, 64, 128, 256, 512)):
             a = torch.randint(-128, 128, (M, K), dtype=torch.int8, device="cuda")
             ref = torch.matmul(a.double(), b.double()).to(torch.int32)
             pad = max(0, 17 - M)
@@ -408,20 +408,25 @@ def int8_batched_section(col_major_b):
                 return torch._int_mm(ap, bc)
 
             peer_ms = ms_of(peer, cold=True)
-            # (name, CLO_GEMM_INT8_WGMMA, CLO_GEMM_INT8_SPLITK, CLO_GEMM_INT8_SKINNY, CLO_SKINNY_KWARPS)
-            variants = (("mma.sync, no split-K", "0", "0", "0", ""),) if M <= 128 else ()  # it splits up to 128 rows
-            variants += (("mma.sync", "0", "", "0", ""), ("default", "1", "", "", ""),
-                         ("wgmma" if col_major_b else "wgmma+transpose", "2", "", "0", ""))
+            # (name, CLO_GEMM_INT8_WGMMA, CLO_GEMM_INT8_SPLITK, CLO_GEMM_INT8_SKINNY, CLO_SKINNY_KWARPS,
+            #  CLO_GEMM_WGMMA_SHORT_SPLIT)
+            variants = (("mma.sync, no split-K", "0", "0", "0", "", ""),) if M <= 128 else ()  # it splits up to 128 rows
+            variants += (("mma.sync", "0", "", "0", "", ""), ("default", "1", "", "", "", ""),
+                         ("wgmma" if col_major_b else "wgmma+transpose", "2", "", "0", "", ""))
+            if M <= 128:  # the family's grid under a wave, whole units (no short-wave split)
+                variants += (("wgmma unsplit" if col_major_b else "wgmma+transpose unsplit", "2", "", "0", "", "0"),)
             if M <= 16 and not col_major_b:  # the skinny int8 kernel wherever it applies (its rule: >= 32 MiB)
-                variants += (("skinny kw=8", "1", "", "2", ""), ("skinny kw=4", "1", "", "2", "4"))
-            for name, mode, split, skinny, kwarps in variants:
+                variants += (("skinny kw=8", "1", "", "2", "", ""), ("skinny kw=4", "1", "", "2", "4", ""))
+            for name, mode, split, skinny, kwarps, short in variants:
                 os.environ["CLO_GEMM_INT8_WGMMA"], os.environ["CLO_GEMM_INT8_SPLITK"] = mode, split
                 os.environ["CLO_GEMM_INT8_SKINNY"], os.environ["CLO_SKINNY_KWARPS"] = skinny, kwarps
+                os.environ["CLO_GEMM_WGMMA_SHORT_SPLIT"] = short
                 ms = ms_of(lambda: llm.tensor_core_gemm_int8(a, ours_b), cold=True)
                 exact = torch.equal(llm.tensor_core_gemm_int8(a, ours_b), ref)
                 row(kind, f"{M}x{N}x{K}", torch.int8, f"{name} {layout} B", ms, 2.0 * M * N * K,
                     "_int_mm col-major B", peer_ms, f"exact={exact}")
-            for knob in ("CLO_GEMM_INT8_WGMMA", "CLO_GEMM_INT8_SPLITK", "CLO_GEMM_INT8_SKINNY", "CLO_SKINNY_KWARPS"):
+            for knob in ("CLO_GEMM_INT8_WGMMA", "CLO_GEMM_INT8_SPLITK", "CLO_GEMM_INT8_SKINNY", "CLO_SKINNY_KWARPS",
+                         "CLO_GEMM_WGMMA_SHORT_SPLIT"):
                 os.environ[knob] = ""
         del b, bc, ours_b
         torch.cuda.empty_cache()
@@ -442,7 +447,7 @@ if __name__ == "__main__":
     if "pdl" in wanted:
         os.environ.setdefault("CLO_GEMM_PDL", "")
     if "int8_kn" in wanted or "int8_nk" in wanted:
-        for name in ("CLO_GEMM_INT8_SPLITK", "CLO_GEMM_INT8_SKINNY", "CLO_SKINNY_KWARPS"):
+        for name in ("CLO_GEMM_INT8_SPLITK", "CLO_GEMM_INT8_SKINNY", "CLO_SKINNY_KWARPS", "CLO_GEMM_WGMMA_SHORT_SPLIT"):
             os.environ.setdefault(name, "")
     if "int8" in wanted or "int8_kn" in wanted or "int8_nk" in wanted:
         for name in INT8_KNOB_NAMES:

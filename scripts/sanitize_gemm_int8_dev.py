@@ -1,7 +1,8 @@
 """Small int8 GEMM cases for compute-sanitizer (memcheck) on the Hopper wgmma family
 (CLO_GEMM_INT8_WGMMA=2: wherever it can run) and on mma.sync (=0): M, N and K tails, B stored
 [N, K] with N odd (the register epilogue) and even (TMA stores), B [K, N] through the transpose
-into the workspace, the split last wave forced (CLO_GEMM_WGMMA_TAIL_SPLIT=2), decode shapes on
+into the workspace, the split last wave forced (CLO_GEMM_WGMMA_TAIL_SPLIT=2; a grid of one wave
+or less cut along K, every unit in chunks), decode shapes on
 the skinny tile (stream-K pieces summed in the workspace; whole units of 64 and 96 rows with a
 partial last unit, also for fp16 with b [N, K] against the skinny tile forced), and the skinny
 int8 kernel for B [K, N] (forced at any size; 8, 1 and 4 k-warps, splits, N and K tails). Each int8
@@ -26,6 +27,7 @@ cases = [  # (M, N, K, B stored [N, K])
     (17, 33, 144, True), (1, 1, 16, True), (130, 264, 272, True), (257, 48, 1040, False), (5, 16, 16, False),
     (300, 520, 128, True), (7, 300, 1040, True), (16, 1536, 4096, True),  # the last two: the skinny tile
     (3, 8200, 256, True), (16, 12280, 384, True),  # skinny, whole units: 129 of 64 rows, 128 of 96, the last partial
+    (64, 1000, 4096, True), (100, 2056, 2064, True),  # a short wave of 256-wide tiles split along K (4 / 3 chunks)
 ]
 failed = []
 os.environ["CLO_GEMM_INT8_SKINNY"] = "0"  # B [K, N] at M <= 16 on the modes' kernels, not the skinny one

@@ -1107,7 +1107,7 @@ def test_racecheck_pairs_groups_reports_under_their_case(tmp_path, capsys):
 def test_gemm_presets_hold_for_int8_and_the_8b_prefill():
     """--preset picks the int8 GEMM shapes as it picks the 16-bit ones (square: squares only;
     llama-7b: no squares, no Llama-8B shapes), and the 4352x4096x14336 prefill (Llama-8B's MLP
-    down projection) only under all / llama-8b."""
+    down projection) and the batched decode rows only under all / llama-8b."""
     from cuda_llm_ops.bench import cases_gemm
 
     def shapes(dtype, preset, quick=False):
@@ -1119,4 +1119,10 @@ def test_gemm_presets_hold_for_int8_and_the_8b_prefill():
         assert (4352, 4096, 14336) in shapes(dtype, "llama-8b") and (4352, 4096, 14336) in shapes(dtype, "all")
     assert not any(m == n == k for m, n, k in shapes(torch.int8, "llama-7b"))
     assert (16, 28672, 4096) in shapes(torch.int8, "llama-8b") and (16, 28672, 4096) not in shapes(torch.int8, "llama-7b")
+    # batched decode (64-256 rows, b [N, K]) for both, against _int_mm on A unpadded past 16 rows
+    for dtype in (torch.int8, torch.float16):
+        assert {(64, 4096, 14336), (256, 28672, 4096)} <= shapes(dtype, "llama-8b")
+    names = {i.name for c in cases_gemm.gemm_cases(torch.int8, "llama-8b", False) for i in c.impls
+             if c.shape["M"] in (16, 64)}
+    assert "torch._int_mm[col-major B]" in names and "torch._int_mm[col-major B, M padded to 17]" in names
     assert shapes(torch.int8, "all", quick=True) == {(4096, 4096, 4096)}

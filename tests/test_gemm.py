@@ -1,4 +1,5 @@
 """GPU tests of the GEMM family against float64 torch.matmul (int8: exact)."""
+import math
 import os
 import re
 
@@ -24,6 +25,7 @@ os.environ.setdefault("CLO_GEMM_WGMMA_PERSISTENT", "")
 os.environ.setdefault("CLO_GEMM_WGMMA_TMA_STORE", "")
 os.environ.setdefault("CLO_GEMM_WGMMA_RASTER", "")
 os.environ.setdefault("CLO_GEMM_WGMMA_TAIL_SPLIT", "")
+os.environ.setdefault("CLO_GEMM_WGMMA_SHORT_SPLIT", "")
 os.environ.setdefault("CLO_GEMM_SKINNY_WGMMA", "")
 os.environ.setdefault("CLO_GEMM_INT8_WGMMA", "")
 os.environ.setdefault("CLO_GEMM_INT8_SPLITK", "")
@@ -510,6 +512,57 @@ def test_int8_wgmma_auto_large(monkeypatch, m, n, k):
     assert torch.equal(mma, split)
 
 
+def _short_wave_splits(units, ktiles, sms):
+    """Mirror of plan_tail_split (gemm_wgmma_sm90.cuh, mode 1) for a grid of one wave or less:
+    the chunks each unit's k-tiles are cut into, 1 for none."""
+    if units > sms:
+        return 1
+    splits = min(sms // units, ktiles, max(2, int(math.floor(math.sqrt(ktiles / 2) + 0.5))))
+    return splits if splits >= 2 and ktiles - -(-ktiles // splits) >= 8 else 1
+
+
+@pytest.mark.parametrize("m,n,k", [(17, 4096, 14336), (64, 12288, 4096), (128, 2048, 2064), (100, 1000, 4096),
+                                   (48, 4096, 512)])
+def test_int8_wgmma_short_wave_split(monkeypatch, m, n, k):
+    """int8 past the skinny tile (17-128 rows, B stored [N, K]) runs the family's 256-wide tiles
+    with a grid of one wave or less cut along K: every unit in `splits` chunks (about
+    sqrt(k-tiles / 2), at most SMs / units), so units * splits CTAs run (K = 512, 4 k-tiles:
+    nothing to save, whole units). Exact against float64 and against the unsplit grid
+    (CLO_GEMM_WGMMA_SHORT_SPLIT=0); sums past 2^24 (all -128) exact through the int32 chunks; a
+    CUDA graph replays the split on new data."""
+    _require_sm90()
+    sms = torch.cuda.get_device_properties(0).multi_processor_count
+    units = -(-m // 128) * -(-n // 256)
+    splits = _short_wave_splits(units, -(-k // 128), sms)
+    names = _int8_case(m, n, k, True)
+    assert "gemm_wgmma_sm90_kernel<signed char, false, true, 256," in names and "gemm_mma_int8_kernel" not in names
+    assert ("Memset" in names) == (splits > 1), (m, n, k, names)
+    a = torch.randint(-128, 128, (m, k), dtype=torch.int8, device="cuda")
+    b = torch.randint(-128, 128, (n, k), dtype=torch.int8, device="cuda").t()
+    f = lambda: llm.tensor_core_gemm_int8(a, b)
+    assert kernel_grid_blocks(f, "gemm_wgmma_sm90_kernel") == units * splits, (m, n, k, units, splits)
+    split = f()
+    monkeypatch.setenv("CLO_GEMM_WGMMA_SHORT_SPLIT", "0")
+    assert kernel_grid_blocks(f, "gemm_wgmma_sm90_kernel") == units
+    assert torch.equal(f(), split)
+    monkeypatch.setenv("CLO_GEMM_WGMMA_SHORT_SPLIT", "")
+    full_a = torch.full((m, k), -128, dtype=torch.int8, device="cuda")
+    full_b = torch.full((n, k), -128, dtype=torch.int8, device="cuda").t()
+    assert torch.equal(llm.tensor_core_gemm_int8(full_a, full_b),
+                       torch.full((m, n), 16384 * k, dtype=torch.int32, device="cuda"))
+    out = poison_(torch.empty(m, n, dtype=torch.int32, device="cuda"))
+    graph = torch.cuda.CUDAGraph()
+    llm.tensor_core_gemm_int8(a, b, out=out)  # warm (workspace, module) outside the capture
+    with torch.cuda.graph(graph):
+        llm.tensor_core_gemm_int8(a, b, out=out)
+    for _ in range(2):
+        a.copy_(torch.randint(-128, 128, (m, k), dtype=torch.int8, device="cuda"))
+        poison_(out)
+        graph.replay()
+        torch.cuda.synchronize()
+        assert torch.equal(out, int8_gemm_reference(a, b)), (m, n, k)
+
+
 @pytest.mark.parametrize("k", [8192, 8191])  # 16-byte rows (the tile kernels) and not (the general kernel)
 @pytest.mark.parametrize("col_major_b", [True, False])
 @pytest.mark.parametrize("wgmma", ["", "0"])
@@ -557,9 +610,9 @@ def test_int8_wgmma_skinny_large():
     """Llama-size decode projections: M = 1 and 16 over a 12288 x 4096 weight stored [N, K], and
     sums of 2^27 (all -128, K = 8192) exact; B stored [K, N] runs on the skinny int8 kernel up to
     16 rows where the weight is at least 32 MiB, else on mma.sync up to 128 rows, and up to 256
-    where the weight is over 32 MiB (its transpose per call would triple the bytes); past 128
-    rows the family runs 256-wide tiles on any grid (under a wave too); up to 128 rows with B
-    [N, K] the tile rule holds (mma.sync under a wave of tiles)."""
+    where the weight is over 32 MiB (its transpose per call would triple the bytes); wherever the
+    family takes more than 16 rows it runs 256-wide tiles on any grid (under a wave too, split
+    along K: test_int8_wgmma_short_wave_split)."""
     _require_sm90()
     for m in (1, 16):
         assert "gemm_wgmma_sm90_kernel" in _int8_case(m, 12288, 4096, True)
@@ -579,9 +632,9 @@ def test_int8_wgmma_skinny_large():
                               (200, 1000, True), (129, 12288, False), (129, 12288, True), (64, 12288, True),
                               (17, 4096, True), (64, 4096, False)):
         names = _int8_case(m, n, 4096, col_major_b)
-        # Up to 128 rows: mma.sync under a wave of tiles (all of these); B [K, N] 12288 x 4096 (48 MiB) up to 256.
-        takes = m > 128 and (col_major_b or n * 4096 <= 32 << 20)
-        # Past 128 rows every int8 grid the family takes runs 256-wide tiles (not the tile rule's 128 or mma.sync).
+        # B [N, K] past 16 rows: the family; B [K, N] up to 128 rows, and 12288 x 4096 (48 MiB) up to 256: mma.sync.
+        takes = col_major_b or (m > 128 and n * 4096 <= 32 << 20)
+        # Every int8 grid the family takes here runs 256-wide tiles (not the tile rule's 128 or mma.sync).
         assert ("gemm_wgmma_sm90_kernel<signed char, false, true, 256," in names) == takes, (m, n, names)
         assert ("gemm_mma_int8_kernel" in names) == (not takes), (m, n, names)
         assert ("transpose_int8_to_nk" in names) == (takes and not col_major_b), (m, n, names)

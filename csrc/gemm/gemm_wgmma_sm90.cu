@@ -89,6 +89,11 @@ cudaError_t select_wgmma_schedule(const GemmProblem& p, GemmVariant variant, Wgm
   // CLO_GEMM_WGMMA_TAIL_SPLIT: 0 never, 1 where it pays (default), 2 wherever it can.
   static bool dev_tail_split = std::getenv("CLO_GEMM_WGMMA_TAIL_SPLIT") != nullptr;
   sch.tail_split = dev_knob("CLO_GEMM_WGMMA_TAIL_SPLIT", dev_tail_split, 1);
+  // A grid of one wave or less split too, by the same rule (the 16-bit tile rule never sends
+  // one to the family; int8 past the skinny tile runs few 256-wide tiles, int8_tile_variant).
+  // Dev knob CLO_GEMM_WGMMA_SHORT_SPLIT: 0 never, 1 (default).
+  static bool dev_short_split = std::getenv("CLO_GEMM_WGMMA_SHORT_SPLIT") != nullptr;
+  sch.split_short_wave = dev_knob("CLO_GEMM_WGMMA_SHORT_SPLIT", dev_short_split, 1) != 0;
   sch.pdl_mode = gemm_pdl_mode();
   return cudaSuccess;
 }
@@ -98,11 +103,11 @@ cudaError_t select_wgmma_schedule(const GemmProblem& p, GemmVariant variant, Wgm
 size_t wgmma_workspace_bytes(const GemmProblem& p, GemmVariant variant) {
   WgmmaSchedule sch;
   if (select_wgmma_schedule(p, variant, sch) != cudaSuccess || sch.cluster != 1 || !sch.persistent) return 0;
-  // As launch_wgmma_cfg: a persistent grid of one CTA per SM, at most one per unit.
+  // As launch_wgmma_cfg: the split planned over a persistent grid of one CTA per SM.
   const long long units = (long long)div_ceil(p.M, 128) * div_ceil(p.N, sch.bn);
-  const long long grid = std::min<long long>(units, device_sm_count());
   const int bk = 128 / static_cast<int>(elem_size(p.in_dtype));  // k-tiles of 128 bytes (WgmmaConfig::BK)
-  const WgmmaTailSplit ts = plan_tail_split(units, div_ceil(p.K, bk), grid, sch.tail_split);
+  const WgmmaTailSplit ts =
+      plan_tail_split(units, div_ceil(p.K, bk), device_sm_count(), sch.tail_split, sch.split_short_wave);
   return sch.bn == 256 ? tail_split_workspace_bytes<WgmmaConfig<256, 4>>(ts)
                        : tail_split_workspace_bytes<WgmmaConfig<128, 6>>(ts);
 }
@@ -285,16 +290,16 @@ bool int8_transpose_declined(const GemmProblem& p, GemmVariant variant) {
          (p.M <= kSkinnyWgmmaMaxM && size_t(p.K) * size_t(p.N) > kInt8TransposeMaxBytesBatched);
 }
 
-// Past one row tile of A int8 runs on the family's 256-wide tiles, whatever the grid. The tile
-// rule sends grids under 3/4 of a wave of them to 128-wide tiles or, under a wave of those, to
-// mma.sync, whose smaller tiles pay for 16-bit types; int8 mma.sync runs the family's own
-// 128x256 tile, only slower, and int8's 128-wide tiles lose too (NOTES.md "Stop 124", B stored
-// [N, K]: 129 x 12288 x 4096 29.3 us against 41.4 on 128-wide tiles; "Stop 123": 512 x 4096 x
-// 4096, B [K, N] transposed, 40.6 against mma.sync's 60.4). Up to 128 rows mma.sync splits K
-// where its tiles leave SMs idle; the family does not split a grid of one wave or less (64 x
-// 4096 x 14336: 68.6 us on 16 wide tiles against mma.sync's 48.4), so the tile rule stays there.
+// Past the skinny tile (M > 16) int8 runs on the family's 256-wide tiles, whatever the grid.
+// The tile rule sends grids under 3/4 of a wave of them to 128-wide tiles or, under a wave of
+// those, to mma.sync, whose smaller tiles pay for 16-bit types; int8 mma.sync runs the
+// family's own 128x256 tile, only slower, and int8's 128-wide tiles lose too (NOTES.md "Stop
+// 124", B stored [N, K]: 129 x 12288 x 4096 29.3 us against 41.4 on 128-wide tiles; "Stop 123":
+// 512 x 4096 x 4096, B [K, N] transposed, 40.6 against mma.sync's 60.4). A grid of one wave or
+// less is split along K (plan_tail_split's short wave), as mma.sync splits it up to 128 rows:
+// unsplit, 16 wide tiles of 64 x 4096 x 14336 took 68.6 us against mma.sync's 48.4 ("Stop 125").
 GemmVariant int8_tile_variant(const GemmProblem& q, GemmVariant variant) {
-  return variant == GemmVariant::kAuto && q.M > kInt8RowTile ? GemmVariant::kWgmma : variant;
+  return variant == GemmVariant::kAuto && q.M > kSkinnyMaxM ? GemmVariant::kWgmma : variant;
 }
 
 }  // namespace

@@ -98,6 +98,7 @@ struct WgmmaSchedule {
   bool tma_store = false;  // epilogue through shared memory and TMA stores (no C)
   int raster = 8;          // grouped_block's group: > 0 groups of unit rows, < 0 of tile columns
   int tail_split = 1;      // the last wave split along K: 0 never, 1 where it pays, 2 wherever it can
+  bool split_short_wave = false;  // and a grid of one wave or less (plan_tail_split)
   bool skinny = false;     // the skinny tile (bn 16, 32, 64 or 128): a swapped decode problem (launch_gemm_wgmma_skinny)
   int pdl_mode = kGemmPdlOff;  // gemm_pdl_mode(); wgmma_pdl decides per launch
 };
@@ -149,11 +150,14 @@ constexpr long long kTailSplitMinSaved = 8;  // mode 1: k-tiles a CTA must save 
 inline long long split_k_chunks_model(int ktiles) {
   return std::max(2LL, std::llround(std::sqrt(ktiles / 2.0)));
 }
-inline WgmmaTailSplit plan_tail_split(long long units, int ktiles, long long grid, int mode) {
+inline WgmmaTailSplit plan_tail_split(long long units, int ktiles, long long grid, int mode, bool short_wave) {
   WgmmaTailSplit ts;
   ts.dp_units = static_cast<int>(units);
-  if (mode == 0 || grid <= 0 || units <= grid) return ts;  // no full wave: nothing idles for long
-  const long long tail = units % grid;
+  if (mode == 0 || grid <= 0) return ts;
+  // A grid of one wave or less leaves grid - units SMs idle for the whole call: with
+  // short_wave every unit is a tail unit (dp_units 0; the launch runs units * splits CTAs).
+  // Without it nothing idles for long.
+  const long long tail = units <= grid ? (short_wave ? units : 0) : units % grid;
   if (tail == 0) return ts;
   // The tail takes ~ktiles/s k-tiles of math (~0.8 us each at 128x256) plus the last chunk's
   // sum of s chunks (~1.5 us per 128 KB chunk), and at most the idle CTAs per unit.
@@ -979,10 +983,12 @@ inline cudaError_t launch_wgmma_cfg(const GemmProblem& p, const WgmmaSchedule& s
     const int ring_cap = dev_knob("CLO_GEMM_SKINNY_RING", dev_ring, 0);
     if (ring_cap > 0) ts.ring = std::min(ts.ring, ring_cap);
   } else if (kCluster == 1 && persistent) {
-    const WgmmaTailSplit plan = plan_tail_split(units, div_ceil(p.K, Cfg::BK), clusters, sch.tail_split);
+    const WgmmaTailSplit plan =
+        plan_tail_split(units, div_ceil(p.K, Cfg::BK), device_sm_count(), sch.tail_split, sch.split_short_wave);
     // The binding sized the workspace by the same plan (wgmma_workspace_bytes); without it, whole units.
     if (plan.tail_units > 0 && p.workspace != nullptr && p.workspace_bytes >= tail_split_workspace_bytes<Cfg>(plan)) {
       ts = plan;
+      if (ts.dp_units == 0) clusters = static_cast<long long>(ts.tail_units) * ts.splits;  // a split short wave
       const size_t counter_bytes = tail_split_counter_bytes<Cfg>(ts);
       ts.counters = static_cast<int*>(p.workspace);
       ts.partials = reinterpret_cast<float*>(static_cast<unsigned char*>(p.workspace) + counter_bytes);

@@ -18,8 +18,8 @@ and the decode-skinny shapes with b stored [N, K] and, at 1 and 16 x 12288 x 409
 (`_int_mm` on A padded to 17 rows: on the same b, and on a column-major copy of a [K, N] one).
 Both ops also run a 16-sequence decode step through Llama-8B's projections with nn.Linear
 weights (b [N, K]): QKV 6144x4096 (GQA 32/8), O 4096x4096, gate+up 28672x4096, down 4096x14336
-(presets all and llama-8b), and the 16-bit `gemm` the same projections at 64, 128 and 256 token
-rows (batched decode).
+(presets all and llama-8b), and the same projections at 64, 128 and 256 token rows (batched
+decode; int8 against `_int_mm` unpadded).
 Compute-bound: warm L2; the cases up to M = 256 are memory-bound and run with cold L2, timed as
 CUDA-graph replays: at 18-45 us a call they are within reach of an eager call's host time (one
 eager run at a017555 read both ours and `_int_mm` 1.3-1.5x slower at 4096-6144 rows than the
@@ -194,10 +194,11 @@ def int8_case(M: int, N: int, K: int) -> BenchCase:
 
 
 def int8_skinny_case(M: int, N: int, K: int, b_layout: str = "[N,K]") -> BenchCase:
-    """Decode shapes (M <= 16) with the weight stored [N, K] (nn.Linear's layout, b = w.t()) or
-    [K, N] (b itself, row-major). `torch._int_mm` takes only M > 16: its rows are the call on A
-    padded to 17 rows (the pad inside the timed call, as a caller would have to), on the same b
-    and, for b [K, N], also on a column-major copy (its fast layout). Memory-bound: cold L2."""
+    """Decode shapes (M <= 16, and batched decode up to 256 rows) with the weight stored [N, K]
+    (nn.Linear's layout, b = w.t()) or [K, N] (b itself, row-major). `torch._int_mm` takes only
+    M > 16: below that its rows are the call on A padded to 17 rows (the pad inside the timed
+    call, as a caller would have to), on the same b and, for b [K, N], also on a column-major
+    copy (its fast layout). Memory-bound: cold L2."""
     w = gemm_int8_work(M, N, K)
     nk = b_layout == "[N,K]"
     layout_name = "col-major B" if nk else "row-major B"
@@ -221,14 +222,15 @@ def int8_skinny_case(M: int, N: int, K: int, b_layout: str = "[N,K]") -> BenchCa
     def int_mm_padded(key: str) -> BenchImpl:
         def build(inp):
             a, b = inp["a"], inp[key]
-            pad = 17 - M
-            return lambda: torch._int_mm(torch.nn.functional.pad(a, (0, 0, 0, pad)), b)[:M]
+            if M > 16:
+                return lambda: torch._int_mm(a, b)
+            return lambda: torch._int_mm(torch.nn.functional.pad(a, (0, 0, 0, 17 - M)), b)[:M]
 
         def unavailable(inp) -> str | None:
             return None if hasattr(torch, "_int_mm") else "torch has no _int_mm"
 
         name = "col-major B" if key == "b_col" else layout_name
-        return BenchImpl(f"torch._int_mm[{name}, M padded to 17]", True, build, unavailable)
+        return BenchImpl(f"torch._int_mm[{name}{', M padded to 17' if M <= 16 else ''}]", True, build, unavailable)
 
     def reference(inp):
         from ..reference import int8_gemm_reference
@@ -259,7 +261,7 @@ def gemm_cases(dtype: torch.dtype, preset: str, quick: bool) -> list[BenchCase]:
         if quick:
             return [int8_case(*s) for s in squares] or [int8_skinny_case(*SKINNY[-1])]
         return ([int8_case(*s) for s in squares + list(PROJECTION) + ragged_8b] +
-                [int8_skinny_case(*s) for s in list(SKINNY) + decode_8b] +
+                [int8_skinny_case(*s) for s in list(SKINNY) + decode_8b + batched_8b] +
                 [int8_skinny_case(*s, b_layout="[K,N]") for s in SKINNY])
     if dtype not in (torch.float32, torch.float16, torch.bfloat16):
         return []
