@@ -522,30 +522,37 @@ def _short_wave_splits(units, ktiles, sms):
 
 
 @pytest.mark.parametrize("m,n,k", [(17, 4096, 14336), (64, 12288, 4096), (128, 2048, 2064), (100, 1000, 4096),
-                                   (48, 4096, 512)])
+                                   (48, 4096, 1536)])
 def test_int8_wgmma_short_wave_split(monkeypatch, m, n, k):
     """int8 past the skinny tile (17-128 rows, B stored [N, K]) runs the family's 256-wide tiles
     with a grid of one wave or less cut along K: every unit in `splits` chunks (about
-    sqrt(k-tiles / 2), at most SMs / units), so units * splits CTAs run (K = 512, 4 k-tiles:
-    nothing to save, whole units). Exact against float64 and against the unsplit grid
-    (CLO_GEMM_WGMMA_SHORT_SPLIT=0); sums past 2^24 (all -128) exact through the int32 chunks; a
-    CUDA graph replays the split on new data."""
+    sqrt(k-tiles / 2), at most SMs / units), so units * splits CTAs run. Where the split saves
+    nothing (K = 1536, 12 k-tiles) mma.sync takes the call, which splits K itself; the family
+    forced there (CLO_GEMM_INT8_WGMMA=2) runs whole units. Exact against float64 and against the
+    unsplit grid (CLO_GEMM_WGMMA_SHORT_SPLIT=0); sums past 2^24 (all -128) exact through the
+    int32 chunks; a CUDA graph replays the split on new data."""
     _require_sm90()
     sms = torch.cuda.get_device_properties(0).multi_processor_count
     units = -(-m // 128) * -(-n // 256)
     splits = _short_wave_splits(units, -(-k // 128), sms)
     names = _int8_case(m, n, k, True)
-    assert "gemm_wgmma_sm90_kernel<signed char, false, true, 256," in names and "gemm_mma_int8_kernel" not in names
+    family = "gemm_wgmma_sm90_kernel<signed char, false, true, 256,"
+    assert (family in names) == (splits > 1) and ("gemm_mma_int8_kernel" in names) == (splits == 1), names
     assert ("Memset" in names) == (splits > 1), (m, n, k, names)
+    if splits == 1:
+        monkeypatch.setenv("CLO_GEMM_INT8_WGMMA", "2")
     a = torch.randint(-128, 128, (m, k), dtype=torch.int8, device="cuda")
     b = torch.randint(-128, 128, (n, k), dtype=torch.int8, device="cuda").t()
     f = lambda: llm.tensor_core_gemm_int8(a, b)
     assert kernel_grid_blocks(f, "gemm_wgmma_sm90_kernel") == units * splits, (m, n, k, units, splits)
     split = f()
+    assert torch.equal(split, int8_gemm_reference(a, b))
     monkeypatch.setenv("CLO_GEMM_WGMMA_SHORT_SPLIT", "0")
+    monkeypatch.setenv("CLO_GEMM_INT8_WGMMA", "2")  # (else up to 128 rows unsplit grids go to mma.sync)
     assert kernel_grid_blocks(f, "gemm_wgmma_sm90_kernel") == units
     assert torch.equal(f(), split)
     monkeypatch.setenv("CLO_GEMM_WGMMA_SHORT_SPLIT", "")
+    monkeypatch.setenv("CLO_GEMM_INT8_WGMMA", "" if splits > 1 else "2")
     full_a = torch.full((m, k), -128, dtype=torch.int8, device="cuda")
     full_b = torch.full((n, k), -128, dtype=torch.int8, device="cuda").t()
     assert torch.equal(llm.tensor_core_gemm_int8(full_a, full_b),

@@ -1,7 +1,7 @@
 // int8 tensor-core GEMM: mma.sync m16n8k32 s8 x s8 -> s32 (exact), cp.async
 // multi-stage pipeline, 128x256x64 block tile, 8 warps of 64x64. On Hopper (sm_90a
-// build) the wgmma family takes its calls first (launch_gemm_int8: by the tile rule up to 128
-// rows of A, any grid past them); decode calls with B [K, N] of 32 MiB or more run on the
+// build) the wgmma family takes its calls first (launch_gemm_int8: up to 128 rows of A where
+// its grid fills a wave or splits along K, any grid past them); decode calls with B [K, N] of 32 MiB or more run on the
 // skinny int8 kernel (gemm_skinny.cu) and never reach this file.
 //
 // B row-major [K, N] is the hard layout: mma wants, per lane, 4 consecutive k

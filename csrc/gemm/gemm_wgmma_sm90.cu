@@ -89,25 +89,34 @@ cudaError_t select_wgmma_schedule(const GemmProblem& p, GemmVariant variant, Wgm
   // CLO_GEMM_WGMMA_TAIL_SPLIT: 0 never, 1 where it pays (default), 2 wherever it can.
   static bool dev_tail_split = std::getenv("CLO_GEMM_WGMMA_TAIL_SPLIT") != nullptr;
   sch.tail_split = dev_knob("CLO_GEMM_WGMMA_TAIL_SPLIT", dev_tail_split, 1);
-  // A grid of one wave or less split too, by the same rule (the 16-bit tile rule never sends
-  // one to the family; int8 past the skinny tile runs few 256-wide tiles, int8_tile_variant).
-  // Dev knob CLO_GEMM_WGMMA_SHORT_SPLIT: 0 never, 1 (default).
+  // A grid of one wave or less split too, by the same rule: int8 past the skinny tile runs few
+  // 256-wide tiles (int8_tile_variant), and forced variants of any dtype. (The 16-bit tile rule
+  // sends the family no grid under 3/4 of a wave, which the rule never splits.) Dev knob
+  // CLO_GEMM_WGMMA_SHORT_SPLIT: 0 never, 1 (default).
   static bool dev_short_split = std::getenv("CLO_GEMM_WGMMA_SHORT_SPLIT") != nullptr;
   sch.split_short_wave = dev_knob("CLO_GEMM_WGMMA_SHORT_SPLIT", dev_short_split, 1) != 0;
   sch.pdl_mode = gemm_pdl_mode();
   return cudaSuccess;
 }
 
+long long wgmma_units(const GemmProblem& p, const WgmmaSchedule& sch) {
+  return (long long)div_ceil(p.M, 128) * div_ceil(p.N, sch.bn);
+}
+
+// The split launch_wgmma_cfg plans for p (persistent single CTAs, one per SM; none otherwise).
+WgmmaTailSplit wgmma_tail_split(const GemmProblem& p, const WgmmaSchedule& sch) {
+  if (sch.cluster != 1 || !sch.persistent) return WgmmaTailSplit{};
+  const int bk = 128 / static_cast<int>(elem_size(p.in_dtype));  // k-tiles of 128 bytes (WgmmaConfig::BK)
+  return plan_tail_split(wgmma_units(p, sch), div_ceil(p.K, bk), device_sm_count(), sch.tail_split,
+                         sch.split_short_wave);
+}
+
 }  // namespace
 
 size_t wgmma_workspace_bytes(const GemmProblem& p, GemmVariant variant) {
   WgmmaSchedule sch;
-  if (select_wgmma_schedule(p, variant, sch) != cudaSuccess || sch.cluster != 1 || !sch.persistent) return 0;
-  // As launch_wgmma_cfg: the split planned over a persistent grid of one CTA per SM.
-  const long long units = (long long)div_ceil(p.M, 128) * div_ceil(p.N, sch.bn);
-  const int bk = 128 / static_cast<int>(elem_size(p.in_dtype));  // k-tiles of 128 bytes (WgmmaConfig::BK)
-  const WgmmaTailSplit ts =
-      plan_tail_split(units, div_ceil(p.K, bk), device_sm_count(), sch.tail_split, sch.split_short_wave);
+  if (select_wgmma_schedule(p, variant, sch) != cudaSuccess) return 0;
+  const WgmmaTailSplit ts = wgmma_tail_split(p, sch);
   return sch.bn == 256 ? tail_split_workspace_bytes<WgmmaConfig<256, 4>>(ts)
                        : tail_split_workspace_bytes<WgmmaConfig<128, 6>>(ts);
 }
@@ -239,10 +248,11 @@ cudaError_t launch_gemm_wgmma_skinny(const GemmProblem& p, cudaStream_t stream) 
 namespace {
 
 // int8 on the family. Dev knob CLO_GEMM_INT8_WGMMA: 0 never (mma.sync), 1 (default) decode
-// shapes with B stored [N, K], and past them by the tile rule, past one row tile of A on
-// 256-wide tiles (int8_tile_variant), where the transpose rule lets it
-// (int8_transpose_declined); 2 decode shapes as 1 and everything else on 128x256 tiles, however
-// few (decode shapes with B [K, N] go to the skinny int8 kernel first, by its own rule).
+// shapes with B stored [N, K], and past them on 256-wide tiles (int8_tile_variant; up to one
+// row tile of A only where a short wave splits, plan_int8_family), where the transpose rule
+// lets it (int8_transpose_declined); 2 decode shapes as 1 and everything else on 128x256
+// tiles, however few (decode shapes with B [K, N] go to the skinny int8 kernel first, by its
+// own rule).
 GemmVariant int8_wgmma_variant(bool& use) {
   static bool dev_mode = std::getenv("CLO_GEMM_INT8_WGMMA") != nullptr;
   const int mode = dev_knob("CLO_GEMM_INT8_WGMMA", dev_mode, 1);
@@ -314,8 +324,14 @@ bool plan_int8_family(const GemmProblem& p, GemmVariant& variant, GemmProblem& q
                       size_t& bt_bytes) {
   if (int8_transpose_declined(p, variant)) return false;
   q = int8_wgmma_problem(p, bt_bytes);
+  const GemmVariant asked = variant;
   variant = int8_tile_variant(q, variant);
-  return select_wgmma_schedule(q, variant, sch) == cudaSuccess;
+  if (select_wgmma_schedule(q, variant, sch) != cudaSuccess) return false;
+  // Up to one row tile of A a grid under a wave stays the family's only where its split fills
+  // the SMs: whole units (K of 12 k-tiles or less, nothing to save) run on as many CTAs as
+  // tiles, where mma.sync splits K over the idle SMs.
+  return asked != GemmVariant::kAuto || q.M > kInt8RowTile || wgmma_units(q, sch) >= device_sm_count() ||
+         wgmma_tail_split(q, sch).tail_units > 0;
 }
 
 }  // namespace
