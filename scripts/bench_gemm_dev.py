@@ -388,7 +388,8 @@ def int8_batched_section(col_major_b):
     the `.t()` of a contiguous weight, from 17 rows: below that the skinny tile takes it): mma.sync
     (CLO_GEMM_INT8_WGMMA=0), with and without its split-K (CLO_GEMM_INT8_SPLITK=0), the default
     (knob 1), and the wgmma family forced onto 128x256 tiles (knob 2; with B [K, N] through a
-    per-call transpose of B). With B [K, N] at M <= 16 the default takes the skinny int8 kernel
+    per-call transpose of B; up to 128 rows also whole, CLO_GEMM_WGMMA_SHORT_SPLIT=0); with B
+    [N, K] the swapped skinny tile forced (CLO_GEMM_SKINNY_WGMMA=2, token tiles past 128 rows). With B [K, N] at M <= 16 the default takes the skinny int8 kernel
     for weights of 32 MiB and more: the mma.sync rows turn it off (CLO_GEMM_INT8_SKINNY=0), the
     skinny rows force it (=2) at 8 and 4 k-warps (CLO_SKINNY_KWARPS). The peer is _int_mm on a column-major copy of B (rows of A padded to 17
     inside the call where M <= 16, as `llm-speed bench`)."""
@@ -409,24 +410,26 @@ def int8_batched_section(col_major_b):
 
             peer_ms = ms_of(peer, cold=True)
             # (name, CLO_GEMM_INT8_WGMMA, CLO_GEMM_INT8_SPLITK, CLO_GEMM_INT8_SKINNY, CLO_SKINNY_KWARPS,
-            #  CLO_GEMM_WGMMA_SHORT_SPLIT)
-            variants = (("mma.sync, no split-K", "0", "0", "0", "", ""),) if M <= 128 else ()  # it splits up to 128 rows
-            variants += (("mma.sync", "0", "", "0", "", ""), ("default", "1", "", "", "", ""),
-                         ("wgmma" if col_major_b else "wgmma+transpose", "2", "", "0", "", ""))
+            #  CLO_GEMM_WGMMA_SHORT_SPLIT, CLO_GEMM_SKINNY_WGMMA)
+            variants = (("mma.sync, no split-K", "0", "0", "0", "", "", ""),) if M <= 128 else ()  # it splits up to 128 rows
+            variants += (("mma.sync", "0", "", "0", "", "", ""), ("default", "1", "", "", "", "", ""),
+                         ("wgmma" if col_major_b else "wgmma+transpose", "2", "", "0", "", "", ""))
             if M <= 128:  # the family's grid under a wave, whole units (no short-wave split)
-                variants += (("wgmma unsplit" if col_major_b else "wgmma+transpose unsplit", "2", "", "0", "", "0"),)
+                variants += (("wgmma unsplit" if col_major_b else "wgmma+transpose unsplit", "2", "", "0", "", "0", ""),)
+            if col_major_b:  # the swapped skinny tile wherever it can run (default: up to 128 rows, by its rule)
+                variants += (("skinny tile", "1", "", "", "", "", "2"),)
             if M <= 16 and not col_major_b:  # the skinny int8 kernel wherever it applies (its rule: >= 32 MiB)
-                variants += (("skinny kw=8", "1", "", "2", "", ""), ("skinny kw=4", "1", "", "2", "4", ""))
-            for name, mode, split, skinny, kwarps, short in variants:
+                variants += (("skinny kw=8", "1", "", "2", "", "", ""), ("skinny kw=4", "1", "", "2", "4", ""))
+            for name, mode, split, skinny, kwarps, short, tile in variants:
                 os.environ["CLO_GEMM_INT8_WGMMA"], os.environ["CLO_GEMM_INT8_SPLITK"] = mode, split
                 os.environ["CLO_GEMM_INT8_SKINNY"], os.environ["CLO_SKINNY_KWARPS"] = skinny, kwarps
-                os.environ["CLO_GEMM_WGMMA_SHORT_SPLIT"] = short
+                os.environ["CLO_GEMM_WGMMA_SHORT_SPLIT"], os.environ["CLO_GEMM_SKINNY_WGMMA"] = short, tile
                 ms = ms_of(lambda: llm.tensor_core_gemm_int8(a, ours_b), cold=True)
                 exact = torch.equal(llm.tensor_core_gemm_int8(a, ours_b), ref)
                 row(kind, f"{M}x{N}x{K}", torch.int8, f"{name} {layout} B", ms, 2.0 * M * N * K,
                     "_int_mm col-major B", peer_ms, f"exact={exact}")
             for knob in ("CLO_GEMM_INT8_WGMMA", "CLO_GEMM_INT8_SPLITK", "CLO_GEMM_INT8_SKINNY", "CLO_SKINNY_KWARPS",
-                         "CLO_GEMM_WGMMA_SHORT_SPLIT"):
+                         "CLO_GEMM_WGMMA_SHORT_SPLIT", "CLO_GEMM_SKINNY_WGMMA"):
                 os.environ[knob] = ""
         del b, bc, ours_b
         torch.cuda.empty_cache()
@@ -447,7 +450,8 @@ if __name__ == "__main__":
     if "pdl" in wanted:
         os.environ.setdefault("CLO_GEMM_PDL", "")
     if "int8_kn" in wanted or "int8_nk" in wanted:
-        for name in ("CLO_GEMM_INT8_SPLITK", "CLO_GEMM_INT8_SKINNY", "CLO_SKINNY_KWARPS", "CLO_GEMM_WGMMA_SHORT_SPLIT"):
+        for name in ("CLO_GEMM_INT8_SPLITK", "CLO_GEMM_INT8_SKINNY", "CLO_SKINNY_KWARPS", "CLO_GEMM_WGMMA_SHORT_SPLIT",
+                     "CLO_GEMM_SKINNY_WGMMA"):
             os.environ.setdefault(name, "")
     if "int8" in wanted or "int8_kn" in wanted or "int8_nk" in wanted:
         for name in INT8_KNOB_NAMES:

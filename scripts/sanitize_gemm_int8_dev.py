@@ -4,7 +4,8 @@
 into the workspace, the split last wave forced (CLO_GEMM_WGMMA_TAIL_SPLIT=2; a grid of one wave
 or less cut along K, every unit in chunks), decode shapes on
 the skinny tile (stream-K pieces summed in the workspace; whole units of 64 and 96 rows with a
-partial last unit, also for fp16 with b [N, K] against the skinny tile forced), and the skinny
+partial last unit, also for fp16 with b [N, K] against the skinny tile forced; int8 batched
+decode on it, 17-128 rows by its rule and up to 200 forced), and the skinny
 int8 kernel for B [K, N] (forced at any size; 8, 1 and 4 k-warps, splits, N and K tails). Each int8
 result is checked exactly against float64, fp16 within 1e-2 relative.
 
@@ -13,7 +14,7 @@ result is checked exactly against float64, fp16 within 1e-2 relative.
 import os
 
 for knob in ("CLO_GEMM_INT8_WGMMA", "CLO_GEMM_WGMMA_TAIL_SPLIT", "CLO_GEMM_SKINNY_WGMMA", "CLO_GEMM_INT8_SKINNY",
-             "CLO_SKINNY_KWARPS"):
+             "CLO_SKINNY_KWARPS", "CLO_GEMM_WGMMA_SHORT_SPLIT"):
     os.environ[knob] = ""  # set before the first call, so the launchers read them on every call
 
 os.environ.setdefault("PYTORCH_NO_CUDA_MEMORY_CACHING", "1")  # exact bounds: see sanitize_decode_dev.py
@@ -53,7 +54,17 @@ for kwarps in ("", "1", "4"):  # 8 k-warps (default), 1, 4: the partials' padded
         torch.cuda.synchronize()
         if not ok:
             failed.append(("int8 skinny", kwarps, m, n, k))
-os.environ["CLO_SKINNY_KWARPS"] = ""
+os.environ["CLO_SKINNY_KWARPS"] = os.environ["CLO_GEMM_INT8_SKINNY"] = ""
+for tile in ("", "2"):  # int8 batched decode (B [N, K]) on the swapped skinny tile: its rule, and forced
+    os.environ["CLO_GEMM_SKINNY_WGMMA"] = tile
+    for m, n, k in ((17, 4096, 1040), (40, 6144, 1040), (64, 2056, 528), (128, 4096, 272)) + (
+            ((200, 4096, 528), (100, 1000, 272)) if tile else ()):
+        a = torch.randint(-128, 128, (m, k), dtype=torch.int8, device="cuda")
+        b = torch.randint(-128, 128, (n, k), dtype=torch.int8, device="cuda").t()
+        ok = torch.equal(llm.tensor_core_gemm_int8(a, b), int8_gemm_reference(a, b))
+        torch.cuda.synchronize()
+        if not ok:
+            failed.append(("int8 skinny tile", tile, m, n, k))
 os.environ["CLO_GEMM_SKINNY_WGMMA"] = "2"  # the 16-bit skinny tile wherever it can run
 for m, n, k, nk in ((5, 12280, 512, True), (16, 8200, 264, True), (9, 12288, 520, False)):
     a = torch.randn(m, k, dtype=torch.float16, device="cuda")

@@ -515,32 +515,36 @@ def test_int8_wgmma_auto_large(monkeypatch, m, n, k):
 def _short_wave_splits(units, ktiles, sms):
     """Mirror of plan_tail_split (gemm_wgmma_sm90.cuh, mode 1) for a grid of one wave or less:
     the chunks each unit's k-tiles are cut into, 1 for none."""
-    if units > sms:
+    if units * 4 > sms:  # kShortWaveMaxFill: only a quarter wave or less
         return 1
     splits = min(sms // units, ktiles, max(2, int(math.floor(math.sqrt(ktiles / 2) + 0.5))))
     return splits if splits >= 2 and ktiles - -(-ktiles // splits) >= 8 else 1
 
 
-@pytest.mark.parametrize("m,n,k", [(17, 4096, 14336), (64, 12288, 4096), (128, 2048, 2064), (100, 1000, 4096),
-                                   (48, 4096, 1536)])
+@pytest.mark.parametrize("m,n,k", [(17, 4096, 14336), (64, 4096, 14336), (64, 12288, 4096), (128, 2048, 2064),
+                                   (100, 1000, 4096), (48, 4096, 1536)])
 def test_int8_wgmma_short_wave_split(monkeypatch, m, n, k):
-    """int8 past the skinny tile (17-128 rows, B stored [N, K]) runs the family's 256-wide tiles
-    with a grid of one wave or less cut along K: every unit in `splits` chunks (about
-    sqrt(k-tiles / 2), at most SMs / units), so units * splits CTAs run. Where the split saves
-    nothing (K = 1536, 12 k-tiles) mma.sync takes the call, which splits K itself; the family
-    forced there (CLO_GEMM_INT8_WGMMA=2) runs whole units. Exact against float64 and against the
-    unsplit grid (CLO_GEMM_WGMMA_SHORT_SPLIT=0); sums past 2^24 (all -128) exact through the
-    int32 chunks; a CUDA graph replays the split on new data."""
+    """int8 with 17-128 rows and B stored [N, K] where the skinny tile declines
+    (CLO_GEMM_SKINNY_WGMMA=0 here): the family's 256-wide tiles where they fill more than a
+    quarter wave (whole units) or, past 32 rows, where a grid of a quarter wave or less is cut
+    along K (every unit in `splits` chunks, about sqrt(k-tiles / 2), at most SMs / units:
+    units * splits CTAs); else mma.sync, which splits K itself (17 rows; K = 1536, 12 k-tiles,
+    nothing to save). The family forced (CLO_GEMM_INT8_WGMMA=2) runs the same split or whole
+    units. Exact against float64 and against the unsplit grid (CLO_GEMM_WGMMA_SHORT_SPLIT=0);
+    sums past 2^24 (all -128) exact through the int32 chunks; a CUDA graph replays the split on
+    new data."""
     _require_sm90()
+    monkeypatch.setenv("CLO_GEMM_SKINNY_WGMMA", "0")
     sms = torch.cuda.get_device_properties(0).multi_processor_count
     units = -(-m // 128) * -(-n // 256)
     splits = _short_wave_splits(units, -(-k // 128), sms)
+    takes = units * 4 > sms or (m > 32 and splits > 1)
     names = _int8_case(m, n, k, True)
     family = "gemm_wgmma_sm90_kernel<signed char, false, true, 256,"
-    assert (family in names) == (splits > 1) and ("gemm_mma_int8_kernel" in names) == (splits == 1), names
-    assert ("Memset" in names) == (splits > 1), (m, n, k, names)
-    if splits == 1:
-        monkeypatch.setenv("CLO_GEMM_INT8_WGMMA", "2")
+    assert (family in names) == takes and ("gemm_mma_int8_kernel" in names) != takes, (m, n, k, names)
+    if takes:
+        assert ("Memset" in names) == (splits > 1), (m, n, k, names)
+    monkeypatch.setenv("CLO_GEMM_INT8_WGMMA", "2")
     a = torch.randint(-128, 128, (m, k), dtype=torch.int8, device="cuda")
     b = torch.randint(-128, 128, (n, k), dtype=torch.int8, device="cuda").t()
     f = lambda: llm.tensor_core_gemm_int8(a, b)
@@ -548,11 +552,9 @@ def test_int8_wgmma_short_wave_split(monkeypatch, m, n, k):
     split = f()
     assert torch.equal(split, int8_gemm_reference(a, b))
     monkeypatch.setenv("CLO_GEMM_WGMMA_SHORT_SPLIT", "0")
-    monkeypatch.setenv("CLO_GEMM_INT8_WGMMA", "2")  # (else up to 128 rows unsplit grids go to mma.sync)
     assert kernel_grid_blocks(f, "gemm_wgmma_sm90_kernel") == units
     assert torch.equal(f(), split)
     monkeypatch.setenv("CLO_GEMM_WGMMA_SHORT_SPLIT", "")
-    monkeypatch.setenv("CLO_GEMM_INT8_WGMMA", "" if splits > 1 else "2")
     full_a = torch.full((m, k), -128, dtype=torch.int8, device="cuda")
     full_b = torch.full((n, k), -128, dtype=torch.int8, device="cuda").t()
     assert torch.equal(llm.tensor_core_gemm_int8(full_a, full_b),
@@ -617,9 +619,10 @@ def test_int8_wgmma_skinny_large():
     """Llama-size decode projections: M = 1 and 16 over a 12288 x 4096 weight stored [N, K], and
     sums of 2^27 (all -128, K = 8192) exact; B stored [K, N] runs on the skinny int8 kernel up to
     16 rows where the weight is at least 32 MiB, else on mma.sync up to 128 rows, and up to 256
-    where the weight is over 32 MiB (its transpose per call would triple the bytes); wherever the
-    family takes more than 16 rows it runs 256-wide tiles on any grid (under a wave too, split
-    along K: test_int8_wgmma_short_wave_split)."""
+    where the weight is over 32 MiB (its transpose per call would triple the bytes). B stored
+    [N, K] up to 128 rows runs on the skinny tile (swapped, 32-128 wide) where 128-wide tiles
+    would not fill a wave and the weight has 1024 rows or more; wherever the family takes more
+    than 16 rows it runs 256-wide tiles on any grid (test_int8_wgmma_short_wave_split)."""
     _require_sm90()
     for m in (1, 16):
         assert "gemm_wgmma_sm90_kernel" in _int8_case(m, 12288, 4096, True)
@@ -635,16 +638,54 @@ def test_int8_wgmma_skinny_large():
         assert kernel in names and "gemm_wgmma_sm90_kernel" not in names, (m, n, k, names)
     names = _int8_case(257, 28672, 4096, False)  # past 256 rows the transpose pays: the family takes it
     assert "gemm_wgmma_sm90_kernel" in names and "transpose_int8_to_nk" in names, names
+    sms = torch.cuda.get_device_properties(0).multi_processor_count
     for m, n, col_major_b in ((129, 4096, False), (256, 4096, False), (129, 4096, True), (512, 4096, True),
                               (200, 1000, True), (129, 12288, False), (129, 12288, True), (64, 12288, True),
                               (17, 4096, True), (64, 4096, False)):
         names = _int8_case(m, n, 4096, col_major_b)
-        # B [N, K] past 16 rows: the family; B [K, N] up to 128 rows, and 12288 x 4096 (48 MiB) up to 256: mma.sync.
-        takes = col_major_b or (m > 128 and n * 4096 <= 32 << 20)
+        tile = col_major_b and m <= 128 and n >= 1024 and -(-m // 128) * -(-n // 128) < sms
+        assert bool(re.search(_INT8_SKINNY_TILE, names)) == tile, (m, n, names)
+        # B [N, K] past the skinny tile: the family; B [K, N] up to 128 rows, and 12288 x 4096 (48 MiB) up to 256: mma.sync.
+        takes = (col_major_b and not tile) or (m > 128 and n * 4096 <= 32 << 20)
         # Every int8 grid the family takes here runs 256-wide tiles (not the tile rule's 128 or mma.sync).
         assert ("gemm_wgmma_sm90_kernel<signed char, false, true, 256," in names) == takes, (m, n, names)
-        assert ("gemm_mma_int8_kernel" in names) == (not takes), (m, n, names)
+        assert ("gemm_mma_int8_kernel" in names) == (not takes and not tile), (m, n, names)
         assert ("transpose_int8_to_nk" in names) == (takes and not col_major_b), (m, n, names)
+
+
+_INT8_SKINNY_TILE = r"gemm_wgmma_sm90_kernel<signed char, false, true, \d+, \d+, 1, true>"
+
+
+@pytest.mark.parametrize("m,n,k,forced", [(17, 4096, 4096, False), (40, 6144, 1040, False), (64, 12288, 4096, False),
+                                          (100, 2056, 528, False), (128, 4096, 14336, False), (33, 1024, 16, False),
+                                          (200, 4096, 4096, True), (256, 6144, 1024, True), (160, 4096, 272, True)])
+def test_int8_skinny_tile_batched(monkeypatch, m, n, k, forced):
+    """int8 batched decode (17-128 rows, B stored [N, K]) on the swapped skinny tile, 32, 64 or
+    128 wide (all rows of A in one tile, whole units or 64-row units split along K, or token
+    tiles), as the 16-bit types run it; forced (CLO_GEMM_SKINNY_WGMMA=2) up to 256 rows in token
+    tiles. Exact against float64 (N and K tails: 2056 rows, K = 1040, 528, 272, 16); sums
+    of 2^27 (all -128, K = 8192) exact; a CUDA graph replays it on new data."""
+    _require_sm90()
+    if forced:
+        monkeypatch.setenv("CLO_GEMM_SKINNY_WGMMA", "2")
+    names = _int8_case(m, n, k, True)
+    assert re.search(_INT8_SKINNY_TILE, names) and "gemm_mma_int8_kernel" not in names, (m, n, k, names)
+    full_a = torch.full((m, 8192), -128, dtype=torch.int8, device="cuda")
+    full_b = torch.full((n, 8192), -128, dtype=torch.int8, device="cuda").t()
+    assert torch.equal(llm.tensor_core_gemm_int8(full_a, full_b),
+                       torch.full((m, n), 16384 * 8192, dtype=torch.int32, device="cuda"))
+    a = torch.randint(-128, 128, (m, k), dtype=torch.int8, device="cuda")
+    b = torch.randint(-128, 128, (n, k), dtype=torch.int8, device="cuda").t()
+    out = poison_(torch.empty(m, n, dtype=torch.int32, device="cuda"))
+    graph = torch.cuda.CUDAGraph()
+    llm.tensor_core_gemm_int8(a, b, out=out)  # warm (workspace, module) outside the capture
+    with torch.cuda.graph(graph):
+        llm.tensor_core_gemm_int8(a, b, out=out)
+    a.copy_(torch.randint(-128, 128, (m, k), dtype=torch.int8, device="cuda"))
+    poison_(out)
+    graph.replay()
+    torch.cuda.synchronize()
+    assert torch.equal(out, int8_gemm_reference(a, b)), (m, n, k)
 
 
 def _kn_int8_plan(n, k, sms, k_warps=8):

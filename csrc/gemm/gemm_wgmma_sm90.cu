@@ -157,20 +157,22 @@ WgmmaSchedule skinny_schedule(int bn) {
 // Decode shapes on the wgmma family: D^T = op(B)^T op(A)^T, so the weight streams through
 // the 64-row wgmma operand (TMA boxes of N rows, units of 64-128 rows) and the rows of A are
 // the 16- to 128-wide operand (skinny_tile_bn: all of them, or token tiles of them); the
-// epilogue writes D^T's elements back to D. A [M, K] not transposed, 16-bit, 16-byte aligned
-// rows, the sm_90a build.
+// epilogue writes D^T's elements back to D. A [M, K] not transposed, 16-bit (or int8 with the
+// weight stored [N, K], int32 out), 16-byte aligned rows, the sm_90a build.
 // M <= 16 (where the skinny kernels run too): taken where it measured faster than they
 // (NOTES.md "Run 6": it loses on small calls, 4-5 us behind cuBLAS at 25-100 MB of weight):
 // M >= 8 with b [K, N], or with N >= 8192; and b [N, K] at any M where the units go whole
 // (run 7). 16 < M <= 256 (batched decode): where the 128-row tiles of the other kernels
 // would not fill a wave (they would stream the weight on as few SMs as they have tiles), and
-// above 128 rows only in token tiles.
+// above 128 rows only in token tiles. int8: every decode shape (the skinny kernels take none
+// with B [N, K]), and batched decode by the same rule up to 128 rows (NOTES.md "Stop 125").
 // Dev knob CLO_GEMM_SKINNY_WGMMA: 0 never, 1 that rule (default), 2 wherever it can.
 // The tile's width for p (skinny_tile_bn) where it applies, else 0.
 int wgmma_skinny_tile(const GemmProblem& p) {
   static bool dev_mode = std::getenv("CLO_GEMM_SKINNY_WGMMA") != nullptr;
   const int mode = dev_knob("CLO_GEMM_SKINNY_WGMMA", dev_mode, 1);
-  if (mode == 0 || p.M > kSkinnyWgmmaMaxM) return 0;
+  const bool s8 = p.in_dtype == DType::kInt8;
+  if (mode == 0 || p.M > (s8 && mode == 1 ? kSkinnyWgmmaMaxM8 : kSkinnyWgmmaMaxM)) return 0;
   const int bn = skinny_tile_bn(p);
   if (bn == 0) return 0;
   // Batched decode: not where the 128-wide tiles fill a wave, which stream the weight as well
@@ -181,16 +183,17 @@ int wgmma_skinny_tile(const GemmProblem& p) {
       ((long long)div_ceil(p.M, 128) * div_ceil(p.N, 128) >= device_sm_count() || p.N < 1024)) {
     return 0;
   }
-  if (mode == 1 && p.M <= kSkinnyMaxM) {
+  if (mode == 1 && p.M <= kSkinnyMaxM && !s8) {
     // Also b [N, K] at any M where plan_skinny deals whole units (NOTES.md "Skinny", run 7:
     // 16x6144x4096 and 1x12288x4096 on the tile against the skinny kernels).
     long long grid = 0;
     const bool whole = p.trans_b && skinny_plan(p, bn, grid).step > 1;
     if (!whole && (p.M < 8 || (p.trans_b && p.N < 8192))) return 0;
   }
-  const bool fits = !p.trans_a && (p.in_dtype == DType::kFloat16 || p.in_dtype == DType::kBFloat16) &&
-                    (p.out_dtype == p.in_dtype || p.out_dtype == DType::kFloat32) && wgmma_applicable(p);
-  return fits ? bn : 0;
+  // (wgmma_applicable: int8 with B stored [N, K] and int32 out only)
+  const bool sixteen = (p.in_dtype == DType::kFloat16 || p.in_dtype == DType::kBFloat16) &&
+                       (p.out_dtype == p.in_dtype || p.out_dtype == DType::kFloat32);
+  return !p.trans_a && (sixteen || s8) && wgmma_applicable(p) ? bn : 0;
 }
 
 }  // namespace
@@ -242,6 +245,7 @@ cudaError_t launch_gemm_wgmma_skinny(const GemmProblem& p, cudaStream_t stream) 
   if (bn == 0) return cudaErrorNotSupported;
   const WgmmaSchedule sch = skinny_schedule(bn);
   const GemmProblem q = swapped_for_skinny(p);
+  if (p.in_dtype == DType::kInt8) return launch_gemm_wgmma_s8(q, sch, stream);
   return p.in_dtype == DType::kBFloat16 ? launch_gemm_wgmma_bf16(q, sch, stream) : launch_gemm_wgmma_f16(q, sch, stream);
 }
 
@@ -278,11 +282,12 @@ GemmProblem int8_wgmma_problem(const GemmProblem& p, size_t& bt_bytes) {
 }
 
 // Decode shapes (M <= 16) with B stored [N, K] run on the skinny tile, swapped as the 16-bit
-// ones are (the weight as the 64-row operand). A B stored [K, N] would need the whole
-// weight transposed on every call (3x the bytes of a memory-bound call): the skinny int8
-// kernel takes it from 32 MiB (gemm_skinny.cu), mma.sync below.
-bool int8_skinny_applies(const GemmProblem& p) {
-  return p.M <= kSkinnyMaxM && p.trans_b && wgmma_applicable(p);
+// ones are (the weight as the 64-row operand), and batched decode up to 128 rows by its rule
+// (wgmma_skinny_tile), unless the dev knob forces the family's 128x256 tiles. A B stored [K, N]
+// would need the whole weight transposed on every call (3x the bytes of a memory-bound call):
+// the skinny int8 kernel takes decode shapes from 32 MiB (gemm_skinny.cu), mma.sync below.
+bool int8_skinny_applies(const GemmProblem& p, GemmVariant variant) {
+  return (p.M <= kSkinnyMaxM || variant == GemmVariant::kAuto) && wgmma_skinny_applies(p);
 }
 
 // B stored [K, N] with one row tile of A (M <= 128, where mma.sync splits K), or up to
@@ -293,6 +298,7 @@ bool int8_skinny_applies(const GemmProblem& p) {
 // against 75.4; at 16 MiB, 4096 x 4096, 256 rows take 40.4 through it against 59.8). The dev
 // knob's mode 2 (kWgmma) still forces it.
 constexpr int kInt8RowTile = 128;  // mma.sync's tile height (gemm_int8.cu kI8BM): it splits K below
+constexpr int kInt8FamilyMinRowsFew = 32;  // plan_int8_family: rows the family needs on a few tiles
 constexpr size_t kInt8TransposeMaxBytesBatched = size_t(32) << 20;
 bool int8_transpose_declined(const GemmProblem& p, GemmVariant variant) {
   if (variant != GemmVariant::kAuto || p.trans_b) return false;
@@ -306,8 +312,9 @@ bool int8_transpose_declined(const GemmProblem& p, GemmVariant variant) {
 // family's own 128x256 tile, only slower, and int8's 128-wide tiles lose too (NOTES.md "Stop
 // 124", B stored [N, K]: 129 x 12288 x 4096 29.3 us against 41.4 on 128-wide tiles; "Stop 123":
 // 512 x 4096 x 4096, B [K, N] transposed, 40.6 against mma.sync's 60.4). A grid of one wave or
-// less is split along K (plan_tail_split's short wave), as mma.sync splits it up to 128 rows:
-// unsplit, 16 wide tiles of 64 x 4096 x 14336 took 68.6 us against mma.sync's 48.4 ("Stop 125").
+// less is split along K where it is a quarter wave or less (plan_tail_split's short wave):
+// unsplit, 16 wide tiles of 64 x 4096 x 14336 took 72.5 us against mma.sync's 46.6, in 7 chunks
+// 41.4 ("Stop 125"). Up to 128 rows the skinny tile comes first (wgmma_skinny_tile).
 GemmVariant int8_tile_variant(const GemmProblem& q, GemmVariant variant) {
   return variant == GemmVariant::kAuto && q.M > kSkinnyMaxM ? GemmVariant::kWgmma : variant;
 }
@@ -327,11 +334,13 @@ bool plan_int8_family(const GemmProblem& p, GemmVariant& variant, GemmProblem& q
   const GemmVariant asked = variant;
   variant = int8_tile_variant(q, variant);
   if (select_wgmma_schedule(q, variant, sch) != cudaSuccess) return false;
-  // Up to one row tile of A a grid under a wave stays the family's only where its split fills
-  // the SMs: whole units (K of 12 k-tiles or less, nothing to save) run on as many CTAs as
-  // tiles, where mma.sync splits K over the idle SMs.
-  return asked != GemmVariant::kAuto || q.M > kInt8RowTile || wgmma_units(q, sch) >= device_sm_count() ||
-         wgmma_tail_split(q, sch).tail_units > 0;
+  // Up to one row tile of A (where the skinny tile declines) a grid of a quarter wave or less
+  // stays the family's only past 32 rows and where its split runs: its tiles compute 128 rows
+  // whatever M, mma.sync's fewer, and mma.sync splits K too (17 / 64 / 128 x 4096 x 4096:
+  // mma.sync 17.2 / 26.0 / 35.1 us, the family in 4 chunks 24.3 / 24.4 / 24.7; NOTES.md "Stop 125").
+  const long long units = wgmma_units(q, sch);
+  return asked != GemmVariant::kAuto || q.M > kInt8RowTile || units * kShortWaveMaxFill > device_sm_count() ||
+         (q.M > kInt8FamilyMinRowsFew && wgmma_tail_split(q, sch).tail_units > 0);
 }
 
 }  // namespace
@@ -343,7 +352,7 @@ size_t wgmma_int8_workspace_bytes(const GemmProblem& p) {
   bool use = false;
   GemmVariant variant = int8_wgmma_variant(use);
   if (!use) return 0;
-  if (int8_skinny_applies(p)) return skinny_tile_workspace_bytes(p, 16);
+  if (int8_skinny_applies(p, variant)) return wgmma_skinny_workspace_bytes(p);
   GemmProblem sized = p;
   sized.workspace = nullptr;
   sized.workspace_bytes = 0;
@@ -358,7 +367,7 @@ cudaError_t launch_gemm_wgmma_int8(const GemmProblem& p, cudaStream_t stream) {
   bool use = false;
   GemmVariant variant = int8_wgmma_variant(use);
   if (!use) return cudaErrorNotSupported;
-  if (int8_skinny_applies(p)) return launch_gemm_wgmma_s8(swapped_for_skinny(p), skinny_schedule(16), stream);
+  if (int8_skinny_applies(p, variant)) return launch_gemm_wgmma_skinny(p, stream);
   GemmProblem q;
   WgmmaSchedule sch;
   size_t bt_bytes = 0;

@@ -144,6 +144,7 @@ struct WgmmaTailSplit {
 // `grid` single CTAs (mode as WgmmaSchedule::tail_split), and the workspace it needs:
 // counters, then one chunk's accumulators per splitting CTA.
 constexpr long long kTailSplitMinSaved = 8;  // mode 1: k-tiles a CTA must save against a whole last wave
+constexpr long long kShortWaveMaxFill = 4;   // short waves split at most 1/4 full
 // Host: the chunks to cut a unit of `ktiles` k-tiles into when its chunks' partial sums meet in
 // memory: ~ktiles/s k-tiles of streaming plus the last chunk's sum of s chunks is least near
 // s = sqrt(ktiles / 2); at least 2.
@@ -154,10 +155,12 @@ inline WgmmaTailSplit plan_tail_split(long long units, int ktiles, long long gri
   WgmmaTailSplit ts;
   ts.dp_units = static_cast<int>(units);
   if (mode == 0 || grid <= 0) return ts;
-  // A grid of one wave or less leaves grid - units SMs idle for the whole call: with
-  // short_wave every unit is a tail unit (dp_units 0; the launch runs units * splits CTAs).
-  // Without it nothing idles for long.
-  const long long tail = units <= grid ? (short_wave ? units : 0) : units % grid;
+  // A grid of a quarter wave or less leaves most SMs idle for the whole call: with short_wave
+  // every unit is a tail unit (dp_units 0; the launch runs units * splits CTAs). Fuller short
+  // grids stay whole: int8 64 x 12288 x 4096 (48 units) took 34.7 us in 2 chunks against 29.2
+  // whole, where 16 units took 24.4 in 4 against 27.4 and, at K = 14336, 41.4 in 7 against
+  // 72.5 (NOTES.md "Stop 125"). Without short_wave nothing idles for long.
+  const long long tail = units <= grid ? (short_wave && units * kShortWaveMaxFill <= grid ? units : 0) : units % grid;
   if (tail == 0) return ts;
   // The tail takes ~ktiles/s k-tiles of math (~0.8 us each at 128x256) plus the last chunk's
   // sum of s chunks (~1.5 us per 128 KB chunk), and at most the idle CTAs per unit.
@@ -385,7 +388,6 @@ gemm_wgmma_sm90_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_c
   using Acc = std::conditional_t<kInt8, int32_t, float>;
   using Acc4 = std::conditional_t<kInt8, int4, float4>;
   static_assert(kCluster == 1 || kCluster == 2, "cluster of 1 or 2 CTAs along M");
-  static_assert(!kInt8 || BN != 64, "no m64n64k32 s8 wgmma here");
   extern __shared__ unsigned char smem_raw[];
   __shared__ __align__(8) uint64_t full_bar[Stages];
   __shared__ __align__(8) uint64_t empty_bar[Stages];
@@ -585,6 +587,10 @@ gemm_wgmma_sm90_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_c
               wgmma::wgmma_m64n256k32_s8(acc, da, db);
             } else if constexpr (BN == 16) {
               wgmma::wgmma_m64n16k32_s8(acc, da, db);
+            } else if constexpr (BN == 32) {
+              wgmma::wgmma_m64n32k32_s8(acc, da, db);
+            } else if constexpr (BN == 64) {
+              wgmma::wgmma_m64n64k32_s8(acc, da, db);
             } else {
               wgmma::wgmma_m64n128k32_s8(acc, da, db);
             }
@@ -1033,11 +1039,9 @@ inline cudaError_t launch_wgmma_layout(const GemmProblem& p, const WgmmaSchedule
   if (sch.skinny) {  // a swapped problem whose B is K-major (launch_gemm_wgmma_skinny)
     if constexpr (kTransB) {
       if (sch.bn == 16) return launch_wgmma_cfg<T, kTransA, true, 16, skinny_wgmma_stages<16>(), 1, true>(p, sch, stream);
-      if constexpr (!std::is_same_v<T, int8_t>) {
-        if (sch.bn == 32) return launch_wgmma_cfg<T, kTransA, true, 32, skinny_wgmma_stages<32>(), 1, true>(p, sch, stream);
-        if (sch.bn == 64) return launch_wgmma_cfg<T, kTransA, true, 64, skinny_wgmma_stages<64>(), 1, true>(p, sch, stream);
-        if (sch.bn == 128) return launch_wgmma_cfg<T, kTransA, true, 128, skinny_wgmma_stages<128>(), 1, true>(p, sch, stream);
-      }
+      if (sch.bn == 32) return launch_wgmma_cfg<T, kTransA, true, 32, skinny_wgmma_stages<32>(), 1, true>(p, sch, stream);
+      if (sch.bn == 64) return launch_wgmma_cfg<T, kTransA, true, 64, skinny_wgmma_stages<64>(), 1, true>(p, sch, stream);
+      if (sch.bn == 128) return launch_wgmma_cfg<T, kTransA, true, 128, skinny_wgmma_stages<128>(), 1, true>(p, sch, stream);
     }
     return cudaErrorNotSupported;
   }

@@ -168,10 +168,14 @@ CLO_DEFINE_WGMMA_RS(256, 128, __nv_bfloat16, "bf16")
 #define CLO_WGMMA_IACC4(i) "+r"(d[i]), "+r"(d[i + 1]), "+r"(d[i + 2]), "+r"(d[i + 3])
 #define CLO_WGMMA_IACC16(i) CLO_WGMMA_IACC4(i), CLO_WGMMA_IACC4(i + 4), CLO_WGMMA_IACC4(i + 8), CLO_WGMMA_IACC4(i + 12)
 #define CLO_WGMMA_I_OPS_8 CLO_WGMMA_IACC4(0), CLO_WGMMA_IACC4(4)
+#define CLO_WGMMA_I_OPS_16 CLO_WGMMA_IACC16(0)
+#define CLO_WGMMA_I_OPS_32 CLO_WGMMA_IACC16(0), CLO_WGMMA_IACC16(16)
 #define CLO_WGMMA_I_OPS_64 CLO_WGMMA_IACC16(0), CLO_WGMMA_IACC16(16), CLO_WGMMA_IACC16(32), CLO_WGMMA_IACC16(48)
 #define CLO_WGMMA_I_OPS_128 CLO_WGMMA_I_OPS_64, CLO_WGMMA_IACC16(64), CLO_WGMMA_IACC16(80), CLO_WGMMA_IACC16(96), \
                             CLO_WGMMA_IACC16(112)
 #define CLO_WGMMA_S8_TAIL_8 ", %8, %9, 1;\n"
+#define CLO_WGMMA_S8_TAIL_16 ", %16, %17, 1;\n"
+#define CLO_WGMMA_S8_TAIL_32 ", %32, %33, 1;\n"
 #define CLO_WGMMA_S8_TAIL_64 ", %64, %65, 1;\n"
 #define CLO_WGMMA_S8_TAIL_128 ", %128, %129, 1;\n"
 #define CLO_DEFINE_WGMMA_SS_S8(N, R)                                                                  \
@@ -182,6 +186,8 @@ CLO_DEFINE_WGMMA_RS(256, 128, __nv_bfloat16, "bf16")
                   : "l"(desc_a), "l"(desc_b));                                                      \
   }
 CLO_DEFINE_WGMMA_SS_S8(16, 8)
+CLO_DEFINE_WGMMA_SS_S8(32, 16)
+CLO_DEFINE_WGMMA_SS_S8(64, 32)
 CLO_DEFINE_WGMMA_SS_S8(128, 64)
 CLO_DEFINE_WGMMA_SS_S8(256, 128)
 
