@@ -620,9 +620,10 @@ def test_int8_wgmma_skinny_large():
     sums of 2^27 (all -128, K = 8192) exact; B stored [K, N] runs on the skinny int8 kernel up to
     16 rows where the weight is at least 32 MiB, else on mma.sync up to 128 rows, and up to 256
     where the weight is over 32 MiB (its transpose per call would triple the bytes). B stored
-    [N, K] up to 128 rows runs on the skinny tile (swapped, 32-128 wide) where 128-wide tiles
-    would not fill a wave and the weight has 1024 rows or more; wherever the family takes more
-    than 16 rows it runs 256-wide tiles on any grid (test_int8_wgmma_short_wave_split)."""
+    [N, K] up to 256 rows runs on the skinny tile (swapped, 32-128 wide; past 128 rows in
+    token tiles) where 128-wide tiles would not fill a wave and the weight has 1024 rows or
+    more; wherever the family takes more than 16 rows it runs 256-wide tiles on any grid
+    (test_int8_wgmma_short_wave_split)."""
     _require_sm90()
     for m in (1, 16):
         assert "gemm_wgmma_sm90_kernel" in _int8_case(m, 12288, 4096, True)
@@ -643,7 +644,8 @@ def test_int8_wgmma_skinny_large():
                               (200, 1000, True), (129, 12288, False), (129, 12288, True), (64, 12288, True),
                               (17, 4096, True), (64, 4096, False)):
         names = _int8_case(m, n, 4096, col_major_b)
-        tile = col_major_b and m <= 128 and n >= 1024 and -(-m // 128) * -(-n // 128) < sms
+        tile = (col_major_b and m <= 256 and n >= 1024 and -(-m // 128) * -(-n // 128) < sms
+                and (m <= 128 or _token_tiles(n, m, sms)))
         assert bool(re.search(_INT8_SKINNY_TILE, names)) == tile, (m, n, names)
         # B [N, K] past the skinny tile: the family; B [K, N] up to 128 rows, and 12288 x 4096 (48 MiB) up to 256: mma.sync.
         takes = (col_major_b and not tile) or (m > 128 and n * 4096 <= 32 << 20)
@@ -656,14 +658,27 @@ def test_int8_wgmma_skinny_large():
 _INT8_SKINNY_TILE = r"gemm_wgmma_sm90_kernel<signed char, false, true, \d+, \d+, 1, true>"
 
 
+def _token_tiles(rows, tokens, sms):
+    """Mirror of plan_skinny_token_tiles (gemm_wgmma_sm90.cuh) for a weight stored [N, K]: whether
+    whole units of 64-128 weight rows (in 8s) x two or more token tiles 32, 64 or 128 wide fill
+    90-100% of one wave."""
+    for bn in (128, 64, 32):
+        tiles = -(-tokens // bn)
+        if tiles >= 2 and any(sms * 9 <= -(-rows // r) * tiles * 10 and -(-rows // r) * tiles <= sms
+                              for r in range(64, 129, 8)):
+            return True
+    return False
+
+
 @pytest.mark.parametrize("m,n,k,forced", [(17, 4096, 4096, False), (40, 6144, 1040, False), (64, 12288, 4096, False),
                                           (100, 2056, 528, False), (128, 4096, 14336, False), (33, 1024, 16, False),
-                                          (200, 4096, 4096, True), (256, 6144, 1024, True), (160, 4096, 272, True)])
+                                          (200, 4096, 4096, False), (256, 6144, 1024, False), (160, 4096, 272, False),
+                                          (100, 1000, 528, True)])
 def test_int8_skinny_tile_batched(monkeypatch, m, n, k, forced):
-    """int8 batched decode (17-128 rows, B stored [N, K]) on the swapped skinny tile, 32, 64 or
+    """int8 batched decode (17-256 rows, B stored [N, K]) on the swapped skinny tile, 32, 64 or
     128 wide (all rows of A in one tile, whole units or 64-row units split along K, or token
-    tiles), as the 16-bit types run it; forced (CLO_GEMM_SKINNY_WGMMA=2) up to 256 rows in token
-    tiles. Exact against float64 (N and K tails: 2056 rows, K = 1040, 528, 272, 16); sums
+    tiles past 128 rows), as the 16-bit types run it; forced (CLO_GEMM_SKINNY_WGMMA=2) below
+    1024 weight rows. Exact against float64 (N and K tails: 2056 and 1000 rows, K = 1040, 528, 272, 16); sums
     of 2^27 (all -128, K = 8192) exact; a CUDA graph replays it on new data."""
     _require_sm90()
     if forced:

@@ -164,7 +164,6 @@ size_t wgmma_workspace_bytes(const GemmProblem& p, GemmVariant variant);
 // and batched decode up to kSkinnyWgmmaMaxM rows of A (above 128 in token tiles only), which
 // the 128-row tiles would leave on a few SMs; cudaErrorNotSupported when it does not apply.
 constexpr int kSkinnyWgmmaMaxM = 256;
-constexpr int kSkinnyWgmmaMaxM8 = 128;  // int8 by default (its token tiles past 128 rows unmeasured)
 bool wgmma_skinny_applies(const GemmProblem& p);
 cudaError_t launch_gemm_wgmma_skinny(const GemmProblem& p, cudaStream_t stream);
 // Its workspace (0 also where it does not apply: `applies` tells the two apart).

@@ -165,14 +165,14 @@ WgmmaSchedule skinny_schedule(int bn) {
 // (run 7). 16 < M <= 256 (batched decode): where the 128-row tiles of the other kernels
 // would not fill a wave (they would stream the weight on as few SMs as they have tiles), and
 // above 128 rows only in token tiles. int8: every decode shape (the skinny kernels take none
-// with B [N, K]), and batched decode by the same rule up to 128 rows (NOTES.md "Stop 125").
+// with B [N, K]), and batched decode by the same rule (NOTES.md "Stop 125").
 // Dev knob CLO_GEMM_SKINNY_WGMMA: 0 never, 1 that rule (default), 2 wherever it can.
 // The tile's width for p (skinny_tile_bn) where it applies, else 0.
 int wgmma_skinny_tile(const GemmProblem& p) {
   static bool dev_mode = std::getenv("CLO_GEMM_SKINNY_WGMMA") != nullptr;
   const int mode = dev_knob("CLO_GEMM_SKINNY_WGMMA", dev_mode, 1);
   const bool s8 = p.in_dtype == DType::kInt8;
-  if (mode == 0 || p.M > (s8 && mode == 1 ? kSkinnyWgmmaMaxM8 : kSkinnyWgmmaMaxM)) return 0;
+  if (mode == 0 || p.M > kSkinnyWgmmaMaxM) return 0;
   const int bn = skinny_tile_bn(p);
   if (bn == 0) return 0;
   // Batched decode: not where the 128-wide tiles fill a wave, which stream the weight as well
@@ -282,7 +282,7 @@ GemmProblem int8_wgmma_problem(const GemmProblem& p, size_t& bt_bytes) {
 }
 
 // Decode shapes (M <= 16) with B stored [N, K] run on the skinny tile, swapped as the 16-bit
-// ones are (the weight as the 64-row operand), and batched decode up to 128 rows by its rule
+// ones are (the weight as the 64-row operand), and batched decode by its rule
 // (wgmma_skinny_tile), unless the dev knob forces the family's 128x256 tiles. A B stored [K, N]
 // would need the whole weight transposed on every call (3x the bytes of a memory-bound call):
 // the skinny int8 kernel takes decode shapes from 32 MiB (gemm_skinny.cu), mma.sync below.
