@@ -648,7 +648,7 @@ def test_int8_wgmma_skinny_large():
                 and (m <= 128 or _token_tiles(n, m, sms)))
         assert bool(re.search(_INT8_SKINNY_TILE, names)) == tile, (m, n, names)
         # B [N, K] past the skinny tile: the family; B [K, N] up to 128 rows, and 12288 x 4096 (48 MiB) up to 256: mma.sync.
-        takes = (col_major_b and not tile) or (m > 128 and n * 4096 <= 32 << 20)
+        takes = (col_major_b and not tile) or (not col_major_b and m > 128 and n * 4096 <= 32 << 20)
         # Every int8 grid the family takes here runs 256-wide tiles (not the tile rule's 128 or mma.sync).
         assert ("gemm_wgmma_sm90_kernel<signed char, false, true, 256," in names) == takes, (m, n, names)
         assert ("gemm_mma_int8_kernel" in names) == (not takes and not tile), (m, n, names)

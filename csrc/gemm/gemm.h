@@ -168,9 +168,10 @@ bool wgmma_skinny_applies(const GemmProblem& p);
 cudaError_t launch_gemm_wgmma_skinny(const GemmProblem& p, cudaStream_t stream);
 // Its workspace (0 also where it does not apply: `applies` tells the two apart).
 size_t wgmma_skinny_workspace_bytes(const GemmProblem& p, bool* applies = nullptr);
-// int8 -> int32 on the family (A [M, K], no C): B stored [N, K] directly (M <= 16 on the
-// skinny tile; past it on 256-wide tiles, a grid under a wave split along K, up to 128 rows
-// only where that split runs), B stored [K, N] through a
+// int8 -> int32 on the family (A [M, K], no C): B stored [N, K] directly (decode and, by its
+// rule, batched decode up to 256 rows on the skinny tile, wgmma_skinny_tile; elsewhere on
+// 256-wide tiles, a grid of a quarter wave or less split along K, and up to 128 rows a few
+// tiles only past 32 rows where that split runs), B stored [K, N] through a
 // transposed copy in the workspace (not for M <= 128, nor up to 256 rows for weights over 32 MiB);
 // cudaErrorNotSupported (nothing launched) where it does not apply or the workspace is
 // missing. The workspace: the copy, then the split-K scratch.

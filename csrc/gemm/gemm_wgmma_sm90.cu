@@ -314,7 +314,8 @@ bool int8_transpose_declined(const GemmProblem& p, GemmVariant variant) {
 // 512 x 4096 x 4096, B [K, N] transposed, 40.6 against mma.sync's 60.4). A grid of one wave or
 // less is split along K where it is a quarter wave or less (plan_tail_split's short wave):
 // unsplit, 16 wide tiles of 64 x 4096 x 14336 took 72.5 us against mma.sync's 46.6, in 7 chunks
-// 41.4 ("Stop 125"). Up to 128 rows the skinny tile comes first (wgmma_skinny_tile).
+// 41.4 ("Stop 125"). Up to 256 rows the skinny tile comes first where its rule takes the
+// call (wgmma_skinny_tile).
 GemmVariant int8_tile_variant(const GemmProblem& q, GemmVariant variant) {
   return variant == GemmVariant::kAuto && q.M > kSkinnyMaxM ? GemmVariant::kWgmma : variant;
 }
