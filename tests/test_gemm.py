@@ -107,6 +107,35 @@ def _int8_case(m, n, k, col_major_b):
     return kernel_names(lambda: llm.tensor_core_gemm_int8(a, b))
 
 
+def _assert_int8_full_sums(m, n, k, col_major_b):
+    """Every entry -128 over K = k: each sum is 2^14 k (2^27 at K = 8192, past fp32's 2^24),
+    exact, written into a poisoned `out=`."""
+    a = torch.full((m, k), -128, dtype=torch.int8, device="cuda")
+    b = (torch.full((n, k), -128, dtype=torch.int8, device="cuda").t() if col_major_b
+         else torch.full((k, n), -128, dtype=torch.int8, device="cuda"))
+    out = poison_(torch.empty(m, n, dtype=torch.int32, device="cuda"))
+    llm.tensor_core_gemm_int8(a, b, out=out)
+    assert torch.equal(out, torch.full((m, n), 16384 * k, dtype=torch.int32, device="cuda")), (m, n, k, col_major_b)
+
+
+def _assert_int8_graph_replays(a, b, what, replays=2):
+    """Captures `tensor_core_gemm_int8(a, b, out=)` in a CUDA graph (one call before, outside
+    it), then `replays` times: new random a and b, `out` holding a stale value (only what the
+    graph writes clears it), a replay, `out` exact against float64."""
+    out = torch.empty(a.shape[0], b.shape[1], dtype=torch.int32, device="cuda")
+    llm.tensor_core_gemm_int8(a, b, out=out)
+    torch.cuda.synchronize()
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        llm.tensor_core_gemm_int8(a, b, out=out)
+    for _ in range(replays):
+        a.copy_(torch.randint_like(a, -128, 128))
+        b.copy_(torch.randint_like(b, -128, 128))
+        out.fill_(0x3F3F3F3F)
+        graph.replay()
+        assert torch.equal(out, int8_gemm_reference(a, b)), what
+
+
 INT8_DIM = st.one_of(st.integers(1, 1024), st.integers(1, 64).map(lambda x: 16 * x))
 
 
@@ -492,10 +521,7 @@ def test_int8_wgmma_auto_large(monkeypatch, m, n, k):
     _require_sm90()
     for col_major_b in (True, False):
         assert "gemm_wgmma_sm90_kernel" in _int8_case(m, n, k, col_major_b)
-    a = torch.full((m, k), -128, dtype=torch.int8, device="cuda")
-    b = torch.full((n, k), -128, dtype=torch.int8, device="cuda").t()
-    out = llm.tensor_core_gemm_int8(a, b)
-    assert torch.equal(out, torch.full((m, n), 16384 * k, dtype=torch.int32, device="cuda"))
+    _assert_int8_full_sums(m, n, k, True)
     monkeypatch.setenv("CLO_GEMM_WGMMA_TAIL_SPLIT", "2")
     a = torch.randint(-128, 128, (m, k), dtype=torch.int8, device="cuda")
     b = torch.randint(-128, 128, (n, k), dtype=torch.int8, device="cuda").t()
@@ -555,21 +581,8 @@ def test_int8_wgmma_short_wave_split(monkeypatch, m, n, k):
     assert kernel_grid_blocks(f, "gemm_wgmma_sm90_kernel") == units
     assert torch.equal(f(), split)
     monkeypatch.setenv("CLO_GEMM_WGMMA_SHORT_SPLIT", "")
-    full_a = torch.full((m, k), -128, dtype=torch.int8, device="cuda")
-    full_b = torch.full((n, k), -128, dtype=torch.int8, device="cuda").t()
-    assert torch.equal(llm.tensor_core_gemm_int8(full_a, full_b),
-                       torch.full((m, n), 16384 * k, dtype=torch.int32, device="cuda"))
-    out = poison_(torch.empty(m, n, dtype=torch.int32, device="cuda"))
-    graph = torch.cuda.CUDAGraph()
-    llm.tensor_core_gemm_int8(a, b, out=out)  # warm (workspace, module) outside the capture
-    with torch.cuda.graph(graph):
-        llm.tensor_core_gemm_int8(a, b, out=out)
-    for _ in range(2):
-        a.copy_(torch.randint(-128, 128, (m, k), dtype=torch.int8, device="cuda"))
-        poison_(out)
-        graph.replay()
-        torch.cuda.synchronize()
-        assert torch.equal(out, int8_gemm_reference(a, b)), (m, n, k)
+    _assert_int8_full_sums(m, n, k, True)
+    _assert_int8_graph_replays(a, b, f"int8 short-wave split graph replay {m}x{n}x{k}")
 
 
 @pytest.mark.parametrize("k", [8192, 8191])  # 16-byte rows (the tile kernels) and not (the general kernel)
@@ -627,10 +640,7 @@ def test_int8_wgmma_skinny_large():
     _require_sm90()
     for m in (1, 16):
         assert "gemm_wgmma_sm90_kernel" in _int8_case(m, 12288, 4096, True)
-    a = torch.full((3, 8192), -128, dtype=torch.int8, device="cuda")
-    w = torch.full((640, 8192), -128, dtype=torch.int8, device="cuda")
-    assert torch.equal(llm.tensor_core_gemm_int8(a, w.t()), torch.full((3, 640), 16384 * 8192, dtype=torch.int32,
-                                                                         device="cuda"))
+    _assert_int8_full_sums(3, 640, 8192, True)
     # Also where N alone fills a wave of 128-wide tiles (the tile rule would take it from ~16.8K
     # columns): 28672 x 4096, Llama-3-8B's gate/up projection; up to 256 rows (batched decode).
     for m, n, k in ((16, 4096, 1024), (1, 28672, 4096), (16, 28672, 4096), (17, 28672, 4096), (200, 28672, 4096)):
@@ -685,22 +695,10 @@ def test_int8_skinny_tile_batched(monkeypatch, m, n, k, forced):
         monkeypatch.setenv("CLO_GEMM_SKINNY_WGMMA", "2")
     names = _int8_case(m, n, k, True)
     assert re.search(_INT8_SKINNY_TILE, names) and "gemm_mma_int8_kernel" not in names, (m, n, k, names)
-    full_a = torch.full((m, 8192), -128, dtype=torch.int8, device="cuda")
-    full_b = torch.full((n, 8192), -128, dtype=torch.int8, device="cuda").t()
-    assert torch.equal(llm.tensor_core_gemm_int8(full_a, full_b),
-                       torch.full((m, n), 16384 * 8192, dtype=torch.int32, device="cuda"))
+    _assert_int8_full_sums(m, n, 8192, True)
     a = torch.randint(-128, 128, (m, k), dtype=torch.int8, device="cuda")
     b = torch.randint(-128, 128, (n, k), dtype=torch.int8, device="cuda").t()
-    out = poison_(torch.empty(m, n, dtype=torch.int32, device="cuda"))
-    graph = torch.cuda.CUDAGraph()
-    llm.tensor_core_gemm_int8(a, b, out=out)  # warm (workspace, module) outside the capture
-    with torch.cuda.graph(graph):
-        llm.tensor_core_gemm_int8(a, b, out=out)
-    a.copy_(torch.randint(-128, 128, (m, k), dtype=torch.int8, device="cuda"))
-    poison_(out)
-    graph.replay()
-    torch.cuda.synchronize()
-    assert torch.equal(out, int8_gemm_reference(a, b)), (m, n, k)
+    _assert_int8_graph_replays(a, b, f"int8 skinny tile graph replay {m}x{n}x{k}")
 
 
 def _kn_int8_plan(n, k, sms, k_warps=8):
@@ -761,26 +759,11 @@ def test_int8_skinny_kn_sums_graph_and_knob(monkeypatch):
             (m, n, k, names)
     monkeypatch.setenv("CLO_GEMM_INT8_SKINNY", "2")  # 16 x 4096 x 4096: split across blocks
     for m, n in ((16, 1024), (1, 4096), (5, 12288)):
-        a = torch.full((m, 8192), -128, dtype=torch.int8, device="cuda")
-        b = torch.full((8192, n), -128, dtype=torch.int8, device="cuda")
-        out = poison_(torch.empty(m, n, dtype=torch.int32, device="cuda"))
-        llm.tensor_core_gemm_int8(a, b, out=out)
-        assert torch.equal(out, torch.full((m, n), 16384 * 8192, dtype=torch.int32, device="cuda")), (m, n)
+        _assert_int8_full_sums(m, n, 8192, False)
     a = torch.randint(-128, 128, (16, 4096), dtype=torch.int8, device="cuda")
     b = torch.randint(-128, 128, (4096, 4096), dtype=torch.int8, device="cuda")
     assert "gemm_skinny_reduce_kernel" in kernel_names(lambda: llm.tensor_core_gemm_int8(a, b))
-    out = torch.empty(16, 4096, dtype=torch.int32, device="cuda")
-    llm.tensor_core_gemm_int8(a, b, out=out)
-    torch.cuda.synchronize()
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        llm.tensor_core_gemm_int8(a, b, out=out)
-    for _ in range(2):
-        a.copy_(torch.randint_like(a, -128, 128))
-        b.copy_(torch.randint_like(b, -128, 128))
-        out.fill_(0x3F3F3F3F)
-        graph.replay()
-        assert torch.equal(out, int8_gemm_reference(a, b)), "int8 skinny graph replay"
+    _assert_int8_graph_replays(a, b, "int8 skinny graph replay")
     skinny = llm.tensor_core_gemm_int8(a, b)
     monkeypatch.setenv("CLO_GEMM_INT8_SKINNY", "0")
     names = kernel_names(lambda: llm.tensor_core_gemm_int8(a, b))
@@ -828,24 +811,10 @@ def test_int8_mma_split_k(monkeypatch):
     monkeypatch.setenv("CLO_GEMM_INT8_SPLITK", "100000")  # clamped to 16
     assert "Memset" in _int8_case(7, 320, 8192, False)
     monkeypatch.setenv("CLO_GEMM_INT8_SPLITK", "")
-    a = torch.full((5, 8192), -128, dtype=torch.int8, device="cuda")  # sums of 2^27 across the splits
-    b = torch.full((8192, 1024), -128, dtype=torch.int8, device="cuda")
-    assert torch.equal(llm.tensor_core_gemm_int8(a, b), torch.full((5, 1024), 16384 * 8192, dtype=torch.int32,
-                                                                     device="cuda"))
+    _assert_int8_full_sums(5, 1024, 8192, False)  # sums of 2^27 across the splits
     a = torch.randint(-128, 128, (16, 4096), dtype=torch.int8, device="cuda")
     b = torch.randint(-128, 128, (4096, 4096), dtype=torch.int8, device="cuda")
-    out = torch.empty(16, 4096, dtype=torch.int32, device="cuda")
-    graph = torch.cuda.CUDAGraph()
-    llm.tensor_core_gemm_int8(a, b, out=out)
-    torch.cuda.synchronize()
-    with torch.cuda.graph(graph):
-        llm.tensor_core_gemm_int8(a, b, out=out)
-    for _ in range(2):
-        a.copy_(torch.randint_like(a, -128, 128))
-        b.copy_(torch.randint_like(b, -128, 128))
-        out.fill_(0x3F3F3F3F)  # a stale result: only the zeroing inside the graph clears it
-        graph.replay()
-        assert torch.equal(out, int8_gemm_reference(a, b)), "int8 split-K graph replay"
+    _assert_int8_graph_replays(a, b, "int8 split-K graph replay")  # stale out: only the graph's zeroing clears it
 
 
 def test_wgmma_tail_split_auto():

@@ -316,6 +316,28 @@ __global__ void __launch_bounds__(kSkinnyThreads) gemm_skinny_nk_mma_pipe_kernel
   skinny_epilogue<TOut, kRows>(args, part, split, cols, n0);
 }
 
+// One k step of the B [K, N] mma.sync kernels, 8 kPer deep (16-bit: k16, kPer = 2; int8: k32,
+// kPer = 4), kb = the step's first k + kPer t: the lane's 16 bytes of B rows kb + i and kb +
+// 4 kPer + i (i < kPer), and A's fragment (rows g and g + 8 at kb and kb + 4 kPer). A step past
+// the range (>= last) reads k >= K: zeros. K is a multiple of 2 kPer, so a lane's kPer rows are
+// all in or all out.
+template <int kPer, typename T, bool kM16>
+CLO_DEVICE void kn_step_loads(int step, int last, int t, int K, long long ldb, const T* b_col, bool col_ok,
+                              const KnARows<T, kM16>& ar, uint4 (&bv)[2 * kPer], uint32_t (&av)[4]) {
+  constexpr int kHalf = 4 * kPer, kStepK = 2 * kHalf;
+  const int kb = (step < last ? step : div_ceil(K, kStepK)) * kStepK + kPer * t;
+#pragma unroll
+  for (int r = 0; r < 2 * kPer; ++r) {
+    const int k = kb + r % kPer + kHalf * (r / kPer);
+    bv[r] = col_ok && k < K ? load_streaming_16(b_col + static_cast<long long>(k) * ldb) : make_uint4(0, 0, 0, 0);
+  }
+#pragma unroll
+  for (int r = 0; r < 4; ++r) {
+    const int k = kb + kHalf * (r >> 1);
+    av[r] = ar.load(r & 1, k, k < K);
+  }
+}
+
 // ---- 16-bit, B [K, N] --------------------------------------------------------------------
 // Warp: 64 columns x its k-warp's k16 steps of the block's K range.
 // Block: (8 / k_warps) column warps x k_warps -> 64 * 8 / k_warps output columns.
@@ -336,22 +358,8 @@ __global__ void __launch_bounds__(kSkinnyThreads) gemm_skinny_kn_mma_kernel(cons
     uint4 bv[kUnroll][4];
     uint32_t av[kUnroll][4];
 #pragma unroll
-    for (int u = 0; u < kUnroll; ++u) {
-      const int step = s0 + u * ks.stride;
-      const int kb = (step < ks.last ? step : div_ceil(K, 16)) * 16 + 2 * t;  // past the range: k >= K, zeros
-      // B rows kb, kb + 1, kb + 8, kb + 9 (K % 8 == 0: kb < K implies kb + 1 < K).
-#pragma unroll
-      for (int r = 0; r < 4; ++r) {
-        const int k = kb + (r & 1) + 8 * (r >> 1);
-        bv[u][r] = col_ok && k < K ? load_streaming_16(b_col + static_cast<long long>(k) * args.ldb)
-                                   : make_uint4(0, 0, 0, 0);
-      }
-      // A fragment: a0 = (row g, k kb..kb+1), a1 = row g + 8, a2/a3 the same at kb + 8.
-#pragma unroll
-      for (int r = 0; r < 4; ++r) {
-        const int k = kb + 8 * (r >> 1);
-        av[u][r] = ar.load(r & 1, k, k < K);
-      }
+    for (int u = 0; u < kUnroll; ++u) {  // B rows kb, kb + 1, kb + 8, kb + 9; A's k pairs at kb, kb + 8
+      kn_step_loads<2>(s0 + u * ks.stride, ks.last, t, K, args.ldb, b_col, col_ok, ar, bv[u], av[u]);
     }
 #pragma unroll
     for (int u = 0; u < kUnroll; ++u) kn_mma_step<T>(acc, av[u], bv[u]);
@@ -495,29 +503,15 @@ __global__ void __launch_bounds__(kSkinnyThreads, 1) gemm_skinny_kn_int8_kernel(
   const bool col_ok = ncol < args.N;  // N % 16 == 0: the lane's 16 columns are all in or all out
   const int8_t* b_col = static_cast<const int8_t*>(args.b) + ncol;
   const KnARows<int8_t, kM16> ar(args, g);  // 4 bytes = the fragment's 4 k of a row
-  const int K = args.K, steps = div_ceil(K, 32);
-  const KSlice ks = k_slice(steps, kw, split);
+  const int K = args.K;
+  const KSlice ks = k_slice(div_ceil(K, 32), kw, split);  // k32 steps
   int32_t acc[16][4] = {};
   for (int s0 = ks.first; s0 < ks.last; s0 += ks.stride * kUnroll) {
     uint4 bv[kUnroll][8];
     uint32_t av[kUnroll][4];
 #pragma unroll
-    for (int u = 0; u < kUnroll; ++u) {
-      const int step = s0 + u * ks.stride;
-      // Past the range: k >= K, zeros. K % 16 == 0, so a lane's 4 k rows are all in or all out.
-      const int kb = (step < ks.last ? step : steps) * 32 + 4 * t;
-#pragma unroll
-      for (int r = 0; r < 8; ++r) {
-        const int k = kb + (r & 3) + 16 * (r >> 2);
-        bv[u][r] = col_ok && k < K ? load_streaming_16(b_col + static_cast<long long>(k) * args.ldb)
-                                   : make_uint4(0, 0, 0, 0);
-      }
-      // A fragment: a0 = (row g, k kb..kb+3), a1 = row g + 8, a2/a3 the same at kb + 16.
-#pragma unroll
-      for (int r = 0; r < 4; ++r) {
-        const int k = kb + 16 * (r >> 1);
-        av[u][r] = ar.load(r & 1, k, k < K);
-      }
+    for (int u = 0; u < kUnroll; ++u) {  // B rows kb .. kb + 3, kb + 16 .. kb + 19; A's 4-k words at kb, kb + 16
+      kn_step_loads<4>(s0 + u * ks.stride, ks.last, t, K, args.ldb, b_col, col_ok, ar, bv[u], av[u]);
     }
 #pragma unroll
     for (int u = 0; u < kUnroll; ++u) kn_int8_step(acc, av[u], bv[u]);

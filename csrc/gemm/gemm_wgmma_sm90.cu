@@ -99,18 +99,6 @@ cudaError_t select_wgmma_schedule(const GemmProblem& p, GemmVariant variant, Wgm
   return cudaSuccess;
 }
 
-long long wgmma_units(const GemmProblem& p, const WgmmaSchedule& sch) {
-  return (long long)div_ceil(p.M, 128) * div_ceil(p.N, sch.bn);
-}
-
-// The split launch_wgmma_cfg plans for p (persistent single CTAs, one per SM; none otherwise).
-WgmmaTailSplit wgmma_tail_split(const GemmProblem& p, const WgmmaSchedule& sch) {
-  if (sch.cluster != 1 || !sch.persistent) return WgmmaTailSplit{};
-  const int bk = 128 / static_cast<int>(elem_size(p.in_dtype));  // k-tiles of 128 bytes (WgmmaConfig::BK)
-  return plan_tail_split(wgmma_units(p, sch), div_ceil(p.K, bk), device_sm_count(), sch.tail_split,
-                         sch.split_short_wave);
-}
-
 }  // namespace
 
 size_t wgmma_workspace_bytes(const GemmProblem& p, GemmVariant variant) {

@@ -175,6 +175,18 @@ inline WgmmaTailSplit plan_tail_split(long long units, int ktiles, long long gri
   ts.splits = static_cast<int>(splits);
   return ts;
 }
+// Host: the work units of a call on single CTAs (128 x sch.bn tiles), and the split
+// launch_wgmma_cfg runs them in (persistent single CTAs, one per SM; none otherwise): the
+// launch, the workspace query and the int8 rule all plan through it.
+inline long long wgmma_units(const GemmProblem& p, const WgmmaSchedule& sch) {
+  return (long long)div_ceil(p.M, 128) * div_ceil(p.N, sch.bn);
+}
+inline WgmmaTailSplit wgmma_tail_split(const GemmProblem& p, const WgmmaSchedule& sch) {
+  if (sch.cluster != 1 || !sch.persistent) return WgmmaTailSplit{};
+  const int bk = 128 / static_cast<int>(elem_size(p.in_dtype));  // k-tiles of 128 bytes (WgmmaConfig::BK)
+  return plan_tail_split(wgmma_units(p, sch), div_ceil(p.K, bk), device_sm_count(), sch.tail_split,
+                         sch.split_short_wave);
+}
 template <typename Cfg>
 inline size_t tail_split_counter_bytes(const WgmmaTailSplit& ts) {
   return (size_t(ts.tail_units) * Cfg::kConsumers * sizeof(int) + 255) / 256 * 256;
@@ -989,8 +1001,7 @@ inline cudaError_t launch_wgmma_cfg(const GemmProblem& p, const WgmmaSchedule& s
     const int ring_cap = dev_knob("CLO_GEMM_SKINNY_RING", dev_ring, 0);
     if (ring_cap > 0) ts.ring = std::min(ts.ring, ring_cap);
   } else if (kCluster == 1 && persistent) {
-    const WgmmaTailSplit plan =
-        plan_tail_split(units, div_ceil(p.K, Cfg::BK), device_sm_count(), sch.tail_split, sch.split_short_wave);
+    const WgmmaTailSplit plan = wgmma_tail_split(p, sch);
     // The binding sized the workspace by the same plan (wgmma_workspace_bytes); without it, whole units.
     if (plan.tail_units > 0 && p.workspace != nullptr && p.workspace_bytes >= tail_split_workspace_bytes<Cfg>(plan)) {
       ts = plan;
