@@ -13,6 +13,7 @@ benchmark-only op `_gemm_variant`.
   GEMM_BENCH_SECTIONS=int8_nk python3 scripts/bench_gemm_dev.py   # int8, B [N, K], M 17-256: mma.sync vs the wgmma family, split along K or whole
   GEMM_BENCH_SECTIONS=f32_wide python3 scripts/bench_gemm_dev.py   # fp32: the 128x128 tile vs the long one vs auto
   GEMM_BENCH_SECTIONS=pdl python3 scripts/bench_gemm_dev.py   # PDL modes on decode shapes, graphs, cold L2
+  GEMM_BENCH_SECTIONS=batch_sweep python3 scripts/bench_gemm_dev.py   # fp16 b [N, K] at every batch size 1-256 vs cuBLAS, with both kernels' names
 """
 from __future__ import annotations
 
@@ -302,6 +303,73 @@ def pdl_section():
         del data, ours, theirs, ref
 
 
+# Batch sizes a serving engine's decode step sees (the bench's rows are 1, 16, 64, 128, 256 only).
+BATCH_SWEEP_M = (1, 2, 4, 8, 12, 16, 17, 24, 32, 40, 48, 56, 64, 72, 80, 96, 112, 128, 144, 160, 192, 224, 256)
+# Llama-8B's projections (QKV, O, gate+up, down) and Llama-2-7B's QKV, nn.Linear weights [N, K].
+BATCH_SWEEP_NK = ((6144, 4096), (4096, 4096), (28672, 4096), (4096, 14336), (12288, 4096))
+# (M, N) rows also timed at every L2 promotion of the skinny tile's maps (CLO_TMA_L2_PROMOTION 0-3).
+BATCH_SWEEP_L2_PROMOTION = ((64, 4096), (128, 4096), (256, 4096), (256, 6144))
+
+
+def _kernels_of(fn) -> str:
+    """The kernels one call of `fn` launches (torch profiler), each name without its namespace, return
+    type and parameter list, spaces dropped, joined by '+': the template arguments show our tile and
+    cuBLAS's name its own (nvjet_sm90_hsh_64x32_...)."""
+    from torch.profiler import ProfilerActivity, profile
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        fn()
+        torch.cuda.synchronize()
+    names = []
+    for e in prof.key_averages():
+        n = e.key.split("(")[0] if "<" not in e.key else e.key[:e.key.index(">") + 1]
+        names.append(n.replace("void ", "").split("::")[-1].replace(" ", "")[:70])
+    return "+".join(names) or "?"
+
+
+def batch_sweep_section():
+    """fp16, b [N, K] (nn.Linear), every batch size of BATCH_SWEEP_M through Llama-8B's projections
+    and Llama-2-7B's QKV: ours (kAuto) against cuBLAS as `llm-speed bench` times them (CUDA-graph
+    replays over rotated inputs, cold L2), the better of two interleaved medians each, with the
+    kernel each side ran (ours: the kernel's name; the deal is the host planner's)."""
+    from cuda_llm_ops.timing import rotation_count
+    dtype = torch.float16
+
+    def time_sets(calls):
+        return benchmark(None, warmup=5, iterations=30, cold_l2=True, cuda_graph=True, fn_sets=calls,
+                         warmup_ms=20).median_ms
+
+    for N, K in BATCH_SWEEP_NK:
+        for M in BATCH_SWEEP_M:
+            sets = rotation_count(2.0 * (M * K + N * K + M * N))
+            data = [(torch.randn(M, K, device="cuda").to(dtype), torch.randn(N, K, device="cuda").to(dtype))
+                    for _ in range(sets)]
+            ours = [lambda a=a, w=w: llm.gemm(a, w, trans_b=True) for a, w in data]
+            theirs = [lambda a=a, w=w: torch.matmul(a, w.t()) for a, w in data]
+            mine, peer = time_sets(ours), time_sets(theirs)
+            mine, peer = min(mine, time_sets(ours)), min(peer, time_sets(theirs))
+            ref = torch.matmul(data[0][0].double(), data[0][1].double().t())
+            err = rel_error(ours[0](), ref)
+            note = f"err={err:.1e} ours={_kernels_of(ours[0])} cublas={_kernels_of(theirs[0])}"
+            row("batch", f"{M}x{N}x{K}", dtype, "auto", mine, 2.0 * M * N * K, "cublas graph", peer, note)
+            if 16 < M <= 32 and N * 10 < 132 * 9 * 128:  # 17-32 tokens in two 16-wide token tiles (dev knob)
+                os.environ["CLO_GEMM_SKINNY_TT16"] = "1"
+                tt16 = min(time_sets(ours), time_sets(ours))
+                row("batch", f"{M}x{N}x{K}", dtype, "tt16", tt16, 2.0 * M * N * K, "cublas graph", peer,
+                    f"err={rel_error(ours[0](), ref):.1e} ours={_kernels_of(ours[0])}")
+                os.environ["CLO_GEMM_SKINNY_TT16"] = ""
+            if (M, N) in BATCH_SWEEP_L2_PROMOTION:  # the TMA maps' L2 promotion (dev knob), forward and back
+                best: dict = {}
+                for order in ((0, 1, 2, 3), (3, 2, 1, 0)):
+                    for v in order:
+                        os.environ["CLO_TMA_L2_PROMOTION"] = str(v)
+                        best[v] = min(best.get(v, 1e9), time_sets(ours))
+                os.environ["CLO_TMA_L2_PROMOTION"] = ""
+                for v, ms in best.items():
+                    row("batch", f"{M}x{N}x{K}", dtype, f"l2_promotion={v}", ms, 2.0 * M * N * K, "cublas graph", peer)
+            del data, ours, theirs, ref
+        torch.cuda.empty_cache()
+
+
 def f32_wide_section():
     """fp32 SIMT: the large 128x128 tile (8x8 a thread, two blocks per SM; `pipelined`), the long
     tile (`alt_b`, one block per SM: NN 256x128 with 16x8 a thread at BK 16, TT 128x256 with 8x16
@@ -449,6 +517,9 @@ if __name__ == "__main__":
         os.environ.setdefault("CLO_GEMM_WGMMA_TAIL_SPLIT", "")
     if "pdl" in wanted:
         os.environ.setdefault("CLO_GEMM_PDL", "")
+    if "batch_sweep" in wanted:
+        os.environ.setdefault("CLO_TMA_L2_PROMOTION", "")
+        os.environ.setdefault("CLO_GEMM_SKINNY_TT16", "")
     if "int8_kn" in wanted or "int8_nk" in wanted:
         for name in ("CLO_GEMM_INT8_SPLITK", "CLO_GEMM_INT8_SKINNY", "CLO_SKINNY_KWARPS", "CLO_GEMM_WGMMA_SHORT_SPLIT",
                      "CLO_GEMM_SKINNY_WGMMA"):
@@ -456,7 +527,7 @@ if __name__ == "__main__":
     if "int8" in wanted or "int8_kn" in wanted or "int8_nk" in wanted:
         for name in INT8_KNOB_NAMES:
             os.environ.setdefault(name, "")
-    for name, section, arg in (("pdl", pdl_section, None), ("f32_wide", f32_wide_section, None), ("tail_split", tail_split_section, None), ("wgmma_sched", wgmma_sched_section, None), ("skinny", skinny_section, None), ("int8", int8_section, None),
+    for name, section, arg in (("batch_sweep", batch_sweep_section, None), ("pdl", pdl_section, None), ("f32_wide", f32_wide_section, None), ("tail_split", tail_split_section, None), ("wgmma_sched", wgmma_sched_section, None), ("skinny", skinny_section, None), ("int8", int8_section, None),
                                ("int8_kn", int8_batched_section, False), ("int8_nk", int8_batched_section, True),
                                ("f16", float_section, torch.float16),
                                ("f32", float_section, torch.float32), ("bf16", float_section, torch.bfloat16)):

@@ -320,7 +320,11 @@ inline SkinnyTokenTiles plan_skinny_token_tiles(long long rows, long long tokens
   SkinnyTokenTiles best;
   if (tokens <= 16 || grid <= 0) return best;
   long long best_rows = 0;
-  for (const int bn : {128, 64, 32}) {
+  // Dev knob CLO_GEMM_SKINNY_TT16: 1 also weighs token tiles 16 wide (17-32 tokens in two).
+  static bool dev_tt16 = std::getenv("CLO_GEMM_SKINNY_TT16") != nullptr;
+  const bool tt16 = dev_knob("CLO_GEMM_SKINNY_TT16", dev_tt16, 0) != 0;
+  for (const int bn : {128, 64, 32, 16}) {
+    if (bn == 16 && !tt16) continue;
     const long long tiles = (tokens + bn - 1) / bn;
     if (tiles < 2) continue;  // one token tile: plan_skinny's deals
     for (int r = 64; r <= 128; r += k_major ? 8 : 32) {
