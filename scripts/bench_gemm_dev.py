@@ -357,6 +357,12 @@ def batch_sweep_section():
                 row("batch", f"{M}x{N}x{K}", dtype, "tt16", tt16, 2.0 * M * N * K, "cublas graph", peer,
                     f"err={rel_error(ours[0](), ref):.1e} ours={_kernels_of(ours[0])}")
                 os.environ["CLO_GEMM_SKINNY_TT16"] = ""
+            if M >= 224 and N == 4096:  # ties to the narrower token tile (dev knob): 128-row units x 4 tiles of 64
+                os.environ["CLO_GEMM_SKINNY_TT_NARROW"] = "1"
+                narrow = min(time_sets(ours), time_sets(ours))
+                row("batch", f"{M}x{N}x{K}", dtype, "tt_narrow", narrow, 2.0 * M * N * K, "cublas graph", peer,
+                    f"err={rel_error(ours[0](), ref):.1e} ours={_kernels_of(ours[0])}")
+                os.environ["CLO_GEMM_SKINNY_TT_NARROW"] = ""
             if (M, N) in BATCH_SWEEP_L2_PROMOTION:  # the TMA maps' L2 promotion (dev knob), forward and back
                 best: dict = {}
                 for order in ((0, 1, 2, 3), (3, 2, 1, 0)):
@@ -520,6 +526,7 @@ if __name__ == "__main__":
     if "batch_sweep" in wanted:
         os.environ.setdefault("CLO_TMA_L2_PROMOTION", "")
         os.environ.setdefault("CLO_GEMM_SKINNY_TT16", "")
+        os.environ.setdefault("CLO_GEMM_SKINNY_TT_NARROW", "")
     if "int8_kn" in wanted or "int8_nk" in wanted:
         for name in ("CLO_GEMM_INT8_SPLITK", "CLO_GEMM_INT8_SKINNY", "CLO_SKINNY_KWARPS", "CLO_GEMM_WGMMA_SHORT_SPLIT",
                      "CLO_GEMM_SKINNY_WGMMA"):

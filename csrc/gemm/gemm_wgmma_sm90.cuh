@@ -323,6 +323,11 @@ inline SkinnyTokenTiles plan_skinny_token_tiles(long long rows, long long tokens
   // Dev knob CLO_GEMM_SKINNY_TT16: 1 also weighs token tiles 16 wide (17-32 tokens in two).
   static bool dev_tt16 = std::getenv("CLO_GEMM_SKINNY_TT16") != nullptr;
   const bool tt16 = dev_knob("CLO_GEMM_SKINNY_TT16", dev_tt16, 0) != 0;
+  // Dev knob CLO_GEMM_SKINNY_TT_NARROW: 1 gives a tie to the narrower token tile (its units of
+  // more weight rows keep both consumer warpgroups busy: 256 tokens x 4096 rows in 128-row
+  // units x 4 tiles of 64 rather than 64-row units x 2 of 128).
+  static bool dev_narrow = std::getenv("CLO_GEMM_SKINNY_TT_NARROW") != nullptr;
+  const bool narrow = dev_knob("CLO_GEMM_SKINNY_TT_NARROW", dev_narrow, 0) != 0;
   for (const int bn : {128, 64, 32, 16}) {
     if (bn == 16 && !tt16) continue;
     const long long tiles = (tokens + bn - 1) / bn;
@@ -330,7 +335,9 @@ inline SkinnyTokenTiles plan_skinny_token_tiles(long long rows, long long tokens
     for (int r = 64; r <= 128; r += k_major ? 8 : 32) {
       const long long items = (rows + r - 1) / r * tiles;
       if (items > grid || items * 10 < grid * 9) continue;
-      if (best.bn == 0 || r + bn < best_rows) best = {bn, r, static_cast<int>(tiles)}, best_rows = r + bn;
+      if (best.bn == 0 || r + bn < best_rows || (narrow && r + bn == best_rows)) {
+        best = {bn, r, static_cast<int>(tiles)}, best_rows = r + bn;
+      }
     }
   }
   return best;
