@@ -31,6 +31,8 @@ os.environ.setdefault("CLO_GEMM_INT8_WGMMA", "")
 os.environ.setdefault("CLO_GEMM_INT8_SPLITK", "")
 os.environ.setdefault("CLO_GEMM_INT8_SKINNY", "")
 os.environ.setdefault("CLO_GEMM_PDL", "")
+os.environ.setdefault("CLO_GEMM_SKINNY_TT16", "")
+os.environ.setdefault("CLO_GEMM_SKINNY_TT_NARROW", "")
 
 FLOATS = [torch.float32, torch.float16, torch.bfloat16]
 # Any size 1..1024, or a multiple of 16 (the tensor-core / vectorised paths with edge tiles).
@@ -876,21 +878,55 @@ def test_wgmma_skinny_batched_matches_float64(m, n8, k8, dtype, trans_b, alpha, 
         os.environ["CLO_GEMM_SKINNY_WGMMA"] = ""
 
 
-def _skinny_token_tiles(rows, tokens, k_major):
+def _skinny_token_tiles(rows, tokens, k_major, tt16=False, narrow=False):
     """plan_skinny_token_tiles (gemm_wgmma_sm90.cuh): (token tile width, weight rows a unit) of
     the whole units x token tiles that fill 90% of the SMs in one wave, the fewest rows a CTA
-    reads (a tie to the wider tile); None where there is no such deal (or one token tile)."""
+    reads (a tie to the wider tile, or with `narrow` to the narrower); None where there is no
+    such deal (or one token tile). tt16: 16-wide tiles weighed too (dev knobs
+    CLO_GEMM_SKINNY_TT16, CLO_GEMM_SKINNY_TT_NARROW)."""
     sms = torch.cuda.get_device_properties(0).multi_processor_count
     best = None
-    for bn in (128, 64, 32):
+    for bn in (128, 64, 32, 16) if tt16 else (128, 64, 32):
         tiles = -(-tokens // bn)
         if tokens <= 16 or tiles < 2:
             continue
         for r in range(64, 129, 8 if k_major else 32):
             items = -(-rows // r) * tiles
-            if items <= sms and items * 10 >= sms * 9 and (best is None or r + bn < sum(best)):
+            if items <= sms and items * 10 >= sms * 9 and (
+                    best is None or r + bn < sum(best) or (narrow and r + bn == sum(best))):
                 best = (bn, r)
     return best
+
+
+@pytest.mark.parametrize("trans_b", [False, True])
+@pytest.mark.parametrize("knob,m,n,k", [("CLO_GEMM_SKINNY_TT16", 17, 4096, 4104), ("CLO_GEMM_SKINNY_TT16", 32, 6144, 520),
+                                        ("CLO_GEMM_SKINNY_TT16", 20, 4096, 1032),
+                                        ("CLO_GEMM_SKINNY_TT_NARROW", 256, 4096, 1032),
+                                        ("CLO_GEMM_SKINNY_TT_NARROW", 225, 4096, 4104)])
+def test_wgmma_skinny_token_tile_knobs(monkeypatch, trans_b, knob, m, n, k):
+    """The token-tile deal's dev knobs: CLO_GEMM_SKINNY_TT16 (17-32 tokens in two 16-wide tiles on
+    the decode tile's kernel; 6144 rows in 96-row units) and CLO_GEMM_SKINNY_TT_NARROW (a tie to
+    the narrower tile: 4096 rows x 225-256 tokens in 128-row units x 4 tiles of 64, both consumer
+    warpgroups; 225: a last tile of 33 tokens). The kernel is the mirror's width, whole units (no
+    counters to zero); against float64 (K = 4104 and 1032: a partial last k-tile), bit for bit on
+    a second call, and a CUDA graph replays it on new data."""
+    _require_sm90()
+    monkeypatch.setenv(knob, "1")
+    tokens = _skinny_token_tiles(n, m, trans_b, tt16=knob.endswith("TT16"), narrow=knob.endswith("NARROW"))
+    assert tokens is not None
+    if torch.cuda.get_device_properties(0).multi_processor_count == 132:
+        assert tokens[0] == (16 if knob.endswith("TT16") else 64), tokens
+    dtype = torch.float16
+    a, b = _rand((m, k), dtype), _rand((n, k) if trans_b else (k, n), dtype)
+    f = lambda: llm.gemm(a, b, trans_b=trans_b)
+    names = kernel_names(f)
+    assert re.search(rf"gemm_wgmma_sm90_kernel<[^>]*, {tokens[0]}, \d+, 1, true>", names), names
+    assert "Memset" not in names, names
+    out = f()
+    assert_close(out, gemm_reference(a, b, trans_b=trans_b, dtype=torch.float64), dtype, rel_tol=_tol(dtype, k),
+                 what=f"{knob} {m}x{n}x{k} tb={trans_b}")
+    assert torch.equal(f(), out)
+    _assert_graph_replays(f, a, b, trans_b, dtype, k, f"{knob} graph replay")
 
 
 @pytest.mark.parametrize("force", ["", "2"])
