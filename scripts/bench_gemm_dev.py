@@ -306,7 +306,7 @@ def pdl_section():
 # Batch sizes a serving engine's decode step sees (the bench's rows are 1, 16, 64, 128, 256 only).
 BATCH_SWEEP_M = (1, 2, 4, 8, 12, 16, 17, 24, 32, 40, 48, 56, 64, 72, 80, 96, 112, 128, 144, 160, 192, 224, 256)
 # Llama-8B's projections (QKV, O, gate+up, down) and Llama-2-7B's QKV, nn.Linear weights [N, K].
-BATCH_SWEEP_NK = ((6144, 4096), (4096, 4096), (28672, 4096), (4096, 14336), (12288, 4096))
+BATCH_SWEEP_NK = ((4096, 4096), (6144, 4096), (4096, 14336), (12288, 4096), (28672, 4096))
 # (M, N) rows also timed at every L2 promotion of the skinny tile's maps (CLO_TMA_L2_PROMOTION 0-3).
 BATCH_SWEEP_L2_PROMOTION = ((64, 4096), (128, 4096), (256, 4096), (256, 6144))
 
