@@ -657,7 +657,7 @@ def test_int8_wgmma_skinny_large():
                               (17, 4096, True), (64, 4096, False)):
         names = _int8_case(m, n, 4096, col_major_b)
         tile = (col_major_b and m <= 256 and n >= 1024 and -(-m // 128) * -(-n // 128) < sms
-                and (m <= 128 or _token_tiles(n, m, sms)))
+                and (m <= 128 or _skinny_token_tiles(n, m, True) is not None))
         assert bool(re.search(_INT8_SKINNY_TILE, names)) == tile, (m, n, names)
         # B [N, K] past the skinny tile: the family; B [K, N] up to 128 rows, and 12288 x 4096 (48 MiB) up to 256: mma.sync.
         takes = (col_major_b and not tile) or (not col_major_b and m > 128 and n * 4096 <= 32 << 20)
@@ -668,18 +668,6 @@ def test_int8_wgmma_skinny_large():
 
 
 _INT8_SKINNY_TILE = r"gemm_wgmma_sm90_kernel<signed char, false, true, \d+, \d+, 1, true>"
-
-
-def _token_tiles(rows, tokens, sms):
-    """Mirror of plan_skinny_token_tiles (gemm_wgmma_sm90.cuh) for a weight stored [N, K]: whether
-    whole units of 64-128 weight rows (in 8s) x two or more token tiles 32, 64 or 128 wide fill
-    90-100% of one wave."""
-    for bn in (128, 64, 32):
-        tiles = -(-tokens // bn)
-        if tiles >= 2 and any(sms * 9 <= -(-rows // r) * tiles * 10 and -(-rows // r) * tiles <= sms
-                              for r in range(64, 129, 8)):
-            return True
-    return False
 
 
 @pytest.mark.parametrize("m,n,k,forced", [(17, 4096, 4096, False), (40, 6144, 1040, False), (64, 12288, 4096, False),
