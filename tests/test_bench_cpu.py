@@ -1126,3 +1126,30 @@ def test_gemm_presets_hold_for_int8_and_the_8b_prefill():
              if c.shape["M"] in (16, 64)}
     assert "torch._int_mm[col-major B]" in names and "torch._int_mm[col-major B, M padded to 17]" in names
     assert shapes(torch.int8, "all", quick=True) == {(4096, 4096, 4096)}
+
+
+def test_gemm_batched_sweeps_each_projection_once():
+    """gemm_batched: every batch size of BATCH_SIZES (1-256 token rows) through each preset's four
+    projections with nn.Linear weights (b [N, K]), an (N, K) that two presets share only once
+    (Llama-7B's and -8B's O 4096x4096); 16-bit against cuBLAS, int8 against _int_mm (padded up to
+    16 rows); memory-bound: cold L2, CUDA graphs; nothing for fp32 or the square preset."""
+    from cuda_llm_ops.bench import cases_gemm
+
+    assert cases_gemm.projections("llama-8b") == [("qkv", 6144, 4096), ("o", 4096, 4096), ("gate_up", 28672, 4096),
+                                                  ("down", 4096, 14336)]
+    assert cases_gemm.projections("llama-70b")[0] == ("qkv", 10240, 8192)
+    gen = registry.groups()["gemm_batched"]
+    cases = gen(torch.float16, "all", False)
+    weights = {(c.shape["N"], c.shape["K"]) for c in cases}
+    assert len(weights) == 11 and (4096, 4096) in weights and (57344, 8192) in weights
+    assert len(cases) == 11 * len(cases_gemm.BATCH_SIZES)
+    assert {c.shape["M"] for c in cases} == set(cases_gemm.BATCH_SIZES) and max(cases_gemm.BATCH_SIZES) == 256
+    assert all(c.op == "gemm_batched" and c.shape["b"] == "[N,K]" and c.cold_l2 and c.cuda_graph for c in cases)
+    assert {i.name for i in cases[0].impls} == {"cublas", "cuda_llm_ops.gemm"}
+    assert len(gen(torch.bfloat16, "llama-8b", False)) == 4 * len(cases_gemm.BATCH_SIZES)
+    int8 = gen(torch.int8, "llama-7b", False)
+    assert {c.op for c in int8} == {"gemm_batched"} and (12288, 4096) in {(c.shape["N"], c.shape["K"]) for c in int8}
+    assert "torch._int_mm[col-major B, M padded to 17]" in {i.name for i in int8[0].impls}
+    assert [c.label for c in gen(torch.float16, "all", True)] == ["1x4096x4096 b[N,K] o", "64x4096x4096 b[N,K] o",
+                                                                 "144x4096x4096 b[N,K] o"]
+    assert gen(torch.float32, "all", False) == [] and gen(torch.float16, "square", False) == []

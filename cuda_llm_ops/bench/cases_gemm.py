@@ -20,6 +20,11 @@ Both ops also run a 16-sequence decode step through Llama-8B's projections with 
 weights (b [N, K]): QKV 6144x4096 (GQA 32/8), O 4096x4096, gate+up 28672x4096, down 4096x14336
 (presets all and llama-8b), and the same projections at 64, 128 and 256 token rows (batched
 decode; int8 against `_int_mm` unpadded).
+Op `gemm_batched` (group `gemm_batched`; fp16, bf16, int8): every batch size a serving engine's
+decode step sees, 1 to 256 token rows (BATCH_SIZES), through each preset model's four projections
+with nn.Linear weights (b [N, K]; `projections`: QKV, O, gate+up, down, each (N, K) once; all: the
+three Llama presets, 11 projections; shape key `proj`), ours against cuBLAS (int8: `_int_mm`, on A
+padded to 17 rows up to 16); `--plot` draws one panel per projection over M. --quick: 3 batch sizes on Llama-8B's O.
 Compute-bound: warm L2; the cases up to M = 256 are memory-bound and run with cold L2, timed as
 CUDA-graph replays: at 18-45 us a call they are within reach of an eager call's host time (one
 eager run at a017555 read both ours and `_int_mm` 1.3-1.5x slower at 4096-6144 rows than the
@@ -33,7 +38,7 @@ import torch
 
 from .. import _ops
 from ..roofline import compute_kind, gemm_int8_work, gemm_work
-from .registry import BenchCase, BenchImpl, register
+from .registry import PRESETS, BenchCase, BenchImpl, register
 
 SQUARE = (1024, 2048, 4096)
 SQUARE_SHAPES = tuple((n, n, n) for n in SQUARE)
@@ -43,6 +48,19 @@ SKINNY = ((1, 12288, 4096), (16, 12288, 4096))
 DECODE_8B = ((16, 6144, 4096), (16, 4096, 4096), (16, 28672, 4096), (16, 4096, 14336))  # b [N, K] only
 # The same projections with 64, 128 and 256 token rows (batched decode, small prefill chunks): b [N, K] only.
 BATCHED_8B = tuple((m, n, k) for m in (64, 128, 256) for _, n, k in DECODE_8B)
+# Token rows of `gemm_batched`: a decode step's batch sizes (the tiles change at 16, 32, 64 and 128
+# rows, and a last token tile mostly empty costs: 72, 144).
+BATCH_SIZES = (1, 2, 4, 8, 16, 24, 32, 48, 64, 72, 96, 128, 144, 160, 192, 224, 256)
+QUICK_BATCH_SIZES = (1, 64, 144)
+
+
+def projections(preset: str) -> list[tuple[str, int, int]]:
+    """(name, N, K) of the weight GEMMs in one decoder layer of a PRESETS model, nn.Linear's
+    [N, K]: QKV (fused, GQA-sized), O, gate+up (fused), down."""
+    p = PRESETS[preset]
+    hidden, q_width = p["hidden"], p["heads"] * p["head_dim"]
+    return [("qkv", q_width + 2 * p["kv_heads"] * p["head_dim"], hidden), ("o", hidden, q_width),
+            ("gate_up", 2 * p["intermediate"], hidden), ("down", hidden, p["intermediate"])]
 
 
 def _has(name: str):
@@ -193,7 +211,7 @@ def int8_case(M: int, N: int, K: int) -> BenchCase:
                      rel_tol=0.0, label=f"{M}x{N}x{K}", x_key="M")
 
 
-def int8_skinny_case(M: int, N: int, K: int, b_layout: str = "[N,K]") -> BenchCase:
+def int8_skinny_case(M: int, N: int, K: int, b_layout: str = "[N,K]", op: str = "gemm_int8") -> BenchCase:
     """Decode shapes (M <= 16, and batched decode up to 256 rows) with the weight stored [N, K]
     (nn.Linear's layout, b = w.t()) or [K, N] (b itself, row-major). `torch._int_mm` takes only
     M > 16: below that its rows are the call on A padded to 17 rows (the pad inside the timed
@@ -237,7 +255,7 @@ def int8_skinny_case(M: int, N: int, K: int, b_layout: str = "[N,K]") -> BenchCa
         return int8_gemm_reference(inp["a"], inp["b"])
 
     peers = [int_mm_padded("b")] + ([] if nk else [int_mm_padded("b_col")])
-    return BenchCase(op="gemm_int8", dtype=torch.int8, shape={"M": M, "N": N, "K": K, "b": b_layout},
+    return BenchCase(op=op, dtype=torch.int8, shape={"M": M, "N": N, "K": K, "b": b_layout},
                      flops=w.flops, bytes=w.bytes, compute="int8_tc", make_inputs=make,
                      impls=peers + [ours()], reference=reference, rel_tol=0.0, cold_l2=True, cuda_graph=True,
                      label=f"{M}x{N}x{K} b{b_layout}", x_key="M")
@@ -277,4 +295,26 @@ def gemm_cases(dtype: torch.dtype, preset: str, quick: bool) -> list[BenchCase]:
         cases += [float_case(M, N, K, dtype, b_nk=True) for M, N, K in decode_8b + batched_8b]
         cases += [tensor_core_case(M, N, K, dtype) for M, N, K in shapes if M >= 1024]
     cases.append(float_case(4096, 4096, 4096, dtype, op="gemm_pipeline"))
+    return cases
+
+
+@register("gemm_batched")
+def gemm_batched_cases(dtype: torch.dtype, preset: str, quick: bool) -> list[BenchCase]:
+    if preset == "square" or dtype not in (torch.float16, torch.bfloat16, torch.int8):
+        return []
+    models = ["llama-8b"] if quick else [preset] if preset != "all" else [m for m in PRESETS if m != "square"]
+    weights: dict[tuple[int, int], str] = {}  # (N, K) -> the first projection of that shape
+    for model in models:
+        for name, N, K in projections(model):
+            weights.setdefault((N, K), name)
+    if quick:
+        weights = {nk: name for nk, name in weights.items() if name == "o"}
+    cases = []
+    for (N, K), name in weights.items():
+        for M in QUICK_BATCH_SIZES if quick else BATCH_SIZES:
+            case = (int8_skinny_case(M, N, K, op="gemm_batched") if dtype == torch.int8
+                    else float_case(M, N, K, dtype, op="gemm_batched", b_nk=True))
+            case.shape["proj"] = name
+            case.label += f" {name}"
+            cases.append(case)
     return cases
