@@ -132,6 +132,9 @@ struct WgmmaTailSplit {
   // whole 1 KB atoms) and BN rows of B, `ring` of them (<= the kernel's Stages).
   int ring = 0;
   uint32_t a_stride = 0;
+  // The skinny tile's last token tile, where it holds fewer than BN tokens: its box's rows (the
+  // tokens rounded up to 8; 0: every tile full, or the knob off).
+  int b_last_rows = 0;
   __host__ __device__ int range_start(int g) const { return (g * base + (g < rem ? g : rem)) * step; }
   __device__ int cta_of(int i) const {  // the CTA whose range holds iteration i
     i /= step;
@@ -401,7 +404,8 @@ template <typename T, bool kTransA, bool kTransB, int BN, int Stages, int kClust
 __global__ void __launch_bounds__(WgmmaConfig<BN, Stages, sizeof(T), kSkinny>::kThreads, 1)
 gemm_wgmma_sm90_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_constant__ CUtensorMap map_b,
                        const __grid_constant__ CUtensorMap map_d, const __grid_constant__ CUtensorMap map_a32,
-                       const GemmKernelArgs args, const int tma_store, const int raster, const WgmmaTailSplit ts) {
+                       const __grid_constant__ CUtensorMap map_b_last, const GemmKernelArgs args, const int tma_store,
+                       const int raster, const WgmmaTailSplit ts) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
   using Cfg = WgmmaConfig<BN, Stages, sizeof(T), kSkinny>;
   constexpr int BM = Cfg::BM, BK = Cfg::BK;
@@ -452,6 +456,7 @@ gemm_wgmma_sm90_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_c
     tma::prefetch_tensor_map(&map_a);
     tma::prefetch_tensor_map(&map_b);
     if (a_half_tail) tma::prefetch_tensor_map(&map_a32);
+    if (ts.b_last_rows > 0) tma::prefetch_tensor_map(&map_b_last);
 #pragma unroll
     for (int s = 0; s < Stages; ++s) {
       tma::mbarrier_init(&full_bar[s], 1);
@@ -495,6 +500,11 @@ gemm_wgmma_sm90_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_c
                              : kTransA                     ? min(BM / 64, div_ceil(M - m0, 64))
                                                            : BM / 64;
         const int b_chunks = kTransB ? 0 : min(BN / 64, div_ceil(N - n0, 64));  // N-major B: 64-column boxes
+        // The skinny tile's last token tile, where it holds fewer than BN tokens, comes as a box of
+        // its own rows only (map_b_last, ts.b_last_rows: the tokens rounded up to 8); the slot's
+        // other rows keep stale data, which feeds only output columns past M that the epilogue masks.
+        const bool b_last = kSkinny && ts.b_last_rows > 0 && n0 + BN > N;
+        const uint32_t b_bytes = kTransB ? (b_last ? ts.b_last_rows * 128u : Cfg::kBBytes) : b_chunks * 8192u;
         for (int kt = kb; kt < ke; ++kt, ++it) {
           const int s = kSkinny ? slot_pos.slot : it % Stages;
           // Stage s last held k-tile it - ring: wait until every CTA that reads the
@@ -505,7 +515,7 @@ gemm_wgmma_sm90_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_c
           const uint32_t a_bytes = kSkinny && !kTransA ? (a_chunks > 0 ? ts.row_step * 128u : 0u)
                                    : a_half_tail && a_chunks == 2 ? 8192u + 4096u
                                                                   : a_chunks * 8192u;
-          tma::mbarrier_arrive_expect_tx(&full_bar[s], a_bytes + (kTransB ? Cfg::kBBytes : b_chunks * 8192u));
+          tma::mbarrier_arrive_expect_tx(&full_bar[s], a_bytes + b_bytes);
           const int k0 = kt * BK;
           unsigned char* sa = smem_a + s * a_stride;
           unsigned char* sb = smem_b + s * Cfg::kBBytes;
@@ -523,7 +533,7 @@ gemm_wgmma_sm90_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_c
           // B: each CTA of the cluster fetches its share once and multicasts it to all.
           if constexpr (kCluster == 1) {
             if constexpr (kTransB) {
-              tma::load_2d(sb, &map_b, k0, n0, &full_bar[s]);
+              tma::load_2d(sb, b_last ? &map_b_last : &map_b, k0, n0, &full_bar[s]);
             } else {
               for (int c = 0; c < b_chunks; ++c) tma::load_2d(sb + c * 8192, &map_b, n0 + 64 * c, k0, &full_bar[s]);
             }
@@ -1028,6 +1038,21 @@ inline cudaError_t launch_wgmma_cfg(const GemmProblem& p, const WgmmaSchedule& s
   err = kTransA ? encode_tensor_map_2d(&map_a, p.in_dtype, p.a, p.M, p.K, p.lda * kElem, kRow, Cfg::BK, kSw128, promo)
                 : encode_tensor_map_2d(&map_a, p.in_dtype, p.a, p.K, p.M, p.lda * kElem, kRow, a_box_rows, kSw128, promo);
   if (err != cudaSuccess) return err;
+  CUtensorMap map_b_last{};  // the skinny tile's last token tile, its box clipped to the tokens
+  if constexpr (kSkinny && kTransB && kCluster == 1) {
+    // A box's rows past the tensor, which TMA fills with zeros, measured costlier than rows read:
+    // 4096 rows at M = 72 (a second token tile of 8 tokens in a 64-row box) 23.2 us against 17.4
+    // at M = 128 on the same deal (NOTES.md "Stop 126"). Dev knob CLO_GEMM_SKINNY_BOX_CLIP: 0 off.
+    static bool dev_clip = std::getenv("CLO_GEMM_SKINNY_BOX_CLIP") != nullptr;
+    const int last_tokens = p.N - (ts.tiles_n - 1) * BN;  // the swapped problem's N: the tokens
+    const int rows = std::min(BN, (last_tokens + 7) / 8 * 8);
+    if (dev_knob("CLO_GEMM_SKINNY_BOX_CLIP", dev_clip, 1) != 0 && rows < BN) {
+      err = encode_tensor_map_2d(&map_b_last, p.in_dtype, p.b, p.K, p.N, p.ldb * kElem, kRow,
+                                 static_cast<uint32_t>(rows), kSw128, promo);
+      if (err != cudaSuccess) return err;
+      ts.b_last_rows = rows;
+    }
+  }
   CUtensorMap map_a32{};  // the skinny tile's 32-row boxes of an M-major A (96-row units)
   if (skinny_m_major_32_box<kSkinny, kTransA>(ts)) {
     err = encode_tensor_map_2d(&map_a32, p.in_dtype, p.a, p.M, p.K, p.lda * kElem, 32, Cfg::BK,
@@ -1038,8 +1063,8 @@ inline cudaError_t launch_wgmma_cfg(const GemmProblem& p, const WgmmaSchedule& s
   const cudaLaunchConfig_t cfg = cluster::launch_config(dim3(static_cast<unsigned>(clusters * kCluster)), Cfg::kThreads,
                                                        Cfg::kSmemBytes, stream, kCluster, attr,
                                                        wgmma_pdl(sch.pdl_mode, kSkinny, ts));
-  err = cudaLaunchKernelEx(&cfg, kernel, map_a, map_b, map_d, map_a32, make_kernel_args(p), tma_store ? 1 : 0,
-                           sch.raster, ts);
+  err = cudaLaunchKernelEx(&cfg, kernel, map_a, map_b, map_d, map_a32, map_b_last, make_kernel_args(p),
+                           tma_store ? 1 : 0, sch.raster, ts);
   if (err != cudaSuccess) return err;
   return cudaGetLastError();
 }
