@@ -366,6 +366,8 @@ def batch_sweep_section():
                 knob_row("CLO_GEMM_SKINNY_TT16", "1", "tt16")
             if M >= 224 and N == 4096:  # ties to the narrower token tile: 128-row units x 4 tiles of 64
                 knob_row("CLO_GEMM_SKINNY_TT_NARROW", "1", "tt_narrow")
+            if N < 16384 and (M % 8 != 0 or M in (72, 80, 96, 144, 160, 192, 224)):  # the last token tile's box unclipped
+                knob_row("CLO_GEMM_SKINNY_BOX_CLIP", "0", "box_unclipped")
             if (M, N) in BATCH_SWEEP_L2_PROMOTION:  # the TMA maps' L2 promotion (dev knob), forward and back
                 best: dict = {}
                 for order in ((0, 1, 2, 3), (3, 2, 1, 0)):
@@ -530,6 +532,7 @@ if __name__ == "__main__":
         os.environ.setdefault("CLO_TMA_L2_PROMOTION", "")
         os.environ.setdefault("CLO_GEMM_SKINNY_TT16", "")
         os.environ.setdefault("CLO_GEMM_SKINNY_TT_NARROW", "")
+        os.environ.setdefault("CLO_GEMM_SKINNY_BOX_CLIP", "")
     if "int8_kn" in wanted or "int8_nk" in wanted:
         for name in ("CLO_GEMM_INT8_SPLITK", "CLO_GEMM_INT8_SKINNY", "CLO_SKINNY_KWARPS", "CLO_GEMM_WGMMA_SHORT_SPLIT",
                      "CLO_GEMM_SKINNY_WGMMA"):

@@ -33,6 +33,7 @@ os.environ.setdefault("CLO_GEMM_INT8_SKINNY", "")
 os.environ.setdefault("CLO_GEMM_PDL", "")
 os.environ.setdefault("CLO_GEMM_SKINNY_TT16", "")
 os.environ.setdefault("CLO_GEMM_SKINNY_TT_NARROW", "")
+os.environ.setdefault("CLO_GEMM_SKINNY_BOX_CLIP", "")
 
 FLOATS = [torch.float32, torch.float16, torch.bfloat16]
 # Any size 1..1024, or a multiple of 16 (the tensor-core / vectorised paths with edge tiles).
@@ -890,20 +891,25 @@ def _skinny_token_tiles(rows, tokens, k_major, tt16=False, narrow=False):
 @pytest.mark.parametrize("knob,m,n,k", [("CLO_GEMM_SKINNY_TT16", 17, 4096, 4104), ("CLO_GEMM_SKINNY_TT16", 32, 6144, 520),
                                         ("CLO_GEMM_SKINNY_TT16", 20, 4096, 1032),
                                         ("CLO_GEMM_SKINNY_TT_NARROW", 256, 4096, 1032),
-                                        ("CLO_GEMM_SKINNY_TT_NARROW", 225, 4096, 4104)])
+                                        ("CLO_GEMM_SKINNY_TT_NARROW", 225, 4096, 4104),
+                                        ("CLO_GEMM_SKINNY_BOX_CLIP", 72, 4096, 1032),
+                                        ("CLO_GEMM_SKINNY_BOX_CLIP", 145, 6144, 520)])
 def test_wgmma_skinny_token_tile_knobs(monkeypatch, trans_b, knob, m, n, k):
     """The token-tile deal's dev knobs: CLO_GEMM_SKINNY_TT16 (17-32 tokens in two 16-wide tiles on
     the decode tile's kernel; 6144 rows in 96-row units) and CLO_GEMM_SKINNY_TT_NARROW (a tie to
     the narrower tile: 4096 rows x 225-256 tokens in 128-row units x 4 tiles of 64, both consumer
     warpgroups; 225: a last tile of 33 tokens). The kernel is the mirror's width, whole units (no
     counters to zero); against float64 (K = 4104 and 1032: a partial last k-tile), bit for bit on
-    a second call, and a CUDA graph replays it on new data."""
+    a second call, and a CUDA graph replays it on new data. CLO_GEMM_SKINNY_BOX_CLIP=0 turns off the
+    default clip of the last token tile's box to its tokens (72: 8 of 64; 145: 17 of 128, a box of
+    24 rows partly past M)."""
     _require_sm90()
-    monkeypatch.setenv(knob, "1")
+    off = knob.endswith("BOX_CLIP")
+    monkeypatch.setenv(knob, "0" if off else "1")
     tokens = _skinny_token_tiles(n, m, trans_b, tt16=knob.endswith("TT16"), narrow=knob.endswith("NARROW"))
     assert tokens is not None
     if torch.cuda.get_device_properties(0).multi_processor_count == 132:
-        assert tokens[0] == (16 if knob.endswith("TT16") else 64), tokens
+        assert tokens[0] == (16 if knob.endswith("TT16") else 128 if m == 145 else 64), tokens
     dtype = torch.float16
     a, b = _rand((m, k), dtype), _rand((n, k) if trans_b else (k, n), dtype)
     f = lambda: llm.gemm(a, b, trans_b=trans_b)
