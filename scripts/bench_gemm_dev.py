@@ -309,6 +309,11 @@ BATCH_SWEEP_M = (1, 2, 4, 8, 12, 16, 17, 24, 32, 40, 48, 56, 64, 72, 80, 96, 112
 BATCH_SWEEP_NK = ((4096, 4096), (6144, 4096), (4096, 14336), (12288, 4096), (28672, 4096))
 # (M, N) rows also timed at every L2 promotion of the skinny tile's maps (CLO_TMA_L2_PROMOTION 0-3).
 BATCH_SWEEP_L2_PROMOTION = ((64, 4096), (128, 4096), (256, 4096), (256, 6144))
+# GEMM_SWEEP_M="17,24,32" and GEMM_SWEEP_NK="4096x8192,4096x11008" replace the two lists above.
+if os.environ.get("GEMM_SWEEP_M"):
+    BATCH_SWEEP_M = tuple(int(m) for m in os.environ["GEMM_SWEEP_M"].split(","))
+if os.environ.get("GEMM_SWEEP_NK"):
+    BATCH_SWEEP_NK = tuple(tuple(int(d) for d in nk.split("x")) for nk in os.environ["GEMM_SWEEP_NK"].split(","))
 
 
 def _kernels_of(fn) -> str:
@@ -366,6 +371,8 @@ def batch_sweep_section():
                 knob_row("CLO_GEMM_SKINNY_TT16", "1", "tt16")
             if M >= 224 and N == 4096:  # ties to the narrower token tile: 128-row units x 4 tiles of 64
                 knob_row("CLO_GEMM_SKINNY_TT_NARROW", "1", "tt_narrow")
+            if M > 128 and N in (12288, 14336, 16384):  # the wide tile (192 / 256) against the 128-row tiles
+                knob_row("CLO_GEMM_SKINNY_WIDE", "0", "wide_off")
             if N < 16384 and (M % 8 != 0 or M in (72, 80, 96, 144, 160, 192, 224)):  # the last token tile's box unclipped
                 knob_row("CLO_GEMM_SKINNY_BOX_CLIP", "0", "box_unclipped")
             if (M, N) in BATCH_SWEEP_L2_PROMOTION:  # the TMA maps' L2 promotion (dev knob), forward and back
@@ -533,6 +540,7 @@ if __name__ == "__main__":
         os.environ.setdefault("CLO_GEMM_SKINNY_TT16", "")
         os.environ.setdefault("CLO_GEMM_SKINNY_TT_NARROW", "")
         os.environ.setdefault("CLO_GEMM_SKINNY_BOX_CLIP", "")
+        os.environ.setdefault("CLO_GEMM_SKINNY_WIDE", "")
     if "int8_kn" in wanted or "int8_nk" in wanted:
         for name in ("CLO_GEMM_INT8_SPLITK", "CLO_GEMM_INT8_SKINNY", "CLO_SKINNY_KWARPS", "CLO_GEMM_WGMMA_SHORT_SPLIT",
                      "CLO_GEMM_SKINNY_WGMMA"):

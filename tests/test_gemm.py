@@ -34,6 +34,7 @@ os.environ.setdefault("CLO_GEMM_PDL", "")
 os.environ.setdefault("CLO_GEMM_SKINNY_TT16", "")
 os.environ.setdefault("CLO_GEMM_SKINNY_TT_NARROW", "")
 os.environ.setdefault("CLO_GEMM_SKINNY_BOX_CLIP", "")
+os.environ.setdefault("CLO_GEMM_SKINNY_WIDE", "")
 
 FLOATS = [torch.float32, torch.float16, torch.bfloat16]
 # Any size 1..1024, or a multiple of 16 (the tensor-core / vectorised paths with edge tiles).
@@ -928,7 +929,8 @@ def test_wgmma_skinny_token_tile_knobs(monkeypatch, trans_b, knob, m, n, k):
 @pytest.mark.parametrize("m,n,k", [(64, 4096, 4096), (64, 6144, 4096), (128, 4096, 14336), (17, 28672, 512),
                                    (100, 136, 2056), (65, 8, 24), (33, 12288, 520), (65, 4096, 4104),
                                    (17, 4096, 4104), (256, 4096, 1032), (129, 4096, 520), (200, 6144, 264),
-                                   (256, 5120, 520), (256, 1000, 520), (256, 700, 520)])
+                                   (256, 5120, 520), (256, 1000, 520), (256, 700, 520), (144, 12288, 520),
+                                   (256, 12288, 264), (193, 16384, 136), (192, 12360, 1032)])
 def test_wgmma_skinny_batched_shapes(monkeypatch, force, trans_b, m, n, k):
     """kAuto sends 16 < M <= 256 to the skinny tile (kernel name) unless the 128-wide tiles fill a
     wave or the weight has fewer than 1024 rows. Where whole units of weight rows x token tiles
@@ -940,16 +942,23 @@ def test_wgmma_skinny_batched_shapes(monkeypatch, force, trans_b, m, n, k):
     rows: 64 x 2 ranges; K = 4104, 65 k-tiles: ranges that cross unit boundaries; forced, 136
     rows: 3 units of 4 ranges). M > 128 without a token-tile deal (700 rows; 5120 rows of a
     weight stored [K, N]) runs elsewhere; 1000 rows has one (8 tiles 32 wide), taken when forced.
+    M > 128 without one, where plan_skinny deals whole units in a wave (12288 rows: 128 units of
+    96; 12360: a last unit of 72; 16384: 128 of 128), runs in one tile 192 (M <= 192) or 256 wide,
+    its last token box clipped to M (144: 144 rows of 192; 193: 200 of 256), even where the
+    128-wide tiles fill a wave; CLO_GEMM_SKINNY_WIDE=0 sends those to the other kernels.
     Repeated calls agree bit for bit; a CUDA graph replays it on new data;
     CLO_GEMM_SKINNY_WGMMA=0 gives the 128-row tiles or mma.sync back, with the same result."""
     _require_sm90()
     tokens = _skinny_token_tiles(n, m, trans_b)
-    bn = tokens[0] if tokens else 64 if m <= 64 else 128 if m <= 128 else None
+    wide = m > 128 and not tokens and _skinny_whole_units(n, trans_b)
+    bn = tokens[0] if tokens else 64 if m <= 64 else 128 if m <= 128 else (192 if m <= 192 else 256) if wide else None
     # Not where the 128-wide tiles fill a wave (17 x 28672: 224 of them), nor below 1024 weight
     # rows (136, 8): the other kernels run. Forced (CLO_GEMM_SKINNY_WGMMA=2) the tile takes all
-    # it can run.
+    # it can run. The wide tile runs wherever its units go whole.
     sms = torch.cuda.get_device_properties(0).multi_processor_count
-    tile = bn is not None and (force == "2" or (-(-m // 128) * -(-n // 128) < sms and n >= 1024))
+    tile = bn is not None and (force == "2" or wide or (-(-m // 128) * -(-n // 128) < sms and n >= 1024))
+    if sms == 132 and n in (12288, 12360, 16384):
+        assert wide and tile, (m, n, trans_b)
     monkeypatch.setenv("CLO_GEMM_SKINNY_WGMMA", force)
     for dtype in (torch.float16, torch.bfloat16):
         a, b = _rand((m, k), dtype), _rand((n, k) if trans_b else (k, n), dtype)
@@ -963,6 +972,11 @@ def test_wgmma_skinny_batched_shapes(monkeypatch, force, trans_b, m, n, k):
         assert_close(out, ref, dtype, rel_tol=_tol(dtype, k), what=f"wgmma skinny batched {dtype} {m}x{n}x{k} tb={trans_b}")
         assert torch.equal(f(), out)
     ref = _assert_graph_replays(f, a, b, trans_b, dtype, k, "wgmma skinny batched graph replay")
+    if wide:
+        monkeypatch.setenv("CLO_GEMM_SKINNY_WIDE", "0")
+        assert not re.search(r"gemm_wgmma_sm90_kernel<[^>]*, true>", kernel_names(f))
+        assert_close(f(), ref, dtype, rel_tol=_tol(dtype, k), what="batched decode without the wide tile")
+        monkeypatch.setenv("CLO_GEMM_SKINNY_WIDE", "")
     monkeypatch.setenv("CLO_GEMM_SKINNY_WGMMA", "0")
     assert not re.search(r"gemm_wgmma_sm90_kernel<[^>]*, true>", kernel_names(f))
     assert_close(f(), ref, dtype, rel_tol=_tol(dtype, k), what="batched decode without the skinny tile")

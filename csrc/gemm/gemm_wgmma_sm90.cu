@@ -111,24 +111,37 @@ size_t wgmma_workspace_bytes(const GemmProblem& p, GemmVariant variant) {
 
 namespace {
 
+// The skinny tile's deal of the (unswapped) decode problem p at width bn, as launch_wgmma_cfg
+// plans it (plan_skinny_deal: the weight's N rows, k-tiles of 128 bytes, one CTA per SM);
+// `grid` out; false where bn cannot run p.
+bool skinny_plan(const GemmProblem& p, int bn, long long& grid, WgmmaTailSplit& ts) {
+  grid = device_sm_count();
+  const int bk = 128 / static_cast<int>(elem_size(p.in_dtype));
+  return plan_skinny_deal(p.N, p.M, bn, div_ceil(p.K, bk), p.trans_b, grid, p.in_dtype == DType::kInt8, ts);
+}
+WgmmaTailSplit skinny_plan(const GemmProblem& p, int bn, long long& grid) {
+  WgmmaTailSplit ts;
+  skinny_plan(p, bn, grid, ts);
+  return ts;
+}
+
 // The skinny tile's width for the (unswapped) problem p: 16 for decode (M <= 16); for batched
 // decode the token tile of plan_skinny_token_tiles, else all M rows of a in one tile 64 or 128
-// wide; 0 where none runs it (M > 128 without a token-tile deal).
+// wide, or (16-bit, 129-256 rows) 192 or 256 wide where its units go whole in one wave (12288
+// rows: 128 units of 96, where no token-tile deal fits a wave and the 128-wide tiles ran
+// 0.54-0.83x cuBLAS; NOTES.md "Stop 126"; dev knob CLO_GEMM_SKINNY_WIDE: 0 off); 0 where none
+// runs it.
 int skinny_tile_bn(const GemmProblem& p) {
   if (p.M <= kSkinnyMaxM) return 16;
   const SkinnyTokenTiles tt = plan_skinny_token_tiles(p.N, p.M, p.trans_b, device_sm_count());
   if (tt.bn != 0) return tt.bn;
-  return p.M <= 64 ? 64 : p.M <= 128 ? 128 : 0;
-}
-
-// The skinny tile's deal of the (unswapped) decode problem p, as launch_wgmma_cfg plans it
-// (plan_skinny_deal: the weight's N rows, k-tiles of 128 bytes, one CTA per SM); `grid` out.
-WgmmaTailSplit skinny_plan(const GemmProblem& p, int bn, long long& grid) {
-  grid = device_sm_count();
-  const int bk = 128 / static_cast<int>(elem_size(p.in_dtype));
+  if (p.M <= 128) return p.M <= 64 ? 64 : 128;
+  static bool dev_wide = std::getenv("CLO_GEMM_SKINNY_WIDE") != nullptr;
+  if (p.in_dtype == DType::kInt8 || dev_knob("CLO_GEMM_SKINNY_WIDE", dev_wide, 1) == 0) return 0;
+  const int bn = p.M <= 192 ? 192 : 256;
+  long long grid = 0;
   WgmmaTailSplit ts;
-  plan_skinny_deal(p.N, p.M, bn, div_ceil(p.K, bk), p.trans_b, grid, p.in_dtype == DType::kInt8, ts);
-  return ts;
+  return skinny_plan(p, bn, grid, ts) ? bn : 0;
 }
 
 // The skinny tile's schedule at width bn: register epilogue, no split of a last wave.
@@ -152,7 +165,8 @@ WgmmaSchedule skinny_schedule(int bn) {
 // M >= 8 with b [K, N], or with N >= 8192; and b [N, K] at any M where the units go whole
 // (run 7). 16 < M <= 256 (batched decode): where the 128-row tiles of the other kernels
 // would not fill a wave (they would stream the weight on as few SMs as they have tiles), and
-// above 128 rows only in token tiles. int8: every decode shape (the skinny kernels take none
+// above 128 rows only in token tiles or the wide tile's whole units (those also where the
+// 128-row tiles fill a wave). int8: every decode shape (the skinny kernels take none
 // with B [N, K]), and batched decode by the same rule (NOTES.md "Stop 125").
 // Dev knob CLO_GEMM_SKINNY_WGMMA: 0 never, 1 that rule (default), 2 wherever it can.
 // The tile's width for p (skinny_tile_bn) where it applies, else 0.
@@ -167,7 +181,7 @@ int wgmma_skinny_tile(const GemmProblem& p) {
   // (M = 128, 28672 rows: 87.4 us on them against 90.8 on the tile; NOTES.md "Batched decode").
   // Nor below 1024 weight rows (16 units of 64): a short call whose few units the split would
   // cut into many short ranges (not measured; the tile's rows measured from 4096).
-  if (mode == 1 && p.M > kSkinnyMaxM &&
+  if (mode == 1 && p.M > kSkinnyMaxM && bn <= 128 &&
       ((long long)div_ceil(p.M, 128) * div_ceil(p.N, 128) >= device_sm_count() || p.N < 1024)) {
     return 0;
   }

@@ -25,7 +25,7 @@
 // (WgmmaTailSplit).
 //
 // The skinny tile (kSkinny; BN = 16 for decode shapes M <= 16; 32-128 for batched decode up to
-// 256 rows; the caller swaps the problem so the weight is the 64-row operand): whole units of
+// 256 rows, or 192 / 256 for 129-256 rows in whole units only; the caller swaps the problem so the weight is the 64-row operand): whole units of
 // weight rows x token tiles where they fill a wave (plan_skinny_token_tiles), else
 // plan_skinny deals units of row_step weight rows whole, one per CTA, where they keep most SMs
 // busy (row_step: a K-major A's box height; an M-major A's unit is a 64-row box, or 64 + 32
@@ -82,8 +82,12 @@ struct WgmmaConfig {
   static constexpr size_t kRingBytes = kSkinny ? size_t(225) * 1024 : size_t(kStages) * kStageBytes;
   static constexpr size_t kSmemBytes = kRingBytes + kEpiBytes + 1024;  // + alignment slack
   static constexpr int kProducerRegs = 56, kConsumerRegs = 224;
-  static_assert(BN == 16 || BN == 32 || BN == 64 || BN == 128 || BN == 256, "wgmma tile width");
-  static_assert(!kSkinny || BN <= 128, "the skinny tile holds a first stream-K piece in registers beside acc");
+  static_assert(BN == 16 || BN == 32 || BN == 64 || BN == 128 || BN == 192 || BN == 256, "wgmma tile width");
+  // The skinny tile up to 128 wide holds a first stream-K piece in registers beside acc; wider (its
+  // 129-256 tokens in one tile, kSkinnyWide) it runs whole units only.
+  static constexpr bool kSkinnyWide = kSkinny && BN > 128;
+  static_assert(BN != 192 || kSkinny, "the 192-wide tile is the skinny tile's only");
+  static_assert(!kSkinnyWide || ElemBytes_ == 2, "the wide skinny tile: 16-bit only");
   static_assert(ElemBytes_ == 2 || ElemBytes_ == 1, "16-bit or int8 elements");
   static_assert(kSmemBytes <= 227 * 1024, "shared memory");
 };
@@ -99,7 +103,7 @@ struct WgmmaSchedule {
   int raster = 8;          // grouped_block's group: > 0 groups of unit rows, < 0 of tile columns
   int tail_split = 1;      // the last wave split along K: 0 never, 1 where it pays, 2 wherever it can
   bool split_short_wave = false;  // and a grid of one wave or less (plan_tail_split)
-  bool skinny = false;     // the skinny tile (bn 16, 32, 64 or 128): a swapped decode problem (launch_gemm_wgmma_skinny)
+  bool skinny = false;     // the skinny tile (bn 16 to 256): a swapped decode problem (launch_gemm_wgmma_skinny)
   int pdl_mode = kGemmPdlOff;  // gemm_pdl_mode(); wgmma_pdl decides per launch
 };
 
@@ -351,8 +355,8 @@ inline SkinnyTokenTiles plan_skinny_token_tiles(long long rows, long long tokens
 constexpr bool skinny_split_units(int bn, bool k_major) { return bn >= 64 || !k_major; }
 // Host: the skinny tile's deal of `rows` weight rows, `tokens` activation rows and `ktiles`
 // k-tiles on a tile `bn` wide (grid as plan_skinny): token tiles where plan_skinny_token_tiles
-// finds a deal (it must be of this bn), else plan_skinny's (tokens <= bn). false: this bn cannot
-// run the problem.
+// finds a deal (it must be of this bn), else plan_skinny's (tokens <= bn; a tile wider than 128
+// only where its units go whole). false: this bn cannot run the problem.
 inline bool plan_skinny_deal(long long rows, long long tokens, int bn, int ktiles, bool k_major, long long& grid,
                              bool short_wave, WgmmaTailSplit& ts) {
   const SkinnyTokenTiles tt = plan_skinny_token_tiles(rows, tokens, k_major, grid);
@@ -365,7 +369,7 @@ inline bool plan_skinny_deal(long long rows, long long tokens, int bn, int ktile
   }
   if (tokens > bn) return false;
   ts = plan_skinny(rows, ktiles, k_major, grid, short_wave, skinny_split_units(bn, k_major));
-  return true;
+  return bn <= 128 || ts.tail_units == 0;  // the wide tile (kSkinnyWide) runs whole units only
 }
 // Counters, then two pieces per CTA (the ends of its range); 0 when every range is whole.
 template <typename Cfg>
@@ -629,6 +633,8 @@ gemm_wgmma_sm90_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_c
             }
           } else if constexpr (BN == 256) {
             wgmma::wgmma_m64n256k16<kTransA ? 1 : 0, kTransB ? 0 : 1>(wgmma::WgmmaTag<T>{}, acc, da, db);
+          } else if constexpr (BN == 192) {
+            wgmma::wgmma_m64n192k16<kTransA ? 1 : 0, kTransB ? 0 : 1>(wgmma::WgmmaTag<T>{}, acc, da, db);
           } else if constexpr (BN == 16) {
             wgmma::wgmma_m64n16k16<kTransA ? 1 : 0, kTransB ? 0 : 1>(wgmma::WgmmaTag<T>{}, acc, da, db);
           } else if constexpr (BN == 32) {
@@ -777,7 +783,15 @@ gemm_wgmma_sm90_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_c
       }
     };
 
-    if constexpr (kSkinny) {
+    if constexpr (Cfg::kSkinnyWide) {
+      // Whole units only (plan_skinny_deal): the CTA's range is units start/ktiles.. straight to D.
+      if (cw < live_consumers) {
+        for (int t = ts.range_start(blockIdx.x) / ktiles, end = ts.range_start(blockIdx.x + 1) / ktiles; t < end; ++t) {
+          mainloop(ktiles);
+          epilogue(t);
+        }
+      }
+    } else if constexpr (kSkinny) {
       if (cw < live_consumers) {  // else no rows of the unit: nothing to compute or store
       // Stream-K over every unit: whole units straight to D; a piece at either end of the
       // range is stored, counted in, and the unit's last piece sums the pieces in CTA order
@@ -1071,8 +1085,8 @@ inline cudaError_t launch_wgmma_cfg(const GemmProblem& p, const WgmmaSchedule& s
 
 // Tiles: "wgmma" 128x256x64 x 4 stages (192 KB), "wgmma_n128" 128x128x64 x 6 stages
 // (192 KB) for problems with less than a wave of wide tiles, and the skinny tile for decode
-// shapes, swapped, as wide as the rows of a it takes (or a token tile of them), 16, 32, 64 or
-// 128, in a 225 KB ring of slots of its unit's rows (64-128 of the weight) and BN rows of a:
+// shapes, swapped, as wide as the rows of a it takes (or a token tile of them), 16, 32, 64,
+// 128, 192 or 256, in a 225 KB ring of slots of its unit's rows (64-128 of the weight) and BN rows of a:
 // 18, 14 and 9 slots at 64-row units, 11, 9 and 7 at 128; the decode tile (16 wide) keeps 10
 // (deeper rings measured slower there: NOTES.md "Token tiles").
 template <int BN>
@@ -1089,6 +1103,10 @@ inline cudaError_t launch_wgmma_layout(const GemmProblem& p, const WgmmaSchedule
       if (sch.bn == 32) return launch_wgmma_cfg<T, kTransA, true, 32, skinny_wgmma_stages<32>(), 1, true>(p, sch, stream);
       if (sch.bn == 64) return launch_wgmma_cfg<T, kTransA, true, 64, skinny_wgmma_stages<64>(), 1, true>(p, sch, stream);
       if (sch.bn == 128) return launch_wgmma_cfg<T, kTransA, true, 128, skinny_wgmma_stages<128>(), 1, true>(p, sch, stream);
+      if constexpr (sizeof(T) == 2) {
+        if (sch.bn == 192) return launch_wgmma_cfg<T, kTransA, true, 192, skinny_wgmma_stages<192>(), 1, true>(p, sch, stream);
+        if (sch.bn == 256) return launch_wgmma_cfg<T, kTransA, true, 256, skinny_wgmma_stages<256>(), 1, true>(p, sch, stream);
+      }
     }
     return cudaErrorNotSupported;
   }
