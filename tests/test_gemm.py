@@ -276,12 +276,16 @@ def _assert_graph_replays(f, a, b, trans_b, dtype, k, what, replays=1):
     return ref
 
 
-def _decode_shape_case(variant, m, n, k, dtype, trans_b, alpha, beta, with_c, out_fp32):
-    """`_gemm_variant(variant)` of a stored [m, k] a against float64, with c, fp32 out."""
+def _decode_shape_case(variant, m, n, k, dtype, trans_b, alpha, beta, with_c, out_fp32, kernel=None):
+    """`_gemm_variant(variant)` of a stored [m, k] a against float64, with c, fp32 out; `kernel`: a
+    pattern the call's kernel names must match."""
     out_dtype = torch.float32 if out_fp32 else dtype
     a = _rand((m, k), dtype)
     b = _rand((n, k) if trans_b else (k, n), dtype)
     c = _rand((m, n), out_dtype) if with_c else None
+    if kernel is not None:
+        names = kernel_names(lambda: _gemm_variant(a, b, variant, out_fp32, False, trans_b, alpha, beta, c))
+        assert re.search(kernel, names), names
     _poison_allocator(m * n * 4)
     out = _gemm_variant(a, b, variant, out_fp32, False, trans_b, alpha, beta, c)
     ref = gemm_reference(a, b, alpha, beta, False, trans_b, c, dtype=torch.float64)
@@ -859,13 +863,28 @@ def test_wgmma_skinny_batched_matches_float64(m, n8, k8, dtype, trans_b, alpha, 
     128 wide, where the weight's rows make a wave of whole units x tiles: N from ~2000; TMA
     zero-fills rows past M), the weight in both layouts, N and K tails, c, alpha, beta and fp32
     output (the transposed epilogue). Forced (CLO_GEMM_SKINNY_WGMMA=2): the default leaves
-    N < 1024 to the other kernels; M > 128 without a token-tile deal runs elsewhere."""
+    N < 1024 to the other kernels; M > 128 without a token-tile deal runs elsewhere (these N are too
+    few rows for the wide tile's whole units: test_wgmma_skinny_wide_epilogue)."""
     _require_sm90()
     os.environ["CLO_GEMM_SKINNY_WGMMA"] = "2"
     try:
         _decode_shape_case("auto", m, 8 * n8, 8 * k8, dtype, trans_b, alpha, beta, with_c, out_fp32)
     finally:
         os.environ["CLO_GEMM_SKINNY_WGMMA"] = ""
+
+
+@pytest.mark.parametrize("m,n,k,dtype,trans_b,alpha,beta,with_c,out_fp32",
+                         [(144, 12288, 264, torch.float16, True, -0.5, 1.5, True, False),
+                          (250, 12288, 136, torch.bfloat16, False, 1.0, 0.0, False, True),
+                          (200, 28672, 72, torch.bfloat16, True, 1.0, 1.5, True, True)])
+def test_wgmma_skinny_wide_epilogue(m, n, k, dtype, trans_b, alpha, beta, with_c, out_fp32):
+    """The wide skinny tile (129-256 tokens in one tile 192 or 256 wide, kAuto, by the kernel name)
+    with alpha, beta, c and fp32 output (the transposed register epilogue over 96 or 128
+    accumulators a thread) against float64; 28672 rows: two 112-row units a CTA."""
+    _require_sm90()
+    bn = 192 if m <= 192 else 256
+    _decode_shape_case("auto", m, n, k, dtype, trans_b, alpha, beta, with_c, out_fp32,
+                       kernel=rf"gemm_wgmma_sm90_kernel<[^>]*, {bn}, \d+, 1, true>")
 
 
 def _skinny_token_tiles(rows, tokens, k_major, tt16=False, narrow=False):
@@ -930,7 +949,7 @@ def test_wgmma_skinny_token_tile_knobs(monkeypatch, trans_b, knob, m, n, k):
                                    (100, 136, 2056), (65, 8, 24), (33, 12288, 520), (65, 4096, 4104),
                                    (17, 4096, 4104), (256, 4096, 1032), (129, 4096, 520), (200, 6144, 264),
                                    (256, 5120, 520), (256, 1000, 520), (256, 700, 520), (144, 12288, 520),
-                                   (256, 12288, 264), (193, 16384, 136), (192, 12360, 1032)])
+                                   (256, 12288, 264), (193, 16384, 136), (192, 12360, 1032), (160, 28672, 136)])
 def test_wgmma_skinny_batched_shapes(monkeypatch, force, trans_b, m, n, k):
     """kAuto sends 16 < M <= 256 to the skinny tile (kernel name) unless the 128-wide tiles fill a
     wave or the weight has fewer than 1024 rows. Where whole units of weight rows x token tiles
@@ -943,7 +962,8 @@ def test_wgmma_skinny_batched_shapes(monkeypatch, force, trans_b, m, n, k):
     rows: 3 units of 4 ranges). M > 128 without a token-tile deal (700 rows; 5120 rows of a
     weight stored [K, N]) runs elsewhere; 1000 rows has one (8 tiles 32 wide), taken when forced.
     M > 128 without one, where plan_skinny deals whole units in a wave (12288 rows: 128 units of
-    96; 12360: a last unit of 72; 16384: 128 of 128), runs in one tile 192 (M <= 192) or 256 wide,
+    96; 12360: a last unit of 72; 16384: 128 of 128; 28672 with b [N, K]: 256 units of 112, two a
+    CTA, and with b [K, N] none), runs in one tile 192 (M <= 192) or 256 wide,
     its last token box clipped to M (144: 144 rows of 192; 193: 200 of 256), even where the
     128-wide tiles fill a wave; CLO_GEMM_SKINNY_WIDE=0 sends those to the other kernels.
     Repeated calls agree bit for bit; a CUDA graph replays it on new data;
@@ -957,7 +977,7 @@ def test_wgmma_skinny_batched_shapes(monkeypatch, force, trans_b, m, n, k):
     # it can run. The wide tile runs wherever its units go whole.
     sms = torch.cuda.get_device_properties(0).multi_processor_count
     tile = bn is not None and (force == "2" or wide or (-(-m // 128) * -(-n // 128) < sms and n >= 1024))
-    if sms == 132 and n in (12288, 12360, 16384):
+    if sms == 132 and m > 128 and (n in (12288, 12360, 16384) or (n == 28672 and trans_b)):
         assert wide and tile, (m, n, trans_b)
     monkeypatch.setenv("CLO_GEMM_SKINNY_WGMMA", force)
     for dtype in (torch.float16, torch.bfloat16):
