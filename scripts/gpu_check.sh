@@ -10,6 +10,7 @@
 #   EXTRA="python3 some_script.py"       extra command after the tests (output to $OUT/extra.log)
 #   SKIP_BUILD=1                         reuse the extension built by the previous call (warm machine)
 #   SKIP_TESTS=1                         no pytest (e.g. a bench-only second call)
+#   SKIP_CPU_TESTS=1                     the cuda tests only (CI runs the CPU ones)
 # Logs and JSON go to $OUT (./out when unset); a short summary is printed last.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -52,8 +53,10 @@ CLO_REQUIRE_KERNELS=1 python3 -m pytest -q -rs -m "cuda and not slow" $TESTS -p 
   | tee "$OUT/test_cuda.log" >/dev/null
 summary+=("cuda tests: $(grep -v '^$' "$OUT/test_cuda.log" | tail -1)$([ "${SLOW:-0}" = "1" ] || echo " (slow-marked tests not run: SLOW=1 adds them)")")
 while IFS= read -r line; do summary+=("  $line"); done < <(grep -E "^SKIPPED" "$OUT/test_cuda.log" | head -5)
-python3 -m pytest -q -m "not cuda" tests -p no:cacheprovider 2>&1 | tee "$OUT/test_cpu.log" >/dev/null
-summary+=("cpu tests:  $(tail -1 "$OUT/test_cpu.log")")
+if [ "${SKIP_CPU_TESTS:-0}" != "1" ]; then
+  python3 -m pytest -q -m "not cuda" tests -p no:cacheprovider 2>&1 | tee "$OUT/test_cpu.log" >/dev/null
+  summary+=("cpu tests:  $(tail -1 "$OUT/test_cpu.log")")
+fi
 t2=$(date +%s)
 summary+=("tests took $((t2 - t1)) s")
 fi
