@@ -875,26 +875,27 @@ def test_wgmma_skinny_batched_matches_float64(m, n8, k8, dtype, trans_b, alpha, 
 
 @pytest.mark.parametrize("m,n,k,dtype,trans_b,alpha,beta,with_c,out_fp32",
                          [(144, 12288, 264, torch.float16, True, -0.5, 1.5, True, False),
-                          (250, 12288, 136, torch.bfloat16, False, 1.0, 0.0, False, True),
-                          (200, 28672, 72, torch.bfloat16, True, 1.0, 1.5, True, True)])
+                          (190, 12288, 136, torch.bfloat16, False, 1.0, 0.0, False, True),
+                          (176, 28672, 72, torch.bfloat16, True, 1.0, 1.5, True, True)])
 def test_wgmma_skinny_wide_epilogue(m, n, k, dtype, trans_b, alpha, beta, with_c, out_fp32):
-    """The wide skinny tile (129-256 tokens in one tile 192 or 256 wide, kAuto, by the kernel name)
-    with alpha, beta, c and fp32 output (the transposed register epilogue over 96 or 128
-    accumulators a thread) against float64; 28672 rows: two 112-row units a CTA."""
+    """The wide skinny tile (129-192 tokens in one tile 192 wide, kAuto, by the kernel name) with
+    alpha, beta, c and fp32 output (the transposed register epilogue over 96 accumulators a
+    thread) against float64; 28672 rows: two 112-row units a CTA."""
     _require_sm90()
-    bn = 192 if m <= 192 else 256
     _decode_shape_case("auto", m, n, k, dtype, trans_b, alpha, beta, with_c, out_fp32,
-                       kernel=rf"gemm_wgmma_sm90_kernel<[^>]*, {bn}, \d+, 1, true>")
+                       kernel=r"gemm_wgmma_sm90_kernel<[^>]*, 192, \d+, 1, true>")
 
 
-def _skinny_token_tiles(rows, tokens, k_major, tt16=False, narrow=False):
+def _skinny_token_tiles(rows, tokens, k_major, tt16=False, narrow=False, ktiles=0):
     """plan_skinny_token_tiles (gemm_wgmma_sm90.cuh): (token tile width, weight rows a unit) of
     the whole units x token tiles that fill 90% of the SMs in one wave, the fewest rows a CTA
     reads (a tie to the wider tile, or with `narrow` to the narrower); None where there is no
-    such deal (or one token tile). tt16: 16-wide tiles weighed too (dev knobs
-    CLO_GEMM_SKINNY_TT16, CLO_GEMM_SKINNY_TT_NARROW)."""
+    such deal (or one token tile). 16-wide tiles are weighed too with tt16 (dev knob
+    CLO_GEMM_SKINNY_TT16=1) or by the default rule: a 16-bit call (ktiles: its 128-byte k-tiles;
+    0 for int8) of at most 128 k-tiles. narrow: CLO_GEMM_SKINNY_TT_NARROW."""
     sms = torch.cuda.get_device_properties(0).multi_processor_count
     best = None
+    tt16 = tt16 or 0 < ktiles <= 128
     for bn in (128, 64, 32, 16) if tt16 else (128, 64, 32):
         tiles = -(-tokens // bn)
         if tokens <= 16 or tiles < 2:
@@ -947,37 +948,38 @@ def test_wgmma_skinny_token_tile_knobs(monkeypatch, trans_b, knob, m, n, k):
 @pytest.mark.parametrize("trans_b", [False, True])
 @pytest.mark.parametrize("m,n,k", [(64, 4096, 4096), (64, 6144, 4096), (128, 4096, 14336), (17, 28672, 512),
                                    (100, 136, 2056), (65, 8, 24), (33, 12288, 520), (65, 4096, 4104),
-                                   (17, 4096, 4104), (256, 4096, 1032), (129, 4096, 520), (200, 6144, 264),
+                                   (17, 4096, 4104), (17, 4096, 8328), (256, 4096, 1032), (129, 4096, 520), (200, 6144, 264),
                                    (256, 5120, 520), (256, 1000, 520), (256, 700, 520), (144, 12288, 520),
-                                   (256, 12288, 264), (193, 16384, 136), (192, 12360, 1032), (160, 28672, 136)])
+                                   (256, 12288, 264), (160, 16384, 136), (192, 12360, 1032), (160, 28672, 136)])
 def test_wgmma_skinny_batched_shapes(monkeypatch, force, trans_b, m, n, k):
     """kAuto sends 16 < M <= 256 to the skinny tile (kernel name) unless the 128-wide tiles fill a
     wave or the weight has fewer than 1024 rows. Where whole units of weight rows x token tiles
     fill a wave (plan_skinny_token_tiles: 4096 rows at M = 64 in 64-row units x 2 tiles 32 wide,
     M = 128 x 64 wide, M = 256 x 128 wide; 6144 rows in units of 96; M = 129: 3 tiles, the last
-    one row), one a CTA; otherwise (M <= 128) all of a in one tile, 64 wide up to M = 64 and 128
-    above, in whole units as for decode or (too few weight rows for a wave of them) 64-row units
-    each split along K over the SMs, at most ~sqrt(k-tiles / 2) ranges a unit (M = 17, 4096
-    rows: 64 x 2 ranges; K = 4104, 65 k-tiles: ranges that cross unit boundaries; forced, 136
-    rows: 3 units of 4 ranges). M > 128 without a token-tile deal (700 rows; 5120 rows of a
+    one row; M = 17-32 at K <= 8192: 2 tiles 16 wide, 17 x 4096 x 4104), one a CTA; otherwise
+    (M <= 128) all of a in one tile, 64 wide up to M = 64 and 128 above, in whole units as for
+    decode or (too few weight rows for a wave of them) 64-row units each split along K over the
+    SMs, at most ~sqrt(k-tiles / 2) ranges a unit (M = 17, 4096 rows, K = 8328: 64 x 2 ranges of
+    65.5 k-tiles, which cross unit boundaries; forced, 136 rows: 3 units of 4 ranges). M > 128 without a token-tile deal (700 rows; 5120 rows of a
     weight stored [K, N]) runs elsewhere; 1000 rows has one (8 tiles 32 wide), taken when forced.
     M > 128 without one, where plan_skinny deals whole units in a wave (12288 rows: 128 units of
     96; 12360: a last unit of 72; 16384: 128 of 128; 28672 with b [N, K]: 256 units of 112, two a
-    CTA, and with b [K, N] none), runs in one tile 192 (M <= 192) or 256 wide,
-    its last token box clipped to M (144: 144 rows of 192; 193: 200 of 256), even where the
-    128-wide tiles fill a wave; CLO_GEMM_SKINNY_WIDE=0 sends those to the other kernels.
+    CTA, and with b [K, N] none), runs up to M = 192 in one tile 192 wide, its last token box
+    clipped to M (144: 144 rows of 192; 160: 160), even where the 128-wide tiles fill a wave
+    (above 192 rows the other kernels: 256 x 12288); CLO_GEMM_SKINNY_WIDE=0 sends those to the
+    other kernels.
     Repeated calls agree bit for bit; a CUDA graph replays it on new data;
     CLO_GEMM_SKINNY_WGMMA=0 gives the 128-row tiles or mma.sync back, with the same result."""
     _require_sm90()
-    tokens = _skinny_token_tiles(n, m, trans_b)
-    wide = m > 128 and not tokens and _skinny_whole_units(n, trans_b)
-    bn = tokens[0] if tokens else 64 if m <= 64 else 128 if m <= 128 else (192 if m <= 192 else 256) if wide else None
+    tokens = _skinny_token_tiles(n, m, trans_b, ktiles=-(-k // 64))
+    wide = 128 < m <= 192 and not tokens and _skinny_whole_units(n, trans_b)
+    bn = tokens[0] if tokens else 64 if m <= 64 else 128 if m <= 128 else 192 if wide else None
     # Not where the 128-wide tiles fill a wave (17 x 28672: 224 of them), nor below 1024 weight
     # rows (136, 8): the other kernels run. Forced (CLO_GEMM_SKINNY_WGMMA=2) the tile takes all
     # it can run. The wide tile runs wherever its units go whole.
     sms = torch.cuda.get_device_properties(0).multi_processor_count
     tile = bn is not None and (force == "2" or wide or (-(-m // 128) * -(-n // 128) < sms and n >= 1024))
-    if sms == 132 and m > 128 and (n in (12288, 12360, 16384) or (n == 28672 and trans_b)):
+    if sms == 132 and 128 < m <= 192 and (n in (12288, 12360, 16384) or (n == 28672 and trans_b)):
         assert wide and tile, (m, n, trans_b)
     monkeypatch.setenv("CLO_GEMM_SKINNY_WGMMA", force)
     for dtype in (torch.float16, torch.bfloat16):

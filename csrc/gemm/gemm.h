@@ -161,8 +161,8 @@ size_t wgmma_workspace_bytes(const GemmProblem& p, GemmVariant variant);
 // Decode shapes on the family's skinny tile (swapped operands: the weight streams as the
 // 64-row wgmma operand, whole units or stream-K): 16-bit, A [M, K], M <= kSkinnyMaxM where
 // skinny_applicable (and the rule in wgmma_skinny_applies picks it over the skinny kernels),
-// and batched decode up to kSkinnyWgmmaMaxM rows of A (above 128 in token tiles, or 16-bit in
-// one tile 192 or 256 wide where its units go whole), which
+// and batched decode up to kSkinnyWgmmaMaxM rows of A (above 128 in token tiles, or 16-bit up to
+// 192 rows in one tile 192 wide where its units go whole), which
 // the 128-row tiles would leave on a few SMs; cudaErrorNotSupported when it does not apply.
 constexpr int kSkinnyWgmmaMaxM = 256;
 bool wgmma_skinny_applies(const GemmProblem& p);

@@ -117,7 +117,8 @@ namespace {
 bool skinny_plan(const GemmProblem& p, int bn, long long& grid, WgmmaTailSplit& ts) {
   grid = device_sm_count();
   const int bk = 128 / static_cast<int>(elem_size(p.in_dtype));
-  return plan_skinny_deal(p.N, p.M, bn, div_ceil(p.K, bk), p.trans_b, grid, p.in_dtype == DType::kInt8, ts);
+  const bool int8 = p.in_dtype == DType::kInt8;
+  return plan_skinny_deal(p.N, p.M, bn, div_ceil(p.K, bk), p.trans_b, grid, int8, ts, int8);
 }
 WgmmaTailSplit skinny_plan(const GemmProblem& p, int bn, long long& grid) {
   WgmmaTailSplit ts;
@@ -127,18 +128,21 @@ WgmmaTailSplit skinny_plan(const GemmProblem& p, int bn, long long& grid) {
 
 // The skinny tile's width for the (unswapped) problem p: 16 for decode (M <= 16); for batched
 // decode the token tile of plan_skinny_token_tiles, else all M rows of a in one tile 64 or 128
-// wide, or (16-bit, 129-256 rows) 192 or 256 wide where its units go whole in one wave (12288
-// rows: 128 units of 96, where no token-tile deal fits a wave and the 128-wide tiles ran
-// 0.54-0.83x cuBLAS; NOTES.md "Stop 126"; dev knob CLO_GEMM_SKINNY_WIDE: 0 off); 0 where none
-// runs it.
+// wide, or (16-bit, 129-192 rows) 192 wide where its units go whole (12288 rows: 128 units of 96,
+// where no token-tile deal fits a wave and the 128-wide tiles ran 0.55-0.68x cuBLAS, the tile
+// 0.89-0.93x; NOTES.md "Stop 127"; dev knob CLO_GEMM_SKINNY_WIDE: 0 off). A 256-wide tile for
+// 193-256 rows lost to the family everywhere (224x12288x4096: 60.6 us against 53.3): it computes
+// 128 x 256 a unit, 36 us of tensor work a CTA. 0 where none runs it.
 int skinny_tile_bn(const GemmProblem& p) {
   if (p.M <= kSkinnyMaxM) return 16;
-  const SkinnyTokenTiles tt = plan_skinny_token_tiles(p.N, p.M, p.trans_b, device_sm_count());
+  const int bk = 128 / static_cast<int>(elem_size(p.in_dtype));
+  const SkinnyTokenTiles tt = plan_skinny_token_tiles(p.N, p.M, p.trans_b, device_sm_count(),
+                                                      p.in_dtype == DType::kInt8 ? 0 : div_ceil(p.K, bk));
   if (tt.bn != 0) return tt.bn;
   if (p.M <= 128) return p.M <= 64 ? 64 : 128;
   static bool dev_wide = std::getenv("CLO_GEMM_SKINNY_WIDE") != nullptr;
-  if (p.in_dtype == DType::kInt8 || dev_knob("CLO_GEMM_SKINNY_WIDE", dev_wide, 1) == 0) return 0;
-  const int bn = p.M <= 192 ? 192 : 256;
+  if (p.M > 192 || p.in_dtype == DType::kInt8 || dev_knob("CLO_GEMM_SKINNY_WIDE", dev_wide, 1) == 0) return 0;
+  constexpr int bn = 192;
   long long grid = 0;
   WgmmaTailSplit ts;
   return skinny_plan(p, bn, grid, ts) ? bn : 0;

@@ -25,7 +25,8 @@
 // (WgmmaTailSplit).
 //
 // The skinny tile (kSkinny; BN = 16 for decode shapes M <= 16; 32-128 for batched decode up to
-// 256 rows, or 192 / 256 for 129-256 rows in whole units only; the caller swaps the problem so the weight is the 64-row operand): whole units of
+// 256 rows, or 192 for 129-192 rows in whole units only; the caller swaps the problem so the
+// weight is the 64-row operand): whole units of
 // weight rows x token tiles where they fill a wave (plan_skinny_token_tiles), else
 // plan_skinny deals units of row_step weight rows whole, one per CTA, where they keep most SMs
 // busy (row_step: a K-major A's box height; an M-major A's unit is a 64-row box, or 64 + 32
@@ -84,7 +85,7 @@ struct WgmmaConfig {
   static constexpr int kProducerRegs = 56, kConsumerRegs = 224;
   static_assert(BN == 16 || BN == 32 || BN == 64 || BN == 128 || BN == 192 || BN == 256, "wgmma tile width");
   // The skinny tile up to 128 wide holds a first stream-K piece in registers beside acc; wider (its
-  // 129-256 tokens in one tile, kSkinnyWide) it runs whole units only.
+  // 129-192 tokens in one tile, kSkinnyWide) it runs whole units only.
   static constexpr bool kSkinnyWide = kSkinny && BN > 128;
   static_assert(BN != 192 || kSkinny, "the 192-wide tile is the skinny tile's only");
   static_assert(!kSkinnyWide || ElemBytes_ == 2, "the wide skinny tile: 16-bit only");
@@ -103,7 +104,7 @@ struct WgmmaSchedule {
   int raster = 8;          // grouped_block's group: > 0 groups of unit rows, < 0 of tile columns
   int tail_split = 1;      // the last wave split along K: 0 never, 1 where it pays, 2 wherever it can
   bool split_short_wave = false;  // and a grid of one wave or less (plan_tail_split)
-  bool skinny = false;     // the skinny tile (bn 16 to 256): a swapped decode problem (launch_gemm_wgmma_skinny)
+  bool skinny = false;     // the skinny tile (bn 16 to 192): a swapped decode problem (launch_gemm_wgmma_skinny)
   int pdl_mode = kGemmPdlOff;  // gemm_pdl_mode(); wgmma_pdl decides per launch
 };
 
@@ -320,16 +321,26 @@ inline WgmmaTailSplit plan_skinny(long long rows, int ktiles, bool k_major, long
 // through L2 into the SM); a tie goes to the wider token tile (one consumer warpgroup at 64
 // rows, fewer shared-memory reads). row_step: 64..128 in 8s for a weight stored [N, K], else 64,
 // 96 or 128 (skinny_m_major_32_box). bn 0: no such deal.
+// Token tiles 16 wide (17-32 tokens in two, on the decode tile's kernel) are weighed where
+// tt16_ktiles (the call's k-tiles; 0 for int8, not measured) is at most kSkinnyTt16MaxKtiles: they
+// read each weight unit twice from L2 where the split units (plan_skinny) read it once but sum
+// their pieces through memory, and that sum is the smaller cost at short K (4096 rows x 17-32
+// tokens: 16.2 against 20.7 us at K = 4096, 23.3 / 27.0 at 6144, 30.2 / 32.6 at 8192, 40.6 / 39.9
+// at 11008, 51.5 / 48.6 at 14336; NOTES.md "Stop 127").
+constexpr int kSkinnyTt16MaxKtiles = 128;
 struct SkinnyTokenTiles {
   int bn = 0, row_step = 0, tiles_n = 1;
 };
-inline SkinnyTokenTiles plan_skinny_token_tiles(long long rows, long long tokens, bool k_major, long long grid) {
+inline SkinnyTokenTiles plan_skinny_token_tiles(long long rows, long long tokens, bool k_major, long long grid,
+                                                int tt16_ktiles) {
   SkinnyTokenTiles best;
   if (tokens <= 16 || grid <= 0) return best;
   long long best_rows = 0;
-  // Dev knob CLO_GEMM_SKINNY_TT16: 1 also weighs token tiles 16 wide (17-32 tokens in two).
+  // Dev knob CLO_GEMM_SKINNY_TT16: 0 never weighs 16-wide token tiles, 1 always, 2 (default) by
+  // the rule above.
   static bool dev_tt16 = std::getenv("CLO_GEMM_SKINNY_TT16") != nullptr;
-  const bool tt16 = dev_knob("CLO_GEMM_SKINNY_TT16", dev_tt16, 0) != 0;
+  const int tt16_mode = dev_knob("CLO_GEMM_SKINNY_TT16", dev_tt16, 2);
+  const bool tt16 = tt16_mode == 1 || (tt16_mode == 2 && tt16_ktiles > 0 && tt16_ktiles <= kSkinnyTt16MaxKtiles);
   // Dev knob CLO_GEMM_SKINNY_TT_NARROW: 1 gives a tie to the narrower token tile (its units of
   // more weight rows keep both consumer warpgroups busy: 256 tokens x 4096 rows in 128-row
   // units x 4 tiles of 64 rather than 64-row units x 2 of 128).
@@ -356,10 +367,11 @@ constexpr bool skinny_split_units(int bn, bool k_major) { return bn >= 64 || !k_
 // Host: the skinny tile's deal of `rows` weight rows, `tokens` activation rows and `ktiles`
 // k-tiles on a tile `bn` wide (grid as plan_skinny): token tiles where plan_skinny_token_tiles
 // finds a deal (it must be of this bn), else plan_skinny's (tokens <= bn; a tile wider than 128
-// only where its units go whole). false: this bn cannot run the problem.
+// only where its units go whole; int8: no 16-wide token tiles). false: this bn cannot run the
+// problem.
 inline bool plan_skinny_deal(long long rows, long long tokens, int bn, int ktiles, bool k_major, long long& grid,
-                             bool short_wave, WgmmaTailSplit& ts) {
-  const SkinnyTokenTiles tt = plan_skinny_token_tiles(rows, tokens, k_major, grid);
+                             bool short_wave, WgmmaTailSplit& ts, bool int8) {
+  const SkinnyTokenTiles tt = plan_skinny_token_tiles(rows, tokens, k_major, grid, int8 ? 0 : ktiles);
   if (tt.bn != 0) {
     const long long units = (rows + tt.row_step - 1) / tt.row_step * tt.tiles_n;
     if (tt.bn != bn || units * ktiles >= (1LL << 31)) return false;
@@ -1017,7 +1029,9 @@ inline cudaError_t launch_wgmma_cfg(const GemmProblem& p, const WgmmaSchedule& s
     const int ktiles = div_ceil(p.K, Cfg::BK);
     clusters = device_sm_count();
     constexpr bool kShortWave = std::is_same_v<T, int8_t>;  // plan_skinny
-    if (!plan_skinny_deal(p.M, p.N, BN, ktiles, !kTransA, clusters, kShortWave, ts)) return cudaErrorNotSupported;
+    if (!plan_skinny_deal(p.M, p.N, BN, ktiles, !kTransA, clusters, kShortWave, ts, std::is_same_v<T, int8_t>)) {
+      return cudaErrorNotSupported;
+    }
     const size_t bytes = skinny_stream_k_workspace_bytes<Cfg>(ts, clusters);
     if (bytes > 0 && (p.workspace == nullptr || p.workspace_bytes < bytes)) {
       clusters = 0;
@@ -1086,7 +1100,7 @@ inline cudaError_t launch_wgmma_cfg(const GemmProblem& p, const WgmmaSchedule& s
 // Tiles: "wgmma" 128x256x64 x 4 stages (192 KB), "wgmma_n128" 128x128x64 x 6 stages
 // (192 KB) for problems with less than a wave of wide tiles, and the skinny tile for decode
 // shapes, swapped, as wide as the rows of a it takes (or a token tile of them), 16, 32, 64,
-// 128, 192 or 256, in a 225 KB ring of slots of its unit's rows (64-128 of the weight) and BN rows of a:
+// 128 or 192, in a 225 KB ring of slots of its unit's rows (64-128 of the weight) and BN rows of a:
 // 18, 14 and 9 slots at 64-row units, 11, 9 and 7 at 128; the decode tile (16 wide) keeps 10
 // (deeper rings measured slower there: NOTES.md "Token tiles").
 template <int BN>
@@ -1105,7 +1119,6 @@ inline cudaError_t launch_wgmma_layout(const GemmProblem& p, const WgmmaSchedule
       if (sch.bn == 128) return launch_wgmma_cfg<T, kTransA, true, 128, skinny_wgmma_stages<128>(), 1, true>(p, sch, stream);
       if constexpr (sizeof(T) == 2) {
         if (sch.bn == 192) return launch_wgmma_cfg<T, kTransA, true, 192, skinny_wgmma_stages<192>(), 1, true>(p, sch, stream);
-        if (sch.bn == 256) return launch_wgmma_cfg<T, kTransA, true, 256, skinny_wgmma_stages<256>(), 1, true>(p, sch, stream);
       }
     }
     return cudaErrorNotSupported;
