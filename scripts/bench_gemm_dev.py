@@ -367,11 +367,12 @@ def batch_sweep_section():
                 finally:
                     os.environ[knob] = ""
 
-            if 16 < M <= 32 and N <= 66 * 128:  # 17-32 tokens in two 16-wide token tiles (132 SMs)
-                knob_row("CLO_GEMM_SKINNY_TT16", "1", "tt16")
+            if 16 < M <= 32 and N <= 66 * 128:  # 17-32 tokens in two 16-wide token tiles (132 SMs), or not
+                tt16_default = -(-K // 64) <= 128  # plan_skinny_token_tiles: at most 128 k-tiles
+                knob_row("CLO_GEMM_SKINNY_TT16", "0" if tt16_default else "1", "tt16_off" if tt16_default else "tt16")
             if M >= 224 and N == 4096:  # ties to the narrower token tile: 128-row units x 4 tiles of 64
                 knob_row("CLO_GEMM_SKINNY_TT_NARROW", "1", "tt_narrow")
-            if M > 128 and N in (12288, 14336, 16384, 28672):  # the wide tile (192 / 256) against the 128-row tiles
+            if 128 < M <= 192 and N in (12288, 14336, 16384, 28672):  # the 192-wide tile against the family
                 knob_row("CLO_GEMM_SKINNY_WIDE", "0", "wide_off")
             if N < 16384 and (M % 8 != 0 or M in (72, 80, 96, 144, 160, 192, 224)):  # the last token tile's box unclipped
                 knob_row("CLO_GEMM_SKINNY_BOX_CLIP", "0", "box_unclipped")

@@ -948,9 +948,10 @@ def test_wgmma_skinny_token_tile_knobs(monkeypatch, trans_b, knob, m, n, k):
 @pytest.mark.parametrize("trans_b", [False, True])
 @pytest.mark.parametrize("m,n,k", [(64, 4096, 4096), (64, 6144, 4096), (128, 4096, 14336), (17, 28672, 512),
                                    (100, 136, 2056), (65, 8, 24), (33, 12288, 520), (65, 4096, 4104),
-                                   (17, 4096, 4104), (17, 4096, 8328), (256, 4096, 1032), (129, 4096, 520), (200, 6144, 264),
-                                   (256, 5120, 520), (256, 1000, 520), (256, 700, 520), (144, 12288, 520),
-                                   (256, 12288, 264), (160, 16384, 136), (192, 12360, 1032), (160, 28672, 136)])
+                                   (17, 4096, 4104), (17, 4096, 8328), (256, 4096, 1032), (129, 4096, 520),
+                                   (200, 6144, 264), (256, 5120, 520), (256, 1000, 520), (256, 700, 520),
+                                   (144, 12288, 520), (256, 12288, 264), (160, 16384, 136), (192, 12360, 1032),
+                                   (160, 28672, 136)])
 def test_wgmma_skinny_batched_shapes(monkeypatch, force, trans_b, m, n, k):
     """kAuto sends 16 < M <= 256 to the skinny tile (kernel name) unless the 128-wide tiles fill a
     wave or the weight has fewer than 1024 rows. Where whole units of weight rows x token tiles
@@ -960,8 +961,9 @@ def test_wgmma_skinny_batched_shapes(monkeypatch, force, trans_b, m, n, k):
     (M <= 128) all of a in one tile, 64 wide up to M = 64 and 128 above, in whole units as for
     decode or (too few weight rows for a wave of them) 64-row units each split along K over the
     SMs, at most ~sqrt(k-tiles / 2) ranges a unit (M = 17, 4096 rows, K = 8328: 64 x 2 ranges of
-    65.5 k-tiles, which cross unit boundaries; forced, 136 rows: 3 units of 4 ranges). M > 128 without a token-tile deal (700 rows; 5120 rows of a
-    weight stored [K, N]) runs elsewhere; 1000 rows has one (8 tiles 32 wide), taken when forced.
+    65.5 k-tiles, which cross unit boundaries; forced, 136 rows: 3 units of 4 ranges). M > 128
+    without a token-tile deal (700 rows; 5120 rows of a weight stored [K, N]) runs elsewhere;
+    1000 rows has one (8 tiles 32 wide), taken when forced.
     M > 128 without one, where plan_skinny deals whole units in a wave (12288 rows: 128 units of
     96; 12360: a last unit of 72; 16384: 128 of 128; 28672 with b [N, K]: 256 units of 112, two a
     CTA, and with b [K, N] none), runs up to M = 192 in one tile 192 wide, its last token box

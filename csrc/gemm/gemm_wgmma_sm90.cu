@@ -117,8 +117,7 @@ namespace {
 bool skinny_plan(const GemmProblem& p, int bn, long long& grid, WgmmaTailSplit& ts) {
   grid = device_sm_count();
   const int bk = 128 / static_cast<int>(elem_size(p.in_dtype));
-  const bool int8 = p.in_dtype == DType::kInt8;
-  return plan_skinny_deal(p.N, p.M, bn, div_ceil(p.K, bk), p.trans_b, grid, int8, ts, int8);
+  return plan_skinny_deal(p.N, p.M, bn, div_ceil(p.K, bk), p.trans_b, grid, p.in_dtype == DType::kInt8, ts);
 }
 WgmmaTailSplit skinny_plan(const GemmProblem& p, int bn, long long& grid) {
   WgmmaTailSplit ts;
@@ -136,8 +135,8 @@ WgmmaTailSplit skinny_plan(const GemmProblem& p, int bn, long long& grid) {
 int skinny_tile_bn(const GemmProblem& p) {
   if (p.M <= kSkinnyMaxM) return 16;
   const int bk = 128 / static_cast<int>(elem_size(p.in_dtype));
-  const SkinnyTokenTiles tt = plan_skinny_token_tiles(p.N, p.M, p.trans_b, device_sm_count(),
-                                                      p.in_dtype == DType::kInt8 ? 0 : div_ceil(p.K, bk));
+  const SkinnyTokenTiles tt = plan_skinny_token_tiles(p.N, p.M, p.trans_b, device_sm_count(), div_ceil(p.K, bk),
+                                                      p.in_dtype == DType::kInt8);
   if (tt.bn != 0) return tt.bn;
   if (p.M <= 128) return p.M <= 64 ? 64 : 128;
   static bool dev_wide = std::getenv("CLO_GEMM_SKINNY_WIDE") != nullptr;

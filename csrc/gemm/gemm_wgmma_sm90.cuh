@@ -321,8 +321,8 @@ inline WgmmaTailSplit plan_skinny(long long rows, int ktiles, bool k_major, long
 // through L2 into the SM); a tie goes to the wider token tile (one consumer warpgroup at 64
 // rows, fewer shared-memory reads). row_step: 64..128 in 8s for a weight stored [N, K], else 64,
 // 96 or 128 (skinny_m_major_32_box). bn 0: no such deal.
-// Token tiles 16 wide (17-32 tokens in two, on the decode tile's kernel) are weighed where
-// tt16_ktiles (the call's k-tiles; 0 for int8, not measured) is at most kSkinnyTt16MaxKtiles: they
+// Token tiles 16 wide (17-32 tokens in two, on the decode tile's kernel) are weighed for a 16-bit
+// call (int8: not measured) of at most kSkinnyTt16MaxKtiles k-tiles: they
 // read each weight unit twice from L2 where the split units (plan_skinny) read it once but sum
 // their pieces through memory, and that sum is the smaller cost at short K (4096 rows x 17-32
 // tokens: 16.2 against 20.7 us at K = 4096, 23.3 / 27.0 at 6144, 30.2 / 32.6 at 8192, 40.6 / 39.9
@@ -332,7 +332,7 @@ struct SkinnyTokenTiles {
   int bn = 0, row_step = 0, tiles_n = 1;
 };
 inline SkinnyTokenTiles plan_skinny_token_tiles(long long rows, long long tokens, bool k_major, long long grid,
-                                                int tt16_ktiles) {
+                                                int ktiles, bool int8) {
   SkinnyTokenTiles best;
   if (tokens <= 16 || grid <= 0) return best;
   long long best_rows = 0;
@@ -340,7 +340,7 @@ inline SkinnyTokenTiles plan_skinny_token_tiles(long long rows, long long tokens
   // the rule above.
   static bool dev_tt16 = std::getenv("CLO_GEMM_SKINNY_TT16") != nullptr;
   const int tt16_mode = dev_knob("CLO_GEMM_SKINNY_TT16", dev_tt16, 2);
-  const bool tt16 = tt16_mode == 1 || (tt16_mode == 2 && tt16_ktiles > 0 && tt16_ktiles <= kSkinnyTt16MaxKtiles);
+  const bool tt16 = tt16_mode == 1 || (tt16_mode == 2 && !int8 && ktiles <= kSkinnyTt16MaxKtiles);
   // Dev knob CLO_GEMM_SKINNY_TT_NARROW: 1 gives a tie to the narrower token tile (its units of
   // more weight rows keep both consumer warpgroups busy: 256 tokens x 4096 rows in 128-row
   // units x 4 tiles of 64 rather than 64-row units x 2 of 128).
@@ -366,12 +366,12 @@ inline SkinnyTokenTiles plan_skinny_token_tiles(long long rows, long long tokens
 constexpr bool skinny_split_units(int bn, bool k_major) { return bn >= 64 || !k_major; }
 // Host: the skinny tile's deal of `rows` weight rows, `tokens` activation rows and `ktiles`
 // k-tiles on a tile `bn` wide (grid as plan_skinny): token tiles where plan_skinny_token_tiles
-// finds a deal (it must be of this bn), else plan_skinny's (tokens <= bn; a tile wider than 128
-// only where its units go whole; int8: no 16-wide token tiles). false: this bn cannot run the
+// finds a deal (it must be of this bn), else plan_skinny's (tokens <= bn; int8 with its short
+// waves; a tile wider than 128 only where its units go whole). false: this bn cannot run the
 // problem.
 inline bool plan_skinny_deal(long long rows, long long tokens, int bn, int ktiles, bool k_major, long long& grid,
-                             bool short_wave, WgmmaTailSplit& ts, bool int8) {
-  const SkinnyTokenTiles tt = plan_skinny_token_tiles(rows, tokens, k_major, grid, int8 ? 0 : ktiles);
+                             bool int8, WgmmaTailSplit& ts) {
+  const SkinnyTokenTiles tt = plan_skinny_token_tiles(rows, tokens, k_major, grid, ktiles, int8);
   if (tt.bn != 0) {
     const long long units = (rows + tt.row_step - 1) / tt.row_step * tt.tiles_n;
     if (tt.bn != bn || units * ktiles >= (1LL << 31)) return false;
@@ -380,7 +380,7 @@ inline bool plan_skinny_deal(long long rows, long long tokens, int bn, int ktile
     return true;
   }
   if (tokens > bn) return false;
-  ts = plan_skinny(rows, ktiles, k_major, grid, short_wave, skinny_split_units(bn, k_major));
+  ts = plan_skinny(rows, ktiles, k_major, grid, int8, skinny_split_units(bn, k_major));
   return bn <= 128 || ts.tail_units == 0;  // the wide tile (kSkinnyWide) runs whole units only
 }
 // Counters, then two pieces per CTA (the ends of its range); 0 when every range is whole.
@@ -1028,14 +1028,12 @@ inline cudaError_t launch_wgmma_cfg(const GemmProblem& p, const WgmmaSchedule& s
     // the workspace: one CTA per 128-row unit.
     const int ktiles = div_ceil(p.K, Cfg::BK);
     clusters = device_sm_count();
-    constexpr bool kShortWave = std::is_same_v<T, int8_t>;  // plan_skinny
-    if (!plan_skinny_deal(p.M, p.N, BN, ktiles, !kTransA, clusters, kShortWave, ts, std::is_same_v<T, int8_t>)) {
-      return cudaErrorNotSupported;
-    }
+    constexpr bool kS8 = std::is_same_v<T, int8_t>;  // int8's deals (plan_skinny_deal: short waves, no 16-wide tiles)
+    if (!plan_skinny_deal(p.M, p.N, BN, ktiles, !kTransA, clusters, kS8, ts)) return cudaErrorNotSupported;
     const size_t bytes = skinny_stream_k_workspace_bytes<Cfg>(ts, clusters);
     if (bytes > 0 && (p.workspace == nullptr || p.workspace_bytes < bytes)) {
       clusters = 0;
-      ts = plan_skinny(p.M, ktiles, !kTransA, clusters, kShortWave, skinny_split_units(BN, !kTransA));
+      ts = plan_skinny(p.M, ktiles, !kTransA, clusters, kS8, skinny_split_units(BN, !kTransA));
     } else if (bytes > 0) {
       const size_t counter_bytes = tail_split_counter_bytes<Cfg>(ts);
       ts.counters = static_cast<int*>(p.workspace);
