@@ -370,8 +370,8 @@ def batch_sweep_section():
             if 16 < M <= 32 and N <= 66 * 128:  # 17-32 tokens in two 16-wide token tiles (132 SMs), or not
                 tt16_default = -(-K // 64) <= 128  # plan_skinny_token_tiles: at most 128 k-tiles
                 knob_row("CLO_GEMM_SKINNY_TT16", "0" if tt16_default else "1", "tt16_off" if tt16_default else "tt16")
-            if M >= 224 and N == 4096:  # ties to the narrower token tile: 128-row units x 4 tiles of 64
-                knob_row("CLO_GEMM_SKINNY_TT_NARROW", "1", "tt_narrow")
+            if 32 < M < 256 and N <= 6144 and M % 64 != 0:  # token tiles of the kernel's width (the last one short)
+                knob_row("CLO_GEMM_SKINNY_TT_EVEN", "0", "tt_even_off")
             if 128 < M <= 192 and N in (12288, 14336, 16384, 28672):  # the 192-wide tile against the family
                 knob_row("CLO_GEMM_SKINNY_WIDE", "0", "wide_off")
             if N < 16384 and (M % 8 != 0 or M in (72, 80, 96, 144, 160, 192, 224)):  # the last token tile's box unclipped
@@ -539,7 +539,7 @@ if __name__ == "__main__":
     if "batch_sweep" in wanted:
         os.environ.setdefault("CLO_TMA_L2_PROMOTION", "")
         os.environ.setdefault("CLO_GEMM_SKINNY_TT16", "")
-        os.environ.setdefault("CLO_GEMM_SKINNY_TT_NARROW", "")
+        os.environ.setdefault("CLO_GEMM_SKINNY_TT_EVEN", "")
         os.environ.setdefault("CLO_GEMM_SKINNY_BOX_CLIP", "")
         os.environ.setdefault("CLO_GEMM_SKINNY_WIDE", "")
     if "int8_kn" in wanted or "int8_nk" in wanted:

@@ -32,7 +32,7 @@ os.environ.setdefault("CLO_GEMM_INT8_SPLITK", "")
 os.environ.setdefault("CLO_GEMM_INT8_SKINNY", "")
 os.environ.setdefault("CLO_GEMM_PDL", "")
 os.environ.setdefault("CLO_GEMM_SKINNY_TT16", "")
-os.environ.setdefault("CLO_GEMM_SKINNY_TT_NARROW", "")
+os.environ.setdefault("CLO_GEMM_SKINNY_TT_EVEN", "")
 os.environ.setdefault("CLO_GEMM_SKINNY_BOX_CLIP", "")
 os.environ.setdefault("CLO_GEMM_SKINNY_WIDE", "")
 
@@ -886,51 +886,63 @@ def test_wgmma_skinny_wide_epilogue(m, n, k, dtype, trans_b, alpha, beta, with_c
                        kernel=r"gemm_wgmma_sm90_kernel<[^>]*, 192, \d+, 1, true>")
 
 
-def _skinny_token_tiles(rows, tokens, k_major, tt16=False, narrow=False, ktiles=0):
-    """plan_skinny_token_tiles (gemm_wgmma_sm90.cuh): (token tile width, weight rows a unit) of
-    the whole units x token tiles that fill 90% of the SMs in one wave, the fewest rows a CTA
-    reads (a tie to the wider tile, or with `narrow` to the narrower); None where there is no
-    such deal (or one token tile). 16-wide tiles are weighed too with tt16 (dev knob
-    CLO_GEMM_SKINNY_TT16=1) or by the default rule: a 16-bit call (ktiles: its 128-byte k-tiles;
-    0 for int8) of at most 128 k-tiles. narrow: CLO_GEMM_SKINNY_TT_NARROW."""
+def _skinny_token_tiles(rows, tokens, k_major, tt16=False, ktiles=0, even=True):
+    """plan_skinny_token_tiles (gemm_wgmma_sm90.cuh): (kernel width, weight rows a unit, token tile
+    width) of the whole units x token tiles that fill 90% of the SMs in one wave, the fewest rows a
+    CTA reads a k-tile (weight rows + tile width, with `even` 16 more for units taller than 64
+    rows; a tie to fewer tiles).
+    With `even` (the default; dev knob CLO_GEMM_SKINNY_TT_EVEN=0 off) the tokens are cut into tiles
+    as even as multiples of 8 allow, on the narrowest kernel at least that wide; without, tiles of
+    the kernel's width. None where there is no such deal (or one token tile). Tiles of 16 tokens
+    or fewer are weighed with tt16 (dev knob CLO_GEMM_SKINNY_TT16=1) or by the default rule: a
+    16-bit call (ktiles: its 128-byte k-tiles; 0 for int8) of at most 128 k-tiles."""
     sms = torch.cuda.get_device_properties(0).multi_processor_count
-    best = None
+    best, best_rows, best_tiles = None, 0, 0
     tt16 = tt16 or 0 < ktiles <= 128
-    for bn in (128, 64, 32, 16) if tt16 else (128, 64, 32):
-        tiles = -(-tokens // bn)
-        if tokens <= 16 or tiles < 2:
-            continue
-        for r in range(64, 129, 8 if k_major else 32):
-            items = -(-rows // r) * tiles
-            if items <= sms and items * 10 >= sms * 9 and (
-                    best is None or r + bn < sum(best) or (narrow and r + bn == sum(best))):
-                best = (bn, r)
+    if tokens <= 16:
+        return None
+    for bn in (128, 64, 32, 16):
+        for tile_n in range(bn, bn // 2 if even else bn - 8, -8):
+            if tile_n <= 16 and not tt16:
+                continue
+            tiles = -(-tokens // tile_n)
+            if tiles < 2 or (even and -(-tokens // tiles) <= tile_n - 8):
+                continue
+            for r in range(64, 129, 8 if k_major else 32):
+                items = -(-rows // r) * tiles
+                if items > sms or items * 10 < sms * 9:
+                    continue
+                cost = r + tile_n + (16 if even and r > 64 else 0)  # kSkinnyTallUnitRows
+                if best is None or cost < best_rows or (cost == best_rows and tiles < best_tiles):
+                    best, best_rows, best_tiles = (bn, r, tile_n), cost, tiles
     return best
 
 
 @pytest.mark.parametrize("trans_b", [False, True])
-@pytest.mark.parametrize("knob,m,n,k", [("CLO_GEMM_SKINNY_TT16", 17, 4096, 4104), ("CLO_GEMM_SKINNY_TT16", 32, 6144, 520),
-                                        ("CLO_GEMM_SKINNY_TT16", 20, 4096, 1032),
-                                        ("CLO_GEMM_SKINNY_TT_NARROW", 256, 4096, 1032),
-                                        ("CLO_GEMM_SKINNY_TT_NARROW", 225, 4096, 4104),
-                                        ("CLO_GEMM_SKINNY_BOX_CLIP", 72, 4096, 1032),
-                                        ("CLO_GEMM_SKINNY_BOX_CLIP", 145, 6144, 520)])
-def test_wgmma_skinny_token_tile_knobs(monkeypatch, trans_b, knob, m, n, k):
-    """The token-tile deal's dev knobs: CLO_GEMM_SKINNY_TT16 (17-32 tokens in two 16-wide tiles on
-    the decode tile's kernel; 6144 rows in 96-row units) and CLO_GEMM_SKINNY_TT_NARROW (a tie to
-    the narrower tile: 4096 rows x 225-256 tokens in 128-row units x 4 tiles of 64, both consumer
-    warpgroups; 225: a last tile of 33 tokens). The kernel is the mirror's width, whole units (no
-    counters to zero); against float64 (K = 4104 and 1032: a partial last k-tile), bit for bit on
-    a second call, and a CUDA graph replays it on new data. CLO_GEMM_SKINNY_BOX_CLIP=0 turns off the
-    default clip of the last token tile's box to its tokens (72: 8 of 64; 145: 17 of 128, a box of
-    24 rows partly past M)."""
+@pytest.mark.parametrize("knob,m,n,k,width", [("CLO_GEMM_SKINNY_TT16", 17, 4096, 4104, 16),
+                                              ("CLO_GEMM_SKINNY_TT16", 32, 6144, 520, 16),
+                                              ("CLO_GEMM_SKINNY_TT16", 20, 4096, 1032, 16),
+                                              ("CLO_GEMM_SKINNY_TT_EVEN", 144, 4096, 1032, 64),
+                                              ("CLO_GEMM_SKINNY_TT_EVEN", 225, 4096, 4104, 128),
+                                              ("CLO_GEMM_SKINNY_BOX_CLIP", 72, 4096, 1032, 64),
+                                              ("CLO_GEMM_SKINNY_BOX_CLIP", 145, 6144, 520, 128)])
+def test_wgmma_skinny_token_tile_knobs(monkeypatch, trans_b, knob, m, n, k, width):
+    """The token-tile deal's dev knobs: CLO_GEMM_SKINNY_TT16=1 (17-32 tokens in two 16-wide tiles on
+    the decode tile's kernel, at any K; 6144 rows in 96-row units) and CLO_GEMM_SKINNY_TT_EVEN=0
+    (tiles of the kernel's width, the last one short: 144 tokens on 4096 rows in 96-row units x 3
+    tiles of 64, the last of 16; 225 in 64-row units x 2 of 128, the last of 97). The kernel is the
+    mirror's width (`width` on 132 SMs), whole units (no counters to zero); against float64
+    (K = 4104 and 1032: a partial last k-tile), bit for bit on a second call, and a CUDA graph
+    replays it on new data. CLO_GEMM_SKINNY_BOX_CLIP=0 turns off the default clip of the last
+    token tile's box to its tokens (72: even tiles of 40, the last of 32 in a 40-row box, 8 rows
+    past M; 145: tiles of 80 on the 128-wide kernel, the last of 65 in an 80-row box)."""
     _require_sm90()
-    off = knob.endswith("BOX_CLIP")
+    off = knob.endswith("BOX_CLIP") or knob.endswith("TT_EVEN")
     monkeypatch.setenv(knob, "0" if off else "1")
-    tokens = _skinny_token_tiles(n, m, trans_b, tt16=knob.endswith("TT16"), narrow=knob.endswith("NARROW"))
+    tokens = _skinny_token_tiles(n, m, trans_b, tt16=knob.endswith("TT16"), even=not knob.endswith("TT_EVEN"))
     assert tokens is not None
     if torch.cuda.get_device_properties(0).multi_processor_count == 132:
-        assert tokens[0] == (16 if knob.endswith("TT16") else 128 if m == 145 else 64), tokens
+        assert tokens[0] == width, tokens
     dtype = torch.float16
     a, b = _rand((m, k), dtype), _rand((n, k) if trans_b else (k, n), dtype)
     f = lambda: llm.gemm(a, b, trans_b=trans_b)
@@ -951,13 +963,16 @@ def test_wgmma_skinny_token_tile_knobs(monkeypatch, trans_b, knob, m, n, k):
                                    (17, 4096, 4104), (17, 4096, 8328), (256, 4096, 1032), (129, 4096, 520),
                                    (200, 6144, 264), (256, 5120, 520), (256, 1000, 520), (256, 700, 520),
                                    (144, 12288, 520), (256, 12288, 264), (160, 16384, 136), (192, 12360, 1032),
-                                   (160, 28672, 136)])
+                                   (160, 28672, 136), (144, 4096, 1032), (40, 4096, 4104), (97, 5120, 264)])
 def test_wgmma_skinny_batched_shapes(monkeypatch, force, trans_b, m, n, k):
     """kAuto sends 16 < M <= 256 to the skinny tile (kernel name) unless the 128-wide tiles fill a
     wave or the weight has fewer than 1024 rows. Where whole units of weight rows x token tiles
     fill a wave (plan_skinny_token_tiles: 4096 rows at M = 64 in 64-row units x 2 tiles 32 wide,
-    M = 128 x 64 wide, M = 256 x 128 wide; 6144 rows in units of 96; M = 129: 3 tiles, the last
-    one row; M = 17-32 at K <= 8192: 2 tiles 16 wide, 17 x 4096 x 4104), one a CTA; otherwise
+    M = 128 x 64 wide, M = 256 x 128 wide; 6144 rows in units of 96; even tiles narrower than the
+    kernel: M = 129 and 144 in 2 tiles of 72 on the 128-wide kernel (the last of 57 tokens at 129),
+    M = 40 in 2 of 24 on the 32-wide one, 97 x 5120 with b [N, K] in 80-row units x 2 of 56
+    (b [K, N]: 128-row units x 3 of 40); M = 17-32 at
+    K <= 8192: 2 tiles 16 wide, 17 x 4096 x 4104), one a CTA; otherwise
     (M <= 128) all of a in one tile, 64 wide up to M = 64 and 128 above, in whole units as for
     decode or (too few weight rows for a wave of them) 64-row units each split along K over the
     SMs, at most ~sqrt(k-tiles / 2) ranges a unit (M = 17, 4096 rows, K = 8328: 64 x 2 ranges of

@@ -137,8 +137,12 @@ struct WgmmaTailSplit {
   // whole 1 KB atoms) and BN rows of B, `ring` of them (<= the kernel's Stages).
   int ring = 0;
   uint32_t a_stride = 0;
-  // The skinny tile's last token tile, where it holds fewer than BN tokens: its box's rows (the
-  // tokens rounded up to 8; 0: every tile full, or the knob off).
+  // The skinny tile's token tile: tile_n tokens (a multiple of 8, at most BN; 0 in the planner's
+  // output means BN), each a box of that many rows; the kernel computes BN columns, of which
+  // those past tile_n come from stale slot rows and are not stored.
+  int tile_n = 0;
+  // The skinny tile's last token tile, where it holds fewer than tile_n tokens: its box's rows
+  // (the tokens rounded up to 8; 0: every tile full, or the knob off).
   int b_last_rows = 0;
   __host__ __device__ int range_start(int g) const { return (g * base + (g < rem ? g : rem)) * step; }
   __device__ int cta_of(int i) const {  // the CTA whose range holds iteration i
@@ -312,24 +316,37 @@ inline WgmmaTailSplit plan_skinny(long long rows, int ktiles, bool k_major, long
   return ts;
 }
 // Host: batched decode (more than 16 rows of activations, `tokens`: the swapped problem's N) in
-// whole units of row_step weight rows x BN-wide token tiles, one a CTA, nothing split along K,
-// where such a deal fills one wave (90% of the SMs). It is the shape cuBLAS runs there (64x64
-// tiles at 128 tokens, 64x128 at 256, 96 weight rows at 6144: NOTES.md "Token tiles") and
-// replaces the split units' end-of-range sums, which one SM's round trips through a saturated
-// memory system made the grid's tail. Of the deals with two or more token tiles, the one whose
-// CTA reads the fewest bytes a k-tile (row_step + bn rows: weight and activations alike come
-// through L2 into the SM); a tie goes to the wider token tile (one consumer warpgroup at 64
-// rows, fewer shared-memory reads). row_step: 64..128 in 8s for a weight stored [N, K], else 64,
-// 96 or 128 (skinny_m_major_32_box). bn 0: no such deal.
+// whole units of row_step weight rows x token tiles, one a CTA, nothing split along K, where
+// such a deal fills one wave (90% of the SMs). It is the shape cuBLAS runs there (64x64 tiles at
+// 128 tokens, 64x128 at 256, 96 weight rows at 6144: NOTES.md "Token tiles") and replaces the
+// split units' end-of-range sums, which one SM's round trips through a saturated memory system
+// made the grid's tail. The tokens are cut into tiles_n >= 2 tiles of tile_n tokens each, as even
+// as multiples of 8 allow, on the narrowest kernel at least that wide (bn: 16, 32, 64 or 128;
+// the columns past tile_n are computed and dropped). Of those deals, the one whose CTA reads the
+// fewest bytes a k-tile (row_step + tile_n rows: weight and activations alike come through L2
+// into the SM); a tie goes to fewer, wider token tiles (one consumer warpgroup at 64 rows, fewer
+// shared-memory reads; ties to the narrower tile measured slower, NOTES.md "Stop 127").
+// row_step: 64..128 in 8s for a weight stored [N, K], else 64, 96 or 128
+// (skinny_m_major_32_box). bn 0: no such deal.
+// Even tiles: 144 tokens on 4096 rows are 64-row units x 2 tiles of 72 (136 rows a CTA a k-tile;
+// cuBLAS's 64x72 tile) where tiles of the kernel's width were 96-row units x 3 tiles of 64 (the
+// last of 16 tokens; 160 rows, 22.3 us against cuBLAS's 15.8, NOTES.md "Stop 127"). Dev knob
+// CLO_GEMM_SKINNY_TT_EVEN: 0 gives tiles of the kernel's width (the last one short), the deal
+// before. Units taller than 64 rows count kSkinnyTallUnitRows more: they run the second consumer
+// warpgroup at the kernel's whole width, and such deals measured slower than 64-row units reading
+// as many rows (4096 rows x 224-256 tokens: 128-row units x 4 tiles of 64, 21.3-22.2 us, against
+// 64-row units x 2 tiles of 128, 19.8; NOTES.md "Stop 127", tt_narrow).
 // Token tiles 16 wide (17-32 tokens in two, on the decode tile's kernel) are weighed for a 16-bit
 // call (int8: not measured) of at most kSkinnyTt16MaxKtiles k-tiles: they
 // read each weight unit twice from L2 where the split units (plan_skinny) read it once but sum
 // their pieces through memory, and that sum is the smaller cost at short K (4096 rows x 17-32
 // tokens: 16.2 against 20.7 us at K = 4096, 23.3 / 27.0 at 6144, 30.2 / 32.6 at 8192, 40.6 / 39.9
-// at 11008, 51.5 / 48.6 at 14336; NOTES.md "Stop 127").
+// at 11008, 51.5 / 48.6 at 14336; NOTES.md "Stop 127"). So are tiles of 16 tokens or fewer on a
+// wider kernel.
 constexpr int kSkinnyTt16MaxKtiles = 128;
+constexpr int kSkinnyTallUnitRows = 16;
 struct SkinnyTokenTiles {
-  int bn = 0, row_step = 0, tiles_n = 1;
+  int bn = 0, tile_n = 0, row_step = 0, tiles_n = 1;
 };
 inline SkinnyTokenTiles plan_skinny_token_tiles(long long rows, long long tokens, bool k_major, long long grid,
                                                 int ktiles, bool int8) {
@@ -341,20 +358,22 @@ inline SkinnyTokenTiles plan_skinny_token_tiles(long long rows, long long tokens
   static bool dev_tt16 = std::getenv("CLO_GEMM_SKINNY_TT16") != nullptr;
   const int tt16_mode = dev_knob("CLO_GEMM_SKINNY_TT16", dev_tt16, 2);
   const bool tt16 = tt16_mode == 1 || (tt16_mode == 2 && !int8 && ktiles <= kSkinnyTt16MaxKtiles);
-  // Dev knob CLO_GEMM_SKINNY_TT_NARROW: 1 gives a tie to the narrower token tile (its units of
-  // more weight rows keep both consumer warpgroups busy: 256 tokens x 4096 rows in 128-row
-  // units x 4 tiles of 64 rather than 64-row units x 2 of 128).
-  static bool dev_narrow = std::getenv("CLO_GEMM_SKINNY_TT_NARROW") != nullptr;
-  const bool narrow = dev_knob("CLO_GEMM_SKINNY_TT_NARROW", dev_narrow, 0) != 0;
-  for (const int bn : {128, 64, 32, 16}) {
-    if (bn == 16 && !tt16) continue;
-    const long long tiles = (tokens + bn - 1) / bn;
-    if (tiles < 2) continue;  // one token tile: plan_skinny's deals
-    for (int r = 64; r <= 128; r += k_major ? 8 : 32) {
-      const long long items = (rows + r - 1) / r * tiles;
-      if (items > grid || items * 10 < grid * 9) continue;
-      if (best.bn == 0 || r + bn < best_rows || (narrow && r + bn == best_rows)) {
-        best = {bn, r, static_cast<int>(tiles)}, best_rows = r + bn;
+  static bool dev_even = std::getenv("CLO_GEMM_SKINNY_TT_EVEN") != nullptr;
+  const bool even = dev_knob("CLO_GEMM_SKINNY_TT_EVEN", dev_even, 1) != 0;
+  for (const int bn : {128, 64, 32, 16}) {  // the kernel's width, then (even) the tile widths it is narrowest for
+    for (int tile_n = bn; tile_n > (even ? bn / 2 : bn - 8); tile_n -= 8) {
+      if (tile_n <= 16 && !tt16) continue;
+      const long long tiles = (tokens + tile_n - 1) / tile_n;
+      if (tiles < 2) continue;  // one token tile: plan_skinny's deals
+      // Only the narrowest even width for this many tiles (a wider one reads more for nothing).
+      if (even && (tokens + tiles - 1) / tiles <= tile_n - 8) continue;
+      for (int r = 64; r <= 128; r += k_major ? 8 : 32) {
+        const long long items = (rows + r - 1) / r * tiles;
+        if (items > grid || items * 10 < grid * 9) continue;
+        const long long cost = r + tile_n + (even && r > 64 ? kSkinnyTallUnitRows : 0);
+        if (best.bn == 0 || cost < best_rows || (cost == best_rows && tiles < best.tiles_n)) {
+          best = {bn, tile_n, r, static_cast<int>(tiles)}, best_rows = cost;
+        }
       }
     }
   }
@@ -377,6 +396,7 @@ inline bool plan_skinny_deal(long long rows, long long tokens, int bn, int ktile
     if (tt.bn != bn || units * ktiles >= (1LL << 31)) return false;
     ts = skinny_whole_deal(units, ktiles, grid, tt.row_step);
     ts.tiles_n = tt.tiles_n;
+    ts.tile_n = tt.tile_n;
     return true;
   }
   if (tokens > bn) return false;
@@ -450,6 +470,8 @@ gemm_wgmma_sm90_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_c
   const int warpgroup = __shfl_sync(0xffffffffu, int(threadIdx.x / 128), 0);
   const int wg_tid = threadIdx.x % 128;
   const int ktiles = div_ceil(K, BK);
+  // The skinny tile's token tiles are tile_n tokens (<= BN) apart; every other tile BN.
+  const int tile_w = kSkinny ? ts.tile_n : BN;
   // Work units: kCluster vertically adjacent tiles sharing one column of B; the CTAs of
   // a cluster take the same unit, rank r its r-th tile. A persistent grid strides the
   // units; a grid of one cluster per unit runs each once.
@@ -505,7 +527,7 @@ gemm_wgmma_sm90_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_c
         // its ts.tiles_n tile columns; grouped_block knows only 128-row units.
         const BlockCoord blk = kSkinny ? BlockCoord{unit / ts.tiles_n, unit % ts.tiles_n}
                                        : grouped_block(unit, unit_rows, tiles_n, raster);
-        const int m0 = kSkinny ? blk.bm * ts.row_step : (blk.bm * kCluster + rank) * BM, n0 = blk.bn * BN;
+        const int m0 = kSkinny ? blk.bm * ts.row_step : (blk.bm * kCluster + rank) * BM, n0 = blk.bn * tile_w;
         // 64-wide m/n chunks entirely past M / N are not loaded (their stale smem only
         // feeds output rows / columns the epilogue masks); the byte count follows. A
         // cluster's second tile may lie wholly past M: it loads no A, still its half of B.
@@ -516,11 +538,12 @@ gemm_wgmma_sm90_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_c
                              : kTransA                     ? min(BM / 64, div_ceil(M - m0, 64))
                                                            : BM / 64;
         const int b_chunks = kTransB ? 0 : min(BN / 64, div_ceil(N - n0, 64));  // N-major B: 64-column boxes
-        // The skinny tile's last token tile, where it holds fewer than BN tokens, comes as a box of
-        // its own rows only (map_b_last, ts.b_last_rows: the tokens rounded up to 8); the slot's
-        // other rows keep stale data, which feeds only output columns past M that the epilogue masks.
-        const bool b_last = kSkinny && ts.b_last_rows > 0 && n0 + BN > N;
-        const uint32_t b_bytes = kTransB ? (b_last ? ts.b_last_rows * 128u : Cfg::kBBytes) : b_chunks * 8192u;
+        // The skinny tile's token tile is a box of tile_n rows (map_b), its last one, where it holds
+        // fewer tokens, of those tokens' rows only (map_b_last, ts.b_last_rows: the tokens rounded
+        // up to 8); the slot's other rows keep stale data, which feeds only output columns the
+        // epilogue drops (past the tile or past M).
+        const bool b_last = kSkinny && ts.b_last_rows > 0 && n0 + tile_w > N;
+        const uint32_t b_bytes = kTransB ? (b_last ? ts.b_last_rows : tile_w) * 128u : b_chunks * 8192u;
         for (int kt = kb; kt < ke; ++kt, ++it) {
           const int s = kSkinny ? slot_pos.slot : it % Stages;
           // Stage s last held k-tile it - ring: wait until every CTA that reads the
@@ -678,7 +701,7 @@ gemm_wgmma_sm90_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_c
     auto epilogue = [&](int unit) {
       const BlockCoord blk = kSkinny ? BlockCoord{unit / ts.tiles_n, unit % ts.tiles_n}
                                      : grouped_block(unit, unit_rows, tiles_n, raster);
-      const int m0 = kSkinny ? blk.bm * ts.row_step : (blk.bm * kCluster + rank) * BM, n0 = blk.bn * BN;
+      const int m0 = kSkinny ? blk.bm * ts.row_step : (blk.bm * kCluster + rank) * BM, n0 = blk.bn * tile_w;
       const int warp = wg_tid / 32, lane = wg_tid % 32;
       // The value stored: alpha * acc, or the exact int32 sum for int8.
       auto out = [&](Acc x) {
@@ -693,14 +716,14 @@ gemm_wgmma_sm90_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_c
         // them from n0): element (r, c) of the accumulators goes to D[c][r].
         const int r0 = m0 + cw * 64 + warp * 16 + lane / 4, c0 = n0 + 2 * (lane % 4);
         // Rows past the unit's row_step (smem rows the unit's box did not fill) belong to
-        // the next unit or to nothing.
-        const int row_end = min(M, m0 + ts.row_step);
+        // the next unit or to nothing; columns past the token tile, to the next tile or nothing.
+        const int row_end = min(M, m0 + ts.row_step), col_end = min(N, n0 + tile_w);
         auto store_t = [&](auto out_tag) {
           using TOut = decltype(out_tag);
 #pragma unroll
           for (int i = 0; i < Cfg::kAccum; ++i) {
             const int r = r0 + 8 * ((i / 2) % 2), c = c0 + 8 * (i / 4) + i % 2;
-            if (r < row_end && c < N) store_one<TOut>(args, c, r, out(acc[i]));
+            if (r < row_end && c < col_end) store_one<TOut>(args, c, r, out(acc[i]));
           }
         };
         if constexpr (kInt8) {
@@ -1047,6 +1070,12 @@ inline cudaError_t launch_wgmma_cfg(const GemmProblem& p, const WgmmaSchedule& s
     static bool dev_ring = std::getenv("CLO_GEMM_SKINNY_RING") != nullptr;
     const int ring_cap = dev_knob("CLO_GEMM_SKINNY_RING", dev_ring, 0);
     if (ring_cap > 0) ts.ring = std::min(ts.ring, ring_cap);
+    if (ts.tile_n == 0) ts.tile_n = BN;  // one tile of every token, or tiles of the kernel's width
+    if (ts.tile_n < BN) {  // even token tiles narrower than the kernel: boxes of their rows
+      err = encode_tensor_map_2d(&map_b, p.in_dtype, p.b, p.K, p.N, p.ldb * kElem, kRow,
+                                 static_cast<uint32_t>(ts.tile_n), kSw128, promo);
+      if (err != cudaSuccess) return err;
+    }
   } else if (kCluster == 1 && persistent) {
     const WgmmaTailSplit plan = wgmma_tail_split(p, sch);
     // The binding sized the workspace by the same plan (wgmma_workspace_bytes); without it, whole units.
@@ -1070,9 +1099,9 @@ inline cudaError_t launch_wgmma_cfg(const GemmProblem& p, const WgmmaSchedule& s
     // 4096 rows at M = 72 (a second token tile of 8 tokens in a 64-row box) 23.2 us against 17.4
     // at M = 128 on the same deal (NOTES.md "Stop 126"). Dev knob CLO_GEMM_SKINNY_BOX_CLIP: 0 off.
     static bool dev_clip = std::getenv("CLO_GEMM_SKINNY_BOX_CLIP") != nullptr;
-    const int last_tokens = p.N - (ts.tiles_n - 1) * BN;  // the swapped problem's N: the tokens
-    const int rows = std::min(BN, (last_tokens + 7) / 8 * 8);
-    if (dev_knob("CLO_GEMM_SKINNY_BOX_CLIP", dev_clip, 1) != 0 && rows < BN) {
+    const int last_tokens = p.N - (ts.tiles_n - 1) * ts.tile_n;  // the swapped problem's N: the tokens
+    const int rows = std::min(ts.tile_n, (last_tokens + 7) / 8 * 8);
+    if (dev_knob("CLO_GEMM_SKINNY_BOX_CLIP", dev_clip, 1) != 0 && rows < ts.tile_n) {
       err = encode_tensor_map_2d(&map_b_last, p.in_dtype, p.b, p.K, p.N, p.ldb * kElem, kRow,
                                  static_cast<uint32_t>(rows), kSw128, promo);
       if (err != cudaSuccess) return err;
