@@ -976,9 +976,9 @@ def test_wgmma_skinny_batched_shapes(monkeypatch, force, trans_b, m, n, k):
     (M <= 128) all of a in one tile, 64 wide up to M = 64 and 128 above, in whole units as for
     decode or (too few weight rows for a wave of them) 64-row units each split along K over the
     SMs, at most ~sqrt(k-tiles / 2) ranges a unit (M = 17, 4096 rows, K = 8328: 64 x 2 ranges of
-    65.5 k-tiles, which cross unit boundaries; forced, 136 rows: 3 units of 4 ranges). M > 128
-    without a token-tile deal (700 rows; 5120 rows of a weight stored [K, N]) runs elsewhere;
-    1000 rows has one (8 tiles 32 wide), taken when forced.
+    65.5 k-tiles, which cross unit boundaries; forced, 136 rows: 3 units of 4 ranges). M = 256
+    on 5120 rows of a weight stored [K, N] runs 128-row units x 3 tiles of 88; on 700 and 1000
+    rows (too few for the tile rule) the other kernels, and when forced 11 tiles of 24 and 8 of 32.
     M > 128 without one, where plan_skinny deals whole units in a wave (12288 rows: 128 units of
     96; 12360: a last unit of 72; 16384: 128 of 128; 28672 with b [N, K]: 256 units of 112, two a
     CTA, and with b [K, N] none), runs up to M = 192 in one tile 192 wide, its last token box

@@ -131,7 +131,7 @@ struct WgmmaTailSplit {
   // row_step rows of the swapped problem (the weight's rows: a K-major A's TMA box height).
   int base = 0, rem = 0, step = 1, row_step = 0;
   // Token tiles (batched decode, plan_skinny_token_tiles): unit v is weight rows
-  // (v / tiles_n) * row_step.. of the swapped problem and its BN columns (v % tiles_n) * BN..
+  // (v / tiles_n) * row_step.. of the swapped problem and its tile_n columns (v % tiles_n) * tile_n..
   int tiles_n = 1;
   // The skinny tile's ring (launch_wgmma_cfg): slots of a_stride bytes of A (row_step rows in
   // whole 1 KB atoms) and BN rows of B, `ring` of them (<= the kernel's Stages).
@@ -550,7 +550,7 @@ gemm_wgmma_sm90_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_c
           // stage has released it (phase (it/ring - 1) of empty).
           if (it >= ring) tma::mbarrier_wait_suspended(&empty_bar[s], kSkinny ? slot_pos.phase ^ 1 : ((it / Stages) - 1) & 1);
           if constexpr (kSkinny) slot_pos.next(ring);
-          // A K-major B tile is one box of BN rows (TMA counts rows past N, zero-filled).
+          // A K-major B tile is one box of BN rows (the skinny tile's: b_bytes' rows; TMA counts rows past N, zero-filled).
           const uint32_t a_bytes = kSkinny && !kTransA ? (a_chunks > 0 ? ts.row_step * 128u : 0u)
                                    : a_half_tail && a_chunks == 2 ? 8192u + 4096u
                                                                   : a_chunks * 8192u;
