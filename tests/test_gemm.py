@@ -978,7 +978,8 @@ def test_wgmma_skinny_batched_shapes(monkeypatch, force, trans_b, m, n, k):
     SMs, at most ~sqrt(k-tiles / 2) ranges a unit (M = 17, 4096 rows, K = 8328: 64 x 2 ranges of
     65.5 k-tiles, which cross unit boundaries; forced, 136 rows: 3 units of 4 ranges). M = 256
     on 5120 rows of a weight stored [K, N] runs 128-row units x 3 tiles of 88; on 700 and 1000
-    rows (too few for the tile rule) the other kernels, and when forced 11 tiles of 24 and 8 of 32.
+    rows (too few for the tile rule) the other kernels, and when forced 11 tiles of 24 and 8 of 32
+    (700 stored [K, N]: rows not 16-byte aligned, never).
     M > 128 without one, where plan_skinny deals whole units in a wave (12288 rows: 128 units of
     96; 12360: a last unit of 72; 16384: 128 of 128; 28672 with b [N, K]: 256 units of 112, two a
     CTA, and with b [K, N] none), runs up to M = 192 in one tile 192 wide, its last token box
@@ -995,7 +996,9 @@ def test_wgmma_skinny_batched_shapes(monkeypatch, force, trans_b, m, n, k):
     # rows (136, 8): the other kernels run. Forced (CLO_GEMM_SKINNY_WGMMA=2) the tile takes all
     # it can run. The wide tile runs wherever its units go whole.
     sms = torch.cuda.get_device_properties(0).multi_processor_count
-    tile = bn is not None and (force == "2" or wide or (-(-m // 128) * -(-n // 128) < sms and n >= 1024))
+    # b [K, N] rows of N elements must be 16-byte aligned for TMA (700: the general kernel).
+    tile = bn is not None and (trans_b or n % 8 == 0) and (
+        force == "2" or wide or (-(-m // 128) * -(-n // 128) < sms and n >= 1024))
     if sms == 132 and 128 < m <= 192 and (n in (12288, 12360, 16384) or (n == 28672 and trans_b)):
         assert wide and tile, (m, n, trans_b)
     monkeypatch.setenv("CLO_GEMM_SKINNY_WGMMA", force)
@@ -1109,7 +1112,8 @@ def test_wgmma_skinny_decode_shapes(monkeypatch, trans_b, m, n, k):
     (16, -4096, r"gemm_wgmma_sm90_kernel<[^>]*, 16, \d+, 1, true>"),         # b [K, N]: split, memset
     (1, 12288, r"gemm_wgmma_sm90_kernel<[^>]*, 16, \d+, 1, true>"),          # whole units
     (16, 8192, r"gemm_wgmma_sm90_kernel<[^>]*, 16, \d+, 1, true>"),           # decode tile
-    (24, 4096, r"gemm_wgmma_sm90_kernel<[^>]*, 64, \d+, 1, true>"),           # split along K
+    (24, 4096, r"gemm_wgmma_sm90_kernel<[^>]*, 64, \d+, 1, true>"),           # split along K (16-wide tiles off)
+    (32, 4096, r"gemm_wgmma_sm90_kernel<[^>]*, 16, \d+, 1, true>"),           # 16-wide token tiles
     (256, 4096, r"gemm_wgmma_sm90_kernel<[^>]*, 128, \d+, 1, true>"),         # token tiles
     (128, 6144, r"gemm_wgmma_sm90_kernel<[^>]*, 64, \d+, 1, true>"),          # 96-row units (mode 1: no PDL)
     (2048, 2048, r"gemm_wgmma_sm90_kernel<[^>]*, 256, 4, 1(, false)?>"),      # persistent tiles
@@ -1123,6 +1127,8 @@ def test_gemm_pdl_chain(monkeypatch, pdl, m, n, kernel):
     to fp16 at every step as the kernels round."""
     _require_sm90()
     monkeypatch.setenv("CLO_GEMM_PDL", pdl)
+    if m == 24:  # the split along K: 17-32 tokens at K <= 8192 go to 16-wide token tiles by default
+        monkeypatch.setenv("CLO_GEMM_SKINNY_TT16", "0")
     trans_b, n = n > 0, abs(n)  # n < 0: the weights stored [K, N]
     dtype, steps = torch.float16, 6
     weights = [(torch.randn(n, n, device="cuda") / n ** 0.5).to(dtype) for _ in range(2)]
