@@ -48,8 +48,9 @@ fi
 
 if [ "${SKIP_TESTS:-0}" != "1" ]; then
 # CLO_REQUIRE_KERNELS: a build or load failure fails the run instead of skipping every cuda test;
-# -rs lists each skip's reason, and the summary names the first ones (a skip is not a pass).
-CLO_REQUIRE_KERNELS=1 python3 -m pytest -q -rs -m "cuda and not slow" $TESTS -p no:cacheprovider --durations=30 2>&1 \
+# -rfEs lists each failure, error and skip (with its reason); the summary names the first
+# failures under "failures" and the first skips (a skip is not a pass).
+CLO_REQUIRE_KERNELS=1 python3 -m pytest -q -rfEs -m "cuda and not slow" $TESTS -p no:cacheprovider --durations=30 2>&1 \
   | tee "$OUT/test_cuda.log" >/dev/null
 summary+=("cuda tests: $(grep -v '^$' "$OUT/test_cuda.log" | tail -1)$([ "${SLOW:-0}" = "1" ] || echo " (slow-marked tests not run: SLOW=1 adds them)")")
 while IFS= read -r line; do summary+=("  $line"); done < <(grep -E "^SKIPPED" "$OUT/test_cuda.log" | head -5)
