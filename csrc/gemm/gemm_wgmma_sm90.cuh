@@ -330,7 +330,8 @@ inline WgmmaTailSplit plan_skinny(long long rows, int ktiles, bool k_major, long
 // (skinny_m_major_32_box). bn 0: no such deal.
 // Even tiles: 144 tokens on 4096 rows are 64-row units x 2 tiles of 72 (136 rows a CTA a k-tile;
 // cuBLAS's 64x72 tile) where tiles of the kernel's width were 96-row units x 3 tiles of 64 (the
-// last of 16 tokens; 160 rows, 22.3 us against cuBLAS's 15.8, NOTES.md "Stop 127"). Dev knob
+// last of 16 tokens; 160 rows): 20.2 -> 19.3 us at K = 4096 (cuBLAS 15.6), 66.3 -> 60.5 at
+// K = 14336, 129-176 tokens 1-10 us faster on those weights (NOTES.md "Stop 128"). Dev knob
 // CLO_GEMM_SKINNY_TT_EVEN: 0 gives tiles of the kernel's width (the last one short), the deal
 // before. Units taller than 64 rows count kSkinnyTallUnitRows more: they run the second consumer
 // warpgroup at the kernel's whole width, and such deals measured slower than 64-row units reading
