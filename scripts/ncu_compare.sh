@@ -9,6 +9,7 @@
 # SDPA-cuDNN; gemm: KNOB is a full environment name (e.g. CLO_GEMM_WGMMA_CLUSTER=2), the peer cuBLAS
 # (torch.matmul); decode: KNOB a full environment name (e.g. CLO_TMA_L2_PROMOTION=0), the arguments
 # those of scripts/probe_decode_once.py, the peer SDPA-cuDNN on the same keys. Default variants: "ours <peer>".
+# NCU_SKIP=n profiles the kernel's (n+1)-th matching launch (gemm: with NCU_CALLS=n+1 calls in the script).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-$PWD/out}
@@ -33,7 +34,7 @@ for spec in ${VARIANTS:-ours $peer}; do
   report="$OUT/ncu_${op}_$name.txt"
   impl_args=("$impl")
   [ "$op" = decode ] && impl_args=(--peer "$([ "$impl" = ours ] || echo sdpa-$impl)")
-  env "${env[@]}" ncu --clock-control none -k regex:"$kernels" -c 1 \
+  env "${env[@]}" ncu --clock-control none -k regex:"$kernels" --launch-skip "${NCU_SKIP:-0}" -c 1 \
     --section SpeedOfLight --section WarpStateStats --section SchedulerStats --section LaunchStats --section Occupancy \
     --metrics 'sm__pipe_tensor_cycles_active.avg.pct_of_peak_sustained_active,regex:smsp__average_warps_issue_stalled_.*_per_issue_active.ratio,sm__cycles_elapsed.avg,smsp__inst_executed.sum,lts__t_bytes.sum,dram__bytes.sum,l1tex__data_pipe_lsu_wavefronts_mem_shared.sum' \
     python3 "$script" "$@" "${impl_args[@]}" >"$report" 2>&1
