@@ -1007,18 +1007,14 @@ inline cudaError_t launch_wgmma_cfg(const GemmProblem& p, const WgmmaSchedule& s
   CUtensorMap map_a, map_b;
   // Tensor maps over the stored matrices: dim0 is the contiguous one, boxes of 128-byte rows
   // (kRow elements). A cluster's CTAs each fetch 1/kCluster of a K-major B tile.
-  // (map_a, whose box height the skinny tile's plan decides, is encoded below.)
+  // (map_a and map_b, whose box heights the skinny tile's plan decides, are encoded below.)
   // The skinny tile streams its operands once (no L2 reuse to keep): tma::stream_l2_promotion
   // (H200: M=16 N=12288 K=4096 b [K, N] 29.9 -> 26.4 us, M=1 / 16 b [N, K] 26.9 / 27.0 ->
   // 26.0 / 26.2; csrc/gemm/NOTES.md, "L2 promotion"). The large tiles keep 256 B.
   constexpr uint32_t kRow = Cfg::BK, kElem = sizeof(T);
   const CUtensorMapL2promotion promo = kSkinny ? tma::stream_l2_promotion() : CU_TENSOR_MAP_L2_PROMOTION_L2_256B;
   constexpr CUtensorMapSwizzle kSw128 = CU_TENSOR_MAP_SWIZZLE_128B;
-  cudaError_t err =
-      kTransB ? encode_tensor_map_2d(&map_b, p.in_dtype, p.b, p.K, p.N, p.ldb * kElem, kRow, Cfg::BN / kCluster, kSw128,
-                                     promo)
-              : encode_tensor_map_2d(&map_b, p.in_dtype, p.b, p.N, p.K, p.ldb * kElem, kRow, Cfg::BK, kSw128, promo);
-  if (err != cudaSuccess) return err;
+  cudaError_t err = cudaSuccess;
   CUtensorMap map_d{};
   if (tma_store) {
     const uint32_t elem = static_cast<uint32_t>(elem_size(p.out_dtype));  // boxes of 128-byte rows
@@ -1072,11 +1068,6 @@ inline cudaError_t launch_wgmma_cfg(const GemmProblem& p, const WgmmaSchedule& s
     const int ring_cap = dev_knob("CLO_GEMM_SKINNY_RING", dev_ring, 0);
     if (ring_cap > 0) ts.ring = std::min(ts.ring, ring_cap);
     if (ts.tile_n == 0) ts.tile_n = BN;  // one tile of every token, or tiles of the kernel's width
-    if (ts.tile_n < BN) {  // even token tiles narrower than the kernel: boxes of their rows
-      err = encode_tensor_map_2d(&map_b, p.in_dtype, p.b, p.K, p.N, p.ldb * kElem, kRow,
-                                 static_cast<uint32_t>(ts.tile_n), kSw128, promo);
-      if (err != cudaSuccess) return err;
-    }
   } else if (kCluster == 1 && persistent) {
     const WgmmaTailSplit plan = wgmma_tail_split(p, sch);
     // The binding sized the workspace by the same plan (wgmma_workspace_bytes); without it, whole units.
@@ -1090,6 +1081,14 @@ inline cudaError_t launch_wgmma_cfg(const GemmProblem& p, const WgmmaSchedule& s
       if (err != cudaSuccess) return err;
     }
   }
+  // A K-major B in boxes of `rows` rows: a cluster CTA's share of the tile, or the skinny tile's
+  // token tile (tile_n rows, even tiles narrower than the kernel) and its clipped last one.
+  auto encode_b_k_major = [&](CUtensorMap* map, uint32_t rows) {
+    return encode_tensor_map_2d(map, p.in_dtype, p.b, p.K, p.N, p.ldb * kElem, kRow, rows, kSw128, promo);
+  };
+  err = kTransB ? encode_b_k_major(&map_b, kSkinny ? static_cast<uint32_t>(ts.tile_n) : Cfg::BN / kCluster)
+                : encode_tensor_map_2d(&map_b, p.in_dtype, p.b, p.N, p.K, p.ldb * kElem, kRow, Cfg::BK, kSw128, promo);
+  if (err != cudaSuccess) return err;
   const uint32_t a_box_rows = kSkinny ? static_cast<uint32_t>(ts.row_step) : Cfg::BM;
   err = kTransA ? encode_tensor_map_2d(&map_a, p.in_dtype, p.a, p.M, p.K, p.lda * kElem, kRow, Cfg::BK, kSw128, promo)
                 : encode_tensor_map_2d(&map_a, p.in_dtype, p.a, p.K, p.M, p.lda * kElem, kRow, a_box_rows, kSw128, promo);
@@ -1103,8 +1102,7 @@ inline cudaError_t launch_wgmma_cfg(const GemmProblem& p, const WgmmaSchedule& s
     const int last_tokens = p.N - (ts.tiles_n - 1) * ts.tile_n;  // the swapped problem's N: the tokens
     const int rows = std::min(ts.tile_n, (last_tokens + 7) / 8 * 8);
     if (dev_knob("CLO_GEMM_SKINNY_BOX_CLIP", dev_clip, 1) != 0 && rows < ts.tile_n) {
-      err = encode_tensor_map_2d(&map_b_last, p.in_dtype, p.b, p.K, p.N, p.ldb * kElem, kRow,
-                                 static_cast<uint32_t>(rows), kSw128, promo);
+      err = encode_b_k_major(&map_b_last, static_cast<uint32_t>(rows));
       if (err != cudaSuccess) return err;
       ts.b_last_rows = rows;
     }
