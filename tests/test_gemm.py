@@ -35,6 +35,7 @@ os.environ.setdefault("CLO_GEMM_SKINNY_TT16", "")
 os.environ.setdefault("CLO_GEMM_SKINNY_TT_EVEN", "")
 os.environ.setdefault("CLO_GEMM_SKINNY_BOX_CLIP", "")
 os.environ.setdefault("CLO_GEMM_SKINNY_WIDE", "")
+os.environ.setdefault("CLO_GEMM_SKINNY_WIDE_SPLIT", "")
 
 FLOATS = [torch.float32, torch.float16, torch.bfloat16]
 # Any size 1..1024, or a multiple of 16 (the tensor-core / vectorised paths with edge tiles).
@@ -886,7 +887,7 @@ def test_wgmma_skinny_wide_epilogue(m, n, k, dtype, trans_b, alpha, beta, with_c
                        kernel=r"gemm_wgmma_sm90_kernel<[^>]*, 192, \d+, 1, true>")
 
 
-def _skinny_token_tiles(rows, tokens, k_major, tt16=False, ktiles=0, even=True):
+def _skinny_token_tiles(rows, tokens, k_major, tt16=False, ktiles=0, even=True, wide_split=False):
     """plan_skinny_token_tiles (gemm_wgmma_sm90.cuh): (kernel width, weight rows a unit, token tile
     width) of the whole units x token tiles that fill 90% of the SMs in one wave, the fewest rows a
     CTA reads a k-tile (weight rows + tile width, with `even` 16 more for units taller than 64
@@ -895,11 +896,13 @@ def _skinny_token_tiles(rows, tokens, k_major, tt16=False, ktiles=0, even=True):
     as even as multiples of 8 allow, on the narrowest kernel at least that wide; without, tiles of
     the kernel's width. None where there is no such deal (or one token tile). Tiles of 16 tokens
     or fewer are weighed with tt16 (dev knob CLO_GEMM_SKINNY_TT16=1) or by the default rule: a
-    16-bit call (ktiles: its 128-byte k-tiles; 0 for int8) of at most 128 k-tiles."""
+    16-bit call (ktiles: its 128-byte k-tiles; 0 for int8) of at most 128 k-tiles. With
+    `wide_split` (dev knob CLO_GEMM_SKINNY_WIDE_SPLIT=1) none for 129-192 tokens of a 16-bit call
+    above 128 k-tiles where 2 chunks of every 64-row unit fit the SMs (skinny_wide_split)."""
     sms = torch.cuda.get_device_properties(0).multi_processor_count
     best, best_rows, best_tiles = None, 0, 0
     tt16 = tt16 or 0 < ktiles <= 128
-    if tokens <= 16:
+    if tokens <= 16 or (wide_split and 128 < tokens <= 192 and ktiles > 128 and 2 * -(-rows // 64) <= sms):
         return None
     for bn in (128, 64, 32, 16):
         for tile_n in range(bn, bn // 2 if even else bn - 8, -8):
@@ -1022,6 +1025,46 @@ def test_wgmma_skinny_batched_shapes(monkeypatch, force, trans_b, m, n, k):
     monkeypatch.setenv("CLO_GEMM_SKINNY_WGMMA", "0")
     assert not re.search(r"gemm_wgmma_sm90_kernel<[^>]*, true>", kernel_names(f))
     assert_close(f(), ref, dtype, rel_tol=_tol(dtype, k), what="batched decode without the skinny tile")
+
+
+@pytest.mark.parametrize("trans_b", [False, True])
+@pytest.mark.parametrize("m,n,k,splits", [(144, 4096, 8328, 2), (160, 2816, 8264, 3), (129, 4136, 8200, 2),
+                                          (192, 4096, 8200, 2)])
+def test_wgmma_skinny_wide_split(monkeypatch, trans_b, m, n, k, splits):
+    """Dev knob CLO_GEMM_SKINNY_WIDE_SPLIT=1 (skinny_wide_split): 129-192 tokens above 128 k-tiles,
+    where two chunks of every 64-row unit fit a wave, run in one 192-wide tile with each 64-row
+    unit cut along K into `splits` chunks (4096 rows: 64 units x 2; 2816: 44 x 3; 4136: a last
+    unit of 40 rows; K = 8200 and 8264 end on a partial k-tile), the last chunk summing them all
+    from the workspace in chunk order (its counters zeroed: the memset) instead of two token
+    tiles. Against float64, bit for bit on a second call, a CUDA graph replays it on new data;
+    with the knob off the token tiles run and agree within rounding. Then alpha, beta, c and fp32
+    output through the same split."""
+    _require_sm90()
+    sms = torch.cuda.get_device_properties(0).multi_processor_count
+    units = -(-n // 64)
+    if sms == 132:
+        assert min(sms // units, -(-k // 64), round((-(-k // 64) / 2) ** 0.5)) == splits
+    monkeypatch.setenv("CLO_GEMM_SKINNY_WIDE_SPLIT", "1")
+    assert _skinny_token_tiles(n, m, trans_b, ktiles=-(-k // 64), wide_split=True) is None
+    dtype = torch.float16
+    a, b = _rand((m, k), dtype), _rand((n, k) if trans_b else (k, n), dtype)
+    f = lambda: llm.gemm(a, b, trans_b=trans_b)
+    names = kernel_names(f)
+    assert re.search(r"gemm_wgmma_sm90_kernel<[^>]*, 192, \d+, 1, true>", names) and "Memset" in names, names
+    out = f()
+    ref = gemm_reference(a, b, trans_b=trans_b, dtype=torch.float64)
+    assert_close(out, ref, dtype, rel_tol=_tol(dtype, k), what=f"wide split {m}x{n}x{k} tb={trans_b}")
+    assert torch.equal(f(), out)
+    _assert_graph_replays(f, a, b, trans_b, dtype, k, "wide split graph replay", replays=2)
+    monkeypatch.setenv("CLO_GEMM_SKINNY_WIDE_SPLIT", "0")
+    a2, b2 = _rand((m, k), dtype), _rand((n, k) if trans_b else (k, n), dtype)
+    a.copy_(a2), b.copy_(b2)
+    assert not re.search(r"gemm_wgmma_sm90_kernel<[^>]*, 192, \d+, 1, true>", kernel_names(f))
+    split_off = f()
+    monkeypatch.setenv("CLO_GEMM_SKINNY_WIDE_SPLIT", "1")
+    assert_close(f(), split_off.double(), dtype, rel_tol=_tol(dtype, k), what="wide split against token tiles")
+    _decode_shape_case("auto", m, n, k, torch.bfloat16, trans_b, -0.5, 1.5, True, True,
+                       kernel=r"gemm_wgmma_sm90_kernel<[^>]*, 192, \d+, 1, true>")
 
 
 def _skinny_whole_units(n, trans_b):

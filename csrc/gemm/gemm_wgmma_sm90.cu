@@ -233,6 +233,7 @@ size_t skinny_tile_workspace_bytes(const GemmProblem& p, int bn) {
     case 16: return skinny_stream_k_workspace_bytes<SkinnyWgmmaConfig<16>>(ts, grid);
     case 32: return skinny_stream_k_workspace_bytes<SkinnyWgmmaConfig<32>>(ts, grid);
     case 64: return skinny_stream_k_workspace_bytes<SkinnyWgmmaConfig<64>>(ts, grid);
+    case 192: return skinny_stream_k_workspace_bytes<SkinnyWgmmaConfig<192>>(ts, grid);
     default: return skinny_stream_k_workspace_bytes<SkinnyWgmmaConfig<128>>(ts, grid);
   }
 }

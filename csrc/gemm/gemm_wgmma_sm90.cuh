@@ -346,13 +346,24 @@ inline WgmmaTailSplit plan_skinny(long long rows, int ktiles, bool k_major, long
 // wider kernel.
 constexpr int kSkinnyTt16MaxKtiles = 128;
 constexpr int kSkinnyTallUnitRows = 16;
+// Host: whether the wide tile (192) takes 129-192 tokens with its 64-row units cut along K
+// (plan_skinny_deal) instead of token tiles: cuBLAS's deal at 144 x 4096 x 14336 (64x144 tiles, K
+// in two: 45.5 us against our two 64x72 token tiles' 60.5; each weight row comes into an SM once,
+// 20-25% fewer L2 bytes; NOTES.md "Stop 128"). For the same reason as the 16-wide tiles' rule, only
+// above kSkinnyTt16MaxKtiles k-tiles (16-bit), and where 2 chunks of every 64-row unit fit a wave.
+// Dev knob CLO_GEMM_SKINNY_WIDE_SPLIT: 1 on; 0 (default) off until a GPU has timed it.
+inline bool skinny_wide_split(long long rows, long long tokens, int ktiles, long long grid, bool int8) {
+  static bool dev = std::getenv("CLO_GEMM_SKINNY_WIDE_SPLIT") != nullptr;
+  if (dev_knob("CLO_GEMM_SKINNY_WIDE_SPLIT", dev, 0) == 0) return false;
+  return !int8 && tokens > 128 && tokens <= 192 && ktiles > kSkinnyTt16MaxKtiles && 2 * ((rows + 63) / 64) <= grid;
+}
 struct SkinnyTokenTiles {
   int bn = 0, tile_n = 0, row_step = 0, tiles_n = 1;
 };
 inline SkinnyTokenTiles plan_skinny_token_tiles(long long rows, long long tokens, bool k_major, long long grid,
                                                 int ktiles, bool int8) {
   SkinnyTokenTiles best;
-  if (tokens <= 16 || grid <= 0) return best;
+  if (tokens <= 16 || grid <= 0 || skinny_wide_split(rows, tokens, ktiles, grid, int8)) return best;
   long long best_rows = 0;
   // Dev knob CLO_GEMM_SKINNY_TT16: 0 never weighs 16-wide token tiles, 1 always, 2 (default) by
   // the rule above.
@@ -401,12 +412,25 @@ inline bool plan_skinny_deal(long long rows, long long tokens, int bn, int ktile
     return true;
   }
   if (tokens > bn) return false;
+  if (bn > 128 && skinny_wide_split(rows, tokens, ktiles, grid, int8)) {
+    // 64-row units, each cut along K into equal chunks, one a CTA (the family's tail split; the
+    // kernel has no registers to hold a stream-K piece beside the wide tile's accumulators).
+    const long long units = (rows + 63) / 64;
+    ts = WgmmaTailSplit{};
+    ts.tail_units = static_cast<int>(units);
+    ts.splits = static_cast<int>(std::min<long long>({grid / units, ktiles, split_k_chunks_model(ktiles)}));
+    ts.row_step = 64;
+    grid = units * ts.splits;
+    return true;
+  }
   ts = plan_skinny(rows, ktiles, k_major, grid, int8, skinny_split_units(bn, k_major));
-  return bn <= 128 || ts.tail_units == 0;  // the wide tile (kSkinnyWide) runs whole units only
+  return bn <= 128 || ts.tail_units == 0;  // else the wide tile (kSkinnyWide) runs whole units only
 }
-// Counters, then two pieces per CTA (the ends of its range); 0 when every range is whole.
+// Counters, then two pieces per CTA (the ends of its range); 0 when every range is whole. The
+// wide tile's split (splits > 0): counters, then a chunk per CTA (the family's tail-split layout).
 template <typename Cfg>
 inline size_t skinny_stream_k_workspace_bytes(const WgmmaTailSplit& ts, long long grid) {
+  if (ts.splits > 0) return tail_split_workspace_bytes<Cfg>(ts);  // the wide tile's split (skinny_wide_split)
   // A whole-unit deal has no tail units (its step is ktiles, 1 at K <= 64); stream-K's ranges
   // are all whole units when one CTA holds each.
   if (ts.tail_units == 0 || (grid == ts.tail_units && ts.rem == 0)) return 0;
@@ -590,18 +614,26 @@ gemm_wgmma_sm90_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_c
           }
         }
       };
+      // This CTA's chunk of a tail unit (WgmmaTailSplit: chunk c of tail unit t).
+      auto load_tail_chunk = [&] {
+        if (kCluster == 1 && blockIdx.x < ts.tail_units * ts.splits) {
+          const int t = blockIdx.x % ts.tail_units, c = blockIdx.x / ts.tail_units;
+          load_unit(ts.dp_units + t, c * ktiles / ts.splits, (c + 1) * ktiles / ts.splits);
+        }
+      };
       if constexpr (kSkinny) {
-        for (int pos = ts.range_start(blockIdx.x), end = ts.range_start(blockIdx.x + 1); pos < end;) {
-          const int t = pos / ktiles, stop = min(end, (t + 1) * ktiles);
-          load_unit(t, pos - t * ktiles, stop - t * ktiles);
-          pos = stop;
+        if (Cfg::kSkinnyWide && ts.splits > 0) {  // the wide tile's units cut along K (skinny_wide_split)
+          load_tail_chunk();
+        } else {
+          for (int pos = ts.range_start(blockIdx.x), end = ts.range_start(blockIdx.x + 1); pos < end;) {
+            const int t = pos / ktiles, stop = min(end, (t + 1) * ktiles);
+            load_unit(t, pos - t * ktiles, stop - t * ktiles);
+            pos = stop;
+          }
         }
       } else {
-      for (int unit = first_unit; unit < ts.dp_units; unit += unit_stride) load_unit(unit, 0, ktiles);
-      if (kCluster == 1 && blockIdx.x < ts.tail_units * ts.splits) {
-        const int t = blockIdx.x % ts.tail_units, c = blockIdx.x / ts.tail_units;
-        load_unit(ts.dp_units + t, c * ktiles / ts.splits, (c + 1) * ktiles / ts.splits);
-      }
+        for (int unit = first_unit; unit < ts.dp_units; unit += unit_stride) load_unit(unit, 0, ktiles);
+        load_tail_chunk();
       }
     }
   } else {
@@ -819,12 +851,68 @@ gemm_wgmma_sm90_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_c
       }
     };
 
+    // This CTA's chunk of a tail unit (WgmmaTailSplit): store it, count it in; the unit's last
+    // chunk sums all of them in chunk order and stores D.
+    auto run_tail_chunk = [&] {
+      if (kCluster == 1 && blockIdx.x < ts.tail_units * ts.splits) {
+        const int t = blockIdx.x % ts.tail_units, c = blockIdx.x / ts.tail_units;
+        mainloop((c + 1) * ktiles / ts.splits - c * ktiles / ts.splits);
+        constexpr int kVec = Cfg::kAccum / 4;
+        // This warpgroup's float4 column of chunk `chunk` (a warp's 512 bytes contiguous).
+        auto chunk_of = [&](int chunk) {
+          return reinterpret_cast<Acc4*>(ts.partials) +
+                 ((size_t(chunk * ts.tail_units + t) * Cfg::kConsumers + cw) * kVec) * 128 + wg_tid;
+        };
+        Acc4* mine = chunk_of(c);
+#pragma unroll
+        for (int j = 0; j < kVec; ++j) {
+          __stcg(mine + j * 128, Acc4{acc[4 * j], acc[4 * j + 1], acc[4 * j + 2], acc[4 * j + 3]});
+        }
+        named_barrier_sync(1 + cw, 128);
+        bool last = false;
+        if (wg_tid == 0) last = atomic_add_acq_rel_gpu(ts.counters + t * Cfg::kConsumers + cw, 1) == ts.splits - 1;
+        if (named_barrier_or(1 + cw, 128, last)) {
+          // Every chunk from memory, this one's too, in as few rounds of loads as registers
+          // allow (the sum is bound by the bytes in flight: ~3 us per 128 KB chunk in 4 rounds
+          // of 8 float4 per thread, ~1.5 in 2 of 16). Beside 128 accumulators, 2 rounds of 16
+          // made ptxas spill into the whole-unit loop; 3 rounds of 11 do not.
+          constexpr int kRounds = kVec > 16 ? 3 : 1;
+          constexpr int kChunk = (kVec + kRounds - 1) / kRounds;
+#pragma unroll
+          for (int j0 = 0; j0 < kVec; j0 += kChunk) {
+            for (int chunk = 0; chunk < ts.splits; ++chunk) {
+              const Acc4* src = chunk_of(chunk) + j0 * 128;
+              Acc4 v[kChunk];
+#pragma unroll
+              for (int j = 0; j < kChunk; ++j) {
+                if (j0 + j < kVec) v[j] = __ldcg(src + j * 128);
+              }
+#pragma unroll
+              for (int j = 0; j < kChunk; ++j) {
+                if (j0 + j >= kVec) break;
+                Acc* a = acc + 4 * (j0 + j);
+                a[0] = chunk == 0 ? v[j].x : a[0] + v[j].x;
+                a[1] = chunk == 0 ? v[j].y : a[1] + v[j].y;
+                a[2] = chunk == 0 ? v[j].z : a[2] + v[j].z;
+                a[3] = chunk == 0 ? v[j].w : a[3] + v[j].w;
+              }
+            }
+          }
+          epilogue(ts.dp_units + t);
+        }
+      }
+    };
     if constexpr (Cfg::kSkinnyWide) {
-      // Whole units only (plan_skinny_deal): the CTA's range is units start/ktiles.. straight to D.
+      // Whole units (the CTA's range is units start/ktiles.. straight to D), or 64-row units cut
+      // along K as the family's tail units (skinny_wide_split: no first piece to hold beside acc).
       if (cw < live_consumers) {
-        for (int t = ts.range_start(blockIdx.x) / ktiles, end = ts.range_start(blockIdx.x + 1) / ktiles; t < end; ++t) {
-          mainloop(ktiles);
-          epilogue(t);
+        if (ts.splits > 0) {
+          run_tail_chunk();
+        } else {
+          for (int t = ts.range_start(blockIdx.x) / ktiles, end = ts.range_start(blockIdx.x + 1) / ktiles; t < end; ++t) {
+            mainloop(ktiles);
+            epilogue(t);
+          }
         }
       }
     } else if constexpr (kSkinny) {
@@ -934,55 +1022,7 @@ gemm_wgmma_sm90_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_c
       mainloop(ktiles);
       epilogue(unit);
     }
-    if (kCluster == 1 && blockIdx.x < ts.tail_units * ts.splits) {
-      // This CTA's chunk of a tail unit: store it, count it in; the unit's last chunk sums
-      // all of them in chunk order and stores D.
-      const int t = blockIdx.x % ts.tail_units, c = blockIdx.x / ts.tail_units;
-      mainloop((c + 1) * ktiles / ts.splits - c * ktiles / ts.splits);
-      constexpr int kVec = Cfg::kAccum / 4;
-      // This warpgroup's float4 column of chunk `chunk` (a warp's 512 bytes contiguous).
-      auto chunk_of = [&](int chunk) {
-        return reinterpret_cast<Acc4*>(ts.partials) +
-               ((size_t(chunk * ts.tail_units + t) * Cfg::kConsumers + cw) * kVec) * 128 + wg_tid;
-      };
-      Acc4* mine = chunk_of(c);
-#pragma unroll
-      for (int j = 0; j < kVec; ++j) {
-        __stcg(mine + j * 128, Acc4{acc[4 * j], acc[4 * j + 1], acc[4 * j + 2], acc[4 * j + 3]});
-      }
-      named_barrier_sync(1 + cw, 128);
-      bool last = false;
-      if (wg_tid == 0) last = atomic_add_acq_rel_gpu(ts.counters + t * Cfg::kConsumers + cw, 1) == ts.splits - 1;
-      if (named_barrier_or(1 + cw, 128, last)) {
-        // Every chunk from memory, this one's too, in as few rounds of loads as registers
-        // allow (the sum is bound by the bytes in flight: ~3 us per 128 KB chunk in 4 rounds
-        // of 8 float4 per thread, ~1.5 in 2 of 16). Beside 128 accumulators, 2 rounds of 16
-        // made ptxas spill into the whole-unit loop; 3 rounds of 11 do not.
-        constexpr int kRounds = kVec > 16 ? 3 : 1;
-        constexpr int kChunk = (kVec + kRounds - 1) / kRounds;
-#pragma unroll
-        for (int j0 = 0; j0 < kVec; j0 += kChunk) {
-          for (int chunk = 0; chunk < ts.splits; ++chunk) {
-            const Acc4* src = chunk_of(chunk) + j0 * 128;
-            Acc4 v[kChunk];
-#pragma unroll
-            for (int j = 0; j < kChunk; ++j) {
-              if (j0 + j < kVec) v[j] = __ldcg(src + j * 128);
-            }
-#pragma unroll
-            for (int j = 0; j < kChunk; ++j) {
-              if (j0 + j >= kVec) break;
-              Acc* a = acc + 4 * (j0 + j);
-              a[0] = chunk == 0 ? v[j].x : a[0] + v[j].x;
-              a[1] = chunk == 0 ? v[j].y : a[1] + v[j].y;
-              a[2] = chunk == 0 ? v[j].z : a[2] + v[j].z;
-              a[3] = chunk == 0 ? v[j].w : a[3] + v[j].w;
-            }
-          }
-        }
-        epilogue(ts.dp_units + t);
-      }
-    }
+    run_tail_chunk();
     }
     if (tma_store && wg_tid == 0) tma::store_wait_all();  // the buffer stays valid until read
   }
