@@ -427,10 +427,11 @@ inline bool plan_skinny_deal(long long rows, long long tokens, int bn, int ktile
   return bn <= 128 || ts.tail_units == 0;  // else the wide tile (kSkinnyWide) runs whole units only
 }
 // Counters, then two pieces per CTA (the ends of its range); 0 when every range is whole. The
-// wide tile's split (splits > 0): counters, then a chunk per CTA (the family's tail-split layout).
+// wide tile's split (splits >= 2; stream-K deals carry 1): counters, then a chunk per CTA (the
+// family's tail-split layout).
 template <typename Cfg>
 inline size_t skinny_stream_k_workspace_bytes(const WgmmaTailSplit& ts, long long grid) {
-  if (ts.splits > 0) return tail_split_workspace_bytes<Cfg>(ts);  // the wide tile's split (skinny_wide_split)
+  if (Cfg::kSkinnyWide && ts.splits >= 2) return tail_split_workspace_bytes<Cfg>(ts);  // skinny_wide_split's deal
   // A whole-unit deal has no tail units (its step is ktiles, 1 at K <= 64); stream-K's ranges
   // are all whole units when one CTA holds each.
   if (ts.tail_units == 0 || (grid == ts.tail_units && ts.rem == 0)) return 0;
@@ -515,6 +516,9 @@ gemm_wgmma_sm90_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_c
   // The skinny tile's units of 64 rows leave the second consumer's rows empty: it sits the call
   // out, and the stages' empty barriers count one consumer.
   const int live_consumers = kSkinny && ts.row_step <= 64 ? 1 : Cfg::kConsumers;
+  // The wide skinny tile's units cut along K into equal chunks (skinny_wide_split), run as the
+  // family's last-wave chunks (splits >= 2; the skinny tile's stream-K deals carry splits = 1).
+  const bool wide_split = Cfg::kSkinnyWide && ts.splits >= 2;
   if (threadIdx.x == 0) {
     tma::prefetch_tensor_map(&map_a);
     tma::prefetch_tensor_map(&map_b);
@@ -614,17 +618,8 @@ gemm_wgmma_sm90_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_c
           }
         }
       };
-      // This CTA's chunk of a tail unit (WgmmaTailSplit: chunk c of tail unit t).
-      auto load_tail_chunk = [&] {
-        if (kCluster == 1 && blockIdx.x < ts.tail_units * ts.splits) {
-          const int t = blockIdx.x % ts.tail_units, c = blockIdx.x / ts.tail_units;
-          load_unit(ts.dp_units + t, c * ktiles / ts.splits, (c + 1) * ktiles / ts.splits);
-        }
-      };
       if constexpr (kSkinny) {
-        if (Cfg::kSkinnyWide && ts.splits > 0) {  // the wide tile's units cut along K (skinny_wide_split)
-          load_tail_chunk();
-        } else {
+        if (!wide_split) {
           for (int pos = ts.range_start(blockIdx.x), end = ts.range_start(blockIdx.x + 1); pos < end;) {
             const int t = pos / ktiles, stop = min(end, (t + 1) * ktiles);
             load_unit(t, pos - t * ktiles, stop - t * ktiles);
@@ -632,8 +627,12 @@ gemm_wgmma_sm90_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_c
           }
         }
       } else {
-        for (int unit = first_unit; unit < ts.dp_units; unit += unit_stride) load_unit(unit, 0, ktiles);
-        load_tail_chunk();
+      for (int unit = first_unit; unit < ts.dp_units; unit += unit_stride) load_unit(unit, 0, ktiles);
+      }
+      // The family's last-wave chunks and the wide tile's split: chunk c of tail unit t.
+      if ((!kSkinny || wide_split) && kCluster == 1 && blockIdx.x < ts.tail_units * ts.splits) {
+        const int t = blockIdx.x % ts.tail_units, c = blockIdx.x / ts.tail_units;
+        load_unit(ts.dp_units + t, c * ktiles / ts.splits, (c + 1) * ktiles / ts.splits);
       }
     }
   } else {
@@ -851,68 +850,13 @@ gemm_wgmma_sm90_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_c
       }
     };
 
-    // This CTA's chunk of a tail unit (WgmmaTailSplit): store it, count it in; the unit's last
-    // chunk sums all of them in chunk order and stores D.
-    auto run_tail_chunk = [&] {
-      if (kCluster == 1 && blockIdx.x < ts.tail_units * ts.splits) {
-        const int t = blockIdx.x % ts.tail_units, c = blockIdx.x / ts.tail_units;
-        mainloop((c + 1) * ktiles / ts.splits - c * ktiles / ts.splits);
-        constexpr int kVec = Cfg::kAccum / 4;
-        // This warpgroup's float4 column of chunk `chunk` (a warp's 512 bytes contiguous).
-        auto chunk_of = [&](int chunk) {
-          return reinterpret_cast<Acc4*>(ts.partials) +
-                 ((size_t(chunk * ts.tail_units + t) * Cfg::kConsumers + cw) * kVec) * 128 + wg_tid;
-        };
-        Acc4* mine = chunk_of(c);
-#pragma unroll
-        for (int j = 0; j < kVec; ++j) {
-          __stcg(mine + j * 128, Acc4{acc[4 * j], acc[4 * j + 1], acc[4 * j + 2], acc[4 * j + 3]});
-        }
-        named_barrier_sync(1 + cw, 128);
-        bool last = false;
-        if (wg_tid == 0) last = atomic_add_acq_rel_gpu(ts.counters + t * Cfg::kConsumers + cw, 1) == ts.splits - 1;
-        if (named_barrier_or(1 + cw, 128, last)) {
-          // Every chunk from memory, this one's too, in as few rounds of loads as registers
-          // allow (the sum is bound by the bytes in flight: ~3 us per 128 KB chunk in 4 rounds
-          // of 8 float4 per thread, ~1.5 in 2 of 16). Beside 128 accumulators, 2 rounds of 16
-          // made ptxas spill into the whole-unit loop; 3 rounds of 11 do not.
-          constexpr int kRounds = kVec > 16 ? 3 : 1;
-          constexpr int kChunk = (kVec + kRounds - 1) / kRounds;
-#pragma unroll
-          for (int j0 = 0; j0 < kVec; j0 += kChunk) {
-            for (int chunk = 0; chunk < ts.splits; ++chunk) {
-              const Acc4* src = chunk_of(chunk) + j0 * 128;
-              Acc4 v[kChunk];
-#pragma unroll
-              for (int j = 0; j < kChunk; ++j) {
-                if (j0 + j < kVec) v[j] = __ldcg(src + j * 128);
-              }
-#pragma unroll
-              for (int j = 0; j < kChunk; ++j) {
-                if (j0 + j >= kVec) break;
-                Acc* a = acc + 4 * (j0 + j);
-                a[0] = chunk == 0 ? v[j].x : a[0] + v[j].x;
-                a[1] = chunk == 0 ? v[j].y : a[1] + v[j].y;
-                a[2] = chunk == 0 ? v[j].z : a[2] + v[j].z;
-                a[3] = chunk == 0 ? v[j].w : a[3] + v[j].w;
-              }
-            }
-          }
-          epilogue(ts.dp_units + t);
-        }
-      }
-    };
     if constexpr (Cfg::kSkinnyWide) {
-      // Whole units (the CTA's range is units start/ktiles.. straight to D), or 64-row units cut
-      // along K as the family's tail units (skinny_wide_split: no first piece to hold beside acc).
-      if (cw < live_consumers) {
-        if (ts.splits > 0) {
-          run_tail_chunk();
-        } else {
-          for (int t = ts.range_start(blockIdx.x) / ktiles, end = ts.range_start(blockIdx.x + 1) / ktiles; t < end; ++t) {
-            mainloop(ktiles);
-            epilogue(t);
-          }
+      // Whole units (the CTA's range is units start/ktiles.. straight to D), or (wide_split) the
+      // chunks below: no first stream-K piece to hold beside the wide tile's accumulators.
+      if (cw < live_consumers && !wide_split) {
+        for (int t = ts.range_start(blockIdx.x) / ktiles, end = ts.range_start(blockIdx.x + 1) / ktiles; t < end; ++t) {
+          mainloop(ktiles);
+          epilogue(t);
         }
       }
     } else if constexpr (kSkinny) {
@@ -1022,7 +966,55 @@ gemm_wgmma_sm90_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_c
       mainloop(ktiles);
       epilogue(unit);
     }
-    run_tail_chunk();
+    }
+    if ((!kSkinny || (wide_split && cw < live_consumers)) && kCluster == 1 && blockIdx.x < ts.tail_units * ts.splits) {
+      // This CTA's chunk of a tail unit (the family's last wave, the wide tile's split): store it,
+      // count it in; the unit's last chunk sums all of them in chunk order and stores D.
+      const int t = blockIdx.x % ts.tail_units, c = blockIdx.x / ts.tail_units;
+      mainloop((c + 1) * ktiles / ts.splits - c * ktiles / ts.splits);
+      constexpr int kVec = Cfg::kAccum / 4;
+      // This warpgroup's float4 column of chunk `chunk` (a warp's 512 bytes contiguous).
+      auto chunk_of = [&](int chunk) {
+        return reinterpret_cast<Acc4*>(ts.partials) +
+               ((size_t(chunk * ts.tail_units + t) * Cfg::kConsumers + cw) * kVec) * 128 + wg_tid;
+      };
+      Acc4* mine = chunk_of(c);
+#pragma unroll
+      for (int j = 0; j < kVec; ++j) {
+        __stcg(mine + j * 128, Acc4{acc[4 * j], acc[4 * j + 1], acc[4 * j + 2], acc[4 * j + 3]});
+      }
+      named_barrier_sync(1 + cw, 128);
+      bool last = false;
+      if (wg_tid == 0) last = atomic_add_acq_rel_gpu(ts.counters + t * Cfg::kConsumers + cw, 1) == ts.splits - 1;
+      if (named_barrier_or(1 + cw, 128, last)) {
+        // Every chunk from memory, this one's too, in as few rounds of loads as registers
+        // allow (the sum is bound by the bytes in flight: ~3 us per 128 KB chunk in 4 rounds
+        // of 8 float4 per thread, ~1.5 in 2 of 16). Beside 128 accumulators, 2 rounds of 16
+        // made ptxas spill into the whole-unit loop; 3 rounds of 11 do not.
+        constexpr int kRounds = kVec > 16 ? 3 : 1;
+        constexpr int kChunk = (kVec + kRounds - 1) / kRounds;
+#pragma unroll
+        for (int j0 = 0; j0 < kVec; j0 += kChunk) {
+          for (int chunk = 0; chunk < ts.splits; ++chunk) {
+            const Acc4* src = chunk_of(chunk) + j0 * 128;
+            Acc4 v[kChunk];
+#pragma unroll
+            for (int j = 0; j < kChunk; ++j) {
+              if (j0 + j < kVec) v[j] = __ldcg(src + j * 128);
+            }
+#pragma unroll
+            for (int j = 0; j < kChunk; ++j) {
+              if (j0 + j >= kVec) break;
+              Acc* a = acc + 4 * (j0 + j);
+              a[0] = chunk == 0 ? v[j].x : a[0] + v[j].x;
+              a[1] = chunk == 0 ? v[j].y : a[1] + v[j].y;
+              a[2] = chunk == 0 ? v[j].z : a[2] + v[j].z;
+              a[3] = chunk == 0 ? v[j].w : a[3] + v[j].w;
+            }
+          }
+        }
+        epilogue(ts.dp_units + t);
+      }
     }
     if (tma_store && wg_tid == 0) tma::store_wait_all();  // the buffer stays valid until read
   }
