@@ -887,7 +887,7 @@ def test_wgmma_skinny_wide_epilogue(m, n, k, dtype, trans_b, alpha, beta, with_c
                        kernel=r"gemm_wgmma_sm90_kernel<[^>]*, 192, \d+, 1, true>")
 
 
-def _skinny_token_tiles(rows, tokens, k_major, tt16=False, ktiles=0, even=True, wide_split=False):
+def _skinny_token_tiles(rows, tokens, k_major, tt16=False, ktiles=0, even=True, wide_split=True):
     """plan_skinny_token_tiles (gemm_wgmma_sm90.cuh): (kernel width, weight rows a unit, token tile
     width) of the whole units x token tiles that fill 90% of the SMs in one wave, the fewest rows a
     CTA reads a k-tile (weight rows + tile width, with `even` 16 more for units taller than 64
@@ -897,8 +897,9 @@ def _skinny_token_tiles(rows, tokens, k_major, tt16=False, ktiles=0, even=True, 
     the kernel's width. None where there is no such deal (or one token tile). Tiles of 16 tokens
     or fewer are weighed with tt16 (dev knob CLO_GEMM_SKINNY_TT16=1) or by the default rule: a
     16-bit call (ktiles: its 128-byte k-tiles; 0 for int8) of at most 128 k-tiles. With
-    `wide_split` (dev knob CLO_GEMM_SKINNY_WIDE_SPLIT=1) none for 129-192 tokens of a 16-bit call
-    above 128 k-tiles where 2 chunks of every 64-row unit fit the SMs (skinny_wide_split)."""
+    `wide_split` (the default; dev knob CLO_GEMM_SKINNY_WIDE_SPLIT=0 off) none for 129-192 tokens of
+    a 16-bit call above 128 k-tiles where 2 chunks of every 64-row unit fit the SMs
+    (skinny_wide_split)."""
     sms = torch.cuda.get_device_properties(0).multi_processor_count
     best, best_rows, best_tiles = None, 0, 0
     tt16 = tt16 or 0 < ktiles <= 128
@@ -1031,7 +1032,7 @@ def test_wgmma_skinny_batched_shapes(monkeypatch, force, trans_b, m, n, k):
 @pytest.mark.parametrize("m,n,k,splits", [(144, 4096, 8328, 2), (160, 2816, 8264, 3), (129, 4136, 8200, 2),
                                           (192, 4096, 8200, 2)])
 def test_wgmma_skinny_wide_split(monkeypatch, trans_b, m, n, k, splits):
-    """Dev knob CLO_GEMM_SKINNY_WIDE_SPLIT=1 (skinny_wide_split): 129-192 tokens above 128 k-tiles,
+    """The default skinny_wide_split (dev knob CLO_GEMM_SKINNY_WIDE_SPLIT=0 off): 129-192 tokens above 128 k-tiles,
     where two chunks of every 64-row unit fit a wave, run in one 192-wide tile with each 64-row
     unit cut along K into `splits` chunks (4096 rows: 64 units x 2; 2816: 44 x 3; 4136: a last
     unit of 40 rows; K = 8200 and 8264 end on a partial k-tile), the last chunk summing them all
@@ -1044,8 +1045,9 @@ def test_wgmma_skinny_wide_split(monkeypatch, trans_b, m, n, k, splits):
     units = -(-n // 64)
     if sms == 132:
         assert min(sms // units, -(-k // 64), round((-(-k // 64) / 2) ** 0.5)) == splits
-    monkeypatch.setenv("CLO_GEMM_SKINNY_WIDE_SPLIT", "1")
-    assert _skinny_token_tiles(n, m, trans_b, ktiles=-(-k // 64), wide_split=True) is None
+    monkeypatch.setenv("CLO_GEMM_SKINNY_WIDE_SPLIT", "")
+    assert _skinny_token_tiles(n, m, trans_b, ktiles=-(-k // 64)) is None
+    assert _skinny_token_tiles(n, m, trans_b, ktiles=-(-k // 64), wide_split=False) is not None
     dtype = torch.float16
     a, b = _rand((m, k), dtype), _rand((n, k) if trans_b else (k, n), dtype)
     f = lambda: llm.gemm(a, b, trans_b=trans_b)
@@ -1061,7 +1063,7 @@ def test_wgmma_skinny_wide_split(monkeypatch, trans_b, m, n, k, splits):
     a.copy_(a2), b.copy_(b2)
     assert not re.search(r"gemm_wgmma_sm90_kernel<[^>]*, 192, \d+, 1, true>", kernel_names(f))
     split_off = f()
-    monkeypatch.setenv("CLO_GEMM_SKINNY_WIDE_SPLIT", "1")
+    monkeypatch.setenv("CLO_GEMM_SKINNY_WIDE_SPLIT", "")
     assert_close(f(), split_off.double(), dtype, rel_tol=_tol(dtype, k), what="wide split against token tiles")
     _decode_shape_case("auto", m, n, k, torch.bfloat16, trans_b, -0.5, 1.5, True, True,
                        kernel=r"gemm_wgmma_sm90_kernel<[^>]*, 192, \d+, 1, true>")
