@@ -376,6 +376,8 @@ def batch_sweep_section():
                 knob_row("CLO_GEMM_SKINNY_WIDE", "0", "wide_off")
             if 128 < M <= 192 and N <= 4224 and K > 8192:  # the 192-wide tile split along K, not token tiles
                 knob_row("CLO_GEMM_SKINNY_WIDE_SPLIT", "0", "wide_split_off")
+            if 128 < M <= 192 and N <= 4224 and K <= 8192:  # the same split at short K (dev knob 2)
+                knob_row("CLO_GEMM_SKINNY_WIDE_SPLIT", "2", "wide_split_any_k")
             if N < 16384 and (M % 8 != 0 or M in (72, 80, 96, 144, 160, 192, 224)):  # the last token tile's box unclipped
                 knob_row("CLO_GEMM_SKINNY_BOX_CLIP", "0", "box_unclipped")
             if (M, N) in BATCH_SWEEP_L2_PROMOTION:  # the TMA maps' L2 promotion (dev knob), forward and back

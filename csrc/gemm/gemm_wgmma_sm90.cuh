@@ -353,11 +353,13 @@ constexpr int kSkinnyTallUnitRows = 16;
 // above kSkinnyTt16MaxKtiles k-tiles (16-bit), and where 2 chunks of every 64-row unit fit a wave.
 // Measured (fp16, graphs, cold L2; NOTES.md "Stop 129"): 4096 x 14336 at 129-192 tokens 54.8-56.7
 // us against the token tiles' 58.9-66.6 (cuBLAS 50.1-60.0), 4096 x 11008 45.7-47.2 against
-// 46.7-52.9. Dev knob CLO_GEMM_SKINNY_WIDE_SPLIT: 0 off (the token tiles); 1 (default) on.
+// 46.7-52.9. Dev knob CLO_GEMM_SKINNY_WIDE_SPLIT: 0 off (the token tiles); 1 (default) on; 2 at any K.
 inline bool skinny_wide_split(long long rows, long long tokens, int ktiles, long long grid, bool int8) {
   static bool dev = std::getenv("CLO_GEMM_SKINNY_WIDE_SPLIT") != nullptr;
-  if (dev_knob("CLO_GEMM_SKINNY_WIDE_SPLIT", dev, 1) == 0) return false;
-  return !int8 && tokens > 128 && tokens <= 192 && ktiles > kSkinnyTt16MaxKtiles && 2 * ((rows + 63) / 64) <= grid;
+  const int mode = dev_knob("CLO_GEMM_SKINNY_WIDE_SPLIT", dev, 1);
+  if (mode == 0) return false;
+  return !int8 && tokens > 128 && tokens <= 192 && (mode == 2 || ktiles > kSkinnyTt16MaxKtiles) &&
+         2 * ((rows + 63) / 64) <= grid;
 }
 struct SkinnyTokenTiles {
   int bn = 0, tile_n = 0, row_step = 0, tiles_n = 1;
