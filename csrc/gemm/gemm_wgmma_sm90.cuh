@@ -157,11 +157,12 @@ struct WgmmaTailSplit {
 // counters, then one chunk's accumulators per splitting CTA.
 constexpr long long kTailSplitMinSaved = 8;  // mode 1: k-tiles a CTA must save against a whole last wave
 constexpr long long kShortWaveMaxFill = 4;   // short waves split at most 1/4 full
-// Host: the chunks to cut a unit of `ktiles` k-tiles into when its chunks' partial sums meet in
-// memory: ~ktiles/s k-tiles of streaming plus the last chunk's sum of s chunks is least near
-// s = sqrt(ktiles / 2); at least 2.
-inline long long split_k_chunks_model(int ktiles) {
-  return std::max(2LL, std::llround(std::sqrt(ktiles / 2.0)));
+// Host: the chunks to cut each of `units` units of `ktiles` k-tiles into, one a CTA of `grid`,
+// when a unit's partial sums meet in memory: ~ktiles/s k-tiles of streaming plus the last
+// chunk's sum of s chunks is least near s = sqrt(ktiles / 2) (at least 2); no more than the
+// idle CTAs a unit nor its k-tiles. Below 2: no split.
+inline long long split_k_chunks(long long units, int ktiles, long long grid) {
+  return std::min<long long>({grid / units, ktiles, std::max(2LL, std::llround(std::sqrt(ktiles / 2.0)))});
 }
 inline WgmmaTailSplit plan_tail_split(long long units, int ktiles, long long grid, int mode, bool short_wave) {
   WgmmaTailSplit ts;
@@ -176,7 +177,7 @@ inline WgmmaTailSplit plan_tail_split(long long units, int ktiles, long long gri
   if (tail == 0) return ts;
   // The tail takes ~ktiles/s k-tiles of math (~0.8 us each at 128x256) plus the last chunk's
   // sum of s chunks (~1.5 us per 128 KB chunk), and at most the idle CTAs per unit.
-  const long long splits = std::min<long long>({grid / tail, ktiles, split_k_chunks_model(ktiles)});
+  const long long splits = split_k_chunks(tail, ktiles, grid);
   if (splits < 2) return ts;  // a last wave more than half full stays whole
   // mode 1: the longest chunk (ceil(ktiles / splits)) must save >= kTailSplitMinSaved k-tiles
   // against the whole unit (a chunk writes, and its unit's last chunk reads, 128 KB of fp32
@@ -302,7 +303,7 @@ inline WgmmaTailSplit plan_skinny(long long rows, int ktiles, bool k_major, long
     // Units of 64 rows (128: 0.58-0.66x cuBLAS against 0.65-0.72x at 4096 rows, NOTES.md
     // "Batched decode"); a unit's last range sums all its pieces, one or two a round trip.
     const long long units64 = (rows + 63) / 64;
-    const long long splits = std::min<long long>({grid / units64, ktiles, split_k_chunks_model(ktiles)});
+    const long long splits = split_k_chunks(units64, ktiles, grid);
     if (splits >= 2 && units64 * ktiles < (1LL << 31)) {
       grid = units64 * splits;
       WgmmaTailSplit ts = plan_skinny_stream_k(units64, ktiles, grid);
@@ -422,7 +423,7 @@ inline bool plan_skinny_deal(long long rows, long long tokens, int bn, int ktile
     const long long units = (rows + 63) / 64;
     ts = WgmmaTailSplit{};
     ts.tail_units = static_cast<int>(units);
-    ts.splits = static_cast<int>(std::min<long long>({grid / units, ktiles, split_k_chunks_model(ktiles)}));
+    ts.splits = static_cast<int>(split_k_chunks(units, ktiles, grid));
     ts.row_step = 64;
     grid = units * ts.splits;
     return true;
